@@ -1,0 +1,25 @@
+"""Typed configuration schemas (no torch import)."""
+
+from zoo.config.errors import ConfigError
+from zoo.config.model import (
+    Activation,
+    Family,
+    ModelConfig,
+    NormPlacement,
+    NormType,
+    PositionConfig,
+    PositionKind,
+)
+from zoo.config.convert import as_model_config
+
+__all__ = [
+    "Activation",
+    "ConfigError",
+    "Family",
+    "ModelConfig",
+    "NormPlacement",
+    "NormType",
+    "PositionConfig",
+    "PositionKind",
+    "as_model_config",
+]

@@ -1,0 +1,43 @@
+"""`zoo.compose`: the same config `zoo-train` runs with, from Python."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from omegaconf import DictConfig
+
+from zoo.config.convert import as_model_config
+from zoo.config.errors import ConfigError, explain
+from zoo.config.store import register_configs
+
+CONFIG_MODULE = "zoo.conf"
+CONFIG_NAME = "config"
+
+
+def validate(cfg: DictConfig) -> DictConfig:
+    """Run the cross-field checks of the schemas; raises `ConfigError`."""
+    as_model_config(cfg.model)
+    return cfg
+
+
+def compose(overrides: Optional[Iterable[str]] = None) -> DictConfig:
+    """Compose `conf/config.yaml` with Hydra command-line style overrides, e.g.
+    `zoo.compose(["model=llama", "model/position=alibi", "model.d_model=256"])`, and validate it.
+    With no overrides this is exactly what `zoo-train` runs with no arguments."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    register_configs()
+    overrides = list(overrides or [])
+    try:
+        if GlobalHydra.instance().is_initialized():
+            return validate(hydra_compose(CONFIG_NAME, overrides=overrides))
+        with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+            cfg = hydra_compose(CONFIG_NAME, overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(explain(exc)) from exc
+    return validate(cfg)

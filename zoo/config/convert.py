@@ -1,0 +1,49 @@
+"""Turn whatever a user holds (Hydra DictConfig, plain dict, dataclass) into a validated
+`ModelConfig`."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, Mapping
+
+from zoo.config.errors import ConfigError
+from zoo.config.model import ModelConfig, PositionConfig
+
+
+def as_model_config(cfg: Any) -> ModelConfig:
+    """Validate `cfg` and return a `ModelConfig` with derived values filled in.
+
+    Raises `ConfigError` with a one-line message for unknown keys, bad values and impossible
+    combinations.
+    """
+    if isinstance(cfg, ModelConfig):
+        return ModelConfig(**cfg.to_dict())
+    data = _to_plain(cfg)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a model config must be a mapping, got {type(cfg).__name__}")
+    data = dict(data)
+    _reject_unknown(data, ModelConfig, "model")
+    position = data.get("position", {})
+    if isinstance(position, Mapping):
+        _reject_unknown(position, PositionConfig, "model.position")
+        data["position"] = PositionConfig(**position)
+    return ModelConfig(**data)
+
+
+def _to_plain(cfg: Any) -> Any:
+    try:
+        from omegaconf import DictConfig, OmegaConf
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        return cfg
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    return cfg
+
+
+def _reject_unknown(data: Mapping, schema: type, prefix: str) -> None:
+    allowed = [f.name for f in fields(schema)]
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(
+                f"unknown key {prefix}.{key}; allowed keys: {', '.join(allowed)}"
+            )

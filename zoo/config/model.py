@@ -1,0 +1,256 @@
+"""Typed schema of a model architecture.
+
+The architecture is data: every choice is an enum value, every size an integer, and
+`ModelConfig.__post_init__` rejects impossible combinations with the offending numbers before
+any weights exist. Hydra composes these schemas (see `zoo.config.store`); `zoo.models` builds a
+`torch.nn.Module` from the validated object. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields
+from typing import Optional
+
+from zoo.config.errors import ConfigError
+
+
+class Choice(str, enum.Enum):
+    """An enum whose members are their own names, so `Family("decoder_only")` works and a
+    member compares equal to its string."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value, key: str):
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value))
+        except ValueError:
+            allowed = ", ".join(m.value for m in cls)
+            raise ConfigError(f"{key}={value!r} is not allowed; choose one of: {allowed}") from None
+
+
+class Family(Choice):
+    encoder_only = "encoder_only"
+    decoder_only = "decoder_only"
+    encoder_decoder = "encoder_decoder"
+
+
+class NormPlacement(Choice):
+    pre = "pre"  # x + f(norm(x)), final norm after the stack (Xiong et al. 2020)
+    post = "post"  # norm(x + f(x)) (Vaswani et al. 2017)
+
+
+class NormType(Choice):
+    layernorm = "layernorm"
+    rmsnorm = "rmsnorm"
+
+
+class Activation(Choice):
+    relu = "relu"
+    gelu = "gelu"
+    swiglu = "swiglu"  # Shazeer 2020, GLU variants
+    geglu = "geglu"
+
+
+class PositionKind(Choice):
+    none = "none"
+    sinusoidal = "sinusoidal"
+    learned = "learned"
+    relative = "relative"  # T5 bucketed bias
+    shaw = "shaw"  # Shaw et al. 2018
+    alibi = "alibi"
+    rope = "rope"
+
+
+GATED = (Activation.swiglu, Activation.geglu)
+
+# Scheme parameters and the kinds they belong to; setting one away from its default for
+# another kind is refused, so a typo like `model/position=alibi model.position.theta=5e5`
+# does not silently do nothing.
+_POSITION_PARAMS = {
+    "theta": PositionKind.rope,
+    "scale": PositionKind.rope,
+    "num_buckets": PositionKind.relative,
+    "max_distance": PositionKind.relative,
+    "clip": PositionKind.shaw,
+}
+
+
+@dataclass(kw_only=True)
+class PositionConfig:
+    """How token order enters the model: `kind` picks a scheme, the rest are its parameters."""
+
+    kind: PositionKind = field(
+        default=PositionKind.learned, metadata={"help": "position scheme"}
+    )
+    theta: float = field(default=10000.0, metadata={"help": "rope: frequency base"})
+    scale: float = field(
+        default=1.0,
+        metadata={"help": "rope: linear position interpolation factor (Chen et al. 2023); "
+                  "positions are divided by it to extend the context"},
+    )
+    num_buckets: int = field(default=32, metadata={"help": "relative: number of buckets"})
+    max_distance: int = field(
+        default=128, metadata={"help": "relative: offsets beyond this share the last bucket"}
+    )
+    clip: int = field(default=16, metadata={"help": "shaw: relative offsets are clipped to ±clip"})
+
+    def __post_init__(self) -> None:
+        self.kind = PositionKind.parse(self.kind, "model.position.kind")
+        for f in fields(self):
+            owner = _POSITION_PARAMS.get(f.name)
+            if owner is not None and owner != self.kind and getattr(self, f.name) != f.default:
+                raise ConfigError(
+                    f"model.position.{f.name} only applies to model/position={owner.value}, "
+                    f"not {self.kind.value}"
+                )
+        if self.theta <= 0:
+            raise ConfigError(f"model.position.theta must be > 0, got {self.theta}")
+        if self.scale < 1:
+            raise ConfigError(
+                f"model.position.scale must be >= 1 (positions are divided by it), got {self.scale}"
+            )
+        if self.num_buckets < 2:
+            raise ConfigError(f"model.position.num_buckets must be >= 2, got {self.num_buckets}")
+        if self.max_distance < self.num_buckets // 2:
+            raise ConfigError(
+                f"model.position.max_distance ({self.max_distance}) must be >= num_buckets/2 "
+                f"({self.num_buckets // 2}) for the log-spaced buckets"
+            )
+        if self.clip < 1:
+            raise ConfigError(f"model.position.clip must be >= 1, got {self.clip}")
+
+
+@dataclass(kw_only=True)
+class ModelConfig:
+    """A Transformer architecture. Sizes follow the shape vocabulary of the code:
+    D = d_model, H = n_heads, Hkv = n_kv_heads, Dh = head_dim, V = vocab_size."""
+
+    family: Family = field(default=Family.decoder_only, metadata={"help": "architecture family"})
+    position: PositionConfig = field(default_factory=PositionConfig)
+    norm: NormPlacement = field(default=NormPlacement.pre, metadata={"help": "pre- or post-LN"})
+    norm_type: NormType = field(default=NormType.layernorm)
+    norm_eps: float = 1e-5
+    activation: Activation = field(default=Activation.gelu)
+    d_model: int = field(default=256, metadata={"help": "D, residual width"})
+    n_heads: int = field(default=4, metadata={"help": "H, query heads"})
+    n_kv_heads: Optional[int] = field(
+        default=None,
+        metadata={"help": "Hkv, key/value heads (GQA; 1 = MQA); default: n_heads"},
+    )
+    head_dim: Optional[int] = field(default=None, metadata={"help": "Dh; default: D / H"})
+    n_layers: int = field(
+        default=4, metadata={"help": "layers (encoder-decoder: encoder layers)"}
+    )
+    n_decoder_layers: Optional[int] = field(
+        default=None, metadata={"help": "encoder-decoder: decoder layers; default: n_layers"}
+    )
+    d_ff: Optional[int] = field(
+        default=None,
+        metadata={"help": "feed-forward hidden width; default 4·D, or 8/3·D rounded up to a "
+                  "multiple of 64 for gated activations (same parameter count)"},
+    )
+    vocab_size: int = field(default=8192, metadata={"help": "V"})
+    max_seq_len: int = field(
+        default=256, metadata={"help": "longest sequence (learned positions: table size)"}
+    )
+    dropout: float = 0.0
+    tie_embeddings: bool = field(
+        default=True, metadata={"help": "share the input embedding with the output projection"}
+    )
+    bias: bool = field(default=True, metadata={"help": "biases in linear layers and LayerNorm"})
+    scale_embeddings: bool = field(
+        default=False, metadata={"help": "multiply token embeddings by sqrt(D) (Vaswani et al.)"}
+    )
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        if isinstance(self.position, dict):
+            self.position = PositionConfig(**self.position)
+        elif not isinstance(self.position, PositionConfig):
+            raise ConfigError(f"model.position must be a mapping, got {type(self.position).__name__}")
+        self.family = Family.parse(self.family, "model.family")
+        self.norm = NormPlacement.parse(self.norm, "model.norm")
+        self.norm_type = NormType.parse(self.norm_type, "model.norm_type")
+        self.activation = Activation.parse(self.activation, "model.activation")
+
+        for name in ("d_model", "n_heads", "n_layers", "vocab_size", "max_seq_len"):
+            _positive(name, getattr(self, name))
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        _positive("n_kv_heads", self.n_kv_heads)
+        if self.n_heads % self.n_kv_heads:
+            raise ConfigError(
+                f"model.n_heads ({self.n_heads}) must be divisible by model.n_kv_heads "
+                f"({self.n_kv_heads}) for grouped-query attention"
+            )
+        if self.head_dim is None:
+            if self.d_model % self.n_heads:
+                raise ConfigError(
+                    f"model.d_model ({self.d_model}) must be divisible by model.n_heads "
+                    f"({self.n_heads}), or set model.head_dim"
+                )
+            self.head_dim = self.d_model // self.n_heads
+        _positive("head_dim", self.head_dim)
+        if self.position.kind == PositionKind.rope and self.head_dim % 2:
+            raise ConfigError(
+                f"rope rotates pairs of dimensions: head size {self.head_dim} "
+                f"(d_model {self.d_model} / n_heads {self.n_heads}) must be even"
+            )
+        if self.position.kind == PositionKind.sinusoidal and self.d_model % 2:
+            raise ConfigError(
+                f"sinusoidal positions pair sin/cos dimensions: d_model {self.d_model} must be even"
+            )
+        if self.family == Family.encoder_decoder:
+            if self.n_decoder_layers is None:
+                self.n_decoder_layers = self.n_layers
+            _positive("n_decoder_layers", self.n_decoder_layers)
+        elif self.n_decoder_layers is not None:
+            raise ConfigError(
+                f"model.n_decoder_layers only applies to model.family=encoder_decoder, "
+                f"not {self.family.value}"
+            )
+        if self.d_ff is None:
+            if self.activation in GATED:
+                self.d_ff = _round_up(int(8 * self.d_model / 3), 64)
+            else:
+                self.d_ff = 4 * self.d_model
+        _positive("d_ff", self.d_ff)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.norm_eps <= 0:
+            raise ConfigError(f"model.norm_eps must be > 0, got {self.norm_eps}")
+        if self.init_std <= 0:
+            raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
+
+    @property
+    def is_causal(self) -> bool:
+        """Whether the model's output stack is autoregressive (decoder side)."""
+        return self.family != Family.encoder_only
+
+    def to_dict(self) -> dict:
+        """Plain data (str/int/float/bool/None), as stored in checkpoints."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, PositionConfig):
+                value = {p.name: _plain(getattr(value, p.name)) for p in fields(value)}
+            out[f.name] = _plain(value)
+        return out
+
+
+def _plain(value):
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _positive(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return ((n + multiple - 1) // multiple) * multiple

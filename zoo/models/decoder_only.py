@@ -1,0 +1,44 @@
+"""Decoder-only language model (GPT: Radford et al. 2018/2019; Llama: Touvron et al. 2023):
+a causal stack over token embeddings, predicting the next token at every position."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from zoo.config.model import ModelConfig
+from zoo.models.base import ModelOutput, ZooModel, make_position_ids
+from zoo.nn.block import Stack
+from zoo.nn.cache import Cache
+
+
+class DecoderOnly(ZooModel):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.decoder = Stack(cfg, n_layers=cfg.n_layers, causal=True, cross=False)
+        self._init_weights()
+
+    def new_cache(self) -> Cache:
+        return Cache.empty(len(self.decoder.layers))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+        cache: Optional[Cache] = None,
+        use_cache: bool = False,
+    ) -> ModelOutput:
+        """input_ids (B, T); attention_mask (B, past + T), 1 = token, 0 = pad (left padding
+        is fine); cache from a previous call continues decoding. -> logits (B, T, V)."""
+        B, T = input_ids.shape
+        if use_cache and cache is None:
+            cache = self.new_cache()
+        past = cache.length if cache is not None else 0
+        if position_ids is None:
+            position_ids = make_position_ids(attention_mask, T, past, input_ids.device)
+        h = self.decoder(
+            self.embed(input_ids), positions=position_ids, key_padding=attention_mask, cache=cache
+        )  # (B, T, D)
+        return ModelOutput(logits=self.lm_head(h), hidden_states=h, cache=cache)

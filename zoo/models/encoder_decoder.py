@@ -1,0 +1,73 @@
+"""Encoder-decoder model (Vaswani et al. 2017; T5: Raffel et al. 2020): a bidirectional
+encoder over the source and a causal decoder that cross-attends to it. Source and target share
+one vocabulary and one embedding table."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from zoo.config.model import ModelConfig
+from zoo.models.base import ModelOutput, ZooModel, make_position_ids
+from zoo.nn.block import Stack
+from zoo.nn.cache import Cache
+
+
+class EncoderDecoder(ZooModel):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.encoder = Stack(cfg, n_layers=cfg.n_layers, causal=False, cross=False)
+        self.decoder = Stack(cfg, n_layers=cfg.n_decoder_layers, causal=True, cross=True)
+        self._init_weights()
+
+    def new_cache(self) -> Cache:
+        return Cache.empty(len(self.decoder.layers))
+
+    def encode(
+        self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        """input_ids (B, S) -> encoder states (B, S, D)."""
+        positions = make_position_ids(attention_mask, input_ids.shape[1], 0, input_ids.device)
+        return self.encoder(self.embed(input_ids), positions=positions, key_padding=attention_mask)
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        decoder_input_ids: Optional[torch.Tensor] = None,
+        decoder_attention_mask: Optional[torch.Tensor] = None,
+        encoder_hidden_states: Optional[torch.Tensor] = None,
+        cache: Optional[Cache] = None,
+        use_cache: bool = False,
+    ) -> ModelOutput:
+        """input_ids (B, S) source, attention_mask (B, S); decoder_input_ids (B, T) target so far
+        (shifted right); decoder_attention_mask (B, past + T). Pass `encoder_hidden_states`
+        (B, S, D) to skip re-encoding. -> logits (B, T, V)."""
+        if decoder_input_ids is None:
+            raise ValueError("an encoder-decoder model needs decoder_input_ids (the shifted target)")
+        if encoder_hidden_states is None:
+            if input_ids is None:
+                raise ValueError("an encoder-decoder model needs input_ids or encoder_hidden_states")
+            encoder_hidden_states = self.encode(input_ids, attention_mask)
+        if use_cache and cache is None:
+            cache = self.new_cache()
+        past = cache.length if cache is not None else 0
+        B, T = decoder_input_ids.shape
+        S = encoder_hidden_states.shape[1]
+        positions = make_position_ids(decoder_attention_mask, T, past, decoder_input_ids.device)
+        h = self.decoder(
+            self.embed(decoder_input_ids),
+            positions=positions,
+            key_padding=decoder_attention_mask,
+            memory=encoder_hidden_states,
+            memory_positions=torch.arange(S, device=decoder_input_ids.device)[None],  # (1, S)
+            memory_padding=attention_mask,
+            cache=cache,
+        )  # (B, T, D)
+        return ModelOutput(
+            logits=self.lm_head(h),
+            hidden_states=h,
+            cache=cache,
+            encoder_hidden_states=encoder_hidden_states,
+        )

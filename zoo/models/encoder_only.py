@@ -1,0 +1,34 @@
+"""Encoder-only model (BERT: Devlin et al. 2019): a bidirectional stack; the output projection
+gives per-token logits for masked-LM training, `hidden_states` feed a classifier."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from zoo.config.model import ModelConfig
+from zoo.models.base import ModelOutput, ZooModel, make_position_ids
+from zoo.nn.block import Stack
+
+
+class EncoderOnly(ZooModel):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.encoder = Stack(cfg, n_layers=cfg.n_layers, causal=False, cross=False)
+        self._init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+    ) -> ModelOutput:
+        """input_ids (B, T); attention_mask (B, T), 1 = token, 0 = pad. -> logits (B, T, V)."""
+        B, T = input_ids.shape
+        if position_ids is None:
+            position_ids = make_position_ids(attention_mask, T, 0, input_ids.device)
+        h = self.encoder(
+            self.embed(input_ids), positions=position_ids, key_padding=attention_mask
+        )  # (B, T, D)
+        return ModelOutput(logits=self.lm_head(h), hidden_states=h)

@@ -1,0 +1,69 @@
+"""Parameter counts and forward FLOPs per token of a built model."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from torch import nn
+
+from zoo.models.base import ZooModel
+from zoo.nn.attention import Attention
+from zoo.nn.position.learned import LearnedPositions
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """Counts for comparing arms of an ablation.
+
+    - `total_params`: unique parameters (a tied output projection counts once).
+    - `embedding_params`: token table, learned position tables and an untied output projection.
+    - `non_embedding_params`: the rest (Kaplan et al. 2020 use this to compare model sizes).
+    - `flops_per_token`: forward FLOPs for one token at context `seq_len`: 2 per weight of every
+      matrix multiply (the output projection included, tied or not) plus 4·S·H·Dh per attention
+      layer for q·kᵀ and weights·v over S keys (S = seq_len; causal masking is not discounted).
+      For an encoder-decoder it is one source token plus one target token, both at seq_len.
+    """
+
+    total_params: int
+    embedding_params: int
+    non_embedding_params: int
+    flops_per_token: int
+    seq_len: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return (
+            f"parameters {self.total_params:,} (non-embedding {self.non_embedding_params:,}), "
+            f"forward FLOPs/token {self.flops_per_token:,} at context {self.seq_len}"
+        )
+
+
+def summarize(model: ZooModel, seq_len: int | None = None) -> ModelSummary:
+    cfg = model.config
+    seq_len = seq_len or cfg.max_seq_len
+    unique = {id(p): p for p in model.parameters()}
+    total = sum(p.numel() for p in unique.values())
+
+    embedding = {id(model.embed.weight): model.embed.weight}
+    if model.lm_head.weight is not model.embed.weight:
+        embedding[id(model.lm_head.weight)] = model.lm_head.weight
+    for module in model.modules():
+        if isinstance(module, LearnedPositions):
+            embedding[id(module.table.weight)] = module.table.weight
+    n_embedding = sum(p.numel() for p in embedding.values())
+
+    matmul_weights = sum(
+        m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear)
+    )  # includes lm_head once, tied or not
+    attention_layers = sum(1 for m in model.modules() if isinstance(m, Attention))
+    attention_flops = 4 * seq_len * cfg.n_heads * cfg.head_dim * attention_layers
+    flops = 2 * matmul_weights + attention_flops
+    return ModelSummary(
+        total_params=total,
+        embedding_params=n_embedding,
+        non_embedding_params=total - n_embedding,
+        flops_per_token=flops,
+        seq_len=seq_len,
+    )

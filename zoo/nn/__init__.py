@@ -1,0 +1,1 @@
+"""Building blocks: attention, feed-forward, norms, blocks, position schemes (pure torch)."""

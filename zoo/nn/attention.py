@@ -1,0 +1,160 @@
+"""Multi-head attention (Vaswani et al. 2017) with grouped-query / multi-query key-value heads
+(Ainslie et al. 2023; Shazeer 2019), padding and causal masks, a KV cache, and every position
+scheme through its `attend` / `value_term` hooks."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.nn.cache import LayerCache
+from zoo.nn.position.base import PositionScheme
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    mask: Optional[torch.Tensor] = None,
+    bias: Optional[torch.Tensor] = None,
+    causal: bool = False,
+    scale: Optional[float] = None,
+    dropout: float = 0.0,
+    math_path: bool = False,
+):
+    """softmax(q·kᵀ · scale + bias, masked) · v.
+
+    q (B, H, T, Dh); k, v (B, Hkv, S, Dh) with H a multiple of Hkv; mask (B or 1, 1, T, S)
+    boolean, True = may attend; bias broadcastable to (B, H, T, S), added to the scaled scores;
+    `causal` adds a causal mask, with the T queries being the last T of the S keys.
+
+    Returns (out (B, H, T, Dh), weights (B, H, T, S) or None). The default path is
+    `scaled_dot_product_attention`; `math_path=True` computes the weights explicitly (for
+    schemes that need them and for inspection) and is tested against it.
+    """
+    H, Hkv = q.shape[1], k.shape[1]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if causal and (bias is not None or mask is not None or math_path):
+        T, S = q.shape[2], k.shape[2]
+        keep = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)[None, None]  # (1, 1, T, S)
+        mask = keep if mask is None else mask & keep
+        causal = False
+    if math_path:
+        if Hkv != H:
+            k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, Dh)
+            v = v.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, Dh)
+        scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, S)
+        if bias is not None:
+            scores = scores + bias
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # (B, H, T, S)
+        dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
+        return dropped @ v, dropped  # (B, H, T, Dh), the weights as applied
+
+    attn_mask = mask
+    if bias is not None:
+        attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+    out = F.scaled_dot_product_attention(
+        q, k, v,
+        attn_mask=attn_mask,
+        dropout_p=dropout,
+        is_causal=causal,
+        scale=scale,
+        enable_gqa=Hkv != H,
+    )  # (B, H, T, Dh)
+    return out, None
+
+
+class Attention(nn.Module):
+    """Self-attention (queries, keys and values from x; one fused projection) or
+    cross-attention (queries from x, keys and values from the encoder memory).
+
+    Shapes: x (B, T, D), memory (B, S, D) -> (B, T, D).
+    """
+
+    def __init__(
+        self,
+        *,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int,
+        head_dim: int,
+        bias: bool,
+        dropout: float,
+        cross: bool = False,
+    ) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
+        self.cross = cross
+        self.dropout = dropout
+        q_dim, kv_dim = n_heads * head_dim, n_kv_heads * head_dim
+        if cross:
+            self.q_proj = nn.Linear(d_model, q_dim, bias=bias)
+            self.kv_proj = nn.Linear(d_model, 2 * kv_dim, bias=bias)
+        else:
+            self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
+        self.o_proj = nn.Linear(q_dim, d_model, bias=bias)
+        self.keep_weights = False  # set True to record `last_weights` (inspection only)
+        self.last_weights: Optional[torch.Tensor] = None
+
+    def _heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, n, self.head_dim).transpose(1, 2)  # (B, n, T, Dh)
+
+    def _memory_kv(self, memory: torch.Tensor):
+        k, v = self.kv_proj(memory).chunk(2, dim=-1)  # (B, S, Hkv·Dh) each
+        return self._heads(k, self.n_kv_heads), self._heads(v, self.n_kv_heads)  # (B, Hkv, S, Dh)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        positions: torch.Tensor,
+        position: PositionScheme,
+        mask: Optional[torch.Tensor],
+        causal: bool = False,
+        memory: Optional[torch.Tensor] = None,
+        memory_positions: Optional[torch.Tensor] = None,
+        cache: Optional[LayerCache] = None,
+    ) -> torch.Tensor:
+        B, T, _ = x.shape
+        H, Hkv, Dh = self.n_heads, self.n_kv_heads, self.head_dim
+        if self.cross:
+            q = self._heads(self.q_proj(x), H)  # (B, H, T, Dh)
+            if cache is not None and cache.cross_kv is not None:
+                k, v = cache.cross_kv
+            else:
+                k, v = self._memory_kv(memory)  # (B, Hkv, S, Dh)
+                if cache is not None:
+                    cache.cross_kv = (k, v)
+            k_positions = memory_positions
+        else:
+            q, k, v = self.qkv_proj(x).split([H * Dh, Hkv * Dh, Hkv * Dh], dim=-1)
+            q = self._heads(q, H)  # (B, H, T, Dh)
+            k = self._heads(k, Hkv)  # (B, Hkv, T, Dh)
+            v = self._heads(v, Hkv)  # (B, Hkv, T, Dh)
+            k_positions = positions
+            if cache is not None:
+                k, v, k_positions = cache.self_attn.update(k, v, positions)  # (B, Hkv, S, Dh)
+        q, k, bias = position.attend(q, k, positions, k_positions)
+        need_weights = position.needs_attention_weights or self.keep_weights
+        out, weights = attention(
+            q, k, v,
+            mask=mask,
+            bias=bias,
+            causal=causal,
+            dropout=self.dropout if self.training else 0.0,
+            math_path=need_weights,
+        )  # (B, H, T, Dh)
+        if position.needs_attention_weights:
+            out = out + position.value_term(weights, positions, k_positions)
+        if self.keep_weights:
+            self.last_weights = weights.detach()
+        out = out.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H·Dh)
+        return self.o_proj(out)

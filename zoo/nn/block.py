@@ -1,0 +1,165 @@
+"""Transformer layers and stacks of them.
+
+A block is self-attention, optional cross-attention, and a feed-forward sub-layer, each wrapped
+in a residual connection with normalization either before (pre-LN: x + f(norm(x)); Xiong et al.
+2020) or after (post-LN: norm(x + f(x)); Vaswani et al. 2017). Every layer is built from the
+config, never copied from a prototype, so layers start with independent weights.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+
+from zoo.config.model import ModelConfig, NormPlacement
+from zoo.nn.attention import Attention
+from zoo.nn.cache import Cache, LayerCache
+from zoo.nn.feedforward import FeedForward
+from zoo.nn.mask import attention_mask
+from zoo.nn.norm import build_norm
+from zoo.nn.position import POSITIONS, PositionScheme, build_position
+from zoo.nn.position.none import NoPositions
+
+
+class SubLayer(nn.Module):
+    """Residual connection with its norm and dropout around one sub-layer function."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre = cfg.norm == NormPlacement.pre
+        self.norm = build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.pre:
+            return x + self.dropout(fn(self.norm(x)))
+        return self.norm(x + self.dropout(fn(x)))
+
+
+class Block(nn.Module):
+    """Encoder block (cross=False) or decoder block with cross-attention (cross=True).
+
+    Shapes: x (B, T, D), memory (B, S, D) -> (B, T, D).
+    """
+
+    def __init__(self, cfg: ModelConfig, *, cross: bool) -> None:
+        super().__init__()
+        heads = dict(
+            d_model=cfg.d_model,
+            n_heads=cfg.n_heads,
+            n_kv_heads=cfg.n_kv_heads,
+            head_dim=cfg.head_dim,
+            bias=cfg.bias,
+            dropout=cfg.dropout,
+        )
+        self.self_attn = Attention(**heads)
+        self.self_attn_sub = SubLayer(cfg)
+        self.cross_attn = Attention(**heads, cross=True) if cross else None
+        self.cross_attn_sub = SubLayer(cfg) if cross else None
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.dropout)
+        self.ff_sub = SubLayer(cfg)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        positions: torch.Tensor,
+        position: PositionScheme,
+        mask: Optional[torch.Tensor],
+        causal: bool,
+        memory: Optional[torch.Tensor] = None,
+        memory_positions: Optional[torch.Tensor] = None,
+        memory_mask: Optional[torch.Tensor] = None,
+        cache: Optional[LayerCache] = None,
+    ) -> torch.Tensor:
+        x = self.self_attn_sub(
+            x,
+            lambda h: self.self_attn(
+                h, positions=positions, position=position, mask=mask, causal=causal, cache=cache
+            ),
+        )
+        if self.cross_attn is not None:
+            x = self.cross_attn_sub(
+                x,
+                lambda h: self.cross_attn(
+                    h,
+                    positions=positions,
+                    position=_NO_POSITIONS,
+                    mask=memory_mask,
+                    memory=memory,
+                    memory_positions=memory_positions,
+                    cache=cache,
+                ),
+            )
+        return self.ff_sub(x, self.ff)
+
+
+_NO_POSITIONS = NoPositions()
+
+
+class Stack(nn.Module):
+    """n_layers blocks with their position scheme(s) and, for pre-LN, a final norm.
+
+    Input x is already-embedded tokens (B, T, D); the position scheme's `embed` hook is applied
+    here, its `attend` hook inside every self-attention. `key_padding` (B, S) covers the cached
+    and the new keys (1 = token, 0 = pad).
+    """
+
+    def __init__(self, cfg: ModelConfig, *, n_layers: int, causal: bool, cross: bool) -> None:
+        super().__init__()
+        self.causal = causal
+        self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
+        n_schemes = 1 if POSITIONS[cfg.position.kind].shared_across_layers else n_layers
+        self.positions = nn.ModuleList(build_position(cfg, causal=causal) for _ in range(n_schemes))
+        self.dropout = nn.Dropout(cfg.dropout)
+        pre = cfg.norm == NormPlacement.pre
+        self.final_norm = (
+            build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if pre else nn.Identity()
+        )
+
+    def position_for(self, layer: int) -> PositionScheme:
+        return self.positions[layer if len(self.positions) > 1 else 0]
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        positions: torch.Tensor,
+        key_padding: Optional[torch.Tensor] = None,
+        memory: Optional[torch.Tensor] = None,
+        memory_positions: Optional[torch.Tensor] = None,
+        memory_padding: Optional[torch.Tensor] = None,
+        cache: Optional[Cache] = None,
+    ) -> torch.Tensor:
+        B, T, _ = x.shape
+        past = cache.length if cache is not None else 0
+        if key_padding is None and past == 0:
+            mask, causal = None, self.causal  # lets attention take the fused is_causal path
+        else:
+            mask = attention_mask(
+                q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding,
+                device=x.device,
+            )  # (B or 1, 1, T, S)
+            causal = False
+        memory_mask = None
+        if memory is not None and memory_padding is not None:
+            memory_mask = attention_mask(
+                q_len=T, k_len=memory.shape[1], causal=False, key_padding=memory_padding,
+                device=x.device,
+            )  # (B, 1, T, S)
+        x = self.dropout(self.position_for(0).embed(x, positions))
+        for i, layer in enumerate(self.layers):
+            x = layer(
+                x,
+                positions=positions,
+                position=self.position_for(i),
+                mask=mask,
+                causal=causal,
+                memory=memory,
+                memory_positions=memory_positions,
+                memory_mask=memory_mask,
+                cache=cache.layers[i] if cache is not None else None,
+            )
+        return self.final_norm(x)

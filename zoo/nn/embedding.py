@@ -1,0 +1,31 @@
+"""Token embeddings."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class TokenEmbedding(nn.Embedding):
+    """input_ids (B, T) -> (B, T, D), optionally multiplied by sqrt(D) (Vaswani et al. §3.4).
+
+    Ids outside [0, V) are refused with a message instead of an index error deep in torch.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = False) -> None:
+        super().__init__(vocab_size, d_model)
+        self.multiplier = math.sqrt(d_model) if scale else 1.0
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if input_ids.numel():
+            low, high = int(input_ids.min()), int(input_ids.max())
+            if low < 0 or high >= self.num_embeddings:
+                bad = low if low < 0 else high
+                raise ValueError(
+                    f"token id {bad} is outside the vocabulary [0, {self.num_embeddings}) "
+                    f"(model.vocab_size={self.num_embeddings})"
+                )
+        x = super().forward(input_ids)  # (B, T, D)
+        return x * self.multiplier if self.multiplier != 1.0 else x

@@ -1,0 +1,25 @@
+"""Learned absolute position embeddings (Gehring et al. 2017; GPT, BERT): a table of
+max_seq_len × D parameters added to the token embeddings. Positions past the table are refused."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from zoo.nn.position.base import PositionScheme
+
+
+class LearnedPositions(PositionScheme):
+    def __init__(self, *, d_model: int, max_seq_len: int, **_: object) -> None:
+        super().__init__()
+        self.max_seq_len = max_seq_len
+        self.table = nn.Embedding(max_seq_len, d_model)
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        if positions.numel() and int(positions.max()) >= self.max_seq_len:
+            raise ValueError(
+                f"position {int(positions.max())} is past the learned position table "
+                f"(model.max_seq_len={self.max_seq_len}); use a shorter input or a scheme that "
+                f"extrapolates (sinusoidal, relative, shaw, alibi, rope)"
+            )
+        return x + self.table(positions)  # (B, T, D)

@@ -1,0 +1,34 @@
+"""Rotary position embeddings (Su et al. 2021, RoFormer): q and k are rotated by an angle
+proportional to their position, so q·k depends only on the offset between them. Uses the
+rotate-half pairing (dimension i with i + Dh/2). `scale` > 1 is linear position interpolation
+(Chen et al. 2023): positions are divided by it to stretch a trained context."""
+
+from __future__ import annotations
+
+import torch
+
+from zoo.nn.position.base import PositionScheme
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(..., Dh) -> (..., Dh): [x1, x2] -> [-x2, x1]."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class RotaryPositions(PositionScheme):
+    def __init__(self, *, head_dim: int, theta: float = 10000.0, scale: float = 1.0, **_: object):
+        super().__init__()
+        self.scale = scale
+        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (Dh/2,)
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """x (B, H, T, Dh), positions (B, T) -> rotated x (B, H, T, Dh)."""
+        angles = (positions.float() / self.scale)[..., None] * self.inv_freq  # (B, T, Dh/2)
+        angles = torch.cat((angles, angles), dim=-1)[:, None]  # (B, 1, T, Dh)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        return x * cos + rotate_half(x) * sin
+
+    def attend(self, q, k, q_positions, k_positions):
+        return self.rotate(q, q_positions), self.rotate(k, k_positions), None
