@@ -25,7 +25,8 @@ def explain(exc: BaseException) -> str:
         if line and line not in parts:
             parts.append(line)
         if "Available options" in text:
-            options = [s.strip() for s in text.splitlines() if s.startswith("\t")]
+            listed = text.split("Available options", 1)[1].split("Config search path", 1)[0]
+            options = [s.strip() for s in listed.splitlines() if s.startswith("\t")]
             parts.append("available: " + ", ".join(options))
         object_type = getattr(e, "object_type", None)
         if "not in" in line and dataclasses.is_dataclass(object_type):

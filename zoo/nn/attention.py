@@ -39,8 +39,9 @@ def attention(
     """
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    if causal and (bias is not None or mask is not None or math_path):
-        T, S = q.shape[2], k.shape[2]
+    T, S = q.shape[2], k.shape[2]
+    if causal and (bias is not None or mask is not None or math_path or T != S):
+        # SDPA's is_causal aligns the top-left corner; the queries here are the last T keys
         keep = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)[None, None]  # (1, 1, T, S)
         mask = keep if mask is None else mask & keep
         causal = False
@@ -100,6 +101,7 @@ class Attention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
         self.o_proj = nn.Linear(q_dim, d_model, bias=bias)
+        self.scale: Optional[float] = None  # None: 1/sqrt(Dh)
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
         self.last_weights: Optional[torch.Tensor] = None
 
@@ -149,6 +151,7 @@ class Attention(nn.Module):
             mask=mask,
             bias=bias,
             causal=causal,
+            scale=self.scale,
             dropout=self.dropout if self.training else 0.0,
             math_path=need_weights,
         )  # (B, H, T, Dh)

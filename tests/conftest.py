@@ -1,0 +1,39 @@
+"""Shared helpers: tiny model configs built from the registries, so a new family, position
+scheme, norm or activation is tested automatically."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from zoo.config.model import Activation, Family, NormPlacement, NormType, PositionKind
+
+FAMILIES = [f.value for f in Family]
+POSITIONS = [p.value for p in PositionKind]
+NORMS = [n.value for n in NormPlacement]
+NORM_TYPES = [n.value for n in NormType]
+ACTIVATIONS = [a.value for a in Activation]
+CAUSAL_FAMILIES = [f.value for f in Family if f != Family.encoder_only]
+
+
+def tiny(family: str = "decoder_only", position: str = "learned", **overrides) -> dict:
+    """A model config small enough that a forward pass takes milliseconds."""
+    cfg = dict(
+        family=family,
+        position={"kind": position},
+        d_model=16,
+        n_heads=2,
+        n_layers=2,
+        vocab_size=37,
+        max_seq_len=32,
+        dropout=0.0,
+    )
+    if family == "encoder_decoder":
+        cfg["n_decoder_layers"] = 2
+    cfg.update(overrides)
+    return cfg
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

@@ -1,0 +1,170 @@
+"""Every family × position scheme × norm placement × norm type on a tiny config: shapes,
+backward, causality, padding invariance and cached decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, tiny
+
+ATOL = 1e-5
+
+GRID = pytest.mark.parametrize("norm_type", NORM_TYPES)
+GRID_NORM = pytest.mark.parametrize("norm", NORMS)
+GRID_POS = pytest.mark.parametrize("position", POSITIONS)
+
+
+def build(family, position, norm="pre", norm_type="layernorm", **kw):
+    model = zoo.build_model(tiny(family, position, norm=norm, norm_type=norm_type, **kw))
+    return model.eval()
+
+
+def run(model, ids, mask=None, dec=None, dec_mask=None, **kw):
+    if model.config.family.value == "encoder_decoder":
+        dec = ids[:, : max(1, ids.shape[1] - 2)] if dec is None else dec
+        return model(ids, attention_mask=mask, decoder_input_ids=dec, decoder_attention_mask=dec_mask, **kw)
+    return model(ids, attention_mask=mask, **kw)
+
+
+@GRID
+@GRID_NORM
+@GRID_POS
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shapes_backward_and_finite(family, position, norm, norm_type):
+    model = build(family, position, norm, norm_type).train()
+    ids = torch.randint(0, 37, (3, 9))
+    out = run(model, ids)
+    T = out.logits.shape[1]
+    assert out.logits.shape == (3, T, 37)
+    assert out.hidden_states.shape == (3, T, 16)
+    assert torch.isfinite(out.logits).all()
+    out.logits.logsumexp(-1).mean().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, f"{name} got no gradient"
+        assert torch.isfinite(p.grad).all(), f"{name} has a non-finite gradient"
+
+
+@GRID
+@GRID_NORM
+@GRID_POS
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_causality(family, position, norm, norm_type):
+    """Changing decoder token t+1 leaves the outputs at positions <= t unchanged."""
+    model = build(family, position, norm, norm_type)
+    src = torch.randint(0, 37, (2, 8))
+    dec = torch.randint(0, 37, (2, 8))
+    t = 4
+    changed = dec.clone()
+    changed[:, t + 1] = (changed[:, t + 1] + 1) % 37
+    if family == "encoder_decoder":
+        a = model(src, decoder_input_ids=dec).logits
+        b = model(src, decoder_input_ids=changed).logits
+    else:
+        a, b = model(dec).logits, model(changed).logits
+    assert torch.allclose(a[:, : t + 1], b[:, : t + 1], atol=ATOL)
+    assert not torch.allclose(a[:, t + 1], b[:, t + 1], atol=ATOL)
+
+
+@GRID
+@GRID_NORM
+@GRID_POS
+@pytest.mark.parametrize("family", FAMILIES)
+def test_padding_invariance(family, position, norm, norm_type):
+    """Appending pad tokens with mask 0 leaves the real positions' outputs unchanged."""
+    model = build(family, position, norm, norm_type)
+    ids = torch.randint(1, 37, (2, 7))
+    padded = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(2, 7), torch.zeros(2, 3)], dim=1).long()
+    if family == "encoder_decoder":
+        dec = torch.randint(1, 37, (2, 5))
+        ref = model(ids, decoder_input_ids=dec).logits
+        # pads on the source side, then on the target side too
+        src_padded = model(padded, attention_mask=mask, decoder_input_ids=dec).logits
+        assert torch.allclose(ref, src_padded, atol=ATOL)
+        dec_padded = torch.cat([dec, torch.zeros(2, 2, dtype=torch.long)], dim=1)
+        dec_mask = torch.cat([torch.ones(2, 5), torch.zeros(2, 2)], dim=1).long()
+        both = model(padded, attention_mask=mask, decoder_input_ids=dec_padded,
+                     decoder_attention_mask=dec_mask).logits
+        assert torch.allclose(ref, both[:, :5], atol=ATOL)
+    else:
+        ref = model(ids).logits
+        out = model(padded, attention_mask=mask).logits
+        assert torch.allclose(ref, out[:, :7], atol=ATOL)
+
+
+@GRID
+@GRID_NORM
+@GRID_POS
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_cached_decoding_equals_full_forward(family, position, norm, norm_type):
+    """A prefix, then one token at a time through the KV cache, gives the full pass's logits."""
+    model = build(family, position, norm, norm_type)
+    src = torch.randint(0, 37, (2, 6))
+    dec = torch.randint(0, 37, (2, 9))
+    if family == "encoder_decoder":
+        memory = model.encode(src)
+        full = model(decoder_input_ids=dec, encoder_hidden_states=memory).logits
+        step = lambda ids, cache: model(decoder_input_ids=ids, encoder_hidden_states=memory,
+                                        cache=cache, use_cache=True)
+    else:
+        full = model(dec).logits
+        step = lambda ids, cache: model(ids, cache=cache, use_cache=True)
+    out = step(dec[:, :3], None)
+    pieces, cache = [out.logits], out.cache
+    for t in range(3, 9):
+        out = step(dec[:, t : t + 1], cache)
+        pieces.append(out.logits)
+    assert cache.length == 9
+    assert torch.allclose(torch.cat(pieces, dim=1), full, atol=ATOL)
+
+
+@GRID_POS
+def test_left_padded_batch_matches_unpadded_rows(position):
+    """Batched prompts of different lengths: a left-padded row gets the same logits (and the
+    same cached continuation) as the row alone, because positions count only real tokens."""
+    model = build("decoder_only", position)
+    short = torch.randint(1, 37, (1, 4))
+    long = torch.randint(1, 37, (1, 7))
+    batch = torch.cat([torch.cat([torch.zeros(1, 3, dtype=torch.long), short], 1), long])
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1] * 7])
+    out = model(batch, attention_mask=mask, use_cache=True)
+    alone = model(short).logits
+    assert torch.allclose(out.logits[0, 3:], alone[0], atol=ATOL)
+    assert torch.allclose(out.logits[1], model(long).logits[0], atol=ATOL)
+    nxt = torch.randint(1, 37, (2, 1))
+    mask2 = torch.cat([mask, torch.ones(2, 1, dtype=torch.long)], 1)
+    step = model(nxt, attention_mask=mask2, cache=out.cache, use_cache=True).logits
+    ref = model(torch.cat([short, nxt[:1]], 1)).logits[0, -1]
+    assert torch.allclose(step[0, -1], ref, atol=ATOL)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu", "geglu"])
+@pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_activations_and_grouped_query_attention(family, activation, n_kv_heads):
+    model = build(family, "rope", activation=activation, n_heads=4, n_kv_heads=n_kv_heads)
+    attn = model.decoder.layers[0].self_attn if family != "encoder_only" else model.encoder.layers[0].self_attn
+    # query 4 heads of 4, keys and values n_kv_heads heads of 4
+    assert attn.qkv_proj.weight.shape == ((4 + 2 * n_kv_heads) * 4, 16)
+    out = run(model, torch.randint(0, 37, (2, 6)))
+    assert torch.isfinite(out.logits).all()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_layers_start_with_independent_weights(family):
+    model = build(family, "learned")
+    stack = model.decoder if family != "encoder_only" else model.encoder
+    w0, w1 = (layer.self_attn.qkv_proj.weight for layer in stack.layers)
+    assert not torch.equal(w0, w1)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_tied_and_untied_output_projection(family):
+    tied = build(family, "none", tie_embeddings=True)
+    untied = build(family, "none", tie_embeddings=False)
+    assert tied.lm_head.weight is tied.embed.weight
+    assert untied.lm_head.weight is not untied.embed.weight
+    extra = sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters())
+    assert extra == 37 * 16
