@@ -3,6 +3,8 @@ scheme, norm or activation is tested automatically."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -37,3 +39,15 @@ def tiny(family: str = "decoder_only", position: str = "learned", **overrides) -
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_dir(tmp_path_factory):
+    """Keep tokenizer and dataset caches of the test session out of the user's home (CI may
+    point ZOO_CACHE somewhere else; subprocesses inherit it)."""
+    old = os.environ.get("ZOO_CACHE")
+    if old is None:
+        os.environ["ZOO_CACHE"] = str(tmp_path_factory.mktemp("zoo-cache"))
+    yield os.environ["ZOO_CACHE"]
+    if old is None:
+        os.environ.pop("ZOO_CACHE", None)

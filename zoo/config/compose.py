@@ -8,10 +8,9 @@ from omegaconf import DictConfig
 
 from zoo.config.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
+from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.store import register_configs
 
-CONFIG_MODULE = "zoo.conf"
-CONFIG_NAME = "config"
 
 
 def validate(cfg: DictConfig) -> DictConfig:
@@ -25,7 +24,7 @@ def compose(overrides: Optional[Iterable[str]] = None) -> DictConfig:
     `zoo.compose(["model=llama", "model/position=alibi", "model.d_model=256"])`, and validate it.
     With no overrides this is exactly what `zoo-train` runs with no arguments."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
+    from hydra import initialize_config_dir, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
     from hydra.errors import HydraException
@@ -36,7 +35,12 @@ def compose(overrides: Optional[Iterable[str]] = None) -> DictConfig:
     try:
         if GlobalHydra.instance().is_initialized():
             return validate(hydra_compose(CONFIG_NAME, overrides=overrides))
-        with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        source = config_source()
+        if source.startswith("pkg://"):
+            init = initialize_config_module(source[len("pkg://"):], version_base="1.3")
+        else:
+            init = initialize_config_dir(source, version_base="1.3")
+        with init:
             cfg = hydra_compose(CONFIG_NAME, overrides=overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc

@@ -231,11 +231,16 @@ def _as(cfg: Any, schema: type, prefix: str):
         return schema(**cfg.to_dict())
     try:
         from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        from omegaconf.errors import MissingMandatoryValue
     except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
+        DictConfig = ()
+    if isinstance(cfg, DictConfig):
+        try:
+            cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True,
+                                         throw_on_missing=True)
+        except MissingMandatoryValue as exc:
+            key = getattr(exc, "full_key", None) or "a key"
+            raise ConfigError(f"{prefix}.{key} must be set (it is ??? in the config)") from None
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{prefix} must be a mapping, got {type(cfg).__name__}")
     allowed = [f.name for f in fields(schema)]

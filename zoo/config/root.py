@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
 
 from omegaconf import MISSING
 
+from zoo.config.data import DataConfig, TokenizerConfig
 from zoo.config.model import ModelConfig
+from zoo.config.train import (
+    CallbacksConfig,
+    LoggerConfig,
+    OptimConfig,
+    SchedulerConfig,
+    TaskConfig,
+)
 
 
 @dataclass(kw_only=True)
 class ZooConfig:
+    # MISSING (not a default instance) so derived model values are filled in only after all
+    # overrides are merged, never baked into the composed config.
     model: ModelConfig = MISSING
+    task: TaskConfig = MISSING
+    data: DataConfig = MISSING
+    tokenizer: TokenizerConfig = MISSING
+    optim: OptimConfig = MISSING
+    scheduler: SchedulerConfig = MISSING
+    trainer: Dict[str, Any] = field(default_factory=dict)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
     seed: int = field(default=0, metadata={"help": "global seed for weights, data order, dropout"})
+    ckpt_path: Optional[str] = field(
+        default=None,
+        metadata={"help": "resume from this checkpoint; 'last' = the run directory's last.ckpt"},
+    )

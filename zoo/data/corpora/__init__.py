@@ -5,7 +5,7 @@ validation)."""
 from __future__ import annotations
 
 from zoo.data.corpora.kjv import kjv_verses, load_kjv
-from zoo.data.corpora.numbers import english, load_numbers, numbers_split, spanish
+from zoo.data.corpora.numbers import english, load_numbers, spanish
 from zoo.data.corpora.pydoc import load_pydoc
 from zoo.data.corpora.testament import load_testament
 
@@ -24,6 +24,5 @@ __all__ = [
     "load_numbers",
     "load_pydoc",
     "load_testament",
-    "numbers_split",
     "spanish",
 ]

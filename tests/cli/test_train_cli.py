@@ -1,0 +1,123 @@
+"""`zoo-train` through a real subprocess: each task, the run directory, resume, sweeps,
+`--cfg job`, and clear one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+import torch
+import yaml
+
+import zoo
+from tests.cli.conftest import tiny_overrides, zoo_train
+
+TASK_ARGS = {
+    "causal_lm": ["model=gpt"],
+    "masked_lm": ["model=bert"],
+    "seq2seq": ["model=transformer"],
+    "classification": ["model=bert", "task=classification"],
+}
+
+
+@pytest.mark.parametrize("task", sorted(TASK_ARGS))
+def test_each_task_trains_and_writes_its_run_directory(task, tmp_path):
+    run = tmp_path / "run"
+    result = zoo_train(*TASK_ARGS[task], *tiny_overrides(run, enc_dec=task == "seq2seq"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"run directory: {run}" in result.stdout
+    for name in ("config.yaml", "summary.json", "metrics.csv", "checkpoints/last.ckpt", "tokenizer"):
+        assert (run / name).exists(), name
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["global_step"] == 6 and summary["task"] == task
+    assert summary["tokens_seen"] > 0 and summary["tokens_per_s"] > 0
+    assert summary["model"]["total_params"] > 0
+    assert summary["metrics"]["val/loss"] > 0
+    if task == "seq2seq":
+        assert "val/bleu" in summary["metrics"] and "val/exact_match" in summary["metrics"]
+    # the checkpoint is plain data
+    data = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert data["hyper_parameters"]["task"]["kind"] == task
+    assert "zoo_tokenizer" in data
+    header = (run / "metrics.csv").read_text().splitlines()[0]
+    assert "train/loss" in header and "val/loss" in header
+
+
+def test_resume_continues_from_last_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    first = zoo_train(*tiny_overrides(run))
+    assert first.returncode == 0, first.stderr[-3000:]
+    step6 = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    again = zoo_train(*tiny_overrides(run), "trainer.max_steps=9", "ckpt_path=last")
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_from"].endswith("last.ckpt")
+    assert summary["global_step"] == 9
+    step9 = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert step9["global_step"] == 9 and step6["global_step"] == 6
+    assert step9["hyper_parameters"] == step6["hyper_parameters"]
+    # rerunning the same command in the same run directory resumes automatically
+    third = zoo_train(*tiny_overrides(run), "trainer.max_steps=12")
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert json.loads((run / "summary.json").read_text())["global_step"] == 12
+
+
+def test_cfg_job_prints_the_config_that_zoo_compose_returns(tmp_path):
+    result = zoo_train("--cfg", "job", "model=llama", "model/position=alibi")
+    assert result.returncode == 0, result.stderr
+    printed = yaml.safe_load(result.stdout)
+    composed = zoo.compose(["model=llama", "model/position=alibi"])
+    from omegaconf import OmegaConf
+
+    expected = OmegaConf.to_container(composed, resolve=False, enum_to_str=True)
+    assert printed == expected
+    assert printed["model"]["position"]["kind"] == "alibi"
+
+
+def test_multirun_sweeps_two_arms(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = [a for a in tiny_overrides(tmp_path / "unused") if not a.startswith("hydra.run.dir")]
+    result = zoo_train("-m", "model/position=rope,alibi", *args, "trainer.max_steps=3",
+                       "trainer.val_check_interval=3", f"hydra.sweep.dir={sweep}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    kinds = sorted(json.loads((sweep / str(i) / "summary.json").read_text())["position"] for i in (0, 1))
+    assert kinds == ["alibi", "rope"]
+
+
+def _assert_clean_failure(result, *fragments):
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = [l for l in result.stderr.strip().splitlines() if l.startswith("zoo-train: error:")]
+    assert len(lines) == 1, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_bad_data_files_fail_with_one_line(tmp_path):
+    run = tmp_path / "run"
+    base = [*tiny_overrides(run), "data.source=local"]
+    _assert_clean_failure(zoo_train(*base, f"data.path={tmp_path / 'missing.txt'}"), "missing.txt")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    _assert_clean_failure(zoo_train(*base, f"data.path={empty}"), "empty")
+    binary = tmp_path / "latin1.txt"
+    binary.write_bytes("caf\xe9 au lait\n".encode("latin-1") * 50)
+    _assert_clean_failure(zoo_train(*base, f"data.path={binary}"), "latin1.txt")
+    table = tmp_path / "table.jsonl"
+    table.write_text("\n".join(json.dumps({"body": f"line {i}"}) for i in range(50)))
+    _assert_clean_failure(zoo_train(*base, f"data.path={table}"), "text", "body")
+
+
+def test_bad_checkpoints_and_vocab_fail_with_one_line(tmp_path):
+    run = tmp_path / "run"
+    _assert_clean_failure(zoo_train(*tiny_overrides(run), f"ckpt_path={tmp_path / 'nope.ckpt'}"), "nope.ckpt")
+    good = tmp_path / "good"
+    assert zoo_train(*tiny_overrides(good)).returncode == 0
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes((good / "checkpoints" / "last.ckpt").read_bytes()[:2000])
+    _assert_clean_failure(zoo_train(*tiny_overrides(run), f"ckpt_path={truncated}"), "truncated")
+    _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "v"), "model.vocab_size=100"), "100", "vocab")
+    _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "t"), "task=seq2seq"), "seq2seq", "decoder_only")
+    _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "l"), "data.seq_len=100"), "100", "64")

@@ -1,0 +1,51 @@
+"""The wheel that `pip install .` builds ships every package and every config file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_zoo_package_is_listed_in_pyproject():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "zoo").rglob("__init__.py")}
+    assert found <= listed, f"missing from pyproject packages: {sorted(found - listed)}"
+    assert "zoo.conf" in listed
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        check=True, capture_output=True, timeout=600,
+    )
+    (path,) = out.glob("zoo-*.whl")
+    return zipfile.ZipFile(path)
+
+
+def test_wheel_ships_every_config_file(wheel):
+    names = set(wheel.namelist())
+    for path in (ROOT / "conf").rglob("*.yaml"):
+        rel = "/".join(path.relative_to(ROOT / "conf").parts)
+        assert f"zoo/conf/{rel}" in names, f"conf/{rel} is not in the wheel"
+
+
+def test_wheel_ships_every_module_and_the_console_scripts(wheel):
+    names = set(wheel.namelist())
+    for path in (ROOT / "zoo").rglob("*.py"):
+        rel = "/".join(path.relative_to(ROOT).parts)
+        assert rel in names, f"{rel} is not in the wheel"
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "zoo-train = zoo.cli.train:main" in wheel.read(entry_points).decode()

@@ -1,0 +1,1 @@
+"""Console entry points (thin @hydra.main wrappers)."""

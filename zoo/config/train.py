@@ -1,0 +1,148 @@
+"""Typed schemas of a training run: task, optimizer, schedule, logging and checkpoints.
+(Trainer arguments are Lightning's own and pass through as a mapping.) No torch import."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, List, Optional
+
+from zoo.config.errors import ConfigError
+from zoo.config.model import Choice
+
+
+class TaskKind(Choice):
+    causal_lm = "causal_lm"
+    masked_lm = "masked_lm"
+    seq2seq = "seq2seq"
+    classification = "classification"
+
+
+class Pooling(Choice):
+    """How a classifier reads one vector from the encoder states."""
+
+    cls = "cls"  # the first position ([CLS], Devlin et al. 2019)
+    mean = "mean"  # the mean over real tokens
+    last = "last"  # the last real token (for causal models)
+
+
+class OptimizerKind(Choice):
+    adamw = "adamw"  # Loshchilov & Hutter 2019
+    adam = "adam"  # Kingma & Ba 2015 (weight decay coupled to the gradient; Vaswani et al.)
+
+
+class ScheduleKind(Choice):
+    constant = "constant"  # optional linear warmup, then flat
+    cosine = "cosine"  # linear warmup, cosine decay to min_lr_ratio · lr (Loshchilov & Hutter 2017)
+    inverse_sqrt = "inverse_sqrt"  # d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), Vaswani et al.
+
+
+class ProgressBar(Choice):
+    rich = "rich"
+    tqdm = "tqdm"
+    none = "none"
+
+
+@dataclass(kw_only=True)
+class TaskConfig:
+    kind: TaskKind = field(default=TaskKind.causal_lm, metadata={"help": "training objective"})
+    label_smoothing: float = field(
+        default=0.0, metadata={"help": "cross-entropy label smoothing (Szegedy et al. 2016)"}
+    )
+    pooling: Optional[Pooling] = field(
+        default=None,
+        metadata={"help": "classification: cls, mean or last; default cls for encoders, last "
+                  "for decoders"},
+    )
+    generate_max_tokens: int = field(
+        default=32, metadata={"help": "seq2seq: longest greedy output when validation scores BLEU"}
+    )
+
+    def __post_init__(self) -> None:
+        self.kind = TaskKind.parse(self.kind, "task.kind")
+        if self.pooling is not None:
+            self.pooling = Pooling.parse(self.pooling, "task.pooling")
+            if self.kind != TaskKind.classification:
+                raise ConfigError(f"task.pooling only applies to task=classification, not {self.kind.value}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"task.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.generate_max_tokens < 1:
+            raise ConfigError(f"task.generate_max_tokens must be >= 1, got {self.generate_max_tokens}")
+
+
+@dataclass(kw_only=True)
+class OptimConfig:
+    kind: OptimizerKind = OptimizerKind.adamw
+    lr: float = field(
+        default=3e-4,
+        metadata={"help": "peak learning rate; with scheduler=inverse_sqrt a multiplier of the "
+                  "schedule (1.0 = the paper's rate)"},
+    )
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.95])
+    eps: float = 1e-8
+    weight_decay: float = field(
+        default=0.1, metadata={"help": "decoupled decay; never applied to norms, biases, embeddings"}
+    )
+
+    def __post_init__(self) -> None:
+        self.kind = OptimizerKind.parse(self.kind, "optim.kind")
+        self.betas = list(self.betas)
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {self.betas}")
+        if self.lr <= 0:
+            raise ConfigError(f"optim.lr must be > 0, got {self.lr}")
+        if self.eps <= 0 or self.weight_decay < 0:
+            raise ConfigError(
+                f"optim.eps must be > 0 and optim.weight_decay >= 0, got {self.eps}, {self.weight_decay}"
+            )
+
+
+@dataclass(kw_only=True)
+class SchedulerConfig:
+    kind: ScheduleKind = ScheduleKind.cosine
+    warmup_steps: int = 100
+    min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine: final lr / peak lr"})
+    total_steps: Optional[int] = field(
+        default=None, metadata={"help": "cosine: steps to decay over; default trainer.max_steps"}
+    )
+
+    def __post_init__(self) -> None:
+        self.kind = ScheduleKind.parse(self.kind, "scheduler.kind")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"scheduler.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.kind == ScheduleKind.inverse_sqrt and self.warmup_steps < 1:
+            raise ConfigError("scheduler=inverse_sqrt needs scheduler.warmup_steps >= 1")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ConfigError(f"scheduler.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.total_steps is not None and self.total_steps < 1:
+            raise ConfigError(f"scheduler.total_steps must be >= 1, got {self.total_steps}")
+
+
+@dataclass(kw_only=True)
+class LoggerConfig:
+    csv: bool = field(default=True, metadata={"help": "metrics.csv in the run directory"})
+    tensorboard: bool = field(default=False, metadata={"help": "TensorBoard events under tb/"})
+
+
+@dataclass(kw_only=True)
+class CallbacksConfig:
+    checkpoint_every_n_steps: int = field(
+        default=200, metadata={"help": "write checkpoints/last.ckpt every N optimizer steps"}
+    )
+    save_top_k: int = field(default=1, metadata={"help": "best checkpoints kept by val/loss"})
+    progress_bar: ProgressBar = ProgressBar.rich
+
+    def __post_init__(self) -> None:
+        self.progress_bar = ProgressBar.parse(self.progress_bar, "callbacks.progress_bar")
+        if self.checkpoint_every_n_steps < 1:
+            raise ConfigError(
+                f"callbacks.checkpoint_every_n_steps must be >= 1, got {self.checkpoint_every_n_steps}"
+            )
+
+
+def plain(obj: Any) -> dict:
+    """A schema object as plain data (enums as strings)."""
+    out = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        out[f.name] = value.value if isinstance(value, Choice) else value
+    return out

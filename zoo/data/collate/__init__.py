@@ -1,0 +1,17 @@
+"""collate_fns: lists of examples -> dicts of batch-first LongTensors, one file per task
+shape."""
+
+from zoo.data.collate.causal import collate_causal
+from zoo.data.collate.classification import collate_classification
+from zoo.data.collate.masked import IGNORE_INDEX, MaskingCollator
+from zoo.data.collate.padding import pad
+from zoo.data.collate.seq2seq import collate_seq2seq
+
+__all__ = [
+    "IGNORE_INDEX",
+    "MaskingCollator",
+    "collate_causal",
+    "collate_classification",
+    "collate_seq2seq",
+    "pad",
+]

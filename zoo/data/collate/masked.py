@@ -1,0 +1,72 @@
+"""BERT masking for masked-LM batches (Devlin et al. 2019, section 3.1).
+
+Of the non-special tokens, `probability` (15%) are chosen for prediction; of the chosen, 80%
+become <mask>, 10% a random ordinary token, 10% stay unchanged. `labels` hold the original id
+at chosen positions and -100 (ignored by cross-entropy) elsewhere.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Sequence
+
+import torch
+
+from zoo.data.tokenizers.base import NUM_SPECIAL, SPECIAL_IDS
+
+IGNORE_INDEX = -100
+
+
+class MaskingCollator:
+    """Callable collate_fn: B windows of T ids -> input_ids, labels, attention_mask [B, T].
+
+    Randomness: in the main process a generator seeded with `seed` runs on across epochs; in
+    a DataLoader worker the worker's own seed (derived by torch from the loader's, hence from
+    the global seed) is used. With `fixed=True` (validation) each batch is masked by a
+    generator seeded from `seed` and the batch's ids, so the same batch is masked the same
+    way every epoch."""
+
+    def __init__(self, vocab_size: int, *, probability: float = 0.15, seed: int = 0,
+                 fixed: bool = False, mask_id: int = SPECIAL_IDS["mask"],
+                 num_special: int = NUM_SPECIAL):
+        if vocab_size <= num_special:
+            raise ValueError(f"vocab_size {vocab_size} leaves no ordinary tokens to mask")
+        self.vocab_size = vocab_size
+        self.probability = probability
+        self.seed = seed
+        self.fixed = fixed
+        self.mask_id = mask_id
+        self.num_special = num_special
+        self._generator: torch.Generator | None = None
+        self._worker: int | None = None
+
+    def __call__(self, blocks: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        ids = torch.stack([torch.as_tensor(b) for b in blocks]).long()  # (B, T)
+        input_ids, labels = self.mask(ids, self._generator_for(ids))
+        return {"input_ids": input_ids, "labels": labels,
+                "attention_mask": torch.ones_like(input_ids)}
+
+    def mask(self, ids: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(masked ids, labels), both LongTensor of the shape of `ids`."""
+        maskable = ids >= self.num_special
+        chosen = (torch.rand(ids.shape, generator=g) < self.probability) & maskable
+        labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE_INDEX))
+        roll = torch.rand(ids.shape, generator=g)
+        to_mask = chosen & (roll < 0.8)
+        to_random = chosen & (roll >= 0.8) & (roll < 0.9)
+        random_ids = torch.randint(self.num_special, self.vocab_size, ids.shape, generator=g)
+        out = torch.where(to_mask, torch.full_like(ids, self.mask_id), ids)
+        out = torch.where(to_random, random_ids, out)
+        return out, labels
+
+    def _generator_for(self, ids: torch.Tensor) -> torch.Generator:
+        if self.fixed:
+            crc = zlib.crc32(ids.numpy().tobytes())
+            return torch.Generator().manual_seed((self.seed * 1_000_003 + crc) % (1 << 63))
+        info = torch.utils.data.get_worker_info()
+        worker = None if info is None else info.id
+        if self._generator is None or worker != self._worker:
+            seed = self.seed if info is None else info.seed
+            self._generator = torch.Generator().manual_seed(seed % (1 << 63))
+            self._worker = worker
+        return self._generator

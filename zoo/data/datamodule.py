@@ -1,0 +1,270 @@
+"""`ZooDataModule`: one LightningDataModule for every task shape.
+
+    DataConfig ──load_splits──► raw train / validation ──build_tokenizer (train split)──►
+    tokenize (datasets.map, cached) ──► causal_lm / masked_lm: pack into blocks
+                                       seq2seq / classification: keep examples, pad per batch
+    ──► DataLoader(collate_fn) ──► dict of LongTensors, batch-first
+
+Every rank calls `setup`; `prepare_data` (local rank 0 only) trains the tokenizer first so the
+other ranks find it in the cache instead of training it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import lightning as L
+import torch
+
+from zoo.config.data import (
+    DataConfig,
+    TaskShape,
+    TokenizerConfig,
+    as_data_config,
+    as_tokenizer_config,
+)
+from zoo.data.batching import per_device_batch
+from zoo.data.collate import (
+    MaskingCollator,
+    collate_causal,
+    collate_classification,
+    collate_seq2seq,
+)
+from zoo.data.errors import DataError
+from zoo.data.packing import PackedBlocks, concat_ids
+from zoo.data.sources import describe, load_splits, require_columns
+from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
+from zoo.data.tokenizers import Tokenizer, build_tokenizer
+from zoo.data.vocab import check_vocab
+
+LM_SHAPES = (TaskShape.causal_lm, TaskShape.masked_lm)
+
+
+class ZooDataModule(L.LightningDataModule):
+    """Batches for `task` (causal_lm, masked_lm, seq2seq, classification) from `data` and
+    `tokenizer` configs (dataclasses, dicts or composed Hydra nodes).
+
+    After `setup()`: `tokenizer`, `vocab_size`, `batch_size` (per device),
+    `accumulate_grad_batches`, and for classification `labels` (label names, index = class
+    id) / `num_classes`. The per-device batch derives from `data.global_batch_size` and the
+    world size (the attached Trainer's, else `world_size`), unless `batch_size` fixes it."""
+
+    def __init__(self, data: Any = None, tokenizer: Any = None, task: Any = "causal_lm", *,
+                 seed: int = 0, world_size: int = 1, batch_size: Optional[int] = None):
+        super().__init__()
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.fixed_batch_size = batch_size
+        self.data_cfg: DataConfig = as_data_config(data)
+        self.tokenizer_cfg: TokenizerConfig = as_tokenizer_config(tokenizer)
+        self.task = TaskShape.parse(task, "task")
+        self.seed = seed
+        self.world_size = world_size
+        self.tokenizer: Optional[Tokenizer] = None
+        self.label_names: Optional[list] = None
+        self.train_dataset: Optional[torch.utils.data.Dataset] = None
+        self.val_dataset: Optional[torch.utils.data.Dataset] = None
+        self._splits = None
+        self._tokenized = None
+        self._derive_batch(world_size)
+
+    # ---- Lightning hooks -------------------------------------------------------------------
+
+    def prepare_data(self) -> None:
+        """Local rank 0, before `setup`: read the files, train the tokenizer, tokenize, so
+        that every cache (tokenizer, datasets' files) exists when the other ranks look."""
+        if self.train_dataset is None:
+            self._tokenized_splits()
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        if self.train_dataset is not None:
+            return
+        trainer = getattr(self, "trainer", None)
+        self._derive_batch(trainer.world_size if trainer is not None else self.world_size)
+        tokenized = self._tokenized_splits()
+        if self.task in LM_SHAPES:
+            seq_len = self.data_cfg.seq_len
+            block = seq_len + 1 if self.task == TaskShape.causal_lm else seq_len
+            self.train_dataset, self.val_dataset = (
+                PackedBlocks(concat_ids(tokenized[s]), block=block, stride=seq_len, name=s)
+                for s in ("train", "validation")
+            )
+        else:
+            self.train_dataset, self.val_dataset = tokenized["train"], tokenized["validation"]
+        self._splits = self._tokenized = None  # raw and intermediate data are no longer needed
+
+    def train_dataloader(self) -> torch.utils.data.DataLoader:
+        return self._loader(self.train_dataset, train=True)
+
+    def val_dataloader(self) -> torch.utils.data.DataLoader:
+        return self._loader(self.val_dataset, train=False)
+
+    # ---- what the task needs ---------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """V of the tokenizer (after setup)."""
+        return self._require_tokenizer().vocab_size
+
+    @property
+    def labels(self) -> Optional[list]:
+        """Classification: label names in class-id order (None for other tasks)."""
+        return self.label_names
+
+    @property
+    def num_classes(self) -> Optional[int]:
+        return None if self.label_names is None else len(self.label_names)
+
+    def check_vocab(self, model_vocab_size: int) -> None:
+        """ConfigError unless the model can embed every id of the tokenizer."""
+        check_vocab(model_vocab_size, self._require_tokenizer())
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _derive_batch(self, world_size: int) -> None:
+        if self.fixed_batch_size is not None:
+            self.batch_size, self.accumulate_grad_batches = self.fixed_batch_size, 1
+            return
+        self.batch_size, self.accumulate_grad_batches = per_device_batch(
+            self.data_cfg.global_batch_size, world_size, self.data_cfg.max_device_batch_size
+        )
+
+    def _tokenized_splits(self) -> dict:
+        """{"train": ..., "validation": ...} datasets of id columns for the task shape."""
+        if self._tokenized is None:
+            splits = self._raw_splits()
+            tokenizer = self._build_tokenizer()
+            cfg = self.data_cfg
+            if self.task in LM_SHAPES:
+                fn = lambda ds: tokenize_lm(ds, tokenizer, cfg.text_column)  # noqa: E731
+            elif self.task == TaskShape.seq2seq:
+                fn = lambda ds: tokenize_seq2seq(  # noqa: E731
+                    ds, tokenizer, cfg.text_column, cfg.target_column, cfg.seq_len)
+            else:
+                label_ids = self._label_ids(splits)
+                fn = lambda ds: tokenize_classification(  # noqa: E731
+                    ds, tokenizer, cfg.text_column, cfg.label_column, label_ids, cfg.seq_len)
+            self._tokenized = {s: fn(splits[s]) for s in ("train", "validation")}
+        return self._tokenized
+
+    def _raw_splits(self):
+        if self._splits is None:
+            splits = load_splits(self.data_cfg)
+            for name in ("train", "validation"):
+                require_columns(splits[name], self._columns(),
+                                f"the {name} split of {describe(self.data_cfg)}")
+            self._splits = splits
+        return self._splits
+
+    def _columns(self) -> dict[str, str]:
+        cfg = self.data_cfg
+        columns = {"data.text_column": cfg.text_column}
+        if self.task == TaskShape.seq2seq:
+            columns["data.target_column"] = cfg.target_column
+        if self.task == TaskShape.classification:
+            columns["data.label_column"] = cfg.label_column
+        return columns
+
+    def _build_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            train = self._raw_splits()["train"]
+            columns = [self.data_cfg.text_column]
+            if self.task == TaskShape.seq2seq:
+                columns.append(self.data_cfg.target_column)
+
+            def texts():
+                for column in columns:
+                    for value in train[column]:
+                        if value is not None:
+                            yield value if isinstance(value, str) else str(value)
+
+            self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts)
+        return self.tokenizer
+
+    def _label_ids(self, splits) -> dict:
+        """Label value -> id 0..K-1 from the training split (a ClassLabel keeps its ids);
+        DataError for a missing label or a validation label never seen in training."""
+        column = self.data_cfg.label_column
+        feature = splits["train"].features[column]
+        names = getattr(feature, "names", None)
+        if names is not None:
+            values = list(range(len(names)))
+            self.label_names = list(names)
+        else:
+            train_values = set(splits["train"][column])
+            if None in train_values:
+                raise DataError(f"data.label_column={column!r}: some training examples have "
+                                f"no label")
+            values = sorted(train_values, key=lambda v: (str(type(v)), v))
+            self.label_names = [v if isinstance(v, (int, str)) else str(v) for v in values]
+        if len(values) < 2:
+            raise DataError(f"data.label_column={column!r}: the training split has "
+                            f"{len(values)} distinct label(s); classification needs at least 2")
+        label_ids = {v: i for i, v in enumerate(values)}
+        unseen = set(splits["validation"][column]) - set(label_ids)
+        if unseen:
+            shown = ", ".join(repr(v) for v in sorted(unseen, key=str)[:5])
+            raise DataError(
+                f"data.label_column={column!r}: validation labels never seen in training: "
+                f"{shown}; known labels: {', '.join(map(repr, values[:10]))}"
+            )
+        return label_ids
+
+    def _loader(self, dataset, train: bool) -> torch.utils.data.DataLoader:
+        if dataset is None:
+            raise DataError("call setup() on the datamodule before asking for dataloaders")
+        workers = self.data_cfg.num_workers
+        return torch.utils.data.DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            shuffle=train,
+            drop_last=train,
+            collate_fn=self._collate(train),
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            generator=torch.Generator().manual_seed(self.seed) if train else None,
+        )
+
+    def _collate(self, train: bool):
+        tokenizer = self._require_tokenizer()
+        if self.task == TaskShape.causal_lm:
+            return collate_causal
+        if self.task == TaskShape.masked_lm:
+            return MaskingCollator(tokenizer.vocab_size,
+                                   probability=self.data_cfg.mlm_probability,
+                                   seed=self.seed, fixed=not train, mask_id=tokenizer.mask_id)
+        if self.task == TaskShape.seq2seq:
+            return _Seq2SeqCollate(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+        return _ClassificationCollate(tokenizer.pad_id)
+
+    def _require_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            raise DataError("the tokenizer exists after setup(); call dm.setup() first")
+        return self.tokenizer
+
+
+def build_datamodule(data: Any, tokenizer: Any, task: Any, *, batch_size: Optional[int] = None,
+                     seed: int = 0, world_size: int = 1) -> ZooDataModule:
+    """The datamodule for `task` from the `data:` and `tokenizer:` configs. Pass the
+    per-device `batch_size` from `per_device_batch` (the accumulation goes to the Trainer), or
+    leave it None to derive it from `data.global_batch_size` and the world size at setup."""
+    return ZooDataModule(data, tokenizer, task, seed=seed, world_size=world_size,
+                         batch_size=batch_size)
+
+
+class _Seq2SeqCollate:
+    """Picklable collate_fn (DataLoader workers) binding the tokenizer's special ids."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int):
+        self.ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id}
+
+    def __call__(self, examples):
+        return collate_seq2seq(examples, **self.ids)
+
+
+class _ClassificationCollate:
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, examples):
+        return collate_classification(examples, pad_id=self.pad_id)

@@ -1,0 +1,68 @@
+"""`load_splits`: the train and validation examples a `DataConfig` names, as one
+`datasets.DatasetDict` (raw text columns, not yet tokenized)."""
+
+from __future__ import annotations
+
+import math
+
+from zoo.config.data import DataConfig, DataSource
+from zoo.data.cache import cache_root
+from zoo.data.corpora import CORPORA
+from zoo.data.errors import DataError
+from zoo.data.files import load_files, load_hub
+from zoo.data.split import split_train_val
+
+
+def load_splits(cfg: DataConfig):
+    """DatasetDict(train=..., validation=...).
+
+    Built-in corpora and local files without `data.val_path` are split by
+    `split_train_val(val_fraction, split_seed)`; a Hub dataset keeps its own validation split
+    when it has one. `data.max_examples` then keeps the first N training examples (a seeded
+    random sample when the split shuffled) and ceil(N * val_fraction) validation examples."""
+    from datasets import DatasetDict
+
+    datasets_cache = str(cache_root(cfg.cache_dir) / "datasets")
+    val = None
+    if cfg.source == DataSource.local:
+        train = load_files(cfg.path, sample_by=cfg.sample_by.value, cache_dir=datasets_cache)
+        if cfg.val_path is not None:
+            val = load_files(cfg.val_path, sample_by=cfg.sample_by.value,
+                             cache_dir=datasets_cache, key="data.val_path")
+    elif cfg.source == DataSource.hub:
+        train, val = load_hub(cfg.hub_name, cfg.hub_config, cache_dir=datasets_cache)
+    else:
+        train = CORPORA[cfg.source.value](cfg)
+    if val is None:
+        splits = split_train_val(train, cfg.val_fraction, cfg.split_seed)
+    else:
+        splits = DatasetDict(train=train, validation=val)
+    if cfg.max_examples is not None:
+        n_val = max(1, math.ceil(cfg.max_examples * cfg.val_fraction))
+        splits = DatasetDict(
+            train=_head(splits["train"], cfg.max_examples),
+            validation=_head(splits["validation"], n_val),
+        )
+    return splits
+
+
+def require_columns(ds, columns: dict[str, str], where: str) -> None:
+    """Raise DataError naming the config key and the columns that exist when one of
+    `columns` ({config key: column name}) is absent from `ds`."""
+    for key, column in columns.items():
+        if column not in ds.column_names:
+            raise DataError(f"{key}={column!r} is not a column of {where}; "
+                            f"columns: {', '.join(ds.column_names)}")
+
+
+def describe(cfg: DataConfig) -> str:
+    """Where the examples come from, for error messages."""
+    if cfg.source == DataSource.local:
+        return f"data.path={cfg.path}"
+    if cfg.source == DataSource.hub:
+        return f"data.hub_name={cfg.hub_name}"
+    return f"data.source={cfg.source.value}"
+
+
+def _head(ds, n: int):
+    return ds.select(range(min(n, len(ds))))

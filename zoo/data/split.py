@@ -1,0 +1,25 @@
+"""The seeded train/validation split, for sources that bring no validation split."""
+
+from __future__ import annotations
+
+import math
+
+from zoo.data.errors import DataError
+
+
+def split_train_val(ds, val_fraction: float, seed: int):
+    """`datasets.DatasetDict` with "train" and "validation": a shuffle seeded by `seed`, then
+    ceil(val_fraction * N) examples held out. Same seed -> same split; the two never share an
+    example (row)."""
+    from datasets import DatasetDict
+
+    n = len(ds)
+    if n < 2:
+        raise DataError(f"cannot hold out validation examples from {n} example(s); "
+                        f"give at least 2")
+    n_val = math.ceil(val_fraction * n)
+    if n_val >= n:
+        raise DataError(f"data.val_fraction={val_fraction} of {n} examples leaves none to "
+                        f"train on; lower data.val_fraction")
+    parts = ds.train_test_split(test_size=n_val, seed=seed, shuffle=True)
+    return DatasetDict(train=parts["train"], validation=parts["test"])

@@ -1,0 +1,95 @@
+"""What every tokenizer offers: text <-> ids, fixed special ids, and save/load so a run
+directory can rebuild the exact tokenizer a model was trained with.
+
+Special ids are the same for every kind, so collators and tasks never ask which tokenizer
+they hold: pad 0, unk 1, bos 2, eos 3, mask 4, cls 5. Ordinary tokens start at 6.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable
+
+SPECIAL_TOKENS = {
+    "pad": "<pad>",
+    "unk": "<unk>",
+    "bos": "<s>",
+    "eos": "</s>",
+    "mask": "<mask>",
+    "cls": "<cls>",
+}
+SPECIAL_IDS = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
+NUM_SPECIAL = len(SPECIAL_TOKENS)
+META_FILE = "tokenizer.json"
+
+
+class Tokenizer(abc.ABC):
+    """Base class. Subclasses set `kind` and implement `encode`, `decode`, `vocab_size`,
+    `_state` (JSON-able settings) and `_from_state`."""
+
+    kind: str = ""
+    from_cache: bool = False  # set when a build found it in the cache instead of training
+
+    pad_id = SPECIAL_IDS["pad"]
+    unk_id = SPECIAL_IDS["unk"]
+    bos_id = SPECIAL_IDS["bos"]
+    eos_id = SPECIAL_IDS["eos"]
+    mask_id = SPECIAL_IDS["mask"]
+    cls_id = SPECIAL_IDS["cls"]
+
+    @property
+    @abc.abstractmethod
+    def vocab_size(self) -> int:
+        """V: every id is in [0, V)."""
+
+    @abc.abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """Ids of `text`, without bos/eos (the collators add those where a task wants them)."""
+
+    @abc.abstractmethod
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of `ids`; pad, bos, eos, mask and cls are dropped."""
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def special_ids(self) -> dict[str, int]:
+        """{"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5}."""
+        return dict(SPECIAL_IDS)
+
+    def fingerprint(self) -> str:
+        """Hex digest that changes whenever the mapping text -> ids could; names cached
+        tokenized datasets."""
+        return hashlib.sha256(self.kind.encode() + b"\0" + self._identity()).hexdigest()[:24]
+
+    def _identity(self) -> bytes:
+        """Bytes that determine the mapping (beyond `kind`); empty for fixed vocabularies."""
+        return b""
+
+    def save(self, directory: str | Path) -> Path:
+        """Write `tokenizer.json` (kind + settings) and any model files into `directory`."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = {"kind": self.kind, "vocab_size": self.vocab_size, "special_ids": SPECIAL_IDS}
+        meta.update(self._state(directory))
+        (directory / META_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False))
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "Tokenizer":
+        """Rebuild the tokenizer that `save` wrote into `directory` (any kind)."""
+        from zoo.data.tokenizers.registry import load_tokenizer
+
+        return load_tokenizer(directory)
+
+    @abc.abstractmethod
+    def _state(self, directory: Path) -> dict:
+        """Settings to store in tokenizer.json; may write extra files into `directory`."""
+
+    @classmethod
+    @abc.abstractmethod
+    def _from_state(cls, meta: dict, directory: Path) -> "Tokenizer":
+        """Inverse of `_state`."""

@@ -1,0 +1,31 @@
+"""Byte-level tokenizer: the UTF-8 bytes of the text, 256 ids after the 6 specials
+(V = 262). Nothing to train, nothing unknown; the vocabulary of ByT5 (Xue et al. 2022)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from zoo.data.tokenizers.base import NUM_SPECIAL, Tokenizer
+
+
+class ByteTokenizer(Tokenizer):
+    kind = "byte"
+
+    @property
+    def vocab_size(self) -> int:
+        return NUM_SPECIAL + 256
+
+    def encode(self, text: str) -> list[int]:
+        return [b + NUM_SPECIAL for b in text.encode("utf-8")]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        data = bytes(i - NUM_SPECIAL for i in map(int, ids) if i >= NUM_SPECIAL)
+        return data.decode("utf-8", errors="replace")
+
+    def _state(self, directory: Path) -> dict:
+        return {}
+
+    @classmethod
+    def _from_state(cls, meta: dict, directory: Path) -> "ByteTokenizer":
+        return cls()

@@ -1,0 +1,133 @@
+"""SentencePiece subword tokenizers (Kudo & Richardson 2018), trained on the training split:
+BPE (Sennrich et al. 2016) or the unigram language model (Kudo 2018).
+
+Training reads the text line by line; newline and tab are kept as their own pieces so that
+multi-line documents decode to themselves. Normalization is the identity and whitespace is kept
+as written, so ordinary text round-trips exactly. `vocab_size` is a soft limit: a small
+training text yields fewer pieces (the actual size is `vocab_size` of the result).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Iterable
+
+from zoo.data.errors import DataError
+from zoo.data.tokenizers.base import SPECIAL_IDS, SPECIAL_TOKENS, Tokenizer
+
+MODEL_FILE = "sentencepiece.model"
+KEPT_WHITESPACE = ["\n", "\t"]
+_REQUIRED_CHARS = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """Wraps a trained `sentencepiece.SentencePieceProcessor`; `model_type` is "bpe" or
+    "unigram"."""
+
+    def __init__(self, model_proto: bytes, model_type: str):
+        import sentencepiece as spm
+
+        self.model_type = model_type
+        self.kind = f"sentencepiece_{model_type}"
+        self._proto = model_proto
+        self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        for name, token in SPECIAL_TOKENS.items():
+            got = self._sp.piece_to_id(token)
+            if got != SPECIAL_IDS[name]:
+                raise DataError(f"sentencepiece model has {token} at id {got}, expected "
+                                f"{SPECIAL_IDS[name]}; retrain it with zoo")
+
+    @classmethod
+    def train(cls, texts: Iterable[str], cfg) -> "SentencePieceTokenizer":
+        """Train on `texts` with the settings of a `TokenizerConfig` (vocab_size,
+        character_coverage, byte_fallback, max_sentences)."""
+        import io
+
+        import sentencepiece as spm
+
+        model_type = "bpe" if str(cfg.kind).endswith("bpe") else "unigram"
+        lines = [line for text in texts for line in text.split("\n") if line.strip()]
+        if not lines:
+            raise DataError(f"tokenizer={cfg.kind}: the training text is empty")
+        model = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(lines),
+                model_writer=model,
+                model_type=model_type,
+                vocab_size=cfg.vocab_size,
+                hard_vocab_limit=False,
+                character_coverage=cfg.character_coverage,
+                byte_fallback=cfg.byte_fallback,
+                input_sentence_size=cfg.max_sentences,
+                shuffle_input_sentence=True,
+                max_sentence_length=1 << 16,
+                pad_id=SPECIAL_IDS["pad"],
+                unk_id=SPECIAL_IDS["unk"],
+                bos_id=SPECIAL_IDS["bos"],
+                eos_id=SPECIAL_IDS["eos"],
+                pad_piece=SPECIAL_TOKENS["pad"],
+                unk_piece=SPECIAL_TOKENS["unk"],
+                bos_piece=SPECIAL_TOKENS["bos"],
+                eos_piece=SPECIAL_TOKENS["eos"],
+                control_symbols=[SPECIAL_TOKENS["mask"], SPECIAL_TOKENS["cls"]],
+                user_defined_symbols=KEPT_WHITESPACE,
+                normalization_rule_name="identity",
+                remove_extra_whitespaces=False,
+                num_threads=max(1, min(os.cpu_count() or 1, 16)),
+                minloglevel=2,
+            )
+        except RuntimeError as exc:
+            raise _explain(exc, cfg) from exc
+        return cls(model.getvalue(), model_type)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self._sp.encode(text)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self._sp.encode(list(texts))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self._sp.decode([int(i) for i in ids])
+
+    def _identity(self) -> bytes:
+        return self._proto
+
+    def _state(self, directory: Path) -> dict:
+        (directory / MODEL_FILE).write_bytes(self._proto)
+        return {"model_type": self.model_type, "model_file": MODEL_FILE}
+
+    @classmethod
+    def _from_state(cls, meta: dict, directory: Path) -> "SentencePieceTokenizer":
+        path = directory / meta.get("model_file", MODEL_FILE)
+        if not path.is_file():
+            raise DataError(f"tokenizer directory {directory} lacks {path.name}")
+        return cls(path.read_bytes(), meta["model_type"])
+
+    def __getstate__(self):  # SentencePieceProcessor does not pickle; the proto does
+        return {"proto": self._proto, "model_type": self.model_type,
+                "from_cache": self.from_cache}
+
+    def __setstate__(self, state):
+        self.__init__(state["proto"], state["model_type"])
+        self.from_cache = state["from_cache"]
+
+
+def _explain(exc: RuntimeError, cfg) -> DataError:
+    text = str(exc)
+    found = _REQUIRED_CHARS.search(text)
+    if found:
+        return DataError(
+            f"tokenizer.vocab_size={cfg.vocab_size} is too small for this training text: its "
+            f"characters plus special pieces need {found.group(2)}; raise tokenizer.vocab_size "
+            f"or lower tokenizer.character_coverage"
+        )
+    detail = " ".join(text.split())
+    return DataError(f"sentencepiece could not train tokenizer={cfg.kind} with "
+                     f"vocab_size={cfg.vocab_size}: {detail}")

@@ -1,0 +1,109 @@
+"""The LightningModule all tasks share: builds the model from plain config data, owns the
+optimizer, schedule, metrics and token counting. Architecture lives in `zoo.models` only."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from zoo.config.convert import as_model_config
+from zoo.config.model import ModelConfig
+from zoo.config.train import OptimConfig, SchedulerConfig, TaskConfig
+from zoo.models import build_model
+from zoo.tasks.optim import build_optimizer, schedule
+
+IGNORE = -100
+
+
+class ZooTask(L.LightningModule):
+    """Hyperparameters are plain dicts (`model`, `task`, `optim`, `scheduler`, `extra`), so a
+    checkpoint is data that loads with `torch.load(..., weights_only=True)`."""
+
+    def __init__(
+        self,
+        model: dict,
+        task: dict,
+        optim: Optional[dict] = None,
+        scheduler: Optional[dict] = None,
+        extra: Optional[dict] = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model_config: ModelConfig = as_model_config(model)
+        self.task_config = TaskConfig(**task)
+        self.optim_config = OptimConfig(**(optim or {}))
+        self.scheduler_config = SchedulerConfig(**(scheduler or {}))
+        self.extra = dict(extra or {})
+        self.model = build_model(self.model_config)
+        self.tokenizer = None  # attached by the training CLI / load_checkpoint for decoding
+        self.train_loss = MeanMetric()
+        self.val_loss = MeanMetric()
+        self.val_accuracy = self._accuracy()
+        self.register_buffer("tokens_seen", torch.zeros((), dtype=torch.long), persistent=True)
+
+    # -- to be provided by each task ------------------------------------------------------
+    def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """-> (logits (N, C), targets (N,), number of input tokens in the batch)."""
+        raise NotImplementedError
+
+    def _accuracy(self):
+        return MulticlassAccuracy(
+            num_classes=self.model_config.vocab_size, ignore_index=IGNORE, average="micro"
+        )
+
+    # -- shared steps ---------------------------------------------------------------------
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.0) -> torch.Tensor:
+        return F.cross_entropy(
+            logits.float(), targets, ignore_index=IGNORE, label_smoothing=smoothing
+        )
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        logits, targets, n_tokens = self.forward_batch(batch)
+        loss = self.loss(logits, targets, self.task_config.label_smoothing)
+        self.tokens_seen += n_tokens * self.trainer.world_size if self._trainer else n_tokens
+        self.log("train/loss", loss, prog_bar=True, batch_size=targets.shape[0])
+        self.log("tokens_seen", self.tokens_seen.float(), prog_bar=False)
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        logits, targets, _ = self.forward_batch(batch)
+        n = (targets != IGNORE).sum()
+        if n == 0:
+            return
+        self.val_loss.update(self.loss(logits, targets), weight=n)
+        self.val_accuracy.update(logits, targets)
+
+    def on_validation_epoch_end(self) -> None:
+        if self.val_loss.weight == 0:
+            return
+        loss = self.val_loss.compute()
+        self.log("val/loss", loss, prog_bar=True, sync_dist=False)
+        self.log("val/ppl", torch.exp(loss.clamp(max=50)), prog_bar=True)
+        self.log("val/accuracy", self.val_accuracy.compute())
+        self.val_loss.reset()
+        self.val_accuracy.reset()
+
+    # -- optimization -----------------------------------------------------------------------
+    def configure_optimizers(self) -> Any:
+        optimizer = build_optimizer(self.model, self.optim_config)
+        total = self.trainer.max_steps if self._trainer and self.trainer.max_steps > 0 else None
+        lr_lambda = schedule(self.scheduler_config, total_steps=total, d_model=self.model_config.d_model)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # -- checkpoint data ------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.tokenizer is not None:
+            from zoo.checkpoint import tokenizer_state
+
+            checkpoint["zoo_tokenizer"] = tokenizer_state(self.tokenizer)
+
+    @staticmethod
+    def perplexity(loss: float) -> float:
+        return math.exp(min(loss, 50.0))

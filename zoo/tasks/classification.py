@@ -1,0 +1,57 @@
+"""Sequence classification: one vector pooled from the model's final states ([CLS], mean or
+last real token), then a linear head over the labels."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torchmetrics.classification import MulticlassAccuracy
+
+from zoo.config.model import Family
+from zoo.config.train import Pooling
+from zoo.tasks.base import ZooTask
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor | None, how: Pooling) -> torch.Tensor:
+    """hidden (B, T, D), mask (B, T) -> (B, D)."""
+    if mask is None:
+        mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)
+    if how == Pooling.cls:
+        return hidden[:, 0]
+    if how == Pooling.mean:
+        m = mask.to(hidden.dtype)[..., None]  # (B, T, 1)
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
+    last = mask.long().sum(1).clamp(min=1) - 1  # (B,) index of the last real token (right padding)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+class Classification(ZooTask):
+    families = (Family.encoder_only, Family.decoder_only, Family.encoder_decoder)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        labels = self.extra.get("labels")
+        if not labels:
+            raise ValueError("classification needs the label names (extra.labels) from the data")
+        self.labels = list(labels)
+        self.head = nn.Linear(self.model_config.d_model, len(self.labels))
+        nn.init.normal_(self.head.weight, std=self.model_config.init_std)
+        nn.init.zeros_(self.head.bias)
+        self.val_accuracy = MulticlassAccuracy(num_classes=len(self.labels), average="micro")
+        default = Pooling.cls if self.model_config.family == Family.encoder_only else Pooling.last
+        self.pooling = self.task_config.pooling or default
+
+    def _accuracy(self):
+        return None  # replaced in __init__ once the number of labels is known
+
+    def classify(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """-> logits over labels (B, C)."""
+        if self.model_config.family == Family.encoder_decoder:
+            hidden = self.model.encode(input_ids, attention_mask)  # (B, S, D)
+        else:
+            hidden = self.model(input_ids, attention_mask=attention_mask).hidden_states  # (B, T, D)
+        return self.head(pool(hidden, attention_mask, self.pooling))
+
+    def forward_batch(self, batch):
+        logits = self.classify(batch["input_ids"], batch.get("attention_mask"))
+        return logits, batch["labels"].reshape(-1), batch["input_ids"].numel()

@@ -1,0 +1,16 @@
+"""Masked-language modelling (Devlin et al. 2019): predict the tokens the collator hid
+(15% of tokens; 80% [MASK], 10% random, 10% kept); labels are -100 elsewhere."""
+
+from __future__ import annotations
+
+from zoo.config.model import Family
+from zoo.tasks.base import ZooTask
+
+
+class MaskedLM(ZooTask):
+    families = (Family.encoder_only,)
+
+    def forward_batch(self, batch):
+        out = self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"))
+        V = out.logits.shape[-1]
+        return out.logits.reshape(-1, V), batch["labels"].reshape(-1), batch["input_ids"].numel()  # (B·T, V)

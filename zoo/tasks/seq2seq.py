@@ -1,0 +1,68 @@
+"""Sequence-to-sequence with teacher forcing (Sutskever et al. 2014; Vaswani et al. 2017): the
+decoder reads [BOS] + y and predicts y + [EOS]. Validation also decodes greedily and scores
+corpus BLEU (Papineni et al. 2002) and exact match."""
+
+from __future__ import annotations
+
+import torch
+from torchmetrics import MeanMetric
+from torchmetrics.text import BLEUScore
+
+from zoo.config.model import Family
+from zoo.generate import generate
+from zoo.tasks.base import IGNORE, ZooTask
+
+
+class Seq2Seq(ZooTask):
+    families = (Family.encoder_decoder,)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.val_bleu = BLEUScore()
+        self.val_exact = MeanMetric()
+
+    def forward_batch(self, batch):
+        out = self.model(
+            batch["input_ids"],
+            attention_mask=batch.get("attention_mask"),
+            decoder_input_ids=batch["decoder_input_ids"],
+            decoder_attention_mask=batch.get("decoder_attention_mask"),
+        )
+        V = out.logits.shape[-1]
+        n = batch["input_ids"].numel() + batch["decoder_input_ids"].numel()
+        return out.logits.reshape(-1, V), batch["labels"].reshape(-1), n  # (B·T, V)
+
+    def translate(self, input_ids, attention_mask=None, max_new_tokens=None) -> list[list[int]]:
+        """Greedy target ids per source row, without BOS/EOS/padding."""
+        specials = self.tokenizer.special_ids()
+        out = generate(
+            self.model, input_ids, attention_mask=attention_mask,
+            max_new_tokens=max_new_tokens or self.task_config.generate_max_tokens,
+            bos_id=specials["bos"], eos_id=specials["eos"], pad_id=specials["pad"],
+        )
+        rows = []
+        for row in out.tolist():
+            if specials["eos"] in row:
+                row = row[: row.index(specials["eos"])]
+            rows.append([t for t in row if t != specials["pad"]])
+        return rows
+
+    def validation_step(self, batch, batch_idx):
+        super().validation_step(batch, batch_idx)
+        if self.tokenizer is None:
+            return
+        hyps = [self.tokenizer.decode(ids) for ids in self.translate(batch["input_ids"], batch.get("attention_mask"))]
+        refs = []
+        for labels in batch["labels"].tolist():
+            ids = [t for t in labels if t != IGNORE and t != self.tokenizer.special_ids()["eos"]]
+            refs.append(self.tokenizer.decode(ids))
+        self.val_bleu.update(hyps, [[r] for r in refs])
+        self.val_exact.update(torch.tensor([float(h.strip() == r.strip()) for h, r in zip(hyps, refs)]))
+
+    def on_validation_epoch_end(self):
+        if self.tokenizer is not None and self.val_exact.weight > 0:
+            self.log("val/bleu", self.val_bleu.compute())
+            self.log("val/exact_match", self.val_exact.compute())
+            self.val_bleu.reset()
+            self.val_exact.reset()
+        super().on_validation_epoch_end()

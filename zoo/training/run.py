@@ -1,0 +1,234 @@
+"""One training run from a composed config: validate, build data, task and trainer, fit,
+write the run directory (config.yaml, checkpoints/, metrics.csv, tb/, summary.json)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from zoo.checkpoint import CheckpointError, read_checkpoint
+from zoo.config.convert import as_model_config
+from zoo.config.data import as_data_config, as_tokenizer_config
+from zoo.config.errors import ConfigError
+from zoo.config.model import ModelConfig, PositionKind
+from zoo.config.train import (
+    CallbacksConfig,
+    LoggerConfig,
+    OptimConfig,
+    ProgressBar,
+    SchedulerConfig,
+    TaskConfig,
+    TaskKind,
+    plain,
+)
+
+log = logging.getLogger("zoo")
+
+
+@dataclass
+class RunSpec:
+    """Every section of the config, validated."""
+
+    model: ModelConfig
+    task: TaskConfig
+    data: Any
+    tokenizer: Any
+    optim: OptimConfig
+    scheduler: SchedulerConfig
+    logger: LoggerConfig
+    callbacks: CallbacksConfig
+    trainer: dict
+    seed: int
+    ckpt_path: Optional[str]
+
+
+def _section(schema, node, key: str):
+    data = OmegaConf.to_container(node, resolve=True, enum_to_str=True) if isinstance(node, DictConfig) else dict(node or {})
+    allowed = {f for f in schema.__dataclass_fields__}
+    for name in data:
+        if name not in allowed:
+            raise ConfigError(f"unknown key {key}.{name}; allowed keys: {', '.join(sorted(allowed))}")
+    return schema(**data)
+
+
+def validate_run(cfg: DictConfig) -> RunSpec:
+    """All checks that can fail before any data is read or weights are built."""
+    from zoo.tasks import TASKS
+
+    spec = RunSpec(
+        model=as_model_config(cfg.model),
+        task=_section(TaskConfig, cfg.task, "task"),
+        data=as_data_config(cfg.data),
+        tokenizer=as_tokenizer_config(cfg.tokenizer),
+        optim=_section(OptimConfig, cfg.optim, "optim"),
+        scheduler=_section(SchedulerConfig, cfg.scheduler, "scheduler"),
+        logger=_section(LoggerConfig, cfg.logger, "logger"),
+        callbacks=_section(CallbacksConfig, cfg.callbacks, "callbacks"),
+        trainer=OmegaConf.to_container(cfg.trainer, resolve=True),
+        seed=int(cfg.seed),
+        ckpt_path=cfg.ckpt_path,
+    )
+    families = TASKS[spec.task.kind].families
+    if spec.model.family not in families:
+        allowed = ", ".join(f.value for f in families)
+        raise ConfigError(
+            f"task={spec.task.kind.value} needs model.family in ({allowed}), got {spec.model.family.value}"
+        )
+    longest = spec.data.seq_len + (1 if spec.task.kind == TaskKind.classification else 0)
+    if spec.model.position.kind == PositionKind.learned and longest > spec.model.max_seq_len:
+        raise ConfigError(
+            f"data.seq_len ({spec.data.seq_len}) is longer than learned positions allow "
+            f"(model.max_seq_len={spec.model.max_seq_len})"
+        )
+    if spec.trainer.get("max_steps", -1) in (None, -1) and spec.trainer.get("max_epochs", -1) in (None, -1):
+        raise ConfigError("set trainer.max_steps or trainer.max_epochs, or the run never ends")
+    return spec
+
+
+def world_size(trainer_args: dict) -> int:
+    devices = trainer_args.get("devices", 1)
+    if isinstance(devices, (list, tuple)):
+        n = len(devices)
+    elif devices in ("auto", -1, "-1"):
+        import torch
+
+        n = max(1, torch.cuda.device_count()) if trainer_args.get("accelerator") == "gpu" else 1
+    else:
+        n = int(devices)
+    return n * int(trainer_args.get("num_nodes", 1) or 1)
+
+
+def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
+    """'last' -> the run dir's last.ckpt (must exist); None -> last.ckpt if the run dir already
+    has one (rerunning a command in its run dir continues it); a path must exist and be a
+    readable checkpoint."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if ckpt_path is None:
+        return str(last) if last.is_file() else None
+    path = last if ckpt_path == "last" else Path(ckpt_path)
+    if not path.is_file():
+        raise CheckpointError(f"ckpt_path={ckpt_path}: {path} does not exist")
+    read_checkpoint(path)  # refuses truncated files and files holding code
+    return str(path)
+
+
+@dataclass
+class RunResult:
+    summary: dict  # also in run_dir/summary.json
+    task: Any  # the trained LightningModule
+
+
+def train(cfg: DictConfig, run_dir: Path) -> RunResult:
+    """Run training; the summary is also written to run_dir/summary.json."""
+    import lightning as L
+    import torch
+    from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar, TQDMProgressBar
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    from zoo.data import build_datamodule, check_vocab, per_device_batch
+    from zoo.models.summary import summarize
+    from zoo.tasks import TASKS
+    from zoo.training.callbacks import Throughput
+
+    spec = validate_run(cfg)
+    resume = resolve_resume(spec.ckpt_path, run_dir)
+    L.seed_everything(spec.seed, workers=True, verbose=False)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    n_ranks = world_size(spec.trainer)
+    device_batch, accumulation = per_device_batch(
+        spec.data.global_batch_size, n_ranks, spec.data.max_device_batch_size
+    )
+    datamodule = build_datamodule(spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch)
+    datamodule.setup("fit")
+    tokenizer = datamodule.tokenizer
+    check_vocab(spec.model.vocab_size, tokenizer)
+
+    extra = {"special_ids": tokenizer.special_ids(), "tokenizer_kind": spec.tokenizer.kind.value}
+    labels = getattr(datamodule, "labels", None)
+    if labels:
+        extra["labels"] = list(labels)
+    task = TASKS[spec.task.kind](
+        model=spec.model.to_dict(),
+        task=plain(spec.task),
+        optim=plain(spec.optim),
+        scheduler=plain(spec.scheduler),
+        extra=extra,
+    )
+    task.tokenizer = tokenizer
+
+    ckpt_dir = run_dir / "checkpoints"
+    callbacks = [
+        ModelCheckpoint(
+            dirpath=ckpt_dir,
+            filename="best-{step}",
+            monitor="val/loss",
+            mode="min",
+            save_top_k=spec.callbacks.save_top_k,
+            save_last=True,
+            every_n_train_steps=spec.callbacks.checkpoint_every_n_steps,
+            auto_insert_metric_name=False,
+        ),
+        LearningRateMonitor(logging_interval="step"),
+        Throughput(),
+    ]
+    if spec.callbacks.progress_bar == ProgressBar.rich:
+        callbacks.append(RichProgressBar(leave=True))
+    elif spec.callbacks.progress_bar == ProgressBar.tqdm:
+        callbacks.append(TQDMProgressBar())
+    loggers = []
+    if spec.logger.csv:
+        loggers.append(CSVLogger(save_dir=str(run_dir), name="", version=""))
+    if spec.logger.tensorboard:
+        loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tb", version=""))
+
+    trainer_args = dict(spec.trainer)
+    trainer_args.setdefault("enable_progress_bar", spec.callbacks.progress_bar != ProgressBar.none)
+    try:
+        trainer = L.Trainer(
+            **trainer_args,
+            accumulate_grad_batches=accumulation,
+            default_root_dir=str(run_dir),
+            callbacks=callbacks,
+            logger=loggers or False,
+        )
+    except TypeError as exc:
+        raise ConfigError(f"trainer: {exc}") from None
+
+    if trainer.is_global_zero:
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        tokenizer.save(run_dir / "tokenizer")
+        log.info("run directory: %s", run_dir)
+
+    start = time.perf_counter()
+    trainer.fit(task, datamodule=datamodule, ckpt_path=resume)
+    wall = time.perf_counter() - start
+
+    throughput = next(c for c in callbacks if isinstance(c, Throughput))
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
+    tokens = int(task.tokens_seen)
+    summary = {
+        "run_dir": str(run_dir),
+        "task": spec.task.kind.value,
+        "family": spec.model.family.value,
+        "position": spec.model.position.kind.value,
+        "global_step": trainer.global_step,
+        "tokens_seen": tokens,
+        "train_seconds": round(throughput.train_seconds, 3),
+        "tokens_per_s": round(tokens / throughput.train_seconds, 1) if throughput.train_seconds else None,
+        "wall_seconds": round(wall, 3),
+        "metrics": metrics,
+        "model": summarize(task.model, spec.data.seq_len).as_dict(),
+        "resumed_from": resume,
+        "best_checkpoint": trainer.checkpoint_callback.best_model_path or None,
+        "last_checkpoint": str(ckpt_dir / "last.ckpt") if (ckpt_dir / "last.ckpt").exists() else None,
+    }
+    if trainer.is_global_zero:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return RunResult(summary=summary, task=task)
