@@ -22,13 +22,15 @@ def generate(
     eos_id: Optional[int] = None,
     pad_id: int = 0,
     use_cache: bool = True,
+    vocab_limit: Optional[int] = None,
 ) -> torch.Tensor:
     """Greedy decoding.
 
     Decoder-only: input_ids (B, T) prompts, left-padded with attention_mask (B, T); returns the
     new tokens (B, N). Encoder-decoder: input_ids (B, S) sources; the target starts with bos_id;
     returns the target tokens after BOS (B, N). Rows that emitted eos_id are padded with pad_id
-    afterwards; decoding stops when every row has.
+    afterwards; decoding stops when every row has. `vocab_limit` keeps ids below the
+    tokenizer's size when the model's vocabulary is larger.
     """
     family = model.config.family
     if family == Family.encoder_only:
@@ -59,7 +61,10 @@ def generate(
     for _ in range(max_new_tokens):
         out = step(context if (cache is None or not use_cache) else context[:, -1:], cache, mask)
         cache = out.cache if use_cache else None
-        nxt = out.logits[:, -1].argmax(-1)  # (B,)
+        logits = out.logits[:, -1]  # (B, V)
+        if vocab_limit is not None:
+            logits = logits[:, :vocab_limit]
+        nxt = logits.argmax(-1)  # (B,)
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
         new_tokens.append(nxt)
         if eos_id is not None:

@@ -13,7 +13,7 @@ def tiny_overrides(run_dir, *, enc_dec: bool = False) -> list[str]:
         "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=300",
         "model.max_seq_len=64", "tokenizer=byte", "data.seq_len=32", "data.global_batch_size=4",
         "data.max_examples=300", "trainer.max_steps=6", "trainer.val_check_interval=3",
-        "trainer.limit_val_batches=2", "callbacks.checkpoint_every_n_steps=3",
+        "trainer.limit_val_batches=2", "trainer.log_every_n_steps=1", "callbacks.checkpoint_every_n_steps=3",
         "callbacks.progress_bar=none", "scheduler.warmup_steps=2", f"hydra.run.dir={run_dir}",
     ]
     if enc_dec:

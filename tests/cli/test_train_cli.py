@@ -62,6 +62,12 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     third = zoo_train(*tiny_overrides(run), "trainer.max_steps=12")
     assert third.returncode == 0, third.stderr[-3000:]
     assert json.loads((run / "summary.json").read_text())["global_step"] == 12
+    # metrics.csv keeps the rows of every segment, each training step once
+    import csv
+
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    train_steps = [int(r["step"]) for r in rows if r.get("train/loss")]
+    assert train_steps == sorted(set(train_steps)) and train_steps[0] < 6 and train_steps[-1] >= 9
 
 
 def test_cfg_job_prints_the_config_that_zoo_compose_returns(tmp_path):

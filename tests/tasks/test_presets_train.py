@@ -25,7 +25,7 @@ def _compose(preset, task, run_dir, *extra):
                  *[o for o in tiny_overrides(run_dir, enc_dec=preset in ("t5", "transformer"))
                    if not o.startswith("hydra.")],
                  "trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=1",
-                 "trainer.enable_checkpointing=true", *extra]
+                 *extra]
     return zoo.compose(overrides)
 
 

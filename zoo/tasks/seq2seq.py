@@ -39,6 +39,7 @@ class Seq2Seq(ZooTask):
             self.model, input_ids, attention_mask=attention_mask,
             max_new_tokens=max_new_tokens or self.task_config.generate_max_tokens,
             bos_id=specials["bos"], eos_id=specials["eos"], pad_id=specials["pad"],
+            vocab_limit=self.tokenizer.vocab_size,
         )
         rows = []
         for row in out.tolist():

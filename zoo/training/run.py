@@ -28,6 +28,8 @@ from zoo.config.train import (
     plain,
 )
 
+from zoo.tasks.optim import schedule
+
 log = logging.getLogger("zoo")
 
 
@@ -86,8 +88,14 @@ def validate_run(cfg: DictConfig) -> RunSpec:
             f"data.seq_len ({spec.data.seq_len}) is longer than learned positions allow "
             f"(model.max_seq_len={spec.model.max_seq_len})"
         )
-    if spec.trainer.get("max_steps", -1) in (None, -1) and spec.trainer.get("max_epochs", -1) in (None, -1):
+    max_steps = spec.trainer.get("max_steps", -1)
+    if max_steps in (None, -1) and spec.trainer.get("max_epochs", -1) in (None, -1):
         raise ConfigError("set trainer.max_steps or trainer.max_epochs, or the run never ends")
+    try:
+        schedule(spec.scheduler, total_steps=max_steps if max_steps and max_steps > 0 else None,
+                 d_model=spec.model.d_model)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return spec
 
 
@@ -129,12 +137,13 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     import lightning as L
     import torch
     from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar, TQDMProgressBar
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+    from lightning.pytorch.loggers import TensorBoardLogger
 
     from zoo.data import build_datamodule, check_vocab, per_device_batch
     from zoo.models.summary import summarize
     from zoo.tasks import TASKS
     from zoo.training.callbacks import Throughput
+    from zoo.training.loggers import RunCSVLogger
 
     spec = validate_run(cfg)
     resume = resolve_resume(spec.ckpt_path, run_dir)
@@ -184,7 +193,8 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         callbacks.append(TQDMProgressBar())
     loggers = []
     if spec.logger.csv:
-        loggers.append(CSVLogger(save_dir=str(run_dir), name="", version=""))
+        resume_step = read_checkpoint(resume).get("global_step") if resume else None
+        loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
     if spec.logger.tensorboard:
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tb", version=""))
 

@@ -20,7 +20,7 @@ class ByteTokenizer(Tokenizer):
         return [b + NUM_SPECIAL for b in text.encode("utf-8")]
 
     def decode(self, ids: Iterable[int]) -> str:
-        data = bytes(i - NUM_SPECIAL for i in map(int, ids) if i >= NUM_SPECIAL)
+        data = bytes(i - NUM_SPECIAL for i in map(int, ids) if NUM_SPECIAL <= i < self.vocab_size)
         return data.decode("utf-8", errors="replace")
 
     def _state(self, directory: Path) -> dict:

@@ -94,7 +94,8 @@ class SentencePieceTokenizer(Tokenizer):
         return self._sp.encode(list(texts))
 
     def decode(self, ids: Iterable[int]) -> str:
-        return self._sp.decode([int(i) for i in ids])
+        # ids past the vocabulary (a model whose embedding table is larger) are skipped
+        return self._sp.decode([i for i in map(int, ids) if 0 <= i < self.vocab_size])
 
     def _identity(self) -> bytes:
         return self._proto

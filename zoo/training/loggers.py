@@ -1,0 +1,54 @@
+"""A CSV metrics file in the run directory that survives resuming.
+
+Lightning's CSVLogger deletes an existing metrics.csv when its directory is not empty; a
+resumed run must keep the rows of the steps it is not going to repeat and drop those it is."""
+
+from __future__ import annotations
+
+import csv
+import os
+from typing import Optional
+
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.loggers.logger import rank_zero_experiment
+
+
+class _ResumingWriter(ExperimentWriter):
+    def __init__(self, log_dir: str, keep_before_step: Optional[int]) -> None:
+        self._keep_before_step = keep_before_step
+        super().__init__(log_dir)
+
+    def _check_log_dir_exists(self) -> None:
+        if not os.path.isfile(self.metrics_file_path):
+            return
+        if self._keep_before_step is None:  # a fresh run in a used directory: start over
+            os.remove(self.metrics_file_path)
+            return
+        with open(self.metrics_file_path, newline="") as f:
+            reader = csv.DictReader(f)
+            keys = list(reader.fieldnames or [])
+            rows = [r for r in reader if r.get("step") not in (None, "") and int(float(r["step"])) < self._keep_before_step]
+        tmp = self.metrics_file_path + ".tmp"
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, self.metrics_file_path)
+        self.metrics_keys = keys
+
+
+class RunCSVLogger(CSVLogger):
+    """Writes run_dir/metrics.csv. `resume_step`: the global step of the checkpoint being
+    resumed; rows logged at or after it are dropped (the resumed run logs them again)."""
+
+    def __init__(self, run_dir: str, resume_step: Optional[int] = None) -> None:
+        super().__init__(save_dir=run_dir, name="", version="")
+        self._resume_step = resume_step
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._experiment = _ResumingWriter(self.log_dir, self._resume_step)
+        return self._experiment
