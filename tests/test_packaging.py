@@ -35,11 +35,13 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
-def test_wheel_ships_every_config_file(wheel):
+@pytest.mark.parametrize("folder", ["conf", "recipes"])
+def test_wheel_ships_every_config_file(wheel, folder):
     names = set(wheel.namelist())
-    for path in (ROOT / "conf").rglob("*.yaml"):
-        rel = "/".join(path.relative_to(ROOT / "conf").parts)
-        assert f"zoo/conf/{rel}" in names, f"conf/{rel} is not in the wheel"
+    for path in (ROOT / folder).rglob("*.yaml"):
+        rel = "/".join(path.relative_to(ROOT / folder).parts)
+        assert f"zoo/{folder}/{rel}" in names, f"{folder}/{rel} is not in the wheel"
+    assert "hydra_plugins/zoo_recipes/__init__.py" in names
 
 
 def test_wheel_ships_every_module_and_the_console_scripts(wheel):

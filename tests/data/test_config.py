@@ -82,30 +82,20 @@ def test_data_yaml_matches_the_schema(name):
 
 
 @pytest.mark.parametrize("name", ["byte", "char", "sentencepiece_bpe", "sentencepiece_unigram"])
-def test_tokenizer_yaml_matches_the_schema(name):
-    node = OmegaConf.merge(OmegaConf.structured(TokenizerConfig),
-                           OmegaConf.load(CONF / "tokenizer" / f"{name}.yaml"))
-    assert as_tokenizer_config(node).kind.value == name
+def test_tokenizer_yaml_composes_into_the_schema(name):
+    import zoo
+
+    cfg = zoo.compose([f"tokenizer={name}", "model.vocab_size=512"])
+    tok = as_tokenizer_config(cfg.tokenizer)
+    assert tok.kind.value == name
+    if name.startswith("sentencepiece"):
+        assert tok.vocab_size == 512  # follows model.vocab_size
 
 
-def test_hydra_composes_the_groups(tmp_path):
-    """The groups compose under `data:` / `tokenizer:` through Hydra's search path (a minimal
-    primary config of our own, so the test does not depend on conf/config.yaml's tree)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+def test_hydra_composes_the_groups():
+    import zoo
 
-    (tmp_path / "primary.yaml").write_text(
-        "defaults:\n  - data: kjv\n  - tokenizer: byte\n  - _self_\n"
-        "hydra:\n  searchpath:\n    - pkg://zoo.conf\n"
-    )
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(str(tmp_path), version_base="1.3"):
-            cfg = compose("primary", overrides=["data=numbers", "tokenizer=char",
-                                                "data.num_pairs=500"])
-    finally:
-        GlobalHydra.instance().clear()
-    assert set(cfg) == {"data", "tokenizer"}
+    cfg = zoo.compose(["data=numbers", "tokenizer=char", "data.num_pairs=500"])
     data, tok = as_data_config(cfg.data), as_tokenizer_config(cfg.tokenizer)
     assert data.source == DataSource.numbers and data.num_pairs == 500
     assert data.text_column == "source" and tok.kind == TokenizerKind.char

@@ -127,3 +127,19 @@ def test_missing_label_column(tmp_path, cache):
     dm = ZooDataModule({"source": "local", "path": str(path), "label_column": "class",
                         "cache_dir": cache}, {"kind": "byte"}, "classification")
     assert "data.label_column='class'" in _error(dm.setup)
+
+
+def test_nested_columns_are_addressed_with_dots(tmp_path):
+    """WMT-style rows {"translation": {"en": ..., "es": ...}} are read with dotted column names."""
+    import json
+
+    from zoo.config.data import as_data_config
+    from zoo.data.sources import load_splits
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps({"translation": {"en": f"one {i}", "es": f"uno {i}"}})
+                              for i in range(40)))
+    splits = load_splits(as_data_config({"source": "local", "path": str(path), "val_fraction": 0.1}))
+    assert {"translation.en", "translation.es"} <= set(splits["train"].column_names)
+    row = splits["train"][0]
+    assert row["translation.es"] == row["translation.en"].replace("one", "uno")

@@ -43,6 +43,10 @@ def _train(cfg: DictConfig) -> float | None:
     if "val/ppl" in metrics:
         line += f"  val/ppl {metrics['val/ppl']:.2f}"
     print(line)
+    if "baseline" in summary:
+        print(f"unigram baseline val/loss {summary['baseline']['unigram_val_loss']:.4f}")
+    if "sample" in summary:
+        print(f"sample: {summary['sample']!r}")
     return metrics.get("val/loss")
 
 

@@ -19,10 +19,12 @@ def validate(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def compose(overrides: Optional[Iterable[str]] = None) -> DictConfig:
+def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG_NAME) -> DictConfig:
     """Compose `conf/config.yaml` with Hydra command-line style overrides, e.g.
     `zoo.compose(["model=llama", "model/position=alibi", "model.d_model=256"])`, and validate it.
-    With no overrides this is exactly what `zoo-train` runs with no arguments."""
+    With no overrides this is exactly what `zoo-train` runs with no arguments; `config_name`
+    picks a recipe instead (`zoo.compose(config_name="numbers_seq2seq")` = `zoo-train -cn
+    numbers_seq2seq`)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -34,14 +36,14 @@ def compose(overrides: Optional[Iterable[str]] = None) -> DictConfig:
     overrides = list(overrides or [])
     try:
         if GlobalHydra.instance().is_initialized():
-            return validate(hydra_compose(CONFIG_NAME, overrides=overrides))
+            return validate(hydra_compose(config_name, overrides=overrides))
         source = config_source()
         if source.startswith("pkg://"):
             init = initialize_config_module(source[len("pkg://"):], version_base="1.3")
         else:
             init = initialize_config_dir(source, version_base="1.3")
         with init:
-            cfg = hydra_compose(CONFIG_NAME, overrides=overrides)
+            cfg = hydra_compose(config_name, overrides=overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
     return validate(cfg)

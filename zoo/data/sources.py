@@ -37,6 +37,9 @@ def load_splits(cfg: DataConfig):
         splits = split_train_val(train, cfg.val_fraction, cfg.split_seed)
     else:
         splits = DatasetDict(train=train, validation=val)
+    # nested columns become dotted ones, e.g. WMT's {"translation": {"de", "en"}} ->
+    # "translation.de", "translation.en", so data.text_column can name them
+    splits = splits.flatten()
     if cfg.max_examples is not None:
         n_val = max(1, math.ceil(cfg.max_examples * cfg.val_fraction))
         splits = DatasetDict(

@@ -126,6 +126,38 @@ def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
     return str(path)
 
 
+SAMPLE_PROMPT = "And God said"
+
+
+def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
+    """A greedy continuation of `prompt`, to see what a causal LM has learnt."""
+    import torch
+
+    from zoo.generate import generate
+
+    ids = torch.tensor([tokenizer.encode(prompt)], device=task.device)
+    was_training = task.training
+    task.eval()
+    out = generate(task.model, ids, max_new_tokens=max_new_tokens, eos_id=tokenizer.special_ids()["eos"],
+                   vocab_limit=tokenizer.vocab_size)
+    task.train(was_training)
+    return prompt + tokenizer.decode(out[0].tolist())
+
+
+def quiet_lightning() -> None:
+    """One copy of each log line (Hydra's handlers), no advertising tips, no warnings about
+    Lightning's own internals."""
+    import warnings
+
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).handlers.clear()
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+        lambda record: "litlogger" not in record.getMessage()
+    )
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+
+
 @dataclass
 class RunResult:
     summary: dict  # also in run_dir/summary.json
@@ -143,10 +175,12 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.models.summary import summarize
     from zoo.tasks import TASKS
     from zoo.training.callbacks import Throughput
+    from zoo.training.baseline import unigram_cross_entropy
     from zoo.training.loggers import RunCSVLogger
 
     spec = validate_run(cfg)
     resume = resolve_resume(spec.ckpt_path, run_dir)
+    quiet_lightning()
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -174,15 +208,21 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
 
     ckpt_dir = run_dir / "checkpoints"
     callbacks = [
+        # top-k by validation loss, checked after every validation
         ModelCheckpoint(
             dirpath=ckpt_dir,
             filename="best-{step}",
             monitor="val/loss",
             mode="min",
             save_top_k=spec.callbacks.save_top_k,
+            auto_insert_metric_name=False,
+        ),
+        # last.ckpt every N optimizer steps (and once more when fit ends, below)
+        ModelCheckpoint(
+            dirpath=ckpt_dir,
+            save_top_k=0,
             save_last=True,
             every_n_train_steps=spec.callbacks.checkpoint_every_n_steps,
-            auto_insert_metric_name=False,
         ),
         LearningRateMonitor(logging_interval="step"),
         Throughput(),
@@ -219,8 +259,15 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     start = time.perf_counter()
     trainer.fit(task, datamodule=datamodule, ckpt_path=resume)
     wall = time.perf_counter() - start
+    trainer.save_checkpoint(ckpt_dir / "last.ckpt")  # the final state, whatever N was
 
     throughput = next(c for c in callbacks if isinstance(c, Throughput))
+    extras = {}
+    if spec.task.kind == TaskKind.causal_lm:
+        extras["baseline"] = unigram_cross_entropy(
+            datamodule.train_dataset.tokens, datamodule.val_dataset.tokens, tokenizer.vocab_size
+        )
+        extras["sample"] = sample_text(task, tokenizer, SAMPLE_PROMPT)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
     tokens = int(task.tokens_seen)
     summary = {
@@ -235,6 +282,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         "wall_seconds": round(wall, 3),
         "metrics": metrics,
         "model": summarize(task.model, spec.data.seq_len).as_dict(),
+        **extras,
         "resumed_from": resume,
         "best_checkpoint": trainer.checkpoint_callback.best_model_path or None,
         "last_checkpoint": str(ckpt_dir / "last.ckpt") if (ckpt_dir / "last.ckpt").exists() else None,

@@ -1,0 +1,73 @@
+"""Every recipe composes with its published settings and trains a few steps on a tiny local
+data override (the Hub datasets they name are not reachable here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import zoo
+from zoo.config import as_model_config
+from zoo.training.run import train
+
+RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
+
+PUBLISHED = {
+    # recipe: (d_model, n_heads, layers, d_ff)
+    "vaswani_base": (512, 8, 6, 2048),
+    "bert_base": (768, 12, 12, 3072),
+    "gpt2_small": (768, 12, 12, 3072),
+    "t5_small": (512, 8, 6, 2048),
+}
+
+
+def test_recipes_exist():
+    assert {"vaswani_base", "bert_base", "gpt2_small", "t5_small", "llama_small", "numbers_seq2seq"} <= set(RECIPES)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_recipe_has_the_published_sizes(name):
+    m = as_model_config(zoo.compose(config_name=name).model)
+    assert (m.d_model, m.n_heads, m.n_layers, m.d_ff) == PUBLISHED[name]
+
+
+def test_vaswani_recipe_optimizer_and_schedule():
+    cfg = zoo.compose(config_name="vaswani_base")
+    assert cfg.optim.kind == "adam" and list(cfg.optim.betas) == [0.9, 0.98] and cfg.optim.eps == 1e-9
+    assert cfg.scheduler.kind == "inverse_sqrt" and cfg.scheduler.warmup_steps == 4000
+    assert cfg.task.label_smoothing == 0.1 and cfg.model.dropout == 0.1
+    assert cfg.model.norm == "post" and cfg.model.position.kind == "sinusoidal"
+
+
+def _tiny_data(tmp_path: Path, cfg) -> list[str]:
+    rows = []
+    for i in range(200):
+        text = f"the number {i} is written as {i} in digits and said aloud"
+        rows.append({"text": text, "translation": {"en": f"number {i}", "de": f"Nummer {i}", "ro": f"numarul {i}"},
+                     "source": f"{i}", "target": f"n{i}", "label": i % 2})
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    hub = [f"data.{k}=null" for k in ("hub_name", "hub_config") if cfg.data.get(k)]
+    return ["data=local", f"data.path={path}", *hub]
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipe_trains_a_few_steps_on_tiny_local_data(name, tmp_path):
+    base = zoo.compose(config_name=name)
+    enc_dec = base.model.family == "encoder_decoder"
+    overrides = [
+        *_tiny_data(tmp_path, base), "trainer=cpu", "tokenizer=byte",
+        "model.d_model=32", "model.n_heads=2", "model.n_kv_heads=null", "model.n_layers=1",
+        "model.d_ff=64", "model.vocab_size=300", "model.max_seq_len=64",
+        "data.seq_len=32", "data.global_batch_size=4", "trainer.max_steps=2",
+        "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "callbacks.progress_bar=none",
+        "scheduler.warmup_steps=1",
+    ]
+    if enc_dec:
+        overrides.append("model.n_decoder_layers=1")
+    # the recipe's own columns (e.g. translation.en) are kept: the tiny file has them
+    result = train(zoo.compose(overrides, config_name=name), tmp_path / "run")
+    assert result.summary["global_step"] == 2
+    assert result.summary["metrics"]["val/loss"] > 0
