@@ -45,6 +45,14 @@ def test_each_task_trains_and_writes_its_run_directory(task, tmp_path):
     assert "train/loss" in header and "val/loss" in header
 
 
+def test_tensorboard_logger_and_bf16_precision(tmp_path):
+    run = tmp_path / "run"
+    result = zoo_train(*tiny_overrides(run), "logger=tensorboard", "trainer.precision=bf16-mixed")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    assert json.loads((run / "summary.json").read_text())["metrics"]["val/loss"] > 0
+
+
 def test_resume_continues_from_last_checkpoint(tmp_path):
     run = tmp_path / "run"
     first = zoo_train(*tiny_overrides(run))

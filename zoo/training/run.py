@@ -149,8 +149,10 @@ def quiet_lightning() -> None:
     Lightning's own internals."""
     import warnings
 
-    for name in ("lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).handlers.clear()
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
         lambda record: "litlogger" not in record.getMessage()
     )
@@ -252,6 +254,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         raise ConfigError(f"trainer: {exc}") from None
 
     if trainer.is_global_zero:
+        log.info("model: %s", summarize(task.model, spec.data.seq_len))
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
         tokenizer.save(run_dir / "tokenizer")
         log.info("run directory: %s", run_dir)
