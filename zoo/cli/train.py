@@ -39,9 +39,10 @@ def _train(cfg: DictConfig) -> float | None:
     metrics = summary["metrics"]
     line = f"run directory: {run_dir}"
     if "val/loss" in metrics:
-        line += f"  val/loss {metrics['val/loss']:.4f}"
-    if "val/ppl" in metrics:
-        line += f"  val/ppl {metrics['val/ppl']:.2f}"
+        line += f"  val/loss {metrics['val/loss']:.4g}"
+    for key in ("val/ppl", "val/accuracy", "val/bleu", "val/exact_match"):
+        if key in metrics:
+            line += f"  {key} {metrics[key]:.4g}"
     print(line)
     if "baseline" in summary:
         print(f"unigram baseline val/loss {summary['baseline']['unigram_val_loss']:.4f}")

@@ -260,9 +260,9 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         log.info("run directory: %s", run_dir)
 
     start = time.perf_counter()
-    trainer.fit(task, datamodule=datamodule, ckpt_path=resume)
+    trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     wall = time.perf_counter() - start
-    trainer.save_checkpoint(ckpt_dir / "last.ckpt")  # the final state, whatever N was
+    trainer.save_checkpoint(ckpt_dir / "last.ckpt", weights_only=False)  # the final state, whatever N was
 
     throughput = next(c for c in callbacks if isinstance(c, Throughput))
     extras = {}
