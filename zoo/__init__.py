@@ -7,6 +7,7 @@
 """
 
 from zoo.config import ConfigError, ModelConfig
+from zoo.checkpoint import load_checkpoint
 from zoo.config.compose import compose
 from zoo.models import ModelOutput, ModelSummary, build_model, summarize
 
@@ -19,5 +20,6 @@ __all__ = [
     "ModelSummary",
     "build_model",
     "compose",
+    "load_checkpoint",
     "summarize",
 ]

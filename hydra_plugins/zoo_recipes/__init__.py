@@ -3,23 +3,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 
 def recipes_source() -> str | None:
-    """pkg://zoo.recipes when installed (the wheel ships recipes/ there), else the recipes/
-    directory of a source checkout."""
-    try:
-        if importlib.util.find_spec("zoo.recipes") is not None:
-            return "pkg://zoo.recipes"
-    except ModuleNotFoundError:
-        pass
-    checkout = Path(__file__).resolve().parents[2] / "recipes"
-    return f"file://{checkout}" if checkout.is_dir() else None
+    from zoo.config.paths import packaged_or_checkout
+
+    source = packaged_or_checkout("zoo.recipes", "recipes")
+    if source is not None and not source.startswith("pkg://"):
+        source = f"file://{source}"
+    return source
 
 
 class ZooRecipesSearchPathPlugin(SearchPathPlugin):

@@ -16,7 +16,6 @@ PAIRS = [
     ("bert", "masked_lm"),
     ("transformer", "seq2seq"), ("t5", "seq2seq"),
     ("bert", "classification"), ("gpt", "classification"), ("llama", "classification"),
-    ("t5", "classification"),
 ]
 
 

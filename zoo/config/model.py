@@ -114,12 +114,16 @@ class PositionConfig:
             raise ConfigError(
                 f"model.position.scale must be >= 1 (positions are divided by it), got {self.scale}"
             )
-        if self.num_buckets < 2:
-            raise ConfigError(f"model.position.num_buckets must be >= 2, got {self.num_buckets}")
-        if self.max_distance < self.num_buckets // 2:
+        if self.num_buckets < 4 or self.num_buckets % 2:
             raise ConfigError(
-                f"model.position.max_distance ({self.max_distance}) must be >= num_buckets/2 "
-                f"({self.num_buckets // 2}) for the log-spaced buckets"
+                f"model.position.num_buckets must be even and >= 4 (half of them per direction "
+                f"in an encoder), got {self.num_buckets}"
+            )
+        if self.max_distance <= self.num_buckets // 2:
+            raise ConfigError(
+                f"model.position.max_distance ({self.max_distance}) must be > num_buckets/2 "
+                f"({self.num_buckets // 2}): offsets below num_buckets/2 have exact buckets, the "
+                f"log-spaced ones span the rest up to max_distance"
             )
         if self.clip < 1:
             raise ConfigError(f"model.position.clip must be >= 1, got {self.clip}")

@@ -1,22 +1,31 @@
-"""Where the Hydra config tree lives: inside the installed package (`pkg://zoo.conf`, the
-wheel ships the top-level conf/ there) or, in a source checkout, the conf/ beside zoo/."""
+"""Where zoo's config trees live: inside the installed package (the wheel ships the top-level
+conf/ and recipes/ as `zoo.conf` and `zoo.recipes`) or, in a source checkout, beside zoo/."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Optional
 
 CONFIG_NAME = "config"
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def packaged_or_checkout(module: str, folder: str) -> Optional[str]:
+    """A Hydra search-path entry: "pkg://MODULE" when importable, else the absolute path of
+    FOLDER in a source checkout, else None."""
+    try:
+        if importlib.util.find_spec(module) is not None:
+            return f"pkg://{module}"
+    except ModuleNotFoundError:
+        pass
+    path = CHECKOUT / folder
+    return str(path) if path.is_dir() else None
 
 
 def config_source() -> str:
-    """A Hydra config path: "pkg://zoo.conf" when installed, else an absolute directory."""
-    try:
-        if importlib.util.find_spec("zoo.conf") is not None:
-            return "pkg://zoo.conf"
-    except ModuleNotFoundError:
-        pass
-    checkout = Path(__file__).resolve().parents[2] / "conf"
-    if (checkout / f"{CONFIG_NAME}.yaml").is_file():
-        return str(checkout)
-    raise RuntimeError("zoo's config files are missing; reinstall zoo with `pip install .`")
+    """The primary config tree, as a Hydra config path."""
+    source = packaged_or_checkout("zoo.conf", "conf")
+    if source is None:
+        raise RuntimeError("zoo's config files are missing; reinstall zoo with `pip install .`")
+    return source

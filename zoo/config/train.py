@@ -107,6 +107,12 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         self.kind = ScheduleKind.parse(self.kind, "scheduler.kind")
+        for f in fields(self):
+            if f.name in ("min_lr_ratio", "total_steps") and self.kind != ScheduleKind.cosine \
+                    and getattr(self, f.name) != f.default:
+                raise ConfigError(
+                    f"scheduler.{f.name} only applies to scheduler=cosine, not {self.kind.value}"
+                )
         if self.warmup_steps < 0:
             raise ConfigError(f"scheduler.warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.kind == ScheduleKind.inverse_sqrt and self.warmup_steps < 1:

@@ -16,10 +16,11 @@ from zoo.nn.embedding import TokenEmbedding
 
 @dataclass
 class ModelOutput:
-    """logits (B, T, V); hidden_states (B, T, D) after the final norm; cache for incremental
-    decoding when asked for; encoder_hidden_states (B, S, D) for encoder-decoder models."""
+    """logits (B, T, V) (None when a caller asked for hidden states only); hidden_states
+    (B, T, D) after the final norm; cache for incremental decoding when asked for;
+    encoder_hidden_states (B, S, D) for encoder-decoder models."""
 
-    logits: torch.Tensor
+    logits: Optional[torch.Tensor]
     hidden_states: torch.Tensor
     cache: Optional[Cache] = None
     encoder_hidden_states: Optional[torch.Tensor] = None
@@ -55,6 +56,12 @@ class ZooModel(nn.Module):
                 nn.init.zeros_(module.bias)
         if self.config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, T, V)."""
+        if self.lm_head is None:
+            raise ValueError("this model's output projection was removed (a classifier replaced it)")
+        return self.lm_head(hidden)
 
     @property
     def device(self) -> torch.device:

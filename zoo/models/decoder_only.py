@@ -29,6 +29,7 @@ class DecoderOnly(ZooModel):
         position_ids: Optional[torch.Tensor] = None,
         cache: Optional[Cache] = None,
         use_cache: bool = False,
+        return_logits: bool = True,
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, past + T), 1 = token, 0 = pad (left padding
         is fine); cache from a previous call continues decoding. -> logits (B, T, V)."""
@@ -41,4 +42,4 @@ class DecoderOnly(ZooModel):
         h = self.decoder(
             self.embed(input_ids), positions=position_ids, key_padding=attention_mask, cache=cache
         )  # (B, T, D)
-        return ModelOutput(logits=self.lm_head(h), hidden_states=h, cache=cache)
+        return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h, cache=cache)

@@ -66,7 +66,7 @@ class EncoderDecoder(ZooModel):
             cache=cache,
         )  # (B, T, D)
         return ModelOutput(
-            logits=self.lm_head(h),
+            logits=self.logits(h),
             hidden_states=h,
             cache=cache,
             encoder_hidden_states=encoder_hidden_states,

@@ -23,6 +23,7 @@ class EncoderOnly(ZooModel):
         input_ids: torch.Tensor,
         attention_mask: Optional[torch.Tensor] = None,
         position_ids: Optional[torch.Tensor] = None,
+        return_logits: bool = True,
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, T), 1 = token, 0 = pad. -> logits (B, T, V)."""
         B, T = input_ids.shape
@@ -31,4 +32,4 @@ class EncoderOnly(ZooModel):
         h = self.encoder(
             self.embed(input_ids), positions=position_ids, key_padding=attention_mask
         )  # (B, T, D)
-        return ModelOutput(logits=self.lm_head(h), hidden_states=h)
+        return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h)

@@ -47,7 +47,7 @@ def summarize(model: ZooModel, seq_len: int | None = None) -> ModelSummary:
     total = sum(p.numel() for p in unique.values())
 
     embedding = {id(model.embed.weight): model.embed.weight}
-    if model.lm_head.weight is not model.embed.weight:
+    if model.lm_head is not None and model.lm_head.weight is not model.embed.weight:
         embedding[id(model.lm_head.weight)] = model.lm_head.weight
     for module in model.modules():
         if isinstance(module, LearnedPositions):

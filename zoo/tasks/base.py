@@ -52,6 +52,13 @@ class ZooTask(L.LightningModule):
         """-> (logits (N, C), targets (N,), number of input tokens in the batch)."""
         raise NotImplementedError
 
+    def predict_tokens(self, batch: dict):
+        """Token-level objectives on one stack (causal and masked LM): logits (B·T, V), labels
+        (B·T,), number of input tokens."""
+        out = self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"))
+        V = out.logits.shape[-1]
+        return out.logits.reshape(-1, V), batch["labels"].reshape(-1), batch["input_ids"].numel()  # (B·T, V)
+
     def _accuracy(self):
         return MulticlassAccuracy(
             num_classes=self.model_config.vocab_size, ignore_index=IGNORE, average="micro"
@@ -91,7 +98,8 @@ class ZooTask(L.LightningModule):
 
     # -- optimization -----------------------------------------------------------------------
     def configure_optimizers(self) -> Any:
-        optimizer = build_optimizer(self.model, self.optim_config)
+        head = self.model.lm_head.weight if self.model.lm_head is not None else None
+        optimizer = build_optimizer(self, self.optim_config, output_embedding=head)
         total = self.trainer.max_steps if self._trainer and self.trainer.max_steps > 0 else None
         lr_lambda = schedule(self.scheduler_config, total_steps=total, d_model=self.model_config.d_model)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)

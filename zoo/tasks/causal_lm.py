@@ -10,6 +10,4 @@ class CausalLM(ZooTask):
     families = (Family.decoder_only,)
 
     def forward_batch(self, batch):
-        out = self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"))
-        V = out.logits.shape[-1]
-        return out.logits.reshape(-1, V), batch["labels"].reshape(-1), batch["input_ids"].numel()  # (B·T, V)
+        return self.predict_tokens(batch)

@@ -26,7 +26,7 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor | None, how: Pooling) -> torch
 
 
 class Classification(ZooTask):
-    families = (Family.encoder_only, Family.decoder_only, Family.encoder_decoder)
+    families = (Family.encoder_only, Family.decoder_only)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -34,6 +34,9 @@ class Classification(ZooTask):
         if not labels:
             raise ValueError("classification needs the label names (extra.labels) from the data")
         self.labels = list(labels)
+        # the classifier replaces the token output projection: no unused parameters (DDP),
+        # no (B, T, V) logits computed for nothing
+        self.model.lm_head = None
         self.head = nn.Linear(self.model_config.d_model, len(self.labels))
         nn.init.normal_(self.head.weight, std=self.model_config.init_std)
         nn.init.zeros_(self.head.bias)
@@ -46,10 +49,7 @@ class Classification(ZooTask):
 
     def classify(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """-> logits over labels (B, C)."""
-        if self.model_config.family == Family.encoder_decoder:
-            hidden = self.model.encode(input_ids, attention_mask)  # (B, S, D)
-        else:
-            hidden = self.model(input_ids, attention_mask=attention_mask).hidden_states  # (B, T, D)
+        hidden = self.model(input_ids, attention_mask=attention_mask, return_logits=False).hidden_states  # (B, T, D)
         return self.head(pool(hidden, attention_mask, self.pooling))
 
     def forward_batch(self, batch):

@@ -11,6 +11,4 @@ class MaskedLM(ZooTask):
     families = (Family.encoder_only,)
 
     def forward_batch(self, batch):
-        out = self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"))
-        V = out.logits.shape[-1]
-        return out.logits.reshape(-1, V), batch["labels"].reshape(-1), batch["input_ids"].numel()  # (B·T, V)
+        return self.predict_tokens(batch)

@@ -11,18 +11,23 @@ from torch import nn
 from zoo.config.train import OptimConfig, OptimizerKind, ScheduleKind, SchedulerConfig
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+def parameter_groups(
+    module: nn.Module, weight_decay: float, output_embedding: nn.Parameter | None = None
+) -> list[dict]:
     """Weight decay on the matrices of linear layers only: never on norms, biases or
-    embedding tables (token, position and relative-bias tables, and the output projection,
-    which is an output embedding whether tied or not)."""
-    head = getattr(getattr(model, "lm_head", None), "weight", None)
+    embedding tables (token, position and relative-bias tables, and the output projection
+    `output_embedding`, an output embedding whether tied or not). Every parameter of `module`
+    (a model, or a task with heads of its own) lands in exactly one group."""
+    head = output_embedding if output_embedding is not None else getattr(
+        getattr(module, "lm_head", None), "weight", None
+    )
     decay, no_decay, seen = [], [], set()
-    for module in model.modules():
-        for name, param in module.named_parameters(recurse=False):
+    for sub in module.modules():
+        for name, param in sub.named_parameters(recurse=False):
             if id(param) in seen or not param.requires_grad:
                 continue
             seen.add(id(param))
-            if isinstance(module, nn.Linear) and name == "weight" and param is not head:
+            if isinstance(sub, nn.Linear) and name == "weight" and param is not head:
                 decay.append(param)
             else:
                 no_decay.append(param)
@@ -32,8 +37,10 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
-def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
-    groups = parameter_groups(model, cfg.weight_decay)
+def build_optimizer(
+    module: nn.Module, cfg: OptimConfig, output_embedding: nn.Parameter | None = None
+) -> torch.optim.Optimizer:
+    groups = parameter_groups(module, cfg.weight_decay, output_embedding)
     kwargs = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
     if cfg.kind == OptimizerKind.adamw:
         return torch.optim.AdamW(groups, **kwargs)

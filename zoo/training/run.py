@@ -22,6 +22,7 @@ from zoo.config.train import (
     LoggerConfig,
     OptimConfig,
     ProgressBar,
+    ScheduleKind,
     SchedulerConfig,
     TaskConfig,
     TaskKind,
@@ -82,11 +83,16 @@ def validate_run(cfg: DictConfig) -> RunSpec:
         raise ConfigError(
             f"task={spec.task.kind.value} needs model.family in ({allowed}), got {spec.model.family.value}"
         )
-    longest = spec.data.seq_len + (1 if spec.task.kind == TaskKind.classification else 0)
-    if spec.model.position.kind == PositionKind.learned and longest > spec.model.max_seq_len:
+    learned = spec.model.position.kind == PositionKind.learned
+    if learned and spec.data.seq_len > spec.model.max_seq_len:
         raise ConfigError(
             f"data.seq_len ({spec.data.seq_len}) is longer than learned positions allow "
             f"(model.max_seq_len={spec.model.max_seq_len})"
+        )
+    if learned and spec.task.kind == TaskKind.seq2seq and spec.task.generate_max_tokens >= spec.model.max_seq_len:
+        raise ConfigError(
+            f"task.generate_max_tokens ({spec.task.generate_max_tokens}) plus BOS is longer than "
+            f"learned positions allow (model.max_seq_len={spec.model.max_seq_len})"
         )
     max_steps = spec.trainer.get("max_steps", -1)
     if max_steps in (None, -1) and spec.trainer.get("max_epochs", -1) in (None, -1):
@@ -96,20 +102,16 @@ def validate_run(cfg: DictConfig) -> RunSpec:
                  d_model=spec.model.d_model)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if spec.scheduler.kind == ScheduleKind.inverse_sqrt:
+        w, d = spec.scheduler.warmup_steps, spec.model.d_model
+        peak = spec.optim.lr * d ** -0.5 * w ** -0.5
+        if peak < 1e-5:
+            raise ConfigError(
+                f"scheduler=inverse_sqrt peaks at optim.lr x d_model^-0.5 x warmup^-0.5 = "
+                f"{spec.optim.lr:g} x {d}^-0.5 x {w}^-0.5 = {peak:.2g}; optim.lr multiplies the "
+                f"schedule (the paper's rate is optim.lr=1.0, as in optim=adam)"
+            )
     return spec
-
-
-def world_size(trainer_args: dict) -> int:
-    devices = trainer_args.get("devices", 1)
-    if isinstance(devices, (list, tuple)):
-        n = len(devices)
-    elif devices in ("auto", -1, "-1"):
-        import torch
-
-        n = max(1, torch.cuda.device_count()) if trainer_args.get("accelerator") == "gpu" else 1
-    else:
-        n = int(devices)
-    return n * int(trainer_args.get("num_nodes", 1) or 1)
 
 
 def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
@@ -136,6 +138,11 @@ def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
     from zoo.generate import generate
 
     ids = torch.tensor([tokenizer.encode(prompt)], device=task.device)
+    cfg = task.model_config
+    if cfg.position.kind == PositionKind.learned:
+        max_new_tokens = min(max_new_tokens, cfg.max_seq_len - ids.shape[1])
+        if max_new_tokens < 1:
+            return prompt
     was_training = task.training
     task.eval()
     out = generate(task.model, ids, max_new_tokens=max_new_tokens, eos_id=tokenizer.special_ids()["eos"],
@@ -186,28 +193,6 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
 
-    n_ranks = world_size(spec.trainer)
-    device_batch, accumulation = per_device_batch(
-        spec.data.global_batch_size, n_ranks, spec.data.max_device_batch_size
-    )
-    datamodule = build_datamodule(spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch)
-    datamodule.setup("fit")
-    tokenizer = datamodule.tokenizer
-    check_vocab(spec.model.vocab_size, tokenizer)
-
-    extra = {"special_ids": tokenizer.special_ids(), "tokenizer_kind": spec.tokenizer.kind.value}
-    labels = getattr(datamodule, "labels", None)
-    if labels:
-        extra["labels"] = list(labels)
-    task = TASKS[spec.task.kind](
-        model=spec.model.to_dict(),
-        task=plain(spec.task),
-        optim=plain(spec.optim),
-        scheduler=plain(spec.scheduler),
-        extra=extra,
-    )
-    task.tokenizer = tokenizer
-
     ckpt_dir = run_dir / "checkpoints"
     callbacks = [
         # top-k by validation loss, checked after every validation
@@ -245,13 +230,37 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     try:
         trainer = L.Trainer(
             **trainer_args,
-            accumulate_grad_batches=accumulation,
             default_root_dir=str(run_dir),
             callbacks=callbacks,
             logger=loggers or False,
         )
     except TypeError as exc:
         raise ConfigError(f"trainer: {exc}") from None
+
+    # the per-device batch and accumulation derive from the world size the Trainer resolved
+    device_batch, accumulation = per_device_batch(
+        spec.data.global_batch_size, trainer.world_size, spec.data.max_device_batch_size
+    )
+    trainer.accumulate_grad_batches = accumulation
+    datamodule = build_datamodule(
+        spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch, seed=spec.seed
+    )
+    datamodule.setup("fit")
+    tokenizer = datamodule.tokenizer
+    check_vocab(spec.model.vocab_size, tokenizer)
+
+    extra = {"special_ids": tokenizer.special_ids(), "tokenizer_kind": spec.tokenizer.kind.value}
+    labels = getattr(datamodule, "labels", None)
+    if labels:
+        extra["labels"] = list(labels)
+    task = TASKS[spec.task.kind](
+        model=spec.model.to_dict(),
+        task=plain(spec.task),
+        optim=plain(spec.optim),
+        scheduler=plain(spec.scheduler),
+        extra=extra,
+    )
+    task.tokenizer = tokenizer
 
     if trainer.is_global_zero:
         log.info("model: %s", summarize(task.model, spec.data.seq_len))
@@ -281,7 +290,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         "global_step": trainer.global_step,
         "tokens_seen": tokens,
         "train_seconds": round(throughput.train_seconds, 3),
-        "tokens_per_s": round(tokens / throughput.train_seconds, 1) if throughput.train_seconds else None,
+        "tokens_per_s": round(throughput.tokens / throughput.train_seconds, 1) if throughput.train_seconds else None,
         "wall_seconds": round(wall, 3),
         "metrics": metrics,
         "model": summarize(task.model, spec.data.seq_len).as_dict(),

@@ -18,7 +18,8 @@ IGNORE_INDEX = -100
 
 
 class MaskingCollator:
-    """Callable collate_fn: B windows of T ids -> input_ids, labels, attention_mask [B, T].
+    """Callable collate_fn: B windows of T ids -> input_ids, labels [B, T] (packed blocks: no
+    padding, so no attention_mask).
 
     Randomness: in the main process a generator seeded with `seed` runs on across epochs; in
     a DataLoader worker the worker's own seed (derived by torch from the loader's, hence from
@@ -43,8 +44,7 @@ class MaskingCollator:
     def __call__(self, blocks: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         ids = torch.stack([torch.as_tensor(b) for b in blocks]).long()  # (B, T)
         input_ids, labels = self.mask(ids, self._generator_for(ids))
-        return {"input_ids": input_ids, "labels": labels,
-                "attention_mask": torch.ones_like(input_ids)}
+        return {"input_ids": input_ids, "labels": labels}
 
     def mask(self, ids: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(masked ids, labels), both LongTensor of the shape of `ids`."""
