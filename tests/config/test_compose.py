@@ -32,6 +32,7 @@ def test_presets_have_their_documented_choices(preset):
     assert (m.family, m.position.kind, m.norm, m.norm_type, m.activation) == (
         family, position, norm, norm_type, activation)
     assert (m.tie_embeddings, m.bias) == (tie, bias)
+    assert m.embed_norm == (preset == "bert")
 
 
 @pytest.mark.parametrize("norm", NORMS)

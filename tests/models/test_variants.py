@@ -168,3 +168,14 @@ def test_tied_and_untied_output_projection(family):
     assert untied.lm_head.weight is not untied.embed.weight
     extra = sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters())
     assert extra == 37 * 16
+
+
+def test_embedding_norm_normalizes_before_the_first_layer():
+    model = build("encoder_only", "learned", norm="post", embed_norm=True)
+    assert isinstance(model.encoder.embed_norm, torch.nn.LayerNorm)
+    captured = {}
+    model.encoder.layers[0].register_forward_pre_hook(lambda m, args: captured.setdefault("x", args[0]))
+    model(torch.randint(0, 37, (2, 5)))
+    x = captured["x"]
+    assert torch.allclose(x.mean(-1), torch.zeros(2, 5), atol=1e-5)
+    assert torch.allclose(x.var(-1, unbiased=False), torch.ones(2, 5), atol=0.05)  # eps vs small init

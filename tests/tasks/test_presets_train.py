@@ -61,3 +61,10 @@ def test_a_short_default_style_run_beats_the_unigram_baseline(tmp_path):
     summary = train(cfg, tmp_path).summary
     assert summary["metrics"]["val/loss"] < summary["baseline"]["unigram_val_loss"] - 0.3
     assert summary["sample"].startswith("And God said")
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", "bf16-mixed"])
+def test_mixed_precision_trains(precision, tmp_path):
+    result = train(_compose("gpt", "causal_lm", tmp_path, f"trainer.precision={precision}"), tmp_path)
+    assert result.summary["global_step"] == 3
+    assert torch.isfinite(torch.tensor(result.summary["metrics"]["val/loss"]))

@@ -170,6 +170,10 @@ class ModelConfig:
     scale_embeddings: bool = field(
         default=False, metadata={"help": "multiply token embeddings by sqrt(D) (Vaswani et al.)"}
     )
+    embed_norm: bool = field(
+        default=False,
+        metadata={"help": "normalize token + position embeddings before the first layer (BERT)"},
+    )
     init_std: float = 0.02
 
     def __post_init__(self) -> None:

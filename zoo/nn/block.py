@@ -114,6 +114,9 @@ class Stack(nn.Module):
         n_schemes = 1 if POSITIONS[cfg.position.kind].shared_across_layers else n_layers
         self.positions = nn.ModuleList(build_position(cfg, causal=causal) for _ in range(n_schemes))
         self.dropout = nn.Dropout(cfg.dropout)
+        self.embed_norm = (
+            build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if cfg.embed_norm else nn.Identity()
+        )
         pre = cfg.norm == NormPlacement.pre
         self.final_norm = (
             build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if pre else nn.Identity()
@@ -149,7 +152,7 @@ class Stack(nn.Module):
                 q_len=T, k_len=memory.shape[1], causal=False, key_padding=memory_padding,
                 device=x.device,
             )  # (B, 1, T, S)
-        x = self.dropout(self.position_for(0).embed(x, positions))
+        x = self.dropout(self.embed_norm(self.position_for(0).embed(x, positions)))
         for i, layer in enumerate(self.layers):
             x = layer(
                 x,
