@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -107,6 +109,23 @@ def _assert_clean_failure(result, *fragments):
     assert len(lines) == 1, result.stderr[-3000:]
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+@pytest.mark.parametrize(
+    "override, fragments",
+    [
+        ("model.norm=middle", ["model.norm", "pre, post"]),
+        ("model.d_modle=3", ["d_modle", "allowed keys"]),
+        ("model=lama", ["lama", "gpt"]),
+        ("model.n_heads=3", ["divisible", "3"]),
+    ],
+)
+def test_bad_overrides_fail_with_one_line_through_the_console_script(override, fragments, tmp_path):
+    exe = shutil.which("zoo-train") or str(Path(sys.executable).parent / "zoo-train")
+    result = subprocess.run([exe, override, f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=120)
+    _assert_clean_failure(result, *fragments)
+    assert result.returncode == 2
+    assert not list(tmp_path.iterdir())  # nothing written
 
 
 def test_bad_data_files_fail_with_one_line(tmp_path):

@@ -51,8 +51,30 @@ def _train(cfg: DictConfig) -> float | None:
     return metrics.get("val/loss")
 
 
+def _check_overrides(argv: list[str]) -> None:
+    """Compose once before Hydra does, so a bad key, value or combination is reported on one
+    line (Hydra's own report spans several). Sweeps, --cfg, --help and custom config paths are
+    left to Hydra."""
+    try:
+        from hydra._internal.utils import get_args_parser
+    except ImportError:  # pragma: no cover - private API moved
+        return
+    args, _ = get_args_parser().parse_known_args(argv)
+    if args.multirun or args.help or args.hydra_help or args.cfg or args.info or args.shell_completion \
+            or args.config_path or args.config_dir or args.experimental_rerun:
+        return
+    from zoo.config.compose import compose
+    from zoo.config.errors import ConfigError
+
+    try:
+        compose(args.overrides, config_name=args.config_name or CONFIG_NAME)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
 def main() -> None:
     register_configs()
+    _check_overrides(sys.argv[1:])
     _train()
 
 
