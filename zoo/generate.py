@@ -1,14 +1,147 @@
-"""Greedy decoding over the KV cache, for decoder-only (prompt continuation, left-padded
-batches) and encoder-decoder (source -> target) models."""
+"""Decoding over the KV cache: greedy, beam search and sampling, for decoder-only models
+(continuing prompts; batches of different lengths are left-padded and positions count only real
+tokens) and encoder-decoder models (source -> target; the cross-attention keys and values are
+computed once per source)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, field, fields
+from typing import Callable, Optional
 
 import torch
 
-from zoo.config.model import Family
+from zoo.config.errors import ConfigError
+from zoo.config.model import Choice, Family
 from zoo.models.base import ZooModel
+
+
+class Strategy(Choice):
+    greedy = "greedy"  # argmax at every step
+    beam = "beam"  # keep the num_beams best partial outputs by summed log-probability
+    sample = "sample"  # draw from the (temperature, top-k, top-p filtered) distribution
+
+
+_SAMPLING = ("temperature", "top_k", "top_p", "seed")
+_BEAM = ("num_beams", "length_penalty", "early_stopping")
+
+
+@dataclass(kw_only=True)
+class GenerationConfig:
+    """Decoding options. Options of one strategy set away from their defaults under another
+    strategy are refused."""
+
+    strategy: Strategy = field(default=Strategy.greedy, metadata={"help": "greedy, beam or sample"})
+    max_new_tokens: int = field(default=64, metadata={"help": "tokens generated at most"})
+    use_cache: bool = field(default=True, metadata={"help": "reuse keys/values across steps"})
+    num_beams: int = field(default=4, metadata={"help": "beam: beams kept per input"})
+    length_penalty: float = field(
+        default=1.0, metadata={"help": "beam: hypotheses are ranked by log p / length^length_penalty"}
+    )
+    early_stopping: bool = field(
+        default=False,
+        metadata={"help": "beam: stop an input as soon as num_beams hypotheses ended (true), or "
+                  "once no running beam can still beat the worst of them (false)"},
+    )
+    temperature: float = field(default=1.0, metadata={"help": "sample: logits are divided by it"})
+    top_k: int = field(default=0, metadata={"help": "sample: keep the k most likely tokens (0: all)"})
+    top_p: float = field(
+        default=1.0, metadata={"help": "sample: keep the smallest set with probability >= p"}
+    )
+    seed: Optional[int] = field(default=None, metadata={"help": "sample: seed of the draws"})
+
+    def __post_init__(self) -> None:
+        self.strategy = Strategy.parse(self.strategy, "strategy")
+        owned = {Strategy.sample: _SAMPLING, Strategy.beam: _BEAM}
+        for f in fields(self):
+            for strategy, names in owned.items():
+                if f.name in names and self.strategy != strategy and getattr(self, f.name) != f.default:
+                    raise ConfigError(
+                        f"{f.name} only applies to strategy={strategy.value}, not {self.strategy.value}"
+                    )
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.num_beams < 1:
+            raise ConfigError(f"num_beams must be >= 1, got {self.num_beams}")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+def filter_logits(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """Temperature, then top-k (Fan et al. 2018), then nucleus / top-p (Holtzman et al. 2020)
+    filtering; removed entries become -inf. logits (B, V) -> (B, V)."""
+    logits = logits / temperature
+    if top_k > 0 and top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
+        probs = sorted_logits.softmax(-1)
+        before = probs.cumsum(-1) - probs  # probability mass ranked above each token
+        drop_sorted = before >= top_p  # the most likely token is always kept
+        drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+class _Stepper:
+    """Feeds one model step at a time and keeps what the next step needs (cache, mask,
+    context, encoder states). `rows` may repeat inputs (beam search)."""
+
+    def __init__(self, model: ZooModel, input_ids, attention_mask, *, bos_id, use_cache: bool, repeat: int = 1):
+        self.model = model
+        self.use_cache = use_cache
+        self.cache = None
+        B = input_ids.shape[0]
+        if repeat > 1:
+            input_ids = input_ids.repeat_interleave(repeat, dim=0)  # (B·K, T)
+            if attention_mask is not None:
+                attention_mask = attention_mask.repeat_interleave(repeat, dim=0)
+        self.encoder_decoder = model.config.family == Family.encoder_decoder
+        if self.encoder_decoder:
+            if bos_id is None:
+                raise ValueError("encoder-decoder generation needs bos_id (the first decoder input)")
+            self.memory = model.encode(input_ids, attention_mask)  # (B·K, S, D)
+            self.source_mask = attention_mask
+            self.context = torch.full((B * repeat, 1), bos_id, dtype=torch.long, device=input_ids.device)
+            self.mask = None
+        else:
+            self.context = input_ids
+            self.mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+
+    def _run(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.encoder_decoder:
+            out = self.model(decoder_input_ids=tokens, encoder_hidden_states=self.memory,
+                             attention_mask=self.source_mask, cache=self.cache, use_cache=self.use_cache)
+        else:
+            out = self.model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache)
+        self.cache = out.cache if self.use_cache else None
+        return out.logits[:, -1]  # (rows, V)
+
+    def start(self) -> torch.Tensor:
+        return self._run(self.context)
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (rows,) appended -> next-token logits (rows, V)."""
+        self.context = torch.cat([self.context, tokens[:, None]], dim=1)  # (rows, T + 1)
+        if self.mask is not None:
+            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        return self._run(tokens[:, None] if self.use_cache else self.context)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows `index` (beam search)."""
+        self.context = self.context[index]
+        if self.mask is not None:
+            self.mask = self.mask[index]
+        if self.cache is not None:
+            self.cache.reorder(index)
+        if self.encoder_decoder:
+            self.memory = self.memory[index]
+            if self.source_mask is not None:
+                self.source_mask = self.source_mask[index]
 
 
 @torch.no_grad()
@@ -17,61 +150,184 @@ def generate(
     input_ids: torch.Tensor,
     *,
     attention_mask: Optional[torch.Tensor] = None,
-    max_new_tokens: int = 32,
+    config: Optional[GenerationConfig] = None,
+    max_new_tokens: Optional[int] = None,
     bos_id: Optional[int] = None,
     eos_id: Optional[int] = None,
     pad_id: int = 0,
-    use_cache: bool = True,
+    use_cache: Optional[bool] = None,
     vocab_limit: Optional[int] = None,
 ) -> torch.Tensor:
-    """Greedy decoding.
+    """New tokens (B, N) for each input row, N <= max_new_tokens; after a row's eos_id the rest
+    of it is pad_id.
 
-    Decoder-only: input_ids (B, T) prompts, left-padded with attention_mask (B, T); returns the
-    new tokens (B, N). Encoder-decoder: input_ids (B, S) sources; the target starts with bos_id;
-    returns the target tokens after BOS (B, N). Rows that emitted eos_id are padded with pad_id
-    afterwards; decoding stops when every row has. `vocab_limit` keeps ids below the
-    tokenizer's size when the model's vocabulary is larger.
+    Decoder-only: input_ids (B, T) prompts, left-padded, attention_mask (B, T) with 0 on pads.
+    Encoder-decoder: input_ids (B, S) sources, attention_mask (B, S); the target starts with
+    bos_id. `vocab_limit` keeps ids below the tokenizer's size when the model's table is larger.
+    Keyword options override the same fields of `config` (default: greedy).
     """
-    family = model.config.family
-    if family == Family.encoder_only:
+    config = config or GenerationConfig()
+    if max_new_tokens is not None or use_cache is not None:
+        values = {f.name: getattr(config, f.name) for f in fields(config)}
+        if max_new_tokens is not None:
+            values["max_new_tokens"] = max_new_tokens
+        if use_cache is not None:
+            values["use_cache"] = use_cache
+        config = GenerationConfig(**values)
+    if model.config.family == Family.encoder_only:
         raise ValueError("an encoder-only model cannot generate; use a decoder-only or encoder-decoder model")
+    was_training = model.training
+    model.eval()
+    try:
+        if config.strategy == Strategy.beam:
+            return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit)
+        return _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit)
+    finally:
+        model.train(was_training)
+
+
+def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit):
+    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache)
     B = input_ids.shape[0]
-    device = input_ids.device
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    new_tokens = []
-    if family == Family.encoder_decoder:
-        if bos_id is None:
-            raise ValueError("encoder-decoder generation needs bos_id (the first decoder input)")
-        memory = model.encode(input_ids, attention_mask)
-        tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=device)
-
-        def step(inputs, cache, mask):
-            return model(decoder_input_ids=inputs, encoder_hidden_states=memory,
-                         attention_mask=attention_mask, cache=cache, use_cache=use_cache)
-        mask = None
-    else:
-        tokens = input_ids
-        mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
-
-        def step(inputs, cache, mask):
-            return model(inputs, attention_mask=mask, cache=cache, use_cache=use_cache)
-
-    cache = None
-    context = tokens
-    for _ in range(max_new_tokens):
-        out = step(context if (cache is None or not use_cache) else context[:, -1:], cache, mask)
-        cache = out.cache if use_cache else None
-        logits = out.logits[:, -1]  # (B, V)
-        if vocab_limit is not None:
-            logits = logits[:, :vocab_limit]
-        nxt = logits.argmax(-1)  # (B,)
+    done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
+    generator = None
+    if config.strategy == Strategy.sample:
+        generator = torch.Generator(device=input_ids.device)
+        generator.manual_seed(config.seed if config.seed is not None else torch.seed())
+    out = []
+    logits = stepper.start()
+    for t in range(config.max_new_tokens):
+        logits = logits[:, :vocab_limit] if vocab_limit is not None else logits
+        if config.strategy == Strategy.sample:
+            filtered = filter_logits(logits.float(), temperature=config.temperature,
+                                     top_k=config.top_k, top_p=config.top_p)
+            nxt = torch.multinomial(filtered.softmax(-1), 1, generator=generator)[:, 0]  # (B,)
+        else:
+            nxt = logits.argmax(-1)  # (B,)
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        new_tokens.append(nxt)
+        out.append(nxt)
         if eos_id is not None:
             done = done | (nxt == eos_id)
-        context = torch.cat([context, nxt[:, None]], dim=1)  # (B, T + 1)
-        if mask is not None:
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-        if eos_id is not None and bool(done.all()):
+            if bool(done.all()):
+                break
+        if t + 1 < config.max_new_tokens:
+            logits = stepper.step(nxt)
+    return torch.stack(out, dim=1)  # (B, N)
+
+
+def beam_search(
+    step: Callable[[Optional[torch.Tensor], Optional[torch.Tensor]], torch.Tensor],
+    *,
+    batch: int,
+    num_beams: int,
+    max_new_tokens: int,
+    eos_id: Optional[int],
+    length_penalty: float = 1.0,
+    early_stopping: bool = False,
+) -> list[tuple[list[int], float]]:
+    """Beam search over a step function (the model-independent part, testable on fixed
+    distributions).
+
+    `step(tokens, reorder)`: called first with (None, None) for the log-probabilities of the
+    first token, then with the chosen tokens (batch·num_beams,) and the rows they extend
+    (batch·num_beams,); returns log-probabilities (batch·num_beams, V). Returns the best
+    hypothesis per input: (tokens, score = summed log p / length^length_penalty); an ended
+    hypothesis includes eos_id.
+    """
+    K = num_beams
+    scores = torch.full((batch, K), float("-inf"))
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    beams: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(batch)]
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+    done = [False] * batch
+    logp = step(None, None)  # (batch·K, V)
+    for t in range(max_new_tokens):
+        V = logp.shape[-1]
+        total = scores.to(logp.device)[:, :, None] + logp.view(batch, K, V)  # (batch, K, V)
+        top_scores, top_index = total.view(batch, K * V).topk(min(2 * K, K * V), dim=-1)  # (batch, 2K)
+        next_tokens = torch.zeros(batch, K, dtype=torch.long)
+        next_rows = torch.zeros(batch, K, dtype=torch.long)
+        new_scores = torch.full((batch, K), float("-inf"))
+        new_beams: list[list[list[int]]] = []
+        for b in range(batch):
+            kept: list[list[int]] = []
+            if not done[b]:
+                for score, index in zip(top_scores[b].tolist(), top_index[b].tolist()):
+                    beam, token = divmod(index, V)
+                    if score == float("-inf"):
+                        break
+                    hyp = beams[b][beam] + [token]
+                    if eos_id is not None and token == eos_id:
+                        if len(finished[b]) < K or score / len(hyp) ** length_penalty > min(
+                                s for s, _ in finished[b]):
+                            finished[b].append((score / len(hyp) ** length_penalty, hyp))
+                            finished[b] = sorted(finished[b], key=lambda x: -x[0])[:K]
+                        continue
+                    slot = len(kept)
+                    next_tokens[b, slot], next_rows[b, slot] = token, b * K + beam
+                    new_scores[b, slot] = score
+                    kept.append(hyp)
+                    if len(kept) == K:
+                        break
+            if len(kept) < K:  # an ended input keeps feeding its rows (their output is unused)
+                for slot in range(len(kept), K):
+                    next_rows[b, slot] = b * K
+            new_beams.append(kept + [[] for _ in range(K - len(kept))])
+            if not done[b] and len(finished[b]) >= K:
+                if early_stopping:
+                    done[b] = True
+                else:
+                    best_running = new_scores[b].max().item()
+                    best_possible = best_running / (t + 1) ** length_penalty if length_penalty > 0 else best_running
+                    done[b] = best_possible <= min(s for s, _ in finished[b])
+            if not kept:
+                done[b] = True
+        beams, scores = new_beams, new_scores
+        if all(done) or t + 1 == max_new_tokens:
             break
-    return torch.stack(new_tokens, dim=1) if new_tokens else input_ids.new_zeros(B, 0)
+        logp = step(next_tokens.view(-1), next_rows.view(-1))
+    results = []
+    for b in range(batch):
+        candidates = list(finished[b])
+        for k in range(K):  # running beams compete too (an input cut by max_new_tokens)
+            if scores[b, k] > float("-inf") and beams[b][k]:
+                candidates.append((scores[b, k].item() / len(beams[b][k]) ** length_penalty, beams[b][k]))
+        best_score, best = max(candidates, key=lambda x: x[0]) if candidates else (float("-inf"), [])
+        results.append((best, best_score))
+    return results
+
+
+def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit):
+    B, K = input_ids.shape[0], config.num_beams
+    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache, repeat=K)
+
+    def step(tokens, rows):
+        if tokens is None:
+            logits = stepper.start()
+        else:
+            stepper.reorder(rows.to(input_ids.device))
+            logits = stepper.step(tokens.to(input_ids.device))
+        logits = logits[:, :vocab_limit] if vocab_limit is not None else logits
+        return torch.log_softmax(logits.float(), dim=-1).cpu()  # (B·K, V)
+
+    results = beam_search(step, batch=B, num_beams=K, max_new_tokens=config.max_new_tokens,
+                          eos_id=eos_id, length_penalty=config.length_penalty,
+                          early_stopping=config.early_stopping)
+    width = max(1, max(len(tokens) for tokens, _ in results))
+    out = torch.full((B, width), pad_id, dtype=torch.long)
+    for b, (tokens, _) in enumerate(results):
+        out[b, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+    return out.to(input_ids.device)
+
+
+def strip_special(rows: torch.Tensor, eos_id: Optional[int], pad_id: int) -> list[list[int]]:
+    """Generated ids per row up to (not including) eos, without padding."""
+    out = []
+    for row in rows.tolist():
+        if eos_id is not None and eos_id in row:
+            row = row[: row.index(eos_id)]
+        out.append([t for t in row if t != pad_id])
+    return out
+
+
+__all__ = ["GenerationConfig", "Strategy", "beam_search", "filter_logits", "generate", "strip_special"]

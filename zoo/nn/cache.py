@@ -36,7 +36,8 @@ class KVCache:
         """Select batch rows (beam search)."""
         if self.k is not None:
             self.k, self.v = self.k[index], self.v[index]
-            self.positions = self.positions[index]
+            if self.positions.shape[0] > 1:  # (1, S) positions are shared by every row
+                self.positions = self.positions[index]
 
 
 @dataclass

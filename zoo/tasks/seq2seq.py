@@ -9,7 +9,7 @@ from torchmetrics import MeanMetric
 from torchmetrics.text import BLEUScore
 
 from zoo.config.model import Family
-from zoo.generate import generate
+from zoo.generate import generate, strip_special
 from zoo.tasks.base import IGNORE, ZooTask
 
 
@@ -41,12 +41,7 @@ class Seq2Seq(ZooTask):
             bos_id=specials["bos"], eos_id=specials["eos"], pad_id=specials["pad"],
             vocab_limit=self.tokenizer.vocab_size,
         )
-        rows = []
-        for row in out.tolist():
-            if specials["eos"] in row:
-                row = row[: row.index(specials["eos"])]
-            rows.append([t for t in row if t != specials["pad"]])
-        return rows
+        return strip_special(out, specials["eos"], specials["pad"])
 
     def validation_step(self, batch, batch_idx):
         super().validation_step(batch, batch_idx)

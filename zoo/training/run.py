@@ -249,7 +249,11 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     tokenizer = datamodule.tokenizer
     check_vocab(spec.model.vocab_size, tokenizer)
 
-    extra = {"special_ids": tokenizer.special_ids(), "tokenizer_kind": spec.tokenizer.kind.value}
+    extra = {
+        "special_ids": tokenizer.special_ids(),
+        "tokenizer_kind": spec.tokenizer.kind.value,
+        "data": spec.data.to_dict(),  # zoo-eval's default dataset
+    }
     labels = getattr(datamodule, "labels", None)
     if labels:
         extra["labels"] = list(labels)

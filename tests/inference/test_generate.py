@@ -1,0 +1,125 @@
+"""Decoding: cache = no cache, beam(1) = greedy, top-k(1) = greedy, seeded sampling, and the
+search algorithm on hand-worked distributions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import zoo
+from tests.conftest import CAUSAL_FAMILIES, POSITIONS, tiny
+from zoo.config import ConfigError
+from zoo.generate import GenerationConfig, beam_search, filter_logits, generate
+
+EOS, BOS = 3, 2
+
+
+def model_and_inputs(family, position):
+    model = zoo.build_model(tiny(family, position, max_seq_len=64)).eval()
+    ids = torch.randint(6, 37, (2, 5))
+    return model, ids
+
+
+def run(model, ids, **options):
+    kw = dict(bos_id=BOS, eos_id=None, max_new_tokens=options.pop("max_new_tokens", 12))
+    return generate(model, ids, config=GenerationConfig(**options) if options else None, **kw)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_cached_greedy_equals_uncached(family, position):
+    model, ids = model_and_inputs(family, position)
+    cached = run(model, ids)
+    assert cached.shape == (2, 12)
+    assert torch.equal(cached, run(model, ids, use_cache=False))
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_beam_of_one_equals_greedy_and_beam_cache_equals_no_cache(family, position):
+    model, ids = model_and_inputs(family, position)
+    greedy = run(model, ids)
+    assert torch.equal(run(model, ids, strategy="beam", num_beams=1), greedy)
+    beams = run(model, ids, strategy="beam", num_beams=3, max_new_tokens=6)
+    assert torch.equal(beams, run(model, ids, strategy="beam", num_beams=3, max_new_tokens=6, use_cache=False))
+
+
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_sampling_is_reproducible_and_top_k_one_is_greedy(family):
+    model, ids = model_and_inputs(family, "rope")
+    a = run(model, ids, strategy="sample", seed=7)
+    assert torch.equal(a, run(model, ids, strategy="sample", seed=7))
+    assert not all(torch.equal(a, run(model, ids, strategy="sample", seed=s)) for s in range(8, 12))
+    assert torch.equal(run(model, ids, strategy="sample", top_k=1, seed=3), run(model, ids))
+    assert torch.equal(run(model, ids, strategy="sample", top_p=1e-6, seed=3), run(model, ids))
+
+
+def test_beam_search_keeps_the_two_best_cumulative_products():
+    """Step 1: candidates A 0.4, B 0.3 (C 0.2); step 2: A·A = 0.4·0.5 = 0.2 and B·A = 0.3·0.4
+    = 0.12 beat A·B = 0.1, B·B = 0.09, A·C = 0.08."""
+    E, A, B, C = 0, 1, 2, 3
+    first = torch.tensor([0.1, 0.4, 0.3, 0.2])
+    after = {A: torch.tensor([0.05, 0.5, 0.25, 0.2]), B: torch.tensor([0.1, 0.4, 0.3, 0.2])}
+    seen = []
+    state = {"beams": [[], []]}
+
+    def step(tokens, rows):
+        if tokens is None:
+            return first.log().expand(2, 4).clone()
+        beams = [state["beams"][r] + [t] for t, r in zip(tokens.tolist(), rows.tolist())]
+        state["beams"] = beams
+        seen.append([list(b) for b in beams])
+        if len(beams[0]) == 1:
+            return torch.stack([after[b[-1]].log() for b in beams])
+        return torch.tensor([[0.0, -math.inf, -math.inf, -math.inf]] * 2)  # end both
+
+    state["beams"] = [[], []]
+    best = beam_search(step, batch=1, num_beams=2, max_new_tokens=3, eos_id=E, length_penalty=0.0)
+    assert seen[0] == [[A], [B]]
+    assert seen[1] == [[A, A], [B, A]]
+    tokens, score = best[0]
+    assert tokens == [A, A, E] and score == pytest.approx(math.log(0.2))
+
+
+def test_top_k_renormalises_over_the_kept_tokens():
+    probs = torch.tensor([[0.4, 0.3, 0.2, 0.1]])
+    kept = filter_logits(probs.log(), top_k=3).softmax(-1)[0]
+    assert torch.allclose(kept, torch.tensor([0.4, 0.3, 0.2, 0.0]) / 0.9, atol=1e-6)
+    assert torch.allclose(kept[:3], torch.tensor([0.444444, 0.333333, 0.222222]), atol=1e-5)
+    nucleus = filter_logits(probs.log(), top_p=0.65).softmax(-1)[0]  # 0.4 + 0.3 reaches 0.65
+    assert torch.allclose(nucleus, torch.tensor([0.4, 0.3, 0.0, 0.0]) / 0.7, atol=1e-6)
+    warm = filter_logits(probs.log(), temperature=0.5).softmax(-1)[0]
+    assert warm[0] > 0.4 and torch.allclose(warm.sum(), torch.tensor(1.0))
+
+
+def test_left_padded_batch_generates_what_each_prompt_generates_alone():
+    model = zoo.build_model(tiny("decoder_only", "learned", max_seq_len=64)).eval()
+    short, long = torch.randint(6, 37, (1, 3)), torch.randint(6, 37, (1, 6))
+    batch = torch.cat([torch.cat([torch.zeros(1, 3, dtype=torch.long), short], 1), long])
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1] * 6])
+    both = generate(model, batch, attention_mask=mask, max_new_tokens=8)
+    assert torch.equal(both[0], generate(model, short, max_new_tokens=8)[0])
+    assert torch.equal(both[1], generate(model, long, max_new_tokens=8)[0])
+
+
+def test_generation_stops_at_eos_and_pads_after_it():
+    model, ids = model_and_inputs("decoder_only", "alibi")
+    free = run(model, ids, max_new_tokens=10)
+    eos = int(free[0, 2])  # pretend the third token of row 0 is EOS
+    first = free[0].tolist().index(eos)
+    out = generate(model, ids, max_new_tokens=10, eos_id=eos, pad_id=0)
+    assert torch.equal(out[0, : first + 1], free[0, : first + 1])
+    assert (out[0, first + 1 :] == 0).all()
+
+
+def test_options_of_another_strategy_are_refused():
+    with pytest.raises(ConfigError, match="top_k only applies to strategy=sample"):
+        GenerationConfig(top_k=5)
+    with pytest.raises(ConfigError, match="num_beams only applies to strategy=beam"):
+        GenerationConfig(strategy="sample", num_beams=2)
+    with pytest.raises(ConfigError, match="greedy, beam, sample"):
+        GenerationConfig(strategy="nucleus")
+    with pytest.raises(ValueError, match="encoder-only"):
+        generate(zoo.build_model(tiny("encoder_only")), torch.ones(1, 3, dtype=torch.long))

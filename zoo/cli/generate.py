@@ -1,0 +1,115 @@
+"""`zoo-generate`: continue prompts (decoder-only) or translate sources (encoder-decoder) with
+a trained checkpoint.
+
+    zoo-generate ckpt=runs/.../checkpoints/last.ckpt prompt="And God said"
+    zoo-generate ckpt=... prompts=prompts.txt strategy=beam num_beams=4
+    zoo-generate ckpt=... prompt="..." strategy=sample temperature=0.8 top_p=0.9 seed=1
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Optional
+
+TOOL = "zoo-generate"
+
+
+@dataclass(kw_only=True)
+class GenerateArgs:
+    ckpt: Optional[str] = None  # a checkpoint of a causal_lm or seq2seq run
+    prompt: Optional[str] = None  # one prompt (source sentence for seq2seq)
+    prompts: Optional[str] = None  # a text file, one prompt per line
+    strategy: str = "greedy"
+    max_new_tokens: int = 64
+    use_cache: bool = True
+    num_beams: int = 4
+    length_penalty: float = 1.0
+    early_stopping: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: Optional[int] = None
+    batch_size: int = 16
+
+
+def read_prompts(args: GenerateArgs) -> list[str]:
+    from zoo.config.errors import ConfigError
+
+    if (args.prompt is None) == (args.prompts is None):
+        raise ConfigError("give exactly one of prompt=TEXT or prompts=FILE")
+    if args.prompt is not None:
+        texts = [args.prompt]
+    else:
+        path = Path(args.prompts)
+        if not path.is_file():
+            raise ConfigError(f"prompts={args.prompts}: no such file")
+        try:
+            texts = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"prompts={args.prompts} is not UTF-8 text (byte {exc.start})") from None
+        if not texts:
+            raise ConfigError(f"prompts={args.prompts} holds no prompt")
+    for i, text in enumerate(texts):
+        if not text.strip():
+            raise ConfigError("the prompt is empty" if len(texts) == 1 else f"prompt {i + 1} is empty")
+    return texts
+
+
+def run(argv: list[str]) -> list[str]:
+    """Decoded outputs, one per prompt (also printed by `main`)."""
+
+    from zoo.checkpoint import load_checkpoint
+    from zoo.cli.args import parse
+    from zoo.config.errors import ConfigError
+    from zoo.config.model import Family
+    from zoo.generate import GenerationConfig, generate, strip_special
+    from zoo.inference import encode_prompts, check_lengths
+
+    args, _ = parse(GenerateArgs, argv)
+    if args.ckpt is None:
+        raise ConfigError("ckpt=PATH is required (a checkpoint of a causal_lm or seq2seq run)")
+    if any(a.split("=", 1)[0] == "prompt" and not a.split("=", 1)[1].strip() for a in argv):
+        raise ConfigError("the prompt is empty")
+    # the same defaults as GenerationConfig, which refuses options of another strategy
+    options = GenerationConfig(**{f.name: getattr(args, f.name) for f in fields(GenerationConfig)})
+    if args.batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
+    texts = read_prompts(args)
+    task = load_checkpoint(args.ckpt)
+    kind = task.task_config.kind.value
+    if kind not in ("causal_lm", "seq2seq"):
+        raise ConfigError(f"{args.ckpt} is a {kind} checkpoint; zoo-generate needs a causal_lm or seq2seq one")
+    tokenizer = task.tokenizer
+    if tokenizer is None:
+        raise ConfigError(f"{args.ckpt} carries no tokenizer")
+    specials = tokenizer.special_ids()
+    decoder_only = task.model_config.family == Family.decoder_only
+    outputs = []
+    for start in range(0, len(texts), args.batch_size):
+        chunk = texts[start : start + args.batch_size]
+        ids, mask = encode_prompts(tokenizer, chunk, left_pad=decoder_only)
+        check_lengths(task.model_config, ids.shape[1], options.max_new_tokens)
+        new = generate(task.model, ids, attention_mask=mask, config=options, bos_id=specials["bos"],
+                       eos_id=specials["eos"], pad_id=specials["pad"], vocab_limit=tokenizer.vocab_size)
+        for text, row in zip(chunk, strip_special(new, specials["eos"], specials["pad"])):
+            decoded = tokenizer.decode(row)
+            outputs.append(text + decoded if decoder_only else decoded)
+    return outputs
+
+
+def main() -> None:
+    from zoo.checkpoint import CheckpointError
+    from zoo.cli.args import fail
+    from zoo.config.errors import ConfigError
+
+    try:
+        for line in run(sys.argv[1:]):
+            print(line)
+    except (ConfigError, CheckpointError) as exc:
+        fail(TOOL, str(exc))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Evaluate a checkpoint on any dataset the data layer reads, with the task's own validation
+metrics (loss, perplexity, token accuracy; BLEU and exact match for seq2seq; accuracy for
+classification)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from zoo.config.errors import ConfigError
+
+
+def evaluate(
+    task,
+    data: dict[str, Any],
+    *,
+    split: str = "validation",
+    batch_size: int = 32,
+    limit_batches: Optional[int] = None,
+    accelerator: str = "cpu",
+    devices: int = 1,
+) -> dict:
+    """Run the task's validation loop over `split` of `data` (a DataConfig dict). Returns
+    {"metrics": {...}, "examples": n, ...}; under several devices the metrics are reduced
+    across ranks by torchmetrics."""
+    import lightning as L
+
+    from zoo.data import build_datamodule
+    from zoo.training.run import quiet_lightning
+
+    if split not in ("validation", "train"):
+        raise ConfigError(f"split={split!r} is not allowed; choose one of: validation, train")
+    kind = task.task_config.kind.value
+    datamodule = build_datamodule(data, {"kind": task.extra.get("tokenizer_kind", "byte")}, kind,
+                                  batch_size=batch_size, seed=0)
+    datamodule.tokenizer = task.tokenizer  # the checkpoint's, never a new one
+    datamodule.setup("fit")
+    labels = getattr(datamodule, "labels", None)
+    if kind == "classification" and list(labels or []) != list(task.labels):
+        raise ConfigError(f"the data's labels {list(labels or [])} differ from the checkpoint's {task.labels}")
+    loader = datamodule.val_dataloader() if split == "validation" else datamodule._loader(
+        datamodule.train_dataset, train=False)
+    quiet_lightning()
+    trainer = L.Trainer(accelerator=accelerator, devices=devices, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        limit_val_batches=limit_batches if limit_batches is not None else 1.0)
+    results = trainer.validate(task, dataloaders=loader, verbose=False)
+    metrics = {k.split("/", 1)[-1]: float(v) for k, v in (results[0] if results else {}).items()}
+    return {
+        "task": kind,
+        "split": split,
+        "seq_len": datamodule.data_cfg.seq_len,
+        "examples": len(loader.dataset),
+        "metrics": metrics,
+        "is_global_zero": trainer.is_global_zero,
+    }
