@@ -49,5 +49,10 @@ def test_wheel_ships_every_module_and_the_console_scripts(wheel):
     for path in (ROOT / "zoo").rglob("*.py"):
         rel = "/".join(path.relative_to(ROOT).parts)
         assert rel in names, f"{rel} is not in the wheel"
-    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "zoo-train = zoo.cli.train:main" in wheel.read(entry_points).decode()
+    entry_points = wheel.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert {"zoo-train", "zoo-generate", "zoo-eval"} <= set(scripts)
+    for name, target in scripts.items():
+        assert f"{name} = {target}" in entry_points
+        module = target.split(":")[0]
+        assert module.replace(".", "/") + ".py" in names
