@@ -59,8 +59,8 @@ def run(argv: list[str]) -> dict:
     result = evaluate(task, data, split=args.split, batch_size=args.batch_size,
                       limit_batches=args.limit_batches, accelerator=args.accelerator, devices=args.devices)
     result = {"checkpoint": str(args.ckpt), **result}
-    if result.pop("is_global_zero") and args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    if result["is_global_zero"] and args.out:
+        Path(args.out).write_text(json.dumps({k: v for k, v in result.items() if k != "is_global_zero"}, indent=2) + "\n")
     return result
 
 
@@ -75,7 +75,8 @@ def main() -> None:
     except (ConfigError, CheckpointError, DataError) as exc:
         fail(TOOL, str(exc))
         return
-    print(json.dumps(result, indent=2))
+    if result.pop("is_global_zero"):  # one report, however many ranks evaluated
+        print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
