@@ -140,6 +140,8 @@ class Stack(nn.Module):
         past = cache.length if cache is not None else 0
         if key_padding is None and past == 0:
             mask, causal = None, self.causal  # lets attention take the fused is_causal path
+        elif key_padding is None and T == 1:
+            mask, causal = None, False  # one new query after the cache sees every key
         else:
             mask = attention_mask(
                 q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding,

@@ -8,36 +8,66 @@ from typing import Optional
 import torch
 
 
-@dataclass
 class KVCache:
     """Self-attention keys and values seen so far, before any position transform, with their
     positions (B, S). Position schemes are applied to the whole cached sequence each step, so
-    every scheme (RoPE included) works through the same `attend` hook."""
+    every scheme (RoPE included) works through the same `attend` hook.
 
-    k: Optional[torch.Tensor] = None  # (B, Hkv, S, Dh)
-    v: Optional[torch.Tensor] = None  # (B, Hkv, S, Dh)
-    positions: Optional[torch.Tensor] = None  # (B, S)
+    Storage grows by doubling, so appending a step copies nothing but the new entries."""
+
+    def __init__(self) -> None:
+        self._k: Optional[torch.Tensor] = None  # (B, Hkv, capacity, Dh)
+        self._v: Optional[torch.Tensor] = None
+        self._positions: Optional[torch.Tensor] = None  # (B or 1, capacity)
+        self.length = 0
 
     @property
-    def length(self) -> int:
-        return 0 if self.k is None else self.k.shape[2]
+    def k(self) -> Optional[torch.Tensor]:
+        return None if self._k is None else self._k[:, :, : self.length]  # (B, Hkv, S, Dh)
+
+    @property
+    def v(self) -> Optional[torch.Tensor]:
+        return None if self._v is None else self._v[:, :, : self.length]
+
+    @property
+    def positions(self) -> Optional[torch.Tensor]:
+        return None if self._positions is None else self._positions[:, : self.length]  # (B or 1, S)
+
+    def _grow(self, needed: int) -> None:
+        capacity = max(needed, 2 * (self._k.shape[2] if self._k is not None else 0), 16)
+        B, H, _, Dh = self._k.shape
+        k = self._k.new_empty(B, H, capacity, Dh)
+        v = self._v.new_empty(B, H, capacity, Dh)
+        p = self._positions.new_empty(self._positions.shape[0], capacity)
+        k[:, :, : self.length], v[:, :, : self.length] = self.k, self.v
+        p[:, : self.length] = self.positions
+        self._k, self._v, self._positions = k, v, p
 
     def update(self, k, v, positions):
-        """Append (B, Hkv, T, Dh) keys/values and (B, T) positions; return the whole cache."""
-        if self.k is None:
-            self.k, self.v, self.positions = k, v, positions
-        else:
-            self.k = torch.cat((self.k, k), dim=2)  # (B, Hkv, S + T, Dh)
-            self.v = torch.cat((self.v, v), dim=2)  # (B, Hkv, S + T, Dh)
-            self.positions = torch.cat((self.positions, positions), dim=1)  # (B, S + T)
+        """Append (B, Hkv, T, Dh) keys/values and (B or 1, T) positions; return the whole cache."""
+        T = k.shape[2]
+        if self._k is None:
+            self._k, self._v, self._positions = k, v, positions
+            self.length = T
+            return self.k, self.v, self.positions
+        if positions.shape[0] != self._positions.shape[0]:  # shared (1, S) positions meet per-row ones
+            rows = max(positions.shape[0], self._positions.shape[0])
+            self._positions = self._positions.expand(rows, -1).clone()
+            positions = positions.expand(rows, -1)
+        if self.length + T > self._k.shape[2]:
+            self._grow(self.length + T)
+        self._k[:, :, self.length : self.length + T] = k
+        self._v[:, :, self.length : self.length + T] = v
+        self._positions[:, self.length : self.length + T] = positions
+        self.length += T
         return self.k, self.v, self.positions
 
     def reorder(self, index: torch.Tensor) -> None:
         """Select batch rows (beam search)."""
-        if self.k is not None:
-            self.k, self.v = self.k[index], self.v[index]
-            if self.positions.shape[0] > 1:  # (1, S) positions are shared by every row
-                self.positions = self.positions[index]
+        if self._k is not None:
+            self._k, self._v = self._k[index], self._v[index]
+            if self._positions.shape[0] > 1:  # (1, S) positions are shared by every row
+                self._positions = self._positions[index]
 
 
 @dataclass
