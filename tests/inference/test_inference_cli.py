@@ -82,10 +82,16 @@ def test_zoo_eval_reports_bleu_and_exact_match(numbers, tmp_path):
     assert json.loads(own.stdout)["examples"] == 30
 
 
-def test_zoo_generate_continues_a_prompt_and_eval_scores_an_lm(tiny_lm):
+def test_zoo_generate_continues_a_prompt_and_eval_scores_an_lm(tiny_lm, tmp_path):
     result = tool("generate", f"ckpt={tiny_lm}", "prompt=And God said", "max_new_tokens=10")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("And God said")
+    pictures = tool("generate", f"ckpt={tiny_lm}", "prompt=And", "max_new_tokens=4",
+                    f"attention_map={tmp_path / 'attn.png'}", "layers=0", "heads=0,1",
+                    f"positions_plot={tmp_path / 'pos.png'}")
+    assert pictures.returncode == 0, pictures.stderr[-2000:]
+    for name in ("attn.png", "pos.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     report = tool("eval", f"ckpt={tiny_lm}", "data.seq_len=16", "limit_batches=2")
     assert report.returncode == 0, report.stderr[-2000:]
     metrics = json.loads(report.stdout)["metrics"]
@@ -99,6 +105,8 @@ def test_bad_input_fails_with_one_line(tiny_lm, tmp_path):
     one_line_failure(tool("generate", f"ckpt={tmp_path / 'missing.ckpt'}", "prompt=x"), "missing.ckpt")
     one_line_failure(tool("generate", f"ckpt={tiny_lm}", "prompt=x", "beams=2"), "beams", "allowed keys")
     one_line_failure(tool("eval", f"ckpt={tiny_lm}", "split=test"), "split", "validation, train")
+    one_line_failure(tool("generate", f"ckpt={tiny_lm}", "prompt=And", "max_new_tokens=4", f"attention_map={tmp_path / 'a.png'}",
+                          "layers=9"), "layer 9")
     one_line_failure(tool("eval", f"ckpt={tiny_lm}", f"data={tmp_path / 'none.txt'}"), "none.txt")
     bert = tmp_path / "bert"
     train(zoo.compose(["model=bert", *[o for o in tiny_overrides(bert) if not o.startswith("hydra.")],

@@ -4,6 +4,7 @@ a trained checkpoint.
     zoo-generate ckpt=runs/.../checkpoints/last.ckpt prompt="And God said"
     zoo-generate ckpt=... prompts=prompts.txt strategy=beam num_beams=4
     zoo-generate ckpt=... prompt="..." strategy=sample temperature=0.8 top_p=0.9 seed=1
+    zoo-generate ckpt=... prompt="..." attention_map=attn.png layers=0 heads=0,1 positions_plot=pos.png
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ class GenerateArgs:
     top_p: float = 1.0
     seed: Optional[int] = None
     batch_size: int = 16
+    attention_map: Optional[str] = None  # PNG: attention weights over the first prompt and its output
+    layers: Optional[str] = None  # attention_map: layers to draw, e.g. "0,1" (default all)
+    heads: Optional[str] = None  # attention_map: heads to draw, e.g. "0" (default all)
+    positions_plot: Optional[str] = None  # PNG: the model's position scheme
 
 
 def read_prompts(args: GenerateArgs) -> list[str]:
@@ -74,6 +79,7 @@ def run(argv: list[str]) -> list[str]:
         raise ConfigError("the prompt is empty")
     # the same defaults as GenerationConfig, which refuses options of another strategy
     options = GenerationConfig(**{f.name: getattr(args, f.name) for f in fields(GenerationConfig)})
+    layers, heads = _indices(args.layers, "layers"), _indices(args.heads, "heads")
     if args.batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
     texts = read_prompts(args)
@@ -96,7 +102,51 @@ def run(argv: list[str]) -> list[str]:
         for text, row in zip(chunk, strip_special(new, specials["eos"], specials["pad"])):
             decoded = tokenizer.decode(row)
             outputs.append(text + decoded if decoder_only else decoded)
+            if args.attention_map and len(outputs) == 1:
+                _draw_attention(task, tokenizer, text, row, args.attention_map, layers, heads)
+    if args.positions_plot:
+        from zoo.plots import plot_positions
+
+        plot_positions(task.model, args.positions_plot)
     return outputs
+
+
+def _indices(text: Optional[str], key: str) -> Optional[list[int]]:
+    from zoo.config.errors import ConfigError
+
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in str(text).replace(" ", "").split(",") if part != ""]
+    except ValueError:
+        raise ConfigError(f"{key}={text!r}: give comma-separated integers, e.g. {key}=0,1") from None
+
+
+def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None:
+    import torch
+
+    from zoo.config.errors import ConfigError
+    from zoo.config.model import Family
+    from zoo.plots import attention_maps, plot_attention
+
+    piece = lambda i: tokenizer.decode([i]) or f"<{i}>"  # noqa: E731
+    prompt_ids = tokenizer.encode(text)
+    try:
+        if task.model_config.family == Family.decoder_only:
+            ids = prompt_ids + list(new_ids)
+            maps = attention_maps(task.model, torch.tensor([ids]), layers=layers)
+            labels = [piece(i) for i in ids]
+            plot_attention(maps, path, query_tokens=labels, key_tokens=labels, heads=heads)
+        else:
+            bos = tokenizer.special_ids()["bos"]
+            target = [bos] + list(new_ids)
+            maps = attention_maps(task.model, torch.tensor([prompt_ids]), layers=layers,
+                                  decoder_input_ids=torch.tensor([target]))
+            labels = ["<s>"] + [piece(i) for i in new_ids]
+            plot_attention(maps, path, query_tokens=labels, key_tokens=labels,
+                           source_tokens=[piece(i) for i in prompt_ids], heads=heads)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def main() -> None:

@@ -1,0 +1,145 @@
+"""Pictures of what a model does: attention weights for one input, and the position scheme.
+
+Uses matplotlib's Agg backend (files only, no display)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+from zoo.config.model import Family, ModelConfig, PositionKind
+from zoo.models.base import ZooModel
+from zoo.nn.attention import Attention
+
+
+def attention_modules(model: ZooModel) -> dict[tuple[str, int], Attention]:
+    """{(stack, layer): attention module} for every self- and cross-attention, stack being
+    "encoder", "decoder" or "cross"."""
+    found = {}
+    for stack_name in ("encoder", "decoder"):
+        stack = getattr(model, stack_name, None)
+        if stack is None:
+            continue
+        for i, layer in enumerate(stack.layers):
+            found[(stack_name, i)] = layer.self_attn
+            if layer.cross_attn is not None:
+                found[("cross", i)] = layer.cross_attn
+    return found
+
+
+@torch.no_grad()
+def attention_maps(
+    model: ZooModel, input_ids: torch.Tensor, *, layers: Optional[Sequence[int]] = None, **model_kwargs
+) -> dict[tuple[str, int], torch.Tensor]:
+    """One forward pass in eval mode with weight recording switched on for the chosen layers;
+    returns {(stack, layer): weights (H, T, S)} for the first row of the batch."""
+    modules = {key: m for key, m in attention_modules(model).items() if layers is None or key[1] in layers}
+    n_layers = max((key[1] for key in attention_modules(model)), default=-1) + 1
+    for layer in layers or ():
+        if not 0 <= layer < n_layers:
+            raise ValueError(f"layer {layer} does not exist; the model has layers 0..{n_layers - 1}")
+    was_training = model.training
+    model.eval()
+    try:
+        for m in modules.values():
+            m.keep_weights = True
+        model(input_ids, **model_kwargs)
+        return {key: m.last_weights[0].float().cpu() for key, m in modules.items()}
+    finally:
+        for m in modules.values():
+            m.keep_weights, m.last_weights = False, None
+        model.train(was_training)
+
+
+def plot_attention(
+    maps: dict[tuple[str, int], torch.Tensor],
+    path: str | Path,
+    *,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    source_tokens: Optional[Sequence[str]] = None,
+    heads: Optional[Sequence[int]] = None,
+) -> Path:
+    """A grid of heat maps, one row per (stack, layer) and one column per head."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted(maps)
+    n_heads = next(iter(maps.values())).shape[0]
+    heads = list(heads) if heads is not None else list(range(n_heads))
+    for h in heads:
+        if not 0 <= h < n_heads:
+            raise ValueError(f"head {h} does not exist; the model has heads 0..{n_heads - 1}")
+    size = max(len(query_tokens), len(key_tokens)) * 0.28 + 1.5
+    fig, axes = plt.subplots(len(keys), len(heads), figsize=(size * len(heads), size * len(keys)), squeeze=False)
+    for r, key in enumerate(keys):
+        cols = source_tokens if key[0] in ("cross", "encoder") and source_tokens is not None else key_tokens
+        rows = source_tokens if key[0] == "encoder" and source_tokens is not None else query_tokens
+        for c, h in enumerate(heads):
+            ax = axes[r][c]
+            ax.imshow(maps[key][h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+            ax.set_title(f"{key[0]} layer {key[1]} head {h}", fontsize=8)
+            ax.set_xticks(range(len(cols)), [repr(t)[1:-1] for t in cols], rotation=90, fontsize=6)
+            ax.set_yticks(range(len(rows)), [repr(t)[1:-1] for t in rows], fontsize=6)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+@torch.no_grad()
+def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Path:
+    """What the position scheme contributes, by kind: the sinusoid or learned table (position ×
+    dimension), the ALiBi / T5 / Shaw score bias by offset per head, RoPE's q·k by offset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfg: ModelConfig = model.config
+    stack = model.decoder if cfg.family != Family.encoder_only else model.encoder
+    scheme = stack.position_for(0)
+    kind = cfg.position.kind
+    fig, ax = plt.subplots(figsize=(7, 4))
+    positions = torch.arange(length)[None]  # (1, T)
+    if kind in (PositionKind.sinusoidal, PositionKind.learned):
+        table = scheme.embed(torch.zeros(1, length, cfg.d_model), positions)[0]  # (T, D)
+        image = ax.imshow(table.T.numpy(), aspect="auto", cmap="RdBu")
+        ax.set_xlabel("position")
+        ax.set_ylabel("dimension")
+        fig.colorbar(image, ax=ax)
+    elif kind in (PositionKind.alibi, PositionKind.relative, PositionKind.shaw):
+        q = torch.randn(1, cfg.n_heads, 1, cfg.head_dim) if kind == PositionKind.shaw else torch.zeros(1, cfg.n_heads, 1, cfg.head_dim)
+        k = torch.zeros(1, cfg.n_kv_heads, length, cfg.head_dim)
+        query_at = torch.tensor([[length // 2]])
+        _, _, bias = scheme.attend(q, k, query_at, positions)
+        offsets = torch.arange(length) - length // 2
+        bias = bias.expand(1, cfg.n_heads, 1, length)
+        for h in range(cfg.n_heads):
+            ax.plot(offsets.numpy(), bias[0, h, 0].numpy(), label=f"head {h}")
+        ax.set_xlabel("key position - query position")
+        ax.set_ylabel("added to the attention score")
+        ax.legend(fontsize=6)
+    elif kind == PositionKind.rope:
+        q = torch.ones(1, 1, 1, cfg.head_dim)
+        scores = []
+        for offset in range(length):
+            qr, kr, _ = scheme.attend(q, q, torch.tensor([[offset]]), torch.tensor([[0]]))
+            scores.append(float((qr * kr).sum()))
+        ax.plot(range(length), scores)
+        ax.set_xlabel("offset between query and key")
+        ax.set_ylabel("q·k for q = k = 1")
+    else:
+        ax.text(0.5, 0.5, "no position information", ha="center", va="center")
+        ax.set_axis_off()
+    ax.set_title(f"position scheme: {kind.value}")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
