@@ -43,7 +43,7 @@ def run(argv: list[str]) -> dict:
         raise ConfigError("ckpt=PATH is required")
     task = load_checkpoint(args.ckpt)
     data = dict(task.extra.get("data") or {})
-    if not data:
+    if not data and args.data is None and not data_overrides:
         raise ConfigError(f"{args.ckpt} records no dataset; pass data=FILE or data.* keys")
     if args.data is not None:
         if not Path(args.data).is_file():
