@@ -154,3 +154,18 @@ def test_bad_checkpoints_and_vocab_fail_with_one_line(tmp_path):
     _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "v"), "model.vocab_size=100"), "100", "vocab")
     _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "t"), "task=seq2seq"), "seq2seq", "decoder_only")
     _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "l"), "data.seq_len=100"), "100", "64")
+
+
+def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
+    """trainer.devices=2 on CPU: two real processes (gloo), one run directory, one report;
+    the global batch is split across the ranks, so the tokens seen match one process."""
+    run = tmp_path / "run"
+    result = zoo_train(*tiny_overrides(run), "trainer.devices=2", "trainer.strategy=ddp",
+                       "data.global_batch_size=8", "trainer.max_steps=4", "trainer.val_check_interval=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sum(line.startswith("run directory:") for line in result.stdout.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["global_step"] == 4
+    assert summary["tokens_seen"] == 4 * 8 * 32  # steps x global batch x seq_len
+    assert (run / "checkpoints" / "last.ckpt").is_file()

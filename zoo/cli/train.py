@@ -32,9 +32,12 @@ def _train(cfg: DictConfig) -> float | None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
-        summary = train(cfg, run_dir).summary
+        result = train(cfg, run_dir)
+        summary = result.summary
     except (ConfigError, DataError, CheckpointError) as exc:
         _fail(str(exc))
+        return None
+    if not result.is_global_zero:  # one report per run, from rank 0
         return None
     metrics = summary["metrics"]
     line = f"run directory: {run_dir}"

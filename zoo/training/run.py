@@ -171,6 +171,7 @@ def quiet_lightning() -> None:
 class RunResult:
     summary: dict  # also in run_dir/summary.json
     task: Any  # the trained LightningModule
+    is_global_zero: bool = True
 
 
 def train(cfg: DictConfig, run_dir: Path) -> RunResult:
@@ -305,4 +306,4 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     }
     if trainer.is_global_zero:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return RunResult(summary=summary, task=task)
+    return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
