@@ -1,5 +1,5 @@
 """Turn whatever a user holds (Hydra DictConfig, plain dict, dataclass) into a validated
-`ModelConfig`."""
+schema object, and schema objects back into plain data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import fields
 from typing import Any, Mapping
 
 from zoo.config.errors import ConfigError
-from zoo.config.model import ModelConfig, PositionConfig
+from zoo.config.model import Choice, ModelConfig, PositionConfig
 
 
 def as_model_config(cfg: Any) -> ModelConfig:
@@ -28,6 +28,39 @@ def as_model_config(cfg: Any) -> ModelConfig:
         _reject_unknown(position, PositionConfig, "model.position")
         data["position"] = PositionConfig(**position)
     return ModelConfig(**data)
+
+
+def as_schema(cfg: Any, schema: type, prefix: str):
+    """Validate a composed node, a mapping or an instance against the dataclass `schema`:
+    None gives the defaults; unknown keys, values left ??? and a schema's own checks raise
+    `ConfigError` naming `prefix.key`."""
+    if cfg is None:
+        return schema()
+    if isinstance(cfg, schema):
+        return schema(**plain(cfg))
+    try:
+        from omegaconf import DictConfig, OmegaConf
+        from omegaconf.errors import MissingMandatoryValue
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        DictConfig = ()
+    if isinstance(cfg, DictConfig):
+        try:
+            cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True, throw_on_missing=True)
+        except MissingMandatoryValue as exc:
+            key = getattr(exc, "full_key", None) or "a key"
+            raise ConfigError(f"{prefix}.{key} must be set (it is ??? in the config)") from None
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"{prefix} must be a mapping, got {type(cfg).__name__}")
+    _reject_unknown(cfg, schema, prefix)
+    return schema(**cfg)
+
+
+def plain(obj: Any) -> dict:
+    """A flat schema object as plain data (enums as their strings)."""
+    return {
+        f.name: (getattr(obj, f.name).value if isinstance(getattr(obj, f.name), Choice) else getattr(obj, f.name))
+        for f in fields(obj)
+    }
 
 
 def _to_plain(cfg: Any) -> Any:

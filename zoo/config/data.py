@@ -10,8 +10,9 @@ value and what is allowed. Nothing here imports torch or datasets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
+from zoo.config.convert import as_schema, plain
 from zoo.config.errors import ConfigError
 from zoo.config.model import Choice
 
@@ -108,7 +109,7 @@ class TokenizerConfig:
             )
 
     def to_dict(self) -> dict:
-        return _to_dict(self)
+        return plain(self)
 
 
 @dataclass(kw_only=True)
@@ -211,51 +212,17 @@ class DataConfig:
             )
 
     def to_dict(self) -> dict:
-        return _to_dict(self)
+        return plain(self)
 
 
 def as_data_config(cfg: Any) -> DataConfig:
     """Validate a composed `data:` node, a dict or a `DataConfig`; raises `ConfigError`."""
-    return _as(cfg, DataConfig, "data")
+    return as_schema(cfg, DataConfig, "data")
 
 
 def as_tokenizer_config(cfg: Any) -> TokenizerConfig:
     """Validate a composed `tokenizer:` node, a dict or a `TokenizerConfig`."""
-    return _as(cfg, TokenizerConfig, "tokenizer")
-
-
-def _as(cfg: Any, schema: type, prefix: str):
-    if cfg is None:
-        return schema()
-    if isinstance(cfg, schema):
-        return schema(**cfg.to_dict())
-    try:
-        from omegaconf import DictConfig, OmegaConf
-        from omegaconf.errors import MissingMandatoryValue
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        DictConfig = ()
-    if isinstance(cfg, DictConfig):
-        try:
-            cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True,
-                                         throw_on_missing=True)
-        except MissingMandatoryValue as exc:
-            key = getattr(exc, "full_key", None) or "a key"
-            raise ConfigError(f"{prefix}.{key} must be set (it is ??? in the config)") from None
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"{prefix} must be a mapping, got {type(cfg).__name__}")
-    allowed = [f.name for f in fields(schema)]
-    for key in cfg:
-        if key not in allowed:
-            raise ConfigError(f"unknown key {prefix}.{key}; allowed keys: {', '.join(allowed)}")
-    return schema(**cfg)
-
-
-def _to_dict(obj) -> dict:
-    out = {}
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        out[f.name] = value.value if isinstance(value, Choice) else value
-    return out
+    return as_schema(cfg, TokenizerConfig, "tokenizer")
 
 
 def _paths(key: str, value: Any):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, List, Optional
+from typing import List, Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.model import Choice
@@ -143,12 +143,3 @@ class CallbacksConfig:
             raise ConfigError(
                 f"callbacks.checkpoint_every_n_steps must be >= 1, got {self.checkpoint_every_n_steps}"
             )
-
-
-def plain(obj: Any) -> dict:
-    """A schema object as plain data (enums as strings)."""
-    out = {}
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        out[f.name] = value.value if isinstance(value, Choice) else value
-    return out

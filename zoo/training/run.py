@@ -13,7 +13,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.checkpoint import CheckpointError, read_checkpoint
-from zoo.config.convert import as_model_config
+from zoo.config.convert import as_model_config, as_schema, plain
 from zoo.config.data import as_data_config, as_tokenizer_config
 from zoo.config.errors import ConfigError
 from zoo.config.model import ModelConfig, PositionKind
@@ -26,7 +26,6 @@ from zoo.config.train import (
     SchedulerConfig,
     TaskConfig,
     TaskKind,
-    plain,
 )
 
 from zoo.tasks.optim import schedule
@@ -51,28 +50,19 @@ class RunSpec:
     ckpt_path: Optional[str]
 
 
-def _section(schema, node, key: str):
-    data = OmegaConf.to_container(node, resolve=True, enum_to_str=True) if isinstance(node, DictConfig) else dict(node or {})
-    allowed = {f for f in schema.__dataclass_fields__}
-    for name in data:
-        if name not in allowed:
-            raise ConfigError(f"unknown key {key}.{name}; allowed keys: {', '.join(sorted(allowed))}")
-    return schema(**data)
-
-
 def validate_run(cfg: DictConfig) -> RunSpec:
     """All checks that can fail before any data is read or weights are built."""
     from zoo.tasks import TASKS
 
     spec = RunSpec(
         model=as_model_config(cfg.model),
-        task=_section(TaskConfig, cfg.task, "task"),
+        task=as_schema(cfg.task, TaskConfig, "task"),
         data=as_data_config(cfg.data),
         tokenizer=as_tokenizer_config(cfg.tokenizer),
-        optim=_section(OptimConfig, cfg.optim, "optim"),
-        scheduler=_section(SchedulerConfig, cfg.scheduler, "scheduler"),
-        logger=_section(LoggerConfig, cfg.logger, "logger"),
-        callbacks=_section(CallbacksConfig, cfg.callbacks, "callbacks"),
+        optim=as_schema(cfg.optim, OptimConfig, "optim"),
+        scheduler=as_schema(cfg.scheduler, SchedulerConfig, "scheduler"),
+        logger=as_schema(cfg.logger, LoggerConfig, "logger"),
+        callbacks=as_schema(cfg.callbacks, CallbacksConfig, "callbacks"),
         trainer=OmegaConf.to_container(cfg.trainer, resolve=True),
         seed=int(cfg.seed),
         ckpt_path=cfg.ckpt_path,
