@@ -41,7 +41,10 @@ def test_mlm_masking_is_seeded():
     assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["labels"], b["labels"])
     assert not torch.equal(a["labels"], c["labels"])
     train = MaskingCollator(500, seed=7)
-    assert not torch.equal(train(ids)["labels"], train(ids)["labels"])  # runs on
+    first = train(ids)["labels"]
+    assert torch.equal(train(ids)["labels"], first)  # same batch, same epoch: same mask (resumable)
+    train.set_epoch(1)
+    assert not torch.equal(train(ids)["labels"], first)  # a new epoch masks anew
     fixed = MaskingCollator(500, seed=7, fixed=True)
     assert torch.equal(fixed(ids)["labels"], fixed(ids)["labels"])  # validation: same each time
 

@@ -14,8 +14,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from zoo.cli.launch import RUN_TIME_ENV, agree_run_time, register_resolvers
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.store import register_configs
+
+# at import, not only in main(): a SLURM job of a sweep unpickles `_train` and resolves the
+# config without running main()
+register_resolvers()
 
 
 def _fail(message: str) -> None:
@@ -76,9 +81,17 @@ def _check_overrides(argv: list[str]) -> None:
 
 
 def main() -> None:
+    import os
+
     register_configs()
     _check_overrides(sys.argv[1:])
-    _train()
+    inherited = RUN_TIME_ENV in os.environ
+    agree_run_time()  # one start time, hence one run directory, for every rank of this run
+    try:
+        _train()
+    finally:
+        if not inherited:  # a later run in this process gets a time of its own
+            os.environ.pop(RUN_TIME_ENV, None)
 
 
 if __name__ == "__main__":

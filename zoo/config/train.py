@@ -36,6 +36,11 @@ class ScheduleKind(Choice):
     inverse_sqrt = "inverse_sqrt"  # d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), Vaswani et al.
 
 
+# Signals a SLURM job may ask for before its time limit (sbatch --signal) that Python can catch
+# and that nothing else in a run uses.
+REQUEUE_SIGNALS = ("SIGUSR1", "SIGUSR2")
+
+
 class ProgressBar(Choice):
     rich = "rich"
     tqdm = "tqdm"
@@ -136,9 +141,19 @@ class CallbacksConfig:
     )
     save_top_k: int = field(default=1, metadata={"help": "best checkpoints kept by val/loss"})
     progress_bar: ProgressBar = ProgressBar.rich
+    requeue_signal: Optional[str] = field(
+        default="SIGUSR2",
+        metadata={"help": "in a SLURM job, the signal (sbatch --signal) on which the run saves "
+                  "last.ckpt and requeues itself; null turns this off"},
+    )
 
     def __post_init__(self) -> None:
         self.progress_bar = ProgressBar.parse(self.progress_bar, "callbacks.progress_bar")
+        if self.requeue_signal is not None and self.requeue_signal not in REQUEUE_SIGNALS:
+            raise ConfigError(
+                f"callbacks.requeue_signal must be one of {', '.join(REQUEUE_SIGNALS)} or null, "
+                f"got {self.requeue_signal!r}"
+            )
         if self.checkpoint_every_n_steps < 1:
             raise ConfigError(
                 f"callbacks.checkpoint_every_n_steps must be >= 1, got {self.checkpoint_every_n_steps}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,11 +171,16 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     import torch
     from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar, TQDMProgressBar
     from lightning.pytorch.loggers import TensorBoardLogger
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
 
     from zoo.data import build_datamodule, check_vocab, per_device_batch
     from zoo.models.summary import summarize
     from zoo.tasks import TASKS
     from zoo.training.callbacks import Throughput
+    from zoo.training.checkpointing import AtomicCheckpointIO, LastCheckpoint, RunRecord
+    from zoo.training.preemption import Requeue, in_slurm_job
+    from zoo.training.replicas import replica_agreement
+    from zoo.training.rng import RngState
     from zoo.training.baseline import unigram_cross_entropy
     from zoo.training.loggers import RunCSVLogger
 
@@ -185,6 +191,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     run_dir.mkdir(parents=True, exist_ok=True)
 
     ckpt_dir = run_dir / "checkpoints"
+    last = LastCheckpoint(ckpt_dir, spec.callbacks.checkpoint_every_n_steps)
     callbacks = [
         # top-k by validation loss, checked after every validation
         ModelCheckpoint(
@@ -195,16 +202,21 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
             save_top_k=spec.callbacks.save_top_k,
             auto_insert_metric_name=False,
         ),
-        # last.ckpt every N optimizer steps (and once more when fit ends, below)
-        ModelCheckpoint(
-            dirpath=ckpt_dir,
-            save_top_k=0,
-            save_last=True,
-            every_n_train_steps=spec.callbacks.checkpoint_every_n_steps,
-        ),
+        last,  # last.ckpt every N optimizer steps and at every epoch end (and when fit ends, below)
+        RngState(),
+        RunRecord(run_dir),
         LearningRateMonitor(logging_interval="step"),
         Throughput(),
     ]
+    requeue = None
+    plugins: list = [AtomicCheckpointIO()]
+    if SLURMEnvironment.detect():
+        # zoo saves and requeues itself (Requeue); Lightning's handler would save from inside
+        # the signal handler
+        plugins.append(SLURMEnvironment(auto_requeue=False))
+        if spec.callbacks.requeue_signal and in_slurm_job():
+            requeue = Requeue(last, signum=getattr(signal, spec.callbacks.requeue_signal))
+            callbacks.append(requeue)
     if spec.callbacks.progress_bar == ProgressBar.rich:
         callbacks.append(RichProgressBar(leave=True))
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
@@ -218,12 +230,14 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
 
     trainer_args = dict(spec.trainer)
     trainer_args.setdefault("enable_progress_bar", spec.callbacks.progress_bar != ProgressBar.none)
+    extra_plugins = trainer_args.pop("plugins", None) or []
     try:
         trainer = L.Trainer(
             **trainer_args,
             default_root_dir=str(run_dir),
             callbacks=callbacks,
             logger=loggers or False,
+            plugins=plugins + list(extra_plugins if isinstance(extra_plugins, list) else [extra_plugins]),
         )
     except TypeError as exc:
         raise ConfigError(f"trainer: {exc}") from None
@@ -266,7 +280,12 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     start = time.perf_counter()
     trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     wall = time.perf_counter() - start
-    trainer.save_checkpoint(ckpt_dir / "last.ckpt", weights_only=False)  # the final state, whatever N was
+    if requeue is not None and requeue.requeued:
+        summary = {"run_dir": str(run_dir), "status": "requeued", "global_step": trainer.global_step,
+                   "last_checkpoint": str(last.path)}
+        return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
+    last.save(trainer)  # the final state, whatever N was
+    replicas = replica_agreement(task, trainer)
 
     throughput = next(c for c in callbacks if isinstance(c, Throughput))
     extras = {}
@@ -279,6 +298,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     tokens = int(task.tokens_seen)
     summary = {
         "run_dir": str(run_dir),
+        "status": "finished",
         "task": spec.task.kind.value,
         "family": spec.model.family.value,
         "position": spec.model.position.kind.value,
@@ -291,6 +311,8 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         "model": summarize(task.model, spec.data.seq_len).as_dict(),
         **extras,
         "resumed_from": resume,
+        "world_size": trainer.world_size,
+        **replicas,
         "best_checkpoint": trainer.checkpoint_callback.best_model_path or None,
         "last_checkpoint": str(ckpt_dir / "last.ckpt") if (ckpt_dir / "last.ckpt").exists() else None,
     }

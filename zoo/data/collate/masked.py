@@ -21,11 +21,11 @@ class MaskingCollator:
     """Callable collate_fn: B windows of T ids -> input_ids, labels [B, T] (packed blocks: no
     padding, so no attention_mask).
 
-    Randomness: in the main process a generator seeded with `seed` runs on across epochs; in
-    a DataLoader worker the worker's own seed (derived by torch from the loader's, hence from
-    the global seed) is used. With `fixed=True` (validation) each batch is masked by a
-    generator seeded from `seed` and the batch's ids, so the same batch is masked the same
-    way every epoch."""
+    Randomness: each batch is masked by a generator seeded from `seed`, the batch's ids and,
+    unless `fixed=True` (validation: the same batch is masked the same way every time), the
+    epoch (`set_epoch`, called by the training loader). So a block is masked differently in
+    every epoch, the same way in every process and DataLoader worker, and a run resumed
+    mid-epoch masks the remaining batches exactly as the uninterrupted run would."""
 
     def __init__(self, vocab_size: int, *, probability: float = 0.15, seed: int = 0,
                  fixed: bool = False, mask_id: int = SPECIAL_IDS["mask"],
@@ -38,8 +38,7 @@ class MaskingCollator:
         self.fixed = fixed
         self.mask_id = mask_id
         self.num_special = num_special
-        self._generator: torch.Generator | None = None
-        self._worker: int | None = None
+        self.epoch = 0
 
     def __call__(self, blocks: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         ids = torch.stack([torch.as_tensor(b) for b in blocks]).long()  # (B, T)
@@ -59,14 +58,11 @@ class MaskingCollator:
         out = torch.where(to_random, random_ids, out)
         return out, labels
 
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
     def _generator_for(self, ids: torch.Tensor) -> torch.Generator:
-        if self.fixed:
-            crc = zlib.crc32(ids.numpy().tobytes())
-            return torch.Generator().manual_seed((self.seed * 1_000_003 + crc) % (1 << 63))
-        info = torch.utils.data.get_worker_info()
-        worker = None if info is None else info.id
-        if self._generator is None or worker != self._worker:
-            seed = self.seed if info is None else info.seed
-            self._generator = torch.Generator().manual_seed(seed % (1 << 63))
-            self._worker = worker
-        return self._generator
+        crc = zlib.crc32(ids.numpy().tobytes())
+        epoch = 0 if self.fixed else self.epoch + 1
+        return torch.Generator().manual_seed(
+            ((self.seed * 1_000_003 + epoch) * 4_294_967_311 + crc) % (1 << 63))

@@ -1,0 +1,101 @@
+"""One run directory for all the processes of a run, however they were launched.
+
+Every process of a multi-process run composes the config itself: Lightning's own launcher
+starts `zoo-train` again for ranks 1..N-1, torchrun and srun start it once per rank. Each
+would resolve `${now:...}` in `hydra.run.dir` from its own clock and could land in a
+directory of its own. So the start time is fixed once per run and shared:
+
+1. `ZOO_RUN_TIME` in the environment (set by the first process; inherited by the ranks
+   Lightning starts and by SLURM jobs that sweeps submit, so a requeued job finds it too);
+2. under torchrun, the first rank to ask stores its time in the rendezvous store of torchrun's
+   agent (`MASTER_ADDR:MASTER_PORT`) and every rank, on every node, reads that one;
+3. in a SLURM job step of several tasks, the job's start time (`SLURM_JOB_START_TIME`);
+4. otherwise this process's clock.
+
+The resolvers registered here also give each rank a log file of its own in the run directory
+(`train.log` for rank 0, `train.rankR.log` for the others) and keep Hydra's `.hydra/` files to
+rank 0.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Optional
+
+from omegaconf import OmegaConf
+
+RUN_TIME_ENV = "ZOO_RUN_TIME"
+STORE_KEY = "zoo/run_time"
+
+
+def launch_rank() -> int:
+    """This process's global rank as its launcher announced it (0 when not launched as one
+    of several)."""
+    env = os.environ
+    for var in ("RANK", "SLURM_PROCID"):
+        if env.get(var, "").isdigit():
+            if var == "SLURM_PROCID" and int(env.get("SLURM_NTASKS", "1") or 1) < 2:
+                return 0
+            return int(env[var])
+    if env.get("LOCAL_RANK", "").isdigit():  # Lightning's own launcher (one node)
+        return int(env.get("NODE_RANK", "0") or 0) * int(env.get("LOCAL_WORLD_SIZE", "0") or 0) + int(env["LOCAL_RANK"])
+    return 0
+
+
+def _from_torchrun_store(mine: str) -> Optional[str]:
+    env = os.environ
+    if not (env.get("TORCHELASTIC_RUN_ID") and env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
+        return None
+    if int(env.get("WORLD_SIZE", "1")) < 2:
+        return None
+    from torch.distributed import TCPStore
+
+    store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                     timeout=timedelta(seconds=120))
+    # the store lives as long as torchrun's agent: the first writer wins, and every rank of
+    # every restart of this torchrun job reads the same time (so a restart resumes in place)
+    agreed = store.compare_set(STORE_KEY, "", mine)
+    return agreed.decode() if isinstance(agreed, bytes) else str(agreed)
+
+
+def _from_slurm_step() -> Optional[str]:
+    env = os.environ
+    start = env.get("SLURM_JOB_START_TIME", "")
+    if start.isdigit() and int(env.get("SLURM_NTASKS", "1") or 1) > 1 and "SLURM_STEP_ID" in env:
+        return datetime.fromtimestamp(int(start)).isoformat()
+    return None
+
+
+def agree_run_time() -> str:
+    """The run's start time (ISO format), the same in every process of the run; also put in
+    the environment for processes this one starts."""
+    agreed = os.environ.get(RUN_TIME_ENV)
+    if not agreed:
+        mine = datetime.now().isoformat(timespec="seconds")
+        agreed = _from_torchrun_store(mine) or _from_slurm_step() or mine
+        os.environ[RUN_TIME_ENV] = agreed
+    return agreed
+
+
+def _now(pattern: str) -> str:
+    stamp = os.environ.get(RUN_TIME_ENV)
+    moment = datetime.fromisoformat(stamp) if stamp else datetime.now()
+    return moment.strftime(pattern)
+
+
+def _rank_log(stem: str) -> str:
+    rank = launch_rank()
+    return f"{stem}.log" if rank == 0 else f"{stem}.rank{rank}.log"
+
+
+def _rank_zero(value):
+    return value if launch_rank() == 0 else None
+
+
+def register_resolvers() -> None:
+    """`${now:FMT}` (the run's agreed start time), `${zoo.rank_log:STEM}`,
+    `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere)."""
+    OmegaConf.register_new_resolver("now", _now, use_cache=True, replace=True)
+    OmegaConf.register_new_resolver("zoo.rank_log", _rank_log, replace=True)
+    OmegaConf.register_new_resolver("zoo.rank_zero", _rank_zero, replace=True)
