@@ -74,8 +74,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 class LastCheckpoint(L.Callback):
-    """Writes `dirpath/last.ckpt` after every `every_n_steps` optimizer steps and at the end of
-    every training epoch (at a batch end, where Lightning can resume mid-epoch)."""
+    """Writes `dirpath/last.ckpt` after every `every_n_steps` optimizer steps, after the last
+    step (`trainer.max_steps`) and at the end of every training epoch."""
 
     def __init__(self, dirpath: str | Path, every_n_steps: int) -> None:
         self.dirpath = Path(dirpath)
@@ -99,7 +99,10 @@ class LastCheckpoint(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
-        if step > 0 and step % self.every_n_steps == 0:
+        final = 0 < trainer.max_steps <= step
+        # the final step too: a checkpoint taken here (not after fit returns) is one Lightning
+        # resumes exactly, e.g. when the run is later continued with a larger max_steps
+        if step > 0 and (step % self.every_n_steps == 0 or final):
             self.save(trainer)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:

@@ -156,6 +156,8 @@ def quiet_lightning() -> None:
     )
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    # on a SLURM login node a local run is intended; sbatch / hydra/launcher=slurm use srun
+    warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system.*")
 
 
 @dataclass
@@ -172,6 +174,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar, TQDMProgressBar
     from lightning.pytorch.loggers import TensorBoardLogger
     from lightning.pytorch.plugins.environments import SLURMEnvironment
+    from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
     from zoo.data import build_datamodule, check_vocab, per_device_batch
     from zoo.models.summary import summarize
@@ -239,8 +242,9 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
             logger=loggers or False,
             plugins=plugins + list(extra_plugins if isinstance(extra_plugins, list) else [extra_plugins]),
         )
-    except TypeError as exc:
-        raise ConfigError(f"trainer: {exc}") from None
+    except (TypeError, ValueError, MisconfigurationException) as exc:  # Lightning's checks of its arguments
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"trainer: {first}") from None
 
     # the per-device batch and accumulation derive from the world size the Trainer resolved
     device_batch, accumulation = per_device_batch(

@@ -1,0 +1,62 @@
+"""Helpers for multi-process runs: real processes, real files, a free port each time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import torch
+
+from zoo.checkpoint import read_checkpoint
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def model_state(ckpt: Path) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in read_checkpoint(ckpt)["state_dict"].items() if k.startswith("model.")}
+
+
+def max_abs_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+
+
+def wait_for(predicate, timeout: float, what: str, proc=None) -> None:
+    """Poll `predicate` every 50 ms; fail with `what` after `timeout` s (or when `proc` ends)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process ended (exit {proc.returncode}) before {what}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def children(pid: int) -> list[int]:
+    """Direct child processes of `pid` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

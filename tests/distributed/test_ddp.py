@@ -1,0 +1,135 @@
+"""Real multi-process data parallelism on CPU (gloo): Lightning's own launcher and torchrun
+with two "nodes" on localhost. Results must not depend on how many processes ran them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.distributed.conftest import free_port, max_abs_diff, model_state
+
+STEPS = ["trainer.max_steps=8", "trainer.val_check_interval=4", "data.global_batch_size=8",
+         "callbacks.checkpoint_every_n_steps=4"]
+
+
+def _summary(run) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+def test_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path):
+    """trainer=ddp_cpu (2 gloo processes, 4 examples each) ends with the weights of one
+    process taking all 8 examples per step, and both replicas hold the same weights."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    r1 = zoo_train(*tiny_overrides(one), *STEPS)
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    r2 = zoo_train(*tiny_overrides(two), *STEPS, "trainer=ddp_cpu")
+    assert r2.returncode == 0, r2.stderr[-3000:]
+
+    s1, s2 = _summary(one), _summary(two)
+    assert (s1["world_size"], s2["world_size"]) == (1, 2)
+    assert s2["replicas_identical"] is True and s2["replica_max_fingerprint_diff"] == 0.0
+    assert s1["tokens_seen"] == s2["tokens_seen"] == 8 * 8 * 32
+    diff = max_abs_diff(model_state(one / "checkpoints" / "last.ckpt"),
+                        model_state(two / "checkpoints" / "last.ckpt"))
+    assert diff <= 1e-5, diff
+    assert abs(s1["metrics"]["val/loss"] - s2["metrics"]["val/loss"]) <= 1e-4
+
+    # one run directory; every rank's log kept there; files of the run written once
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]
+    assert (two / "train.log").is_file() and (two / "train.rank1.log").is_file()
+    assert "GLOBAL_RANK: 1" in (two / "train.rank1.log").read_text()
+    assert sum(line.startswith("run directory:") for line in r2.stdout.splitlines()) == 1
+
+
+def test_global_batch_must_split_over_the_devices(tmp_path):
+    result = zoo_train(*tiny_overrides(tmp_path / "r"), *STEPS, "trainer=ddp_cpu", "trainer.devices=3")
+    assert result.returncode == 2
+    assert "data.global_batch_size (8) must be divisible by the number of devices (3)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_fsdp_on_cpu_is_refused_on_one_line(tmp_path):
+    result = zoo_train(*tiny_overrides(tmp_path / "r"), "trainer=ddp_cpu", "trainer.strategy=fsdp")
+    assert result.returncode == 2
+    assert "fsdp" in result.stderr and "GPU" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def _torchrun(node_rank: int, port: int, cwd, *overrides: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+           f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
+           "-m", "zoo.cli.train", *overrides]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def test_torchrun_two_nodes_on_localhost_share_one_run_directory(tmp_path):
+    """`torchrun --nnodes=2 --nproc-per-node=1` twice (node ranks 0 and 1), the second node
+    started two seconds later: both ranks still agree on one `runs/DATE/TIME` directory (the
+    default `${now:}` one, not given on the command line) and train as one job."""
+    overrides = [o for o in tiny_overrides(tmp_path / "unused") if not o.startswith("hydra.run.dir")]
+    overrides += [*STEPS, "trainer.num_nodes=2", "trainer.strategy=ddp"]
+    port = free_port()
+    node0 = _torchrun(0, port, tmp_path, *overrides)
+    time.sleep(2.0)
+    node1 = _torchrun(1, port, tmp_path, *overrides)
+    out1, _ = node1.communicate(timeout=300)
+    out0, _ = node0.communicate(timeout=300)
+    assert node0.returncode == 0, out0[-3000:]
+    assert node1.returncode == 0, out1[-3000:]
+
+    runs = [p for p in (tmp_path / "runs").glob("*/*") if p.is_dir()]
+    assert len(runs) == 1, runs
+    run = runs[0]
+    summary = _summary(run)
+    assert summary["world_size"] == 2 and summary["replicas_identical"] is True
+    assert summary["tokens_seen"] == 8 * 8 * 32
+    assert (run / "train.rank1.log").is_file()
+    assert "run directory:" in out0 and "run directory:" not in out1  # rank 0 reports
+
+
+@pytest.mark.parametrize("launcher", ["lightning", "torchrun"])
+def test_a_crashed_rank_ends_the_whole_job_quickly(tmp_path, launcher):
+    """SIGKILL one rank mid-training: the job exits non-zero within a bounded time instead of
+    the survivor waiting in a collective."""
+    from tests.distributed.conftest import children, kill, wait_for
+
+    run = tmp_path / "run"
+    long_run = [*tiny_overrides(run), "trainer.max_steps=100000", "trainer.val_check_interval=1000",
+                "callbacks.checkpoint_every_n_steps=5"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if launcher == "lightning":
+        cmd = [sys.executable, "-m", "zoo.cli.train", *long_run, "trainer=ddp_cpu"]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+               "-m", "zoo.cli.train", *long_run, "trainer.devices=2", "trainer.strategy=ddp"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (run / "checkpoints" / "last.ckpt").is_file(), 180, "training to start", proc)
+        if launcher == "lightning":  # rank 1 is the child the launcher started
+            victims = children(proc.pid)
+        else:  # torchrun's agent started both ranks; kill rank 1
+            victims = [pid for pid in children(proc.pid)
+                       if "RANK=1" in open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0")]
+        assert victims, "no rank-1 process found"
+        start = time.monotonic()
+        for pid in victims:
+            kill(pid)
+        proc.wait(timeout=120)
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in children(proc.pid):
+            kill(pid)
+    assert proc.returncode != 0
+    assert elapsed < 120
+    assert (run / "checkpoints" / "last.ckpt").is_file()  # what was saved is kept
