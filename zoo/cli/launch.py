@@ -93,9 +93,28 @@ def _rank_zero(value):
     return value if launch_rank() == 0 else None
 
 
+def _tasks_per_node(devices) -> int:
+    """SLURM tasks per node for `trainer.devices` (Lightning runs one task per device)."""
+    if isinstance(devices, int) and devices > 0:
+        return devices
+    if isinstance(devices, str) and devices.isdigit() and int(devices) > 0:
+        return int(devices)
+    if isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices):
+        return len(devices)
+    raise ValueError(f"hydra/launcher=slurm needs trainer.devices as a number of devices per node, "
+                     f"got {devices!r}")
+
+
+def _gpus_per_node(accelerator, devices) -> Optional[int]:
+    return _tasks_per_node(devices) if str(accelerator) in ("gpu", "cuda") else None
+
+
 def register_resolvers() -> None:
     """`${now:FMT}` (the run's agreed start time), `${zoo.rank_log:STEM}`,
-    `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere)."""
+    `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere), and the SLURM job shape from
+    the trainer: `${zoo.tasks_per_node:DEVICES}`, `${zoo.gpus_per_node:ACCELERATOR,DEVICES}`."""
     OmegaConf.register_new_resolver("now", _now, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_log", _rank_log, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_zero", _rank_zero, replace=True)
+    OmegaConf.register_new_resolver("zoo.tasks_per_node", _tasks_per_node, replace=True)
+    OmegaConf.register_new_resolver("zoo.gpus_per_node", _gpus_per_node, replace=True)
