@@ -225,8 +225,8 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
         callbacks.append(TQDMProgressBar())
     loggers = []
+    resume_step = read_checkpoint(resume).get("global_step") if resume else None
     if spec.logger.csv:
-        resume_step = read_checkpoint(resume).get("global_step") if resume else None
         loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
     if spec.logger.tensorboard:
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tb", version=""))
@@ -315,6 +315,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         "model": summarize(task.model, spec.data.seq_len).as_dict(),
         **extras,
         "resumed_from": resume,
+        "resumed_at_step": resume_step,
         "world_size": trainer.world_size,
         **replicas,
         "best_checkpoint": trainer.checkpoint_callback.best_model_path or None,
