@@ -64,7 +64,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
     hparams = dict(data["hyper_parameters"])
     kind = TaskConfig(**hparams["task"]).kind
     task = TASKS[kind](**hparams)
-    task.load_state_dict(data["state_dict"])
+    task.load_state_dict(task.upgrade_state_dict(data["state_dict"]))
     if "zoo_tokenizer" in data:
         task.tokenizer = tokenizer_from_state(data["zoo_tokenizer"])
     return task.to(map_location).eval()

@@ -23,9 +23,10 @@ from zoo.config.store import register_configs
 register_resolvers()
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, status: int = 2) -> None:
+    """One line on stderr; status 2 for bad input, 1 for a run that could not go on."""
     print(f"zoo-train: error: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(status)
 
 
 @hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
@@ -33,7 +34,7 @@ def _train(cfg: DictConfig) -> float | None:
     from zoo.checkpoint import CheckpointError
     from zoo.config.errors import ConfigError
     from zoo.data.errors import DataError
-    from zoo.training.run import train
+    from zoo.training.run import TrainingStopped, train
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
@@ -41,6 +42,9 @@ def _train(cfg: DictConfig) -> float | None:
         summary = result.summary
     except (ConfigError, DataError, CheckpointError) as exc:
         _fail(str(exc))
+        return None
+    except TrainingStopped as exc:
+        _fail(str(exc), status=1)
         return None
     if not result.is_global_zero:  # one report per run, from rank 0
         return None

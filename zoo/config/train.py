@@ -41,6 +41,13 @@ class ScheduleKind(Choice):
 REQUEUE_SIGNALS = ("SIGUSR1", "SIGUSR2")
 
 
+class NonFinitePolicy(Choice):
+    """What a training step does when its loss is NaN or infinite."""
+
+    stop = "stop"  # end the run with an error naming the step; checkpoints already written stay
+    skip = "skip"  # leave the weights as they are for this step and go on (counted in metrics)
+
+
 class ProgressBar(Choice):
     rich = "rich"
     tqdm = "tqdm"
@@ -61,9 +68,15 @@ class TaskConfig:
     generate_max_tokens: int = field(
         default=32, metadata={"help": "seq2seq: longest greedy output when validation scores BLEU"}
     )
+    on_nonfinite_loss: NonFinitePolicy = field(
+        default=NonFinitePolicy.stop,
+        metadata={"help": "stop: end the run naming the step; skip: no update for that step, "
+                  "counted as train/nonfinite_skipped"},
+    )
 
     def __post_init__(self) -> None:
         self.kind = TaskKind.parse(self.kind, "task.kind")
+        self.on_nonfinite_loss = NonFinitePolicy.parse(self.on_nonfinite_loss, "task.on_nonfinite_loss")
         if self.pooling is not None:
             self.pooling = Pooling.parse(self.pooling, "task.pooling")
             if self.kind != TaskKind.classification:

@@ -14,11 +14,19 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.convert import as_model_config
 from zoo.config.model import ModelConfig
-from zoo.config.train import OptimConfig, SchedulerConfig, TaskConfig
+from zoo.config.train import NonFinitePolicy, OptimConfig, SchedulerConfig, TaskConfig
 from zoo.models import build_model
 from zoo.tasks.optim import build_optimizer, schedule
 
 IGNORE = -100
+
+
+class NonFiniteLoss(RuntimeError):
+    """The training loss was NaN or infinite at `step` (with task.on_nonfinite_loss=stop)."""
+
+    def __init__(self, step: int, value: float) -> None:
+        super().__init__(f"the training loss is {value} at step {step}")
+        self.step, self.value = step, value
 
 
 class ZooTask(L.LightningModule):
@@ -43,9 +51,10 @@ class ZooTask(L.LightningModule):
         self.model = build_model(self.model_config)
         self.tokenizer = None  # attached by the training CLI / load_checkpoint for decoding
         self.train_loss = MeanMetric()
-        self.val_loss = MeanMetric()
+        self.val_loss = MeanMetric(nan_strategy="disable")  # a diverged model reports NaN, not nothing
         self.val_accuracy = self._accuracy()
         self.register_buffer("tokens_seen", torch.zeros((), dtype=torch.long), persistent=True)
+        self.register_buffer("nonfinite_skipped", torch.zeros((), dtype=torch.long), persistent=True)
 
     # -- to be provided by each task ------------------------------------------------------
     def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -70,13 +79,31 @@ class ZooTask(L.LightningModule):
             logits.float(), targets, ignore_index=IGNORE, label_smoothing=smoothing
         )
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: dict, batch_idx: int) -> Optional[torch.Tensor]:
         logits, targets, n_tokens = self.forward_batch(batch)
         loss = self.loss(logits, targets, self.task_config.label_smoothing)
         self.tokens_seen += n_tokens * self.trainer.world_size if self._trainer else n_tokens
+        if not self._all_finite(loss):
+            return self._nonfinite(loss)
         self.log("train/loss", loss, prog_bar=True, batch_size=targets.shape[0])
         self.log("tokens_seen", self.tokens_seen.float(), prog_bar=False)
         return loss
+
+    def _all_finite(self, loss: torch.Tensor) -> bool:
+        """Is the loss finite on every rank? (All ranks must take the same branch, or the
+        gradient all-reduce of DDP would wait forever for the rank that skipped.)"""
+        finite = bool(torch.isfinite(loss.detach()))
+        if self._trainer is not None and self.trainer.world_size > 1:
+            finite = self.trainer.strategy.reduce_boolean_decision(finite, all=True)
+        return finite
+
+    def _nonfinite(self, loss: torch.Tensor) -> None:
+        step = self.trainer.global_step if self._trainer is not None else 0
+        if self.task_config.on_nonfinite_loss == NonFinitePolicy.skip:
+            self.nonfinite_skipped += 1
+            self.log("train/nonfinite_skipped", self.nonfinite_skipped.float(), prog_bar=True)
+            return None  # Lightning then skips backward; the optimizer step changes nothing
+        raise NonFiniteLoss(step, float(loss.detach()))
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, targets, _ = self.forward_batch(batch)
@@ -106,6 +133,15 @@ class ZooTask(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # -- checkpoint data ------------------------------------------------------------------
+    @staticmethod
+    def upgrade_state_dict(state_dict: dict) -> dict:
+        """Fill in buffers that checkpoints of earlier versions do not have."""
+        state_dict.setdefault("nonfinite_skipped", torch.zeros((), dtype=torch.long))
+        return state_dict
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.upgrade_state_dict(checkpoint["state_dict"])
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer is not None:
             from zoo.checkpoint import tokenizer_state

@@ -160,6 +160,10 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system.*")
 
 
+class TrainingStopped(RuntimeError):
+    """Training could not go on (e.g. a non-finite loss); what was saved before is kept."""
+
+
 @dataclass
 class RunResult:
     summary: dict  # also in run_dir/summary.json
@@ -179,6 +183,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.data import build_datamodule, check_vocab, per_device_batch
     from zoo.models.summary import summarize
     from zoo.tasks import TASKS
+    from zoo.tasks.base import NonFiniteLoss
     from zoo.training.callbacks import Throughput
     from zoo.training.checkpointing import AtomicCheckpointIO, LastCheckpoint, RunRecord
     from zoo.training.preemption import Requeue, in_slurm_job
@@ -282,7 +287,14 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         log.info("run directory: %s", run_dir)
 
     start = time.perf_counter()
-    trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
+    try:
+        trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
+    except NonFiniteLoss as exc:
+        kept = f"{last.path} (step {read_checkpoint(last.path)['global_step']})" if last.path.is_file() \
+            else "no checkpoint was written yet"
+        raise TrainingStopped(
+            f"{exc}; training stopped, the last good checkpoint is {kept}; lower optim.lr, keep "
+            f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip") from None
     wall = time.perf_counter() - start
     if requeue is not None and requeue.requeued:
         summary = {"run_dir": str(run_dir), "status": "requeued", "global_step": trainer.global_step,
@@ -316,6 +328,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         **extras,
         "resumed_from": resume,
         "resumed_at_step": resume_step,
+        "nonfinite_skipped": int(task.nonfinite_skipped),
         "world_size": trainer.world_size,
         **replicas,
         "best_checkpoint": trainer.checkpoint_callback.best_model_path or None,
