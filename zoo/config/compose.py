@@ -46,4 +46,8 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
             cfg = hydra_compose(config_name, overrides=overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
+    except ValueError as exc:  # Hydra's defaults list, e.g. `model=true` (a bool, not an option name)
+        bad = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0]]
+        raise ConfigError(f"{explain(exc)} (in {' '.join(bad) or ' '.join(overrides)}); a config group "
+                          f"takes an option name, e.g. model=gpt") from exc
     return validate(cfg)

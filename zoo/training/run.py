@@ -85,6 +85,11 @@ def validate_run(cfg: DictConfig) -> RunSpec:
             f"task.generate_max_tokens ({spec.task.generate_max_tokens}) plus BOS is longer than "
             f"learned positions allow (model.max_seq_len={spec.model.max_seq_len})"
         )
+    devices, nodes = spec.trainer.get("devices", 1), spec.trainer.get("num_nodes", 1)
+    if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0:
+        from zoo.data.batching import per_device_batch
+
+        per_device_batch(spec.data.global_batch_size, devices * nodes)  # before any process starts
     max_steps = spec.trainer.get("max_steps", -1)
     if max_steps in (None, -1) and spec.trainer.get("max_epochs", -1) in (None, -1):
         raise ConfigError("set trainer.max_steps or trainer.max_epochs, or the run never ends")

@@ -1,0 +1,91 @@
+"""Invalid input never gets past validation: random wrong types, out-of-range sizes, unknown
+keys and values and impossible combinations each raise one ConfigError, on one line, naming
+the key; the README's table of refusals is what the validation code says today."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zoo.config.errors import ConfigError
+from zoo.config.refusals import EXAMPLES, refusal, refusal_table
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+SIZE_KEYS = ["model.d_model", "model.n_heads", "model.n_layers", "model.d_ff", "model.vocab_size",
+             "model.max_seq_len", "data.seq_len", "data.global_batch_size", "model.n_kv_heads"]
+CHOICE_KEYS = {"model.norm": ["pre", "post"], "model.norm_type": ["layernorm", "rmsnorm"],
+               "model.activation": ["relu", "gelu", "swiglu", "geglu"],
+               "task.on_nonfinite_loss": ["stop", "skip"], "callbacks.progress_bar": ["rich", "tqdm", "none"]}
+GROUPS = ["model", "model/position", "task", "data", "tokenizer", "optim", "scheduler", "trainer"]
+SECTIONS = ["model", "task", "data", "tokenizer", "optim", "scheduler", "callbacks", "logger"]
+KNOWN_FIELDS = {"d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "max_seq_len", "seq_len", "lr",
+                "kind", "position", "norm", "dropout", "source", "path", "csv", "tensorboard"}
+
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=3, max_size=12).filter(
+    lambda s: s not in KNOWN_FIELDS and not s.startswith("_"))
+words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=10)
+
+
+@st.composite
+def invalid_overrides(draw) -> tuple[list[str], str]:
+    """(overrides, a word the message must contain)."""
+    kind = draw(st.sampled_from(["type", "range", "unknown_key", "unknown_choice", "unknown_group", "combination"]))
+    if kind == "type":
+        key = draw(st.sampled_from(SIZE_KEYS))
+        value = draw(words.filter(lambda w: w not in ("null", "true", "false", "nan", "inf")))
+        return [f"{key}={value}"], key.split(".")[-1]
+    if kind == "range":
+        key = draw(st.sampled_from(SIZE_KEYS[:-1]))
+        return [f"{key}={draw(st.integers(-1000, 0))}"], key.split(".")[-1]
+    if kind == "unknown_key":
+        section = draw(st.sampled_from(SECTIONS))
+        name = draw(names)
+        return [f"{section}.{name}={draw(st.integers(0, 9))}"], name
+    if kind == "unknown_choice":
+        key = draw(st.sampled_from(sorted(CHOICE_KEYS)))
+        value = draw(words.filter(lambda w, k=key: w not in CHOICE_KEYS[k] and w not in ("null", "true", "false")))
+        return [f"{key}={value}"], key.split(".")[-1]
+    if kind == "unknown_group":
+        group = draw(st.sampled_from(GROUPS))
+        return [f"{group}={draw(names)}"], group
+    rule, overrides = draw(st.sampled_from(EXAMPLES))
+    return list(overrides), ""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(invalid_overrides())
+def test_random_invalid_input_is_refused_on_one_line(case):
+    overrides, word = case
+    message = refusal(overrides)
+    assert message is not None, f"{overrides} was accepted"
+    assert "\n" not in message.strip(), message
+    assert "Traceback" not in message
+    assert word.lower() in message.lower(), (overrides, message)
+
+
+@pytest.mark.parametrize("rule, overrides", EXAMPLES, ids=[" ".join(o) for _, o in EXAMPLES])
+def test_every_listed_refusal_is_refused(rule, overrides):
+    message = refusal(overrides)
+    assert message is not None, f"{overrides} is accepted ({rule})"
+    # the message names what to change: one of the keys or values given
+    words = {w for tok in overrides for w in re.split(r"[=./]", tok) if len(w) > 2}
+    assert any(w in message for w in words), (overrides, message)
+
+
+def test_the_readme_table_is_the_generated_one():
+    text = README.read_text()
+    start, end = "<!-- refusals:start -->\n", "<!-- refusals:end -->"
+    current = text[text.index(start) + len(start):text.index(end)]
+    assert current == refusal_table(), "README's refusal table is stale: python -m zoo.config.refusals"
+
+
+def test_valid_overrides_are_not_refused():
+    assert refusal(["model=llama", "model/position=alibi", "model.norm=post"]) is None
+    with pytest.raises(ConfigError):
+        from zoo.config.compose import compose
+        compose(["model.d_model=abc"])

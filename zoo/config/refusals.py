@@ -1,0 +1,66 @@
+"""The combinations zoo refuses before training, each with the message its validation gives.
+
+The table is not written by hand: `refusal_table()` runs the real checks (`zoo.compose` and the
+run validation of `zoo-train`) on one example of each rule and prints what they say, and a test
+keeps the README's copy equal to it.
+
+    python -m zoo.config.refusals      # the Markdown table of the README
+"""
+
+from __future__ import annotations
+
+# (rule, overrides of one example that breaks it)
+EXAMPLES: list[tuple[str, list[str]]] = [
+    ("heads split the width", ["model.d_model=100", "model.n_heads=3"]),
+    ("key/value heads group the heads (GQA)", ["model.n_heads=4", "model.n_kv_heads=3"]),
+    ("RoPE rotates pairs: even head size", ["model/position=rope", "model.d_model=36", "model.n_heads=4"]),
+    ("sinusoids pair sin/cos: even width", ["model/position=sinusoidal", "model.d_model=33", "model.n_heads=3"]),
+    ("learned positions end at max_seq_len", ["data.seq_len=256", "model.max_seq_len=128"]),
+    ("a position option of another scheme", ["model/position=alibi", "model.position.theta=500"]),
+    ("T5 buckets: even, at least 4", ["model/position=relative", "model.position.num_buckets=7"]),
+    ("T5 max_distance beyond the exact buckets",
+     ["model/position=relative", "model.position.num_buckets=32", "model.position.max_distance=10"]),
+    ("decoder depth only for encoder-decoders", ["model.n_decoder_layers=2"]),
+    ("the task needs its family", ["model=bert", "task=causal_lm"]),
+    ("the task needs its family", ["model=gpt", "task=seq2seq"]),
+    ("pooling only for classification", ["task.pooling=mean"]),
+    ("dropout is a probability", ["model.dropout=1.0"]),
+    ("label smoothing in [0, 1)", ["task.label_smoothing=1.5"]),
+    ("a schedule option of another schedule", ["scheduler=constant", "scheduler.min_lr_ratio=0.5"]),
+    ("warmup shorter than the run", ["trainer.max_steps=10"]),
+    ("inverse-sqrt peak not vanishingly small", ["scheduler=inverse_sqrt", "optim.lr=1e-4"]),
+    ("a tokenizer option of another tokenizer", ["tokenizer=byte", "tokenizer.vocab_size=512"]),
+    ("the global batch splits over the devices", ["trainer=ddp_cpu", "trainer.devices=3", "data.global_batch_size=16"]),
+    ("the run has an end", ["trainer.max_steps=-1", "trainer.max_epochs=-1"]),
+    ("a requeue signal zoo can catch", ["callbacks.requeue_signal=SIGKILL"]),
+    ("a known choice", ["model.norm=middle"]),
+    ("a known key", ["model.width=256"]),
+]
+
+
+def refusal(overrides: list[str]) -> str | None:
+    """The one-line message `zoo-train` gives for these overrides, or None if they are valid."""
+    from zoo.config.compose import compose
+    from zoo.config.errors import ConfigError
+    from zoo.training.run import validate_run
+
+    try:
+        validate_run(compose(overrides))
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def refusal_table() -> str:
+    rows = ["| overrides | rule | message |", "|---|---|---|"]
+    for rule, overrides in EXAMPLES:
+        message = refusal(overrides)
+        if message is None:
+            raise AssertionError(f"{' '.join(overrides)} is accepted, but listed as refused ({rule})")
+        cells = [f"`{' '.join(overrides)}`", rule, message.replace("|", "\\|")]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(refusal_table(), end="")
