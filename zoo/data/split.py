@@ -15,8 +15,8 @@ def split_train_val(ds, val_fraction: float, seed: int):
 
     n = len(ds)
     if n < 2:
-        raise DataError(f"cannot hold out validation examples from {n} example(s); "
-                        f"give at least 2")
+        raise DataError(f"cannot hold out validation examples from {n} example(s); give at "
+                        f"least 2, or a validation file with data.val_path=")
     n_val = math.ceil(val_fraction * n)
     if n_val >= n:
         raise DataError(f"data.val_fraction={val_fraction} of {n} examples leaves none to "

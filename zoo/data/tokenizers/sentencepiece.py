@@ -20,6 +20,22 @@ from zoo.data.tokenizers.base import SPECIAL_IDS, SPECIAL_TOKENS, Tokenizer
 MODEL_FILE = "sentencepiece.model"
 KEPT_WHITESPACE = ["\n", "\t"]
 _REQUIRED_CHARS = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
+# SentencePiece skips training sentences longer than max_sentence_length (bytes, set to 64 KiB
+# below); longer lines (a corpus that is one huge line) are cut into pieces of at most this many
+# characters (4 bytes each at most in UTF-8), at a space where there is one.
+CHUNK_CHARS = 1 << 14
+
+
+def _chunks(line: str, size: int = CHUNK_CHARS):
+    """`line` in pieces of at most `size` characters, cut after the last space of each piece
+    when there is one (so words stay whole)."""
+    while len(line) > size:
+        cut = line.rfind(" ", size // 2, size)
+        cut = size if cut < 0 else cut + 1
+        yield line[:cut]
+        line = line[cut:]
+    if line:
+        yield line
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -48,7 +64,8 @@ class SentencePieceTokenizer(Tokenizer):
         import sentencepiece as spm
 
         model_type = "bpe" if str(cfg.kind).endswith("bpe") else "unigram"
-        lines = [line for text in texts for line in text.split("\n") if line.strip()]
+        lines = [piece for text in texts for line in text.split("\n") if line.strip()
+                 for piece in _chunks(line)]
         if not lines:
             raise DataError(f"tokenizer={cfg.kind}: the training text is empty")
         model = io.BytesIO()

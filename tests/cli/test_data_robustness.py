@@ -1,0 +1,93 @@
+"""Awkward corpora through `zoo-train`, as a user would hand them over: each is either trained on
+or refused with one line that says what to change (exit status 2), never a traceback."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from tests.cli.conftest import zoo_train
+from zoo.checkpoint import load_checkpoint
+
+BASE = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.max_seq_len=64", "data.seq_len=32",
+        "data.global_batch_size=4", "trainer.max_steps=4", "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=2", "callbacks.progress_bar=none", "scheduler.warmup_steps=1",
+        "data=local"]
+
+
+def _refused(result, *words: str) -> str:
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("zoo-train: error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    for word in words:
+        assert word in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.fixture
+def one_long_line(tmp_path):
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    path = tmp_path / "long.txt"
+    path.write_text(" ".join(rng.choice(words) for _ in range(150_000)))  # ~1 MB, no newline
+    return path
+
+
+def test_a_single_very_long_line_needs_a_validation_file(tmp_path, one_long_line):
+    result = zoo_train(*BASE, f"data.path={one_long_line}", "tokenizer=byte", "model.vocab_size=300",
+                       f"hydra.run.dir={tmp_path / 'r'}")
+    _refused(result, "1 example", "data.val_path")
+
+
+def test_a_single_very_long_line_trains_a_subword_tokenizer(tmp_path, one_long_line):
+    """SentencePiece skips sentences over its length limit; the line is cut into pieces for
+    tokenizer training, so a one-line corpus still gets its subword vocabulary."""
+    val = tmp_path / "val.txt"
+    val.write_text(one_long_line.read_text()[:20_000])
+    run = tmp_path / "r"
+    result = zoo_train(*BASE, f"data.path={one_long_line}", f"data.val_path={val}", "tokenizer.vocab_size=300",
+                       "model.vocab_size=300", f"hydra.run.dir={run}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["global_step"] == 4
+    tokenizer = load_checkpoint(run / "checkpoints" / "last.ckpt").tokenizer
+    assert tokenizer.kind == "sentencepiece_bpe"
+    text = "alpha beta gamma delta"
+    assert len(tokenizer.encode(text)) < len(text) // 2  # whole-word pieces were learnt
+
+
+def test_mixed_encodings_are_refused_with_the_offending_byte(tmp_path):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes("plain ascii line\n".encode() + "naïve in UTF-8\n".encode("utf-8")
+                     + "café in Latin-1\n".encode("latin-1") + b"more text\n" * 20)
+    _refused(zoo_train(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
+                       f"hydra.run.dir={tmp_path / 'r'}"), "not valid UTF-8", "0xe9")
+
+
+def test_empty_lines_only_are_refused(tmp_path):
+    path = tmp_path / "blank.txt"
+    path.write_text("\n\n   \n\t\n" * 50)
+    _refused(zoo_train(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
+                       f"hydra.run.dir={tmp_path / 'r'}"), "holds no examples")
+
+
+def test_an_empty_validation_split_is_refused(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(f"line number {i} of the training text" for i in range(200)))
+    val = tmp_path / "val.txt"
+    val.write_text("")
+    _refused(zoo_train(*BASE, f"data.path={train}", f"data.val_path={val}", "tokenizer=byte",
+                       "model.vocab_size=300", f"hydra.run.dir={tmp_path / 'r'}"), "val.txt")
+
+
+def test_unseen_labels_at_validation_are_refused(tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"sample {i},{'pos' if i % 2 else 'neg'}\n" for i in range(40)))
+    val = tmp_path / "val.csv"
+    val.write_text("text,label\nsample a,pos\nsample b,neutral\n")
+    result = zoo_train(*BASE, "model=bert", "task=classification", f"data.path={train}", f"data.val_path={val}",
+                       "data.text_column=text", "data.label_column=label", "tokenizer=byte", "model.vocab_size=300",
+                       f"hydra.run.dir={tmp_path / 'r'}")
+    _refused(result, "neutral", "never seen in training")
