@@ -64,24 +64,57 @@ def _train(cfg: DictConfig) -> float | None:
 
 
 def _check_overrides(argv: list[str]) -> None:
-    """Compose once before Hydra does, so a bad key, value or combination is reported on one
-    line (Hydra's own report spans several). Sweeps, --cfg, --help and custom config paths are
-    left to Hydra."""
+    """Compose before Hydra does, so that a bad key, value or combination is reported on one
+    line (Hydra's own report spans several), and so that no config, whatever its origin, gets
+    Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
+    handler named `os.system`). A sweep is checked once per value of each swept key."""
     try:
         from hydra._internal.utils import get_args_parser
     except ImportError:  # pragma: no cover - private API moved
         return
     args, _ = get_args_parser().parse_known_args(argv)
-    if args.multirun or args.help or args.hydra_help or args.cfg or args.info or args.shell_completion \
-            or args.config_path or args.config_dir or args.experimental_rerun:
+    if args.help or args.hydra_help or args.info or args.shell_completion or args.experimental_rerun:
         return
     from zoo.config.compose import compose
     from zoo.config.errors import ConfigError
 
+    overrides = list(args.overrides)
+    source = None
+    if args.config_path:
+        source = args.config_path if args.config_path.startswith("pkg://") else \
+            str((Path(__file__).parent / args.config_path).resolve())  # as Hydra resolves it
+    name = args.config_name or CONFIG_NAME
     try:
-        compose(args.overrides, config_name=args.config_name or CONFIG_NAME)
+        for variant in _sweep_variants(overrides):
+            compose(variant, config_name=name, config_source_dir=source,
+                    config_dirs=[args.config_dir] if args.config_dir else [], return_hydra_config=True,
+                    check=not (args.multirun or args.cfg))
     except ConfigError as exc:
         _fail(str(exc))
+
+
+def _sweep_variants(overrides: list[str]) -> list[list[str]]:
+    """Single-valued override lists that together use every value of every swept key: the
+    first value of each sweep, then each other value in turn."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - let compose report the syntax error on one line
+        return [overrides]
+    choices = []
+    for text, o in zip(overrides, parsed):
+        if o.is_sweep_override():
+            key = o.get_key_element()
+            choices.append([f"{key}={v}" for v in o.sweep_string_iterator()] or [text])
+        else:
+            choices.append([text])
+    first = [c[0] for c in choices]
+    variants = [first]
+    for i, values in enumerate(choices):
+        for v in values[1:]:
+            variants.append(first[:i] + [v] + first[i + 1:])
+    return variants
 
 
 def main() -> None:

@@ -1,0 +1,96 @@
+"""Configs and checkpoints from elsewhere are data: they cannot get code run. Each attack here
+would run its payload (create a file) if the guard were missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from zoo.checkpoint import CheckpointError, read_checkpoint
+from zoo.config.errors import ConfigError
+from zoo.config.targets import instantiate, resolve_target
+
+
+def test_allowed_objects_resolve():
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+    assert resolve_target("hydra._internal.core_plugins.basic_launcher.BasicLauncher") is BasicLauncher
+    optimizer = instantiate({"_target_": "torch.optim.SGD", "lr": 0.1}, params=[torch.nn.Parameter(torch.ones(2))])
+    assert isinstance(optimizer, torch.optim.SGD)
+
+
+@pytest.mark.parametrize("name, why", [
+    ("os.system", "may only name"),
+    ("builtins.eval", "may only name"),
+    ("subprocess.run", "may only name"),
+    ("logging.os.system", "resolves to posix.system"),  # allowed prefix, object from elsewhere
+    ("zoo.config.targets.importlib.import_module", "resolves to importlib"),
+])
+def test_names_outside_the_allow_list_are_refused(name, why):
+    with pytest.raises(ConfigError, match=why):
+        resolve_target(name)
+    with pytest.raises(ConfigError):
+        instantiate({"_target_": name, "_args_": ["echo unreachable"]})
+
+
+EVIL = """
+defaults:
+  - config
+  - _self_
+hydra:
+  callbacks:
+    payload:
+      _target_: {target}
+      _args_: ["open('{marker}', 'w').close()"]
+"""
+
+
+@pytest.mark.parametrize("target", ["builtins.exec", "logging.os.system"])
+def test_a_config_file_naming_code_is_refused_before_hydra_builds_it(tmp_path, target):
+    marker = tmp_path / "PWNED"
+    (tmp_path / "evil.yaml").write_text(EVIL.format(target=target, marker=marker))
+    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", "-cd", str(tmp_path), "-cn", "evil",
+                             f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "hydra.callbacks.payload._target_" in result.stderr and "refused" in result.stderr
+    assert not marker.exists()
+    assert not (tmp_path / "run").exists()
+
+
+def test_every_value_of_a_sweep_is_checked(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", "-m", "seed=0,1",
+         "hydra.sweeper._target_=hydra._internal.core_plugins.basic_sweeper.BasicSweeper,builtins.eval",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "builtins.eval" in result.stderr and "refused" in result.stderr
+    assert not (tmp_path / "sweep").exists()
+
+
+class _Payload:
+    """Unpickling this runs a command: what a malicious checkpoint would carry."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_holding_code_is_refused_without_running_it(tmp_path):
+    marker = tmp_path / "PWNED"
+    path = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {}, "payload": _Payload(marker)}, path)
+    with pytest.raises(CheckpointError, match="holds more than plain data"):
+        read_checkpoint(path)
+    assert not marker.exists()
+    for tool in ("eval", "generate"):
+        args = [f"ckpt={path}"] + (["prompt=hi"] if tool == "generate" else [])
+        result = subprocess.run([sys.executable, "-m", f"zoo.cli.{tool}", *args], capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 2 and "holds more than plain data" in result.stderr, result.stderr[-2000:]
+        assert not marker.exists()

@@ -1,0 +1,118 @@
+"""Configs are data: what a config may ask Python to build is limited to an allow-list.
+
+Hydra builds objects named in configs: `_target_` keys (launchers, sweepers, Hydra callbacks, and
+any run wiring), and `class` / `()` keys of the logging configuration. A config file from
+elsewhere could name `os.system` or `builtins.eval` there. `check_config_targets` finds every
+such name in a composed config and refuses it unless
+
+1. the dotted name starts with an allowed prefix, and
+2. the object it resolves to is defined in an allowed module: `hydra._internal.core_plugins.
+   basic_launcher.os.system` passes the first test (that module imports `os`) but resolves to
+   a function of `posix`, and is refused.
+
+`instantiate` is the one way zoo itself builds an object from a config node.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Iterator
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from zoo.config.errors import ConfigError
+
+# modules whose classes and functions a config may name
+ALLOWED_MODULES = (
+    "hydra._internal.core_plugins.",  # Hydra's basic launcher and sweeper
+    "hydra_plugins.hydra_submitit_launcher.",  # hydra/launcher=slurm
+    "hydra_plugins.zoo_recipes.",
+    "logging.",  # handlers and formatters of Hydra's logging configuration
+    "lightning.pytorch.callbacks.",
+    "lightning.pytorch.loggers.",
+    "torch.optim.",
+    "zoo.",
+)
+TARGET_KEYS = ("_target_",)
+LOGGING_KEYS = ("class", "()")
+LOGGING_SECTIONS = ("hydra.job_logging", "hydra.hydra_logging")
+
+
+def _allowed(name: str) -> bool:
+    return any(name.startswith(prefix) or name + "." == prefix for prefix in ALLOWED_MODULES)
+
+
+def resolve_target(name: str, key: str = "_target_") -> Any:
+    """The object `name` denotes, if the allow-list permits it; ConfigError otherwise."""
+    allowed = ", ".join(p.rstrip(".") for p in ALLOWED_MODULES)
+    if not isinstance(name, str) or not _allowed(name):
+        raise ConfigError(f"{key}={name!r} is refused: configs may only name objects in {allowed}")
+    obj = _import(name, key)
+    module = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
+    if not _allowed(f"{module}.") and not _allowed(str(module)):
+        raise ConfigError(
+            f"{key}={name!r} is refused: it resolves to {module}.{getattr(obj, '__qualname__', '')}, "
+            f"outside {allowed}")
+    return obj
+
+
+def _import(name: str, key: str) -> Any:
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            raise ConfigError(f"{key}={name!r}: no such object") from None
+        return obj
+    raise ConfigError(f"{key}={name!r}: no such module")
+
+
+def find_targets(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
+    """(key path, key, value) of every `_target_` in `node`, and of every `class` / `()` in the
+    logging sections, values resolved where they are interpolations."""
+    if isinstance(node, DictConfig):
+        for key in node.keys():
+            sub = f"{path}.{key}" if path else str(key)
+            logging = any(sub.startswith(s + ".") for s in LOGGING_SECTIONS)
+            if key in TARGET_KEYS or (logging and key in LOGGING_KEYS):
+                yield sub, str(key), _value(node, key)
+            else:
+                child = node._get_node(key)
+                if isinstance(child, (DictConfig, ListConfig)):
+                    yield from find_targets(child, sub)
+    elif isinstance(node, ListConfig):
+        for i in range(len(node)):
+            child = node._get_node(i)
+            if isinstance(child, (DictConfig, ListConfig)):
+                yield from find_targets(child, f"{path}[{i}]")
+
+
+def _value(node: DictConfig, key) -> Any:
+    try:
+        return node[key]
+    except Exception:  # an interpolation that cannot be resolved yet: check it as written
+        return OmegaConf.to_container(node, resolve=False)[key]
+
+
+def check_config_targets(cfg: DictConfig) -> None:
+    """ConfigError for the first object name in `cfg` outside the allow-list."""
+    for path, key, value in find_targets(cfg):
+        if key == "()" and not isinstance(value, str):
+            raise ConfigError(f"{path}: a logging factory must be a dotted name, got {value!r}")
+        if isinstance(value, str) and value.startswith("ext://"):
+            value = value[len("ext://"):]
+        resolve_target(value, key=path)
+
+
+def instantiate(node: Any, **kwargs: Any) -> Any:
+    """hydra.utils.instantiate, after checking every name in `node` against the allow-list."""
+    from hydra.utils import instantiate as hydra_instantiate
+
+    node = node if isinstance(node, (DictConfig, ListConfig)) else OmegaConf.create(node)
+    check_config_targets(node)
+    return hydra_instantiate(node, **kwargs)
