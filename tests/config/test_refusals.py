@@ -4,6 +4,8 @@ the key; the README's table of refusals is what the validation code says today."
 
 from __future__ import annotations
 
+import os
+
 import re
 from pathlib import Path
 
@@ -57,7 +59,11 @@ def invalid_overrides(draw) -> tuple[list[str], str]:
     return list(overrides), ""
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# examples per run; more on demand: ZOO_FUZZ_EXAMPLES=5000 pytest tests/config/test_refusals.py
+FUZZ_EXAMPLES = int(os.environ.get("ZOO_FUZZ_EXAMPLES", 300))
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(invalid_overrides())
 def test_random_invalid_input_is_refused_on_one_line(case):
     overrides, word = case

@@ -3,6 +3,8 @@ finite values, is causal where causal, and decodes the same with and without the
 
 from __future__ import annotations
 
+import os
+
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -49,7 +51,11 @@ def model_configs(draw) -> dict:
     return cfg
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# examples per run; more on demand: ZOO_FUZZ_EXAMPLES=5000 pytest tests/models/test_random_configs.py
+FUZZ_EXAMPLES = int(os.environ.get("ZOO_FUZZ_EXAMPLES", 200))
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cfg=model_configs(), data=st.data())
 def test_random_valid_configs_work(cfg, data):
     model = zoo.build_model(cfg)
