@@ -60,3 +60,16 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def sigkill_when(proc, predicate, timeout: float, what: str) -> None:
+    """SIGKILL `proc` as soon as `predicate()` holds; fail if it ends or times out first."""
+    try:
+        wait_for(predicate, timeout, what, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL

@@ -5,8 +5,6 @@ previous one loadable."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -15,7 +13,7 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.distributed.conftest import model_state, wait_for
+from tests.distributed.conftest import model_state, sigkill_when
 from zoo.checkpoint import read_checkpoint
 from zoo.training.checkpointing import atomic_save, remove_stale_temporaries
 
@@ -32,14 +30,7 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path)
     cmd = [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(killed), *RUN]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     last = killed / "checkpoints" / "last.ckpt"
-    try:
-        wait_for(last.is_file, 180, "the first last.ckpt", proc)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == -signal.SIGKILL
+    sigkill_when(proc, last.is_file, 180, "the first last.ckpt")
     assert not (killed / "summary.json").exists()  # it did not get to the end
     at_kill = read_checkpoint(last)
     assert 0 < at_kill["global_step"] < 240
@@ -98,14 +89,7 @@ def test_a_kill_while_saving_leaves_the_previous_checkpoint_loadable(tmp_path):
     atomic_save({"state_dict": {"w": torch.arange(5.0)}, "hyper_parameters": {"step": 1}}, path)
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)])
     tmp = tmp_path / f".last.ckpt.tmp-{proc.pid}"
-    try:
-        wait_for(lambda: tmp.is_file() and tmp.stat().st_size > 1_000_000, 120, "the write to start", proc)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == -signal.SIGKILL
+    sigkill_when(proc, lambda: tmp.is_file() and tmp.stat().st_size > 1_000_000, 120, "the write to start")
     assert tmp.is_file()  # the half-written file is the temporary one
     data = read_checkpoint(path)
     assert torch.equal(data["state_dict"]["w"], torch.arange(5.0))

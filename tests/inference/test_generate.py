@@ -59,7 +59,7 @@ def test_sampling_is_reproducible_and_top_k_one_is_greedy(family):
 def test_beam_search_keeps_the_two_best_cumulative_products():
     """Step 1: candidates A 0.4, B 0.3 (C 0.2); step 2: A·A = 0.4·0.5 = 0.2 and B·A = 0.3·0.4
     = 0.12 beat A·B = 0.1, B·B = 0.09, A·C = 0.08."""
-    E, A, B, C = 0, 1, 2, 3
+    E, A, B = 0, 1, 2  # and C = 3
     first = torch.tensor([0.1, 0.4, 0.3, 0.2])
     after = {A: torch.tensor([0.05, 0.5, 0.25, 0.2]), B: torch.tensor([0.1, 0.4, 0.3, 0.2])}
     seen = []

@@ -10,7 +10,6 @@ import torch
 import zoo
 from tests.conftest import tiny
 from zoo.config.train import OptimConfig, SchedulerConfig
-from zoo.nn.norm import RMSNorm
 from zoo.tasks.optim import build_optimizer, parameter_groups, schedule
 
 

@@ -4,7 +4,6 @@ hands to its optimizer."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 import zoo
 from tests.conftest import tiny
