@@ -108,3 +108,27 @@ def test_empty_training_text(kind, cache):
 def test_load_from_a_directory_without_tokenizer(tmp_path):
     with pytest.raises(DataError, match="tokenizer.json is missing"):
         load_tokenizer(tmp_path)
+
+
+RACE = """
+import sys
+from zoo.config.data import TokenizerConfig
+from zoo.data.corpora import load_pydoc
+from zoo.data.tokenizers import build_tokenizer
+texts = list(load_pydoc()["text"])
+tok = build_tokenizer(TokenizerConfig(kind="sentencepiece_bpe", vocab_size=1000, cache_dir=sys.argv[1]), texts)
+print("cache" if tok.from_cache else "trained")
+"""
+
+
+def test_processes_started_together_train_the_tokenizer_once(cache):
+    """Two ranks of a torchrun / srun job build the same tokenizer at the same moment: one
+    trains it, the other waits for the cache instead of training it again."""
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", RACE, cache], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outputs = sorted(p.communicate(timeout=300)[0].strip() for p in procs)
+    assert all(p.returncode == 0 for p in procs)
+    assert outputs == ["cache", "trained"]

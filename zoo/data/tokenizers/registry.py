@@ -8,6 +8,7 @@ the texts and the settings; a second build with the same inputs loads it instead
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -51,13 +52,30 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = ()) -> Tokenizer:
                         byte_fallback=cfg.byte_fallback, max_sentences=cfg.max_sentences)
     key = hash_texts(fresh(), settings)
     target = cache_root(cfg.cache_dir) / "tokenizers" / f"{cfg.kind.value}-{key[:24]}"
-    if (target / META_FILE).is_file():
-        tokenizer = load_tokenizer(target)
-        tokenizer.from_cache = True
-        return tokenizer
-    tokenizer = TOKENIZERS[cfg.kind.value].train(fresh(), cfg)
-    _save_atomically(tokenizer, target)
+    # one process trains, the others (ranks started by torchrun or srun at the same moment)
+    # wait for it and read the cache
+    with _exclusive(cache_root(cfg.cache_dir) / "locks" / f"{target.name}.lock"):
+        if (target / META_FILE).is_file():
+            tokenizer = load_tokenizer(target)
+            tokenizer.from_cache = True
+            return tokenizer
+        tokenizer = TOKENIZERS[cfg.kind.value].train(fresh(), cfg)
+        _save_atomically(tokenizer, target)
     return tokenizer
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path):
+    """An exclusive advisory lock (flock) held for the duration of the block."""
+    import fcntl
+
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def load_tokenizer(directory: str | Path) -> Tokenizer:
