@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -17,7 +18,7 @@ from zoo.training import rng
 def clean_env(monkeypatch):
     for var in ("RANK", "SLURM_PROCID", "SLURM_NTASKS", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE",
                 "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "SLURM_JOB_START_TIME",
-                "SLURM_STEP_ID", launch.RUN_TIME_ENV):
+                "SLURM_STEP_ID", "TORCHELASTIC_USE_AGENT_STORE", launch.RUN_TIME_ENV):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
@@ -47,18 +48,33 @@ def test_log_file_and_hydra_files_per_rank(clean_env):
 def test_run_time_is_fixed_once_and_shared(clean_env):
     launch.register_resolvers()
     clean_env.setenv(launch.RUN_TIME_ENV, "2031-02-03T04:05:06")
-    cfg = OmegaConf.create({"dir": "runs/${now:%Y-%m-%d}/${now:%H-%M-%S}"})
+    cfg = OmegaConf.create({"dir": "runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}"})
     assert cfg.dir == "runs/2031-02-03/04-05-06"
     assert launch.agree_run_time() == "2031-02-03T04:05:06"
 
 
-def test_slurm_job_steps_share_the_job_start(clean_env):
+@pytest.mark.parametrize("step", [0, 2])
+def test_the_tasks_of_a_slurm_job_step_share_its_start(clean_env, step):
+    """All tasks of step S agree on the job's start + S seconds (later steps of the same job
+    get directories of their own)."""
+    from datetime import datetime
+
     clean_env.setenv("SLURM_JOB_START_TIME", "1700000000")
     clean_env.setenv("SLURM_NTASKS", "2")
-    clean_env.setenv("SLURM_STEP_ID", "0")
-    agreed = launch.agree_run_time()
-    from datetime import datetime
-    assert agreed == datetime.fromtimestamp(1700000000).isoformat()
+    clean_env.setenv("SLURM_STEP_ID", str(step))
+    assert launch.agree_run_time() == datetime.fromtimestamp(1700000000 + step).isoformat()
+
+
+def test_zoo_train_puts_the_run_in_the_agreed_directory(clean_env):
+    """Through the real CLI: Hydra re-registers its own ${now:} at start-up, so only a
+    resolver of zoo's own can carry the agreed time into hydra.run.dir."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ZOO_RUN_TIME="2031-02-03T04:05:06")
+    out = subprocess.run([sys.executable, "-m", "zoo.cli.train", "--cfg", "hydra", "--resolve", "-p",
+                          "hydra.run.dir"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "runs/2031-02-03/04-05-06", out.stdout + out.stderr
 
 
 def test_torchrun_ranks_agree_through_the_agent_store(clean_env):
@@ -70,7 +86,7 @@ def test_torchrun_ranks_agree_through_the_agent_store(clean_env):
     port = free_port()
     server = torch.distributed.TCPStore("127.0.0.1", port, is_master=True, timeout=timedelta(seconds=30))
     for k, v in {"TORCHELASTIC_RUN_ID": "x", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                 "WORLD_SIZE": "2"}.items():
+                 "WORLD_SIZE": "2", "TORCHELASTIC_USE_AGENT_STORE": "True"}.items():
         clean_env.setenv(k, v)
     assert launch._from_torchrun_store("2030-01-01T00:00:00") == "2030-01-01T00:00:00"
     assert launch._from_torchrun_store("2030-01-01T00:00:09") == "2030-01-01T00:00:00"

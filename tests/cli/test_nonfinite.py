@@ -54,3 +54,38 @@ def test_unknown_policy_is_refused(tmp_path):
     result = zoo_train(*tiny_overrides(tmp_path / "r"), "task.on_nonfinite_loss=ignore")
     assert result.returncode == 2
     assert "on_nonfinite_loss" in result.stderr and "skip" in result.stderr
+
+
+def test_skip_with_gradient_accumulation_is_refused(tmp_path):
+    """Skipping one micro-batch of an accumulated step would apply a partial (under DDP, an
+    unsynchronised) gradient: refused before training."""
+    result = zoo_train(*tiny_overrides(tmp_path / "r"), "task.on_nonfinite_loss=skip",
+                       "data.global_batch_size=4", "data.max_device_batch_size=2")
+    assert result.returncode == 2
+    assert "accumulates 2" in result.stderr and "on_nonfinite_loss" in result.stderr
+
+
+def test_a_nonfinite_gradient_under_a_finite_loss_is_caught():
+    """Gradients can overflow while the loss stays finite: the check reads the gradients
+    themselves (after DDP's all-reduce, so every rank decides alike) before the optimizer
+    step; stop raises naming the parameter, skip drops the step and counts it."""
+    import pytest
+
+    from tests.conftest import tiny
+    from zoo.tasks import TASKS
+    from zoo.tasks.base import NonFiniteLoss
+
+    task = TASKS["causal_lm"](model=tiny(), task={"kind": "causal_lm"})
+    optimizer = torch.optim.SGD(task.parameters(), lr=0.1)
+    for p in task.parameters():
+        p.grad = torch.zeros_like(p)
+    first = next(task.named_parameters())
+    first[1].grad[0] = float("inf")
+    with pytest.raises(NonFiniteLoss, match=f"gradient of {first[0]} is not finite"):
+        task.on_before_optimizer_step(optimizer)
+    skipping = TASKS["causal_lm"](model=tiny(), task={"kind": "causal_lm", "on_nonfinite_loss": "skip"})
+    for p in skipping.parameters():
+        p.grad = torch.full_like(p, float("nan"))
+    skipping.on_before_optimizer_step(torch.optim.SGD(skipping.parameters(), lr=0.1))
+    assert all(p.grad is None for p in skipping.parameters())
+    assert int(skipping.nonfinite_skipped) == 1

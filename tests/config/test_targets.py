@@ -94,3 +94,63 @@ def test_a_checkpoint_holding_code_is_refused_without_running_it(tmp_path):
                                 text=True, timeout=120)
         assert result.returncode == 2 and "holds more than plain data" in result.stderr, result.stderr[-2000:]
         assert not marker.exists()
+
+
+BYPASSES = {
+    # a container made by a resolver, not written as a mapping
+    "resolver": """
+defaults:
+  - config
+  - _self_
+hydra:
+  callbacks:
+    payload: '${oc.create:{_target_: os.makedirs, name: ''MARKER''}}'
+""",
+    # a logging stream that imports a module
+    "ext": """
+defaults:
+  - config
+  - _self_
+hydra:
+  job_logging:
+    handlers:
+      console:
+        stream: ext://antigravity.geohash
+""",
+    # sweep values given in the config file instead of on the command line
+    "sweeper-params": """
+defaults:
+  - config
+  - _self_
+hydra:
+  sweeper:
+    params:
+      hydra.launcher._target_: hydra._internal.core_plugins.basic_launcher.BasicLauncher,builtins.exec
+""",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BYPASSES))
+@pytest.mark.parametrize("mode", [[], ["--help"]])
+def test_indirect_ways_to_name_code_are_refused(tmp_path, case, mode):
+    marker = tmp_path / "PWNED"
+    (tmp_path / "evil.yaml").write_text(BYPASSES[case].replace("MARKER", str(marker)))
+    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", *mode, "-cd", str(tmp_path), "-cn", "evil",
+                             f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, (result.stdout[-1000:], result.stderr[-2000:])
+    assert "refused" in result.stderr
+    assert not marker.exists()
+
+
+def test_rerunning_a_pickled_config_is_refused(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", "--experimental-rerun",
+                             str(tmp_path / "config.pickle")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "unpickles" in result.stderr
+
+
+def test_a_malformed_config_file_is_one_line(tmp_path):
+    (tmp_path / "broken.yaml").write_text("defaults:\n  - config\nmodel: [unclosed\n")
+    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", "-cd", str(tmp_path), "-cn", "broken"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "broken.yaml" in result.stderr

@@ -43,28 +43,55 @@ def test_each_epoch_is_a_new_permutation_fixed_by_the_seed():
     assert len(set(flat)) == len(flat) == (N // 4) * 4
 
 
-@pytest.mark.parametrize("stop", [0, 3, 12])
-def test_resumed_loader_yields_exactly_the_remaining_batches(stop):
-    full = _epoch(_loader(), 2)
+@pytest.mark.parametrize("epoch", [0, 2])
+@pytest.mark.parametrize("stop", [0, 3, 11])  # of 12 batches
+def test_resumed_loader_yields_exactly_the_remaining_batches(stop, epoch):
+    full = _epoch(_loader(), epoch)
     first = _loader()
-    first.sampler.set_epoch(2)
+    first.sampler.set_epoch(epoch)
     it = iter(first)
     seen = [next(it).tolist() for _ in range(stop)]
     state = first.state_dict()
-    assert state == {"epoch": 2, "batches": stop}
+    assert state == {"epoch": epoch, "batches": stop, "examples": stop * 4}
 
+    # as Lightning resumes: a fresh loader (sampler at epoch 0), load_state_dict, then iter()
+    # before the samplers' epoch is set again
     resumed = _loader()
     resumed.load_state_dict(state)
-    assert _epoch(resumed, 2) == full[stop:]
-    assert seen + full[stop:] == full
+    rest = [b.tolist() for b in resumed]
+    assert rest == full[stop:]
+    assert seen + rest == full
     assert len(resumed) == len(full)  # the epoch's length, not what is left of it
-    assert _epoch(resumed, 3) == _epoch(_loader(), 3)  # the next epoch starts from the top
+    assert _epoch(resumed, epoch + 1) == _epoch(_loader(), epoch + 1)  # the next one from the top
 
 
-def test_a_saved_position_from_another_epoch_is_ignored():
+def test_a_finished_epoch_resumes_at_the_next_one():
     loader = _loader()
-    loader.load_state_dict({"epoch": 0, "batches": 5})
-    assert _epoch(loader, 1) == _epoch(_loader(), 1)
+    loader.sampler.set_epoch(1)
+    batches = sum(1 for _ in loader)
+    resumed = _loader()
+    resumed.load_state_dict(loader.state_dict())
+    assert resumed.sampler.epoch == 2
+    assert [b.tolist() for b in resumed] == _epoch(_loader(), 2)
+    assert batches == len(loader)
+
+
+def test_a_resume_on_another_number_of_ranks_skips_the_same_examples():
+    """Saved by one rank with batch 8 after 3 steps (24 examples); resumed on two ranks with
+    batch 4 each: together they skip the same 24 examples of the permutation."""
+    one = _loader(batch=8)
+    one.sampler.set_epoch(1)
+    it = iter(one)
+    trained = [x for _ in range(3) for x in next(it).tolist()]
+    state = one.state_dict()
+    rest = []
+    for rank in range(2):
+        shard = _loader(world=2, rank=rank, batch=4)
+        shard.load_state_dict(state)
+        rest += [x for b in shard for x in b.tolist()]
+    everything = [x for b in _epoch(_loader(batch=8), 1) for x in b]
+    assert sorted(trained + rest) == sorted(everything)
+    assert not set(trained) & set(rest)
 
 
 def test_the_collate_function_learns_the_epoch():

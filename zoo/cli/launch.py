@@ -3,13 +3,17 @@
 Every process of a multi-process run composes the config itself: Lightning's own launcher
 starts `zoo-train` again for ranks 1..N-1, torchrun and srun start it once per rank. Each
 would resolve `${now:...}` in `hydra.run.dir` from its own clock and could land in a
-directory of its own. So the start time is fixed once per run and shared:
+directory of its own. So `hydra.run.dir` uses `${zoo.now:FMT}`, a start time fixed once per run
+and shared (Hydra registers its own `${now:}` again when it starts, so zoo's is a name of its
+own):
 
 1. `ZOO_RUN_TIME` in the environment (set by the first process; inherited by the ranks
    Lightning starts and by SLURM jobs that sweeps submit, so a requeued job finds it too);
 2. under torchrun, the first rank to ask stores its time in the rendezvous store of torchrun's
    agent (`MASTER_ADDR:MASTER_PORT`) and every rank, on every node, reads that one;
-3. in a SLURM job step of several tasks, the job's start time (`SLURM_JOB_START_TIME`);
+3. in a SLURM job step of several tasks, the job's start time plus the step number in seconds
+   (`SLURM_JOB_START_TIME + SLURM_STEP_ID`: every task of a step agrees, consecutive `srun`
+   steps of one job get directories of their own);
 4. otherwise this process's clock.
 
 The resolvers registered here also give each rank a log file of its own in the run directory
@@ -47,23 +51,28 @@ def _from_torchrun_store(mine: str) -> Optional[str]:
     env = os.environ
     if not (env.get("TORCHELASTIC_RUN_ID") and env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
         return None
-    if int(env.get("WORLD_SIZE", "1")) < 2:
+    # only the store torchrun's agent hosts is there before the workers start
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or int(env.get("WORLD_SIZE", "1")) < 2:
         return None
     from torch.distributed import TCPStore
 
-    store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
-                     timeout=timedelta(seconds=120))
-    # the store lives as long as torchrun's agent: the first writer wins, and every rank of
-    # every restart of this torchrun job reads the same time (so a restart resumes in place)
-    agreed = store.compare_set(STORE_KEY, "", mine)
+    try:
+        store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                         timeout=timedelta(seconds=60))
+        # the store lives as long as torchrun's agent: the first writer wins, and every rank of
+        # every restart of this torchrun job reads the same time (so a restart resumes in place)
+        agreed = store.compare_set(STORE_KEY, "", mine)
+    except (RuntimeError, OSError):  # no store after all: each rank keeps its own clock
+        return None
     return agreed.decode() if isinstance(agreed, bytes) else str(agreed)
 
 
 def _from_slurm_step() -> Optional[str]:
     env = os.environ
     start = env.get("SLURM_JOB_START_TIME", "")
-    if start.isdigit() and int(env.get("SLURM_NTASKS", "1") or 1) > 1 and "SLURM_STEP_ID" in env:
-        return datetime.fromtimestamp(int(start)).isoformat()
+    step = env.get("SLURM_STEP_ID", "")
+    if start.isdigit() and step.isdigit() and int(env.get("SLURM_NTASKS", "1") or 1) > 1:
+        return datetime.fromtimestamp(int(start) + int(step)).isoformat()
     return None
 
 
@@ -110,10 +119,10 @@ def _gpus_per_node(accelerator, devices) -> Optional[int]:
 
 
 def register_resolvers() -> None:
-    """`${now:FMT}` (the run's agreed start time), `${zoo.rank_log:STEM}`,
+    """`${zoo.now:FMT}` (the run's agreed start time), `${zoo.rank_log:STEM}`,
     `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere), and the SLURM job shape from
     the trainer: `${zoo.tasks_per_node:DEVICES}`, `${zoo.gpus_per_node:ACCELERATOR,DEVICES}`."""
-    OmegaConf.register_new_resolver("now", _now, use_cache=True, replace=True)
+    OmegaConf.register_new_resolver("zoo.now", _now, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_log", _rank_log, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_zero", _rank_zero, replace=True)
     OmegaConf.register_new_resolver("zoo.tasks_per_node", _tasks_per_node, replace=True)

@@ -48,6 +48,10 @@ def _train(cfg: DictConfig) -> float | None:
         return None
     if not result.is_global_zero:  # one report per run, from rank 0
         return None
+    if summary.get("status") == "requeued":
+        print(f"run directory: {run_dir}  requeued at step {summary['global_step']} "
+              f"(resumes from {summary['last_checkpoint']})")
+        return None
     metrics = summary["metrics"]
     line = f"run directory: {run_dir}"
     if "val/loss" in metrics:
@@ -67,35 +71,68 @@ def _check_overrides(argv: list[str]) -> None:
     """Compose before Hydra does, so that a bad key, value or combination is reported on one
     line (Hydra's own report spans several), and so that no config, whatever its origin, gets
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
-    handler named `os.system`). A sweep is checked once per value of each swept key."""
+    handler named `os.system`). A sweep, from the command line or `hydra.sweeper.params`, is
+    checked once per value of each swept key."""
     try:
         from hydra._internal.utils import get_args_parser
     except ImportError:  # pragma: no cover - private API moved
         return
     args, _ = get_args_parser().parse_known_args(argv)
-    if args.help or args.hydra_help or args.info or args.shell_completion or args.experimental_rerun:
+    if args.shell_completion or args.info:
         return
+    if args.experimental_rerun:
+        _fail("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
+    from omegaconf import OmegaConf
+
     from zoo.config.compose import compose
     from zoo.config.errors import ConfigError
 
-    overrides = list(args.overrides)
     source = None
     if args.config_path:
         source = args.config_path if args.config_path.startswith("pkg://") else \
             str((Path(__file__).parent / args.config_path).resolve())  # as Hydra resolves it
     name = args.config_name or CONFIG_NAME
+    dirs = [args.config_dir] if args.config_dir else []
+    help_only = args.help or args.hydra_help
     try:
-        for variant in _sweep_variants(overrides):
-            compose(variant, config_name=name, config_source_dir=source,
-                    config_dirs=[args.config_dir] if args.config_dir else [], return_hydra_config=True,
-                    check=not (args.multirun or args.cfg))
+        base = compose(_sweep_variants(args.overrides)[0], config_name=name, config_source_dir=source,
+                       config_dirs=dirs, return_hydra_config=True, check=False)
+        params = OmegaConf.select(base, "hydra.sweeper.params", default=None)
+        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
+        swept = [f"{key}={value}" for key, value in params.items()]
+        multirun = args.multirun or str(OmegaConf.select(base, "hydra.mode", default="")) == "RunMode.MULTIRUN"
+        for variant in _sweep_variants(swept + list(args.overrides)):
+            cfg = compose(variant, config_name=name, config_source_dir=source, config_dirs=dirs,
+                          return_hydra_config=True, check=not (multirun or args.cfg or help_only))
+            if multirun and not help_only and "launcher" in cfg.hydra:
+                _resolve_launcher(cfg)
     except ConfigError as exc:
         _fail(str(exc))
 
 
+def _resolve_launcher(cfg) -> None:
+    """The launcher's settings derive from the trainer (hydra/launcher=slurm): resolve them
+    now, so that e.g. trainer.devices=auto fails here on one line, not after the launch."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from zoo.config.errors import ConfigError, explain
+
+    launcher = cfg.hydra.launcher
+    for key in launcher.keys():
+        text = OmegaConf.to_container(launcher, resolve=False)[key]
+        if isinstance(text, str) and "${hydra" in text:
+            continue  # resolved by Hydra when it runs
+        try:
+            launcher[key]
+        except (OmegaConfBaseException, ValueError) as exc:
+            raise ConfigError(f"hydra.launcher.{key}: {explain(exc)}") from None
+
+
 def _sweep_variants(overrides: list[str]) -> list[list[str]]:
     """Single-valued override lists that together use every value of every swept key: the
-    first value of each sweep, then each other value in turn."""
+    first value of each sweep, then each other value in turn. A sweep whose values cannot be
+    listed before Hydra runs (glob, interval) is left out of the check."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
@@ -106,7 +143,11 @@ def _sweep_variants(overrides: list[str]) -> list[list[str]]:
     for text, o in zip(overrides, parsed):
         if o.is_sweep_override():
             key = o.get_key_element()
-            choices.append([f"{key}={v}" for v in o.sweep_string_iterator()] or [text])
+            try:
+                values = [f"{key}={v}" for v in o.sweep_string_iterator()]
+            except Exception:  # noqa: BLE001 - glob(...) / interval(...) need Hydra's loader
+                continue
+            choices.append(values or [text])
         else:
             choices.append([text])
     first = [c[0] for c in choices]

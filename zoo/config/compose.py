@@ -40,6 +40,7 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from hydra.types import RunMode
+    import yaml
     from omegaconf.errors import OmegaConfBaseException
 
     from zoo.cli.launch import register_resolvers
@@ -57,12 +58,19 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
                             anchor=SearchPathQuery(provider="schema"))
     global_hydra = GlobalHydra.instance()
     saved = global_hydra.hydra if global_hydra.is_initialized() else None
+    global_hydra.clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
     try:
         hydra = Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
         cfg = hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
+    except yaml.YAMLError as exc:  # a config file that is not YAML
+        where = getattr(exc, "problem_mark", None)
+        place = f"{where.name}, line {where.line + 1}" if where is not None else "a config file"
+        raise ConfigError(f"{place}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
     except ValueError as exc:  # Hydra's defaults list, e.g. `model=true` (a bool, not an option name)
+        if "Config group override" not in str(exc):
+            raise ConfigError(explain(exc)) from exc
         bad = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0]]
         raise ConfigError(f"{explain(exc)} (in {' '.join(bad) or ' '.join(overrides)}); a config group "
                           f"takes an option name, e.g. model=gpt") from exc

@@ -33,13 +33,14 @@ ALLOWED_MODULES = (
     "torch.optim.",
     "zoo.",
 )
+EXACT = ("sys.stdout", "sys.stderr")  # ext:// streams of the logging configuration
 TARGET_KEYS = ("_target_",)
 LOGGING_KEYS = ("class", "()")
 LOGGING_SECTIONS = ("hydra.job_logging", "hydra.hydra_logging")
 
 
 def _allowed(name: str) -> bool:
-    return any(name.startswith(prefix) or name + "." == prefix for prefix in ALLOWED_MODULES)
+    return name in EXACT or any(name.startswith(prefix) or name + "." == prefix for prefix in ALLOWED_MODULES)
 
 
 def resolve_target(name: str, key: str = "_target_") -> Any:
@@ -48,6 +49,8 @@ def resolve_target(name: str, key: str = "_target_") -> Any:
     if not isinstance(name, str) or not _allowed(name):
         raise ConfigError(f"{key}={name!r} is refused: configs may only name objects in {allowed}")
     obj = _import(name, key)
+    if name in EXACT:
+        return obj
     module = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
     if not _allowed(f"{module}.") and not _allowed(str(module)):
         raise ConfigError(
@@ -73,30 +76,49 @@ def _import(name: str, key: str) -> Any:
 
 
 def find_targets(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
-    """(key path, key, value) of every `_target_` in `node`, and of every `class` / `()` in the
-    logging sections, values resolved where they are interpolations."""
+    """(key path, key, value) of every `_target_` in `node`, of every `class` / `()` and every
+    `ext://` value in the logging sections, values resolved where they are interpolations;
+    containers that an interpolation creates (`${oc.create:...}`) are searched too."""
     if isinstance(node, DictConfig):
-        for key in node.keys():
-            sub = f"{path}.{key}" if path else str(key)
-            logging = any(sub.startswith(s + ".") for s in LOGGING_SECTIONS)
-            if key in TARGET_KEYS or (logging and key in LOGGING_KEYS):
-                yield sub, str(key), _value(node, key)
-            else:
-                child = node._get_node(key)
-                if isinstance(child, (DictConfig, ListConfig)):
-                    yield from find_targets(child, sub)
+        items = [(key, f"{path}.{key}" if path else str(key)) for key in node.keys()]
+        get = node._get_node
     elif isinstance(node, ListConfig):
-        for i in range(len(node)):
-            child = node._get_node(i)
-            if isinstance(child, (DictConfig, ListConfig)):
-                yield from find_targets(child, f"{path}[{i}]")
+        items = [(i, f"{path}[{i}]") for i in range(len(node))]
+        get = node._get_node
+    else:
+        return
+    for key, sub in items:
+        logging = any(sub.startswith(s + ".") for s in LOGGING_SECTIONS)
+        if isinstance(node, DictConfig) and (key in TARGET_KEYS or (logging and key in LOGGING_KEYS)):
+            yield sub, str(key), _value(node, key)
+            continue
+        child = get(key)
+        if isinstance(child, (DictConfig, ListConfig)):
+            yield from find_targets(child, sub)
+            continue
+        value = _resolved(node, key)
+        if isinstance(value, (DictConfig, ListConfig, dict, list)):
+            yield from find_targets(OmegaConf.create(value) if isinstance(value, (dict, list)) else value, sub)
+        elif logging and isinstance(value, str) and value.startswith("ext://"):
+            yield sub, "ext://", value
 
 
-def _value(node: DictConfig, key) -> Any:
+def _value(node, key) -> Any:
     try:
         return node[key]
     except Exception:  # an interpolation that cannot be resolved yet: check it as written
         return OmegaConf.to_container(node, resolve=False)[key]
+
+
+def _resolved(node, key) -> Any:
+    """The value at `key`, resolved if it is an interpolation that can be resolved here."""
+    child = node._get_node(key)
+    if child is None or not OmegaConf.is_interpolation(node, key):
+        return None if child is None else child._value()
+    try:
+        return node[key]
+    except Exception:  # needs Hydra's run-time resolvers: checked as written
+        return None
 
 
 def check_config_targets(cfg: DictConfig) -> None:

@@ -32,7 +32,7 @@ from zoo.data.collate import (
 )
 from zoo.data.errors import DataError
 from zoo.data.packing import PackedBlocks, concat_ids
-from zoo.data.resumable import EpochShardSampler, ResumableLoader, fixed_generator
+from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
 from zoo.data.sources import describe, load_splits, require_columns
 from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
 from zoo.data.tokenizers import Tokenizer, build_tokenizer
@@ -213,16 +213,17 @@ class ZooDataModule(L.LightningDataModule):
 
     def _loader(self, dataset, train: bool) -> torch.utils.data.DataLoader:
         """Training: a `ResumableLoader` over this rank's shard of a seeded per-epoch shuffle
-        (its position is saved in checkpoints). Validation: in order, from a fixed generator
-        so that creating it never draws from the global RNG (Lightning shards it under DDP)."""
+        (its position is saved in checkpoints). Validation: in order, each rank a disjoint
+        share with no example repeated, from a fixed generator so that creating it never draws
+        from the global RNG."""
         if dataset is None:
             raise DataError("call setup() on the datamodule before asking for dataloaders")
         workers = self.data_cfg.num_workers
         common = dict(batch_size=self.batch_size, collate_fn=self._collate(train), num_workers=workers)
         if not train:
             return torch.utils.data.DataLoader(
-                dataset, shuffle=False, drop_last=False, persistent_workers=workers > 0,
-                generator=fixed_generator(self.seed), **common)
+                dataset, sampler=ValidationShardSampler(dataset), drop_last=False,
+                persistent_workers=workers > 0, generator=fixed_generator(self.seed), **common)
         trainer = getattr(self, "trainer", None)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         sampler = EpochShardSampler(dataset, num_replicas=world, rank=rank, shuffle=True,

@@ -62,7 +62,7 @@ class ResumableLoader(DataLoader):
         sampler: EpochShardSampler = self.sampler
         skip = 0
         if self._resume is not None and self._resume["epoch"] == sampler.epoch:
-            skip = min(int(self._resume["batches"]), len(self))
+            skip = self._resume["batches"]
         self._resume = None
         sampler.start = skip * self.batch_size
         if hasattr(self.collate_fn, "set_epoch"):
@@ -76,10 +76,47 @@ class ResumableLoader(DataLoader):
             yield batch
 
     def state_dict(self) -> dict:
-        return {"epoch": int(self.sampler.epoch), "batches": int(self._epoch_batches)}
+        """The epoch and how far into it: `examples` of the whole job (all ranks), so a run
+        may resume on another number of ranks; `batches` of this rank, for reading."""
+        replicas = self.sampler.num_replicas
+        return {"epoch": int(self.sampler.epoch), "batches": int(self._epoch_batches),
+                "examples": int(self._epoch_batches * self.batch_size * replicas)}
 
     def load_state_dict(self, state: dict) -> None:
-        self._resume = {"epoch": int(state["epoch"]), "batches": int(state["batches"])}
+        """Lightning calls this before it creates the resumed epoch's iterator and before it
+        sets the samplers' epoch, so the sampler is put in the saved epoch here; a finished
+        epoch resumes at the start of the next one."""
+        per_batch = self.batch_size * self.sampler.num_replicas  # examples of all ranks per batch
+        examples = int(state.get("examples", int(state["batches"]) * per_batch))
+        epoch, batches = int(state["epoch"]), examples // per_batch
+        if batches >= len(self):
+            epoch, batches = epoch + 1, 0
+        self.sampler.set_epoch(epoch)
+        self._resume = {"epoch": epoch, "batches": batches}
+
+
+class ValidationShardSampler(DistributedSampler):
+    """Evaluation order, split over the ranks of whatever process group exists when iterated:
+    rank r of W reads examples r, r+W, ... and no example is read twice. (Lightning's own
+    DistributedSampler pads the shards to equal length by repeating examples, which would count
+    them twice in the metrics, differently for each number of ranks.)"""
+
+    def __init__(self, dataset) -> None:
+        super().__init__(dataset, num_replicas=1, rank=0, shuffle=False, drop_last=False)
+
+    @staticmethod
+    def _shard() -> tuple[int, int]:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return 0, 1
+
+    def __iter__(self) -> Iterator[int]:
+        rank, world = self._shard()
+        return iter(range(rank, len(self.dataset), world))
+
+    def __len__(self) -> int:
+        rank, world = self._shard()
+        return len(range(rank, len(self.dataset), world))
 
 
 def fixed_generator(seed: int) -> torch.Generator:

@@ -22,11 +22,12 @@ IGNORE = -100
 
 
 class NonFiniteLoss(RuntimeError):
-    """The training loss was NaN or infinite at `step` (with task.on_nonfinite_loss=stop)."""
+    """The training loss, or a gradient, was NaN or infinite at `step` (with
+    task.on_nonfinite_loss=stop). `what`: e.g. "loss is nan", "gradient of model.x is inf"."""
 
-    def __init__(self, step: int, value: float) -> None:
-        super().__init__(f"the training loss is {value} at step {step}")
-        self.step, self.value = step, value
+    def __init__(self, step: int, what: str) -> None:
+        super().__init__(f"the training {what} at step {step}")
+        self.step, self.what = step, what
 
 
 class ZooTask(L.LightningModule):
@@ -103,7 +104,22 @@ class ZooTask(L.LightningModule):
             self.nonfinite_skipped += 1
             self.log("train/nonfinite_skipped", self.nonfinite_skipped.float(), prog_bar=True)
             return None  # Lightning then skips backward; the optimizer step changes nothing
-        raise NonFiniteLoss(step, float(loss.detach()))
+        raise NonFiniteLoss(step, f"loss is {float(loss.detach())}")
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """A finite loss can still give NaN / inf gradients (overflow in backward). They are
+        the same on every rank here (after DDP's all-reduce), so every rank decides alike."""
+        bad = next((name for name, p in self.named_parameters()
+                    if p.grad is not None and not bool(torch.isfinite(p.grad).all())), None)
+        if bad is None:
+            return
+        step = self.trainer.global_step if self._trainer is not None else 0
+        if self.task_config.on_nonfinite_loss == NonFinitePolicy.skip:
+            optimizer.zero_grad(set_to_none=True)  # this step changes nothing
+            self.nonfinite_skipped += 1
+            self.log("train/nonfinite_skipped", self.nonfinite_skipped.float(), prog_bar=True)
+            return
+        raise NonFiniteLoss(step, f"gradient of {bad} is not finite")
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, targets, _ = self.forward_batch(batch)

@@ -15,7 +15,6 @@ from typing import Any, Optional
 
 import lightning as L
 import torch
-from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 log = logging.getLogger("zoo")
@@ -67,10 +66,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict, path, storage_options: Optional[Any] = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} does not take storage_options, got {storage_options!r}")
-        if "://" in str(path) and not str(path).startswith("file://"):
+        text = str(path)
+        if "://" in text and not text.startswith("file://"):
             return super().save_checkpoint(checkpoint, path, storage_options)
-        get_filesystem(path)  # same validation of the path as Lightning
-        atomic_save(checkpoint, path)
+        atomic_save(checkpoint, text[len("file://"):] if text.startswith("file://") else text)
+
+
+def at_step_boundary(trainer) -> bool:
+    """In on_train_batch_end: did this batch close an optimizer step (not only accumulate)?"""
+    return not trainer.fit_loop._should_accumulate()
 
 
 class LastCheckpoint(L.Callback):
@@ -91,6 +95,9 @@ class LastCheckpoint(L.Callback):
             for p in remove_stale_temporaries(self.dirpath):
                 log.info("removed %s, left by a process killed while saving", p.name)
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._saved_at = trainer.global_step  # a resumed run has this step on disk already
+
     def save(self, trainer) -> None:
         if self._saved_at == trainer.global_step:
             return
@@ -98,6 +105,8 @@ class LastCheckpoint(L.Callback):
         self._saved_at = trainer.global_step
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not at_step_boundary(trainer):
+            return  # mid-accumulation: the gradients gathered so far are not in a checkpoint
         step = trainer.global_step
         final = 0 < trainer.max_steps <= step
         # the final step too: a checkpoint taken here (not after fit returns) is one Lightning

@@ -62,6 +62,10 @@ class Requeue(L.Callback):
         self.on_fit_end(trainer, pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        from zoo.training.checkpointing import at_step_boundary
+
+        if not at_step_boundary(trainer):
+            return
         flag = torch.tensor(int(self.received), device=pl_module.device)
         if trainer.world_size > 1 and torch.distributed.is_initialized():
             torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
@@ -70,13 +74,19 @@ class Requeue(L.Callback):
         log.info("signal %s: saving %s at step %d and requeueing", signal.Signals(self.signum).name,
                  self.last.path, trainer.global_step)
         self.last.save(trainer)
+        self.received = False
+        ok = torch.tensor(1, device=pl_module.device)
         if trainer.is_global_zero and self.requeue:
             job = slurm_job_id()
             result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
             if result.returncode == 0:
                 log.info("requeued SLURM job %s", job)
             else:
-                log.error("scontrol requeue %s failed: %s", job, result.stderr.strip())
-        trainer.should_stop = True
-        self.received = False
-        self.requeued = True
+                log.error("scontrol requeue %s failed (%s); training goes on until the job ends",
+                          job, result.stderr.strip())
+                ok.zero_()
+        if trainer.world_size > 1 and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(ok, op=torch.distributed.ReduceOp.MIN)
+        if int(ok) and self.requeue:
+            trainer.should_stop = True  # SLURM ends this job and starts it again
+            self.requeued = True

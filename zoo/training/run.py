@@ -20,6 +20,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.model import ModelConfig, PositionKind
 from zoo.config.train import (
     CallbacksConfig,
+    NonFinitePolicy,
     LoggerConfig,
     OptimConfig,
     ProgressBar,
@@ -85,6 +86,9 @@ def validate_run(cfg: DictConfig) -> RunSpec:
             f"task.generate_max_tokens ({spec.task.generate_max_tokens}) plus BOS is longer than "
             f"learned positions allow (model.max_seq_len={spec.model.max_seq_len})"
         )
+    if spec.trainer.get("overfit_batches") not in (None, 0, 0.0):
+        raise ConfigError("trainer.overfit_batches is not supported: the training loader keeps its "
+                          "place for exact resume; use data.max_examples for a small training set")
     devices, nodes = spec.trainer.get("devices", 1), spec.trainer.get("num_nodes", 1)
     if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0:
         from zoo.data.batching import per_device_batch
@@ -261,6 +265,12 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         spec.data.global_batch_size, trainer.world_size, spec.data.max_device_batch_size
     )
     trainer.accumulate_grad_batches = accumulation
+    if accumulation > 1 and spec.task.on_nonfinite_loss == NonFinitePolicy.skip:
+        raise ConfigError(
+            f"task.on_nonfinite_loss=skip needs one micro-batch per optimizer step, but "
+            f"data.global_batch_size={spec.data.global_batch_size} over {trainer.world_size} device(s) "
+            f"with data.max_device_batch_size={spec.data.max_device_batch_size} accumulates "
+            f"{accumulation}; raise data.max_device_batch_size or use on_nonfinite_loss=stop")
     datamodule = build_datamodule(
         spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch, seed=spec.seed
     )

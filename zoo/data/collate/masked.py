@@ -21,11 +21,12 @@ class MaskingCollator:
     """Callable collate_fn: B windows of T ids -> input_ids, labels [B, T] (packed blocks: no
     padding, so no attention_mask).
 
-    Randomness: each batch is masked by a generator seeded from `seed`, the batch's ids and,
-    unless `fixed=True` (validation: the same batch is masked the same way every time), the
-    epoch (`set_epoch`, called by the training loader). So a block is masked differently in
-    every epoch, the same way in every process and DataLoader worker, and a run resumed
-    mid-epoch masks the remaining batches exactly as the uninterrupted run would."""
+    Randomness: each training batch is masked by a generator seeded from `seed`, the batch's
+    ids and the epoch (`set_epoch`, called by the training loader): a block is masked
+    differently in every epoch, the same way in every process and DataLoader worker, and a run
+    resumed mid-epoch masks the remaining batches as the uninterrupted run would. With
+    `fixed=True` (validation) each example is masked by a generator seeded from `seed` and its
+    own ids: the same way every time, in any batch, on any number of ranks."""
 
     def __init__(self, vocab_size: int, *, probability: float = 0.15, seed: int = 0,
                  fixed: bool = False, mask_id: int = SPECIAL_IDS["mask"],
@@ -42,7 +43,11 @@ class MaskingCollator:
 
     def __call__(self, blocks: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         ids = torch.stack([torch.as_tensor(b) for b in blocks]).long()  # (B, T)
-        input_ids, labels = self.mask(ids, self._generator_for(ids))
+        if self.fixed:  # per example: the same mask whatever batch (or rank) it lands in
+            rows = [self.mask(row[None], self._generator_for(row[None])) for row in ids]
+            input_ids, labels = (torch.cat(parts) for parts in zip(*rows))  # (B, T) each
+        else:
+            input_ids, labels = self.mask(ids, self._generator_for(ids))
         return {"input_ids": input_ids, "labels": labels}
 
     def mask(self, ids: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
