@@ -52,6 +52,7 @@ class NormType(Choice):
 class Activation(Choice):
     relu = "relu"
     gelu = "gelu"
+    gelu_tanh = "gelu_tanh"  # GELU's tanh approximation (Hendrycks & Gimpel 2016), as in GPT-2
     swiglu = "swiglu"  # Shazeer 2020, GLU variants
     geglu = "geglu"
 

@@ -9,9 +9,14 @@ from torch import nn
 
 from zoo.config.model import GATED, Activation
 
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
 ACTIVATIONS = {
     Activation.relu: F.relu,
     Activation.gelu: F.gelu,
+    Activation.gelu_tanh: gelu_tanh,
     Activation.swiglu: F.silu,
     Activation.geglu: F.gelu,
 }

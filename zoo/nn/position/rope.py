@@ -20,7 +20,9 @@ class RotaryPositions(PositionScheme):
     def __init__(self, *, head_dim: int, theta: float = 10000.0, scale: float = 1.0, **_: object):
         super().__init__()
         self.scale = scale
-        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        # 1 / theta^(2i/Dh), computed as Hugging Face's Llama does (theta ** -x in float32 drifts
+        # from it by up to 1e-4 in cos/sin at positions in the thousands)
+        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # (Dh/2,)
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,1 @@
+"""Weight converters between zoo models and other implementations (optional dependencies)."""

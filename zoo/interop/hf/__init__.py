@@ -1,0 +1,43 @@
+"""Hugging Face `transformers` models <-> zoo models, with the same outputs.
+
+    from zoo.interop.hf import from_hf, to_hf
+    model = from_hf(transformers_model)   # a zoo model, same forward contract as zoo.build_model
+    back = to_hf(model)                   # a transformers model of the matching family
+
+Supported so far: Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention) and GPT-2 (learned
+positions, pre-LN, tanh GELU, tied embeddings). A config field the converter cannot reproduce
+exactly (an unknown RoPE scaling, a bias on some projections only, ...) raises
+`UnsupportedConfig` naming it, instead of building a different model. `transformers` is
+imported only here.
+"""
+
+from __future__ import annotations
+
+from zoo.interop.hf.common import UnsupportedConfig
+from zoo.interop.hf.gpt2 import Gpt2Converter
+from zoo.interop.hf.llama import LlamaConverter
+
+# model_type of the transformers config -> converter
+CONVERTERS = {"llama": LlamaConverter, "gpt2": Gpt2Converter}
+
+
+def from_hf(hf_model):
+    """A zoo model with the weights of `hf_model` (a transformers PreTrainedModel with a
+    language-model head), in eval mode."""
+    kind = getattr(hf_model.config, "model_type", None)
+    if kind not in CONVERTERS:
+        raise UnsupportedConfig(f"model_type={kind!r}: no converter; supported: {', '.join(CONVERTERS)}")
+    return CONVERTERS[kind]().from_hf(hf_model)
+
+
+def to_hf(model):
+    """The transformers model whose family matches the zoo `model`'s composition."""
+    for converter in CONVERTERS.values():
+        if converter.matches(model.config):
+            return converter().to_hf(model)
+    raise UnsupportedConfig(
+        "this composition matches no supported Hugging Face family "
+        f"({', '.join(c.description for c in CONVERTERS.values())})")
+
+
+__all__ = ["from_hf", "to_hf", "UnsupportedConfig", "CONVERTERS"]

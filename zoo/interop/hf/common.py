@@ -1,0 +1,35 @@
+"""What every converter shares: the error, strict state-dict loading, and field checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class UnsupportedConfig(ValueError):
+    """A Hugging Face config (or zoo composition) the converter cannot reproduce exactly."""
+
+
+def require(config: Any, field: str, allowed, why: str = "") -> None:
+    """UnsupportedConfig unless `config.field` is one of `allowed` (missing counts as None)."""
+    value = getattr(config, field, None)
+    values = allowed if isinstance(allowed, (list, tuple, set)) else (allowed,)
+    if value not in values:
+        shown = ", ".join(repr(v) for v in values)
+        raise UnsupportedConfig(f"{type(config).__name__}.{field}={value!r} is not supported "
+                                f"(supported: {shown}){'; ' + why if why else ''}")
+
+
+def load_exact(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Load every parameter of `module` from `state`, nothing missing, nothing left over
+    (persistent buffers that carry no weights are kept)."""
+    own = dict(module.state_dict())
+    missing = [k for k in own if k not in state and "." + k.rsplit(".", 1)[-1] != ".inv_freq"]
+    extra = [k for k in state if k not in own]
+    if missing or extra:
+        raise UnsupportedConfig(f"weights do not line up: missing {missing[:5]}, unexpected {extra[:5]}")
+    for key, value in state.items():
+        if own[key].shape != value.shape:
+            raise UnsupportedConfig(f"{key}: shape {tuple(value.shape)}, expected {tuple(own[key].shape)}")
+    module.load_state_dict({**own, **state}, strict=True)

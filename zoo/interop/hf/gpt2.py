@@ -1,0 +1,91 @@
+"""GPT-2 (Radford et al. 2019) <-> zoo's `gpt` composition with `activation=gelu_tanh`:
+decoder-only, learned positions, pre-LN LayerNorm, biases everywhere, tied embeddings.
+
+GPT-2 stores its projections as `Conv1D` with (in, out) weights: they are transposed on the
+way in and out. Its fused `c_attn` holds q, k, v in zoo's order."""
+
+from __future__ import annotations
+
+from zoo.interop.hf.common import UnsupportedConfig, load_exact, require
+
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+HF_ACTIVATIONS = {"gelu_tanh": "gelu_pytorch_tanh", "gelu": "gelu", "relu": "relu"}
+# Conv1D weights of one layer: zoo name -> GPT-2 name
+LAYER = {"self_attn.qkv_proj": "attn.c_attn", "self_attn.o_proj": "attn.c_proj",
+         "ff.w_in": "mlp.c_fc", "ff.w_out": "mlp.c_proj"}
+NORMS = {"self_attn_sub.norm": "ln_1", "ff_sub.norm": "ln_2"}
+
+
+class Gpt2Converter:
+    description = "gpt2: decoder-only, learned positions, pre-LN layernorm, relu/gelu/gelu_tanh, biases, tied"
+
+    @staticmethod
+    def matches(cfg) -> bool:
+        return (cfg.family.value == "decoder_only" and cfg.position.kind.value == "learned"
+                and cfg.norm.value == "pre" and cfg.norm_type.value == "layernorm"
+                and cfg.activation.value in HF_ACTIVATIONS and cfg.bias and cfg.tie_embeddings
+                and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model
+                and not cfg.scale_embeddings and not cfg.embed_norm)
+
+    def zoo_config(self, config):
+        from zoo.config.model import ModelConfig
+
+        require(config, "activation_function", tuple(ACTIVATIONS))
+        require(config, "scale_attn_weights", True)
+        require(config, "scale_attn_by_inverse_layer_idx", (False, None))
+        require(config, "add_cross_attention", (False, None))
+        require(config, "tie_word_embeddings", (True, None), "zoo's GPT-2 ties its output to the embedding")
+        return ModelConfig(
+            family="decoder_only", position={"kind": "learned"}, norm="pre", norm_type="layernorm",
+            norm_eps=config.layer_norm_epsilon, activation=ACTIVATIONS[config.activation_function],
+            d_model=config.n_embd, n_heads=config.n_head, n_layers=config.n_layer,
+            d_ff=config.n_inner or 4 * config.n_embd, vocab_size=config.vocab_size,
+            max_seq_len=config.n_positions, dropout=0.0, tie_embeddings=True, bias=True)
+
+    def from_hf(self, hf_model):
+        from zoo.models import build_model
+
+        model = build_model(self.zoo_config(hf_model.config))
+        sd = hf_model.state_dict()
+        out = {"embed.weight": sd["transformer.wte.weight"],
+               "lm_head.weight": sd["transformer.wte.weight"],
+               "decoder.positions.0.table.weight": sd["transformer.wpe.weight"],
+               "decoder.final_norm.weight": sd["transformer.ln_f.weight"],
+               "decoder.final_norm.bias": sd["transformer.ln_f.bias"]}
+        for i in range(model.config.n_layers):
+            hf, z = f"transformer.h.{i}.", f"decoder.layers.{i}."
+            for ours, theirs in LAYER.items():
+                out[z + ours + ".weight"] = sd[hf + theirs + ".weight"].t()  # (in, out) -> (out, in)
+                out[z + ours + ".bias"] = sd[hf + theirs + ".bias"]
+            for ours, theirs in NORMS.items():
+                out[z + ours + ".weight"] = sd[hf + theirs + ".weight"]
+                out[z + ours + ".bias"] = sd[hf + theirs + ".bias"]
+        load_exact(model, out)
+        return model.eval()
+
+    def to_hf(self, model):
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        cfg = model.config
+        if cfg.activation.value not in HF_ACTIVATIONS:
+            raise UnsupportedConfig(f"model.activation={cfg.activation.value} has no GPT-2 equivalent")
+        hf = GPT2LMHeadModel(GPT2Config(
+            vocab_size=cfg.vocab_size, n_positions=cfg.max_seq_len, n_embd=cfg.d_model, n_layer=cfg.n_layers,
+            n_head=cfg.n_heads, n_inner=cfg.d_ff, activation_function=HF_ACTIVATIONS[cfg.activation.value],
+            layer_norm_epsilon=cfg.norm_eps, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            tie_word_embeddings=True, bos_token_id=None, eos_token_id=None))
+        sd = model.state_dict()
+        out = {"transformer.wte.weight": sd["embed.weight"], "lm_head.weight": sd["embed.weight"],
+               "transformer.wpe.weight": sd["decoder.positions.0.table.weight"],
+               "transformer.ln_f.weight": sd["decoder.final_norm.weight"],
+               "transformer.ln_f.bias": sd["decoder.final_norm.bias"]}
+        for i in range(cfg.n_layers):
+            hf_, z = f"transformer.h.{i}.", f"decoder.layers.{i}."
+            for ours, theirs in LAYER.items():
+                out[hf_ + theirs + ".weight"] = sd[z + ours + ".weight"].t().contiguous()
+                out[hf_ + theirs + ".bias"] = sd[z + ours + ".bias"]
+            for ours, theirs in NORMS.items():
+                out[hf_ + theirs + ".weight"] = sd[z + ours + ".weight"]
+                out[hf_ + theirs + ".bias"] = sd[z + ours + ".bias"]
+        load_exact(hf, out)
+        return hf.eval()
