@@ -42,6 +42,8 @@ def test_wheel_ships_every_config_file(wheel, folder):
         rel = "/".join(path.relative_to(ROOT / folder).parts)
         assert f"zoo/{folder}/{rel}" in names, f"{folder}/{rel} is not in the wheel"
     assert "hydra_plugins/zoo_recipes/__init__.py" in names
+    for path in (ROOT / "recipes").glob("*.sbatch"):  # the SLURM template users submit by hand
+        assert f"zoo/recipes/{path.name}" in names, f"recipes/{path.name} is not in the wheel"
 
 
 def test_wheel_ships_every_module_and_the_console_scripts(wheel):
