@@ -42,24 +42,30 @@ class Gpt2Converter:
             d_ff=config.n_inner or 4 * config.n_embd, vocab_size=config.vocab_size,
             max_seq_len=config.n_positions, dropout=0.0, tie_embeddings=True, bias=True)
 
+    @staticmethod
+    def pairs(n_layers: int):
+        """(zoo name, GPT-2 name, transposed) of every weight; Conv1D weights are transposed."""
+        yield "embed.weight", "transformer.wte.weight", False
+        yield "lm_head.weight", "transformer.wte.weight", False
+        yield "decoder.positions.0.table.weight", "transformer.wpe.weight", False
+        for suffix in ("weight", "bias"):
+            yield f"decoder.final_norm.{suffix}", f"transformer.ln_f.{suffix}", False
+        for i in range(n_layers):
+            hf, z = f"transformer.h.{i}.", f"decoder.layers.{i}."
+            for ours, theirs in LAYER.items():
+                yield z + ours + ".weight", hf + theirs + ".weight", True
+                yield z + ours + ".bias", hf + theirs + ".bias", False
+            for ours, theirs in NORMS.items():
+                for suffix in ("weight", "bias"):
+                    yield f"{z}{ours}.{suffix}", f"{hf}{theirs}.{suffix}", False
+
     def from_hf(self, hf_model):
         from zoo.models import build_model
 
         model = build_model(self.zoo_config(hf_model.config))
         sd = hf_model.state_dict()
-        out = {"embed.weight": sd["transformer.wte.weight"],
-               "lm_head.weight": sd["transformer.wte.weight"],
-               "decoder.positions.0.table.weight": sd["transformer.wpe.weight"],
-               "decoder.final_norm.weight": sd["transformer.ln_f.weight"],
-               "decoder.final_norm.bias": sd["transformer.ln_f.bias"]}
-        for i in range(model.config.n_layers):
-            hf, z = f"transformer.h.{i}.", f"decoder.layers.{i}."
-            for ours, theirs in LAYER.items():
-                out[z + ours + ".weight"] = sd[hf + theirs + ".weight"].t()  # (in, out) -> (out, in)
-                out[z + ours + ".bias"] = sd[hf + theirs + ".bias"]
-            for ours, theirs in NORMS.items():
-                out[z + ours + ".weight"] = sd[hf + theirs + ".weight"]
-                out[z + ours + ".bias"] = sd[hf + theirs + ".bias"]
+        out = {ours: sd[theirs].t() if transposed else sd[theirs]  # Conv1D (in, out) -> (out, in)
+               for ours, theirs, transposed in self.pairs(model.config.n_layers)}
         load_exact(model, out)
         return model.eval()
 
@@ -75,17 +81,8 @@ class Gpt2Converter:
             layer_norm_epsilon=cfg.norm_eps, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
             tie_word_embeddings=True, bos_token_id=None, eos_token_id=None))
         sd = model.state_dict()
-        out = {"transformer.wte.weight": sd["embed.weight"], "lm_head.weight": sd["embed.weight"],
-               "transformer.wpe.weight": sd["decoder.positions.0.table.weight"],
-               "transformer.ln_f.weight": sd["decoder.final_norm.weight"],
-               "transformer.ln_f.bias": sd["decoder.final_norm.bias"]}
-        for i in range(cfg.n_layers):
-            hf_, z = f"transformer.h.{i}.", f"decoder.layers.{i}."
-            for ours, theirs in LAYER.items():
-                out[hf_ + theirs + ".weight"] = sd[z + ours + ".weight"].t().contiguous()
-                out[hf_ + theirs + ".bias"] = sd[z + ours + ".bias"]
-            for ours, theirs in NORMS.items():
-                out[hf_ + theirs + ".weight"] = sd[z + ours + ".weight"]
-                out[hf_ + theirs + ".bias"] = sd[z + ours + ".bias"]
+        out = {theirs: sd[ours].t().contiguous() if transposed else sd[ours]
+               for ours, theirs, transposed in self.pairs(cfg.n_layers)}
+        out["lm_head.weight"] = sd["embed.weight"]
         load_exact(hf, out)
         return hf.eval()
