@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import NORMS, POSITIONS
+from tests.conftest import ACTIVATIONS, NORMS, POSITIONS
 from zoo.config import ConfigError, as_model_config
 
 PRESETS = {
@@ -61,7 +61,7 @@ def test_derived_values_follow_overrides():
     [
         (["model.d_modle=3"], ["d_modle", "allowed keys", "d_model"]),
         (["model.norm=middle"], ["model.norm", "middle", "pre, post"]),
-        (["model.activation=tanh"], ["tanh", "relu, gelu, swiglu, geglu"]),
+        (["model.activation=tanh"], ["tanh", ", ".join(ACTIVATIONS)]),  # every registered one
         (["model.norm_type=batchnorm"], ["batchnorm", "layernorm, rmsnorm"]),
         (["model.n_heads=abc"], ["model.n_heads", "abc"]),
         (["model=lama"], ["model/lama", "bert, gpt, llama, t5, transformer"]),
