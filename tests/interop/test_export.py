@@ -1,0 +1,57 @@
+"""`zoo-export`: a checkpoint trained by zoo-train becomes a transformers directory that
+`from_pretrained` loads and that computes the same logits."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers", reason="format=hf needs the extra 'transformers'")
+
+from tests.cli.conftest import tiny_overrides, zoo_train  # noqa: E402
+from zoo.checkpoint import load_checkpoint  # noqa: E402
+
+
+def _export(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zoo.cli.export", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("preset", [["model=llama", "model.n_kv_heads=1"], ["model=gpt"]], ids=["llama", "gpt2"])
+def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, preset):
+    run = tmp_path / "run"
+    trained = zoo_train(*tiny_overrides(run), *preset)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    ckpt = run / "checkpoints" / "last.ckpt"
+    out = tmp_path / "hf"
+    result = _export(f"ckpt={ckpt}", "format=hf", f"out={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (out / "config.json").is_file() and (out / "zoo_tokenizer").is_dir()
+
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    task = load_checkpoint(ckpt)
+    ids = torch.tensor([task.tokenizer.encode("And God said, Let there be light")])
+    with torch.no_grad():
+        diff = (hf(input_ids=ids).logits - task.model(ids).logits).abs().max()
+    assert float(diff) <= 1e-4
+
+    again = _export(f"ckpt={ckpt}", "format=hf", f"out={out}")  # never overwrites
+    assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_a_composition_without_a_family_is_refused_on_one_line(tmp_path):
+    run = tmp_path / "run"
+    assert zoo_train(*tiny_overrides(run), "model/position=alibi").returncode == 0
+    result = _export(f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "format=hf", f"out={tmp_path / 'hf'}")
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("zoo-export: error:")]
+    assert len(lines) == 1 and "matches no supported" in lines[0]
+    assert not (tmp_path / "hf").exists()
+
+
+def test_bad_arguments(tmp_path):
+    assert "required" in _export("format=hf").stderr
+    assert "format='onnx'" in _export(f"ckpt={tmp_path}/x.ckpt", "format=onnx", f"out={tmp_path}/o").stderr

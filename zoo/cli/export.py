@@ -1,0 +1,73 @@
+"""`zoo-export`: a trained zoo checkpoint as a Hugging Face `transformers` directory.
+
+    zoo-export ckpt=runs/.../checkpoints/last.ckpt format=hf out=exported/
+
+Works when the checkpoint's composition matches a family `zoo.interop.hf` supports (Llama,
+GPT-2); the directory loads with `AutoModelForCausalLM.from_pretrained(out)`. zoo's own
+tokenizer is saved beside the weights in `out/zoo_tokenizer/` (it is not a transformers
+tokenizer). An existing non-empty `out` is refused, so nothing written before is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+TOOL = "zoo-export"
+FORMATS = ("hf",)
+
+
+@dataclass(kw_only=True)
+class ExportArgs:
+    ckpt: Optional[str] = None
+    format: str = "hf"
+    out: Optional[str] = None
+
+
+def run(argv: list[str]) -> dict:
+    from zoo.checkpoint import load_checkpoint
+    from zoo.cli.args import parse
+    from zoo.config.errors import ConfigError
+
+    args, _ = parse(ExportArgs, argv)
+    if args.ckpt is None or args.out is None:
+        raise ConfigError("ckpt=PATH and out=DIR are required")
+    if args.format not in FORMATS:
+        raise ConfigError(f"format={args.format!r} is not allowed; choose one of: {', '.join(FORMATS)}")
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"out={out} exists and is not empty; choose a new directory")
+    try:
+        from zoo.interop.hf import UnsupportedConfig, to_hf
+    except ImportError:
+        raise ConfigError("format=hf needs transformers: pip install 'zoo[hf]'") from None
+    task = load_checkpoint(args.ckpt)
+    try:
+        hf = to_hf(task.model)
+    except UnsupportedConfig as exc:
+        raise ConfigError(f"{args.ckpt}: {exc}") from None
+    hf.save_pretrained(out)
+    if task.tokenizer is not None:
+        task.tokenizer.save(out / "zoo_tokenizer")
+    return {"checkpoint": str(args.ckpt), "format": args.format, "out": str(out),
+            "architecture": type(hf).__name__}
+
+
+def main() -> None:
+    from zoo.checkpoint import CheckpointError
+    from zoo.cli.args import fail
+    from zoo.config.errors import ConfigError
+
+    try:
+        result = run(sys.argv[1:])
+    except (ConfigError, CheckpointError) as exc:
+        fail(TOOL, str(exc))
+        return
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
