@@ -17,13 +17,12 @@ BASE = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.max_se
         "data=local"]
 
 
-def _refused(result, *words: str) -> str:
-    assert result.returncode == 2, result.stderr[-3000:]
+def _refusal(result) -> str:
+    """The one error line of a refused run ("" if the run was not refused cleanly: exit status
+    other than 2, a traceback, or not exactly one error line)."""
     errors = [line for line in result.stderr.splitlines() if line.startswith("zoo-train: error:")]
-    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    for word in words:
-        assert word in errors[0], errors[0]
-    return errors[0]
+    clean = result.returncode == 2 and len(errors) == 1 and "Traceback" not in result.stderr
+    return errors[0] if clean else ""
 
 
 @pytest.fixture
@@ -38,7 +37,8 @@ def one_long_line(tmp_path):
 def test_a_single_very_long_line_needs_a_validation_file(tmp_path, one_long_line):
     result = zoo_train(*BASE, f"data.path={one_long_line}", "tokenizer=byte", "model.vocab_size=300",
                        f"hydra.run.dir={tmp_path / 'r'}")
-    _refused(result, "1 example", "data.val_path")
+    message = _refusal(result)
+    assert "1 example" in message and "data.val_path" in message, result.stderr[-3000:]
 
 
 def test_a_single_very_long_line_trains_a_subword_tokenizer(tmp_path, one_long_line):
@@ -62,15 +62,18 @@ def test_mixed_encodings_are_refused_with_the_offending_byte(tmp_path):
     path = tmp_path / "mixed.txt"
     path.write_bytes("plain ascii line\n".encode() + "naïve in UTF-8\n".encode("utf-8")
                      + "café in Latin-1\n".encode("latin-1") + b"more text\n" * 20)
-    _refused(zoo_train(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
-                       f"hydra.run.dir={tmp_path / 'r'}"), "not valid UTF-8", "0xe9")
+    result = zoo_train(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
+                       f"hydra.run.dir={tmp_path / 'r'}")
+    message = _refusal(result)
+    assert "not valid UTF-8" in message and "0xe9" in message, result.stderr[-3000:]
 
 
 def test_empty_lines_only_are_refused(tmp_path):
     path = tmp_path / "blank.txt"
     path.write_text("\n\n   \n\t\n" * 50)
-    _refused(zoo_train(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
-                       f"hydra.run.dir={tmp_path / 'r'}"), "holds no examples")
+    result = zoo_train(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
+                       f"hydra.run.dir={tmp_path / 'r'}")
+    assert "holds no examples" in _refusal(result), result.stderr[-3000:]
 
 
 def test_an_empty_validation_split_is_refused(tmp_path):
@@ -78,8 +81,9 @@ def test_an_empty_validation_split_is_refused(tmp_path):
     train.write_text("\n".join(f"line number {i} of the training text" for i in range(200)))
     val = tmp_path / "val.txt"
     val.write_text("")
-    _refused(zoo_train(*BASE, f"data.path={train}", f"data.val_path={val}", "tokenizer=byte",
-                       "model.vocab_size=300", f"hydra.run.dir={tmp_path / 'r'}"), "val.txt")
+    result = zoo_train(*BASE, f"data.path={train}", f"data.val_path={val}", "tokenizer=byte",
+                       "model.vocab_size=300", f"hydra.run.dir={tmp_path / 'r'}")
+    assert "val.txt" in _refusal(result), result.stderr[-3000:]
 
 
 def test_unseen_labels_at_validation_are_refused(tmp_path):
@@ -90,4 +94,5 @@ def test_unseen_labels_at_validation_are_refused(tmp_path):
     result = zoo_train(*BASE, "model=bert", "task=classification", f"data.path={train}", f"data.val_path={val}",
                        "data.text_column=text", "data.label_column=label", "tokenizer=byte", "model.vocab_size=300",
                        f"hydra.run.dir={tmp_path / 'r'}")
-    _refused(result, "neutral", "never seen in training")
+    message = _refusal(result)
+    assert "neutral" in message and "never seen in training" in message, result.stderr[-3000:]
