@@ -7,15 +7,18 @@ import subprocess
 import sys
 
 
-def tiny_overrides(run_dir, *, enc_dec: bool = False) -> list[str]:
-    """A model and data small enough for a few steps in seconds."""
+def tiny_overrides(run_dir=None, *, enc_dec: bool = False) -> list[str]:
+    """A model and data small enough for a few steps in seconds; in `run_dir`, or with no
+    run directory given (Hydra's default `runs/DATE/TIME` under the working directory)."""
     out = [
         "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=300",
         "model.max_seq_len=64", "tokenizer=byte", "data.seq_len=32", "data.global_batch_size=4",
         "data.max_examples=300", "trainer.max_steps=6", "trainer.val_check_interval=3",
         "trainer.limit_val_batches=2", "trainer.log_every_n_steps=1", "callbacks.checkpoint_every_n_steps=3",
-        "callbacks.progress_bar=none", "scheduler.warmup_steps=2", f"hydra.run.dir={run_dir}",
+        "callbacks.progress_bar=none", "scheduler.warmup_steps=2",
     ]
+    if run_dir is not None:
+        out.append(f"hydra.run.dir={run_dir}")
     if enc_dec:
         out.append("model.n_decoder_layers=1")
     return out

@@ -94,7 +94,7 @@ def test_cfg_job_prints_the_config_that_zoo_compose_returns(tmp_path):
 
 def test_multirun_sweeps_two_arms(tmp_path):
     sweep = tmp_path / "sweep"
-    args = [a for a in tiny_overrides(tmp_path / "unused") if not a.startswith("hydra.run.dir")]
+    args = tiny_overrides()
     result = zoo_train("-m", "model/position=rope,alibi", *args, "trainer.max_steps=3",
                        "trainer.val_check_interval=3", f"hydra.sweep.dir={sweep}")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -74,7 +74,7 @@ def test_torchrun_two_nodes_on_localhost_share_one_run_directory(tmp_path):
     """`torchrun --nnodes=2 --nproc-per-node=1` twice (node ranks 0 and 1), the second node
     started two seconds later: both ranks still agree on one `runs/DATE/TIME` directory (the
     default `${zoo.now:}` one, not given on the command line) and train as one job."""
-    overrides = [o for o in tiny_overrides(tmp_path / "unused") if not o.startswith("hydra.run.dir")]
+    overrides = tiny_overrides()
     overrides += [*STEPS, "trainer.num_nodes=2", "trainer.strategy=ddp"]
     port = free_port()
     node0 = _torchrun(0, port, tmp_path, *overrides)

@@ -62,7 +62,7 @@ def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
     `scontrol requeue`: it resumes from its last periodic checkpoint. Both finish in their
     own run directory, with the full number of steps."""
     sweep = tmp_path / "sweep"
-    overrides = [o for o in tiny_overrides(tmp_path / "unused") if not o.startswith("hydra.run.dir")]
+    overrides = tiny_overrides()
     overrides += ["trainer.max_steps=300", "trainer.val_check_interval=100", "data.global_batch_size=8",
                   "callbacks.checkpoint_every_n_steps=40", "trainer.log_every_n_steps=1"]
     cmd = [sys.executable, "-m", "zoo.cli.train", "-m", "hydra/launcher=slurm", "trainer=ddp_cpu",
@@ -104,7 +104,7 @@ def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
 
 
 def test_sbatch_template_runs_a_two_task_job(slurm, tmp_path):
-    overrides = [o for o in tiny_overrides(tmp_path / "unused") if not o.startswith("hydra.run.dir")]
+    overrides = tiny_overrides()
     result = subprocess.run(["sbatch", "--parsable", "--wait", str(RECIPES / "zoo.sbatch"), *overrides],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     job = result.stdout.strip().split(";")[0]

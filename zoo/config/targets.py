@@ -96,7 +96,7 @@ def find_targets(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
         if isinstance(child, (DictConfig, ListConfig)):
             yield from find_targets(child, sub)
             continue
-        value = _resolved(node, key)
+        value = _value(node, key)
         if isinstance(value, (DictConfig, ListConfig, dict, list)):
             yield from find_targets(OmegaConf.create(value) if isinstance(value, (dict, list)) else value, sub)
         elif logging and isinstance(value, str) and value.startswith("ext://"):
@@ -104,21 +104,11 @@ def find_targets(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
 
 
 def _value(node, key) -> Any:
+    """The value at `key`, resolved where that is possible here."""
     try:
         return node[key]
-    except Exception:  # an interpolation that cannot be resolved yet: check it as written
+    except Exception:  # e.g. needs Hydra's run-time resolvers: checked as written
         return OmegaConf.to_container(node, resolve=False)[key]
-
-
-def _resolved(node, key) -> Any:
-    """The value at `key`, resolved if it is an interpolation that can be resolved here."""
-    child = node._get_node(key)
-    if child is None or not OmegaConf.is_interpolation(node, key):
-        return None if child is None else child._value()
-    try:
-        return node[key]
-    except Exception:  # needs Hydra's run-time resolvers: checked as written
-        return None
 
 
 def check_config_targets(cfg: DictConfig) -> None:

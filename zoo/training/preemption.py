@@ -19,7 +19,8 @@ import subprocess
 from typing import Optional
 
 import lightning as L
-import torch
+
+from zoo.training.checkpointing import at_step_boundary
 
 log = logging.getLogger("zoo")
 
@@ -62,31 +63,24 @@ class Requeue(L.Callback):
         self.on_fit_end(trainer, pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        from zoo.training.checkpointing import at_step_boundary
-
         if not at_step_boundary(trainer):
             return
-        flag = torch.tensor(int(self.received), device=pl_module.device)
-        if trainer.world_size > 1 and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-        if not int(flag):
+        if not trainer.strategy.reduce_boolean_decision(self.received, all=False):  # any rank
             return
         log.info("signal %s: saving %s at step %d and requeueing", signal.Signals(self.signum).name,
                  self.last.path, trainer.global_step)
         self.last.save(trainer)
         self.received = False
-        ok = torch.tensor(1, device=pl_module.device)
+        ok = True
         if trainer.is_global_zero and self.requeue:
             job = slurm_job_id()
             result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
-            if result.returncode == 0:
+            ok = result.returncode == 0
+            if ok:
                 log.info("requeued SLURM job %s", job)
             else:
                 log.error("scontrol requeue %s failed (%s); training goes on until the job ends",
                           job, result.stderr.strip())
-                ok.zero_()
-        if trainer.world_size > 1 and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(ok, op=torch.distributed.ReduceOp.MIN)
-        if int(ok) and self.requeue:
+        if trainer.strategy.reduce_boolean_decision(ok, all=True) and self.requeue:
             trainer.should_stop = True  # SLURM ends this job and starts it again
             self.requeued = True

@@ -33,3 +33,12 @@ def load_exact(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
         if own[key].shape != value.shape:
             raise UnsupportedConfig(f"{key}: shape {tuple(value.shape)}, expected {tuple(own[key].shape)}")
     module.load_state_dict({**own, **state}, strict=True)
+
+
+def composed_as(cfg, **choices) -> bool:
+    """Does a zoo ModelConfig make these choices? `position` is the scheme's kind; a tuple
+    allows several values: `composed_as(cfg, family="decoder_only", activation=("gelu", "relu"))`."""
+    made = {"family": cfg.family, "position": cfg.position.kind, "norm": cfg.norm,
+            "norm_type": cfg.norm_type, "activation": cfg.activation}
+    return all(made[key].value in (value if isinstance(value, tuple) else (value,))
+               for key, value in choices.items())

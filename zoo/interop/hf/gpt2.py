@@ -6,7 +6,7 @@ way in and out. Its fused `c_attn` holds q, k, v in zoo's order."""
 
 from __future__ import annotations
 
-from zoo.interop.hf.common import UnsupportedConfig, load_exact, require
+from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu_tanh": "gelu_pytorch_tanh", "gelu": "gelu", "relu": "relu"}
@@ -21,9 +21,9 @@ class Gpt2Converter:
 
     @staticmethod
     def matches(cfg) -> bool:
-        return (cfg.family.value == "decoder_only" and cfg.position.kind.value == "learned"
-                and cfg.norm.value == "pre" and cfg.norm_type.value == "layernorm"
-                and cfg.activation.value in HF_ACTIVATIONS and cfg.bias and cfg.tie_embeddings
+        return (composed_as(cfg, family="decoder_only", position="learned", norm="pre", norm_type="layernorm",
+                            activation=tuple(HF_ACTIVATIONS))
+                and cfg.bias and cfg.tie_embeddings
                 and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model
                 and not cfg.scale_embeddings and not cfg.embed_norm)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.interop.hf.common import UnsupportedConfig, load_exact, require
+from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
 
 
 def _rope(config) -> tuple[float, float]:
@@ -30,10 +30,9 @@ class LlamaConverter:
 
     @staticmethod
     def matches(cfg) -> bool:
-        return (cfg.family.value == "decoder_only" and cfg.position.kind.value == "rope"
-                and cfg.norm.value == "pre" and cfg.norm_type.value == "rmsnorm"
-                and cfg.activation.value == "swiglu" and not cfg.bias
-                and not cfg.scale_embeddings and not cfg.embed_norm)
+        return (composed_as(cfg, family="decoder_only", position="rope", norm="pre", norm_type="rmsnorm",
+                            activation="swiglu")
+                and not cfg.bias and not cfg.scale_embeddings and not cfg.embed_norm)
 
     def zoo_config(self, config):
         from zoo.config.model import ModelConfig
