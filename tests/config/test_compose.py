@@ -16,6 +16,7 @@ PRESETS = {
     "transformer": ("encoder_decoder", "sinusoidal", "post", "layernorm", "relu", True, True),
     "t5": ("encoder_decoder", "relative", "pre", "rmsnorm", "relu", True, False),
     "llama": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
+    "bart": ("encoder_decoder", "learned", "post", "layernorm", "gelu", True, True),
 }
 SMALL = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=50"]
 
@@ -32,7 +33,7 @@ def test_presets_have_their_documented_choices(preset):
     assert (m.family, m.position.kind, m.norm, m.norm_type, m.activation) == (
         family, position, norm, norm_type, activation)
     assert (m.tie_embeddings, m.bias) == (tie, bias)
-    assert m.embed_norm == (preset == "bert")
+    assert m.embed_norm == (preset in ("bert", "bart"))
 
 
 @pytest.mark.parametrize("norm", NORMS)

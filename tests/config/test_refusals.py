@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zoo.config.errors import ConfigError
+from zoo.config.model import Activation
 from zoo.config.refusals import EXAMPLES, refusal, refusal_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -21,7 +22,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 SIZE_KEYS = ["model.d_model", "model.n_heads", "model.n_layers", "model.d_ff", "model.vocab_size",
              "model.max_seq_len", "data.seq_len", "data.global_batch_size", "model.n_kv_heads"]
 CHOICE_KEYS = {"model.norm": ["pre", "post"], "model.norm_type": ["layernorm", "rmsnorm"],
-               "model.activation": ["relu", "gelu", "swiglu", "geglu"],
+               "model.activation": [a.value for a in Activation],
                "task.on_nonfinite_loss": ["stop", "skip"], "callbacks.progress_bar": ["rich", "tqdm", "none"]}
 GROUPS = ["model", "model/position", "task", "data", "tokenizer", "optim", "scheduler", "trainer"]
 SECTIONS = ["model", "task", "data", "tokenizer", "optim", "scheduler", "callbacks", "logger"]

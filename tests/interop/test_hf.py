@@ -33,22 +33,88 @@ def _gpt2(activation: str = "gelu_new", **kw):
     return transformers.GPT2LMHeadModel(config).eval()
 
 
+def _bert(activation: str = "gelu", **kw):
+    config = transformers.BertConfig(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=64, hidden_act=activation, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, initializer_range=0.1, **kw)
+    return _random_biases(transformers.BertForMaskedLM(config).eval())
+
+
+def _t5(proj: str = "relu", tie: bool = True, decoder_layers: int = 2, **kw):
+    config = transformers.T5Config(
+        vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=decoder_layers, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj=proj,
+        dropout_rate=0.0, tie_word_embeddings=tie, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, **kw)
+    model = transformers.T5ForConditionalGeneration(config).eval()
+    if not tie:  # a real v1.1 checkpoint has its own output projection; a fresh model ties anyway
+        model.lm_head.weight = torch.nn.Parameter(torch.randn(V, 32))
+    return model
+
+
+def _bart(**kw):
+    config = transformers.BartConfig(**{
+        "vocab_size": V, "d_model": 32, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "max_position_embeddings": 64,
+        "dropout": 0.0, "attention_dropout": 0.0, "init_std": 0.1, "forced_eos_token_id": None, **kw})
+    return _random_biases(transformers.BartForConditionalGeneration(config).eval())
+
+
+def _random_biases(model):
+    """Fresh models start with zero biases and unit LayerNorms: randomise them, and BART's
+    final_logits_bias buffer, so a bias mapped to the wrong place shows in the logits."""
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name or "layernorm" in name:
+                tensor.normal_(0.0, 0.1).add_(1.0 if name.endswith("weight") else 0.0)
+    return model
+
+
 FAMILIES = {
     "llama": _llama,
     "llama-tied": lambda: _llama(tie=True),
     "llama-linear-rope": lambda: _llama(rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}),
     "gpt2": _gpt2,
     "gpt2-relu": lambda: _gpt2("relu"),
+    "bert": _bert,
+    "bert-untied": lambda: _bert(tie_word_embeddings=False),
+    "t5-v1.0": _t5,
+    "t5-v1.1": lambda: _t5("gated-gelu", tie=False),
+    "t5-gated-silu": lambda: _t5("gated-silu", tie=False),
+    "t5-deeper-decoder": lambda: _t5(decoder_layers=3),
+    "bart": _bart,
+    "bart-scaled-relu": lambda: _bart(scale_embedding=True, activation_function="relu"),
 }
+KIND = {"bert": "masked", "t5": "seq2seq", "bart": "seq2seq"}  # the rest are causal
+
+
+def kind_of(hf_model) -> str:
+    return KIND.get(hf_model.config.model_type, "causal")
 
 
 def _batch():
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(1, V, (3, 12), generator=g)
+    ids = torch.randint(3, V, (3, 12), generator=g)
     mask = torch.ones_like(ids)
     mask[1, 8:] = 0  # right padding: learned positions then agree on every real token
     mask[2, 5:] = 0
     return ids, mask
+
+
+def _inputs(kind: str):
+    """(HF keyword arguments, zoo positional + keyword arguments, mask of the positions to compare)."""
+    ids, mask = _batch()
+    if kind == "seq2seq":
+        g = torch.Generator().manual_seed(1)
+        dec = torch.randint(3, V, (3, 9), generator=g)
+        dmask = torch.ones_like(dec)
+        dmask[1, 6:] = 0
+        hf = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=dec, decoder_attention_mask=dmask)
+        return hf, dict(hf), dmask
+    hf = dict(input_ids=ids, attention_mask=mask)
+    if kind == "masked":
+        hf["token_type_ids"] = (torch.arange(12) >= 6).long().expand(3, 12)  # two segments
+    return hf, dict(hf), mask
 
 
 def _max_diff(a, b, mask):
@@ -63,48 +129,73 @@ def hf_model(request):
 
 
 def test_logits_match_on_a_padded_batch(hf_model):
-    ids, mask = _batch()
+    hf_inputs, zoo_inputs, mask = _inputs(kind_of(hf_model))
     model = from_hf(hf_model)
     with torch.no_grad():
-        expected = hf_model(input_ids=ids, attention_mask=mask).logits
-        got = model(ids, attention_mask=mask).logits
+        expected = hf_model(**hf_inputs).logits
+        got = model(**zoo_inputs).logits
     assert got.shape == expected.shape
     assert _max_diff(got, expected, mask) <= 1e-4
 
 
 def test_round_trip_back_to_transformers(hf_model):
-    ids, mask = _batch()
+    hf_inputs, _, mask = _inputs(kind_of(hf_model))
     back = to_hf(from_hf(hf_model))
     assert type(back) is type(hf_model)
     with torch.no_grad():
-        assert _max_diff(back(input_ids=ids, attention_mask=mask).logits,
-                         hf_model(input_ids=ids, attention_mask=mask).logits, mask) <= 1e-4
+        assert _max_diff(back(**hf_inputs).logits, hf_model(**hf_inputs).logits, mask) <= 1e-4
 
 
-def test_greedy_generation_gives_the_same_tokens(hf_model):
+# a masked LM does not generate; transformers' T5 sizes its KV cache by the encoder's depth, so its
+# own generate fails (IndexError) when the decoder is deeper
+GENERATING = sorted(n for n in FAMILIES if not n.startswith("bert") and n != "t5-deeper-decoder")
+
+
+@pytest.mark.parametrize("name", GENERATING)
+def test_greedy_generation_gives_the_same_tokens(name):
+    torch.manual_seed(0)
+    hf_model = FAMILIES[name]()
+    kind = kind_of(hf_model)
     model = from_hf(hf_model)
-    prompt = torch.randint(1, V, (1, 6), generator=torch.Generator().manual_seed(1))
+    prompt = torch.randint(3, V, (1, 6), generator=torch.Generator().manual_seed(1))
+    start = hf_model.config.decoder_start_token_id if kind == "seq2seq" else None
     with torch.no_grad():
         theirs = hf_model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20,
-                                   do_sample=False, num_beams=1, eos_token_id=None, pad_token_id=0)
-        ours = generate(model, prompt, max_new_tokens=20, eos_id=None)
-    assert ours.tolist() == theirs[:, prompt.shape[1]:].tolist()
+                                   do_sample=False, num_beams=1, eos_token_id=None, pad_token_id=0,
+                                   forced_bos_token_id=None, forced_eos_token_id=None)
+        ours = generate(model, prompt, max_new_tokens=20, eos_id=None, bos_id=start)
+    theirs = theirs[:, 1:] if kind == "seq2seq" else theirs[:, prompt.shape[1]:]  # drop the start / the prompt
+    assert ours.tolist() == theirs.tolist()
 
 
-@pytest.mark.parametrize("overrides", [
-    ["model=llama", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2", "model.n_layers=2",
-     "model.vocab_size=97", "model.d_ff=64"],
-    ["model=gpt", "model.activation=gelu_tanh", "model.d_model=32", "model.n_heads=4", "model.n_layers=2",
-     "model.vocab_size=97"],
-])
-def test_a_composed_zoo_model_exports(overrides):
-    """A model composed in zoo (not converted from HF) exports to the matching family."""
-    model = zoo.build_model(zoo.compose(overrides).model).eval()
-    ids, mask = _batch()
-    hf = to_hf(model)
+# every model preset -> the transformers class it exports to (None: no Hugging Face family)
+PRESET_EXPORTS = {"gpt": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertForMaskedLM",
+                  "t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration", "transformer": None}
+SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0"]
+
+
+def test_every_preset_has_an_export_entry():
+    from pathlib import Path
+
+    presets = {p.stem for p in (Path(zoo.__file__).parents[1] / "conf" / "model").glob("*.yaml")}
+    assert presets == set(PRESET_EXPORTS)
+
+
+@pytest.mark.parametrize("preset", sorted(p for p, cls in PRESET_EXPORTS.items() if cls))
+def test_a_composed_preset_exports_with_the_same_logits(preset):
+    """A model composed in zoo (not converted from HF), with its own random weights, exports to
+    its family (T5's default 1/sqrt(Dh) is folded into W_q)."""
+    torch.manual_seed(0)
+    model = zoo.build_model(zoo.compose([f"model={preset}", *SMALL]).model).eval()
     with torch.no_grad():
-        assert _max_diff(hf(input_ids=ids, attention_mask=mask).logits,
-                         model(ids, attention_mask=mask).logits, mask) <= 1e-4
+        for name, tensor in model.state_dict().items():  # no zero biases, no unit norms
+            if name.endswith("bias") or "norm" in name:
+                tensor.normal_(0.0, 0.1).add_(1.0 if name.endswith("norm.weight") else 0.0)
+    hf = to_hf(model)
+    assert type(hf).__name__ == PRESET_EXPORTS[preset]
+    hf_inputs, zoo_inputs, mask = _inputs(kind_of(hf))
+    with torch.no_grad():
+        assert _max_diff(hf(**hf_inputs).logits, model(**zoo_inputs).logits, mask) <= 1e-4
 
 
 @pytest.mark.parametrize("build, field", [
@@ -114,14 +205,18 @@ def test_a_composed_zoo_model_exports(overrides):
     (lambda: _llama(hidden_act="gelu"), "hidden_act='gelu'"),
     (lambda: _gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx=True"),
     (lambda: _gpt2("silu"), "activation_function='silu'"),
+    (lambda: _bert(position_embedding_type="relative_key"), "position_embedding_type='relative_key'"),
+    (lambda: _t5("gated-relu"), "feed_forward_proj='gated-relu'"),
+    (lambda: _bart(decoder_ffn_dim=32), "encoder_ffn_dim=64 differs from decoder_ffn_dim=32"),
 ])
 def test_an_unsupported_config_names_the_field(build, field):
     with pytest.raises(UnsupportedConfig, match=field.replace("(", r"\(")):
         from_hf(build())
 
 
-def test_a_composition_without_a_family_is_refused():
-    model = zoo.build_model(zoo.compose(["model=llama", "model/position=alibi", "model.d_model=32",
-                                         "model.n_heads=4", "model.n_layers=1"]).model)
+@pytest.mark.parametrize("overrides", [["model=llama", "model/position=alibi"], ["model=transformer"],
+                                       ["model=bert", "model.head_transform=false"]])
+def test_a_composition_without_a_family_is_refused(overrides):
+    model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model)
     with pytest.raises(UnsupportedConfig, match="matches no supported"):
         to_hf(model)

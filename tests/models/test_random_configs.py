@@ -39,6 +39,11 @@ def model_configs(draw) -> dict:
         bias=draw(st.booleans()),
         scale_embeddings=draw(st.booleans()),
         embed_norm=draw(st.booleans()),
+        token_types=draw(st.sampled_from([0, 0, 2])),
+        attention_scale=draw(st.sampled_from([None, None, 1.0])),
+        head_transform=draw(st.booleans()),
+        scale_output=draw(st.booleans()),
+        output_bias=draw(st.booleans()),
     )
     if family == "encoder_decoder":
         cfg["n_decoder_layers"] = draw(st.integers(1, 3))
@@ -46,6 +51,8 @@ def model_configs(draw) -> dict:
         cfg["position"].update(num_buckets=draw(st.sampled_from([4, 8, 16])), max_distance=draw(st.integers(20, 40)))
     if position == "shaw":
         cfg["position"]["clip"] = draw(st.integers(1, 6))
+    if position == "learned":
+        cfg["position"]["offset"] = draw(st.sampled_from([0, 2]))
     if position == "rope":
         cfg["position"]["theta"] = draw(st.sampled_from([100.0, 10000.0]))
     return cfg

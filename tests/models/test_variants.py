@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, tiny
+from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, tiny
 
 ATOL = 1e-5
 
@@ -140,7 +140,7 @@ def test_left_padded_batch_matches_unpadded_rows(position):
     assert torch.allclose(step[0, -1], ref, atol=ATOL)
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu", "geglu"])
+@pytest.mark.parametrize("activation", ACTIVATIONS)
 @pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_activations_and_grouped_query_attention(family, activation, n_kv_heads):

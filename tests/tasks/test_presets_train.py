@@ -14,14 +14,14 @@ from zoo.training.run import train
 PAIRS = [
     ("gpt", "causal_lm"), ("llama", "causal_lm"),
     ("bert", "masked_lm"),
-    ("transformer", "seq2seq"), ("t5", "seq2seq"),
+    ("transformer", "seq2seq"), ("t5", "seq2seq"), ("bart", "seq2seq"),
     ("bert", "classification"), ("gpt", "classification"), ("llama", "classification"),
 ]
 
 
 def _compose(preset, task, run_dir, *extra):
     overrides = [f"model={preset}", f"task={task}",
-                 *[o for o in tiny_overrides(run_dir, enc_dec=preset in ("t5", "transformer"))
+                 *[o for o in tiny_overrides(run_dir, enc_dec=preset in ("t5", "transformer", "bart"))
                    if not o.startswith("hydra.")],
                  "trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=1",
                  *extra]

@@ -55,6 +55,7 @@ class Activation(Choice):
     gelu_tanh = "gelu_tanh"  # GELU's tanh approximation (Hendrycks & Gimpel 2016), as in GPT-2
     swiglu = "swiglu"  # Shazeer 2020, GLU variants
     geglu = "geglu"
+    geglu_tanh = "geglu_tanh"  # GeGLU with the tanh GELU, as in T5 v1.1 ("gated-gelu")
 
 
 class PositionKind(Choice):
@@ -67,7 +68,7 @@ class PositionKind(Choice):
     rope = "rope"
 
 
-GATED = (Activation.swiglu, Activation.geglu)
+GATED = (Activation.swiglu, Activation.geglu, Activation.geglu_tanh)
 
 # Scheme parameters and the kinds they belong to; setting one away from its default for
 # another kind is refused, so a typo like `model/position=alibi model.position.theta=5e5`
@@ -78,6 +79,7 @@ _POSITION_PARAMS = {
     "num_buckets": PositionKind.relative,
     "max_distance": PositionKind.relative,
     "clip": PositionKind.shaw,
+    "offset": PositionKind.learned,
 }
 
 
@@ -99,6 +101,11 @@ class PositionConfig:
         default=128, metadata={"help": "relative: offsets beyond this share the last bucket"}
     )
     clip: int = field(default=16, metadata={"help": "shaw: relative offsets are clipped to ±clip"})
+    offset: int = field(
+        default=0,
+        metadata={"help": "learned: rows of the table before position 0 (position p reads row "
+                  "p + offset; BART: 2); the table has max_seq_len + offset rows"},
+    )
 
     def __post_init__(self) -> None:
         self.kind = PositionKind.parse(self.kind, "model.position.kind")
@@ -128,6 +135,8 @@ class PositionConfig:
             )
         if self.clip < 1:
             raise ConfigError(f"model.position.clip must be >= 1, got {self.clip}")
+        if not isinstance(self.offset, int) or isinstance(self.offset, bool) or self.offset < 0:
+            raise ConfigError(f"model.position.offset must be an integer >= 0, got {self.offset!r}")
 
 
 @dataclass(kw_only=True)
@@ -174,6 +183,31 @@ class ModelConfig:
     embed_norm: bool = field(
         default=False,
         metadata={"help": "normalize token + position embeddings before the first layer (BERT)"},
+    )
+    token_types: int = field(
+        default=0,
+        metadata={"help": "token-type (segment) embeddings added to the token embeddings "
+                  "(BERT: 2); 0 = none"},
+    )
+    attention_scale: Optional[float] = field(
+        default=None,
+        metadata={"help": "multiplier of the attention scores q·kᵀ; default 1/sqrt(Dh) "
+                  "(Vaswani et al.); T5: 1.0 (its initialisation folds the scale into W_q)"},
+    )
+    head_transform: bool = field(
+        default=False,
+        metadata={"help": "dense D->D, activation and norm before the output projection "
+                  "(BERT's masked-LM head)"},
+    )
+    scale_output: bool = field(
+        default=False,
+        metadata={"help": "multiply the final hidden states by D^-0.5 before the output "
+                  "projection (T5 v1.0 with tied embeddings; Mesh TensorFlow)"},
+    )
+    output_bias: bool = field(
+        default=False,
+        metadata={"help": "a learned bias (V) on the output logits (BERT's decoder bias, "
+                  "BART's final_logits_bias)"},
     )
     init_std: float = 0.02
 
@@ -233,6 +267,11 @@ class ModelConfig:
             raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
         if self.norm_eps <= 0:
             raise ConfigError(f"model.norm_eps must be > 0, got {self.norm_eps}")
+        if not isinstance(self.token_types, int) or isinstance(self.token_types, bool) or self.token_types < 0:
+            raise ConfigError(f"model.token_types must be an integer >= 0, got {self.token_types!r}")
+        if self.attention_scale is not None and not self.attention_scale > 0:
+            raise ConfigError(f"model.attention_scale must be > 0 (or null for 1/sqrt(Dh)), "
+                              f"got {self.attention_scale}")
         if self.init_std <= 0:
             raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
 

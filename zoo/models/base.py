@@ -1,5 +1,6 @@
-"""What every model family shares: token embedding, output projection (optionally tied),
-weight initialisation, and the output object."""
+"""What every model family shares: token (and token-type) embedding, the output head
+(optional transform, output projection, optionally tied, optional bias), weight
+initialisation, and the output object."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from torch import nn
 from zoo.config.model import ModelConfig
 from zoo.nn.cache import Cache
 from zoo.nn.embedding import TokenEmbedding
+from zoo.nn.feedforward import ACTIVATIONS
+from zoo.nn.norm import build_norm
 
 
 @dataclass
@@ -37,14 +40,35 @@ def make_position_ids(
     return counted.clamp(min=0)[:, -length:]  # (B, T)
 
 
+class HeadTransform(nn.Module):
+    """Dense D -> D, activation, norm: BERT's masked-LM transform (Devlin et al. 2019), applied
+    before the output projection. (B, T, D) -> (B, T, D)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.act = ACTIVATIONS[cfg.activation]  # gated kinds: their gate's nonlinearity
+        self.norm = build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.act(self.dense(x)))
+
+
 class ZooModel(nn.Module):
-    """Base of the three families. Subclasses build their stacks, then call `_init_weights`."""
+    """Base of the three families. Subclasses build their stacks, then call `_init_weights`.
+
+    Output head: hidden (B, T, D) -> [head_transform] -> [· D^-0.5] -> lm_head -> [+ output_bias]
+    -> logits (B, T, V); each bracket is a config option. A classifier removes the head
+    (`drop_output_head`)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
         self.embed = TokenEmbedding(cfg.vocab_size, cfg.d_model, scale=cfg.scale_embeddings)
+        self.token_type_embed = nn.Embedding(cfg.token_types, cfg.d_model) if cfg.token_types else None
+        self.head_transform = HeadTransform(cfg) if cfg.head_transform else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.output_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.output_bias else None  # (V,)
 
     def _init_weights(self) -> None:
         """Normal(0, init_std) for every matrix and embedding table, zero biases, unit norms;
@@ -57,11 +81,39 @@ class ZooModel(nn.Module):
         if self.config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
 
+    def embed_tokens(
+        self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        """input_ids (B, T), token_type_ids (B, T) or None (= type 0) -> (B, T, D)."""
+        x = self.embed(input_ids)  # (B, T, D)
+        if self.token_type_embed is None:
+            if token_type_ids is not None:
+                raise ValueError("token_type_ids given, but this model has none (model.token_types=0)")
+            return x
+        if token_type_ids is None:
+            return x + self.token_type_embed.weight[0]
+        if token_type_ids.numel() and not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types:
+            raise ValueError(f"token_type_ids must be in [0, {self.config.token_types}) "
+                             f"(model.token_types={self.config.token_types})")
+        return x + self.token_type_embed(token_type_ids)  # (B, T, D)
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, V)."""
         if self.lm_head is None:
             raise ValueError("this model's output projection was removed (a classifier replaced it)")
-        return self.lm_head(hidden)
+        if self.head_transform is not None:
+            hidden = self.head_transform(hidden)
+        if self.config.scale_output:
+            hidden = hidden * self.config.d_model ** -0.5
+        logits = self.lm_head(hidden)  # (B, T, V)
+        return logits + self.output_bias if self.output_bias is not None else logits
+
+    def drop_output_head(self) -> None:
+        """Remove the token output head (transform, projection, bias): a task that puts its own
+        head on `hidden_states` leaves no unused parameters (DDP needs that)."""
+        self.lm_head = None
+        self.head_transform = None
+        self.output_bias = None
 
     @property
     def device(self) -> torch.device:

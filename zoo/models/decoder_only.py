@@ -30,9 +30,11 @@ class DecoderOnly(ZooModel):
         cache: Optional[Cache] = None,
         use_cache: bool = False,
         return_logits: bool = True,
+        token_type_ids: Optional[torch.Tensor] = None,
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, past + T), 1 = token, 0 = pad (left padding
-        is fine); cache from a previous call continues decoding. -> logits (B, T, V)."""
+        is fine); cache from a previous call continues decoding; token_type_ids (B, T) where
+        model.token_types > 0 (default type 0). -> logits (B, T, V)."""
         B, T = input_ids.shape
         if use_cache and cache is None:
             cache = self.new_cache()
@@ -40,6 +42,6 @@ class DecoderOnly(ZooModel):
         if position_ids is None:
             position_ids = make_position_ids(attention_mask, T, past, input_ids.device)
         h = self.decoder(
-            self.embed(input_ids), positions=position_ids, key_padding=attention_mask, cache=cache
+            self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask, cache=cache
         )  # (B, T, D)
         return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h, cache=cache)

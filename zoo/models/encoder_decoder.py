@@ -29,7 +29,7 @@ class EncoderDecoder(ZooModel):
     ) -> torch.Tensor:
         """input_ids (B, S) -> encoder states (B, S, D)."""
         positions = make_position_ids(attention_mask, input_ids.shape[1], 0, input_ids.device)
-        return self.encoder(self.embed(input_ids), positions=positions, key_padding=attention_mask)
+        return self.encoder(self.embed_tokens(input_ids), positions=positions, key_padding=attention_mask)
 
     def forward(
         self,
@@ -57,7 +57,7 @@ class EncoderDecoder(ZooModel):
         S = encoder_hidden_states.shape[1]
         positions = make_position_ids(decoder_attention_mask, T, past, decoder_input_ids.device)
         h = self.decoder(
-            self.embed(decoder_input_ids),
+            self.embed_tokens(decoder_input_ids),
             positions=positions,
             key_padding=decoder_attention_mask,
             memory=encoder_hidden_states,

@@ -24,12 +24,14 @@ class EncoderOnly(ZooModel):
         attention_mask: Optional[torch.Tensor] = None,
         position_ids: Optional[torch.Tensor] = None,
         return_logits: bool = True,
+        token_type_ids: Optional[torch.Tensor] = None,
     ) -> ModelOutput:
-        """input_ids (B, T); attention_mask (B, T), 1 = token, 0 = pad. -> logits (B, T, V)."""
+        """input_ids (B, T); attention_mask (B, T), 1 = token, 0 = pad; token_type_ids (B, T)
+        (segments, where model.token_types > 0; default type 0). -> logits (B, T, V)."""
         B, T = input_ids.shape
         if position_ids is None:
             position_ids = make_position_ids(attention_mask, T, 0, input_ids.device)
         h = self.encoder(
-            self.embed(input_ids), positions=position_ids, key_padding=attention_mask
+            self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask
         )  # (B, T, D)
         return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h)

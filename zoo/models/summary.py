@@ -49,6 +49,10 @@ def summarize(model: ZooModel, seq_len: int | None = None) -> ModelSummary:
     embedding = {id(model.embed.weight): model.embed.weight}
     if model.lm_head is not None and model.lm_head.weight is not model.embed.weight:
         embedding[id(model.lm_head.weight)] = model.lm_head.weight
+    if model.token_type_embed is not None:
+        embedding[id(model.token_type_embed.weight)] = model.token_type_embed.weight
+    if model.output_bias is not None:
+        embedding[id(model.output_bias)] = model.output_bias
     for module in model.modules():
         if isinstance(module, LearnedPositions):
             embedding[id(module.table.weight)] = module.table.weight

@@ -89,6 +89,7 @@ class Attention(nn.Module):
         bias: bool,
         dropout: float,
         cross: bool = False,
+        scale: Optional[float] = None,
     ) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
@@ -101,7 +102,7 @@ class Attention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
         self.o_proj = nn.Linear(q_dim, d_model, bias=bias)
-        self.scale: Optional[float] = None  # None: 1/sqrt(Dh)
+        self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh)
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
         self.last_weights: Optional[torch.Tensor] = None
 

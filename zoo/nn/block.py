@@ -53,6 +53,7 @@ class Block(nn.Module):
             head_dim=cfg.head_dim,
             bias=cfg.bias,
             dropout=cfg.dropout,
+            scale=cfg.attention_scale,
         )
         self.self_attn = Attention(**heads)
         self.self_attn_sub = SubLayer(cfg)

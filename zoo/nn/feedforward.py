@@ -1,5 +1,5 @@
 """Position-wise feed-forward sub-layer: plain (ReLU, GELU; Vaswani et al. 2017) or gated
-(SwiGLU, GeGLU; Shazeer 2020, "GLU Variants Improve Transformer")."""
+(SwiGLU, GeGLU and its tanh form; Shazeer 2020, "GLU Variants Improve Transformer")."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.config.model import GATED, Activation
+
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
@@ -19,6 +20,7 @@ ACTIVATIONS = {
     Activation.gelu_tanh: gelu_tanh,
     Activation.swiglu: F.silu,
     Activation.geglu: F.gelu,
+    Activation.geglu_tanh: gelu_tanh,
 }
 
 

@@ -36,7 +36,7 @@ class Classification(ZooTask):
         self.labels = list(labels)
         # the classifier replaces the token output projection: no unused parameters (DDP),
         # no (B, T, V) logits computed for nothing
-        self.model.lm_head = None
+        self.model.drop_output_head()
         self.head = nn.Linear(self.model_config.d_model, len(self.labels))
         nn.init.normal_(self.head.weight, std=self.model_config.init_std)
         nn.init.zeros_(self.head.bias)

@@ -4,8 +4,10 @@
     model = from_hf(transformers_model)   # a zoo model, same forward contract as zoo.build_model
     back = to_hf(model)                   # a transformers model of the matching family
 
-Supported so far: Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention) and GPT-2 (learned
-positions, pre-LN, tanh GELU, tied embeddings). A config field the converter cannot reproduce
+Supported: Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention), GPT-2 (learned positions,
+pre-LN, tanh GELU, tied), BERT (learned positions + token types, post-LN, masked-LM head),
+T5 v1.0 and v1.1 (bucketed relative bias, pre-RMSNorm, unscaled attention, ReLU or gated GELU)
+and BART (learned positions with an offset, post-LN encoder-decoder, embedding LayerNorm). A config field the converter cannot reproduce
 exactly (an unknown RoPE scaling, a bias on some projections only, ...) raises
 `UnsupportedConfig` naming it, instead of building a different model. `transformers` is
 imported only here.
@@ -13,17 +15,22 @@ imported only here.
 
 from __future__ import annotations
 
+from zoo.interop.hf.bart import BartConverter
+from zoo.interop.hf.bert import BertConverter
 from zoo.interop.hf.common import UnsupportedConfig
 from zoo.interop.hf.gpt2 import Gpt2Converter
 from zoo.interop.hf.llama import LlamaConverter
+from zoo.interop.hf.t5 import T5Converter
 
 # model_type of the transformers config -> converter
-CONVERTERS = {"llama": LlamaConverter, "gpt2": Gpt2Converter}
+CONVERTERS = {"llama": LlamaConverter, "gpt2": Gpt2Converter, "bert": BertConverter, "t5": T5Converter,
+              "bart": BartConverter}
 
 
 def from_hf(hf_model):
     """A zoo model with the weights of `hf_model` (a transformers PreTrainedModel with a
-    language-model head), in eval mode."""
+    language-model head: *ForCausalLM, BertForMaskedLM, *ForConditionalGeneration), in eval
+    mode."""
     kind = getattr(hf_model.config, "model_type", None)
     if kind not in CONVERTERS:
         raise UnsupportedConfig(f"model_type={kind!r}: no converter; supported: {', '.join(CONVERTERS)}")

@@ -42,3 +42,18 @@ def composed_as(cfg, **choices) -> bool:
             "norm_type": cfg.norm_type, "activation": cfg.activation}
     return all(made[key].value in (value if isinstance(value, tuple) else (value,))
                for key, value in choices.items())
+
+
+def tied(hf_model) -> bool:
+    """Does `hf_model` share its output projection with its input embedding? Read from the
+    tensors, not the config: transformers 5 reports `tie_word_embeddings=True` for every T5."""
+    out = hf_model.get_output_embeddings()
+    return out is not None and out.weight.data_ptr() == hf_model.get_input_embeddings().weight.data_ptr()
+
+
+def untie(hf_model) -> None:
+    """Give `hf_model` an output projection of its own (a copy), for zoo models with
+    `tie_embeddings=false` whose transformers class ties regardless of its config."""
+    out = hf_model.get_output_embeddings()
+    if tied(hf_model):
+        out.weight = torch.nn.Parameter(out.weight.detach().clone())

@@ -37,6 +37,7 @@ def build_position(cfg: ModelConfig, *, causal: bool) -> PositionScheme:
         num_buckets=p.num_buckets,
         max_distance=p.max_distance,
         clip=p.clip,
+        offset=p.offset,
     )
 
 

@@ -1,5 +1,7 @@
 """Learned absolute position embeddings (Gehring et al. 2017; GPT, BERT): a table of
-max_seq_len × D parameters added to the token embeddings. Positions past the table are refused."""
+max_seq_len × D parameters added to the token embeddings. Positions past the table are refused.
+
+`offset` rows precede position 0 (BART keeps 2 there): position p reads row p + offset."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ from zoo.nn.position.base import PositionScheme
 
 
 class LearnedPositions(PositionScheme):
-    def __init__(self, *, d_model: int, max_seq_len: int, **_: object) -> None:
+    def __init__(self, *, d_model: int, max_seq_len: int, offset: int = 0, **_: object) -> None:
         super().__init__()
-        self.max_seq_len = max_seq_len
-        self.table = nn.Embedding(max_seq_len, d_model)
+        self.max_seq_len, self.offset = max_seq_len, offset
+        self.table = nn.Embedding(max_seq_len + offset, d_model)  # (max_seq_len + offset, D)
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         if positions.numel() and int(positions.max()) >= self.max_seq_len:
@@ -22,4 +24,4 @@ class LearnedPositions(PositionScheme):
                 f"(model.max_seq_len={self.max_seq_len}); use a shorter input or a scheme that "
                 f"extrapolates (sinusoidal, relative, shaw, alibi, rope)"
             )
-        return x + self.table(positions)  # (B, T, D)
+        return x + self.table(positions + self.offset if self.offset else positions)  # (B, T, D)

@@ -1,0 +1,107 @@
+"""General options that pretrained families need and any composition can use: token-type
+embeddings, the attention scale, the output head's transform, D^-0.5 scaling and bias, and an
+offset into the learned position table."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from tests.conftest import FAMILIES, tiny
+
+
+def run(model, ids, **kw):
+    if model.config.family.value == "encoder_decoder":
+        return model(ids, decoder_input_ids=ids, **kw)
+    return model(ids, **kw)
+
+
+def twins(family, **kw):
+    """(a default model with learned positions, a model with `kw`) starting from the same seed."""
+    torch.manual_seed(0)
+    a = zoo.build_model(tiny(family, "learned")).eval()
+    torch.manual_seed(0)
+    cfg = tiny(family, "learned")
+    cfg.update(kw)
+    b = zoo.build_model(cfg).eval()
+    return a, b
+
+
+@pytest.mark.parametrize("family", ["encoder_only", "decoder_only"])
+def test_token_types_add_a_segment_embedding(family):
+    model = zoo.build_model(tiny(family, "learned", token_types=2)).eval()
+    ids = torch.randint(0, 37, (2, 6))
+    zeros, ones = torch.zeros_like(ids), torch.ones_like(ids)
+    with torch.no_grad():
+        default = run(model, ids).hidden_states
+        assert torch.equal(default, run(model, ids, token_type_ids=zeros).hidden_states)
+        assert not torch.allclose(default, run(model, ids, token_type_ids=ones).hidden_states)
+    with pytest.raises(ValueError, match=r"token_type_ids must be in \[0, 2\)"):
+        run(model, ids, token_type_ids=ones * 2)
+    plain = zoo.build_model(tiny(family, "learned"))
+    with pytest.raises(ValueError, match="model.token_types=0"):
+        run(plain, ids, token_type_ids=zeros)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_explicit_default_attention_scale_changes_nothing_and_1_does(family):
+    a, b = twins(family, attention_scale=8 ** -0.5)  # Dh = 16 / 2 heads
+    _, c = twins(family, attention_scale=1.0)
+    ids = torch.randint(0, 37, (2, 7))
+    with torch.no_grad():
+        assert torch.allclose(run(a, ids).logits, run(b, ids).logits, atol=1e-6)
+        assert (run(a, ids).logits - run(c, ids).logits).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_scale_output_multiplies_the_head_input_by_d_to_the_minus_half(family):
+    a, b = twins(family, scale_output=True)
+    ids = torch.randint(0, 37, (2, 7))
+    with torch.no_grad():
+        assert torch.allclose(run(b, ids).logits, run(a, ids).logits * 16 ** -0.5, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_output_bias_and_head_transform(family):
+    a, b = twins(family, output_bias=True, head_transform=True)
+    extra = sum(p.numel() for p in b.parameters()) - sum(p.numel() for p in a.parameters())
+    assert extra == 37 + (16 * 16 + 16) + 2 * 16  # bias (V) + dense (D·D + D) + LayerNorm (2·D)
+    ids = torch.randint(0, 37, (2, 7))
+    with torch.no_grad():
+        b.output_bias.fill_(0.5)
+        h = run(b, ids).hidden_states
+        expected = b.lm_head(b.head_transform(h)) + 0.5
+        assert torch.allclose(run(b, ids).logits, expected, atol=1e-6)
+    b.drop_output_head()
+    assert b.lm_head is None and b.head_transform is None and b.output_bias is None
+    # the tied projection is the embedding, which stays
+    assert sum(p.numel() for p in b.parameters()) == sum(p.numel() for p in a.parameters())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_position_offset_reads_rows_after_the_offset(family):
+    a, b = twins(family, position={"kind": "learned", "offset": 2})
+    stack = "decoder" if family != "encoder_only" else "encoder"
+    table_a = getattr(a, stack).positions[0].table
+    table_b = getattr(b, stack).positions[0].table
+    assert table_b.weight.shape == (table_a.weight.shape[0] + 2, 16)
+    b.load_state_dict({k: v for k, v in a.state_dict().items() if "positions" not in k}, strict=False)
+    with torch.no_grad():
+        for name in ("encoder", "decoder"):
+            if hasattr(a, name):
+                getattr(b, name).positions[0].table.weight[2:] = getattr(a, name).positions[0].table.weight
+                getattr(b, name).positions[0].table.weight[:2] = 99.0  # never read
+        ids = torch.randint(0, 37, (2, 7))
+        assert torch.allclose(run(a, ids).logits, run(b, ids).logits, atol=1e-6)
+
+
+@pytest.mark.parametrize("key, value", [("token_types", -1), ("attention_scale", 0.0),
+                                        ("position", {"kind": "rope", "offset": 2}),
+                                        ("position", {"kind": "learned", "offset": -1})])
+def test_bad_values_are_refused(key, value):
+    from zoo.config.errors import ConfigError
+    from zoo.config.model import ModelConfig
+
+    with pytest.raises(ConfigError, match="token_types|attention_scale|offset"):
+        ModelConfig(**{**tiny("decoder_only", "learned"), key: value})
