@@ -20,10 +20,19 @@ def _export(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-@pytest.mark.parametrize("preset", [["model=llama", "model.n_kv_heads=1"], ["model=gpt"]], ids=["llama", "gpt2"])
-def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, preset):
+PRESETS = {  # name: (overrides, transformers Auto class that loads the export)
+    "llama": (["model=llama", "model.n_kv_heads=1"], "AutoModelForCausalLM"),
+    "gpt2": (["model=gpt"], "AutoModelForCausalLM"),
+    "bert": (["model=bert"], "AutoModelForMaskedLM"),
+    "t5": (["model=t5", "model.n_decoder_layers=1"], "AutoModelForSeq2SeqLM"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, name):
+    overrides, auto = PRESETS[name]
     run = tmp_path / "run"
-    trained = zoo_train(*tiny_overrides(run), *preset)
+    trained = zoo_train(*tiny_overrides(run), *overrides)
     assert trained.returncode == 0, trained.stderr[-3000:]
     ckpt = run / "checkpoints" / "last.ckpt"
     out = tmp_path / "hf"
@@ -31,11 +40,12 @@ def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, preset
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "config.json").is_file() and (out / "zoo_tokenizer").is_dir()
 
-    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    hf = getattr(transformers, auto).from_pretrained(out).eval()
     task = load_checkpoint(ckpt)
     ids = torch.tensor([task.tokenizer.encode("And God said, Let there be light")])
+    inputs = {"decoder_input_ids": ids[:, :5]} if name == "t5" else {}
     with torch.no_grad():
-        diff = (hf(input_ids=ids).logits - task.model(ids).logits).abs().max()
+        diff = (hf(input_ids=ids, **inputs).logits - task.model(ids, **inputs).logits).abs().max()
     assert float(diff) <= 1e-4
 
     again = _export(f"ckpt={ckpt}", "format=hf", f"out={out}")  # never overwrites

@@ -3,7 +3,8 @@
     zoo-export ckpt=runs/.../checkpoints/last.ckpt format=hf out=exported/
 
 Works when the checkpoint's composition matches a family `zoo.interop.hf` supports (Llama,
-GPT-2); the directory loads with `AutoModelForCausalLM.from_pretrained(out)`. zoo's own
+GPT-2, BERT, T5, BART); the directory loads with the matching `AutoModelFor...` class
+(`AutoModelForCausalLM`, `AutoModelForMaskedLM`, `AutoModelForSeq2SeqLM`). zoo's own
 tokenizer is saved beside the weights in `out/zoo_tokenizer/` (it is not a transformers
 tokenizer). An existing non-empty `out` is refused, so nothing written before is lost.
 """
