@@ -1,0 +1,57 @@
+"""The statistics behind zoo-compare's intervals, against published t tables and the normal
+limit from Python's standard library."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from zoo.compare.stats import difference, mean_std, t_cdf, t_quantile
+
+
+@pytest.mark.parametrize("df, expected", [(1, 12.706), (2, 4.303), (5, 2.571), (10, 2.228), (30, 2.042)])
+def test_t_quantiles_match_the_table(df, expected):
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-3)
+
+
+def test_large_df_tends_to_the_normal_quantile():
+    assert t_quantile(0.975, 1e6) == pytest.approx(statistics.NormalDist().inv_cdf(0.975), abs=1e-4)
+    assert t_cdf(0.0, 7) == pytest.approx(0.5) and t_cdf(-2.0, 4) == pytest.approx(1 - t_cdf(2.0, 4))
+
+
+def test_mean_std_is_the_sample_statistic():
+    values = [1.0, 2.0, 4.0]
+    assert mean_std(values) == pytest.approx((statistics.mean(values), statistics.stdev(values)))
+    assert mean_std([3.0]) == (3.0, 0.0)
+
+
+def test_paired_interval_when_the_seeds_match():
+    base = {0: 5.0, 1: 5.2, 2: 4.9}
+    arm = {0: 4.8, 1: 5.1, 2: 4.6}
+    d = difference(arm, base)
+    deltas = [-0.2, -0.1, -0.3]
+    half = 4.303 * statistics.stdev(deltas) / math.sqrt(3)
+    assert d.method == "paired"
+    assert d.mean == pytest.approx(-0.2)
+    assert (d.low, d.high) == pytest.approx((-0.2 - half, -0.2 + half), abs=1e-3)
+
+
+def test_welch_interval_when_the_seeds_differ_and_none_for_one_seed():
+    d = difference({0: 1.0, 1: 2.0, 2: 3.0}, {5: 0.0, 6: 1.0})
+    assert d.method == "welch" and d.low < d.mean < d.high
+    assert difference({0: 1.0}, {0: 2.0, 1: 3.0}).low is None
+
+
+def test_the_95_percent_interval_covers_the_truth_about_95_percent_of_the_time():
+    rng = random.Random(0)
+    hits = 0
+    trials = 400
+    for _ in range(trials):
+        arm = {s: rng.gauss(1.0, 0.5) for s in range(4)}
+        base = {s + 10: rng.gauss(0.0, 0.3) for s in range(5)}
+        d = difference(arm, base)
+        hits += d.low <= 1.0 <= d.high
+    assert 0.91 <= hits / trials <= 0.99

@@ -1,0 +1,73 @@
+"""`zoo-compare`: one report for one or more sweeps.
+
+    zoo-compare multirun/2026-11-22/10-00-00                   # report in that directory
+    zoo-compare SWEEP_A SWEEP_B out=reports/ablation metric=val/ppl baseline=model.norm=pre
+
+Writes report.md, report.csv, curves.png and final.png into `out` (default: `compare/` inside
+the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+TOOL = "zoo-compare"
+
+
+@dataclass(kw_only=True)
+class CompareArgs:
+    out: Optional[str] = None
+    metric: str = "val/loss"
+    baseline: Optional[str] = None  # KEY=VALUE[,KEY=VALUE] of the baseline arm; default the first arm
+
+
+def run(argv: list[str]) -> dict:
+    from zoo.cli.args import parse
+    from zoo.compare import compare
+    from zoo.config.errors import ConfigError
+
+    dirs = [a for a in argv if "=" not in a]
+    options = [a for a in argv if "=" in a and not Path(a).exists()]
+    dirs += [a for a in argv if "=" in a and Path(a).exists()]
+    args, _ = parse(CompareArgs, options_with_baseline(options))
+    if not dirs:
+        raise ConfigError("give one or more sweep or run directories: zoo-compare DIR [DIR ...] [out=DIR]")
+    missing = [d for d in dirs if not Path(d).is_dir()]
+    if missing:
+        raise ConfigError(f"not a directory: {missing[0]}")
+    out = Path(args.out) if args.out else Path(dirs[0]) / "compare"
+    try:
+        report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return {"out": str(out), "arms": len(report.arms),
+            "runs": sum(len(a.runs) for a in report.arms),
+            "files": {k: str(v) for k, v in report.files.items()}}
+
+
+def options_with_baseline(options: list[str]) -> list[str]:
+    """`baseline=model.norm=pre` holds a second '=': quote its value for the dotlist parser."""
+    out = []
+    for option in options:
+        key, _, value = option.partition("=")
+        out.append(f"{key}={json.dumps(value)}" if key == "baseline" else option)
+    return out
+
+
+def main() -> None:
+    from zoo.cli.args import fail
+    from zoo.config.errors import ConfigError
+
+    try:
+        result = run(sys.argv[1:])
+    except ConfigError as exc:
+        fail(TOOL, str(exc))
+        return
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The comparison's figures: validation loss against tokens seen per arm (mean over seeds,
+shaded min-max band), and the final metric per arm with its standard deviation. Matplotlib's
+Agg backend: files only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from zoo.compare.stats import mean_std
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _label(report, arm) -> str:
+    settings = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in arm.settings.items())
+    return f"{arm.name}: {settings}" if settings else arm.name
+
+
+def plot_curves(report, path: Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for arm in report.arms:
+        curves = [r.curve for r in arm.runs if r.curve]
+        if not curves:
+            continue
+        # seeds validate at the same steps; align on the shortest (unfinished runs stop early)
+        n = min(len(c) for c in curves)
+        tokens = np.array([curves[0][i][0] for i in range(n)])
+        losses = np.array([[c[i][1] for i in range(n)] for c in curves])  # (seeds, points)
+        line, = ax.plot(tokens, losses.mean(0), label=_label(report, arm), marker="o", markersize=3)
+        if len(curves) > 1:
+            ax.fill_between(tokens, losses.min(0), losses.max(0), color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("tokens seen")
+    ax.set_ylabel("validation loss")
+    ax.set_title("validation loss (mean over seeds, band: min-max)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_final(report, path: Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(report.arms)))
+    names, means, stds = [], [], []
+    for arm in report.arms:
+        finals = list(arm.finals(report.metric).values())
+        names.append(_label(report, arm) + ("" if finals else " (no finished run)"))
+        mean, std = mean_std(finals) if finals else (0.0, 0.0)
+        means.append(mean)
+        stds.append(std)
+    y = np.arange(len(names))
+    colors = ["tab:gray" if arm is report.baseline else "tab:blue" for arm in report.arms]
+    ax.barh(y, means, xerr=stds, color=colors, capsize=3)
+    ax.set_yticks(y, names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"final {report.metric} (mean ± std over seeds; grey: baseline)")
+    if any(means):
+        low = min(m - s for m, s in zip(means, stds) if m)
+        ax.set_xlim(left=max(0.0, low - 0.05 * abs(low)))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

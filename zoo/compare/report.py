@@ -1,0 +1,190 @@
+"""Runs -> arms -> the comparison table, written as report.md and report.csv (plots in
+`zoo.compare.plots`).
+
+An arm is every run with the same config except the seed. The table shows only the config keys
+whose values differ between arms, the mean ± std over finished seeds of the final validation
+metric, its difference to the baseline arm with a 95% interval, model size, FLOPs per token,
+tokens seen, throughput, and how many seeds finished, failed or are unfinished: a run is never
+dropped silently."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from zoo.compare.runs import IGNORED, Run, RunStatus, find_runs
+from zoo.compare.stats import Difference, difference, mean_std
+
+
+@dataclass
+class Arm:
+    name: str  # "arm N"
+    runs: list[Run]
+    settings: dict[str, str] = field(default_factory=dict)  # the differing keys only
+    diff: Optional[Difference] = None
+
+    def count(self, status: RunStatus) -> int:
+        return sum(r.status == status for r in self.runs)
+
+    def finals(self, metric: str) -> dict:
+        """{seed: final value} of the finished runs that logged `metric`."""
+        return {r.seed: r.final(metric) for r in self.runs if r.final(metric) is not None}
+
+    def summary_mean(self, *keys: str) -> Optional[float]:
+        values = []
+        for r in self.runs:
+            node = r.summary
+            for k in keys:
+                node = node.get(k) if isinstance(node, dict) else None
+            if isinstance(node, (int, float)):
+                values.append(float(node))
+        return sum(values) / len(values) if values else None
+
+    @property
+    def status(self) -> str:
+        parts = [f"{self.count(s)} {s.value}" for s in RunStatus if self.count(s)]
+        return ", ".join(parts)
+
+
+@dataclass
+class Report:
+    metric: str
+    arms: list[Arm]
+    baseline: Arm
+    keys: list[str]  # differing config keys, in config order
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def rows(self) -> list[dict]:
+        out = []
+        for arm in self.arms:
+            finals = arm.finals(self.metric)
+            mean, std = mean_std(list(finals.values())) if finals else (None, None)
+            params = arm.summary_mean("model", "total_params")
+            non_emb = arm.summary_mean("model", "non_embedding_params")
+            row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
+            row.update({k: arm.settings.get(k, "") for k in self.keys})
+            row.update({
+                f"{self.metric} mean": mean, f"{self.metric} std": std, "seeds": len(finals),
+                "diff": arm.diff.mean if arm.diff else None,
+                "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
+                "params": params, "non_embedding_params": non_emb,
+                "flops_per_token": arm.summary_mean("model", "flops_per_token"),
+                "tokens_seen": arm.summary_mean("tokens_seen"),
+                "tokens_per_s": arm.summary_mean("tokens_per_s"),
+                "wall_seconds": arm.summary_mean("wall_seconds"),
+                "status": arm.status,
+            })
+            out.append(row)
+        return out
+
+
+def group_arms(runs: list[Run]) -> tuple[list[Arm], list[str]]:
+    """Arms in order of first appearance, and the config keys that differ between them."""
+    by_key: dict[tuple, list[Run]] = {}
+    for run in runs:
+        by_key.setdefault(run.arm_key, []).append(run)
+    arms = [Arm(name=f"arm {i}", runs=group) for i, group in enumerate(by_key.values())]
+    all_keys: list[str] = []
+    for run in runs:
+        all_keys += [k for k in run.config if k not in all_keys]
+    keys = []
+    for key in all_keys:
+        values = {repr(arm.runs[0].config.get(key)) for arm in arms}
+        if len(values) > 1 and not key.startswith(IGNORED):
+            keys.append(key)
+    for arm in arms:
+        arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
+    return arms, keys
+
+
+def _show(value) -> str:
+    return "(unset)" if value is None else str(value)
+
+
+def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
+    """`spec` "KEY=VALUE[,KEY=VALUE]" picks the arm with those settings; default: the first arm
+    (the sweep's first job)."""
+    if not spec:
+        return arms[0]
+    wanted = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
+    if not wanted:
+        raise ValueError(f"baseline={spec!r}: expected KEY=VALUE[,KEY=VALUE]")
+    matches = [a for a in arms if all(_show(a.runs[0].config.get(k)) == v for k, v in wanted.items())]
+    if len(matches) != 1:
+        shown = "; ".join(f"{a.name}: " + ", ".join(f"{k}={v}" for k, v in a.settings.items()) for a in arms)
+        raise ValueError(f"baseline={spec!r} matches {len(matches)} arms (need exactly one); arms: {shown}")
+    return matches[0]
+
+
+def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: Optional[str] = None,
+            plots: bool = True) -> Report:
+    """Read the sweeps in `dirs`, write report.md, report.csv (and curves.png, final.png) into
+    `out`, and return the report."""
+    runs = find_runs([Path(d) for d in dirs])
+    if not runs:
+        raise ValueError(f"no run directories (with .hydra/overrides.yaml) under {', '.join(map(str, dirs))}")
+    arms, keys = group_arms(runs)
+    base = pick_baseline(arms, baseline)
+    for arm in arms:
+        arm.diff = difference(arm.finals(metric), base.finals(metric)) if arm is not base else None
+    report = Report(metric=metric, arms=arms, baseline=base, keys=keys)
+    out.mkdir(parents=True, exist_ok=True)
+    report.files["csv"] = write_csv(report, out / "report.csv")
+    if plots:
+        from zoo.compare.plots import plot_curves, plot_final
+
+        report.files["curves"] = plot_curves(report, out / "curves.png")
+        report.files["final"] = plot_final(report, out / "final.png")
+    report.files["md"] = write_markdown(report, out / "report.md", dirs)
+    return report
+
+
+def write_csv(report: Report, path: Path) -> Path:
+    rows = report.rows()
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _num(value, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def write_markdown(report: Report, path: Path, dirs) -> Path:
+    m = report.metric
+    head = ["arm", *report.keys, f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "params (non-emb.)",
+            "FLOPs/token", "tokens", "tokens/s", "runs"]
+    lines = [f"# Sweep comparison: {m}", "",
+             f"Runs from {', '.join(f'`{d}`' for d in dirs)}. One row per arm (same config, different "
+             f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
+             f"Δ = arm − baseline with a 95% Student-t interval (paired over seeds when both arms ran "
+             f"the same seeds, Welch otherwise).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, row in zip(report.arms, report.rows()):
+        mean, std = row[f"{m} mean"], row[f"{m} std"]
+        value = f"{mean:.4f} ± {std:.4f} (n={row['seeds']})" if mean is not None else "no finished run"
+        diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
+        params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
+        cells = [row["arm"], *[f"`{arm.settings[k]}`" for k in report.keys], value, diff, params,
+                 _num(row["flops_per_token"]), _num(row["tokens_seen"]), _num(row["tokens_per_s"]), row["status"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    problems = [r for a in report.arms for r in a.runs if r.status != RunStatus.finished]
+    if problems:
+        lines += ["", "## Runs without a final result", ""]
+        for r in problems:
+            detail = f": {r.error}" if r.error else (
+                f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)" if r.curve else "")
+            lines.append(f"- `{r.path}` {r.status.value}{detail}")
+    for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}")):
+        if name in report.files:
+            lines += ["", f"![{label}]({report.files[name].name})"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
