@@ -168,6 +168,11 @@ class ModelConfig:
         metadata={"help": "feed-forward hidden width; default 4·D, or 8/3·D rounded up to a "
                   "multiple of 64 for gated activations (same parameter count)"},
     )
+    param_budget: Optional[int] = field(
+        default=None,
+        metadata={"help": "size d_ff so the model has this many non-embedding parameters "
+                  "(matched-budget ablations); instead of model.d_ff"},
+    )
     vocab_size: int = field(default=8192, metadata={"help": "V"})
     max_seq_len: int = field(
         default=256, metadata={"help": "longest sequence (learned positions: table size)"}
@@ -257,6 +262,16 @@ class ModelConfig:
                 f"model.n_decoder_layers only applies to model.family=encoder_decoder, "
                 f"not {self.family.value}"
             )
+        if self.param_budget is not None:
+            _positive("param_budget", self.param_budget)
+            from zoo.models.budget import d_ff_for_budget  # builds on torch's meta device
+
+            sized = d_ff_for_budget(self, self.param_budget)
+            if self.d_ff is not None and self.d_ff != sized:
+                raise ConfigError(
+                    f"model.d_ff={self.d_ff} conflicts with model.param_budget={self.param_budget:,} "
+                    f"(which sizes d_ff to {sized}); set one of them")
+            self.d_ff = sized
         if self.d_ff is None:
             if self.activation in GATED:
                 self.d_ff = _round_up(int(8 * self.d_model / 3), 64)
