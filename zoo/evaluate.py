@@ -30,9 +30,9 @@ def evaluate(
     if split not in ("validation", "train"):
         raise ConfigError(f"split={split!r} is not allowed; choose one of: validation, train")
     kind = task.task_config.kind.value
-    datamodule = build_datamodule(data, {"kind": task.extra.get("tokenizer_kind", "byte")}, kind,
-                                  batch_size=batch_size, seed=0)
-    datamodule.tokenizer = task.tokenizer  # the checkpoint's, never a new one
+    # the checkpoint's tokenizer, never a new one
+    tokenizer = task.tokenizer if task.tokenizer is not None else {"kind": task.extra.get("tokenizer_kind", "byte")}
+    datamodule = build_datamodule(data, tokenizer, kind, batch_size=batch_size, seed=0)
     datamodule.setup("fit")
     labels = getattr(datamodule, "labels", None)
     if kind == "classification" and list(labels or []) != list(task.labels):

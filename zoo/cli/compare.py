@@ -2,6 +2,7 @@
 
     zoo-compare multirun/2026-11-22/10-00-00                   # report in that directory
     zoo-compare SWEEP_A SWEEP_B out=reports/ablation metric=val/ppl baseline=model.norm=pre
+    zoo-compare SWEEP lengths=1,2,4,8      # + perplexity at 1x..8x the trained context
 
 Writes report.md, report.csv, curves.png and final.png into `out` (default: `compare/` inside
 the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
@@ -22,6 +23,7 @@ class CompareArgs:
     out: Optional[str] = None
     metric: str = "val/loss"
     baseline: Optional[str] = None  # KEY=VALUE[,KEY=VALUE] of the baseline arm; default the first arm
+    lengths: Optional[str] = None  # e.g. "1,2,4,8": perplexity at these multiples of the trained context
 
 
 def run(argv: list[str]) -> dict:
@@ -40,7 +42,11 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"not a directory: {missing[0]}")
     out = Path(args.out) if args.out else Path(dirs[0]) / "compare"
     try:
-        report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline)
+        multiples = [int(m) for m in str(args.lengths).split(",")] if args.lengths else None
+        if multiples and min(multiples) < 1:
+            raise ValueError(f"lengths={args.lengths}: multiples must be >= 1")
+        report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
+                         lengths=multiples)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return {"out": str(out), "arms": len(report.arms),
@@ -53,7 +59,7 @@ def options_with_baseline(options: list[str]) -> list[str]:
     out = []
     for option in options:
         key, _, value = option.partition("=")
-        out.append(f"{key}={json.dumps(value)}" if key == "baseline" else option)
+        out.append(f"{key}={json.dumps(value)}" if key in ("baseline", "lengths") else option)
     return out
 
 

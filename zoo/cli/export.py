@@ -4,9 +4,10 @@
 
 Works when the checkpoint's composition matches a family `zoo.interop.hf` supports (Llama,
 GPT-2, BERT, T5, BART); the directory loads with the matching `AutoModelFor...` class
-(`AutoModelForCausalLM`, `AutoModelForMaskedLM`, `AutoModelForSeq2SeqLM`). zoo's own
-tokenizer is saved beside the weights in `out/zoo_tokenizer/` (it is not a transformers
-tokenizer). An existing non-empty `out` is refused, so nothing written before is lost.
+(`AutoModelForCausalLM`, `AutoModelForMaskedLM`, `AutoModelForSeq2SeqLM`). A model fine-tuned
+with `init_from=hf:DIR` (tokenizer=hf) gets its transformers tokenizer files beside the
+weights; zoo's own tokenizers are saved in `out/zoo_tokenizer/` (they are not transformers
+tokenizers). An existing non-empty `out` is refused, so nothing written before is lost.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def run(argv: list[str]) -> dict:
     except UnsupportedConfig as exc:
         raise ConfigError(f"{args.ckpt}: {exc}") from None
     hf.save_pretrained(out)
-    if task.tokenizer is not None:
+    if task.tokenizer is not None and getattr(task.tokenizer, "kind", "") == "hf":
+        task.tokenizer.hf_tokenizer.save_pretrained(str(out))  # AutoTokenizer.from_pretrained(out)
+    elif task.tokenizer is not None:
         task.tokenizer.save(out / "zoo_tokenizer")
     return {"checkpoint": str(args.ckpt), "format": args.format, "out": str(out),
             "architecture": type(hf).__name__}

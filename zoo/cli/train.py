@@ -29,6 +29,27 @@ def _fail(message: str, status: int = 2) -> None:
     sys.exit(status)
 
 
+class ArmFailed(RuntimeError):
+    """One job of a sweep stopped; Hydra records it as failed and runs the other arms."""
+
+
+def _arm_failed(run_dir: Path, message: str) -> None:
+    """Write `failed.json` into the run directory (zoo-compare marks the arm failed), and in a
+    sweep raise ArmFailed instead of exiting, so the sweep goes on with its other arms and
+    exits non-zero when they are done."""
+    import json
+    import os
+
+    from hydra.types import RunMode
+
+    if int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) or 0) == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "failed.json").write_text(json.dumps({"status": "failed", "error": message}, indent=1))
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        print(f"zoo-train: error: {run_dir}: {message}", file=sys.stderr)
+        raise ArmFailed(message) from None
+
+
 @hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
 def _train(cfg: DictConfig) -> float | None:
     from zoo.checkpoint import CheckpointError
@@ -41,11 +62,16 @@ def _train(cfg: DictConfig) -> float | None:
         result = train(cfg, run_dir)
         summary = result.summary
     except (ConfigError, DataError, CheckpointError) as exc:
+        _arm_failed(run_dir, str(exc))
         _fail(str(exc))
         return None
     except TrainingStopped as exc:
+        _arm_failed(run_dir, str(exc))
         _fail(str(exc), status=1)
         return None
+    except Exception as exc:
+        _arm_failed(run_dir, f"{type(exc).__name__}: {exc}")
+        raise
     if not result.is_global_zero:  # one report per run, from rank 0
         return None
     if summary.get("status") == "requeued":

@@ -73,3 +73,28 @@ def plot_final(report, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_lengths(report, path: Path) -> Path:
+    """Perplexity against evaluation length per arm (log-log); arms past their learned table
+    stop where the table ends."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for row in report.lengths:
+        points = [(row["trained"] * m if row["trained"] else m, cell[0], cell[1])
+                  for m, cell in row["cells"].items() if isinstance(cell, tuple)]
+        if not points:
+            continue
+        x, y, err = zip(*points)
+        ax.errorbar(x, y, yerr=err, marker="o", markersize=3, capsize=2, label=_label(report, row["arm"]))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel("validation perplexity")
+    ax.set_title("length extrapolation (mean ± std over seeds)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -55,6 +55,8 @@ class Report:
     baseline: Arm
     keys: list[str]  # differing config keys, in config order
     files: dict[str, Path] = field(default_factory=dict)
+    lengths: list[dict] = field(default_factory=list)  # zoo.compare.lengths.length_table rows
+    multiples: list[int] = field(default_factory=list)
 
     def rows(self) -> list[dict]:
         out = []
@@ -119,9 +121,10 @@ def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
 
 
 def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: Optional[str] = None,
-            plots: bool = True) -> Report:
+            plots: bool = True, lengths: Optional[list[int]] = None) -> Report:
     """Read the sweeps in `dirs`, write report.md, report.csv (and curves.png, final.png) into
-    `out`, and return the report."""
+    `out`, and return the report. `lengths` (multiples of the trained context, e.g. [1, 2, 4, 8])
+    adds a length-extrapolation table (lengths.csv, lengths.png)."""
     runs = find_runs([Path(d) for d in dirs])
     if not runs:
         raise ValueError(f"no run directories (with .hydra/overrides.yaml) under {', '.join(map(str, dirs))}")
@@ -132,11 +135,19 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     report = Report(metric=metric, arms=arms, baseline=base, keys=keys)
     out.mkdir(parents=True, exist_ok=True)
     report.files["csv"] = write_csv(report, out / "report.csv")
+    if lengths:
+        from zoo.compare.lengths import length_table
+
+        report.multiples = list(lengths)
+        report.lengths = length_table(arms, report.multiples)
+        report.files["lengths_csv"] = write_lengths_csv(report, out / "lengths.csv")
     if plots:
-        from zoo.compare.plots import plot_curves, plot_final
+        from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 
         report.files["curves"] = plot_curves(report, out / "curves.png")
         report.files["final"] = plot_final(report, out / "final.png")
+        if report.lengths:
+            report.files["lengths"] = plot_lengths(report, out / "lengths.png")
     report.files["md"] = write_markdown(report, out / "report.md", dirs)
     return report
 
@@ -148,6 +159,39 @@ def write_csv(report: Report, path: Path) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def write_lengths_csv(report: Report, path: Path) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["arm", *report.keys, "eval_len", "multiple", "ppl_mean", "ppl_std", "runs", "note"])
+        for row in report.lengths:
+            arm = row["arm"]
+            for m, cell in row["cells"].items():
+                length = row["trained"] * m if row["trained"] else ""
+                settings = [arm.settings.get(k, "") for k in report.keys]
+                if isinstance(cell, tuple):
+                    writer.writerow([arm.name, *settings, length, m, cell[0], cell[1], cell[2], ""])
+                else:
+                    writer.writerow([arm.name, *settings, length, m, "", "", 0, cell or "no finished run"])
+    return path
+
+
+def _length_lines(report: Report) -> list[str]:
+    trained = {row["trained"] for row in report.lengths}
+    base = trained.pop() if len(trained) == 1 else None
+    cols = [f"{m}× ({base * m})" if base else f"{m}×" for m in report.multiples]
+    lines = ["", "## Length extrapolation", "",
+             "Validation perplexity at multiples of the trained context (mean ± std over seeds).", "",
+             "| arm | " + " | ".join([*report.keys, *cols]) + " |", "|" + "---|" * (1 + len(report.keys) + len(cols))]
+    for row in report.lengths:
+        cells = []
+        for m in report.multiples:
+            cell = row["cells"][m]
+            cells.append(f"{cell[0]:.2f} ± {cell[1]:.2f}" if isinstance(cell, tuple) else (cell or "–"))
+        settings = [f"`{row['arm'].settings[k]}`" for k in report.keys]
+        lines.append("| " + " | ".join([row["arm"].name, *settings, *cells]) + " |")
+    return lines
 
 
 def _num(value, digits: int = 4) -> str:
@@ -183,7 +227,10 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
             detail = f": {r.error}" if r.error else (
                 f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)" if r.curve else "")
             lines.append(f"- `{r.path}` {r.status.value}{detail}")
-    for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}")):
+    if report.lengths:
+        lines += _length_lines(report)
+    for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),
+                        ("lengths", "perplexity vs evaluation length")):
         if name in report.files:
             lines += ["", f"![{label}]({report.files[name].name})"]
     path.write_text("\n".join(lines) + "\n")

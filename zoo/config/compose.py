@@ -10,6 +10,7 @@ from omegaconf import DictConfig, open_dict
 
 from zoo.config.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
+from zoo.config.init_from import apply_init_from
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.store import register_configs
 
@@ -33,7 +34,8 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     As on the command line, `config_source_dir` replaces the primary config directory (`-cp`)
     and `config_dirs` are searched too (`-cd`). `return_hydra_config` keeps the `hydra:`
     section; `check=False` skips the model checks. The object names in the config are always
-    checked against the allow-list of `zoo.config.targets`."""
+    checked against the allow-list of `zoo.config.targets`. With `init_from=hf:DIR` the model
+    and tokenizer sections are DIR's (`zoo.config.init_from`)."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
@@ -79,6 +81,7 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
         if saved is not None:
             global_hydra.initialize(saved)
     check_config_targets(cfg)
+    cfg = apply_init_from(cfg, overrides)
     if not return_hydra_config:
         with open_dict(cfg):
             del cfg["hydra"]

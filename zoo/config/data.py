@@ -50,6 +50,7 @@ class TokenizerKind(Choice):
     char = "char"  # the characters of the training split + specials
     sentencepiece_bpe = "sentencepiece_bpe"  # Sennrich et al. 2016, via SentencePiece
     sentencepiece_unigram = "sentencepiece_unigram"  # Kudo 2018, via SentencePiece
+    hf = "hf"  # a Hugging Face tokenizer directory (save_pretrained), e.g. a pretrained model's
 
 
 SENTENCEPIECE_KINDS = (TokenizerKind.sentencepiece_bpe, TokenizerKind.sentencepiece_unigram)
@@ -62,8 +63,8 @@ _SENTENCEPIECE_PARAMS = ("vocab_size", "character_coverage", "byte_fallback", "m
 
 @dataclass(kw_only=True)
 class TokenizerConfig:
-    """How text becomes ids. Every kind shares the same special ids: pad 0, unk 1, bos 2,
-    eos 3, mask 4, cls 5."""
+    """How text becomes ids. zoo's own kinds share the same special ids: pad 0, unk 1, bos 2,
+    eos 3, mask 4, cls 5; kind hf keeps the ids of the Hugging Face tokenizer at `path`."""
 
     kind: TokenizerKind = field(
         default=TokenizerKind.sentencepiece_bpe, metadata={"help": "tokenizer family"}
@@ -86,6 +87,11 @@ class TokenizerConfig:
         default=1_000_000,
         metadata={"help": "sentencepiece: lines sampled from the training text to train on"},
     )
+    path: Optional[str] = field(
+        default=None,
+        metadata={"help": "hf: a directory written by a transformers tokenizer's "
+                  "save_pretrained (e.g. a pretrained model's directory)"},
+    )
     cache_dir: Optional[str] = field(
         default=None,
         metadata={"help": "where trained tokenizers are cached; default $ZOO_CACHE or "
@@ -94,6 +100,13 @@ class TokenizerConfig:
 
     def __post_init__(self) -> None:
         self.kind = TokenizerKind.parse(self.kind, "tokenizer.kind")
+        if self.path is not None and not isinstance(self.path, str):
+            raise ConfigError(f"tokenizer.path must be a directory path, got {self.path!r}")
+        if self.kind == TokenizerKind.hf and not self.path:
+            raise ConfigError("tokenizer=hf needs tokenizer.path: a directory written by a "
+                              "transformers tokenizer's save_pretrained")
+        if self.kind != TokenizerKind.hf and self.path is not None:
+            raise ConfigError(f"tokenizer.path only applies to tokenizer=hf, not {self.kind.value}")
         if self.kind not in SENTENCEPIECE_KINDS:
             for f in fields(self):
                 if f.name in _SENTENCEPIECE_PARAMS and getattr(self, f.name) != f.default:

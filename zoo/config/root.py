@@ -36,3 +36,9 @@ class ZooConfig:
         default=None,
         metadata={"help": "resume from this checkpoint; 'last' = the run directory's last.ckpt"},
     )
+    init_from: Optional[str] = field(
+        default=None,
+        metadata={"help": "hf:DIR: start from the weights of a Hugging Face model directory "
+                  "(save_pretrained); its config fixes model.* (except model.dropout) and its "
+                  "tokenizer becomes tokenizer=hf; a resumed checkpoint wins over it"},
+    )

@@ -34,6 +34,7 @@ from zoo.data.errors import DataError
 from zoo.data.packing import PackedBlocks, concat_ids
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
 from zoo.data.sources import describe, load_splits, require_columns
+from zoo.data.specials import require_specials
 from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
 from zoo.data.tokenizers import Tokenizer, build_tokenizer
 from zoo.data.vocab import check_vocab
@@ -43,7 +44,8 @@ LM_SHAPES = (TaskShape.causal_lm, TaskShape.masked_lm)
 
 class ZooDataModule(L.LightningDataModule):
     """Batches for `task` (causal_lm, masked_lm, seq2seq, classification) from `data` and
-    `tokenizer` configs (dataclasses, dicts or composed Hydra nodes).
+    `tokenizer` configs (dataclasses, dicts or composed Hydra nodes); `tokenizer` may also be
+    a built `Tokenizer` (a checkpoint's), used as it is.
 
     After `setup()`: `tokenizer`, `vocab_size`, `batch_size` (per device),
     `accumulate_grad_batches`, and for classification `labels` (label names, index = class
@@ -57,11 +59,12 @@ class ZooDataModule(L.LightningDataModule):
             raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.fixed_batch_size = batch_size
         self.data_cfg: DataConfig = as_data_config(data)
-        self.tokenizer_cfg: TokenizerConfig = as_tokenizer_config(tokenizer)
+        given = tokenizer if isinstance(tokenizer, Tokenizer) else None
+        self.tokenizer_cfg: Optional[TokenizerConfig] = None if given else as_tokenizer_config(tokenizer)
         self.task = TaskShape.parse(task, "task")
         self.seed = seed
         self.world_size = world_size
-        self.tokenizer: Optional[Tokenizer] = None
+        self.tokenizer: Optional[Tokenizer] = given
         self.label_names: Optional[list] = None
         self.train_dataset: Optional[torch.utils.data.Dataset] = None
         self.val_dataset: Optional[torch.utils.data.Dataset] = None
@@ -135,6 +138,7 @@ class ZooDataModule(L.LightningDataModule):
         if self._tokenized is None:
             splits = self._raw_splits()
             tokenizer = self._build_tokenizer()
+            require_specials(tokenizer, self.task)
             cfg = self.data_cfg
             if self.task in LM_SHAPES:
                 fn = lambda ds: tokenize_lm(ds, tokenizer, cfg.text_column)  # noqa: E731
@@ -238,7 +242,8 @@ class ZooDataModule(L.LightningDataModule):
         if self.task == TaskShape.masked_lm:
             return MaskingCollator(tokenizer.vocab_size,
                                    probability=self.data_cfg.mlm_probability,
-                                   seed=self.seed, fixed=not train, mask_id=tokenizer.mask_id)
+                                   seed=self.seed, fixed=not train, mask_id=tokenizer.mask_id,
+                                   special_ids=tokenizer.special_ids().values())
         if self.task == TaskShape.seq2seq:
             return _Seq2SeqCollate(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
         return _ClassificationCollate(tokenizer.pad_id)

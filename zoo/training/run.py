@@ -17,6 +17,7 @@ from zoo.checkpoint import CheckpointError, read_checkpoint
 from zoo.config.convert import as_model_config, as_schema, plain
 from zoo.config.data import as_data_config, as_tokenizer_config
 from zoo.config.errors import ConfigError
+from zoo.config.init_from import apply_init_from, init_path
 from zoo.config.model import ModelConfig, PositionKind
 from zoo.config.train import (
     CallbacksConfig,
@@ -50,6 +51,7 @@ class RunSpec:
     trainer: dict
     seed: int
     ckpt_path: Optional[str]
+    init_from: Optional[str] = None
 
 
 def validate_run(cfg: DictConfig) -> RunSpec:
@@ -68,6 +70,7 @@ def validate_run(cfg: DictConfig) -> RunSpec:
         trainer=OmegaConf.to_container(cfg.trainer, resolve=True),
         seed=int(cfg.seed),
         ckpt_path=cfg.ckpt_path,
+        init_from=OmegaConf.select(cfg, "init_from", default=None),
     )
     families = TASKS[spec.task.kind].families
     if spec.model.family not in families:
@@ -112,6 +115,27 @@ def validate_run(cfg: DictConfig) -> RunSpec:
                 f"schedule (the paper's rate is optim.lr=1.0, as in optim=adam)"
             )
     return spec
+
+
+def command_line_overrides() -> list[str]:
+    """The overrides of the running Hydra job (`zoo-train a=b ...`); none outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def init_weights(task, init_from: str) -> None:
+    """Load init_from's pretrained weights into the task's model (before fit); a head the task
+    adds (a classifier) keeps its fresh initialisation."""
+    from zoo.interop.hf.pretrained import load_weights
+
+    path = init_path(init_from)
+    skipped = load_weights(task.model, path)
+    log.info("init_from: the model starts from the weights in %s", path)
+    if skipped:
+        log.info("init_from: %d pretrained tensor(s) the %s task has no place for are not loaded (%s); "
+                 "its own head starts freshly initialised", len(skipped), task.task_config.kind.value,
+                 ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else ""))
 
 
 def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
@@ -201,6 +225,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.training.baseline import unigram_cross_entropy
     from zoo.training.loggers import RunCSVLogger
 
+    cfg = apply_init_from(cfg, command_line_overrides())  # init_from=hf:DIR: DIR's model and tokenizer
     spec = validate_run(cfg)
     resume = resolve_resume(spec.ckpt_path, run_dir)
     quiet_lightning()
@@ -294,6 +319,10 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         extra=extra,
     )
     task.tokenizer = tokenizer
+    if spec.init_from is not None and resume is None:
+        init_weights(task, spec.init_from)
+    elif spec.init_from is not None:
+        log.info("init_from: resuming from %s, whose weights win over %s", resume, spec.init_from)
 
     if trainer.is_global_zero:
         log.info("model: %s", summarize(task.model, spec.data.seq_len))
@@ -341,6 +370,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         "metrics": metrics,
         "model": summarize(task.model, spec.data.seq_len).as_dict(),
         **extras,
+        "init_from": spec.init_from,  # the pretrained weights, unless resumed_from is set
         "resumed_from": resume,
         "resumed_at_step": resume_step,
         "nonfinite_skipped": int(task.nonfinite_skipped),

@@ -3,12 +3,15 @@
 Of the non-special tokens, `probability` (15%) are chosen for prediction; of the chosen, 80%
 become <mask>, 10% a random ordinary token, 10% stay unchanged. `labels` hold the original id
 at chosen positions and -100 (ignored by cross-entropy) elsewhere.
+
+Special ids are zoo's fixed 0 .. NUM_SPECIAL-1 by default; a tokenizer with ids of its own (kind
+hf) passes them as `special_ids`, and ordinary tokens are then every other id of [0, V).
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Sequence
+from typing import Iterable, Optional, Sequence
 
 import torch
 
@@ -30,9 +33,14 @@ class MaskingCollator:
 
     def __init__(self, vocab_size: int, *, probability: float = 0.15, seed: int = 0,
                  fixed: bool = False, mask_id: int = SPECIAL_IDS["mask"],
-                 num_special: int = NUM_SPECIAL):
-        if vocab_size <= num_special:
+                 num_special: int = NUM_SPECIAL, special_ids: Optional[Iterable[Optional[int]]] = None):
+        specials = set(range(num_special)) if special_ids is None else {int(i) for i in special_ids if i is not None}
+        special = torch.zeros(vocab_size, dtype=torch.bool)  # (V,) True at special ids
+        special[[i for i in specials if 0 <= i < vocab_size]] = True
+        self.ordinary = (~special).nonzero().squeeze(1)  # (V - number of specials,) ids a random draw may give
+        if self.ordinary.numel() == 0:
             raise ValueError(f"vocab_size {vocab_size} leaves no ordinary tokens to mask")
+        self.special = special
         self.vocab_size = vocab_size
         self.probability = probability
         self.seed = seed
@@ -52,13 +60,15 @@ class MaskingCollator:
 
     def mask(self, ids: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(masked ids, labels), both LongTensor of the shape of `ids`."""
-        maskable = ids >= self.num_special
+        maskable = ~self.special[ids]  # (B, T)
         chosen = (torch.rand(ids.shape, generator=g) < self.probability) & maskable
         labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE_INDEX))
         roll = torch.rand(ids.shape, generator=g)
         to_mask = chosen & (roll < 0.8)
         to_random = chosen & (roll >= 0.8) & (roll < 0.9)
-        random_ids = torch.randint(self.num_special, self.vocab_size, ids.shape, generator=g)
+        # an index into the ordinary ids; with zoo's fixed specials the same draw as
+        # randint(NUM_SPECIAL, V), so batches are unchanged from earlier versions
+        random_ids = self.ordinary[torch.randint(0, self.ordinary.numel(), ids.shape, generator=g)]  # (B, T)
         out = torch.where(to_mask, torch.full_like(ids, self.mask_id), ids)
         out = torch.where(to_random, random_ids, out)
         return out, labels

@@ -1,8 +1,11 @@
-"""What every tokenizer offers: text <-> ids, fixed special ids, and save/load so a run
-directory can rebuild the exact tokenizer a model was trained with.
+"""What every tokenizer offers: text <-> ids, special ids, and save/load so a run directory
+can rebuild the exact tokenizer a model was trained with.
 
-Special ids are the same for every kind, so collators and tasks never ask which tokenizer
-they hold: pad 0, unk 1, bos 2, eos 3, mask 4, cls 5. Ordinary tokens start at 6.
+zoo's own kinds (byte, char, sentencepiece) share fixed special ids: pad 0, unk 1, bos 2,
+eos 3, mask 4, cls 5; their ordinary tokens start at 6. A wrapped Hugging Face tokenizer
+(kind hf) keeps its own ids, some of them possibly missing (None). Collators and tasks
+therefore read the ids from the tokenizer they hold (`pad_id`, ..., `special_ids()`), never
+from the constants here.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import abc
 import hashlib
 import json
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 SPECIAL_TOKENS = {
     "pad": "<pad>",
@@ -33,6 +36,7 @@ class Tokenizer(abc.ABC):
     kind: str = ""
     from_cache: bool = False  # set when a build found it in the cache instead of training
 
+    # class defaults: zoo's fixed ids; kind hf sets its own per instance (None = missing)
     pad_id = SPECIAL_IDS["pad"]
     unk_id = SPECIAL_IDS["unk"]
     bos_id = SPECIAL_IDS["bos"]
@@ -56,9 +60,12 @@ class Tokenizer(abc.ABC):
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
 
-    def special_ids(self) -> dict[str, int]:
-        """{"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5}."""
-        return dict(SPECIAL_IDS)
+    def special_ids(self) -> dict[str, Optional[int]]:
+        """{"pad": .., "unk": .., "bos": .., "eos": .., "mask": .., "cls": ..}: for zoo's own
+        kinds {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5}; None where the
+        tokenizer has no such token (kind hf)."""
+        return {"pad": self.pad_id, "unk": self.unk_id, "bos": self.bos_id, "eos": self.eos_id,
+                "mask": self.mask_id, "cls": self.cls_id}
 
     def fingerprint(self) -> str:
         """Hex digest that changes whenever the mapping text -> ids could; names cached
@@ -73,7 +80,7 @@ class Tokenizer(abc.ABC):
         """Write `tokenizer.json` (kind + settings) and any model files into `directory`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        meta = {"kind": self.kind, "vocab_size": self.vocab_size, "special_ids": SPECIAL_IDS}
+        meta = {"kind": self.kind, "vocab_size": self.vocab_size, "special_ids": self.special_ids()}
         meta.update(self._state(directory))
         (directory / META_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False))
         return directory

@@ -1,5 +1,8 @@
 """`TOKENIZERS`: the kind -> class table, and building / loading by kind.
 
+kind hf wraps an existing Hugging Face tokenizer directory (`tokenizer.path`): nothing to
+train, nothing cached.
+
 `build_tokenizer` trains the kinds that learn from text (char, sentencepiece) on the training
 texts and caches the result under `<cache>/tokenizers/<kind>-<hash>/`, where the hash covers
 the texts and the settings; a second build with the same inputs loads it instead of training
@@ -22,6 +25,7 @@ from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import META_FILE, Tokenizer
 from zoo.data.tokenizers.byte import ByteTokenizer
 from zoo.data.tokenizers.char import CharTokenizer
+from zoo.data.tokenizers.hf import HFTokenizer
 from zoo.data.tokenizers.sentencepiece import SentencePieceTokenizer
 
 TOKENIZERS: dict[str, type[Tokenizer]] = {
@@ -29,6 +33,7 @@ TOKENIZERS: dict[str, type[Tokenizer]] = {
     "char": CharTokenizer,
     "sentencepiece_bpe": SentencePieceTokenizer,
     "sentencepiece_unigram": SentencePieceTokenizer,
+    "hf": HFTokenizer,
 }
 
 Texts = Union[Iterable[str], Callable[[], Iterable[str]]]
@@ -45,6 +50,8 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = ()) -> Tokenizer:
         cfg = as_tokenizer_config(cfg)
     if cfg.kind == TokenizerKind.byte:
         return ByteTokenizer()
+    if cfg.kind == TokenizerKind.hf:
+        return HFTokenizer(cfg.path)
     fresh = texts if callable(texts) else (lambda: texts)
     settings = {"kind": cfg.kind.value, "format": 1}
     if cfg.kind in SENTENCEPIECE_KINDS:

@@ -1,0 +1,68 @@
+"""Length extrapolation (Press et al. 2022, "Train Short, Test Long"): validation perplexity of
+each finished causal-LM run at multiples of the context it was trained on.
+
+Every run is evaluated on its own validation split (the same texts at every length: the split
+is made on rows before packing) with about `tokens` tokens per length. A learned position table
+cannot reach past `model.max_seq_len`; those cells are reported as such, not left out. Results
+are cached in the run directory (`lengths.json`), so a second comparison costs nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Optional
+
+from zoo.compare.runs import Run, RunStatus
+
+CACHE = "lengths.json"
+PAST_TABLE = "past the learned table"
+
+
+def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dict[int, object]:
+    """{multiple: perplexity, or PAST_TABLE} for one finished causal-LM run (cached)."""
+    cache_file = run.path / CACHE
+    cached = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+    wanted = [m for m in multiples if str(m) not in cached]
+    if wanted:
+        from zoo.checkpoint import load_checkpoint
+        from zoo.evaluate import evaluate
+
+        task = load_checkpoint(run.path / "checkpoints" / "last.ckpt")  # the model the summary reports
+        data = dict(task.extra["data"])
+        trained = int(data["seq_len"])
+        cfg = task.model.config
+        for m in wanted:
+            length = trained * m
+            if cfg.position.kind.value == "learned" and length > cfg.max_seq_len:
+                cached[str(m)] = PAST_TABLE
+                continue
+            batch = max(1, tokens // (length * 16))
+            result = evaluate(task, {**data, "seq_len": length}, batch_size=batch, limit_batches=16)
+            cached[str(m)] = math.exp(min(result["metrics"]["loss"], 50.0))
+        cache_file.write_text(json.dumps(cached, indent=1))
+    return {m: cached[str(m)] for m in multiples}
+
+
+def length_table(arms, multiples: list[int]) -> list[dict]:
+    """Per arm: {multiple: (mean ppl, std, n) or PAST_TABLE}, over its finished causal-LM runs."""
+    from zoo.compare.stats import mean_std
+
+    rows = []
+    for arm in arms:
+        runs = [r for r in arm.runs if r.status == RunStatus.finished and r.summary.get("task") == "causal_lm"]
+        per_run = [evaluate_lengths(r, multiples) for r in runs]
+        cells = {}
+        for m in multiples:
+            values = [p[m] for p in per_run]
+            if values and all(v == PAST_TABLE for v in values):
+                cells[m] = PAST_TABLE
+            else:
+                numbers = [v for v in values if isinstance(v, float)]
+                cells[m] = (*mean_std(numbers), len(numbers)) if numbers else None
+        rows.append({"arm": arm, "cells": cells, "trained": _trained_len(runs)})
+    return rows
+
+
+def _trained_len(runs: list[Run]) -> Optional[int]:
+    lengths = {r.config.get("data.seq_len") for r in runs}
+    return lengths.pop() if len(lengths) == 1 else None

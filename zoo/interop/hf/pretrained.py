@@ -1,0 +1,129 @@
+"""Pretrained Hugging Face weights as the start of a zoo run (`zoo-train init_from=hf:DIR`).
+
+    cfg = model_config(DIR)                  # the zoo ModelConfig of DIR's config.json
+    model, hf_config = load_pretrained(DIR)  # a zoo model with DIR's weights (same logits)
+    skipped = load_weights(task.model, DIR)  # into the model a task built from model_config(DIR)
+
+DIR is a directory written by a transformers model's `save_pretrained` (config.json plus
+weights). The transformers class that reads the weights follows the config's model_type
+(`AUTO_CLASSES`); the converter of `zoo.interop.hf.CONVERTERS` maps them onto zoo's names.
+Every failure is a one-line `ConfigError` naming `init_from`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from zoo.config.errors import ConfigError
+
+# model_type -> the transformers Auto class whose model has the head the converter reads
+AUTO_CLASSES = {
+    "llama": "AutoModelForCausalLM",
+    "gpt2": "AutoModelForCausalLM",
+    "bert": "AutoModelForMaskedLM",
+    "t5": "AutoModelForSeq2SeqLM",
+    "bart": "AutoModelForSeq2SeqLM",
+}
+
+
+def supported() -> list[str]:
+    """model_types with both a converter and an Auto class."""
+    from zoo.interop.hf import CONVERTERS
+
+    return [kind for kind in AUTO_CLASSES if kind in CONVERTERS]
+
+
+def model_type(path: str | Path) -> str:
+    """The model_type of DIR/config.json; ConfigError for a missing, unreadable or unsupported one."""
+    config = Path(path) / "config.json"
+    name = f"init_from=hf:{path}"
+    try:
+        kind = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except FileNotFoundError:
+        raise ConfigError(f"{name}: no config.json there (a directory written by save_pretrained)") from None
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{name}: config.json is not a JSON object ({type(exc).__name__})") from None
+    if kind not in supported():
+        raise ConfigError(f"{name}: model_type {kind!r} is not supported; supported: {', '.join(supported())}")
+    return kind
+
+
+def read_config(path: str | Path):
+    """`transformers.AutoConfig.from_pretrained(DIR)`, offline, after the model_type check."""
+    model_type(path)
+    transformers = _transformers()
+    try:
+        return transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"init_from=hf:{path}: transformers cannot read config.json ({_first(exc)})") from None
+
+
+def model_config(path: str | Path):
+    """The zoo `ModelConfig` that DIR's weights fit (dropout 0, as the converters give it)."""
+    from zoo.interop.hf import CONVERTERS, UnsupportedConfig
+
+    config = read_config(path)
+    try:
+        return CONVERTERS[config.model_type]().zoo_config(config)
+    except UnsupportedConfig as exc:
+        raise ConfigError(f"init_from=hf:{path}: {exc}") from None
+
+
+def load_pretrained(path: str | Path) -> tuple[Any, Any]:
+    """(zoo model with DIR's weights in float32, in eval mode; the transformers config)."""
+    import torch
+
+    from zoo.interop.hf import UnsupportedConfig, from_hf
+
+    kind = model_type(path)
+    transformers = _transformers()
+    auto = getattr(transformers, AUTO_CLASSES[kind])
+    bars = transformers.utils.logging
+    shown = bars.is_progress_bar_enabled()
+    bars.disable_progress_bar()  # one log line says what was loaded, not a progress bar
+    try:
+        hf_model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise ConfigError(f"init_from=hf:{path}: transformers cannot load the weights ({_first(exc)})") from None
+    finally:
+        if shown:
+            bars.enable_progress_bar()
+    try:
+        model = from_hf(hf_model)
+    except UnsupportedConfig as exc:
+        raise ConfigError(f"init_from=hf:{path}: {exc}") from None
+    return model, hf_model.config
+
+
+def load_weights(model, path: str | Path) -> list[str]:
+    """Copy DIR's weights into `model` (built from `model_config(DIR)`, possibly by a task that
+    removed the output head). Every parameter of `model` is loaded; returns the converted keys
+    it has no place for (e.g. the LM head under a classifier)."""
+    pretrained, _ = load_pretrained(path)
+    state = pretrained.state_dict()
+    own = model.state_dict()
+    missing = [key for key in own if key not in state]
+    if missing:
+        raise ConfigError(f"init_from=hf:{path}: the weights do not fill {', '.join(missing[:5])}")
+    for key, value in own.items():
+        if value.shape != state[key].shape:
+            raise ConfigError(f"init_from=hf:{path}: {key} has shape {tuple(state[key].shape)}, "
+                              f"the model expects {tuple(value.shape)}")
+    model.load_state_dict({key: state[key] for key in own}, strict=True)
+    return [key for key in state if key not in own]
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("init_from=hf:... needs transformers: install the hf extra, "
+                          "pip install 'zoo[hf]'") from None
+    return transformers
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].rstrip(":") if text else type(exc).__name__
