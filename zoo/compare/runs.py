@@ -103,16 +103,16 @@ def read_curve(metrics_csv: Path) -> tuple[list[tuple[int, float]], dict[str, fl
 
 def find_runs(dirs: list[Path]) -> list[Run]:
     """Every run directory under `dirs` (a sweep directory, a run directory, or a tree of
-    them), in sweep order (by path, job numbers numerically)."""
+    them): the directories in the order given, each in sweep order (job numbers numerically)."""
     found: list[Path] = []
     for root in dirs:
         root = Path(root)
         if (root / ".hydra" / "overrides.yaml").is_file():
-            found.append(root)
-            continue
-        found.extend(p.parent.parent for p in root.rglob(".hydra/overrides.yaml"))
-    unique = sorted(set(found), key=_natural)
-    return [read_run(p) for p in unique]
+            here = [root]
+        else:
+            here = sorted((p.parent.parent for p in root.rglob(".hydra/overrides.yaml")), key=_natural)
+        found.extend(p for p in here if p not in found)
+    return [read_run(p) for p in found]
 
 
 def _natural(path: Path) -> tuple:

@@ -1,0 +1,66 @@
+"""A tiny sweep through the real CLI, then `zoo-compare`: one row per arm, the difference to
+the baseline with its interval, and a deliberately diverging arm reported as failed (the sweep
+goes on past it)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+
+from tests.cli.conftest import tiny_overrides, zoo_train
+
+
+def _compare(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zoo.cli.compare", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_sweep_and_its_comparison(tmp_path):
+    good, bad = tmp_path / "sweep", tmp_path / "diverging"
+    swept = zoo_train("-m", *tiny_overrides(), "model.norm=pre,post", "seed=0,1", f"hydra.sweep.dir={good}")
+    assert swept.returncode == 0, swept.stderr[-3000:]
+    # lr 1e4 without clipping: the loss becomes non-finite within a few steps; both seeds run
+    diverged = zoo_train("-m", *tiny_overrides(), "optim.lr=1e4", "trainer.gradient_clip_val=null", "seed=0,1",
+                         f"hydra.sweep.dir={bad}")
+    assert diverged.returncode != 0
+    assert all(json.loads((bad / job / "failed.json").read_text())["status"] == "failed" for job in ("0", "1"))
+
+    out = tmp_path / "report"
+    result = _compare(str(good), str(bad), f"out={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["arms"] == 3
+    rows = list(csv.DictReader((out / "report.csv").open()))
+    assert len(rows) == 3
+    # only the settings that differ between arms are columns; the seed never is
+    assert {"model.norm", "optim.lr", "trainer.gradient_clip_val"} <= set(rows[0]) and "seed" not in rows[0]
+    baseline, post, failed = rows
+    assert baseline["arm"].endswith("(baseline)") and baseline["model.norm"] == "pre" and baseline["diff"] == ""
+    assert post["seeds"] == "2" and float(post["ci_low"]) <= float(post["diff"]) <= float(post["ci_high"])
+    assert failed["status"] == "2 failed" and failed["val/loss mean"] == ""
+    md = (out / "report.md").read_text()
+    assert "Δ vs baseline [95% CI]" in md and "the training loss is nan" in md
+    assert len(re.findall(r"^\| arm \d", md, flags=re.M)) == 3 and (out / "curves.png").stat().st_size > 0 and (out / "final.png").is_file()
+
+    # another baseline, and perplexity at 1x and 4x the trained context (learned table: 64 = 2x)
+    other = tmp_path / "other"
+    chosen = _compare(str(good), f"out={other}", "baseline=model.norm=post", "lengths=1,4")
+    assert chosen.returncode == 0, chosen.stderr[-3000:]
+    assert list(csv.DictReader((other / "report.csv").open()))[1]["arm"].endswith("(baseline)")
+    lengths = list(csv.DictReader((other / "lengths.csv").open()))
+    assert [(r["model.norm"], r["eval_len"]) for r in lengths] == [("pre", "32"), ("pre", "128"),
+                                                                   ("post", "32"), ("post", "128")]
+    at_1x = [r for r in lengths if r["multiple"] == "1"]
+    assert all(r["runs"] == "2" and 1.0 < float(r["ppl_mean"]) < 300 for r in at_1x)  # byte vocabulary: 300
+    assert all(r["note"] == "past the learned table" for r in lengths if r["multiple"] == "4")
+    assert "## Length extrapolation" in (other / "report.md").read_text() and (other / "lengths.png").is_file()
+
+
+def test_bad_input_is_one_line(tmp_path):
+    for args, words in [((), "give one or more"), ((str(tmp_path / "nope"),), "not a directory"),
+                        ((str(tmp_path),), "no run directories")]:
+        result = _compare(*args)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr
