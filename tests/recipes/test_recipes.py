@@ -59,8 +59,9 @@ def test_recipe_trains_a_few_steps_on_tiny_local_data(name, tmp_path):
     enc_dec = base.model.family == "encoder_decoder"
     overrides = [
         *_tiny_data(tmp_path, base), "trainer=cpu", "tokenizer=byte",
+        "tokenizer.vocab_size=8192",  # the default: a recipe's SentencePiece size does not apply to bytes
         "model.d_model=32", "model.n_heads=2", "model.n_kv_heads=null", "model.n_layers=1",
-        "model.d_ff=64", "model.vocab_size=300", "model.max_seq_len=64",
+        "model.param_budget=null", "model.d_ff=64", "model.vocab_size=300", "model.max_seq_len=64",
         "data.seq_len=32", "data.global_batch_size=4", "trainer.max_steps=2",
         "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "callbacks.progress_bar=none",
         "scheduler.warmup_steps=1",
