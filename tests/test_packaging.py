@@ -58,3 +58,23 @@ def test_wheel_ships_every_module_and_the_console_scripts(wheel):
         assert f"{name} = {target}" in entry_points
         module = target.split(":")[0]
         assert module.replace(".", "/") + ".py" in names
+
+
+
+def test_transformers_is_imported_only_lazily_and_only_by_interop():
+    """transformers is an optional extra: no zoo module imports it when loaded, and only
+    zoo.interop and the hf tokenizer import it at all (inside the functions that need it)."""
+    import ast
+
+    allowed = ("zoo/interop/", "zoo/data/tokenizers/hf.py")
+    for path in (ROOT / "zoo").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if not any(n.split(".")[0] == "transformers" for n in names):
+                continue
+            rel = path.relative_to(ROOT).as_posix()
+            assert id(node) not in top, f"{rel}:{node.lineno} imports transformers when the module loads"
+            assert rel.startswith(allowed), f"{rel}:{node.lineno} imports transformers outside zoo.interop"
