@@ -64,3 +64,19 @@ def test_bad_input_is_one_line(tmp_path):
         result = _compare(*args)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr
+
+
+def test_a_one_change_at_a_time_recipe_sweeps_its_arms(tmp_path):
+    """recipes/ablate_norm.yaml: a baseline arm and one arm per change (recipes/arm/norm/*),
+    each with its seeds, as a sweep without -m; the comparison shows exactly the changed keys."""
+    sweep = tmp_path / "sweep"
+    tiny = [o for o in tiny_overrides() if not o.startswith("trainer.max_steps")]
+    result = zoo_train("-cn", "ablate_norm", *tiny, "tokenizer.vocab_size=8192", "trainer.max_steps=3",
+                       "seed=0,1", f"hydra.sweep.dir={sweep}", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = _compare(str(sweep), f"out={tmp_path / 'report'}")
+    assert report.returncode == 0, report.stderr[-3000:]
+    rows = list(csv.DictReader((tmp_path / "report" / "report.csv").open()))
+    settings = [(r["model.norm"], r["model.norm_type"]) for r in rows]
+    assert settings == [("pre", "layernorm"), ("post", "layernorm"), ("pre", "rmsnorm")]
+    assert all(r["status"] == "2 finished" for r in rows)

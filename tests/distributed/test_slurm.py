@@ -102,6 +102,14 @@ def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
     arm1 = json.loads((sweep / "1" / "summary.json").read_text())
     assert arm1["resumed_at_step"] % 40 == 0  # its last periodic checkpoint
 
+    # zoo-compare reads a SLURM sweep as it reads a local one: one arm, both (requeued) seeds
+    from zoo.compare import compare
+
+    report = compare([sweep], tmp_path / "report")
+    (arm,) = report.arms
+    assert arm.status == "2 finished" and len(arm.finals("val/loss")) == 2
+    assert all(len(r.curve) == 3 for r in arm.runs)  # validations at steps 100, 200, 300
+
 
 def test_sbatch_template_runs_a_two_task_job(slurm, tmp_path):
     overrides = tiny_overrides()

@@ -220,3 +220,10 @@ def test_a_composition_without_a_family_is_refused(overrides):
     model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model)
     with pytest.raises(UnsupportedConfig, match="matches no supported"):
         to_hf(model)
+
+
+@pytest.mark.parametrize("bare", ["LlamaModel", "BertModel", "T5Model"])
+def test_a_model_without_its_language_model_head_is_refused(bare):
+    config = {"LlamaModel": _llama, "BertModel": _bert, "T5Model": _t5}[bare]().config
+    with pytest.raises(UnsupportedConfig, match=f"{bare} has no language-model head"):
+        from_hf(getattr(transformers, bare)(config))

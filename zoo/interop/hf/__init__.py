@@ -34,6 +34,9 @@ def from_hf(hf_model):
     kind = getattr(hf_model.config, "model_type", None)
     if kind not in CONVERTERS:
         raise UnsupportedConfig(f"model_type={kind!r}: no converter; supported: {', '.join(CONVERTERS)}")
+    if hf_model.get_output_embeddings() is None:
+        raise UnsupportedConfig(f"{type(hf_model).__name__} has no language-model head; load the model with "
+                                f"AutoModelForCausalLM, AutoModelForMaskedLM or AutoModelForSeq2SeqLM")
     return CONVERTERS[kind]().from_hf(hf_model)
 
 
