@@ -86,7 +86,10 @@ def plot_lengths(report, path: Path) -> Path:
         if not points:
             continue
         x, y, err = zip(*points)
-        ax.errorbar(x, y, yerr=err, marker="o", markersize=3, capsize=2, label=_label(report, row["arm"]))
+        stops = any(not isinstance(cell, tuple) for cell in row["cells"].values())
+        label = _label(report, row["arm"]) + (f" (none past {max(x)})" if stops else "")
+        ax.errorbar(x, y, yerr=err, marker="s" if stops else "o", markersize=6 if stops else 3, capsize=2,
+                    label=label)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("evaluation length (tokens)")
