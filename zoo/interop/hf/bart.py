@@ -5,9 +5,8 @@ BART's `final_logits_bias`). Encoder and decoder share one token table, as in BA
 
 from __future__ import annotations
 
-import torch
 
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require, tied, untie
+from zoo.interop.hf.common import UnsupportedConfig, composed_as, gather, load_exact, require, scatter, tied, untie
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
@@ -84,11 +83,9 @@ class BartConverter:
     def from_hf(self, hf_model):
         from zoo.models import build_model
 
-        if not hasattr(hf_model, "final_logits_bias"):
-            raise UnsupportedConfig(f"{type(hf_model).__name__}: convert a BartForConditionalGeneration")
         model = build_model(self.zoo_config(hf_model.config, tie=tied(hf_model)))
         sd = hf_model.state_dict()
-        out = {ours: torch.cat([sd[t] for t in theirs]) for ours, theirs in self.groups(model.config)}
+        out = gather(sd, self.groups(model.config))
         out["output_bias"] = sd["final_logits_bias"][0]  # (1, V) -> (V,)
         load_exact(model, out)
         return model.eval()
@@ -109,10 +106,7 @@ class BartConverter:
         if not cfg.tie_embeddings:
             untie(hf)
         sd = model.state_dict()
-        shapes = {k: v.shape for k, v in hf.state_dict().items()}
-        out = {}
-        for ours, theirs in self.groups(cfg):
-            out.update(zip(theirs, sd[ours].split([shapes[t][0] for t in theirs])))
+        out = scatter(sd, self.groups(cfg), hf)
         for side in ("encoder", "decoder"):
             out[f"model.{side}.embed_tokens.weight"] = out["model.shared.weight"]
         out["final_logits_bias"] = sd["output_bias"][None]  # (V,) -> (1, V)

@@ -66,9 +66,6 @@ class BertConverter:
     def from_hf(self, hf_model):
         from zoo.models import build_model
 
-        if not hasattr(hf_model, "cls"):
-            raise UnsupportedConfig(f"{type(hf_model).__name__}: convert a BertForMaskedLM (the model with "
-                                    f"its masked-LM head)")
         model = build_model(self.zoo_config(hf_model.config, tie=tied(hf_model)))
         sd = hf_model.state_dict()
         out = {ours: sd[theirs] for ours, theirs in self.pairs(model.config.n_layers)}

@@ -57,3 +57,20 @@ def untie(hf_model) -> None:
     out = hf_model.get_output_embeddings()
     if tied(hf_model):
         out.weight = torch.nn.Parameter(out.weight.detach().clone())
+
+
+def gather(state: dict[str, torch.Tensor], groups) -> dict[str, torch.Tensor]:
+    """{zoo name: the Hugging Face tensors of that name concatenated along dim 0}, for
+    `groups` of (zoo name, [HF names]) (zoo fuses q, k, v and gate, up into one matrix)."""
+    return {ours: torch.cat([state[t] for t in theirs]) for ours, theirs in groups}
+
+
+def scatter(state: dict[str, torch.Tensor], groups, hf_model, transform=None) -> dict[str, torch.Tensor]:
+    """Inverse of `gather`: each zoo tensor split by rows into its HF tensors, shaped as in
+    `hf_model`; `transform(zoo name, tensor)` may change a tensor first."""
+    shapes = {k: v.shape for k, v in hf_model.state_dict().items()}
+    out = {}
+    for ours, theirs in groups:
+        tensor = transform(ours, state[ours]) if transform else state[ours]
+        out.update(zip(theirs, tensor.split([shapes[t][0] for t in theirs])))
+    return out

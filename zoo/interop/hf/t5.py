@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, tied, untie
+from zoo.interop.hf.common import UnsupportedConfig, composed_as, gather, load_exact, scatter, tied, untie
 
 # T5Config.feed_forward_proj -> zoo activation
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gated-gelu": "geglu_tanh", "gated-silu": "swiglu"}
@@ -86,12 +86,8 @@ class T5Converter:
     def from_hf(self, hf_model):
         from zoo.models import build_model
 
-        if not hasattr(hf_model, "lm_head"):
-            raise UnsupportedConfig(f"{type(hf_model).__name__}: convert a T5ForConditionalGeneration")
         model = build_model(self.zoo_config(hf_model.config, tie=tied(hf_model)))
-        sd = hf_model.state_dict()
-        out = {ours: torch.cat([sd[t] for t in theirs]) for ours, theirs in self.groups(model.config)}
-        load_exact(model, out)
+        load_exact(model, gather(hf_model.state_dict(), self.groups(model.config)))
         return model.eval()
 
     def to_hf(self, model):
@@ -113,18 +109,16 @@ class T5Converter:
         hf = T5ForConditionalGeneration(hf_config)
         if not cfg.tie_embeddings:
             untie(hf)
-        sd = model.state_dict()
         # T5 never scales the scores: fold zoo's scale (default 1/sqrt(Dh)) into the query rows
         q_scale = cfg.attention_scale if cfg.attention_scale is not None else cfg.head_dim ** -0.5
         q_rows = cfg.n_heads * cfg.head_dim
-        shapes = {k: v.shape for k, v in hf.state_dict().items()}
-        out = {}
-        for ours, theirs in self.groups(cfg):
-            weight = sd[ours]
-            if ours.endswith(("self_attn.qkv_proj.weight", "cross_attn.q_proj.weight")) and q_scale != 1.0:
-                weight = torch.cat([weight[:q_rows] * q_scale, weight[q_rows:]])  # (H·Dh + ..., D)
-            rows = [shapes[t][0] for t in theirs]
-            out.update(zip(theirs, weight.split(rows)))
+
+        def fold(name, weight):
+            if name.endswith(("self_attn.qkv_proj.weight", "cross_attn.q_proj.weight")) and q_scale != 1.0:
+                return torch.cat([weight[:q_rows] * q_scale, weight[q_rows:]])  # (H·Dh + ..., D)
+            return weight
+
+        out = scatter(model.state_dict(), self.groups(cfg), hf, fold)
         for side in ("encoder", "decoder"):
             out[f"{side}.embed_tokens.weight"] = out["shared.weight"]
         load_exact(hf, out)
