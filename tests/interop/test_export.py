@@ -65,3 +65,13 @@ def test_a_composition_without_a_family_is_refused_on_one_line(tmp_path):
 def test_bad_arguments(tmp_path):
     assert "required" in _export("format=hf").stderr
     assert "format='onnx'" in _export(f"ckpt={tmp_path}/x.ckpt", "format=onnx", f"out={tmp_path}/o").stderr
+
+
+def test_without_transformers_the_export_says_how_to_install_it(tmp_path, monkeypatch):
+    from zoo.cli.export import run
+    from zoo.config.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails
+    with pytest.raises(ConfigError, match=r"needs transformers: pip install 'zoo\[hf\]'"):
+        run([f"ckpt={tmp_path / 'x.ckpt'}", "format=hf", f"out={tmp_path / 'out'}"])
+    assert not (tmp_path / "out").exists()

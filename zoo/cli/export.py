@@ -12,6 +12,7 @@ tokenizers). An existing non-empty `out` is refused, so nothing written before i
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from dataclasses import dataclass
@@ -42,10 +43,10 @@ def run(argv: list[str]) -> dict:
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"out={out} exists and is not empty; choose a new directory")
-    try:
-        from zoo.interop.hf import UnsupportedConfig, to_hf
-    except ImportError:
-        raise ConfigError("format=hf needs transformers: pip install 'zoo[hf]'") from None
+    if importlib.util.find_spec("transformers") is None:  # the converters import it lazily
+        raise ConfigError("format=hf needs transformers: pip install 'zoo[hf]'")
+    from zoo.interop.hf import UnsupportedConfig, to_hf
+
     task = load_checkpoint(args.ckpt)
     try:
         hf = to_hf(task.model)
