@@ -215,7 +215,11 @@ def test_an_unsupported_config_names_the_field(build, field):
 
 
 @pytest.mark.parametrize("overrides", [["model=llama", "model/position=alibi"], ["model=transformer"],
-                                       ["model=bert", "model.head_transform=false"]])
+                                       ["model=bert", "model.head_transform=false"],
+                                       # options a family lacks: exporting would drop them silently
+                                       ["model=gpt", "model.output_bias=true"],
+                                       ["model=llama", "model.attention_scale=1.0"],
+                                       ["model=bert", "model.scale_output=true"]])
 def test_a_composition_without_a_family_is_refused(overrides):
     model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model)
     with pytest.raises(UnsupportedConfig, match="matches no supported"):

@@ -14,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from zoo.cli.launch import RUN_TIME_ENV, agree_run_time, register_resolvers
+from zoo.cli.launch import RUN_TIME_ENV, agree_run_time, launch_rank, register_resolvers
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.store import register_configs
 
@@ -38,11 +38,10 @@ def _arm_failed(run_dir: Path, message: str) -> None:
     sweep raise ArmFailed instead of exiting, so the sweep goes on with its other arms and
     exits non-zero when they are done."""
     import json
-    import os
 
     from hydra.types import RunMode
 
-    if int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) or 0) == 0:
+    if launch_rank() == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "failed.json").write_text(json.dumps({"status": "failed", "error": message}, indent=1))
     if HydraConfig.get().mode == RunMode.MULTIRUN:

@@ -6,7 +6,10 @@ BART's `final_logits_bias`). Encoder and decoder share one token table, as in BA
 from __future__ import annotations
 
 
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, gather, load_exact, require, scatter, tied, untie
+import torch
+
+from zoo.interop.hf.common import (UnsupportedConfig, attention_groups, composed_as, gather, load_exact, require,
+                                   scatter, tied, untie)
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
@@ -15,15 +18,14 @@ NORMS = {"self_attn_sub.norm": "self_attn_layer_norm", "cross_attn_sub.norm": "e
          "ff_sub.norm": "final_layer_norm"}
 
 
+NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "out_proj"}
+# BART always has final_logits_bias (zeros reproduce a composition without) and may scale embeddings
+OPTIONS = {"embed_norm": (True,), "offset": (OFFSET,), "output_bias": (True, False),
+           "scale_embeddings": (True, False)}
+
+
 def _attention(prefix: str, zoo: str, cross: bool):
-    """(zoo name, [BART names]) of one attention block's weights and biases."""
-    for suffix in ("weight", "bias"):
-        if cross:
-            yield f"{zoo}.q_proj.{suffix}", [f"{prefix}.q_proj.{suffix}"]
-            yield f"{zoo}.kv_proj.{suffix}", [f"{prefix}.k_proj.{suffix}", f"{prefix}.v_proj.{suffix}"]
-        else:
-            yield f"{zoo}.qkv_proj.{suffix}", [f"{prefix}.{p}_proj.{suffix}" for p in "qkv"]
-        yield f"{zoo}.o_proj.{suffix}", [f"{prefix}.out_proj.{suffix}"]
+    return attention_groups(zoo, prefix, NAMES, ("weight", "bias"), cross)
 
 
 class BartConverter:
@@ -32,12 +34,9 @@ class BartConverter:
 
     @staticmethod
     def matches(cfg) -> bool:
-        return (composed_as(cfg, family="encoder_decoder", position="learned", norm="post", norm_type="layernorm",
-                            activation=tuple(HF_ACTIVATIONS))
-                and cfg.bias and cfg.embed_norm and cfg.position.offset == OFFSET
-                and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model
-                and not cfg.token_types and not cfg.head_transform and not cfg.scale_output
-                and cfg.attention_scale is None)
+        return (composed_as(cfg, OPTIONS, family="encoder_decoder", position="learned", norm="post",
+                            norm_type="layernorm", activation=tuple(HF_ACTIVATIONS))
+                and cfg.bias and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model)
 
     def zoo_config(self, config, *, tie: bool = True):
         from zoo.config.model import ModelConfig
@@ -109,6 +108,7 @@ class BartConverter:
         out = scatter(sd, self.groups(cfg), hf)
         for side in ("encoder", "decoder"):
             out[f"model.{side}.embed_tokens.weight"] = out["model.shared.weight"]
-        out["final_logits_bias"] = sd["output_bias"][None]  # (V,) -> (1, V)
+        bias = sd["output_bias"] if cfg.output_bias else torch.zeros(cfg.vocab_size)
+        out["final_logits_bias"] = bias[None]  # (V,) -> (1, V)
         load_exact(hf, out)
         return hf.eval()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require, tied
+from zoo.interop.hf.common import ANY, UnsupportedConfig, composed_as, load_exact, require, tied
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
@@ -27,17 +27,19 @@ TOP = {"embed.weight": "bert.embeddings.word_embeddings.weight",
        "output_bias": "cls.predictions.decoder.bias"}  # what the forward adds (untied: not .bias)
 
 
+OPTIONS = {"embed_norm": (True,), "head_transform": (True,), "token_types": ANY, "output_bias": (True, False)}
+
+
 class BertConverter:
     description = ("bert: encoder-only, learned positions, post-LN layernorm, embed_norm, head_transform, "
                    "relu/gelu/gelu_tanh, biases")
 
     @staticmethod
     def matches(cfg) -> bool:
-        return (composed_as(cfg, family="encoder_only", position="learned", norm="post", norm_type="layernorm",
-                            activation=tuple(HF_ACTIVATIONS))
-                and cfg.bias and cfg.embed_norm and cfg.head_transform and cfg.position.offset == 0
-                and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model
-                and not cfg.scale_embeddings and not cfg.scale_output)
+        # BERT always has token types and an output bias: zeros reproduce a composition without
+        return (composed_as(cfg, OPTIONS, family="encoder_only", position="learned", norm="post",
+                            norm_type="layernorm", activation=tuple(HF_ACTIVATIONS))
+                and cfg.bias and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model)
 
     def zoo_config(self, config, *, tie: bool = True):
         from zoo.config.model import ModelConfig

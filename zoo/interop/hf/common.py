@@ -35,13 +35,27 @@ def load_exact(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
     module.load_state_dict({**own, **state}, strict=True)
 
 
-def composed_as(cfg, **choices) -> bool:
+ANY = object()  # an option value a family reproduces whatever it is
+
+# options a family reproduces only at these values unless its converter says otherwise; a
+# composition that sets one elsewhere matches no family (it would export as a different model)
+OPTIONS = {"scale_embeddings": (False,), "embed_norm": (False,), "token_types": (0,), "attention_scale": (None,),
+           "head_transform": (False,), "scale_output": (False,), "output_bias": (False,), "offset": (0,)}
+
+
+def composed_as(cfg, options: dict | None = None, **choices) -> bool:
     """Does a zoo ModelConfig make these choices? `position` is the scheme's kind; a tuple
-    allows several values: `composed_as(cfg, family="decoder_only", activation=("gelu", "relu"))`."""
+    allows several values: `composed_as(cfg, family="decoder_only", activation=("gelu", "relu"))`.
+    Every option of `OPTIONS` must also hold one of its values there, or in `options`
+    (a tuple of allowed values, or ANY)."""
     made = {"family": cfg.family, "position": cfg.position.kind, "norm": cfg.norm,
             "norm_type": cfg.norm_type, "activation": cfg.activation}
-    return all(made[key].value in (value if isinstance(value, tuple) else (value,))
-               for key, value in choices.items())
+    if not all(made[key].value in (value if isinstance(value, tuple) else (value,))
+               for key, value in choices.items()):
+        return False
+    allowed = {**OPTIONS, **(options or {})}
+    values = {key: cfg.position.offset if key == "offset" else getattr(cfg, key) for key in allowed}
+    return all(allowed[key] is ANY or values[key] in allowed[key] for key in allowed)
 
 
 def tied(hf_model) -> bool:
@@ -74,3 +88,16 @@ def scatter(state: dict[str, torch.Tensor], groups, hf_model, transform=None) ->
         tensor = transform(ours, state[ours]) if transform else state[ours]
         out.update(zip(theirs, tensor.split([shapes[t][0] for t in theirs])))
     return out
+
+
+def attention_groups(zoo: str, prefix: str, names: dict[str, str], suffixes: tuple[str, ...], cross: bool):
+    """(zoo name, [HF names]) of one attention block: zoo fuses q, k, v into `qkv_proj` (self)
+    or k, v into `kv_proj` (cross). `names` maps q, k, v, o to the family's projection names."""
+    q, k, v, o = (f"{prefix}.{names[p]}" for p in "qkvo")
+    for suffix in suffixes:
+        if cross:
+            yield f"{zoo}.q_proj.{suffix}", [f"{q}.{suffix}"]
+            yield f"{zoo}.kv_proj.{suffix}", [f"{k}.{suffix}", f"{v}.{suffix}"]
+        else:
+            yield f"{zoo}.qkv_proj.{suffix}", [f"{q}.{suffix}", f"{k}.{suffix}", f"{v}.{suffix}"]
+        yield f"{zoo}.o_proj.{suffix}", [f"{o}.{suffix}"]

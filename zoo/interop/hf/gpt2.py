@@ -24,8 +24,7 @@ class Gpt2Converter:
         return (composed_as(cfg, family="decoder_only", position="learned", norm="pre", norm_type="layernorm",
                             activation=tuple(HF_ACTIVATIONS))
                 and cfg.bias and cfg.tie_embeddings
-                and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model
-                and not cfg.scale_embeddings and not cfg.embed_norm)
+                and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model)
 
     def zoo_config(self, config):
         from zoo.config.model import ModelConfig

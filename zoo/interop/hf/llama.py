@@ -32,7 +32,7 @@ class LlamaConverter:
     def matches(cfg) -> bool:
         return (composed_as(cfg, family="decoder_only", position="rope", norm="pre", norm_type="rmsnorm",
                             activation="swiglu")
-                and not cfg.bias and not cfg.scale_embeddings and not cfg.embed_norm)
+                and not cfg.bias)
 
     def zoo_config(self, config):
         from zoo.config.model import ModelConfig

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import torch
 
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, gather, load_exact, scatter, tied, untie
+from zoo.interop.hf.common import ANY, UnsupportedConfig, attention_groups, composed_as, gather, load_exact, scatter, tied, untie
 
 # T5Config.feed_forward_proj -> zoo activation
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gated-gelu": "geglu_tanh", "gated-silu": "swiglu"}
 HF_ACTIVATIONS = {zoo: hf for hf, zoo in ACTIVATIONS.items()}
 
 
+NAMES = {"q": "q", "k": "k", "v": "v", "o": "o"}
+# T5 never scales the scores (export folds zoo's scale into W_q) and scales outputs or not
+OPTIONS = {"attention_scale": ANY, "scale_output": (True, False)}
+
+
 def _attention(prefix: str, zoo: str, cross: bool):
-    """(zoo name, [T5 names]) of one attention block: fused q,k,v (self) or q + fused k,v (cross)."""
-    if cross:
-        yield f"{zoo}.q_proj.weight", [f"{prefix}.q.weight"]
-        yield f"{zoo}.kv_proj.weight", [f"{prefix}.k.weight", f"{prefix}.v.weight"]
-    else:
-        yield f"{zoo}.qkv_proj.weight", [f"{prefix}.{p}.weight" for p in "qkv"]
-    yield f"{zoo}.o_proj.weight", [f"{prefix}.o.weight"]
+    return attention_groups(zoo, prefix, NAMES, ("weight",), cross)
 
 
 class T5Converter:
@@ -34,10 +33,9 @@ class T5Converter:
 
     @staticmethod
     def matches(cfg) -> bool:
-        return (composed_as(cfg, family="encoder_decoder", position="relative", norm="pre", norm_type="rmsnorm",
-                            activation=tuple(HF_ACTIVATIONS))
-                and not cfg.bias and not cfg.scale_embeddings and not cfg.embed_norm and not cfg.token_types
-                and not cfg.head_transform and not cfg.output_bias and cfg.n_kv_heads == cfg.n_heads)
+        return (composed_as(cfg, OPTIONS, family="encoder_decoder", position="relative", norm="pre",
+                            norm_type="rmsnorm", activation=tuple(HF_ACTIVATIONS))
+                and not cfg.bias and cfg.n_kv_heads == cfg.n_heads)
 
     def zoo_config(self, config, *, tie: bool = True):
         from zoo.config.model import ModelConfig
