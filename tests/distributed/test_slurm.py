@@ -108,7 +108,10 @@ def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
     report = compare([sweep], tmp_path / "report")
     (arm,) = report.arms
     assert arm.status == "2 finished" and len(arm.finals("val/loss")) == 2
-    assert all(len(r.curve) == 3 for r in arm.runs)  # validations at steps 100, 200, 300
+    # both seeds validated after steps 100, 200 and 300 (a preempted run also validates when it stops)
+    shared = set.intersection(*(set(tokens for tokens, _ in r.curve) for r in arm.runs))
+    assert sorted(shared) == [100 * 256, 200 * 256, 300 * 256]  # 8 sequences x 32 tokens per step
+    assert (tmp_path / "report" / "curves.png").is_file()
 
 
 def test_sbatch_template_runs_a_two_task_job(slurm, tmp_path):

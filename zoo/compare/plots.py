@@ -32,10 +32,12 @@ def plot_curves(report, path: Path) -> Path:
         curves = [r.curve for r in arm.runs if r.curve]
         if not curves:
             continue
-        # seeds validate at the same steps; align on the shortest (unfinished runs stop early)
-        n = min(len(c) for c in curves)
-        tokens = np.array([curves[0][i][0] for i in range(n)])
-        losses = np.array([[c[i][1] for i in range(n)] for c in curves])  # (seeds, points)
+        # points every seed has (an unfinished run stops early; a preempted one validates once more)
+        by_tokens = [dict(c) for c in curves]
+        tokens = np.array(sorted(set.intersection(*(set(d) for d in by_tokens))))
+        if not len(tokens):
+            continue
+        losses = np.array([[d[t] for t in tokens] for d in by_tokens])  # (seeds, points)
         line, = ax.plot(tokens, losses.mean(0), label=_label(report, arm), marker="o", markersize=3)
         if len(curves) > 1:
             ax.fill_between(tokens, losses.min(0), losses.max(0), color=line.get_color(), alpha=0.2)
