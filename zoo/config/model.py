@@ -215,6 +215,11 @@ class ModelConfig:
                   "BART's final_logits_bias)"},
     )
     init_std: float = 0.02
+    checkpoint_activations: bool = field(
+        default=False,
+        metadata={"help": "recompute each layer's activations in backward instead of keeping "
+                  "them (Chen et al. 2016): less memory in training, ~1/3 more compute"},
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):

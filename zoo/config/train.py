@@ -30,6 +30,22 @@ class OptimizerKind(Choice):
     adam = "adam"  # Kingma & Ba 2015 (weight decay coupled to the gradient; Vaswani et al.)
 
 
+class OptimizerImpl(Choice):
+    """How torch's Adam/AdamW runs its update (same arithmetic, different kernels)."""
+
+    auto = "auto"  # torch's default choice (foreach where supported)
+    for_loop = "for_loop"  # one parameter at a time
+    foreach = "foreach"  # multi-tensor ops over all parameters of a group
+    fused = "fused"  # one fused kernel per group (CPU and CUDA)
+
+
+class OutputLoss(Choice):
+    """How token-level tasks compute the loss of the output head in training."""
+
+    logits = "logits"  # materialise the (N, V) logits, then softmax cross-entropy
+    chunked = "chunked"  # projection + cross-entropy in chunks of rows, logits never whole
+
+
 class ScheduleKind(Choice):
     constant = "constant"  # optional linear warmup, then flat
     cosine = "cosine"  # linear warmup, cosine decay to min_lr_ratio · lr (Loshchilov & Hutter 2017)
@@ -73,9 +89,25 @@ class TaskConfig:
         metadata={"help": "stop: end the run naming the step; skip: no update for that step, "
                   "counted as train/nonfinite_skipped"},
     )
+    output_loss: OutputLoss = field(
+        default=OutputLoss.chunked,
+        metadata={"help": "token tasks in training: chunked (projection + cross-entropy per "
+                  "chunk of rows, faster, less memory) or logits (the whole (N, V) tensor)"},
+    )
+    loss_chunk: int = field(
+        default=1024, metadata={"help": "output_loss=chunked: rows of logits alive at a time"}
+    )
+    compile: bool = field(
+        default=False,
+        metadata={"help": "torch.compile the model (first steps slower while it compiles; on "
+                  "CPU needs a C++ compiler)"},
+    )
 
     def __post_init__(self) -> None:
         self.kind = TaskKind.parse(self.kind, "task.kind")
+        self.output_loss = OutputLoss.parse(self.output_loss, "task.output_loss")
+        if not isinstance(self.loss_chunk, int) or isinstance(self.loss_chunk, bool) or self.loss_chunk < 1:
+            raise ConfigError(f"task.loss_chunk must be a positive integer, got {self.loss_chunk!r}")
         self.on_nonfinite_loss = NonFinitePolicy.parse(self.on_nonfinite_loss, "task.on_nonfinite_loss")
         if self.pooling is not None:
             self.pooling = Pooling.parse(self.pooling, "task.pooling")
@@ -100,9 +132,14 @@ class OptimConfig:
     weight_decay: float = field(
         default=0.1, metadata={"help": "decoupled decay; never applied to norms, biases, embeddings"}
     )
+    implementation: OptimizerImpl = field(
+        default=OptimizerImpl.auto,
+        metadata={"help": "auto, for_loop, foreach or fused: torch's kernels for the update"},
+    )
 
     def __post_init__(self) -> None:
         self.kind = OptimizerKind.parse(self.kind, "optim.kind")
+        self.implementation = OptimizerImpl.parse(self.implementation, "optim.implementation")
         self.betas = list(self.betas)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {self.betas}")

@@ -12,6 +12,7 @@ from torch import nn
 
 from zoo.config.model import ModelConfig
 from zoo.nn.cache import Cache
+from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy
 from zoo.nn.embedding import TokenEmbedding
 from zoo.nn.feedforward import ACTIVATIONS
 from zoo.nn.norm import build_norm
@@ -97,16 +98,36 @@ class ZooModel(nn.Module):
                              f"(model.token_types={self.config.token_types})")
         return x + self.token_type_embed(token_type_ids)  # (B, T, D)
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, T, V)."""
+    def _head_input(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(..., D) -> (..., D): what the output projection reads."""
         if self.lm_head is None:
             raise ValueError("this model's output projection was removed (a classifier replaced it)")
         if self.head_transform is not None:
             hidden = self.head_transform(hidden)
         if self.config.scale_output:
             hidden = hidden * self.config.d_model ** -0.5
-        logits = self.lm_head(hidden)  # (B, T, V)
+        return hidden
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, T, V)."""
+        logits = self.lm_head(self._head_input(hidden))  # (B, T, V)
         return logits + self.output_bias if self.output_bias is not None else logits
+
+    def token_loss(
+        self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0
+    ) -> torch.Tensor:
+        """Mean cross-entropy of the output head on hidden (N, D) against targets (N,) (-100 =
+        no target), equal to cross_entropy(logits(hidden), targets) without materialising the
+        (N, V) logits (`chunked_linear_cross_entropy`). Rows without a target are dropped
+        before the head (a masked-LM batch has targets on ~15% of its rows)."""
+        keep = targets != IGNORE  # (N,)
+        if not bool(keep.all()):
+            rows = keep.nonzero().squeeze(1)  # (n,)
+            hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)  # (n, D), (n,)
+        return chunked_linear_cross_entropy(
+            self._head_input(hidden), self.lm_head.weight, targets,
+            bias=self.output_bias, chunk=chunk, label_smoothing=label_smoothing,
+        )
 
     def drop_output_head(self) -> None:
         """Remove the token output head (transform, projection, bias): a task that puts its own

@@ -40,6 +40,7 @@ class EncoderDecoder(ZooModel):
         encoder_hidden_states: Optional[torch.Tensor] = None,
         cache: Optional[Cache] = None,
         use_cache: bool = False,
+        return_logits: bool = True,
     ) -> ModelOutput:
         """input_ids (B, S) source, attention_mask (B, S); decoder_input_ids (B, T) target so far
         (shifted right); decoder_attention_mask (B, past + T). Pass `encoder_hidden_states`
@@ -66,7 +67,7 @@ class EncoderDecoder(ZooModel):
             cache=cache,
         )  # (B, T, D)
         return ModelOutput(
-            logits=self.logits(h),
+            logits=self.logits(h) if return_logits else None,
             hidden_states=h,
             cache=cache,
             encoder_hidden_states=encoder_hidden_states,

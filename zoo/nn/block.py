@@ -8,10 +8,12 @@ config, never copied from a prototype, so layers start with independent weights.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Optional
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from zoo.config.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
@@ -111,6 +113,7 @@ class Stack(nn.Module):
     def __init__(self, cfg: ModelConfig, *, n_layers: int, causal: bool, cross: bool) -> None:
         super().__init__()
         self.causal = causal
+        self.checkpoint_activations = cfg.checkpoint_activations
         self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
         n_schemes = 1 if POSITIONS[cfg.position.kind].shared_across_layers else n_layers
         self.positions = nn.ModuleList(build_position(cfg, causal=causal) for _ in range(n_schemes))
@@ -156,8 +159,12 @@ class Stack(nn.Module):
                 device=x.device,
             )  # (B, 1, T, S)
         x = self.dropout(self.embed_norm(self.position_for(0).embed(x, positions)))
+        # activation checkpointing (Chen et al. 2016): keep each layer's input only and recompute
+        # the layer in backward (dropout masks are replayed from the saved RNG state)
+        recompute = self.checkpoint_activations and self.training and torch.is_grad_enabled() and cache is None
         for i, layer in enumerate(self.layers):
-            x = layer(
+            run = partial(checkpoint, layer, use_reentrant=False) if recompute else layer
+            x = run(
                 x,
                 positions=positions,
                 position=self.position_for(i),

@@ -14,7 +14,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.convert import as_model_config
 from zoo.config.model import ModelConfig
-from zoo.config.train import NonFinitePolicy, OptimConfig, SchedulerConfig, TaskConfig
+from zoo.config.train import NonFinitePolicy, OptimConfig, OutputLoss, SchedulerConfig, TaskConfig
 from zoo.models import build_model
 from zoo.tasks.optim import build_optimizer, schedule
 
@@ -50,6 +50,8 @@ class ZooTask(L.LightningModule):
         self.scheduler_config = SchedulerConfig(**(scheduler or {}))
         self.extra = dict(extra or {})
         self.model = build_model(self.model_config)
+        if self.task_config.compile:
+            self.model.compile()  # in place: parameter names and checkpoints stay the same
         self.tokenizer = None  # attached by the training CLI / load_checkpoint for decoding
         self.train_loss = MeanMetric()
         self.val_loss = MeanMetric(nan_strategy="disable")  # a diverged model reports NaN, not nothing
@@ -62,12 +64,33 @@ class ZooTask(L.LightningModule):
         """-> (logits (N, C), targets (N,), number of input tokens in the batch)."""
         raise NotImplementedError
 
+    token_level = False  # does the loss read the model's output head at every position?
+
+    def hidden_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Token-level tasks: final hidden states (B, T, D), labels (B, T), number of input
+        tokens. Default: one stack (causal and masked LM)."""
+        out = self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"), return_logits=False)
+        return out.hidden_states, batch["labels"], batch["input_ids"].numel()
+
     def predict_tokens(self, batch: dict):
-        """Token-level objectives on one stack (causal and masked LM): logits (B·T, V), labels
-        (B·T,), number of input tokens."""
-        out = self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"))
-        V = out.logits.shape[-1]
-        return out.logits.reshape(-1, V), batch["labels"].reshape(-1), batch["input_ids"].numel()  # (B·T, V)
+        """Token-level objectives: logits (B·T, V), labels (B·T,), number of input tokens."""
+        hidden, labels, n_tokens = self.hidden_batch(batch)
+        logits = self.model.logits(hidden)  # (B, T, V)
+        return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), n_tokens  # (B·T, V)
+
+    def training_loss(self, batch: dict) -> tuple[torch.Tensor, int, int]:
+        """-> (loss, number of target rows, number of input tokens). Token-level tasks with
+        task.output_loss=chunked never build the (B·T, V) logits."""
+        smoothing = self.task_config.label_smoothing
+        if self.token_level and self.task_config.output_loss == OutputLoss.chunked:
+            hidden, labels, n_tokens = self.hidden_batch(batch)
+            loss = self.model.token_loss(
+                hidden.reshape(-1, hidden.shape[-1]), labels.reshape(-1),
+                chunk=self.task_config.loss_chunk, label_smoothing=smoothing,
+            )  # rows (B·T, D)
+            return loss, labels.numel(), n_tokens
+        logits, targets, n_tokens = self.forward_batch(batch)
+        return self.loss(logits, targets, smoothing), targets.shape[0], n_tokens
 
     def _accuracy(self):
         return MulticlassAccuracy(
@@ -81,12 +104,11 @@ class ZooTask(L.LightningModule):
         )
 
     def training_step(self, batch: dict, batch_idx: int) -> Optional[torch.Tensor]:
-        logits, targets, n_tokens = self.forward_batch(batch)
-        loss = self.loss(logits, targets, self.task_config.label_smoothing)
+        loss, n_rows, n_tokens = self.training_loss(batch)
         self.tokens_seen += n_tokens * self.trainer.world_size if self._trainer else n_tokens
         if not self._all_finite(loss):
             return self._nonfinite(loss)
-        self.log("train/loss", loss, prog_bar=True, batch_size=targets.shape[0])
+        self.log("train/loss", loss, prog_bar=True, batch_size=n_rows)
         self.log("tokens_seen", self.tokens_seen.float(), prog_bar=False)
         return loss
 

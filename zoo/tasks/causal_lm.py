@@ -7,6 +7,7 @@ from zoo.tasks.base import ZooTask
 
 
 class CausalLM(ZooTask):
+    token_level = True
     families = (Family.decoder_only,)
 
     def forward_batch(self, batch):

@@ -8,6 +8,7 @@ from zoo.tasks.base import ZooTask
 
 
 class MaskedLM(ZooTask):
+    token_level = True
     families = (Family.encoder_only,)
 
     def forward_batch(self, batch):

@@ -8,7 +8,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from zoo.config.train import OptimConfig, OptimizerKind, ScheduleKind, SchedulerConfig
+from zoo.config.train import OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind, SchedulerConfig
 
 
 def parameter_groups(
@@ -42,6 +42,10 @@ def build_optimizer(
 ) -> torch.optim.Optimizer:
     groups = parameter_groups(module, cfg.weight_decay, output_embedding)
     kwargs = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
+    if cfg.implementation == OptimizerImpl.fused:
+        kwargs["fused"] = True
+    elif cfg.implementation != OptimizerImpl.auto:
+        kwargs["foreach"] = cfg.implementation == OptimizerImpl.foreach
     if cfg.kind == OptimizerKind.adamw:
         return torch.optim.AdamW(groups, **kwargs)
     if cfg.kind == OptimizerKind.adam:

@@ -21,16 +21,21 @@ class Seq2Seq(ZooTask):
         self.val_bleu = BLEUScore()
         self.val_exact = MeanMetric()
 
-    def forward_batch(self, batch):
+    token_level = True
+
+    def hidden_batch(self, batch):
         out = self.model(
             batch["input_ids"],
             attention_mask=batch.get("attention_mask"),
             decoder_input_ids=batch["decoder_input_ids"],
             decoder_attention_mask=batch.get("decoder_attention_mask"),
+            return_logits=False,
         )
-        V = out.logits.shape[-1]
         n = batch["input_ids"].numel() + batch["decoder_input_ids"].numel()
-        return out.logits.reshape(-1, V), batch["labels"].reshape(-1), n  # (B·T, V)
+        return out.hidden_states, batch["labels"], n  # (B, T, D)
+
+    def forward_batch(self, batch):
+        return self.predict_tokens(batch)
 
     def translate(self, input_ids, attention_mask=None, max_new_tokens=None) -> list[list[int]]:
         """Greedy target ids per source row, without BOS/EOS/padding."""

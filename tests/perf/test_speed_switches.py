@@ -1,0 +1,231 @@
+"""Every speed switch computes the same thing as the plain path: chunked output loss vs full
+logits, activation checkpointing, the optimizer kernels, torch.compile, bf16 autocast, and
+SDPA's fused kernel for every position scheme it can express."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.profiler import profile
+
+import zoo
+from tests.conftest import FAMILIES, POSITIONS, tiny
+from zoo.config.train import OptimConfig, OptimizerImpl
+from zoo.nn.chunked_loss import chunked_linear_cross_entropy
+from zoo.nn.position import POSITIONS as POSITION_CLASSES
+from zoo.tasks import TASKS
+from zoo.tasks.optim import build_optimizer
+
+TASK_OF = {"decoder_only": "causal_lm", "encoder_only": "masked_lm", "encoder_decoder": "seq2seq"}
+
+
+def batch_for(family: str, B: int = 3, T: int = 10, V: int = 37) -> dict:
+    ids = torch.randint(4, V, (B, T))
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[0, -3:] = 0  # one padded row
+    labels = torch.randint(0, V, (B, T)).masked_fill(mask == 0, -100)
+    if family == "encoder_only":
+        labels = labels.masked_fill(torch.rand(B, T) > 0.3, -100)  # masked LM: a few targets
+    batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    if family == "encoder_decoder":
+        batch["decoder_input_ids"] = torch.randint(4, V, (B, T))
+    return batch
+
+
+def grads(module) -> dict:
+    return {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
+
+
+def assert_same_grads(a: dict, b: dict, atol: float) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], atol=atol, rtol=1e-4, msg=name)
+
+
+# -- chunked projection + cross-entropy -------------------------------------------------------
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_chunked_cross_entropy_equals_full_logits(chunk, smoothing, with_bias):
+    N, D, V = 50, 12, 41
+    hidden = torch.randn(N, D, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(V, D, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(V, dtype=torch.float64, requires_grad=True) if with_bias else None
+    targets = torch.randint(0, V, (N,))
+    targets[::5] = -100
+    ref = F.cross_entropy(F.linear(hidden, weight, bias), targets, ignore_index=-100, label_smoothing=smoothing)
+    got = chunked_linear_cross_entropy(hidden, weight, targets, bias=bias, chunk=chunk, label_smoothing=smoothing)
+    inputs = [hidden, weight] + ([bias] if with_bias else [])
+    ref_grads = torch.autograd.grad(ref * 3.0, inputs)  # a scaled loss (e.g. accumulation) scales the gradients
+    got_grads = torch.autograd.grad(got * 3.0, inputs)
+    torch.testing.assert_close(got, ref, atol=1e-12, rtol=1e-12)
+    for r, g in zip(ref_grads, got_grads):
+        torch.testing.assert_close(g, r, atol=1e-12, rtol=1e-10)
+
+
+def test_chunked_cross_entropy_under_bf16_autocast_is_close_to_float32():
+    N, D, V = 64, 32, 300
+    hidden = torch.randn(N, D, requires_grad=True)
+    weight = (torch.randn(V, D) * 0.1).requires_grad_()
+    targets = torch.randint(0, V, (N,))
+    ref = F.cross_entropy(hidden @ weight.t(), targets)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = chunked_linear_cross_entropy(hidden, weight, targets, chunk=16)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, ref, atol=2e-2, rtol=2e-2)
+    g_ref = torch.autograd.grad(ref, weight)[0]
+    g_got = torch.autograd.grad(got, weight)[0]
+    assert g_got.dtype == weight.dtype
+    assert torch.nn.functional.cosine_similarity(g_ref.flatten(), g_got.flatten(), dim=0) > 0.99
+
+
+def test_chunked_cross_entropy_rejects_a_bad_chunk():
+    with pytest.raises(ValueError, match="chunk must be >= 1"):
+        chunked_linear_cross_entropy(torch.randn(2, 3), torch.randn(5, 3), torch.tensor([1, 2]), chunk=0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("head", [{}, {"head_transform": True, "output_bias": True}, {"scale_output": True, "tie_embeddings": False}])
+def test_every_token_task_trains_the_same_with_chunked_and_full_logits(family, head):
+    model_cfg = tiny(family, "learned", **head)
+    losses, grad_sets = {}, {}
+    batch = batch_for(family)
+    for output_loss in ("logits", "chunked"):
+        torch.manual_seed(0)
+        task = TASKS[TASK_OF[family]](
+            model=model_cfg, task={"kind": TASK_OF[family], "output_loss": output_loss, "loss_chunk": 4,
+                                   "label_smoothing": 0.1})
+        loss, rows, n_tokens = task.training_loss(batch)
+        loss.backward()
+        losses[output_loss], grad_sets[output_loss] = loss.detach(), grads(task)
+        assert rows == batch["labels"].numel() and n_tokens >= batch["input_ids"].numel()
+    torch.testing.assert_close(losses["chunked"], losses["logits"], atol=1e-6, rtol=1e-6)
+    assert_same_grads(grad_sets["chunked"], grad_sets["logits"], atol=1e-6)
+
+
+# -- activation checkpointing -----------------------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("position", ["learned", "rope", "relative"])
+def test_activation_checkpointing_gives_the_same_loss_and_gradients(family, position):
+    batch = batch_for(family)
+    results = {}
+    for ckpt in (False, True):
+        torch.manual_seed(0)
+        task = TASKS[TASK_OF[family]](
+            model=tiny(family, position, dropout=0.1, checkpoint_activations=ckpt), task={"kind": TASK_OF[family]})
+        task.train()
+        torch.manual_seed(1)  # the same dropout masks (checkpointing replays the saved RNG state)
+        loss, _, _ = task.training_loss(batch)
+        loss.backward()
+        results[ckpt] = (loss.detach(), grads(task))
+    torch.testing.assert_close(results[True][0], results[False][0], atol=0, rtol=0)
+    assert_same_grads(results[True][1], results[False][1], atol=1e-7)
+
+
+def test_activation_checkpointing_recomputes_in_backward():
+    """The checkpointed stack runs every layer's forward a second time during backward."""
+    calls = {True: 0, False: 0}
+    for ckpt in (False, True):
+        model = zoo.build_model(tiny(checkpoint_activations=ckpt)).train()
+
+        def count(*_args, ckpt=ckpt):
+            calls[ckpt] += 1
+
+        for layer in model.decoder.layers:
+            layer.ff.register_forward_pre_hook(count)
+        model(torch.randint(0, 37, (2, 8))).logits.sum().backward()
+    n_layers = 2
+    assert calls[False] == n_layers and calls[True] == 2 * n_layers
+
+
+# -- optimizer kernels ------------------------------------------------------------------------
+
+def test_for_loop_foreach_and_fused_adamw_take_the_same_steps():
+    torch.manual_seed(0)
+    start = zoo.build_model(tiny())
+    batch = torch.randint(0, 37, (2, 8))
+    finals = {}
+    for impl in OptimizerImpl:
+        model = copy.deepcopy(start)
+        # eps 1e-4: the key bias has a zero gradient up to rounding (softmax ignores a shift of
+        # all scores), and Adam would turn each kernel's rounding noise into a full step
+        opt = build_optimizer(model, OptimConfig(implementation=impl, lr=1e-2, eps=1e-4))
+        assert opt.defaults.get("fused") == (impl == OptimizerImpl.fused or None)
+        for _ in range(3):
+            opt.zero_grad()
+            model(batch).logits.logsumexp(-1).mean().backward()
+            opt.step()
+        finals[impl] = {n: p.detach().clone() for n, p in model.named_parameters()}
+    moved = finals[OptimizerImpl.auto]["embed.weight"] - start.embed.weight
+    assert moved.abs().max() > 1e-3  # the steps did change the weights
+    for impl, params in finals.items():
+        for name, value in params.items():
+            torch.testing.assert_close(value, finals[OptimizerImpl.for_loop][name], atol=1e-6, rtol=1e-5,
+                                       msg=f"{impl.value}: {name}")
+
+
+# -- torch.compile ------------------------------------------------------------------------------
+
+def test_compiled_model_gives_the_same_loss_and_gradients():
+    batch = batch_for("decoder_only")
+    results = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        task = TASKS["causal_lm"](model=tiny("decoder_only", "rope"), task={"kind": "causal_lm", "compile": compiled})
+        loss, _, _ = task.training_loss(batch)
+        loss.backward()
+        results[compiled] = (loss.detach(), grads(task))
+        if compiled:  # parameter names (and so checkpoints) are those of the eager model
+            assert set(task.state_dict()) == set(results_state)
+        results_state = task.state_dict()
+    torch.testing.assert_close(results[True][0], results[False][0], atol=1e-5, rtol=1e-5)
+    assert_same_grads(results[True][1], results[False][1], atol=1e-5)
+
+
+# -- bf16 autocast ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bf16_autocast_training_loss_is_close_to_float32(family):
+    batch = batch_for(family)
+    torch.manual_seed(0)
+    task = TASKS[TASK_OF[family]](model=tiny(family, "rope"), task={"kind": TASK_OF[family]})
+    ref, _, _ = task.training_loss(batch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low, _, _ = task.training_loss(batch)
+    assert low.dtype == torch.float32
+    torch.testing.assert_close(low, ref, atol=3e-2, rtol=1e-2)
+    low.backward()
+    assert all(p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all()
+               for p in task.parameters() if p.grad is not None)
+
+
+# -- SDPA everywhere ----------------------------------------------------------------------------
+
+def attention_kernels(model, *args, **kwargs) -> set[str]:
+    with profile() as prof:
+        model(*args, **kwargs)
+    return {e.key for e in prof.key_averages() if "attention" in e.key}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("position", POSITIONS)
+def test_sdpa_fused_kernel_for_every_scheme_it_can_express(family, position):
+    """Only Shaw's relative value term needs the attention weights (the math path); every
+    other scheme, with padding, goes through SDPA's fused CPU kernel."""
+    model = zoo.build_model(tiny(family, position, n_kv_heads=1)).eval()
+    ids = torch.randint(4, 37, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, -2:] = 0
+    extra = {"decoder_input_ids": ids} if family == "encoder_decoder" else {}
+    with torch.no_grad():
+        kernels = attention_kernels(model, ids, attention_mask=mask, **extra)
+    needs_weights = POSITION_CLASSES[position].needs_attention_weights
+    assert needs_weights == (position == "shaw")  # a new scheme that needs the weights must say why here
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels or needs_weights
+    if not needs_weights:
+        assert not any("math" in k for k in kernels), kernels

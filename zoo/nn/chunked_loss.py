@@ -1,0 +1,110 @@
+"""Output projection and softmax cross-entropy in chunks of tokens, without the (N, V) logits.
+
+At a vocabulary of 8k and a few thousand tokens per batch, the logits tensor, its log-softmax
+and their gradients are the largest tensors of a small model's training step and the
+memory-bound passes over them take about half of its time. Here each chunk of rows computes
+its logits, its loss and the gradient of the loss with respect to those logits while they are
+still in cache, turns that into the gradients of the hidden states and of the projection, and
+drops the logits. Backward then only scales the stored gradients (the loss is the last
+operation of a step, so its incoming gradient is a scalar). Same idea as the "fused linear
+cross-entropy" of Liger-Kernel (Hsu et al. 2024) and of Wijmans et al. 2025 ("Cut your losses").
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+IGNORE = -100
+
+
+def _compute_dtype(t: torch.Tensor) -> torch.dtype:
+    """The autocast dtype of t's device when autocast is on there, else t's own dtype."""
+    kind = t.device.type
+    if torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return t.dtype
+
+
+class _ChunkedLinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, chunk: int, smoothing: float):
+        # hidden (N, D), weight (V, D), bias (V,) or None, targets (N,) with IGNORE rows
+        N, V = hidden.shape[0], weight.shape[0]
+        dtype = _compute_dtype(hidden)
+        acc = torch.promote_types(dtype, torch.float32)  # softmax and sums: at least float32
+        w = weight.to(dtype)  # (V, D)
+        valid = targets != IGNORE  # (N,)
+        count = valid.sum().clamp(min=1).to(acc)
+        need_h, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]
+        grad_h = torch.empty_like(hidden) if need_h else None  # (N, D)
+        grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None  # (V, D)
+        grad_b = torch.zeros(V, dtype=acc, device=weight.device) if need_b else None  # (V,)
+        total = torch.zeros((), dtype=acc, device=hidden.device)
+        for start in range(0, N, chunk):
+            h = hidden[start : start + chunk].to(dtype)  # (c, D)
+            t = targets[start : start + chunk]  # (c,)
+            keep = valid[start : start + chunk]  # (c,)
+            logits = (h @ w.t()).to(acc)  # (c, V)
+            if bias is not None:
+                logits += bias.to(acc)
+            t_safe = t.clamp(min=0)[:, None]  # (c, 1)
+            logp = torch.log_softmax(logits, dim=-1)  # (c, V)
+            del logits
+            row_loss = -logp.gather(1, t_safe).squeeze(1)  # (c,) negative log-likelihood
+            if smoothing:
+                row_loss = (1 - smoothing) * row_loss - smoothing * logp.mean(dim=-1)
+            total += torch.where(keep, row_loss, 0.0).sum()
+            if not (need_h or need_w or need_b):
+                continue
+            # d loss / d logits = (softmax - (1-ε)·onehot - ε/V) · keep / count: the softmax is
+            # built in place, the row weights keep / count scale the (c, D) factors instead
+            grad = logp.exp_()  # (c, V)
+            grad.scatter_add_(1, t_safe, torch.full_like(t_safe, -(1 - smoothing), dtype=grad.dtype))
+            if smoothing:
+                grad -= smoothing / V
+            row_weight = (keep.to(acc) / count)[:, None]  # (c, 1)
+            if need_b:
+                grad_b += (grad * row_weight).sum(0)
+            grad = grad.to(dtype)
+            if need_h:
+                grad_h[start : start + chunk] = (grad @ w) * row_weight.to(dtype)  # (c, D)
+            if need_w:
+                grad_w += (grad.t() @ (h * row_weight.to(dtype))).to(acc)  # (V, D)
+        ctx.save_for_backward(grad_h, grad_w, grad_b)
+        ctx.has, ctx.w_dtype = (need_h, need_w, need_b), weight.dtype
+        return total / count
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grad_h, grad_w, grad_b = ctx.saved_tensors
+        need_h, need_w, need_b = ctx.has
+        return (
+            grad_h * grad_loss.to(grad_h.dtype) if need_h else None,
+            (grad_w * grad_loss).to(ctx.w_dtype) if need_w else None,
+            grad_b * grad_loss if need_b else None,
+            None, None, None,
+        )
+
+
+def chunked_linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    bias: Optional[torch.Tensor] = None,
+    chunk: int = 1024,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    """mean over rows with target != -100 of cross_entropy(hidden · weightᵀ + bias, target).
+
+    hidden (N, D), weight (V, D), bias (V,) or None, targets (N,) -> scalar; equal (within
+    float rounding) to `F.cross_entropy(F.linear(hidden, weight, bias), targets,
+    ignore_index=-100, label_smoothing=ε)` and its gradients, with at most `chunk` rows of
+    logits alive at a time. The loss must be used directly (scaled, summed), as a training
+    loss is: its gradients are computed in the forward pass.
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, chunk, float(label_smoothing))
