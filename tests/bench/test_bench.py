@@ -1,0 +1,100 @@
+"""zoo-bench end to end on a tiny model (figures are not checked, only that every system was
+measured the same way), and the peers' models: same function (Hugging Face, same weights) or
+same shapes (x-transformers)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import zoo
+from zoo.bench.peers import PeerUnavailable
+from zoo.bench.subjects import build_subject
+from zoo.bench.workload import Workload
+from zoo.config.convert import as_model_config
+
+TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.vocab_size=128", "model.max_seq_len=64"]
+
+
+def workload(preset: str, **kw) -> Workload:
+    cfg = as_model_config(zoo.compose([f"model={preset}", "model.dropout=0.0", *TINY]).model)
+    return Workload(model=cfg, batch=2, seq_len=16, device=torch.device("cpu"), **kw)
+
+
+def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_path):
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.bench", *TINY, "batch=2", "seq_len=16", "rounds=2", "steps=1",
+         "prompt=4", "new_tokens=6", "gen_batch=3", "variants=eager,bf16,checkpoint", f"out={out}"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    rows = {(r["system"], r["variant"]): r for r in result["rows"]}
+    assert set(rows) == {(s, v) for s in ("zoo", "hf", "x-transformers") for v in ("eager", "bf16")} | {("zoo", "checkpoint")}
+    for (system, variant), row in rows.items():
+        assert row["train_tokens_per_s"] > 0 and 0 < row["mfu"] and row["memory_mb"] >= 0, row
+        assert row["memory_kind"] == "peak RSS" and row["memory_seq_len"] == 16
+        if variant != "checkpoint":
+            assert row["forward_ms"] > 0 and row["generate_tokens_per_s_batch1"] > 0
+            assert row["generate_tokens_per_s_batch3"] > 0
+    assert rows[("zoo", "eager")]["fit_tokens_per_s"] > 0 and rows[("zoo", "bf16")]["fit_tokens_per_s"] > 0
+    assert result["workload"]["tokens_per_step"] == 32
+    assert set(result["matmul_flops_per_s"]) == {"float32", "bfloat16"}
+    for name in ("train eager: zoo / fastest peer", "train bf16: zoo bf16 / zoo float32", "fit / bare step (eager)",
+                 "generate batch 1: zoo / hf", "memory: checkpoint / eager"):
+        assert result["ratios"][name] > 0, name
+    table = out.with_suffix(".md").read_text()
+    assert "| zoo | eager |" in table and "x-transformers" in table and "fit / bare step" in table
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["variants=eager,turbo"], "variants='eager,turbo': choose from eager, compile, bf16, checkpoint"),
+    (["peers=fairseq"], "peers='fairseq': choose from hf, x-transformers (or none)"),
+    (["trainer.max_steps=3"], "zoo-bench takes model overrides"),
+    (["seq_len=512"], "seq_len=512 is longer than model.max_seq_len=256"),
+])
+def test_zoo_bench_refuses_bad_options_in_one_line(argv, message):
+    done = subprocess.run([sys.executable, "-m", "zoo.cli.bench", *argv, "measure=forward", "rounds=1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"zoo-bench: error: {message}"] or message in done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("preset", ["gpt", "llama", "bert", "t5"])
+def test_the_hugging_face_peer_computes_the_same_function(preset):
+    work = workload(preset)
+    torch.manual_seed(0)
+    zoo_subject = build_subject("zoo", work)
+    hf = build_subject("hf", work, zoo=zoo_subject)
+    batch = work.training_batch()
+    extra = {"decoder_input_ids": batch["decoder_input_ids"]} if "decoder_input_ids" in batch else {}
+    with torch.no_grad():
+        ours = zoo_subject.model.eval()(batch["input_ids"], attention_mask=batch["attention_mask"], **extra).logits
+        theirs = hf.model.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **extra).logits
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+    if preset in ("gpt", "llama"):
+        prompt = work.prompt(2, 5)
+        assert torch.equal(zoo_subject.generate(prompt, 7), hf.generate(prompt, 7))  # same greedy tokens
+
+
+@pytest.mark.parametrize("preset", ["gpt", "llama"])
+def test_x_transformers_peer_has_the_same_shapes(preset):
+    work = workload(preset)
+    zoo_subject = build_subject("zoo", work)
+    xt = build_subject("x-transformers", work, zoo=zoo_subject)
+    ours = sum(p.numel() for p in zoo_subject.model.parameters())
+    theirs = sum(p.numel() for p in xt.model.parameters())
+    assert abs(theirs - ours) / ours < 0.03, (ours, theirs)  # biases and norm details differ, not widths
+    out = xt.generate(work.prompt(2, 5), 7)
+    assert out.shape == (2, 7)
+    xt.train_step(work.training_batch())  # the training step runs
+
+
+@pytest.mark.parametrize("preset", ["bert", "t5"])
+def test_x_transformers_is_compared_on_decoder_only_models_only(preset):
+    with pytest.raises(PeerUnavailable, match="decoder-only models only"):
+        build_subject("x-transformers", workload(preset))

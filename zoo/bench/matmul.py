@@ -1,0 +1,24 @@
+"""The device's measured matrix-multiply throughput: the denominator of model FLOPs utilisation
+(Chowdhery et al. 2022, appendix B), measured in the same run as the model, not a datasheet."""
+
+from __future__ import annotations
+
+import torch
+
+from zoo.bench.timing import interleaved, median, timed
+
+
+def matmul_flops_per_s(dtype: torch.dtype, device: torch.device, *, sizes=(1024, 2048), rounds: int = 5) -> float:
+    """Best over `sizes` of the median FLOP/s of an (n, n) @ (n, n) product (2·n³ FLOPs)."""
+    cases = {}
+    for n in sizes:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+
+        def run(a=a, b=b):
+            for _ in range(3):
+                a @ b
+
+        cases[n] = lambda run=run: timed(run, 3, device)
+    seconds = interleaved(cases, rounds=rounds, warmup=1)
+    return max(2 * n ** 3 / median(seconds[n]) for n in sizes)

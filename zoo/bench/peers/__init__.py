@@ -1,0 +1,13 @@
+"""Adapters for the peer libraries (optional: `pip install zoo[bench]`). Each builds the same
+model as the workload's zoo config, or says in one line why it cannot."""
+
+from __future__ import annotations
+
+from zoo.bench.peers.hf import HFSubject
+from zoo.bench.peers.unavailable import PeerUnavailable
+from zoo.bench.peers.xtransformers import XTransformersSubject
+
+PEERS = {"hf": HFSubject, "x-transformers": XTransformersSubject}
+
+
+__all__ = ["PEERS", "PeerUnavailable"]

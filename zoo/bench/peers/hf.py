@@ -1,0 +1,70 @@
+"""Hugging Face transformers as a peer: the zoo model converted with `zoo.interop.hf.to_hf`
+(GPT-2, Llama, BERT, T5 or BART, same weights), SDPA attention, its own loss (`labels=`) and
+`generate`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from zoo.bench.peers.unavailable import PeerUnavailable
+from zoo.bench.workload import Workload
+from zoo.config.model import Family
+
+
+class HFSubject:
+    def __init__(self, work: Workload, *, zoo_model, compile: bool = False) -> None:
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            raise PeerUnavailable("transformers is not installed (pip install 'zoo[bench]')") from None
+        from zoo.interop.hf import UnsupportedConfig, to_hf
+
+        try:
+            self.model = to_hf(zoo_model).to(work.device)
+        except UnsupportedConfig as exc:
+            raise PeerUnavailable(f"no Hugging Face equivalent: {exc}") from None
+        self.model.set_attn_implementation("sdpa")
+        self.name = f"hf {type(self.model).__name__}"
+        self.work = work
+        if work.family != Family.encoder_only:
+            self.model.generation_config.eos_token_id = None  # always exactly new_tokens tokens
+            self.model.generation_config.pad_token_id = 0
+        if compile:
+            self.model.compile()
+        self.optimizer = work.adamw(self.model.parameters())
+
+    def _inputs(self, batch: dict) -> dict:
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+        if self.work.family == Family.encoder_decoder:
+            inputs["decoder_input_ids"] = batch["decoder_input_ids"]
+        return inputs
+
+    def train_step(self, batch: dict) -> None:
+        self.model.train()
+        labels = batch["labels"]
+        if self.work.family == Family.decoder_only:
+            labels = batch["input_ids"]  # transformers shifts causal-LM labels itself
+        with self.work.autocast():
+            loss = self.model(**self._inputs(batch), labels=labels).loss
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def forward(self, batch: dict) -> None:
+        self.model.eval()
+        with self.work.autocast():
+            self.model(**self._inputs(batch))
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+        if self.work.family == Family.encoder_only:
+            return None
+        self.model.eval()
+        kwargs = {"decoder_start_token_id": 1} if self.work.family == Family.encoder_decoder else {}
+        with self.work.autocast():
+            out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens,
+                                      do_sample=False, use_cache=True, **kwargs)
+        return out[:, -new_tokens:]

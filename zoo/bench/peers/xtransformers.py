@@ -1,0 +1,85 @@
+"""x-transformers (Phil Wang) as a peer: a `TransformerWrapper` + `Decoder` with the workload's
+shapes (width, depth, heads, key/value heads, feed-forward width, positions, norm, activation,
+tied embeddings), SDPA attention (`attn_flash`), trained on the cross-entropy of its logits as
+its `AutoregressiveWrapper` does, generating with `AutoregressiveWrapper.generate` (KV cache).
+Decoder-only models only."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from zoo.bench.peers.unavailable import PeerUnavailable
+from zoo.bench.workload import Workload
+from zoo.config.model import Activation, Family, NormPlacement, NormType, PositionKind
+
+POSITIONS = {
+    PositionKind.learned: {},
+    PositionKind.none: {"use_abs_pos_emb": False},
+    PositionKind.rope: {"use_abs_pos_emb": False, "rotary_pos_emb": True},
+    PositionKind.alibi: {"use_abs_pos_emb": False, "alibi_pos_bias": True},
+}
+ACTIVATIONS = {Activation.gelu: {}, Activation.swiglu: {"ff_glu": True, "ff_swish": True}, Activation.geglu: {"ff_glu": True}}
+
+
+def decoder_kwargs(work: Workload) -> tuple[dict, dict]:
+    """(TransformerWrapper keyword arguments, Decoder keyword arguments) for the workload's
+    model, or PeerUnavailable naming what has no equivalent."""
+    cfg = work.model
+    if cfg.family != Family.decoder_only:
+        raise PeerUnavailable(f"compared on decoder-only models only, not {cfg.family.value}")
+    if cfg.position.kind not in POSITIONS:
+        raise PeerUnavailable(f"position {cfg.position.kind.value} is not mapped")
+    if cfg.activation not in ACTIVATIONS:
+        raise PeerUnavailable(f"activation {cfg.activation.value} is not mapped")
+    wrapper = {"num_tokens": cfg.vocab_size, "max_seq_len": cfg.max_seq_len, "tie_embedding": cfg.tie_embeddings,
+               "emb_dropout": cfg.dropout, **{k: v for k, v in POSITIONS[cfg.position.kind].items() if k == "use_abs_pos_emb"}}
+    layers = {
+        "dim": cfg.d_model, "depth": cfg.n_layers, "heads": cfg.n_heads, "attn_dim_head": cfg.head_dim,
+        "attn_kv_heads": cfg.n_kv_heads, "attn_flash": True, "attn_dropout": cfg.dropout, "ff_dropout": cfg.dropout,
+        "ff_mult": cfg.d_ff / cfg.d_model, "ff_no_bias": not cfg.bias,
+        "pre_norm": cfg.norm == NormPlacement.pre, "use_rmsnorm": cfg.norm_type == NormType.rmsnorm,
+        **{k: v for k, v in POSITIONS[cfg.position.kind].items() if k != "use_abs_pos_emb"},
+        **ACTIVATIONS[cfg.activation],
+    }
+    if cfg.position.kind == PositionKind.alibi:
+        layers["alibi_num_heads"] = cfg.n_heads
+    return wrapper, layers
+
+
+class XTransformersSubject:
+    def __init__(self, work: Workload, *, zoo_model=None, compile: bool = False) -> None:
+        try:
+            from x_transformers import AutoregressiveWrapper, Decoder, TransformerWrapper
+        except ImportError:
+            raise PeerUnavailable("x-transformers is not installed (pip install 'zoo[bench]')") from None
+        wrapper, layers = decoder_kwargs(work)
+        self.name, self.work = "x-transformers", work
+        self.model = TransformerWrapper(**wrapper, attn_layers=Decoder(**layers)).to(work.device)
+        self.sampler = AutoregressiveWrapper(self.model)
+        if compile:
+            self.model.compile()
+        self.optimizer = work.adamw(self.model.parameters())
+
+    def train_step(self, batch: dict) -> None:
+        self.model.train()
+        with self.work.autocast():
+            logits = self.model(batch["input_ids"])  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())  # (B·T, V)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def forward(self, batch: dict) -> None:
+        self.model.eval()
+        with self.work.autocast():
+            self.model(batch["input_ids"])
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+        self.model.eval()
+        with self.work.autocast():
+            return self.sampler.generate(prompt, new_tokens, temperature=0.0, cache_kv=True)

@@ -1,0 +1,45 @@
+"""The benchmark's figures as a Markdown table (the JSON holds the same and more)."""
+
+from __future__ import annotations
+
+COLUMNS = [
+    ("train_tokens_per_s", "train tokens/s", "{:,.0f}"),
+    ("train_spread", "spread", "{:.0%}"),
+    ("mfu", "MFU", "{:.0%}"),
+    ("fit_tokens_per_s", "Trainer.fit tokens/s", "{:,.0f}"),
+    ("forward_ms", "forward ms", "{:,.1f}"),
+    ("generate_tokens_per_s_batch1", "generate tokens/s (batch 1)", "{:,.0f}"),
+    ("generate_tokens_per_s_batch{gen_batch}", "generate tokens/s (batch {gen_batch})", "{:,.0f}"),
+    ("memory_mb", "train memory MB", "{:,.0f}"),
+]
+
+
+def markdown(result: dict) -> str:
+    w = result["workload"]
+    cfg = w["model"]
+    gen_batch = w["gen_batch"]
+    columns = [(key.format(gen_batch=gen_batch), title.format(gen_batch=gen_batch), fmt) for key, title, fmt in COLUMNS]
+    columns = [c for c in columns if any(c[0] in row for row in result["rows"])]
+    lines = [
+        f"{result['machine']['device']}, {result['machine']['threads']} threads, torch {result['machine']['torch']}; "
+        f"{cfg['family']} d_model {cfg['d_model']}, {cfg['n_layers']} layers, {cfg['n_heads']} heads, "
+        f"vocab {cfg['vocab_size']}; batch {w['batch']} x {w['seq_len']} tokens; medians of {w['rounds']} "
+        f"interleaved rounds",
+        "",
+        "| system | variant | " + " | ".join(title for _, title, _ in columns) + " |",
+        "|---|---|" + "---|" * len(columns),
+    ]
+    for row in result["rows"]:
+        cells = [fmt.format(row[key]) if key in row else "" for key, _, fmt in columns]
+        lines.append(f"| {row['name']} | {row['variant']} | " + " | ".join(cells) + " |")
+    peaks = result.get("matmul_flops_per_s") or {}
+    if peaks:
+        lines += ["", "Measured matmul throughput (the MFU denominator): "
+                  + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in peaks.items())
+                  + f"; model FLOPs per training step {result['train_flops_per_step'] / 1e9:,.2f} G."]
+    if result["ratios"]:
+        lines += ["", "| ratio | value |", "|---|---|"]
+        lines += [f"| {name} | {value:.2f} |" for name, value in result["ratios"].items()]
+    for peer, why in result.get("unavailable", {}).items():
+        lines.append(f"\n{peer}: not compared ({why})")
+    return "\n".join(lines) + "\n"

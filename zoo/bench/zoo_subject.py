@@ -1,0 +1,64 @@
+"""zoo's own model in a comparison: the training step is the task's (`ZooTask.training_loss`,
+so the output loss is computed as `zoo-train` computes it), the optimizer zoo's AdamW with its
+parameter groups, generation `zoo.generate`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from zoo.bench.workload import Workload
+from zoo.config.model import Family
+from zoo.config.train import OptimConfig
+from zoo.generate import generate
+from zoo.tasks import TASKS
+from zoo.tasks.optim import build_optimizer
+
+TASK_OF = {Family.decoder_only: "causal_lm", Family.encoder_only: "masked_lm", Family.encoder_decoder: "seq2seq"}
+
+
+def zoo_task(work: Workload, task: Optional[dict] = None, optim: Optional[dict] = None):
+    """The LightningModule zoo-train would build for this workload's model (dropout as given)."""
+    kind = TASK_OF[work.family]
+    return TASKS[kind](
+        model=work.model.to_dict(),
+        task={"kind": kind, **(task or {})},
+        optim={"lr": work.lr, "betas": list(work.betas), "eps": work.eps,
+               "weight_decay": work.weight_decay, **(optim or {})},
+        scheduler={"kind": "constant", "warmup_steps": 0},
+    ).to(work.device)
+
+
+class ZooSubject:
+    def __init__(self, work: Workload, *, name: str = "zoo", compile: bool = False,
+                 task: Optional[dict] = None, optim: Optional[dict] = None, state: Optional[dict] = None) -> None:
+        self.name, self.work = name, work
+        self.task = zoo_task(work, {"compile": compile, **(task or {})}, optim)
+        if state is not None:
+            self.task.model.load_state_dict(state)
+        self.model = self.task.model
+        self.optimizer = build_optimizer(self.task, OptimConfig(**self.task.hparams["optim"]),
+                                         output_embedding=self.model.lm_head.weight)
+
+    def train_step(self, batch: dict) -> None:
+        self.model.train()
+        with self.work.autocast():
+            loss, _, _ = self.task.training_loss(batch)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def forward(self, batch: dict) -> None:
+        self.model.eval()
+        extra = {"decoder_input_ids": batch["decoder_input_ids"]} if self.work.family == Family.encoder_decoder else {}
+        with self.work.autocast():
+            self.model(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
+
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+        if self.work.family == Family.encoder_only:
+            return None
+        bos = 1 if self.work.family == Family.encoder_decoder else None
+        with self.work.autocast():
+            return generate(self.model, prompt, max_new_tokens=new_tokens, bos_id=bos)

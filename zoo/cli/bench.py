@@ -1,0 +1,68 @@
+"""`zoo-bench`: training throughput, forward latency, generation speed, peak memory and model
+FLOPs utilisation of a zoo model, against the same model in Hugging Face transformers and
+x-transformers (optional: `pip install 'zoo[bench]'`), in one process, interleaved rounds,
+medians.
+
+    zoo-bench                                   # the default model (gpt), the reference shape
+    zoo-bench model=llama peers=hf out=bench.json
+    zoo-bench model=bert variants=eager measure=train,forward,memory
+    zoo-bench variants=eager,checkpoint measure=memory memory_seq_len=1024 model.max_seq_len=1024
+
+Model overrides are those of zoo-train (model=..., model/position=..., model.*); dropout is 0
+unless model.dropout is given. Prints a Markdown table; out=FILE.json also writes the JSON and
+FILE.md."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Optional
+
+TOOL = "zoo-bench"
+
+
+def run(argv: list[str], log=print) -> dict:
+    from zoo.bench.report import markdown
+    from zoo.bench.run import BenchOptions, run_bench
+    from zoo.cli.args import parse
+    from zoo.config.convert import as_model_config
+    from zoo.config.errors import ConfigError
+
+    own = {f.name for f in fields(BenchOptions)} | {"out"}
+    options = [a for a in argv if a.split("=", 1)[0] in own]
+    overrides = [a for a in argv if a not in options]
+    not_model = [a for a in overrides if not a.startswith("model")]
+    if not_model:
+        keys = ", ".join(sorted(own))
+        raise ConfigError(f"{not_model[0]!r}: zoo-bench takes model overrides (model=..., model.*=...) "
+                          f"and its own options: {keys}")
+    out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
+    opts, _ = parse(BenchOptions, [a for a in options if not a.startswith("out=")])
+    import zoo
+
+    cfg = zoo.compose(["model.dropout=0.0", *overrides])
+    result = run_bench(as_model_config(cfg.model), opts, log=lambda m: log(f"{TOOL}: {m}", file=sys.stderr))
+    table = markdown(result)
+    print(table)
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2))
+        path.with_suffix(".md").write_text(f"`zoo-bench {' '.join(argv)}`\n\n{table}")
+    return result
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    from zoo.cli.args import fail
+    from zoo.config.errors import ConfigError
+
+    try:
+        run(sys.argv[1:] if argv is None else argv)
+    except ConfigError as exc:
+        fail(TOOL, str(exc))
+
+
+if __name__ == "__main__":
+    main()
