@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Callable, Optional
 
+import weakref
+
 import torch
 
 from zoo.config.errors import ConfigError
@@ -48,9 +50,19 @@ class GenerationConfig:
         default=1.0, metadata={"help": "sample: keep the smallest set with probability >= p"}
     )
     seed: Optional[int] = field(default=None, metadata={"help": "sample: seed of the draws"})
+    static_cache: bool = field(
+        default=False,
+        metadata={"help": "allocate the KV cache for prompt + max_new_tokens at the start: every "
+                  "step then has the same shapes (what compile=true and CUDA graphs need)"},
+    )
+    compile: bool = field(
+        default=False, metadata={"help": "torch.compile the decoding step (first call compiles)"}
+    )
 
     def __post_init__(self) -> None:
         self.strategy = Strategy.parse(self.strategy, "strategy")
+        if self.static_cache and not self.use_cache:
+            raise ConfigError("static_cache=true needs use_cache=true")
         owned = {Strategy.sample: _SAMPLING, Strategy.beam: _BEAM}
         for f in fields(self):
             for strategy, names in owned.items():
@@ -91,9 +103,12 @@ class _Stepper:
     """Feeds one model step at a time and keeps what the next step needs (cache, mask,
     context, encoder states). `rows` may repeat inputs (beam search)."""
 
-    def __init__(self, model: ZooModel, input_ids, attention_mask, *, bos_id, use_cache: bool, repeat: int = 1):
+    def __init__(self, model: ZooModel, input_ids, attention_mask, *, bos_id, use_cache: bool, repeat: int = 1,
+                 capacity: Optional[int] = None, compile: bool = False):
         self.model = model
+        self.run_model = compiled(model) if compile else model
         self.use_cache = use_cache
+        self.capacity = capacity  # a static cache of this many positions, or a growing one
         self.cache = None
         B = input_ids.shape[0]
         if repeat > 1:
@@ -110,16 +125,22 @@ class _Stepper:
             self.mask = None
         else:
             self.context = input_ids
-            self.mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+            # without padding no mask is needed: positions count from 0 and attention takes the
+            # fused causal path; with padding the mask grows by one column per step
+            self.mask = attention_mask if attention_mask is not None and not bool(attention_mask.all()) else None
 
     def _run(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.use_cache and self.cache is None and self.capacity is not None:
+            self.cache = self.model.new_cache(self.capacity)
         if self.encoder_decoder:
-            out = self.model(decoder_input_ids=tokens, encoder_hidden_states=self.memory,
-                             attention_mask=self.source_mask, cache=self.cache, use_cache=self.use_cache)
+            out = self.run_model(decoder_input_ids=tokens, encoder_hidden_states=self.memory,
+                             attention_mask=self.source_mask, cache=self.cache, use_cache=self.use_cache,
+                             return_logits=False)
         else:
-            out = self.model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache)
+            out = self.run_model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache,
+                             return_logits=False)
         self.cache = out.cache if self.use_cache else None
-        return out.logits[:, -1]  # (rows, V)
+        return self.model.logits(out.hidden_states[:, -1:])[:, 0]  # only the last position: (rows, V)
 
     def start(self) -> torch.Tensor:
         return self._run(self.context)
@@ -142,6 +163,28 @@ class _Stepper:
             self.memory = self.memory[index]
             if self.source_mask is not None:
                 self.source_mask = self.source_mask[index]
+
+
+_COMPILED: "weakref.WeakKeyDictionary[ZooModel, torch.nn.Module]" = weakref.WeakKeyDictionary()
+
+
+def compiled(model: ZooModel) -> torch.nn.Module:
+    """torch.compile(model), made once per model and reused by later generate calls (a model
+    compiled in place, e.g. by task.compile=true, is used as it is)."""
+    if getattr(model, "_compiled_call_impl", None) is not None:
+        return model
+    if model not in _COMPILED:
+        _COMPILED[model] = torch.compile(model)
+    return _COMPILED[model]
+
+
+def step_capacity(model: ZooModel, input_ids: torch.Tensor, config: "GenerationConfig") -> Optional[int]:
+    """Positions a static cache needs: the prompt (decoder-only) or [BOS] (encoder-decoder)
+    plus the new tokens; None without static_cache."""
+    if not (config.static_cache and config.use_cache):
+        return None
+    first = 1 if model.config.family == Family.encoder_decoder else input_ids.shape[1]
+    return first + config.max_new_tokens
 
 
 @torch.no_grad()
@@ -187,7 +230,8 @@ def generate(
 
 
 def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit):
-    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache)
+    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache,
+                       capacity=step_capacity(model, input_ids, config), compile=config.compile)
     B = input_ids.shape[0]
     done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
     generator = None
@@ -299,7 +343,8 @@ def beam_search(
 
 def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit):
     B, K = input_ids.shape[0], config.num_beams
-    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache, repeat=K)
+    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache, repeat=K,
+                       capacity=step_capacity(model, input_ids, config), compile=config.compile)
 
     def step(tokens, rows):
         if tokens is None:

@@ -1,6 +1,6 @@
 """Every speed switch computes the same thing as the plain path: chunked output loss vs full
-logits, activation checkpointing, the optimizer kernels, torch.compile, bf16 autocast, and
-SDPA's fused kernel for every position scheme it can express."""
+logits, activation checkpointing, the optimizer kernels, torch.compile, bf16 autocast, SDPA's
+fused kernel for every position scheme it can express, and the static-shape decoding step."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import torch.nn.functional as F
 from torch.profiler import profile
 
 import zoo
-from tests.conftest import FAMILIES, POSITIONS, tiny
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
+from zoo.config.errors import ConfigError
 from zoo.config.train import OptimConfig, OptimizerImpl
+from zoo.generate import GenerationConfig, generate
+from zoo.nn.cache import StaticKVCache
 from zoo.nn.chunked_loss import chunked_linear_cross_entropy
 from zoo.nn.position import POSITIONS as POSITION_CLASSES
 from zoo.tasks import TASKS
@@ -229,3 +232,59 @@ def test_sdpa_fused_kernel_for_every_scheme_it_can_express(family, position):
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels or needs_weights
     if not needs_weights:
         assert not any("math" in k for k in kernels), kernels
+
+
+# -- static-shape decoding step ---------------------------------------------------------------
+
+def generation_inputs(family: str):
+    ids = torch.randint(4, 37, (2, 6))
+    mask = torch.ones(2, 6, dtype=torch.long)
+    if family == "decoder_only":
+        ids[1, :2], mask[1, :2] = 0, 0  # a left-padded prompt
+    return ids, mask
+
+
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+@pytest.mark.parametrize("position", POSITIONS)
+def test_static_cache_decodes_the_same_tokens(family, position):
+    model = zoo.build_model(tiny(family, position)).eval()
+    ids, mask = generation_inputs(family)
+    kw = dict(attention_mask=mask, max_new_tokens=9, bos_id=1)
+    growing = generate(model, ids, config=GenerationConfig(), **kw)
+    static = generate(model, ids, config=GenerationConfig(static_cache=True), **kw)
+    assert torch.equal(static, growing)
+    beams = GenerationConfig(strategy="beam", num_beams=3)
+    static_beams = GenerationConfig(strategy="beam", num_beams=3, static_cache=True)
+    assert torch.equal(generate(model, ids, config=static_beams, **kw), generate(model, ids, config=beams, **kw))
+
+
+def test_static_cache_steps_see_same_shape_tensors():
+    layer_cache = StaticKVCache(capacity=12)
+    seen = set()
+    for T in (4, 1, 1, 1):
+        k = torch.randn(1, 2, T, 8)
+        keys, values, positions = layer_cache.update(k, k, torch.arange(T)[None])
+        seen.add((tuple(keys.shape), tuple(positions.shape), keys.data_ptr()))  # same buffer every step
+    assert len(seen) == 1 and next(iter(seen))[:2] == ((1, 2, 12, 8), (1, 12)) and layer_cache.length == 7
+    assert torch.equal(keys[:, :, 6:7], k) and not keys[:, :, 7:].any()  # the last step at slot 6; unwritten slots are zeros
+
+    model = zoo.build_model(tiny("decoder_only", "rope")).eval()
+    cache = model.new_cache(capacity=12)
+    with torch.no_grad():
+        model(torch.randint(4, 37, (1, 9)), cache=cache, use_cache=True)
+        with pytest.raises(ValueError, match="the static cache holds 12 positions; 9 \\+ 4 do not fit"):
+            model(torch.randint(4, 37, (1, 4)), cache=cache, use_cache=True)
+
+
+def test_compiled_static_decoding_gives_the_eager_tokens():
+    model = zoo.build_model(tiny("decoder_only", "rope")).eval()
+    ids, mask = generation_inputs("decoder_only")
+    eager = generate(model, ids, attention_mask=mask, max_new_tokens=8)
+    fast = generate(model, ids, attention_mask=mask, max_new_tokens=8,
+                    config=GenerationConfig(static_cache=True, compile=True))
+    assert torch.equal(fast, eager)
+
+
+def test_static_cache_needs_the_cache():
+    with pytest.raises(ConfigError, match="static_cache=true needs use_cache=true"):
+        GenerationConfig(static_cache=True, use_cache=False)

@@ -11,7 +11,7 @@ import torch
 from zoo.bench.workload import Workload
 from zoo.config.model import Family
 from zoo.config.train import OptimConfig
-from zoo.generate import generate
+from zoo.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
 
@@ -34,6 +34,9 @@ class ZooSubject:
     def __init__(self, work: Workload, *, name: str = "zoo", compile: bool = False,
                  task: Optional[dict] = None, optim: Optional[dict] = None, state: Optional[dict] = None) -> None:
         self.name, self.work = name, work
+        # compiled: generation uses the static-shape decoding step, compiled (zoo-generate
+        # static_cache=true compile=true)
+        self.generation = GenerationConfig(static_cache=compile, compile=compile)
         self.task = zoo_task(work, {"compile": compile, **(task or {})}, optim)
         if state is not None:
             self.task.model.load_state_dict(state)
@@ -61,4 +64,4 @@ class ZooSubject:
             return None
         bos = 1 if self.work.family == Family.encoder_decoder else None
         with self.work.autocast():
-            return generate(self.model, prompt, max_new_tokens=new_tokens, bos_id=bos)
+            return generate(self.model, prompt, config=self.generation, max_new_tokens=new_tokens, bos_id=bos)

@@ -32,6 +32,8 @@ class GenerateArgs:
     top_k: int = 0
     top_p: float = 1.0
     seed: Optional[int] = None
+    static_cache: bool = False  # allocate the KV cache once: same-shape steps
+    compile: bool = False  # torch.compile the decoding step
     batch_size: int = 16
     attention_map: Optional[str] = None  # PNG: attention weights over the first prompt and its output
     layers: Optional[str] = None  # attention_map: layers to draw, e.g. "0,1" (default all)

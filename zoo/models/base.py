@@ -93,7 +93,7 @@ class ZooModel(nn.Module):
             return x
         if token_type_ids is None:
             return x + self.token_type_embed.weight[0]
-        if token_type_ids.numel() and not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types:
+        if token_type_ids.numel() and not torch.compiler.is_compiling() and not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types:
             raise ValueError(f"token_type_ids must be in [0, {self.config.token_types}) "
                              f"(model.token_types={self.config.token_types})")
         return x + self.token_type_embed(token_type_ids)  # (B, T, D)

@@ -19,8 +19,9 @@ class DecoderOnly(ZooModel):
         self.decoder = Stack(cfg, n_layers=cfg.n_layers, causal=True, cross=False)
         self._init_weights()
 
-    def new_cache(self) -> Cache:
-        return Cache.empty(len(self.decoder.layers))
+    def new_cache(self, capacity: Optional[int] = None) -> Cache:
+        """An empty KV cache; `capacity`: a static one of that many positions."""
+        return Cache.empty(len(self.decoder.layers), capacity)
 
     def forward(
         self,

@@ -21,8 +21,9 @@ class EncoderDecoder(ZooModel):
         self.decoder = Stack(cfg, n_layers=cfg.n_decoder_layers, causal=True, cross=True)
         self._init_weights()
 
-    def new_cache(self) -> Cache:
-        return Cache.empty(len(self.decoder.layers))
+    def new_cache(self, capacity: Optional[int] = None) -> Cache:
+        """An empty KV cache; `capacity`: a static one of that many positions."""
+        return Cache.empty(len(self.decoder.layers), capacity)
 
     def encode(
         self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None

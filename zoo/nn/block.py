@@ -12,6 +12,7 @@ from functools import partial
 from typing import Callable, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -142,7 +143,16 @@ class Stack(nn.Module):
     ) -> torch.Tensor:
         B, T, _ = x.shape
         past = cache.length if cache is not None else 0
-        if key_padding is None and past == 0:
+        if cache is not None and cache.static:
+            # a static cache returns all `capacity` slots: the ones not yet written are masked
+            mask = attention_mask(
+                q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding, device=x.device,
+            )  # (B or 1, 1, T, past + T) or None
+            if mask is None:
+                mask = torch.ones(1, 1, T, past + T, dtype=torch.bool, device=x.device)
+            mask = F.pad(mask, (0, cache.capacity - past - T), value=False)  # (B or 1, 1, T, capacity)
+            causal = False
+        elif key_padding is None and past == 0:
             mask, causal = None, self.causal  # lets attention take the fused is_causal path
         elif key_padding is None and T == 1:
             mask, causal = None, False  # one new query after the cache sees every key

@@ -15,6 +15,8 @@ class KVCache:
 
     Storage grows by doubling, so appending a step copies nothing but the new entries."""
 
+    static = False  # update returns exactly the `length` entries seen so far
+
     def __init__(self) -> None:
         self._k: Optional[torch.Tensor] = None  # (B, Hkv, capacity, Dh)
         self._v: Optional[torch.Tensor] = None
@@ -70,6 +72,40 @@ class KVCache:
                 self._positions = self._positions[index]
 
 
+class StaticKVCache(KVCache):
+    """Keys and values in buffers of a fixed `capacity` allocated at the first update: every
+    decoding step sees tensors of the same shape (B, Hkv, capacity, Dh), so a compiled step is
+    compiled once (and on GPU can be replayed as a CUDA graph). Slots at and after `length`
+    are zeros; the stack masks them out (`Stack.forward`)."""
+
+    static = True
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+
+    def update(self, k, v, positions):
+        """Write (B, Hkv, T, Dh) keys/values and (B or 1, T) positions at slots [length,
+        length + T); return the whole buffers (B, Hkv, capacity, Dh), (B or 1, capacity)."""
+        B, Hkv, T, Dh = k.shape
+        if self.length + T > self.capacity:
+            raise ValueError(f"the static cache holds {self.capacity} positions; "
+                             f"{self.length} + {T} do not fit")
+        if self._k is None:
+            self._k = k.new_zeros(B, Hkv, self.capacity, Dh)
+            self._v = v.new_zeros(B, Hkv, self.capacity, Dh)
+            self._positions = positions.new_zeros(positions.shape[0], self.capacity)
+        if positions.shape[0] != self._positions.shape[0]:  # shared (1, S) positions meet per-row ones
+            rows = max(positions.shape[0], self._positions.shape[0])
+            self._positions = self._positions.expand(rows, -1).clone()
+            positions = positions.expand(rows, -1)
+        self._k[:, :, self.length : self.length + T] = k
+        self._v[:, :, self.length : self.length + T] = v
+        self._positions[:, self.length : self.length + T] = positions
+        self.length += T
+        return self._k, self._v, self._positions
+
+
 @dataclass
 class LayerCache:
     self_attn: KVCache = field(default_factory=KVCache)
@@ -88,8 +124,19 @@ class Cache:
     layers: list[LayerCache]
 
     @classmethod
-    def empty(cls, n_layers: int) -> "Cache":
-        return cls([LayerCache() for _ in range(n_layers)])
+    def empty(cls, n_layers: int, capacity: Optional[int] = None) -> "Cache":
+        """Growing caches, or static ones of `capacity` positions (`StaticKVCache`)."""
+        if capacity is None:
+            return cls([LayerCache() for _ in range(n_layers)])
+        return cls([LayerCache(self_attn=StaticKVCache(capacity)) for _ in range(n_layers)])
+
+    @property
+    def static(self) -> bool:
+        return bool(self.layers) and self.layers[0].self_attn.static
+
+    @property
+    def capacity(self) -> Optional[int]:
+        return self.layers[0].self_attn.capacity if self.static else None
 
     @property
     def length(self) -> int:

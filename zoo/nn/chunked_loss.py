@@ -50,17 +50,26 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if bias is not None:
                 logits += bias.to(acc)
             t_safe = t.clamp(min=0)[:, None]  # (c, 1)
-            logp = torch.log_softmax(logits, dim=-1)  # (c, V)
-            del logits
-            row_loss = -logp.gather(1, t_safe).squeeze(1)  # (c,) negative log-likelihood
+            # one softmax pass gives the probabilities the gradient needs; the log-normaliser
+            # follows from the target's probability, lse = logit_t - log p_t, except where p_t
+            # underflowed (a loss above ~70), recomputed exactly for those rows
+            probs = torch.softmax(logits, dim=-1)  # (c, V)
+            logit_t = logits.gather(1, t_safe).squeeze(1)  # (c,)
+            p_t = probs.gather(1, t_safe).squeeze(1)  # (c,)
+            lse = logit_t - torch.log(p_t)  # (c,)
+            tiny = (p_t < 1e-30).nonzero().squeeze(1)  # rows where log p_t is not exact
+            if tiny.numel():
+                lse[tiny] = torch.logsumexp(logits[tiny], dim=-1)
+            row_loss = lse - logit_t  # (c,) negative log-likelihood
             if smoothing:
-                row_loss = (1 - smoothing) * row_loss - smoothing * logp.mean(dim=-1)
+                row_loss = (1 - smoothing) * row_loss + smoothing * (lse - logits.mean(dim=-1))
+            del logits
             total += torch.where(keep, row_loss, 0.0).sum()
             if not (need_h or need_w or need_b):
                 continue
-            # d loss / d logits = (softmax - (1-ε)·onehot - ε/V) · keep / count: the softmax is
-            # built in place, the row weights keep / count scale the (c, D) factors instead
-            grad = logp.exp_()  # (c, V)
+            # d loss / d logits = (softmax - (1-ε)·onehot - ε/V) · keep / count, in place in the
+            # probabilities; the row weights keep / count scale the (c, D) factors instead
+            grad = probs  # (c, V)
             grad.scatter_add_(1, t_safe, torch.full_like(t_safe, -(1 - smoothing), dtype=grad.dtype))
             if smoothing:
                 grad -= smoothing / V

@@ -31,6 +31,7 @@ class HFSubject:
         if work.family != Family.encoder_only:
             self.model.generation_config.eos_token_id = None  # always exactly new_tokens tokens
             self.model.generation_config.pad_token_id = 0
+        self.static = compile  # compiled: generate with transformers' static cache, as its docs advise
         if compile:
             self.model.compile()
         self.optimizer = work.adamw(self.model.parameters())
@@ -64,6 +65,8 @@ class HFSubject:
             return None
         self.model.eval()
         kwargs = {"decoder_start_token_id": 1} if self.work.family == Family.encoder_decoder else {}
+        if self.static:
+            kwargs["cache_implementation"] = "static"
         with self.work.autocast():
             out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens,
                                       do_sample=False, use_cache=True, **kwargs)
