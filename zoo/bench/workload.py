@@ -53,7 +53,7 @@ class Workload:
             target = torch.randint(8, V, (B, T + 1), generator=g)
             batch["decoder_input_ids"], batch["labels"] = target[:, :-1], target[:, 1:]
         batch["attention_mask"] = torch.ones(B, T, dtype=torch.long)
-        return {k: v.to(self.device) for k, v in batch.items()}
+        return {k: v.contiguous().to(self.device) for k, v in batch.items()}
 
     def prompt(self, batch: int, length: int, seed: int = 1) -> torch.Tensor:
         g = torch.Generator().manual_seed(seed)

@@ -72,6 +72,9 @@ def attention(
     return out, None
 
 
+_KEYS_DONE = PositionScheme()  # identity: q and the cached keys are already transformed
+
+
 class Attention(nn.Module):
     """Self-attention (queries, keys and values from x; one fused projection) or
     cross-attention (queries from x, keys and values from the encoder memory).
@@ -143,7 +146,11 @@ class Attention(nn.Module):
             k = self._heads(k, Hkv)  # (B, Hkv, T, Dh)
             v = self._heads(v, Hkv)  # (B, Hkv, T, Dh)
             k_positions = positions
-            if cache is not None:
+            if cache is not None and position.keys_transformed_alone:
+                q, k, _ = position.attend(q, k, positions, positions)  # only the new keys: (B, Hkv, T, Dh)
+                k, v, k_positions = cache.self_attn.update(k, v, positions)  # (B, Hkv, S, Dh)
+                position = _KEYS_DONE
+            elif cache is not None:
                 k, v, k_positions = cache.self_attn.update(k, v, positions)  # (B, Hkv, S, Dh)
         q, k, bias = position.attend(q, k, positions, k_positions)
         need_weights = position.needs_attention_weights or self.keep_weights

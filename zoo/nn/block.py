@@ -143,6 +143,10 @@ class Stack(nn.Module):
     ) -> torch.Tensor:
         B, T, _ = x.shape
         past = cache.length if cache is not None else 0
+        if key_padding is not None and not torch.compiler.is_compiling() and bool(key_padding.all()):
+            key_padding = None  # no padding: no mask, so SDPA can take its fused causal / unmasked path
+        if memory_padding is not None and not torch.compiler.is_compiling() and bool(memory_padding.all()):
+            memory_padding = None
         if cache is not None and cache.static:
             # a static cache returns all `capacity` slots: the ones not yet written are masked
             mask = attention_mask(

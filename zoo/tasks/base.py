@@ -21,6 +21,14 @@ from zoo.tasks.optim import build_optimizer, schedule
 IGNORE = -100
 
 
+def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all gradients together: finite when every entry is (it can also overflow
+    for huge finite entries; the caller then looks at each gradient)."""
+    if hasattr(torch.nn.utils, "get_total_norm"):  # torch >= 2.6
+        return torch.nn.utils.get_total_norm(grads, error_if_nonfinite=False)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
 class NonFiniteLoss(RuntimeError):
     """The training loss, or a gradient, was NaN or infinite at `step` (with
     task.on_nonfinite_loss=stop). `what`: e.g. "loss is nan", "gradient of model.x is inf"."""
@@ -131,10 +139,13 @@ class ZooTask(L.LightningModule):
     def on_before_optimizer_step(self, optimizer) -> None:
         """A finite loss can still give NaN / inf gradients (overflow in backward). They are
         the same on every rank here (after DDP's all-reduce), so every rank decides alike."""
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        if not grads or bool(torch.isfinite(_total_norm(grads))):
+            return  # one multi-tensor norm and one host sync per step: all finite
         bad = next((name for name, p in self.named_parameters()
                     if p.grad is not None and not bool(torch.isfinite(p.grad).all())), None)
         if bad is None:
-            return
+            return  # only the norm overflowed (entries near the float limit): all finite
         step = self.trainer.global_step if self._trainer is not None else 0
         if self.task_config.on_nonfinite_loss == NonFinitePolicy.skip:
             optimizer.zero_grad(set_to_none=True)  # this step changes nothing

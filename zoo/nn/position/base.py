@@ -23,10 +23,14 @@ class PositionScheme(nn.Module):
     - `shared_across_layers`: one instance serves every layer of a stack (False: one per layer).
     - `needs_attention_weights`: `value_term` must see the attention weights, so attention
       takes the explicit softmax path instead of `scaled_dot_product_attention`.
+    - `keys_transformed_alone`: `attend` changes each key according to that key's own position
+      only and adds no bias (RoPE), so a KV cache may keep keys after `attend` and a decoding
+      step transforms only its new keys.
     """
 
     shared_across_layers: bool = True
     needs_attention_weights: bool = False
+    keys_transformed_alone: bool = False
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x (B, T, D), positions (B, T) -> (B, T, D)."""

@@ -17,6 +17,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class RotaryPositions(PositionScheme):
+    keys_transformed_alone = True  # a cache holds rotated keys
+
     def __init__(self, *, head_dim: int, theta: float = 10000.0, scale: float = 1.0, **_: object):
         super().__init__()
         self.scale = scale
@@ -25,12 +27,19 @@ class RotaryPositions(PositionScheme):
         inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # (Dh/2,)
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """x (B, H, T, Dh), positions (B, T) -> rotated x (B, H, T, Dh)."""
+    def angles(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions (B, T) -> cos, sin (B, 1, T, Dh)."""
         angles = (positions.float() / self.scale)[..., None] * self.inv_freq  # (B, T, Dh/2)
         angles = torch.cat((angles, angles), dim=-1)[:, None]  # (B, 1, T, Dh)
-        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor, cos_sin=None) -> torch.Tensor:
+        """x (B, H, T, Dh), positions (B, T) -> rotated x (B, H, T, Dh)."""
+        cos, sin = cos_sin if cos_sin is not None else self.angles(positions, x.dtype)
         return x * cos + rotate_half(x) * sin
 
     def attend(self, q, k, q_positions, k_positions):
+        if k_positions is q_positions and q.dtype == k.dtype:  # self-attention without a cache
+            cos_sin = self.angles(q_positions, q.dtype)
+            return self.rotate(q, q_positions, cos_sin), self.rotate(k, k_positions, cos_sin), None
         return self.rotate(q, q_positions), self.rotate(k, k_positions), None
