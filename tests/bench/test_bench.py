@@ -29,7 +29,7 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
     out = tmp_path / "bench.json"
     done = subprocess.run(
         [sys.executable, "-m", "zoo.cli.bench", *TINY, "batch=2", "seq_len=16", "rounds=2", "steps=1",
-         "prompt=4", "new_tokens=6", "gen_batch=3", "variants=eager,bf16,checkpoint", f"out={out}"],
+         "prompt=4", "new_tokens=6", "gen_batch=3", "variants=eager,bf16,checkpoint", "memory_rounds=1", f"out={out}"],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())

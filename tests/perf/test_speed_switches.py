@@ -324,3 +324,18 @@ def test_compiled_static_decoding_gives_the_eager_tokens():
 def test_static_cache_needs_the_cache():
     with pytest.raises(ConfigError, match="static_cache=true needs use_cache=true"):
         GenerationConfig(static_cache=True, use_cache=False)
+
+
+# -- one relative bias per stack forward --------------------------------------------------------
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_a_shared_bias_is_computed_once_per_stack_forward(checkpointed):
+    """T5's bias table lookup runs once per stack, not once per layer (Raffel et al. 2020
+    share it the same way); under activation checkpointing each layer recomputes its own."""
+    n_layers = 3
+    model = zoo.build_model(tiny("decoder_only", "relative", n_layers=n_layers,
+                                 checkpoint_activations=checkpointed)).train()
+    with profile() as prof:
+        model(torch.randint(4, 37, (2, 8))).logits.sum()
+    lookups = next(e.count for e in prof.key_averages() if e.key == "aten::embedding")
+    assert lookups == 1 + (n_layers if checkpointed else 1)  # the token embedding + the bias table

@@ -42,11 +42,12 @@ class BenchOptions:
     new_tokens: int = field(default=256, metadata={"help": "generation: new tokens (greedy, cached)"})
     gen_batch: int = field(default=8, metadata={"help": "generation: rows of the batched case"})
     memory_seq_len: Optional[int] = field(default=None, metadata={"help": "memory: context (default seq_len)"})
+    memory_rounds: int = field(default=3, metadata={"help": "memory: fresh processes per system; median"})
     device: str = field(default="auto", metadata={"help": "cpu, cuda or auto"})
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("batch", "seq_len", "rounds", "steps", "prompt", "new_tokens", "gen_batch"):
+        for name in ("batch", "seq_len", "rounds", "steps", "prompt", "new_tokens", "gen_batch", "memory_rounds"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.threads < 0:
@@ -176,8 +177,11 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
             if spec["model"].get("param_budget"):
                 spec["model"]["d_ff"] = None
             log(f"memory: {c.name} at context {mem_len}")
-            measured = peak_training_memory(spec)
-            rows[c.name]["memory_mb"] = measured["training_bytes"] / 2 ** 20
+            measured = [peak_training_memory(spec) for _ in range(opts.memory_rounds)]
+            values = [m["training_bytes"] / 2 ** 20 for m in measured]
+            rows[c.name]["memory_mb"] = median(values)  # the allocator makes single runs vary
+            rows[c.name]["memory_mb_rounds"] = values
+            measured = measured[0]
             rows[c.name]["memory_kind"] = measured["kind"]
             rows[c.name]["memory_seq_len"] = mem_len
 

@@ -23,6 +23,7 @@ from zoo.nn.feedforward import FeedForward
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
 from zoo.nn.position import POSITIONS, PositionScheme, build_position
+from zoo.nn.position.base import SharedBias
 from zoo.nn.position.none import NoPositions
 
 
@@ -176,12 +177,18 @@ class Stack(nn.Module):
         # activation checkpointing (Chen et al. 2016): keep each layer's input only and recompute
         # the layer in backward (dropout masks are replayed from the saved RNG state)
         recompute = self.checkpoint_activations and self.training and torch.is_grad_enabled() and cache is None
+        shared = self.position_for(0)
+        if (len(self.positions) == 1 and shared.bias_from_positions_only and not recompute
+                and not torch.compiler.is_compiling()):
+            # the layers share one bias tensor in this forward (not under checkpointing: a
+            # layer's recomputation must redo what its first run did)
+            shared = SharedBias(shared)
         for i, layer in enumerate(self.layers):
             run = partial(checkpoint, layer, use_reentrant=False) if recompute else layer
             x = run(
                 x,
                 positions=positions,
-                position=self.position_for(i),
+                position=shared if len(self.positions) == 1 else self.position_for(i),
                 mask=mask,
                 causal=causal,
                 memory=memory,

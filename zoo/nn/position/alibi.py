@@ -29,6 +29,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 class ALiBiPositions(PositionScheme):
     """Bias -m_h · |k_pos - q_pos|; under a causal mask only the past is seen, which is the
     paper's form. Shape of the bias: (B, H, T, S)."""
+    bias_from_positions_only = True  # one bias per stack forward, reused by every layer
 
     def __init__(self, *, n_heads: int, **_: object) -> None:
         super().__init__()

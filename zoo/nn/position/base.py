@@ -26,11 +26,15 @@ class PositionScheme(nn.Module):
     - `keys_transformed_alone`: `attend` changes each key according to that key's own position
       only and adds no bias (RoPE), so a KV cache may keep keys after `attend` and a decoding
       step transforms only its new keys.
+    - `bias_from_positions_only`: `attend` leaves q and k alone and its bias depends on the
+      positions only (T5 bias, ALiBi), so a shared scheme's bias is computed once per stack
+      forward and reused by every layer (`SharedBias`).
     """
 
     shared_across_layers: bool = True
     needs_attention_weights: bool = False
     keys_transformed_alone: bool = False
+    bias_from_positions_only: bool = False
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x (B, T, D), positions (B, T) -> (B, T, D)."""
@@ -58,3 +62,24 @@ class PositionScheme(nn.Module):
 def relative_offsets(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
     """k_position - q_position for every pair: (B, T), (B, S) -> (B, T, S)."""
     return k_positions[:, None, :] - q_positions[:, :, None]
+
+
+class SharedBias:
+    """One stack forward's view of a shared bias scheme: the first layer's `attend` computes
+    the bias, later layers with the same position tensors reuse it (Raffel et al. 2020 share
+    T5's bias across layers the same way). Lives for one forward only."""
+
+    def __init__(self, scheme: PositionScheme) -> None:
+        self.scheme = scheme
+        self._memo: Optional[tuple[torch.Tensor, torch.Tensor, torch.dtype, Optional[torch.Tensor]]] = None
+
+    def __getattr__(self, name: str):
+        return getattr(self.scheme, name)
+
+    def attend(self, q, k, q_positions, k_positions):
+        memo = self._memo
+        if memo is not None and memo[0] is q_positions and memo[1] is k_positions and memo[2] == q.dtype:
+            return q, k, memo[3]
+        q, k, bias = self.scheme.attend(q, k, q_positions, k_positions)
+        self._memo = (q_positions, k_positions, q.dtype, bias)
+        return q, k, bias

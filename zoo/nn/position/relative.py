@@ -35,6 +35,7 @@ def relative_bucket(
 
 class RelativeBiasPositions(PositionScheme):
     """Bias table[bucket(k - q), h], shape (B, H, T, S)."""
+    bias_from_positions_only = True  # one bias per stack forward, reused by every layer
 
     def __init__(
         self, *, n_heads: int, causal: bool, num_buckets: int = 32, max_distance: int = 128,
