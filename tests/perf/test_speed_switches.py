@@ -212,16 +212,15 @@ def test_for_loop_foreach_and_fused_adamw_take_the_same_steps():
 
 def test_compiled_model_gives_the_same_loss_and_gradients():
     batch = batch_for("decoder_only")
-    results = {}
+    results, state_keys = {}, {}
     for compiled in (False, True):
         torch.manual_seed(0)
         task = TASKS["causal_lm"](model=tiny("decoder_only", "rope"), task={"kind": "causal_lm", "compile": compiled})
         loss, _, _ = task.training_loss(batch)
         loss.backward()
         results[compiled] = (loss.detach(), grads(task))
-        if compiled:  # parameter names (and so checkpoints) are those of the eager model
-            assert set(task.state_dict()) == set(results_state)
-        results_state = task.state_dict()
+        state_keys[compiled] = set(task.state_dict())
+    assert state_keys[True] == state_keys[False]  # checkpoints of a compiled run load anywhere
     torch.testing.assert_close(results[True][0], results[False][0], atol=1e-5, rtol=1e-5)
     assert_same_grads(results[True][1], results[False][1], atol=1e-5)
 

@@ -5,7 +5,7 @@ into plain data."""
 from __future__ import annotations
 
 import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch

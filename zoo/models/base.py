@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from zoo.config.model import ModelConfig
@@ -110,8 +111,7 @@ class ZooModel(nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, V)."""
-        logits = self.lm_head(self._head_input(hidden))  # (B, T, V)
-        return logits + self.output_bias if self.output_bias is not None else logits
+        return F.linear(self._head_input(hidden), self.lm_head.weight, self.output_bias)  # (B, T, V)
 
     def token_loss(
         self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0

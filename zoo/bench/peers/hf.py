@@ -16,7 +16,9 @@ from zoo.config.model import Family
 class HFSubject:
     def __init__(self, work: Workload, *, zoo_model, compile: bool = False) -> None:
         try:
-            import transformers  # noqa: F401
+            import transformers
+
+            del transformers  # only its presence is checked here
         except ImportError:
             raise PeerUnavailable("transformers is not installed (pip install 'zoo[bench]')") from None
         from zoo.interop.hf import UnsupportedConfig, to_hf
