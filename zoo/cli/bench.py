@@ -50,7 +50,8 @@ def run(argv: list[str], log=print) -> dict:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=2))
-        path.with_suffix(".md").write_text(f"`zoo-bench {' '.join(argv)}`\n\n{table}")
+        command = " ".join(a for a in argv if not a.startswith("out="))  # no local paths in the record
+        path.with_suffix(".md").write_text(f"`zoo-bench {command}`\n\n{table}")
     return result
 
 
