@@ -98,3 +98,10 @@ def test_x_transformers_peer_has_the_same_shapes(preset):
 def test_x_transformers_is_compared_on_decoder_only_models_only(preset):
     with pytest.raises(PeerUnavailable, match="decoder-only models only"):
         build_subject("x-transformers", workload(preset))
+
+
+def test_zoo_bench_help_lists_every_option():
+    done = subprocess.run([sys.executable, "-m", "zoo.cli.bench", "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    for option in ("batch=8", "seq_len=256", "variants=eager,compile,bf16", "memory_rounds=3", "out=FILE.json"):
+        assert option in done.stdout, option

@@ -44,7 +44,7 @@ class BenchOptions:
     memory_seq_len: Optional[int] = field(default=None, metadata={"help": "memory: context (default seq_len)"})
     memory_rounds: int = field(default=3, metadata={"help": "memory: fresh processes per system; median"})
     device: str = field(default="auto", metadata={"help": "cpu, cuda or auto"})
-    seed: int = 0
+    seed: int = field(default=0, metadata={"help": "seed of the weights and batches"})
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq_len", "rounds", "steps", "prompt", "new_tokens", "gen_batch", "memory_rounds"):

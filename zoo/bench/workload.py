@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 import torch
 
@@ -67,6 +67,18 @@ class Workload:
         """Input tokens per training step (encoder-decoder: source and target)."""
         per_row = self.seq_len * (2 if self.family == Family.encoder_decoder else 1)
         return self.batch * per_row
+
+
+def optimizer_step(work: Workload, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                   loss_of: Callable[[], torch.Tensor]) -> None:
+    """One training step, the same for every system: train mode, the loss under the workload's
+    precision, backward, optimizer step, gradients dropped."""
+    module.train()
+    with work.autocast():
+        loss = loss_of()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
 
 
 class Subject(Protocol):

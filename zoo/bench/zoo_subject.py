@@ -8,7 +8,7 @@ from typing import Optional
 
 import torch
 
-from zoo.bench.workload import Workload
+from zoo.bench.workload import Workload, optimizer_step
 from zoo.config.model import Family
 from zoo.config.train import OptimConfig
 from zoo.generate import GenerationConfig, generate
@@ -45,12 +45,7 @@ class ZooSubject:
                                          output_embedding=self.model.lm_head.weight)
 
     def train_step(self, batch: dict) -> None:
-        self.model.train()
-        with self.work.autocast():
-            loss, _, _ = self.task.training_loss(batch)
-        loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizer_step(self.work, self.model, self.optimizer, lambda: self.task.training_loss(batch)[0])
 
     @torch.no_grad()
     def forward(self, batch: dict) -> None:

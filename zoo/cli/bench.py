@@ -55,12 +55,27 @@ def run(argv: list[str], log=print) -> dict:
     return result
 
 
+def usage() -> str:
+    from zoo.bench.run import BenchOptions
+
+    lines = [__doc__.strip(), "", "options:"]
+    for f in fields(BenchOptions):
+        default = f.default if f.default is not None else "(none)"
+        lines.append(f"  {f.name}={default}  {f.metadata.get('help', '')}".rstrip())
+    lines.append("  out=FILE.json  also write the figures as JSON and FILE.md")
+    return "\n".join(lines)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     from zoo.cli.args import fail
     from zoo.config.errors import ConfigError
 
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in argv):
+        print(usage())
+        return
     try:
-        run(sys.argv[1:] if argv is None else argv)
+        run(argv)
     except ConfigError as exc:
         fail(TOOL, str(exc))
 

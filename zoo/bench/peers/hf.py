@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 
 from zoo.bench.peers.unavailable import PeerUnavailable
-from zoo.bench.workload import Workload
+from zoo.bench.workload import Workload, optimizer_step
 from zoo.config.model import Family
 
 
@@ -45,15 +45,11 @@ class HFSubject:
         return inputs
 
     def train_step(self, batch: dict) -> None:
-        self.model.train()
         labels = batch["labels"]
         if self.work.family == Family.decoder_only:
             labels = batch["input_ids"]  # transformers shifts causal-LM labels itself
-        with self.work.autocast():
-            loss = self.model(**self._inputs(batch), labels=labels).loss
-        loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizer_step(self.work, self.model, self.optimizer,
+                       lambda: self.model(**self._inputs(batch), labels=labels).loss)
 
     @torch.no_grad()
     def forward(self, batch: dict) -> None:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from zoo.bench.peers.unavailable import PeerUnavailable
-from zoo.bench.workload import Workload
+from zoo.bench.workload import Workload, optimizer_step
 from zoo.config.model import Activation, Family, NormPlacement, NormType, PositionKind
 
 POSITIONS = {
@@ -64,13 +64,11 @@ class XTransformersSubject:
         self.optimizer = work.adamw(self.model.parameters())
 
     def train_step(self, batch: dict) -> None:
-        self.model.train()
-        with self.work.autocast():
-            logits = self.model(batch["input_ids"])  # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())  # (B·T, V)
-        loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizer_step(self.work, self.model, self.optimizer, lambda: self._loss(batch))
+
+    def _loss(self, batch: dict) -> torch.Tensor:
+        logits = self.model(batch["input_ids"])  # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())  # (B·T, V)
 
     @torch.no_grad()
     def forward(self, batch: dict) -> None:
