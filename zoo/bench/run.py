@@ -4,6 +4,7 @@ into plain data."""
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -95,10 +96,9 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
     if "generate" in opts.measure_list and opts.prompt + opts.new_tokens > model.max_seq_len:
         # the prompt and its continuation must fit the position table (learned positions); a
         # longer table changes nothing else, so every measurement uses the same model
-        model = ModelConfig(**{**model.to_dict(), "max_seq_len": opts.prompt + opts.new_tokens,
-                               **({"d_ff": None} if model.param_budget else {})})
+        model = dataclasses.replace(model, max_seq_len=opts.prompt + opts.new_tokens)
     base = Workload(model=model, batch=opts.batch, seq_len=opts.seq_len, device=device)
-    work = {v: Workload(**{**asdict_shallow(base), "bf16": v == "bf16"}) for v in opts.variant_list}
+    work = {v: dataclasses.replace(base, bf16=v == "bf16") for v in opts.variant_list}
 
     cases: list[Case] = []
     unavailable: dict[str, str] = {}
@@ -106,8 +106,7 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
         w = work[variant]
         torch.manual_seed(opts.seed)
         zoo_model = _variant_model(model, variant)
-        wz = Workload(**{**asdict_shallow(w), "model": zoo_model})
-        zoo = build_subject("zoo", wz, compile=variant == "compile")
+        zoo = build_subject("zoo", dataclasses.replace(w, model=zoo_model), compile=variant == "compile")
         cases.append(Case("zoo", variant, zoo, f"zoo {variant}"))
         if variant not in PEER_VARIANTS:
             continue
@@ -170,19 +169,17 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
         for c in cases:
             if c.variant == "compile":
                 continue  # compiling in each fresh process would dominate; memory is eager's
-            mem_model = _variant_model(model, c.variant)
-            spec = {"model": {**mem_model.to_dict(), "max_seq_len": max(model.max_seq_len, mem_len)},
-                    "batch": opts.batch, "seq_len": mem_len, "device": device.type, "bf16": c.variant == "bf16",
-                    "system": c.system, "threads": opts.threads}
-            if spec["model"].get("param_budget"):
-                spec["model"]["d_ff"] = None
+            mem_model = dataclasses.replace(_variant_model(model, c.variant),
+                                            max_seq_len=max(model.max_seq_len, mem_len))
+            spec = {"model": mem_model.to_dict(), "batch": opts.batch, "seq_len": mem_len,
+                    "device": device.type, "bf16": c.variant == "bf16", "system": c.system,
+                    "threads": opts.threads}
             log(f"memory: {c.name} at context {mem_len}")
             measured = [peak_training_memory(spec) for _ in range(opts.memory_rounds)]
             values = [m["training_bytes"] / 2 ** 20 for m in measured]
             rows[c.name]["memory_mb"] = median(values)  # the allocator makes single runs vary
             rows[c.name]["memory_mb_rounds"] = values
-            measured = measured[0]
-            rows[c.name]["memory_kind"] = measured["kind"]
+            rows[c.name]["memory_kind"] = measured[0]["kind"]
             rows[c.name]["memory_seq_len"] = mem_len
 
     summary = summarize(cases[0].subject.model, opts.seq_len)
@@ -211,15 +208,10 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
     }
 
 
-def asdict_shallow(work: Workload) -> dict:
-    return {f: getattr(work, f) for f in work.__dataclass_fields__}
-
-
 def _variant_model(model: ModelConfig, variant: str) -> ModelConfig:
     if variant != "checkpoint":
         return model
-    return ModelConfig(**{**model.to_dict(), "checkpoint_activations": True,
-                          **({"d_ff": None} if model.param_budget else {})})
+    return dataclasses.replace(model, checkpoint_activations=True)
 
 
 def _check_length(out: torch.Tensor, n: int, name: str) -> torch.Tensor:

@@ -45,6 +45,14 @@ class KVCache:
         p[:, : self.length] = self.positions
         self._k, self._v, self._positions = k, v, p
 
+    def _match_rows(self, positions: torch.Tensor) -> torch.Tensor:
+        """Shared (1, S) positions meeting per-row (B, T) ones: both become per-row."""
+        if positions.shape[0] != self._positions.shape[0]:
+            rows = max(positions.shape[0], self._positions.shape[0])
+            self._positions = self._positions.expand(rows, -1).clone()
+            positions = positions.expand(rows, -1)
+        return positions
+
     def update(self, k, v, positions):
         """Append (B, Hkv, T, Dh) keys/values and (B or 1, T) positions; return the whole cache."""
         T = k.shape[2]
@@ -52,10 +60,7 @@ class KVCache:
             self._k, self._v, self._positions = k, v, positions
             self.length = T
             return self.k, self.v, self.positions
-        if positions.shape[0] != self._positions.shape[0]:  # shared (1, S) positions meet per-row ones
-            rows = max(positions.shape[0], self._positions.shape[0])
-            self._positions = self._positions.expand(rows, -1).clone()
-            positions = positions.expand(rows, -1)
+        positions = self._match_rows(positions)
         if self.length + T > self._k.shape[2]:
             self._grow(self.length + T)
         self._k[:, :, self.length : self.length + T] = k
@@ -95,10 +100,7 @@ class StaticKVCache(KVCache):
             self._k = k.new_zeros(B, Hkv, self.capacity, Dh)
             self._v = v.new_zeros(B, Hkv, self.capacity, Dh)
             self._positions = positions.new_zeros(positions.shape[0], self.capacity)
-        if positions.shape[0] != self._positions.shape[0]:  # shared (1, S) positions meet per-row ones
-            rows = max(positions.shape[0], self._positions.shape[0])
-            self._positions = self._positions.expand(rows, -1).clone()
-            positions = positions.expand(rows, -1)
+        positions = self._match_rows(positions)
         self._k[:, :, self.length : self.length + T] = k
         self._v[:, :, self.length : self.length + T] = v
         self._positions[:, self.length : self.length + T] = positions

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Optional
 
 import torch
@@ -15,12 +16,8 @@ from zoo.config.model import Family
 
 class HFSubject:
     def __init__(self, work: Workload, *, zoo_model, compile: bool = False) -> None:
-        try:
-            import transformers
-
-            del transformers  # only its presence is checked here
-        except ImportError:
-            raise PeerUnavailable("transformers is not installed (pip install 'zoo[bench]')") from None
+        if importlib.util.find_spec("transformers") is None:
+            raise PeerUnavailable("transformers is not installed (pip install 'zoo[bench]')")
         from zoo.interop.hf import UnsupportedConfig, to_hf
 
         try:
