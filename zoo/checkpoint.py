@@ -1,9 +1,15 @@
 """Checkpoints are data: `load_checkpoint` rebuilds the task, its model and its tokenizer from
 the file alone, reading it with `torch.load(weights_only=True)` so nothing in the file can run
-code."""
+code.
+
+A checkpoint is one file, or, written by `trainer=fsdp`, a directory of shards (one file per
+rank, `.metadata` indexing them, `meta.pt` with everything but weights and optimizer). Both
+read alike: `read_checkpoint` gathers a directory's shards into one state dict on one process.
+The shard index and any non-tensor values in the shards are unpickled with an allow-list."""
 
 from __future__ import annotations
 
+import io
 import pickle
 import tempfile
 from pathlib import Path
@@ -36,8 +42,108 @@ def tokenizer_from_state(state: dict):
         return load_tokenizer(tmp)
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
+SHARDED_META = "meta.pt"  # Lightning's name for the non-tensor part of a sharded checkpoint
+SHARD_INDEX = ".metadata"  # torch.distributed.checkpoint's index of the shards
+
+
+def is_sharded_checkpoint(path: str | Path) -> bool:
     path = Path(path)
+    return path.is_dir() and (path / SHARDED_META).is_file()
+
+
+class _ShardIndexUnpickler(pickle.Unpickler):
+    """The shard index holds torch.distributed.checkpoint's metadata classes, sizes, dtypes
+    and plain containers; anything else (a callable that would run) is refused."""
+
+    _BUILTINS = {"set", "frozenset", "slice", "tuple", "list", "dict", "complex", "bytes", "bytearray"}
+
+    def find_class(self, module: str, name: str):
+        if module.startswith("torch.distributed.checkpoint.") or \
+                (module == "collections" and name == "OrderedDict") or \
+                (module == "torch.serialization" and name == "_get_layout") or \
+                (module == "pathlib" and name in ("Path", "PosixPath", "PurePosixPath")) or \
+                (module == "builtins" and name in self._BUILTINS):
+            return super().find_class(module, name)
+        if module == "torch":
+            value = getattr(torch, name, None)
+            if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or value is torch.Size:
+                return value
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a checkpoint's shard index")
+
+
+def safe_shard_reader(path: str | Path):
+    """A `FileSystemReader` whose index is unpickled with the allow-list above."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    class _Reader(FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any):
+            with open(Path(self.path) / SHARD_INDEX, "rb") as f:
+                metadata = _ShardIndexUnpickler(f).load()
+            if getattr(metadata, "storage_meta", None) is None:
+                from torch.distributed.checkpoint.metadata import StorageMeta
+
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return _Reader(str(path))
+
+
+def _safe_planner(keys: list[str]):
+    """Rebuilds the saved state dict (only `keys`) on one process; non-tensor values are read
+    with weights_only=True (torch's planner unpickles them freely)."""
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint._traverse import set_element
+
+    class _Planner(_EmptyStateDictLoadPlanner):
+        def load_bytes(self, read_item, value: io.BytesIO) -> None:
+            obj = torch.load(value, map_location="cpu", weights_only=True)
+            if self.flatten_state_dict:
+                set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], obj)
+            else:
+                self.state_dict[read_item.dest_index.fqn] = obj
+
+    return _Planner(keys=keys)
+
+
+def gather_shards(path: str | Path, keys: tuple[str, ...] = ("state_dict",)) -> dict[str, Any]:
+    """The full tensors of a sharded checkpoint's `keys`, on this one process (CPU)."""
+    import warnings
+
+    # the loader torch's own dcp_to_torch_save uses: it fills the given dict from the index
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    state: dict[str, Any] = {}
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+        warnings.filterwarnings("ignore", message=".*load in a single process.*")
+        _load_state_dict(state, storage_reader=safe_shard_reader(path), planner=_safe_planner(list(keys)),
+                         no_dist=True)
+    return state
+
+
+def _read_sharded(path: Path, weights: bool) -> dict[str, Any]:
+    if not (path / SHARD_INDEX).is_file():
+        raise CheckpointError(f"checkpoint {path} is an unfinished sharded checkpoint (no {SHARD_INDEX})")
+    try:
+        data = torch.load(path / SHARDED_META, map_location="cpu", weights_only=True)
+        if weights:
+            data.update(gather_shards(path))
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unpickling failed"
+        raise CheckpointError(f"checkpoint {path} holds more than plain data and is refused ({first})") from None
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"checkpoint {path} is truncated or not a checkpoint ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict) or "hyper_parameters" not in data:
+        raise CheckpointError(f"{path} is not a zoo checkpoint (no hyper_parameters)")
+    return data
+
+
+def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]:
+    """A checkpoint file or sharded directory as plain data. weights=False reads a sharded
+    checkpoint's metadata only (step, loops, callbacks, hyperparameters), not its tensors."""
+    path = Path(path)
+    if is_sharded_checkpoint(path):
+        return _read_sharded(path, weights)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:

@@ -224,11 +224,13 @@ class ZooDataModule(L.LightningDataModule):
             raise DataError("call setup() on the datamodule before asking for dataloaders")
         workers = self.data_cfg.num_workers
         common = dict(batch_size=self.batch_size, collate_fn=self._collate(train), num_workers=workers)
-        if not train:
-            return torch.utils.data.DataLoader(
-                dataset, sampler=ValidationShardSampler(dataset), drop_last=False,
-                persistent_workers=workers > 0, generator=fixed_generator(self.seed), **common)
         trainer = getattr(self, "trainer", None)
+        if not train:
+            # a strategy that shards the model asks every rank to validate on every example
+            replicated = getattr(getattr(trainer, "strategy", None), "replicated_validation", False)
+            return torch.utils.data.DataLoader(
+                dataset, sampler=ValidationShardSampler(dataset, split=not replicated), drop_last=False,
+                persistent_workers=workers > 0, generator=fixed_generator(self.seed), **common)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         sampler = EpochShardSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
                                     seed=self.seed, drop_last=True)

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torchmetrics import MeanMetric
+from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.convert import as_model_config
@@ -21,12 +21,18 @@ from zoo.tasks.optim import build_optimizer, schedule
 IGNORE = -100
 
 
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """A sharded (DTensor) value gathered whole, the same on every rank; others as they are."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
 def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     """The 2-norm of all gradients together: finite when every entry is (it can also overflow
-    for huge finite entries; the caller then looks at each gradient)."""
+    for huge finite entries; the caller then looks at each gradient). Sharded gradients
+    (FSDP) give the norm of the whole gradient, on every rank."""
     if hasattr(torch.nn.utils, "get_total_norm"):  # torch >= 2.6
-        return torch.nn.utils.get_total_norm(grads, error_if_nonfinite=False)
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        return _full(torch.nn.utils.get_total_norm(grads, error_if_nonfinite=False))
+    return _full(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
 
 
 class NonFiniteLoss(RuntimeError):
@@ -143,7 +149,7 @@ class ZooTask(L.LightningModule):
         if not grads or bool(torch.isfinite(_total_norm(grads))):
             return  # one multi-tensor norm and one host sync per step: all finite
         bad = next((name for name, p in self.named_parameters()
-                    if p.grad is not None and not bool(torch.isfinite(p.grad).all())), None)
+                    if p.grad is not None and not bool(_full(torch.isfinite(p.grad).all()))), None)
         if bad is None:
             return  # only the norm overflowed (entries near the float limit): all finite
         step = self.trainer.global_step if self._trainer is not None else 0
@@ -153,6 +159,36 @@ class ZooTask(L.LightningModule):
             self.log("train/nonfinite_skipped", self.nonfinite_skipped.float(), prog_bar=True)
             return
         raise NonFiniteLoss(step, f"gradient of {bad} is not finite")
+
+    # -- sharding (trainer=fsdp) ----------------------------------------------------------
+    def configure_model(self) -> None:
+        """Under zoo's FSDP strategy (Lightning's model-parallel one, which sets a device mesh
+        before this hook): shard each layer and the model (`zoo.models.sharding`); a head the
+        task adds (a classifier) is a unit of its own. Any other strategy: nothing to do."""
+        mesh = getattr(self, "_device_mesh", None)
+        if mesh is None or getattr(self, "_sharded", False):
+            return
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        from zoo.models.sharding import shard
+
+        dp_mesh = mesh["data_parallel"]
+        policy = None
+        if str(self.trainer.precision) == "bf16-mixed":  # gather in bf16, reduce gradients in float32
+            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        shard(self.model, dp_mesh, policy)
+        for name, child in self.named_children():
+            if child is not self.model and any(True for _ in child.parameters()):
+                fully_shard(child, mesh=dp_mesh, **({"mp_policy": policy} if policy else {}))
+        self._sharded = True
+
+    def setup(self, stage: str) -> None:
+        """Where every rank validates on every example (FSDP), the validation metrics are
+        complete on each rank: no cross-rank reduction."""
+        if self._trainer is not None and getattr(self.trainer.strategy, "replicated_validation", False):
+            for metric in self.modules():
+                if isinstance(metric, Metric) and metric is not self.train_loss:
+                    metric.sync_on_compute = False
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, targets, _ = self.forward_batch(batch)
@@ -165,12 +201,18 @@ class ZooTask(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if self.val_loss.weight == 0:
             return
-        loss = self.val_loss.compute()
-        self.log("val/loss", loss, prog_bar=True, sync_dist=False)
-        self.log("val/ppl", torch.exp(loss.clamp(max=50)), prog_bar=True)
-        self.log("val/accuracy", self.val_accuracy.compute())
+        loss = self.val_loss.compute()  # the metrics reduce themselves over ranks: the same everywhere
+        self.log_everywhere("val/loss", loss, prog_bar=True)
+        self.log_everywhere("val/ppl", torch.exp(loss.clamp(max=50)), prog_bar=True)
+        self.log_everywhere("val/accuracy", self.val_accuracy.compute())
         self.val_loss.reset()
         self.val_accuracy.reset()
+
+    def log_everywhere(self, name: str, value, **kwargs) -> None:
+        """Log an epoch-level value that is already the same on every rank (a torchmetrics
+        result): `max` over ranks returns it unchanged, bit for bit, and tells Lightning the
+        value is synchronised (no warning per metric)."""
+        self.log(name, value, sync_dist=True, reduce_fx="max", **kwargs)
 
     # -- optimization -----------------------------------------------------------------------
     def configure_optimizers(self) -> Any:
@@ -189,7 +231,8 @@ class ZooTask(L.LightningModule):
         return state_dict
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self.upgrade_state_dict(checkpoint["state_dict"])
+        if "state_dict" in checkpoint:  # a sharded checkpoint's weights went straight into the shards
+            self.upgrade_state_dict(checkpoint["state_dict"])
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer is not None:

@@ -62,8 +62,8 @@ class Seq2Seq(ZooTask):
 
     def on_validation_epoch_end(self):
         if self.tokenizer is not None and self.val_exact.weight > 0:
-            self.log("val/bleu", self.val_bleu.compute())
-            self.log("val/exact_match", self.val_exact.compute())
+            self.log_everywhere("val/bleu", self.val_bleu.compute())
+            self.log_everywhere("val/exact_match", self.val_exact.compute())
             self.val_bleu.reset()
             self.val_exact.reset()
         super().on_validation_epoch_end()

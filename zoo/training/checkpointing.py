@@ -92,8 +92,12 @@ class LastCheckpoint(L.Callback):
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if trainer.is_global_zero:
+            from zoo.training.fsdp import recover_sharded
+
             for p in remove_stale_temporaries(self.dirpath):
                 log.info("removed %s, left by a process killed while saving", p.name)
+            for note in recover_sharded(self.dirpath):
+                log.info("%s", note)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._saved_at = trainer.global_step  # a resumed run has this step on disk already
@@ -101,7 +105,7 @@ class LastCheckpoint(L.Callback):
     def save(self, trainer) -> None:
         if self._saved_at == trainer.global_step:
             return
-        trainer.save_checkpoint(self.path)
+        trainer.save_checkpoint(self.path, weights_only=False)  # everything, to resume from
         self._saved_at = trainer.global_step
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:

@@ -89,6 +89,7 @@ def validate_run(cfg: DictConfig) -> RunSpec:
             f"task.generate_max_tokens ({spec.task.generate_max_tokens}) plus BOS is longer than "
             f"learned positions allow (model.max_seq_len={spec.model.max_seq_len})"
         )
+    check_strategy(spec)
     if spec.trainer.get("overfit_batches") not in (None, 0, 0.0):
         raise ConfigError("trainer.overfit_batches is not supported: the training loader keeps its "
                           "place for exact resume; use data.max_examples for a small training set")
@@ -115,6 +116,23 @@ def validate_run(cfg: DictConfig) -> RunSpec:
                 f"schedule (the paper's rate is optim.lr=1.0, as in optim=adam)"
             )
     return spec
+
+
+def check_strategy(spec: RunSpec) -> None:
+    """Combinations the sharded strategy cannot run, refused before any process starts."""
+    from zoo.training.fsdp import PRECISIONS
+    from zoo.training.strategies import is_sharded
+
+    if not is_sharded(spec.trainer.get("strategy")):
+        return
+    precision = str(spec.trainer.get("precision", "32-true"))
+    if precision not in PRECISIONS:
+        raise ConfigError(f"trainer.strategy=fsdp runs trainer.precision in ({', '.join(PRECISIONS)}), got "
+                          f"{precision} (float16 mixed precision needs a gradient scaler that sharded "
+                          f"training here has not; use bf16-mixed)")
+    if spec.task.compile:
+        raise ConfigError("task.compile=true is not supported with trainer.strategy=fsdp yet "
+                          "(compile the unsharded model under trainer=gpu or trainer=ddp)")
 
 
 def command_line_overrides() -> list[str]:
@@ -144,12 +162,27 @@ def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
     readable checkpoint."""
     last = run_dir / "checkpoints" / "last.ckpt"
     if ckpt_path is None:
-        return str(last) if last.is_file() else None
-    path = last if ckpt_path == "last" else Path(ckpt_path)
-    if not path.is_file():
-        raise CheckpointError(f"ckpt_path={ckpt_path}: {path} does not exist")
-    read_checkpoint(path)  # refuses truncated files and files holding code
+        path = last if last.exists() else None
+    else:
+        path = last if ckpt_path == "last" else Path(ckpt_path)
+        if not path.exists():
+            raise CheckpointError(f"ckpt_path={ckpt_path}: {path} does not exist")
+    if path is None:
+        return None
+    read_checkpoint(path, weights=False)  # refuses truncated files and files holding code
     return str(path)
+
+
+def check_resume_strategy(resume: Optional[str], strategy) -> None:
+    """A sharded checkpoint (trainer=fsdp) resumes under the sharded strategy only, on any
+    number of ranks; a single-file one resumes under any strategy."""
+    from zoo.checkpoint import is_sharded_checkpoint
+    from zoo.training.strategies import is_sharded
+
+    if resume is not None and is_sharded_checkpoint(resume) and not is_sharded(strategy):
+        raise CheckpointError(
+            f"{resume} is a sharded checkpoint (written by trainer=fsdp): resume it with trainer=fsdp "
+            f"(on any number of devices); zoo-eval, zoo-generate and zoo-export read it on one device")
 
 
 SAMPLE_PROMPT = "And God said"
@@ -193,6 +226,13 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system.*")
 
 
+def _first_process() -> bool:
+    """Rank 0, or the process that will start the ranks (no launcher's rank variables)."""
+    import os
+
+    return all(os.environ.get(v, "0") in ("", "0") for v in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "NODE_RANK"))
+
+
 class TrainingStopped(RuntimeError):
     """Training could not go on (e.g. a non-finite loss); what was saved before is kept."""
 
@@ -224,10 +264,16 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.training.rng import RngState
     from zoo.training.baseline import unigram_cross_entropy
     from zoo.training.loggers import RunCSVLogger
+    from zoo.training.fsdp import recover_sharded, write_full_checkpoint
+    from zoo.training.strategies import build_strategy, is_sharded
 
     cfg = apply_init_from(cfg, command_line_overrides())  # init_from=hf:DIR: DIR's model and tokenizer
     spec = validate_run(cfg)
+    if _first_process():
+        for note in recover_sharded(run_dir / "checkpoints"):  # before looking for last.ckpt
+            log.info("%s", note)
     resume = resolve_resume(spec.ckpt_path, run_dir)
+    check_resume_strategy(resume, spec.trainer.get("strategy"))
     quiet_lightning()
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -264,13 +310,14 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
         callbacks.append(TQDMProgressBar())
     loggers = []
-    resume_step = read_checkpoint(resume).get("global_step") if resume else None
+    resume_step = read_checkpoint(resume, weights=False).get("global_step") if resume else None
     if spec.logger.csv:
         loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
     if spec.logger.tensorboard:
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tb", version=""))
 
     trainer_args = dict(spec.trainer)
+    trainer_args["strategy"] = build_strategy(trainer_args.get("strategy", "auto"))
     trainer_args.setdefault("enable_progress_bar", spec.callbacks.progress_bar != ProgressBar.none)
     extra_plugins = trainer_args.pop("plugins", None) or []
     try:
@@ -290,6 +337,10 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         spec.data.global_batch_size, trainer.world_size, spec.data.max_device_batch_size
     )
     trainer.accumulate_grad_batches = accumulation
+    if getattr(trainer.strategy, "replicated_validation", False) and isinstance(trainer.limit_val_batches, int):
+        # every rank validates on every example: the same examples as trainer.limit_val_batches
+        # batches on each of the ranks of a data-parallel run
+        trainer.limit_val_batches *= trainer.world_size
     if accumulation > 1 and spec.task.on_nonfinite_loss == NonFinitePolicy.skip:
         raise ConfigError(
             f"task.on_nonfinite_loss=skip needs one micro-batch per optimizer step, but "
@@ -334,7 +385,8 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     except NonFiniteLoss as exc:
-        kept = f"{last.path} (step {read_checkpoint(last.path)['global_step']})" if last.path.is_file() \
+        kept = f"{last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})" \
+            if last.path.exists() \
             else "no checkpoint was written yet"
         raise TrainingStopped(
             f"{exc}; training stopped, the last good checkpoint is {kept}; lower optim.lr, keep "
@@ -346,6 +398,12 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
     last.save(trainer)  # the final state, whatever N was
     replicas = replica_agreement(task, trainer)
+    full = None
+    if is_sharded(trainer.strategy):  # the whole model in one file, for one device
+        full = ckpt_dir / "full.ckpt"
+        if trainer.is_global_zero:
+            write_full_checkpoint(last.path, full)
+        trainer.strategy.barrier("zoo_full_checkpoint")
 
     throughput = next(c for c in callbacks if isinstance(c, Throughput))
     extras = {}
@@ -378,6 +436,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         **replicas,
         "best_checkpoint": trainer.checkpoint_callback.best_model_path or None,
         "last_checkpoint": str(ckpt_dir / "last.ckpt") if (ckpt_dir / "last.ckpt").exists() else None,
+        "full_checkpoint": str(full) if full is not None else None,
     }
     if trainer.is_global_zero:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

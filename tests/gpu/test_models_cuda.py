@@ -1,0 +1,386 @@
+"""Every family × position scheme (× norm placement × norm type where it matters) on a CUDA GPU:
+bf16 autocast training steps, cached and static-cache decoding against the full forward in bf16
+(and float32), which SDPA backend actually runs, and weights and buffers moved CPU -> GPU -> CPU.
+
+Run with `pytest -m gpu` on a machine with a GPU; elsewhere every test is skipped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import zoo
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, tiny
+from tests.gpu.conftest import (
+    BF16_TOL,
+    DEVICE,
+    FP32_TOL,
+    agree_until_close_call,
+    decisive,
+    on,
+    profile_run,
+    prompts,
+    relative_diff,
+    token_batch,
+    unpadded,
+)
+from zoo.generate import GenerationConfig, generate
+from zoo.nn.position import POSITIONS as POSITION_CLASSES
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+GRID = [
+    pytest.mark.parametrize("family", FAMILIES),
+    pytest.mark.parametrize("position", POSITIONS),
+    pytest.mark.parametrize("norm", NORMS),
+    pytest.mark.parametrize("norm_type", NORM_TYPES),
+]
+DECODING = [
+    pytest.mark.parametrize("family", CAUSAL_FAMILIES),
+    pytest.mark.parametrize("position", POSITIONS),
+]
+BOS = 2
+
+
+def grid(test):
+    for mark in reversed(GRID):
+        test = mark(test)
+    return test
+
+
+def decoding(test):
+    for mark in reversed(DECODING):
+        test = mark(test)
+    return test
+
+
+def build(family, position, norm="pre", norm_type="layernorm", **kw):
+    return zoo.build_model(tiny(family, position, norm=norm, norm_type=norm_type, **kw))
+
+
+def bf16():
+    return torch.autocast(DEVICE.type, dtype=torch.bfloat16)
+
+
+def inputs(batch: dict) -> dict:
+    """A batch without its labels: the model's keyword arguments."""
+    return {k: v for k, v in batch.items() if k != "labels"}
+
+
+def flat_grads(model) -> torch.Tensor:
+    return torch.cat([p.grad.float().flatten() for p in model.parameters() if p.grad is not None])
+
+
+# -- 1. bf16 autocast forward and backward ------------------------------------------------------
+
+
+def both_losses(model, batch: dict):
+    """The two output losses of the tasks: cross-entropy over the (B·T, V) logits, and the
+    chunked projection + cross-entropy over the (B·T, D) hidden states. -> (logits, full, chunked)"""
+    labels = batch["labels"].flatten()  # (B·T,)
+    out = model(**inputs(batch))
+    full = F.cross_entropy(out.logits.float().flatten(0, 1), labels, ignore_index=-100)
+    chunked = model.token_loss(out.hidden_states.flatten(0, 1), labels, chunk=8)
+    return out.logits, full, chunked
+
+
+@grid
+def test_bf16_autocast_forward_and_backward(family, position, norm, norm_type):
+    """Under bf16 autocast on the GPU both output losses are finite and near float32's, and every
+    parameter gets a finite float32 gradient pointing where float32's does."""
+    model = build(family, position, norm, norm_type).to(DEVICE).train()
+    batch = on(token_batch(family), DEVICE)
+    _, ref_full, ref_chunked = both_losses(model, batch)  # float32 on the same device
+    (ref_full + ref_chunked).backward()
+    ref_grads = flat_grads(model)
+    model.zero_grad(set_to_none=True)
+
+    with bf16():
+        logits, full, chunked = both_losses(model, batch)  # logits (B, T, V)
+    assert logits.dtype == torch.bfloat16, "autocast did not reach the output projection"
+    for name, loss, ref in (("logits", full, ref_full), ("chunked", chunked, ref_chunked)):
+        assert loss.dtype == torch.float32 and torch.isfinite(loss), f"{name} loss: {loss}"
+        torch.testing.assert_close(loss, ref, atol=3e-2, rtol=1e-2, msg=f"{name} loss vs float32")
+    (full + chunked).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, f"{name} got no gradient"
+        assert p.grad.dtype == torch.float32 and p.grad.device == p.device, f"{name}: {p.grad.dtype} on {p.grad.device}"
+        assert torch.isfinite(p.grad).all(), f"{name} has a non-finite gradient"
+    cosine = F.cosine_similarity(flat_grads(model), ref_grads, dim=0)
+    assert cosine > 0.99, f"bf16 gradients point elsewhere than float32's (cosine {cosine:.4f})"
+
+
+# -- 2. cached decoding against the full forward, bf16 ------------------------------------------
+
+
+def decoding_batch(family: str, T: int = 10) -> dict:
+    """On the device: a left-padded decoder-only sequence `tokens` (B, T) with `mask`, or an
+    encoder-decoder `source` (B, S) with its right-padded `source_mask` and target `tokens`."""
+    if family == "decoder_only":
+        tokens, mask = prompts(family, S=T)
+        return on({"tokens": tokens, "mask": mask}, DEVICE)
+    source, source_mask = prompts(family)
+    return on({"source": source, "source_mask": source_mask, "tokens": torch.randint(4, 37, (3, T))}, DEVICE)
+
+
+def full_logits(model, family: str, batch: dict) -> torch.Tensor:
+    """One uncached forward over every token -> (B, T, V)."""
+    if family == "encoder_decoder":
+        return model(batch["source"], attention_mask=batch["source_mask"], decoder_input_ids=batch["tokens"]).logits
+    return model(batch["tokens"], attention_mask=batch["mask"]).logits
+
+
+def stepwise_logits(model, family: str, batch: dict, cache, prefix: int = 4) -> torch.Tensor:
+    """The first `prefix` tokens in one call, then one token per call through `cache` ->
+    (B, T, V)."""
+    tokens = batch["tokens"]  # (B, T)
+    if family == "encoder_decoder":
+        memory = model.encode(batch["source"], batch["source_mask"])  # (B, S, D)
+
+        def step(a, b):
+            return model(decoder_input_ids=tokens[:, a:b], encoder_hidden_states=memory,
+                         attention_mask=batch["source_mask"], cache=cache, use_cache=True).logits
+    else:
+        def step(a, b):
+            return model(tokens[:, a:b], attention_mask=batch["mask"][:, :b], cache=cache, use_cache=True).logits
+
+    T = tokens.shape[1]
+    pieces = [step(0, prefix)] + [step(t, t + 1) for t in range(prefix, T)]
+    assert cache.length == T
+    return torch.cat(pieces, dim=1)  # (B, T, V)
+
+
+# bf16 is what decoding runs in; float32 resolves what bf16 noise hides in a tiny random model (a
+# key position off by one moves its logits by ~5e-3 of their scale, about bf16's rounding)
+PRECISIONS = {"bf16": (torch.bfloat16, BF16_TOL), "fp32": (torch.float32, FP32_TOL)}
+
+
+@decoding
+@pytest.mark.parametrize("cache_kind", ["dynamic", "static"])
+@pytest.mark.parametrize("precision", list(PRECISIONS))
+@torch.no_grad()
+def test_cached_decoding_logits_match_the_full_forward(family, position, cache_kind, precision, exact_fp32):
+    """A prefix, then one token at a time through the growing (or static) KV cache, gives the
+    full pass's logits within bf16 (autocast) or float32 tolerance at every real position (left
+    pads excluded: what a pad query sees is arbitrary)."""
+    dtype, tol = PRECISIONS[precision]
+    model = build(family, position, max_seq_len=64).to(DEVICE).eval()
+    batch = decoding_batch(family)
+    T = batch["tokens"].shape[1]
+    cache = model.new_cache(T if cache_kind == "static" else None)
+    with torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+        full = full_logits(model, family, batch)  # (B, T, V)
+        stepped = stepwise_logits(model, family, batch, cache)  # (B, T, V)
+    assert stepped.dtype == full.dtype == dtype
+    real = batch["mask"].bool() if family == "decoder_only" else torch.ones_like(batch["tokens"], dtype=torch.bool)
+    diff = relative_diff(stepped[real], full[real])
+    assert diff < tol, f"{cache_kind} cache vs full forward in {precision}: max |Δlogit| = {diff:.2e} of the logit scale"
+
+
+def teacher_forced(model, family: str, ids, mask, new) -> torch.Tensor:
+    """The full forward over prompt + generated tokens new (B, N) -> the logits (B, N, V) each
+    generated token was chosen from."""
+    N = new.shape[1]
+    if family == "encoder_decoder":
+        dec = torch.cat([torch.full_like(new[:, :1], BOS), new[:, :-1]], dim=1)  # (B, N)
+        return model(ids, attention_mask=mask, decoder_input_ids=dec).logits  # (B, N, V)
+    S = ids.shape[1]
+    full = model(torch.cat([ids, new], 1), attention_mask=torch.cat([mask, torch.ones_like(new)], 1)).logits
+    return full[:, S - 1 : S - 1 + N]  # (B, N, V)
+
+
+def greedy(model, ids, mask, use_cache=None, **options) -> torch.Tensor:
+    """12 new tokens per row (B, 12); `options`: GenerationConfig fields."""
+    return generate(model, ids, attention_mask=mask, config=GenerationConfig(**options), max_new_tokens=12,
+                    bos_id=BOS, use_cache=use_cache)
+
+
+@decoding
+@torch.no_grad()
+def test_cached_greedy_tokens_match_uncached_decoding_in_bf16(family, position):
+    """Greedy decoding with the cache picks the full forward's argmax at every step where the
+    top-2 margin is clearly above bf16 noise, and uncached decoding picks the same tokens until
+    a close call lets them part."""
+    model = build(family, position, max_seq_len=64).to(DEVICE).eval()
+    ids, mask = (t.to(DEVICE) for t in prompts(family))
+    with bf16():
+        cached = greedy(model, ids, mask)  # (B, N)
+        uncached = greedy(model, ids, mask, use_cache=False)  # (B, N)
+        chosen_from = teacher_forced(model, family, ids, mask, cached)  # (B, N, V)
+    assert cached.device == ids.device and cached.shape == (3, 12)
+    sure = decisive(chosen_from, BF16_TOL)  # (B, N)
+    argmax = chosen_from.argmax(-1)  # (B, N)
+    assert torch.equal(cached[sure], argmax[sure]), (
+        f"cached greedy tokens are not the full forward's argmax at decisive steps:\n{cached.tolist()}\n{argmax.tolist()}")
+    agree_until_close_call(cached, uncached, sure)
+    assert sure.float().mean() >= 0.25, f"only {sure.float().mean():.0%} of the steps are decisive: the test says little"
+
+
+@decoding
+@torch.no_grad()
+def test_static_cache_greedy_tokens_match_the_dynamic_cache_in_bf16(family, position):
+    """`GenerationConfig(static_cache=True)` (fixed-shape buffers, masked free slots: SDPA gets a
+    mask where the growing cache has none) decodes the growing cache's tokens until a close call
+    lets them part."""
+    model = build(family, position, max_seq_len=64).to(DEVICE).eval()
+    ids, mask = (t.to(DEVICE) for t in prompts(family))
+    with bf16():
+        dynamic = greedy(model, ids, mask)  # (B, N)
+        static = greedy(model, ids, mask, static_cache=True)  # (B, N)
+        chosen_from = teacher_forced(model, family, ids, mask, dynamic)  # (B, N, V)
+    agree_until_close_call(static, dynamic, decisive(chosen_from, BF16_TOL))
+
+
+# -- 3. which SDPA backend runs ------------------------------------------------------------------
+
+# head dim 64 in bf16: a shape every fused backend supports
+FUSED_SHAPE = dict(d_model=128, n_heads=2, max_seq_len=32)
+
+
+def expect_math(position: str) -> bool:
+    """Only schemes that need the attention weights (Shaw's value term) compute attention
+    themselves; a new such scheme must be added here with its reason."""
+    needs = POSITION_CLASSES[position].needs_attention_weights
+    assert needs == (position == "shaw"), f"{position} needs the attention weights: say why here"
+    return needs
+
+
+def check_backend(seen, position: str, what: str) -> None:
+    print(f"{what}: {seen.backends or ['none fused']}{' + math' if seen.math_evidence else ''}")  # -rP shows it
+    assert seen.kernels, f"{what}: the profile recorded no CUDA kernels (CUPTI unavailable?)"
+    if expect_math(position):
+        assert seen.math_evidence, f"{what}: Shaw computes the softmax itself, yet no trace of it\n{seen.describe()}"
+        return
+    assert seen.fused_kernels and not seen.math_evidence, f"{what}: expected a fused SDPA kernel only\n{seen.describe()}"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
+@pytest.mark.parametrize("kv_heads", [2, 1], ids=["mha", "mqa"])
+def test_training_step_runs_a_fused_sdpa_kernel(family, position, padded, kv_heads, request):
+    """Forward and backward under bf16 autocast, head dim 64: SDPA runs flash, memory-efficient
+    or cuDNN attention, forward and backward, and never the math fallback (bmm + softmax), for
+    every scheme but Shaw. Unpadded, a causal stack has no mask at all (SDPA's is_causal path:
+    flash applies); padding or a score bias (T5 buckets, ALiBi) rules flash out, the
+    memory-efficient and cuDNN kernels take masks. The backend seen is in the message."""
+    has_bias = POSITION_CLASSES[position].bias_from_positions_only
+    if kv_heads < FUSED_SHAPE["n_heads"] and (padded or has_bias) and not expect_math(position):
+        # torch documents enable_gqa for the flash and math kernels only, and flash takes no mask
+        request.applymarker(pytest.mark.xfail(
+            reason="grouped-query attention with a mask or bias: only the math kernel supports "
+                   "enable_gqa with a mask on CUDA (torch docs); zoo could repeat the kv heads there",
+            strict=False))
+    model = build(family, position, n_kv_heads=kv_heads, **FUSED_SHAPE).to(DEVICE).train()
+    batch = token_batch(family, T=16)
+    batch = on(batch if padded else unpadded(batch), DEVICE)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        with bf16():
+            logits = model(**inputs(batch)).logits  # (B, T, V)
+        logits.float().logsumexp(-1).mean().backward()  # a loss without softmax of its own
+
+    seen = profile_run(step)
+    check_backend(seen, position, f"{family}/{position}/{'padded' if padded else 'unpadded'}/kv={kv_heads}")
+
+
+@decoding
+@pytest.mark.parametrize("cache_kind", ["dynamic", "static"])
+@torch.no_grad()
+def test_decoding_steps_run_a_fused_sdpa_kernel(family, position, cache_kind):
+    """The prefill and a one-token step through the KV cache under bf16 autocast: fused kernels
+    only (the growing cache's step has no mask; the static cache masks its free slots, so a mask-
+    taking kernel runs)."""
+    model = build(family, position, **FUSED_SHAPE).to(DEVICE).eval()
+    ids = torch.randint(4, 37, (2, 8)).to(DEVICE)  # (B, T): the prompt, or the source and target so far
+
+    def prefill_and_step():
+        cache = model.new_cache(16 if cache_kind == "static" else None)
+        with bf16():
+            if family == "encoder_decoder":
+                memory = model.encode(ids)  # (B, S, D)
+                forward = lambda tokens: model(decoder_input_ids=tokens, encoder_hidden_states=memory,  # noqa: E731
+                                               cache=cache, use_cache=True)
+            else:
+                forward = lambda tokens: model(tokens, cache=cache, use_cache=True)  # noqa: E731
+            logits = forward(ids).logits  # (B, T, V)
+            forward(logits[:, -1:].argmax(-1))  # one step: (B, 1)
+
+    seen = profile_run(prefill_and_step)
+    check_backend(seen, position, f"{family}/{position}/{cache_kind} cache decoding")
+
+
+# -- 4. device portability ----------------------------------------------------------------------
+
+
+def tensors(model) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer (non-persistent ones too: RoPE frequencies, ALiBi slopes)."""
+    return {**dict(model.named_parameters()), **{f"buffer {n}": b for n, b in model.named_buffers()}}
+
+
+def assert_all_on(model, device: torch.device) -> None:
+    stray = {n: str(t.device) for n, t in tensors(model).items() if t.device.type != device.type}
+    assert not stray, f"not on {device.type}: {stray}"
+
+
+@grid
+@torch.no_grad()
+def test_cpu_to_gpu_to_cpu_keeps_weights_buffers_and_outputs(family, position, norm, norm_type, exact_fp32):
+    """Moving a model to the GPU and back moves every parameter and buffer, changes none of them,
+    and float32 outputs on the GPU match the CPU's within 1e-4 of their scale."""
+    model = build(family, position, norm, norm_type).eval()
+    batch = inputs(token_batch(family))
+    before = {n: t.detach().clone() for n, t in tensors(model).items()}
+    ref = model(**batch).logits  # (B, T, V) on the CPU
+
+    model.to(DEVICE)
+    assert_all_on(model, DEVICE)
+    on_gpu = model(**on(batch, DEVICE))
+    assert on_gpu.logits.device.type == DEVICE.type and on_gpu.logits.dtype == torch.float32
+    diff = relative_diff(on_gpu.logits, ref)
+    assert diff < FP32_TOL, f"float32 logits on the GPU differ from the CPU's by {diff:.2e} of their scale"
+
+    model.to("cpu")
+    assert_all_on(model, torch.device("cpu"))
+    after = tensors(model)
+    assert after.keys() == before.keys()
+    for name, value in before.items():
+        assert torch.equal(after[name], value), f"{name} changed on the round trip"
+    assert relative_diff(model(**batch).logits, ref) < FP32_TOL
+
+
+@decoding
+@torch.no_grad()
+def test_fp32_greedy_decoding_is_the_same_on_cpu_and_gpu(family, position, exact_fp32):
+    """Cached greedy decoding of padded prompts (growing and static cache) picks the CPU's tokens
+    on the GPU in float32 until a close call lets them part."""
+    model = build(family, position, max_seq_len=64).eval()
+    ids, mask = prompts(family)
+    ref = greedy(model, ids, mask)  # (B, N) on the CPU
+    sure = decisive(teacher_forced(model, family, ids, mask, ref), FP32_TOL)  # (B, N)
+    model.to(DEVICE)
+    gpu_ids, gpu_mask = ids.to(DEVICE), mask.to(DEVICE)
+    for options in ({}, {"static_cache": True}):
+        out = greedy(model, gpu_ids, gpu_mask, **options)
+        assert out.device.type == DEVICE.type
+        agree_until_close_call(out, ref, sure)
+
+
+@decoding
+@torch.no_grad()
+def test_beam_search_runs_on_the_gpu(family, position):
+    """Beam search reorders its cache rows on the device and returns ids there (its bookkeeping
+    is on the CPU), with the growing and the static cache alike."""
+    model = build(family, position, max_seq_len=64).to(DEVICE).eval()
+    ids, mask = (t.to(DEVICE) for t in prompts(family))
+    for static in (False, True):
+        config = GenerationConfig(strategy="beam", num_beams=3, static_cache=static)
+        with bf16():
+            out = generate(model, ids, attention_mask=mask, config=config, max_new_tokens=6, bos_id=BOS)
+        assert out.device.type == DEVICE.type and out.shape[0] == 3 and 1 <= out.shape[1] <= 6
+        assert ((out >= 0) & (out < 37)).all()
