@@ -124,10 +124,21 @@ def gather_shards(path: str | Path, keys: tuple[str, ...] = ("state_dict",)) -> 
 def _read_sharded(path: Path, weights: bool) -> dict[str, Any]:
     if not (path / SHARD_INDEX).is_file():
         raise CheckpointError(f"checkpoint {path} is an unfinished sharded checkpoint (no {SHARD_INDEX})")
+    from torch.distributed.checkpoint.api import CheckpointException
+
     try:
         data = torch.load(path / SHARDED_META, map_location="cpu", weights_only=True)
+        safe_shard_reader(path).read_metadata()  # the index first: torch's loader logs its failures loudly
         if weights:
             data.update(gather_shards(path))
+    except CheckpointException as exc:  # torch's loader wraps each rank's failure (a BaseException)
+        causes = [f for f in getattr(exc, "failures", {}).values()]
+        cause = causes[0] if causes else exc
+        cause = cause[0] if isinstance(cause, tuple) else cause  # (exception, its traceback summary)
+        kind = "holds more than plain data and is refused" if isinstance(cause, pickle.UnpicklingError) \
+            else "is truncated or not a checkpoint"
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        raise CheckpointError(f"checkpoint {path} {kind} ({first})") from None
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unpickling failed"
         raise CheckpointError(f"checkpoint {path} holds more than plain data and is refused ({first})") from None

@@ -54,13 +54,6 @@ def test_global_batch_must_split_over_the_devices(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_fsdp_on_cpu_is_refused_on_one_line(tmp_path):
-    result = zoo_train(*tiny_overrides(tmp_path / "r"), "trainer=ddp_cpu", "trainer.strategy=fsdp")
-    assert result.returncode == 2
-    assert "fsdp" in result.stderr and "GPU" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-
-
 def _torchrun(node_rank: int, port: int, cwd, *overrides: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
            f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}",

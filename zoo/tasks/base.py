@@ -16,6 +16,7 @@ from zoo.config.convert import as_model_config
 from zoo.config.model import ModelConfig
 from zoo.config.train import NonFinitePolicy, OptimConfig, OutputLoss, SchedulerConfig, TaskConfig
 from zoo.models import build_model
+from zoo.tasks.metrics import WeightedMean
 from zoo.tasks.optim import build_optimizer, schedule
 
 IGNORE = -100
@@ -68,7 +69,7 @@ class ZooTask(L.LightningModule):
             self.model.compile()  # in place: parameter names and checkpoints stay the same
         self.tokenizer = None  # attached by the training CLI / load_checkpoint for decoding
         self.train_loss = MeanMetric()
-        self.val_loss = MeanMetric(nan_strategy="disable")  # a diverged model reports NaN, not nothing
+        self.val_loss = WeightedMean()  # per target token; a diverged model reports NaN, not nothing
         self.val_accuracy = self._accuracy()
         self.register_buffer("tokens_seen", torch.zeros((), dtype=torch.long), persistent=True)
         self.register_buffer("nonfinite_skipped", torch.zeros((), dtype=torch.long), persistent=True)
@@ -145,6 +146,8 @@ class ZooTask(L.LightningModule):
     def on_before_optimizer_step(self, optimizer) -> None:
         """A finite loss can still give NaN / inf gradients (overflow in backward). They are
         the same on every rank here (after DDP's all-reduce), so every rank decides alike."""
+        if self._trainer is not None and getattr(self.trainer.precision_plugin, "scaler", None) is not None:
+            return  # float16 with a gradient scaler: it skips a step with inf gradients and lowers its scale
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         if not grads or bool(torch.isfinite(_total_norm(grads))):
             return  # one multi-tensor norm and one host sync per step: all finite
