@@ -129,6 +129,18 @@ class ZooModel(nn.Module):
             bias=self.output_bias, chunk=chunk, label_smoothing=label_smoothing,
         )
 
+    def forward_loss(
+        self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0
+    ) -> torch.Tensor:
+        """The mean token loss of one forward: `inputs` are the family's forward arguments,
+        targets (B, T) (-100 = no target); the head runs as `token_loss` (no (N, V) logits).
+        Under FSDP this is the step's one forward entry of the root unit (registered as a
+        forward method), so the embeddings, stack and head are gathered and released once."""
+        run = self.forward if getattr(self, "sharded", False) else self  # self(...): hooks, compile
+        hidden = run(**inputs, return_logits=False).hidden_states  # (B, T, D)
+        return self.token_loss(hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), chunk=chunk,
+                               label_smoothing=label_smoothing)  # rows (B·T, D)
+
     def drop_output_head(self) -> None:
         """Remove the token output head (transform, projection, bias): a task that puts its own
         head on `hidden_states` leaves no unused parameters (DDP needs that)."""

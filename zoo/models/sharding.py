@@ -3,9 +3,11 @@ one unit per transformer layer of every stack, then the model itself as the root
 (embeddings, position tables, final norms, output head). A unit's parameters are gathered for
 its forward and backward and freed after, so a rank holds one whole layer at a time.
 
-The model's methods that read parameters outside `forward` (the output head in training and
-validation, the encoder in generation) are registered as forward methods, so calling them
-gathers the root unit's parameters like a forward does."""
+A training step enters the root unit once: `forward_loss` (stack and output head in one call)
+is registered as a forward method, and validation reads the logits a plain forward returns.
+(Two entries per step, a forward and then the head as a method of its own, free the root's
+gathered parameters between them: on CUDA that ended in illegal memory accesses.) The encoder,
+which generation calls on its own, is registered too."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from torch import nn
 
 from zoo.nn.block import Stack
 
-FORWARD_METHODS = ("logits", "token_loss", "encode")
+FORWARD_METHODS = ("forward_loss", "encode")
 
 
 def layers(model: nn.Module) -> list[nn.Module]:
@@ -33,6 +35,7 @@ def shard(model: nn.Module, mesh: Any, mp_policy: Optional[Any] = None) -> nn.Mo
     for layer in layers(model):
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
+    model.sharded = True  # forward_loss then calls forward itself, inside the registered entry
     for name in FORWARD_METHODS:
         if callable(getattr(model, name, None)):
             register_fsdp_forward_method(model, name)

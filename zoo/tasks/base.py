@@ -81,16 +81,16 @@ class ZooTask(L.LightningModule):
 
     token_level = False  # does the loss read the model's output head at every position?
 
-    def hidden_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Token-level tasks: final hidden states (B, T, D), labels (B, T), number of input
+    def model_inputs(self, batch: dict) -> tuple[dict, torch.Tensor, int]:
+        """Token-level tasks: the model's forward arguments, labels (B, T), number of input
         tokens. Default: one stack (causal and masked LM)."""
-        out = self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"), return_logits=False)
-        return out.hidden_states, batch["labels"], batch["input_ids"].numel()
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch.get("attention_mask")}
+        return inputs, batch["labels"], batch["input_ids"].numel()
 
     def predict_tokens(self, batch: dict):
         """Token-level objectives: logits (B·T, V), labels (B·T,), number of input tokens."""
-        hidden, labels, n_tokens = self.hidden_batch(batch)
-        logits = self.model.logits(hidden)  # (B, T, V)
+        inputs, labels, n_tokens = self.model_inputs(batch)
+        logits = self.model(**inputs).logits  # (B, T, V), the head inside the one forward call
         return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), n_tokens  # (B·T, V)
 
     def training_loss(self, batch: dict) -> tuple[torch.Tensor, int, int]:
@@ -98,11 +98,9 @@ class ZooTask(L.LightningModule):
         task.output_loss=chunked never build the (B·T, V) logits."""
         smoothing = self.task_config.label_smoothing
         if self.token_level and self.task_config.output_loss == OutputLoss.chunked:
-            hidden, labels, n_tokens = self.hidden_batch(batch)
-            loss = self.model.token_loss(
-                hidden.reshape(-1, hidden.shape[-1]), labels.reshape(-1),
-                chunk=self.task_config.loss_chunk, label_smoothing=smoothing,
-            )  # rows (B·T, D)
+            inputs, labels, n_tokens = self.model_inputs(batch)
+            loss = self.model.forward_loss(inputs, labels, chunk=self.task_config.loss_chunk,
+                                           label_smoothing=smoothing)
             return loss, labels.numel(), n_tokens
         logits, targets, n_tokens = self.forward_batch(batch)
         return self.loss(logits, targets, smoothing), targets.shape[0], n_tokens

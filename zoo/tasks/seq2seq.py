@@ -23,16 +23,15 @@ class Seq2Seq(ZooTask):
 
     token_level = True
 
-    def hidden_batch(self, batch):
-        out = self.model(
-            batch["input_ids"],
-            attention_mask=batch.get("attention_mask"),
-            decoder_input_ids=batch["decoder_input_ids"],
-            decoder_attention_mask=batch.get("decoder_attention_mask"),
-            return_logits=False,
-        )
+    def model_inputs(self, batch):
+        inputs = {
+            "input_ids": batch["input_ids"],
+            "attention_mask": batch.get("attention_mask"),
+            "decoder_input_ids": batch["decoder_input_ids"],
+            "decoder_attention_mask": batch.get("decoder_attention_mask"),
+        }
         n = batch["input_ids"].numel() + batch["decoder_input_ids"].numel()
-        return out.hidden_states, batch["labels"], n  # (B, T, D)
+        return inputs, batch["labels"], n
 
     def forward_batch(self, batch):
         return self.predict_tokens(batch)
