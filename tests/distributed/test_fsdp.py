@@ -373,3 +373,14 @@ def test_classification_and_seq2seq_train_sharded(task, tmp_path):
     assert _identical(read_checkpoint(ckpts / "full.ckpt")["state_dict"], gathered)
     if task == "classification":
         assert {"head.weight", "head.bias"} <= gathered.keys()  # the head's own unit, gathered too
+
+
+# -- 9. activation checkpointing inside the sharding units ---------------------------------------
+
+def test_activation_checkpointing_under_fsdp_gives_the_same_weights(straight, tmp_path):
+    """model.checkpoint_activations=true recomputes each layer (a sharding unit, gathered again
+    for the recomputation) in backward: the same dropout masks, the same weights."""
+    run = tmp_path / "recompute"
+    _ok(zoo_train(*tiny_overrides(run), *RUN, FSDP, "model.checkpoint_activations=true"))
+    diff = max_abs_diff(model_state(straight / "checkpoints" / "last.ckpt"), model_state(run / "checkpoints" / "last.ckpt"))
+    assert diff <= 1e-6, diff
