@@ -33,17 +33,29 @@ class ArmFailed(RuntimeError):
     """One job of a sweep stopped; Hydra records it as failed and runs the other arms."""
 
 
+def _record_failure(run_dir: Path, record: dict) -> None:
+    import json
+
+    if launch_rank() == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "failed.json").write_text(json.dumps(record, indent=1))
+
+
+def _resume_command(run_dir: Path) -> str:
+    """This command again, in its run directory: what continues an interrupted run."""
+    import shlex
+
+    overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("hydra.run.dir=")]
+    return " ".join(["zoo-train", *map(shlex.quote, overrides), shlex.quote(f"hydra.run.dir={run_dir}")])
+
+
 def _arm_failed(run_dir: Path, message: str) -> None:
     """Write `failed.json` into the run directory (zoo-compare marks the arm failed), and in a
     sweep raise ArmFailed instead of exiting, so the sweep goes on with its other arms and
     exits non-zero when they are done."""
-    import json
-
     from hydra.types import RunMode
 
-    if launch_rank() == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "failed.json").write_text(json.dumps({"status": "failed", "error": message}, indent=1))
+    _record_failure(run_dir, {"status": "failed", "error": message})
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         print(f"zoo-train: error: {run_dir}: {message}", file=sys.stderr)
         raise ArmFailed(message) from None
@@ -54,7 +66,7 @@ def _train(cfg: DictConfig) -> float | None:
     from zoo.checkpoint import CheckpointError
     from zoo.config.errors import ConfigError
     from zoo.data.errors import DataError
-    from zoo.training.run import TrainingStopped, train
+    from zoo.training.run import TrainingInterrupted, TrainingStopped, train
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
@@ -68,6 +80,13 @@ def _train(cfg: DictConfig) -> float | None:
         _arm_failed(run_dir, str(exc))
         _fail(str(exc), status=1)
         return None
+    except TrainingInterrupted as exc:  # SIGTERM / SIGINT: saved, the whole command stops
+        resume = _resume_command(run_dir)
+        _record_failure(run_dir, {"status": "failed", "error": str(exc), "signal": exc.signum, "step": exc.step,
+                                  "resume": resume})
+        if launch_rank() == 0:
+            print(f"zoo-train: {exc}; resume with: {resume}", file=sys.stderr)
+        sys.exit(128 + exc.signum)
     except Exception as exc:
         _arm_failed(run_dir, f"{type(exc).__name__}: {exc}")
         raise
@@ -192,6 +211,10 @@ def main() -> None:
     agree_run_time()  # one start time, hence one run directory, for every rank of this run
     try:
         _train()
+    except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
+        if launch_rank() == 0:
+            print("zoo-train: interrupted", file=sys.stderr)
+        sys.exit(130)
     finally:
         if not inherited:  # a later run in this process gets a time of its own
             os.environ.pop(RUN_TIME_ENV, None)

@@ -237,6 +237,16 @@ class TrainingStopped(RuntimeError):
     """Training could not go on (e.g. a non-finite loss); what was saved before is kept."""
 
 
+class TrainingInterrupted(RuntimeError):
+    """SIGTERM / SIGINT stopped the run at `step` after saving `checkpoint`."""
+
+    def __init__(self, signum: int, step: int, checkpoint: Path) -> None:
+        import signal as _signal
+
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        super().__init__(f"stopped by {_signal.Signals(signum).name} at step {step}; {checkpoint} holds it")
+
+
 @dataclass
 class RunResult:
     summary: dict  # also in run_dir/summary.json
@@ -265,6 +275,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.training.baseline import unigram_cross_entropy
     from zoo.training.loggers import RunCSVLogger
     from zoo.training.fsdp import recover_sharded, write_full_checkpoint
+    from zoo.training.interrupt import Interrupt
     from zoo.training.strategies import build_strategy, is_sharded
 
     cfg = apply_init_from(cfg, command_line_overrides())  # init_from=hf:DIR: DIR's model and tokenizer
@@ -293,6 +304,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         last,  # last.ckpt every N optimizer steps and at every epoch end (and when fit ends, below)
         RngState(),
         RunRecord(run_dir),
+        (interrupt := Interrupt(last)),  # SIGTERM / SIGINT: save at the next step, stop
         LearningRateMonitor(logging_interval="step"),
         Throughput(),
     ]
@@ -392,6 +404,8 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
             f"{exc}; training stopped, the last good checkpoint is {kept}; lower optim.lr, keep "
             f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip") from None
     wall = time.perf_counter() - start
+    if interrupt.stopped_at is not None:
+        raise TrainingInterrupted(interrupt.signum, interrupt.stopped_at, last.path)
     if requeue is not None and requeue.requeued:
         summary = {"run_dir": str(run_dir), "status": "requeued", "global_step": trainer.global_step,
                    "last_checkpoint": str(last.path)}
@@ -440,4 +454,5 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     }
     if trainer.is_global_zero:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (run_dir / "failed.json").unlink(missing_ok=True)  # an earlier stop of this run, now finished
     return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)

@@ -1,0 +1,75 @@
+"""SIGTERM (schedulers, `timeout`, container runtimes) and SIGINT (Ctrl-C) stop a run the way the
+next command can continue: last.ckpt saved at the next step boundary by every rank together,
+failed.json with the reason and the command that resumes, exit status 128 + the signal, and the
+resumed run ends bit-identical to one never stopped."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.distributed.conftest import model_state, wait_for
+from zoo.checkpoint import read_checkpoint
+
+RUN = ["trainer.max_steps=120", "trainer.val_check_interval=40", "callbacks.checkpoint_every_n_steps=10",
+       "model.dropout=0.1", "data.global_batch_size=4"]
+
+
+def _stop(run, signum: int, *extra: str) -> subprocess.CompletedProcess:
+    """Start zoo-train, send `signum` to it once it has saved its first checkpoint, wait."""
+    cmd = [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), *RUN, *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for((run / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("trainer", ["cpu", "ddp_cpu"])
+def test_sigterm_saves_records_exits_143_and_resumes_exactly(tmp_path, trainer):
+    extra = [f"trainer={trainer}"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    assert zoo_train(*tiny_overrides(straight), *RUN, *extra).returncode == 0
+
+    result = _stop(stopped, signal.SIGTERM, *extra)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("zoo-train:")]
+    assert len(lines) == 1 and "SIGTERM" in lines[0] and "resume with: zoo-train" in lines[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    failed = json.loads((stopped / "failed.json").read_text())
+    step = failed["step"]
+    assert failed["signal"] == signal.SIGTERM and 0 < step < 120
+    assert f"hydra.run.dir={stopped}" in failed["resume"]
+    assert not (stopped / "summary.json").exists()
+    saved = read_checkpoint(stopped / "checkpoints" / "last.ckpt")
+    assert saved["global_step"] == step  # saved at the step it stopped, not the last periodic one
+    if trainer == "ddp_cpu":  # the signal reached rank 0 only; both ranks stopped at the same step
+        assert len(saved["callbacks"]["RngState"]["ranks"]) == 2
+
+    again = zoo_train(*tiny_overrides(stopped), *RUN, *extra)  # the recorded command, in effect
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((stopped / "summary.json").read_text())
+    assert summary["resumed_at_step"] == step and summary["global_step"] == 120
+    assert not (stopped / "failed.json").exists()  # the finished run's record is not contradicted
+    a, b = model_state(straight / "checkpoints" / "last.ckpt"), model_state(stopped / "checkpoints" / "last.ckpt")
+    assert all(torch.equal(a[k], b[k]) for k in a), "the resumed weights differ from the uninterrupted run"
+
+
+def test_sigint_saves_and_exits_130(tmp_path):
+    run = tmp_path / "run"
+    result = _stop(run, signal.SIGINT)
+    assert result.returncode == 128 + signal.SIGINT, result.stderr[-3000:]
+    assert "stopped by SIGINT" in result.stderr and "Traceback" not in result.stderr
+    failed = json.loads((run / "failed.json").read_text())
+    assert read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"] == failed["step"]

@@ -1,0 +1,68 @@
+"""SIGTERM and SIGINT end a run the way a scheduler's or a user's stop should: the handler only
+records the signal; at the next optimizer-step boundary every rank agrees on it (any rank that
+got it stops them all), `last.ckpt` is saved together and training stops. zoo-train then writes
+failed.json with the reason and the command that resumes, and exits 128 + the signal's number
+(143 for SIGTERM, 130 for SIGINT). A second Ctrl-C stops at once.
+
+Before training starts and after it ends the default handlers apply (a stop there has nothing
+to save; Lightning's handler is back for its teardown)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from typing import Optional
+
+import lightning as L
+import torch
+
+from zoo.training.checkpointing import at_step_boundary
+
+log = logging.getLogger("zoo")
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Interrupt(L.Callback):
+    def __init__(self, last) -> None:
+        self.last = last  # a LastCheckpoint
+        self.received: Optional[int] = None  # the signal this process got
+        self.signum: Optional[int] = None  # the signal the run stopped for (agreed by all ranks)
+        self.stopped_at: Optional[int] = None  # the step it stopped at, saved in last.ckpt
+        self._previous: dict = {}
+
+    def _handler(self, signum, frame) -> None:
+        if self.received == signal.SIGINT and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C twice: do not wait for the step boundary
+        self.received = signum
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        # after Lightning's own SIGTERM handler is in place (it would end the run with status 0
+        # and no checkpoint): this one replaces it for the training loop
+        for signum in SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handler)
+
+    def _restore(self) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._restore()
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self._restore()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not at_step_boundary(trainer) or self.stopped_at is not None:
+            return
+        mine = int(self.received or 0)
+        if trainer.world_size > 1:  # one small all-reduce per step: the largest signal any rank got
+            mine = int(trainer.strategy.reduce(torch.tensor(mine, device=pl_module.device), reduce_op="max"))
+        if not mine:
+            return
+        log.info("%s: saving %s at step %d and stopping", signal.Signals(mine).name, self.last.path,
+                 trainer.global_step)
+        self.last.save(trainer)
+        self.signum, self.stopped_at = mine, trainer.global_step
+        trainer.should_stop = True
