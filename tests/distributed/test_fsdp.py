@@ -231,6 +231,18 @@ def test_eval_and_generate_read_the_sharded_dir_and_full_ckpt_alike(straight):
     assert texts[0] == texts[1] and texts[0].startswith("And God said")
 
 
+def test_export_reads_the_sharded_dir_as_the_full_checkpoint(straight, tmp_path):
+    """zoo-export of the sharded directory writes the weights zoo-export of full.ckpt writes."""
+    from safetensors.torch import load_file
+
+    ckpts, tensors = straight / "checkpoints", []
+    for name in ("last.ckpt", "full.ckpt"):
+        out = tmp_path / name
+        _ok(_tool("zoo.cli.export", f"ckpt={ckpts / name}", f"out={out}"))
+        tensors.append(load_file(out / "model.safetensors"))
+    assert tensors[0].keys() == tensors[1].keys() and _identical(tensors[0], tensors[1])
+
+
 # -- 5. refusals --------------------------------------------------------------------------------
 
 def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
