@@ -66,12 +66,21 @@ def _train(cfg: DictConfig) -> float | None:
     from zoo.checkpoint import CheckpointError
     from zoo.config.errors import ConfigError
     from zoo.data.errors import DataError
+    from zoo.training.resume_check import ResumeMismatch
     from zoo.training.run import TrainingInterrupted, TrainingStopped, train
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         result = train(cfg, run_dir)
         summary = result.summary
+    except ResumeMismatch as exc:  # the directory holds another run: its record stays as it is
+        from hydra.types import RunMode
+
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            print(f"zoo-train: error: {run_dir}: {exc}", file=sys.stderr)
+            raise ArmFailed(str(exc)) from None
+        _fail(str(exc))
+        return None
     except (ConfigError, DataError, CheckpointError) as exc:
         _arm_failed(run_dir, str(exc))
         _fail(str(exc))

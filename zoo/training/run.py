@@ -173,6 +173,17 @@ def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
     return str(path)
 
 
+def check_resume_config(resume: str, spec: RunSpec) -> None:
+    """The command must describe the run its checkpoint holds (`zoo.training.resume_check`)."""
+    from zoo.training.resume_check import check_resume, saved_sections
+
+    hparams = read_checkpoint(resume, weights=False).get("hyper_parameters", {})
+    command = {"model": spec.model.to_dict(), "task": plain(spec.task), "optim": plain(spec.optim),
+               "scheduler": plain(spec.scheduler), "data": spec.data.to_dict(),
+               "tokenizer": {"kind": spec.tokenizer.kind.value}}
+    check_resume(saved_sections(hparams), command, f"the checkpoint {resume}")
+
+
 def check_resume_strategy(resume: Optional[str], strategy) -> None:
     """A sharded checkpoint (trainer=fsdp) resumes under the sharded strategy only, on any
     number of ranks; a single-file one resumes under any strategy."""
@@ -285,6 +296,8 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
             log.info("%s", note)
     resume = resolve_resume(spec.ckpt_path, run_dir)
     check_resume_strategy(resume, spec.trainer.get("strategy"))
+    if resume is not None:
+        check_resume_config(resume, spec)
     quiet_lightning()
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
