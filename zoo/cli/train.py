@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -120,7 +122,7 @@ def _train(cfg: DictConfig) -> float | None:
     return metrics.get("val/loss")
 
 
-def _check_overrides(argv: list[str]) -> None:
+def _check_overrides(argv: list[str]) -> Optional[tuple[Path, bool]]:
     """Compose before Hydra does, so that a bad key, value or combination is reported on one
     line (Hydra's own report spans several), and so that no config, whatever its origin, gets
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
@@ -132,7 +134,7 @@ def _check_overrides(argv: list[str]) -> None:
         return
     args, _ = get_args_parser().parse_known_args(argv)
     if args.shell_completion or args.info:
-        return
+        return None
     if args.experimental_rerun:
         _fail("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
     from omegaconf import OmegaConf
@@ -161,6 +163,27 @@ def _check_overrides(argv: list[str]) -> None:
                 _resolve_launcher(cfg)
     except ConfigError as exc:
         _fail(str(exc))
+    if multirun or args.cfg or help_only:
+        return None
+    return _planned_run_dir(base)
+
+
+def _planned_run_dir(cfg) -> Optional[tuple[Path, bool]]:
+    """(the run directory Hydra will use, whether it is other than the default runs/DATE/TIME)."""
+    from datetime import datetime
+
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        planned = OmegaConf.select(cfg, "hydra.run.dir")
+    except (OmegaConfBaseException, ValueError):
+        return None
+    if not planned:
+        return None
+    start = datetime.fromisoformat(os.environ[RUN_TIME_ENV])
+    default = Path("runs") / start.strftime("%Y-%m-%d") / start.strftime("%H-%M-%S")
+    return Path(planned), Path(planned) != default
 
 
 def _resolve_launcher(cfg) -> None:
@@ -211,13 +234,38 @@ def _sweep_variants(overrides: list[str]) -> list[list[str]]:
     return variants
 
 
+def _claim(plan: Optional[tuple[Path, bool]], shared: bool) -> Optional[Path]:
+    """The first process of a run takes its directory (`zoo.cli.rundir`); a default name taken
+    by a run started in the same second becomes runs/DATE/TIME-N for this whole run."""
+    from zoo.cli.rundir import RunDirBusy, acquire, claim_default
+
+    if plan is None or launch_rank() != 0:
+        return None
+    run_dir, explicit = plan
+    try:
+        if not explicit and not shared:
+            claimed = claim_default(run_dir)
+            if claimed != run_dir:
+                sys.argv.append(f"hydra.run.dir={claimed}")  # Hydra, and the ranks Lightning starts
+            run_dir = claimed
+        acquire(run_dir)
+    except RunDirBusy as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"run directory {run_dir}: {exc.strerror or exc}")
+    return run_dir
+
+
 def main() -> None:
-    import os
+    from zoo.cli.rundir import release
 
     register_configs()
-    _check_overrides(sys.argv[1:])
     inherited = RUN_TIME_ENV in os.environ
     agree_run_time()  # one start time, hence one run directory, for every rank of this run
+    # a start time shared with other processes (a launcher's ranks, torchrun's store, a SLURM
+    # step, a requeued job) names a directory they share: never renamed
+    shared = inherited or "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1
+    owned = _claim(_check_overrides(sys.argv[1:]), shared)
     try:
         _train()
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
@@ -225,6 +273,8 @@ def main() -> None:
             print("zoo-train: interrupted", file=sys.stderr)
         sys.exit(130)
     finally:
+        if owned is not None:
+            release(owned)
         if not inherited:  # a later run in this process gets a time of its own
             os.environ.pop(RUN_TIME_ENV, None)
 

@@ -1,0 +1,90 @@
+"""A run directory belongs to one run at a time.
+
+`zoo-train` takes `RUN_DIR/.zoo-lock` (the owner's host, pid and SLURM job) before Hydra writes
+anything there and gives it back when the command ends. A second command on a directory whose
+owner is alive is refused on one line; a lock whose owner is gone (a killed run on this host, or
+an earlier attempt of this same SLURM job, i.e. a requeue) is taken over. Two commands started in
+the same second with the default `runs/DATE/TIME` directory do not meet: the second finds the
+name taken and runs in `runs/DATE/TIME-1` (then -2, ...). A start time handed down by a launcher
+(the ranks of one run, a requeued job) keeps its directory: that is how they share one."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Optional
+
+LOCK = ".zoo-lock"
+
+
+class RunDirBusy(RuntimeError):
+    """A live run owns the directory."""
+
+
+def _me() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job": os.environ.get("SLURM_JOB_ID")}
+
+
+def _alive(owner: dict) -> bool:
+    me = _me()
+    if owner.get("slurm_job") and owner.get("slurm_job") == me["slurm_job"]:
+        return False  # an earlier attempt of this very job (requeued): gone
+    if owner.get("host") != me["host"]:
+        return True  # another machine's process: it cannot be checked from here, so it counts as alive
+    try:
+        os.kill(int(owner.get("pid", -1)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, TypeError):
+        return True
+    return True
+
+
+def owner_of(run_dir: Path) -> Optional[dict]:
+    try:
+        return json.loads((run_dir / LOCK).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def acquire(run_dir: Path) -> None:
+    """Take the directory's lock, or raise RunDirBusy naming its live owner."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir / LOCK
+    mine = json.dumps(_me())
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        owner = owner_of(run_dir) or {}
+        if owner and _alive(owner):
+            raise RunDirBusy(
+                f"run directory {run_dir} is in use by a running zoo-train (host {owner.get('host')}, pid "
+                f"{owner.get('pid')}); wait for it to end, or choose another hydra.run.dir") from None
+        tmp = lock.with_name(f"{LOCK}.{os.getpid()}")
+        tmp.write_text(mine)
+        os.replace(tmp, lock)  # its owner is gone: taken over
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(mine)
+
+
+def release(run_dir: Path) -> None:
+    owner = owner_of(run_dir)
+    if owner and owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+        (run_dir / LOCK).unlink(missing_ok=True)
+
+
+def claim_default(run_dir: Path) -> Path:
+    """Create `run_dir`, or, when it exists (another run started in the same second), the first
+    `run_dir-N` that does not; creating a directory is atomic, so two commands never share one."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    candidate, n = run_dir, 0
+    while True:
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            n += 1
+            candidate = run_dir.with_name(f"{run_dir.name}-{n}")
