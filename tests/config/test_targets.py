@@ -27,8 +27,10 @@ def test_allowed_objects_resolve():
     ("os.system", "may only name"),
     ("builtins.eval", "may only name"),
     ("subprocess.run", "may only name"),
-    ("logging.os.system", "resolves to posix.system"),  # allowed prefix, object from elsewhere
-    ("zoo.config.targets.importlib.import_module", "resolves to importlib"),
+    ("logging.os.system", "may only name"),  # a module on the list once, an object from elsewhere
+    ("zoo.config.targets.importlib.import_module", "may only name"),
+    ("zoo.training.checkpointing.atomic_save", "may only name"),  # zoo's own code writes files too
+    ("lightning.pytorch.callbacks.ModelCheckpoint", "may only name"),
 ])
 def test_names_outside_the_allow_list_are_refused(name, why):
     with pytest.raises(ConfigError, match=why):
@@ -154,3 +156,67 @@ def test_a_malformed_config_file_is_one_line(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "broken.yaml" in result.stderr
+
+
+# -- the red-team cases: a config file that writes a file, runs code in a rank, leaks a secret ---
+
+WRITES_A_FILE = """
+defaults:
+  - config
+  - _self_
+hydra:
+  callbacks:
+    overwrite:
+      _target_: zoo.training.checkpointing.atomic_save
+      obj: {{}}
+      path: {victim}
+"""
+SETS_PYTHONPATH = """
+defaults:
+  - config
+  - override trainer: ddp_cpu
+  - _self_
+hydra:
+  job:
+    env_set:
+      PYTHONPATH: {where}
+"""
+LOG_ELSEWHERE = """
+defaults:
+  - config
+  - _self_
+hydra:
+  job_logging:
+    handlers:
+      file:
+        filename: {victim}
+"""
+READS_A_SECRET = """
+defaults:
+  - config
+  - _self_
+logger:
+  csv: ${{oc.env:ZOO_TEST_SECRET,true}}
+"""
+
+
+@pytest.mark.parametrize("text, words", [
+    (WRITES_A_FILE, "may only name"),
+    (SETS_PYTHONPATH, "hydra.job.env_set.PYTHONPATH is refused"),
+    (LOG_ELSEWHERE, "a log file lies in the run directory"),
+    (READS_A_SECRET, "read from the environment"),
+], ids=["writes-a-file", "sets-pythonpath", "logs-elsewhere", "reads-a-secret"])
+def test_a_config_file_cannot_write_files_run_code_or_record_the_environment(tmp_path, text, words):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    (tmp_path / "sitecustomize.py").write_text(f"open({str(tmp_path / 'PWNED')!r}, 'w').close()\n")
+    (tmp_path / "evil.yaml").write_text(text.format(victim=victim, where=tmp_path))
+    env = dict(__import__("os").environ, ZOO_TEST_SECRET="s3cr3t-value")
+    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", "-cd", str(tmp_path), "-cn", "evil",
+                             f"hydra.run.dir={tmp_path / 'run'}", "trainer.max_steps=2"],
+                            capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr[-2000:]
+    assert victim.read_text() == "keep me" and not (tmp_path / "PWNED").exists()
+    assert not (tmp_path / "run").exists()  # refused before anything was written

@@ -22,40 +22,43 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.config.errors import ConfigError
 
-# modules whose classes and functions a config may name
-ALLOWED_MODULES = (
-    "hydra._internal.core_plugins.",  # Hydra's basic launcher and sweeper
-    "hydra_plugins.hydra_submitit_launcher.",  # hydra/launcher=slurm
-    "hydra_plugins.zoo_recipes.",
-    "logging.",  # handlers and formatters of Hydra's logging configuration
-    "lightning.pytorch.callbacks.",
-    "lightning.pytorch.loggers.",
-    "torch.optim.",
-    "zoo.",
+# the objects a config may name, each by its exact dotted name
+ALLOWED_TARGETS = (
+    "hydra._internal.core_plugins.basic_launcher.BasicLauncher",  # Hydra's own launcher and sweeper
+    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",  # hydra/launcher=slurm
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+    "logging.StreamHandler",  # handlers and formatters of Hydra's logging configuration
+    "logging.FileHandler",
+    "logging.Formatter",
+    "torch.optim.SGD",
+    "torch.optim.Adam",
+    "torch.optim.AdamW",
 )
 EXACT = ("sys.stdout", "sys.stderr")  # ext:// streams of the logging configuration
+# a file a logging handler writes lies in the run directory
+LOG_FILE_PREFIXES = ("${hydra.runtime.output_dir}/", "${hydra:runtime.output_dir}/")
+# environment variables a config may set for its job (hydra.job.env_set): threads, devices, NCCL
+ENV_SET_ALLOWED = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TOKENIZERS_PARALLELISM")
+ENV_SET_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 TARGET_KEYS = ("_target_",)
 LOGGING_KEYS = ("class", "()")
 LOGGING_SECTIONS = ("hydra.job_logging", "hydra.hydra_logging")
 
 
-def _allowed(name: str) -> bool:
-    return name in EXACT or any(name.startswith(prefix) or name + "." == prefix for prefix in ALLOWED_MODULES)
-
-
 def resolve_target(name: str, key: str = "_target_") -> Any:
-    """The object `name` denotes, if the allow-list permits it; ConfigError otherwise."""
-    allowed = ", ".join(p.rstrip(".") for p in ALLOWED_MODULES)
-    if not isinstance(name, str) or not _allowed(name):
-        raise ConfigError(f"{key}={name!r} is refused: configs may only name objects in {allowed}")
+    """The object `name` denotes, if the allow-list names it; ConfigError otherwise."""
+    if not isinstance(name, str) or name not in ALLOWED_TARGETS + EXACT:
+        raise ConfigError(f"{key}={name!r} is refused: configs may only name "
+                          f"{', '.join(ALLOWED_TARGETS)}")
     obj = _import(name, key)
     if name in EXACT:
         return obj
-    module = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
-    if not _allowed(f"{module}.") and not _allowed(str(module)):
+    module = getattr(obj, "__module__", None) or ""
+    home = name.rsplit(".", 1)[0]
+    if not (module == home or module.startswith(home + ".") or home.startswith(module)):
         raise ConfigError(
-            f"{key}={name!r} is refused: it resolves to {module}.{getattr(obj, '__qualname__', '')}, "
-            f"outside {allowed}")
+            f"{key}={name!r} is refused: it resolves to {module}.{getattr(obj, '__qualname__', '')}")
     return obj
 
 
@@ -112,13 +115,54 @@ def _value(node, key) -> Any:
 
 
 def check_config_targets(cfg: DictConfig) -> None:
-    """ConfigError for the first object name in `cfg` outside the allow-list."""
+    """ConfigError for the first object name in `cfg` outside the allow-list, a log file outside
+    the run directory, an environment variable the job may not set, or a value read from the
+    environment (it would be written into config.yaml and every checkpoint)."""
     for path, key, value in find_targets(cfg):
         if key == "()" and not isinstance(value, str):
             raise ConfigError(f"{path}: a logging factory must be a dotted name, got {value!r}")
         if isinstance(value, str) and value.startswith("ext://"):
             value = value[len("ext://"):]
         resolve_target(value, key=path)
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    _check_log_files(raw.get("hydra", {}))
+    _check_env_set(raw.get("hydra", {}))
+    _check_env_reads(raw)
+
+
+def _check_log_files(hydra: dict) -> None:
+    for section in ("job_logging", "hydra_logging"):
+        handlers = ((hydra.get(section) or {}).get("handlers") or {})
+        for name, handler in handlers.items():
+            filename = handler.get("filename") if isinstance(handler, dict) else None
+            if filename is None:
+                continue
+            text = str(filename)
+            if not text.startswith(LOG_FILE_PREFIXES) or ".." in text:
+                raise ConfigError(f"hydra.{section}.handlers.{name}.filename={text!r} is refused: a log file "
+                                  f"lies in the run directory (${{hydra.runtime.output_dir}}/NAME)")
+
+
+def _check_env_set(hydra: dict) -> None:
+    env_set = ((hydra.get("job") or {}).get("env_set") or {})
+    for name in env_set:
+        if name not in ENV_SET_ALLOWED and not str(name).startswith(ENV_SET_PREFIXES):
+            raise ConfigError(f"hydra.job.env_set.{name} is refused: a config may set only "
+                              f"{', '.join(ENV_SET_ALLOWED)} and {', '.join(p + '*' for p in ENV_SET_PREFIXES)}")
+
+
+def _check_env_reads(node: Any, path: str = "") -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not path and key == "hydra":
+                continue  # Hydra's own settings are not written into the run's files
+            _check_env_reads(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_env_reads(value, f"{path}[{i}]")
+    elif isinstance(node, str) and ("${oc.env:" in node or "${env:" in node):
+        raise ConfigError(f"{path}: a value read from the environment ({node}) is refused: it would be "
+                          f"written into config.yaml and every checkpoint; pass it as an override")
 
 
 def instantiate(node: Any, **kwargs: Any) -> Any:
