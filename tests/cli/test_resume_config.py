@@ -14,7 +14,8 @@ def test_a_changed_config_is_refused_and_the_run_is_left_alone(tmp_path):
     run = tmp_path / "run"
     first = zoo_train(*tiny_overrides(run))
     assert first.returncode == 0, first.stderr[-3000:]
-    record = {name: (run / name).read_bytes() for name in ("config.yaml", "summary.json", "metrics.csv")}
+    record = {name: (run / name).read_bytes()
+              for name in ("config.yaml", ".hydra/config.yaml", ".hydra/overrides.yaml", "summary.json", "metrics.csv")}
     step = read_checkpoint(run / "checkpoints" / "last.ckpt")["global_step"]
 
     for change, key in [(["model/position=alibi", "optim.lr=0.01"], "model.position.kind"),

@@ -49,9 +49,9 @@ def test_two_commands_in_the_same_second_get_a_directory_each(tmp_path):
 
 def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path):
     run = tmp_path / "run"
-    args = [*tiny_overrides(run), "trainer.max_steps=400", "trainer.val_check_interval=1000",
-            "callbacks.checkpoint_every_n_steps=5"]
-    owner = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args],
+    args = [*tiny_overrides(run), "trainer.val_check_interval=1000", "callbacks.checkpoint_every_n_steps=5",
+            "scheduler.total_steps=100000"]
+    owner = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args, "trainer.max_steps=100000"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for((run / "checkpoints" / "last.ckpt").is_file, 180, "the first run to train", owner)
@@ -66,8 +66,12 @@ def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path):
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     assert json.loads((run / ".zoo-lock").read_text())["pid"] == owner.pid  # left behind by the kill
-    again = zoo_train(*args)  # the same command: its owner is gone, so it takes over and resumes
+    from zoo.checkpoint import read_checkpoint
+
+    at_kill = read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"]
+    # the run again, to a nearer end: its owner is gone, so it takes the directory over and resumes
+    again = zoo_train(*args, f"trainer.max_steps={at_kill + 10}")
     assert again.returncode == 0, again.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["resumed_at_step"] > 0 and summary["global_step"] == 400
+    assert summary["resumed_at_step"] == at_kill and summary["global_step"] == at_kill + 10
     assert not (run / ".zoo-lock").exists()

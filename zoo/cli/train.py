@@ -122,7 +122,7 @@ def _train(cfg: DictConfig) -> float | None:
     return metrics.get("val/loss")
 
 
-def _check_overrides(argv: list[str]) -> Optional[tuple[Path, bool]]:
+def _check_overrides(argv: list[str]) -> Optional[tuple[Path, bool, DictConfig]]:
     """Compose before Hydra does, so that a bad key, value or combination is reported on one
     line (Hydra's own report spans several), and so that no config, whatever its origin, gets
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
@@ -165,7 +165,8 @@ def _check_overrides(argv: list[str]) -> Optional[tuple[Path, bool]]:
         _fail(str(exc))
     if multirun or args.cfg or help_only:
         return None
-    return _planned_run_dir(base)
+    planned = _planned_run_dir(cfg)
+    return (*planned, cfg) if planned is not None else None
 
 
 def _planned_run_dir(cfg) -> Optional[tuple[Path, bool]]:
@@ -234,14 +235,19 @@ def _sweep_variants(overrides: list[str]) -> list[list[str]]:
     return variants
 
 
-def _claim(plan: Optional[tuple[Path, bool]], shared: bool) -> Optional[Path]:
+def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optional[Path]:
     """The first process of a run takes its directory (`zoo.cli.rundir`); a default name taken
-    by a run started in the same second becomes runs/DATE/TIME-N for this whole run."""
-    from zoo.cli.rundir import RunDirBusy, acquire, claim_default
+    by a run started in the same second becomes runs/DATE/TIME-N for this whole run. A directory
+    that holds a run is continued only by a command that describes that run: checked here,
+    before Hydra writes its .hydra/ files into it."""
+    from zoo.checkpoint import CheckpointError
+    from zoo.cli.rundir import RunDirBusy, acquire, claim_default, release
+    from zoo.config.errors import ConfigError
+    from zoo.training.run import check_resume_config, resolve_resume, validate_run
 
     if plan is None or launch_rank() != 0:
         return None
-    run_dir, explicit = plan
+    run_dir, explicit, cfg = plan
     try:
         if not explicit and not shared:
             claimed = claim_default(run_dir)
@@ -253,6 +259,17 @@ def _claim(plan: Optional[tuple[Path, bool]], shared: bool) -> Optional[Path]:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"run directory {run_dir}: {exc.strerror or exc}")
+    try:
+        spec = validate_run(cfg)
+        resume = resolve_resume(spec.ckpt_path, run_dir)
+        if resume is not None:
+            check_resume_config(resume, spec)
+    except (ConfigError, CheckpointError) as exc:  # the run's own errors are the run's to report
+        from zoo.training.resume_check import ResumeMismatch
+
+        if isinstance(exc, ResumeMismatch):
+            release(run_dir)
+            _fail(str(exc))
     return run_dir
 
 
