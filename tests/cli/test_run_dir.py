@@ -5,6 +5,7 @@ leaves it alone; a directory whose run was killed is taken over, and the run res
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -34,7 +35,8 @@ def test_two_commands_in_the_same_second_get_a_directory_each(tmp_path):
         taken.append(d)
     cmds = [[sys.executable, "-m", "zoo.cli.train", *tiny_overrides(), "trainer.max_steps=20", f"seed={s}"]
             for s in (1, 2)]
-    procs = [subprocess.Popen(c, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_TIME"}  # two fresh commands, as from a shell
+    procs = [subprocess.Popen(c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for c in cmds]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
