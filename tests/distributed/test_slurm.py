@@ -51,6 +51,12 @@ def _requeue_at(log: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _stopped_at(log: Path) -> int | None:
+    """The step a SIGTERM (what `scontrol requeue` sends) saved and stopped the run at."""
+    match = re.search(r"SIGTERM: saving .* at step (\d+) and stopping", log.read_text()) if log.is_file() else None
+    return int(match.group(1)) if match else None
+
+
 def _steps(metrics: Path) -> list[int]:
     with open(metrics, newline="") as f:
         return [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
@@ -59,8 +65,9 @@ def _steps(metrics: Path) -> list[int]:
 def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
     """Arm 0 gets the time-limit signal (SIGUSR2, as `--signal=USR2@120` sends it): it saves
     last.ckpt at that step and requeues itself. Arm 1 is requeued from outside with
-    `scontrol requeue`: it resumes from its last periodic checkpoint. Both finish in their
-    own run directory, with the full number of steps."""
+    `scontrol requeue`, whose SIGTERM saves last.ckpt at the next step: it resumes there (or,
+    had the signal come outside the training loop, from its last periodic checkpoint). Both
+    finish in their own run directory, with the full number of steps."""
     sweep = tmp_path / "sweep"
     overrides = tiny_overrides()
     overrides += ["trainer.max_steps=300", "trainer.val_check_interval=100", "data.global_batch_size=8",
@@ -100,7 +107,12 @@ def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
     assert json.loads((sweep / "0" / "summary.json").read_text())["resumed_at_step"] == signalled
     assert "requeued SLURM job" in (sweep / "0" / "train.log").read_text()
     arm1 = json.loads((sweep / "1" / "summary.json").read_text())
-    assert arm1["resumed_at_step"] % 40 == 0  # its last periodic checkpoint
+    stopped = _stopped_at(sweep / "1" / "train.log")
+    if stopped is not None:  # SIGTERM inside the training loop: saved at the step it came
+        assert arm1["resumed_at_step"] == stopped
+    else:  # outside it: the last periodic checkpoint
+        assert arm1["resumed_at_step"] % 40 == 0
+    assert not (sweep / "1" / "failed.json").exists()  # the stop's record went when the run finished
 
     # zoo-compare reads a SLURM sweep as it reads a local one: one arm, both (requeued) seeds
     from zoo.compare import compare
