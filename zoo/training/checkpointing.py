@@ -91,13 +91,9 @@ class LastCheckpoint(L.Callback):
         return self.dirpath / "last.ckpt"
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        if trainer.is_global_zero:
-            from zoo.training.fsdp import recover_sharded
-
+        if trainer.is_global_zero:  # (an interrupted sharded swap is put back by train(), before resume)
             for p in remove_stale_temporaries(self.dirpath):
                 log.info("removed %s, left by a process killed while saving", p.name)
-            for note in recover_sharded(self.dirpath):
-                log.info("%s", note)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._saved_at = trainer.global_step  # a resumed run has this step on disk already
