@@ -32,14 +32,20 @@ def tokenizer_state(tokenizer) -> dict:
 
 
 def tokenizer_from_state(state: dict):
+    from zoo.data.errors import DataError
     from zoo.data.tokenizers import load_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         for name, data in state.items():
-            target = Path(tmp) / name
+            target = (Path(tmp) / name).resolve()
+            if not isinstance(data, bytes) or not target.is_relative_to(Path(tmp).resolve()):
+                raise CheckpointError(f"its tokenizer entry {name!r} is not a file of the tokenizer")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        return load_tokenizer(tmp)
+        try:
+            return load_tokenizer(tmp)
+        except DataError as exc:
+            raise CheckpointError(f"its tokenizer cannot be used: {str(exc).replace(tmp, 'the checkpoint')}") from None
 
 
 SHARDED_META = "meta.pt"  # Lightning's name for the non-tensor part of a sharded checkpoint
@@ -177,11 +183,30 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
     from zoo.config.train import TaskConfig
     from zoo.tasks import TASKS
 
+    from zoo.config.errors import ConfigError
+
     data = read_checkpoint(path)
-    hparams = dict(data["hyper_parameters"])
-    kind = TaskConfig(**hparams["task"]).kind
-    task = TASKS[kind](**hparams)
-    task.load_state_dict(task.upgrade_state_dict(data["state_dict"]))
+    hparams = data["hyper_parameters"]
+    missing = [k for k in ("model", "task") if not isinstance(hparams, dict) or not isinstance(hparams.get(k), dict)]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} is not a zoo checkpoint: its hyper_parameters lack "
+                              f"{' and '.join(missing)}")
+    try:
+        kind = TaskConfig(**hparams["task"]).kind
+        task = TASKS[kind](**hparams)
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint {path} holds a config zoo cannot build: {exc}") from None
+    try:
+        task.load_state_dict(task.upgrade_state_dict(data["state_dict"]))
+    except (RuntimeError, KeyError) as exc:
+        lines = [" ".join(line.split()) for line in str(exc).splitlines() if line.strip()]
+        detail = next((line for line in lines if "mismatch" in line or "key" in line.lower()),
+                      lines[0] if lines else type(exc).__name__)
+        raise CheckpointError(f"checkpoint {path}: its weights do not fit its own config "
+                              f"({detail[:300]})") from None
     if "zoo_tokenizer" in data:
-        task.tokenizer = tokenizer_from_state(data["zoo_tokenizer"])
+        try:
+            task.tokenizer = tokenizer_from_state(data["zoo_tokenizer"])
+        except CheckpointError as exc:
+            raise CheckpointError(f"checkpoint {path}: {exc}") from None
     return task.to(map_location).eval()

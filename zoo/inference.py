@@ -1,5 +1,5 @@
 """Shared pieces of the inference tools: turning prompts into a padded batch, and refusing
-lengths the model cannot handle."""
+lengths the model cannot handle or the machine cannot hold."""
 
 from __future__ import annotations
 
@@ -56,3 +56,65 @@ def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None
                 f"max_new_tokens ({max_new_tokens}) + BOS is past the learned positions "
                 f"(model.max_seq_len={cfg.max_seq_len})"
             )
+
+
+def continue_text(tokenizer, prompt: str, new_ids) -> str:
+    """`prompt` followed by the text of `new_ids` as it reads after the prompt: the prompt's ids
+    and the new ones are decoded together, so a space a subword piece carries at its start is
+    kept (decoding the new ids alone drops it: "said" + "unto" -> "saidunto")."""
+    prompt_ids = tokenizer.encode(prompt)
+    new_ids = [int(i) for i in new_ids]
+    head = tokenizer.decode(prompt_ids)
+    whole = tokenizer.decode(prompt_ids + new_ids)
+    if whole.startswith(head):
+        return prompt + whole[len(head):]
+    return prompt + tokenizer.decode(new_ids)
+
+
+def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int,
+                   itemsize: int) -> int:
+    """Bytes of the key/value cache for `batch` sequences (beams counted) decoding
+    `max_new_tokens` after `input_len` tokens: 2 (K, V) · B · Hkv · T · Dh per decoder layer,
+    T = the positions fed to the decoder (the prompt, or BOS, and every new token but the last),
+    plus the cross-attention keys/values of the source for an encoder-decoder."""
+    per_token = 2 * cfg.n_kv_heads * cfg.head_dim * itemsize  # K and V of one position, one layer
+    if cfg.family == Family.decoder_only:
+        return cfg.n_layers * batch * (input_len + max_new_tokens - 1) * per_token
+    return cfg.n_decoder_layers * batch * (max_new_tokens + input_len) * per_token
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes free for new tensors on `device` (CUDA: free device memory; CPU: the kernel's
+    MemAvailable); None where it cannot be told."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int, *,
+                 device: torch.device, itemsize: int) -> None:
+    """Refuse, before decoding, a request whose key/value cache alone would not fit in the
+    memory `device` has free (a cache grows to this size; `static_cache` allocates it at once)."""
+    need = kv_cache_bytes(cfg, batch, input_len, max_new_tokens, itemsize)
+    free = available_memory(device)
+    if free is not None and need > free:
+        raise ConfigError(
+            f"max_new_tokens={max_new_tokens} with {batch} sequence(s) of {input_len} tokens needs a "
+            f"{_size(need)} key/value cache, more than the {_size(free)} free on {device.type}; "
+            f"lower max_new_tokens, batch_size or num_beams"
+        )
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return f"{n} B"

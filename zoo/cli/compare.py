@@ -49,6 +49,11 @@ def run(argv: list[str]) -> dict:
                          lengths=multiples)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    from zoo.compare import RunStatus
+
+    runs = [r for a in report.arms for r in a.runs] + report.unreadable
+    for run in (r for r in runs if r.status == RunStatus.damaged):
+        print(f"zoo-compare: warning: {run.error}; left out of the comparison", file=sys.stderr)
     return {"out": str(out), "arms": len(report.arms),
             "runs": sum(len(a.runs) for a in report.arms),
             "files": {k: str(v) for k, v in report.files.items()}}

@@ -72,7 +72,7 @@ def run(argv: list[str]) -> list[str]:
     from zoo.config.errors import ConfigError
     from zoo.config.model import Family
     from zoo.generate import GenerationConfig, generate, strip_special
-    from zoo.inference import encode_prompts, check_lengths
+    from zoo.inference import check_lengths, check_memory, continue_text, encode_prompts
 
     args, _ = parse(GenerateArgs, argv)
     if args.ckpt is None:
@@ -99,11 +99,14 @@ def run(argv: list[str]) -> list[str]:
         chunk = texts[start : start + args.batch_size]
         ids, mask = encode_prompts(tokenizer, chunk, left_pad=decoder_only)
         check_lengths(task.model_config, ids.shape[1], options.max_new_tokens)
+        param = next(task.model.parameters())
+        beams = options.num_beams if options.strategy.value == "beam" else 1
+        check_memory(task.model_config, ids.shape[0] * beams, ids.shape[1], options.max_new_tokens,
+                     device=param.device, itemsize=param.element_size())
         new = generate(task.model, ids, attention_mask=mask, config=options, bos_id=specials["bos"],
                        eos_id=specials["eos"], pad_id=specials["pad"], vocab_limit=tokenizer.vocab_size)
         for text, row in zip(chunk, strip_special(new, specials["eos"], specials["pad"])):
-            decoded = tokenizer.decode(row)
-            outputs.append(text + decoded if decoder_only else decoded)
+            outputs.append(continue_text(tokenizer, text, row) if decoder_only else tokenizer.decode(row))
             if args.attention_map and len(outputs) == 1:
                 _draw_attention(task, tokenizer, text, row, args.attention_map, layers, heads)
     if args.positions_plot:

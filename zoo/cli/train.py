@@ -39,8 +39,41 @@ def _record_failure(run_dir: Path, record: dict) -> None:
     import json
 
     if launch_rank() == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "failed.json").write_text(json.dumps(record, indent=1))
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "failed.json").write_text(json.dumps(record, indent=1))
+        except OSError as exc:  # a full disk or a read-only directory: the message still goes out
+            print(f"zoo-train: could not write {run_dir / 'failed.json'} ({exc.strerror})", file=sys.stderr)
+
+
+STORAGE_ERRORS = {28: "no space left on the device", 122: "disk quota exceeded",
+                  30: "read-only file system", 13: "permission denied", 1: "operation not permitted"}
+
+
+def _known_failure(exc: BaseException, run_dir: Path) -> Optional[str]:
+    """One line for the failures a user fixes outside zoo, found anywhere in the exception's
+    chain (torch reports a full disk as "unexpected pos ..." caused by the OSError): storage
+    that cannot be written, and memory that cannot be had. None for anything else."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    for err in seen:
+        if isinstance(err, OSError) and err.errno in STORAGE_ERRORS:
+            where = err.filename or run_dir
+            last = run_dir / "checkpoints" / "last.ckpt"
+            keep = (f"the last complete checkpoint {last} is kept; rerun the same command to resume "
+                    f"from it" if last.exists() else "no checkpoint had been written yet")
+            return (f"cannot write {where}: {STORAGE_ERRORS[err.errno]}; free space or point "
+                    f"hydra.run.dir / ZOO_CACHE at a writable disk ({keep})")
+    for err in seen:
+        text = str(err)
+        if isinstance(err, MemoryError) or "can't allocate memory" in text or \
+                type(err).__name__ == "OutOfMemoryError" or "CUDA out of memory" in text:
+            device = "GPU" if "CUDA" in text or type(err).__name__ == "OutOfMemoryError" else "host"
+            return (f"out of {device} memory ({type(err).__name__}); lower data.max_device_batch_size "
+                    f"(gradient accumulation keeps the global batch), data.seq_len or the model size")
+    return None
 
 
 def _resume_command(run_dir: Path) -> str:
@@ -63,6 +96,23 @@ def _arm_failed(run_dir: Path, message: str) -> None:
         raise ArmFailed(message) from None
 
 
+def _lock_sweep_job(run_dir: Path) -> bool:
+    """A job of a sweep takes its own directory's lock (a single run's is taken in main, before
+    Hydra writes); a directory a live job owns fails this arm, and the sweep goes on."""
+    from hydra.types import RunMode
+
+    from zoo.cli.rundir import RunDirBusy, acquire
+
+    if HydraConfig.get().mode != RunMode.MULTIRUN or launch_rank() != 0:
+        return False
+    try:
+        acquire(run_dir)
+    except RunDirBusy as exc:
+        print(f"zoo-train: error: {exc}", file=sys.stderr)
+        raise ArmFailed(str(exc)) from None
+    return True
+
+
 @hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
 def _train(cfg: DictConfig) -> float | None:
     from zoo.checkpoint import CheckpointError
@@ -72,6 +122,7 @@ def _train(cfg: DictConfig) -> float | None:
     from zoo.training.run import TrainingInterrupted, TrainingStopped, train
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    job_lock = _lock_sweep_job(run_dir)
     try:
         result = train(cfg, run_dir)
         summary = result.summary
@@ -99,8 +150,17 @@ def _train(cfg: DictConfig) -> float | None:
             print(f"zoo-train: {exc}; resume with: {resume}", file=sys.stderr)
         sys.exit(128 + exc.signum)
     except Exception as exc:
-        _arm_failed(run_dir, f"{type(exc).__name__}: {exc}")
-        raise
+        known = _known_failure(exc, run_dir)
+        _arm_failed(run_dir, known or f"{type(exc).__name__}: {exc}")
+        if known is None:
+            raise
+        _fail(known, status=1)
+        return None
+    finally:
+        if job_lock:
+            from zoo.cli.rundir import release
+
+            release(run_dir)
     if not result.is_global_zero:  # one report per run, from rank 0
         return None
     if summary.get("status") == "requeued":
@@ -163,27 +223,31 @@ def _check_overrides(argv: list[str]) -> Optional[tuple[Path, bool, DictConfig]]
                 _resolve_launcher(cfg)
     except ConfigError as exc:
         _fail(str(exc))
-    if multirun or args.cfg or help_only:
+    if args.cfg or help_only:
         return None
+    if multirun:  # each job locks its own directory; here only the sweep's default name is claimed
+        planned = _planned_run_dir(cfg, "sweep", "multirun")
+        return (*planned, None) if planned is not None else None
     planned = _planned_run_dir(cfg)
     return (*planned, cfg) if planned is not None else None
 
 
-def _planned_run_dir(cfg) -> Optional[tuple[Path, bool]]:
-    """(the run directory Hydra will use, whether it is other than the default runs/DATE/TIME)."""
+def _planned_run_dir(cfg, mode: str = "run", root: str = "runs") -> Optional[tuple[Path, bool]]:
+    """(the run (or sweep) directory Hydra will use, whether it is other than the default
+    ROOT/DATE/TIME)."""
     from datetime import datetime
 
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        planned = OmegaConf.select(cfg, "hydra.run.dir")
+        planned = OmegaConf.select(cfg, f"hydra.{mode}.dir")
     except (OmegaConfBaseException, ValueError):
         return None
     if not planned:
         return None
     start = datetime.fromisoformat(os.environ[RUN_TIME_ENV])
-    default = Path("runs") / start.strftime("%Y-%m-%d") / start.strftime("%H-%M-%S")
+    default = Path(root) / start.strftime("%Y-%m-%d") / start.strftime("%H-%M-%S")
     return Path(planned), Path(planned) != default
 
 
@@ -248,6 +312,15 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     if plan is None or launch_rank() != 0:
         return None
     run_dir, explicit, cfg = plan
+    if cfg is None:  # a sweep: two sweeps started in the same second get a directory each
+        if not explicit and not shared:
+            try:
+                claimed = claim_default(run_dir)
+            except OSError as exc:
+                _fail(f"sweep directory {run_dir}: {exc.strerror or exc}")
+            if claimed != run_dir:
+                sys.argv.append(f"hydra.sweep.dir={claimed}")
+        return None
     try:
         if not explicit and not shared:
             claimed = claim_default(run_dir)

@@ -57,6 +57,7 @@ class Report:
     files: dict[str, Path] = field(default_factory=dict)
     lengths: list[dict] = field(default_factory=list)  # zoo.compare.lengths.length_table rows
     multiples: list[int] = field(default_factory=list)
+    unreadable: list[Run] = field(default_factory=list)  # damaged .hydra/: no config to place them by
 
     def rows(self) -> list[dict]:
         out = []
@@ -128,12 +129,22 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     runs = find_runs([Path(d) for d in dirs])
     if not runs:
         raise ValueError(f"no run directories (with .hydra/overrides.yaml) under {', '.join(map(str, dirs))}")
+    unreadable = [r for r in runs if r.status == RunStatus.damaged and not r.config]
+    runs = [r for r in runs if r not in unreadable]
+    if not runs:
+        raise ValueError(f"no readable run under {', '.join(map(str, dirs))}: {unreadable[0].error}")
     arms, keys = group_arms(runs)
     base = pick_baseline(arms, baseline)
     for arm in arms:
         arm.diff = difference(arm.finals(metric), base.finals(metric)) if arm is not base else None
-    report = Report(metric=metric, arms=arms, baseline=base, keys=keys)
-    out.mkdir(parents=True, exist_ok=True)
+    report = Report(metric=metric, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={out} is a file; give a directory for the report (it is created "
+                         f"when missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"out={out}: cannot create the report directory ({exc.strerror})") from None
     report.files["csv"] = write_csv(report, out / "report.csv")
     if lengths:
         from zoo.compare.lengths import length_table
@@ -220,7 +231,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
         cells = [row["arm"], *[f"`{arm.settings[k]}`" for k in report.keys], value, diff, params,
                  _num(row["flops_per_token"]), _num(row["tokens_seen"]), _num(row["tokens_per_s"]), row["status"]]
         lines.append("| " + " | ".join(cells) + " |")
-    problems = [r for a in report.arms for r in a.runs if r.status != RunStatus.finished]
+    problems = [r for a in report.arms for r in a.runs if r.status != RunStatus.finished] + report.unreadable
     if problems:
         lines += ["", "## Runs without a final result", ""]
         for r in problems:

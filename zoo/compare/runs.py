@@ -20,6 +20,7 @@ class RunStatus(str, enum.Enum):
     finished = "finished"
     failed = "failed"  # stopped with an error (failed.json)
     unfinished = "unfinished"  # still running, killed, or requeued: no final summary yet
+    damaged = "damaged"  # summary.json or failed.json cannot be read: left out, named
 
 
 @dataclass
@@ -66,20 +67,67 @@ def read_run(path: Path) -> Run:
     """A run from its directory (which has `.hydra/overrides.yaml`)."""
     from omegaconf import OmegaConf
 
-    overrides = list(OmegaConf.to_container(OmegaConf.load(path / ".hydra" / "overrides.yaml")))
-    config_file = path / ".hydra" / "config.yaml"
-    config = OmegaConf.to_container(OmegaConf.load(config_file), resolve=False) if config_file.is_file() else {}
+    try:
+        overrides = list(OmegaConf.to_container(OmegaConf.load(path / ".hydra" / "overrides.yaml")))
+        config_file = path / ".hydra" / "config.yaml"
+        config = OmegaConf.to_container(OmegaConf.load(config_file), resolve=False) if config_file.is_file() else {}
+        if not isinstance(config, dict):
+            raise ValueError("not a mapping")
+    except Exception as exc:  # yaml and OmegaConf raise many types for a damaged file
+        reason = " ".join(str(exc).split())[:160]
+        return Run(path=path, overrides=[], config={}, status=RunStatus.damaged,
+                   error=f"{path / '.hydra'} is damaged ({reason}); run it again or remove the run directory")
     summary, error, status = {}, "", RunStatus.unfinished
-    if (path / "summary.json").is_file():
-        summary = json.loads((path / "summary.json").read_text())
-        if summary.get("status") == "finished":
-            status = RunStatus.finished
-    if status != RunStatus.finished and (path / FAILED_FILE).is_file():
-        status = RunStatus.failed
-        error = json.loads((path / FAILED_FILE).read_text()).get("error", "")
-    curve, last_val = read_curve(path / "metrics.csv")
+    try:
+        if (path / "summary.json").is_file():
+            summary = read_summary(path / "summary.json")
+            if summary.get("status") == "finished":
+                status = RunStatus.finished
+        if status != RunStatus.finished and (path / FAILED_FILE).is_file():
+            status = RunStatus.failed
+            error = str(_read_object(path / FAILED_FILE).get("error", ""))
+    except DamagedRecord as exc:
+        summary, status, error = {}, RunStatus.damaged, str(exc)
+    try:
+        curve, last_val = read_curve(path / "metrics.csv")
+    except (ValueError, KeyError, UnicodeDecodeError, csv.Error) as exc:
+        curve, last_val = [], {}
+        if status != RunStatus.damaged:
+            status, error = RunStatus.damaged, (f"{path / 'metrics.csv'} is damaged ({exc}); run it "
+                                                f"again or remove the run directory")
     return Run(path=path, overrides=overrides, config=flatten(config), status=status, summary=summary,
                error=error, curve=curve, last_val=last_val)
+
+
+class DamagedRecord(ValueError):
+    """A run's summary.json or failed.json that is not what zoo-train writes."""
+
+
+def read_summary(path: Path) -> dict:
+    """summary.json as a dict whose `metrics` are numbers (or null); DamagedRecord naming the
+    file otherwise."""
+    summary = _read_object(path)
+    metrics = summary.get("metrics", {})
+    if not isinstance(metrics, dict):
+        raise DamagedRecord(f"{path} is damaged (its metrics are not a mapping); run it again "
+                            f"or remove the run directory")
+    for key, value in metrics.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise DamagedRecord(f"{path} is damaged (metric {key!r} is {value!r}, not a number); "
+                                f"run it again or remove the run directory")
+    return summary
+
+
+def _read_object(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedRecord(f"{path} is damaged (not JSON: {exc}); run it again or remove the run "
+                            f"directory") from None
+    if not isinstance(value, dict):
+        raise DamagedRecord(f"{path} is damaged (a JSON {type(value).__name__}, not an object); run it "
+                            f"again or remove the run directory")
+    return value
 
 
 def read_curve(metrics_csv: Path) -> tuple[list[tuple[int, float]], dict[str, float]]:

@@ -9,12 +9,14 @@ that are not UTF-8.
 from __future__ import annotations
 
 import codecs
+import errno
 import glob
 import os
 from pathlib import Path
 from typing import Sequence, Union
 
 from zoo.data.errors import DataError
+from zoo.data.integrity import checked
 
 # file extension -> datasets packaged builder
 BUILDERS = {
@@ -110,17 +112,35 @@ def load_files(spec: PathSpec, *, sample_by: str = "line", cache_dir: str | None
         kwargs["sample_by"] = sample_by
     if all(Path(f).suffix.lower() == ".tsv" for f in files):
         kwargs["delimiter"] = "\t"
+    what = f"{key}={_names(files)}"
+
+    def read(fresh: bool):
+        return datasets.load_dataset(builder, data_files={"train": files}, split="train",
+                                     cache_dir=cache_dir,
+                                     download_mode="force_redownload" if fresh else None, **kwargs)
+
     try:
-        ds = datasets.load_dataset(builder, data_files={"train": files}, split="train",
-                                   cache_dir=cache_dir, **kwargs)
+        ds = checked(read, what)
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+            raise DataError(f"{key}: the datasets cache cannot be written ({exc.strerror}: "
+                            f"{exc.filename}); point data.cache_dir or ZOO_CACHE at a writable "
+                            f"directory") from None
+        raise DataError(f"{key}: could not read {_names(files)} as {builder}: "
+                        f"{_first_line(exc)}") from exc
     except Exception as exc:  # datasets and pyarrow raise many types for malformed files
         raise DataError(f"{key}: could not read {_names(files)} as {builder}: "
                         f"{_first_line(exc)}") from exc
     if builder == "text":
-        ds = ds.filter(lambda batch: [bool(t.strip()) for t in batch["text"]], batched=True)
+        ds = checked(lambda fresh: ds.filter(_non_blank, batched=True, load_from_cache_file=not fresh),
+                     what)
     if len(ds) == 0:
         raise DataError(f"{key}: {_names(files)} holds no examples")
     return ds
+
+
+def _non_blank(batch) -> list[bool]:
+    return [bool(t.strip()) for t in batch["text"]]
 
 
 def load_hub(name: str, config: str | None = None, cache_dir: str | None = None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from zoo.data.errors import DataError
+from zoo.data.integrity import cache_files, checked
 
 
 def split_train_val(ds, val_fraction: float, seed: int):
@@ -21,5 +22,11 @@ def split_train_val(ds, val_fraction: float, seed: int):
     if n_val >= n:
         raise DataError(f"data.val_fraction={val_fraction} of {n} examples leaves none to "
                         f"train on; lower data.val_fraction")
-    parts = ds.train_test_split(test_size=n_val, seed=seed, shuffle=True)
+    parts = checked(lambda fresh: ds.train_test_split(test_size=n_val, seed=seed, shuffle=True,
+                                                     load_from_cache_file=not fresh),
+                    "the train/validation split", _split_files)
     return DatasetDict(train=parts["train"], validation=parts["test"])
+
+
+def _split_files(parts) -> list[str]:
+    return [f for name in ("train", "test") for f in cache_files(parts[name])]

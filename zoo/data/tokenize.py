@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
+from zoo.data.integrity import checked
 from zoo.data.tokenizers.base import Tokenizer
 
 
@@ -59,8 +60,10 @@ def _map(ds, fn, tokenizer: Tokenizer, key: tuple, desc: Optional[str] = None):
     digest = hashlib.sha256(
         repr((ds._fingerprint, tokenizer.fingerprint(), key)).encode()
     ).hexdigest()[:32]
-    return ds.map(fn, batched=True, batch_size=1000, remove_columns=ds.column_names,
-                  new_fingerprint=digest, desc=desc or "tokenizing")
+    return checked(lambda fresh: ds.map(fn, batched=True, batch_size=1000,
+                                        remove_columns=ds.column_names, new_fingerprint=digest,
+                                        load_from_cache_file=not fresh, desc=desc or "tokenizing"),
+                   "the tokenized data")
 
 
 def _texts(values) -> list[str]:

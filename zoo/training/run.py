@@ -216,7 +216,9 @@ def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
     out = generate(task.model, ids, max_new_tokens=max_new_tokens, eos_id=tokenizer.special_ids()["eos"],
                    vocab_limit=tokenizer.vocab_size)
     task.train(was_training)
-    return prompt + tokenizer.decode(out[0].tolist())
+    from zoo.inference import continue_text
+
+    return continue_text(tokenizer, prompt, out[0].tolist())
 
 
 def quiet_lightning() -> None:

@@ -70,7 +70,12 @@ class Tokenizer(abc.ABC):
     def fingerprint(self) -> str:
         """Hex digest that changes whenever the mapping text -> ids could; names cached
         tokenized datasets."""
-        return hashlib.sha256(self.kind.encode() + b"\0" + self._identity()).hexdigest()[:24]
+        return self.digest()[:24]
+
+    def digest(self) -> str:
+        """SHA-256 of what determines the mapping, recorded in tokenizer.json by `save` and
+        checked by `load`: a changed or damaged model file is refused."""
+        return hashlib.sha256(self.kind.encode() + b"\0" + self._identity()).hexdigest()
 
     def _identity(self) -> bytes:
         """Bytes that determine the mapping (beyond `kind`); empty for fixed vocabularies."""
@@ -82,6 +87,7 @@ class Tokenizer(abc.ABC):
         directory.mkdir(parents=True, exist_ok=True)
         meta = {"kind": self.kind, "vocab_size": self.vocab_size, "special_ids": self.special_ids()}
         meta.update(self._state(directory))
+        meta["sha256"] = self.digest()
         (directory / META_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False))
         return directory
 

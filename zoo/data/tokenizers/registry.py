@@ -15,9 +15,10 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable, Union
+from typing import Callable, Iterable, Optional, Union
 
 from zoo.config.data import SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
 from zoo.data.cache import cache_root, hash_texts
@@ -59,16 +60,45 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = ()) -> Tokenizer:
                         byte_fallback=cfg.byte_fallback, max_sentences=cfg.max_sentences)
     key = hash_texts(fresh(), settings)
     target = cache_root(cfg.cache_dir) / "tokenizers" / f"{cfg.kind.value}-{key[:24]}"
+    cached = _from_cache(target)  # entries appear whole (renamed in), so no lock to read one:
+    if cached is not None:  # a read-only cache that holds the entry works
+        return cached
     # one process trains, the others (ranks started by torchrun or srun at the same moment)
     # wait for it and read the cache
     with _exclusive(cache_root(cfg.cache_dir) / "locks" / f"{target.name}.lock"):
-        if (target / META_FILE).is_file():
-            tokenizer = load_tokenizer(target)
-            tokenizer.from_cache = True
-            return tokenizer
+        cached = _from_cache(target)
+        if cached is not None:
+            return cached
         tokenizer = TOKENIZERS[cfg.kind.value].train(fresh(), cfg)
         _save_atomically(tokenizer, target)
     return tokenizer
+
+
+def _from_cache(target: Path) -> Optional[Tokenizer]:
+    """The cached tokenizer in `target`, or None when there is none; a damaged entry (its files
+    no longer match the digest recorded when it was written) is removed, with one line, so that
+    it is trained again."""
+    if not (target / META_FILE).is_file():
+        return None
+    try:
+        tokenizer = load_tokenizer(target)
+    except DataError as exc:
+        print(f"zoo: {exc}; training it again", file=sys.stderr, flush=True)
+        _discard(target)
+        return None
+    tokenizer.from_cache = True
+    return tokenizer
+
+
+def _discard(target: Path) -> None:
+    """Move a damaged entry aside and delete it (a reader never sees it half deleted)."""
+    aside = target.with_name(f".{target.name}-damaged-{os.getpid()}")
+    try:
+        os.replace(target, aside)
+    except OSError as exc:
+        raise DataError(f"the damaged tokenizer cache entry {target} cannot be removed "
+                        f"({exc.strerror}); delete it, or point tokenizer.cache_dir elsewhere") from None
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -99,7 +129,18 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     if kind not in TOKENIZERS:
         raise DataError(f"{meta_path}: unknown tokenizer kind {kind!r}; "
                         f"known: {', '.join(TOKENIZERS)}")
-    return TOKENIZERS[kind]._from_state(meta, directory)
+    try:
+        tokenizer = TOKENIZERS[kind]._from_state(meta, directory)
+    except DataError:
+        raise
+    except Exception as exc:  # a damaged model file fails in the library that parses it
+        raise DataError(f"the tokenizer in {directory} cannot be read "
+                        f"({type(exc).__name__}: {str(exc).strip()[:200]})") from None
+    recorded = meta.get("sha256")
+    if recorded is not None and recorded != tokenizer.digest():
+        raise DataError(f"the tokenizer in {directory} does not match the digest recorded when it "
+                        f"was saved: its files were changed or damaged")
+    return tokenizer
 
 
 def _save_atomically(tokenizer: Tokenizer, target: Path) -> None:

@@ -1,0 +1,114 @@
+"""Cache entries that prove they are intact.
+
+Every Arrow file a cached `datasets` step leaves in the cache (the converted corpus, the
+split's index files, the tokenized columns) gets a sidecar `<file>.zoo-sha256` holding the
+SHA-256 of its bytes, written by the run that made it. A later run checks the digest before it
+trusts the file; a file that no longer matches (overwritten bytes) or no longer opens (a cut
+file) is built again from its inputs, with one line saying which entry was damaged. A cache
+that cannot be written (read-only) is read as it is: digests are checked where they exist and
+nothing new is recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, TypeVar
+
+SUFFIX = ".zoo-sha256"
+_CHUNK = 1 << 20
+_digests: dict[tuple, str] = {}
+
+D = TypeVar("D")
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of the file's bytes (remembered for the process while the file's size and
+    modification time stay the same: the steps of one run share their files)."""
+    st = os.stat(path)
+    key = (os.fspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _digests:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(_CHUNK), b""):
+                h.update(block)
+        _digests[key] = h.hexdigest()
+    return _digests[key]
+
+
+def bytes_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def damaged(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """The files among `paths` whose recorded digest differs from their bytes. A file without a
+    record gets one now (the run that just wrote it is the one reading it); where the record
+    cannot be written (a read-only cache) the file is taken as it is."""
+    bad = []
+    for path in map(Path, paths):
+        record = path.with_name(path.name + SUFFIX)
+        digest = file_digest(path)
+        try:
+            expected = record.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            _record(record, digest)
+            continue
+        except (OSError, UnicodeDecodeError):
+            expected = ""
+        if expected != digest:
+            bad.append(path)
+    return bad
+
+
+def restamp(paths: Iterable[str | os.PathLike]) -> None:
+    """Record the current digest of each file (after rebuilding it)."""
+    for path in map(Path, paths):
+        _record(path.with_name(path.name + SUFFIX), file_digest(path))
+
+
+def cache_files(ds) -> list[str]:
+    """The Arrow files a `datasets.Dataset` reads (data and index mapping); none when it lives
+    in memory."""
+    return [entry["filename"] for entry in getattr(ds, "cache_files", []) or []]
+
+
+def checked(step: Callable[[bool], D], what: str, files: Callable[[D], list[str]] = cache_files) -> D:
+    """`step(fresh)` with its cache verified: `step(False)` may reuse cached files; when one of
+    them cannot be read or no longer matches its digest, `step(True)` builds them again and
+    their new digests are recorded, and one line says so. A failure of the fresh build (the
+    inputs themselves are at fault) is the caller's to report."""
+    try:
+        result = step(False)
+    except (OSError, ValueError) as exc:  # pyarrow: a cut file is OSError / ArrowInvalid
+        result = step(True)  # raises again when the inputs themselves are at fault
+        restamp(files(result))
+        notice(f"a cached file of {what} could not be read ({_first_line(exc)}); built it again")
+        return result
+    bad = damaged(files(result))
+    if not bad:
+        return result
+    result = step(True)
+    restamp(files(result))
+    notice(f"cache entry {bad[0]} of {what} did not match the digest recorded when it was "
+           f"written; built it again")
+    return result
+
+
+def notice(message: str) -> None:
+    print(f"zoo: {message}", file=sys.stderr, flush=True)
+
+
+def _record(record: Path, digest: str) -> None:
+    try:
+        tmp = record.with_name(f".{record.name}.{os.getpid()}")
+        tmp.write_text(digest + "\n", encoding="ascii")
+        os.replace(tmp, record)
+    except OSError:
+        pass  # a read-only cache: the entry is read as it is
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return " ".join(text.splitlines()[0].split()) if text else type(exc).__name__
