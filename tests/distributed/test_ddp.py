@@ -58,7 +58,7 @@ def _torchrun(node_rank: int, port: int, cwd, *overrides: str) -> subprocess.Pop
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
            f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
            "-m", "zoo.cli.train", *overrides]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", ZOO_CACHE=str(cwd / "cache"))
     return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
 
@@ -86,6 +86,14 @@ def test_torchrun_two_nodes_on_localhost_share_one_run_directory(tmp_path):
     assert summary["tokens_seen"] == 8 * 8 * 32
     assert (run / "train.rank1.log").is_file()
     assert "run directory:" in out0 and "run directory:" not in out1  # rank 0 reports
+
+    # the ranks started together: one prepared the token shards, the other waited and mapped them
+    (entry,) = (tmp_path / "cache" / "prepared").glob("*/index.json")
+    logs = [(run / name).read_text() for name in ("train.log", "train.rank1.log")]
+    found = [line.split("prepared data: ")[1] for text in logs for line in text.splitlines() if "prepared data: " in line]
+    assert len(found) == 2 and all(f.startswith(f"{entry.parent} (") for f in found), found
+    assert sorted("built by this process" in f for f in found) == [False, True]
+    assert summary["prepared_data"] == str(entry.parent)
 
 
 @pytest.mark.parametrize("launcher", ["lightning", "torchrun"])

@@ -171,6 +171,11 @@ class DataConfig:
     )
     split_seed: int = field(default=0, metadata={"help": "seed of the train/validation split"})
     num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes"})
+    num_proc: Optional[int] = field(
+        default=None,
+        metadata={"help": "processes that tokenize a corpus when it is prepared (causal_lm, "
+                  "masked_lm); default: every core"},
+    )
     max_examples: Optional[int] = field(
         default=None, metadata={"help": "keep only the first N examples (smoke runs)"}
     )
@@ -216,6 +221,8 @@ class DataConfig:
             raise ConfigError(f"data.val_fraction must be in (0, 1), got {self.val_fraction}")
         _at_least("data.split_seed", self.split_seed, 0)
         _at_least("data.num_workers", self.num_workers, 0)
+        if self.num_proc is not None:
+            _at_least("data.num_proc", self.num_proc, 1)
         if self.max_examples is not None:
             _at_least("data.max_examples", self.max_examples, 2)
         _at_least("data.num_pairs", self.num_pairs, 2)

@@ -1,16 +1,21 @@
 """`ZooDataModule`: one LightningDataModule for every task shape.
 
-    DataConfig ──load_splits──► raw train / validation ──build_tokenizer (train split)──►
-    tokenize (datasets.map, cached) ──► causal_lm / masked_lm: pack into blocks
-                                       seq2seq / classification: keep examples, pad per batch
+    DataConfig ──load_splits──► raw train / validation ──build_tokenizer (a sample of train)──►
+      causal_lm / masked_lm: prepared token shards (zoo.data.prepared, memory-mapped) ──►
+                             windows of the packed stream
+      seq2seq / classification: tokenize (datasets.map, cached), pad per batch
     ──► DataLoader(collate_fn) ──► dict of LongTensors, batch-first
 
-Every rank calls `setup`; `prepare_data` (local rank 0 only) trains the tokenizer first so the
-other ranks find it in the cache instead of training it again.
+The tokenizer and the prepared shards are cache entries named by `corpus_key` (the corpus's
+content and split) without reading the corpus: a run that finds both never loads the text.
+`prepare_data` (local rank 0 only) trains the tokenizer, prepares and verifies the shards; every
+rank then calls `setup`, which maps the same shards.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Optional
 
 import lightning as L
@@ -31,9 +36,9 @@ from zoo.data.collate import (
     collate_seq2seq,
 )
 from zoo.data.errors import DataError
-from zoo.data.packing import PackedBlocks, concat_ids
+from zoo.data.packing import PackedBlocks
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
-from zoo.data.sources import describe, load_splits, require_columns
+from zoo.data.sources import corpus_key, describe, load_splits, require_columns
 from zoo.data.specials import require_specials
 from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
 from zoo.data.tokenizers import Tokenizer, build_tokenizer
@@ -70,14 +75,21 @@ class ZooDataModule(L.LightningDataModule):
         self.val_dataset: Optional[torch.utils.data.Dataset] = None
         self._splits = None
         self._tokenized = None
+        self._prepared = None
+        self._corpus_key = False  # not yet computed (None: a Hub dataset, known once loaded)
         self._derive_batch(world_size)
 
     # ---- Lightning hooks -------------------------------------------------------------------
 
     def prepare_data(self) -> None:
-        """Local rank 0, before `setup`: read the files, train the tokenizer, tokenize, so
-        that every cache (tokenizer, datasets' files) exists when the other ranks look."""
-        if self.train_dataset is None:
+        """Local rank 0, before `setup`: train the tokenizer and tokenize (language models:
+        prepare the token shards and check their digests), so that every cache entry exists
+        when the other ranks look."""
+        if self.train_dataset is not None:
+            return
+        if self.task in LM_SHAPES:
+            self._prepared_data(verify=True)
+        else:
             self._tokenized_splits()
 
     def setup(self, stage: Optional[str] = None) -> None:
@@ -85,15 +97,17 @@ class ZooDataModule(L.LightningDataModule):
             return
         trainer = getattr(self, "trainer", None)
         self._derive_batch(trainer.world_size if trainer is not None else self.world_size)
-        tokenized = self._tokenized_splits()
         if self.task in LM_SHAPES:
+            # the digests are checked once per machine: by prepare_data, or here on local rank 0
+            prepared = self._prepared_data(verify=_local_rank() == 0)
             seq_len = self.data_cfg.seq_len
             block = seq_len + 1 if self.task == TaskShape.causal_lm else seq_len
             self.train_dataset, self.val_dataset = (
-                PackedBlocks(concat_ids(tokenized[s]), block=block, stride=seq_len, name=s)
+                PackedBlocks(prepared.streams[s], block=block, stride=seq_len, name=s)
                 for s in ("train", "validation")
             )
         else:
+            tokenized = self._tokenized_splits()
             self.train_dataset, self.val_dataset = tokenized["train"], tokenized["validation"]
         self._splits = self._tokenized = None  # raw and intermediate data are no longer needed
 
@@ -119,6 +133,18 @@ class ZooDataModule(L.LightningDataModule):
     def num_classes(self) -> Optional[int]:
         return None if self.label_names is None else len(self.label_names)
 
+    def token_counts(self, vocab_size: int) -> tuple:
+        """Language models: how often each id occurs in the training and validation streams
+        ([V] each), from the prepared data (no pass over the tokens)."""
+        if self._prepared is None:
+            raise DataError("token counts exist for causal_lm / masked_lm data after setup()")
+        return tuple(_fit(self._prepared.counts(s), vocab_size) for s in ("train", "validation"))
+
+    @property
+    def prepared(self):
+        """The `zoo.data.prepared.Prepared` entry the language-model splits are read from."""
+        return self._prepared
+
     def check_vocab(self, model_vocab_size: int) -> None:
         """ConfigError unless the model can embed every id of the tokenizer."""
         check_vocab(model_vocab_size, self._require_tokenizer())
@@ -132,6 +158,36 @@ class ZooDataModule(L.LightningDataModule):
         self.batch_size, self.accumulate_grad_batches = per_device_batch(
             self.data_cfg.global_batch_size, world_size, self.data_cfg.max_device_batch_size
         )
+
+    def _prepared_data(self, verify: bool):
+        """The prepared token shards of both splits: found by their key, or made (parallel
+        tokenization of the raw splits) and then found."""
+        from zoo.data.cache import cache_root
+        from zoo.data.prepared import FORMAT, entry_dir, open_prepared, prepare
+
+        if self._prepared is not None:
+            return self._prepared
+        cfg = self.data_cfg
+        corpus = self._corpus()
+        tokenizer = self._build_tokenizer()
+        require_specials(tokenizer, self.task)
+        if corpus is None:  # a Hub dataset: named by what was loaded
+            splits = self._raw_splits()
+            corpus = splits["train"]._fingerprint + splits["validation"]._fingerprint
+        key = hashlib.sha256(json.dumps({"corpus": corpus, "tokenizer": tokenizer.fingerprint(), "format": FORMAT,
+                                         "text_column": cfg.text_column}, sort_keys=True).encode()).hexdigest()[:32]
+        entry = entry_dir(cache_root(cfg.cache_dir), key)
+        found = open_prepared(entry, verify=verify)
+        if found is None:
+            found = prepare(entry, self._raw_splits(), tokenizer, cfg.text_column, num_proc=cfg.num_proc,
+                            describe=describe(cfg))
+        self._prepared = found
+        return found
+
+    def _corpus(self) -> Optional[str]:
+        if self._corpus_key is False:
+            self._corpus_key = corpus_key(self.data_cfg)
+        return self._corpus_key
 
     def _tokenized_splits(self) -> dict:
         """{"train": ..., "validation": ...} datasets of id columns for the task shape."""
@@ -172,18 +228,14 @@ class ZooDataModule(L.LightningDataModule):
 
     def _build_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
-            train = self._raw_splits()["train"]
             columns = [self.data_cfg.text_column]
             if self.task == TaskShape.seq2seq:
                 columns.append(self.data_cfg.target_column)
 
             def texts():
-                for column in columns:
-                    for value in train[column]:
-                        if value is not None:
-                            yield value if isinstance(value, str) else str(value)
+                return _training_texts(self._raw_splits()["train"], columns, self.tokenizer_cfg)
 
-            self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts)
+            self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts, corpus=self._corpus())
         return self.tokenizer
 
     def _label_ids(self, splits) -> dict:
@@ -254,6 +306,42 @@ class ZooDataModule(L.LightningDataModule):
         if self.tokenizer is None:
             raise DataError("the tokenizer exists after setup(); call dm.setup() first")
         return self.tokenizer
+
+
+def _local_rank() -> int:
+    import os
+
+    for name in ("LOCAL_RANK", "SLURM_LOCALID"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def _fit(counts, vocab_size: int):
+    """Counts over the tokenizer's ids, padded to the model's vocabulary."""
+    import numpy as np
+
+    return np.pad(counts, (0, max(0, vocab_size - len(counts))))[:vocab_size]
+
+
+def _training_texts(train, columns: list[str], cfg: Optional[TokenizerConfig]):
+    """The texts a tokenizer learns from, read in batches: every training document, or for
+    SentencePiece, when the split has more documents than `tokenizer.max_sentences`, a seeded
+    random sample of that many (the trainer samples lines from what it is given, so a larger
+    sample would only cost time and memory)."""
+    from zoo.config.data import SENTENCEPIECE_KINDS
+
+    limit = cfg.max_sentences if cfg is not None and cfg.kind in SENTENCEPIECE_KINDS else None
+    if limit is not None and len(train) > limit:
+        import numpy as np
+
+        picked = np.sort(np.random.default_rng(0).choice(len(train), size=limit, replace=False))
+        train = train.select(picked)
+    for column in columns:
+        for batch in train.select_columns([column]).iter(batch_size=1000):
+            for value in batch[column]:
+                if value is not None:
+                    yield value if isinstance(value, str) else str(value)
 
 
 def build_datamodule(data: Any, tokenizer: Any, task: Any, *, batch_size: Optional[int] = None,

@@ -12,6 +12,7 @@ nothing new is recorded.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -36,6 +37,32 @@ def file_digest(path: str | os.PathLike) -> str:
                 h.update(block)
         _digests[key] = h.hexdigest()
     return _digests[key]
+
+
+def remembered_digest(path: str | os.PathLike, store: Path) -> str:
+    """`file_digest(path)`, remembered across runs in the JSON file `store` under the file's
+    absolute path, size, modification time and inode (as git's index does): a corpus is read
+    in full once, not by every run and rank. Where `store` cannot be written, computed each time."""
+    path = Path(path).resolve()
+    st = path.stat()
+    stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    entry = known.get(str(path))
+    if isinstance(entry, list) and entry[:3] == stamp and len(entry) == 4:
+        return entry[3]
+    digest = file_digest(path)
+    known[str(path)] = stamp + [digest]
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        tmp = store.with_name(f".{store.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(known))
+        os.replace(tmp, store)
+    except OSError:
+        pass
+    return digest
 
 
 def bytes_digest(data: bytes) -> str:

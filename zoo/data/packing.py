@@ -24,15 +24,20 @@ class PackedBlocks(torch.utils.data.Dataset):
 
     Causal LM uses block = seq_len + 1, stride = seq_len: consecutive windows share one token,
     so input = w[:-1], labels = w[1:] predicts every token of the stream exactly once.
-    Masked LM uses block = stride = seq_len."""
+    Masked LM uses block = stride = seq_len. `tokens` is an array or a `TokenStream` (prepared
+    shards, read window by window)."""
 
-    def __init__(self, tokens: np.ndarray, block: int, stride: int, name: str = "data"):
+    def __init__(self, tokens, block: int, stride: int, name: str = "data"):
         if len(tokens) < block:
             raise DataError(
                 f"the {name} split has {len(tokens)} tokens, fewer than one block of {block}; "
                 f"lower data.seq_len or use more data (data.max_examples, data.val_fraction)"
             )
-        self.tokens = torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64))
+        from zoo.data.prepared import TokenStream
+
+        # a TokenStream stays on disk (memory-mapped shards); an array is held as int64
+        self.tokens = tokens if isinstance(tokens, TokenStream) else \
+            torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64))
         self.block = block
         self.stride = stride
 
@@ -44,4 +49,5 @@ class PackedBlocks(torch.utils.data.Dataset):
         if not 0 <= i < len(self):
             raise IndexError(i)
         start = i * self.stride
-        return self.tokens[start:start + self.block]
+        window = self.tokens[start:start + self.block]
+        return torch.from_numpy(window) if isinstance(window, np.ndarray) else window

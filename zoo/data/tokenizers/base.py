@@ -60,6 +60,18 @@ class Tokenizer(abc.ABC):
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
 
+    def encode_documents(self, texts: list[str], dtype) -> "np.ndarray":
+        """The ids of `texts`, each followed by eos, as one flat numpy array of `dtype` (the
+        packed stream of a language model)."""
+        from itertools import chain
+
+        import numpy as np
+
+        rows = self.encode_batch(texts)
+        n = sum(len(r) for r in rows) + len(rows)
+        eos = (self.eos_id,)
+        return np.fromiter(chain.from_iterable(chain(r, eos) for r in rows), dtype=dtype, count=n)
+
     def special_ids(self) -> dict[str, Optional[int]]:
         """{"pad": .., "unk": .., "bos": .., "eos": .., "mask": .., "cls": ..}: for zoo's own
         kinds {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5}; None where the

@@ -12,6 +12,7 @@ the texts and the settings; a second build with the same inputs loads it instead
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -40,11 +41,13 @@ TOKENIZERS: dict[str, type[Tokenizer]] = {
 Texts = Union[Iterable[str], Callable[[], Iterable[str]]]
 
 
-def build_tokenizer(cfg: TokenizerConfig, texts: Texts = ()) -> Tokenizer:
+def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: Optional[str] = None) -> Tokenizer:
     """The tokenizer `cfg` describes, trained on `texts` where the kind learns from text.
 
-    `texts` is a re-iterable sequence or a zero-argument callable returning a fresh iterable
-    (it is read twice: once to hash, once to train)."""
+    `texts` is a re-iterable sequence or a zero-argument callable returning a fresh iterable.
+    The cache entry is named by `corpus` (a digest of what the texts are drawn from, e.g.
+    `zoo.data.sources.corpus_key`) when given, and the texts are then read only to train; else
+    by a hash of the texts themselves (read twice: once to hash, once to train)."""
     if not isinstance(cfg, TokenizerConfig):
         from zoo.config.data import as_tokenizer_config
 
@@ -58,7 +61,10 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = ()) -> Tokenizer:
     if cfg.kind in SENTENCEPIECE_KINDS:
         settings.update(vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
                         byte_fallback=cfg.byte_fallback, max_sentences=cfg.max_sentences)
-    key = hash_texts(fresh(), settings)
+    if corpus is not None:
+        key = hashlib.sha256(json.dumps({**settings, "corpus": corpus}, sort_keys=True).encode()).hexdigest()
+    else:
+        key = hash_texts(fresh(), settings)
     target = cache_root(cfg.cache_dir) / "tokenizers" / f"{cfg.kind.value}-{key[:24]}"
     cached = _from_cache(target)  # entries appear whole (renamed in), so no lock to read one:
     if cached is not None:  # a read-only cache that holds the entry works

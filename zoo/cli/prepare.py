@@ -1,0 +1,65 @@
+"""`zoo-prepare`: tokenize a language-model corpus into prepared token shards ahead of training,
+with the same overrides `zoo-train` takes; `zoo-train` with those overrides then maps the shards
+instead of preparing them (useful before a multi-node job, or for a corpus whose preparation
+would outlast the ranks' start-up timeout).
+
+    zoo-prepare data=local data.path='corpus/*.txt' tokenizer=byte data.num_proc=16
+    zoo-prepare -cn owt_gpt2            # a recipe
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+TOOL = "zoo-prepare"
+
+
+def run(argv: list[str]) -> dict:
+    from zoo.config.compose import compose
+    from zoo.config.errors import ConfigError
+    from zoo.config.train import TaskConfig
+    from zoo.data import build_datamodule
+
+    name, overrides = None, []
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-cn", "--config-name"):
+            name = next(args, None)
+            if name is None:
+                raise ConfigError(f"{arg} needs a recipe name")
+        elif arg in ("-h", "--help"):
+            print(__doc__.strip())
+            sys.exit(0)
+        else:
+            overrides.append(arg)
+    cfg = compose(overrides, **({"config_name": name} if name else {}), check=False)
+    kind = TaskConfig(**dict(cfg.task)).kind.value
+    if kind not in ("causal_lm", "masked_lm"):
+        raise ConfigError(f"task {kind}: zoo-prepare makes token shards for causal_lm and masked_lm "
+                          f"data; other tasks tokenize at the start of training")
+    start = time.perf_counter()
+    dm = build_datamodule(cfg.data, cfg.tokenizer, kind, batch_size=1)
+    dm.prepare_data()
+    prepared = dm.prepared
+    splits = prepared.index["splits"]
+    return {"prepared": str(prepared.directory), "built": prepared.built, "dtype": prepared.index["dtype"],
+            "tokens": {s: splits[s]["tokens"] for s in splits},
+            "documents": {s: splits[s]["documents"] for s in splits},
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+def main() -> None:
+    from zoo.cli.args import fail
+    from zoo.config.errors import ConfigError
+    from zoo.data.errors import DataError
+
+    try:
+        print(json.dumps(run(sys.argv[1:]), indent=1))
+    except (ConfigError, DataError) as exc:
+        fail(TOOL, str(exc))
+
+
+if __name__ == "__main__":
+    main()
