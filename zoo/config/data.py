@@ -171,6 +171,16 @@ class DataConfig:
     )
     split_seed: int = field(default=0, metadata={"help": "seed of the train/validation split"})
     num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes"})
+    streaming: bool = field(
+        default=False,
+        metadata={"help": "causal_lm / masked_lm from local files or the Hub: stream the documents "
+                  "(nothing downloaded whole or prepared), in corpus order"},
+    )
+    val_documents: int = field(
+        default=1000,
+        metadata={"help": "streaming without a validation split of its own: the first N documents "
+                  "of the stream are held out for validation"},
+    )
     num_proc: Optional[int] = field(
         default=None,
         metadata={"help": "processes that tokenize a corpus when it is prepared (causal_lm, "
@@ -221,6 +231,16 @@ class DataConfig:
             raise ConfigError(f"data.val_fraction must be in (0, 1), got {self.val_fraction}")
         _at_least("data.split_seed", self.split_seed, 0)
         _at_least("data.num_workers", self.num_workers, 0)
+        _at_least("data.val_documents", self.val_documents, 1)
+        if self.streaming and self.source not in (DataSource.local, DataSource.hub):
+            raise ConfigError(f"data.streaming=true reads local files or a Hub dataset, not "
+                              f"data.source={self.source.value}")
+        if self.streaming and self.num_workers:
+            raise ConfigError("data.streaming=true reads in the training process (its position is "
+                              "saved in checkpoints); set data.num_workers=0")
+        if self.streaming and self.max_examples is not None:
+            raise ConfigError("data.max_examples does not apply to data.streaming=true; the stream "
+                              "ends at trainer.max_steps")
         if self.num_proc is not None:
             _at_least("data.num_proc", self.num_proc, 1)
         if self.max_examples is not None:

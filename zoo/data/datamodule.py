@@ -23,6 +23,7 @@ import torch
 
 from zoo.config.data import (
     DataConfig,
+    DataSource,
     TaskShape,
     TokenizerConfig,
     as_data_config,
@@ -40,6 +41,7 @@ from zoo.data.packing import PackedBlocks
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
 from zoo.data.sources import corpus_key, describe, load_splits, require_columns
 from zoo.data.specials import require_specials
+from zoo.data.streaming import StreamLoader, StreamedWindows, held_out_windows, open_stream
 from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
 from zoo.data.tokenizers import Tokenizer, build_tokenizer
 from zoo.data.vocab import check_vocab
@@ -85,7 +87,7 @@ class ZooDataModule(L.LightningDataModule):
         """Local rank 0, before `setup`: train the tokenizer and tokenize (language models:
         prepare the token shards and check their digests), so that every cache entry exists
         when the other ranks look."""
-        if self.train_dataset is not None:
+        if self.train_dataset is not None or self.data_cfg.streaming:
             return
         if self.task in LM_SHAPES:
             self._prepared_data(verify=True)
@@ -97,7 +99,9 @@ class ZooDataModule(L.LightningDataModule):
             return
         trainer = getattr(self, "trainer", None)
         self._derive_batch(trainer.world_size if trainer is not None else self.world_size)
-        if self.task in LM_SHAPES:
+        if self.task in LM_SHAPES and self.data_cfg.streaming:
+            self._setup_stream()
+        elif self.task in LM_SHAPES:
             # the digests are checked once per machine: by prepare_data, or here on local rank 0
             prepared = self._prepared_data(verify=_local_rank() == 0)
             seq_len = self.data_cfg.seq_len
@@ -133,9 +137,11 @@ class ZooDataModule(L.LightningDataModule):
     def num_classes(self) -> Optional[int]:
         return None if self.label_names is None else len(self.label_names)
 
-    def token_counts(self, vocab_size: int) -> tuple:
+    def token_counts(self, vocab_size: int) -> Optional[tuple]:
         """Language models: how often each id occurs in the training and validation streams
-        ([V] each), from the prepared data (no pass over the tokens)."""
+        ([V] each), from the prepared data (no pass over the tokens); None for a stream."""
+        if self.data_cfg.streaming:
+            return None
         if self._prepared is None:
             raise DataError("token counts exist for causal_lm / masked_lm data after setup()")
         return tuple(_fit(self._prepared.counts(s), vocab_size) for s in ("train", "validation"))
@@ -183,6 +189,32 @@ class ZooDataModule(L.LightningDataModule):
                             describe=describe(cfg))
         self._prepared = found
         return found
+
+    def _setup_stream(self) -> None:
+        """Streaming: validation = the first `val_documents` documents (of the validation
+        split where there is one, else of the stream, which training then starts after), read
+        into memory; training = a stream of windows, opened by the training loader."""
+        cfg = self.data_cfg
+        column, n_val = cfg.text_column, cfg.val_documents
+        own_validation = cfg.val_path is not None or (cfg.source == DataSource.hub and _hub_has_validation(cfg))
+        held = 0 if own_validation else n_val
+        val_split = "validation" if own_validation else "train"
+
+        def texts():
+            limit = self.tokenizer_cfg.max_sentences if self.tokenizer_cfg is not None else None
+            return open_stream(cfg, column, skip=held, first=limit)
+
+        if self.tokenizer is None:
+            corpus = self._corpus() or hashlib.sha256(
+                json.dumps([cfg.hub_name, cfg.hub_config, "stream"]).encode()).hexdigest()
+            self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts, corpus=corpus)
+        require_specials(self.tokenizer, self.task)
+        seq_len = cfg.seq_len
+        block = seq_len + 1 if self.task == TaskShape.causal_lm else seq_len
+        val_ids = held_out_windows(open_stream(cfg, column, skip=0, split=val_split, first=n_val),
+                                   self.tokenizer, block, seq_len)
+        self.val_dataset = PackedBlocks(val_ids, block=block, stride=seq_len, name="validation")
+        self.train_dataset = _Stream(lambda doc: open_stream(cfg, column, skip=held + doc), block, seq_len)
 
     def _corpus(self) -> Optional[str]:
         if self._corpus_key is False:
@@ -284,6 +316,10 @@ class ZooDataModule(L.LightningDataModule):
                 dataset, sampler=ValidationShardSampler(dataset, split=not replicated), drop_last=False,
                 persistent_workers=workers > 0, generator=fixed_generator(self.seed), **common)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        if isinstance(dataset, _Stream):
+            windows = StreamedWindows(dataset.open_documents, self._require_tokenizer(), dataset.block,
+                                      dataset.stride, rank=rank, world=world)
+            return StreamLoader(windows, batch_size=self.batch_size, collate_fn=self._collate(train))
         sampler = EpochShardSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
                                     seed=self.seed, drop_last=True)
         return ResumableLoader(dataset, sampler=sampler, drop_last=True,
@@ -306,6 +342,22 @@ class ZooDataModule(L.LightningDataModule):
         if self.tokenizer is None:
             raise DataError("the tokenizer exists after setup(); call dm.setup() first")
         return self.tokenizer
+
+
+class _Stream:
+    """The training split of a stream, until the loader opens it for its rank."""
+
+    def __init__(self, open_documents, block: int, stride: int):
+        self.open_documents, self.block, self.stride = open_documents, block, stride
+
+
+def _hub_has_validation(cfg) -> bool:
+    from datasets import get_dataset_split_names
+
+    try:
+        return "validation" in get_dataset_split_names(cfg.hub_name, cfg.hub_config)
+    except Exception:  # noqa: BLE001 - offline, or no such dataset: the stream reports it
+        return False
 
 
 def _local_rank() -> int:

@@ -235,6 +235,8 @@ def quiet_lightning() -> None:
     )
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    # a streamed training loader (data.streaming) has a nominal length and no workers by design
+    warnings.filterwarnings("ignore", message=".*`IterableDataset` has `__len__` defined.*")
     # on a SLURM login node a local run is intended; sbatch / hydra/launcher=slurm use srun
     warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system.*")
 
@@ -442,7 +444,9 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     throughput = next(c for c in callbacks if isinstance(c, Throughput))
     extras = {}
     if spec.task.kind == TaskKind.causal_lm:
-        extras["baseline"] = unigram_from_counts(*datamodule.token_counts(tokenizer.vocab_size))
+        counts = datamodule.token_counts(tokenizer.vocab_size)
+        if counts is not None:  # a stream has no counts of its training tokens
+            extras["baseline"] = unigram_from_counts(*counts)
         extras["sample"] = sample_text(task, tokenizer, SAMPLE_PROMPT)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
     tokens = int(task.tokens_seen)

@@ -1,0 +1,87 @@
+"""Streamed language-model data: the same windows as the prepared (packed) stream of the same
+documents, from any saved position; ranks take every W-th window, so a step trains on the same
+windows for any number of ranks, and a resumed loader, on the same or another number of ranks,
+continues with the windows an uninterrupted one would read; through zoo-train, a resumed streamed
+run ends with the weights of an uninterrupted one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import zoo.data.streaming as streaming
+from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.distributed.conftest import model_state
+from zoo.data.packing import PackedBlocks
+from zoo.data.streaming import StreamedWindows, StreamLoader, token_windows
+from zoo.data.tokenizers import ByteTokenizer
+
+DOCS = [f"doc {i}: " + "word " * (i * 7 % 23) for i in range(300)]
+BLOCK, STRIDE = 17, 16
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch):
+    monkeypatch.setattr(streaming, "BATCH_DOCUMENTS", 7)  # windows cross tokenizer batches
+
+
+def packed_windows() -> list[np.ndarray]:
+    tokens = ByteTokenizer().encode_documents(DOCS, np.int64)
+    blocks = PackedBlocks(tokens, block=BLOCK, stride=STRIDE)
+    return [blocks[i].numpy() for i in range(len(blocks))]
+
+
+def test_streamed_windows_are_the_packed_windows_from_every_saved_position():
+    expected = packed_windows()
+    got = list(token_windows(iter(DOCS), ByteTokenizer(), BLOCK, STRIDE))
+    assert len(got) == len(expected) and all(np.array_equal(g, e) for (g, _), e in zip(got, expected))
+    for k in (1, 5, 33, len(got) - 1):
+        doc, offset, number = got[k - 1][1]  # the position after window k-1
+        assert number == k
+        resumed = [w for w, _ in token_windows(iter(DOCS[doc:]), ByteTokenizer(), BLOCK, STRIDE,
+                                               start=(doc, offset, number))]
+        assert all(np.array_equal(a, b) for a, b in zip(resumed, expected[k:])) and len(resumed) == len(expected) - k
+
+
+def loader(world: int, rank: int, batch: int) -> StreamLoader:
+    windows = StreamedWindows(lambda d: iter(DOCS[d:]), ByteTokenizer(), BLOCK, STRIDE, rank=rank, world=world)
+    return StreamLoader(windows, batch_size=batch)
+
+
+def test_ranks_split_each_step_and_a_resume_on_another_world_size_continues_exactly():
+    expected = packed_windows()
+    one = loader(1, 0, 4)
+    steps = [b for _, b in zip(range(6), one)]
+    two = [loader(2, r, 2) for r in (0, 1)]
+    for step, pair in zip(steps, zip(*two)):
+        assert sorted(map(tuple, torch.cat(pair).tolist())) == sorted(map(tuple, step.tolist()))
+    # stop two ranks after 3 steps; resume on one rank: steps 4, 5, 6 as the uninterrupted run
+    ranks = [loader(2, r, 2) for r in (0, 1)]
+    iters = [iter(r) for r in ranks]
+    for _ in range(3):
+        [next(it) for it in iters]
+    state = ranks[0].state_dict()  # rank 0's checkpoint
+    assert state["next_window"] == 12
+    resumed = loader(1, 0, 4)
+    resumed.load_state_dict(state)
+    for step, batch in zip(steps[3:], resumed):
+        assert torch.equal(step, batch)
+    assert all(np.array_equal(w, e) for w, e in zip(torch.cat(steps).numpy(), expected))
+
+
+def test_a_resumed_streamed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}: {'abc ' * (i % 9)}\n" for i in range(2000)))
+    common = [o for o in tiny_overrides() if not o.startswith(("trainer.max_steps", "data.max_examples"))]
+    common += ["data=local", f"data.path={corpus}", "data.streaming=true", "data.val_documents=50",
+               "scheduler.total_steps=12", "model.dropout=0.1"]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    r = zoo_train(*common, "trainer.max_steps=12", f"hydra.run.dir={whole}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = zoo_train(*common, "trainer.max_steps=6", f"hydra.run.dir={parts}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = zoo_train(*common, "trainer.max_steps=12", f"hydra.run.dir={parts}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    a, b = model_state(whole / "checkpoints" / "last.ckpt"), model_state(parts / "checkpoints" / "last.ckpt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
