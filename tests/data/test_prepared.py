@@ -5,8 +5,6 @@ windows read across shard boundaries."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -147,7 +145,7 @@ def test_an_interrupted_preparation_is_never_read_as_complete_and_keeps_its_shar
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert open_prepared(entry) is None and not entry.exists()
-    records = json.loads((partial / "train.shards.json").read_text())
+    records = [p.name[:-len(".json")] for p in partial.glob("train-*.bin.json")]
     kept = {name: (partial / name).stat().st_mtime_ns for name in records}
     assert len(kept) >= 3
     splits = splits_of(corpus, tmp_path)
@@ -156,3 +154,18 @@ def test_an_interrupted_preparation_is_never_read_as_complete_and_keeps_its_shar
     assert all((entry / name).stat().st_mtime_ns == mtime for name, mtime in kept.items())  # not redone
     fresh = prepare(tmp_path / "fresh", splits, ByteTokenizer(), "text", num_proc=1, docs_per_shard=2000)
     assert shard_bytes(entry) == shard_bytes(fresh.directory)
+
+
+def test_array_tasks_prepare_their_own_shards_and_the_last_writes_the_entry(tmp_path):
+    splits = splits_of(write_corpus(tmp_path / "c.txt"), tmp_path)
+    tok = ByteTokenizer()
+    whole = prepare(tmp_path / "whole", splits, tok, "text", num_proc=1, docs_per_shard=500)
+    entry = tmp_path / "parts"
+    assert prepare(entry, splits, tok, "text", num_proc=1, docs_per_shard=500, part=(1, 3)) is None
+    assert prepare(entry, splits, tok, "text", num_proc=1, docs_per_shard=500, part=(0, 3)) is None
+    partial = Path(f"{entry}.partial")
+    assert sorted(p.name for p in partial.glob("train-*.bin")) == \
+        [f"train-{i:05d}.bin" for i in range(6) if i % 3 in (0, 1)] and open_prepared(entry) is None
+    last = prepare(entry, splits, tok, "text", num_proc=1, docs_per_shard=500, part=(2, 3))
+    assert last.built and shard_bytes(entry) == shard_bytes(whole.directory)
+    assert last.index["splits"] == whole.index["splits"]

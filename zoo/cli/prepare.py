@@ -4,7 +4,10 @@ instead of preparing them (useful before a multi-node job, or for a corpus whose
 would outlast the ranks' start-up timeout).
 
     zoo-prepare data=local data.path='corpus/*.txt' tokenizer=byte data.num_proc=16
-    zoo-prepare -cn owt_gpt2            # a recipe
+    zoo-prepare -cn RECIPE              # a recipe's data
+    zoo-prepare ... part=3/8            # array task 3 of 8: every 8th shard from the 3rd (0-based);
+                                        # the task that completes the set writes the entry
+    sbatch --array=0-7 --wrap 'zoo-prepare ... part=$SLURM_ARRAY_TASK_ID/8'
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ def run(argv: list[str]) -> dict:
     from zoo.config.train import TaskConfig
     from zoo.data import build_datamodule
 
-    name, overrides = None, []
+    name, overrides, part = None, [], None
     args = iter(argv)
     for arg in args:
         if arg in ("-cn", "--config-name"):
@@ -32,6 +35,8 @@ def run(argv: list[str]) -> dict:
         elif arg in ("-h", "--help"):
             print(__doc__.strip())
             sys.exit(0)
+        elif arg.startswith("part="):
+            part = _part(arg[len("part="):])
         else:
             overrides.append(arg)
     cfg = compose(overrides, **({"config_name": name} if name else {}), check=False)
@@ -41,13 +46,31 @@ def run(argv: list[str]) -> dict:
                           f"data; other tasks tokenize at the start of training")
     start = time.perf_counter()
     dm = build_datamodule(cfg.data, cfg.tokenizer, kind, batch_size=1)
+    if dm.data_cfg.streaming:
+        raise ConfigError("data.streaming=true reads the corpus as it trains; there is nothing to prepare")
+    dm.part = part
     dm.prepare_data()
     prepared = dm.prepared
+    if prepared is None:  # this part is done; others are not
+        return {"part": f"{part[0]}/{part[1]}", "done": True, "entry": "written by the part that finishes last",
+                "seconds": round(time.perf_counter() - start, 1)}
     splits = prepared.index["splits"]
     return {"prepared": str(prepared.directory), "built": prepared.built, "dtype": prepared.index["dtype"],
             "tokens": {s: splits[s]["tokens"] for s in splits},
             "documents": {s: splits[s]["documents"] for s in splits},
             "seconds": round(time.perf_counter() - start, 1)}
+
+
+def _part(text: str) -> tuple[int, int]:
+    from zoo.config.errors import ConfigError
+
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"part={text}: give I/N, e.g. part=0/8") from None
+    if not 0 <= i < n:
+        raise ConfigError(f"part={text}: I must be in 0 .. N-1")
+    return i, n
 
 
 def main() -> None:

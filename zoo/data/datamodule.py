@@ -78,6 +78,7 @@ class ZooDataModule(L.LightningDataModule):
         self._splits = None
         self._tokenized = None
         self._prepared = None
+        self.part = None  # zoo-prepare part=I/N: prepare every N-th shard only
         self._corpus_key = False  # not yet computed (None: a Hub dataset, known once loaded)
         self._derive_batch(world_size)
 
@@ -186,7 +187,7 @@ class ZooDataModule(L.LightningDataModule):
         found = open_prepared(entry, verify=verify)
         if found is None:
             found = prepare(entry, self._raw_splits(), tokenizer, cfg.text_column, num_proc=cfg.num_proc,
-                            describe=describe(cfg))
+                            describe=describe(cfg), part=self.part)
         self._prepared = found
         return found
 

@@ -12,11 +12,13 @@ shards): a training process maps them read-only, so its memory does not grow wit
 and every rank on a machine shares one copy in the page cache.
 
 Preparation tokenizes shards of `DOCS_PER_SHARD` documents in parallel worker processes and
-writes each shard under a temporary name, renamed when complete, into `<key>.partial/`; a
-preparation that is interrupted (killed, out of disk) leaves only complete shards there, which
-the next one keeps, and nothing is read as prepared until `index.json` is written and the
-directory renamed to `<key>`. One process prepares at a time (a lock file); the others wait
-and then read the entry.
+writes each shard under a temporary name, renamed when complete (then its record), into
+`<key>.partial/`; a preparation that is interrupted (killed, out of disk) leaves only complete
+shards there, which the next one keeps, and nothing is read as prepared until `index.json` is
+written and the directory renamed to `<key>`. One process prepares at a time (a lock file); the
+others wait and then read the entry. A very large corpus can be prepared by several processes or
+SLURM array tasks, each taking every n-th shard (`part=(i, n)`, `zoo-prepare part=I/N`); the one
+that finds every shard done writes the entry.
 """
 
 from __future__ import annotations
@@ -146,9 +148,13 @@ def open_prepared(directory: Path, *, verify: bool = True) -> Optional[Prepared]
 
 def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
             num_proc: Optional[int] = None, describe: str = "the corpus",
-            docs_per_shard: int = DOCS_PER_SHARD) -> Prepared:
+            docs_per_shard: int = DOCS_PER_SHARD, part: Optional[tuple[int, int]] = None) -> Optional[Prepared]:
     """The entry in `directory`: opened when it exists, else made from `splits` ({"train": ds,
-    "validation": ds} of raw text) with `tokenizer`, in `num_proc` processes."""
+    "validation": ds} of raw text) with `tokenizer`, in `num_proc` processes.
+
+    `part=(i, n)`: only shards i, i + n, i + 2n, ... of each split (one of n array tasks, or n
+    machines on a shared file system); the task that finds every shard done writes the entry.
+    None when shards of other parts are still missing."""
     directory = Path(directory)
     found = open_prepared(directory)
     if found is not None:
@@ -156,24 +162,91 @@ def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
     from zoo.data.tokenizers.registry import _exclusive
 
     directory.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(directory.parent / f".{directory.name}.lock"):
-        found = open_prepared(directory)  # another process prepared it while this one waited
+    work = directory.with_name(directory.name + ".partial")
+    dtype = token_dtype(tokenizer.vocab_size)
+    jobs = {split: _jobs(work, split, len(splits[split]), docs_per_shard) for split in SPLITS}
+    workers = num_proc or default_num_proc()
+    lock = directory.parent / f".{directory.name}.lock"
+
+    def tokenize(mine) -> None:
+        work.mkdir(exist_ok=True)
+        for split in SPLITS:
+            done = _done(work, jobs[split], dtype)
+            todo = [job for k, job in enumerate(jobs[split]) if job[0] not in done and mine(k)]
+            _tokenize(todo, splits[split], tokenizer, text_column, dtype, workers,
+                      f"preparing {split} of {describe}")
+
+    if part is None:
+        with _exclusive(lock):  # one preparer; the others wait, then find the entry
+            found = open_prepared(directory)
+            if found is not None:
+                return found
+            tokenize(lambda k: True)
+            return _assemble(work, directory, jobs, tokenizer, text_column, dtype)
+    i, n = part
+    tokenize(lambda k: k % n == i)
+    with _exclusive(lock):
+        found = open_prepared(directory)
         if found is not None:
             return found
-        work = directory.with_name(directory.name + ".partial")
-        work.mkdir(exist_ok=True)
-        dtype = token_dtype(tokenizer.vocab_size)
-        index = {"format": FORMAT, "dtype": dtype.name, "vocab_size": tokenizer.vocab_size,
-                 "tokenizer": tokenizer.fingerprint(), "text_column": text_column, "splits": {}}
-        for split in SPLITS:
-            index["splits"][split] = _prepare_split(work, split, splits[split], tokenizer, text_column,
-                                                    dtype, num_proc or default_num_proc(), describe,
-                                                    docs_per_shard)
-        for split in SPLITS:
-            (work / f"{split}.shards.json").unlink(missing_ok=True)
-        (work / INDEX).write_text(json.dumps(index, indent=1))
-        _fsync_dir(work)
-        os.replace(work, directory)
+        if all(len(_done(work, jobs[s], dtype)) == len(jobs[s]) for s in SPLITS):
+            return _assemble(work, directory, jobs, tokenizer, text_column, dtype)
+    return None
+
+
+def _jobs(work: Path, split: str, n: int, docs_per_shard: int) -> list[tuple[str, int, int]]:
+    """(shard file, first document, end document) of each shard of a split of n documents."""
+    return [(str(work / f"{split}-{i:05d}.bin"), lo, min(n, lo + docs_per_shard))
+            for i, lo in enumerate(range(0, n, docs_per_shard))] or [(str(work / f"{split}-00000.bin"), 0, 0)]
+
+
+def _done(work: Path, jobs, dtype: np.dtype) -> dict[str, dict]:
+    """The shards of `jobs` a preparation completed (this one, a stopped one, or another part):
+    file, counts and record present, of the recorded range and size."""
+    done = {}
+    for path, lo, hi in jobs:
+        try:
+            record = json.loads(record_file(path).read_text())
+            complete = record.get("range") == [lo, hi] and counts_file(path).is_file() and \
+                Path(path).stat().st_size == record["tokens"] * dtype.itemsize
+        except (OSError, ValueError, KeyError):
+            complete = False
+        if complete:
+            done[path] = record
+    return done
+
+
+def _tokenize(todo, ds, tokenizer, text_column: str, dtype: np.dtype, num_proc: int, desc: str) -> None:
+    if not todo:
+        return
+    workers = max(1, min(num_proc, len(todo)))
+    bar = _progress(sum(hi - lo for _, lo, hi in todo), f"{desc} ({workers} process{'es' if workers > 1 else ''})")
+    for (path, lo, hi), record in _run(todo, ds, tokenizer, text_column, dtype, workers):
+        record["range"] = [lo, hi]
+        tmp = Path(f"{record_file(path)}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, record_file(path))
+        bar.update(hi - lo)
+    bar.close()
+
+
+def _assemble(work: Path, directory: Path, jobs: dict, tokenizer, text_column: str, dtype: np.dtype) -> Prepared:
+    """Index, token counts and the rename that makes the entry visible."""
+    index = {"format": FORMAT, "dtype": dtype.name, "vocab_size": tokenizer.vocab_size,
+             "tokenizer": tokenizer.fingerprint(), "text_column": text_column, "splits": {}}
+    for split in SPLITS:
+        done = _done(work, jobs[split], dtype)
+        shards = [{k: v for k, v in done[path].items() if k != "range"} for path, _, _ in jobs[split]]
+        counts = sum(np.load(counts_file(path)) for path, _, _ in jobs[split])
+        np.save(work / f"{split}.counts.npy", counts)
+        for path, _, _ in jobs[split]:
+            counts_file(path).unlink()
+            record_file(path).unlink()
+        index["splits"][split] = {"shards": shards, "tokens": sum(r["tokens"] for r in shards),
+                                  "documents": sum(r["documents"] for r in shards)}
+    (work / INDEX).write_text(json.dumps(index, indent=1))
+    _fsync_dir(work)
+    os.replace(work, directory)
     opened = open_prepared(directory, verify=False)
     opened.built = True
     return opened
@@ -216,43 +289,14 @@ def _tokenize_shard(job: tuple) -> dict:
     return {"file": Path(path).name, "tokens": tokens, "documents": docs, "sha256": digest.hexdigest()}
 
 
+def record_file(shard: str | Path) -> Path:
+    """A finished shard's record (range, tokens, documents, digest), written after the shard."""
+    return Path(f"{shard}.json")
+
+
 def counts_file(shard: str | Path) -> Path:
     """Per-shard token counts (int64 [V]), kept beside a shard while it is prepared."""
     return Path(f"{shard}.counts.npy")
-
-
-def _prepare_split(work: Path, split: str, ds, tokenizer, text_column: str, dtype: np.dtype,
-                   num_proc: int, describe: str, docs_per_shard: int) -> dict:
-    n = len(ds)
-    jobs = [(str(work / f"{split}-{i:05d}.bin"), lo, min(n, lo + docs_per_shard))
-            for i, lo in enumerate(range(0, n, docs_per_shard))] or [(str(work / f"{split}-00000.bin"), 0, 0)]
-    done: dict[str, dict] = {}
-    records = _read_records(work, split)
-    for path, lo, hi in jobs:  # shards a stopped preparation completed are kept
-        record = records.get(Path(path).name)
-        if record and record.get("range") == [lo, hi] and Path(path).is_file() and \
-                counts_file(path).is_file() and file_digest(path) == record["sha256"]:
-            done[path] = record
-    todo = [job for job in jobs if job[0] not in done]
-    if todo:
-        workers = max(1, min(num_proc, len(todo)))
-        bar = _progress(sum(hi - lo for _, lo, hi in todo), f"preparing {split} of {describe} "
-                        f"({workers} process{'es' if workers > 1 else ''})")
-        results = _run(todo, ds, tokenizer, text_column, dtype, workers)
-        for (path, lo, hi), record in results:
-            record["range"] = [lo, hi]
-            done[path] = record
-            records[Path(path).name] = record
-            _write_records(work, split, records)
-            bar.update(hi - lo)
-        bar.close()
-    shards = [done[path] for path, _, _ in jobs]
-    counts = sum(np.load(counts_file(path)) for path, _, _ in jobs)
-    np.save(work / f"{split}.counts.npy", counts)
-    for path, _, _ in jobs:
-        counts_file(path).unlink()
-    return {"shards": shards, "tokens": sum(s["tokens"] for s in shards),
-            "documents": sum(s["documents"] for s in shards)}
 
 
 def _run(jobs, ds, tokenizer, text_column, dtype, workers):
@@ -270,19 +314,6 @@ def _run(jobs, ds, tokenizer, text_column, dtype, workers):
     with mp.get_context(method).Pool(workers, initializer=_init_worker, initargs=args) as pool:
         for job, record in zip(jobs, pool.imap(_tokenize_shard, jobs)):
             yield job, record
-
-
-def _read_records(work: Path, split: str) -> dict:
-    try:
-        return json.loads((work / f"{split}.shards.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_records(work: Path, split: str, records: dict) -> None:
-    tmp = work / f".{split}.shards.json.tmp"
-    tmp.write_text(json.dumps(records))
-    os.replace(tmp, work / f"{split}.shards.json")
 
 
 def _progress(total: int, desc: str):
