@@ -9,7 +9,7 @@ seed into documents of 1 to 12 verses, one document per line, until the file has
 for. Each size is trained with `zoo-train data=local tokenizer=byte trainer.max_steps=1` (a tiny
 model; the wall time of that whole command is the time to the first step, start-up and the
 final validation batch included), once on an empty cache and once warm; the largest also under
-`trainer=ddp_cpu` (2 ranks) warm. Peak memory is each process's high-water resident set
+`trainer=ddp_cpu` (2 ranks) warm; each figure is the median of `--repeats` runs. Peak memory is each process's high-water resident set
 (VmHWM), polled from /proc. Tokenization throughput is `zoo.data.prepared.prepare` on the
 100 MB corpus with 1 and 2 processes, byte and SentencePiece tokenizers, beside the reference
 approach of nanoGPT's `prepare.py` (`datasets.map(num_proc=N)`, then one `np.memmap` written
@@ -130,6 +130,21 @@ def train(corpus: Path, cache: Path, run: Path, *extra: str) -> dict:
             "val_loss": summary["metrics"].get("val/loss")}
 
 
+def median_of(rows: list[dict]) -> dict:
+    """Each figure's median over repeated runs (per rank for the memory lists)."""
+    out = {}
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        if isinstance(values[0], list):
+            out[key] = [statistics.median(v) for v in zip(*values)]
+        elif values[0] is None or isinstance(values[0], str):
+            out[key] = values[0]
+        else:
+            out[key] = statistics.median(values)
+    out["runs"] = len(rows)
+    return out
+
+
 def throughput(corpus: Path, work: Path, kind: str, num_proc: int) -> dict:
     """tokens/s of zoo's preparation (from the loaded splits; the load is not timed)."""
     code = f"""
@@ -208,22 +223,26 @@ def main() -> None:
     parser.add_argument("--work", default=None, help="where corpora and caches go (default: a temp dir)")
     parser.add_argument("--out", default="benchmarks/results/data_scale.json")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement; medians are reported")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="zoo-data-"))
     work.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
     results = {"device": f"{os.cpu_count()}-core CPU", "sizes_mb": sizes, "runs": {}, "throughput": {}}
+    import shutil
+
     for mb in sizes:
         corpus = make_corpus(work / f"corpus-{mb}mb.txt", mb)
         cache = work / f"cache-{mb}"
-        if cache.exists():
-            import shutil
-
-            shutil.rmtree(cache)
-        row = {"cold": train(corpus, cache, work / f"run-{mb}-cold"),
-               "warm": train(corpus, cache, work / f"run-{mb}-warm")}
+        colds = []
+        for _ in range(args.repeats):
+            shutil.rmtree(cache, ignore_errors=True)
+            colds.append(train(corpus, cache, work / f"run-{mb}-cold"))
+        row = {"cold": median_of(colds),
+               "warm": median_of([train(corpus, cache, work / f"run-{mb}-warm") for _ in range(args.repeats)])}
         if mb == max(sizes):
-            row["warm_ddp_cpu_2_ranks"] = train(corpus, cache, work / f"run-{mb}-ddp", "trainer=ddp_cpu")
+            row["warm_ddp_cpu_2_ranks"] = median_of(
+                [train(corpus, cache, work / f"run-{mb}-ddp", "trainer=ddp_cpu") for _ in range(args.repeats)])
         results["runs"][f"{mb}MB"] = row
         print(mb, "MB", json.dumps(row), flush=True)
     if not args.skip_throughput:

@@ -107,3 +107,24 @@ def test_the_collate_function_learns_the_epoch():
 def test_needs_its_sampler():
     with pytest.raises(TypeError, match="EpochShardSampler"):
         ResumableLoader(torch.arange(4), sampler=torch.utils.data.SequentialSampler(range(4)))
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_the_sampler_deals_out_torchs_distributed_sampler_order(world, shuffle):
+    """The index tensor handed out in chunks is the order of torch's DistributedSampler (same
+    permutation, same shard), from any start."""
+    from torch.utils.data import DistributedSampler
+
+    for n in (10, 1001, 200_003):
+        for rank in range(world):
+            ours = EpochShardSampler(range(n), num_replicas=world, rank=rank, shuffle=shuffle, seed=5)
+            ref = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=shuffle, seed=5, drop_last=True)
+            for epoch in (0, 3):
+                ours.set_epoch(epoch)
+                ref.set_epoch(epoch)
+                expected = list(ref)
+                assert list(ours) == expected
+                ours.start = min(7, len(expected))
+                assert list(ours) == expected[ours.start:]
+                ours.start = 0

@@ -31,11 +31,27 @@ class EpochShardSampler(DistributedSampler):
         self.start = 0
 
     def __iter__(self) -> Iterator[int]:
-        indices = list(super().__iter__())
-        return iter(indices[self.start:])
+        if not self.drop_last:  # padded shards: DistributedSampler's own list
+            return iter(list(super().__iter__())[self.start:])
+        # DistributedSampler's order (the same permutation, dealt out the same way), kept as one
+        # int64 tensor and handed out in chunks: a Python list of every index would cost ~36
+        # bytes per window of the corpus, 8 here
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            order = torch.randperm(len(self.dataset), generator=g)
+        else:
+            order = torch.arange(len(self.dataset))
+        mine = order[: self.total_size][self.rank : self.total_size : self.num_replicas][self.start:]
+        return _chunks(mine)
 
     def __len__(self) -> int:
         return self.num_samples - self.start
+
+
+def _chunks(indices: torch.Tensor, size: int = 1 << 16) -> Iterator[int]:
+    for at in range(0, len(indices), size):
+        yield from indices[at : at + size].tolist()
 
 
 class ResumableLoader(DataLoader):

@@ -1,0 +1,52 @@
+"""`zoo-prepare` with zoo-train's overrides, as two array tasks, makes the entry that `zoo-train`
+with those overrides then maps instead of preparing; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.cli.conftest import tiny_overrides, zoo_train
+
+
+def zoo_prepare(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zoo.cli.prepare", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_array_tasks_prepare_what_zoo_train_then_maps(tmp_path):
+    import os
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}: some words of a document\n" for i in range(1500)))
+    data = ["data=local", f"data.path={corpus}", "tokenizer=sentencepiece_bpe", "tokenizer.vocab_size=120"]
+    env = dict(os.environ, ZOO_CACHE=str(tmp_path / "cache"))
+    first = zoo_prepare(*data, "part=1/2", env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert json.loads(first.stdout)["done"] is True
+    last = zoo_prepare(*data, "part=0/2", env=env)
+    assert last.returncode == 0, last.stderr[-2000:]
+    made = json.loads(last.stdout)
+    assert made["built"] and made["documents"]["train"] + made["documents"]["validation"] == 1500
+
+    run = tmp_path / "run"
+    args = [o for o in tiny_overrides(run) if not o.startswith(("tokenizer=", "data.max_examples"))]
+    result = zoo_train(*args, *data, env={"ZOO_CACHE": str(tmp_path / "cache")})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((run / "summary.json").read_text())["prepared_data"] == made["prepared"]
+    assert f"prepared data: {made['prepared']} (found in the cache" in (run / "train.log").read_text()
+
+
+def test_bad_input_is_one_line(tmp_path):
+    import os
+
+    env = dict(os.environ, ZOO_CACHE=str(tmp_path / "cache"))
+    for args, expected in ((["part=x"], "part=x: give I/N"), (["part=2/2"], "I must be in 0 .. N-1"),
+                           (["-cn", "numbers_seq2seq"], "zoo-prepare makes token shards for causal_lm and masked_lm"),
+                           (["data=local", f"data.path={tmp_path / 'missing.txt'}"], "no such file")):
+        result = zoo_prepare(*args, env=env)
+        assert result.returncode == 2, (args, result.stderr[-2000:])
+        assert "Traceback" not in result.stderr
+        (line,) = [l for l in result.stderr.splitlines() if l.startswith("zoo-prepare: error:")]
+        assert expected in line, line
