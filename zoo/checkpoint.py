@@ -155,14 +155,30 @@ def _read_sharded(path: Path, weights: bool) -> dict[str, Any]:
     return data
 
 
+def checkpoint_in(path: Path) -> Path:
+    """`path`, or for a run directory its checkpoint: checkpoints/full.ckpt (a sharded run's whole
+    model) or checkpoints/last.ckpt."""
+    if not path.is_dir() or is_sharded_checkpoint(path):
+        return path
+    for name in ("full.ckpt", "last.ckpt"):
+        if (path / "checkpoints" / name).exists():
+            return path / "checkpoints" / name
+    raise CheckpointError(f"{path} is a directory without a checkpoint (no checkpoints/last.ckpt); give a "
+                          f".ckpt file or a run directory that has one")
+
+
 def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]:
     """A checkpoint file or sharded directory as plain data. weights=False reads a sharded
     checkpoint's metadata only (step, loops, callbacks, hyperparameters), not its tensors."""
-    path = Path(path)
+    path = checkpoint_in(Path(path))
     if is_sharded_checkpoint(path):
         return _read_sharded(path, weights)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic[:2] != b"PK" and magic[:1] != b"\x80":  # torch.save: a zip archive (or a legacy pickle)
+        raise CheckpointError(f"{path} is not a checkpoint (not a file written by torch.save)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:

@@ -26,6 +26,9 @@ class Strategy(Choice):
 _SAMPLING = ("temperature", "top_k", "top_p", "seed")
 _BEAM = ("num_beams", "length_penalty", "early_stopping")
 
+# the options that belong to one strategy, refused under another
+OPTIONS_OF = {Strategy.sample: _SAMPLING, Strategy.beam: _BEAM}
+
 
 @dataclass(kw_only=True)
 class GenerationConfig:
@@ -63,9 +66,8 @@ class GenerationConfig:
         self.strategy = Strategy.parse(self.strategy, "strategy")
         if self.static_cache and not self.use_cache:
             raise ConfigError("static_cache=true needs use_cache=true")
-        owned = {Strategy.sample: _SAMPLING, Strategy.beam: _BEAM}
         for f in fields(self):
-            for strategy, names in owned.items():
+            for strategy, names in OPTIONS_OF.items():
                 if f.name in names and self.strategy != strategy and getattr(self, f.name) != f.default:
                     raise ConfigError(
                         f"{f.name} only applies to strategy={strategy.value}, not {self.strategy.value}"

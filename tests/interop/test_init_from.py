@@ -194,7 +194,7 @@ def test_contradicting_or_bad_input_is_refused_on_one_line(llama_dir, tmp_path, 
         assert refusal([init, *ok]) is None, ok
     assert all("\n" not in refusal(o) for o in (["init_from=foo"], [init, "model=gpt"]))
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails
-    assert refusal([init]).endswith("needs transformers: install the hf extra, pip install 'zoo[hf]'")
+    assert refusal([init]).endswith("needs transformers: install the hf extra, pip install '.[hf]' in zoo's source directory")
 
 
 @pytest.mark.parametrize("args, words", [

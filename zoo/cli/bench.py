@@ -1,6 +1,6 @@
 """`zoo-bench`: training throughput, forward latency, generation speed, peak memory and model
 FLOPs utilisation of a zoo model, against the same model in Hugging Face transformers and
-x-transformers (optional: `pip install 'zoo[bench]'`), in one process, interleaved rounds,
+x-transformers (optional: `pip install '.[bench]' in zoo's source directory`), in one process, interleaved rounds,
 medians.
 
     zoo-bench                                   # the default model (gpt), the reference shape

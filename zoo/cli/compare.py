@@ -42,7 +42,10 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"not a directory: {missing[0]}")
     out = Path(args.out) if args.out else Path(dirs[0]) / "compare"
     try:
-        multiples = [int(m) for m in str(args.lengths).split(",")] if args.lengths else None
+        try:
+            multiples = [int(m) for m in str(args.lengths).split(",")] if args.lengths else None
+        except ValueError:
+            raise ValueError(f"lengths={args.lengths}: give comma-separated integers, e.g. lengths=1,2,4") from None
         if multiples and min(multiples) < 1:
             raise ValueError(f"lengths={args.lengths}: multiples must be >= 1")
         report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,

@@ -33,6 +33,7 @@ def run(argv: list[str]) -> dict:
     from omegaconf import OmegaConf
 
     from zoo.checkpoint import load_checkpoint
+    from zoo.data.errors import DataError
     from zoo.cli.args import parse
     from zoo.config.data import as_data_config
     from zoo.config.errors import ConfigError
@@ -56,8 +57,17 @@ def run(argv: list[str]) -> dict:
     if args.seq_len is not None:
         data["seq_len"] = args.seq_len
     as_data_config(data)  # one-line errors for bad keys or values before any data is read
-    result = evaluate(task, data, split=args.split, batch_size=args.batch_size,
-                      limit_batches=args.limit_batches, accelerator=args.accelerator, devices=args.devices)
+    try:
+        result = evaluate(task, data, split=args.split, batch_size=args.batch_size,
+                          limit_batches=args.limit_batches, accelerator=args.accelerator, devices=args.devices)
+    except DataError as exc:
+        import re
+
+        found = re.match(r"the (train|validation) split has (\d+) tokens, fewer than one block of (\d+)", str(exc))
+        if args.data is None or not found:
+            raise
+        raise DataError(f"data={args.data} has {found.group(2)} tokens, fewer than one window of "
+                        f"{found.group(3)}; give a smaller seq_len=N or a longer file") from None
     result = {"checkpoint": str(args.ckpt), **result}
     if result["is_global_zero"] and args.out:
         Path(args.out).write_text(json.dumps({k: v for k, v in result.items() if k != "is_global_zero"}, indent=2) + "\n")

@@ -44,7 +44,7 @@ def run(argv: list[str]) -> dict:
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"out={out} exists and is not empty; choose a new directory")
     if importlib.util.find_spec("transformers") is None:  # the converters import it lazily
-        raise ConfigError("format=hf needs transformers: pip install 'zoo[hf]'")
+        raise ConfigError("format=hf needs transformers: pip install '.[hf]' in zoo's source directory")
     from zoo.interop.hf import UnsupportedConfig, to_hf
 
     task = load_checkpoint(args.ckpt)
@@ -52,6 +52,8 @@ def run(argv: list[str]) -> dict:
         hf = to_hf(task.model)
     except UnsupportedConfig as exc:
         raise ConfigError(f"{args.ckpt}: {exc}") from None
+    if task.tokenizer is not None:
+        _special_ids(hf, task.tokenizer)
     hf.save_pretrained(out)
     if task.tokenizer is not None and getattr(task.tokenizer, "kind", "") == "hf":
         task.tokenizer.hf_tokenizer.save_pretrained(str(out))  # AutoTokenizer.from_pretrained(out)
@@ -59,6 +61,20 @@ def run(argv: list[str]) -> dict:
         task.tokenizer.save(out / "zoo_tokenizer")
     return {"checkpoint": str(args.ckpt), "format": args.format, "out": str(out),
             "architecture": type(hf).__name__}
+
+
+def _special_ids(hf, tokenizer) -> None:
+    """The tokenizer's bos / eos / pad ids in the exported config and generation config, so that
+    transformers' generate stops at eos and pads as zoo did; an encoder-decoder trained with zoo's
+    own tokenizer starts decoding from bos, as zoo's collator does."""
+    ids = tokenizer.special_ids()
+    configs = [hf.config] + ([hf.generation_config] if getattr(hf, "generation_config", None) is not None else [])
+    for config in configs:
+        for name in ("bos", "eos", "pad"):
+            if ids[name] is not None:
+                setattr(config, f"{name}_token_id", ids[name])
+        if getattr(hf.config, "is_encoder_decoder", False) and getattr(tokenizer, "kind", "") != "hf":
+            config.decoder_start_token_id = ids["bos"]
 
 
 def main() -> None:

@@ -79,12 +79,22 @@ def run(argv: list[str]) -> list[str]:
         raise ConfigError("ckpt=PATH is required (a checkpoint of a causal_lm or seq2seq run)")
     if any(a.split("=", 1)[0] == "prompt" and not a.split("=", 1)[1].strip() for a in argv):
         raise ConfigError("the prompt is empty")
-    # the same defaults as GenerationConfig, which refuses options of another strategy
+    # the same defaults as GenerationConfig, which refuses options of another strategy set away
+    # from their defaults; one given on the command line is refused even at its default value
     options = GenerationConfig(**{f.name: getattr(args, f.name) for f in fields(GenerationConfig)})
+    from zoo.generate import OPTIONS_OF
+
+    given = {a.split("=", 1)[0] for a in argv}
+    for strategy, names in OPTIONS_OF.items():
+        for name in sorted(given & set(names)):
+            if options.strategy != strategy:
+                raise ConfigError(f"{name} only applies to strategy={strategy.value}, not {options.strategy.value}")
     layers, heads = _indices(args.layers, "layers"), _indices(args.heads, "heads")
     if args.batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
     texts = read_prompts(args)
+    for key in ("attention_map", "positions_plot"):
+        _check_output(key, getattr(args, key))
     task = load_checkpoint(args.ckpt)
     kind = task.task_config.kind.value
     if kind not in ("causal_lm", "seq2seq"):
@@ -109,11 +119,28 @@ def run(argv: list[str]) -> list[str]:
             outputs.append(continue_text(tokenizer, text, row) if decoder_only else tokenizer.decode(row))
             if args.attention_map and len(outputs) == 1:
                 _draw_attention(task, tokenizer, text, row, args.attention_map, layers, heads)
+                print(f"{TOOL}: attention map of the first prompt written to {args.attention_map}", file=sys.stderr)
     if args.positions_plot:
         from zoo.plots import plot_positions
 
         plot_positions(task.model, args.positions_plot)
+        print(f"{TOOL}: position scheme plot written to {args.positions_plot}", file=sys.stderr)
     return outputs
+
+
+def _check_output(key: str, path: Optional[str]) -> None:
+    """A plot's file must be a PNG whose directory exists, checked before anything is decoded."""
+    from zoo.config.errors import ConfigError
+
+    if path is None:
+        return
+    target = Path(path)
+    if target.suffix.lower() != ".png":
+        raise ConfigError(f"{key}={path}: give a .png file")
+    if not target.parent.is_dir():
+        raise ConfigError(f"{key}={path}: the directory {target.parent} does not exist")
+    if target.is_dir():
+        raise ConfigError(f"{key}={path} is a directory; give a .png file")
 
 
 def _indices(text: Optional[str], key: str) -> Optional[list[int]]:

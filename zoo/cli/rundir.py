@@ -88,3 +88,10 @@ def claim_default(run_dir: Path) -> Path:
         except FileExistsError:
             n += 1
             candidate = run_dir.with_name(f"{run_dir.name}-{n}")
+
+
+def runs_with_checkpoints(root: Path) -> list[Path]:
+    """Run directories under `root` (ROOT/DATE/TIME) that hold a last.ckpt, the most recently
+    saved first."""
+    found = [p.parent.parent for p in root.glob("*/*/checkpoints/last.ckpt")]
+    return sorted(found, key=lambda d: (d / "checkpoints" / "last.ckpt").stat().st_mtime, reverse=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -115,6 +116,15 @@ def _lock_sweep_job(run_dir: Path) -> bool:
 
 @hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
 def _train(cfg: DictConfig) -> float | None:
+    """One run, or one job of a sweep: a job that fails has written its failed.json and said so
+    on one line; the sweep goes on, and main() ends it with one summary line."""
+    try:
+        return _train_job(cfg)
+    except ArmFailed:
+        return None
+
+
+def _train_job(cfg: DictConfig) -> float | None:
     from zoo.checkpoint import CheckpointError
     from zoo.config.errors import ConfigError
     from zoo.data.errors import DataError
@@ -299,6 +309,38 @@ def _sweep_variants(overrides: list[str]) -> list[list[str]]:
     return variants
 
 
+def _latest_run_of(cfg, default: Path) -> Path:
+    """`ckpt_path=last` without a run directory: the most recently saved run under runs/ that
+    this command describes (the same check as any resume), whose owner is not running."""
+    from zoo.checkpoint import CheckpointError
+    from zoo.cli.rundir import owner_of, runs_with_checkpoints, _alive
+    from zoo.config.errors import ConfigError
+    from zoo.training.run import check_resume_config, validate_run
+
+    root = default.parent.parent
+    try:
+        spec = validate_run(cfg)
+    except ConfigError as exc:
+        _fail(str(exc))
+    candidates = runs_with_checkpoints(root)
+    for run in candidates:
+        owner = owner_of(run)
+        if owner and _alive(owner):
+            continue
+        try:
+            check_resume_config(str(run / "checkpoints" / "last.ckpt"), spec)
+        except (ConfigError, CheckpointError):
+            continue
+        print(f"zoo-train: ckpt_path=last resumes {run}", file=sys.stderr)
+        return run
+    if not candidates:
+        _fail(f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, or "
+              f"give hydra.run.dir=DIR of the run to resume")
+    _fail(f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was made "
+          f"by this command (model, data, tokenizer, task, optimizer and schedule must match); give "
+          f"hydra.run.dir=DIR to name one")
+
+
 def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optional[Path]:
     """The first process of a run takes its directory (`zoo.cli.rundir`); a default name taken
     by a run started in the same second becomes runs/DATE/TIME-N for this whole run. A directory
@@ -312,7 +354,11 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     if plan is None or launch_rank() != 0:
         return None
     run_dir, explicit, cfg = plan
+    if cfg is not None and not explicit and not shared and cfg.get("ckpt_path") == "last":
+        run_dir, explicit = _latest_run_of(cfg, run_dir), True
+        sys.argv.append(f"hydra.run.dir={run_dir}")
     if cfg is None:  # a sweep: two sweeps started in the same second get a directory each
+        global _SWEEP_DIR
         if not explicit and not shared:
             try:
                 claimed = claim_default(run_dir)
@@ -320,6 +366,8 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
                 _fail(f"sweep directory {run_dir}: {exc.strerror or exc}")
             if claimed != run_dir:
                 sys.argv.append(f"hydra.sweep.dir={claimed}")
+            run_dir = claimed
+        _SWEEP_DIR = run_dir
         return None
     try:
         if not explicit and not shared:
@@ -346,6 +394,23 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     return run_dir
 
 
+_SWEEP_DIR: Optional[Path] = None  # the sweep this command runs, if it runs one
+
+
+def _sweep_summary(since: float) -> None:
+    """After a sweep: one line naming the arms that failed (their failed.json written during this
+    sweep, by this process or by SLURM jobs), and exit status 1; nothing when all finished."""
+    if _SWEEP_DIR is None or not _SWEEP_DIR.is_dir() or launch_rank() != 0:
+        return
+    failed = sorted(p for p in _SWEEP_DIR.glob("**/failed.json") if p.stat().st_mtime >= since)
+    jobs = [p.parent for p in _SWEEP_DIR.glob("**/.hydra/overrides.yaml")]
+    if failed:
+        shown = ", ".join(str(p) for p in failed[:10]) + (" ..." if len(failed) > 10 else "")
+        print(f"zoo-train: {len(failed)} of {len(jobs)} arm(s) of the sweep in {_SWEEP_DIR} failed; "
+              f"see {shown}", file=sys.stderr)
+        sys.exit(1)
+
+
 def main() -> None:
     from zoo.cli.rundir import release
 
@@ -355,9 +420,11 @@ def main() -> None:
     # a start time shared with other processes (a launcher's ranks, torchrun's store, a SLURM
     # step, a requeued job) names a directory they share: never renamed
     shared = inherited or "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1
+    started = time.time()
     owned = _claim(_check_overrides(sys.argv[1:]), shared)
     try:
         _train()
+        _sweep_summary(started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
         if launch_rank() == 0:
             print("zoo-train: interrupted", file=sys.stderr)

@@ -133,6 +133,13 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     runs = [r for r in runs if r not in unreadable]
     if not runs:
         raise ValueError(f"no readable run under {', '.join(map(str, dirs))}: {unreadable[0].error}")
+    known = sorted({k for r in runs for k in r.summary.get("metrics", {})} | {k for r in runs for k in r.last_val})
+    if known and metric not in known:
+        import difflib
+
+        close = difflib.get_close_matches(metric, known, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ValueError(f"metric={metric}: no run logged it; {hint}metrics: {', '.join(known)}")
     arms, keys = group_arms(runs)
     base = pick_baseline(arms, baseline)
     for arm in arms:

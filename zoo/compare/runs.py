@@ -145,8 +145,19 @@ def read_curve(metrics_csv: Path) -> tuple[list[tuple[int, float]], dict[str, fl
                 tokens_at[step] = max(tokens_at.get(step, 0), int(float(row["tokens_seen"])))
             if row.get("val/loss"):
                 vals.append((step, {k: float(v) for k, v in row.items() if k.startswith("val/") and v}))
-    curve = [(tokens_at.get(step, 0), metrics["val/loss"]) for step, metrics in vals]
+    curve = [(_tokens_at(tokens_at, step), metrics["val/loss"]) for step, metrics in vals]
     return curve, (vals[-1][1] if vals else {})
+
+
+def _tokens_at(tokens_at: dict[int, int], step: int) -> int:
+    """Tokens seen by `step`: logged at that step, else scaled from the nearest logged step (the
+    global batch is fixed, so tokens grow in proportion to steps); 0 when nothing was logged."""
+    if step in tokens_at:
+        return tokens_at[step]
+    if not tokens_at:
+        return 0
+    near = min(tokens_at, key=lambda s: (abs(s - step), s))
+    return round(tokens_at[near] * (step + 1) / (near + 1))
 
 
 def find_runs(dirs: list[Path]) -> list[Run]:

@@ -24,6 +24,11 @@ def explain(exc: BaseException) -> str:
             line = ""
         if line and line not in parts:
             parts.append(line)
+        if "Cannot find primary config" in line:
+            from zoo.config.paths import recipe_names
+
+            parts[-1] = line.split(". Check")[0]
+            parts.append(f"recipes (-cn NAME): {', '.join(recipe_names())}")
         if "Available options" in text:
             listed = text.split("Available options", 1)[1].split("Config search path", 1)[0]
             options = [s.strip() for s in listed.splitlines() if s.startswith("\t")]
@@ -32,5 +37,21 @@ def explain(exc: BaseException) -> str:
         if "not in" in line and dataclasses.is_dataclass(object_type):
             allowed = ", ".join(f.name for f in dataclasses.fields(object_type))
             parts.append(f"allowed keys: {allowed}")
+        elif "not in struct" in line and getattr(e, "parent_node", None) is not None:
+            parts.append(_known_keys(e))
         e = e.__cause__
     return ": ".join(parts)
+
+
+def _known_keys(e) -> str:
+    """The keys of the node an unknown key was given to, the closest first when one is close."""
+    import difflib
+
+    keys = [str(k) for k in e.parent_node.keys()]
+    key = str(getattr(e, "key", "") or "")
+    close = difflib.get_close_matches(key, keys, n=1)
+    prefix = (e.full_key or key).rsplit(".", 1)[0] if "." in (e.full_key or "") else ""
+    name = f"{prefix}.{close[0]}" if prefix and close else (close[0] if close else "")
+    hint = f"did you mean {name}? " if close else ""
+    extra = f"; a key the file does not list is added with +{prefix}.NAME=VALUE" if prefix else ""
+    return f"{hint}keys: {', '.join(keys)}{extra}"

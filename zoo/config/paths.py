@@ -29,3 +29,16 @@ def config_source() -> str:
     if source is None:
         raise RuntimeError("zoo's config files are missing; reinstall zoo with `pip install .`")
     return source
+
+
+def recipe_names() -> list[str]:
+    """The recipes `-cn NAME` can run (recipes/*.yaml, packaged or in a checkout)."""
+    import importlib.resources
+
+    try:
+        files = importlib.resources.files("zoo.recipes").iterdir()
+        names = [f.name for f in files]
+    except (ModuleNotFoundError, FileNotFoundError, TypeError):
+        folder = CHECKOUT / "recipes"
+        names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+    return sorted(n[:-len(".yaml")] for n in names if n.endswith(".yaml"))

@@ -44,3 +44,25 @@ class Throughput(L.Callback):
     def on_train_end(self, trainer, pl_module):
         if self._start is not None:
             self._close_window(pl_module)
+
+
+class LastValidation(L.Callback):
+    """Remembers the step of the last validation and the step training started from, so that a
+    run whose last step is not a validation step (a run shorter than `val_check_interval`, or
+    an epoch-based interval longer than the run) still validates at its end."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.started_at: int | None = None
+
+    def on_train_start(self, trainer, pl_module):
+        self.started_at = trainer.global_step
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking:
+            self.step = trainer.global_step
+
+    def needed(self, trainer) -> bool:
+        """This process trained, and its last step has not been validated."""
+        return (self.started_at is not None and trainer.global_step > self.started_at
+                and self.step != trainer.global_step and trainer.limit_val_batches != 0)

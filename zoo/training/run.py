@@ -56,6 +56,7 @@ class RunSpec:
 
 def validate_run(cfg: DictConfig) -> RunSpec:
     """All checks that can fail before any data is read or weights are built."""
+    from zoo.config.trainer import check_trainer
     from zoo.tasks import TASKS
 
     spec = RunSpec(
@@ -72,6 +73,15 @@ def validate_run(cfg: DictConfig) -> RunSpec:
         ckpt_path=cfg.ckpt_path,
         init_from=OmegaConf.select(cfg, "init_from", default=None),
     )
+    check_trainer(spec.trainer)
+    if spec.logger.tensorboard:
+        try:
+            import tensorboard  # noqa: F401
+        except ImportError:
+            try:
+                import tensorboardX  # noqa: F401
+            except ImportError:
+                raise ConfigError("logger.tensorboard=true needs tensorboard: pip install tensorboard") from None
     families = TASKS[spec.task.kind].families
     if spec.model.family not in families:
         allowed = ", ".join(f.value for f in families)
@@ -273,7 +283,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     """Run training; the summary is also written to run_dir/summary.json."""
     import lightning as L
     import torch
-    from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar, TQDMProgressBar
+    from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
     from lightning.pytorch.loggers import TensorBoardLogger
     from lightning.pytorch.plugins.environments import SLURMEnvironment
     from lightning.pytorch.utilities.exceptions import MisconfigurationException
@@ -282,7 +292,8 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.models.summary import summarize
     from zoo.tasks import TASKS
     from zoo.tasks.base import NonFiniteLoss
-    from zoo.training.callbacks import Throughput
+    from zoo.training.callbacks import LastValidation, Throughput
+    from zoo.training.progress import StepRichProgressBar, StepTQDMProgressBar
     from zoo.training.checkpointing import AtomicCheckpointIO, LastCheckpoint, RunRecord
     from zoo.training.preemption import Requeue, in_slurm_job
     from zoo.training.replicas import replica_agreement
@@ -324,6 +335,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         (interrupt := Interrupt(last)),  # SIGTERM / SIGINT: save at the next step, stop
         LearningRateMonitor(logging_interval="step"),
         Throughput(),
+        LastValidation(),
     ]
     requeue = None
     plugins: list = [AtomicCheckpointIO()]
@@ -335,9 +347,9 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
             requeue = Requeue(last, signum=getattr(signal, spec.callbacks.requeue_signal))
             callbacks.append(requeue)
     if spec.callbacks.progress_bar == ProgressBar.rich:
-        callbacks.append(RichProgressBar(leave=True))
+        callbacks.append(StepRichProgressBar(leave=True))
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
-        callbacks.append(TQDMProgressBar())
+        callbacks.append(StepTQDMProgressBar())
     loggers = []
     resume_step = read_checkpoint(resume, weights=False).get("global_step") if resume else None
     if spec.logger.csv:
@@ -359,6 +371,11 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
         )
     except (TypeError, ValueError, MisconfigurationException) as exc:  # Lightning's checks of its arguments
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if ("gpu backend" in first.lower() or "cuda" in first.lower()) and not torch.cuda.is_available():
+            accelerator = trainer_args.get("accelerator")
+            raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
+                              f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run "
+                              f"it on the CPU") from None
         raise ConfigError(f"trainer: {first}") from None
 
     # the per-device batch and accumulation derive from the world size the Trainer resolved
@@ -419,15 +436,27 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     except NonFiniteLoss as exc:
-        kept = f"{last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})" \
+        kept = f"the last good checkpoint is {last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})" \
             if last.path.exists() \
-            else "no checkpoint was written yet"
+            else "no checkpoint had been written yet"
         raise TrainingStopped(
-            f"{exc}; training stopped, the last good checkpoint is {kept}; lower optim.lr, keep "
+            f"{exc}; training stopped, {kept}; lower optim.lr, keep "
             f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip") from None
-    wall = time.perf_counter() - start
     if interrupt.stopped_at is not None:
         raise TrainingInterrupted(interrupt.signum, interrupt.stopped_at, last.path)
+    final = next(c for c in callbacks if isinstance(c, LastValidation))
+    if final.needed(trainer) and not (requeue is not None and requeue.requeued):
+        # the run ended between validations: its summary reports the weights it ends with
+        log.info("validating the final step %d (the last validation was at step %s)", trainer.global_step, final.step)
+        # logged at the step a validation inside fit would use for this step (one less than
+        # the count of finished steps), so metrics.csv reads the same either way
+        loop = trainer.fit_loop.epoch_loop
+        loop._batches_that_stepped -= 1
+        try:
+            trainer.validate(task, datamodule=datamodule, verbose=False)
+        finally:
+            loop._batches_that_stepped += 1
+    wall = time.perf_counter() - start
     if requeue is not None and requeue.requeued:
         summary = {"run_dir": str(run_dir), "status": "requeued", "global_step": trainer.global_step,
                    "last_checkpoint": str(last.path)}

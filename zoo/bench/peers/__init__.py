@@ -1,4 +1,4 @@
-"""Adapters for the peer libraries (optional: `pip install zoo[bench]`). Each builds the same
+"""Adapters for the peer libraries (optional: `pip install '.[bench]' in zoo's source directory`). Each builds the same
 model as the workload's zoo config, or says in one line why it cannot."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from zoo.config.model import Family
 class HFSubject:
     def __init__(self, work: Workload, *, zoo_model, compile: bool = False) -> None:
         if importlib.util.find_spec("transformers") is None:
-            raise PeerUnavailable("transformers is not installed (pip install 'zoo[bench]')")
+            raise PeerUnavailable("transformers is not installed (pip install '.[bench]' in zoo's source directory)")
         from zoo.interop.hf import UnsupportedConfig, to_hf
 
         try:

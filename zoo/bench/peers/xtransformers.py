@@ -54,7 +54,7 @@ class XTransformersSubject:
         try:
             from x_transformers import AutoregressiveWrapper, Decoder, TransformerWrapper
         except ImportError:
-            raise PeerUnavailable("x-transformers is not installed (pip install 'zoo[bench]')") from None
+            raise PeerUnavailable("x-transformers is not installed (pip install '.[bench]' in zoo's source directory)") from None
         wrapper, layers = decoder_kwargs(work)
         self.name, self.work = "x-transformers", work
         self.model = TransformerWrapper(**wrapper, attn_layers=Decoder(**layers)).to(work.device)

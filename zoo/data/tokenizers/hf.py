@@ -39,7 +39,7 @@ def auto_tokenizer(path: str | Path):
         from transformers import AutoTokenizer
     except ImportError:
         raise ConfigError("tokenizer=hf needs transformers: install the hf extra, "
-                          "pip install 'zoo[hf]'") from None
+                          "pip install '.[hf]' in zoo's source directory") from None
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"tokenizer.path={path}: no such directory")

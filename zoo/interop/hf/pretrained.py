@@ -120,7 +120,7 @@ def _transformers():
         import transformers
     except ImportError:
         raise ConfigError("init_from=hf:... needs transformers: install the hf extra, "
-                          "pip install 'zoo[hf]'") from None
+                          "pip install '.[hf]' in zoo's source directory") from None
     return transformers
 
 

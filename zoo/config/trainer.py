@@ -1,0 +1,66 @@
+"""The `trainer:` section is passed to Lightning's Trainer as it is (any Trainer argument may be
+added with `+trainer.NAME=VALUE`); the arguments zoo's configs set are checked here first, so a
+wrong value is one line naming the key instead of a traceback from inside Lightning."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from zoo.config.errors import ConfigError
+
+_TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
+
+
+def _int(minimum: int, none_ok: bool = False):
+    def check(key: str, value: Any) -> None:
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(f"trainer.{key} must be an integer >= {minimum}"
+                              f"{' or null' if none_ok else ''}, got {value!r}")
+    return check
+
+
+def _batches(key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or \
+            (isinstance(value, float) and value > 1.0):
+        raise ConfigError(f"trainer.{key} must be a number of batches (an integer >= 0) or a fraction "
+                          f"of them (a float in [0, 1]), got {value!r}")
+
+
+def _val_interval(key: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, str) and _TIME.match(value):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or \
+            (isinstance(value, float) and value > 1.0):
+        raise ConfigError(f"trainer.val_check_interval must be a number of steps (an integer >= 1), a "
+                          f"fraction of an epoch (a float in (0, 1]), a time 'DD:HH:MM:SS' or null, got {value!r}")
+
+
+def _clip(key: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+        raise ConfigError(f"trainer.{key} must be a number >= 0 or null, got {value!r}")
+
+
+CHECKS = {
+    "max_steps": _int(-1),
+    "max_epochs": _int(-1, none_ok=True),
+    "num_nodes": _int(1),
+    "log_every_n_steps": _int(1),
+    "check_val_every_n_epoch": _int(1, none_ok=True),
+    "accumulate_grad_batches": _int(1),
+    "val_check_interval": _val_interval,
+    "limit_val_batches": _batches,
+    "limit_train_batches": _batches,
+    "gradient_clip_val": _clip,
+}
+
+
+def check_trainer(trainer: dict) -> None:
+    """ConfigError for a value of a known Trainer argument that Lightning would reject."""
+    for key, check in CHECKS.items():
+        if key in trainer:
+            check(key, trainer[key])
