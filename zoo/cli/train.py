@@ -369,6 +369,10 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
             run_dir = claimed
         _SWEEP_DIR = run_dir
         return None
+    try:  # a command refused for its config leaves no directory behind
+        spec = validate_run(cfg)
+    except ConfigError as exc:
+        _fail(str(exc))
     try:
         if not explicit and not shared:
             claimed = claim_default(run_dir)
@@ -381,7 +385,6 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     except OSError as exc:
         _fail(f"run directory {run_dir}: {exc.strerror or exc}")
     try:
-        spec = validate_run(cfg)
         resume = resolve_resume(spec.ckpt_path, run_dir)
         if resume is not None:
             check_resume_config(resume, spec)
@@ -414,6 +417,8 @@ def _sweep_summary(since: float) -> None:
 def main() -> None:
     from zoo.cli.rundir import release
 
+    global _SWEEP_DIR
+    _SWEEP_DIR = None
     register_configs()
     inherited = RUN_TIME_ENV in os.environ
     agree_run_time()  # one start time, hence one run directory, for every rank of this run
@@ -421,8 +426,10 @@ def main() -> None:
     # step, a requeued job) names a directory they share: never renamed
     shared = inherited or "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1
     started = time.time()
-    owned = _claim(_check_overrides(sys.argv[1:]), shared)
+    owned = None
+    argv = list(sys.argv)
     try:
+        owned = _claim(_check_overrides(sys.argv[1:]), shared)
         _train()
         _sweep_summary(started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
@@ -434,6 +441,7 @@ def main() -> None:
             release(owned)
         if not inherited:  # a later run in this process gets a time of its own
             os.environ.pop(RUN_TIME_ENV, None)
+        sys.argv[:] = argv  # the directory it chose (hydra.*.dir=) is not the next run's
 
 
 if __name__ == "__main__":

@@ -74,6 +74,14 @@ def validate_run(cfg: DictConfig) -> RunSpec:
         init_from=OmegaConf.select(cfg, "init_from", default=None),
     )
     check_trainer(spec.trainer)
+    accelerator = str(spec.trainer.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
+                              f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run it "
+                              f"on the CPU")
     if spec.logger.tensorboard:
         try:
             import tensorboard  # noqa: F401
