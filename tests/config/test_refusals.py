@@ -25,6 +25,7 @@ CHOICE_KEYS = {"model.norm": ["pre", "post"], "model.norm_type": ["layernorm", "
                "model.activation": [a.value for a in Activation],
                "task.on_nonfinite_loss": ["stop", "skip"], "callbacks.progress_bar": ["rich", "tqdm", "none"]}
 GROUPS = ["model", "model/position", "task", "data", "tokenizer", "optim", "scheduler", "trainer"]
+CONF = Path(__file__).resolve().parents[2] / "conf"
 SECTIONS = ["model", "task", "data", "tokenizer", "optim", "scheduler", "callbacks", "logger"]
 KNOWN_FIELDS = {"d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "max_seq_len", "seq_len", "lr",
                 "kind", "position", "norm", "dropout", "source", "path", "csv", "tensorboard"}
@@ -55,7 +56,8 @@ def invalid_overrides(draw) -> tuple[list[str], str]:
         return [f"{key}={value}"], key.split(".")[-1]
     if kind == "unknown_group":
         group = draw(st.sampled_from(GROUPS))
-        return [f"{group}={draw(names)}"], group
+        options = {p.stem for p in (CONF / group).glob("*.yaml")}  # e.g. model/position=none is real
+        return [f"{group}={draw(names.filter(lambda n: n not in options))}"], group
     rule, overrides = draw(st.sampled_from(EXAMPLES))
     return list(overrides), ""
 
