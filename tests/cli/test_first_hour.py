@@ -132,7 +132,11 @@ def test_the_walk_through(tmp_path):
     assert "val/loss" in summary["metrics"] and [r["step"] for r in val_rows(run)] == ["4"]
     assert "val/loss" in first.stdout
     # generate keeps the space after the prompt
-    out = tool("zoo-generate", f"ckpt={run}", "prompt=And God said", "max_new_tokens=8").stdout.strip()
+    generated = tool("zoo-generate", f"ckpt={run}", "prompt=And God said", "max_new_tokens=8",
+                     "attention_map=attention.png")
+    assert "attention map of the first prompt written to attention.png" in generated.stderr
+    assert (tmp_path / "attention.png").stat().st_size > 0
+    out = generated.stdout.strip()
     assert out.startswith("And God said") and out == " ".join(out.split(" ")) and len(out) > len("And God said")
     tok = __import__("zoo.data.tokenizers", fromlist=["load_tokenizer"]).load_tokenizer(run / "tokenizer")
     ids = tok.encode(out)
@@ -147,6 +151,8 @@ def test_the_walk_through(tmp_path):
     summary_lines = [l for l in sweep.stderr.splitlines() if "arm(s) of the sweep" in l]
     assert len(summary_lines) == 1 and "1 of 2 arm(s)" in summary_lines[0] and "failed.json" in summary_lines[0]
     (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
+    (failed,) = sweep_dir.glob("*/failed.json")
+    assert "training stopped, no checkpoint had been written yet" in json.loads(failed.read_text())["error"]
     report = tool("zoo-compare", str(sweep_dir))
     assert json.loads(report.stdout)["arms"] == 2
     assert "failed" in (sweep_dir / "compare" / "report.md").read_text()
