@@ -173,16 +173,16 @@ def test_two_sweeps_started_in_the_same_second_get_a_directory_each(tmp_path):
     taken.mkdir(parents=True)  # as if a sweep had started this second already
     args = [o for o in tiny_overrides() if not o.startswith("trainer.max_steps")] + ["trainer.max_steps=3"]
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_TIME"}
-    procs = [subprocess.Popen([sys.executable, "-m", "zoo.cli.train", "-m", *args, f"seed={a},{b}"], cwd=tmp_path,
+    procs = [subprocess.Popen([sys.executable, "-m", "zoo.cli.train", "-m", *args, f"seed={a}"], cwd=tmp_path,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for a, b in ((1, 2), (3, 4))]
+             for a in (1, 3)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     summaries = sorted((tmp_path / "multirun").glob("*/*/*/summary.json"))
-    assert len(summaries) == 4 and not any(taken.iterdir())
+    assert len(summaries) == 2 and not any(taken.iterdir())
     sweeps = {s.parent.parent for s in summaries}
     assert len(sweeps) == 2
     from omegaconf import OmegaConf
 
     seeds = sorted(OmegaConf.load(s.parent / ".hydra" / "config.yaml").seed for s in summaries)
-    assert seeds == [1, 2, 3, 4]
+    assert seeds == [1, 3]

@@ -124,7 +124,7 @@ def test_bad_settings_are_refused_on_one_line(saved, tmp_path):
 def test_without_transformers_the_extra_to_install_is_named(saved, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails
     with pytest.raises(ConfigError, match=r"^tokenizer=hf needs transformers: install the hf extra, "
-                                          r"pip install 'zoo\[hf\]'$"):
+                                          r"pip install '\.\[hf\]' in zoo's source directory$"):
         _build(saved[0])
 
 

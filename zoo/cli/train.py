@@ -349,7 +349,7 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     from zoo.checkpoint import CheckpointError
     from zoo.cli.rundir import RunDirBusy, acquire, claim_default, release
     from zoo.config.errors import ConfigError
-    from zoo.training.run import check_resume_config, resolve_resume, validate_run
+    from zoo.training.run import check_machine, check_resume_config, resolve_resume, validate_run
 
     if plan is None or launch_rank() != 0:
         return None
@@ -369,8 +369,9 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
             run_dir = claimed
         _SWEEP_DIR = run_dir
         return None
-    try:  # a command refused for its config leaves no directory behind
+    try:  # a command refused for its config (or this machine) leaves no directory behind
         spec = validate_run(cfg)
+        check_machine(spec)
     except ConfigError as exc:
         _fail(str(exc))
     try:

@@ -54,6 +54,18 @@ class RunSpec:
     init_from: Optional[str] = None
 
 
+def check_machine(spec: RunSpec) -> None:
+    """What this machine must have for the run (validate_run checks the config alone): a GPU
+    when the trainer asks for one."""
+    import torch
+
+    accelerator = str(spec.trainer.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
+                          f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run it "
+                          f"on the CPU")
+
+
 def validate_run(cfg: DictConfig) -> RunSpec:
     """All checks that can fail before any data is read or weights are built."""
     from zoo.config.trainer import check_trainer
@@ -74,14 +86,6 @@ def validate_run(cfg: DictConfig) -> RunSpec:
         init_from=OmegaConf.select(cfg, "init_from", default=None),
     )
     check_trainer(spec.trainer)
-    accelerator = str(spec.trainer.get("accelerator", "auto"))
-    if accelerator in ("gpu", "cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
-                              f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run it "
-                              f"on the CPU")
     if spec.logger.tensorboard:
         try:
             import tensorboard  # noqa: F401
