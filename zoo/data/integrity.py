@@ -123,6 +123,22 @@ def checked(step: Callable[[bool], D], what: str, files: Callable[[D], list[str]
     return result
 
 
+def discard(entry: Path, what: str, cache_key: str) -> None:
+    """Remove a damaged cache entry (a directory): moved aside first, so a reader never sees it
+    half deleted. DataError naming it and `cache_key` when it cannot be removed."""
+    import shutil
+
+    from zoo.data.errors import DataError
+
+    aside = entry.with_name(f".{entry.name}-damaged-{os.getpid()}")
+    try:
+        os.replace(entry, aside)
+    except OSError as exc:
+        raise DataError(f"{what} {entry} is damaged and cannot be removed ({exc.strerror}); delete it, "
+                        f"or point {cache_key} elsewhere") from None
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def notice(message: str) -> None:
     print(f"zoo: {message}", file=sys.stderr, flush=True)
 

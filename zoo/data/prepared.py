@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +33,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from zoo.data.errors import DataError
-from zoo.data.integrity import file_digest, notice
+from zoo.data.integrity import discard, file_digest, notice
 
 FORMAT = 1
 INDEX = "index.json"
@@ -336,11 +334,5 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _discard(directory: Path, why: str) -> None:
-    aside = directory.with_name(f".{directory.name}-damaged-{os.getpid()}")
-    try:
-        os.replace(directory, aside)
-    except OSError as exc:
-        raise DataError(f"{why}; it cannot be removed ({exc.strerror}): delete it, or point "
-                        f"data.cache_dir elsewhere") from None
-    shutil.rmtree(aside, ignore_errors=True)
+    discard(directory, "the prepared data", "data.cache_dir")
     notice(f"{why}; preparing it again")

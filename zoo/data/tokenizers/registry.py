@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Optional, Union
 from zoo.config.data import SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
 from zoo.data.cache import cache_root, hash_texts
 from zoo.data.errors import DataError
+from zoo.data.integrity import discard
 from zoo.data.tokenizers.base import META_FILE, Tokenizer
 from zoo.data.tokenizers.byte import ByteTokenizer
 from zoo.data.tokenizers.char import CharTokenizer
@@ -90,21 +91,10 @@ def _from_cache(target: Path) -> Optional[Tokenizer]:
         tokenizer = load_tokenizer(target)
     except DataError as exc:
         print(f"zoo: {exc}; training it again", file=sys.stderr, flush=True)
-        _discard(target)
+        discard(target, "the tokenizer cache entry", "tokenizer.cache_dir")
         return None
     tokenizer.from_cache = True
     return tokenizer
-
-
-def _discard(target: Path) -> None:
-    """Move a damaged entry aside and delete it (a reader never sees it half deleted)."""
-    aside = target.with_name(f".{target.name}-damaged-{os.getpid()}")
-    try:
-        os.replace(target, aside)
-    except OSError as exc:
-        raise DataError(f"the damaged tokenizer cache entry {target} cannot be removed "
-                        f"({exc.strerror}); delete it, or point tokenizer.cache_dir elsewhere") from None
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextlib.contextmanager
