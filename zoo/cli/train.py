@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -47,8 +48,9 @@ def _record_failure(run_dir: Path, record: dict) -> None:
             print(f"zoo-train: could not write {run_dir / 'failed.json'} ({exc.strerror})", file=sys.stderr)
 
 
-STORAGE_ERRORS = {28: "no space left on the device", 122: "disk quota exceeded",
-                  30: "read-only file system", 13: "permission denied", 1: "operation not permitted"}
+STORAGE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                  errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                  errno.EPERM: "operation not permitted"}
 
 
 def _known_failure(exc: BaseException, run_dir: Path) -> Optional[str]:

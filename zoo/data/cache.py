@@ -3,6 +3,7 @@ hashes that name them."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,3 +28,18 @@ def hash_texts(texts: Iterable[str], settings: dict) -> str:
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: Path):
+    """An exclusive advisory lock (flock) held for the duration of the block: one process builds a
+    cache entry while the others (ranks started at the same moment) wait for it."""
+    import fcntl
+
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -212,8 +212,7 @@ class ZooDataModule(L.LightningDataModule):
         require_specials(self.tokenizer, self.task)
         seq_len = cfg.seq_len
         block = seq_len + 1 if self.task == TaskShape.causal_lm else seq_len
-        val_ids = held_out_windows(open_stream(cfg, column, skip=0, split=val_split, first=n_val),
-                                   self.tokenizer, block, seq_len)
+        val_ids = held_out_windows(open_stream(cfg, column, skip=0, split=val_split, first=n_val), self.tokenizer)
         self.val_dataset = PackedBlocks(val_ids, block=block, stride=seq_len, name="validation")
         self.train_dataset = _Stream(lambda doc: open_stream(cfg, column, skip=held + doc), block, seq_len)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence, Union
 
 from zoo.data.errors import DataError
-from zoo.data.integrity import checked
+from zoo.data.integrity import checked, first_line
 
 # file extension -> datasets packaged builder
 BUILDERS = {
@@ -127,10 +127,10 @@ def load_files(spec: PathSpec, *, sample_by: str = "line", cache_dir: str | None
                             f"{exc.filename}); point data.cache_dir or ZOO_CACHE at a writable "
                             f"directory") from None
         raise DataError(f"{key}: could not read {_names(files)} as {builder}: "
-                        f"{_first_line(exc)}") from exc
+                        f"{first_line(exc)}") from exc
     except Exception as exc:  # datasets and pyarrow raise many types for malformed files
         raise DataError(f"{key}: could not read {_names(files)} as {builder}: "
-                        f"{_first_line(exc)}") from exc
+                        f"{first_line(exc)}") from exc
     if builder == "text":
         ds = checked(lambda fresh: ds.filter(_non_blank, batched=True, load_from_cache_file=not fresh),
                      what)
@@ -151,7 +151,7 @@ def load_hub(name: str, config: str | None = None, cache_dir: str | None = None)
     try:
         splits = datasets.load_dataset(name, config, cache_dir=cache_dir)
     except Exception as exc:
-        raise DataError(f"data.hub_name={name!r}: could not load it: {_first_line(exc)}") from exc
+        raise DataError(f"data.hub_name={name!r}: could not load it: {first_line(exc)}") from exc
     if "train" not in splits:
         raise DataError(f"data.hub_name={name!r} has no train split; "
                         f"splits: {', '.join(splits)}")
@@ -165,8 +165,3 @@ def _known() -> str:
 
 def _names(files: list[str]) -> str:
     return files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} more)"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return " ".join(text.splitlines()[0].split()) if text else type(exc).__name__

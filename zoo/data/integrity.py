@@ -111,7 +111,7 @@ def checked(step: Callable[[bool], D], what: str, files: Callable[[D], list[str]
     except (OSError, ValueError) as exc:  # pyarrow: a cut file is OSError / ArrowInvalid
         result = step(True)  # raises again when the inputs themselves are at fault
         restamp(files(result))
-        notice(f"a cached file of {what} could not be read ({_first_line(exc)}); built it again")
+        notice(f"a cached file of {what} could not be read ({first_line(exc)}); built it again")
         return result
     bad = damaged(files(result))
     if not bad:
@@ -152,6 +152,21 @@ def _record(record: Path, digest: str) -> None:
         pass  # a read-only cache: the entry is read as it is
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, whitespace collapsed (its type when empty)."""
     text = str(exc).strip()
     return " ".join(text.splitlines()[0].split()) if text else type(exc).__name__
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a rename inside directory `path` durable (best effort: not every file system can)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

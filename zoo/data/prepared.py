@@ -33,7 +33,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from zoo.data.integrity import discard, file_digest, notice
+from zoo.data.cache import exclusive
+from zoo.data.integrity import discard, file_digest, fsync_dir, notice
 
 FORMAT = 1
 INDEX = "index.json"
@@ -157,8 +158,6 @@ def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
     found = open_prepared(directory)
     if found is not None:
         return found
-    from zoo.data.tokenizers.registry import _exclusive
-
     directory.parent.mkdir(parents=True, exist_ok=True)
     work = directory.with_name(directory.name + ".partial")
     dtype = token_dtype(tokenizer.vocab_size)
@@ -175,7 +174,7 @@ def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
                       f"preparing {split} of {describe}")
 
     if part is None:
-        with _exclusive(lock):  # one preparer; the others wait, then find the entry
+        with exclusive(lock):  # one preparer; the others wait, then find the entry
             found = open_prepared(directory)
             if found is not None:
                 return found
@@ -183,7 +182,7 @@ def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
             return _assemble(work, directory, jobs, tokenizer, text_column, dtype)
     i, n = part
     tokenize(lambda k: k % n == i)
-    with _exclusive(lock):
+    with exclusive(lock):
         found = open_prepared(directory)
         if found is not None:
             return found
@@ -243,7 +242,7 @@ def _assemble(work: Path, directory: Path, jobs: dict, tokenizer, text_column: s
         index["splits"][split] = {"shards": shards, "tokens": sum(r["tokens"] for r in shards),
                                   "documents": sum(r["documents"] for r in shards)}
     (work / INDEX).write_text(json.dumps(index, indent=1))
-    _fsync_dir(work)
+    fsync_dir(work)
     os.replace(work, directory)
     opened = open_prepared(directory, verify=False)
     opened.built = True
@@ -318,19 +317,6 @@ def _progress(total: int, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=" docs", disable=None, file=sys.stderr)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _discard(directory: Path, why: str) -> None:

@@ -135,7 +135,7 @@ class StreamLoader(torch.utils.data.DataLoader):
         self.dataset.skip_to = int(state["next_window"])
 
 
-def held_out_windows(documents: Iterator[str], tokenizer, block: int, stride: int) -> np.ndarray:
+def held_out_windows(documents: Iterator[str], tokenizer) -> np.ndarray:
     """Every id of `documents` as one int64 array (the validation stream, read once)."""
     parts, pending = [], []
     for text in documents:

@@ -17,6 +17,8 @@ import lightning as L
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from zoo.data.integrity import fsync_dir
+
 log = logging.getLogger("zoo")
 
 TMP_MARK = ".tmp-"
@@ -36,16 +38,7 @@ def atomic_save(obj: Any, path: str | Path) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
-    try:  # make the rename itself durable
-        fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)  # make the rename itself durable
 
 
 def remove_stale_temporaries(directory: str | Path) -> list[Path]:

@@ -14,7 +14,10 @@ import abc
 import hashlib
 import json
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SPECIAL_TOKENS = {
     "pad": "<pad>",

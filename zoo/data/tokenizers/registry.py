@@ -11,7 +11,6 @@ the texts and the settings; a second build with the same inputs loads it instead
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
 from zoo.config.data import SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
-from zoo.data.cache import cache_root, hash_texts
+from zoo.data.cache import cache_root, exclusive, hash_texts
 from zoo.data.errors import DataError
 from zoo.data.integrity import discard
 from zoo.data.tokenizers.base import META_FILE, Tokenizer
@@ -72,7 +71,7 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: Optional
         return cached
     # one process trains, the others (ranks started by torchrun or srun at the same moment)
     # wait for it and read the cache
-    with _exclusive(cache_root(cfg.cache_dir) / "locks" / f"{target.name}.lock"):
+    with exclusive(cache_root(cfg.cache_dir) / "locks" / f"{target.name}.lock"):
         cached = _from_cache(target)
         if cached is not None:
             return cached
@@ -95,20 +94,6 @@ def _from_cache(target: Path) -> Optional[Tokenizer]:
         return None
     tokenizer.from_cache = True
     return tokenizer
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path):
-    """An exclusive advisory lock (flock) held for the duration of the block."""
-    import fcntl
-
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def load_tokenizer(directory: str | Path) -> Tokenizer:
