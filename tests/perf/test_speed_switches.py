@@ -338,3 +338,17 @@ def test_a_shared_bias_is_computed_once_per_stack_forward(checkpointed):
         model(torch.randint(4, 37, (2, 8))).logits.sum()
     lookups = next(e.count for e in prof.key_averages() if e.key == "aten::embedding")
     assert lookups == 1 + (n_layers if checkpointed else 1)  # the token embedding + the bias table
+
+
+@pytest.mark.parametrize("host_branch", [True, False], ids=["cpu-eager", "accelerator-or-compiled"])
+def test_both_softmax_paths_of_the_chunked_loss_agree(host_branch):
+    """The branch-free path (accelerators, torch.compile) and the CPU path give the same
+    probabilities and log-normaliser, also where the target's probability underflows."""
+    from zoo.nn.chunked_loss import _softmax_and_lse
+
+    logits = torch.randn(12, 40, dtype=torch.float32) * 40.0  # some rows with p_t ~ 0
+    targets = torch.randint(0, 40, (12, 1))
+    logit_t = logits.gather(1, targets).squeeze(1)
+    probs, lse = _softmax_and_lse(logits.clone(), targets, logit_t, host_branch)
+    torch.testing.assert_close(probs, torch.softmax(logits, dim=-1), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(lse, torch.logsumexp(logits, dim=-1), atol=1e-5, rtol=1e-6)

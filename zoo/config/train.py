@@ -42,6 +42,7 @@ class OptimizerImpl(Choice):
 class OutputLoss(Choice):
     """How token-level tasks compute the loss of the output head in training."""
 
+    auto = "auto"  # chunked on the CPU, logits on an accelerator (fewer kernel launches there)
     logits = "logits"  # materialise the (N, V) logits, then softmax cross-entropy
     chunked = "chunked"  # projection + cross-entropy in chunks of rows, logits never whole
 
@@ -90,17 +91,19 @@ class TaskConfig:
                   "counted as train/nonfinite_skipped"},
     )
     output_loss: OutputLoss = field(
-        default=OutputLoss.chunked,
+        default=OutputLoss.auto,
         metadata={"help": "token tasks in training: chunked (projection + cross-entropy per "
-                  "chunk of rows, faster, less memory) or logits (the whole (N, V) tensor)"},
+                  "chunk of rows, less memory, faster on the CPU), logits (the whole (N, V) "
+                  "tensor, fewer kernel launches) or auto (chunked on the CPU, logits elsewhere)"},
     )
     loss_chunk: int = field(
         default=1024, metadata={"help": "output_loss=chunked: rows of logits alive at a time"}
     )
     compile: bool = field(
         default=False,
-        metadata={"help": "torch.compile the model (first steps slower while it compiles; on "
-                  "CPU needs a C++ compiler)"},
+        metadata={"help": "torch.compile the model, and for token tasks the whole training loss "
+                  "(stack, output head and loss in one graph); first steps slower while it "
+                  "compiles; on CPU needs a C++ compiler"},
     )
 
     def __post_init__(self) -> None:

@@ -114,32 +114,47 @@ class ZooModel(nn.Module):
         return F.linear(self._head_input(hidden), self.lm_head.weight, self.output_bias)  # (B, T, V)
 
     def token_loss(
-        self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0
+        self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
+        full_logits: bool = False, sparse_targets: bool = False,
     ) -> torch.Tensor:
         """Mean cross-entropy of the output head on hidden (N, D) against targets (N,) (-100 =
-        no target), equal to cross_entropy(logits(hidden), targets) without materialising the
-        (N, V) logits (`chunked_linear_cross_entropy`). Rows without a target are dropped
-        before the head (a masked-LM batch has targets on ~15% of its rows)."""
-        keep = targets != IGNORE  # (N,)
-        if not bool(keep.all()):
-            rows = keep.nonzero().squeeze(1)  # (n,)
-            hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)  # (n, D), (n,)
+        no target), equal to cross_entropy(logits(hidden), targets). By default without
+        materialising the (N, V) logits (`chunked_linear_cross_entropy`); full_logits=True
+        builds them and calls F.cross_entropy (faster where kernel launches cost more than
+        memory traffic: an accelerator in eager mode).
+
+        Rows without a target are dropped before the head where that is free (eager on the
+        CPU) or pays for its host sync (sparse_targets: a masked-LM batch has targets on ~15%
+        of its rows). On an accelerator otherwise, and always under torch.compile, every row
+        goes through the head (ignored rows weigh 0): no host sync, no data-dependent shape."""
+        compiling = torch.compiler.is_compiling()
+        if not compiling and (sparse_targets or hidden.device.type == "cpu"):
+            keep = targets != IGNORE  # (N,)
+            if not bool(keep.all()):
+                rows = keep.nonzero().squeeze(1)  # (n,)
+                hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)  # (n, D), (n,)
+        if full_logits:
+            logits = F.linear(self._head_input(hidden), self.lm_head.weight, self.output_bias)  # (N, V)
+            return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, label_smoothing=label_smoothing)
         return chunked_linear_cross_entropy(
             self._head_input(hidden), self.lm_head.weight, targets,
             bias=self.output_bias, chunk=chunk, label_smoothing=label_smoothing,
         )
 
     def forward_loss(
-        self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0
+        self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
+        full_logits: bool = False, sparse_targets: bool = False,
     ) -> torch.Tensor:
         """The mean token loss of one forward: `inputs` are the family's forward arguments,
-        targets (B, T) (-100 = no target); the head runs as `token_loss` (no (N, V) logits).
-        Under FSDP this is the step's one forward entry of the root unit (registered as a
-        forward method), so the embeddings, stack and head are gathered and released once."""
-        run = self.forward if getattr(self, "sharded", False) else self  # self(...): hooks, compile
+        targets (B, T) (-100 = no target); the head runs as `token_loss`. This is what
+        task.compile=true compiles whole (stack, head and loss: one graph). Under FSDP this is
+        the step's one forward entry of the root unit (registered as a forward method), so the
+        embeddings, stack and head are gathered and released once."""
+        run = self.forward if getattr(self, "sharded", False) else self  # self(...): hooks
         hidden = run(**inputs, return_logits=False).hidden_states  # (B, T, D)
         return self.token_loss(hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), chunk=chunk,
-                               label_smoothing=label_smoothing)  # rows (B·T, D)
+                               label_smoothing=label_smoothing, full_logits=full_logits,
+                               sparse_targets=sparse_targets)  # rows (B·T, D)
 
     def drop_output_head(self) -> None:
         """Remove the token output head (transform, projection, bias): a task that puts its own

@@ -27,6 +27,30 @@ def _compute_dtype(t: torch.Tensor) -> torch.dtype:
     return t.dtype
 
 
+def _softmax_and_lse(
+    logits: torch.Tensor, t_safe: torch.Tensor, logit_t: torch.Tensor, host_branch: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits (c, V) -> (softmax (c, V), log-sum-exp (c,)).
+
+    host_branch (eager on the CPU): one fused softmax kernel; the log-normaliser follows from
+    the target's probability, lse = logit_t - log p_t, except where p_t underflowed (a loss
+    above ~70), recomputed exactly for those rows. Otherwise (an accelerator, or compiling):
+    the max and the sum of exponentials give both, with no data-dependent branch (the
+    compiler fuses the passes)."""
+    if host_branch:
+        probs = torch.softmax(logits, dim=-1)  # (c, V)
+        p_t = probs.gather(1, t_safe).squeeze(1)  # (c,)
+        lse = logit_t - torch.log(p_t)  # (c,)
+        tiny = (p_t < 1e-30).nonzero().squeeze(1)  # rows where log p_t is not exact
+        if tiny.numel():
+            lse[tiny] = torch.logsumexp(logits[tiny], dim=-1)
+        return probs, lse
+    top = logits.amax(dim=-1, keepdim=True)  # (c, 1)
+    probs = (logits - top).exp_()  # (c, V), unnormalised
+    total = probs.sum(dim=-1, keepdim=True)  # (c, 1)
+    return probs.div_(total), (top + total.log()).squeeze(1)  # (c, V), (c,)
+
+
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, targets, chunk: int, smoothing: float):
@@ -42,6 +66,9 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None  # (V, D)
         grad_b = torch.zeros(V, dtype=acc, device=weight.device) if need_b else None  # (V,)
         total = torch.zeros((), dtype=acc, device=hidden.device)
+        # a data-dependent branch costs nothing on the CPU but a host sync on an accelerator
+        # and a graph break under torch.compile
+        host_branch = hidden.device.type == "cpu" and not torch.compiler.is_compiling()
         for start in range(0, N, chunk):
             h = hidden[start : start + chunk].to(dtype)  # (c, D)
             t = targets[start : start + chunk]  # (c,)
@@ -50,16 +77,8 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if bias is not None:
                 logits += bias.to(acc)
             t_safe = t.clamp(min=0)[:, None]  # (c, 1)
-            # one softmax pass gives the probabilities the gradient needs; the log-normaliser
-            # follows from the target's probability, lse = logit_t - log p_t, except where p_t
-            # underflowed (a loss above ~70), recomputed exactly for those rows
-            probs = torch.softmax(logits, dim=-1)  # (c, V)
             logit_t = logits.gather(1, t_safe).squeeze(1)  # (c,)
-            p_t = probs.gather(1, t_safe).squeeze(1)  # (c,)
-            lse = logit_t - torch.log(p_t)  # (c,)
-            tiny = (p_t < 1e-30).nonzero().squeeze(1)  # rows where log p_t is not exact
-            if tiny.numel():
-                lse[tiny] = torch.logsumexp(logits[tiny], dim=-1)
+            probs, lse = _softmax_and_lse(logits, t_safe, logit_t, host_branch)  # (c, V), (c,)
             row_loss = lse - logit_t  # (c,) negative log-likelihood
             if smoothing:
                 row_loss = (1 - smoothing) * row_loss + smoothing * (lse - logits.mean(dim=-1))

@@ -15,7 +15,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from zoo.config.convert import as_model_config
 from zoo.config.model import ModelConfig
 from zoo.config.train import NonFinitePolicy, OptimConfig, OutputLoss, SchedulerConfig, TaskConfig
-from zoo.models import build_model
+from zoo.models import ZooModel, build_model
 from zoo.tasks.metrics import WeightedMean
 from zoo.tasks.optim import build_optimizer, schedule
 
@@ -34,6 +34,17 @@ def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     if hasattr(torch.nn.utils, "get_total_norm"):  # torch >= 2.6
         return _full(torch.nn.utils.get_total_norm(grads, error_if_nonfinite=False))
     return _full(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+
+
+_COMPILED_FORWARD_LOSS = []
+
+
+def _compiled_forward_loss():
+    """torch.compile of `ZooModel.forward_loss` (model passed as an argument, so a copied task
+    never runs another model's weights), made once per process."""
+    if not _COMPILED_FORWARD_LOSS:
+        _COMPILED_FORWARD_LOSS.append(torch.compile(ZooModel.forward_loss))
+    return _COMPILED_FORWARD_LOSS[0]
 
 
 class NonFiniteLoss(RuntimeError):
@@ -93,17 +104,28 @@ class ZooTask(L.LightningModule):
         logits = self.model(**inputs).logits  # (B, T, V), the head inside the one forward call
         return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), n_tokens  # (B·T, V)
 
+    sparse_targets = False  # are targets on a small share of the rows (masked LM)?
+
     def training_loss(self, batch: dict) -> tuple[torch.Tensor, int, int]:
-        """-> (loss, number of target rows, number of input tokens). Token-level tasks with
-        task.output_loss=chunked never build the (B·T, V) logits."""
+        """-> (loss, number of target rows, number of input tokens). Token-level tasks run the
+        model's `forward_loss` (stack, output head and loss in one call; one compiled graph
+        with task.compile=true); with the chunked output loss they never build the (B·T, V)
+        logits."""
         smoothing = self.task_config.label_smoothing
-        if self.token_level and self.task_config.output_loss == OutputLoss.chunked:
-            inputs, labels, n_tokens = self.model_inputs(batch)
-            loss = self.model.forward_loss(inputs, labels, chunk=self.task_config.loss_chunk,
-                                           label_smoothing=smoothing)
-            return loss, labels.numel(), n_tokens
-        logits, targets, n_tokens = self.forward_batch(batch)
-        return self.loss(logits, targets, smoothing), targets.shape[0], n_tokens
+        if not self.token_level:
+            logits, targets, n_tokens = self.forward_batch(batch)
+            return self.loss(logits, targets, smoothing), targets.shape[0], n_tokens
+        inputs, labels, n_tokens = self.model_inputs(batch)
+        output_loss = self.task_config.output_loss
+        if output_loss == OutputLoss.auto:
+            output_loss = OutputLoss.chunked if labels.device.type == "cpu" else OutputLoss.logits
+        options = dict(chunk=self.task_config.loss_chunk, label_smoothing=smoothing,
+                       full_logits=output_loss == OutputLoss.logits, sparse_targets=self.sparse_targets)
+        if self.task_config.compile and not getattr(self.model, "sharded", False):
+            loss = _compiled_forward_loss()(self.model, inputs, labels, **options)
+        else:  # under FSDP, forward_loss is the registered forward entry (the model compiled in place)
+            loss = self.model.forward_loss(inputs, labels, **options)
+        return loss, labels.numel(), n_tokens
 
     def _accuracy(self):
         return MulticlassAccuracy(

@@ -9,6 +9,7 @@ from zoo.tasks.base import ZooTask
 
 class MaskedLM(ZooTask):
     token_level = True
+    sparse_targets = True
     families = (Family.encoder_only,)
 
     def forward_batch(self, batch):

@@ -1,0 +1,75 @@
+"""The training loss (stack, output head and loss) of every family × position scheme is one
+graph under torch.compile: no host sync, no data-dependent branch, no graph break. Traced with
+Dynamo alone (backend "eager", fullgraph=True fails on the first break), which is what decides
+the graph; the compiled result must equal the eager one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+
+from tests.conftest import FAMILIES, POSITIONS, tiny
+from tests.perf.test_speed_switches import TASK_OF, batch_for
+from zoo.models.base import ZooModel
+from zoo.tasks import TASKS
+
+
+def _task(family: str, position: str, **model):
+    torch.manual_seed(0)
+    return TASKS[TASK_OF[family]](model=tiny(family, position, **model), task={"kind": TASK_OF[family]})
+
+
+def _one_graph_loss(task, batch, **options):
+    """(compiled loss, eager loss) of the task's forward_loss; raises on a graph break."""
+    torch._dynamo.reset()
+    inputs, labels, _ = task.model_inputs(batch)
+    options = dict(chunk=4, sparse_targets=task.sparse_targets, **options)
+    graph = torch.compile(ZooModel.forward_loss, backend="eager", fullgraph=True)
+    return graph(task.model, inputs, labels, **options), task.model.forward_loss(inputs, labels, **options)
+
+
+@pytest.mark.parametrize("full_logits", [False, True], ids=["chunked", "logits"])
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_training_loss_is_one_graph(family, position, full_logits):
+    task = _task(family, position)
+    compiled, eager = _one_graph_loss(task, batch_for(family), full_logits=full_logits)
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("options", [
+    dict(norm_type="rmsnorm", activation="swiglu", n_heads=4, n_kv_heads=2, tie_embeddings=False),
+    dict(norm="post", activation="gelu_tanh", checkpoint_activations=True),
+], ids=["llama-like", "post-norm-checkpointed"])
+def test_model_options_keep_one_graph(options):
+    task = _task("decoder_only", "rope", **options)
+    compiled, eager = _one_graph_loss(task, batch_for("decoder_only"))
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+
+
+def test_bf16_autocast_keeps_one_graph():
+    task = _task("decoder_only", "learned")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        compiled, eager = _one_graph_loss(task, batch_for("decoder_only"))
+    torch.testing.assert_close(compiled, eager, atol=2e-2, rtol=2e-2)
+
+
+def test_label_smoothing_keeps_one_graph():
+    task = _task("encoder_decoder", "relative")
+    compiled, eager = _one_graph_loss(task, batch_for("encoder_decoder"), label_smoothing=0.1)
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+
+
+def test_a_host_sync_in_the_loss_is_caught():
+    """The check itself can fail: a data-dependent branch in the loss breaks the graph."""
+    task = _task("decoder_only", "learned")
+
+    def synced(model, inputs, labels, **options):
+        loss = ZooModel.forward_loss(model, inputs, labels, **options)
+        return loss * 2 if bool(loss > 0) else loss
+
+    inputs, labels, _ = task.model_inputs(batch_for("decoder_only"))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="(?i)graph break|data-dependent|item"):
+        torch.compile(synced, backend="eager", fullgraph=True)(task.model, inputs, labels)
