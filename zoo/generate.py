@@ -122,7 +122,8 @@ class _Stepper:
             if bos_id is None:
                 raise ValueError("encoder-decoder generation needs bos_id (the first decoder input)")
             self.memory = model.encode(input_ids, attention_mask)  # (B·K, S, D)
-            self.source_mask = attention_mask
+            # one look at the mask here, not a host sync at every step: no padding, no mask
+            self.source_mask = attention_mask if attention_mask is not None and not bool(attention_mask.all()) else None
             self.context = torch.full((B * repeat, 1), bos_id, dtype=torch.long, device=input_ids.device)
             self.mask = None
         else:

@@ -1,7 +1,10 @@
 """The training loss (stack, output head and loss) of every family × position scheme is one
 graph under torch.compile: no host sync, no data-dependent branch, no graph break. Traced with
 Dynamo alone (backend "eager", fullgraph=True fails on the first break), which is what decides
-the graph; the compiled result must equal the eager one."""
+the graph; the compiled result must equal the eager one.
+
+And in eager mode off the CPU the step reads no value on the host (each read is a sync that
+stalls the accelerator's queue): run on the `meta` device, where any such read raises."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import torch._dynamo
 
 from tests.conftest import FAMILIES, POSITIONS, tiny
 from tests.perf.test_speed_switches import TASK_OF, batch_for
+from zoo.config.train import OutputLoss
 from zoo.models.base import ZooModel
 from zoo.tasks import TASKS
 
@@ -73,3 +77,31 @@ def test_a_host_sync_in_the_loss_is_caught():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="(?i)graph break|data-dependent|item"):
         torch.compile(synced, backend="eager", fullgraph=True)(task.model, inputs, labels)
+
+
+@pytest.mark.parametrize("output_loss", ["chunked", "logits"])
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_eager_step_off_the_cpu_reads_no_value_on_the_host(family, position, output_loss):
+    """Forward, loss and backward on `meta` tensors (shapes only: `.item()`, `bool(t)` and
+    `int(t)` raise there). Masked LM drops its untargeted rows with one read (sparse targets:
+    6x less output head); that choice is switched off here to check the rest of the path."""
+    task = _task(family, position).to("meta")
+    task.sparse_targets = False
+    task.task_config.output_loss = OutputLoss(output_loss)
+    batch = {key: value.to("meta") for key, value in batch_for(family).items()}
+    loss, _, _ = task.training_loss(batch)
+    loss.backward()
+    assert loss.device.type == "meta" and loss.shape == ()
+    assert all(p.grad is not None and p.grad.device.type == "meta" for p in task.model.parameters())
+
+
+def test_a_host_read_off_the_cpu_is_caught():
+    """The meta check can fail: the CPU-only id check forced on raises there."""
+    task = _task("decoder_only", "learned").to("meta")
+    batch = {key: value.to("meta") for key, value in batch_for("decoder_only").items()}
+    with pytest.raises((RuntimeError, NotImplementedError), match="(?i)meta"):
+        int(batch["input_ids"].max())
+    task.model.embed.forward = lambda ids: int(ids.max())  # a module that reads a value
+    with pytest.raises((RuntimeError, NotImplementedError), match="(?i)meta"):
+        task.training_loss(batch)

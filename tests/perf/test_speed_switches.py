@@ -352,3 +352,20 @@ def test_both_softmax_paths_of_the_chunked_loss_agree(host_branch):
     probs, lse = _softmax_and_lse(logits.clone(), targets, logit_t, host_branch)
     torch.testing.assert_close(probs, torch.softmax(logits, dim=-1), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(lse, torch.logsumexp(logits, dim=-1), atol=1e-5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_masks_without_padding_are_left_out_before_transfer_with_the_same_loss(family):
+    """On the CPU, before the batch moves to the device: a mask of all ones goes (the model then
+    needs no host read to take the unmasked kernels), a mask with padding stays."""
+    torch.manual_seed(0)
+    task = TASKS[TASK_OF[family]](model=tiny(family, "rope"), task={"kind": TASK_OF[family]})
+    padded = batch_for(family)
+    full = {**padded, "attention_mask": torch.ones_like(padded["attention_mask"]),
+            "labels": padded["labels"].masked_fill(padded["labels"] == -100, 5)}
+    if family == "encoder_decoder":
+        full["decoder_attention_mask"] = torch.ones_like(full["decoder_input_ids"])
+    assert task.on_before_batch_transfer(padded, 0)["attention_mask"] is padded["attention_mask"]
+    fed = task.on_before_batch_transfer(full, 0)
+    assert "attention_mask" not in fed and "decoder_attention_mask" not in fed
+    torch.testing.assert_close(task.training_loss(fed)[0], task.training_loss(full)[0])

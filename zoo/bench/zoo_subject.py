@@ -13,6 +13,7 @@ from zoo.config.model import Family
 from zoo.config.train import OptimConfig
 from zoo.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
+from zoo.tasks.base import without_full_masks
 from zoo.tasks.optim import build_optimizer
 
 TASK_OF = {Family.decoder_only: "causal_lm", Family.encoder_only: "masked_lm", Family.encoder_decoder: "seq2seq"}
@@ -41,18 +42,28 @@ class ZooSubject:
         if state is not None:
             self.task.model.load_state_dict(state)
         self.model = self.task.model
+        self._fed: tuple = (None, None)  # (batch, what the model is fed)
         self.optimizer = build_optimizer(self.task, OptimConfig(**self.task.hparams["optim"]),
                                          output_embedding=self.model.lm_head.weight)
 
+    def _feed(self, batch: dict) -> dict:
+        """The batch as zoo-train hands it to the model: a mask without padding left out
+        (`ZooTask.on_before_batch_transfer`), looked at once per batch."""
+        if self._fed[0] is not batch:
+            self._fed = (batch, without_full_masks(batch))
+        return self._fed[1]
+
     def train_step(self, batch: dict) -> None:
+        batch = self._feed(batch)
         optimizer_step(self.work, self.model, self.optimizer, lambda: self.task.training_loss(batch)[0])
 
     @torch.no_grad()
     def forward(self, batch: dict) -> None:
         self.model.eval()
+        batch = self._feed(batch)
         extra = {"decoder_input_ids": batch["decoder_input_ids"]} if self.work.family == Family.encoder_decoder else {}
         with self.work.autocast():
-            self.model(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
+            self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"), **extra)
 
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
         if self.work.family == Family.encoder_only:

@@ -33,7 +33,7 @@ class OptimizerKind(Choice):
 class OptimizerImpl(Choice):
     """How torch's Adam/AdamW runs its update (same arithmetic, different kernels)."""
 
-    auto = "auto"  # torch's default choice (foreach where supported)
+    auto = "auto"  # fused on CUDA, torch's default elsewhere (foreach where supported)
     for_loop = "for_loop"  # one parameter at a time
     foreach = "foreach"  # multi-tensor ops over all parameters of a group
     fused = "fused"  # one fused kernel per group (CPU and CUDA)
@@ -99,6 +99,11 @@ class TaskConfig:
     loss_chunk: int = field(
         default=1024, metadata={"help": "output_loss=chunked: rows of logits alive at a time"}
     )
+    tf32: bool = field(
+        default=True,
+        metadata={"help": "on CUDA, float32 matmuls on TF32 tensor cores "
+                  "(torch.set_float32_matmul_precision('high')); nothing elsewhere"},
+    )
     compile: bool = field(
         default=False,
         metadata={"help": "torch.compile the model, and for token tasks the whole training loss "
@@ -137,7 +142,8 @@ class OptimConfig:
     )
     implementation: OptimizerImpl = field(
         default=OptimizerImpl.auto,
-        metadata={"help": "auto, for_loop, foreach or fused: torch's kernels for the update"},
+        metadata={"help": "auto (fused on CUDA, torch's default elsewhere), for_loop, foreach or "
+                  "fused: torch's kernels for the update (same arithmetic)"},
     )
 
     def __post_init__(self) -> None:

@@ -15,6 +15,7 @@ from zoo.config.model import ModelConfig
 from zoo.nn.cache import Cache
 from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy
 from zoo.nn.embedding import TokenEmbedding
+from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import ACTIVATIONS
 from zoo.nn.norm import build_norm
 
@@ -94,7 +95,8 @@ class ZooModel(nn.Module):
             return x
         if token_type_ids is None:
             return x + self.token_type_embed.weight[0]
-        if token_type_ids.numel() and not torch.compiler.is_compiling() and not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types:
+        if token_type_ids.numel() and host_reads_are_free(token_type_ids) and \
+                not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types:
             raise ValueError(f"token_type_ids must be in [0, {self.config.token_types}) "
                              f"(model.token_types={self.config.token_types})")
         return x + self.token_type_embed(token_type_ids)  # (B, T, D)
@@ -127,8 +129,7 @@ class ZooModel(nn.Module):
         CPU) or pays for its host sync (sparse_targets: a masked-LM batch has targets on ~15%
         of its rows). On an accelerator otherwise, and always under torch.compile, every row
         goes through the head (ignored rows weigh 0): no host sync, no data-dependent shape."""
-        compiling = torch.compiler.is_compiling()
-        if not compiling and (sparse_targets or hidden.device.type == "cpu"):
+        if host_reads_are_free(targets) or (sparse_targets and not torch.compiler.is_compiling()):
             keep = targets != IGNORE  # (N,)
             if not bool(keep.all()):
                 rows = keep.nonzero().squeeze(1)  # (n,)

@@ -19,6 +19,7 @@ from torch.utils.checkpoint import checkpoint
 from zoo.config.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
+from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import FeedForward
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
@@ -144,9 +145,11 @@ class Stack(nn.Module):
     ) -> torch.Tensor:
         B, T, _ = x.shape
         past = cache.length if cache is not None else 0
-        if key_padding is not None and not torch.compiler.is_compiling() and bool(key_padding.all()):
-            key_padding = None  # no padding: no mask, so SDPA can take its fused causal / unmasked path
-        if memory_padding is not None and not torch.compiler.is_compiling() and bool(memory_padding.all()):
+        # no padding: no mask, so SDPA can take its fused causal / unmasked path (where reading the
+        # mask is free; elsewhere the data path leaves out a mask without padding)
+        if key_padding is not None and host_reads_are_free(key_padding) and bool(key_padding.all()):
+            key_padding = None
+        if memory_padding is not None and host_reads_are_free(memory_padding) and bool(memory_padding.all()):
             memory_padding = None
         if cache is not None and cache.static:
             # a static cache returns all `capacity` slots: the ones not yet written are masked

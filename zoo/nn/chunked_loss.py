@@ -16,13 +16,15 @@ from typing import Optional
 
 import torch
 
+from zoo.nn.host import host_reads_are_free
+
 IGNORE = -100
 
 
 def _compute_dtype(t: torch.Tensor) -> torch.dtype:
     """The autocast dtype of t's device when autocast is on there, else t's own dtype."""
     kind = t.device.type
-    if torch.is_autocast_enabled(kind):
+    if torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind):
         return torch.get_autocast_dtype(kind)
     return t.dtype
 
@@ -66,9 +68,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None  # (V, D)
         grad_b = torch.zeros(V, dtype=acc, device=weight.device) if need_b else None  # (V,)
         total = torch.zeros((), dtype=acc, device=hidden.device)
-        # a data-dependent branch costs nothing on the CPU but a host sync on an accelerator
-        # and a graph break under torch.compile
-        host_branch = hidden.device.type == "cpu" and not torch.compiler.is_compiling()
+        host_branch = host_reads_are_free(hidden)  # a data-dependent branch is free here
         for start in range(0, N, chunk):
             h = hidden[start : start + chunk].to(dtype)  # (c, D)
             t = targets[start : start + chunk]  # (c,)

@@ -7,11 +7,14 @@ import math
 import torch
 from torch import nn
 
+from zoo.nn.host import host_reads_are_free
+
 
 class TokenEmbedding(nn.Embedding):
     """input_ids (B, T) -> (B, T, D), optionally multiplied by sqrt(D) (Vaswani et al. §3.4).
 
-    Ids outside [0, V) are refused with a message instead of an index error deep in torch.
+    Ids outside [0, V) are refused with a message instead of an index error deep in torch
+    (on the CPU in eager mode, where reading them is free: `zoo.nn.host`).
     """
 
     def __init__(self, vocab_size: int, d_model: int, *, scale: bool = False) -> None:
@@ -19,7 +22,7 @@ class TokenEmbedding(nn.Embedding):
         self.multiplier = math.sqrt(d_model) if scale else 1.0
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        if input_ids.numel() and not torch.compiler.is_compiling():  # a host sync would split the graph
+        if input_ids.numel() and host_reads_are_free(input_ids):
             low, high = int(input_ids.min()), int(input_ids.max())
             if low < 0 or high >= self.num_embeddings:
                 bad = low if low < 0 else high

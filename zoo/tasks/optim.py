@@ -42,8 +42,9 @@ def build_optimizer(
 ) -> torch.optim.Optimizer:
     groups = parameter_groups(module, cfg.weight_decay, output_embedding)
     kwargs = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
-    if cfg.implementation == OptimizerImpl.fused:
-        kwargs["fused"] = True
+    on_cuda = all(p.device.type == "cuda" for group in groups for p in group["params"])
+    if cfg.implementation == OptimizerImpl.fused or (cfg.implementation == OptimizerImpl.auto and on_cuda):
+        kwargs["fused"] = True  # one kernel per group: the update costs a few launches, not hundreds
     elif cfg.implementation != OptimizerImpl.auto:
         kwargs["foreach"] = cfg.implementation == OptimizerImpl.foreach
     if cfg.kind == OptimizerKind.adamw:

@@ -21,7 +21,7 @@ class ResumeMismatch(ConfigError):
 # section -> keys that may differ between the checkpoint and the resuming command
 MAY_CHANGE = {
     "model": {"checkpoint_activations"},
-    "task": {"compile", "output_loss", "loss_chunk"},
+    "task": {"compile", "output_loss", "loss_chunk", "tf32"},
     "optim": {"implementation"},
     "data": {"num_workers", "max_device_batch_size"},
 }

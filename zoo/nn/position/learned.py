@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from zoo.nn.host import host_reads_are_free
 from zoo.nn.position.base import PositionScheme
 
 
@@ -18,7 +19,7 @@ class LearnedPositions(PositionScheme):
         self.table = nn.Embedding(max_seq_len + offset, d_model)  # (max_seq_len + offset, D)
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        if positions.numel() and not torch.compiler.is_compiling() and int(positions.max()) >= self.max_seq_len:
+        if positions.numel() and host_reads_are_free(positions) and int(positions.max()) >= self.max_seq_len:
             raise ValueError(
                 f"position {int(positions.max())} is past the learned position table "
                 f"(model.max_seq_len={self.max_seq_len}); use a shorter input or a scheme that "
