@@ -108,7 +108,9 @@ class _Stepper:
     def __init__(self, model: ZooModel, input_ids, attention_mask, *, bos_id, use_cache: bool, repeat: int = 1,
                  capacity: Optional[int] = None, compile: bool = False):
         self.model = model
-        self.run_model = compiled(model) if compile else model
+        # the prompt runs once, eagerly; the steps run the compiled model (with a static cache
+        # on CUDA: replayed as CUDA graphs)
+        self.run_model = compiled(model, cuda_graphs=capacity is not None and input_ids.is_cuda) if compile else model
         self.use_cache = use_cache
         self.capacity = capacity  # a static cache of this many positions, or a growing one
         self.cache = None
@@ -132,28 +134,31 @@ class _Stepper:
             # fused causal path; with padding the mask grows by one column per step
             self.mask = attention_mask if attention_mask is not None and not bool(attention_mask.all()) else None
 
-    def _run(self, tokens: torch.Tensor) -> torch.Tensor:
+    def _run(self, tokens: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
         if self.use_cache and self.cache is None and self.capacity is not None:
             self.cache = self.model.new_cache(self.capacity)
+        one = tokens.shape[1] == 1  # a decoding step: its logits come out of the (compiled) model
         if self.encoder_decoder:
-            out = self.run_model(decoder_input_ids=tokens, encoder_hidden_states=self.memory,
-                             attention_mask=self.source_mask, cache=self.cache, use_cache=self.use_cache,
-                             return_logits=False)
+            out = model(decoder_input_ids=tokens, encoder_hidden_states=self.memory,
+                        attention_mask=self.source_mask, cache=self.cache, use_cache=self.use_cache,
+                        return_logits=one)
         else:
-            out = self.run_model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache,
-                             return_logits=False)
+            out = model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache,
+                        return_logits=one)
         self.cache = out.cache if self.use_cache else None
+        if one:
+            return out.logits[:, -1].clone()  # (rows, V); a CUDA graph's output is overwritten by its next replay
         return self.model.logits(out.hidden_states[:, -1:])[:, 0]  # only the last position: (rows, V)
 
     def start(self) -> torch.Tensor:
-        return self._run(self.context)
+        return self._run(self.context, self.model)
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (rows,) appended -> next-token logits (rows, V)."""
         self.context = torch.cat([self.context, tokens[:, None]], dim=1)  # (rows, T + 1)
         if self.mask is not None:
             self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
-        return self._run(tokens[:, None] if self.use_cache else self.context)
+        return self._run(tokens[:, None] if self.use_cache else self.context, self.run_model)
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows `index` (beam search)."""
@@ -168,17 +173,21 @@ class _Stepper:
                 self.source_mask = self.source_mask[index]
 
 
-_COMPILED: "weakref.WeakKeyDictionary[ZooModel, torch.nn.Module]" = weakref.WeakKeyDictionary()
+_COMPILED: "weakref.WeakKeyDictionary[ZooModel, dict]" = weakref.WeakKeyDictionary()
 
 
-def compiled(model: ZooModel) -> torch.nn.Module:
-    """torch.compile(model), made once per model and reused by later generate calls (a model
-    compiled in place, e.g. by task.compile=true, is used as it is)."""
+def compiled(model: ZooModel, *, cuda_graphs: bool = False) -> torch.nn.Module:
+    """torch.compile(model), made once per model (and mode) and reused by later generate calls.
+    cuda_graphs: mode "reduce-overhead", which replays each step as one CUDA graph (a static
+    cache's step has fixed shapes and addresses). A model compiled in place (task.compile=true)
+    is used as it is, without CUDA graphs."""
     if getattr(model, "_compiled_call_impl", None) is not None:
         return model
-    if model not in _COMPILED:
-        _COMPILED[model] = torch.compile(model)
-    return _COMPILED[model]
+    modes = _COMPILED.setdefault(model, {})
+    mode = "reduce-overhead" if cuda_graphs else "default"
+    if mode not in modes:
+        modes[mode] = torch.compile(model, mode=mode)
+    return modes[mode]
 
 
 def step_capacity(model: ZooModel, input_ids: torch.Tensor, config: "GenerationConfig") -> Optional[int]:

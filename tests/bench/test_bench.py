@@ -52,8 +52,9 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["variants=eager,turbo"], "variants='eager,turbo': choose from eager, compile, bf16, checkpoint"),
-    (["peers=fairseq"], "peers='fairseq': choose from hf, x-transformers (or none)"),
+    (["variants=eager,turbo"], "variants='eager,turbo': choose from eager, compile, bf16, bf16-compile, checkpoint"),
+    (["peers=fairseq"], "peers='fairseq': choose from hf, x-transformers, litgpt (or none)"),
+    (["shape=gpt3"], "shape='gpt3': choose from reference, gpt2-small, llama-250m"),
     (["trainer.max_steps=3"], "zoo-bench takes model overrides"),
     (["seq_len=512"], "seq_len=512 is longer than model.max_seq_len=256"),
 ])
@@ -105,3 +106,71 @@ def test_zoo_bench_help_lists_every_option():
     assert done.returncode == 0
     for option in ("batch=8", "seq_len=256", "variants=eager,compile,bf16", "memory_rounds=3", "out=FILE.json"):
         assert option in done.stdout, option
+
+
+@pytest.mark.parametrize("shape, params, batch, seq_len", [
+    ("gpt2-small", 124_475_904, 16, 1024),  # GPT-2 small with its vocabulary padded to 50,304
+    ("llama-250m", 245_924_864, 8, 1024),  # 16 x (2,621,440 attention + 8,650,752 SwiGLU + 2 norms) + 2 x 32000 x 1024 + norm
+])
+def test_named_shapes_are_the_models_gpu_users_train(shape, params, batch, seq_len):
+    from zoo.cli.bench import configure
+    from zoo.models.summary import summarize
+
+    model, opts, _ = configure([f"shape={shape}"])
+    with torch.device("meta"):
+        built = zoo.build_model(model)
+    assert summarize(built, seq_len).total_params == params
+    assert (opts.batch, opts.seq_len) == (batch, seq_len)
+    model, opts, _ = configure([f"shape={shape}", "batch=2", "model.n_layers=2"])  # later options win
+    assert (opts.batch, opts.seq_len, model.n_layers) == (2, seq_len, 2)
+
+
+def test_bf16_compile_variant_runs_zoo_compiled_under_bf16_autocast(tmp_path):
+    from zoo.bench.run import is_bf16, is_compiled
+
+    assert [(is_bf16(v), is_compiled(v)) for v in ("eager", "compile", "bf16", "bf16-compile")] == [
+        (False, False), (False, True), (True, False), (True, True)]
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.bench", *TINY, "batch=2", "seq_len=16", "rounds=1", "steps=1",
+         "variants=bf16-compile", "peers=none", "measure=train", f"out={out}"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(out.read_text())["rows"][0]
+    assert (row["system"], row["variant"]) == ("zoo", "bf16-compile") and row["train_tokens_per_s"] > 0
+    assert set(json.loads(out.read_text())["matmul_flops_per_s"]) == {"float32", "bfloat16"}
+
+
+def _litgpt_or_skip():
+    try:
+        import litgpt.model  # noqa: F401
+    except ImportError:
+        pytest.skip("litgpt is not installed (pip install --no-deps litgpt psutil): the litgpt peer is optional")
+
+
+@pytest.mark.parametrize("preset", ["gpt", "llama"])
+def test_litgpt_peer_has_the_same_shapes_and_decodes_as_its_own_forward(preset):
+    _litgpt_or_skip()
+    work = workload(preset)
+    zoo_subject = build_subject("zoo", work)
+    lit = build_subject("litgpt", work, zoo=zoo_subject)
+    positions = sum(p.numel() for n, p in zoo_subject.model.named_parameters() if "positions" in n)
+    ours = sum(p.numel() for p in zoo_subject.model.parameters()) - positions  # litgpt: RoPE, no table
+    theirs = sum(p.numel() for p in lit.model.parameters())
+    assert abs(theirs - ours) / ours < 0.03, (ours, theirs)
+    prompt = work.prompt(2, 5)
+    out = lit.generate(prompt, 6)
+    assert out.shape == (2, 6)
+    with torch.no_grad():  # greedy through its KV cache = argmax of its full forward, token by token
+        seq = prompt
+        for _ in range(6):
+            seq = torch.cat([seq, lit.model(seq)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, seq[:, 5:])
+    lit.train_step(work.training_batch())
+
+
+@pytest.mark.parametrize("preset", ["bert", "t5"])
+def test_litgpt_is_compared_on_decoder_only_models_only(preset):
+    _litgpt_or_skip()
+    with pytest.raises(PeerUnavailable, match="decoder-only models only"):
+        build_subject("litgpt", workload(preset))

@@ -22,9 +22,27 @@ from zoo.config.model import ModelConfig
 from zoo.config.errors import ConfigError
 from zoo.models.summary import summarize
 
-VARIANTS = ("eager", "compile", "bf16", "checkpoint")
+VARIANTS = ("eager", "compile", "bf16", "bf16-compile", "checkpoint")
 MEASURES = ("train", "forward", "generate", "fit", "memory")
-PEER_VARIANTS = ("eager", "compile", "bf16")  # checkpointing is a zoo switch; peers run as they come
+PEER_VARIANTS = ("eager", "compile", "bf16", "bf16-compile")  # checkpointing is a zoo switch; peers run as they come
+
+# named shapes: model overrides and the batch they are measured at (batch × seq_len tokens a step)
+SHAPES = {
+    "reference": ([], {}),  # the default model at the options' batch and seq_len: the CPU reference
+    "gpt2-small": (["model=gpt", "model.d_model=768", "model.n_heads=12", "model.n_layers=12",
+                    "model.vocab_size=50304", "model.max_seq_len=1024"], {"batch": 16, "seq_len": 1024}),
+    "llama-250m": (["model=llama", "model.d_model=1024", "model.n_heads=16", "model.n_kv_heads=4",
+                    "model.n_layers=16", "model.d_ff=2816", "model.vocab_size=32000", "model.max_seq_len=1024"],
+                   {"batch": 8, "seq_len": 1024}),
+}
+
+
+def is_bf16(variant: str) -> bool:
+    return variant.startswith("bf16")
+
+
+def is_compiled(variant: str) -> bool:
+    return variant.endswith("compile")
 
 
 @dataclass(kw_only=True)
@@ -34,9 +52,15 @@ class BenchOptions:
     threads: int = field(default=2, metadata={"help": "torch intra-op threads (0: torch's default)"})
     rounds: int = field(default=5, metadata={"help": "interleaved timed rounds; medians are reported"})
     steps: int = field(default=2, metadata={"help": "training steps per case per round"})
-    peers: str = field(default="hf,x-transformers", metadata={"help": "comma-separated, or none"})
+    peers: str = field(default="hf,x-transformers",
+                       metadata={"help": "comma-separated of hf, x-transformers, litgpt; or none"})
+    shape: str = field(default="reference",
+                       metadata={"help": "reference (the model given), gpt2-small (124M, batch 16 x 1024) or "
+                                 "llama-250m (GQA, SwiGLU, batch 8 x 1024): model overrides and batch; "
+                                 "later model.* overrides and batch= / seq_len= win"})
     variants: str = field(default="eager,compile,bf16",
-                          metadata={"help": "of eager, compile, bf16, checkpoint"})
+                          metadata={"help": "of eager, compile, bf16, bf16-compile (bf16 autocast and "
+                                    "torch.compile: what GPU users run), checkpoint"})
     measure: str = field(default="train,forward,generate,fit,memory",
                          metadata={"help": "of train, forward, generate, fit, memory"})
     prompt: int = field(default=32, metadata={"help": "generation: prompt tokens"})
@@ -56,6 +80,8 @@ class BenchOptions:
         self.peer_list = _choices("peers", self.peers, tuple(PEERS), allow_none=True)
         self.variant_list = _choices("variants", self.variants, VARIANTS)
         self.measure_list = _choices("measure", self.measure, MEASURES)
+        if self.shape not in SHAPES:
+            raise ConfigError(f"shape={self.shape!r}: choose from {', '.join(SHAPES)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
         if self.device == "cuda" and not torch.cuda.is_available():
@@ -98,7 +124,7 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
         # longer table changes nothing else, so every measurement uses the same model
         model = dataclasses.replace(model, max_seq_len=opts.prompt + opts.new_tokens)
     base = Workload(model=model, batch=opts.batch, seq_len=opts.seq_len, device=device)
-    work = {v: dataclasses.replace(base, bf16=v == "bf16") for v in opts.variant_list}
+    work = {v: dataclasses.replace(base, bf16=is_bf16(v)) for v in opts.variant_list}
 
     cases: list[Case] = []
     unavailable: dict[str, str] = {}
@@ -106,13 +132,13 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
         w = work[variant]
         torch.manual_seed(opts.seed)
         zoo_model = _variant_model(model, variant)
-        zoo = build_subject("zoo", dataclasses.replace(w, model=zoo_model), compile=variant == "compile")
+        zoo = build_subject("zoo", dataclasses.replace(w, model=zoo_model), compile=is_compiled(variant))
         cases.append(Case("zoo", variant, zoo, f"zoo {variant}"))
         if variant not in PEER_VARIANTS:
             continue
         for peer in opts.peer_list:
             try:
-                subject = build_subject(peer, w, compile=variant == "compile", zoo=zoo)
+                subject = build_subject(peer, w, compile=is_compiled(variant), zoo=zoo)
             except PeerUnavailable as exc:
                 unavailable[peer] = str(exc)
                 continue
@@ -131,7 +157,7 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
                                                    opts.steps, device)
         if "fit" in opts.measure_list:
             for c in cases:
-                if c.system == "zoo" and c.variant in ("eager", "bf16"):
+                if c.system == "zoo" and c.variant in ("eager", "bf16"):  # fit: zoo-train's loop, eager
                     w = work[c.variant]
                     timers[f"{c.name} fit"] = lambda w=w: fit_seconds_per_step(w, max(opts.steps, 3))
         log(f"training: {len(timers)} cases x {opts.rounds} rounds")
@@ -167,12 +193,12 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
     if "memory" in opts.measure_list:
         mem_len = opts.memory_seq_len or opts.seq_len
         for c in cases:
-            if c.variant == "compile":
+            if is_compiled(c.variant):
                 continue  # compiling in each fresh process would dominate; memory is eager's
             mem_model = dataclasses.replace(_variant_model(model, c.variant),
                                             max_seq_len=max(model.max_seq_len, mem_len))
             spec = {"model": mem_model.to_dict(), "batch": opts.batch, "seq_len": mem_len,
-                    "device": device.type, "bf16": c.variant == "bf16", "system": c.system,
+                    "device": device.type, "bf16": is_bf16(c.variant), "system": c.system,
                     "threads": opts.threads}
             log(f"memory: {c.name} at context {mem_len}")
             measured = [peak_training_memory(spec) for _ in range(opts.memory_rounds)]
@@ -186,11 +212,12 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
     train_flops_per_step = 3 * summary.flops_per_token * opts.batch * opts.seq_len
     peaks = {}
     if "train" in opts.measure_list:
-        dtypes = {"float32": torch.float32, **({"bfloat16": torch.bfloat16} if "bf16" in opts.variant_list else {})}
+        dtypes = {"float32": torch.float32,
+                  **({"bfloat16": torch.bfloat16} if any(map(is_bf16, opts.variant_list)) else {})}
         peaks = {name: matmul_flops_per_s(dt, device, rounds=opts.rounds) for name, dt in dtypes.items()}
         for row in rows.values():
             if "train_step_ms" in row:
-                peak = peaks["bfloat16" if row["variant"] == "bf16" else "float32"]
+                peak = peaks["bfloat16" if is_bf16(row["variant"]) else "float32"]
                 row["model_flops_per_s"] = train_flops_per_step / (row["train_step_ms"] / 1e3)
                 row["mfu"] = row["model_flops_per_s"] / peak
     return {
@@ -254,6 +281,9 @@ def ratios(rows: list[dict], gen_batch: int) -> dict:
     put("train compile: zoo / fastest peer", get("zoo", "compile", t), best_peer("compile", t))
     put("train bf16: zoo bf16 / zoo float32", get("zoo", "bf16", t), get("zoo", "eager", t))
     put("train bf16: zoo / hf", get("zoo", "bf16", t), get("hf", "bf16", t))
+    put("train bf16: zoo / fastest peer", get("zoo", "bf16", t), best_peer("bf16", t))
+    put("train bf16-compile: zoo / hf", get("zoo", "bf16-compile", t), get("hf", "bf16-compile", t))
+    put("train bf16-compile: zoo / fastest peer", get("zoo", "bf16-compile", t), best_peer("bf16-compile", t))
     put("fit / bare step (eager)", get("zoo", "eager", "fit_tokens_per_s"), get("zoo", "eager", t))
     put("fit / bare step (bf16)", get("zoo", "bf16", "fit_tokens_per_s"), get("zoo", "bf16", t))
     for n in (1, gen_batch):
@@ -262,6 +292,7 @@ def ratios(rows: list[dict], gen_batch: int) -> dict:
         put(f"generate batch {n}: zoo / fastest peer", get("zoo", "eager", g), best_peer("eager", g))
         put(f"generate batch {n}: zoo compiled static step / hf eager", get("zoo", "compile", g), get("hf", "eager", g))
         put(f"generate batch {n}: zoo / hf, both compiled", get("zoo", "compile", g), get("hf", "compile", g))
+        put(f"generate batch {n}: zoo / hf, both bf16 compiled", get("zoo", "bf16-compile", g), get("hf", "bf16-compile", g))
     put("forward: hf / zoo latency", get("hf", "eager", "forward_ms"), get("zoo", "eager", "forward_ms"))
     m = "memory_mb"
     put("memory: checkpoint / eager", get("zoo", "checkpoint", m), get("zoo", "eager", m))

@@ -4,6 +4,7 @@ x-transformers (optional: `pip install '.[bench]' in zoo's source directory`), i
 medians.
 
     zoo-bench                                   # the default model (gpt), the reference shape
+    zoo-bench shape=gpt2-small variants=eager,bf16,bf16-compile peers=hf,x-transformers,litgpt
     zoo-bench model=llama peers=hf out=bench.json
     zoo-bench model=bert variants=eager measure=train,forward,memory
     zoo-bench variants=eager,checkpoint measure=memory memory_seq_len=1024 model.max_seq_len=1024
@@ -23,9 +24,9 @@ from typing import Optional
 TOOL = "zoo-bench"
 
 
-def run(argv: list[str], log=print) -> dict:
-    from zoo.bench.report import markdown
-    from zoo.bench.run import BenchOptions, run_bench
+def configure(argv: list[str]):
+    """zoo-bench's arguments -> (the zoo ModelConfig, BenchOptions, out path or None)."""
+    from zoo.bench.run import SHAPES, BenchOptions
     from zoo.cli.args import parse
     from zoo.config.convert import as_model_config
     from zoo.config.errors import ConfigError
@@ -39,11 +40,25 @@ def run(argv: list[str], log=print) -> dict:
         raise ConfigError(f"{not_model[0]!r}: zoo-bench takes model overrides (model=..., model.*=...) "
                           f"and its own options: {keys}")
     out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
-    opts, _ = parse(BenchOptions, [a for a in options if not a.startswith("out=")])
+    given = [a for a in options if not a.startswith("out=")]
+    opts, _ = parse(BenchOptions, given)
+    shape_overrides, shape_sizes = SHAPES[opts.shape]
+    if shape_sizes:  # the shape's batch and seq_len, unless given
+        named = {a.split("=", 1)[0] for a in given}
+        sizes = [f"{key}={value}" for key, value in shape_sizes.items() if key not in named]
+        opts, _ = parse(BenchOptions, [*sizes, *given])
     import zoo
 
-    cfg = zoo.compose(["model.dropout=0.0", *overrides])
-    result = run_bench(as_model_config(cfg.model), opts, log=lambda m: log(f"{TOOL}: {m}", file=sys.stderr))
+    cfg = zoo.compose(["model.dropout=0.0", *shape_overrides, *overrides])
+    return as_model_config(cfg.model), opts, out
+
+
+def run(argv: list[str], log=print) -> dict:
+    from zoo.bench.report import markdown
+    from zoo.bench.run import run_bench
+
+    model, opts, out = configure(argv)
+    result = run_bench(model, opts, log=lambda m: log(f"{TOOL}: {m}", file=sys.stderr))
     table = markdown(result)
     print(table)
     if out:

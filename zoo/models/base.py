@@ -33,12 +33,14 @@ class ModelOutput:
 
 
 def make_position_ids(
-    attention_mask: Optional[torch.Tensor], length: int, past: int, device: torch.device
+    attention_mask: Optional[torch.Tensor], length: int, cache: Optional[Cache], device: torch.device
 ) -> torch.Tensor:
-    """Positions of the `length` newest tokens: (1, T) counting from `past`, or, given a
-    (B, past + T) mask, (B, T) counting only real tokens, so left-padded rows start at 0."""
+    """Positions of the `length` newest tokens: (1, T) counting on from what `cache` holds, or,
+    given a (B, past + T) mask, (B, T) counting only real tokens, so left-padded rows start at 0."""
     if attention_mask is None:
-        return torch.arange(past, past + length, device=device)[None]  # (1, T)
+        if cache is None:
+            return torch.arange(length, device=device)[None]  # (1, T)
+        return cache.next_positions(length, device)  # (1, T)
     counted = attention_mask.long().cumsum(-1) - 1  # (B, S)
     return counted.clamp(min=0)[:, -length:]  # (B, T)
 

@@ -39,9 +39,8 @@ class DecoderOnly(ZooModel):
         B, T = input_ids.shape
         if use_cache and cache is None:
             cache = self.new_cache()
-        past = cache.length if cache is not None else 0
         if position_ids is None:
-            position_ids = make_position_ids(attention_mask, T, past, input_ids.device)
+            position_ids = make_position_ids(attention_mask, T, cache, input_ids.device)
         h = self.decoder(
             self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask, cache=cache
         )  # (B, T, D)

@@ -29,7 +29,7 @@ class EncoderDecoder(ZooModel):
         self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None
     ) -> torch.Tensor:
         """input_ids (B, S) -> encoder states (B, S, D)."""
-        positions = make_position_ids(attention_mask, input_ids.shape[1], 0, input_ids.device)
+        positions = make_position_ids(attention_mask, input_ids.shape[1], None, input_ids.device)
         return self.encoder(self.embed_tokens(input_ids), positions=positions, key_padding=attention_mask)
 
     def forward(
@@ -54,10 +54,9 @@ class EncoderDecoder(ZooModel):
             encoder_hidden_states = self.encode(input_ids, attention_mask)
         if use_cache and cache is None:
             cache = self.new_cache()
-        past = cache.length if cache is not None else 0
         B, T = decoder_input_ids.shape
         S = encoder_hidden_states.shape[1]
-        positions = make_position_ids(decoder_attention_mask, T, past, decoder_input_ids.device)
+        positions = make_position_ids(decoder_attention_mask, T, cache, decoder_input_ids.device)
         h = self.decoder(
             self.embed_tokens(decoder_input_ids),
             positions=positions,

@@ -30,7 +30,7 @@ class EncoderOnly(ZooModel):
         (segments, where model.token_types > 0; default type 0). -> logits (B, T, V)."""
         B, T = input_ids.shape
         if position_ids is None:
-            position_ids = make_position_ids(attention_mask, T, 0, input_ids.device)
+            position_ids = make_position_ids(attention_mask, T, None, input_ids.device)
         h = self.encoder(
             self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask
         )  # (B, T, D)

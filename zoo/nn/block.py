@@ -132,6 +132,24 @@ class Stack(nn.Module):
     def position_for(self, layer: int) -> PositionScheme:
         return self.positions[layer if len(self.positions) > 1 else 0]
 
+    def _static_cache_mask(
+        self, cache: Cache, T: int, key_padding: Optional[torch.Tensor], device: torch.device
+    ) -> torch.Tensor:
+        """(B or 1, 1, T, capacity) bool: which of a static cache's slots each of the T new
+        queries sees. Without padding, from the cache's slot tensor alone (the same graph at
+        every step); with a (B, past + T) padding mask, whose width tells the past."""
+        if key_padding is not None:
+            past = key_padding.shape[1] - T
+            mask = attention_mask(
+                q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding, device=device,
+            )  # (B, 1, T, past + T)
+            return F.pad(mask, (0, cache.capacity - past - T), value=False)  # (B, 1, T, capacity)
+        first = cache.slot if cache.slot is not None else torch.zeros((), dtype=torch.long, device=device)
+        keys = torch.arange(cache.capacity, device=device)  # (capacity,)
+        queries = first + torch.arange(T, device=device)  # (T,) the slots the new tokens take
+        seen = keys[None, :] <= queries[:, None] if self.causal else keys[None, :] < first + T  # (T, capacity)
+        return seen[None, None]  # (1, 1, T, capacity)
+
     def forward(
         self,
         x: torch.Tensor,
@@ -144,22 +162,16 @@ class Stack(nn.Module):
         cache: Optional[Cache] = None,
     ) -> torch.Tensor:
         B, T, _ = x.shape
-        past = cache.length if cache is not None else 0
         # no padding: no mask, so SDPA can take its fused causal / unmasked path (where reading the
         # mask is free; elsewhere the data path leaves out a mask without padding)
         if key_padding is not None and host_reads_are_free(key_padding) and bool(key_padding.all()):
             key_padding = None
         if memory_padding is not None and host_reads_are_free(memory_padding) and bool(memory_padding.all()):
             memory_padding = None
+        past = 0 if cache is None or cache.static else cache.length  # a static cache's is on the device
         if cache is not None and cache.static:
             # a static cache returns all `capacity` slots: the ones not yet written are masked
-            mask = attention_mask(
-                q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding, device=x.device,
-            )  # (B or 1, 1, T, past + T) or None
-            if mask is None:
-                mask = torch.ones(1, 1, T, past + T, dtype=torch.bool, device=x.device)
-            mask = F.pad(mask, (0, cache.capacity - past - T), value=False)  # (B or 1, 1, T, capacity)
-            causal = False
+            mask, causal = self._static_cache_mask(cache, T, key_padding, x.device), False
         elif key_padding is None and past == 0:
             mask, causal = None, self.causal  # lets attention take the fused is_causal path
         elif key_padding is None and T == 1:

@@ -7,6 +7,8 @@ from typing import Optional
 
 import torch
 
+from zoo.nn.host import host_reads_are_free
+
 
 class KVCache:
     """Self-attention keys and values seen so far, before any position transform, with their
@@ -78,34 +80,59 @@ class KVCache:
 
 
 class StaticKVCache(KVCache):
-    """Keys and values in buffers of a fixed `capacity` allocated at the first update: every
-    decoding step sees tensors of the same shape (B, Hkv, capacity, Dh), so a compiled step is
-    compiled once (and on GPU can be replayed as a CUDA graph). Slots at and after `length`
-    are zeros; the stack masks them out (`Stack.forward`)."""
+    """Keys and values in buffers of a fixed `capacity` allocated at the first update, written
+    at the slots a device tensor `slot` points to: every decoding step sees tensors of the same
+    shapes and no Python number that changes, so a compiled step is compiled once and on a GPU
+    replays as one CUDA graph (the buffers and `slot` keep their addresses: beam search reorders
+    them in place). Slots at and after `slot` are zeros; the stack masks them out
+    (`Stack.forward`). `length` reads `slot` on the host: for callers outside the step."""
 
     static = True
 
     def __init__(self, capacity: int) -> None:
         super().__init__()
         self.capacity = capacity
+        self.slot: Optional[torch.Tensor] = None  # () long: the next slot to write
+
+    @property
+    def length(self) -> int:
+        return 0 if self.slot is None else int(self.slot)
+
+    @length.setter
+    def length(self, value: int) -> None:  # KVCache.__init__ sets 0
+        if value:
+            raise ValueError("a static cache's length follows its slot")
 
     def update(self, k, v, positions):
-        """Write (B, Hkv, T, Dh) keys/values and (B or 1, T) positions at slots [length,
-        length + T); return the whole buffers (B, Hkv, capacity, Dh), (B or 1, capacity)."""
+        """Write (B, Hkv, T, Dh) keys/values and (B or 1, T) positions at slots [slot,
+        slot + T); return the whole buffers (B, Hkv, capacity, Dh), (B or 1, capacity)."""
         B, Hkv, T, Dh = k.shape
-        if self.length + T > self.capacity:
-            raise ValueError(f"the static cache holds {self.capacity} positions; "
-                             f"{self.length} + {T} do not fit")
         if self._k is None:
             self._k = k.new_zeros(B, Hkv, self.capacity, Dh)
             self._v = v.new_zeros(B, Hkv, self.capacity, Dh)
             self._positions = positions.new_zeros(positions.shape[0], self.capacity)
+            self.slot = torch.zeros((), dtype=torch.long, device=k.device)
+            if k.device.type == "cuda":  # CUDA graphs write into these in place
+                for t in (self._k, self._v, self._positions, self.slot):
+                    torch._dynamo.mark_static_address(t)
+        if host_reads_are_free(self.slot) and int(self.slot) + T > self.capacity:
+            raise ValueError(f"the static cache holds {self.capacity} positions; "
+                             f"{int(self.slot)} + {T} do not fit")
         positions = self._match_rows(positions)
-        self._k[:, :, self.length : self.length + T] = k
-        self._v[:, :, self.length : self.length + T] = v
-        self._positions[:, self.length : self.length + T] = positions
-        self.length += T
+        slots = self.slot + torch.arange(T, device=k.device)  # (T,)
+        self._k.index_copy_(2, slots, k.to(self._k.dtype))
+        self._v.index_copy_(2, slots, v.to(self._v.dtype))
+        self._positions.index_copy_(1, slots, positions.to(self._positions.dtype))
+        self.slot.add_(T)
         return self._k, self._v, self._positions
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Select batch rows (beam search), in place: the buffers keep their addresses."""
+        if self._k is not None:
+            self._k.copy_(self._k[index])
+            self._v.copy_(self._v[index])
+            if self._positions.shape[0] > 1:
+                self._positions.copy_(self._positions[index])
 
 
 @dataclass
@@ -143,6 +170,18 @@ class Cache:
     @property
     def length(self) -> int:
         return self.layers[0].self_attn.length if self.layers else 0
+
+    @property
+    def slot(self) -> Optional[torch.Tensor]:
+        """A static cache's next slot as a () device tensor (None before its first update)."""
+        return self.layers[0].self_attn.slot if self.static else None
+
+    def next_positions(self, T: int, device: torch.device) -> torch.Tensor:
+        """(1, T): the positions of T tokens appended after what the cache holds, counted on
+        the device for a static cache (no Python number that changes from step to step)."""
+        if self.slot is not None:
+            return (self.slot + torch.arange(T, device=device))[None]  # (1, T)
+        return torch.arange(self.length, self.length + T, device=device)[None]  # (1, T)
 
     def reorder(self, index: torch.Tensor) -> None:
         for layer in self.layers:

@@ -4,10 +4,11 @@ model as the workload's zoo config, or says in one line why it cannot."""
 from __future__ import annotations
 
 from zoo.bench.peers.hf import HFSubject
+from zoo.bench.peers.litgpt import LitGPTSubject
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.peers.xtransformers import XTransformersSubject
 
-PEERS = {"hf": HFSubject, "x-transformers": XTransformersSubject}
+PEERS = {"hf": HFSubject, "x-transformers": XTransformersSubject, "litgpt": LitGPTSubject}
 
 
 __all__ = ["PEERS", "PeerUnavailable"]
