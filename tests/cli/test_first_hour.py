@@ -94,6 +94,17 @@ def test_a_gpu_recipe_on_a_machine_without_one_says_what_to_add(tmp_path, capsys
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_liger_loss_without_a_cuda_gpu_is_one_line(tmp_path, capsys, monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU: the option would run")
+    monkeypatch.chdir(tmp_path)
+    status, err = in_process("zoo-train", ["task.output_loss=liger"], capsys, monkeypatch)
+    assert status == 2
+    lines = [line for line in err.splitlines() if line.startswith("zoo-train: error:")]
+    assert len(lines) == 1 and "task.output_loss=liger runs Triton kernels on a CUDA GPU" in lines[0], err[-2000:]
+    assert not (tmp_path / "runs").exists()
+
+
 def test_tensorboard_missing_is_one_line_before_training(tmp_path):
     """As on a machine without tensorboard: the modules are made unimportable for this process."""
     code = ("import sys; sys.modules['tensorboard'] = None; sys.modules['tensorboardX'] = None; "

@@ -33,12 +33,12 @@ def _one_graph_loss(task, batch, **options):
     return graph(task.model, inputs, labels, **options), task.model.forward_loss(inputs, labels, **options)
 
 
-@pytest.mark.parametrize("full_logits", [False, True], ids=["chunked", "logits"])
+@pytest.mark.parametrize("output_loss", [OutputLoss.chunked, OutputLoss.logits], ids=["chunked", "logits"])
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_training_loss_is_one_graph(family, position, full_logits):
+def test_training_loss_is_one_graph(family, position, output_loss):
     task = _task(family, position)
-    compiled, eager = _one_graph_loss(task, batch_for(family), full_logits=full_logits)
+    compiled, eager = _one_graph_loss(task, batch_for(family), output_loss=output_loss)
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
 
 

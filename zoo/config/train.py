@@ -45,6 +45,7 @@ class OutputLoss(Choice):
     auto = "auto"  # chunked on the CPU, logits on an accelerator (fewer kernel launches there)
     logits = "logits"  # materialise the (N, V) logits, then softmax cross-entropy
     chunked = "chunked"  # projection + cross-entropy in chunks of rows, logits never whole
+    liger = "liger"  # Liger-Kernel's fused linear cross-entropy (Triton, CUDA only; pip install '.[liger]')
 
 
 class ScheduleKind(Choice):
@@ -94,7 +95,8 @@ class TaskConfig:
         default=OutputLoss.auto,
         metadata={"help": "token tasks in training: chunked (projection + cross-entropy per "
                   "chunk of rows, less memory, faster on the CPU), logits (the whole (N, V) "
-                  "tensor, fewer kernel launches) or auto (chunked on the CPU, logits elsewhere)"},
+                  "tensor, fewer kernel launches), liger (Liger-Kernel's fused Triton kernel, "
+                  "CUDA only, optional extra) or auto (chunked on the CPU, logits elsewhere)"},
     )
     loss_chunk: int = field(
         default=1024, metadata={"help": "output_loss=chunked: rows of logits alive at a time"}

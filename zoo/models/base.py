@@ -12,8 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.config.model import ModelConfig
+from zoo.config.train import OutputLoss
 from zoo.nn.cache import Cache
-from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy
+from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy, liger_linear_cross_entropy
 from zoo.nn.embedding import TokenEmbedding
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import ACTIVATIONS
@@ -119,13 +120,13 @@ class ZooModel(nn.Module):
 
     def token_loss(
         self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        full_logits: bool = False, sparse_targets: bool = False,
+        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False,
     ) -> torch.Tensor:
         """Mean cross-entropy of the output head on hidden (N, D) against targets (N,) (-100 =
-        no target), equal to cross_entropy(logits(hidden), targets). By default without
-        materialising the (N, V) logits (`chunked_linear_cross_entropy`); full_logits=True
-        builds them and calls F.cross_entropy (faster where kernel launches cost more than
-        memory traffic: an accelerator in eager mode).
+        no target), equal to cross_entropy(logits(hidden), targets). `output_loss`: chunked
+        (`chunked_linear_cross_entropy`, the (N, V) logits never whole), logits (built whole,
+        then F.cross_entropy: fewer kernel launches) or liger (Liger-Kernel's fused Triton
+        kernel, CUDA only).
 
         Rows without a target are dropped before the head where that is free (eager on the
         CPU) or pays for its host sync (sparse_targets: a masked-LM batch has targets on ~15%
@@ -136,9 +137,12 @@ class ZooModel(nn.Module):
             if not bool(keep.all()):
                 rows = keep.nonzero().squeeze(1)  # (n,)
                 hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)  # (n, D), (n,)
-        if full_logits:
+        if output_loss == OutputLoss.logits:
             logits = F.linear(self._head_input(hidden), self.lm_head.weight, self.output_bias)  # (N, V)
             return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, label_smoothing=label_smoothing)
+        if output_loss == OutputLoss.liger:
+            return liger_linear_cross_entropy(self._head_input(hidden), self.lm_head.weight, targets,
+                                              bias=self.output_bias, label_smoothing=label_smoothing)
         return chunked_linear_cross_entropy(
             self._head_input(hidden), self.lm_head.weight, targets,
             bias=self.output_bias, chunk=chunk, label_smoothing=label_smoothing,
@@ -146,7 +150,7 @@ class ZooModel(nn.Module):
 
     def forward_loss(
         self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        full_logits: bool = False, sparse_targets: bool = False,
+        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False,
     ) -> torch.Tensor:
         """The mean token loss of one forward: `inputs` are the family's forward arguments,
         targets (B, T) (-100 = no target); the head runs as `token_loss`. This is what
@@ -156,7 +160,7 @@ class ZooModel(nn.Module):
         run = self.forward if getattr(self, "sharded", False) else self  # self(...): hooks
         hidden = run(**inputs, return_logits=False).hidden_states  # (B, T, D)
         return self.token_loss(hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), chunk=chunk,
-                               label_smoothing=label_smoothing, full_logits=full_logits,
+                               label_smoothing=label_smoothing, output_loss=output_loss,
                                sparse_targets=sparse_targets)  # rows (B·T, D)
 
     def drop_output_head(self) -> None:

@@ -136,3 +136,25 @@ def chunked_linear_cross_entropy(
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, chunk, float(label_smoothing))
+
+
+def liger_linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    bias: Optional[torch.Tensor] = None,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    """The same loss through Liger-Kernel's fused linear cross-entropy (Hsu et al. 2024): Triton
+    kernels, CUDA only, an optional dependency (`pip install '.[liger]'`)."""
+    if hidden.device.type != "cuda":
+        raise ValueError(f"task.output_loss=liger runs Triton kernels on CUDA only, not on {hidden.device.type}; "
+                         f"use task.output_loss=auto")
+    try:
+        from liger_kernel.transformers.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyLoss
+    except ImportError:
+        raise ValueError("task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's source "
+                         "directory)") from None
+    loss = LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE, label_smoothing=label_smoothing, reduction="mean")
+    return loss(weight, hidden, targets, bias)

@@ -131,7 +131,7 @@ class ZooTask(L.LightningModule):
         if output_loss == OutputLoss.auto:
             output_loss = OutputLoss.chunked if labels.device.type == "cpu" else OutputLoss.logits
         options = dict(chunk=self.task_config.loss_chunk, label_smoothing=smoothing,
-                       full_logits=output_loss == OutputLoss.logits, sparse_targets=self.sparse_targets)
+                       output_loss=output_loss, sparse_targets=self.sparse_targets)
         if self.task_config.compile and not getattr(self.model, "sharded", False):
             loss = _compiled_forward_loss()(self.model, inputs, labels, **options)
         else:  # under FSDP, forward_loss is the registered forward entry (the model compiled in place)

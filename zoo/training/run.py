@@ -24,6 +24,7 @@ from zoo.config.train import (
     NonFinitePolicy,
     LoggerConfig,
     OptimConfig,
+    OutputLoss,
     ProgressBar,
     ScheduleKind,
     SchedulerConfig,
@@ -64,6 +65,15 @@ def check_machine(spec: RunSpec) -> None:
         raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
                           f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run it "
                           f"on the CPU")
+    if spec.task.output_loss == OutputLoss.liger:
+        if accelerator in ("cpu", "mps") or not torch.cuda.is_available():
+            raise ConfigError("task.output_loss=liger runs Triton kernels on a CUDA GPU, and this run has "
+                              "none; use task.output_loss=auto")
+        import importlib.util
+
+        if importlib.util.find_spec("liger_kernel") is None:
+            raise ConfigError("task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's "
+                              "source directory)")
 
 
 def validate_run(cfg: DictConfig) -> RunSpec:

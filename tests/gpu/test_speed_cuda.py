@@ -1,0 +1,135 @@
+"""The GPU habits of zoo's training step and decoder, checked on a CUDA device: no host sync in
+an eager training step, the output loss auto picks the full-logits kernel there and agrees
+with the chunked one (and Liger-Kernel's where installed), the compiled training loss equals
+the eager one, AdamW is fused, float32 matmuls use TF32 in training, and the static decoding
+step replays as a CUDA graph with the eager tokens."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+import zoo
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
+from tests.gpu.conftest import BF16_TOL, DEVICE, on, prompts, token_batch
+from zoo.config.train import OptimConfig
+from zoo.generate import GenerationConfig, generate
+from zoo.tasks import TASKS
+from zoo.tasks.optim import build_optimizer
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+TASK_OF = {"decoder_only": "causal_lm", "encoder_only": "masked_lm", "encoder_decoder": "seq2seq"}
+
+
+def _task(family: str, position: str, **task):
+    torch.manual_seed(0)
+    model = tiny(family, position, d_model=64, n_heads=2, vocab_size=37)
+    return TASKS[TASK_OF[family]](model=model, task={"kind": TASK_OF[family], **task}).to(DEVICE)
+
+
+def _fed(task, family: str) -> dict:
+    """A batch as zoo-train hands it over: prepared on the CPU, then moved."""
+    return on(task.on_before_batch_transfer(token_batch(family), 0), DEVICE)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_eager_training_step_never_waits_for_the_gpu(family, position):
+    task = _task(family, position)
+    task.sparse_targets = False  # masked LM's row selection is its one deliberate read
+    batch = _fed(task, family)
+    task.training_loss(batch)[0].backward()  # warm-up: lazy initialisation may sync once
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        loss, _, _ = task.training_loss(batch)
+        loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(loss).item()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_output_loss_auto_is_full_logits_on_cuda_and_equals_chunked(family):
+    losses, grads = {}, {}
+    for output_loss in ("auto", "logits", "chunked"):
+        task = _task(family, "rope", output_loss=output_loss, loss_chunk=8)
+        loss, _, _ = task.training_loss(_fed(task, family))
+        loss.backward()
+        losses[output_loss] = loss.detach()
+        grads[output_loss] = {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None}
+    assert torch.equal(losses["auto"], losses["logits"])
+    torch.testing.assert_close(losses["chunked"], losses["logits"], atol=1e-5, rtol=1e-5)
+    for name, grad in grads["logits"].items():
+        torch.testing.assert_close(grads["chunked"][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is None,
+                    reason="liger-kernel is not installed (pip install '.[liger]')")
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_liger_loss_equals_the_full_logits_loss(family):
+    results = {}
+    for output_loss in ("logits", "liger"):
+        task = _task(family, "rope", output_loss=output_loss)
+        loss, _, _ = task.training_loss(_fed(task, family))
+        loss.backward()
+        results[output_loss] = (loss.detach(), {n: p.grad.clone() for n, p in task.named_parameters()
+                                                if p.grad is not None})
+    torch.testing.assert_close(results["liger"][0], results["logits"][0], atol=1e-4, rtol=1e-4)
+    for name, grad in results["logits"][1].items():
+        torch.testing.assert_close(results["liger"][1][name], grad, atol=1e-4, rtol=1e-3, msg=name)
+
+
+@pytest.mark.parametrize("output_loss", ["logits", "chunked"])
+@pytest.mark.parametrize("position", ["learned", "rope", "relative", "alibi"])
+def test_the_compiled_training_loss_equals_eager_in_bf16(position, output_loss):
+    results = {}
+    for compiled in (False, True):
+        task = _task("decoder_only", position, compile=compiled, output_loss=output_loss)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss, _, _ = task.training_loss(_fed(task, "decoder_only"))
+        loss.backward()
+        results[compiled] = (loss.detach().float(), task.model.embed.weight.grad.float())
+    torch.testing.assert_close(results[True][0], results[False][0], atol=BF16_TOL, rtol=BF16_TOL)
+    scale = results[False][1].abs().max()
+    assert (results[True][1] - results[False][1]).abs().max() <= BF16_TOL * scale
+
+
+def test_adamw_is_fused_and_tf32_is_on_in_training_by_default():
+    task = _task("decoder_only", "rope")
+    optimizer = build_optimizer(task, OptimConfig(), output_embedding=task.model.lm_head.weight)
+    assert optimizer.defaults["fused"] is True
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        task.on_fit_start()
+        assert torch.get_float32_matmul_precision() == "high"
+        torch.set_float32_matmul_precision("highest")
+        _task("decoder_only", "rope", tf32=False).on_fit_start()
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+@pytest.mark.parametrize("position", ["learned", "rope", "relative"])
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_static_decoding_replays_cuda_graphs_with_the_eager_tokens(family, position):
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny(family, position, d_model=64, n_heads=2, max_seq_len=64)).to(DEVICE).eval()
+    ids, _ = prompts(family)
+    ids = ids.to(DEVICE)
+    bos = 1 if family == "encoder_decoder" else None
+    eager = generate(model, ids, max_new_tokens=10, bos_id=bos)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
+                                            torch.profiler.ProfilerActivity.CPU]) as prof:
+        fast = generate(model, ids, max_new_tokens=10, bos_id=bos,
+                        config=GenerationConfig(static_cache=True, compile=True))
+        fast = generate(model, ids, max_new_tokens=10, bos_id=bos,  # the second call replays
+                        config=GenerationConfig(static_cache=True, compile=True))
+    assert torch.equal(fast, eager)
+    names = " ".join(e.name for e in prof.events()).lower()
+    assert "cudagraph" in names or "graph_replay" in names or "cudagraphlaunch" in names, \
+        "no CUDA graph replay seen in the profile"
