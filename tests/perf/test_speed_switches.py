@@ -369,3 +369,29 @@ def test_masks_without_padding_are_left_out_before_transfer_with_the_same_loss(f
     fed = task.on_before_batch_transfer(full, 0)
     assert "attention_mask" not in fed and "decoder_attention_mask" not in fed
     torch.testing.assert_close(task.training_loss(fed)[0], task.training_loss(full)[0])
+
+
+def test_tf32_is_left_alone_off_cuda():
+    """task.tf32 sets TF32 matmuls on CUDA only; a CPU run keeps the process's setting."""
+    task = TASKS["causal_lm"](model=tiny("decoder_only", "rope"), task={"kind": "causal_lm", "tf32": True})
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        task.on_fit_start()
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def test_output_loss_auto_is_chunked_on_the_cpu(monkeypatch):
+    """auto = the chunked loss on the CPU: the (N, V) logits are never built whole there."""
+    import zoo.models.base as base
+
+    calls = []
+    real = base.chunked_linear_cross_entropy
+    monkeypatch.setattr(base, "chunked_linear_cross_entropy", lambda *a, **k: calls.append(k["chunk"]) or real(*a, **k))
+    torch.manual_seed(0)
+    task = TASKS["causal_lm"](model=tiny("decoder_only", "rope"), task={"kind": "causal_lm", "loss_chunk": 4})
+    assert task.task_config.output_loss.value == "auto"
+    task.training_loss(batch_for("decoder_only"))
+    assert calls == [4]
