@@ -63,6 +63,9 @@ def cases(run: Path, tmp: Path) -> list[tuple[str, list[str], str]]:
         ("zoo-generate", [f"ckpt={run}", "prompt=the", f"attention_map={tmp}/missing/a.png"],
          f"attention_map={tmp}/missing/a.png: the directory {tmp}/missing does not exist"),
         ("zoo-generate", [f"ckpt={run}", "prompt=the", "num_beams=4"], "num_beams only applies to strategy=beam"),
+        ("zoo-generate", [f"ckpt={run}", "prompt=the", "dtype=float16"], "dtype must be float32 or bfloat16, got 'float16'"),
+        *([("zoo-generate", [f"ckpt={run}", "prompt=the", "device=cuda"], "device=cuda, but torch sees no CUDA device")]
+          if not torch.cuda.is_available() else []),
         ("zoo-eval", [f"ckpt={text}"], f"{text} is not a checkpoint (not a file written by torch.save)"),
         ("zoo-eval", [f"ckpt={tmp}"], f"{tmp} is a directory without a checkpoint"),
         ("zoo-eval", [f"ckpt={run}", f"data={small}"], f"data={small} has"),
@@ -82,6 +85,21 @@ def test_first_hour_mistakes_are_one_line_and_write_nothing(finished, tmp_path, 
         assert len(lines) == 1 and expected in lines[0], (tool, args, lines)
     assert not (tmp_path / "runs").exists()  # no refused command left a run directory
     assert sorted(p.relative_to(finished) for p in finished.rglob("*")) == before
+
+
+def test_generate_casts_the_weights_once_with_dtype_bfloat16(finished, capsys, monkeypatch):
+    """dtype=bfloat16: the model's weights become bf16 before decoding (no autocast cast of each
+    weight at every step); the continuation is printed as with float32."""
+    import zoo.generate as gen  # zoo-generate imports generate from here when it runs
+
+    seen = []
+    original = gen.generate
+    monkeypatch.setattr(gen, "generate", lambda model, *a, **k: seen.append(next(model.parameters()).dtype)
+                        or original(model, *a, **k))
+    status, err = in_process("zoo-generate", [f"ckpt={finished}", "prompt=the", "max_new_tokens=4",
+                                              "dtype=bfloat16", "device=cpu"], capsys, monkeypatch)
+    assert status == 0, err[-2000:]
+    assert seen == [torch.bfloat16]
 
 
 def test_a_gpu_recipe_on_a_machine_without_one_says_what_to_add(tmp_path, capsys, monkeypatch):

@@ -5,6 +5,7 @@ a trained checkpoint.
     zoo-generate ckpt=... prompts=prompts.txt strategy=beam num_beams=4
     zoo-generate ckpt=... prompt="..." strategy=sample temperature=0.8 top_p=0.9 seed=1
     zoo-generate ckpt=... prompt="..." attention_map=attn.png layers=0 heads=0,1 positions_plot=pos.png
+    zoo-generate ckpt=... prompts=prompts.txt device=cuda dtype=bfloat16 static_cache=true compile=true
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class GenerateArgs:
     static_cache: bool = False  # allocate the KV cache once: same-shape steps
     compile: bool = False  # torch.compile the decoding step
     batch_size: int = 16
+    device: str = "auto"  # cpu, cuda, or auto: cuda where torch sees a CUDA device
+    dtype: str = "float32"  # float32 or bfloat16: the weights are cast once, not at every step
     attention_map: Optional[str] = None  # PNG: attention weights over the first prompt and its output
     layers: Optional[str] = None  # attention_map: layers to draw, e.g. "0,1" (default all)
     heads: Optional[str] = None  # attention_map: heads to draw, e.g. "0" (default all)
@@ -92,6 +95,7 @@ def run(argv: list[str]) -> list[str]:
     layers, heads = _indices(args.layers, "layers"), _indices(args.heads, "heads")
     if args.batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
+    device, dtype = _device_and_dtype(args)
     texts = read_prompts(args)
     for key in ("attention_map", "positions_plot"):
         _check_output(key, getattr(args, key))
@@ -102,6 +106,7 @@ def run(argv: list[str]) -> list[str]:
     tokenizer = task.tokenizer
     if tokenizer is None:
         raise ConfigError(f"{args.ckpt} carries no tokenizer")
+    task.model.to(device=device, dtype=dtype)
     specials = tokenizer.special_ids()
     decoder_only = task.model_config.family == Family.decoder_only
     outputs = []
@@ -113,6 +118,7 @@ def run(argv: list[str]) -> list[str]:
         beams = options.num_beams if options.strategy.value == "beam" else 1
         check_memory(task.model_config, ids.shape[0] * beams, ids.shape[1], options.max_new_tokens,
                      device=param.device, itemsize=param.element_size())
+        ids, mask = ids.to(device), mask.to(device)
         new = generate(task.model, ids, attention_mask=mask, config=options, bos_id=specials["bos"],
                        eos_id=specials["eos"], pad_id=specials["pad"], vocab_limit=tokenizer.vocab_size)
         for text, row in zip(chunk, strip_special(new, specials["eos"], specials["pad"])):
@@ -126,6 +132,23 @@ def run(argv: list[str]) -> list[str]:
         plot_positions(task.model, args.positions_plot)
         print(f"{TOOL}: position scheme plot written to {args.positions_plot}", file=sys.stderr)
     return outputs
+
+
+def _device_and_dtype(args: GenerateArgs):
+    """device= and dtype= as torch objects, or one line saying what is wrong."""
+    import torch
+
+    from zoo.config.errors import ConfigError
+
+    if args.device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device must be auto, cpu or cuda, got {args.device!r}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda, but torch sees no CUDA device; use device=cpu")
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    if args.dtype not in dtypes:
+        raise ConfigError(f"dtype must be float32 or bfloat16, got {args.dtype!r}")
+    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
+    return torch.device("cpu" if device == "auto" else device), dtypes[args.dtype]
 
 
 def _check_output(key: str, path: Optional[str]) -> None:
