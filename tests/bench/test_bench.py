@@ -25,6 +25,21 @@ def workload(preset: str, **kw) -> Workload:
     return Workload(model=cfg, batch=2, seq_len=16, device=torch.device("cpu"), **kw)
 
 
+def bench_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of zoo-bench's main() run in this process."""
+    from zoo.cli import bench
+
+    monkeypatch.setattr(sys, "argv", ["zoo-bench", *argv])
+    capsys.readouterr()
+    try:
+        bench.main()
+        status = 0
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
 def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(
@@ -58,11 +73,10 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
     (["trainer.max_steps=3"], "zoo-bench takes model overrides"),
     (["seq_len=512"], "seq_len=512 is longer than model.max_seq_len=256"),
 ])
-def test_zoo_bench_refuses_bad_options_in_one_line(argv, message):
-    done = subprocess.run([sys.executable, "-m", "zoo.cli.bench", *argv, "measure=forward", "rounds=1"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [f"zoo-bench: error: {message}"] or message in done.stderr.strip().splitlines()[-1]
+def test_zoo_bench_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch):
+    status, _, err = bench_main([*argv, "measure=forward", "rounds=1"], capsys, monkeypatch)
+    assert status == 2
+    assert err.strip().splitlines() == [f"zoo-bench: error: {message}"] or message in err.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("preset", ["gpt", "llama", "bert", "t5"])
@@ -101,11 +115,12 @@ def test_x_transformers_is_compared_on_decoder_only_models_only(preset):
         build_subject("x-transformers", workload(preset))
 
 
-def test_zoo_bench_help_lists_every_option():
-    done = subprocess.run([sys.executable, "-m", "zoo.cli.bench", "--help"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0
-    for option in ("batch=8", "seq_len=256", "variants=eager,compile,bf16", "memory_rounds=3", "out=FILE.json"):
-        assert option in done.stdout, option
+def test_zoo_bench_help_lists_every_option(capsys, monkeypatch):
+    status, out, _ = bench_main(["--help"], capsys, monkeypatch)
+    assert status == 0
+    for option in ("batch=8", "seq_len=256", "variants=eager,compile,bf16", "memory_rounds=3", "out=FILE.json",
+                   "shape=reference"):
+        assert option in out, option
 
 
 @pytest.mark.parametrize("shape, params, batch, seq_len", [
@@ -125,17 +140,15 @@ def test_named_shapes_are_the_models_gpu_users_train(shape, params, batch, seq_l
     assert (opts.batch, opts.seq_len, model.n_layers) == (2, seq_len, 2)
 
 
-def test_bf16_compile_variant_runs_zoo_compiled_under_bf16_autocast(tmp_path):
+def test_bf16_compile_variant_runs_zoo_compiled_under_bf16_autocast(tmp_path, capsys, monkeypatch):
     from zoo.bench.run import is_bf16, is_compiled
 
     assert [(is_bf16(v), is_compiled(v)) for v in ("eager", "compile", "bf16", "bf16-compile")] == [
         (False, False), (False, True), (True, False), (True, True)]
     out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "zoo.cli.bench", *TINY, "batch=2", "seq_len=16", "rounds=1", "steps=1",
-         "variants=bf16-compile", "peers=none", "measure=train", f"out={out}"],
-        capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    status, _, err = bench_main([*TINY, "batch=2", "seq_len=16", "rounds=1", "steps=1", "variants=bf16-compile",
+                                 "peers=none", "measure=train", f"out={out}"], capsys, monkeypatch)
+    assert status == 0, err[-2000:]
     row = json.loads(out.read_text())["rows"][0]
     assert (row["system"], row["variant"]) == ("zoo", "bf16-compile") and row["train_tokens_per_s"] > 0
     assert set(json.loads(out.read_text())["matmul_flops_per_s"]) == {"float32", "bfloat16"}
