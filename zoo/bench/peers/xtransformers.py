@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 
 from zoo.bench.peers.unavailable import PeerUnavailable
-from zoo.bench.workload import Workload, optimizer_step
+from zoo.bench.peers.logits_lm import LogitsLMPeer
+from zoo.bench.workload import Workload
 from zoo.config.model import Activation, Family, NormPlacement, NormType, PositionKind
 
 POSITIONS = {
@@ -49,7 +49,7 @@ def decoder_kwargs(work: Workload) -> tuple[dict, dict]:
     return wrapper, layers
 
 
-class XTransformersSubject:
+class XTransformersSubject(LogitsLMPeer):
     def __init__(self, work: Workload, *, zoo_model=None, compile: bool = False) -> None:
         try:
             from x_transformers import AutoregressiveWrapper, Decoder, TransformerWrapper
@@ -62,19 +62,6 @@ class XTransformersSubject:
         if compile:
             self.model.compile()
         self.optimizer = work.adamw(self.model.parameters())
-
-    def train_step(self, batch: dict) -> None:
-        optimizer_step(self.work, self.model, self.optimizer, lambda: self._loss(batch))
-
-    def _loss(self, batch: dict) -> torch.Tensor:
-        logits = self.model(batch["input_ids"])  # (B, T, V)
-        return F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())  # (B·T, V)
-
-    @torch.no_grad()
-    def forward(self, batch: dict) -> None:
-        self.model.eval()
-        with self.work.autocast():
-            self.model(batch["input_ids"])
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
