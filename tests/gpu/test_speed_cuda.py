@@ -15,6 +15,7 @@ import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from tests.gpu.conftest import BF16_TOL, DEVICE, on, prompts, token_batch
 from zoo.config.train import OptimConfig
+from zoo.data.collate.padding import without_full_masks
 from zoo.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
@@ -32,7 +33,7 @@ def _task(family: str, position: str, **task):
 
 def _fed(task, family: str) -> dict:
     """A batch as zoo-train hands it over: prepared on the CPU, then moved."""
-    return on(task.on_before_batch_transfer(token_batch(family), 0), DEVICE)
+    return on(without_full_masks(token_batch(family)), DEVICE)
 
 
 @pytest.mark.parametrize("position", POSITIONS)

@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+import lightning as L
 import torch.nn.functional as F
 from torch.profiler import profile
 
@@ -365,8 +366,12 @@ def test_masks_without_padding_are_left_out_before_transfer_with_the_same_loss(f
             "labels": padded["labels"].masked_fill(padded["labels"] == -100, 5)}
     if family == "encoder_decoder":
         full["decoder_attention_mask"] = torch.ones_like(full["decoder_input_ids"])
-    assert task.on_before_batch_transfer(padded, 0)["attention_mask"] is padded["attention_mask"]
-    fed = task.on_before_batch_transfer(full, 0)
+    from zoo.data.collate.padding import without_full_masks
+    from zoo.data.datamodule import ZooDataModule
+
+    assert ZooDataModule.on_before_batch_transfer is not L.LightningDataModule.on_before_batch_transfer
+    assert without_full_masks(padded)["attention_mask"] is padded["attention_mask"]
+    fed = without_full_masks(full)
     assert "attention_mask" not in fed and "decoder_attention_mask" not in fed
     torch.testing.assert_close(task.training_loss(fed)[0], task.training_loss(full)[0])
 

@@ -13,7 +13,7 @@ from zoo.config.model import Family
 from zoo.config.train import OptimConfig
 from zoo.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
-from zoo.tasks.base import without_full_masks
+from zoo.data.collate.padding import without_full_masks
 from zoo.tasks.optim import build_optimizer
 
 TASK_OF = {Family.decoder_only: "causal_lm", Family.encoder_only: "masked_lm", Family.encoder_decoder: "seq2seq"}
@@ -48,7 +48,7 @@ class ZooSubject:
 
     def _feed(self, batch: dict) -> dict:
         """The batch as zoo-train hands it to the model: a mask without padding left out
-        (`ZooTask.on_before_batch_transfer`), looked at once per batch."""
+        (`ZooDataModule.on_before_batch_transfer`), looked at once per batch."""
         if self._fed[0] is not batch:
             self._fed = (batch, without_full_masks(batch))
         return self._fed[1]

@@ -36,6 +36,7 @@ from zoo.data.collate import (
     collate_classification,
     collate_seq2seq,
 )
+from zoo.data.collate.padding import without_full_masks
 from zoo.data.errors import DataError
 from zoo.data.packing import PackedBlocks
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
@@ -115,6 +116,10 @@ class ZooDataModule(L.LightningDataModule):
             tokenized = self._tokenized_splits()
             self.train_dataset, self.val_dataset = tokenized["train"], tokenized["validation"]
         self._splits = self._tokenized = None  # raw and intermediate data are no longer needed
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Masks without padding are left out here, on the CPU (`without_full_masks`)."""
+        return without_full_masks(batch)
 
     def train_dataloader(self) -> torch.utils.data.DataLoader:
         return self._loader(self.train_dataset, train=True)

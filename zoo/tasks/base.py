@@ -47,17 +47,6 @@ def _compiled_forward_loss():
     return _COMPILED_FORWARD_LOSS[0]
 
 
-MASKS = ("attention_mask", "decoder_attention_mask")
-
-
-def without_full_masks(batch: Any) -> Any:
-    """The batch without the attention masks that mark no padding (all ones)."""
-    if not isinstance(batch, dict):
-        return batch
-    full = [key for key in MASKS if isinstance(batch.get(key), torch.Tensor) and bool(batch[key].all())]
-    return {key: value for key, value in batch.items() if key not in full} if full else batch
-
-
 class NonFiniteLoss(RuntimeError):
     """The training loss, or a gradient, was NaN or infinite at `step` (with
     task.on_nonfinite_loss=stop). `what`: e.g. "loss is nan", "gradient of model.x is inf"."""
@@ -223,12 +212,6 @@ class ZooTask(L.LightningModule):
             for metric in self.modules():
                 if isinstance(metric, Metric) and metric is not self.train_loss:
                     metric.sync_on_compute = False
-
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Masks without padding are left out here, on the CPU where reading them is free: the
-        model then takes SDPA's fused causal / unmasked kernels on any device without a host
-        sync (`zoo.nn.host`)."""
-        return without_full_masks(batch)
 
     def on_fit_start(self) -> None:
         """task.tf32 on CUDA: float32 matmuls on TF32 tensor cores (what GPU trainers run; bf16

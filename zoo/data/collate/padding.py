@@ -17,3 +17,17 @@ def pad(seqs: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.
         ids[b, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
         mask[b, :len(s)] = 1
     return ids, mask
+
+
+MASKS = ("attention_mask", "decoder_attention_mask")
+
+
+def without_full_masks(batch):
+    """The batch without the attention masks that mark no padding (all ones). Called on the CPU
+    before a batch moves to its device (`ZooDataModule.on_before_batch_transfer`), where reading
+    a mask is free: the model then takes SDPA's fused causal / unmasked kernels on any device
+    without a host sync (`zoo.nn.host`)."""
+    if not isinstance(batch, dict):
+        return batch
+    full = [key for key in MASKS if isinstance(batch.get(key), torch.Tensor) and bool(batch[key].all())]
+    return {key: value for key, value in batch.items() if key not in full} if full else batch
