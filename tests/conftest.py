@@ -51,3 +51,19 @@ def _cache_dir(tmp_path_factory):
     yield os.environ["ZOO_CACHE"]
     if old is None:
         os.environ.pop("ZOO_CACHE", None)
+
+
+def run_main(main, argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a console script's `main()` run in this process with
+    `argv` (no interpreter start-up: the modules are imported already)."""
+    import sys
+
+    monkeypatch.setattr(sys, "argv", argv)
+    capsys.readouterr()
+    try:
+        main()
+        status = 0
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err

@@ -27,17 +27,10 @@ def workload(preset: str, **kw) -> Workload:
 
 def bench_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of zoo-bench's main() run in this process."""
+    from tests.conftest import run_main
     from zoo.cli import bench
 
-    monkeypatch.setattr(sys, "argv", ["zoo-bench", *argv])
-    capsys.readouterr()
-    try:
-        bench.main()
-        status = 0
-    except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
+    return run_main(bench.main, ["zoo-bench", *argv], capsys, monkeypatch)
 
 
 def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_path):

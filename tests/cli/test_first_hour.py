@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides
+from tests.conftest import run_main
 from tests.distributed.conftest import wait_for
 
 TOOLS = {"zoo-train": "zoo.cli.train", "zoo-generate": "zoo.cli.generate", "zoo-eval": "zoo.cli.eval",
@@ -28,15 +29,8 @@ def in_process(tool: str, args: list[str], capsys, monkeypatch) -> tuple[int, st
     """(exit status, stderr) of `tool`'s main() with `args`, run in this process."""
     import importlib
 
-    monkeypatch.setattr(sys, "argv", [tool, *args])
-    module = importlib.import_module(TOOLS[tool])
-    capsys.readouterr()
-    try:
-        module.main()
-        status = 0
-    except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else 1
-    return status, capsys.readouterr().err
+    status, _, err = run_main(importlib.import_module(TOOLS[tool]).main, [tool, *args], capsys, monkeypatch)
+    return status, err
 
 
 @pytest.fixture(scope="module")
