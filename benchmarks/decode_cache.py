@@ -18,7 +18,7 @@ import time
 import torch
 
 import zoo
-from zoo.generate import generate
+from zoo.models.generate import generate
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ def train(run: Path) -> subprocess.Popen:
 
 
 def weights(run: Path) -> dict:
-    from zoo.checkpoint import read_checkpoint
+    from zoo.training.checkpoint.files import read_checkpoint
 
     return read_checkpoint(run / "checkpoints" / "last.ckpt")["state_dict"]
 
@@ -69,7 +69,7 @@ def main() -> None:
             continue
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        from zoo.checkpoint import CheckpointError, read_checkpoint
+        from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 
         last = run / "checkpoints" / "last.ckpt"
         try:

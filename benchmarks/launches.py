@@ -120,7 +120,7 @@ def main() -> None:
         print(f"{subject.name}: {rows[subject.name]}", flush=True)
 
     decode = {}
-    from zoo.generate import GenerationConfig, generate
+    from zoo.models.generate import GenerationConfig, generate
 
     gen_model = zoo_subject.model.eval()
     prompt = work.prompt(1, 32)

@@ -65,7 +65,7 @@ def main() -> None:
     if proc.returncode != 0:
         sys.exit(f"soak run failed (exit {proc.returncode}): {stderr[-2000:]}")
 
-    from zoo.checkpoint import read_checkpoint
+    from zoo.training.checkpoint.files import read_checkpoint
 
     checkpoints = sorted((run / "checkpoints").glob("*.ckpt"))
     steps = {p.name: read_checkpoint(p)["global_step"] for p in checkpoints}

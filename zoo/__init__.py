@@ -4,22 +4,42 @@
     cfg = zoo.compose(["model=llama", "model/position=alibi"])
     model = zoo.build_model(cfg.model)
     out = model(input_ids)          # out.logits: (B, T, V)
+
+The names below are imported on first use, so `import zoo.config` loads no torch and
+`import zoo.nn` loads no Hydra (each layer imports only the layers below it).
 """
 
-from zoo.config import ConfigError, ModelConfig
-from zoo.checkpoint import load_checkpoint
-from zoo.config.compose import compose
-from zoo.models import ModelOutput, ModelSummary, build_model, summarize
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ConfigError",
-    "ModelConfig",
-    "ModelOutput",
-    "ModelSummary",
-    "build_model",
-    "compose",
-    "load_checkpoint",
-    "summarize",
-]
+# public name -> the module that defines it
+_PUBLIC = {
+    "ZooError": "zoo.config.errors",
+    "ConfigError": "zoo.config.errors",
+    "ModelConfig": "zoo.config.model",
+    "ZooConfig": "zoo.config.root",
+    "compose": "zoo.config.compose",
+    "validate": "zoo.config.validate",
+    "ModelOutput": "zoo.models",
+    "ModelSummary": "zoo.models",
+    "build_model": "zoo.models",
+    "summarize": "zoo.models",
+    "load_checkpoint": "zoo.training.checkpoint.files",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from tests.cli.conftest import zoo_train
-from zoo.checkpoint import load_checkpoint
+from zoo.training.checkpoint.files import load_checkpoint
 
 BASE = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.max_seq_len=64", "data.seq_len=32",
         "data.global_batch_size=4", "trainer.max_steps=4", "trainer.val_check_interval=2",

@@ -10,7 +10,7 @@ import json
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from zoo.checkpoint import read_checkpoint
+from zoo.training.checkpoint.files import read_checkpoint
 
 DIVERGE = ["optim.lr=1e4", "trainer.gradient_clip_val=null", "scheduler=constant", "scheduler.warmup_steps=0",
            "trainer.max_steps=40", "callbacks.checkpoint_every_n_steps=1", "trainer.val_check_interval=40"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from zoo.checkpoint import read_checkpoint
+from zoo.training.checkpoint.files import read_checkpoint
 
 
 def test_a_changed_config_is_refused_and_the_run_is_left_alone(tmp_path):

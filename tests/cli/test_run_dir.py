@@ -68,7 +68,7 @@ def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path):
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     assert json.loads((run / ".zoo-lock").read_text())["pid"] == owner.pid  # left behind by the kill
-    from zoo.checkpoint import read_checkpoint
+    from zoo.training.checkpoint.files import read_checkpoint
 
     at_kill = read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"]
     # the run again, to a nearer end: its owner is gone, so it takes the directory over and resumes

@@ -15,7 +15,7 @@ import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.distributed.conftest import model_state, wait_for
-from zoo.checkpoint import read_checkpoint
+from zoo.training.checkpoint.files import read_checkpoint
 
 RUN = ["trainer.max_steps=120", "trainer.val_check_interval=40", "callbacks.checkpoint_every_n_steps=10",
        "model.dropout=0.1", "data.global_batch_size=4"]

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from zoo.checkpoint import CheckpointError, read_checkpoint
+from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 from zoo.config.errors import ConfigError
 from zoo.config.targets import instantiate, resolve_target
 
@@ -29,7 +29,7 @@ def test_allowed_objects_resolve():
     ("subprocess.run", "may only name"),
     ("logging.os.system", "may only name"),  # a module on the list once, an object from elsewhere
     ("zoo.config.targets.importlib.import_module", "may only name"),
-    ("zoo.training.checkpointing.atomic_save", "may only name"),  # zoo's own code writes files too
+    ("zoo.training.checkpoint.saving.atomic_save", "may only name"),  # zoo's own code writes files too
     ("lightning.pytorch.callbacks.ModelCheckpoint", "may only name"),
 ])
 def test_names_outside_the_allow_list_are_refused(name, why):
@@ -167,7 +167,7 @@ defaults:
 hydra:
   callbacks:
     overwrite:
-      _target_: zoo.training.checkpointing.atomic_save
+      _target_: zoo.training.checkpoint.saving.atomic_save
       obj: {{}}
       path: {victim}
 """

@@ -15,7 +15,7 @@ import torch
 pytest.importorskip("transformers", reason="tokenizer=hf needs the extra 'transformers'")
 
 from tests.interop.tiny_hf import save_tokenizer  # noqa: E402
-from zoo.checkpoint import tokenizer_from_state, tokenizer_state  # noqa: E402
+from zoo.data.tokenizers.state import tokenizer_from_state, tokenizer_state  # noqa: E402
 from zoo.config.data import TokenizerConfig  # noqa: E402
 from zoo.config.errors import ConfigError  # noqa: E402
 from zoo.config.refusals import refusal  # noqa: E402

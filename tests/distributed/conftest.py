@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.checkpoint import read_checkpoint
+from zoo.training.checkpoint.files import read_checkpoint
 
 
 def free_port() -> int:

@@ -19,7 +19,7 @@ import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.distributed.conftest import kill, max_abs_diff, model_state, sigkill_when
-from zoo.checkpoint import CheckpointError, read_checkpoint
+from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 
 # 9 optimizer steps per epoch (max_examples=20 gives 76 windows of 32 tokens; 8 per step over
 # the ranks, the last partial step dropped): 24 steps cross two epoch ends, each reshuffled. Dropout on (the random streams must continue exactly on resume) and a clip
@@ -101,7 +101,7 @@ def test_fsdp_ends_where_ddp_ends_and_writes_sharded_and_full_checkpoints(straig
     assert _identical(model_state(full), fsdp_weights)
 
     # clipping acted: the gradient norm of these weights on a batch is far above the threshold
-    from zoo.checkpoint import load_checkpoint
+    from zoo.training.checkpoint.files import load_checkpoint
 
     task = load_checkpoint(full).train()
     ids = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(0))

@@ -14,8 +14,8 @@ import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.distributed.conftest import model_state, sigkill_when
-from zoo.checkpoint import read_checkpoint
-from zoo.training.checkpointing import atomic_save, remove_stale_temporaries
+from zoo.training.checkpoint.files import read_checkpoint
+from zoo.training.checkpoint.saving import atomic_save, remove_stale_temporaries
 
 # dropout on: the resumed run must also continue the random streams exactly
 RUN = ["trainer.max_steps=240", "trainer.val_check_interval=40", "callbacks.checkpoint_every_n_steps=20",
@@ -81,7 +81,7 @@ def test_continuing_a_finished_run_across_epochs_is_exact(tmp_path, stop, full):
 
 WRITER = textwrap.dedent("""
     import sys, torch
-    from zoo.training.checkpointing import atomic_save
+    from zoo.training.checkpoint.saving import atomic_save
     # ~400 MB: long enough to be killed in the middle of writing it
     atomic_save({"state_dict": {"w": torch.ones(100_000_000)}, "hyper_parameters": {}}, sys.argv[1])
 """)

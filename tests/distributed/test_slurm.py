@@ -18,7 +18,7 @@ import pytest
 
 from tests.cli.conftest import tiny_overrides
 from tests.distributed.conftest import wait_for
-from zoo.checkpoint import read_checkpoint
+from zoo.training.checkpoint.files import read_checkpoint
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 

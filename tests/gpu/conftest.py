@@ -59,7 +59,7 @@ def on(batch: dict, device: torch.device) -> dict:
 
 def prompts(family: str, *, B: int = 3, S: int = 6, V: int = 37) -> tuple[torch.Tensor, torch.Tensor]:
     """Generation inputs on the CPU: (B, S) ids and mask; decoder-only prompts are left-padded
-    (row 1 by 2), encoder sources right-padded (row 1 by 2), as `zoo.inference` pads them."""
+    (row 1 by 2), encoder sources right-padded (row 1 by 2), as `zoo.data.prompts` pads them."""
     ids = torch.randint(6, V, (B, S))
     mask = torch.ones(B, S, dtype=torch.long)
     if family == "decoder_only":

@@ -25,7 +25,7 @@ from tests.gpu.conftest import (
     token_batch,
     unpadded,
 )
-from zoo.generate import GenerationConfig, generate
+from zoo.models.generate import GenerationConfig, generate
 from zoo.nn.position import POSITIONS as POSITION_CLASSES
 
 pytestmark = [

@@ -16,7 +16,7 @@ from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from tests.gpu.conftest import BF16_TOL, DEVICE, on, prompts, token_batch
 from zoo.config.train import OptimConfig
 from zoo.data.collate.padding import without_full_masks
-from zoo.generate import GenerationConfig, generate
+from zoo.models.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
 

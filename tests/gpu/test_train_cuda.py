@@ -14,7 +14,7 @@ import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.distributed.conftest import model_state, sigkill_when
-from zoo.checkpoint import read_checkpoint
+from zoo.training.checkpoint.files import read_checkpoint
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -11,7 +11,7 @@ import torch
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, POSITIONS, tiny
 from zoo.config import ConfigError
-from zoo.generate import GenerationConfig, beam_search, filter_logits, generate
+from zoo.models.generate import GenerationConfig, beam_search, filter_logits, generate
 
 EOS, BOS = 3, 2
 

@@ -11,8 +11,9 @@ import zoo
 from tests.conftest import CAUSAL_FAMILIES, tiny
 from zoo.config import ConfigError
 from zoo.data.tokenizers import build_tokenizer
-from zoo.generate import GenerationConfig, generate
-from zoo.inference import check_memory, continue_text, kv_cache_bytes
+from zoo.models.generate import GenerationConfig, generate
+from zoo.models.limits import check_memory, kv_cache_bytes
+from zoo.data.prompts import continue_text
 from zoo.nn import cache as cache_module
 
 

@@ -7,7 +7,7 @@ import torch
 
 import zoo
 from tests.conftest import FAMILIES, POSITIONS, tiny
-from zoo.plots import attention_maps, plot_attention, plot_positions
+from zoo.models.visualize import attention_maps, plot_attention, plot_positions
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

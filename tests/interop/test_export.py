@@ -12,7 +12,7 @@ import torch
 transformers = pytest.importorskip("transformers", reason="format=hf needs the extra 'transformers'")
 
 from tests.cli.conftest import tiny_overrides, zoo_train  # noqa: E402
-from zoo.checkpoint import load_checkpoint  # noqa: E402
+from zoo.training.checkpoint.files import load_checkpoint  # noqa: E402
 
 
 def _export(*args: str) -> subprocess.CompletedProcess:

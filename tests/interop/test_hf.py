@@ -11,7 +11,7 @@ import torch
 transformers = pytest.importorskip("transformers", reason="Hugging Face parity needs the test extra 'transformers'")
 
 import zoo  # noqa: E402
-from zoo.generate import generate  # noqa: E402
+from zoo.models.generate import generate  # noqa: E402
 from zoo.interop.hf import UnsupportedConfig, from_hf, to_hf  # noqa: E402
 
 V = 97

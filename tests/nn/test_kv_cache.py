@@ -82,7 +82,7 @@ def test_static_decoding_step_is_one_graph_at_every_step(family, position):
             return m(tokens, cache=cache, use_cache=True).logits
         first = prompt
     with torch.no_grad():
-        run(model, first)  # the prompt, eagerly (as zoo.generate runs it)
+        run(model, first)  # the prompt, eagerly (as zoo.models.generate runs it)
         torch._dynamo.reset()
         step = torch.compile(model, backend="eager", fullgraph=True)
         with torch._dynamo.config.patch(error_on_recompile=True):

@@ -16,7 +16,7 @@ import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from zoo.config.errors import ConfigError
 from zoo.config.train import OptimConfig, OptimizerImpl
-from zoo.generate import GenerationConfig, generate
+from zoo.models.generate import GenerationConfig, generate
 from zoo.nn.cache import StaticKVCache
 from zoo.nn.chunked_loss import chunked_linear_cross_entropy
 from zoo.nn.position import POSITIONS as POSITION_CLASSES

@@ -8,7 +8,7 @@ import torch
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.checkpoint import load_checkpoint
+from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.run import train
 
 PAIRS = [

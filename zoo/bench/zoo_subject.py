@@ -1,6 +1,6 @@
 """zoo's own model in a comparison: the training step is the task's (`ZooTask.training_loss`,
 so the output loss is computed as `zoo-train` computes it), the optimizer zoo's AdamW with its
-parameter groups, generation `zoo.generate`."""
+parameter groups, generation `zoo.models.generate`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from zoo.bench.workload import Workload, optimizer_step
 from zoo.config.model import Family
 from zoo.config.train import OptimConfig
-from zoo.generate import GenerationConfig, generate
+from zoo.models.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.data.collate.padding import without_full_masks
 from zoo.tasks.optim import build_optimizer

@@ -32,12 +32,12 @@ class EvalArgs:
 def run(argv: list[str]) -> dict:
     from omegaconf import OmegaConf
 
-    from zoo.checkpoint import load_checkpoint
+    from zoo.training.checkpoint.files import load_checkpoint
     from zoo.data.errors import DataError
     from zoo.cli.args import parse
     from zoo.config.data import as_data_config
     from zoo.config.errors import ConfigError
-    from zoo.evaluate import evaluate
+    from zoo.training.evaluate import evaluate
 
     args, data_overrides = parse(EvalArgs, argv, passthrough=("data.",))
     if args.ckpt is None:
@@ -75,7 +75,7 @@ def run(argv: list[str]) -> dict:
 
 
 def main() -> None:
-    from zoo.checkpoint import CheckpointError
+    from zoo.training.checkpoint.files import CheckpointError
     from zoo.cli.args import fail
     from zoo.config.errors import ConfigError
     from zoo.data.errors import DataError

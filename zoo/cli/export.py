@@ -31,7 +31,7 @@ class ExportArgs:
 
 
 def run(argv: list[str]) -> dict:
-    from zoo.checkpoint import load_checkpoint
+    from zoo.training.checkpoint.files import load_checkpoint
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
 
@@ -78,7 +78,7 @@ def _special_ids(hf, tokenizer) -> None:
 
 
 def main() -> None:
-    from zoo.checkpoint import CheckpointError
+    from zoo.training.checkpoint.files import CheckpointError
     from zoo.cli.args import fail
     from zoo.config.errors import ConfigError
 

@@ -70,12 +70,13 @@ def read_prompts(args: GenerateArgs) -> list[str]:
 def run(argv: list[str]) -> list[str]:
     """Decoded outputs, one per prompt (also printed by `main`)."""
 
-    from zoo.checkpoint import load_checkpoint
+    from zoo.training.checkpoint.files import load_checkpoint
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
     from zoo.config.model import Family
-    from zoo.generate import GenerationConfig, generate, strip_special
-    from zoo.inference import check_lengths, check_memory, continue_text, encode_prompts
+    from zoo.models.generate import GenerationConfig, generate, strip_special
+    from zoo.models.limits import check_lengths, check_memory
+    from zoo.data.prompts import continue_text, encode_prompts
 
     args, _ = parse(GenerateArgs, argv)
     if args.ckpt is None:
@@ -85,7 +86,7 @@ def run(argv: list[str]) -> list[str]:
     # the same defaults as GenerationConfig, which refuses options of another strategy set away
     # from their defaults; one given on the command line is refused even at its default value
     options = GenerationConfig(**{f.name: getattr(args, f.name) for f in fields(GenerationConfig)})
-    from zoo.generate import OPTIONS_OF
+    from zoo.models.generate import OPTIONS_OF
 
     given = {a.split("=", 1)[0] for a in argv}
     for strategy, names in OPTIONS_OF.items():
@@ -127,7 +128,7 @@ def run(argv: list[str]) -> list[str]:
                 _draw_attention(task, tokenizer, text, row, args.attention_map, layers, heads)
                 print(f"{TOOL}: attention map of the first prompt written to {args.attention_map}", file=sys.stderr)
     if args.positions_plot:
-        from zoo.plots import plot_positions
+        from zoo.models.visualize import plot_positions
 
         plot_positions(task.model, args.positions_plot)
         print(f"{TOOL}: position scheme plot written to {args.positions_plot}", file=sys.stderr)
@@ -182,7 +183,7 @@ def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None
 
     from zoo.config.errors import ConfigError
     from zoo.config.model import Family
-    from zoo.plots import attention_maps, plot_attention
+    from zoo.models.visualize import attention_maps, plot_attention
 
     piece = lambda i: tokenizer.decode([i]) or f"<{i}>"  # noqa: E731
     prompt_ids = tokenizer.encode(text)
@@ -205,7 +206,7 @@ def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None
 
 
 def main() -> None:
-    from zoo.checkpoint import CheckpointError
+    from zoo.training.checkpoint.files import CheckpointError
     from zoo.cli.args import fail
     from zoo.config.errors import ConfigError
 

@@ -127,7 +127,7 @@ def _train(cfg: DictConfig) -> float | None:
 
 
 def _train_job(cfg: DictConfig) -> float | None:
-    from zoo.checkpoint import CheckpointError
+    from zoo.training.checkpoint.files import CheckpointError
     from zoo.config.errors import ConfigError
     from zoo.data.errors import DataError
     from zoo.training.resume_check import ResumeMismatch
@@ -314,7 +314,7 @@ def _sweep_variants(overrides: list[str]) -> list[list[str]]:
 def _latest_run_of(cfg, default: Path) -> Path:
     """`ckpt_path=last` without a run directory: the most recently saved run under runs/ that
     this command describes (the same check as any resume), whose owner is not running."""
-    from zoo.checkpoint import CheckpointError
+    from zoo.training.checkpoint.files import CheckpointError
     from zoo.cli.rundir import owner_of, runs_with_checkpoints, _alive
     from zoo.config.errors import ConfigError
     from zoo.training.run import check_resume_config, validate_run
@@ -348,7 +348,7 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     by a run started in the same second becomes runs/DATE/TIME-N for this whole run. A directory
     that holds a run is continued only by a command that describes that run: checked here,
     before Hydra writes its .hydra/ files into it."""
-    from zoo.checkpoint import CheckpointError
+    from zoo.training.checkpoint.files import CheckpointError
     from zoo.cli.rundir import RunDirBusy, acquire, claim_default, release
     from zoo.config.errors import ConfigError
     from zoo.training.run import check_machine, check_resume_config, resolve_resume, validate_run

@@ -24,8 +24,8 @@ def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dic
     cached = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
     wanted = [m for m in multiples if str(m) not in cached]
     if wanted:
-        from zoo.checkpoint import load_checkpoint
-        from zoo.evaluate import evaluate
+        from zoo.training.checkpoint.files import load_checkpoint
+        from zoo.training.evaluate import evaluate
 
         task = load_checkpoint(run.path / "checkpoints" / "last.ckpt")  # the model the summary reports
         data = dict(task.extra["data"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-from omegaconf import MISSING
+MISSING = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
 
 from zoo.config.data import DataConfig, TokenizerConfig
 from zoo.config.model import ModelConfig

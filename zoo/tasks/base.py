@@ -265,7 +265,7 @@ class ZooTask(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer is not None:
-            from zoo.checkpoint import tokenizer_state
+            from zoo.data.tokenizers.state import tokenizer_state
 
             checkpoint["zoo_tokenizer"] = tokenizer_state(self.tokenizer)
 

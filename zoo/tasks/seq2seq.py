@@ -9,7 +9,7 @@ from torchmetrics import MeanMetric
 from torchmetrics.text import BLEUScore
 
 from zoo.config.model import Family
-from zoo.generate import generate, strip_special
+from zoo.models.generate import generate, strip_special
 from zoo.tasks.base import IGNORE, ZooTask
 
 

@@ -17,7 +17,7 @@ gradients in float32 (FSDP2's `MixedPrecisionPolicy`); the optimizer holds float
 
 Checkpoints are directories (`last.ckpt/`): one shard file per rank plus `meta.pt` (loops,
 callbacks, schedule: plain data), written to a temporary directory and swapped in, so a kill
-while saving leaves the previous checkpoint. `zoo.checkpoint.read_checkpoint` gathers the
+while saving leaves the previous checkpoint. `zoo.training.checkpoint.files.read_checkpoint` gathers the
 shards into one state dict on one process for zoo-eval / zoo-generate / zoo-export, and fit
 ends with `checkpoints/full.ckpt`, the whole model in one file.
 
@@ -36,7 +36,7 @@ from typing import Any, Optional
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
 
-from zoo.checkpoint import (SHARDED_META, is_sharded_checkpoint, read_checkpoint, safe_shard_reader)
+from zoo.training.checkpoint.files import SHARDED_META, is_sharded_checkpoint, read_checkpoint, safe_shard_reader
 
 log = logging.getLogger("zoo")
 
@@ -145,7 +145,7 @@ def write_full_checkpoint(sharded: Path, target: Path) -> Path:
     """One file with the whole model (weights, hyperparameters, tokenizer, counters; no
     optimizer) from a sharded checkpoint: what zoo-eval, zoo-generate and zoo-export read
     on one device without the shards."""
-    from zoo.training.checkpointing import atomic_save
+    from zoo.training.checkpoint.saving import atomic_save
 
     data = read_checkpoint(sharded)
     data.pop("optimizer_states", None)

@@ -16,7 +16,7 @@ from typing import Optional
 import lightning as L
 import torch
 
-from zoo.training.checkpointing import at_step_boundary
+from zoo.training.checkpoint.saving import at_step_boundary
 
 log = logging.getLogger("zoo")
 

@@ -20,7 +20,7 @@ from typing import Optional
 
 import lightning as L
 
-from zoo.training.checkpointing import at_step_boundary
+from zoo.training.checkpoint.saving import at_step_boundary
 
 log = logging.getLogger("zoo")
 

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.checkpoint import CheckpointError, read_checkpoint
+from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 from zoo.config.convert import as_model_config, as_schema, plain
 from zoo.config.data import as_data_config, as_tokenizer_config
 from zoo.config.errors import ConfigError
@@ -219,7 +219,7 @@ def check_resume_config(resume: str, spec: RunSpec) -> None:
 def check_resume_strategy(resume: Optional[str], strategy) -> None:
     """A sharded checkpoint (trainer=fsdp) resumes under the sharded strategy only, on any
     number of ranks; a single-file one resumes under any strategy."""
-    from zoo.checkpoint import is_sharded_checkpoint
+    from zoo.training.checkpoint.files import is_sharded_checkpoint
     from zoo.training.strategies import is_sharded
 
     if resume is not None and is_sharded_checkpoint(resume) and not is_sharded(strategy):
@@ -235,7 +235,7 @@ def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
     """A greedy continuation of `prompt`, to see what a causal LM has learnt."""
     import torch
 
-    from zoo.generate import generate
+    from zoo.models.generate import generate
 
     ids = torch.tensor([tokenizer.encode(prompt)], device=task.device)
     cfg = task.model_config
@@ -248,7 +248,7 @@ def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
     out = generate(task.model, ids, max_new_tokens=max_new_tokens, eos_id=tokenizer.special_ids()["eos"],
                    vocab_limit=tokenizer.vocab_size)
     task.train(was_training)
-    from zoo.inference import continue_text
+    from zoo.data.prompts import continue_text
 
     return continue_text(tokenizer, prompt, out[0].tolist())
 
@@ -316,7 +316,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.tasks.base import NonFiniteLoss
     from zoo.training.callbacks import LastValidation, Throughput
     from zoo.training.progress import StepRichProgressBar, StepTQDMProgressBar
-    from zoo.training.checkpointing import AtomicCheckpointIO, LastCheckpoint, RunRecord
+    from zoo.training.checkpoint.saving import AtomicCheckpointIO, LastCheckpoint, RunRecord
     from zoo.training.preemption import Requeue, in_slurm_job
     from zoo.training.replicas import replica_agreement
     from zoo.training.rng import RngState

@@ -11,41 +11,19 @@ from __future__ import annotations
 
 import io
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from zoo.config.errors import ConfigError
+from zoo.config.train import TaskConfig
+from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
+from zoo.tasks import TASKS
+
 
 class CheckpointError(ValueError):
     """A checkpoint path that does not exist, is truncated, or is not a zoo checkpoint."""
-
-
-def tokenizer_state(tokenizer) -> dict:
-    """A tokenizer as plain data: the files its `save` writes, as bytes."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tokenizer.save(tmp)
-        return {
-            str(p.relative_to(tmp)): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()
-        }
-
-
-def tokenizer_from_state(state: dict):
-    from zoo.data.errors import DataError
-    from zoo.data.tokenizers import load_tokenizer
-
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, data in state.items():
-            target = (Path(tmp) / name).resolve()
-            if not isinstance(data, bytes) or not target.is_relative_to(Path(tmp).resolve()):
-                raise CheckpointError(f"its tokenizer entry {name!r} is not a file of the tokenizer")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        try:
-            return load_tokenizer(tmp)
-        except DataError as exc:
-            raise CheckpointError(f"its tokenizer cannot be used: {str(exc).replace(tmp, 'the checkpoint')}") from None
 
 
 SHARDED_META = "meta.pt"  # Lightning's name for the non-tensor part of a sharded checkpoint
@@ -196,10 +174,6 @@ def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
     """Rebuild the LightningModule saved at `path` (any zoo task), in eval mode, with its
     tokenizer attached as `.tokenizer` when the checkpoint carries one."""
-    from zoo.config.train import TaskConfig
-    from zoo.tasks import TASKS
-
-    from zoo.config.errors import ConfigError
 
     data = read_checkpoint(path)
     hparams = data["hyper_parameters"]
@@ -223,6 +197,6 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
     if "zoo_tokenizer" in data:
         try:
             task.tokenizer = tokenizer_from_state(data["zoo_tokenizer"])
-        except CheckpointError as exc:
+        except TokenizerStateError as exc:
             raise CheckpointError(f"checkpoint {path}: {exc}") from None
     return task.to(map_location).eval()
