@@ -1,6 +1,7 @@
-"""What decoding will need is known before it starts: the key/value cache's size (checked against
-the bytes a real static cache allocates) is refused when it exceeds free memory; and a
-continuation keeps the space a subword piece carries at its start."""
+"""What decoding will need is known before it starts: lengths past a bounded scheme's positions
+are refused; the key/value cache's size (checked against the bytes a real static cache
+allocates) is refused when it exceeds free memory; and a continuation keeps the space a subword
+piece carries at its start."""
 
 from __future__ import annotations
 
@@ -9,12 +10,44 @@ import torch
 
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, tiny
-from zoo.config import ConfigError
+from zoo.config import ConfigError, ModelConfig, PositionKind
+from zoo.config.positions import POSITION_FACTS
 from zoo.data.tokenizers import build_tokenizer
 from zoo.models.generate import GenerationConfig, generate
-from zoo.models.limits import check_memory, kv_cache_bytes
+from zoo.models.limits import check_lengths, check_memory, kv_cache_bytes
 from zoo.data.prompts import continue_text
 from zoo.nn import cache as cache_module
+
+
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+@pytest.mark.parametrize("kind", list(PositionKind), ids=str)
+def test_decoding_past_a_bounded_schemes_positions_is_refused(kind, family):
+    cfg = ModelConfig(**tiny(family, kind.value, max_seq_len=16))
+    fits = (10, 6) if family == "decoder_only" else (16, 15)  # encoder-decoder: source; BOS + new
+    check_lengths(cfg, *fits)
+    over = [(10, 7)] if family == "decoder_only" else [(17, 1), (4, 16)]
+    for input_len, new in over:
+        if POSITION_FACTS[kind].bounded:
+            with pytest.raises(ConfigError, match=rf"past the {kind.value} positions|longer than the "
+                                                  rf"{kind.value} positions") as refused:
+                check_lengths(cfg, input_len, new)
+            assert "(model.max_seq_len=16)" in str(refused.value)
+        else:
+            check_lengths(cfg, input_len, new)
+
+
+def test_the_length_refusals_keep_their_wording():
+    decoder = ModelConfig(**tiny("decoder_only", "learned", max_seq_len=16))
+    with pytest.raises(ConfigError, match=r"^prompt \(10 tokens\) \+ max_new_tokens \(7\) = 17 is past the "
+                                          r"learned positions \(model.max_seq_len=16\)$"):
+        check_lengths(decoder, 10, 7)
+    seq2seq = ModelConfig(**tiny("encoder_decoder", "learned", max_seq_len=16))
+    with pytest.raises(ConfigError, match=r"^the source \(17 tokens\) is longer than the learned positions "
+                                          r"\(model.max_seq_len=16\)$"):
+        check_lengths(seq2seq, 17, 1)
+    with pytest.raises(ConfigError, match=r"^max_new_tokens \(16\) \+ BOS is past the learned positions "
+                                          r"\(model.max_seq_len=16\)$"):
+        check_lengths(seq2seq, 4, 16)
 
 
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)

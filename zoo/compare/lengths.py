@@ -2,9 +2,10 @@
 each finished causal-LM run at multiples of the context it was trained on.
 
 Every run is evaluated on its own validation split (the same texts at every length: the split
-is made on rows before packing) with about `tokens` tokens per length. A learned position table
-cannot reach past `model.max_seq_len`; those cells are reported as such, not left out. Results
-are cached in the run directory (`lengths.json`), so a second comparison costs nothing."""
+is made on rows before packing) with about `tokens` tokens per length. A bounded scheme (a
+learned position table; `zoo.config.positions.max_positions`) cannot reach past
+`model.max_seq_len`; those cells are reported as such, not left out. Results are cached in the
+run directory (`lengths.json`), so a second comparison costs nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import math
 from typing import Optional
 
 from zoo.compare.runs import Run, RunStatus
+from zoo.config.positions import max_positions
 
 CACHE = "lengths.json"
 PAST_TABLE = "past the learned table"
@@ -30,10 +32,10 @@ def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dic
         task = load_checkpoint(run.path / "checkpoints" / "last.ckpt")  # the model the summary reports
         data = dict(task.extra["data"])
         trained = int(data["seq_len"])
-        cfg = task.model.config
+        bound = max_positions(task.model.config)
         for m in wanted:
             length = trained * m
-            if cfg.position.kind.value == "learned" and length > cfg.max_seq_len:
+            if bound is not None and length > bound:
                 cached[str(m)] = PAST_TABLE
                 continue
             batch = max(1, tokens // (length * 16))

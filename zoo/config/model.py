@@ -12,25 +12,9 @@ import enum
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
+from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
-
-
-class Choice(str, enum.Enum):
-    """An enum whose members are their own names, so `Family("decoder_only")` works and a
-    member compares equal to its string."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    @classmethod
-    def parse(cls, value, key: str):
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value))
-        except ValueError:
-            allowed = ", ".join(m.value for m in cls)
-            raise ConfigError(f"{key}={value!r} is not allowed; choose one of: {allowed}") from None
+from zoo.config.positions import PositionKind, check_even, check_params
 
 
 class Family(Choice):
@@ -58,34 +42,13 @@ class Activation(Choice):
     geglu_tanh = "geglu_tanh"  # GeGLU with the tanh GELU, as in T5 v1.1 ("gated-gelu")
 
 
-class PositionKind(Choice):
-    none = "none"
-    sinusoidal = "sinusoidal"
-    learned = "learned"
-    relative = "relative"  # T5 bucketed bias
-    shaw = "shaw"  # Shaw et al. 2018
-    alibi = "alibi"
-    rope = "rope"
-
-
 GATED = (Activation.swiglu, Activation.geglu, Activation.geglu_tanh)
-
-# Scheme parameters and the kinds they belong to; setting one away from its default for
-# another kind is refused, so a typo like `model/position=alibi model.position.theta=5e5`
-# does not silently do nothing.
-_POSITION_PARAMS = {
-    "theta": PositionKind.rope,
-    "scale": PositionKind.rope,
-    "num_buckets": PositionKind.relative,
-    "max_distance": PositionKind.relative,
-    "clip": PositionKind.shaw,
-    "offset": PositionKind.learned,
-}
 
 
 @dataclass(kw_only=True)
 class PositionConfig:
-    """How token order enters the model: `kind` picks a scheme, the rest are its parameters."""
+    """How token order enters the model: `kind` picks a scheme, the rest are its parameters
+    (which scheme reads which: `zoo.config.positions.POSITION_FACTS`)."""
 
     kind: PositionKind = field(
         default=PositionKind.learned, metadata={"help": "position scheme"}
@@ -109,13 +72,7 @@ class PositionConfig:
 
     def __post_init__(self) -> None:
         self.kind = PositionKind.parse(self.kind, "model.position.kind")
-        for f in fields(self):
-            owner = _POSITION_PARAMS.get(f.name)
-            if owner is not None and owner != self.kind and getattr(self, f.name) != f.default:
-                raise ConfigError(
-                    f"model.position.{f.name} only applies to model/position={owner.value}, "
-                    f"not {self.kind.value}"
-                )
+        check_params(self)
         if self.theta <= 0:
             raise ConfigError(f"model.position.theta must be > 0, got {self.theta}")
         if self.scale < 1:
@@ -249,15 +206,7 @@ class ModelConfig:
                 )
             self.head_dim = self.d_model // self.n_heads
         _positive("head_dim", self.head_dim)
-        if self.position.kind == PositionKind.rope and self.head_dim % 2:
-            raise ConfigError(
-                f"rope rotates pairs of dimensions: head size {self.head_dim} "
-                f"(d_model {self.d_model} / n_heads {self.n_heads}) must be even"
-            )
-        if self.position.kind == PositionKind.sinusoidal and self.d_model % 2:
-            raise ConfigError(
-                f"sinusoidal positions pair sin/cos dimensions: d_model {self.d_model} must be even"
-            )
+        check_even(self)
         if self.family == Family.encoder_decoder:
             if self.n_decoder_layers is None:
                 self.n_decoder_layers = self.n_layers

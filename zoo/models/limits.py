@@ -6,30 +6,34 @@ from __future__ import annotations
 import torch
 
 from zoo.config.errors import ConfigError
-from zoo.config.model import Family, ModelConfig, PositionKind
+from zoo.config.model import Family, ModelConfig
+from zoo.config.positions import max_positions
 
 
 def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None:
-    """Learned positions end at max_seq_len: refuse what would run past them."""
-    if cfg.position.kind != PositionKind.learned:
+    """A bounded scheme's positions (learned: its table) end at model.max_seq_len: refuse what
+    would run past them."""
+    bound = max_positions(cfg)
+    if bound is None:
         return
+    kind = cfg.position.kind.value
     if cfg.family == Family.decoder_only:
-        if input_len + max_new_tokens > cfg.max_seq_len:
+        if input_len + max_new_tokens > bound:
             raise ConfigError(
                 f"prompt ({input_len} tokens) + max_new_tokens ({max_new_tokens}) = "
-                f"{input_len + max_new_tokens} is past the learned positions (model.max_seq_len="
-                f"{cfg.max_seq_len})"
+                f"{input_len + max_new_tokens} is past the {kind} positions (model.max_seq_len="
+                f"{bound})"
             )
     else:
-        if input_len > cfg.max_seq_len:
+        if input_len > bound:
             raise ConfigError(
-                f"the source ({input_len} tokens) is longer than the learned positions "
-                f"(model.max_seq_len={cfg.max_seq_len})"
+                f"the source ({input_len} tokens) is longer than the {kind} positions "
+                f"(model.max_seq_len={bound})"
             )
-        if max_new_tokens + 1 > cfg.max_seq_len:
+        if max_new_tokens + 1 > bound:
             raise ConfigError(
-                f"max_new_tokens ({max_new_tokens}) + BOS is past the learned positions "
-                f"(model.max_seq_len={cfg.max_seq_len})"
+                f"max_new_tokens ({max_new_tokens}) + BOS is past the {kind} positions "
+                f"(model.max_seq_len={bound})"
             )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from zoo.config.positions import extrapolating
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.position.base import PositionScheme
 
@@ -23,6 +24,6 @@ class LearnedPositions(PositionScheme):
             raise ValueError(
                 f"position {int(positions.max())} is past the learned position table "
                 f"(model.max_seq_len={self.max_seq_len}); use a shorter input or a scheme that "
-                f"extrapolates (sinusoidal, relative, shaw, alibi, rope)"
+                f"extrapolates ({', '.join(kind.value for kind in extrapolating())})"
             )
         return x + self.table(positions + self.offset if self.offset else positions)  # (B, T, D)
