@@ -21,7 +21,7 @@ _PUBLIC = {
     "ConfigError": "zoo.config.errors",
     "ModelConfig": "zoo.config.model",
     "ZooConfig": "zoo.config.root",
-    "compose": "zoo.config.compose",
+    "compose": "zoo.cli.compose",
     "validate": "zoo.config.validate",
     "ModelOutput": "zoo.models",
     "ModelSummary": "zoo.models",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from zoo.config.errors import ConfigError
 from zoo.config.model import Activation
-from zoo.config.refusals import EXAMPLES, refusal, refusal_table
+from zoo.cli.refusals import EXAMPLES, refusal, refusal_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -90,11 +90,11 @@ def test_the_readme_table_is_the_generated_one():
     text = README.read_text()
     start, end = "<!-- refusals:start -->\n", "<!-- refusals:end -->"
     current = text[text.index(start) + len(start):text.index(end)]
-    assert current == refusal_table(), "README's refusal table is stale: python -m zoo.config.refusals"
+    assert current == refusal_table(), "README's refusal table is stale: python -m zoo.cli.refusals"
 
 
 def test_valid_overrides_are_not_refused():
     assert refusal(["model=llama", "model/position=alibi", "model.norm=post"]) is None
     with pytest.raises(ConfigError):
-        from zoo.config.compose import compose
+        from zoo.cli.compose import compose
         compose(["model.d_model=abc"])

@@ -9,7 +9,7 @@ import zoo
 from tests.conftest import tiny
 from zoo.config import ConfigError
 from zoo.tasks import TASKS
-from zoo.training.run import validate_run
+from zoo.config.validate import validate
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ from zoo.training.run import validate_run
 )
 def test_refused_before_training(overrides, fragments):
     with pytest.raises(ConfigError) as info:
-        validate_run(zoo.compose(overrides))
+        validate(zoo.compose(overrides))
     for fragment in fragments:
         assert fragment in str(info.value), (fragment, str(info.value))
 
@@ -38,12 +38,12 @@ def test_refused_before_training(overrides, fragments):
 def test_the_default_and_every_recipe_validate():
     from pathlib import Path
 
-    validate_run(zoo.compose())
-    validate_run(zoo.compose(["scheduler=inverse_sqrt", "optim=adam"]))
+    validate(zoo.compose())
+    validate(zoo.compose(["scheduler=inverse_sqrt", "optim=adam"]))
     recipes = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
     assert recipes
     for name in recipes:
-        validate_run(zoo.compose(config_name=name))
+        validate(zoo.compose(config_name=name))
 
 
 @pytest.mark.parametrize("kind", sorted(k.value for k in TASKS))

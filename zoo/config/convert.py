@@ -18,7 +18,7 @@ def as_model_config(cfg: Any) -> ModelConfig:
     """
     if isinstance(cfg, ModelConfig):
         return ModelConfig(**cfg.to_dict())
-    data = _to_plain(cfg)
+    data = to_plain(cfg)
     if not isinstance(data, Mapping):
         raise ConfigError(f"a model config must be a mapping, got {type(cfg).__name__}")
     data = dict(data)
@@ -63,7 +63,8 @@ def plain(obj: Any) -> dict:
     }
 
 
-def _to_plain(cfg: Any) -> Any:
+def to_plain(cfg: Any) -> Any:
+    """A composed DictConfig as plain data (resolved, enums as strings); anything else as is."""
     try:
         from omegaconf import DictConfig, OmegaConf
     except ImportError:  # pragma: no cover - omegaconf is a dependency

@@ -64,3 +64,9 @@ def check_trainer(trainer: dict) -> None:
     for key, check in CHECKS.items():
         if key in trainer:
             check(key, trainer[key])
+
+
+# trainer.strategy that shards parameters (FSDP2, `zoo.training.fsdp`), and the precisions it
+# runs: float16 mixed precision needs a gradient scaler that sharded training here has not
+SHARDED_STRATEGY = "fsdp"
+SHARDED_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-true")

@@ -9,7 +9,7 @@ Entry points for the training code:
     load_splits(data_cfg) -> DatasetDict(train, validation)
 """
 
-from zoo.data.batching import per_device_batch
+from zoo.config.batching import per_device_batch
 from zoo.data.collate import (
     IGNORE_INDEX,
     MaskingCollator,

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from zoo.config.train import OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind, SchedulerConfig
+from zoo.config.validate import check_schedule_length
 
 
 def parameter_groups(
@@ -66,12 +67,8 @@ def schedule(cfg: SchedulerConfig, *, total_steps: int | None, d_model: int) -> 
         return lambda step: d_model ** -0.5 * min((step + 1) ** -0.5, (step + 1) * warmup ** -1.5)
 
     if cfg.kind == ScheduleKind.cosine:
+        check_schedule_length(cfg, total_steps)
         total = cfg.total_steps or total_steps
-        if not total or total <= warmup:
-            raise ValueError(
-                f"scheduler=cosine needs total steps (scheduler.total_steps or trainer.max_steps) "
-                f"greater than scheduler.warmup_steps ({warmup}), got {total}"
-            )
         floor = cfg.min_lr_ratio
 
         def cosine(step: int) -> float:

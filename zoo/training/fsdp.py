@@ -36,13 +36,14 @@ from typing import Any, Optional
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
 
+from zoo.config.trainer import SHARDED_PRECISIONS, SHARDED_STRATEGY
 from zoo.training.checkpoint.files import SHARDED_META, is_sharded_checkpoint, read_checkpoint, safe_shard_reader
 
 log = logging.getLogger("zoo")
 
-STRATEGY_NAME = "fsdp"
+STRATEGY_NAME = SHARDED_STRATEGY
 # the precisions FSDP2 runs here: Lightning's model-parallel strategy has no fp16 grad scaler
-PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-true")
+PRECISIONS = SHARDED_PRECISIONS
 
 
 class ShardedDataParallel(ModelParallelStrategy):

@@ -14,51 +14,27 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
-from zoo.config.convert import as_model_config, as_schema, plain
-from zoo.config.data import as_data_config, as_tokenizer_config
+from zoo.config.convert import plain
 from zoo.config.errors import ConfigError
-from zoo.config.init_from import apply_init_from, init_path
-from zoo.config.model import ModelConfig, PositionKind
-from zoo.config.train import (
-    CallbacksConfig,
-    NonFinitePolicy,
-    LoggerConfig,
-    OptimConfig,
-    OutputLoss,
-    ProgressBar,
-    ScheduleKind,
-    SchedulerConfig,
-    TaskConfig,
-    TaskKind,
-)
+from zoo.config.root import ZooConfig
+from zoo.config.validate import validate
+from zoo.interop.hf.init_from import apply_init_from, init_path
+from zoo.config.positions import max_positions
+from zoo.config.train import NonFinitePolicy, OutputLoss, ProgressBar, TaskKind
 
-from zoo.tasks.optim import schedule
 
 log = logging.getLogger("zoo")
 
 
-@dataclass
-class RunSpec:
-    """Every section of the config, validated."""
+def check_machine(spec: ZooConfig) -> None:
+    """What this machine must have for the run (`zoo.config.validate` checks the config alone):
+    a GPU when the trainer asks for one, the packages of the options chosen."""
+    import importlib.util
 
-    model: ModelConfig
-    task: TaskConfig
-    data: Any
-    tokenizer: Any
-    optim: OptimConfig
-    scheduler: SchedulerConfig
-    logger: LoggerConfig
-    callbacks: CallbacksConfig
-    trainer: dict
-    seed: int
-    ckpt_path: Optional[str]
-    init_from: Optional[str] = None
-
-
-def check_machine(spec: RunSpec) -> None:
-    """What this machine must have for the run (validate_run checks the config alone): a GPU
-    when the trainer asks for one."""
     import torch
+
+    if spec.logger.tensorboard and not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")):
+        raise ConfigError("logger.tensorboard=true needs tensorboard: pip install tensorboard")
 
     accelerator = str(spec.trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
@@ -69,102 +45,9 @@ def check_machine(spec: RunSpec) -> None:
         if accelerator in ("cpu", "mps") or not torch.cuda.is_available():
             raise ConfigError("task.output_loss=liger runs Triton kernels on a CUDA GPU, and this run has "
                               "none; use task.output_loss=auto")
-        import importlib.util
-
         if importlib.util.find_spec("liger_kernel") is None:
             raise ConfigError("task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's "
                               "source directory)")
-
-
-def validate_run(cfg: DictConfig) -> RunSpec:
-    """All checks that can fail before any data is read or weights are built."""
-    from zoo.config.trainer import check_trainer
-    from zoo.tasks import TASKS
-
-    spec = RunSpec(
-        model=as_model_config(cfg.model),
-        task=as_schema(cfg.task, TaskConfig, "task"),
-        data=as_data_config(cfg.data),
-        tokenizer=as_tokenizer_config(cfg.tokenizer),
-        optim=as_schema(cfg.optim, OptimConfig, "optim"),
-        scheduler=as_schema(cfg.scheduler, SchedulerConfig, "scheduler"),
-        logger=as_schema(cfg.logger, LoggerConfig, "logger"),
-        callbacks=as_schema(cfg.callbacks, CallbacksConfig, "callbacks"),
-        trainer=OmegaConf.to_container(cfg.trainer, resolve=True),
-        seed=int(cfg.seed),
-        ckpt_path=cfg.ckpt_path,
-        init_from=OmegaConf.select(cfg, "init_from", default=None),
-    )
-    check_trainer(spec.trainer)
-    if spec.logger.tensorboard:
-        try:
-            import tensorboard  # noqa: F401
-        except ImportError:
-            try:
-                import tensorboardX  # noqa: F401
-            except ImportError:
-                raise ConfigError("logger.tensorboard=true needs tensorboard: pip install tensorboard") from None
-    families = TASKS[spec.task.kind].families
-    if spec.model.family not in families:
-        allowed = ", ".join(f.value for f in families)
-        raise ConfigError(
-            f"task={spec.task.kind.value} needs model.family in ({allowed}), got {spec.model.family.value}"
-        )
-    learned = spec.model.position.kind == PositionKind.learned
-    if learned and spec.data.seq_len > spec.model.max_seq_len:
-        raise ConfigError(
-            f"data.seq_len ({spec.data.seq_len}) is longer than learned positions allow "
-            f"(model.max_seq_len={spec.model.max_seq_len})"
-        )
-    if learned and spec.task.kind == TaskKind.seq2seq and spec.task.generate_max_tokens >= spec.model.max_seq_len:
-        raise ConfigError(
-            f"task.generate_max_tokens ({spec.task.generate_max_tokens}) plus BOS is longer than "
-            f"learned positions allow (model.max_seq_len={spec.model.max_seq_len})"
-        )
-    check_strategy(spec)
-    if spec.trainer.get("overfit_batches") not in (None, 0, 0.0):
-        raise ConfigError("trainer.overfit_batches is not supported: the training loader keeps its "
-                          "place for exact resume; use data.max_examples for a small training set")
-    devices, nodes = spec.trainer.get("devices", 1), spec.trainer.get("num_nodes", 1)
-    if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0:
-        from zoo.data.batching import per_device_batch
-
-        per_device_batch(spec.data.global_batch_size, devices * nodes)  # before any process starts
-    max_steps = spec.trainer.get("max_steps", -1)
-    if max_steps in (None, -1) and spec.trainer.get("max_epochs", -1) in (None, -1):
-        raise ConfigError("set trainer.max_steps or trainer.max_epochs, or the run never ends")
-    try:
-        schedule(spec.scheduler, total_steps=max_steps if max_steps and max_steps > 0 else None,
-                 d_model=spec.model.d_model)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if spec.scheduler.kind == ScheduleKind.inverse_sqrt:
-        w, d = spec.scheduler.warmup_steps, spec.model.d_model
-        peak = spec.optim.lr * d ** -0.5 * w ** -0.5
-        if peak < 1e-5:
-            raise ConfigError(
-                f"scheduler=inverse_sqrt peaks at optim.lr x d_model^-0.5 x warmup^-0.5 = "
-                f"{spec.optim.lr:g} x {d}^-0.5 x {w}^-0.5 = {peak:.2g}; optim.lr multiplies the "
-                f"schedule (the paper's rate is optim.lr=1.0, as in optim=adam)"
-            )
-    return spec
-
-
-def check_strategy(spec: RunSpec) -> None:
-    """Combinations the sharded strategy cannot run, refused before any process starts."""
-    from zoo.training.fsdp import PRECISIONS
-    from zoo.training.strategies import is_sharded
-
-    if not is_sharded(spec.trainer.get("strategy")):
-        return
-    precision = str(spec.trainer.get("precision", "32-true"))
-    if precision not in PRECISIONS:
-        raise ConfigError(f"trainer.strategy=fsdp runs trainer.precision in ({', '.join(PRECISIONS)}), got "
-                          f"{precision} (float16 mixed precision needs a gradient scaler that sharded "
-                          f"training here has not; use bf16-mixed)")
-    if spec.task.compile:
-        raise ConfigError("task.compile=true is not supported with trainer.strategy=fsdp yet "
-                          "(compile the unsharded model under trainer=gpu or trainer=ddp)")
 
 
 def command_line_overrides() -> list[str]:
@@ -205,7 +88,7 @@ def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
     return str(path)
 
 
-def check_resume_config(resume: str, spec: RunSpec) -> None:
+def check_resume_config(resume: str, spec: ZooConfig) -> None:
     """The command must describe the run its checkpoint holds (`zoo.training.resume_check`)."""
     from zoo.training.resume_check import check_resume, saved_sections
 
@@ -239,8 +122,9 @@ def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
 
     ids = torch.tensor([tokenizer.encode(prompt)], device=task.device)
     cfg = task.model_config
-    if cfg.position.kind == PositionKind.learned:
-        max_new_tokens = min(max_new_tokens, cfg.max_seq_len - ids.shape[1])
+    bound = max_positions(cfg)
+    if bound is not None:
+        max_new_tokens = min(max_new_tokens, bound - ids.shape[1])
         if max_new_tokens < 1:
             return prompt
     was_training = task.training
@@ -327,7 +211,8 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     from zoo.training.strategies import build_strategy, is_sharded
 
     cfg = apply_init_from(cfg, command_line_overrides())  # init_from=hf:DIR: DIR's model and tokenizer
-    spec = validate_run(cfg)
+    spec = validate(cfg)
+    check_machine(spec)
     if _first_process():
         for note in recover_sharded(run_dir / "checkpoints"):  # before looking for last.ckpt
             log.info("%s", note)

@@ -10,14 +10,14 @@ from omegaconf import DictConfig, open_dict
 
 from zoo.config.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
-from zoo.config.init_from import apply_init_from
+from zoo.interop.hf.init_from import apply_init_from
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.store import register_configs
 
 
 
-def validate(cfg: DictConfig) -> DictConfig:
-    """Run the cross-field checks of the schemas; raises `ConfigError`."""
+def _check_model(cfg: DictConfig) -> DictConfig:
+    """The model section's own checks (`zoo.config.validate` checks the whole run)."""
     as_model_config(cfg.model)
     return cfg
 
@@ -35,7 +35,7 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     and `config_dirs` are searched too (`-cd`). `return_hydra_config` keeps the `hydra:`
     section; `check=False` skips the model checks. The object names in the config are always
     checked against the allow-list of `zoo.config.targets`. With `init_from=hf:DIR` the model
-    and tokenizer sections are DIR's (`zoo.config.init_from`)."""
+    and tokenizer sections are DIR's (`zoo.interop.hf.init_from`)."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
@@ -85,4 +85,4 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     if not return_hydra_config:
         with open_dict(cfg):
             del cfg["hydra"]
-    return validate(cfg) if check else cfg
+    return _check_model(cfg) if check else cfg

@@ -1,10 +1,10 @@
 """The combinations zoo refuses before training, each with the message its validation gives.
 
-The table is not written by hand: `refusal_table()` runs the real checks (`zoo.compose` and the
-run validation of `zoo-train`) on one example of each rule and prints what they say, and a test
+The table is not written by hand: `refusal_table()` runs the real checks (`zoo.compose` and
+`zoo.config.validate`) on one example of each rule and prints what they say, and a test
 keeps the README's copy equal to it.
 
-    python -m zoo.config.refusals      # the Markdown table of the README
+    python -m zoo.cli.refusals      # the Markdown table of the README
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ EXAMPLES: list[tuple[str, list[str]]] = [
 
 def refusal(overrides: list[str]) -> str | None:
     """The one-line message `zoo-train` gives for these overrides, or None if they are valid."""
-    from zoo.config.compose import compose
+    from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
-    from zoo.training.run import validate_run
+    from zoo.config.validate import validate
 
     try:
-        validate_run(compose(overrides))
+        validate(compose(overrides))
     except ConfigError as exc:
         return str(exc)
     return None

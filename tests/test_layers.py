@@ -1,0 +1,125 @@
+"""One-way layers: each package of zoo imports only the packages of the layers below it.
+
+    config < nn < models < data, interop < tasks < training < compare, bench < cli
+
+`config` holds the schemas and their checks and loads no torch; `nn` and `models` are pure
+torch (no Lightning, Hydra or OmegaConf); packages on one layer do not import each other. The
+check reads every import statement of every module, the ones inside functions included (a lazy
+import is still an import), so a planted upward import fails it."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LAYERS: list[set[str]] = [
+    {"config"},
+    {"nn"},
+    {"models"},
+    {"data", "interop"},
+    {"tasks"},
+    {"training"},
+    {"compare", "bench"},
+    {"cli"},
+]
+RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, root: Path) -> list[tuple[str, int]]:
+    """(absolute module name, line) of every import of `path`, relative imports resolved."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.append((module, node.lineno))
+            # `from zoo import nn` names a package, not an attribute
+            found += [(f"{module}.{alias.name}", node.lineno) for alias in node.names
+                      if module == "zoo" and alias.name in RANK]
+    return found
+
+
+def upward_imports(root: Path) -> list[str]:
+    """Every import of a zoo module that runs against the layer order, as 'file:line: a -> b'."""
+    problems = []
+    for path in sorted((root / "zoo").rglob("*.py")):
+        here = module_name(path, root).split(".")
+        if len(here) < 2 or here[1] not in RANK:
+            continue  # the package's front door (zoo/__init__.py) sits above every layer
+        for module, line in imported_modules(path, root):
+            there = module.split(".")
+            if there[0] != "zoo":
+                continue
+            if len(there) < 2 or there[1] not in RANK:
+                problems.append(f"{path.relative_to(root)}:{line}: {'.'.join(here)} -> {module} (the front door)")
+            elif there[1] != here[1] and RANK[there[1]] >= RANK[here[1]]:
+                problems.append(f"{path.relative_to(root)}:{line}: {'.'.join(here)} -> {module}")
+    return problems
+
+
+def test_every_package_has_a_layer():
+    packages = {p.name for p in (ROOT / "zoo").iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(RANK), f"packages without a layer: {sorted(packages - set(RANK))}"
+    loose = sorted(p.name for p in (ROOT / "zoo").glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules outside the layers: {loose}"
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    assert upward_imports(ROOT) == []
+
+
+@pytest.mark.parametrize("planted, where", [
+    ("from zoo.training.run import train\n", "module"),
+    ("def f():\n    from zoo.models import build_model\n    return build_model\n", "function"),
+    ("from zoo import load_checkpoint\n", "module"),
+    ("from zoo.compare import report\n", "module"),  # a sibling on the same layer as bench
+])
+def test_a_planted_upward_import_fails_the_check(tmp_path, planted, where):
+    shutil.copytree(ROOT / "zoo", tmp_path / "zoo", ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "zoo" / ("bench" if "compare" in planted else "config") / "planted.py"
+    target.write_text(planted)
+    new = sorted(set(upward_imports(tmp_path)) - set(upward_imports(ROOT)))
+    assert len(new) == 1 and "planted.py" in new[0], new
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys\n{statement}\nprint(' '.join(sorted(m.split('.')[0] for m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+def _all_modules(package: str) -> str:
+    paths = sorted((ROOT / "zoo" / package).rglob("*.py"))
+    return "\n".join(f"import {module_name(p, ROOT)}" for p in paths)
+
+
+def test_config_loads_no_torch():
+    loaded = _loaded_after("import zoo.config\nimport zoo.config.validate")
+    assert "torch" not in loaded and "lightning" not in loaded
+    assert "torch" not in _loaded_after(_all_modules("config"))
+
+
+def test_nn_and_models_load_no_lightning_hydra_or_omegaconf():
+    loaded = _loaded_after(f"import zoo.nn, zoo.models\n{_all_modules('nn')}\n{_all_modules('models')}")
+    assert "torch" in loaded
+    assert not loaded & {"lightning", "pytorch_lightning", "hydra", "omegaconf"}, loaded & {"lightning", "hydra", "omegaconf"}
