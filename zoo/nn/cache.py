@@ -11,9 +11,10 @@ from zoo.nn.host import host_reads_are_free
 
 
 class KVCache:
-    """Self-attention keys and values seen so far, before any position transform, with their
-    positions (B, S). Position schemes are applied to the whole cached sequence each step, so
-    every scheme (RoPE included) works through the same `attend` hook.
+    """Self-attention keys and values seen so far, with their positions (B, S). A scheme that
+    transforms each key by its own position alone (RoPE: `keys_transformed_alone`) has its keys
+    cached already transformed, so a step rotates only the new keys; for every other scheme the
+    keys are cached as projected and `attend` sees the whole cached sequence each step.
 
     Storage grows by doubling, so appending a step copies nothing but the new entries."""
 
