@@ -3,7 +3,6 @@ which need no run directory and no Hydra job)."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -13,11 +12,6 @@ from omegaconf.errors import OmegaConfBaseException
 from zoo.config.errors import ConfigError, explain
 
 T = TypeVar("T")
-
-
-def fail(tool: str, message: str) -> None:
-    print(f"{tool}: error: {message}", file=sys.stderr)
-    sys.exit(2)
 
 
 def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()) -> tuple[T, list[str]]:
@@ -34,5 +28,6 @@ def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()
         merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(own))
         data: dict[str, Any] = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
     except OmegaConfBaseException as exc:
-        raise ConfigError(explain(exc)) from None
+        message, key = explain(exc), getattr(exc, "full_key", None)
+        raise ConfigError(message if not key or key in message else f"{key}: {message}") from None
     return schema(**data), rest

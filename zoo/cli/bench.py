@@ -17,11 +17,20 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
 TOOL = "zoo-bench"
+USAGE = f"{TOOL} [KEY=VALUE ...] [model=NAME] [model/position=NAME] [model.KEY=VALUE ...]"
+
+
+@dataclass(kw_only=True)
+class BenchOutput:
+    """Where the figures go, beside the Markdown table printed on stdout."""
+
+    out: Optional[str] = field(default=None, metadata={"help": "FILE.json: also write the figures as JSON, "
+                                                       "and the table (with the command) as FILE.md"})
 
 
 def configure(argv: list[str]):
@@ -31,7 +40,7 @@ def configure(argv: list[str]):
     from zoo.config.convert import as_model_config
     from zoo.config.errors import ConfigError
 
-    own = {f.name for f in fields(BenchOptions)} | {"out"}
+    own = {f.name for f in fields(BenchOptions)} | {f.name for f in fields(BenchOutput)}
     options = [a for a in argv if a.split("=", 1)[0] in own]
     overrides = [a for a in argv if a not in options]
     not_model = [a for a in overrides if not a.startswith("model")]
@@ -47,9 +56,9 @@ def configure(argv: list[str]):
         named = {a.split("=", 1)[0] for a in given}
         sizes = [f"{key}={value}" for key, value in shape_sizes.items() if key not in named]
         opts, _ = parse(BenchOptions, [*sizes, *given])
-    import zoo
+    from zoo.cli.compose import compose
 
-    cfg = zoo.compose(["model.dropout=0.0", *shape_overrides, *overrides])
+    cfg = compose(["model.dropout=0.0", *shape_overrides, *overrides])
     return as_model_config(cfg.model), opts, out
 
 
@@ -72,27 +81,17 @@ def run(argv: list[str], log=print) -> dict:
 
 def usage() -> str:
     from zoo.bench.run import BenchOptions
+    from zoo.cli.tool import Section, help_text
 
-    lines = [__doc__.strip(), "", "options:"]
-    for f in fields(BenchOptions):
-        default = f.default if f.default is not None else "(none)"
-        lines.append(f"  {f.name}={default}  {f.metadata.get('help', '')}".rstrip())
-    lines.append("  out=FILE.json  also write the figures as JSON and FILE.md")
-    return "\n".join(lines)
+    return help_text(USAGE, __doc__, [Section("options", BenchOptions), Section("output", BenchOutput)],
+                     notes=["model=NAME, model/position=NAME, model.KEY=VALUE: the model overrides of "
+                            "zoo-train (zoo-train --help lists them)"])
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    from zoo.cli.args import fail
-    from zoo.config.errors import ConfigError
+    from zoo.cli.tool import serve
 
-    argv = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help") for a in argv):
-        print(usage())
-        return
-    try:
-        run(argv)
-    except ConfigError as exc:
-        fail(TOOL, str(exc))
+    serve(TOOL, run, usage, argv)
 
 
 if __name__ == "__main__":

@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 TOOL = "zoo-compare"
+USAGE = f"{TOOL} DIR [DIR ...] [KEY=VALUE ...]"
 
 
 @dataclass(kw_only=True)
 class CompareArgs:
-    out: Optional[str] = None
-    metric: str = "val/loss"
-    baseline: Optional[str] = None  # KEY=VALUE[,KEY=VALUE] of the baseline arm; default the first arm
-    lengths: Optional[str] = None  # e.g. "1,2,4,8": perplexity at these multiples of the trained context
+    out: Optional[str] = field(default=None, metadata={"help": "the report's directory (default: compare/ "
+                                                       "inside the first DIR)"})
+    metric: str = field(default="val/loss", metadata={"help": "the metric the arms are compared on"})
+    baseline: Optional[str] = field(default=None, metadata={"help": "KEY=VALUE[,KEY=VALUE]: the settings of "
+                                                            "the baseline arm (default: the first arm)"})
+    lengths: Optional[str] = field(default=None, metadata={"help": "e.g. 1,2,4,8: also the perplexity at "
+                                                           "these multiples of the trained context"})
 
 
 def run(argv: list[str]) -> dict:
@@ -42,15 +46,17 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"not a directory: {missing[0]}")
     out = Path(args.out) if args.out else Path(dirs[0]) / "compare"
     try:
-        try:
-            multiples = [int(m) for m in str(args.lengths).split(",")] if args.lengths else None
-        except ValueError:
-            raise ValueError(f"lengths={args.lengths}: give comma-separated integers, e.g. lengths=1,2,4") from None
-        if multiples and min(multiples) < 1:
-            raise ValueError(f"lengths={args.lengths}: multiples must be >= 1")
+        multiples = [int(m) for m in str(args.lengths).split(",")] if args.lengths else None
+    except ValueError:
+        raise ConfigError(f"lengths={args.lengths}: give comma-separated integers, e.g. lengths=1,2,4") from None
+    if multiples and min(multiples) < 1:
+        raise ConfigError(f"lengths={args.lengths}: multiples must be >= 1")
+    try:
         report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
                          lengths=multiples)
     except ValueError as exc:
+        if not raised_in(exc, "zoo.compare.report"):  # a bug, not a refusal: keep its traceback
+            raise
         raise ConfigError(str(exc)) from None
     from zoo.compare import RunStatus
 
@@ -71,16 +77,28 @@ def options_with_baseline(options: list[str]) -> list[str]:
     return out
 
 
-def main() -> None:
-    from zoo.cli.args import fail
-    from zoo.config.errors import ConfigError
+def raised_in(exc: BaseException, module: str) -> bool:
+    """Whether `exc` was raised by the code of `module` itself. zoo.compare.report refuses a
+    bad metric, baseline or out, and sweeps without runs, with ValueError; only those become
+    one-line errors (a ValueError from deeper down is a bug)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_globals.get("__name__") == module
 
-    try:
-        result = run(sys.argv[1:])
-    except ConfigError as exc:
-        fail(TOOL, str(exc))
-        return
-    print(json.dumps(result, indent=2))
+
+def usage() -> str:
+    from zoo.cli.tool import Section, help_text
+
+    return help_text(USAGE, __doc__, [Section("options", CompareArgs)],
+                     notes=["DIR: a sweep (multirun/...) or run directory; a DIR whose name holds '=' is "
+                            "read as a directory when it exists"])
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    from zoo.cli.tool import serve
+
+    serve(TOOL, lambda args: print(json.dumps(run(args), indent=2)), usage, argv)
 
 
 if __name__ == "__main__":

@@ -8,25 +8,30 @@
 from __future__ import annotations
 
 import json
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 TOOL = "zoo-eval"
+USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...]"
 
 
 @dataclass(kw_only=True)
 class EvalArgs:
-    ckpt: Optional[str] = None
-    data: Optional[str] = None  # shorthand: evaluate this local file, whole
-    seq_len: Optional[int] = None
-    split: str = "validation"
-    batch_size: int = 32
-    limit_batches: Optional[int] = None
-    out: Optional[str] = None  # JSON file; printed to stdout as well
-    accelerator: str = "cpu"
-    devices: int = 1
+    ckpt: Optional[str] = field(default=None, metadata={"help": "the checkpoint to evaluate (required)"})
+    data: Optional[str] = field(
+        default=None, metadata={"help": "a local data file (.txt, .jsonl/.json, .csv/.tsv, .parquet), "
+                                "evaluated whole, instead of the checkpoint's own dataset"})
+    seq_len: Optional[int] = field(default=None, metadata={"help": "tokens per window (default: the "
+                                                           "checkpoint's data.seq_len)"})
+    split: str = field(default="validation", metadata={"help": "the split to evaluate: train or validation"})
+    batch_size: int = field(default=32, metadata={"help": "rows per batch"})
+    limit_batches: Optional[int] = field(default=None, metadata={"help": "evaluate at most this many "
+                                                                 "batches (default: all)"})
+    out: Optional[str] = field(default=None, metadata={"help": "also write the metrics to this JSON file "
+                                                       "(they are printed either way)"})
+    accelerator: str = field(default="cpu", metadata={"help": "Lightning accelerator: cpu, gpu or auto"})
+    devices: int = field(default=1, metadata={"help": "devices (processes) to evaluate on"})
 
 
 def run(argv: list[str]) -> dict:
@@ -74,17 +79,22 @@ def run(argv: list[str]) -> dict:
     return result
 
 
-def main() -> None:
-    from zoo.training.checkpoint.files import CheckpointError
-    from zoo.cli.args import fail
-    from zoo.config.errors import ConfigError
-    from zoo.data.errors import DataError
+def usage() -> str:
+    from zoo.cli.tool import Section, help_text
 
-    try:
-        result = run(sys.argv[1:])
-    except (ConfigError, CheckpointError, DataError) as exc:
-        fail(TOOL, str(exc))
-        return
+    return help_text(USAGE, __doc__, [Section("options", EvalArgs)],
+                     notes=["data.KEY=VALUE: any key of zoo-train's data section (zoo-train --help lists "
+                            "them), applied to the checkpoint's recorded dataset"])
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    from zoo.cli.tool import serve
+
+    serve(TOOL, report, usage, argv)
+
+
+def report(argv: list[str]) -> None:
+    result = run(argv)
     if result.pop("is_global_zero"):  # one report, however many ranks evaluated
         print(json.dumps(result, indent=2))
 

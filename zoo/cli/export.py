@@ -14,20 +14,22 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 TOOL = "zoo-export"
+USAGE = f"{TOOL} ckpt=PATH out=DIR [format=hf]"
 FORMATS = ("hf",)
 
 
 @dataclass(kw_only=True)
 class ExportArgs:
-    ckpt: Optional[str] = None
-    format: str = "hf"
-    out: Optional[str] = None
+    ckpt: Optional[str] = field(default=None, metadata={"help": "the zoo checkpoint to export (required)"})
+    format: str = field(default="hf", metadata={"help": "hf: a Hugging Face transformers directory "
+                                                "(save_pretrained)"})
+    out: Optional[str] = field(default=None, metadata={"help": "the directory to write; new or empty "
+                                                       "(required)"})
 
 
 def run(argv: list[str]) -> dict:
@@ -77,17 +79,16 @@ def _special_ids(hf, tokenizer) -> None:
             config.decoder_start_token_id = ids["bos"]
 
 
-def main() -> None:
-    from zoo.training.checkpoint.files import CheckpointError
-    from zoo.cli.args import fail
-    from zoo.config.errors import ConfigError
+def usage() -> str:
+    from zoo.cli.tool import Section, help_text
 
-    try:
-        result = run(sys.argv[1:])
-    except (ConfigError, CheckpointError) as exc:
-        fail(TOOL, str(exc))
-        return
-    print(json.dumps(result, indent=2))
+    return help_text(USAGE, __doc__, [Section("options", ExportArgs)])
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    from zoo.cli.tool import serve
+
+    serve(TOOL, lambda args: print(json.dumps(run(args), indent=2)), usage, argv)
 
 
 if __name__ == "__main__":

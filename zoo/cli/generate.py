@@ -11,37 +11,39 @@ a trained checkpoint.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
+from zoo.models.generate import GenerationConfig
+
 TOOL = "zoo-generate"
+USAGE = f"{TOOL} ckpt=PATH (prompt=TEXT | prompts=FILE) [KEY=VALUE ...]"
 
 
 @dataclass(kw_only=True)
-class GenerateArgs:
-    ckpt: Optional[str] = None  # a checkpoint of a causal_lm or seq2seq run
-    prompt: Optional[str] = None  # one prompt (source sentence for seq2seq)
-    prompts: Optional[str] = None  # a text file, one prompt per line
-    strategy: str = "greedy"
-    max_new_tokens: int = 64
-    use_cache: bool = True
-    num_beams: int = 4
-    length_penalty: float = 1.0
-    early_stopping: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: Optional[int] = None
-    static_cache: bool = False  # allocate the KV cache once: same-shape steps
-    compile: bool = False  # torch.compile the decoding step
-    batch_size: int = 16
-    device: str = "auto"  # cpu, cuda, or auto: cuda where torch sees a CUDA device
-    dtype: str = "float32"  # float32 or bfloat16: the weights are cast once, not at every step
-    attention_map: Optional[str] = None  # PNG: attention weights over the first prompt and its output
-    layers: Optional[str] = None  # attention_map: layers to draw, e.g. "0,1" (default all)
-    heads: Optional[str] = None  # attention_map: heads to draw, e.g. "0" (default all)
-    positions_plot: Optional[str] = None  # PNG: the model's position scheme
+class GenerateArgs(GenerationConfig):
+    """The decoding options (strategy, max_new_tokens, beam and sampling options, ...) are
+    GenerationConfig's own; these are the command's: what to read, where to run, what to draw."""
+
+    ckpt: Optional[str] = field(default=None, metadata={"help": "a checkpoint of a causal_lm or seq2seq run "
+                                                        "(required)"})
+    prompt: Optional[str] = field(default=None, metadata={"help": "one prompt (the source sentence for "
+                                                          "seq2seq)"})
+    prompts: Optional[str] = field(default=None, metadata={"help": "a UTF-8 text file, one prompt per line"})
+    batch_size: int = field(default=16, metadata={"help": "prompts decoded together"})
+    device: str = field(default="auto", metadata={"help": "cpu, cuda, or auto: cuda where torch sees a "
+                                                  "CUDA device"})
+    dtype: str = field(default="float32", metadata={"help": "float32 or bfloat16: the weights are cast "
+                                                    "once, not at every step"})
+    attention_map: Optional[str] = field(default=None, metadata={"help": "a .png file: attention weights "
+                                                                 "over the first prompt and its output"})
+    layers: Optional[str] = field(default=None, metadata={"help": "attention_map: layers to draw, e.g. "
+                                                          "0,1 (default: all)"})
+    heads: Optional[str] = field(default=None, metadata={"help": "attention_map: heads to draw, e.g. 0 "
+                                                         "(default: all)"})
+    positions_plot: Optional[str] = field(default=None, metadata={"help": "a .png file: the model's "
+                                                                  "position scheme"})
 
 
 def read_prompts(args: GenerateArgs) -> list[str]:
@@ -74,7 +76,7 @@ def run(argv: list[str]) -> list[str]:
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
     from zoo.config.model import Family
-    from zoo.models.generate import GenerationConfig, generate, strip_special
+    from zoo.models.generate import generate, strip_special
     from zoo.models.limits import check_lengths, check_memory
     from zoo.data.prompts import continue_text, encode_prompts
 
@@ -83,8 +85,8 @@ def run(argv: list[str]) -> list[str]:
         raise ConfigError("ckpt=PATH is required (a checkpoint of a causal_lm or seq2seq run)")
     if any(a.split("=", 1)[0] == "prompt" and not a.split("=", 1)[1].strip() for a in argv):
         raise ConfigError("the prompt is empty")
-    # the same defaults as GenerationConfig, which refuses options of another strategy set away
-    # from their defaults; one given on the command line is refused even at its default value
+    # GenerateArgs (a GenerationConfig) refused options of another strategy set away from their
+    # defaults; one given on the command line is refused here even at its default value
     options = GenerationConfig(**{f.name: getattr(args, f.name) for f in fields(GenerationConfig)})
     from zoo.models.generate import OPTIONS_OF
 
@@ -205,16 +207,21 @@ def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None
         raise ConfigError(str(exc)) from None
 
 
-def main() -> None:
-    from zoo.training.checkpoint.files import CheckpointError
-    from zoo.cli.args import fail
-    from zoo.config.errors import ConfigError
+def usage() -> str:
+    from zoo.cli.tool import Section, help_text
 
-    try:
-        for line in run(sys.argv[1:]):
-            print(line)
-    except (ConfigError, CheckpointError) as exc:
-        fail(TOOL, str(exc))
+    return help_text(USAGE, __doc__, [Section("options", GenerateArgs)])
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    from zoo.cli.tool import serve
+
+    serve(TOOL, _print_outputs, usage, argv)
+
+
+def _print_outputs(argv: list[str]) -> None:
+    for line in run(argv):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,25 @@ would outlast the ranks' start-up timeout).
 from __future__ import annotations
 
 import json
-import sys
 import time
+from dataclasses import dataclass, field
+from typing import Optional
 
 TOOL = "zoo-prepare"
+USAGE = f"{TOOL} [-cn RECIPE] [part=I/N] [OVERRIDE ...]"
+
+
+@dataclass(kw_only=True)
+class PrepareArgs:
+    """zoo-prepare's own keys; every other argument is an override of zoo-train's."""
+
+    part: Optional[str] = field(default=None, metadata={"help": "I/N: prepare every N-th shard from the "
+                                                        "I-th (0-based), e.g. one SLURM array task each; "
+                                                        "the part that completes the set writes the entry"})
 
 
 def run(argv: list[str]) -> dict:
-    from zoo.config.compose import compose
+    from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
     from zoo.config.train import TaskConfig
     from zoo.data import build_datamodule
@@ -32,9 +43,6 @@ def run(argv: list[str]) -> dict:
             name = next(args, None)
             if name is None:
                 raise ConfigError(f"{arg} needs a recipe name")
-        elif arg in ("-h", "--help"):
-            print(__doc__.strip())
-            sys.exit(0)
         elif arg.startswith("part="):
             part = _part(arg[len("part="):])
         else:
@@ -73,15 +81,19 @@ def _part(text: str) -> tuple[int, int]:
     return i, n
 
 
-def main() -> None:
-    from zoo.cli.args import fail
-    from zoo.config.errors import ConfigError
-    from zoo.data.errors import DataError
+def usage() -> str:
+    from zoo.cli.tool import Section, help_text
 
-    try:
-        print(json.dumps(run(sys.argv[1:]), indent=1))
-    except (ConfigError, DataError) as exc:
-        fail(TOOL, str(exc))
+    return help_text(USAGE, __doc__, [Section("options", PrepareArgs)],
+                     notes=["-cn RECIPE: prepare a recipe's data",
+                            "OVERRIDE: any override of zoo-train (data=..., data.KEY=VALUE, tokenizer=..., "
+                            "task=...; zoo-train --help lists them)"])
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    from zoo.cli.tool import serve
+
+    serve(TOOL, lambda args: print(json.dumps(run(args), indent=1)), usage, argv)
 
 
 if __name__ == "__main__":

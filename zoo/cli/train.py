@@ -127,9 +127,7 @@ def _train(cfg: DictConfig) -> float | None:
 
 
 def _train_job(cfg: DictConfig) -> float | None:
-    from zoo.training.checkpoint.files import CheckpointError
-    from zoo.config.errors import ConfigError
-    from zoo.data.errors import DataError
+    from zoo.config.errors import ZooError
     from zoo.training.resume_check import ResumeMismatch
     from zoo.training.run import TrainingInterrupted, TrainingStopped, train
 
@@ -146,7 +144,7 @@ def _train_job(cfg: DictConfig) -> float | None:
             raise ArmFailed(str(exc)) from None
         _fail(str(exc))
         return None
-    except (ConfigError, DataError, CheckpointError) as exc:
+    except ZooError as exc:  # the user's to fix: one line
         _arm_failed(run_dir, str(exc))
         _fail(str(exc))
         return None
@@ -419,7 +417,14 @@ def _sweep_summary(since: float) -> None:
 
 def main() -> None:
     from zoo.cli.rundir import release
+    from zoo.cli.tool import serve, wants_help
+    from zoo.config.errors import ZooError
 
+    if wants_help(sys.argv[1:]):  # zoo's help, from the schemas; Hydra's own is --hydra-help
+        from zoo.cli.train_help import train_help
+
+        serve("zoo-train", print, lambda: train_help(sys.argv[1:]))
+        return
     global _SWEEP_DIR
     _SWEEP_DIR = None
     register_configs()
@@ -439,6 +444,8 @@ def main() -> None:
         if launch_rank() == 0:
             print("zoo-train: interrupted", file=sys.stderr)
         sys.exit(130)
+    except ZooError as exc:  # one the steps above did not report themselves
+        _fail(str(exc))
     finally:
         if owned is not None:
             release(owned)

@@ -1,13 +1,21 @@
-"""The one exception type for bad configuration, and one-line explanations of Hydra's."""
+"""The base of every error a user can cause (`ZooError`), the one exception type for bad
+configuration, and one-line explanations of Hydra's."""
 
 from __future__ import annotations
 
 import dataclasses
 
 
-class ConfigError(ValueError):
+class ZooError(Exception):
+    """An error the user caused and can fix: a bad key or value, a file, column or checkpoint
+    that cannot be used. Every tool prints its message as one line, `TOOL: error: MESSAGE`, and
+    exits with status 2; any other exception is a bug in zoo and keeps its traceback."""
+
+
+class ConfigError(ZooError, ValueError):
     """A configuration value or combination that cannot work. The message is one line that
-    names the key(s), the offending value(s) and what is allowed."""
+    names the key(s), the offending value(s) and what is allowed. (Also a ValueError, for code
+    that catches that; tools catch ZooError.)"""
 
 
 def explain(exc: BaseException) -> str:

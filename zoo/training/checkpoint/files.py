@@ -16,14 +16,15 @@ from typing import Any
 
 import torch
 
-from zoo.config.errors import ConfigError
+from zoo.config.errors import ConfigError, ZooError
 from zoo.config.train import TaskConfig
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 
 
-class CheckpointError(ValueError):
-    """A checkpoint path that does not exist, is truncated, or is not a zoo checkpoint."""
+class CheckpointError(ZooError, ValueError):
+    """A checkpoint path that does not exist, is truncated, or is not a zoo checkpoint. (Also a
+    ValueError, for code that catches that; tools catch ZooError.)"""
 
 
 SHARDED_META = "meta.pt"  # Lightning's name for the non-tensor part of a sharded checkpoint
