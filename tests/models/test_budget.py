@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import zoo
-from tests.conftest import ACTIVATIONS, FAMILIES
+from tests.conftest import ACTIVATIONS, FAMILIES, NORM_TYPES, NORMS, POSITIONS
 from zoo.config.errors import ConfigError
 from zoo.config.model import GATED, Activation, ModelConfig
+from zoo.config.params import non_embedding_params
 
 BUDGET = 200_000
 
@@ -51,3 +59,121 @@ def test_conflicts_and_impossible_budgets_are_refused(kw, words):
     with pytest.raises(ConfigError) as info:
         config(**kw)
     assert all(w in str(info.value) for w in words)
+
+
+# the config-only count against the built model
+
+def built(cfg: ModelConfig) -> int:
+    """What `zoo.summarize` reports for the built model. These models are tiny, so they are
+    built on the CPU: the count does not depend on the device, and the meta device's
+    initialisation runs through slower reference implementations."""
+    with torch.device("cpu"):
+        model = zoo.build_model(cfg)
+    return zoo.summarize(model).non_embedding_params
+
+
+def sized(**kw) -> ModelConfig:
+    return config(**{"param_budget": None, "d_ff": 24, **kw})
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("norm_type", NORM_TYPES)
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_count_is_the_built_models(family, position, norm, norm_type, activation):
+    cfg = sized(family=family, position={"kind": position}, norm=norm, norm_type=norm_type,
+                activation=activation)
+    assert non_embedding_params(cfg) == built(cfg)
+
+
+OPTIONS = {
+    "no bias": dict(bias=False),
+    "no bias, rmsnorm, gated": dict(bias=False, norm_type="rmsnorm", activation="swiglu"),
+    "gqa": dict(n_kv_heads=2),
+    "mqa": dict(n_kv_heads=1),
+    "head_dim": dict(head_dim=24),
+    "head_dim, gqa": dict(head_dim=8, n_kv_heads=2, bias=False),
+    "untied": dict(tie_embeddings=False),
+    "token_types": dict(token_types=2),
+    "embed_norm": dict(embed_norm=True),
+    "head_transform": dict(head_transform=True),
+    "head_transform, no bias": dict(head_transform=True, bias=False, norm="post"),
+    "output_bias": dict(output_bias=True, scale_output=True, scale_embeddings=True),
+    "bert": dict(embed_norm=True, token_types=2, head_transform=True, output_bias=True, norm="post"),
+}
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("option", OPTIONS)
+def test_the_count_is_the_built_models_for_every_option(option, family, position):
+    cfg = sized(family=family, position={"kind": position}, **OPTIONS[option])
+    assert non_embedding_params(cfg) == built(cfg)
+
+
+@pytest.mark.parametrize("position", [
+    {"kind": "relative", "num_buckets": 8, "max_distance": 20},
+    {"kind": "shaw", "clip": 3},
+    {"kind": "learned", "offset": 2},
+    {"kind": "rope"},
+])
+@pytest.mark.parametrize("n_decoder_layers", [1, 3])
+def test_an_encoder_decoder_counts_its_decoder_layers(n_decoder_layers, position):
+    cfg = sized(family="encoder_decoder", n_layers=2, n_decoder_layers=n_decoder_layers,
+                position=position, n_kv_heads=2)
+    assert non_embedding_params(cfg) == built(cfg)
+
+
+@st.composite
+def model_configs(draw) -> ModelConfig:
+    head_dim = draw(st.sampled_from([2, 4, 6, 8]))
+    n_kv_heads = draw(st.sampled_from([1, 2, 3]))
+    family = draw(st.sampled_from(FAMILIES))
+    position = {"kind": draw(st.sampled_from(POSITIONS))}
+    if position["kind"] == "relative":
+        position.update(num_buckets=draw(st.sampled_from([4, 8, 16])), max_distance=draw(st.integers(20, 40)))
+    if position["kind"] == "shaw":
+        position["clip"] = draw(st.integers(1, 6))
+    if position["kind"] == "learned":
+        position["offset"] = draw(st.sampled_from([0, 2]))
+    return ModelConfig(
+        family=family,
+        position=position,
+        norm=draw(st.sampled_from(NORMS)),
+        norm_type=draw(st.sampled_from(NORM_TYPES)),
+        activation=draw(st.sampled_from(ACTIVATIONS)),
+        d_model=draw(st.sampled_from([8, 12, 16, 24])),
+        n_heads=n_kv_heads * draw(st.sampled_from([1, 2])),
+        n_kv_heads=n_kv_heads,
+        head_dim=head_dim,
+        n_layers=draw(st.integers(1, 3)),
+        n_decoder_layers=draw(st.integers(1, 3)) if family == "encoder_decoder" else None,
+        d_ff=draw(st.integers(1, 40)),
+        vocab_size=draw(st.integers(8, 40)),
+        max_seq_len=draw(st.integers(12, 24)),
+        tie_embeddings=draw(st.booleans()),
+        bias=draw(st.booleans()),
+        embed_norm=draw(st.booleans()),
+        token_types=draw(st.sampled_from([0, 2])),
+        head_transform=draw(st.booleans()),
+        output_bias=draw(st.booleans()),
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cfg=model_configs())
+def test_random_configs_count_as_built(cfg):
+    assert non_embedding_params(cfg) == built(cfg)
+
+
+def test_a_budget_is_met_without_torch():
+    """Sizing d_ff from a budget is config work: it loads no torch."""
+    code = ("import sys, zoo.config.model as m\n"
+            "m.ModelConfig(d_model=64, n_heads=4, n_layers=2, vocab_size=100, max_seq_len=32, "
+            "param_budget=50000)\n"
+            "print('torch' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

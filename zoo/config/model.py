@@ -218,7 +218,7 @@ class ModelConfig:
             )
         if self.param_budget is not None:
             _positive("param_budget", self.param_budget)
-            from zoo.models.budget import d_ff_for_budget  # builds on torch's meta device
+            from zoo.config.params import d_ff_for_budget  # lazy: it reads this module's enums
 
             sized = d_ff_for_budget(self, self.param_budget)
             if self.d_ff is not None and self.d_ff != sized:

@@ -1,0 +1,124 @@
+"""Non-embedding parameter count of a model config, worked out from the config alone (no torch,
+no model built), and the d_ff that `model.param_budget` asks for.
+
+The count is what `zoo.summarize(zoo.build_model(cfg)).non_embedding_params` reports: every
+parameter except the token table (V·D), an untied output projection (V·D), the token-type table
+(token_types·D), the output bias (V) and learned position tables ((max_seq_len + offset)·D per
+stack). Shape names: D = d_model, H = n_heads, Hkv = n_kv_heads, Dh = head_dim, F = d_ff.
+
+The count is linear in F, P(F) = A + B·F (only the feed-forward units depend on F), so a budget
+gives F directly. A gated unit has three D×F matrices to a plain unit's two, so it gets about
+2/3 of the width at the same budget (Shazeer 2020). `tests/models/test_budget.py` checks the
+count against built models for every family, position scheme, norm and activation.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from zoo.config.errors import ConfigError
+from zoo.config.model import GATED, Family, ModelConfig, NormPlacement, NormType
+from zoo.config.positions import PositionKind
+
+
+def norm_params(cfg: ModelConfig) -> int:
+    """One norm over D: LayerNorm has γ (D) and, with model.bias, β (D); RMSNorm has γ (D)."""
+    if cfg.norm_type == NormType.layernorm:
+        return cfg.d_model * (2 if cfg.bias else 1)
+    if cfg.norm_type == NormType.rmsnorm:
+        return cfg.d_model
+    raise ConfigError(f"no parameter count for model.norm_type={cfg.norm_type.value}")
+
+
+def attention_params(cfg: ModelConfig) -> int:
+    """One attention sub-layer: W_q (D × H·Dh), W_k and W_v (D × Hkv·Dh each), W_o (H·Dh × D);
+    with model.bias, biases H·Dh + 2·Hkv·Dh + D. Self-attention fuses W_q, W_k, W_v into one
+    matrix, cross-attention fuses W_k, W_v only: the same count either way."""
+    D, q, kv = cfg.d_model, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    weights = D * (q + 2 * kv) + q * D
+    biases = (q + 2 * kv + D) if cfg.bias else 0
+    return weights + biases
+
+
+def feedforward_params(cfg: ModelConfig) -> tuple[int, int]:
+    """One feed-forward unit as (A, B) with count A + B·F. Plain: W_in (D × F), W_out (F × D),
+    biases F + D, so B = 2·D (+ 1). Gated: W_in holds gate and up (D × 2·F), biases 2·F + D,
+    so B = 3·D (+ 2). A = D (the bias of W_out) with model.bias, else 0."""
+    inner = 2 if cfg.activation in GATED else 1
+    per_unit = (inner + 1) * cfg.d_model + (inner if cfg.bias else 0)
+    return (cfg.d_model if cfg.bias else 0), per_unit
+
+
+def _no_parameters(cfg: ModelConfig, n_layers: int) -> int:
+    return 0
+
+
+def _relative(cfg: ModelConfig, n_layers: int) -> int:
+    """T5's bias: one table of num_buckets × H per stack, shared by its layers."""
+    return cfg.position.num_buckets * cfg.n_heads
+
+
+def _shaw(cfg: ModelConfig, n_layers: int) -> int:
+    """Shaw et al.: a^K and a^V, (2·clip + 1) × Dh each, per layer."""
+    return n_layers * 2 * (2 * cfg.position.clip + 1) * cfg.head_dim
+
+
+# non-embedding parameters of one stack's position scheme(s), given the stack's layer count;
+# a learned table counts as an embedding, sinusoidal, ALiBi and RoPE have buffers only
+POSITION_PARAMS: dict[PositionKind, Callable[[ModelConfig, int], int]] = {
+    PositionKind.none: _no_parameters,
+    PositionKind.sinusoidal: _no_parameters,
+    PositionKind.learned: _no_parameters,
+    PositionKind.relative: _relative,
+    PositionKind.shaw: _shaw,
+    PositionKind.alibi: _no_parameters,
+    PositionKind.rope: _no_parameters,
+}
+
+
+def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool) -> tuple[int, int]:
+    """One stack as (A, B). A block is self-attention, cross-attention in a decoder of an
+    encoder-decoder, and a feed-forward unit, each with its own norm (pre- or post-LN alike);
+    a stack adds a norm on the embeddings (model.embed_norm), a final norm (pre-LN) and its
+    position scheme's parameters."""
+    if cfg.position.kind not in POSITION_PARAMS:
+        raise ConfigError(f"no parameter count for model.position.kind={cfg.position.kind.value}")
+    sub_layers = 2 if cross else 1
+    ff_fixed, ff_per_unit = feedforward_params(cfg)
+    block = sub_layers * (attention_params(cfg) + norm_params(cfg)) + ff_fixed + norm_params(cfg)
+    norms = int(cfg.embed_norm) + int(cfg.norm == NormPlacement.pre)
+    fixed = n_layers * block + norms * norm_params(cfg) + POSITION_PARAMS[cfg.position.kind](cfg, n_layers)
+    return fixed, n_layers * ff_per_unit
+
+
+def linear_in_d_ff(cfg: ModelConfig) -> tuple[int, int]:
+    """(A, B) with non-embedding parameters A + B·F: the family's stacks (encoder-decoder:
+    n_layers encoder blocks and n_decoder_layers decoder blocks with cross-attention) and,
+    with model.head_transform, its dense D × D (+ D bias) and norm."""
+    if cfg.family == Family.encoder_decoder:
+        stacks = [stack_params(cfg, cfg.n_layers, cross=False),
+                  stack_params(cfg, cfg.n_decoder_layers, cross=True)]
+    else:
+        stacks = [stack_params(cfg, cfg.n_layers, cross=False)]
+    fixed = sum(a for a, _ in stacks)
+    if cfg.head_transform:
+        fixed += cfg.d_model * cfg.d_model + (cfg.d_model if cfg.bias else 0) + norm_params(cfg)
+    return fixed, sum(b for _, b in stacks)
+
+
+def non_embedding_params(cfg: ModelConfig) -> int:
+    """The non-embedding parameter count of the model `cfg` describes (cfg.d_ff set)."""
+    fixed, per_unit = linear_in_d_ff(cfg)
+    return fixed + per_unit * cfg.d_ff
+
+
+def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:
+    """The d_ff whose model has the non-embedding parameter count nearest to `budget`
+    (cfg.d_ff is not read)."""
+    base, slope = linear_in_d_ff(cfg)
+    d_ff = round((budget - base) / slope)
+    if d_ff < 1:
+        raise ConfigError(
+            f"model.param_budget={budget:,} is too small: this composition has {base + slope:,} "
+            f"non-embedding parameters at d_ff=1")
+    return d_ff
