@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Optional
 
-LOCK = ".zoo-lock"
+from zoo.config.rundir import RunDir
 
 
 class RunDirBusy(RuntimeError):
@@ -44,7 +44,7 @@ def _alive(owner: dict) -> bool:
 
 def owner_of(run_dir: Path) -> Optional[dict]:
     try:
-        return json.loads((run_dir / LOCK).read_text())
+        return json.loads(RunDir(run_dir).lock.read_text())
     except (OSError, ValueError):
         return None
 
@@ -52,7 +52,7 @@ def owner_of(run_dir: Path) -> Optional[dict]:
 def acquire(run_dir: Path) -> None:
     """Take the directory's lock, or raise RunDirBusy naming its live owner."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    lock = run_dir / LOCK
+    lock = RunDir(run_dir).lock
     mine = json.dumps(_me())
     try:
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -62,7 +62,7 @@ def acquire(run_dir: Path) -> None:
             raise RunDirBusy(
                 f"run directory {run_dir} is in use by a running zoo-train (host {owner.get('host')}, pid "
                 f"{owner.get('pid')}); wait for it to end, or choose another hydra.run.dir") from None
-        tmp = lock.with_name(f"{LOCK}.{os.getpid()}")
+        tmp = lock.with_name(f"{lock.name}.{os.getpid()}")
         tmp.write_text(mine)
         os.replace(tmp, lock)  # its owner is gone: taken over
         return
@@ -73,7 +73,7 @@ def acquire(run_dir: Path) -> None:
 def release(run_dir: Path) -> None:
     owner = owner_of(run_dir)
     if owner and owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
-        (run_dir / LOCK).unlink(missing_ok=True)
+        RunDir(run_dir).lock.unlink(missing_ok=True)
 
 
 def claim_default(run_dir: Path) -> Path:
@@ -93,5 +93,5 @@ def claim_default(run_dir: Path) -> Path:
 def runs_with_checkpoints(root: Path) -> list[Path]:
     """Run directories under `root` (ROOT/DATE/TIME) that hold a last.ckpt, the most recently
     saved first."""
-    found = [p.parent.parent for p in root.glob("*/*/checkpoints/last.ckpt")]
-    return sorted(found, key=lambda d: (d / "checkpoints" / "last.ckpt").stat().st_mtime, reverse=True)
+    found = [p.parent.parent for p in root.glob(f"*/*/{RunDir.CHECKPOINTS}/{RunDir.LAST}")]
+    return sorted(found, key=lambda d: RunDir(d).last.stat().st_mtime, reverse=True)

@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from zoo.cli.launch import RUN_TIME_ENV, agree_run_time, launch_rank, register_resolvers
 from zoo.config.paths import CONFIG_NAME, config_source
+from zoo.config.rundir import RunDir
 from zoo.config.store import register_configs
 
 # at import, not only in main(): a SLURM job of a sweep unpickles `_train` and resolves the
@@ -43,9 +44,9 @@ def _record_failure(run_dir: Path, record: dict) -> None:
     if launch_rank() == 0:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "failed.json").write_text(json.dumps(record, indent=1))
+            RunDir(run_dir).failed.write_text(json.dumps(record, indent=1))
         except OSError as exc:  # a full disk or a read-only directory: the message still goes out
-            print(f"zoo-train: could not write {run_dir / 'failed.json'} ({exc.strerror})", file=sys.stderr)
+            print(f"zoo-train: could not write {RunDir(run_dir).failed} ({exc.strerror})", file=sys.stderr)
 
 
 STORAGE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
@@ -64,7 +65,7 @@ def _known_failure(exc: BaseException, run_dir: Path) -> Optional[str]:
     for err in seen:
         if isinstance(err, OSError) and err.errno in STORAGE_ERRORS:
             where = err.filename or run_dir
-            last = run_dir / "checkpoints" / "last.ckpt"
+            last = RunDir(run_dir).last
             keep = (f"the last complete checkpoint {last} is kept; rerun the same command to resume "
                     f"from it" if last.exists() else "no checkpoint had been written yet")
             return (f"cannot write {where}: {STORAGE_ERRORS[err.errno]}; free space or point "
@@ -209,7 +210,7 @@ def _check_overrides(argv: list[str]) -> Optional[tuple[Path, bool, DictConfig]]
         _fail("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
     from omegaconf import OmegaConf
 
-    from zoo.config.compose import compose
+    from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
 
     source = None
@@ -315,11 +316,12 @@ def _latest_run_of(cfg, default: Path) -> Path:
     from zoo.training.checkpoint.files import CheckpointError
     from zoo.cli.rundir import owner_of, runs_with_checkpoints, _alive
     from zoo.config.errors import ConfigError
-    from zoo.training.run import check_resume_config, validate_run
+    from zoo.config.validate import validate
+    from zoo.training.run import check_resume_config
 
     root = default.parent.parent
     try:
-        spec = validate_run(cfg)
+        spec = validate(cfg)
     except ConfigError as exc:
         _fail(str(exc))
     candidates = runs_with_checkpoints(root)
@@ -328,7 +330,7 @@ def _latest_run_of(cfg, default: Path) -> Path:
         if owner and _alive(owner):
             continue
         try:
-            check_resume_config(str(run / "checkpoints" / "last.ckpt"), spec)
+            check_resume_config(str(RunDir(run).last), spec)
         except (ConfigError, CheckpointError):
             continue
         print(f"zoo-train: ckpt_path=last resumes {run}", file=sys.stderr)
@@ -349,7 +351,8 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     from zoo.training.checkpoint.files import CheckpointError
     from zoo.cli.rundir import RunDirBusy, acquire, claim_default, release
     from zoo.config.errors import ConfigError
-    from zoo.training.run import check_machine, check_resume_config, resolve_resume, validate_run
+    from zoo.config.validate import validate
+    from zoo.training.run import check_machine, check_resume_config, resolve_resume
 
     if plan is None or launch_rank() != 0:
         return None
@@ -370,7 +373,7 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
         _SWEEP_DIR = run_dir
         return None
     try:  # a command refused for its config (or this machine) leaves no directory behind
-        spec = validate_run(cfg)
+        spec = validate(cfg)
         check_machine(spec)
     except ConfigError as exc:
         _fail(str(exc))
@@ -406,8 +409,8 @@ def _sweep_summary(since: float) -> None:
     sweep, by this process or by SLURM jobs), and exit status 1; nothing when all finished."""
     if _SWEEP_DIR is None or not _SWEEP_DIR.is_dir() or launch_rank() != 0:
         return
-    failed = sorted(p for p in _SWEEP_DIR.glob("**/failed.json") if p.stat().st_mtime >= since)
-    jobs = [p.parent for p in _SWEEP_DIR.glob("**/.hydra/overrides.yaml")]
+    failed = sorted(p for p in _SWEEP_DIR.glob(f"**/{RunDir.FAILED}") if p.stat().st_mtime >= since)
+    jobs = [p.parent for p in _SWEEP_DIR.glob(f"**/{RunDir.HYDRA}/{RunDir.OVERRIDES}")]
     if failed:
         shown = ", ".join(str(p) for p in failed[:10]) + (" ..." if len(failed) > 10 else "")
         print(f"zoo-train: {len(failed)} of {len(jobs)} arm(s) of the sweep in {_SWEEP_DIR} failed; "
@@ -422,6 +425,8 @@ def main() -> None:
 
     if wants_help(sys.argv[1:]):  # zoo's help, from the schemas; Hydra's own is --hydra-help
         from zoo.cli.train_help import train_help
+
+        _check_overrides(sys.argv[1:])  # a config naming code is refused before any help is shown
 
         serve("zoo-train", print, lambda: train_help(sys.argv[1:]))
         return

@@ -15,21 +15,21 @@ from typing import Optional
 
 from zoo.compare.runs import Run, RunStatus
 from zoo.config.positions import max_positions
+from zoo.config.rundir import RunDir
 
-CACHE = "lengths.json"
 PAST_TABLE = "past the learned table"
 
 
 def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dict[int, object]:
     """{multiple: perplexity, or PAST_TABLE} for one finished causal-LM run (cached)."""
-    cache_file = run.path / CACHE
+    cache_file = RunDir(run.path).lengths
     cached = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
     wanted = [m for m in multiples if str(m) not in cached]
     if wanted:
         from zoo.training.checkpoint.files import load_checkpoint
         from zoo.training.evaluate import evaluate
 
-        task = load_checkpoint(run.path / "checkpoints" / "last.ckpt")  # the model the summary reports
+        task = load_checkpoint(RunDir(run.path).last)  # the model the summary reports
         data = dict(task.extra["data"])
         trained = int(data["seq_len"])
         bound = max_positions(task.model.config)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import csv
 import enum
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-FAILED_FILE = "failed.json"
+from zoo.config.rundir import DamagedRecord, RunDir, RunSummary, read_record
+
 # config keys that do not change what is learned: never an arm's distinguishing setting
 IGNORED = ("seed", "ckpt_path", "callbacks.", "logger.", "tokenizer.cache_dir", "data.cache_dir", "hydra.")
 
@@ -67,67 +67,43 @@ def read_run(path: Path) -> Run:
     """A run from its directory (which has `.hydra/overrides.yaml`)."""
     from omegaconf import OmegaConf
 
+    files = RunDir(path)
     try:
-        overrides = list(OmegaConf.to_container(OmegaConf.load(path / ".hydra" / "overrides.yaml")))
-        config_file = path / ".hydra" / "config.yaml"
+        overrides = list(OmegaConf.to_container(OmegaConf.load(files.overrides)))
+        config_file = files.hydra_config
         config = OmegaConf.to_container(OmegaConf.load(config_file), resolve=False) if config_file.is_file() else {}
         if not isinstance(config, dict):
             raise ValueError("not a mapping")
     except Exception as exc:  # yaml and OmegaConf raise many types for a damaged file
         reason = " ".join(str(exc).split())[:160]
         return Run(path=path, overrides=[], config={}, status=RunStatus.damaged,
-                   error=f"{path / '.hydra'} is damaged ({reason}); run it again or remove the run directory")
+                   error=f"{files.hydra} is damaged ({reason}); run it again or remove the run directory")
     summary, error, status = {}, "", RunStatus.unfinished
     try:
-        if (path / "summary.json").is_file():
-            summary = read_summary(path / "summary.json")
+        if files.summary.is_file():
+            summary = read_summary(path)
             if summary.get("status") == "finished":
                 status = RunStatus.finished
-        if status != RunStatus.finished and (path / FAILED_FILE).is_file():
+        if status != RunStatus.finished and files.failed.is_file():
             status = RunStatus.failed
-            error = str(_read_object(path / FAILED_FILE).get("error", ""))
+            error = str(read_record(files.failed).get("error", ""))
     except DamagedRecord as exc:
         summary, status, error = {}, RunStatus.damaged, str(exc)
     try:
-        curve, last_val = read_curve(path / "metrics.csv")
+        curve, last_val = read_curve(files.metrics)
     except (ValueError, KeyError, UnicodeDecodeError, csv.Error) as exc:
         curve, last_val = [], {}
         if status != RunStatus.damaged:
-            status, error = RunStatus.damaged, (f"{path / 'metrics.csv'} is damaged ({exc}); run it "
+            status, error = RunStatus.damaged, (f"{files.metrics} is damaged ({exc}); run it "
                                                 f"again or remove the run directory")
     return Run(path=path, overrides=overrides, config=flatten(config), status=status, summary=summary,
                error=error, curve=curve, last_val=last_val)
 
 
-class DamagedRecord(ValueError):
-    """A run's summary.json or failed.json that is not what zoo-train writes."""
-
-
-def read_summary(path: Path) -> dict:
-    """summary.json as a dict whose `metrics` are numbers (or null); DamagedRecord naming the
-    file otherwise."""
-    summary = _read_object(path)
-    metrics = summary.get("metrics", {})
-    if not isinstance(metrics, dict):
-        raise DamagedRecord(f"{path} is damaged (its metrics are not a mapping); run it again "
-                            f"or remove the run directory")
-    for key, value in metrics.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise DamagedRecord(f"{path} is damaged (metric {key!r} is {value!r}, not a number); "
-                                f"run it again or remove the run directory")
-    return summary
-
-
-def _read_object(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DamagedRecord(f"{path} is damaged (not JSON: {exc}); run it again or remove the run "
-                            f"directory") from None
-    if not isinstance(value, dict):
-        raise DamagedRecord(f"{path} is damaged (a JSON {type(value).__name__}, not an object); run it "
-                            f"again or remove the run directory")
-    return value
+def read_summary(run_dir: Path) -> dict:
+    """The run's summary.json (`RunSummary`) as a dict whose `metrics` are numbers (or null);
+    a key an older zoo did not write reads as None. DamagedRecord naming the file otherwise."""
+    return RunSummary.read(run_dir).as_dict()
 
 
 def read_curve(metrics_csv: Path) -> tuple[list[tuple[int, float]], dict[str, float]]:
@@ -166,10 +142,11 @@ def find_runs(dirs: list[Path]) -> list[Run]:
     found: list[Path] = []
     for root in dirs:
         root = Path(root)
-        if (root / ".hydra" / "overrides.yaml").is_file():
+        if RunDir(root).overrides.is_file():
             here = [root]
         else:
-            here = sorted((p.parent.parent for p in root.rglob(".hydra/overrides.yaml")), key=_natural)
+            here = sorted((p.parent.parent for p in root.rglob(f"{RunDir.HYDRA}/{RunDir.OVERRIDES}")),
+                          key=_natural)
         found.extend(p for p in here if p not in found)
     return [read_run(p) for p in found]
 

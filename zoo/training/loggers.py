@@ -1,4 +1,5 @@
-"""A CSV metrics file in the run directory that survives resuming.
+"""The loggers of a run: a CSV metrics file in the run directory that survives resuming, and
+TensorBoard's event files when asked for.
 
 Lightning's CSVLogger deletes an existing metrics.csv when its directory is not empty; a
 resumed run must keep the rows of the steps it is not going to repeat and drop those it is."""
@@ -7,14 +8,21 @@ from __future__ import annotations
 
 import csv
 import os
+from pathlib import Path
 from typing import Optional
 
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
+from zoo.config.root import ZooConfig
+from zoo.config.rundir import RunDir
+
 
 class _ResumingWriter(ExperimentWriter):
+    NAME_METRICS_FILE = RunDir.METRICS
+    NAME_HPARAMS_FILE = RunDir.HPARAMS
+
     def __init__(self, log_dir: str, keep_before_step: Optional[int]) -> None:
         self._keep_before_step = keep_before_step
         super().__init__(log_dir)
@@ -52,3 +60,16 @@ class RunCSVLogger(CSVLogger):
         if self._experiment is None:
             self._experiment = _ResumingWriter(self.log_dir, self._resume_step)
         return self._experiment
+
+
+def build_loggers(spec: ZooConfig, run_dir: Path, resume_step: Optional[int]) -> list:
+    """metrics.csv (logger.csv) and tb/ (logger.tensorboard) in the run directory; a resumed
+    run keeps the CSV rows of the steps before `resume_step`."""
+    loggers = []
+    if spec.logger.csv:
+        loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
+    if spec.logger.tensorboard:
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        loggers.append(TensorBoardLogger(save_dir=str(run_dir), name=RunDir.TENSORBOARD, version=""))
+    return loggers

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from zoo.config.errors import ConfigError, ZooError
+from zoo.config.rundir import RunDir
 from zoo.config.train import TaskConfig
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
@@ -139,9 +140,10 @@ def checkpoint_in(path: Path) -> Path:
     model) or checkpoints/last.ckpt."""
     if not path.is_dir() or is_sharded_checkpoint(path):
         return path
-    for name in ("full.ckpt", "last.ckpt"):
-        if (path / "checkpoints" / name).exists():
-            return path / "checkpoints" / name
+    run = RunDir(path)
+    for candidate in (run.full, run.last):
+        if candidate.exists():
+            return candidate
     raise CheckpointError(f"{path} is a directory without a checkpoint (no checkpoints/last.ckpt); give a "
                           f".ckpt file or a run directory that has one")
 

@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from zoo.config.rundir import RunDir
 from zoo.data.integrity import fsync_dir
 
 log = logging.getLogger("zoo")
@@ -81,7 +82,7 @@ class LastCheckpoint(L.Callback):
 
     @property
     def path(self) -> Path:
-        return self.dirpath / "last.ckpt"
+        return self.dirpath / RunDir.LAST
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if trainer.is_global_zero:  # (an interrupted sharded swap is put back by train(), before resume)

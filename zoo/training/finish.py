@@ -1,0 +1,100 @@
+"""The end of a run that was not stopped: the final checkpoints and summary.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from zoo.config.root import ZooConfig
+from zoo.config.rundir import RunDir, RunSummary
+from zoo.config.train import TaskKind
+from zoo.training.resume import Resume
+from zoo.training.run_callbacks import RunCallbacks
+
+
+@dataclass
+class RunResult:
+    """What train() returns: the summary as written (or, for a requeued run, where it resumes
+    from), the trained task, and whether this process is rank 0."""
+
+    summary: dict  # also in run_dir/summary.json (`RunSummary.as_dict()`)
+    task: Any  # the trained LightningModule
+    is_global_zero: bool = True
+
+
+def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,
+           resume: Resume, wall: float) -> RunResult:
+    """A requeued run reports where it resumes from and writes nothing more. Otherwise: the
+    final last.ckpt (and, for a sharded run, full.ckpt), then the summary, written by rank 0,
+    which also removes the failed.json of an earlier stop of this run."""
+    from zoo.training.fsdp import write_full_checkpoint
+    from zoo.training.replicas import replica_agreement
+    from zoo.training.strategies import is_sharded
+
+    files, last = RunDir(run_dir), callbacks.last
+    if callbacks.requeued:
+        summary = {"run_dir": str(run_dir), "status": "requeued", "global_step": trainer.global_step,
+                   "last_checkpoint": str(last.path)}
+        return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
+    last.save(trainer)  # the final state, whatever N was
+    replicas = replica_agreement(task, trainer)
+    full = None
+    if is_sharded(trainer.strategy):  # the whole model in one file, for one device
+        full = files.full
+        if trainer.is_global_zero:
+            write_full_checkpoint(last.path, full)
+        trainer.strategy.barrier("zoo_full_checkpoint")
+    summary = summarize_run(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall, replicas, full)
+    if trainer.is_global_zero:
+        summary.write(run_dir)
+        files.failed.unlink(missing_ok=True)  # an earlier stop of this run, now finished
+    return RunResult(summary=summary.as_dict(), task=task, is_global_zero=trainer.is_global_zero)
+
+
+def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,
+                  resume: Resume, wall: float, replicas: dict, full: Optional[Path]) -> RunSummary:
+    """What the run did: steps, tokens, time, the trainer's last scalar metrics, the model's
+    size, whether data-parallel replicas agree (`replicas`, {} when not asked), the checkpoints;
+    for a causal LM also the unigram baseline and a sample."""
+    import torch
+
+    from zoo.models.summary import summarize
+    from zoo.training.baseline import unigram_from_counts
+    from zoo.training.sample import SAMPLE_PROMPT, sample_text
+
+    files, throughput, tokenizer = RunDir(run_dir), callbacks.throughput, datamodule.tokenizer
+    baseline = sample = None
+    if spec.task.kind == TaskKind.causal_lm:
+        counts = datamodule.token_counts(tokenizer.vocab_size)
+        if counts is not None:  # a stream has no counts of its training tokens
+            baseline = unigram_from_counts(*counts)
+        sample = sample_text(task, tokenizer, SAMPLE_PROMPT)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
+    return RunSummary(
+        run_dir=str(run_dir),
+        status="finished",
+        task=spec.task.kind.value,
+        family=spec.model.family.value,
+        position=spec.model.position.kind.value,
+        global_step=trainer.global_step,
+        tokens_seen=int(task.tokens_seen),
+        train_seconds=round(throughput.train_seconds, 3),
+        tokens_per_s=round(throughput.tokens / throughput.train_seconds, 1) if throughput.train_seconds else None,
+        wall_seconds=round(wall, 3),
+        metrics=metrics,
+        prepared_data=str(datamodule.prepared.directory) if datamodule.prepared is not None else None,
+        model=summarize(task.model, spec.data.seq_len).as_dict(),
+        baseline=baseline,
+        sample=sample,
+        init_from=spec.init_from,  # the pretrained weights, unless resumed_from is set
+        resumed_from=resume.path,
+        resumed_at_step=resume.step,
+        nonfinite_skipped=int(task.nonfinite_skipped),
+        world_size=trainer.world_size,
+        replicas_identical=replicas.get("replicas_identical"),
+        replica_max_fingerprint_diff=replicas.get("replica_max_fingerprint_diff"),
+        best_checkpoint=trainer.checkpoint_callback.best_model_path or None,
+        last_checkpoint=str(files.last) if files.last.exists() else None,
+        full_checkpoint=str(full) if full is not None else None,
+    )

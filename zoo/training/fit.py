@@ -1,0 +1,49 @@
+"""Fitting: Lightning's fit, what ends it early, and a validation of the final step when the
+run ended between validations."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Optional
+
+from zoo.training.checkpoint.files import read_checkpoint
+from zoo.training.run_callbacks import RunCallbacks
+from zoo.training.stops import TrainingInterrupted, TrainingStopped
+
+log = logging.getLogger("zoo")
+
+
+def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str]) -> float:
+    """Train (from `resume` when set); the wall-clock seconds of fit and the final validation.
+    TrainingStopped for a non-finite loss (task.on_nonfinite_loss=stop), naming the last good
+    checkpoint; TrainingInterrupted after SIGTERM / SIGINT saved last.ckpt."""
+    from zoo.tasks.base import NonFiniteLoss
+
+    last = callbacks.last
+    start = time.perf_counter()
+    try:
+        trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
+    except NonFiniteLoss as exc:
+        kept = f"the last good checkpoint is {last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})" \
+            if last.path.exists() \
+            else "no checkpoint had been written yet"
+        raise TrainingStopped(
+            f"{exc}; training stopped, {kept}; lower optim.lr, keep "
+            f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip") from None
+    interrupt = callbacks.interrupt
+    if interrupt.stopped_at is not None:
+        raise TrainingInterrupted(interrupt.signum, interrupt.stopped_at, last.path)
+    final = callbacks.final
+    if final.needed(trainer) and not callbacks.requeued:
+        # the run ended between validations: its summary reports the weights it ends with
+        log.info("validating the final step %d (the last validation was at step %s)", trainer.global_step, final.step)
+        # logged at the step a validation inside fit would use for this step (one less than
+        # the count of finished steps), so metrics.csv reads the same either way
+        loop = trainer.fit_loop.epoch_loop
+        loop._batches_that_stepped -= 1
+        try:
+            trainer.validate(task, datamodule=datamodule, verbose=False)
+        finally:
+            loop._batches_that_stepped += 1
+    return time.perf_counter() - start

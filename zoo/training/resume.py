@@ -1,0 +1,88 @@
+"""Which checkpoint a run continues from, and whether the command describes the run it holds.
+
+A run directory that already has checkpoints/last.ckpt is continued by rerunning its command;
+`ckpt_path=last` names that file, any other `ckpt_path` a checkpoint elsewhere."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from zoo.config.convert import plain
+from zoo.config.root import ZooConfig
+from zoo.config.rundir import RunDir
+from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
+
+log = logging.getLogger("zoo")
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The checkpoint a run continues (None: a fresh start) and the step it was saved at."""
+
+    path: Optional[str] = None
+    step: Optional[int] = None
+
+
+def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
+    """'last' -> the run dir's last.ckpt (must exist); None -> last.ckpt if the run dir already
+    has one (rerunning a command in its run dir continues it); a path must exist and be a
+    readable checkpoint."""
+    last = RunDir(run_dir).last
+    if ckpt_path is None:
+        path = last if last.exists() else None
+    else:
+        path = last if ckpt_path == "last" else Path(ckpt_path)
+        if not path.exists():
+            raise CheckpointError(f"ckpt_path={ckpt_path}: {path} does not exist")
+    if path is None:
+        return None
+    read_checkpoint(path, weights=False)  # refuses truncated files and files holding code
+    return str(path)
+
+
+def check_resume_config(resume: str, spec: ZooConfig) -> None:
+    """The command must describe the run its checkpoint holds (`zoo.training.resume_check`)."""
+    from zoo.training.resume_check import check_resume, saved_sections
+
+    hparams = read_checkpoint(resume, weights=False).get("hyper_parameters", {})
+    command = {"model": spec.model.to_dict(), "task": plain(spec.task), "optim": plain(spec.optim),
+               "scheduler": plain(spec.scheduler), "data": spec.data.to_dict(),
+               "tokenizer": {"kind": spec.tokenizer.kind.value}}
+    check_resume(saved_sections(hparams), command, f"the checkpoint {resume}")
+
+
+def check_resume_strategy(resume: Optional[str], strategy) -> None:
+    """A sharded checkpoint (trainer=fsdp) resumes under the sharded strategy only, on any
+    number of ranks; a single-file one resumes under any strategy."""
+    from zoo.training.checkpoint.files import is_sharded_checkpoint
+    from zoo.training.strategies import is_sharded
+
+    if resume is not None and is_sharded_checkpoint(resume) and not is_sharded(strategy):
+        raise CheckpointError(
+            f"{resume} is a sharded checkpoint (written by trainer=fsdp): resume it with trainer=fsdp "
+            f"(on any number of devices); zoo-eval, zoo-generate and zoo-export read it on one device")
+
+
+def _first_process() -> bool:
+    """Rank 0, or the process that will start the ranks (no launcher's rank variables)."""
+    return all(os.environ.get(v, "0") in ("", "0") for v in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "NODE_RANK"))
+
+
+def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
+    """Put back a sharded checkpoint whose swap was interrupted, then find the checkpoint to
+    continue and check that this command (and its strategy) can continue it."""
+    from zoo.training.fsdp import recover_sharded
+
+    if _first_process():
+        for note in recover_sharded(RunDir(run_dir).checkpoints):  # before looking for last.ckpt
+            log.info("%s", note)
+    resume = resolve_resume(spec.ckpt_path, run_dir)
+    check_resume_strategy(resume, spec.trainer.get("strategy"))
+    if resume is None:
+        return Resume()
+    check_resume_config(resume, spec)
+    return Resume(path=resume, step=read_checkpoint(resume, weights=False).get("global_step"))

@@ -1,0 +1,19 @@
+"""The two ways a run ends early with what it saved kept: a stop (e.g. a non-finite loss) and
+an interruption by a signal. zoo-train reports both in failed.json."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+
+class TrainingStopped(RuntimeError):
+    """Training could not go on (e.g. a non-finite loss); what was saved before is kept."""
+
+
+class TrainingInterrupted(RuntimeError):
+    """SIGTERM / SIGINT stopped the run at `step` after saving `checkpoint`."""
+
+    def __init__(self, signum: int, step: int, checkpoint: Path) -> None:
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        super().__init__(f"stopped by {signal.Signals(signum).name} at step {step}; {checkpoint} holds it")
