@@ -16,10 +16,11 @@ import socket
 from pathlib import Path
 from typing import Optional
 
+from zoo.config.errors import ZooError
 from zoo.config.rundir import RunDir
 
 
-class RunDirBusy(RuntimeError):
+class RunDirBusy(ZooError, RuntimeError):
     """A live run owns the directory."""
 
 

@@ -145,13 +145,13 @@ def _train_job(cfg: DictConfig) -> float | None:
             raise ArmFailed(str(exc)) from None
         _fail(str(exc))
         return None
+    except TrainingStopped as exc:  # a ZooError that ends a started run: exit 1, not 2
+        _arm_failed(run_dir, str(exc))
+        _fail(str(exc), status=1)
+        return None
     except ZooError as exc:  # the user's to fix: one line
         _arm_failed(run_dir, str(exc))
         _fail(str(exc))
-        return None
-    except TrainingStopped as exc:
-        _arm_failed(run_dir, str(exc))
-        _fail(str(exc), status=1)
         return None
     except TrainingInterrupted as exc:  # SIGTERM / SIGINT: saved, the whole command stops
         resume = _resume_command(run_dir)

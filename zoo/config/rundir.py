@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePath
 from typing import Any, ClassVar, Optional
 
+from zoo.config.errors import ZooError
+
 
 @dataclass(frozen=True)
 class RunDir:
@@ -138,7 +140,7 @@ class RunDir:
         return False
 
 
-class DamagedRecord(ValueError):
+class DamagedRecord(ZooError, ValueError):
     """A run's summary.json or failed.json that is not what zoo-train writes."""
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+from zoo.config.errors import ZooError
 
-class TrainingStopped(RuntimeError):
-    """Training could not go on (e.g. a non-finite loss); what was saved before is kept."""
+
+class TrainingStopped(ZooError, RuntimeError):
+    """Training could not go on (e.g. a non-finite loss); what was saved before is kept. The
+    user's to fix (a lower learning rate, clipping), reported on one line; zoo-train exits 1."""
 
 
 class TrainingInterrupted(RuntimeError):

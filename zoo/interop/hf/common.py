@@ -6,8 +6,10 @@ from typing import Any
 
 import torch
 
+from zoo.config.errors import ZooError
 
-class UnsupportedConfig(ValueError):
+
+class UnsupportedConfig(ZooError, ValueError):
     """A Hugging Face config (or zoo composition) the converter cannot reproduce exactly."""
 
 
