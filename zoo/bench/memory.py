@@ -15,6 +15,7 @@ import resource
 import subprocess
 import sys
 import threading
+from zoo.bench.subjects import build_subject, workload_from_spec
 
 
 def _high_water_mark() -> int:
@@ -28,8 +29,6 @@ def _rss_bytes() -> int:
 
 def measure(spec: dict) -> dict:
     import torch
-
-    from zoo.bench.subjects import build_subject, workload_from_spec
 
     torch.set_num_threads(spec.get("threads") or torch.get_num_threads())
     work = workload_from_spec(spec)

@@ -16,6 +16,9 @@ from typing import Optional
 from zoo.compare.runs import Run, RunStatus
 from zoo.config.positions import max_positions
 from zoo.config.rundir import RunDir
+from zoo.training.checkpoint.files import load_checkpoint
+from zoo.training.evaluate import evaluate
+from zoo.compare.stats import mean_std
 
 PAST_TABLE = "past the learned table"
 
@@ -26,9 +29,6 @@ def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dic
     cached = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
     wanted = [m for m in multiples if str(m) not in cached]
     if wanted:
-        from zoo.training.checkpoint.files import load_checkpoint
-        from zoo.training.evaluate import evaluate
-
         task = load_checkpoint(RunDir(run.path).last)  # the model the summary reports
         data = dict(task.extra["data"])
         trained = int(data["seq_len"])
@@ -47,8 +47,6 @@ def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dic
 
 def length_table(arms, multiples: list[int]) -> list[dict]:
     """Per arm: {multiple: (mean ppl, std, n) or PAST_TABLE}, over its finished causal-LM runs."""
-    from zoo.compare.stats import mean_std
-
     rows = []
     for arm in arms:
         runs = [r for r in arm.runs if r.status == RunStatus.finished and r.summary.get("task") == "causal_lm"]

@@ -16,6 +16,8 @@ from typing import Optional
 
 from zoo.compare.runs import IGNORED, Run, RunStatus, find_runs
 from zoo.compare.stats import Difference, difference, mean_std
+from zoo.compare.lengths import length_table
+from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 
 
 @dataclass
@@ -154,14 +156,10 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
         raise ValueError(f"out={out}: cannot create the report directory ({exc.strerror})") from None
     report.files["csv"] = write_csv(report, out / "report.csv")
     if lengths:
-        from zoo.compare.lengths import length_table
-
         report.multiples = list(lengths)
         report.lengths = length_table(arms, report.multiples)
         report.files["lengths_csv"] = write_lengths_csv(report, out / "lengths.csv")
     if plots:
-        from zoo.compare.plots import plot_curves, plot_final, plot_lengths
-
         report.files["curves"] = plot_curves(report, out / "curves.png")
         report.files["final"] = plot_final(report, out / "final.png")
         if report.lengths:

@@ -5,14 +5,13 @@ from __future__ import annotations
 from zoo.config.errors import ConfigError
 from zoo.config.root import ZooConfig
 from zoo.config.train import NonFinitePolicy
+from zoo.data import per_device_batch
 
 
 def split_batch(spec: ZooConfig, trainer) -> int:
     """The per-device batch; sets the trainer's gradient accumulation (the rest of
     data.global_batch_size) and, when every rank validates on every example, scales
     trainer.limit_val_batches so a data-parallel run sees the same validation examples."""
-    from zoo.data import per_device_batch
-
     # the per-device batch and accumulation derive from the world size the Trainer resolved
     device_batch, accumulation = per_device_batch(
         spec.data.global_batch_size, trainer.world_size, spec.data.max_device_batch_size

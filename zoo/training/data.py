@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from zoo.config.root import ZooConfig
+from zoo.data import build_datamodule, check_vocab
 
 log = logging.getLogger("zoo")
 
@@ -13,8 +14,6 @@ def build_data(spec: ZooConfig, device_batch: int):
     """The LightningDataModule, set up ("fit"): its tokenizer trained or loaded, its splits
     made (prepared token shards are reported: where, and whether this process built them); the
     model's vocabulary must hold the tokenizer's."""
-    from zoo.data import build_datamodule, check_vocab
-
     datamodule = build_datamodule(
         spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch, seed=spec.seed
     )

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from zoo.config.errors import ConfigError
+from zoo.data import build_datamodule
+from zoo.training.run import quiet_lightning
 
 
 def evaluate(
@@ -23,9 +25,6 @@ def evaluate(
     {"metrics": {...}, "examples": n, ...}; under several devices the metrics are reduced
     across ranks by torchmetrics."""
     import lightning as L
-
-    from zoo.data import build_datamodule
-    from zoo.training.run import quiet_lightning
 
     if split not in ("validation", "train"):
         raise ConfigError(f"split={split!r} is not allowed; choose one of: validation, train")

@@ -11,6 +11,12 @@ from zoo.config.rundir import RunDir, RunSummary
 from zoo.config.train import TaskKind
 from zoo.training.resume import Resume
 from zoo.training.run_callbacks import RunCallbacks
+from zoo.training.fsdp import write_full_checkpoint
+from zoo.training.replicas import replica_agreement
+from zoo.training.strategies import is_sharded
+from zoo.models.summary import summarize
+from zoo.training.baseline import unigram_from_counts
+from zoo.training.sample import SAMPLE_PROMPT, sample_text
 
 
 @dataclass
@@ -28,10 +34,6 @@ def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks:
     """A requeued run reports where it resumes from and writes nothing more. Otherwise: the
     final last.ckpt (and, for a sharded run, full.ckpt), then the summary, written by rank 0,
     which also removes the failed.json of an earlier stop of this run."""
-    from zoo.training.fsdp import write_full_checkpoint
-    from zoo.training.replicas import replica_agreement
-    from zoo.training.strategies import is_sharded
-
     files, last = RunDir(run_dir), callbacks.last
     if callbacks.requeued:
         summary = {"run_dir": str(run_dir), "status": "requeued", "global_step": trainer.global_step,
@@ -58,10 +60,6 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
     size, whether data-parallel replicas agree (`replicas`, {} when not asked), the checkpoints;
     for a causal LM also the unigram baseline and a sample."""
     import torch
-
-    from zoo.models.summary import summarize
-    from zoo.training.baseline import unigram_from_counts
-    from zoo.training.sample import SAMPLE_PROMPT, sample_text
 
     files, throughput, tokenizer = RunDir(run_dir), callbacks.throughput, datamodule.tokenizer
     baseline = sample = None

@@ -10,6 +10,7 @@ from typing import Optional
 from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.run_callbacks import RunCallbacks
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
+from zoo.tasks.base import NonFiniteLoss
 
 log = logging.getLogger("zoo")
 
@@ -18,8 +19,6 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
     """Train (from `resume` when set); the wall-clock seconds of fit and the final validation.
     TrainingStopped for a non-finite loss (task.on_nonfinite_loss=stop), naming the last good
     checkpoint; TrainingInterrupted after SIGTERM / SIGINT saved last.ckpt."""
-    from zoo.tasks.base import NonFiniteLoss
-
     last = callbacks.last
     start = time.perf_counter()
     try:

@@ -38,6 +38,7 @@ from lightning.pytorch.strategies import ModelParallelStrategy
 
 from zoo.config.trainer import SHARDED_PRECISIONS, SHARDED_STRATEGY
 from zoo.training.checkpoint.files import SHARDED_META, is_sharded_checkpoint, read_checkpoint, safe_shard_reader
+from zoo.training.checkpoint.saving import atomic_save
 
 log = logging.getLogger("zoo")
 
@@ -146,8 +147,6 @@ def write_full_checkpoint(sharded: Path, target: Path) -> Path:
     """One file with the whole model (weights, hyperparameters, tokenizer, counters; no
     optimizer) from a sharded checkpoint: what zoo-eval, zoo-generate and zoo-export read
     on one device without the shards."""
-    from zoo.training.checkpoint.saving import atomic_save
-
     data = read_checkpoint(sharded)
     data.pop("optimizer_states", None)
     atomic_save(data, target)

@@ -14,7 +14,10 @@ from typing import Optional
 from zoo.config.convert import plain
 from zoo.config.root import ZooConfig
 from zoo.config.rundir import RunDir
-from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
+from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
+from zoo.training.resume_check import check_resume, saved_sections
+from zoo.training.strategies import is_sharded
+from zoo.training.fsdp import recover_sharded
 
 log = logging.getLogger("zoo")
 
@@ -46,8 +49,6 @@ def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
 
 def check_resume_config(resume: str, spec: ZooConfig) -> None:
     """The command must describe the run its checkpoint holds (`zoo.training.resume_check`)."""
-    from zoo.training.resume_check import check_resume, saved_sections
-
     hparams = read_checkpoint(resume, weights=False).get("hyper_parameters", {})
     command = {"model": spec.model.to_dict(), "task": plain(spec.task), "optim": plain(spec.optim),
                "scheduler": plain(spec.scheduler), "data": spec.data.to_dict(),
@@ -58,9 +59,6 @@ def check_resume_config(resume: str, spec: ZooConfig) -> None:
 def check_resume_strategy(resume: Optional[str], strategy) -> None:
     """A sharded checkpoint (trainer=fsdp) resumes under the sharded strategy only, on any
     number of ranks; a single-file one resumes under any strategy."""
-    from zoo.training.checkpoint.files import is_sharded_checkpoint
-    from zoo.training.strategies import is_sharded
-
     if resume is not None and is_sharded_checkpoint(resume) and not is_sharded(strategy):
         raise CheckpointError(
             f"{resume} is a sharded checkpoint (written by trainer=fsdp): resume it with trainer=fsdp "
@@ -75,8 +73,6 @@ def _first_process() -> bool:
 def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
     """Put back a sharded checkpoint whose swap was interrupted, then find the checkpoint to
     continue and check that this command (and its strategy) can continue it."""
-    from zoo.training.fsdp import recover_sharded
-
     if _first_process():
         for note in recover_sharded(RunDir(run_dir).checkpoints):  # before looking for last.ckpt
             log.info("%s", note)

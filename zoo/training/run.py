@@ -11,12 +11,19 @@ from omegaconf import DictConfig
 
 from zoo.config.validate import validate
 from zoo.interop.hf.init_from import apply_init_from
-from zoo.training.finish import RunResult
+from zoo.training.finish import finish, RunResult
 from zoo.training.machine import check_machine
 from zoo.training.quiet import quiet_lightning
 from zoo.training.resume import check_resume_config, prepare_resume, resolve_resume
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
-from zoo.training.task import init_weights
+from zoo.training.task import build_task, init_weights
+from zoo.training.batch_split import split_batch
+from zoo.training.data import build_data
+from zoo.training.fit import fit
+from zoo.training.loggers import build_loggers
+from zoo.training.run_callbacks import build_callbacks
+from zoo.training.start import record_start
+from zoo.training.trainer import build_trainer
 
 __all__ = ["RunResult", "TrainingInterrupted", "TrainingStopped", "check_machine", "check_resume_config",
            "command_line_overrides", "init_weights", "quiet_lightning", "resolve_resume", "train"]
@@ -32,16 +39,6 @@ def command_line_overrides() -> list[str]:
 def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     """Run training; the summary is also written to run_dir/summary.json."""
     import lightning as L
-
-    from zoo.training.batch_split import split_batch
-    from zoo.training.data import build_data
-    from zoo.training.finish import finish
-    from zoo.training.fit import fit
-    from zoo.training.loggers import build_loggers
-    from zoo.training.run_callbacks import build_callbacks
-    from zoo.training.start import record_start
-    from zoo.training.task import build_task
-    from zoo.training.trainer import build_trainer
 
     cfg = apply_init_from(cfg, command_line_overrides())  # init_from=hf:DIR: DIR's model and tokenizer
     spec = validate(cfg)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from zoo.config.positions import max_positions
+from zoo.models.generate import generate
+from zoo.data.prompts import continue_text
 
 SAMPLE_PROMPT = "And God said"
 
@@ -10,8 +12,6 @@ SAMPLE_PROMPT = "And God said"
 def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
     """A greedy continuation of `prompt`, to see what a causal LM has learnt."""
     import torch
-
-    from zoo.models.generate import generate
 
     ids = torch.tensor([tokenizer.encode(prompt)], device=task.device)
     cfg = task.model_config
@@ -25,6 +25,4 @@ def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
     out = generate(task.model, ids, max_new_tokens=max_new_tokens, eos_id=tokenizer.special_ids()["eos"],
                    vocab_limit=tokenizer.vocab_size)
     task.train(was_training)
-    from zoo.data.prompts import continue_text
-
     return continue_text(tokenizer, prompt, out[0].tolist())

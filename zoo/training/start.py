@@ -10,14 +10,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from zoo.config.root import ZooConfig
 from zoo.config.rundir import RunDir
+from zoo.models.summary import summarize
 
 log = logging.getLogger("zoo")
 
 
 def record_start(cfg: DictConfig, spec: ZooConfig, run_dir: Path, task, trainer) -> None:
     """Log the model's size, write config.yaml (resolved) and tokenizer/ (rank 0 only)."""
-    from zoo.models.summary import summarize
-
     if not trainer.is_global_zero:
         return
     files = RunDir(run_dir)

@@ -9,6 +9,8 @@ from typing import Optional
 from zoo.config.convert import plain
 from zoo.config.root import ZooConfig
 from zoo.interop.hf.init_from import init_path
+from zoo.interop.hf.pretrained import load_weights
+from zoo.tasks import TASKS
 
 log = logging.getLogger("zoo")
 
@@ -16,8 +18,6 @@ log = logging.getLogger("zoo")
 def init_weights(task, init_from: str) -> None:
     """Load init_from's pretrained weights into the task's model (before fit); a head the task
     adds (a classifier) keeps its fresh initialisation."""
-    from zoo.interop.hf.pretrained import load_weights
-
     path = init_path(init_from)
     skipped = load_weights(task.model, path)
     log.info("init_from: the model starts from the weights in %s", path)
@@ -31,8 +31,6 @@ def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
     """The task, carrying what zoo-eval and zoo-generate need later (special ids, tokenizer
     kind, dataset, class labels) in its hyperparameters. init_from's weights are loaded only on
     a fresh start: a resumed run's checkpoint holds newer ones."""
-    from zoo.tasks import TASKS
-
     tokenizer = datamodule.tokenizer
     extra = {
         "special_ids": tokenizer.special_ids(),

@@ -8,6 +8,8 @@ from pathlib import Path
 from zoo.config.errors import ConfigError
 from zoo.config.root import ZooConfig
 from zoo.config.train import ProgressBar
+from zoo.training.checkpoint.saving import AtomicCheckpointIO
+from zoo.training.strategies import build_strategy
 
 
 def build_plugins() -> list:
@@ -15,8 +17,6 @@ def build_plugins() -> list:
     requeue (zoo saves and requeues itself, `zoo.training.preemption`; Lightning's handler
     would save from inside the signal handler)."""
     from lightning.pytorch.plugins.environments import SLURMEnvironment
-
-    from zoo.training.checkpoint.saving import AtomicCheckpointIO
 
     plugins: list = [AtomicCheckpointIO()]
     if SLURMEnvironment.detect():
@@ -30,8 +30,6 @@ def build_trainer(spec: ZooConfig, run_dir: Path, callbacks: list, loggers: list
     import lightning as L
     import torch
     from lightning.pytorch.utilities.exceptions import MisconfigurationException
-
-    from zoo.training.strategies import build_strategy
 
     trainer_args = dict(spec.trainer)
     trainer_args["strategy"] = build_strategy(trainer_args.get("strategy", "auto"))

@@ -12,14 +12,13 @@ import torch
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.workload import Workload, optimizer_step
 from zoo.config.model import Family
+from zoo.interop.hf import UnsupportedConfig, to_hf
 
 
 class HFSubject:
     def __init__(self, work: Workload, *, zoo_model, compile: bool = False) -> None:
         if importlib.util.find_spec("transformers") is None:
             raise PeerUnavailable("transformers is not installed (pip install '.[bench]' in zoo's source directory)")
-        from zoo.interop.hf import UnsupportedConfig, to_hf
-
         try:
             self.model = to_hf(zoo_model).to(work.device)
         except UnsupportedConfig as exc:

@@ -10,6 +10,8 @@ import torch
 
 from zoo.interop.hf.common import (UnsupportedConfig, attention_groups, composed_as, gather, load_exact, require,
                                    scatter, tied, untie)
+from zoo.config.model import ModelConfig
+from zoo.models import build_model
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
@@ -39,8 +41,6 @@ class BartConverter:
                 and cfg.bias and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model)
 
     def zoo_config(self, config, *, tie: bool = True):
-        from zoo.config.model import ModelConfig
-
         require(config, "activation_function", tuple(ACTIVATIONS))
         for field in ("add_final_layer_norm", "normalize_before", "add_bias_logits"):
             require(config, field, (False, None))
@@ -80,8 +80,6 @@ class BartConverter:
                             yield f"{z}.{ours}.{suffix}", [f"{hf}.{theirs}.{suffix}"]
 
     def from_hf(self, hf_model):
-        from zoo.models import build_model
-
         model = build_model(self.zoo_config(hf_model.config, tie=tied(hf_model)))
         sd = hf_model.state_dict()
         out = gather(sd, self.groups(model.config))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 
 from zoo.interop.hf.common import ANY, UnsupportedConfig, composed_as, load_exact, require, tied
+from zoo.config.model import ModelConfig
+from zoo.models import build_model
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
@@ -42,8 +44,6 @@ class BertConverter:
                 and cfg.bias and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model)
 
     def zoo_config(self, config, *, tie: bool = True):
-        from zoo.config.model import ModelConfig
-
         require(config, "hidden_act", tuple(ACTIVATIONS))
         require(config, "position_embedding_type", ("absolute", None))
         require(config, "is_decoder", (False, None))
@@ -66,8 +66,6 @@ class BertConverter:
                     yield f"encoder.layers.{i}.{ours}.{suffix}", f"bert.encoder.layer.{i}.{theirs}.{suffix}"
 
     def from_hf(self, hf_model):
-        from zoo.models import build_model
-
         model = build_model(self.zoo_config(hf_model.config, tie=tied(hf_model)))
         sd = hf_model.state_dict()
         out = {ours: sd[theirs] for ours, theirs in self.pairs(model.config.n_layers)}

@@ -7,6 +7,8 @@ way in and out. Its fused `c_attn` holds q, k, v in zoo's order."""
 from __future__ import annotations
 
 from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
+from zoo.config.model import ModelConfig
+from zoo.models import build_model
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu_tanh": "gelu_pytorch_tanh", "gelu": "gelu", "relu": "relu"}
@@ -27,8 +29,6 @@ class Gpt2Converter:
                 and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model)
 
     def zoo_config(self, config):
-        from zoo.config.model import ModelConfig
-
         require(config, "activation_function", tuple(ACTIVATIONS))
         require(config, "scale_attn_weights", True)
         require(config, "scale_attn_by_inverse_layer_idx", (False, None))
@@ -59,8 +59,6 @@ class Gpt2Converter:
                     yield f"{z}{ours}.{suffix}", f"{hf}{theirs}.{suffix}", False
 
     def from_hf(self, hf_model):
-        from zoo.models import build_model
-
         model = build_model(self.zoo_config(hf_model.config))
         sd = hf_model.state_dict()
         out = {ours: sd[theirs].t() if transposed else sd[theirs]  # Conv1D (in, out) -> (out, in)

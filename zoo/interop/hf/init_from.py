@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from zoo.config.errors import ConfigError
+from zoo.config.data import TokenizerConfig
+from zoo.interop.hf.pretrained import model_config
 
 PREFIX = "hf:"
 KEPT_MODEL_KEYS = ("model.dropout",)
@@ -67,9 +69,6 @@ def apply_init_from(cfg, overrides: Iterable[str] = ()):
     path = init_path(value)
     refuse_overrides(value, overrides)
     check_directory(path)
-    from zoo.config.data import TokenizerConfig
-    from zoo.interop.hf.pretrained import model_config
-
     model = dataclasses.replace(model_config(path), dropout=OmegaConf.select(cfg, "model.dropout", default=0.0))
     tokenizer = TokenizerConfig(
         kind="hf", path=OmegaConf.select(cfg, "tokenizer.path", default=None) or str(path),

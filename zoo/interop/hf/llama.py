@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 
 from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
+from zoo.config.model import ModelConfig
+from zoo.models import build_model
 
 
 def _rope(config) -> tuple[float, float]:
@@ -35,8 +37,6 @@ class LlamaConverter:
                 and not cfg.bias)
 
     def zoo_config(self, config):
-        from zoo.config.model import ModelConfig
-
         require(config, "hidden_act", "silu")
         require(config, "attention_bias", (False, None))
         require(config, "mlp_bias", (False, None))
@@ -56,8 +56,6 @@ class LlamaConverter:
             tie_embeddings=bool(config.tie_word_embeddings), bias=False)
 
     def from_hf(self, hf_model):
-        from zoo.models import build_model
-
         model = build_model(self.zoo_config(hf_model.config))
         sd = hf_model.state_dict()
         out = {"embed.weight": sd["model.embed_tokens.weight"],

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config.errors import ConfigError
+from zoo.interop.hf import CONVERTERS, from_hf, UnsupportedConfig
 
 # model_type -> the transformers Auto class whose model has the head the converter reads
 AUTO_CLASSES = {
@@ -30,8 +31,6 @@ AUTO_CLASSES = {
 
 def supported() -> list[str]:
     """model_types with both a converter and an Auto class."""
-    from zoo.interop.hf import CONVERTERS
-
     return [kind for kind in AUTO_CLASSES if kind in CONVERTERS]
 
 
@@ -62,8 +61,6 @@ def read_config(path: str | Path):
 
 def model_config(path: str | Path):
     """The zoo `ModelConfig` that DIR's weights fit (dropout 0, as the converters give it)."""
-    from zoo.interop.hf import CONVERTERS, UnsupportedConfig
-
     config = read_config(path)
     try:
         return CONVERTERS[config.model_type]().zoo_config(config)
@@ -74,8 +71,6 @@ def model_config(path: str | Path):
 def load_pretrained(path: str | Path) -> tuple[Any, Any]:
     """(zoo model with DIR's weights in float32, in eval mode; the transformers config)."""
     import torch
-
-    from zoo.interop.hf import UnsupportedConfig, from_hf
 
     kind = model_type(path)
     transformers = _transformers()

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 
 from zoo.interop.hf.common import ANY, UnsupportedConfig, attention_groups, composed_as, gather, load_exact, scatter, tied, untie
+from zoo.config.model import ModelConfig
+from zoo.models import build_model
 
 # T5Config.feed_forward_proj -> zoo activation
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gated-gelu": "geglu_tanh", "gated-silu": "swiglu"}
@@ -38,8 +40,6 @@ class T5Converter:
                 and not cfg.bias and cfg.n_kv_heads == cfg.n_heads)
 
     def zoo_config(self, config, *, tie: bool = True):
-        from zoo.config.model import ModelConfig
-
         proj = getattr(config, "feed_forward_proj", None)
         if proj not in ACTIVATIONS:
             raise UnsupportedConfig(f"{type(config).__name__}.feed_forward_proj={proj!r} is not supported "
@@ -82,8 +82,6 @@ class T5Converter:
                 yield f"{z}.ff_sub.norm.weight", [f"{t5}.{ff}.layer_norm.weight"]
 
     def from_hf(self, hf_model):
-        from zoo.models import build_model
-
         model = build_model(self.zoo_config(hf_model.config, tie=tied(hf_model)))
         load_exact(model, gather(hf_model.state_dict(), self.groups(model.config)))
         return model.eval()
