@@ -14,6 +14,8 @@ import torch
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from tests.gpu.conftest import BF16_TOL, DEVICE, on, prompts, token_batch
+from zoo.config.model import Family
+from zoo.config.tasks import task_of_family
 from zoo.config.train import OptimConfig
 from zoo.data.collate.padding import without_full_masks
 from zoo.models.generate import GenerationConfig, generate
@@ -22,7 +24,7 @@ from zoo.tasks.optim import build_optimizer
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-TASK_OF = {"decoder_only": "causal_lm", "encoder_only": "masked_lm", "encoder_decoder": "seq2seq"}
+TASK_OF = {family.value: task_of_family(family).value for family in Family}  # each family's default task
 
 
 def _task(family: str, position: str, **task):

@@ -23,15 +23,16 @@ transformers = pytest.importorskip("transformers", reason="init_from=hf:DIR need
 
 import zoo  # noqa: E402
 from tests.cli.conftest import zoo_train  # noqa: E402
-from tests.interop.tiny_hf import save_model  # noqa: E402
+from tests.interop.tiny_hf import MODELS, save_model  # noqa: E402
 from zoo.config.convert import plain  # noqa: E402
-from zoo.config.refusals import refusal  # noqa: E402
+from zoo.cli.refusals import refusal  # noqa: E402
 from zoo.data import build_datamodule, load_tokenizer  # noqa: E402
-from zoo.interop.hf.pretrained import load_weights, supported  # noqa: E402
+from zoo.config.tasks import task_of_family  # noqa: E402
+from zoo.interop.hf.pretrained import load_weights, model_config, supported  # noqa: E402
 from zoo.tasks import TASKS  # noqa: E402
-from zoo.training.run import init_weights, validate_run  # noqa: E402
+from zoo.config.validate import validate  # noqa: E402
+from zoo.training.run import init_weights  # noqa: E402
 
-TASK_OF = {"llama": "causal_lm", "gpt2": "causal_lm", "bert": "masked_lm", "t5": "seq2seq", "bart": "seq2seq"}
 TEXT = "And God said, Let there be light: and there was light."
 
 
@@ -44,15 +45,16 @@ def llama_dir(tmp_path_factory):
 
 def _task(cfg, **extra):
     """The task zoo-train builds from a composed config (before init_from's weights)."""
-    spec = validate_run(cfg)
+    spec = validate(cfg)
     return TASKS[spec.task.kind](model=spec.model.to_dict(), task=plain(spec.task), extra=extra), spec
 
 
-@pytest.mark.parametrize("family", sorted(TASK_OF))
+@pytest.mark.parametrize("family", sorted(MODELS))
 def test_the_model_zoo_train_loads_gives_the_hf_logits(family, tmp_path):
     assert family in supported()
     hf_model, hf_tokenizer = save_model(tmp_path, family)
-    cfg = zoo.compose([f"init_from=hf:{tmp_path}", f"task={TASK_OF[family]}"])
+    task = task_of_family(model_config(tmp_path).family)  # the default task of the weights' family
+    cfg = zoo.compose([f"init_from=hf:{tmp_path}", f"task={task.value}"])
     assert cfg.tokenizer.kind == "hf" and cfg.tokenizer.path == str(tmp_path)
     assert cfg.model.vocab_size == len(hf_tokenizer)
     task, spec = _task(cfg)
@@ -82,7 +84,7 @@ def test_only_dropout_stays_from_the_composed_model(llama_dir):
         config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads,
         config.intermediate_size)
     assert cfg.model.position.kind == "rope" and cfg.model.norm_type == "rmsnorm"
-    again = zoo.config.init_from.apply_init_from(cfg)  # applying twice changes nothing
+    again = zoo.interop.hf.init_from.apply_init_from(cfg)  # applying twice changes nothing
     assert again.model == cfg.model and again.tokenizer == cfg.tokenizer
 
 

@@ -15,6 +15,8 @@ from torch.profiler import profile
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from zoo.config.errors import ConfigError
+from zoo.config.model import Family
+from zoo.config.tasks import task_of_family
 from zoo.config.train import OptimConfig, OptimizerImpl
 from zoo.models.generate import GenerationConfig, generate
 from zoo.nn.cache import StaticKVCache
@@ -23,7 +25,7 @@ from zoo.nn.position import POSITIONS as POSITION_CLASSES
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
 
-TASK_OF = {"decoder_only": "causal_lm", "encoder_only": "masked_lm", "encoder_decoder": "seq2seq"}
+TASK_OF = {family.value: task_of_family(family).value for family in Family}  # each family's default task
 
 
 def batch_for(family: str, B: int = 3, T: int = 10, V: int = 37) -> dict:

@@ -10,21 +10,21 @@ import torch
 
 from zoo.bench.workload import Workload, optimizer_step
 from zoo.config.model import Family
+from zoo.config.tasks import task_of_family
 from zoo.config.train import OptimConfig
 from zoo.models.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.data.collate.padding import without_full_masks
 from zoo.tasks.optim import build_optimizer
 
-TASK_OF = {Family.decoder_only: "causal_lm", Family.encoder_only: "masked_lm", Family.encoder_decoder: "seq2seq"}
-
 
 def zoo_task(work: Workload, task: Optional[dict] = None, optim: Optional[dict] = None):
-    """The LightningModule zoo-train would build for this workload's model (dropout as given)."""
-    kind = TASK_OF[work.family]
+    """The LightningModule zoo-train would build for this workload's model (dropout as given),
+    training its family's default task (`zoo.config.tasks.task_of_family`)."""
+    kind = task_of_family(work.family)
     return TASKS[kind](
         model=work.model.to_dict(),
-        task={"kind": kind, **(task or {})},
+        task={"kind": kind.value, **(task or {})},
         optim={"lr": work.lr, "betas": list(work.betas), "eps": work.eps,
                "weight_decay": work.weight_decay, **(optim or {})},
         scheduler={"kind": "constant", "warmup_steps": 0},

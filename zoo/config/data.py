@@ -17,15 +17,6 @@ from zoo.config.errors import ConfigError
 from zoo.config.model import Choice
 
 
-class TaskShape(Choice):
-    """What a batch looks like; each task of `zoo.tasks` consumes one shape."""
-
-    causal_lm = "causal_lm"  # packed blocks, labels = inputs shifted by one
-    masked_lm = "masked_lm"  # packed blocks, BERT masking (Devlin et al. 2019)
-    seq2seq = "seq2seq"  # padded source / target pairs, teacher forcing
-    classification = "classification"  # [CLS] + text, one label per example
-
-
 class DataSource(Choice):
     """Where the examples come from: a built-in offline corpus, the user's files, or the Hub."""
 

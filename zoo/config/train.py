@@ -8,13 +8,7 @@ from typing import List, Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.model import Choice
-
-
-class TaskKind(Choice):
-    causal_lm = "causal_lm"
-    masked_lm = "masked_lm"
-    seq2seq = "seq2seq"
-    classification = "classification"
+from zoo.config.tasks import TaskKind  # defined beside the table of task shapes; imported from here too
 
 
 class Pooling(Choice):

@@ -1,10 +1,13 @@
 """`ZooDataModule`: one LightningDataModule for every task shape.
 
     DataConfig ──load_splits──► raw train / validation ──build_tokenizer (a sample of train)──►
-      causal_lm / masked_lm: prepared token shards (zoo.data.prepared, memory-mapped) ──►
-                             windows of the packed stream
-      seq2seq / classification: tokenize (datasets.map, cached), pad per batch
+      packing tasks (causal_lm, masked_lm): prepared token shards (zoo.data.prepared,
+                             memory-mapped) ──► windows of the packed stream
+      the others (seq2seq, classification): tokenize (datasets.map, cached), pad per batch
     ──► DataLoader(collate_fn) ──► dict of LongTensors, batch-first
+
+What a task reads and how it is batched (its columns, special tokens, packing, tokenizing step
+and collate function) is its row of `zoo.config.tasks.TASK_SPECS`; this module follows the row.
 
 The tokenizer and the prepared shards are cache entries named by `corpus_key` (the corpus's
 content and split) without reading the corpus: a run that finds both never loads the text.
@@ -24,18 +27,13 @@ import torch
 from zoo.config.data import (
     DataConfig,
     DataSource,
-    TaskShape,
     TokenizerConfig,
     as_data_config,
     as_tokenizer_config,
 )
-from zoo.data.batching import per_device_batch
-from zoo.data.collate import (
-    MaskingCollator,
-    collate_causal,
-    collate_classification,
-    collate_seq2seq,
-)
+from zoo.config.batching import per_device_batch
+from zoo.config.tasks import TaskSpec, Tokenize, task_spec
+from zoo.data.collate import collate_for
 from zoo.data.collate.padding import without_full_masks
 from zoo.data.errors import DataError
 from zoo.data.packing import PackedBlocks
@@ -46,8 +44,6 @@ from zoo.data.streaming import StreamLoader, StreamedWindows, held_out_windows, 
 from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
 from zoo.data.tokenizers import Tokenizer, build_tokenizer
 from zoo.data.vocab import check_vocab
-
-LM_SHAPES = (TaskShape.causal_lm, TaskShape.masked_lm)
 
 
 class ZooDataModule(L.LightningDataModule):
@@ -69,7 +65,8 @@ class ZooDataModule(L.LightningDataModule):
         self.data_cfg: DataConfig = as_data_config(data)
         given = tokenizer if isinstance(tokenizer, Tokenizer) else None
         self.tokenizer_cfg: Optional[TokenizerConfig] = None if given else as_tokenizer_config(tokenizer)
-        self.task = TaskShape.parse(task, "task")
+        self.spec: TaskSpec = task_spec(task)
+        self.task = self.spec.kind
         self.seed = seed
         self.world_size = world_size
         self.tokenizer: Optional[Tokenizer] = given
@@ -91,7 +88,7 @@ class ZooDataModule(L.LightningDataModule):
         when the other ranks look."""
         if self.train_dataset is not None or self.data_cfg.streaming:
             return
-        if self.task in LM_SHAPES:
+        if self.spec.packs:
             self._prepared_data(verify=True)
         else:
             self._tokenized_splits()
@@ -101,13 +98,13 @@ class ZooDataModule(L.LightningDataModule):
             return
         trainer = getattr(self, "trainer", None)
         self._derive_batch(trainer.world_size if trainer is not None else self.world_size)
-        if self.task in LM_SHAPES and self.data_cfg.streaming:
+        if self.spec.packs and self.data_cfg.streaming:
             self._setup_stream()
-        elif self.task in LM_SHAPES:
+        elif self.spec.packs:
             # the digests are checked once per machine: by prepare_data, or here on local rank 0
             prepared = self._prepared_data(verify=_local_rank() == 0)
             seq_len = self.data_cfg.seq_len
-            block = seq_len + 1 if self.task == TaskShape.causal_lm else seq_len
+            block = self.spec.window(seq_len)
             self.train_dataset, self.val_dataset = (
                 PackedBlocks(prepared.streams[s], block=block, stride=seq_len, name=s)
                 for s in ("train", "validation")
@@ -216,7 +213,7 @@ class ZooDataModule(L.LightningDataModule):
             self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts, corpus=corpus)
         require_specials(self.tokenizer, self.task)
         seq_len = cfg.seq_len
-        block = seq_len + 1 if self.task == TaskShape.causal_lm else seq_len
+        block = self.spec.window(seq_len)
         val_ids = held_out_windows(open_stream(cfg, column, skip=0, split=val_split, first=n_val), self.tokenizer)
         self.val_dataset = PackedBlocks(val_ids, block=block, stride=seq_len, name="validation")
         self.train_dataset = _Stream(lambda doc: open_stream(cfg, column, skip=held + doc), block, seq_len)
@@ -227,21 +224,24 @@ class ZooDataModule(L.LightningDataModule):
         return self._corpus_key
 
     def _tokenized_splits(self) -> dict:
-        """{"train": ..., "validation": ...} datasets of id columns for the task shape."""
+        """{"train": ..., "validation": ...} datasets of id columns, by the task's tokenizing step."""
         if self._tokenized is None:
             splits = self._raw_splits()
             tokenizer = self._build_tokenizer()
             require_specials(tokenizer, self.task)
             cfg = self.data_cfg
-            if self.task in LM_SHAPES:
+            if self.spec.tokenize == Tokenize.documents:
                 fn = lambda ds: tokenize_lm(ds, tokenizer, cfg.text_column)  # noqa: E731
-            elif self.task == TaskShape.seq2seq:
+            elif self.spec.tokenize == Tokenize.pairs:
                 fn = lambda ds: tokenize_seq2seq(  # noqa: E731
                     ds, tokenizer, cfg.text_column, cfg.target_column, cfg.seq_len)
-            else:
+            elif self.spec.tokenize == Tokenize.labelled:
                 label_ids = self._label_ids(splits)
                 fn = lambda ds: tokenize_classification(  # noqa: E731
                     ds, tokenizer, cfg.text_column, cfg.label_column, label_ids, cfg.seq_len)
+            else:
+                raise ValueError(f"tokenize {self.spec.tokenize.value} has a member in zoo.config.tasks.Tokenize "
+                                 f"but no branch here")
             self._tokenized = {s: fn(splits[s]) for s in ("train", "validation")}
         return self._tokenized
 
@@ -255,19 +255,12 @@ class ZooDataModule(L.LightningDataModule):
         return self._splits
 
     def _columns(self) -> dict[str, str]:
-        cfg = self.data_cfg
-        columns = {"data.text_column": cfg.text_column}
-        if self.task == TaskShape.seq2seq:
-            columns["data.target_column"] = cfg.target_column
-        if self.task == TaskShape.classification:
-            columns["data.label_column"] = cfg.label_column
-        return columns
+        """{"data.<field>": column} of every column the task reads."""
+        return {f"data.{name}": getattr(self.data_cfg, name) for name in self.spec.columns}
 
     def _build_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
-            columns = [self.data_cfg.text_column]
-            if self.task == TaskShape.seq2seq:
-                columns.append(self.data_cfg.target_column)
+            columns = [getattr(self.data_cfg, name) for name in self.spec.text_columns]
 
             def texts():
                 return _training_texts(self._raw_splits()["train"], columns, self.tokenizer_cfg)
@@ -331,17 +324,8 @@ class ZooDataModule(L.LightningDataModule):
                                generator=fixed_generator(self.seed), **common)
 
     def _collate(self, train: bool):
-        tokenizer = self._require_tokenizer()
-        if self.task == TaskShape.causal_lm:
-            return collate_causal
-        if self.task == TaskShape.masked_lm:
-            return MaskingCollator(tokenizer.vocab_size,
-                                   probability=self.data_cfg.mlm_probability,
-                                   seed=self.seed, fixed=not train, mask_id=tokenizer.mask_id,
-                                   special_ids=tokenizer.special_ids().values())
-        if self.task == TaskShape.seq2seq:
-            return _Seq2SeqCollate(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-        return _ClassificationCollate(tokenizer.pad_id)
+        return collate_for(self.spec.collate, self._require_tokenizer(),
+                           mlm_probability=self.data_cfg.mlm_probability, seed=self.seed, train=train)
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
@@ -408,21 +392,3 @@ def build_datamodule(data: Any, tokenizer: Any, task: Any, *, batch_size: Option
     leave it None to derive it from `data.global_batch_size` and the world size at setup."""
     return ZooDataModule(data, tokenizer, task, seed=seed, world_size=world_size,
                          batch_size=batch_size)
-
-
-class _Seq2SeqCollate:
-    """Picklable collate_fn (DataLoader workers) binding the tokenizer's special ids."""
-
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int):
-        self.ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id}
-
-    def __call__(self, examples):
-        return collate_seq2seq(examples, **self.ids)
-
-
-class _ClassificationCollate:
-    def __init__(self, pad_id: int):
-        self.pad_id = pad_id
-
-    def __call__(self, examples):
-        return collate_classification(examples, pad_id=self.pad_id)

@@ -4,7 +4,7 @@ optimizer, schedule, metrics and token counting. Architecture lives in `zoo.mode
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import lightning as L
 import torch
@@ -13,7 +13,8 @@ from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.convert import as_model_config
-from zoo.config.model import ModelConfig
+from zoo.config.model import Family, ModelConfig
+from zoo.config.tasks import TaskKind
 from zoo.config.train import NonFinitePolicy, OptimConfig, OutputLoss, SchedulerConfig, TaskConfig
 from zoo.models import ZooModel, build_model
 from zoo.tasks.metrics import WeightedMean
@@ -58,7 +59,13 @@ class NonFiniteLoss(RuntimeError):
 
 class ZooTask(L.LightningModule):
     """Hyperparameters are plain dicts (`model`, `task`, `optim`, `scheduler`, `extra`), so a
-    checkpoint is data that loads with `torch.load(..., weights_only=True)`."""
+    checkpoint is data that loads with `torch.load(..., weights_only=True)`.
+
+    Each task class names its `kind` (its row of `zoo.config.tasks.TASK_SPECS` and its key in
+    `zoo.tasks.TASKS`) and takes `families = families_of(kind)` from that row."""
+
+    kind: ClassVar[TaskKind]
+    families: ClassVar[tuple[Family, ...]]
 
     def __init__(
         self,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from zoo.config.model import Family
+from zoo.config.tasks import TaskKind, families_of
 from zoo.tasks.base import ZooTask
 
 
 class CausalLM(ZooTask):
+    kind = TaskKind.causal_lm
+    families = families_of(kind)
     token_level = True
-    families = (Family.decoder_only,)
 
     def forward_batch(self, batch):
         return self.predict_tokens(batch)

@@ -8,6 +8,7 @@ from torch import nn
 from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.model import Family
+from zoo.config.tasks import TaskKind, families_of
 from zoo.config.train import Pooling
 from zoo.tasks.base import ZooTask
 
@@ -26,7 +27,8 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor | None, how: Pooling) -> torch
 
 
 class Classification(ZooTask):
-    families = (Family.encoder_only, Family.decoder_only)
+    kind = TaskKind.classification
+    families = families_of(kind)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

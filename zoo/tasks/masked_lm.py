@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from zoo.config.model import Family
+from zoo.config.tasks import TaskKind, families_of
 from zoo.tasks.base import ZooTask
 
 
 class MaskedLM(ZooTask):
+    kind = TaskKind.masked_lm
+    families = families_of(kind)
     token_level = True
     sparse_targets = True
-    families = (Family.encoder_only,)
 
     def forward_batch(self, batch):
         return self.predict_tokens(batch)

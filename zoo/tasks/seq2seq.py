@@ -8,13 +8,14 @@ import torch
 from torchmetrics import MeanMetric
 from torchmetrics.text import BLEUScore
 
-from zoo.config.model import Family
+from zoo.config.tasks import TaskKind, families_of
 from zoo.models.generate import generate, strip_special
 from zoo.tasks.base import IGNORE, ZooTask
 
 
 class Seq2Seq(ZooTask):
-    families = (Family.encoder_decoder,)
+    kind = TaskKind.seq2seq
+    families = families_of(kind)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
