@@ -17,6 +17,7 @@ from zoo.config.data import as_data_config, as_tokenizer_config
 from zoo.config.errors import ConfigError
 from zoo.config.positions import max_positions
 from zoo.config.root import ZooConfig
+from zoo.config.tasks import families_of
 from zoo.config.train import (
     CallbacksConfig,
     LoggerConfig,
@@ -59,14 +60,6 @@ def validate(cfg: Any) -> ZooConfig:
     _check_batch(zc)
     _check_schedule(zc)
     return zc
-
-
-def families_of(kind: TaskKind):  # until the task table lands in zoo.config.tasks
-    from zoo.config.model import Family
-
-    return {TaskKind.causal_lm: (Family.decoder_only,), TaskKind.masked_lm: (Family.encoder_only,),
-            TaskKind.seq2seq: (Family.encoder_decoder,),
-            TaskKind.classification: (Family.encoder_only, Family.decoder_only)}[kind]
 
 
 def _check_task_family(zc: ZooConfig) -> None:
