@@ -16,6 +16,7 @@ from zoo.models.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.data.collate.padding import without_full_masks
 from zoo.tasks.optim import build_optimizer
+from zoo.data.tokenizers.base import SPECIAL_IDS
 
 
 def zoo_task(work: Workload, task: Optional[dict] = None, optim: Optional[dict] = None):
@@ -68,6 +69,6 @@ class ZooSubject:
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
         if self.work.family == Family.encoder_only:
             return None
-        bos = 1 if self.work.family == Family.encoder_decoder else None
+        bos = SPECIAL_IDS["bos"] if self.work.family == Family.encoder_decoder else None  # zoo's own specials
         with self.work.autocast():
             return generate(self.model, prompt, config=self.generation, max_new_tokens=new_tokens, bos_id=bos)

@@ -3,7 +3,6 @@ optimizer, schedule, metrics and token counting. Architecture lives in `zoo.mode
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar, Optional
 
 import lightning as L
@@ -19,8 +18,8 @@ from zoo.config.train import NonFinitePolicy, OptimConfig, OutputLoss, Scheduler
 from zoo.models import ZooModel, build_model
 from zoo.tasks.metrics import WeightedMean
 from zoo.tasks.optim import build_optimizer, schedule
+from zoo.nn.chunked_loss import IGNORE
 
-IGNORE = -100
 
 
 def _full(t: torch.Tensor) -> torch.Tensor:
@@ -276,6 +275,3 @@ class ZooTask(L.LightningModule):
 
             checkpoint["zoo_tokenizer"] = tokenizer_state(self.tokenizer)
 
-    @staticmethod
-    def perplexity(loss: float) -> float:
-        return math.exp(min(loss, 50.0))

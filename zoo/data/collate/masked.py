@@ -16,8 +16,8 @@ from typing import Iterable, Optional, Sequence
 import torch
 
 from zoo.data.tokenizers.base import NUM_SPECIAL, SPECIAL_IDS
+from zoo.nn.chunked_loss import IGNORE as IGNORE_INDEX  # labels the losses skip
 
-IGNORE_INDEX = -100
 
 
 class MaskingCollator:
