@@ -186,6 +186,11 @@ class DataConfig:
     mlm_probability: float = field(
         default=0.15, metadata={"help": "masked_lm: share of non-special tokens to predict"}
     )
+    sample_prompt: Optional[str] = field(
+        default=None,
+        metadata={"help": "causal_lm: the prompt of the greedy sample in summary.json; null: the "
+                  "first words of the validation text, so the prompt belongs to the corpus"},
+    )
     cache_dir: Optional[str] = field(
         default=None,
         metadata={"help": "where datasets caches files; default $ZOO_CACHE or ~/.cache/zoo"},

@@ -180,7 +180,7 @@ class RunSummary:
     prepared_data: Optional[str] = None  # the token shards' directory, when the data was prepared
     model: dict[str, int] = field(default_factory=dict)  # zoo.models.summary.ModelSummary.as_dict()
     baseline: Optional[dict[str, float]] = None  # causal_lm with counted training tokens: the unigram loss
-    sample: Optional[str] = None  # causal_lm: a greedy continuation of SAMPLE_PROMPT
+    sample: Optional[str] = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)
     init_from: Optional[str] = None  # the pretrained weights, unless resumed_from is set
     resumed_from: Optional[str] = None  # the checkpoint this run continued
     resumed_at_step: Optional[int] = None

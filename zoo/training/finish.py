@@ -16,7 +16,7 @@ from zoo.training.replicas import replica_agreement
 from zoo.training.strategies import is_sharded
 from zoo.models.summary import summarize
 from zoo.training.baseline import unigram_from_counts
-from zoo.training.sample import SAMPLE_PROMPT, sample_text
+from zoo.training.sample import sample_prompt, sample_text
 
 
 @dataclass
@@ -67,7 +67,8 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
         counts = datamodule.token_counts(tokenizer.vocab_size)
         if counts is not None:  # a stream has no counts of its training tokens
             baseline = unigram_from_counts(*counts)
-        sample = sample_text(task, tokenizer, SAMPLE_PROMPT)
+        prompt = sample_prompt(spec.data, datamodule, tokenizer)
+        sample = sample_text(task, tokenizer, prompt) if prompt else None
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
     return RunSummary(
         run_dir=str(run_dir),
