@@ -4,6 +4,7 @@ configuration, and one-line explanations of Hydra's."""
 from __future__ import annotations
 
 import dataclasses
+from zoo.config.paths import recipe_names
 
 
 class ZooError(Exception):
@@ -33,8 +34,6 @@ def explain(exc: BaseException) -> str:
         if line and line not in parts:
             parts.append(line)
         if "Cannot find primary config" in line:
-            from zoo.config.paths import recipe_names
-
             parts[-1] = line.split(". Check")[0]
             parts.append(f"recipes (-cn NAME): {', '.join(recipe_names())}")
         if "Available options" in text:

@@ -25,11 +25,12 @@ import lightning as L
 import torch
 
 from zoo.config.data import (
-    DataConfig,
-    DataSource,
-    TokenizerConfig,
     as_data_config,
     as_tokenizer_config,
+    DataConfig,
+    DataSource,
+    SENTENCEPIECE_KINDS,
+    TokenizerConfig,
 )
 from zoo.config.batching import per_device_batch
 from zoo.config.tasks import TaskSpec, Tokenize, task_spec
@@ -44,6 +45,8 @@ from zoo.data.streaming import StreamLoader, StreamedWindows, held_out_windows, 
 from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
 from zoo.data.tokenizers import Tokenizer, build_tokenizer
 from zoo.data.vocab import check_vocab
+from zoo.data.cache import cache_root
+from zoo.data.prepared import FORMAT, entry_dir, open_prepared, prepare
 
 
 class ZooDataModule(L.LightningDataModule):
@@ -171,9 +174,6 @@ class ZooDataModule(L.LightningDataModule):
     def _prepared_data(self, verify: bool):
         """The prepared token shards of both splits: found by their key, or made (parallel
         tokenization of the raw splits) and then found."""
-        from zoo.data.cache import cache_root
-        from zoo.data.prepared import FORMAT, entry_dir, open_prepared, prepare
-
         if self._prepared is not None:
             return self._prepared
         cfg = self.data_cfg
@@ -370,8 +370,6 @@ def _training_texts(train, columns: list[str], cfg: Optional[TokenizerConfig]):
     SentencePiece, when the split has more documents than `tokenizer.max_sentences`, a seeded
     random sample of that many (the trainer samples lines from what it is given, so a larger
     sample would only cost time and memory)."""
-    from zoo.config.data import SENTENCEPIECE_KINDS
-
     limit = cfg.max_sentences if cfg is not None and cfg.kind in SENTENCEPIECE_KINDS else None
     if limit is not None and len(train) > limit:
         import numpy as np

@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
+from zoo.data.errors import DataError
 
 SUFFIX = ".zoo-sha256"
 _CHUNK = 1 << 20
@@ -127,8 +128,6 @@ def discard(entry: Path, what: str, cache_key: str) -> None:
     """Remove a damaged cache entry (a directory): moved aside first, so a reader never sees it
     half deleted. DataError naming it and `cache_key` when it cannot be removed."""
     import shutil
-
-    from zoo.data.errors import DataError
 
     aside = entry.with_name(f".{entry.name}-damaged-{os.getpid()}")
     try:

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from zoo.data.errors import DataError
+from zoo.data.prepared import TokenStream
 
 
 def concat_ids(ds, column: str = "input_ids") -> np.ndarray:
@@ -33,8 +34,6 @@ class PackedBlocks(torch.utils.data.Dataset):
                 f"the {name} split has {len(tokens)} tokens, fewer than one block of {block}; "
                 f"lower data.seq_len or use more data (data.max_examples, data.val_fraction)"
             )
-        from zoo.data.prepared import TokenStream
-
         # a TokenStream stays on disk (memory-mapped shards); an array is held as int64
         self.tokens = tokens if isinstance(tokens, TokenStream) else \
             torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64))

@@ -12,8 +12,9 @@ from zoo.config.data import DataConfig, DataSource
 from zoo.data.cache import cache_root
 from zoo.data.corpora import CORPORA
 from zoo.data.errors import DataError
-from zoo.data.files import load_files, load_hub
+from zoo.data.files import load_files, load_hub, resolve_files
 from zoo.data.split import split_train_val
+from zoo.data.integrity import remembered_digest
 
 
 def load_splits(cfg: DataConfig):
@@ -62,9 +63,6 @@ def corpus_key(cfg: DataConfig) -> Optional[str]:
     them: the content of local files (each read in full once, then remembered by size and
     modification time), a built-in corpus's name and settings, the split and `max_examples`.
     None for Hub datasets, whose content is known only once loaded."""
-    from zoo.data.files import resolve_files
-    from zoo.data.integrity import remembered_digest
-
     if cfg.source == DataSource.hub:
         return None
     store = cache_root(cfg.cache_dir) / "prepared" / "file-digests.json"

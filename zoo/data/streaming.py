@@ -21,6 +21,9 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
+from zoo.config.data import DataSource
+from zoo.data.errors import DataError
+from zoo.data.files import builder_for, resolve_files
 
 BATCH_DOCUMENTS = 256  # documents tokenized per call
 
@@ -151,10 +154,6 @@ def held_out_windows(documents: Iterator[str], tokenizer) -> np.ndarray:
 def open_stream(cfg, column: str, skip: int, split: str = "train", first: Optional[int] = None) -> Iterator[str]:
     """The texts of `column`, streamed by `datasets` from `cfg` (local files or a Hub dataset),
     from document `skip` on (documents are passed over without tokenizing), at most `first`."""
-    from zoo.config.data import DataSource
-    from zoo.data.errors import DataError
-    from zoo.data.files import builder_for, resolve_files
-
     import datasets
 
     if cfg.source == DataSource.local:

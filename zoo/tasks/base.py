@@ -19,6 +19,8 @@ from zoo.models import ZooModel, build_model
 from zoo.tasks.metrics import WeightedMean
 from zoo.tasks.optim import build_optimizer, schedule
 from zoo.nn.chunked_loss import IGNORE
+from zoo.models.sharding import shard
+from zoo.data.tokenizers.state import tokenizer_state
 
 
 
@@ -199,8 +201,6 @@ class ZooTask(L.LightningModule):
             return
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        from zoo.models.sharding import shard
-
         dp_mesh = mesh["data_parallel"]
         policy = None
         if str(self.trainer.precision) == "bf16-mixed":  # gather in bf16, reduce gradients in float32
@@ -271,7 +271,5 @@ class ZooTask(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer is not None:
-            from zoo.data.tokenizers.state import tokenizer_state
-
             checkpoint["zoo_tokenizer"] = tokenizer_state(self.tokenizer)
 

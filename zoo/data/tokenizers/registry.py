@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
-from zoo.config.data import SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
+from zoo.config.data import as_tokenizer_config, SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
 from zoo.data.cache import cache_root, exclusive, hash_texts
 from zoo.data.errors import DataError
 from zoo.data.integrity import discard
@@ -49,8 +49,6 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: Optional
     `zoo.data.sources.corpus_key`) when given, and the texts are then read only to train; else
     by a hash of the texts themselves (read twice: once to hash, once to train)."""
     if not isinstance(cfg, TokenizerConfig):
-        from zoo.config.data import as_tokenizer_config
-
         cfg = as_tokenizer_config(cfg)
     if cfg.kind == TokenizerKind.byte:
         return ByteTokenizer()
