@@ -133,3 +133,8 @@ def test_every_file_of_a_finished_run_is_named_by_rundir(tmp_path):
     assert list(paths.checkpoints.glob(RunDir.BEST_FILES))
     assert not paths.failed.exists() and not paths.lock.exists()  # released when the command ends
     assert RunSummary.read(run).best_checkpoint == str(next(paths.checkpoints.glob(RunDir.BEST_FILES)))
+    # the log says which options the command named and which came from a preset's defaults
+    composed = next(line for line in paths.log.read_text().splitlines() if "composed from:" in line)
+    assert "task=causal_lm (default)" in composed and "data=kjv (default)" in composed, composed
+    assert "tokenizer=byte " in composed and "tokenizer=byte (default)" not in composed  # named: not marked
+    assert "model=gpt (default)" in composed

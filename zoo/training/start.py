@@ -15,11 +15,34 @@ from zoo.models.summary import summarize
 log = logging.getLogger("zoo")
 
 
+def composed_from() -> str:
+    """The option of every config group this Hydra job ran with, those the command line did not
+    name marked as defaults (a model preset picks its task and a task its corpus: `model=t5`
+    trains seq2seq on the number phrases, and this line says so); "" outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    hydra = HydraConfig.get()
+    named = {o.lstrip("+~").split("=", 1)[0] for o in hydra.overrides.task}
+    groups = ("model", "model/position", "task", "data", "tokenizer", "optim", "scheduler", "trainer")
+    choices = hydra.runtime.choices
+    parts = []
+    for group in groups:
+        option = choices.get(group) or choices.get(f"{group}@_global_.{group}")
+        if option is not None:
+            parts.append(f"{group}={option}" + ("" if group in named else " (default)"))
+    return " ".join(parts)
+
+
 def record_start(cfg: DictConfig, spec: ZooConfig, run_dir: Path, task, trainer) -> None:
     """Log the model's size, write config.yaml (resolved) and tokenizer/ (rank 0 only)."""
     if not trainer.is_global_zero:
         return
     files = RunDir(run_dir)
+    chosen = composed_from()
+    if chosen:
+        log.info("composed from: %s", chosen)
     log.info("model: %s", summarize(task.model, spec.data.seq_len))
     files.config.write_text(OmegaConf.to_yaml(cfg, resolve=True))
     task.tokenizer.save(files.tokenizer)
