@@ -104,33 +104,22 @@ class TaskSpec:
 _EOS_ENDS_DOCUMENTS = Special("eos", "it ends each document in the packed blocks")
 _PAD_FILLS = Special("pad", "it fills the batches")
 
+
+def _packed_lm(kind: TaskKind, family: Family, specials: tuple[Special, ...], *, shifted: bool,
+               collate: Collate) -> TaskSpec:
+    """The row of a language-model objective over packed windows of one text column, the
+    default task of its one family."""
+    return TaskSpec(kind=kind, families=(family,), default_for=(family,), columns=("text_column",),
+                    text_columns=("text_column",), specials=specials, packs=True, shifted=shifted,
+                    tokenize=Tokenize.documents, collate=collate, batch=("input_ids", "labels"))
+
+
 TASK_SPECS: dict[TaskKind, TaskSpec] = {
-    TaskKind.causal_lm: TaskSpec(
-        kind=TaskKind.causal_lm,
-        families=(Family.decoder_only,),
-        default_for=(Family.decoder_only,),
-        columns=("text_column",),
-        text_columns=("text_column",),
-        specials=(_EOS_ENDS_DOCUMENTS,),
-        packs=True,
-        shifted=True,
-        tokenize=Tokenize.documents,
-        collate=Collate.causal,
-        batch=("input_ids", "labels"),
-    ),
-    TaskKind.masked_lm: TaskSpec(
-        kind=TaskKind.masked_lm,
-        families=(Family.encoder_only,),
-        default_for=(Family.encoder_only,),
-        columns=("text_column",),
-        text_columns=("text_column",),
-        specials=(Special("mask", "it replaces the tokens to predict"), _EOS_ENDS_DOCUMENTS),
-        packs=True,
-        shifted=False,
-        tokenize=Tokenize.documents,
-        collate=Collate.masked,
-        batch=("input_ids", "labels"),
-    ),
+    TaskKind.causal_lm: _packed_lm(TaskKind.causal_lm, Family.decoder_only, (_EOS_ENDS_DOCUMENTS,),
+                                   shifted=True, collate=Collate.causal),
+    TaskKind.masked_lm: _packed_lm(TaskKind.masked_lm, Family.encoder_only,
+                                   (Special("mask", "it replaces the tokens to predict"), _EOS_ENDS_DOCUMENTS),
+                                   shifted=False, collate=Collate.masked),
     TaskKind.seq2seq: TaskSpec(
         kind=TaskKind.seq2seq,
         families=(Family.encoder_decoder,),

@@ -70,9 +70,7 @@ class LitGPTSubject(LogitsLMPeer):
         self.model.apply(self.model._init_weights)
         if work.model.tie_embeddings:
             self.model.lm_head.weight = self.model.transformer.wte.weight
-        if compile:
-            self.model.compile()
-        self.optimizer = work.adamw(self.model.parameters())
+        self.ready(compile)
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:

@@ -11,12 +11,18 @@ from zoo.bench.workload import Workload, optimizer_step
 
 
 class LogitsLMPeer:
-    """Subclasses set `self.work`, `self.model` (input_ids (B, T) -> logits (B, T, V)) and
-    `self.optimizer`, and implement `generate`."""
+    """Subclasses set `self.work` and `self.model` (input_ids (B, T) -> logits (B, T, V)), call
+    `ready(compile)`, and implement `generate`."""
 
     work: Workload
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
+
+    def ready(self, compile: bool) -> None:
+        """Compile the model in place if asked, and give it zoo's AdamW settings."""
+        if compile:
+            self.model.compile()
+        self.optimizer = self.work.adamw(self.model.parameters())
 
     def train_step(self, batch: dict) -> None:
         optimizer_step(self.work, self.model, self.optimizer, lambda: self._loss(batch))

@@ -59,9 +59,7 @@ class XTransformersSubject(LogitsLMPeer):
         self.name, self.work = "x-transformers", work
         self.model = TransformerWrapper(**wrapper, attn_layers=Decoder(**layers)).to(work.device)
         self.sampler = AutoregressiveWrapper(self.model)
-        if compile:
-            self.model.compile()
-        self.optimizer = work.adamw(self.model.parameters())
+        self.ready(compile)
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
