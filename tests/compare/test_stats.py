@@ -45,6 +45,24 @@ def test_welch_interval_when_the_seeds_differ_and_none_for_one_seed():
     assert difference({0: 1.0}, {0: 2.0, 1: 3.0}).low is None
 
 
+def test_welch_interval_on_a_worked_example():
+    """Arms of 3 seeds each, no seed shared: means 2 and 5, sample variances 1 and 1, so each
+    squared standard error is 1/3, the standard error sqrt(2/3), and Welch-Satterthwaite's degrees
+    of freedom (2/3)^2 / ((1/3)^2/2 + (1/3)^2/2) = 4 exactly: t(0.975, 4) = 2.776445 (tables)."""
+    d = difference({0: 4.0, 1: 5.0, 2: 6.0}, {3: 1.0, 4: 2.0, 5: 3.0})
+    half = 2.776445 * math.sqrt(2 / 3)
+    assert d.method == "welch"
+    assert d.mean == pytest.approx(3.0)
+    assert (d.low, d.high) == pytest.approx((3.0 - half, 3.0 + half), abs=1e-5)
+    # unequal sizes: sample variances 1 (n=3) and 2 (n=2), so squared standard errors 1/3 and 1
+    d = difference({0: 1.0, 1: 2.0, 2: 3.0}, {3: 0.0, 4: 2.0})
+    va, vb = 1 / 3, 2 / 2  # s^2/n of each arm
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 1)  # 32/19
+    assert df == pytest.approx(32 / 19)
+    half = t_quantile(0.975, 32 / 19) * math.sqrt(va + vb)
+    assert (d.low, d.high) == pytest.approx((1.0 - half, 1.0 + half), abs=1e-9)
+
+
 def test_the_95_percent_interval_covers_the_truth_about_95_percent_of_the_time():
     rng = random.Random(0)
     hits = 0

@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-pytest.importorskip("transformers", reason="tokenizer=hf needs the extra 'transformers'")
+import transformers  # noqa: F401  (a test dependency: missing, these tests fail rather than skip)
 
 from tests.interop.tiny_hf import save_tokenizer  # noqa: E402
 from zoo.data.tokenizers.state import tokenizer_from_state, tokenizer_state  # noqa: E402

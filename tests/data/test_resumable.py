@@ -94,6 +94,24 @@ def test_a_resume_on_another_number_of_ranks_skips_the_same_examples():
     assert not set(trained) & set(rest)
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_multi_rank_loader_saves_the_examples_of_every_rank_and_resumes_exactly(world):
+    """W ranks of batch 4 stop after 3 steps: the saved position is 3 x 4 x W examples of the
+    job, and each rank, resumed on W ranks, yields exactly the batches it had not reached."""
+    for rank in range(world):
+        full = _epoch(_loader(world=world, rank=rank), 1)
+        first = _loader(world=world, rank=rank)
+        first.sampler.set_epoch(1)
+        it = iter(first)
+        seen = [next(it).tolist() for _ in range(3)]
+        state = first.state_dict()
+        assert state == {"epoch": 1, "batches": 3, "examples": 3 * 4 * world}
+        resumed = _loader(world=world, rank=rank)
+        resumed.load_state_dict(state)
+        assert [b.tolist() for b in resumed] == full[3:]
+        assert seen == full[:3]
+
+
 def test_the_collate_function_learns_the_epoch():
     ids = torch.randint(6, 300, (N, 16), generator=torch.Generator().manual_seed(0))
     collate = MaskingCollator(300, seed=1)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, POSITIONS, tiny
+from tests.conftest import CAUSAL_FAMILIES, POSITIONS, sharp, tiny
 from zoo.config import ConfigError
 from zoo.models.generate import GenerationConfig, beam_search, filter_logits, generate
 
@@ -17,7 +17,7 @@ EOS, BOS = 3, 2
 
 
 def model_and_inputs(family, position):
-    model = zoo.build_model(tiny(family, position, max_seq_len=64)).eval()
+    model = zoo.build_model(sharp(family, position, max_seq_len=64)).eval()
     ids = torch.randint(6, 37, (2, 5))
     return model, ids
 
@@ -94,14 +94,33 @@ def test_top_k_renormalises_over_the_kept_tokens():
     assert warm[0] > 0.4 and torch.allclose(warm.sum(), torch.tensor(1.0))
 
 
-def test_left_padded_batch_generates_what_each_prompt_generates_alone():
-    model = zoo.build_model(tiny("decoder_only", "learned", max_seq_len=64)).eval()
+@pytest.mark.parametrize("top_p, kept", [(0.5, 1), (0.75, 2), (0.875, 3), (0.8, 3), (1.0, 4), (0.3, 1)])
+def test_top_p_keeps_exactly_the_tokens_whose_cumulative_probability_reaches_p(top_p, kept):
+    """Dyadic probabilities are exact in float32 (softmax of their logs returns them bit for bit),
+    so cumulative sums 0.5, 0.75, 0.875, 1 are exact too: the nucleus is the smallest prefix of
+    the ranked tokens whose mass reaches p; a token whose predecessors already reach p is dropped."""
+    probs = torch.tensor([[0.125, 0.5, 0.125, 0.25]])
+    assert torch.equal(probs.log().softmax(-1), probs)  # the premise: no rounding anywhere
+    nucleus = filter_logits(probs.log(), top_p=top_p)[0]
+    ranked = [1, 3, 0, 2]  # by probability; the two 0.125s are tied, either may be third
+    kept_ids = torch.isfinite(nucleus).nonzero().flatten().tolist()
+    assert len(kept_ids) == kept
+    assert set(ranked[: min(kept, 2)]) <= set(kept_ids)
+    assert torch.equal(nucleus.softmax(-1)[kept_ids].sum(), torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_left_padded_batch_generates_what_each_prompt_generates_alone(family, position):
+    """Left padding must change neither the positions of the real tokens nor what they attend to,
+    at the prompt and at every one-token step after it."""
+    model = zoo.build_model(sharp(family, position, max_seq_len=64)).eval()
     short, long = torch.randint(6, 37, (1, 3)), torch.randint(6, 37, (1, 6))
     batch = torch.cat([torch.cat([torch.zeros(1, 3, dtype=torch.long), short], 1), long])
     mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1] * 6])
-    both = generate(model, batch, attention_mask=mask, max_new_tokens=8)
-    assert torch.equal(both[0], generate(model, short, max_new_tokens=8)[0])
-    assert torch.equal(both[1], generate(model, long, max_new_tokens=8)[0])
+    both = generate(model, batch, attention_mask=mask, max_new_tokens=8, bos_id=BOS)
+    assert torch.equal(both[0], generate(model, short, max_new_tokens=8, bos_id=BOS)[0])
+    assert torch.equal(both[1], generate(model, long, max_new_tokens=8, bos_id=BOS)[0])
 
 
 def test_generation_stops_at_eos_and_pads_after_it():

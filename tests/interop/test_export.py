@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="format=hf needs the extra 'transformers'")
+import transformers  # a test dependency: missing, these tests fail rather than skip
 
 from tests.cli.conftest import tiny_overrides, zoo_train  # noqa: E402
 from zoo.training.checkpoint.files import load_checkpoint  # noqa: E402

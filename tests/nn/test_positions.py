@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -82,13 +84,43 @@ def test_alibi_bias_is_minus_slope_times_distance():
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (8, 20)])
 def test_t5_buckets_match_hugging_face(bidirectional, num_buckets, max_distance):
-    T5Attention = pytest.importorskip("transformers.models.t5.modeling_t5").T5Attention
+    from transformers.models.t5.modeling_t5 import T5Attention  # a test dependency: fails, never skips
     offsets = torch.arange(-300, 300)
     ours = relative_bucket(offsets, bidirectional=bidirectional, num_buckets=num_buckets,
                            max_distance=max_distance)
     theirs = T5Attention._relative_position_bucket(offsets, bidirectional=bidirectional,
                                                    num_buckets=num_buckets, max_distance=max_distance)
     assert torch.equal(ours, theirs)
+
+
+@pytest.mark.parametrize("bidirectional, expected", [
+    # offset = key position - query position. Bidirectional, 32 buckets: 16 per direction, keys
+    # after the query in the upper half; distances below 8 exact, then log-spaced up to 128:
+    # 8 + floor(log(d / 8) / log(128 / 8) * 8), capped at 15.
+    (True, {0: 0, -1: 1, 1: 17, -7: 7, 7: 23, -8: 8, 8: 24, -20: 10, 20: 26, -200: 15, 200: 31}),
+    # causal, 32 buckets for the past only: distances below 16 exact, then
+    # 16 + floor(log(d / 16) / log(128 / 16) * 16), capped at 31; every future key is bucket 0
+    (False, {0: 0, -1: 1, 1: 0, 5: 0, -15: 15, -16: 16, -20: 17, -64: 26, -200: 31}),
+])
+def test_t5_buckets_by_hand(bidirectional, expected):
+    """Raffel et al. 2020's buckets worked by hand, so the direction of the offset and the two
+    halves are checked without any reference library."""
+    offsets = torch.tensor(list(expected))
+    got = relative_bucket(offsets, bidirectional=bidirectional, num_buckets=32, max_distance=128)
+    assert dict(zip(expected, got.tolist())) == expected
+
+
+def test_rope_rotates_each_pair_counterclockwise_by_position_times_frequency():
+    """RoFormer eq. (13)-(15) with the rotate-half pairing: dimension i and i + Dh/2 form a 2-D vector
+    turned by angle m * theta^(-2i/Dh) at position m, counterclockwise: (1, 0) -> (cos a, sin a)."""
+    rope = RotaryPositions(head_dim=4, theta=100.0)
+    x = torch.tensor([1.0, 0.0, 0.0, 1.0]).view(1, 1, 1, 4)  # pair 0 = (1, 0), pair 1 = (0, 1)
+    m = 3
+    out = rope.rotate(x, torch.tensor([[m]]))[0, 0, 0]
+    a0, a1 = m * 1.0, m * 100.0 ** -0.5  # frequencies theta^0 and theta^(-2/4)
+    expected = torch.tensor([math.cos(a0), -math.sin(a1), math.sin(a0), math.cos(a1)])
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
+    assert torch.equal(rope.rotate(x, torch.tensor([[0]])), x)  # position 0 is the identity
 
 
 def test_t5_bias_is_shared_across_layers_and_shaw_is_not():

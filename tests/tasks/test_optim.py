@@ -31,6 +31,32 @@ def test_cosine_schedule_warms_up_then_decays_to_the_floor():
         schedule(SchedulerConfig(kind="cosine", warmup_steps=10), total_steps=None, d_model=8)
 
 
+@pytest.mark.parametrize("kind", ["constant", "cosine", "inverse_sqrt"])
+@pytest.mark.parametrize("warmup", [1, 4, 10])
+def test_warmup_rises_to_exactly_one_and_no_schedule_exceeds_it(kind, warmup):
+    """Linear warmup reaches the base rate at step warmup - 1 and stays there at step warmup (the
+    first step after it); no step of any schedule is above the base rate (inverse_sqrt is scaled by
+    d_model^-0.5 and peaks at warmup^-0.5 of that)."""
+    f = schedule(SchedulerConfig(kind=kind, warmup_steps=warmup), total_steps=50, d_model=1)
+    peak = 1.0 if kind != "inverse_sqrt" else warmup ** -0.5
+    values = [f(step) for step in range(60)]
+    assert values[:warmup] == pytest.approx([(i + 1) / warmup * peak for i in range(warmup)])
+    assert values[warmup - 1] == pytest.approx(peak)
+    assert values[warmup] == pytest.approx(peak if kind != "inverse_sqrt" else (warmup + 1) ** -0.5)
+    assert max(values) <= peak + 1e-12
+    assert all(b <= a + 1e-12 for a, b in zip(values[warmup - 1:], values[warmup:]))  # never rises again
+
+
+@pytest.mark.parametrize("total, expected", [
+    (3, [0.5, 1.0, 1.0, 0.1, 0.1]),  # the decay is one step long: the floor at the step after it
+    (4, [0.5, 1.0, 1.0, 0.55, 0.1]),  # two steps: halfway (cos(pi/2) = 0) then the floor
+])
+def test_cosine_decay_of_a_few_steps(total, expected):
+    f = schedule(SchedulerConfig(kind="cosine", warmup_steps=2, min_lr_ratio=0.1, total_steps=total),
+                 total_steps=None, d_model=8)
+    assert [f(step) for step in range(5)] == pytest.approx(expected)
+
+
 def test_constant_schedule():
     assert schedule(SchedulerConfig(kind="constant", warmup_steps=0), total_steps=None, d_model=8)(123) == 1.0
     f = schedule(SchedulerConfig(kind="constant", warmup_steps=4), total_steps=None, d_model=8)
