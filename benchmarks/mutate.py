@@ -6,6 +6,7 @@ module, and count the bugs no test notices.
     python benchmarks/mutate.py --modules zoo/nn/cache.py zoo/compare/stats.py
     python benchmarks/mutate.py --planted                # only the named bugs of PLANTED
     python benchmarks/mutate.py --list                   # what would be tried, without running
+    python benchmarks/mutate.py --again                  # rerun the last report's survivors (new tests)
 
 Needs `coverage` (pip install coverage). Works on a scratch copy of the tracked files, so the
 working tree is never modified. Each module's tests run once under coverage; a mutant on a line
@@ -39,16 +40,19 @@ RESULTS = ROOT / "benchmarks" / "results"
 EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.json"
 
 # module patterns -> the tests that guard them (fast, in-process tests first: `-x` stops at the first failure)
+# the tests that run the model code: hand-worked values, the cache, the model options, attention
+# direction, parity with torch.nn.Transformer and with transformers' own models (code nobody here
+# wrote), decoding with and without caches
+MODEL_TESTS = ["tests/nn/test_known_values.py", "tests/nn/test_units_by_hand.py", "tests/nn/test_positions.py",
+               "tests/nn/test_kv_cache.py", "tests/models/test_reference_parity.py", "tests/models/test_variants.py",
+               "tests/models/test_head_options.py", "tests/models/test_direction.py", "tests/interop/test_hf.py",
+               "tests/inference/test_generate.py",
+               "tests/perf/test_speed_switches.py::test_static_cache_decodes_the_same_tokens"]
 TARGETS: list[tuple[str, list[str]]] = [
-    ("zoo/nn/cache.py", ["tests/nn/test_kv_cache.py", "tests/inference/test_generate.py"]),
     ("zoo/nn/chunked_loss.py", ["tests/perf/test_speed_switches.py", "-k", "chunked"]),
-    ("zoo/nn/position/*.py", ["tests/nn/test_positions.py", "tests/nn/test_known_values.py",
-                              "tests/models/test_reference_parity.py"]),
-    ("zoo/nn/*.py", ["tests/nn/test_known_values.py", "tests/nn/test_positions.py", "tests/nn/test_kv_cache.py",
-                     "tests/models/test_reference_parity.py", "tests/models/test_variants.py"]),
-    ("zoo/models/generate.py", ["tests/inference/test_generate.py"]),
-    ("zoo/models/*.py", ["tests/models/test_variants.py", "tests/models/test_reference_parity.py",
-                         "tests/nn/test_known_values.py", "tests/models/test_head_options.py"]),
+    ("zoo/nn/*.py", MODEL_TESTS),
+    ("zoo/nn/position/*.py", MODEL_TESTS),
+    ("zoo/models/*.py", MODEL_TESTS),
     ("zoo/data/resumable.py", ["tests/data/test_resumable.py"]),
     ("zoo/tasks/optim.py", ["tests/tasks/test_optim.py"]),
     ("zoo/training/rng.py", ["tests/training/test_rng.py"]),
@@ -349,19 +353,22 @@ def score(mutants: list[Mutant]) -> dict:
     return counts
 
 
-def write_report(mutants: list[Mutant], planted: list[dict], args, seconds: float) -> None:
+def write_report(mutants: list[Mutant], planted: list[dict], args, seconds: float, history: list[str]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     by_module: dict[str, list[Mutant]] = {}
     for m in mutants:
         by_module.setdefault(m.path, []).append(m)
     total = score(mutants)
-    record = {"command": " ".join(["python benchmarks/mutate.py", *sys.argv[1:]]), "seconds": round(seconds),
+    command = " ".join(["python benchmarks/mutate.py", *sys.argv[1:]])
+    history = [*history, command]
+    record = {"command": command, "history": history, "seconds": round(seconds),
               "seed": args.seed, "per_module": args.per_module, "total": total,
               "modules": {p: score(ms) for p, ms in by_module.items()},
               "mutants": [asdict(m) | {"key": m.key} for m in mutants], "planted": planted}
     (RESULTS / "mutation.json").write_text(json.dumps(record, indent=1) + "\n")
     lines = ["# Mutation testing of the core", "",
-             f"Command: `{record['command']}` ({round(seconds / 60)} min). One mutant at a time is written into a",
+             f"Commands: {', then '.join(f'`{c}`' for c in history)} ({round(seconds / 60)} min in all; "
+             "`--again` reruns the mutants the previous run did not kill).", "", "One mutant at a time is written into a",
              "copy of the tree and the module's tests (benchmarks/mutate.py `TARGETS`) run with `-x`.", ""]
     if mutants:
         lines += [f"**Score: {total['killed'] + total['timeout']} killed of "
@@ -396,12 +403,36 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--planted", action="store_true", help="only the named bugs of PLANTED")
     p.add_argument("--list", action="store_true", help="list the mutants and stop")
     p.add_argument("--no-planted", action="store_true", help="skip the named bugs")
+    p.add_argument("--again", action="store_true",
+                   help="rerun the mutants of the last report that were not killed (survived, not reached, "
+                        "equivalent) and update the report; the killed ones keep their result")
     args = p.parse_args(argv)
     start = time.perf_counter()
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
 
     chosen: list[Mutant] = []
-    for path in args.modules:
+    rerun: set[str] | None = None
+    history: list[str] = []
+    spent = 0.0
+    if args.again:
+        last = json.loads((RESULTS / "mutation.json").read_text())
+        args.modules, args.seed, args.per_module = list(dict.fromkeys(m["path"] for m in last["mutants"])), last["seed"], \
+            last["per_module"]
+        history, spent = last.get("history", [last["command"]]), last["seconds"]
+        current = {m.key: m for path in args.modules for m in mutants_of(path)}
+        rerun = set()
+        for old in last["mutants"]:
+            old.pop("key")
+            if old["outcome"] in ("killed", "timeout"):
+                chosen.append(Mutant(**old))
+            elif f"{old['path']}:{old['line']}:{old['col']} {old['description']}" in current:
+                m = current[f"{old['path']}:{old['line']}:{old['col']} {old['description']}"]
+                chosen.append(m)
+                rerun.add(m.key)
+            else:
+                raise SystemExit(f"mutate: {old['path']}:{old['line']} {old['description']} is no longer a mutant "
+                                 "of the source (it changed): run the whole sample again")
+    for path in ([] if args.again else args.modules):
         found = mutants_of(path)
         if args.per_module and len(found) > args.per_module:
             found = sorted(random.Random(f"{args.seed}:{path}").sample(found, args.per_module),
@@ -417,7 +448,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         planted = [] if args.no_planted else run_planted(work)
         if args.planted:
-            write_report([], planted, args, time.perf_counter() - start)
+            write_report([], planted, args, time.perf_counter() - start, history)
             return
         groups: dict[tuple[str, ...], list[str]] = {}
         for path in args.modules:
@@ -425,7 +456,7 @@ def main(argv: list[str] | None = None) -> None:
         for tests, modules in groups.items():
             lines, clean = covered_lines(work, list(tests), modules)
             timeout = 3 * clean + 30
-            todo = [m for m in chosen if m.path in modules]
+            todo = [m for m in chosen if m.path in modules and (rerun is None or m.key in rerun)]
             print(f"{' '.join(tests)}: clean run {clean:.0f} s, {len(todo)} mutants", flush=True)
             for m in todo:
                 if m.key in equivalent:
@@ -435,7 +466,7 @@ def main(argv: list[str] | None = None) -> None:
                 else:
                     run_mutant(work, m, list(tests), timeout)
                 print(f"  {m.outcome:11s} {m.key}  {m.failed_test}", flush=True)
-        write_report(chosen, planted, args, time.perf_counter() - start)
+        write_report(chosen, planted, args, spent + time.perf_counter() - start, history)
         print(json.dumps(score(chosen)))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -143,6 +143,32 @@ def test_the_sampler_deals_out_torchs_distributed_sampler_order(world, shuffle):
                 ref.set_epoch(epoch)
                 expected = list(ref)
                 assert list(ours) == expected
+                assert len(ours) == len(expected)
                 ours.start = min(7, len(expected))
                 assert list(ours) == expected[ours.start:]
+                assert len(ours) == len(expected) - ours.start  # what is left to hand out
                 ours.start = 0
+    # no seed given: torch's default seed, the same permutation
+    ours, ref = EpochShardSampler(range(50), num_replicas=world), DistributedSampler(range(50), num_replicas=world,
+                                                                                     rank=0, drop_last=True)
+    assert list(ours) == list(ref)
+
+
+def test_the_evaluation_sampler_reads_each_example_once_over_the_ranks_or_all_on_each():
+    """ValidationShardSampler outside a process group is one rank reading everything, in order;
+    its shards (as rank r of W sees them) interleave and cover each example exactly once, no
+    padding; split=False gives every rank all of them."""
+    from zoo.data.resumable import ValidationShardSampler
+
+    for n in (1, 7, 10):
+        sampler = ValidationShardSampler(range(n))
+        assert list(sampler) == list(range(n)) and len(sampler) == n
+        for world in (2, 3):
+            shards = []
+            for rank in range(world):
+                sampler._shard = lambda rank=rank, world=world: (rank, world)
+                shards.append(list(sampler))
+                assert len(sampler) == len(shards[-1]) == len(range(rank, n, world))
+            assert sorted(i for shard in shards for i in shard) == list(range(n))
+        whole = ValidationShardSampler(range(n), split=False)
+        assert list(whole) == list(range(n))

@@ -142,3 +142,16 @@ def test_options_of_another_strategy_are_refused():
         GenerationConfig(strategy="nucleus")
     with pytest.raises(ValueError, match="encoder-only"):
         generate(zoo.build_model(tiny("encoder_only")), torch.ones(1, 3, dtype=torch.long))
+
+
+def test_the_decoding_defaults_are_the_ones_transformers_applies():
+    """A user comparing zoo's generate with transformers' gets the same decoding when neither
+    sets an option (num_beams and top_k aside: zoo's beam default is 4 beams, and top_k applies
+    only when asked)."""
+    import transformers
+
+    hf = transformers.GenerationConfig()
+    defaults = hf._get_default_generation_params() if hasattr(hf, "_get_default_generation_params") else vars(hf)
+    ours = GenerationConfig()
+    for name in ("use_cache", "length_penalty", "early_stopping", "temperature", "top_p"):
+        assert getattr(ours, name) == defaults[name], name

@@ -198,6 +198,42 @@ def test_a_composed_preset_exports_with_the_same_logits(preset):
         assert _max_diff(hf(**hf_inputs).logits, model(**zoo_inputs).logits, mask) <= 1e-4
 
 
+@pytest.mark.parametrize("overrides", [["model=bert", "model.token_types=0"],  # HF's one row of zeros
+                                       ["model=bart", "model.tie_embeddings=false"],
+                                       ["model=llama", "model.tie_embeddings=true"],
+                                       ["model=t5", "model.attention_scale=2.0"]])  # folded into W_q
+def test_a_variant_of_a_preset_exports_with_the_same_logits(overrides):
+    torch.manual_seed(0)
+    model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model).eval()
+    hf = to_hf(model)
+    hf_inputs, zoo_inputs, mask = _inputs(kind_of(hf))
+    if kind_of(hf) == "masked":
+        hf_inputs.pop("token_type_ids"), zoo_inputs.pop("token_type_ids")
+    with torch.no_grad():
+        assert _max_diff(hf(**hf_inputs).logits, model(**zoo_inputs).logits, mask) <= 1e-4
+    tied = hf.get_output_embeddings().weight.data_ptr() == hf.get_input_embeddings().weight.data_ptr()
+    assert tied == model.config.tie_embeddings
+
+
+def test_gpt2_exports_with_its_head_tied_as_gpt2_has_it():
+    torch.manual_seed(0)
+    hf = to_hf(zoo.build_model(zoo.compose(["model=gpt", *SMALL]).model))
+    assert hf.config.tie_word_embeddings
+    assert hf.lm_head.weight.data_ptr() == hf.transformer.wte.weight.data_ptr()  # one matrix, saved once
+
+
+def test_weights_that_do_not_line_up_are_refused_naming_them():
+    from zoo.interop.hf.common import load_exact
+
+    module = torch.nn.Linear(2, 3)
+    state = dict(module.state_dict())
+    load_exact(module, state)
+    with pytest.raises(UnsupportedConfig, match=r"missing \['bias'\], unexpected \[\]"):
+        load_exact(module, {"weight": state["weight"]})
+    with pytest.raises(UnsupportedConfig, match=r"missing \[\], unexpected \['extra'\]"):
+        load_exact(module, {**state, "extra": torch.zeros(1)})
+
+
 @pytest.mark.parametrize("build, field", [
     (lambda: _llama(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
                                      "original_max_position_embeddings": 32}), "rope_type='yarn'"),
@@ -206,6 +242,8 @@ def test_a_composed_preset_exports_with_the_same_logits(preset):
     (lambda: _gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx=True"),
     (lambda: _gpt2("silu"), "activation_function='silu'"),
     (lambda: _bert(position_embedding_type="relative_key"), "position_embedding_type='relative_key'"),
+    (lambda: _bert("silu"), "hidden_act='silu'"),
+    (lambda: _bert(is_decoder=True), "is_decoder=True"),
     (lambda: _t5("gated-relu"), "feed_forward_proj='gated-relu'"),
     (lambda: _bart(decoder_ffn_dim=32), "encoder_ffn_dim=64 differs from decoder_ffn_dim=32"),
 ])

@@ -37,8 +37,9 @@ def test_token_types_add_a_segment_embedding(family):
         default = run(model, ids).hidden_states
         assert torch.equal(default, run(model, ids, token_type_ids=zeros).hidden_states)
         assert not torch.allclose(default, run(model, ids, token_type_ids=ones).hidden_states)
-    with pytest.raises(ValueError, match=r"token_type_ids must be in \[0, 2\)"):
-        run(model, ids, token_type_ids=ones * 2)
+    for bad in (ones * 2, ones - 2, torch.cat([zeros[:, :1] - 1, ones[:, 1:]], dim=1)):  # too high, negative, mixed
+        with pytest.raises(ValueError, match=r"token_type_ids must be in \[0, 2\)"):
+            run(model, ids, token_type_ids=bad)
     plain = zoo.build_model(tiny(family, "learned"))
     with pytest.raises(ValueError, match="model.token_types=0"):
         run(plain, ids, token_type_ids=zeros)
@@ -105,3 +106,25 @@ def test_bad_values_are_refused(key, value):
 
     with pytest.raises(ConfigError, match="token_types|attention_scale|offset"):
         ModelConfig(**{**tiny("decoder_only", "learned"), key: value})
+
+
+@pytest.mark.parametrize("output_loss", ["chunked", "logits"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_token_loss_ignores_rows_without_a_target(family, output_loss):
+    """Rows whose target is -100 weigh nothing: the loss is the mean cross-entropy of the others
+    (F.cross_entropy's ignore_index), with and without label smoothing."""
+    from zoo.config.train import OutputLoss
+
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny(family, "learned")).eval()
+    hidden = torch.randn(6, 16)
+    targets = torch.tensor([3, -100, 5, -100, -100, 36])
+    logits = model.logits(hidden[None])[0]  # (N, V)
+    for smoothing in (0.0, 0.1):
+        expected = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-100, label_smoothing=smoothing)
+        kept = torch.nn.functional.cross_entropy(logits[targets != -100], targets[targets != -100],
+                                                 label_smoothing=smoothing)
+        with torch.no_grad():
+            got = model.token_loss(hidden, targets, output_loss=OutputLoss(output_loss), label_smoothing=smoothing)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(got, kept)

@@ -1,4 +1,5 @@
-"""Every family × position scheme × norm placement × norm type on a tiny config: shapes,
+"""Every family × position scheme × norm placement × norm type on a tiny config with sharp weights
+(init_std 0.5: logits far from ties, so a wrong index or mask moves them well past the tolerance): shapes,
 backward, causality, padding invariance and cached decoding."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, tiny
+from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, sharp, tiny
 
 ATOL = 1e-5
 
@@ -17,7 +18,7 @@ GRID_POS = pytest.mark.parametrize("position", POSITIONS)
 
 
 def build(family, position, norm="pre", norm_type="layernorm", **kw):
-    model = zoo.build_model(tiny(family, position, norm=norm, norm_type=norm_type, **kw))
+    model = zoo.build_model(sharp(family, position, norm=norm, norm_type=norm_type, **kw))
     return model.eval()
 
 

@@ -121,3 +121,41 @@ def test_pre_and_post_placement():
     assert cfg_pre.norm == NormPlacement.pre
     assert torch.allclose(pre(x, f), x + 2 * pre.norm(x), atol=1e-6)
     assert torch.allclose(post(x, f), post.norm(3 * x), atol=1e-6)
+
+
+# -- the boolean attention mask, entry by entry --------------------------------------------------
+
+def _mask(**kw):
+    from zoo.nn.mask import attention_mask
+
+    return attention_mask(device=torch.device("cpu"), **kw)
+
+
+def test_causal_mask_is_lower_triangular_and_offset_for_cached_keys():
+    full = _mask(q_len=4, k_len=4, causal=True, key_padding=None)
+    assert full.shape == (1, 1, 4, 4)
+    assert torch.equal(full[0, 0], torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]).bool())
+    # 2 new queries after 3 cached keys (S = 5): query i sees keys 0 .. 3 + i
+    step = _mask(q_len=2, k_len=5, causal=True, key_padding=None)
+    assert torch.equal(step[0, 0], torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]).bool())
+    one = _mask(q_len=1, k_len=5, causal=True, key_padding=None)  # a one-token step sees everything
+    assert one[0, 0].all()
+    assert _mask(q_len=3, k_len=3, causal=False, key_padding=None) is None
+
+
+def test_padding_mask_hides_padded_keys_and_frees_queries_that_see_nothing():
+    padding = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])  # row 0 left-padded by 2
+    m = _mask(q_len=4, k_len=4, causal=True, key_padding=padding)
+    assert m.shape == (2, 1, 4, 4)
+    # row 0: queries 0 and 1 (padding) could see no real key: they see every key instead;
+    # queries 2 and 3 see the real keys up to themselves
+    assert torch.equal(m[0, 0], torch.tensor([[1, 1, 1, 1], [1, 1, 1, 1], [0, 0, 1, 0], [0, 0, 1, 1]]).bool())
+    assert torch.equal(m[1, 0], torch.tril(torch.ones(4, 4)).bool())
+    # a one-token decoding step of the padded row still hides its padding
+    step = _mask(q_len=1, k_len=5, causal=True, key_padding=torch.tensor([[0, 0, 1, 1, 1]]))
+    assert torch.equal(step[0, 0], torch.tensor([[0, 0, 1, 1, 1]]).bool())
+    bidirectional = _mask(q_len=2, k_len=3, causal=False, key_padding=torch.tensor([[1, 0, 1]]))
+    assert bidirectional.shape == (1, 1, 1, 3)  # one row of keys, broadcast over the queries
+    assert torch.equal(bidirectional[0, 0, 0], torch.tensor([1, 0, 1]).bool())
+    with pytest.raises(ValueError, match="covers 3 positions but there are 4 keys"):
+        _mask(q_len=4, k_len=4, causal=True, key_padding=torch.ones(1, 3))

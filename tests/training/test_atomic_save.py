@@ -45,6 +45,33 @@ def test_checkpoint_io_writes_local_paths_atomically_and_refuses_storage_options
     assert not (tmp_path / "c.ckpt").exists()
 
 
+def test_local_paths_go_through_the_atomic_writer_and_urls_through_lightnings(tmp_path, monkeypatch):
+    from zoo.training.checkpoint import saving
+
+    written = []
+    real = saving.atomic_save
+    monkeypatch.setattr(saving, "atomic_save", lambda obj, path: written.append(str(path)) or real(obj, path))
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"step": 1}, tmp_path / "a.ckpt")
+    io.save_checkpoint({"step": 2}, f"file://{tmp_path}/b.ckpt")
+    assert written == [str(tmp_path / "a.ckpt"), str(tmp_path / "b.ckpt")]
+    io.save_checkpoint({"step": 3}, "memory://zoo-test/c.ckpt")  # fsspec's in-memory file system
+    assert len(written) == 2
+    assert io.load_checkpoint("memory://zoo-test/c.ckpt")["step"] == 3
+
+
+def test_the_bytes_are_in_the_file_when_it_is_synced(tmp_path, monkeypatch):
+    """fsync makes durable what the OS has; Python's buffer must be flushed into it first."""
+    import os
+
+    sizes = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: sizes.append(os.fstat(fd).st_size) or real(fd))
+    path = tmp_path / "x.ckpt"
+    atomic_save({"a": torch.arange(3)}, path)  # a small file: it would sit whole in the buffer
+    assert sizes and sizes[0] == path.stat().st_size > 0
+
+
 class _Tiny(L.LightningModule):
     def __init__(self):
         super().__init__()
@@ -79,11 +106,14 @@ class _Recording(LastCheckpoint):
 def test_last_checkpoint_is_written_at_the_promised_steps(tmp_path, max_steps, every, accumulate, expected):
     data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=1)  # 8 batches an epoch
     saver = _Recording(tmp_path, every_n_steps=every)
+    stale = tmp_path / ".last.ckpt.tmp-99999"  # left by a process killed while saving
+    stale.write_bytes(b"half a checkpoint")
     trainer = L.Trainer(max_steps=max_steps, accumulate_grad_batches=accumulate, callbacks=[saver, RunRecord(tmp_path)],
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, accelerator="cpu", devices=1)
     trainer.fit(_Tiny(), data)
     assert saver.steps == expected
+    assert not stale.exists()
     checkpoint = torch.load(tmp_path / "last.ckpt", weights_only=False)
     assert checkpoint["global_step"] == max_steps
     assert checkpoint["zoo_run"] == {"run_dir": str(tmp_path), "loggers": {}, "world_size": 1}

@@ -48,3 +48,6 @@ class FeedForward(nn.Module):
         else:
             h = self.act(h)
         return self.w_out(self.dropout(h))
+
+    def extra_repr(self) -> str:
+        return f"activation={self.activation.value}"
