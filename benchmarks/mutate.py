@@ -7,6 +7,8 @@ module, and count the bugs no test notices.
     python benchmarks/mutate.py --planted                # only the named bugs of PLANTED
     python benchmarks/mutate.py --list                   # what would be tried, without running
     python benchmarks/mutate.py --again                  # rerun the last report's survivors (new tests)
+    python benchmarks/mutate.py --per-module 4 --seed 1 --exclude mutation --report mutation_heldout
+                                                         # a fresh sample, none of the first one's mutants
 
 Needs `coverage` (pip install coverage). Works on a scratch copy of the tracked files, so the
 working tree is never modified. Each module's tests run once under coverage; a mutant on a line
@@ -365,7 +367,7 @@ def write_report(mutants: list[Mutant], planted: list[dict], args, seconds: floa
               "seed": args.seed, "per_module": args.per_module, "total": total,
               "modules": {p: score(ms) for p, ms in by_module.items()},
               "mutants": [asdict(m) | {"key": m.key} for m in mutants], "planted": planted}
-    (RESULTS / "mutation.json").write_text(json.dumps(record, indent=1) + "\n")
+    (RESULTS / f"{args.report}.json").write_text(json.dumps(record, indent=1) + "\n")
     lines = ["# Mutation testing of the core", "",
              f"Commands: {', then '.join(f'`{c}`' for c in history)} ({round(seconds / 60)} min in all; "
              "`--again` reruns the mutants the previous run did not kill).", "", "One mutant at a time is written into a",
@@ -392,7 +394,7 @@ def write_report(mutants: list[Mutant], planted: list[dict], args, seconds: floa
                   "|---|---|---|---|"]
         lines += [f"| {p['bug']} | {p['path']} | {'yes' if p['caught'] else '**no**'} | {p['failed_test']} |"
                   for p in planted]
-    (RESULTS / "mutation.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.report}.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -403,6 +405,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--planted", action="store_true", help="only the named bugs of PLANTED")
     p.add_argument("--list", action="store_true", help="list the mutants and stop")
     p.add_argument("--no-planted", action="store_true", help="skip the named bugs")
+    p.add_argument("--report", default="mutation",
+                   help="name of the report: benchmarks/results/NAME.json and NAME.md (default: mutation)")
+    p.add_argument("--exclude", nargs="*", default=[], metavar="REPORT",
+                   help="leave out the mutants of these reports (a held-out sample: --exclude mutation)")
     p.add_argument("--again", action="store_true",
                    help="rerun the mutants of the last report that were not killed (survived, not reached, "
                         "equivalent) and update the report; the killed ones keep their result")
@@ -415,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
     history: list[str] = []
     spent = 0.0
     if args.again:
-        last = json.loads((RESULTS / "mutation.json").read_text())
+        last = json.loads((RESULTS / f"{args.report}.json").read_text())
         args.modules, args.seed, args.per_module = list(dict.fromkeys(m["path"] for m in last["mutants"])), last["seed"], \
             last["per_module"]
         history, spent = last.get("history", [last["command"]]), last["seconds"]
@@ -432,8 +438,11 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 raise SystemExit(f"mutate: {old['path']}:{old['line']} {old['description']} is no longer a mutant "
                                  "of the source (it changed): run the whole sample again")
+    exclude = set()
+    for name in args.exclude:
+        exclude |= {m["key"] for m in json.loads((RESULTS / f"{name}.json").read_text())["mutants"]}
     for path in ([] if args.again else args.modules):
-        found = mutants_of(path)
+        found = [m for m in mutants_of(path) if m.key not in exclude]
         if args.per_module and len(found) > args.per_module:
             found = sorted(random.Random(f"{args.seed}:{path}").sample(found, args.per_module),
                            key=lambda m: (m.line, m.col))
