@@ -32,9 +32,10 @@ def one_line_failure(result, *fragments):
 
 @pytest.fixture(scope="module")
 def numbers(tmp_path_factory):
-    """The numbers_seq2seq recipe, cut to 600 steps (about 95% exact match already)."""
+    """The numbers_seq2seq recipe, cut to 420 steps (99% exact match on the 500 held-out phrases
+    already, on a 2-core CPU); its own validation reads one batch (zoo-eval reads them all)."""
     run = tmp_path_factory.mktemp("numbers")
-    cfg = zoo.compose(["trainer.max_steps=600", "trainer.val_check_interval=600",
+    cfg = zoo.compose(["trainer.max_steps=420", "trainer.val_check_interval=420", "trainer.limit_val_batches=1",
                        "callbacks.progress_bar=none"], config_name="numbers_seq2seq")
     train(cfg, run)
     held_out = load_splits(as_data_config(cfg.data))["validation"]["n"]
