@@ -47,7 +47,8 @@ EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.json"
 # wrote), decoding with and without caches
 MODEL_TESTS = ["tests/nn/test_known_values.py", "tests/nn/test_units_by_hand.py", "tests/nn/test_positions.py",
                "tests/nn/test_kv_cache.py", "tests/models/test_reference_parity.py", "tests/models/test_variants.py",
-               "tests/models/test_head_options.py", "tests/models/test_direction.py", "tests/interop/test_hf.py",
+               "tests/models/test_head_options.py", "tests/models/test_direction.py", "tests/models/test_budget.py",
+               "tests/interop/test_hf.py",
                "tests/inference/test_generate.py",
                "tests/perf/test_speed_switches.py::test_static_cache_decodes_the_same_tokens"]
 TARGETS: list[tuple[str, list[str]]] = [

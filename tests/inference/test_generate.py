@@ -155,3 +155,12 @@ def test_the_decoding_defaults_are_the_ones_transformers_applies():
     ours = GenerationConfig()
     for name in ("use_cache", "length_penalty", "early_stopping", "temperature", "top_p"):
         assert getattr(ours, name) == defaults[name], name
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "sample"])
+def test_one_new_token_is_one_column(strategy):
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny("decoder_only", "rope")).eval()
+    ids = torch.randint(4, 37, (3, 5))
+    out = run(model, ids, strategy=strategy, max_new_tokens=1)
+    assert out.shape == (3, 1)

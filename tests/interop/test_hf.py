@@ -74,6 +74,7 @@ FAMILIES = {
     "llama": _llama,
     "llama-tied": lambda: _llama(tie=True),
     "llama-linear-rope": lambda: _llama(rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}),
+    "llama-wide-heads": lambda: _llama(head_dim=16),  # H·Dh = 64 > D = 32
     "gpt2": _gpt2,
     "gpt2-relu": lambda: _gpt2("relu"),
     "bert": _bert,
@@ -269,3 +270,18 @@ def test_a_model_without_its_language_model_head_is_refused(bare):
     config = {"LlamaModel": _llama, "BertModel": _bert, "T5Model": _t5}[bare]().config
     with pytest.raises(UnsupportedConfig, match=f"{bare} has no language-model head"):
         from_hf(getattr(transformers, bare)(config))
+
+
+@pytest.mark.parametrize("preset", sorted(p for p, cls in PRESET_EXPORTS.items() if cls))
+def test_an_export_keeps_the_models_dropout(preset):
+    """A zoo model without dropout exports to a Hugging Face model without dropout: fine-tuned
+    in transformers (training mode), it computes the logits it computes in evaluation mode."""
+    torch.manual_seed(0)
+    model = zoo.build_model(zoo.compose([f"model={preset}", *SMALL]).model).eval()
+    assert model.config.dropout == 0.0
+    hf = to_hf(model)
+    hf_inputs, _, mask = _inputs(kind_of(hf))
+    with torch.no_grad():
+        evaluated = hf.eval()(**hf_inputs).logits
+        trained = hf.train()(**hf_inputs).logits
+    assert _max_diff(trained, evaluated, mask) == 0.0

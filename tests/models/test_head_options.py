@@ -128,3 +128,17 @@ def test_token_loss_ignores_rows_without_a_target(family, output_loss):
             got = model.token_loss(hidden, targets, output_loss=OutputLoss(output_loss), label_smoothing=smoothing)
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(got, kept)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forward_loss_is_the_cross_entropy_of_the_forward_logits(family):
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny(family, "learned")).eval()
+    ids = torch.randint(0, 37, (2, 6))
+    targets = torch.randint(0, 37, (2, 6))
+    targets[0, :2] = -100
+    inputs = {"input_ids": ids, **({"decoder_input_ids": ids} if family == "encoder_decoder" else {})}
+    with torch.no_grad():
+        logits = model(**inputs).logits  # (B, T, V)
+        expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        torch.testing.assert_close(model.forward_loss(inputs, targets), expected)

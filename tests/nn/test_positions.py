@@ -82,7 +82,7 @@ def test_alibi_bias_is_minus_slope_times_distance():
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])
-@pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (8, 20)])
+@pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (8, 20), (4, 10)])
 def test_t5_buckets_match_hugging_face(bidirectional, num_buckets, max_distance):
     from transformers.models.t5.modeling_t5 import T5Attention  # a test dependency: fails, never skips
     offsets = torch.arange(-300, 300)
@@ -91,6 +91,17 @@ def test_t5_buckets_match_hugging_face(bidirectional, num_buckets, max_distance)
     theirs = T5Attention._relative_position_bucket(offsets, bidirectional=bidirectional,
                                                    num_buckets=num_buckets, max_distance=max_distance)
     assert torch.equal(ours, theirs)
+
+
+def test_t5_buckets_match_hugging_face_where_distance_1_is_already_logarithmic():
+    """3 causal buckets: only distance 0 is exact, and distance 1 already takes the log branch."""
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    offsets = torch.arange(-10, 1)
+    ours = relative_bucket(offsets, bidirectional=False, num_buckets=3, max_distance=4)
+    theirs = T5Attention._relative_position_bucket(offsets, bidirectional=False, num_buckets=3, max_distance=4)
+    # distance 1: 1 + floor(log(1 / 1) / log(4 / 1) · 2) = 1; distance 2: 1 + floor(0.5 · 2) = 2
+    assert torch.equal(ours, theirs) and ours[-2:].tolist() == [1, 0] and ours[-3] == 2
 
 
 @pytest.mark.parametrize("bidirectional, expected", [

@@ -160,3 +160,23 @@ def test_a_position_bias_is_computed_once_per_forward_only_where_positions_alone
     with torch.no_grad():
         model(torch.randint(0, 37, (2, 5)))
     assert len(calls) == (1 if kind in BIAS_FROM_POSITIONS_ONLY else n_layers)
+
+
+@pytest.mark.parametrize("kind", list(PositionKind))
+def test_the_state_dict_holds_parameters_only(kind):
+    """Tables a scheme computes from the config (ALiBi's slopes, RoPE's frequencies) are
+    non-persistent buffers: a checkpoint or an exported file holds weights alone."""
+    model = zoo.build_model(tiny("decoder_only", kind.value))
+    assert set(model.state_dict()) == {name for name, _ in model.named_parameters(remove_duplicate=False)}
+
+
+def test_rmsnorm_by_default_is_llamas():
+    """zoo.nn.RMSNorm(dim) without an eps computes what transformers' LlamaRMSNorm(dim) does."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from zoo.nn.norm import RMSNorm
+
+    x = torch.randn(2, 3, 8) * 1e-3  # small activations: eps matters
+    ours, theirs = RMSNorm(8), LlamaRMSNorm(8)
+    assert ours.eps == theirs.variance_epsilon
+    torch.testing.assert_close(ours(x), theirs(x))

@@ -102,6 +102,7 @@ class _Recording(LastCheckpoint):
     (7, 3, 2, [3, 4, 6, 7]),  # 8 batches an epoch, 2 per step: epoch end at step 4; final step 7
     (8, 3, 1, [3, 6, 8]),  # 8 steps an epoch: the epoch end is the final step, written once
     (5, 2, 4, [2, 4, 5]),  # 2 steps an epoch: epoch ends at 2 and 4 coincide with every=2
+    (1, 3, 1, [1]),  # one step: the final step, long before every=3 and the epoch end
 ])
 def test_last_checkpoint_is_written_at_the_promised_steps(tmp_path, max_steps, every, accumulate, expected):
     data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=1)  # 8 batches an epoch

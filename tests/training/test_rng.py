@@ -77,3 +77,35 @@ def test_a_single_process_saves_its_own_state_as_rank_zero():
     assert len(saved["ranks"]) == 1
     assert torch.equal(saved["ranks"][0]["torch"], state["torch"])
     assert saved["ranks"][0]["python"] == state["python"]
+
+
+def _gather_on_rank(rank: int, world: int, port: int, out: str) -> None:
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        _seeded(100 + rank)
+        callback = RngState()
+        callback.setup(SimpleNamespace(world_size=world), None, "fit")
+        state = callback.state_dict()
+        if rank == 0:
+            torch.save({"state": state, "own": capture()}, out)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_two_ranks_save_both_their_states(tmp_path):
+    """In a real 2-process group every rank's generators go into the checkpoint, in rank order."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "state.pt"
+    mp.spawn(_gather_on_rank, args=(2, port, str(out)), nprocs=2)
+    saved = torch.load(out, weights_only=False)
+    ranks = saved["state"]["ranks"]
+    assert len(ranks) == 2
+    assert torch.equal(ranks[0]["torch"], saved["own"]["torch"])
+    assert torch.equal(ranks[0]["torch"], _seeded(100)["torch"])
+    assert torch.equal(ranks[1]["torch"], _seeded(101)["torch"])
