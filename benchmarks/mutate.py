@@ -17,7 +17,8 @@ is written into the copy and its tests run with `-x`: a failure (or a crash, or 
 3 x the clean run's time) kills it; a pass means it survived.
 
 A survivor that cannot change any observable behaviour is equivalent: listed, with its reason, in
-benchmarks/mutation_equivalent.json (key: "path:line:col description"), and left out of the score.
+benchmarks/mutation_equivalent.json (key: "path:line:col description"), and left out of the score; a
+survivor that no test kills yet is explained in benchmarks/mutation_survivors.json (same keys).
 Results go to benchmarks/results/mutation.json and mutation.md."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.json"
+SURVIVORS = ROOT / "benchmarks" / "mutation_survivors.json"  # known survivors: why no test kills them yet
 
 # module patterns -> the tests that guard them (fast, in-process tests first: `-x` stops at the first failure)
 # the tests that run the model code: hand-worked values, the cache, the model options, attention
@@ -416,6 +418,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     start = time.perf_counter()
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    survivors = json.loads(SURVIVORS.read_text()) if SURVIVORS.exists() else {}
 
     chosen: list[Mutant] = []
     rerun: set[str] | None = None
@@ -475,6 +478,8 @@ def main(argv: list[str] | None = None) -> None:
                     m.outcome = "not reached"
                 else:
                     run_mutant(work, m, list(tests), timeout)
+                    if m.outcome == "survived":
+                        m.reason = survivors.get(m.key, "")
                 print(f"  {m.outcome:11s} {m.key}  {m.failed_test}", flush=True)
         write_report(chosen, planted, args, spent + time.perf_counter() - start, history)
         print(json.dumps(score(chosen)))
