@@ -3,6 +3,7 @@
     zoo-compare multirun/2026-11-22/10-00-00                   # report in that directory
     zoo-compare SWEEP_A SWEEP_B out=reports/ablation metric=val/ppl baseline=model.norm=pre
     zoo-compare SWEEP lengths=1,2,4,8      # + perplexity at 1x..8x the trained context
+    zoo-compare SWEEP tune=optim.lr        # each arm at its own best learning rate
 
 Writes report.md, report.csv, curves.png and final.png into `out` (default: `compare/` inside
 the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
@@ -28,11 +29,13 @@ class CompareArgs:
                                                             "the baseline arm (default: the first arm)"})
     lengths: Optional[str] = field(default=None, metadata={"help": "e.g. 1,2,4,8: also the perplexity at "
                                                            "these multiples of the trained context"})
+    tune: Optional[str] = field(default=None, metadata={"help": "a config key, e.g. optim.lr: compare each arm "
+                                                        "(config minus seed and KEY) at its own best value of KEY"})
 
 
 def run(argv: list[str]) -> dict:
     from zoo.cli.args import parse
-    from zoo.compare import compare
+    from zoo.compare import compare, compare_tuned
     from zoo.config.errors import ConfigError
 
     dirs = [a for a in argv if "=" not in a]
@@ -51,15 +54,23 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"lengths={args.lengths}: give comma-separated integers, e.g. lengths=1,2,4") from None
     if multiples and min(multiples) < 1:
         raise ConfigError(f"lengths={args.lengths}: multiples must be >= 1")
+    if args.tune and multiples:
+        raise ConfigError(f"tune={args.tune} and lengths= cannot be combined: compare lengths without tune=")
     try:
-        report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
-                         lengths=multiples)
+        if args.tune:
+            report = compare_tuned([Path(d) for d in dirs], out, key=args.tune, metric=args.metric,
+                                   baseline=args.baseline)
+        else:
+            report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
+                             lengths=multiples)
     except ValueError as exc:
-        if not raised_in(exc, "zoo.compare.report"):  # a bug, not a refusal: keep its traceback
+        if not (raised_in(exc, "zoo.compare.report") or raised_in(exc, "zoo.compare.tune")):  # a bug: keep its traceback
             raise
         raise ConfigError(str(exc)) from None
     from zoo.compare import RunStatus
 
+    for warning in getattr(report, "warnings", []):
+        print(f"zoo-compare: warning: {warning}", file=sys.stderr)
     runs = [r for a in report.arms for r in a.runs] + report.unreadable
     for run in (r for r in runs if r.status == RunStatus.damaged):
         print(f"zoo-compare: warning: {run.error}; left out of the comparison", file=sys.stderr)
@@ -79,8 +90,8 @@ def options_with_baseline(options: list[str]) -> list[str]:
 
 def raised_in(exc: BaseException, module: str) -> bool:
     """Whether `exc` was raised by the code of `module` itself. zoo.compare.report refuses a
-    bad metric, baseline or out, and sweeps without runs, with ValueError; only those become
-    one-line errors (a ValueError from deeper down is a bug)."""
+    bad metric, baseline or out, and sweeps without runs, and zoo.compare.tune a bad tune= key,
+    with ValueError; only those become one-line errors (a ValueError from deeper down is a bug)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next

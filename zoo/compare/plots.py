@@ -103,3 +103,32 @@ def plot_lengths(report, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_tuning(report, path: Path) -> Path:
+    """Final metric (mean ± std over seeds) against the tuned key, one line per arm, its best
+    value ringed; a logarithmic axis when every value is a positive number (learning rates)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    numeric = all(isinstance(p.value, (int, float)) and not isinstance(p.value, bool) and p.value > 0
+                  for arm in report.arms for p in arm.points)
+    for arm in report.arms:
+        points = [p for p in arm.points if p.mean is not None]
+        if not points:
+            continue
+        xs = [p.value if numeric else str(p.value) for p in points]
+        line = ax.errorbar(xs, [p.mean for p in points], yerr=[p.std or 0.0 for p in points], marker="o",
+                           capsize=3, label=_label(report, arm))
+        if arm.best is not None:
+            ax.scatter([arm.best.value if numeric else str(arm.best.value)], [arm.best.mean], s=160,
+                       facecolors="none", edgecolors=line[0].get_color(), linewidths=1.5)
+    if numeric:
+        ax.set_xscale("log")
+    ax.set_xlabel(report.key)
+    ax.set_ylabel(f"final {report.metric}")
+    ax.set_title(f"each arm at its own best {report.key} (ringed)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -123,11 +123,9 @@ def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
     return matches[0]
 
 
-def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: Optional[str] = None,
-            plots: bool = True, lengths: Optional[list[int]] = None) -> Report:
-    """Read the sweeps in `dirs`, write report.md, report.csv (and curves.png, final.png) into
-    `out`, and return the report. `lengths` (multiples of the trained context, e.g. [1, 2, 4, 8])
-    adds a length-extrapolation table (lengths.csv, lengths.png)."""
+def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
+    """(readable runs, runs whose config cannot be read) under `dirs`; refuses no runs at all and
+    a metric no run logged."""
     runs = find_runs([Path(d) for d in dirs])
     if not runs:
         raise ValueError(f"no run directories (with .hydra/overrides.yaml) under {', '.join(map(str, dirs))}")
@@ -142,18 +140,22 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
         close = difflib.get_close_matches(metric, known, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         raise ValueError(f"metric={metric}: no run logged it; {hint}metrics: {', '.join(known)}")
+    return runs, unreadable
+
+
+def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: Optional[str] = None,
+            plots: bool = True, lengths: Optional[list[int]] = None) -> Report:
+    """Read the sweeps in `dirs`, write report.md, report.csv (and curves.png, final.png) into
+    `out`, and return the report. `lengths` (multiples of the trained context, e.g. [1, 2, 4, 8])
+    adds a length-extrapolation table (lengths.csv, lengths.png). Each arm at its own best value
+    of one key: `zoo.compare.tune.compare_tuned`."""
+    runs, unreadable = load_runs(dirs, metric)
     arms, keys = group_arms(runs)
     base = pick_baseline(arms, baseline)
     for arm in arms:
         arm.diff = difference(arm.finals(metric), base.finals(metric)) if arm is not base else None
     report = Report(metric=metric, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out={out} is a file; give a directory for the report (it is created "
-                         f"when missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(f"out={out}: cannot create the report directory ({exc.strerror})") from None
+    make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
     if lengths:
         report.multiples = list(lengths)
@@ -168,7 +170,19 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     return report
 
 
-def write_csv(report: Report, path: Path) -> Path:
+def make_out(out: Path) -> None:
+    """Create the report directory; refuse a file in its place."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={out} is a file; give a directory for the report (it is created "
+                         f"when missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"out={out}: cannot create the report directory ({exc.strerror})") from None
+
+
+def write_csv(report, path: Path) -> Path:
+    """report.rows() as CSV (a Report or a zoo.compare.tune.TunedReport)."""
     rows = report.rows()
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))

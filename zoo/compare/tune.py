@@ -1,0 +1,188 @@
+"""Arms compared at their own best value of one key (`zoo-compare SWEEP tune=optim.lr`).
+
+An architecture change often moves the best learning rate, so arms compared at one shared rate
+can show the rate's effect as the architecture's. With `tune=KEY` an arm is every run with the
+same config except the seed and KEY; each arm is reported at the KEY value with the best mean
+final metric over its seeds, with the whole curve of the metric against KEY, and its difference
+to the baseline arm (at the baseline's own best value) with a 95% interval. An arm whose best
+value is the lowest or highest one tried gets a warning: its best may lie outside the grid."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from zoo.compare.plots import plot_tuning
+from zoo.compare.report import load_runs, make_out, pick_baseline, write_csv
+from zoo.compare.runs import IGNORED, Run, RunStatus
+from zoo.compare.stats import Difference, difference, mean_std
+
+# the last part of a metric's name -> whether a lower value is better
+DIRECTION = {"loss": True, "ppl": True, "accuracy": False, "bleu": False, "exact_match": False}
+
+
+def lower_is_better(metric: str) -> bool:
+    name = metric.rsplit("/", 1)[-1]
+    if name not in DIRECTION:
+        raise ValueError(f"metric={metric}: tune= picks each arm's best value, and which way is better is "
+                         f"known for {', '.join(sorted(DIRECTION))} only")
+    return DIRECTION[name]
+
+
+@dataclass
+class Point:
+    """One value of the tuned key within an arm: its runs and the final metric over their seeds."""
+
+    value: Any
+    runs: list[Run]
+    mean: Optional[float] = None
+    std: Optional[float] = None
+    seeds: int = 0
+
+    def finals(self, metric: str) -> dict:
+        return {r.seed: r.final(metric) for r in self.runs if r.final(metric) is not None}
+
+
+@dataclass
+class TunedArm:
+    name: str  # "arm N"
+    runs: list[Run]
+    points: list[Point]  # in increasing order of the tuned value
+    settings: dict[str, str] = field(default_factory=dict)  # differing keys, the tuned one left out
+    best: Optional[Point] = None
+    diff: Optional[Difference] = None
+    warning: str = ""
+
+
+@dataclass
+class TunedReport:
+    metric: str
+    key: str
+    arms: list[TunedArm]
+    baseline: TunedArm
+    keys: list[str]
+    files: dict[str, Path] = field(default_factory=dict)
+    unreadable: list[Run] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [arm.warning for arm in self.arms if arm.warning]
+
+    def rows(self) -> list[dict]:
+        out = []
+        for arm in self.arms:
+            row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
+            row.update({k: arm.settings.get(k, "") for k in self.keys})
+            best = arm.best
+            row.update({
+                f"best {self.key}": best.value if best else None,
+                f"{self.metric} mean": best.mean if best else None, f"{self.metric} std": best.std if best else None,
+                "seeds": best.seeds if best else 0,
+                "diff": arm.diff.mean if arm.diff else None,
+                "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
+                "curve": "; ".join(f"{p.value}: {'' if p.mean is None else f'{p.mean:.4f}'}" for p in arm.points),
+                "warning": arm.warning,
+            })
+            out.append(row)
+        return out
+
+
+def _order(value: Any) -> tuple:
+    return (0, float(value), "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0.0, str(value))
+
+
+def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], list[str]]:
+    """Arms (config minus seed minus `key`) in order of first appearance, each at its best `key`
+    value; and the config keys other than `key` that differ between arms."""
+    if key.startswith(IGNORED):
+        raise ValueError(f"tune={key}: this key does not change what is learned; tune a training or model key")
+    if not any(key in r.config for r in runs):
+        raise ValueError(f"tune={key}: no run has this config key (e.g. tune=optim.lr)")
+    lower = lower_is_better(metric)
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(tuple(kv for kv in run.arm_key if kv[0] != key), []).append(run)
+    arms = []
+    for i, group in enumerate(groups.values()):
+        by_value: dict[str, Point] = {}
+        for run in group:
+            value = run.config.get(key)
+            by_value.setdefault(repr(value), Point(value=value, runs=[])).runs.append(run)
+        points = sorted(by_value.values(), key=lambda p: _order(p.value))
+        for p in points:
+            finals = list(p.finals(metric).values())
+            p.seeds = len(finals)
+            if finals:
+                p.mean, p.std = mean_std(finals)
+        arm = TunedArm(name=f"arm {i}", runs=group, points=points)
+        scored = [p for p in points if p.mean is not None and math.isfinite(p.mean)]
+        if scored:
+            arm.best = (min if lower else max)(scored, key=lambda p: p.mean)
+            if len(points) == 1:
+                arm.warning = f"{arm.name}: only {key}={points[0].value} was tried; nothing was tuned"
+            elif arm.best is points[0] or arm.best is points[-1]:
+                edge = "lowest" if arm.best is points[0] else "highest"
+                arm.warning = (f"{arm.name}: its best {key}={arm.best.value} is the {edge} value tried; "
+                               f"the best may lie beyond the grid")
+        arms.append(arm)
+    all_keys: list[str] = []
+    for run in runs:
+        all_keys += [k for k in run.config if k not in all_keys]
+    keys = [k for k in all_keys if k != key and not k.startswith(IGNORED)
+            and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1]
+    for arm in arms:
+        arm.settings = {k: "(unset)" if arm.runs[0].config.get(k) is None else str(arm.runs[0].config.get(k))
+                        for k in keys}
+    return arms, keys
+
+
+def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
+                  baseline: Optional[str] = None, plots: bool = True) -> TunedReport:
+    """Read the sweeps in `dirs`, compare each arm at its own best value of `key`, write
+    report.md, report.csv (and tuning.png) into `out`, and return the report."""
+    runs, unreadable = load_runs(dirs, metric)
+    arms, keys = tune_arms(runs, key, metric)
+    base = pick_baseline(arms, baseline)
+    for arm in arms:
+        if arm is not base and arm.best is not None and base.best is not None:
+            arm.diff = difference(arm.best.finals(metric), base.best.finals(metric))
+    report = TunedReport(metric=metric, key=key, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
+    make_out(out)
+    report.files["csv"] = write_csv(report, out / "report.csv")
+    if plots:
+        report.files["tuning"] = plot_tuning(report, out / "tuning.png")
+    report.files["md"] = write_tuned_markdown(report, out / "report.md", dirs)
+    return report
+
+
+def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
+    m, k = report.metric, report.key
+    better = "lowest" if lower_is_better(m) else "highest"
+    head = ["arm", *report.keys, f"best {k}", f"{m} at it (mean ± std)", "Δ vs baseline [95% CI]",
+            f"{m} by {k}", "runs"]
+    lines = [f"# Sweep comparison at each arm's own {k}: {m}", "",
+             f"Runs from {', '.join(f'`{d}`' for d in dirs)}. An arm is a config without its seed and "
+             f"without {k}; each arm is shown at the {k} with the {better} mean final {m} over its seeds "
+             f"(marked * in the curve). Δ = arm − baseline, each at its own best {k}, with a 95% "
+             f"Student-t interval (paired over seeds when both ran the same seeds, Welch otherwise).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm in report.arms:
+        best = arm.best
+        value = f"{best.mean:.4f} ± {best.std:.4f} (n={best.seeds})" if best else "no finished run"
+        diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
+        curve = ", ".join(f"{p.value}: {'–' if p.mean is None else f'{p.mean:.4f}'}{'*' if p is best else ''}"
+                          for p in arm.points)
+        status = ", ".join(f"{sum(r.status == s for r in arm.runs)} {s.value}" for s in RunStatus
+                           if any(r.status == s for r in arm.runs))
+        cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
+                 *[f"`{arm.settings[x]}`" for x in report.keys], f"`{best.value}`" if best else "–", value, diff,
+                 curve, status]
+        lines.append("| " + " | ".join(cells) + " |")
+    if report.warnings:
+        lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
+    if "tuning" in report.files:
+        lines += ["", f"![final {m} against {k}, one line per arm]({report.files['tuning'].name})"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
