@@ -46,8 +46,7 @@ class Arm:
 
     @property
     def status(self) -> str:
-        parts = [f"{self.count(s)} {s.value}" for s in RunStatus if self.count(s)]
-        return ", ".join(parts)
+        return status_of(self.runs)
 
 
 @dataclass
@@ -106,6 +105,12 @@ def group_arms(runs: list[Run]) -> tuple[list[Arm], list[str]]:
 
 def _show(value) -> str:
     return "(unset)" if value is None else str(value)
+
+
+def status_of(runs: list[Run]) -> str:
+    """How many of `runs` finished, failed, ... e.g. "2 finished, 1 failed"."""
+    counts = {s: sum(r.status == s for r in runs) for s in RunStatus}
+    return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
 
 
 def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.compare.plots import plot_tuning
-from zoo.compare.report import load_runs, make_out, pick_baseline, write_csv
-from zoo.compare.runs import IGNORED, Run, RunStatus
+from zoo.compare.report import _show, load_runs, make_out, pick_baseline, status_of, write_csv
+from zoo.compare.runs import IGNORED, Run
 from zoo.compare.stats import Difference, difference, mean_std
 
 # the last part of a metric's name -> whether a lower value is better
@@ -133,8 +133,7 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
     keys = [k for k in all_keys if k != key and not k.startswith(IGNORED)
             and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1]
     for arm in arms:
-        arm.settings = {k: "(unset)" if arm.runs[0].config.get(k) is None else str(arm.runs[0].config.get(k))
-                        for k in keys}
+        arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
     return arms, keys
 
 
@@ -174,8 +173,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         curve = ", ".join(f"{p.value}: {'–' if p.mean is None else f'{p.mean:.4f}'}{'*' if p is best else ''}"
                           for p in arm.points)
-        status = ", ".join(f"{sum(r.status == s for r in arm.runs)} {s.value}" for s in RunStatus
-                           if any(r.status == s for r in arm.runs))
+        status = status_of(arm.runs)
         cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
                  *[f"`{arm.settings[x]}`" for x in report.keys], f"`{best.value}`" if best else "–", value, diff,
                  curve, status]
