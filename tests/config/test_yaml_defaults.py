@@ -13,7 +13,8 @@ import yaml
 
 from zoo.config.data import DataConfig, TokenizerConfig
 from zoo.config.model import ModelConfig, PositionConfig
-from zoo.config.train import CallbacksConfig, LoggerConfig, OptimConfig, SchedulerConfig, TaskConfig
+from zoo.config.logger import LoggerConfig
+from zoo.config.train import CallbacksConfig, OptimConfig, SchedulerConfig, TaskConfig
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 SCHEMAS = {"model": ModelConfig, "model/position": PositionConfig, "task": TaskConfig, "data": DataConfig,

@@ -84,7 +84,7 @@ def describe(schema: type, prefix: str = "", values: Optional[dict] = None,
             lines += describe(kind, f"{prefix}{f.name}.", given if isinstance(given, dict) else None)
             continue
         text = f.metadata.get("help")
-        if isinstance(given, dict) and typing.get_origin(kind) in (dict, typing.Dict):
+        if isinstance(given, dict) and given and typing.get_origin(kind) in (dict, typing.Dict):
             lines += [f"  {prefix}{f.name}.{k}={show(v)}" for k, v in given.items()]
         else:
             value = given if given is not dataclasses.MISSING else default_of(f)

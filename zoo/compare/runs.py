@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from zoo.config.rundir import DamagedRecord, RunDir, RunSummary, read_record
+from zoo.config.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunSummary, read_record
 
-# config keys that do not change what is learned: never an arm's distinguishing setting
-IGNORED = ("seed", "ckpt_path", "callbacks.", "logger.", "tokenizer.cache_dir", "data.cache_dir", "hydra.")
+IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
 
 
 class RunStatus(str, enum.Enum):

@@ -8,10 +8,10 @@ from typing import Any, Dict, Optional
 MISSING = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
 
 from zoo.config.data import DataConfig, TokenizerConfig
+from zoo.config.logger import LoggerConfig
 from zoo.config.model import ModelConfig
 from zoo.config.train import (
     CallbacksConfig,
-    LoggerConfig,
     OptimConfig,
     SchedulerConfig,
     TaskConfig,

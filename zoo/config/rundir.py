@@ -14,6 +14,9 @@ zoo-generate, zoo-export and `ckpt_path=last`, which read them, cannot drift apa
         checkpoints/full.ckpt     a sharded (trainer=fsdp) run's whole model, for one device
         metrics.csv, hparams.yaml the CSV logger's metrics and the task's hyperparameters
         tb/                       TensorBoard's event files (logger.tensorboard=true)
+        wandb/                    the W&B run's files (logger=wandb; offline: what `wandb sync` uploads)
+        tracking.json             the trackers' run ids (logger=mlflow, logger=wandb): a resume goes on
+                                  logging into the same tracker runs
         summary.json              when the run finishes (`RunSummary`)
         failed.json               when it stopped with an error (removed once it finishes)
         lengths.json              zoo-compare's cache of the length-extrapolation table
@@ -31,6 +34,11 @@ from pathlib import Path, PurePath
 from typing import Any, ClassVar, Optional
 
 from zoo.config.errors import ZooError
+
+
+# config keys (prefixes) that do not change what a run learns: the seed and bookkeeping. Runs
+# that differ only in these are replicates of one arm (zoo-compare, the trackers' arm names).
+BOOKKEEPING = ("seed", "ckpt_path", "callbacks.", "logger.", "tokenizer.cache_dir", "data.cache_dir", "hydra.")
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,8 @@ class RunDir:
     METRICS: ClassVar[str] = "metrics.csv"
     HPARAMS: ClassVar[str] = "hparams.yaml"  # written by Lightning's CSV logger beside metrics.csv
     TENSORBOARD: ClassVar[str] = "tb"
+    WANDB: ClassVar[str] = "wandb"
+    TRACKING: ClassVar[str] = "tracking.json"
     SUMMARY: ClassVar[str] = "summary.json"
     FAILED: ClassVar[str] = "failed.json"
     LENGTHS: ClassVar[str] = "lengths.json"
@@ -112,6 +122,14 @@ class RunDir:
         return self.path / self.TENSORBOARD
 
     @property
+    def wandb(self) -> Path:
+        return self.path / self.WANDB
+
+    @property
+    def tracking(self) -> Path:
+        return self.path / self.TRACKING
+
+    @property
     def summary(self) -> Path:
         return self.path / self.SUMMARY
 
@@ -126,17 +144,17 @@ class RunDir:
     def names(self, relative: str | PurePath) -> bool:
         """Whether `relative` (a path inside the run directory) is one this class names: one of
         its files, a best-STEP checkpoint, a rank's log, or anything inside the directories that
-        another tool fills (.hydra/, tokenizer/, tb/)."""
+        another tool fills (.hydra/, tokenizer/, tb/, wandb/)."""
         parts = PurePath(relative).parts
         if not parts:
             return False
-        if parts[0] in (self.HYDRA, self.TOKENIZER, self.TENSORBOARD):
+        if parts[0] in (self.HYDRA, self.TOKENIZER, self.TENSORBOARD, self.WANDB):
             return True
         if parts[0] == self.CHECKPOINTS and len(parts) == 2:
             return parts[1] in (self.LAST, self.FULL) or fnmatch.fnmatch(parts[1], self.BEST_FILES)
         if len(parts) == 1:
             return parts[0] in (self.LOCK, self.LOG, self.CONFIG, self.METRICS, self.HPARAMS, self.SUMMARY,
-                                self.FAILED, self.LENGTHS) or fnmatch.fnmatch(parts[0], self.RANK_LOG)
+                                self.FAILED, self.LENGTHS, self.TRACKING) or fnmatch.fnmatch(parts[0], self.RANK_LOG)
         return False
 
 

@@ -1,4 +1,5 @@
-"""Typed schemas of a training run: task, optimizer, schedule, logging and checkpoints.
+"""Typed schemas of a training run: task, optimizer, schedule and checkpoints (the loggers'
+are in `zoo.config.logger`).
 (Trainer arguments are Lightning's own and pass through as a mapping.) No torch import."""
 
 from __future__ import annotations
@@ -181,12 +182,6 @@ class SchedulerConfig:
             raise ConfigError(f"scheduler.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.total_steps is not None and self.total_steps < 1:
             raise ConfigError(f"scheduler.total_steps must be >= 1, got {self.total_steps}")
-
-
-@dataclass(kw_only=True)
-class LoggerConfig:
-    csv: bool = field(default=True, metadata={"help": "metrics.csv in the run directory"})
-    tensorboard: bool = field(default=False, metadata={"help": "TensorBoard events under tb/"})
 
 
 @dataclass(kw_only=True)

@@ -15,12 +15,12 @@ from zoo.config.batching import per_device_batch
 from zoo.config.convert import as_model_config, as_schema, to_plain
 from zoo.config.data import as_data_config, as_tokenizer_config
 from zoo.config.errors import ConfigError
+from zoo.config.logger import LoggerConfig
 from zoo.config.positions import max_positions
 from zoo.config.root import ZooConfig
 from zoo.config.tasks import families_of
 from zoo.config.train import (
     CallbacksConfig,
-    LoggerConfig,
     OptimConfig,
     ScheduleKind,
     SchedulerConfig,

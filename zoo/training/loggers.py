@@ -1,5 +1,6 @@
-"""The loggers of a run: a CSV metrics file in the run directory that survives resuming, and
-TensorBoard's event files when asked for.
+"""The loggers of a run: a CSV metrics file in the run directory that survives resuming,
+TensorBoard's event files when asked for, and the experiment trackers MLflow and W&B
+(`zoo.training.trackers`).
 
 Lightning's CSVLogger deletes an existing metrics.csv when its directory is not empty; a
 resumed run must keep the rows of the steps it is not going to repeat and drop those it is."""
@@ -15,8 +16,12 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
+from omegaconf import DictConfig, OmegaConf
+
 from zoo.config.root import ZooConfig
 from zoo.config.rundir import RunDir
+from zoo.training.trackers import RunMLflowLogger, RunWandbLogger
+from zoo.training.tracking import run_identity
 
 
 class _ResumingWriter(ExperimentWriter):
@@ -62,9 +67,10 @@ class RunCSVLogger(CSVLogger):
         return self._experiment
 
 
-def build_loggers(spec: ZooConfig, run_dir: Path, resume_step: Optional[int]) -> list:
-    """metrics.csv (logger.csv) and tb/ (logger.tensorboard) in the run directory; a resumed
-    run keeps the CSV rows of the steps before `resume_step`."""
+def build_loggers(spec: ZooConfig, cfg: DictConfig, run_dir: Path, resume_step: Optional[int]) -> list:
+    """metrics.csv (logger.csv) and tb/ (logger.tensorboard) in the run directory, and the
+    trackers asked for (logger.mlflow, logger.wandb), told the resolved `cfg`; a resumed run
+    keeps the CSV rows of the steps before `resume_step` and logs on into its tracker runs."""
     loggers = []
     if spec.logger.csv:
         loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
@@ -72,4 +78,12 @@ def build_loggers(spec: ZooConfig, run_dir: Path, resume_step: Optional[int]) ->
         from lightning.pytorch.loggers import TensorBoardLogger
 
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name=RunDir.TENSORBOARD, version=""))
+    if spec.logger.trackers:
+        identity = run_identity(run_dir, spec.seed)
+        config = OmegaConf.to_container(cfg, resolve=True)
+        resuming = resume_step is not None
+        if spec.logger.mlflow.enabled:
+            loggers.append(RunMLflowLogger(spec.logger.mlflow, identity, config, run_dir, resuming))
+        if spec.logger.wandb.enabled:
+            loggers.append(RunWandbLogger(spec.logger.wandb, identity, config, run_dir, resuming))
     return loggers

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from zoo.config.errors import ConfigError
 from zoo.config.root import ZooConfig
+from zoo.config.logger import WandbMode
 from zoo.config.train import OutputLoss
+from zoo.training.trackers import mlflow_uri, wandb_key_set
 
 
 def check_machine(spec: ZooConfig) -> None:
@@ -16,6 +18,15 @@ def check_machine(spec: ZooConfig) -> None:
 
     if spec.logger.tensorboard and not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")):
         raise ConfigError("logger.tensorboard=true needs tensorboard: pip install tensorboard")
+    for tracker in spec.logger.trackers:
+        if importlib.util.find_spec(tracker) is None:
+            raise ConfigError(f"logger={tracker} needs {tracker}, which is not installed: pip install '.[{tracker}]' "
+                              f"in zoo's source directory (or pip install {tracker})")
+    if spec.logger.mlflow.enabled:
+        check_tracking_server(mlflow_uri(spec.logger.mlflow))
+    if spec.logger.wandb.enabled and spec.logger.wandb.mode == WandbMode.online and not wandb_key_set():
+        raise ConfigError("logger.wandb.mode=online needs a W&B API key (WANDB_API_KEY, or `wandb login`); "
+                          "logger.wandb.mode=offline keeps the run in the run directory for `wandb sync`")
 
     accelerator = str(spec.trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
@@ -29,3 +40,23 @@ def check_machine(spec: ZooConfig) -> None:
         if importlib.util.find_spec("liger_kernel") is None:
             raise ConfigError("task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's "
                               "source directory)")
+
+
+def check_tracking_server(uri: str, timeout: float = 10.0) -> None:
+    """An MLflow server (http:// or https://) must answer its /health before the run starts:
+    MLflow's client would otherwise retry for minutes at the first metric."""
+    import urllib.error
+    import urllib.request
+
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        raise ConfigError(f"the MLflow tracking server at {uri} answered /health with HTTP {exc.code}; "
+                          f"is logger.mlflow.tracking_uri an MLflow server?") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(f"cannot reach the MLflow tracking server at {uri} ({reason}); start it "
+                          f"(mlflow server --host HOST --port PORT) or set logger.mlflow.tracking_uri") from None

@@ -1,6 +1,7 @@
 """One training run from a composed config, as a list of build steps: validate the config and
 the machine, find the checkpoint to resume, build callbacks, loggers, the Trainer, the data
-and the task, fit, and finish (final checkpoints and summary.json). Each step is a small
+and the task, fit, and finish (final checkpoints and summary.json, which the experiment
+trackers receive before their runs end). Each step is a small
 function of its own module beside this one; the run directory's names are `RunDir`'s."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from zoo.training.loggers import build_loggers
 from zoo.training.run_callbacks import build_callbacks
 from zoo.training.start import record_start
 from zoo.training.trainer import build_trainer
+from zoo.training.tracking import closing_trackers
 
 __all__ = ["RunResult", "TrainingInterrupted", "TrainingStopped", "check_machine", "check_resume_config",
            "command_line_overrides", "init_weights", "quiet_lightning", "resolve_resume", "train"]
@@ -48,11 +50,14 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
     callbacks = build_callbacks(spec, run_dir)
-    loggers = build_loggers(spec, run_dir, resume.step)
+    loggers = build_loggers(spec, cfg, run_dir, resume.step)
     trainer = build_trainer(spec, run_dir, callbacks.all, loggers)
     device_batch = split_batch(spec, trainer)
     datamodule = build_data(spec, device_batch)
     task = build_task(spec, datamodule, resume.path)
     record_start(cfg, spec, run_dir, task, trainer)
-    wall = fit(trainer, task, datamodule, callbacks, resume.path)
-    return finish(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall)
+    with closing_trackers(loggers) as tracked:  # MLflow / W&B runs end after the summary
+        wall = fit(trainer, task, datamodule, callbacks, resume.path)
+        result = finish(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall)
+        tracked.record(result.summary)
+    return result

@@ -1,0 +1,94 @@
+"""Typed schema of a run's loggers: metrics.csv, TensorBoard, and the experiment trackers
+MLflow and Weights & Biases (each an optional extra). Any number of them at once:
+`logger=[csv,mlflow,wandb]` merges the group's files. No torch import."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional
+
+from zoo.config.choice import Choice
+from zoo.config.errors import ConfigError
+
+
+class WandbMode(Choice):
+    """Where a W&B run goes."""
+
+    auto = "auto"  # online when an API key is set (WANDB_API_KEY or `wandb login`), else offline
+    online = "online"  # to the W&B server (needs a key)
+    offline = "offline"  # only the run directory's wandb/ (`wandb sync` uploads it later)
+
+
+@dataclass(kw_only=True)
+class MLflowConfig:
+    enabled: bool = field(default=False, metadata={"help": "record the run in MLflow (logger=mlflow)"})
+    tracking_uri: Optional[str] = field(
+        default=None,
+        metadata={"help": "the tracking server (http://HOST:PORT) or store (sqlite:///FILE); null: "
+                  "$MLFLOW_TRACKING_URI, else MLflow's default (sqlite:///mlflow.db here)"},
+    )
+    experiment: Optional[str] = field(
+        default=None,
+        metadata={"help": "the MLflow experiment; null: the sweep's directory (a sweep) or the run's "
+                  "(a single run)"},
+    )
+    tags: Dict[str, str] = field(default_factory=dict,
+                                 metadata={"help": "extra tags of the MLflow run: +logger.mlflow.tags.NAME=VALUE"})
+
+    def __post_init__(self) -> None:
+        if self.experiment is not None and not str(self.experiment).strip():
+            raise ConfigError("logger.mlflow.experiment must be a name or null, got an empty string")
+        if self.tracking_uri is not None and not str(self.tracking_uri).strip():
+            raise ConfigError("logger.mlflow.tracking_uri must be a URI or null, got an empty string")
+
+
+@dataclass(kw_only=True)
+class WandbConfig:
+    enabled: bool = field(default=False, metadata={"help": "record the run in Weights & Biases (logger=wandb)"})
+    project: str = field(default="zoo", metadata={"help": "the W&B project"})
+    entity: Optional[str] = field(default=None, metadata={"help": "the W&B team or user; null: the key's default"})
+    mode: WandbMode = field(default=WandbMode.auto, metadata={"help": "online, offline, or auto (online with a key)"})
+    group: Optional[str] = field(
+        default=None,
+        metadata={"help": "the W&B group; null: the sweep's directory (a sweep) or none (a single run)"},
+    )
+    tags: List[str] = field(default_factory=list, metadata={"help": "tags of the W&B run: logger.wandb.tags=[a,b]"})
+
+    def __post_init__(self) -> None:
+        self.mode = WandbMode.parse(self.mode, "logger.wandb.mode")
+        if not str(self.project).strip():
+            raise ConfigError("logger.wandb.project must be a name, got an empty string")
+        if len(str(self.project)) > 128:
+            raise ConfigError(f"logger.wandb.project is {len(self.project)} characters; W&B allows 128")
+
+
+@dataclass(kw_only=True)
+class LoggerConfig:
+    csv: bool = field(default=True, metadata={"help": "metrics.csv in the run directory"})
+    tensorboard: bool = field(default=False, metadata={"help": "TensorBoard events under tb/"})
+    mlflow: MLflowConfig = field(default_factory=MLflowConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+    def __post_init__(self) -> None:
+        self.mlflow = _section(self.mlflow, MLflowConfig, "logger.mlflow")
+        self.wandb = _section(self.wandb, WandbConfig, "logger.wandb")
+
+    @property
+    def trackers(self) -> list[str]:
+        """The experiment trackers this run records into, by their group option name."""
+        return [name for name, on in (("mlflow", self.mlflow.enabled), ("wandb", self.wandb.enabled)) if on]
+
+
+def _section(value: Any, schema: type, prefix: str):
+    """A nested section given as a mapping (a composed config) as its schema; unknown keys named."""
+    if isinstance(value, schema):
+        return value
+    if value is None:
+        return schema()
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{prefix} must be a mapping, got {type(value).__name__}")
+    known = {f.name for f in fields(schema)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ConfigError(f"unknown key {prefix}.{unknown[0]}; allowed: {', '.join(sorted(known))}")
+    return schema(**dict(value))
