@@ -4,9 +4,10 @@
     zoo-compare SWEEP_A SWEEP_B out=reports/ablation metric=val/ppl baseline=model.norm=pre
     zoo-compare SWEEP lengths=1,2,4,8      # + perplexity at 1x..8x the trained context
     zoo-compare SWEEP tune=optim.lr        # each arm at its own best learning rate
+    zoo-compare SWEEP scale=model.d_model  # each arm across sizes: power laws, compute multipliers
 
-Writes report.md, report.csv, curves.png and final.png into `out` (default: `compare/` inside
-the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
+Writes report.md, report.csv, curves.png and final.png (tune=: tuning.png; scale=: scaling.png)
+into `out` (default: `compare/` inside the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
 
 from __future__ import annotations
 
@@ -31,11 +32,15 @@ class CompareArgs:
                                                            "these multiples of the trained context"})
     tune: Optional[str] = field(default=None, metadata={"help": "a config key, e.g. optim.lr: compare each arm "
                                                         "(config minus seed and KEY) at its own best value of KEY"})
+    scale: Optional[str] = field(default=None, metadata={"help": "a size key, e.g. model.d_model: each arm "
+                                                         "across its sizes, the metric against training compute "
+                                                         "as a power law, and the compute multiplier against the "
+                                                         "baseline (scaling.png)"})
 
 
 def run(argv: list[str]) -> dict:
     from zoo.cli.args import parse
-    from zoo.compare import compare, compare_tuned
+    from zoo.compare import compare, compare_scaled, compare_tuned
     from zoo.config.errors import ConfigError
 
     dirs = [a for a in argv if "=" not in a]
@@ -56,15 +61,21 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"lengths={args.lengths}: multiples must be >= 1")
     if args.tune and multiples:
         raise ConfigError(f"tune={args.tune} and lengths= cannot be combined: compare lengths without tune=")
+    if args.scale and (args.tune or multiples):
+        other = f"tune={args.tune}" if args.tune else "lengths="
+        raise ConfigError(f"scale={args.scale} and {other} cannot be combined: run them as two comparisons")
     try:
-        if args.tune:
+        if args.scale:
+            report = compare_scaled([Path(d) for d in dirs], out, key=args.scale, metric=args.metric,
+                                    baseline=args.baseline)
+        elif args.tune:
             report = compare_tuned([Path(d) for d in dirs], out, key=args.tune, metric=args.metric,
                                    baseline=args.baseline)
         else:
             report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
                              lengths=multiples)
     except ValueError as exc:
-        if not (raised_in(exc, "zoo.compare.report") or raised_in(exc, "zoo.compare.tune")):  # a bug: keep its traceback
+        if not any(raised_in(exc, f"zoo.compare.{m}") for m in ("report", "tune", "scale")):  # a bug: keep its traceback
             raise
         raise ConfigError(str(exc)) from None
     from zoo.compare import RunStatus
@@ -90,8 +101,8 @@ def options_with_baseline(options: list[str]) -> list[str]:
 
 def raised_in(exc: BaseException, module: str) -> bool:
     """Whether `exc` was raised by the code of `module` itself. zoo.compare.report refuses a
-    bad metric, baseline or out, and sweeps without runs, and zoo.compare.tune a bad tune= key,
-    with ValueError; only those become one-line errors (a ValueError from deeper down is a bug)."""
+    bad metric, baseline or out, and sweeps without runs, zoo.compare.tune a bad tune= key and
+    zoo.compare.scale a bad scale= key or metric, with ValueError; only those become one-line errors (a ValueError from deeper down is a bug)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next

@@ -132,3 +132,39 @@ def plot_tuning(report, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_scaling(report, path: Path) -> Path:
+    """Final metric against training compute, log-log: each arm's sizes (mean ± std over seeds)
+    and its fitted power law over the compute range of all arms, one colour per arm."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    computes = [s.compute for arm in report.arms for s in arm.scored]
+    for arm in report.arms:
+        sizes = arm.scored
+        if not sizes:
+            continue
+        line = ax.errorbar([s.compute for s in sizes], [s.mean for s in sizes], yerr=[s.std or 0.0 for s in sizes],
+                           marker="o", linestyle="none", capsize=3, label=_label(report, arm))
+        if arm.fit is not None and computes:
+            xs = np.geomspace(min(computes), max(computes), 100)
+            ax.plot(xs, [arm.fit.loss_at(x) for x in xs], color=line[0].get_color(), linewidth=1.2,
+                    label=f"{arm.name} fit: b = {arm.fit.b:.3f}")
+        for s in sizes:
+            ax.annotate(f"{s.value}", (s.compute, s.mean), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                        color=line[0].get_color())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%.2f"))  # plain numbers on the log axis
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2f"))
+    ax.set_xlabel("training compute C (FLOPs)")
+    ax.set_ylabel(f"final {report.metric}")
+    ax.set_title(f"{report.metric} against compute across {report.key} (labels)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

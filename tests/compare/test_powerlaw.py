@@ -1,0 +1,112 @@
+"""The power-law fit and the compute multiplier on synthetic points whose answer is known: the
+exponent, the scale and the irreducible loss recovered; an arm that is the baseline with twice
+the compute has a multiplier of 2 at every size, inside its bootstrap interval; too few points
+refused, never fitted."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from zoo.compare.powerlaw import MIN_POINTS, MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
+from zoo.compare.scale import ScaledArm, Size, fit_arms
+
+COMPUTE = [1e12, 3e12, 1e13, 3e13, 1e14, 3e14]
+
+
+def test_a_pure_power_law_is_recovered_exactly():
+    law = fit_power_law(COMPUTE, [7.0 * c ** -0.076 for c in COMPUTE])
+    assert (law.a, law.b, law.e) == (pytest.approx(7.0, rel=1e-9), pytest.approx(0.076, rel=1e-9), 0.0)
+    assert law.rmse_log == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_pure_fit_is_least_squares_on_log_loss():
+    rng = random.Random(1)
+    loss = [5.0 * c ** -0.05 * math.exp(rng.gauss(0, 0.01)) for c in COMPUTE]
+    slope, intercept = np.polyfit(np.log(COMPUTE), np.log(loss), 1)  # numpy's own least squares
+    law = fit_power_law(COMPUTE, loss)
+    assert law.b == pytest.approx(-slope, rel=1e-9) and law.a == pytest.approx(math.exp(intercept), rel=1e-9)
+    residuals = np.log(loss) - (intercept + slope * np.log(COMPUTE))
+    assert law.rmse_log == pytest.approx(float(np.sqrt(np.mean(residuals ** 2))), rel=1e-6)
+
+
+def test_an_irreducible_loss_is_recovered():
+    truth = PowerLaw(a=400.0, b=0.2, e=1.7)
+    law = fit_power_law(COMPUTE, [truth.loss_at(c) for c in COMPUTE], irreducible=True)
+    assert law.e == pytest.approx(1.7, rel=1e-4) and law.b == pytest.approx(0.2, rel=1e-3)
+    assert law.a == pytest.approx(400.0, rel=1e-2)
+    # the pure form cannot bend: it underestimates the exponent of a curve that flattens
+    assert fit_power_law(COMPUTE, [truth.loss_at(c) for c in COMPUTE]).b < 0.2
+
+
+def test_compute_for_inverts_the_curve():
+    law = PowerLaw(a=400.0, b=0.2, e=1.7)
+    for c in (1e10, 1e15):
+        assert law.compute_for(law.loss_at(c)) == pytest.approx(c, rel=1e-9)
+    assert law.compute_for(1.7) is None and law.compute_for(1.0) is None  # at or below the floor
+    assert PowerLaw(a=1.0, b=-0.1).compute_for(2.0) is None  # a curve that rises never gets there
+
+
+def test_too_few_points_are_refused_not_fitted():
+    with pytest.raises(TooFewPoints, match="2 compute values; fitting a·C\\^-b needs at least 3"):
+        fit_power_law(COMPUTE[:2], [3.0, 2.0])
+    with pytest.raises(TooFewPoints, match="2 compute values"):  # four runs, two sizes
+        fit_power_law([1e12, 1e12, 1e13, 1e13], [3.0, 3.1, 2.0, 2.1])
+    with pytest.raises(TooFewPoints, match="needs at least 5"):
+        fit_power_law(COMPUTE[:4], [4.0, 3.0, 2.5, 2.2], irreducible=True)
+    assert MIN_POINTS == 3 and MIN_POINTS_IRREDUCIBLE == 5
+    with pytest.raises(ValueError, match="positive, finite"):
+        fit_power_law([1e12, 0.0, 1e13], [3.0, 2.0, 1.0])
+    with pytest.raises(ValueError, match="positive, finite"):
+        fit_power_law(COMPUTE[:3], [3.0, float("nan"), 1.0])
+
+
+def _arm(name: str, law: PowerLaw, compute_scale: float, noise: float, seeds: int, rng) -> ScaledArm:
+    """An arm whose loss at compute C is the baseline law's at compute_scale · C (its runs
+    do as well as the baseline's would with compute_scale times the compute), with seed noise."""
+    sizes = []
+    for i, c in enumerate(COMPUTE[:4]):
+        finals = [law.loss_at(compute_scale * c) * math.exp(rng.gauss(0, noise)) for _ in range(seeds)]
+        sizes.append(Size(value=64 * 2 ** i, runs=[], compute=c, mean=sum(finals) / seeds,
+                          std=0.0, finals=finals))
+    return ScaledArm(name=name, runs=[], sizes=sizes)
+
+
+def test_an_arm_worth_twice_the_compute_has_a_multiplier_of_two():
+    rng = random.Random(0)
+    law = PowerLaw(a=9.0, b=0.08)
+    base = _arm("arm 0", law, 1.0, 0.002, 3, rng)
+    better = _arm("arm 1", law, 2.0, 0.002, 3, rng)
+    fit_arms([base, better], base, irreducible=False, resamples=400)
+    assert base.fit.b == pytest.approx(0.08, rel=0.05) and better.fit.b == pytest.approx(0.08, rel=0.05)
+    assert base.exponent_low < 0.08 < base.exponent_high
+    assert [m.size for m in better.multipliers] == [64, 128, 256, 512]
+    for m in better.multipliers:
+        assert m.value == pytest.approx(2.0, rel=0.2)
+        assert m.low < 2.0 < m.high and m.low < m.value < m.high
+    assert base.multipliers == []  # the baseline is not compared with itself
+
+
+def test_without_noise_the_multiplier_is_exact_and_one_seed_has_no_interval():
+    rng = random.Random(0)
+    law = PowerLaw(a=9.0, b=0.08)
+    base, worse = _arm("arm 0", law, 1.0, 0.0, 1, rng), _arm("arm 1", law, 0.25, 0.0, 1, rng)
+    fit_arms([base, worse], base, irreducible=False, resamples=50)
+    for m in worse.multipliers:
+        assert m.value == pytest.approx(0.25, rel=1e-9)  # needs 4x the compute
+        assert m.low is None and m.note == "one seed: no interval"
+    assert base.exponent_low is None
+
+
+def test_an_arm_with_too_few_sizes_gets_no_fit_and_no_multiplier():
+    rng = random.Random(0)
+    law = PowerLaw(a=9.0, b=0.08)
+    base, short = _arm("arm 0", law, 1.0, 0.001, 2, rng), _arm("arm 1", law, 2.0, 0.001, 2, rng)
+    short.sizes = short.sizes[:2]
+    fit_arms([base, short], base, irreducible=False, resamples=50)
+    assert short.fit is None and "needs at least 3" in short.no_fit
+    assert all(m.value is None and m.note == "no fit" for m in short.multipliers)
+    assert base.fit is not None

@@ -1,0 +1,93 @@
+"""Loss against training compute as a power law (Kaplan et al. 2020; Hoffmann et al. 2022):
+
+    L(C) = a · C^(-b)            (`fit_power_law`, at least MIN_POINTS compute values)
+    L(C) = e + a · C^(-b)        (irreducible=True: at least MIN_POINTS_IRREDUCIBLE)
+
+fitted by least squares on log L (a relative error, the same weight at every scale). The pure
+form is a straight line in log-log coordinates, solved in closed form; the saturating one is
+solved for each irreducible loss e by that line through log(L - e), e chosen by a grid and a
+golden-section search over [0, min L). `PowerLaw.compute_for(L)` inverts the curve: the
+compute at which it reaches a loss L (None when L is at or below its irreducible loss)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+MIN_POINTS = 3  # two parameters: two points fit any line exactly and say nothing about the fit
+MIN_POINTS_IRREDUCIBLE = 5  # three parameters, two points to spare
+
+
+class TooFewPoints(ValueError):
+    """Not enough distinct compute values for the form asked for."""
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    a: float
+    b: float  # the exponent: loss falls as C^-b
+    e: float = 0.0  # the irreducible loss (0 for the pure form)
+    rmse_log: float = 0.0  # root mean square residual of log L at the fitted points
+
+    def loss_at(self, compute: float) -> float:
+        return self.e + self.a * compute ** (-self.b)
+
+    def compute_for(self, loss: float) -> Optional[float]:
+        """The compute at which the curve reaches `loss`; None when it never does."""
+        if loss <= self.e or self.a <= 0 or self.b <= 0:
+            return None
+        return ((loss - self.e) / self.a) ** (-1.0 / self.b)
+
+    def __str__(self) -> str:
+        head = f"{self.e:.3f} + " if self.e else ""
+        return f"L = {head}{self.a:.4g} · C^-{self.b:.4f}"
+
+
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of ys on xs."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return slope, my - slope * mx
+
+
+def _fit_given_e(log_c: list[float], losses: list[float], e: float) -> tuple[PowerLaw, float]:
+    slope, intercept = _line(log_c, [math.log(L - e) for L in losses])
+    law = PowerLaw(a=math.exp(intercept), b=-slope, e=e)
+    sse = sum((math.log(L) - math.log(law.loss_at(math.exp(x)))) ** 2 for x, L in zip(log_c, losses))
+    return law, sse
+
+
+def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: bool = False) -> PowerLaw:
+    """Fit L = a·C^-b (or e + a·C^-b) to points (compute, loss); `TooFewPoints` when there are
+    fewer distinct compute values than the form needs, ValueError for a non-positive value."""
+    if len(compute) != len(loss):
+        raise ValueError(f"{len(compute)} compute values for {len(loss)} losses")
+    if any(not (c > 0 and math.isfinite(c)) for c in compute) or any(not (L > 0 and math.isfinite(L)) for L in loss):
+        raise ValueError("a power law needs positive, finite compute and loss values")
+    need = MIN_POINTS_IRREDUCIBLE if irreducible else MIN_POINTS
+    distinct = len(set(compute))
+    if distinct < need:
+        form = "e + a·C^-b" if irreducible else "a·C^-b"
+        raise TooFewPoints(f"{distinct} compute value{'s' if distinct != 1 else ''}; fitting {form} needs at "
+                           f"least {need}")
+    log_c, losses = [math.log(c) for c in compute], list(loss)
+    if not irreducible:
+        law, sse = _fit_given_e(log_c, losses, 0.0)
+        return PowerLaw(law.a, law.b, 0.0, math.sqrt(sse / len(losses)))
+    top = min(losses) * (1 - 1e-9)
+    grid = [top * i / 200 for i in range(200)]
+    scores = [_fit_given_e(log_c, losses, e)[1] for e in grid]
+    i = min(range(len(grid)), key=scores.__getitem__)
+    low, high = grid[max(i - 1, 0)], grid[i + 1] if i + 1 < len(grid) else top
+    ratio = (math.sqrt(5) - 1) / 2
+    for _ in range(60):  # golden-section search on the bracket around the best grid point
+        m1, m2 = high - ratio * (high - low), low + ratio * (high - low)
+        if _fit_given_e(log_c, losses, m1)[1] <= _fit_given_e(log_c, losses, m2)[1]:
+            high = m2
+        else:
+            low = m1
+    law, sse = _fit_given_e(log_c, losses, (low + high) / 2)
+    return PowerLaw(law.a, law.b, law.e, math.sqrt(sse / len(losses)))
