@@ -72,3 +72,38 @@ def test_recipe_trains_a_few_steps_on_tiny_local_data(name, tmp_path):
     result = train(zoo.compose(overrides, config_name=name), tmp_path / "run")
     assert result.summary["global_step"] == 2
     assert result.summary["metrics"]["val/loss"] > 0
+
+
+def test_the_glu_scaling_grid_matches_parameters_and_budgets_tokens_by_one_rule():
+    """recipes/scale_glu.yaml: at every size, the four feed-forward units have the same
+    non-embedding parameter count, and trainer.max_steps trains 4 tokens per parameter."""
+    from zoo.config.params import non_embedding_params
+
+    for size, width in (("xs", 48), ("s", 96), ("m", 144), ("l", 192)):
+        counts, steps = set(), set()
+        for activation in ("relu", "gelu", "swiglu", "geglu"):
+            cfg = zoo.compose([f"size={size}", f"model.activation={activation}"], config_name="scale_glu")
+            model = as_model_config(cfg.model)
+            assert model.d_model == width and model.d_ff == (width * 8 // 3 if activation.endswith("glu") else 4 * width)
+            counts.add(non_embedding_params(model))
+            steps.add(cfg.trainer.max_steps)
+            tokens_per_step = cfg.data.global_batch_size * cfg.data.seq_len
+            assert (cfg.trainer.max_steps - 1) * tokens_per_step < 4 * non_embedding_params(model) \
+                <= cfg.trainer.max_steps * tokens_per_step
+            assert cfg.trainer.val_check_interval == cfg.trainer.max_steps
+        assert len(counts) == 1 and len(steps) == 1, (size, counts, steps)
+
+
+def test_steps_for_tokens_refuses_a_rule_that_trains_nothing():
+    from zoo.config.errors import ConfigError
+    from zoo.config.params import steps_for_tokens
+
+    model = as_model_config(zoo.compose(config_name="scale_glu").model)
+    with pytest.raises(ConfigError, match="tokens per parameter must be > 0, got 0.0"):
+        steps_for_tokens(model, 0.0, 1024)
+    assert steps_for_tokens(model, 1e-9, 1024) == 1
+    from zoo.config.validate import validate
+
+    bad = zoo.compose(["trainer.max_steps=${zoo.steps_for_tokens:0}"], config_name="scale_glu")
+    with pytest.raises(ConfigError, match=r"^trainer.max_steps: tokens per parameter must be > 0, got 0.0$"):
+        validate(bad)

@@ -118,12 +118,26 @@ def _gpus_per_node(accelerator, devices) -> Optional[int]:
     return _tasks_per_node(devices) if str(accelerator) in ("gpu", "cuda") else None
 
 
+def _steps_for_tokens(tokens_per_param, _root_) -> int:
+    """`${zoo.steps_for_tokens:R}`: the trainer.max_steps that trains this config's model on R
+    tokens per non-embedding parameter at data.global_batch_size × data.seq_len tokens a step
+    (a size grid's training budget by one rule, e.g. in recipes/scale_glu.yaml)."""
+    from zoo.config.convert import as_model_config
+    from zoo.config.params import steps_for_tokens
+
+    data = _root_.data
+    return steps_for_tokens(as_model_config(_root_.model), float(tokens_per_param),
+                            int(data.global_batch_size) * int(data.seq_len))
+
+
 def register_resolvers() -> None:
     """`${zoo.now:FMT}` (the run's agreed start time), `${zoo.rank_log:STEM}`,
-    `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere), and the SLURM job shape from
-    the trainer: `${zoo.tasks_per_node:DEVICES}`, `${zoo.gpus_per_node:ACCELERATOR,DEVICES}`."""
+    `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere), the SLURM job shape from
+    the trainer: `${zoo.tasks_per_node:DEVICES}`, `${zoo.gpus_per_node:ACCELERATOR,DEVICES}`,
+    and a training budget by a rule: `${zoo.steps_for_tokens:TOKENS_PER_PARAM}`."""
     OmegaConf.register_new_resolver("zoo.now", _now, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_log", _rank_log, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_zero", _rank_zero, replace=True)
     OmegaConf.register_new_resolver("zoo.tasks_per_node", _tasks_per_node, replace=True)
     OmegaConf.register_new_resolver("zoo.gpus_per_node", _gpus_per_node, replace=True)
+    OmegaConf.register_new_resolver("zoo.steps_for_tokens", _steps_for_tokens, replace=True)

@@ -122,3 +122,14 @@ def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:
             f"model.param_budget={budget:,} is too small: this composition has {base + slope:,} "
             f"non-embedding parameters at d_ff=1")
     return d_ff
+
+
+def steps_for_tokens(cfg: ModelConfig, tokens_per_param: float, tokens_per_step: int) -> int:
+    """The optimizer steps that train the model `cfg` describes on `tokens_per_param` tokens per
+    non-embedding parameter (e.g. about 20, Hoffmann et al. 2022), at `tokens_per_step` tokens a
+    step (global batch × sequence length), rounded up."""
+    if not tokens_per_param > 0:
+        raise ConfigError(f"tokens per parameter must be > 0, got {tokens_per_param}")
+    if tokens_per_step < 1:
+        raise ConfigError(f"tokens per step must be >= 1, got {tokens_per_step}")
+    return max(1, -(-int(round(tokens_per_param * non_embedding_params(cfg))) // tokens_per_step))

@@ -32,7 +32,20 @@ from zoo.config.trainer import SHARDED_PRECISIONS, SHARDED_STRATEGY, check_train
 
 def validate(cfg: Any) -> ZooConfig:
     """The composed `cfg` (a DictConfig from `zoo.compose`, or a plain mapping) as a `ZooConfig`
-    of validated schema objects; raises `ConfigError` with one line naming the keys."""
+    of validated schema objects; raises `ConfigError` with one line naming the keys (a value
+    whose interpolation fails, e.g. `${zoo.steps_for_tokens:0}`, by its key and the reason)."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    try:
+        return _validate(cfg)
+    except InterpolationResolutionError as exc:
+        reason = str(exc).strip().splitlines()[0]
+        reason = reason.removeprefix(f"{ConfigError.__name__} raised while resolving interpolation: ")  # zoo's own
+        key = getattr(exc, "full_key", None)
+        raise ConfigError(f"{key}: {reason}" if key else reason) from None
+
+
+def _validate(cfg: Any) -> ZooConfig:
     if not hasattr(cfg, "get"):
         raise ConfigError(f"a zoo config must be a mapping, got {type(cfg).__name__}")
     data = cfg  # sections stay composed nodes, so a value left ??? is named by its key
