@@ -209,10 +209,34 @@ def test_an_mlflow_server_that_does_not_answer_is_one_line_before_training(tmp_p
     assert not (run_dir / "checkpoints").exists()
 
 
-def test_online_wandb_without_a_key_is_one_line_before_training(tmp_path):
+@pytest.mark.parametrize("online", [["logger.wandb.mode=online"], ["WANDB_MODE=online"]], ids=["setting", "env"])
+def test_online_wandb_without_a_key_is_one_line_before_training(tmp_path, online):
     run_dir = tmp_path / "run"
-    result = _train(*tiny_overrides(run_dir), "logger=wandb", "logger.wandb.mode=online", env=_no_wandb_key(tmp_path))
+    env = _no_wandb_key(tmp_path)
+    args = [*tiny_overrides(run_dir), "logger=wandb"]
+    if online[0].startswith("WANDB_MODE"):
+        env["WANDB_MODE"] = "online"  # mode=auto defers to W&B's own variable
+    else:
+        args += online
+    result = _train(*args, env=env)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "logger.wandb.mode=online needs a W&B API key" in lines[0]
+    assert len(lines) == 1 and f"{online[0]} needs a W&B API key" in lines[0]
     assert not (run_dir / "wandb").exists() and not (run_dir / "checkpoints").exists()
+
+
+def test_a_two_rank_run_is_one_tracker_run(tmp_path):
+    """trainer=ddp_cpu: only rank 0 builds the trackers; MLflow's default-style sqlite store and
+    W&B offline each get one run with every step."""
+    run_dir, store = tmp_path / "run", tmp_path / "mlflow.db"
+    result = _train(*tiny_overrides(run_dir), "trainer=ddp_cpu", "logger=[csv,mlflow,wandb]",
+                    f"logger.mlflow.tracking_uri=sqlite:///{store}", env=_no_wandb_key(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{store}")
+    experiment = client.get_experiment_by_name(str(run_dir))
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
+    assert steps == sorted(_csv_rows(run_dir, "train/loss"))
+    (offline,) = (run_dir / "wandb").glob("offline-run-*")
+    assert read_offline_run(offline).exit_code == 0

@@ -110,3 +110,41 @@ def test_an_arm_with_too_few_sizes_gets_no_fit_and_no_multiplier():
     assert short.fit is None and "needs at least 3" in short.no_fit
     assert all(m.value is None and m.note == "no fit" for m in short.multipliers)
     assert base.fit is not None
+
+
+def test_a_flat_arm_never_reaches_the_baselines_loss_and_nothing_overflows():
+    rng = random.Random(0)
+    base = _arm("arm 0", PowerLaw(a=9.0, b=0.08), 1.0, 0.001, 2, rng)
+    flat = _arm("arm 1", PowerLaw(a=5.5, b=1e-7), 1.0, 0.0, 2, rng)  # learns nothing from more compute
+    fit_arms([base, flat], base, irreducible=False, resamples=50)
+    assert flat.fit is not None and abs(flat.fit.b) < 1e-3
+    for m in flat.multipliers:  # 5.5 is above the baseline at the small sizes, below at none reached
+        assert m.value is None or m.value > 0
+    assert PowerLaw(a=5.0, b=1e-4).compute_for(3.0) is None  # beyond any float, not an OverflowError
+    huge = fit_power_law([1e18 * 1.1 ** i for i in range(5)], [3.0, 2.5, 2.45, 2.44, 2.439], irreducible=True)
+    assert huge.compute_for(2.6) is not None and "e^" in str(huge)  # a = e^899: kept as its log
+
+
+def test_the_irreducible_form_through_the_bootstrap():
+    rng = random.Random(3)
+    law = PowerLaw(a=400.0, b=0.2, e=1.7)
+    sizes = []
+    for i, c in enumerate(COMPUTE):
+        finals = [law.loss_at(c) * math.exp(rng.gauss(0, 0.001)) for _ in range(3)]
+        sizes.append(Size(value=i, runs=[], compute=c, mean=sum(finals) / 3, std=0.0, finals=finals))
+    arm = ScaledArm(name="arm 0", runs=[], sizes=sizes)
+    fit_arms([arm], arm, irreducible=True, resamples=100)
+    assert arm.fit.e == pytest.approx(1.7, rel=0.05) and arm.fit.b == pytest.approx(0.2, rel=0.15)
+    assert arm.exponent_low < arm.fit.b < arm.exponent_high
+
+
+def test_a_size_an_arm_did_not_finish_is_extrapolated_and_said():
+    rng = random.Random(0)
+    law = PowerLaw(a=9.0, b=0.08)
+    base, other = _arm("arm 0", law, 1.0, 0.002, 2, rng), _arm("arm 1", law, 2.0, 0.002, 2, rng)
+    other.sizes[1] = Size(value=other.sizes[1].value, runs=[], finals=[])  # diverged: no finite result
+    fit_arms([base, other], base, irreducible=False, resamples=100)
+    assert other.fit is not None and len(other.scored) == 3
+    notes = {m.size: m.note for m in other.multipliers}
+    assert "extrapolated: the arm has no result at this size" in notes[128]
+    assert "extrapolated" not in notes[64] and "extrapolated" not in notes[256]

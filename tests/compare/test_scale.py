@@ -76,17 +76,17 @@ def test_each_arm_is_fitted_across_its_sizes_with_multipliers(sweep, tmp_path):
         exponent = float(mine[0]["exponent"])
         assert exponent == pytest.approx(-slope, rel=1e-6)
         low, high = float(mine[0]["exponent_low"]), float(mine[0]["exponent_high"])
-        assert low <= exponent <= high or math.isclose(low, high)
+        assert low < exponent < high
         fits[activation] = (slope, intercept, computes, losses)
     # the multiplier of swiglu at each gelu size: gelu's compute there / the compute at which
     # swiglu's fitted line reaches gelu's loss there
     slope, intercept, _, _ = fits["swiglu"]
     _, _, base_computes, base_losses = fits["gelu"]
     for row, c, v in zip([r for r in rows if r["model.activation"] == "swiglu"], base_computes, base_losses):
+        assert slope < 0  # wider models reach a lower loss in this sweep: the curve falls
         needed = math.exp((math.log(v) - intercept) / slope)
-        if slope < 0:  # a falling curve reaches every loss above its floor
-            assert float(row["multiplier"]) == pytest.approx(c / needed, rel=1e-6)
-            assert float(row["multiplier_low"]) <= float(row["multiplier_high"])
+        assert float(row["multiplier"]) == pytest.approx(c / needed, rel=1e-6)
+        assert float(row["multiplier_low"]) < float(row["multiplier"]) < float(row["multiplier_high"])
     assert all(r["multiplier"] == "" for r in rows if r["model.activation"] == "gelu")  # the baseline
     md = (out / "report.md").read_text()
     assert "## Fits" in md and "## Compute multiplier against the baseline (arm 0)" in md
@@ -146,3 +146,28 @@ def test_bad_scale_input_is_one_line(sweep, tmp_path):
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and message in lines[0], (args, result.stderr[-1500:])
         assert not out.exists()
+
+
+def test_a_size_without_results_is_said_and_every_arms_sizes_are_shown(sweep, tmp_path):
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep, copy)
+    for job in copy.iterdir():
+        if not job.is_dir():
+            continue
+        overrides = (job / ".hydra" / "overrides.yaml").read_text()
+        if "model.activation=gelu" in overrides and "model.d_model=64\n" in overrides + "\n":
+            shutil.rmtree(job)  # the baseline never ran its widest size
+        elif "model.activation=swiglu" in overrides and "model.d_model=32\n" in overrides + "\n":
+            (job / "summary.json").unlink()  # this size of the other arm failed
+            (job / "failed.json").write_text(json.dumps({"status": "failed", "error": "diverged"}))
+    out = tmp_path / "report"
+    result = _compare(str(copy), f"out={out}", "scale=model.d_model")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "arm 1 at model.d_model=32: no finished run with a finite metric and compute (2 failed)" in result.stderr
+    assert "arm 0: no power law: 2 compute values" in result.stderr  # the baseline has two sizes left
+    assert "arm 1: no power law: 2 compute values" in result.stderr  # and so has the other arm
+    md = (out / "report.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| arm | model.activation | fit"))
+    assert "model.d_model=16" in header and "model.d_model=32" in header and "model.d_model=64" in header
+    arm1 = next(line for line in md.splitlines() if line.startswith("| arm 1 | `swiglu` | none: "))
+    assert arm1.count(" ± ") == 2  # its two finished sizes, 16 and 64, shown; 32 has none

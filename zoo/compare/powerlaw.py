@@ -23,25 +23,36 @@ class TooFewPoints(ValueError):
     """Not enough distinct compute values for the form asked for."""
 
 
+_LOG_MAX = 700.0  # exp() of more overflows a float: such a compute is "never" here
+
+
 @dataclass(frozen=True)
 class PowerLaw:
     a: float
     b: float  # the exponent: loss falls as C^-b
     e: float = 0.0  # the irreducible loss (0 for the pure form)
     rmse_log: float = 0.0  # root mean square residual of log L at the fitted points
+    log_a: Optional[float] = None  # log a, kept exact when a itself overflows
+
+    def __post_init__(self) -> None:
+        if self.log_a is None:
+            object.__setattr__(self, "log_a", math.log(self.a) if self.a > 0 else -math.inf)
 
     def loss_at(self, compute: float) -> float:
-        return self.e + self.a * compute ** (-self.b)
+        return self.e + math.exp(min(self.log_a - self.b * math.log(compute), _LOG_MAX))
 
     def compute_for(self, loss: float) -> Optional[float]:
-        """The compute at which the curve reaches `loss`; None when it never does."""
-        if loss <= self.e or self.a <= 0 or self.b <= 0:
+        """The compute at which the curve reaches `loss`; None when it never does (at or below
+        its irreducible loss, a curve that does not fall, or beyond any float)."""
+        if loss <= self.e or self.b <= 0 or not math.isfinite(self.log_a):
             return None
-        return ((loss - self.e) / self.a) ** (-1.0 / self.b)
+        log_c = (self.log_a - math.log(loss - self.e)) / self.b
+        return math.exp(log_c) if log_c < _LOG_MAX else None
 
     def __str__(self) -> str:
-        head = f"{self.e:.3f} + " if self.e else ""
-        return f"L = {head}{self.a:.4g} · C^-{self.b:.4f}"
+        head = f"{self.e:.4g} + " if self.e > 1e-9 else ""
+        scale = f"{self.a:.4g}" if math.isfinite(self.a) else f"e^{self.log_a:.1f}"
+        return f"L = {head}{scale} · C^{-self.b:.4f}"
 
 
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
@@ -55,7 +66,8 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 
 def _fit_given_e(log_c: list[float], losses: list[float], e: float) -> tuple[PowerLaw, float]:
     slope, intercept = _line(log_c, [math.log(L - e) for L in losses])
-    law = PowerLaw(a=math.exp(intercept), b=-slope, e=e)
+    law = PowerLaw(a=math.exp(min(intercept, _LOG_MAX)) if intercept < _LOG_MAX else math.inf, b=-slope, e=e,
+                   log_a=intercept)
     sse = sum((math.log(L) - math.log(law.loss_at(math.exp(x)))) ** 2 for x, L in zip(log_c, losses))
     return law, sse
 
@@ -76,7 +88,7 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: 
     log_c, losses = [math.log(c) for c in compute], list(loss)
     if not irreducible:
         law, sse = _fit_given_e(log_c, losses, 0.0)
-        return PowerLaw(law.a, law.b, 0.0, math.sqrt(sse / len(losses)))
+        return PowerLaw(law.a, law.b, 0.0, math.sqrt(sse / len(losses)), law.log_a)
     top = min(losses) * (1 - 1e-9)
     grid = [top * i / 200 for i in range(200)]
     scores = [_fit_given_e(log_c, losses, e)[1] for e in grid]
@@ -90,4 +102,4 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: 
         else:
             low = m1
     law, sse = _fit_given_e(log_c, losses, (low + high) / 2)
-    return PowerLaw(law.a, law.b, law.e, math.sqrt(sse / len(losses)))
+    return PowerLaw(law.a, law.b, law.e, math.sqrt(sse / len(losses)), law.log_a)

@@ -69,7 +69,7 @@ class Multiplier:
         text = f"{self.value:.2f}×"
         if self.low is not None:
             text += f" [{self.low:.2f}, {self.high:.2f}]"
-        elif self.note:
+        if self.note:
             text += f" ({self.note})"
         return text
 
@@ -103,9 +103,11 @@ class ScaleReport:
     files: dict[str, Path] = field(default_factory=dict)
     unreadable: list[Run] = field(default_factory=list)
 
+    notes: list[str] = field(default_factory=list)  # what the data left out, said once each
+
     @property
     def warnings(self) -> list[str]:
-        return [f"{arm.name}: no power law: {arm.no_fit}" for arm in self.arms if arm.no_fit]
+        return self.notes + [f"{arm.name}: no power law: {arm.no_fit}" for arm in self.arms if arm.no_fit]
 
     def rows(self) -> list[dict]:
         out = []
@@ -202,42 +204,48 @@ def _multiplier(arm_fit: Optional[PowerLaw], base_loss: float, base_compute: flo
     return base_compute / needed if needed else None
 
 
+def _replicated(arm: ScaledArm) -> bool:
+    return any(len(s.finals) > 1 for s in arm.scored)
+
+
 def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed: int = 0,
              resamples: int = BOOTSTRAP) -> None:
     """Each arm's power law and exponent interval, and its multipliers at the baseline's sizes,
-    by a bootstrap that resamples the seeds within each size of each arm."""
+    by a bootstrap that resamples the seeds within each size of each arm (a size with one seed
+    stays fixed; an arm with one seed at every size has no interval)."""
     rng = random.Random(seed)
     for arm in arms:
         try:
             arm.fit = _fit(arm.scored, [s.mean for s in arm.scored], irreducible)
         except TooFewPoints as exc:
             arm.no_fit = str(exc)
-    base_sizes = baseline.scored
-    replicated = all(len(s.finals) > 1 for arm in arms for s in arm.scored)
     fits: dict[str, list[Optional[PowerLaw]]] = {arm.name: [] for arm in arms}
     base_losses: list[list[float]] = []
-    if replicated:
-        for _ in range(resamples):
-            for arm in arms:
-                means = [sum(rng.choice(s.finals) for _ in s.finals) / len(s.finals) for s in arm.scored]
-                if arm is baseline:
-                    base_losses.append(means)
-                if arm.fit is not None:
+    for _ in range(resamples):
+        for arm in arms:
+            means = [sum(rng.choice(s.finals) for _ in s.finals) / len(s.finals) for s in arm.scored]
+            if arm is baseline:
+                base_losses.append(means)
+            if arm.fit is not None:
+                try:
                     fits[arm.name].append(_fit(arm.scored, means, irreducible))
+                except ValueError:  # a resample the form cannot take: counted as undefined
+                    fits[arm.name].append(None)
     for arm in arms:
         exponents = [f.b for f in fits[arm.name] if f is not None]
-        if arm.fit is not None and exponents:
+        if arm.fit is not None and exponents and _replicated(arm):
             arm.exponent_low, arm.exponent_high = _percentiles(exponents)
         if arm is baseline:
             continue
-        for j, size in enumerate(base_sizes):
-            value = _multiplier(arm.fit, size.mean, size.compute)
-            m = Multiplier(size=size.value, value=value)
+        own = {repr(s.value) for s in arm.scored}
+        for j, size in enumerate(baseline.scored):
+            m = Multiplier(size=size.value, value=_multiplier(arm.fit, size.mean, size.compute))
+            extrapolated = repr(size.value) not in own
             if arm.fit is None:
                 m.note = "no fit"
-            elif value is None:
+            elif m.value is None:
                 m.note = "the arm's curve does not reach this loss"
-            elif not replicated:
+            elif not (_replicated(arm) or _replicated(baseline)):
                 m.note = "one seed: no interval"
             else:
                 draws = [_multiplier(f, losses[j], size.compute) for f, losses in zip(fits[arm.name], base_losses)]
@@ -246,6 +254,8 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
                     m.low, m.high = _percentiles(good)
                 else:
                     m.note = f"undefined in {len(draws) - len(good)} of {len(draws)} resamples: no interval"
+            if extrapolated and m.value is not None:
+                m.note = "; ".join(x for x in (m.note, "extrapolated: the arm has no result at this size") if x)
             arm.multipliers.append(m)
 
 
@@ -263,13 +273,31 @@ def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/
         irreducible = all(len(a.scored) >= MIN_POINTS_IRREDUCIBLE for a in arms)
     fit_arms(arms, base, irreducible)
     report = ScaleReport(metric=metric, key=key, arms=arms, baseline=base, keys=keys, linked=linked,
-                         irreducible=irreducible, unreadable=unreadable)
+                         irreducible=irreducible, unreadable=unreadable, notes=_gaps(arms, base, key, linked))
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
     if plots:
         report.files["scaling"] = plot_scaling(report, out / "scaling.png")
     report.files["md"] = write_scaled_markdown(report, out / "report.md", dirs)
     return report
+
+
+def _gaps(arms: list[ScaledArm], baseline: ScaledArm, key: str, linked: list[str]) -> list[str]:
+    """What the comparison cannot use, said rather than dropped: a size whose runs all ended
+    without a finite metric or compute, a baseline with no result, an arm with one size."""
+    notes = []
+    for arm in arms:
+        for size in arm.sizes:
+            if size.mean is None:
+                notes.append(f"{arm.name} at {key}={size.value}: no finished run with a finite metric and "
+                             f"compute ({status_of(size.runs)}); left out of its fit")
+    if not baseline.scored:
+        notes.append(f"the baseline ({baseline.name}) has no result at any size: no multipliers")
+    if arms and all(len({repr(s.value) for s in a.sizes}) <= 1 for a in arms):
+        hint = f" (keys taken as part of a size: {', '.join(linked)})" if linked else ""
+        notes.append(f"every arm has one size of {key}: a key that changes with both the arm and the size "
+                     f"splits arms{hint}")
+    return notes
 
 
 def _sci(value: Optional[float]) -> str:
@@ -288,9 +316,16 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
              f"{m} = {form} by least squares on log {m}; the exponent's interval and the multipliers' are "
              f"{int(LEVEL * 100)}% bootstrap intervals ({BOOTSTRAP} resamples of the seeds within each size). "
              f"The compute multiplier of an arm at a size is the baseline's compute there divided by the compute "
-             f"at which the arm's fitted curve reaches the baseline's {m} there: > 1 means the arm needs less.", ""]
-    head = ["arm", *report.keys, "fit", "exponent b [95% CI]",
-            *[f"{k}={s.value}" for s in report.baseline.sizes], "runs"]
+             f"at which the arm's fitted curve reaches the baseline's {m} there: > 1 means the arm needs less. "
+             f"With few seeds the bootstrap understates the spread (resampling n seeds shrinks the variance of "
+             f"their mean by (n-1)/n, and the fit's own misfit is not resampled): read the intervals as "
+             f"optimistic.", ""]
+    all_sizes: dict[str, Any] = {}
+    for arm in report.arms:
+        for s in arm.sizes:
+            all_sizes.setdefault(repr(s.value), s.value)
+    values = sorted(all_sizes.values(), key=_order)
+    head = ["arm", *report.keys, "fit", "exponent b [95% CI]", *[f"{k}={v}" for v in values], "runs"]
     lines += ["## Fits", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
         by_size = {repr(s.value): s for s in arm.sizes}
@@ -300,8 +335,8 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
         cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
                  *[f"`{arm.settings[x]}`" for x in report.keys], str(arm.fit) if arm.fit else f"none: {arm.no_fit}",
                  exponent]
-        for s in report.baseline.sizes:
-            own = by_size.get(repr(s.value))
+        for v in values:
+            own = by_size.get(repr(v))
             cells.append("–" if own is None or own.mean is None
                          else f"{own.mean:.4f} ± {own.std:.4f} (C={_sci(own.compute)})")
         cells.append(status_of(arm.runs))

@@ -15,6 +15,7 @@ from typing import Optional
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -78,7 +79,7 @@ def build_loggers(spec: ZooConfig, cfg: DictConfig, run_dir: Path, resume_step: 
         from lightning.pytorch.loggers import TensorBoardLogger
 
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name=RunDir.TENSORBOARD, version=""))
-    if spec.logger.trackers:
+    if spec.logger.trackers and rank_zero_only.rank == 0:  # other ranks log nothing: no store opened there
         identity = run_identity(run_dir, spec.seed)
         config = OmegaConf.to_container(cfg, resolve=True)
         resuming = resume_step is not None

@@ -6,7 +6,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.root import ZooConfig
 from zoo.config.logger import WandbMode
 from zoo.config.train import OutputLoss
-from zoo.training.trackers import mlflow_uri, wandb_key_set
+from zoo.training.trackers import mlflow_uri, wandb_key_set, wandb_online
 
 
 def check_machine(spec: ZooConfig) -> None:
@@ -24,9 +24,10 @@ def check_machine(spec: ZooConfig) -> None:
                               f"in zoo's source directory (or pip install {tracker})")
     if spec.logger.mlflow.enabled:
         check_tracking_server(mlflow_uri(spec.logger.mlflow))
-    if spec.logger.wandb.enabled and spec.logger.wandb.mode == WandbMode.online and not wandb_key_set():
-        raise ConfigError("logger.wandb.mode=online needs a W&B API key (WANDB_API_KEY, or `wandb login`); "
-                          "logger.wandb.mode=offline keeps the run in the run directory for `wandb sync`")
+    if spec.logger.wandb.enabled and wandb_online(spec.logger.wandb) and not wandb_key_set():
+        how = "logger.wandb.mode=online" if spec.logger.wandb.mode == WandbMode.online else "WANDB_MODE=online"
+        raise ConfigError(f"{how} needs a W&B API key (WANDB_API_KEY, or `wandb login`); "
+                          f"logger.wandb.mode=offline keeps the run in the run directory for `wandb sync`")
 
     accelerator = str(spec.trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():

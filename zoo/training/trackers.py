@@ -58,8 +58,9 @@ class RunMLflowLogger(MLFlowLogger):
     def __init__(self, settings: MLflowConfig, identity: RunIdentity, config: dict, run_dir: Path,
                  resuming: bool) -> None:
         uri = mlflow_uri(settings)
-        experiment = settings.experiment or identity.sweep or identity.name
         before = read_tracked(run_dir).get("mlflow", {}) if resuming else {}
+        # a resume keeps the experiment it started in, from whatever directory it is run
+        experiment = settings.experiment or before.get("experiment") or identity.sweep or identity.name
         same_place = before.get("tracking_uri") == uri and before.get("experiment") == experiment
         tags = {"zoo.run_dir": identity.run_dir, "zoo.arm": identity.arm, "zoo.seed": str(identity.seed)}
         if identity.sweep:
@@ -99,8 +100,21 @@ class RunMLflowLogger(MLFlowLogger):
         if found is not None:
             raise ConfigError(f"the MLflow experiment {name!r} is deleted (in the trash); restore it, delete "
                               f"it for good (mlflow gc), or set logger.mlflow.experiment")
+        return self._create_or_find(name)
+
+    def _create_or_find(self, name: str) -> str:
+        """Create the experiment `name`; when another job of the sweep created it since this one
+        looked (`hydra/launcher=slurm` starts them together), use that one."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            created = self._mlflow_client.create_experiment(name)
+        except MlflowException as exc:  # another job of the sweep created it a moment ago
+            if getattr(exc, "error_code", "") != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return self._mlflow_client.get_experiment_by_name(name).experiment_id
         log.info("MLflow experiment %r created at %s", name, self._tracking_uri)
-        return self._mlflow_client.create_experiment(name)
+        return created
 
     def _started(self, client) -> None:
         """Once, when the MLflow run is created or found again: record its ids, mark a resumed
@@ -165,6 +179,12 @@ def wandb_key_set() -> bool:
         return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
     except (OSError, netrc.NetrcParseError):
         return False
+
+
+def wandb_online(settings: WandbConfig) -> bool:
+    """Whether W&B will run online: the setting, or with mode=auto, $WANDB_MODE or a key."""
+    mode = wandb_mode(settings)
+    return mode == "online" or (mode is None and os.environ.get("WANDB_MODE", "").lower() in ("online", "run"))
 
 
 def wandb_mode(settings: WandbConfig) -> Optional[str]:

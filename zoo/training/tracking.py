@@ -169,7 +169,11 @@ class Tracked:
             return
         self.summary = summary
         for tracker in self.trackers:
-            tracker.log_summary(summary)
+            try:
+                tracker.log_summary(summary)
+            except Exception as exc:  # the run finished and summary.json is written: a tracker's
+                log.warning("could not log the summary to the %s run (%s: %s)",  # failure does not undo it
+                            type(tracker).__name__, type(exc).__name__, exc)
 
     def end(self, status: str) -> None:
         for tracker in self.trackers:

@@ -170,3 +170,24 @@ def test_a_resumed_run_finds_its_mlflow_run_and_a_fresh_one_does_not(store, tmp_
     again = _logger(store, tmp_path / "run", resuming=True)
     again.log_hyperparams({})
     assert again.run_id not in (first.run_id, fresh.run_id)
+
+
+def test_a_tracker_that_fails_at_the_summary_does_not_undo_a_finished_run(store, tmp_path, caplog):
+    gone = _logger(store, tmp_path / "gone")
+    with closing_trackers([gone]) as tracked:
+        gone.log_hyperparams({})
+        gone.experiment.delete_run(gone.run_id)  # deleted in MLflow while the run trains
+        tracked.record({"status": "finished", "global_step": 4, "metrics": {"val/loss": 1.5}})
+    assert "could not log the summary to the RunMLflowLogger run" in caplog.text
+
+
+def test_parallel_jobs_share_the_experiment_one_of_them_created(store, tmp_path):
+    first, second = _logger(store, tmp_path / "a"), _logger(store, tmp_path / "b")
+    first.log_hyperparams({})
+    # the second job looked the experiment up before the first created it: creating it again
+    # must find the first's instead of failing
+    assert second._create_or_find("ends") == first.experiment_id
+    from mlflow.exceptions import MlflowException
+
+    with pytest.raises(MlflowException):  # what the second job would have met without the fallback
+        first.experiment.create_experiment("ends")
