@@ -45,7 +45,10 @@ def mlflow_server(tmp_path_factory):
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "artifacts")]
     log = (root / "server.log").open("w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    # no job runner (MLflow's background workers for its GenAI features, a process each);
+    # a session of its own, so that teardown stops every process the server started
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
@@ -59,12 +62,16 @@ def mlflow_server(tmp_path_factory):
         wait_for(healthy, 120, "the MLflow server's /health", proc)
         yield uri
     finally:
-        proc.terminate()
+        os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever of its session is still there
+        except ProcessLookupError:
+            pass
+        proc.wait()
         log.close()
 
 
