@@ -20,6 +20,14 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, path: Path) -> Path:
+    """Lay out, write `path` and free the figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _label(report, arm) -> str:
     settings = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in arm.settings.items())
     return f"{arm.name}: {settings}" if settings else arm.name
@@ -46,10 +54,7 @@ def plot_curves(report, path: Path) -> Path:
     ax.set_title("validation loss (mean over seeds, band: min-max)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_final(report, path: Path) -> Path:
@@ -71,10 +76,7 @@ def plot_final(report, path: Path) -> Path:
     if any(means):
         low = min(m - s for m, s in zip(means, stds) if m)
         ax.set_xlim(left=max(0.0, low - 0.05 * abs(low)))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_lengths(report, path: Path) -> Path:
@@ -99,10 +101,7 @@ def plot_lengths(report, path: Path) -> Path:
     ax.set_title("length extrapolation (mean ± std over seeds)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_tuning(report, path: Path) -> Path:
@@ -128,10 +127,7 @@ def plot_tuning(report, path: Path) -> Path:
     ax.set_ylabel(f"final {report.metric}")
     ax.set_title(f"each arm at its own best {report.key} (ringed)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_scaling(report, path: Path) -> Path:
@@ -164,7 +160,4 @@ def plot_scaling(report, path: Path) -> Path:
     ax.set_title(f"{report.metric} against compute across {report.key} (labels)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
