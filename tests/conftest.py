@@ -4,6 +4,8 @@ scheme, norm or activation is tested automatically."""
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -74,3 +76,40 @@ def run_main(main, argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]
         status = exc.code if isinstance(exc.code, int) else 1
     captured = capsys.readouterr()
     return status, captured.out, captured.err
+
+
+_CHECKOUT = Path(__file__).resolve().parent.parent
+# what importing and testing Python writes anywhere, and the caches CI points into the checkout
+_HARMLESS = ("__pycache__", ".pytest_cache", ".hypothesis", ".coverage", ".zoo-cache")
+
+
+def _checkout_changes() -> set[str] | None:
+    """`git status` of the checkout the tests run from (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=_CHECKOUT,
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line for line in out.stdout.splitlines() if not any(part in line for part in _HARMLESS)}
+
+
+def pytest_sessionstart(session):
+    session.config._zoo_checkout_before = _checkout_changes()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test writes into its own temporary directories only: a file it leaves in the checkout
+    (a tracker's default ./mlruns, a run under ./outputs) fails the session, named."""
+    before = getattr(session.config, "_zoo_checkout_before", None)
+    after = _checkout_changes()
+    if before is None or after is None:
+        return
+    left = sorted(after - before)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = ["the tests left these in the checkout (git status):", *left]
+        if reporter is not None:
+            reporter.write_line("\n".join(lines), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

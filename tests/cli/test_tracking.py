@@ -33,8 +33,10 @@ def _no_wandb_key(home) -> dict:
 
 
 def _train(*args: str, env: dict, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Runs from the test's own home: what a tracker writes to the working directory by default
+    (MLflow's ./mlruns beside a sqlite store) stays out of the checkout."""
     return subprocess.run([sys.executable, "-m", "zoo.cli.train", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, cwd=env["HOME"])
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +96,11 @@ def _csv_rows(run_dir, metric: str) -> dict[int, float]:
         return {int(r["step"]): float(r[metric]) for r in csv.DictReader(f) if r.get(metric)}
 
 
+def _shown(path, home) -> str:
+    """A directory as the trackers name it: relative to the directory the command ran in."""
+    return str(path.relative_to(home))
+
+
 def _arm(run_dir) -> str:
     overrides = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text())
     return next(o for o in overrides if o.startswith("model.norm="))
@@ -101,13 +108,15 @@ def _arm(run_dir) -> str:
 
 def test_mlflow_holds_the_sweep_as_one_experiment_read_back_through_its_client(mlflow_server, tracked_sweep):
     sweep, jobs = tracked_sweep
+    home = sweep.parent  # where the sweep ran
     client = MlflowClient(mlflow_server)
-    experiment = client.get_experiment_by_name(str(sweep))  # the sweep's directory names it
+    # the sweep's directory names it, as the command gave it: relative to where it ran
+    experiment = client.get_experiment_by_name(_shown(sweep, home))
     assert experiment is not None
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    assert sorted(runs) == sorted(str(j) for j in jobs)
+    assert sorted(runs) == sorted(_shown(j, home) for j in jobs)
     for job in jobs:
-        run = runs[str(job)]
+        run = runs[_shown(job, home)]
         summary = json.loads((job / "summary.json").read_text())
         config = yaml.safe_load((job / "config.yaml").read_text())
         assert run.info.status == "FINISHED"
@@ -115,7 +124,7 @@ def test_mlflow_holds_the_sweep_as_one_experiment_read_back_through_its_client(m
         tags = run.data.tags
         # the arm: the swept key's value only (the seed and the common overrides are not it)
         assert tags["zoo.arm"] == _arm(job) and tags["zoo.seed"] == "3"
-        assert tags["zoo.sweep"] == str(sweep) and tags["zoo.run_dir"] == str(job)
+        assert tags["zoo.sweep"] == _shown(sweep, home) and tags["zoo.run_dir"] == str(job)
         params = run.data.params  # the resolved config
         assert params["model.norm"] == config["model"]["norm"] and params["model.d_model"] == "32"
         assert float(params["optim.lr"]) == config["optim"]["lr"] and params["logger.mlflow.enabled"] == "True"
@@ -134,6 +143,7 @@ def test_mlflow_holds_the_sweep_as_one_experiment_read_back_through_its_client(m
 
 def test_wandb_offline_runs_hold_the_sweep_as_a_group_of_arms(tracked_sweep):
     sweep, jobs = tracked_sweep
+    home = sweep.parent  # where the sweep ran
     ids = set()
     for job in jobs:
         (directory,) = (job / "wandb").glob("offline-run-*")  # offline: no key in the environment
@@ -142,9 +152,10 @@ def test_wandb_offline_runs_hold_the_sweep_as_a_group_of_arms(tracked_sweep):
         tracked = json.loads((job / "tracking.json").read_text())["wandb"]
         assert run.run_id == tracked["id"] and tracked["mode"] == "offline"
         ids.add(run.run_id)
-        assert (run.project, run.group, run.job_type, run.name) == ("zoo", str(sweep), _arm(job), str(job))
+        assert (run.project, run.group, run.job_type) == ("zoo", _shown(sweep, home), _arm(job))
+        assert run.name == _shown(job, home)
         assert run.config["model"]["norm"] == yaml.safe_load((job / "config.yaml").read_text())["model"]["norm"]
-        assert run.config["zoo"] == {"run_dir": str(job), "sweep": str(sweep), "arm": _arm(job), "seed": 3}
+        assert run.config["zoo"] == {"run_dir": str(job), "sweep": _shown(sweep, home), "arm": _arm(job), "seed": 3}
         logged = {int(h["trainer/global_step"]): h["train/loss"] for h in run.history if "train/loss" in h}
         assert logged == pytest.approx(_csv_rows(job, "train/loss"))
         assert run.summary["summary/metrics/val/loss"] == pytest.approx(summary["metrics"]["val/loss"])
@@ -240,7 +251,7 @@ def test_a_two_rank_run_is_one_tracker_run(tmp_path):
                     f"logger.mlflow.tracking_uri=sqlite:///{store}", env=_no_wandb_key(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{store}")
-    experiment = client.get_experiment_by_name(str(run_dir))
+    experiment = client.get_experiment_by_name("run")  # the run's directory, relative to where it ran
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FINISHED"
     steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
