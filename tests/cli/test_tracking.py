@@ -6,6 +6,7 @@ answer, and an online W&B without a key each refused on one line before training
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -39,10 +40,10 @@ def _train(*args: str, env: dict, timeout: int = 300) -> subprocess.CompletedPro
                           timeout=timeout, env=env, cwd=env["HOME"])
 
 
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    """`mlflow server` on a free localhost port with a sqlite store and proxied artifacts."""
-    root = tmp_path_factory.mktemp("mlflow")
+@contextlib.contextmanager
+def _mlflow_server(root):
+    """`mlflow server` on a free localhost port with a sqlite store and proxied artifacts under
+    `root`; yields its URI and the process."""
     port = free_port()
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "artifacts")]
@@ -62,19 +63,30 @@ def mlflow_server(tmp_path_factory):
 
     try:
         wait_for(healthy, 120, "the MLflow server's /health", proc)
-        yield uri
+        yield uri, proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        _stop(proc)
+        log.close()
+
+
+def _stop(proc) -> None:
+    """Stop the server and every process of its session (SIGTERM, then SIGKILL after 30 s)."""
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, None)):
         try:
-            proc.wait(timeout=30)
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever of its session is still there
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        log.close()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    with _mlflow_server(tmp_path_factory.mktemp("mlflow")) as (uri, _):
+        yield uri
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +183,7 @@ def test_a_resumed_run_logs_on_into_its_mlflow_run(mlflow_server, tmp_path):
             "logger.mlflow.experiment=resumed"]
     env = _no_wandb_key(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=env["HOME"])
     try:
         wait_for((run_dir / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
         proc.send_signal(signal.SIGTERM)
@@ -196,6 +208,38 @@ def test_a_resumed_run_logs_on_into_its_mlflow_run(mlflow_server, tmp_path):
     steps = sorted(m.step for m in client.get_metric_history(run_id, "train/loss"))
     assert steps[0] == 0 and steps[-1] == 119 and stopped < 119  # before and after the stop, one run
     assert run.data.metrics["summary/global_step"] == 120
+
+
+def test_a_server_that_goes_away_mid_run_costs_its_metrics_not_the_run(tmp_path):
+    """The MLflow server stops while the run trains: one warning naming the step, the step in
+    tracking.json, and the run finishes with every step in metrics.csv; what the server took
+    before it went stays in its store."""
+    run_dir, max_steps = tmp_path / "run", 200
+    env = dict(_no_wandb_key(tmp_path), MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5")
+    with _mlflow_server(tmp_path) as (uri, server):
+        args = [*tiny_overrides(run_dir), f"trainer.max_steps={max_steps}", "trainer.val_check_interval=50",
+                "callbacks.checkpoint_every_n_steps=10", "logger=[csv,mlflow]", f"logger.mlflow.tracking_uri={uri}"]
+        proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=env["HOME"])
+        try:
+            wait_for((run_dir / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
+            run_id = json.loads((run_dir / "tracking.json").read_text())["mlflow"]["run_id"]
+            _stop(server)
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    lost = json.loads((run_dir / "tracking.json").read_text())["mlflow"]
+    assert lost["run_id"] == run_id and 10 <= lost["metrics_lost_from_step"] < max_steps - 1
+    warned = [line for line in out.splitlines() if "stopped taking metrics" in line]  # the console log
+    assert len(warned) == 1 and f"at step {lost['metrics_lost_from_step']} " in warned[0]
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    assert sorted(_csv_rows(run_dir, "train/loss")) == list(range(max_steps))
+    store = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")  # the stopped server's own store
+    steps = sorted(m.step for m in store.get_metric_history(run_id, "train/loss"))
+    assert steps and steps[-1] < lost["metrics_lost_from_step"]
 
 
 def test_a_missing_tracker_package_is_one_line_before_training(tmp_path):

@@ -69,6 +69,7 @@ class RunMLflowLogger(MLFlowLogger):
         super().__init__(experiment_name=experiment, run_name=identity.name, tracking_uri=uri, tags=tags,
                          run_id=before.get("run_id") if same_place else None)
         self._config, self._run_dir, self._ended = config, Path(run_dir), False
+        self._lost_at: Optional[int] = None  # the step from which the server did not take metrics
 
     @property
     @rank_zero_experiment
@@ -138,6 +139,26 @@ class RunMLflowLogger(MLFlowLogger):
         """Lightning's call with the task's hyperparameters: the run's parameters are the
         resolved config instead, logged when the MLflow run starts."""
         _ = self.experiment
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict, step: Optional[int] = None) -> None:
+        """Lightning's metrics, as MLFlowLogger logs them, until the server stops answering
+        (after MLflow's own retries): then one warning, the step in tracking.json, and training
+        goes on without MLflow (metrics.csv keeps every step); the summary and the run's end are
+        tried again when the run ends."""
+        from mlflow.exceptions import MlflowException
+
+        if self._lost_at is not None:
+            return
+        try:
+            super().log_metrics(metrics, step)
+        except (MlflowException, OSError) as exc:  # requests' errors are OSErrors
+            self._lost_at = int(step or 0)
+            log.warning("MLflow at %s stopped taking metrics at step %d (%s); training goes on, and the "
+                        "metrics from here are in the other loggers only", self._tracking_uri, self._lost_at,
+                        type(exc).__name__)
+            ids = read_tracked(self._run_dir).get("mlflow", {})
+            write_tracked(self._run_dir, "mlflow", {**ids, "metrics_lost_from_step": self._lost_at})
 
     @rank_zero_only
     def log_summary(self, summary: dict) -> None:
