@@ -176,11 +176,13 @@ def test_wandb_offline_runs_hold_the_sweep_as_a_group_of_arms(tracked_sweep):
     assert len(ids) == 2  # one W&B run per job, not one run the second job reused
 
 
-def test_a_resumed_run_logs_on_into_its_mlflow_run(mlflow_server, tmp_path):
+def test_a_resumed_run_logs_on_into_its_tracker_runs(mlflow_server, tmp_path):
+    """SIGTERM, then the command again: one MLflow run, KILLED then FINISHED with the steps of
+    both parts; one W&B run id, its first part marked preempting (not crashed)."""
     run_dir = tmp_path / "run"
     args = [*tiny_overrides(run_dir), "trainer.max_steps=120", "trainer.val_check_interval=40",
-            "callbacks.checkpoint_every_n_steps=10", "logger=mlflow", f"logger.mlflow.tracking_uri={mlflow_server}",
-            "logger.mlflow.experiment=resumed"]
+            "callbacks.checkpoint_every_n_steps=10", "logger=[csv,mlflow,wandb]",
+            f"logger.mlflow.tracking_uri={mlflow_server}", "logger.mlflow.experiment=resumed"]
     env = _no_wandb_key(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=env["HOME"])
@@ -197,6 +199,9 @@ def test_a_resumed_run_logs_on_into_its_mlflow_run(mlflow_server, tmp_path):
     run_id = json.loads((run_dir / "tracking.json").read_text())["mlflow"]["run_id"]
     stopped = json.loads((run_dir / "failed.json").read_text())["step"]
     assert client.get_run(run_id).info.status == "KILLED"
+    (first,) = (run_dir / "wandb").glob("offline-run-*")
+    stopped_wandb = read_offline_run(first)
+    assert stopped_wandb.preempting and stopped_wandb.exit_code == 1
 
     again = _train(*args, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -208,6 +213,12 @@ def test_a_resumed_run_logs_on_into_its_mlflow_run(mlflow_server, tmp_path):
     steps = sorted(m.step for m in client.get_metric_history(run_id, "train/loss"))
     assert steps[0] == 0 and steps[-1] == 119 and stopped < 119  # before and after the stop, one run
     assert run.data.metrics["summary/global_step"] == 120
+    # offline-run-DATE_TIME-ID: the stopped part first, then the resumed one under the same id
+    parts = [read_offline_run(d) for d in sorted((run_dir / "wandb").glob("offline-run-*"))]
+    assert len(parts) == 2 and {p.run_id for p in parts} == {stopped_wandb.run_id}
+    assert parts[0].preempting and parts[1].exit_code == 0 and not parts[1].preempting
+    logged = sorted(int(h["trainer/global_step"]) for p in parts for h in p.history if "train/loss" in h)
+    assert logged[0] == 0 and logged[-1] == 119
 
 
 def test_a_server_that_goes_away_mid_run_costs_its_metrics_not_the_run(tmp_path):

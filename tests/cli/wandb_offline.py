@@ -51,7 +51,8 @@ def _items(items) -> dict[str, Any]:
 
 @dataclass
 class OfflineRun:
-    """What an offline run recorded: its run record, config, history rows, final summary, exit code."""
+    """What an offline run recorded: its run record, config, history rows, final summary, exit
+    code, and whether it was marked preempting (W&B's state for a run that will be resumed)."""
 
     run_id: str = ""
     project: str = ""
@@ -62,6 +63,7 @@ class OfflineRun:
     history: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)
     exit_code: Optional[int] = None
+    preempting: bool = False
 
 
 def read_offline_run(directory: Path) -> OfflineRun:
@@ -86,4 +88,6 @@ def read_offline_run(directory: Path) -> OfflineRun:
             run.summary.update(_items(record.summary.update))
         elif kind == "exit":
             run.exit_code = record.exit.exit_code
+        elif kind == "preempting":
+            run.preempting = True
     return run

@@ -275,6 +275,8 @@ class RunWandbLogger(WandbLogger):
     def end_run(self, status: str) -> None:
         if self._experiment is not None and not self._ended:
             self._ended = True
+            if status == TrackerStatus.KILLED:  # W&B shows it preempted, not crashed: rerunning resumes it
+                self._experiment.mark_preempting()
             self._experiment.finish(exit_code=0 if status == TrackerStatus.FINISHED else 1)
 
     @rank_zero_only
