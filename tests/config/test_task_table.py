@@ -165,3 +165,12 @@ def test_the_data_module_needs_each_column_of_the_row(kind, tmp_path):
         dm = ZooDataModule({**corpus, field: "absent"}, {"kind": "byte"}, kind.value)
         with pytest.raises(DataError, match=rf"data.{field}='absent' is not a column of the train split"):
             dm.setup()
+
+
+def test_only_a_next_token_task_generates():
+    """zoo-generate's refusal and the run summary's sample follow the row's `generates`; a row
+    that generates without shifted labels cannot be written."""
+    assert [k.value for k, s in TASK_SPECS.items() if s.generates] == ["causal_lm", "seq2seq"]
+    row = TASK_SPECS[TaskKind.masked_lm]
+    with pytest.raises(ValueError, match="only a task that predicts the next token generates"):
+        type(row)(**{**{f.name: getattr(row, f.name) for f in fields(row)}, "generates": True})

@@ -76,6 +76,7 @@ def run(argv: list[str]) -> list[str]:
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
     from zoo.config.model import Family
+    from zoo.config.tasks import kinds_that, task_spec
     from zoo.models.generate import generate, strip_special
     from zoo.models.limits import check_lengths, check_memory
     from zoo.data.prompts import continue_text, encode_prompts
@@ -104,8 +105,9 @@ def run(argv: list[str]) -> list[str]:
         _check_output(key, getattr(args, key))
     task = load_checkpoint(args.ckpt)
     kind = task.task_config.kind.value
-    if kind not in ("causal_lm", "seq2seq"):
-        raise ConfigError(f"{args.ckpt} is a {kind} checkpoint; zoo-generate needs a causal_lm or seq2seq one")
+    if not task_spec(kind).generates:
+        raise ConfigError(f"{args.ckpt} is a {kind} checkpoint; zoo-generate needs a "
+                          f"{' or '.join(kinds_that('generates'))} one")
     tokenizer = task.tokenizer
     if tokenizer is None:
         raise ConfigError(f"{args.ckpt} carries no tokenizer")

@@ -34,6 +34,7 @@ def run(argv: list[str]) -> dict:
     from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
     from zoo.config.train import TaskConfig
+    from zoo.config.tasks import kinds_that, task_spec
     from zoo.data import build_datamodule
 
     name, overrides, part = None, [], None
@@ -49,8 +50,8 @@ def run(argv: list[str]) -> dict:
             overrides.append(arg)
     cfg = compose(overrides, **({"config_name": name} if name else {}), check=False)
     kind = TaskConfig(**dict(cfg.task)).kind.value
-    if kind not in ("causal_lm", "masked_lm"):
-        raise ConfigError(f"task {kind}: zoo-prepare makes token shards for causal_lm and masked_lm "
+    if not task_spec(kind).packs:
+        raise ConfigError(f"task {kind}: zoo-prepare makes token shards for {' and '.join(kinds_that('packs'))} "
                           f"data; other tasks tokenize at the start of training")
     start = time.perf_counter()
     dm = build_datamodule(cfg.data, cfg.tokenizer, kind, batch_size=1)

@@ -69,6 +69,8 @@ class TaskSpec:
       a stream); otherwise one padded example per row.
     - `shifted`: the labels are the (decoder) inputs shifted by one, position t predicting
       token t+1; a packed window then holds one token more than `data.seq_len`.
+    - `generates`: a trained model writes text (zoo-generate): a causal LM continues a prompt,
+      an encoder-decoder decodes a target; only a shifted task can.
     - `tokenize`, `collate`: how the text becomes ids, and the ids a batch.
     - `batch`: the keys of the batch the collate function returns.
     """
@@ -81,6 +83,7 @@ class TaskSpec:
     specials: tuple[Special, ...]
     packs: bool
     shifted: bool
+    generates: bool
     tokenize: Tokenize
     collate: Collate
     batch: tuple[str, ...]
@@ -92,6 +95,8 @@ class TaskSpec:
             raise ValueError(f"task {self.kind.value}: text_columns must be among its columns")
         if self.packs != (self.tokenize == Tokenize.documents):
             raise ValueError(f"task {self.kind.value}: exactly the packing tasks tokenize documents")
+        if self.generates and not self.shifted:
+            raise ValueError(f"task {self.kind.value}: only a task that predicts the next token generates")
 
     def window(self, seq_len: int) -> int:
         """Tokens of one packed window for `data.seq_len`: one more when the labels are shifted
@@ -106,20 +111,20 @@ _PAD_FILLS = Special("pad", "it fills the batches")
 
 
 def _packed_lm(kind: TaskKind, family: Family, specials: tuple[Special, ...], *, shifted: bool,
-               collate: Collate) -> TaskSpec:
+               generates: bool, collate: Collate) -> TaskSpec:
     """The row of a language-model objective over packed windows of one text column, the
     default task of its one family."""
     return TaskSpec(kind=kind, families=(family,), default_for=(family,), columns=("text_column",),
-                    text_columns=("text_column",), specials=specials, packs=True, shifted=shifted,
+                    text_columns=("text_column",), specials=specials, packs=True, shifted=shifted, generates=generates,
                     tokenize=Tokenize.documents, collate=collate, batch=("input_ids", "labels"))
 
 
 TASK_SPECS: dict[TaskKind, TaskSpec] = {
     TaskKind.causal_lm: _packed_lm(TaskKind.causal_lm, Family.decoder_only, (_EOS_ENDS_DOCUMENTS,),
-                                   shifted=True, collate=Collate.causal),
+                                   shifted=True, generates=True, collate=Collate.causal),
     TaskKind.masked_lm: _packed_lm(TaskKind.masked_lm, Family.encoder_only,
                                    (Special("mask", "it replaces the tokens to predict"), _EOS_ENDS_DOCUMENTS),
-                                   shifted=False, collate=Collate.masked),
+                                   shifted=False, generates=False, collate=Collate.masked),
     TaskKind.seq2seq: TaskSpec(
         kind=TaskKind.seq2seq,
         families=(Family.encoder_decoder,),
@@ -130,6 +135,7 @@ TASK_SPECS: dict[TaskKind, TaskSpec] = {
                   _PAD_FILLS),
         packs=False,
         shifted=True,
+        generates=True,
         tokenize=Tokenize.pairs,
         collate=Collate.seq2seq,
         batch=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask", "labels"),
@@ -143,6 +149,7 @@ TASK_SPECS: dict[TaskKind, TaskSpec] = {
         specials=(Special("cls", "it starts every example and is pooled"), _PAD_FILLS),
         packs=False,
         shifted=False,
+        generates=False,
         tokenize=Tokenize.labelled,
         collate=Collate.classification,
         batch=("input_ids", "attention_mask", "labels"),
@@ -153,6 +160,11 @@ TASK_SPECS: dict[TaskKind, TaskSpec] = {
 def task_spec(kind: TaskKind | str, key: str = "task") -> TaskSpec:
     """The row of `kind` (a TaskKind or its name); ConfigError naming `key` for another name."""
     return TASK_SPECS[TaskKind.parse(kind, key)]
+
+
+def kinds_that(flag: str) -> list[str]:
+    """The task kinds whose row sets `flag` (`packs`, `shifted`, `generates`), in TaskKind's order."""
+    return [kind.value for kind, spec in TASK_SPECS.items() if getattr(spec, flag)]
 
 
 def families_of(kind: TaskKind | str) -> tuple[Family, ...]:

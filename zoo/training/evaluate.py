@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from zoo.config.errors import ConfigError
+from zoo.config.tasks import task_spec
 from zoo.data import build_datamodule
 from zoo.training.run import quiet_lightning
 
@@ -34,7 +35,7 @@ def evaluate(
     datamodule = build_datamodule(data, tokenizer, kind, batch_size=batch_size, seed=0)
     datamodule.setup("fit")
     labels = getattr(datamodule, "labels", None)
-    if kind == "classification" and list(labels or []) != list(task.labels):
+    if "label_column" in task_spec(kind).columns and list(labels or []) != list(task.labels):  # a label per row
         raise ConfigError(f"the data's labels {list(labels or [])} differ from the checkpoint's {task.labels}")
     loader = datamodule.val_dataloader() if split == "validation" else datamodule._loader(
         datamodule.train_dataset, train=False)

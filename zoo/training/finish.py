@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from zoo.config.root import ZooConfig
 from zoo.config.rundir import RunDir, RunSummary
-from zoo.config.train import TaskKind
+from zoo.config.tasks import task_spec
 from zoo.training.resume import Resume
 from zoo.training.run_callbacks import RunCallbacks
 from zoo.training.fsdp import write_full_checkpoint
@@ -63,7 +63,7 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
 
     files, throughput, tokenizer = RunDir(run_dir), callbacks.throughput, datamodule.tokenizer
     baseline = sample = None
-    if spec.task.kind == TaskKind.causal_lm:
+    if task_spec(spec.task.kind).packs and task_spec(spec.task.kind).generates:  # a causal LM
         counts = datamodule.token_counts(tokenizer.vocab_size)
         if counts is not None:  # a stream has no counts of its training tokens
             baseline = unigram_from_counts(*counts)
