@@ -102,10 +102,12 @@ def test_a_planted_upward_import_fails_the_check(tmp_path, planted, where):
 
 
 # Imports of zoo modules inside functions: the tools defer theirs so that `--help` and a refused
-# command answer without loading torch; elsewhere only these two, each breaking a real cycle.
+# command answer without loading torch; elsewhere only these, two breaking a real cycle and one
+# keeping Lightning out of a comparison that does not evaluate checkpoints.
 DEFERRED_OK = {
     ("zoo.config.model", "zoo.config.params"),  # the count reads the schema's enums
     ("zoo.data.tokenizers.base", "zoo.data.tokenizers.registry"),  # the registry builds on base
+    ("zoo.compare.report", "zoo.compare.lengths"),  # lengths= evaluates checkpoints; nothing else does
 }
 
 
@@ -161,3 +163,12 @@ def test_nn_and_models_load_no_lightning_hydra_or_omegaconf():
     loaded = _loaded_after(f"import zoo.nn, zoo.models\n{_all_modules('nn')}\n{_all_modules('models')}")
     assert "torch" in loaded
     assert not loaded & {"lightning", "pytorch_lightning", "hydra", "omegaconf"}, loaded & {"lightning", "hydra", "omegaconf"}
+
+
+def test_a_comparison_loads_no_torch_until_it_evaluates_lengths():
+    """zoo-compare reads summaries and CSVs: it starts without torch and Lightning, and loads
+    them only for lengths=, which evaluates checkpoints."""
+    refused = "try:\n    zoo.cli.compare.main(['.', 'scale=seed'])\nexcept SystemExit:\n    pass"  # after reading DIR
+    loaded = _loaded_after(f"import zoo.compare, zoo.cli.compare\n{refused}")
+    assert not loaded & {"torch", "lightning"}, loaded & {"torch", "lightning"}
+    assert "torch" in _loaded_after("import zoo.compare.lengths")

@@ -16,7 +16,6 @@ from typing import Optional
 
 from zoo.compare.runs import IGNORED, Run, RunStatus, find_runs
 from zoo.compare.stats import Difference, difference, mean_std
-from zoo.compare.lengths import length_table
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 
 
@@ -163,6 +162,10 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
     if lengths:
+        # deferred: measuring lengths loads checkpoints (torch, Lightning); a comparison without
+        # lengths= answers without them (zoo-compare starts in half the time)
+        from zoo.compare.lengths import length_table
+
         report.multiples = list(lengths)
         report.lengths = length_table(arms, report.multiples)
         report.files["lengths_csv"] = write_lengths_csv(report, out / "lengths.csv")
