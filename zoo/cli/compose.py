@@ -6,11 +6,10 @@ from typing import Iterable, Optional
 
 from pathlib import Path
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.config.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
-from zoo.interop.hf.init_from import apply_init_from
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.store import register_configs
 
@@ -81,7 +80,10 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
         if saved is not None:
             global_hydra.initialize(saved)
     check_config_targets(cfg)
-    cfg = apply_init_from(cfg, overrides)
+    if OmegaConf.select(cfg, "init_from", default=None) is not None:
+        from zoo.interop.hf.init_from import apply_init_from  # loads torch: only for init_from=
+
+        cfg = apply_init_from(cfg, overrides)
     if not return_hydra_config:
         with open_dict(cfg):
             del cfg["hydra"]

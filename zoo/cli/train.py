@@ -348,11 +348,9 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     by a run started in the same second becomes runs/DATE/TIME-N for this whole run. A directory
     that holds a run is continued only by a command that describes that run: checked here,
     before Hydra writes its .hydra/ files into it."""
-    from zoo.training.checkpoint.files import CheckpointError
     from zoo.cli.rundir import RunDirBusy, acquire, claim_default, release
     from zoo.config.errors import ConfigError
     from zoo.config.validate import validate
-    from zoo.training.run import check_machine, check_resume_config, resolve_resume
 
     if plan is None or launch_rank() != 0:
         return None
@@ -374,6 +372,12 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
         return None
     try:  # a command refused for its config (or this machine) leaves no directory behind
         spec = validate(cfg)
+    except ConfigError as exc:  # before torch and Lightning load: a refusal answers in a second or two
+        _fail(str(exc))
+    from zoo.training.checkpoint.files import CheckpointError
+    from zoo.training.run import check_machine, check_resume_config, resolve_resume
+
+    try:
         check_machine(spec)
     except ConfigError as exc:
         _fail(str(exc))
