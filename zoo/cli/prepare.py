@@ -35,7 +35,6 @@ def run(argv: list[str]) -> dict:
     from zoo.config.errors import ConfigError
     from zoo.config.train import TaskConfig
     from zoo.config.tasks import kinds_that, task_spec
-    from zoo.data import build_datamodule
 
     name, overrides, part = None, [], None
     args = iter(argv)
@@ -53,6 +52,8 @@ def run(argv: list[str]) -> dict:
     if not task_spec(kind).packs:
         raise ConfigError(f"task {kind}: zoo-prepare makes token shards for {' and '.join(kinds_that('packs'))} "
                           f"data; other tasks tokenize at the start of training")
+    from zoo.data import build_datamodule  # torch and Lightning: after the refusals above
+
     start = time.perf_counter()
     dm = build_datamodule(cfg.data, cfg.tokenizer, kind, batch_size=1)
     if dm.data_cfg.streaming:
