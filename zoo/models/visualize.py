@@ -9,7 +9,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from zoo.config.model import Family, ModelConfig, PositionKind
+from zoo.config.model import Family, ModelConfig
+from zoo.config.positions import POSITION_FACTS, Site
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
 
@@ -94,8 +95,9 @@ def plot_attention(
 
 @torch.no_grad()
 def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Path:
-    """What the position scheme contributes, by kind: the sinusoid or learned table (position ×
-    dimension), the ALiBi / T5 / Shaw score bias by offset per head, RoPE's q·k by offset."""
+    """What the position scheme contributes, by where its row of POSITION_FACTS says it acts:
+    a table added to the embeddings (sinusoid, learned) as position × dimension, a bias added to
+    the scores (ALiBi, T5, Shaw) by offset per head, a rotation (RoPE) as q·k by offset."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,14 +109,18 @@ def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Pa
     kind = cfg.position.kind
     fig, ax = plt.subplots(figsize=(7, 4))
     positions = torch.arange(length)[None]  # (1, T)
-    if kind in (PositionKind.sinusoidal, PositionKind.learned):
+    acts = POSITION_FACTS[kind].acts
+    if Site.embeddings in acts:
         table = scheme.embed(torch.zeros(1, length, cfg.d_model), positions)[0]  # (T, D)
         image = ax.imshow(table.T.numpy(), aspect="auto", cmap="RdBu")
         ax.set_xlabel("position")
         ax.set_ylabel("dimension")
         fig.colorbar(image, ax=ax)
-    elif kind in (PositionKind.alibi, PositionKind.relative, PositionKind.shaw):
-        q = torch.randn(1, cfg.n_heads, 1, cfg.head_dim) if kind == PositionKind.shaw else torch.zeros(1, cfg.n_heads, 1, cfg.head_dim)
+    elif Site.scores in acts:
+        # a bias of the positions alone is drawn for any query; one that reads the query (Shaw's)
+        # for a random one
+        shape = (1, cfg.n_heads, 1, cfg.head_dim)
+        q = torch.zeros(shape) if scheme.bias_from_positions_only else torch.randn(shape)
         k = torch.zeros(1, cfg.n_kv_heads, length, cfg.head_dim)
         query_at = torch.tensor([[length // 2]])
         _, _, bias = scheme.attend(q, k, query_at, positions)
@@ -125,7 +131,7 @@ def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Pa
         ax.set_xlabel("key position - query position")
         ax.set_ylabel("added to the attention score")
         ax.legend(fontsize=6)
-    elif kind == PositionKind.rope:
+    elif Site.rotation in acts:
         q = torch.ones(1, 1, 1, cfg.head_dim)
         scores = []
         for offset in range(length):
