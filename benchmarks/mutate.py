@@ -63,6 +63,8 @@ TARGETS: list[tuple[str, list[str]]] = [
     ("zoo/training/rng.py", ["tests/training/test_rng.py"]),
     ("zoo/training/checkpoint/saving.py", ["tests/training/test_atomic_save.py"]),
     ("zoo/compare/stats.py", ["tests/compare/test_stats.py"]),
+    ("zoo/compare/powerlaw.py", ["tests/compare/test_powerlaw.py"]),
+    ("zoo/training/tracking.py", ["tests/training/test_tracker_parts.py"]),
     ("zoo/interop/hf/*.py", ["tests/interop/test_hf.py"]),
 ]
 # the core: what the committed run covers
