@@ -42,6 +42,27 @@ def test_an_irreducible_loss_is_recovered():
     assert fit_power_law(COMPUTE, [truth.loss_at(c) for c in COMPUTE]).b < 0.2
 
 
+def test_an_irreducible_loss_near_the_smallest_loss_is_found_and_the_fit_error_is_its_own():
+    """A curve that has almost reached its floor (e = 99.8% of the smallest loss: the best of
+    the coarse grid of e is its last point), with noise: e is found below every loss, and
+    rmse_log is the root mean square of the law's own log residuals."""
+    truth = PowerLaw(a=1000.0, b=0.3, e=10.0)  # 10.25 at the least compute, 10.045 at the most
+    noise = [1.00002, 0.99997, 1.00002, 0.99999, 1.00003, 0.99998]
+    loss = [truth.loss_at(c) * n for c, n in zip(COMPUTE, noise)]
+    law = fit_power_law(COMPUTE, loss, irreducible=True)
+    assert 9.95 < law.e < min(loss) and law.e / min(loss) > 199 / 200
+    residuals = [math.log(L) - math.log(law.loss_at(c)) for c, L in zip(COMPUTE, loss)]
+    assert law.rmse_log == pytest.approx(math.sqrt(sum(r * r for r in residuals) / len(loss)), rel=1e-9)
+    assert law.rmse_log > 0
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan])
+def test_a_non_positive_or_non_finite_value_is_refused(bad):
+    for compute, loss in ((COMPUTE[:4], [4.0, 3.0, bad, 2.2]), ([1e6, bad, 1e8, 1e9], [4.0, 3.0, 2.5, 2.2])):
+        with pytest.raises(ValueError, match="positive, finite"):
+            fit_power_law(compute, loss)
+
+
 def test_compute_for_inverts_the_curve():
     law = PowerLaw(a=400.0, b=0.2, e=1.7)
     for c in (1e10, 1e15):

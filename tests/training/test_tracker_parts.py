@@ -40,6 +40,10 @@ def test_the_swept_keys_come_from_the_command_line_and_the_sweepers_params(tmp_p
                           {"arm/norm": "baseline,post_ln", "seed": "0,1,2", "trainer.max_steps": 10})
     assert swept_keys(path) == {"model.norm", "optim.lr", "model/position", "x", "arm/norm", "seed"}
     assert swept_keys(_multirun_yaml(tmp_path, ["a.b=1,2"], None)) == {"a.b"}
+    # a sweeper value that interpolates (a resolver Hydra registers only when it runs) is read
+    # as written, not resolved
+    steps = _multirun_yaml(tmp_path, [], {"model.norm": "pre,post", "trainer.max_steps": "${zoo.steps_for_tokens:4}"})
+    assert swept_keys(steps) == {"model.norm"}
     assert swept_keys(tmp_path / "missing.yaml") is None
     (tmp_path / "bad.yaml").write_text("hydra: [1, 2]")
     assert swept_keys(tmp_path / "bad.yaml") is None
