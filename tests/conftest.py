@@ -101,7 +101,7 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session, exitstatus):
     """A test writes into its own temporary directories only: a file it leaves in the checkout
-    (a tracker's default ./mlruns, a run under ./outputs) fails the session, named."""
+    (a tracker's default ./mlruns, a run under ./runs) fails the session, named."""
     before = getattr(session.config, "_zoo_checkout_before", None)
     after = _checkout_changes()
     if before is None or after is None:

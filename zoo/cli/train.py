@@ -372,7 +372,7 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
         return None
     try:  # a command refused for its config (or this machine) leaves no directory behind
         spec = validate(cfg)
-    except ConfigError as exc:  # before torch and Lightning load: a refusal answers in a second or two
+    except ConfigError as exc:  # before torch and Lightning load: a refusal answers in under a second
         _fail(str(exc))
     from zoo.training.checkpoint.files import CheckpointError
     from zoo.training.run import check_machine, check_resume_config, resolve_resume

@@ -115,8 +115,8 @@ def _packed_lm(kind: TaskKind, family: Family, specials: tuple[Special, ...], *,
     """The row of a language-model objective over packed windows of one text column, the
     default task of its one family."""
     return TaskSpec(kind=kind, families=(family,), default_for=(family,), columns=("text_column",),
-                    text_columns=("text_column",), specials=specials, packs=True, shifted=shifted, generates=generates,
-                    tokenize=Tokenize.documents, collate=collate, batch=("input_ids", "labels"))
+                    text_columns=("text_column",), specials=specials, packs=True, shifted=shifted,
+                    generates=generates, tokenize=Tokenize.documents, collate=collate, batch=("input_ids", "labels"))
 
 
 TASK_SPECS: dict[TaskKind, TaskSpec] = {

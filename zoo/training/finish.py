@@ -63,7 +63,8 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
 
     files, throughput, tokenizer = RunDir(run_dir), callbacks.throughput, datamodule.tokenizer
     baseline = sample = None
-    if task_spec(spec.task.kind).packs and task_spec(spec.task.kind).generates:  # a causal LM
+    row = task_spec(spec.task.kind)
+    if row.packs and row.generates:  # a causal LM: a unigram baseline of its stream, and a sample
         counts = datamodule.token_counts(tokenizer.vocab_size)
         if counts is not None:  # a stream has no counts of its training tokens
             baseline = unigram_from_counts(*counts)
