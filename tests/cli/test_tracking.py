@@ -108,6 +108,22 @@ def _csv_rows(run_dir, metric: str) -> dict[int, float]:
         return {int(r["step"]): float(r[metric]) for r in csv.DictReader(f) if r.get(metric)}
 
 
+def _at_first_checkpoint(args: list[str], env: dict, run_dir, act, timeout: int = 120) -> tuple[int, str, str]:
+    """Start `zoo-train ARGS` from the test's home, call `act(proc)` once its first checkpoint
+    is written, and return its exit status, stdout and stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=env["HOME"])
+    try:
+        wait_for((run_dir / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
+        act(proc)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out, err
+
+
 def _shown(path, home) -> str:
     """A directory as the trackers name it: relative to the directory the command ran in."""
     return str(path.relative_to(home))
@@ -184,17 +200,8 @@ def test_a_resumed_run_logs_on_into_its_tracker_runs(mlflow_server, tmp_path):
             "callbacks.checkpoint_every_n_steps=10", "logger=[csv,mlflow,wandb]",
             f"logger.mlflow.tracking_uri={mlflow_server}", "logger.mlflow.experiment=resumed"]
     env = _no_wandb_key(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=env["HOME"])
-    try:
-        wait_for((run_dir / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    status, _, err = _at_first_checkpoint(args, env, run_dir, lambda proc: proc.send_signal(signal.SIGTERM))
+    assert status == 128 + signal.SIGTERM, err[-2000:]
     client = MlflowClient(mlflow_server)
     run_id = json.loads((run_dir / "tracking.json").read_text())["mlflow"]["run_id"]
     stopped = json.loads((run_dir / "failed.json").read_text())["step"]
@@ -230,18 +237,15 @@ def test_a_server_that_goes_away_mid_run_costs_its_metrics_not_the_run(tmp_path)
     with _mlflow_server(tmp_path) as (uri, server):
         args = [*tiny_overrides(run_dir), f"trainer.max_steps={max_steps}", "trainer.val_check_interval=50",
                 "callbacks.checkpoint_every_n_steps=10", "logger=[csv,mlflow]", f"logger.mlflow.tracking_uri={uri}"]
-        proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env, cwd=env["HOME"])
-        try:
-            wait_for((run_dir / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
-            run_id = json.loads((run_dir / "tracking.json").read_text())["mlflow"]["run_id"]
+        seen = {}
+
+        def stop_server(proc) -> None:
+            seen["run_id"] = json.loads((run_dir / "tracking.json").read_text())["mlflow"]["run_id"]
             _stop(server)
-            out, err = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 0, err[-3000:]
+
+        status, out, err = _at_first_checkpoint(args, env, run_dir, stop_server, timeout=300)
+    assert status == 0, err[-3000:]
+    run_id = seen["run_id"]
     lost = json.loads((run_dir / "tracking.json").read_text())["mlflow"]
     assert lost["run_id"] == run_id and 10 <= lost["metrics_lost_from_step"] < max_steps - 1
     warned = [line for line in out.splitlines() if "stopped taking metrics" in line]  # the console log
