@@ -171,7 +171,14 @@ class ModelConfig:
         metadata={"help": "a learned bias (V) on the output logits (BERT's decoder bias, "
                   "BART's final_logits_bias)"},
     )
-    init_std: float = 0.02
+    init_std: float = field(default=0.02, metadata={"help": "std of the normal initialisation of every "
+                                                     "matrix and embedding table"})
+    embed_init_std: Optional[float] = field(
+        default=None,
+        metadata={"help": "std of the token-embedding initialisation; default D^-0.5 with "
+                  "scale_embeddings (the scaled embeddings start at unit RMS, as in Vaswani et al. and "
+                  "fairseq, the size of a sinusoid's), else init_std"},
+    )
     checkpoint_activations: bool = field(
         default=False,
         metadata={"help": "recompute each layer's activations in backward instead of keeping "
@@ -243,6 +250,17 @@ class ModelConfig:
                               f"got {self.attention_scale}")
         if self.init_std <= 0:
             raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
+        if self.embed_init_std is not None and not self.embed_init_std > 0:
+            raise ConfigError(f"model.embed_init_std must be > 0 (or null for the default), got {self.embed_init_std}")
+
+    @property
+    def embedding_std(self) -> float:
+        """The std the token embeddings start at: embed_init_std when set; D^-0.5 when they are
+        scaled by sqrt(D) (so x·sqrt(D) starts at unit RMS: Vaswani et al. 2017 §3.4 with
+        fairseq's initialisation); init_std otherwise."""
+        if self.embed_init_std is not None:
+            return self.embed_init_std
+        return self.d_model ** -0.5 if self.scale_embeddings else self.init_std
 
     @property
     def is_causal(self) -> bool:

@@ -77,11 +77,13 @@ class ZooModel(nn.Module):
         self.output_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.output_bias else None  # (V,)
 
     def _init_weights(self) -> None:
-        """Normal(0, init_std) for every matrix and embedding table, zero biases, unit norms;
-        then tie the output projection to the token embedding if asked."""
+        """Normal(0, init_std) for every matrix and embedding table (the token embedding:
+        Normal(0, `ModelConfig.embedding_std`)), zero biases, unit norms; then tie the output
+        projection to the token embedding if asked."""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, mean=0.0, std=self.config.init_std)
+                std = self.config.embedding_std if module is self.embed else self.config.init_std
+                nn.init.normal_(module.weight, mean=0.0, std=std)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
         if self.config.tie_embeddings:
