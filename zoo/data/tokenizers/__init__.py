@@ -8,6 +8,7 @@ from zoo.data.tokenizers.char import CharTokenizer
 from zoo.data.tokenizers.hf import HFTokenizer
 from zoo.data.tokenizers.registry import TOKENIZERS, build_tokenizer, load_tokenizer
 from zoo.data.tokenizers.sentencepiece import SentencePieceTokenizer
+from zoo.data.tokenizers.text_bytes import TextBytes
 
 __all__ = [
     "SPECIAL_IDS",
@@ -17,6 +18,7 @@ __all__ = [
     "CharTokenizer",
     "HFTokenizer",
     "SentencePieceTokenizer",
+    "TextBytes",
     "Tokenizer",
     "build_tokenizer",
     "load_tokenizer",

@@ -75,6 +75,12 @@ class Tokenizer(abc.ABC):
         eos = (self.eos_id,)
         return np.fromiter(chain.from_iterable(chain(r, eos) for r in rows), dtype=dtype, count=n)
 
+    def piece_bytes(self) -> list[bytes]:
+        """For every id in [0, V): the UTF-8 bytes of text it stands for, as decode writes them
+        mid-text; b"" for special tokens (pad, unk, bos, eos, mask, cls and the like).
+        `zoo.data.tokenizers.text_bytes` counts text bytes with it (bits per byte)."""
+        raise NotImplementedError(f"tokenizer kind {self.kind!r} does not say what text its ids stand for")
+
     def special_ids(self) -> dict[str, Optional[int]]:
         """{"pad": .., "unk": .., "bos": .., "eos": .., "mask": .., "cls": ..}: for zoo's own
         kinds {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5}; None where the

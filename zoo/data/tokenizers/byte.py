@@ -33,6 +33,10 @@ class ByteTokenizer(Tokenizer):
         data = bytes(i - NUM_SPECIAL for i in map(int, ids) if NUM_SPECIAL <= i < self.vocab_size)
         return data.decode("utf-8", errors="replace")
 
+    def piece_bytes(self) -> list[bytes]:
+        """One byte for each of the 256 byte ids; the specials none."""
+        return [b""] * NUM_SPECIAL + [bytes([b]) for b in range(256)]
+
     def _state(self, directory: Path) -> dict:
         return {}
 

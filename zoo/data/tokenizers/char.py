@@ -47,6 +47,11 @@ class CharTokenizer(Tokenizer):
                 out.append(self.chars[i - NUM_SPECIAL])
         return "".join(out)
 
+    def piece_bytes(self) -> list[bytes]:
+        """Each character's UTF-8 bytes; the specials none (unk included: the character it
+        replaced is not known from the id)."""
+        return [b""] * NUM_SPECIAL + [c.encode("utf-8", errors="surrogatepass") for c in self.chars]
+
     def _identity(self) -> bytes:
         return "".join(self.chars).encode("utf-8", errors="surrogatepass")
 

@@ -19,6 +19,7 @@ from zoo.data.tokenizers.base import SPECIAL_IDS, SPECIAL_TOKENS, Tokenizer
 
 MODEL_FILE = "sentencepiece.model"
 KEPT_WHITESPACE = ["\n", "\t"]
+WORD_BOUNDARY = "\u2581"  # "▁", SentencePiece's marker of a space
 _REQUIRED_CHARS = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
 # SentencePiece skips training sentences longer than max_sentence_length (bytes, set to 64 KiB
 # below); longer lines (a corpus that is one huge line) are cut into pieces of at most this many
@@ -113,6 +114,24 @@ class SentencePieceTokenizer(Tokenizer):
     def decode(self, ids: Iterable[int]) -> str:
         # ids past the vocabulary (a model whose embedding table is larger) are skipped
         return self._sp.decode([i for i in map(int, ids) if 0 <= i < self.vocab_size])
+
+    def piece_bytes(self) -> list[bytes]:
+        """A piece's text with its word-boundary marker "▁" as the space it decodes to, a
+        byte-fallback piece <0xNN> as its one byte, control and unknown pieces as none. The
+        first piece of a document carries the space SentencePiece puts before a document's
+        first word (its dummy prefix), which decode drops: `text_bytes.TextBytes` leaves it
+        out there."""
+        sp = self._sp
+        out = []
+        for i in range(sp.get_piece_size()):
+            piece = sp.id_to_piece(i)
+            if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i):
+                out.append(b"")
+            elif sp.is_byte(i):
+                out.append(bytes([int(piece[3:-1], 16)]))  # "<0x0A>"
+            else:
+                out.append(piece.replace(WORD_BOUNDARY, " ").encode("utf-8"))
+        return out
 
     def _identity(self) -> bytes:
         return self._proto
