@@ -13,14 +13,16 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.convert import as_model_config
 from zoo.config.model import Family, ModelConfig
-from zoo.config.tasks import TaskKind
+from zoo.config.tasks import TaskKind, task_spec
 from zoo.config.train import NonFinitePolicy, OptimConfig, OutputLoss, SchedulerConfig, TaskConfig
 from zoo.models import ZooModel, build_model
-from zoo.tasks.metrics import WeightedMean
+from zoo.tasks.metrics import BitsPerByte, WeightedMean
+from zoo.tasks.target_bytes import TargetBytes
 from zoo.tasks.optim import build_optimizer, schedule
 from zoo.nn.chunked_loss import IGNORE
 from zoo.models.sharding import shard
 from zoo.data.tokenizers.state import tokenizer_state
+from zoo.data.tokenizers.text_bytes import TextBytes
 
 
 
@@ -90,6 +92,9 @@ class ZooTask(L.LightningModule):
         self.train_loss = MeanMetric()
         self.val_loss = WeightedMean()  # per target token; a diverged model reports NaN, not nothing
         self.val_accuracy = self._accuracy()
+        # shifted tasks (causal LM, seq2seq) predict text left to right: bits per byte of it
+        self.val_bpb = BitsPerByte() if task_spec(self.kind).shifted else None
+        self._target_bytes: Optional[tuple] = None  # (tokenizer, device, TargetBytes), made when first needed
         self.register_buffer("tokens_seen", torch.zeros((), dtype=torch.long), persistent=True)
         self.register_buffer("nonfinite_skipped", torch.zeros((), dtype=torch.long), persistent=True)
 
@@ -111,6 +116,11 @@ class ZooTask(L.LightningModule):
         inputs, labels, n_tokens = self.model_inputs(batch)
         logits = self.model(**inputs).logits  # (B, T, V), the head inside the one forward call
         return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), n_tokens  # (B·T, V)
+
+    def preceding_ids(self, batch: dict) -> torch.Tensor:
+        """Shifted tasks: the id read at each target's position, the one before the target in
+        the text, (B·T,) in the order of `predict_tokens`' labels. Default: the inputs."""
+        return batch["input_ids"].reshape(-1)
 
     sparse_targets = False  # are targets on a small share of the rows (masked LM)?
 
@@ -230,8 +240,26 @@ class ZooTask(L.LightningModule):
         n = (targets != IGNORE).sum()
         if n == 0:
             return
-        self.val_loss.update(self.loss(logits, targets), weight=n)
+        bytes_of = self.target_bytes()
+        if bytes_of is None:
+            self.val_loss.update(self.loss(logits, targets), weight=n)
+        else:  # the loss of each target: their mean for val/loss, their sum per byte for val/bpb
+            losses = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, reduction="none")  # (N,)
+            self.val_loss.update(losses.sum() / n, weight=n)
+            self.val_bpb.update(losses, bytes_of(targets, self.preceding_ids(batch)))
         self.val_accuracy.update(logits, targets)
+
+    def target_bytes(self) -> Optional[TargetBytes]:
+        """The bytes of text per target, on this module's device, for a task that measures bits
+        per byte and holds its tokenizer; None otherwise. Made once per tokenizer and device
+        (validation only: nothing is added to the training step)."""
+        if self.val_bpb is None or self.tokenizer is None:
+            return None
+        made = self._target_bytes
+        if made is None or made[0] is not self.tokenizer or made[1] != self.device:
+            table = TargetBytes(TextBytes.of(self.tokenizer), self.model_config.vocab_size, self.device)
+            made = self._target_bytes = (self.tokenizer, self.device, table)
+        return made[2]
 
     def on_validation_epoch_end(self) -> None:
         if self.val_loss.weight == 0:
@@ -240,6 +268,9 @@ class ZooTask(L.LightningModule):
         self.log_everywhere("val/loss", loss, prog_bar=True)
         self.log_everywhere("val/ppl", torch.exp(loss.clamp(max=50)), prog_bar=True)
         self.log_everywhere("val/accuracy", self.val_accuracy.compute())
+        if self.target_bytes() is not None:  # the same on every rank: all of them compute
+            self.log_everywhere("val/bpb", self.val_bpb.compute())
+            self.val_bpb.reset()
         self.val_loss.reset()
         self.val_accuracy.reset()
 

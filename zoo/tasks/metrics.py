@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torchmetrics import Metric
 
@@ -25,3 +27,29 @@ class WeightedMean(Metric):
 
     def compute(self) -> torch.Tensor:
         return (self.total / self.weight).float()
+
+
+class BitsPerByte(Metric):
+    """Validation bits per byte: sum of the targets' cross-entropy (nats) / (ln 2 · sum of the
+    bytes of text they stand for), over every update of every rank (a ratio of sums, never a
+    mean of per-batch ratios). Targets that stand for no text (eos, unk and the other special
+    tokens: 0 bytes) are left out of both sums, as nanochat's `evaluate_bpb` does: what is
+    measured is the text, not the document boundaries. NaN and inf losses of counted targets
+    propagate."""
+
+    full_state_update = False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.add_state("nats", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("bytes", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, losses: torch.Tensor, target_bytes: torch.Tensor) -> None:
+        """losses (N,) cross-entropy of each target in nats; target_bytes (N,) its bytes of text."""
+        counted = target_bytes > 0  # (N,)
+        self.nats += torch.where(counted, losses.detach().double(), torch.zeros((), dtype=torch.float64,
+                                                                                   device=losses.device)).sum()
+        self.bytes += target_bytes.double().sum()
+
+    def compute(self) -> torch.Tensor:
+        return (self.nats / (math.log(2) * self.bytes)).float()

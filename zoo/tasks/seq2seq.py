@@ -37,6 +37,10 @@ class Seq2Seq(ZooTask):
     def forward_batch(self, batch):
         return self.predict_tokens(batch)
 
+    def preceding_ids(self, batch):
+        """The decoder's inputs: [BOS] + y before the targets y + [EOS]."""
+        return batch["decoder_input_ids"].reshape(-1)
+
     def translate(self, input_ids, attention_mask=None, max_new_tokens=None) -> list[list[int]]:
         """Greedy target ids per source row, without BOS/EOS/padding."""
         specials = self.tokenizer.special_ids()

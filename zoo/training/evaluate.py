@@ -1,6 +1,6 @@
 """Evaluate a checkpoint on any dataset the data layer reads, with the task's own validation
-metrics (loss, perplexity, token accuracy; BLEU and exact match for seq2seq; accuracy for
-classification)."""
+metrics (loss, perplexity, token accuracy; bits per byte for causal LM and seq2seq; BLEU and
+exact match for seq2seq; accuracy for classification)."""
 
 from __future__ import annotations
 
