@@ -78,15 +78,25 @@ def test_each_arm_is_fitted_across_its_sizes_with_multipliers(sweep, tmp_path):
         low, high = float(mine[0]["exponent_low"]), float(mine[0]["exponent_high"])
         assert low < exponent < high
         fits[activation] = (slope, intercept, computes, losses)
-    # the multiplier of swiglu at each gelu size: gelu's compute there / the compute at which
-    # swiglu's fitted line reaches gelu's loss there
-    slope, intercept, _, _ = fits["swiglu"]
-    _, _, base_computes, base_losses = fits["gelu"]
-    for row, c, v in zip([r for r in rows if r["model.activation"] == "swiglu"], base_computes, base_losses):
-        assert slope < 0  # wider models reach a lower loss in this sweep: the curve falls
-        needed = math.exp((math.log(v) - intercept) / slope)
-        assert float(row["multiplier"]) == pytest.approx(c / needed, rel=1e-6)
-        assert float(row["multiplier_low"]) < float(row["multiplier"]) < float(row["multiplier_high"])
+    # the multiplier of swiglu at each of its sizes: the compute gelu's curve, moved through gelu's
+    # measured loss at that size, needs to reach swiglu's measured loss, over swiglu's compute
+    gelu_slope, _, base_computes, base_losses = fits["gelu"]
+    _, _, computes, losses = fits["swiglu"]
+    assert gelu_slope < 0  # wider models reach a lower loss in this sweep: the curve falls
+    for row, cb, lb, ca, la in zip([r for r in rows if r["model.activation"] == "swiglu"], base_computes,
+                                   base_losses, computes, losses):
+        expected = cb / ca * (lb / la) ** (1 / -gelu_slope)
+        assert float(row["multiplier"]) == pytest.approx(expected, rel=1e-6)
+        assert (float(row["multiplier"]) - 1) * (lb - la) > 0  # its side of 1 is the measured one
+        assert float(row["multiplier_low"]) <= float(row["multiplier"]) <= float(row["multiplier_high"])
+    for row in rows:  # the fit's quality: residuals, error, and an exponent interval that holds the misfit
+        slope, intercept, _, _ = fits[row["model.activation"]]
+        fitted = math.exp(intercept + slope * math.log(float(row["compute"])))
+        assert float(row["residual"]) == pytest.approx(math.log(float(row["val/loss mean"]) / fitted), abs=1e-9)
+        assert row["fit_df"] == "1" and float(row["exponent_low"]) <= float(row["exponent_fit_low"])
+        assert float(row["exponent_high"]) >= float(row["exponent_fit_high"])
+        assert float(row["D/N"]) == pytest.approx(float(row["D"]) / float(row["N"]))
+    assert "the fits go through 3 sizes (1 residual degree of freedom): they are descriptive" in result.stderr
     assert all(r["multiplier"] == "" for r in rows if r["model.activation"] == "gelu")  # the baseline
     md = (out / "report.md").read_text()
     assert "## Fits" in md and "## Compute multiplier against the baseline (arm 0)" in md
@@ -104,12 +114,12 @@ def test_too_few_sizes_are_said_not_fitted(sweep, tmp_path):
     out = tmp_path / "report"
     result = _compare(str(two), f"out={out}", "scale=model.d_model")
     assert result.returncode == 0, result.stderr[-3000:]
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("zoo-compare: warning:")]
+    warnings = [line for line in result.stderr.splitlines() if "no power law" in line]
     assert len(warnings) == 2 and all("2 compute values; fitting a·C^-b needs at least 3" in w for w in warnings)
     rows = list(csv.DictReader((out / "report.csv").open()))
     assert len(rows) == 4 and all(r["exponent"] == "" and r["multiplier"] == "" for r in rows)
     md = (out / "report.md").read_text()
-    assert "none: 2 compute values" in md and "– (no fit)" in md
+    assert "none: 2 compute values" in md and "– (the baseline has no fit)" in md
 
 
 def _run(activation: str, width: int, layers: int, seed: int, loss: float) -> Run:
@@ -138,7 +148,8 @@ def test_keys_that_change_with_the_size_are_part_of_it():
 def test_bad_scale_input_is_one_line(sweep, tmp_path):
     cases = [("scale=model.nope", "no run has this config key"), ("scale=seed", "does not change what is learned"),
              ("scale=model.d_model metric=val/accuracy", "scale= fits a loss falling with compute"),
-             ("scale=model.d_model tune=optim.lr", "cannot be combined"),
+             ("scale=model.d_model tune=model.d_model", "name the same key"),
+             ("scale=model.d_model tune=optim.nope", "tune=optim.nope: no run has this config key"),
              ("scale=model.d_model lengths=1,2", "cannot be combined")]
     for args, message in cases:
         out = tmp_path / "out"
@@ -171,3 +182,32 @@ def test_a_size_without_results_is_said_and_every_arms_sizes_are_shown(sweep, tm
     assert "model.d_model=16" in header and "model.d_model=32" in header and "model.d_model=64" in header
     arm1 = next(line for line in md.splitlines() if line.startswith("| arm 1 | `swiglu` | none: "))
     assert arm1.count(" ± ") == 2  # its two finished sizes, 16 and 64, shown; 32 has none
+
+
+def _tuned_run(width: int, lr: float, seed: int, loss: float) -> Run:
+    config = {"model.activation": "gelu", "model.d_model": width, "optim.lr": lr, "seed": seed}
+    summary = {"metrics": {"val/loss": loss}, "model": {"flops_per_token": 100 * width, "non_embedding_params": 12 * width},
+               "tokens_seen": 1000 * width, "data": {"train_tokens": 500 * width}}
+    return Run(path=Path(f"/r/{width}-{lr}-{seed}"), overrides=[], config=config, status=RunStatus.finished,
+               summary=summary)
+
+
+def test_scale_with_tune_takes_each_size_at_its_own_rate_held_out():
+    """Wider models prefer a lower rate here (best 1e-2 at width 16, 1e-3 at 64): each size is
+    measured at its own best rate, each seed at the rate chosen on the other seeds; the
+    accounting says the sizes read their training split twice."""
+    best = {16: 1e-2, 32: 3e-3, 64: 1e-3}
+    runs = [_tuned_run(w, lr, s, 3.0 - w / 100 + (0.0 if lr == best[w] else 0.2) + 0.01 * s)
+            for w in best for lr in (1e-3, 3e-3, 1e-2) for s in (0, 1, 2)]
+    runs.append(_tuned_run(64, 1e-2, 3, 2.0))  # one lucky seed at a bad rate: it cannot choose for itself
+    arms, keys, linked = scale_arms(runs, "model.d_model", "val/loss", tune="optim.lr")
+    (arm,) = arms
+    assert "optim.lr" not in linked and [s.tuned for s in arm.sizes] == [1e-2, 3e-3, 1e-3]
+    widest = arm.sizes[-1]
+    # seed 3 ran only at 1e-2: left out, the other seeds pick 1e-3, where seed 3 has no run
+    assert sorted(widest.finals) == pytest.approx([2.36, 2.37, 2.38]) and widest.held_out
+    assert all(s.epochs == pytest.approx(2.0) for s in arm.sizes)
+    from zoo.compare.scale import _design_warnings
+
+    warnings = _design_warnings(arms, "model.d_model", "optim.lr")
+    assert sum("reads its training split 2.00 times" in w for w in warnings) == 3

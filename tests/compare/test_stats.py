@@ -73,3 +73,45 @@ def test_the_95_percent_interval_covers_the_truth_about_95_percent_of_the_time()
         d = difference(arm, base)
         hits += d.low <= 1.0 <= d.high
     assert 0.91 <= hits / trials <= 0.99
+
+
+@pytest.mark.parametrize("t, df, expected", [(12.706, 1, 0.05), (4.303, 2, 0.05), (2.776, 4, 0.05),
+                                             (3.747, 4, 0.02), (0.0, 3, 1.0)])
+def test_two_sided_p_values_match_the_table(t, df, expected):
+    from zoo.compare.stats import t_two_sided_p
+
+    assert t_two_sided_p(t, df) == pytest.approx(expected, abs=5e-4)
+    assert t_two_sided_p(-t, df) == pytest.approx(t_two_sided_p(t, df))
+
+
+def test_p_values_agree_with_scipys_t_tests():
+    """The paired and Welch p-values against SciPy's own t-tests (code nobody here wrote)."""
+    stats = pytest.importorskip("scipy.stats", reason="SciPy is the reference for the p-values")
+    base, arm = {0: 5.0, 1: 5.2, 2: 4.9, 3: 5.05}, {0: 4.8, 1: 5.1, 2: 4.85, 3: 4.7}
+    d = difference(arm, base)
+    seeds = sorted(base)
+    assert d.p == pytest.approx(stats.ttest_rel([arm[s] for s in seeds], [base[s] for s in seeds]).pvalue, rel=1e-3)
+    assert d.df == 3
+    other = {7: 4.6, 8: 4.9, 9: 5.0}
+    w = difference(other, base)
+    ref = stats.ttest_ind(list(other.values()), list(base.values()), equal_var=False)
+    assert w.method == "welch" and w.p == pytest.approx(ref.pvalue, rel=1e-3)
+
+
+def test_two_seeds_are_flagged_as_one_degree_of_freedom():
+    d = difference({0: 4.8, 1: 5.1}, {0: 5.0, 1: 5.2})
+    assert d.df == 1 and d.few_df and "(1 df)" in str(d)
+    assert not difference({0: 4.8, 1: 5.1, 2: 4.9}, {0: 5.0, 1: 5.2, 2: 5.0}).few_df
+
+
+def test_holm_adjusts_a_family_of_p_values():
+    """Holm 1979 on p = (0.01, 0.04, 0.03, 0.005): sorted 0.005, 0.01, 0.03, 0.04 become
+    4·0.005 = 0.02, 3·0.01 = 0.03, 2·0.03 = 0.06, max(0.06, 1·0.04) = 0.06."""
+    from zoo.compare.stats import Difference, holm
+
+    diffs = [Difference(0.0, None, None, "paired", p=p) for p in (0.01, 0.04, 0.03, 0.005)]
+    holm([*diffs, None])
+    assert [d.p_holm for d in diffs] == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    single = [Difference(0.0, None, None, "paired", p=0.01)]
+    holm(single)
+    assert single[0].p_holm is None  # one comparison: nothing to adjust

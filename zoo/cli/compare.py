@@ -5,6 +5,8 @@
     zoo-compare SWEEP lengths=1,2,4,8      # + perplexity at 1x..8x the trained context
     zoo-compare SWEEP tune=optim.lr        # each arm at its own best learning rate
     zoo-compare SWEEP scale=model.d_model  # each arm across sizes: power laws, compute multipliers
+    zoo-compare SWEEP scale=model.d_model tune=optim.lr   # ... each arm at each size at its own best rate
+    zoo-compare SWEEP metric=val/bpb       # bits per byte: comparable across tokenizers
 
 Writes report.md, report.csv, curves.png and final.png (tune=: tuning.png; scale=: scaling.png)
 into `out` (default: `compare/` inside the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
@@ -31,7 +33,8 @@ class CompareArgs:
     lengths: Optional[str] = field(default=None, metadata={"help": "e.g. 1,2,4,8: also the perplexity at "
                                                            "these multiples of the trained context"})
     tune: Optional[str] = field(default=None, metadata={"help": "a config key, e.g. optim.lr: compare each arm "
-                                                        "(config minus seed and KEY) at its own best value of KEY"})
+                                                        "(config minus seed and KEY) at its own best value of KEY, each seed measured at the value "
+                                                        "chosen on the other seeds; with scale=: per size"})
     scale: Optional[str] = field(default=None, metadata={"help": "a size key, e.g. model.d_model: each arm "
                                                          "across its sizes, the metric against training compute "
                                                          "as a power law, and the compute multiplier against the "
@@ -61,13 +64,12 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"lengths={args.lengths}: multiples must be >= 1")
     if args.tune and multiples:
         raise ConfigError(f"tune={args.tune} and lengths= cannot be combined: compare lengths without tune=")
-    if args.scale and (args.tune or multiples):
-        other = f"tune={args.tune}" if args.tune else "lengths="
-        raise ConfigError(f"scale={args.scale} and {other} cannot be combined: run them as two comparisons")
+    if args.scale and multiples:
+        raise ConfigError(f"scale={args.scale} and lengths= cannot be combined: run them as two comparisons")
     try:
         if args.scale:
             report = compare_scaled([Path(d) for d in dirs], out, key=args.scale, metric=args.metric,
-                                    baseline=args.baseline)
+                                    baseline=args.baseline, tune=args.tune)
         elif args.tune:
             report = compare_tuned([Path(d) for d in dirs], out, key=args.tune, metric=args.metric,
                                    baseline=args.baseline)
@@ -75,7 +77,7 @@ def run(argv: list[str]) -> dict:
             report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
                              lengths=multiples)
     except ValueError as exc:
-        if not any(raised_in(exc, f"zoo.compare.{m}") for m in ("report", "tune", "scale")):  # a bug: keep its traceback
+        if not any(raised_in(exc, f"zoo.compare.{m}") for m in ("report", "tune", "scale", "select")):  # a bug: keep its traceback
             raise
         raise ConfigError(str(exc)) from None
     from zoo.compare import RunStatus

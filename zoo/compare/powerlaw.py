@@ -7,7 +7,14 @@ fitted by least squares on log L (a relative error, the same weight at every sca
 form is a straight line in log-log coordinates, solved in closed form; the saturating one is
 solved for each irreducible loss e by that line through log(L - e), e chosen by a grid and a
 golden-section search over [0, min L). `PowerLaw.compute_for(L)` inverts the curve: the
-compute at which it reaches a loss L (None when L is at or below its irreducible loss)."""
+compute at which it reaches a loss L (None when L is at or below its irreducible loss).
+
+A fit also says how well it fits: `rmse_log` (the root mean square residual of log L), and the
+standard error of the exponent from those residuals, `se_b`, on `df` = n - (parameters)
+degrees of freedom: se_b = sqrt(SSE / df / Sxx), Sxx the spread of log C (for e + a·C^-b, of the
+line through log(L - e) at the fitted e). `exponent_interval` turns it into a t interval. With
+3 points and 2 parameters df is 1 (t quantile 12.7): such a fit describes the points and does
+not pin the exponent."""
 
 from __future__ import annotations
 
@@ -33,6 +40,8 @@ class PowerLaw:
     e: float = 0.0  # the irreducible loss (0 for the pure form)
     rmse_log: float = 0.0  # root mean square residual of log L at the fitted points
     log_a: Optional[float] = None  # log a, kept exact when a itself overflows
+    se_b: float = 0.0  # standard error of b from the residuals (0: the points lie on the curve)
+    df: int = 0  # residual degrees of freedom: points - parameters
 
     def __post_init__(self) -> None:
         if self.log_a is None:
@@ -48,6 +57,21 @@ class PowerLaw:
             return None
         log_c = (self.log_a - math.log(loss - self.e)) / self.b
         return math.exp(log_c) if log_c < _LOG_MAX else None
+
+    def residual(self, compute: float, loss: float) -> float:
+        """log(measured loss) - log(the curve's loss) at `compute`: > 0 means the point lies
+        above the curve (about a relative error for small values)."""
+        return math.log(loss) - math.log(self.loss_at(compute))
+
+    def exponent_interval(self, level: float = 0.95) -> Optional[tuple[float, float]]:
+        """b ± t(level, df) · se_b, the interval the fit's own misfit allows; None without
+        residual degrees of freedom."""
+        if self.df < 1:
+            return None
+        from zoo.compare.stats import t_quantile
+
+        half = t_quantile(1 - (1 - level) / 2, self.df) * self.se_b
+        return self.b - half, self.b + half
 
     def __str__(self) -> str:
         head = f"{self.e:.4g} + " if self.e > 1e-9 else ""
@@ -72,6 +96,17 @@ def _fit_given_e(log_c: list[float], losses: list[float], e: float) -> tuple[Pow
     return law, sse
 
 
+def _finish(law: PowerLaw, log_c: list[float], losses: list[float], sse: float, parameters: int) -> PowerLaw:
+    """`law` with its fit error, and the standard error of b from the residuals of its line."""
+    n = len(losses)
+    df = n - parameters
+    line_sse = sum((math.log(L - law.e) - (law.log_a - law.b * x)) ** 2 for x, L in zip(log_c, losses))
+    mean = sum(log_c) / n
+    sxx = sum((x - mean) ** 2 for x in log_c)
+    se_b = math.sqrt(line_sse / df / sxx) if df > 0 and sxx > 0 else 0.0
+    return PowerLaw(law.a, law.b, law.e, math.sqrt(sse / n), law.log_a, se_b=se_b, df=max(df, 0))
+
+
 def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: bool = False) -> PowerLaw:
     """Fit L = a·C^-b (or e + a·C^-b) to points (compute, loss); `TooFewPoints` when there are
     fewer distinct compute values than the form needs, ValueError for a non-positive value."""
@@ -88,7 +123,7 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: 
     log_c, losses = [math.log(c) for c in compute], list(loss)
     if not irreducible:
         law, sse = _fit_given_e(log_c, losses, 0.0)
-        return PowerLaw(law.a, law.b, 0.0, math.sqrt(sse / len(losses)), law.log_a)
+        return _finish(law, log_c, losses, sse, 2)
     top = min(losses) * (1 - 1e-9)
     grid = [top * i / 200 for i in range(200)]
     scores = [_fit_given_e(log_c, losses, e)[1] for e in grid]
@@ -102,4 +137,4 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: 
         else:
             low = m1
     law, sse = _fit_given_e(log_c, losses, (low + high) / 2)
-    return PowerLaw(law.a, law.b, law.e, math.sqrt(sse / len(losses)), law.log_a)
+    return _finish(law, log_c, losses, sse, 3)

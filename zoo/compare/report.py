@@ -5,7 +5,10 @@ An arm is every run with the same config except the seed. The table shows only t
 whose values differ between arms, the mean ± std over finished seeds of the final validation
 metric, its difference to the baseline arm with a 95% interval, model size, FLOPs per token,
 tokens seen, throughput, and how many seeds finished, failed or are unfinished: a run is never
-dropped silently."""
+dropped silently. With several arms against one baseline each difference also has its p-value
+and Holm's adjusted p-value; an interval on one degree of freedom (2 seeds) is flagged. A loss
+per token is compared only between runs that share a tokenizer (`check_tokenizers`); bits per
+byte (val/bpb) compares any."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from zoo.compare.runs import IGNORED, Run, RunStatus, find_runs
-from zoo.compare.stats import Difference, difference, mean_std
+from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 
 
@@ -59,6 +62,10 @@ class Report:
     multiples: list[int] = field(default_factory=list)
     unreadable: list[Run] = field(default_factory=list)  # damaged .hydra/: no config to place them by
 
+    @property
+    def warnings(self) -> list[str]:
+        return few_seed_warnings([(arm.name, arm.diff) for arm in self.arms])
+
     def rows(self) -> list[dict]:
         out = []
         for arm in self.arms:
@@ -72,6 +79,8 @@ class Report:
                 f"{self.metric} mean": mean, f"{self.metric} std": std, "seeds": len(finals),
                 "diff": arm.diff.mean if arm.diff else None,
                 "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
+                "df": arm.diff.df if arm.diff else None, "p": arm.diff.p if arm.diff else None,
+                "p_holm": arm.diff.p_holm if arm.diff else None,
                 "params": params, "non_embedding_params": non_emb,
                 "flops_per_token": arm.summary_mean("model", "flops_per_token"),
                 "tokens_seen": arm.summary_mean("tokens_seen"),
@@ -127,6 +136,55 @@ def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
     return matches[0]
 
 
+def few_seed_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
+    """One warning per interval that rests on fewer than 2 degrees of freedom."""
+    out = []
+    for name, diff in diffs:
+        if diff is not None and diff.few_df:
+            out.append(f"{name}: its interval rests on {diff.df:.2g} degree of freedom (t quantile "
+                       f"{t_quantile(0.975, diff.df):.1f}; 2 seeds): its width depends on which seeds happen to "
+                       f"pair; run 3 or more seeds before drawing a conclusion")
+    return out
+
+
+PER_TOKEN = ("loss", "ppl")  # metric names measured per token of a run's own tokenizer
+
+
+def _digest(run: Run) -> Optional[dict]:
+    record = run.summary.get("tokenizer")
+    return record if isinstance(record, dict) and record.get("digest") else None
+
+
+def tokenizer_of(run: Run, by_digest: bool = True) -> str:
+    """What identifies a run's tokenizer: the summary's digest (with its kind and size), else
+    its tokenizer settings."""
+    record = _digest(run) if by_digest else None
+    if record:
+        return f"{record.get('kind', '?')} ({record.get('vocab_size', '?')} ids, {str(record['digest'])[:8]})"
+    settings = {k: v for k, v in run.config.items() if k.startswith("tokenizer.") and k != "tokenizer.cache_dir"}
+    kind = settings.get("tokenizer.kind", "?")
+    size = settings.get("tokenizer.vocab_size")
+    rest = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in sorted(settings.items())
+                     if k not in ("tokenizer.kind", "tokenizer.vocab_size"))
+    return f"{kind}" + (f" ({size} ids)" if size is not None else "") + (f" [{rest}]" if rest else "")
+
+
+def check_tokenizers(runs: list[Run], metric: str) -> None:
+    """Refuse a per-token metric across runs with different tokenizers: a nat per token of a
+    byte tokenizer and one of a 2,048-piece vocabulary measure different things."""
+    if metric.rsplit("/", 1)[-1] not in PER_TOKEN:
+        return
+    measured = [r for r in runs if r.final(metric) is not None]  # failed runs add no value to compare
+    by_digest = all(_digest(r) for r in measured)  # else every run by its settings (older summaries)
+    seen: dict[str, Run] = {}
+    for run in measured:
+        seen.setdefault(tokenizer_of(run, by_digest), run)
+    if len(seen) > 1:
+        shown = "; ".join(f"{name} in {run.path.name}" for name, run in list(seen.items())[:3])
+        raise ValueError(f"metric={metric} is per token of each run's own tokenizer, and these runs use "
+                         f"{len(seen)} tokenizers ({shown}): compare metric=val/bpb (bits per byte) instead")
+
+
 def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
     """(readable runs, runs whose config cannot be read) under `dirs`; refuses no runs at all and
     a metric no run logged."""
@@ -144,6 +202,7 @@ def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
         close = difflib.get_close_matches(metric, known, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         raise ValueError(f"metric={metric}: no run logged it; {hint}metrics: {', '.join(known)}")
+    check_tokenizers(runs, metric)
     return runs, unreadable
 
 
@@ -158,6 +217,7 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     base = pick_baseline(arms, baseline)
     for arm in arms:
         arm.diff = difference(arm.finals(metric), base.finals(metric)) if arm is not base else None
+    holm([arm.diff for arm in arms])
     report = Report(metric=metric, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
@@ -242,20 +302,23 @@ def _num(value, digits: int = 4) -> str:
 
 def write_markdown(report: Report, path: Path, dirs) -> Path:
     m = report.metric
-    head = ["arm", *report.keys, f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "params (non-emb.)",
+    head = ["arm", *report.keys, f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "p (Holm)", "params (non-emb.)",
             "FLOPs/token", "tokens", "tokens/s", "runs"]
     lines = [f"# Sweep comparison: {m}", "",
              f"Runs from {', '.join(f'`{d}`' for d in dirs)}. One row per arm (same config, different "
              f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
              f"Δ = arm − baseline with a 95% Student-t interval (paired over seeds when both arms ran "
-             f"the same seeds, Welch otherwise).", "",
+             f"the same seeds, Welch otherwise) and the two-sided p-value of no difference; with several arms, "
+             f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
+             f"An interval on 1 degree of freedom (2 seeds) is marked (1 df).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, row in zip(report.arms, report.rows()):
         mean, std = row[f"{m} mean"], row[f"{m} std"]
         value = f"{mean:.4f} ± {std:.4f} (n={row['seeds']})" if mean is not None else "no finished run"
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
-        cells = [row["arm"], *[f"`{arm.settings[k]}`" for k in report.keys], value, diff, params,
+        p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
+        cells = [row["arm"], *[f"`{arm.settings[k]}`" for k in report.keys], value, diff, p_text, params,
                  _num(row["flops_per_token"]), _num(row["tokens_seen"]), _num(row["tokens_per_s"]), row["status"]]
         lines.append("| " + " | ".join(cells) + " |")
     problems = [r for a in report.arms for r in a.runs if r.status != RunStatus.finished] + report.unreadable
@@ -265,6 +328,8 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
             detail = f": {r.error}" if r.error else (
                 f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)" if r.curve else "")
             lines.append(f"- `{r.path}` {r.status.value}{detail}")
+    if report.warnings:
+        lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
     if report.lengths:
         lines += _length_lines(report)
     for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),

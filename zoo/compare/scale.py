@@ -1,16 +1,31 @@
 """Arms compared across model sizes (`zoo-compare SWEEP... scale=model.d_model`): does a change
 keep paying as the model grows, and what is it worth in training compute?
 
-A size is one value of KEY. An arm is every run with the same config except the seed, KEY and
-the keys that change with KEY alone (a size that sets width, depth and training steps together
-is one size). For each arm and size: the training compute C = 3 · F · D (F the summary's
-forward FLOPs per token, D the tokens seen; backward ≈ 2 × forward) and the final metric,
-mean ± std over seeds. Each arm gets a power law L = a · C^-b (+ e, the irreducible loss, from
-MIN_POINTS_IRREDUCIBLE sizes on) with a 95% bootstrap interval for b (seeds resampled within
-each size). The compute multiplier of an arm at a size is C_baseline / C_arm(L_baseline): the
-baseline's compute at that size over the compute at which the arm's fitted curve reaches the
-baseline's loss there; > 1 means the arm gets there with less compute. Its interval comes from
-the same bootstrap. Too few sizes for a fit: said, never faked."""
+A size is one value of KEY. An arm is every run with the same config except the seed, KEY, the
+keys that change with KEY alone (a size that sets width, depth and training steps together is
+one size) and, with `tune=KEY2`, KEY2: then each arm at each size is taken at its own best KEY2,
+each seed measured at the value chosen on the other seeds (`zoo.compare.select`).
+
+For each arm and size: the training compute C = 3 · F · D (F the summary's forward FLOPs per
+token, D the tokens seen; backward ≈ 2 × forward), the final metric (mean ± std over seeds),
+and the accounting a reviewer asks for: N (non-embedding parameters), D, D/N and the epochs
+over the training split. Each arm gets a power law L = a · C^-b (+ e, the irreducible loss, from
+MIN_POINTS_IRREDUCIBLE sizes on) with its residuals, its fit error and a 95% interval for b that
+is the wider of two: the seed bootstrap (seeds resampled within each size, refitted) and the
+fit's own misfit (b ± t · se_b on n - parameters degrees of freedom). A fit through 3 sizes
+has 1 residual degree of freedom and is called descriptive.
+
+The compute multiplier of an arm at a size (`multiplier`) is the compute the baseline needs to
+reach the arm's measured loss there, divided by the arm's compute there. The baseline's curve
+at that size is its fitted power law moved to pass through its own measured loss at that size
+(the fit gives the exchange rate between loss and compute, the measurement the level):
+
+    M = (C_base / C_arm) · ((L_base - e) / (L_arm - e))^(1/b)
+
+so an arm measured worse than the baseline at equal compute always gets M < 1, and a better one
+M > 1, whatever the fits miss. Its interval comes from a bootstrap that resamples both arms'
+seeds at every size, refits the baseline, and widens its exponent by the fit's misfit (a t draw
+on the fit's degrees of freedom times se_b). Too few sizes for a fit: said, never faked."""
 
 from __future__ import annotations
 
@@ -24,12 +39,15 @@ from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
 from zoo.compare.report import _show, load_runs, make_out, pick_baseline, status_of, write_csv
 from zoo.compare.runs import IGNORED, Run
+from zoo.compare.select import leave_one_seed_out
 from zoo.compare.stats import mean_std
-from zoo.compare.tune import _order
+from zoo.compare.tune import _order, lower_is_better
 
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward
 BOOTSTRAP = 1000  # resamples of the seeds
 LEVEL = 0.95
+DESCRIPTIVE_SIZES = 3  # a fit through this many sizes or fewer describes them; it does not predict
+DN_SPREAD = 1.1  # D/N of an arm's sizes differing by more than this factor is said
 
 
 def training_compute(run: Run) -> Optional[float]:
@@ -41,24 +59,49 @@ def training_compute(run: Run) -> Optional[float]:
     return float(BACKWARD_FACTOR * flops * tokens)
 
 
+def _number(run: Run, *keys: str) -> Optional[float]:
+    node: Any = run.summary
+    for k in keys:
+        node = node.get(k) if isinstance(node, dict) else None
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def epochs(run: Run) -> Optional[float]:
+    """Tokens seen over the tokens of the training split (None when the split's size is not
+    known, e.g. a streamed source, or a run from before zoo recorded it)."""
+    seen, split = _number(run, "tokens_seen"), _number(run, "data", "train_tokens")
+    return seen / split if seen is not None and split else None
+
+
 @dataclass
 class Size:
     """One size of one arm: its runs, their training compute and final metric over seeds."""
 
     value: Any
     runs: list[Run]
-    compute: Optional[float] = None  # mean over the finished runs
+    compute: Optional[float] = None  # mean over the measured runs
     mean: Optional[float] = None
     std: Optional[float] = None
     finals: list[float] = field(default_factory=list)
+    params: Optional[float] = None  # N: non-embedding parameters
+    tokens: Optional[float] = None  # D: tokens seen
+    epochs: Optional[float] = None  # D over the training split's tokens
+    tuned: Any = None  # with tune=: the value chosen on all seeds
+    curve: list[tuple[Any, Optional[float]]] = field(default_factory=list)  # with tune=: (value, mean)
+    held_out: bool = True  # with tune=: each seed measured at a value chosen without it
+    residual: Optional[float] = None  # log(mean) - log(the arm's fit) at this size
+
+    @property
+    def tokens_per_param(self) -> Optional[float]:
+        return self.tokens / self.params if self.tokens and self.params else None
 
 
 @dataclass
 class Multiplier:
-    """An arm's compute multiplier against the baseline at one of the baseline's sizes."""
+    """An arm's compute multiplier against the baseline at one of the arm's sizes."""
 
     size: Any
-    value: Optional[float]  # None: the arm's curve never reaches the baseline's loss there
+    value: Optional[float]  # None: undefined (said in note)
     low: Optional[float] = None
     high: Optional[float] = None
     note: str = ""
@@ -66,12 +109,29 @@ class Multiplier:
     def __str__(self) -> str:
         if self.value is None:
             return f"– ({self.note})" if self.note else "–"
-        text = f"{self.value:.2f}×"
+        text = _times(self.value)
         if self.low is not None:
-            text += f" [{self.low:.2f}, {self.high:.2f}]"
+            text += f" [{_times(self.low, False)}, {_times(self.high, False)}]"
         if self.note:
             text += f" ({self.note})"
         return text
+
+    @property
+    def verdict(self) -> str:
+        """"more" / "less" compute than the baseline, or "unresolved" when its interval spans 1."""
+        if self.low is None or self.high is None:
+            return "no interval"
+        if self.low > 1:
+            return "saves compute"
+        if self.high < 1:
+            return "costs compute"
+        return "unresolved"
+
+
+def _times(value: float, sign: bool = True) -> str:
+    if math.isinf(value):
+        return "∞" + ("×" if sign else "")
+    return f"{value:.2f}" + ("×" if sign else "")
 
 
 @dataclass
@@ -81,14 +141,20 @@ class ScaledArm:
     sizes: list[Size]  # in increasing order of KEY
     settings: dict[str, str] = field(default_factory=dict)
     fit: Optional[PowerLaw] = None
-    exponent_low: Optional[float] = None
+    exponent_low: Optional[float] = None  # the wider of the two intervals below
     exponent_high: Optional[float] = None
+    seed_interval: Optional[tuple[float, float]] = None  # seed bootstrap
+    fit_interval: Optional[tuple[float, float]] = None  # the fit's misfit: b ± t·se_b
     no_fit: str = ""  # why there is no fit
-    multipliers: list[Multiplier] = field(default_factory=list)  # at each baseline size
+    multipliers: list[Multiplier] = field(default_factory=list)  # at each of the arm's sizes
 
     @property
     def scored(self) -> list[Size]:
         return [s for s in self.sizes if s.mean is not None and s.compute is not None]
+
+    @property
+    def replicated(self) -> bool:
+        return any(len(s.finals) > 1 for s in self.scored)
 
 
 @dataclass
@@ -100,6 +166,7 @@ class ScaleReport:
     keys: list[str]  # settings that differ between arms
     linked: list[str]  # keys that change with KEY (part of a size)
     irreducible: bool
+    tune: Optional[str] = None  # KEY2 of tune=, chosen per arm and size
     files: dict[str, Path] = field(default_factory=dict)
     unreadable: list[Run] = field(default_factory=list)
 
@@ -117,12 +184,22 @@ class ScaleReport:
                 m = by_size.get(repr(size.value))
                 row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
                 row.update({k: arm.settings.get(k, "") for k in self.keys})
+                row[self.key] = size.value
+                if self.tune:
+                    row[f"best {self.tune}"] = size.tuned
                 row.update({
-                    self.key: size.value, "compute": size.compute, f"{self.metric} mean": size.mean,
+                    "compute": size.compute, f"{self.metric} mean": size.mean,
                     f"{self.metric} std": size.std, "seeds": len(size.finals),
+                    "N": size.params, "D": size.tokens, "D/N": size.tokens_per_param, "epochs": size.epochs,
                     "fit": str(arm.fit) if arm.fit else arm.no_fit,
+                    "residual": size.residual, "rmse_log": arm.fit.rmse_log if arm.fit else None,
+                    "fit_df": arm.fit.df if arm.fit else None,
                     "exponent": arm.fit.b if arm.fit else None,
                     "exponent_low": arm.exponent_low, "exponent_high": arm.exponent_high,
+                    "exponent_seed_low": arm.seed_interval[0] if arm.seed_interval else None,
+                    "exponent_seed_high": arm.seed_interval[1] if arm.seed_interval else None,
+                    "exponent_fit_low": arm.fit_interval[0] if arm.fit_interval else None,
+                    "exponent_fit_high": arm.fit_interval[1] if arm.fit_interval else None,
                     "multiplier": m.value if m else None, "multiplier_low": m.low if m else None,
                     "multiplier_high": m.high if m else None,
                 })
@@ -130,12 +207,12 @@ class ScaleReport:
         return out
 
 
-def _linked_keys(runs: list[Run], key: str) -> list[str]:
-    """Config keys other than `key` whose value varies and is the same function of `key`'s value
-    in every run: they change with the size (depth, heads, steps of one size)."""
+def _linked_keys(runs: list[Run], key: str, tune: Optional[str] = None) -> list[str]:
+    """Config keys other than `key` (and `tune`) whose value varies and is the same function
+    of `key`'s value in every run: they change with the size (depth, heads, steps of one size)."""
     keys: list[str] = []
     for k in dict.fromkeys(k for r in runs for k in r.config):
-        if k == key or k.startswith(IGNORED):
+        if k in (key, tune) or k.startswith(IGNORED):
             continue
         seen: dict[str, str] = {}
         values = set()
@@ -151,16 +228,64 @@ def _linked_keys(runs: list[Run], key: str) -> list[str]:
     return keys
 
 
-def scale_arms(runs: list[Run], key: str, metric: str) -> tuple[list[ScaledArm], list[str], list[str]]:
-    """Arms (config minus seed, `key` and the keys linked to it) with their sizes; the keys that
-    differ between arms; the linked keys."""
+def _check_key(runs: list[Run], key: str, option: str, example: str) -> None:
     if key.startswith(IGNORED):
-        raise ValueError(f"scale={key}: this key does not change what is learned; give a size key, "
-                         f"e.g. scale=model.d_model")
+        raise ValueError(f"{option}={key}: this key does not change what is learned; give a config key, "
+                         f"e.g. {option}={example}")
     if not any(key in r.config for r in runs):
-        raise ValueError(f"scale={key}: no run has this config key (e.g. scale=model.d_model)")
-    linked = _linked_keys(runs, key)
-    dropped = {key, *linked}
+        raise ValueError(f"{option}={key}: no run has this config key (e.g. {option}={example})")
+
+
+def _measure(size: Size, runs: list[Run], metric: str) -> None:
+    """Fill `size` from `runs`, the runs it is measured on (one per seed)."""
+    done = [(r, r.final(metric), training_compute(r)) for r in runs]
+    done = [(r, v, c) for r, v, c in done if v is not None and c is not None and math.isfinite(v)]
+    size.finals = [v for _, v, _ in done]
+    if not done:
+        return
+    size.mean, size.std = mean_std(size.finals)
+    size.compute = sum(c for _, _, c in done) / len(done)
+    for attr, read in (("params", lambda r: _number(r, "model", "non_embedding_params")),
+                       ("tokens", lambda r: _number(r, "tokens_seen")), ("epochs", epochs)):
+        values = [v for v in (read(r) for r, _, _ in done) if v is not None]
+        setattr(size, attr, sum(values) / len(values) if values else None)
+
+
+def _tuned(size: Size, key: str, metric: str) -> None:
+    """`size` at its own best value of `key`: each seed's run at the value chosen on the others."""
+    by_value: dict[str, list[Run]] = {}
+    values: dict[str, Any] = {}
+    for run in size.runs:
+        by_value.setdefault(repr(run.config.get(key)), []).append(run)
+        values.setdefault(repr(run.config.get(key)), run.config.get(key))
+    order = sorted(by_value, key=lambda v: _order(values[v]))
+    points = []
+    for v in order:
+        finals = {}
+        for run in by_value[v]:
+            value, compute = run.final(metric), training_compute(run)
+            if value is not None and compute is not None and math.isfinite(value):
+                finals[run.seed] = value
+        points.append(finals)
+    choice = leave_one_seed_out(points, lower_is_better(metric))
+    size.curve = [(values[v], (sum(p.values()) / len(p)) if p else None) for v, p in zip(order, points)]
+    size.tuned = values[order[choice.best]] if choice.best is not None else None
+    size.held_out = choice.held_out
+    measured = [next(r for r in by_value[order[i]] if r.seed == seed) for seed, i in choice.chosen.items()]
+    _measure(size, measured, metric)
+
+
+def scale_arms(runs: list[Run], key: str, metric: str,
+               tune: Optional[str] = None) -> tuple[list[ScaledArm], list[str], list[str]]:
+    """Arms (config minus seed, `key`, the keys linked to it and `tune`) with their sizes; the
+    keys that differ between arms; the linked keys."""
+    _check_key(runs, key, "scale", "model.d_model")
+    if tune is not None:
+        _check_key(runs, tune, "tune", "optim.lr")
+        if tune == key:
+            raise ValueError(f"scale={key} and tune={tune} name the same key; tune another, e.g. tune=optim.lr")
+    linked = _linked_keys(runs, key, tune)
+    dropped = {key, *linked, *([tune] if tune else [])}
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
         groups.setdefault(tuple(kv for kv in run.arm_key if kv[0] not in dropped), []).append(run)
@@ -171,12 +296,10 @@ def scale_arms(runs: list[Run], key: str, metric: str) -> tuple[list[ScaledArm],
             by_value.setdefault(repr(run.config.get(key)), Size(value=run.config.get(key), runs=[])).runs.append(run)
         sizes = sorted(by_value.values(), key=lambda s: _order(s.value))
         for size in sizes:
-            done = [(r.final(metric), training_compute(r)) for r in size.runs]
-            done = [(v, c) for v, c in done if v is not None and c is not None and math.isfinite(v)]
-            size.finals = [v for v, _ in done]
-            if done:
-                size.mean, size.std = mean_std(size.finals)
-                size.compute = sum(c for _, c in done) / len(done)
+            if tune is not None:
+                _tuned(size, tune, metric)
+            else:
+                _measure(size, size.runs, metric)
         arms.append(ScaledArm(name=f"arm {i}", runs=group, sizes=sizes))
     all_keys = list(dict.fromkeys(k for r in runs for k in r.config))
     keys = [k for k in all_keys if k not in dropped and not k.startswith(IGNORED)
@@ -197,83 +320,121 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
     return lo, hi
 
 
-def _multiplier(arm_fit: Optional[PowerLaw], base_loss: float, base_compute: float) -> Optional[float]:
-    if arm_fit is None:
-        return None
-    needed = arm_fit.compute_for(base_loss)
-    return base_compute / needed if needed else None
+def multiplier(b: float, e: float, base_loss: float, base_compute: float, arm_loss: float,
+               arm_compute: float) -> float:
+    """The compute the baseline needs to reach `arm_loss`, over `arm_compute`: the baseline's
+    curve L = e + (base_loss - e) · (C / base_compute)^-b passes through its measured point.
+    A curve that does not fall (b <= 0) never reaches a lower loss (∞) and is at any higher loss
+    already (0); an arm loss at or below e is never reached (∞)."""
+    if arm_loss <= e:
+        return math.inf
+    log_ratio = math.log(base_loss - e) - math.log(arm_loss - e)  # > 0: the arm is lower
+    if b <= 0:
+        return math.inf if log_ratio > 0 else (base_compute / arm_compute if log_ratio == 0 else 0.0)
+    log_m = math.log(base_compute) - math.log(arm_compute) + log_ratio / b
+    return math.exp(log_m) if log_m < 700 else math.inf
 
 
-def _replicated(arm: ScaledArm) -> bool:
-    return any(len(s.finals) > 1 for s in arm.scored)
+def _t_draw(rng: random.Random, df: int) -> float:
+    """A draw of Student's t with `df` degrees of freedom: Z / sqrt(chi²(df) / df)."""
+    return rng.gauss(0.0, 1.0) / math.sqrt(rng.gammavariate(df / 2, 2.0) / df)
 
 
 def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed: int = 0,
              resamples: int = BOOTSTRAP) -> None:
-    """Each arm's power law and exponent interval, and its multipliers at the baseline's sizes,
-    by a bootstrap that resamples the seeds within each size of each arm (a size with one seed
-    stays fixed; an arm with one seed at every size has no interval)."""
+    """Each arm's power law, residuals and exponent interval, and its multipliers at its own
+    sizes against the baseline, by a bootstrap that resamples the seeds within each size of every
+    arm (a size with one seed stays fixed; arms with one seed at every size have no interval)."""
     rng = random.Random(seed)
     for arm in arms:
         try:
             arm.fit = _fit(arm.scored, [s.mean for s in arm.scored], irreducible)
         except TooFewPoints as exc:
             arm.no_fit = str(exc)
+            continue
+        for s in arm.scored:
+            s.residual = arm.fit.residual(s.compute, s.mean)
+        arm.fit_interval = arm.fit.exponent_interval(LEVEL)
     fits: dict[str, list[Optional[PowerLaw]]] = {arm.name: [] for arm in arms}
-    base_losses: list[list[float]] = []
+    means: dict[str, list[list[float]]] = {arm.name: [] for arm in arms}
     for _ in range(resamples):
         for arm in arms:
-            means = [sum(rng.choice(s.finals) for _ in s.finals) / len(s.finals) for s in arm.scored]
-            if arm is baseline:
-                base_losses.append(means)
+            drawn = [sum(rng.choice(s.finals) for _ in s.finals) / len(s.finals) for s in arm.scored]
+            means[arm.name].append(drawn)
             if arm.fit is not None:
                 try:
-                    fits[arm.name].append(_fit(arm.scored, means, irreducible))
+                    fits[arm.name].append(_fit(arm.scored, drawn, irreducible))
                 except ValueError:  # a resample the form cannot take: counted as undefined
                     fits[arm.name].append(None)
     for arm in arms:
+        if arm.fit is None:
+            continue
         exponents = [f.b for f in fits[arm.name] if f is not None]
-        if arm.fit is not None and exponents and _replicated(arm):
-            arm.exponent_low, arm.exponent_high = _percentiles(exponents)
+        if exponents and arm.replicated:
+            arm.seed_interval = _percentiles(exponents)
+        bounds = [i for i in (arm.seed_interval, arm.fit_interval) if i is not None]
+        if bounds:
+            arm.exponent_low, arm.exponent_high = min(i[0] for i in bounds), max(i[1] for i in bounds)
+    base_fit = baseline.fit
+    base_sizes = {repr(s.value): (j, s) for j, s in enumerate(baseline.scored)}
+    misfit = [(_t_draw(rng, base_fit.df) * base_fit.se_b if base_fit is not None and base_fit.df > 0 else 0.0)
+              for _ in range(resamples)]
+    for arm in arms:
         if arm is baseline:
             continue
-        own = {repr(s.value) for s in arm.scored}
-        for j, size in enumerate(baseline.scored):
-            m = Multiplier(size=size.value, value=_multiplier(arm.fit, size.mean, size.compute))
-            extrapolated = repr(size.value) not in own
-            if arm.fit is None:
-                m.note = "no fit"
-            elif m.value is None:
-                m.note = "the arm's curve does not reach this loss"
-            elif not (_replicated(arm) or _replicated(baseline)):
-                m.note = "one seed: no interval"
-            else:
-                draws = [_multiplier(f, losses[j], size.compute) for f, losses in zip(fits[arm.name], base_losses)]
-                good = [d for d in draws if d is not None]
-                if len(good) == len(draws) and good:
-                    m.low, m.high = _percentiles(good)
-                else:
-                    m.note = f"undefined in {len(draws) - len(good)} of {len(draws)} resamples: no interval"
-            if extrapolated and m.value is not None:
-                m.note = "; ".join(x for x in (m.note, "extrapolated: the arm has no result at this size") if x)
+        for k, size in enumerate(arm.scored):
+            m = Multiplier(size=size.value, value=None)
             arm.multipliers.append(m)
+            if base_fit is None:
+                m.note = "the baseline has no fit"
+                continue
+            if base_fit.b <= 0:
+                m.note = "the baseline's loss does not fall with compute"
+                continue
+            own = base_sizes.get(repr(size.value))
+            if own is None:  # the baseline has no result here: its fitted curve stands in
+                m.note = "the baseline has no result at this size: its fitted curve stands in"
+                base_loss, base_compute = base_fit.loss_at(size.compute), size.compute
+            else:
+                base_loss, base_compute = own[1].mean, own[1].compute
+            m.value = multiplier(base_fit.b, base_fit.e, base_loss, base_compute, size.mean, size.compute)
+            if not (arm.replicated or baseline.replicated):
+                m.note = "; ".join(x for x in (m.note, "one seed: no interval") if x)
+                continue
+            draws = []
+            for r in range(resamples):
+                refit = fits[baseline.name][r]
+                if refit is None:
+                    continue
+                b = refit.b + misfit[r]
+                drawn_base = means[baseline.name][r][own[0]] if own is not None else refit.loss_at(size.compute)
+                draws.append(multiplier(b, refit.e, drawn_base, base_compute, means[arm.name][r][k], size.compute))
+            if len(draws) < resamples:
+                m.note = "; ".join(x for x in (m.note, f"the baseline's form fails in {resamples - len(draws)} "
+                                                       f"of {resamples} resamples: no interval") if x)
+            else:
+                m.low, m.high = _percentiles(draws)
 
 
 def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
-                   baseline: Optional[str] = None, plots: bool = True, irreducible: Optional[bool] = None) -> ScaleReport:
-    """Read the sweeps in `dirs`, compare the arms across the sizes of `key`, write report.md,
-    report.csv (and scaling.png) into `out`, and return the report. `irreducible`: fit e + a·C^-b
-    (None: when every arm has at least MIN_POINTS_IRREDUCIBLE sizes)."""
-    if not metric.rsplit("/", 1)[-1] in ("loss", "ppl"):
-        raise ValueError(f"metric={metric}: scale= fits a loss falling with compute; use val/loss (or val/ppl)")
+                   baseline: Optional[str] = None, plots: bool = True, irreducible: Optional[bool] = None,
+                   tune: Optional[str] = None) -> ScaleReport:
+    """Read the sweeps in `dirs`, compare the arms across the sizes of `key` (each at its own best
+    `tune` value when given), write report.md, report.csv (and scaling.png) into `out`, and
+    return the report. `irreducible`: fit e + a·C^-b (None: when every arm has at least
+    MIN_POINTS_IRREDUCIBLE sizes)."""
+    if metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "bpb"):
+        raise ValueError(f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb "
+                         f"or val/ppl")
     runs, unreadable = load_runs(dirs, metric)
-    arms, keys, linked = scale_arms(runs, key, metric)
+    arms, keys, linked = scale_arms(runs, key, metric, tune)
     base = pick_baseline(arms, baseline)
     if irreducible is None:
         irreducible = all(len(a.scored) >= MIN_POINTS_IRREDUCIBLE for a in arms)
     fit_arms(arms, base, irreducible)
     report = ScaleReport(metric=metric, key=key, arms=arms, baseline=base, keys=keys, linked=linked,
-                         irreducible=irreducible, unreadable=unreadable, notes=_gaps(arms, base, key, linked))
+                         irreducible=irreducible, tune=tune, unreadable=unreadable,
+                         notes=_gaps(arms, base, key, linked) + _design_warnings(arms, key, tune))
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
     if plots:
@@ -300,33 +461,80 @@ def _gaps(arms: list[ScaledArm], baseline: ScaledArm, key: str, linked: list[str
     return notes
 
 
+def _design_warnings(arms: list[ScaledArm], key: str, tune: Optional[str]) -> list[str]:
+    """What makes the comparison weaker than it looks, said once each: fits through 3 sizes or
+    fewer, 2 seeds, sizes that repeat data or train on different D/N, tuning without hold-out."""
+    out = []
+    fitted = [a for a in arms if a.fit is not None]
+    few = sorted({len(a.scored) for a in fitted})
+    if few and min(few) <= DESCRIPTIVE_SIZES:
+        df = min(a.fit.df for a in fitted)
+        out.append(f"the fits go through {min(few)} sizes ({df} residual degree{'s' if df != 1 else ''} of freedom): "
+                   f"they are descriptive, not laws to extrapolate; exponent intervals include the fit's misfit")
+    seeds = sorted({len(s.finals) for a in arms for s in a.scored})
+    if seeds and seeds[0] == 2:
+        out.append("some sizes rest on 2 seeds (1 degree of freedom): their spread is a guess; run 3 or more")
+    for arm in arms:
+        for s in arm.scored:
+            if s.epochs is not None and s.epochs > 1.0:
+                out.append(f"{arm.name} at {key}={s.value} reads its training split {s.epochs:.2f} times: "
+                           f"the later passes repeat data (fewer steps or a larger corpus avoid it)")
+        ratios = [s.tokens_per_param for s in arm.scored if s.tokens_per_param]
+        if len(ratios) > 1 and max(ratios) > DN_SPREAD * min(ratios):
+            out.append(f"{arm.name}: tokens per parameter differ across sizes ({', '.join(f'{r:.1f}' for r in ratios)}): "
+                       f"the sizes are not trained alike, which the curve absorbs")
+    scored = [s for a in arms for s in a.scored]
+    if scored and all(s.epochs is None for s in scored):
+        out.append("the runs do not record their training split's size: epochs are not known")
+    if tune and any(not s.held_out for a in arms for s in a.scored):
+        out.append(f"some sizes ran one seed: their best {tune} was chosen and measured on that seed "
+                   f"(winner's curse: optimistic)")
+    return out
+
+
 def _sci(value: Optional[float]) -> str:
     return "–" if value is None else f"{value:.3g}"
+
+
+def _pct(value: Optional[float]) -> str:
+    return "–" if value is None else f"{100 * (math.exp(value) - 1):+.1f}%"
 
 
 def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
     m, k = report.metric, report.key
     form = "e + a · C^-b" if report.irreducible else "a · C^-b"
+    tuned = (f" Each arm at each size is taken at its own best `{report.tune}`: each seed measured at the value "
+             f"chosen on the other seeds (leave one seed out), so no seed both chooses and measures."
+             if report.tune else "")
     lines = [f"# Sweep comparison across {k}: {m} against training compute", "",
              f"Runs from {', '.join(f'`{d}`' for d in dirs)}. A size is one value of `{k}`"
              + (f" (with {', '.join(f'`{x}`' for x in report.linked)}, which change with it)" if report.linked else "")
-             + f"; an arm is a config without its seed and size. Training compute C = {BACKWARD_FACTOR} × forward "
-             f"FLOPs per token (the summary's: 2 per weight of every matrix multiply, plus attention's "
-             f"4·S·H·Dh per layer) × tokens seen. Each arm's {m} (mean over seeds) is fitted as "
-             f"{m} = {form} by least squares on log {m}; the exponent's interval and the multipliers' are "
-             f"{int(LEVEL * 100)}% bootstrap intervals ({BOOTSTRAP} resamples of the seeds within each size). "
-             f"The compute multiplier of an arm at a size is the baseline's compute there divided by the compute "
-             f"at which the arm's fitted curve reaches the baseline's {m} there: > 1 means the arm needs less. "
-             f"With few seeds the bootstrap understates the spread (resampling n seeds shrinks the variance of "
-             f"their mean by (n-1)/n, and the fit's own misfit is not resampled): read the intervals as "
-             f"optimistic.", ""]
+             + f"; an arm is a config without its seed and size.{tuned} Training compute C = {BACKWARD_FACTOR} × "
+             f"forward FLOPs per token (the summary's: 2 per weight of every matrix multiply, plus attention's "
+             f"4·S·H·Dh per layer) × tokens seen D; N counts non-embedding parameters; epochs = D over the "
+             f"training split's tokens. Each arm's {m} (mean over seeds) is fitted as {m} = {form} by least "
+             f"squares on log {m}; the residual at each size is the measured {m} against the fit's, in percent. "
+             f"The exponent's {int(LEVEL * 100)}% interval is the wider of a seed bootstrap ({BOOTSTRAP} resamples "
+             f"of the seeds within each size, refitted) and the fit's own misfit (b ± t · se, on the fit's "
+             f"residual degrees of freedom).", "",
+             f"The compute multiplier of an arm at a size is the compute the baseline needs to reach the arm's "
+             f"measured {m} there, divided by the arm's compute there; the baseline's curve there is its fit "
+             f"moved through its own measured {m} at that size: M = (C_base / C_arm) · ((L_base − e) / "
+             f"(L_arm − e))^(1/b). M > 1: the arm reaches its loss with less compute than the baseline would "
+             f"need; an arm measured worse at equal compute always has M < 1. Its {int(LEVEL * 100)}% interval "
+             f"resamples both arms' seeds, refits the baseline and widens its exponent by the fit's misfit; an "
+             f"interval that spans 1 does not say which arm needs less compute.", ""]
+    lines += _design_lines(report)
     all_sizes: dict[str, Any] = {}
     for arm in report.arms:
         for s in arm.sizes:
             all_sizes.setdefault(repr(s.value), s.value)
     values = sorted(all_sizes.values(), key=_order)
-    head = ["arm", *report.keys, "fit", "exponent b [95% CI]", *[f"{k}={v}" for v in values], "runs"]
-    lines += ["## Fits", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    head = ["arm", *report.keys, "fit", "fit error (rms)", "exponent b [95% CI]",
+            *[f"{k}={v}" for v in values], "runs"]
+    lines += ["## Fits", "", f"Each size: {m} mean ± std over seeds (residual against the fit)"
+              + (f"; the chosen {report.tune}" if report.tune else "") + ".", "",
+              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
         by_size = {repr(s.value): s for s in arm.sizes}
         exponent = "–" if arm.fit is None else (
@@ -334,30 +542,63 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
                                   if arm.exponent_low is not None else ""))
         cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
                  *[f"`{arm.settings[x]}`" for x in report.keys], str(arm.fit) if arm.fit else f"none: {arm.no_fit}",
-                 exponent]
+                 f"{100 * arm.fit.rmse_log:.2f}% ({arm.fit.df} df)" if arm.fit else "–", exponent]
         for v in values:
             own = by_size.get(repr(v))
-            cells.append("–" if own is None or own.mean is None
-                         else f"{own.mean:.4f} ± {own.std:.4f} (C={_sci(own.compute)})")
+            if own is None or own.mean is None:
+                cells.append("–")
+                continue
+            text = f"{own.mean:.4f} ± {own.std:.4f} (n={len(own.finals)}, {_pct(own.residual)})"
+            if report.tune:
+                text += f", {report.tune}={own.tuned}"
+            cells.append(text)
         cells.append(status_of(arm.runs))
         lines.append("| " + " | ".join(cells) + " |")
     others = [a for a in report.arms if a is not report.baseline]
     if others:
-        sizes = report.baseline.scored
-        head = ["arm", *report.keys, *[f"{k}={s.value}" for s in sizes]]
+        head = ["arm", *report.keys, *[f"{k}={v}" for v in values]]
         lines += ["", f"## Compute multiplier against the baseline ({report.baseline.name})", "",
                   "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for arm in others:
             by_size = {repr(x.size): x for x in arm.multipliers}
             lines.append("| " + " | ".join([arm.name, *[f"`{arm.settings[x]}`" for x in report.keys],
-                                            *[str(by_size.get(repr(s.value), "–")) for s in sizes]]) + " |")
-        if sizes:
-            lines += ["", f"At the largest size ({k}={sizes[-1].value}): "
-                      + "; ".join(f"{arm.name} {next((str(x) for x in arm.multipliers if repr(x.size) == repr(sizes[-1].value)), '–')}"
-                                  for arm in others) + "."]
+                                            *[str(by_size.get(repr(v), "–")) for v in values]]) + " |")
+        largest = values[-1] if values else None
+        if largest is not None:
+            parts = []
+            for arm in others:
+                at = next((x for x in arm.multipliers if repr(x.size) == repr(largest)), None)
+                parts.append(f"{arm.name} {at} ({at.verdict})" if at is not None and at.value is not None
+                             else f"{arm.name} –")
+            lines += ["", f"At the largest size ({k}={largest}): " + "; ".join(parts) + "."]
     if report.warnings:
         lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
     if "scaling" in report.files:
         lines += ["", f"![{m} against training compute, log-log, one colour per arm]({report.files['scaling'].name})"]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _design_lines(report: ScaleReport) -> list[str]:
+    """The design table: per size, N, D, D/N, epochs and seeds (from the baseline's runs, or the
+    first arm with results there)."""
+    by_value: dict[str, Size] = {}
+    for arm in [report.baseline, *report.arms]:
+        for s in arm.scored:
+            by_value.setdefault(repr(s.value), s)
+    if not by_value:
+        return []
+    sizes = sorted(by_value.values(), key=lambda s: _order(s.value))
+    lines = ["## Design", "", f"| {report.key} | N (non-emb.) | D (tokens) | D/N | epochs | compute C | seeds |",
+             "|---|---|---|---|---|---|---|"]
+    for s in sizes:
+        seeds = sorted({len(x.finals) for a in report.arms for x in a.scored if repr(x.value) == repr(s.value)})
+        lines.append(f"| {s.value} | {_count(s.params)} | {_count(s.tokens)} | "
+                     f"{'–' if s.tokens_per_param is None else f'{s.tokens_per_param:.2f}'} | "
+                     f"{'–' if s.epochs is None else f'{s.epochs:.2f}'} | {_sci(s.compute)} | "
+                     f"{seeds[0] if seeds[0] == seeds[-1] else f'{seeds[0]}–{seeds[-1]}'} |")
+    return lines + [""]
+
+
+def _count(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:,.0f}"

@@ -2,7 +2,11 @@
 
 The interval is Student's t: paired over seeds when both arms ran the same seeds (the
 seed fixes initialisation and data order, so pairing removes that shared noise), Welch's
-otherwise (Welch 1947). t quantiles come from integrating the t density numerically."""
+otherwise (Welch 1947). t quantiles come from integrating the t density numerically. Each
+difference carries its degrees of freedom and a two-sided p-value; `holm` adjusts the p-values
+of several arms compared with one baseline (Holm 1979), so that a family of comparisons keeps
+its 5% error rate. With 1 degree of freedom (2 seeds) the t quantile is 12.7 and the interval
+hangs on which seeds happen to pair: `FEW_DF` flags it."""
 
 from __future__ import annotations
 
@@ -50,19 +54,65 @@ def t_quantile(p: float, df: float) -> float:
     return (low + high) / 2
 
 
+FEW_DF = 2  # fewer degrees of freedom than this: an interval to flag, not to trust
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with `df` degrees of freedom."""
+    if not math.isfinite(t):
+        return 0.0
+    return max(0.0, min(1.0, 2.0 * (1.0 - t_cdf(abs(t), df))))
+
+
 @dataclass
 class Difference:
-    """arm - baseline: the mean difference and its 95% interval (None when undefined)."""
+    """arm - baseline: the mean difference, its 95% interval (None when undefined), the
+    degrees of freedom behind it and the two-sided p-value of "no difference"; `p_holm` is set
+    by `holm` when several arms face one baseline."""
 
     mean: float
     low: Optional[float]
     high: Optional[float]
     method: str  # "paired", "welch" or why no interval
+    df: Optional[float] = None
+    p: Optional[float] = None
+    p_holm: Optional[float] = None
+
+    @property
+    def few_df(self) -> bool:
+        """An interval on fewer than FEW_DF degrees of freedom (2 seeds: 1)."""
+        return self.df is not None and self.df < FEW_DF
 
     def __str__(self) -> str:
         if self.low is None:
             return f"{self.mean:+.4f}"
-        return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}]"
+        flag = f" ({self.df:.2g} df)" if self.few_df else ""
+        return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}]{flag}"
+
+    def p_text(self) -> str:
+        """"p = 0.012 (Holm 0.036)", or "–" without a test."""
+        if self.p is None:
+            return "–"
+        text = f"{_p(self.p)}"
+        return text + (f" (Holm {_p(self.p_holm)})" if self.p_holm is not None else "")
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def holm(diffs: Sequence[Optional[Difference]]) -> None:
+    """Set `p_holm` on every difference with a p-value: Holm's step-down adjustment over the
+    m of them (sorted p_(1) <= ... <= p_(m): adjusted p_(i) = max over j <= i of
+    min(1, (m - j + 1) · p_(j))). With fewer than 2 tests nothing is adjusted."""
+    tested = sorted((d for d in diffs if d is not None and d.p is not None), key=lambda d: d.p)
+    m = len(tested)
+    if m < 2:
+        return
+    running = 0.0
+    for i, d in enumerate(tested):
+        running = max(running, min(1.0, (m - i) * d.p))
+        d.p_holm = running
 
 
 def difference(arm: dict, baseline: dict, level: float = 0.95) -> Optional[Difference]:
@@ -74,8 +124,11 @@ def difference(arm: dict, baseline: dict, level: float = 0.95) -> Optional[Diffe
     if len(shared) >= 2 and len(shared) == len(arm) == len(baseline):
         deltas = [arm[s] - baseline[s] for s in shared]
         mean, sd = mean_std(deltas)
-        half = t_quantile(p, len(deltas) - 1) * sd / math.sqrt(len(deltas))
-        return Difference(mean, mean - half, mean + half, "paired")
+        df = len(deltas) - 1
+        se = sd / math.sqrt(len(deltas))
+        half = t_quantile(p, df) * se
+        pval = t_two_sided_p(mean / se, df) if se > 0 else (1.0 if mean == 0 else 0.0)
+        return Difference(mean, mean - half, mean + half, "paired", df=df, p=pval)
     a, b = list(arm.values()), list(baseline.values())
     mean = mean_std(a)[0] - mean_std(b)[0]
     if len(a) < 2 or len(b) < 2:
@@ -83,7 +136,7 @@ def difference(arm: dict, baseline: dict, level: float = 0.95) -> Optional[Diffe
     va, vb = mean_std(a)[1] ** 2 / len(a), mean_std(b)[1] ** 2 / len(b)
     se = math.sqrt(va + vb)
     if se == 0:
-        return Difference(mean, mean, mean, "welch")
+        return Difference(mean, mean, mean, "welch", df=len(a) + len(b) - 2, p=1.0 if mean == 0 else 0.0)
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     half = t_quantile(p, df) * se
-    return Difference(mean, mean - half, mean + half, "welch")
+    return Difference(mean, mean - half, mean + half, "welch", df=df, p=t_two_sided_p(mean / se, df))

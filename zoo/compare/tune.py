@@ -4,8 +4,11 @@ An architecture change often moves the best learning rate, so arms compared at o
 can show the rate's effect as the architecture's. With `tune=KEY` an arm is every run with the
 same config except the seed and KEY; each arm is reported at the KEY value with the best mean
 final metric over its seeds, with the whole curve of the metric against KEY, and its difference
-to the baseline arm (at the baseline's own best value) with a 95% interval. An arm whose best
-value is the lowest or highest one tried gets a warning: its best may lie outside the grid."""
+to the baseline arm with a 95% interval. The difference is measured without the winner's curse:
+each seed of each arm counts at the value chosen on that arm's *other* seeds
+(`zoo.compare.select.leave_one_seed_out`); with one seed the choice and the measurement share
+it, which is said. An arm whose best value is the lowest or highest one tried gets a warning:
+its best may lie outside the grid."""
 
 from __future__ import annotations
 
@@ -17,10 +20,11 @@ from typing import Any, Optional
 from zoo.compare.plots import plot_tuning
 from zoo.compare.report import _show, load_runs, make_out, pick_baseline, status_of, write_csv
 from zoo.compare.runs import IGNORED, Run
-from zoo.compare.stats import Difference, difference, mean_std
+from zoo.compare.select import Choice, leave_one_seed_out
+from zoo.compare.stats import Difference, difference, holm, mean_std
 
 # the last part of a metric's name -> whether a lower value is better
-DIRECTION = {"loss": True, "ppl": True, "accuracy": False, "bleu": False, "exact_match": False}
+DIRECTION = {"loss": True, "ppl": True, "bpb": True, "accuracy": False, "bleu": False, "exact_match": False}
 
 
 def lower_is_better(metric: str) -> bool:
@@ -54,6 +58,11 @@ class TunedArm:
     best: Optional[Point] = None
     diff: Optional[Difference] = None
     warning: str = ""
+    choice: Optional[Choice] = None  # each seed's held-out value and where it was measured
+
+    def held_out(self) -> dict:
+        """{seed: final metric at the value chosen on the other seeds}."""
+        return self.choice.finals if self.choice else {}
 
 
 @dataclass
@@ -68,7 +77,15 @@ class TunedReport:
 
     @property
     def warnings(self) -> list[str]:
-        return [arm.warning for arm in self.arms if arm.warning]
+        from zoo.compare.report import few_seed_warnings
+
+        out = [arm.warning for arm in self.arms if arm.warning]
+        shared = [arm.name for arm in self.arms if arm.choice is not None and not arm.choice.held_out and arm.best]
+        if shared:
+            out.append(f"{', '.join(shared)}: one seed per {self.key} value, so the best value was chosen and "
+                       f"measured on the same seed (winner's curse: the difference is optimistic); run 2 or more "
+                       f"seeds to measure each seed at a value chosen on the others")
+        return out + few_seed_warnings([(arm.name, arm.diff) for arm in self.arms])
 
     def rows(self) -> list[dict]:
         out = []
@@ -80,8 +97,11 @@ class TunedReport:
                 f"best {self.key}": best.value if best else None,
                 f"{self.metric} mean": best.mean if best else None, f"{self.metric} std": best.std if best else None,
                 "seeds": best.seeds if best else 0,
+                "held_out mean": (sum(arm.held_out().values()) / len(arm.held_out())) if arm.held_out() else None,
                 "diff": arm.diff.mean if arm.diff else None,
                 "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
+                "df": arm.diff.df if arm.diff else None, "p": arm.diff.p if arm.diff else None,
+                "p_holm": arm.diff.p_holm if arm.diff else None,
                 "curve": "; ".join(f"{p.value}: {'' if p.mean is None else f'{p.mean:.4f}'}" for p in arm.points),
                 "warning": arm.warning,
             })
@@ -117,9 +137,10 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
             if finals:
                 p.mean, p.std = mean_std(finals)
         arm = TunedArm(name=f"arm {i}", runs=group, points=points)
-        scored = [p for p in points if p.mean is not None and math.isfinite(p.mean)]
-        if scored:
-            arm.best = (min if lower else max)(scored, key=lambda p: p.mean)
+        finite = [{s: v for s, v in p.finals(metric).items() if math.isfinite(v)} for p in points]
+        arm.choice = leave_one_seed_out(finite, lower)
+        if arm.choice.best is not None:
+            arm.best = points[arm.choice.best]
             if len(points) == 1:
                 arm.warning = f"{arm.name}: only {key}={points[0].value} was tried; nothing was tuned"
             elif arm.best is points[0] or arm.best is points[-1]:
@@ -145,8 +166,9 @@ def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/l
     arms, keys = tune_arms(runs, key, metric)
     base = pick_baseline(arms, baseline)
     for arm in arms:
-        if arm is not base and arm.best is not None and base.best is not None:
-            arm.diff = difference(arm.best.finals(metric), base.best.finals(metric))
+        if arm is not base and arm.held_out() and base.held_out():
+            arm.diff = difference(arm.held_out(), base.held_out())
+    holm([arm.diff for arm in arms])
     report = TunedReport(metric=metric, key=key, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
@@ -159,13 +181,16 @@ def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/l
 def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
     m, k = report.metric, report.key
     better = "lowest" if lower_is_better(m) else "highest"
-    head = ["arm", *report.keys, f"best {k}", f"{m} at it (mean ± std)", "Δ vs baseline [95% CI]",
-            f"{m} by {k}", "runs"]
+    head = ["arm", *report.keys, f"best {k}", f"{m} at it (mean ± std)", f"{m} held out", "Δ vs baseline [95% CI]",
+            "p (Holm)", f"{m} by {k}", "runs"]
     lines = [f"# Sweep comparison at each arm's own {k}: {m}", "",
              f"Runs from {', '.join(f'`{d}`' for d in dirs)}. An arm is a config without its seed and "
              f"without {k}; each arm is shown at the {k} with the {better} mean final {m} over its seeds "
-             f"(marked * in the curve). Δ = arm − baseline, each at its own best {k}, with a 95% "
-             f"Student-t interval (paired over seeds when both ran the same seeds, Welch otherwise).", "",
+             f"(marked * in the curve). To measure without the winner's curse, each seed counts at the {k} "
+             f"chosen on the arm's other seeds (leave one seed out: \"held out\", mean over seeds); Δ = arm − "
+             f"baseline on those held-out values, with a 95% Student-t interval (paired over seeds when both ran "
+             f"the same seeds, Welch otherwise) and the p-value of no difference (Holm-adjusted in brackets when "
+             f"several arms face the baseline).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
         best = arm.best
@@ -174,9 +199,12 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         curve = ", ".join(f"{p.value}: {'–' if p.mean is None else f'{p.mean:.4f}'}{'*' if p is best else ''}"
                           for p in arm.points)
         status = status_of(arm.runs)
+        held = arm.held_out()
+        held_text = (f"{sum(held.values()) / len(held):.4f} (n={len(held)})" if held else "–")
+        p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
         cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
-                 *[f"`{arm.settings[x]}`" for x in report.keys], f"`{best.value}`" if best else "–", value, diff,
-                 curve, status]
+                 *[f"`{arm.settings[x]}`" for x in report.keys], f"`{best.value}`" if best else "–", value,
+                 held_text, diff, p_text, curve, status]
         lines.append("| " + " | ".join(cells) + " |")
     if report.warnings:
         lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]

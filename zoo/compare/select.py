@@ -1,0 +1,57 @@
+"""Choosing a value of one key per arm without the winner's curse.
+
+Picking each arm's best value (say its learning rate) on the same seeds that then measure the
+arm makes the chosen arm look better than it is: the pick favours values whose seeds happened to
+run well. `leave_one_seed_out` measures each seed at the value chosen on the *other* seeds, so
+no seed both chooses and is measured, and every seed still counts (cross-validation over
+seeds). With one seed nothing is held out: the choice and the measurement share it, and
+`Choice.held_out` is False."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+
+@dataclass
+class Choice:
+    """The value chosen on every seed (`best`, for display), and each seed's final metric at
+    the value chosen without it (`finals`, for the measurement) with that value (`chosen`)."""
+
+    best: Optional[int]  # index into the values; None when no value has a result
+    finals: dict[Any, float] = field(default_factory=dict)  # seed -> metric
+    chosen: dict[Any, int] = field(default_factory=dict)  # seed -> index of the value it was measured at
+    held_out: bool = False  # False: one seed chose and was measured (no hold-out possible)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _pick(candidates: list[tuple[int, float]], lower: bool) -> Optional[int]:
+    if not candidates:
+        return None
+    return (min if lower else max)(candidates, key=lambda c: c[1])[0]
+
+
+def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool) -> Choice:
+    """`points[i]` maps seed -> final metric at the i-th value of the key. `best` is the value
+    with the best mean over all its seeds; each seed s is measured at the value with the best
+    mean over the seeds other than s (values with no other seed are not candidates for s)."""
+    best = _pick([(i, _mean(list(p.values()))) for i, p in enumerate(points) if p], lower)
+    seeds = list(dict.fromkeys(s for p in points for s in p))
+    if len(seeds) < 2:
+        choice = Choice(best=best)
+        if best is not None:
+            choice.finals = dict(points[best])
+            choice.chosen = {s: best for s in points[best]}
+        return choice
+    choice = Choice(best=best, held_out=True)
+    for seed in seeds:
+        others = [(i, _mean([v for s, v in p.items() if s != seed])) for i, p in enumerate(points)
+                  if any(s != seed for s in p)]
+        pick = _pick(others, lower)
+        if pick is not None and seed in points[pick]:
+            choice.finals[seed] = points[pick][seed]
+            choice.chosen[seed] = pick
+    return choice
