@@ -17,6 +17,7 @@ from zoo.training.strategies import is_sharded
 from zoo.models.summary import summarize
 from zoo.training.baseline import unigram_from_counts
 from zoo.training.sample import sample_prompt, sample_text
+from zoo.data.accounting import split_sizes
 
 
 @dataclass
@@ -57,8 +58,9 @@ def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks:
 def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,
                   resume: Resume, wall: float, replicas: dict, full: Optional[Path]) -> RunSummary:
     """What the run did: steps, tokens, time, the trainer's last scalar metrics, the model's
-    size, whether data-parallel replicas agree (`replicas`, {} when not asked), the checkpoints;
-    for a causal LM also the unigram baseline and a sample."""
+    size, whether data-parallel replicas agree (`replicas`, {} when not asked), the checkpoints,
+    the tokenizer (kind, size, digest); for a language model the sizes of its splits, for a
+    causal LM also the unigram baseline and a sample."""
     import torch
 
     files, throughput, tokenizer = RunDir(run_dir), callbacks.throughput, datamodule.tokenizer
@@ -84,6 +86,8 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
         wall_seconds=round(wall, 3),
         metrics=metrics,
         prepared_data=str(datamodule.prepared.directory) if datamodule.prepared is not None else None,
+        tokenizer={"kind": tokenizer.kind, "vocab_size": tokenizer.vocab_size, "digest": tokenizer.digest()},
+        data=split_sizes(datamodule),
         model=summarize(task.model, spec.data.seq_len).as_dict(),
         baseline=baseline,
         sample=sample,
