@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from zoo.compare.stats import t_quantile
+
 MIN_POINTS = 3  # two parameters: two points fit any line exactly and say nothing about the fit
 MIN_POINTS_IRREDUCIBLE = 5  # three parameters, two points to spare
 
@@ -68,8 +70,6 @@ class PowerLaw:
         residual degrees of freedom."""
         if self.df < 1:
             return None
-        from zoo.compare.stats import t_quantile
-
         half = t_quantile(1 - (1 - level) / 2, self.df) * self.se_b
         return self.b - half, self.b + half
 

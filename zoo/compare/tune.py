@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.compare.plots import plot_tuning
-from zoo.compare.report import _show, load_runs, make_out, pick_baseline, status_of, write_csv
+from zoo.compare.report import _show, few_seed_warnings, load_runs, make_out, pick_baseline, status_of, write_csv
 from zoo.compare.runs import IGNORED, Run
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, difference, holm, mean_std
@@ -77,8 +77,6 @@ class TunedReport:
 
     @property
     def warnings(self) -> list[str]:
-        from zoo.compare.report import few_seed_warnings
-
         out = [arm.warning for arm in self.arms if arm.warning]
         shared = [arm.name for arm in self.arms if arm.choice is not None and not arm.choice.held_out and arm.best]
         if shared:
