@@ -111,9 +111,10 @@ def test_fsdp_ends_where_ddp_ends_and_writes_sharded_and_full_checkpoints(straig
     assert norm > 10 * CLIP, norm
 
     # the same 3 validation windows (DDP: 2 on rank 0, 1 on rank 1; FSDP: all 3 on each rank),
-    # so the same token-weighted mean loss
-    assert abs(s_fsdp["metrics"]["val/loss"] - s_ddp["metrics"]["val/loss"]) <= 1e-4, \
-        (s_fsdp["metrics"]["val/loss"], s_ddp["metrics"]["val/loss"])
+    # so the same token-weighted mean loss and bits per byte
+    for name in ("val/loss", "val/bpb"):
+        assert abs(s_fsdp["metrics"][name] - s_ddp["metrics"][name]) <= 1e-4, \
+            (name, s_fsdp["metrics"][name], s_ddp["metrics"][name])
 
 
 # -- 2. exact resume ----------------------------------------------------------------------------
@@ -380,6 +381,7 @@ def test_classification_and_seq2seq_train_sharded(task, tmp_path):
     assert torch.isfinite(torch.tensor(summary["metrics"]["val/loss"]))
     if task == "seq2seq":
         assert "val/bleu" in summary["metrics"]  # generation ran inside validation
+        assert summary["metrics"]["val/bpb"] > 0
     ckpts = run / "checkpoints"
     gathered = read_checkpoint(ckpts / "last.ckpt")["state_dict"]
     assert _identical(read_checkpoint(ckpts / "full.ckpt")["state_dict"], gathered)
