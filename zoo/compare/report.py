@@ -136,6 +136,27 @@ def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
     return matches[0]
 
 
+# the settings a reader of an ablation asks for first: shown once, when every run shares them
+DESIGN_KEYS = ("data.source", "data.path", "tokenizer.kind", "tokenizer.vocab_size", "data.seq_len",
+               "data.global_batch_size", "trainer.max_steps", "optim.kind", "optim.lr", "optim.weight_decay",
+               "scheduler.kind", "scheduler.warmup_steps", "model.parametrization", "model.mup_base_d_model")
+
+
+def design_line(runs: list[Run]) -> str:
+    """"Held fixed: data.source=kjv, ...; seeds: 0, 1, 2": the DESIGN_KEYS every run shares (a key
+    that varies is an arm's or a size's setting and shows in the tables), and the seeds run."""
+    fixed = []
+    for key in DESIGN_KEYS:
+        values = {repr(r.config.get(key)) for r in runs}
+        if len(values) == 1 and runs[0].config.get(key) is not None:
+            if key == "tokenizer.vocab_size" and runs[0].config.get("tokenizer.kind") == "byte":
+                continue  # the byte tokenizer's size is fixed whatever this says
+            fixed.append(f"`{key}={_show(runs[0].config.get(key))}`")
+    seeds = sorted({r.seed for r in runs}, key=lambda s: (str(type(s)), s))
+    return (f"Held fixed: {', '.join(fixed) or '–'}. "
+            f"Seeds: {', '.join(map(str, seeds))}.")
+
+
 def few_seed_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
     """One warning per interval that rests on fewer than 2 degrees of freedom."""
     out = []
@@ -311,6 +332,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
              f"the same seeds, Welch otherwise) and the two-sided p-value of no difference; with several arms, "
              f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
              f"An interval on 1 degree of freedom (2 seeds) is marked (1 df).", "",
+             design_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, row in zip(report.arms, report.rows()):
         mean, std = row[f"{m} mean"], row[f"{m} std"]

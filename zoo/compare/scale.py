@@ -37,7 +37,7 @@ from typing import Any, Optional
 
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
-from zoo.compare.report import _show, load_runs, make_out, pick_baseline, status_of, write_csv
+from zoo.compare.report import _show, design_line, load_runs, make_out, pick_baseline, status_of, write_csv
 from zoo.compare.runs import IGNORED, Run
 from zoo.compare.select import leave_one_seed_out
 from zoo.compare.stats import mean_std
@@ -524,7 +524,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
              f"need; an arm measured worse at equal compute always has M < 1. Its {int(LEVEL * 100)}% interval "
              f"resamples both arms' seeds, refits the baseline and widens its exponent by the fit's misfit; an "
              f"interval that spans 1 does not say which arm needs less compute.", ""]
-    lines += _design_lines(report)
+    lines += ["## Design", "", design_line([r for a in report.arms for r in a.runs]), ""] + _design_lines(report)
     all_sizes: dict[str, Any] = {}
     for arm in report.arms:
         for s in arm.sizes:
@@ -589,7 +589,7 @@ def _design_lines(report: ScaleReport) -> list[str]:
     if not by_value:
         return []
     sizes = sorted(by_value.values(), key=lambda s: _order(s.value))
-    lines = ["## Design", "", f"| {report.key} | N (non-emb.) | D (tokens) | D/N | epochs | compute C | seeds |",
+    lines = [f"| {report.key} | N (non-emb.) | D (tokens) | D/N | epochs | compute C | seeds |",
              "|---|---|---|---|---|---|---|"]
     for s in sizes:
         seeds = sorted({len(x.finals) for a in report.arms for x in a.scored if repr(x.value) == repr(s.value)})

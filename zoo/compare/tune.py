@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.compare.plots import plot_tuning
-from zoo.compare.report import _show, few_seed_warnings, load_runs, make_out, pick_baseline, status_of, write_csv
+from zoo.compare.report import _show, design_line, few_seed_warnings, load_runs, make_out, pick_baseline, status_of, write_csv
 from zoo.compare.runs import IGNORED, Run
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, difference, holm, mean_std
@@ -188,7 +188,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
              f"chosen on the arm's other seeds (leave one seed out: \"held out\", mean over seeds); Δ = arm − "
              f"baseline on those held-out values, with a 95% Student-t interval (paired over seeds when both ran "
              f"the same seeds, Welch otherwise) and the p-value of no difference (Holm-adjusted in brackets when "
-             f"several arms face the baseline).", "",
+             f"several arms face the baseline).", "", design_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
         best = arm.best
