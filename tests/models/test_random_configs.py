@@ -44,7 +44,10 @@ def model_configs(draw) -> dict:
         head_transform=draw(st.booleans()),
         scale_output=draw(st.booleans()),
         output_bias=draw(st.booleans()),
+        parametrization=draw(st.sampled_from(["standard", "standard", "mup"])),
     )
+    if cfg["parametrization"] == "mup":
+        cfg["mup_base_d_model"] = draw(st.sampled_from([4, 8, 32]))  # m from 1/4 to 6
     if family == "encoder_decoder":
         cfg["n_decoder_layers"] = draw(st.integers(1, 3))
     if position == "relative":

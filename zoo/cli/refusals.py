@@ -25,6 +25,8 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("the task needs its family", ["model=gpt", "task=seq2seq"]),
     ("pooling only for classification", ["task.pooling=mean"]),
     ("dropout is a probability", ["model.dropout=1.0"]),
+    ("μP's base width is a width", ["model.parametrization=mup", "model.mup_base_d_model=0"]),
+    ("a μP option without μP", ["model.mup_base_d_model=64"]),
     ("label smoothing in [0, 1)", ["task.label_smoothing=1.5"]),
     ("a schedule option of another schedule", ["scheduler=constant", "scheduler.min_lr_ratio=0.5"]),
     ("warmup shorter than the run", ["trainer.max_steps=10"]),

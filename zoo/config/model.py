@@ -9,6 +9,7 @@ any weights exist. Hydra composes these schemas (see `zoo.config.store`); `zoo.m
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
@@ -43,6 +44,16 @@ class Activation(Choice):
 
 
 GATED = (Activation.swiglu, Activation.geglu, Activation.geglu_tanh)
+
+
+class Parametrization(Choice):
+    """How initialisation, learning rates and multipliers depend on the width D."""
+
+    standard = "standard"  # every matrix at init_std and optim.lr, whatever the width
+    mup = "mup"  # Maximal Update Parametrization (Yang et al. 2022): tuned at a base width, transfers
+
+
+MUP_BASE_D_MODEL = 128  # the base width of model.parametrization=mup unless model.mup_base_d_model sets it
 
 
 @dataclass(kw_only=True)
@@ -179,6 +190,25 @@ class ModelConfig:
                   "scale_embeddings (the scaled embeddings start at unit RMS, as in Vaswani et al. and "
                   "fairseq, the size of a sinusoid's), else init_std"},
     )
+    parametrization: Parametrization = field(
+        default=Parametrization.standard,
+        metadata={"help": "standard, or mup: Maximal Update Parametrization (Yang et al. 2022, Tensor "
+                  "Programs V), hyperparameters tuned at the base width mup_base_d_model carry over to "
+                  "wider models; with m = d_model / mup_base_d_model, hidden matrices start at "
+                  "init_std/sqrt(m) and learn at optim.lr/m (weight decay x m), the logits are x 1/m, "
+                  "attention scores x sqrt(base Dh)/Dh; equal to standard at m = 1"},
+    )
+    mup_base_d_model: Optional[int] = field(
+        default=None,
+        metadata={"help": f"mup: the width the hyperparameters are tuned at (m = d_model / "
+                  f"mup_base_d_model); default {MUP_BASE_D_MODEL}"},
+    )
+    mup_base_head_dim: Optional[int] = field(
+        default=None,
+        metadata={"help": "mup: the base model's head width Dh (attention scores x sqrt(base Dh)/Dh); "
+                  "default head_dim / m (the base model has as many heads, each narrower); set it "
+                  "to head_dim when the width grows by adding heads"},
+    )
     checkpoint_activations: bool = field(
         default=False,
         metadata={"help": "recompute each layer's activations in backward instead of keeping "
@@ -194,6 +224,7 @@ class ModelConfig:
         self.norm = NormPlacement.parse(self.norm, "model.norm")
         self.norm_type = NormType.parse(self.norm_type, "model.norm_type")
         self.activation = Activation.parse(self.activation, "model.activation")
+        self.parametrization = Parametrization.parse(self.parametrization, "model.parametrization")
 
         for name in ("d_model", "n_heads", "n_layers", "vocab_size", "max_seq_len"):
             _positive(name, getattr(self, name))
@@ -252,15 +283,81 @@ class ModelConfig:
             raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
         if self.embed_init_std is not None and not self.embed_init_std > 0:
             raise ConfigError(f"model.embed_init_std must be > 0 (or null for the default), got {self.embed_init_std}")
+        self._check_parametrization()
+
+    def _check_parametrization(self) -> None:
+        """The base widths belong to mup; under mup, the base width defaults to MUP_BASE_D_MODEL."""
+        if self.parametrization == Parametrization.standard:
+            for name in ("mup_base_d_model", "mup_base_head_dim"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"model.{name}={getattr(self, name)!r} only applies to "
+                                      f"model.parametrization=mup, not standard")
+            return
+        if self.mup_base_d_model is None:
+            self.mup_base_d_model = MUP_BASE_D_MODEL
+        _positive("mup_base_d_model", self.mup_base_d_model)
+        if self.mup_base_head_dim is not None:
+            _positive("mup_base_head_dim", self.mup_base_head_dim)
 
     @property
     def embedding_std(self) -> float:
         """The std the token embeddings start at: embed_init_std when set; D^-0.5 when they are
         scaled by sqrt(D) (so x·sqrt(D) starts at unit RMS: Vaswani et al. 2017 §3.4 with
-        fairseq's initialisation); init_std otherwise."""
+        fairseq's initialisation; under mup D is the base width, see `base_d_model`); init_std
+        otherwise."""
         if self.embed_init_std is not None:
             return self.embed_init_std
-        return self.d_model ** -0.5 if self.scale_embeddings else self.init_std
+        return self.base_d_model ** -0.5 if self.scale_embeddings else self.init_std
+
+    # -- width (model.parametrization) ----------------------------------------------------
+    @property
+    def width_mult(self) -> float:
+        """m = D / base D under mup (Yang et al. 2022); 1.0 under standard."""
+        if self.parametrization == Parametrization.mup:
+            return self.d_model / self.mup_base_d_model
+        return 1.0
+
+    @property
+    def base_d_model(self) -> int:
+        """The width at which the multipliers standard takes from D are read: the sqrt(D) of
+        scale_embeddings and its D^-0.5 initialisation, scale_output's D^-0.5 and inverse_sqrt's
+        D^-0.5. D under standard; under mup the base width, so that these stay the base model's
+        and μP's own rules alone scale with the width."""
+        return self.mup_base_d_model if self.parametrization == Parametrization.mup else self.d_model
+
+    @property
+    def base_head_dim(self) -> float:
+        """The base model's Dh: mup_base_head_dim, or by default Dh / m (as many heads as here)."""
+        if self.parametrization == Parametrization.standard:
+            return self.head_dim
+        if self.mup_base_head_dim is not None:
+            return self.mup_base_head_dim
+        return self.head_dim * self.mup_base_d_model / self.d_model
+
+    @property
+    def attention_multiplier(self) -> Optional[float]:
+        """The multiplier of q·kᵀ; None: 1/sqrt(Dh). Under mup, scores scale as 1/Dh (μP, Yang et
+        al. 2022 §4) and equal the base model's at the base head width: attention_scale (or
+        1/sqrt(base Dh)) x base Dh / Dh, which is sqrt(base Dh)/Dh by default."""
+        base = self.base_head_dim
+        if base == self.head_dim:
+            return self.attention_scale
+        at_base = self.attention_scale if self.attention_scale is not None else 1.0 / math.sqrt(base)
+        return at_base * (base / self.head_dim)
+
+    @property
+    def output_multiplier(self) -> float:
+        """What the output projection's input is multiplied by: scale_output's D^-0.5 (1 without
+        it), divided by m under mup (μP's readout multiplier, mup's MuReadout: the logits x 1/m)."""
+        scaled = self.base_d_model ** -0.5 if self.scale_output else 1.0
+        return scaled / self.width_mult
+
+    @property
+    def embedding_multiplier(self) -> float:
+        """What the token embeddings are multiplied by: sqrt(D) with scale_embeddings (base D
+        under mup: the embeddings are input weights, their scale and initialisation stay the base
+        model's), else 1."""
+        return math.sqrt(self.base_d_model) if self.scale_embeddings else 1.0
 
     @property
     def is_causal(self) -> bool:

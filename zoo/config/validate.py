@@ -126,11 +126,12 @@ def _check_schedule(zc: ZooConfig) -> None:
         raise ConfigError("set trainer.max_steps or trainer.max_epochs, or the run never ends")
     check_schedule_length(zc.scheduler, max_steps if max_steps and max_steps > 0 else None)
     if zc.scheduler.kind == ScheduleKind.inverse_sqrt:
-        w, d = zc.scheduler.warmup_steps, zc.model.d_model
+        w, d = zc.scheduler.warmup_steps, zc.model.base_d_model  # under mup the base width
+        width = "d_model" if d == zc.model.d_model else "mup_base_d_model"
         peak = zc.optim.lr * d ** -0.5 * w ** -0.5
         if peak < 1e-5:
             raise ConfigError(
-                f"scheduler=inverse_sqrt peaks at optim.lr x d_model^-0.5 x warmup^-0.5 = "
+                f"scheduler=inverse_sqrt peaks at optim.lr x {width}^-0.5 x warmup^-0.5 = "
                 f"{zc.optim.lr:g} x {d}^-0.5 x {w}^-0.5 = {peak:.2g}; optim.lr multiplies the "
                 f"schedule (the paper's rate is optim.lr=1.0, as in optim=adam)")
 

@@ -19,6 +19,7 @@ from zoo.nn.embedding import TokenEmbedding
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import ACTIVATIONS
 from zoo.nn.norm import build_norm
+from zoo.models.parametrization import hidden_init_std, is_hidden
 
 
 @dataclass
@@ -63,14 +64,15 @@ class HeadTransform(nn.Module):
 class ZooModel(nn.Module):
     """Base of the three families. Subclasses build their stacks, then call `_init_weights`.
 
-    Output head: hidden (B, T, D) -> [head_transform] -> [· D^-0.5] -> lm_head -> [+ output_bias]
-    -> logits (B, T, V); each bracket is a config option. A classifier removes the head
+    Output head: hidden (B, T, D) -> [head_transform] -> [· D^-0.5] [· 1/m] -> lm_head ->
+    [+ output_bias] -> logits (B, T, V); each bracket is a config option (1/m: μP's output
+    multiplier, model.parametrization=mup). A classifier removes the head
     (`drop_output_head`)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
-        self.embed = TokenEmbedding(cfg.vocab_size, cfg.d_model, scale=cfg.scale_embeddings)
+        self.embed = TokenEmbedding(cfg.vocab_size, cfg.d_model, multiplier=cfg.embedding_multiplier)
         self.token_type_embed = nn.Embedding(cfg.token_types, cfg.d_model) if cfg.token_types else None
         self.head_transform = HeadTransform(cfg) if cfg.head_transform else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -78,11 +80,17 @@ class ZooModel(nn.Module):
 
     def _init_weights(self) -> None:
         """Normal(0, init_std) for every matrix and embedding table (the token embedding:
-        Normal(0, `ModelConfig.embedding_std`)), zero biases, unit norms; then tie the output
-        projection to the token embedding if asked."""
+        Normal(0, `ModelConfig.embedding_std`); under mup the hidden matrices Normal(0,
+        init_std / sqrt(m)): `zoo.models.parametrization`), zero biases, unit norms; then tie
+        the output projection to the token embedding if asked."""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
-                std = self.config.embedding_std if module is self.embed else self.config.init_std
+                if module is self.embed:
+                    std = self.config.embedding_std
+                elif is_hidden(module, self.lm_head):
+                    std = hidden_init_std(self.config)
+                else:
+                    std = self.config.init_std
                 nn.init.normal_(module.weight, mean=0.0, std=std)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
@@ -112,8 +120,9 @@ class ZooModel(nn.Module):
             raise ValueError("this model's output projection was removed (a classifier replaced it)")
         if self.head_transform is not None:
             hidden = self.head_transform(hidden)
-        if self.config.scale_output:
-            hidden = hidden * self.config.d_model ** -0.5
+        multiplier = self.config.output_multiplier  # scale_output's D^-0.5, mup's 1/m
+        if multiplier != 1.0:
+            hidden = hidden * multiplier
         return hidden
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

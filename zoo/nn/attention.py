@@ -105,7 +105,7 @@ class Attention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
         self.o_proj = nn.Linear(q_dim, d_model, bias=bias)
-        self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh)
+        self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh) (μP: `ModelConfig.attention_multiplier`)
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
         self.last_weights: Optional[torch.Tensor] = None
 

@@ -58,7 +58,7 @@ class Block(nn.Module):
             head_dim=cfg.head_dim,
             bias=cfg.bias,
             dropout=cfg.dropout,
-            scale=cfg.attention_scale,
+            scale=cfg.attention_multiplier,  # attention_scale; under mup sqrt(base Dh)/Dh
         )
         self.self_attn = Attention(**heads)
         self.self_attn_sub = SubLayer(cfg)

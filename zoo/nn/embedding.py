@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 from torch import nn
@@ -11,15 +12,19 @@ from zoo.nn.host import host_reads_are_free
 
 
 class TokenEmbedding(nn.Embedding):
-    """input_ids (B, T) -> (B, T, D), optionally multiplied by sqrt(D) (Vaswani et al. §3.4).
+    """input_ids (B, T) -> (B, T, D), optionally multiplied by sqrt(D) (Vaswani et al. §3.4):
+    `scale=True`, or `multiplier` (μP reads sqrt(D) at its base width).
 
     Ids outside [0, V) are refused with a message instead of an index error deep in torch
     (on the CPU in eager mode, where reading them is free: `zoo.nn.host`).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = False) -> None:
+    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = False,
+                 multiplier: Optional[float] = None) -> None:
         super().__init__(vocab_size, d_model)
-        self.multiplier = math.sqrt(d_model) if scale else 1.0
+        if multiplier is None:
+            multiplier = math.sqrt(d_model) if scale else 1.0
+        self.multiplier = multiplier
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         if input_ids.numel() and host_reads_are_free(input_ids):

@@ -20,6 +20,7 @@ from zoo.tasks.metrics import BitsPerByte, WeightedMean
 from zoo.tasks.target_bytes import TargetBytes
 from zoo.tasks.optim import build_optimizer, schedule
 from zoo.nn.chunked_loss import IGNORE
+from zoo.models.parametrization import optimizer_scales
 from zoo.models.sharding import shard
 from zoo.data.tokenizers.state import tokenizer_state
 from zoo.data.tokenizers.text_bytes import TextBytes
@@ -283,9 +284,10 @@ class ZooTask(L.LightningModule):
     # -- optimization -----------------------------------------------------------------------
     def configure_optimizers(self) -> Any:
         head = self.model.lm_head.weight if self.model.lm_head is not None else None
-        optimizer = build_optimizer(self, self.optim_config, output_embedding=head)
+        scales = optimizer_scales(self.model, self.model_config)  # μP's hidden matrices; none under standard
+        optimizer = build_optimizer(self, self.optim_config, output_embedding=head, scales=scales)
         total = self.trainer.max_steps if self._trainer and self.trainer.max_steps > 0 else None
-        lr_lambda = schedule(self.scheduler_config, total_steps=total, d_model=self.model_config.d_model)
+        lr_lambda = schedule(self.scheduler_config, total_steps=total, d_model=self.model_config.base_d_model)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

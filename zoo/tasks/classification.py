@@ -37,7 +37,8 @@ class Classification(ZooTask):
             raise ValueError("classification needs the label names (extra.labels) from the data")
         self.labels = list(labels)
         # the classifier replaces the token output projection: no unused parameters (DDP),
-        # no (B, T, V) logits computed for nothing
+        # no (B, T, V) logits computed for nothing; under mup the head is an output layer (its
+        # input x 1/m in `classify`, its initialisation and learning rate those of the base model)
         self.model.drop_output_head()
         self.head = nn.Linear(self.model_config.d_model, len(self.labels))
         nn.init.normal_(self.head.weight, std=self.model_config.init_std)
@@ -52,7 +53,10 @@ class Classification(ZooTask):
     def classify(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """-> logits over labels (B, C)."""
         hidden = self.model(input_ids, attention_mask=attention_mask, return_logits=False).hidden_states  # (B, T, D)
-        return self.head(pool(hidden, attention_mask, self.pooling))
+        pooled = pool(hidden, attention_mask, self.pooling)  # (B, D)
+        if self.model_config.width_mult != 1.0:
+            pooled = pooled / self.model_config.width_mult  # μP: the head is an output layer, x 1/m
+        return self.head(pooled)
 
     def forward_batch(self, batch):
         logits = self.classify(batch["input_ids"], batch.get("attention_mask"))

@@ -13,35 +13,54 @@ from zoo.config.validate import check_schedule_length
 
 
 def parameter_groups(
-    module: nn.Module, weight_decay: float, output_embedding: nn.Parameter | None = None
+    module: nn.Module, weight_decay: float, output_embedding: nn.Parameter | None = None,
+    scales: dict[int, tuple[float, float]] | None = None,
 ) -> list[dict]:
     """Weight decay on the matrices of linear layers only: never on norms, biases or
     embedding tables (token, position and relative-bias tables, and the output projection
     `output_embedding`, an output embedding whether tied or not). Every parameter of `module`
-    (a model, or a task with heads of its own) lands in exactly one group."""
+    (a model, or a task with heads of its own) lands in exactly one group.
+
+    `scales`: {id(parameter): (learning-rate multiplier, weight-decay multiplier)} (μP's hidden
+    matrices: `zoo.models.parametrization.optimizer_scales`); those parameters get groups of
+    their own after the two, with `lr_scale` (`build_optimizer` turns it into the group's lr).
+    Empty groups are left out."""
     head = output_embedding if output_embedding is not None else getattr(
         getattr(module, "lm_head", None), "weight", None
     )
+    scales = scales or {}
     decay, no_decay, seen = [], [], set()
+    scaled: dict[tuple[bool, float, float], list] = {}
     for sub in module.modules():
         for name, param in sub.named_parameters(recurse=False):
             if id(param) in seen or not param.requires_grad:
                 continue
             seen.add(id(param))
-            if isinstance(sub, nn.Linear) and name == "weight" and param is not head:
-                decay.append(param)
+            decays = isinstance(sub, nn.Linear) and name == "weight" and param is not head
+            if id(param) in scales:
+                scaled.setdefault((decays, *scales[id(param)]), []).append(param)
             else:
-                no_decay.append(param)
-    return [
+                (decay if decays else no_decay).append(param)
+    groups = [
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+    for (decays, lr_scale, decay_scale), params in scaled.items():
+        groups.append({"params": params, "weight_decay": weight_decay * decay_scale if decays else 0.0,
+                       "lr_scale": lr_scale})
+    return [group for group in groups if group["params"]]  # μP's take every matrix of a decoder
 
 
 def build_optimizer(
-    module: nn.Module, cfg: OptimConfig, output_embedding: nn.Parameter | None = None
+    module: nn.Module, cfg: OptimConfig, output_embedding: nn.Parameter | None = None,
+    scales: dict[int, tuple[float, float]] | None = None,
 ) -> torch.optim.Optimizer:
-    groups = parameter_groups(module, cfg.weight_decay, output_embedding)
+    """Adam or AdamW over `parameter_groups`; a group with an `lr_scale` learns at optim.lr x
+    lr_scale (the schedule multiplies each group's own initial rate, so the ratio holds)."""
+    groups = parameter_groups(module, cfg.weight_decay, output_embedding, scales)
+    for group in groups:
+        if "lr_scale" in group:
+            group["lr"] = cfg.lr * group.pop("lr_scale")
     kwargs = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
     on_cuda = all(p.device.type == "cuda" for group in groups for p in group["params"])
     if cfg.implementation == OptimizerImpl.fused or (cfg.implementation == OptimizerImpl.auto and on_cuda):
@@ -56,7 +75,8 @@ def build_optimizer(
 
 
 def schedule(cfg: SchedulerConfig, *, total_steps: int | None, d_model: int) -> Callable[[int], float]:
-    """The multiplier of the base learning rate at optimizer step `step` (0-based)."""
+    """The multiplier of the base learning rate at optimizer step `step` (0-based); `d_model`
+    is the width inverse_sqrt reads (`ModelConfig.base_d_model`: under mup the base width)."""
     warmup = cfg.warmup_steps
 
     if cfg.kind == ScheduleKind.constant:

@@ -42,7 +42,8 @@ ANY = object()  # an option value a family reproduces whatever it is
 # options a family reproduces only at these values unless its converter says otherwise; a
 # composition that sets one elsewhere matches no family (it would export as a different model)
 OPTIONS = {"scale_embeddings": (False,), "embed_norm": (False,), "token_types": (0,), "attention_scale": (None,),
-           "head_transform": (False,), "scale_output": (False,), "output_bias": (False,), "offset": (0,)}
+           "head_transform": (False,), "scale_output": (False,), "output_bias": (False,), "offset": (0,),
+           "parametrization": ("standard",)}  # μP's multipliers have no Hugging Face equivalent
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:
