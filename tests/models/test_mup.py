@@ -343,3 +343,15 @@ def test_a_mup_model_matches_no_hugging_face_family():
 
     assert any(c.matches(config("decoder_only", 256, "standard")) for c in CONVERTERS.values())
     assert not any(c.matches(config("decoder_only", 256)) for c in CONVERTERS.values())
+
+
+def test_a_checkpoint_from_before_the_option_resumes_as_standard():
+    """Its saved model config has no parametrization keys: it ran as standard, so the command's
+    default resumes it, and mup is refused."""
+    from zoo.training.resume_check import ResumeMismatch, check_resume, saved_sections
+
+    old = {k: v for k, v in ModelConfig().to_dict().items() if not k.startswith(("parametrization", "mup_"))}
+    check_resume(saved_sections({"model": old}), {"model": ModelConfig().to_dict()}, "the checkpoint")
+    with pytest.raises(ResumeMismatch, match="model.parametrization='standard' in the checkpoint, 'mup' here"):
+        check_resume(saved_sections({"model": old}), {"model": ModelConfig(parametrization="mup").to_dict()},
+                     "the checkpoint")
