@@ -212,6 +212,18 @@ def test_an_arm_measured_worse_at_equal_compute_gets_a_multiplier_below_one():
     assert gelu.fit.df == 1 and gelu.fit.rmse_log > 0.005
     assert gelu.fit_interval[1] - gelu.fit_interval[0] > 10 * (gelu.seed_interval[1] - gelu.seed_interval[0])
     assert gelu.exponent_low == gelu.fit_interval[0] and gelu.exponent_high == gelu.fit_interval[1]
+    # SwiGLU at D = 144: 1.1768 against 1.1880, a difference whose Welch interval spans 0 on 2 seeds
+    # each; its multiplier's interval spans 1 (a seed bootstrap of 2 seeds said 1.03 to 1.14)
+    swiglu = _measured("swiglu", [2.5726, 1.4683, 1.1768], [0.2160, 0.0012, 0.0034], computes)
+    fit_arms([gelu, swiglu], gelu, irreducible=False, resamples=400)
+    at144 = swiglu.multipliers[-1]
+    assert at144.value > 1 and at144.low < 1 < at144.high
+    from zoo.compare.stats import difference
+
+    for m, mine, theirs in zip(swiglu.multipliers, swiglu.scored, gelu.scored):
+        d = difference(dict(enumerate(math.log(v) for v in theirs.finals)),
+                       {i + 9: math.log(v) for i, v in enumerate(mine.finals)}, level=0.975)
+        assert (m.low < 1 < m.high) == (d.low < 0 < d.high)  # equal compute: the same verdict as the losses
     assert [s.residual for s in gelu.scored] == pytest.approx(
         [math.log(s.mean / gelu.fit.loss_at(s.compute)) for s in gelu.scored])
 

@@ -23,9 +23,13 @@ at that size is its fitted power law moved to pass through its own measured loss
     M = (C_base / C_arm) · ((L_base - e) / (L_arm - e))^(1/b)
 
 so an arm measured worse than the baseline at equal compute always gets M < 1, and a better one
-M > 1, whatever the fits miss. Its interval comes from a bootstrap that resamples both arms'
-seeds at every size, refits the baseline, and widens its exponent by the fit's misfit (a t draw
-on the fit's degrees of freedom times se_b). Too few sizes for a fit: said, never faked."""
+M > 1, whatever the fits miss. Its 95% interval is the range of M over two 97.5% intervals taken
+together (Bonferroni: both hold at once at least 95% of the time): the Student-t interval of the
+difference in log(L - e) between the arms' seeds at that size (paired when they ran the same
+seeds) and the interval of the baseline's exponent (the wider of seed bootstrap and misfit).
+A bootstrap of 2 or 3 seeds is far too narrow for this (2 seeds give 3 possible means), and at
+equal compute this interval spans 1 exactly when the loss difference's spans 0.
+Too few sizes for a fit: said, never faked."""
 
 from __future__ import annotations
 
@@ -40,7 +44,7 @@ from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints,
 from zoo.compare.report import _show, design_line, load_runs, make_out, pick_baseline, status_of, write_csv
 from zoo.compare.runs import IGNORED, Run
 from zoo.compare.select import leave_one_seed_out
-from zoo.compare.stats import mean_std
+from zoo.compare.stats import difference, mean_std
 from zoo.compare.tune import _order, lower_is_better
 
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward
@@ -83,6 +87,7 @@ class Size:
     mean: Optional[float] = None
     std: Optional[float] = None
     finals: list[float] = field(default_factory=list)
+    by_seed: dict[Any, float] = field(default_factory=dict)  # seed -> final metric (pairs the arms)
     params: Optional[float] = None  # N: non-embedding parameters
     tokens: Optional[float] = None  # D: tokens seen
     epochs: Optional[float] = None  # D over the training split's tokens
@@ -90,6 +95,10 @@ class Size:
     curve: list[tuple[Any, Optional[float]]] = field(default_factory=list)  # with tune=: (value, mean)
     held_out: bool = True  # with tune=: each seed measured at a value chosen without it
     residual: Optional[float] = None  # log(mean) - log(the arm's fit) at this size
+
+    def seed_values(self) -> dict[Any, float]:
+        """seed -> final metric; a size built without seeds numbers its values (never paired)."""
+        return self.by_seed or {(id(self), i): v for i, v in enumerate(self.finals)}
 
     @property
     def tokens_per_param(self) -> Optional[float]:
@@ -130,8 +139,12 @@ class Multiplier:
 
 def _times(value: float, sign: bool = True) -> str:
     if math.isinf(value):
-        return "∞" + ("×" if sign else "")
-    return f"{value:.2f}" + ("×" if sign else "")
+        text = "∞"
+    elif value >= 100:
+        text = f"{value:.2g}"
+    else:
+        text = f"{value:.2f}"
+    return text + ("×" if sign else "")
 
 
 @dataclass
@@ -241,6 +254,7 @@ def _measure(size: Size, runs: list[Run], metric: str) -> None:
     done = [(r, r.final(metric), training_compute(r)) for r in runs]
     done = [(r, v, c) for r, v, c in done if v is not None and c is not None and math.isfinite(v)]
     size.finals = [v for _, v, _ in done]
+    size.by_seed = {r.seed: v for r, v, _ in done} if len({r.seed for r, _, _ in done}) == len(done) else {}
     if not done:
         return
     size.mean, size.std = mean_std(size.finals)
@@ -313,11 +327,43 @@ def _fit(sizes: list[Size], means: list[float], irreducible: bool) -> PowerLaw:
     return fit_power_law([s.compute for s in sizes], means, irreducible=irreducible)
 
 
-def _percentiles(values: list[float]) -> tuple[float, float]:
+def _percentiles(values: list[float], level: float = LEVEL) -> tuple[float, float]:
     values = sorted(values)
-    lo = values[int(math.floor((1 - LEVEL) / 2 * (len(values) - 1)))]
-    hi = values[int(math.ceil((1 + LEVEL) / 2 * (len(values) - 1)))]
+    lo = values[int(math.floor((1 - level) / 2 * (len(values) - 1)))]
+    hi = values[int(math.ceil((1 + level) / 2 * (len(values) - 1)))]
     return lo, hi
+
+
+BOX = 1 - (1 - LEVEL) / 2  # each of the two intervals behind a multiplier's: 97.5%
+
+
+def multiplier_interval(b_low: float, b_high: float, e: float, base: Size, arm: Size) -> Optional[tuple[float, float]]:
+    """The range of `multiplier` over the BOX-level t interval of the difference in log(L - e)
+    between the two sizes' seeds and the exponent range [b_low, b_high]; None when the seeds
+    give no interval (one seed on both sides). An exponent range reaching 0 leaves the side
+    of 1 the losses point to unbounded (∞ or 0)."""
+    base_logs = {s: math.log(v - e) for s, v in base.seed_values().items() if v > e}
+    arm_logs = {s: math.log(v - e) for s, v in arm.seed_values().items() if v > e}
+    diff = difference(base_logs, arm_logs, level=BOX)  # > 0: the arm is lower
+    if diff is None or diff.low is None:
+        return None
+    shift = math.log(base.compute) - math.log(arm.compute)
+    values = []
+    for delta in (diff.low, diff.high):
+        for b in (b_low, b_high):
+            if b > 0:
+                values.append(shift + delta / b)
+            elif delta != 0:
+                values.append(math.inf if delta > 0 else -math.inf)
+            else:
+                values.append(shift)
+    if b_low <= 0 < b_high:  # b in (0, b_high]: delta / b runs off to ±∞ as b falls to 0
+        if diff.high > 0:
+            values.append(math.inf)
+        if diff.low < 0:
+            values.append(-math.inf)
+    low, high = min(values), max(values)
+    return (math.exp(low) if low < 700 else math.inf), (math.exp(high) if high < 700 else math.inf)
 
 
 def multiplier(b: float, e: float, base_loss: float, base_compute: float, arm_loss: float,
@@ -335,16 +381,11 @@ def multiplier(b: float, e: float, base_loss: float, base_compute: float, arm_lo
     return math.exp(log_m) if log_m < 700 else math.inf
 
 
-def _t_draw(rng: random.Random, df: int) -> float:
-    """A draw of Student's t with `df` degrees of freedom: Z / sqrt(chi²(df) / df)."""
-    return rng.gauss(0.0, 1.0) / math.sqrt(rng.gammavariate(df / 2, 2.0) / df)
-
-
 def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed: int = 0,
              resamples: int = BOOTSTRAP) -> None:
-    """Each arm's power law, residuals and exponent interval, and its multipliers at its own
-    sizes against the baseline, by a bootstrap that resamples the seeds within each size of every
-    arm (a size with one seed stays fixed; arms with one seed at every size have no interval)."""
+    """Each arm's power law, residuals and exponent interval (the wider of a bootstrap that
+    resamples the seeds within each size, a size with one seed staying fixed, and the fit's
+    misfit), and its multipliers at its own sizes against the baseline (`multiplier_interval`)."""
     rng = random.Random(seed)
     for arm in arms:
         try:
@@ -356,11 +397,9 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
             s.residual = arm.fit.residual(s.compute, s.mean)
         arm.fit_interval = arm.fit.exponent_interval(LEVEL)
     fits: dict[str, list[Optional[PowerLaw]]] = {arm.name: [] for arm in arms}
-    means: dict[str, list[list[float]]] = {arm.name: [] for arm in arms}
     for _ in range(resamples):
         for arm in arms:
             drawn = [sum(rng.choice(s.finals) for _ in s.finals) / len(s.finals) for s in arm.scored]
-            means[arm.name].append(drawn)
             if arm.fit is not None:
                 try:
                     fits[arm.name].append(_fit(arm.scored, drawn, irreducible))
@@ -376,13 +415,18 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
         if bounds:
             arm.exponent_low, arm.exponent_high = min(i[0] for i in bounds), max(i[1] for i in bounds)
     base_fit = baseline.fit
-    base_sizes = {repr(s.value): (j, s) for j, s in enumerate(baseline.scored)}
-    misfit = [(_t_draw(rng, base_fit.df) * base_fit.se_b if base_fit is not None and base_fit.df > 0 else 0.0)
-              for _ in range(resamples)]
+    base_sizes = {repr(s.value): s for s in baseline.scored}
+    b_range = None
+    if base_fit is not None:  # the baseline's exponent at the BOX level: seed bootstrap and misfit
+        bounds = [i for i in (base_fit.exponent_interval(BOX),) if i is not None]
+        exponents = [f.b for f in fits[baseline.name] if f is not None]
+        if exponents and baseline.replicated:
+            bounds.append(_percentiles(exponents, BOX))
+        b_range = (min(i[0] for i in bounds), max(i[1] for i in bounds)) if bounds else (base_fit.b, base_fit.b)
     for arm in arms:
         if arm is baseline:
             continue
-        for k, size in enumerate(arm.scored):
+        for size in arm.scored:
             m = Multiplier(size=size.value, value=None)
             arm.multipliers.append(m)
             if base_fit is None:
@@ -393,27 +437,16 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
                 continue
             own = base_sizes.get(repr(size.value))
             if own is None:  # the baseline has no result here: its fitted curve stands in
-                m.note = "the baseline has no result at this size: its fitted curve stands in"
-                base_loss, base_compute = base_fit.loss_at(size.compute), size.compute
-            else:
-                base_loss, base_compute = own[1].mean, own[1].compute
-            m.value = multiplier(base_fit.b, base_fit.e, base_loss, base_compute, size.mean, size.compute)
-            if not (arm.replicated or baseline.replicated):
-                m.note = "; ".join(x for x in (m.note, "one seed: no interval") if x)
+                m.note = "the baseline has no result at this size: its fitted curve stands in; no interval"
+                m.value = multiplier(base_fit.b, base_fit.e, base_fit.loss_at(size.compute), size.compute,
+                                     size.mean, size.compute)
                 continue
-            draws = []
-            for r in range(resamples):
-                refit = fits[baseline.name][r]
-                if refit is None:
-                    continue
-                b = refit.b + misfit[r]
-                drawn_base = means[baseline.name][r][own[0]] if own is not None else refit.loss_at(size.compute)
-                draws.append(multiplier(b, refit.e, drawn_base, base_compute, means[arm.name][r][k], size.compute))
-            if len(draws) < resamples:
-                m.note = "; ".join(x for x in (m.note, f"the baseline's form fails in {resamples - len(draws)} "
-                                                       f"of {resamples} resamples: no interval") if x)
+            m.value = multiplier(base_fit.b, base_fit.e, own.mean, own.compute, size.mean, size.compute)
+            interval = multiplier_interval(*b_range, base_fit.e, own, size)
+            if interval is None:
+                m.note = "one seed: no interval"
             else:
-                m.low, m.high = _percentiles(draws)
+                m.low, m.high = interval
 
 
 def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
@@ -522,8 +555,10 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
              f"moved through its own measured {m} at that size: M = (C_base / C_arm) · ((L_base − e) / "
              f"(L_arm − e))^(1/b). M > 1: the arm reaches its loss with less compute than the baseline would "
              f"need; an arm measured worse at equal compute always has M < 1. Its {int(LEVEL * 100)}% interval "
-             f"resamples both arms' seeds, refits the baseline and widens its exponent by the fit's misfit; an "
-             f"interval that spans 1 does not say which arm needs less compute.", ""]
+             f"is the range of M over two {BOX * 100:.1f}% intervals together: the Student-t interval of the "
+             f"difference in log({m} − e) between the arms' seeds at that size (paired when they ran the same "
+             f"seeds) and the baseline's exponent interval; an interval that spans 1 does not say which arm "
+             f"needs less compute.", ""]
     lines += ["## Design", "", design_line([r for a in report.arms for r in a.runs]), ""] + _design_lines(report)
     all_sizes: dict[str, Any] = {}
     for arm in report.arms:
