@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.cli.conftest import tiny_overrides, zoo_train
 
 
@@ -80,3 +82,27 @@ def test_a_one_change_at_a_time_recipe_sweeps_its_arms(tmp_path):
     settings = [(r["model.norm"], r["model.norm_type"]) for r in rows]
     assert settings == [("pre", "layernorm"), ("post", "layernorm"), ("pre", "rmsnorm")]
     assert all(r["status"] == "2 finished" for r in rows)
+
+
+def test_a_loss_per_token_is_not_compared_across_tokenizers(tmp_path):
+    """Bytes against characters: val/loss is per token of each run's own tokenizer, so comparing
+    it across them is refused on one line, naming val/bpb; val/bpb compares them, and for the
+    byte tokenizer (every token one byte but the end of a document, which stands for no text and
+    counts in neither sum) it is close to val/loss / ln 2."""
+    import math
+
+    sweep = tmp_path / "sweep"
+    swept = zoo_train("-m", *tiny_overrides(), "tokenizer=byte,char", f"hydra.sweep.dir={sweep}")
+    assert swept.returncode == 0, swept.stderr[-3000:]
+    out = tmp_path / "report"
+    refused = _compare(str(sweep), f"out={out}")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1 and "metric=val/loss is per token" in lines[0], refused.stderr
+    assert "2 tokenizers" in lines[0] and "metric=val/bpb" in lines[0] and not out.exists()
+    result = _compare(str(sweep), f"out={out}", "metric=val/bpb")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {r["tokenizer.kind"]: r for r in csv.DictReader((out / "report.csv").open())}
+    summary = json.loads((sweep / "0" / "summary.json").read_text())
+    assert summary["tokenizer"]["kind"] == "byte"
+    assert float(rows["byte"]["val/bpb mean"]) == pytest.approx(summary["metrics"]["val/loss"] / math.log(2), rel=2e-3)
+    assert rows["char"]["val/bpb mean"] != ""
