@@ -145,29 +145,25 @@ def test_forward_loss_is_the_cross_entropy_of_the_forward_logits(family):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_scaled_embeddings_start_at_the_size_of_a_sinusoid(family):
-    """Vaswani et al. §3.4 with fairseq's initialisation: embeddings drawn at std D^-0.5 and
-    multiplied by sqrt(D) start at unit RMS, the sinusoid's order (its RMS is 1/sqrt(2)).
-    Scaling embeddings drawn at std 0.02 instead leaves them several times smaller than the
-    positions they are added to. embed_init_std overrides the rule; unscaled embeddings keep
-    init_std."""
+def test_unit_embeddings_start_at_the_size_of_a_sinusoid(family):
+    """Vaswani et al. §3.4 with fairseq's initialisation (model.embed_init=unit): embeddings
+    drawn at std D^-0.5 and multiplied by sqrt(D) start at unit RMS, the sinusoid's order (its RMS
+    is 1/sqrt(2)). The default draws them at init_std, like every other table: scaled by sqrt(D),
+    several times smaller than the positions they are added to."""
     d = 256
     torch.manual_seed(0)
-    scaled = zoo.build_model(tiny(family, "sinusoidal", d_model=d, n_heads=4, scale_embeddings=True))
-    rms = (scaled.embed.weight * scaled.embed.multiplier).pow(2).mean().sqrt().item()
+    unit = zoo.build_model(tiny(family, "sinusoidal", d_model=d, n_heads=4, scale_embeddings=True, embed_init="unit"))
+    rms = (unit.embed.weight * unit.embed.multiplier).pow(2).mean().sqrt().item()
     assert 0.95 < rms < 1.05, rms
-    assert scaled.config.embedding_std == pytest.approx(d ** -0.5)
-    plain = zoo.build_model(tiny(family, "sinusoidal", d_model=d, n_heads=4))
-    assert plain.embed.weight.std().item() == pytest.approx(plain.config.init_std, rel=0.05)
-    chosen = zoo.build_model(tiny(family, "sinusoidal", d_model=d, n_heads=4, scale_embeddings=True,
-                                  embed_init_std=0.02))
-    assert chosen.embed.weight.std().item() == pytest.approx(0.02, rel=0.05)
-    matrices = [m.weight for m in scaled.modules() if isinstance(m, torch.nn.Linear) and m.weight is not scaled.embed.weight]
-    assert all(w.std().item() == pytest.approx(scaled.config.init_std, rel=0.25) for w in matrices if w.numel() > 1000)
+    assert unit.config.embedding_std == pytest.approx(d ** -0.5)
+    default = zoo.build_model(tiny(family, "sinusoidal", d_model=d, n_heads=4, scale_embeddings=True))
+    assert default.embed.weight.std().item() == pytest.approx(default.config.init_std, rel=0.05)
+    matrices = [m.weight for m in unit.modules() if isinstance(m, torch.nn.Linear) and m.weight is not unit.embed.weight]
+    assert all(w.std().item() == pytest.approx(unit.config.init_std, rel=0.25) for w in matrices if w.numel() > 1000)
 
 
-def test_embed_init_std_must_be_positive():
+def test_an_unknown_embedding_init_is_refused():
     from zoo.config.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="model.embed_init_std must be > 0"):
-        zoo.build_model(tiny("decoder_only", "sinusoidal", embed_init_std=0.0))
+    with pytest.raises(ConfigError, match="model.embed_init"):
+        zoo.build_model(tiny("decoder_only", "sinusoidal", embed_init="xavier"))

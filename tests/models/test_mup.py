@@ -243,7 +243,8 @@ def test_the_multipliers_follow_the_width():
     assert config("decoder_only", 256, mup_base_head_dim=64).attention_multiplier is None  # heads grew, not Dh
     assert config("decoder_only", 256, attention_scale=1.0).attention_multiplier == pytest.approx(16 / 64)
     # widths standard reads from D are read at the base width: the embeddings are input weights
-    scaled = config("decoder_only", 256, scale_embeddings=True, scale_output=True, tie_embeddings=False)
+    scaled = config("decoder_only", 256, scale_embeddings=True, scale_output=True, tie_embeddings=False,
+                    embed_init="unit")
     assert scaled.embedding_multiplier == pytest.approx(8.0) and scaled.embedding_std == pytest.approx(1 / 8)
     assert scaled.output_multiplier == pytest.approx(1 / 8 / 4)
     plain = config("decoder_only", 256, "standard", scale_embeddings=True, scale_output=True)

@@ -46,6 +46,13 @@ class Activation(Choice):
 GATED = (Activation.swiglu, Activation.geglu, Activation.geglu_tanh)
 
 
+class EmbedInit(Choice):
+    """How the token embeddings are initialised."""
+
+    std = "std"  # Normal(0, init_std), as every other table and matrix
+    unit = "unit"  # Normal(0, D^-0.5): x sqrt(D) gives unit RMS (Vaswani et al. 2017; fairseq)
+
+
 class Parametrization(Choice):
     """How initialisation, learning rates and multipliers depend on the width D."""
 
@@ -184,11 +191,11 @@ class ModelConfig:
     )
     init_std: float = field(default=0.02, metadata={"help": "std of the normal initialisation of every "
                                                      "matrix and embedding table"})
-    embed_init_std: Optional[float] = field(
-        default=None,
-        metadata={"help": "std of the token-embedding initialisation; default D^-0.5 with "
-                  "scale_embeddings (the scaled embeddings start at unit RMS, as in Vaswani et al. and "
-                  "fairseq, the size of a sinusoid's), else init_std"},
+    embed_init: EmbedInit = field(
+        default=EmbedInit.std,
+        metadata={"help": "how the token embeddings start: std (Normal(0, init_std)) or unit (Normal(0, "
+                  "D^-0.5): with scale_embeddings they start at unit RMS, the size of a sinusoid's, as in "
+                  "Vaswani et al. and fairseq)"},
     )
     parametrization: Parametrization = field(
         default=Parametrization.standard,
@@ -281,8 +288,7 @@ class ModelConfig:
                               f"got {self.attention_scale}")
         if self.init_std <= 0:
             raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
-        if self.embed_init_std is not None and not self.embed_init_std > 0:
-            raise ConfigError(f"model.embed_init_std must be > 0 (or null for the default), got {self.embed_init_std}")
+        self.embed_init = EmbedInit.parse(self.embed_init, "model.embed_init")
         self._check_parametrization()
 
     def _check_parametrization(self) -> None:
@@ -301,13 +307,10 @@ class ModelConfig:
 
     @property
     def embedding_std(self) -> float:
-        """The std the token embeddings start at: embed_init_std when set; D^-0.5 when they are
-        scaled by sqrt(D) (so x·sqrt(D) starts at unit RMS: Vaswani et al. 2017 §3.4 with
-        fairseq's initialisation; under mup D is the base width, see `base_d_model`); init_std
-        otherwise."""
-        if self.embed_init_std is not None:
-            return self.embed_init_std
-        return self.base_d_model ** -0.5 if self.scale_embeddings else self.init_std
+        """The std the token embeddings start at: init_std, or with embed_init=unit D^-0.5 (so
+        x·sqrt(D) starts at unit RMS under scale_embeddings: Vaswani et al. 2017 §3.4 with
+        fairseq's initialisation; under mup D is the base width, see `base_d_model`)."""
+        return self.base_d_model ** -0.5 if self.embed_init == EmbedInit.unit else self.init_std
 
     # -- width (model.parametrization) ----------------------------------------------------
     @property
