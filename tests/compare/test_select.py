@@ -55,3 +55,4 @@ def test_held_out_measurement_has_no_winners_curse():
         held.append(statistics.mean(choice.finals.values()))
     assert statistics.mean(naive) < 3.0 - 0.05  # E[min of 5 means of 3] ≈ 3 - 1.16 · 0.1/√3 ≈ 2.933
     assert statistics.mean(held) == pytest.approx(3.0, abs=0.012)  # 400 · 3 draws: se ≈ 0.003
+
