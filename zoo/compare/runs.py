@@ -5,13 +5,12 @@ the overrides, written when the job starts), `metrics.csv` (while it trains), `s
 from __future__ import annotations
 
 import csv
-import dataclasses
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from zoo.config.model import ModelConfig
+from zoo.config.model import model_defaults
 from zoo.config.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunSummary, read_record
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
@@ -101,19 +100,13 @@ def read_run(path: Path) -> Run:
                error=error, curve=curve, last_val=last_val)
 
 
-def _model_defaults() -> dict[str, Any]:
-    """`model.KEY` -> the model schema's default, for the keys with a fixed one (plain data)."""
-    return {f"model.{f.name}": f.default.value if isinstance(f.default, enum.Enum) else f.default
-            for f in dataclasses.fields(ModelConfig) if f.default is not dataclasses.MISSING}
-
-
 def with_model_defaults(config: dict[str, Any]) -> dict[str, Any]:
     """A flattened config with the model keys it predates at their schema defaults: a run made
     before a key existed ran with the behaviour that default keeps, and is the same arm as a run
     that sets it there."""
     if not any(k.startswith("model.") for k in config):
         return config
-    return {**config, **{k: v for k, v in _model_defaults().items() if k not in config}}
+    return {**config, **{f"model.{k}": v for k, v in model_defaults().items() if f"model.{k}" not in config}}
 
 
 def read_summary(run_dir: Path) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING as dataclasses_missing, dataclass, field, fields
 from typing import Optional
 
 from zoo.config.choice import Choice
@@ -389,3 +389,10 @@ def _positive(name: str, value) -> None:
 
 def _round_up(n: int, multiple: int) -> int:
     return ((n + multiple - 1) // multiple) * multiple
+
+
+def model_defaults() -> dict:
+    """The model schema's keys that have a fixed default, as plain data: a key added to the
+    schema keeps, at its default, the behaviour of the versions before it (a checkpoint or run
+    record that predates it ran that way)."""
+    return {f.name: _plain(f.default) for f in fields(ModelConfig) if f.default is not dataclasses_missing}

@@ -9,12 +9,10 @@ cadence), and the keys below, which change how a step is computed, not what it c
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.config.model import ModelConfig
+from zoo.config.model import model_defaults
 
 
 class ResumeMismatch(ConfigError):
@@ -68,19 +66,12 @@ def check_resume(hparams: dict, command: dict, where: str) -> None:
         f"(see its run's config.yaml), or start a new run in another hydra.run.dir")
 
 
-def _model_defaults() -> dict:
-    """The model schema's keys that have a fixed default, as plain data (a key added to the
-    schema keeps the behaviour of the versions before it at its default)."""
-    return {f.name: f.default.value if isinstance(f.default, enum.Enum) else f.default
-            for f in dataclasses.fields(ModelConfig) if f.default is not dataclasses.MISSING}
-
-
 def saved_sections(hparams: dict) -> dict:
     """The checkpoint's config sections in the form `command_sections` gives."""
     extra = hparams.get("extra", {})
     out = {k: hparams[k] for k in ("model", "task", "optim", "scheduler") if k in hparams}
     if "model" in out:  # model keys added since the checkpoint was written: the defaults it ran with
-        out["model"] = {**_model_defaults(), **out["model"]}
+        out["model"] = {**model_defaults(), **out["model"]}
     if "data" in extra:
         out["data"] = extra["data"]
     if "tokenizer_kind" in extra:
