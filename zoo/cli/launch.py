@@ -30,6 +30,7 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 RUN_TIME_ENV = "ZOO_RUN_TIME"
+SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/launcher=slurm)
 STORE_KEY = "zoo/run_time"
 
 

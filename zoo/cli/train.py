@@ -18,7 +18,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from zoo.cli.launch import RUN_TIME_ENV, agree_run_time, launch_rank, register_resolvers
+from zoo.cli.launch import RUN_TIME_ENV, SUBMITIT_FOLDER_ENV, agree_run_time, launch_rank, register_resolvers
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.rundir import RunDir
 from zoo.config.store import register_configs
@@ -172,11 +172,17 @@ def _train_job(cfg: DictConfig) -> float | None:
             from zoo.cli.rundir import release
 
             release(run_dir)
-    if not result.is_global_zero:  # one report per run, from rank 0
-        return None
     if summary.get("status") == "requeued":
-        print(f"run directory: {run_dir}  requeued at step {summary['global_step']} "
-              f"(resumes from {summary['last_checkpoint']})")
+        if result.is_global_zero:
+            print(f"run directory: {run_dir}  requeued at step {summary['global_step']} "
+                  f"(resumes from {summary['last_checkpoint']})")
+        if os.environ.get(SUBMITIT_FOLDER_ENV):
+            # A sweep's SLURM job: submitit records a job as done when its function returns, and
+            # the sweep would end with this arm half trained. Leaving without a return value
+            # leaves no result, and the sweep waits for the job SLURM starts again.
+            sys.exit(0)
+        return None
+    if not result.is_global_zero:  # one report per run, from rank 0
         return None
     metrics = summary["metrics"]
     line = f"run directory: {run_dir}"
