@@ -12,3 +12,22 @@ def test_a_model_key_a_run_predates_reads_as_its_default():
     assert with_model_defaults(old)["model.parametrization"] == "standard"
     assert with_model_defaults({**old, "model.parametrization": "mup"})["model.parametrization"] == "mup"
     assert with_model_defaults({"seed": 0}) == {"seed": 0}  # no model section: nothing to fill
+
+
+def test_an_interpolated_setting_reads_as_the_value_the_run_resolved(tmp_path):
+    """`.hydra/config.yaml` keeps `${zoo.steps_for_tokens:3}` as written; the report's "Held
+    fixed" line names the steps the run took, from the run's resolved config.yaml."""
+    from zoo.compare.report import design_line
+    from zoo.compare.runs import read_run
+
+    run = tmp_path / "0"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+    (run / ".hydra" / "config.yaml").write_text(
+        "seed: 0\ntrainer:\n  max_steps: ${zoo.steps_for_tokens:3}\n  val_check_interval: ${trainer.max_steps}\n")
+    read = read_run(run)
+    assert read.config["trainer.max_steps"] == "${zoo.steps_for_tokens:3}"  # nothing resolved it
+    (run / "config.yaml").write_text("seed: 0\ntrainer:\n  max_steps: 163\n  val_check_interval: 163\n")
+    read = read_run(run)
+    assert read.config["trainer.max_steps"] == 163 and read.config["trainer.val_check_interval"] == 163
+    assert "`trainer.max_steps=163`" in design_line([read])

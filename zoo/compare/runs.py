@@ -96,8 +96,22 @@ def read_run(path: Path) -> Run:
         if status != RunStatus.damaged:
             status, error = RunStatus.damaged, (f"{files.metrics} is damaged ({exc}); run it "
                                                 f"again or remove the run directory")
-    return Run(path=path, overrides=overrides, config=with_model_defaults(flatten(config)), status=status, summary=summary,
-               error=error, curve=curve, last_val=last_val)
+    return Run(path=path, overrides=overrides, config=with_model_defaults(with_resolved(flatten(config), files)),
+               status=status, summary=summary, error=error, curve=curve, last_val=last_val)
+
+
+def with_resolved(config: dict[str, Any], files: RunDir) -> dict[str, Any]:
+    """Interpolations (`trainer.max_steps: ${zoo.steps_for_tokens:3}`) at the values the run
+    resolved them to, from the run's own config.yaml; left as written where it has none."""
+    if not any(isinstance(v, str) and "${" in v for v in config.values()) or not files.config.is_file():
+        return config
+    from omegaconf import OmegaConf
+
+    try:
+        resolved = flatten(OmegaConf.to_container(OmegaConf.load(files.config), resolve=False))
+    except Exception:  # a damaged config.yaml: the interpolations stay as written
+        return config
+    return {k: resolved.get(k, v) if isinstance(v, str) and "${" in v else v for k, v in config.items()}
 
 
 def with_model_defaults(config: dict[str, Any]) -> dict[str, Any]:
