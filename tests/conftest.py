@@ -3,6 +3,7 @@ scheme, norm or activation is tested automatically."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 from pathlib import Path
@@ -76,6 +77,26 @@ def run_main(main, argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]
         status = exc.code if isinstance(exc.code, int) else 1
     captured = capsys.readouterr()
     return status, captured.out, captured.err
+
+
+@pytest.fixture
+def cli_here(capsys, monkeypatch):
+    """`zoo-TOOL ARGS...` as the tool's main() in this process, returned as a CompletedProcess
+    (exit status, stdout, stderr): the same outcome without an interpreter start-up, for
+    refusals and short runs that need no process of their own. Environment variables a run
+    sets for its ranks (ZOO_RUN_TIME, PL_GLOBAL_SEED) end with the call."""
+
+    def run(tool: str, *args: str) -> subprocess.CompletedProcess:
+        main = importlib.import_module(f"zoo.cli.{tool}").main
+        saved = dict(os.environ)
+        try:
+            status, out, err = run_main(main, [f"zoo-{tool}", *args], capsys, monkeypatch)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        return subprocess.CompletedProcess([f"zoo-{tool}", *args], status, out, err)
+
+    return run
 
 
 _CHECKOUT = Path(__file__).resolve().parent.parent

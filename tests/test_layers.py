@@ -93,6 +93,7 @@ def test_no_module_imports_a_layer_above_its_own():
     ("from zoo import load_checkpoint\n", "module"),
     ("from zoo.compare import report\n", "module"),  # a sibling on the same layer as bench
 ])
+@pytest.mark.slow
 def test_a_planted_upward_import_fails_the_check(tmp_path, planted, where):
     shutil.copytree(ROOT / "zoo", tmp_path / "zoo", ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path / "zoo" / ("bench" if "compare" in planted else "config") / "planted.py"
@@ -130,6 +131,7 @@ def deferred_imports(root: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_zoo_modules_are_imported_at_module_level():
     assert deferred_imports(ROOT) == []
 
@@ -159,12 +161,14 @@ def test_config_loads_no_torch():
     assert "torch" not in _loaded_after(_all_modules("config"))
 
 
+@pytest.mark.slow
 def test_nn_and_models_load_no_lightning_hydra_or_omegaconf():
     loaded = _loaded_after(f"import zoo.nn, zoo.models\n{_all_modules('nn')}\n{_all_modules('models')}")
     assert "torch" in loaded
     assert not loaded & {"lightning", "pytorch_lightning", "hydra", "omegaconf"}, loaded & {"lightning", "hydra", "omegaconf"}
 
 
+@pytest.mark.slow
 def test_a_comparison_loads_no_torch_until_it_evaluates_lengths():
     """zoo-compare reads summaries and CSVs: it starts without torch and Lightning, and loads
     them only for lengths=, which evaluates checkpoints."""

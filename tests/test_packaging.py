@@ -36,6 +36,7 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
 
 
 @pytest.mark.parametrize("folder", ["conf", "recipes"])
+@pytest.mark.slow
 def test_wheel_ships_every_config_file(wheel, folder):
     names = set(wheel.namelist())
     for path in (ROOT / folder).rglob("*.yaml"):

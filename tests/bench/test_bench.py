@@ -33,6 +33,7 @@ def bench_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
     return run_main(bench.main, ["zoo-bench", *argv], capsys, monkeypatch)
 
 
+@pytest.mark.slow
 def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(
@@ -133,6 +134,7 @@ def test_named_shapes_are_the_models_gpu_users_train(shape, params, batch, seq_l
     assert (opts.batch, opts.seq_len, model.n_layers) == (2, seq_len, 2)
 
 
+@pytest.mark.slow
 def test_bf16_compile_variant_runs_zoo_compiled_under_bf16_autocast(tmp_path, capsys, monkeypatch):
     from zoo.bench.run import is_bf16, is_compiled
 

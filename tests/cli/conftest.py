@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def tiny_overrides(run_dir=None, *, enc_dec: bool = False) -> list[str]:
     """A model and data small enough for a few steps in seconds; in `run_dir`, or with no
@@ -30,3 +32,10 @@ def zoo_train(*args: str, timeout: int = 300, env: dict | None = None) -> subpro
         [sys.executable, "-m", "zoo.cli.train", *args],
         capture_output=True, text=True, timeout=timeout, env=full_env,
     )
+
+
+@pytest.fixture
+def zoo_train_here(cli_here):
+    """`zoo_train` as zoo-train's main() in this process (`cli_here`), for refusals and short
+    runs that need no process of their own (signals, ranks and sweeps keep `zoo_train`)."""
+    return lambda *args: cli_here("train", *args)

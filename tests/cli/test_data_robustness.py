@@ -34,6 +34,7 @@ def one_long_line(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_a_single_very_long_line_needs_a_validation_file(tmp_path, one_long_line):
     result = zoo_train(*BASE, f"data.path={one_long_line}", "tokenizer=byte", "model.vocab_size=300",
                        f"hydra.run.dir={tmp_path / 'r'}")
@@ -41,6 +42,7 @@ def test_a_single_very_long_line_needs_a_validation_file(tmp_path, one_long_line
     assert "1 example" in message and "data.val_path" in message, result.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_a_single_very_long_line_trains_a_subword_tokenizer(tmp_path, one_long_line):
     """SentencePiece skips sentences over its length limit; the line is cut into pieces for
     tokenizer training, so a one-line corpus still gets its subword vocabulary."""
@@ -58,6 +60,7 @@ def test_a_single_very_long_line_trains_a_subword_tokenizer(tmp_path, one_long_l
     assert len(tokenizer.encode(text)) < len(text) // 2  # whole-word pieces were learnt
 
 
+@pytest.mark.slow
 def test_mixed_encodings_are_refused_with_the_offending_byte(tmp_path):
     path = tmp_path / "mixed.txt"
     path.write_bytes("plain ascii line\n".encode() + "naïve in UTF-8\n".encode("utf-8")
@@ -68,6 +71,7 @@ def test_mixed_encodings_are_refused_with_the_offending_byte(tmp_path):
     assert "not valid UTF-8" in message and "0xe9" in message, result.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_empty_lines_only_are_refused(tmp_path):
     path = tmp_path / "blank.txt"
     path.write_text("\n\n   \n\t\n" * 50)
@@ -76,6 +80,7 @@ def test_empty_lines_only_are_refused(tmp_path):
     assert "holds no examples" in _refusal(result), result.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_an_empty_validation_split_is_refused(tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("\n".join(f"line number {i} of the training text" for i in range(200)))
@@ -86,6 +91,7 @@ def test_an_empty_validation_split_is_refused(tmp_path):
     assert "val.txt" in _refusal(result), result.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_unseen_labels_at_validation_are_refused(tmp_path):
     train = tmp_path / "train.csv"
     train.write_text("text,label\n" + "".join(f"sample {i},{'pos' if i % 2 else 'neg'}\n" for i in range(40)))

@@ -54,6 +54,7 @@ def rope_run(tmp_path_factory):
 
 
 @needs_namespaces
+@pytest.mark.slow
 def test_a_full_disk_during_a_save_is_one_line_and_failed_json_says_so(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -70,6 +71,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_failed_json_says_so(tmp_path)
 
 
 @needs_namespaces
+@pytest.mark.slow
 def test_a_read_only_cache_serves_what_it_holds_and_names_itself_otherwise(tmp_path):
     cache = tmp_path / "cache"
     kjv = ["tokenizer=sentencepiece_bpe", "tokenizer.vocab_size=300", "data=kjv"]
@@ -92,6 +94,7 @@ def test_a_read_only_cache_serves_what_it_holds_and_names_itself_otherwise(tmp_p
     assert "cache cannot be written" in line and str(cache) in line and "ZOO_CACHE" in line
 
 
+@pytest.mark.slow
 def test_memory_that_cannot_be_had_is_one_line(tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
@@ -104,6 +107,7 @@ def test_memory_that_cannot_be_had_is_one_line(tmp_path):
     assert "out of host memory" in line and "data.max_device_batch_size" in line
 
 
+@pytest.mark.slow
 def test_compare_names_a_damaged_record_and_reports_the_rest(rope_run, tmp_path):
     sweep = tmp_path / "sweep"
     for name in ("a", "b", "c"):
@@ -131,7 +135,8 @@ def test_compare_names_a_damaged_record_and_reports_the_rest(rope_run, tmp_path)
 
 
 @pytest.mark.parametrize("damage", ["no task", "invalid model", "weights of another size", "tokenizer path"])
-def test_a_damaged_checkpoint_is_one_line_naming_it(damage, rope_run, tmp_path):
+@pytest.mark.slow
+def test_a_damaged_checkpoint_is_one_line_naming_it(damage, rope_run, tmp_path, cli_here):
     data = torch.load(rope_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     expected = {"no task": "its hyper_parameters lack task",
                 "invalid model": "holds a config zoo cannot build: model.d_model must be a positive integer",
@@ -147,25 +152,24 @@ def test_a_damaged_checkpoint_is_one_line_naming_it(damage, rope_run, tmp_path):
         data["zoo_tokenizer"]["../x"] = b"1"
     ckpt = tmp_path / "damaged.ckpt"
     torch.save(data, ckpt)
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.eval", f"ckpt={ckpt}"], capture_output=True,
-                            text=True, timeout=300)
+    result = cli_here("eval", f"ckpt={ckpt}")
     assert result.returncode == 2
     (line,) = _error_lines(result.stderr, "zoo-eval")
     assert f"checkpoint {ckpt}" in line and expected in line, line
     assert not (tmp_path / "x").exists()
 
 
-def test_a_decoding_length_whose_cache_cannot_fit_is_refused_before_decoding(rope_run):
+@pytest.mark.slow
+def test_a_decoding_length_whose_cache_cannot_fit_is_refused_before_decoding(rope_run, cli_here):
     ckpt = rope_run / "checkpoints" / "last.ckpt"
     for extra in ([], ["static_cache=true"]):
-        result = subprocess.run([sys.executable, "-m", "zoo.cli.generate", f"ckpt={ckpt}", "prompt=the",
-                                 "max_new_tokens=1000000000000", *extra],
-                                capture_output=True, text=True, timeout=120)
+        result = cli_here("generate", f"ckpt={ckpt}", "prompt=the", "max_new_tokens=1000000000000", *extra)
         assert result.returncode == 2
         (line,) = _error_lines(result.stderr, "zoo-generate")
         assert "key/value cache, more than the" in line and "lower max_new_tokens" in line
 
 
+@pytest.mark.slow
 def test_two_sweeps_started_in_the_same_second_get_a_directory_each(tmp_path):
     from datetime import datetime
 

@@ -68,6 +68,7 @@ def cases(run: Path, tmp: Path) -> list[tuple[str, list[str], str]]:
     ]
 
 
+@pytest.mark.slow
 def test_first_hour_mistakes_are_one_line_and_write_nothing(finished, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     before = sorted(p.relative_to(finished) for p in finished.rglob("*"))
@@ -117,6 +118,7 @@ def test_the_liger_loss_without_a_cuda_gpu_is_one_line(tmp_path, capsys, monkeyp
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_tensorboard_missing_is_one_line_before_training(tmp_path):
     """As on a machine without tensorboard: the modules are made unimportable for this process."""
     code = ("import sys; sys.modules['tensorboard'] = None; sys.modules['tensorboardX'] = None; "
@@ -133,6 +135,7 @@ def val_rows(run: Path) -> list[dict]:
         return [r for r in csv.DictReader(fh) if r.get("val/loss")]
 
 
+@pytest.mark.slow
 def test_the_walk_through(tmp_path):
     """train (shorter than its validation interval) -> generate -> eval -> a sweep with a failed
     arm -> compare -> export -> Ctrl-C -> ckpt_path=last, in one fresh working directory."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
@@ -20,6 +21,7 @@ def _diverging(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not o.startswith("scheduler.warmup_steps")] + DIVERGE
 
 
+@pytest.mark.slow
 def test_nonfinite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     run = tmp_path / "run"
     result = zoo_train(*_diverging(tiny_overrides(run)))
@@ -36,6 +38,7 @@ def test_nonfinite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pat
     assert not (run / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_skip_policy_counts_the_skipped_steps_and_finishes(tmp_path):
     run = tmp_path / "run"
     result = zoo_train(*_diverging(tiny_overrides(run)), "task.on_nonfinite_loss=skip")
@@ -56,6 +59,7 @@ def test_unknown_policy_is_refused(tmp_path):
     assert "on_nonfinite_loss" in result.stderr and "skip" in result.stderr
 
 
+@pytest.mark.slow
 def test_skip_with_gradient_accumulation_is_refused(tmp_path):
     """Skipping one micro-batch of an accumulated step would apply a partial (under DDP, an
     unsynchronised) gradient: refused before training."""

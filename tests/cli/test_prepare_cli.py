@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.cli.conftest import tiny_overrides, zoo_train
 
 
@@ -15,6 +17,7 @@ def zoo_prepare(*args: str, env: dict) -> subprocess.CompletedProcess:
                           timeout=300, env=env)
 
 
+@pytest.mark.slow
 def test_array_tasks_prepare_what_zoo_train_then_maps(tmp_path):
     import os
 
@@ -38,6 +41,7 @@ def test_array_tasks_prepare_what_zoo_train_then_maps(tmp_path):
     assert f"prepared data: {made['prepared']} (found in the cache" in (run / "train.log").read_text()
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line(tmp_path):
     import os
 

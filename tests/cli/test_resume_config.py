@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.conftest import tiny_overrides, zoo_train
 from zoo.training.checkpoint.files import read_checkpoint
 
 
+@pytest.mark.slow
 def test_a_changed_config_is_refused_and_the_run_is_left_alone(tmp_path):
     run = tmp_path / "run"
     first = zoo_train(*tiny_overrides(run))
@@ -33,6 +36,7 @@ def test_a_changed_config_is_refused_and_the_run_is_left_alone(tmp_path):
     assert read_checkpoint(run / "checkpoints" / "last.ckpt")["global_step"] == step
 
 
+@pytest.mark.slow
 def test_trainer_keys_and_step_implementation_may_change_on_resume(tmp_path):
     run = tmp_path / "run"
     assert zoo_train(*tiny_overrides(run)).returncode == 0

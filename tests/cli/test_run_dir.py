@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.distributed.conftest import wait_for
 
@@ -19,6 +21,7 @@ def _seed(run) -> int:
     return int(line.split()[1])
 
 
+@pytest.mark.slow
 def test_two_commands_in_the_same_second_get_a_directory_each(tmp_path):
     """The default runs/DATE/TIME of every second of the next minute is taken already (an earlier
     run's directory): both commands run in a runs/DATE/TIME-N of their own, whether or not they
@@ -49,6 +52,7 @@ def test_two_commands_in_the_same_second_get_a_directory_each(tmp_path):
         assert not (r / ".zoo-lock").exists()  # given back at the end
 
 
+@pytest.mark.slow
 def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path):
     run = tmp_path / "run"
     args = [*tiny_overrides(run), "trainer.val_check_interval=1000", "callbacks.checkpoint_every_n_steps=5",

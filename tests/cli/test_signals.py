@@ -37,6 +37,7 @@ def _stop(run, signum: int, *extra: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("trainer", ["cpu", "ddp_cpu"])
+@pytest.mark.slow
 def test_sigterm_saves_records_exits_143_and_resumes_exactly(tmp_path, trainer):
     extra = [f"trainer={trainer}"]
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
@@ -66,6 +67,7 @@ def test_sigterm_saves_records_exits_143_and_resumes_exactly(tmp_path, trainer):
     assert all(torch.equal(a[k], b[k]) for k in a), "the resumed weights differ from the uninterrupted run"
 
 
+@pytest.mark.slow
 def test_sigint_saves_and_exits_130(tmp_path):
     run = tmp_path / "run"
     result = _stop(run, signal.SIGINT)

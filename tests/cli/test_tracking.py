@@ -134,6 +134,7 @@ def _arm(run_dir) -> str:
     return next(o for o in overrides if o.startswith("model.norm="))
 
 
+@pytest.mark.slow
 def test_mlflow_holds_the_sweep_as_one_experiment_read_back_through_its_client(mlflow_server, tracked_sweep):
     sweep, jobs = tracked_sweep
     home = sweep.parent  # where the sweep ran
@@ -169,6 +170,7 @@ def test_mlflow_holds_the_sweep_as_one_experiment_read_back_through_its_client(m
     assert {r.data.tags["zoo.arm"] for r in runs.values()} == {"model.norm=pre", "model.norm=post"}
 
 
+@pytest.mark.slow
 def test_wandb_offline_runs_hold_the_sweep_as_a_group_of_arms(tracked_sweep):
     sweep, jobs = tracked_sweep
     home = sweep.parent  # where the sweep ran
@@ -192,6 +194,7 @@ def test_wandb_offline_runs_hold_the_sweep_as_a_group_of_arms(tracked_sweep):
     assert len(ids) == 2  # one W&B run per job, not one run the second job reused
 
 
+@pytest.mark.slow
 def test_a_resumed_run_logs_on_into_its_tracker_runs(mlflow_server, tmp_path):
     """SIGTERM, then the command again: one MLflow run, KILLED then FINISHED with the steps of
     both parts; one W&B run id, its first part marked preempting (not crashed)."""
@@ -228,6 +231,7 @@ def test_a_resumed_run_logs_on_into_its_tracker_runs(mlflow_server, tmp_path):
     assert logged[0] == 0 and logged[-1] == 119
 
 
+@pytest.mark.slow
 def test_a_server_that_goes_away_mid_run_costs_its_metrics_not_the_run(tmp_path):
     """The MLflow server stops while the run trains: one warning naming the step, the step in
     tracking.json, and the run finishes with every step in metrics.csv; what the server took
@@ -257,6 +261,7 @@ def test_a_server_that_goes_away_mid_run_costs_its_metrics_not_the_run(tmp_path)
     assert steps and steps[-1] < lost["metrics_lost_from_step"]
 
 
+@pytest.mark.slow
 def test_a_missing_tracker_package_is_one_line_before_training(tmp_path):
     """`mlflow` (or `wandb`) not importable: sys.modules[name] = None is how Python marks a
     module that cannot be imported, set here by a sitecustomize the child process loads."""
@@ -273,6 +278,7 @@ def test_a_missing_tracker_package_is_one_line_before_training(tmp_path):
         assert not (run_dir / "checkpoints").exists() and not (run_dir / "metrics.csv").exists()
 
 
+@pytest.mark.slow
 def test_an_mlflow_server_that_does_not_answer_is_one_line_before_training(tmp_path):
     run_dir = tmp_path / "run"
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
@@ -287,6 +293,7 @@ def test_an_mlflow_server_that_does_not_answer_is_one_line_before_training(tmp_p
 
 
 @pytest.mark.parametrize("online", [["logger.wandb.mode=online"], ["WANDB_MODE=online"]], ids=["setting", "env"])
+@pytest.mark.slow
 def test_online_wandb_without_a_key_is_one_line_before_training(tmp_path, online):
     run_dir = tmp_path / "run"
     env = _no_wandb_key(tmp_path)
@@ -302,6 +309,7 @@ def test_online_wandb_without_a_key_is_one_line_before_training(tmp_path, online
     assert not (run_dir / "wandb").exists() and not (run_dir / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_a_two_rank_run_is_one_tracker_run(tmp_path):
     """trainer=ddp_cpu: only rank 0 builds the trackers; MLflow's default-style sqlite store and
     W&B offline each get one run with every step."""

@@ -25,6 +25,7 @@ TASK_ARGS = {
 
 
 @pytest.mark.parametrize("task", sorted(TASK_ARGS))
+@pytest.mark.slow
 def test_each_task_trains_and_writes_its_run_directory(task, tmp_path):
     run = tmp_path / "run"
     result = zoo_train(*TASK_ARGS[task], *tiny_overrides(run, enc_dec=task == "seq2seq"))
@@ -47,6 +48,7 @@ def test_each_task_trains_and_writes_its_run_directory(task, tmp_path):
     assert "train/loss" in header and "val/loss" in header
 
 
+@pytest.mark.slow
 def test_tensorboard_logger_and_bf16_precision(tmp_path):
     run = tmp_path / "run"
     result = zoo_train(*tiny_overrides(run), "logger=tensorboard", "trainer.precision=bf16-mixed")
@@ -55,6 +57,7 @@ def test_tensorboard_logger_and_bf16_precision(tmp_path):
     assert json.loads((run / "summary.json").read_text())["metrics"]["val/loss"] > 0
 
 
+@pytest.mark.slow
 def test_resume_continues_from_last_checkpoint(tmp_path):
     run = tmp_path / "run"
     first = zoo_train(*tiny_overrides(run))
@@ -92,6 +95,7 @@ def test_cfg_job_prints_the_config_that_zoo_compose_returns(tmp_path):
     assert printed["model"]["position"]["kind"] == "alibi"
 
 
+@pytest.mark.slow
 def test_multirun_sweeps_two_arms(tmp_path):
     sweep = tmp_path / "sweep"
     args = tiny_overrides()
@@ -128,34 +132,37 @@ def test_bad_overrides_fail_with_one_line_through_the_console_script(override, f
     assert not list(tmp_path.iterdir())  # nothing written
 
 
-def test_bad_data_files_fail_with_one_line(tmp_path):
+@pytest.mark.slow
+def test_bad_data_files_fail_with_one_line(tmp_path, zoo_train_here):
     run = tmp_path / "run"
     base = [*tiny_overrides(run), "data.source=local"]
-    _assert_clean_failure(zoo_train(*base, f"data.path={tmp_path / 'missing.txt'}"), "missing.txt")
+    _assert_clean_failure(zoo_train_here(*base, f"data.path={tmp_path / 'missing.txt'}"), "missing.txt")
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    _assert_clean_failure(zoo_train(*base, f"data.path={empty}"), "empty")
+    _assert_clean_failure(zoo_train_here(*base, f"data.path={empty}"), "empty")
     binary = tmp_path / "latin1.txt"
     binary.write_bytes("caf\xe9 au lait\n".encode("latin-1") * 50)
-    _assert_clean_failure(zoo_train(*base, f"data.path={binary}"), "latin1.txt")
+    _assert_clean_failure(zoo_train_here(*base, f"data.path={binary}"), "latin1.txt")
     table = tmp_path / "table.jsonl"
     table.write_text("\n".join(json.dumps({"body": f"line {i}"}) for i in range(50)))
-    _assert_clean_failure(zoo_train(*base, f"data.path={table}"), "text", "body")
+    _assert_clean_failure(zoo_train_here(*base, f"data.path={table}"), "text", "body")
 
 
-def test_bad_checkpoints_and_vocab_fail_with_one_line(tmp_path):
+@pytest.mark.slow
+def test_bad_checkpoints_and_vocab_fail_with_one_line(tmp_path, zoo_train_here):
     run = tmp_path / "run"
-    _assert_clean_failure(zoo_train(*tiny_overrides(run), f"ckpt_path={tmp_path / 'nope.ckpt'}"), "nope.ckpt")
+    _assert_clean_failure(zoo_train_here(*tiny_overrides(run), f"ckpt_path={tmp_path / 'nope.ckpt'}"), "nope.ckpt")
     good = tmp_path / "good"
-    assert zoo_train(*tiny_overrides(good)).returncode == 0
+    assert zoo_train_here(*tiny_overrides(good)).returncode == 0
     truncated = tmp_path / "truncated.ckpt"
     truncated.write_bytes((good / "checkpoints" / "last.ckpt").read_bytes()[:2000])
-    _assert_clean_failure(zoo_train(*tiny_overrides(run), f"ckpt_path={truncated}"), "truncated")
-    _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "v"), "model.vocab_size=100"), "100", "vocab")
-    _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "t"), "task=seq2seq"), "seq2seq", "decoder_only")
-    _assert_clean_failure(zoo_train(*tiny_overrides(tmp_path / "l"), "data.seq_len=100"), "100", "64")
+    _assert_clean_failure(zoo_train_here(*tiny_overrides(run), f"ckpt_path={truncated}"), "truncated")
+    _assert_clean_failure(zoo_train_here(*tiny_overrides(tmp_path / "v"), "model.vocab_size=100"), "100", "vocab")
+    _assert_clean_failure(zoo_train_here(*tiny_overrides(tmp_path / "t"), "task=seq2seq"), "seq2seq", "decoder_only")
+    _assert_clean_failure(zoo_train_here(*tiny_overrides(tmp_path / "l"), "data.seq_len=100"), "100", "64")
 
 
+@pytest.mark.slow
 def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
     """trainer.devices=2 on CPU: two real processes (gloo), one run directory, one report;
     the global batch is split across the ranks, so the tokens seen match one process."""

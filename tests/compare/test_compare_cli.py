@@ -20,6 +20,7 @@ def _compare(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_a_sweep_and_its_comparison(tmp_path):
     good, bad = tmp_path / "sweep", tmp_path / "diverging"
     swept = zoo_train("-m", *tiny_overrides(), "model.norm=pre,post", "seed=0,1", f"hydra.sweep.dir={good}")
@@ -68,6 +69,7 @@ def test_bad_input_is_one_line(tmp_path):
         assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr
 
 
+@pytest.mark.slow
 def test_a_one_change_at_a_time_recipe_sweeps_its_arms(tmp_path):
     """recipes/ablate_norm.yaml: a baseline arm and one arm per change (recipes/arm/norm/*),
     each with its seeds, as a sweep without -m; the comparison shows exactly the changed keys."""
@@ -84,6 +86,7 @@ def test_a_one_change_at_a_time_recipe_sweeps_its_arms(tmp_path):
     assert all(r["status"] == "2 finished" for r in rows)
 
 
+@pytest.mark.slow
 def test_a_loss_per_token_is_not_compared_across_tokenizers(tmp_path):
     """Bytes against characters: val/loss is per token of each run's own tokenizer, so comparing
     it across them is refused on one line, naming val/bpb; val/bpb compares them, and for the

@@ -232,6 +232,7 @@ def test_an_arm_measured_worse_at_equal_compute_gets_a_multiplier_below_one():
 @given(st.lists(st.floats(-0.08, 0.08), min_size=4, max_size=4), st.lists(st.floats(-0.08, 0.08), min_size=4,
                                                                            max_size=4),
        st.floats(0.03, 0.3), st.booleans())
+@pytest.mark.slow
 def test_the_multipliers_side_of_one_follows_the_measurements(base_miss, arm_miss, b, irreducible):
     """Both arms miss a power law by up to 8% at each size, in either direction, at equal compute
     per size: wherever the arm is measured lower the multiplier is above 1, wherever higher below."""

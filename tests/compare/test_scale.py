@@ -55,6 +55,7 @@ def _points(sweep: Path) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_each_arm_is_fitted_across_its_sizes_with_multipliers(sweep, tmp_path):
     out = tmp_path / "report"
     result = _compare(str(sweep), f"out={out}", "scale=model.d_model")
@@ -105,6 +106,7 @@ def test_each_arm_is_fitted_across_its_sizes_with_multipliers(sweep, tmp_path):
     assert json.loads(result.stdout)["files"]["scaling"] == str(out / "scaling.png")
 
 
+@pytest.mark.slow
 def test_too_few_sizes_are_said_not_fitted(sweep, tmp_path):
     two = tmp_path / "two-widths"
     two.mkdir()
@@ -145,6 +147,7 @@ def test_keys_that_change_with_the_size_are_part_of_it():
     assert len(arms) == 6  # each activation x depth is an arm of its own now
 
 
+@pytest.mark.slow
 def test_bad_scale_input_is_one_line(sweep, tmp_path):
     cases = [("scale=model.nope", "no run has this config key"), ("scale=seed", "does not change what is learned"),
              ("scale=model.d_model metric=val/accuracy", "scale= fits a loss falling with compute"),
@@ -159,6 +162,7 @@ def test_bad_scale_input_is_one_line(sweep, tmp_path):
         assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_size_without_results_is_said_and_every_arms_sizes_are_shown(sweep, tmp_path):
     copy = tmp_path / "sweep"
     shutil.copytree(sweep, copy)

@@ -63,6 +63,7 @@ def test_welch_interval_on_a_worked_example():
     assert (d.low, d.high) == pytest.approx((1.0 - half, 1.0 + half), abs=1e-9)
 
 
+@pytest.mark.slow
 def test_the_95_percent_interval_covers_the_truth_about_95_percent_of_the_time():
     rng = random.Random(0)
     hits = 0

@@ -33,6 +33,7 @@ def _final_losses(sweep) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_each_arm_is_reported_at_its_own_best_rate(tmp_path):
     sweep = tmp_path / "sweep"
     # 1e-6 learns nothing in 6 steps, 3e-3 learns, 1e4 without clipping diverges (a failed run)

@@ -39,6 +39,7 @@ def test_presets_have_their_documented_choices(preset):
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.slow
 def test_every_preset_takes_every_position_and_norm(preset, position, norm):
     cfg = zoo.compose([f"model={preset}", f"model/position={position}", f"model.norm={norm}", *SMALL])
     model = zoo.build_model(cfg.model).eval()

@@ -68,6 +68,7 @@ FUZZ_EXAMPLES = int(os.environ.get("ZOO_FUZZ_EXAMPLES", 300))
 
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(invalid_overrides())
+@pytest.mark.slow
 def test_random_invalid_input_is_refused_on_one_line(case):
     overrides, word = case
     message = refusal(overrides)
@@ -86,6 +87,7 @@ def test_every_listed_refusal_is_refused(rule, overrides):
     assert any(w in message for w in words), (overrides, message)
 
 
+@pytest.mark.slow
 def test_the_readme_table_is_the_generated_one():
     text = README.read_text()
     start, end = "<!-- refusals:start -->\n", "<!-- refusals:end -->"

@@ -83,6 +83,7 @@ class _Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_holding_code_is_refused_without_running_it(tmp_path):
     marker = tmp_path / "PWNED"
     path = tmp_path / "evil.ckpt"
@@ -134,6 +135,7 @@ hydra:
 
 @pytest.mark.parametrize("case", sorted(BYPASSES))
 @pytest.mark.parametrize("mode", [[], ["--help"]])
+@pytest.mark.slow
 def test_indirect_ways_to_name_code_are_refused(tmp_path, case, mode):
     marker = tmp_path / "PWNED"
     (tmp_path / "evil.yaml").write_text(BYPASSES[case].replace("MARKER", str(marker)))

@@ -1,5 +1,7 @@
 """Built-in corpora are real text, read offline."""
 
+import pytest
+
 from zoo.config.data import DataConfig
 from zoo.data.corpora import CORPORA, english, load_kjv, load_numbers, load_pydoc, load_testament, spanish
 from zoo.data.sources import load_splits
@@ -16,6 +18,7 @@ def test_kjv_is_the_whole_bible_in_order():
     assert sum(len(t) for t in ds["text"]) > 4_000_000
 
 
+@pytest.mark.slow
 def test_testament_labels_follow_the_books():
     ds = load_testament()
     assert ds.column_names == ["text", "label"]

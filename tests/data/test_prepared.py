@@ -120,6 +120,7 @@ def test_a_damaged_shard_is_prepared_again(tmp_path, capfd):
     assert again.built and shard_bytes(entry) == intact
 
 
+@pytest.mark.slow
 def test_an_interrupted_preparation_is_never_read_as_complete_and_keeps_its_shards(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", n=40_000)
     entry = tmp_path / "entry"

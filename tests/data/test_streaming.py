@@ -70,6 +70,7 @@ def test_ranks_split_each_step_and_a_resume_on_another_world_size_continues_exac
     assert all(np.array_equal(w, e) for w, e in zip(torch.cat(steps).numpy(), expected))
 
 
+@pytest.mark.slow
 def test_a_resumed_streamed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"line {i}: {'abc ' * (i % 9)}\n" for i in range(2000)))

@@ -124,6 +124,7 @@ print("cache" if tok.from_cache else "trained")
 """
 
 
+@pytest.mark.slow
 def test_processes_started_together_train_the_tokenizer_once(cache):
     """Two ranks of a torchrun / srun job build the same tokenizer at the same moment: one
     trains it, the other waits for the cache instead of training it again."""

@@ -22,6 +22,7 @@ def _summary(run) -> dict:
     return json.loads((run / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path):
     """trainer=ddp_cpu (2 gloo processes, 4 examples each) ends with the weights of one
     process taking all 8 examples per step, and both replicas hold the same weights."""
@@ -63,6 +64,7 @@ def _torchrun(node_rank: int, port: int, cwd, *overrides: str) -> subprocess.Pop
                             text=True)
 
 
+@pytest.mark.slow
 def test_torchrun_two_nodes_on_localhost_share_one_run_directory(tmp_path):
     """`torchrun --nnodes=2 --nproc-per-node=1` twice (node ranks 0 and 1), the second node
     started two seconds later: both ranks still agree on one `runs/DATE/TIME` directory (the
@@ -97,6 +99,7 @@ def test_torchrun_two_nodes_on_localhost_share_one_run_directory(tmp_path):
 
 
 @pytest.mark.parametrize("launcher", ["lightning", "torchrun"])
+@pytest.mark.slow
 def test_a_crashed_rank_ends_the_whole_job_quickly(tmp_path, launcher):
     """SIGKILL one rank mid-training: the job exits non-zero within a bounded time instead of
     the survivor waiting in a collective."""

@@ -75,6 +75,7 @@ def stopped(tmp_path_factory) -> Path:
 
 # -- 1. the same weights as DDP ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_fsdp_ends_where_ddp_ends_and_writes_sharded_and_full_checkpoints(straight, tmp_path):
     ddp = tmp_path / "ddp"
     _ok(zoo_train(*tiny_overrides(ddp), *RUN, "trainer=ddp_cpu"))
@@ -135,6 +136,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_sigkill_then_the_same_command_gives_the_uninterrupted_weights(straight, tmp_path):
     """SIGKILL every rank as soon as the first sharded last.ckpt is complete; the same command
     in the same run directory resumes from it and ends bit for bit where the straight run did."""
@@ -181,6 +183,7 @@ def test_sigkill_then_the_same_command_gives_the_uninterrupted_weights(straight,
     assert not list(ckpts.glob(".*-sharded"))
 
 
+@pytest.mark.slow
 def test_a_run_stopped_at_max_steps_continues_across_an_epoch_end_exactly(straight, stopped, tmp_path):
     run = _copy_run(stopped, tmp_path / "split")
     _ok(zoo_train(*tiny_overrides(run), *RUN, FSDP, "ckpt_path=last"))  # max_steps 24 > STOP
@@ -195,6 +198,7 @@ def test_a_run_stopped_at_max_steps_continues_across_an_epoch_end_exactly(straig
 
 # -- 3. another number of ranks ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_two_rank_sharded_checkpoint_continues_on_one_rank(straight, stopped, tmp_path):
     """The distributed checkpoint reshards on load: 2 shards into 1 process. Not bit for bit
     the 2-rank run: each rank draws its dropout masks from its own random stream, so one rank
@@ -215,6 +219,7 @@ def test_a_two_rank_sharded_checkpoint_continues_on_one_rank(straight, stopped, 
 
 # -- 4. the inference tools read both checkpoints on one process ------------------------------
 
+@pytest.mark.slow
 def test_eval_and_generate_read_the_sharded_dir_and_full_ckpt_alike(straight):
     ckpts = straight / "checkpoints"
     evals, texts = [], []
@@ -232,6 +237,7 @@ def test_eval_and_generate_read_the_sharded_dir_and_full_ckpt_alike(straight):
     assert texts[0] == texts[1] and texts[0].startswith("And God said")
 
 
+@pytest.mark.slow
 def test_export_reads_the_sharded_dir_as_the_full_checkpoint(straight, tmp_path):
     """zoo-export of the sharded directory writes the weights zoo-export of full.ckpt writes."""
     from safetensors.torch import load_file
@@ -264,6 +270,7 @@ def test_what_fsdp_cannot_run_is_refused_on_one_line(tmp_path, extra, words):
     assert not (run / "train.rank1.log").exists() and not (run / "checkpoints").exists()  # no rank started
 
 
+@pytest.mark.slow
 def test_a_sharded_checkpoint_is_not_resumed_without_fsdp(straight, tmp_path):
     sharded = straight / "checkpoints" / "last.ckpt"
     run = tmp_path / "ddp"
@@ -291,6 +298,7 @@ class _RunsCode:
         return os.system, (f"touch {self.marker}",)
 
 
+@pytest.mark.slow
 def test_a_shard_index_that_would_run_code_is_refused(straight, tmp_path):
     ckpt = shutil.copytree(straight / "checkpoints" / "last.ckpt", tmp_path / "evil.ckpt")
     marker = tmp_path / "pwned"
@@ -308,6 +316,7 @@ def test_a_shard_index_that_would_run_code_is_refused(straight, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_truncated_shard_is_refused_on_one_line(straight, tmp_path):
     ckpt = shutil.copytree(straight / "checkpoints" / "last.ckpt", tmp_path / "cut.ckpt")
     shard = ckpt / "__1_0.distcp"
@@ -332,6 +341,7 @@ def _interrupt_swap(ckpts: Path) -> None:
     (tmp / "__0_0.distcp").write_bytes(b"\x00" * 100)  # one rank's shard, cut off
 
 
+@pytest.mark.slow
 def test_a_kill_during_the_swap_is_recovered(stopped, tmp_path):
     from zoo.training.fsdp import recover_sharded
 
@@ -368,6 +378,7 @@ def test_a_kill_during_the_swap_is_recovered(stopped, tmp_path):
 # -- 8. the other tasks ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("task", ["classification", "seq2seq"])
+@pytest.mark.slow
 def test_classification_and_seq2seq_train_sharded(task, tmp_path):
     """The classifier head is a sharding unit of its own; seq2seq validation generates (every
     rank runs the same decoding steps, each a collective)."""
@@ -391,6 +402,7 @@ def test_classification_and_seq2seq_train_sharded(task, tmp_path):
 
 # -- 9. activation checkpointing inside the sharding units ---------------------------------------
 
+@pytest.mark.slow
 def test_activation_checkpointing_under_fsdp_gives_the_same_weights(straight, tmp_path):
     """model.checkpoint_activations=true recomputes each layer (a sharding unit, gathered again
     for the recomputation) in backward: the same dropout masks, the same weights."""

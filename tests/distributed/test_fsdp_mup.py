@@ -15,6 +15,7 @@ MUP = ["model.parametrization=mup", "model.mup_base_d_model=16", "optim.lr=1e-3"
        "data.global_batch_size=8", "trainer.max_steps=6", "scheduler.total_steps=6"]
 
 
+@pytest.mark.slow
 def test_fsdp_trains_a_mup_model_to_the_weights_ddp_trains_it_to(tmp_path):
     runs = {}
     for trainer in ("fsdp_cpu", "ddp_cpu"):

@@ -22,6 +22,7 @@ RUN = ["trainer.max_steps=240", "trainer.val_check_interval=40", "callbacks.chec
        "model.dropout=0.1", "data.global_batch_size=4"]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     result = zoo_train(*tiny_overrides(straight), *RUN)
@@ -59,6 +60,7 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path)
     (["trainer.max_steps=-1", "trainer.max_epochs=1"],  # the checkpoint of an epoch end
      ["trainer.max_steps=-1", "trainer.max_epochs=3"]),
 ], ids=["mid-epoch-0", "mid-epoch-1-workers", "epoch-end-steps", "epoch-end-epochs"])
+@pytest.mark.slow
 def test_continuing_a_finished_run_across_epochs_is_exact(tmp_path, stop, full):
     """A small corpus (8 steps per epoch): train to a stop, continue it with a longer budget
     (`ckpt_path=last`) across epochs, each reshuffled, and match the run that went straight."""
@@ -87,6 +89,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_kill_while_saving_leaves_the_previous_checkpoint_loadable(tmp_path):
     path = tmp_path / "last.ckpt"
     atomic_save({"state_dict": {"w": torch.arange(5.0)}, "hyper_parameters": {"step": 1}}, path)

@@ -62,6 +62,7 @@ def _steps(metrics: Path) -> list[int]:
         return [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
 
 
+@pytest.mark.slow
 def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
     """Arm 0 gets the time-limit signal (SIGUSR2, as `--signal=USR2@120` sends it): it saves
     last.ckpt at that step and requeues itself. Arm 1 is requeued from outside with
@@ -126,6 +127,7 @@ def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
     assert (tmp_path / "report" / "curves.png").is_file()
 
 
+@pytest.mark.slow
 def test_sbatch_template_runs_a_two_task_job(slurm, tmp_path):
     overrides = tiny_overrides()
     result = subprocess.run(["sbatch", "--parsable", "--wait", str(RECIPES / "zoo.sbatch"), *overrides],

@@ -50,6 +50,7 @@ def tiny_lm(tmp_path_factory):
     return run / "checkpoints" / "last.ckpt"
 
 
+@pytest.mark.slow
 def test_zoo_generate_translates_held_out_phrases(numbers, tmp_path):
     ckpt, held_out = numbers
     sample = held_out[:: max(1, len(held_out) // 40)][:40]
@@ -65,6 +66,7 @@ def test_zoo_generate_translates_held_out_phrases(numbers, tmp_path):
     assert beam.stdout.strip() == spanish(sample[0])
 
 
+@pytest.mark.slow
 def test_zoo_eval_reports_bleu_and_exact_match(numbers, tmp_path):
     ckpt, held_out = numbers
     out = tmp_path / "metrics.json"
@@ -83,6 +85,7 @@ def test_zoo_eval_reports_bleu_and_exact_match(numbers, tmp_path):
     assert json.loads(own.stdout)["examples"] == 30
 
 
+@pytest.mark.slow
 def test_zoo_generate_continues_a_prompt_and_eval_scores_an_lm(tiny_lm, tmp_path):
     result = tool("generate", f"ckpt={tiny_lm}", "prompt=And God said", "max_new_tokens=10")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -99,7 +102,10 @@ def test_zoo_generate_continues_a_prompt_and_eval_scores_an_lm(tiny_lm, tmp_path
     assert set(metrics) >= {"loss", "ppl", "accuracy"} and json.loads(report.stdout)["seq_len"] == 16
 
 
-def test_bad_input_fails_with_one_line(tiny_lm, tmp_path):
+@pytest.mark.slow
+def test_bad_input_fails_with_one_line(tiny_lm, tmp_path, cli_here):
+    tool = cli_here  # the refusals in this process: no interpreter start-up each
+
     one_line_failure(tool("generate", f"ckpt={tiny_lm}", "prompt=And God said ☃"), "☃")
     one_line_failure(tool("generate", f"ckpt={tiny_lm}", "prompt="), "empty")
     one_line_failure(tool("generate", f"ckpt={tiny_lm}", "prompt=And", "max_new_tokens=100"), "100", "max_seq_len=64")
@@ -116,6 +122,7 @@ def test_bad_input_fails_with_one_line(tiny_lm, tmp_path):
                      "masked_lm", "causal_lm or seq2seq")
 
 
+@pytest.mark.slow
 def test_zoo_eval_on_two_processes_reports_once(tiny_lm, tmp_path):
     """Two CPU ranks (gloo): each evaluates its shard, torchmetrics reduces, rank 0 reports."""
     out = tmp_path / "eval.json"

@@ -29,6 +29,7 @@ PRESETS = {  # name: (overrides, transformers Auto class that loads the export)
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.slow
 def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, name):
     overrides, auto = PRESETS[name]
     run = tmp_path / "run"
@@ -52,19 +53,21 @@ def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, name):
     assert again.returncode == 2 and "not empty" in again.stderr
 
 
-def test_a_composition_without_a_family_is_refused_on_one_line(tmp_path):
+@pytest.mark.slow
+def test_a_composition_without_a_family_is_refused_on_one_line(tmp_path, cli_here):
     run = tmp_path / "run"
-    assert zoo_train(*tiny_overrides(run), "model/position=alibi").returncode == 0
-    result = _export(f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "format=hf", f"out={tmp_path / 'hf'}")
+    assert cli_here("train", *tiny_overrides(run), "model/position=alibi").returncode == 0
+    result = cli_here("export", f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "format=hf", f"out={tmp_path / 'hf'}")
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.startswith("zoo-export: error:")]
     assert len(lines) == 1 and "matches no supported" in lines[0]
     assert not (tmp_path / "hf").exists()
 
 
-def test_bad_arguments(tmp_path):
-    assert "required" in _export("format=hf").stderr
-    assert "format='onnx'" in _export(f"ckpt={tmp_path}/x.ckpt", "format=onnx", f"out={tmp_path}/o").stderr
+@pytest.mark.slow
+def test_bad_arguments(tmp_path, cli_here):
+    assert "required" in cli_here("export", "format=hf").stderr
+    assert "format='onnx'" in cli_here("export", f"ckpt={tmp_path}/x.ckpt", "format=onnx", f"out={tmp_path}/o").stderr
 
 
 def test_without_transformers_the_export_says_how_to_install_it(tmp_path, monkeypatch):

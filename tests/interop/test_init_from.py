@@ -122,6 +122,7 @@ RUN = ["data=pydoc", "data.seq_len=32", "data.global_batch_size=4", "data.max_ex
        "optim.lr=1e-9"]  # the weights stay DIR's: val/loss is then the HF model's loss
 
 
+@pytest.mark.slow
 def test_zoo_train_fine_tunes_from_the_directory_and_resume_keeps_the_checkpoint(llama_dir, tmp_path):
     directory = tmp_path / "llama"
     shutil.copytree(llama_dir[0], directory)
@@ -174,6 +175,7 @@ def test_zoo_train_fine_tunes_from_the_directory_and_resume_keeps_the_checkpoint
         assert (reloaded(input_ids=ids).logits - hf_model(input_ids=ids).logits).abs().max() < 1e-3  # lr 1e-9
 
 
+@pytest.mark.slow
 def test_contradicting_or_bad_input_is_refused_on_one_line(llama_dir, tmp_path, monkeypatch):
     directory = llama_dir[0]
     init = f"init_from=hf:{directory}"
@@ -203,6 +205,7 @@ def test_contradicting_or_bad_input_is_refused_on_one_line(llama_dir, tmp_path, 
     (["init_from=foo"], "init_from='foo' is not allowed"),
     (["model.n_layers=3"], "fixes the architecture"),
 ], ids=["no-prefix", "model-override"])
+@pytest.mark.slow
 def test_the_cli_refuses_before_writing_anything(llama_dir, tmp_path, args, words):
     run = tmp_path / "run"
     init = [] if args[0].startswith("init_from") else [f"init_from=hf:{llama_dir[0]}"]

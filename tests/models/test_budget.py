@@ -163,6 +163,7 @@ def model_configs(draw) -> ModelConfig:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cfg=model_configs())
+@pytest.mark.slow
 def test_random_configs_count_as_built(cfg):
     assert non_embedding_params(cfg) == built(cfg)
 

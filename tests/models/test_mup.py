@@ -195,6 +195,7 @@ def coordinates(family: str, parametrization: str, width: int, steps: int = 5) -
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_coordinates_keep_their_size_across_widths_under_mup_and_blow_up_under_standard(family, one_thread):
     """Under μP every layer's output keeps its size from width 64 to 512 (at most 2x larger; the
     logits shrink to about half, toward their width-independent limit: their initial part

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,6 +68,7 @@ FUZZ_EXAMPLES = int(os.environ.get("ZOO_FUZZ_EXAMPLES", 200))
 
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cfg=model_configs(), data=st.data())
+@pytest.mark.slow
 def test_random_valid_configs_work(cfg, data):
     model = zoo.build_model(cfg)
     V, L = cfg["vocab_size"], cfg["max_seq_len"]

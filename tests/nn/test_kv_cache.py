@@ -63,6 +63,7 @@ def test_static_cache_refuses_to_overflow():
 
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+@pytest.mark.slow
 def test_static_decoding_step_is_one_graph_at_every_step(family, position):
     """After the prompt, every step has the same shapes and no Python number that changes (the
     cache's slot is a device tensor): traced once, never recompiled, as a CUDA graph needs."""

@@ -35,6 +35,7 @@ def _one_graph_loss(task, batch, **options):
 
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_training_loss_is_one_graph(family, position):
     task = _task(family, position)
     compiled, eager = _one_graph_loss(task, batch_for(family), output_loss=OutputLoss.chunked)
@@ -42,6 +43,7 @@ def test_training_loss_is_one_graph(family, position):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_full_logits_loss_is_one_graph(family):
     """The full-logits head adds no branch of its own: one scheme per family covers it."""
     task = _task(family, "relative")
@@ -53,12 +55,14 @@ def test_full_logits_loss_is_one_graph(family):
     dict(norm_type="rmsnorm", activation="swiglu", n_heads=4, n_kv_heads=2, tie_embeddings=False),
     dict(norm="post", activation="gelu_tanh", checkpoint_activations=True),
 ], ids=["llama-like", "post-norm-checkpointed"])
+@pytest.mark.slow
 def test_model_options_keep_one_graph(options):
     task = _task("decoder_only", "rope", **options)
     compiled, eager = _one_graph_loss(task, batch_for("decoder_only"))
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_bf16_autocast_keeps_one_graph():
     task = _task("decoder_only", "learned")
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -66,12 +70,14 @@ def test_bf16_autocast_keeps_one_graph():
     torch.testing.assert_close(compiled, eager, atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.slow
 def test_label_smoothing_keeps_one_graph():
     task = _task("encoder_decoder", "relative")
     compiled, eager = _one_graph_loss(task, batch_for("encoder_decoder"), label_smoothing=0.1)
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_host_sync_in_the_loss_is_caught():
     """The check itself can fail: a data-dependent branch in the loss breaks the graph."""
     task = _task("decoder_only", "learned")
@@ -89,6 +95,7 @@ def test_a_host_sync_in_the_loss_is_caught():
 @pytest.mark.parametrize("output_loss", ["chunked", "logits"])
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_eager_step_off_the_cpu_reads_no_value_on_the_host(family, position, output_loss):
     """Forward, loss and backward on `meta` tensors (shapes only: `.item()`, `bool(t)` and
     `int(t)` raise there). Masked LM drops its untargeted rows with one read (sparse targets:

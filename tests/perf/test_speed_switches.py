@@ -213,6 +213,7 @@ def test_for_loop_foreach_and_fused_adamw_take_the_same_steps():
 
 # -- torch.compile ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_compiled_model_gives_the_same_loss_and_gradients():
     batch = batch_for("decoder_only")
     results, state_keys = {}, {}
@@ -314,6 +315,7 @@ def test_static_cache_steps_see_same_shape_tensors():
             model(torch.randint(4, 37, (1, 4)), cache=cache, use_cache=True)
 
 
+@pytest.mark.slow
 def test_compiled_static_decoding_gives_the_eager_tokens():
     model = zoo.build_model(tiny("decoder_only", "rope")).eval()
     ids, mask = generation_inputs("decoder_only")

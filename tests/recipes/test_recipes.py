@@ -54,6 +54,7 @@ def _tiny_data(tmp_path: Path, cfg) -> list[str]:
 
 
 @pytest.mark.parametrize("name", RECIPES)
+@pytest.mark.slow
 def test_recipe_trains_a_few_steps_on_tiny_local_data(name, tmp_path):
     base = zoo.compose(config_name=name)
     enc_dec = base.model.family == "encoder_decoder"
@@ -74,6 +75,7 @@ def test_recipe_trains_a_few_steps_on_tiny_local_data(name, tmp_path):
     assert result.summary["metrics"]["val/loss"] > 0
 
 
+@pytest.mark.slow
 def test_the_glu_scaling_grid_matches_parameters_and_budgets_tokens_by_one_rule():
     """recipes/scale_glu.yaml: at every size, the four feed-forward units have the same
     non-embedding parameter count, and trainer.max_steps trains 4 tokens per parameter."""

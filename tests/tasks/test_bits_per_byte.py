@@ -133,6 +133,7 @@ def test_runs_with_other_tokenizers_have_other_digests(byte_run, sentencepiece_r
     assert byte["digest"] != sp["digest"] and (byte["kind"], sp["kind"]) == ("byte", "sentencepiece_bpe")
 
 
+@pytest.mark.slow
 def test_zoo_eval_on_two_gloo_ranks_reports_the_same_bpb(sentencepiece_run, tmp_path):
     """Each rank validates its share of the windows; the sums of nats and bytes are reduced over
     the ranks before dividing, so two processes give the one-process figure."""

@@ -29,6 +29,7 @@ def _compose(preset, task, run_dir, *extra):
 
 
 @pytest.mark.parametrize("preset, task", PAIRS)
+@pytest.mark.slow
 def test_preset_task_pair_trains(preset, task, tmp_path):
     result = train(_compose(preset, task, tmp_path), tmp_path)
     assert result.summary["global_step"] == 3
@@ -48,6 +49,7 @@ def test_load_checkpoint_rebuilds_the_trained_model(tmp_path):
     assert loaded.tokenizer.decode(loaded.tokenizer.encode(text)) == text
 
 
+@pytest.mark.slow
 def test_a_short_default_style_run_beats_the_unigram_baseline(tmp_path):
     """The default recipe in miniature (GPT on the King James Bible) learns more than token
     frequencies within 80 steps."""

@@ -28,6 +28,7 @@ from zoo.config.validate import validate
         (["model=t5", "model.position.num_buckets=3"], ["num_buckets", "3"]),
     ],
 )
+@pytest.mark.slow
 def test_refused_before_training(overrides, fragments):
     with pytest.raises(ConfigError) as info:
         validate(zoo.compose(overrides))
@@ -35,6 +36,7 @@ def test_refused_before_training(overrides, fragments):
         assert fragment in str(info.value), (fragment, str(info.value))
 
 
+@pytest.mark.slow
 def test_the_default_and_every_recipe_validate():
     from pathlib import Path
 

@@ -8,6 +8,7 @@ import random
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import torch
 
 from zoo.training.rng import RngState, capture, restore
@@ -92,6 +93,7 @@ def _gather_on_rank(rank: int, world: int, port: int, out: str) -> None:
         torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_ranks_save_both_their_states(tmp_path):
     """In a real 2-process group every rank's generators go into the checkpoint, in rank order."""
     import socket

@@ -119,6 +119,7 @@ def test_the_summary_train_writes_reads_back_the_same(tmp_path):
     assert summary.baseline == written["baseline"] and summary.sample.startswith("And God said")
 
 
+@pytest.mark.slow
 def test_every_file_of_a_finished_run_is_named_by_rundir(tmp_path):
     run = tmp_path / "run"
     result = zoo_train(*tiny_overrides(run), "logger=tensorboard")

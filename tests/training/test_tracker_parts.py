@@ -117,6 +117,7 @@ def _status(logger: RunMLflowLogger) -> str:
     return logger.experiment.get_run(logger.run_id).info.status
 
 
+@pytest.mark.slow
 def test_each_way_a_run_ends_is_its_mlflow_status(store, tmp_path):
     finished = _logger(store, tmp_path / "finished")
     with closing_trackers([finished]) as tracked:
@@ -154,6 +155,7 @@ def test_each_way_a_run_ends_is_its_mlflow_status(store, tmp_path):
     assert _status(crashed) == TrackerStatus.FAILED
 
 
+@pytest.mark.slow
 def test_a_resumed_run_finds_its_mlflow_run_and_a_fresh_one_does_not(store, tmp_path):
     first = _logger(store, tmp_path / "run")
     first.log_hyperparams({})
@@ -185,6 +187,7 @@ def test_a_tracker_that_fails_at_the_summary_does_not_undo_a_finished_run(store,
     assert "could not log the summary to the RunMLflowLogger run" in caplog.text
 
 
+@pytest.mark.slow
 def test_parallel_jobs_share_the_experiment_one_of_them_created(store, tmp_path):
     first, second = _logger(store, tmp_path / "a"), _logger(store, tmp_path / "b")
     first.log_hyperparams({})
