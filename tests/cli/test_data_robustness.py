@@ -35,8 +35,8 @@ def one_long_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_single_very_long_line_needs_a_validation_file(tmp_path, one_long_line):
-    result = zoo_train(*BASE, f"data.path={one_long_line}", "tokenizer=byte", "model.vocab_size=300",
+def test_a_single_very_long_line_needs_a_validation_file(zoo_train_here, tmp_path, one_long_line):
+    result = zoo_train_here(*BASE, f"data.path={one_long_line}", "tokenizer=byte", "model.vocab_size=300",
                        f"hydra.run.dir={tmp_path / 'r'}")
     message = _refusal(result)
     assert "1 example" in message and "data.val_path" in message, result.stderr[-3000:]
@@ -61,43 +61,43 @@ def test_a_single_very_long_line_trains_a_subword_tokenizer(tmp_path, one_long_l
 
 
 @pytest.mark.slow
-def test_mixed_encodings_are_refused_with_the_offending_byte(tmp_path):
+def test_mixed_encodings_are_refused_with_the_offending_byte(zoo_train_here, tmp_path):
     path = tmp_path / "mixed.txt"
     path.write_bytes("plain ascii line\n".encode() + "naïve in UTF-8\n".encode("utf-8")
                      + "café in Latin-1\n".encode("latin-1") + b"more text\n" * 20)
-    result = zoo_train(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
+    result = zoo_train_here(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
                        f"hydra.run.dir={tmp_path / 'r'}")
     message = _refusal(result)
     assert "not valid UTF-8" in message and "0xe9" in message, result.stderr[-3000:]
 
 
 @pytest.mark.slow
-def test_empty_lines_only_are_refused(tmp_path):
+def test_empty_lines_only_are_refused(zoo_train_here, tmp_path):
     path = tmp_path / "blank.txt"
     path.write_text("\n\n   \n\t\n" * 50)
-    result = zoo_train(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
+    result = zoo_train_here(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
                        f"hydra.run.dir={tmp_path / 'r'}")
     assert "holds no examples" in _refusal(result), result.stderr[-3000:]
 
 
 @pytest.mark.slow
-def test_an_empty_validation_split_is_refused(tmp_path):
+def test_an_empty_validation_split_is_refused(zoo_train_here, tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("\n".join(f"line number {i} of the training text" for i in range(200)))
     val = tmp_path / "val.txt"
     val.write_text("")
-    result = zoo_train(*BASE, f"data.path={train}", f"data.val_path={val}", "tokenizer=byte",
+    result = zoo_train_here(*BASE, f"data.path={train}", f"data.val_path={val}", "tokenizer=byte",
                        "model.vocab_size=300", f"hydra.run.dir={tmp_path / 'r'}")
     assert "val.txt" in _refusal(result), result.stderr[-3000:]
 
 
 @pytest.mark.slow
-def test_unseen_labels_at_validation_are_refused(tmp_path):
+def test_unseen_labels_at_validation_are_refused(zoo_train_here, tmp_path):
     train = tmp_path / "train.csv"
     train.write_text("text,label\n" + "".join(f"sample {i},{'pos' if i % 2 else 'neg'}\n" for i in range(40)))
     val = tmp_path / "val.csv"
     val.write_text("text,label\nsample a,pos\nsample b,neutral\n")
-    result = zoo_train(*BASE, "model=bert", "task=classification", f"data.path={train}", f"data.val_path={val}",
+    result = zoo_train_here(*BASE, "model=bert", "task=classification", f"data.path={train}", f"data.val_path={val}",
                        "data.text_column=text", "data.label_column=label", "tokenizer=byte", "model.vocab_size=300",
                        f"hydra.run.dir={tmp_path / 'r'}")
     message = _refusal(result)
