@@ -4,6 +4,7 @@ scheme, norm or activation is tested automatically."""
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import subprocess
 from pathlib import Path
@@ -88,15 +89,33 @@ def cli_here(capsys, monkeypatch):
 
     def run(tool: str, *args: str) -> subprocess.CompletedProcess:
         main = importlib.import_module(f"zoo.cli.{tool}").main
-        saved = dict(os.environ)
+        saved, logs = dict(os.environ), _logging_state()
         try:
             status, out, err = run_main(main, [f"zoo-{tool}", *args], capsys, monkeypatch)
         finally:
             os.environ.clear()
             os.environ.update(saved)
+            _restore_logging(logs)  # Hydra's handlers write to this test's captured streams
         return subprocess.CompletedProcess([f"zoo-{tool}", *args], status, out, err)
 
     return run
+
+
+def _logging_state() -> dict:
+    """Every logger's handlers, level, disabled and propagate flags (root's under "")."""
+    loggers = {"": logging.getLogger()}
+    loggers.update({name: lg for name, lg in logging.Logger.manager.loggerDict.items()
+                    if isinstance(lg, logging.Logger)})
+    return {name: (lg, list(lg.handlers), lg.level, lg.disabled, lg.propagate) for name, lg in loggers.items()}
+
+
+def _restore_logging(state: dict) -> None:
+    for lg, handlers, level, disabled, propagate in state.values():
+        lg.handlers[:] = handlers
+        lg.level, lg.disabled, lg.propagate = level, disabled, propagate
+    for name, lg in list(logging.Logger.manager.loggerDict.items()):  # loggers the call created
+        if name not in state and isinstance(lg, logging.Logger):
+            lg.handlers.clear()
 
 
 _CHECKOUT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.cli.conftest import tiny_overrides
 from zoo.training.checkpoint.files import read_checkpoint
 
 DIVERGE = ["optim.lr=1e4", "trainer.gradient_clip_val=null", "scheduler=constant", "scheduler.warmup_steps=0",
@@ -22,9 +22,9 @@ def _diverging(overrides: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_nonfinite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+def test_nonfinite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(zoo_train_here, tmp_path):
     run = tmp_path / "run"
-    result = zoo_train(*_diverging(tiny_overrides(run)))
+    result = zoo_train_here(*_diverging(tiny_overrides(run)))
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("zoo-train: error:")]
     assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
@@ -39,9 +39,9 @@ def test_nonfinite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pat
 
 
 @pytest.mark.slow
-def test_skip_policy_counts_the_skipped_steps_and_finishes(tmp_path):
+def test_skip_policy_counts_the_skipped_steps_and_finishes(zoo_train_here, tmp_path):
     run = tmp_path / "run"
-    result = zoo_train(*_diverging(tiny_overrides(run)), "task.on_nonfinite_loss=skip")
+    result = zoo_train_here(*_diverging(tiny_overrides(run)), "task.on_nonfinite_loss=skip")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     skipped = summary["nonfinite_skipped"]
@@ -53,17 +53,17 @@ def test_skip_policy_counts_the_skipped_steps_and_finishes(tmp_path):
     assert int(state["nonfinite_skipped"]) == skipped
 
 
-def test_unknown_policy_is_refused(tmp_path):
-    result = zoo_train(*tiny_overrides(tmp_path / "r"), "task.on_nonfinite_loss=ignore")
+def test_unknown_policy_is_refused(zoo_train_here, tmp_path):
+    result = zoo_train_here(*tiny_overrides(tmp_path / "r"), "task.on_nonfinite_loss=ignore")
     assert result.returncode == 2
     assert "on_nonfinite_loss" in result.stderr and "skip" in result.stderr
 
 
 @pytest.mark.slow
-def test_skip_with_gradient_accumulation_is_refused(tmp_path):
+def test_skip_with_gradient_accumulation_is_refused(zoo_train_here, tmp_path):
     """Skipping one micro-batch of an accumulated step would apply a partial (under DDP, an
     unsynchronised) gradient: refused before training."""
-    result = zoo_train(*tiny_overrides(tmp_path / "r"), "task.on_nonfinite_loss=skip",
+    result = zoo_train_here(*tiny_overrides(tmp_path / "r"), "task.on_nonfinite_loss=skip",
                        "data.global_batch_size=4", "data.max_device_batch_size=2")
     assert result.returncode == 2
     assert "accumulates 2" in result.stderr and "on_nonfinite_loss" in result.stderr
