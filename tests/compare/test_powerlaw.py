@@ -247,12 +247,12 @@ def test_the_multipliers_side_of_one_follows_the_measurements(base_miss, arm_mis
         assert all(m.value is None for m in arm.multipliers)
         return
     for m, mine, theirs in zip(arm.multipliers, arm.scored, base.scored):
-        if mine.mean < theirs.mean:
-            assert m.value > 1
-        elif mine.mean > theirs.mean:
-            assert m.value < 1
-        else:
+        if math.isclose(mine.mean, theirs.mean, rel_tol=1e-12):  # equal to float precision
             assert m.value == pytest.approx(1.0)
+        elif mine.mean < theirs.mean:
+            assert m.value > 1
+        else:
+            assert m.value < 1
 
 
 def test_more_compute_for_the_same_loss_is_a_multiplier_below_one():
