@@ -77,23 +77,33 @@ def test_recipe_trains_a_few_steps_on_tiny_local_data(name, tmp_path):
 
 @pytest.mark.slow
 def test_the_glu_scaling_grid_matches_parameters_and_budgets_tokens_by_one_rule():
-    """recipes/scale_glu.yaml: at every size, the four feed-forward units have the same
-    non-embedding parameter count, and trainer.max_steps trains 4 tokens per parameter."""
+    """recipes/scale_glu.yaml: at every size, the four feed-forward units (recipes/arm/glu/*) have
+    the same non-embedding parameter count, trainer.max_steps trains 3 tokens per parameter, and
+    μP's base is the smallest size, where the model is the standard one."""
     from zoo.config.params import non_embedding_params
 
+    rates = {}
     for size, width in (("xs", 48), ("s", 96), ("m", 144), ("l", 192)):
         counts, steps = set(), set()
         for activation in ("relu", "gelu", "swiglu", "geglu"):
-            cfg = zoo.compose([f"size={size}", f"model.activation={activation}"], config_name="scale_glu")
+            cfg = zoo.compose([f"size={size}", f"arm/glu={activation}"], config_name="scale_glu")
             model = as_model_config(cfg.model)
+            assert model.activation == activation and model.parametrization == "mup"
+            assert model.mup_base_d_model == 48 and model.mup_base_head_dim == 24
             assert model.d_model == width and model.d_ff == (width * 8 // 3 if activation.endswith("glu") else 4 * width)
             counts.add(non_embedding_params(model))
             steps.add(cfg.trainer.max_steps)
+            rates.setdefault(activation, set()).add(cfg.optim.lr)
             tokens_per_step = cfg.data.global_batch_size * cfg.data.seq_len
-            assert (cfg.trainer.max_steps - 1) * tokens_per_step < 4 * non_embedding_params(model) \
+            assert (cfg.trainer.max_steps - 1) * tokens_per_step < 3 * non_embedding_params(model) \
                 <= cfg.trainer.max_steps * tokens_per_step
             assert cfg.trainer.val_check_interval == cfg.trainer.max_steps
         assert len(counts) == 1 and len(steps) == 1, (size, counts, steps)
+    assert all(len(r) == 1 for r in rates.values()), rates  # one rate per unit at every size
+    xs = as_model_config(zoo.compose(["size=xs"], config_name="scale_glu").model)
+    assert xs.d_model == xs.mup_base_d_model and xs.d_model // xs.n_heads == xs.mup_base_head_dim
+    tune = zoo.compose(["size=xs", "model.activation=swiglu", "optim.lr=1.6e-2"], config_name="scale_glu_tune")
+    assert tune.model.activation == "swiglu" and tune.optim.lr == 1.6e-2 and tune.seed == 0
 
 
 def test_steps_for_tokens_refuses_a_rule_that_trains_nothing():

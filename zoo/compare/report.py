@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from zoo.compare.runs import IGNORED, Run, RunStatus, find_runs
+from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 
@@ -64,7 +64,8 @@ class Report:
 
     @property
     def warnings(self) -> list[str]:
-        return few_seed_warnings([(arm.name, arm.diff) for arm in self.arms])
+        runs = [r for a in self.arms for r in a.runs]
+        return repeat_warnings(runs) + few_seed_warnings([(arm.name, arm.diff) for arm in self.arms])
 
     def rows(self) -> list[dict]:
         out = []
@@ -155,6 +156,37 @@ def design_line(runs: list[Run]) -> str:
     seeds = sorted({r.seed for r in runs}, key=lambda s: (str(type(s)), s))
     return (f"Held fixed: {', '.join(fixed) or '–'}. "
             f"Seeds: {', '.join(map(str, seeds))}.")
+
+
+def _span(values: list[float], fmt) -> str:
+    low, high = min(values), max(values)
+    return fmt(low) if high - low <= 1e-9 * max(abs(high), 1.0) else f"{fmt(low)}–{fmt(high)}"
+
+
+def accounting_line(runs: list[Run]) -> str:
+    """"Training: N = ... non-embedding parameters, D = ... tokens (D/N = ...), ... epochs of the
+    training split": the accounting of the finished runs, a range where it differs between them."""
+    done = [r for r in runs if r.status == RunStatus.finished]
+    n = [v for v in (number(r, "model", "non_embedding_params") for r in done) if v]
+    d = [v for v in (number(r, "tokens_seen") for r in done) if v]
+    if not n or not d:
+        return "Training: the runs do not record their parameters and tokens."
+    ratio = [dv / nv for dv, nv in ((number(r, "tokens_seen"), number(r, "model", "non_embedding_params"))
+                                    for r in done) if dv and nv]
+    seen = [e for e in (epochs(r) for r in done) if e is not None]
+    text = (f"Training: N = {_span(n, lambda v: f'{v:,.0f}')} non-embedding parameters, "
+            f"D = {_span(d, lambda v: f'{v:,.0f}')} tokens (D/N = {_span(ratio, lambda v: f'{v:.3g}')})")
+    return text + (f", {_span(seen, lambda v: f'{v:.2f}')} epochs of the training split." if seen
+                   else "; the training split's size is not recorded (epochs unknown).")
+
+
+def repeat_warnings(runs: list[Run]) -> list[str]:
+    """One warning when finished runs read their training split more than once."""
+    over = [e for e in (epochs(r) for r in runs if r.status == RunStatus.finished) if e is not None and e > 1.0]
+    if not over:
+        return []
+    return [f"{len(over)} run(s) read their training split up to {max(over):.2f} times: later tokens repeat "
+            f"earlier ones, so the validation loss mixes architecture with memorisation"]
 
 
 def few_seed_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
@@ -333,6 +365,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
              f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
              f"An interval on 1 degree of freedom (2 seeds) is marked (1 df).", "",
              design_line([r for a in report.arms for r in a.runs]), "",
+             accounting_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, row in zip(report.arms, report.rows()):
         mean, std = row[f"{m} mean"], row[f"{m} std"]

@@ -176,3 +176,18 @@ def find_runs(dirs: list[Path]) -> list[Run]:
 
 def _natural(path: Path) -> tuple:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parts)
+
+
+def number(run: Run, *keys: str) -> Optional[float]:
+    """The summary's number at keys (e.g. "model", "non_embedding_params"), None where absent."""
+    node: Any = run.summary
+    for k in keys:
+        node = node.get(k) if isinstance(node, dict) else None
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def epochs(run: Run) -> Optional[float]:
+    """Tokens seen over the tokens of the training split (None when the split's size is not
+    known, e.g. a streamed source, or a run from before zoo recorded it)."""
+    seen, split = number(run, "tokens_seen"), number(run, "data", "train_tokens")
+    return seen / split if seen is not None and split else None

@@ -42,7 +42,7 @@ from typing import Any, Optional
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
 from zoo.compare.report import _show, design_line, load_runs, make_out, pick_baseline, status_of, write_csv
-from zoo.compare.runs import IGNORED, Run
+from zoo.compare.runs import IGNORED, Run, epochs, number as _number
 from zoo.compare.select import leave_one_seed_out
 from zoo.compare.stats import difference, mean_std
 from zoo.compare.tune import _order, lower_is_better
@@ -61,20 +61,6 @@ def training_compute(run: Run) -> Optional[float]:
     if not isinstance(flops, (int, float)) or not isinstance(tokens, (int, float)) or flops <= 0 or tokens <= 0:
         return None
     return float(BACKWARD_FACTOR * flops * tokens)
-
-
-def _number(run: Run, *keys: str) -> Optional[float]:
-    node: Any = run.summary
-    for k in keys:
-        node = node.get(k) if isinstance(node, dict) else None
-    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
-
-
-def epochs(run: Run) -> Optional[float]:
-    """Tokens seen over the tokens of the training split (None when the split's size is not
-    known, e.g. a streamed source, or a run from before zoo recorded it)."""
-    seen, split = _number(run, "tokens_seen"), _number(run, "data", "train_tokens")
-    return seen / split if seen is not None and split else None
 
 
 @dataclass

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.compare.plots import plot_tuning
-from zoo.compare.report import _show, design_line, few_seed_warnings, load_runs, make_out, pick_baseline, status_of, write_csv
+from zoo.compare.report import (_show, accounting_line, design_line, few_seed_warnings, load_runs, make_out,
+                                 pick_baseline, repeat_warnings, status_of, write_csv)
 from zoo.compare.runs import IGNORED, Run
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, difference, holm, mean_std
@@ -83,7 +84,8 @@ class TunedReport:
             out.append(f"{', '.join(shared)}: one seed per {self.key} value, so the best value was chosen and "
                        f"measured on the same seed (winner's curse: the difference is optimistic); run 2 or more "
                        f"seeds to measure each seed at a value chosen on the others")
-        return out + few_seed_warnings([(arm.name, arm.diff) for arm in self.arms])
+        return (out + repeat_warnings([r for a in self.arms for r in a.runs])
+                + few_seed_warnings([(arm.name, arm.diff) for arm in self.arms]))
 
     def rows(self) -> list[dict]:
         out = []
@@ -189,6 +191,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
              f"baseline on those held-out values, with a 95% Student-t interval (paired over seeds when both ran "
              f"the same seeds, Welch otherwise) and the p-value of no difference (Holm-adjusted in brackets when "
              f"several arms face the baseline).", "", design_line([r for a in report.arms for r in a.runs]), "",
+             accounting_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
         best = arm.best
