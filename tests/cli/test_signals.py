@@ -6,6 +6,7 @@ resumed run ends bit-identical to one never stopped."""
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -65,6 +66,41 @@ def test_sigterm_saves_records_exits_143_and_resumes_exactly(tmp_path, trainer):
     assert not (stopped / "failed.json").exists()  # the finished run's record is not contradicted
     a, b = model_state(straight / "checkpoints" / "last.ckpt"), model_state(stopped / "checkpoints" / "last.ckpt")
     assert all(torch.equal(a[k], b[k]) for k in a), "the resumed weights differ from the uninterrupted run"
+
+
+@pytest.mark.slow
+def test_a_stopped_job_of_a_sweep_recipe_resumes_with_the_command_it_records(tmp_path):
+    """A recipe of the user's that sweeps (hydra.mode: MULTIRUN, in a -cd directory): the command
+    recorded for a stopped job names the directory and the recipe and resumes the one job as a
+    run (hydra.mode=RUN) in its own directory; without them it would compose another config, or
+    start a new sweep."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "tiny_sweep.yaml").write_text(
+        "defaults:\n  - config\n  - _self_\n\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      seed: 0\n")
+    sweep = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "zoo.cli.train", "-cd", str(conf), "-cn", "tiny_sweep", *tiny_overrides(), *RUN,
+           f"hydra.sweep.dir={sweep}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for((sweep / "0" / "checkpoints" / "last.ckpt").exists, 180, "the job's first checkpoint", proc)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    failed = json.loads((sweep / "0" / "failed.json").read_text())
+    words = shlex.split(failed["resume"])
+    assert words[:5] == ["zoo-train", "-cd", str(conf), "-cn", "tiny_sweep"], failed["resume"]
+    assert "hydra.mode=RUN" in words and f"hydra.run.dir={sweep / '0'}" in words and "seed=0" in words
+
+    again = zoo_train(*words[1:])  # the recorded command, as the user would paste it
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((sweep / "0" / "summary.json").read_text())
+    assert summary["resumed_at_step"] == failed["step"] and summary["global_step"] == 120
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0"]  # no second job, no new sweep
 
 
 @pytest.mark.slow

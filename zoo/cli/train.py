@@ -81,11 +81,24 @@ def _known_failure(exc: BaseException, run_dir: Path) -> Optional[str]:
 
 
 def _resume_command(run_dir: Path) -> str:
-    """This command again, in its run directory: what continues an interrupted run."""
+    """This command again, in its run directory: what continues an interrupted run. It names the
+    recipe (-cn) and config directory (-cd) the run was composed from, and a job of a sweep is
+    resumed as one run (hydra.mode=RUN: a sweep recipe would otherwise start a new sweep)."""
     import shlex
 
-    overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("hydra.run.dir=")]
-    return " ".join(["zoo-train", *map(shlex.quote, overrides), shlex.quote(f"hydra.run.dir={run_dir}")])
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    words = ["zoo-train"]
+    for source in hydra_cfg.runtime.config_sources:
+        if source.provider == "command-line" and source.schema == "file":  # -cd DIR (path without file://)
+            words += ["-cd", str(source.path)]
+    if hydra_cfg.job.config_name and hydra_cfg.job.config_name != CONFIG_NAME:
+        words += ["-cn", hydra_cfg.job.config_name]
+    overrides = [o for o in hydra_cfg.overrides.task if not o.startswith(("hydra.run.dir=", "hydra.mode="))]
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        overrides.append("hydra.mode=RUN")
+    return " ".join([*map(shlex.quote, words), *map(shlex.quote, overrides), shlex.quote(f"hydra.run.dir={run_dir}")])
 
 
 def _arm_failed(run_dir: Path, message: str) -> None:
