@@ -140,7 +140,8 @@ def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
 # the settings a reader of an ablation asks for first: shown once, when every run shares them
 DESIGN_KEYS = ("data.source", "data.path", "tokenizer.kind", "tokenizer.vocab_size", "data.seq_len",
                "data.global_batch_size", "trainer.max_steps", "optim.kind", "optim.lr", "optim.weight_decay",
-               "scheduler.kind", "scheduler.warmup_steps", "model.parametrization", "model.mup_base_d_model")
+               "scheduler.kind", "scheduler.warmup_steps", "model.parametrization", "model.mup_base_d_model",
+               "model.mup_base_head_dim")
 
 
 def design_line(runs: list[Run]) -> str:

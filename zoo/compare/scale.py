@@ -589,8 +589,10 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
             parts = []
             for arm in others:
                 at = next((x for x in arm.multipliers if repr(x.size) == repr(largest)), None)
-                parts.append(f"{arm.name} {at} ({at.verdict})" if at is not None and at.value is not None
-                             else f"{arm.name} –")
+                if at is None or at.value is None:
+                    parts.append(f"{arm.name} –")
+                else:  # a multiplier without an interval already says why in its note
+                    parts.append(f"{arm.name} {at}" + ("" if at.low is None else f" ({at.verdict})"))
             lines += ["", f"At the largest size ({k}={largest}): " + "; ".join(parts) + "."]
     if report.warnings:
         lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
