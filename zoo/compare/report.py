@@ -37,13 +37,7 @@ class Arm:
         return {r.seed: r.final(metric) for r in self.runs if r.final(metric) is not None}
 
     def summary_mean(self, *keys: str) -> Optional[float]:
-        values = []
-        for r in self.runs:
-            node = r.summary
-            for k in keys:
-                node = node.get(k) if isinstance(node, dict) else None
-            if isinstance(node, (int, float)):
-                values.append(float(node))
+        values = [v for v in (number(r, *keys) for r in self.runs) if v is not None]
         return sum(values) / len(values) if values else None
 
     @property
@@ -168,12 +162,11 @@ def accounting_line(runs: list[Run]) -> str:
     """"Training: N = ... non-embedding parameters, D = ... tokens (D/N = ...), ... epochs of the
     training split": the accounting of the finished runs, a range where it differs between them."""
     done = [r for r in runs if r.status == RunStatus.finished]
-    n = [v for v in (number(r, "model", "non_embedding_params") for r in done) if v]
-    d = [v for v in (number(r, "tokens_seen") for r in done) if v]
+    pairs = [(number(r, "model", "non_embedding_params"), number(r, "tokens_seen")) for r in done]
+    n, d = [nv for nv, _ in pairs if nv], [dv for _, dv in pairs if dv]
     if not n or not d:
         return "Training: the runs do not record their parameters and tokens."
-    ratio = [dv / nv for dv, nv in ((number(r, "tokens_seen"), number(r, "model", "non_embedding_params"))
-                                    for r in done) if dv and nv]
+    ratio = [dv / nv for nv, dv in pairs if nv and dv]
     seen = [e for e in (epochs(r) for r in done) if e is not None]
     text = (f"Training: N = {_span(n, lambda v: f'{v:,.0f}')} non-embedding parameters, "
             f"D = {_span(d, lambda v: f'{v:,.0f}')} tokens (D/N = {_span(ratio, lambda v: f'{v:.3g}')})")
