@@ -97,6 +97,9 @@ def test_the_readme_table_is_the_generated_one():
 
 def test_valid_overrides_are_not_refused():
     assert refusal(["model=llama", "model/position=alibi", "model.norm=post"]) is None
+    # a fused optimizer in mixed precision is refused only where Lightning would clip its gradients
+    assert refusal(["optim.implementation=fused", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=0"]) is None
+    assert refusal(["optim.implementation=fused", "trainer.precision=32-true", "trainer.gradient_clip_val=1.0"]) is None
     with pytest.raises(ConfigError):
         from zoo.cli.compose import compose
         compose(["model.d_model=abc"])

@@ -117,6 +117,20 @@ def test_adamw_is_fused_and_tf32_is_on_in_training_by_default():
         torch.set_float32_matmul_precision(previous)
 
 
+def test_static_decoding_of_a_model_compiled_in_place_gives_the_eager_tokens():
+    """task.compile=true compiles the model in place, so the prompt's pass, which allocates the
+    static cache, is traced too, where dynamo refuses `mark_static_address` (zoo-bench's
+    generation stopped on it on an H200, torch 2.11): the buffers are marked after that pass."""
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny("decoder_only", "rope", d_model=64, n_heads=2, max_seq_len=64)).to(DEVICE).eval()
+    ids, _ = prompts("decoder_only")
+    ids = ids.to(DEVICE)
+    eager = generate(model, ids, max_new_tokens=10)
+    model.compile()
+    fast = generate(model, ids, max_new_tokens=10, config=GenerationConfig(static_cache=True, compile=True))
+    assert torch.equal(fast, eager)
+
+
 @pytest.mark.parametrize("position", ["learned", "rope", "relative"])
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)
 def test_static_decoding_replays_cuda_graphs_with_the_eager_tokens(family, position):

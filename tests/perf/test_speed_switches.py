@@ -325,6 +325,19 @@ def test_compiled_static_decoding_gives_the_eager_tokens():
     assert torch.equal(fast, eager)
 
 
+@pytest.mark.slow
+def test_static_decoding_of_a_model_compiled_in_place_gives_the_eager_tokens():
+    """task.compile=true compiles the model in place: the prompt's pass that fills the static
+    cache is traced as well (on CUDA its buffers are marked static after that pass)."""
+    model = zoo.build_model(tiny("decoder_only", "rope")).eval()
+    ids, mask = generation_inputs("decoder_only")
+    eager = generate(model, ids, attention_mask=mask, max_new_tokens=8)
+    model.compile(backend="eager")
+    fast = generate(model, ids, attention_mask=mask, max_new_tokens=8,
+                    config=GenerationConfig(static_cache=True, compile=True))
+    assert torch.equal(fast, eager)
+
+
 def test_static_cache_needs_the_cache():
     with pytest.raises(ConfigError, match="static_cache=true needs use_cache=true"):
         GenerationConfig(static_cache=True, use_cache=False)

@@ -38,6 +38,8 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("init_from's weights fix the vocabulary", ["init_from=hf:llama-7b", "tokenizer=byte"]),
     ("the global batch splits over the devices", ["trainer=ddp_cpu", "trainer.devices=3", "data.global_batch_size=16"]),
     ("sharded training has no float16 gradient scaler", ["trainer=fsdp_cpu", "trainer.precision=16-mixed"]),
+    ("Lightning clips no fused optimizer in mixed precision",
+     ["optim.implementation=fused", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=1.0"]),
     ("compile runs unsharded", ["trainer=fsdp_cpu", "task.compile=true"]),
     ("the run has an end", ["trainer.max_steps=-1", "trainer.max_epochs=-1"]),
     ("a requeue signal zoo can catch", ["callbacks.requeue_signal=SIGKILL"]),

@@ -22,6 +22,7 @@ from zoo.config.tasks import families_of
 from zoo.config.train import (
     CallbacksConfig,
     OptimConfig,
+    OptimizerImpl,
     ScheduleKind,
     SchedulerConfig,
     TaskConfig,
@@ -70,6 +71,7 @@ def _validate(cfg: Any) -> ZooConfig:
     _check_task_family(zc)
     _check_positions(zc)
     _check_sharding(zc)
+    _check_fused_clipping(zc)
     _check_batch(zc)
     _check_schedule(zc)
     return zc
@@ -95,6 +97,19 @@ def _check_positions(zc: ZooConfig) -> None:
     if zc.task.kind == TaskKind.seq2seq and zc.task.generate_max_tokens >= bound:
         raise ConfigError(f"task.generate_max_tokens ({zc.task.generate_max_tokens}) plus BOS is longer than "
                           f"learned positions allow (model.max_seq_len={bound})")
+
+
+def _check_fused_clipping(zc: ZooConfig) -> None:
+    """Lightning's mixed-precision plugins refuse to clip the gradients of a fused optimizer
+    (it would unscale them itself), in the middle of the first step: refused here instead.
+    `optim.implementation=auto` takes foreach in that case (`zoo.tasks.optim.build_optimizer`)."""
+    precision = str(zc.trainer.get("precision", "32-true"))
+    clip = zc.trainer.get("gradient_clip_val") or 0
+    if zc.optim.implementation == OptimizerImpl.fused and precision.endswith("-mixed") and float(clip) > 0:
+        raise ConfigError(f"optim.implementation=fused cannot run with trainer.gradient_clip_val={clip} under "
+                          f"trainer.precision={precision} (Lightning does not clip a fused optimizer's gradients "
+                          "in mixed precision): use optim.implementation=auto or foreach, or "
+                          "trainer.gradient_clip_val=0")
 
 
 def _check_sharding(zc: ZooConfig) -> None:

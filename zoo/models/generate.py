@@ -146,6 +146,8 @@ class _Stepper:
             out = model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache,
                         return_logits=one)
         self.cache = out.cache if self.use_cache else None
+        if self.cache is not None and self.cache.static:
+            self.cache.mark_static()  # the prefill may have run compiled, where nothing is marked
         if one:
             return out.logits[:, -1].clone()  # (rows, V); a CUDA graph's output is overwritten by its next replay
         return self.model.logits(out.hidden_states[:, -1:])[:, 0]  # only the last position: (rows, V)

@@ -113,9 +113,8 @@ class StaticKVCache(KVCache):
             self._v = v.new_zeros(B, Hkv, self.capacity, Dh)
             self._positions = positions.new_zeros(positions.shape[0], self.capacity)
             self.slot = torch.zeros((), dtype=torch.long, device=k.device)
-            if k.device.type == "cuda":  # CUDA graphs write into these in place
-                for t in (self._k, self._v, self._positions, self.slot):
-                    torch._dynamo.mark_static_address(t)
+            if not torch.compiler.is_compiling():  # traced code may not mark: `mark_static` after it
+                self.mark_static()
         if host_reads_are_free(self.slot) and int(self.slot) + T > self.capacity:
             raise ValueError(f"the static cache holds {self.capacity} positions; "
                              f"{int(self.slot)} + {T} do not fit")
@@ -126,6 +125,15 @@ class StaticKVCache(KVCache):
         self._positions.index_copy_(1, slots, positions.to(self._positions.dtype))
         self.slot.add_(T)
         return self._k, self._v, self._positions
+
+    def mark_static(self) -> None:
+        """Tell torch.compile that the buffers keep their addresses, so that CUDA graphs write
+        into them in place instead of copying them in at every replay. Called outside compiled
+        code (dynamo refuses to trace `mark_static_address`); a no-op before the first update
+        and off CUDA."""
+        if self._k is not None and self._k.device.type == "cuda":
+            for t in (self._k, self._v, self._positions, self.slot):
+                torch._dynamo.mark_static_address(t)
 
     def reorder(self, index: torch.Tensor) -> None:
         """Select batch rows (beam search), in place: the buffers keep their addresses."""
@@ -183,6 +191,13 @@ class Cache:
         if self.slot is not None:
             return (self.slot + torch.arange(T, device=device))[None]  # (1, T)
         return torch.arange(self.length, self.length + T, device=device)[None]  # (1, T)
+
+    def mark_static(self) -> None:
+        """`StaticKVCache.mark_static` for every layer (a prefill run compiled allocates the
+        buffers where they cannot be marked): call it outside compiled code."""
+        for layer in self.layers:
+            if layer.self_attn.static:
+                layer.self_attn.mark_static()
 
     def reorder(self, index: torch.Tensor) -> None:
         for layer in self.layers:

@@ -285,7 +285,11 @@ class ZooTask(L.LightningModule):
     def configure_optimizers(self) -> Any:
         head = self.model.lm_head.weight if self.model.lm_head is not None else None
         scales = optimizer_scales(self.model, self.model_config)  # μP's hidden matrices; none under standard
-        optimizer = build_optimizer(self, self.optim_config, output_embedding=head, scales=scales)
+        trainer = self.trainer if self._trainer else None
+        clips_amp = (trainer is not None and (trainer.gradient_clip_val or 0) > 0
+                     and str(trainer.precision).endswith("-mixed"))
+        optimizer = build_optimizer(self, self.optim_config, output_embedding=head, scales=scales,
+                                    clips_in_mixed_precision=clips_amp)
         total = self.trainer.max_steps if self._trainer and self.trainer.max_steps > 0 else None
         lr_lambda = schedule(self.scheduler_config, total_steps=total, d_model=self.model_config.base_d_model)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)

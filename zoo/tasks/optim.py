@@ -53,18 +53,23 @@ def parameter_groups(
 
 def build_optimizer(
     module: nn.Module, cfg: OptimConfig, output_embedding: nn.Parameter | None = None,
-    scales: dict[int, tuple[float, float]] | None = None,
+    scales: dict[int, tuple[float, float]] | None = None, clips_in_mixed_precision: bool = False,
 ) -> torch.optim.Optimizer:
     """Adam or AdamW over `parameter_groups`; a group with an `lr_scale` learns at optim.lr x
-    lr_scale (the schedule multiplies each group's own initial rate, so the ratio holds)."""
+    lr_scale (the schedule multiplies each group's own initial rate, so the ratio holds).
+    `implementation=auto` is fused on CUDA, except where Lightning clips gradients in mixed
+    precision (`clips_in_mixed_precision`): it refuses a fused optimizer there, so foreach."""
     groups = parameter_groups(module, cfg.weight_decay, output_embedding, scales)
     for group in groups:
         if "lr_scale" in group:
             group["lr"] = cfg.lr * group.pop("lr_scale")
     kwargs = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
     on_cuda = all(p.device.type == "cuda" for group in groups for p in group["params"])
-    if cfg.implementation == OptimizerImpl.fused or (cfg.implementation == OptimizerImpl.auto and on_cuda):
+    if cfg.implementation == OptimizerImpl.fused or (cfg.implementation == OptimizerImpl.auto and on_cuda
+                                                     and not clips_in_mixed_precision):
         kwargs["fused"] = True  # one kernel per group: the update costs a few launches, not hundreds
+    elif cfg.implementation == OptimizerImpl.auto and on_cuda:
+        kwargs["foreach"] = True  # multi-tensor: the next fewest launches
     elif cfg.implementation != OptimizerImpl.auto:
         kwargs["foreach"] = cfg.implementation == OptimizerImpl.foreach
     if cfg.kind == OptimizerKind.adamw:
