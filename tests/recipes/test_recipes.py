@@ -119,3 +119,22 @@ def test_steps_for_tokens_refuses_a_rule_that_trains_nothing():
     bad = zoo.compose(["trainer.max_steps=${zoo.steps_for_tokens:0}"], config_name="scale_glu")
     with pytest.raises(ConfigError, match=r"^trainer.max_steps: tokens per parameter must be > 0, got 0.0$"):
         validate(bad)
+
+
+@pytest.mark.parametrize("max_steps, warmup, val_every", [(1, 1, 1), (10, 1, 5), (100, 10, 50), (1000, 100, 500)])
+def test_the_quick_recipe_fits_any_run_length(max_steps, warmup, val_every):
+    from zoo.config.validate import validate
+
+    zc = validate(zoo.compose([f"trainer.max_steps={max_steps}", "scheduler=constant"] if max_steps == 1
+                              else [f"trainer.max_steps={max_steps}"], config_name="quick"))
+    assert (zc.scheduler.warmup_steps, zc.trainer["val_check_interval"]) == (warmup, val_every)
+
+
+def test_a_warmup_longer_than_the_run_is_refused_with_the_fix():
+    from zoo.config.errors import ConfigError
+    from zoo.config.validate import validate
+
+    with pytest.raises(ConfigError, match=r"scheduler.warmup_steps=1 \(a tenth of the run\), or run -cn quick"):
+        validate(zoo.compose(["trainer.max_steps=10"]))
+    with pytest.raises(ConfigError, match="share in"):
+        validate(zoo.compose(["scheduler.warmup_steps=${zoo.share_of_steps:1.5}"]))

@@ -131,14 +131,28 @@ def _steps_for_tokens(tokens_per_param, _root_) -> int:
                             int(data.global_batch_size) * int(data.seq_len))
 
 
+def _share_of_steps(share, _root_) -> int:
+    """`${zoo.share_of_steps:F}`: F x trainer.max_steps, rounded down, at least 1 (a warmup or a
+    validation interval that fits any run length, e.g. in recipes/quick.yaml)."""
+    share = float(share)
+    if not 0 < share <= 1:
+        raise ValueError(f"zoo.share_of_steps takes a share in (0, 1], got {share:g}")
+    steps = int(_root_.trainer.max_steps)
+    if steps < 1:
+        raise ValueError(f"zoo.share_of_steps needs trainer.max_steps >= 1, got {steps}")
+    return max(1, int(share * steps))
+
+
 def register_resolvers() -> None:
     """`${zoo.now:FMT}` (the run's agreed start time), `${zoo.rank_log:STEM}`,
     `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere), the SLURM job shape from
     the trainer: `${zoo.tasks_per_node:DEVICES}`, `${zoo.gpus_per_node:ACCELERATOR,DEVICES}`,
-    and a training budget by a rule: `${zoo.steps_for_tokens:TOKENS_PER_PARAM}`."""
+    a training budget by a rule: `${zoo.steps_for_tokens:TOKENS_PER_PARAM}`, and a number of steps
+    that follows the run's length: `${zoo.share_of_steps:SHARE}`."""
     OmegaConf.register_new_resolver("zoo.now", _now, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_log", _rank_log, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_zero", _rank_zero, replace=True)
     OmegaConf.register_new_resolver("zoo.tasks_per_node", _tasks_per_node, replace=True)
     OmegaConf.register_new_resolver("zoo.gpus_per_node", _gpus_per_node, replace=True)
     OmegaConf.register_new_resolver("zoo.steps_for_tokens", _steps_for_tokens, replace=True)
+    OmegaConf.register_new_resolver("zoo.share_of_steps", _share_of_steps, replace=True)

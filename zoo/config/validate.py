@@ -158,5 +158,7 @@ def check_schedule_length(cfg: SchedulerConfig, total_steps: int | None) -> None
         return
     total = cfg.total_steps or total_steps
     if not total or total <= cfg.warmup_steps:
+        fix = (f": add scheduler.warmup_steps={max(1, total // 10)} (a tenth of the run), or run -cn quick, "
+               "whose warmup follows trainer.max_steps") if total and total > 1 else ""
         raise ConfigError(f"scheduler=cosine needs total steps (scheduler.total_steps or trainer.max_steps) "
-                          f"greater than scheduler.warmup_steps ({cfg.warmup_steps}), got {total}")
+                          f"greater than scheduler.warmup_steps ({cfg.warmup_steps}), got {total}{fix}")
