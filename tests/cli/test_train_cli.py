@@ -140,6 +140,7 @@ def test_bad_data_files_fail_with_one_line(tmp_path, zoo_train_here):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     _assert_clean_failure(zoo_train_here(*base, f"data.path={empty}"), "empty")
+    assert not run.exists(), "a refused data file left a run directory behind"
     binary = tmp_path / "latin1.txt"
     binary.write_bytes("caf\xe9 au lait\n".encode("latin-1") * 50)
     _assert_clean_failure(zoo_train_here(*base, f"data.path={binary}"), "latin1.txt")

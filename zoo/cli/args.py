@@ -24,10 +24,41 @@ def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()
             raise ConfigError(f"arguments are key=value pairs, got {arg!r}; keys: {allowed}")
         key = arg.split("=", 1)[0]
         (rest if any(key.startswith(p) for p in passthrough) else own).append(arg)
+    own = [_integral(schema, arg) for arg in own]
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(own))
         data: dict[str, Any] = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
     except OmegaConfBaseException as exc:
         message, key = explain(exc), getattr(exc, "full_key", None)
+        kind = _field_types(schema).get(str(key))
+        if kind in (int, float, bool) and ("could not be converted" in message or "not a valid" in message):
+            value = next((a.split("=", 1)[1] for a in own if a.split("=", 1)[0] == key), "")
+            words = {int: "an integer", float: "a number", bool: "true or false"}
+            raise ConfigError(f"{key}={value}: give {words[kind]}") from None
         raise ConfigError(message if not key or key in message else f"{key}: {message}") from None
     return schema(**data), rest
+
+
+def _field_types(schema: type) -> dict[str, type]:
+    """Each field's type, Optional[X] read as X."""
+    import typing
+
+    found = {}
+    for name, hint in typing.get_type_hints(schema).items():
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        found[name] = args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+    return found
+
+
+def _integral(schema: type, arg: str) -> str:
+    """KEY=1e9 for an integer field, written as KEY=1000000000 (OmegaConf reads 1e9 as a float
+    and refuses it); any other value is left as given."""
+    key, _, value = arg.partition("=")
+    if _field_types(schema).get(key) is int:
+        try:
+            number = float(value)
+        except ValueError:
+            return arg
+        if number.is_integer() and abs(number) < 2**63:
+            return f"{key}={int(number)}"
+    return arg

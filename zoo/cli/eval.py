@@ -30,30 +30,45 @@ class EvalArgs:
                                                                  "batches (default: all)"})
     out: Optional[str] = field(default=None, metadata={"help": "also write the metrics to this JSON file "
                                                        "(they are printed either way)"})
-    accelerator: str = field(default="cpu", metadata={"help": "Lightning accelerator: cpu, gpu or auto"})
+    accelerator: str = field(default="auto", metadata={"help": "Lightning accelerator: cpu, gpu, or auto (a "
+                                                       "GPU where torch sees one, as zoo-generate picks)"})
     devices: int = field(default=1, metadata={"help": "devices (processes) to evaluate on"})
 
 
 def run(argv: list[str]) -> dict:
-    from omegaconf import OmegaConf
-
-    from zoo.training.checkpoint.files import load_checkpoint
-    from zoo.data.errors import DataError
+    """The metrics (also printed by `report`). The arguments, the data file and the checkpoint's
+    path are checked before torch loads."""
     from zoo.cli.args import parse
-    from zoo.config.data import as_data_config
     from zoo.config.errors import ConfigError
-    from zoo.training.evaluate import evaluate
+    from zoo.config.rundir import locate_checkpoint
 
     args, data_overrides = parse(EvalArgs, argv, passthrough=("data.",))
     if args.ckpt is None:
         raise ConfigError("ckpt=PATH is required")
-    task = load_checkpoint(args.ckpt)
+    if args.split not in ("validation", "train"):
+        raise ConfigError(f"split={args.split!r} is not allowed; choose one of: validation, train")
+    for key in ("batch_size", "devices", "limit_batches"):
+        value = getattr(args, key)
+        if value is not None and value < 1:
+            raise ConfigError(f"{key} must be >= 1, got {value}")
+    if args.data is not None and not Path(args.data).is_file():
+        raise ConfigError(f"data={args.data}: no such file")
+    if args.out is not None and not Path(args.out).resolve().parent.is_dir():
+        raise ConfigError(f"out={args.out}: the directory {Path(args.out).parent} does not exist")
+    ckpt = locate_checkpoint(args.ckpt)
+
+    from omegaconf import OmegaConf
+
+    from zoo.config.data import as_data_config
+    from zoo.data.errors import DataError
+    from zoo.training.checkpoint.files import load_checkpoint
+    from zoo.training.evaluate import evaluate
+
+    task = load_checkpoint(ckpt)
     data = dict(task.extra.get("data") or {})
     if not data and args.data is None and not data_overrides:
         raise ConfigError(f"{args.ckpt} records no dataset; pass data=FILE or data.* keys")
     if args.data is not None:
-        if not Path(args.data).is_file():
-            raise ConfigError(f"data={args.data}: no such file")
         data.update(source="local", path=args.data, val_path=args.data, hub_name=None, hub_config=None,
                     max_examples=None)
     if data_overrides:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
-from zoo.models.generate import GenerationConfig
+from zoo.config.generation import GenerationConfig
 
 TOOL = "zoo-generate"
 USAGE = f"{TOOL} ckpt=PATH (prompt=TEXT | prompts=FILE) [KEY=VALUE ...]"
@@ -70,16 +70,12 @@ def read_prompts(args: GenerateArgs) -> list[str]:
 
 
 def run(argv: list[str]) -> list[str]:
-    """Decoded outputs, one per prompt (also printed by `main`)."""
-
-    from zoo.training.checkpoint.files import load_checkpoint
+    """Decoded outputs, one per prompt (also printed by `main`). Every argument, the prompts,
+    the output paths and the checkpoint's path are checked before torch loads."""
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
-    from zoo.config.model import Family
-    from zoo.config.tasks import kinds_that, task_spec
-    from zoo.models.generate import generate, strip_special
-    from zoo.models.limits import check_lengths, check_memory
-    from zoo.data.prompts import continue_text, encode_prompts
+    from zoo.config.generation import OPTIONS_OF
+    from zoo.config.rundir import locate_checkpoint
 
     args, _ = parse(GenerateArgs, argv)
     if args.ckpt is None:
@@ -89,8 +85,6 @@ def run(argv: list[str]) -> list[str]:
     # GenerateArgs (a GenerationConfig) refused options of another strategy set away from their
     # defaults; one given on the command line is refused here even at its default value
     options = GenerationConfig(**{f.name: getattr(args, f.name) for f in fields(GenerationConfig)})
-    from zoo.models.generate import OPTIONS_OF
-
     given = {a.split("=", 1)[0] for a in argv}
     for strategy, names in OPTIONS_OF.items():
         for name in sorted(given & set(names)):
@@ -99,11 +93,21 @@ def run(argv: list[str]) -> list[str]:
     layers, heads = _indices(args.layers, "layers"), _indices(args.heads, "heads")
     if args.batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
-    device, dtype = _device_and_dtype(args)
+    _check_device_and_dtype(args)
     texts = read_prompts(args)
     for key in ("attention_map", "positions_plot"):
         _check_output(key, getattr(args, key))
-    task = load_checkpoint(args.ckpt)
+    ckpt = locate_checkpoint(args.ckpt)
+
+    from zoo.config.model import Family
+    from zoo.config.tasks import kinds_that, task_spec
+    from zoo.data.prompts import continue_text, encode_prompts
+    from zoo.models.generate import generate, strip_special
+    from zoo.models.limits import check_lengths, check_memory
+    from zoo.training.checkpoint.files import load_checkpoint
+
+    device, dtype = _device_and_dtype(args)
+    task = load_checkpoint(ckpt)
     kind = task.task_config.kind.value
     if not task_spec(kind).generates:
         raise ConfigError(f"{args.ckpt} is a {kind} checkpoint; zoo-generate needs a "
@@ -139,20 +143,27 @@ def run(argv: list[str]) -> list[str]:
     return outputs
 
 
+def _check_device_and_dtype(args: GenerateArgs) -> None:
+    """device= and dtype= among the allowed names (without torch)."""
+    from zoo.config.errors import ConfigError
+
+    if args.device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device must be auto, cpu or cuda, got {args.device!r}")
+    if args.dtype not in ("float32", "bfloat16"):
+        raise ConfigError(f"dtype must be float32 or bfloat16, got {args.dtype!r}")
+
+
 def _device_and_dtype(args: GenerateArgs):
     """device= and dtype= as torch objects, or one line saying what is wrong."""
     import torch
 
     from zoo.config.errors import ConfigError
 
-    if args.device not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"device must be auto, cpu or cuda, got {args.device!r}")
+    _check_device_and_dtype(args)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device=cuda, but torch sees no CUDA device; use device=cpu")
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-    if args.dtype not in dtypes:
-        raise ConfigError(f"dtype must be float32 or bfloat16, got {args.dtype!r}")
     device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     return torch.device("cpu" if device == "auto" else device), dtypes[args.dtype]
 
 

@@ -393,6 +393,15 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
         spec = validate(cfg)
     except ConfigError as exc:  # before torch and Lightning load: a refusal answers in under a second
         _fail(str(exc))
+    from zoo.config.data import DataSource
+    from zoo.data.errors import DataError
+    from zoo.data.files import check_local_paths
+
+    if spec.data.source == DataSource.local:
+        try:  # a missing, empty or unknown data file: refused before torch loads, no directory left
+            check_local_paths(spec.data.path, spec.data.val_path)
+        except DataError as exc:
+            _fail(str(exc))
     from zoo.training.checkpoint.files import CheckpointError
     from zoo.training.run import check_machine, check_resume_config, resolve_resume
 

@@ -19,6 +19,11 @@ class ConfigError(ZooError, ValueError):
     that catches that; tools catch ZooError.)"""
 
 
+class CheckpointError(ZooError, ValueError):
+    """A checkpoint path that does not exist, is truncated, or is not a zoo checkpoint. (Also a
+    ValueError, for code that catches that; tools catch ZooError.)"""
+
+
 def explain(exc: BaseException) -> str:
     """One line from an exception chain of Hydra / OmegaConf composition errors: the first line
     of every message, plus the allowed keys when a key is unknown."""
@@ -42,8 +47,12 @@ def explain(exc: BaseException) -> str:
             parts.append("available: " + ", ".join(options))
         object_type = getattr(e, "object_type", None)
         if "not in" in line and dataclasses.is_dataclass(object_type):
-            allowed = ", ".join(f.name for f in dataclasses.fields(object_type))
-            parts.append(f"allowed keys: {allowed}")
+            import difflib
+
+            names = [f.name for f in dataclasses.fields(object_type)]
+            close = difflib.get_close_matches(str(getattr(e, "key", "") or ""), names, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            parts.append(f"{hint}allowed keys: {', '.join(names)}")
         elif "not in struct" in line and getattr(e, "parent_node", None) is not None:
             parts.append(_known_keys(e))
         e = e.__cause__

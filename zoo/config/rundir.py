@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePath
 from typing import Any, ClassVar, Optional
 
-from zoo.config.errors import ZooError
+from zoo.config.errors import CheckpointError, ZooError
 
 
 # config keys (prefixes) that do not change what a run learns: the seed and bookkeeping. Runs
@@ -160,6 +160,34 @@ class RunDir:
 
 class DamagedRecord(ZooError, ValueError):
     """A run's summary.json or failed.json that is not what zoo-train writes."""
+
+
+SHARDED_META = "meta.pt"  # Lightning's name for the non-tensor part of a sharded checkpoint directory
+
+
+def locate_checkpoint(path: str | PurePath) -> Path:
+    """The checkpoint `path` names, checked without torch (so a tool refuses a bad one before
+    torch loads): a .ckpt file written by torch.save, a sharded checkpoint directory, a run
+    directory (its checkpoints/full.ckpt, else checkpoints/last.ckpt), or a checkpoints/
+    directory (its full.ckpt, else last.ckpt). Raises CheckpointError in one line."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if path.is_dir():
+        if (path / SHARDED_META).is_file():
+            return path
+        run = RunDir(path)
+        for candidate in (run.full, run.last, path / RunDir.FULL, path / RunDir.LAST):
+            if candidate.exists():
+                return locate_checkpoint(candidate)
+        raise CheckpointError(f"{path} is a directory without a checkpoint (neither checkpoints/{RunDir.LAST} nor "
+                              f"{RunDir.LAST} in it); give a .ckpt file, a run directory or its checkpoints/ "
+                              f"directory")
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic[:2] != b"PK" and magic[:1] != b"\x80":  # torch.save: a zip archive (or a legacy pickle)
+        raise CheckpointError(f"{path} is not a checkpoint (not a file written by torch.save)")
+    return path
 
 
 def read_record(path: Path) -> dict:

@@ -9,49 +9,44 @@ Entry points for the training code:
     load_splits(data_cfg) -> DatasetDict(train, validation)
 """
 
-from zoo.config.batching import per_device_batch
-from zoo.data.collate import (
-    IGNORE_INDEX,
-    MaskingCollator,
-    collate_causal,
-    collate_classification,
-    collate_seq2seq,
-)
-from zoo.data.corpora import CORPORA
-from zoo.data.datamodule import ZooDataModule, build_datamodule
-from zoo.data.errors import DataError
-from zoo.data.files import load_files
-from zoo.data.packing import PackedBlocks
-from zoo.data.sources import load_splits
-from zoo.data.split import split_train_val
-from zoo.data.tokenizers import (
-    SPECIAL_IDS,
-    TOKENIZERS,
-    Tokenizer,
-    build_tokenizer,
-    load_tokenizer,
-)
-from zoo.data.vocab import check_vocab
+from importlib import import_module
 
-__all__ = [
-    "CORPORA",
-    "IGNORE_INDEX",
-    "SPECIAL_IDS",
-    "TOKENIZERS",
-    "DataError",
-    "MaskingCollator",
-    "PackedBlocks",
-    "Tokenizer",
-    "ZooDataModule",
-    "build_datamodule",
-    "build_tokenizer",
-    "check_vocab",
-    "collate_causal",
-    "collate_classification",
-    "collate_seq2seq",
-    "load_files",
-    "load_splits",
-    "load_tokenizer",
-    "per_device_batch",
-    "split_train_val",
-]
+# name -> the module that defines it; imported on first use (PEP 562), so that a torch-free part
+# such as `zoo.data.files` can be imported without the loaders, collators and torch
+_EXPORTS = {
+    "per_device_batch": "zoo.config.batching",
+    "IGNORE_INDEX": "zoo.data.collate",
+    "MaskingCollator": "zoo.data.collate",
+    "collate_causal": "zoo.data.collate",
+    "collate_classification": "zoo.data.collate",
+    "collate_seq2seq": "zoo.data.collate",
+    "CORPORA": "zoo.data.corpora",
+    "ZooDataModule": "zoo.data.datamodule",
+    "build_datamodule": "zoo.data.datamodule",
+    "DataError": "zoo.data.errors",
+    "load_files": "zoo.data.files",
+    "PackedBlocks": "zoo.data.packing",
+    "load_splits": "zoo.data.sources",
+    "split_train_val": "zoo.data.split",
+    "SPECIAL_IDS": "zoo.data.tokenizers",
+    "TOKENIZERS": "zoo.data.tokenizers",
+    "Tokenizer": "zoo.data.tokenizers",
+    "build_tokenizer": "zoo.data.tokenizers",
+    "load_tokenizer": "zoo.data.tokenizers",
+    "check_vocab": "zoo.data.vocab",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zoo.data' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -74,6 +74,20 @@ def builder_for(files: list[str], key: str = "data.path") -> str:
     return builders.pop()[0]
 
 
+def check_local_paths(path: PathSpec | None, val_path: PathSpec | None = None) -> None:
+    """Before a run starts (and before torch loads): data.path and data.val_path name files
+    that exist, of one known format, none of them empty. Their bytes are read later, by the
+    preparation that tokenizes them (a prepared corpus is never read again)."""
+    for key, spec in (("data.path", path), ("data.val_path", val_path)):
+        if spec is None:
+            continue
+        files = resolve_files(spec, key)
+        builder_for(files, key)
+        for f in files:
+            if os.path.getsize(f) == 0:
+                raise DataError(f"{key}: {f} is empty")
+
+
 def check_file(path: str, builder: str, key: str = "data.path") -> None:
     """Refuse an empty file, and bytes that are not UTF-8 in a text format."""
     if os.path.getsize(path) == 0:

@@ -5,83 +5,16 @@ computed once per source)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from typing import Callable, Optional
 
 import weakref
 
 import torch
 
-from zoo.config.errors import ConfigError
-from zoo.config.model import Choice, Family
+from zoo.config.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
+from zoo.config.model import Family
 from zoo.models.base import ZooModel
-
-
-class Strategy(Choice):
-    greedy = "greedy"  # argmax at every step
-    beam = "beam"  # keep the num_beams best partial outputs by summed log-probability
-    sample = "sample"  # draw from the (temperature, top-k, top-p filtered) distribution
-
-
-_SAMPLING = ("temperature", "top_k", "top_p", "seed")
-_BEAM = ("num_beams", "length_penalty", "early_stopping")
-
-# the options that belong to one strategy, refused under another
-OPTIONS_OF = {Strategy.sample: _SAMPLING, Strategy.beam: _BEAM}
-
-
-@dataclass(kw_only=True)
-class GenerationConfig:
-    """Decoding options. Options of one strategy set away from their defaults under another
-    strategy are refused."""
-
-    strategy: Strategy = field(default=Strategy.greedy, metadata={"help": "greedy, beam or sample"})
-    max_new_tokens: int = field(default=64, metadata={"help": "tokens generated at most"})
-    use_cache: bool = field(default=True, metadata={"help": "reuse keys/values across steps"})
-    num_beams: int = field(default=4, metadata={"help": "beam: beams kept per input"})
-    length_penalty: float = field(
-        default=1.0, metadata={"help": "beam: hypotheses are ranked by log p / length^length_penalty"}
-    )
-    early_stopping: bool = field(
-        default=False,
-        metadata={"help": "beam: stop an input as soon as num_beams hypotheses ended (true), or "
-                  "once no running beam can still beat the worst of them (false)"},
-    )
-    temperature: float = field(default=1.0, metadata={"help": "sample: logits are divided by it"})
-    top_k: int = field(default=0, metadata={"help": "sample: keep the k most likely tokens (0: all)"})
-    top_p: float = field(
-        default=1.0, metadata={"help": "sample: keep the smallest set with probability >= p"}
-    )
-    seed: Optional[int] = field(default=None, metadata={"help": "sample: seed of the draws"})
-    static_cache: bool = field(
-        default=False,
-        metadata={"help": "allocate the KV cache for prompt + max_new_tokens at the start: every "
-                  "step then has the same shapes (what compile=true and CUDA graphs need)"},
-    )
-    compile: bool = field(
-        default=False, metadata={"help": "torch.compile the decoding step (first call compiles)"}
-    )
-
-    def __post_init__(self) -> None:
-        self.strategy = Strategy.parse(self.strategy, "strategy")
-        if self.static_cache and not self.use_cache:
-            raise ConfigError("static_cache=true needs use_cache=true")
-        for f in fields(self):
-            for strategy, names in OPTIONS_OF.items():
-                if f.name in names and self.strategy != strategy and getattr(self, f.name) != f.default:
-                    raise ConfigError(
-                        f"{f.name} only applies to strategy={strategy.value}, not {self.strategy.value}"
-                    )
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if self.num_beams < 1:
-            raise ConfigError(f"num_beams must be >= 1, got {self.num_beams}")
-        if self.temperature <= 0:
-            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
 
 
 def filter_logits(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:

@@ -16,19 +16,13 @@ from typing import Any
 
 import torch
 
-from zoo.config.errors import ConfigError, ZooError
-from zoo.config.rundir import RunDir
+from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F401  (CheckpointError re-exported)
+from zoo.config.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
 from zoo.config.train import TaskConfig
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 
 
-class CheckpointError(ZooError, ValueError):
-    """A checkpoint path that does not exist, is truncated, or is not a zoo checkpoint. (Also a
-    ValueError, for code that catches that; tools catch ZooError.)"""
-
-
-SHARDED_META = "meta.pt"  # Lightning's name for the non-tensor part of a sharded checkpoint
 SHARD_INDEX = ".metadata"  # torch.distributed.checkpoint's index of the shards
 
 
@@ -136,30 +130,17 @@ def _read_sharded(path: Path, weights: bool) -> dict[str, Any]:
 
 
 def checkpoint_in(path: Path) -> Path:
-    """`path`, or for a run directory its checkpoint: checkpoints/full.ckpt (a sharded run's whole
-    model) or checkpoints/last.ckpt."""
-    if not path.is_dir() or is_sharded_checkpoint(path):
-        return path
-    run = RunDir(path)
-    for candidate in (run.full, run.last):
-        if candidate.exists():
-            return candidate
-    raise CheckpointError(f"{path} is a directory without a checkpoint (no checkpoints/last.ckpt); give a "
-                          f".ckpt file or a run directory that has one")
+    """`path`, or for a run directory (or its checkpoints/ directory) its checkpoint: the
+    torch-free `zoo.config.rundir.locate_checkpoint`."""
+    return locate_checkpoint(path)
 
 
 def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]:
     """A checkpoint file or sharded directory as plain data. weights=False reads a sharded
     checkpoint's metadata only (step, loops, callbacks, hyperparameters), not its tensors."""
-    path = checkpoint_in(Path(path))
+    path = checkpoint_in(Path(path))  # exists, and a file is one torch.save wrote
     if is_sharded_checkpoint(path):
         return _read_sharded(path, weights)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic[:2] != b"PK" and magic[:1] != b"\x80":  # torch.save: a zip archive (or a legacy pickle)
-        raise CheckpointError(f"{path} is not a checkpoint (not a file written by torch.save)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:

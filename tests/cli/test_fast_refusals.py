@@ -1,0 +1,111 @@
+"""Refusals that answer before torch loads: zoo-generate's and zoo-eval's arguments, prompts,
+output paths and checkpoint paths, and zoo-train's data files, are checked by torch-free code;
+integer options take 1e9; an unknown key gets the closest one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from zoo.cli.args import parse
+from zoo.cli.eval import EvalArgs
+from zoo.cli.generate import GenerateArgs
+from zoo.config.errors import CheckpointError, ConfigError
+from zoo.config.rundir import locate_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _torch_save_file(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"PK\x03\x04" + b"\0" * 60)  # the zip header torch.save writes first
+    return path
+
+
+def test_a_checkpoint_is_found_in_a_run_directory_or_its_checkpoints_directory(tmp_path):
+    last = _torch_save_file(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    assert locate_checkpoint(tmp_path / "run") == last
+    assert locate_checkpoint(tmp_path / "run" / "checkpoints") == last
+    assert locate_checkpoint(last) == last
+    full = _torch_save_file(tmp_path / "run" / "checkpoints" / "full.ckpt")  # a sharded run's whole model
+    assert locate_checkpoint(tmp_path / "run") == full
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    (sharded / "meta.pt").write_bytes(b"PK")
+    assert locate_checkpoint(sharded) == sharded
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: d / "missing.ckpt", ["missing.ckpt", "does not exist"]),
+    (lambda d: d, ["directory without a checkpoint", "checkpoints/last.ckpt"]),
+    (lambda d: (d / "notes.txt", (d / "notes.txt").write_text("hello"))[0], ["notes.txt", "not a checkpoint"]),
+])
+def test_a_path_that_holds_no_checkpoint_is_refused_naming_it(tmp_path, make, words):
+    with pytest.raises(CheckpointError) as caught:
+        locate_checkpoint(make(tmp_path))
+    assert all(w in str(caught.value) for w in words), str(caught.value)
+
+
+def test_integer_options_take_scientific_notation_and_bad_values_name_the_type():
+    args, _ = parse(GenerateArgs, ["max_new_tokens=1e3", "batch_size=2.0"])
+    assert (args.max_new_tokens, args.batch_size) == (1000, 2)
+    for arg, words in [("max_new_tokens=2.5", "give an integer"), ("max_new_tokens=abc", "give an integer"),
+                       ("temperature=hot", "give a number"), ("compile=maybe", "give true or false")]:
+        with pytest.raises(ConfigError, match=f"{arg.split('=')[0]}=.*: {words}"):
+            parse(GenerateArgs, [arg])
+
+
+@pytest.mark.parametrize("schema, typo, key", [(GenerateArgs, "max_new_token", "max_new_tokens"),
+                                                (EvalArgs, "batchsize", "batch_size")])
+def test_an_unknown_key_is_answered_with_the_closest(schema, typo, key):
+    with pytest.raises(ConfigError, match=f"did you mean {key}\\? allowed keys"):
+        parse(schema, [f"{typo}=1"])
+
+
+@pytest.mark.slow
+def test_input_refusals_answer_before_torch_loads(tmp_path):
+    """Each refusal in one fresh interpreter (no torch imported by the test runner): the
+    message, exit status 2, and torch never imported."""
+    ckpt = _torch_save_file(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "no_dir").mkdir()
+    cases = [
+        ("generate", [f"ckpt={tmp_path / 'missing.ckpt'}", "prompt=x"], "does not exist"),
+        ("generate", [f"ckpt={tmp_path / 'no_dir'}", "prompt=x"], "directory without a checkpoint"),
+        ("generate", [f"ckpt={ckpt}", "prompt="], "the prompt is empty"),
+        ("generate", [f"ckpt={ckpt}", f"prompts={tmp_path / 'empty.txt'}"], "holds no prompt"),
+        ("generate", [f"ckpt={ckpt}", "prompt=x", "device=gpu"], "device must be auto, cpu or cuda"),
+        ("generate", [f"ckpt={ckpt}", "prompt=x", f"attention_map={tmp_path / 'a.jpg'}"], "give a .png file"),
+        ("generate", [f"ckpt={ckpt}", "prompt=x", "strategy=greedy", "top_k=5"], "only applies to strategy=sample"),
+        ("eval", [f"ckpt={ckpt}", "split=test"], "validation, train"),
+        ("eval", [f"ckpt={ckpt}", f"data={tmp_path / 'none.txt'}"], "no such file"),
+        ("eval", [f"ckpt={tmp_path / 'missing.ckpt'}"], "does not exist"),
+    ]
+    script = textwrap.dedent(f"""
+        import contextlib, io, json, sys
+        from zoo.cli import eval as zoo_eval, generate as zoo_generate
+        tools = {{"generate": zoo_generate.main, "eval": zoo_eval.main}}
+        out = []
+        for tool, argv, _ in {cases!r}:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                try:
+                    tools[tool](argv)
+                    status = 0
+                except SystemExit as exc:
+                    status = exc.code
+            out.append([status, err.getvalue()])
+        print(json.dumps({{"results": out, "torch": "torch" in sys.modules}}))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    import json
+
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    for (tool, argv, words), (status, err) in zip(cases, report["results"]):
+        assert status == 2 and words in err and len(err.strip().splitlines()) == 1, (tool, argv, status, err)
+    assert not report["torch"], "a refusal imported torch"
