@@ -182,3 +182,10 @@ def test_litgpt_is_compared_on_decoder_only_models_only(preset):
     _litgpt_or_skip()
     with pytest.raises(PeerUnavailable, match="decoder-only models only"):
         build_subject("litgpt", workload(preset))
+
+
+def test_the_peer_names_of_the_options_are_the_peer_table():
+    from zoo.bench.options import PEER_NAMES
+    from zoo.bench.peers import PEERS
+
+    assert tuple(PEERS) == PEER_NAMES

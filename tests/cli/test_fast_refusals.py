@@ -109,3 +109,32 @@ def test_input_refusals_answer_before_torch_loads(tmp_path):
     for (tool, argv, words), (status, err) in zip(cases, report["results"]):
         assert status == 2 and words in err and len(err.strip().splitlines()) == 1, (tool, argv, status, err)
     assert not report["torch"], "a refusal imported torch"
+
+
+@pytest.mark.slow
+def test_every_tool_answers_help_without_torch():
+    """`--help` of each console script in one fresh interpreter: its usage line, and torch
+    never imported (an import of torch alone takes seconds on a loaded 2-core machine)."""
+    script = textwrap.dedent("""
+        import contextlib, importlib, io, json, sys
+        tools = ["train", "generate", "eval", "export", "compare", "bench", "prepare", "main"]
+        seen = {}
+        for name in tools:
+            module = importlib.import_module(f"zoo.cli.{name}")
+            out = io.StringIO()
+            sys.argv = [f"zoo-{name}", "--help"]
+            with contextlib.redirect_stdout(out):
+                try:
+                    module.main()
+                except SystemExit:
+                    pass
+            seen[name] = out.getvalue()[:200]
+        print(json.dumps({"help": seen, "torch": "torch" in sys.modules}))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    import json
+
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert all("usage" in text.lower() for text in report["help"].values()), report["help"]
+    assert not report["torch"], "a --help imported torch"

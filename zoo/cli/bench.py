@@ -35,7 +35,7 @@ class BenchOutput:
 
 def configure(argv: list[str]):
     """zoo-bench's arguments -> (the zoo ModelConfig, BenchOptions, out path or None)."""
-    from zoo.bench.run import SHAPES, BenchOptions
+    from zoo.bench.options import SHAPES, BenchOptions
     from zoo.cli.args import parse
     from zoo.config.convert import as_model_config
     from zoo.config.errors import ConfigError
@@ -80,7 +80,7 @@ def run(argv: list[str], log=print) -> dict:
 
 
 def usage() -> str:
-    from zoo.bench.run import BenchOptions
+    from zoo.bench.options import BenchOptions
     from zoo.cli.tool import Section, help_text
 
     return help_text(USAGE, __doc__, [Section("options", BenchOptions), Section("output", BenchOutput)],
