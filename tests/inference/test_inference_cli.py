@@ -103,6 +103,24 @@ def test_zoo_generate_continues_a_prompt_and_eval_scores_an_lm(tiny_lm, tmp_path
 
 
 @pytest.mark.slow
+def test_zoo_eval_names_the_validation_tokens_beside_the_summary(tiny_lm, cli_here):
+    """The run's val/loss comes from trainer.limit_val_batches batches, zoo-eval's from the
+    whole split: both counts are recorded, and zoo-eval prints the two figures side by side."""
+    run_dir = tiny_lm.parent.parent
+    summary = json.loads((run_dir / "summary.json").read_text())
+    measured = summary["data"]["val_tokens_measured"]
+    assert 0 < measured <= summary["data"]["val_tokens"]
+    whole = cli_here("eval", f"ckpt={run_dir}")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    report = json.loads(whole.stdout)
+    # every validation window's targets: the split's tokens less at most one window's remainder
+    assert report["tokens"] >= measured and report["tokens"] > summary["data"]["val_tokens"] - 2 * report["seq_len"]
+    line = [ln for ln in whole.stderr.splitlines() if "summary.json reports" in ln]
+    assert len(line) == 1 and f"{report['tokens']:,}" in line[0] and f"{measured:,}" in line[0], whole.stderr
+    assert f"{summary['metrics']['val/loss']:.4f}" in line[0]
+
+
+@pytest.mark.slow
 def test_bad_input_fails_with_one_line(tiny_lm, tmp_path, cli_here):
     tool = cli_here  # the refusals in this process: no interpreter start-up each
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -89,9 +90,36 @@ def run(argv: list[str]) -> dict:
         raise DataError(f"data={args.data} has {found.group(2)} tokens, fewer than one window of "
                         f"{found.group(3)}; give a smaller seq_len=N or a longer file") from None
     result = {"checkpoint": str(args.ckpt), **result}
+    if result["is_global_zero"] and args.data is None and not data_overrides and args.split == "validation":
+        note = _beside_the_summary(ckpt, result)
+        if note:
+            print(f"{TOOL}: {note}", file=sys.stderr)
     if result["is_global_zero"] and args.out:
         Path(args.out).write_text(json.dumps({k: v for k, v in result.items() if k != "is_global_zero"}, indent=2) + "\n")
     return result
+
+
+def _beside_the_summary(ckpt: Path, result: dict) -> Optional[str]:
+    """One line that puts this val/loss beside the one the run's summary.json reports, with the
+    validation tokens each was measured on (a run validates on trainer.limit_val_batches
+    batches; zoo-eval on the whole split unless limit_batches= says otherwise). None where the
+    checkpoint is not in a finished run directory or either count is unknown."""
+    from zoo.config.errors import ZooError
+    from zoo.config.rundir import RunDir, RunSummary
+
+    run_dir = ckpt.parent.parent if ckpt.parent.name == RunDir.CHECKPOINTS else ckpt
+    try:
+        summary = RunSummary.read(run_dir)
+    except (ZooError, OSError):
+        return None
+    theirs = (summary.data or {}).get("val_tokens_measured")
+    loss = summary.metrics.get("val/loss")
+    ours = result.get("tokens")
+    if theirs is None or ours is None or loss is None or "loss" not in result["metrics"]:
+        return None
+    same = "the same count" if theirs == ours else "different tokens, so the figures differ"
+    return (f"val/loss {result['metrics']['loss']:.4f} over {ours:,} validation tokens; the run's summary.json "
+            f"reports {loss:.4f} over {theirs:,} (a run validates on trainer.limit_val_batches batches): {same}")
 
 
 def usage() -> str:

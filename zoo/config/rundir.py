@@ -225,7 +225,7 @@ class RunSummary:
     metrics: dict[str, Optional[float]] = field(default_factory=dict)  # the trainer's last scalars
     prepared_data: Optional[str] = None  # the token shards' directory, when the data was prepared
     tokenizer: Optional[dict[str, Any]] = None  # {"kind", "vocab_size", "digest"}: equal digests, one tokenizer
-    data: Optional[dict[str, Optional[int]]] = None  # language models: {"train_tokens", "train_bytes", "val_tokens"}
+    data: Optional[dict[str, Optional[int]]] = None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
     model: dict[str, int] = field(default_factory=dict)  # zoo.models.summary.ModelSummary.as_dict()
     baseline: Optional[dict[str, float]] = None  # causal_lm with counted training tokens: the unigram loss
     sample: Optional[str] = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)

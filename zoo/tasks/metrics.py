@@ -26,6 +26,7 @@ class WeightedMean(Metric):
         self.weight += weight
 
     def compute(self) -> torch.Tensor:
+        self.counted = int(self.weight.item())  # the weight over every rank (compute runs synced)
         return (self.total / self.weight).float()
 
 

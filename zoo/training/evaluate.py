@@ -51,5 +51,6 @@ def evaluate(
         "seq_len": datamodule.data_cfg.seq_len,
         "examples": len(loader.dataset),
         "metrics": metrics,
+        "tokens": getattr(task.val_loss, "counted", None),  # the targets val/loss averages over
         "is_global_zero": trainer.is_global_zero,
     }

@@ -87,7 +87,7 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
         metrics=metrics,
         prepared_data=str(datamodule.prepared.directory) if datamodule.prepared is not None else None,
         tokenizer={"kind": tokenizer.kind, "vocab_size": tokenizer.vocab_size, "digest": tokenizer.digest()},
-        data=split_sizes(datamodule),
+        data=_with_measured(split_sizes(datamodule), task),
         model=summarize(task.model, spec.data.seq_len).as_dict(),
         baseline=baseline,
         sample=sample,
@@ -102,3 +102,11 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
         last_checkpoint=str(files.last) if files.last.exists() else None,
         full_checkpoint=str(full) if full is not None else None,
     )
+
+
+def _with_measured(sizes, task):
+    """The split sizes, with the validation tokens the last val/loss was measured on
+    (`val_tokens_measured`: trainer.limit_val_batches may stop before the split's end)."""
+    if sizes is None:
+        return None
+    return {**sizes, "val_tokens_measured": getattr(task.val_loss, "counted", None)}
