@@ -138,3 +138,13 @@ def test_every_tool_answers_help_without_torch():
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert all("usage" in text.lower() for text in report["help"].values()), report["help"]
     assert not report["torch"], "a --help imported torch"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool", ["train", "eval", "bench"])
+def test_a_pipe_closed_early_ends_quietly(tool):
+    """`zoo-TOOL --help | head -1`: the first line, and no traceback when head stops reading."""
+    result = subprocess.run(f"'{sys.executable}' -m zoo.cli.{tool} --help | head -1", shell=True,
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.stdout.startswith("usage:") and len(result.stdout.splitlines()) == 1, result.stdout
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr

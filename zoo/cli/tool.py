@@ -38,8 +38,15 @@ def serve(tool: str, body: Callable[[list[str]], Any], help: Callable[[], str],
             print(help())
         else:
             body(argv)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not in the interpreter's exit
     except ZooError as exc:
         fail(tool, str(exc))
+    except BrokenPipeError:  # `zoo-... | head`: the reader has gone; end quietly, as Python's docs advise
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush at exit goes nowhere
+        sys.exit(1)
 
 
 @dataclasses.dataclass(frozen=True)

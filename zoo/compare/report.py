@@ -363,7 +363,8 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, row in zip(report.arms, report.rows()):
         mean, std = row[f"{m} mean"], row[f"{m} std"]
-        value = f"{mean:.4f} ± {std:.4f} (n={row['seeds']})" if mean is not None else "no finished run"
+        value = ("no finished run" if mean is None else f"{mean:.4f} (n=1, no spread)" if row["seeds"] == 1
+                 else f"{mean:.4f} ± {std:.4f} (n={row['seeds']})")
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")

@@ -569,7 +569,8 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
             if own is None or own.mean is None:
                 cells.append("–")
                 continue
-            text = f"{own.mean:.4f} ± {own.std:.4f} (n={len(own.finals)}, {_pct(own.residual)})"
+            spread = f" ± {own.std:.4f}" if len(own.finals) > 1 else ""
+            text = f"{own.mean:.4f}{spread} (n={len(own.finals)}, {_pct(own.residual)})"
             if report.tune:
                 text += f", {report.tune}={own.tuned}"
             cells.append(text)

@@ -195,7 +195,8 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
         best = arm.best
-        value = f"{best.mean:.4f} ± {best.std:.4f} (n={best.seeds})" if best else "no finished run"
+        value = ("no finished run" if not best else f"{best.mean:.4f} (n=1, no spread)" if best.seeds == 1
+                 else f"{best.mean:.4f} ± {best.std:.4f} (n={best.seeds})")
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         curve = ", ".join(f"{p.value}: {'–' if p.mean is None else f'{p.mean:.4f}'}{'*' if p is best else ''}"
                           for p in arm.points)
