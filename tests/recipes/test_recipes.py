@@ -138,3 +138,15 @@ def test_a_warmup_longer_than_the_run_is_refused_with_the_fix():
         validate(zoo.compose(["trainer.max_steps=10"]))
     with pytest.raises(ConfigError, match="share in"):
         validate(zoo.compose(["scheduler.warmup_steps=${zoo.share_of_steps:1.5}"]))
+
+
+def test_the_groups_a_recipe_chooses_follow_its_parent_recipes():
+    """What `composed from:` marks as (recipe): the groups of a recipe's defaults list and of the
+    recipes it builds on."""
+    from zoo.config.paths import recipe_groups
+
+    assert recipe_groups("ablate_norm") == {"arm/norm", "model"}
+    assert recipe_groups("ablate_norm_tuned") == recipe_groups("ablate_norm")  # builds on it, adds none
+    assert recipe_groups("quick") == {"tokenizer"}
+    assert recipe_groups("mup_transfer_fine") == recipe_groups("mup_transfer") >= {"arm/parametrization", "tokenizer"}
+    assert recipe_groups("no_such_recipe") == set()

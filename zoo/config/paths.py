@@ -42,3 +42,31 @@ def recipe_names() -> list[str]:
         folder = CHECKOUT / "recipes"
         names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
     return sorted(n[:-len(".yaml")] for n in names if n.endswith(".yaml"))
+
+
+def recipe_groups(name: str, _seen: Optional[set] = None) -> set[str]:
+    """The config groups a recipe chooses in its defaults list (`override model: gpt`,
+    `arm/norm: baseline`), its parent recipes' included (`- ablate_norm`); empty for a name
+    that is not a recipe."""
+    import importlib.resources
+
+    import yaml
+
+    seen = _seen if _seen is not None else set()
+    if name in seen or name == CONFIG_NAME:
+        return set()
+    seen.add(name)
+    try:
+        text = importlib.resources.files("zoo.recipes").joinpath(f"{name}.yaml").read_text()
+    except (ModuleNotFoundError, FileNotFoundError, TypeError):
+        path = CHECKOUT / "recipes" / f"{name}.yaml"
+        if not path.is_file():
+            return set()
+        text = path.read_text()
+    groups: set[str] = set()
+    for entry in (yaml.safe_load(text) or {}).get("defaults", []) or []:
+        if isinstance(entry, str) and entry != "_self_":
+            groups |= recipe_groups(entry, seen)
+        elif isinstance(entry, dict):
+            groups |= {str(key).removeprefix("override ").strip() for key in entry}
+    return groups

@@ -16,22 +16,34 @@ log = logging.getLogger("zoo")
 
 
 def composed_from() -> str:
-    """The option of every config group this Hydra job ran with, those the command line did not
-    name marked as defaults (a model preset picks its task and a task its corpus: `model=t5`
-    trains seq2seq on the number phrases, and this line says so); "" outside Hydra."""
+    """The recipe (-cn) and the option of every config group this Hydra job ran with (a recipe's
+    arms first), those the command line did not name marked as the recipe's or as defaults (a
+    model preset picks its task and a task its corpus: `model=t5` trains seq2seq on the number
+    phrases, and this line says so); "" outside Hydra."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
         return ""
+    from zoo.config.paths import CONFIG_NAME, recipe_groups
+
     hydra = HydraConfig.get()
     named = {o.lstrip("+~").split("=", 1)[0] for o in hydra.overrides.task}
     groups = ("model", "model/position", "task", "data", "tokenizer", "optim", "scheduler", "trainer")
     choices = hydra.runtime.choices
-    parts = []
-    for group in groups:
+    recipe = hydra.job.config_name if hydra.job.config_name != CONFIG_NAME else None
+    from_recipe = recipe_groups(recipe) if recipe else set()
+    parts = [f"recipe {recipe}"] if recipe else []
+    arms = sorted(g for g in choices if str(g).startswith("arm/") and choices.get(g) is not None)
+    for group in [*arms, *groups]:
         option = choices.get(group) or choices.get(f"{group}@_global_.{group}")
-        if option is not None:
-            parts.append(f"{group}={option}" + ("" if group in named else " (default)"))
+        if option is None:
+            continue
+        if group in named:
+            parts.append(f"{group}={option}")
+        elif group in from_recipe:
+            parts.append(f"{group}={option} (recipe)")
+        else:
+            parts.append(f"{group}={option} (default)")
     return " ".join(parts)
 
 
