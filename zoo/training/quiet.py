@@ -23,3 +23,7 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*`IterableDataset` has `__len__` defined.*")
     # on a SLURM login node a local run is intended; sbatch / hydra/launcher=slurm use srun
     warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system.*")
+    # a run directory is the run's own (claimed and locked): a resume finds its checkpoints there
+    warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")
+    # zoo counts steps, not epochs: a small corpus's short epoch logs on the global step as usual
+    warnings.filterwarnings("ignore", message=".*is smaller than the logging interval.*")

@@ -61,9 +61,22 @@ def check_resume(hparams: dict, command: dict, where: str) -> None:
         return
     shown = ", ".join(f"{key}={theirs!r} in the checkpoint, {mine!r} here" for key, theirs, mine in diffs[:3])
     more = f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else ""
+    fix = " ".join(f"{key}={_override(theirs)}" for key, theirs, _ in diffs if theirs != "(unset)")
+    add = f" (add {fix})" if fix and len(diffs) <= 3 else ""
     raise ResumeMismatch(
-        f"{where} was trained with another config: {shown}{more}; resume with the checkpoint's values "
-        f"(see its run's config.yaml), or start a new run in another hydra.run.dir")
+        f"{where} was trained with another config: {shown}{more}; resume with the checkpoint's values"
+        f"{add} (see its run's config.yaml), or start a new run in another hydra.run.dir")
+
+
+def _override(value) -> str:
+    """A value as a command-line override writes it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_override(v) for v in value) + "]"
+    return str(value)
 
 
 def saved_sections(hparams: dict) -> dict:
