@@ -402,13 +402,14 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
             check_local_paths(spec.data.path, spec.data.val_path)
         except DataError as exc:
             _fail(str(exc))
-    from zoo.training.checkpoint.files import CheckpointError
-    from zoo.training.run import check_machine, check_resume_config, resolve_resume
+    from zoo.config.errors import CheckpointError
+    from zoo.training.machine import check_machine
 
     try:
         check_machine(spec)
     except ConfigError as exc:
         _fail(str(exc))
+    from zoo.training.run import check_resume_config, resolve_resume
     try:
         if not explicit and not shared:
             claimed = claim_default(run_dir)

@@ -6,7 +6,6 @@ from zoo.config.errors import ConfigError
 from zoo.config.root import ZooConfig
 from zoo.config.logger import WandbMode
 from zoo.config.train import OutputLoss
-from zoo.training.trackers import mlflow_uri, wandb_key_set, wandb_online
 
 
 def check_machine(spec: ZooConfig) -> None:
@@ -14,7 +13,13 @@ def check_machine(spec: ZooConfig) -> None:
     a GPU when the trainer asks for one, the packages of the options chosen."""
     import importlib.util
 
+    accelerator = str(spec.trainer.get("accelerator", "auto"))
+    if accelerator == "cpu":  # before torch loads: answered in about a second
+        check_host_memory(spec)
+
     import torch
+
+    from zoo.training.trackers import mlflow_uri, wandb_key_set, wandb_online
 
     if spec.logger.tensorboard and not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")):
         raise ConfigError("logger.tensorboard=true needs tensorboard: pip install tensorboard")
@@ -29,7 +34,8 @@ def check_machine(spec: ZooConfig) -> None:
         raise ConfigError(f"{how} needs a W&B API key (WANDB_API_KEY, or `wandb login`); "
                           f"logger.wandb.mode=offline keeps the run in the run directory for `wandb sync`")
 
-    accelerator = str(spec.trainer.get("accelerator", "auto"))
+    if accelerator == "auto" and not torch.cuda.is_available():
+        check_host_memory(spec)
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
                           f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run it "
@@ -61,3 +67,35 @@ def check_tracking_server(uri: str, timeout: float = 10.0) -> None:
         reason = getattr(exc, "reason", exc)
         raise ConfigError(f"cannot reach the MLflow tracking server at {uri} ({reason}); start it "
                           f"(mlflow server --host HOST --port PORT) or set logger.mlflow.tracking_uri") from None
+
+
+# float32 weights, their gradients and AdamW's two moments: 4 numbers of 4 bytes a parameter
+BYTES_PER_PARAMETER = 16
+
+
+def check_host_memory(spec: ZooConfig) -> None:
+    """A model whose weights, gradients and optimizer state alone exceed this machine's memory
+    (per process, times the processes a CPU run starts unless they shard) is refused before
+    anything is built, naming the key that makes it that large."""
+    import os
+
+    from zoo.config.params import parameter_parts
+
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX machine: nothing to compare with
+        return
+    parts = parameter_parts(spec.model)
+    params = sum(parts.values())
+    devices = spec.trainer.get("devices", 1)
+    processes = devices if isinstance(devices, int) and devices > 0 else 1
+    if "fsdp" in str(spec.trainer.get("strategy", "")):
+        processes = 1  # the shards of one copy
+    need = BYTES_PER_PARAMETER * params * processes
+    if need <= total:
+        return
+    key = max(parts, key=parts.get)
+    each = f" in each of {processes} processes" if processes > 1 else ""
+    raise ConfigError(f"the model has {params:,} parameters: {need / 2**30:,.1f} GiB for float32 weights, gradients "
+                      f"and AdamW's moments{each}, more than this machine's {total / 2**30:,.1f} GiB; most come from "
+                      f"{key}: {parts[key]:,}; lower it")

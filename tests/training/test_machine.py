@@ -1,0 +1,49 @@
+"""A model too large for this machine's memory is refused before anything is built, naming the
+key that makes it large; the parameter parts it counts are the built model's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import zoo
+from zoo.config.convert import as_model_config
+from zoo.config.errors import ConfigError
+from zoo.config.params import parameter_parts
+from zoo.config.validate import validate
+from zoo.training.machine import check_host_memory
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("overrides, exact", [([], True), (["model=llama"], True), (["model=bert"], False),
+                                              (["model.tie_embeddings=false"], True)])
+def test_the_parameter_parts_count_the_built_model(overrides, exact):
+    cfg = as_model_config(zoo.compose(overrides).model)
+    built = sum(p.numel() for p in zoo.build_model(cfg).parameters())
+    counted = sum(parameter_parts(cfg).values())
+    assert counted == built if exact else counted <= built, (counted, built)
+
+
+def test_a_model_larger_than_the_machine_is_refused_naming_its_largest_part():
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    positions = total // (16 * 256) + 1  # learned positions alone past the machine's memory
+    spec = validate(zoo.compose([f"model.max_seq_len={positions}"]))
+    with pytest.raises(ConfigError, match=r"most come from model.max_seq_len \(learned positions\)"):
+        check_host_memory(spec)
+    check_host_memory(validate(zoo.compose([])))  # the default fits
+
+
+@pytest.mark.slow
+def test_the_refusal_comes_before_torch_and_leaves_no_run_directory(tmp_path):
+    run = tmp_path / "run"
+    script = ("import sys; from zoo.cli.train import main; "
+              f"sys.argv = ['zoo-train', 'model.max_seq_len=100000000000', 'hydra.run.dir={run}']\n"
+              "try:\n    main()\nexcept SystemExit as exc:\n    print('exit', exc.code, 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "exit 2 False" in result.stdout, (result.stdout, result.stderr[-2000:])
+    assert "model.max_seq_len (learned positions)" in result.stderr and not run.exists()
