@@ -99,7 +99,7 @@ def test_memory_that_cannot_be_had_is_one_line(tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    args = [*tiny_overrides(tmp_path / "run"), "model.d_model=4096", "model.n_heads=32", "model.n_layers=8"]
+    args = [*tiny_overrides(tmp_path / "run"), "model.d_model=2048", "model.n_heads=32", "model.n_layers=8"]
     result = subprocess.run([sys.executable, "-m", "zoo.cli.train", *args], capture_output=True, text=True,
                             timeout=300, preexec_fn=limit)
     assert result.returncode == 1, result.stderr[-3000:]

@@ -116,8 +116,6 @@ def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
     """The parameters of the model `cfg` describes, by the keys that size them: the stack
     (non-embedding), the token embeddings (and an untied output head), learned positions. A
     lower bound of the whole (one learned table even where two stacks have one each)."""
-    from zoo.config.positions import PositionKind
-
     embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
     positions = cfg.max_seq_len * cfg.d_model if cfg.position.kind == PositionKind.learned else 0
     return {"model.d_model, model.n_layers, model.d_ff (the stack)": non_embedding_params(cfg),

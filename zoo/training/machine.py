@@ -5,7 +5,9 @@ from __future__ import annotations
 from zoo.config.errors import ConfigError
 from zoo.config.root import ZooConfig
 from zoo.config.logger import WandbMode
+from zoo.config.params import parameter_parts
 from zoo.config.train import OutputLoss
+from zoo.training.tracker_settings import mlflow_uri, wandb_key_set, wandb_online
 
 
 def check_machine(spec: ZooConfig) -> None:
@@ -18,8 +20,6 @@ def check_machine(spec: ZooConfig) -> None:
         check_host_memory(spec)
 
     import torch
-
-    from zoo.training.trackers import mlflow_uri, wandb_key_set, wandb_online
 
     if spec.logger.tensorboard and not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")):
         raise ConfigError("logger.tensorboard=true needs tensorboard: pip install tensorboard")
@@ -78,8 +78,6 @@ def check_host_memory(spec: ZooConfig) -> None:
     (per process, times the processes a CPU run starts unless they shard) is refused before
     anything is built, naming the key that makes it that large."""
     import os
-
-    from zoo.config.params import parameter_parts
 
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

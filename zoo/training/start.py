@@ -8,6 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.config.paths import CONFIG_NAME, recipe_groups
 from zoo.config.root import ZooConfig
 from zoo.config.rundir import RunDir
 from zoo.models.summary import summarize
@@ -24,7 +25,6 @@ def composed_from() -> str:
 
     if not HydraConfig.initialized():
         return ""
-    from zoo.config.paths import CONFIG_NAME, recipe_groups
 
     hydra = HydraConfig.get()
     named = {o.lstrip("+~").split("=", 1)[0] for o in hydra.overrides.task}

@@ -8,19 +8,17 @@ resumed run logs on into the same tracker run. Their runs end in `zoo.training.t
 from __future__ import annotations
 
 import logging
-import netrc
-import os
 from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import urlparse
 
 from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from zoo.config.errors import ConfigError
-from zoo.config.logger import MLflowConfig, WandbConfig, WandbMode
+from zoo.config.logger import MLflowConfig, WandbConfig
 from zoo.config.rundir import RunDir
+from zoo.training.tracker_settings import mlflow_uri, wandb_key_set, wandb_mode, wandb_online  # noqa: F401
 from zoo.training.tracking import RunIdentity, TrackerStatus, read_tracked, summary_figures, write_tracked
 
 log = logging.getLogger("zoo")
@@ -36,17 +34,6 @@ def flat_params(config: dict, prefix: str = "") -> dict[str, str]:
         else:
             out[name] = "null" if value is None else str(value)
     return out
-
-
-def mlflow_uri(settings: MLflowConfig) -> str:
-    """logger.mlflow.tracking_uri, else $MLFLOW_TRACKING_URI, else MLflow's own default."""
-    if settings.tracking_uri:
-        return settings.tracking_uri
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
-    import mlflow
-
-    return mlflow.get_tracking_uri()
 
 
 class RunMLflowLogger(MLFlowLogger):
@@ -189,32 +176,6 @@ class RunMLflowLogger(MLFlowLogger):
         `closing_trackers` (the final validation and the summary come after)."""
         if status == "failed":
             self.end_run(TrackerStatus.FAILED)
-
-
-def wandb_key_set() -> bool:
-    """Whether W&B has an API key here: WANDB_API_KEY, or `wandb login`'s entry in ~/.netrc."""
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
-    try:
-        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
-    except (OSError, netrc.NetrcParseError):
-        return False
-
-
-def wandb_online(settings: WandbConfig) -> bool:
-    """Whether W&B will run online: the setting, or with mode=auto, $WANDB_MODE or a key."""
-    mode = wandb_mode(settings)
-    return mode == "online" or (mode is None and os.environ.get("WANDB_MODE", "").lower() in ("online", "run"))
-
-
-def wandb_mode(settings: WandbConfig) -> Optional[str]:
-    """The mode W&B is started in; None leaves it to $WANDB_MODE (auto, when it is set)."""
-    if settings.mode != WandbMode.auto:
-        return settings.mode.value
-    if os.environ.get("WANDB_MODE"):
-        return None
-    return "online" if wandb_key_set() else "offline"
 
 
 def new_wandb_id() -> str:
