@@ -120,6 +120,44 @@ def test_zoo_eval_names_the_validation_tokens_beside_the_summary(tiny_lm, cli_he
     assert f"{summary['metrics']['val/loss']:.4f}" in line[0]
 
 
+class Recorded:
+    """A text stream that keeps each write apart."""
+
+    def __init__(self):
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.writes.append(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_zoo_generate_streams_one_prompt_and_prints_the_same_line(tiny_lm, tmp_path, cli_here, capsys):
+    from zoo.cli.generate import run
+
+    args = [f"ckpt={tiny_lm}", "prompt=And God said", "max_new_tokens=24"]
+    streamed = Recorded()
+    (line,) = run(args, out=streamed)
+    assert "".join(streamed.writes) == line + "\n"
+    assert len([w for w in streamed.writes if w]) > 5  # the prompt, then pieces as they come
+    whole = Recorded()
+    assert run([*args, "stream=false"], out=whole) == [line] and whole.writes == [line + "\n"]
+    # several prompts in one batch are written batch by batch; beam at its end; progress=true
+    # gives the totals on stderr
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("And God said\nIn the beginning\n")
+    both = cli_here("generate", f"ckpt={tiny_lm}", f"prompts={prompts}", "max_new_tokens=8", "progress=true")
+    assert both.returncode == 0, both.stderr[-2000:]
+    assert both.stdout.splitlines()[0] == run([f"ckpt={tiny_lm}", "prompt=And God said", "max_new_tokens=8"])[0]
+    (total,) = [ln for ln in both.stderr.splitlines() if "tokens/s" in ln]
+    assert total.startswith("zoo-generate: 16 tokens in "), both.stderr
+    beam = Recorded()
+    assert run([*args, "strategy=beam", "num_beams=2"], out=beam)[0] + "\n" == "".join(beam.writes)
+    assert len(beam.writes) == 1
+
+
 @pytest.mark.slow
 def test_bad_input_fails_with_one_line(tiny_lm, tmp_path, cli_here):
     tool = cli_here  # the refusals in this process: no interpreter start-up each

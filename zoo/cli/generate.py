@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TextIO
 
 from zoo.config.generation import GenerationConfig
 
@@ -44,6 +44,12 @@ class GenerateArgs(GenerationConfig):
                                                          "(default: all)"})
     positions_plot: Optional[str] = field(default=None, metadata={"help": "a .png file: the model's "
                                                                   "position scheme"})
+    stream: bool = field(default=True, metadata={"help": "write a prompt decoded alone (one prompt, or "
+                                                 "batch_size=1) as its tokens come; beam's output is known "
+                                                 "only at its end"})
+    progress: Optional[bool] = field(default=None, metadata={"help": "a progress line on stderr: steps "
+                                                             "and tokens/s (default: when stderr is a "
+                                                             "terminal and nothing streams)"})
 
 
 def read_prompts(args: GenerateArgs) -> list[str]:
@@ -69,9 +75,11 @@ def read_prompts(args: GenerateArgs) -> list[str]:
     return texts
 
 
-def run(argv: list[str]) -> list[str]:
-    """Decoded outputs, one per prompt (also printed by `main`). Every argument, the prompts,
-    the output paths and the checkpoint's path are checked before torch loads."""
+def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
+    """Decoded outputs, one per prompt, also written to `out` (a line each; `main` gives stdout)
+    as they come: a prompt decoded alone token by token (stream=true), the others batch by
+    batch. Every argument, the prompts, the output paths and the checkpoint's path are checked
+    before torch loads."""
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
     from zoo.config.generation import OPTIONS_OF
@@ -101,7 +109,10 @@ def run(argv: list[str]) -> list[str]:
 
     from zoo.config.model import Family
     from zoo.config.tasks import kinds_that, task_spec
+    from zoo.cli.progress import Progress
+    from zoo.config.generation import Strategy
     from zoo.data.prompts import continue_text, encode_prompts
+    from zoo.data.stream import TextStream
     from zoo.models.generate import generate, strip_special
     from zoo.models.limits import check_lengths, check_memory
     from zoo.training.checkpoint.files import load_checkpoint
@@ -118,6 +129,11 @@ def run(argv: list[str]) -> list[str]:
     task.model.to(device=device, dtype=dtype)
     specials = tokenizer.special_ids()
     decoder_only = task.model_config.family == Family.decoder_only
+    batches = (len(texts) + args.batch_size - 1) // args.batch_size
+    streams = out is not None and args.stream and options.strategy != Strategy.beam and (
+        len(texts) == 1 or args.batch_size == 1)
+    shows_progress = args.progress if args.progress is not None else (sys.stderr.isatty() and not streams)
+    progress = Progress(TOOL, batches=batches, max_steps=options.max_new_tokens) if shows_progress else None
     outputs = []
     for start in range(0, len(texts), args.batch_size):
         chunk = texts[start : start + args.batch_size]
@@ -128,19 +144,52 @@ def run(argv: list[str]) -> list[str]:
         check_memory(task.model_config, ids.shape[0] * beams, ids.shape[1], options.max_new_tokens,
                      device=param.device, itemsize=param.element_size())
         ids, mask = ids.to(device), mask.to(device)
+        text_stream = None
+        if streams:
+            write = _writer(out)
+            text_stream = (TextStream.continuing(tokenizer, chunk[0], write, eos_id=specials["eos"],
+                                                 pad_id=specials["pad"]) if decoder_only else
+                           TextStream(tokenizer.decode, write, eos_id=specials["eos"], pad_id=specials["pad"]))
+        if progress is not None:
+            progress.next_batch(len(chunk))
+        on_step = _each(text_stream and (lambda tokens: text_stream.put(int(tokens[0]))), progress and progress.step)
         new = generate(task.model, ids, attention_mask=mask, config=options, bos_id=specials["bos"],
-                       eos_id=specials["eos"], pad_id=specials["pad"], vocab_limit=tokenizer.vocab_size)
+                       eos_id=specials["eos"], pad_id=specials["pad"], vocab_limit=tokenizer.vocab_size,
+                       on_step=on_step)
         for text, row in zip(chunk, strip_special(new, specials["eos"], specials["pad"])):
             outputs.append(continue_text(tokenizer, text, row) if decoder_only else tokenizer.decode(row))
+            if text_stream is not None:
+                text_stream.end()
+            elif out is not None:
+                out.write(outputs[-1] + "\n")
+                out.flush()
             if args.attention_map and len(outputs) == 1:
                 _draw_attention(task, tokenizer, text, row, args.attention_map, layers, heads)
                 print(f"{TOOL}: attention map of the first prompt written to {args.attention_map}", file=sys.stderr)
+    if progress is not None:
+        progress.end()
     if args.positions_plot:
         from zoo.models.visualize import plot_positions
 
         plot_positions(task.model, args.positions_plot)
         print(f"{TOOL}: position scheme plot written to {args.positions_plot}", file=sys.stderr)
     return outputs
+
+
+def _writer(out: TextIO):
+    """Writes and flushes, so that each piece shows as it comes."""
+    def write(text: str) -> None:
+        out.write(text)
+        out.flush()
+    return write
+
+
+def _each(*calls):
+    """One step callback calling each of `calls` that is set; None when none is."""
+    calls = [c for c in calls if c]
+    if not calls:
+        return None
+    return lambda tokens: [c(tokens) for c in calls] and None
 
 
 def _check_device_and_dtype(args: GenerateArgs) -> None:
@@ -233,8 +282,7 @@ def main(argv: Optional[list[str]] = None) -> None:
 
 
 def _print_outputs(argv: list[str]) -> None:
-    for line in run(argv):
-        print(line)
+    run(argv, out=sys.stdout)
 
 
 if __name__ == "__main__":

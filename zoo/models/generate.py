@@ -147,6 +147,7 @@ def generate(
     pad_id: int = 0,
     use_cache: Optional[bool] = None,
     vocab_limit: Optional[int] = None,
+    on_step: Optional[Callable[[Optional[torch.Tensor]], None]] = None,
 ) -> torch.Tensor:
     """New tokens (B, N) for each input row, N <= max_new_tokens; after a row's eos_id the rest
     of it is pad_id.
@@ -154,7 +155,9 @@ def generate(
     Decoder-only: input_ids (B, T) prompts, left-padded, attention_mask (B, T) with 0 on pads.
     Encoder-decoder: input_ids (B, S) sources, attention_mask (B, S); the target starts with
     bos_id. `vocab_limit` keeps ids below the tokenizer's size when the model's table is larger.
-    Keyword options override the same fields of `config` (default: greedy).
+    Keyword options override the same fields of `config` (default: greedy). `on_step` is called
+    after every decoding step: with the tokens (B,) just chosen (pad_id for ended rows) under
+    greedy and sample, with None under beam, whose tokens are known only at the end.
     """
     config = config or GenerationConfig()
     if max_new_tokens is not None or use_cache is not None:
@@ -170,13 +173,15 @@ def generate(
     model.eval()
     try:
         if config.strategy == Strategy.beam:
-            return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit)
-        return _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit)
+            return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
+                                on_step)
+        return _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
+                                 on_step)
     finally:
         model.train(was_training)
 
 
-def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit):
+def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step):
     stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache,
                        capacity=step_capacity(model, input_ids, config), compile=config.compile)
     B = input_ids.shape[0]
@@ -197,6 +202,8 @@ def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, 
             nxt = logits.argmax(-1)  # (B,)
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
         out.append(nxt)
+        if on_step is not None:
+            on_step(nxt)
         if eos_id is not None:
             done = done | (nxt == eos_id)
             if bool(done.all()):
@@ -215,6 +222,7 @@ def beam_search(
     eos_id: Optional[int],
     length_penalty: float = 1.0,
     early_stopping: bool = False,
+    on_step: Optional[Callable[[None], None]] = None,
 ) -> list[tuple[list[int], float]]:
     """Beam search over a step function (the model-independent part, testable on fixed
     distributions).
@@ -223,7 +231,7 @@ def beam_search(
     first token, then with the chosen tokens (batch·num_beams,) and the rows they extend
     (batch·num_beams,); returns log-probabilities (batch·num_beams, V). Returns the best
     hypothesis per input: (tokens, score = summed log p / length^length_penalty); an ended
-    hypothesis includes eos_id.
+    hypothesis includes eos_id. `on_step(None)` is called after each step.
     """
     K = num_beams
     scores = torch.full((batch, K), float("-inf"))
@@ -274,6 +282,8 @@ def beam_search(
             if not kept:
                 done[b] = True
         beams, scores = new_beams, new_scores
+        if on_step is not None:
+            on_step(None)
         if all(done) or t + 1 == max_new_tokens:
             break
         logp = step(next_tokens.view(-1), next_rows.view(-1))
@@ -288,7 +298,7 @@ def beam_search(
     return results
 
 
-def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit):
+def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step):
     B, K = input_ids.shape[0], config.num_beams
     stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache, repeat=K,
                        capacity=step_capacity(model, input_ids, config), compile=config.compile)
@@ -304,7 +314,7 @@ def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_i
 
     results = beam_search(step, batch=B, num_beams=K, max_new_tokens=config.max_new_tokens,
                           eos_id=eos_id, length_penalty=config.length_penalty,
-                          early_stopping=config.early_stopping)
+                          early_stopping=config.early_stopping, on_step=on_step)
     width = max(1, max(len(tokens) for tokens, _ in results))
     out = torch.full((B, width), pad_id, dtype=torch.long)
     for b, (tokens, _) in enumerate(results):
