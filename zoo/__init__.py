@@ -11,7 +11,7 @@ The names below are imported on first use, so `import zoo.config` loads no torch
 
 from __future__ import annotations
 
-import importlib
+from zoo.config.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -32,14 +32,4 @@ _PUBLIC = {
 
 __all__ = sorted(_PUBLIC)
 
-
-def __getattr__(name: str):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'zoo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC, globals())

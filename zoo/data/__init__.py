@@ -9,7 +9,7 @@ Entry points for the training code:
     load_splits(data_cfg) -> DatasetDict(train, validation)
 """
 
-from importlib import import_module
+from zoo.config.lazy import lazy_exports
 
 # name -> the module that defines it; imported on first use (PEP 562), so that a torch-free part
 # such as `zoo.data.files` can be imported without the loaders, collators and torch
@@ -38,15 +38,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'zoo.data' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
