@@ -10,7 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
+
+# One compute thread a process: the suite runs a worker per core (pytest -n auto) and most tests
+# start training processes, so more threads only contend for the same cores (measured on the
+# 2-core machine: 13% less wall time for the train-CLI and resume tests). A value set outside wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
 
 from zoo.config.model import Activation, Family, NormPlacement, NormType, PositionKind
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shlex
 import shutil
 import subprocess
@@ -96,12 +95,12 @@ def test_a_read_only_cache_serves_what_it_holds_and_names_itself_otherwise(tmp_p
 
 @pytest.mark.slow
 def test_memory_that_cannot_be_had_is_one_line(tmp_path):
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-
+    # the limit is set by the child itself before zoo-train starts: a preexec_fn would run Python
+    # between fork and exec, which can deadlock in a process with threads (as a test worker is)
+    limited = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+               "sys.argv = ['zoo-train', *sys.argv[1:]]; runpy.run_module('zoo.cli.train', run_name='__main__')")
     args = [*tiny_overrides(tmp_path / "run"), "model.d_model=2048", "model.n_heads=32", "model.n_layers=8"]
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", *args], capture_output=True, text=True,
-                            timeout=300, preexec_fn=limit)
+    result = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
     (line,) = _error_lines(result.stderr)
     assert "out of host memory" in line and "data.max_device_batch_size" in line

@@ -149,9 +149,22 @@ def test_an_interrupted_preparation_is_never_read_as_complete_and_keeps_its_shar
     records = [p.name[:-len(".json")] for p in partial.glob("train-*.bin.json")]
     kept = {name: (partial / name).stat().st_mtime_ns for name in records}
     assert len(kept) >= 3
+    # the resumed preparation forks its 2 workers from a process of its own, as zoo-prepare does:
+    # forking this test worker, which holds the threads of earlier tests, can deadlock a child
+    resume = textwrap.dedent(f"""
+        from pathlib import Path
+        from zoo.data.tokenizers.byte import ByteTokenizer
+        from zoo.data.prepared import prepare
+        from tests.data.test_prepared import splits_of
+        done = prepare(Path({str(entry)!r}), splits_of(Path({str(corpus)!r}), Path({str(tmp_path)!r})),
+                       ByteTokenizer(), "text", num_proc=2, docs_per_shard=2000)
+        assert done.built
+    """)
+    resumed = subprocess.run([sys.executable, "-c", resume], cwd=Path(__file__).parents[2], capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert not partial.exists()
     splits = splits_of(corpus, tmp_path)
-    done = prepare(entry, splits, ByteTokenizer(), "text", num_proc=2, docs_per_shard=2000)
-    assert done.built and not partial.exists()
     assert all((entry / name).stat().st_mtime_ns == mtime for name, mtime in kept.items())  # not redone
     fresh = prepare(tmp_path / "fresh", splits, ByteTokenizer(), "text", num_proc=1, docs_per_shard=2000)
     assert shard_bytes(entry) == shard_bytes(fresh.directory)

@@ -150,3 +150,38 @@ def test_the_groups_a_recipe_chooses_follow_its_parent_recipes():
     assert recipe_groups("quick") == {"tokenizer"}
     assert recipe_groups("mup_transfer_fine") == recipe_groups("mup_transfer") >= {"arm/parametrization", "tokenizer"}
     assert recipe_groups("no_such_recipe") == set()
+
+
+def planned_runs(name: str) -> int:
+    """The runs `zoo-train -cn NAME` starts: 1, or the product of the sizes of the sweep in
+    hydra.sweeper.params when the recipe sets hydra.mode MULTIRUN (Hydra's own parser)."""
+    import math
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    cfg = zoo.compose(config_name=name, return_hydra_config=True, check=False)
+    if str(OmegaConf.select(cfg, "hydra.mode", default="")) != "RunMode.MULTIRUN":
+        return 1
+    params = OmegaConf.to_container(OmegaConf.select(cfg, "hydra.sweeper.params", default={}) or {}, resolve=False)
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+    return math.prod(len(list(o.sweep_string_iterator())) if o.is_sweep_override() else 1 for o in parsed)
+
+
+def _header(name: str) -> str:
+    lines = (Path(__file__).resolve().parents[2] / "recipes" / f"{name}.yaml").read_text().splitlines()
+    return "\n".join(line for line in lines if line.startswith("#"))
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_each_recipe_states_its_run_count_and_time_in_its_header_and_the_readme(name):
+    import re
+
+    runs = planned_runs(name)
+    cost = re.search(r"^# Cost: +(\d+) runs?\b(.*)", _header(name), re.M)
+    assert cost, f"recipes/{name}.yaml: no '# Cost:' line"
+    assert int(cost.group(1)) == runs, (name, cost.group(0), runs)
+    assert re.search(r"\d+ (s|min|h)\b|not timed", cost.group(2)), cost.group(0)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (row,) = [line for line in readme.splitlines() if re.match(rf"\| `{name}`", line)]
+    assert re.search(rf"\| {runs} runs?[,;| ]", row), row
