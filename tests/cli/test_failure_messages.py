@@ -133,6 +133,24 @@ def test_compare_names_a_damaged_record_and_reports_the_rest(rope_run, tmp_path)
     assert f"out={taken} is a file" in line and taken.read_text() == "keep me"
 
 
+@pytest.mark.slow
+def test_a_run_that_never_started_is_no_arm_of_the_comparison(rope_run, tmp_path, cli_here):
+    """A command refused after it took its run directory (a checkpoint to resume that is not
+    there) leaves failed.json and no metrics: zoo-compare names it and leaves it out."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(rope_run, sweep / "done")
+    refused = cli_here("train", *tiny_overrides(sweep / "refused"), "model/position=alibi",
+                       f"ckpt_path={tmp_path / 'missing.ckpt'}")
+    assert refused.returncode != 0 and (sweep / "refused" / "failed.json").is_file(), refused.stderr[-2000:]
+    result = cli_here("compare", str(sweep))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = [ln for ln in result.stderr.splitlines() if "never started" in ln]
+    assert str(sweep / "refused") in line and "missing.ckpt" in line
+    report = (sweep / "compare" / "report.md").read_text()
+    assert "alibi" not in report.split("## Runs without a final result")[0]
+    assert json.loads(result.stdout)["arms"] == 1
+
+
 @pytest.mark.parametrize("damage", ["no task", "invalid model", "weights of another size", "tokenizer path"])
 @pytest.mark.slow
 def test_a_damaged_checkpoint_is_one_line_naming_it(damage, rope_run, tmp_path, cli_here):

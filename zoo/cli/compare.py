@@ -87,6 +87,9 @@ def run(argv: list[str]) -> dict:
     runs = [r for a in report.arms for r in a.runs] + report.unreadable
     for run in (r for r in runs if r.status == RunStatus.damaged):
         print(f"zoo-compare: warning: {run.error}; left out of the comparison", file=sys.stderr)
+    for run in (r for r in report.unreadable if r.status == RunStatus.failed):
+        print(f"zoo-compare: {run.path} never started ({run.error or 'failed.json'}); left out of the comparison",
+              file=sys.stderr)
     return {"out": str(out), "arms": len(report.arms),
             "runs": sum(len(a.runs) for a in report.arms),
             "files": {k: str(v) for k, v in report.files.items()}}

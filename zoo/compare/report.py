@@ -20,6 +20,7 @@ from typing import Optional
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
+from zoo.config.rundir import RunDir
 
 
 @dataclass
@@ -232,16 +233,23 @@ def check_tokenizers(runs: list[Run], metric: str) -> None:
                          f"{len(seen)} tokenizers ({shown}): compare metric=val/bpb (bits per byte) instead")
 
 
+def never_started(run: Run) -> bool:
+    """A run that failed before its first logged step (no metrics.csv): a command refused after
+    it took its directory, not an arm's result."""
+    return run.status == RunStatus.failed and not run.curve and not RunDir(run.path).metrics.is_file()
+
+
 def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
-    """(readable runs, runs whose config cannot be read) under `dirs`; refuses no runs at all and
-    a metric no run logged."""
+    """(runs, runs left out: those whose config cannot be read and those that never started)
+    under `dirs`; refuses no runs at all and a metric no run logged."""
     runs = find_runs([Path(d) for d in dirs])
     if not runs:
         raise ValueError(f"no run directories (with .hydra/overrides.yaml) under {', '.join(map(str, dirs))}")
     unreadable = [r for r in runs if r.status == RunStatus.damaged and not r.config]
+    unreadable += [r for r in runs if never_started(r)]  # a refused command is no arm
     runs = [r for r in runs if r not in unreadable]
     if not runs:
-        raise ValueError(f"no readable run under {', '.join(map(str, dirs))}: {unreadable[0].error}")
+        raise ValueError(f"no run under {', '.join(map(str, dirs))} started: {unreadable[0].error}")
     known = sorted({k for r in runs for k in r.summary.get("metrics", {})} | {k for r in runs for k in r.last_val})
     if known and metric not in known:
         import difflib
