@@ -36,7 +36,8 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
     final = callbacks.final
     if final.needed(trainer) and not callbacks.requeued:
         # the run ended between validations: its summary reports the weights it ends with
-        log.info("validating the final step %d (the last validation was at step %s)", trainer.global_step, final.step)
+        before = f"the last validation was at step {final.step}" if final.step is not None else "no validation before it"
+        log.info("validating the final step %d (%s)", trainer.global_step, before)
         # logged at the step a validation inside fit would use for this step (one less than
         # the count of finished steps), so metrics.csv reads the same either way
         loop = trainer.fit_loop.epoch_loop
