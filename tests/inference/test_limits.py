@@ -39,14 +39,15 @@ def test_decoding_past_a_bounded_schemes_positions_is_refused(kind, family):
 def test_the_length_refusals_keep_their_wording():
     decoder = ModelConfig(**tiny("decoder_only", "learned", max_seq_len=16))
     with pytest.raises(ConfigError, match=r"^prompt \(10 tokens\) \+ max_new_tokens \(7\) = 17 is past the "
-                                          r"learned positions \(model.max_seq_len=16\)$"):
+                                          r"learned positions \(model.max_seq_len=16\): max_new_tokens=6 is the most for "
+                                          r"this prompt$"):
         check_lengths(decoder, 10, 7)
     seq2seq = ModelConfig(**tiny("encoder_decoder", "learned", max_seq_len=16))
     with pytest.raises(ConfigError, match=r"^the source \(17 tokens\) is longer than the learned positions "
-                                          r"\(model.max_seq_len=16\)$"):
+                                          r"\(model.max_seq_len=16\): shorten it to 16 tokens at most$"):
         check_lengths(seq2seq, 17, 1)
     with pytest.raises(ConfigError, match=r"^max_new_tokens \(16\) \+ BOS is past the learned positions "
-                                          r"\(model.max_seq_len=16\)$"):
+                                          r"\(model.max_seq_len=16\): max_new_tokens=15 is the most$"):
         check_lengths(seq2seq, 4, 16)
 
 

@@ -22,18 +22,18 @@ def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None
             raise ConfigError(
                 f"prompt ({input_len} tokens) + max_new_tokens ({max_new_tokens}) = "
                 f"{input_len + max_new_tokens} is past the {kind} positions (model.max_seq_len="
-                f"{bound})"
+                f"{bound}): max_new_tokens={max(bound - input_len, 0)} is the most for this prompt"
             )
     else:
         if input_len > bound:
             raise ConfigError(
                 f"the source ({input_len} tokens) is longer than the {kind} positions "
-                f"(model.max_seq_len={bound})"
+                f"(model.max_seq_len={bound}): shorten it to {bound} tokens at most"
             )
         if max_new_tokens + 1 > bound:
             raise ConfigError(
                 f"max_new_tokens ({max_new_tokens}) + BOS is past the {kind} positions "
-                f"(model.max_seq_len={bound})"
+                f"(model.max_seq_len={bound}): max_new_tokens={bound - 1} is the most"
             )
 
 
