@@ -65,6 +65,7 @@ def configure(argv: list[str]):
 def run(argv: list[str], log=print) -> dict:
     from zoo.bench.report import markdown
     from zoo.bench.run import run_bench
+    from zoo.config.atomic import write_text
 
     model, opts, out = configure(argv)
     result = run_bench(model, opts, log=lambda m: log(f"{TOOL}: {m}", file=sys.stderr))
@@ -73,9 +74,9 @@ def run(argv: list[str], log=print) -> dict:
     if out:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=2))
+        write_text(path, json.dumps(result, indent=2))
         command = " ".join(a for a in argv if not a.startswith("out="))  # no local paths in the record
-        path.with_suffix(".md").write_text(f"`zoo-bench {command}`\n\n{table}")
+        write_text(path.with_suffix(".md"), f"`zoo-bench {command}`\n\n{table}")
     return result
 
 

@@ -95,7 +95,9 @@ def run(argv: list[str]) -> dict:
         if note:
             print(f"{TOOL}: {note}", file=sys.stderr)
     if result["is_global_zero"] and args.out:
-        Path(args.out).write_text(json.dumps({k: v for k, v in result.items() if k != "is_global_zero"}, indent=2) + "\n")
+        from zoo.config.atomic import write_text
+
+        write_text(args.out, json.dumps({k: v for k, v in result.items() if k != "is_global_zero"}, indent=2) + "\n")
     return result
 
 

@@ -44,7 +44,9 @@ def _record_failure(run_dir: Path, record: dict) -> None:
     if launch_rank() == 0:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            RunDir(run_dir).failed.write_text(json.dumps(record, indent=1))
+            from zoo.config.atomic import write_text
+
+            write_text(RunDir(run_dir).failed, json.dumps(record, indent=1))
         except OSError as exc:  # a full disk or a read-only directory: the message still goes out
             print(f"zoo-train: could not write {RunDir(run_dir).failed} ({exc.strerror})", file=sys.stderr)
 

@@ -19,6 +19,7 @@ from zoo.config.rundir import RunDir
 from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.evaluate import evaluate
 from zoo.compare.stats import mean_std
+from zoo.config.atomic import write_text
 
 PAST_TABLE = "past the learned table"
 
@@ -41,7 +42,7 @@ def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dic
             batch = max(1, tokens // (length * 16))
             result = evaluate(task, {**data, "seq_len": length}, batch_size=batch, limit_batches=16)
             cached[str(m)] = math.exp(min(result["metrics"]["loss"], 50.0))
-        cache_file.write_text(json.dumps(cached, indent=1))
+        write_text(cache_file, json.dumps(cached, indent=1))
     return {m: cached[str(m)] for m in multiples}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.compare.stats import mean_std
+from zoo.config.atomic import replacing
 
 
 def _pyplot():
@@ -23,7 +24,8 @@ def _pyplot():
 def _save(plt, fig, path: Path) -> Path:
     """Lay out, write `path` and free the figure."""
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with replacing(path, binary=True) as handle:
+        fig.savefig(handle, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
     plt.close(fig)
     return path
 

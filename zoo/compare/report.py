@@ -20,6 +20,7 @@ from typing import Optional
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
+from zoo.config.atomic import replacing, write_text
 from zoo.config.rundir import RunDir
 
 
@@ -307,7 +308,7 @@ def make_out(out: Path) -> None:
 def write_csv(report, path: Path) -> Path:
     """report.rows() as CSV (a Report or a zoo.compare.tune.TunedReport)."""
     rows = report.rows()
-    with path.open("w", newline="") as handle:
+    with replacing(path) as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -315,7 +316,7 @@ def write_csv(report, path: Path) -> Path:
 
 
 def write_lengths_csv(report: Report, path: Path) -> Path:
-    with path.open("w", newline="") as handle:
+    with replacing(path) as handle:
         writer = csv.writer(handle)
         writer.writerow(["arm", *report.keys, "eval_len", "multiple", "ppl_mean", "ppl_std", "runs", "note"])
         for row in report.lengths:
@@ -394,5 +395,5 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
                         ("lengths", "perplexity vs evaluation length")):
         if name in report.files:
             lines += ["", f"![{label}]({report.files[name].name})"]
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
     return path

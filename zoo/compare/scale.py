@@ -46,6 +46,7 @@ from zoo.compare.runs import IGNORED, Run, epochs, number as _number
 from zoo.compare.select import leave_one_seed_out
 from zoo.compare.stats import difference, mean_std
 from zoo.compare.tune import _order, lower_is_better
+from zoo.config.atomic import write_text
 
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward
 BOOTSTRAP = 1000  # resamples of the seeds
@@ -599,7 +600,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
         lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
     if "scaling" in report.files:
         lines += ["", f"![{m} against training compute, log-log, one colour per arm]({report.files['scaling'].name})"]
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
     return path
 
 

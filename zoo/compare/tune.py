@@ -23,6 +23,7 @@ from zoo.compare.report import (_show, accounting_line, design_line, few_seed_wa
 from zoo.compare.runs import IGNORED, Run
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, difference, holm, mean_std
+from zoo.config.atomic import write_text
 
 # the last part of a metric's name -> whether a lower value is better
 DIRECTION = {"loss": True, "ppl": True, "bpb": True, "accuracy": False, "bleu": False, "exact_match": False}
@@ -212,5 +213,5 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
     if "tuning" in report.files:
         lines += ["", f"![final {m} against {k}, one line per arm]({report.files['tuning'].name})"]
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
     return path

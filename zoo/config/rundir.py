@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePath
 from typing import Any, ClassVar, Optional
 
+from zoo.config.atomic import write_text
 from zoo.config.errors import CheckpointError, ZooError
 
 
@@ -260,8 +261,7 @@ class RunSummary:
 
     def write(self, run_dir: str | PurePath) -> Path:
         path = RunDir(run_dir).summary
-        path.write_text(json.dumps(self.as_dict(), indent=2) + "\n")
-        return path
+        return write_text(path, json.dumps(self.as_dict(), indent=2) + "\n")
 
     @classmethod
     def read(cls, run_dir: str | PurePath) -> RunSummary:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.config.atomic import write_text
 from zoo.config.paths import CONFIG_NAME, recipe_groups
 from zoo.config.root import ZooConfig
 from zoo.config.rundir import RunDir
@@ -56,6 +57,6 @@ def record_start(cfg: DictConfig, spec: ZooConfig, run_dir: Path, task, trainer)
     if chosen:
         log.info("composed from: %s", chosen)
     log.info("model: %s", summarize(task.model, spec.data.seq_len))
-    files.config.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    write_text(files.config, OmegaConf.to_yaml(cfg, resolve=True))
     task.tokenizer.save(files.tokenizer)
     log.info("run directory: %s", run_dir)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from zoo.config.rundir import BOOKKEEPING, RunDir
+from zoo.config.atomic import write_text
 from zoo.training.stops import TrainingInterrupted
 
 log = logging.getLogger("zoo")
@@ -107,9 +107,7 @@ def write_tracked(run_dir: Path, tracker: str, ids: dict) -> None:
     path = RunDir(run_dir).tracking
     data = read_tracked(run_dir)
     data[tracker] = ids
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data, indent=1))
 
 
 def summary_figures(summary: dict) -> dict[str, float]:

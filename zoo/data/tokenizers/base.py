@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
+from zoo.config.atomic import write_text
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -109,7 +111,7 @@ class Tokenizer(abc.ABC):
         meta = {"kind": self.kind, "vocab_size": self.vocab_size, "special_ids": self.special_ids()}
         meta.update(self._state(directory))
         meta["sha256"] = self.digest()
-        (directory / META_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False))
+        write_text(directory / META_FILE, json.dumps(meta, indent=1, ensure_ascii=False))
         return directory
 
     @classmethod
