@@ -84,6 +84,10 @@ def read_run(path: Path) -> Run:
             summary = read_summary(path)
             if summary.get("status") == "finished":
                 status = RunStatus.finished
+                if not any(v is not None for v in (summary.get("metrics") or {}).values()):
+                    raise DamagedRecord(f"{files.summary} says finished but holds no metrics; run the "
+                                        f"command again (it validates the last checkpoint) or remove the run "
+                                        f"directory")
         if status != RunStatus.finished and files.failed.is_file():
             status = RunStatus.failed
             error = str(read_record(files.failed).get("error", ""))

@@ -63,6 +63,7 @@ class LastValidation(L.Callback):
             self.step = trainer.global_step
 
     def needed(self, trainer) -> bool:
-        """This process trained, and its last step has not been validated."""
-        return (self.started_at is not None and trainer.global_step > self.started_at
-                and self.step != trainer.global_step and trainer.limit_val_batches != 0)
+        """The last step has not been validated by this process: it trained past the last
+        validation, or it resumed a checkpoint at the run's end and trained nothing (its summary
+        must still report the weights it ends with, not an empty set of metrics)."""
+        return self.step != trainer.global_step and trainer.limit_val_batches != 0

@@ -82,3 +82,39 @@ def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
         return Resume()
     check_resume_config(resume, spec)
     return Resume(path=resume, step=read_checkpoint(resume, weights=False).get("global_step"))
+
+
+def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> Optional[dict]:
+    """The summary of a finished run that this command would only repeat: the run directory's
+    summary.json says finished, with its metrics, at the step of the checkpoint it would resume,
+    and the command asks for no more steps (trainer.max_steps) or epochs (trainer.max_epochs)
+    than the run had. None otherwise (a fresh run, an unfinished one, or one continued further)."""
+    from zoo.config.rundir import DamagedRecord, RunSummary
+
+    if resume.path is None or resume.step is None:
+        return None
+    try:
+        summary = RunSummary.read(run_dir)
+    except (DamagedRecord, OSError):
+        return None
+    if summary.status != "finished" or not summary.metrics or summary.global_step != resume.step:
+        return None
+    max_steps = spec.trainer.get("max_steps", -1)
+    if isinstance(max_steps, int) and max_steps > 0:
+        return summary.as_dict() if resume.step >= max_steps else None
+    recorded = _recorded_trainer(run_dir).get("max_epochs")
+    wanted = spec.trainer.get("max_epochs")
+    if recorded is not None and wanted is not None and wanted <= recorded:
+        return summary.as_dict()
+    return None
+
+
+def _recorded_trainer(run_dir: Path) -> dict:
+    """The trainer section of the run's own config.yaml ({} where it cannot be read)."""
+    from omegaconf import OmegaConf
+
+    try:
+        trainer = OmegaConf.to_container(OmegaConf.load(RunDir(run_dir).config)).get("trainer", {})
+    except Exception:  # noqa: BLE001 - a missing or damaged config.yaml: nothing to compare with
+        return {}
+    return trainer if isinstance(trainer, dict) else {}

@@ -6,6 +6,7 @@ function of its own module beside this one; the run directory's names are `RunDi
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -15,7 +16,7 @@ from zoo.interop.hf.init_from import apply_init_from
 from zoo.training.finish import finish, RunResult
 from zoo.training.machine import check_machine
 from zoo.training.quiet import quiet_lightning
-from zoo.training.resume import check_resume_config, prepare_resume, resolve_resume
+from zoo.training.resume import already_finished, check_resume_config, prepare_resume, resolve_resume
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 from zoo.training.task import build_task, init_weights
 from zoo.training.batch_split import split_batch
@@ -26,6 +27,8 @@ from zoo.training.run_callbacks import build_callbacks
 from zoo.training.start import record_start
 from zoo.training.trainer import build_trainer
 from zoo.training.tracking import closing_trackers
+
+log = logging.getLogger("zoo")
 
 __all__ = ["RunResult", "TrainingInterrupted", "TrainingStopped", "check_machine", "check_resume_config",
            "command_line_overrides", "init_weights", "quiet_lightning", "resolve_resume", "train"]
@@ -46,6 +49,11 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     spec = validate(cfg)
     check_machine(spec)
     resume = prepare_resume(spec, run_dir)
+    done = already_finished(spec, run_dir, resume)
+    if done is not None:  # the same command again: the run and its records are left as they are
+        log.info("%s is already finished at step %d; nothing to do (raise trainer.max_steps to train on)",
+                 run_dir, resume.step)
+        return RunResult(summary=done, task=None)
     quiet_lightning()
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
