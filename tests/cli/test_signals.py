@@ -111,3 +111,41 @@ def test_sigint_saves_and_exits_130(tmp_path):
     assert "stopped by SIGINT" in result.stderr and "Traceback" not in result.stderr
     failed = json.loads((run / "failed.json").read_text())
     assert read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"] == failed["step"]
+
+
+@pytest.mark.slow
+def test_sigterm_in_the_final_validation_ends_like_one_in_training(tmp_path):
+    """The final validation (a run that ended between validations) runs after Lightning's fit,
+    where Lightning's own SIGTERM handler used to end the run with status 0 and no records. A
+    SIGTERM there ends it at the batch it was in: last.ckpt at the final step, failed.json, exit
+    143; the same command then validates that step and finishes."""
+    run = tmp_path / "run"
+    # no data.max_examples: the whole King James validation split, 200 batches of it a validation
+    args = [o for o in tiny_overrides(run) if not o.startswith(("data.max_examples", "trainer.limit_val_batches",
+                                                                 "trainer.max_steps", "trainer.val_check"))]
+    args += ["trainer.max_steps=5", "trainer.val_check_interval=4", "trainer.limit_val_batches=200"]
+    cmd = [sys.executable, "-m", "zoo.cli.train", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        for line in proc.stdout:  # the log's console lines
+            seen.append(line)
+            if "validating the final step 5" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert any("validating the final step 5" in line for line in seen), "".join(seen)[-2000:]
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "Traceback" not in err
+    failed = json.loads((run / "failed.json").read_text())
+    assert failed["signal"] == signal.SIGTERM and failed["step"] == 5
+    assert read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"] == 5
+    assert not (run / "summary.json").exists()
+    again = zoo_train(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["global_step"] == 5 and "val/loss" in summary["metrics"]

@@ -4,10 +4,14 @@ run ended between validations."""
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from typing import Optional
 
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
 from zoo.training.checkpoint.files import read_checkpoint
+from zoo.training.interrupt import ValidationStopped
 from zoo.training.run_callbacks import RunCallbacks
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 from zoo.tasks.base import NonFiniteLoss
@@ -42,8 +46,21 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
         # the count of finished steps), so metrics.csv reads the same either way
         loop = trainer.fit_loop.epoch_loop
         loop._batches_that_stepped -= 1
+        stopped: Optional[int] = None
+        interrupt.listen()  # a stop here saves the trained state and ends like one in training
         try:
             trainer.validate(task, datamodule=datamodule, verbose=False)
+        except ValidationStopped as exc:
+            stopped = exc.signum
+        except SIGTERMException:  # Lightning's handler (it calls ours too) ends its loop as a SystemExit(0)
+            stopped = signal.SIGTERM
         finally:
             loop._batches_that_stepped += 1
+            interrupt.done_listening()
+        stopped = stopped or interrupt.received
+        if stopped:
+            log.info("%s during the final validation: saving %s at step %d and stopping",
+                     signal.Signals(stopped).name, last.path, trainer.global_step)
+            last.save(trainer)
+            raise TrainingInterrupted(stopped, trainer.global_step, last.path)
     return time.perf_counter() - start

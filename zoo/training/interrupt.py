@@ -4,8 +4,10 @@ got it stops them all), `last.ckpt` is saved together and training stops. zoo-tr
 failed.json with the reason and the command that resumes, and exits 128 + the signal's number
 (143 for SIGTERM, 130 for SIGINT). A second Ctrl-C stops at once.
 
-Before training starts and after it ends the default handlers apply (a stop there has nothing
-to save; Lightning's handler is back for its teardown)."""
+The final validation (after fit, for a run that ended between validations) listens too: a
+signal there ends it at the batch it was in, the trained state is saved and the run ends the same
+way, never with status 0. Before training starts and after the run ends the default handlers
+apply (a stop there has nothing to save)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,14 @@ log = logging.getLogger("zoo")
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+class ValidationStopped(Exception):
+    """A signal arrived during the final validation: it ends at the batch it was in."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 class Interrupt(L.Callback):
     def __init__(self, last) -> None:
         self.last = last  # a LastCheckpoint
@@ -30,6 +40,7 @@ class Interrupt(L.Callback):
         self.signum: Optional[int] = None  # the signal the run stopped for (agreed by all ranks)
         self.stopped_at: Optional[int] = None  # the step it stopped at, saved in last.ckpt
         self._previous: dict = {}
+        self._final = False  # listening during the final validation
 
     def _handler(self, signum, frame) -> None:
         if self.received == signal.SIGINT and signum == signal.SIGINT:
@@ -52,6 +63,28 @@ class Interrupt(L.Callback):
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         self._restore()
+
+    def listen(self) -> None:
+        """Take SIGTERM and SIGINT again, for the final validation (run after fit, where
+        Lightning would otherwise put its own SIGTERM handler, which ends the run with status 0):
+        a signal there stops it at the next validation batch (`ValidationStopped`)."""
+        self.received = None
+        self._final = True
+        for signum in SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handler)
+
+    def done_listening(self) -> None:
+        self._final = False
+        self._restore()
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if not self._final:
+            return
+        mine = int(self.received or 0)
+        if trainer.world_size > 1:  # every rank runs the same validation batches: they stop together
+            mine = int(trainer.strategy.reduce(torch.tensor(mine, device=pl_module.device), reduce_op="max"))
+        if mine:
+            raise ValidationStopped(mine)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not at_step_boundary(trainer) or self.stopped_at is not None:
