@@ -19,6 +19,7 @@ from typing import Optional
 
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
+from zoo.compare.escape import code, csv_cell, line, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 from zoo.config.atomic import replacing, write_text
 from zoo.config.rundir import RunDir
@@ -149,10 +150,10 @@ def design_line(runs: list[Run]) -> str:
         if len(values) == 1 and runs[0].config.get(key) is not None:
             if key == "tokenizer.vocab_size" and runs[0].config.get("tokenizer.kind") == "byte":
                 continue  # the byte tokenizer's size is fixed whatever this says
-            fixed.append(f"`{key}={_show(runs[0].config.get(key))}`")
+            fixed.append(code(f"{key}={_show(runs[0].config.get(key))}"))
     seeds = sorted({r.seed for r in runs}, key=lambda s: (str(type(s)), s))
     return (f"Held fixed: {', '.join(fixed) or '–'}. "
-            f"Seeds: {', '.join(map(str, seeds))}.")
+            f"Seeds: {', '.join(text(s) for s in seeds)}.")
 
 
 def _span(values: list[float], fmt) -> str:
@@ -311,7 +312,7 @@ def write_csv(report, path: Path) -> Path:
     with replacing(path) as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
     return path
 
 
@@ -323,7 +324,7 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
             arm = row["arm"]
             for m, cell in row["cells"].items():
                 length = row["trained"] * m if row["trained"] else ""
-                settings = [arm.settings.get(k, "") for k in report.keys]
+                settings = [csv_cell(arm.settings.get(k, "")) for k in report.keys]
                 if isinstance(cell, tuple):
                     writer.writerow([arm.name, *settings, length, m, cell[0], cell[1], cell[2], ""])
                 else:
@@ -343,7 +344,7 @@ def _length_lines(report: Report) -> list[str]:
         for m in report.multiples:
             cell = row["cells"][m]
             cells.append(f"{cell[0]:.2f} ± {cell[1]:.2f}" if isinstance(cell, tuple) else (cell or "–"))
-        settings = [f"`{row['arm'].settings[k]}`" for k in report.keys]
+        settings = [code(row['arm'].settings[k]) for k in report.keys]
         lines.append("| " + " | ".join([row["arm"].name, *settings, *cells]) + " |")
     return lines
 
@@ -361,7 +362,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
     head = ["arm", *report.keys, f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "p (Holm)", "params (non-emb.)",
             "FLOPs/token", "tokens", "tokens/s", "runs"]
     lines = [f"# Sweep comparison: {m}", "",
-             f"Runs from {', '.join(f'`{d}`' for d in dirs)}. One row per arm (same config, different "
+             f"Runs from {', '.join(code(d) for d in dirs)}. One row per arm (same config, different "
              f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
              f"Δ = arm − baseline with a 95% Student-t interval (paired over seeds when both arms ran "
              f"the same seeds, Welch otherwise) and the two-sided p-value of no difference; with several arms, "
@@ -377,18 +378,18 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
-        cells = [row["arm"], *[f"`{arm.settings[k]}`" for k in report.keys], value, diff, p_text, params,
+        cells = [row["arm"], *[code(arm.settings[k]) for k in report.keys], value, diff, p_text, params,
                  _num(row["flops_per_token"]), _num(row["tokens_seen"]), _num(row["tokens_per_s"]), row["status"]]
         lines.append("| " + " | ".join(cells) + " |")
     problems = [r for a in report.arms for r in a.runs if r.status != RunStatus.finished] + report.unreadable
     if problems:
         lines += ["", "## Runs without a final result", ""]
         for r in problems:
-            detail = f": {r.error}" if r.error else (
+            detail = f": {line(r.error)}" if r.error else (
                 f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)" if r.curve else "")
-            lines.append(f"- `{r.path}` {r.status.value}{detail}")
+            lines.append(f"- {code(r.path)} {r.status.value}{detail}")
     if report.warnings:
-        lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
+        lines += ["", "## Warnings", "", *[f"- {line(w)}" for w in report.warnings]]
     if report.lengths:
         lines += _length_lines(report)
     for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),

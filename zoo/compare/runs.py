@@ -88,6 +88,7 @@ def read_run(path: Path) -> Run:
                     raise DamagedRecord(f"{files.summary} says finished but holds no metrics; run the "
                                         f"command again (it validates the last checkpoint) or remove the run "
                                         f"directory")
+                check_figures(summary, files.summary)
         if status != RunStatus.finished and files.failed.is_file():
             status = RunStatus.failed
             error = str(read_record(files.failed).get("error", ""))
@@ -125,6 +126,37 @@ def with_model_defaults(config: dict[str, Any]) -> dict[str, Any]:
     if not any(k.startswith("model.") for k in config):
         return config
     return {**config, **{f"model.{k}": v for k, v in model_defaults().items() if f"model.{k}" not in config}}
+
+
+# the largest figure a run can report: no loss, perplexity, count or rate of a real run is near
+# it, and sums and means of figures below it cannot overflow
+LARGEST_FIGURE = 1e30
+COUNTS = (("tokens_seen",), ("global_step",), ("train_seconds",), ("wall_seconds",), ("tokens_per_s",),
+          ("model", "total_params"), ("model", "non_embedding_params"), ("model", "flops_per_token"))
+
+
+def check_figures(summary: dict, path: Path) -> None:
+    """A finished run's figures must be real: metrics finite and below LARGEST_FIGURE, losses,
+    counts, times and rates not negative. DamagedRecord naming the figure otherwise."""
+    import math
+
+    def bad(name: str, value: float, why: str) -> DamagedRecord:
+        return DamagedRecord(f"{path} is damaged ({name} is {value!r}: {why}); run it again or remove the run directory")
+
+    for name, value in (summary.get("metrics") or {}).items():
+        if value is None:
+            continue
+        if not math.isfinite(value) or abs(value) > LARGEST_FIGURE:
+            raise bad(name, value, "not a finite figure of a run")
+        if value < 0 and name.rsplit("/", 1)[-1] in ("loss", "ppl", "bpb", "accuracy", "bleu", "exact_match"):
+            raise bad(name, value, "negative")
+    for keys in COUNTS:
+        node: Any = summary
+        for key in keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, (int, float)) and not isinstance(node, bool) and (
+                not math.isfinite(node) or node < 0 or node > LARGEST_FIGURE):
+            raise bad(".".join(keys), node, "not a count, time or rate")
 
 
 def read_summary(run_dir: Path) -> dict:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from zoo.compare.escape import code, line
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
 from zoo.compare.report import _show, design_line, load_runs, make_out, pick_baseline, status_of, write_csv
@@ -527,7 +528,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
              f"chosen on the other seeds (leave one seed out), so no seed both chooses and measures."
              if report.tune else "")
     lines = [f"# Sweep comparison across {k}: {m} against training compute", "",
-             f"Runs from {', '.join(f'`{d}`' for d in dirs)}. A size is one value of `{k}`"
+             f"Runs from {', '.join(code(d) for d in dirs)}. A size is one value of `{k}`"
              + (f" (with {', '.join(f'`{x}`' for x in report.linked)}, which change with it)" if report.linked else "")
              + f"; an arm is a config without its seed and size.{tuned} Training compute C = {BACKWARD_FACTOR} × "
              f"forward FLOPs per token (the summary's: 2 per weight of every matrix multiply, plus attention's "
@@ -563,7 +564,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
             f"{arm.fit.b:.4f}" + (f" [{arm.exponent_low:.4f}, {arm.exponent_high:.4f}]"
                                   if arm.exponent_low is not None else ""))
         cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
-                 *[f"`{arm.settings[x]}`" for x in report.keys], str(arm.fit) if arm.fit else f"none: {arm.no_fit}",
+                 *[code(arm.settings[x]) for x in report.keys], str(arm.fit) if arm.fit else f"none: {arm.no_fit}",
                  f"{100 * arm.fit.rmse_log:.2f}% ({arm.fit.df} df)" if arm.fit else "–", exponent]
         for v in values:
             own = by_size.get(repr(v))
@@ -584,7 +585,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
                   "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for arm in others:
             by_size = {repr(x.size): x for x in arm.multipliers}
-            lines.append("| " + " | ".join([arm.name, *[f"`{arm.settings[x]}`" for x in report.keys],
+            lines.append("| " + " | ".join([arm.name, *[code(arm.settings[x]) for x in report.keys],
                                             *[str(by_size.get(repr(v), "–")) for v in values]]) + " |")
         largest = values[-1] if values else None
         if largest is not None:
@@ -597,7 +598,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
                     parts.append(f"{arm.name} {at}" + ("" if at.low is None else f" ({at.verdict})"))
             lines += ["", f"At the largest size ({k}={largest}): " + "; ".join(parts) + "."]
     if report.warnings:
-        lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
+        lines += ["", "## Warnings", "", *[f"- {line(w)}" for w in report.warnings]]
     if "scaling" in report.files:
         lines += ["", f"![{m} against training compute, log-log, one colour per arm]({report.files['scaling'].name})"]
     write_text(path, "\n".join(lines) + "\n")

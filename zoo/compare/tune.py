@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from zoo.compare.escape import code, line, text
 from zoo.compare.plots import plot_tuning
 from zoo.compare.report import (_show, accounting_line, design_line, few_seed_warnings, load_runs, make_out,
                                  pick_baseline, repeat_warnings, status_of, write_csv)
@@ -185,7 +186,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
     head = ["arm", *report.keys, f"best {k}", f"{m} at it (mean ± std)", f"{m} held out", "Δ vs baseline [95% CI]",
             "p (Holm)", f"{m} by {k}", "runs"]
     lines = [f"# Sweep comparison at each arm's own {k}: {m}", "",
-             f"Runs from {', '.join(f'`{d}`' for d in dirs)}. An arm is a config without its seed and "
+             f"Runs from {', '.join(code(d) for d in dirs)}. An arm is a config without its seed and "
              f"without {k}; each arm is shown at the {k} with the {better} mean final {m} over its seeds "
              f"(marked * in the curve). To measure without the winner's curse, each seed counts at the {k} "
              f"chosen on the arm's other seeds (leave one seed out: \"held out\", mean over seeds); Δ = arm − "
@@ -199,18 +200,18 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         value = ("no finished run" if not best else f"{best.mean:.4f} (n=1, no spread)" if best.seeds == 1
                  else f"{best.mean:.4f} ± {best.std:.4f} (n={best.seeds})")
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
-        curve = ", ".join(f"{p.value}: {'–' if p.mean is None else f'{p.mean:.4f}'}{'*' if p is best else ''}"
+        curve = ", ".join(f"{text(p.value)}: {'–' if p.mean is None else f'{p.mean:.4f}'}{'*' if p is best else ''}"
                           for p in arm.points)
         status = status_of(arm.runs)
         held = arm.held_out()
         held_text = (f"{sum(held.values()) / len(held):.4f} (n={len(held)})" if held else "–")
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
         cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
-                 *[f"`{arm.settings[x]}`" for x in report.keys], f"`{best.value}`" if best else "–", value,
+                 *[code(arm.settings[x]) for x in report.keys], code(best.value) if best else "–", value,
                  held_text, diff, p_text, curve, status]
         lines.append("| " + " | ".join(cells) + " |")
     if report.warnings:
-        lines += ["", "## Warnings", "", *[f"- {w}" for w in report.warnings]]
+        lines += ["", "## Warnings", "", *[f"- {line(w)}" for w in report.warnings]]
     if "tuning" in report.files:
         lines += ["", f"![final {m} against {k}, one line per arm]({report.files['tuning'].name})"]
     write_text(path, "\n".join(lines) + "\n")
