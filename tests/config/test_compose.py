@@ -112,3 +112,15 @@ def test_summary_counts():
     assert s.non_embedding_params == s.total_params - s.embedding_params
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     assert s.flops_per_token == 2 * linear + 4 * 64 * 32 * 1
+
+
+def test_the_byte_tokenizer_sizes_the_model_vocabulary():
+    """tokenizer=byte fixes V = 262: the model's table follows it instead of the schema's 8192
+    (8k rows never used); model.vocab_size on the command line or in a recipe still wins."""
+    from zoo.data.tokenizers.byte import ByteTokenizer
+
+    assert zoo.compose(["tokenizer=byte"]).model.vocab_size == ByteTokenizer().vocab_size == 262
+    assert zoo.compose(["tokenizer=byte", "model=llama"]).model.vocab_size == 262
+    assert zoo.compose(["tokenizer=byte", "model.vocab_size=300"]).model.vocab_size == 300
+    assert zoo.compose(config_name="quick").model.vocab_size == 300  # the recipe's own
+    assert zoo.compose().model.vocab_size == 8192  # a trained tokenizer: the model's size sets its vocabulary
