@@ -50,6 +50,20 @@ def test_a_path_that_holds_no_checkpoint_is_refused_naming_it(tmp_path, make, wo
     assert all(w in str(caught.value) for w in words), str(caught.value)
 
 
+@pytest.mark.parametrize("override, words", [
+    ("optim.lr=nan", "optim.lr must be a finite number, got nan"),
+    ("model.dropout=inf", "model.dropout must be a finite number, got inf"),
+    ("trainer.gradient_clip_val=nan", "trainer.gradient_clip_val must be a finite number"),
+    ("trainer.max_steps=0", "trainer.max_steps must be a positive number of steps"),
+    ("trainer.max_steps=-5", "trainer.max_steps must be an integer >= -1"),
+])
+def test_non_finite_settings_and_a_run_of_no_steps_are_refused_naming_the_key(override, words):
+    import zoo
+
+    with pytest.raises(ConfigError, match=words):
+        zoo.validate(zoo.compose([override]))
+
+
 def test_integer_options_take_scientific_notation_and_bad_values_name_the_type():
     args, _ = parse(GenerateArgs, ["max_new_tokens=1e3", "batch_size=2.0"])
     assert (args.max_new_tokens, args.batch_size) == (1000, 2)
@@ -84,11 +98,16 @@ def test_input_refusals_answer_before_torch_loads(tmp_path):
         ("eval", [f"ckpt={ckpt}", "split=test"], "validation, train"),
         ("eval", [f"ckpt={ckpt}", f"data={tmp_path / 'none.txt'}"], "no such file"),
         ("eval", [f"ckpt={tmp_path / 'missing.ckpt'}"], "does not exist"),
+        ("generate", [f"ckpt={ckpt}", "prompt=x", "strategy=sample", "temperature=1e-45"], "temperature must be a number >= 0.001"),
+        ("generate", [f"ckpt={ckpt}", "prompt=x", "strategy=sample", "temperature=nan"], "temperature must be a number"),
+        ("generate", [f"ckpt={ckpt}", "prompt=x", "strategy=beam", "length_penalty=inf"], "length_penalty must be a finite"),
+        ("export", [f"ckpt={ckpt}", f"out={tmp_path / 'empty.txt'}"], "is a file; give a new or empty directory"),
+        ("export", [f"ckpt={tmp_path / 'missing.ckpt'}", f"out={tmp_path / 'hf'}"], "does not exist"),
     ]
     script = textwrap.dedent(f"""
         import contextlib, io, json, sys
-        from zoo.cli import eval as zoo_eval, generate as zoo_generate
-        tools = {{"generate": zoo_generate.main, "eval": zoo_eval.main}}
+        from zoo.cli import eval as zoo_eval, export as zoo_export, generate as zoo_generate
+        tools = {{"generate": zoo_generate.main, "eval": zoo_eval.main, "export": zoo_export.main}}
         out = []
         for tool, argv, _ in {cases!r}:
             err = io.StringIO()

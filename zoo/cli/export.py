@@ -33,9 +33,11 @@ class ExportArgs:
 
 
 def run(argv: list[str]) -> dict:
-    from zoo.training.checkpoint.files import load_checkpoint
+    """Every argument, the output directory and the checkpoint's path are checked before torch
+    loads."""
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
+    from zoo.config.rundir import locate_checkpoint
 
     args, _ = parse(ExportArgs, argv)
     if args.ckpt is None or args.out is None:
@@ -43,13 +45,17 @@ def run(argv: list[str]) -> dict:
     if args.format not in FORMATS:
         raise ConfigError(f"format={args.format!r} is not allowed; choose one of: {', '.join(FORMATS)}")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"out={out} is a file; give a new or empty directory")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"out={out} exists and is not empty; choose a new directory")
     if importlib.util.find_spec("transformers") is None:  # the converters import it lazily
         raise ConfigError("format=hf needs transformers: pip install '.[hf]' in zoo's source directory")
+    ckpt = locate_checkpoint(args.ckpt)
     from zoo.interop.hf import UnsupportedConfig, to_hf
+    from zoo.training.checkpoint.files import load_checkpoint
 
-    task = load_checkpoint(args.ckpt)
+    task = load_checkpoint(ckpt)
     try:
         hf = to_hf(task.model)
     except UnsupportedConfig as exc:

@@ -23,6 +23,7 @@ def as_model_config(cfg: Any) -> ModelConfig:
         raise ConfigError(f"a model config must be a mapping, got {type(cfg).__name__}")
     data = dict(data)
     _reject_unknown(data, ModelConfig, "model")
+    reject_non_finite(data, "model")
     position = data.get("position", {})
     if isinstance(position, Mapping):
         _reject_unknown(position, PositionConfig, "model.position")
@@ -52,6 +53,7 @@ def as_schema(cfg: Any, schema: type, prefix: str):
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{prefix} must be a mapping, got {type(cfg).__name__}")
     _reject_unknown(cfg, schema, prefix)
+    reject_non_finite(cfg, prefix)
     return schema(**cfg)
 
 
@@ -72,6 +74,21 @@ def to_plain(cfg: Any) -> Any:
     if isinstance(cfg, DictConfig):
         return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     return cfg
+
+
+def reject_non_finite(data: Any, prefix: str) -> None:
+    """No setting is NaN or infinite (`optim.lr=nan` passes `lr <= 0` checks and reaches torch):
+    ConfigError naming the key."""
+    import math
+
+    if isinstance(data, float) and not math.isfinite(data):
+        raise ConfigError(f"{prefix} must be a finite number, got {data}")
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            reject_non_finite(value, f"{prefix}.{key}")
+    elif isinstance(data, (list, tuple)):
+        for i, value in enumerate(data):
+            reject_non_finite(value, f"{prefix}[{i}]")
 
 
 def _reject_unknown(data: Mapping, schema: type, prefix: str) -> None:

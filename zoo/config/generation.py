@@ -4,6 +4,7 @@ Torch-free, so zoo-generate refuses a bad option before torch loads; the decodin
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
@@ -18,6 +19,9 @@ class Strategy(Choice):
 
 
 _SAMPLING = ("temperature", "top_k", "top_p", "seed")
+# below this sampling is greedy in all but name; far below it (1e-45) logits divided by it
+# overflow float32 to inf and the probabilities become NaN
+MIN_TEMPERATURE = 1e-3
 _BEAM = ("num_beams", "length_penalty", "early_stopping")
 
 # the options that belong to one strategy, refused under another
@@ -70,9 +74,12 @@ class GenerationConfig:
             raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.num_beams < 1:
             raise ConfigError(f"num_beams must be >= 1, got {self.num_beams}")
-        if self.temperature <= 0:
-            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if not self.temperature >= MIN_TEMPERATURE:  # NaN too
+            raise ConfigError(f"temperature must be a number >= {MIN_TEMPERATURE:g}, got {self.temperature} "
+                              f"(strategy=greedy is the limit of a temperature near 0)")
+        if not math.isfinite(self.length_penalty):
+            raise ConfigError(f"length_penalty must be a finite number, got {self.length_penalty}")
         if self.top_k < 0:
             raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
+        if not 0.0 < self.top_p <= 1.0:  # NaN too
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from zoo.config.batching import per_device_batch
-from zoo.config.convert import as_model_config, as_schema, to_plain
+from zoo.config.convert import reject_non_finite, as_model_config, as_schema, to_plain
 from zoo.config.data import as_data_config, as_tokenizer_config
 from zoo.config.errors import ConfigError
 from zoo.config.logger import LoggerConfig
@@ -53,6 +53,7 @@ def _validate(cfg: Any) -> ZooConfig:
     trainer = to_plain(data.get("trainer")) or {}
     if not isinstance(trainer, Mapping):
         raise ConfigError(f"trainer must be a mapping, got {type(trainer).__name__}")
+    reject_non_finite(dict(trainer), "trainer")
     zc = ZooConfig(
         model=as_model_config(data.get("model")),
         task=as_schema(data.get("task"), TaskConfig, "task"),
@@ -139,6 +140,9 @@ def _check_schedule(zc: ZooConfig) -> None:
     max_steps = zc.trainer.get("max_steps", -1)
     if max_steps in (None, -1) and zc.trainer.get("max_epochs", -1) in (None, -1):
         raise ConfigError("set trainer.max_steps or trainer.max_epochs, or the run never ends")
+    if isinstance(max_steps, int) and (max_steps == 0 or max_steps < -1):
+        raise ConfigError(f"trainer.max_steps must be a positive number of steps (or -1 to train by "
+                          f"trainer.max_epochs), got {max_steps}")
     check_schedule_length(zc.scheduler, max_steps if max_steps and max_steps > 0 else None)
     if zc.scheduler.kind == ScheduleKind.inverse_sqrt:
         w, d = zc.scheduler.warmup_steps, zc.model.base_d_model  # under mup the base width
