@@ -72,11 +72,11 @@ def test_the_record_has_the_permissions_of_the_umask(tmp_path, umask, mode):
 def test_every_record_writer_goes_through_the_atomic_writer():
     """No module of zoo writes a record with Path.write_text or open(..., 'w') on its target.
     Left out: the CSV logger (it appends rows), the modules that write a temporary file of their
-    own and rename it (run-directory lock, cache digests, prepared shards), and the pictures
+    own and rename it (cache digests, prepared shards), and the pictures
     zoo-generate draws at the user's path."""
     import re
 
-    allowed = {"zoo/config/atomic.py", "zoo/training/loggers.py", "zoo/cli/rundir.py", "zoo/data/integrity.py",
+    allowed = {"zoo/config/atomic.py", "zoo/training/loggers.py", "zoo/data/integrity.py",
                "zoo/data/prepared.py", "zoo/models/visualize.py"}
     found = []
     for path in sorted((ROOT / "zoo").rglob("*.py")):

@@ -63,9 +63,9 @@ def acquire(run_dir: Path) -> None:
             raise RunDirBusy(
                 f"run directory {run_dir} is in use by a running zoo-train (host {owner.get('host')}, pid "
                 f"{owner.get('pid')}); wait for it to end, or choose another hydra.run.dir") from None
-        tmp = lock.with_name(f"{lock.name}.{os.getpid()}")
-        tmp.write_text(mine)
-        os.replace(tmp, lock)  # its owner is gone: taken over
+        from zoo.config.atomic import write_text
+
+        write_text(lock, mine)  # its owner is gone: taken over (a new file of an unpredictable name, renamed)
         return
     with os.fdopen(fd, "w") as f:
         f.write(mine)
