@@ -13,7 +13,7 @@ from typing import Optional
 
 from zoo.config.convert import plain
 from zoo.config.root import ZooConfig
-from zoo.config.rundir import RunDir
+from zoo.config.rundir import DamagedRecord, RunDir, RunSummary
 from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
 from zoo.training.resume_check import check_resume, saved_sections
 from zoo.training.strategies import is_sharded
@@ -89,8 +89,6 @@ def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> Optional
     summary.json says finished, with its metrics, at the step of the checkpoint it would resume,
     and the command asks for no more steps (trainer.max_steps) or epochs (trainer.max_epochs)
     than the run had. None otherwise (a fresh run, an unfinished one, or one continued further)."""
-    from zoo.config.rundir import DamagedRecord, RunSummary
-
     if resume.path is None or resume.step is None:
         return None
     try:
