@@ -64,6 +64,29 @@ def test_non_finite_settings_and_a_run_of_no_steps_are_refused_naming_the_key(ov
         zoo.validate(zoo.compose([override]))
 
 
+def test_a_pipe_or_a_device_is_named_and_never_read_as_a_checkpoint(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.ckpt"
+    os.mkfifo(fifo)  # a read of it would block for ever
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(CheckpointError, match="is not a regular file"):
+            locate_checkpoint(path)
+
+
+@pytest.mark.slow
+def test_a_garbled_start_time_in_the_environment_is_one_line(tmp_path):
+    import os
+
+    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", f"hydra.run.dir={tmp_path / 'run'}"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120,
+                            env={**os.environ, "ZOO_RUN_TIME": "garbage"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "ZOO_RUN_TIME='garbage' is not a start time" in line and "unset it" in line
+    assert not (tmp_path / "run").exists()
+
+
 def test_integer_options_take_scientific_notation_and_bad_values_name_the_type():
     args, _ = parse(GenerateArgs, ["max_new_tokens=1e3", "batch_size=2.0"])
     assert (args.max_new_tokens, args.batch_size) == (1000, 2)

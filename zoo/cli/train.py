@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 import errno
 import os
 import sys
@@ -267,7 +268,6 @@ def _check_overrides(argv: list[str]) -> Optional[tuple[Path, bool, DictConfig]]
 def _planned_run_dir(cfg, mode: str = "run", root: str = "runs") -> Optional[tuple[Path, bool]]:
     """(the run (or sweep) directory Hydra will use, whether it is other than the default
     ROOT/DATE/TIME)."""
-    from datetime import datetime
 
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -469,6 +469,12 @@ def main() -> None:
     _SWEEP_DIR = None
     register_configs()
     inherited = RUN_TIME_ENV in os.environ
+    if inherited:
+        try:
+            datetime.fromisoformat(os.environ[RUN_TIME_ENV])
+        except ValueError:
+            _fail(f"{RUN_TIME_ENV}={os.environ[RUN_TIME_ENV]!r} is not a start time (ISO format, e.g. "
+                  f"2026-11-26T10:00:00); zoo-train sets it for the processes of one run: unset it")
     agree_run_time()  # one start time, hence one run directory, for every rank of this run
     # a start time shared with other processes (a launcher's ranks, torchrun's store, a SLURM
     # step, a requeued job) names a directory they share: never renamed

@@ -184,6 +184,9 @@ def locate_checkpoint(path: str | PurePath) -> Path:
         raise CheckpointError(f"{path} is a directory without a checkpoint (neither checkpoints/{RunDir.LAST} nor "
                               f"{RunDir.LAST} in it); give a .ckpt file, a run directory or its checkpoints/ "
                               f"directory")
+    if not path.is_file():  # a pipe would block the read below; a device has no end
+        raise CheckpointError(f"{path} is not a regular file (a pipe, device or socket); give a .ckpt file, a "
+                              f"run directory or its checkpoints/ directory")
     with open(path, "rb") as fh:
         magic = fh.read(4)
     if magic[:2] != b"PK" and magic[:1] != b"\x80":  # torch.save: a zip archive (or a legacy pickle)

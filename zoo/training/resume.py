@@ -13,7 +13,7 @@ from typing import Optional
 
 from zoo.config.convert import plain
 from zoo.config.root import ZooConfig
-from zoo.config.rundir import DamagedRecord, RunDir, RunSummary
+from zoo.config.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
 from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
 from zoo.training.resume_check import check_resume, saved_sections
 from zoo.training.strategies import is_sharded
@@ -43,6 +43,8 @@ def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
             raise CheckpointError(f"ckpt_path={ckpt_path}: {path} does not exist")
     if path is None:
         return None
+    if not is_sharded_checkpoint(path):
+        locate_checkpoint(path)  # a pipe, device or socket is named, not read (a read of a pipe blocks)
     read_checkpoint(path, weights=False)  # refuses truncated files and files holding code
     return str(path)
 
