@@ -123,7 +123,7 @@ def user_mistakes(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     return {
         "zoo": (["trian"], "unknown subcommand 'trian'; did you mean train?"),
         "zoo-train": (["model=nope"], "Could not find 'model/nope'"),
-        "zoo-generate": (["strategy=sample", "temperature=0"], "temperature must be > 0, got 0.0"),
+        "zoo-generate": (["strategy=sample", "temperature=0"], "temperature must be a number >= 0.001, got 0.0"),
         "zoo-eval": ([f"ckpt={tmp_path / 'missing.ckpt'}"], "missing.ckpt"),
         "zoo-export": (["ckpt=a.ckpt", "out=b", "format=onnx"], "format='onnx' is not allowed; choose one of: hf"),
         "zoo-compare": ([str(tmp_path)], "no run directories (with .hydra/overrides.yaml) under"),
