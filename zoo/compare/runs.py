@@ -151,9 +151,7 @@ def check_figures(summary: dict, path: Path) -> None:
         if value < 0 and name.rsplit("/", 1)[-1] in ("loss", "ppl", "bpb", "accuracy", "bleu", "exact_match"):
             raise bad(name, value, "negative")
     for keys in COUNTS:
-        node: Any = summary
-        for key in keys:
-            node = node.get(key) if isinstance(node, dict) else None
+        node = at(summary, *keys)
         if isinstance(node, (int, float)) and not isinstance(node, bool) and (
                 not math.isfinite(node) or node < 0 or node > LARGEST_FIGURE):
             raise bad(".".join(keys), node, "not a count, time or rate")
@@ -214,11 +212,17 @@ def _natural(path: Path) -> tuple:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parts)
 
 
+def at(summary: dict, *keys: str) -> Any:
+    """The summary's value at keys (e.g. "model", "total_params"), None where absent."""
+    node: Any = summary
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
 def number(run: Run, *keys: str) -> Optional[float]:
     """The summary's number at keys (e.g. "model", "non_embedding_params"), None where absent."""
-    node: Any = run.summary
-    for k in keys:
-        node = node.get(k) if isinstance(node, dict) else None
+    node = at(run.summary, *keys)
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 

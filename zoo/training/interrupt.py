@@ -80,18 +80,22 @@ class Interrupt(L.Callback):
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         if not self._final:
             return
-        mine = int(self.received or 0)
-        if trainer.world_size > 1:  # every rank runs the same validation batches: they stop together
-            mine = int(trainer.strategy.reduce(torch.tensor(mine, device=pl_module.device), reduce_op="max"))
+        mine = self._agreed(trainer, pl_module)  # every rank runs the same validation batches
         if mine:
             raise ValidationStopped(mine)
+
+    def _agreed(self, trainer, pl_module) -> int:
+        """The largest signal any rank got (0: none), by one small all-reduce when there are
+        several ranks; every rank calls it at the same point."""
+        mine = int(self.received or 0)
+        if trainer.world_size > 1:
+            mine = int(trainer.strategy.reduce(torch.tensor(mine, device=pl_module.device), reduce_op="max"))
+        return mine
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not at_step_boundary(trainer) or self.stopped_at is not None:
             return
-        mine = int(self.received or 0)
-        if trainer.world_size > 1:  # one small all-reduce per step: the largest signal any rank got
-            mine = int(trainer.strategy.reduce(torch.tensor(mine, device=pl_module.device), reduce_op="max"))
+        mine = self._agreed(trainer, pl_module)
         if not mine:
             return
         log.info("%s: saving %s at step %d and stopping", signal.Signals(mine).name, self.last.path,
