@@ -23,8 +23,19 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
     """Train (from `resume` when set); the wall-clock seconds of fit and the final validation.
     TrainingStopped for a non-finite loss (task.on_nonfinite_loss=stop), naming the last good
     checkpoint; TrainingInterrupted after SIGTERM / SIGINT saved last.ckpt."""
-    last = callbacks.last
     start = time.perf_counter()
+    callbacks.interrupt.arm()  # from here to the end of the final validation no signal is lost
+    try:
+        _train(trainer, task, datamodule, callbacks, resume)
+        if callbacks.final.needed(trainer) and not callbacks.requeued:
+            _validate_final_step(trainer, task, datamodule, callbacks)
+    finally:
+        callbacks.interrupt.disarm()
+    return time.perf_counter() - start
+
+
+def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str]) -> None:
+    last, interrupt = callbacks.last, callbacks.interrupt
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     except NonFiniteLoss as exc:
@@ -34,33 +45,34 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
         raise TrainingStopped(
             f"{exc}; training stopped, {kept}; lower optim.lr, keep "
             f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip") from None
-    interrupt = callbacks.interrupt
     if interrupt.stopped_at is not None:
         raise TrainingInterrupted(interrupt.signum, interrupt.stopped_at, last.path)
-    final = callbacks.final
-    if final.needed(trainer) and not callbacks.requeued:
-        # the run ended between validations: its summary reports the weights it ends with
-        before = f"the last validation was at step {final.step}" if final.step is not None else "no validation before it"
-        log.info("validating the final step %d (%s)", trainer.global_step, before)
-        # logged at the step a validation inside fit would use for this step (one less than
-        # the count of finished steps), so metrics.csv reads the same either way
-        loop = trainer.fit_loop.epoch_loop
-        loop._batches_that_stepped -= 1
-        stopped: Optional[int] = None
-        interrupt.listen()  # a stop here saves the trained state and ends like one in training
-        try:
-            trainer.validate(task, datamodule=datamodule, verbose=False)
-        except ValidationStopped as exc:
-            stopped = exc.signum
-        except SIGTERMException:  # Lightning's handler (it calls ours too) ends its loop as a SystemExit(0)
-            stopped = signal.SIGTERM
-        finally:
-            loop._batches_that_stepped += 1
-            interrupt.done_listening()
-        stopped = stopped or interrupt.received
-        if stopped:
-            log.info("%s during the final validation: saving %s at step %d and stopping",
-                     signal.Signals(stopped).name, last.path, trainer.global_step)
-            last.save(trainer)
-            raise TrainingInterrupted(stopped, trainer.global_step, last.path)
-    return time.perf_counter() - start
+
+
+def _validate_final_step(trainer, task, datamodule, callbacks: RunCallbacks) -> None:
+    """The run ended between validations: its summary reports the weights it ends with. A signal
+    here (or one since training ended) saves the trained state and ends like one in training."""
+    last, interrupt, final = callbacks.last, callbacks.interrupt, callbacks.final
+    before = f"the last validation was at step {final.step}" if final.step is not None else "no validation before it"
+    log.info("validating the final step %d (%s)", trainer.global_step, before)
+    # logged at the step a validation inside fit would use for this step (one less than the
+    # count of finished steps), so metrics.csv reads the same either way
+    loop = trainer.fit_loop.epoch_loop
+    loop._batches_that_stepped -= 1
+    stopped: Optional[int] = None
+    interrupt.listen()
+    try:
+        trainer.validate(task, datamodule=datamodule, verbose=False)
+    except ValidationStopped as exc:
+        stopped = exc.signum
+    except SIGTERMException:  # Lightning's handler (it calls ours too) ends its loop as a SystemExit(0)
+        stopped = signal.SIGTERM
+    finally:
+        loop._batches_that_stepped += 1
+        interrupt.done_listening()
+    stopped = stopped or interrupt.received
+    if stopped:
+        log.info("%s during the final validation: saving %s at step %d and stopping",
+                 signal.Signals(stopped).name, last.path, trainer.global_step)
+        last.save(trainer)
+        raise TrainingInterrupted(stopped, trainer.global_step, last.path)

@@ -6,8 +6,8 @@ failed.json with the reason and the command that resumes, and exits 128 + the si
 
 The final validation (after fit, for a run that ended between validations) listens too: a
 signal there ends it at the batch it was in, the trained state is saved and the run ends the same
-way, never with status 0. Before training starts and after the run ends the default handlers
-apply (a stop there has nothing to save)."""
+way, never with status 0. The handler is in place from before Lightning's fit to the end of the
+final validation, gaps included; before and after that the previous handlers apply."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class Interrupt(L.Callback):
         self.received: Optional[int] = None  # the signal this process got
         self.signum: Optional[int] = None  # the signal the run stopped for (agreed by all ranks)
         self.stopped_at: Optional[int] = None  # the step it stopped at, saved in last.ckpt
-        self._previous: dict = {}
+        self._previous: dict = {}  # the handlers before `arm`
         self._final = False  # listening during the final validation
 
     def _handler(self, signum, frame) -> None:
@@ -47,35 +47,39 @@ class Interrupt(L.Callback):
             raise KeyboardInterrupt  # Ctrl-C twice: do not wait for the step boundary
         self.received = signum
 
-    def on_train_start(self, trainer, pl_module) -> None:
-        # after Lightning's own SIGTERM handler is in place (it would end the run with status 0
-        # and no checkpoint): this one replaces it for the training loop
+    def arm(self) -> None:
+        """Take SIGTERM and SIGINT for the whole of fit and the final validation. Called before
+        Lightning's fit, so that Lightning keeps this handler in its own chain while it sets up and
+        puts it back when fit ends: a signal in any gap is recorded, never lost."""
+        if self._previous:
+            return
         for signum in SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handler)
 
-    def _restore(self) -> None:
+    def disarm(self) -> None:
+        """Give the signals back to the handlers that were there before `arm`."""
+        self._final = False
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous = {}
 
-    def on_fit_end(self, trainer, pl_module) -> None:
-        self._restore()
-
-    def on_exception(self, trainer, pl_module, exception) -> None:
-        self._restore()
+    def on_train_start(self, trainer, pl_module) -> None:
+        # Lightning's own SIGTERM handler ends its loops with status 0 and no checkpoint: this one
+        # alone answers during training; a SIGTERM that Lightning saw while setting up is ours now
+        for signum in SIGNALS:
+            signal.signal(signum, self._handler)
+        connector = getattr(trainer, "_signal_connector", None)
+        if connector is not None and getattr(connector, "received_sigterm", False):
+            connector.received_sigterm = False
+            self.received = self.received or signal.SIGTERM
 
     def listen(self) -> None:
-        """Take SIGTERM and SIGINT again, for the final validation (run after fit, where
-        Lightning would otherwise put its own SIGTERM handler, which ends the run with status 0):
-        a signal there stops it at the next validation batch (`ValidationStopped`)."""
-        self.received = None
+        """The final validation (run after fit) stops at the batch a signal arrived in, or at its
+        first batch for a signal that arrived since training ended (`ValidationStopped`)."""
         self._final = True
-        for signum in SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._handler)
 
     def done_listening(self) -> None:
         self._final = False
-        self._restore()
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         if not self._final:

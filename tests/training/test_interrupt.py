@@ -1,0 +1,79 @@
+"""The signal handler of a run (zoo.training.interrupt.Interrupt) against Lightning's own: a signal
+that arrives while Lightning sets up, or between the end of fit and the final validation, is
+recorded and ends the run with its checkpoint, never lost and never turned into status 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
+from zoo.training.interrupt import Interrupt
+
+
+class _Tiny(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class _Signal(L.Callback):
+    """Sends this process SIGTERM from one Lightning hook."""
+
+    def __init__(self, hook: str) -> None:
+        setattr(self, hook, lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGTERM))
+
+
+def _fit(tmp_path, hook: str, max_steps: int = 4) -> tuple[Interrupt, L.Trainer]:
+    last = LastCheckpoint(tmp_path, every_n_steps=100)
+    interrupt = Interrupt(last)
+    before = signal.getsignal(signal.SIGTERM)
+    trainer = L.Trainer(max_steps=max_steps, callbacks=[last, RunRecord(tmp_path), interrupt, _Signal(hook)],
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, accelerator="cpu", devices=1)
+    interrupt.arm()
+    try:
+        trainer.fit(_Tiny(), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=1))
+    finally:
+        interrupt.disarm()
+    assert signal.getsignal(signal.SIGTERM) == before  # given back as it was
+    return interrupt, trainer
+
+
+def test_a_signal_after_fit_ends_is_kept_for_the_final_validation(tmp_path):
+    """Lightning puts back, when fit ends, the handler it found; a SIGTERM between that and the
+    final validation used to reach a stale handler of Lightning's and vanish (the run went on to
+    validate everything and exit 0)."""
+    interrupt, trainer = _fit(tmp_path, "on_fit_end")
+    assert trainer.global_step == 4 and interrupt.stopped_at is None  # training was over
+    assert interrupt.received == signal.SIGTERM
+
+
+def test_a_signal_while_lightning_sets_up_stops_at_the_first_step_with_a_checkpoint(tmp_path):
+    """Lightning's handler is the one in place before training starts; on its own it ends the loop
+    with a SystemExit of status 0. Here the signal is recorded and the first step boundary saves
+    and stops."""
+    interrupt, trainer = _fit(tmp_path, "on_fit_start")
+    assert interrupt.signum == signal.SIGTERM and interrupt.stopped_at == 1
+    assert torch.load(tmp_path / "last.ckpt", weights_only=False)["global_step"] == 1
+    assert not trainer.received_sigterm  # Lightning's flag was taken over, it ends nothing
+
+
+@pytest.mark.parametrize("hook, step", [
+    ("on_train_start", 1),
+    ("on_train_batch_end", 2),  # sent after the handler's own check at step 1: the next is step 2
+])
+def test_a_signal_in_training_stops_at_the_next_step_boundary(tmp_path, hook, step):
+    interrupt, trainer = _fit(tmp_path, hook, max_steps=6)
+    assert interrupt.signum == signal.SIGTERM and interrupt.stopped_at == step == trainer.global_step
