@@ -120,6 +120,61 @@ def test_a_damaged_shard_is_prepared_again(tmp_path, capfd):
     assert again.built and shard_bytes(entry) == intact
 
 
+def _tampered(tmp_path, change) -> tuple[Path, Path]:
+    """A prepared entry whose index.json `change` rewrites (digests recomputed to match)."""
+    import hashlib
+    import json
+
+    splits = splits_of(write_corpus(tmp_path / "c.txt", n=800), tmp_path)
+    entry = tmp_path / "cache" / "entry"
+    prepare(entry, splits, ByteTokenizer(), "text", num_proc=1, docs_per_shard=400)
+    index = json.loads((entry / "index.json").read_text())
+    change(entry, index)
+    for split in index["splits"].values():
+        for shard in split["shards"]:
+            path = (entry / shard["file"])
+            if path.is_file():
+                shard["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (entry / "index.json").write_text(json.dumps(index))
+    return entry, tmp_path / "outside.bin"
+
+
+def test_a_shard_named_outside_its_entry_is_never_read(tmp_path, capfd):
+    def point_outside(entry, index):
+        outside = tmp_path / "outside.bin"
+        first = index["splits"]["train"]["shards"][0]
+        outside.write_bytes((entry / first["file"]).read_bytes())  # a valid shard, elsewhere
+        first["file"] = "../../outside.bin"
+
+    entry, outside = _tampered(tmp_path, point_outside)
+    capfd.readouterr()
+    assert open_prepared(entry) is None  # damaged: removed, prepared again
+    assert "is not a file name inside the entry" in capfd.readouterr().err
+    assert outside.is_file() and not entry.exists()
+
+
+def test_ids_outside_the_vocabulary_are_found_before_training(tmp_path, capfd):
+    def poison(entry, index):
+        shard = entry / index["splits"]["validation"]["shards"][0]["file"]
+        ids = np.fromfile(shard, dtype=np.dtype(index["dtype"]))
+        ids[3] = index["vocab_size"] + 5
+        ids.tofile(shard)
+
+    entry, _ = _tampered(tmp_path, poison)
+    capfd.readouterr()
+    assert open_prepared(entry) is None
+    assert "ids outside the vocabulary" in capfd.readouterr().err
+
+
+def test_an_entry_of_another_vocabulary_size_is_prepared_again(tmp_path, capfd):
+    entry, _ = _tampered(tmp_path, lambda entry, index: None)
+    vocab = ByteTokenizer().vocab_size
+    assert open_prepared(entry, vocab_size=vocab) is not None
+    capfd.readouterr()
+    assert open_prepared(entry, vocab_size=vocab + 1) is None
+    assert f"the tokenizer's {vocab + 1}" in capfd.readouterr().err
+
+
 @pytest.mark.slow
 def test_an_interrupted_preparation_is_never_read_as_complete_and_keeps_its_shards(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", n=40_000)

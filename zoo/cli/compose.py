@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.config.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
+from zoo.config.hydra_section import HYDRA_GROUPS, check_group_choices, check_hydra_overrides, check_hydra_section, check_searchpath, inside
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.store import register_configs
 
@@ -35,6 +36,28 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     section; `check=False` skips the model checks. The object names in the config are always
     checked against the allow-list of `zoo.config.targets`. With `init_from=hf:DIR` the model
     and tokenizer sections are DIR's (`zoo.interop.hf.init_from`)."""
+    from zoo.cli.launch import register_resolvers
+    from zoo.config.targets import check_config_targets
+
+    register_configs()
+    register_resolvers()
+    overrides = list(overrides or [])
+    check_hydra_overrides(overrides)  # before Hydra reads them
+    cfg = _compose_raw(overrides, config_name, config_source_dir or config_source(), config_dirs)
+    check_config_targets(cfg)
+    _check_hydra(cfg, overrides)
+    if OmegaConf.select(cfg, "init_from", default=None) is not None:
+        from zoo.interop.hf.init_from import apply_init_from  # loads torch: only for init_from=
+
+        cfg = apply_init_from(cfg, overrides)
+    if not return_hydra_config:
+        with open_dict(cfg):
+            del cfg["hydra"]
+    return _check_model(cfg) if check else cfg
+
+
+def _compose_raw(overrides: list[str], config_name: str, primary: str, config_dirs: Iterable[str]) -> DictConfig:
+    """Hydra's composition, with its `hydra` section, errors as one ConfigError line."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
@@ -44,13 +67,6 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     import yaml
     from omegaconf.errors import OmegaConfBaseException
 
-    from zoo.cli.launch import register_resolvers
-    from zoo.config.targets import check_config_targets
-
-    register_configs()
-    register_resolvers()
-    overrides = list(overrides or [])
-    primary = config_source_dir or config_source()
     if not primary.startswith("pkg://") and not primary.startswith("file://"):
         primary = f"file://{primary}"
     search_path = create_config_search_path(primary)
@@ -61,7 +77,9 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     saved = global_hydra.hydra if global_hydra.is_initialized() else None
     global_hydra.clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
     try:
+        _check_searchpath_first(search_path, config_name, overrides)
         hydra = Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
+        _check_defaults_stay_home(hydra, config_name, overrides)
         cfg = hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
@@ -79,12 +97,69 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
         global_hydra.clear()
         if saved is not None:
             global_hydra.initialize(saved)
-    check_config_targets(cfg)
-    if OmegaConf.select(cfg, "init_from", default=None) is not None:
-        from zoo.interop.hf.init_from import apply_init_from  # loads torch: only for init_from=
+    return cfg
 
-        cfg = apply_init_from(cfg, overrides)
-    if not return_hydra_config:
-        with open_dict(cfg):
-            del cfg["hydra"]
-    return _check_model(cfg) if check else cfg
+
+def _check_searchpath_first(search_path, config_name: str, overrides: list[str]) -> None:
+    """`hydra.searchpath` as Hydra will read it (an override, else the primary config's own),
+    checked before Hydra reads it: a `pkg://` entry imports its package, running its code."""
+    from hydra._internal.config_repository import ConfigRepository
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    entries = None
+    for override in OverridesParser.create().parse_overrides(overrides):
+        if override.get_key_element() == "hydra.searchpath":
+            entries = override.value()
+            break
+    if entries is None:
+        loaded = ConfigRepository(config_search_path=search_path).load_config(config_path=config_name)
+        if loaded is not None and OmegaConf.is_dict(loaded.config):
+            entries = OmegaConf.select(loaded.config, "hydra.searchpath")
+            entries = OmegaConf.to_container(entries) if OmegaConf.is_config(entries) else entries
+    if entries is not None:
+        check_searchpath("hydra.searchpath", entries)
+
+
+def _check_defaults_stay_home(hydra, config_name: str, overrides: list[str]) -> None:
+    """A defaults entry names a config inside the search path's directories: `../x` or
+    `/../../x` would compose a file from anywhere on the disk."""
+    from hydra.types import RunMode
+
+    for default in hydra.config_loader.compute_defaults_list(config_name, overrides, RunMode.RUN).defaults:
+        path = default.config_path or ""
+        if ".." in path.split("/"):
+            raise ConfigError(f"the defaults entry {path!r} is refused: a config names configs inside its "
+                              f"config directory (no '..')")
+
+
+_REFERENCES: dict[tuple[str, ...], dict] = {}
+
+
+def _reference_hydra(choices: dict) -> dict:
+    """The `hydra` node zoo's own config composes to with the same Hydra group choices (e.g.
+    hydra/launcher=slurm), unresolved: what `check_hydra_section` compares against."""
+    key = tuple(sorted(f"{g}={c}" for g, c in choices.items()
+                       if g in HYDRA_GROUPS and c is not None and c != HYDRA_GROUPS[g][0]))
+    if key not in _REFERENCES:
+        cfg = _compose_raw(list(key), CONFIG_NAME, config_source(), ())
+        _REFERENCES[key] = OmegaConf.to_container(cfg.hydra, resolve=False)
+    return _REFERENCES[key]
+
+
+def _check_hydra(cfg: DictConfig, overrides: list[str]) -> None:
+    """Hydra's section of `cfg` holds only zoo's own values and checked settings
+    (`zoo.config.hydra_section`); its record of the overrides is the command line's; a sweep's
+    job directory lies inside the sweep directory."""
+    given = OmegaConf.to_container(cfg.hydra, resolve=False)
+    check_group_choices(given["runtime"]["choices"])
+    check_hydra_section(given, _reference_hydra(given["runtime"]["choices"]), overrides)
+    recorded = list(given["overrides"]["task"]) + list(given["overrides"]["hydra"])
+    if sorted(recorded) != sorted(overrides):
+        raise ConfigError("hydra.overrides is refused: Hydra records the command line's overrides there")
+    hydra = OmegaConf.create(given)  # the job directory of the first job, as Hydra will name it
+    hydra.job.num, hydra.job.id = 0, "0"
+    try:
+        subdir = OmegaConf.select(OmegaConf.create({"hydra": hydra}), "hydra.sweep.subdir", throw_on_missing=True)
+    except Exception:  # noqa: BLE001 - needs run-time values: the written form was checked
+        return
+    inside("hydra.sweep.subdir", subdir, "the sweep directory (hydra.sweep.dir)")

@@ -24,6 +24,40 @@ class RunDirBusy(ZooError, RuntimeError):
     """A live run owns the directory."""
 
 
+class ForeignRunDir(ZooError, RuntimeError):
+    """The directory holds files but no zoo run, or a link where zoo writes a run file."""
+
+
+# what only a zoo run leaves in its directory: a directory holding one of these holds a zoo run
+RUN_MARKERS = (RunDir.LOCK, RunDir.HYDRA, RunDir.SUMMARY, RunDir.FAILED, RunDir.CHECKPOINTS, RunDir.LOG)
+
+
+def check_contents(run_dir: Path) -> None:
+    """ForeignRunDir, on one line, for a directory zoo must not write a run into: one that holds
+    files but none a zoo run leaves (someone's config.yaml and metrics.csv would be overwritten),
+    or one with a link at a name zoo writes (`tokenizer/` planted as a link to elsewhere would be
+    written through)."""
+    try:
+        entries = sorted(os.scandir(run_dir), key=lambda e: e.name)
+    except FileNotFoundError:
+        return
+    run = RunDir(run_dir)
+    for entry in entries:
+        if entry.is_symlink() and entry.name != RunDir.LOCK and run.names(entry.name):
+            raise ForeignRunDir(f"{entry.path} is a link; zoo writes a run's files only inside its run directory: "
+                                f"remove the link, or choose another hydra.run.dir")
+    checkpoints = run.checkpoints
+    if checkpoints.is_dir() and not checkpoints.is_symlink():
+        for entry in os.scandir(checkpoints):
+            if entry.is_symlink():
+                raise ForeignRunDir(f"{entry.path} is a link; zoo writes checkpoints only inside its run "
+                                    f"directory: remove the link, or choose another hydra.run.dir")
+    if entries and not any(e.name in RUN_MARKERS for e in entries):
+        shown = ", ".join(e.name for e in entries[:5]) + (", ..." if len(entries) > 5 else "")
+        raise ForeignRunDir(f"{run_dir} holds files but no zoo run ({shown}); a run writes config.yaml, "
+                            f"metrics.csv and more there: choose a new or empty hydra.run.dir")
+
+
 def _me() -> dict:
     return {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job": os.environ.get("SLURM_JOB_ID")}
 
@@ -51,8 +85,10 @@ def owner_of(run_dir: Path) -> Optional[dict]:
 
 
 def acquire(run_dir: Path) -> None:
-    """Take the directory's lock, or raise RunDirBusy naming its live owner."""
+    """Take the directory's lock, or raise RunDirBusy naming its live owner (ForeignRunDir for
+    a directory that must not hold a run, `check_contents`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    check_contents(run_dir)
     lock = RunDir(run_dir).lock
     mine = json.dumps(_me())
     try:

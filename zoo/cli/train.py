@@ -121,13 +121,13 @@ def _lock_sweep_job(run_dir: Path) -> bool:
     Hydra writes); a directory a live job owns fails this arm, and the sweep goes on."""
     from hydra.types import RunMode
 
-    from zoo.cli.rundir import RunDirBusy, acquire
+    from zoo.cli.rundir import ForeignRunDir, RunDirBusy, acquire
 
     if HydraConfig.get().mode != RunMode.MULTIRUN or launch_rank() != 0:
         return False
     try:
         acquire(run_dir)
-    except RunDirBusy as exc:
+    except (RunDirBusy, ForeignRunDir) as exc:
         print(f"zoo-train: error: {exc}", file=sys.stderr)
         raise ArmFailed(str(exc)) from None
     return True
@@ -369,7 +369,7 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
     by a run started in the same second becomes runs/DATE/TIME-N for this whole run. A directory
     that holds a run is continued only by a command that describes that run: checked here,
     before Hydra writes its .hydra/ files into it."""
-    from zoo.cli.rundir import RunDirBusy, acquire, claim_default, release
+    from zoo.cli.rundir import ForeignRunDir, RunDirBusy, acquire, claim_default, release
     from zoo.config.errors import ConfigError
     from zoo.config.validate import validate
 
@@ -419,7 +419,7 @@ def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optio
                 sys.argv.append(f"hydra.run.dir={claimed}")  # Hydra, and the ranks Lightning starts
             run_dir = claimed
         acquire(run_dir)
-    except RunDirBusy as exc:
+    except (RunDirBusy, ForeignRunDir) as exc:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"run directory {run_dir}: {exc.strerror or exc}")

@@ -186,7 +186,7 @@ class ZooDataModule(L.LightningDataModule):
         key = hashlib.sha256(json.dumps({"corpus": corpus, "tokenizer": tokenizer.fingerprint(), "format": FORMAT,
                                          "text_column": cfg.text_column}, sort_keys=True).encode()).hexdigest()[:32]
         entry = entry_dir(cache_root(cfg.cache_dir), key)
-        found = open_prepared(entry, verify=verify)
+        found = open_prepared(entry, verify=verify, vocab_size=tokenizer.vocab_size)
         if found is None:
             found = prepare(entry, self._raw_splits(), tokenizer, cfg.text_column, num_proc=cfg.num_proc,
                             describe=describe(cfg), part=self.part)

@@ -109,14 +109,22 @@ class Prepared:
         return np.load(self.directory / f"{split}.counts.npy")
 
 
+def _shard_name(name) -> str:
+    """A shard's file name from the index: a plain name inside the entry, never a path."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise ValueError(f"shard {name!r} is not a file name inside the entry")
+    return name
+
+
 def entry_dir(cache: Path, key: str) -> Path:
     return Path(cache) / "prepared" / key
 
 
-def open_prepared(directory: Path, *, verify: bool = True) -> Optional[Prepared]:
-    """The entry in `directory`, or None when there is none. `verify` checks every shard against
-    its recorded digest; a damaged entry is removed (one line) and None returned, so that it is
-    prepared again."""
+def open_prepared(directory: Path, *, verify: bool = True, vocab_size: Optional[int] = None) -> Optional[Prepared]:
+    """The entry in `directory`, or None when there is none. Shards are plain files named inside
+    the entry; `verify` checks every shard against its recorded digest and every id against the
+    vocabulary (the entry's, and `vocab_size` when given: the tokenizer's); a damaged entry is
+    removed (one line) and None returned, so that it is prepared again."""
     directory = Path(directory)
     index_path = directory / INDEX
     if not index_path.is_file():
@@ -126,18 +134,26 @@ def open_prepared(directory: Path, *, verify: bool = True) -> Optional[Prepared]
         if index.get("format") != FORMAT:
             raise ValueError(f"format {index.get('format')!r}, expected {FORMAT}")
         dtype = np.dtype(index["dtype"])
+        vocab = int(index["vocab_size"])
+        if vocab_size is not None and vocab != vocab_size:
+            raise ValueError(f"its vocabulary has {vocab} ids, the tokenizer's {vocab_size}")
         streams = {}
         for split in SPLITS:
             shards = index["splits"][split]["shards"]
-            files = [directory / s["file"] for s in shards]
+            files = [directory / _shard_name(s["file"]) for s in shards]
             for shard, f in zip(shards, files):
+                if f.is_symlink() or not f.is_file():
+                    raise ValueError(f"{f.name} is not a file of the entry")
                 if f.stat().st_size != shard["tokens"] * dtype.itemsize:
                     raise ValueError(f"{f.name} holds {f.stat().st_size} bytes, expected "
                                      f"{shard['tokens'] * dtype.itemsize}")
                 if verify and file_digest(f) != shard["sha256"]:
                     raise ValueError(f"{f.name} does not match the digest recorded when it was written")
+                if verify and shard["tokens"] and int(np.memmap(f, dtype=dtype, mode="r").max()) >= vocab:
+                    raise ValueError(f"{f.name} holds ids outside the vocabulary of {vocab}")
             streams[split] = TokenStream(files, dtype)
-            if np.load(directory / f"{split}.counts.npy").sum() != sum(s["tokens"] for s in shards):
+            counts = np.load(directory / f"{split}.counts.npy")
+            if len(counts) != vocab or counts.sum() != sum(s["tokens"] for s in shards):
                 raise ValueError(f"{split}.counts.npy does not add up to the split's tokens")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         _discard(directory, f"prepared data {directory} is damaged ({exc})")
