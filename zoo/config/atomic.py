@@ -26,7 +26,7 @@ def replacing(path: str | os.PathLike, *, binary: bool = False) -> Iterator:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~umask())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -41,7 +41,7 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
-def _umask() -> int:
+def umask() -> int:
     """The process's umask, read without changing it (Linux); 0o022 where it cannot be read."""
     try:
         with open("/proc/self/status") as status:

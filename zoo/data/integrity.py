@@ -3,8 +3,9 @@
 Every Arrow file a cached `datasets` step leaves in the cache (the converted corpus, the
 split's index files, the tokenized columns) gets a sidecar `<file>.zoo-sha256` holding the
 SHA-256 of its bytes, written by the run that made it. A later run checks the digest before it
-trusts the file; a file that no longer matches (overwritten bytes) or no longer opens (a cut
-file) is built again from its inputs, with one line saying which entry was damaged. A cache
+trusts the file; a file that no longer matches (overwritten bytes), no longer opens (a cut
+file) or has no record it did not make itself is built again from its inputs, with one line
+saying which entry was damaged. A cache
 that cannot be written (read-only) is read as it is: digests are checked where they exist and
 nothing new is recorded.
 """
@@ -15,12 +16,14 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 from zoo.data.errors import DataError
 
 SUFFIX = ".zoo-sha256"
 _CHUNK = 1 << 20
+_CLOCK_MARGIN_S = 0.05
 _digests: dict[tuple, str] = {}
 
 D = TypeVar("D")
@@ -70,10 +73,10 @@ def bytes_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def damaged(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """The files among `paths` whose recorded digest differs from their bytes. A file without a
-    record gets one now (the run that just wrote it is the one reading it); where the record
-    cannot be written (a read-only cache) the file is taken as it is."""
+def damaged(paths: Iterable[str | os.PathLike], made_since: float) -> list[Path]:
+    """The files among `paths` whose recorded digest differs from their bytes, or that have no
+    record and were not made since `made_since` (a time.time()): a file is never blessed on
+    first use. A file made since then (by the step that is reading it) gets its record now."""
     bad = []
     for path in map(Path, paths):
         record = path.with_name(path.name + SUFFIX)
@@ -81,7 +84,12 @@ def damaged(paths: Iterable[str | os.PathLike]) -> list[Path]:
         try:
             expected = record.read_text(encoding="ascii").strip()
         except FileNotFoundError:
-            _record(record, digest)
+            # ctime: set by the kernel at every change, so a planted file cannot claim to be new
+            # (less a margin for the kernel's coarse clock, which can lag time.time())
+            if os.stat(path).st_ctime >= made_since - _CLOCK_MARGIN_S:
+                _record(record, digest)
+            else:
+                bad.append(path)
             continue
         except (OSError, UnicodeDecodeError):
             expected = ""
@@ -107,6 +115,7 @@ def checked(step: Callable[[bool], D], what: str, files: Callable[[D], list[str]
     them cannot be read or no longer matches its digest, `step(True)` builds them again and
     their new digests are recorded, and one line says so. A failure of the fresh build (the
     inputs themselves are at fault) is the caller's to report."""
+    start = time.time()
     try:
         result = step(False)
     except (OSError, ValueError) as exc:  # pyarrow: a cut file is OSError / ArrowInvalid
@@ -114,13 +123,14 @@ def checked(step: Callable[[bool], D], what: str, files: Callable[[D], list[str]
         restamp(files(result))
         notice(f"a cached file of {what} could not be read ({first_line(exc)}); built it again")
         return result
-    bad = damaged(files(result))
+    bad = damaged(files(result), made_since=start)
     if not bad:
         return result
+    recorded = bad[0].with_name(bad[0].name + SUFFIX).exists()
     result = step(True)
     restamp(files(result))
-    notice(f"cache entry {bad[0]} of {what} did not match the digest recorded when it was "
-           f"written; built it again")
+    notice(f"cache entry {bad[0]} of {what} " + ("did not match the digest recorded when it was written"
+                                                  if recorded else "has no digest record") + "; built it again")
     return result
 
 

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Optional, Union
 
 from zoo.config.data import as_tokenizer_config, SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
 from zoo.data.cache import cache_root, exclusive, hash_texts
+from zoo.config.atomic import umask
 from zoo.data.errors import DataError
 from zoo.data.integrity import discard
 from zoo.data.tokenizers.base import META_FILE, Tokenizer
@@ -116,7 +117,10 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
         raise DataError(f"the tokenizer in {directory} cannot be read "
                         f"({type(exc).__name__}: {str(exc).strip()[:200]})") from None
     recorded = meta.get("sha256")
-    if recorded is not None and recorded != tokenizer.digest():
+    if recorded is None:  # never trusted on first use: the record is what proves the files
+        raise DataError(f"the tokenizer in {directory} has no digest record (sha256 in {META_FILE}), so "
+                        f"its files cannot be checked; train it again, or save it with zoo")
+    if recorded != tokenizer.digest():
         raise DataError(f"the tokenizer in {directory} does not match the digest recorded when it "
                         f"was saved: its files were changed or damaged")
     return tokenizer
@@ -127,6 +131,7 @@ def _save_atomically(tokenizer: Tokenizer, target: Path) -> None:
     sees half a tokenizer; if another process won the race, keep its copy."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~umask())  # mkdtemp makes it 0700: a team's shared cache follows the umask
     try:
         tokenizer.save(tmp)
         try:
