@@ -149,3 +149,30 @@ def test_sigterm_in_the_final_validation_ends_like_one_in_training(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["global_step"] == 5 and "val/loss" in summary["metrics"]
+
+
+@pytest.mark.slow
+def test_a_second_signal_stops_at_once_with_records(tmp_path):
+    """SIGTERM then Ctrl-C at once: the run stops where it is (a second signal does not wait for
+    the step boundary), exit 130, failed.json naming the last checkpoint saved before and the
+    resume command. It used to end in Lightning's KeyboardInterrupt handler: exit 1, no records."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), *RUN]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for((run / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM), err[-3000:]
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("zoo-train:")]
+    assert len(lines) == 1 and "resume with: zoo-train" in lines[0], err[-2000:]
+    failed = json.loads((run / "failed.json").read_text())
+    assert failed["signal"] == proc.returncode - 128 and failed["resume"]
+    saved = read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"]
+    assert failed["step"] == saved  # the checkpoint failed.json names is the one on disk

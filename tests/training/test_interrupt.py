@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import lightning as L
 import pytest
@@ -13,38 +14,58 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
-from zoo.training.interrupt import Interrupt
+from zoo.training.interrupt import Interrupt, StopNow
 
 
 class _Tiny(L.LightningModule):
     def __init__(self):
         super().__init__()
         self.layer = torch.nn.Linear(2, 1)
+        self.validated = 0  # validation batches run
 
     def training_step(self, batch, batch_idx):
         return self.layer(batch[0]).pow(2).mean()
+
+    def validation_step(self, batch, batch_idx):
+        self.validated += 1
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 class _Signal(L.Callback):
-    """Sends this process SIGTERM from one Lightning hook."""
+    """Sends this process SIGTERM `times` times from one Lightning hook, once, then spends
+    `busy_s` seconds there (a step too long to reach its boundary)."""
 
-    def __init__(self, hook: str) -> None:
-        setattr(self, hook, lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGTERM))
+    def __init__(self, hook: str, times: int = 1, busy_s: float = 0.0) -> None:
+        self.sent = False
+
+        def send(*args, **kwargs):
+            if self.sent:
+                return
+            self.sent = True
+            for _ in range(times):
+                os.kill(os.getpid(), signal.SIGTERM)
+            end = time.monotonic() + busy_s
+            while time.monotonic() < end:
+                time.sleep(0.01)
+
+        setattr(self, hook, send)
 
 
-def _fit(tmp_path, hook: str, max_steps: int = 4) -> tuple[Interrupt, L.Trainer]:
+def _fit(tmp_path, hook: str, max_steps: int = 4, grace_s=None, **signal_args) -> tuple[Interrupt, L.Trainer]:
     last = LastCheckpoint(tmp_path, every_n_steps=100)
-    interrupt = Interrupt(last)
+    interrupt = Interrupt(last, grace_s=grace_s)
     before = signal.getsignal(signal.SIGTERM)
-    trainer = L.Trainer(max_steps=max_steps, callbacks=[last, RunRecord(tmp_path), interrupt, _Signal(hook)],
+    trainer = L.Trainer(max_steps=max_steps, callbacks=[last, RunRecord(tmp_path), interrupt,
+                                                        _Signal(hook, **signal_args)],
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu", devices=1)
+                        enable_model_summary=False, accelerator="cpu", devices=1, val_check_interval=3,
+                        num_sanity_val_steps=0, limit_val_batches=2)
+    data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=1)
     interrupt.arm()
     try:
-        trainer.fit(_Tiny(), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=1))
+        trainer.fit(_Tiny(), data, data)
     finally:
         interrupt.disarm()
     assert signal.getsignal(signal.SIGTERM) == before  # given back as it was
@@ -77,3 +98,23 @@ def test_a_signal_while_lightning_sets_up_stops_at_the_first_step_with_a_checkpo
 def test_a_signal_in_training_stops_at_the_next_step_boundary(tmp_path, hook, step):
     interrupt, trainer = _fit(tmp_path, hook, max_steps=6)
     assert interrupt.signum == signal.SIGTERM and interrupt.stopped_at == step == trainer.global_step
+
+
+def test_a_signal_stop_runs_no_validation_first(tmp_path):
+    """Lightning validates before an early stop (`should_stop`); a run stopped by a signal saves
+    and ends without it (a whole validation could outlast the scheduler's grace period)."""
+    interrupt, trainer = _fit(tmp_path, "on_train_batch_end", max_steps=6)  # validation due at step 3
+    assert interrupt.stopped_at == 2 and trainer.lightning_module.validated == 0
+
+
+def test_a_second_signal_stops_at_once(tmp_path):
+    with pytest.raises(StopNow, match="a second time"):
+        _fit(tmp_path, "on_train_batch_start", times=2)
+    assert not (tmp_path / "last.ckpt").exists()  # nothing saved by the stop
+
+
+def test_a_step_longer_than_the_grace_time_is_stopped_at_once(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(StopNow, match=r"no step boundary within 0.3 s"):
+        _fit(tmp_path, "on_train_batch_start", grace_s=0.3, busy_s=60)
+    assert time.monotonic() - started < 30

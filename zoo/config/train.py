@@ -197,8 +197,16 @@ class CallbacksConfig:
                   "last.ckpt and requeues itself; null turns this off"},
     )
 
+    stop_grace_s: float = field(
+        default=20.0,
+        metadata={"help": "after SIGTERM or Ctrl-C, seconds the next step boundary (where last.ckpt is "
+                  "saved) may take; past that, or at a second signal, the run stops at once without saving"},
+    )
+
     def __post_init__(self) -> None:
         self.progress_bar = ProgressBar.parse(self.progress_bar, "callbacks.progress_bar")
+        if not (self.stop_grace_s > 0):
+            raise ConfigError(f"callbacks.stop_grace_s must be > 0 seconds, got {self.stop_grace_s}")
         if self.requeue_signal is not None and self.requeue_signal not in REQUEUE_SIGNALS:
             raise ConfigError(
                 f"callbacks.requeue_signal must be one of {', '.join(REQUEUE_SIGNALS)} or null, "

@@ -11,7 +11,7 @@ from typing import Optional
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from zoo.training.checkpoint.files import read_checkpoint
-from zoo.training.interrupt import ValidationStopped
+from zoo.training.interrupt import StopNow, ValidationStopped
 from zoo.training.run_callbacks import RunCallbacks
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 from zoo.tasks.base import NonFiniteLoss
@@ -29,6 +29,11 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
         _train(trainer, task, datamodule, callbacks, resume)
         if callbacks.final.needed(trainer) and not callbacks.requeued:
             _validate_final_step(trainer, task, datamodule, callbacks)
+    except StopNow as exc:  # a second signal, or a step longer than the grace time: nothing saved now
+        last = callbacks.last.path
+        step = read_checkpoint(last, weights=False)["global_step"] if last.exists() else None
+        log.info("%s; the last checkpoint saved before: %s", exc, last if step is not None else "none")
+        raise TrainingInterrupted(exc.signum, step, last, why=str(exc)) from None
     finally:
         callbacks.interrupt.disarm()
     return time.perf_counter() - start

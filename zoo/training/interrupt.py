@@ -2,7 +2,10 @@
 records the signal; at the next optimizer-step boundary every rank agrees on it (any rank that
 got it stops them all), `last.ckpt` is saved together and training stops. zoo-train then writes
 failed.json with the reason and the command that resumes, and exits 128 + the signal's number
-(143 for SIGTERM, 130 for SIGINT). A second Ctrl-C stops at once.
+(143 for SIGTERM, 130 for SIGINT), without the validation Lightning runs before an early stop.
+A second signal stops the run at once (`StopNow`), and so does the first when the next step
+boundary has not come `callbacks.stop_grace_s` seconds later (a very long step or validation):
+failed.json then names the last checkpoint written before, and the exit status is the same.
 
 The final validation (after fit, for a run that ended between validations) listens too: a
 signal there ends it at the batch it was in, the trained state is saved and the run ends the same
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 from typing import Optional
 
 import lightning as L
@@ -33,19 +37,46 @@ class ValidationStopped(Exception):
         self.signum = signum
 
 
+class StopNow(BaseException):
+    """A second signal, or a first one the next step boundary did not answer within the grace
+    time: the run stops where it is, without saving. A BaseException (like KeyboardInterrupt), so
+    that no `except Exception` on the way swallows it; unlike KeyboardInterrupt, Lightning passes
+    it on instead of exiting with status 1."""
+
+    def __init__(self, signum: int, why: str) -> None:
+        super().__init__(f"{signal.Signals(signum).name} {why}")
+        self.signum, self.why = signum, why
+
+
 class Interrupt(L.Callback):
-    def __init__(self, last) -> None:
+    def __init__(self, last, grace_s: Optional[float] = None) -> None:
         self.last = last  # a LastCheckpoint
+        self.grace_s = grace_s  # after the first signal, how long the next step boundary may take
         self.received: Optional[int] = None  # the signal this process got
         self.signum: Optional[int] = None  # the signal the run stopped for (agreed by all ranks)
         self.stopped_at: Optional[int] = None  # the step it stopped at, saved in last.ckpt
         self._previous: dict = {}  # the handlers before `arm`
         self._final = False  # listening during the final validation
+        self._late: Optional[str] = None  # why the grace timer fired
+        self._timer: Optional[threading.Timer] = None
 
     def _handler(self, signum, frame) -> None:
-        if self.received == signal.SIGINT and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # Ctrl-C twice: do not wait for the step boundary
+        if self._late is not None:
+            raise StopNow(self.received or signum, self._late)
+        if self.received is not None:
+            raise StopNow(signum, "a second time: stopping at once")
         self.received = signum
+        if self.grace_s is not None and self._previous:
+            self._timer = threading.Timer(self.grace_s, self._too_late, args=(signum,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _too_late(self, signum: int) -> None:
+        """The grace time is over and the run is still going (a step or validation that long):
+        the main thread gets the signal again, and this time stops at once."""
+        if self._previous and self.stopped_at is None:
+            self._late = f"and no step boundary within {self.grace_s:g} s (callbacks.stop_grace_s): stopping at once"
+            signal.pthread_kill(threading.main_thread().ident, signum)
 
     def arm(self) -> None:
         """Take SIGTERM and SIGINT for the whole of fit and the final validation. Called before
@@ -59,6 +90,8 @@ class Interrupt(L.Callback):
     def disarm(self) -> None:
         """Give the signals back to the handlers that were there before `arm`."""
         self._final = False
+        if self._timer is not None:
+            self._timer.cancel()
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous = {}
@@ -107,3 +140,4 @@ class Interrupt(L.Callback):
         self.last.save(trainer)
         self.signum, self.stopped_at = mine, trainer.global_step
         trainer.should_stop = True
+        trainer.limit_val_batches = 0  # Lightning validates before an early stop: not for a signal

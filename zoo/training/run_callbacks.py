@@ -44,7 +44,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
     bar."""
     ckpt_dir = RunDir(run_dir).checkpoints
     last = LastCheckpoint(ckpt_dir, spec.callbacks.checkpoint_every_n_steps)
-    interrupt = Interrupt(last)  # SIGTERM / SIGINT: save at the next step, stop
+    interrupt = Interrupt(last, grace_s=spec.callbacks.stop_grace_s)  # SIGTERM / SIGINT: save at the next step, stop
     throughput, final = Throughput(), LastValidation()
     callbacks = [
         # top-k by validation loss, checked after every validation

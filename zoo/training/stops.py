@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Optional
 
 from zoo.config.errors import ZooError
 
@@ -15,8 +16,16 @@ class TrainingStopped(ZooError, RuntimeError):
 
 
 class TrainingInterrupted(RuntimeError):
-    """SIGTERM / SIGINT stopped the run at `step` after saving `checkpoint`."""
+    """SIGTERM / SIGINT stopped the run at `step` after saving `checkpoint`; with `why` (a stop
+    at once), `step` is that of the last checkpoint written before (None: there is none)."""
 
-    def __init__(self, signum: int, step: int, checkpoint: Path) -> None:
+    def __init__(self, signum: int, step: Optional[int], checkpoint: Path, why: Optional[str] = None) -> None:
         self.signum, self.step, self.checkpoint = signum, step, checkpoint
-        super().__init__(f"stopped by {signal.Signals(signum).name} at step {step}; {checkpoint} holds it")
+        name = signal.Signals(signum).name
+        if why is None:
+            message = f"stopped by {name} at step {step}; {checkpoint} holds it"
+        elif step is None:
+            message = f"stopped by {why}; no checkpoint had been written yet"
+        else:
+            message = f"stopped by {why}; {checkpoint} holds step {step}, the last one saved"
+        super().__init__(message)
