@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,48 @@ def test_a_crashed_rank_ends_the_whole_job_quickly(tmp_path, launcher):
     assert proc.returncode != 0
     assert elapsed < 120
     assert (run / "checkpoints" / "last.ckpt").is_file()  # what was saved is kept
+    if launcher == "lightning":  # rank 0 saw its child die: the record names it
+        failed = json.loads((run / "failed.json").read_text())
+        assert failed["rank"] == 1 and "rank 1" in failed["error"] and "SIGKILL" in failed["error"], failed
+        assert elapsed < 60
+
+
+@pytest.mark.slow
+def test_the_death_of_rank_zero_ends_the_other_ranks_with_a_record(tmp_path):
+    """SIGKILL rank 0 (the launcher's parent process): rank 1 used to wait in its next collective
+    for gloo's 30-minute timeout. It now sees its parent gone, writes failed.json naming rank 0
+    and exits."""
+    from tests.distributed.conftest import children, kill, wait_for
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), "trainer.max_steps=100000",
+           "trainer.val_check_interval=1000", "callbacks.checkpoint_every_n_steps=5", "trainer=ddp_cpu"]
+    proc = subprocess.Popen(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ranks = []
+    try:
+        wait_for(lambda: (run / "checkpoints" / "last.ckpt").is_file(), 180, "training to start", proc)
+        ranks = children(proc.pid)
+        assert ranks, "no rank-1 process found"
+        start = time.monotonic()
+        kill(proc.pid)
+        proc.wait(timeout=30)
+        wait_for(lambda: not any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in ranks),
+                 60, "rank 1 to end")
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in ranks:
+            kill(pid)
+    assert elapsed < 60
+    failed = json.loads((run / "failed.json").read_text())
+    assert failed["rank"] == 0 and "rank 0" in failed["error"], failed
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

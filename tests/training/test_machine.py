@@ -47,3 +47,17 @@ def test_the_refusal_comes_before_torch_and_leaves_no_run_directory(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "exit 2 False" in result.stdout, (result.stdout, result.stderr[-2000:])
     assert "model.max_seq_len (learned positions)" in result.stderr and not run.exists()
+
+
+def test_a_step_of_very_long_attention_is_warned_about_before_it_starts(capsys):
+    from zoo.cli.compose import compose
+    from zoo.config.validate import validate
+    from zoo.training.machine import warn_long_attention
+
+    long = validate(compose(["model/position=rope", "data.seq_len=40000", "model.max_seq_len=40000",
+                             "model.d_model=32", "model.n_layers=1", "trainer.max_steps=40"]))
+    warn_long_attention(long)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "data.seq_len 40000 squared" in err and "lower data.seq_len" in err
+    warn_long_attention(validate(compose([])))  # the default run: nothing to say
+    assert capsys.readouterr().err == ""

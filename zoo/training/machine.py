@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from zoo.config.batching import per_device_batch
 from zoo.config.errors import ConfigError
 from zoo.config.root import ZooConfig
 from zoo.config.logger import WandbMode
@@ -18,6 +19,7 @@ def check_machine(spec: ZooConfig) -> None:
     accelerator = str(spec.trainer.get("accelerator", "auto"))
     if accelerator == "cpu":  # before torch loads: answered in about a second
         check_host_memory(spec)
+        warn_long_attention(spec)
 
     import torch
 
@@ -47,6 +49,31 @@ def check_machine(spec: ZooConfig) -> None:
         if importlib.util.find_spec("liger_kernel") is None:
             raise ConfigError("task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's "
                               "source directory)")
+
+
+ATTENTION_WARN_PAIRS = 2**29  # about a second of a CPU core's work per layer, forward alone
+
+
+def warn_long_attention(spec: ZooConfig) -> None:
+    """One line on stderr, before anything starts, when one layer's attention on the CPU scores
+    more than ATTENTION_WARN_PAIRS pairs of positions a micro-batch (batch x heads x seq_len^2):
+    each step then takes minutes, and a signal is answered between operations only
+    (callbacks.stop_grace_s)."""
+    import sys
+
+    devices = spec.trainer.get("devices", 1)
+    world = devices if isinstance(devices, int) and devices > 0 else 1
+    try:
+        batch, _ = per_device_batch(spec.data.global_batch_size, world, spec.data.max_device_batch_size)
+    except ConfigError:
+        return
+    seq_len = spec.data.seq_len
+    pairs = batch * spec.model.n_heads * seq_len * seq_len
+    if pairs > ATTENTION_WARN_PAIRS:
+        print(f"zoo: warning: one layer's attention scores {pairs:,} pairs of positions a micro-batch on the CPU "
+              f"({batch} x {spec.model.n_heads} heads x data.seq_len {seq_len} squared): a step will take minutes "
+              f"and stops for a signal only between operations; lower data.seq_len or data.max_device_batch_size",
+              file=sys.stderr, flush=True)
 
 
 def check_tracking_server(uri: str, timeout: float = 10.0) -> None:

@@ -16,6 +16,7 @@ from zoo.config.train import ProgressBar
 from zoo.training.callbacks import LastValidation, Throughput
 from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
 from zoo.training.interrupt import Interrupt
+from zoo.training.rank_watch import RankWatch
 from zoo.training.preemption import Requeue, in_slurm_job
 from zoo.training.progress import StepRichProgressBar, StepTQDMProgressBar
 from zoo.training.rng import RngState
@@ -60,6 +61,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
         RngState(),
         RunRecord(run_dir),
         interrupt,
+        RankWatch(run_dir),  # the death of one rank ends every rank, with failed.json naming it
         LearningRateMonitor(logging_interval="step"),
         throughput,
         final,
