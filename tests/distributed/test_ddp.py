@@ -140,7 +140,7 @@ def test_a_crashed_rank_ends_the_whole_job_quickly(tmp_path, launcher):
     assert (run / "checkpoints" / "last.ckpt").is_file()  # what was saved is kept
     if launcher == "lightning":  # rank 0 saw its child die: the record names it
         failed = json.loads((run / "failed.json").read_text())
-        assert failed["rank"] == 1 and "rank 1" in failed["error"] and "SIGKILL" in failed["error"], failed
+        assert "rank 1" in failed["error"] and "SIGKILL" in failed["error"], failed
         assert elapsed < 60
 
 
@@ -175,7 +175,7 @@ def test_the_death_of_rank_zero_ends_the_other_ranks_with_a_record(tmp_path):
             kill(pid)
     assert elapsed < 60
     failed = json.loads((run / "failed.json").read_text())
-    assert failed["rank"] == 0 and "rank 0" in failed["error"], failed
+    assert "rank 0" in failed["error"] and "ended without a word" in failed["error"], failed
 
 
 def _state(pid: int) -> str:

@@ -10,6 +10,7 @@ name taken and runs in `runs/DATE/TIME-1` (then -2, ...). A start time handed do
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import socket
@@ -28,7 +29,8 @@ class ForeignRunDir(ZooError, RuntimeError):
     """The directory holds files but no zoo run, or a link where zoo writes a run file."""
 
 
-# what only a zoo run leaves in its directory: a directory holding one of these holds a zoo run
+# what only a zoo run leaves in its directory: a directory holding one of these (or the log of a
+# rank after the first, which torchrun's ranks write before rank 0 claims the directory) holds one
 RUN_MARKERS = (RunDir.LOCK, RunDir.HYDRA, RunDir.SUMMARY, RunDir.FAILED, RunDir.CHECKPOINTS, RunDir.LOG)
 
 
@@ -52,7 +54,7 @@ def check_contents(run_dir: Path) -> None:
             if entry.is_symlink():
                 raise ForeignRunDir(f"{entry.path} is a link; zoo writes checkpoints only inside its run "
                                     f"directory: remove the link, or choose another hydra.run.dir")
-    if entries and not any(e.name in RUN_MARKERS for e in entries):
+    if entries and not any(e.name in RUN_MARKERS or fnmatch.fnmatch(e.name, RunDir.RANK_LOG) for e in entries):
         shown = ", ".join(e.name for e in entries[:5]) + (", ..." if len(entries) > 5 else "")
         raise ForeignRunDir(f"{run_dir} holds files but no zoo run ({shown}); a run writes config.yaml, "
                             f"metrics.csv and more there: choose a new or empty hydra.run.dir")

@@ -29,6 +29,11 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
         _train(trainer, task, datamodule, callbacks, resume)
         if callbacks.final.needed(trainer) and not callbacks.requeued:
             _validate_final_step(trainer, task, datamodule, callbacks)
+    except Exception as exc:  # a collective that failed because a rank died: the record names the rank
+        died = callbacks.rank_watch.died if callbacks.rank_watch is not None else None
+        if died is None:
+            raise
+        raise TrainingStopped(died) from exc
     except StopNow as exc:  # a second signal, or a step longer than the grace time: nothing saved now
         last = callbacks.last.path
         step = read_checkpoint(last, weights=False)["global_step"] if last.exists() else None

@@ -46,61 +46,92 @@ class RankWatch(L.Callback):
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._started = time.time()
+        self._procs: list = []  # rank 0: the ranks it started
+        self._parent: Optional[int] = None  # a rank after the first: rank 0's pid
+        self._rank = 0
+        self.died: Optional[str] = None  # what ended the run: a rank's death
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         """Watch during fit and during the final validation (each a setup ... teardown)."""
         if (self._thread is not None and self._thread.is_alive()) or trainer.world_size < 2:
             return
-        self._stop = threading.Event()
         procs = getattr(trainer.strategy.launcher, "procs", None)  # Lightning's subprocess launcher
+        self._rank = trainer.global_rank
         if trainer.global_rank == 0 and procs:
-            target, args = self._watch_children, (list(procs),)
+            self._procs, target = list(procs), self._watch_children
         elif trainer.global_rank > 0 and os.environ.get("LOCAL_RANK") and _started_by_rank_zero():
-            target, args = self._watch_parent, (os.getppid(), trainer.global_rank)
+            self._parent = self._parent or os.getppid()
+            target = self._watch_parent
         else:
             return
-        self._thread = threading.Thread(target=target, args=args, name="zoo-rank-watch", daemon=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=target, name="zoo-rank-watch", daemon=True)
         self._thread.start()
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
         self._stop.set()
 
-    def _watch_children(self, procs) -> None:
-        while not self._stop.wait(POLL_S):
-            for rank, proc in enumerate(procs, start=1):
-                code = proc.poll()
-                if code is None or code == 0:
-                    continue
-                if self._stop.is_set():  # the run is ending anyway (a stop, an error reported)
-                    return
-                self._end(f"rank {rank} (pid {proc.pid}) {_death(code)}", rank)
-                for other in procs:
-                    if other.poll() is None:
-                        other.kill()
-                os._exit(EXIT_STATUS)
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        """A collective that failed because a rank died (gloo notices a closed connection at
+        once): the run's record names the rank, not the library's message."""
+        if self._procs:
+            deadline = time.monotonic() + 3 * POLL_S  # the child's exit may lag its closed socket
+            while self.died is None and time.monotonic() < deadline:
+                self.died = self._dead_child()
+                if self.died is None:
+                    time.sleep(0.1)
+        elif self._parent is not None and os.getppid() != self._parent and not self._ended_by_rank_zero():
+            self.died = self._parent_gone()
+            self._record(self.died)
 
-    def _watch_parent(self, parent: int, rank: int) -> None:
+    def _dead_child(self) -> Optional[str]:
+        for rank, proc in enumerate(self._procs, start=1):
+            code = proc.poll()
+            if code:
+                return _message(f"rank {rank} (pid {proc.pid}) {_death(code)}", self.run)
+        return None
+
+    def _parent_gone(self) -> str:
+        return _message(f"rank 0 (pid {self._parent}) ended without a word; rank {self._rank} stopped too", self.run)
+
+    def _ended_by_rank_zero(self) -> bool:
+        """Whether rank 0 wrote the run's record (a finish, a stop, an error) before it went."""
+        return any(record.exists() and record.stat().st_mtime >= self._started
+                   for record in (self.run.summary, self.run.failed))
+
+    def _watch_children(self) -> None:
         while not self._stop.wait(POLL_S):
-            if os.getppid() == parent:
+            died = self._dead_child()
+            if died is None or self._stop.is_set():
                 continue
-            # reparented: rank 0 is gone. Having written the run's record first, it ended the run
-            # (a finish, a stop or an error it reported): this rank only follows it
-            for record in (self.run.summary, self.run.failed):
-                if record.exists() and record.stat().st_mtime >= self._started:
-                    os._exit(0 if record == self.run.summary else EXIT_STATUS)
-            self._end(f"rank 0 (pid {parent}) ended without a word; rank {rank} stopped too", 0)
+            self._record(died)
+            for other in self._procs:
+                if other.poll() is None:
+                    other.kill()
             os._exit(EXIT_STATUS)
 
-    def _end(self, what: str, rank: int) -> None:
-        message = f"{what}; every rank stopped. Rerun the same command to resume from {self.run.last}" \
-            if self.run.last.exists() else f"{what}; every rank stopped, no checkpoint had been written yet"
+    def _watch_parent(self) -> None:
+        while not self._stop.wait(POLL_S):
+            if os.getppid() == self._parent:
+                continue
+            if self._ended_by_rank_zero():  # this rank only follows it
+                os._exit(0 if self.run.summary.exists() else EXIT_STATUS)
+            self._record(self._parent_gone())
+            os._exit(EXIT_STATUS)
+
+    def _record(self, message: str) -> None:
         log.error(message)
         try:
-            write_text(self.run.failed, json.dumps({"status": "failed", "error": message, "rank": rank,
-                                                     "time": time.time()}, indent=1))
+            write_text(self.run.failed, json.dumps({"status": "failed", "error": message}, indent=1))
         except OSError:
             pass
         print(f"zoo-train: error: {message}", file=sys.stderr, flush=True)
+
+
+def _message(what: str, run: RunDir) -> str:
+    if run.last.exists():
+        return f"{what}; every rank stopped. Rerun the same command to resume from {run.last}"
+    return f"{what}; every rank stopped, no checkpoint had been written yet"
 
 
 def _started_by_rank_zero() -> bool:

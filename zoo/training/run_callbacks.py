@@ -32,6 +32,7 @@ class RunCallbacks:
     throughput: Throughput
     final: LastValidation
     requeue: Optional[Requeue] = None  # SLURM jobs with callbacks.requeue_signal
+    rank_watch: Optional[RankWatch] = None  # names a rank that died
 
     @property
     def requeued(self) -> bool:
@@ -47,6 +48,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
     last = LastCheckpoint(ckpt_dir, spec.callbacks.checkpoint_every_n_steps)
     interrupt = Interrupt(last, grace_s=spec.callbacks.stop_grace_s)  # SIGTERM / SIGINT: save at the next step, stop
     throughput, final = Throughput(), LastValidation()
+    rank_watch = RankWatch(run_dir)
     callbacks = [
         # top-k by validation loss, checked after every validation
         ModelCheckpoint(
@@ -61,7 +63,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
         RngState(),
         RunRecord(run_dir),
         interrupt,
-        RankWatch(run_dir),  # the death of one rank ends every rank, with failed.json naming it
+        rank_watch,  # the death of one rank ends every rank, with failed.json naming it
         LearningRateMonitor(logging_interval="step"),
         throughput,
         final,
@@ -77,4 +79,4 @@ def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
         callbacks.append(StepTQDMProgressBar())
     return RunCallbacks(all=callbacks, last=last, interrupt=interrupt, throughput=throughput, final=final,
-                        requeue=requeue)
+                        requeue=requeue, rank_watch=rank_watch)
