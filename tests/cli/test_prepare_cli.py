@@ -54,3 +54,33 @@ def test_bad_input_is_one_line(tmp_path):
         assert "Traceback" not in result.stderr
         (line,) = [l for l in result.stderr.splitlines() if l.startswith("zoo-prepare: error:")]
         assert expected in line, line
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_preparation_with_one_line_and_keeps_its_shards(tmp_path):
+    """SIGTERM used to end zoo-prepare without a word (and Ctrl-C with a traceback); the shards
+    finished so far stay in ENTRY.partial for the next run."""
+    import os
+    import signal
+
+    from tests.distributed.conftest import wait_for
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}: some words of a document, and more words after them\n"
+                              for i in range(400_000)))
+    env = dict(os.environ, ZOO_CACHE=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.prepare", "data=local", f"data.path={corpus}",
+                             "tokenizer=byte", "data.num_proc=1"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any((tmp_path / "cache").glob("prepared/*.partial/*.bin.json")), 240,
+                 "a finished shard", proc)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "zoo-prepare: stopped by SIGTERM"
+    assert any((tmp_path / "cache").glob("prepared/*.partial/*.bin.json"))  # kept for the next run

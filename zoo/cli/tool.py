@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import signal
 import sys
 import textwrap
 import typing
@@ -33,6 +34,7 @@ def serve(tool: str, body: Callable[[list[str]], Any], help: Callable[[], str],
     """Run a console script: print `help()` for -h / --help (exit 0), otherwise `body(argv)`;
     a ZooError from either ends the command with one line and exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous = _take_sigterm()
     try:
         if wants_help(argv):
             print(help())
@@ -41,12 +43,37 @@ def serve(tool: str, body: Callable[[list[str]], Any], help: Callable[[], str],
         sys.stdout.flush()  # here, where a closed pipe is caught, not in the interpreter's exit
     except ZooError as exc:
         fail(tool, str(exc))
+    except (KeyboardInterrupt, Terminated) as exc:  # what was finished is kept (zoo-prepare's shards)
+        signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+        print(f"{tool}: stopped by {signal.Signals(signum).name}", file=sys.stderr)
+        sys.exit(128 + signum)
     except BrokenPipeError:  # `zoo-... | head`: the reader has gone; end quietly, as Python's docs advise
         import os
 
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush at exit goes nowhere
         sys.exit(1)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(BaseException):
+    """SIGTERM reached a tool: it ends like Ctrl-C, with one line and exit status 143."""
+
+
+def _terminated(signum, frame) -> NoReturn:
+    raise Terminated
+
+
+def _take_sigterm():
+    """SIGTERM raises Terminated in the main thread (the default would end the process without a
+    word and skip the clean-up of worker pools); the handler it replaced, or None."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminated)
 
 
 @dataclasses.dataclass(frozen=True)
