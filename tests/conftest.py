@@ -141,13 +141,6 @@ def _checkout_changes() -> set[str] | None:
     return {line for line in out.stdout.splitlines() if not any(part in line for part in _HARMLESS)}
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker more than half again the cores (3 on 2 cores). Most tests wait on
-    processes they start (interpreter start-ups, ranks, a tracker server): with a worker per core
-    the 2-core CI machine's cores were busy 76% of the suite."""
-    return max(2, (os.cpu_count() or 1) * 3 // 2)
-
-
 def pytest_sessionstart(session):
     session.config._zoo_checkout_before = _checkout_changes()
 
