@@ -67,6 +67,7 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
     import yaml
     from omegaconf.errors import OmegaConfBaseException
 
+    config_dirs = list(config_dirs)
     if not primary.startswith("pkg://") and not primary.startswith("file://"):
         primary = f"file://{primary}"
     search_path = create_config_search_path(primary)
@@ -77,9 +78,11 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
     saved = global_hydra.hydra if global_hydra.is_initialized() else None
     global_hydra.clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
     try:
-        _check_searchpath_first(search_path, config_name, overrides)
+        foreign = bool(config_dirs) or primary != _own_primary()  # -cd / -cp: configs from elsewhere
+        _check_searchpath_first(search_path, config_name, overrides, foreign)
         hydra = Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
-        _check_defaults_stay_home(hydra, config_name, overrides)
+        if foreign:  # zoo's own configs name no file outside conf/ and recipes/
+            _check_defaults_stay_home(hydra, config_name, overrides)
         cfg = hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
@@ -100,9 +103,15 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
     return cfg
 
 
-def _check_searchpath_first(search_path, config_name: str, overrides: list[str]) -> None:
-    """`hydra.searchpath` as Hydra will read it (an override, else the primary config's own),
-    checked before Hydra reads it: a `pkg://` entry imports its package, running its code."""
+def _own_primary() -> str:
+    primary = config_source()
+    return primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
+
+
+def _check_searchpath_first(search_path, config_name: str, overrides: list[str], foreign: bool) -> None:
+    """`hydra.searchpath` as Hydra will read it (an override, else the primary config's own, when
+    that may come from elsewhere), checked before Hydra reads it: a `pkg://` entry imports its
+    package, running its code."""
     from hydra._internal.config_repository import ConfigRepository
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -111,7 +120,7 @@ def _check_searchpath_first(search_path, config_name: str, overrides: list[str])
         if override.get_key_element() == "hydra.searchpath":
             entries = override.value()
             break
-    if entries is None:
+    if entries is None and foreign:
         loaded = ConfigRepository(config_search_path=search_path).load_config(config_path=config_name)
         if loaded is not None and OmegaConf.is_dict(loaded.config):
             entries = OmegaConf.select(loaded.config, "hydra.searchpath")
