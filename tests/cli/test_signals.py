@@ -22,13 +22,16 @@ RUN = ["trainer.max_steps=120", "trainer.val_check_interval=40", "callbacks.chec
        "model.dropout=0.1", "data.global_batch_size=4"]
 
 
-def _stop(run, signum: int, *extra: str) -> subprocess.CompletedProcess:
-    """Start zoo-train, send `signum` to it once it has saved its first checkpoint, wait."""
+def _stop(run, signum: int, *extra: str, then: int | None = None) -> subprocess.CompletedProcess:
+    """Start zoo-train, send `signum` (and at once `then`, when given) to it once it has saved
+    its first checkpoint, wait."""
     cmd = [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), *RUN, *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for((run / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
         proc.send_signal(signum)
+        if then is not None:
+            proc.send_signal(then)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -157,22 +160,13 @@ def test_a_second_signal_stops_at_once_with_records(tmp_path):
     the step boundary), exit 130, failed.json naming the last checkpoint saved before and the
     resume command. It used to end in Lightning's KeyboardInterrupt handler: exit 1, no records."""
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), *RUN]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for((run / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
-        proc.send_signal(signal.SIGTERM)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM), err[-3000:]
+    result = _stop(run, signal.SIGTERM, then=signal.SIGINT)
+    err = result.stderr
+    assert result.returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM), err[-3000:]
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.startswith("zoo-train:")]
     assert len(lines) == 1 and "resume with: zoo-train" in lines[0], err[-2000:]
     failed = json.loads((run / "failed.json").read_text())
-    assert failed["signal"] == proc.returncode - 128 and failed["resume"]
+    assert failed["signal"] == result.returncode - 128 and failed["resume"]
     saved = read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"]
     assert failed["step"] == saved  # the checkpoint failed.json names is the one on disk

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.config.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
-from zoo.config.hydra_section import HYDRA_GROUPS, check_group_choices, check_hydra_overrides, check_hydra_section, check_searchpath, inside
+from zoo.config.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.store import register_configs
 
@@ -160,8 +160,7 @@ def _check_hydra(cfg: DictConfig, overrides: list[str]) -> None:
     (`zoo.config.hydra_section`); its record of the overrides is the command line's; a sweep's
     job directory lies inside the sweep directory."""
     given = OmegaConf.to_container(cfg.hydra, resolve=False)
-    check_group_choices(given["runtime"]["choices"])
-    check_hydra_section(given, _reference_hydra(given["runtime"]["choices"]), overrides)
+    check_hydra_section(given, _reference_hydra(given["runtime"]["choices"]))
     recorded = list(given["overrides"]["task"]) + list(given["overrides"]["hydra"])
     if sorted(recorded) != sorted(overrides):
         raise ConfigError("hydra.overrides is refused: Hydra records the command line's overrides there")

@@ -248,13 +248,20 @@ def check_hydra_overrides(overrides: Iterable[str]) -> None:
         if key.startswith("hydra/"):
             check_group_choices({key.split("@", 1)[0]: value or None})
         elif key == "hydra" or key.startswith("hydra."):
-            rule = rule_of(key)
-            if rule is None:
-                raise ConfigError(f"{key} is refused: not a Hydra setting zoo allows ({allowed()})")
-            if rule[0] is Rule.ZOO:
-                raise ConfigError(f"{key} is refused: it is zoo's own setting and cannot be changed ({allowed()})")
-            if rule[0] is Rule.HYDRA:
-                raise ConfigError(f"{key} is refused: Hydra fills it in")
+            setting_check(key)
+
+
+def setting_check(path: str) -> Optional[Callable[[str, Any], None]]:
+    """The check of the setting `path`; ConfigError, on one line, when `path` is no setting."""
+    rule = rule_of(path)
+    if rule is None:
+        raise ConfigError(f"{path} is refused: not a Hydra setting zoo allows ({allowed()})")
+    kind, check = rule
+    if kind is Rule.ZOO:
+        raise ConfigError(f"{path} is refused: it is zoo's own setting and cannot be changed ({allowed()})")
+    if kind is Rule.HYDRA:
+        raise ConfigError(f"{path} is refused: Hydra fills it in")
+    return check
 
 
 def differences(given: Mapping[str, Any], reference: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -271,27 +278,19 @@ def differences(given: Mapping[str, Any], reference: Mapping[str, Any]) -> Itera
             yield path, _ABSENT
 
 
-def check_hydra_section(given: Mapping[str, Any], reference: Mapping[str, Any],
-                        overrides: Iterable[str] = ()) -> None:
-    """ConfigError, on one line, for the first key of `given` (the composed `hydra` node, as a
-    plain unresolved mapping) that differs from `reference` (zoo's own composition with the same
-    Hydra group choices) without being a setting, or whose value its check refuses. `overrides`
-    are the command line's: one naming a key Hydra fills in is refused too."""
+def check_hydra_section(given: Mapping[str, Any], reference: Mapping[str, Any]) -> None:
+    """ConfigError, on one line, for a Hydra group option zoo does not run with, or the first key
+    of `given` (the composed `hydra` node, as a plain unresolved mapping) that differs from
+    `reference` (zoo's own composition with the same Hydra group choices) without being a
+    setting, or whose value its check refuses. The command line's overrides are checked before
+    Hydra reads them (`check_hydra_overrides`)."""
     check_group_choices((given.get("runtime") or {}).get("choices") or {})
-    check_hydra_overrides(overrides)
     for path, value in differences(given, {**reference, "runtime": given.get("runtime"),
                                            "overrides": given.get("overrides"), "job": {
                                                **(reference.get("job") or {}),
                                                **{k: (given.get("job") or {}).get(k) for k in
                                                   ("override_dirname", "config_name", "id", "num")}}}):
-        rule = rule_of(path)
-        if rule is None:
-            raise ConfigError(f"{path} is refused: not a Hydra setting zoo allows ({allowed()})")
-        kind, check = rule
-        if kind is Rule.ZOO:
-            raise ConfigError(f"{path} is refused: it is zoo's own setting and cannot be changed ({allowed()})")
-        if kind is Rule.HYDRA:
-            raise ConfigError(f"{path} is refused: Hydra fills it in")
+        check = setting_check(path)
         if check is not None and value is not _ABSENT:
             check(path, value)
 
