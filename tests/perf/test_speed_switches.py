@@ -18,7 +18,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.model import Family
 from zoo.config.tasks import task_of_family
 from zoo.config.train import OptimConfig, OptimizerImpl
-from zoo.models.generate import GenerationConfig, generate
+from zoo.models.generate import GenerationConfig, compiled, generate
 from zoo.nn.cache import StaticKVCache
 from zoo.nn.chunked_loss import chunked_linear_cross_entropy
 from zoo.nn.position import POSITIONS as POSITION_CLASSES
@@ -336,6 +336,18 @@ def test_static_decoding_of_a_model_compiled_in_place_gives_the_eager_tokens():
     fast = generate(model, ids, attention_mask=mask, max_new_tokens=8,
                     config=GenerationConfig(static_cache=True, compile=True))
     assert torch.equal(fast, eager)
+
+
+def test_a_model_compiled_in_place_decodes_through_a_second_compilation_only_for_cuda_graphs():
+    """The in-place compilation (task.compile=true) has no CUDA graphs; a static step on CUDA asks
+    for them, so `compiled` compiles the model's own forward again in mode reduce-overhead."""
+    model = zoo.build_model(tiny("decoder_only", "rope")).eval()
+    model.compile(backend="eager")
+    assert compiled(model) is model
+    graphs = compiled(model, cuda_graphs=True)
+    assert graphs is not model and compiled(model, cuda_graphs=True) is graphs  # made once, reused
+    plain = zoo.build_model(tiny("decoder_only", "rope")).eval()
+    assert compiled(plain) is not plain and compiled(plain) is compiled(plain)
 
 
 def test_static_cache_needs_the_cache():

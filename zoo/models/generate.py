@@ -115,13 +115,16 @@ def compiled(model: ZooModel, *, cuda_graphs: bool = False) -> torch.nn.Module:
     """torch.compile(model), made once per model (and mode) and reused by later generate calls.
     cuda_graphs: mode "reduce-overhead", which replays each step as one CUDA graph (a static
     cache's step has fixed shapes and addresses). A model compiled in place (task.compile=true)
-    is used as it is, without CUDA graphs."""
-    if getattr(model, "_compiled_call_impl", None) is not None:
+    is used as it is without CUDA graphs; with them, its uncompiled `forward` is compiled again in
+    mode "reduce-overhead" (the in-place compilation has no CUDA graphs: a decoding step would
+    launch every kernel from the host, slower than eager on an H100, zoo-bench 2026-11-26)."""
+    in_place = getattr(model, "_compiled_call_impl", None) is not None
+    if in_place and not cuda_graphs:
         return model
     modes = _COMPILED.setdefault(model, {})
     mode = "reduce-overhead" if cuda_graphs else "default"
     if mode not in modes:
-        modes[mode] = torch.compile(model, mode=mode)
+        modes[mode] = torch.compile(model.forward if in_place else model, mode=mode)
     return modes[mode]
 
 
