@@ -6,6 +6,7 @@ resumed run ends bit-identical to one never stopped."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import shlex
 import signal
 import subprocess
@@ -170,3 +171,42 @@ def test_a_second_signal_stops_at_once_with_records(tmp_path):
     assert failed["signal"] == result.returncode - 128 and failed["resume"]
     saved = read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"]
     assert failed["step"] == saved  # the checkpoint failed.json names is the one on disk
+
+
+def _val_rows(run) -> list[tuple[int, str]]:
+    """metrics.csv's validation rows: (step, val/loss), in order."""
+    import csv
+    with open(run / "metrics.csv", newline="") as f:
+        return [(int(float(r["step"])), r["val/loss"]) for r in csv.DictReader(f) if r.get("val/loss")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("every", [2, 3], ids=["saved-inside-validation", "saved-before-validation"])
+def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_it_whole(tmp_path, every):
+    """A SIGTERM during the validation after step 3 ends the run at the next validation batch
+    (not after the whole validation and another step), with exit 143 and last.ckpt as of step 3;
+    the same command runs that validation whole first, then trains on: metrics.csv's validation
+    rows and the final weights equal those of a run never stopped. `every=3`: last.ckpt was
+    written at step 3 before the validation (Lightning alone would resume past the validation);
+    `every=2`: it is written from inside the validation."""
+    run_args = ["trainer.max_steps=9", "trainer.val_check_interval=3", "trainer.limit_val_batches=6",
+                f"callbacks.checkpoint_every_n_steps={every}", "model.dropout=0.1"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    assert zoo_train(*tiny_overrides(straight), *run_args).returncode == 0
+
+    helper = str(Path(__file__).with_name("signal_in_validation.py"))
+    result = subprocess.run([sys.executable, helper, "3", "2", *tiny_overrides(stopped), *run_args],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert "during the validation at step 3" in (stopped / "train.log").read_text()
+    failed = json.loads((stopped / "failed.json").read_text())
+    assert failed["step"] == 3 and failed["signal"] == signal.SIGTERM
+    assert read_checkpoint(stopped / "checkpoints" / "last.ckpt", weights=False)["global_step"] == 3
+    assert all(step < 2 for step, _ in _val_rows(stopped))  # the stopped validation wrote no row
+
+    again = zoo_train(*tiny_overrides(stopped), *run_args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _val_rows(stopped) == _val_rows(straight)  # steps 3, 6, 9 (logged at 2, 5, 8), same values
+    a, b = model_state(straight / "checkpoints" / "last.ckpt"), model_state(stopped / "checkpoints" / "last.ckpt")
+    assert all(torch.equal(a[k], b[k]) for k in a), "the resumed weights differ from the uninterrupted run"

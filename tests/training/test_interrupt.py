@@ -5,6 +5,7 @@ recorded and ends the run with its checkpoint, never lost and never turned into 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import signal
 import time
 
@@ -53,12 +54,13 @@ class _Signal(L.Callback):
         setattr(self, hook, send)
 
 
-def _fit(tmp_path, hook: str, max_steps: int = 4, grace_s=None, **signal_args) -> tuple[Interrupt, L.Trainer]:
+def _fit(tmp_path, hook: str, max_steps: int = 4, grace_s=None, sender=None,
+         **signal_args) -> tuple[Interrupt, L.Trainer]:
     last = LastCheckpoint(tmp_path, every_n_steps=100)
     interrupt = Interrupt(last, grace_s=grace_s)
     before = signal.getsignal(signal.SIGTERM)
     trainer = L.Trainer(max_steps=max_steps, callbacks=[last, RunRecord(tmp_path), interrupt,
-                                                        _Signal(hook, **signal_args)],
+                                                        sender or _Signal(hook, **signal_args)],
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, accelerator="cpu", devices=1, val_check_interval=3,
                         num_sanity_val_steps=0, limit_val_batches=2)
@@ -118,3 +120,50 @@ def test_a_step_longer_than_the_grace_time_is_stopped_at_once(tmp_path):
     with pytest.raises(StopNow, match=r"no step boundary within 0.3 s"):
         _fit(tmp_path, "on_train_batch_start", grace_s=0.3, busy_s=60)
     assert time.monotonic() - started < 30
+
+
+_STUCK = r"""
+import ctypes, os, signal, sys
+from pathlib import Path
+sys.path.insert(0, os.getcwd())
+import zoo.training.interrupt as interrupt_module
+from tests.training.test_interrupt import _fit
+import lightning as L
+
+interrupt_module.HARD_EXIT_S = 1.0
+out = sys.argv[1]
+interrupt_module.last_words(lambda exc: open(out + "/last_words.txt", "w").write(f"{exc.signum} {exc}"))
+
+
+class Stuck(L.Callback):  # after the signal, one native call that restarts across signals
+    def on_train_batch_start(self, trainer, *args):
+        if trainer.global_step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            ctypes.CDLL(None).system(b"sleep 60 >/dev/null 2>&1")  # glibc waits again after EINTR
+
+
+_fit(Path(out), "on_train_batch_start", grace_s=0.5, sender=Stuck())
+print("fit returned")
+"""
+
+
+def test_a_process_stuck_in_one_native_call_ends_with_its_records(tmp_path):
+    """A step that is one native call, longer than the grace time and blind to signals (here
+    glibc's system(), which waits again after EINTR): the watchdog writes the run's last words
+    and ends the process with 128 + the signal, seconds later, without waiting for the call."""
+    import subprocess
+    import sys
+
+    started = time.monotonic()
+    with open(tmp_path / "out.txt", "w") as out:  # files, not pipes: the shell of system() keeps pipes open
+        proc = subprocess.Popen([sys.executable, "-c", _STUCK, str(tmp_path)], stdout=out, stderr=subprocess.STDOUT,
+                                cwd=Path(__file__).resolve().parents[2])
+        code = proc.wait(timeout=120)
+    took = time.monotonic() - started
+    output = (tmp_path / "out.txt").read_text()
+    assert code == 128 + signal.SIGTERM, output[-3000:]
+    assert "fit returned" not in output
+    words = (tmp_path / "last_words.txt").read_text()
+    assert words.startswith(f"{int(signal.SIGTERM)} stopped by SIGTERM and no answer within 1.5 s"), words
+    assert "holds step 1, the last one saved" in words or "no checkpoint had been written yet" in words, words
+    assert took < 45, f"{took:.0f} s: the process waited for the native call"

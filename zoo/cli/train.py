@@ -104,6 +104,21 @@ def _resume_command(run_dir: Path) -> str:
     return " ".join([*map(shlex.quote, words), *map(shlex.quote, overrides), shlex.quote(f"hydra.run.dir={run_dir}")])
 
 
+def _interrupted(run_dir: Path, exc, release_lock: bool = False) -> None:
+    """A run a signal stopped: failed.json with the reason, the step and the command that
+    resumes, and one line. `release_lock`: the process ends without unwinding (a watchdog's
+    exit), so the run directory's lock is given back here."""
+    resume = _resume_command(run_dir)
+    _record_failure(run_dir, {"status": "failed", "error": str(exc), "signal": exc.signum, "step": exc.step,
+                              "resume": resume})
+    if launch_rank() == 0:
+        print(f"zoo-train: {exc}; resume with: {resume}", file=sys.stderr, flush=True)
+        if release_lock:
+            from zoo.cli.rundir import release
+
+            release(run_dir)
+
+
 def _arm_failed(run_dir: Path, message: str) -> None:
     """Write `failed.json` into the run directory (zoo-compare marks the arm failed), and in a
     sweep raise ArmFailed instead of exiting, so the sweep goes on with its other arms and
@@ -148,8 +163,11 @@ def _train_job(cfg: DictConfig) -> float | None:
     from zoo.training.resume_check import ResumeMismatch
     from zoo.training.run import TrainingInterrupted, TrainingStopped, train
 
+    from zoo.training.interrupt import last_words
+
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     job_lock = _lock_sweep_job(run_dir)
+    last_words(lambda exc: _interrupted(run_dir, exc, release_lock=True))  # a process stuck in native code
     try:
         result = train(cfg, run_dir)
         summary = result.summary
@@ -170,11 +188,7 @@ def _train_job(cfg: DictConfig) -> float | None:
         _fail(str(exc))
         return None
     except TrainingInterrupted as exc:  # SIGTERM / SIGINT: saved, the whole command stops
-        resume = _resume_command(run_dir)
-        _record_failure(run_dir, {"status": "failed", "error": str(exc), "signal": exc.signum, "step": exc.step,
-                                  "resume": resume})
-        if launch_rank() == 0:
-            print(f"zoo-train: {exc}; resume with: {resume}", file=sys.stderr)
+        _interrupted(run_dir, exc)
         sys.exit(128 + exc.signum)
     except Exception as exc:
         known = _known_failure(exc, run_dir)
@@ -184,6 +198,7 @@ def _train_job(cfg: DictConfig) -> float | None:
         _fail(known, status=1)
         return None
     finally:
+        last_words(None)
         if job_lock:
             from zoo.cli.rundir import release
 

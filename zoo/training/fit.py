@@ -48,6 +48,8 @@ def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[
     last, interrupt = callbacks.last, callbacks.interrupt
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
+    except ValidationStopped:
+        pass  # a signal during a validation: last.ckpt saved as of its start (interrupt.stopped_at)
     except NonFiniteLoss as exc:
         kept = f"the last good checkpoint is {last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})" \
             if last.path.exists() \

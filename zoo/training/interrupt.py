@@ -6,18 +6,28 @@ failed.json with the reason and the command that resumes, and exits 128 + the si
 A second signal stops the run at once (`StopNow`), and so does the first when the next step
 boundary has not come `callbacks.stop_grace_s` seconds later (a very long step or validation):
 failed.json then names the last checkpoint written before, and the exit status is the same.
+Python code answers that at once; a single native operation longer still (an attention matrix
+far beyond memory bandwidth) cannot be interrupted, so HARD_EXIT_S seconds later the process
+ends from a watchdog thread: the run's last words (`last_words`: failed.json, the one line)
+are written and it exits with the same status, without waiting for the operation.
 
-The final validation (after fit, for a run that ended between validations) listens too: a
-signal there ends it at the batch it was in, the trained state is saved and the run ends the same
-way, never with status 0. The handler is in place from before Lightning's fit to the end of the
+A signal during a validation inside fit ends it at the batch it was in: last.ckpt is saved as of
+the validation's start (`ValidationDue`), so the resumed run runs that validation whole first.
+(A validation at an epoch's last batch runs to its end first.) The final validation (after fit,
+for a run that ended between validations) listens too: a signal there ends it at the batch it
+was in, the trained state is saved and the run ends the same way, never with status 0.
+
+Ranks agree on a signal by a small all-reduce at each step boundary, and at each validation
+batch that every rank has (their shares of the validation set can differ by a batch). The handler is in place from before Lightning's fit to the end of the
 final validation, gaps included; before and after that the previous handlers apply."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 import lightning as L
 import torch
@@ -27,10 +37,20 @@ from zoo.training.checkpoint.saving import at_step_boundary
 log = logging.getLogger("zoo")
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+HARD_EXIT_S = 10.0  # after the grace time: how long Python may take to answer before the process ends
+
+_LAST_WORDS: Optional[Callable[[BaseException], None]] = None
+
+
+def last_words(fn: Optional[Callable[[BaseException], None]]) -> None:
+    """What the watchdog calls before it ends a process stuck in native code: zoo-train's
+    record of a stop (failed.json, the resume line); None: nothing."""
+    global _LAST_WORDS
+    _LAST_WORDS = fn
 
 
 class ValidationStopped(Exception):
-    """A signal arrived during the final validation: it ends at the batch it was in."""
+    """A signal arrived during a validation: it ends at the batch it was in."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -49,8 +69,11 @@ class StopNow(BaseException):
 
 
 class Interrupt(L.Callback):
-    def __init__(self, last, grace_s: Optional[float] = None) -> None:
+    def __init__(self, last, grace_s: Optional[float] = None, due=None) -> None:
         self.last = last  # a LastCheckpoint
+        self.due = due  # a ValidationDue: a stop inside a validation saves as of its start
+        self._common_batches = 0  # validation batches every rank runs (the agreement points)
+        self._val_batches = 0  # validation batches run so far in this validation
         self.grace_s = grace_s  # after the first signal, how long the next step boundary may take
         self.received: Optional[int] = None  # the signal this process got
         self.signum: Optional[int] = None  # the signal the run stopped for (agreed by all ranks)
@@ -76,7 +99,33 @@ class Interrupt(L.Callback):
         the main thread gets the signal again, and this time stops at once."""
         if self._previous and self.stopped_at is None:
             self._late = f"and no step boundary within {self.grace_s:g} s (callbacks.stop_grace_s): stopping at once"
+            self._timer = threading.Timer(HARD_EXIT_S, self._stuck, args=(signum,))
+            self._timer.daemon = True
+            self._timer.start()
             signal.pthread_kill(threading.main_thread().ident, signum)
+
+    def _stuck(self, signum: int) -> None:
+        """Python has not answered the stop for HARD_EXIT_S more seconds: the main thread is
+        inside one native operation. End the process from here, with the run's records."""
+        if not self._previous or self.stopped_at is not None:
+            return  # the stop was answered (or fit is over)
+        from zoo.training.checkpoint.files import read_checkpoint
+        from zoo.training.stops import TrainingInterrupted
+
+        last = self.last.path
+        try:
+            step = read_checkpoint(last, weights=False)["global_step"] if last.exists() else None
+        except Exception:  # noqa: BLE001 - a record must still be written
+            step = None
+        why = (f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): "
+               f"ended without saving")
+        log.error("%s %s", signal.Signals(signum).name, why)
+        try:
+            if _LAST_WORDS is not None:
+                _LAST_WORDS(TrainingInterrupted(signum, step, last, why=f"{signal.Signals(signum).name} {why}"))
+        finally:
+            logging.shutdown()
+            os._exit(128 + signum)
 
     def arm(self) -> None:
         """Take SIGTERM and SIGINT for the whole of fit and the final validation. Called before
@@ -114,12 +163,29 @@ class Interrupt(L.Callback):
     def done_listening(self) -> None:
         self._final = False
 
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._val_batches = 0
+        mine = sum(int(n) if n != float("inf") else 2**31 for n in trainer.num_val_batches)
+        if trainer.world_size > 1:  # one collective per validation: how many batches all ranks have
+            mine = int(trainer.strategy.reduce(torch.tensor(mine, device=pl_module.device), reduce_op="min"))
+        self._common_batches = mine
+
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-        if not self._final:
+        self._val_batches += 1
+        inside_fit = not self._final and self.due is not None and self.due.can_stop_inside(trainer)
+        if not (self._final or inside_fit) or self.stopped_at is not None:
             return
-        mine = self._agreed(trainer, pl_module)  # every rank runs the same validation batches
-        if mine:
-            raise ValidationStopped(mine)
+        if self._val_batches > self._common_batches:
+            return  # a batch other ranks may not have: no collective here
+        mine = self._agreed(trainer, pl_module)
+        if not mine:
+            return
+        if inside_fit:
+            log.info("%s during the validation at step %d: saving %s as of its start and stopping",
+                     signal.Signals(mine).name, trainer.global_step, self.last.path)
+            self.due.save_before_validation(trainer, self.last)
+            self.signum, self.stopped_at = mine, trainer.global_step
+        raise ValidationStopped(mine)
 
     def _agreed(self, trainer, pl_module) -> int:
         """The largest signal any rank got (0: none), by one small all-reduce when there are

@@ -24,6 +24,7 @@ import lightning as L
 
 from zoo.config.atomic import write_text
 from zoo.config.rundir import RunDir
+from zoo.training.interrupt import StopNow, ValidationStopped
 
 log = logging.getLogger("zoo")
 
@@ -73,7 +74,10 @@ class RankWatch(L.Callback):
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         """A collective that failed because a rank died (gloo notices a closed connection at
-        once): the run's record names the rank, not the library's message."""
+        once): the run's record names the rank, not the library's message. A stop of zoo's own
+        (a signal in a validation, or a second one) ends every rank on purpose: no rank died."""
+        if isinstance(exception, (ValidationStopped, StopNow)):
+            return
         if self._procs:
             deadline = time.monotonic() + 3 * POLL_S  # the child's exit may lag its closed socket
             while self.died is None and time.monotonic() < deadline:

@@ -15,6 +15,7 @@ from zoo.config.rundir import RunDir
 from zoo.config.train import ProgressBar
 from zoo.training.callbacks import LastValidation, Throughput
 from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
+from zoo.training.checkpoint.validation_due import ValidationDue
 from zoo.training.interrupt import Interrupt
 from zoo.training.rank_watch import RankWatch
 from zoo.training.preemption import Requeue, in_slurm_job
@@ -46,7 +47,9 @@ def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
     bar."""
     ckpt_dir = RunDir(run_dir).checkpoints
     last = LastCheckpoint(ckpt_dir, spec.callbacks.checkpoint_every_n_steps)
-    interrupt = Interrupt(last, grace_s=spec.callbacks.stop_grace_s)  # SIGTERM / SIGINT: save at the next step, stop
+    # a validation due at a checkpoint's step runs on resume (and a stop inside one saves as of its start)
+    due = ValidationDue(RunDir(run_dir).metrics)
+    interrupt = Interrupt(last, grace_s=spec.callbacks.stop_grace_s, due=due)  # SIGTERM / SIGINT: save, stop
     throughput, final = Throughput(), LastValidation()
     rank_watch = RankWatch(run_dir)
     callbacks = [
@@ -60,6 +63,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
             auto_insert_metric_name=False,
         ),
         last,  # last.ckpt every N optimizer steps and at every epoch end (and when fit ends)
+        due,
         RngState(),
         RunRecord(run_dir),
         interrupt,

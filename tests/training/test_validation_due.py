@@ -1,0 +1,106 @@
+"""A validation due at the step of a checkpoint runs when the run resumes from it
+(zoo.training.checkpoint.validation_due), against Lightning's own resume, which goes on past it:
+replayed on Lightning's loop state with a tiny module, in process."""
+
+from __future__ import annotations
+
+import csv
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from zoo.training.checkpoint.saving import LastCheckpoint
+from zoo.training.checkpoint.validation_due import KEY, ValidationDue, validated
+
+
+class _Tiny(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+        self.validations: list[int] = []  # the global step of each finished validation
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).pow(2).mean()
+
+    def validation_step(self, batch, batch_idx):
+        pass
+
+    def on_validation_end(self):
+        if not self.trainer.sanity_checking:
+            self.validations.append(self.trainer.global_step)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class _Crash(L.Callback):
+    """Ends fit right after last.ckpt is written at `step` (a kill before that step's validation)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError("killed")
+
+
+def _fit(tmp_path, *, due: bool, ckpt=None, crash_at=None, metrics=None) -> tuple[_Tiny, L.Trainer]:
+    model = _Tiny()
+    callbacks = [LastCheckpoint(tmp_path, every_n_steps=3)]
+    if due:
+        callbacks.append(ValidationDue(metrics))
+    if crash_at is not None:
+        callbacks.append(_Crash(crash_at))
+    trainer = L.Trainer(max_steps=9, callbacks=callbacks, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
+                        val_check_interval=3, num_sanity_val_steps=0, limit_val_batches=2)
+    data = DataLoader(TensorDataset(torch.randn(20, 2)), batch_size=1)
+    try:
+        trainer.fit(model, data, data, ckpt_path=ckpt)
+    except RuntimeError as exc:
+        assert "killed" in str(exc)
+    return model, trainer
+
+
+@pytest.mark.parametrize("due", [False, True], ids=["lightning-alone", "validation-due"])
+def test_a_checkpoint_written_before_its_steps_validation_runs_it_on_resume(tmp_path, due):
+    straight, _ = _fit(tmp_path / "straight", due=due)
+    assert straight.validations == [3, 6, 9]
+    _fit(tmp_path / "killed", due=due, crash_at=3)
+    saved = torch.load(tmp_path / "killed" / "last.ckpt", weights_only=False)
+    assert saved["global_step"] == 3 and saved.get(KEY, False) is due
+    resumed, trainer = _fit(tmp_path / "killed", due=due, ckpt=str(tmp_path / "killed" / "last.ckpt"))
+    # Lightning alone goes on past the validation of step 3; ValidationDue runs it first
+    assert resumed.validations == ([3, 6, 9] if due else [6, 9])
+    total = trainer.fit_loop.epoch_loop.val_loop.batch_progress.total
+    assert total.started == total.processed == total.completed  # no half-started batch left behind
+    if due:
+        assert trainer.fit_loop.epoch_loop._batches_that_stepped == 9  # as many as the straight run's
+
+
+def test_a_checkpoint_between_validations_is_not_marked(tmp_path):
+    _fit(tmp_path, due=True, crash_at=3)
+    model = _Tiny()
+    trainer = L.Trainer(max_steps=4, callbacks=[LastCheckpoint(tmp_path / "b", every_n_steps=2), ValidationDue()],
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, accelerator="cpu", devices=1, val_check_interval=3,
+                        num_sanity_val_steps=0, limit_val_batches=2)
+    data = DataLoader(TensorDataset(torch.randn(20, 2)), batch_size=1)
+    trainer.fit(model, data, data)
+    assert KEY not in torch.load(tmp_path / "b" / "last.ckpt", weights_only=False)  # step 4: none due
+
+
+def test_a_validation_whose_row_is_in_metrics_csv_is_not_run_again(tmp_path):
+    """The validation of step 3 ran (its row, logged at step 2, is in metrics.csv) before the
+    run was killed: the resume goes on past it, without a second row."""
+    _fit(tmp_path, due=True, crash_at=3)
+    metrics = tmp_path / "metrics.csv"
+    with open(metrics, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["step", "train/loss", "val/loss"])
+        writer.writeheader()
+        writer.writerows([{"step": 2, "train/loss": 1.0, "val/loss": ""}, {"step": 2, "train/loss": "", "val/loss": 0.5}])
+    assert validated(metrics, 2) and not validated(metrics, 1) and not validated(tmp_path / "none.csv", 2)
+    resumed, _ = _fit(tmp_path, due=True, ckpt=str(tmp_path / "last.ckpt"), metrics=metrics)
+    assert resumed.validations == [6, 9]

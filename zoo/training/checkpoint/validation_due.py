@@ -1,0 +1,143 @@
+"""A validation that was due at the step of a checkpoint runs when the run resumes from it.
+
+Lightning resumes a checkpoint written at the end of a training batch (zoo's `last.ckpt` every N
+steps, or the one a signal stop writes) past the validation that step was due to run: a run
+killed or stopped during that validation came back without its metrics row. Such a checkpoint
+is marked `zoo_validation_due`; on load its loop state becomes the one Lightning writes from
+inside a validation (`restarted_mid_evaluation`, no batch of it done), so the resumed run starts
+with that whole validation, then trains on, and metrics.csv reads as if nothing had happened.
+Whether the validation ran before the run ended is read from metrics.csv, the record a resumed
+run keeps: a validation row at the step is there (nothing to redo) or it is not.
+
+A signal stop during a validation saves through here as well (`before_validation`): the weights,
+optimizer and generators are those of the step's end (validation changes none of them: its data
+loaders draw from generators of their own), and the loop state is put back to the validation's
+start. Validations at the last batch of an epoch are left out: Lightning's restart closes the
+epoch there, so a stop in one waits for its end, as before.
+
+The loop-state layout is Lightning's (2.6); `tests/training/test_validation_due.py` replays it."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Optional
+
+import lightning as L
+from lightning.pytorch.trainer.states import TrainerFn
+
+KEY = "zoo_validation_due"
+_TRAIN = "epoch_loop.batch_progress"
+_VAL = "epoch_loop.val_loop.batch_progress"
+
+
+def _in_fit(trainer) -> bool:
+    return trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+
+
+def _inside_epoch(trainer) -> bool:
+    """The batch just trained is not the last of its epoch."""
+    return trainer.fit_loop.epoch_loop.batch_progress.current.completed < trainer.num_training_batches
+
+
+def validated(metrics: Optional[Path], step: int) -> bool:
+    """Does metrics.csv hold a validation row logged at `step` (Lightning's logging step: a
+    validation after optimizer step N logs at N - 1)?"""
+    if metrics is None or not metrics.is_file():
+        return False
+    with open(metrics, newline="") as f:
+        for row in csv.DictReader(f):
+            at = row.get("step")
+            if at and int(float(at)) == step and any(k.startswith("val/") and v for k, v in row.items() if k):
+                return True
+    return False
+
+
+class ValidationDue(L.Callback):
+    def __init__(self, metrics: Optional[Path] = None) -> None:
+        self.metrics = metrics  # the run's metrics.csv
+        self._val_start: Optional[dict] = None  # the validation loop's totals when it started
+        self._before_validation = False  # the next save is a stop's, from inside a validation
+        self._fix_totals = False  # a resumed validation ran (or was skipped): totals to put back
+
+    # -- saving ---------------------------------------------------------------------------------
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if _in_fit(trainer):
+            self._val_start = trainer.fit_loop.epoch_loop.val_loop.batch_progress.total.state_dict()
+
+    def can_stop_inside(self, trainer) -> bool:
+        """Can a stop save from inside the validation now running and resume it whole?"""
+        return _in_fit(trainer) and trainer.validating and self._val_start is not None and _inside_epoch(trainer)
+
+    def save_before_validation(self, trainer, last) -> None:
+        """Save `last` (a LastCheckpoint) from inside a validation, as of the validation's start.
+        (When last.ckpt was written at this step already, before the validation, it stays.)"""
+        self._before_validation = True
+        try:
+            last.save(trainer)
+        finally:
+            self._before_validation = False
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        if not _in_fit(trainer) or "loops" not in checkpoint:
+            return
+        loops = checkpoint["loops"]["fit_loop"]
+        if self._before_validation:
+            train = loops[_TRAIN]
+            for part in ("total", "current"):  # back to the end of the training batch
+                train[part]["completed"] -= 1
+            loops[_VAL] = {**loops[_VAL], "total": dict(self._val_start),
+                           "current": {k: 0 for k in self._val_start}, "is_last_batch": False}
+            checkpoint[KEY] = True
+            return
+        train = trainer.fit_loop.epoch_loop.batch_progress.total
+        at_batch_end = train.processed == train.completed + 1  # inside on_train_batch_end
+        if at_batch_end and _inside_epoch_after(trainer) and _due(trainer):
+            checkpoint[KEY] = True
+
+    # -- resuming -------------------------------------------------------------------------------
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        if not checkpoint.get(KEY) or trainer.state.fn != TrainerFn.FITTING:
+            return
+        if validated(self.metrics, checkpoint["global_step"] - 1):
+            return  # it ran and its row is kept: Lightning goes on past it, as it would
+        loops = checkpoint["loops"]["fit_loop"]
+        train, val = loops[_TRAIN], loops[_VAL]
+        for part in ("total", "current"):  # as saved from inside the step's validation
+            train[part]["completed"] += 1
+        done = val["total"]["completed"]
+        val["total"] = {"ready": done + 1, "started": done + 1, "processed": done, "completed": done}
+        val["current"] = {"ready": 1, "started": 1, "processed": 0, "completed": 0}
+        val["is_last_batch"] = False
+        self._fix_totals = True
+
+    def _put_totals_back(self, trainer) -> None:
+        """The mid-validation form counts one batch started and never processed: take it back,
+        or a later resume would take any checkpoint for one written mid-validation."""
+        if self._fix_totals:
+            total = trainer.fit_loop.epoch_loop.val_loop.batch_progress.total
+            total.ready -= 1
+            total.started -= 1
+            self._fix_totals = False
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if _in_fit(trainer):
+            self._put_totals_back(trainer)
+            self._val_start = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._put_totals_back(trainer)  # the validation was not run after all (changed settings)
+
+
+def _inside_epoch_after(trainer) -> bool:
+    """In on_train_batch_end (before Lightning counts the batch completed): not an epoch's last."""
+    return trainer.fit_loop.epoch_loop.batch_progress.current.processed < trainer.num_training_batches
+
+
+def _due(trainer) -> bool:
+    """Lightning's own decision, taken right after on_train_batch_end, whether this step validates."""
+    loop = trainer.fit_loop.epoch_loop
+    fetcher = trainer.fit_loop._data_fetcher
+    return fetcher is not None and trainer.enable_validation and loop._should_check_val_fx(fetcher)
