@@ -1,37 +1,66 @@
 #!/usr/bin/env bash
-# The GPU check: zoo-bench's gpt2-small shape (training, then generation) and the GPU suite
-# (`pytest -m gpu`), in one command, each inside its own time limit, with every log and figure
-# written under $OUT (default ./gpu-check). Speed figures come first: a lease that ends early
-# still leaves them. Run from zoo's source directory on a machine with one CUDA GPU:
+# The GPU check, one command for a lent GPU: zoo-bench against Hugging Face and x-transformers
+# (training for each shape, then greedy decoding at batch 1 and 8, eager and compiled with CUDA
+# graphs) and the GPU suite (`pytest -m gpu`, split over WORKERS processes; it holds the FSDP
+# bf16 kill/resume tests), each inside its own time limit. Speed figures come first: a lease
+# that ends early still leaves them. Every log goes under $OUT (default ./gpu-check); at the end
+# benchmarks/gpu_summary.py writes one dated JSON record under benchmarks/results/gpu/ (or
+# $RESULTS) and $OUT/summary.md for the README, and prints it.
 #
-#   bash benchmarks/gpu_check.sh          # TRAIN_S=150 GEN_S=150 SUITE_S=240 seconds by default
+#   bash benchmarks/gpu_check.sh                          # everything (about 12 minutes on an H100)
+#   PARTS="train:llama-250m suite" bash benchmarks/gpu_check.sh      # some parts (a second call)
+#   TINY=1 bash benchmarks/gpu_check.sh                   # the plumbing on a CPU in a minute or two
 #
-# Where hydra-core is missing and .whl/ holds the wheels (../shared-style offline install), they
-# are installed into a temporary site directory first. Arguments go to pytest (test ids or -k to
-# rerun). tests/cli/test_tracking.py (no GPU tests) needs mlflow, which GPU images often lack:
-# it is left out. Prints the GPU, the versions, zoo-bench's Markdown tables and the suite's end.
+# PARTS: train:SHAPE, generate:SHAPE and suite, run in the order given (default
+# "train:gpt2-small generate:gpt2-small train:llama-250m suite"); limits TRAIN_S, GEN_S, SUITE_S
+# seconds. Where hydra-core is missing and .whl/ holds the wheels (a machine with no package
+# index), they are installed into a temporary site directory first. Arguments go to pytest
+# (test ids or -k to rerun). tests/cli/test_tracking.py (no GPU tests) needs mlflow, which GPU
+# images often lack: it is left out.
 set -uo pipefail
 out=${OUT:-gpu-check}
 mkdir -p "$out"
+: > "$out/status.txt"
 export PYTHONUNBUFFERED=1
 if ! python3 -c "import hydra" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
   site=$(mktemp -d)
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl/*.whl || exit 1
   export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
+parts=${PARTS:-train:gpt2-small generate:gpt2-small train:llama-250m suite}
+bench_args=(variants="${VARIANTS:-bf16,bf16-compile}" peers="${PEERS:-hf,x-transformers}" rounds="${ROUNDS:-3}")
+gen_args=(variants="${VARIANTS:-bf16,bf16-compile}" rounds="${GEN_ROUNDS:-2}" new_tokens="${NEW_TOKENS:-128}"
+          peers="${GEN_PEERS:-hf}")
+suite_args=(-m gpu -n "${WORKERS:-12}")
+if [ -n "${TINY:-}" ]; then  # a CPU: the smallest model, one round, the suite's GPU tests all skip
+  parts=${PARTS:-train:reference generate:reference suite}
+  tiny=(device=cpu model.d_model=64 model.n_heads=2 model.n_layers=1 model.vocab_size=256 batch=2 seq_len=32 steps=1)
+  bench_args=(variants=eager peers=hf rounds=1 "${tiny[@]}")
+  gen_args=(variants=eager rounds=1 new_tokens=8 peers=hf "${tiny[@]}")
+  suite_args=(-m gpu tests/gpu/test_speed_cuda.py)
+fi
 {
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  else echo "no GPU (CPU), -, -"; fi
   python3 -c "import torch, lightning, transformers; print('torch', torch.__version__, '| lightning', lightning.__version__, '| transformers', transformers.__version__)"
   date -u +%Y-%m-%d
 } 2>&1 | tee "$out/gpu.txt"
-bench() {  # name limit measure
-  timeout "$2" python3 -m zoo.cli.bench shape="${SHAPE:-gpt2-small}" variants="${VARIANTS:-bf16,bf16-compile}" \
-    peers="${PEERS:-hf,x-transformers}" measure="$3" rounds="${ROUNDS:-3}" ${BENCH_ARGS:-} \
-    out="$out/$1.json" > "$out/$1.log" 2>&1
-  echo "zoo-bench $1 exit: $?"; grep -E '^\|' "$out/$1.log" || tail -15 "$out/$1.log"
-}
-bench train "${TRAIN_S:-150}" train
-bench generate "${GEN_S:-150}" generate
-timeout "${SUITE_S:-240}" python3 -m pytest -m gpu -n "${WORKERS:-8}" -q -p no:cacheprovider "$@" \
-  --ignore=tests/cli/test_tracking.py --junitxml="$out/gpu-suite.xml" --durations=10 > "$out/gpu-suite.log" 2>&1
-echo "gpu suite exit: $?"; tail -25 "$out/gpu-suite.log"
+for part in $parts; do
+  kind=${part%%:*}; shape=${part#*:}
+  case $kind in
+    train)
+      timeout "${TRAIN_S:-170}" python3 -m zoo.cli.bench shape="$shape" measure=train "${bench_args[@]}" \
+        out="$out/train-$shape.json" > "$out/train-$shape.log" 2>&1 ;;
+    generate)
+      timeout "${GEN_S:-170}" python3 -m zoo.cli.bench shape="$shape" measure=generate "${gen_args[@]}" \
+        out="$out/generate-$shape.json" > "$out/generate-$shape.log" 2>&1 ;;
+    suite)
+      timeout "${SUITE_S:-220}" python3 -m pytest "${suite_args[@]}" -q -p no:cacheprovider "$@" \
+        --ignore=tests/cli/test_tracking.py --junitxml="$out/gpu-suite.xml" --durations=10 > "$out/gpu-suite.log" 2>&1 ;;
+    *) echo "gpu_check: unknown part $part (train:SHAPE, generate:SHAPE, suite)"; exit 2 ;;
+  esac
+  code=$?
+  echo "$part $code" | tr ':' '-' >> "$out/status.txt"
+  echo "$part exit: $code"
+done
+python3 benchmarks/gpu_summary.py "$out" --results "${RESULTS:-benchmarks/results/gpu}"

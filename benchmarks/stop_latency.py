@@ -6,8 +6,8 @@ Each trial starts a small run (d_model 64, 2 layers, byte tokenizer, King James 
 its first checkpoint, sends SIGTERM at one of two moments and times the process's exit:
 
 - `training`: during the training steps (the stop comes at the next step boundary);
-- `validation`: 2 s into an in-loop validation over the whole validation split (the step
-  boundary comes only after it, so the grace time `callbacks.stop_grace_s=5` ends it).
+- `validation`: 2 s into an in-loop validation over the whole validation split (the stop comes
+  at the next validation batch, saved as of the validation's start).
 
 `--load N` runs N other trainings on the same machine meanwhile (the cores are shared). Each stop
 must leave failed.json and exit 143; the medians are printed and written to `--out`.

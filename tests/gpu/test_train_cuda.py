@@ -37,10 +37,11 @@ def _clean(stderr: str) -> None:
         assert text not in stderr, f"the run printed {text!r}"
 
 
-@pytest.mark.parametrize("trainer", ["gpu", "ddp", "fsdp"])
-def test_zoo_train_on_the_gpu_end_to_end(tmp_path, trainer):
+@pytest.mark.parametrize("trainer, extra", [("gpu", []), ("ddp", []), ("fsdp", []), ("fsdp", ["task.compile=true"])],
+                         ids=["gpu", "ddp", "fsdp", "fsdp-compile"])
+def test_zoo_train_on_the_gpu_end_to_end(tmp_path, trainer, extra):
     run = tmp_path / trainer
-    result = zoo_train(*tiny_overrides(run), *GPU_RUN, f"trainer={trainer}", "trainer.devices=1")
+    result = zoo_train(*tiny_overrides(run), *GPU_RUN, f"trainer={trainer}", "trainer.devices=1", *extra)
     assert result.returncode == 0, result.stderr[-3000:]
     _clean(result.stderr + result.stdout)
     summary = _summary(run)

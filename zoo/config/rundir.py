@@ -67,6 +67,7 @@ class RunDir:
     TENSORBOARD: ClassVar[str] = "tb"
     WANDB: ClassVar[str] = "wandb"
     TRACKING: ClassVar[str] = "tracking.json"
+    RANKS: ClassVar[str] = ".ranks"  # one file a rank (torchrun, srun): which process it is, while it runs
     SUMMARY: ClassVar[str] = "summary.json"
     FAILED: ClassVar[str] = "failed.json"
     LENGTHS: ClassVar[str] = "lengths.json"
@@ -139,17 +140,21 @@ class RunDir:
         return self.path / self.FAILED
 
     @property
+    def ranks(self) -> Path:
+        return self.path / self.RANKS
+
+    @property
     def lengths(self) -> Path:
         return self.path / self.LENGTHS
 
     def names(self, relative: str | PurePath) -> bool:
         """Whether `relative` (a path inside the run directory) is one this class names: one of
         its files, a best-STEP checkpoint, a rank's log, or anything inside the directories that
-        another tool fills (.hydra/, tokenizer/, tb/, wandb/)."""
+        another tool fills (.hydra/, tokenizer/, tb/, wandb/) or zoo's ranks (.ranks/)."""
         parts = PurePath(relative).parts
         if not parts:
             return False
-        if parts[0] in (self.HYDRA, self.TOKENIZER, self.TENSORBOARD, self.WANDB):
+        if parts[0] in (self.HYDRA, self.TOKENIZER, self.TENSORBOARD, self.WANDB, self.RANKS):
             return True
         if parts[0] == self.CHECKPOINTS and len(parts) == 2:
             return parts[1] in (self.LAST, self.FULL) or fnmatch.fnmatch(parts[1], self.BEST_FILES)

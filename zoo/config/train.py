@@ -104,8 +104,9 @@ class TaskConfig:
     compile: bool = field(
         default=False,
         metadata={"help": "torch.compile the model, and for token tasks the whole training loss "
-                  "(stack, output head and loss in one graph); first steps slower while it "
-                  "compiles; on CPU needs a C++ compiler"},
+                  "(stack, output head and loss in one graph; under trainer=fsdp each layer, "
+                  "compiled before it is sharded); first steps slower while it compiles; on CPU "
+                  "needs a C++ compiler"},
     )
 
     def __post_init__(self) -> None:

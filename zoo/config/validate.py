@@ -122,9 +122,6 @@ def _check_sharding(zc: ZooConfig) -> None:
         raise ConfigError(f"trainer.strategy=fsdp runs trainer.precision in ({', '.join(SHARDED_PRECISIONS)}), "
                           f"got {precision} (float16 mixed precision needs a gradient scaler that sharded "
                           f"training here has not; use bf16-mixed)")
-    if zc.task.compile:
-        raise ConfigError("task.compile=true is not supported with trainer.strategy=fsdp yet "
-                          "(compile the unsharded model under trainer=gpu or trainer=ddp)")
 
 
 def _check_batch(zc: ZooConfig) -> None:

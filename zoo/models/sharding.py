@@ -7,7 +7,14 @@ A training step enters the root unit once: `forward_loss` (stack and output head
 is registered as a forward method, and validation reads the logits a plain forward returns.
 (Two entries per step, a forward and then the head as a method of its own, free the root's
 gathered parameters between them: on CUDA that ended in illegal memory accesses.) The encoder,
-which generation calls on its own, is registered too."""
+which generation calls on its own, is registered too.
+
+With compile (task.compile=true), each layer is compiled in place before it is sharded, as
+torchtitan and torchtune do under FSDP2: the layers are the repeated, costly part, a layer's
+compiled graph serves every layer of its shape, and FSDP2's gather and free hooks run between the
+compiled layers (dynamo skips them), never inside a graph. The root unit (embeddings, head,
+loss) runs eagerly. Compiling in place keeps parameter names, so checkpoints are those of an
+eager run."""
 
 from __future__ import annotations
 
@@ -25,14 +32,19 @@ def layers(model: nn.Module) -> list[nn.Module]:
     return [layer for stack in model.modules() if isinstance(stack, Stack) for layer in stack.layers]
 
 
-def shard(model: nn.Module, mesh: Any, mp_policy: Optional[Any] = None) -> nn.Module:
-    """Apply fully_shard to each layer, then to the model; in place, returns the model."""
+def shard(model: nn.Module, mesh: Any, mp_policy: Optional[Any] = None, compile: bool = False) -> nn.Module:
+    """Apply fully_shard to each layer (compiled in place first with `compile`), then to the
+    model; in place, returns the model."""
     from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
     kwargs = {"mesh": mesh}
     if mp_policy is not None:
         kwargs["mp_policy"] = mp_policy
+    if compile:
+        model._compiled_call_impl = None  # a whole-model compilation would trace FSDP's root hooks
     for layer in layers(model):
+        if compile:
+            layer.compile()
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
     model.sharded = True  # forward_loss then calls forward itself, inside the registered entry

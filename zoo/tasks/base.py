@@ -3,6 +3,7 @@ optimizer, schedule, metrics and token counting. Architecture lives in `zoo.mode
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar, Optional
 
 import lightning as L
@@ -21,10 +22,12 @@ from zoo.tasks.target_bytes import TargetBytes
 from zoo.tasks.optim import build_optimizer, schedule
 from zoo.nn.chunked_loss import IGNORE
 from zoo.models.parametrization import optimizer_scales
-from zoo.models.sharding import shard
+from zoo.models.sharding import layers, shard
 from zoo.data.tokenizers.state import tokenizer_state
 from zoo.data.tokenizers.text_bytes import TextBytes
 
+
+log = logging.getLogger("zoo")
 
 
 def _full(t: torch.Tensor) -> torch.Tensor:
@@ -142,7 +145,7 @@ class ZooTask(L.LightningModule):
                        output_loss=output_loss, sparse_targets=self.sparse_targets)
         if self.task_config.compile and not getattr(self.model, "sharded", False):
             loss = _compiled_forward_loss()(self.model, inputs, labels, **options)
-        else:  # under FSDP, forward_loss is the registered forward entry (the model compiled in place)
+        else:  # under FSDP, forward_loss is the registered forward entry (with compile, each layer compiled)
             loss = self.model.forward_loss(inputs, labels, **options)
         return loss, labels.numel(), n_tokens
 
@@ -216,7 +219,9 @@ class ZooTask(L.LightningModule):
         policy = None
         if str(self.trainer.precision) == "bf16-mixed":  # gather in bf16, reduce gradients in float32
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        shard(self.model, dp_mesh, policy)
+        shard(self.model, dp_mesh, policy, compile=self.task_config.compile)  # compile: each layer
+        if self.task_config.compile:
+            log.info("task.compile: %d layer(s) compiled, each before it was sharded", len(layers(self.model)))
         for name, child in self.named_children():
             if child is not self.model and any(True for _ in child.parameters()):
                 fully_shard(child, mesh=dp_mesh, **({"mp_policy": policy} if policy else {}))

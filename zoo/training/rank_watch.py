@@ -6,13 +6,23 @@ children wait in their next collective until its timeout (30 minutes with gloo).
 closes both gaps: rank 0 polls its children every `POLL_S` and, when one has died, writes
 failed.json naming it and ends the run; every other rank polls its parent and, when rank 0 is
 gone, writes failed.json naming rank 0 and exits. Both exit status 1 (a run that could not go
-on); the same command resumes from the last checkpoint."""
+on); the same command resumes from the last checkpoint.
+
+Ranks that torchrun's agent or SLURM started are siblings, not parent and children: each leaves
+a beacon in the run directory (`.ranks/RANK`: host, pid, parent pid), removed when its process
+exits normally, and watches the beacons of the ranks on its own host with the same parent (the
+same launch, not an earlier one). A rank whose process is gone while its beacon is still there
+was killed: the first to see it writes failed.json naming it and exits; the agent (or srun, or
+the failed collectives) ends the rest. Ranks on other hosts cannot be watched from here: their
+death shows as a failed collective."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
+import socket
 import signal
 import sys
 import threading
@@ -50,6 +60,7 @@ class RankWatch(L.Callback):
         self._procs: list = []  # rank 0: the ranks it started
         self._parent: Optional[int] = None  # a rank after the first: rank 0's pid
         self._rank = 0
+        self._peers = False  # torchrun / srun: watching the beacons of the ranks on this host
         self.died: Optional[str] = None  # what ended the run: a rank's death
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -63,6 +74,9 @@ class RankWatch(L.Callback):
         elif trainer.global_rank > 0 and os.environ.get("LOCAL_RANK") and _started_by_rank_zero():
             self._parent = self._parent or os.getppid()
             target = self._watch_parent
+        elif not _started_by_rank_zero():  # torchrun's agent or SLURM started every rank
+            _beacon(self.run, self._rank)
+            self._peers, target = True, self._watch_peers
         else:
             return
         self._stop = threading.Event()
@@ -78,7 +92,13 @@ class RankWatch(L.Callback):
         (a signal in a validation, or a second one) ends every rank on purpose: no rank died."""
         if isinstance(exception, (ValidationStopped, StopNow)):
             return
-        if self._procs:
+        if self._peers:
+            deadline = time.monotonic() + 3 * POLL_S
+            while self.died is None and time.monotonic() < deadline:
+                self.died = self._dead_peer()
+                if self.died is None:
+                    time.sleep(0.1)
+        elif self._procs:
             deadline = time.monotonic() + 3 * POLL_S  # the child's exit may lag its closed socket
             while self.died is None and time.monotonic() < deadline:
                 self.died = self._dead_child()
@@ -114,6 +134,21 @@ class RankWatch(L.Callback):
                     other.kill()
             os._exit(EXIT_STATUS)
 
+    def _dead_peer(self) -> Optional[str]:
+        for rank, pid in _peers(self.run, self._rank):
+            if not _alive(pid) and _beacon_of(self.run, rank) is not None:  # gone, not ended normally
+                return _message(f"rank {rank} (pid {pid}) ended without a word", self.run)
+        return None
+
+    def _watch_peers(self) -> None:
+        while not self._stop.wait(POLL_S):
+            died = self._dead_peer()
+            if died is None or self._stop.is_set() or self._ended_by_rank_zero():
+                continue
+            self.died = died
+            self._record(died)
+            os._exit(EXIT_STATUS)
+
     def _watch_parent(self) -> None:
         while not self._stop.wait(POLL_S):
             if os.getppid() == self._parent:
@@ -142,3 +177,53 @@ def _started_by_rank_zero() -> bool:
     """Whether this rank's parent is rank 0 (Lightning's subprocess launcher), not torchrun or
     srun, whose ranks have an agent or SLURM for a parent."""
     return "TORCHELASTIC_RUN_ID" not in os.environ and "SLURM_STEP_ID" not in os.environ
+
+
+def _beacon(run: RunDir, rank: int) -> None:
+    """This rank's beacon (`.ranks/RANK`), removed when the process exits normally."""
+    path = run.ranks / str(rank)
+    run.ranks.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}))
+    mine = os.getpid()
+
+    def remove() -> None:
+        if (_beacon_of(run, rank) or {}).get("pid") == mine:
+            path.unlink(missing_ok=True)
+
+    atexit.register(remove)
+
+
+def _beacon_of(run: RunDir, rank: int) -> Optional[dict]:
+    try:
+        return json.loads((run.ranks / str(rank)).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _peers(run: RunDir, rank: int) -> list[tuple[int, int]]:
+    """(rank, pid) of the other ranks of this launch on this host: same host, same parent."""
+    host, parent, out = socket.gethostname(), os.getppid(), []
+    if not run.ranks.is_dir():
+        return out
+    for path in run.ranks.iterdir():
+        if not path.name.isdigit() or int(path.name) == rank:
+            continue
+        beacon = _beacon_of(run, int(path.name))
+        if beacon and beacon.get("host") == host and beacon.get("ppid") == parent and isinstance(beacon.get("pid"), int):
+            out.append((int(path.name), beacon["pid"]))
+    return sorted(out)
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (dead, not yet reaped by its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
