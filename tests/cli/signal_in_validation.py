@@ -24,4 +24,4 @@ def _send_then_run(self, trainer, pl_module, outputs, batch, batch_idx, dataload
 
 Interrupt.on_validation_batch_end = _send_then_run
 sys.argv = ["zoo-train", *sys.argv[3:]]
-runpy.run_module("zoo.cli.train", run_name="__main__")
+runpy.run_module("zoo.cli.train", run_name="__main__", alter_sys=True)  # ranks start as -m zoo.cli.train
