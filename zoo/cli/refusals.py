@@ -40,7 +40,6 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("sharded training has no float16 gradient scaler", ["trainer=fsdp_cpu", "trainer.precision=16-mixed"]),
     ("Lightning clips no fused optimizer in mixed precision",
      ["optim.implementation=fused", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=1.0"]),
-    ("compile runs unsharded", ["trainer=fsdp_cpu", "task.compile=true"]),
     ("the run has an end", ["trainer.max_steps=-1", "trainer.max_epochs=-1"]),
     ("a requeue signal zoo can catch", ["callbacks.requeue_signal=SIGKILL"]),
     ("a known choice", ["model.norm=middle"]),

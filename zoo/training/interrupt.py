@@ -32,7 +32,9 @@ from typing import Callable, Optional
 import lightning as L
 import torch
 
+from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.checkpoint.saving import at_step_boundary
+from zoo.training.stops import TrainingInterrupted
 
 log = logging.getLogger("zoo")
 
@@ -109,9 +111,6 @@ class Interrupt(L.Callback):
         inside one native operation. End the process from here, with the run's records."""
         if not self._previous or self.stopped_at is not None:
             return  # the stop was answered (or fit is over)
-        from zoo.training.checkpoint.files import read_checkpoint
-        from zoo.training.stops import TrainingInterrupted
-
         last = self.last.path
         try:
             step = read_checkpoint(last, weights=False)["global_step"] if last.exists() else None
