@@ -100,7 +100,8 @@ def test_a_validation_whose_row_is_in_metrics_csv_is_not_run_again(tmp_path):
     with open(metrics, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["step", "train/loss", "val/loss"])
         writer.writeheader()
-        writer.writerows([{"step": 2, "train/loss": 1.0, "val/loss": ""}, {"step": 2, "train/loss": "", "val/loss": 0.5}])
+        writer.writerows([{"step": 2, "train/loss": 1.0, "val/loss": ""}, {"step": "x", "val/loss": 0.1},
+                          {"step": "", "val/loss": 0.2}, {"step": 2, "train/loss": "", "val/loss": 0.5}])
     assert validated(metrics, 2) and not validated(metrics, 1) and not validated(tmp_path / "none.csv", 2)
     resumed, _ = _fit(tmp_path, due=True, ckpt=str(tmp_path / "last.ckpt"), metrics=metrics)
     assert resumed.validations == [6, 9]

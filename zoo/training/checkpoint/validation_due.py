@@ -47,8 +47,11 @@ def validated(metrics: Optional[Path], step: int) -> bool:
         return False
     with open(metrics, newline="") as f:
         for row in csv.DictReader(f):
-            at = row.get("step")
-            if at and int(float(at)) == step and any(k.startswith("val/") and v for k, v in row.items() if k):
+            try:
+                at = int(float(row.get("step") or "nan"))
+            except (ValueError, OverflowError):  # a damaged row says nothing
+                continue
+            if at == step and any(k.startswith("val/") and v for k, v in row.items() if k):
                 return True
     return False
 
