@@ -104,9 +104,15 @@ class RankWatch(L.Callback):
                 self.died = self._dead_child()
                 if self.died is None:
                     time.sleep(0.1)
-        elif self._parent is not None and os.getppid() != self._parent and not self._ended_by_rank_zero():
-            self.died = self._parent_gone()
-            self._record(self.died)
+        elif self._parent is not None:
+            # a collective can fail on rank 0's closed sockets a moment before this process is
+            # given another parent (the kernel closes a dying process's files first)
+            deadline = time.monotonic() + 3 * POLL_S
+            while os.getppid() == self._parent and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if os.getppid() != self._parent and not self._ended_by_rank_zero():
+                self.died = self._parent_gone()
+                self._record(self.died)
 
     def _dead_child(self) -> Optional[str]:
         for rank, proc in enumerate(self._procs, start=1):
