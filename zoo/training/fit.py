@@ -36,7 +36,7 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
         raise TrainingStopped(died) from exc
     except StopNow as exc:  # a second signal, or a step longer than the grace time: nothing saved now
         last = callbacks.last.path
-        step = read_checkpoint(last, weights=False)["global_step"] if last.exists() else None
+        step = callbacks.last.saved_step()
         log.info("%s; the last checkpoint saved before: %s", exc, last if step is not None else "none")
         raise TrainingInterrupted(exc.signum, step, last, why=str(exc)) from None
     finally:

@@ -32,7 +32,6 @@ from typing import Callable, Optional
 import lightning as L
 import torch
 
-from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.checkpoint.saving import at_step_boundary
 from zoo.training.stops import TrainingInterrupted
 
@@ -113,7 +112,7 @@ class Interrupt(L.Callback):
             return  # the stop was answered (or fit is over)
         last = self.last.path
         try:
-            step = read_checkpoint(last, weights=False)["global_step"] if last.exists() else None
+            step = self.last.saved_step()
         except Exception:  # noqa: BLE001 - a record must still be written
             step = None
         why = (f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): "

@@ -92,25 +92,14 @@ class RankWatch(L.Callback):
         (a signal in a validation, or a second one) ends every rank on purpose: no rank died."""
         if isinstance(exception, (ValidationStopped, StopNow)):
             return
+        # a collective fails on a dead rank's closed sockets a moment before the death itself
+        # shows (a child's exit status, a new parent): the kernel closes a process's files first
         if self._peers:
-            deadline = time.monotonic() + 3 * POLL_S
-            while self.died is None and time.monotonic() < deadline:
-                self.died = self._dead_peer()
-                if self.died is None:
-                    time.sleep(0.1)
+            self.died = _within(3 * POLL_S, self._dead_peer)
         elif self._procs:
-            deadline = time.monotonic() + 3 * POLL_S  # the child's exit may lag its closed socket
-            while self.died is None and time.monotonic() < deadline:
-                self.died = self._dead_child()
-                if self.died is None:
-                    time.sleep(0.1)
+            self.died = _within(3 * POLL_S, self._dead_child)
         elif self._parent is not None:
-            # a collective can fail on rank 0's closed sockets a moment before this process is
-            # given another parent (the kernel closes a dying process's files first)
-            deadline = time.monotonic() + 3 * POLL_S
-            while os.getppid() == self._parent and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if os.getppid() != self._parent and not self._ended_by_rank_zero():
+            if _within(3 * POLL_S, lambda: os.getppid() != self._parent) and not self._ended_by_rank_zero():
                 self.died = self._parent_gone()
                 self._record(self.died)
 
@@ -171,6 +160,14 @@ class RankWatch(L.Callback):
         except OSError:
             pass
         print(f"zoo-train: error: {message}", file=sys.stderr, flush=True)
+
+
+def _within(seconds: float, probe):
+    """probe() every 0.1 s until it gives something true, for at most `seconds`; its last answer."""
+    deadline = time.monotonic() + seconds
+    while not (found := probe()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
 
 
 def _message(what: str, run: RunDir) -> str:

@@ -19,6 +19,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from zoo.config.rundir import RunDir
 from zoo.data.integrity import fsync_dir
+from zoo.training.checkpoint.files import read_checkpoint
 
 log = logging.getLogger("zoo")
 
@@ -91,6 +92,10 @@ class LastCheckpoint(L.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._saved_at = trainer.global_step  # a resumed run has this step on disk already
+
+    def saved_step(self) -> Optional[int]:
+        """The global step last.ckpt holds (None: there is none)."""
+        return read_checkpoint(self.path, weights=False)["global_step"] if self.path.exists() else None
 
     def save(self, trainer) -> None:
         if self._saved_at == trainer.global_step:

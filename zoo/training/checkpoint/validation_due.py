@@ -36,8 +36,9 @@ def _in_fit(trainer) -> bool:
 
 
 def _inside_epoch(trainer) -> bool:
-    """The batch just trained is not the last of its epoch."""
-    return trainer.fit_loop.epoch_loop.batch_progress.current.completed < trainer.num_training_batches
+    """The batch just trained is not the last of its epoch (in on_train_batch_end or in the
+    validation after it: `processed` counts the batch in both, `completed` only in the second)."""
+    return trainer.fit_loop.epoch_loop.batch_progress.current.processed < trainer.num_training_batches
 
 
 def validated(metrics: Optional[Path], step: int) -> bool:
@@ -96,7 +97,7 @@ class ValidationDue(L.Callback):
             return
         train = trainer.fit_loop.epoch_loop.batch_progress.total
         at_batch_end = train.processed == train.completed + 1  # inside on_train_batch_end
-        if at_batch_end and _inside_epoch_after(trainer) and _due(trainer):
+        if at_batch_end and _inside_epoch(trainer) and _due(trainer):
             checkpoint[KEY] = True
 
     # -- resuming -------------------------------------------------------------------------------
@@ -132,11 +133,6 @@ class ValidationDue(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._put_totals_back(trainer)  # the validation was not run after all (changed settings)
-
-
-def _inside_epoch_after(trainer) -> bool:
-    """In on_train_batch_end (before Lightning counts the batch completed): not an epoch's last."""
-    return trainer.fit_loop.epoch_loop.batch_progress.current.processed < trainer.num_training_batches
 
 
 def _due(trainer) -> bool:
