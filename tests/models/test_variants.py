@@ -10,7 +10,9 @@ import torch
 import zoo
 from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, sharp, tiny
 
-ATOL = 1e-5
+# float32 rounding through a stack with weights at std 0.5 reaches about 2e-5 on logits of
+# about 6 (post-norm, encoder-decoder); a wrong mask, index or position moves them by O(1)
+ATOL = 5e-5
 
 GRID = pytest.mark.parametrize("norm_type", NORM_TYPES)
 GRID_NORM = pytest.mark.parametrize("norm", NORMS)

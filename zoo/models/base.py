@@ -18,7 +18,8 @@ from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy, liger_line
 from zoo.nn.embedding import TokenEmbedding
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import ACTIVATIONS
-from zoo.nn.norm import build_norm
+from zoo.nn.norm import RMSNorm, build_norm
+from zoo.models.init import ONES, ZEROS, Init, draw_seed, initialise, missing_rules, normal
 from zoo.models.parametrization import hidden_init_std, is_hidden
 
 
@@ -69,21 +70,27 @@ class ZooModel(nn.Module):
     multiplier, model.parametrization=mup). A classifier removes the head
     (`drop_output_head`)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
         super().__init__()
         self.config = cfg
+        # every parameter starts from a generator of its own, seeded by this and its name
+        # (`zoo.models.init`): build_model draws it from torch's global generator
+        self.init_seed = draw_seed() if init_seed is None else int(init_seed)
         self.embed = TokenEmbedding(cfg.vocab_size, cfg.d_model, multiplier=cfg.embedding_multiplier)
         self.token_type_embed = nn.Embedding(cfg.token_types, cfg.d_model) if cfg.token_types else None
         self.head_transform = HeadTransform(cfg) if cfg.head_transform else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.output_bias else None  # (V,)
 
-    def _init_weights(self) -> None:
-        """Normal(0, init_std) for every matrix and embedding table (the token embedding:
-        Normal(0, `ModelConfig.embedding_std`); under mup the hidden matrices Normal(0,
-        init_std / sqrt(m)): `zoo.models.parametrization`), zero biases, unit norms; then tie
-        the output projection to the token embedding if asked."""
-        for module in self.modules():
+    def init_rules(self) -> dict[str, Init]:
+        """{parameter name: how it starts}: Normal(0, init_std) for every matrix and embedding
+        table (the token embedding: Normal(0, `ModelConfig.embedding_std`); under mup the hidden
+        matrices Normal(0, init_std / sqrt(m)): `zoo.models.parametrization`), zero biases,
+        unit norm gains. Names as `named_parameters()` gives them (a tied output projection is
+        the token embedding)."""
+        rules: dict[str, Init] = {}
+        for prefix, module in self.named_modules():
+            dot = f"{prefix}." if prefix else ""
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 if module is self.embed:
                     std = self.config.embedding_std
@@ -91,11 +98,28 @@ class ZooModel(nn.Module):
                     std = hidden_init_std(self.config)
                 else:
                     std = self.config.init_std
-                nn.init.normal_(module.weight, mean=0.0, std=std)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
+                rules[f"{dot}weight"] = normal(std)
+                if getattr(module, "bias", None) is not None:
+                    rules[f"{dot}bias"] = ZEROS
+            elif isinstance(module, (nn.LayerNorm, RMSNorm)):
+                if module.weight is not None:
+                    rules[f"{dot}weight"] = ONES
+                if getattr(module, "bias", None) is not None:
+                    rules[f"{dot}bias"] = ZEROS
+        if self.output_bias is not None:
+            rules["output_bias"] = ZEROS
+        missing = missing_rules(self, rules)
+        if missing:  # a new module kind with parameters needs its row here
+            raise KeyError(f"no initialisation rule for {', '.join(missing)}")
+        return rules
+
+    def _init_weights(self) -> None:
+        """Tie the output projection to the token embedding if asked, then give every
+        parameter its first value by `init_rules` (parameters on the meta device wait for
+        `zoo.models.init.materialize`)."""
         if self.config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
+        initialise(self.named_parameters(), self.init_rules(), self.init_seed)
 
     def embed_tokens(
         self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None

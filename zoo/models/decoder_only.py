@@ -14,8 +14,8 @@ from zoo.nn.cache import Cache
 
 
 class DecoderOnly(ZooModel):
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
+        super().__init__(cfg, init_seed)
         self.decoder = Stack(cfg, n_layers=cfg.n_layers, causal=True, cross=False)
         self._init_weights()
 

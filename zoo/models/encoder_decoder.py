@@ -15,8 +15,8 @@ from zoo.nn.cache import Cache
 
 
 class EncoderDecoder(ZooModel):
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
+        super().__init__(cfg, init_seed)
         self.encoder = Stack(cfg, n_layers=cfg.n_layers, causal=False, cross=False)
         self.decoder = Stack(cfg, n_layers=cfg.n_decoder_layers, causal=True, cross=True)
         self._init_weights()

@@ -13,8 +13,8 @@ from zoo.nn.block import Stack
 
 
 class EncoderOnly(ZooModel):
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
+        super().__init__(cfg, init_seed)
         self.encoder = Stack(cfg, n_layers=cfg.n_layers, causal=False, cross=False)
         self._init_weights()
 

@@ -4,6 +4,7 @@ optimizer, schedule, metrics and token counting. Architecture lives in `zoo.mode
 from __future__ import annotations
 
 import logging
+import resource
 from typing import Any, ClassVar, Optional
 
 import lightning as L
@@ -22,6 +23,7 @@ from zoo.tasks.target_bytes import TargetBytes
 from zoo.tasks.optim import build_optimizer, schedule
 from zoo.nn.chunked_loss import IGNORE
 from zoo.models.parametrization import optimizer_scales
+from zoo.models.init import has_meta_parameters, materialize
 from zoo.models.sharding import layers, shard
 from zoo.data.tokenizers.state import tokenizer_state
 from zoo.data.tokenizers.text_bytes import TextBytes
@@ -209,7 +211,9 @@ class ZooTask(L.LightningModule):
     def configure_model(self) -> None:
         """Under zoo's FSDP strategy (Lightning's model-parallel one, which sets a device mesh
         before this hook): shard each layer and the model (`zoo.models.sharding`); a head the
-        task adds (a classifier) is a unit of its own. Any other strategy: nothing to do."""
+        task adds (a classifier) is a unit of its own. A task built on the meta device
+        (`zoo.training.task.build_task`) then gets storage for this rank's rows only, and its
+        first values (`zoo.models.init.materialize`). Any other strategy: nothing to do."""
         mesh = getattr(self, "_device_mesh", None)
         if mesh is None or getattr(self, "_sharded", False):
             return
@@ -222,10 +226,32 @@ class ZooTask(L.LightningModule):
         shard(self.model, dp_mesh, policy, compile=self.task_config.compile)  # compile: each layer
         if self.task_config.compile:
             log.info("task.compile: %d layer(s) compiled, each before it was sharded", len(layers(self.model)))
-        for name, child in self.named_children():
-            if child is not self.model and any(True for _ in child.parameters()):
-                fully_shard(child, mesh=dp_mesh, **({"mp_policy": policy} if policy else {}))
+        heads = [(name, child) for name, child in self.named_children()
+                 if child is not self.model and any(True for _ in child.parameters())]
+        for _, child in heads:
+            fully_shard(child, mesh=dp_mesh, **({"mp_policy": policy} if policy else {}))
+        if has_meta_parameters(self):
+            self._materialize(heads)
         self._sharded = True
+
+    def head_rules(self) -> dict:
+        """{name: `zoo.models.init.Init`} of the parameters the task adds beside the model."""
+        return {}
+
+    def _materialize(self, heads: list) -> None:
+        """This rank's rows of every parameter, with the values an unsharded build of the same
+        seed has: every rank draws each parameter whole from rank 0's seed and keeps its rows."""
+        device = self.trainer.strategy.root_device
+        seed = torch.tensor([self.model.init_seed], dtype=torch.long, device=device)
+        torch.distributed.broadcast(seed, src=0)  # ranks whose global generators differ agree
+        self.model.init_seed = int(seed)
+        materialize(self.model, device, self.model.init_rules(), self.model.init_seed)
+        for name, child in heads:
+            materialize(child, device, self.head_rules(), self.model.init_seed, prefix=f"{name}.")
+        held = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in self.parameters())
+        total = sum(p.numel() for p in self.parameters())
+        log.info("trainer=fsdp: the model was built on the meta device; rank %d holds %s of its %s parameters; "
+                 "host memory peak so far %.2f GiB", self.global_rank, f"{held:,}", f"{total:,}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)  # KiB on Linux
 
     def setup(self, stage: str) -> None:
         """Where every rank validates on every example (FSDP), the validation metrics are

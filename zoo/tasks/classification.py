@@ -10,6 +10,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from zoo.config.model import Family
 from zoo.config.tasks import TaskKind, families_of
 from zoo.config.train import Pooling
+from zoo.models.init import ZEROS, Init, initialise, normal
 from zoo.tasks.base import ZooTask
 
 
@@ -40,12 +41,15 @@ class Classification(ZooTask):
         # no (B, T, V) logits computed for nothing; under mup the head is an output layer (its
         # input x 1/m in `classify`, its initialisation and learning rate those of the base model)
         self.model.drop_output_head()
-        self.head = nn.Linear(self.model_config.d_model, len(self.labels))
-        nn.init.normal_(self.head.weight, std=self.model_config.init_std)
-        nn.init.zeros_(self.head.bias)
+        with torch.random.fork_rng(devices=[]):  # its own start comes from `head_rules`
+            self.head = nn.Linear(self.model_config.d_model, len(self.labels))
+        initialise(self.head.named_parameters(prefix="head"), self.head_rules(), self.model.init_seed)
         self.val_accuracy = MulticlassAccuracy(num_classes=len(self.labels), average="micro")
         default = Pooling.cls if self.model_config.family == Family.encoder_only else Pooling.last
         self.pooling = self.task_config.pooling or default
+
+    def head_rules(self) -> dict[str, Init]:
+        return {"head.weight": normal(self.model_config.init_std), "head.bias": ZEROS}
 
     def _accuracy(self):
         return None  # replaced in __init__ once the number of labels is known

@@ -4,12 +4,15 @@ was encoded with, and (for init_from) pretrained weights."""
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Optional
 
 from zoo.config.convert import plain
 from zoo.config.root import ZooConfig
+from zoo.config.trainer import SHARDED_STRATEGY
 from zoo.interop.hf.init_from import init_path
 from zoo.interop.hf.pretrained import load_weights
+from zoo.models.init import parameters_on_meta
 from zoo.tasks import TASKS
 
 log = logging.getLogger("zoo")
@@ -30,7 +33,11 @@ def init_weights(task, init_from: str) -> None:
 def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
     """The task, carrying what zoo-eval and zoo-generate need later (special ids, tokenizer
     kind, dataset, class labels) in its hyperparameters. init_from's weights are loaded only on
-    a fresh start: a resumed run's checkpoint holds newer ones."""
+    a fresh start: a resumed run's checkpoint holds newer ones.
+
+    Under trainer=fsdp the task is built on the meta device (no weights: `zoo.models.init`) and
+    each rank gets its rows of them when it is sharded; with init_from it is built whole, to
+    load the pretrained weights first."""
     tokenizer = datamodule.tokenizer
     extra = {
         "special_ids": tokenizer.special_ids(),
@@ -40,13 +47,15 @@ def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
     labels = getattr(datamodule, "labels", None)
     if labels:
         extra["labels"] = list(labels)
-    task = TASKS[spec.task.kind](
-        model=spec.model.to_dict(),
-        task=plain(spec.task),
-        optim=plain(spec.optim),
-        scheduler=plain(spec.scheduler),
-        extra=extra,
-    )
+    on_meta = spec.trainer.get("strategy") == SHARDED_STRATEGY and spec.init_from is None
+    with parameters_on_meta() if on_meta else nullcontext():
+        task = TASKS[spec.task.kind](
+            model=spec.model.to_dict(),
+            task=plain(spec.task),
+            optim=plain(spec.optim),
+            scheduler=plain(spec.scheduler),
+            extra=extra,
+        )
     task.tokenizer = tokenizer
     if spec.init_from is not None and resume is None:
         init_weights(task, spec.init_from)
