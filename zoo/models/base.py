@@ -111,7 +111,8 @@ class ZooModel(nn.Module):
         missing = missing_rules(self, rules)
         if missing:  # a new module kind with parameters needs its row here
             raise KeyError(f"no initialisation rule for {', '.join(missing)}")
-        return rules
+        names = {name for name, _ in self.named_parameters()}
+        return {name: rule for name, rule in rules.items() if name in names}  # tied: one name
 
     def _init_weights(self) -> None:
         """Tie the output projection to the token embedding if asked, then give every

@@ -139,7 +139,18 @@ def materialize(module: nn.Module, device: torch.device, rules: Mapping[str, Ini
     only), then their first values by `rules` (keys `prefix` + name). Buffers keep their
     values."""
     kept = {name: buf.detach().clone() for name, buf in module.named_buffers() if not buf.is_meta}
+    first: dict[int, str] = {}
+    ties = []  # (alias, name it shares its parameter with): a tied output projection
+    for name, param in module.named_parameters(remove_duplicate=False):
+        if id(param) in first:
+            ties.append((name, first[id(param)]))
+        first.setdefault(id(param), name)
     module.to_empty(device=device)
+    for alias, name in ties:  # a plain tensor's to_empty makes one tensor per module: tie again
+        shared = module.get_parameter(name)
+        if module.get_parameter(alias) is not shared:
+            owner, _, attr = alias.rpartition(".")
+            setattr(module.get_submodule(owner), attr, shared)
     with torch.no_grad():
         for name, value in kept.items():
             module.get_buffer(name).copy_(value)
