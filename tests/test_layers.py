@@ -1,6 +1,6 @@
 """One-way layers: each package of zoo imports only the packages of the layers below it.
 
-    config < nn < models < data, interop < tasks < training < compare, bench < cli
+    config < nn < models < data, interop < tasks < training < compare, bench < plan < cli
 
 `config` holds the schemas and their checks and loads no torch; `nn` and `models` are pure
 torch (no Lightning, Hydra or OmegaConf); packages on one layer do not import each other. The
@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
     {"tasks"},
     {"training"},
     {"compare", "bench"},
+    {"plan"},
     {"cli"},
 ]
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}

@@ -1,0 +1,250 @@
+"""One training step of a zoo model run on fake tensors (`FakeTensorMode`: shapes, dtypes and
+the CPU's kernel choices, no memory), with every tensor storage followed from its allocation to
+its release: the bytes alive at the step's peak, by what holds them.
+
+The model is zoo's own (`zoo.models.build_model`), its loss the task's (`token_loss`, chunked
+or whole logits), its optimizer zoo's AdamW (`zoo.tasks.optim.build_optimizer`), so a new layer
+kind, position scheme or loss is counted as it runs, with no formula to keep in step. The
+step is run twice: the first creates AdamW's moments, the second is the steady state whose peak
+is reported. Each storage is counted in one part: weights and buffers as the model holds them,
+a gradient from the moment backward hands it to its parameter, AdamW's moments, bf16 copies of
+weights that autocast makes, and the rest by what made it (the stack's forward and backward:
+activations and their gradients; the output head and loss: logits and loss).
+
+Values are never read: a host read (`bool(mask.all())`, `int(x.max())`) answers true / 1 and
+`nonzero` answers none, which is what a batch without padding and with finite losses gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from zoo.config.model import Family, ModelConfig
+from zoo.config.tasks import task_of_family
+from zoo.config.train import OptimConfig, OptimizerImpl, OutputLoss
+from zoo.models import build_model
+from zoo.models.sharding import layers
+from zoo.nn.chunked_loss import IGNORE
+from zoo.tasks import TASKS
+from zoo.tasks.optim import build_optimizer
+
+aten = torch.ops.aten
+
+MLM_RATE = 0.15  # rows with a target in a masked-LM batch (Devlin et al. 2019), as zoo's collator masks
+
+# the parts of a step's memory, in the order a plan prints them
+WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER = "weights", "buffers", "gradients", "optimizer state"
+ACTIVATIONS, LOSS, CASTS = "activations", "logits and loss", "bf16 weight copies"
+PARTS = (WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER, CASTS, ACTIVATIONS, LOSS)
+
+# what was running when a storage was allocated
+_FORWARD, _LOSS, _BACKWARD, _UPDATE, _SETUP = "forward", "loss", "backward", "update", "setup"
+_PHASE_PART = {_FORWARD: ACTIVATIONS, _LOSS: LOSS, _BACKWARD: ACTIVATIONS, _UPDATE: OPTIMIZER, _SETUP: ACTIVATIONS}
+
+
+@dataclass(kw_only=True)
+class StepSetup:
+    """What one device runs: the micro-batch, precision and kernels."""
+
+    batch: int
+    seq_len: int
+    precision: str  # 32-true, bf16-mixed or bf16-true
+    output_loss: OutputLoss  # chunked or logits (resolved, not auto)
+    loss_chunk: int = 1024
+    optimizer: OptimizerImpl = OptimizerImpl.for_loop  # resolved, not auto
+
+
+@dataclass(kw_only=True)
+class StepMemory:
+    """Bytes alive at the step's peak by part, and the parameter facts a sharded plan needs
+    (bytes in the parameters' own dtype)."""
+
+    parts: dict[str, int]
+    peak: int
+    layer_param_bytes: list[int]  # each transformer layer's parameters
+    root_param_bytes: int  # everything else: embeddings, position tables, final norms, head
+    param_bytes: int
+    param_count: int
+    peak_phase: str  # forward, loss, backward or update
+
+
+class _Trace(TorchDispatchMode):
+    """Follows every storage an operation returns until it is released (a weak reference's
+    callback), each counted in one part; the peak is that of the parts' bytes weighed by
+    `scale` (a sharded plan weighs weights, gradients and moments by 1 / shards). Host reads
+    are answered without values."""
+
+    def __init__(self, scale: dict[str, float]) -> None:
+        super().__init__()
+        self.scale = scale
+        self.live: dict[int, list] = {}  # id(storage) -> [bytes, part]
+        self.sums = dict.fromkeys(PARTS, 0)
+        self.now = self.peak = 0.0
+        self.at_peak = dict(self.sums)
+        self.peak_phase = _SETUP
+        self.phase = _SETUP
+        self.param_storages: set[int] = set()
+
+    def _release(self, key: int) -> None:
+        n, part = self.live.pop(key)
+        self.sums[part] -= n
+        self.now -= n * self.scale.get(part, 1.0)
+
+    def add(self, t: torch.Tensor, part: str) -> None:
+        storage = t.untyped_storage()
+        key = id(storage)
+        if key in self.live:
+            return
+        n = storage.nbytes()
+        self.live[key] = [n, part]
+        self.sums[part] += n
+        self.now += n * self.scale.get(part, 1.0)
+        weakref.finalize(storage, self._release, key)
+
+    def retag(self, t: torch.Tensor, part: str) -> None:
+        """Count `t`'s storage in `part` from now on (a gradient backward made, AdamW's moments)."""
+        entry = self.live.get(id(t.untyped_storage()))
+        if entry is None or entry[1] == part:
+            return
+        n, before = entry
+        self.sums[before] -= n
+        self.sums[part] += n
+        self.now += n * (self.scale.get(part, 1.0) - self.scale.get(before, 1.0))
+        entry[1] = part
+
+    def restart(self) -> None:
+        self.peak, self.at_peak, self.peak_phase = self.now, dict(self.sums), self.phase
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is aten._local_scalar_dense.default:
+            return True if args[0].dtype == torch.bool else 1
+        if func is aten.nonzero.default:
+            return torch.empty((0, args[0].dim()), dtype=torch.long, device=args[0].device)
+        out = func(*args, **kwargs)
+        cast = (func is aten._to_copy.default and isinstance(args[0], torch.Tensor)
+                and id(args[0].untyped_storage()) in self.param_storages)
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.add(t, CASTS if cast else _PHASE_PART[self.phase])
+        if self.now > self.peak:
+            self.peak, self.at_peak, self.peak_phase = self.now, dict(self.sums), self.phase
+        return out
+
+
+@contextlib.contextmanager
+def _phase(trace: _Trace, phase: str) -> Iterator[None]:
+    trace.phase = phase
+    try:
+        yield
+    finally:
+        trace.phase = _SETUP
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """bf16-true: tensors made in forward are bf16, as Lightning's true-precision plugin sets."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def _batch(model: ModelConfig, B: int, T: int) -> tuple[dict, torch.Tensor]:
+    """The family's forward arguments without padding (the data path leaves a full mask out)
+    and labels (B, T)."""
+    ids = torch.zeros(B, T, dtype=torch.long)  # (B, T)
+    if model.family == Family.encoder_decoder:
+        return {"input_ids": ids, "decoder_input_ids": torch.zeros(B, T, dtype=torch.long)}, ids
+    return {"input_ids": ids}, ids
+
+
+def _forward_loss(model, inputs: dict, labels: torch.Tensor, setup: StepSetup, sparse: bool,
+                  trace: _Trace) -> torch.Tensor:
+    """`ZooModel.forward_loss` in two phases (stack, then head and loss); a sparse-target task
+    sends MLM_RATE of the rows to the head, as `token_loss` selects them."""
+    with _phase(trace, _FORWARD):
+        hidden = model(**inputs, return_logits=False).hidden_states  # (B, T, D)
+        if hidden.requires_grad:  # backward: the head's and loss's gradients first, then the stack's
+            hidden.register_hook(lambda grad: setattr(trace, "phase", _BACKWARD))
+        rows, targets = hidden.reshape(-1, hidden.shape[-1]), labels.reshape(-1)  # (B·T, D), (B·T,)
+    with _phase(trace, _LOSS):
+        if sparse:
+            keep = torch.arange(max(1, round(MLM_RATE * targets.numel())))  # (n,)
+            rows, targets = rows.index_select(0, keep), targets.index_select(0, keep)  # (n, D), (n,)
+        return model.token_loss(rows, targets, chunk=setup.loss_chunk, output_loss=setup.output_loss,
+                                sparse_targets=sparse)
+
+
+def _step(model, optimizer, inputs, labels, setup: StepSetup, sparse: bool, trace: _Trace) -> None:
+    model.train()
+    mixed = setup.precision == "bf16-mixed"
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
+    true_bf16 = _default_dtype(torch.bfloat16) if setup.precision == "bf16-true" else contextlib.nullcontext()
+    with autocast, true_bf16:
+        loss = _forward_loss(model, inputs, labels, setup, sparse, trace)
+    with _phase(trace, _LOSS):
+        loss.backward()
+        del loss
+    with _phase(trace, _UPDATE):
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def _storage_keys(tensors) -> set[int]:
+    return {id(t.untyped_storage()) for t in tensors if isinstance(t, torch.Tensor)}
+
+
+def _param_bytes(module: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict[str, float]] = None) -> StepMemory:
+    """The bytes one device holds at the peak of a steady-state training step (AdamW's moments
+    already made) of `model_cfg` at `setup`, by part. `scale`: a weight per part (default 1)
+    with which the peak is found, e.g. 1 / shards for weights, gradients and moments under
+    FSDP (the returned parts are then the shares one device holds)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    scale = dict(scale or {})
+    kind = task_of_family(model_cfg.family)
+    sparse = TASKS[kind].sparse_targets
+    trace = _Trace(scale)
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    true_bf16 = _default_dtype(torch.bfloat16) if setup.precision == "bf16-true" else contextlib.nullcontext()
+    with fake, true_bf16:  # bf16-true: made in bf16, as Lightning's true-precision plugin makes a model
+        model = build_model(model_cfg, init_seed=0)  # a seed of its own: no value is drawn from a fake tensor
+    with fake, trace:
+        params = list(model.parameters())
+        for p in params:
+            trace.add(p, WEIGHTS)
+        for b in model.buffers():
+            trace.add(b, BUFFERS)
+        trace.param_storages = _storage_keys(params)
+        head = model.lm_head.weight if model.lm_head is not None else None
+        optimizer = build_optimizer(model, OptimConfig(implementation=setup.optimizer), output_embedding=head)
+        for p in params:  # a gradient is counted as one from the moment backward hands it over
+            p.register_post_accumulate_grad_hook(lambda p: trace.retag(p.grad, GRADIENTS))
+        inputs, labels = _batch(model_cfg, setup.batch, setup.seq_len)
+        _step(model, optimizer, inputs, labels, setup, sparse, trace)  # makes AdamW's moments
+        for state in optimizer.state.values():
+            for t in state.values():
+                if isinstance(t, torch.Tensor):
+                    trace.retag(t, OPTIMIZER)
+        trace.restart()
+        _step(model, optimizer, inputs, labels, setup, sparse, trace)  # the steady state
+        parts = {part: int(n * scale.get(part, 1.0)) for part, n in trace.at_peak.items()}
+        layer_bytes = [_param_bytes(layer) for layer in layers(model)]
+        total = _param_bytes(model)
+        return StepMemory(parts=parts, peak=int(trace.peak), layer_param_bytes=layer_bytes,
+                          root_param_bytes=total - sum(layer_bytes), param_bytes=total,
+                          param_count=sum(p.numel() for p in params), peak_phase=trace.peak_phase)
