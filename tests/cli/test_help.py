@@ -40,9 +40,11 @@ def cli_schemas() -> dict[str, list[type]]:
     from zoo.cli.export import ExportArgs
     from zoo.cli.generate import GenerateArgs
     from zoo.cli.prepare import PrepareArgs
+    from zoo.plan.options import PlanOptions
 
     return {"zoo-generate": [GenerateArgs], "zoo-eval": [EvalArgs], "zoo-export": [ExportArgs],
-            "zoo-compare": [CompareArgs], "zoo-bench": [BenchOptions, BenchOutput], "zoo-prepare": [PrepareArgs]}
+            "zoo-compare": [CompareArgs], "zoo-bench": [BenchOptions, BenchOutput], "zoo-prepare": [PrepareArgs],
+            "zoo-plan": [PlanOptions]}
 
 
 # (script, [args], real text its --help must show: KEY=DEFAULT and help texts)
@@ -62,6 +64,8 @@ HELP_SHOWS = {
     "zoo-bench": ([], ["batch=8 [int]", "rows per training batch", "variants=eager,compile,bf16", "out=null",
                        "model/position=NAME"]),
     "zoo-prepare": ([], ["part=null", "I/N: prepare every N-th shard", "-cn RECIPE"]),
+    "zoo-plan": ([], ["batch=8 [int]", "micro-batch per device", "strategy=none [none | ddp | fsdp | hsdp]",
+                      "memory=80GiB", "model.checkpoint_activations=true"]),
 }
 
 
@@ -129,6 +133,7 @@ def user_mistakes(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "zoo-compare": ([str(tmp_path)], "no run directories (with .hydra/overrides.yaml) under"),
         "zoo-bench": (["batch=0"], "batch must be >= 1, got 0"),
         "zoo-prepare": (["part=9/8"], "part=9/8: I must be in 0 .. N-1"),
+        "zoo-plan": (["memory=lots"], "memory='lots': write a size such as 80GiB"),
     }
 
 
@@ -152,6 +157,7 @@ PLANTED = {
     "zoo-compare": ("zoo.compare.report", "find_runs"),  # a ValueError inside the comparison
     "zoo-bench": ("zoo.cli.bench", "run"),
     "zoo-prepare": ("zoo.cli.prepare", "run"),
+    "zoo-plan": ("zoo.cli.plan", "run"),
     "zoo": ("zoo.cli.eval", "run"),  # through the dispatcher
 }
 

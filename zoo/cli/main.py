@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "export": "zoo.cli.export:main",
     "compare": "zoo.cli.compare:main",
     "bench": "zoo.cli.bench:main",
+    "plan": "zoo.cli.plan:main",
     "prepare": "zoo.cli.prepare:main",
 }
 

@@ -1,0 +1,120 @@
+"""zoo-plan: the parts of a plan move as a strategy, precision and checkpointing say they
+must, the largest micro-batch is the edge of what fits, bad input is refused in one line, and
+one plan is held against a measured training step."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from zoo.config.model import ModelConfig
+from zoo.plan.measure import peak_training_memory
+from zoo.plan.options import PlanOptions
+from zoo.plan.planner import BUCKETS, GATHERED, largest_micro_batch, plan
+from zoo.plan.trace import ACTIVATIONS, BUFFERS, GRADIENTS, LOSS, OPTIMIZER, WEIGHTS
+
+TINY = ModelConfig(d_model=64, n_heads=2, n_layers=2, vocab_size=512, max_seq_len=64)
+
+
+def options(**kw) -> PlanOptions:
+    return PlanOptions(**{"batch": 4, "seq_len": 64, "device": "cpu", "precision": "32-true", "memory": "1GiB", **kw})
+
+
+def test_fsdp_at_world_size_2_halves_weights_gradients_and_moments():
+    tiny = dict(batch=1, seq_len=8, optimizer="foreach")  # the peak in the update: weights, gradients, moments
+    whole, sharded = plan(TINY, options(**tiny)), plan(TINY, options(**tiny, strategy="fsdp", world_size=2))
+    assert whole.step.peak_phase == "update" and whole.parts[GRADIENTS] == whole.parts[WEIGHTS]
+    for part in (WEIGHTS, GRADIENTS, OPTIMIZER):
+        assert sharded.parts[part] == pytest.approx(whole.parts[part] / 2, rel=0.01)
+    assert sharded.parts[GATHERED] > 0 and GATHERED not in whole.parts
+
+
+def test_hsdp_holds_what_fsdp_over_its_shard_group_holds():
+    hsdp = plan(TINY, options(strategy="hsdp", world_size=8, replicate=2))
+    fsdp = plan(TINY, options(strategy="fsdp", world_size=4))
+    assert hsdp.parts == fsdp.parts
+
+
+def test_adamw_holds_two_moments_in_the_parameters_dtype():
+    for precision in ("32-true", "bf16-true"):
+        p = plan(TINY, options(precision=precision))
+        steps = 4 * len(list(p.step.layer_param_bytes))  # plus a scalar step count per parameter
+        assert p.parts[OPTIMIZER] == pytest.approx(2 * p.parts[WEIGHTS], rel=0.01, abs=64 * steps)
+    assert plan(TINY, options(precision="bf16-true")).parts[WEIGHTS] == plan(TINY, options()).parts[WEIGHTS] // 2
+
+
+def test_ddp_adds_a_copy_of_the_gradients_as_buckets():
+    p = plan(TINY, options(strategy="ddp", world_size=4))
+    assert p.parts[BUCKETS] == p.step.param_bytes == p.parts[WEIGHTS]
+
+
+def test_checkpointing_lowers_activations_and_they_grow_with_the_batch():
+    cfg = dataclasses.replace(TINY, n_layers=4)
+    kept, recomputed = plan(cfg, options()), plan(dataclasses.replace(cfg, checkpoint_activations=True), options())
+    assert recomputed.parts[ACTIVATIONS] < kept.parts[ACTIVATIONS] / 2
+    assert plan(cfg, options(batch=8)).parts[ACTIVATIONS] > 1.8 * kept.parts[ACTIVATIONS]
+
+
+def test_the_logits_path_holds_more_than_the_chunked_loss():
+    assert plan(TINY, options(output_loss="logits")).parts[LOSS] > plan(TINY, options(output_loss="chunked")).parts[LOSS]
+
+
+def test_the_largest_micro_batch_fits_and_one_more_does_not_and_grows_with_memory():
+    found = []
+    for memory in ("40MiB", "80MiB"):
+        opts = options(memory=memory)
+        b, plans = largest_micro_batch(TINY, opts)
+        assert b >= 1 and plans[b].fits and not plan(TINY, opts, b + 1).fits
+        found.append(b)
+    assert found[0] < found[1]
+    assert largest_micro_batch(TINY, options(memory="1MiB"))[0] == 0
+
+
+def zoo_plan(argv, capsys, monkeypatch):
+    from tests.conftest import run_main
+    from zoo.cli import plan as cli
+
+    return run_main(cli.main, ["zoo-plan", *argv], capsys, monkeypatch)
+
+
+SMALL = ["model.d_model=64", "model.n_heads=2", "model.n_layers=2", "model.vocab_size=512", "model.max_seq_len=64",
+         "seq_len=64", "device=cpu", "precision=32-true"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["precision=fp8"], "precision='fp8' is not allowed; choose one of: 32-true, bf16-mixed, bf16-true"),
+    (["memory=lots"], "memory='lots': write a size such as 80GiB"),
+    (["strategy=hsdp", "world_size=6", "replicate=4"], "world_size (6) must be divisible by replicate (4)"),
+    (["world_size=2"], "world_size=2 needs a strategy"),
+    (["trainer.max_steps=3"], "zoo-plan takes model overrides"),
+    (["seq_len=128"], "seq_len=128 is longer than model.max_seq_len=64"),
+    (["batch=0"], "batch must be a positive integer, got 0"),
+])
+def test_zoo_plan_refuses_bad_input_in_one_line(argv, message, capsys, monkeypatch):
+    status, _, err = zoo_plan([*SMALL, *argv], capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("zoo-plan: error: ") and message in lines[0]
+
+
+def test_zoo_plan_prints_the_table_and_says_why_a_plan_does_not_fit(capsys, monkeypatch):
+    status, out, _ = zoo_plan([*SMALL, "batch=64", "memory=40MiB"], capsys, monkeypatch)
+    assert status == 0
+    assert "| weights |" in out and "| **total** |" in out and "largest micro-batch that fits 40.00 MiB:" in out
+    assert "does not fit:" in out and "data.max_device_batch_size=" in out
+
+
+def test_zoo_plan_help_lists_every_option(capsys, monkeypatch):
+    status, out, _ = zoo_plan(["--help"], capsys, monkeypatch)
+    assert status == 0
+    for key in (f.name for f in dataclasses.fields(PlanOptions)):
+        assert f"  {key}=" in out
+
+
+def test_a_plan_is_within_15_percent_of_a_measured_step():
+    cfg = ModelConfig(d_model=128, n_heads=4, n_layers=2, vocab_size=4096, max_seq_len=256)
+    planned = plan(cfg, PlanOptions(batch=8, seq_len=256, precision="32-true", device="cpu", memory="16GiB"))
+    measured = peak_training_memory({"model": cfg.to_dict(), "batch": 8, "seq_len": 256, "precision": "32-true"})
+    assert planned.total / measured["total_bytes"] == pytest.approx(1.0, abs=0.15)
+    above_weights = planned.total - planned.parts[WEIGHTS] - planned.parts[BUFFERS]
+    assert above_weights / measured["training_bytes"] == pytest.approx(1.0, abs=0.15)
