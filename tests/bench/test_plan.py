@@ -22,11 +22,12 @@ def options(**kw) -> PlanOptions:
 
 
 def test_fsdp_at_world_size_2_halves_weights_gradients_and_moments():
-    tiny = dict(batch=1, seq_len=8, optimizer="foreach")  # the peak in the update: weights, gradients, moments
+    tiny = dict(batch=1, seq_len=8)  # weights, gradients and moments outweigh the activations
     whole, sharded = plan(TINY, options(**tiny)), plan(TINY, options(**tiny, strategy="fsdp", world_size=2))
-    assert whole.step.peak_phase == "update" and whole.parts[GRADIENTS] == whole.parts[WEIGHTS]
-    for part in (WEIGHTS, GRADIENTS, OPTIMIZER):
-        assert sharded.parts[part] == pytest.approx(whole.parts[part] / 2, rel=0.01)
+    assert sharded.parts[WEIGHTS] == pytest.approx(whole.parts[WEIGHTS] / 2, rel=0.01)
+    assert sharded.parts[OPTIMIZER] == pytest.approx(whole.parts[OPTIMIZER] / 2, rel=0.05)  # + one tensor's update
+    assert 0 < sharded.parts[GRADIENTS] <= whole.step.param_bytes / 2  # the peak may come before all exist
+    assert sharded.step.peak < whole.step.peak
     assert sharded.parts[GATHERED] > 0 and GATHERED not in whole.parts
 
 
@@ -111,8 +112,9 @@ def test_zoo_plan_help_lists_every_option(capsys, monkeypatch):
         assert f"  {key}=" in out
 
 
+@pytest.mark.slow
 def test_a_plan_is_within_15_percent_of_a_measured_step():
-    cfg = ModelConfig(d_model=128, n_heads=4, n_layers=2, vocab_size=4096, max_seq_len=256)
+    cfg = ModelConfig(d_model=256, n_heads=4, n_layers=4, vocab_size=8192, max_seq_len=256)
     planned = plan(cfg, PlanOptions(batch=8, seq_len=256, precision="32-true", device="cpu", memory="16GiB"))
     measured = peak_training_memory({"model": cfg.to_dict(), "batch": 8, "seq_len": 256, "precision": "32-true"})
     assert planned.total / measured["total_bytes"] == pytest.approx(1.0, abs=0.15)

@@ -21,20 +21,20 @@ import subprocess
 import sys
 import threading
 
+import torch
+
+from zoo.bench.memory import _high_water_mark, _rss_bytes
+from zoo.bench.workload import Workload
+from zoo.bench.zoo_subject import zoo_task
+from zoo.config.model import ModelConfig
+from zoo.config.train import OptimConfig
+from zoo.data.collate.padding import without_full_masks
+from zoo.tasks.optim import build_optimizer
+
 MMAP_THRESHOLD = 65536
 
 
 def measure(spec: dict) -> dict:
-    import torch
-
-    from zoo.bench.memory import _high_water_mark, _rss_bytes
-    from zoo.bench.workload import Workload
-    from zoo.bench.zoo_subject import zoo_task
-    from zoo.config.model import ModelConfig
-    from zoo.config.train import OptimConfig
-    from zoo.data.collate.padding import without_full_masks
-    from zoo.tasks.optim import build_optimizer
-
     torch.set_num_threads(spec.get("threads", 2))
     precision = spec["precision"]
     work = Workload(model=ModelConfig(**spec["model"]), batch=spec["batch"], seq_len=spec["seq_len"],
