@@ -154,10 +154,10 @@ def test_the_sampler_deals_out_torchs_distributed_sampler_order(world, shuffle):
     assert list(ours) == list(ref)
 
 
-def test_the_evaluation_sampler_reads_each_example_once_over_the_ranks_or_all_on_each():
+def test_the_evaluation_sampler_reads_each_example_once_over_the_ranks():
     """ValidationShardSampler outside a process group is one rank reading everything, in order;
     its shards (as rank r of W sees them) interleave and cover each example exactly once, no
-    padding; split=False gives every rank all of them."""
+    padding."""
     from zoo.data.resumable import ValidationShardSampler
 
     for n in (1, 7, 10):
@@ -170,5 +170,31 @@ def test_the_evaluation_sampler_reads_each_example_once_over_the_ranks_or_all_on
                 shards.append(list(sampler))
                 assert len(sampler) == len(shards[-1]) == len(range(rank, n, world))
             assert sorted(i for shard in shards for i in shard) == list(range(n))
-        whole = ValidationShardSampler(range(n), split=False)
-        assert list(whole) == list(range(n))
+
+
+@pytest.mark.parametrize("n, world, batch", [(1, 2, 4), (7, 2, 2), (9, 2, 4), (10, 3, 3), (12, 4, 3), (2, 4, 1)])
+def test_even_batches_give_every_rank_rank_zeros_number_and_count_each_example_once(n, world, batch):
+    """Under a sharded model every rank runs as many validation batches as rank 0; the real
+    ones cover each example once, the rest are marked filler."""
+    from torch.utils.data import DataLoader
+
+    from zoo.data.even_batches import EvenBatches, is_filler
+    from zoo.data.resumable import ValidationShardSampler
+
+    data = [{"x": torch.tensor([i])} for i in range(n)]
+
+    def collate(rows):
+        return {"x": torch.cat([r["x"] for r in rows])}
+
+    seen, counts = [], set()
+    for rank in range(world):
+        sampler = ValidationShardSampler(data)
+        sampler._shard = lambda rank=rank: (rank, world)
+        even = EvenBatches(DataLoader(data, batch_size=batch, sampler=sampler, collate_fn=collate), rank, world)
+        batches = list(even)
+        counts.add((len(even), len(batches)))
+        seen += [int(i) for b in batches if not is_filler(b) for i in b["x"]]
+        assert all(is_filler(b) for b in batches[len(range(rank, n, world)) // batch +
+                                                  bool(len(range(rank, n, world)) % batch):])
+    assert len(counts) == 1 and len({c for pair in counts for c in pair}) == 1
+    assert sorted(seen) == list(range(n))

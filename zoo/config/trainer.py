@@ -64,9 +64,43 @@ def check_trainer(trainer: dict) -> None:
     for key, check in CHECKS.items():
         if key in trainer:
             check(key, trainer[key])
+    check_replicate(trainer)
 
 
-# trainer.strategy that shards parameters (FSDP2, `zoo.training.fsdp`), and the precisions it
-# runs: float16 mixed precision needs a gradient scaler that sharded training here has not
+# trainer.strategy that shards parameters (FSDP2, `zoo.training.fsdp`): over every rank (fsdp),
+# or within groups of ranks, replicated across the groups (hsdp, hybrid sharding: within a node,
+# replicated across nodes), and the precisions they run: float16 mixed precision needs a
+# gradient scaler that sharded training here has not
 SHARDED_STRATEGY = "fsdp"
+HYBRID_STRATEGY = "hsdp"
+SHARDED_STRATEGIES = (SHARDED_STRATEGY, HYBRID_STRATEGY)
 SHARDED_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-true")
+# zoo's own trainer key (taken out before the rest reaches Lightning's Trainer): how many
+# replicas trainer.strategy=hsdp keeps (the replicate axis of its mesh); null: trainer.num_nodes
+REPLICATE_KEY = "replicate"
+
+
+def is_sharded_name(strategy: Any) -> bool:
+    return isinstance(strategy, str) and strategy in SHARDED_STRATEGIES
+
+
+def check_replicate(trainer: dict) -> None:
+    """trainer.replicate: only under hsdp; an integer >= 1 dividing the world size where that is
+    known before any process starts."""
+    if REPLICATE_KEY not in trainer:
+        return
+    value = trainer[REPLICATE_KEY]
+    if trainer.get("strategy") != HYBRID_STRATEGY:
+        if value is None:
+            return
+        raise ConfigError(f"trainer.replicate={value} applies to trainer.strategy=hsdp only "
+                          f"(got trainer.strategy={trainer.get('strategy')}); use trainer=hsdp")
+    if value is None:
+        return
+    _int(1)(REPLICATE_KEY, value)
+    devices, nodes = trainer.get("devices"), trainer.get("num_nodes", 1)
+    if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0 and \
+            (devices * nodes) % value:
+        raise ConfigError(f"trainer.replicate={value} must divide the {devices * nodes} devices "
+                          f"(trainer.devices={devices} x trainer.num_nodes={nodes}): each replica shards "
+                          f"the model over the same number of them")

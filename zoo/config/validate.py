@@ -28,7 +28,7 @@ from zoo.config.train import (
     TaskConfig,
     TaskKind,
 )
-from zoo.config.trainer import SHARDED_PRECISIONS, SHARDED_STRATEGY, check_trainer
+from zoo.config.trainer import SHARDED_PRECISIONS, check_trainer, is_sharded_name
 
 
 def validate(cfg: Any) -> ZooConfig:
@@ -115,11 +115,12 @@ def _check_fused_clipping(zc: ZooConfig) -> None:
 
 def _check_sharding(zc: ZooConfig) -> None:
     """Combinations the sharded strategy cannot run, refused before any process starts."""
-    if zc.trainer.get("strategy") != SHARDED_STRATEGY:
+    strategy = zc.trainer.get("strategy")
+    if not is_sharded_name(strategy):
         return
     precision = str(zc.trainer.get("precision", "32-true"))
     if precision not in SHARDED_PRECISIONS:
-        raise ConfigError(f"trainer.strategy=fsdp runs trainer.precision in ({', '.join(SHARDED_PRECISIONS)}), "
+        raise ConfigError(f"trainer.strategy={strategy} runs trainer.precision in ({', '.join(SHARDED_PRECISIONS)}), "
                           f"got {precision} (float16 mixed precision needs a gradient scaler that sharded "
                           f"training here has not; use bf16-mixed)")
 

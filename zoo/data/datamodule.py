@@ -37,6 +37,7 @@ from zoo.config.tasks import TaskSpec, Tokenize, task_spec
 from zoo.data.collate import collate_for
 from zoo.data.collate.padding import without_full_masks
 from zoo.data.errors import DataError
+from zoo.data.even_batches import EvenBatches
 from zoo.data.packing import PackedBlocks
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
 from zoo.data.sources import corpus_key, describe, load_splits, require_columns
@@ -301,18 +302,22 @@ class ZooDataModule(L.LightningDataModule):
         """Training: a `ResumableLoader` over this rank's shard of a seeded per-epoch shuffle
         (its position is saved in checkpoints). Validation: in order, each rank a disjoint
         share with no example repeated, from a fixed generator so that creating it never draws
-        from the global RNG."""
+        from the global RNG; over several ranks, as many batches on every rank
+        (`zoo.data.even_batches`)."""
         if dataset is None:
             raise DataError("call setup() on the datamodule before asking for dataloaders")
         workers = self.data_cfg.num_workers
         common = dict(batch_size=self.batch_size, collate_fn=self._collate(train), num_workers=workers)
         trainer = getattr(self, "trainer", None)
         if not train:
-            # a strategy that shards the model asks every rank to validate on every example
-            replicated = getattr(getattr(trainer, "strategy", None), "replicated_validation", False)
-            return torch.utils.data.DataLoader(
-                dataset, sampler=ValidationShardSampler(dataset, split=not replicated), drop_last=False,
+            loader = torch.utils.data.DataLoader(
+                dataset, sampler=ValidationShardSampler(dataset), drop_last=False,
                 persistent_workers=workers > 0, generator=fixed_generator(self.seed), **common)
+            # as many batches on every rank (a sharded forward is a collective; a rank with no
+            # example would stop Lightning): filler batches that count nowhere
+            if trainer is not None and trainer.world_size > 1:
+                return EvenBatches(loader, trainer.global_rank, trainer.world_size)
+            return loader
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         if isinstance(dataset, _Stream):
             windows = StreamedWindows(dataset.open_documents, self._require_tokenizer(), dataset.block,

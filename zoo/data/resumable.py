@@ -115,17 +115,13 @@ class ValidationShardSampler(DistributedSampler):
     """Evaluation order, split over the ranks of whatever process group exists when iterated:
     rank r of W reads examples r, r+W, ... and no example is read twice. (Lightning's own
     DistributedSampler pads the shards to equal length by repeating examples, which would count
-    them twice in the metrics, differently for each number of ranks.)
+    them twice in the metrics, differently for each number of ranks.)"""
 
-    split=False: every rank reads every example (sharded training, where a forward is a
-    collective and every rank must run the same number of them)."""
-
-    def __init__(self, dataset, *, split: bool = True) -> None:
+    def __init__(self, dataset) -> None:
         super().__init__(dataset, num_replicas=1, rank=0, shuffle=False, drop_last=False)
-        self.split = split
 
     def _shard(self) -> tuple[int, int]:
-        if self.split and torch.distributed.is_available() and torch.distributed.is_initialized():
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
             return torch.distributed.get_rank(), torch.distributed.get_world_size()
         return 0, 1
 

@@ -151,6 +151,7 @@ def generate(
     use_cache: Optional[bool] = None,
     vocab_limit: Optional[int] = None,
     on_step: Optional[Callable[[Optional[torch.Tensor]], None]] = None,
+    stop: Optional[Callable[[torch.Tensor], bool]] = None,
 ) -> torch.Tensor:
     """New tokens (B, N) for each input row, N <= max_new_tokens; after a row's eos_id the rest
     of it is pad_id.
@@ -160,7 +161,9 @@ def generate(
     bos_id. `vocab_limit` keeps ids below the tokenizer's size when the model's table is larger.
     Keyword options override the same fields of `config` (default: greedy). `on_step` is called
     after every decoding step: with the tokens (B,) just chosen (pad_id for ended rows) under
-    greedy and sample, with None under beam, whose tokens are known only at the end.
+    greedy and sample, with None under beam, whose tokens are known only at the end. `stop`
+    (greedy and sample) decides from the rows' ended flags (B,) whether decoding ends (default:
+    when every row has ended); a model sharded over ranks passes one that agrees across them.
     """
     config = config or GenerationConfig()
     if max_new_tokens is not None or use_cache is not None:
@@ -179,12 +182,13 @@ def generate(
             return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
                                 on_step)
         return _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
-                                 on_step)
+                                 on_step, stop)
     finally:
         model.train(was_training)
 
 
-def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step):
+def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step,
+                      stop=None):
     stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache,
                        capacity=step_capacity(model, input_ids, config), compile=config.compile)
     B = input_ids.shape[0]
@@ -209,7 +213,7 @@ def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, 
             on_step(nxt)
         if eos_id is not None:
             done = done | (nxt == eos_id)
-            if bool(done.all()):
+            if stop(done) if stop is not None else bool(done.all()):
                 break
         if t + 1 < config.max_new_tokens:
             logits = stepper.step(nxt)

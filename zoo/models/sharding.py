@@ -25,6 +25,15 @@ from torch import nn
 from zoo.nn.block import Stack
 
 FORWARD_METHODS = ("forward_loss", "encode")
+REPLICATE_DIM, SHARD_DIM = "replicate", "shard"  # the dimensions of a hybrid (HSDP) mesh
+
+
+def sharding_mesh(mesh: Any) -> Any:
+    """The mesh FSDP2 shards over: a hybrid 2-D (replicate, shard) one whole (fully_shard then
+    shards over its second dimension and replicates over its first: HSDP), else its
+    data-parallel dimension."""
+    names = mesh.mesh_dim_names or ()
+    return mesh if REPLICATE_DIM in names else mesh["data_parallel"]
 
 
 def layers(model: nn.Module) -> list[nn.Module]:

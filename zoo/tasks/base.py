@@ -24,7 +24,8 @@ from zoo.tasks.optim import build_optimizer, schedule
 from zoo.nn.chunked_loss import IGNORE
 from zoo.models.parametrization import optimizer_scales
 from zoo.models.init import has_meta_parameters, materialize
-from zoo.models.sharding import layers, shard
+from zoo.models.sharding import layers, shard, sharding_mesh
+from zoo.data.even_batches import is_filler
 from zoo.data.tokenizers.state import tokenizer_state
 from zoo.data.tokenizers.text_bytes import TextBytes
 
@@ -219,7 +220,7 @@ class ZooTask(L.LightningModule):
             return
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        dp_mesh = mesh["data_parallel"]
+        dp_mesh = sharding_mesh(mesh)  # fsdp: every rank; hsdp: (replicate, shard)
         policy = None
         if str(self.trainer.precision) == "bf16-mixed":  # gather in bf16, reduce gradients in float32
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -233,6 +234,20 @@ class ZooTask(L.LightningModule):
         if has_meta_parameters(self):
             self._materialize(heads)
         self._sharded = True
+
+    def decoding_stop(self):
+        """For `generate(stop=...)`: under a sharded model every rank decodes as many steps as
+        the others (each step is a collective), so decoding ends when every rank's rows have
+        ended (one all-reduce per step); None (each row's own end) otherwise."""
+        if not getattr(self, "_sharded", False) or self.trainer.world_size < 2:
+            return None
+
+        def every_rank_done(done: torch.Tensor) -> bool:
+            flag = done.all().to(torch.int32)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN)
+            return bool(flag)
+
+        return every_rank_done
 
     def head_rules(self) -> dict:
         """{name: `zoo.models.init.Init`} of the parameters the task adds beside the model."""
@@ -253,14 +268,6 @@ class ZooTask(L.LightningModule):
         log.info("trainer=fsdp: the model was built on the meta device; rank %d holds %s of its %s parameters; "
                  "host memory peak so far %.2f GiB", self.global_rank, f"{held:,}", f"{total:,}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)  # KiB on Linux
 
-    def setup(self, stage: str) -> None:
-        """Where every rank validates on every example (FSDP), the validation metrics are
-        complete on each rank: no cross-rank reduction."""
-        if self._trainer is not None and getattr(self.trainer.strategy, "replicated_validation", False):
-            for metric in self.modules():
-                if isinstance(metric, Metric) and metric is not self.train_loss:
-                    metric.sync_on_compute = False
-
     def on_fit_start(self) -> None:
         """task.tf32 on CUDA: float32 matmuls on TF32 tensor cores (what GPU trainers run; bf16
         autocast is unaffected). The setting is the process's, as torch keeps it."""
@@ -269,6 +276,8 @@ class ZooTask(L.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, targets, _ = self.forward_batch(batch)
+        if is_filler(batch):  # a sharded model's extra forward (`zoo.data.even_batches`): counted nowhere
+            return
         n = (targets != IGNORE).sum()
         if n == 0:
             return
@@ -293,8 +302,16 @@ class ZooTask(L.LightningModule):
             made = self._target_bytes = (self.tokenizer, self.device, table)
         return made[2]
 
+    def counted_anywhere(self, weight: torch.Tensor) -> bool:
+        """Did any rank count something (a metric's local weight)? The metrics reduce over the
+        ranks when computed, so every rank must decide alike whether to compute them: a rank
+        whose share was empty (or only filler batches) still joins."""
+        if self._trainer is not None and self.trainer.world_size > 1:
+            weight = self.trainer.strategy.reduce(weight.detach().clone().float(), reduce_op="sum")
+        return bool(weight > 0)
+
     def on_validation_epoch_end(self) -> None:
-        if self.val_loss.weight == 0:
+        if not self.counted_anywhere(self.val_loss.weight):
             return
         loss = self.val_loss.compute()  # the metrics reduce themselves over ranks: the same everywhere
         self.log_everywhere("val/loss", loss, prog_bar=True)

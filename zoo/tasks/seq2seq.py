@@ -9,6 +9,7 @@ from torchmetrics import MeanMetric
 from torchmetrics.text import BLEUScore
 
 from zoo.config.tasks import TaskKind, families_of
+from zoo.data.even_batches import is_filler
 from zoo.models.generate import generate, strip_special
 from zoo.tasks.base import IGNORE, ZooTask
 
@@ -48,7 +49,7 @@ class Seq2Seq(ZooTask):
             self.model, input_ids, attention_mask=attention_mask,
             max_new_tokens=max_new_tokens or self.task_config.generate_max_tokens,
             bos_id=specials["bos"], eos_id=specials["eos"], pad_id=specials["pad"],
-            vocab_limit=self.tokenizer.vocab_size,
+            vocab_limit=self.tokenizer.vocab_size, stop=self.decoding_stop(),
         )
         return strip_special(out, specials["eos"], specials["pad"])
 
@@ -56,7 +57,10 @@ class Seq2Seq(ZooTask):
         super().validation_step(batch, batch_idx)
         if self.tokenizer is None:
             return
-        hyps = [self.tokenizer.decode(ids) for ids in self.translate(batch["input_ids"], batch.get("attention_mask"))]
+        translated = self.translate(batch["input_ids"], batch.get("attention_mask"))
+        if is_filler(batch):  # run for a sharded model's collectives only
+            return
+        hyps = [self.tokenizer.decode(ids) for ids in translated]
         refs = []
         for labels in batch["labels"].tolist():
             ids = [t for t in labels if t != IGNORE and t != self.tokenizer.special_ids()["eos"]]
@@ -65,7 +69,7 @@ class Seq2Seq(ZooTask):
         self.val_exact.update(torch.tensor([float(h.strip() == r.strip()) for h, r in zip(hyps, refs)]))
 
     def on_validation_epoch_end(self):
-        if self.tokenizer is not None and self.val_exact.weight > 0:
+        if self.tokenizer is not None and self.counted_anywhere(self.val_exact.weight):
             self.log_everywhere("val/bleu", self.val_bleu.compute())
             self.log_everywhere("val/exact_match", self.val_exact.compute())
             self.val_bleu.reset()

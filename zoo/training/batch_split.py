@@ -10,17 +10,12 @@ from zoo.data import per_device_batch
 
 def split_batch(spec: ZooConfig, trainer) -> int:
     """The per-device batch; sets the trainer's gradient accumulation (the rest of
-    data.global_batch_size) and, when every rank validates on every example, scales
-    trainer.limit_val_batches so a data-parallel run sees the same validation examples."""
+    data.global_batch_size)."""
     # the per-device batch and accumulation derive from the world size the Trainer resolved
     device_batch, accumulation = per_device_batch(
         spec.data.global_batch_size, trainer.world_size, spec.data.max_device_batch_size
     )
     trainer.accumulate_grad_batches = accumulation
-    if getattr(trainer.strategy, "replicated_validation", False) and isinstance(trainer.limit_val_batches, int):
-        # every rank validates on every example: the same examples as trainer.limit_val_batches
-        # batches on each of the ranks of a data-parallel run
-        trainer.limit_val_batches *= trainer.world_size
     if accumulation > 1 and spec.task.on_nonfinite_loss == NonFinitePolicy.skip:
         raise ConfigError(
             f"task.on_nonfinite_loss=skip needs one micro-batch per optimizer step, but "

@@ -21,9 +21,10 @@ while saving leaves the previous checkpoint. `zoo.training.checkpoint.files.read
 shards into one state dict on one process for zoo-eval / zoo-generate / zoo-export, and fit
 ends with `checkpoints/full.ckpt`, the whole model in one file.
 
-Validation runs every example on every rank: a sharded forward is a collective, so every rank
-must run the same number of forwards (and generation steps), and the metrics are then the same
-on every rank without a reduction."""
+Validation splits the examples over the ranks as DDP does: a sharded forward is a collective,
+so a rank with one batch fewer runs a filler batch counted nowhere (`zoo.data.even_batches`),
+decoding (seq2seq's translations) ends on every rank together, and the metrics are reduced over
+the ranks as under DDP."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ from typing import Any, Optional
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
 
+from zoo.config.errors import ConfigError
 from zoo.config.trainer import SHARDED_PRECISIONS, SHARDED_STRATEGY
+from zoo.models.sharding import REPLICATE_DIM, SHARD_DIM
 from zoo.training.checkpoint.files import SHARDED_META, is_sharded_checkpoint, read_checkpoint, safe_shard_reader
 from zoo.training.checkpoint.saving import atomic_save
 
@@ -48,20 +51,39 @@ PRECISIONS = SHARDED_PRECISIONS
 
 
 class ShardedDataParallel(ModelParallelStrategy):
-    """FSDP2 over all ranks (data_parallel = world size, no tensor parallelism)."""
+    """FSDP2 over all ranks (data_parallel = world size, no tensor parallelism); with
+    `hybrid`, HSDP: a 2-D mesh (replicate, shard) of `replicate` groups (default: one per node),
+    each sharding the model over its world size / replicate ranks, the groups replicas of each
+    other (gradients all-reduced across them). Ranks are numbered node by node, so a node's
+    ranks form one shard group and each layer's all-gathers stay inside the node."""
 
     strategy_name = STRATEGY_NAME
-    # zoo's data module and tasks read this: every rank validates on every example
-    replicated_validation = True
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, replicate: Optional[int] = None, hybrid: bool = False, **kwargs: Any) -> None:
         super().__init__(data_parallel_size="auto", tensor_parallel_size=1, save_distributed_checkpoint=True,
                          **kwargs)
+        self.hybrid = hybrid or replicate is not None
+        self.replicate = replicate
 
     def setup_environment(self) -> None:
-        self._data_parallel_size = self.num_nodes * self.num_processes  # one FSDP dimension
+        self._data_parallel_size = self.num_nodes * self.num_processes  # one data-parallel dimension
         self._tensor_parallel_size = 1
         super().setup_environment()
+        if self.hybrid:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            replicate = self.replicate or self.num_nodes
+            if self.world_size % replicate:
+                raise ConfigError(f"trainer.replicate={replicate} must divide the world size {self.world_size}")
+            shard = self.world_size // replicate
+            self._device_mesh = init_device_mesh(self.root_device.type, (replicate, shard),
+                                                 mesh_dim_names=(REPLICATE_DIM, SHARD_DIM))  # (R, S)
+            self.lightning_module._device_mesh = self._device_mesh
+            log.info("trainer.strategy=hsdp: %d replica(s), each sharded over %d rank(s)", replicate, shard)
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict:
+        return {"num_replicas": self.world_size, "rank": self.global_rank}  # every rank reads its own data
 
     # -- checkpoints ------------------------------------------------------------------------
     def save_checkpoint(self, checkpoint: dict, filepath, storage_options: Optional[Any] = None) -> None:

@@ -8,6 +8,7 @@ from zoo.config.root import ZooConfig
 from zoo.config.logger import WandbMode
 from zoo.config.params import parameter_parts
 from zoo.config.train import OutputLoss
+from zoo.config.trainer import is_sharded_name
 from zoo.training.tracker_settings import mlflow_uri, wandb_key_set, wandb_online
 
 
@@ -114,8 +115,10 @@ def check_host_memory(spec: ZooConfig) -> None:
     params = sum(parts.values())
     devices = spec.trainer.get("devices", 1)
     processes = devices if isinstance(devices, int) and devices > 0 else 1
-    if "fsdp" in str(spec.trainer.get("strategy", "")):
-        processes = 1  # the shards of one copy
+    if is_sharded_name(spec.trainer.get("strategy")):
+        # the shards of one copy; hsdp keeps trainer.replicate copies over trainer.num_nodes machines
+        replicas, nodes = spec.trainer.get("replicate") or 1, spec.trainer.get("num_nodes", 1) or 1
+        processes = max(1, replicas // nodes) if isinstance(replicas, int) and isinstance(nodes, int) else 1
     need = BYTES_PER_PARAMETER * params * processes
     if need <= total:
         return

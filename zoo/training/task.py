@@ -9,7 +9,7 @@ from typing import Optional
 
 from zoo.config.convert import plain
 from zoo.config.root import ZooConfig
-from zoo.config.trainer import SHARDED_STRATEGY
+from zoo.config.trainer import is_sharded_name
 from zoo.interop.hf.init_from import init_path
 from zoo.interop.hf.pretrained import load_weights
 from zoo.models.init import parameters_on_meta
@@ -35,7 +35,7 @@ def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
     kind, dataset, class labels) in its hyperparameters. init_from's weights are loaded only on
     a fresh start: a resumed run's checkpoint holds newer ones.
 
-    Under trainer=fsdp the task is built on the meta device (no weights: `zoo.models.init`) and
+    Under trainer=fsdp (or hsdp) the task is built on the meta device (no weights: `zoo.models.init`) and
     each rank gets its rows of them when it is sharded; with init_from it is built whole, to
     load the pretrained weights first."""
     tokenizer = datamodule.tokenizer
@@ -47,7 +47,7 @@ def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
     labels = getattr(datamodule, "labels", None)
     if labels:
         extra["labels"] = list(labels)
-    on_meta = spec.trainer.get("strategy") == SHARDED_STRATEGY and spec.init_from is None
+    on_meta = is_sharded_name(spec.trainer.get("strategy")) and spec.init_from is None
     with parameters_on_meta() if on_meta else nullcontext():
         task = TASKS[spec.task.kind](
             model=spec.model.to_dict(),

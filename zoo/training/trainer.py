@@ -8,6 +8,7 @@ from pathlib import Path
 from zoo.config.errors import ConfigError
 from zoo.config.root import ZooConfig
 from zoo.config.train import ProgressBar
+from zoo.config.trainer import REPLICATE_KEY
 from zoo.training.checkpoint.saving import AtomicCheckpointIO
 from zoo.training.strategies import build_strategy
 
@@ -32,7 +33,8 @@ def build_trainer(spec: ZooConfig, run_dir: Path, callbacks: list, loggers: list
     from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
     trainer_args = dict(spec.trainer)
-    trainer_args["strategy"] = build_strategy(trainer_args.get("strategy", "auto"))
+    replicate = trainer_args.pop(REPLICATE_KEY, None)  # zoo's own key (hsdp), not the Trainer's
+    trainer_args["strategy"] = build_strategy(trainer_args.get("strategy", "auto"), replicate)
     trainer_args.setdefault("enable_progress_bar", spec.callbacks.progress_bar != ProgressBar.none)
     extra_plugins = trainer_args.pop("plugins", None) or []
     plugins = build_plugins() + list(extra_plugins if isinstance(extra_plugins, list) else [extra_plugins])
