@@ -1,8 +1,10 @@
 """Fully sharded data parallelism (FSDP2, `torch.distributed.fsdp.fully_shard`) through
-Lightning's `ModelParallelStrategy`, on one data-parallel dimension over every rank.
+Lightning's `ModelParallelStrategy`: over every rank (trainer=fsdp), or hybrid (trainer=hsdp) on
+a (replicate, shard) mesh, sharded within each group of ranks and replicated across groups.
 
     zoo-train trainer=fsdp                                     # every GPU of this machine
     zoo-train trainer=fsdp trainer.accelerator=cpu trainer.devices=2 trainer.precision=32-true   # gloo
+    zoo-train trainer=hsdp trainer.num_nodes=4                 # shard within a node, replicate across
 
 Why FSDP2 and this strategy: FSDP2 shards each parameter as a DTensor (no flat parameters), so
 the checkpoint keys, the optimizer and gradient clipping by norm stay the same as without
