@@ -48,6 +48,7 @@ def test_hsdp_two_by_two_equals_ddp_on_four_ranks_and_resumes(tmp_path):
     assert s_hsdp["metrics"]["val/loss"] == pytest.approx(s_ddp["metrics"]["val/loss"], abs=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, words", [
     (["trainer=hsdp_cpu", "trainer.replicate=3"], "trainer.replicate=3 must divide the 4 devices"),
     (["trainer=ddp_cpu", "+trainer.replicate=2"], "trainer.replicate=2 applies to trainer.strategy=hsdp only"),
