@@ -198,3 +198,6 @@ def test_even_batches_give_every_rank_rank_zeros_number_and_count_each_example_o
                                                   bool(len(range(rank, n, world)) % batch):])
     assert len(counts) == 1 and len({c for pair in counts for c in pair}) == 1
     assert sorted(seen) == list(range(n))
+    # without a place given and outside a process group: one rank, the loader's own batches
+    alone = EvenBatches(DataLoader(data, batch_size=batch, sampler=ValidationShardSampler(data), collate_fn=collate))
+    assert len(alone) == len(list(alone)) == -(-n // batch) and not any(is_filler(b) for b in alone)

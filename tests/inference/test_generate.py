@@ -164,3 +164,17 @@ def test_one_new_token_is_one_column(strategy):
     ids = torch.randint(4, 37, (3, 5))
     out = run(model, ids, strategy=strategy, max_new_tokens=1)
     assert out.shape == (3, 1)
+
+
+def test_a_stop_rule_is_refused_for_beam_search():
+    """A stop rule makes ranks of a sharded model step together; beam search ends each row by its
+    own beams, so it is refused rather than stepping apart."""
+    import zoo
+    from tests.conftest import tiny
+    from zoo.config.generation import GenerationConfig
+    from zoo.models.generate import generate
+
+    model = zoo.build_model(tiny())
+    with pytest.raises(ValueError, match="not beam"):
+        generate(model, torch.tensor([[1, 2]]), config=GenerationConfig(strategy="beam", num_beams=2),
+                 max_new_tokens=2, stop=lambda done: bool(done.all()))

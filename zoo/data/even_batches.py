@@ -11,7 +11,9 @@ then those of the examples read once each."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
+
+import torch
 
 from torch.utils.data import DataLoader
 
@@ -25,21 +27,34 @@ def is_filler(batch: Any) -> bool:
 
 class EvenBatches:
     """`loader` (in order, over this rank's share), then filler batches up to the number of
-    batches rank 0 has. `rank`, `world`: this process's place in the data-parallel group."""
+    batches rank 0 has. `rank`, `world`: this process's place in the data-parallel group; by
+    default read from the process group when the batches are counted or read (a loader made
+    before the processes start, as zoo-eval's)."""
 
-    def __init__(self, loader: DataLoader, rank: int, world: int) -> None:
+    def __init__(self, loader: DataLoader, rank: Optional[int] = None, world: Optional[int] = None) -> None:
         self.loader, self.rank, self.world = loader, rank, world
-        size = len(loader.dataset)
-        self.batches = math.ceil(len(range(0, size, world)) / loader.batch_size)  # rank 0 reads the most
-        self.mine = math.ceil(len(range(rank, size, world)) / loader.batch_size)
         self.dataset = loader.dataset
 
+    def _place(self) -> tuple[int, int]:
+        if self.rank is not None and self.world is not None:
+            return self.rank, self.world
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return 0, 1
+
+    def _counts(self) -> tuple[int, int]:
+        """(rank 0's batches, this rank's): rank 0 reads the most."""
+        rank, world = self._place()
+        size, batch = len(self.dataset), self.loader.batch_size
+        return math.ceil(len(range(0, size, world)) / batch), math.ceil(len(range(rank, size, world)) / batch)
+
     def __len__(self) -> int:
-        return self.batches
+        return self._counts()[0]
 
     def __iter__(self) -> Iterator[Any]:
+        batches, mine = self._counts()
         yield from self.loader
-        for _ in range(self.batches - self.mine):
+        for _ in range(batches - mine):
             batch = self.loader.collate_fn([self.loader.dataset[0]])
             batch[FILLER] = True
             yield batch

@@ -179,6 +179,8 @@ def generate(
     model.eval()
     try:
         if config.strategy == Strategy.beam:
+            if stop is not None:  # each row ends by its own beams: ranks could step apart
+                raise ValueError("stop= applies to greedy and sample decoding, not beam")
             return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
                                 on_step)
         return _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from zoo.config.errors import ConfigError
+from zoo.data.even_batches import EvenBatches
 from zoo.config.tasks import task_spec
 from zoo.data import build_datamodule
 from zoo.training.run import quiet_lightning
@@ -39,6 +40,8 @@ def evaluate(
         raise ConfigError(f"the data's labels {list(labels or [])} differ from the checkpoint's {task.labels}")
     loader = datamodule.val_dataloader() if split == "validation" else datamodule._loader(
         datamodule.train_dataset, train=False)
+    if devices not in (1, "1"):  # several processes: as many batches on each (a rank may have no example)
+        loader = EvenBatches(loader)
     quiet_lightning()
     trainer = L.Trainer(accelerator=accelerator, devices=devices, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
