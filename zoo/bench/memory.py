@@ -27,6 +27,31 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+class PeakRSS:
+    """The peak resident set size while the block runs. The process's high-water mark may
+    already be above the block's peak (building the model), so a thread also samples the RSS
+    every millisecond: the high-water mark when the block raised it, the sampled peak
+    otherwise."""
+
+    def __enter__(self) -> "PeakRSS":
+        self.mark_before = _high_water_mark()
+        self._sampled = _rss_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.001):
+            self._sampled = max(self._sampled, _rss_bytes())
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        mark_after = _high_water_mark()
+        self.peak = mark_after if mark_after > self.mark_before else self._sampled
+
+
 def measure(spec: dict) -> dict:
     import torch
 
@@ -44,24 +69,11 @@ def measure(spec: dict) -> dict:
         peak = torch.cuda.max_memory_allocated()
         kind = "cuda max allocated"
     else:
-        # the high-water mark may already be above the steps' peak (building the model); a thread
-        # sampling the RSS every millisecond sees the steps' own peak then
-        before, mark_before = _rss_bytes(), _high_water_mark()
-        sampled = [before]
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(0.001):
-                sampled[0] = max(sampled[0], _rss_bytes())
-
-        thread = threading.Thread(target=sample, daemon=True)
-        thread.start()
-        for _ in range(2):
-            subject.train_step(batch)
-        stop.set()
-        thread.join()
-        mark_after = _high_water_mark()
-        peak = mark_after if mark_after > mark_before else sampled[0]
+        before = _rss_bytes()
+        with PeakRSS() as rss:
+            for _ in range(2):
+                subject.train_step(batch)
+        peak = rss.peak
         kind = "peak RSS"
     return {"system": subject.name, "kind": kind, "peak_bytes": peak, "before_bytes": before,
             "training_bytes": max(peak - before, 0)}

@@ -19,11 +19,10 @@ import json
 import os
 import subprocess
 import sys
-import threading
 
 import torch
 
-from zoo.bench.memory import _high_water_mark, _rss_bytes
+from zoo.bench.memory import PeakRSS, _rss_bytes
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import zoo_task
 from zoo.config.model import ModelConfig
@@ -48,30 +47,19 @@ def measure(spec: dict) -> dict:
     task = zoo_task(work, task_options)
     head = task.model.lm_head.weight if task.model.lm_head is not None else None
     optimizer = build_optimizer(task, OptimConfig(implementation=spec.get("optimizer", "auto")), output_embedding=head)
-    built, mark_before = _rss_bytes(), _high_water_mark()
-    sampled = [built]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.001):
-            sampled[0] = max(sampled[0], _rss_bytes())
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
+    built = _rss_bytes()
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
-    for _ in range(3):
-        task.train()
-        with autocast:
-            loss = task.training_loss(batch)[0]
-        loss.backward()
-        del loss
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    stop.set()
-    thread.join()
+    with PeakRSS() as rss:
+        for _ in range(3):
+            task.train()
+            with autocast:
+                loss = task.training_loss(batch)[0]
+            loss.backward()
+            del loss
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
     torch.set_default_dtype(before)
-    mark_after = _high_water_mark()
-    peak = mark_after if mark_after > mark_before else sampled[0]
+    peak = rss.peak
     return {"kind": "peak RSS", "total_bytes": max(peak - start, 0), "training_bytes": max(peak - built, 0),
             "model_bytes": built - start}
 

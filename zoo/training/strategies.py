@@ -16,7 +16,7 @@ from typing import Any, Optional
 from lightning.pytorch.strategies import DDPStrategy
 from torch.nn.parallel import DistributedDataParallel
 
-from zoo.config.trainer import HYBRID_STRATEGY, SHARDED_STRATEGY
+from zoo.config.trainer import HYBRID_STRATEGY, SHARDED_STRATEGY, is_sharded_name
 from zoo.training.fsdp import ShardedDataParallel
 
 DDP = "ddp"
@@ -40,4 +40,4 @@ def build_strategy(value: Any, replicate: Optional[int] = None) -> Any:
 
 
 def is_sharded(value: Any) -> bool:
-    return value in (SHARDED_STRATEGY, HYBRID_STRATEGY) or isinstance(value, ShardedDataParallel)
+    return is_sharded_name(value) or isinstance(value, ShardedDataParallel)
