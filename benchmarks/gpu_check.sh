@@ -5,7 +5,7 @@
 # bf16 kill/resume tests), each inside its own time limit. Speed figures come first: a lease
 # that ends early still leaves them. Every log goes under $OUT (default ./gpu-check); at the end
 # benchmarks/gpu_summary.py writes one dated JSON record under benchmarks/results/gpu/ (or
-# $RESULTS) and $OUT/summary.md for the README, and prints it.
+# $RESULTS) and $OUT/summary.md for docs/performance.md, and prints it.
 #
 #   bash benchmarks/gpu_check.sh                          # everything (about 12 minutes on an H100)
 #   PARTS="train:llama-250m suite" bash benchmarks/gpu_check.sh      # some parts (a second call)

@@ -1,5 +1,5 @@
 """Collect what `benchmarks/gpu_check.sh` wrote under its output directory into one dated JSON
-record and a Markdown summary to paste into the README (not a test).
+record and a Markdown summary to paste into docs/performance.md (not a test).
 
     python benchmarks/gpu_summary.py OUT [--results benchmarks/results/gpu]
 

@@ -241,15 +241,15 @@ def test_zoo_subcommand_runs_the_tool_in_a_process_of_its_own(tmp_path):
     assert refused.returncode == 2 and refused.stderr.strip() == f"zoo-compare: error: not a directory: {tmp_path / 'missing'}"
 
 
-def test_every_config_group_option_that_help_offers_is_in_the_readme():
+def test_every_config_group_option_that_help_offers_is_in_the_docs():
     """zoo-train --help lists every config group and its options from the search path; the
-    README's override table names each of them in the row of its group."""
+    override table of docs/composing.md names each of them in the row of its group."""
     from pathlib import Path
 
     from zoo.cli.train_help import config_groups
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith("| `") and "=` " in line.split("|")[1] + " "]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "composing.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `") and "=` " in line.split("|")[1] + " "]
     missing = []
     for group, options in config_groups(None, []).items():
         row = next((r for r in rows if f"`{group}=`" in r.split("|")[1]), None)
@@ -258,4 +258,4 @@ def test_every_config_group_option_that_help_offers_is_in_the_readme():
             continue
         named = set(row.split("|", 2)[2].split("`")[1::2])  # every `code span` of the values cell
         missing += [f"{group}={option}" for option in options if option not in named]
-    assert not missing, f"zoo-train --help offers what the README's override table does not list: {missing}"
+    assert not missing, f"zoo-train --help offers what docs/composing.md's override table does not list: {missing}"

@@ -1,6 +1,6 @@
 """Invalid input never gets past validation: random wrong types, out-of-range sizes, unknown
 keys and values and impossible combinations each raise one ConfigError, on one line, naming
-the key; the README's table of refusals is what the validation code says today."""
+the key; the table of refusals in docs/composing.md is what the validation code says today."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.model import Activation
 from zoo.cli.refusals import EXAMPLES, refusal, refusal_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "composing.md"
 
 SIZE_KEYS = ["model.d_model", "model.n_heads", "model.n_layers", "model.d_ff", "model.vocab_size",
              "model.max_seq_len", "data.seq_len", "data.global_batch_size", "model.n_kv_heads"]
@@ -88,11 +88,11 @@ def test_every_listed_refusal_is_refused(rule, overrides):
 
 
 @pytest.mark.slow
-def test_the_readme_table_is_the_generated_one():
-    text = README.read_text()
+def test_the_docs_table_is_the_generated_one():
+    text = PAGE.read_text()
     start, end = "<!-- refusals:start -->\n", "<!-- refusals:end -->"
     current = text[text.index(start) + len(start):text.index(end)]
-    assert current == refusal_table(), "README's refusal table is stale: python -m zoo.cli.refusals"
+    assert current == refusal_table(), "docs/composing.md's refusal table is stale: python -m zoo.cli.refusals"
 
 
 def test_valid_overrides_are_not_refused():

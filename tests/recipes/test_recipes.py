@@ -174,7 +174,7 @@ def _header(name: str) -> str:
 
 
 @pytest.mark.parametrize("name", RECIPES)
-def test_each_recipe_states_its_run_count_and_time_in_its_header_and_the_readme(name):
+def test_each_recipe_states_its_run_count_and_time_in_its_header_and_the_docs(name):
     import re
 
     runs = planned_runs(name)
@@ -182,6 +182,7 @@ def test_each_recipe_states_its_run_count_and_time_in_its_header_and_the_readme(
     assert cost, f"recipes/{name}.yaml: no '# Cost:' line"
     assert int(cost.group(1)) == runs, (name, cost.group(0), runs)
     assert re.search(r"\d+ (s|min|h)\b|not timed", cost.group(2)), cost.group(0)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    (row,) = [line for line in readme.splitlines() if re.match(rf"\| `{name}`", line)]
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    tables = (docs / "composing.md").read_text() + (docs / "ablations.md").read_text()  # single runs, sweeps
+    (row,) = [line for line in tables.splitlines() if re.match(rf"\| `{name}`", line)]
     assert re.search(rf"\| {runs} runs?[,;| ]", row), row

@@ -185,7 +185,7 @@ def _device_name(device: torch.device) -> str:
 
 
 def ratios(rows: list[dict], gen_batch: int) -> dict:
-    """The comparisons the README's targets are stated in, where both sides were measured."""
+    """The comparisons docs/performance.md states its targets in, where both sides were measured."""
     def get(system, variant, key):
         return next((r[key] for r in rows if r["system"] == system and r["variant"] == variant and key in r), None)
 

@@ -2,9 +2,9 @@
 
 The table is not written by hand: `refusal_table()` runs the real checks (`zoo.compose` and
 `zoo.config.validate`) on one example of each rule and prints what they say, and a test
-keeps the README's copy equal to it.
+keeps the copy in docs/composing.md equal to it.
 
-    python -m zoo.cli.refusals      # the Markdown table of the README
+    python -m zoo.cli.refusals      # the Markdown table of docs/composing.md
 """
 
 from __future__ import annotations
