@@ -72,15 +72,9 @@ def main() -> None:
                                       for r in rows)}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(record, indent=2) + "\n")
-    print("| config | precision | batch x seq_len | planned | measured | ratio | planned above weights | measured "
-          "above weights | ratio | default malloc RSS |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        mib = lambda n: f"{n / 2**20:.1f} MiB"  # noqa: E731
-        print(f"| {r['name']} | {r['precision']} | {r['batch']} x {r['seq_len']} | {mib(r['planned_total_bytes'])} | "
-              f"{mib(r['measured_total_bytes'])} | {r['ratio_total']:.3f} | {mib(r['planned_training_bytes'])} | "
-              f"{mib(r['measured_training_bytes'])} | {r['ratio_training']:.3f} | "
-              f"{mib(r['measured_default_malloc_total_bytes'])} |")
+    from doc_tables import plan_check_table  # the table of docs/memory-planner.md
+
+    print(plan_check_table(rows), end="")
 
 
 if __name__ == "__main__":
