@@ -181,23 +181,30 @@ def _val_rows(run) -> list[tuple[int, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("every, trainer", [(2, "cpu"), (3, "cpu"), (2, "ddp_cpu")],
-                         ids=["saved-inside-validation", "saved-before-validation", "ddp-saved-inside-validation"])
-def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_it_whole(tmp_path, every, trainer):
+@pytest.mark.parametrize("every, trainer, epoch_end", [(2, "cpu", False), (3, "cpu", False), (2, "ddp_cpu", False),
+                                                       (3, "cpu", True)],
+                         ids=["saved-inside-validation", "saved-before-validation", "ddp-saved-inside-validation",
+                              "at-an-epochs-end"])
+def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_it_whole(tmp_path, every, trainer,
+                                                                                        epoch_end):
     """A SIGTERM during the validation after step 3 ends the run at the next validation batch
     (not after the whole validation and another step), with exit 143 and last.ckpt as of step 3;
     the same command runs that validation whole first, then trains on: metrics.csv's validation
     rows and the final weights equal those of a run never stopped. `every=3`: last.ckpt was
     written at step 3 before the validation (Lightning alone would resume past the validation);
     `every=2`: it is written from inside the validation. Under ddp_cpu the signal reaches rank 0
-    only; the ranks agree on it at a validation batch both have."""
+    only; the ranks agree on it at a validation batch both have. `epoch_end`: four verses make
+    epochs of 3 steps, so the validation stopped is the one at the first epoch's last batch (and
+    one validation batch long)."""
     run_args = ["trainer.max_steps=9", "trainer.val_check_interval=3", "trainer.limit_val_batches=6",
                 f"callbacks.checkpoint_every_n_steps={every}", "model.dropout=0.1", f"trainer={trainer}"]
+    if epoch_end:
+        run_args.append("data.max_examples=4")  # 14 training windows: 3 batches of 4 an epoch
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     assert zoo_train(*tiny_overrides(straight), *run_args).returncode == 0
 
     helper = str(Path(__file__).with_name("signal_in_validation.py"))
-    result = subprocess.run([sys.executable, helper, "3", "2", *tiny_overrides(stopped), *run_args],
+    result = subprocess.run([sys.executable, helper, "3", "1" if epoch_end else "2", *tiny_overrides(stopped), *run_args],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
     assert "Traceback" not in result.stderr

@@ -105,3 +105,87 @@ def test_a_validation_whose_row_is_in_metrics_csv_is_not_run_again(tmp_path):
     assert validated(metrics, 2) and not validated(metrics, 1) and not validated(tmp_path / "none.csv", 2)
     resumed, _ = _fit(tmp_path, due=True, ckpt=str(tmp_path / "last.ckpt"), metrics=metrics)
     assert resumed.validations == [6, 9]
+
+
+class _Seen(_Tiny):
+    """Records (epoch, first example) of each training batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[tuple[int, int]] = []
+
+    def training_step(self, batch, batch_idx):
+        self.seen.append((self.trainer.current_epoch, round(float(batch[0][0, 0]) * len(self.trainer.train_dataloader.dataset))))
+        return super().training_step(batch, batch_idx)
+
+
+class _CrashBefore(L.Callback):
+    """Ends fit at the start of the batch after `step` (its validation has run)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, *args) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError("killed")
+
+
+def _fit_epochs(tmp_path, *, fixed: bool, examples: int, limit=None, crash=None, ckpt=None, metrics=None):
+    """max_steps=9, a validation every 3 steps, last.ckpt every 3: epochs of 3 batches, either
+    because the data has 3 (`examples=3`) or because limit_train_batches=3 stops a longer one.
+    zoo's resumable loader over a seeded shuffle, as zoo-train uses."""
+    from zoo.data.resumable import EpochShardSampler, ResumableLoader
+
+    torch.manual_seed(0)  # the same initial weights in every run
+    model = _Seen()
+    callbacks = [LastCheckpoint(tmp_path, every_n_steps=3)]
+    if fixed:
+        callbacks.append(ValidationDue(metrics))
+    if crash is not None:
+        callbacks.append(crash)
+    trainer = L.Trainer(max_steps=9, callbacks=callbacks, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
+                        val_check_interval=3, check_val_every_n_epoch=None, num_sanity_val_steps=0,
+                        limit_val_batches=1, limit_train_batches=limit)
+    data = TensorDataset(torch.arange(float(examples)).unsqueeze(1).repeat(1, 2) / examples)  # example i: i/n twice
+    train = ResumableLoader(data, sampler=EpochShardSampler(data, seed=0), batch_size=1)
+    val = DataLoader(data, batch_size=1)
+    try:
+        trainer.fit(model, train, val, ckpt_path=ckpt)
+    except RuntimeError as exc:
+        assert "killed" in str(exc)
+    return model
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["lightning-alone", "zoo"])
+def test_a_checkpoint_at_an_epochs_last_batch_runs_its_validation_on_resume(tmp_path, fixed):
+    """The epoch's last batch is the validation's step: a run killed after last.ckpt, before
+    that validation, gets it back on resume (Lightning alone goes on without it), and trains on
+    as the straight run does."""
+    straight = _fit_epochs(tmp_path / "straight", fixed=fixed, examples=3)
+    assert straight.validations == [3, 6, 9]
+    _fit_epochs(tmp_path / "killed", fixed=fixed, examples=3, crash=_Crash(3))
+    resumed = _fit_epochs(tmp_path / "killed", fixed=fixed, examples=3, ckpt=str(tmp_path / "killed" / "last.ckpt"))
+    assert resumed.validations == ([3, 6, 9] if fixed else [6, 9])
+    assert resumed.seen == straight.seen[3:]
+    assert torch.equal(resumed.layer.weight, straight.layer.weight)
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["lightning-alone", "zoo"])
+def test_an_epoch_ended_by_limit_train_batches_resumes_into_the_next_epoch(tmp_path, fixed):
+    """limit_train_batches=3 ends each epoch of 20 examples after 3 batches. A run killed after
+    the checkpoint at the first epoch's end (its validation done, its row in metrics.csv) must go
+    on with the second epoch's batches; Lightning alone resumes inside the first epoch's rest."""
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text("step,val/loss\n2,0.5\n")  # the validation of step 3 ran before the kill
+    straight = _fit_epochs(tmp_path / "straight", fixed=fixed, examples=20, limit=3)
+    assert [epoch for epoch, _ in straight.seen] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    _fit_epochs(tmp_path / "killed", fixed=fixed, examples=20, limit=3, crash=_CrashBefore(3), metrics=metrics)
+    resumed = _fit_epochs(tmp_path / "killed", fixed=fixed, examples=20, limit=3, metrics=metrics,
+                          ckpt=str(tmp_path / "killed" / "last.ckpt"))
+    if fixed:
+        assert resumed.seen == straight.seen[3:]
+        assert resumed.validations == [6, 9]
+        assert torch.equal(resumed.layer.weight, straight.layer.weight)
+    else:
+        assert [x for _, x in resumed.seen[:3]] != [x for _, x in straight.seen[3:6]]

@@ -12,8 +12,8 @@ ends from a watchdog thread: the run's last words (`last_words`: failed.json, th
 are written and it exits with the same status, without waiting for the operation.
 
 A signal during a validation inside fit ends it at the batch it was in: last.ckpt is saved as of
-the validation's start (`ValidationDue`), so the resumed run runs that validation whole first.
-(A validation at an epoch's last batch runs to its end first.) The final validation (after fit,
+the validation's start (`ValidationDue`), so the resumed run runs that validation whole first,
+at an epoch's last batch as anywhere else. The final validation (after fit,
 for a run that ended between validations) listens too: a signal there ends it at the batch it
 was in, the trained state is saved and the run ends the same way, never with status 0.
 

@@ -12,8 +12,14 @@ run keeps: a validation row at the step is there (nothing to redo) or it is not.
 A signal stop during a validation saves through here as well (`before_validation`): the weights,
 optimizer and generators are those of the step's end (validation changes none of them: its data
 loaders draw from generators of their own), and the loop state is put back to the validation's
-start. Validations at the last batch of an epoch are left out: Lightning's restart closes the
-epoch there, so a stop in one waits for its end, as before.
+start. The same holds at the last batch of an epoch.
+
+One more repair of Lightning's loop state: a checkpoint written at the end of an epoch's last
+batch records `is_last_batch` from the data fetcher, which is False when `limit_train_batches`
+ends the epoch before the loader does, and the loader's own position is mid-epoch; Lightning's
+restart then stays in the finished epoch and trains on the rest of its data instead of the next
+epoch's. zoo saves the epoch as ended there: `is_last_batch` True and each resumable loader at
+the start of the next epoch.
 
 The loop-state layout is Lightning's (2.6); `tests/training/test_validation_due.py` replays it."""
 
@@ -72,7 +78,7 @@ class ValidationDue(L.Callback):
 
     def can_stop_inside(self, trainer) -> bool:
         """Can a stop save from inside the validation now running and resume it whole?"""
-        return _in_fit(trainer) and trainer.validating and self._val_start is not None and _inside_epoch(trainer)
+        return _in_fit(trainer) and trainer.validating and self._val_start is not None
 
     def save_before_validation(self, trainer, last) -> None:
         """Save `last` (a LastCheckpoint) from inside a validation, as of the validation's start.
@@ -97,7 +103,9 @@ class ValidationDue(L.Callback):
             return
         train = trainer.fit_loop.epoch_loop.batch_progress.total
         at_batch_end = train.processed == train.completed + 1  # inside on_train_batch_end
-        if at_batch_end and _inside_epoch(trainer) and _due(trainer):
+        if at_batch_end and not _inside_epoch(trainer):
+            _epoch_ended(loops)
+        if at_batch_end and _due(trainer):
             checkpoint[KEY] = True
 
     # -- resuming -------------------------------------------------------------------------------
@@ -133,6 +141,16 @@ class ValidationDue(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._put_totals_back(trainer)  # the validation was not run after all (changed settings)
+
+
+def _epoch_ended(loops: dict) -> None:
+    """The saved loop state of a checkpoint at an epoch's last batch says so, whatever the data
+    fetcher saw: `is_last_batch`, and each loader's position (`ResumableLoader.state_dict`) at the
+    start of the next epoch."""
+    loops[_TRAIN]["is_last_batch"] = True
+    for state in (loops.get("state_dict") or {}).get("combined_loader") or []:
+        if isinstance(state, dict) and "epoch" in state:
+            state.update(epoch=int(state["epoch"]) + 1, batches=0, examples=0)
 
 
 def _due(trainer) -> bool:
