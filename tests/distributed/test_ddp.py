@@ -56,13 +56,91 @@ def test_global_batch_must_split_over_the_devices(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def _torchrun(node_rank: int, port: int, cwd, *overrides: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+def _torchrun(node_rank: int, port: int, cwd, *overrides: str, prefix: tuple[str, ...] = (), out=subprocess.PIPE,
+              new_session: bool = False) -> subprocess.Popen:
+    cmd = [*prefix, sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
            f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
            "-m", "zoo.cli.train", *overrides]
     env = dict(os.environ, OMP_NUM_THREADS="1", ZOO_CACHE=str(cwd / "cache"))
-    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=new_session)
+
+
+OTHER_HOST = "zoo-other-host"
+
+
+def _other_host_prefix() -> tuple[str, ...] | None:
+    """A command prefix that runs a program under another host name (a UTS namespace), so that a
+    second torchrun "node" on this machine is another host to zoo; None where that is not allowed."""
+    for unshare in (("unshare", "--uts"), ("unshare", "--user", "--map-root-user", "--uts")):
+        prefix = (*unshare, "sh", "-c", f'hostname {OTHER_HOST} && exec "$@"', "sh")
+        try:
+            probe = subprocess.run([*prefix, "hostname"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0 and probe.stdout.strip() == OTHER_HOST:
+            return prefix
+    return None
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process under it."""
+    from tests.distributed.conftest import children
+
+    out = [pid]
+    for child in children(pid):
+        out += _tree(child)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("end", ["killed", "frozen"])
+def test_a_rank_on_another_host_that_dies_or_freezes_ends_the_job_named_within_60_s(tmp_path, end):
+    """Two torchrun "nodes", the second under another host name, so rank 1 cannot be watched by
+    its process from rank 0's host: SIGKILL node 1 whole (agent and rank: a machine lost), or
+    SIGSTOP it (a machine that hangs; no socket closes, so no collective fails). Rank 0 sees rank
+    1's heartbeat stop, writes failed.json naming it, and its node exits non-zero within 60 s."""
+    prefix = _other_host_prefix()
+    if prefix is None:
+        pytest.skip("needs `unshare --uts` (a second host name on this machine) to stand for another node")
+    import signal
+
+    from tests.distributed.conftest import wait_for
+
+    run = tmp_path / "run"
+    overrides = [*tiny_overrides(run), "trainer.max_steps=100000", "trainer.val_check_interval=1000",
+                 "callbacks.checkpoint_every_n_steps=5", "trainer.num_nodes=2", "trainer.strategy=ddp"]
+    port = free_port()
+    with open(tmp_path / "node0.log", "w") as log0, open(tmp_path / "node1.log", "w") as log1:
+        node0 = _torchrun(0, port, tmp_path, *overrides, out=log0)
+        node1 = _torchrun(1, port, tmp_path, *overrides, prefix=prefix, out=log1, new_session=True)
+        try:
+            wait_for(lambda: (run / "checkpoints" / "last.ckpt").is_file(), 240, "training to start", node0)
+            beacon = json.loads((run / ".ranks" / "1").read_text())
+            assert beacon["host"] == OTHER_HOST and beacon["local_rank"] == 0
+            tree = _tree(node1.pid)  # the agent, and the rank it started in a session of its own
+            assert beacon["pid"] in tree
+            start = time.monotonic()
+            for pid in tree:
+                os.kill(pid, signal.SIGKILL if end == "killed" else signal.SIGSTOP)
+            node0.wait(timeout=120)
+            elapsed = time.monotonic() - start
+        finally:
+            for pid in _tree(node1.pid) + _tree(node0.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            node0.wait()
+            node1.wait()
+    out0 = (tmp_path / "node0.log").read_text()
+    assert node0.returncode != 0, out0[-3000:]
+    failed = json.loads((run / "failed.json").read_text())
+    assert failed["error"].startswith(f"rank 1 (host {OTHER_HOST}, pid {beacon['pid']}) stopped answering: "
+                                      "no heartbeat for "), failed
+    assert "Rerun the same command to resume from" in failed["error"]
+    assert (run / "checkpoints" / "last.ckpt").is_file()  # what was saved is kept
+    assert elapsed < 60, elapsed
 
 
 @pytest.mark.slow
