@@ -74,7 +74,7 @@ def test_transformer_family_matches_torch_nn_transformer(norm):
     keep = (~src_pad).long()
     memory = ours.encoder(src, positions=torch.arange(7)[None], key_padding=keep)
     got = ours.decoder(tgt, positions=torch.arange(5)[None], memory=memory,
-                       memory_positions=torch.arange(7)[None], memory_padding=keep)
+                       memory_padding=keep)
     assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
     ref_memory = ref.encoder(src, src_key_padding_mask=src_pad)
     real = keep.bool()

@@ -55,14 +55,12 @@ class EncoderDecoder(ZooModel):
         if use_cache and cache is None:
             cache = self.new_cache()
         B, T = decoder_input_ids.shape
-        S = encoder_hidden_states.shape[1]
         positions = make_position_ids(decoder_attention_mask, T, cache, decoder_input_ids.device)
         h = self.decoder(
             self.embed_tokens(decoder_input_ids),
             positions=positions,
             key_padding=decoder_attention_mask,
             memory=encoder_hidden_states,
-            memory_positions=torch.arange(S, device=decoder_input_ids.device)[None],  # (1, S)
             memory_padding=attention_mask,
             cache=cache,
         )  # (B, T, D)

@@ -126,7 +126,6 @@ class Attention(nn.Module):
         mask: Optional[torch.Tensor],
         causal: bool = False,
         memory: Optional[torch.Tensor] = None,
-        memory_positions: Optional[torch.Tensor] = None,
         cache: Optional[LayerCache] = None,
     ) -> torch.Tensor:
         B, T, _ = x.shape
@@ -139,7 +138,7 @@ class Attention(nn.Module):
                 k, v = self._memory_kv(memory)  # (B, Hkv, S, Dh)
                 if cache is not None:
                     cache.cross_kv = (k, v)
-            k_positions = memory_positions
+            k_positions = None  # cross-attention takes no position scheme (the block passes none)
         else:
             q, k, v = self.qkv_proj(x).split([H * Dh, Hkv * Dh, Hkv * Dh], dim=-1)
             q = self._heads(q, H)  # (B, H, T, Dh)

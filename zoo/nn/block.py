@@ -76,7 +76,6 @@ class Block(nn.Module):
         mask: Optional[torch.Tensor],
         causal: bool,
         memory: Optional[torch.Tensor] = None,
-        memory_positions: Optional[torch.Tensor] = None,
         memory_mask: Optional[torch.Tensor] = None,
         cache: Optional[LayerCache] = None,
     ) -> torch.Tensor:
@@ -95,7 +94,6 @@ class Block(nn.Module):
                     position=_NO_POSITIONS,
                     mask=memory_mask,
                     memory=memory,
-                    memory_positions=memory_positions,
                     cache=cache,
                 ),
             )
@@ -157,7 +155,6 @@ class Stack(nn.Module):
         positions: torch.Tensor,
         key_padding: Optional[torch.Tensor] = None,
         memory: Optional[torch.Tensor] = None,
-        memory_positions: Optional[torch.Tensor] = None,
         memory_padding: Optional[torch.Tensor] = None,
         cache: Optional[Cache] = None,
     ) -> torch.Tensor:
@@ -207,7 +204,6 @@ class Stack(nn.Module):
                 mask=mask,
                 causal=causal,
                 memory=memory,
-                memory_positions=memory_positions,
                 memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None,
             )
