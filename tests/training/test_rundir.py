@@ -11,7 +11,7 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides, zoo_train
-from zoo.config.rundir import DamagedRecord, RunDir, RunSummary
+from zoo.config.rundir import DamagedRecord, RunDir, RunFailure, RunSummary
 from zoo.training.run import train
 
 
@@ -139,3 +139,26 @@ def test_every_file_of_a_finished_run_is_named_by_rundir(tmp_path):
     assert "task=causal_lm (default)" in composed and "data=kjv (default)" in composed, composed
     assert "tokenizer=byte " in composed and "tokenizer=byte (default)" not in composed  # named: not marked
     assert "model=gpt (default)" in composed
+
+
+def test_a_failure_record_round_trips_with_its_optional_keys_left_out_when_absent(tmp_path):
+    stop = RunFailure(error="SIGTERM at step 4", signal=15, step=4, resume="zoo-train hydra.run.dir=x",
+                      extra={"host": "n1"})
+    stop.write(tmp_path)
+    assert json.loads(RunDir(tmp_path).failed.read_text()) == {
+        "status": "failed", "error": "SIGTERM at step 4", "signal": 15, "step": 4,
+        "resume": "zoo-train hydra.run.dir=x", "host": "n1"}
+    assert RunFailure.read(tmp_path) == stop
+    RunFailure(error="rank 1 died").write(tmp_path)
+    assert json.loads(RunDir(tmp_path).failed.read_text()) == {"status": "failed", "error": "rank 1 died"}
+    assert RunFailure.read(tmp_path).signal is None
+
+
+@pytest.mark.parametrize("text, reason", [("{", "not JSON"), ("[]", "not an object"),
+                                          ('{"error": 3}', "error is 3, not text"),
+                                          ('{"error": "x", "step": "4"}', "step is '4', not an integer"),
+                                          ('{"error": "x", "signal": true}', "signal is True, not an integer")])
+def test_a_damaged_failure_record_is_named(tmp_path, text, reason):
+    RunDir(tmp_path).failed.write_text(text)
+    with pytest.raises(DamagedRecord, match=reason):
+        RunFailure.read(tmp_path)

@@ -39,15 +39,12 @@ class ArmFailed(RuntimeError):
     """One job of a sweep stopped; Hydra records it as failed and runs the other arms."""
 
 
-def _record_failure(run_dir: Path, record: dict) -> None:
-    import json
-
+def _record_failure(run_dir: Path, record) -> None:
+    """Write `record` (a RunFailure) as the run's failed.json, from rank 0."""
     if launch_rank() == 0:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            from zoo.config.atomic import write_text
-
-            write_text(RunDir(run_dir).failed, json.dumps(record, indent=1))
+            record.write(run_dir)
         except OSError as exc:  # a full disk or a read-only directory: the message still goes out
             print(f"zoo-train: could not write {RunDir(run_dir).failed} ({exc.strerror})", file=sys.stderr)
 
@@ -109,8 +106,9 @@ def _interrupted(run_dir: Path, exc, release_lock: bool = False) -> None:
     resumes, and one line. `release_lock`: the process ends without unwinding (a watchdog's
     exit), so the run directory's lock is given back here."""
     resume = _resume_command(run_dir)
-    _record_failure(run_dir, {"status": "failed", "error": str(exc), "signal": exc.signum, "step": exc.step,
-                              "resume": resume})
+    from zoo.config.rundir import RunFailure
+
+    _record_failure(run_dir, RunFailure(error=str(exc), signal=exc.signum, step=exc.step, resume=resume))
     if launch_rank() == 0:
         print(f"zoo-train: {exc}; resume with: {resume}", file=sys.stderr, flush=True)
         if release_lock:
@@ -125,7 +123,9 @@ def _arm_failed(run_dir: Path, message: str) -> None:
     exits non-zero when they are done."""
     from hydra.types import RunMode
 
-    _record_failure(run_dir, {"status": "failed", "error": message})
+    from zoo.config.rundir import RunFailure
+
+    _record_failure(run_dir, RunFailure(error=message))
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         print(f"zoo-train: error: {run_dir}: {message}", file=sys.stderr)
         raise ArmFailed(message) from None

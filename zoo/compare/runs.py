@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.config.model import model_defaults
-from zoo.config.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunSummary, read_record
+from zoo.config.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
 
@@ -91,7 +91,7 @@ def read_run(path: Path) -> Run:
                 check_figures(summary, files.summary)
         if status != RunStatus.finished and files.failed.is_file():
             status = RunStatus.failed
-            error = str(read_record(files.failed).get("error", ""))
+            error = RunFailure.read(path).error
     except DamagedRecord as exc:
         summary, status, error = {}, RunStatus.damaged, str(exc)
     try:

@@ -286,3 +286,48 @@ class RunSummary:
                 raise DamagedRecord(f"{path} is damaged (metric {key!r} is {value!r}, not a number); "
                                     f"run it again or remove the run directory")
         return cls.from_dict(data)
+
+
+@dataclass(kw_only=True)
+class RunFailure:
+    """failed.json: why a run ended before it finished, written by zoo-train and by the rank that
+    saw another die. A stop by a signal also holds the signal, the step of the checkpoint it
+    resumes from and the command that resumes it; a key this version does not know is kept in
+    `extra` and written back after the others."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("signal", "step", "resume")  # left out when None
+
+    error: str
+    status: str = "failed"
+    signal: Optional[int] = None  # the signal that stopped the run (15 SIGTERM, 2 SIGINT)
+    step: Optional[int] = None  # the step of the checkpoint the run resumes from (None: none saved)
+    resume: Optional[str] = None  # the command that resumes the run
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"status": self.status, "error": self.error, "signal": self.signal, "step": self.step,
+               "resume": self.resume}
+        for key in self.OPTIONAL:
+            if out[key] is None:
+                del out[key]
+        return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
+
+    def write(self, run_dir: str | PurePath) -> Path:
+        return write_text(RunDir(run_dir).failed, json.dumps(self.as_dict(), indent=1))
+
+    @classmethod
+    def read(cls, run_dir: str | PurePath) -> RunFailure:
+        """The run's failed.json; DamagedRecord naming the file when it is not JSON, not an
+        object, or its fields are not of their types."""
+        path = RunDir(run_dir).failed
+        data = read_record(path)
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values = {k: v for k, v in data.items() if k in known}
+        values.setdefault("error", "")
+        for key, kind, what in (("error", str, "text"), ("status", str, "text"), ("signal", int, "an integer"),
+                                ("step", int, "an integer"), ("resume", str, "text")):
+            value = values.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+                raise DamagedRecord(f"{path} is damaged ({key} is {value!r}, not {what}); run it again or "
+                                    f"remove the run directory")
+        return cls(**values, extra={k: v for k, v in data.items() if k not in known})

@@ -44,7 +44,7 @@ from typing import Optional
 import lightning as L
 
 from zoo.config.atomic import write_text
-from zoo.config.rundir import RunDir
+from zoo.config.rundir import RunDir, RunFailure
 from zoo.training.interrupt import StopNow, ValidationStopped
 
 log = logging.getLogger("zoo")
@@ -191,7 +191,7 @@ class RankWatch(L.Callback):
     def _record(self, message: str) -> None:
         log.error(message)
         try:
-            write_text(self.run.failed, json.dumps({"status": "failed", "error": message}, indent=1))
+            RunFailure(error=message).write(self.run.path)
         except OSError:
             pass
         print(f"zoo-train: error: {message}", file=sys.stderr, flush=True)
