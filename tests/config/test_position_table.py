@@ -1,7 +1,8 @@
 """The position-scheme table (`zoo.config.positions.POSITION_FACTS`) agrees with the schemes it
 describes: every kind has a row; a row's parameters are the `PositionConfig` fields its module
 takes and receives; where it acts is where its module changes something; its parity and bound
-rules are enforced. A new scheme is checked here as soon as it has a row and a module."""
+rules are enforced; the parameters it says it holds are its module's, counted as embeddings or
+not as it says; its class names its own kind. A new scheme is checked here as soon as it has a row and a module."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import pytest
 import torch
 import yaml
 
+import zoo
 from tests.conftest import tiny
 from zoo.config import ConfigError, ModelConfig, PositionConfig, PositionKind
 from zoo.config.positions import POSITION_FACTS, Site, extrapolating, max_positions, readers
 from zoo.nn import position as registry
-from zoo.nn.position import POSITIONS, build_position
+from zoo.nn.position import POSITIONS, SCHEMES, build_position
+from zoo.nn.position.base import PositionScheme
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "model" / "position"
 KINDS = list(PositionKind)
@@ -42,6 +45,32 @@ def test_every_kind_has_a_row_a_module_and_a_config_file():
     assert list(POSITION_FACTS) == KINDS
     assert set(POSITIONS) == set(KINDS)
     assert {p.stem for p in CONF.glob("*.yaml")} >= {k.value for k in KINDS}
+
+
+def test_each_class_names_its_own_kind_once():
+    assert [scheme.kind for scheme in SCHEMES] == list(POSITIONS)
+    assert len(set(POSITIONS)) == len(SCHEMES)
+    assert all(POSITIONS[kind].kind is kind for kind in KINDS)
+
+
+@pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
+@pytest.mark.parametrize("kind", KINDS, ids=str)
+def test_a_rows_parameter_count_is_what_its_module_holds(kind, family):
+    stacks = [3, 2] if family == "encoder_decoder" else [3]
+    sizes = {"n_layers": 3, "n_decoder_layers": 2} if family == "encoder_decoder" else {"n_layers": 3}
+    cfg = ModelConfig(**tiny(family, kind.value, **sizes))
+    model = zoo.build_model(cfg)
+    held = {id(p): p.numel() for m in model.modules() if isinstance(m, PositionScheme) for p in m.parameters()}
+    assert sum(held.values()) == sum(POSITION_FACTS[kind].parameters(cfg, n) for n in stacks)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=str)
+def test_a_rows_parameters_count_as_embeddings_as_it_says(kind):
+    facts = POSITION_FACTS[kind]
+    cfg, base = config(kind), config(PositionKind.none)
+    extra = zoo.summarize(zoo.build_model(cfg)).embedding_params - zoo.summarize(zoo.build_model(base)).embedding_params
+    assert extra == (facts.parameters(cfg, cfg.n_layers) if facts.embedding else 0)
+    assert (facts.embedding and facts.parameters(cfg, cfg.n_layers) > 0) == (kind == PositionKind.learned)
 
 
 def test_every_parameter_belongs_to_exactly_one_scheme():

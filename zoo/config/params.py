@@ -3,8 +3,10 @@ no model built), and the d_ff that `model.param_budget` asks for.
 
 The count is what `zoo.summarize(zoo.build_model(cfg)).non_embedding_params` reports: every
 parameter except the token table (V·D), an untied output projection (V·D), the token-type table
-(token_types·D), the output bias (V) and learned position tables ((max_seq_len + offset)·D per
-stack). Shape names: D = d_model, H = n_heads, Hkv = n_kv_heads, Dh = head_dim, F = d_ff.
+(token_types·D), the output bias (V) and the position parameters whose row of
+`zoo.config.positions.POSITION_FACTS` counts them as embeddings (a learned table,
+(max_seq_len + offset)·D per stack). Shape names: D = d_model, H = n_heads, Hkv = n_kv_heads,
+Dh = head_dim, F = d_ff.
 
 The count is linear in F, P(F) = A + B·F (only the feed-forward units depend on F), so a budget
 gives F directly. A gated unit has three D×F matrices to a plain unit's two, so it gets about
@@ -14,11 +16,9 @@ count against built models for every family, position scheme, norm and activatio
 
 from __future__ import annotations
 
-from typing import Callable
-
 from zoo.config.errors import ConfigError
 from zoo.config.model import GATED, Family, ModelConfig, NormPlacement, NormType
-from zoo.config.positions import PositionKind
+from zoo.config.positions import POSITION_FACTS
 
 
 def norm_params(cfg: ModelConfig) -> int:
@@ -49,31 +49,20 @@ def feedforward_params(cfg: ModelConfig) -> tuple[int, int]:
     return (cfg.d_model if cfg.bias else 0), per_unit
 
 
-def _no_parameters(cfg: ModelConfig, n_layers: int) -> int:
-    return 0
+def position_params(cfg: ModelConfig, n_layers: int) -> tuple[int, int]:
+    """One stack's position scheme as (non-embedding, embedding) parameters, from its row of
+    `POSITION_FACTS` (`parameters`, `embedding`)."""
+    facts = POSITION_FACTS[cfg.position.kind]
+    count = facts.parameters(cfg, n_layers)
+    return (0, count) if facts.embedding else (count, 0)
 
 
-def _relative(cfg: ModelConfig, n_layers: int) -> int:
-    """T5's bias: one table of num_buckets × H per stack, shared by its layers."""
-    return cfg.position.num_buckets * cfg.n_heads
-
-
-def _shaw(cfg: ModelConfig, n_layers: int) -> int:
-    """Shaw et al.: a^K and a^V, (2·clip + 1) × Dh each, per layer."""
-    return n_layers * 2 * (2 * cfg.position.clip + 1) * cfg.head_dim
-
-
-# non-embedding parameters of one stack's position scheme(s), given the stack's layer count;
-# a learned table counts as an embedding, sinusoidal, ALiBi and RoPE have buffers only
-POSITION_PARAMS: dict[PositionKind, Callable[[ModelConfig, int], int]] = {
-    PositionKind.none: _no_parameters,
-    PositionKind.sinusoidal: _no_parameters,
-    PositionKind.learned: _no_parameters,
-    PositionKind.relative: _relative,
-    PositionKind.shaw: _shaw,
-    PositionKind.alibi: _no_parameters,
-    PositionKind.rope: _no_parameters,
-}
+def stack_layers(cfg: ModelConfig) -> list[tuple[int, bool]]:
+    """The family's stacks as (layers, with cross-attention): one stack, or for an
+    encoder-decoder n_layers encoder blocks and n_decoder_layers decoder blocks."""
+    if cfg.family == Family.encoder_decoder:
+        return [(cfg.n_layers, False), (cfg.n_decoder_layers, True)]
+    return [(cfg.n_layers, False)]
 
 
 def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool) -> tuple[int, int]:
@@ -81,13 +70,11 @@ def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool) -> tuple[int, 
     encoder-decoder, and a feed-forward unit, each with its own norm (pre- or post-LN alike);
     a stack adds a norm on the embeddings (model.embed_norm), a final norm (pre-LN) and its
     position scheme's parameters."""
-    if cfg.position.kind not in POSITION_PARAMS:
-        raise ConfigError(f"no parameter count for model.position.kind={cfg.position.kind.value}")
     sub_layers = 2 if cross else 1
     ff_fixed, ff_per_unit = feedforward_params(cfg)
     block = sub_layers * (attention_params(cfg) + norm_params(cfg)) + ff_fixed + norm_params(cfg)
     norms = int(cfg.embed_norm) + int(cfg.norm == NormPlacement.pre)
-    fixed = n_layers * block + norms * norm_params(cfg) + POSITION_PARAMS[cfg.position.kind](cfg, n_layers)
+    fixed = n_layers * block + norms * norm_params(cfg) + position_params(cfg, n_layers)[0]
     return fixed, n_layers * ff_per_unit
 
 
@@ -95,11 +82,7 @@ def linear_in_d_ff(cfg: ModelConfig) -> tuple[int, int]:
     """(A, B) with non-embedding parameters A + B·F: the family's stacks (encoder-decoder:
     n_layers encoder blocks and n_decoder_layers decoder blocks with cross-attention) and,
     with model.head_transform, its dense D × D (+ D bias) and norm."""
-    if cfg.family == Family.encoder_decoder:
-        stacks = [stack_params(cfg, cfg.n_layers, cross=False),
-                  stack_params(cfg, cfg.n_decoder_layers, cross=True)]
-    else:
-        stacks = [stack_params(cfg, cfg.n_layers, cross=False)]
+    stacks = [stack_params(cfg, n_layers, cross=cross) for n_layers, cross in stack_layers(cfg)]
     fixed = sum(a for a, _ in stacks)
     if cfg.head_transform:
         fixed += cfg.d_model * cfg.d_model + (cfg.d_model if cfg.bias else 0) + norm_params(cfg)
@@ -114,10 +97,11 @@ def non_embedding_params(cfg: ModelConfig) -> int:
 
 def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
     """The parameters of the model `cfg` describes, by the keys that size them: the stack
-    (non-embedding), the token embeddings (and an untied output head), learned positions. A
-    lower bound of the whole (one learned table even where two stacks have one each)."""
+    (non-embedding), the token embeddings (and an untied output head), position tables that
+    count as embeddings (each stack's). A lower bound of the whole (token types and an output
+    bias are left out)."""
     embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
-    positions = cfg.max_seq_len * cfg.d_model if cfg.position.kind == PositionKind.learned else 0
+    positions = sum(position_params(cfg, n_layers)[1] for n_layers, _ in stack_layers(cfg))
     return {"model.d_model, model.n_layers, model.d_ff (the stack)": non_embedding_params(cfg),
             "model.vocab_size (token embeddings)": embeddings,
             "model.max_seq_len (learned positions)": positions}

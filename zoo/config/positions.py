@@ -1,6 +1,6 @@
 """Facts about each position scheme, in one torch-free table: the `PositionConfig` parameters
-it reads, where it acts, the size it needs even, and whether `model.max_seq_len` bounds the
-positions it can encode. `PositionConfig` and `ModelConfig` check configs against these rows;
+it reads, where it acts, the size it needs even, whether `model.max_seq_len` bounds the
+positions it can encode, how many parameters it holds and whether they count as embeddings. `PositionConfig` and `ModelConfig` check configs against these rows;
 validation, sampling, the inference tools and zoo-compare ask `max_positions`. The schemes'
 modules live in `zoo.nn.position`, one file each; `tests/config/test_position_table.py` keeps
 the two in step."""
@@ -8,7 +8,7 @@ the two in step."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -46,6 +46,11 @@ class Even:
     refusal: str
 
 
+def _no_parameters(cfg: ModelConfig, n_layers: int) -> int:
+    """Nothing learned (sinusoidal, ALiBi and RoPE hold buffers only)."""
+    return 0
+
+
 @dataclass(frozen=True)
 class PositionFacts:
     """One scheme's row.
@@ -58,6 +63,12 @@ class PositionFacts:
     - `bounded`: its positions end at `model.max_seq_len` (a table of that many rows); an
       unbounded scheme computes any position.
     - `paper`: where it comes from.
+    - `parameters`: the parameters one stack's scheme holds (its instances in every layer, for
+      a scheme not shared across layers), from the model config and the stack's layer count;
+      buffers are not parameters. `zoo.config.params` counts them without building a model.
+    - `embedding`: its parameters count as embedding parameters, as a learned table of
+      positions does (Kaplan et al. 2020), and are left out of the non-embedding count that
+      `zoo.summarize` reports and `model.param_budget` sizes.
     """
 
     params: tuple[str, ...]
@@ -65,6 +76,23 @@ class PositionFacts:
     paper: str
     even: Optional[Even] = None
     bounded: bool = False
+    parameters: Callable[[ModelConfig, int], int] = _no_parameters
+    embedding: bool = False
+
+
+def _learned(cfg: ModelConfig, n_layers: int) -> int:
+    """A table of (max_seq_len + offset) × D per stack."""
+    return (cfg.max_seq_len + cfg.position.offset) * cfg.d_model
+
+
+def _relative(cfg: ModelConfig, n_layers: int) -> int:
+    """T5's bias: one table of num_buckets × H per stack, shared by its layers."""
+    return cfg.position.num_buckets * cfg.n_heads
+
+
+def _shaw(cfg: ModelConfig, n_layers: int) -> int:
+    """Shaw et al.: a^K and a^V, (2·clip + 1) × Dh each, per layer."""
+    return n_layers * 2 * (2 * cfg.position.clip + 1) * cfg.head_dim
 
 
 POSITION_FACTS: dict[PositionKind, PositionFacts] = {
@@ -80,15 +108,17 @@ POSITION_FACTS: dict[PositionKind, PositionFacts] = {
     PositionKind.learned: PositionFacts(
         params=("offset",), acts=(Site.embeddings,),
         paper="Gehring et al. 2017; GPT, BERT; offset: BART (Lewis et al. 2020)",
-        bounded=True,
+        bounded=True, parameters=_learned, embedding=True,
     ),
     PositionKind.relative: PositionFacts(
         params=("num_buckets", "max_distance"), acts=(Site.scores,),
         paper="Raffel et al. 2020, §2.1 (T5)",
+        parameters=_relative,
     ),
     PositionKind.shaw: PositionFacts(
         params=("clip",), acts=(Site.scores, Site.values),
         paper="Shaw et al. 2018",
+        parameters=_shaw,
     ),
     PositionKind.alibi: PositionFacts(
         params=(), acts=(Site.scores,),

@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass
 
 from torch import nn
 
+from zoo.config.positions import POSITION_FACTS
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
-from zoo.nn.position.learned import LearnedPositions
+from zoo.nn.position.base import PositionScheme
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,9 @@ class ModelSummary:
     """Counts for comparing arms of an ablation.
 
     - `total_params`: unique parameters (a tied output projection counts once).
-    - `embedding_params`: token table, learned position tables and an untied output projection.
+    - `embedding_params`: token table, an untied output projection, the token-type table, the
+      output bias and position parameters whose row of `POSITION_FACTS` counts them as embeddings
+      (learned position tables).
     - `non_embedding_params`: the rest (Kaplan et al. 2020 use this to compare model sizes).
     - `flops_per_token`: forward FLOPs for one token at context `seq_len`: 2 per weight of every
       matrix multiply (the output projection included, tied or not) plus 4·S·H·Dh per attention
@@ -53,9 +56,10 @@ def summarize(model: ZooModel, seq_len: int | None = None) -> ModelSummary:
         embedding[id(model.token_type_embed.weight)] = model.token_type_embed.weight
     if model.output_bias is not None:
         embedding[id(model.output_bias)] = model.output_bias
-    for module in model.modules():
-        if isinstance(module, LearnedPositions):
-            embedding[id(module.table.weight)] = module.table.weight
+    if POSITION_FACTS[cfg.position.kind].embedding:  # a learned table of positions
+        for module in model.modules():
+            if isinstance(module, PositionScheme):
+                embedding.update((id(p), p) for p in module.parameters())
     n_embedding = sum(p.numel() for p in embedding.values())
 
     matmul_weights = sum(

@@ -1,8 +1,11 @@
-"""Position schemes, one file each, selected by `model.position.kind`."""
+"""Position schemes, one file each, selected by `model.position.kind`; what the rest of zoo
+knows about each without building it is its row of `zoo.config.positions.POSITION_FACTS`.
+zoo/nn/position/README.md says how to add one."""
 
 from __future__ import annotations
 
 from zoo.config.model import ModelConfig, PositionKind
+from zoo.config.positions import POSITION_FACTS
 from zoo.nn.position.alibi import ALiBiPositions
 from zoo.nn.position.base import PositionScheme
 from zoo.nn.position.learned import LearnedPositions
@@ -12,19 +15,18 @@ from zoo.nn.position.rope import RotaryPositions
 from zoo.nn.position.shaw import ShawPositions
 from zoo.nn.position.sinusoidal import SinusoidalPositions
 
-POSITIONS: dict[PositionKind, type[PositionScheme]] = {
-    PositionKind.none: NoPositions,
-    PositionKind.sinusoidal: SinusoidalPositions,
-    PositionKind.learned: LearnedPositions,
-    PositionKind.relative: RelativeBiasPositions,
-    PositionKind.shaw: ShawPositions,
-    PositionKind.alibi: ALiBiPositions,
-    PositionKind.rope: RotaryPositions,
-}
+SCHEMES: tuple[type[PositionScheme], ...] = (
+    NoPositions, SinusoidalPositions, LearnedPositions, RelativeBiasPositions, ShawPositions, ALiBiPositions,
+    RotaryPositions,
+)
+
+# position kind -> its class; each class names its own kind
+POSITIONS: dict[PositionKind, type[PositionScheme]] = {scheme.kind: scheme for scheme in SCHEMES}
 
 
 def build_position(cfg: ModelConfig, *, causal: bool) -> PositionScheme:
-    """One scheme instance for a stack (or a layer, for schemes not shared across layers)."""
+    """One scheme instance for a stack (or a layer, for schemes not shared across layers): the
+    sizes every scheme may use, and the `PositionConfig` parameters its row says it reads."""
     p = cfg.position
     return POSITIONS[p.kind](
         d_model=cfg.d_model,
@@ -32,13 +34,8 @@ def build_position(cfg: ModelConfig, *, causal: bool) -> PositionScheme:
         head_dim=cfg.head_dim,
         max_seq_len=cfg.max_seq_len,
         causal=causal,
-        theta=p.theta,
-        scale=p.scale,
-        num_buckets=p.num_buckets,
-        max_distance=p.max_distance,
-        clip=p.clip,
-        offset=p.offset,
+        **{name: getattr(p, name) for name in POSITION_FACTS[p.kind].params},
     )
 
 
-__all__ = ["POSITIONS", "PositionScheme", "build_position"]
+__all__ = ["POSITIONS", "SCHEMES", "PositionScheme", "build_position"]

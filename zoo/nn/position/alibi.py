@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from zoo.config.positions import PositionKind
 from zoo.nn.position.base import PositionScheme, relative_offsets
 
 
@@ -29,6 +30,8 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 class ALiBiPositions(PositionScheme):
     """Bias -m_h · |k_pos - q_pos|; under a causal mask only the past is seen, which is the
     paper's form. Shape of the bias: (B, H, T, S)."""
+
+    kind = PositionKind.alibi
     bias_from_positions_only = True  # one bias per stack forward, reused by every layer
 
     def __init__(self, *, n_heads: int, **_: object) -> None:

@@ -15,11 +15,15 @@ from typing import Optional
 import torch
 from torch import nn
 
+from zoo.config.positions import PositionKind
+
 
 class PositionScheme(nn.Module):
     """Identity position scheme (also the `none` kind).
 
     Class attributes tell the model how to use a scheme:
+    - `kind`: the `PositionKind` it implements, its key in `zoo.nn.position.POSITIONS` and in
+      `zoo.config.positions.POSITION_FACTS` (None here: the base is no scheme of its own).
     - `shared_across_layers`: one instance serves every layer of a stack (False: one per layer).
     - `needs_attention_weights`: `value_term` must see the attention weights, so attention
       takes the explicit softmax path instead of `scaled_dot_product_attention`.
@@ -31,6 +35,7 @@ class PositionScheme(nn.Module):
       forward and reused by every layer (`SharedBias`).
     """
 
+    kind: Optional[PositionKind] = None
     shared_across_layers: bool = True
     needs_attention_weights: bool = False
     keys_transformed_alone: bool = False

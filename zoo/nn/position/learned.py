@@ -8,12 +8,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from zoo.config.positions import extrapolating
+from zoo.config.positions import PositionKind, extrapolating
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.position.base import PositionScheme
 
 
 class LearnedPositions(PositionScheme):
+    kind = PositionKind.learned
+
     def __init__(self, *, d_model: int, max_seq_len: int, offset: int = 0, **_: object) -> None:
         super().__init__()
         self.max_seq_len, self.offset = max_seq_len, offset

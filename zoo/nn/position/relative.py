@@ -10,6 +10,7 @@ import math
 import torch
 from torch import nn
 
+from zoo.config.positions import PositionKind
 from zoo.nn.position.base import PositionScheme, relative_offsets
 
 
@@ -35,6 +36,8 @@ def relative_bucket(
 
 class RelativeBiasPositions(PositionScheme):
     """Bias table[bucket(k - q), h], shape (B, H, T, S)."""
+
+    kind = PositionKind.relative
     bias_from_positions_only = True  # one bias per stack forward, reused by every layer
 
     def __init__(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from zoo.config.positions import PositionKind
 from zoo.nn.position.base import PositionScheme
 
 
@@ -17,6 +18,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class RotaryPositions(PositionScheme):
+    kind = PositionKind.rope
     keys_transformed_alone = True  # a cache holds rotated keys
 
     def __init__(self, *, head_dim: int, theta: float = 10000.0, scale: float = 1.0, **_: object):

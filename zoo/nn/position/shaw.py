@@ -14,10 +14,12 @@ import math
 import torch
 from torch import nn
 
+from zoo.config.positions import PositionKind
 from zoo.nn.position.base import PositionScheme, relative_offsets
 
 
 class ShawPositions(PositionScheme):
+    kind = PositionKind.shaw
     shared_across_layers = False
     needs_attention_weights = True
 

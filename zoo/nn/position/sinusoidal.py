@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from zoo.config.positions import PositionKind
 from zoo.nn.position.base import PositionScheme
 
 
@@ -20,6 +21,8 @@ def sinusoidal_table(positions: torch.Tensor, dim: int, base: float = 10000.0) -
 
 class SinusoidalPositions(PositionScheme):
     """Adds the sinusoid table to the token embeddings."""
+
+    kind = PositionKind.sinusoidal
 
     def __init__(self, *, d_model: int, **_: object) -> None:
         super().__init__()
