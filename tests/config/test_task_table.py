@@ -3,7 +3,8 @@ has a row, a registered task class with the row's families, and a conf/task YAML
 family has one default task, the one its conf/model YAML files compose; a row's columns are
 `DataConfig` fields and its specials tokenizer specials; and the data module, on a tiny local
 corpus, batches each task as its row says (the collate function it names, the keys of the
-batch, packed windows or padded rows, shifted labels). A new task is checked here as soon as it
+batch, packed windows or padded rows, shifted labels); a bounded position table must hold the
+validation's decoding where the row decodes in validation. A new task is checked here as soon as it
 has a row."""
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import pytest
 import torch
 import yaml
 
+import zoo
 from zoo.config.data import DataConfig
 from zoo.config.errors import ConfigError
 from zoo.config.model import Family
 from zoo.config.tasks import TASK_SPECS, Collate, TaskKind, families_of, task_of_family, task_spec
+from zoo.config.validate import validate
 from zoo.data import IGNORE_INDEX, DataError, MaskingCollator, ZooDataModule, collate_causal
 from zoo.data.collate import collate_for
 from zoo.data.collate.select import ClassificationCollate, Seq2SeqCollate
@@ -73,6 +76,21 @@ def test_a_model_file_composes_its_family_default_task(path):
     tasks = [entry["/task@_global_.task"] for entry in model["defaults"]
              if isinstance(entry, dict) and "/task@_global_.task" in entry]
     assert tasks == [task_of_family(model["family"]).value]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=str)
+def test_a_bounded_scheme_must_hold_validation_decoding_where_the_row_decodes(kind):
+    spec = TASK_SPECS[kind]
+    fits = [f"task={kind.value}", f"model.family={spec.families[0].value}", "model/position=learned",
+            "model.max_seq_len=16", "data.seq_len=8", "task.generate_max_tokens=15"]
+    validate(zoo.compose(fits))
+    past = zoo.compose(fits[:-1] + ["task.generate_max_tokens=16"])
+    if spec.decodes_in_validation:
+        with pytest.raises(ConfigError, match=r"task.generate_max_tokens \(16\) plus BOS is longer than learned "
+                                              r"positions allow \(model.max_seq_len=16\)"):
+            validate(past)
+    else:
+        validate(past)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)

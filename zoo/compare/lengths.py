@@ -16,12 +16,17 @@ from typing import Optional
 from zoo.compare.runs import Run, RunStatus
 from zoo.config.positions import max_positions
 from zoo.config.rundir import RunDir
+from zoo.config.tasks import kinds_that
 from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.evaluate import evaluate
 from zoo.compare.stats import mean_std
 from zoo.config.atomic import write_text
 
 PAST_TABLE = "past the learned table"
+
+# the tasks whose validation loss is next-token cross-entropy over windows of data.seq_len, so
+# that its exponential is a perplexity at that length: their rows pack and shift (causal_lm)
+WINDOWED_LMS = frozenset(kinds_that("packs")) & frozenset(kinds_that("shifted"))
 
 
 def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dict[int, object]:
@@ -50,7 +55,7 @@ def length_table(arms, multiples: list[int]) -> list[dict]:
     """Per arm: {multiple: (mean ppl, std, n) or PAST_TABLE}, over its finished causal-LM runs."""
     rows = []
     for arm in arms:
-        runs = [r for r in arm.runs if r.status == RunStatus.finished and r.summary.get("task") == "causal_lm"]
+        runs = [r for r in arm.runs if r.status == RunStatus.finished and r.summary.get("task") in WINDOWED_LMS]
         per_run = [evaluate_lengths(r, multiples) for r in runs]
         cells = {}
         for m in multiples:

@@ -4,7 +4,8 @@ batches (packed windows or padded rows, shifted labels or not, which tokenizing 
 collate function).
 
 The data module (`zoo.data.datamodule`), the special-token check (`zoo.data.specials`), the
-task registry (`zoo.tasks.TASKS`), config validation and zoo-bench read these rows instead of
+task registry (`zoo.tasks.TASKS`), config validation, zoo-prepare, zoo-generate, zoo-eval,
+zoo-compare's length table, the run summary and zoo-bench read these rows instead of
 restating them; `tests/config/test_task_table.py` keeps the table, the task classes and the
 YAML files under conf/ in step. The tokenizing step and the collate function are named here by
 enum, so this module imports no torch; `zoo.data` dispatches on the names."""
@@ -71,6 +72,9 @@ class TaskSpec:
       token t+1; a packed window then holds one token more than `data.seq_len`.
     - `generates`: a trained model writes text (zoo-generate): a causal LM continues a prompt,
       an encoder-decoder decodes a target; only a shifted task can.
+    - `decodes_in_validation`: validation decodes greedy outputs of up to
+      `task.generate_max_tokens` tokens (seq2seq scores BLEU), so a bounded position scheme must
+      hold them; only a task that generates can.
     - `tokenize`, `collate`: how the text becomes ids, and the ids a batch.
     - `batch`: the keys of the batch the collate function returns.
     """
@@ -84,6 +88,7 @@ class TaskSpec:
     packs: bool
     shifted: bool
     generates: bool
+    decodes_in_validation: bool
     tokenize: Tokenize
     collate: Collate
     batch: tuple[str, ...]
@@ -97,6 +102,8 @@ class TaskSpec:
             raise ValueError(f"task {self.kind.value}: exactly the packing tasks tokenize documents")
         if self.generates and not self.shifted:
             raise ValueError(f"task {self.kind.value}: only a task that predicts the next token generates")
+        if self.decodes_in_validation and not self.generates:
+            raise ValueError(f"task {self.kind.value}: only a task that generates decodes in validation")
 
     def window(self, seq_len: int) -> int:
         """Tokens of one packed window for `data.seq_len`: one more when the labels are shifted
@@ -116,7 +123,7 @@ def _packed_lm(kind: TaskKind, family: Family, specials: tuple[Special, ...], *,
     default task of its one family."""
     return TaskSpec(kind=kind, families=(family,), default_for=(family,), columns=("text_column",),
                     text_columns=("text_column",), specials=specials, packs=True, shifted=shifted,
-                    generates=generates, tokenize=Tokenize.documents, collate=collate, batch=("input_ids", "labels"))
+                    generates=generates, decodes_in_validation=False, tokenize=Tokenize.documents, collate=collate, batch=("input_ids", "labels"))
 
 
 TASK_SPECS: dict[TaskKind, TaskSpec] = {
@@ -136,6 +143,7 @@ TASK_SPECS: dict[TaskKind, TaskSpec] = {
         packs=False,
         shifted=True,
         generates=True,
+        decodes_in_validation=True,
         tokenize=Tokenize.pairs,
         collate=Collate.seq2seq,
         batch=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask", "labels"),
@@ -150,6 +158,7 @@ TASK_SPECS: dict[TaskKind, TaskSpec] = {
         packs=False,
         shifted=False,
         generates=False,
+        decodes_in_validation=False,
         tokenize=Tokenize.labelled,
         collate=Collate.classification,
         batch=("input_ids", "attention_mask", "labels"),
@@ -163,7 +172,8 @@ def task_spec(kind: TaskKind | str, key: str = "task") -> TaskSpec:
 
 
 def kinds_that(flag: str) -> list[str]:
-    """The task kinds whose row sets `flag` (`packs`, `shifted`, `generates`), in TaskKind's order."""
+    """The task kinds whose row sets `flag` (`packs`, `shifted`, `generates`,
+    `decodes_in_validation`), in TaskKind's order."""
     return [kind.value for kind, spec in TASK_SPECS.items() if getattr(spec, flag)]
 
 

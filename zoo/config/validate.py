@@ -18,7 +18,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.logger import LoggerConfig
 from zoo.config.positions import max_positions
 from zoo.config.root import ZooConfig
-from zoo.config.tasks import families_of
+from zoo.config.tasks import families_of, task_spec
 from zoo.config.train import (
     CallbacksConfig,
     OptimConfig,
@@ -26,7 +26,6 @@ from zoo.config.train import (
     ScheduleKind,
     SchedulerConfig,
     TaskConfig,
-    TaskKind,
 )
 from zoo.config.trainer import SHARDED_PRECISIONS, check_trainer, is_sharded_name
 
@@ -87,15 +86,15 @@ def _check_task_family(zc: ZooConfig) -> None:
 
 
 def _check_positions(zc: ZooConfig) -> None:
-    """A bounded scheme (learned positions) must hold the training windows and, for seq2seq,
-    the validation generations (their BOS included)."""
+    """A bounded scheme (learned positions) must hold the training windows and, for a task whose
+    row decodes in validation (seq2seq), the validation generations (their BOS included)."""
     bound = max_positions(zc.model)
     if bound is None:
         return
     if zc.data.seq_len > bound:
         raise ConfigError(f"data.seq_len ({zc.data.seq_len}) is longer than learned positions allow "
                           f"(model.max_seq_len={bound})")
-    if zc.task.kind == TaskKind.seq2seq and zc.task.generate_max_tokens >= bound:
+    if task_spec(zc.task.kind).decodes_in_validation and zc.task.generate_max_tokens >= bound:
         raise ConfigError(f"task.generate_max_tokens ({zc.task.generate_max_tokens}) plus BOS is longer than "
                           f"learned positions allow (model.max_seq_len={bound})")
 
