@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from zoo.config.corpora import CORPUS_ROWS
 from zoo.config.data import (
     DataConfig,
     DataSource,
@@ -68,7 +69,7 @@ def test_defaults_and_parsing():
     assert as_tokenizer_config({"kind": "char"}).kind == TokenizerKind.char
 
 
-@pytest.mark.parametrize("name", ["kjv", "pydoc", "numbers", "testament", "local"])
+@pytest.mark.parametrize("name", [row.name for row in CORPUS_ROWS] + ["local"])
 def test_data_yaml_matches_the_schema(name):
     node = OmegaConf.merge(OmegaConf.structured(DataConfig), OmegaConf.load(CONF / "data" / f"{name}.yaml"))
     if name == "local":

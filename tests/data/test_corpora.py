@@ -3,6 +3,7 @@
 import pytest
 
 from zoo.config.data import DataConfig
+from zoo.config.corpora import CORPUS_ROWS
 from zoo.data.corpora import CORPORA, english, load_kjv, load_numbers, load_pydoc, load_testament, spanish
 from zoo.data.sources import load_splits
 
@@ -60,4 +61,4 @@ def test_numbers_validation_phrases_never_in_training():
 
 
 def test_every_corpus_is_registered():
-    assert set(CORPORA) == {"kjv", "pydoc", "numbers", "testament"}
+    assert set(CORPORA) == {row.name for row in CORPUS_ROWS}

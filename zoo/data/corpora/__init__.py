@@ -1,20 +1,33 @@
-"""Built-in corpora, read offline from installed packages. `CORPORA` maps a `data.source`
-name to a loader `(DataConfig) -> datasets.Dataset` (one split; the datamodule holds out
+"""Built-in corpora, read offline from installed packages, one file each. What each is, the
+package it is read from, the tasks it serves and its loader are its row of
+`zoo.config.corpora.CORPUS_ROWS`; zoo/data/corpora/README.md says how to add one. `CORPORA` maps
+a `data.source` name to `(DataConfig) -> datasets.Dataset` (one split; the data module holds out
 validation)."""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any, Callable
+
+from zoo.config.corpora import CORPUS_ROWS, CorpusRow
 from zoo.data.corpora.kjv import kjv_verses, load_kjv
 from zoo.data.corpora.numbers import english, load_numbers, spanish
 from zoo.data.corpora.pydoc import load_pydoc
 from zoo.data.corpora.testament import load_testament
 
-CORPORA = {
-    "kjv": lambda cfg: load_kjv(),
-    "pydoc": lambda cfg: load_pydoc(),
-    "numbers": lambda cfg: load_numbers(cfg.num_pairs),
-    "testament": lambda cfg: load_testament(),
-}
+
+def loader_of(row: CorpusRow) -> Callable[..., Any]:
+    """The function the row's `loader` (`module:function`) names."""
+    module, _, function = row.loader.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _from_config(row: CorpusRow) -> Callable[[Any], Any]:
+    loader = loader_of(row)
+    return lambda cfg: loader(**{name: getattr(cfg, name) for name in row.settings})
+
+
+CORPORA: dict[str, Callable[[Any], Any]] = {row.name: _from_config(row) for row in CORPUS_ROWS}
 
 __all__ = [
     "CORPORA",
@@ -24,5 +37,6 @@ __all__ = [
     "load_numbers",
     "load_pydoc",
     "load_testament",
+    "loader_of",
     "spanish",
 ]
