@@ -44,6 +44,7 @@ class CompareArgs:
 def run(argv: list[str]) -> dict:
     from zoo.cli.args import parse
     from zoo.compare import compare, compare_scaled, compare_tuned
+    from zoo.compare.errors import CompareError
     from zoo.config.errors import ConfigError
 
     dirs = [a for a in argv if "=" not in a]
@@ -76,9 +77,7 @@ def run(argv: list[str]) -> dict:
         else:
             report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
                              lengths=multiples)
-    except ValueError as exc:
-        if not any(raised_in(exc, f"zoo.compare.{m}") for m in ("report", "tune", "scale", "select")):  # a bug: keep its traceback
-            raise
+    except CompareError as exc:  # a mistake the user can fix, raised where it was found
         raise ConfigError(str(exc)) from None
     from zoo.compare import RunStatus
 
@@ -102,16 +101,6 @@ def options_with_baseline(options: list[str]) -> list[str]:
         key, _, value = option.partition("=")
         out.append(f"{key}={json.dumps(value)}" if key in ("baseline", "lengths") else option)
     return out
-
-
-def raised_in(exc: BaseException, module: str) -> bool:
-    """Whether `exc` was raised by the code of `module` itself. zoo.compare.report refuses a
-    bad metric, baseline or out, and sweeps without runs, zoo.compare.tune a bad tune= key and
-    zoo.compare.scale a bad scale= key or metric, with ValueError; only those become one-line errors (a ValueError from deeper down is a bug)."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_globals.get("__name__") == module
 
 
 def usage() -> str:

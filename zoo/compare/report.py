@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from zoo.compare.errors import CompareError
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, line, text
@@ -126,11 +127,11 @@ def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
         return arms[0]
     wanted = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
     if not wanted:
-        raise ValueError(f"baseline={spec!r}: expected KEY=VALUE[,KEY=VALUE]")
+        raise CompareError(f"baseline={spec!r}: expected KEY=VALUE[,KEY=VALUE]")
     matches = [a for a in arms if all(_show(a.runs[0].config.get(k)) == v for k, v in wanted.items())]
     if len(matches) != 1:
         shown = "; ".join(f"{a.name}: " + ", ".join(f"{k}={v}" for k, v in a.settings.items()) for a in arms)
-        raise ValueError(f"baseline={spec!r} matches {len(matches)} arms (need exactly one); arms: {shown}")
+        raise CompareError(f"baseline={spec!r} matches {len(matches)} arms (need exactly one); arms: {shown}")
     return matches[0]
 
 
@@ -231,8 +232,8 @@ def check_tokenizers(runs: list[Run], metric: str) -> None:
         seen.setdefault(tokenizer_of(run, by_digest), run)
     if len(seen) > 1:
         shown = "; ".join(f"{name} in {run.path.name}" for name, run in list(seen.items())[:3])
-        raise ValueError(f"metric={metric} is per token of each run's own tokenizer, and these runs use "
-                         f"{len(seen)} tokenizers ({shown}): compare metric=val/bpb (bits per byte) instead")
+        raise CompareError(f"metric={metric} is per token of each run's own tokenizer, and these runs use "
+                           f"{len(seen)} tokenizers ({shown}): compare metric=val/bpb (bits per byte) instead")
 
 
 def never_started(run: Run) -> bool:
@@ -246,19 +247,19 @@ def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
     under `dirs`; refuses no runs at all and a metric no run logged."""
     runs = find_runs([Path(d) for d in dirs])
     if not runs:
-        raise ValueError(f"no run directories (with .hydra/overrides.yaml) under {', '.join(map(str, dirs))}")
+        raise CompareError(f"no run directories (with .hydra/overrides.yaml) under {', '.join(map(str, dirs))}")
     unreadable = [r for r in runs if r.status == RunStatus.damaged and not r.config]
     unreadable += [r for r in runs if never_started(r)]  # a refused command is no arm
     runs = [r for r in runs if r not in unreadable]
     if not runs:
-        raise ValueError(f"no run under {', '.join(map(str, dirs))} started: {unreadable[0].error}")
+        raise CompareError(f"no run under {', '.join(map(str, dirs))} started: {unreadable[0].error}")
     known = sorted({k for r in runs for k in r.summary.get("metrics", {})} | {k for r in runs for k in r.last_val})
     if known and metric not in known:
         import difflib
 
         close = difflib.get_close_matches(metric, known, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        raise ValueError(f"metric={metric}: no run logged it; {hint}metrics: {', '.join(known)}")
+        raise CompareError(f"metric={metric}: no run logged it; {hint}metrics: {', '.join(known)}")
     check_tokenizers(runs, metric)
     return runs, unreadable
 
@@ -298,12 +299,12 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
 def make_out(out: Path) -> None:
     """Create the report directory; refuse a file in its place."""
     if out.exists() and not out.is_dir():
-        raise ValueError(f"out={out} is a file; give a directory for the report (it is created "
-                         f"when missing)")
+        raise CompareError(f"out={out} is a file; give a directory for the report (it is created "
+                           f"when missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"out={out}: cannot create the report directory ({exc.strerror})") from None
+        raise CompareError(f"out={out}: cannot create the report directory ({exc.strerror})") from None
 
 
 def write_csv(report, path: Path) -> Path:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, line
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
@@ -231,10 +232,10 @@ def _linked_keys(runs: list[Run], key: str, tune: Optional[str] = None) -> list[
 
 def _check_key(runs: list[Run], key: str, option: str, example: str) -> None:
     if key.startswith(IGNORED):
-        raise ValueError(f"{option}={key}: this key does not change what is learned; give a config key, "
-                         f"e.g. {option}={example}")
+        raise CompareError(f"{option}={key}: this key does not change what is learned; give a config key, "
+                           f"e.g. {option}={example}")
     if not any(key in r.config for r in runs):
-        raise ValueError(f"{option}={key}: no run has this config key (e.g. {option}={example})")
+        raise CompareError(f"{option}={key}: no run has this config key (e.g. {option}={example})")
 
 
 def _measure(size: Size, runs: list[Run], metric: str) -> None:
@@ -285,7 +286,7 @@ def scale_arms(runs: list[Run], key: str, metric: str,
     if tune is not None:
         _check_key(runs, tune, "tune", "optim.lr")
         if tune == key:
-            raise ValueError(f"scale={key} and tune={tune} name the same key; tune another, e.g. tune=optim.lr")
+            raise CompareError(f"scale={key} and tune={tune} name the same key; tune another, e.g. tune=optim.lr")
     linked = _linked_keys(runs, key, tune)
     dropped = {key, *linked, *([tune] if tune else [])}
     groups: dict[tuple, list[Run]] = {}
@@ -445,8 +446,8 @@ def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/
     return the report. `irreducible`: fit e + a·C^-b (None: when every arm has at least
     MIN_POINTS_IRREDUCIBLE sizes)."""
     if metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "bpb"):
-        raise ValueError(f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb "
-                         f"or val/ppl")
+        raise CompareError(f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb "
+                           f"or val/ppl")
     runs, unreadable = load_runs(dirs, metric)
     arms, keys, linked = scale_arms(runs, key, metric, tune)
     base = pick_baseline(arms, baseline)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, line, text
 from zoo.compare.plots import plot_tuning
 from zoo.compare.report import (_show, accounting_line, design_line, few_seed_warnings, load_runs, make_out,
@@ -33,8 +34,8 @@ DIRECTION = {"loss": True, "ppl": True, "bpb": True, "accuracy": False, "bleu": 
 def lower_is_better(metric: str) -> bool:
     name = metric.rsplit("/", 1)[-1]
     if name not in DIRECTION:
-        raise ValueError(f"metric={metric}: tune= picks each arm's best value, and which way is better is "
-                         f"known for {', '.join(sorted(DIRECTION))} only")
+        raise CompareError(f"metric={metric}: tune= picks each arm's best value, and which way is better is "
+                           f"known for {', '.join(sorted(DIRECTION))} only")
     return DIRECTION[name]
 
 
@@ -119,9 +120,9 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
     """Arms (config minus seed minus `key`) in order of first appearance, each at its best `key`
     value; and the config keys other than `key` that differ between arms."""
     if key.startswith(IGNORED):
-        raise ValueError(f"tune={key}: this key does not change what is learned; tune a training or model key")
+        raise CompareError(f"tune={key}: this key does not change what is learned; tune a training or model key")
     if not any(key in r.config for r in runs):
-        raise ValueError(f"tune={key}: no run has this config key (e.g. tune=optim.lr)")
+        raise CompareError(f"tune={key}: no run has this config key (e.g. tune=optim.lr)")
     lower = lower_is_better(metric)
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
