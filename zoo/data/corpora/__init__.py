@@ -14,6 +14,7 @@ from zoo.data.corpora.kjv import kjv_verses, load_kjv
 from zoo.data.corpora.numbers import english, load_numbers, spanish
 from zoo.data.corpora.pydoc import load_pydoc
 from zoo.data.corpora.testament import load_testament
+from zoo.data.corpora.unicode import load_unicode
 
 
 def loader_of(row: CorpusRow) -> Callable[..., Any]:
@@ -37,6 +38,7 @@ __all__ = [
     "load_numbers",
     "load_pydoc",
     "load_testament",
+    "load_unicode",
     "loader_of",
     "spanish",
 ]
