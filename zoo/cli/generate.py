@@ -107,7 +107,7 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
         _check_output(key, getattr(args, key))
     ckpt = locate_checkpoint(args.ckpt)
 
-    from zoo.config.model import Family
+    from zoo.config.families import FAMILY_FACTS
     from zoo.config.tasks import kinds_that, task_spec
     from zoo.cli.progress import Progress
     from zoo.config.generation import Strategy
@@ -128,7 +128,7 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
         raise ConfigError(f"{args.ckpt} carries no tokenizer")
     task.model.to(device=device, dtype=dtype)
     specials = tokenizer.special_ids()
-    decoder_only = task.model_config.family == Family.decoder_only
+    decoder_only = FAMILY_FACTS[task.model_config.family].prompt_in_decoder
     batches = (len(texts) + args.batch_size - 1) // args.batch_size
     streams = out is not None and args.stream and options.strategy != Strategy.beam and (
         len(texts) == 1 or args.batch_size == 1)
@@ -246,13 +246,13 @@ def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None
     import torch
 
     from zoo.config.errors import ConfigError
-    from zoo.config.model import Family
+    from zoo.config.families import FAMILY_FACTS
     from zoo.models.visualize import attention_maps, plot_attention
 
     piece = lambda i: tokenizer.decode([i]) or f"<{i}>"  # noqa: E731
     prompt_ids = tokenizer.encode(text)
     try:
-        if task.model_config.family == Family.decoder_only:
+        if FAMILY_FACTS[task.model_config.family].prompt_in_decoder:
             ids = prompt_ids + list(new_ids)
             maps = attention_maps(task.model, torch.tensor([ids]), layers=layers)
             labels = [piece(i) for i in ids]

@@ -15,13 +15,8 @@ from typing import Optional
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.families import FAMILY_FACTS, Family
 from zoo.config.positions import PositionKind, check_even, check_params
-
-
-class Family(Choice):
-    encoder_only = "encoder_only"
-    decoder_only = "decoder_only"
-    encoder_decoder = "encoder_decoder"
 
 
 class NormPlacement(Choice):
@@ -252,7 +247,7 @@ class ModelConfig:
             self.head_dim = self.d_model // self.n_heads
         _positive("head_dim", self.head_dim)
         check_even(self)
-        if self.family == Family.encoder_decoder:
+        if FAMILY_FACTS[self.family].cross_attention:
             if self.n_decoder_layers is None:
                 self.n_decoder_layers = self.n_layers
             _positive("n_decoder_layers", self.n_decoder_layers)
@@ -365,7 +360,7 @@ class ModelConfig:
     @property
     def is_causal(self) -> bool:
         """Whether the model's output stack is autoregressive (decoder side)."""
-        return self.family != Family.encoder_only
+        return FAMILY_FACTS[self.family].decoder
 
     def to_dict(self) -> dict:
         """Plain data (str/int/float/bool/None), as stored in checkpoints."""

@@ -17,7 +17,8 @@ count against built models for every family, position scheme, norm and activatio
 from __future__ import annotations
 
 from zoo.config.errors import ConfigError
-from zoo.config.model import GATED, Family, ModelConfig, NormPlacement, NormType
+from zoo.config.families import FAMILY_FACTS
+from zoo.config.model import GATED, ModelConfig, NormPlacement, NormType
 from zoo.config.positions import POSITION_FACTS
 
 
@@ -60,7 +61,7 @@ def position_params(cfg: ModelConfig, n_layers: int) -> tuple[int, int]:
 def stack_layers(cfg: ModelConfig) -> list[tuple[int, bool]]:
     """The family's stacks as (layers, with cross-attention): one stack, or for an
     encoder-decoder n_layers encoder blocks and n_decoder_layers decoder blocks."""
-    if cfg.family == Family.encoder_decoder:
+    if FAMILY_FACTS[cfg.family].cross_attention:
         return [(cfg.n_layers, False), (cfg.n_decoder_layers, True)]
     return [(cfg.n_layers, False)]
 

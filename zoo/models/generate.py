@@ -13,7 +13,7 @@ import weakref
 import torch
 
 from zoo.config.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
-from zoo.config.model import Family
+from zoo.config.families import FAMILY_FACTS
 from zoo.models.base import ZooModel
 
 
@@ -52,7 +52,7 @@ class _Stepper:
             input_ids = input_ids.repeat_interleave(repeat, dim=0)  # (B·K, T)
             if attention_mask is not None:
                 attention_mask = attention_mask.repeat_interleave(repeat, dim=0)
-        self.encoder_decoder = model.config.family == Family.encoder_decoder
+        self.encoder_decoder = FAMILY_FACTS[model.config.family].cross_attention
         if self.encoder_decoder:
             if bos_id is None:
                 raise ValueError("encoder-decoder generation needs bos_id (the first decoder input)")
@@ -133,7 +133,7 @@ def step_capacity(model: ZooModel, input_ids: torch.Tensor, config: "GenerationC
     plus the new tokens; None without static_cache."""
     if not (config.static_cache and config.use_cache):
         return None
-    first = 1 if model.config.family == Family.encoder_decoder else input_ids.shape[1]
+    first = 1 if FAMILY_FACTS[model.config.family].cross_attention else input_ids.shape[1]
     return first + config.max_new_tokens
 
 
@@ -173,7 +173,7 @@ def generate(
         if use_cache is not None:
             values["use_cache"] = use_cache
         config = GenerationConfig(**values)
-    if model.config.family == Family.encoder_only:
+    if not FAMILY_FACTS[model.config.family].decoder:
         raise ValueError("an encoder-only model cannot generate; use a decoder-only or encoder-decoder model")
     was_training = model.training
     model.eval()

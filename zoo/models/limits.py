@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 from zoo.config.errors import ConfigError
-from zoo.config.model import Family, ModelConfig
+from zoo.config.families import FAMILY_FACTS
+from zoo.config.model import ModelConfig
 from zoo.config.positions import max_positions
 
 
@@ -17,7 +18,7 @@ def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None
     if bound is None:
         return
     kind = cfg.position.kind.value
-    if cfg.family == Family.decoder_only:
+    if FAMILY_FACTS[cfg.family].prompt_in_decoder:
         if input_len + max_new_tokens > bound:
             raise ConfigError(
                 f"prompt ({input_len} tokens) + max_new_tokens ({max_new_tokens}) = "
@@ -44,7 +45,7 @@ def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens:
     T = the positions fed to the decoder (the prompt, or BOS, and every new token but the last),
     plus the cross-attention keys/values of the source for an encoder-decoder."""
     per_token = 2 * cfg.n_kv_heads * cfg.head_dim * itemsize  # K and V of one position, one layer
-    if cfg.family == Family.decoder_only:
+    if FAMILY_FACTS[cfg.family].prompt_in_decoder:
         return cfg.n_layers * batch * (input_len + max_new_tokens - 1) * per_token
     return cfg.n_decoder_layers * batch * (max_new_tokens + input_len) * per_token
 

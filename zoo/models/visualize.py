@@ -9,7 +9,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from zoo.config.model import Family, ModelConfig
+from zoo.config.families import FAMILY_FACTS
+from zoo.config.model import ModelConfig
 from zoo.config.positions import POSITION_FACTS, Site
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
@@ -104,7 +105,7 @@ def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Pa
     import matplotlib.pyplot as plt
 
     cfg: ModelConfig = model.config
-    stack = model.decoder if cfg.family != Family.encoder_only else model.encoder
+    stack = model.decoder if FAMILY_FACTS[cfg.family].decoder else model.encoder
     scheme = stack.position_for(0)
     kind = cfg.position.kind
     fig, ax = plt.subplots(figsize=(7, 4))

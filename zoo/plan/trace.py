@@ -26,7 +26,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from zoo.config.model import Family, ModelConfig
+from zoo.config.families import FAMILY_FACTS
+from zoo.config.model import ModelConfig
 from zoo.config.tasks import task_of_family
 from zoo.config.train import OptimConfig, OptimizerImpl, OutputLoss
 from zoo.models import build_model
@@ -163,7 +164,7 @@ def _batch(model: ModelConfig, B: int, T: int) -> tuple[dict, torch.Tensor]:
     """The family's forward arguments without padding (the data path leaves a full mask out)
     and labels (B, T)."""
     ids = torch.zeros(B, T, dtype=torch.long)  # (B, T)
-    if model.family == Family.encoder_decoder:
+    if FAMILY_FACTS[model.family].cross_attention:
         return {"input_ids": ids, "decoder_input_ids": torch.zeros(B, T, dtype=torch.long)}, ids
     return {"input_ids": ids}, ids
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torchmetrics.classification import MulticlassAccuracy
 
-from zoo.config.model import Family
+from zoo.config.families import FAMILY_FACTS
 from zoo.config.tasks import TaskKind, families_of
 from zoo.config.train import Pooling
 from zoo.models.init import ZEROS, Init, initialise, normal
@@ -45,7 +45,7 @@ class Classification(ZooTask):
             self.head = nn.Linear(self.model_config.d_model, len(self.labels))
         initialise(self.head.named_parameters(prefix="head"), self.head_rules(), self.model.init_seed)
         self.val_accuracy = MulticlassAccuracy(num_classes=len(self.labels), average="micro")
-        default = Pooling.cls if self.model_config.family == Family.encoder_only else Pooling.last
+        default = Pooling.last if FAMILY_FACTS[self.model_config.family].decoder else Pooling.cls
         self.pooling = self.task_config.pooling or default
 
     def head_rules(self) -> dict[str, Init]:
