@@ -4,6 +4,7 @@
     cfg = zoo.compose(["model=llama", "model/position=alibi"])
     model = zoo.build_model(cfg.model)
     out = model(input_ids)          # out.logits: (B, T, V)
+    outcome = zoo.train(cfg, "runs/mine")   # as zoo-train runs it: lock, resume, records
 
 The names below are imported on first use, so `import zoo.config` loads no torch and
 `import zoo.nn` loads no Hydra (each layer imports only the layers below it).
@@ -28,6 +29,9 @@ _PUBLIC = {
     "build_model": "zoo.models",
     "summarize": "zoo.models",
     "load_checkpoint": "zoo.training.checkpoint.files",
+    "train": "zoo.run.lifecycle",
+    "RunOutcome": "zoo.run.outcome",
+    "Outcome": "zoo.run.outcome",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from zoo.cli.rundir import acquire, owner_of
+from zoo.run.lock import acquire, owner_of
 
 
 def _dead_owner() -> dict:
@@ -77,7 +77,7 @@ def test_a_directory_with_someone_elses_files_is_not_a_run_directory(cli_here, t
 
 
 def test_a_run_directory_keeps_its_owners_own_notes_and_refuses_a_planted_checkpoint_link(tmp_path):
-    from zoo.cli.rundir import ForeignRunDir, check_contents
+    from zoo.run.lock import ForeignRunDir, check_contents
 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)

@@ -29,23 +29,11 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
+from zoo.run.rank import launch_rank  # noqa: F401 - zoo-train's ranks, read before torch starts
+
 RUN_TIME_ENV = "ZOO_RUN_TIME"
 SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/launcher=slurm)
 STORE_KEY = "zoo/run_time"
-
-
-def launch_rank() -> int:
-    """This process's global rank as its launcher announced it (0 when not launched as one
-    of several)."""
-    env = os.environ
-    for var in ("RANK", "SLURM_PROCID"):
-        if env.get(var, "").isdigit():
-            if var == "SLURM_PROCID" and int(env.get("SLURM_NTASKS", "1") or 1) < 2:
-                return 0
-            return int(env[var])
-    if env.get("LOCAL_RANK", "").isdigit():  # Lightning's own launcher (one node)
-        return int(env.get("NODE_RANK", "0") or 0) * int(env.get("LOCAL_WORLD_SIZE", "0") or 0) + int(env["LOCAL_RANK"])
-    return 0
 
 
 def _from_torchrun_store(mine: str) -> Optional[str]:

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-import errno
 import os
 import sys
 import time
@@ -39,47 +38,6 @@ class ArmFailed(RuntimeError):
     """One job of a sweep stopped; Hydra records it as failed and runs the other arms."""
 
 
-def _record_failure(run_dir: Path, record) -> None:
-    """Write `record` (a RunFailure) as the run's failed.json, from rank 0."""
-    if launch_rank() == 0:
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            record.write(run_dir)
-        except OSError as exc:  # a full disk or a read-only directory: the message still goes out
-            print(f"zoo-train: could not write {RunDir(run_dir).failed} ({exc.strerror})", file=sys.stderr)
-
-
-STORAGE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-                  errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
-                  errno.EPERM: "operation not permitted"}
-
-
-def _known_failure(exc: BaseException, run_dir: Path) -> Optional[str]:
-    """One line for the failures a user fixes outside zoo, found anywhere in the exception's
-    chain (torch reports a full disk as "unexpected pos ..." caused by the OSError): storage
-    that cannot be written, and memory that cannot be had. None for anything else."""
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    for err in seen:
-        if isinstance(err, OSError) and err.errno in STORAGE_ERRORS:
-            where = err.filename or run_dir
-            last = RunDir(run_dir).last
-            keep = (f"the last complete checkpoint {last} is kept; rerun the same command to resume "
-                    f"from it" if last.exists() else "no checkpoint had been written yet")
-            return (f"cannot write {where}: {STORAGE_ERRORS[err.errno]}; free space or point "
-                    f"hydra.run.dir / ZOO_CACHE at a writable disk ({keep})")
-    for err in seen:
-        text = str(err)
-        if isinstance(err, MemoryError) or "can't allocate memory" in text or \
-                type(err).__name__ == "OutOfMemoryError" or "CUDA out of memory" in text:
-            device = "GPU" if "CUDA" in text or type(err).__name__ == "OutOfMemoryError" else "host"
-            return (f"out of {device} memory ({type(err).__name__}); lower data.max_device_batch_size "
-                    f"(gradient accumulation keeps the global batch), data.seq_len or the model size")
-    return None
-
-
 def _resume_command(run_dir: Path) -> str:
     """This command again, in its run directory: what continues an interrupted run. It names the
     recipe (-cn) and config directory (-cd) the run was composed from, and a job of a sweep is
@@ -101,31 +59,17 @@ def _resume_command(run_dir: Path) -> str:
     return " ".join([*map(shlex.quote, words), *map(shlex.quote, overrides), shlex.quote(f"hydra.run.dir={run_dir}")])
 
 
-def _interrupted(run_dir: Path, exc, release_lock: bool = False) -> None:
-    """A run a signal stopped: failed.json with the reason, the step and the command that
-    resumes, and one line. `release_lock`: the process ends without unwinding (a watchdog's
-    exit), so the run directory's lock is given back here."""
-    resume = _resume_command(run_dir)
-    from zoo.config.rundir import RunFailure
-
-    _record_failure(run_dir, RunFailure(error=str(exc), signal=exc.signum, step=exc.step, resume=resume))
+def _say_interrupted(outcome) -> None:
+    """The one line of a run a signal stopped, with the command that resumes it (rank 0)."""
     if launch_rank() == 0:
-        print(f"zoo-train: {exc}; resume with: {resume}", file=sys.stderr, flush=True)
-        if release_lock:
-            from zoo.cli.rundir import release
-
-            release(run_dir)
+        print(f"zoo-train: {outcome.message}; resume with: {outcome.failure.resume}", file=sys.stderr, flush=True)
 
 
 def _arm_failed(run_dir: Path, message: str) -> None:
-    """Write `failed.json` into the run directory (zoo-compare marks the arm failed), and in a
-    sweep raise ArmFailed instead of exiting, so the sweep goes on with its other arms and
-    exits non-zero when they are done."""
+    """In a sweep, raise ArmFailed instead of exiting (its failed.json is written), so the sweep
+    goes on with its other arms and exits non-zero when they are done."""
     from hydra.types import RunMode
 
-    from zoo.config.rundir import RunFailure
-
-    _record_failure(run_dir, RunFailure(error=message))
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         print(f"zoo-train: error: {run_dir}: {message}", file=sys.stderr)
         raise ArmFailed(message) from None
@@ -136,7 +80,7 @@ def _lock_sweep_job(run_dir: Path) -> bool:
     Hydra writes); a directory a live job owns fails this arm, and the sweep goes on."""
     from hydra.types import RunMode
 
-    from zoo.cli.rundir import ForeignRunDir, RunDirBusy, acquire
+    from zoo.run.lock import ForeignRunDir, RunDirBusy, acquire
 
     if HydraConfig.get().mode != RunMode.MULTIRUN or launch_rank() != 0:
         return False
@@ -159,52 +103,31 @@ def _train(cfg: DictConfig) -> float | None:
 
 
 def _train_job(cfg: DictConfig) -> float | None:
-    from zoo.config.errors import ZooError
-    from zoo.training.resume_check import ResumeMismatch
-    from zoo.training.run import TrainingInterrupted, TrainingStopped, train
-
-    from zoo.training.interrupt import last_words
+    from zoo.run import Outcome, train
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     job_lock = _lock_sweep_job(run_dir)
-    last_words(lambda exc: _interrupted(run_dir, exc, release_lock=True))  # a process stuck in native code
     try:
-        result = train(cfg, run_dir)
-        summary = result.summary
-    except ResumeMismatch as exc:  # the directory holds another run: its record stays as it is
-        from hydra.types import RunMode
-
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
-            print(f"zoo-train: error: {run_dir}: {exc}", file=sys.stderr)
-            raise ArmFailed(str(exc)) from None
-        _fail(str(exc))
-        return None
-    except TrainingStopped as exc:  # a ZooError that ends a started run: exit 1, not 2
-        _arm_failed(run_dir, str(exc))
-        _fail(str(exc), status=1)
-        return None
-    except ZooError as exc:  # the user's to fix: one line
-        _arm_failed(run_dir, str(exc))
-        _fail(str(exc))
-        return None
-    except TrainingInterrupted as exc:  # SIGTERM / SIGINT: saved, the whole command stops
-        _interrupted(run_dir, exc)
-        sys.exit(128 + exc.signum)
-    except Exception as exc:
-        known = _known_failure(exc, run_dir)
-        _arm_failed(run_dir, known or f"{type(exc).__name__}: {exc}")
-        if known is None:
-            raise
-        _fail(known, status=1)
-        return None
+        outcome = train(cfg, run_dir, lock=False, resume_command=lambda: _resume_command(run_dir),
+                        on_stuck=_say_interrupted)
+    except Exception as exc:  # a bug: recorded in failed.json; a sweep goes on with its other arms
+        _arm_failed(run_dir, f"{type(exc).__name__}: {exc}")
+        raise
     finally:
-        last_words(None)
         if job_lock:
-            from zoo.cli.rundir import release
+            from zoo.run.lock import release
 
             release(run_dir)
+    if outcome.kind == Outcome.INTERRUPTED:  # saved; the whole command stops
+        _say_interrupted(outcome)
+        sys.exit(outcome.exit_status)
+    if outcome.kind in (Outcome.STOPPED, Outcome.REFUSED):
+        _arm_failed(run_dir, outcome.message)
+        _fail(outcome.message, status=outcome.exit_status)
+        return None
+    summary = outcome.summary
     if summary.get("status") == "requeued":
-        if result.is_global_zero:
+        if outcome.is_global_zero:
             print(f"run directory: {run_dir}  requeued at step {summary['global_step']} "
                   f"(resumes from {summary['last_checkpoint']})")
         if os.environ.get(SUBMITIT_FOLDER_ENV):
@@ -213,7 +136,7 @@ def _train_job(cfg: DictConfig) -> float | None:
             # leaves no result, and the sweep waits for the job SLURM starts again.
             sys.exit(0)
         return None
-    if not result.is_global_zero:  # one report per run, from rank 0
+    if not outcome.is_global_zero:  # one report per run, from rank 0
         return None
     metrics = summary["metrics"]
     line = f"run directory: {run_dir}"
@@ -350,7 +273,7 @@ def _latest_run_of(cfg, default: Path) -> Path:
     """`ckpt_path=last` without a run directory: the most recently saved run under runs/ that
     this command describes (the same check as any resume), whose owner is not running."""
     from zoo.training.checkpoint.files import CheckpointError
-    from zoo.cli.rundir import owner_of, runs_with_checkpoints, _alive
+    from zoo.run.lock import owner_of, runs_with_checkpoints, _alive
     from zoo.config.errors import ConfigError
     from zoo.config.validate import validate
     from zoo.training.run import check_resume_config
@@ -380,11 +303,11 @@ def _latest_run_of(cfg, default: Path) -> Path:
 
 
 def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optional[Path]:
-    """The first process of a run takes its directory (`zoo.cli.rundir`); a default name taken
+    """The first process of a run takes its directory (`zoo.run.lock`); a default name taken
     by a run started in the same second becomes runs/DATE/TIME-N for this whole run. A directory
     that holds a run is continued only by a command that describes that run: checked here,
     before Hydra writes its .hydra/ files into it."""
-    from zoo.cli.rundir import ForeignRunDir, RunDirBusy, acquire, claim_default, release
+    from zoo.run.lock import ForeignRunDir, RunDirBusy, acquire, claim_default, release
     from zoo.config.errors import ConfigError
     from zoo.config.validate import validate
 
@@ -469,7 +392,7 @@ def _sweep_summary(since: float) -> None:
 
 
 def main() -> None:
-    from zoo.cli.rundir import release
+    from zoo.run.lock import release
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
 

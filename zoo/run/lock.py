@@ -1,4 +1,4 @@
-"""A run directory belongs to one run at a time.
+"""A run directory belongs to one run at a time: its lock (`.zoo-lock`) and what may hold a run.
 
 `zoo-train` takes `RUN_DIR/.zoo-lock` (the owner's host, pid and SLURM job) before Hydra writes
 anything there and gives it back when the command ends. A second command on a directory whose
@@ -17,6 +17,7 @@ import socket
 from pathlib import Path
 from typing import Optional
 
+from zoo.config.atomic import write_text
 from zoo.config.errors import ZooError
 from zoo.config.rundir import RunDir
 
@@ -101,8 +102,6 @@ def acquire(run_dir: Path) -> None:
             raise RunDirBusy(
                 f"run directory {run_dir} is in use by a running zoo-train (host {owner.get('host')}, pid "
                 f"{owner.get('pid')}); wait for it to end, or choose another hydra.run.dir") from None
-        from zoo.config.atomic import write_text
-
         write_text(lock, mine)  # its owner is gone: taken over (a new file of an unpredictable name, renamed)
         return
     with os.fdopen(fd, "w") as f:

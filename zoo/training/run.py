@@ -53,7 +53,7 @@ def train(cfg: DictConfig, run_dir: Path) -> RunResult:
     if done is not None:  # the same command again: the run and its records are left as they are
         log.info("%s is already finished at step %d; nothing to do (raise trainer.max_steps to train on)",
                  run_dir, resume.step)
-        return RunResult(summary=done, task=None)
+        return RunResult(summary=done, task=None, already_finished=True)
     quiet_lightning()
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
