@@ -24,11 +24,16 @@ def workload(preset: str, **kw) -> Workload:
 
 
 def bench_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of zoo-bench's main() run in this process."""
+    """(exit status, stdout, stderr) of zoo-bench's main() run in this process; torch's thread
+    count, which zoo-bench sets (threads=, default 2), is put back after it."""
     from tests.conftest import run_main
     from zoo.cli import bench
 
-    return run_main(bench.main, ["zoo-bench", *argv], capsys, monkeypatch)
+    threads = torch.get_num_threads()
+    try:
+        return run_main(bench.main, ["zoo-bench", *argv], capsys, monkeypatch)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.mark.slow
@@ -36,9 +41,11 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
     """zoo-bench's main() in this process (each memory figure still comes from a fresh process
     of its own, as zoo-bench measures it)."""
     out = tmp_path / "bench.json"
+    # one thread, as every process of the suite runs (tests/conftest.py): the other worker's
+    # processes share the cores
     status, _, err = bench_main([*TINY, "batch=2", "seq_len=16", "rounds=2", "steps=1", "prompt=4", "new_tokens=6",
-                                 "gen_batch=3", "variants=eager,bf16,checkpoint", "memory_rounds=1", f"out={out}"],
-                                capsys, monkeypatch)
+                                 "gen_batch=3", "variants=eager,bf16,checkpoint", "memory_rounds=1", "threads=1",
+                                 f"out={out}"], capsys, monkeypatch)
     assert status == 0, err[-2000:]
     result = json.loads(out.read_text())
     rows = {(r["system"], r["variant"]): r for r in result["rows"]}
