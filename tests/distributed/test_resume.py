@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.cli.conftest import tiny_overrides
 from tests.distributed.conftest import model_state, sigkill_when
 from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.checkpoint.saving import atomic_save, remove_stale_temporaries
@@ -23,9 +23,11 @@ RUN = ["trainer.max_steps=240", "trainer.val_check_interval=40", "callbacks.chec
 
 
 @pytest.mark.slow
-def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path):
+def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path, cli_here):
+    """The killed run is a process of its own; the straight run and the resume are zoo-train's
+    main() in this process (what they compute does not depend on the process they run in)."""
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    result = zoo_train(*tiny_overrides(straight), *RUN)
+    result = cli_here("train", *tiny_overrides(straight), *RUN)
     assert result.returncode == 0, result.stderr[-3000:]
 
     cmd = [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(killed), *RUN]
@@ -39,7 +41,7 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path)
     assert loader_state["epoch"] == 0 and loader_state["batches"] == at_kill["global_step"]  # mid-epoch
     assert len(at_kill["callbacks"]["RngState"]["ranks"]) == 1
 
-    result = zoo_train(*tiny_overrides(killed), *RUN)  # same command: resumes from last.ckpt
+    result = cli_here("train", *tiny_overrides(killed), *RUN)  # same command: resumes from last.ckpt
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["resumed_from"] == str(last)
@@ -61,18 +63,21 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path)
      ["trainer.max_steps=-1", "trainer.max_epochs=3"]),
 ], ids=["mid-epoch-0", "mid-epoch-1-workers", "epoch-end-steps", "epoch-end-epochs"])
 @pytest.mark.slow
-def test_continuing_a_finished_run_across_epochs_is_exact(tmp_path, stop, full):
+def test_continuing_a_finished_run_across_epochs_is_exact(tmp_path, stop, full, cli_here):
     """A small corpus (8 steps per epoch): train to a stop, continue it with a longer budget
-    (`ckpt_path=last`) across epochs, each reshuffled, and match the run that went straight."""
+    (`ckpt_path=last`) across epochs, each reshuffled, and match the run that went straight.
+    Each run is zoo-train's main() in this process: nothing here is about a process of its own
+    (the kill test above is), and each would spend most of its time starting Python."""
     small = ["data.max_examples=10", "model.dropout=0.1", "data.global_batch_size=4",
              "trainer.val_check_interval=null", "trainer.check_val_every_n_epoch=1",
              "callbacks.checkpoint_every_n_steps=5", "scheduler.total_steps=30"]
     straight, split = tmp_path / "straight", tmp_path / "split"
-    assert zoo_train(*tiny_overrides(straight), *small, *full).returncode == 0
-    first = zoo_train(*tiny_overrides(split), *small, *stop)
+    result = cli_here("train", *tiny_overrides(straight), *small, *full)
+    assert result.returncode == 0, result.stderr[-3000:]
+    first = cli_here("train", *tiny_overrides(split), *small, *stop)
     assert first.returncode == 0, first.stderr[-3000:]
     assert read_checkpoint(split / "checkpoints" / "last.ckpt")["global_step"] in (7, 8, 11)
-    second = zoo_train(*tiny_overrides(split), *small, *full, "ckpt_path=last")
+    second = cli_here("train", *tiny_overrides(split), *small, *full, "ckpt_path=last")
     assert second.returncode == 0, second.stderr[-3000:]
     end = read_checkpoint(split / "checkpoints" / "last.ckpt")
     assert end["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] >= 2  # crossed epochs
