@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
@@ -11,13 +10,8 @@ import torch
 
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
-from tests.cli.conftest import tiny_overrides, zoo_train  # noqa: E402
+from tests.cli.conftest import tiny_overrides  # noqa: E402
 from zoo.training.checkpoint.files import load_checkpoint  # noqa: E402
-
-
-def _export(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo.cli.export", *args], capture_output=True, text=True,
-                          timeout=300)
 
 
 PRESETS = {  # name: (overrides, transformers Auto class that loads the export)
@@ -30,14 +24,16 @@ PRESETS = {  # name: (overrides, transformers Auto class that loads the export)
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 @pytest.mark.slow
-def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, name):
+def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, name, cli_here):
+    """zoo-train and zoo-export as their main() in this process (zoo-export runs as a process of
+    its own in tests/distributed/test_fsdp.py); transformers loads what it wrote."""
     overrides, auto = PRESETS[name]
     run = tmp_path / "run"
-    trained = zoo_train(*tiny_overrides(run), *overrides)
+    trained = cli_here("train", *tiny_overrides(run), *overrides)
     assert trained.returncode == 0, trained.stderr[-3000:]
     ckpt = run / "checkpoints" / "last.ckpt"
     out = tmp_path / "hf"
-    result = _export(f"ckpt={ckpt}", "format=hf", f"out={out}")
+    result = cli_here("export", f"ckpt={ckpt}", "format=hf", f"out={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "config.json").is_file() and (out / "zoo_tokenizer").is_dir()
 
@@ -49,7 +45,7 @@ def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, name):
         diff = (hf(input_ids=ids, **inputs).logits - task.model(ids, **inputs).logits).abs().max()
     assert float(diff) <= 1e-4
 
-    again = _export(f"ckpt={ckpt}", "format=hf", f"out={out}")  # never overwrites
+    again = cli_here("export", f"ckpt={ckpt}", "format=hf", f"out={out}")  # never overwrites
     assert again.returncode == 2 and "not empty" in again.stderr
 
 
