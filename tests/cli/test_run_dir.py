@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.cli.conftest import tiny_overrides
 from tests.distributed.conftest import wait_for
 
 
@@ -53,7 +53,10 @@ def test_two_commands_in_the_same_second_get_a_directory_each(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path):
+def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path, zoo_train_here):
+    """The owner is a process of its own (alive, then SIGKILLed); the second command and the
+    takeover are zoo-train's main() in this process, another process than the owner's, so the
+    lock is another process's either way (and the owner trains flat out for less time)."""
     run = tmp_path / "run"
     args = [*tiny_overrides(run), "trainer.val_check_interval=1000", "callbacks.checkpoint_every_n_steps=5",
             "scheduler.total_steps=100000"]
@@ -62,7 +65,7 @@ def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path):
     try:
         wait_for((run / "checkpoints" / "last.ckpt").is_file, 180, "the first run to train", owner)
         config = (run / "config.yaml").read_bytes()
-        second = zoo_train(*tiny_overrides(run), "seed=1")
+        second = zoo_train_here(*tiny_overrides(run), "seed=1")
         assert second.returncode == 2, second.stderr[-2000:]
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and "in use by a running zoo-train" in lines[0] and str(owner.pid) in lines[0]
@@ -76,7 +79,7 @@ def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path):
 
     at_kill = read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"]
     # the run again, to a nearer end: its owner is gone, so it takes the directory over and resumes
-    again = zoo_train(*args, f"trainer.max_steps={at_kill + 10}")
+    again = zoo_train_here(*args, f"trainer.max_steps={at_kill + 10}")
     assert again.returncode == 0, again.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["resumed_at_step"] == at_kill and summary["global_step"] == at_kill + 10
