@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.cli.conftest import tiny_overrides
 
 
 def zoo_prepare(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -18,7 +18,9 @@ def zoo_prepare(*args: str, env: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_array_tasks_prepare_what_zoo_train_then_maps(tmp_path):
+def test_array_tasks_prepare_what_zoo_train_then_maps(tmp_path, zoo_train_here, monkeypatch):
+    """The two array tasks are processes of their own; the zoo-train that maps their entry is
+    its main() in this process."""
     import os
 
     corpus = tmp_path / "corpus.txt"
@@ -35,21 +37,20 @@ def test_array_tasks_prepare_what_zoo_train_then_maps(tmp_path):
 
     run = tmp_path / "run"
     args = [o for o in tiny_overrides(run) if not o.startswith(("tokenizer=", "data.max_examples"))]
-    result = zoo_train(*args, *data, env={"ZOO_CACHE": str(tmp_path / "cache")})
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
+    result = zoo_train_here(*args, *data)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((run / "summary.json").read_text())["prepared_data"] == made["prepared"]
     assert f"prepared data: {made['prepared']} (found in the cache" in (run / "train.log").read_text()
 
 
-@pytest.mark.slow
-def test_bad_input_is_one_line(tmp_path):
-    import os
-
-    env = dict(os.environ, ZOO_CACHE=str(tmp_path / "cache"))
+def test_bad_input_is_one_line(tmp_path, cli_here, monkeypatch):
+    """zoo-prepare's main() in this process (the tests above and below run it as a process)."""
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
     for args, expected in ((["part=x"], "part=x: give I/N"), (["part=2/2"], "I must be in 0 .. N-1"),
                            (["-cn", "numbers_seq2seq"], "zoo-prepare makes token shards for causal_lm and masked_lm"),
                            (["data=local", f"data.path={tmp_path / 'missing.txt'}"], "no such file")):
-        result = zoo_prepare(*args, env=env)
+        result = cli_here("prepare", *args)
         assert result.returncode == 2, (args, result.stderr[-2000:])
         assert "Traceback" not in result.stderr
         (line,) = [l for l in result.stderr.splitlines() if l.startswith("zoo-prepare: error:")]
