@@ -11,7 +11,6 @@ import json
 import logging
 import math
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -22,7 +21,6 @@ import yaml
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
 import zoo  # noqa: E402
-from tests.cli.conftest import zoo_train  # noqa: E402
 from tests.interop.tiny_hf import MODELS, save_model  # noqa: E402
 from zoo.config.convert import plain  # noqa: E402
 from zoo.cli.refusals import refusal  # noqa: E402
@@ -123,12 +121,14 @@ RUN = ["data=pydoc", "data.seq_len=32", "data.global_batch_size=4", "data.max_ex
 
 
 @pytest.mark.slow
-def test_zoo_train_fine_tunes_from_the_directory_and_resume_keeps_the_checkpoint(llama_dir, tmp_path):
+def test_zoo_train_fine_tunes_from_the_directory_and_resume_keeps_the_checkpoint(llama_dir, tmp_path, cli_here):
+    """zoo-train and zoo-export as their main() in this process (a process of their own changes
+    nothing the test reads)."""
     directory = tmp_path / "llama"
     shutil.copytree(llama_dir[0], directory)
     _, hf_model, hf_tokenizer = llama_dir
     run = tmp_path / "run"
-    first = zoo_train(f"init_from=hf:{directory}", *RUN, "trainer.max_steps=2", f"hydra.run.dir={run}")
+    first = cli_here("train", f"init_from=hf:{directory}", *RUN, "trainer.max_steps=2", f"hydra.run.dir={run}")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "init_from: the model starts from the weights in" in (run / "train.log").read_text()
 
@@ -155,7 +155,7 @@ def test_zoo_train_fine_tunes_from_the_directory_and_resume_keeps_the_checkpoint
 
     # a resumed run takes the checkpoint's weights: DIR's weights file is not even read
     (directory / "model.safetensors").unlink()
-    again = zoo_train(f"init_from=hf:{directory}", *RUN, "trainer.max_steps=4", f"hydra.run.dir={run}")
+    again = cli_here("train", f"init_from=hf:{directory}", *RUN, "trainer.max_steps=4", f"hydra.run.dir={run}")
     assert again.returncode == 0, again.stderr[-3000:]
     resumed = json.loads((run / "summary.json").read_text())
     assert resumed["resumed_from"].endswith("last.ckpt") and resumed["global_step"] == 4
@@ -164,8 +164,7 @@ def test_zoo_train_fine_tunes_from_the_directory_and_resume_keeps_the_checkpoint
 
     # and back out: zoo-export writes a directory transformers loads with its own tokenizer
     out = tmp_path / "exported"
-    exported = subprocess.run([sys.executable, "-m", "zoo.cli.export", f"ckpt={run}/checkpoints/last.ckpt",
-                               "format=hf", f"out={out}"], capture_output=True, text=True, timeout=300)
+    exported = cli_here("export", f"ckpt={run}/checkpoints/last.ckpt", "format=hf", f"out={out}")
     assert exported.returncode == 0, exported.stderr[-3000:]
     back = transformers.AutoTokenizer.from_pretrained(out)
     assert back.encode(TEXT, add_special_tokens=False) == hf_tokenizer.encode(TEXT, add_special_tokens=False)
@@ -206,10 +205,10 @@ def test_contradicting_or_bad_input_is_refused_on_one_line(llama_dir, tmp_path, 
     (["model.n_layers=3"], "fixes the architecture"),
 ], ids=["no-prefix", "model-override"])
 @pytest.mark.slow
-def test_the_cli_refuses_before_writing_anything(llama_dir, tmp_path, args, words):
+def test_the_cli_refuses_before_writing_anything(llama_dir, tmp_path, args, words, cli_here):
     run = tmp_path / "run"
     init = [] if args[0].startswith("init_from") else [f"init_from=hf:{llama_dir[0]}"]
-    result = zoo_train(*init, *args, f"hydra.run.dir={run}")
+    result = cli_here("train", *init, *args, f"hydra.run.dir={run}")
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("zoo-train: error:") and words in lines[0], result.stderr
