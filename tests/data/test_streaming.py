@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import zoo.data.streaming as streaming
-from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.cli.conftest import tiny_overrides
 from tests.distributed.conftest import model_state
 from zoo.data.packing import PackedBlocks
 from zoo.data.streaming import StreamedWindows, StreamLoader, token_windows
@@ -71,18 +71,20 @@ def test_ranks_split_each_step_and_a_resume_on_another_world_size_continues_exac
 
 
 @pytest.mark.slow
-def test_a_resumed_streamed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
+def test_a_resumed_streamed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, cli_here):
+    """Each run is zoo-train's main() in this process: the resume reads the stream's position
+    from last.ckpt (zoo holds no stream state between runs)."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"line {i}: {'abc ' * (i % 9)}\n" for i in range(2000)))
     common = [o for o in tiny_overrides() if not o.startswith(("trainer.max_steps", "data.max_examples"))]
     common += ["data=local", f"data.path={corpus}", "data.streaming=true", "data.val_documents=50",
                "scheduler.total_steps=12", "model.dropout=0.1"]
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    r = zoo_train(*common, "trainer.max_steps=12", f"hydra.run.dir={whole}")
+    r = cli_here("train", *common, "trainer.max_steps=12", f"hydra.run.dir={whole}")
     assert r.returncode == 0, r.stderr[-3000:]
-    r = zoo_train(*common, "trainer.max_steps=6", f"hydra.run.dir={parts}")
+    r = cli_here("train", *common, "trainer.max_steps=6", f"hydra.run.dir={parts}")
     assert r.returncode == 0, r.stderr[-3000:]
-    r = zoo_train(*common, "trainer.max_steps=12", f"hydra.run.dir={parts}")
+    r = cli_here("train", *common, "trainer.max_steps=12", f"hydra.run.dir={parts}")
     assert r.returncode == 0, r.stderr[-3000:]
     a, b = model_state(whole / "checkpoints" / "last.ckpt"), model_state(parts / "checkpoints" / "last.ckpt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
