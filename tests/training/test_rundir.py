@@ -10,7 +10,7 @@ import json
 import pytest
 
 import zoo
-from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.cli.conftest import tiny_overrides
 from zoo.config.rundir import DamagedRecord, RunDir, RunFailure, RunSummary
 from zoo.training.run import train
 
@@ -120,9 +120,10 @@ def test_the_summary_train_writes_reads_back_the_same(tmp_path):
 
 
 @pytest.mark.slow
-def test_every_file_of_a_finished_run_is_named_by_rundir(tmp_path):
+def test_every_file_of_a_finished_run_is_named_by_rundir(tmp_path, cli_here):
+    """zoo-train's main() in this process writes the run directory a zoo-train process writes."""
     run = tmp_path / "run"
-    result = zoo_train(*tiny_overrides(run), "logger=tensorboard")
+    result = cli_here("train", *tiny_overrides(run), "logger=tensorboard")
     assert result.returncode == 0, result.stderr[-3000:]
     files = sorted(p.relative_to(run) for p in run.rglob("*") if p.is_file())
     assert [str(p) for p in files if not RunDir(run).names(p)] == []
