@@ -220,16 +220,18 @@ def test_a_two_rank_sharded_checkpoint_continues_on_one_rank(straight, stopped, 
 # -- 4. the inference tools read both checkpoints on one process ------------------------------
 
 @pytest.mark.slow
-def test_eval_and_generate_read_the_sharded_dir_and_full_ckpt_alike(straight):
+def test_eval_and_generate_read_the_sharded_dir_and_full_ckpt_alike(straight, cli_here):
+    """zoo-eval and zoo-generate as their main() in this process: one process, no launcher's rank
+    variables (the refusal tests below run zoo-eval as a process of its own)."""
     ckpts = straight / "checkpoints"
     evals, texts = [], []
     for ckpt in (ckpts / "last.ckpt", ckpts / "full.ckpt"):
-        result = _tool("zoo.cli.eval", f"ckpt={ckpt}", "limit_batches=2")
+        result = cli_here("eval", f"ckpt={ckpt}", "limit_batches=2")
         _ok(result)
         report = json.loads(result.stdout)
         assert report["checkpoint"] == str(ckpt)
         evals.append({k: v for k, v in report.items() if k != "checkpoint"})
-        result = _tool("zoo.cli.generate", f"ckpt={ckpt}", "prompt=And God said", "max_new_tokens=12")
+        result = cli_here("generate", f"ckpt={ckpt}", "prompt=And God said", "max_new_tokens=12")
         _ok(result)
         texts.append(result.stdout)
     assert evals[0] == evals[1]
