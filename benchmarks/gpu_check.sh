@@ -42,7 +42,9 @@ fi
 {
   if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   else echo "no GPU (CPU), -, -"; fi
-  python3 -c "import torch, lightning, transformers; print('torch', torch.__version__, '| lightning', lightning.__version__, '| transformers', transformers.__version__)"
+  # the installed versions from the packages' metadata: importing lightning and transformers only
+  # to print them costs seconds (they are imported by the parts that use them)
+  python3 -c "from importlib.metadata import version as v; print('torch', v('torch'), '| lightning', v('lightning'), '| transformers', v('transformers'))"
   date -u +%Y-%m-%d
 } 2>&1 | tee "$out/gpu.txt"
 for part in $parts; do
