@@ -14,7 +14,7 @@ from tests.cli.conftest import tiny_overrides
 from zoo.config.data import as_data_config
 from zoo.data.corpora.numbers import english, spanish
 from zoo.data.sources import load_splits
-from zoo.training.run import train
+from zoo import train
 
 
 def tool(name: str, *args: str) -> subprocess.CompletedProcess:

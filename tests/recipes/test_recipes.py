@@ -10,7 +10,7 @@ import pytest
 
 import zoo
 from zoo.config import as_model_config
-from zoo.training.run import train
+from zoo import train
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 

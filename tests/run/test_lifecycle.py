@@ -45,12 +45,72 @@ def test_zoo_train_finishes_then_finds_the_run_finished_and_refuses_a_busy_direc
     assert not RunDir(run).failed.exists()
 
 
-def test_a_config_mistake_is_refused_with_its_record(tmp_path):
+def test_a_config_mistake_is_refused_with_nothing_written(tmp_path):
     outcome = zoo.train(zoo.compose([*TINY, "data.global_batch_size=3", "trainer=ddp_cpu"]), tmp_path / "run")
-    assert outcome.kind == Outcome.REFUSED and outcome.exit_status == 2 and outcome.recorded
+    assert outcome.kind == Outcome.REFUSED and outcome.exit_status == 2 and not outcome.recorded
     assert "divisible" in outcome.message
-    assert RunFailure.read(tmp_path / "run") == outcome.failure
-    assert not RunDir(tmp_path / "run").lock.exists()
+    assert not (tmp_path / "run").exists()  # as zoo-train: a refused config leaves no directory
+
+
+def test_a_damaged_checkpoint_of_this_run_is_refused_with_its_record(tmp_path):
+    """The directory is this run's (its last.ckpt is damaged): the refusal goes into its
+    failed.json, and the lock is given back."""
+    run = tmp_path / "run"
+    RunDir(run).checkpoints.mkdir(parents=True)
+    RunDir(run).last.write_bytes(b"not a checkpoint")
+    outcome = zoo.train(zoo.compose(TINY), run)
+    assert outcome.kind == Outcome.REFUSED and outcome.exit_status == 2 and outcome.recorded
+    assert str(RunDir(run).last) in outcome.message
+    assert RunFailure.read(run) == outcome.failure
+    assert not RunDir(run).lock.exists()
+
+
+@pytest.mark.slow
+def test_zoo_train_plans_a_run_once(cli_here, tmp_path, monkeypatch):
+    """zoo-train validates the config, checks the machine, finds the resume and applies
+    init_from once for a run (the plan), however many steps read the plan afterwards."""
+    import zoo.cli.compose
+    import zoo.config.validate
+    import zoo.training.machine
+    import zoo.training.resume
+
+    calls = {"validate": 0, "check_machine": 0, "prepare_resume": 0, "with_init_from": 0}
+
+    def counted(module, name):
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(zoo.config.validate, "validate")
+    counted(zoo.training.machine, "check_machine")
+    counted(zoo.training.resume, "prepare_resume")
+    counted(zoo.cli.compose, "with_init_from")
+    result = cli_here("train", *TINY, f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert calls == {"validate": 1, "check_machine": 1, "prepare_resume": 1, "with_init_from": 1}
+
+
+@pytest.mark.slow
+def test_a_plan_is_made_once_and_executed(tmp_path):
+    """plan_run then execute, as zoo.train does: the plan holds the lock until execute gives
+    it back; a finished run planned again is already finished, and executing that writes nothing."""
+    from zoo.run import execute, plan_run
+
+    run = tmp_path / "run"
+    planned = plan_run(zoo.compose(TINY), run)
+    assert planned.locked and RunDir(run).lock.exists() and planned.resume.path is None
+    assert planned.spec.trainer["max_steps"] == zoo.compose(TINY).trainer.max_steps
+    outcome = execute(planned)
+    assert outcome.kind == Outcome.FINISHED and not RunDir(run).lock.exists()
+    again = plan_run(zoo.compose(TINY), run)
+    assert again.finished == outcome.summary and again.resume.path == str(RunDir(run).last)
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file() and p.name != ".zoo-lock"}
+    assert execute(again).kind == Outcome.ALREADY_FINISHED and not RunDir(run).lock.exists()
+    assert {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()} == before
 
 
 def test_a_directory_with_someone_elses_files_is_refused_untouched(tmp_path):

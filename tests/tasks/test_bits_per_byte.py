@@ -25,7 +25,7 @@ from zoo.data.corpora.kjv import kjv_verses
 from zoo.data.sources import load_splits
 from zoo.tasks import Seq2Seq
 from zoo.training.checkpoint.files import load_checkpoint
-from zoo.training.run import train
+from zoo import train
 
 WHOLE_SPLIT = "trainer.limit_val_batches=1.0"  # the final validation reads every window
 

@@ -9,7 +9,7 @@ import torch
 import zoo
 from tests.cli.conftest import tiny_overrides
 from zoo.training.checkpoint.files import load_checkpoint
-from zoo.training.run import train
+from zoo import train
 
 PAIRS = [
     ("gpt", "causal_lm"), ("llama", "causal_lm"),

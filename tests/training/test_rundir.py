@@ -12,7 +12,7 @@ import pytest
 import zoo
 from tests.cli.conftest import tiny_overrides
 from zoo.config.rundir import DamagedRecord, RunDir, RunFailure, RunSummary
-from zoo.training.run import train
+from zoo import train
 
 
 def _summary(**changes) -> RunSummary:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Iterable, Optional
 
 from pathlib import Path
@@ -16,7 +17,7 @@ from zoo.config.store import register_configs
 
 
 
-def _check_model(cfg: DictConfig) -> DictConfig:
+def check_model(cfg: DictConfig) -> DictConfig:
     """The model section's own checks (`zoo.config.validate` checks the whole run)."""
     as_model_config(cfg.model)
     return cfg
@@ -46,44 +47,81 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     cfg = _compose_raw(overrides, config_name, config_source_dir or config_source(), config_dirs)
     check_config_targets(cfg)
     _check_hydra(cfg, overrides)
-    if OmegaConf.select(cfg, "init_from", default=None) is not None:
-        from zoo.interop.hf.init_from import apply_init_from  # loads torch: only for init_from=
-
-        cfg = apply_init_from(cfg, overrides)
+    cfg = with_init_from(cfg, overrides)
     if not return_hydra_config:
         with open_dict(cfg):
             del cfg["hydra"]
-    return _check_model(cfg) if check else cfg
+    return check_model(cfg) if check else cfg
 
 
-def _compose_raw(overrides: list[str], config_name: str, primary: str, config_dirs: Iterable[str]) -> DictConfig:
-    """Hydra's composition, with its `hydra` section, errors as one ConfigError line."""
+def with_init_from(cfg: DictConfig, overrides: Iterable[str]) -> DictConfig:
+    """`cfg` with the model and tokenizer of `init_from=hf:DIR` (`zoo.interop.hf.init_from`);
+    `cfg` itself without init_from. The one step that turns a composition into the config a run
+    trains: zoo.compose's own, and Hydra's for a job zoo-train did not plan before Hydra started
+    (a job of a sweep, a rank a launcher started)."""
+    if OmegaConf.select(cfg, "init_from", default=None) is None:
+        return cfg
+    from zoo.interop.hf.init_from import apply_init_from  # loads torch: only for init_from=
+
+    return apply_init_from(cfg, overrides)
+
+
+@contextmanager
+def _hydra_at(primary: str, config_dirs: Iterable[str]):
+    """Hydra's own loader over zoo's search path (`primary`, as -cp gives it, then each -cd
+    directory where Hydra puts them: just before the structured configs), set up beside any
+    running Hydra app and put away after. This module is the only one of zoo that reaches
+    Hydra's private API (its public `compose` cannot take -cd directories, list a search path's
+    groups or show a defaults list); tests/cli/test_hydra_args.py keeps it so."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from hydra.types import RunMode
-    import yaml
-    from omegaconf.errors import OmegaConfBaseException
 
-    config_dirs = list(config_dirs)
-    if not primary.startswith("pkg://") and not primary.startswith("file://"):
+    if not primary.startswith(("pkg://", "file://")):
         primary = f"file://{primary}"
     search_path = create_config_search_path(primary)
-    for directory in config_dirs:  # where Hydra puts -cd: just before the structured configs
+    for directory in config_dirs:
         search_path.prepend(provider="command-line", path=f"file://{Path(directory).resolve()}",
                             anchor=SearchPathQuery(provider="schema"))
     global_hydra = GlobalHydra.instance()
     saved = global_hydra.hydra if global_hydra.is_initialized() else None
     global_hydra.clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
     try:
-        foreign = bool(config_dirs) or primary != _own_primary()  # -cd / -cp: configs from elsewhere
-        _check_searchpath_first(search_path, config_name, overrides, foreign)
-        hydra = Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
-        if foreign:  # zoo's own configs name no file outside conf/ and recipes/
-            _check_defaults_stay_home(hydra, config_name, overrides)
-        cfg = hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
+        yield search_path, lambda: Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
+    finally:
+        global_hydra.clear()
+        if saved is not None:
+            global_hydra.initialize(saved)
+
+
+def config_groups(source: Optional[str], dirs: Iterable[str], listed_hydra_groups: Iterable[str] = ()) -> dict[str, list[str]]:
+    """Every config group of the search path (zoo's own, and the Hydra groups named) -> its
+    options."""
+    listed = tuple(listed_hydra_groups)
+    with _hydra_at(source or config_source(), dirs) as (_, create):
+        hydra = create()
+        names = [g for g in hydra.list_all_config_groups() if not g.startswith("hydra") or g in listed]
+        return {g: sorted(hydra.config_loader.get_group_options(g)) for g in sorted(names)}
+
+
+def _compose_raw(overrides: list[str], config_name: str, primary: str, config_dirs: Iterable[str]) -> DictConfig:
+    """Hydra's composition, with its `hydra` section, errors as one ConfigError line."""
+    from hydra.errors import HydraException
+    from hydra.types import RunMode
+    import yaml
+    from omegaconf.errors import OmegaConfBaseException
+
+    config_dirs = list(config_dirs)
+    try:
+        with _hydra_at(primary, config_dirs) as (search_path, create):
+            primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
+            foreign = bool(config_dirs) or primary != _own_primary()  # -cd / -cp: configs from elsewhere
+            _check_searchpath_first(search_path, config_name, overrides, foreign)
+            hydra = create()
+            if foreign:  # zoo's own configs name no file outside conf/ and recipes/
+                _check_defaults_stay_home(hydra, config_name, overrides)
+            return hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
     except yaml.YAMLError as exc:  # a config file that is not YAML
@@ -96,11 +134,6 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
         bad = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0]]
         raise ConfigError(f"{explain(exc)} (in {' '.join(bad) or ' '.join(overrides)}); a config group "
                           f"takes an option name, e.g. model=gpt") from exc
-    finally:
-        global_hydra.clear()
-        if saved is not None:
-            global_hydra.initialize(saved)
-    return cfg
 
 
 def _own_primary() -> str:

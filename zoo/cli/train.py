@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 import os
 import sys
@@ -18,13 +19,15 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from zoo.cli.launch import RUN_TIME_ENV, SUBMITIT_FOLDER_ENV, agree_run_time, launch_rank, register_resolvers
+from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sweep_variants
+from zoo.cli.launch import (CLAIMED_DIR_ENV, RUN_TIME_ENV, SUBMITIT_FOLDER_ENV, agree_run_time, launch_rank,
+                            register_resolvers)
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.rundir import RunDir
 from zoo.config.store import register_configs
 
-# at import, not only in main(): a SLURM job of a sweep unpickles `_train` and resolves the
-# config without running main()
+# at import, not only in main(): a SLURM job of a sweep unpickles the task function and
+# resolves the config without running main()
 register_resolvers()
 
 
@@ -75,49 +78,45 @@ def _arm_failed(run_dir: Path, message: str) -> None:
         raise ArmFailed(message) from None
 
 
-def _lock_sweep_job(run_dir: Path) -> bool:
-    """A job of a sweep takes its own directory's lock (a single run's is taken in main, before
-    Hydra writes); a directory a live job owns fails this arm, and the sweep goes on."""
+def _hydra_app(planned):
+    """zoo-train's Hydra application: Hydra composes, writes .hydra/ and runs each job; a job
+    runs `planned` (the single run main() planned before Hydra started) or, for a job of a
+    sweep and a rank a launcher started, plans itself. A job that fails has written its
+    failed.json and said so on one line; a sweep goes on, and main() ends it with one line."""
+
+    @hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
+    def zoo_train(cfg: DictConfig) -> float | None:
+        try:
+            return _train_job(cfg, planned)
+        except ArmFailed:
+            return None
+
+    return zoo_train
+
+
+def _train_job(cfg: DictConfig, planned) -> float | None:
     from hydra.types import RunMode
 
-    from zoo.run.lock import ForeignRunDir, RunDirBusy, acquire
+    from zoo.cli.compose import with_init_from
+    from zoo.run.lifecycle import execute, refused
+    from zoo.run.outcome import Outcome
+    from zoo.run.preflight import PlanRefused, plan_run
 
-    if HydraConfig.get().mode != RunMode.MULTIRUN or launch_rank() != 0:
-        return False
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
-        acquire(run_dir)
-    except (RunDirBusy, ForeignRunDir) as exc:
-        print(f"zoo-train: error: {exc}", file=sys.stderr)
-        raise ArmFailed(str(exc)) from None
-    return True
-
-
-@hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
-def _train(cfg: DictConfig) -> float | None:
-    """One run, or one job of a sweep: a job that fails has written its failed.json and said so
-    on one line; the sweep goes on, and main() ends it with one summary line."""
-    try:
-        return _train_job(cfg)
-    except ArmFailed:
-        return None
-
-
-def _train_job(cfg: DictConfig) -> float | None:
-    from zoo.run import Outcome, train
-
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    job_lock = _lock_sweep_job(run_dir)
-    try:
-        outcome = train(cfg, run_dir, lock=False, resume_command=lambda: _resume_command(run_dir),
-                        on_stuck=_say_interrupted)
+        if planned is None:  # Hydra's composition, finished as zoo.compose finishes its own
+            cfg = with_init_from(cfg, list(hydra_cfg.overrides.task))
+            # a job of a sweep takes its own directory's lock; a rank shares its run's
+            planned = plan_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN)
+        elif planned.run_dir.resolve() != run_dir.resolve():
+            raise RuntimeError(f"Hydra runs in {run_dir}, but the run was planned in {planned.run_dir}")
+        outcome = execute(planned, resume_command=lambda: _resume_command(run_dir), on_stuck=_say_interrupted)
+    except PlanRefused as exc:
+        outcome = refused(run_dir, exc)
     except Exception as exc:  # a bug: recorded in failed.json; a sweep goes on with its other arms
         _arm_failed(run_dir, f"{type(exc).__name__}: {exc}")
         raise
-    finally:
-        if job_lock:
-            from zoo.run.lock import release
-
-            release(run_dir)
     if outcome.kind == Outcome.INTERRUPTED:  # saved; the whole command stops
         _say_interrupted(outcome)
         sys.exit(outcome.exit_status)
@@ -126,7 +125,7 @@ def _train_job(cfg: DictConfig) -> float | None:
         _fail(outcome.message, status=outcome.exit_status)
         return None
     summary = outcome.summary
-    if summary.get("status") == "requeued":
+    if outcome.kind == Outcome.REQUEUED:
         if outcome.is_global_zero:
             print(f"run directory: {run_dir}  requeued at step {summary['global_step']} "
                   f"(resumes from {summary['last_checkpoint']})")
@@ -153,54 +152,60 @@ def _train_job(cfg: DictConfig) -> float | None:
     return metrics.get("val/loss")
 
 
-def _check_overrides(argv: list[str]) -> Optional[tuple[Path, bool, DictConfig]]:
+@dataclass(frozen=True)
+class Checked:
+    """A command line that composes: the composition of its run (a sweep: of one of its jobs,
+    with the `hydra:` section), and whether it is a sweep."""
+
+    cfg: DictConfig
+    multirun: bool
+
+
+def _check_overrides(args: HydraArgs) -> Optional[Checked]:
     """Compose before Hydra does, so that a bad key, value or combination is reported on one
     line (Hydra's own report spans several), and so that no config, whatever its origin, gets
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
     handler named `os.system`). A sweep, from the command line or `hydra.sweeper.params`, is
-    checked once per value of each swept key."""
-    try:
-        from hydra._internal.utils import get_args_parser
-    except ImportError:  # pragma: no cover - private API moved
-        return
-    args, _ = get_args_parser().parse_known_args(argv)
-    if args.shell_completion or args.info:
+    checked once per value of each swept key. None for a command that runs nothing."""
+    if args.shell_completion or args.info or args.version:
         return None
     if args.experimental_rerun:
         _fail("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
     from omegaconf import OmegaConf
 
-    from zoo.cli.compose import compose
+    from zoo.cli.compose import check_model, compose
     from zoo.config.errors import ConfigError
 
-    source = None
-    if args.config_path:
-        source = args.config_path if args.config_path.startswith("pkg://") else \
-            str((Path(__file__).parent / args.config_path).resolve())  # as Hydra resolves it
+    source = config_source_of(args)
     name = args.config_name or CONFIG_NAME
     dirs = [args.config_dir] if args.config_dir else []
     help_only = args.help or args.hydra_help
+
+    def composed(overrides: list[str], check: bool) -> DictConfig:
+        return compose(overrides, config_name=name, config_source_dir=source, config_dirs=dirs,
+                       return_hydra_config=True, check=check)
+
     try:
-        base = compose(_sweep_variants(args.overrides)[0], config_name=name, config_source_dir=source,
-                       config_dirs=dirs, return_hydra_config=True, check=False)
-        params = OmegaConf.select(base, "hydra.sweeper.params", default=None)
+        first = sweep_variants(args.overrides)[0]  # the command line itself, when it sweeps nothing
+        cfg = composed(first, check=False)
+        multirun = args.multirun or str(OmegaConf.select(cfg, "hydra.mode", default="")) == "RunMode.MULTIRUN"
+        params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
         params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         swept = [f"{key}={value}" for key, value in params.items()]
-        multirun = args.multirun or str(OmegaConf.select(base, "hydra.mode", default="")) == "RunMode.MULTIRUN"
-        for variant in _sweep_variants(swept + list(args.overrides)):
-            cfg = compose(variant, config_name=name, config_source_dir=source, config_dirs=dirs,
-                          return_hydra_config=True, check=not (multirun or args.cfg or help_only))
-            if multirun and not help_only and "launcher" in cfg.hydra:
-                _resolve_launcher(cfg)
+        for variant in sweep_variants(swept + list(args.overrides)):  # each value of each swept key
+            job = cfg if variant == first else composed(variant, check=False)
+            if multirun and not help_only and "launcher" in job.hydra:
+                _resolve_launcher(job)
+        if not multirun:  # one run: exactly the composition Hydra will make
+            if first != list(args.overrides):
+                cfg = composed(args.overrides, check=False)
+            if not (args.cfg or help_only):
+                check_model(cfg)
     except ConfigError as exc:
         _fail(str(exc))
     if args.cfg or help_only:
         return None
-    if multirun:  # each job locks its own directory; here only the sweep's default name is claimed
-        planned = _planned_run_dir(cfg, "sweep", "multirun")
-        return (*planned, None) if planned is not None else None
-    planned = _planned_run_dir(cfg)
-    return (*planned, cfg) if planned is not None else None
+    return Checked(cfg, multirun)
 
 
 def _planned_run_dir(cfg, mode: str = "run", root: str = "runs") -> Optional[tuple[Path, bool]]:
@@ -240,171 +245,88 @@ def _resolve_launcher(cfg) -> None:
             raise ConfigError(f"hydra.launcher.{key}: {explain(exc)}") from None
 
 
-def _sweep_variants(overrides: list[str]) -> list[list[str]]:
-    """Single-valued override lists that together use every value of every swept key: the
-    first value of each sweep, then each other value in turn. A sweep whose values cannot be
-    listed before Hydra runs (glob, interval) is left out of the check."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def _plan(checked: Checked, shared: bool, claimed: dict):
+    """The single run's plan, made once before Hydra writes into its directory (`zoo.run.preflight`):
+    refused on one line with nothing written for a config, data, machine or directory mistake.
+    The default runs/DATE/TIME taken by a run started in the same second becomes
+    runs/DATE/TIME-N; `ckpt_path=last` without a directory finds the run it continues. A
+    directory chosen here reaches Hydra, and the ranks a launcher starts, through the
+    environment (`claimed`: the variables set, unset when the command ends)."""
+    from omegaconf import open_dict
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - let compose report the syntax error on one line
-        return [overrides]
-    choices = []
-    for text, o in zip(overrides, parsed):
-        if o.is_sweep_override():
-            key = o.get_key_element()
-            try:
-                values = [f"{key}={v}" for v in o.sweep_string_iterator()]
-            except Exception:  # noqa: BLE001 - glob(...) / interval(...) need Hydra's loader
-                continue
-            choices.append(values or [text])
-        else:
-            choices.append([text])
-    first = [c[0] for c in choices]
-    variants = [first]
-    for i, values in enumerate(choices):
-        for v in values[1:]:
-            variants.append(first[:i] + [v] + first[i + 1:])
-    return variants
+    from zoo.run.preflight import check, latest_run, plan_run
+
+    where = _planned_run_dir(checked.cfg)
+    if where is None:
+        return None
+    run_dir, explicit = where
+    cfg = checked.cfg.copy()
+    with open_dict(cfg):
+        del cfg["hydra"]
+    spec = check(cfg)  # before torch and Lightning load: a refusal answers in under a second
+    fresh = not explicit and not shared
+    if fresh and spec.ckpt_path == "last":
+        run_dir, fresh = latest_run(spec, run_dir.parent.parent), False
+        print(f"zoo-train: ckpt_path=last resumes {run_dir}", file=sys.stderr)
+        _claim_env("run", run_dir, claimed)
+    planned = plan_run(cfg, run_dir, lock=True, rename_if_taken=fresh, spec=spec)
+    if planned.run_dir != run_dir:
+        _claim_env("run", planned.run_dir, claimed)
+    return planned
 
 
-def _latest_run_of(cfg, default: Path) -> Path:
-    """`ckpt_path=last` without a run directory: the most recently saved run under runs/ that
-    this command describes (the same check as any resume), whose owner is not running."""
-    from zoo.training.checkpoint.files import CheckpointError
-    from zoo.run.lock import owner_of, runs_with_checkpoints, _alive
-    from zoo.config.errors import ConfigError
-    from zoo.config.validate import validate
-    from zoo.training.run import check_resume_config
+def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Optional[Path]:
+    """The sweep's directory: two sweeps started in the same second get one each (each job
+    locks its own directory when it runs)."""
+    from zoo.run.lock import claim_default
 
-    root = default.parent.parent
-    try:
-        spec = validate(cfg)
-    except ConfigError as exc:
-        _fail(str(exc))
-    candidates = runs_with_checkpoints(root)
-    for run in candidates:
-        owner = owner_of(run)
-        if owner and _alive(owner):
-            continue
+    where = _planned_run_dir(checked.cfg, "sweep", "multirun")
+    if where is None:
+        return None
+    sweep_dir, explicit = where
+    if not explicit and not shared:
         try:
-            check_resume_config(str(RunDir(run).last), spec)
-        except (ConfigError, CheckpointError):
-            continue
-        print(f"zoo-train: ckpt_path=last resumes {run}", file=sys.stderr)
-        return run
-    if not candidates:
-        _fail(f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, or "
-              f"give hydra.run.dir=DIR of the run to resume")
-    _fail(f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was made "
-          f"by this command (model, data, tokenizer, task, optimizer and schedule must match); give "
-          f"hydra.run.dir=DIR to name one")
+            claimed_dir = claim_default(sweep_dir)
+        except OSError as exc:
+            _fail(f"sweep directory {sweep_dir}: {exc.strerror or exc}")
+        if claimed_dir != sweep_dir:
+            _claim_env("sweep", claimed_dir, claimed)
+        sweep_dir = claimed_dir
+    return sweep_dir
 
 
-def _claim(plan: Optional[tuple[Path, bool, DictConfig]], shared: bool) -> Optional[Path]:
-    """The first process of a run takes its directory (`zoo.run.lock`); a default name taken
-    by a run started in the same second becomes runs/DATE/TIME-N for this whole run. A directory
-    that holds a run is continued only by a command that describes that run: checked here,
-    before Hydra writes its .hydra/ files into it."""
-    from zoo.run.lock import ForeignRunDir, RunDirBusy, acquire, claim_default, release
-    from zoo.config.errors import ConfigError
-    from zoo.config.validate import validate
-
-    if plan is None or launch_rank() != 0:
-        return None
-    run_dir, explicit, cfg = plan
-    if cfg is not None and not explicit and not shared and cfg.get("ckpt_path") == "last":
-        run_dir, explicit = _latest_run_of(cfg, run_dir), True
-        sys.argv.append(f"hydra.run.dir={run_dir}")
-    if cfg is None:  # a sweep: two sweeps started in the same second get a directory each
-        global _SWEEP_DIR
-        if not explicit and not shared:
-            try:
-                claimed = claim_default(run_dir)
-            except OSError as exc:
-                _fail(f"sweep directory {run_dir}: {exc.strerror or exc}")
-            if claimed != run_dir:
-                sys.argv.append(f"hydra.sweep.dir={claimed}")
-            run_dir = claimed
-        _SWEEP_DIR = run_dir
-        return None
-    try:  # a command refused for its config (or this machine) leaves no directory behind
-        spec = validate(cfg)
-    except ConfigError as exc:  # before torch and Lightning load: a refusal answers in under a second
-        _fail(str(exc))
-    from zoo.config.data import DataSource
-    from zoo.data.errors import DataError
-    from zoo.data.files import check_local_paths
-
-    if spec.data.source == DataSource.local:
-        try:  # a missing, empty or unknown data file: refused before torch loads, no directory left
-            check_local_paths(spec.data.path, spec.data.val_path)
-        except DataError as exc:
-            _fail(str(exc))
-    from zoo.config.errors import CheckpointError
-    from zoo.training.machine import check_machine
-
-    try:
-        check_machine(spec)
-    except ConfigError as exc:
-        _fail(str(exc))
-    from zoo.training.run import check_resume_config, resolve_resume
-    try:
-        if not explicit and not shared:
-            claimed = claim_default(run_dir)
-            if claimed != run_dir:
-                sys.argv.append(f"hydra.run.dir={claimed}")  # Hydra, and the ranks Lightning starts
-            run_dir = claimed
-        acquire(run_dir)
-    except (RunDirBusy, ForeignRunDir) as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"run directory {run_dir}: {exc.strerror or exc}")
-    try:
-        resume = resolve_resume(spec.ckpt_path, run_dir)
-        if resume is not None:
-            check_resume_config(resume, spec)
-    except (ConfigError, CheckpointError) as exc:  # the run's own errors are the run's to report
-        from zoo.training.resume_check import ResumeMismatch
-
-        if isinstance(exc, ResumeMismatch):
-            release(run_dir)
-            _fail(str(exc))
-    return run_dir
+def _claim_env(kind: str, path: Path, claimed: dict) -> None:
+    name = CLAIMED_DIR_ENV[kind]
+    claimed.setdefault(name, os.environ.get(name))
+    os.environ[name] = str(path)
 
 
-_SWEEP_DIR: Optional[Path] = None  # the sweep this command runs, if it runs one
-
-
-def _sweep_summary(since: float) -> None:
+def _sweep_summary(sweep_dir: Optional[Path], since: float) -> None:
     """After a sweep: one line naming the arms that failed (their failed.json written during this
     sweep, by this process or by SLURM jobs), and exit status 1; nothing when all finished."""
-    if _SWEEP_DIR is None or not _SWEEP_DIR.is_dir() or launch_rank() != 0:
+    if sweep_dir is None or not sweep_dir.is_dir() or launch_rank() != 0:
         return
-    failed = sorted(p for p in _SWEEP_DIR.glob(f"**/{RunDir.FAILED}") if p.stat().st_mtime >= since)
-    jobs = [p.parent for p in _SWEEP_DIR.glob(f"**/{RunDir.HYDRA}/{RunDir.OVERRIDES}")]
+    failed = sorted(p for p in sweep_dir.glob(f"**/{RunDir.FAILED}") if p.stat().st_mtime >= since)
+    jobs = [p.parent for p in sweep_dir.glob(f"**/{RunDir.HYDRA}/{RunDir.OVERRIDES}")]
     if failed:
         shown = ", ".join(str(p) for p in failed[:10]) + (" ..." if len(failed) > 10 else "")
-        print(f"zoo-train: {len(failed)} of {len(jobs)} arm(s) of the sweep in {_SWEEP_DIR} failed; "
+        print(f"zoo-train: {len(failed)} of {len(jobs)} arm(s) of the sweep in {sweep_dir} failed; "
               f"see {shown}", file=sys.stderr)
         sys.exit(1)
 
 
 def main() -> None:
-    from zoo.run.lock import release
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
+    from zoo.run.lock import release
 
+    args = parse_hydra_args(sys.argv[1:])
     if wants_help(sys.argv[1:]):  # zoo's help, from the schemas; Hydra's own is --hydra-help
         from zoo.cli.train_help import train_help
 
-        _check_overrides(sys.argv[1:])  # a config naming code is refused before any help is shown
-
-        serve("zoo-train", print, lambda: train_help(sys.argv[1:]))
+        _check_overrides(args)  # a config naming code is refused before any help is shown
+        serve("zoo-train", print, lambda: train_help(sys.argv[1:], __doc__))
         return
-    global _SWEEP_DIR
-    _SWEEP_DIR = None
     register_configs()
     inherited = RUN_TIME_ENV in os.environ
     if inherited:
@@ -418,24 +340,32 @@ def main() -> None:
     # step, a requeued job) names a directory they share: never renamed
     shared = inherited or "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1
     started = time.time()
-    owned = None
-    argv = list(sys.argv)
+    planned, sweep_dir, claimed = None, None, {}
     try:
-        owned = _claim(_check_overrides(sys.argv[1:]), shared)
-        _train()
-        _sweep_summary(started - 1)
+        checked = _check_overrides(args)
+        if checked is not None and launch_rank() == 0:  # the other ranks plan in their job
+            if checked.multirun:
+                sweep_dir = _claim_sweep(checked, shared, claimed)
+            else:
+                planned = _plan(checked, shared, claimed)
+        _hydra_app(planned)()
+        _sweep_summary(sweep_dir, started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
         if launch_rank() == 0:
             print("zoo-train: interrupted", file=sys.stderr)
         sys.exit(130)
-    except ZooError as exc:  # one the steps above did not report themselves
+    except ZooError as exc:  # a refusal of the plan, or one the steps above did not report themselves
         _fail(str(exc))
     finally:
-        if owned is not None:
-            release(owned)
+        if planned is not None and planned.locked:
+            release(planned.run_dir)
+        for name, before in claimed.items():  # the directory this command chose is not the next one's
+            if before is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = before
         if not inherited:  # a later run in this process gets a time of its own
             os.environ.pop(RUN_TIME_ENV, None)
-        sys.argv[:] = argv  # the directory it chose (hydra.*.dir=) is not the next run's
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
-"""A run's lifecycle, the same from zoo-train and from Python (`zoo.train`): the run
-directory's lock, training, and a typed outcome with its record. The names below are imported on
+"""A run's lifecycle, the same from zoo-train and from Python (`zoo.train`): a plan made once
+(`plan_run`: checks, run directory, lock, resume), its execution (`execute`), and a typed
+outcome with its record. The names below are imported on
 first use, so the lock and the rank (read by the tools before torch loads) load no torch."""
 
 from __future__ import annotations
 
 from zoo.config.lazy import lazy_exports
 
-_PUBLIC = {"train": "zoo.run.lifecycle", "Outcome": "zoo.run.outcome", "RunOutcome": "zoo.run.outcome"}
+_PUBLIC = {"train": "zoo.run.lifecycle", "execute": "zoo.run.lifecycle", "Outcome": "zoo.run.outcome",
+           "RunOutcome": "zoo.run.outcome", "plan_run": "zoo.run.preflight", "RunPlan": "zoo.run.preflight",
+           "PlanRefused": "zoo.run.preflight"}
 
 __all__ = sorted(_PUBLIC)
 

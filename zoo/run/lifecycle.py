@@ -1,50 +1,60 @@
 """One run from a composed config to a typed outcome, for zoo-train and for Python alike:
-take the run directory's lock (unless this process holds it), train (`zoo.training.run.train`
-validates the config and the machine and resolves the resume, once), turn what ended the run
-into a `RunOutcome` and write its record (summary.json by the run itself; failed.json, one
-`RunFailure`, here, from rank 0), and give the lock back."""
+`train` plans the run once (`zoo.run.preflight`: checks, run directory, lock, resume) and `execute`
+runs the plan, turns what ended it into a `RunOutcome`, writes its failure record (failed.json,
+one `RunFailure`, from rank 0; summary.json is the run's own) and gives the lock back."""
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
 from pathlib import Path
 from typing import Callable, Optional
 
 from zoo.config.errors import ZooError
 from zoo.config.rundir import RunFailure
 from zoo.run.failures import known_failure
-from zoo.run.lock import ForeignRunDir, RunDirBusy, acquire, owner_of, release
+from zoo.run.lock import release
 from zoo.run.outcome import Outcome, RunOutcome
-from zoo.run.rank import launch_rank
+from zoo.run.preflight import PlanRefused, RunPlan, plan_run
+from zoo.run.records import record_failure
 from zoo.training.interrupt import last_words
-from zoo.training.resume_check import ResumeMismatch
-from zoo.training.run import TrainingInterrupted, TrainingStopped, train as run_training
+from zoo.training.stops import TrainingInterrupted, TrainingStopped
 
 log = logging.getLogger("zoo")
 
+ResumeCommand = Optional[Callable[[], str]]
+OnStuck = Optional[Callable[[RunOutcome], None]]
 
-def train(cfg, run_dir: str | os.PathLike, *, lock: bool = True,
-          resume_command: Optional[Callable[[], str]] = None,
-          on_stuck: Optional[Callable[[RunOutcome], None]] = None) -> RunOutcome:
-    """Train `cfg` (a config composed by `zoo.compose`) in `run_dir`.
+
+def train(cfg, run_dir: str | os.PathLike, *, lock: bool = True, resume_command: ResumeCommand = None,
+          on_stuck: OnStuck = None) -> RunOutcome:
+    """Train `cfg` (a config composed by `zoo.compose`) in `run_dir`: `plan_run` it, then `execute`.
 
     `lock`: take the directory's lock for the run (a live owner, or a directory that holds
-    files but no zoo run, is REFUSED); zoo-train takes it before Hydra writes and passes False.
+    files but no zoo run, is REFUSED with nothing written). A bug (an exception that is not the
+    user's to fix) is recorded in failed.json and raised."""
+    try:
+        planned = plan_run(cfg, run_dir, lock=lock)
+    except PlanRefused as exc:
+        return refused(Path(run_dir), exc)
+    return execute(planned, resume_command=resume_command, on_stuck=on_stuck)
+
+
+def refused(run_dir: Path, exc: PlanRefused) -> RunOutcome:
+    """The outcome of a plan that could not be made."""
+    return RunOutcome(Outcome.REFUSED, run_dir, failure=RunFailure(error=str(exc)),
+                      recorded=exc.recorded_in is not None)
+
+
+def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck: OnStuck = None) -> RunOutcome:
+    """Run `planned` and give back its lock (if the plan took it).
+
     `resume_command`: the command that resumes the run, recorded in failed.json when a signal
     stops it. `on_stuck`: told the outcome when a stop was not answered and the process is
-    about to end from the watchdog (its records are written first).
+    about to end from the watchdog (its records are written first)."""
+    from zoo.training.run import train as run_training
 
-    A bug (an exception that is not the user's to fix) is recorded in failed.json and raised."""
-    run_dir = Path(run_dir)
-    held = False
-    if lock and launch_rank() == 0 and not _holds(run_dir):
-        try:
-            acquire(run_dir)
-        except (RunDirBusy, ForeignRunDir) as exc:  # someone else's directory: nothing is written
-            return RunOutcome(Outcome.REFUSED, run_dir, failure=RunFailure(error=str(exc)))
-        held = True
+    run_dir = planned.run_dir
 
     def stuck(exc) -> None:  # the watchdog's last words: the process ends without unwinding
         outcome = _interrupted(run_dir, exc, resume_command)
@@ -54,9 +64,11 @@ def train(cfg, run_dir: str | os.PathLike, *, lock: bool = True,
 
     last_words(stuck)
     try:
-        result = run_training(cfg, run_dir)
-    except ResumeMismatch as exc:  # the directory holds another run: its record stays as it is
-        return RunOutcome(Outcome.REFUSED, run_dir, failure=RunFailure(error=str(exc)))
+        if planned.finished is not None:  # the same command again: the run and its records are left as they are
+            log.info("%s is already finished at step %d; nothing to do (raise trainer.max_steps to train on)",
+                     run_dir, planned.resume.step)
+            return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=planned.finished)
+        result = run_training(planned.cfg, planned.spec, run_dir, planned.resume)
     except TrainingStopped as exc:  # a ZooError that ends a started run
         return _failed(Outcome.STOPPED, run_dir, str(exc))
     except ZooError as exc:  # the user's to fix
@@ -71,42 +83,18 @@ def train(cfg, run_dir: str | os.PathLike, *, lock: bool = True,
         return outcome
     finally:
         last_words(None)
-        if held:
+        if planned.locked:
             release(run_dir)
-    summary = result.summary
-    if result.already_finished:
-        kind = Outcome.ALREADY_FINISHED
-    elif summary.get("status") == "requeued":
-        kind = Outcome.REQUEUED
-    else:
-        kind = Outcome.FINISHED
-    return RunOutcome(kind, run_dir, summary=summary, task=result.task, is_global_zero=result.is_global_zero)
-
-
-def _holds(run_dir: Path) -> bool:
-    owner = owner_of(run_dir) or {}
-    return owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname()
-
-
-def _record(run_dir: Path, failure: RunFailure) -> bool:
-    """failed.json, from rank 0; a disk that cannot take it is said on one line, not raised."""
-    if launch_rank() != 0:
-        return False
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        failure.write(run_dir)
-        return True
-    except OSError as exc:  # a full disk or a read-only directory: the run's message still goes out
-        log.error("could not write %s (%s)", run_dir / "failed.json", exc.strerror)
-        return False
+    kind = Outcome.REQUEUED if result.summary.get("status") == "requeued" else Outcome.FINISHED
+    return RunOutcome(kind, run_dir, summary=result.summary, task=result.task, is_global_zero=result.is_global_zero)
 
 
 def _failed(kind: Outcome, run_dir: Path, message: str) -> RunOutcome:
     failure = RunFailure(error=message)
-    return RunOutcome(kind, run_dir, failure=failure, recorded=_record(run_dir, failure))
+    return RunOutcome(kind, run_dir, failure=failure, recorded=record_failure(run_dir, failure))
 
 
-def _interrupted(run_dir: Path, exc, resume_command: Optional[Callable[[], str]]) -> RunOutcome:
+def _interrupted(run_dir: Path, exc, resume_command: ResumeCommand) -> RunOutcome:
     resume = resume_command() if resume_command is not None else None
     failure = RunFailure(error=str(exc), signal=exc.signum, step=exc.step, resume=resume)
-    return RunOutcome(Outcome.INTERRUPTED, run_dir, failure=failure, recorded=_record(run_dir, failure))
+    return RunOutcome(Outcome.INTERRUPTED, run_dir, failure=failure, recorded=record_failure(run_dir, failure))

@@ -28,7 +28,6 @@ class RunResult:
     summary: dict  # also in run_dir/summary.json (`RunSummary.as_dict()`)
     task: Any  # the trained LightningModule
     is_global_zero: bool = True
-    already_finished: bool = False  # the same run again: nothing was trained or written
 
 
 def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,

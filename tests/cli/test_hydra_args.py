@@ -1,0 +1,100 @@
+"""zoo-train reads its command line before Hydra does (`zoo.cli.hydra_args`): the same words
+must mean the same to both. Held against Hydra's own parser, which nobody here wrote; and the
+rest of zoo stays off Hydra's private API and off sys.argv."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from zoo.cli.hydra_args import HydraArgs, parse_hydra_args, sweep_variants
+
+ZOO = Path(__file__).resolve().parents[2] / "zoo"
+
+COMMAND_LINES = [
+    [],
+    ["model=llama", "trainer.max_steps=5"],
+    ["-m", "seed=0,1", "model/position=rope,alibi"],
+    ["--multirun", "seed=0"],
+    ["-cn", "quick", "-cd", "/tmp/conf", "seed=1"],
+    ["--config-name=quick", "--config-dir", "conf2", "a=b"],
+    ["-cp", "pkg://zoo.conf", "x=1"],
+    ["--cfg", "job", "--resolve", "-p", "model"],
+    ["-c", "hydra", "a=1"],
+    ["--info"],
+    ["--info", "searchpath"],
+    ["-i", "defaults", "k=v"],
+    ["--help", "a=1"],
+    ["-h"],
+    ["--hydra-help"],
+    ["-sc"],
+    ["--run", "a=1"],
+    ["--experimental-rerun", "config.pickle"],
+    ["a=1", "-m", "b=2,3"],
+    ["+trainer.new=1", "~logger", "++seed=3"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMAND_LINES, ids=lambda a: " ".join(a) or "(none)")
+def test_the_command_line_reads_as_hydra_reads_it(argv):
+    from hydra._internal.utils import get_args_parser  # the reference: Hydra's own parser
+
+    theirs, _ = get_args_parser().parse_known_args(argv)
+    ours = parse_hydra_args(argv)
+    for name in HydraArgs.__dataclass_fields__:
+        if name == "version":
+            continue  # Hydra's --version prints and exits; ours only records it
+        assert getattr(ours, name) == getattr(theirs, name), name
+
+
+def test_a_command_that_only_prints_runs_nothing():
+    assert parse_hydra_args(["--cfg", "job"]).runs_nothing
+    assert parse_hydra_args(["--version"]).runs_nothing
+    assert not parse_hydra_args(["-m", "seed=0,1"]).runs_nothing
+
+
+def test_a_sweep_is_checked_once_per_value_of_each_key():
+    assert sweep_variants(["a=1,2", "b=x", "c=3,4,5"]) == [
+        ["a=1", "b=x", "c=3"], ["a=2", "b=x", "c=3"], ["a=1", "b=x", "c=4"], ["a=1", "b=x", "c=5"]]
+    assert sweep_variants(["a=1"]) == [["a=1"]]
+
+
+def _modules():
+    for path in sorted(ZOO.rglob("*.py")):
+        yield path.relative_to(ZOO.parent).as_posix(), ast.parse(path.read_text())
+
+
+def test_only_the_composer_reaches_hydras_private_api():
+    """zoo.cli.compose holds every use of hydra._internal (Hydra has no public way to compose
+    with -cd directories or list a search path's groups); nothing else imports it."""
+    users = set()
+    for name, tree in _modules():
+        for node in ast.walk(tree):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(m.startswith("hydra._internal") for m in modules):
+                users.add(name)
+    assert users == {"zoo/cli/compose.py"}
+
+
+def test_no_module_writes_sys_argv_but_the_dispatcher():
+    """`zoo TOOL ARGS` hands the tool its own command line (zoo/cli/main.py, restored after);
+    no other module writes sys.argv (zoo-train passes what it chose to Hydra through the
+    environment, `${zoo.dir:}`)."""
+    writers = set()
+    for name, tree in _modules():
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AugAssign) else []
+            calls = [node.func] if isinstance(node, ast.Call) else []
+            for target in targets:
+                base = target.value if isinstance(target, ast.Subscript) else target
+                if ast.unparse(base) == "sys.argv":
+                    writers.add(name)
+            for func in calls:
+                if isinstance(func, ast.Attribute) and ast.unparse(func.value) == "sys.argv" and \
+                        func.attr in ("append", "extend", "insert", "pop", "remove", "clear"):
+                    writers.add(name)
+    assert writers == {"zoo/cli/main.py"}

@@ -1,0 +1,106 @@
+"""The command line of a Hydra application (`zoo-train`), read the way Hydra reads it: its
+flags (`-m`, `-cn`, `-cd`, `-cp`, `--cfg`, `--info`, ...) and its overrides. zoo reads it
+before Hydra starts, to check and plan the run; Hydra then reads the same words itself.
+tests/cli/test_hydra_args.py holds this parser against Hydra's own."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+@dataclass(frozen=True)
+class HydraArgs:
+    """What a Hydra command line asks for; `overrides` are its KEY=VALUE words in order."""
+
+    overrides: list[str] = field(default_factory=list)
+    help: bool = False
+    hydra_help: bool = False
+    cfg: Optional[str] = None  # --cfg job|hydra|all: print the config, run nothing
+    resolve: bool = False
+    package: Optional[str] = None
+    run: bool = False
+    multirun: bool = False
+    shell_completion: bool = False
+    config_path: Optional[str] = None  # -cp
+    config_name: Optional[str] = None  # -cn
+    config_dir: Optional[str] = None  # -cd
+    experimental_rerun: Optional[str] = None
+    info: Optional[str] = None
+    version: bool = False
+
+    @property
+    def runs_nothing(self) -> bool:
+        """A command that only prints (help, config, info, version, shell completion)."""
+        return bool(self.help or self.hydra_help or self.cfg or self.info or self.shell_completion or self.version)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    parser.add_argument("overrides", nargs="*")
+    for flags in (("--help", "-h"), ("--hydra-help",), ("--resolve",), ("--run", "-r"), ("--multirun", "-m"),
+                  ("--shell-completion", "-sc")):
+        parser.add_argument(*flags, action="store_true")
+    parser.add_argument("--version", action="store_true")
+    parser.add_argument("--cfg", "-c", choices=["job", "hydra", "all"])
+    parser.add_argument("--package", "-p")
+    parser.add_argument("--config-path", "-cp")
+    parser.add_argument("--config-name", "-cn")
+    parser.add_argument("--config-dir", "-cd")
+    parser.add_argument("--experimental-rerun")
+    parser.add_argument("--info", "-i", const="all", nargs="?", choices=INFO_CHOICES)
+    return parser
+
+
+def config_source_of(args: HydraArgs) -> Optional[str]:
+    """The primary config directory -cp names, as Hydra resolves it (a pkg:// source, or a
+    path relative to the application's module, zoo/cli/); None without -cp."""
+    if not args.config_path:
+        return None
+    if args.config_path.startswith("pkg://"):
+        return args.config_path
+    return str((Path(__file__).parent / args.config_path).resolve())
+
+
+def parse_hydra_args(argv: list[str]) -> HydraArgs:
+    """`argv` (without the program name) as Hydra reads it. Words Hydra would refuse are left
+    for Hydra to refuse (a word this parser cannot place is skipped, as `parse_known_args`
+    does)."""
+    try:
+        args, _ = _parser().parse_known_args(argv)
+    except (argparse.ArgumentError, SystemExit):  # e.g. --cfg other: Hydra says so itself
+        return HydraArgs(overrides=[a for a in argv if not a.startswith("-")])
+    return HydraArgs(**vars(args))
+
+
+def sweep_variants(overrides: list[str]) -> list[list[str]]:
+    """Single-valued override lists that together use every value of every swept key: the
+    first value of each sweep, then each other value in turn. A sweep whose values cannot be
+    listed before Hydra runs (glob, interval) is left out of the check."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - let compose report the syntax error on one line
+        return [overrides]
+    choices = []
+    for text, o in zip(overrides, parsed):
+        if o.is_sweep_override():
+            key = o.get_key_element()
+            try:
+                values = [f"{key}={v}" for v in o.sweep_string_iterator()]
+            except Exception:  # noqa: BLE001 - glob(...) / interval(...) need Hydra's loader
+                continue
+            choices.append(values or [text])
+        else:
+            choices.append([text])
+    first = [c[0] for c in choices]
+    variants = [first]
+    for i, values in enumerate(choices):
+        for v in values[1:]:
+            variants.append(first[:i] + [v] + first[i + 1:])
+    return variants

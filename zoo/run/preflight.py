@@ -1,0 +1,150 @@
+"""A run's plan, made once before anything trains (`plan_run`): the config validated, the data
+files and this machine checked, the run directory chosen and locked, the checkpoint it resumes
+found and held against the command. zoo-train makes it before Hydra writes into the directory;
+`zoo.train` makes it from Python; `zoo.run.lifecycle.execute` runs it. (The memory planner is another thing: `zoo.plan`.)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from zoo.config.errors import CheckpointError, ConfigError, ZooError
+from zoo.config.rundir import RunDir
+from zoo.config.root import ZooConfig
+from zoo.run.lock import acquire, claim_default, owner_of, release, runs_with_checkpoints, _alive
+from zoo.run.rank import launch_rank
+
+
+class PlanRefused(ZooError):
+    """A run that cannot start. `recorded_in`: the run directory whose failed.json says so (the
+    directory is this run's, e.g. its checkpoint is damaged); None where nothing was written (a
+    config mistake, another run's directory)."""
+
+    def __init__(self, message: str, recorded_in: Optional[Path] = None):
+        super().__init__(message)
+        self.recorded_in = recorded_in
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What `execute` runs: the composed config and its validated schema, the run directory,
+    the checkpoint it continues (`resume.path` None: a fresh start), the summary of a finished
+    run that this command would only repeat, and whether this process holds the lock."""
+
+    cfg: Any  # the composed DictConfig, as zoo.compose returns it
+    spec: ZooConfig
+    run_dir: Path
+    resume: Any  # zoo.training.resume.Resume
+    finished: Optional[dict] = None
+    locked: bool = False
+
+
+def holds_lock(run_dir: Path) -> bool:
+    owner = owner_of(run_dir) or {}
+    return owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname()
+
+
+def check(cfg) -> ZooConfig:
+    """The checks that need no run directory: the config, its local data files, this machine.
+    Nothing is written; a mistake raises a ZooError on one line."""
+    from zoo.config.data import DataSource
+    from zoo.config.validate import validate
+    from zoo.data.files import check_local_paths
+    from zoo.training.machine import check_machine
+
+    spec = validate(cfg)
+    if spec.data.source == DataSource.local:  # a missing, empty or unknown file: before torch loads
+        check_local_paths(spec.data.path, spec.data.val_path)
+    check_machine(spec)
+    return spec
+
+
+def plan_run(cfg, run_dir: str | os.PathLike, *, lock: bool = True, rename_if_taken: bool = False,
+         spec: Optional[ZooConfig] = None) -> RunPlan:
+    """The plan of `cfg` (composed by `zoo.compose`) in `run_dir`.
+
+    `lock`: rank 0 takes the directory's lock (a live owner, or a directory holding files but
+    no zoo run, is refused with nothing written); the plan's `locked` says whether it did, and
+    `execute` gives it back. `rename_if_taken`: a directory that exists already is not used;
+    the first free `run_dir-N` is (zoo-train's default runs/DATE/TIME, for two runs started in
+    the same second). `spec`: the result of `check(cfg)`, when the caller has it.
+
+    Raises PlanRefused (a ZooError) for a run that cannot start."""
+    from zoo.training.resume import already_finished, prepare_resume
+    from zoo.training.resume_check import ResumeMismatch
+
+    run_dir = Path(run_dir)
+    spec = spec if spec is not None else _checked(cfg)
+    locked = False
+    if launch_rank() == 0:
+        try:
+            if rename_if_taken:
+                run_dir = claim_default(run_dir)
+            if lock and not holds_lock(run_dir):
+                acquire(run_dir)
+                locked = True
+        except ZooError as exc:  # a live owner, or someone else's files: left as they are
+            raise PlanRefused(str(exc)) from None
+        except OSError as exc:
+            raise PlanRefused(f"run directory {run_dir}: {exc.strerror or exc}") from None
+    try:
+        resume = prepare_resume(spec, run_dir)
+        finished = already_finished(spec, run_dir, resume)
+    except ResumeMismatch as exc:  # the directory holds another run: its records stay as they are
+        _give_back(run_dir, locked)
+        raise PlanRefused(str(exc)) from None
+    except (ConfigError, CheckpointError) as exc:  # this run's own checkpoint: said in its failed.json
+        recorded = _record(run_dir, str(exc))
+        _give_back(run_dir, locked)
+        raise PlanRefused(str(exc), recorded_in=run_dir if recorded else None) from None
+    except BaseException:
+        _give_back(run_dir, locked)
+        raise
+    return RunPlan(cfg=cfg, spec=spec, run_dir=run_dir, resume=resume, finished=finished, locked=locked)
+
+
+def latest_run(spec: ZooConfig, root: Path) -> Path:
+    """`ckpt_path=last` with no run directory named: the most recently saved run under `root`
+    (ROOT/DATE/TIME) that this command describes (the same check as any resume) and whose owner
+    is not running. PlanRefused when there is none."""
+    from zoo.training.resume import check_resume_config
+
+    candidates = runs_with_checkpoints(root)
+    for run in candidates:
+        owner = owner_of(run)
+        if owner and _alive(owner):
+            continue
+        try:
+            check_resume_config(str(RunDir(run).last), spec)
+        except (ConfigError, CheckpointError):
+            continue
+        return run
+    if not candidates:
+        raise PlanRefused(f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, "
+                          f"or give hydra.run.dir=DIR of the run to resume")
+    raise PlanRefused(f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was "
+                      f"made by this command (model, data, tokenizer, task, optimizer and schedule must match); "
+                      f"give hydra.run.dir=DIR to name one")
+
+
+def _checked(cfg) -> ZooConfig:
+    try:
+        return check(cfg)
+    except ZooError as exc:
+        raise PlanRefused(str(exc)) from None
+
+
+def _give_back(run_dir: Path, locked: bool) -> None:
+    if locked:
+        release(run_dir)
+
+
+def _record(run_dir: Path, message: str) -> bool:
+    """failed.json, from rank 0 (`zoo.run.records`)."""
+    from zoo.run.records import record_failure
+    from zoo.config.rundir import RunFailure
+
+    return record_failure(run_dir, RunFailure(error=message))
