@@ -135,12 +135,12 @@ def test_compare_names_a_damaged_record_and_reports_the_rest(rope_run, tmp_path)
 
 @pytest.mark.slow
 def test_a_run_that_never_started_is_no_arm_of_the_comparison(rope_run, tmp_path, cli_here):
-    """A command refused after it took its run directory (a checkpoint to resume that is not
+    """An arm of a sweep refused after it took its directory (a checkpoint to resume that is not
     there) leaves failed.json and no metrics: zoo-compare names it and leaves it out."""
     sweep = tmp_path / "sweep"
     shutil.copytree(rope_run, sweep / "done")
-    refused = cli_here("train", *tiny_overrides(sweep / "refused"), "model/position=alibi",
-                       f"ckpt_path={tmp_path / 'missing.ckpt'}")
+    refused = cli_here("train", "-m", *tiny_overrides(), "model/position=alibi", f"ckpt_path={tmp_path / 'missing.ckpt'}",
+                       f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=refused")
     assert refused.returncode != 0 and (sweep / "refused" / "failed.json").is_file(), refused.stderr[-2000:]
     result = cli_here("compare", str(sweep))
     assert result.returncode == 0, result.stderr[-3000:]
