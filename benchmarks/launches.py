@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import zoo
 from zoo.bench.subjects import build_subject
 from zoo.bench.workload import Workload
-from zoo.config.convert import as_model_config
+from zoo.config.schema.convert import as_model_config
 
 SHAPE = ["model=gpt", "model.d_model=64", "model.n_heads=2", "model.n_layers=12", "model.vocab_size=512",
          "model.max_seq_len=1024", "model.dropout=0.0"]

@@ -60,11 +60,11 @@ TARGETS: list[tuple[str, list[str]]] = [
     ("zoo/models/*.py", MODEL_TESTS),
     ("zoo/data/resumable.py", ["tests/data/test_resumable.py"]),
     ("zoo/tasks/optim.py", ["tests/tasks/test_optim.py"]),
-    ("zoo/training/rng.py", ["tests/training/test_rng.py"]),
-    ("zoo/training/checkpoint/saving.py", ["tests/training/test_atomic_save.py"]),
+    ("zoo/training/resume/rng.py", ["tests/training/resume/test_rng.py"]),
+    ("zoo/training/checkpoint/saving.py", ["tests/training/checkpoint/test_atomic_save.py"]),
     ("zoo/compare/stats.py", ["tests/compare/test_stats.py"]),
     ("zoo/compare/powerlaw.py", ["tests/compare/test_powerlaw.py"]),
-    ("zoo/training/tracking.py", ["tests/training/test_tracker_parts.py"]),
+    ("zoo/training/tracking/identity.py", ["tests/training/tracking/test_tracker_parts.py"]),
     ("zoo/interop/hf/*.py", ["tests/interop/test_hf.py"]),
 ]
 # the core: what the committed run covers
@@ -75,7 +75,7 @@ CORE = [
     "zoo/nn/position/rope.py", "zoo/nn/position/shaw.py", "zoo/nn/position/sinusoidal.py",
     "zoo/models/base.py", "zoo/models/decoder_only.py", "zoo/models/encoder_decoder.py",
     "zoo/models/encoder_only.py", "zoo/models/generate.py", "zoo/data/resumable.py", "zoo/tasks/optim.py",
-    "zoo/training/rng.py", "zoo/training/checkpoint/saving.py", "zoo/compare/stats.py",
+    "zoo/training/resume/rng.py", "zoo/training/checkpoint/saving.py", "zoo/compare/stats.py",
     "zoo/interop/hf/common.py", "zoo/interop/hf/gpt2.py", "zoo/interop/hf/llama.py", "zoo/interop/hf/t5.py",
     "zoo/interop/hf/bert.py", "zoo/interop/hf/bart.py",
 ]

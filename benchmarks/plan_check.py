@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from zoo.config.model import ModelConfig
+from zoo.config.schema.model import ModelConfig
 from zoo.plan.measure import peak_training_memory
 from zoo.plan.options import PlanOptions
 from zoo.plan.planner import plan

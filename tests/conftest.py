@@ -18,7 +18,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from zoo.config.model import Activation, Family, NormPlacement, NormType, PositionKind
+from zoo.config.schema.model import Activation, Family, NormPlacement, NormType, PositionKind
 
 FAMILIES = [f.value for f in Family]
 POSITIONS = [p.value for p in PositionKind]

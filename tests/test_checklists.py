@@ -61,7 +61,7 @@ def test_docs_point_at_every_checklist():
 
 def test_a_name_that_does_not_exist_is_caught(tmp_path):
     fake = tmp_path / "README.md"
-    fake.write_text("## Adding\n`zoo/config/positions.py:POSITION_FACTS` `zoo/config/positions.py:NO_SUCH_TABLE` "
-                    "`zoo/config/model.py:PositionConfig.no_such_method` `zoo/no_such_file.py` `zoo/nn/NAME.py`\n")
-    assert missing(fake) == ["zoo/config/positions.py:NO_SUCH_TABLE",
-                             "zoo/config/model.py:PositionConfig.no_such_method", "zoo/no_such_file.py"]
+    fake.write_text("## Adding\n`zoo/config/facts/positions.py:POSITION_FACTS` `zoo/config/facts/positions.py:NO_SUCH_TABLE` "
+                    "`zoo/config/schema/model.py:PositionConfig.no_such_method` `zoo/no_such_file.py` `zoo/nn/NAME.py`\n")
+    assert missing(fake) == ["zoo/config/facts/positions.py:NO_SUCH_TABLE",
+                             "zoo/config/schema/model.py:PositionConfig.no_such_method", "zoo/no_such_file.py"]

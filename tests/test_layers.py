@@ -88,6 +88,68 @@ def test_no_module_imports_a_layer_above_its_own():
     assert upward_imports(ROOT) == []
 
 
+# Inside a package, its rooms (subpackages, and the modules beside them) have layers of their
+# own: a room imports only rooms of the layers below it. A module that sits in the package
+# itself is a room of its own name. `if TYPE_CHECKING:` imports (type names only) do not count.
+ROOMS: dict[str, list[set[str]]] = {
+    "config": [{"paths", "lazy"}, {"errors"}, {"choice"}, {"facts"}, {"schema"}, {"records", "safety"}],
+    "training": [{"stops", "quiet", "checkpoint", "monitor"}, {"signals", "tracking"}, {"distributed"},
+                 {"resume"}, {"build"}, {"machine", "start", "fit", "finish", "run", "evaluate"}],
+}
+STEPS = {"machine", "start", "fit", "finish", "run", "evaluate"}  # the run's steps call one another
+
+
+def _room(package: str, module: str) -> str:
+    return module.split(".")[2] if module.count(".") >= 2 else "__init__"
+
+
+def _type_only_lines(tree: ast.AST) -> set[int]:
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            lines |= {n.lineno for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")}
+    return lines
+
+
+def room_imports_upward(root: Path) -> list[str]:
+    problems = []
+    for package, layers in ROOMS.items():
+        rank = {room: r for r, rooms in enumerate(layers) for room in rooms}
+        for path in sorted((root / "zoo" / package).rglob("*.py")):
+            here = _room(package, module_name(path, root))
+            if here == "__init__":
+                continue  # the package's front door
+            skipped = _type_only_lines(ast.parse(path.read_text()))
+            for module, line in imported_modules(path, root):
+                if not module.startswith(f"zoo.{package}.") or line in skipped:
+                    continue
+                there = _room(package, module)
+                if there == here or (here in STEPS and there in STEPS):
+                    continue
+                if there not in rank or here not in rank or rank[there] >= rank[here]:
+                    problems.append(f"{path.relative_to(root)}:{line}: {here} -> {there}")
+    return problems
+
+
+def test_every_room_of_config_and_training_has_a_layer():
+    for package, layers in ROOMS.items():
+        rooms = {p.stem for p in (ROOT / "zoo" / package).iterdir()
+                 if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").is_file()}
+        assert rooms == set().union(*layers), f"zoo/{package}: rooms without a layer or gone: {rooms ^ set().union(*layers)}"
+
+
+def test_no_room_imports_a_room_above_its_own():
+    assert room_imports_upward(ROOT) == []
+
+
+def test_a_planted_upward_room_import_fails_the_check(tmp_path):
+    shutil.copytree(ROOT / "zoo", tmp_path / "zoo", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "zoo" / "training" / "signals" / "planted.py").write_text("from zoo.training.build import module\n")
+    (tmp_path / "zoo" / "config" / "facts" / "planted.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zoo.config.schema import model\n")
+    assert room_imports_upward(tmp_path) == ["zoo/training/signals/planted.py:1: signals -> build"]
+
+
 @pytest.mark.parametrize("planted, where", [
     ("from zoo.training.run import train\n", "module"),
     ("def f():\n    from zoo.models import build_model\n    return build_model\n", "function"),
@@ -105,11 +167,14 @@ def test_a_planted_upward_import_fails_the_check(tmp_path, planted, where):
 
 # Imports of zoo modules inside functions: the tools defer theirs so that `--help` and a refused
 # command answer without loading torch; elsewhere only these, two breaking a real cycle and one
-# keeping Lightning out of a comparison that does not evaluate checkpoints.
+# keeping Lightning out of a comparison that does not evaluate checkpoints, one keeping torch out of
+# a run's refusals.
 DEFERRED_OK = {
-    ("zoo.config.model", "zoo.config.params"),  # the count reads the schema's enums
+    ("zoo.config.schema.model", "zoo.config.schema.params"),  # the count reads the schema's enums
     ("zoo.data.tokenizers.base", "zoo.data.tokenizers.registry"),  # the registry builds on base
     ("zoo.compare.report", "zoo.compare.lengths"),  # lengths= evaluates checkpoints; nothing else does
+    # a run's plan refuses a config, its data files or this machine before torch loads
+    ("zoo.run.preflight", "zoo.training.resume.point"),
 }
 
 
@@ -157,7 +222,7 @@ def _all_modules(package: str) -> str:
 
 
 def test_config_loads_no_torch():
-    loaded = _loaded_after("import zoo.config\nimport zoo.config.validate")
+    loaded = _loaded_after("import zoo.config\nimport zoo.config.schema.validate")
     assert "torch" not in loaded and "lightning" not in loaded
     assert "torch" not in _loaded_after(_all_modules("config"))
 
@@ -177,3 +242,33 @@ def test_a_comparison_loads_no_torch_until_it_evaluates_lengths():
     loaded = _loaded_after(f"import zoo.compare, zoo.cli.compare\n{refused}")
     assert not loaded & {"torch", "lightning"}, loaded & {"torch", "lightning"}
     assert "torch" in _loaded_after("import zoo.compare.lengths")
+
+
+def test_every_module_says_what_it_owns_on_its_first_line():
+    """A new engineer finds their room from the tree and the first lines alone."""
+    silent = []
+    for path in sorted((ROOT / "zoo").rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        if not doc or len(doc.splitlines()[0].split()) < 3:
+            silent.append(str(path.relative_to(ROOT)))
+    assert silent == []
+
+
+def confusable_names(root: Path) -> list[tuple[str, str]]:
+    """Rooms of one folder whose names differ only by a suffix (resume / resume_check,
+    tracker / trackers)."""
+    found = []
+    for folder in sorted({p.parent for p in (root / "zoo").rglob("*.py")}):
+        names = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+        names |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+        found += [(f"{folder.relative_to(root)}/{a}", b) for a in sorted(names) for b in sorted(names)
+                  if b.startswith(a + "_") or b == a + "s"]
+    return found
+
+
+def test_no_two_rooms_differ_only_by_a_suffix(tmp_path):
+    assert confusable_names(ROOT) == []
+    (tmp_path / "zoo" / "training").mkdir(parents=True)
+    for name in ("resume.py", "resume_check.py"):
+        (tmp_path / "zoo" / "training" / name).write_text('"""A planted module."""\n')
+    assert confusable_names(tmp_path) == [("zoo/training/resume", "resume_check")]

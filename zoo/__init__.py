@@ -20,10 +20,10 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "ZooError": "zoo.config.errors",
     "ConfigError": "zoo.config.errors",
-    "ModelConfig": "zoo.config.model",
-    "ZooConfig": "zoo.config.root",
+    "ModelConfig": "zoo.config.schema.model",
+    "ZooConfig": "zoo.config.schema.root",
     "compose": "zoo.cli.compose",
-    "validate": "zoo.config.validate",
+    "validate": "zoo.config.schema.validate",
     "ModelOutput": "zoo.models",
     "ModelSummary": "zoo.models",
     "build_model": "zoo.models",

@@ -13,7 +13,7 @@ import zoo
 from zoo.bench.peers import PeerUnavailable
 from zoo.bench.subjects import build_subject
 from zoo.bench.workload import Workload
-from zoo.config.convert import as_model_config
+from zoo.config.schema.convert import as_model_config
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.vocab_size=128", "model.max_seq_len=64"]
 

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from zoo.config.model import ModelConfig
+from zoo.config.schema.model import ModelConfig
 from zoo.plan.measure import peak_training_memory
 from zoo.plan.options import PlanOptions
 from zoo.plan.planner import BUCKETS, GATHERED, largest_micro_batch, plan

@@ -8,7 +8,7 @@ import runpy
 import signal
 import sys
 
-from zoo.training.interrupt import Interrupt
+from zoo.training.signals.interrupt import Interrupt
 
 STEP, BATCH = int(sys.argv[1]), int(sys.argv[2])
 _original = Interrupt.on_validation_batch_end

@@ -15,7 +15,7 @@ from zoo.cli.args import parse
 from zoo.cli.eval import EvalArgs
 from zoo.cli.generate import GenerateArgs
 from zoo.config.errors import CheckpointError, ConfigError
-from zoo.config.rundir import locate_checkpoint
+from zoo.config.records.rundir import locate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 

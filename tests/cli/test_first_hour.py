@@ -19,7 +19,7 @@ import torch
 
 from tests.cli.conftest import tiny_overrides
 from tests.conftest import run_main
-from tests.distributed.conftest import wait_for
+from tests.training.distributed.conftest import wait_for
 
 TOOLS = {"zoo-train": "zoo.cli.train", "zoo-generate": "zoo.cli.generate", "zoo-eval": "zoo.cli.eval",
          "zoo-compare": "zoo.cli.compare", "zoo-export": "zoo.cli.export"}

@@ -99,7 +99,7 @@ def test_help_lists_every_key_of_the_schema_with_its_default_and_help(script, ca
 
 
 def test_zoo_train_help_lists_every_section_key_at_the_value_in_use(capsys, monkeypatch):
-    from zoo.config.root import ZooConfig
+    from zoo.config.schema.root import ZooConfig
 
     status, out, err = run_main(entry("zoo-train"), ["zoo-train", "model=llama", "--help"], capsys, monkeypatch)
     assert status == 0, err[-2000:]
@@ -206,7 +206,7 @@ def test_user_errors_derive_from_zoo_error_and_still_from_value_error():
     from zoo.data.errors import DataError
     from zoo.data.tokenizers.state import TokenizerStateError
     from zoo.training.checkpoint.files import CheckpointError
-    from zoo.training.resume_check import ResumeMismatch
+    from zoo.training.resume.match import ResumeMismatch
 
     assert zoo.ZooError is ZooError
     for cls in (ConfigError, DataError, CheckpointError, TokenizerStateError, ResumeMismatch):

@@ -11,7 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from zoo.cli import launch
-from zoo.training import rng
+from zoo.training.resume import rng
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_torchrun_ranks_agree_through_the_agent_store(clean_env):
     """Two 'ranks' with different clocks ask the same store: both get the first one's time."""
     from datetime import timedelta
 
-    from tests.distributed.conftest import free_port
+    from tests.training.distributed.conftest import free_port
 
     port = free_port()
     server = torch.distributed.TCPStore("127.0.0.1", port, is_master=True, timeout=timedelta(seconds=30))

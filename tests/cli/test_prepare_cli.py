@@ -64,7 +64,7 @@ def test_sigterm_stops_a_preparation_with_one_line_and_keeps_its_shards(tmp_path
     import os
     import signal
 
-    from tests.distributed.conftest import wait_for
+    from tests.training.distributed.conftest import wait_for
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"line {i}: some words of a document, and more words after them\n"

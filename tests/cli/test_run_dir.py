@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.cli.conftest import tiny_overrides
-from tests.distributed.conftest import wait_for
+from tests.training.distributed.conftest import wait_for
 
 
 def _seed(run) -> int:

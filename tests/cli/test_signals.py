@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.distributed.conftest import model_state, wait_for
+from tests.training.distributed.conftest import model_state, wait_for
 from zoo.training.checkpoint.files import read_checkpoint
 
 RUN = ["trainer.max_steps=120", "trainer.val_check_interval=40", "callbacks.checkpoint_every_n_steps=10",

@@ -21,7 +21,7 @@ import yaml
 
 from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.cli.wandb_offline import read_offline_run
-from tests.distributed.conftest import free_port, wait_for
+from tests.training.distributed.conftest import free_port, wait_for
 
 from mlflow.tracking import MlflowClient  # the test extras install mlflow and wandb
 

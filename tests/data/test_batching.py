@@ -4,7 +4,7 @@ import pytest
 
 from zoo.config.errors import ConfigError
 from zoo.data import build_tokenizer, check_vocab, per_device_batch
-from zoo.config.data import TokenizerConfig
+from zoo.config.schema.data import TokenizerConfig
 
 
 @pytest.mark.parametrize("global_batch, world, cap, expected", [

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from zoo.config.corpora import CORPUS_ROWS
-from zoo.config.data import (
+from zoo.config.facts.corpora import CORPUS_ROWS
+from zoo.config.schema.data import (
     DataConfig,
     DataSource,
     TokenizerConfig,

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from zoo.config.data import DataConfig
+from zoo.config.schema.data import DataConfig
 from zoo.data import DataError, ZooDataModule, load_files, load_splits
 
 ROWS = [{"text": f"line number {i} of the file", "label": "even" if i % 2 == 0 else "odd",
@@ -133,7 +133,7 @@ def test_nested_columns_are_addressed_with_dots(tmp_path):
     """WMT-style rows {"translation": {"en": ..., "es": ...}} are read with dotted column names."""
     import json
 
-    from zoo.config.data import as_data_config
+    from zoo.config.schema.data import as_data_config
     from zoo.data.sources import load_splits
 
     path = tmp_path / "pairs.jsonl"

@@ -16,7 +16,7 @@ import transformers  # noqa: F401  (a test dependency: missing, these tests fail
 
 from tests.interop.tiny_hf import save_tokenizer  # noqa: E402
 from zoo.data.tokenizers.state import tokenizer_from_state, tokenizer_state  # noqa: E402
-from zoo.config.data import TokenizerConfig  # noqa: E402
+from zoo.config.schema.data import TokenizerConfig  # noqa: E402
 from zoo.config.errors import ConfigError  # noqa: E402
 from zoo.cli.refusals import refusal  # noqa: E402
 from zoo.data import (DataError, IGNORE_INDEX, MaskingCollator, build_datamodule, build_tokenizer,  # noqa: E402

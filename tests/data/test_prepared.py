@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.distributed.conftest import wait_for
+from tests.training.distributed.conftest import wait_for
 from zoo.data import build_datamodule
 from zoo.data.files import load_files
 from zoo.data.packing import concat_ids

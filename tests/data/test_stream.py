@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from zoo.config.data import TokenizerConfig
+from zoo.config.schema.data import TokenizerConfig
 from zoo.data import TOKENIZERS, build_tokenizer
 from zoo.data.corpora import load_pydoc
 from zoo.data.prompts import continue_text

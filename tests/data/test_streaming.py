@@ -12,7 +12,7 @@ import torch
 
 import zoo.data.streaming as streaming
 from tests.cli.conftest import tiny_overrides
-from tests.distributed.conftest import model_state
+from tests.training.distributed.conftest import model_state
 from zoo.data.packing import PackedBlocks
 from zoo.data.streaming import StreamedWindows, StreamLoader, token_windows
 from zoo.data.tokenizers import ByteTokenizer

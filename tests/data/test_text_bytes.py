@@ -12,7 +12,7 @@ import pytest
 import transformers  # noqa: F401  (kind hf needs it: missing, these tests fail rather than skip)
 
 from tests.interop.tiny_hf import save_tokenizer
-from zoo.config.data import TokenizerConfig
+from zoo.config.schema.data import TokenizerConfig
 from zoo.data import build_tokenizer
 from zoo.data.corpora.kjv import kjv_verses
 from zoo.data.tokenizers import TextBytes

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from zoo.config.data import TokenizerConfig
+from zoo.config.schema.data import TokenizerConfig
 from zoo.data import DataError, SPECIAL_IDS, TOKENIZERS, Tokenizer, build_tokenizer, load_tokenizer
 from zoo.data.corpora import load_pydoc
 
@@ -115,7 +115,7 @@ def test_load_from_a_directory_without_tokenizer(tmp_path):
 
 RACE = """
 import sys
-from zoo.config.data import TokenizerConfig
+from zoo.config.schema.data import TokenizerConfig
 from zoo.data.corpora import load_pydoc
 from zoo.data.tokenizers import build_tokenizer
 texts = list(load_pydoc()["text"])

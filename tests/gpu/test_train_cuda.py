@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.distributed.conftest import model_state, sigkill_when
+from tests.training.distributed.conftest import model_state, sigkill_when
 from zoo.training.checkpoint.files import read_checkpoint
 
 pytestmark = [pytest.mark.gpu,

@@ -171,7 +171,7 @@ def test_a_stop_rule_is_refused_for_beam_search():
     own beams, so it is refused rather than stepping apart."""
     import zoo
     from tests.conftest import tiny
-    from zoo.config.generation import GenerationConfig
+    from zoo.config.schema.generation import GenerationConfig
     from zoo.models.generate import generate
 
     model = zoo.build_model(tiny())

@@ -11,7 +11,7 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.config.data import as_data_config
+from zoo.config.schema.data import as_data_config
 from zoo.data.corpora.numbers import english, spanish
 from zoo.data.sources import load_splits
 from zoo import train

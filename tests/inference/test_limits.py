@@ -11,7 +11,7 @@ import torch
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, tiny
 from zoo.config import ConfigError, ModelConfig, PositionKind
-from zoo.config.positions import POSITION_FACTS
+from zoo.config.facts.positions import POSITION_FACTS
 from zoo.data.tokenizers import build_tokenizer
 from zoo.models.generate import GenerationConfig, generate
 from zoo.models.limits import check_lengths, check_memory, kv_cache_bytes

@@ -26,7 +26,7 @@ PRESETS = {  # name: (overrides, transformers Auto class that loads the export)
 @pytest.mark.slow
 def test_a_trained_checkpoint_exports_and_loads_in_transformers(tmp_path, name, cli_here):
     """zoo-train and zoo-export as their main() in this process (zoo-export runs as a process of
-    its own in tests/distributed/test_fsdp.py); transformers loads what it wrote."""
+    its own in tests/training/distributed/test_fsdp.py); transformers loads what it wrote."""
     overrides, auto = PRESETS[name]
     run = tmp_path / "run"
     trained = cli_here("train", *tiny_overrides(run), *overrides)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import zoo
 from tests.conftest import ACTIVATIONS, FAMILIES, NORM_TYPES, NORMS, POSITIONS
 from zoo.config.errors import ConfigError
-from zoo.config.model import GATED, Activation, ModelConfig
-from zoo.config.params import non_embedding_params
+from zoo.config.schema.model import GATED, Activation, ModelConfig
+from zoo.config.schema.params import non_embedding_params
 
 BUDGET = 200_000
 
@@ -170,7 +170,7 @@ def test_random_configs_count_as_built(cfg):
 
 def test_a_budget_is_met_without_torch():
     """Sizing d_ff from a budget is config work: it loads no torch."""
-    code = ("import sys, zoo.config.model as m\n"
+    code = ("import sys, zoo.config.schema.model as m\n"
             "m.ModelConfig(d_model=64, n_heads=4, n_layers=2, vocab_size=100, max_seq_len=32, "
             "param_budget=50000)\n"
             "print('torch' in sys.modules)")

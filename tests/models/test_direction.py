@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import zoo
-from zoo.config.positions import PositionKind
+from zoo.config.facts.positions import PositionKind
 from tests.conftest import sharp
 
 

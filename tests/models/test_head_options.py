@@ -102,7 +102,7 @@ def test_position_offset_reads_rows_after_the_offset(family):
                                         ("position", {"kind": "learned", "offset": -1})])
 def test_bad_values_are_refused(key, value):
     from zoo.config.errors import ConfigError
-    from zoo.config.model import ModelConfig
+    from zoo.config.schema.model import ModelConfig
 
     with pytest.raises(ConfigError, match="token_types|attention_scale|offset"):
         ModelConfig(**{**tiny("decoder_only", "learned"), key: value})
@@ -113,7 +113,7 @@ def test_bad_values_are_refused(key, value):
 def test_token_loss_ignores_rows_without_a_target(family, output_loss):
     """Rows whose target is -100 weigh nothing: the loss is the mean cross-entropy of the others
     (F.cross_entropy's ignore_index), with and without label smoothing."""
-    from zoo.config.train import OutputLoss
+    from zoo.config.schema.task import OutputLoss
 
     torch.manual_seed(0)
     model = zoo.build_model(tiny(family, "learned")).eval()

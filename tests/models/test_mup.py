@@ -14,8 +14,8 @@ import torch.nn.functional as F
 import zoo
 from tests.conftest import FAMILIES
 from zoo.config.errors import ConfigError
-from zoo.config.model import MUP_BASE_D_MODEL, ModelConfig
-from zoo.config.train import OptimConfig, SchedulerConfig
+from zoo.config.schema.model import MUP_BASE_D_MODEL, ModelConfig
+from zoo.config.schema.train import OptimConfig, SchedulerConfig
 from zoo.models.parametrization import optimizer_scales
 from zoo.tasks.optim import build_optimizer, parameter_groups
 
@@ -350,7 +350,7 @@ def test_a_mup_model_matches_no_hugging_face_family():
 def test_a_checkpoint_from_before_the_option_resumes_as_standard():
     """Its saved model config has no parametrization keys: it ran as standard, so the command's
     default resumes it, and mup is refused."""
-    from zoo.training.resume_check import ResumeMismatch, check_resume, saved_sections
+    from zoo.training.resume.match import ResumeMismatch, check_resume, saved_sections
 
     old = {k: v for k, v in ModelConfig().to_dict().items() if not k.startswith(("parametrization", "mup_"))}
     check_resume(saved_sections({"model": old}), {"model": ModelConfig().to_dict()}, "the checkpoint")

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from zoo.config.model import NormPlacement, NormType
-from zoo.config.convert import as_model_config
+from zoo.config.schema.model import NormPlacement, NormType
+from zoo.config.schema.convert import as_model_config
 from zoo.nn.attention import Attention, attention
 from zoo.nn.block import SubLayer
 from zoo.nn.norm import RMSNorm, build_norm

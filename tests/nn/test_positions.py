@@ -9,7 +9,7 @@ import torch
 
 import zoo
 from tests.conftest import FAMILIES, POSITIONS, tiny
-from zoo.config.convert import as_model_config
+from zoo.config.schema.convert import as_model_config
 from zoo.nn.attention import Attention, attention
 from zoo.nn.position import POSITIONS as REGISTRY
 from zoo.nn.position import build_position

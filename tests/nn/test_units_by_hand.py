@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import zoo
-from zoo.config.model import GATED, Activation
-from zoo.config.positions import PositionKind
+from zoo.config.schema.model import GATED, Activation
+from zoo.config.facts.positions import PositionKind
 from zoo.nn.attention import Attention
 from zoo.nn.cache import KVCache
 from zoo.nn.embedding import TokenEmbedding

@@ -15,9 +15,9 @@ from torch.profiler import profile
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from zoo.config.errors import ConfigError
-from zoo.config.model import Family
-from zoo.config.tasks import task_of_family
-from zoo.config.train import OptimConfig, OptimizerImpl
+from zoo.config.schema.model import Family
+from zoo.config.facts.tasks import task_of_family
+from zoo.config.schema.train import OptimConfig, OptimizerImpl
 from zoo.models.generate import GenerationConfig, compiled, generate
 from zoo.nn.cache import StaticKVCache
 from zoo.nn.chunked_loss import chunked_linear_cross_entropy

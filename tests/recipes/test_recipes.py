@@ -80,7 +80,7 @@ def test_the_glu_scaling_grid_matches_parameters_and_budgets_tokens_by_one_rule(
     """recipes/scale_glu.yaml: at every size, the four feed-forward units (recipes/arm/glu/*) have
     the same non-embedding parameter count, trainer.max_steps trains 3 tokens per parameter, and
     μP's base is the smallest size, where the model is the standard one."""
-    from zoo.config.params import non_embedding_params
+    from zoo.config.schema.params import non_embedding_params
 
     rates = {}
     for size, width in (("xs", 48), ("s", 96), ("m", 144), ("l", 192)):
@@ -108,13 +108,13 @@ def test_the_glu_scaling_grid_matches_parameters_and_budgets_tokens_by_one_rule(
 
 def test_steps_for_tokens_refuses_a_rule_that_trains_nothing():
     from zoo.config.errors import ConfigError
-    from zoo.config.params import steps_for_tokens
+    from zoo.config.schema.params import steps_for_tokens
 
     model = as_model_config(zoo.compose(config_name="scale_glu").model)
     with pytest.raises(ConfigError, match="tokens per parameter must be > 0, got 0.0"):
         steps_for_tokens(model, 0.0, 1024)
     assert steps_for_tokens(model, 1e-9, 1024) == 1
-    from zoo.config.validate import validate
+    from zoo.config.schema.validate import validate
 
     bad = zoo.compose(["trainer.max_steps=${zoo.steps_for_tokens:0}"], config_name="scale_glu")
     with pytest.raises(ConfigError, match=r"^trainer.max_steps: tokens per parameter must be > 0, got 0.0$"):
@@ -123,7 +123,7 @@ def test_steps_for_tokens_refuses_a_rule_that_trains_nothing():
 
 @pytest.mark.parametrize("max_steps, warmup, val_every", [(1, 1, 1), (10, 1, 5), (100, 10, 50), (1000, 100, 500)])
 def test_the_quick_recipe_fits_any_run_length(max_steps, warmup, val_every):
-    from zoo.config.validate import validate
+    from zoo.config.schema.validate import validate
 
     zc = validate(zoo.compose([f"trainer.max_steps={max_steps}", "scheduler=constant"] if max_steps == 1
                               else [f"trainer.max_steps={max_steps}"], config_name="quick"))
@@ -132,7 +132,7 @@ def test_the_quick_recipe_fits_any_run_length(max_steps, warmup, val_every):
 
 def test_a_warmup_longer_than_the_run_is_refused_with_the_fix():
     from zoo.config.errors import ConfigError
-    from zoo.config.validate import validate
+    from zoo.config.schema.validate import validate
 
     with pytest.raises(ConfigError, match=r"scheduler.warmup_steps=1 \(a tenth of the run\), or run -cn quick"):
         validate(zoo.compose(["trainer.max_steps=10"]))

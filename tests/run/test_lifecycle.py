@@ -12,7 +12,7 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.config.rundir import RunDir, RunFailure
+from zoo.config.records.rundir import RunDir, RunFailure
 from zoo.run import Outcome
 
 TINY = [o for o in tiny_overrides() if not o.startswith("hydra.")]
@@ -70,9 +70,9 @@ def test_zoo_train_plans_a_run_once(cli_here, tmp_path, monkeypatch):
     """zoo-train validates the config, checks the machine, finds the resume and applies
     init_from once for a run (the plan), however many steps read the plan afterwards."""
     import zoo.cli.compose
-    import zoo.config.validate
+    import zoo.config.schema.validate
     import zoo.training.machine
-    import zoo.training.resume
+    import zoo.training.resume.point
 
     calls = {"validate": 0, "check_machine": 0, "prepare_resume": 0, "with_init_from": 0}
 
@@ -85,9 +85,9 @@ def test_zoo_train_plans_a_run_once(cli_here, tmp_path, monkeypatch):
 
         monkeypatch.setattr(module, name, wrapper)
 
-    counted(zoo.config.validate, "validate")
+    counted(zoo.config.schema.validate, "validate")
     counted(zoo.training.machine, "check_machine")
-    counted(zoo.training.resume, "prepare_resume")
+    counted(zoo.training.resume.point, "prepare_resume")
     counted(zoo.cli.compose, "with_init_from")
     result = cli_here("train", *TINY, f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode == 0, result.stderr[-2000:]

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import zoo
 from tests.cli.conftest import tiny_overrides
 from tests.conftest import tiny
-from zoo.config.data import as_data_config
+from zoo.config.schema.data import as_data_config
 from zoo.data import build_tokenizer, load_tokenizer
 from zoo.data.collate import collate_seq2seq
 from zoo.data.corpora.kjv import kjv_verses

@@ -9,7 +9,7 @@ import torch
 
 import zoo
 from tests.conftest import tiny
-from zoo.config.train import OptimConfig, SchedulerConfig
+from zoo.config.schema.train import OptimConfig, SchedulerConfig
 from zoo.tasks.optim import build_optimizer, parameter_groups, schedule
 
 

@@ -9,7 +9,7 @@ import zoo
 from tests.conftest import tiny
 from zoo.config import ConfigError
 from zoo.tasks import TASKS
-from zoo.config.validate import validate
+from zoo.config.schema.validate import validate
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import zoo
-from zoo.config.convert import as_model_config
+from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError
-from zoo.config.params import parameter_parts
-from zoo.config.validate import validate
+from zoo.config.schema.params import parameter_parts
+from zoo.config.schema.validate import validate
 from zoo.training.machine import check_host_memory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def test_the_refusal_comes_before_torch_and_leaves_no_run_directory(tmp_path):
 
 def test_a_step_of_very_long_attention_is_warned_about_before_it_starts(capsys):
     from zoo.cli.compose import compose
-    from zoo.config.validate import validate
+    from zoo.config.schema.validate import validate
     from zoo.training.machine import warn_long_attention
 
     long = validate(compose(["model/position=rope", "data.seq_len=40000", "model.max_seq_len=40000",

@@ -16,8 +16,8 @@ from lightning.pytorch.callbacks import LearningRateMonitor
 from zoo.bench.timing import synchronize
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import zoo_task
-from zoo.training.callbacks import Throughput
-from zoo.training.loggers import RunCSVLogger
+from zoo.training.monitor.throughput import Throughput
+from zoo.training.tracking.loggers import RunCSVLogger
 from zoo.training.run import quiet_lightning
 
 

@@ -27,7 +27,7 @@ from zoo.bench.peers import PEERS, PeerUnavailable
 from zoo.bench.subjects import build_subject
 from zoo.bench.timing import interleaved, median, spread, timed
 from zoo.bench.workload import Workload
-from zoo.config.model import ModelConfig
+from zoo.config.schema.model import ModelConfig
 from zoo.config.errors import ConfigError
 from zoo.models.summary import summarize
 

@@ -8,7 +8,7 @@ import torch
 from zoo.bench.peers import PEERS
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import ZooSubject
-from zoo.config.model import ModelConfig
+from zoo.config.schema.model import ModelConfig
 
 SYSTEMS = ("zoo", *PEERS)
 

@@ -9,7 +9,7 @@ from typing import Callable, Optional, Protocol
 
 import torch
 
-from zoo.config.model import Family, ModelConfig
+from zoo.config.schema.model import Family, ModelConfig
 
 MLM_RATE = 0.15  # share of positions with a target in a masked-LM batch (Devlin et al. 2019)
 

@@ -9,9 +9,9 @@ from typing import Optional
 import torch
 
 from zoo.bench.workload import Workload, optimizer_step
-from zoo.config.model import Family
-from zoo.config.tasks import task_of_family
-from zoo.config.train import OptimConfig
+from zoo.config.schema.model import Family
+from zoo.config.facts.tasks import task_of_family
+from zoo.config.schema.train import OptimConfig
 from zoo.models.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.data.collate.padding import without_full_masks
@@ -21,7 +21,7 @@ from zoo.data.tokenizers.base import SPECIAL_IDS
 
 def zoo_task(work: Workload, task: Optional[dict] = None, optim: Optional[dict] = None):
     """The LightningModule zoo-train would build for this workload's model (dropout as given),
-    training its family's default task (`zoo.config.tasks.task_of_family`)."""
+    training its family's default task (`zoo.config.facts.tasks.task_of_family`)."""
     kind = task_of_family(work.family)
     return TASKS[kind](
         model=work.model.to_dict(),

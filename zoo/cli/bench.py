@@ -37,7 +37,7 @@ def configure(argv: list[str]):
     """zoo-bench's arguments -> (the zoo ModelConfig, BenchOptions, out path or None)."""
     from zoo.bench.options import SHAPES, BenchOptions
     from zoo.cli.args import parse
-    from zoo.config.convert import as_model_config
+    from zoo.config.schema.convert import as_model_config
     from zoo.config.errors import ConfigError
 
     own = {f.name for f in fields(BenchOptions)} | {f.name for f in fields(BenchOutput)}
@@ -65,7 +65,7 @@ def configure(argv: list[str]):
 def run(argv: list[str], log=print) -> dict:
     from zoo.bench.report import markdown
     from zoo.bench.run import run_bench
-    from zoo.config.atomic import write_text
+    from zoo.config.records.atomic import write_text
 
     model, opts, out = configure(argv)
     result = run_bench(model, opts, log=lambda m: log(f"{TOOL}: {m}", file=sys.stderr))

@@ -9,16 +9,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from zoo.config.convert import as_model_config
+from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
-from zoo.config.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
+from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
 from zoo.config.paths import CONFIG_NAME, config_source
-from zoo.config.store import register_configs
+from zoo.config.schema.store import register_configs
 
 
 
 def check_model(cfg: DictConfig) -> DictConfig:
-    """The model section's own checks (`zoo.config.validate` checks the whole run)."""
+    """The model section's own checks (`zoo.config.schema.validate` checks the whole run)."""
     as_model_config(cfg.model)
     return cfg
 
@@ -35,10 +35,10 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     As on the command line, `config_source_dir` replaces the primary config directory (`-cp`)
     and `config_dirs` are searched too (`-cd`). `return_hydra_config` keeps the `hydra:`
     section; `check=False` skips the model checks. The object names in the config are always
-    checked against the allow-list of `zoo.config.targets`. With `init_from=hf:DIR` the model
+    checked against the allow-list of `zoo.config.safety.targets`. With `init_from=hf:DIR` the model
     and tokenizer sections are DIR's (`zoo.interop.hf.init_from`)."""
     from zoo.cli.launch import register_resolvers
-    from zoo.config.targets import check_config_targets
+    from zoo.config.safety.targets import check_config_targets
 
     register_configs()
     register_resolvers()
@@ -190,7 +190,7 @@ def _reference_hydra(choices: dict) -> dict:
 
 def _check_hydra(cfg: DictConfig, overrides: list[str]) -> None:
     """Hydra's section of `cfg` holds only zoo's own values and checked settings
-    (`zoo.config.hydra_section`); its record of the overrides is the command line's; a sweep's
+    (`zoo.config.safety.hydra_section`); its record of the overrides is the command line's; a sweep's
     job directory lies inside the sweep directory."""
     given = OmegaConf.to_container(cfg.hydra, resolve=False)
     check_hydra_section(given, _reference_hydra(given["runtime"]["choices"]))

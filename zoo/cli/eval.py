@@ -41,7 +41,7 @@ def run(argv: list[str]) -> dict:
     path are checked before torch loads."""
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
-    from zoo.config.rundir import locate_checkpoint
+    from zoo.config.records.rundir import locate_checkpoint
 
     args, data_overrides = parse(EvalArgs, argv, passthrough=("data.",))
     if args.ckpt is None:
@@ -60,7 +60,7 @@ def run(argv: list[str]) -> dict:
 
     from omegaconf import OmegaConf
 
-    from zoo.config.data import as_data_config
+    from zoo.config.schema.data import as_data_config
     from zoo.data.errors import DataError
     from zoo.training.checkpoint.files import load_checkpoint
     from zoo.training.evaluate import evaluate
@@ -95,7 +95,7 @@ def run(argv: list[str]) -> dict:
         if note:
             print(f"{TOOL}: {note}", file=sys.stderr)
     if result["is_global_zero"] and args.out:
-        from zoo.config.atomic import write_text
+        from zoo.config.records.atomic import write_text
 
         write_text(args.out, json.dumps({k: v for k, v in result.items() if k != "is_global_zero"}, indent=2) + "\n")
     return result
@@ -107,7 +107,7 @@ def _beside_the_summary(ckpt: Path, result: dict) -> Optional[str]:
     batches; zoo-eval on the whole split unless limit_batches= says otherwise). None where the
     checkpoint is not in a finished run directory or either count is unknown."""
     from zoo.config.errors import ZooError
-    from zoo.config.rundir import RunDir, RunSummary
+    from zoo.config.records.rundir import RunDir, RunSummary
 
     run_dir = ckpt.parent.parent if ckpt.parent.name == RunDir.CHECKPOINTS else ckpt
     try:

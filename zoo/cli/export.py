@@ -37,7 +37,7 @@ def run(argv: list[str]) -> dict:
     loads."""
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
-    from zoo.config.rundir import locate_checkpoint
+    from zoo.config.records.rundir import locate_checkpoint
 
     args, _ = parse(ExportArgs, argv)
     if args.ckpt is None or args.out is None:

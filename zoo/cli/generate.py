@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional, TextIO
 
-from zoo.config.generation import GenerationConfig
+from zoo.config.schema.generation import GenerationConfig
 
 TOOL = "zoo-generate"
 USAGE = f"{TOOL} ckpt=PATH (prompt=TEXT | prompts=FILE) [KEY=VALUE ...]"
@@ -82,8 +82,8 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
     before torch loads."""
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
-    from zoo.config.generation import OPTIONS_OF
-    from zoo.config.rundir import locate_checkpoint
+    from zoo.config.schema.generation import OPTIONS_OF
+    from zoo.config.records.rundir import locate_checkpoint
 
     args, _ = parse(GenerateArgs, argv)
     if args.ckpt is None:
@@ -107,10 +107,10 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
         _check_output(key, getattr(args, key))
     ckpt = locate_checkpoint(args.ckpt)
 
-    from zoo.config.families import FAMILY_FACTS
-    from zoo.config.tasks import kinds_that, task_spec
+    from zoo.config.facts.families import FAMILY_FACTS
+    from zoo.config.facts.tasks import kinds_that, task_spec
     from zoo.cli.progress import Progress
-    from zoo.config.generation import Strategy
+    from zoo.config.schema.generation import Strategy
     from zoo.data.prompts import continue_text, encode_prompts
     from zoo.data.stream import TextStream
     from zoo.models.generate import generate, strip_special
@@ -246,7 +246,7 @@ def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None
     import torch
 
     from zoo.config.errors import ConfigError
-    from zoo.config.families import FAMILY_FACTS
+    from zoo.config.facts.families import FAMILY_FACTS
     from zoo.models.visualize import attention_maps, plot_attention
 
     piece = lambda i: tokenizer.decode([i]) or f"<{i}>"  # noqa: E731

@@ -120,8 +120,8 @@ def _steps_for_tokens(tokens_per_param, _root_) -> int:
     """`${zoo.steps_for_tokens:R}`: the trainer.max_steps that trains this config's model on R
     tokens per non-embedding parameter at data.global_batch_size × data.seq_len tokens a step
     (a size grid's training budget by one rule, e.g. in recipes/scale_glu.yaml)."""
-    from zoo.config.convert import as_model_config
-    from zoo.config.params import steps_for_tokens
+    from zoo.config.schema.convert import as_model_config
+    from zoo.config.schema.params import steps_for_tokens
 
     data = _root_.data
     return steps_for_tokens(as_model_config(_root_.model), float(tokens_per_param),

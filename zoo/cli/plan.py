@@ -41,14 +41,14 @@ def configure(argv: list[str]):
     out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
     opts, _ = parse(PlanOptions, [a for a in options if not a.startswith("out=")])
     from zoo.cli.compose import compose
-    from zoo.config.convert import as_model_config
+    from zoo.config.schema.convert import as_model_config
 
     cfg = compose(overrides)
     return as_model_config(cfg.model), opts, out
 
 
 def run(argv: list[str]) -> dict:
-    from zoo.config.atomic import write_text
+    from zoo.config.records.atomic import write_text
     from zoo.plan.planner import largest_micro_batch, plan
     from zoo.plan.report import as_json, markdown
 

@@ -33,8 +33,8 @@ class PrepareArgs:
 def run(argv: list[str]) -> dict:
     from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
-    from zoo.config.train import TaskConfig
-    from zoo.config.tasks import kinds_that, task_spec
+    from zoo.config.schema.task import TaskConfig
+    from zoo.config.facts.tasks import kinds_that, task_spec
 
     name, overrides, part = None, [], None
     args = iter(argv)

@@ -1,7 +1,7 @@
 """The combinations zoo refuses before training, each with the message its validation gives.
 
 The table is not written by hand: `refusal_table()` runs the real checks (`zoo.compose` and
-`zoo.config.validate`) on one example of each rule and prints what they say, and a test
+`zoo.config.schema.validate`) on one example of each rule and prints what they say, and a test
 keeps the copy in docs/composing.md equal to it.
 
     python -m zoo.cli.refusals      # the Markdown table of docs/composing.md
@@ -51,7 +51,7 @@ def refusal(overrides: list[str]) -> str | None:
     """The one-line message `zoo-train` gives for these overrides, or None if they are valid."""
     from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
-    from zoo.config.validate import validate
+    from zoo.config.schema.validate import validate
 
     try:
         validate(compose(overrides))

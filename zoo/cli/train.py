@@ -23,8 +23,8 @@ from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sw
 from zoo.cli.launch import (CLAIMED_DIR_ENV, RUN_TIME_ENV, SUBMITIT_FOLDER_ENV, agree_run_time, launch_rank,
                             register_resolvers)
 from zoo.config.paths import CONFIG_NAME, config_source
-from zoo.config.rundir import RunDir
-from zoo.config.store import register_configs
+from zoo.config.records.rundir import RunDir
+from zoo.config.schema.store import register_configs
 
 # at import, not only in main(): a SLURM job of a sweep unpickles the task function and
 # resolves the config without running main()
@@ -322,7 +322,7 @@ def main() -> None:
 
     args = parse_hydra_args(sys.argv[1:])
     if wants_help(sys.argv[1:]):  # zoo's help, from the schemas; Hydra's own is --hydra-help
-        from zoo.cli.train_help import train_help
+        from zoo.cli.config_help import train_help
 
         _check_overrides(args)  # a config naming code is refused before any help is shown
         serve("zoo-train", print, lambda: train_help(sys.argv[1:], __doc__))

@@ -3,7 +3,7 @@ each finished causal-LM run at multiples of the context it was trained on.
 
 Every run is evaluated on its own validation split (the same texts at every length: the split
 is made on rows before packing) with about `tokens` tokens per length. A bounded scheme (a
-learned position table; `zoo.config.positions.max_positions`) cannot reach past
+learned position table; `zoo.config.facts.positions.max_positions`) cannot reach past
 `model.max_seq_len`; those cells are reported as such, not left out. Results are cached in the
 run directory (`lengths.json`), so a second comparison costs nothing."""
 
@@ -14,13 +14,13 @@ import math
 from typing import Optional
 
 from zoo.compare.runs import Run, RunStatus
-from zoo.config.positions import max_positions
-from zoo.config.rundir import RunDir
-from zoo.config.tasks import kinds_that
+from zoo.config.facts.positions import max_positions
+from zoo.config.records.rundir import RunDir
+from zoo.config.facts.tasks import kinds_that
 from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.evaluate import evaluate
 from zoo.compare.stats import mean_std
-from zoo.config.atomic import write_text
+from zoo.config.records.atomic import write_text
 
 PAST_TABLE = "past the learned table"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.compare.stats import mean_std
-from zoo.config.atomic import replacing
+from zoo.config.records.atomic import replacing
 
 
 def _pyplot():

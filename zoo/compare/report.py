@@ -22,8 +22,8 @@ from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, line, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
-from zoo.config.atomic import replacing, write_text
-from zoo.config.rundir import RunDir
+from zoo.config.records.atomic import replacing, write_text
+from zoo.config.records.rundir import RunDir
 
 
 @dataclass

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from zoo.config.model import model_defaults
-from zoo.config.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
+from zoo.config.schema.model import model_defaults
+from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
 

@@ -48,7 +48,7 @@ from zoo.compare.runs import IGNORED, Run, epochs, number as _number
 from zoo.compare.select import leave_one_seed_out
 from zoo.compare.stats import difference, mean_std
 from zoo.compare.tune import _order, lower_is_better
-from zoo.config.atomic import write_text
+from zoo.config.records.atomic import write_text
 
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward
 BOOTSTRAP = 1000  # resamples of the seeds

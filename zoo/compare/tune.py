@@ -25,7 +25,7 @@ from zoo.compare.report import (_show, accounting_line, design_line, few_seed_wa
 from zoo.compare.runs import IGNORED, Run
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, difference, holm, mean_std
-from zoo.config.atomic import write_text
+from zoo.config.records.atomic import write_text
 
 # the last part of a metric's name -> whether a lower value is better
 DIRECTION = {"loss": True, "ppl": True, "bpb": True, "accuracy": False, "bleu": False, "exact_match": False}

@@ -1,7 +1,7 @@
 """Typed configuration schemas (no torch import)."""
 
 from zoo.config.errors import ConfigError
-from zoo.config.model import (
+from zoo.config.schema.model import (
     Activation,
     Family,
     ModelConfig,
@@ -10,7 +10,7 @@ from zoo.config.model import (
     PositionConfig,
     PositionKind,
 )
-from zoo.config.convert import as_model_config
+from zoo.config.schema.convert import as_model_config
 
 __all__ = [
     "Activation",

@@ -14,7 +14,7 @@ from zoo.config.lazy import lazy_exports
 # name -> the module that defines it; imported on first use (PEP 562), so that a torch-free part
 # such as `zoo.data.files` can be imported without the loaders, collators and torch
 _EXPORTS = {
-    "per_device_batch": "zoo.config.batching",
+    "per_device_batch": "zoo.config.schema.batching",
     "IGNORE_INDEX": "zoo.data.collate",
     "MaskingCollator": "zoo.data.collate",
     "collate_causal": "zoo.data.collate",

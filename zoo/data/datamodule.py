@@ -7,7 +7,7 @@
     ──► DataLoader(collate_fn) ──► dict of LongTensors, batch-first
 
 What a task reads and how it is batched (its columns, special tokens, packing, tokenizing step
-and collate function) is its row of `zoo.config.tasks.TASK_SPECS`; this module follows the row.
+and collate function) is its row of `zoo.config.facts.tasks.TASK_SPECS`; this module follows the row.
 
 The tokenizer and the prepared shards are cache entries named by `corpus_key` (the corpus's
 content and split) without reading the corpus: a run that finds both never loads the text.
@@ -24,7 +24,7 @@ from typing import Any, Optional
 import lightning as L
 import torch
 
-from zoo.config.data import (
+from zoo.config.schema.data import (
     as_data_config,
     as_tokenizer_config,
     DataConfig,
@@ -32,8 +32,8 @@ from zoo.config.data import (
     SENTENCEPIECE_KINDS,
     TokenizerConfig,
 )
-from zoo.config.batching import per_device_batch
-from zoo.config.tasks import TaskSpec, Tokenize, task_spec
+from zoo.config.schema.batching import per_device_batch
+from zoo.config.facts.tasks import TaskSpec, Tokenize, task_spec
 from zoo.data.collate import collate_for
 from zoo.data.collate.padding import without_full_masks
 from zoo.data.errors import DataError
@@ -241,7 +241,7 @@ class ZooDataModule(L.LightningDataModule):
                 fn = lambda ds: tokenize_classification(  # noqa: E731
                     ds, tokenizer, cfg.text_column, cfg.label_column, label_ids, cfg.seq_len)
             else:
-                raise ValueError(f"tokenize {self.spec.tokenize.value} has a member in zoo.config.tasks.Tokenize "
+                raise ValueError(f"tokenize {self.spec.tokenize.value} has a member in zoo.config.facts.tasks.Tokenize "
                                  f"but no branch here")
             self._tokenized = {s: fn(splits[s]) for s in ("train", "validation")}
         return self._tokenized

@@ -8,8 +8,8 @@ import json
 import math
 from typing import Optional
 
-from zoo.config.corpora import PYTHON, CorpusRow, corpus_row
-from zoo.config.data import DataConfig, DataSource
+from zoo.config.facts.corpora import PYTHON, CorpusRow, corpus_row
+from zoo.config.schema.data import DataConfig, DataSource
 from zoo.data.cache import cache_root
 from zoo.data.corpora import CORPORA
 from zoo.data.errors import DataError

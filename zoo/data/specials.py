@@ -1,5 +1,5 @@
 """The refusal when the tokenizer lacks a special token the task needs (the `specials` of its
-row in `zoo.config.tasks.TASK_SPECS`).
+row in `zoo.config.facts.tasks.TASK_SPECS`).
 
 zoo's own tokenizers have all six; a Hugging Face tokenizer (kind hf) may not: a GPT-2 or
 Llama tokenizer has no mask token, a T5 tokenizer no cls, ... Checked once the tokenizer
@@ -7,13 +7,13 @@ exists, before anything is tokenized."""
 
 from __future__ import annotations
 
-from zoo.config.tasks import TaskKind, task_spec
+from zoo.config.facts.tasks import TaskKind, task_spec
 from zoo.data.errors import DataError
 
 
 def require_specials(tokenizer, task: TaskKind | str) -> None:
     """DataError naming the first special token `task` needs (its row's `specials` in
-    `zoo.config.tasks.TASK_SPECS`) that `tokenizer` lacks."""
+    `zoo.config.facts.tasks.TASK_SPECS`) that `tokenizer` lacks."""
     spec = task_spec(task)
     ids = tokenizer.special_ids()
     for special in spec.specials:

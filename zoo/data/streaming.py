@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
-from zoo.config.data import DataSource
+from zoo.config.schema.data import DataSource
 from zoo.data.errors import DataError
 from zoo.data.files import builder_for, resolve_files
 

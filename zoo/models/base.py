@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.config.model import ModelConfig
-from zoo.config.train import OutputLoss
+from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.task import OutputLoss
 from zoo.nn.cache import Cache
 from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy, liger_linear_cross_entropy
 from zoo.nn.embedding import TokenEmbedding

@@ -6,8 +6,8 @@ from typing import Any, Optional
 
 import torch
 
-from zoo.config.convert import as_model_config
-from zoo.config.model import Family
+from zoo.config.schema.convert import as_model_config
+from zoo.config.schema.model import Family
 from zoo.models.base import ZooModel
 from zoo.models.decoder_only import DecoderOnly
 from zoo.models.encoder_decoder import EncoderDecoder

@@ -7,7 +7,7 @@ from typing import Optional
 
 import torch
 
-from zoo.config.model import ModelConfig
+from zoo.config.schema.model import ModelConfig
 from zoo.models.base import ModelOutput, ZooModel, make_position_ids
 from zoo.nn.block import Stack
 from zoo.nn.cache import Cache

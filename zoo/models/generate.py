@@ -12,8 +12,8 @@ import weakref
 
 import torch
 
-from zoo.config.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
-from zoo.config.families import FAMILY_FACTS
+from zoo.config.schema.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
+from zoo.config.facts.families import FAMILY_FACTS
 from zoo.models.base import ZooModel
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from zoo.config.errors import ConfigError
-from zoo.config.families import FAMILY_FACTS
-from zoo.config.model import ModelConfig
-from zoo.config.positions import max_positions
+from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.schema.model import ModelConfig
+from zoo.config.facts.positions import max_positions
 
 
 def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None:

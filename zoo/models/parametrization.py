@@ -33,7 +33,7 @@ from typing import Optional
 
 from torch import nn
 
-from zoo.config.model import ModelConfig
+from zoo.config.schema.model import ModelConfig
 
 
 def is_hidden(module: nn.Module, head: Optional[nn.Module]) -> bool:

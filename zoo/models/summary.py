@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from torch import nn
 
-from zoo.config.positions import POSITION_FACTS
+from zoo.config.facts.positions import POSITION_FACTS
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
 from zoo.nn.position.base import PositionScheme

@@ -9,9 +9,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from zoo.config.families import FAMILY_FACTS
-from zoo.config.model import ModelConfig
-from zoo.config.positions import POSITION_FACTS, Site
+from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.schema.model import ModelConfig
+from zoo.config.facts.positions import POSITION_FACTS, Site
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
 

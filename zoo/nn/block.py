@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from zoo.config.model import ModelConfig, NormPlacement
+from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
 from zoo.nn.host import host_reads_are_free

@@ -1,4 +1,4 @@
-"""Token embeddings."""
+"""The token embedding table (`TokenEmbedding`): ids to vectors, scaled as the recipe asks."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.config.model import GATED, Activation
+from zoo.config.schema.model import GATED, Activation
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:

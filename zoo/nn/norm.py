@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from zoo.config.model import NormType
+from zoo.config.schema.model import NormType
 
 
 class RMSNorm(nn.Module):

@@ -25,8 +25,8 @@ import torch
 from zoo.bench.memory import PeakRSS, _rss_bytes
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import zoo_task
-from zoo.config.model import ModelConfig
-from zoo.config.train import OptimConfig
+from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.train import OptimConfig
 from zoo.data.collate.padding import without_full_masks
 from zoo.tasks.optim import build_optimizer
 

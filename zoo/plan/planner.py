@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from zoo.config.errors import ConfigError
-from zoo.config.model import ModelConfig
-from zoo.config.tasks import task_of_family
-from zoo.config.train import OptimizerImpl, OutputLoss
+from zoo.config.schema.model import ModelConfig
+from zoo.config.facts.tasks import task_of_family
+from zoo.config.schema.train import OptimizerImpl
+from zoo.config.schema.task import OutputLoss
 from zoo.plan.options import Device, LossPath, Optimizer, PlanOptions, Precision, Strategy
 from zoo.plan.trace import CASTS, GRADIENTS, OPTIMIZER, PARTS, WEIGHTS, StepMemory, StepSetup, simulate_step
 from zoo.tasks import TASKS

@@ -26,10 +26,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from zoo.config.families import FAMILY_FACTS
-from zoo.config.model import ModelConfig
-from zoo.config.tasks import task_of_family
-from zoo.config.train import OptimConfig, OptimizerImpl, OutputLoss
+from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.schema.model import ModelConfig
+from zoo.config.facts.tasks import task_of_family
+from zoo.config.schema.train import OptimConfig, OptimizerImpl
+from zoo.config.schema.task import OutputLoss
 from zoo.models import build_model
 from zoo.models.sharding import layers
 from zoo.nn.chunked_loss import IGNORE

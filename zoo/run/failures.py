@@ -7,7 +7,7 @@ import errno
 from pathlib import Path
 from typing import Optional
 
-from zoo.config.rundir import RunDir
+from zoo.config.records.rundir import RunDir
 
 STORAGE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
                   errno.EROFS: "read-only file system", errno.EACCES: "permission denied",

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from zoo.config.errors import ZooError
-from zoo.config.rundir import RunFailure
+from zoo.config.records.rundir import RunFailure
 from zoo.run.failures import known_failure
 from zoo.run.lock import release
 from zoo.run.outcome import Outcome, RunOutcome
 from zoo.run.preflight import PlanRefused, RunPlan, plan_run
 from zoo.run.records import record_failure
-from zoo.training.interrupt import last_words
+from zoo.training.signals.interrupt import last_words
+from zoo.training.run import train as run_training
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 
 log = logging.getLogger("zoo")
@@ -52,8 +53,6 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
     `resume_command`: the command that resumes the run, recorded in failed.json when a signal
     stops it. `on_stuck`: told the outcome when a stop was not answered and the process is
     about to end from the watchdog (its records are written first)."""
-    from zoo.training.run import train as run_training
-
     run_dir = planned.run_dir
 
     def stuck(exc) -> None:  # the watchdog's last words: the process ends without unwinding

@@ -17,9 +17,9 @@ import socket
 from pathlib import Path
 from typing import Optional
 
-from zoo.config.atomic import write_text
+from zoo.config.records.atomic import write_text
 from zoo.config.errors import ZooError
-from zoo.config.rundir import RunDir
+from zoo.config.records.rundir import RunDir
 
 
 class RunDirBusy(ZooError, RuntimeError):

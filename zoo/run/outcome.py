@@ -9,7 +9,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
-from zoo.config.rundir import RunFailure
+from zoo.config.records.rundir import RunFailure
 
 
 class Outcome(str, Enum):

@@ -12,10 +12,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError
-from zoo.config.rundir import RunDir
-from zoo.config.root import ZooConfig
+from zoo.config.records.rundir import RunDir, RunFailure
+from zoo.config.schema.data import DataSource
+from zoo.config.schema.root import ZooConfig
+from zoo.config.schema.validate import validate
+from zoo.data.files import check_local_paths
 from zoo.run.lock import acquire, claim_default, owner_of, release, runs_with_checkpoints, _alive
 from zoo.run.rank import launch_rank
+from zoo.run.records import record_failure
+from zoo.training.machine import check_machine
+from zoo.training.resume.match import ResumeMismatch
 
 
 class PlanRefused(ZooError):
@@ -37,7 +43,7 @@ class RunPlan:
     cfg: Any  # the composed DictConfig, as zoo.compose returns it
     spec: ZooConfig
     run_dir: Path
-    resume: Any  # zoo.training.resume.Resume
+    resume: Any  # zoo.training.resume.point.Resume
     finished: Optional[dict] = None
     locked: bool = False
 
@@ -50,11 +56,6 @@ def holds_lock(run_dir: Path) -> bool:
 def check(cfg) -> ZooConfig:
     """The checks that need no run directory: the config, its local data files, this machine.
     Nothing is written; a mistake raises a ZooError on one line."""
-    from zoo.config.data import DataSource
-    from zoo.config.validate import validate
-    from zoo.data.files import check_local_paths
-    from zoo.training.machine import check_machine
-
     spec = validate(cfg)
     if spec.data.source == DataSource.local:  # a missing, empty or unknown file: before torch loads
         check_local_paths(spec.data.path, spec.data.val_path)
@@ -73,8 +74,7 @@ def plan_run(cfg, run_dir: str | os.PathLike, *, lock: bool = True, rename_if_ta
     the same second). `spec`: the result of `check(cfg)`, when the caller has it.
 
     Raises PlanRefused (a ZooError) for a run that cannot start."""
-    from zoo.training.resume import already_finished, prepare_resume
-    from zoo.training.resume_check import ResumeMismatch
+    from zoo.training.resume.point import already_finished, prepare_resume  # torch: after the checks
 
     run_dir = Path(run_dir)
     spec = spec if spec is not None else _checked(cfg)
@@ -110,7 +110,7 @@ def latest_run(spec: ZooConfig, root: Path) -> Path:
     """`ckpt_path=last` with no run directory named: the most recently saved run under `root`
     (ROOT/DATE/TIME) that this command describes (the same check as any resume) and whose owner
     is not running. PlanRefused when there is none."""
-    from zoo.training.resume import check_resume_config
+    from zoo.training.resume.point import check_resume_config  # torch: after the checks
 
     candidates = runs_with_checkpoints(root)
     for run in candidates:
@@ -144,7 +144,4 @@ def _give_back(run_dir: Path, locked: bool) -> None:
 
 def _record(run_dir: Path, message: str) -> bool:
     """failed.json, from rank 0 (`zoo.run.records`)."""
-    from zoo.run.records import record_failure
-    from zoo.config.rundir import RunFailure
-
     return record_failure(run_dir, RunFailure(error=message))

@@ -13,10 +13,11 @@ import torch.nn.functional as F
 from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import MulticlassAccuracy
 
-from zoo.config.convert import as_model_config
-from zoo.config.model import Family, ModelConfig
-from zoo.config.tasks import TaskKind, task_spec
-from zoo.config.train import NonFinitePolicy, OptimConfig, OutputLoss, SchedulerConfig, TaskConfig
+from zoo.config.schema.convert import as_model_config
+from zoo.config.schema.model import Family, ModelConfig
+from zoo.config.facts.tasks import TaskKind, task_spec
+from zoo.config.schema.train import OptimConfig, SchedulerConfig
+from zoo.config.schema.task import NonFinitePolicy, OutputLoss, TaskConfig
 from zoo.models import ZooModel, build_model
 from zoo.tasks.metrics import BitsPerByte, WeightedMean
 from zoo.tasks.target_bytes import TargetBytes
@@ -71,7 +72,7 @@ class ZooTask(L.LightningModule):
     """Hyperparameters are plain dicts (`model`, `task`, `optim`, `scheduler`, `extra`), so a
     checkpoint is data that loads with `torch.load(..., weights_only=True)`.
 
-    Each task class names its `kind` (its row of `zoo.config.tasks.TASK_SPECS` and its key in
+    Each task class names its `kind` (its row of `zoo.config.facts.tasks.TASK_SPECS` and its key in
     `zoo.tasks.TASKS`) and takes `families = families_of(kind)` from that row."""
 
     kind: ClassVar[TaskKind]
@@ -213,7 +214,7 @@ class ZooTask(L.LightningModule):
         """Under zoo's FSDP strategy (Lightning's model-parallel one, which sets a device mesh
         before this hook): shard each layer and the model (`zoo.models.sharding`); a head the
         task adds (a classifier) is a unit of its own. A task built on the meta device
-        (`zoo.training.task.build_task`) then gets storage for this rank's rows only, and its
+        (`zoo.training.build.module.build_task`) then gets storage for this rank's rows only, and its
         first values (`zoo.models.init.materialize`). Any other strategy: nothing to do."""
         mesh = getattr(self, "_device_mesh", None)
         if mesh is None or getattr(self, "_sharded", False):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zoo.config.tasks import TaskKind, families_of
+from zoo.config.facts.tasks import TaskKind, families_of
 from zoo.tasks.base import ZooTask
 
 

@@ -7,9 +7,9 @@ import torch
 from torch import nn
 from torchmetrics.classification import MulticlassAccuracy
 
-from zoo.config.families import FAMILY_FACTS
-from zoo.config.tasks import TaskKind, families_of
-from zoo.config.train import Pooling
+from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.facts.tasks import TaskKind, families_of
+from zoo.config.schema.task import Pooling
 from zoo.models.init import ZEROS, Init, initialise, normal
 from zoo.tasks.base import ZooTask
 

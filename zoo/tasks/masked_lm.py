@@ -7,7 +7,7 @@ rule) and bits per byte would compare with nothing."""
 
 from __future__ import annotations
 
-from zoo.config.tasks import TaskKind, families_of
+from zoo.config.facts.tasks import TaskKind, families_of
 from zoo.tasks.base import ZooTask
 
 

@@ -8,8 +8,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from zoo.config.train import OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind, SchedulerConfig
-from zoo.config.validate import check_schedule_length
+from zoo.config.schema.train import OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind, SchedulerConfig
+from zoo.config.schema.validate import check_schedule_length
 
 
 def parameter_groups(

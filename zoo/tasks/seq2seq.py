@@ -8,7 +8,7 @@ import torch
 from torchmetrics import MeanMetric
 from torchmetrics.text import BLEUScore
 
-from zoo.config.tasks import TaskKind, families_of
+from zoo.config.facts.tasks import TaskKind, families_of
 from zoo.data.even_batches import is_filler
 from zoo.models.generate import generate, strip_special
 from zoo.tasks.base import IGNORE, ZooTask

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from zoo.config.errors import ConfigError
 from zoo.data.even_batches import EvenBatches
-from zoo.config.tasks import task_spec
+from zoo.config.facts.tasks import task_spec
 from zoo.data import build_datamodule
 from zoo.training.run import quiet_lightning
 

@@ -6,17 +6,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from zoo.config.root import ZooConfig
-from zoo.config.rundir import RunDir, RunSummary
-from zoo.config.tasks import task_spec
-from zoo.training.resume import Resume
-from zoo.training.run_callbacks import RunCallbacks
-from zoo.training.fsdp import write_full_checkpoint
-from zoo.training.replicas import replica_agreement
-from zoo.training.strategies import is_sharded
+from zoo.config.schema.root import ZooConfig
+from zoo.config.records.rundir import RunDir, RunSummary
+from zoo.config.facts.tasks import task_spec
+from zoo.training.resume.point import Resume
+from zoo.training.build.callbacks import RunCallbacks
+from zoo.training.distributed.fsdp import write_full_checkpoint
+from zoo.training.distributed.replicas import replica_agreement
+from zoo.training.distributed.strategies import is_sharded
 from zoo.models.summary import summarize
-from zoo.training.baseline import unigram_from_counts
-from zoo.training.sample import sample_prompt, sample_text
+from zoo.training.monitor.baseline import unigram_from_counts
+from zoo.training.monitor.sample import sample_prompt, sample_text
 from zoo.data.accounting import split_sizes
 
 

@@ -11,8 +11,8 @@ from typing import Optional
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from zoo.training.checkpoint.files import read_checkpoint
-from zoo.training.interrupt import StopNow, ValidationStopped
-from zoo.training.run_callbacks import RunCallbacks
+from zoo.training.signals.interrupt import StopNow, ValidationStopped
+from zoo.training.build.callbacks import RunCallbacks
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 from zoo.tasks.base import NonFiniteLoss
 

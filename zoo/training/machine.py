@@ -1,19 +1,19 @@
-"""What this machine must have for a run; `zoo.config.validate` checks the config alone."""
+"""What this machine must have for a run; `zoo.config.schema.validate` checks the config alone."""
 
 from __future__ import annotations
 
-from zoo.config.batching import per_device_batch
+from zoo.config.schema.batching import per_device_batch
 from zoo.config.errors import ConfigError
-from zoo.config.root import ZooConfig
-from zoo.config.logger import WandbMode
-from zoo.config.params import parameter_parts
-from zoo.config.train import OutputLoss
-from zoo.config.trainer import is_sharded_name
-from zoo.training.tracker_settings import mlflow_uri, wandb_key_set, wandb_online
+from zoo.config.schema.root import ZooConfig
+from zoo.config.schema.logger import WandbMode
+from zoo.config.schema.params import parameter_parts
+from zoo.config.schema.task import OutputLoss
+from zoo.config.schema.trainer import is_sharded_name
+from zoo.training.tracking.settings import mlflow_uri, wandb_key_set, wandb_online
 
 
 def check_machine(spec: ZooConfig) -> None:
-    """What this machine must have for the run (`zoo.config.validate` checks the config alone):
+    """What this machine must have for the run (`zoo.config.schema.validate` checks the config alone):
     a GPU when the trainer asks for one, the packages of the options chosen."""
     import importlib.util
 

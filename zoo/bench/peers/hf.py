@@ -11,7 +11,7 @@ import torch
 
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.workload import Workload, optimizer_step
-from zoo.config.model import Family
+from zoo.config.schema.model import Family
 from zoo.interop.hf import UnsupportedConfig, to_hf
 
 

@@ -18,7 +18,7 @@ import torch
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
-from zoo.config.model import Activation, Family, NormPlacement, NormType, PositionKind
+from zoo.config.schema.model import Activation, Family, NormPlacement, NormType, PositionKind
 
 MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
     Activation.gelu: ("GptNeoxMLP", "none"),

@@ -1,5 +1,5 @@
 """collate_fns: lists of examples -> dicts of batch-first LongTensors, one file per task
-shape; `collate_for` picks the one a task's row of `zoo.config.tasks.TASK_SPECS` names."""
+shape; `collate_for` picks the one a task's row of `zoo.config.facts.tasks.TASK_SPECS` names."""
 
 from zoo.data.collate.causal import collate_causal
 from zoo.data.collate.classification import collate_classification

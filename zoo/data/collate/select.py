@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from zoo.config.tasks import Collate
+from zoo.config.facts.tasks import Collate
 from zoo.data.collate.causal import collate_causal
 from zoo.data.collate.classification import collate_classification
 from zoo.data.collate.masked import MaskingCollator
@@ -49,4 +49,4 @@ def collate_for(collate: Collate, tokenizer: Tokenizer, *, mlm_probability: floa
         return Seq2SeqCollate(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
     if collate == Collate.classification:
         return ClassificationCollate(tokenizer.pad_id)
-    raise ValueError(f"collate {collate.value} has a member in zoo.config.tasks.Collate but no branch here")
+    raise ValueError(f"collate {collate.value} has a member in zoo.config.facts.tasks.Collate but no branch here")

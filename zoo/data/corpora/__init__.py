@@ -1,6 +1,6 @@
 """Built-in corpora, read offline from installed packages, one file each. What each is, the
 package it is read from, the tasks it serves and its loader are its row of
-`zoo.config.corpora.CORPUS_ROWS`; zoo/data/corpora/README.md says how to add one. `CORPORA` maps
+`zoo.config.facts.corpora.CORPUS_ROWS`; zoo/data/corpora/README.md says how to add one. `CORPORA` maps
 a `data.source` name to `(DataConfig) -> datasets.Dataset` (one split; the data module holds out
 validation)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from zoo.config.corpora import CORPUS_ROWS, CorpusRow
+from zoo.config.facts.corpora import CORPUS_ROWS, CorpusRow
 from zoo.data.corpora.kjv import kjv_verses, load_kjv
 from zoo.data.corpora.numbers import english, load_numbers, spanish
 from zoo.data.corpora.pydoc import load_pydoc

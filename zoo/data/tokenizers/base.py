@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from zoo.config.atomic import write_text
+from zoo.config.records.atomic import write_text
 
 if TYPE_CHECKING:
     import numpy as np

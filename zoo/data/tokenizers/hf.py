@@ -28,7 +28,7 @@ from typing import Iterable, Optional
 from zoo.config.errors import ConfigError
 from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import Tokenizer
-from zoo.data.tokenizers.hf_pieces import piece_bytes
+from zoo.data.tokenizers.decoder_pieces import piece_bytes
 
 HF_DIR = "hf"  # the transformers files, inside a saved zoo tokenizer directory
 SPECIAL_NAMES = ("pad", "unk", "bos", "eos", "mask", "cls")
@@ -119,7 +119,7 @@ class HFTokenizer(Tokenizer):
         return self._hf.decode(kept, skip_special_tokens=True)
 
     def piece_bytes(self) -> list[bytes]:
-        """Read from the vocabulary by the decoder's kind (`hf_pieces`): exact for byte-level
+        """Read from the vocabulary by the decoder's kind (`decoder_pieces`): exact for byte-level
         BPE and SentencePiece-style tokenizers, near the text for WordPiece."""
         special = {i for i in self.special_ids().values() if i is not None}
         return piece_bytes(self._hf, special)

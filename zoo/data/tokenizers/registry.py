@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
-from zoo.config.data import as_tokenizer_config, SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
+from zoo.config.schema.data import as_tokenizer_config, SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
 from zoo.data.cache import cache_root, exclusive, hash_texts
-from zoo.config.atomic import umask
+from zoo.config.records.atomic import umask
 from zoo.data.errors import DataError
 from zoo.data.integrity import discard
 from zoo.data.tokenizers.base import META_FILE, Tokenizer

@@ -10,7 +10,7 @@ import torch
 
 from zoo.interop.hf.common import (UnsupportedConfig, attention_groups, composed_as, gather, load_exact, require,
                                    scatter, tied, untie)
-from zoo.config.model import ModelConfig
+from zoo.config.schema.model import ModelConfig
 from zoo.models import build_model
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}

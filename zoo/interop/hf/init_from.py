@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from zoo.config.errors import ConfigError
-from zoo.config.data import TokenizerConfig
+from zoo.config.schema.data import TokenizerConfig
 from zoo.interop.hf.pretrained import model_config
 
 PREFIX = "hf:"

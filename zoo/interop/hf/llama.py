@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
-from zoo.config.model import ModelConfig
+from zoo.config.schema.model import ModelConfig
 from zoo.models import build_model
 
 

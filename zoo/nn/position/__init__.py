@@ -1,11 +1,11 @@
 """Position schemes, one file each, selected by `model.position.kind`; what the rest of zoo
-knows about each without building it is its row of `zoo.config.positions.POSITION_FACTS`.
+knows about each without building it is its row of `zoo.config.facts.positions.POSITION_FACTS`.
 zoo/nn/position/README.md says how to add one."""
 
 from __future__ import annotations
 
-from zoo.config.model import ModelConfig, PositionKind
-from zoo.config.positions import POSITION_FACTS
+from zoo.config.schema.model import ModelConfig, PositionKind
+from zoo.config.facts.positions import POSITION_FACTS
 from zoo.nn.position.alibi import ALiBiPositions
 from zoo.nn.position.base import PositionScheme
 from zoo.nn.position.learned import LearnedPositions

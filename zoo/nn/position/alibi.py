@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from zoo.config.positions import PositionKind
+from zoo.config.facts.positions import PositionKind
 from zoo.nn.position.base import PositionScheme, relative_offsets
 
 

@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from zoo.config.positions import PositionKind
+from zoo.config.facts.positions import PositionKind
 
 
 class PositionScheme(nn.Module):
@@ -23,7 +23,7 @@ class PositionScheme(nn.Module):
 
     Class attributes tell the model how to use a scheme:
     - `kind`: the `PositionKind` it implements, its key in `zoo.nn.position.POSITIONS` and in
-      `zoo.config.positions.POSITION_FACTS` (None here: the base is no scheme of its own).
+      `zoo.config.facts.positions.POSITION_FACTS` (None here: the base is no scheme of its own).
     - `shared_across_layers`: one instance serves every layer of a stack (False: one per layer).
     - `needs_attention_weights`: `value_term` must see the attention weights, so attention
       takes the explicit softmax path instead of `scaled_dot_product_attention`.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from zoo.config.positions import PositionKind, extrapolating
+from zoo.config.facts.positions import PositionKind, extrapolating
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.position.base import PositionScheme
 

@@ -1,7 +1,7 @@
 """No position information: attention is permutation-equivariant (useful as an ablation
 baseline; causal masking alone still leaks order to a decoder, Haviv et al. 2022)."""
 
-from zoo.config.positions import PositionKind
+from zoo.config.facts.positions import PositionKind
 from zoo.nn.position.base import PositionScheme
 
 

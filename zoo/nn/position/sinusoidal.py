@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.config.positions import PositionKind
+from zoo.config.facts.positions import PositionKind
 from zoo.nn.position.base import PositionScheme
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F401  (CheckpointError re-exported)
-from zoo.config.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
-from zoo.config.train import TaskConfig
+from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
+from zoo.config.schema.task import TaskConfig
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 
@@ -131,7 +131,7 @@ def _read_sharded(path: Path, weights: bool) -> dict[str, Any]:
 
 def checkpoint_in(path: Path) -> Path:
     """`path`, or for a run directory (or its checkpoints/ directory) its checkpoint: the
-    torch-free `zoo.config.rundir.locate_checkpoint`."""
+    torch-free `zoo.config.records.rundir.locate_checkpoint`."""
     return locate_checkpoint(path)
 
 

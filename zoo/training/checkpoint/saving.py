@@ -17,7 +17,7 @@ import lightning as L
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from zoo.config.rundir import RunDir
+from zoo.config.records.rundir import RunDir
 from zoo.data.integrity import fsync_dir
 from zoo.training.checkpoint.files import read_checkpoint
 

@@ -21,7 +21,7 @@ restart then stays in the finished epoch and trains on the rest of its data inst
 epoch's. zoo saves the epoch as ended there: `is_last_batch` True and each resumable loader at
 the start of the next epoch.
 
-The loop-state layout is Lightning's (2.6); `tests/training/test_validation_due.py` replays it."""
+The loop-state layout is Lightning's (2.6); `tests/training/checkpoint/test_validation_due.py` replays it."""
 
 from __future__ import annotations
 

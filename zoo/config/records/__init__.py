@@ -1,0 +1,2 @@
+"""The run directory's files and records (`rundir`: names, summary.json, failed.json) and
+writing them whole or not at all (`atomic`)."""

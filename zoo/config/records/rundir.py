@@ -1,0 +1,333 @@
+"""The run directory: every file name in it (`RunDir`) and its summary record (`RunSummary`).
+
+One owner for these names, so that zoo-train, which writes them, and zoo-compare, zoo-eval,
+zoo-generate, zoo-export and `ckpt_path=last`, which read them, cannot drift apart:
+
+    RUN_DIR/
+        .zoo-lock                 the owner's host, pid and SLURM job while zoo-train runs
+        .hydra/                   Hydra's config.yaml, hydra.yaml, overrides.yaml (rank 0)
+        train.log                 rank 0's log (train.rank1.log, ... for the other ranks)
+        config.yaml               the composed config, resolved
+        tokenizer/                the trained tokenizer
+        checkpoints/last.ckpt     every N steps and at the end: what a rerun resumes
+        checkpoints/best-STEP.ckpt  the top-k by val/loss
+        checkpoints/full.ckpt     a sharded (trainer=fsdp) run's whole model, for one device
+        metrics.csv, hparams.yaml the CSV logger's metrics and the task's hyperparameters
+        tb/                       TensorBoard's event files (logger.tensorboard=true)
+        wandb/                    the W&B run's files (logger=wandb; offline: what `wandb sync` uploads)
+        tracking.json             the trackers' run ids (logger=mlflow, logger=wandb): a resume goes on
+                                  logging into the same tracker runs
+        summary.json              when the run finishes (`RunSummary`)
+        failed.json               when it stopped with an error (removed once it finishes)
+        lengths.json              zoo-compare's cache of the length-extrapolation table
+
+Torch-free (`zoo.config` is the lowest layer), so every layer above can import it. The names of
+Hydra's files and of the log are chosen in conf/config.yaml (`hydra.output_subdir`,
+`hydra.job_logging`); they are repeated here so that readers find them in one place."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path, PurePath
+from typing import Any, ClassVar, Optional
+
+from zoo.config.records.atomic import write_text
+from zoo.config.errors import CheckpointError, ZooError
+
+
+# config keys (prefixes) that do not change what a run learns: the seed and bookkeeping. Runs
+# that differ only in these are replicates of one arm (zoo-compare, the trackers' arm names).
+BOOKKEEPING = ("seed", "ckpt_path", "callbacks.", "logger.", "tokenizer.cache_dir", "data.cache_dir", "hydra.")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The paths of one run directory. The names are class constants, for code that needs a
+    name rather than a path (a glob over many run directories)."""
+
+    path: Path
+
+    LOCK: ClassVar[str] = ".zoo-lock"
+    HYDRA: ClassVar[str] = ".hydra"
+    OVERRIDES: ClassVar[str] = "overrides.yaml"  # inside .hydra/: the command line's overrides
+    HYDRA_CONFIG: ClassVar[str] = "config.yaml"  # inside .hydra/: the composed config, unresolved
+    LOG: ClassVar[str] = "train.log"
+    RANK_LOG: ClassVar[str] = "train.rank*.log"  # the log of every rank but 0
+    CONFIG: ClassVar[str] = "config.yaml"
+    TOKENIZER: ClassVar[str] = "tokenizer"
+    CHECKPOINTS: ClassVar[str] = "checkpoints"
+    LAST: ClassVar[str] = "last.ckpt"
+    FULL: ClassVar[str] = "full.ckpt"
+    BEST: ClassVar[str] = "best-{step}"  # Lightning's ModelCheckpoint filename template
+    BEST_FILES: ClassVar[str] = "best-*.ckpt"
+    METRICS: ClassVar[str] = "metrics.csv"
+    HPARAMS: ClassVar[str] = "hparams.yaml"  # written by Lightning's CSV logger beside metrics.csv
+    TENSORBOARD: ClassVar[str] = "tb"
+    WANDB: ClassVar[str] = "wandb"
+    TRACKING: ClassVar[str] = "tracking.json"
+    RANKS: ClassVar[str] = ".ranks"  # one file a rank (torchrun, srun): which process it is, while it runs
+    SUMMARY: ClassVar[str] = "summary.json"
+    FAILED: ClassVar[str] = "failed.json"
+    LENGTHS: ClassVar[str] = "lengths.json"
+
+    def __init__(self, path: str | PurePath) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    @property
+    def lock(self) -> Path:
+        return self.path / self.LOCK
+
+    @property
+    def hydra(self) -> Path:
+        return self.path / self.HYDRA
+
+    @property
+    def overrides(self) -> Path:
+        return self.hydra / self.OVERRIDES
+
+    @property
+    def hydra_config(self) -> Path:
+        return self.hydra / self.HYDRA_CONFIG
+
+    @property
+    def log(self) -> Path:
+        return self.path / self.LOG
+
+    @property
+    def config(self) -> Path:
+        return self.path / self.CONFIG
+
+    @property
+    def tokenizer(self) -> Path:
+        return self.path / self.TOKENIZER
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / self.CHECKPOINTS
+
+    @property
+    def last(self) -> Path:
+        return self.checkpoints / self.LAST
+
+    @property
+    def full(self) -> Path:
+        return self.checkpoints / self.FULL
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / self.METRICS
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / self.TENSORBOARD
+
+    @property
+    def wandb(self) -> Path:
+        return self.path / self.WANDB
+
+    @property
+    def tracking(self) -> Path:
+        return self.path / self.TRACKING
+
+    @property
+    def summary(self) -> Path:
+        return self.path / self.SUMMARY
+
+    @property
+    def failed(self) -> Path:
+        return self.path / self.FAILED
+
+    @property
+    def ranks(self) -> Path:
+        return self.path / self.RANKS
+
+    @property
+    def lengths(self) -> Path:
+        return self.path / self.LENGTHS
+
+    def names(self, relative: str | PurePath) -> bool:
+        """Whether `relative` (a path inside the run directory) is one this class names: one of
+        its files, a best-STEP checkpoint, a rank's log, or anything inside the directories that
+        another tool fills (.hydra/, tokenizer/, tb/, wandb/) or zoo's ranks (.ranks/)."""
+        parts = PurePath(relative).parts
+        if not parts:
+            return False
+        if parts[0] in (self.HYDRA, self.TOKENIZER, self.TENSORBOARD, self.WANDB, self.RANKS):
+            return True
+        if parts[0] == self.CHECKPOINTS and len(parts) == 2:
+            return parts[1] in (self.LAST, self.FULL) or fnmatch.fnmatch(parts[1], self.BEST_FILES)
+        if len(parts) == 1:
+            return parts[0] in (self.LOCK, self.LOG, self.CONFIG, self.METRICS, self.HPARAMS, self.SUMMARY,
+                                self.FAILED, self.LENGTHS, self.TRACKING) or fnmatch.fnmatch(parts[0], self.RANK_LOG)
+        return False
+
+
+class DamagedRecord(ZooError, ValueError):
+    """A run's summary.json or failed.json that is not what zoo-train writes."""
+
+
+SHARDED_META = "meta.pt"  # Lightning's name for the non-tensor part of a sharded checkpoint directory
+
+
+def locate_checkpoint(path: str | PurePath) -> Path:
+    """The checkpoint `path` names, checked without torch (so a tool refuses a bad one before
+    torch loads): a .ckpt file written by torch.save, a sharded checkpoint directory, a run
+    directory (its checkpoints/full.ckpt, else checkpoints/last.ckpt), or a checkpoints/
+    directory (its full.ckpt, else last.ckpt). Raises CheckpointError in one line."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if path.is_dir():
+        if (path / SHARDED_META).is_file():
+            return path
+        run = RunDir(path)
+        for candidate in (run.full, run.last, path / RunDir.FULL, path / RunDir.LAST):
+            if candidate.exists():
+                return locate_checkpoint(candidate)
+        raise CheckpointError(f"{path} is a directory without a checkpoint (neither checkpoints/{RunDir.LAST} nor "
+                              f"{RunDir.LAST} in it); give a .ckpt file, a run directory or its checkpoints/ "
+                              f"directory")
+    if not path.is_file():  # a pipe would block the read below; a device has no end
+        raise CheckpointError(f"{path} is not a regular file (a pipe, device or socket); give a .ckpt file, a "
+                              f"run directory or its checkpoints/ directory")
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic[:2] != b"PK" and magic[:1] != b"\x80":  # torch.save: a zip archive (or a legacy pickle)
+        raise CheckpointError(f"{path} is not a checkpoint (not a file written by torch.save)")
+    return path
+
+
+def read_record(path: Path) -> dict:
+    """A JSON object from `path`; DamagedRecord naming the file when it is not one."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedRecord(f"{path} is damaged (not JSON: {exc}); run it again or remove the run "
+                            f"directory") from None
+    if not isinstance(value, dict):
+        raise DamagedRecord(f"{path} is damaged (a JSON {type(value).__name__}, not an object); run it "
+                            f"again or remove the run directory")
+    return value
+
+
+@dataclass(kw_only=True)
+class RunSummary:
+    """summary.json: what a finished run reports, in the order it is written. A key an older
+    zoo did not write reads as None (`metrics` and `model` as {}); a key this version does not
+    know is kept in `extra` and written back after the others."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("baseline", "sample", "replicas_identical",
+                                            "replica_max_fingerprint_diff")  # left out when None
+
+    run_dir: Optional[str] = None
+    status: Optional[str] = None  # "finished"
+    task: Optional[str] = None  # TaskKind value
+    family: Optional[str] = None  # Family value
+    position: Optional[str] = None  # PositionKind value
+    global_step: Optional[int] = None
+    tokens_seen: Optional[int] = None
+    train_seconds: Optional[float] = None  # inside the training loop (Throughput)
+    tokens_per_s: Optional[float] = None  # None when no training time was measured
+    wall_seconds: Optional[float] = None  # fit and the final validation
+    metrics: dict[str, Optional[float]] = field(default_factory=dict)  # the trainer's last scalars
+    prepared_data: Optional[str] = None  # the token shards' directory, when the data was prepared
+    tokenizer: Optional[dict[str, Any]] = None  # {"kind", "vocab_size", "digest"}: equal digests, one tokenizer
+    data: Optional[dict[str, Optional[int]]] = None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
+    model: dict[str, int] = field(default_factory=dict)  # zoo.models.summary.ModelSummary.as_dict()
+    baseline: Optional[dict[str, float]] = None  # causal_lm with counted training tokens: the unigram loss
+    sample: Optional[str] = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)
+    init_from: Optional[str] = None  # the pretrained weights, unless resumed_from is set
+    resumed_from: Optional[str] = None  # the checkpoint this run continued
+    resumed_at_step: Optional[int] = None
+    nonfinite_skipped: Optional[int] = None  # steps skipped for a non-finite loss
+    world_size: Optional[int] = None
+    replicas_identical: Optional[bool] = None  # data-parallel runs: do the replicas agree?
+    replica_max_fingerprint_diff: Optional[float] = None
+    best_checkpoint: Optional[str] = None
+    last_checkpoint: Optional[str] = None
+    full_checkpoint: Optional[str] = None  # sharded runs: the whole model in one file
+    extra: dict[str, Any] = field(default_factory=dict)  # keys of another zoo version, kept
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object, keys in field order, then `extra`'s."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        for key in self.OPTIONAL:
+            if out[key] is None:
+                del out[key]
+        return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSummary:
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values = {k: v for k, v in data.items() if k in known}
+        for key in ("metrics", "model"):
+            if values.get(key) is None:
+                values.pop(key, None)
+        return cls(**values, extra={k: v for k, v in data.items() if k not in known})
+
+    def write(self, run_dir: str | PurePath) -> Path:
+        path = RunDir(run_dir).summary
+        return write_text(path, json.dumps(self.as_dict(), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, run_dir: str | PurePath) -> RunSummary:
+        """The run's summary.json; DamagedRecord naming the file when it is not JSON, not an
+        object, or its metrics are not numbers (or null)."""
+        path = RunDir(run_dir).summary
+        data = read_record(path)
+        metrics = data.get("metrics", {})
+        if not isinstance(metrics, dict):
+            raise DamagedRecord(f"{path} is damaged (its metrics are not a mapping); run it again "
+                                f"or remove the run directory")
+        for key, value in metrics.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise DamagedRecord(f"{path} is damaged (metric {key!r} is {value!r}, not a number); "
+                                    f"run it again or remove the run directory")
+        return cls.from_dict(data)
+
+
+@dataclass(kw_only=True)
+class RunFailure:
+    """failed.json: why a run ended before it finished, written by zoo-train and by the rank that
+    saw another die. A stop by a signal also holds the signal, the step of the checkpoint it
+    resumes from and the command that resumes it; a key this version does not know is kept in
+    `extra` and written back after the others."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("signal", "step", "resume")  # left out when None
+
+    error: str
+    status: str = "failed"
+    signal: Optional[int] = None  # the signal that stopped the run (15 SIGTERM, 2 SIGINT)
+    step: Optional[int] = None  # the step of the checkpoint the run resumes from (None: none saved)
+    resume: Optional[str] = None  # the command that resumes the run
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"status": self.status, "error": self.error, "signal": self.signal, "step": self.step,
+               "resume": self.resume}
+        for key in self.OPTIONAL:
+            if out[key] is None:
+                del out[key]
+        return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
+
+    def write(self, run_dir: str | PurePath) -> Path:
+        return write_text(RunDir(run_dir).failed, json.dumps(self.as_dict(), indent=1))
+
+    @classmethod
+    def read(cls, run_dir: str | PurePath) -> RunFailure:
+        """The run's failed.json; DamagedRecord naming the file when it is not JSON, not an
+        object, or its fields are not of their types."""
+        path = RunDir(run_dir).failed
+        data = read_record(path)
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values = {k: v for k, v in data.items() if k in known}
+        values.setdefault("error", "")
+        for key, kind, what in (("error", str, "text"), ("status", str, "text"), ("signal", int, "an integer"),
+                                ("step", int, "an integer"), ("resume", str, "text")):
+            value = values.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+                raise DamagedRecord(f"{path} is damaged ({key} is {value!r}, not {what}); run it again or "
+                                    f"remove the run directory")
+        return cls(**values, extra={k: v for k, v in data.items() if k not in known})

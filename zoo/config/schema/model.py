@@ -1,0 +1,393 @@
+"""Typed schema of a model architecture.
+
+The architecture is data: every choice is an enum value, every size an integer, and
+`ModelConfig.__post_init__` rejects impossible combinations with the offending numbers before
+any weights exist. Hydra composes these schemas (see `zoo.config.schema.store`); `zoo.models` builds a
+`torch.nn.Module` from the validated object. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import MISSING as dataclasses_missing, dataclass, field, fields
+from typing import Optional
+
+from zoo.config.choice import Choice
+from zoo.config.errors import ConfigError
+from zoo.config.facts.families import FAMILY_FACTS, Family
+from zoo.config.facts.positions import PositionKind, check_even, check_params
+
+
+class NormPlacement(Choice):
+    pre = "pre"  # x + f(norm(x)), final norm after the stack (Xiong et al. 2020)
+    post = "post"  # norm(x + f(x)) (Vaswani et al. 2017)
+
+
+class NormType(Choice):
+    layernorm = "layernorm"
+    rmsnorm = "rmsnorm"
+
+
+class Activation(Choice):
+    relu = "relu"
+    gelu = "gelu"
+    gelu_tanh = "gelu_tanh"  # GELU's tanh approximation (Hendrycks & Gimpel 2016), as in GPT-2
+    swiglu = "swiglu"  # Shazeer 2020, GLU variants
+    geglu = "geglu"
+    geglu_tanh = "geglu_tanh"  # GeGLU with the tanh GELU, as in T5 v1.1 ("gated-gelu")
+
+
+GATED = (Activation.swiglu, Activation.geglu, Activation.geglu_tanh)
+
+
+class EmbedInit(Choice):
+    """How the token embeddings are initialised."""
+
+    std = "std"  # Normal(0, init_std), as every other table and matrix
+    unit = "unit"  # Normal(0, D^-0.5): x sqrt(D) gives unit RMS (Vaswani et al. 2017; fairseq)
+
+
+class Parametrization(Choice):
+    """How initialisation, learning rates and multipliers depend on the width D."""
+
+    standard = "standard"  # every matrix at init_std and optim.lr, whatever the width
+    mup = "mup"  # Maximal Update Parametrization (Yang et al. 2022): tuned at a base width, transfers
+
+
+MUP_BASE_D_MODEL = 128  # the base width of model.parametrization=mup unless model.mup_base_d_model sets it
+
+
+@dataclass(kw_only=True)
+class PositionConfig:
+    """How token order enters the model: `kind` picks a scheme, the rest are its parameters
+    (which scheme reads which: `zoo.config.facts.positions.POSITION_FACTS`)."""
+
+    kind: PositionKind = field(
+        default=PositionKind.learned, metadata={"help": "position scheme"}
+    )
+    theta: float = field(default=10000.0, metadata={"help": "rope: frequency base"})
+    scale: float = field(
+        default=1.0,
+        metadata={"help": "rope: linear position interpolation factor (Chen et al. 2023); "
+                  "positions are divided by it to extend the context"},
+    )
+    num_buckets: int = field(default=32, metadata={"help": "relative: number of buckets"})
+    max_distance: int = field(
+        default=128, metadata={"help": "relative: offsets beyond this share the last bucket"}
+    )
+    clip: int = field(default=16, metadata={"help": "shaw: relative offsets are clipped to ±clip"})
+    offset: int = field(
+        default=0,
+        metadata={"help": "learned: rows of the table before position 0 (position p reads row "
+                  "p + offset; BART: 2); the table has max_seq_len + offset rows"},
+    )
+
+    def __post_init__(self) -> None:
+        self.kind = PositionKind.parse(self.kind, "model.position.kind")
+        check_params(self)
+        if self.theta <= 0:
+            raise ConfigError(f"model.position.theta must be > 0, got {self.theta}")
+        if self.scale < 1:
+            raise ConfigError(
+                f"model.position.scale must be >= 1 (positions are divided by it), got {self.scale}"
+            )
+        if self.num_buckets < 4 or self.num_buckets % 2:
+            raise ConfigError(
+                f"model.position.num_buckets must be even and >= 4 (half of them per direction "
+                f"in an encoder), got {self.num_buckets}"
+            )
+        if self.max_distance <= self.num_buckets // 2:
+            raise ConfigError(
+                f"model.position.max_distance ({self.max_distance}) must be > num_buckets/2 "
+                f"({self.num_buckets // 2}): offsets below num_buckets/2 have exact buckets, the "
+                f"log-spaced ones span the rest up to max_distance"
+            )
+        if self.clip < 1:
+            raise ConfigError(f"model.position.clip must be >= 1, got {self.clip}")
+        if not isinstance(self.offset, int) or isinstance(self.offset, bool) or self.offset < 0:
+            raise ConfigError(f"model.position.offset must be an integer >= 0, got {self.offset!r}")
+
+
+@dataclass(kw_only=True)
+class ModelConfig:
+    """A Transformer architecture. Sizes follow the shape vocabulary of the code:
+    D = d_model, H = n_heads, Hkv = n_kv_heads, Dh = head_dim, V = vocab_size."""
+
+    family: Family = field(default=Family.decoder_only, metadata={"help": "architecture family"})
+    position: PositionConfig = field(default_factory=PositionConfig)
+    norm: NormPlacement = field(default=NormPlacement.pre, metadata={"help": "pre- or post-LN"})
+    norm_type: NormType = field(default=NormType.layernorm)
+    norm_eps: float = 1e-5
+    activation: Activation = field(default=Activation.gelu)
+    d_model: int = field(default=256, metadata={"help": "D, residual width"})
+    n_heads: int = field(default=4, metadata={"help": "H, query heads"})
+    n_kv_heads: Optional[int] = field(
+        default=None,
+        metadata={"help": "Hkv, key/value heads (GQA; 1 = MQA); default: n_heads"},
+    )
+    head_dim: Optional[int] = field(default=None, metadata={"help": "Dh; default: D / H"})
+    n_layers: int = field(
+        default=4, metadata={"help": "layers (encoder-decoder: encoder layers)"}
+    )
+    n_decoder_layers: Optional[int] = field(
+        default=None, metadata={"help": "encoder-decoder: decoder layers; default: n_layers"}
+    )
+    d_ff: Optional[int] = field(
+        default=None,
+        metadata={"help": "feed-forward hidden width; default 4·D, or 8/3·D rounded up to a "
+                  "multiple of 64 for gated activations (same parameter count)"},
+    )
+    param_budget: Optional[int] = field(
+        default=None,
+        metadata={"help": "size d_ff so the model has this many non-embedding parameters "
+                  "(matched-budget ablations); instead of model.d_ff"},
+    )
+    vocab_size: int = field(default=8192, metadata={"help": "V"})
+    max_seq_len: int = field(
+        default=256, metadata={"help": "longest sequence (learned positions: table size)"}
+    )
+    dropout: float = 0.0
+    tie_embeddings: bool = field(
+        default=True, metadata={"help": "share the input embedding with the output projection"}
+    )
+    bias: bool = field(default=True, metadata={"help": "biases in linear layers and LayerNorm"})
+    scale_embeddings: bool = field(
+        default=False, metadata={"help": "multiply token embeddings by sqrt(D) (Vaswani et al.)"}
+    )
+    embed_norm: bool = field(
+        default=False,
+        metadata={"help": "normalize token + position embeddings before the first layer (BERT)"},
+    )
+    token_types: int = field(
+        default=0,
+        metadata={"help": "token-type (segment) embeddings added to the token embeddings "
+                  "(BERT: 2); 0 = none"},
+    )
+    attention_scale: Optional[float] = field(
+        default=None,
+        metadata={"help": "multiplier of the attention scores q·kᵀ; default 1/sqrt(Dh) "
+                  "(Vaswani et al.); T5: 1.0 (its initialisation folds the scale into W_q)"},
+    )
+    head_transform: bool = field(
+        default=False,
+        metadata={"help": "dense D->D, activation and norm before the output projection "
+                  "(BERT's masked-LM head)"},
+    )
+    scale_output: bool = field(
+        default=False,
+        metadata={"help": "multiply the final hidden states by D^-0.5 before the output "
+                  "projection (T5 v1.0 with tied embeddings; Mesh TensorFlow)"},
+    )
+    output_bias: bool = field(
+        default=False,
+        metadata={"help": "a learned bias (V) on the output logits (BERT's decoder bias, "
+                  "BART's final_logits_bias)"},
+    )
+    init_std: float = field(default=0.02, metadata={"help": "std of the normal initialisation of every "
+                                                     "matrix and embedding table"})
+    embed_init: EmbedInit = field(
+        default=EmbedInit.std,
+        metadata={"help": "how the token embeddings start: std (Normal(0, init_std)) or unit (Normal(0, "
+                  "D^-0.5): with scale_embeddings they start at unit RMS, the size of a sinusoid's, as in "
+                  "Vaswani et al. and fairseq)"},
+    )
+    parametrization: Parametrization = field(
+        default=Parametrization.standard,
+        metadata={"help": "standard, or mup: Maximal Update Parametrization (Yang et al. 2022, Tensor "
+                  "Programs V), hyperparameters tuned at the base width mup_base_d_model carry over to "
+                  "wider models; with m = d_model / mup_base_d_model, hidden matrices start at "
+                  "init_std/sqrt(m) and learn at optim.lr/m (weight decay x m), the logits are x 1/m, "
+                  "attention scores x sqrt(base Dh)/Dh; equal to standard at m = 1"},
+    )
+    mup_base_d_model: Optional[int] = field(
+        default=None,
+        metadata={"help": f"mup: the width the hyperparameters are tuned at (m = d_model / "
+                  f"mup_base_d_model); default {MUP_BASE_D_MODEL}"},
+    )
+    mup_base_head_dim: Optional[int] = field(
+        default=None,
+        metadata={"help": "mup: the base model's head width Dh (attention scores x sqrt(base Dh)/Dh); "
+                  "default head_dim / m (the base model has as many heads, each narrower); set it "
+                  "to head_dim when the width grows by adding heads"},
+    )
+    checkpoint_activations: bool = field(
+        default=False,
+        metadata={"help": "recompute each layer's activations in backward instead of keeping "
+                  "them (Chen et al. 2016): less memory in training, ~1/3 more compute"},
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.position, dict):
+            self.position = PositionConfig(**self.position)
+        elif not isinstance(self.position, PositionConfig):
+            raise ConfigError(f"model.position must be a mapping, got {type(self.position).__name__}")
+        self.family = Family.parse(self.family, "model.family")
+        self.norm = NormPlacement.parse(self.norm, "model.norm")
+        self.norm_type = NormType.parse(self.norm_type, "model.norm_type")
+        self.activation = Activation.parse(self.activation, "model.activation")
+        self.parametrization = Parametrization.parse(self.parametrization, "model.parametrization")
+
+        for name in ("d_model", "n_heads", "n_layers", "vocab_size", "max_seq_len"):
+            _positive(name, getattr(self, name))
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        _positive("n_kv_heads", self.n_kv_heads)
+        if self.n_heads % self.n_kv_heads:
+            raise ConfigError(
+                f"model.n_heads ({self.n_heads}) must be divisible by model.n_kv_heads "
+                f"({self.n_kv_heads}) for grouped-query attention"
+            )
+        if self.head_dim is None:
+            if self.d_model % self.n_heads:
+                raise ConfigError(
+                    f"model.d_model ({self.d_model}) must be divisible by model.n_heads "
+                    f"({self.n_heads}), or set model.head_dim"
+                )
+            self.head_dim = self.d_model // self.n_heads
+        _positive("head_dim", self.head_dim)
+        check_even(self)
+        if FAMILY_FACTS[self.family].cross_attention:
+            if self.n_decoder_layers is None:
+                self.n_decoder_layers = self.n_layers
+            _positive("n_decoder_layers", self.n_decoder_layers)
+        elif self.n_decoder_layers is not None:
+            raise ConfigError(
+                f"model.n_decoder_layers only applies to model.family=encoder_decoder, "
+                f"not {self.family.value}"
+            )
+        if self.param_budget is not None:
+            _positive("param_budget", self.param_budget)
+            from zoo.config.schema.params import d_ff_for_budget  # lazy: it reads this module's enums
+
+            sized = d_ff_for_budget(self, self.param_budget)
+            if self.d_ff is not None and self.d_ff != sized:
+                raise ConfigError(
+                    f"model.d_ff={self.d_ff} conflicts with model.param_budget={self.param_budget:,} "
+                    f"(which sizes d_ff to {sized}); set one of them")
+            self.d_ff = sized
+        if self.d_ff is None:
+            if self.activation in GATED:
+                self.d_ff = _round_up(int(8 * self.d_model / 3), 64)
+            else:
+                self.d_ff = 4 * self.d_model
+        _positive("d_ff", self.d_ff)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.norm_eps <= 0:
+            raise ConfigError(f"model.norm_eps must be > 0, got {self.norm_eps}")
+        if not isinstance(self.token_types, int) or isinstance(self.token_types, bool) or self.token_types < 0:
+            raise ConfigError(f"model.token_types must be an integer >= 0, got {self.token_types!r}")
+        if self.attention_scale is not None and not self.attention_scale > 0:
+            raise ConfigError(f"model.attention_scale must be > 0 (or null for 1/sqrt(Dh)), "
+                              f"got {self.attention_scale}")
+        if self.init_std <= 0:
+            raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
+        self.embed_init = EmbedInit.parse(self.embed_init, "model.embed_init")
+        self._check_parametrization()
+
+    def _check_parametrization(self) -> None:
+        """The base widths belong to mup; under mup, the base width defaults to MUP_BASE_D_MODEL."""
+        if self.parametrization == Parametrization.standard:
+            for name in ("mup_base_d_model", "mup_base_head_dim"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"model.{name}={getattr(self, name)!r} only applies to "
+                                      f"model.parametrization=mup, not standard")
+            return
+        if self.mup_base_d_model is None:
+            self.mup_base_d_model = MUP_BASE_D_MODEL
+        _positive("mup_base_d_model", self.mup_base_d_model)
+        if self.mup_base_head_dim is not None:
+            _positive("mup_base_head_dim", self.mup_base_head_dim)
+
+    @property
+    def embedding_std(self) -> float:
+        """The std the token embeddings start at: init_std, or with embed_init=unit D^-0.5 (so
+        x·sqrt(D) starts at unit RMS under scale_embeddings: Vaswani et al. 2017 §3.4 with
+        fairseq's initialisation; under mup D is the base width, see `base_d_model`)."""
+        return self.base_d_model ** -0.5 if self.embed_init == EmbedInit.unit else self.init_std
+
+    # -- width (model.parametrization) ----------------------------------------------------
+    @property
+    def width_mult(self) -> float:
+        """m = D / base D under mup (Yang et al. 2022); 1.0 under standard."""
+        if self.parametrization == Parametrization.mup:
+            return self.d_model / self.mup_base_d_model
+        return 1.0
+
+    @property
+    def base_d_model(self) -> int:
+        """The width at which the multipliers standard takes from D are read: the sqrt(D) of
+        scale_embeddings and its D^-0.5 initialisation, scale_output's D^-0.5 and inverse_sqrt's
+        D^-0.5. D under standard; under mup the base width, so that these stay the base model's
+        and μP's own rules alone scale with the width."""
+        return self.mup_base_d_model if self.parametrization == Parametrization.mup else self.d_model
+
+    @property
+    def base_head_dim(self) -> float:
+        """The base model's Dh: mup_base_head_dim, or by default Dh / m (as many heads as here)."""
+        if self.parametrization == Parametrization.standard:
+            return self.head_dim
+        if self.mup_base_head_dim is not None:
+            return self.mup_base_head_dim
+        return self.head_dim * self.mup_base_d_model / self.d_model
+
+    @property
+    def attention_multiplier(self) -> Optional[float]:
+        """The multiplier of q·kᵀ; None: 1/sqrt(Dh). Under mup, scores scale as 1/Dh (μP, Yang et
+        al. 2022 §4) and equal the base model's at the base head width: attention_scale (or
+        1/sqrt(base Dh)) x base Dh / Dh, which is sqrt(base Dh)/Dh by default."""
+        base = self.base_head_dim
+        if base == self.head_dim:
+            return self.attention_scale
+        at_base = self.attention_scale if self.attention_scale is not None else 1.0 / math.sqrt(base)
+        return at_base * (base / self.head_dim)
+
+    @property
+    def output_multiplier(self) -> float:
+        """What the output projection's input is multiplied by: scale_output's D^-0.5 (1 without
+        it), divided by m under mup (μP's readout multiplier, mup's MuReadout: the logits x 1/m)."""
+        scaled = self.base_d_model ** -0.5 if self.scale_output else 1.0
+        return scaled / self.width_mult
+
+    @property
+    def embedding_multiplier(self) -> float:
+        """What the token embeddings are multiplied by: sqrt(D) with scale_embeddings (base D
+        under mup: the embeddings are input weights, their scale and initialisation stay the base
+        model's), else 1."""
+        return math.sqrt(self.base_d_model) if self.scale_embeddings else 1.0
+
+    @property
+    def is_causal(self) -> bool:
+        """Whether the model's output stack is autoregressive (decoder side)."""
+        return FAMILY_FACTS[self.family].decoder
+
+    def to_dict(self) -> dict:
+        """Plain data (str/int/float/bool/None), as stored in checkpoints."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, PositionConfig):
+                value = {p.name: _plain(getattr(value, p.name)) for p in fields(value)}
+            out[f.name] = _plain(value)
+        return out
+
+
+def _plain(value):
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _positive(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return ((n + multiple - 1) // multiple) * multiple
+
+
+def model_defaults() -> dict:
+    """The model schema's keys that have a fixed default, as plain data: a key added to the
+    schema keeps, at its default, the behaviour of the versions before it (a checkpoint or run
+    record that predates it ran that way)."""
+    return {f.name: _plain(f.default) for f in fields(ModelConfig) if f.default is not dataclasses_missing}

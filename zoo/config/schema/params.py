@@ -1,0 +1,131 @@
+"""Non-embedding parameter count of a model config, worked out from the config alone (no torch,
+no model built), and the d_ff that `model.param_budget` asks for.
+
+The count is what `zoo.summarize(zoo.build_model(cfg)).non_embedding_params` reports: every
+parameter except the token table (V·D), an untied output projection (V·D), the token-type table
+(token_types·D), the output bias (V) and the position parameters whose row of
+`zoo.config.facts.positions.POSITION_FACTS` counts them as embeddings (a learned table,
+(max_seq_len + offset)·D per stack). Shape names: D = d_model, H = n_heads, Hkv = n_kv_heads,
+Dh = head_dim, F = d_ff.
+
+The count is linear in F, P(F) = A + B·F (only the feed-forward units depend on F), so a budget
+gives F directly. A gated unit has three D×F matrices to a plain unit's two, so it gets about
+2/3 of the width at the same budget (Shazeer 2020). `tests/models/test_budget.py` checks the
+count against built models for every family, position scheme, norm and activation.
+"""
+
+from __future__ import annotations
+
+from zoo.config.errors import ConfigError
+from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.schema.model import GATED, ModelConfig, NormPlacement, NormType
+from zoo.config.facts.positions import POSITION_FACTS
+
+
+def norm_params(cfg: ModelConfig) -> int:
+    """One norm over D: LayerNorm has γ (D) and, with model.bias, β (D); RMSNorm has γ (D)."""
+    if cfg.norm_type == NormType.layernorm:
+        return cfg.d_model * (2 if cfg.bias else 1)
+    if cfg.norm_type == NormType.rmsnorm:
+        return cfg.d_model
+    raise ConfigError(f"no parameter count for model.norm_type={cfg.norm_type.value}")
+
+
+def attention_params(cfg: ModelConfig) -> int:
+    """One attention sub-layer: W_q (D × H·Dh), W_k and W_v (D × Hkv·Dh each), W_o (H·Dh × D);
+    with model.bias, biases H·Dh + 2·Hkv·Dh + D. Self-attention fuses W_q, W_k, W_v into one
+    matrix, cross-attention fuses W_k, W_v only: the same count either way."""
+    D, q, kv = cfg.d_model, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    weights = D * (q + 2 * kv) + q * D
+    biases = (q + 2 * kv + D) if cfg.bias else 0
+    return weights + biases
+
+
+def feedforward_params(cfg: ModelConfig) -> tuple[int, int]:
+    """One feed-forward unit as (A, B) with count A + B·F. Plain: W_in (D × F), W_out (F × D),
+    biases F + D, so B = 2·D (+ 1). Gated: W_in holds gate and up (D × 2·F), biases 2·F + D,
+    so B = 3·D (+ 2). A = D (the bias of W_out) with model.bias, else 0."""
+    inner = 2 if cfg.activation in GATED else 1
+    per_unit = (inner + 1) * cfg.d_model + (inner if cfg.bias else 0)
+    return (cfg.d_model if cfg.bias else 0), per_unit
+
+
+def position_params(cfg: ModelConfig, n_layers: int) -> tuple[int, int]:
+    """One stack's position scheme as (non-embedding, embedding) parameters, from its row of
+    `POSITION_FACTS` (`parameters`, `embedding`)."""
+    facts = POSITION_FACTS[cfg.position.kind]
+    count = facts.parameters(cfg, n_layers)
+    return (0, count) if facts.embedding else (count, 0)
+
+
+def stack_layers(cfg: ModelConfig) -> list[tuple[int, bool]]:
+    """The family's stacks as (layers, with cross-attention): one stack, or for an
+    encoder-decoder n_layers encoder blocks and n_decoder_layers decoder blocks."""
+    if FAMILY_FACTS[cfg.family].cross_attention:
+        return [(cfg.n_layers, False), (cfg.n_decoder_layers, True)]
+    return [(cfg.n_layers, False)]
+
+
+def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool) -> tuple[int, int]:
+    """One stack as (A, B). A block is self-attention, cross-attention in a decoder of an
+    encoder-decoder, and a feed-forward unit, each with its own norm (pre- or post-LN alike);
+    a stack adds a norm on the embeddings (model.embed_norm), a final norm (pre-LN) and its
+    position scheme's parameters."""
+    sub_layers = 2 if cross else 1
+    ff_fixed, ff_per_unit = feedforward_params(cfg)
+    block = sub_layers * (attention_params(cfg) + norm_params(cfg)) + ff_fixed + norm_params(cfg)
+    norms = int(cfg.embed_norm) + int(cfg.norm == NormPlacement.pre)
+    fixed = n_layers * block + norms * norm_params(cfg) + position_params(cfg, n_layers)[0]
+    return fixed, n_layers * ff_per_unit
+
+
+def linear_in_d_ff(cfg: ModelConfig) -> tuple[int, int]:
+    """(A, B) with non-embedding parameters A + B·F: the family's stacks (encoder-decoder:
+    n_layers encoder blocks and n_decoder_layers decoder blocks with cross-attention) and,
+    with model.head_transform, its dense D × D (+ D bias) and norm."""
+    stacks = [stack_params(cfg, n_layers, cross=cross) for n_layers, cross in stack_layers(cfg)]
+    fixed = sum(a for a, _ in stacks)
+    if cfg.head_transform:
+        fixed += cfg.d_model * cfg.d_model + (cfg.d_model if cfg.bias else 0) + norm_params(cfg)
+    return fixed, sum(b for _, b in stacks)
+
+
+def non_embedding_params(cfg: ModelConfig) -> int:
+    """The non-embedding parameter count of the model `cfg` describes (cfg.d_ff set)."""
+    fixed, per_unit = linear_in_d_ff(cfg)
+    return fixed + per_unit * cfg.d_ff
+
+
+def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
+    """The parameters of the model `cfg` describes, by the keys that size them: the stack
+    (non-embedding), the token embeddings (and an untied output head), position tables that
+    count as embeddings (each stack's). A lower bound of the whole (token types and an output
+    bias are left out)."""
+    embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
+    positions = sum(position_params(cfg, n_layers)[1] for n_layers, _ in stack_layers(cfg))
+    return {"model.d_model, model.n_layers, model.d_ff (the stack)": non_embedding_params(cfg),
+            "model.vocab_size (token embeddings)": embeddings,
+            "model.max_seq_len (learned positions)": positions}
+
+
+def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:
+    """The d_ff whose model has the non-embedding parameter count nearest to `budget`
+    (cfg.d_ff is not read)."""
+    base, slope = linear_in_d_ff(cfg)
+    d_ff = round((budget - base) / slope)
+    if d_ff < 1:
+        raise ConfigError(
+            f"model.param_budget={budget:,} is too small: this composition has {base + slope:,} "
+            f"non-embedding parameters at d_ff=1")
+    return d_ff
+
+
+def steps_for_tokens(cfg: ModelConfig, tokens_per_param: float, tokens_per_step: int) -> int:
+    """The optimizer steps that train the model `cfg` describes on `tokens_per_param` tokens per
+    non-embedding parameter (e.g. about 20, Hoffmann et al. 2022), at `tokens_per_step` tokens a
+    step (global batch × sequence length), rounded up."""
+    if not tokens_per_param > 0:
+        raise ConfigError(f"tokens per parameter must be > 0, got {tokens_per_param}")
+    if tokens_per_step < 1:
+        raise ConfigError(f"tokens per step must be >= 1, got {tokens_per_step}")
+    return max(1, -(-int(round(tokens_per_param * non_embedding_params(cfg))) // tokens_per_step))

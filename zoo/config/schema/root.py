@@ -1,0 +1,44 @@
+"""The root schema composed by `zoo-train` and `zoo.compose`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+MISSING = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
+
+from zoo.config.schema.data import DataConfig, TokenizerConfig
+from zoo.config.schema.logger import LoggerConfig
+from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.train import (
+    CallbacksConfig,
+    OptimConfig,
+    SchedulerConfig,
+)
+from zoo.config.schema.task import TaskConfig
+
+
+@dataclass(kw_only=True)
+class ZooConfig:
+    # MISSING (not a default instance) so derived model values are filled in only after all
+    # overrides are merged, never baked into the composed config.
+    model: ModelConfig = MISSING
+    task: TaskConfig = MISSING
+    data: DataConfig = MISSING
+    tokenizer: TokenizerConfig = MISSING
+    optim: OptimConfig = MISSING
+    scheduler: SchedulerConfig = MISSING
+    trainer: Dict[str, Any] = field(default_factory=dict)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
+    seed: int = field(default=0, metadata={"help": "global seed for weights, data order, dropout"})
+    ckpt_path: Optional[str] = field(
+        default=None,
+        metadata={"help": "resume from this checkpoint; 'last' = the run directory's last.ckpt"},
+    )
+    init_from: Optional[str] = field(
+        default=None,
+        metadata={"help": "hf:DIR: start from the weights of a Hugging Face model directory "
+                  "(save_pretrained); its config fixes model.* (except model.dropout) and its "
+                  "tokenizer becomes tokenizer=hf; a resumed checkpoint wins over it"},
+    )

@@ -1,0 +1,93 @@
+"""Typed schema of a run's task (`TaskConfig`): the training objective and how its loss is
+computed. The objectives themselves are rows of `zoo.config.facts.tasks`. No torch import."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from zoo.config.errors import ConfigError
+from zoo.config.choice import Choice
+from zoo.config.facts.tasks import TaskKind
+
+
+class Pooling(Choice):
+    """How a classifier reads one vector from the encoder states."""
+
+    cls = "cls"  # the first position ([CLS], Devlin et al. 2019)
+    mean = "mean"  # the mean over real tokens
+    last = "last"  # the last real token (for causal models)
+
+
+class OutputLoss(Choice):
+    """How token-level tasks compute the loss of the output head in training."""
+
+    auto = "auto"  # chunked on the CPU, logits on an accelerator (fewer kernel launches there)
+    logits = "logits"  # materialise the (N, V) logits, then softmax cross-entropy
+    chunked = "chunked"  # projection + cross-entropy in chunks of rows, logits never whole
+    liger = "liger"  # Liger-Kernel's fused linear cross-entropy (Triton, CUDA only; pip install '.[liger]')
+
+
+class NonFinitePolicy(Choice):
+    """What a training step does when its loss is NaN or infinite."""
+
+    stop = "stop"  # end the run with an error naming the step; checkpoints already written stay
+    skip = "skip"  # leave the weights as they are for this step and go on (counted in metrics)
+
+
+@dataclass(kw_only=True)
+class TaskConfig:
+    kind: TaskKind = field(default=TaskKind.causal_lm, metadata={"help": "training objective"})
+    label_smoothing: float = field(
+        default=0.0, metadata={"help": "cross-entropy label smoothing (Szegedy et al. 2016)"}
+    )
+    pooling: Optional[Pooling] = field(
+        default=None,
+        metadata={"help": "classification: cls, mean or last; default cls for encoders, last "
+                  "for decoders"},
+    )
+    generate_max_tokens: int = field(
+        default=32, metadata={"help": "seq2seq: longest greedy output when validation scores BLEU"}
+    )
+    on_nonfinite_loss: NonFinitePolicy = field(
+        default=NonFinitePolicy.stop,
+        metadata={"help": "stop: end the run naming the step; skip: no update for that step, "
+                  "counted as train/nonfinite_skipped"},
+    )
+    output_loss: OutputLoss = field(
+        default=OutputLoss.auto,
+        metadata={"help": "token tasks in training: chunked (projection + cross-entropy per "
+                  "chunk of rows, less memory, faster on the CPU), logits (the whole (N, V) "
+                  "tensor, fewer kernel launches), liger (Liger-Kernel's fused Triton kernel, "
+                  "CUDA only, optional extra) or auto (chunked on the CPU, logits elsewhere)"},
+    )
+    loss_chunk: int = field(
+        default=1024, metadata={"help": "output_loss=chunked: rows of logits alive at a time"}
+    )
+    tf32: bool = field(
+        default=True,
+        metadata={"help": "on CUDA, float32 matmuls on TF32 tensor cores "
+                  "(torch.set_float32_matmul_precision('high')); nothing elsewhere"},
+    )
+    compile: bool = field(
+        default=False,
+        metadata={"help": "torch.compile the model, and for token tasks the whole training loss "
+                  "(stack, output head and loss in one graph; under trainer=fsdp each layer, "
+                  "compiled before it is sharded); first steps slower while it compiles; on CPU "
+                  "needs a C++ compiler"},
+    )
+
+    def __post_init__(self) -> None:
+        self.kind = TaskKind.parse(self.kind, "task.kind")
+        self.output_loss = OutputLoss.parse(self.output_loss, "task.output_loss")
+        if not isinstance(self.loss_chunk, int) or isinstance(self.loss_chunk, bool) or self.loss_chunk < 1:
+            raise ConfigError(f"task.loss_chunk must be a positive integer, got {self.loss_chunk!r}")
+        self.on_nonfinite_loss = NonFinitePolicy.parse(self.on_nonfinite_loss, "task.on_nonfinite_loss")
+        if self.pooling is not None:
+            self.pooling = Pooling.parse(self.pooling, "task.pooling")
+            if self.kind != TaskKind.classification:
+                raise ConfigError(f"task.pooling only applies to task=classification, not {self.kind.value}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"task.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.generate_max_tokens < 1:
+            raise ConfigError(f"task.generate_max_tokens must be >= 1, got {self.generate_max_tokens}")

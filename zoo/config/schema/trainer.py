@@ -1,0 +1,106 @@
+"""The `trainer:` section is passed to Lightning's Trainer as it is (any Trainer argument may be
+added with `+trainer.NAME=VALUE`); the arguments zoo's configs set are checked here first, so a
+wrong value is one line naming the key instead of a traceback from inside Lightning."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from zoo.config.errors import ConfigError
+
+_TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
+
+
+def _int(minimum: int, none_ok: bool = False):
+    def check(key: str, value: Any) -> None:
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(f"trainer.{key} must be an integer >= {minimum}"
+                              f"{' or null' if none_ok else ''}, got {value!r}")
+    return check
+
+
+def _batches(key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or \
+            (isinstance(value, float) and value > 1.0):
+        raise ConfigError(f"trainer.{key} must be a number of batches (an integer >= 0) or a fraction "
+                          f"of them (a float in [0, 1]), got {value!r}")
+
+
+def _val_interval(key: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, str) and _TIME.match(value):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or \
+            (isinstance(value, float) and value > 1.0):
+        raise ConfigError(f"trainer.val_check_interval must be a number of steps (an integer >= 1), a "
+                          f"fraction of an epoch (a float in (0, 1]), a time 'DD:HH:MM:SS' or null, got {value!r}")
+
+
+def _clip(key: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+        raise ConfigError(f"trainer.{key} must be a number >= 0 or null, got {value!r}")
+
+
+CHECKS = {
+    "max_steps": _int(-1),
+    "max_epochs": _int(-1, none_ok=True),
+    "num_nodes": _int(1),
+    "log_every_n_steps": _int(1),
+    "check_val_every_n_epoch": _int(1, none_ok=True),
+    "accumulate_grad_batches": _int(1),
+    "val_check_interval": _val_interval,
+    "limit_val_batches": _batches,
+    "limit_train_batches": _batches,
+    "gradient_clip_val": _clip,
+}
+
+
+def check_trainer(trainer: dict) -> None:
+    """ConfigError for a value of a known Trainer argument that Lightning would reject."""
+    for key, check in CHECKS.items():
+        if key in trainer:
+            check(key, trainer[key])
+    check_replicate(trainer)
+
+
+# trainer.strategy that shards parameters (FSDP2, `zoo.training.distributed.fsdp`): over every rank (fsdp),
+# or within groups of ranks, replicated across the groups (hsdp, hybrid sharding: within a node,
+# replicated across nodes), and the precisions they run: float16 mixed precision needs a
+# gradient scaler that sharded training here has not
+SHARDED_STRATEGY = "fsdp"
+HYBRID_STRATEGY = "hsdp"
+SHARDED_STRATEGIES = (SHARDED_STRATEGY, HYBRID_STRATEGY)
+SHARDED_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-true")
+# zoo's own trainer key (taken out before the rest reaches Lightning's Trainer): how many
+# replicas trainer.strategy=hsdp keeps (the replicate axis of its mesh); null: trainer.num_nodes
+REPLICATE_KEY = "replicate"
+
+
+def is_sharded_name(strategy: Any) -> bool:
+    return isinstance(strategy, str) and strategy in SHARDED_STRATEGIES
+
+
+def check_replicate(trainer: dict) -> None:
+    """trainer.replicate: only under hsdp; an integer >= 1 dividing the world size where that is
+    known before any process starts."""
+    if REPLICATE_KEY not in trainer:
+        return
+    value = trainer[REPLICATE_KEY]
+    if trainer.get("strategy") != HYBRID_STRATEGY:
+        if value is None:
+            return
+        raise ConfigError(f"trainer.replicate={value} applies to trainer.strategy=hsdp only "
+                          f"(got trainer.strategy={trainer.get('strategy')}); use trainer=hsdp")
+    if value is None:
+        return
+    _int(1)(REPLICATE_KEY, value)
+    devices, nodes = trainer.get("devices"), trainer.get("num_nodes", 1)
+    if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0 and \
+            (devices * nodes) % value:
+        raise ConfigError(f"trainer.replicate={value} must divide the {devices * nodes} devices "
+                          f"(trainer.devices={devices} x trainer.num_nodes={nodes}): each replica shards "
+                          f"the model over the same number of them")

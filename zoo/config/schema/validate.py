@@ -1,0 +1,165 @@
+"""`validate(cfg) -> ZooConfig`: every check a composed config must pass before any data is
+read or weights are built, in one place.
+
+A section's own rules live in its schema's `__post_init__` (`ModelConfig`, `TaskConfig`, ...);
+the rules that join sections (the task needs its family, learned positions bound the sequence,
+the global batch splits over the devices, a schedule fits the run, ...) live here. What the
+machine must have (a GPU, an optional package) is not the config's business: the training
+command checks it (`zoo.training.run.check_machine`)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from zoo.config.schema.batching import per_device_batch
+from zoo.config.schema.convert import reject_non_finite, as_model_config, as_schema, to_plain
+from zoo.config.schema.data import as_data_config, as_tokenizer_config
+from zoo.config.errors import ConfigError
+from zoo.config.schema.logger import LoggerConfig
+from zoo.config.facts.positions import max_positions
+from zoo.config.schema.root import ZooConfig
+from zoo.config.facts.tasks import families_of, task_spec
+from zoo.config.schema.train import (
+    CallbacksConfig,
+    OptimConfig,
+    OptimizerImpl,
+    ScheduleKind,
+    SchedulerConfig,
+)
+from zoo.config.schema.task import TaskConfig
+from zoo.config.schema.trainer import SHARDED_PRECISIONS, check_trainer, is_sharded_name
+
+
+def validate(cfg: Any) -> ZooConfig:
+    """The composed `cfg` (a DictConfig from `zoo.compose`, or a plain mapping) as a `ZooConfig`
+    of validated schema objects; raises `ConfigError` with one line naming the keys (a value
+    whose interpolation fails, e.g. `${zoo.steps_for_tokens:0}`, by its key and the reason)."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    try:
+        return _validate(cfg)
+    except InterpolationResolutionError as exc:
+        reason = str(exc).strip().splitlines()[0]
+        reason = reason.removeprefix(f"{ConfigError.__name__} raised while resolving interpolation: ")  # zoo's own
+        key = getattr(exc, "full_key", None)
+        raise ConfigError(f"{key}: {reason}" if key else reason) from None
+
+
+def _validate(cfg: Any) -> ZooConfig:
+    if not hasattr(cfg, "get"):
+        raise ConfigError(f"a zoo config must be a mapping, got {type(cfg).__name__}")
+    data = cfg  # sections stay composed nodes, so a value left ??? is named by its key
+    trainer = to_plain(data.get("trainer")) or {}
+    if not isinstance(trainer, Mapping):
+        raise ConfigError(f"trainer must be a mapping, got {type(trainer).__name__}")
+    reject_non_finite(dict(trainer), "trainer")
+    zc = ZooConfig(
+        model=as_model_config(data.get("model")),
+        task=as_schema(data.get("task"), TaskConfig, "task"),
+        data=as_data_config(data.get("data")),
+        tokenizer=as_tokenizer_config(data.get("tokenizer")),
+        optim=as_schema(data.get("optim"), OptimConfig, "optim"),
+        scheduler=as_schema(data.get("scheduler"), SchedulerConfig, "scheduler"),
+        logger=as_schema(data.get("logger"), LoggerConfig, "logger"),
+        callbacks=as_schema(data.get("callbacks"), CallbacksConfig, "callbacks"),
+        trainer=dict(trainer),
+        seed=int(data.get("seed", 0)),
+        ckpt_path=data.get("ckpt_path"),
+        init_from=data.get("init_from"),
+    )
+    check_trainer(zc.trainer)
+    _check_task_family(zc)
+    _check_positions(zc)
+    _check_sharding(zc)
+    _check_fused_clipping(zc)
+    _check_batch(zc)
+    _check_schedule(zc)
+    return zc
+
+
+def _check_task_family(zc: ZooConfig) -> None:
+    families = families_of(zc.task.kind)
+    if zc.model.family not in families:
+        allowed = ", ".join(f.value for f in families)
+        raise ConfigError(
+            f"task={zc.task.kind.value} needs model.family in ({allowed}), got {zc.model.family.value}")
+
+
+def _check_positions(zc: ZooConfig) -> None:
+    """A bounded scheme (learned positions) must hold the training windows and, for a task whose
+    row decodes in validation (seq2seq), the validation generations (their BOS included)."""
+    bound = max_positions(zc.model)
+    if bound is None:
+        return
+    if zc.data.seq_len > bound:
+        raise ConfigError(f"data.seq_len ({zc.data.seq_len}) is longer than learned positions allow "
+                          f"(model.max_seq_len={bound})")
+    if task_spec(zc.task.kind).decodes_in_validation and zc.task.generate_max_tokens >= bound:
+        raise ConfigError(f"task.generate_max_tokens ({zc.task.generate_max_tokens}) plus BOS is longer than "
+                          f"learned positions allow (model.max_seq_len={bound})")
+
+
+def _check_fused_clipping(zc: ZooConfig) -> None:
+    """Lightning's mixed-precision plugins refuse to clip the gradients of a fused optimizer
+    (it would unscale them itself), in the middle of the first step: refused here instead.
+    `optim.implementation=auto` takes foreach in that case (`zoo.tasks.optim.build_optimizer`)."""
+    precision = str(zc.trainer.get("precision", "32-true"))
+    clip = zc.trainer.get("gradient_clip_val") or 0
+    if zc.optim.implementation == OptimizerImpl.fused and precision.endswith("-mixed") and float(clip) > 0:
+        raise ConfigError(f"optim.implementation=fused cannot run with trainer.gradient_clip_val={clip} under "
+                          f"trainer.precision={precision} (Lightning does not clip a fused optimizer's gradients "
+                          "in mixed precision): use optim.implementation=auto or foreach, or "
+                          "trainer.gradient_clip_val=0")
+
+
+def _check_sharding(zc: ZooConfig) -> None:
+    """Combinations the sharded strategy cannot run, refused before any process starts."""
+    strategy = zc.trainer.get("strategy")
+    if not is_sharded_name(strategy):
+        return
+    precision = str(zc.trainer.get("precision", "32-true"))
+    if precision not in SHARDED_PRECISIONS:
+        raise ConfigError(f"trainer.strategy={strategy} runs trainer.precision in ({', '.join(SHARDED_PRECISIONS)}), "
+                          f"got {precision} (float16 mixed precision needs a gradient scaler that sharded "
+                          f"training here has not; use bf16-mixed)")
+
+
+def _check_batch(zc: ZooConfig) -> None:
+    if zc.trainer.get("overfit_batches") not in (None, 0, 0.0):
+        raise ConfigError("trainer.overfit_batches is not supported: the training loader keeps its "
+                          "place for exact resume; use data.max_examples for a small training set")
+    devices, nodes = zc.trainer.get("devices", 1), zc.trainer.get("num_nodes", 1)
+    if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0:
+        per_device_batch(zc.data.global_batch_size, devices * nodes)  # before any process starts
+
+
+def _check_schedule(zc: ZooConfig) -> None:
+    max_steps = zc.trainer.get("max_steps", -1)
+    if max_steps in (None, -1) and zc.trainer.get("max_epochs", -1) in (None, -1):
+        raise ConfigError("set trainer.max_steps or trainer.max_epochs, or the run never ends")
+    if isinstance(max_steps, int) and (max_steps == 0 or max_steps < -1):
+        raise ConfigError(f"trainer.max_steps must be a positive number of steps (or -1 to train by "
+                          f"trainer.max_epochs), got {max_steps}")
+    check_schedule_length(zc.scheduler, max_steps if max_steps and max_steps > 0 else None)
+    if zc.scheduler.kind == ScheduleKind.inverse_sqrt:
+        w, d = zc.scheduler.warmup_steps, zc.model.base_d_model  # under mup the base width
+        width = "d_model" if d == zc.model.d_model else "mup_base_d_model"
+        peak = zc.optim.lr * d ** -0.5 * w ** -0.5
+        if peak < 1e-5:
+            raise ConfigError(
+                f"scheduler=inverse_sqrt peaks at optim.lr x {width}^-0.5 x warmup^-0.5 = "
+                f"{zc.optim.lr:g} x {d}^-0.5 x {w}^-0.5 = {peak:.2g}; optim.lr multiplies the "
+                f"schedule (the paper's rate is optim.lr=1.0, as in optim=adam)")
+
+
+def check_schedule_length(cfg: SchedulerConfig, total_steps: int | None) -> None:
+    """A cosine schedule decays over its total steps (scheduler.total_steps or
+    trainer.max_steps), which must outlast its warmup."""
+    if cfg.kind != ScheduleKind.cosine:
+        return
+    total = cfg.total_steps or total_steps
+    if not total or total <= cfg.warmup_steps:
+        fix = (f": add scheduler.warmup_steps={max(1, total // 10)} (a tenth of the run), or run -cn quick, "
+               "whose warmup follows trainer.max_steps") if total and total > 1 else ""
+        raise ConfigError(f"scheduler=cosine needs total steps (scheduler.total_steps or trainer.max_steps) "
+                          f"greater than scheduler.warmup_steps ({cfg.warmup_steps}), got {total}{fix}")

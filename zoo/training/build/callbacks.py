@@ -1,0 +1,87 @@
+"""The callbacks of a run, and handles on the ones train() consults after fit."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.plugins.environments import SLURMEnvironment
+
+from zoo.config.schema.root import ZooConfig
+from zoo.config.records.rundir import RunDir
+from zoo.config.schema.train import ProgressBar
+from zoo.training.monitor.last_validation import LastValidation
+from zoo.training.monitor.throughput import Throughput
+from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
+from zoo.training.checkpoint.validation_due import ValidationDue
+from zoo.training.signals.interrupt import Interrupt
+from zoo.training.distributed.rank_watch import RankWatch
+from zoo.training.signals.preemption import Requeue, in_slurm_job
+from zoo.training.monitor.progress import StepRichProgressBar, StepTQDMProgressBar
+from zoo.training.resume.rng import RngState
+
+
+@dataclass
+class RunCallbacks:
+    """`all` in the order Lightning calls them; the others are members of `all`."""
+
+    all: list
+    last: LastCheckpoint
+    interrupt: Interrupt
+    throughput: Throughput
+    final: LastValidation
+    requeue: Optional[Requeue] = None  # SLURM jobs with callbacks.requeue_signal
+    rank_watch: Optional[RankWatch] = None  # names a rank that died
+
+    @property
+    def requeued(self) -> bool:
+        """SLURM's warning came: last.ckpt is saved and the job requeued."""
+        return self.requeue is not None and self.requeue.requeued
+
+
+def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
+    """Checkpoints (best by val/loss, last.ckpt every N steps), the RNG state, the run's identity,
+    signals, the learning rate, throughput, a final validation, SLURM's requeue and a progress
+    bar."""
+    ckpt_dir = RunDir(run_dir).checkpoints
+    last = LastCheckpoint(ckpt_dir, spec.callbacks.checkpoint_every_n_steps)
+    # a validation due at a checkpoint's step runs on resume (and a stop inside one saves as of its start)
+    due = ValidationDue(RunDir(run_dir).metrics)
+    interrupt = Interrupt(last, grace_s=spec.callbacks.stop_grace_s, due=due)  # SIGTERM / SIGINT: save, stop
+    throughput, final = Throughput(), LastValidation()
+    rank_watch = RankWatch(run_dir)
+    callbacks = [
+        # top-k by validation loss, checked after every validation
+        ModelCheckpoint(
+            dirpath=ckpt_dir,
+            filename=RunDir.BEST,
+            monitor="val/loss",
+            mode="min",
+            save_top_k=spec.callbacks.save_top_k,
+            auto_insert_metric_name=False,
+        ),
+        last,  # last.ckpt every N optimizer steps and at every epoch end (and when fit ends)
+        due,
+        RngState(),
+        RunRecord(run_dir),
+        interrupt,
+        rank_watch,  # the death of one rank ends every rank, with failed.json naming it
+        LearningRateMonitor(logging_interval="step"),
+        throughput,
+        final,
+    ]
+    requeue = None
+    # zoo saves and requeues itself (Requeue); Lightning's handler would save from inside the
+    # signal handler (its SLURM environment is added without it, `zoo.training.build.trainer`)
+    if SLURMEnvironment.detect() and spec.callbacks.requeue_signal and in_slurm_job():
+        requeue = Requeue(last, signum=getattr(signal, spec.callbacks.requeue_signal))
+        callbacks.append(requeue)
+    if spec.callbacks.progress_bar == ProgressBar.rich:
+        callbacks.append(StepRichProgressBar(leave=True))
+    elif spec.callbacks.progress_bar == ProgressBar.tqdm:
+        callbacks.append(StepTQDMProgressBar())
+    return RunCallbacks(all=callbacks, last=last, interrupt=interrupt, throughput=throughput, final=final,
+                        requeue=requeue, rank_watch=rank_watch)

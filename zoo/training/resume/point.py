@@ -1,0 +1,120 @@
+"""Which checkpoint a run continues from, and whether the command describes the run it holds.
+
+A run directory that already has checkpoints/last.ckpt is continued by rerunning its command;
+`ckpt_path=last` names that file, any other `ckpt_path` a checkpoint elsewhere."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from zoo.config.schema.convert import plain
+from zoo.config.schema.root import ZooConfig
+from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
+from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
+from zoo.training.resume.match import check_resume, saved_sections
+from zoo.training.distributed.strategies import is_sharded
+from zoo.training.distributed.fsdp import recover_sharded
+
+log = logging.getLogger("zoo")
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The checkpoint a run continues (None: a fresh start) and the step it was saved at."""
+
+    path: Optional[str] = None
+    step: Optional[int] = None
+
+
+def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
+    """'last' -> the run dir's last.ckpt (must exist); None -> last.ckpt if the run dir already
+    has one (rerunning a command in its run dir continues it); a path must exist and be a
+    readable checkpoint."""
+    last = RunDir(run_dir).last
+    if ckpt_path is None:
+        path = last if last.exists() else None
+    else:
+        path = last if ckpt_path == "last" else Path(ckpt_path)
+        if not path.exists():
+            raise CheckpointError(f"ckpt_path={ckpt_path}: {path} does not exist")
+    if path is None:
+        return None
+    if not is_sharded_checkpoint(path):
+        locate_checkpoint(path)  # a pipe, device or socket is named, not read (a read of a pipe blocks)
+    read_checkpoint(path, weights=False)  # refuses truncated files and files holding code
+    return str(path)
+
+
+def check_resume_config(resume: str, spec: ZooConfig) -> None:
+    """The command must describe the run its checkpoint holds (`zoo.training.resume.match`)."""
+    hparams = read_checkpoint(resume, weights=False).get("hyper_parameters", {})
+    command = {"model": spec.model.to_dict(), "task": plain(spec.task), "optim": plain(spec.optim),
+               "scheduler": plain(spec.scheduler), "data": spec.data.to_dict(),
+               "tokenizer": {"kind": spec.tokenizer.kind.value}}
+    check_resume(saved_sections(hparams), command, f"the checkpoint {resume}")
+
+
+def check_resume_strategy(resume: Optional[str], strategy) -> None:
+    """A sharded checkpoint (trainer=fsdp) resumes under the sharded strategy only, on any
+    number of ranks; a single-file one resumes under any strategy."""
+    if resume is not None and is_sharded_checkpoint(resume) and not is_sharded(strategy):
+        raise CheckpointError(
+            f"{resume} is a sharded checkpoint (written by trainer=fsdp): resume it with trainer=fsdp "
+            f"(on any number of devices); zoo-eval, zoo-generate and zoo-export read it on one device")
+
+
+def _first_process() -> bool:
+    """Rank 0, or the process that will start the ranks (no launcher's rank variables)."""
+    return all(os.environ.get(v, "0") in ("", "0") for v in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "NODE_RANK"))
+
+
+def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
+    """Put back a sharded checkpoint whose swap was interrupted, then find the checkpoint to
+    continue and check that this command (and its strategy) can continue it."""
+    if _first_process():
+        for note in recover_sharded(RunDir(run_dir).checkpoints):  # before looking for last.ckpt
+            log.info("%s", note)
+    resume = resolve_resume(spec.ckpt_path, run_dir)
+    check_resume_strategy(resume, spec.trainer.get("strategy"))
+    if resume is None:
+        return Resume()
+    check_resume_config(resume, spec)
+    return Resume(path=resume, step=read_checkpoint(resume, weights=False).get("global_step"))
+
+
+def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> Optional[dict]:
+    """The summary of a finished run that this command would only repeat: the run directory's
+    summary.json says finished, with its metrics, at the step of the checkpoint it would resume,
+    and the command asks for no more steps (trainer.max_steps) or epochs (trainer.max_epochs)
+    than the run had. None otherwise (a fresh run, an unfinished one, or one continued further)."""
+    if resume.path is None or resume.step is None:
+        return None
+    try:
+        summary = RunSummary.read(run_dir)
+    except (DamagedRecord, OSError):
+        return None
+    if summary.status != "finished" or not summary.metrics or summary.global_step != resume.step:
+        return None
+    max_steps = spec.trainer.get("max_steps", -1)
+    if isinstance(max_steps, int) and max_steps > 0:
+        return summary.as_dict() if resume.step >= max_steps else None
+    recorded = _recorded_trainer(run_dir).get("max_epochs")
+    wanted = spec.trainer.get("max_epochs")
+    if recorded is not None and wanted is not None and wanted <= recorded:
+        return summary.as_dict()
+    return None
+
+
+def _recorded_trainer(run_dir: Path) -> dict:
+    """The trainer section of the run's own config.yaml ({} where it cannot be read)."""
+    from omegaconf import OmegaConf
+
+    try:
+        trainer = OmegaConf.to_container(OmegaConf.load(RunDir(run_dir).config)).get("trainer", {})
+    except Exception:  # noqa: BLE001 - a missing or damaged config.yaml: nothing to compare with
+        return {}
+    return trainer if isinstance(trainer, dict) else {}
