@@ -9,6 +9,7 @@ from typing import Callable, Optional, Protocol
 
 import torch
 
+from zoo.config.facts.families import FamilyFacts, family_facts
 from zoo.config.schema.model import Family, ModelConfig
 
 MLM_RATE = 0.15  # share of positions with a target in a masked-LM batch (Devlin et al. 2019)
@@ -33,6 +34,11 @@ class Workload:
     def family(self) -> Family:
         return self.model.family
 
+    @property
+    def stacks(self) -> FamilyFacts:
+        """The family's row: which stacks it has (`zoo.config.facts.families`)."""
+        return family_facts(self.family)
+
     def autocast(self):
         """bf16 autocast on the workload's device, or nothing."""
         if not self.bf16:
@@ -46,10 +52,10 @@ class Workload:
         V, B, T = self.model.vocab_size, self.batch, self.seq_len
         ids = torch.randint(8, V, (B, T + 1), generator=g)  # (B, T + 1)
         batch = {"input_ids": ids[:, :-1], "labels": ids[:, 1:]}
-        if self.family == Family.encoder_only:
+        if not self.stacks.decoder:  # an encoder alone: masked-LM targets
             keep = torch.rand(B, T, generator=g) < MLM_RATE
             batch = {"input_ids": ids[:, :-1], "labels": ids[:, :-1].masked_fill(~keep, -100)}
-        elif self.family == Family.encoder_decoder:
+        elif self.stacks.cross_attention:  # a target stack of its own
             target = torch.randint(8, V, (B, T + 1), generator=g)
             batch["decoder_input_ids"], batch["labels"] = target[:, :-1], target[:, 1:]
         batch["attention_mask"] = torch.ones(B, T, dtype=torch.long)
@@ -69,7 +75,7 @@ class Workload:
     @property
     def tokens_per_step(self) -> int:
         """Input tokens per training step (encoder-decoder: source and target)."""
-        per_row = self.seq_len * (2 if self.family == Family.encoder_decoder else 1)
+        per_row = self.seq_len * (2 if self.stacks.cross_attention else 1)
         return self.batch * per_row
 
 

@@ -9,7 +9,6 @@ from typing import Optional
 import torch
 
 from zoo.bench.workload import Workload, optimizer_step
-from zoo.config.schema.model import Family
 from zoo.config.facts.tasks import task_of_family
 from zoo.config.schema.train import OptimConfig
 from zoo.models.generate import GenerationConfig, generate
@@ -62,13 +61,13 @@ class ZooSubject:
     def forward(self, batch: dict) -> None:
         self.model.eval()
         batch = self._feed(batch)
-        extra = {"decoder_input_ids": batch["decoder_input_ids"]} if self.work.family == Family.encoder_decoder else {}
+        extra = {"decoder_input_ids": batch["decoder_input_ids"]} if self.work.stacks.cross_attention else {}
         with self.work.autocast():
             self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"), **extra)
 
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
-        if self.work.family == Family.encoder_only:
+        if not self.work.stacks.decoder:  # nothing to generate with
             return None
-        bos = SPECIAL_IDS["bos"] if self.work.family == Family.encoder_decoder else None  # zoo's own specials
+        bos = SPECIAL_IDS["bos"] if self.work.stacks.cross_attention else None  # zoo's own specials
         with self.work.autocast():
             return generate(self.model, prompt, config=self.generation, max_new_tokens=new_tokens, bos_id=bos)

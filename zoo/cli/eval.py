@@ -66,7 +66,7 @@ def run(argv: list[str]) -> dict:
     from zoo.training.evaluate import evaluate
 
     task = load_checkpoint(ckpt)
-    data = dict(task.extra.get("data") or {})
+    data = dict(task.extras.data or {})
     if not data and args.data is None and not data_overrides:
         raise ConfigError(f"{args.ckpt} records no dataset; pass data=FILE or data.* keys")
     if args.data is not None:

@@ -124,11 +124,10 @@ def _train_job(cfg: DictConfig, planned) -> float | None:
         _arm_failed(run_dir, outcome.message)
         _fail(outcome.message, status=outcome.exit_status)
         return None
-    summary = outcome.summary
     if outcome.kind == Outcome.REQUEUED:
         if outcome.is_global_zero:
-            print(f"run directory: {run_dir}  requeued at step {summary['global_step']} "
-                  f"(resumes from {summary['last_checkpoint']})")
+            print(f"run directory: {run_dir}  requeued at step {outcome.requeued.step} "
+                  f"(resumes from {outcome.requeued.last_checkpoint})")
         if os.environ.get(SUBMITIT_FOLDER_ENV):
             # A sweep's SLURM job: submitit records a job as done when its function returns, and
             # the sweep would end with this arm half trained. Leaving without a return value
@@ -137,6 +136,7 @@ def _train_job(cfg: DictConfig, planned) -> float | None:
         return None
     if not outcome.is_global_zero:  # one report per run, from rank 0
         return None
+    summary = outcome.summary
     metrics = summary["metrics"]
     line = f"run directory: {run_dir}"
     if "val/loss" in metrics:

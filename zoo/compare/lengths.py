@@ -36,7 +36,7 @@ def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dic
     wanted = [m for m in multiples if str(m) not in cached]
     if wanted:
         task = load_checkpoint(RunDir(run.path).last)  # the model the summary reports
-        data = dict(task.extra["data"])
+        data = dict(task.extras.data or {})
         trained = int(data["seq_len"])
         bound = max_positions(task.model.config)
         for m in wanted:

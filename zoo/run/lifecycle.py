@@ -84,8 +84,11 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
         last_words(None)
         if planned.locked:
             release(run_dir)
-    kind = Outcome.REQUEUED if result.summary.get("status") == "requeued" else Outcome.FINISHED
-    return RunOutcome(kind, run_dir, summary=result.summary, task=result.task, is_global_zero=result.is_global_zero)
+    if result.requeued is not None:
+        return RunOutcome(Outcome.REQUEUED, run_dir, requeued=result.requeued, task=result.task,
+                          is_global_zero=result.is_global_zero)
+    return RunOutcome(Outcome.FINISHED, run_dir, summary=result.summary.as_dict(), task=result.task,
+                      is_global_zero=result.is_global_zero)
 
 
 def _failed(kind: Outcome, run_dir: Path, message: str) -> RunOutcome:

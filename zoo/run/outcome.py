@@ -25,7 +25,8 @@ class Outcome(str, Enum):
 class RunOutcome:
     kind: Outcome
     run_dir: Path
-    summary: Optional[dict] = None  # FINISHED, ALREADY_FINISHED, REQUEUED: summary.json's content
+    summary: Optional[dict] = None  # FINISHED, ALREADY_FINISHED: summary.json's content
+    requeued: Any = None  # REQUEUED: where the next job resumes (`zoo.training.finish.Requeued`)
     failure: Optional[RunFailure] = None  # INTERRUPTED, STOPPED, REFUSED
     recorded: bool = False  # whether `failure` was written as the run's failed.json
     task: Any = None  # FINISHED: the trained LightningModule

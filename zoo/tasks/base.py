@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import MulticlassAccuracy
 
+from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.model import Family, ModelConfig
 from zoo.config.facts.tasks import TaskKind, task_spec
@@ -92,7 +93,8 @@ class ZooTask(L.LightningModule):
         self.task_config = TaskConfig(**task)
         self.optim_config = OptimConfig(**(optim or {}))
         self.scheduler_config = SchedulerConfig(**(scheduler or {}))
-        self.extra = dict(extra or {})
+        self.extra = dict(extra or {})  # as saved; read through `extras`
+        self.extras = CheckpointExtras.read(extra)
         self.model = build_model(self.model_config)
         if self.task_config.compile:
             self.model.compile()  # in place: parameter names and checkpoints stay the same

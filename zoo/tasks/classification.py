@@ -33,7 +33,7 @@ class Classification(ZooTask):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        labels = self.extra.get("labels")
+        labels = self.extras.labels
         if not labels:
             raise ValueError("classification needs the label names (extra.labels) from the data")
         self.labels = list(labels)

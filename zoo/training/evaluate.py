@@ -32,7 +32,7 @@ def evaluate(
         raise ConfigError(f"split={split!r} is not allowed; choose one of: validation, train")
     kind = task.task_config.kind.value
     # the checkpoint's tokenizer, never a new one
-    tokenizer = task.tokenizer if task.tokenizer is not None else {"kind": task.extra.get("tokenizer_kind", "byte")}
+    tokenizer = task.tokenizer if task.tokenizer is not None else {"kind": task.extras.tokenizer_kind}
     datamodule = build_datamodule(data, tokenizer, kind, batch_size=batch_size, seed=0)
     datamodule.setup("fit")
     labels = getattr(datamodule, "labels", None)

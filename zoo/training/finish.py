@@ -20,14 +20,24 @@ from zoo.training.monitor.sample import sample_prompt, sample_text
 from zoo.data.accounting import split_sizes
 
 
+@dataclass(frozen=True)
+class Requeued:
+    """A run SLURM requeued: the step it stopped at and the checkpoint the next job resumes."""
+
+    step: int
+    last_checkpoint: Path
+
+
 @dataclass
 class RunResult:
-    """What train() returns: the summary as written (or, for a requeued run, where it resumes
-    from), the trained task, and whether this process is rank 0."""
+    """What train() returns: the summary as written to summary.json (None for a requeued run,
+    which writes none: `requeued` says where it resumes), the trained task, and whether this
+    process is rank 0."""
 
-    summary: dict  # also in run_dir/summary.json (`RunSummary.as_dict()`)
+    summary: Optional[RunSummary]
     task: Any  # the trained LightningModule
     is_global_zero: bool = True
+    requeued: Optional[Requeued] = None
 
 
 def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,
@@ -37,9 +47,8 @@ def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks:
     which also removes the failed.json of an earlier stop of this run."""
     files, last = RunDir(run_dir), callbacks.last
     if callbacks.requeued:
-        summary = {"run_dir": str(run_dir), "status": "requeued", "global_step": trainer.global_step,
-                   "last_checkpoint": str(last.path)}
-        return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
+        return RunResult(summary=None, task=task, is_global_zero=trainer.is_global_zero,
+                         requeued=Requeued(step=trainer.global_step, last_checkpoint=Path(last.path)))
     last.save(trainer)  # the final state, whatever N was
     replicas = replica_agreement(task, trainer)
     full = None
@@ -52,7 +61,7 @@ def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks:
     if trainer.is_global_zero:
         summary.write(run_dir)
         files.failed.unlink(missing_ok=True)  # an earlier stop of this run, now finished
-    return RunResult(summary=summary.as_dict(), task=task, is_global_zero=trainer.is_global_zero)
+    return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
 
 
 def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,

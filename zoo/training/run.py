@@ -46,5 +46,6 @@ def train(cfg: DictConfig, spec: ZooConfig, run_dir: Path, resume: Resume) -> Ru
     with closing_trackers(loggers) as tracked:  # MLflow / W&B runs end after the summary
         wall = fit(trainer, task, datamodule, callbacks, resume.path)
         result = finish(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall)
-        tracked.record(result.summary)
+        if result.summary is not None:  # a requeued run's trackers go on in its next job
+            tracked.record(result.summary.as_dict())
     return result

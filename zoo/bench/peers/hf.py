@@ -11,7 +11,6 @@ import torch
 
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.workload import Workload, optimizer_step
-from zoo.config.schema.model import Family
 from zoo.interop.hf import UnsupportedConfig, to_hf
 
 
@@ -26,7 +25,7 @@ class HFSubject:
         self.model.set_attn_implementation("sdpa")
         self.name = f"hf {type(self.model).__name__}"
         self.work = work
-        if work.family != Family.encoder_only:
+        if work.stacks.decoder:
             self.model.generation_config.eos_token_id = None  # always exactly new_tokens tokens
             self.model.generation_config.pad_token_id = 0
         self.static = compile  # compiled: generate with transformers' static cache, as its docs advise
@@ -36,13 +35,13 @@ class HFSubject:
 
     def _inputs(self, batch: dict) -> dict:
         inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-        if self.work.family == Family.encoder_decoder:
+        if self.work.stacks.cross_attention:
             inputs["decoder_input_ids"] = batch["decoder_input_ids"]
         return inputs
 
     def train_step(self, batch: dict) -> None:
         labels = batch["labels"]
-        if self.work.family == Family.decoder_only:
+        if self.work.stacks.prompt_in_decoder:  # a decoder alone: causal-LM labels
             labels = batch["input_ids"]  # transformers shifts causal-LM labels itself
         optimizer_step(self.work, self.model, self.optimizer,
                        lambda: self.model(**self._inputs(batch), labels=labels).loss)
@@ -55,10 +54,10 @@ class HFSubject:
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
-        if self.work.family == Family.encoder_only:
+        if not self.work.stacks.decoder:  # nothing to generate with
             return None
         self.model.eval()
-        kwargs = {"decoder_start_token_id": 1} if self.work.family == Family.encoder_decoder else {}
+        kwargs = {"decoder_start_token_id": 1} if self.work.stacks.cross_attention else {}
         if self.static:
             kwargs["cache_implementation"] = "static"
         with self.work.autocast():

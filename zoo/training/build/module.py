@@ -7,6 +7,7 @@ import logging
 from contextlib import nullcontext
 from typing import Optional
 
+from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.convert import plain
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.trainer import is_sharded_name
@@ -39,14 +40,9 @@ def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
     each rank gets its rows of them when it is sharded; with init_from it is built whole, to
     load the pretrained weights first."""
     tokenizer = datamodule.tokenizer
-    extra = {
-        "special_ids": tokenizer.special_ids(),
-        "tokenizer_kind": spec.tokenizer.kind.value,
-        "data": spec.data.to_dict(),  # zoo-eval's default dataset
-    }
     labels = getattr(datamodule, "labels", None)
-    if labels:
-        extra["labels"] = list(labels)
+    extras = CheckpointExtras(tokenizer_kind=spec.tokenizer.kind.value, special_ids=tokenizer.special_ids(),
+                              data=spec.data.to_dict(), labels=list(labels) if labels else None)
     on_meta = is_sharded_name(spec.trainer.get("strategy")) and spec.init_from is None
     with parameters_on_meta() if on_meta else nullcontext():
         task = TASKS[spec.task.kind](
@@ -54,7 +50,7 @@ def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
             task=plain(spec.task),
             optim=plain(spec.optim),
             scheduler=plain(spec.scheduler),
-            extra=extra,
+            extra=extras.to_dict(),
         )
     task.tokenizer = tokenizer
     if spec.init_from is not None and resume is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import model_defaults
 
@@ -81,12 +82,13 @@ def _override(value) -> str:
 
 def saved_sections(hparams: dict) -> dict:
     """The checkpoint's config sections in the form `command_sections` gives."""
-    extra = hparams.get("extra", {})
+    raw = hparams.get("extra") or {}
+    extras = CheckpointExtras.read(raw)
     out = {k: hparams[k] for k in ("model", "task", "optim", "scheduler") if k in hparams}
     if "model" in out:  # model keys added since the checkpoint was written: the defaults it ran with
         out["model"] = {**model_defaults(), **out["model"]}
-    if "data" in extra:
-        out["data"] = extra["data"]
-    if "tokenizer_kind" in extra:
-        out["tokenizer"] = {"kind": extra["tokenizer_kind"]}
+    if extras.data is not None:
+        out["data"] = extras.data
+    if "tokenizer_kind" in raw:
+        out["tokenizer"] = {"kind": extras.tokenizer_kind}
     return out
