@@ -40,6 +40,8 @@ class Case:
 
 
 def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None] = print) -> dict:
+    """Build every (system, variant), take each measurement `opts` asks for in interleaved
+    rounds, and return the figures, ratios and the machine as plain data."""
     if opts.threads:
         torch.set_num_threads(opts.threads)
     device = opts.torch_device
@@ -51,7 +53,39 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
         model = dataclasses.replace(model, max_seq_len=opts.prompt + opts.new_tokens)
     base = Workload(model=model, batch=opts.batch, seq_len=opts.seq_len, device=device)
     work = {v: dataclasses.replace(base, bf16=is_bf16(v)) for v in opts.variant_list}
+    cases, unavailable = _build_cases(model, opts, work, log)
+    rows = {c.name: {"system": c.system, "name": c.subject.name, "variant": c.variant} for c in cases}
+    measures = opts.measure_list
+    if "train" in measures or "fit" in measures:
+        _time_training(cases, rows, base, work, opts, log)
+    if "forward" in measures:
+        _time_forward(cases, rows, base, opts, log)
+    if "generate" in measures:
+        _time_generation(cases, rows, base, opts, log)
+    if "memory" in measures:
+        _measure_memory(cases, rows, model, opts, log)
+    summary = summarize(cases[0].subject.model, opts.seq_len)
+    train_flops_per_step = 3 * summary.flops_per_token * opts.batch * opts.seq_len
+    peaks = _add_mfu(rows, train_flops_per_step, opts) if "train" in measures else {}
+    return {
+        "machine": {"device": _device_name(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                    "python": platform.python_version()},
+        "workload": {"model": model.to_dict(), "batch": opts.batch, "seq_len": opts.seq_len,
+                     "tokens_per_step": base.tokens_per_step, "rounds": opts.rounds, "steps_per_round": opts.steps,
+                     "prompt": opts.prompt, "new_tokens": opts.new_tokens, "gen_batch": opts.gen_batch},
+        "model_summary": summary.as_dict(),
+        "train_flops_per_step": train_flops_per_step,
+        "matmul_flops_per_s": peaks,
+        "rows": list(rows.values()),
+        "ratios": ratios(list(rows.values()), opts.gen_batch),
+        "unavailable": unavailable,
+    }
 
+
+def _build_cases(model: ModelConfig, opts: BenchOptions, work: dict[str, Workload],
+                 log: Callable[[str], None]) -> tuple[list[Case], dict[str, str]]:
+    """zoo in every variant, and each peer in the variants peers run; (cases, peer -> why it
+    could not be built)."""
     cases: list[Case] = []
     unavailable: dict[str, str] = {}
     for variant in opts.variant_list:
@@ -70,95 +104,91 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
                 continue
             cases.append(Case(peer, variant, subject, f"{subject.name} {variant}"))
         log(f"built {variant}: {', '.join(c.name for c in cases if c.variant == variant)}")
+    return cases, unavailable
 
-    rows = {c.name: {"system": c.system, "name": c.subject.name, "variant": c.variant} for c in cases}
-    batch = base.training_batch(opts.seed)
-    tokens = base.tokens_per_step
 
-    if "train" in opts.measure_list or "fit" in opts.measure_list:
-        timers: dict[str, Callable[[], float]] = {}
-        if "train" in opts.measure_list:
-            for c in cases:
-                timers[c.name] = lambda c=c: timed(lambda: [c.subject.train_step(batch) for _ in range(opts.steps)],
-                                                   opts.steps, device)
-        if "fit" in opts.measure_list:
-            for c in cases:
-                if c.system == "zoo" and c.variant in ("eager", "bf16"):  # fit: zoo-train's loop, eager
-                    w = work[c.variant]
-                    timers[f"{c.name} fit"] = lambda w=w: fit_seconds_per_step(w, max(opts.steps, 3))
-        log(f"training: {len(timers)} cases x {opts.rounds} rounds")
-        seconds = interleaved(timers, rounds=opts.rounds, warmup=1)
-        for name, values in seconds.items():
-            key, what = (name[:-4], "fit") if name.endswith(" fit") else (name, "train")
-            rows[key][f"{what}_tokens_per_s"] = tokens / median(values)
-            rows[key][f"{what}_step_ms"] = 1e3 * median(values)
-            rows[key][f"{what}_spread"] = spread(values)
-
-    if "forward" in opts.measure_list:
-        timers = {c.name: (lambda c=c: timed(lambda: c.subject.forward(batch), 1, device)) for c in cases
-                  if c.variant != "checkpoint"}
-        log(f"forward: {len(timers)} cases x {opts.rounds} rounds")
-        for name, values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
-            rows[name]["forward_ms"] = 1e3 * median(values)
-
-    if "generate" in opts.measure_list:
-        timers = {}
-        for c in cases:
-            if c.variant == "checkpoint" or c.subject.generate(base.prompt(1, opts.prompt), 2) is None:
-                continue
-            for rows_n in (1, opts.gen_batch):
-                prompt = base.prompt(rows_n, opts.prompt)
-                timers[(c.name, rows_n)] = lambda c=c, p=prompt: timed(
-                    lambda: _check_length(c.subject.generate(p, opts.new_tokens), opts.new_tokens, c.name),
-                    opts.new_tokens * p.shape[0], device)
-        log(f"generate: {len(timers)} cases x {opts.rounds} rounds")
-        for (name, rows_n), values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
-            key = "generate_tokens_per_s_batch1" if rows_n == 1 else f"generate_tokens_per_s_batch{rows_n}"
-            rows[name][key] = 1 / median(values)
-
-    if "memory" in opts.measure_list:
-        mem_len = opts.memory_seq_len or opts.seq_len
-        for c in cases:
-            if is_compiled(c.variant):
-                continue  # compiling in each fresh process would dominate; memory is eager's
-            mem_model = dataclasses.replace(_variant_model(model, c.variant),
-                                            max_seq_len=max(model.max_seq_len, mem_len))
-            spec = {"model": mem_model.to_dict(), "batch": opts.batch, "seq_len": mem_len,
-                    "device": device.type, "bf16": is_bf16(c.variant), "system": c.system,
-                    "threads": opts.threads}
-            log(f"memory: {c.name} at context {mem_len}")
-            measured = [peak_training_memory(spec) for _ in range(opts.memory_rounds)]
-            values = [m["training_bytes"] / 2 ** 20 for m in measured]
-            rows[c.name]["memory_mb"] = median(values)  # the allocator makes single runs vary
-            rows[c.name]["memory_mb_rounds"] = values
-            rows[c.name]["memory_kind"] = measured[0]["kind"]
-            rows[c.name]["memory_seq_len"] = mem_len
-
-    summary = summarize(cases[0].subject.model, opts.seq_len)
-    train_flops_per_step = 3 * summary.flops_per_token * opts.batch * opts.seq_len
-    peaks = {}
+def _time_training(cases: list[Case], rows: dict, base: Workload, work: dict[str, Workload], opts: BenchOptions,
+                   log: Callable[[str], None]) -> None:
+    """Training steps of every case (`train`) and zoo-train's own loop (`fit`, eager), interleaved."""
+    batch, device = base.training_batch(opts.seed), base.device
+    timers: dict[str, Callable[[], float]] = {}
     if "train" in opts.measure_list:
-        dtypes = {"float32": torch.float32,
-                  **({"bfloat16": torch.bfloat16} if any(map(is_bf16, opts.variant_list)) else {})}
-        peaks = {name: matmul_flops_per_s(dt, device, rounds=opts.rounds) for name, dt in dtypes.items()}
-        for row in rows.values():
-            if "train_step_ms" in row:
-                peak = peaks["bfloat16" if is_bf16(row["variant"]) else "float32"]
-                row["model_flops_per_s"] = train_flops_per_step / (row["train_step_ms"] / 1e3)
-                row["mfu"] = row["model_flops_per_s"] / peak
-    return {
-        "machine": {"device": _device_name(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                    "python": platform.python_version()},
-        "workload": {"model": model.to_dict(), "batch": opts.batch, "seq_len": opts.seq_len,
-                     "tokens_per_step": tokens, "rounds": opts.rounds, "steps_per_round": opts.steps,
-                     "prompt": opts.prompt, "new_tokens": opts.new_tokens, "gen_batch": opts.gen_batch},
-        "model_summary": summary.as_dict(),
-        "train_flops_per_step": train_flops_per_step,
-        "matmul_flops_per_s": peaks,
-        "rows": list(rows.values()),
-        "ratios": ratios(list(rows.values()), opts.gen_batch),
-        "unavailable": unavailable,
-    }
+        for c in cases:
+            timers[c.name] = lambda c=c: timed(lambda: [c.subject.train_step(batch) for _ in range(opts.steps)],
+                                               opts.steps, device)
+    if "fit" in opts.measure_list:
+        for c in cases:
+            if c.system == "zoo" and c.variant in ("eager", "bf16"):  # fit: zoo-train's loop, eager
+                w = work[c.variant]
+                timers[f"{c.name} fit"] = lambda w=w: fit_seconds_per_step(w, max(opts.steps, 3))
+    log(f"training: {len(timers)} cases x {opts.rounds} rounds")
+    for name, values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
+        key, what = (name[:-4], "fit") if name.endswith(" fit") else (name, "train")
+        rows[key][f"{what}_tokens_per_s"] = base.tokens_per_step / median(values)
+        rows[key][f"{what}_step_ms"] = 1e3 * median(values)
+        rows[key][f"{what}_spread"] = spread(values)
+
+
+def _time_forward(cases: list[Case], rows: dict, base: Workload, opts: BenchOptions,
+                  log: Callable[[str], None]) -> None:
+    batch = base.training_batch(opts.seed)
+    timers = {c.name: (lambda c=c: timed(lambda: c.subject.forward(batch), 1, base.device)) for c in cases
+              if c.variant != "checkpoint"}
+    log(f"forward: {len(timers)} cases x {opts.rounds} rounds")
+    for name, values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
+        rows[name]["forward_ms"] = 1e3 * median(values)
+
+
+def _time_generation(cases: list[Case], rows: dict, base: Workload, opts: BenchOptions,
+                     log: Callable[[str], None]) -> None:
+    """Decoding exactly `new_tokens` at batch 1 and at `gen_batch`, for every case that generates."""
+    timers = {}
+    for c in cases:
+        if c.variant == "checkpoint" or c.subject.generate(base.prompt(1, opts.prompt), 2) is None:
+            continue
+        for rows_n in (1, opts.gen_batch):
+            prompt = base.prompt(rows_n, opts.prompt)
+            timers[(c.name, rows_n)] = lambda c=c, p=prompt: timed(
+                lambda: _check_length(c.subject.generate(p, opts.new_tokens), opts.new_tokens, c.name),
+                opts.new_tokens * p.shape[0], base.device)
+    log(f"generate: {len(timers)} cases x {opts.rounds} rounds")
+    for (name, rows_n), values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
+        key = "generate_tokens_per_s_batch1" if rows_n == 1 else f"generate_tokens_per_s_batch{rows_n}"
+        rows[name][key] = 1 / median(values)
+
+
+def _measure_memory(cases: list[Case], rows: dict, model: ModelConfig, opts: BenchOptions,
+                    log: Callable[[str], None]) -> None:
+    """Peak training memory of every eager case, each round in a fresh process."""
+    mem_len = opts.memory_seq_len or opts.seq_len
+    for c in cases:
+        if is_compiled(c.variant):
+            continue  # compiling in each fresh process would dominate; memory is eager's
+        mem_model = dataclasses.replace(_variant_model(model, c.variant), max_seq_len=max(model.max_seq_len, mem_len))
+        spec = {"model": mem_model.to_dict(), "batch": opts.batch, "seq_len": mem_len,
+                "device": opts.torch_device.type, "bf16": is_bf16(c.variant), "system": c.system,
+                "threads": opts.threads}
+        log(f"memory: {c.name} at context {mem_len}")
+        measured = [peak_training_memory(spec) for _ in range(opts.memory_rounds)]
+        values = [m["training_bytes"] / 2 ** 20 for m in measured]
+        rows[c.name]["memory_mb"] = median(values)  # the allocator makes single runs vary
+        rows[c.name]["memory_mb_rounds"] = values
+        rows[c.name]["memory_kind"] = measured[0]["kind"]
+        rows[c.name]["memory_seq_len"] = mem_len
+
+
+def _add_mfu(rows: dict, train_flops_per_step: float, opts: BenchOptions) -> dict[str, float]:
+    """Model FLOP/s and MFU of each timed training row, against this device's measured matmul
+    throughput in the row's dtype; returns those throughputs."""
+    device = opts.torch_device
+    dtypes = {"float32": torch.float32, **({"bfloat16": torch.bfloat16} if any(map(is_bf16, opts.variant_list)) else {})}
+    peaks = {name: matmul_flops_per_s(dt, device, rounds=opts.rounds) for name, dt in dtypes.items()}
+    for row in rows.values():
+        if "train_step_ms" in row:
+            peak = peaks["bfloat16" if is_bf16(row["variant"]) else "float32"]
+            row["model_flops_per_s"] = train_flops_per_step / (row["train_step_ms"] / 1e3)
+            row["mfu"] = row["model_flops_per_s"] / peak
+    return peaks
 
 
 def _variant_model(model: ModelConfig, variant: str) -> ModelConfig:
