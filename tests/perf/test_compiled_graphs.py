@@ -13,7 +13,7 @@ import torch
 import torch._dynamo
 
 from tests.conftest import FAMILIES, POSITIONS, tiny
-from tests.perf.test_speed_switches import TASK_OF, batch_for
+from tests.perf.conftest import TASK_OF, batch_for
 from zoo.config.schema.task import OutputLoss
 from zoo.models.base import ZooModel
 from zoo.tasks import TASKS

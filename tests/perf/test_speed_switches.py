@@ -14,9 +14,8 @@ from torch.profiler import profile
 
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
+from tests.perf.conftest import TASK_OF, batch_for
 from zoo.config.errors import ConfigError
-from zoo.config.schema.model import Family
-from zoo.config.facts.tasks import task_of_family
 from zoo.config.schema.train import OptimConfig, OptimizerImpl
 from zoo.models.generate import GenerationConfig, compiled, generate
 from zoo.nn.cache import StaticKVCache
@@ -24,22 +23,6 @@ from zoo.nn.chunked_loss import chunked_linear_cross_entropy
 from zoo.nn.position import POSITIONS as POSITION_CLASSES
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
-
-TASK_OF = {family.value: task_of_family(family).value for family in Family}  # each family's default task
-
-
-def batch_for(family: str, B: int = 3, T: int = 10, V: int = 37) -> dict:
-    ids = torch.randint(4, V, (B, T))
-    mask = torch.ones(B, T, dtype=torch.long)
-    mask[0, -3:] = 0  # one padded row
-    labels = torch.randint(0, V, (B, T)).masked_fill(mask == 0, -100)
-    if family == "encoder_only":
-        labels = labels.masked_fill(torch.rand(B, T) > 0.3, -100)  # masked LM: a few targets
-    batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
-    if family == "encoder_decoder":
-        batch["decoder_input_ids"] = torch.randint(4, V, (B, T))
-    return batch
-
 
 def grads(module) -> dict:
     return {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
