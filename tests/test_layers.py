@@ -272,3 +272,16 @@ def test_no_two_rooms_differ_only_by_a_suffix(tmp_path):
     for name in ("resume.py", "resume_check.py"):
         (tmp_path / "zoo" / "training" / name).write_text('"""A planted module."""\n')
     assert confusable_names(tmp_path) == [("zoo/training/resume", "resume_check")]
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in a conftest.py or a helper module beside them, not in a test
+    module that another one imports (and runs again under another name)."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in modules
+                      if m.startswith("tests.") and m.rpartition(".")[2].startswith("test_")]
+    assert found == []
