@@ -51,7 +51,7 @@ MODEL_TESTS = ["tests/nn/test_known_values.py", "tests/nn/test_units_by_hand.py"
                "tests/nn/test_kv_cache.py", "tests/models/test_reference_parity.py", "tests/models/test_variants.py",
                "tests/models/test_head_options.py", "tests/models/test_direction.py", "tests/models/test_budget.py",
                "tests/interop/test_hf.py",
-               "tests/inference/test_generate.py",
+               "tests/models/test_generate.py",
                "tests/perf/test_speed_switches.py::test_static_cache_decodes_the_same_tokens"]
 TARGETS: list[tuple[str, list[str]]] = [
     ("zoo/nn/chunked_loss.py", ["tests/perf/test_speed_switches.py", "-k", "chunked"]),
@@ -87,7 +87,7 @@ PLANTED: list[tuple] = [  # (name, path, old, new[, tests])
      "self._k, self._v = self._k[index], self._v[index]", "self._k, self._v = self._k[index], self._v"),
     ("reorder keys but not values, seen by beam search alone", "zoo/nn/cache.py",
      "self._k, self._v = self._k[index], self._v[index]", "self._k, self._v = self._k[index], self._v",
-     ["tests/inference/test_generate.py::test_beam_of_one_equals_greedy_and_beam_cache_equals_no_cache"]),
+     ["tests/models/test_generate.py::test_beam_of_one_equals_greedy_and_beam_cache_equals_no_cache"]),
     ("loader position not multiplied by the ranks", "zoo/data/resumable.py",
      "self._epoch_batches * self.batch_size * replicas", "self._epoch_batches * self.batch_size"),
     ("cosine warmup boundary", "zoo/tasks/optim.py", "if step < warmup:", "if step <= warmup:"),

@@ -285,3 +285,16 @@ def test_no_test_module_imports_another():
             found += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in modules
                       if m.startswith("tests.") and m.rpartition(".")[2].startswith("test_")]
     assert found == []
+
+
+# folders of tests/ that are tiers across packages, not a package's own tests
+TEST_TIERS = {"gpu": "needs a CUDA GPU", "perf": "each speed switch against the plain path, across packages",
+              "recipes": "the recipes/ folder"}
+
+
+def test_tests_mirror_zoo():
+    """tests/PACKAGE/... holds the tests of zoo/PACKAGE/...: a test's folder names its room."""
+    folders = {p.parent.relative_to(ROOT / "tests") for p in (ROOT / "tests").rglob("test_*.py")}
+    strays = sorted(str(f) for f in folders if f.parts and f.parts[0] not in TEST_TIERS
+                    and not (ROOT / "zoo" / f).is_dir())
+    assert strays == []
