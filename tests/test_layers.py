@@ -166,12 +166,11 @@ def test_a_planted_upward_import_fails_the_check(tmp_path, planted, where):
 
 
 # Imports of zoo modules inside functions: the tools defer theirs so that `--help` and a refused
-# command answer without loading torch; elsewhere only these, two breaking a real cycle and one
+# command answer without loading torch; elsewhere only these, one breaking a real cycle and one
 # keeping Lightning out of a comparison that does not evaluate checkpoints, one keeping torch out of
 # a run's refusals.
 DEFERRED_OK = {
     ("zoo.config.schema.model", "zoo.config.schema.params"),  # the count reads the schema's enums
-    ("zoo.data.tokenizers.base", "zoo.data.tokenizers.registry"),  # the registry builds on base
     ("zoo.compare.report", "zoo.compare.lengths"),  # lengths= evaluates checkpoints; nothing else does
     # a run's plan refuses a config, its data files or this machine before torch loads
     ("zoo.run.preflight", "zoo.training.resume.point"),

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from zoo.config.schema.data import TokenizerConfig
-from zoo.data import DataError, SPECIAL_IDS, TOKENIZERS, Tokenizer, build_tokenizer, load_tokenizer
+from zoo.data import DataError, SPECIAL_IDS, TOKENIZERS, build_tokenizer, load_tokenizer
 from zoo.data.corpora import load_pydoc
 
 # zoo's own kinds, with fixed special ids; kind hf wraps an existing Hugging Face tokenizer
@@ -35,7 +35,7 @@ def test_round_trip_and_save_load(kind, corpus, cache, tmp_path):
     assert tok.decode([tok.bos_id] + ids + [tok.eos_id, tok.pad_id]) == SAMPLE
     assert tok.decode(tok.encode(corpus[5])) == corpus[5]
     saved = tok.save(tmp_path / "run" / "tokenizer")
-    again = Tokenizer.load(saved)
+    again = load_tokenizer(saved)
     assert type(again) is type(tok) and again.kind == kind
     assert again.encode(SAMPLE) == ids and again.vocab_size == tok.vocab_size
 

@@ -1,5 +1,5 @@
-"""What every tokenizer offers: text <-> ids, special ids, and save/load so a run directory
-can rebuild the exact tokenizer a model was trained with.
+"""What every tokenizer offers: text <-> ids, special ids, and `save`, so a run directory
+can rebuild the exact tokenizer a model was trained with (`registry.load_tokenizer` reads it back).
 
 zoo's own kinds (byte, char, sentencepiece) share fixed special ids: pad 0, unk 1, bos 2,
 eos 3, mask 4, cls 5; their ordinary tokens start at 6. A wrapped Hugging Face tokenizer
@@ -113,13 +113,6 @@ class Tokenizer(abc.ABC):
         meta["sha256"] = self.digest()
         write_text(directory / META_FILE, json.dumps(meta, indent=1, ensure_ascii=False))
         return directory
-
-    @classmethod
-    def load(cls, directory: str | Path) -> "Tokenizer":
-        """Rebuild the tokenizer that `save` wrote into `directory` (any kind)."""
-        from zoo.data.tokenizers.registry import load_tokenizer
-
-        return load_tokenizer(directory)
 
     @abc.abstractmethod
     def _state(self, directory: Path) -> dict:
