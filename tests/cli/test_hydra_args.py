@@ -43,10 +43,20 @@ def test_the_command_line_reads_as_hydra_reads_it(argv):
 
     theirs, _ = get_args_parser().parse_known_args(argv)
     ours = parse_hydra_args(argv)
+    assert not ours.unreadable
     for name in HydraArgs.__dataclass_fields__:
-        if name == "version":
-            continue  # Hydra's --version prints and exits; ours only records it
+        if name in ("version", "unreadable"):
+            continue  # Hydra's --version prints and exits, and its parser exits on a bad flag
         assert getattr(ours, name) == getattr(theirs, name), name
+
+
+@pytest.mark.parametrize("argv", [["--cfg=other"], ["--info", "bogus"], ["-c"]])
+def test_a_command_line_hydra_refuses_is_unreadable_here_too(argv):
+    from hydra._internal.utils import get_args_parser
+
+    with pytest.raises(SystemExit):  # Hydra's parser: a usage line and exit 2
+        get_args_parser().parse_known_args(argv)
+    assert parse_hydra_args(argv).unreadable and parse_hydra_args(argv).runs_nothing
 
 
 def test_a_command_that_only_prints_runs_nothing():

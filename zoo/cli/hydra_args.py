@@ -32,15 +32,28 @@ class HydraArgs:
     experimental_rerun: Optional[str] = None
     info: Optional[str] = None
     version: bool = False
+    unreadable: bool = False  # a flag Hydra will refuse (e.g. --cfg other): Hydra says so itself
 
     @property
     def runs_nothing(self) -> bool:
         """A command that only prints (help, config, info, version, shell completion)."""
-        return bool(self.help or self.hydra_help or self.cfg or self.info or self.shell_completion or self.version)
+        return bool(self.help or self.hydra_help or self.cfg or self.info or self.shell_completion or self.version
+                    or self.unreadable)
+
+
+class _Unreadable(Exception):
+    pass
+
+
+class _QuietParser(argparse.ArgumentParser):
+    """Raises instead of printing a usage line and exiting: Hydra reports the mistake."""
+
+    def error(self, message: str):
+        raise _Unreadable(message)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    parser = _QuietParser(add_help=False, exit_on_error=False)
     parser.add_argument("overrides", nargs="*")
     for flags in (("--help", "-h"), ("--hydra-help",), ("--resolve",), ("--run", "-r"), ("--multirun", "-m"),
                   ("--shell-completion", "-sc")):
@@ -67,13 +80,13 @@ def config_source_of(args: HydraArgs) -> Optional[str]:
 
 
 def parse_hydra_args(argv: list[str]) -> HydraArgs:
-    """`argv` (without the program name) as Hydra reads it. Words Hydra would refuse are left
-    for Hydra to refuse (a word this parser cannot place is skipped, as `parse_known_args`
-    does)."""
+    """`argv` (without the program name) as Hydra reads it. A command line Hydra's parser would
+    refuse is `unreadable` (nothing is checked or planned; Hydra refuses it on its own), and a
+    word this parser cannot place is skipped, as Hydra's `parse_known_args` does."""
     try:
         args, _ = _parser().parse_known_args(argv)
-    except (argparse.ArgumentError, SystemExit):  # e.g. --cfg other: Hydra says so itself
-        return HydraArgs(overrides=[a for a in argv if not a.startswith("-")])
+    except (argparse.ArgumentError, _Unreadable):  # e.g. --cfg other: Hydra refuses it itself
+        return HydraArgs(unreadable=True)
     return HydraArgs(**vars(args))
 
 

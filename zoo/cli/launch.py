@@ -34,7 +34,7 @@ from zoo.run.rank import launch_rank  # noqa: F401 - zoo-train's ranks, read bef
 RUN_TIME_ENV = "ZOO_RUN_TIME"
 # the directory the first process claimed when the default name was taken (runs/DATE/TIME-N),
 # or the run `ckpt_path=last` found: `${zoo.dir:run,DEFAULT}` reads it, in every rank and job
-CLAIMED_DIR_ENV = {"run": "ZOO_RUN_DIR", "sweep": "ZOO_SWEEP_DIR"}
+CLAIMED_DIR_ENV = {"run": "ZOO_CLAIMED_RUN_DIR", "sweep": "ZOO_CLAIMED_SWEEP_DIR"}
 SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/launcher=slurm)
 STORE_KEY = "zoo/run_time"
 

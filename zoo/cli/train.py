@@ -94,6 +94,18 @@ def _hydra_app(planned):
     return zoo_train
 
 
+def _abandon(planned) -> None:
+    """Give back a plan's lock, and its directory when the plan made it and it is still empty."""
+    from zoo.run.lock import release
+
+    if planned.locked:
+        release(planned.run_dir)
+        try:
+            planned.run_dir.rmdir()
+        except OSError:  # it holds something: left as it is
+            pass
+
+
 def _train_job(cfg: DictConfig, planned) -> float | None:
     from hydra.types import RunMode
 
@@ -108,9 +120,11 @@ def _train_job(cfg: DictConfig, planned) -> float | None:
         if planned is None:  # Hydra's composition, finished as zoo.compose finishes its own
             cfg = with_init_from(cfg, list(hydra_cfg.overrides.task))
             # a job of a sweep takes its own directory's lock; a rank shares its run's
-            planned = plan_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN)
+            planned = plan_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN, record_refusals=True)
         elif planned.run_dir.resolve() != run_dir.resolve():
-            raise RuntimeError(f"Hydra runs in {run_dir}, but the run was planned in {planned.run_dir}")
+            # hydra.run.dir reads a value that changes each time (e.g. ${now:}): Hydra's is the run's
+            _abandon(planned)
+            planned = plan_run(planned.cfg, run_dir, lock=True, record_refusals=True)
         outcome = execute(planned, resume_command=lambda: _resume_command(run_dir), on_stuck=_say_interrupted)
     except PlanRefused as exc:
         outcome = refused(run_dir, exc)
@@ -167,7 +181,7 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
     handler named `os.system`). A sweep, from the command line or `hydra.sweeper.params`, is
     checked once per value of each swept key. None for a command that runs nothing."""
-    if args.shell_completion or args.info or args.version:
+    if args.shell_completion or args.info or args.version or args.unreadable:
         return None
     if args.experimental_rerun:
         _fail("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
@@ -208,22 +222,24 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
     return Checked(cfg, multirun)
 
 
-def _planned_run_dir(cfg, mode: str = "run", root: str = "runs") -> Optional[tuple[Path, bool]]:
-    """(the run (or sweep) directory Hydra will use, whether it is other than the default
-    ROOT/DATE/TIME)."""
+def _planned_run_dir(cfg, mode: str = "run") -> Optional[tuple[Path, bool]]:
+    """(the run (or sweep) directory Hydra will use, whether it is given explicitly). zoo's
+    default is the one written through `${zoo.dir:MODE,...}` (runs/DATE/TIME): only that one
+    is renamed when taken, and only that one reads the directory zoo-train claims; any other
+    value, even one that resolves to the same path, is the user's and is used as it is."""
 
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     try:
         planned = OmegaConf.select(cfg, f"hydra.{mode}.dir")
-    except (OmegaConfBaseException, ValueError):
+        written = OmegaConf.to_container(cfg.hydra, resolve=False)[mode]["dir"]
+    except (OmegaConfBaseException, ValueError, KeyError, TypeError):
         return None
     if not planned:
         return None
-    start = datetime.fromisoformat(os.environ[RUN_TIME_ENV])
-    default = Path(root) / start.strftime("%Y-%m-%d") / start.strftime("%H-%M-%S")
-    return Path(planned), Path(planned) != default
+    default = isinstance(written, str) and written.startswith(f"${{zoo.dir:{mode},")
+    return Path(planned), not default
 
 
 def _resolve_launcher(cfg) -> None:
@@ -280,7 +296,7 @@ def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Optional[Path
     locks its own directory when it runs)."""
     from zoo.run.lock import claim_default
 
-    where = _planned_run_dir(checked.cfg, "sweep", "multirun")
+    where = _planned_run_dir(checked.cfg, "sweep")
     if where is None:
         return None
     sweep_dir, explicit = where

@@ -64,7 +64,7 @@ def check(cfg) -> ZooConfig:
 
 
 def plan_run(cfg, run_dir: str | os.PathLike, *, lock: bool = True, rename_if_taken: bool = False,
-         spec: Optional[ZooConfig] = None) -> RunPlan:
+             spec: Optional[ZooConfig] = None, record_refusals: bool = False) -> RunPlan:
     """The plan of `cfg` (composed by `zoo.compose`) in `run_dir`.
 
     `lock`: rank 0 takes the directory's lock (a live owner, or a directory holding files but
@@ -72,12 +72,14 @@ def plan_run(cfg, run_dir: str | os.PathLike, *, lock: bool = True, rename_if_ta
     `execute` gives it back. `rename_if_taken`: a directory that exists already is not used;
     the first free `run_dir-N` is (zoo-train's default runs/DATE/TIME, for two runs started in
     the same second). `spec`: the result of `check(cfg)`, when the caller has it.
+    `record_refusals`: the directory is this run's already (Hydra made it for a job of a sweep),
+    so a config, data or machine refusal is written as its failed.json too.
 
     Raises PlanRefused (a ZooError) for a run that cannot start."""
     from zoo.training.resume.point import already_finished, prepare_resume  # torch: after the checks
 
     run_dir = Path(run_dir)
-    spec = spec if spec is not None else _checked(cfg)
+    spec = spec if spec is not None else _checked(cfg, run_dir if record_refusals else None)
     locked = False
     if launch_rank() == 0:
         try:
@@ -130,11 +132,12 @@ def latest_run(spec: ZooConfig, root: Path) -> Path:
                       f"give hydra.run.dir=DIR to name one")
 
 
-def _checked(cfg) -> ZooConfig:
+def _checked(cfg, record_in: Optional[Path] = None) -> ZooConfig:
     try:
         return check(cfg)
     except ZooError as exc:
-        raise PlanRefused(str(exc)) from None
+        recorded = record_in is not None and _record(record_in, str(exc))
+        raise PlanRefused(str(exc), recorded_in=record_in if recorded else None) from None
 
 
 def _give_back(run_dir: Path, locked: bool) -> None:
