@@ -71,12 +71,13 @@ def test_zoo_train_plans_a_run_once(cli_here, tmp_path, monkeypatch):
     init_from once for a run (the plan), however many steps read the plan afterwards."""
     import zoo.cli.compose
     import zoo.config.schema.validate
+    import zoo.run.preflight
     import zoo.training.machine
     import zoo.training.resume.point
 
     calls = {"validate": 0, "check_machine": 0, "prepare_resume": 0, "with_init_from": 0}
 
-    def counted(module, name):
+    def counted(module, name):  # every binding a caller may read: the module's and the plan's
         original = getattr(module, name)
 
         def wrapper(*args, **kwargs):
@@ -86,7 +87,9 @@ def test_zoo_train_plans_a_run_once(cli_here, tmp_path, monkeypatch):
         monkeypatch.setattr(module, name, wrapper)
 
     counted(zoo.config.schema.validate, "validate")
+    counted(zoo.run.preflight, "validate")
     counted(zoo.training.machine, "check_machine")
+    counted(zoo.run.preflight, "check_machine")
     counted(zoo.training.resume.point, "prepare_resume")
     counted(zoo.cli.compose, "with_init_from")
     result = cli_here("train", *TINY, f"hydra.run.dir={tmp_path / 'run'}")
