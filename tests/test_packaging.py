@@ -47,6 +47,7 @@ def test_wheel_ships_every_config_file(wheel, folder):
         assert f"zoo/recipes/{path.name}" in names, f"recipes/{path.name} is not in the wheel"
 
 
+@pytest.mark.slow
 def test_wheel_ships_every_module_and_the_console_scripts(wheel):
     names = set(wheel.namelist())
     for path in (ROOT / "zoo").rglob("*.py"):

@@ -82,6 +82,7 @@ def test_first_hour_mistakes_are_one_line_and_write_nothing(finished, tmp_path, 
     assert sorted(p.relative_to(finished) for p in finished.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_generate_casts_the_weights_once_with_dtype_bfloat16(finished, capsys, monkeypatch):
     """dtype=bfloat16: the model's weights become bf16 before decoding (no autocast cast of each
     weight at every step); the continuation is printed as with float32."""

@@ -32,6 +32,7 @@ if sys.argv[3] == "killed":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("end", ["normal", "killed"])
 def test_a_beacon_outlives_its_process_only_when_the_process_was_killed(tmp_path, end):
     run = RunDir(tmp_path)

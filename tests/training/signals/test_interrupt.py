@@ -147,6 +147,7 @@ print("fit returned")
 """
 
 
+@pytest.mark.slow
 def test_a_process_stuck_in_one_native_call_ends_with_its_records(tmp_path):
     """A step that is one native call, longer than the grace time and blind to signals (here
     glibc's system(), which waits again after EINTR): the watchdog writes the run's last words
