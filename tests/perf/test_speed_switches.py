@@ -333,6 +333,23 @@ def test_a_model_compiled_in_place_decodes_through_a_second_compilation_only_for
     assert compiled(plain) is not plain and compiled(plain) is compiled(plain)
 
 
+def test_a_compiled_model_goes_when_its_model_goes():
+    """`compiled` keeps the compiled forward on the model, so it adds no parameters and does not
+    keep a model alive that nothing else holds (a table keyed by the model would: its value,
+    the compiled module, holds the model)."""
+    import gc
+    import weakref
+
+    model = zoo.build_model(tiny("decoder_only", "rope")).eval()
+    names = set(model.state_dict())
+    fast = compiled(model)
+    assert compiled(model) is fast and set(model.state_dict()) == names
+    gone = weakref.ref(model)
+    del model, fast
+    gc.collect()
+    assert gone() is None
+
+
 def test_static_cache_needs_the_cache():
     with pytest.raises(ConfigError, match="static_cache=true needs use_cache=true"):
         GenerationConfig(static_cache=True, use_cache=False)

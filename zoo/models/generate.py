@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Callable, Optional
 
-import weakref
 
 import torch
 
@@ -108,7 +107,7 @@ class _Stepper:
                 self.source_mask = self.source_mask[index]
 
 
-_COMPILED: "weakref.WeakKeyDictionary[ZooModel, dict]" = weakref.WeakKeyDictionary()
+COMPILED_ATTR = "_zoo_compiled"  # on the model: mode -> its compiled forward (a plain dict, no submodule)
 
 
 def compiled(model: ZooModel, *, cuda_graphs: bool = False) -> torch.nn.Module:
@@ -121,7 +120,9 @@ def compiled(model: ZooModel, *, cuda_graphs: bool = False) -> torch.nn.Module:
     in_place = getattr(model, "_compiled_call_impl", None) is not None
     if in_place and not cuda_graphs:
         return model
-    modes = _COMPILED.setdefault(model, {})
+    # held by the model itself, so the compiled module (which holds the model) goes with it; a
+    # table keyed by the model would keep every model alive through its own value
+    modes = model.__dict__.setdefault(COMPILED_ATTR, {})
     mode = "reduce-overhead" if cuda_graphs else "default"
     if mode not in modes:
         modes[mode] = torch.compile(model.forward if in_place else model, mode=mode)
