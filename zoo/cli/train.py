@@ -96,10 +96,8 @@ def _hydra_app(planned):
 
 def _abandon(planned) -> None:
     """Give back a plan's lock, and its directory when the plan made it and it is still empty."""
-    from zoo.run.lock import release
-
     if planned.locked:
-        release(planned.run_dir)
+        planned.give_back()
         try:
             planned.run_dir.rmdir()
         except OSError:  # it holds something: left as it is
@@ -334,7 +332,6 @@ def _sweep_summary(sweep_dir: Optional[Path], since: float) -> None:
 def main() -> None:
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
-    from zoo.run.lock import release
 
     args = parse_hydra_args(sys.argv[1:])
     if wants_help(sys.argv[1:]):  # zoo's help, from the schemas; Hydra's own is --hydra-help
@@ -373,8 +370,8 @@ def main() -> None:
     except ZooError as exc:  # a refusal of the plan, or one the steps above did not report themselves
         _fail(str(exc))
     finally:
-        if planned is not None and planned.locked:
-            release(planned.run_dir)
+        if planned is not None:
+            planned.give_back()
         for name, before in claimed.items():  # the directory this command chose is not the next one's
             if before is None:
                 os.environ.pop(name, None)

@@ -82,8 +82,7 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
         return outcome
     finally:
         last_words(None)
-        if planned.locked:
-            release(run_dir)
+        planned.give_back()
     if result.requeued is not None:
         return RunOutcome(Outcome.REQUEUED, run_dir, requeued=result.requeued, task=result.task,
                           is_global_zero=result.is_global_zero)

@@ -108,9 +108,15 @@ def acquire(run_dir: Path) -> None:
         f.write(mine)
 
 
+def held_here(run_dir: Path) -> bool:
+    """This process owns the directory's lock."""
+    owner = owner_of(run_dir) or {}
+    return owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname()
+
+
 def release(run_dir: Path) -> None:
-    owner = owner_of(run_dir)
-    if owner and owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+    """Give the lock back, when this process holds it (nothing otherwise)."""
+    if held_here(run_dir):
         RunDir(run_dir).lock.unlink(missing_ok=True)
 
 

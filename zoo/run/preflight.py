@@ -6,7 +6,6 @@ found and held against the command. zoo-train makes it before Hydra writes into 
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -17,7 +16,7 @@ from zoo.config.schema.data import DataSource
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.validate import validate
 from zoo.data.files import check_local_paths
-from zoo.run.lock import acquire, claim_default, owner_of, release, runs_with_checkpoints, _alive
+from zoo.run.lock import acquire, claim_default, held_here, owner_of, release, runs_with_checkpoints, _alive
 from zoo.run.rank import launch_rank
 from zoo.run.records import record_failure
 from zoo.training.machine import check_machine
@@ -47,10 +46,10 @@ class RunPlan:
     finished: Optional[dict] = None
     locked: bool = False
 
-
-def holds_lock(run_dir: Path) -> bool:
-    owner = owner_of(run_dir) or {}
-    return owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname()
+    def give_back(self) -> None:
+        """The directory's lock, when this plan took it (a second call does nothing)."""
+        if self.locked:
+            release(self.run_dir)
 
 
 def check(cfg) -> ZooConfig:
@@ -85,7 +84,7 @@ def plan_run(cfg, run_dir: str | os.PathLike, *, lock: bool = True, rename_if_ta
         try:
             if rename_if_taken:
                 run_dir = claim_default(run_dir)
-            if lock and not holds_lock(run_dir):
+            if lock and not held_here(run_dir):
                 acquire(run_dir)
                 locked = True
         except ZooError as exc:  # a live owner, or someone else's files: left as they are

@@ -93,8 +93,7 @@ class ZooTask(L.LightningModule):
         self.task_config = TaskConfig(**task)
         self.optim_config = OptimConfig(**(optim or {}))
         self.scheduler_config = SchedulerConfig(**(scheduler or {}))
-        self.extra = dict(extra or {})  # as saved; read through `extras`
-        self.extras = CheckpointExtras.read(extra)
+        self.extras = CheckpointExtras.read(extra)  # `extra` as saved in the hyperparameters, typed
         self.model = build_model(self.model_config)
         if self.task_config.compile:
             self.model.compile()  # in place: parameter names and checkpoints stay the same
