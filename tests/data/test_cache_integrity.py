@@ -102,6 +102,11 @@ def test_a_changed_tokenizer_directory_is_refused(tmp_path):
     with pytest.raises(DataError, match="does not match the digest recorded when it was saved"):
         load_tokenizer(saved)
     (saved / "sentencepiece.model").write_bytes(b"not a model")
+    with pytest.raises(DataError, match="sentencepiece.model does not match the digest"):
+        load_tokenizer(saved)  # found before the model file reaches sentencepiece
+    meta = json.loads((saved / "tokenizer.json").read_text())
+    del meta["files"]  # a record from before the manifest: the parser's own failure, on one line
+    (saved / "tokenizer.json").write_text(json.dumps(meta))
     with pytest.raises(DataError, match="cannot be read"):
         load_tokenizer(saved)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
 from zoo.config.records.atomic import write_text
+from zoo.data.tokenizers.manifest import META_NAME, file_manifest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,7 +32,7 @@ SPECIAL_TOKENS = {
 }
 SPECIAL_IDS = {name: i for i, name in enumerate(SPECIAL_TOKENS)}
 NUM_SPECIAL = len(SPECIAL_TOKENS)
-META_FILE = "tokenizer.json"
+META_FILE = META_NAME  # "tokenizer.json"
 
 
 class Tokenizer(abc.ABC):
@@ -105,12 +106,14 @@ class Tokenizer(abc.ABC):
         return b""
 
     def save(self, directory: str | Path) -> Path:
-        """Write `tokenizer.json` (kind + settings) and any model files into `directory`."""
+        """Write `tokenizer.json` (kind, settings, digest, the manifest of the other files) and any
+        model files into `directory`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         meta = {"kind": self.kind, "vocab_size": self.vocab_size, "special_ids": self.special_ids()}
         meta.update(self._state(directory))
         meta["sha256"] = self.digest()
+        meta["files"] = file_manifest(directory)  # checked before any of them is read again
         write_text(directory / META_FILE, json.dumps(meta, indent=1, ensure_ascii=False))
         return directory
 

@@ -28,6 +28,7 @@ from typing import Iterable, Optional
 from zoo.config.errors import ConfigError
 from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import Tokenizer
+from zoo.data.tokenizers.manifest import inside
 from zoo.data.tokenizers.decoder_pieces import piece_bytes
 
 HF_DIR = "hf"  # the transformers files, inside a saved zoo tokenizer directory
@@ -44,12 +45,29 @@ def auto_tokenizer(path: str | Path):
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"tokenizer.path={path}: no such directory")
-    try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    named = names_code(path)
+    if named:
+        raise DataError(f"tokenizer.path={path}: {named} names Python code to run with the tokenizer "
+                        f"(auto_map); zoo runs no code from a tokenizer directory")
+    try:  # remote code refused, never asked about (transformers asks on a terminal when not told)
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0].rstrip(":") if str(exc).strip() else type(exc).__name__
         raise DataError(f"tokenizer.path={path}: no Hugging Face tokenizer could be loaded from it "
                         f"({first})") from None
+
+
+def names_code(directory: Path) -> Optional[str]:
+    """The file of `directory` whose `auto_map` asks transformers to import the directory's own
+    Python code (tokenizer_config.json, or config.json, which AutoTokenizer also reads), if any."""
+    for name in ("tokenizer_config.json", "config.json"):
+        try:
+            data = json.loads((directory / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("auto_map"):
+            return name
+    return None
 
 
 def read_special_ids(hf, directory: Path) -> dict[str, Optional[int]]:
@@ -142,7 +160,7 @@ class HFTokenizer(Tokenizer):
 
     @classmethod
     def _from_state(cls, meta: dict, directory: Path) -> "HFTokenizer":
-        path = directory / meta.get("path", HF_DIR)
+        path = inside(directory, meta.get("path", HF_DIR), "path")
         if not path.is_dir():
             raise DataError(f"tokenizer directory {directory} lacks {path.name}/ (the transformers files)")
         return cls(path, special_ids=meta.get("special_ids"))

@@ -29,6 +29,7 @@ from zoo.data.tokenizers.base import META_FILE, Tokenizer
 from zoo.data.tokenizers.byte import ByteTokenizer
 from zoo.data.tokenizers.char import CharTokenizer
 from zoo.data.tokenizers.hf import HFTokenizer
+from zoo.data.tokenizers.manifest import check_manifest
 from zoo.data.tokenizers.sentencepiece import SentencePieceTokenizer
 
 TOKENIZERS: dict[str, type[Tokenizer]] = {
@@ -101,14 +102,17 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     meta_path = directory / META_FILE
     if not meta_path.is_file():
         raise DataError(f"no tokenizer in {directory}: {META_FILE} is missing")
+    if meta_path.is_symlink():
+        raise DataError(f"the tokenizer in {directory}: its {META_FILE} is a link; a tokenizer's files are plain files")
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         kind = meta["kind"]
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{meta_path} is not a zoo tokenizer file ({exc})") from None
-    if kind not in TOKENIZERS:
+    if not isinstance(kind, str) or kind not in TOKENIZERS:
         raise DataError(f"{meta_path}: unknown tokenizer kind {kind!r}; "
                         f"known: {', '.join(TOKENIZERS)}")
+    check_manifest(meta.get("files"), directory)  # before any model file is read
     try:
         tokenizer = TOKENIZERS[kind]._from_state(meta, directory)
     except DataError:

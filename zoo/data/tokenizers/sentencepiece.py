@@ -16,6 +16,7 @@ from typing import Iterable
 
 from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import SPECIAL_IDS, SPECIAL_TOKENS, Tokenizer
+from zoo.data.tokenizers.manifest import inside
 
 MODEL_FILE = "sentencepiece.model"
 KEPT_WHITESPACE = ["\n", "\t"]
@@ -142,7 +143,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     @classmethod
     def _from_state(cls, meta: dict, directory: Path) -> "SentencePieceTokenizer":
-        path = directory / meta.get("model_file", MODEL_FILE)
+        path = inside(directory, meta.get("model_file", MODEL_FILE), "model_file")
         if not path.is_file():
             raise DataError(f"tokenizer directory {directory} lacks {path.name}")
         return cls(path.read_bytes(), meta["model_type"])

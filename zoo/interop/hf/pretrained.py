@@ -54,7 +54,8 @@ def read_config(path: str | Path):
     model_type(path)
     transformers = _transformers()
     try:
-        return transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+        return transformers.AutoConfig.from_pretrained(str(path), local_files_only=True,
+                                                        trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"init_from=hf:{path}: transformers cannot read config.json ({_first(exc)})") from None
 
@@ -79,7 +80,8 @@ def load_pretrained(path: str | Path) -> tuple[Any, Any]:
     shown = bars.is_progress_bar_enabled()
     bars.disable_progress_bar()  # one log line says what was loaded, not a progress bar
     try:
-        hf_model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
+        hf_model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32,
+                                         trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise ConfigError(f"init_from=hf:{path}: transformers cannot load the weights ({_first(exc)})") from None
     finally:

@@ -5,7 +5,8 @@ code.
 A checkpoint is one file, or, written by `trainer=fsdp`, a directory of shards (one file per
 rank, `.metadata` indexing them, `meta.pt` with everything but weights and optimizer). Both
 read alike: `read_checkpoint` gathers a directory's shards into one state dict on one process.
-The shard index and any non-tensor values in the shards are unpickled with an allow-list."""
+The shard index is read by `zoo.training.checkpoint.shard_index` (an exact list of names, what
+it says of its shards checked); non-tensor values in the shards load with weights_only=True."""
 
 from __future__ import annotations
 
@@ -21,52 +22,12 @@ from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F
 from zoo.config.schema.task import TaskConfig
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
-
-
-SHARD_INDEX = ".metadata"  # torch.distributed.checkpoint's index of the shards
+from zoo.training.checkpoint.shard_index import SHARD_INDEX, ShardIndexError, safe_shard_reader  # noqa: F401
 
 
 def is_sharded_checkpoint(path: str | Path) -> bool:
     path = Path(path)
     return path.is_dir() and (path / SHARDED_META).is_file()
-
-
-class _ShardIndexUnpickler(pickle.Unpickler):
-    """The shard index holds torch.distributed.checkpoint's metadata classes, sizes, dtypes
-    and plain containers; anything else (a callable that would run) is refused."""
-
-    _BUILTINS = {"set", "frozenset", "slice", "tuple", "list", "dict", "complex", "bytes", "bytearray"}
-
-    def find_class(self, module: str, name: str):
-        if module.startswith("torch.distributed.checkpoint.") or \
-                (module == "collections" and name == "OrderedDict") or \
-                (module == "torch.serialization" and name == "_get_layout") or \
-                (module == "pathlib" and name in ("Path", "PosixPath", "PurePosixPath")) or \
-                (module == "builtins" and name in self._BUILTINS):
-            return super().find_class(module, name)
-        if module == "torch":
-            value = getattr(torch, name, None)
-            if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or value is torch.Size:
-                return value
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a checkpoint's shard index")
-
-
-def safe_shard_reader(path: str | Path):
-    """A `FileSystemReader` whose index is unpickled with the allow-list above."""
-    from torch.distributed.checkpoint import FileSystemReader
-
-    class _Reader(FileSystemReader):
-        def read_metadata(self, *args: Any, **kwargs: Any):
-            with open(Path(self.path) / SHARD_INDEX, "rb") as f:
-                metadata = _ShardIndexUnpickler(f).load()
-            if getattr(metadata, "storage_meta", None) is None:
-                from torch.distributed.checkpoint.metadata import StorageMeta
-
-                metadata.storage_meta = StorageMeta()
-            metadata.storage_meta.load_id = self.load_id
-            return metadata
-
-    return _Reader(str(path))
 
 
 def _safe_planner(keys: list[str]):
@@ -119,6 +80,8 @@ def _read_sharded(path: Path, weights: bool) -> dict[str, Any]:
             else "is truncated or not a checkpoint"
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         raise CheckpointError(f"checkpoint {path} {kind} ({first})") from None
+    except ShardIndexError as exc:
+        raise CheckpointError(f"checkpoint {path} is refused: {str(exc).strip().splitlines()[0]}") from None
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unpickling failed"
         raise CheckpointError(f"checkpoint {path} holds more than plain data and is refused ({first})") from None
