@@ -144,7 +144,7 @@ def test_a_byte_range_past_its_shard_is_refused(sharded, tmp_path):
         info = next(iter(metadata.storage_data.values()))
         info.length = 1 << 40
     _rewrite_index(ckpt, stretch)
-    with pytest.raises(CheckpointError, match="places an item outside its shard"):
+    with pytest.raises(CheckpointError, match="ends before the bytes its .metadata places there"):
         read_checkpoint(ckpt)
 
 

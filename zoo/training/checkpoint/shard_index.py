@@ -102,8 +102,11 @@ def check_index(metadata, directory: Path) -> None:
             if shard.is_symlink() or not shard.is_file():
                 raise ShardIndexError(f"its {SHARD_INDEX} names a shard {name!r} that is a link or missing")
             sizes[name] = shard.stat().st_size
-        if not all(_count(v) for v in (info.offset, info.length)) or info.offset + info.length > sizes[name]:
-            raise ShardIndexError(f"its {SHARD_INDEX} places an item outside its shard {name!r}")
+        if not all(_count(v) for v in (info.offset, info.length)):
+            raise ShardIndexError(f"its {SHARD_INDEX} places an item at offset {info.offset!r}, length {info.length!r}")
+        if info.offset + info.length > sizes[name]:
+            raise ShardIndexError(f"its shard {name!r} ends before the bytes its {SHARD_INDEX} places there "
+                                  f"(the shard is truncated, or the index is not its own)")
         if info.transform_descriptors:
             raise ShardIndexError(f"its {SHARD_INDEX} asks for load transforms ({list(info.transform_descriptors)})")
     declared = 0
