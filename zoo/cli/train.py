@@ -195,7 +195,7 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
 
     def composed(overrides: list[str], check: bool) -> DictConfig:
         return compose(overrides, config_name=name, config_source_dir=source, config_dirs=dirs,
-                       return_hydra_config=True, check=check)
+                       return_hydra_config=True, check=check, command_line=args.overrides)
 
     try:
         first = sweep_variants(args.overrides)[0]  # the command line itself, when it sweeps nothing
