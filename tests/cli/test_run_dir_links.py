@@ -163,3 +163,15 @@ def test_a_resumed_runs_metrics_are_not_rewritten_through_a_planted_link(tmp_pat
     _ResumingWriter(str(run), keep_before_step=2)
     assert victim.read_text() == "keep me\n"
     assert (run / "metrics.csv").read_text().splitlines() == ["step,train/loss", "0,3.0", "1,2.5"]
+
+
+def test_ckpt_path_last_looks_at_no_checkpoint_a_link_leads_to(tmp_path):
+    from zoo.run.lock import runs_with_checkpoints
+
+    root = tmp_path / "runs"
+    for name in ("real", "linked"):
+        (root / "2026-01-01" / name / "checkpoints").mkdir(parents=True)
+    (root / "2026-01-01" / "real" / "checkpoints" / "last.ckpt").write_bytes(b"PK")
+    (tmp_path / "elsewhere.ckpt").write_bytes(b"PK")
+    (root / "2026-01-01" / "linked" / "checkpoints" / "last.ckpt").symlink_to(tmp_path / "elsewhere.ckpt")
+    assert runs_with_checkpoints(root) == [root / "2026-01-01" / "real"]

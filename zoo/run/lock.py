@@ -19,7 +19,7 @@ from typing import Optional
 
 from zoo.config.records.atomic import write_text
 from zoo.config.errors import ZooError
-from zoo.config.records.links import check_tree
+from zoo.config.records.links import check_tree, link_out
 from zoo.config.records.rundir import RunDir
 
 
@@ -141,6 +141,6 @@ def claim_default(run_dir: Path) -> Path:
 
 def runs_with_checkpoints(root: Path) -> list[Path]:
     """Run directories under `root` (ROOT/DATE/TIME) that hold a last.ckpt, the most recently
-    saved first."""
-    found = [p.parent.parent for p in root.glob(f"*/*/{RunDir.CHECKPOINTS}/{RunDir.LAST}")]
+    saved first; one whose last.ckpt is reached through a link out of `root` is not looked at."""
+    found = [p.parent.parent for p in root.glob(f"*/*/{RunDir.CHECKPOINTS}/{RunDir.LAST}") if link_out(p, root) is None]
     return sorted(found, key=lambda d: RunDir(d).last.stat().st_mtime, reverse=True)
