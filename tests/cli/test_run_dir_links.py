@@ -87,3 +87,91 @@ def test_a_run_directory_keeps_its_owners_own_notes_and_refuses_a_planted_checkp
     (run / "checkpoints" / "last.ckpt").symlink_to(tmp_path / "elsewhere.ckpt")
     with pytest.raises(ForeignRunDir, match="is a link"):
         check_contents(run)
+
+
+# -- no link out of a run or sweep directory is followed (zoo.config.records.links) ----------------
+
+def test_a_rerun_does_not_write_through_a_link_planted_in_hydra(cli_here, tmp_path):
+    victim = tmp_path / "precious.yaml"
+    victim.write_text("keep me\n")
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)  # an earlier run's directory, as it was sent
+    (run / ".hydra" / "config.yaml").symlink_to(victim)
+    result = _train(cli_here, run)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{run / '.hydra' / 'config.yaml'} is a link out of" in lines[0], result.stderr
+    assert victim.read_text() == "keep me\n"
+    assert sorted(p.name for p in run.iterdir()) == [".hydra"]
+
+
+def test_a_sweep_run_again_does_not_write_through_a_link_planted_in_a_job(cli_here, tmp_path):
+    from tests.cli.conftest import tiny_overrides
+
+    victim = tmp_path / "precious.yaml"
+    victim.write_text("keep me\n")
+    sweep = tmp_path / "sweep"
+    (sweep / "0" / ".hydra").mkdir(parents=True)
+    (sweep / "0" / ".hydra" / "overrides.yaml").symlink_to(victim)
+    result = cli_here("train", "-m", *tiny_overrides(), "trainer.max_steps=3", f"hydra.sweep.dir={sweep}", "seed=0,1")
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{sweep / '0' / '.hydra' / 'overrides.yaml'} is a link out of" in lines[0], lines
+    assert victim.read_text() == "keep me\n"
+    assert sorted(str(p.relative_to(sweep)) for p in sweep.rglob("*")) == ["0", "0/.hydra", "0/.hydra/overrides.yaml"]
+
+
+def test_links_inside_the_run_are_kept_and_only_links_out_refused(tmp_path):
+    from zoo.config.records.links import LinkedOut, check_tree, inside
+    from zoo.run.lock import check_contents
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "wandb" / "run-1").mkdir(parents=True)
+    (run / "wandb" / "latest-run").symlink_to("run-1", target_is_directory=True)  # W&B's own link
+    check_contents(run)
+    assert inside(run / "wandb" / "latest-run" / "x", run) == run / "wandb" / "latest-run" / "x"
+    (run / "wandb" / "run-1" / "debug.log").symlink_to(tmp_path / "elsewhere.log")
+    with pytest.raises(LinkedOut, match="debug.log is a link out of"):
+        check_contents(run)
+    with pytest.raises(LinkedOut, match="debug.log is a link out of"):
+        check_tree(run)
+
+
+def test_a_checkpoint_reached_through_a_link_out_of_the_run_is_refused(tmp_path):
+    from zoo.config.errors import ZooError
+    from zoo.config.records.rundir import locate_checkpoint
+
+    elsewhere = tmp_path / "elsewhere.ckpt"
+    elsewhere.write_bytes(b"PK\x03\x04 not read")
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").symlink_to(elsewhere)
+    with pytest.raises(ZooError, match="last.ckpt is a link out of"):
+        locate_checkpoint(run)
+
+
+def test_a_resumed_runs_metrics_are_not_rewritten_through_a_planted_link(tmp_path):
+    from zoo.training.tracking.loggers import _ResumingWriter
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_text("step,train/loss\n0,3.0\n1,2.5\n2,2.0\n")
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me\n")
+    (run / "metrics.csv.tmp").symlink_to(victim)  # the name the rewrite once used
+    _ResumingWriter(str(run), keep_before_step=2)
+    assert victim.read_text() == "keep me\n"
+    assert (run / "metrics.csv").read_text().splitlines() == ["step,train/loss", "0,3.0", "1,2.5"]
+
+
+def test_ckpt_path_last_looks_at_no_checkpoint_a_link_leads_to(tmp_path):
+    from zoo.run.lock import runs_with_checkpoints
+
+    root = tmp_path / "runs"
+    for name in ("real", "linked"):
+        (root / "2026-01-01" / name / "checkpoints").mkdir(parents=True)
+    (root / "2026-01-01" / "real" / "checkpoints" / "last.ckpt").write_bytes(b"PK")
+    (tmp_path / "elsewhere.ckpt").write_bytes(b"PK")
+    (root / "2026-01-01" / "linked" / "checkpoints" / "last.ckpt").symlink_to(tmp_path / "elsewhere.ckpt")
+    assert runs_with_checkpoints(root) == [root / "2026-01-01" / "real"]

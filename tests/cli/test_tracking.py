@@ -311,11 +311,12 @@ def test_online_wandb_without_a_key_is_one_line_before_training(tmp_path, online
 
 @pytest.mark.slow
 def test_a_two_rank_run_is_one_tracker_run(tmp_path):
-    """trainer=ddp_cpu: only rank 0 builds the trackers; MLflow's default-style sqlite store and
+    """trainer=ddp_cpu: only rank 0 builds the trackers; a sqlite store in the run directory and
     W&B offline each get one run with every step."""
-    run_dir, store = tmp_path / "run", tmp_path / "mlflow.db"
+    run_dir = tmp_path / "run"
+    store = run_dir / "mlflow.db"  # sqlite:///mlflow.db: in the run directory
     result = _train(*tiny_overrides(run_dir), "trainer=ddp_cpu", "logger=[csv,mlflow,wandb]",
-                    f"logger.mlflow.tracking_uri=sqlite:///{store}", env=_no_wandb_key(tmp_path))
+                    "logger.mlflow.tracking_uri=sqlite:///mlflow.db", env=_no_wandb_key(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{store}")
     experiment = client.get_experiment_by_name("run")  # the run's directory, relative to where it ran

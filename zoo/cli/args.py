@@ -16,7 +16,10 @@ T = TypeVar("T")
 
 def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()) -> tuple[T, list[str]]:
     """Split `argv` into the schema's keys (validated, typed) and the `passthrough` prefixes
-    (e.g. "data." keys, returned as dotlist strings). Raises ConfigError in one line."""
+    (e.g. "data." keys, returned as dotlist strings). Raises ConfigError in one line, also for a
+    value that reads the environment (`zoo.config.safety.environment`)."""
+    from zoo.config.safety.environment import check_env_reads
+
     own, rest = [], []
     for arg in argv:
         if "=" not in arg:
@@ -26,7 +29,10 @@ def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()
         (rest if any(key.startswith(p) for p in passthrough) else own).append(arg)
     own = [_integral(schema, arg) for arg in own]
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(own))
+        given = OmegaConf.from_dotlist(own)
+        check_env_reads(OmegaConf.to_container(given, resolve=False))
+        check_env_reads(OmegaConf.to_container(OmegaConf.from_dotlist(rest), resolve=False))
+        merged = OmegaConf.merge(OmegaConf.structured(schema), given)
         data: dict[str, Any] = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
     except OmegaConfBaseException as exc:
         message, key = explain(exc), getattr(exc, "full_key", None)

@@ -46,6 +46,7 @@ def run(argv: list[str]) -> dict:
     from zoo.compare import compare, compare_scaled, compare_tuned
     from zoo.compare.errors import CompareError
     from zoo.config.errors import ConfigError
+    from zoo.config.records.links import inside
 
     dirs = [a for a in argv if "=" not in a]
     options = [a for a in argv if "=" in a and not Path(a).exists()]
@@ -56,7 +57,8 @@ def run(argv: list[str]) -> dict:
     missing = [d for d in dirs if not Path(d).is_dir()]
     if missing:
         raise ConfigError(f"not a directory: {missing[0]}")
-    out = Path(args.out) if args.out else Path(dirs[0]) / "compare"
+    # the default report directory lies in the sweep: never reached through a link out of it
+    out = Path(args.out) if args.out else inside(Path(dirs[0]) / "compare", dirs[0])
     try:
         multiples = [int(m) for m in str(args.lengths).split(",")] if args.lengths else None
     except ValueError:

@@ -25,7 +25,8 @@ def check_model(cfg: DictConfig) -> DictConfig:
 
 def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG_NAME, *,
             config_source_dir: Optional[str] = None, config_dirs: Iterable[str] = (),
-            return_hydra_config: bool = False, check: bool = True) -> DictConfig:
+            return_hydra_config: bool = False, check: bool = True,
+            command_line: Optional[Iterable[str]] = None) -> DictConfig:
     """Compose `conf/config.yaml` with Hydra command-line style overrides, e.g.
     `zoo.compose(["model=llama", "model/position=alibi", "model.d_model=256"])`, and validate it.
     With no overrides this is exactly what `zoo-train` runs with no arguments; `config_name`
@@ -35,8 +36,10 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     As on the command line, `config_source_dir` replaces the primary config directory (`-cp`)
     and `config_dirs` are searched too (`-cd`). `return_hydra_config` keeps the `hydra:`
     section; `check=False` skips the model checks. The object names in the config are always
-    checked against the allow-list of `zoo.config.safety.targets`. With `init_from=hf:DIR` the model
-    and tokenizer sections are DIR's (`zoo.interop.hf.init_from`)."""
+    checked against the allow-list of `zoo.config.safety.targets`, and a tracking server must be
+    one `command_line` names (default: `overrides`; zoo-train passes its own command line when it
+    composes a sweep's values from a config file: `zoo.config.safety.trackers`). With
+    `init_from=hf:DIR` the model and tokenizer sections are DIR's (`zoo.interop.hf.init_from`)."""
     from zoo.cli.launch import register_resolvers
     from zoo.config.safety.targets import check_config_targets
 
@@ -46,12 +49,29 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     check_hydra_overrides(overrides)  # before Hydra reads them
     cfg = _compose_raw(overrides, config_name, config_source_dir or config_source(), config_dirs)
     check_config_targets(cfg)
+    _check_tracker(cfg, overrides if command_line is None else list(command_line))
     _check_hydra(cfg, overrides)
     cfg = with_init_from(cfg, overrides)
     if not return_hydra_config:
         with open_dict(cfg):
             del cfg["hydra"]
     return check_model(cfg) if check else cfg
+
+
+def _check_tracker(cfg: DictConfig, command_line: list[str]) -> None:
+    """The tracking URI is a server the command line names (each value of a sweep's) or a store
+    in the run directory."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from zoo.cli.hydra_args import sweep_variants
+    from zoo.config.safety.trackers import KEY, check_tracking_uri, named_servers
+
+    try:
+        uri = OmegaConf.select(cfg, KEY, default=None)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{KEY}: {explain(exc)}") from None
+    named = set().union(*(named_servers(variant) for variant in sweep_variants(command_line)))
+    check_tracking_uri(uri, named)
 
 
 def with_init_from(cfg: DictConfig, overrides: Iterable[str]) -> DictConfig:

@@ -195,7 +195,7 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
 
     def composed(overrides: list[str], check: bool) -> DictConfig:
         return compose(overrides, config_name=name, config_source_dir=source, config_dirs=dirs,
-                       return_hydra_config=True, check=check)
+                       return_hydra_config=True, check=check, command_line=args.overrides)
 
     try:
         first = sweep_variants(args.overrides)[0]  # the command line itself, when it sweeps nothing
@@ -291,7 +291,9 @@ def _plan(checked: Checked, shared: bool, claimed: dict):
 
 def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Optional[Path]:
     """The sweep's directory: two sweeps started in the same second get one each (each job
-    locks its own directory when it runs)."""
+    locks its own directory when it runs). A sweep run again in its directory is refused when
+    a link there leads out of it: Hydra writes each job's `.hydra/` before the job starts."""
+    from zoo.config.records.links import check_tree
     from zoo.run.lock import claim_default
 
     where = _planned_run_dir(checked.cfg, "sweep")
@@ -306,6 +308,7 @@ def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Optional[Path
         if claimed_dir != sweep_dir:
             _claim_env("sweep", claimed_dir, claimed)
         sweep_dir = claimed_dir
+    check_tree(sweep_dir)
     return sweep_dir
 
 

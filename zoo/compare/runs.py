@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.config.schema.model import model_defaults
+from zoo.config.records.links import first_link_out, link_out, refusal
 from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
@@ -63,11 +64,17 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def read_run(path: Path) -> Run:
-    """A run from its directory (which has `.hydra/overrides.yaml`)."""
+def read_run(path: Path, root: Optional[Path] = None) -> Run:
+    """A run from its directory (which has `.hydra/overrides.yaml`), found under `root` (the
+    directory the user named; default: the run's own). A run reached through a link out of
+    `root`, or holding a link out of its own directory, is damaged and none of its files is read
+    (`zoo.config.records.links`): its message names the link, never a file's content."""
     from omegaconf import OmegaConf
 
     files = RunDir(path)
+    for base, link in ((root, link_out(path, root) if root is not None else None), (path, first_link_out(path))):
+        if link is not None:
+            return Run(path=path, overrides=[], config={}, status=RunStatus.damaged, error=str(refusal(link, base)))
     try:
         overrides = list(OmegaConf.to_container(OmegaConf.load(files.overrides)))
         config_file = files.hydra_config
@@ -196,7 +203,7 @@ def _tokens_at(tokens_at: dict[int, int], step: int) -> int:
 def find_runs(dirs: list[Path]) -> list[Run]:
     """Every run directory under `dirs` (a sweep directory, a run directory, or a tree of
     them): the directories in the order given, each in sweep order (job numbers numerically)."""
-    found: list[Path] = []
+    found: dict[Path, Path] = {}  # run directory -> the directory it was found under
     for root in dirs:
         root = Path(root)
         if RunDir(root).overrides.is_file():
@@ -204,8 +211,9 @@ def find_runs(dirs: list[Path]) -> list[Run]:
         else:
             here = sorted((p.parent.parent for p in root.rglob(f"{RunDir.HYDRA}/{RunDir.OVERRIDES}")),
                           key=_natural)
-        found.extend(p for p in here if p not in found)
-    return [read_run(p) for p in found]
+        for p in here:
+            found.setdefault(p, root)
+    return [read_run(p, root) for p, root in found.items()]
 
 
 def _natural(path: Path) -> tuple:

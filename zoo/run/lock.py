@@ -19,6 +19,7 @@ from typing import Optional
 
 from zoo.config.records.atomic import write_text
 from zoo.config.errors import ZooError
+from zoo.config.records.links import check_tree, link_out
 from zoo.config.records.rundir import RunDir
 
 
@@ -39,7 +40,9 @@ def check_contents(run_dir: Path) -> None:
     """ForeignRunDir, on one line, for a directory zoo must not write a run into: one that holds
     files but none a zoo run leaves (someone's config.yaml and metrics.csv would be overwritten),
     or one with a link at a name zoo writes (`tokenizer/` planted as a link to elsewhere would be
-    written through)."""
+    written through), or a link that leads out of a directory zoo or a tool writes into (Hydra
+    writes `.hydra/` with a plain open(); `zoo.config.records.links`). A name zoo never writes
+    is its owner's: left alone."""
     try:
         entries = sorted(os.scandir(run_dir), key=lambda e: e.name)
     except FileNotFoundError:
@@ -55,6 +58,8 @@ def check_contents(run_dir: Path) -> None:
             if entry.is_symlink():
                 raise ForeignRunDir(f"{entry.path} is a link; zoo writes checkpoints only inside its run "
                                     f"directory: remove the link, or choose another hydra.run.dir")
+    for name in (RunDir.HYDRA, RunDir.TOKENIZER, RunDir.CHECKPOINTS, RunDir.TENSORBOARD, RunDir.WANDB, RunDir.RANKS):
+        check_tree(run_dir / name)  # what zoo, Hydra and the trackers write below: no link out
     if entries and not any(e.name in RUN_MARKERS or fnmatch.fnmatch(e.name, RunDir.RANK_LOG) for e in entries):
         shown = ", ".join(e.name for e in entries[:5]) + (", ..." if len(entries) > 5 else "")
         raise ForeignRunDir(f"{run_dir} holds files but no zoo run ({shown}); a run writes config.yaml, "
@@ -136,6 +141,6 @@ def claim_default(run_dir: Path) -> Path:
 
 def runs_with_checkpoints(root: Path) -> list[Path]:
     """Run directories under `root` (ROOT/DATE/TIME) that hold a last.ckpt, the most recently
-    saved first."""
-    found = [p.parent.parent for p in root.glob(f"*/*/{RunDir.CHECKPOINTS}/{RunDir.LAST}")]
+    saved first; one whose last.ckpt is reached through a link out of `root` is not looked at."""
+    found = [p.parent.parent for p in root.glob(f"*/*/{RunDir.CHECKPOINTS}/{RunDir.LAST}") if link_out(p, root) is None]
     return sorted(found, key=lambda d: RunDir(d).last.stat().st_mtime, reverse=True)

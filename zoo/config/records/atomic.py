@@ -12,14 +12,15 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from zoo.config.records.links import check_name
+
 
 @contextlib.contextmanager
 def replacing(path: str | os.PathLike, *, binary: bool = False) -> Iterator:
     """`with replacing(path) as f: f.write(...)`: `path` is replaced by what was written when the
     block ends without an error; on an error the temporary file is removed and `path` kept."""
     target = Path(path)
-    if target.is_symlink():
-        raise OSError(f"{target} is a symbolic link; zoo does not write a record through one")
+    check_name(target)  # zoo.config.records.links: one link check for every tool
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as handle:

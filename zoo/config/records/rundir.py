@@ -34,6 +34,7 @@ from pathlib import Path, PurePath
 from typing import Any, ClassVar, Optional
 
 from zoo.config.records.atomic import write_text
+from zoo.config.records.links import inside
 from zoo.config.errors import CheckpointError, ZooError
 
 
@@ -175,7 +176,8 @@ def locate_checkpoint(path: str | PurePath) -> Path:
     """The checkpoint `path` names, checked without torch (so a tool refuses a bad one before
     torch loads): a .ckpt file written by torch.save, a sharded checkpoint directory, a run
     directory (its checkpoints/full.ckpt, else checkpoints/last.ckpt), or a checkpoints/
-    directory (its full.ckpt, else last.ckpt). Raises CheckpointError in one line."""
+    directory (its full.ckpt, else last.ckpt), not reached through a link out of the directory
+    (`zoo.config.records.links`). Raises CheckpointError (LinkedOut) in one line."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist")
@@ -184,8 +186,8 @@ def locate_checkpoint(path: str | PurePath) -> Path:
             return path
         run = RunDir(path)
         for candidate in (run.full, run.last, path / RunDir.FULL, path / RunDir.LAST):
-            if candidate.exists():
-                return locate_checkpoint(candidate)
+            if candidate.exists():  # a checkpoint of the directory, never one a link there leads to
+                return locate_checkpoint(inside(candidate, path))
         raise CheckpointError(f"{path} is a directory without a checkpoint (neither checkpoints/{RunDir.LAST} nor "
                               f"{RunDir.LAST} in it); give a .ckpt file, a run directory or its checkpoints/ "
                               f"directory")

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.config.errors import ConfigError
+from zoo.config.safety.environment import check_env_reads, check_env_set
 
 # the objects a config may name, each by its exact dotted name
 ALLOWED_TARGETS = (
@@ -38,9 +39,6 @@ ALLOWED_TARGETS = (
 EXACT = ("sys.stdout", "sys.stderr")  # ext:// streams of the logging configuration
 # a file a logging handler writes lies in the run directory
 LOG_FILE_PREFIXES = ("${hydra.runtime.output_dir}/", "${hydra:runtime.output_dir}/")
-# environment variables a config may set for its job (hydra.job.env_set): threads, devices, NCCL
-ENV_SET_ALLOWED = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TOKENIZERS_PARALLELISM")
-ENV_SET_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 TARGET_KEYS = ("_target_",)
 LOGGING_KEYS = ("class", "()")
 LOGGING_SECTIONS = ("hydra.job_logging", "hydra.hydra_logging")
@@ -117,7 +115,7 @@ def _value(node, key) -> Any:
 def check_config_targets(cfg: DictConfig) -> None:
     """ConfigError for the first object name in `cfg` outside the allow-list, a log file outside
     the run directory, an environment variable the job may not set, or a value read from the
-    environment (it would be written into config.yaml and every checkpoint)."""
+    environment, however it is spelled (`zoo.config.safety.environment`)."""
     for path, key, value in find_targets(cfg):
         if key == "()" and not isinstance(value, str):
             raise ConfigError(f"{path}: a logging factory must be a dotted name, got {value!r}")
@@ -126,8 +124,9 @@ def check_config_targets(cfg: DictConfig) -> None:
         resolve_target(value, key=path)
     raw = OmegaConf.to_container(cfg, resolve=False)
     _check_log_files(raw.get("hydra", {}))
-    _check_env_set(raw.get("hydra", {}))
-    _check_env_reads(raw)
+    check_env_set(((raw.get("hydra") or {}).get("job") or {}).get("env_set"))
+    check_env_reads({k: v for k, v in raw.items() if k != "hydra"})  # the run's own keys named first
+    check_env_reads({"hydra": raw.get("hydra")})
 
 
 def _check_log_files(hydra: dict) -> None:
@@ -141,28 +140,6 @@ def _check_log_files(hydra: dict) -> None:
             if not text.startswith(LOG_FILE_PREFIXES) or ".." in text:
                 raise ConfigError(f"hydra.{section}.handlers.{name}.filename={text!r} is refused: a log file "
                                   f"lies in the run directory (${{hydra.runtime.output_dir}}/NAME)")
-
-
-def _check_env_set(hydra: dict) -> None:
-    env_set = ((hydra.get("job") or {}).get("env_set") or {})
-    for name in env_set:
-        if name not in ENV_SET_ALLOWED and not str(name).startswith(ENV_SET_PREFIXES):
-            raise ConfigError(f"hydra.job.env_set.{name} is refused: a config may set only "
-                              f"{', '.join(ENV_SET_ALLOWED)} and {', '.join(p + '*' for p in ENV_SET_PREFIXES)}")
-
-
-def _check_env_reads(node: Any, path: str = "") -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if not path and key == "hydra":
-                continue  # Hydra's own settings are not written into the run's files
-            _check_env_reads(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            _check_env_reads(value, f"{path}[{i}]")
-    elif isinstance(node, str) and ("${oc.env:" in node or "${env:" in node):
-        raise ConfigError(f"{path}: a value read from the environment ({node}) is refused: it would be "
-                          f"written into config.yaml and every checkpoint; pass it as an override")
 
 
 def instantiate(node: Any, **kwargs: Any) -> Any:

@@ -24,8 +24,9 @@ class MLflowConfig:
     enabled: bool = field(default=False, metadata={"help": "record the run in MLflow (logger=mlflow)"})
     tracking_uri: Optional[str] = field(
         default=None,
-        metadata={"help": "the tracking server (http://HOST:PORT) or store (sqlite:///FILE); null: "
-                  "$MLFLOW_TRACKING_URI, else MLflow's default (sqlite:///mlflow.db here)"},
+        metadata={"help": "the tracking server, named on the command line (http://HOST:PORT), or a store in "
+                  "the run directory (sqlite:///NAME.db); null: $MLFLOW_TRACKING_URI, else "
+                  "sqlite:///mlflow.db in the run directory"},
     )
     experiment: Optional[str] = field(
         default=None,

@@ -18,7 +18,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from zoo.config.errors import ConfigError
 from zoo.config.schema.logger import MLflowConfig, WandbConfig
 from zoo.config.records.rundir import RunDir
-from zoo.training.tracking.settings import mlflow_uri, wandb_key_set, wandb_mode, wandb_online  # noqa: F401
+from zoo.training.tracking.settings import mlflow_artifacts, mlflow_uri, wandb_key_set, wandb_mode, wandb_online  # noqa: F401
 from zoo.training.tracking.identity import RunIdentity, TrackerStatus, read_tracked, summary_figures, write_tracked
 
 log = logging.getLogger("zoo")
@@ -44,7 +44,7 @@ class RunMLflowLogger(MLFlowLogger):
 
     def __init__(self, settings: MLflowConfig, identity: RunIdentity, config: dict, run_dir: Path,
                  resuming: bool) -> None:
-        uri = mlflow_uri(settings)
+        uri = mlflow_uri(settings, run_dir)  # a store of the run lies in its directory
         before = read_tracked(run_dir).get("mlflow", {}) if resuming else {}
         # a resume keeps the experiment it started in, from whatever directory it is run
         experiment = settings.experiment or before.get("experiment") or identity.sweep or identity.name
@@ -54,7 +54,8 @@ class RunMLflowLogger(MLFlowLogger):
             tags["zoo.sweep"] = identity.sweep
         tags.update({str(k): str(v) for k, v in settings.tags.items()})
         super().__init__(experiment_name=experiment, run_name=identity.name, tracking_uri=uri, tags=tags,
-                         run_id=before.get("run_id") if same_place else None)
+                         run_id=before.get("run_id") if same_place else None,
+                         artifact_location=mlflow_artifacts(settings, run_dir))
         self._config, self._run_dir, self._ended = config, Path(run_dir), False
         self._lost_at: Optional[int] = None  # the step from which the server did not take metrics
 
@@ -96,7 +97,7 @@ class RunMLflowLogger(MLFlowLogger):
         from mlflow.exceptions import MlflowException
 
         try:
-            created = self._mlflow_client.create_experiment(name)
+            created = self._mlflow_client.create_experiment(name, artifact_location=self._artifact_location)
         except MlflowException as exc:  # another job of the sweep created it a moment ago
             if getattr(exc, "error_code", "") != "RESOURCE_ALREADY_EXISTS":
                 raise

@@ -20,6 +20,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.config.schema.root import ZooConfig
+from zoo.config.records.atomic import replacing
 from zoo.config.records.rundir import RunDir
 from zoo.training.tracking.experiment_trackers import RunMLflowLogger, RunWandbLogger
 from zoo.training.tracking.identity import run_identity
@@ -43,12 +44,11 @@ class _ResumingWriter(ExperimentWriter):
             reader = csv.DictReader(f)
             keys = list(reader.fieldnames or [])
             rows = [r for r in reader if r.get("step") not in (None, "") and int(float(r["step"])) < self._keep_before_step]
-        tmp = self.metrics_file_path + ".tmp"
-        with open(tmp, "w", newline="") as f:
+        # a new file of an unpredictable name, renamed: never written through a planted link
+        with replacing(self.metrics_file_path) as f:
             writer = csv.DictWriter(f, fieldnames=keys)
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(tmp, self.metrics_file_path)
         self.metrics_keys = keys
 
 

@@ -5,21 +5,34 @@ from __future__ import annotations
 
 import netrc
 import os
+from pathlib import Path
 from typing import Optional
 from urllib.parse import urlparse
 
+from zoo.config.safety.trackers import DEFAULT_STORE, artifacts_in_run, store_in_run
 from zoo.config.schema.logger import MLflowConfig, WandbConfig, WandbMode
 
 
-def mlflow_uri(settings: MLflowConfig) -> str:
-    """logger.mlflow.tracking_uri, else $MLFLOW_TRACKING_URI, else MLflow's own default."""
+def mlflow_uri(settings: MLflowConfig, run_dir: Optional[str | Path] = None) -> str:
+    """logger.mlflow.tracking_uri, else $MLFLOW_TRACKING_URI, else a sqlite store in the run
+    directory; a store named relative (sqlite:///NAME.db) lies in `run_dir`
+    (`zoo.config.safety.trackers`: a config places no store outside the run)."""
     if settings.tracking_uri:
-        return settings.tracking_uri
-    if os.environ.get("MLFLOW_TRACKING_URI"):
+        uri = settings.tracking_uri
+    elif os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    import mlflow
+    else:
+        uri = DEFAULT_STORE
+    return store_in_run(uri, run_dir) if run_dir is not None else uri
 
-    return mlflow.get_tracking_uri()
+
+def mlflow_artifacts(settings: MLflowConfig, run_dir: str | Path) -> Optional[str]:
+    """Where a new experiment in a store of the run directory keeps its artifacts: beside the
+    store, in the run (MLflow's default is ./mlruns in the working directory); None for a
+    server or the environment's store (their own default)."""
+    if not settings.tracking_uri and os.environ.get("MLFLOW_TRACKING_URI"):
+        return None
+    return artifacts_in_run(settings.tracking_uri or DEFAULT_STORE, run_dir)
 
 
 def wandb_key_set() -> bool:
