@@ -253,7 +253,7 @@ NOT_YET = {"zoo-plan model=llama model.d_model=2048 model.n_layers=24 seq_len=20
 
 
 def fast_examples() -> list:
-    return [pytest.param(e, marks=pytest.mark.xfail(reason="seq_len beyond model.max_seq_len", strict=False))
+    return [pytest.param(e, marks=pytest.mark.xfail(reason="seq_len beyond model.max_seq_len"))
             if " ".join(e.words) in NOT_YET else e for e in EXAMPLES]
 
 
