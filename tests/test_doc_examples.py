@@ -268,9 +268,8 @@ def test_the_example_is_not_refused(example, workdir, monkeypatch, capsys):
         assert got == example.refusal, (example.line, got)
         return
     if "init_from=hf:path/to/llama" in example.line or "init_from=hf:path/to/bert" in example.line:
-        hf = {name: tiny_hf(workdir / "hf" / name, name) for name in ("llama", "bert")
-              if not (workdir / "hf" / name).exists()} or \
-            {name: workdir / "hf" / name for name in ("llama", "bert")}
+        hf = {name: workdir / "hf" / name if (workdir / "hf" / name).exists() else tiny_hf(workdir / "hf" / name, name)
+              for name in ("llama", "bert")}
         args = filled(example.words, workdir, hf=hf)[1:]
     if tool == "zoo-train" and any(a in ("--help", "-h", "--cfg") for a in args):  # prints only: run whole
         before = set(workdir.rglob("*"))
