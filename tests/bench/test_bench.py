@@ -195,3 +195,21 @@ def test_the_peer_names_of_the_options_are_the_peer_table():
     from zoo.bench.peers import PEERS
 
     assert tuple(PEERS) == PEER_NAMES
+
+
+def test_missing_peers_are_named_before_any_measurement(capsys, monkeypatch):
+    """As on a machine without the peers' libraries (made unimportable for this test): the first
+    line names them and what is measured instead, before anything is built or timed; the table
+    still comes."""
+    import sys
+
+    for module in ("transformers", "x_transformers", "litgpt"):
+        monkeypatch.setitem(sys.modules, module, None)
+    status, out, err = bench_main(["peers=hf,x-transformers", "variants=eager", "measure=forward", "rounds=1",
+                                   "batch=2", "seq_len=16", *TINY], capsys, monkeypatch)
+    assert status == 0, err[-2000:]
+    lines = err.strip().splitlines()
+    assert lines[0] == ("zoo-bench: hf and x-transformers are not installed (pip install '.[bench]' in zoo's "
+                        "source directory): measuring zoo alone"), err
+    assert any(line.startswith("zoo-bench: built eager") for line in lines[1:])
+    assert "| zoo" in out and "hf: not compared" in out and "Traceback" not in err

@@ -85,3 +85,22 @@ def test_compare_counts_no_summary_without_metrics_as_finished(tmp_path, zoo_tra
     (line,) = [ln for ln in report.stderr.splitlines() if "holds no metrics" in ln]
     assert str(sweep / "b" / "summary.json") in line
     assert "1 finished, 1 damaged" in (sweep / "compare" / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_finished_quick_run_says_every_key_to_change_to_train_on(tmp_path, zoo_train_here):
+    """-cn quick's warmup follows trainer.max_steps: the same command again names both the longer
+    run and the warmup to keep, and the command it suggests continues the run at once."""
+    run = tmp_path / "run"
+    tiny = [o for o in tiny_overrides(run) if not o.startswith(("trainer.max_steps", "scheduler.warmup_steps",
+                                                                "trainer.val_check_interval"))]
+    command = ["-cn", "quick", *tiny, "trainer.max_steps=10"]
+    assert zoo_train_here(*command).returncode == 0
+    again = zoo_train_here(*command)
+    assert again.returncode == 0, again.stderr[-2000:]
+    (line,) = [l for l in (again.stderr + again.stdout).splitlines() if "is already finished" in l]
+    assert "e.g. trainer.max_steps=20 scheduler.warmup_steps=1" in line, line
+    suggested = line.split("e.g. ", 1)[1].rstrip(")").split()
+    longer = zoo_train_here(*command, *suggested)
+    assert longer.returncode == 0, longer.stderr[-2000:]
+    assert json.loads((run / "summary.json").read_text())["global_step"] == 20

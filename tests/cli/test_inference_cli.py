@@ -76,7 +76,8 @@ def test_zoo_eval_reports_bleu_and_exact_match(numbers, tmp_path, cli_here):
     result = cli_here("eval", f"ckpt={ckpt}", f"out={out}")
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert report["examples"] == len(held_out) and report["split"] == "validation"
+    assert report["examples_evaluated"] == report["split_examples"] == len(held_out)
+    assert report["split"] == "validation" and report["limit_batches"] is None
     metrics = report["metrics"]
     assert metrics["exact_match"] >= 0.9 and metrics["bleu"] >= 0.9
     assert metrics["loss"] > 0 and metrics["ppl"] >= 1.0
@@ -85,7 +86,7 @@ def test_zoo_eval_reports_bleu_and_exact_match(numbers, tmp_path, cli_here):
     pairs.write_text("\n".join(json.dumps({"source": english(n), "target": spanish(n)}) for n in held_out[:30]))
     own = cli_here("eval", f"ckpt={ckpt}", f"data={pairs}")
     assert own.returncode == 0, own.stderr[-2000:]
-    assert json.loads(own.stdout)["examples"] == 30
+    assert json.loads(own.stdout)["examples_evaluated"] == 30
 
 
 @pytest.mark.slow
@@ -104,6 +105,11 @@ def test_zoo_generate_continues_a_prompt_and_eval_scores_an_lm(tiny_lm, tmp_path
     assert report.returncode == 0, report.stderr[-2000:]
     metrics = json.loads(report.stdout)["metrics"]
     assert set(metrics) >= {"loss", "ppl", "accuracy"} and json.loads(report.stdout)["seq_len"] == 16
+    # what limit_batches evaluated, beside the whole split, each under its own name
+    counts = json.loads(report.stdout)
+    assert counts["limit_batches"] == 2 and counts["batches_evaluated"] == 2
+    assert counts["examples_evaluated"] == 2 * 32 < counts["split_examples"]
+    assert counts["tokens_evaluated"] == counts["examples_evaluated"] * 16
 
 
 @pytest.mark.slow
@@ -118,9 +124,10 @@ def test_zoo_eval_names_the_validation_tokens_beside_the_summary(tiny_lm, cli_he
     assert whole.returncode == 0, whole.stderr[-2000:]
     report = json.loads(whole.stdout)
     # every validation window's targets: the split's tokens less at most one window's remainder
-    assert report["tokens"] >= measured and report["tokens"] > summary["data"]["val_tokens"] - 2 * report["seq_len"]
+    tokens = report["tokens_evaluated"]
+    assert tokens >= measured and tokens > summary["data"]["val_tokens"] - 2 * report["seq_len"]
     line = [ln for ln in whole.stderr.splitlines() if "summary.json reports" in ln]
-    assert len(line) == 1 and f"{report['tokens']:,}" in line[0] and f"{measured:,}" in line[0], whole.stderr
+    assert len(line) == 1 and f"{tokens:,}" in line[0] and f"{measured:,}" in line[0], whole.stderr
     assert f"{summary['metrics']['val/loss']:.4f}" in line[0]
 
 

@@ -7,7 +7,7 @@ import torch
 
 import zoo
 from tests.conftest import FAMILIES, POSITIONS, tiny
-from zoo.models.visualize import attention_maps, plot_attention, plot_positions
+from zoo.models.visualize import attention_figure, attention_maps, plot_attention, plot_positions
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -44,6 +44,46 @@ def test_attention_maps_are_distributions_and_causal_where_causal(family, tmp_pa
         attention_maps(model, ids, layers=[5], **kwargs)
     with pytest.raises(ValueError, match="head 2"):
         plot_attention(maps, tmp_path / "b.png", query_tokens=q_labels, key_tokens=q_labels, heads=[2])
+
+
+@pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
+def test_the_attention_map_is_readable(family):
+    """No title runs into the tick labels of the panel above it or beside it, no tick label into
+    another panel's, the axes say which tokens are queries and which keys, a space is drawn, and
+    one colour bar with a label gives the scale."""
+    model = zoo.build_model(tiny(family, "alibi"))
+    ids = torch.randint(6, 37, (1, 24))
+    kwargs = {"decoder_input_ids": ids[:, :20]} if family == "encoder_decoder" else {}
+    maps = attention_maps(model, ids, **kwargs)
+    tokens = [" " if i % 5 == 4 else f"t{i}" for i in range(24)]
+    queries = tokens[:20] if family == "encoder_decoder" else tokens
+    fig = attention_figure(maps, query_tokens=queries, key_tokens=queries, source_tokens=tokens)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+        bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+        assert len(panels) == len(maps) * 2 and len(bars) == 1
+        assert bars[0].get_ylabel() == "attention weight (each row sums to 1)"
+
+        ticks = {ax: [t.get_window_extent(renderer) for t in ax.get_xticklabels() + ax.get_yticklabels()
+                      if t.get_text()] for ax in panels}
+        outline = {ax: ax.get_tightbbox(renderer) for ax in panels}  # the panel with its labels
+        for ax in panels:
+            title = ax.title.get_window_extent(renderer)
+            for other in panels:
+                clashes = [t for t in ticks[other] if t.overlaps(title)]
+                assert not clashes, f"{ax.get_title()!r} overlaps the tick labels of {other.get_title()!r}"
+                if other is not ax and outline[ax].overlaps(outline[other]):
+                    assert not any(t.overlaps(b) for t in ticks[ax] for b in ticks[other]), \
+                        f"tick labels of {ax.get_title()!r} and {other.get_title()!r} overlap"
+        assert {ax.get_ylabel() for ax in panels} >= {"query (attending)"}
+        assert {ax.get_xlabel() for ax in panels} >= {"key (attended to)"}
+        assert "\u2423" in [t.get_text() for t in panels[0].get_xticklabels()]
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
 
 
 @pytest.mark.parametrize("position", POSITIONS)

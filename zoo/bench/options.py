@@ -9,6 +9,7 @@ from typing import Optional
 from zoo.config.errors import ConfigError
 
 PEER_NAMES = ("hf", "x-transformers", "litgpt")  # the keys of zoo.bench.peers.PEERS (a test keeps them equal)
+PEER_MODULES = {"hf": "transformers", "x-transformers": "x_transformers", "litgpt": "litgpt"}  # what each imports
 VARIANTS = ("eager", "compile", "bf16", "bf16-compile", "checkpoint")
 MEASURES = ("train", "forward", "generate", "fit", "memory")
 PEER_VARIANTS = ("eager", "compile", "bf16", "bf16-compile")  # checkpointing is a zoo switch; peers run as they come
@@ -22,6 +23,22 @@ SHAPES = {
                     "model.n_layers=16", "model.d_ff=2816", "model.vocab_size=32000", "model.max_seq_len=1024"],
                    {"batch": 8, "seq_len": 1024}),
 }
+
+
+def missing_peers(peers: list[str]) -> list[str]:
+    """The peers asked for whose library is not installed, found without importing anything
+    (an import of transformers takes seconds): said before any measurement starts."""
+    import importlib.util
+
+    missing = []
+    for peer in peers:
+        try:
+            found = importlib.util.find_spec(PEER_MODULES[peer]) is not None
+        except (ImportError, ValueError):  # a module blocked or broken: not usable either
+            found = False
+        if not found:
+            missing.append(peer)
+    return missing
 
 
 def is_bf16(variant: str) -> bool:

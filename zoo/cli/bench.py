@@ -68,6 +68,7 @@ def run(argv: list[str], log=print) -> dict:
     from zoo.config.records.atomic import write_text
 
     model, opts, out = configure(argv)
+    _say_missing_peers(opts.peer_list, log)
     result = run_bench(model, opts, log=lambda m: log(f"{TOOL}: {m}", file=sys.stderr))
     table = markdown(result)
     print(table)
@@ -78,6 +79,20 @@ def run(argv: list[str], log=print) -> dict:
         command = " ".join(a for a in argv if not a.startswith("out="))  # no local paths in the record
         write_text(path.with_suffix(".md"), f"`zoo-bench {command}`\n\n{table}")
     return result
+
+
+def _say_missing_peers(peers: list[str], log=print) -> None:
+    """One line, before any work, naming the peers asked for that are not installed and what the
+    benchmark measures without them (the table says it again at the end)."""
+    from zoo.bench.options import missing_peers
+
+    missing = missing_peers(peers)
+    if not missing:
+        return
+    present = [p for p in peers if p not in missing]
+    without = f"zoo and {', '.join(present)} only" if present else "zoo alone"
+    log(f"{TOOL}: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed (pip install "
+        f"'.[bench]' in zoo's source directory): measuring {without}", file=sys.stderr)
 
 
 def usage() -> str:

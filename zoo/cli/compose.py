@@ -9,6 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from zoo.cli.spelling import misspelled
 from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
 from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
@@ -141,7 +142,15 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
             hydra = create()
             if foreign:  # zoo's own configs name no file outside conf/ and recipes/
                 _check_defaults_stay_home(hydra, config_name, overrides)
-            return hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
+            try:
+                return hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
+            except (HydraException, OmegaConfBaseException) as exc:  # a group with a dot, a list without -m
+                better = misspelled(overrides, hydra.list_all_config_groups(), explain(exc))
+                if better is not None:
+                    raise better from None
+                raise
+    except ConfigError:
+        raise
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
     except yaml.YAMLError as exc:  # a config file that is not YAML

@@ -116,7 +116,7 @@ def _beside_the_summary(ckpt: Path, result: dict) -> Optional[str]:
         return None
     theirs = (summary.data or {}).get("val_tokens_measured")
     loss = summary.metrics.get("val/loss")
-    ours = result.get("tokens")
+    ours = result.get("tokens_evaluated")
     if theirs is None or ours is None or loss is None or "loss" not in result["metrics"]:
         return None
     same = "the same count" if theirs == ours else "different tokens, so the figures differ"

@@ -90,6 +90,15 @@ def parse_hydra_args(argv: list[str]) -> HydraArgs:
     return HydraArgs(**vars(args))
 
 
+def unknown_words(argv: list[str]) -> list[str]:
+    """The words of `argv` Hydra's parser places nowhere (it ignores them, then refuses the
+    command line after the run directory is made), e.g. an argparse-style `--max_steps=10`."""
+    try:
+        return _parser().parse_known_args(argv)[1]
+    except (argparse.ArgumentError, _Unreadable):
+        return []
+
+
 def sweep_variants(overrides: list[str]) -> list[list[str]]:
     """Single-valued override lists that together use every value of every swept key: the
     first value of each sweep, then each other value in turn. A sweep whose values cannot be

@@ -19,7 +19,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sweep_variants
+from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sweep_variants, unknown_words
 from zoo.cli.launch import (CLAIMED_DIR_ENV, RUN_TIME_ENV, SUBMITIT_FOLDER_ENV, agree_run_time, launch_rank,
                             register_resolvers)
 from zoo.config.paths import CONFIG_NAME, config_source
@@ -332,11 +332,33 @@ def _sweep_summary(sweep_dir: Optional[Path], since: float) -> None:
         sys.exit(1)
 
 
+def _refuse_flags(argv: list[str], args: HydraArgs) -> None:
+    """An argparse-style flag (`--max_steps=10`) is refused on one line naming the override it
+    stands for, before anything loads or is written (Hydra would ignore it, make the run
+    directory, then print its usage screen)."""
+    from zoo.cli.spelling import flag_refusal, flag_words, leaf_keys
+
+    flags = flag_words(argv, unknown_words(argv))
+    if not flags:
+        return
+    from zoo.cli.compose import compose
+    from zoo.config.errors import ConfigError
+
+    try:
+        keys = leaf_keys(compose([], config_name=args.config_name or CONFIG_NAME,
+                                 config_source_dir=config_source_of(args),
+                                 config_dirs=[args.config_dir] if args.config_dir else [], check=False))
+    except ConfigError:
+        keys = []
+    _fail(flag_refusal("zoo-train", flags, keys))
+
+
 def main() -> None:
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
 
     args = parse_hydra_args(sys.argv[1:])
+    _refuse_flags(sys.argv[1:], args)
     if wants_help(sys.argv[1:]):  # zoo's help, from the schemas; Hydra's own is --hydra-help
         from zoo.cli.config_help import train_help
 

@@ -64,7 +64,27 @@ def plot_attention(
     source_tokens: Optional[Sequence[str]] = None,
     heads: Optional[Sequence[int]] = None,
 ) -> Path:
-    """A grid of heat maps, one row per (stack, layer) and one column per head."""
+    """A grid of heat maps, one row per (stack, layer) and one column per head, written to `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = attention_figure(maps, query_tokens=query_tokens, key_tokens=key_tokens, source_tokens=source_tokens,
+                           heads=heads)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def attention_figure(
+    maps: dict[tuple[str, int], torch.Tensor],
+    *,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    source_tokens: Optional[Sequence[str]] = None,
+    heads: Optional[Sequence[int]] = None,
+):
+    """The matplotlib figure `plot_attention` writes: each panel titled with its stack, layer and
+    head, its axes labelled query and key with the tokens as ticks, and one colour bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,22 +96,34 @@ def plot_attention(
     for h in heads:
         if not 0 <= h < n_heads:
             raise ValueError(f"head {h} does not exist; the model has heads 0..{n_heads - 1}")
-    size = max(len(query_tokens), len(key_tokens)) * 0.28 + 1.5
-    fig, axes = plt.subplots(len(keys), len(heads), figsize=(size * len(heads), size * len(keys)), squeeze=False)
+    size = max(len(query_tokens), len(key_tokens)) * 0.22 + 1.8
+    # constrained layout keeps each title clear of the tick labels above it and makes room for
+    # the colour bar; one bar serves every panel, since every panel has the same scale (0..1)
+    fig, axes = plt.subplots(len(keys), len(heads), figsize=(size * len(heads) + 1.2, (size + 0.4) * len(keys)),
+                             squeeze=False, layout="constrained")
+    image = None
     for r, key in enumerate(keys):
         cols = source_tokens if key[0] in ("cross", "encoder") and source_tokens is not None else key_tokens
         rows = source_tokens if key[0] == "encoder" and source_tokens is not None else query_tokens
         for c, h in enumerate(heads):
             ax = axes[r][c]
-            ax.imshow(maps[key][h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-            ax.set_title(f"{key[0]} layer {key[1]} head {h}", fontsize=8)
-            ax.set_xticks(range(len(cols)), [repr(t)[1:-1] for t in cols], rotation=90, fontsize=6)
-            ax.set_yticks(range(len(rows)), [repr(t)[1:-1] for t in rows], fontsize=6)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+            image = ax.imshow(maps[key][h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+            ax.set_title(f"{key[0]} layer {key[1]}, head {h}", fontsize=9)
+            ax.set_xticks(range(len(cols)), [_shown(t) for t in cols], rotation=90, fontsize=7)
+            ax.set_yticks(range(len(rows)), [_shown(t) for t in rows], fontsize=7)
+            if r == len(keys) - 1 or key[0] != keys[r + 1][0]:
+                ax.set_xlabel("key (attended to)", fontsize=8)
+            if c == 0:
+                ax.set_ylabel("query (attending)", fontsize=8)
+    fig.colorbar(image, ax=axes, shrink=min(1.0, 0.9 / len(keys) + 0.3),
+                 label="attention weight (each row sums to 1)")
+    return fig
+
+
+def _shown(token: str) -> str:
+    """A token as a tick label: a space as '␣' (a blank label reads as a missing one), other
+    unprintable characters escaped."""
+    return repr(token)[1:-1].replace(" ", "\u2423")
 
 
 @torch.no_grad()

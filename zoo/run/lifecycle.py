@@ -18,6 +18,7 @@ from zoo.run.outcome import Outcome, RunOutcome
 from zoo.run.preflight import PlanRefused, RunPlan, plan_run
 from zoo.run.records import record_failure
 from zoo.training.signals.interrupt import last_words
+from zoo.training.resume.match import to_train_on
 from zoo.training.run import train as run_training
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 
@@ -64,8 +65,8 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
     last_words(stuck)
     try:
         if planned.finished is not None:  # the same command again: the run and its records are left as they are
-            log.info("%s is already finished at step %d; nothing to do (raise trainer.max_steps to train on)",
-                     run_dir, planned.resume.step)
+            log.info("%s is already finished at step %d; nothing to do (%s)", run_dir, planned.resume.step,
+                     to_train_on(planned.cfg, planned.resume.step))
             return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=planned.finished)
         result = run_training(planned.cfg, planned.spec, run_dir, planned.resume)
     except TrainingStopped as exc:  # a ZooError that ends a started run

@@ -24,8 +24,10 @@ def evaluate(
     devices: int = 1,
 ) -> dict:
     """Run the task's validation loop over `split` of `data` (a DataConfig dict). Returns
-    {"metrics": {...}, "examples": n, ...}; under several devices the metrics are reduced
-    across ranks by torchmetrics."""
+    {"metrics": {...}, ...} with what was evaluated beside the split's size, each labelled
+    (`limit_batches` evaluates a part of the split): `batches_evaluated` (per device),
+    `examples_evaluated`, `tokens_evaluated` (the targets the loss averages over) and
+    `split_examples`. Under several devices the metrics are reduced across ranks by torchmetrics."""
     import lightning as L
 
     if split not in ("validation", "train"):
@@ -48,12 +50,18 @@ def evaluate(
                         limit_val_batches=limit_batches if limit_batches is not None else 1.0)
     results = trainer.validate(task, dataloaders=loader, verbose=False)
     metrics = {k.split("/", 1)[-1]: float(v) for k, v in (results[0] if results else {}).items()}
+    whole = len(loader.dataset)
+    batches = int(sum(trainer.num_val_batches))  # Lightning's count, after limit_val_batches
     return {
         "task": kind,
         "split": split,
         "seq_len": datamodule.data_cfg.seq_len,
-        "examples": len(loader.dataset),
+        "limit_batches": limit_batches,
+        "batches_evaluated": batches,
+        # in order, batch_size a batch, the last one short: the first examples of the split
+        "examples_evaluated": min(whole, batches * batch_size * trainer.world_size),
+        "tokens_evaluated": getattr(task.val_loss, "counted", None),  # the targets val/loss averages over
+        "split_examples": whole,
         "metrics": metrics,
-        "tokens": getattr(task.val_loss, "counted", None),  # the targets val/loss averages over
         "is_global_zero": trainer.is_global_zero,
     }

@@ -235,7 +235,7 @@ def test_eval_and_generate_read_the_sharded_dir_and_full_ckpt_alike(straight, cl
         _ok(result)
         texts.append(result.stdout)
     assert evals[0] == evals[1]
-    assert evals[0]["examples"] > 0 and torch.isfinite(torch.tensor(evals[0]["metrics"]["loss"]))
+    assert evals[0]["examples_evaluated"] > 0 and torch.isfinite(torch.tensor(evals[0]["metrics"]["loss"]))
     assert texts[0] == texts[1] and texts[0].startswith("And God said")
 
 

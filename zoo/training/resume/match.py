@@ -92,3 +92,42 @@ def saved_sections(hparams: dict) -> dict:
     if "tokenizer_kind" in raw:
         out["tokenizer"] = {"kind": extras.tokenizer_kind}
     return out
+
+
+COMPARED = ("model", "task", "optim", "scheduler", "data", "tokenizer")
+
+
+def followers_of_max_steps(cfg) -> dict[str, Any]:
+    """The keys a resume compares whose value follows trainer.max_steps in `cfg` (a composed
+    config, its interpolations unresolved: e.g. -cn quick's `scheduler.warmup_steps:
+    ${zoo.share_of_steps:0.1}`) -> their value now. A longer run must keep these values to
+    continue its checkpoint, so the message that says how to train on names them. Found by
+    resolving the config again with twice the steps; {} where it cannot be resolved."""
+    from omegaconf import OmegaConf, open_dict
+
+    try:
+        steps = int(OmegaConf.select(cfg, "trainer.max_steps"))
+        longer = cfg.copy()
+        with open_dict(longer):
+            longer.trainer.max_steps = 2 * max(steps, 1)
+        now, later = {}, {}
+        for section in COMPARED:
+            if section in cfg:
+                _flat(section, OmegaConf.to_container(cfg[section], resolve=True), now)
+                _flat(section, OmegaConf.to_container(longer[section], resolve=True), later)
+    except Exception:  # noqa: BLE001 - a value resolved only at run time: nothing to name
+        return {}
+    return {key: value for key, value in now.items()
+            if later.get(key) != value and key.split(".")[1] not in MAY_CHANGE.get(key.split(".")[0], ())}
+
+
+def to_train_on(cfg, step: int) -> str:
+    """What a finished run needs to train on: a larger trainer.max_steps, and every key that
+    follows it kept at the run's value, as overrides (e.g. `trainer.max_steps=200
+    scheduler.warmup_steps=10`)."""
+    pinned = " ".join(f"{key}={_override(value)}" for key, value in followers_of_max_steps(cfg).items())
+    longer = f"trainer.max_steps={2 * max(step, 1)}"
+    if not pinned:
+        return f"raise trainer.max_steps to train on, e.g. {longer}"
+    return (f"to train on, raise trainer.max_steps and keep the run's value of each key that follows it: "
+            f"e.g. {longer} {pinned}")

@@ -1,0 +1,91 @@
+"""A command line written as another tool would write it, answered with zoo's spelling on one
+line: an argparse-style flag (`--max_steps=10`, `--max_steps 10`) with the override it stands
+for, found among the config's keys (`trainer.max_steps=10`); a config group written with a dot
+(`model.position=rope`) with its slash (`model/position=rope`); a comma list given to a single
+run (`model/position=rope,alibi`) with the `-m` that makes it a sweep. Hydra's own answers to
+these are a usage screen, a type error about a dataclass or a hint cut off after one line."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable, Optional, Sequence
+
+from zoo.config.errors import ConfigError
+
+
+def flag_words(argv: Sequence[str], unknown: Iterable[str]) -> list[tuple[str, Optional[str], str]]:
+    """(flag, value, the words as written) for each word Hydra's parser does not know that starts with '-': its value
+    after '=', else the next word when that is a bare value (`--max_steps 10`), else None."""
+    unknown = [w for w in unknown if w.startswith("-") and len(w) > 1]
+    found = []
+    for word in unknown:
+        name, eq, value = word.partition("=")
+        if not eq:
+            at = argv.index(word)
+            after = argv[at + 1] if at + 1 < len(argv) else None
+            value = after if after is not None and "=" not in after and not after.startswith("-") else None
+        found.append((name, value, word if eq or value is None else f"{word} {value}"))
+    return found
+
+
+def leaf_keys(cfg) -> list[str]:
+    """Every dotted key of a composed config that holds a value (the `hydra` section left out)."""
+    from omegaconf import OmegaConf
+
+    keys: list[str] = []
+
+    def walk(prefix: str, node) -> None:
+        for key in node.keys():
+            if prefix == "" and key == "hydra":
+                continue
+            child = node._get_node(key)
+            name = f"{prefix}{key}"
+            if OmegaConf.is_dict(child):
+                walk(f"{name}.", child)
+            else:
+                keys.append(name)
+
+    walk("", cfg)
+    return keys
+
+
+def flag_refusal(tool: str, flags: list[tuple[str, Optional[str], str]], keys: Sequence[str]) -> str:
+    """The one line for argparse-style flags: zoo's overrides are KEY=VALUE words; each flag is
+    matched to the keys whose name it is (`--max_steps` -> trainer.max_steps, `--trainer.max_steps`
+    -> trainer.max_steps), or to the closest name."""
+    fixes = []
+    for flag, value, _ in flags:
+        name = flag.lstrip("-").replace("-", "_")
+        matches = [k for k in keys if k == name] or [k for k in keys if k.rsplit(".", 1)[-1] == name]
+        if not matches:
+            leaves = sorted({k.rsplit(".", 1)[-1] for k in keys})
+            close = difflib.get_close_matches(name.rsplit(".", 1)[-1], leaves, n=1)
+            matches = [k for k in keys if close and k.rsplit(".", 1)[-1] == close[0]]
+        shown = value if value is not None else "VALUE"
+        if matches:
+            fixes.append(" or ".join(f"{k}={shown}" for k in matches[:3]))
+    given = " ".join(written for _, _, written in flags)
+    fix = f"write {' '.join(fixes)}" if len(fixes) == len(flags) else f"{tool} --help lists the keys"
+    return f"{given}: {tool} takes KEY=VALUE overrides, not --flags; {fix}"
+
+
+def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) -> Optional[ConfigError]:
+    """A clearer refusal of a composition Hydra refused, when an override is written another way
+    than zoo's: a group with a dot for its slash, or a comma list without -m. None otherwise."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    groups = set(groups)
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # noqa: BLE001 - a syntax error: Hydra's own line says where
+        return None
+    for text, override in zip(overrides, parsed):
+        key = override.get_key_element().lstrip("+~")
+        slashed = key.replace(".", "/")
+        if "." in key and slashed in groups and not override.is_sweep_override():
+            value = text.split("=", 1)[1] if "=" in text else ""
+            return ConfigError(f"{text}: {slashed} is a config group, chosen with a slash: {slashed}={value}")
+        if override.is_sweep_override() and "Ambiguous value" in message and text in message:
+            return ConfigError(f"{text}: a comma list is a sweep: add -m to run one job per value "
+                               f"(zoo-train -m {text})")
+    return None
