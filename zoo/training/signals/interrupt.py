@@ -25,8 +25,9 @@ shards, the model built: `preparing`), there is no step boundary to wait for and
 save: a signal ends the run at once, with the same records (failed.json, naming the checkpoint
 a resumed run already had, or none; the one line with the command that resumes), and the same
 exit status. Caches are written whole or not at all, so the next command prepares again what
-was cut short. A native call that does not return (a tokenizer's training) is ended by the same
-watchdog HARD_EXIT_S seconds later.
+was cut short. The handler cannot run while the main thread is inside a native call (a
+tokenizer's training): a thread that learns of the signal at once (`watch.SignalWatch`) starts
+the same watchdog, which ends the process with those records HARD_EXIT_S seconds later.
 
 The handler is in place from the start of the run's preparation to the end of the final
 validation, gaps included; before and after that the previous handlers apply."""
@@ -44,6 +45,7 @@ import lightning as L
 import torch
 
 from zoo.training.checkpoint.saving import at_step_boundary
+from zoo.training.signals.watch import SignalWatch
 from zoo.training.stops import TrainingInterrupted
 
 log = logging.getLogger("zoo")
@@ -96,16 +98,11 @@ class Interrupt(L.Callback):
         self._late: Optional[str] = None  # why the grace timer fired
         self._timer: Optional[threading.Timer] = None
         self._preparing = False  # before fit: a signal stops the run at once
+        self._watch = SignalWatch(self._prepare_watch)  # a signal seen while the main thread is in native code
 
     def _handler(self, signum, frame) -> None:
-        if self._preparing:
-            first = self.received is None
+        if self._preparing:  # Python answers at once (a native call: `_prepare_watch` ends it)
             self.received = self.received or signum
-            if first:  # Python answers at its next instruction; a native call gets HARD_EXIT_S seconds
-                why = f"{PREPARING}, and no answer within {HARD_EXIT_S:g} s (one operation that long): ended at once"
-                self._timer = threading.Timer(HARD_EXIT_S, self._stuck, args=(signum, why))
-                self._timer.daemon = True
-                self._timer.start()
             raise StopNow(signum, PREPARING)
         if self._late is not None:
             raise StopNow(self.received or signum, self._late)
@@ -116,6 +113,17 @@ class Interrupt(L.Callback):
             self._timer = threading.Timer(self.grace_s, self._too_late, args=(signum,))
             self._timer.daemon = True
             self._timer.start()
+
+    def _prepare_watch(self, signum: int) -> None:
+        """From the watch's thread, as a signal arrives while the run prepares: the main thread
+        may be inside a native call (a tokenizer's training), where the handler cannot run until
+        it returns; HARD_EXIT_S seconds later the process ends with the run's records."""
+        if not self._preparing or signum not in SIGNALS or self._timer is not None:
+            return
+        why = f"{PREPARING}, and no answer within {HARD_EXIT_S:g} s (one native call that long): ended at once"
+        self._timer = threading.Timer(HARD_EXIT_S, self._stuck, args=(signum, why))
+        self._timer.daemon = True
+        self._timer.start()
 
     def _too_late(self, signum: int) -> None:
         """The grace time is over and the run is still going (a step or validation that long):
@@ -156,6 +164,7 @@ class Interrupt(L.Callback):
         puts it back when fit ends: a signal in any gap is recorded, never lost. Armed already
         (`preparing`), the handler stays and from now on waits for a step boundary."""
         self._preparing = False
+        self._watch.stop()
         if self._previous:
             return
         for signum in SIGNALS:
@@ -169,6 +178,7 @@ class Interrupt(L.Callback):
         the way out, however the run ended."""
         self.arm()
         self._preparing = True
+        self._watch.start()
         try:
             yield
         except StopNow as exc:  # raised by the handler before fit (fit turns its own into TrainingInterrupted)
@@ -182,6 +192,7 @@ class Interrupt(L.Callback):
     def disarm(self) -> None:
         """Give the signals back to the handlers that were there before `arm`."""
         self._final = self._preparing = False
+        self._watch.stop()
         if self._timer is not None:
             self._timer.cancel()
         for signum, previous in self._previous.items():
