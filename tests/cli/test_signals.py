@@ -6,6 +6,7 @@ resumed run ends bit-identical to one never stopped."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 import shlex
 import signal
@@ -219,3 +220,48 @@ def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_
     assert _val_rows(stopped) == _val_rows(straight)  # steps 3, 6, 9 (logged at 2, 5, 8), same values
     a, b = model_state(straight / "checkpoints" / "last.ckpt"), model_state(stopped / "checkpoints" / "last.ckpt")
     assert all(torch.equal(a[k], b[k]) for k in a), "the resumed weights differ from the uninterrupted run"
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_run_prepares_ends_like_one_in_training(tmp_path, cli_here, monkeypatch):
+    """A SentencePiece tokenizer trained on the whole King James Bible, nothing cached (seconds
+    of preparation): a SIGTERM once the run says it is preparing its data ends it with exit 143,
+    the one line naming the signal and the command that resumes, and failed.json (no step: no
+    checkpoint yet). It used to end by the signal's default action: no line, no record. The
+    recorded command then prepares again and finishes the run in the same directory."""
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    args = [o for o in tiny_overrides(run) if not o.startswith(("data.max_examples", "tokenizer=", "model.vocab_size",
+                                                                 "trainer.max_steps"))]
+    args += ["tokenizer=sentencepiece_bpe", "model.vocab_size=2000", "trainer.max_steps=3"]
+    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, ZOO_CACHE=str(cache)))
+    seen = []
+    try:
+        for line in proc.stdout:  # the log's console lines
+            seen.append(line)
+            if "preparing the data" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert any("preparing the data" in line for line in seen), "".join(seen)[-2000:] + err[-2000:]
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("zoo-train:")]
+    assert len(lines) == 1 and "SIGTERM while the run was preparing" in lines[0], err[-2000:]
+    assert "no checkpoint had been written yet; resume with: zoo-train" in lines[0]
+    failed = json.loads((run / "failed.json").read_text())
+    assert failed["signal"] == signal.SIGTERM and "step" not in failed
+    assert failed["resume"] == lines[0].split("resume with: ", 1)[1]
+    assert f"hydra.run.dir={run}" in shlex.split(failed["resume"])
+    assert not (run / "checkpoints").exists() and not (run / "summary.json").exists()
+
+    monkeypatch.setenv("ZOO_CACHE", str(cache))
+    again = cli_here("train", *shlex.split(failed["resume"])[1:])  # the recorded command, as pasted
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["global_step"] == 3
+    assert not (run / "failed.json").exists()

@@ -37,15 +37,18 @@ def train(cfg: DictConfig, spec: ZooConfig, run_dir: Path, resume: Resume) -> Ru
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
     callbacks = build_callbacks(spec, run_dir)
-    loggers = build_loggers(spec, cfg, run_dir, resume.step)
-    trainer = build_trainer(spec, run_dir, callbacks.all, loggers)
-    device_batch = split_batch(spec, trainer)
-    datamodule = build_data(spec, device_batch)
-    task = build_task(spec, datamodule, resume.path)
-    record_start(cfg, spec, run_dir, task, trainer)
-    with closing_trackers(loggers) as tracked:  # MLflow / W&B runs end after the summary
-        wall = fit(trainer, task, datamodule, callbacks, resume.path)
-        result = finish(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall)
-        if result.summary is not None:  # a requeued run's trackers go on in its next job
-            tracked.record(result.summary.as_dict())
+    # a signal from here to fit (the tokenizer, the data, the model) stops the run at once, with
+    # the records of a stop in training; fit then takes the signals over
+    with callbacks.interrupt.preparing():
+        loggers = build_loggers(spec, cfg, run_dir, resume.step)
+        trainer = build_trainer(spec, run_dir, callbacks.all, loggers)
+        device_batch = split_batch(spec, trainer)
+        datamodule = build_data(spec, device_batch)
+        task = build_task(spec, datamodule, resume.path)
+        record_start(cfg, spec, run_dir, task, trainer)
+        with closing_trackers(loggers) as tracked:  # MLflow / W&B runs end after the summary
+            wall = fit(trainer, task, datamodule, callbacks, resume.path)
+            result = finish(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall)
+            if result.summary is not None:  # a requeued run's trackers go on in its next job
+                tracked.record(result.summary.as_dict())
     return result

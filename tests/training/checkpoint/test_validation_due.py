@@ -130,15 +130,15 @@ class _CrashBefore(L.Callback):
             raise RuntimeError("killed")
 
 
-def _fit_epochs(tmp_path, *, fixed: bool, examples: int, limit=None, crash=None, ckpt=None, metrics=None):
-    """max_steps=9, a validation every 3 steps, last.ckpt every 3: epochs of 3 batches, either
-    because the data has 3 (`examples=3`) or because limit_train_batches=3 stops a longer one.
-    zoo's resumable loader over a seeded shuffle, as zoo-train uses."""
+def _fit_epochs(tmp_path, *, fixed: bool, examples: int, limit=None, crash=None, ckpt=None, metrics=None, every=3):
+    """max_steps=9, a validation every 3 steps, last.ckpt every `every` steps: epochs of 3
+    batches, either because the data has 3 (`examples=3`) or because limit_train_batches=3 stops
+    a longer one. zoo's resumable loader over a seeded shuffle, as zoo-train uses."""
     from zoo.data.resumable import EpochShardSampler, ResumableLoader
 
     torch.manual_seed(0)  # the same initial weights in every run
     model = _Seen()
-    callbacks = [LastCheckpoint(tmp_path, every_n_steps=3)]
+    callbacks = [LastCheckpoint(tmp_path, every_n_steps=every)]
     if fixed:
         callbacks.append(ValidationDue(metrics))
     if crash is not None:
@@ -189,3 +189,38 @@ def test_an_epoch_ended_by_limit_train_batches_resumes_into_the_next_epoch(tmp_p
         assert torch.equal(resumed.layer.weight, straight.layer.weight)
     else:
         assert [x for _, x in resumed.seen[:3]] != [x for _, x in straight.seen[3:6]]
+
+
+class _CrashAtEpochEnd(L.Callback):
+    """Ends fit in on_train_epoch_end at `step`, after LastCheckpoint wrote the epoch's end."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError("killed")
+
+
+@pytest.mark.parametrize("saved, resumed", [(False, False), (False, True), (True, True)],
+                         ids=["lightning-alone", "zoo-reads-an-earlier-checkpoint", "zoo"])
+def test_a_checkpoint_written_at_an_epochs_end_resumes_into_the_next_epoch_once(tmp_path, saved, resumed):
+    """Epochs of 3 batches, last.ckpt every 5 steps: the one of step 3 is written at the first
+    epoch's end (on_train_epoch_end, after its validation). Lightning alone resumes it by running
+    that epoch's end again and counting the epoch twice: the second epoch trains on the third
+    epoch's shuffle. zoo saves it (and reads one saved without zoo's repair) as the end of the
+    epoch's last batch: the resumed run trains the straight run's batches, validates as it does
+    and ends with its weights."""
+    straight = _fit_epochs(tmp_path / "straight", fixed=True, examples=3, every=5)
+    assert straight.validations == [3, 6, 9]
+    _fit_epochs(tmp_path / "killed", fixed=saved, examples=3, every=5, crash=_CrashAtEpochEnd(3))
+    last = tmp_path / "killed" / "last.ckpt"
+    assert torch.load(last, weights_only=False)["global_step"] == 3
+    again = _fit_epochs(tmp_path / "killed", fixed=resumed, examples=3, every=5, ckpt=str(last))
+    if resumed:
+        assert again.seen == straight.seen[3:]
+        assert again.validations == [6, 9]  # the validation of step 3 ran before the kill
+        assert torch.equal(again.layer.weight, straight.layer.weight)
+    else:
+        assert [epoch for epoch, _ in again.seen] == [1, 1, 1, 2, 2, 2]
+        assert again.seen != straight.seen[3:]  # the shuffle of the epoch after

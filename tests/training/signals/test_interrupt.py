@@ -15,7 +15,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
-from zoo.training.signals.interrupt import Interrupt, StopNow
+from zoo.training.signals.interrupt import PREPARING, Interrupt, StopNow
+from zoo.training.stops import TrainingInterrupted
 
 
 class _Tiny(L.LightningModule):
@@ -168,3 +169,38 @@ def test_a_process_stuck_in_one_native_call_ends_with_its_records(tmp_path):
     assert words.startswith(f"{int(signal.SIGTERM)} stopped by SIGTERM and no answer within 1.5 s"), words
     assert "holds step 1, the last one saved" in words or "no checkpoint had been written yet" in words, words
     assert took < 45, f"{took:.0f} s: the process waited for the native call"
+
+
+@pytest.mark.parametrize("resumed", [False, True], ids=["new-run", "resumed-run"])
+def test_a_signal_while_the_run_prepares_stops_it_at_once_with_its_records(tmp_path, resumed):
+    """Before fit there is no step boundary to wait for: a SIGTERM during the preparation (here,
+    a loop standing for a tokenizer's training) ends it at once as TrainingInterrupted, naming
+    the checkpoint a resumed run started from (none for a new run), and the handlers are given
+    back. Without it the process ended by the signal's default action, with no record."""
+    last = LastCheckpoint(tmp_path, every_n_steps=100)
+    if resumed:
+        torch.save({"global_step": 7, "state_dict": {}, "hyper_parameters": {}}, last.path)
+    interrupt = Interrupt(last, grace_s=60)
+    before = signal.getsignal(signal.SIGTERM)
+    prepared = []
+    with pytest.raises(TrainingInterrupted) as stop:
+        with interrupt.preparing():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # Python answers at its next instruction
+                time.sleep(0.001)
+            prepared.append(True)
+    assert not prepared  # the preparation did not go on
+    assert stop.value.signum == signal.SIGTERM and stop.value.step == (7 if resumed else None)
+    assert PREPARING in str(stop.value)
+    assert ("holds step 7" if resumed else "no checkpoint had been written yet") in str(stop.value)
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_once_fit_arms_a_signal_waits_for_the_step_boundary(tmp_path):
+    """Inside `preparing`, fit's arm hands the signals to training: the signal is recorded, not raised."""
+    interrupt = Interrupt(LastCheckpoint(tmp_path, every_n_steps=100))
+    with interrupt.preparing():
+        interrupt.arm()  # what fit does
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        assert interrupt.received == signal.SIGTERM

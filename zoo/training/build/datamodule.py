@@ -17,6 +17,8 @@ def build_data(spec: ZooConfig, device_batch: int):
     datamodule = build_datamodule(
         spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch, seed=spec.seed
     )
+    log.info("preparing the data: tokenizer=%s (trained or read from the cache), the corpus tokenized",
+             spec.tokenizer.kind.value)
     datamodule.setup("fit")
     if datamodule.prepared is not None:
         index = datamodule.prepared.index["splits"]

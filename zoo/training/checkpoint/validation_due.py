@@ -21,6 +21,14 @@ restart then stays in the finished epoch and trains on the rest of its data inst
 epoch's. zoo saves the epoch as ended there: `is_last_batch` True and each resumable loader at
 the start of the next epoch.
 
+And one at the epoch's end itself: a checkpoint written from `on_train_epoch_end` (last.ckpt at
+every epoch end) holds the epoch counted as processed but not yet completed. Resuming it with
+`trainer.max_steps` set, Lightning runs the end of that epoch a second time and counts it twice:
+every later epoch reads the shuffle of the epoch after it, and the weights part from those of a
+run never stopped. zoo saves such a checkpoint (and reads one written before it did so) in the
+form of the epoch's last batch end with its validation done, the form Lightning resumes into the
+next epoch.
+
 The loop-state layout is Lightning's (2.6); `tests/training/checkpoint/test_validation_due.py` replays it."""
 
 from __future__ import annotations
@@ -101,6 +109,9 @@ class ValidationDue(L.Callback):
                            "current": {k: 0 for k in self._val_start}, "is_last_batch": False}
             checkpoint[KEY] = True
             return
+        if _written_at_epoch_end(loops):
+            _as_last_batch_end(loops)
+            return
         train = trainer.fit_loop.epoch_loop.batch_progress.total
         at_batch_end = train.processed == train.completed + 1  # inside on_train_batch_end
         if at_batch_end and not _inside_epoch(trainer):
@@ -111,7 +122,12 @@ class ValidationDue(L.Callback):
     # -- resuming -------------------------------------------------------------------------------
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
-        if not checkpoint.get(KEY) or trainer.state.fn != TrainerFn.FITTING:
+        if trainer.state.fn != TrainerFn.FITTING:
+            return
+        loops = (checkpoint.get("loops") or {}).get("fit_loop")
+        if loops and _written_at_epoch_end(loops):  # a checkpoint saved before zoo repaired this form
+            _as_last_batch_end(loops)
+        if not checkpoint.get(KEY):
             return
         if validated(self.metrics, checkpoint["global_step"] - 1):
             return  # it ran and its row is kept: Lightning goes on past it, as it would
@@ -151,6 +167,27 @@ def _epoch_ended(loops: dict) -> None:
     for state in (loops.get("state_dict") or {}).get("combined_loader") or []:
         if isinstance(state, dict) and "epoch" in state:
             state.update(epoch=int(state["epoch"]) + 1, batches=0, examples=0)
+
+
+def _written_at_epoch_end(loops: dict) -> bool:
+    """Was this loop state saved by a hook of an epoch's end (`on_train_epoch_end`)? Lightning
+    counts the epoch processed before those hooks and completed after them; every batch of the
+    epoch is completed."""
+    epoch, batches = loops["epoch_progress"]["total"], loops[_TRAIN]["total"]
+    return (epoch["ready"] == epoch["started"] == epoch["processed"] == epoch["completed"] + 1
+            and batches["ready"] == batches["started"] == batches["processed"] == batches["completed"] > 0)
+
+
+def _as_last_batch_end(loops: dict) -> None:
+    """The loop state of an epoch's end as that of its last batch's end, after the batch's
+    validation (if one was due: it ran before the epoch's end), the epoch ended (`_epoch_ended`).
+    Lightning resumes this form into the next epoch, once: the epoch counted processed and
+    completed, the step counter of the loggers one on, the validation not run again."""
+    for part in ("total", "current"):
+        loops["epoch_progress"][part]["processed"] -= 1
+        loops[_TRAIN][part]["completed"] -= 1
+    loops["epoch_loop.state_dict"]["_batches_that_stepped"] -= 1
+    _epoch_ended(loops)
 
 
 def _due(trainer) -> bool:

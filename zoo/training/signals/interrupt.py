@@ -18,8 +18,19 @@ for a run that ended between validations) listens too: a signal there ends it at
 was in, the trained state is saved and the run ends the same way, never with status 0.
 
 Ranks agree on a signal by a small all-reduce at each step boundary, and at each validation
-batch that every rank has (their shares of the validation set can differ by a batch). The handler is in place from before Lightning's fit to the end of the
-final validation, gaps included; before and after that the previous handlers apply."""
+batch that every rank has (their shares of the validation set can differ by a batch).
+
+Before fit, while the run prepares (the tokenizer trained, the corpus tokenized into token
+shards, the model built: `preparing`), there is no step boundary to wait for and nothing to
+save: a signal ends the run at once, with the same records (failed.json, naming the checkpoint
+a resumed run already had, or none; the one line with the command that resumes), and the same
+exit status. Caches are written whole or not at all, so the next command prepares again what
+was cut short. The handler cannot run while the main thread is inside a native call (a
+tokenizer's training): a thread that learns of the signal at once (`watch.SignalWatch`) starts
+the same watchdog, which ends the process with those records HARD_EXIT_S seconds later.
+
+The handler is in place from the start of the run's preparation to the end of the final
+validation, gaps included; before and after that the previous handlers apply."""
 
 from __future__ import annotations
 
@@ -27,18 +38,21 @@ import logging
 import os
 import signal
 import threading
-from typing import Callable, Optional
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
 
 import lightning as L
 import torch
 
 from zoo.training.checkpoint.saving import at_step_boundary
+from zoo.training.signals.watch import SignalWatch
 from zoo.training.stops import TrainingInterrupted
 
 log = logging.getLogger("zoo")
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 HARD_EXIT_S = 10.0  # after the grace time: how long Python may take to answer before the process ends
+PREPARING = "while the run was preparing (tokenizer, data, model)"  # why a stop before fit came at once
 
 _LAST_WORDS: Optional[Callable[[BaseException], None]] = None
 
@@ -83,8 +97,13 @@ class Interrupt(L.Callback):
         self._final = False  # listening during the final validation
         self._late: Optional[str] = None  # why the grace timer fired
         self._timer: Optional[threading.Timer] = None
+        self._preparing = False  # before fit: a signal stops the run at once
+        self._watch = SignalWatch(self._prepare_watch)  # a signal seen while the main thread is in native code
 
     def _handler(self, signum, frame) -> None:
+        if self._preparing:  # Python answers at once (a native call: `_prepare_watch` ends it)
+            self.received = self.received or signum
+            raise StopNow(signum, PREPARING)
         if self._late is not None:
             raise StopNow(self.received or signum, self._late)
         if self.received is not None:
@@ -94,6 +113,17 @@ class Interrupt(L.Callback):
             self._timer = threading.Timer(self.grace_s, self._too_late, args=(signum,))
             self._timer.daemon = True
             self._timer.start()
+
+    def _prepare_watch(self, signum: int) -> None:
+        """From the watch's thread, as a signal arrives while the run prepares: the main thread
+        may be inside a native call (a tokenizer's training), where the handler cannot run until
+        it returns; HARD_EXIT_S seconds later the process ends with the run's records."""
+        if not self._preparing or signum not in SIGNALS or self._timer is not None:
+            return
+        why = f"{PREPARING}, and no answer within {HARD_EXIT_S:g} s (one native call that long): ended at once"
+        self._timer = threading.Timer(HARD_EXIT_S, self._stuck, args=(signum, why))
+        self._timer.daemon = True
+        self._timer.start()
 
     def _too_late(self, signum: int) -> None:
         """The grace time is over and the run is still going (a step or validation that long):
@@ -105,18 +135,14 @@ class Interrupt(L.Callback):
             self._timer.start()
             signal.pthread_kill(threading.main_thread().ident, signum)
 
-    def _stuck(self, signum: int) -> None:
+    def _stuck(self, signum: int, why: Optional[str] = None) -> None:
         """Python has not answered the stop for HARD_EXIT_S more seconds: the main thread is
         inside one native operation. End the process from here, with the run's records."""
         if not self._previous or self.stopped_at is not None:
             return  # the stop was answered (or fit is over)
-        last = self.last.path
-        try:
-            step = self.last.saved_step()
-        except Exception:  # noqa: BLE001 - a record must still be written
-            step = None
-        why = (f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): "
-               f"ended without saving")
+        last, step = self.last.path, self._saved_step()
+        why = why or (f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): "
+                      f"ended without saving")
         log.error("%s %s", signal.Signals(signum).name, why)
         try:
             if _LAST_WORDS is not None:
@@ -125,18 +151,48 @@ class Interrupt(L.Callback):
             logging.shutdown()
             os._exit(128 + signum)
 
+    def _saved_step(self) -> Optional[int]:
+        """The step last.ckpt holds, for the record of a stop (None: none, or none readable)."""
+        try:
+            return self.last.saved_step()
+        except Exception:  # noqa: BLE001 - a record must still be written
+            return None
+
     def arm(self) -> None:
         """Take SIGTERM and SIGINT for the whole of fit and the final validation. Called before
         Lightning's fit, so that Lightning keeps this handler in its own chain while it sets up and
-        puts it back when fit ends: a signal in any gap is recorded, never lost."""
+        puts it back when fit ends: a signal in any gap is recorded, never lost. Armed already
+        (`preparing`), the handler stays and from now on waits for a step boundary."""
+        self._preparing = False
+        self._watch.stop()
         if self._previous:
             return
         for signum in SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handler)
 
+    @contextmanager
+    def preparing(self) -> Iterator[None]:
+        """Around the run from its first build step to its end: until fit arms the handler for
+        training, a signal ends the run at once as TrainingInterrupted (the checkpoint it names is
+        the one a resumed run started from; none for a new run). The handlers are given back on
+        the way out, however the run ended."""
+        self.arm()
+        self._preparing = True
+        self._watch.start()
+        try:
+            yield
+        except StopNow as exc:  # raised by the handler before fit (fit turns its own into TrainingInterrupted)
+            if self._timer is not None:
+                self._timer.cancel()
+            log.info("%s: stopping", exc)
+            raise TrainingInterrupted(exc.signum, self._saved_step(), self.last.path, why=str(exc)) from None
+        finally:
+            self.disarm()
+
     def disarm(self) -> None:
         """Give the signals back to the handlers that were there before `arm`."""
-        self._final = False
+        self._final = self._preparing = False
+        self._watch.stop()
         if self._timer is not None:
             self._timer.cancel()
         for signum, previous in self._previous.items():
