@@ -36,7 +36,7 @@ def train(cfg: DictConfig, spec: ZooConfig, run_dir: Path, resume: Resume) -> Ru
     quiet_lightning()
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
-    callbacks = build_callbacks(spec, run_dir)
+    callbacks = build_callbacks(spec, run_dir, resume.data_changed)
     loggers = build_loggers(spec, cfg, run_dir, resume.step)
     trainer = build_trainer(spec, run_dir, callbacks.all, loggers)
     device_batch = split_batch(spec, trainer)
