@@ -1,6 +1,7 @@
-"""What a report copies from runs (config keys and values, paths, errors, warnings) is data, never markup: code
-spans that no backtick, pipe or line break in the value can end or split, text with its HTML
-and line breaks made inert, and CSV cells that a spreadsheet will not run as a formula."""
+"""What a report copies from runs (config keys and values, paths, errors, warnings) is data,
+never markup: code spans that no backtick, pipe or line break in the value can end or split,
+text with its HTML and line breaks made inert, and CSV cells that a spreadsheet will not run as a
+formula."""
 
 from __future__ import annotations
 
