@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cli.conftest import tiny_overrides
+
 
 def _refused(cli_here, tmp_path, *args) -> str:
     run = tmp_path / "run"
@@ -64,3 +66,16 @@ def test_a_section_left_unset_is_refused_by_the_validation(tmp_path):
 def test_a_run_that_would_train_or_validate_nothing_is_refused(cli_here, tmp_path, override, says):
     line = _refused(cli_here, tmp_path, override)
     assert says in line and "finished" in line
+
+
+@pytest.mark.slow
+def test_a_fraction_of_the_training_batches_that_leaves_none_is_one_line(cli_here, tmp_path):
+    """Known only once the data is read: Lightning's refusal becomes one line (it was a
+    traceback), recorded in failed.json; no summary says the run finished."""
+    run = tmp_path / "run"
+    result = cli_here("train", *tiny_overrides(run), "+trainer.limit_train_batches=0.0001")
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, lines
+    assert "Lightning refuses the trainer settings: You requested to check 0.0001 of the `train_dataloader`" in lines[0]
+    assert not (run / "summary.json").exists() and "limit_train_batches" in (run / "failed.json").read_text()
