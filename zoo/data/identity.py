@@ -37,17 +37,22 @@ def data_files(cfg: DataConfig) -> Optional[dict[str, list[dict[str, Any]]]]:
 
 
 def changed_files(recorded: dict, current: dict) -> list[dict[str, Any]]:
-    """The differences between two `data_files` records, one entry per file:
-    {"key", "path", "was": {"size", "sha256"} or None (a file added), "now": ... or None (gone)}."""
+    """The differences between two `data_files` records, one entry per file, in reading order:
+    {"key", "path", "was": {"size", "sha256"} or None (a file added), "now": ... or None (one
+    fewer)}. Files are compared by content in the order the run reads them, so the same files
+    under another absolute path (the project moved, a relative data.path from another
+    directory) are no change."""
     changes = []
     for key in sorted(set(recorded) | set(current)):
-        before = {e["path"]: e for e in recorded.get(key) or [] if isinstance(e, dict) and "path" in e}
-        after = {e["path"]: e for e in current.get(key) or []}
-        for path in [*before, *(p for p in after if p not in before)]:
-            was, now = before.get(path), after.get(path)
+        before = [e for e in recorded.get(key) or [] if isinstance(e, dict)]
+        after = list(current.get(key) or [])
+        for i in range(max(len(before), len(after))):
+            was = before[i] if i < len(before) else None
+            now = after[i] if i < len(after) else None
             if was is not None and now is not None and \
                     (was.get("size"), was.get("sha256")) == (now["size"], now["sha256"]):
                 continue
+            path = (now if now is not None else was).get("path")
             changes.append({"key": key, "path": path, "was": _identity(was), "now": _identity(now)})
     return changes
 
@@ -61,7 +66,7 @@ def describe(change: dict[str, Any]) -> str:
     0a1b2c3d... then; 1,100 bytes, sha256 4e5f6a7b... now)"."""
     was, now = change["was"], change["now"]
     if now is None:
-        return f"{change['key']} file {change['path']} is gone"
+        return f"{change['key']} no longer reads {change['path']}"
     if was is None:
         return f"{change['key']} now also reads {change['path']}"
     return (f"{change['key']} file {change['path']} changed ({_short(was)} then; {_short(now)} now)")
