@@ -13,7 +13,8 @@ and evaluate to NaN with exit status 0, or resume a run from weights it never ha
   written before the record existed has only `meta.pt` checked.
 
 A file that is not a zip at all (cut short, or torch's legacy format) is left to `torch.load`,
-which says so. A checkpoint that passed is remembered for the process by its size, modification
+which says so, and so is one written without CRCs (`torch.serialization.set_crc32_options(False)`
+records zeros). A checkpoint that passed is remembered for the process by its size, modification
 time and inode, so the several reads of one resume check it once."""
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def _check_zip(file: Path, checkpoint: Path) -> None:
         if not zipfile.is_zipfile(file):
             return  # torch.load tells a cut file or another format
         with zipfile.ZipFile(file) as archive:
+            if not any(info.CRC for info in archive.infolist() if info.file_size):
+                return  # written with torch.serialization.set_crc32_options(False): no CRC to compare
             bad = archive.testzip()
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
         raise _damaged(checkpoint, f"{file.name} is not a whole zip archive ({exc})") from None
