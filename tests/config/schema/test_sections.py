@@ -68,7 +68,6 @@ def test_a_run_that_would_train_or_validate_nothing_is_refused(cli_here, tmp_pat
     assert says in line and "finished" in line
 
 
-@pytest.mark.slow
 def test_a_fraction_of_the_training_batches_that_leaves_none_is_one_line(cli_here, tmp_path):
     """Known only once the data is read: Lightning's refusal becomes one line (it was a
     traceback), recorded in failed.json; no summary says the run finished."""
