@@ -87,3 +87,46 @@ def test_planted_values_keep_the_report_whole_and_damaged_figures_are_named(one_
     damaged = {r.path.name: r.error for a in report.arms for r in a.runs if r.status.value == "damaged"}
     assert set(damaged) == {"nan", "negative", "huge"}
     assert "val/loss is nan" in damaged["nan"] and "negative" in damaged["negative"]
+
+
+# config key names a run's .hydra/config.yaml can hold: markup, a table's pipe, backticks, a link,
+# and a name a spreadsheet would run as a formula
+PLANTED_KEYS = ["<img src=x onerror=alert(2)>", "a|b`c", "[click](javascript:alert(3))", "=1+2"]
+
+
+def _plant_keys(run, i):
+    config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+    for key in PLANTED_KEYS:
+        config["model"][key] = i  # a key whose value differs between the arms: a column of the table
+    config["=HYPERLINK(\"http://example.com\")"] = i  # at the top level: the CSV column starts with =
+    config["model"]["norm_eps"] = f"[x](javascript:alert({i})) <b>{i}</b>"
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+@pytest.mark.slow
+def test_planted_keys_are_escaped_in_every_table_heading_warning_and_csv_header(one_run, tmp_path):
+    from zoo.compare.report import compare
+    from zoo.compare.tune import compare_tuned
+
+    sweep = tmp_path / "sweep"
+    for i in range(3):
+        shutil.copytree(one_run, sweep / str(i))
+        _plant_keys(sweep / str(i), i)
+    compare([sweep], sweep / "compare", plots=False)
+    compare_tuned([sweep], sweep / "tuned", key="model.norm_eps", plots=False)  # each arm tried one value: warned
+    for name in ("compare", "tuned"):
+        md = (sweep / name / "report.md").read_text()
+        outside_code = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", md)
+        assert "<img" not in outside_code and "<b>" not in outside_code, name
+        assert not re.search(r"(?<!\\)\]\(javascript:", outside_code), name  # no link: its brackets are escaped
+        table = [ln for ln in md.splitlines() if ln.startswith("| arm ")]
+        width = len(_cells(table[0]))
+        body = md.split(table[0], 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+        assert len(body) == 3 and all(len(_cells(row)) == width for row in body), (name, table[0], body)
+        assert "&lt;img src=x onerror=alert(2)&gt;" in table[0] and "a\\|b\\`c" in table[0], table[0]
+        with (sweep / name / "report.csv").open(newline="") as handle:
+            header = next(csv.reader(handle))
+        assert not any(cell.startswith(("=", "+", "@")) for cell in header), header
+        assert "'=HYPERLINK(\"http://example.com\")" in header and "model.<img src=x onerror=alert(2)>" in header
+    warnings = (sweep / "tuned" / "report.md").read_text().split("## Warnings", 1)[1]
+    assert "only model.norm_eps=\\[x\\](javascript:alert(0)) &lt;b&gt;0&lt;/b&gt; was tried" in warnings

@@ -13,7 +13,8 @@ from zoo.cli.spelling import misspelled
 from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
 from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
-from zoo.config.paths import CONFIG_NAME, config_source
+from zoo.config.paths import CONFIG_NAME, config_source, shadowed_files
+from zoo.config.schema.sections import check_deletions, check_sections
 from zoo.config.schema.store import register_configs
 
 
@@ -48,7 +49,10 @@ def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG
     register_resolvers()
     overrides = list(overrides or [])
     check_hydra_overrides(overrides)  # before Hydra reads them
+    check_deletions(overrides)
+    _check_not_shadowed(config_dirs, config_name, config_source_dir)
     cfg = _compose_raw(overrides, config_name, config_source_dir or config_source(), config_dirs)
+    check_sections(cfg)
     check_config_targets(cfg)
     _check_tracker(cfg, overrides if command_line is None else list(command_line))
     _check_hydra(cfg, overrides)
@@ -73,6 +77,28 @@ def _check_tracker(cfg: DictConfig, command_line: list[str]) -> None:
         raise ConfigError(f"{KEY}: {explain(exc)}") from None
     named = set().union(*(named_servers(variant) for variant in sweep_variants(command_line)))
     check_tracking_uri(uri, named)
+
+
+def _check_not_shadowed(config_dirs: Iterable[str], config_name: str, primary: Optional[str]) -> None:
+    """A `-cd` directory's file that zoo's own config tree also holds is never read (Hydra
+    searches zoo's tree first): refused on one line that says what to name it, instead of a run
+    of zoo's file without a word. (With another primary tree, `-cp`, zoo's files are not read.)"""
+    if primary is not None and primary != config_source():
+        return
+    for directory in config_dirs:
+        shadowed = shadowed_files(directory, config_name)
+        if not shadowed:
+            continue
+        name = shadowed[0]
+        if name == f"{CONFIG_NAME}.yaml":
+            raise ConfigError(f"-cd {directory}: its {name} is never read (zoo's own {name} comes first in "
+                              f"Hydra's search path); rename it, e.g. to {Path(directory) / 'my_run.yaml'}, "
+                              f"and give -cn my_run")
+        group, _, option = name.rpartition("/")
+        option = option.removesuffix(".yaml")
+        raise ConfigError(f"-cd {directory}: its {name} is never read (zoo's own {name} comes first in "
+                          f"Hydra's search path); give it a name of its own, e.g. {group}/my_{option}.yaml, "
+                          f"and choose it with {group}=my_{option}")
 
 
 def with_init_from(cfg: DictConfig, overrides: Iterable[str]) -> DictConfig:

@@ -1,6 +1,7 @@
-"""What a report copies from runs (config values, paths, errors) is data, never markup: code
-spans that no backtick, pipe or line break in the value can end or split, text with its HTML
-and line breaks made inert, and CSV cells that a spreadsheet will not run as a formula."""
+"""What a report copies from runs (config keys and values, paths, errors, warnings) is data,
+never markup: code spans that no backtick, pipe or line break in the value can end or split,
+text with its HTML and line breaks made inert, and CSV cells that a spreadsheet will not run as a
+formula."""
 
 from __future__ import annotations
 
@@ -29,15 +30,11 @@ def code(value: Any) -> str:
 
 def text(value: Any) -> str:
     """`value` as markdown text on one line: HTML made inert, and the characters that would
-    start markup (links, emphasis, table cells) escaped."""
+    start markup (links, emphasis, table cells) escaped. An underscore inside a word starts no
+    emphasis (CommonMark), so a key such as `model.d_model` reads as it is written."""
     out = html.escape(inline(value), quote=False)
-    return re.sub(r"([\\`*_\[\]|])", r"\\\1", out)
-
-
-def line(value: Any) -> str:
-    """A sentence zoo wrote around copied values (a warning, an error): one line, HTML inert; its
-    own code spans are kept."""
-    return html.escape(inline(value), quote=False).replace("|", "\\|")
+    out = re.sub(r"([\\`*\[\]|])", r"\\\1", out)
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", out)
 
 
 def csv_cell(value: Any) -> Any:

@@ -20,7 +20,7 @@ from typing import Optional
 from zoo.compare.errors import CompareError
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
-from zoo.compare.escape import code, csv_cell, line, text
+from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 from zoo.config.records.atomic import replacing, write_text
 from zoo.config.records.rundir import RunDir
@@ -312,7 +312,7 @@ def write_csv(report, path: Path) -> Path:
     rows = report.rows()
     with replacing(path) as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
+        writer.writerow({k: csv_cell(k) for k in rows[0]})  # the header: config keys are copied too
         writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
     return path
 
@@ -320,7 +320,7 @@ def write_csv(report, path: Path) -> Path:
 def write_lengths_csv(report: Report, path: Path) -> Path:
     with replacing(path) as handle:
         writer = csv.writer(handle)
-        writer.writerow(["arm", *report.keys, "eval_len", "multiple", "ppl_mean", "ppl_std", "runs", "note"])
+        writer.writerow(["arm", *map(csv_cell, report.keys), "eval_len", "multiple", "ppl_mean", "ppl_std", "runs", "note"])
         for row in report.lengths:
             arm = row["arm"]
             for m, cell in row["cells"].items():
@@ -339,7 +339,7 @@ def _length_lines(report: Report) -> list[str]:
     cols = [f"{m}× ({base * m})" if base else f"{m}×" for m in report.multiples]
     lines = ["", "## Length extrapolation", "",
              "Validation perplexity at multiples of the trained context (mean ± std over seeds).", "",
-             "| arm | " + " | ".join([*report.keys, *cols]) + " |", "|" + "---|" * (1 + len(report.keys) + len(cols))]
+             "| arm | " + " | ".join([*map(text, report.keys), *cols]) + " |", "|" + "---|" * (1 + len(report.keys) + len(cols))]
     for row in report.lengths:
         cells = []
         for m in report.multiples:
@@ -360,8 +360,9 @@ def _num(value, digits: int = 4) -> str:
 
 def write_markdown(report: Report, path: Path, dirs) -> Path:
     m = report.metric
-    head = ["arm", *report.keys, f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "p (Holm)", "params (non-emb.)",
-            "FLOPs/token", "tokens", "tokens/s", "runs"]
+    m = text(m)  # (a metric name, like the keys, is copied from runs and command lines)
+    head = ["arm", *map(text, report.keys), f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "p (Holm)",
+            "params (non-emb.)", "FLOPs/token", "tokens", "tokens/s", "runs"]
     lines = [f"# Sweep comparison: {m}", "",
              f"Runs from {', '.join(code(d) for d in dirs)}. One row per arm (same config, different "
              f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
@@ -373,7 +374,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
              accounting_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, row in zip(report.arms, report.rows()):
-        mean, std = row[f"{m} mean"], row[f"{m} std"]
+        mean, std = row[f"{report.metric} mean"], row[f"{report.metric} std"]
         value = ("no finished run" if mean is None else f"{mean:.4f} (n=1, no spread)" if row["seeds"] == 1
                  else f"{mean:.4f} ± {std:.4f} (n={row['seeds']})")
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
@@ -386,11 +387,11 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
     if problems:
         lines += ["", "## Runs without a final result", ""]
         for r in problems:
-            detail = f": {line(r.error)}" if r.error else (
+            detail = f": {text(r.error)}" if r.error else (
                 f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)" if r.curve else "")
             lines.append(f"- {code(r.path)} {r.status.value}{detail}")
     if report.warnings:
-        lines += ["", "## Warnings", "", *[f"- {line(w)}" for w in report.warnings]]
+        lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if report.lengths:
         lines += _length_lines(report)
     for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.compare.errors import CompareError
-from zoo.compare.escape import code, line
+from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
 from zoo.compare.report import _show, design_line, load_runs, make_out, pick_baseline, status_of, write_csv
@@ -523,14 +523,14 @@ def _pct(value: Optional[float]) -> str:
 
 
 def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
-    m, k = report.metric, report.key
+    m, k = text(report.metric), text(report.key)  # copied from runs and the command line, like the keys
     form = "e + a · C^-b" if report.irreducible else "a · C^-b"
-    tuned = (f" Each arm at each size is taken at its own best `{report.tune}`: each seed measured at the value "
+    tuned = (f" Each arm at each size is taken at its own best {code(report.tune)}: each seed measured at the value "
              f"chosen on the other seeds (leave one seed out), so no seed both chooses and measures."
              if report.tune else "")
     lines = [f"# Sweep comparison across {k}: {m} against training compute", "",
-             f"Runs from {', '.join(code(d) for d in dirs)}. A size is one value of `{k}`"
-             + (f" (with {', '.join(f'`{x}`' for x in report.linked)}, which change with it)" if report.linked else "")
+             f"Runs from {', '.join(code(d) for d in dirs)}. A size is one value of {code(report.key)}"
+             + (f" (with {', '.join(code(x) for x in report.linked)}, which change with it)" if report.linked else "")
              + f"; an arm is a config without its seed and size.{tuned} Training compute C = {BACKWARD_FACTOR} × "
              f"forward FLOPs per token (the summary's: 2 per weight of every matrix multiply, plus attention's "
              f"4·S·H·Dh per layer) × tokens seen D; N counts non-embedding parameters; epochs = D over the "
@@ -554,10 +554,10 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
         for s in arm.sizes:
             all_sizes.setdefault(repr(s.value), s.value)
     values = sorted(all_sizes.values(), key=_order)
-    head = ["arm", *report.keys, "fit", "fit error (rms)", "exponent b [95% CI]",
-            *[f"{k}={v}" for v in values], "runs"]
+    sizes = [text(f"{report.key}={v}") for v in values]
+    head = ["arm", *map(text, report.keys), "fit", "fit error (rms)", "exponent b [95% CI]", *sizes, "runs"]
     lines += ["## Fits", "", f"Each size: {m} mean ± std over seeds (residual against the fit)"
-              + (f"; the chosen {report.tune}" if report.tune else "") + ".", "",
+              + (f"; the chosen {text(report.tune)}" if report.tune else "") + ".", "",
               "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
         by_size = {repr(s.value): s for s in arm.sizes}
@@ -573,15 +573,15 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
                 cells.append("–")
                 continue
             spread = f" ± {own.std:.4f}" if len(own.finals) > 1 else ""
-            text = f"{own.mean:.4f}{spread} (n={len(own.finals)}, {_pct(own.residual)})"
+            text_ = f"{own.mean:.4f}{spread} (n={len(own.finals)}, {_pct(own.residual)})"
             if report.tune:
-                text += f", {report.tune}={own.tuned}"
-            cells.append(text)
+                text_ += f", {code(f'{report.tune}={own.tuned}')}"
+            cells.append(text_)
         cells.append(status_of(arm.runs))
         lines.append("| " + " | ".join(cells) + " |")
     others = [a for a in report.arms if a is not report.baseline]
     if others:
-        head = ["arm", *report.keys, *[f"{k}={v}" for v in values]]
+        head = ["arm", *map(text, report.keys), *sizes]
         lines += ["", f"## Compute multiplier against the baseline ({report.baseline.name})", "",
                   "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for arm in others:
@@ -597,9 +597,9 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
                     parts.append(f"{arm.name} –")
                 else:  # a multiplier without an interval already says why in its note
                     parts.append(f"{arm.name} {at}" + ("" if at.low is None else f" ({at.verdict})"))
-            lines += ["", f"At the largest size ({k}={largest}): " + "; ".join(parts) + "."]
+            lines += ["", f"At the largest size ({text(f'{report.key}={largest}')}): " + "; ".join(parts) + "."]
     if report.warnings:
-        lines += ["", "## Warnings", "", *[f"- {line(w)}" for w in report.warnings]]
+        lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if "scaling" in report.files:
         lines += ["", f"![{m} against training compute, log-log, one colour per arm]({report.files['scaling'].name})"]
     write_text(path, "\n".join(lines) + "\n")
@@ -616,11 +616,11 @@ def _design_lines(report: ScaleReport) -> list[str]:
     if not by_value:
         return []
     sizes = sorted(by_value.values(), key=lambda s: _order(s.value))
-    lines = [f"| {report.key} | N (non-emb.) | D (tokens) | D/N | epochs | compute C | seeds |",
+    lines = [f"| {text(report.key)} | N (non-emb.) | D (tokens) | D/N | epochs | compute C | seeds |",
              "|---|---|---|---|---|---|---|"]
     for s in sizes:
         seeds = sorted({len(x.finals) for a in report.arms for x in a.scored if repr(x.value) == repr(s.value)})
-        lines.append(f"| {s.value} | {_count(s.params)} | {_count(s.tokens)} | "
+        lines.append(f"| {code(s.value)} | {_count(s.params)} | {_count(s.tokens)} | "
                      f"{'–' if s.tokens_per_param is None else f'{s.tokens_per_param:.2f}'} | "
                      f"{'–' if s.epochs is None else f'{s.epochs:.2f}'} | {_sci(s.compute)} | "
                      f"{seeds[0] if seeds[0] == seeds[-1] else f'{seeds[0]}–{seeds[-1]}'} |")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.compare.errors import CompareError
-from zoo.compare.escape import code, line, text
+from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_tuning
 from zoo.compare.report import (_show, accounting_line, design_line, few_seed_warnings, load_runs, make_out,
                                  pick_baseline, repeat_warnings, status_of, write_csv)
@@ -182,9 +182,9 @@ def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/l
 
 
 def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
-    m, k = report.metric, report.key
-    better = "lowest" if lower_is_better(m) else "highest"
-    head = ["arm", *report.keys, f"best {k}", f"{m} at it (mean ± std)", f"{m} held out", "Δ vs baseline [95% CI]",
+    m, k = text(report.metric), text(report.key)  # copied from runs and the command line, like the keys
+    better = "lowest" if lower_is_better(report.metric) else "highest"
+    head = ["arm", *map(text, report.keys), f"best {k}", f"{m} at it (mean ± std)", f"{m} held out", "Δ vs baseline [95% CI]",
             "p (Holm)", f"{m} by {k}", "runs"]
     lines = [f"# Sweep comparison at each arm's own {k}: {m}", "",
              f"Runs from {', '.join(code(d) for d in dirs)}. An arm is a config without its seed and "
@@ -212,7 +212,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
                  held_text, diff, p_text, curve, status]
         lines.append("| " + " | ".join(cells) + " |")
     if report.warnings:
-        lines += ["", "## Warnings", "", *[f"- {line(w)}" for w in report.warnings]]
+        lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if "tuning" in report.files:
         lines += ["", f"![final {m} against {k}, one line per arm]({report.files['tuning'].name})"]
     write_text(path, "\n".join(lines) + "\n")

@@ -34,6 +34,9 @@ def explain(exc: BaseException) -> str:
         seen.add(id(e))
         text = str(e).strip()
         line = text.splitlines()[0].rstrip(".") if text else type(e).__name__
+        rest = [part.strip() for part in text.splitlines()[1:] if part.strip()]
+        if line.endswith(":") and rest:  # "... raised while composing config:" says what on the next line
+            line = f"{line} {rest[0].rstrip('.')}"
         if "$VALUE" in line:
             line = ""
         if line and line not in parts:

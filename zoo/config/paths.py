@@ -70,3 +70,40 @@ def recipe_groups(name: str, _seen: Optional[set] = None) -> set[str]:
         elif isinstance(entry, dict):
             groups |= {str(key).removeprefix("override ").strip() for key in entry}
     return groups
+
+
+def own_config_files() -> set[str]:
+    """The files of zoo's primary config tree, as paths relative to it ("config.yaml",
+    "optim/adamw.yaml"): the names a `-cd` directory cannot use, since Hydra's search path
+    reads zoo's tree before any `-cd` directory."""
+    import importlib.resources
+
+    try:
+        root = importlib.resources.files("zoo.conf")
+    except (ModuleNotFoundError, TypeError):
+        root = CHECKOUT / "conf"
+    found: set[str] = set()
+    stack = [(root, "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            entries = list(folder.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.is_dir():
+                stack.append((entry, f"{prefix}{entry.name}/"))
+            elif entry.name.endswith(".yaml"):
+                found.add(prefix + entry.name)
+    return found
+
+
+def shadowed_files(config_dir: str | Path, config_name: str = CONFIG_NAME) -> list[str]:
+    """The config files of a `-cd` directory that Hydra would never read, because zoo's own
+    tree holds a file of the same name, found first: `config.yaml` when it is the primary config
+    asked for (no `-cn`), and any group option (`optim/adamw.yaml`). Only the names zoo's tree
+    holds are looked at, so nothing else in the directory is read."""
+    directory = Path(config_dir)
+    names = sorted(name for name in own_config_files()
+                   if name != f"{CONFIG_NAME}.yaml" or config_name == CONFIG_NAME)
+    return [name for name in names if (directory / name).is_file()]

@@ -9,6 +9,7 @@ from typing import Any, Optional
 from zoo.config.schema.root import ZooConfig
 from zoo.config.records.rundir import RunDir, RunSummary
 from zoo.config.facts.tasks import task_spec
+from zoo.training.resume.data_files import SUMMARY_KEY as DATA_CHANGED
 from zoo.training.resume.point import Resume
 from zoo.training.build.callbacks import RunCallbacks
 from zoo.training.distributed.fsdp import write_full_checkpoint
@@ -110,6 +111,7 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
         best_checkpoint=trainer.checkpoint_callback.best_model_path or None,
         last_checkpoint=str(files.last) if files.last.exists() else None,
         full_checkpoint=str(full) if full is not None else None,
+        extra={DATA_CHANGED: list(resume.data_changed)} if resume.data_changed else {},
     )
 
 

@@ -8,8 +8,9 @@ import signal
 import time
 from typing import Optional
 
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
+from zoo.config.errors import ConfigError
 from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.signals.interrupt import StopNow, ValidationStopped
 from zoo.training.build.callbacks import RunCallbacks
@@ -50,6 +51,10 @@ def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[
         trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     except ValidationStopped:
         pass  # a signal during a validation: last.ckpt saved as of its start (interrupt.stopped_at)
+    except MisconfigurationException as exc:  # a setting Lightning refuses once it sees the data, e.g. a
+        # trainer.limit_train_batches fraction that leaves no batch: the run trained nothing
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise ConfigError(f"Lightning refuses the trainer settings: {first}") from None
     except NonFiniteLoss as exc:
         kept = f"the last good checkpoint is {last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})" \
             if last.path.exists() \

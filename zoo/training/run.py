@@ -36,7 +36,7 @@ def train(cfg: DictConfig, spec: ZooConfig, run_dir: Path, resume: Resume) -> Ru
     quiet_lightning()
     L.seed_everything(spec.seed, workers=True, verbose=False)
     run_dir.mkdir(parents=True, exist_ok=True)
-    callbacks = build_callbacks(spec, run_dir)
+    callbacks = build_callbacks(spec, run_dir, resume.data_changed)
     # a signal from here to fit (the tokenizer, the data, the model) stops the run at once, with
     # the records of a stop in training; fit then takes the signals over
     with callbacks.interrupt.preparing():

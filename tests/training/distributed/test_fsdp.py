@@ -304,6 +304,7 @@ def test_a_shard_index_that_would_run_code_is_refused(straight, tmp_path):
     ckpt = shutil.copytree(straight / "checkpoints" / "last.ckpt", tmp_path / "evil.ckpt")
     marker = tmp_path / "pwned"
     (ckpt / ".metadata").write_bytes(pickle.dumps({"metadata": _RunsCode(marker)}))
+    (ckpt / "zoo-digests.json").unlink()  # an attacker's directory carries no record of the real one
 
     with pytest.raises(CheckpointError, match="refused"):
         read_checkpoint(ckpt)
@@ -323,7 +324,11 @@ def test_a_truncated_shard_is_refused_on_one_line(straight, tmp_path):
     shard = ckpt / "__1_0.distcp"
     shard.write_bytes(shard.read_bytes()[:100])  # a copy cut off
 
-    for weights in (False, True):  # found from the index, before any shard is read
+    for weights in (False, True):  # the directory is checked whole against its recorded digests first
+        with pytest.raises(CheckpointError, match=r"is damaged: __1_0\.distcp has 100 bytes"):
+            read_checkpoint(ckpt, weights=weights)
+    (ckpt / "zoo-digests.json").unlink()  # without its digests (as a directory from elsewhere comes),
+    for weights in (False, True):  # the index finds it, before any shard is read
         with pytest.raises(CheckpointError, match="'__1_0.distcp' ends before .* truncated"):
             read_checkpoint(ckpt, weights=weights)
     result = _tool("zoo.cli.eval", f"ckpt={ckpt}")

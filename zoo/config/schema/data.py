@@ -191,6 +191,11 @@ class DataConfig:
         default=None,
         metadata={"help": "where datasets caches files; default $ZOO_CACHE or ~/.cache/zoo"},
     )
+    allow_changed_files: bool = field(
+        default=False,
+        metadata={"help": "resume even though a local data file changed since the checkpoint was written "
+                  "(refused otherwise); the change is recorded in summary.json and the checkpoints"},
+    )
 
     def __post_init__(self) -> None:
         self.source = DataSource.parse(self.source, "data.source")

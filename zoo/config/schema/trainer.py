@@ -64,7 +64,27 @@ def check_trainer(trainer: dict) -> None:
     for key, check in CHECKS.items():
         if key in trainer:
             check(key, trainer[key])
+    check_trains_and_validates(trainer)
     check_replicate(trainer)
+
+
+def check_trains_and_validates(trainer: dict) -> None:
+    """A run that trains no step or skips validation would still end as "finished", with a
+    summary that reports nothing trained or no metrics: Lightning's debugging switches that do
+    so are refused before the run starts, naming what to use instead."""
+    fast = trainer.get("fast_dev_run")
+    if fast not in (None, False, 0):
+        raise ConfigError(f"trainer.fast_dev_run={fast} is refused: Lightning then saves no checkpoint and logs "
+                          f"no metrics, yet the run would be recorded as finished; for a quick run use "
+                          f"trainer.max_steps=N trainer.limit_val_batches=N")
+    for key, what in (("limit_train_batches", "trains no step"), ("limit_val_batches", "skips validation")):
+        value = trainer.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
+            raise ConfigError(f"trainer.{key}={value} {what}, and a run that {what} is not a finished run; "
+                              f"give a number of batches >= 1 or a fraction in (0, 1]")
+    if trainer.get("max_epochs") == 0 and trainer.get("max_steps", -1) in (None, -1):
+        raise ConfigError("trainer.max_epochs=0 trains no step, and a run that trains no step is not a finished "
+                          "run; give trainer.max_epochs >= 1 or trainer.max_steps >= 1")
 
 
 # trainer.strategy that shards parameters (FSDP2, `zoo.training.distributed.fsdp`): over every rank (fsdp),

@@ -18,6 +18,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.schema.logger import LoggerConfig
 from zoo.config.facts.positions import max_positions
 from zoo.config.schema.root import ZooConfig
+from zoo.config.schema.sections import check_sections
 from zoo.config.facts.tasks import families_of, task_spec
 from zoo.config.schema.train import (
     CallbacksConfig,
@@ -48,6 +49,7 @@ def validate(cfg: Any) -> ZooConfig:
 def _validate(cfg: Any) -> ZooConfig:
     if not hasattr(cfg, "get"):
         raise ConfigError(f"a zoo config must be a mapping, got {type(cfg).__name__}")
+    check_sections(cfg)
     data = cfg  # sections stay composed nodes, so a value left ??? is named by its key
     trainer = to_plain(data.get("trainer")) or {}
     if not isinstance(trainer, Mapping):

@@ -21,6 +21,7 @@ from zoo.training.signals.interrupt import Interrupt
 from zoo.training.distributed.rank_watch import RankWatch
 from zoo.training.signals.preemption import Requeue, in_slurm_job
 from zoo.training.monitor.progress import StepRichProgressBar, StepTQDMProgressBar
+from zoo.training.resume.data_files import DataFilesRecord
 from zoo.training.resume.rng import RngState
 
 
@@ -42,7 +43,7 @@ class RunCallbacks:
         return self.requeue is not None and self.requeue.requeued
 
 
-def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
+def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ...] = ()) -> RunCallbacks:
     """Checkpoints (best by val/loss, last.ckpt every N steps), the RNG state, the run's identity,
     signals, the learning rate, throughput, a final validation, SLURM's requeue and a progress
     bar."""
@@ -67,6 +68,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path) -> RunCallbacks:
         due,
         RngState(),
         RunRecord(run_dir),
+        DataFilesRecord(spec.data, data_changed),  # what the data files held, and the changes accepted on resume
         interrupt,
         rank_watch,  # the death of one rank ends every rank, with failed.json naming it
         LearningRateMonitor(logging_interval="step"),

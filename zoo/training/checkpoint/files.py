@@ -19,6 +19,7 @@ import torch
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F401  (CheckpointError re-exported)
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
+from zoo.training.checkpoint.integrity import check_checkpoint
 from zoo.config.schema.task import TaskConfig
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
@@ -102,6 +103,7 @@ def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]
     """A checkpoint file or sharded directory as plain data. weights=False reads a sharded
     checkpoint's metadata only (step, loops, callbacks, hyperparameters), not its tensors."""
     path = checkpoint_in(Path(path))  # exists, and a file is one torch.save wrote
+    check_checkpoint(path)  # whole: every zip member's CRC-32, a sharded directory's recorded digests
     if is_sharded_checkpoint(path):
         return _read_sharded(path, weights)
     try:

@@ -25,7 +25,7 @@ MAY_CHANGE = {
     "model": {"checkpoint_activations"},
     "task": {"compile", "output_loss", "loss_chunk", "tf32"},
     "optim": {"implementation"},
-    "data": {"num_workers", "max_device_batch_size"},
+    "data": {"num_workers", "max_device_batch_size", "allow_changed_files"},
 }
 
 

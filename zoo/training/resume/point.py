@@ -15,6 +15,7 @@ from zoo.config.schema.convert import plain
 from zoo.config.schema.root import ZooConfig
 from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
 from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
+from zoo.training.resume.data_files import check_data_files
 from zoo.training.resume.match import check_resume, saved_sections
 from zoo.training.distributed.strategies import is_sharded
 from zoo.training.distributed.fsdp import recover_sharded
@@ -28,6 +29,7 @@ class Resume:
 
     path: Optional[str] = None
     step: Optional[int] = None
+    data_changed: tuple[dict, ...] = ()  # data files changed since the run began, accepted on resume
 
 
 def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
@@ -83,7 +85,9 @@ def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
     if resume is None:
         return Resume()
     check_resume_config(resume, spec)
-    return Resume(path=resume, step=read_checkpoint(resume, weights=False).get("global_step"))
+    saved = read_checkpoint(resume, weights=False)
+    changed = check_data_files(saved, f"the checkpoint {resume}", spec.data)
+    return Resume(path=resume, step=saved.get("global_step"), data_changed=changed)
 
 
 def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> Optional[dict]:
