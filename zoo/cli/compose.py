@@ -14,6 +14,7 @@ from zoo.config.errors import ConfigError, explain
 from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.schema.store import register_configs
+from zoo.config.yaml_files import check_config_dirs
 
 
 
@@ -117,11 +118,15 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
         with _hydra_at(primary, config_dirs) as (search_path, create):
             primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
             foreign = bool(config_dirs) or primary != _own_primary()  # -cd / -cp: configs from elsewhere
-            _check_searchpath_first(search_path, config_name, overrides, foreign)
+            if foreign:  # before Hydra (or the search path's check) reads a file of them
+                check_config_dirs([*config_dirs, *([primary] if primary != _own_primary() else [])])
+            check_config_dirs(_check_searchpath_first(search_path, config_name, overrides, foreign))
             hydra = create()
             if foreign:  # zoo's own configs name no file outside conf/ and recipes/
                 _check_defaults_stay_home(hydra, config_name, overrides)
             return hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
+    except ConfigError:
+        raise
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
     except yaml.YAMLError as exc:  # a config file that is not YAML
@@ -141,10 +146,11 @@ def _own_primary() -> str:
     return primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
 
 
-def _check_searchpath_first(search_path, config_name: str, overrides: list[str], foreign: bool) -> None:
+def _check_searchpath_first(search_path, config_name: str, overrides: list[str], foreign: bool) -> list[str]:
     """`hydra.searchpath` as Hydra will read it (an override, else the primary config's own, when
     that may come from elsewhere), checked before Hydra reads it: a `pkg://` entry imports its
-    package, running its code."""
+    package, running its code. Its entries (none when it is not set), whose files are checked
+    next (`zoo.config.yaml_files`)."""
     from hydra._internal.config_repository import ConfigRepository
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -158,8 +164,10 @@ def _check_searchpath_first(search_path, config_name: str, overrides: list[str],
         if loaded is not None and OmegaConf.is_dict(loaded.config):
             entries = OmegaConf.select(loaded.config, "hydra.searchpath")
             entries = OmegaConf.to_container(entries) if OmegaConf.is_config(entries) else entries
-    if entries is not None:
-        check_searchpath("hydra.searchpath", entries)
+    if entries is None:
+        return []
+    check_searchpath("hydra.searchpath", entries)
+    return [str(e) for e in (entries if isinstance(entries, (list, tuple)) else [entries])]
 
 
 def _check_defaults_stay_home(hydra, config_name: str, overrides: list[str]) -> None:

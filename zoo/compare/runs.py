@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.config.schema.model import model_defaults
+from zoo.config.yaml_files import load_yaml
 from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
@@ -69,9 +70,9 @@ def read_run(path: Path) -> Run:
 
     files = RunDir(path)
     try:
-        overrides = list(OmegaConf.to_container(OmegaConf.load(files.overrides)))
+        overrides = list(OmegaConf.to_container(load_yaml(files.overrides)))
         config_file = files.hydra_config
-        config = OmegaConf.to_container(OmegaConf.load(config_file), resolve=False) if config_file.is_file() else {}
+        config = OmegaConf.to_container(load_yaml(config_file), resolve=False) if config_file.is_file() else {}
         if not isinstance(config, dict):
             raise ValueError("not a mapping")
     except Exception as exc:  # yaml and OmegaConf raise many types for a damaged file
@@ -113,7 +114,7 @@ def with_resolved(config: dict[str, Any], files: RunDir) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     try:
-        resolved = flatten(OmegaConf.to_container(OmegaConf.load(files.config), resolve=False))
+        resolved = flatten(OmegaConf.to_container(load_yaml(files.config), resolve=False))
     except Exception:  # a damaged config.yaml: the interpolations stay as written
         return config
     return {k: resolved.get(k, v) if isinstance(v, str) and "${" in v else v for k, v in config.items()}
