@@ -14,7 +14,7 @@ from zoo.config.errors import ConfigError, explain
 from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.schema.store import register_configs
-from zoo.config.yaml_files import check_config_dirs
+from zoo.config.records.yaml_files import check_config_dirs
 
 
 
@@ -150,7 +150,7 @@ def _check_searchpath_first(search_path, config_name: str, overrides: list[str],
     """`hydra.searchpath` as Hydra will read it (an override, else the primary config's own, when
     that may come from elsewhere), checked before Hydra reads it: a `pkg://` entry imports its
     package, running its code. Its entries (none when it is not set), whose files are checked
-    next (`zoo.config.yaml_files`)."""
+    next (`zoo.config.records.yaml_files`)."""
     from hydra._internal.config_repository import ConfigRepository
     from hydra.core.override_parser.overrides_parser import OverridesParser
 

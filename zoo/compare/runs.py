@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.config.schema.model import model_defaults
-from zoo.config.yaml_files import load_yaml
+from zoo.config.records.yaml_files import load_yaml
 from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting

@@ -52,8 +52,6 @@ def recipe_groups(name: str, _seen: Optional[set] = None) -> set[str]:
 
     import yaml
 
-    from zoo.config.yaml_files import check_yaml_text
-
     seen = _seen if _seen is not None else set()
     if name in seen or name == CONFIG_NAME:
         return set()
@@ -65,7 +63,6 @@ def recipe_groups(name: str, _seen: Optional[set] = None) -> set[str]:
         if not path.is_file():
             return set()
         text = path.read_text()
-    check_yaml_text(text, f"recipe {name}")
     groups: set[str] = set()
     for entry in (yaml.safe_load(text) or {}).get("defaults", []) or []:
         if isinstance(entry, str) and entry != "_self_":

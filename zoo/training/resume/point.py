@@ -13,7 +13,7 @@ from typing import Optional
 
 from zoo.config.schema.convert import plain
 from zoo.config.schema.root import ZooConfig
-from zoo.config.yaml_files import UnboundedYaml, load_yaml
+from zoo.config.records.yaml_files import UnboundedYaml, load_yaml
 from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
 from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
 from zoo.training.resume.match import check_resume, saved_sections

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Optional
 
 from zoo.config.records.rundir import BOOKKEEPING, RunDir
 from zoo.config.records.atomic import write_text
-from zoo.config.yaml_files import load_yaml
+from zoo.config.records.yaml_files import load_yaml
 from zoo.training.stops import TrainingInterrupted
 
 log = logging.getLogger("zoo")

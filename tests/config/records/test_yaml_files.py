@@ -13,7 +13,7 @@ import time
 import pytest
 
 from zoo.config.errors import ConfigError
-from zoo.config.yaml_files import UnboundedYaml, check_config_dir, load_yaml
+from zoo.config.records.yaml_files import UnboundedYaml, check_config_dir, load_yaml
 
 _BOUND_S = 20  # the refusals below take well under a second; an expansion takes hours
 
