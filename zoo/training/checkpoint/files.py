@@ -19,6 +19,7 @@ import torch
 from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F401  (CheckpointError re-exported)
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
 from zoo.config.schema.task import TaskConfig
+from zoo.training.checkpoint.size import check_config_fits_weights
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 
@@ -167,7 +168,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
                               f"{' and '.join(missing)}")
     try:
         kind = TaskConfig(**hparams["task"]).kind
+        check_config_fits_weights(path, hparams["model"], data["state_dict"])  # before anything is allocated
         task = TASKS[kind](**hparams)
+    except CheckpointError:
+        raise
     except (ConfigError, TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {path} holds a config zoo cannot build: {exc}") from None
     try:
