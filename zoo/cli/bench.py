@@ -37,6 +37,7 @@ def configure(argv: list[str]):
     """zoo-bench's arguments -> (the zoo ModelConfig, BenchOptions, out path or None)."""
     from zoo.bench.options import SHAPES, BenchOptions
     from zoo.cli.args import parse
+    from zoo.cli.outputs import check_out_file
     from zoo.config.schema.convert import as_model_config
     from zoo.config.errors import ConfigError
 
@@ -49,6 +50,7 @@ def configure(argv: list[str]):
         raise ConfigError(f"{not_model[0]!r}: zoo-bench takes model overrides (model=..., model.*=...) "
                           f"and its own options: {keys}")
     out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
+    check_out_file("out", out, "bench.json")  # before minutes of timing
     given = [a for a in options if not a.startswith("out=")]
     opts, _ = parse(BenchOptions, given)
     shape_overrides, shape_sizes = SHAPES[opts.shape]

@@ -40,6 +40,7 @@ def run(argv: list[str]) -> dict:
     """The metrics (also printed by `report`). The arguments, the data file and the checkpoint's
     path are checked before torch loads."""
     from zoo.cli.args import parse
+    from zoo.cli.outputs import check_out_file
     from zoo.config.errors import ConfigError
     from zoo.config.records.rundir import locate_checkpoint
 
@@ -54,9 +55,7 @@ def run(argv: list[str]) -> dict:
             raise ConfigError(f"{key} must be >= 1, got {value}")
     if args.data is not None and not Path(args.data).is_file():
         raise ConfigError(f"data={args.data}: no such file")
-    if args.out is not None and Path(args.out).is_dir():
-        raise ConfigError(f"out={args.out} is a directory; out= names the JSON file to write, e.g. "
-                          f"out={Path(args.out) / 'metrics.json'}")
+    check_out_file("out", args.out, "metrics.json")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise ConfigError(f"out={args.out}: the directory {Path(args.out).parent} does not exist")
     ckpt = locate_checkpoint(args.ckpt)

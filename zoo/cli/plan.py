@@ -29,6 +29,7 @@ USAGE = f"{TOOL} [KEY=VALUE ...] [model=NAME] [model/position=NAME] [model.KEY=V
 def configure(argv: list[str]):
     """zoo-plan's arguments -> (the zoo ModelConfig, PlanOptions, out path or None)."""
     from zoo.cli.args import parse
+    from zoo.cli.outputs import check_out_file
     from zoo.config.errors import ConfigError
     from zoo.plan.options import PlanOptions
 
@@ -40,6 +41,7 @@ def configure(argv: list[str]):
         raise ConfigError(f"{not_model[0]!r}: zoo-plan takes model overrides (model=..., model.*=...) and its own "
                           f"options: {', '.join(sorted(own))}")
     out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
+    check_out_file("out", out, "plan.json")
     opts, _ = parse(PlanOptions, [a for a in options if not a.startswith("out=")])
     from zoo.cli.compose import compose
     from zoo.config.schema.convert import as_model_config
