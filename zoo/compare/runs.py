@@ -172,15 +172,27 @@ def read_curve(metrics_csv: Path) -> tuple[list[tuple[int, float]], dict[str, fl
     vals: list[tuple[int, dict[str, float]]] = []
     with metrics_csv.open(newline="") as handle:
         for row in csv.DictReader(handle):
-            step = int(float(row["step"])) if row.get("step") else None
+            step = _count(row, "step") if row.get("step") else None
             if step is None:
                 continue
             if row.get("tokens_seen"):
-                tokens_at[step] = max(tokens_at.get(step, 0), int(float(row["tokens_seen"])))
+                tokens_at[step] = max(tokens_at.get(step, 0), _count(row, "tokens_seen"))
             if row.get("val/loss"):
                 vals.append((step, {k: float(v) for k, v in row.items() if k.startswith("val/") and v}))
     curve = [(_tokens_at(tokens_at, step), metrics["val/loss"]) for step, metrics in vals]
     return curve, (vals[-1][1] if vals else {})
+
+
+def _count(row: dict, column: str) -> int:
+    """A step or token count of a metrics.csv row; ValueError (the file is damaged) for one that
+    is not a finite, non-negative number."""
+    import math
+
+    value = float(row[column])
+    if not math.isfinite(value) or value < 0:
+        where = "" if column == "step" else f" at step {row.get('step')}"
+        raise ValueError(f"{column} is {row[column]!r}{where}, not a count")
+    return int(value)
 
 
 def _tokens_at(tokens_at: dict[int, int], step: int) -> int:
