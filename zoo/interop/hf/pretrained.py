@@ -59,8 +59,29 @@ def read_config(path: str | Path):
         raise ConfigError(f"init_from=hf:{path}: transformers cannot read config.json ({_first(exc)})") from None
 
 
+SAFETENSORS = ("model.safetensors", "model.safetensors.index.json")  # one file, or the index of shards
+PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json")  # torch.save's pickles
+
+
+def check_weights(path: str | Path) -> None:
+    """DIR holds safetensors weights, the format that is read as data. Pickled weights
+    (pytorch_model.bin) are never opened: unpickling a file someone sent can run code. Refused
+    on one line saying what to do, before any data is prepared."""
+    directory = Path(path)
+    if any((directory / name).is_file() for name in SAFETENSORS):
+        return
+    name = f"init_from=hf:{path}"
+    pickled = [n for n in PICKLED if (directory / n).is_file()]
+    if pickled:
+        raise ConfigError(f"{name}: its weights are {pickled[0]}, a pickle, which zoo never unpickles (a pickle can "
+                          f"run code); convert them to model.safetensors where you trust the file, e.g. "
+                          f"AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)")
+    raise ConfigError(f"{name}: no model.safetensors there (the weights save_pretrained writes)")
+
+
 def model_config(path: str | Path):
     """The zoo `ModelConfig` that DIR's weights fit (dropout 0, as the converters give it)."""
+    check_weights(path)
     config = read_config(path)
     try:
         return CONVERTERS[config.model_type]().zoo_config(config)
@@ -73,13 +94,14 @@ def load_pretrained(path: str | Path) -> tuple[Any, Any]:
     import torch
 
     kind = model_type(path)
+    check_weights(path)
     transformers = _transformers()
     auto = getattr(transformers, AUTO_CLASSES[kind])
     bars = transformers.utils.logging
     shown = bars.is_progress_bar_enabled()
     bars.disable_progress_bar()  # one log line says what was loaded, not a progress bar
     try:
-        hf_model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
+        hf_model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32, use_safetensors=True)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise ConfigError(f"init_from=hf:{path}: transformers cannot load the weights ({_first(exc)})") from None
     finally:
