@@ -178,3 +178,11 @@ def test_init_from_pickled_weights_is_refused_and_never_unpickled(tmp_path, cli_
     with pytest.raises(Exception, match="never unpickles"):
         load_pretrained(weights)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("size", ["model.n_layers=100000", "model.d_model=100000000000"])
+def test_zoo_bench_refuses_a_model_the_machine_cannot_hold_before_building_it(size, cli_here):
+    started = time.monotonic()
+    result = cli_here("bench", size, "model.n_heads=1")
+    one_line(result, "bench", "parameters:", "more than this machine's", "lower it")
+    assert time.monotonic() - started < 20  # not built: building took minutes or failed in torch

@@ -61,7 +61,11 @@ def configure(argv: list[str]):
     from zoo.cli.compose import compose
 
     cfg = compose(["model.dropout=0.0", *shape_overrides, *overrides])
-    return as_model_config(cfg.model), opts, out
+    model = as_model_config(cfg.model)
+    from zoo.training.machine import check_model_memory
+
+    check_model_memory(model)  # before a model that cannot fit is built, in zoo and in each peer
+    return model, opts, out
 
 
 def run(argv: list[str], log=print) -> dict:
