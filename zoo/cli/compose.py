@@ -117,10 +117,7 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
     try:
         with _hydra_at(primary, config_dirs) as (search_path, create):
             primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
-            foreign = bool(config_dirs) or primary != _own_primary()  # -cd / -cp: configs from elsewhere
-            if foreign:  # before Hydra (or the search path's check) reads a file of them
-                check_config_dirs([*config_dirs, *([primary] if primary != _own_primary() else [])])
-            check_config_dirs(_check_searchpath_first(search_path, config_name, overrides, foreign))
+            foreign = _check_files_first(search_path, primary, config_dirs, config_name, overrides)
             hydra = create()
             if foreign:  # zoo's own configs name no file outside conf/ and recipes/
                 _check_defaults_stay_home(hydra, config_name, overrides)
@@ -139,6 +136,39 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
         bad = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0]]
         raise ConfigError(f"{explain(exc)} (in {' '.join(bad) or ' '.join(overrides)}); a config group "
                           f"takes an option name, e.g. model=gpt") from exc
+
+
+def check_config_files(overrides: list[str], config_name: str = CONFIG_NAME, *,
+                       config_source_dir: Optional[str] = None, config_dirs: Iterable[str] = ()) -> None:
+    """The YAML files of every config directory a command line names (-cd, -cp, hydra.searchpath),
+    checked as `compose` checks them, for a command Hydra answers without zoo composing first
+    (`--info`, `--shell-completion`)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    primary = config_source_dir or config_source()
+    primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
+    config_dirs = list(config_dirs)
+    try:
+        with _hydra_at(primary, config_dirs) as (search_path, _):
+            _check_files_first(search_path, primary, config_dirs, config_name, overrides)
+    except ConfigError:
+        raise
+    except (HydraException, OmegaConfBaseException, ValueError):
+        return  # not what a file holds: Hydra reports it itself
+
+
+def _check_files_first(search_path, primary: str, config_dirs: list[str], config_name: str,
+                       overrides: list[str]) -> bool:
+    """Every YAML file of the config directories from elsewhere (-cd, -cp) and of the
+    `hydra.searchpath` entries, checked before Hydra, or the search path's own check, reads one
+    (`zoo.config.records.yaml_files`: aliases refused before they expand). Whether any config
+    directory is from elsewhere."""
+    foreign = bool(config_dirs) or primary != _own_primary()
+    if foreign:
+        check_config_dirs([*config_dirs, *([primary] if primary != _own_primary() else [])])
+    check_config_dirs(_check_searchpath_first(search_path, config_name, overrides, foreign))
+    return foreign
 
 
 def _own_primary() -> str:

@@ -51,13 +51,17 @@ def _one_line(result, *fragments: str) -> str:
     return err
 
 
-def test_a_config_directory_with_aliases_is_refused_before_hydra_composes(tmp_path, cli_here):
+@pytest.mark.parametrize("flags", [["--cfg", "job"], [], ["--info"], ["--info", "config"], ["--help"]])
+def test_a_config_directory_with_aliases_is_refused_before_hydra_composes(flags, tmp_path, cli_here):
+    """Whatever the command asks (a run, its config, Hydra's --info, which Hydra answers by
+    composing on its own), the directory's files are checked first."""
     (tmp_path / "bomb.yaml").write_text(bomb(head="defaults:\n  - zoo_config\n  - _self_\n"))
     started = time.monotonic()
     with bounded():
-        result = cli_here("train", "-cd", str(tmp_path), "-cn", "bomb", "--cfg", "job")
+        result = cli_here("train", "-cd", str(tmp_path), "-cn", "bomb", f"hydra.run.dir={tmp_path / 'run'}", *flags)
     err = _one_line(result, f"{tmp_path / 'bomb.yaml'}, line 5", "YAML alias (*a0) is refused")
     assert time.monotonic() - started < 10, err
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_group_option_with_aliases_is_refused_in_any_config_directory(tmp_path, cli_here):
