@@ -186,3 +186,11 @@ def test_zoo_bench_refuses_a_model_the_machine_cannot_hold_before_building_it(si
     result = cli_here("bench", size, "model.n_heads=1")
     one_line(result, "bench", "parameters:", "more than this machine's", "lower it")
     assert time.monotonic() - started < 20  # not built: building took minutes or failed in torch
+
+
+def test_a_refusal_that_depends_on_another_key_names_it(tmp_path, cli_here):
+    """A window past the learned positions is the window's or the table's: both keys are named."""
+    result = cli_here("train", "data.seq_len=4096", f"hydra.run.dir={tmp_path / 'run'}")
+    one_line(result, "train", "data.seq_len (4096) is longer than learned positions allow (model.max_seq_len=256)",
+             "lower data.seq_len or raise model.max_seq_len=4096")
+    assert not (tmp_path / "run").exists()

@@ -93,10 +93,12 @@ def _check_positions(zc: ZooConfig) -> None:
         return
     if zc.data.seq_len > bound:
         raise ConfigError(f"data.seq_len ({zc.data.seq_len}) is longer than learned positions allow "
-                          f"(model.max_seq_len={bound})")
+                          f"(model.max_seq_len={bound}): lower data.seq_len or raise "
+                          f"model.max_seq_len={zc.data.seq_len}")
     if task_spec(zc.task.kind).decodes_in_validation and zc.task.generate_max_tokens >= bound:
         raise ConfigError(f"task.generate_max_tokens ({zc.task.generate_max_tokens}) plus BOS is longer than "
-                          f"learned positions allow (model.max_seq_len={bound})")
+                          f"learned positions allow (model.max_seq_len={bound}): lower task.generate_max_tokens "
+                          f"or raise model.max_seq_len={zc.task.generate_max_tokens + 1}")
 
 
 def _check_fused_clipping(zc: ZooConfig) -> None:
