@@ -63,10 +63,11 @@ SAFETENSORS = ("model.safetensors", "model.safetensors.index.json")  # one file,
 PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json")  # torch.save's pickles
 
 
-def check_weights(path: str | Path) -> None:
+def check_weights(path: str | Path, *, needed: bool = True) -> None:
     """DIR holds safetensors weights, the format that is read as data. Pickled weights
     (pytorch_model.bin) are never opened: unpickling a file someone sent can run code. Refused
-    on one line saying what to do, before any data is prepared."""
+    on one line saying what to do; with needed=False (the config is read, the weights may not
+    be: a resumed run takes its checkpoint's) only a directory whose weights are pickled."""
     directory = Path(path)
     if any((directory / name).is_file() for name in SAFETENSORS):
         return
@@ -76,12 +77,13 @@ def check_weights(path: str | Path) -> None:
         raise ConfigError(f"{name}: its weights are {pickled[0]}, a pickle, which zoo never unpickles (a pickle can "
                           f"run code); convert them to model.safetensors where you trust the file, e.g. "
                           f"AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)")
-    raise ConfigError(f"{name}: no model.safetensors there (the weights save_pretrained writes)")
+    if needed:
+        raise ConfigError(f"{name}: no model.safetensors there (the weights save_pretrained writes)")
 
 
 def model_config(path: str | Path):
     """The zoo `ModelConfig` that DIR's weights fit (dropout 0, as the converters give it)."""
-    check_weights(path)
+    check_weights(path, needed=False)  # before any data is prepared
     config = read_config(path)
     try:
         return CONVERTERS[config.model_type]().zoo_config(config)
