@@ -135,6 +135,12 @@ def test_the_checked_reader_reads_plain_yaml_and_refuses_the_rest(tmp_path):
     (nested / "x.yaml").write_text(bomb(levels=3))
     with pytest.raises(UnboundedYaml, match="x.yaml, line 2"):
         check_config_dir(tmp_path / "conf")
+    linked = tmp_path / "linked"  # a group directory that is a link (Hydra follows it), and a loop
+    linked.mkdir()
+    (linked / "model").symlink_to(nested)
+    (linked / "loop").symlink_to(linked)
+    with pytest.raises(UnboundedYaml, match="x.yaml, line 2"):
+        check_config_dir(linked)
 
 
 def test_zoos_own_configs_hold_no_alias():

@@ -79,8 +79,16 @@ def check_config_dir(directory: str | os.PathLike) -> None:
     root = Path(directory)
     if not root.is_dir():
         return
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    seen = {os.path.realpath(root)}
+    # Hydra follows a linked group directory, so the walk does too, once per real directory
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        kept = []
+        for d in sorted(d for d in dirs if not d.startswith(".")):
+            real = os.path.realpath(os.path.join(folder, d))
+            if real not in seen:
+                seen.add(real)
+                kept.append(d)
+        dirs[:] = kept
         for name in sorted(files):
             if name.endswith((".yaml", ".yml")):
                 read_yaml_text(Path(folder) / name)
