@@ -194,3 +194,12 @@ def test_a_refusal_that_depends_on_another_key_names_it(tmp_path, cli_here):
     one_line(result, "train", "data.seq_len (4096) is longer than learned positions allow (model.max_seq_len=256)",
              "lower data.seq_len or raise model.max_seq_len=4096")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("key", ["trainer.max_steps", "trainer.max_epochs"])
+def test_a_run_length_past_what_a_run_can_count_is_refused_before_it_starts(key, tmp_path, cli_here):
+    """10^23 steps trained until Lightning's progress bar overflowed converting the time left."""
+    result = cli_here("train", f"{key}=100000000000000000000000", f"hydra.run.dir={tmp_path / 'run'}")
+    one_line(result, "train", f"{key}=100000000000000000000000 is past what a run can count: at most "
+             f"1,000,000,000,000")
+    assert not (tmp_path / "run").exists()
