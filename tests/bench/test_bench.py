@@ -71,7 +71,8 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
     (["peers=fairseq"], "peers='fairseq': choose from hf, x-transformers, litgpt (or none)"),
     (["shape=gpt3"], "shape='gpt3': choose from reference, gpt2-small, llama-250m"),
     (["trainer.max_steps=3"], "zoo-bench takes model overrides"),
-    (["seq_len=512"], "seq_len=512 is longer than model.max_seq_len=256"),
+    (["seq_len=512"], "seq_len=512 is longer than model.max_seq_len=256: lower seq_len or raise "
+                      "model.max_seq_len=512"),
 ])
 def test_zoo_bench_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch):
     status, _, err = bench_main([*argv, "measure=forward", "rounds=1"], capsys, monkeypatch)

@@ -89,20 +89,64 @@ SMALL = ["model.d_model=64", "model.n_heads=2", "model.n_layers=2", "model.vocab
     (["strategy=hsdp", "world_size=6", "replicate=4"], "world_size (6) must be divisible by replicate (4)"),
     (["world_size=2"], "world_size=2 needs a strategy"),
     (["trainer.max_steps=3"], "zoo-plan takes model overrides"),
-    (["seq_len=128"], "seq_len=128 is longer than model.max_seq_len=64"),
+    (["seq_len=128"], "seq_len=128 is longer than model.max_seq_len=64: lower seq_len or raise "
+                      "model.max_seq_len=128"),
     (["batch=0"], "batch must be a positive integer, got 0"),
+    # sizes that would run for minutes or overflow torch's sizes: refused before a step is simulated
+    (["model.n_layers=100000"], "model.n_layers=100000: zoo-plan runs each layer"),
+    (["model.n_decoder_layers=100", "model=t5", "model.n_layers=100"], "model.n_layers + model.n_decoder_layers=200"),
+    (["model.d_model=100000000000", "model.n_heads=1"], "model.d_model=100000000000: zoo-plan plans widths of up to"),
+    (["model.vocab_size=99999999999999"], "model.vocab_size=99999999999999"),
+    (["batch=100000000000000000000"], "batch=100000000000000000000: zoo-plan plans micro-batches of up to 65,536"),
+    (["model.max_seq_len=10000000000", "seq_len=10000000000"], "model.max_seq_len=10000000000"),
+    (["model.max_seq_len=16777216", "seq_len=16777216", "batch=65536"], "the attention scores"),
 ])
 def test_zoo_plan_refuses_bad_input_in_one_line(argv, message, capsys, monkeypatch):
+    import time
+
+    started = time.monotonic()
     status, _, err = zoo_plan([*SMALL, *argv], capsys, monkeypatch)
     lines = err.strip().splitlines()
-    assert status == 2 and len(lines) == 1 and lines[0].startswith("zoo-plan: error: ") and message in lines[0]
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("zoo-plan: error: ") and message in lines[0], err
+    assert time.monotonic() - started < 15, "refused only after simulating"
 
 
 def test_zoo_plan_prints_the_table_and_says_why_a_plan_does_not_fit(capsys, monkeypatch):
     status, out, _ = zoo_plan([*SMALL, "batch=64", "memory=40MiB"], capsys, monkeypatch)
-    assert status == 0
+    assert status == 1  # the status says it does not fit
     assert "| weights |" in out and "| **total** |" in out and "largest micro-batch that fits 40.00 MiB:" in out
     assert "does not fit:" in out and "data.max_device_batch_size=" in out
+
+
+def test_zoo_plans_exit_status_says_whether_the_plan_fits(capsys, monkeypatch):
+    """0 when it fits (the test above: 1 when it does not)."""
+    fits, out, _ = zoo_plan([*SMALL, "batch=1", "memory=40MiB"], capsys, monkeypatch)
+    assert fits == 0 and "fits:" in out and "does not fit" not in out
+
+
+def _examples(text: str) -> list[list[str]]:
+    """The zoo-plan command lines of a page or help text (indented, starting `zoo-plan `)."""
+    import shlex
+
+    lines = [line.strip().split("#")[0] for line in text.splitlines() if line.strip().startswith("zoo-plan ")]
+    return [shlex.split(line)[1:] for line in lines]
+
+
+@pytest.mark.slow
+def test_every_zoo_plan_example_runs_as_printed(tmp_path, capsys, monkeypatch):
+    """The examples of docs/memory-planner.md and of `zoo-plan --help`: each answers with a plan
+    (fits: 0, or does not fit: 1), none with a refusal."""
+    from pathlib import Path
+
+    from zoo.cli import plan as cli
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "memory-planner.md").read_text()
+    examples = _examples(page) + _examples(cli.__doc__)
+    assert len(examples) >= 8
+    monkeypatch.chdir(tmp_path)  # out=plan.json lands here
+    for argv in examples:
+        status, out, err = zoo_plan(argv, capsys, monkeypatch)
+        assert status in (0, 1) and "| **total** |" in out and not err.strip(), (argv, err)
 
 
 def test_zoo_plan_help_lists_every_option(capsys, monkeypatch):

@@ -110,7 +110,7 @@ def test_mixed_formats(tmp_path, cache):
 def test_malformed_json(tmp_path, cache):
     (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\n{"text": oops\n')
     msg = _error(load_files, str(tmp_path / "bad.jsonl"), cache_dir=cache)
-    assert "could not read" in msg and "bad.jsonl" in msg
+    assert f"{tmp_path / 'bad.jsonl'}, line 2: not valid JSON" in msg  # the line datasets does not name
 
 
 def test_missing_text_column_names_the_columns(tmp_path, cache):

@@ -46,7 +46,8 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
         torch.set_num_threads(opts.threads)
     device = opts.torch_device
     if opts.seq_len > model.max_seq_len:
-        raise ConfigError(f"seq_len={opts.seq_len} is longer than model.max_seq_len={model.max_seq_len}")
+        raise ConfigError(f"seq_len={opts.seq_len} is longer than model.max_seq_len={model.max_seq_len}: lower "
+                          f"seq_len or raise model.max_seq_len={opts.seq_len}")
     if "generate" in opts.measure_list and opts.prompt + opts.new_tokens > model.max_seq_len:
         # the prompt and its continuation must fit the position table (learned positions); a
         # longer table changes nothing else, so every measurement uses the same model

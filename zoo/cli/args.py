@@ -28,6 +28,8 @@ def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()
         key = arg.split("=", 1)[0]
         (rest if any(key.startswith(p) for p in passthrough) else own).append(arg)
     own = [_integral(schema, arg) for arg in own]
+    text = _unparsed_text(schema, own)
+    own = [arg for arg in own if arg.split("=", 1)[0] not in text]
     try:
         given = OmegaConf.from_dotlist(own)
         check_env_reads(OmegaConf.to_container(given, resolve=False))
@@ -42,7 +44,30 @@ def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()
             words = {int: "an integer", float: "a number", bool: "true or false"}
             raise ConfigError(f"{key}={value}: give {words[kind]}") from None
         raise ConfigError(message if not key or key in message else f"{key}: {message}") from None
+    data.update(text)
     return schema(**data), rest
+
+
+def _unparsed_text(schema: type, argv: list[str]) -> dict[str, str]:
+    """The values YAML cannot read (a tab, an escape or another control character in a prompt)
+    of the schema's text fields, kept as the text given; the same in a field of another type is
+    refused on one line."""
+    import yaml
+
+    kept = {}
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        try:
+            OmegaConf.from_dotlist([arg])
+        except yaml.YAMLError as exc:
+            if _field_types(schema).get(key) is str:
+                kept[key] = value
+            else:
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                raise ConfigError(f"{key}={value!r}: not a value ({problem})") from None
+        except OmegaConfBaseException:
+            pass  # reported with the others below
+    return kept
 
 
 def _field_types(schema: type) -> dict[str, type]:

@@ -37,6 +37,7 @@ def configure(argv: list[str]):
     """zoo-bench's arguments -> (the zoo ModelConfig, BenchOptions, out path or None)."""
     from zoo.bench.options import SHAPES, BenchOptions
     from zoo.cli.args import parse
+    from zoo.cli.outputs import check_out_file
     from zoo.config.schema.convert import as_model_config
     from zoo.config.errors import ConfigError
 
@@ -49,6 +50,7 @@ def configure(argv: list[str]):
         raise ConfigError(f"{not_model[0]!r}: zoo-bench takes model overrides (model=..., model.*=...) "
                           f"and its own options: {keys}")
     out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
+    check_out_file("out", out, "bench.json")  # before minutes of timing
     given = [a for a in options if not a.startswith("out=")]
     opts, _ = parse(BenchOptions, given)
     shape_overrides, shape_sizes = SHAPES[opts.shape]
@@ -59,7 +61,11 @@ def configure(argv: list[str]):
     from zoo.cli.compose import compose
 
     cfg = compose(["model.dropout=0.0", *shape_overrides, *overrides])
-    return as_model_config(cfg.model), opts, out
+    model = as_model_config(cfg.model)
+    from zoo.training.machine import check_model_memory
+
+    check_model_memory(model)  # before a model that cannot fit is built, in zoo and in each peer
+    return model, opts, out
 
 
 def run(argv: list[str], log=print) -> dict:

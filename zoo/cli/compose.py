@@ -16,6 +16,7 @@ from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides,
 from zoo.config.paths import CONFIG_NAME, config_source, shadowed_files
 from zoo.config.schema.sections import check_deletions, check_sections
 from zoo.config.schema.store import register_configs
+from zoo.config.records.yaml_files import check_config_dirs
 
 
 
@@ -163,8 +164,7 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
     try:
         with _hydra_at(primary, config_dirs) as (search_path, create):
             primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
-            foreign = bool(config_dirs) or primary != _own_primary()  # -cd / -cp: configs from elsewhere
-            _check_searchpath_first(search_path, config_name, overrides, foreign)
+            foreign = _check_files_first(search_path, primary, config_dirs, config_name, overrides)
             hydra = create()
             if foreign:  # zoo's own configs name no file outside conf/ and recipes/
                 _check_defaults_stay_home(hydra, config_name, overrides)
@@ -191,15 +191,49 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
                           f"takes an option name, e.g. model=gpt") from exc
 
 
+def check_config_files(overrides: list[str], config_name: str = CONFIG_NAME, *,
+                       config_source_dir: Optional[str] = None, config_dirs: Iterable[str] = ()) -> None:
+    """The YAML files of every config directory a command line names (-cd, -cp, hydra.searchpath),
+    checked as `compose` checks them, for a command Hydra answers without zoo composing first
+    (`--info`, `--shell-completion`)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    primary = config_source_dir or config_source()
+    primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
+    config_dirs = list(config_dirs)
+    try:
+        with _hydra_at(primary, config_dirs) as (search_path, _):
+            _check_files_first(search_path, primary, config_dirs, config_name, overrides)
+    except ConfigError:
+        raise
+    except (HydraException, OmegaConfBaseException, ValueError):
+        return  # not what a file holds: Hydra reports it itself
+
+
+def _check_files_first(search_path, primary: str, config_dirs: list[str], config_name: str,
+                       overrides: list[str]) -> bool:
+    """Every YAML file of the config directories from elsewhere (-cd, -cp) and of the
+    `hydra.searchpath` entries, checked before Hydra, or the search path's own check, reads one
+    (`zoo.config.records.yaml_files`: aliases refused before they expand). Whether any config
+    directory is from elsewhere."""
+    foreign = bool(config_dirs) or primary != _own_primary()
+    if foreign:
+        check_config_dirs([*config_dirs, *([primary] if primary != _own_primary() else [])])
+    check_config_dirs(_check_searchpath_first(search_path, config_name, overrides, foreign))
+    return foreign
+
+
 def _own_primary() -> str:
     primary = config_source()
     return primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
 
 
-def _check_searchpath_first(search_path, config_name: str, overrides: list[str], foreign: bool) -> None:
+def _check_searchpath_first(search_path, config_name: str, overrides: list[str], foreign: bool) -> list[str]:
     """`hydra.searchpath` as Hydra will read it (an override, else the primary config's own, when
     that may come from elsewhere), checked before Hydra reads it: a `pkg://` entry imports its
-    package, running its code."""
+    package, running its code. Its entries (none when it is not set), whose files are checked
+    next (`zoo.config.records.yaml_files`)."""
     from hydra._internal.config_repository import ConfigRepository
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -213,8 +247,10 @@ def _check_searchpath_first(search_path, config_name: str, overrides: list[str],
         if loaded is not None and OmegaConf.is_dict(loaded.config):
             entries = OmegaConf.select(loaded.config, "hydra.searchpath")
             entries = OmegaConf.to_container(entries) if OmegaConf.is_config(entries) else entries
-    if entries is not None:
-        check_searchpath("hydra.searchpath", entries)
+    if entries is None:
+        return []
+    check_searchpath("hydra.searchpath", entries)
+    return [str(e) for e in (entries if isinstance(entries, (list, tuple)) else [entries])]
 
 
 def _check_defaults_stay_home(hydra, config_name: str, overrides: list[str]) -> None:

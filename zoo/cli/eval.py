@@ -40,6 +40,7 @@ def run(argv: list[str]) -> dict:
     """The metrics (also printed by `report`). The arguments, the data file and the checkpoint's
     path are checked before torch loads."""
     from zoo.cli.args import parse
+    from zoo.cli.outputs import check_out_file
     from zoo.config.errors import ConfigError
     from zoo.config.records.rundir import locate_checkpoint
 
@@ -54,6 +55,7 @@ def run(argv: list[str]) -> dict:
             raise ConfigError(f"{key} must be >= 1, got {value}")
     if args.data is not None and not Path(args.data).is_file():
         raise ConfigError(f"data={args.data}: no such file")
+    check_out_file("out", args.out, "metrics.json")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise ConfigError(f"out={args.out}: the directory {Path(args.out).parent} does not exist")
     ckpt = locate_checkpoint(args.ckpt)
@@ -77,7 +79,8 @@ def run(argv: list[str]) -> dict:
         data = OmegaConf.to_container(merged.data, resolve=True)
     if args.seq_len is not None:
         data["seq_len"] = args.seq_len
-    as_data_config(data)  # one-line errors for bad keys or values before any data is read
+    checked = as_data_config(data)  # one-line errors for bad keys or values before any data is read
+    _check_window(task.model_config, getattr(checked, "seq_len", None), given=args.seq_len is not None)
     try:
         result = evaluate(task, data, split=args.split, batch_size=args.batch_size,
                           limit_batches=args.limit_batches, accelerator=args.accelerator, devices=args.devices)
@@ -99,6 +102,20 @@ def run(argv: list[str]) -> dict:
 
         write_text(args.out, json.dumps({k: v for k, v in result.items() if k != "is_global_zero"}, indent=2) + "\n")
     return result
+
+
+def _check_window(model, seq_len, *, given: bool) -> None:
+    """A window longer than a bounded position scheme's positions (a learned table ends at
+    model.max_seq_len) is refused before any data is read."""
+    from zoo.config.errors import ConfigError
+    from zoo.config.facts.positions import max_positions
+
+    bound = max_positions(model)
+    if bound is None or not isinstance(seq_len, int) or seq_len <= bound:
+        return
+    where = f"seq_len={seq_len}" if given else f"the checkpoint's data.seq_len={seq_len}"
+    raise ConfigError(f"{where} is past the model's {model.position.kind.value} positions (model.max_seq_len="
+                      f"{bound}): give seq_len={bound} or less")
 
 
 def _beside_the_summary(ckpt: Path, result: dict) -> Optional[str]:

@@ -36,6 +36,7 @@ def run(argv: list[str]) -> dict:
     """Every argument, the output directory and the checkpoint's path are checked before torch
     loads."""
     from zoo.cli.args import parse
+    from zoo.cli.outputs import check_out_dir
     from zoo.config.errors import ConfigError
     from zoo.config.records.rundir import locate_checkpoint
 
@@ -49,6 +50,7 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"out={out} is a file; give a new or empty directory")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"out={out} exists and is not empty; choose a new directory")
+    check_out_dir("out", args.out)
     if importlib.util.find_spec("transformers") is None:  # the converters import it lazily
         raise ConfigError("format=hf needs transformers: pip install '.[hf]' in zoo's source directory")
     ckpt = locate_checkpoint(args.ckpt)

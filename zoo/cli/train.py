@@ -179,6 +179,16 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
     handler named `os.system`). A sweep, from the command line or `hydra.sweeper.params`, is
     checked once per value of each swept key. None for a command that runs nothing."""
+    if args.shell_completion or args.info:  # Hydra composes these itself: its files are checked first
+        from zoo.cli.compose import check_config_files
+        from zoo.config.errors import ConfigError
+
+        try:
+            check_config_files(list(args.overrides), args.config_name or CONFIG_NAME,
+                               config_source_dir=config_source_of(args),
+                               config_dirs=[args.config_dir] if args.config_dir else [])
+        except ConfigError as exc:
+            _fail(str(exc))
     if args.shell_completion or args.info or args.version or args.unreadable:
         return None
     if args.experimental_rerun:

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from zoo.config.schema.model import model_defaults
 from zoo.config.records.links import first_link_out, link_out, refusal
+from zoo.config.records.yaml_files import load_yaml
 from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
@@ -76,9 +77,9 @@ def read_run(path: Path, root: Optional[Path] = None) -> Run:
         if link is not None:
             return Run(path=path, overrides=[], config={}, status=RunStatus.damaged, error=str(refusal(link, base)))
     try:
-        overrides = list(OmegaConf.to_container(OmegaConf.load(files.overrides)))
+        overrides = list(OmegaConf.to_container(load_yaml(files.overrides)))
         config_file = files.hydra_config
-        config = OmegaConf.to_container(OmegaConf.load(config_file), resolve=False) if config_file.is_file() else {}
+        config = OmegaConf.to_container(load_yaml(config_file), resolve=False) if config_file.is_file() else {}
         if not isinstance(config, dict):
             raise ValueError("not a mapping")
     except Exception as exc:  # yaml and OmegaConf raise many types for a damaged file
@@ -120,7 +121,7 @@ def with_resolved(config: dict[str, Any], files: RunDir) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     try:
-        resolved = flatten(OmegaConf.to_container(OmegaConf.load(files.config), resolve=False))
+        resolved = flatten(OmegaConf.to_container(load_yaml(files.config), resolve=False))
     except Exception:  # a damaged config.yaml: the interpolations stay as written
         return config
     return {k: resolved.get(k, v) if isinstance(v, str) and "${" in v else v for k, v in config.items()}
@@ -178,15 +179,27 @@ def read_curve(metrics_csv: Path) -> tuple[list[tuple[int, float]], dict[str, fl
     vals: list[tuple[int, dict[str, float]]] = []
     with metrics_csv.open(newline="") as handle:
         for row in csv.DictReader(handle):
-            step = int(float(row["step"])) if row.get("step") else None
+            step = _count(row, "step") if row.get("step") else None
             if step is None:
                 continue
             if row.get("tokens_seen"):
-                tokens_at[step] = max(tokens_at.get(step, 0), int(float(row["tokens_seen"])))
+                tokens_at[step] = max(tokens_at.get(step, 0), _count(row, "tokens_seen"))
             if row.get("val/loss"):
                 vals.append((step, {k: float(v) for k, v in row.items() if k.startswith("val/") and v}))
     curve = [(_tokens_at(tokens_at, step), metrics["val/loss"]) for step, metrics in vals]
     return curve, (vals[-1][1] if vals else {})
+
+
+def _count(row: dict, column: str) -> int:
+    """A step or token count of a metrics.csv row; ValueError (the file is damaged) for one that
+    is not a finite, non-negative number."""
+    import math
+
+    value = float(row[column])
+    if not math.isfinite(value) or value < 0:
+        where = "" if column == "step" else f" at step {row.get('step')}"
+        raise ValueError(f"{column} is {row[column]!r}{where}, not a count")
+    return int(value)
 
 
 def _tokens_at(tokens_at: dict[int, int], step: int) -> int:

@@ -143,6 +143,9 @@ def load_files(spec: PathSpec, *, sample_by: str = "line", cache_dir: str | None
         raise DataError(f"{key}: could not read {_names(files)} as {builder}: "
                         f"{first_line(exc)}") from exc
     except Exception as exc:  # datasets and pyarrow raise many types for malformed files
+        bad = next(filter(None, (bad_json_line(f) for f in files)), None) if builder == "json" else None
+        if bad is not None:
+            raise DataError(f"{key}: {bad}") from None
         raise DataError(f"{key}: could not read {_names(files)} as {builder}: "
                         f"{first_line(exc)}") from exc
     if builder == "text":
@@ -151,6 +154,27 @@ def load_files(spec: PathSpec, *, sample_by: str = "line", cache_dir: str | None
     if len(ds) == 0:
         raise DataError(f"{key}: {_names(files)} holds no examples")
     return ds
+
+
+def bad_json_line(path: str) -> str | None:
+    """Where a JSON Lines file (one object a line) first breaks: "FILE, line N: ..." (datasets
+    names no line); None when every line holds an object, or the file is one JSON document."""
+    import json
+
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                if number == 1 and line.lstrip().startswith("["):
+                    return None  # a JSON array over several lines, not JSON Lines
+                what = f"{exc.msg.removesuffix(' at')}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                return f"{path}, line {number}: not valid JSON ({what}); each line of a .jsonl file is one object"
+            if not isinstance(row, dict):
+                return f"{path}, line {number}: a {type(row).__name__}, not an object; each line of a .jsonl file is one object"
+    return None
 
 
 def _non_blank(batch) -> list[bool]:

@@ -19,11 +19,16 @@ def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None
         return
     kind = cfg.position.kind.value
     if FAMILY_FACTS[cfg.family].prompt_in_decoder:
+        if input_len >= bound:  # not one new token fits: max_new_tokens=0 would be refused too
+            raise ConfigError(
+                f"the prompt ({input_len} tokens) fills the {kind} positions (model.max_seq_len={bound}) "
+                f"and leaves no room for a new token: shorten it to {bound - 1} tokens at most"
+            )
         if input_len + max_new_tokens > bound:
             raise ConfigError(
                 f"prompt ({input_len} tokens) + max_new_tokens ({max_new_tokens}) = "
                 f"{input_len + max_new_tokens} is past the {kind} positions (model.max_seq_len="
-                f"{bound}): max_new_tokens={max(bound - input_len, 0)} is the most for this prompt"
+                f"{bound}): max_new_tokens={bound - input_len} is the most for this prompt"
             )
     else:
         if input_len > bound:

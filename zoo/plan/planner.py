@@ -25,12 +25,13 @@ from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.tasks import task_of_family
 from zoo.config.schema.train import OptimizerImpl
 from zoo.config.schema.task import OutputLoss
+from zoo.plan.bounds import MAX_BATCH, planned_seq_len
 from zoo.plan.options import Device, LossPath, Optimizer, PlanOptions, Precision, Strategy
 from zoo.plan.trace import CASTS, GRADIENTS, OPTIMIZER, PARTS, WEIGHTS, StepMemory, StepSetup, simulate_step
 from zoo.tasks import TASKS
 
 GATHERED, BUCKETS = "gathered for FSDP", "DDP gradient buckets"
-LARGEST_BATCH = 2**16  # the largest micro-batch searched for
+LARGEST_BATCH = MAX_BATCH  # the largest micro-batch searched for
 
 
 @dataclass(kw_only=True)
@@ -102,9 +103,7 @@ def plan(model: ModelConfig, options: PlanOptions, batch: Optional[int] = None) 
     """The plan of `model` at `options` (micro-batch `batch`, default options.batch)."""
     check_plannable(model)
     batch = options.batch if batch is None else batch
-    seq_len = options.seq_len or model.max_seq_len
-    if seq_len > model.max_seq_len:
-        raise ConfigError(f"seq_len={seq_len} is longer than model.max_seq_len={model.max_seq_len}")
+    seq_len = planned_seq_len(model, options.seq_len, batch)
     step = simulate_step(model, step_setup(options, batch, seq_len), _scale(options))
     parts = {part: step.parts[part] for part in PARTS}
     if _sharded(options):

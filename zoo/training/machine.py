@@ -105,20 +105,27 @@ def check_host_memory(spec: ZooConfig) -> None:
     """A model whose weights, gradients and optimizer state alone exceed this machine's memory
     (per process, times the processes a CPU run starts unless they shard) is refused before
     anything is built, naming the key that makes it that large."""
-    import os
-
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not a POSIX machine: nothing to compare with
-        return
-    parts = parameter_parts(spec.model)
-    params = sum(parts.values())
     devices = spec.trainer.get("devices", 1)
     processes = devices if isinstance(devices, int) and devices > 0 else 1
     if is_sharded_name(spec.trainer.get("strategy")):
         # the shards of one copy; hsdp keeps trainer.replicate copies over trainer.num_nodes machines
         replicas, nodes = spec.trainer.get("replicate") or 1, spec.trainer.get("num_nodes", 1) or 1
         processes = max(1, replicas // nodes) if isinstance(replicas, int) and isinstance(nodes, int) else 1
+    check_model_memory(spec.model, processes)
+
+
+def check_model_memory(model, processes: int = 1) -> None:
+    """A model (a ModelConfig) whose float32 weights, gradients and AdamW's moments, in each of
+    `processes` processes, exceed this machine's memory is refused before it is built, on one
+    line naming the key that makes it that large (zoo-train; zoo-bench, which trains it too)."""
+    import os
+
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX machine: nothing to compare with
+        return
+    parts = parameter_parts(model)
+    params = sum(parts.values())
     need = BYTES_PER_PARAMETER * params * processes
     if need <= total:
         return

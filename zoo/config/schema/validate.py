@@ -95,10 +95,12 @@ def _check_positions(zc: ZooConfig) -> None:
         return
     if zc.data.seq_len > bound:
         raise ConfigError(f"data.seq_len ({zc.data.seq_len}) is longer than learned positions allow "
-                          f"(model.max_seq_len={bound})")
+                          f"(model.max_seq_len={bound}): lower data.seq_len or raise "
+                          f"model.max_seq_len={zc.data.seq_len}")
     if task_spec(zc.task.kind).decodes_in_validation and zc.task.generate_max_tokens >= bound:
         raise ConfigError(f"task.generate_max_tokens ({zc.task.generate_max_tokens}) plus BOS is longer than "
-                          f"learned positions allow (model.max_seq_len={bound})")
+                          f"learned positions allow (model.max_seq_len={bound}): lower task.generate_max_tokens "
+                          f"or raise model.max_seq_len={zc.task.generate_max_tokens + 1}")
 
 
 def _check_fused_clipping(zc: ZooConfig) -> None:
@@ -135,6 +137,9 @@ def _check_batch(zc: ZooConfig) -> None:
         per_device_batch(zc.data.global_batch_size, devices * nodes)  # before any process starts
 
 
+MOST_STEPS = 10**12  # trainer.max_steps and trainer.max_epochs at most
+
+
 def _check_schedule(zc: ZooConfig) -> None:
     max_steps = zc.trainer.get("max_steps", -1)
     if max_steps in (None, -1) and zc.trainer.get("max_epochs", -1) in (None, -1):
@@ -142,6 +147,11 @@ def _check_schedule(zc: ZooConfig) -> None:
     if isinstance(max_steps, int) and (max_steps == 0 or max_steps < -1):
         raise ConfigError(f"trainer.max_steps must be a positive number of steps (or -1 to train by "
                           f"trainer.max_epochs), got {max_steps}")
+    for key in ("max_steps", "max_epochs"):  # past this, Lightning's counters and time estimates overflow
+        value = zc.trainer.get(key)
+        if isinstance(value, int) and value > MOST_STEPS:
+            raise ConfigError(f"trainer.{key}={value} is past what a run can count: at most {MOST_STEPS:,} "
+                              f"(two million years at a step a minute)")
     check_schedule_length(zc.scheduler, max_steps if max_steps and max_steps > 0 else None)
     if zc.scheduler.kind == ScheduleKind.inverse_sqrt:
         w, d = zc.scheduler.warmup_steps, zc.model.base_d_model  # under mup the base width

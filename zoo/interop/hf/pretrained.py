@@ -60,8 +60,31 @@ def read_config(path: str | Path):
         raise ConfigError(f"init_from=hf:{path}: transformers cannot read config.json ({_first(exc)})") from None
 
 
+SAFETENSORS = ("model.safetensors", "model.safetensors.index.json")  # one file, or the index of shards
+PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json")  # torch.save's pickles
+
+
+def check_weights(path: str | Path, *, needed: bool = True) -> None:
+    """DIR holds safetensors weights, the format that is read as data. Pickled weights
+    (pytorch_model.bin) are never opened: unpickling a file someone sent can run code. Refused
+    on one line saying what to do; with needed=False (the config is read, the weights may not
+    be: a resumed run takes its checkpoint's) only a directory whose weights are pickled."""
+    directory = Path(path)
+    if any((directory / name).is_file() for name in SAFETENSORS):
+        return
+    name = f"init_from=hf:{path}"
+    pickled = [n for n in PICKLED if (directory / n).is_file()]
+    if pickled:
+        raise ConfigError(f"{name}: its weights are {pickled[0]}, a pickle, which zoo never unpickles (a pickle can "
+                          f"run code); convert them to model.safetensors where you trust the file, e.g. "
+                          f"AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)")
+    if needed:
+        raise ConfigError(f"{name}: no model.safetensors there (the weights save_pretrained writes)")
+
+
 def model_config(path: str | Path):
     """The zoo `ModelConfig` that DIR's weights fit (dropout 0, as the converters give it)."""
+    check_weights(path, needed=False)  # before any data is prepared
     config = read_config(path)
     try:
         return CONVERTERS[config.model_type]().zoo_config(config)
@@ -74,6 +97,7 @@ def load_pretrained(path: str | Path) -> tuple[Any, Any]:
     import torch
 
     kind = model_type(path)
+    check_weights(path)
     transformers = _transformers()
     auto = getattr(transformers, AUTO_CLASSES[kind])
     bars = transformers.utils.logging
@@ -81,7 +105,7 @@ def load_pretrained(path: str | Path) -> tuple[Any, Any]:
     bars.disable_progress_bar()  # one log line says what was loaded, not a progress bar
     try:
         hf_model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32,
-                                         trust_remote_code=False)
+                                         use_safetensors=True, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise ConfigError(f"init_from=hf:{path}: transformers cannot load the weights ({_first(exc)})") from None
     finally:

@@ -21,6 +21,7 @@ from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F4
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
 from zoo.training.checkpoint.integrity import check_checkpoint
 from zoo.config.schema.task import TaskConfig
+from zoo.training.checkpoint.size import check_config_fits_weights
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 from zoo.training.checkpoint.shard_index import SHARD_INDEX, ShardIndexError, safe_shard_reader  # noqa: F401
@@ -132,7 +133,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
                               f"{' and '.join(missing)}")
     try:
         kind = TaskConfig(**hparams["task"]).kind
+        check_config_fits_weights(path, hparams["model"], data["state_dict"])  # before anything is allocated
         task = TASKS[kind](**hparams)
+    except CheckpointError:
+        raise
     except (ConfigError, TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {path} holds a config zoo cannot build: {exc}") from None
     try:

@@ -13,6 +13,7 @@ from typing import Optional
 
 from zoo.config.schema.convert import plain
 from zoo.config.schema.root import ZooConfig
+from zoo.config.records.yaml_files import UnboundedYaml, load_yaml
 from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
 from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
 from zoo.training.resume.data_files import check_data_files
@@ -114,11 +115,14 @@ def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> Optional
 
 
 def _recorded_trainer(run_dir: Path) -> dict:
-    """The trainer section of the run's own config.yaml ({} where it cannot be read)."""
+    """The trainer section of the run's own config.yaml ({} where it cannot be read; refused where it
+    holds a YAML alias, whose expansion would not end)."""
     from omegaconf import OmegaConf
 
     try:
-        trainer = OmegaConf.to_container(OmegaConf.load(RunDir(run_dir).config)).get("trainer", {})
+        trainer = OmegaConf.to_container(load_yaml(RunDir(run_dir).config)).get("trainer", {})
+    except UnboundedYaml:  # an alias bomb: refused, as reading it would never end
+        raise
     except Exception:  # noqa: BLE001 - a missing or damaged config.yaml: nothing to compare with
         return {}
     return trainer if isinstance(trainer, dict) else {}

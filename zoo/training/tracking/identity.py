@@ -14,6 +14,7 @@ from typing import Any, Iterator, Optional
 
 from zoo.config.records.rundir import BOOKKEEPING, RunDir
 from zoo.config.records.atomic import write_text
+from zoo.config.records.yaml_files import load_yaml
 from zoo.training.stops import TrainingInterrupted
 
 log = logging.getLogger("zoo")
@@ -55,7 +56,7 @@ def swept_keys(multirun_yaml: Path) -> Optional[set[str]]:
     from omegaconf import OmegaConf
 
     try:
-        saved = OmegaConf.load(multirun_yaml)
+        saved = load_yaml(multirun_yaml)  # checked: a sweep directory may come from anyone
         given = [str(o) for o in saved.hydra.overrides.task]
         params = saved.hydra.sweeper.params
         params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
