@@ -246,18 +246,7 @@ def _whole(tool: str, args: list[str], capsys, monkeypatch) -> tuple[int, str]:
     return status, err
 
 
-# zoo-plan's first example of docs/memory-planner.md and of its --help asks for a seq_len beyond
-# the preset's model.max_seq_len: corrected with zoo-plan's message for that refusal
-NOT_YET = {"zoo-plan model=llama model.d_model=2048 model.n_layers=24 seq_len=2048 batch=8",
-           "zoo-plan model=llama model.d_model=4096 model.n_layers=32 seq_len=4096 batch=4"}
-
-
-def fast_examples() -> list:
-    return [pytest.param(e, marks=pytest.mark.xfail(reason="seq_len beyond model.max_seq_len"))
-            if " ".join(e.words) in NOT_YET else e for e in EXAMPLES]
-
-
-@pytest.mark.parametrize("example", fast_examples(), ids=lambda e: f"{e.where}: {e.line[:70]}")
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: f"{e.where}: {e.line[:70]}")
 def test_the_example_is_not_refused(example, workdir, monkeypatch, capsys):
     monkeypatch.chdir(workdir)
     words = filled(example.words, workdir, ckpt=Path("runs/first"))
