@@ -138,6 +138,27 @@ def test_links_inside_the_run_are_kept_and_only_links_out_refused(tmp_path):
         check_tree(run)
 
 
+def test_the_link_wandb_makes_to_its_own_service_log_is_passed_over(tmp_path):
+    """Every offline W&B run links logs/debug-core.log to W&B's own log outside the run: a rerun
+    goes on and zoo-compare reads the run; the same name elsewhere is still refused."""
+    from zoo.compare.runs import read_run
+    from zoo.config.records.links import LinkedOut
+    from zoo.run.lock import check_contents
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("[]\n")
+    (run / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    logs = run / "wandb" / "offline-run-20260101_000000-abc" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "debug-core.log").symlink_to(tmp_path / "service.log")
+    check_contents(run)
+    assert "link" not in (read_run(run).error or "")
+    (run / ".hydra" / "debug-core.log").symlink_to(tmp_path / "service.log")
+    with pytest.raises(LinkedOut, match="debug-core.log is a link out of"):
+        check_contents(run)
+
+
 def test_a_checkpoint_reached_through_a_link_out_of_the_run_is_refused(tmp_path):
     from zoo.config.errors import ZooError
     from zoo.config.records.rundir import locate_checkpoint

@@ -71,8 +71,17 @@ def inside(path: str | os.PathLike, root: str | os.PathLike) -> Path:
     return Path(path)
 
 
+def tracker_made(entry: Path) -> bool:
+    """A link W&B makes itself and zoo never follows: each W&B run's `logs/debug-core.log` points
+    at the log of W&B's own service, outside the run (`wandb/offline-run-*/logs/debug-core.log`)."""
+    run = entry.parent.parent
+    return (entry.name == "debug-core.log" and entry.parent.name == "logs" and "run-" in run.name
+            and run.parent.name == "wandb")
+
+
 def first_link_out(root: str | os.PathLike) -> Optional[Path]:
-    """The first link under `root` (in walking order) that leads out of it, else None."""
+    """The first link under `root` (in walking order) that leads out of it, else None; the links
+    a tracker makes itself (`tracker_made`) are not followed by any tool and are passed over."""
     root = Path(root)
     if not root.is_dir():
         return None
@@ -80,7 +89,7 @@ def first_link_out(root: str | os.PathLike) -> Optional[Path]:
     for here, dirs, files in os.walk(root, followlinks=False):
         for name in sorted(dirs) + sorted(files):
             entry = Path(here) / name
-            if entry.is_symlink() and _leads_out(entry, root_real):
+            if entry.is_symlink() and _leads_out(entry, root_real) and not tracker_made(entry):
                 return entry
     return None
 
