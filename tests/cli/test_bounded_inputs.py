@@ -41,16 +41,30 @@ def text_file(tmp_path_factory) -> Path:
     return path
 
 
-def one_line(result, tool: str, *fragments: str, status: int = 2) -> str:
+def _stderr_lines(result) -> str:
     # datasets' own progress bar ("Generating train split: ...") is not a line of zoo's
-    err = "\n".join(line for line in result.stderr.replace("\r", "\n").strip().splitlines()
-                    if line.strip() and not line.startswith("Generating "))
-    assert result.returncode == status, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr and len(err.splitlines()) == 1, err[-3000:]
-    assert err.startswith(f"zoo-{tool}: error: "), err
-    for fragment in fragments:
-        assert fragment in err, err
-    return err
+    return "\n".join(line for line in result.stderr.replace("\r", "\n").strip().splitlines()
+                     if line.strip() and not line.startswith("Generating "))
+
+
+def missed(result, tool: str, *fragments: str, status: int = 2) -> list[str]:
+    """What the outcome lacks of a refusal on one line (the status, no traceback, one line of
+    zoo-TOOL, each fragment): empty when it is one."""
+    err = _stderr_lines(result)
+    wrong = []
+    if result.returncode != status:
+        wrong.append(f"exit {result.returncode}, not {status}: {result.stderr[-3000:]}")
+    if "Traceback" in result.stderr or len(err.splitlines()) != 1:
+        wrong.append(f"not one line: {err[-3000:]}")
+    if not err.startswith(f"zoo-{tool}: error: "):
+        wrong.append(f"not zoo-{tool}'s error: {err[-3000:]}")
+    wrong += [f"{fragment!r} not in {err!r}" for fragment in fragments if fragment not in err]
+    return wrong
+
+
+def one_line(result, tool: str, *fragments: str, status: int = 2) -> str:
+    assert missed(result, tool, *fragments, status=status) == []
+    return _stderr_lines(result)
 
 
 @pytest.mark.parametrize("prompt", ["a\tb", "a\x1b[31mb", "bell\x07"])
@@ -62,7 +76,7 @@ def test_a_prompt_with_a_tab_or_an_escape_is_continued_as_given(prompt, ckpt, cl
 
 def test_a_control_character_in_a_number_is_one_line(ckpt, cli_here):
     result = cli_here("generate", f"ckpt={ckpt}", "prompt=hi", "max_new_tokens=[\x1b")
-    one_line(result, "generate", "max_new_tokens=")
+    assert missed(result, "generate", "max_new_tokens=") == []
 
 
 def test_a_prompt_that_fills_the_context_is_told_to_shorten_not_max_new_tokens_0(ckpt, cli_here):
@@ -104,11 +118,11 @@ def test_a_malformed_jsonl_names_its_line(ckpt, tmp_path, cli_here):
     rows = [json.dumps({"text": "hello world " * 20}) for _ in range(5)]
     bad.write_text("\n".join([*rows, '{"text": "cut off', *rows]) + "\n")
     result = cli_here("eval", f"ckpt={ckpt}", f"data={bad}", "seq_len=16")
-    one_line(result, "eval", f"{bad}, line 6: not valid JSON", "each line of a .jsonl file is one object")
+    assert missed(result, "eval", f"{bad}, line 6: not valid JSON", "each line of a .jsonl file is one object") == []
     listed = tmp_path / "listed.jsonl"
     listed.write_text("\n".join([*rows, "[1, 2]"]) + "\n")
-    one_line(cli_here("eval", f"ckpt={ckpt}", f"data={listed}", "seq_len=16"), "eval",
-             f"{listed}, line 6: a list, not an object")
+    assert missed(cli_here("eval", f"ckpt={ckpt}", f"data={listed}", "seq_len=16"), "eval",
+                  f"{listed}, line 6: a list, not an object") == []
 
 
 @pytest.mark.parametrize("tool, args", [
@@ -132,8 +146,8 @@ def test_out_a_directory_is_refused_before_the_work(tool, args, ckpt, text_file,
 def test_zoo_export_refuses_an_out_it_cannot_make_before_loading(ckpt, tmp_path, cli_here):
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    one_line(cli_here("export", f"ckpt={ckpt}", f"out={blocked}/exported"), "export",
-             f"{blocked} is a file, not a directory")
+    assert missed(cli_here("export", f"ckpt={ckpt}", f"out={blocked}/exported"), "export",
+                  f"{blocked} is a file, not a directory") == []
 
 
 def test_infinities_in_metrics_csv_mark_the_run_damaged(tmp_path, cli_here):
