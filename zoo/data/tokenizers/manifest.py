@@ -12,21 +12,13 @@ before (no loader of a kind runs code: transformers is told to refuse remote cod
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
 from zoo.data.errors import DataError
+from zoo.data.integrity import file_digest
 
 META_NAME = "tokenizer.json"  # zoo's own record, the one file the manifest does not list
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _files(directory: Path) -> dict[str, Path]:
@@ -37,7 +29,7 @@ def _files(directory: Path) -> dict[str, Path]:
 
 def file_manifest(directory: Path) -> dict[str, str]:
     """{relative name: sha256} of every file under `directory` but tokenizer.json."""
-    return {name: _digest(p) for name, p in _files(directory).items() if p.is_file() and not p.is_symlink()}
+    return {name: file_digest(p) for name, p in _files(directory).items() if p.is_file() and not p.is_symlink()}
 
 
 def check_manifest(recorded: Optional[dict], directory: Path) -> None:
@@ -60,7 +52,7 @@ def check_manifest(recorded: Optional[dict], directory: Path) -> None:
     if missing:
         raise DataError(f"the tokenizer in {directory} lacks {missing[0]}, which its record lists")
     for name, digest in sorted(recorded.items()):
-        if _digest(present[name]) != digest:
+        if file_digest(present[name]) != digest:
             raise DataError(f"the tokenizer in {directory}: {name} does not match the digest recorded when "
                             f"it was saved (changed or damaged)")
 

@@ -19,7 +19,6 @@ time and inode, so the several reads of one resume check it once."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import zipfile
@@ -27,10 +26,10 @@ import zlib
 from pathlib import Path
 
 from zoo.config.errors import CheckpointError
+from zoo.data.integrity import file_digest
 from zoo.config.records.rundir import SHARDED_META as META
 
 DIGESTS = "zoo-digests.json"  # in a sharded checkpoint directory: {file name: {"size", "sha256"}}
-_CHUNK = 1 << 20
 _checked: set[tuple] = set()
 
 
@@ -52,7 +51,7 @@ def write_digests(directory: str | os.PathLike) -> Path:
     """Record the size and SHA-256 of every file of a sharded checkpoint directory (its files
     are plain files at its top level) in `DIGESTS`, flushed to disk."""
     directory = Path(directory)
-    record = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+    record = {p.name: {"size": p.stat().st_size, "sha256": file_digest(p)}
               for p in sorted(directory.iterdir()) if p.is_file() and p.name != DIGESTS}
     target = directory / DIGESTS
     with open(target, "w", encoding="utf-8") as f:
@@ -102,18 +101,10 @@ def _check_directory(directory: Path) -> None:
             size = file.stat().st_size
             if size != expected.get("size"):
                 raise _damaged(directory, f"{name} has {size:,} bytes, {expected.get('size')} when it was written")
-            if _sha256(file) != expected.get("sha256"):
+            if file_digest(file) != expected.get("sha256"):
                 raise _damaged(directory, f"{name} does not match the SHA-256 recorded when it was written")
     if (directory / META).is_file():
         _check_zip(directory / META, directory)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _stamp(path: Path) -> tuple:
