@@ -90,3 +90,20 @@ def test_output_statistics_are_the_mean_logit_and_mean_log_z(chunk):
     assert n == 21
     assert float(mean) == pytest.approx(float(logits.mean()), abs=1e-5)
     assert float(log_z) == pytest.approx(float(torch.logsumexp(logits, dim=-1).mean()), abs=1e-5)
+
+
+def test_a_flex_block_mask_counts_the_pairs_it_allows():
+    """A sliding band given as a FlexAttention BlockMask (a sliding layer's mask) counts the same
+    pairs as its boolean form."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def band(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx) & (q_idx - kv_idx < 3)  # causal, a window of 3 keys
+
+    q, k = torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4)
+    q[:, :, 7], k[:, :, 0] = 10.0, 50.0  # the largest product: the last query and the first key, outside the band
+    block_mask = create_block_mask(band, None, None, 8, 8, device="cpu")
+    rows, cols = torch.arange(8)[:, None], torch.arange(8)[None, :]
+    keep = ((cols <= rows) & (rows - cols < 3))[None]  # (1, T, S)
+    assert float(max_attention_logit(q, k, mask=block_mask)) == pytest.approx(max_logit_by_hand(q, k, keep), rel=1e-5)
+    assert float(max_attention_logit(q, k, mask=block_mask)) < float(max_attention_logit(q, k, causal=True))

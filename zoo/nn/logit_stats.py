@@ -17,6 +17,21 @@ import torch
 _BLOCK_ELEMENTS = 1 << 22  # scores held at once by `max_attention_logit` (16 MiB of float32)
 
 
+def _boolean(mask, T: int, S: int, device: torch.device) -> Optional[torch.Tensor]:
+    """A mask as the boolean (B or 1, 1, T, S) tensor, True = may attend: a tensor as it is; a
+    mask object that makes its own (packed documents: `.dense()`); a FlexAttention BlockMask
+    (a sliding band) evaluated token by token from its `mask_mod`."""
+    if mask is None or isinstance(mask, torch.Tensor):
+        return mask
+    if callable(getattr(mask, "dense", None)):
+        return mask.dense()
+    if callable(getattr(mask, "mask_mod", None)):
+        from torch.nn.attention.flex_attention import create_mask
+
+        return create_mask(mask.mask_mod, None, None, T, S, device=device)  # (1, 1, T, S)
+    raise TypeError(f"an attention mask of type {type(mask).__name__} is not known here")
+
+
 @torch.no_grad()
 def max_attention_logit(
     q: torch.Tensor,
@@ -31,11 +46,13 @@ def max_attention_logit(
 
     q (B, H, T, Dh); k (B, Hkv, S, Dh) with H a multiple of Hkv (the keys are shared, not
     repeated); mask (B or 1, 1, T, S) boolean, True = may attend; `causal`: the T queries are the
-    last T of the S keys (as in `zoo.nn.attention.attention`). Additive position biases (ALiBi,
+    last T of the S keys (as in `zoo.nn.attention.attention`); a mask object (a FlexAttention
+    BlockMask, packed documents) counts the pairs it allows. Additive position biases (ALiBi,
     relative buckets) are not part of the logit measured here: it is the query-key product."""
     B, H, T, Dh = q.shape
     Hkv, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(Dh) if scale is None else scale
+    mask = _boolean(mask, T, S, q.device)  # (B or 1, 1, T, S) or None
     qg = q.reshape(B, Hkv, H // Hkv, T, Dh).float()  # (B, Hkv, G, T, Dh)
     kt = k.float().transpose(-2, -1)[:, :, None]  # (B, Hkv, 1, Dh, S)
     block = max(1, _BLOCK_ELEMENTS // max(1, B * H * S))  # queries per block
