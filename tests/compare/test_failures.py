@@ -171,3 +171,35 @@ def test_the_learning_rate_sensitivity_of_each_arm(tmp_path):
     assert float(rows[1]["sensitivity"]) > float(rows[0]["sensitivity"])  # post diverges: more sensitive
     md = (out / "report.md").read_text()
     assert "sensitivity to optim.lr [95% CI]" in md and "Wortsman et al. 2023" in md and "L0 = ln V" in md
+
+
+def test_a_tuned_arm_identical_to_the_baseline_is_flagged_not_certain(tmp_path):
+    """The μP study's case: an arm whose runs equal the baseline's on every seed."""
+    from zoo.compare.tune import compare_tuned
+
+    runs = [({"model.norm": norm, "optim.lr": lr, "seed": seed}, 4.0 + abs(math.log10(lr / 3e-3)) + 0.01 * seed ** 2)
+            for norm in ("pre", "rms") for lr in RATES for seed in (0, 1, 2)]
+    out = tmp_path / "report"
+    report = compare_tuned([write_sweep(tmp_path / "sweep", runs)], out, key="optim.lr", plots=False)
+    _, same = _rows(out / "report.csv")
+    assert same["flag"] == ZERO_SPREAD and same["ci_low"] == "" and same["p"] == "" and float(same["diff"]) == 0.0
+    md = (out / "report.md").read_text()
+    assert "+0.0000 (zero spread: no interval)" in md and "arm 1: zero spread" in md
+    assert any(n.startswith("arm 1: zero spread") for n in report.notes)
+
+
+def test_a_multiplier_on_seeds_without_spread_has_no_interval_and_says_why():
+    from zoo.compare.scale import ScaledArm, Size, fit_arms
+
+    def arm(name: str, offset: float, spread: float) -> ScaledArm:
+        sizes = []
+        for i, c in enumerate((1e12, 4e12, 1.6e13)):
+            finals = [3.0 * (c / 1e12) ** -0.1 + offset + spread * s for s in (0, 1, 2)]
+            sizes.append(Size(value=64 * 2 ** i, runs=[], compute=c, mean=sum(finals) / 3, std=0.0, finals=finals,
+                              by_seed=dict(enumerate(finals))))
+        return ScaledArm(name=name, runs=[], sizes=sizes)
+
+    base, flat, noisy = arm("arm 0", 0.0, 0.0), arm("arm 1", -0.05, 0.0), arm("arm 2", -0.05, 0.01)
+    fit_arms([base, flat, noisy], base, irreducible=False, resamples=50)
+    assert all(m.low is None and m.note == "zero spread over the seeds: no interval" for m in flat.multipliers)
+    assert all(m.low is not None and m.low < m.value < m.high for m in noisy.multipliers)
