@@ -53,7 +53,7 @@ def _accounting(run: Run) -> dict[str, Optional[float]]:
             "tokens_per_s": number(run, "tokens_per_s"), "wall_seconds": number(run, "wall_seconds")}
 
 
-def _place(run: Run) -> tuple[str, str]:
+def run_place(run: Run) -> tuple[str, str]:
     """(the sweep's directory name, the run's directory relative to it)."""
     root = Path(run.root) if run.root is not None else run.path.parent
     try:
@@ -75,7 +75,7 @@ def write_runs(report, out: Path, *, kind: str, scale: Optional[str] = None,
         writer = csv.writer(handle)
         writer.writerow([csv_cell(h) for h in head])
         for arm, run in arms:
-            sweep, where = _place(run)
+            sweep, where = run_place(run)
             settings = arm.settings if arm is not None else {}
             cells = [sweep, where, arm.name if arm is not None else ""]
             for key in place:

@@ -37,7 +37,7 @@ from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, accounting_
 from zoo.compare.runs import IGNORED, Run, RunStatus
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, Estimate, difference, estimate, holm, mean_std
-from zoo.compare.table import _place, vocab_size, write_heldout, write_runs
+from zoo.compare.table import run_place, vocab_size, write_heldout, write_runs
 from zoo.config.records.atomic import write_text
 
 # the last part of a metric's name -> whether a lower value is better
@@ -262,7 +262,7 @@ def heldout_rows(arms: list, key: str, metric: str, size_key: Optional[str] = No
                 index = choice.chosen.get(seed)
                 run = next((r for r in points[index].runs if r.seed == seed), None) if index is not None else None
                 row.update({"seed": seed, key: points[index].value if index is not None else None,
-                            metric: choice.finals.get(seed), "run": "/".join(_place(run)) if run else ""})
+                            metric: choice.finals.get(seed), "run": "/".join(run_place(run)) if run else ""})
                 if size_key is None:
                     row["sensitivity"] = sens.get(seed)
                 rows.append(row)
@@ -305,7 +305,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
              f"chosen on the arm's other seeds (leave one seed out: \"held out\", mean over seeds); Δ = arm − "
              f"baseline on those held-out values, with a 95% Student-t interval (paired over seeds when both ran "
              f"the same seeds, Welch otherwise) and the p-value of no difference (Holm-adjusted in brackets when "
-             f"several arms face the baseline). A {k} at which any run ended without a final result (failed, "
+             f"several arms face the baseline). A value of {k} at which any run ended without a final result (failed, "
              f"diverged, unfinished) is failed for tuning: never chosen, never averaged over the seeds that "
              f"finished (its mean in the curve covers those seeds only). {FLAG_SENTENCE} Sensitivity to {k} "
              f"(Wortsman et al. 2023): per seed, the mean over the values tried of min(L, L0) − L*, L* the seed's "
