@@ -17,7 +17,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 
 import zoo
-from tests.cli.conftest import tiny_overrides
+from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.conftest import tiny
 from tests.nn.logit_by_hand import max_logit_by_hand
 from zoo.config.errors import ConfigError
@@ -140,3 +140,22 @@ def test_zoo_train_writes_them_to_metrics_csv_and_summary(tmp_path):
     assert summary["train/log_z_mean"] == rows[4]["train/log_z_mean"]
     assert summary["train/output_logit_mean"] == rows[4]["train/output_logit_mean"]
     assert train.summary["metrics"] == summary
+
+
+@pytest.mark.slow
+def test_two_ranks_log_the_values_of_the_whole_batch(tmp_path):
+    """trainer=ddp_cpu (2 gloo processes, 4 sequences each): at step 0 (the same weights) the
+    maximum over ranks and the mean of the ranks' means are one process's values on all 8."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    steps = ["trainer.max_steps=3", "trainer.val_check_interval=3", "data.global_batch_size=8",
+             "callbacks.instability_every=2"]
+    r1 = zoo_train(*tiny_overrides(one), *steps)
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    r2 = zoo_train(*tiny_overrides(two), *steps, "trainer=ddp_cpu")
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    rows1, rows2 = _rows(one / "metrics.csv"), _rows(two / "metrics.csv")
+    assert sorted(rows1) == sorted(rows2) == [0, 2]
+    assert set(rows2[0]) == {"train/max_attn_logit", "train/max_attn_logit/layer_0", "train/output_logit_mean",
+                             "train/log_z_mean"}
+    for name, value in rows1[0].items():
+        assert rows2[0][name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
