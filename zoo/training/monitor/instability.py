@@ -13,15 +13,18 @@ training instabilities") follow, logged as train metrics to every tracker:
 Both are read from the step's own training forward (dropout and all): the attention layers
 record their maximum when asked (`Attention.record_max_logit`), and a forward hook on the model,
 registered for that one forward and removed in it, runs the output head again without gradients
-on every token's final hidden state, 1024 rows at a time: the chunked output loss never makes the
-(B·T, V) logits, and this makes them one chunk at a time (the step's cost grows by about one
-forward of the output head, on the steps that are logged only). Padding positions
-(attention_mask 0) are left out. A model whose forward does not pass through its hooks (a
-sharded, FSDP model) or without an output head (a classifier) logs the attention logits only.
+on every token's final hidden state, task.loss_chunk rows at a time. The chunked output loss
+never makes the (B·T, V) logits; this makes them one chunk at a time, so a logged step costs
+about one more forward of the output head. Padding positions (attention_mask 0) are left out. A
+model whose forward does not pass through its hooks (a sharded, FSDP model) or that has no output
+head (a classifier) logs the attention logits only. Under data parallelism every rank measures
+the same step; the maximum is taken over ranks and the means averaged.
 
-The last training step is always measured too, so the run's final values (summary.json takes the
-last value of each metric) are those of its end. Off (`callbacks.instability_every` null or 0):
-the callback is not made, nothing is registered and the step is unchanged."""
+The values go to every logger at their own step, whatever trainer.log_every_n_steps is (a value
+Lightning holds for its next logging step would be lost or late). The last training step is
+always measured too, and `last` keeps its values for summary.json. Off
+(`callbacks.instability_every` null or 0): the callback is not made, nothing is registered and
+the step is unchanged."""
 
 from __future__ import annotations
 
@@ -57,6 +60,7 @@ class InstabilityMonitor(L.Callback):
         self._hook = None
         self._output: Optional[tuple[torch.Tensor, torch.Tensor]] = None
         self._rows = 0
+        self._chunk = 1024
         self.last: dict[str, float] = {}  # the values of the last step measured (summary.json's)
 
     def _due(self, trainer) -> bool:
@@ -73,6 +77,7 @@ class InstabilityMonitor(L.Callback):
         for attention in self_attentions(pl_module.model):
             attention.record_max_logit, attention.last_max_logit = True, None
         if getattr(pl_module.model, "lm_head", None) is not None:
+            self._chunk = pl_module.task_config.loss_chunk  # rows of logits alive at a time
             self._hook = pl_module.model.register_forward_hook(self._read_output, with_kwargs=True)
 
     def _read_output(self, model, args, kwargs, output) -> None:
@@ -87,7 +92,7 @@ class InstabilityMonitor(L.Callback):
         padding = kwargs.get("decoder_attention_mask" if "decoder_input_ids" in kwargs else "attention_mask")
         if padding is not None and padding.numel() == rows.shape[0]:
             rows = rows[padding.reshape(-1).bool()]  # (n, D) the tokens that are not padding
-        mean, log_z, n = output_logit_stats(model.logits, rows)
+        mean, log_z, n = output_logit_stats(model.logits, rows, chunk=self._chunk)
         self._output, self._rows = (mean, log_z), n
 
     def _remove_hook(self) -> None:
