@@ -44,6 +44,15 @@ def test_a_kinds_settings_select_it_and_an_unknown_kind_is_refused(ax, kind):
         ax.settings("no_such_kind")
 
 
+@pytest.mark.parametrize("ax", [a for a in AXES if a.model_level], ids=pair_id)
+def test_an_unknown_kind_is_refused_on_one_line_naming_the_choices(ax):
+    with pytest.raises(ConfigError) as refused:
+        ModelConfig(**model_kwargs({ax.key: "no_such_kind"}))
+    message = str(refused.value)
+    assert "\n" not in message and f"{ax.key}='no_such_kind'" in message
+    assert all(kind.value in message for kind in ax.kinds)
+
+
 def _config_or_refusal(ax, kind, family):
     """(ModelConfig, None) or (None, the one-line refusal)."""
     try:
