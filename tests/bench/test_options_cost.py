@@ -51,6 +51,11 @@ def test_each_arm_builds_what_it_names(name):
     assert torch.equal(arm.subject.model.state_dict()[_embedding(arm)], base.subject.model.state_dict()[_embedding(base)])
     documents = options_cost.DOCUMENT_MASK in {o.split("=", 1)[0] for o in arm.overrides}
     assert ("document_ids" in arm.batch) == documents
+    if documents:  # the ids reach the model: documents attended apart change the loss
+        task = arm.subject.task
+        without = {k: v for k, v in arm.batch.items() if k != "document_ids"}
+        with torch.no_grad():
+            assert not torch.allclose(task.training_loss(arm.batch)[0], task.training_loss(without)[0])
     assert torch.equal(arm.batch["input_ids"], base.batch["input_ids"])
 
 
