@@ -310,3 +310,23 @@ def test_a_sliding_static_step_is_one_graph_past_the_window(padded):
         reference = model(ids, attention_mask=mask).logits
     real = padding.bool() if padded else torch.ones_like(padding, dtype=torch.bool)
     torch.testing.assert_close(torch.cat(outs, dim=1)[real], reference[real], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("peer", ["litgpt", "x-transformers", "hf"])
+def test_the_bench_peers_refuse_a_sliding_window(peer):
+    """A peer never stands in with full attention for a sliding zoo model."""
+    from zoo.bench.peers import PeerUnavailable
+    from zoo.bench.peers.litgpt import config_kwargs
+    from zoo.bench.peers.xtransformers import decoder_kwargs
+    from zoo.bench.workload import Workload
+
+    model = ModelConfig(**tiny("decoder_only", "rope", norm_type="rmsnorm", activation="swiglu", bias=False,
+                               attention="sliding", window=4))
+    work = Workload(model=model, batch=2, seq_len=16, device=torch.device("cpu"))
+    if peer == "hf":
+        from zoo.bench.peers.hf import HFSubject as subject
+        with pytest.raises(PeerUnavailable, match="no Hugging Face equivalent"):
+            subject(work, zoo_model=zoo.build_model(model))
+        return
+    with pytest.raises(PeerUnavailable, match="attention sliding is not mapped"):
+        (config_kwargs if peer == "litgpt" else decoder_kwargs)(work)
