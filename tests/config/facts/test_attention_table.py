@@ -27,7 +27,7 @@ def test_every_kind_has_a_row_and_a_config_file():
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in CONF.glob("*.yaml")))
 def test_each_config_file_composes_into_its_kind(name):
-    model = compose(["model=llama", f"+model/attention={name}"]).model
+    model = compose(["model=llama", f"model/attention={name}"]).model
     assert model.attention in {k.value for k in KINDS}
     cfg = ModelConfig(**{**model, "position": dict(model.position)})
     assert ATTENTION_FACTS[cfg.attention].banded == (cfg.window is not None)
