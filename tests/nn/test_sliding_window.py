@@ -330,3 +330,24 @@ def test_the_bench_peers_refuse_a_sliding_window(peer):
         return
     with pytest.raises(PeerUnavailable, match=f"{peer} has no equivalent of model.attention=sliding"):
         (config_kwargs if peer == "litgpt" else decoder_kwargs)(work)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_generation_past_the_window_is_the_same_with_every_cache(family, strategy):
+    """Greedy and beam search (whose caches are reordered) give the same tokens without a cache,
+    with the growing cache and with the static ring, on peaked weights (init_std 0.5)."""
+    from tests.conftest import sharp
+    from zoo.config.schema.generation import GenerationConfig
+    from zoo.models.generate import generate
+
+    cfg = sharp(family, "rope", n_layers=3, attention="sliding", window=3, global_every=2, max_seq_len=40)
+    if family == "encoder_decoder":
+        cfg["n_decoder_layers"] = 3
+    model = zoo.build_model(cfg).eval()
+    ids = torch.randint(4, 37, (2, 6))
+    beams = {"num_beams": 2} if strategy == "beam" else {}
+    out = [generate(model, ids, bos_id=2, eos_id=None,
+                    config=GenerationConfig(strategy=strategy, max_new_tokens=9, **beams, **cache))
+           for cache in ({"use_cache": False}, {}, {"static_cache": True})]
+    assert torch.equal(out[0], out[1]) and torch.equal(out[0], out[2])
