@@ -13,6 +13,7 @@ from torch import nn
 
 from zoo.nn.cache import LayerCache
 from zoo.nn.flex import dense, flex, is_block_mask
+from zoo.nn.logit_stats import max_attention_logit
 from zoo.nn.position.base import PositionScheme
 
 
@@ -113,6 +114,8 @@ class Attention(nn.Module):
         self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh) (μP: `ModelConfig.attention_multiplier`)
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
         self.last_weights: Optional[torch.Tensor] = None
+        self.record_max_logit = False  # set True to record `last_max_logit` (the instability monitor)
+        self.last_max_logit: Optional[torch.Tensor] = None  # max scaled q·kᵀ a query may attend, detached
 
     def _heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
         B, T, _ = x.shape
@@ -157,6 +160,9 @@ class Attention(nn.Module):
             elif cache is not None:
                 k, v, k_positions = cache.self_attn.update(k, v, positions)  # (B, Hkv, S, Dh)
         q, k, bias = position.attend(q, k, positions, k_positions)
+        if self.record_max_logit:
+            seen = dense(mask, q.shape[2], k.shape[2], q.device) if is_block_mask(mask) else mask  # (1, 1, T, S)
+            self.last_max_logit = max_attention_logit(q, k, scale=self.scale, mask=seen, causal=causal)
         need_weights = position.needs_attention_weights or self.keep_weights
         out, weights = attention(
             q, k, v,

@@ -52,10 +52,6 @@ class Axis:
         """The axis is a model config key (a built model differs between its kinds)."""
         return self.key.startswith("model.")
 
-    @property
-    def name(self) -> str:
-        return self.key
-
 
 def _family(kind: Family) -> dict[str, Any]:
     """A family, with a decoder depth where it has cross-attention."""
