@@ -2,10 +2,10 @@
 band: the band as a block mask, whose blocks wholly outside it are skipped, where SDPA with a
 boolean mask computes every score and masks most of them.
 
-Where it is used (`use_flex`): a forward without autograd (evaluation, generation's prompt)
+Where it is used (`use_flex`): a forward without autograd and without a KV cache (evaluation, scoring)
 on CPU, of a sequence at least FLEX_MIN_LEN long, without a padding mask, for a position scheme
 that adds nothing to the scores (FlexAttention's score_mod is not wired to the schemes' biases)
-and without attention dropout. Measured on a 2-core CPU (docs/performance.md,
+and without attention dropout, outside a compiled model. Measured on a 2-core CPU (docs/performance.md,
 benchmarks/sliding_mask.py): compiled FlexAttention's forward beats SDPA with the band mask
 several times over at 1,024 tokens and a 128 window; torch 2.13 has no FlexAttention backward
 on CPU, so training runs SDPA with the boolean band. It is compiled once per shape, so shorter
@@ -30,6 +30,8 @@ def use_flex(*, T: int, window: int, device: torch.device, position: PositionKin
              dropout: float) -> bool:
     """Whether a sliding layer's self-attention over T tokens (no cache) runs FlexAttention."""
     acts = POSITION_FACTS[position].acts
+    if torch.compiler.is_compiling():  # a compiled model keeps the boolean band (one graph, no nested compile)
+        return False
     return (device.type == "cpu" and not torch.is_grad_enabled() and T >= FLEX_MIN_LEN and T > window
             and not padded and dropout == 0.0 and Site.scores not in acts and Site.values not in acts)
 
