@@ -24,8 +24,9 @@ def attention_mask(
     works): query i may see key j when j <= i + S - T. key_padding is (B, S) with 1 for a token
     and 0 for padding. `window` (sliding-window attention) bands the mask: a causal query at
     index i sees keys i - window + 1 .. i (transformers' sliding_window), a bidirectional one
-    keys within (window - 1) // 2 of it either way (`in_band`). A query that could see no key at all (a left-padding position) is let
-    see every key instead, so softmax stays finite; its output is never used.
+    keys within (window - 1) // 2 of it either way (`in_band`). A query that could see no key
+    at all (a left-padding position) is let see every key instead, so softmax stays finite; its
+    output is never used.
     """
     mask = None
     if causal or window is not None:
