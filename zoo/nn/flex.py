@@ -5,10 +5,10 @@ boolean mask computes every score and masks most of them.
 Where it is used (`use_flex`): a forward without autograd and without a KV cache
 (evaluation, scoring) on CPU, of a sequence at least FLEX_MIN_LEN long, without a padding mask,
 for a position scheme that adds nothing to the scores (FlexAttention's score_mod is not wired to
-the schemes' biases), without attention dropout, outside a compiled model. Measured on a 2-core CPU (docs/performance.md,
-benchmarks/sliding_mask.py): compiled FlexAttention's forward beats SDPA with the band mask
-several times over at 1,024 tokens and a 128 window; torch 2.13 has no FlexAttention backward
-on CPU, so training runs SDPA with the boolean band. It is compiled once per shape, so shorter
+the schemes' biases), without attention dropout, outside a compiled model. Measured on a 2-core
+CPU (docs/performance.md, benchmarks/sliding_mask.py): compiled FlexAttention's forward beats
+SDPA with the band mask 3x at 1,024 tokens and 14x at 4,096 (window 128); torch 2.13 has no
+FlexAttention backward on CPU, so training runs SDPA with the boolean band. It is compiled once per shape, so shorter
 sequences, whose compilation would cost more than it saves, keep SDPA. Not measured on a GPU:
 there SDPA is used too. `tests/nn/test_sliding_window.py` checks both give the same logits."""
 
