@@ -19,8 +19,10 @@ one the others are divided by; `baseline` unless named otherwise).
 from __future__ import annotations
 
 import argparse
+import datetime
 import enum
 import json
+import os
 import platform
 import sys
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import zoo  # noqa: E402
+from zoo.bench.run import _device_name  # noqa: E402
 from zoo.bench.timing import interleaved, median, spread, timed  # noqa: E402
 from zoo.bench.workload import Workload  # noqa: E402
 from zoo.bench.zoo_subject import ZooSubject  # noqa: E402
@@ -160,6 +163,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    load_before = os.getloadavg()[0]  # other work on the machine: said beside the figures
     names = [n.strip() for n in args.arms.split(",") if n.strip()]
     arms = build_arms(names, shape=args.model, batch=args.batch, seq_len=args.seq_len, doc_len=args.doc_len,
                       device=device)
@@ -168,8 +172,10 @@ def main(argv: Optional[list[str]] = None) -> dict:
     rows = rows_of(seconds, arms, args.batch * args.seq_len)
     print(markdown(rows))
     result = {
-        "machine": {"device": device.type, "processor": platform.processor(), "torch": torch.__version__,
-                    "threads": torch.get_num_threads(), "python": platform.python_version()},
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+        "machine": {"device": _device_name(device), "cpus": os.cpu_count(), "torch": torch.__version__,
+                    "threads": torch.get_num_threads(), "python": platform.python_version(),
+                    "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]}},
         "workload": {"model_overrides": args.model, "batch": args.batch, "seq_len": args.seq_len,
                      "doc_len": args.doc_len, "rounds": args.rounds, "steps_per_round": args.steps,
                      "params": sum(p.numel() for p in arms[0].subject.model.parameters())},
