@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from zoo.compare.escape import FORMULA_START, csv_cell
 from zoo.compare.runs import Run, RunStatus, at, number
+from zoo.compare.verdict import pair_rows
 from zoo.config.records.atomic import replacing, write_text
 
 RUNS = "runs.csv"
@@ -111,8 +112,6 @@ def write_heldout(rows: list[dict], out: Path) -> Path:
 def write_pair_rows(pairs: list, out: Path) -> Path:
     """pairs.csv (pairs=all): one row per pair of arms, its difference, intervals and p-values
     (`zoo.compare.verdict.pair_rows`)."""
-    from zoo.compare.verdict import pair_rows
-
     rows = pair_rows(pairs)
     head = list(rows[0]) if rows else ["arm", "other", "diff"]
     with replacing(out / PAIRS) as handle:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from zoo.compare.escape import text
-from zoo.compare.stats import Difference, holm, mean_std, t_quantile
+from zoo.compare.stats import ZERO_SPREAD, Difference, holm, mean_std, t_quantile
 
 LEVEL = 0.95
 
@@ -111,8 +111,6 @@ def adjust(what: str, diffs: Sequence[tuple[str, Optional[Difference]]]) -> Fami
 
 
 def _why(diff: Difference) -> str:
-    from zoo.compare.stats import ZERO_SPREAD
-
     if diff.flag == ZERO_SPREAD:
         return "zero spread: its seeds' differences do not vary (an arm identical to the other tests nothing)"
     return diff.flag or diff.method
