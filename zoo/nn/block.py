@@ -19,6 +19,7 @@ from torch.utils.checkpoint import checkpoint
 from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
+from zoo.nn.documents import DocumentMask, flex_compiled
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import FeedForward
 from zoo.nn.mask import attention_mask
@@ -126,6 +127,7 @@ class Stack(nn.Module):
         self.final_norm = (
             build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if pre else nn.Identity()
         )
+        self.document_kernel: Optional[str] = None  # packed documents: flex | sdpa; None: `flex_compiled`
 
     def position_for(self, layer: int) -> PositionScheme:
         return self.positions[layer if len(self.positions) > 1 else 0]
@@ -157,7 +159,10 @@ class Stack(nn.Module):
         memory: Optional[torch.Tensor] = None,
         memory_padding: Optional[torch.Tensor] = None,
         cache: Optional[Cache] = None,
+        document_ids: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
+        """`document_ids` (B, T): packed documents (`zoo.nn.documents`), each token attends
+        within its own document only; a forward of the whole window, no cache."""
         B, T, _ = x.shape
         # no padding: no mask, so SDPA can take its fused causal / unmasked path (where reading the
         # mask is free; elsewhere the data path leaves out a mask without padding)
@@ -166,7 +171,14 @@ class Stack(nn.Module):
         if memory_padding is not None and host_reads_are_free(memory_padding) and bool(memory_padding.all()):
             memory_padding = None
         past = 0 if cache is None or cache.static else cache.length  # a static cache's is on the device
-        if cache is not None and cache.static:
+        if document_ids is not None:
+            if cache is not None or not self.causal:
+                raise ValueError("document_ids mask a causal stack's forward over whole packed windows, "
+                                 "without a KV cache")
+            compiled = getattr(self.layers[0], "_compiled_call_impl", None) is not None  # FSDP's per layer
+            kernel = self.document_kernel or ("flex" if flex_compiled(x.device, compiled) else "sdpa")
+            mask, causal = DocumentMask(document_ids, kernel=kernel, key_padding=key_padding), False
+        elif cache is not None and cache.static:
             # a static cache returns all `capacity` slots: the ones not yet written are masked
             mask, causal = self._static_cache_mask(cache, T, key_padding, x.device), False
         elif key_padding is None and past == 0:

@@ -1,0 +1,100 @@
+"""Document masking of packed sequences (`data.document_mask=true`): a packed window holds the
+ends and beginnings of several documents; with their ids (B, T) attention is block-diagonal
+causal (a token sees only the earlier tokens of its own document) and positions restart at 0
+at each document, so a packed batch computes what each document computes alone.
+
+Two kernels compute the same thing: FlexAttention (Dong et al. 2024) with a block mask built
+from the ids, which skips the blocks no query of a tile sees and is fast where it is compiled
+(`task.compile=true`), and `scaled_dot_product_attention` with the boolean (B, 1, T, T) mask of
+`zoo.nn.mask.document_mask` everywhere else (eager FlexAttention materialises every score).
+`DocumentMask` carries both forms through a stack forward, each built once when first asked
+for, and attention takes the one it can use (`attend`)."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+
+from zoo.nn.mask import document_mask
+
+
+def positions_in_documents(document_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) document ids, constant over each document's run of tokens -> (B, T) positions
+    counting from 0 at each document's first token."""
+    B, T = document_ids.shape
+    index = torch.arange(T, device=document_ids.device).expand(B, T)  # (B, T)
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]  # (B, T): a document begins
+    first = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=-1).values  # (B, T)
+    return index - first
+
+
+def document_mask_mod(document_ids: torch.Tensor) -> Callable:
+    """The FlexAttention mask_mod of `zoo.nn.mask.document_mask`: (b, h, q, kv) -> may attend.
+    Composes with other mask_mods by `torch.nn.attention.flex_attention.and_masks`."""
+
+    def same_document_causal(b, h, q, kv):
+        return (kv <= q) & (document_ids[b, q] == document_ids[b, kv])
+
+    return same_document_causal
+
+
+def flex_compiled(device: torch.device, layers_compiled: bool = False) -> bool:
+    """Is FlexAttention the kernel to take? Where attention is compiled (the stack being traced,
+    or its layers compiled one by one as under FSDP): the compiled kernel skips masked blocks,
+    while eager FlexAttention materialises every score and is slower than SDPA. Never on the CPU:
+    FlexAttention has no backward there (torch 2.13), so training takes SDPA with the boolean mask."""
+    return (torch.compiler.is_compiling() or layers_compiled) and device.type != "cpu"
+
+
+class DocumentMask:
+    """The document mask of one stack forward: `dense` (B, 1, T, T) boolean, `block` a
+    FlexAttention BlockMask, each made when first asked for. `key_padding` (B, T), 1 = token,
+    is and-ed into the dense form (a padded batch takes SDPA). `kernel`: "flex" or "sdpa"."""
+
+    def __init__(self, document_ids: torch.Tensor, *, kernel: str,
+                 key_padding: Optional[torch.Tensor] = None) -> None:
+        if kernel not in ("flex", "sdpa"):
+            raise ValueError(f"document mask kernel must be flex or sdpa, got {kernel!r}")
+        self.document_ids = document_ids
+        self.kernel = kernel if key_padding is None else "sdpa"
+        self.key_padding = key_padding
+        self._dense: Optional[torch.Tensor] = None
+        self._block = None
+
+    def dense(self) -> torch.Tensor:
+        if self._dense is None:
+            mask = document_mask(self.document_ids)  # (B, 1, T, T)
+            if self.key_padding is not None:
+                mask = mask & self.key_padding.bool()[:, None, None, :]  # (B, 1, T, T)
+                mask = mask | ~mask.any(dim=-1, keepdim=True)  # a pad query sees every key; unused
+            self._dense = mask
+        return self._dense
+
+    def block(self):
+        if self._block is None:
+            from torch.nn.attention.flex_attention import create_block_mask
+
+            B, T = self.document_ids.shape
+            self._block = create_block_mask(document_mask_mod(self.document_ids), B, None, T, T,
+                                            device=self.document_ids.device)
+        return self._block
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: DocumentMask, *,
+           bias: Optional[torch.Tensor], scale: float) -> torch.Tensor:
+    """FlexAttention of q (B, H, T, Dh), k, v (B, Hkv, T, Dh) under `mask`'s block mask, the
+    additive score `bias` (broadcastable to (B, H, T, T)) as a score_mod -> (B, H, T, Dh)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    B, H, T, _ = q.shape
+    score_mod = None
+    if bias is not None:
+        full = bias.expand(B, H, T, k.shape[2])  # (B, H, T, S)
+
+        def score_mod(score, b, h, q_index, kv_index):
+            return score + full[b, h, q_index, kv_index]
+
+    return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask.block(), scale=scale,
+                          enable_gqa=k.shape[1] != H)  # (B, H, T, Dh)
