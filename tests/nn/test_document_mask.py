@@ -12,7 +12,7 @@ import zoo
 from tests.conftest import POSITIONS, sharp
 from zoo.data.collate.causal import collate_causal
 from zoo.data.collate.masked import IGNORE_INDEX
-from zoo.nn.documents import positions_in_documents
+from zoo.nn.documents import DocumentMask, flex_compiled, positions_in_documents, takes_flex
 from zoo.nn.mask import document_mask
 
 EOS = 3
@@ -106,3 +106,34 @@ def test_a_cache_with_document_ids_is_refused():
     batch = collate_causal([_window()[0]], eos_id=EOS)
     with pytest.raises(ValueError, match="without a KV cache"):
         model(batch["input_ids"], document_ids=batch["document_ids"], use_cache=True)
+
+
+def test_flex_is_taken_only_where_nothing_needs_the_explicit_path():
+    mask = DocumentMask(torch.zeros(1, 4, dtype=torch.long), kernel="flex")
+    assert takes_flex(mask, bias=None, math_path=False, dropout=0.0)
+    assert not takes_flex(mask, bias=torch.zeros(1, 2, 4, 4), math_path=False, dropout=0.0)  # T5 bias, ALiBi
+    assert not takes_flex(mask, bias=None, math_path=True, dropout=0.0)  # Shaw's weights
+    assert not takes_flex(mask, bias=None, math_path=False, dropout=0.1)
+    assert not takes_flex(DocumentMask(mask.document_ids, kernel="sdpa"), bias=None, math_path=False, dropout=0.0)
+    padded = DocumentMask(mask.document_ids, kernel="flex", key_padding=torch.ones(1, 4))
+    assert padded.kernel == "sdpa"
+    assert not flex_compiled(torch.device("cpu"), layers_compiled=True)  # no FlexAttention backward on CPU
+
+
+@pytest.mark.slow
+def test_a_compiled_training_step_on_the_cpu_gives_the_eager_loss_and_gradients():
+    """task.compile=true with document masking (SDPA with the boolean mask on the CPU)."""
+    from tests.conftest import tiny
+    from zoo.tasks import TASKS
+
+    batch = collate_causal([_window(seed=s)[0] for s in range(2)], eos_id=EOS)
+    out = {}
+    for compile in (False, True):
+        torch.manual_seed(0)
+        task = TASKS["causal_lm"](model=tiny(position="rope"), task={"kind": "causal_lm", "compile": compile})
+        loss = task.training_loss(batch)[0]
+        loss.backward()
+        out[compile] = (loss.detach(), [p.grad for p in task.model.parameters()])
+    torch.testing.assert_close(out[True][0], out[False][0], rtol=1e-5, atol=1e-6)
+    for compiled, eager in zip(out[True][1], out[False][1], strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)

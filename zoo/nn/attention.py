@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.nn.cache import LayerCache
-from zoo.nn.documents import DocumentMask, attend as flex_attend
+from zoo.nn.documents import DocumentMask, attend as flex_attend, takes_flex
 from zoo.nn.position.base import PositionScheme
 
 
@@ -37,14 +37,14 @@ def attention(
     Returns (out (B, H, T, Dh), weights (B, H, T, S) or None). The default path is
     `scaled_dot_product_attention`; `math_path=True` computes the weights explicitly (for
     schemes that need them and for inspection) and is tested against it. A `DocumentMask`
-    (packed documents) takes FlexAttention where its kernel is flex and neither the weights nor
-    dropout are asked for, its boolean form otherwise.
+    (packed documents) takes FlexAttention where its kernel is flex and no bias, weights or
+    dropout are asked for (`zoo.nn.documents.takes_flex`), its boolean form otherwise.
     """
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if isinstance(mask, DocumentMask):
-        if mask.kernel == "flex" and not math_path and dropout == 0.0:
-            return flex_attend(q, k, v, mask, bias=bias, scale=scale), None  # (B, H, T, Dh)
+        if takes_flex(mask, bias=bias, math_path=math_path, dropout=dropout):
+            return flex_attend(q, k, v, mask, scale=scale), None  # (B, H, T, Dh)
         mask = mask.dense()  # (B, 1, T, S)
     T, S = q.shape[2], k.shape[2]
     if causal and (bias is not None or mask is not None or math_path or T != S):

@@ -82,19 +82,18 @@ class DocumentMask:
         return self._block
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: DocumentMask, *,
-           bias: Optional[torch.Tensor], scale: float) -> torch.Tensor:
-    """FlexAttention of q (B, H, T, Dh), k, v (B, Hkv, T, Dh) under `mask`'s block mask, the
-    additive score `bias` (broadcastable to (B, H, T, T)) as a score_mod -> (B, H, T, Dh)."""
+def takes_flex(mask: DocumentMask, *, bias: Optional[torch.Tensor], math_path: bool, dropout: float) -> bool:
+    """Does attention under `mask` take FlexAttention? Its kernel is flex, and nothing asks for
+    what only the explicit path gives: the weights (Shaw), attention dropout, or an additive
+    score bias (T5 bias, ALiBi: a dense (B, H, T, T) bias costs the memory the block mask saves,
+    and inductor's CPU lowering of such a score_mod fails in torch 2.13). Those take SDPA."""
+    return mask.kernel == "flex" and bias is None and not math_path and dropout == 0.0
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: DocumentMask, *, scale: float) -> torch.Tensor:
+    """FlexAttention of q (B, H, T, Dh), k, v (B, Hkv, T, Dh) under `mask`'s block mask ->
+    (B, H, T, Dh)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    B, H, T, _ = q.shape
-    score_mod = None
-    if bias is not None:
-        full = bias.expand(B, H, T, k.shape[2])  # (B, H, T, S)
-
-        def score_mod(score, b, h, q_index, kv_index):
-            return score + full[b, h, q_index, kv_index]
-
-    return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask.block(), scale=scale,
-                          enable_gqa=k.shape[1] != H)  # (B, H, T, Dh)
+    return flex_attention(q, k, v, block_mask=mask.block(), scale=scale,
+                          enable_gqa=k.shape[1] != q.shape[1])  # (B, H, T, Dh)
