@@ -4,11 +4,12 @@ causal (a token sees only the earlier tokens of its own document) and positions 
 at each document, so a packed batch computes what each document computes alone.
 
 Two kernels compute the same thing: FlexAttention (Dong et al. 2024) with a block mask built
-from the ids, which skips the blocks no query of a tile sees and is fast where it is compiled
-(`task.compile=true`), and `scaled_dot_product_attention` with the boolean (B, 1, T, T) mask of
-`zoo.nn.mask.document_mask` everywhere else (eager FlexAttention materialises every score).
-`DocumentMask` carries both forms through a stack forward, each built once when first asked
-for, and attention takes the one it can use (`attend`)."""
+from the ids, which skips the blocks no query of a tile sees and is fast where it is compiled on
+a GPU (`task.compile=true`), and `scaled_dot_product_attention` with the boolean (B, 1, T, T)
+mask of `zoo.nn.mask.document_mask` everywhere else (eager FlexAttention materialises every
+score; on the CPU it has no backward). `DocumentMask` carries both forms through a stack
+forward, each built once when first asked for, and attention takes the one it can use
+(`takes_flex`)."""
 
 from __future__ import annotations
 
