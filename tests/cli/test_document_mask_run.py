@@ -40,3 +40,18 @@ def test_eval_and_resume_keep_the_document_mask(tmp_path, cli_here):
     assert json.loads((run / "summary.json").read_text())["global_step"] == 9
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["document_mask"] is True
     assert torch.load(last, weights_only=True)["hyper_parameters"]["extra"]["data"]["document_mask"] is True
+
+
+@pytest.mark.slow
+def test_two_fsdp_ranks_on_the_cpu_validate_as_one_process(tmp_path, cli_here):
+    """Each rank's batches carry their own document ids: two FSDP ranks train and validate what
+    one process does (the same val/loss)."""
+    from tests.cli.conftest import zoo_train
+
+    one = cli_here("train", *tiny_overrides(tmp_path / "one"), "data.document_mask=true")
+    two = zoo_train(*tiny_overrides(tmp_path / "two"), "data.document_mask=true", "trainer=fsdp_cpu",
+                    "trainer.devices=2")
+    assert one.returncode == 0 and two.returncode == 0, (one.stderr[-2000:], two.stderr[-2000:])
+    losses = [json.loads((tmp_path / name / "summary.json").read_text())["metrics"]["val/loss"]
+              for name in ("one", "two")]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4)
