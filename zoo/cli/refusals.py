@@ -24,6 +24,7 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("the task needs its family", ["model=bert", "task=causal_lm"]),
     ("the task needs its family", ["model=gpt", "task=seq2seq"]),
     ("pooling only for classification", ["task.pooling=mean"]),
+    ("document masking only for packed causal LM", ["model=bert", "task=masked_lm", "data.document_mask=true"]),
     ("dropout is a probability", ["model.dropout=1.0"]),
     ("μP's base width is a width", ["model.parametrization=mup", "model.mup_base_d_model=0"]),
     ("a μP option without μP", ["model.mup_base_d_model=64"]),

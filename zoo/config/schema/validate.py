@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.convert import reject_non_finite, as_model_config, as_schema, to_plain
-from zoo.config.schema.data import as_data_config, as_tokenizer_config
+from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
 from zoo.config.errors import ConfigError
 from zoo.config.schema.logger import LoggerConfig
 from zoo.config.facts.positions import max_positions
@@ -71,6 +71,7 @@ def _validate(cfg: Any) -> ZooConfig:
     )
     check_trainer(zc.trainer)
     _check_task_family(zc)
+    check_document_mask(zc.data, zc.task.kind)
     _check_positions(zc)
     _check_sharding(zc)
     _check_fused_clipping(zc)
