@@ -70,6 +70,7 @@ def _validate(cfg: Any) -> ZooConfig:
         seed=int(data.get("seed", 0)),
         ckpt_path=data.get("ckpt_path"),
         init_from=data.get("init_from"),
+        branch_from=data.get("branch_from"),
     )
     check_trainer(zc.trainer)
     _check_task_family(zc)
@@ -79,6 +80,7 @@ def _validate(cfg: Any) -> ZooConfig:
     _check_fused_clipping(zc)
     _check_batch(zc)
     _check_schedule(zc)
+    _check_branch(zc)
     return zc
 
 
@@ -144,6 +146,19 @@ def _check_muon(zc: ZooConfig) -> None:
         raise ConfigError("optim=muon cannot run with model.parametrization=mup: muP's per-layer learning rates "
                           "and initialisations are derived for Adam, and Muon scales each matrix's rate by its "
                           "shape itself (optim.adjust_lr_fn); use model.parametrization=standard or optim=adamw")
+
+
+def _check_branch(zc: ZooConfig) -> None:
+    """branch_from starts a WSD cooldown of scheduler.decay_steps at the checkpoint's step, in a
+    run directory of its own (`zoo.training.resume.branch`)."""
+    if zc.branch_from is None:
+        return
+    if zc.ckpt_path is not None or zc.init_from is not None:
+        raise ConfigError("branch_from starts a run from another run's checkpoint: it cannot be combined with "
+                          "ckpt_path or init_from")
+    if zc.scheduler.kind.value != "wsd" or zc.scheduler.decay_steps is None:
+        raise ConfigError("branch_from branches a cooldown off a stable phase: it needs scheduler=wsd and "
+                          "scheduler.decay_steps (the cooldown's length from the branch step)")
 
 
 def _check_batch(zc: ZooConfig) -> None:
