@@ -1,11 +1,17 @@
-"""Normalization layers: LayerNorm (Ba et al. 2016) and RMSNorm (Zhang & Sennrich 2019)."""
+"""Normalization layers: LayerNorm (Ba et al. 2016) and RMSNorm (Zhang & Sennrich 2019).
+
+`NORMS` is keyed by `NormType` and holds one builder per row of
+`zoo.config.facts.norms.NORM_FACTS`; `tests/config/facts/test_norm_table.py` keeps the two in
+step (the parameters a row says one norm holds are the built module's)."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 from torch import nn
 
-from zoo.config.schema.model import NormType
+from zoo.config.facts.norms import NormType
 
 
 class RMSNorm(nn.Module):
@@ -29,10 +35,27 @@ class RMSNorm(nn.Module):
         return f"{self.weight.shape[0]}, eps={self.eps}"
 
 
+def layernorm(dim: int, eps: float, bias: bool) -> nn.Module:
+    """`torch.nn.LayerNorm`, eps inside the square root; β with model.bias."""
+    return nn.LayerNorm(dim, eps=eps, bias=bias)
+
+
+def rmsnorm(dim: int, eps: float, bias: bool) -> nn.Module:
+    """RMSNorm has no bias, whatever model.bias says."""
+    return RMSNorm(dim, eps=eps)
+
+
+NORMS: dict[NormType, Callable[[int, float, bool], nn.Module]] = {
+    NormType.layernorm: layernorm,
+    NormType.rmsnorm: rmsnorm,
+}
+
+# the module classes NORMS builds (initialisation sets their weight to 1 and bias to 0)
+NORM_MODULES = (nn.LayerNorm, RMSNorm)
+
+
 def build_norm(kind: NormType, dim: int, eps: float, bias: bool) -> nn.Module:
-    """LayerNorm keeps eps inside the square root, as `torch.nn.LayerNorm` does."""
-    if kind == NormType.layernorm:
-        return nn.LayerNorm(dim, eps=eps, bias=bias)
-    if kind == NormType.rmsnorm:
-        return RMSNorm(dim, eps=eps)
-    raise ValueError(f"unknown norm type {kind!r}")
+    """One norm of type `kind` over `dim` (ValueError for a kind with no builder)."""
+    if kind not in NORMS:
+        raise ValueError(f"no norm builder for model.norm_type={kind!r}")
+    return NORMS[kind](dim, eps, bias)

@@ -18,17 +18,16 @@ from __future__ import annotations
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import GATED, ModelConfig, NormPlacement, NormType
+from zoo.config.schema.model import ModelConfig, NormPlacement
+from zoo.config.facts.ffn import ffn_parameters
+from zoo.config.facts.norms import norm_parameters
 from zoo.config.facts.positions import POSITION_FACTS
 
 
 def norm_params(cfg: ModelConfig) -> int:
-    """One norm over D: LayerNorm has γ (D) and, with model.bias, β (D); RMSNorm has γ (D)."""
-    if cfg.norm_type == NormType.layernorm:
-        return cfg.d_model * (2 if cfg.bias else 1)
-    if cfg.norm_type == NormType.rmsnorm:
-        return cfg.d_model
-    raise ConfigError(f"no parameter count for model.norm_type={cfg.norm_type.value}")
+    """One norm over D, from its row of `zoo.config.facts.norms.NORM_FACTS` (LayerNorm: γ and,
+    with model.bias, β; RMSNorm: γ)."""
+    return norm_parameters(cfg)
 
 
 def attention_params(cfg: ModelConfig) -> int:
@@ -42,12 +41,11 @@ def attention_params(cfg: ModelConfig) -> int:
 
 
 def feedforward_params(cfg: ModelConfig) -> tuple[int, int]:
-    """One feed-forward unit as (A, B) with count A + B·F. Plain: W_in (D × F), W_out (F × D),
-    biases F + D, so B = 2·D (+ 1). Gated: W_in holds gate and up (D × 2·F), biases 2·F + D,
-    so B = 3·D (+ 2). A = D (the bias of W_out) with model.bias, else 0."""
-    inner = 2 if cfg.activation in GATED else 1
-    per_unit = (inner + 1) * cfg.d_model + (inner if cfg.bias else 0)
-    return (cfg.d_model if cfg.bias else 0), per_unit
+    """One feed-forward unit as (A, B) with count A + B·F, from its row of
+    `zoo.config.facts.ffn.FFN_FACTS` (linear in F): A at F = 0, B the step to F = 1. Dense:
+    B = 2·D (+ 1) plain, 3·D (+ 2) gated; A = D (the bias of W_out) with model.bias, else 0."""
+    fixed = ffn_parameters(cfg, 0)
+    return fixed, ffn_parameters(cfg, 1) - fixed
 
 
 def position_params(cfg: ModelConfig, n_layers: int) -> tuple[int, int]:
