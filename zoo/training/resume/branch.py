@@ -23,6 +23,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.facts.schedules import SCHEDULE_FACTS
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.train import SchedulerConfig
+from zoo.tasks.optim import schedule
 from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 from zoo.training.resume.match import check_resume, saved_sections
 
@@ -45,8 +46,6 @@ def parent_run(path: str) -> Path:
 
 
 def _multipliers(cfg: SchedulerConfig, total: Optional[int], d_model: int, steps) -> list[float]:
-    from zoo.tasks.optim import schedule  # torch: only when a branch starts
-
     f = schedule(cfg, total_steps=total, d_model=d_model)
     return [f(step) for step in steps]
 
