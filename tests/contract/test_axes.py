@@ -44,6 +44,15 @@ def test_a_kinds_settings_select_it_and_an_unknown_kind_is_refused(ax, kind):
         ax.settings("no_such_kind")
 
 
+@pytest.mark.parametrize("ax", [a for a in AXES if a.model_level], ids=pair_id)
+def test_an_unknown_kind_is_refused_on_one_line_naming_the_choices(ax):
+    with pytest.raises(ConfigError) as refused:
+        ModelConfig(**model_kwargs({ax.key: "no_such_kind"}))
+    message = str(refused.value)
+    assert "\n" not in message and f"{ax.key}='no_such_kind'" in message
+    assert all(kind.value in message for kind in ax.kinds)
+
+
 def _config_or_refusal(ax, kind, family):
     """(ModelConfig, None) or (None, the one-line refusal)."""
     try:
@@ -53,31 +62,23 @@ def _config_or_refusal(ax, kind, family):
 
 
 @pytest.mark.parametrize("ax,kind,family", BUILDS, ids=pair_id)
-def test_a_kind_builds_with_every_family_or_is_refused_on_one_line(ax, kind, family):
+def test_a_kind_builds_with_every_family_and_its_rows_count_its_parameters_and_flops(ax, kind, family):
+    """Built (or refused on one line naming the kind or its key), the model runs a forward over
+    T tokens (an encoder-decoder: T source and T target tokens); its non-embedding parameters
+    are the torch-free count's, and torch's FlopCounterMode counts the matrix multiplies
+    (linear layers, attention's q·kᵀ and weights·v, a position scheme's own) that
+    `flops_per_token` at context T says, times T."""
     cfg, refusal = _config_or_refusal(ax, kind, family)
     if refusal is not None:
         assert "\n" not in refusal and (kind.value in refusal or ax.key in refusal), refusal
         return
-    assert getattr(cfg, ax.key.split(".")[1]) is not None
-    model = zoo.build_model(cfg).eval()
-    with torch.no_grad():
-        out = model(**forward_inputs(cfg.family, 8, cfg.vocab_size))
-    assert torch.isfinite(out.logits).all()
-    assert non_embedding_params(cfg) == zoo.summarize(model).non_embedding_params
-
-
-@pytest.mark.parametrize("ax,kind,family", BUILDS, ids=pair_id)
-def test_the_flops_from_the_rows_are_what_a_forward_multiplies(ax, kind, family):
-    """torch's FlopCounterMode counts the matrix multiplies (linear layers, attention's q·kᵀ and
-    weights·v) of a forward over T tokens (an encoder-decoder: T source and T target tokens):
-    `flops_per_token` at context T, times T."""
-    cfg, refusal = _config_or_refusal(ax, kind, family)
-    if refusal is not None:
-        pytest.skip(refusal)
     model, T = zoo.build_model(cfg).eval(), cfg.max_seq_len
     with flop_counter() as counter, torch.no_grad():
-        model(**forward_inputs(cfg.family, T, cfg.vocab_size))
-    assert counter.get_total_flops() == T * zoo.summarize(model, seq_len=T).flops_per_token
+        out = model(**forward_inputs(cfg.family, T, cfg.vocab_size))
+    assert torch.isfinite(out.logits).all()
+    summary = zoo.summarize(model, seq_len=T)
+    assert non_embedding_params(cfg) == summary.non_embedding_params
+    assert counter.get_total_flops() == T * summary.flops_per_token
 
 
 @pytest.mark.parametrize("ax,kind", MODEL_PAIRS, ids=pair_id)

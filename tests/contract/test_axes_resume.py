@@ -5,6 +5,7 @@ axis is left out: a family trains its own task, which tests/cli/test_train_cli.p
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ def test_a_kind_trains_and_resumes_bit_for_bit(ax, kind, tmp_path, cli_here):
     assert stopped.returncode == -9, stopped.stderr[-3000:]
     again = cli_here("train", *tiny_overrides(killed), *args)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((killed / "summary.json").read_text())["resumed_at_step"] == 2
     a, b = model_state(straight / "checkpoints" / "last.ckpt"), model_state(killed / "checkpoints" / "last.ckpt")
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a), f"{ax.key}={kind.value}: the resumed weights differ"

@@ -25,7 +25,7 @@ from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import ZERO_SPREAD, Difference, difference, holm, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
-from zoo.compare.table import write_runs
+from zoo.compare.table import run_place, write_runs
 from zoo.config.records.atomic import replacing, write_text
 from zoo.config.records.rundir import RunDir
 
@@ -209,7 +209,8 @@ def flag_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
 
 def problem_lines(runs: list[Run], unreadable: list[Run]) -> list[str]:
     """The "Runs without a final result" section: every run that failed, is unfinished or is
-    damaged, with its error or its last validation; empty when there is none."""
+    damaged (named by its sweep and its directory there, as runs.csv names it), with its error or
+    its last validation; empty when there is none."""
     problems = [r for r in runs if r.status != RunStatus.finished] + unreadable
     if not problems:
         return []
@@ -218,7 +219,7 @@ def problem_lines(runs: list[Run], unreadable: list[Run]) -> list[str]:
         detail = f": {text(r.error)}" if r.error else (
             f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)"
             if r.curve and "val/loss" in r.last_val else "")
-        lines.append(f"- {code(r.path)} {r.status.value}{detail}")
+        lines.append(f"- {code('/'.join(run_place(r)))} {r.status.value}{detail}")  # no machine path
     return lines
 
 

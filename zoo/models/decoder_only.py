@@ -21,7 +21,7 @@ class DecoderOnly(ZooModel):
 
     def new_cache(self, capacity: Optional[int] = None) -> Cache:
         """An empty KV cache; `capacity`: a static one of that many positions."""
-        return Cache.empty(len(self.decoder.layers), capacity)
+        return Cache.empty(len(self.decoder.layers), capacity, self.decoder.windows)
 
     def forward(
         self,

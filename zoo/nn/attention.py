@@ -12,6 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.nn.cache import LayerCache
+from zoo.nn.flex import dense, flex, is_block_mask
+from zoo.nn.logit_stats import max_attention_logit
 from zoo.nn.position.base import PositionScheme
 
 
@@ -30,7 +32,7 @@ def attention(
     """softmax(q·kᵀ · scale + bias, masked) · v.
 
     q (B, H, T, Dh); k, v (B, Hkv, S, Dh) with H a multiple of Hkv; mask (B or 1, 1, T, S)
-    boolean, True = may attend; bias broadcastable to (B, H, T, S), added to the scaled scores;
+    boolean, True = may attend (or a FlexAttention BlockMask, `zoo.nn.flex`); bias broadcastable to (B, H, T, S), added to the scaled scores;
     `causal` adds a causal mask, with the T queries being the last T of the S keys.
 
     Returns (out (B, H, T, Dh), weights (B, H, T, S) or None). The default path is
@@ -39,6 +41,10 @@ def attention(
     """
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if is_block_mask(mask):  # a sliding layer's band for FlexAttention (`zoo.nn.flex.use_flex`)
+        if not math_path and bias is None:
+            return flex(q, k, v, mask, scale), None  # (B, H, T, Dh)
+        mask = dense(mask, q.shape[2], k.shape[2], q.device)  # (1, 1, T, S): the weights are wanted
     T, S = q.shape[2], k.shape[2]
     if causal and (bias is not None or mask is not None or math_path or T != S):
         # SDPA's is_causal aligns the top-left corner; the queries here are the last T keys
@@ -108,6 +114,8 @@ class Attention(nn.Module):
         self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh) (μP: `ModelConfig.attention_multiplier`)
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
         self.last_weights: Optional[torch.Tensor] = None
+        self.record_max_logit = False  # set True to record `last_max_logit` (the instability monitor)
+        self.last_max_logit: Optional[torch.Tensor] = None  # max scaled q·kᵀ a query may attend, detached
 
     def _heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
         B, T, _ = x.shape
@@ -152,6 +160,9 @@ class Attention(nn.Module):
             elif cache is not None:
                 k, v, k_positions = cache.self_attn.update(k, v, positions)  # (B, Hkv, S, Dh)
         q, k, bias = position.attend(q, k, positions, k_positions)
+        if self.record_max_logit:
+            seen = dense(mask, q.shape[2], k.shape[2], q.device) if is_block_mask(mask) else mask  # (1, 1, T, S)
+            self.last_max_logit = max_attention_logit(q, k, scale=self.scale, mask=seen, causal=causal)
         need_weights = position.needs_attention_weights or self.keep_weights
         out, weights = attention(
             q, k, v,

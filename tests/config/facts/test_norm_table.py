@@ -47,14 +47,39 @@ def test_a_built_model_starts_its_norms_at_one_and_zero(kind):
     assert all(torch.equal(m.bias, torch.zeros_like(m.bias)) for m in norms if getattr(m, "bias", None) is not None)
 
 
-def test_zoos_rmsnorm_computes_torchs_rmsnorm_in_float32():
-    x = torch.randn(3, 5, 24) * 4
-    ours, theirs = RMSNorm(24, eps=1e-6), torch.nn.RMSNorm(24, eps=1e-6)
+def _normalized_then_scaled(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm as Hugging Face's Llama computes it: normalized in float32, cast back, times γ."""
+    h = x.float()
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+
+def test_zoos_rmsnorm_is_torchs_and_computes_the_same_in_float32():
+    norm = RMSNorm(24, eps=1e-6)
     with torch.no_grad():
-        ours.weight.normal_()
-        theirs.weight.copy_(ours.weight)
-    torch.testing.assert_close(ours(x), theirs(x), rtol=1e-6, atol=1e-6)
-    assert ours.state_dict().keys() == theirs.state_dict().keys() == {"weight"}
+        norm.weight.normal_()
+    x = torch.randn(3, 5, 24) * 4
+    assert isinstance(norm, torch.nn.RMSNorm) and norm.state_dict().keys() == {"weight"}
+    assert torch.equal(norm(x), _normalized_then_scaled(x, norm.weight, 1e-6))
+    assert torch.equal(norm(x), torch.nn.functional.rms_norm(x, (24,), norm.weight, 1e-6))
+
+
+def test_in_bfloat16_zoos_rmsnorm_keeps_its_own_order_which_torchs_kernel_does_not_compute():
+    norm = RMSNorm(64, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = (torch.randn(4, 32, 64) * 3).bfloat16()
+    assert torch.equal(norm(x), _normalized_then_scaled(x, norm.weight, 1e-6))  # float32 γ: float32 out
+    norm = norm.bfloat16()
+    ours, torchs = norm(x), torch.nn.functional.rms_norm(x, (64,), norm.weight, 1e-6)
+    assert torch.equal(ours, _normalized_then_scaled(x, norm.weight, 1e-6))
+    assert not torch.equal(ours, torchs)  # torch rounds once, after γ: a different number
+
+
+def test_a_checkpoint_of_the_former_rmsnorm_loads():
+    old = {"weight": torch.randn(16)}  # the former nn.Module's only entry
+    norm = RMSNorm(16)
+    norm.load_state_dict(old)
+    assert torch.equal(norm.weight, old["weight"])
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)

@@ -44,7 +44,7 @@ def config_kwargs(work: Workload) -> dict:
     if cfg.family != Family.decoder_only:
         raise PeerUnavailable(f"compared on decoder-only models only, not {cfg.family.value}")
     if cfg.norm != NormPlacement.pre:
-        raise PeerUnavailable("litgpt's blocks are pre-norm only")
+        raise PeerUnavailable(f"litgpt's blocks are pre-norm only, not model.norm={cfg.norm.value}")
     if cfg.position.kind not in ROPE:
         raise PeerUnavailable(f"litgpt has RoPE only, not {cfg.position.kind.value}")
     refuse_unmapped(cfg, MAPPED, "litgpt")

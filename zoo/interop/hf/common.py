@@ -44,6 +44,7 @@ ANY = object()  # an option value a family reproduces whatever it is
 OPTIONS = {"scale_embeddings": (False,), "embed_norm": (False,), "token_types": (0,), "attention_scale": (None,),
            "head_transform": (False,), "scale_output": (False,), "output_bias": (False,), "offset": (0,),
            "parametrization": ("standard",)}  # μP's multipliers have no Hugging Face equivalent
+OPTIONS["attention"] = ("full",)  # a sliding window the five families' configs have no key for
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:
