@@ -14,6 +14,7 @@ from torch import nn
 from zoo.nn.cache import LayerCache
 from zoo.nn.flex import dense, flex, is_block_mask
 from zoo.nn.logit_stats import max_attention_logit
+from zoo.nn.documents import DocumentMask, attend as flex_attend, takes_flex
 from zoo.nn.position.base import PositionScheme
 
 
@@ -22,7 +23,7 @@ def attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    mask: Optional[torch.Tensor] = None,
+    mask: Optional[torch.Tensor | DocumentMask] = None,
     bias: Optional[torch.Tensor] = None,
     causal: bool = False,
     scale: Optional[float] = None,
@@ -37,7 +38,9 @@ def attention(
 
     Returns (out (B, H, T, Dh), weights (B, H, T, S) or None). The default path is
     `scaled_dot_product_attention`; `math_path=True` computes the weights explicitly (for
-    schemes that need them and for inspection) and is tested against it.
+    schemes that need them and for inspection) and is tested against it. A `DocumentMask`
+    (packed documents) takes FlexAttention where its kernel is flex and no bias, weights or
+    dropout are asked for (`zoo.nn.documents.takes_flex`), its boolean form otherwise.
     """
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -45,6 +48,10 @@ def attention(
         if not math_path and bias is None:
             return flex(q, k, v, mask, scale), None  # (B, H, T, Dh)
         mask = dense(mask, q.shape[2], k.shape[2], q.device)  # (1, 1, T, S): the weights are wanted
+    if isinstance(mask, DocumentMask):
+        if takes_flex(mask, bias=bias, math_path=math_path, dropout=dropout):
+            return flex_attend(q, k, v, mask, scale=scale), None  # (B, H, T, Dh)
+        mask = mask.dense()  # (B, 1, T, S)
     T, S = q.shape[2], k.shape[2]
     if causal and (bias is not None or mask is not None or math_path or T != S):
         # SDPA's is_causal aligns the top-left corner; the queries here are the last T keys

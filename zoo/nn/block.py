@@ -20,6 +20,7 @@ from zoo.config.facts.attention import stack_windows
 from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
+from zoo.nn.documents import DocumentMask
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import build_ffn
 from zoo.nn.flex import band_block_mask, use_flex
@@ -132,6 +133,9 @@ class Stack(nn.Module):
         self.final_norm = (
             build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if pre else nn.Identity()
         )
+        # packed documents: sdpa (the boolean mask) unless set to flex; FlexAttention is taken on no
+        # device by itself until its compiled GPU path is measured equal (tests/gpu/test_document_mask_cuda.py)
+        self.document_kernel: Optional[str] = None
 
     def position_for(self, layer: int) -> PositionScheme:
         return self.positions[layer if len(self.positions) > 1 else 0]
@@ -205,7 +209,10 @@ class Stack(nn.Module):
         memory: Optional[torch.Tensor] = None,
         memory_padding: Optional[torch.Tensor] = None,
         cache: Optional[Cache] = None,
+        document_ids: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
+        """`document_ids` (B, T): packed documents (`zoo.nn.documents`), each token attends
+        within its own document only; a forward of the whole window, no cache."""
         B, T, _ = x.shape
         # no padding: no mask, so SDPA can take its fused causal / unmasked path (where reading the
         # mask is free; elsewhere the data path leaves out a mask without padding)
@@ -214,7 +221,13 @@ class Stack(nn.Module):
         if memory_padding is not None and host_reads_are_free(memory_padding) and bool(memory_padding.all()):
             memory_padding = None
         past = 0 if cache is None or cache.static else cache.length  # a static cache's is on the device
-        if cache is not None and cache.static:
+        if document_ids is not None:
+            if cache is not None or not self.causal:
+                raise ValueError("document_ids mask a causal stack's forward over whole packed windows, "
+                                 "without a KV cache")
+            kernel = self.document_kernel or "sdpa"
+            mask, causal = DocumentMask(document_ids, kernel=kernel, key_padding=key_padding), False
+        elif cache is not None and cache.static:
             # a static cache returns all `capacity` slots: the ones not yet written are masked
             mask, causal = self._static_cache_mask(cache, T, key_padding, x.device), False
         elif key_padding is None and past == 0:
@@ -227,7 +240,16 @@ class Stack(nn.Module):
                 device=x.device,
             )  # (B or 1, 1, T, S)
             causal = False
-        sliding = self._sliding_mask(cache, T, key_padding, x.device) if self.window is not None else None
+        if self.window is None:
+            sliding = None
+        elif document_ids is not None:
+            # packed documents under a sliding window: a key must be both in the query's document
+            # and in its band (the boolean forms and-ed; SDPA takes them)
+            band = attention_mask(q_len=T, k_len=T, causal=True, key_padding=None, device=x.device,
+                                  window=self.window)  # (1, 1, T, T) or None where the band holds all
+            sliding = (mask.dense() if band is None else mask.dense() & band), False  # (B, 1, T, T)
+        else:
+            sliding = self._sliding_mask(cache, T, key_padding, x.device)
         memory_mask = None
         if memory is not None and memory_padding is not None:
             memory_mask = attention_mask(

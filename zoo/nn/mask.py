@@ -69,3 +69,13 @@ def band_mask_mod(window: int, causal: bool, offset: int = 0):
         return band & (kv_idx <= q) if causal else band
 
     return mask_mod
+def document_mask(document_ids: torch.Tensor) -> torch.Tensor:
+    """Block-diagonal causal mask of packed documents: (B, T) document ids -> (B, 1, T, T),
+    query i may see key j when j <= i and both belong to the same document. A boolean mask, so
+    other masks (key padding, a sliding window's band) compose with it by `&`; the same rule as
+    a FlexAttention mask_mod is `zoo.nn.documents.document_mask_mod`."""
+    T = document_ids.shape[-1]
+    i = torch.arange(T, device=document_ids.device)
+    causal = (i[None, :] <= i[:, None])[None]  # (1, T, T)
+    same = document_ids[:, :, None] == document_ids[:, None, :]  # (B, T, T)
+    return (causal & same)[:, None]  # (B, 1, T, T)

@@ -29,8 +29,10 @@ from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
 from zoo.config.facts.norms import NORM_FACTS, NormType
+from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.positions import POSITION_FACTS, PositionKind
 from zoo.config.facts.placements import NormPlacement
+from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ AXES: list[Axis] = [
     Axis("model.activation", Activation, ACTIVATION_FACTS),
     Axis("model.ffn", FFNKind, FFN_FACTS),
     Axis("model.attention", AttentionKind, ATTENTION_FACTS, overrides=_attention),
+    Axis("optim.kind", OptimizerKind, OPTIMIZER_FACTS),
+    Axis("scheduler.kind", ScheduleKind, SCHEDULE_FACTS),
 ]
 
 
