@@ -43,7 +43,8 @@ ANY = object()  # an option value a family reproduces whatever it is
 # composition that sets one elsewhere matches no family (it would export as a different model)
 OPTIONS = {"scale_embeddings": (False,), "embed_norm": (False,), "token_types": (0,), "attention_scale": (None,),
            "head_transform": (False,), "scale_output": (False,), "output_bias": (False,), "offset": (0,),
-           "parametrization": ("standard",)}  # μP's multipliers have no Hugging Face equivalent
+           "parametrization": ("standard",),  # μP's multipliers have no Hugging Face equivalent
+           "block": ("sequential",), "qk_norm": ("none",), "attn_softcap": (None,), "final_softcap": (None,)}
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:
