@@ -18,13 +18,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from zoo.config.schema.model import Activation, Family, NormPlacement, NormType, PositionKind
+from zoo.config.facts.activations import ACTIVATION_FACTS
+from zoo.config.facts.ffn import FFN_FACTS
+from zoo.config.facts.norms import NORM_FACTS
+from zoo.config.schema.model import Family, NormPlacement, PositionKind
 
 FAMILIES = [f.value for f in Family]
 POSITIONS = [p.value for p in PositionKind]
 NORMS = [n.value for n in NormPlacement]
-NORM_TYPES = [n.value for n in NormType]
-ACTIVATIONS = [a.value for a in Activation]
+NORM_TYPES = [n.value for n in NORM_FACTS]  # the rows of zoo.config.facts.norms
+ACTIVATIONS = [a.value for a in ACTIVATION_FACTS]  # the rows of zoo.config.facts.activations
+FFNS = [f.value for f in FFN_FACTS]  # the rows of zoo.config.facts.ffn
 CAUSAL_FAMILIES = [f.value for f in Family if f != Family.encoder_only]
 
 

@@ -288,7 +288,8 @@ def test_no_test_module_imports_another():
 
 # folders of tests/ that are tiers across packages, not a package's own tests
 TEST_TIERS = {"gpu": "needs a CUDA GPU", "perf": "each speed switch against the plain path, across packages",
-              "recipes": "the recipes/ folder"}
+              "recipes": "the recipes/ folder",
+              "contract": "every kind of every ablation axis (zoo/config/facts/axes.py), across packages"}
 
 
 def test_tests_mirror_zoo():

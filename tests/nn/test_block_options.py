@@ -16,7 +16,7 @@ from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.model import NormType
 from zoo.config.schema.task import OutputLoss
 from zoo.config.facts.blocks import QKNorm
-from zoo.nn.attention import Attention, attention, max_score
+from zoo.nn.attention import Attention, attention
 from zoo.nn.block import Block
 from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy
 from zoo.nn.position.none import NoPositions
@@ -324,11 +324,3 @@ def test_max_logit_is_the_largest_allowed_scaled_score(n_kv_heads):
     assert float(attn.last_max_logit) > 1.0  # above the cap: it is read before capping
     # the largest score of all is at a masked place: the record leaves it out
     assert float(scores.detach().max()) >= float(expected.detach())
-
-
-def test_max_score_of_the_last_queries_after_a_cache():
-    """T new queries are the last T of the S keys (a cache): the causal corner is aligned there."""
-    q, k = torch.randn(1, 1, 2, 4), torch.randn(1, 1, 5, 4)
-    k[..., 4, :] = 100.0  # only the last query sees the last key
-    got = max_score(q, k, mask=None, causal=True, scale=1.0)
-    torch.testing.assert_close(got, (q[0, 0, 1] @ k[0, 0].T).max())

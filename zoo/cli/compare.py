@@ -7,9 +7,10 @@
     zoo-compare SWEEP scale=model.d_model  # each arm across sizes: power laws, compute multipliers
     zoo-compare SWEEP scale=model.d_model tune=optim.lr   # ... each arm at each size at its own best rate
     zoo-compare SWEEP metric=val/bpb       # bits per byte: comparable across tokenizers
+    zoo-compare recompute=SWEEP/compare    # rebuild a report from its runs.csv; exit 1 if a value differs
 
-Writes report.md, report.csv, curves.png and final.png (tune=: tuning.png; scale=: scaling.png)
-into `out` (default: `compare/` inside the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
+Writes report.md, report.csv, runs.csv (every run), comparison.json, curves.png and final.png
+(tune=: heldout.csv, tuning.png; scale=: scaling.png) into `out` (default: `compare/` inside the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ class CompareArgs:
                                                          "across its sizes, the metric against training compute "
                                                          "as a power law, and the compute multiplier against the "
                                                          "baseline (scaling.png)"})
+    recompute: Optional[str] = field(default=None, metadata={"help": "a report directory holding runs.csv: "
+                                                             "rebuild every interval of its report from runs.csv "
+                                                             "and say whether each equals the report's (exit 1 "
+                                                             "when one differs)"})
 
 
 def run(argv: list[str]) -> dict:
@@ -52,6 +57,18 @@ def run(argv: list[str]) -> dict:
     options = [a for a in argv if "=" in a and not Path(a).exists()]
     dirs += [a for a in argv if "=" in a and Path(a).exists()]
     args, _ = parse(CompareArgs, options_with_baseline(options))
+    if args.recompute:
+        from zoo.compare.recompute import recompute
+
+        if dirs or any(getattr(args, k) for k in ("tune", "scale", "lengths", "baseline", "out")):
+            raise ConfigError("recompute=DIR takes nothing else: the report's own comparison.json says what it compared")
+        if not Path(args.recompute).is_dir():
+            raise ConfigError(f"recompute={args.recompute}: not a directory")
+        try:
+            lines, equal = recompute(Path(args.recompute))
+        except CompareError as exc:
+            raise ConfigError(str(exc)) from None
+        return {"recompute": str(args.recompute), "lines": lines, "equal": equal}
     if not dirs:
         raise ConfigError("give one or more sweep or run directories: zoo-compare DIR [DIR ...] [out=DIR]")
     missing = [d for d in dirs if not Path(d).is_dir()]
@@ -101,7 +118,7 @@ def options_with_baseline(options: list[str]) -> list[str]:
     out = []
     for option in options:
         key, _, value = option.partition("=")
-        out.append(f"{key}={json.dumps(value)}" if key in ("baseline", "lengths") else option)
+        out.append(f"{key}={json.dumps(value)}" if key in ("baseline", "lengths", "recompute") else option)
     return out
 
 
@@ -116,7 +133,17 @@ def usage() -> str:
 def main(argv: Optional[list[str]] = None) -> None:
     from zoo.cli.tool import serve
 
-    serve(TOOL, lambda args: print(json.dumps(run(args), indent=2)), usage, argv)
+    serve(TOOL, _answer, usage, argv)
+
+
+def _answer(argv: list[str]) -> None:
+    result = run(argv)
+    if "recompute" in result:  # lines to read, and the exit status says whether all were equal
+        print("\n".join(result["lines"]))
+        if not result["equal"]:
+            sys.exit(1)
+        return
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import difflib
 from typing import Iterable, Optional, Sequence
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.axes import AXES
 
 
 def flag_words(argv: Sequence[str], unknown: Iterable[str]) -> list[tuple[str, Optional[str], str]]:
@@ -69,13 +70,14 @@ def flag_refusal(tool: str, flags: list[tuple[str, Optional[str], str]], keys: S
     return f"{given}: {tool} takes KEY=VALUE overrides, not --flags; {fix}"
 
 
-def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str,
-               leaves: Iterable[str] = ()) -> Optional[ConfigError]:
+# the axes' keys: where a config group sets one of them (`model/norm_type=rmsnorm` is
+# `model.norm_type=rmsnorm`), the dot is no misspelling
+_FLAT_KEYS = frozenset(axis.key for axis in AXES)
+
+
+def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) -> Optional[ConfigError]:
     """A clearer refusal of a composition Hydra refused, when an override is written another way
-    than zoo's: a group with a dot for its slash, or a comma list without -m. None otherwise.
-    `leaves`: the config's value keys; a group whose options set the value key of its own name
-    (`model/block=parallel` sets `model.block`) is rightly written with a dot too."""
-    leaves = set(leaves)
+    than zoo's: a group with a dot for its slash, or a comma list without -m. None otherwise."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     groups = set(groups)
@@ -86,7 +88,7 @@ def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str,
     for text, override in zip(overrides, parsed):
         key = override.get_key_element().lstrip("+~")
         slashed = key.replace(".", "/")
-        if "." in key and slashed in groups and key not in leaves and not override.is_sweep_override():
+        if "." in key and slashed in groups and key not in _FLAT_KEYS and not override.is_sweep_override():
             value = text.split("=", 1)[1] if "=" in text else ""
             return ConfigError(f"{text}: {slashed} is a config group, chosen with a slash: {slashed}={value}")
         if override.is_sweep_override() and "Ambiguous value" in message and text in message:

@@ -1,6 +1,7 @@
 """Sweep comparison: read the run directories of one or more sweeps (finished or not), group
-runs into arms (same config but the seed), and write `report.md`, `report.csv`, `curves.png`
-and `final.png`. `zoo-compare` is the command line; `compare(dirs, out)` the Python entry, and
+runs into arms (same config but the seed), and write `report.md`, `report.csv`, `runs.csv` (every
+run: `zoo.compare.table`), `curves.png` and `final.png`; `zoo.compare.recompute` rebuilds a
+report from its runs.csv. `zoo-compare` is the command line; `compare(dirs, out)` the Python entry, and
 `compare_tuned(dirs, out, key=...)` compares each arm at its own best value of one key (tune=),
 `compare_scaled(dirs, out, key=...)` each arm across model sizes (scale=)."""
 

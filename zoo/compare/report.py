@@ -6,7 +6,10 @@ whose values differ between arms, the mean ± std over finished seeds of the fin
 metric, its difference to the baseline arm with a 95% interval, model size, FLOPs per token,
 tokens seen, throughput, and how many seeds finished, failed or are unfinished: a run is never
 dropped silently. With several arms against one baseline each difference also has its p-value
-and Holm's adjusted p-value; an interval on one degree of freedom (2 seeds) is flagged. A loss
+and Holm's adjusted p-value; an interval on one degree of freedom (2 seeds) is flagged, and a
+difference with zero spread or fewer than 2 seeds on a side gets no interval and no p-value
+(flagged on its row and in the warnings). Beside report.csv, runs.csv holds every run
+(`zoo.compare.table`), from which `zoo-compare recompute=DIR` rebuilds the report. A loss
 per token is compared only between runs that share a tokenizer (`check_tokenizers`); bits per
 byte (val/bpb) compares any."""
 
@@ -19,9 +22,10 @@ from typing import Optional
 
 from zoo.compare.errors import CompareError
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
-from zoo.compare.stats import Difference, difference, holm, mean_std, t_quantile
+from zoo.compare.stats import ZERO_SPREAD, Difference, difference, holm, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
+from zoo.compare.table import run_place, write_runs
 from zoo.config.records.atomic import replacing, write_text
 from zoo.config.records.rundir import RunDir
 
@@ -63,7 +67,8 @@ class Report:
     @property
     def warnings(self) -> list[str]:
         runs = [r for a in self.arms for r in a.runs]
-        return repeat_warnings(runs) + few_seed_warnings([(arm.name, arm.diff) for arm in self.arms])
+        diffs = [(arm.name, arm.diff) for arm in self.arms]
+        return repeat_warnings(runs) + few_seed_warnings(diffs) + flag_warnings(diffs)
 
     def rows(self) -> list[dict]:
         out = []
@@ -80,6 +85,7 @@ class Report:
                 "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
                 "df": arm.diff.df if arm.diff else None, "p": arm.diff.p if arm.diff else None,
                 "p_holm": arm.diff.p_holm if arm.diff else None,
+                "flag": arm.diff.flag if arm.diff else "",
                 "params": params, "non_embedding_params": non_emb,
                 "flops_per_token": arm.summary_mean("model", "flops_per_token"),
                 "tokens_seen": arm.summary_mean("tokens_seen"),
@@ -122,9 +128,12 @@ def status_of(runs: list[Run]) -> str:
 
 def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
     """`spec` "KEY=VALUE[,KEY=VALUE]" picks the arm with those settings; default: the first arm
-    (the sweep's first job)."""
+    (the sweep's first job). An arm's name ("arm 2") picks that arm."""
     if not spec:
         return arms[0]
+    named = [a for a in arms if getattr(a, "name", None) == spec.strip()]
+    if named:
+        return named[0]
     wanted = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
     if not wanted:
         raise CompareError(f"baseline={spec!r}: expected KEY=VALUE[,KEY=VALUE]")
@@ -176,6 +185,42 @@ def accounting_line(runs: list[Run]) -> str:
             f"D = {_span(d, lambda v: f'{v:,.0f}')} tokens (D/N = {_span(ratio, lambda v: f'{v:.3g}')})")
     return text + (f", {_span(seen, lambda v: f'{v:.2f}')} epochs of the training split." if seen
                    else "; the training split's size is not recorded (epochs unknown).")
+
+
+FLAG_SENTENCE = ("A difference whose seeds have zero spread, or with fewer than 2 seeds on a side, gets no "
+                 "interval and no p-value, and is flagged on its row and under Warnings.")
+RUNS_SENTENCE = ("Every run (its final metrics, N, D, compute and status) is in runs.csv beside this report; "
+                 "`zoo-compare recompute=DIR` rebuilds every interval from it.")
+
+
+def flag_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
+    """One warning per difference without an interval because of its design: zero spread over
+    the seeds, or fewer than 2 seeds on a side. Neither gets a p-value."""
+    out = []
+    for name, diff in diffs:
+        if diff is None or not diff.flag:
+            continue
+        why = ("its seeds' values (or their differences from the baseline's) do not vary: a zero-width "
+               "interval would claim certainty, so none is given" if diff.flag == ZERO_SPREAD else
+               "a spread needs 2 or more seeds on each side")
+        out.append(f"{name}: {diff.flag} ({why}); no interval and no p-value")
+    return out
+
+
+def problem_lines(runs: list[Run], unreadable: list[Run]) -> list[str]:
+    """The "Runs without a final result" section: every run that failed, is unfinished or is
+    damaged (named by its sweep and its directory there, as runs.csv names it), with its error or
+    its last validation; empty when there is none."""
+    problems = [r for r in runs if r.status != RunStatus.finished] + unreadable
+    if not problems:
+        return []
+    lines = ["", "## Runs without a final result", ""]
+    for r in problems:
+        detail = f": {text(r.error)}" if r.error else (
+            f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)"
+            if r.curve and "val/loss" in r.last_val else "")
+        lines.append(f"- {code('/'.join(run_place(r)))} {r.status.value}{detail}")  # no machine path
+    return lines
 
 
 def repeat_warnings(runs: list[Run]) -> list[str]:
@@ -265,12 +310,14 @@ def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
 
 
 def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: Optional[str] = None,
-            plots: bool = True, lengths: Optional[list[int]] = None) -> Report:
-    """Read the sweeps in `dirs`, write report.md, report.csv (and curves.png, final.png) into
-    `out`, and return the report. `lengths` (multiples of the trained context, e.g. [1, 2, 4, 8])
-    adds a length-extrapolation table (lengths.csv, lengths.png). Each arm at its own best value
-    of one key: `zoo.compare.tune.compare_tuned`."""
-    runs, unreadable = load_runs(dirs, metric)
+            plots: bool = True, lengths: Optional[list[int]] = None,
+            found: Optional[tuple[list[Run], list[Run]]] = None) -> Report:
+    """Read the sweeps in `dirs`, write report.md, report.csv, runs.csv (and curves.png,
+    final.png) into `out`, and return the report. `lengths` (multiples of the trained context,
+    e.g. [1, 2, 4, 8]) adds a length-extrapolation table (lengths.csv, lengths.png). `found`:
+    (runs, runs left out) already read (`zoo.compare.table.read_runs`), instead of `dirs`'. Each
+    arm at its own best value of one key: `zoo.compare.tune.compare_tuned`."""
+    runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys = group_arms(runs)
     base = pick_baseline(arms, baseline)
     for arm in arms:
@@ -279,6 +326,7 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     report = Report(metric=metric, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
+    report.files.update(write_runs(report, out, kind="plain"))
     if lengths:
         # deferred: measuring lengths loads checkpoints (torch, Lightning); a comparison without
         # lengths= answers without them (zoo-compare starts in half the time)
@@ -369,7 +417,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
              f"Δ = arm − baseline with a 95% Student-t interval (paired over seeds when both arms ran "
              f"the same seeds, Welch otherwise) and the two-sided p-value of no difference; with several arms, "
              f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
-             f"An interval on 1 degree of freedom (2 seeds) is marked (1 df).", "",
+             f"An interval on 1 degree of freedom (2 seeds) is marked (1 df). {FLAG_SENTENCE} {RUNS_SENTENCE}", "",
              design_line([r for a in report.arms for r in a.runs]), "",
              accounting_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -383,13 +431,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
         cells = [row["arm"], *[code(arm.settings[k]) for k in report.keys], value, diff, p_text, params,
                  _num(row["flops_per_token"]), _num(row["tokens_seen"]), _num(row["tokens_per_s"]), row["status"]]
         lines.append("| " + " | ".join(cells) + " |")
-    problems = [r for a in report.arms for r in a.runs if r.status != RunStatus.finished] + report.unreadable
-    if problems:
-        lines += ["", "## Runs without a final result", ""]
-        for r in problems:
-            detail = f": {text(r.error)}" if r.error else (
-                f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)" if r.curve else "")
-            lines.append(f"- {code(r.path)} {r.status.value}{detail}")
+    lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
     if report.warnings:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if report.lengths:

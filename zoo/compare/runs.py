@@ -37,6 +37,7 @@ class Run:
     error: str = ""
     curve: list[tuple[int, float]] = field(default_factory=list)  # (tokens seen, val/loss)
     last_val: dict[str, float] = field(default_factory=dict)  # last validation row of metrics.csv
+    root: Optional[Path] = None  # the directory it was found under (runs.csv names the run relative to it)
 
     @property
     def seed(self) -> Any:
@@ -226,7 +227,10 @@ def find_runs(dirs: list[Path]) -> list[Run]:
                           key=_natural)
         for p in here:
             found.setdefault(p, root)
-    return [read_run(p, root) for p, root in found.items()]
+    runs = [read_run(p, root) for p, root in found.items()]
+    for run, root in zip(runs, found.values()):
+        run.root = root
+    return runs
 
 
 def _natural(path: Path) -> tuple:

@@ -4,7 +4,9 @@ keep paying as the model grows, and what is it worth in training compute?
 A size is one value of KEY. An arm is every run with the same config except the seed, KEY, the
 keys that change with KEY alone (a size that sets width, depth and training steps together is
 one size) and, with `tune=KEY2`, KEY2: then each arm at each size is taken at its own best KEY2,
-each seed measured at the value chosen on the other seeds (`zoo.compare.select`).
+each seed measured at the value chosen on the other seeds (`zoo.compare.select`); a KEY2 value at
+which any run of that size ended without a final result is failed for tuning there (never
+chosen, never averaged over the seeds that finished).
 
 For each arm and size: the training compute C = 3 · F · D (F the summary's forward FLOPs per
 token, D the tokens seen; backward ≈ 2 × forward), the final metric (mean ± std over seeds),
@@ -43,11 +45,13 @@ from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
-from zoo.compare.report import _show, design_line, load_runs, make_out, pick_baseline, status_of, write_csv
+from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, design_line, load_runs, make_out, pick_baseline,
+                                 problem_lines, status_of, write_csv)
 from zoo.compare.runs import IGNORED, Run, epochs, number as _number
-from zoo.compare.select import leave_one_seed_out
+from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import difference, mean_std
-from zoo.compare.tune import _order, lower_is_better
+from zoo.compare.table import write_heldout, write_runs
+from zoo.compare.tune import _order, heldout_rows, lower_is_better
 from zoo.config.records.atomic import write_text
 
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward
@@ -83,6 +87,8 @@ class Size:
     tuned: Any = None  # with tune=: the value chosen on all seeds
     curve: list[tuple[Any, Optional[float]]] = field(default_factory=list)  # with tune=: (value, mean)
     held_out: bool = True  # with tune=: each seed measured at a value chosen without it
+    choice: Optional[Choice] = None  # with tune=: the choice, with the values failed for tuning
+    points: list[Any] = field(default_factory=list)  # with tune=: (value, runs) objects, in `choice`'s order
     residual: Optional[float] = None  # log(mean) - log(the arm's fit) at this size
 
     def seed_values(self) -> dict[Any, float]:
@@ -262,7 +268,7 @@ def _tuned(size: Size, key: str, metric: str) -> None:
         by_value.setdefault(repr(run.config.get(key)), []).append(run)
         values.setdefault(repr(run.config.get(key)), run.config.get(key))
     order = sorted(by_value, key=lambda v: _order(values[v]))
-    points = []
+    points, failed = [], []
     for v in order:
         finals = {}
         for run in by_value[v]:
@@ -270,12 +276,23 @@ def _tuned(size: Size, key: str, metric: str) -> None:
             if value is not None and compute is not None and math.isfinite(value):
                 finals[run.seed] = value
         points.append(finals)
-    choice = leave_one_seed_out(points, lower_is_better(metric))
+        failed.append(len(finals) < len(by_value[v]))  # a run without a result: failed for tuning
+    choice = leave_one_seed_out(points, lower_is_better(metric), failed=failed)
+    size.choice = choice
+    size.points = [_Value(values[v], by_value[v]) for v in order]
     size.curve = [(values[v], (sum(p.values()) / len(p)) if p else None) for v, p in zip(order, points)]
     size.tuned = values[order[choice.best]] if choice.best is not None else None
     size.held_out = choice.held_out
     measured = [next(r for r in by_value[order[i]] if r.seed == seed) for seed, i in choice.chosen.items()]
     _measure(size, measured, metric)
+
+
+@dataclass
+class _Value:
+    """One value of the tune= key at one size: the value and its runs (heldout.csv reads them)."""
+
+    value: Any
+    runs: list[Run]
 
 
 def scale_arms(runs: list[Run], key: str, metric: str,
@@ -353,6 +370,15 @@ def multiplier_interval(b_low: float, b_high: float, e: float, base: Size, arm: 
             values.append(-math.inf)
     low, high = min(values), max(values)
     return (math.exp(low) if low < 700 else math.inf), (math.exp(high) if high < 700 else math.inf)
+
+
+def interval_gap(base: Size, arm: Size) -> str:
+    """Why a multiplier has no interval: one seed on a side, or seeds without spread."""
+    if len(base.finals) < 2 and len(arm.finals) < 2:
+        return "one seed: no interval"
+    if len(base.finals) < 2 or len(arm.finals) < 2:
+        return "fewer than 2 seeds on a side: no interval"
+    return "zero spread over the seeds: no interval"
 
 
 def multiplier(b: float, e: float, base_loss: float, base_compute: float, arm_loss: float,
@@ -433,22 +459,23 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
             m.value = multiplier(base_fit.b, base_fit.e, own.mean, own.compute, size.mean, size.compute)
             interval = multiplier_interval(*b_range, base_fit.e, own, size)
             if interval is None:
-                m.note = "one seed: no interval"
+                m.note = interval_gap(own, size)
             else:
                 m.low, m.high = interval
 
 
 def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
                    baseline: Optional[str] = None, plots: bool = True, irreducible: Optional[bool] = None,
-                   tune: Optional[str] = None) -> ScaleReport:
+                   tune: Optional[str] = None, found: Optional[tuple[list[Run], list[Run]]] = None) -> ScaleReport:
     """Read the sweeps in `dirs`, compare the arms across the sizes of `key` (each at its own best
     `tune` value when given), write report.md, report.csv (and scaling.png) into `out`, and
     return the report. `irreducible`: fit e + a·C^-b (None: when every arm has at least
-    MIN_POINTS_IRREDUCIBLE sizes)."""
+    MIN_POINTS_IRREDUCIBLE sizes). Also writes runs.csv and, with tune=, heldout.csv; `found`: runs
+    and runs left out already read, instead of `dirs`'."""
     if metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "bpb"):
         raise CompareError(f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb "
                            f"or val/ppl")
-    runs, unreadable = load_runs(dirs, metric)
+    runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys, linked = scale_arms(runs, key, metric, tune)
     base = pick_baseline(arms, baseline)
     if irreducible is None:
@@ -459,6 +486,9 @@ def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/
                          notes=_gaps(arms, base, key, linked) + _design_warnings(arms, key, tune))
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
+    report.files.update(write_runs(report, out, kind="scaled", scale=key, tune=tune, irreducible=irreducible))
+    if tune:
+        report.files["heldout_csv"] = write_heldout(heldout_rows(arms, tune, metric, size_key=key), out)
     if plots:
         report.files["scaling"] = plot_scaling(report, out / "scaling.png")
     report.files["md"] = write_scaled_markdown(report, out / "report.md", dirs)
@@ -511,6 +541,24 @@ def _design_warnings(arms: list[ScaledArm], key: str, tune: Optional[str]) -> li
     if tune and any(not s.held_out for a in arms for s in a.scored):
         out.append(f"some sizes ran one seed: their best {tune} was chosen and measured on that seed "
                    f"(winner's curse: optimistic)")
+    for arm in arms:
+        for s in arm.sizes:
+            if s.choice is None:
+                continue
+            for i in s.choice.failed:
+                out.append(f"{arm.name} at {key}={s.value}: {tune}={s.points[i].value} is failed for tuning (a run "
+                           f"there ended without a final result); never chosen, never averaged over the seeds "
+                           f"that finished")
+            if s.choice.unmeasured:
+                out.append(f"{arm.name} at {key}={s.value}: seed(s) {', '.join(map(str, s.choice.unmeasured))} have "
+                           f"no run at the {tune} the other seeds chose: not measured")
+        for s in arm.scored:
+            if len(s.finals) < 2:
+                out.append(f"{arm.name} at {key}={s.value}: fewer than 2 seeds with a result: no spread, and its "
+                           f"multiplier has no interval")
+            elif all(v == s.finals[0] for v in s.finals):
+                out.append(f"{arm.name} at {key}={s.value}: zero spread over its seeds: its multiplier has no "
+                           f"interval")
     return out
 
 
@@ -547,7 +595,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
              f"is the range of M over two {BOX * 100:.1f}% intervals together: the Student-t interval of the "
              f"difference in log({m} − e) between the arms' seeds at that size (paired when they ran the same "
              f"seeds) and the baseline's exponent interval; an interval that spans 1 does not say which arm "
-             f"needs less compute.", ""]
+             f"needs less compute. {FLAG_SENTENCE} {RUNS_SENTENCE}", ""]
     lines += ["## Design", "", design_line([r for a in report.arms for r in a.runs]), ""] + _design_lines(report)
     all_sizes: dict[str, Any] = {}
     for arm in report.arms:
@@ -579,6 +627,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
             cells.append(text_)
         cells.append(status_of(arm.runs))
         lines.append("| " + " | ".join(cells) + " |")
+    lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
     others = [a for a in report.arms if a is not report.baseline]
     if others:
         head = ["arm", *map(text, report.keys), *sizes]

@@ -5,7 +5,13 @@ arm makes the chosen arm look better than it is: the pick favours values whose s
 run well. `leave_one_seed_out` measures each seed at the value chosen on the *other* seeds, so
 no seed both chooses and is measured, and every seed still counts (cross-validation over
 seeds). With one seed nothing is held out: the choice and the measurement share it, and
-`Choice.held_out` is False."""
+`Choice.held_out` is False.
+
+Failures count: a value at which any run ended without a final result (failed, diverged,
+unfinished or damaged: `failed[i]`) is failed for tuning. It is never a candidate, neither for
+`best` nor for any seed's held-out pick, so it is never averaged over the seeds that survived it
+and no seed is measured at a value where another seed diverged. (The alternative, scoring a
+failed run at a worst value, needs a worst value for every metric; this rule needs none.)"""
 
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ class Choice:
     finals: dict[Any, float] = field(default_factory=dict)  # seed -> metric
     chosen: dict[Any, int] = field(default_factory=dict)  # seed -> index of the value it was measured at
     held_out: bool = False  # False: one seed chose and was measured (no hold-out possible)
+    failed: list[int] = field(default_factory=list)  # indices of the values failed for tuning
+    unmeasured: list[Any] = field(default_factory=list)  # seeds with no run at the value chosen for them
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -34,19 +42,24 @@ def _pick(candidates: list[tuple[int, float]], lower: bool) -> Optional[int]:
     return (min if lower else max)(candidates, key=lambda c: c[1])[0]
 
 
-def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool) -> Choice:
-    """`points[i]` maps seed -> final metric at the i-th value of the key. `best` is the value
-    with the best mean over all its seeds; each seed s is measured at the value with the best
-    mean over the seeds other than s (values with no other seed are not candidates for s)."""
+def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool,
+                       failed: Optional[Sequence[bool]] = None) -> Choice:
+    """`points[i]` maps seed -> final metric at the i-th value of the key; `failed[i]` says a
+    run at that value ended without a final result (the value is then no candidate). `best` is
+    the value with the best mean over all its seeds; each seed s is measured at the value with
+    the best mean over the seeds other than s (values with no other seed are not candidates for
+    s); a seed with no run at the value chosen for it is named in `unmeasured`."""
+    out = [i for i in range(len(points)) if failed is not None and failed[i]]
+    points = [{} if i in out else p for i, p in enumerate(points)]
     best = _pick([(i, _mean(list(p.values()))) for i, p in enumerate(points) if p], lower)
     seeds = list(dict.fromkeys(s for p in points for s in p))
     if len(seeds) < 2:
-        choice = Choice(best=best)
+        choice = Choice(best=best, failed=out)
         if best is not None:
             choice.finals = dict(points[best])
             choice.chosen = {s: best for s in points[best]}
         return choice
-    choice = Choice(best=best, held_out=True)
+    choice = Choice(best=best, held_out=True, failed=out)
     for seed in seeds:
         others = [(i, _mean([v for s, v in p.items() if s != seed])) for i, p in enumerate(points)
                   if any(s != seed for s in p)]
@@ -54,4 +67,6 @@ def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool) -> Choic
         if pick is not None and seed in points[pick]:
             choice.finals[seed] = points[pick][seed]
             choice.chosen[seed] = pick
+        elif pick is not None:
+            choice.unmeasured.append(seed)
     return choice

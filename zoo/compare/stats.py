@@ -6,7 +6,11 @@ otherwise (Welch 1947). t quantiles come from integrating the t density numerica
 difference carries its degrees of freedom and a two-sided p-value; `holm` adjusts the p-values
 of several arms compared with one baseline (Holm 1979), so that a family of comparisons keeps
 its 5% error rate. With 1 degree of freedom (2 seeds) the t quantile is 12.7 and the interval
-hangs on which seeds happen to pair: `FEW_DF` flags it."""
+hangs on which seeds happen to pair: `FEW_DF` flags it. A difference whose seeds have no spread
+(identical runs, or values that differ by the same amount on every seed) or that rests on fewer
+than 2 seeds on a side has no interval and no p-value: its `flag` says why, and the reports show
+it on the row and in their warnings (a zero-width interval would claim a certainty no design of
+a few seeds has)."""
 
 from __future__ import annotations
 
@@ -77,6 +81,7 @@ class Difference:
     df: Optional[float] = None
     p: Optional[float] = None
     p_holm: Optional[float] = None
+    flag: str = ""  # why there is no interval or p-value: ZERO_SPREAD or FEW_SEEDS; "" when there is one
 
     @property
     def few_df(self) -> bool:
@@ -85,7 +90,7 @@ class Difference:
 
     def __str__(self) -> str:
         if self.low is None:
-            return f"{self.mean:+.4f}"
+            return f"{self.mean:+.4f}" + (f" ({self.flag}: no interval)" if self.flag else "")
         flag = f" ({self.df:.2g} df)" if self.few_df else ""
         return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}]{flag}"
 
@@ -95,6 +100,17 @@ class Difference:
             return "–"
         text = f"{_p(self.p)}"
         return text + (f" (Holm {_p(self.p_holm)})" if self.p_holm is not None else "")
+
+
+ZERO_SPREAD = "zero spread"
+SPREAD_ROUNDING = 1e-12  # a spread below this fraction of the values is rounding, not seed noise
+
+
+def no_spread(spread: float, values: Sequence[float]) -> bool:
+    """A spread that is zero, or rounding error of the values (a constant offset between two
+    arms leaves differences equal but for the last bits)."""
+    return spread <= SPREAD_ROUNDING * max([1.0, *(abs(v) for v in values)])
+FEW_SEEDS = "fewer than 2 seeds"
 
 
 def _p(p: float) -> str:
@@ -126,17 +142,48 @@ def difference(arm: dict, baseline: dict, level: float = 0.95) -> Optional[Diffe
         mean, sd = mean_std(deltas)
         df = len(deltas) - 1
         se = sd / math.sqrt(len(deltas))
+        if no_spread(sd, [*arm.values(), *baseline.values()]):
+            return Difference(mean, None, None, "paired", df=df, flag=ZERO_SPREAD)
         half = t_quantile(p, df) * se
-        pval = t_two_sided_p(mean / se, df) if se > 0 else (1.0 if mean == 0 else 0.0)
-        return Difference(mean, mean - half, mean + half, "paired", df=df, p=pval)
+        return Difference(mean, mean - half, mean + half, "paired", df=df, p=t_two_sided_p(mean / se, df))
     a, b = list(arm.values()), list(baseline.values())
     mean = mean_std(a)[0] - mean_std(b)[0]
     if len(a) < 2 or len(b) < 2:
-        return Difference(mean, None, None, "one seed: no interval")
+        return Difference(mean, None, None, "one seed: no interval", flag=FEW_SEEDS)
     va, vb = mean_std(a)[1] ** 2 / len(a), mean_std(b)[1] ** 2 / len(b)
     se = math.sqrt(va + vb)
-    if se == 0:
-        return Difference(mean, mean, mean, "welch", df=len(a) + len(b) - 2, p=1.0 if mean == 0 else 0.0)
+    if no_spread(se, a + b):
+        return Difference(mean, None, None, "welch", df=len(a) + len(b) - 2, flag=ZERO_SPREAD)
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     half = t_quantile(p, df) * se
     return Difference(mean, mean - half, mean + half, "welch", df=df, p=t_two_sided_p(mean / se, df))
+
+
+@dataclass
+class Estimate:
+    """The mean of one quantity over seeds with its `level` Student-t interval (None, with
+    `flag` saying why, for fewer than 2 seeds or zero spread)."""
+
+    mean: float
+    low: Optional[float]
+    high: Optional[float]
+    n: int
+    flag: str = ""
+
+    def __str__(self) -> str:
+        if self.low is None:
+            return f"{self.mean:.4f} ({self.flag}: no interval, n={self.n})"
+        return f"{self.mean:.4f} [{self.low:.4f}, {self.high:.4f}] (n={self.n})"
+
+
+def estimate(values: Sequence[float], level: float = 0.95) -> Optional[Estimate]:
+    """Mean of `values` (one per seed) with a one-sample t interval; None without values."""
+    if not values:
+        return None
+    mean, sd = mean_std(values)
+    if len(values) < 2:
+        return Estimate(mean, None, None, len(values), FEW_SEEDS)
+    if no_spread(sd, values):
+        return Estimate(mean, None, None, len(values), ZERO_SPREAD)
+    half = t_quantile(1 - (1 - level) / 2, len(values) - 1) * sd / math.sqrt(len(values))
+    return Estimate(mean, mean - half, mean + half, len(values))

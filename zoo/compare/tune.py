@@ -8,7 +8,18 @@ to the baseline arm with a 95% interval. The difference is measured without the 
 each seed of each arm counts at the value chosen on that arm's *other* seeds
 (`zoo.compare.select.leave_one_seed_out`); with one seed the choice and the measurement share
 it, which is said. An arm whose best value is the lowest or highest one tried gets a warning:
-its best may lie outside the grid."""
+its best may lie outside the grid.
+
+Failures count: a value at which any run ended without a final result (failed, diverged,
+unfinished or damaged) is failed for tuning (`zoo.compare.select`): never chosen, never averaged
+over the seeds that survived it; the report lists those runs and values.
+
+Each arm's sensitivity to the key (Wortsman et al. 2023, "Small-scale proxies for large-scale
+Transformer training instabilities", for the learning rate): per seed, the mean over the values
+tried of min(L(v), L0) − L*, with L* the seed's best final loss over the values and L0 = ln V the
+loss of a uniform prediction over the vocabulary (the loss at initialisation, which runs do not
+record); a run that failed counts as L0. Its mean over seeds has a 95% Student-t interval. It is
+reported for a loss metric only (L0 is a loss)."""
 
 from __future__ import annotations
 
@@ -20,11 +31,13 @@ from typing import Any, Optional
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_tuning
-from zoo.compare.report import (_show, accounting_line, design_line, few_seed_warnings, load_runs, make_out,
-                                 pick_baseline, repeat_warnings, status_of, write_csv)
-from zoo.compare.runs import IGNORED, Run
+from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, accounting_line, design_line, few_seed_warnings,
+                                 flag_warnings, load_runs, make_out, pick_baseline, problem_lines, repeat_warnings,
+                                 status_of, write_csv)
+from zoo.compare.runs import IGNORED, Run, RunStatus
 from zoo.compare.select import Choice, leave_one_seed_out
-from zoo.compare.stats import Difference, difference, holm, mean_std
+from zoo.compare.stats import Difference, Estimate, difference, estimate, holm, mean_std
+from zoo.compare.table import run_place, vocab_size, write_heldout, write_runs
 from zoo.config.records.atomic import write_text
 
 # the last part of a metric's name -> whether a lower value is better
@@ -52,6 +65,10 @@ class Point:
     def finals(self, metric: str) -> dict:
         return {r.seed: r.final(metric) for r in self.runs if r.final(metric) is not None}
 
+    def without_result(self, metric: str) -> list[Run]:
+        """Its runs that ended without a finite final metric: they make the value failed for tuning."""
+        return [r for r in self.runs if r.final(metric) is None or not math.isfinite(r.final(metric))]
+
 
 @dataclass
 class TunedArm:
@@ -63,6 +80,9 @@ class TunedArm:
     diff: Optional[Difference] = None
     warning: str = ""
     choice: Optional[Choice] = None  # each seed's held-out value and where it was measured
+    sensitivity: Optional[Estimate] = None  # Wortsman et al. 2023, mean over seeds with its interval
+    sensitivities: dict[Any, float] = field(default_factory=dict)  # seed -> its sensitivity
+    no_sensitivity: str = ""  # why there is none
 
     def held_out(self) -> dict:
         """{seed: final metric at the value chosen on the other seeds}."""
@@ -90,6 +110,29 @@ class TunedReport:
         return (out + repeat_warnings([r for a in self.arms for r in a.runs])
                 + few_seed_warnings([(arm.name, arm.diff) for arm in self.arms]))
 
+    @property
+    def notes(self) -> list[str]:
+        """What the report's text says under Warnings beside `warnings` (which zoo-compare also
+        prints): the values failed for tuning, seeds not measured, and rows without an interval."""
+        out = []
+        for arm in self.arms:
+            if arm.choice is None:
+                continue
+            for i in arm.choice.failed:
+                point = arm.points[i]
+                out.append(f"{arm.name}: {self.key}={point.value} is failed for tuning: {len(point.without_result(self.metric))} "
+                           f"of its {len(point.runs)} run(s) ended without a final {self.metric}; it is never chosen "
+                           f"and never averaged over the seeds that finished")
+            if arm.choice.best is None and arm.choice.failed:
+                out.append(f"{arm.name}: every {self.key} tried has a run without a final result: the arm has no "
+                           f"tuned value")
+            if arm.choice.unmeasured:
+                out.append(f"{arm.name}: seed(s) {', '.join(map(str, arm.choice.unmeasured))} have no run at the "
+                           f"{self.key} the other seeds chose: not measured")
+            if arm.sensitivity is not None and arm.sensitivity.flag:
+                out.append(f"{arm.name}: its sensitivity to {self.key} has {arm.sensitivity.flag}: no interval")
+        return out + flag_warnings([(arm.name, arm.diff) for arm in self.arms])
+
     def rows(self) -> list[dict]:
         out = []
         for arm in self.arms:
@@ -105,6 +148,11 @@ class TunedReport:
                 "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
                 "df": arm.diff.df if arm.diff else None, "p": arm.diff.p if arm.diff else None,
                 "p_holm": arm.diff.p_holm if arm.diff else None,
+                "flag": arm.diff.flag if arm.diff else "",
+                "sensitivity": arm.sensitivity.mean if arm.sensitivity else None,
+                "sensitivity_low": arm.sensitivity.low if arm.sensitivity else None,
+                "sensitivity_high": arm.sensitivity.high if arm.sensitivity else None,
+                "sensitivity_seeds": arm.sensitivity.n if arm.sensitivity else 0,
                 "curve": "; ".join(f"{p.value}: {'' if p.mean is None else f'{p.mean:.4f}'}" for p in arm.points),
                 "warning": arm.warning,
             })
@@ -141,7 +189,9 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
                 p.mean, p.std = mean_std(finals)
         arm = TunedArm(name=f"arm {i}", runs=group, points=points)
         finite = [{s: v for s, v in p.finals(metric).items() if math.isfinite(v)} for p in points]
-        arm.choice = leave_one_seed_out(finite, lower)
+        arm.choice = leave_one_seed_out(finite, lower, failed=[bool(p.without_result(metric)) for p in points])
+        arm.sensitivities, arm.no_sensitivity = sensitivities(points, metric)
+        arm.sensitivity = estimate(list(arm.sensitivities.values()))
         if arm.choice.best is not None:
             arm.best = points[arm.choice.best]
             if len(points) == 1:
@@ -161,11 +211,71 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
     return arms, keys
 
 
+def sensitivities(points: list[Point], metric: str) -> tuple[dict[Any, float], str]:
+    """{seed: its sensitivity to the key} (Wortsman et al. 2023: the mean over the values tried of
+    min(L, L0) − L*, L* the seed's best loss over them, L0 = ln V; a failed run counts as L0),
+    for every seed with a finished or failed run at every value; and why there is none."""
+    if metric.rsplit("/", 1)[-1] != "loss":
+        return {}, f"{metric} is not a loss (L0 = ln V is)"
+    if len(points) < 2:
+        return {}, "one value tried"
+    seeds = list(dict.fromkeys(r.seed for p in points for r in p.runs))
+    known = [v for v in (vocab_size(r) for p in points for r in p.runs) if v is not None]  # a failed run has no summary
+    out: dict[Any, float] = {}
+    for seed in seeds:
+        losses: list[Optional[float]] = []
+        floors = []
+        for p in points:
+            run = next((r for r in p.runs if r.seed == seed), None)
+            if run is None or run.status in (RunStatus.unfinished, RunStatus.damaged):
+                break
+            final = run.final(metric)
+            losses.append(final if final is not None and math.isfinite(final) else None)  # None: failed
+            floors.append(vocab_size(run))
+        else:
+            floors = [v for v in floors if v is not None] or known
+            if not floors:
+                continue
+            l0 = math.log(floors[0])
+            capped = [l0 if v is None else min(v, l0) for v in losses]
+            best = min(capped)
+            out[seed] = sum(v - best for v in capped) / len(capped)
+    if not out:
+        return {}, "no seed has a finished or failed run at every value with a known vocabulary"
+    return out, ""
+
+
+def heldout_rows(arms: list, key: str, metric: str, size_key: Optional[str] = None) -> list[dict]:
+    """heldout.csv's rows: per arm (and size), per seed, the value chosen on the other seeds, the
+    final metric there and the run measured; with tune= alone also each seed's sensitivity."""
+    rows = []
+    for arm in arms:
+        groups = [(None, arm.points, arm.choice, arm.sensitivities)] if size_key is None else [
+            (s.value, s.points, s.choice, {}) for s in arm.sizes if s.choice is not None]
+        for size, points, choice, sens in groups:
+            if choice is None:
+                continue
+            for seed in dict.fromkeys([*choice.chosen, *sens]):
+                row: dict[str, Any] = {"arm": arm.name}
+                if size_key is not None:
+                    row[size_key] = size
+                index = choice.chosen.get(seed)
+                run = next((r for r in points[index].runs if r.seed == seed), None) if index is not None else None
+                row.update({"seed": seed, key: points[index].value if index is not None else None,
+                            metric: choice.finals.get(seed), "run": "/".join(run_place(run)) if run else ""})
+                if size_key is None:
+                    row["sensitivity"] = sens.get(seed)
+                rows.append(row)
+    return rows
+
+
 def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
-                  baseline: Optional[str] = None, plots: bool = True) -> TunedReport:
-    """Read the sweeps in `dirs`, compare each arm at its own best value of `key`, write
-    report.md, report.csv (and tuning.png) into `out`, and return the report."""
-    runs, unreadable = load_runs(dirs, metric)
+                  baseline: Optional[str] = None, plots: bool = True,
+                  found: Optional[tuple[list[Run], list[Run]]] = None) -> TunedReport:
+    """Read the sweeps in `dirs` (or take `found`: runs and runs left out), compare each arm at its
+    own best value of `key`, write report.md, report.csv, runs.csv, heldout.csv (and tuning.png)
+    into `out`, and return the report."""
+    runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys = tune_arms(runs, key, metric)
     base = pick_baseline(arms, baseline)
     for arm in arms:
@@ -175,6 +285,8 @@ def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/l
     report = TunedReport(metric=metric, key=key, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
+    report.files.update(write_runs(report, out, kind="tuned", tune=key))
+    report.files["heldout_csv"] = write_heldout(heldout_rows(arms, key, metric), out)
     if plots:
         report.files["tuning"] = plot_tuning(report, out / "tuning.png")
     report.files["md"] = write_tuned_markdown(report, out / "report.md", dirs)
@@ -185,7 +297,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
     m, k = text(report.metric), text(report.key)  # copied from runs and the command line, like the keys
     better = "lowest" if lower_is_better(report.metric) else "highest"
     head = ["arm", *map(text, report.keys), f"best {k}", f"{m} at it (mean ± std)", f"{m} held out", "Δ vs baseline [95% CI]",
-            "p (Holm)", f"{m} by {k}", "runs"]
+            "p (Holm)", f"{m} by {k}", f"sensitivity to {k} [95% CI]", "runs"]
     lines = [f"# Sweep comparison at each arm's own {k}: {m}", "",
              f"Runs from {', '.join(code(d) for d in dirs)}. An arm is a config without its seed and "
              f"without {k}; each arm is shown at the {k} with the {better} mean final {m} over its seeds "
@@ -193,7 +305,14 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
              f"chosen on the arm's other seeds (leave one seed out: \"held out\", mean over seeds); Δ = arm − "
              f"baseline on those held-out values, with a 95% Student-t interval (paired over seeds when both ran "
              f"the same seeds, Welch otherwise) and the p-value of no difference (Holm-adjusted in brackets when "
-             f"several arms face the baseline).", "", design_line([r for a in report.arms for r in a.runs]), "",
+             f"several arms face the baseline). A value of {k} at which any run ended without a final result (failed, "
+             f"diverged, unfinished) is failed for tuning: never chosen, never averaged over the seeds that "
+             f"finished (its mean in the curve covers those seeds only). {FLAG_SENTENCE} Sensitivity to {k} "
+             f"(Wortsman et al. 2023): per seed, the mean over the values tried of min(L, L0) − L*, L* the seed's "
+             f"best final loss over them and L0 = ln V, the loss of a uniform prediction over the vocabulary "
+             f"(the loss at initialisation, which runs do not record); a failed run counts as L0; mean over seeds "
+             f"with a 95% Student-t interval (lower: less sensitive). Each seed's held-out value and sensitivity "
+             f"are in heldout.csv. {RUNS_SENTENCE}", "", design_line([r for a in report.arms for r in a.runs]), "",
              accounting_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
@@ -207,12 +326,16 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         held = arm.held_out()
         held_text = (f"{sum(held.values()) / len(held):.4f} (n={len(held)})" if held else "–")
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
+        failed = set(arm.choice.failed) if arm.choice else set()
+        curve += "".join(f" ({text(p.value)} failed for tuning)" for i, p in enumerate(arm.points) if i in failed)
+        sensitivity = str(arm.sensitivity) if arm.sensitivity else f"– ({text(arm.no_sensitivity)})"
         cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
                  *[code(arm.settings[x]) for x in report.keys], code(best.value) if best else "–", value,
-                 held_text, diff, p_text, curve, status]
+                 held_text, diff, p_text, curve, sensitivity, status]
         lines.append("| " + " | ".join(cells) + " |")
-    if report.warnings:
-        lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
+    lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
+    if report.warnings or report.notes:
+        lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings + report.notes]]
     if "tuning" in report.files:
         lines += ["", f"![final {m} against {k}, one line per arm]({report.files['tuning'].name})"]
     write_text(path, "\n".join(lines) + "\n")

@@ -3,6 +3,7 @@
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import (
     Activation,
+    FFNKind,
     Family,
     ModelConfig,
     NormPlacement,
@@ -15,6 +16,7 @@ from zoo.config.schema.convert import as_model_config
 __all__ = [
     "Activation",
     "ConfigError",
+    "FFNKind",
     "Family",
     "ModelConfig",
     "NormPlacement",

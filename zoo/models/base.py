@@ -18,7 +18,7 @@ from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy, liger_line
 from zoo.nn.embedding import TokenEmbedding
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import ACTIVATIONS
-from zoo.nn.norm import RMSNorm, build_norm
+from zoo.nn.norm import NORM_MODULES, build_norm
 from zoo.models.init import ONES, ZEROS, Init, draw_seed, initialise, missing_rules, normal
 from zoo.models.parametrization import hidden_init_std, is_hidden
 
@@ -117,7 +117,7 @@ class ZooModel(nn.Module):
                 rules[f"{dot}weight"] = normal(std)
                 if getattr(module, "bias", None) is not None:
                     rules[f"{dot}bias"] = ZEROS
-            elif isinstance(module, (nn.LayerNorm, RMSNorm)):
+            elif isinstance(module, NORM_MODULES):
                 if module.weight is not None:
                     rules[f"{dot}weight"] = ONES
                 if getattr(module, "bias", None) is not None:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from torch import nn
-
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.schema.flops import flops_per_token
 from zoo.models.base import ZooModel
-from zoo.nn.attention import Attention
 from zoo.nn.position.base import PositionScheme
 
 
@@ -21,10 +19,12 @@ class ModelSummary:
       output bias and position parameters whose row of `POSITION_FACTS` counts them as embeddings
       (learned position tables).
     - `non_embedding_params`: the rest (Kaplan et al. 2020 use this to compare model sizes).
-    - `flops_per_token`: forward FLOPs for one token at context `seq_len`: 2 per weight of every
-      matrix multiply (the output projection included, tied or not) plus 4·S·H·Dh per attention
-      layer for q·kᵀ and weights·v over S keys (S = seq_len; causal masking is not discounted).
-      For an encoder-decoder it is one source token plus one target token, both at seq_len.
+    - `flops_per_token`: forward FLOPs for one token at context `seq_len`, counted from the rows
+      (`zoo.config.schema.flops`): 2 per multiply-add of the attention projections, the
+      feed-forward units (as their row counts them) and the output projection (tied or not),
+      plus 4·S·H·Dh per attention layer for q·kᵀ and weights·v over S keys (S = seq_len; causal
+      masking is not discounted). For an encoder-decoder it is one source token plus one target
+      token, both at seq_len.
     """
 
     total_params: int
@@ -62,12 +62,7 @@ def summarize(model: ZooModel, seq_len: int | None = None) -> ModelSummary:
                 embedding.update((id(p), p) for p in module.parameters())
     n_embedding = sum(p.numel() for p in embedding.values())
 
-    matmul_weights = sum(
-        m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear)
-    )  # includes lm_head once, tied or not
-    attention_layers = sum(1 for m in model.modules() if isinstance(m, Attention))
-    attention_flops = 4 * seq_len * cfg.n_heads * cfg.head_dim * attention_layers
-    flops = 2 * matmul_weights + attention_flops
+    flops = flops_per_token(cfg, seq_len, output_head=model.lm_head is not None)
     return ModelSummary(
         total_params=total,
         embedding_params=n_embedding,

@@ -16,6 +16,7 @@ from torch import nn
 from zoo.config.facts.blocks import QKNorm
 from zoo.config.schema.model import NormType
 from zoo.nn.cache import LayerCache
+from zoo.nn.logit_stats import max_attention_logit
 from zoo.nn.norm import build_norm
 from zoo.nn.position.base import PositionScheme
 
@@ -83,28 +84,6 @@ def attention(
     return out, None
 
 
-def max_score(
-    q: torch.Tensor, k: torch.Tensor, *, mask: Optional[torch.Tensor], causal: bool, scale: Optional[float]
-) -> torch.Tensor:
-    """The largest scaled score q·kᵀ·scale over batch, heads and the keys each query may attend
-    (no position bias, no soft-cap), detached: a scalar. q (B, H, T, Dh), k (B, Hkv, S, Dh),
-    mask (B or 1, 1, T, S) or None; `causal` as in `attention`. The instability the maximum
-    attention logit measures (Dehghani et al. 2023; Wortsman et al. 2023)."""
-    B, H, T, Dh = q.shape
-    Hkv, S = k.shape[1], k.shape[2]
-    scale = 1.0 / math.sqrt(Dh) if scale is None else scale
-    with torch.no_grad():
-        grouped = q.reshape(B, Hkv, H // Hkv, T, Dh)  # (B, Hkv, G, T, Dh): query heads of one key head
-        scores = (grouped @ k[:, :, None].transpose(-2, -1)) * scale  # (B, Hkv, G, T, S)
-        keep = torch.ones(T, S, dtype=torch.bool, device=q.device)
-        if causal:
-            keep = keep.tril(S - T)  # the T queries are the last T of the S keys
-        keep = keep[None, None]  # (1, 1, T, S)
-        if mask is not None:
-            keep = keep & mask  # (B or 1, 1, T, S)
-        return scores.float().masked_fill(~keep[:, :, None], float("-inf")).amax()
-
-
 _KEYS_DONE = PositionScheme()  # identity: q and the cached keys are already transformed
 
 
@@ -149,11 +128,11 @@ class Attention(nn.Module):
             self.q_norm = build_norm(qk_norm_type, head_dim if per_head else q_dim, norm_eps, bias)
             self.k_norm = build_norm(qk_norm_type, head_dim if per_head else kv_dim, norm_eps, bias)
         self.softcap = softcap  # c of c·tanh(s/c) on the scaled scores; None: no cap
-        self.record_max_logit = False  # set True to record `last_max_logit` (`max_score`; off: no cost)
-        self.last_max_logit: Optional[torch.Tensor] = None
         self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh) (μP: `ModelConfig.attention_multiplier`)
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
         self.last_weights: Optional[torch.Tensor] = None
+        self.record_max_logit = False  # set True to record `last_max_logit` (the instability monitor)
+        self.last_max_logit: Optional[torch.Tensor] = None  # max scaled q·kᵀ a query may attend, detached
 
     def _heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
         B, T, _ = x.shape
@@ -208,7 +187,7 @@ class Attention(nn.Module):
                 k, v, k_positions = cache.self_attn.update(k, v, positions)  # (B, Hkv, S, Dh)
         q, k, bias = position.attend(q, k, positions, k_positions)
         if self.record_max_logit:
-            self.last_max_logit = max_score(q, k, mask=mask, causal=causal, scale=self.scale)
+            self.last_max_logit = max_attention_logit(q, k, scale=self.scale, mask=mask, causal=causal)
         need_weights = position.needs_attention_weights or self.keep_weights
         out, weights = attention(
             q, k, v,

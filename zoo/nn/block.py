@@ -27,7 +27,7 @@ from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
 from zoo.nn.host import host_reads_are_free
-from zoo.nn.feedforward import FeedForward
+from zoo.nn.feedforward import build_ffn
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
 from zoo.nn.position import POSITIONS, PositionScheme, build_position
@@ -92,7 +92,7 @@ class Block(nn.Module):
         self.self_attn_sub = SubLayer(cfg)
         self.cross_attn = Attention(**heads, **qk, cross=True) if cross else None
         self.cross_attn_sub = SubLayer(cfg) if cross and own else None
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.dropout)
+        self.ff = build_ffn(cfg)  # model.ffn's unit (zoo.nn.feedforward.FFNS)
         self.ff_sub = SubLayer(cfg) if own else None
 
     def forward(

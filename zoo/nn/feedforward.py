@@ -1,26 +1,34 @@
 """Position-wise feed-forward sub-layer: plain (ReLU, GELU; Vaswani et al. 2017) or gated
-(SwiGLU, GeGLU and its tanh form; Shazeer 2020, "GLU Variants Improve Transformer")."""
+(SwiGLU, GeGLU and its tanh form; Shazeer 2020, "GLU Variants Improve Transformer").
+
+Two registries keyed by the config's enums and built from their torch-free rows: `ACTIVATIONS`
+(each row of `zoo.config.facts.activations.ACTIVATION_FACTS` names its `torch.nn.functional`
+function and GELU approximation) and `FFNS` (one builder per row of
+`zoo.config.facts.ffn.FFN_FACTS`). `tests/config/facts/test_activation_table.py` and
+`tests/config/facts/test_ffn_table.py` keep them in step with the rows."""
 
 from __future__ import annotations
+
+from functools import partial
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.config.schema.model import GATED, Activation
+from zoo.config.facts.activations import ACTIVATION_FACTS, Activation, ActivationFacts
+from zoo.config.facts.ffn import FFNKind
+from zoo.config.schema.model import ModelConfig
 
 
-def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
-    return F.gelu(x, approximate="tanh")
+def activation_function(facts: ActivationFacts) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The `torch.nn.functional` function a row names, with its GELU approximation."""
+    fn = getattr(F, facts.function)
+    return fn if facts.approximate == "none" else partial(fn, approximate=facts.approximate)
 
 
-ACTIVATIONS = {
-    Activation.relu: F.relu,
-    Activation.gelu: F.gelu,
-    Activation.gelu_tanh: gelu_tanh,
-    Activation.swiglu: F.silu,
-    Activation.geglu: F.gelu,
-    Activation.geglu_tanh: gelu_tanh,
+ACTIVATIONS: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {
+    kind: activation_function(facts) for kind, facts in ACTIVATION_FACTS.items()
 }
 
 
@@ -34,7 +42,7 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, activation: Activation, bias: bool, dropout: float):
         super().__init__()
         self.activation = activation
-        self.gated = activation in GATED
+        self.gated = ACTIVATION_FACTS[activation].gated
         self.act = ACTIVATIONS[activation]
         self.w_in = nn.Linear(d_model, 2 * d_ff if self.gated else d_ff, bias=bias)
         self.w_out = nn.Linear(d_ff, d_model, bias=bias)
@@ -51,3 +59,20 @@ class FeedForward(nn.Module):
 
     def extra_repr(self) -> str:
         return f"activation={self.activation.value}"
+
+
+def dense(cfg: ModelConfig) -> nn.Module:
+    """One dense unit of `cfg`'s width, hidden width, activation, bias and dropout."""
+    return FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.dropout)
+
+
+FFNS: dict[FFNKind, Callable[[ModelConfig], nn.Module]] = {
+    FFNKind.dense: dense,
+}
+
+
+def build_ffn(cfg: ModelConfig) -> nn.Module:
+    """The feed-forward unit of `cfg.ffn` (ValueError for a kind with no builder)."""
+    if cfg.ffn not in FFNS:
+        raise ValueError(f"no feed-forward builder for model.ffn={cfg.ffn.value}")
+    return FFNS[cfg.ffn](cfg)

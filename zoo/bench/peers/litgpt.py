@@ -15,11 +15,12 @@ from typing import Optional
 
 import torch
 
+from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
 from zoo.config.facts.blocks import non_default_block_options
-from zoo.config.schema.model import Activation, Family, NormPlacement, NormType, PositionKind
+from zoo.config.schema.model import Activation, FFNKind, Family, NormPlacement, NormType, PositionKind
 
 MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
     Activation.gelu: ("GptNeoxMLP", "none"),
@@ -29,6 +30,11 @@ MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
     Activation.geglu_tanh: ("GemmaMLP", "tanh"),
 }
 ROPE = (PositionKind.rope, PositionKind.learned, PositionKind.none)
+NORMS = {NormType.layernorm: "LayerNorm", NormType.rmsnorm: "RMSNorm"}  # zoo norm type -> litgpt norm_class_name
+MAPPED = {  # config key -> the kinds litgpt has an equivalent of (zoo.bench.peers.mapped)
+    "model.family": (Family.decoder_only,), "model.norm": (NormPlacement.pre,), "model.position.kind": ROPE,
+    "model.norm_type": tuple(NORMS), "model.activation": tuple(MLPS), "model.ffn": (FFNKind.dense,),
+}
 INSTALL = "pip install --no-deps litgpt psutil"
 
 
@@ -39,20 +45,19 @@ def config_kwargs(work: Workload) -> dict:
     if cfg.family != Family.decoder_only:
         raise PeerUnavailable(f"compared on decoder-only models only, not {cfg.family.value}")
     if cfg.norm != NormPlacement.pre:
-        raise PeerUnavailable("litgpt's blocks are pre-norm only")
+        raise PeerUnavailable(f"litgpt's blocks are pre-norm only, not model.norm={cfg.norm.value}")
     if cfg.position.kind not in ROPE:
         raise PeerUnavailable(f"litgpt has RoPE only, not {cfg.position.kind.value}")
-    if cfg.activation not in MLPS:
-        raise PeerUnavailable(f"activation {cfg.activation.value} is not mapped")
-    if non_default_block_options(cfg):
-        raise PeerUnavailable(f"{', '.join(non_default_block_options(cfg))} is not mapped")
+    refuse_unmapped(cfg, MAPPED, "litgpt")
+    if non_default_block_options(cfg):  # the soft-caps, which are no axis of kinds
+        raise PeerUnavailable(f"litgpt has no equivalent of {', '.join(non_default_block_options(cfg))}")
     mlp, approximate = MLPS[cfg.activation]
     return dict(
         name="zoo-workload", block_size=cfg.max_seq_len, vocab_size=cfg.vocab_size,
         padded_vocab_size=cfg.vocab_size, n_layer=cfg.n_layers, n_head=cfg.n_heads,
         n_embd=cfg.d_model, head_size=cfg.head_dim, n_query_groups=cfg.n_kv_heads,
         rotary_percentage=1.0, parallel_residual=False, bias=cfg.bias, attn_bias=cfg.bias,
-        norm_class_name="RMSNorm" if cfg.norm_type == NormType.rmsnorm else "LayerNorm",
+        norm_class_name=NORMS[cfg.norm_type],
         norm_eps=cfg.norm_eps, mlp_class_name=mlp, gelu_approximate=approximate,
         intermediate_size=cfg.d_ff,
     )

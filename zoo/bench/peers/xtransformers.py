@@ -10,11 +10,12 @@ from typing import Optional
 
 import torch
 
+from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
 from zoo.config.facts.blocks import non_default_block_options
-from zoo.config.schema.model import Activation, Family, NormPlacement, NormType, PositionKind
+from zoo.config.schema.model import Activation, FFNKind, Family, NormPlacement, NormType, PositionKind
 
 POSITIONS = {
     PositionKind.learned: {},
@@ -23,6 +24,12 @@ POSITIONS = {
     PositionKind.alibi: {"use_abs_pos_emb": False, "alibi_pos_bias": True},
 }
 ACTIVATIONS = {Activation.gelu: {}, Activation.swiglu: {"ff_glu": True, "ff_swish": True}, Activation.geglu: {"ff_glu": True}}
+NORMS = {NormType.layernorm: {}, NormType.rmsnorm: {"use_rmsnorm": True}}
+PLACEMENTS = {NormPlacement.pre: {"pre_norm": True}, NormPlacement.post: {"pre_norm": False}}
+MAPPED = {  # config key -> the kinds x-transformers has an equivalent of (zoo.bench.peers.mapped)
+    "model.family": (Family.decoder_only,), "model.norm": tuple(PLACEMENTS), "model.position.kind": tuple(POSITIONS),
+    "model.norm_type": tuple(NORMS), "model.activation": tuple(ACTIVATIONS), "model.ffn": (FFNKind.dense,),
+}
 
 
 def decoder_kwargs(work: Workload) -> tuple[dict, dict]:
@@ -33,17 +40,16 @@ def decoder_kwargs(work: Workload) -> tuple[dict, dict]:
         raise PeerUnavailable(f"compared on decoder-only models only, not {cfg.family.value}")
     if cfg.position.kind not in POSITIONS:
         raise PeerUnavailable(f"position {cfg.position.kind.value} is not mapped")
-    if cfg.activation not in ACTIVATIONS:
-        raise PeerUnavailable(f"activation {cfg.activation.value} is not mapped")
-    if non_default_block_options(cfg):
-        raise PeerUnavailable(f"{', '.join(non_default_block_options(cfg))} is not mapped")
+    refuse_unmapped(cfg, MAPPED, "x-transformers")
+    if non_default_block_options(cfg):  # the soft-caps, which are no axis of kinds
+        raise PeerUnavailable(f"x-transformers has no equivalent of {', '.join(non_default_block_options(cfg))}")
     wrapper = {"num_tokens": cfg.vocab_size, "max_seq_len": cfg.max_seq_len, "tie_embedding": cfg.tie_embeddings,
                "emb_dropout": cfg.dropout, **{k: v for k, v in POSITIONS[cfg.position.kind].items() if k == "use_abs_pos_emb"}}
     layers = {
         "dim": cfg.d_model, "depth": cfg.n_layers, "heads": cfg.n_heads, "attn_dim_head": cfg.head_dim,
         "attn_kv_heads": cfg.n_kv_heads, "attn_flash": True, "attn_dropout": cfg.dropout, "ff_dropout": cfg.dropout,
         "ff_mult": cfg.d_ff / cfg.d_model, "ff_no_bias": not cfg.bias,
-        "pre_norm": cfg.norm == NormPlacement.pre, "use_rmsnorm": cfg.norm_type == NormType.rmsnorm,
+        **PLACEMENTS[cfg.norm], **NORMS[cfg.norm_type],
         **{k: v for k, v in POSITIONS[cfg.position.kind].items() if k != "use_abs_pos_emb"},
         **ACTIVATIONS[cfg.activation],
     }

@@ -51,6 +51,11 @@ def _no_parameters(cfg: ModelConfig, n_layers: int) -> int:
     return 0
 
 
+def _no_flops(cfg: ModelConfig) -> int:
+    """No matrix multiply of its own (an addition to the embeddings or scores, a rotation)."""
+    return 0
+
+
 @dataclass(frozen=True)
 class PositionFacts:
     """One scheme's row.
@@ -69,6 +74,8 @@ class PositionFacts:
     - `embedding`: its parameters count as embedding parameters, as a learned table of
       positions does (Kaplan et al. 2020), and are left out of the non-embedding count that
       `zoo.summarize` reports and `model.param_budget` sizes.
+    - `flops`: the matrix-multiply FLOPs it adds for one query in one self-attention layer
+      (`zoo.config.schema.flops` counts them into `flops_per_token`).
     """
 
     params: tuple[str, ...]
@@ -78,6 +85,7 @@ class PositionFacts:
     bounded: bool = False
     parameters: Callable[[ModelConfig, int], int] = _no_parameters
     embedding: bool = False
+    flops: Callable[[ModelConfig], int] = _no_flops
 
 
 def _learned(cfg: ModelConfig, n_layers: int) -> int:
@@ -93,6 +101,12 @@ def _relative(cfg: ModelConfig, n_layers: int) -> int:
 def _shaw(cfg: ModelConfig, n_layers: int) -> int:
     """Shaw et al.: a^K and a^V, (2·clip + 1) × Dh each, per layer."""
     return n_layers * 2 * (2 * cfg.position.clip + 1) * cfg.head_dim
+
+
+def _shaw_flops(cfg: ModelConfig) -> int:
+    """q·a^Kᵀ over the 2·clip + 1 offsets and the offsets' weights · a^V: 2·(2·clip + 1)·H·Dh
+    each."""
+    return 4 * (2 * cfg.position.clip + 1) * cfg.n_heads * cfg.head_dim
 
 
 POSITION_FACTS: dict[PositionKind, PositionFacts] = {
@@ -118,7 +132,7 @@ POSITION_FACTS: dict[PositionKind, PositionFacts] = {
     PositionKind.shaw: PositionFacts(
         params=("clip",), acts=(Site.scores, Site.values),
         paper="Shaw et al. 2018",
-        parameters=_shaw,
+        parameters=_shaw, flops=_shaw_flops,
     ),
     PositionKind.alibi: PositionFacts(
         params=(), acts=(Site.scores,),

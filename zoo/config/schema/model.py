@@ -17,25 +17,11 @@ from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.positions import PositionKind, check_even, check_params
-from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
+from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
+from zoo.config.facts.ffn import FFNKind, check_ffn
+from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import NormPlacement
-
-
-class NormType(Choice):
-    layernorm = "layernorm"
-    rmsnorm = "rmsnorm"
-
-
-class Activation(Choice):
-    relu = "relu"
-    gelu = "gelu"
-    gelu_tanh = "gelu_tanh"  # GELU's tanh approximation (Hendrycks & Gimpel 2016), as in GPT-2
-    swiglu = "swiglu"  # Shazeer 2020, GLU variants
-    geglu = "geglu"
-    geglu_tanh = "geglu_tanh"  # GeGLU with the tanh GELU, as in T5 v1.1 ("gated-gelu")
-
-
-GATED = (Activation.swiglu, Activation.geglu, Activation.geglu_tanh)
+from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
 
 
 class EmbedInit(Choice):
@@ -119,9 +105,21 @@ class ModelConfig:
                   "(x + n_out(f(n_in(x))), Gemma 2) or reordered (x + n(f(x)), OLMo 2); all but "
                   "post end the stack in a final norm (rows: zoo.config.facts.placements)"},
     )
-    norm_type: NormType = field(default=NormType.layernorm)
+    norm_type: NormType = field(
+        default=NormType.layernorm,
+        metadata={"help": "norm type (rows: zoo.config.facts.norms.NORM_FACTS)"},
+    )
     norm_eps: float = 1e-5
-    activation: Activation = field(default=Activation.gelu)
+    activation: Activation = field(
+        default=Activation.gelu,
+        metadata={"help": "feed-forward activation; swiglu, geglu, geglu_tanh are gated "
+                  "(rows: zoo.config.facts.activations.ACTIVATION_FACTS)"},
+    )
+    ffn: FFNKind = field(
+        default=FFNKind.dense,
+        metadata={"help": "feed-forward kind: dense, one unit for every token "
+                  "(rows: zoo.config.facts.ffn.FFN_FACTS)"},
+    )
     d_model: int = field(default=256, metadata={"help": "D, residual width"})
     n_heads: int = field(default=4, metadata={"help": "H, query heads"})
     n_kv_heads: Optional[int] = field(
@@ -254,6 +252,7 @@ class ModelConfig:
         self.norm = NormPlacement.parse(self.norm, "model.norm")
         self.norm_type = NormType.parse(self.norm_type, "model.norm_type")
         self.activation = Activation.parse(self.activation, "model.activation")
+        self.ffn = FFNKind.parse(self.ffn, "model.ffn")
         self.parametrization = Parametrization.parse(self.parametrization, "model.parametrization")
         self.block = BlockKind.parse(self.block, "model.block")
         self.qk_norm = QKNorm.parse(self.qk_norm, "model.qk_norm")
@@ -305,6 +304,8 @@ class ModelConfig:
             else:
                 self.d_ff = 4 * self.d_model
         _positive("d_ff", self.d_ff)
+        check_norm(self)
+        check_ffn(self)
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
         if self.norm_eps <= 0:

@@ -18,35 +18,25 @@ from __future__ import annotations
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import GATED, ModelConfig, NormType
+from zoo.config.schema.model import ModelConfig
+from zoo.config.facts.ffn import ffn_parameters
+from zoo.config.facts.norms import NORM_FACTS, norm_parameters
 from zoo.config.facts.positions import POSITION_FACTS
 from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.placements import PLACEMENT_FACTS
 
 
 def norm_params(cfg: ModelConfig) -> int:
-    """One norm over D: LayerNorm has γ (D) and, with model.bias, β (D); RMSNorm has γ (D)."""
-    if cfg.norm_type == NormType.layernorm:
-        return cfg.d_model * (2 if cfg.bias else 1)
-    if cfg.norm_type == NormType.rmsnorm:
-        return cfg.d_model
-    raise ConfigError(f"no parameter count for model.norm_type={cfg.norm_type.value}")
-
-
-def width_norm_params(kind: NormType, width: int, bias: bool) -> int:
-    """One norm of type `kind` over `width`: LayerNorm has γ and, with model.bias, β; RMSNorm γ."""
-    if kind == NormType.layernorm:
-        return width * (2 if bias else 1)
-    if kind == NormType.rmsnorm:
-        return width
-    raise ConfigError(f"no parameter count for norm type {kind.value}")
+    """One norm over D, from its row of `zoo.config.facts.norms.NORM_FACTS` (LayerNorm: γ and,
+    with model.bias, β; RMSNorm: γ)."""
+    return norm_parameters(cfg)
 
 
 def qk_norm_params(cfg: ModelConfig) -> int:
-    """The QK-norm of one attention: norms of `model.qk_norm_type` at the widths of its row of
-    `zoo.config.facts.blocks.QK_NORM_FACTS` (none: 0)."""
+    """The QK-norm of one attention: norms of `model.qk_norm_type` (its row of `NORM_FACTS`) at
+    the widths of its row of `zoo.config.facts.blocks.QK_NORM_FACTS` (none: 0)."""
     widths = QK_NORM_FACTS[cfg.qk_norm].widths(cfg)
-    return sum(width_norm_params(cfg.qk_norm_kind, width, cfg.bias) for width in widths)
+    return sum(NORM_FACTS[cfg.qk_norm_kind].parameters(width, cfg.bias) for width in widths)
 
 
 def attention_params(cfg: ModelConfig) -> int:
@@ -61,12 +51,11 @@ def attention_params(cfg: ModelConfig) -> int:
 
 
 def feedforward_params(cfg: ModelConfig) -> tuple[int, int]:
-    """One feed-forward unit as (A, B) with count A + B·F. Plain: W_in (D × F), W_out (F × D),
-    biases F + D, so B = 2·D (+ 1). Gated: W_in holds gate and up (D × 2·F), biases 2·F + D,
-    so B = 3·D (+ 2). A = D (the bias of W_out) with model.bias, else 0."""
-    inner = 2 if cfg.activation in GATED else 1
-    per_unit = (inner + 1) * cfg.d_model + (inner if cfg.bias else 0)
-    return (cfg.d_model if cfg.bias else 0), per_unit
+    """One feed-forward unit as (A, B) with count A + B·F, from its row of
+    `zoo.config.facts.ffn.FFN_FACTS` (linear in F): A at F = 0, B the step to F = 1. Dense:
+    B = 2·D (+ 1) plain, 3·D (+ 2) gated; A = D (the bias of W_out) with model.bias, else 0."""
+    fixed = ffn_parameters(cfg, 0)
+    return fixed, ffn_parameters(cfg, 1) - fixed
 
 
 def position_params(cfg: ModelConfig, n_layers: int) -> tuple[int, int]:

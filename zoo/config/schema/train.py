@@ -121,8 +121,19 @@ class CallbacksConfig:
                   "saved) may take; past that, or at a second signal, the run stops at once without saving"},
     )
 
+    instability_every: Optional[int] = field(
+        default=None,
+        metadata={"help": "every N optimizer steps (and at the last), log train/max_attn_logit (per layer "
+                  "too), train/output_logit_mean and train/log_z_mean (Wortsman et al. 2023's "
+                  "instability signals); null or 0: off"},
+    )
+
     def __post_init__(self) -> None:
         self.progress_bar = ProgressBar.parse(self.progress_bar, "callbacks.progress_bar")
+        if self.instability_every is not None and self.instability_every < 0:
+            raise ConfigError(
+                f"callbacks.instability_every must be >= 0 (0 or null: off), got {self.instability_every}"
+            )
         if not (self.stop_grace_s > 0):
             raise ConfigError(f"callbacks.stop_grace_s must be > 0 seconds, got {self.stop_grace_s}")
         if self.requeue_signal is not None and self.requeue_signal not in REQUEUE_SIGNALS:

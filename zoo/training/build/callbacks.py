@@ -13,6 +13,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from zoo.config.schema.root import ZooConfig
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.train import ProgressBar
+from zoo.training.monitor.instability import InstabilityMonitor
 from zoo.training.monitor.last_validation import LastValidation
 from zoo.training.monitor.throughput import Throughput
 from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
@@ -36,6 +37,7 @@ class RunCallbacks:
     final: LastValidation
     requeue: Optional[Requeue] = None  # SLURM jobs with callbacks.requeue_signal
     rank_watch: Optional[RankWatch] = None  # names a rank that died
+    instability: Optional[InstabilityMonitor] = None  # callbacks.instability_every
 
     @property
     def requeued(self) -> bool:
@@ -45,8 +47,8 @@ class RunCallbacks:
 
 def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ...] = ()) -> RunCallbacks:
     """Checkpoints (best by val/loss, last.ckpt every N steps), the RNG state, the run's identity,
-    signals, the learning rate, throughput, a final validation, SLURM's requeue and a progress
-    bar."""
+    signals, the learning rate, throughput, a final validation, the instability monitor when
+    asked for, SLURM's requeue and a progress bar."""
     ckpt_dir = RunDir(run_dir).checkpoints
     last = LastCheckpoint(ckpt_dir, spec.callbacks.checkpoint_every_n_steps)
     # a validation due at a checkpoint's step runs on resume (and a stop inside one saves as of its start)
@@ -75,6 +77,10 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
         throughput,
         final,
     ]
+    instability = None
+    if spec.callbacks.instability_every:  # off: no callback, no hook
+        instability = InstabilityMonitor(spec.callbacks.instability_every)
+        callbacks.append(instability)
     requeue = None
     # zoo saves and requeues itself (Requeue); Lightning's handler would save from inside the
     # signal handler (its SLURM environment is added without it, `zoo.training.build.trainer`)
@@ -86,4 +92,4 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
         callbacks.append(StepTQDMProgressBar())
     return RunCallbacks(all=callbacks, last=last, interrupt=interrupt, throughput=throughput, final=final,
-                        requeue=requeue, rank_watch=rank_watch)
+                        requeue=requeue, rank_watch=rank_watch, instability=instability)

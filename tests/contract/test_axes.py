@@ -1,0 +1,95 @@
+"""The contract every ablation axis keeps, parametrized over `zoo.config.facts.axes.AXES` × its
+kinds: each kind has its row, builds with every family (or is refused on one line before any
+weight exists), its torch-free parameter count is the built model's, its FLOPs per token from
+the rows are what a forward measures, and the planner plans it. The slow tier trains a kind and
+resumes it bit for bit (tests/contract/test_axes_resume.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from tests.contract.conftest import AXES, MODEL_PAIRS, PAIRS, families_for, flop_counter, forward_inputs, model_kwargs, pair_id
+from zoo.config import ConfigError, ModelConfig
+from zoo.config.facts.axes import axis
+from zoo.config.schema.params import non_embedding_params
+from zoo.plan.options import PlanOptions
+from zoo.plan.planner import plan
+from zoo.plan.trace import WEIGHTS
+
+BUILDS = [(a, k, f) for a, k in MODEL_PAIRS for f in families_for(a, k)]
+
+
+def test_every_axis_is_a_distinct_config_key_with_kinds():
+    keys = [a.key for a in AXES]
+    assert len(keys) == len(set(keys))
+    assert all(list(a.kinds) for a in AXES)
+    assert axis("model.norm_type").key == "model.norm_type"
+    with pytest.raises(KeyError, match="model.norm_type"):
+        axis("model.no_such_axis")
+
+
+@pytest.mark.parametrize("ax", AXES, ids=pair_id)
+def test_an_axis_table_has_one_row_per_kind_in_enum_order(ax):
+    if ax.facts is not None:
+        assert list(ax.facts) == list(ax.kinds)
+
+
+@pytest.mark.parametrize("ax,kind", PAIRS, ids=pair_id)
+def test_a_kinds_settings_select_it_and_an_unknown_kind_is_refused(ax, kind):
+    settings = ax.settings(kind)
+    assert settings[ax.key] == kind.value
+    with pytest.raises(ConfigError, match=ax.key):
+        ax.settings("no_such_kind")
+
+
+@pytest.mark.parametrize("ax", [a for a in AXES if a.model_level], ids=pair_id)
+def test_an_unknown_kind_is_refused_on_one_line_naming_the_choices(ax):
+    with pytest.raises(ConfigError) as refused:
+        ModelConfig(**model_kwargs({ax.key: "no_such_kind"}))
+    message = str(refused.value)
+    assert "\n" not in message and f"{ax.key}='no_such_kind'" in message
+    assert all(kind.value in message for kind in ax.kinds)
+
+
+def _config_or_refusal(ax, kind, family):
+    """(ModelConfig, None) or (None, the one-line refusal)."""
+    try:
+        return ModelConfig(**model_kwargs(ax.settings(kind), family)), None
+    except ConfigError as refused:
+        return None, str(refused)
+
+
+@pytest.mark.parametrize("ax,kind,family", BUILDS, ids=pair_id)
+def test_a_kind_builds_with_every_family_and_its_rows_count_its_parameters_and_flops(ax, kind, family):
+    """Built (or refused on one line naming the kind or its key), the model runs a forward over
+    T tokens (an encoder-decoder: T source and T target tokens); its non-embedding parameters
+    are the torch-free count's, and torch's FlopCounterMode counts the matrix multiplies
+    (linear layers, attention's q·kᵀ and weights·v, a position scheme's own) that
+    `flops_per_token` at context T says, times T."""
+    cfg, refusal = _config_or_refusal(ax, kind, family)
+    if refusal is not None:
+        assert "\n" not in refusal and (kind.value in refusal or ax.key in refusal), refusal
+        return
+    model, T = zoo.build_model(cfg).eval(), cfg.max_seq_len
+    with flop_counter() as counter, torch.no_grad():
+        out = model(**forward_inputs(cfg.family, T, cfg.vocab_size))
+    assert torch.isfinite(out.logits).all()
+    summary = zoo.summarize(model, seq_len=T)
+    assert non_embedding_params(cfg) == summary.non_embedding_params
+    assert counter.get_total_flops() == T * summary.flops_per_token
+
+
+@pytest.mark.parametrize("ax,kind", MODEL_PAIRS, ids=pair_id)
+def test_the_planner_plans_a_kind_with_the_built_models_parameters(ax, kind):
+    """zoo-plan's step on fake tensors holds the parameters of the model the kind builds, in
+    float32 weights, gradients and AdamW's two moments."""
+    cfg, refusal = _config_or_refusal(ax, kind, "decoder_only")
+    if refusal is not None:
+        pytest.skip(refusal)
+    options = PlanOptions(batch=1, seq_len=16, device="cpu", precision="32-true", memory="1GiB")
+    planned = plan(cfg, options)
+    params = zoo.summarize(zoo.build_model(cfg)).total_params
+    assert planned.step.param_count == params
+    assert planned.parts[WEIGHTS] == 4 * params and planned.total > 4 * 4 * params

@@ -1,0 +1,42 @@
+"""The slow tier of the axis contract: one kind of every axis (its last: the newest, and not
+the default where the axis has more than one kind) trains a few steps, is killed right after a
+checkpoint, and resumes to the weights of a run never stopped, bit for bit. The model family
+axis is left out: a family trains its own task, which tests/cli/test_train_cli.py covers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.cli.conftest import tiny_overrides
+from tests.contract.conftest import AXES, pair_id
+from tests.training.distributed.conftest import model_state
+from zoo.config.facts.axes import cli_overrides
+
+KILL = str(Path(__file__).resolve().parents[1] / "training" / "checkpoint" / "kill_after_save.py")
+RUN = ["trainer.max_steps=4", "callbacks.checkpoint_every_n_steps=2", "trainer.val_check_interval=4",
+       "data.max_examples=40"]
+SUBSET = [(a, list(a.kinds)[-1]) for a in AXES if a.key != "model.family"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ax,kind", SUBSET, ids=pair_id)
+def test_a_kind_trains_and_resumes_bit_for_bit(ax, kind, tmp_path, cli_here):
+    args = [*RUN, *cli_overrides(ax.settings(kind))]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    done = cli_here("train", *tiny_overrides(straight), *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stopped = subprocess.run([sys.executable, KILL, "2", "last.ckpt", "on_train_batch_end",
+                              *tiny_overrides(killed), *args], capture_output=True, text=True, timeout=300)
+    assert stopped.returncode == -9, stopped.stderr[-3000:]
+    again = cli_here("train", *tiny_overrides(killed), *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((killed / "summary.json").read_text())["resumed_at_step"] == 2
+    a, b = model_state(straight / "checkpoints" / "last.ckpt"), model_state(killed / "checkpoints" / "last.ckpt")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), f"{ax.key}={kind.value}: the resumed weights differ"

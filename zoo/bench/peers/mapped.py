@@ -1,0 +1,36 @@
+"""What a peer maps of zoo's ablation axes, and the refusal of every kind it does not map.
+
+A peer lists, per model-level axis of `zoo.config.facts.axes.AXES` (its config key), the kinds
+it has an equivalent for; a workload whose model has any other kind is refused with
+PeerUnavailable naming the key and the kind, never run as something else (a norm it does not
+know is not LayerNorm). An axis the peer does not list is mapped at its default only: a kind
+added to zoo later is refused by every peer until the peer maps it."""
+
+from __future__ import annotations
+
+from typing import Any, Collection, Mapping
+
+from zoo.bench.peers.unavailable import PeerUnavailable
+from zoo.config.facts.axes import AXES
+from zoo.config.schema.model import ModelConfig
+
+
+def setting(cfg: ModelConfig, key: str) -> Any:
+    """The value of dotted model key `key` ("model.position.kind") in `cfg`."""
+    value: Any = cfg
+    for part in key.split(".")[1:]:
+        value = getattr(value, part)
+    return value
+
+
+def refuse_unmapped(cfg: ModelConfig, mapped: Mapping[str, Collection], peer: str) -> None:
+    """PeerUnavailable for the first model-level axis whose kind in `cfg` the peer does not map
+    (`mapped`: config key -> the kinds it maps; an axis not listed: its default kind only)."""
+    default = ModelConfig()
+    for axis in AXES:
+        if not axis.model_level:
+            continue
+        kind = setting(cfg, axis.key)
+        known = mapped.get(axis.key, (setting(default, axis.key),))
+        if kind not in known:
+            raise PeerUnavailable(f"{peer} has no equivalent of {axis.key}={kind.value}")

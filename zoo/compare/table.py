@@ -1,0 +1,155 @@
+"""The per-run tables a report is rebuilt from: `runs.csv` (one row per run of every arm, and
+one per run left out), `heldout.csv` (with tune=: each seed's held-out measurement) and
+`comparison.json` (what was compared: the kind of report, the metric, the keys, the baseline).
+
+`runs.csv` holds, for every run: its directory relative to the sweep it was found in (`sweep`,
+`run`), its arm and the arm's settings (the columns of report.csv), the size (the scale= key's
+value), the seed, the learning rate (`optim.lr`) and the tune= key's value, every final metric
+the run's summary holds, N (non-embedding parameters), D (tokens seen), the forward FLOPs per
+token and the training compute C = 3 · F · D, the vocabulary size V (the loss of a uniform
+prediction is ln V), its status and, for a run without a final result, why. `read_runs` turns
+the table back into runs that `zoo.compare.recompute` compares again, so every interval of the
+report can be rebuilt from the table alone."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from zoo.compare.escape import FORMULA_START, csv_cell
+from zoo.compare.runs import Run, RunStatus, at, number
+from zoo.config.records.atomic import replacing, write_text
+
+RUNS = "runs.csv"
+HELDOUT = "heldout.csv"
+SPEC = "comparison.json"
+LR = "optim.lr"
+BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward (as zoo.compare.scale)
+ACCOUNTING = ["N", "D", "flops_per_token", "compute", "params", "train_tokens", "vocab_size", "tokens_per_s",
+              "wall_seconds"]
+UNSET = "(unset)"  # how a report shows a setting a run does not have
+
+
+def vocab_size(run: Run) -> Optional[float]:
+    """The run's vocabulary size: its summary's tokenizer record, else its tokenizer setting (a
+    byte tokenizer's setting says nothing); None when neither says."""
+    size = at(run.summary, "tokenizer", "vocab_size")
+    if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0:
+        return float(size)
+    size = run.config.get("tokenizer.vocab_size")
+    if run.config.get("tokenizer.kind") != "byte" and isinstance(size, int) and size > 0:
+        return float(size)
+    return None
+
+
+def _accounting(run: Run) -> dict[str, Optional[float]]:
+    flops, tokens = number(run, "model", "flops_per_token"), number(run, "tokens_seen")
+    compute = BACKWARD_FACTOR * flops * tokens if flops and tokens and flops > 0 and tokens > 0 else None
+    return {"N": number(run, "model", "non_embedding_params"), "D": tokens, "flops_per_token": flops,
+            "compute": compute, "params": number(run, "model", "total_params"),
+            "train_tokens": number(run, "data", "train_tokens"), "vocab_size": vocab_size(run),
+            "tokens_per_s": number(run, "tokens_per_s"), "wall_seconds": number(run, "wall_seconds")}
+
+
+def run_place(run: Run) -> tuple[str, str]:
+    """(the sweep's directory name, the run's directory relative to it)."""
+    root = Path(run.root) if run.root is not None else run.path.parent
+    try:
+        relative = run.path.relative_to(root)
+    except ValueError:
+        return root.resolve().name, run.path.name
+    return (root.name or root.resolve().name), relative.as_posix()
+
+
+def write_runs(report, out: Path, *, kind: str, scale: Optional[str] = None,
+               tune: Optional[str] = None, irreducible: Optional[bool] = None) -> dict[str, Path]:
+    """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
+    arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs)."""
+    arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]
+    metrics = list(dict.fromkeys(k for _, r in arms for k in (r.summary.get("metrics") or {})))
+    place = list(dict.fromkeys([*report.keys, *([scale] if scale else []), "seed", LR, *([tune] if tune else [])]))
+    head = ["sweep", "run", "arm", *place, *metrics, *ACCOUNTING, "status", "error"]
+    with replacing(out / RUNS) as handle:
+        writer = csv.writer(handle)
+        writer.writerow([csv_cell(h) for h in head])
+        for arm, run in arms:
+            sweep, where = run_place(run)
+            settings = arm.settings if arm is not None else {}
+            cells = [sweep, where, arm.name if arm is not None else ""]
+            for key in place:
+                value = settings[key] if key in settings else run.config.get(key)
+                cells.append(UNSET if value is None and key in settings else value)
+            final = {k: (v if run.status == RunStatus.finished else None)
+                     for k, v in (run.summary.get("metrics") or {}).items()}
+            cells += [final.get(m) for m in metrics]
+            cells += [_accounting(run)[k] for k in ACCOUNTING]
+            cells += [run.status.value, " ".join(run.error.split())]
+            writer.writerow([csv_cell(c) for c in cells])
+    spec = {"kind": kind, "metric": report.metric, "baseline": report.baseline.name, "settings": list(report.keys),
+            "scale": scale, "tune": tune, "metrics": metrics}
+    if irreducible is not None:
+        spec["irreducible"] = irreducible
+    write_text(out / SPEC, json.dumps(spec, indent=2) + "\n")
+    return {"runs_csv": out / RUNS, "comparison": out / SPEC}
+
+
+def write_heldout(rows: list[dict], out: Path) -> Path:
+    """heldout.csv: one row per seed of each arm (and size): the value it was measured at, chosen
+    on the arm's other seeds, and its final metric there."""
+    with replacing(out / HELDOUT) as handle:
+        head = list(rows[0]) if rows else ["arm", "seed", "chosen", "value", "run"]
+        writer = csv.DictWriter(handle, fieldnames=head)
+        writer.writerow({k: csv_cell(k) for k in head})
+        writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
+    return out / HELDOUT
+
+
+def cell_value(cell: str) -> Any:
+    """A cell back as the value it was written from: "" None, numbers as int or float, text
+    without the quote `csv_cell` put before a formula-like start."""
+    if cell == "":
+        return None
+    if cell.startswith("'") and cell[1:].startswith(FORMULA_START):
+        return cell[1:]
+    for kind in (int, float):
+        try:
+            return kind(cell)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(cell, cell)
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    if not rows:
+        return []
+    head = [str(cell_value(h)) for h in rows[0]]
+    return [dict(zip(head, map(cell_value, row))) for row in rows[1:]]
+
+
+def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
+    """(comparison.json, the runs of the arms, the runs left out) rebuilt from runs.csv: each run
+    with the config that places it (the arm's settings, size, seed, rate, tuned key) and the
+    summary the comparison reads (final metrics, N, D, FLOPs, vocabulary)."""
+    spec = json.loads((directory / SPEC).read_text(encoding="utf-8"))
+    keys = [*spec["settings"], *([spec["scale"]] if spec.get("scale") else []), "seed", LR,
+            *([spec["tune"]] if spec.get("tune") else [])]
+    runs, left_out = [], []
+    for row in read_table(directory / RUNS):
+        config = {k: (None if row.get(k) == UNSET and k in spec["settings"] else row.get(k)) for k in keys}
+        config["compare.arm"] = row["arm"]  # the arm it was placed in, whatever its settings read as
+        summary: dict[str, Any] = {"status": row["status"],
+                                   "metrics": {m: row.get(m) for m in spec["metrics"] if row.get(m) is not None},
+                                   "model": {"non_embedding_params": row["N"], "flops_per_token": row["flops_per_token"],
+                                             "total_params": row["params"]},
+                                   "tokens_seen": row["D"], "tokens_per_s": row["tokens_per_s"],
+                                   "wall_seconds": row["wall_seconds"], "data": {"train_tokens": row["train_tokens"]},
+                                   "tokenizer": {"vocab_size": row["vocab_size"]}}
+        run = Run(path=Path(str(row["sweep"])) / str(row["run"]), overrides=[], config=config,
+                  status=RunStatus(row["status"]), summary=summary, error=str(row["error"] or ""),
+                  root=Path(str(row["sweep"])))
+        (runs if row["arm"] is not None else left_out).append(run)
+    return spec, runs, left_out

@@ -1,0 +1,113 @@
+"""Every ablation axis, one entry each: the registry the contract tests (`tests/contract/`)
+are parametrized over, so that a new kind of any axis is built, counted, planned and resumed
+as soon as its row exists, and a new axis as soon as its entry does.
+
+An entry (`Axis`) holds:
+
+- `key`: the config key that picks a kind, e.g. "model.norm_type" or "optim.kind";
+- `kinds`: its `Choice` enum (every member is a kind the tests cover);
+- `facts`: its torch-free table {kind: row} (None where the axis has no table yet: then the
+  tests cover its kinds but no row);
+- `overrides(kind)`: the settings that select `kind`, as {dotted config key: plain value}. Keys
+  under "model." set a model config (tests/conftest.py's `tiny(...)` takes them: `model.position.kind`
+  sets `position={"kind": ...}`); every key is also a `zoo-train` override `key=value` (the
+  run-level keys of optim and scheduler axes go there only). Add the other keys a kind needs
+  (e.g. a window for sliding attention). The default sets `key` alone.
+
+To register an axis, append ONE entry at the end of `AXES`: `Axis(key, Enum, TABLE)`, with
+`overrides=` where selecting a kind takes more than its key. Torch-free, like every table here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from zoo.config.choice import Choice
+from zoo.config.facts.activations import ACTIVATION_FACTS, Activation
+from zoo.config.facts.families import FAMILY_FACTS, Family
+from zoo.config.facts.ffn import FFN_FACTS, FFNKind
+from zoo.config.facts.norms import NORM_FACTS, NormType
+from zoo.config.facts.positions import POSITION_FACTS, PositionKind
+from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
+from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One ablation axis (see the module docstring)."""
+
+    key: str
+    kinds: type[Choice]
+    facts: Optional[Mapping[Choice, Any]]
+    overrides: Optional[Callable[[Choice], dict[str, Any]]] = field(default=None, compare=False)
+
+    def settings(self, kind: Choice | str) -> dict[str, Any]:
+        """{dotted config key: plain value} that selects `kind` of this axis."""
+        kind = self.kinds.parse(kind, self.key)
+        return dict(self.overrides(kind)) if self.overrides is not None else {self.key: kind.value}
+
+    @property
+    def model_level(self) -> bool:
+        """The axis is a model config key (a built model differs between its kinds)."""
+        return self.key.startswith("model.")
+
+
+def _family(kind: Family) -> dict[str, Any]:
+    """A family, with a decoder depth where it has cross-attention."""
+    out: dict[str, Any] = {"model.family": kind.value}
+    if FAMILY_FACTS[kind].cross_attention:
+        out["model.n_decoder_layers"] = 2
+    return out
+
+
+AXES: list[Axis] = [
+    Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
+    Axis("model.position.kind", PositionKind, POSITION_FACTS),
+    Axis("model.norm", NormPlacement, PLACEMENT_FACTS),
+    Axis("model.norm_type", NormType, NORM_FACTS),
+    Axis("model.activation", Activation, ACTIVATION_FACTS),
+    Axis("model.ffn", FFNKind, FFN_FACTS),
+    Axis("model.block", BlockKind, BLOCK_FACTS),
+    Axis("model.qk_norm", QKNorm, QK_NORM_FACTS),
+]
+
+
+def axis(key: str) -> Axis:
+    """The entry of `key` (KeyError naming the registered keys otherwise)."""
+    for entry in AXES:
+        if entry.key == key:
+            return entry
+    raise KeyError(f"no axis {key!r}; registered: {', '.join(a.key for a in AXES)}")
+
+
+def axis_kinds() -> list[tuple[Axis, Choice]]:
+    """Every (axis, kind) pair, in registry and enum order: what the contract tests cover."""
+    return [(entry, kind) for entry in AXES for kind in entry.kinds]
+
+
+def model_overrides(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The model part of `settings` as keyword arguments of `ModelConfig` (and of
+    tests/conftest.py's `tiny`): "model.x" -> x, "model.position.y" -> position={"y": ...}."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if not key.startswith("model."):
+            continue
+        path = key.split(".")[1:]
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return out
+
+
+def cli_overrides(settings: Mapping[str, Any]) -> list[str]:
+    """`settings` as zoo-train overrides key=value (None as null, booleans lower case)."""
+    def plain(value: Any) -> str:
+        if value is None:
+            return "null"
+        if isinstance(value, bool):
+            return str(value).lower()
+        return str(value)
+
+    return [f"{key}={plain(value)}" for key, value in settings.items()]

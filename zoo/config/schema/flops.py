@@ -1,0 +1,55 @@
+"""Forward FLOPs per token of a model config, from the config alone (no torch, no model built):
+the matrix multiplies of every attention sub-layer's projections, its scores and weighted values
+over the context, the multiplies a position scheme adds (Shaw's offsets), every feed-forward unit (its row of `zoo.config.facts.ffn.FFN_FACTS`: a sparse
+kind counts the units a token passes through, not the parameters it holds), BERT's head
+transform and the output projection. Shape names: D = d_model, H = n_heads, Hkv = n_kv_heads,
+Dh = head_dim, V = vocab_size, S = the context.
+
+A multiply-add is 2 FLOPs. Elementwise work (norms, activations, softmax, the additions and
+rotations of position schemes) is left out, as Kaplan et al. 2020 do; `tests/contract/test_axes.py` checks the
+count against torch's FlopCounterMode on a forward of every axis kind.
+"""
+
+from __future__ import annotations
+
+from zoo.config.facts.ffn import ffn_flops
+from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.params import stack_layers
+
+
+def attention_projection_flops(cfg: ModelConfig) -> int:
+    """W_q (D × H·Dh), W_k and W_v (D × Hkv·Dh each), W_o (H·Dh × D) for one token (a
+    cross-attention's W_k, W_v run on the source token, counted with it)."""
+    D, q, kv = cfg.d_model, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    return 2 * (D * (q + 2 * kv) + q * D)
+
+
+def attention_score_flops(cfg: ModelConfig, seq_len: int) -> int:
+    """q·kᵀ and weights·v of one query over S = seq_len keys: 2·S·H·Dh each (causal masking is
+    not discounted)."""
+    return 4 * seq_len * cfg.n_heads * cfg.head_dim
+
+
+def block_flops(cfg: ModelConfig, seq_len: int, *, cross: bool) -> int:
+    """One block: self-attention (and the multiplies its position scheme adds, from its row of
+    `POSITION_FACTS`), cross-attention in a decoder of an encoder-decoder, and the
+    feed-forward unit."""
+    sub_layers = 2 if cross else 1
+    attention = attention_projection_flops(cfg) + attention_score_flops(cfg, seq_len)
+    return sub_layers * attention + POSITION_FACTS[cfg.position.kind].flops(cfg) + ffn_flops(cfg)
+
+
+def head_flops(cfg: ModelConfig, *, output_head: bool = True) -> int:
+    """The output head: BERT's dense D × D transform (model.head_transform) and the projection
+    to V logits (tied or not); none where a task removed the head (`output_head=False`)."""
+    if not output_head:
+        return 0
+    return 2 * cfg.d_model * cfg.d_model * int(cfg.head_transform) + 2 * cfg.d_model * cfg.vocab_size
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int, *, output_head: bool = True) -> int:
+    """Forward FLOPs for one token at context `seq_len`: every stack's blocks and the output
+    head. For an encoder-decoder it is one source token plus one target token, both at seq_len."""
+    stacks = sum(n_layers * block_flops(cfg, seq_len, cross=cross) for n_layers, cross in stack_layers(cfg))
+    return stacks + head_flops(cfg, output_head=output_head)
