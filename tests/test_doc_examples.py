@@ -147,6 +147,11 @@ def workdir(tmp_path_factory):
                   "multirun/2026-11-22/10-00-00"):
         (here / sweep).mkdir(parents=True)
     (here / "benchmarks" / "results").mkdir(parents=True)
+    stable = here / "runs" / "stable" / "checkpoints"  # branch_from=: `${zoo.branch_end:}` reads its step
+    stable.mkdir(parents=True)
+    import torch
+
+    torch.save({"global_step": 2000, "state_dict": {}, "hyper_parameters": {}}, stable / "last.ckpt")
     return here
 
 

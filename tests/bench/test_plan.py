@@ -45,6 +45,23 @@ def test_adamw_holds_two_moments_in_the_parameters_dtype():
     assert plan(TINY, options(precision="bf16-true")).parts[WEIGHTS] == plan(TINY, options()).parts[WEIGHTS] // 2
 
 
+def test_muon_holds_one_buffer_per_hidden_matrix_and_adamws_two_moments_elsewhere():
+    """The state a planned Muon step holds is its row's (zoo.config.facts.optimizers): 1 number per
+    parameter of the hidden matrices, 2 elsewhere, in the parameters' dtype."""
+    from zoo.models import build_model
+    from zoo.tasks.muon import hidden_matrices
+
+    model = build_model(TINY, init_seed=0)
+    head = model.lm_head.weight if model.lm_head is not None else None
+    hidden = sum(p.numel() for p in model.parameters() if id(p) in hidden_matrices(model, head))
+    for precision, size in (("32-true", 4), ("bf16-true", 2)):
+        adamw, muon = plan(TINY, options(precision=precision)), plan(TINY, options(precision=precision, optim="muon"))
+        steps = 4 * len(list(adamw.step.layer_param_bytes))  # plus a scalar step count per parameter
+        expected = 2 * adamw.parts[WEIGHTS] - size * hidden
+        assert muon.parts[OPTIMIZER] == pytest.approx(expected, rel=0.01, abs=64 * steps)
+        assert muon.parts[WEIGHTS] == adamw.parts[WEIGHTS]
+
+
 def test_ddp_adds_a_copy_of_the_gradients_as_buckets():
     p = plan(TINY, options(strategy="ddp", world_size=4))
     assert p.parts[BUCKETS] == p.step.param_bytes == p.parts[WEIGHTS]
@@ -92,6 +109,7 @@ SMALL = ["model.d_model=64", "model.n_heads=2", "model.n_layers=2", "model.vocab
     (["seq_len=128"], "seq_len=128 is longer than model.max_seq_len=64: lower seq_len or raise "
                       "model.max_seq_len=128"),
     (["batch=0"], "batch must be a positive integer, got 0"),
+    (["optim=muon", "strategy=fsdp", "world_size=2"], "optim=muon cannot run under strategy=fsdp"),
     # sizes that would run for minutes or overflow torch's sizes: refused before a step is simulated
     (["model.n_layers=100000"], "model.n_layers=100000: zoo-plan runs each layer"),
     (["model.n_decoder_layers=100", "model=t5", "model.n_layers=100"], "model.n_layers + model.n_decoder_layers=200"),

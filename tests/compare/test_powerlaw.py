@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from zoo.compare.powerlaw import MIN_POINTS, MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
-from zoo.compare.scale import ScaledArm, Size, fit_arms
+from zoo.compare.scale import ScaledArm, Size, family_box, fit_arms
 
 COMPUTE = [1e12, 3e12, 1e13, 3e13, 1e14, 3e14]
 
@@ -215,14 +215,16 @@ def test_an_arm_measured_worse_at_equal_compute_gets_a_multiplier_below_one():
     # SwiGLU at D = 144: 1.1768 against 1.1880, a difference whose Welch interval spans 0 on 2 seeds
     # each; its multiplier's interval spans 1 (a seed bootstrap of 2 seeds said 1.03 to 1.14)
     swiglu = _measured("swiglu", [2.5726, 1.4683, 1.1768], [0.2160, 0.0012, 0.0034], computes)
-    fit_arms([gelu, swiglu], gelu, irreducible=False, resamples=400)
+    family = fit_arms([gelu, swiglu], gelu, irreducible=False, resamples=400)
     at144 = swiglu.multipliers[-1]
+    # one family of 3 multipliers: each built from two intervals at 1 − 0.05/6 (97.5% for one alone)
+    assert family == 3 and family_box(family) == pytest.approx(1 - 0.05 / 6) and family_box(1) == 0.975
     assert at144.value > 1 and at144.low < 1 < at144.high
     from zoo.compare.stats import difference
 
     for m, mine, theirs in zip(swiglu.multipliers, swiglu.scored, gelu.scored):
         d = difference(dict(enumerate(math.log(v) for v in theirs.finals)),
-                       {i + 9: math.log(v) for i, v in enumerate(mine.finals)}, level=0.975)
+                       {i + 9: math.log(v) for i, v in enumerate(mine.finals)}, level=family_box(family))
         assert (m.low < 1 < m.high) == (d.low < 0 < d.high)  # equal compute: the same verdict as the losses
     assert [s.residual for s in gelu.scored] == pytest.approx(
         [math.log(s.mean / gelu.fit.loss_at(s.compute)) for s in gelu.scored])

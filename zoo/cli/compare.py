@@ -7,10 +7,11 @@
     zoo-compare SWEEP scale=model.d_model  # each arm across sizes: power laws, compute multipliers
     zoo-compare SWEEP scale=model.d_model tune=optim.lr   # ... each arm at each size at its own best rate
     zoo-compare SWEEP metric=val/bpb       # bits per byte: comparable across tokenizers
+    zoo-compare SWEEP pairs=all            # + every pair of arms, all pairs one Holm family
     zoo-compare recompute=SWEEP/compare    # rebuild a report from its runs.csv; exit 1 if a value differs
 
 Writes report.md, report.csv, runs.csv (every run), comparison.json, curves.png and final.png
-(tune=: heldout.csv, tuning.png; scale=: scaling.png) into `out` (default: `compare/` inside the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
+(tune=: heldout.csv, tuning.png; scale=: scaling.png; pairs=all: pairs.csv) into `out` (default: `compare/` inside the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ class CompareArgs:
                                                          "across its sizes, the metric against training compute "
                                                          "as a power law, and the compute multiplier against the "
                                                          "baseline (scaling.png)"})
+    pairs: Optional[str] = field(default=None, metadata={"help": "all: also compare every pair of arms "
+                                                         "(pairs.csv); the report's one family of comparisons "
+                                                         "is then every pair (plain and tune= reports)"})
     recompute: Optional[str] = field(default=None, metadata={"help": "a report directory holding runs.csv: "
                                                              "rebuild every interval of its report from runs.csv "
                                                              "and say whether each equals the report's (exit 1 "
@@ -60,7 +64,7 @@ def run(argv: list[str]) -> dict:
     if args.recompute:
         from zoo.compare.recompute import recompute
 
-        if dirs or any(getattr(args, k) for k in ("tune", "scale", "lengths", "baseline", "out")):
+        if dirs or any(getattr(args, k) for k in ("tune", "scale", "lengths", "baseline", "out", "pairs")):
             raise ConfigError("recompute=DIR takes nothing else: the report's own comparison.json says what it compared")
         if not Path(args.recompute).is_dir():
             raise ConfigError(f"recompute={args.recompute}: not a directory")
@@ -84,6 +88,12 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"lengths={args.lengths}: multiples must be >= 1")
     if args.tune and multiples:
         raise ConfigError(f"tune={args.tune} and lengths= cannot be combined: compare lengths without tune=")
+    if args.pairs not in (None, "all"):
+        raise ConfigError(f"pairs={args.pairs}: the only value is pairs=all (every pair of arms)")
+    if args.pairs and args.scale:
+        raise ConfigError(f"pairs=all and scale={args.scale} cannot be combined: a scaled report compares each arm "
+                          f"with the baseline by compute multipliers; compare one size with pairs=all")
+    pairs = args.pairs == "all"
     if args.scale and multiples:
         raise ConfigError(f"scale={args.scale} and lengths= cannot be combined: run them as two comparisons")
     try:
@@ -92,10 +102,10 @@ def run(argv: list[str]) -> dict:
                                     baseline=args.baseline, tune=args.tune)
         elif args.tune:
             report = compare_tuned([Path(d) for d in dirs], out, key=args.tune, metric=args.metric,
-                                   baseline=args.baseline)
+                                   baseline=args.baseline, pairs=pairs)
         else:
             report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
-                             lengths=multiples)
+                             lengths=multiples, pairs=pairs)
     except CompareError as exc:  # a mistake the user can fix, raised where it was found
         raise ConfigError(str(exc)) from None
     from zoo.compare import RunStatus

@@ -140,13 +140,25 @@ def _share_of_steps(share, _root_) -> int:
     return max(1, int(share * steps))
 
 
+def _branch_end(_root_) -> int:
+    """`${zoo.branch_end:}`: the step at which a branch's cooldown ends, the step of the
+    checkpoint `branch_from` names plus scheduler.decay_steps (trainer.max_steps of a branch,
+    so that a sweep over decay_steps gives each branch its own length)."""
+    from zoo.training.resume.branch import branch_step  # torch: only when a branch is composed
+
+    if _root_.get("branch_from") is None or _root_.scheduler.get("decay_steps") is None:
+        raise ValueError("zoo.branch_end needs branch_from and scheduler.decay_steps")
+    return branch_step(str(_root_.branch_from)) + int(_root_.scheduler.decay_steps)
+
+
 def register_resolvers() -> None:
     """`${zoo.now:FMT}` (the run's agreed start time), `${zoo.dir:KIND,DEFAULT}` (the directory
     zoo-train claimed), `${zoo.rank_log:STEM}`,
     `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere), the SLURM job shape from
     the trainer: `${zoo.tasks_per_node:DEVICES}`, `${zoo.gpus_per_node:ACCELERATOR,DEVICES}`,
     a training budget by a rule: `${zoo.steps_for_tokens:TOKENS_PER_PARAM}`, and a number of steps
-    that follows the run's length: `${zoo.share_of_steps:SHARE}`."""
+    that follows the run's length: `${zoo.share_of_steps:SHARE}`, and where a branched cooldown
+    ends: `${zoo.branch_end:}`."""
     OmegaConf.register_new_resolver("zoo.now", _now, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("zoo.dir", _claimed_dir, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_log", _rank_log, replace=True)
@@ -155,3 +167,4 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("zoo.gpus_per_node", _gpus_per_node, replace=True)
     OmegaConf.register_new_resolver("zoo.steps_for_tokens", _steps_for_tokens, replace=True)
     OmegaConf.register_new_resolver("zoo.share_of_steps", _share_of_steps, replace=True)
+    OmegaConf.register_new_resolver("zoo.branch_end", _branch_end, replace=True)

@@ -18,12 +18,12 @@ from typing import Any
 from zoo.compare.errors import CompareError
 from zoo.compare.report import compare
 from zoo.compare.scale import compare_scaled
-from zoo.compare.table import HELDOUT, RUNS, SPEC, read_runs, read_table
+from zoo.compare.table import HELDOUT, PAIRS, RUNS, SPEC, read_runs, read_table
 from zoo.compare.tune import compare_tuned
 
 # columns shown line by line (every column is compared; these are the report's numbers)
-SHOWN = ("mean", "std", "held_out mean", "diff", "ci_low", "ci_high", "p", "p_holm", "flag", "sensitivity",
-         "sensitivity_low", "sensitivity_high", "exponent", "exponent_low", "exponent_high", "multiplier",
+SHOWN = ("mean", "std", "held_out mean", "diff", "ci_low", "ci_high", "adj_low", "adj_high", "p", "p_holm", "flag",
+         "sensitivity", "sensitivity_low", "sensitivity_high", "exponent", "exponent_low", "exponent_high", "multiplier",
          "multiplier_low", "multiplier_high")
 
 
@@ -43,7 +43,7 @@ def printed(column: str, value: Any) -> str:
         return f"{value:.3g}"
     if abs(value) >= 1e4:
         return f"{value:.6g}"
-    return f"{value:+.4f}" if column in ("diff", "ci_low", "ci_high") else f"{value:.4f}"
+    return f"{value:+.4f}" if column in ("diff", "ci_low", "ci_high", "adj_low", "adj_high") else f"{value:.4f}"
 
 
 def _rebuild(directory: Path, scratch: Path) -> dict:
@@ -52,10 +52,11 @@ def _rebuild(directory: Path, scratch: Path) -> dict:
         raise CompareError(f"recompute={directory}: {RUNS} holds no run of an arm")
     common = dict(metric=spec["metric"], baseline=spec["baseline"], plots=False, found=(runs, left_out))
     dirs = [Path(str(name)) for name in dict.fromkeys(str(r.root) for r in runs)]
+    pairs = bool(spec.get("pairs"))
     if spec["kind"] == "plain":
-        compare(dirs, scratch, **common)
+        compare(dirs, scratch, pairs=pairs, **common)
     elif spec["kind"] == "tuned":
-        compare_tuned(dirs, scratch, key=spec["tune"], **common)
+        compare_tuned(dirs, scratch, key=spec["tune"], pairs=pairs, **common)
     elif spec["kind"] == "scaled":
         compare_scaled(dirs, scratch, key=spec["scale"], tune=spec.get("tune"), irreducible=spec.get("irreducible"),
                        **common)
@@ -97,15 +98,15 @@ def recompute(directory: Path) -> tuple[list[str], bool]:
         keys = ["arm", *([spec["scale"]] if spec.get("scale") else [])]
         lines, differ = _compare_tables("report.csv", read_table(scratch / "report.csv"),
                                         read_table(directory / "report.csv"), keys)
-        if (scratch / HELDOUT).is_file() or (directory / HELDOUT).is_file():
-            if not (directory / HELDOUT).is_file():
-                lines.append(f"{HELDOUT}: not in the report: DIFFERS")
-                differ += 1
-            else:
-                more, n = _compare_tables(HELDOUT, read_table(scratch / HELDOUT), read_table(directory / HELDOUT),
-                                          [*keys, "seed"])
-                lines += more
-                differ += n
+        for name, columns in ((HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])):
+            if (scratch / name).is_file() or (directory / name).is_file():
+                if not (directory / name).is_file():
+                    lines.append(f"{name}: not in the report: DIFFERS")
+                    differ += 1
+                else:
+                    more, n = _compare_tables(name, read_table(scratch / name), read_table(directory / name), columns)
+                    lines += more
+                    differ += n
     lines.append(f"{'every value equals the report' if not differ else f'{differ} value(s) differ from the report'} "
                  f"(rebuilt from {directory / RUNS})")
     return lines, not differ

@@ -8,10 +8,11 @@ tokens seen, throughput, and how many seeds finished, failed or are unfinished: 
 dropped silently. With several arms against one baseline each difference also has its p-value
 and Holm's adjusted p-value; an interval on one degree of freedom (2 seeds) is flagged, and a
 difference with zero spread or fewer than 2 seeds on a side gets no interval and no p-value
-(flagged on its row and in the warnings). Beside report.csv, runs.csv holds every run
-(`zoo.compare.table`), from which `zoo-compare recompute=DIR` rebuilds the report. A loss
-per token is compared only between runs that share a tokenizer (`check_tokenizers`); bits per
-byte (val/bpb) compares any."""
+(flagged on its row and in the warnings). The report opens with its verdict and declares its one
+family of comparisons (`zoo.compare.verdict`); `pairs` adds every pair of arms. Beside report.csv,
+runs.csv holds every run (`zoo.compare.table`), from which `zoo-compare recompute=DIR` rebuilds
+the report. A loss per token is compared only between runs that share a tokenizer
+(`check_tokenizers`); bits per byte (val/bpb) compares any."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from typing import Optional
 
 from zoo.compare.errors import CompareError
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
-from zoo.compare.stats import ZERO_SPREAD, Difference, difference, holm, mean_std, t_quantile
+from zoo.compare.stats import ZERO_SPREAD, Difference, difference, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
-from zoo.compare.table import run_place, write_runs
+from zoo.compare.table import run_place, vocab_size, write_pair_rows, write_runs
+from zoo.compare.verdict import Family, Pair, adjust, label, load_flag, pair_lines, pairs_of, verdict
 from zoo.config.records.atomic import replacing, write_text
 from zoo.config.records.rundir import RunDir
 
@@ -63,12 +65,21 @@ class Report:
     lengths: list[dict] = field(default_factory=list)  # zoo.compare.lengths.length_table rows
     multiples: list[int] = field(default_factory=list)
     unreadable: list[Run] = field(default_factory=list)  # damaged .hydra/: no config to place them by
+    family: Optional[Family] = None  # the comparisons adjusted together (zoo.compare.verdict)
+    pairs: Optional[list[Pair]] = None  # pairs=all: every pair of arms
+
+    @property
+    def load(self) -> str:
+        """Why tokens/s measures the machine, not the arm ("" when it does not)."""
+        return load_flag([[v for v in (number(r, "tokens_per_s") for r in a.runs if r.status == RunStatus.finished)
+                           if v is not None] for a in self.arms])
 
     @property
     def warnings(self) -> list[str]:
         runs = [r for a in self.arms for r in a.runs]
         diffs = [(arm.name, arm.diff) for arm in self.arms]
-        return repeat_warnings(runs) + few_seed_warnings(diffs) + flag_warnings(diffs)
+        return (repeat_warnings(runs) + few_seed_warnings(diffs) + flag_warnings(diffs)
+                + ([self.load] if self.load else []))
 
     def rows(self) -> list[dict]:
         out = []
@@ -85,6 +96,8 @@ class Report:
                 "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
                 "df": arm.diff.df if arm.diff else None, "p": arm.diff.p if arm.diff else None,
                 "p_holm": arm.diff.p_holm if arm.diff else None,
+                "adj_low": arm.diff.adj_low if arm.diff else None,
+                "adj_high": arm.diff.adj_high if arm.diff else None,
                 "flag": arm.diff.flag if arm.diff else "",
                 "params": params, "non_embedding_params": non_emb,
                 "flops_per_token": arm.summary_mean("model", "flops_per_token"),
@@ -149,6 +162,8 @@ DESIGN_KEYS = ("data.source", "data.path", "tokenizer.kind", "tokenizer.vocab_si
                "data.global_batch_size", "trainer.max_steps", "optim.kind", "optim.lr", "optim.weight_decay",
                "scheduler.kind", "scheduler.warmup_steps", "model.parametrization", "model.mup_base_d_model",
                "model.mup_base_head_dim")
+# the model's shape: shown with the settings held fixed (None: the family's default)
+SHAPE_KEYS = ("model.d_model", "model.n_layers", "model.n_heads", "model.n_kv_heads", "model.d_ff")
 
 
 def design_line(runs: list[Run]) -> str:
@@ -161,9 +176,27 @@ def design_line(runs: list[Run]) -> str:
             if key == "tokenizer.vocab_size" and runs[0].config.get("tokenizer.kind") == "byte":
                 continue  # the byte tokenizer's size is fixed whatever this says
             fixed.append(code(f"{key}={_show(runs[0].config.get(key))}"))
+    fixed += shape_items(runs)
     seeds = sorted({r.seed for r in runs}, key=lambda s: (str(type(s)), s))
     return (f"Held fixed: {', '.join(fixed) or '–'}. "
             f"Seeds: {', '.join(text(s) for s in seeds)}.")
+
+
+def shape_items(runs: list[Run]) -> list[str]:
+    """The model's shape every run shares (d_model, layers, heads, KV heads, d_ff, and the
+    vocabulary from the runs' tokenizer records): a key that varies is an arm's or a size's."""
+    out = []
+    for key in SHAPE_KEYS:
+        if not any(key in r.config for r in runs):
+            continue
+        values = {repr(r.config.get(key)) for r in runs}
+        if len(values) == 1:
+            value = runs[0].config.get(key)
+            out.append(code(f"{key}={value}") if value is not None else f"{code(key)} at its default")
+    vocab = {vocab_size(r) for r in runs if r.status == RunStatus.finished}
+    if len(vocab) == 1 and None not in vocab:
+        out.append(f"vocabulary V = {int(vocab.pop()):,}")
+    return out
 
 
 def _span(values: list[float], fmt) -> str:
@@ -311,22 +344,25 @@ def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
 
 def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: Optional[str] = None,
             plots: bool = True, lengths: Optional[list[int]] = None,
-            found: Optional[tuple[list[Run], list[Run]]] = None) -> Report:
+            found: Optional[tuple[list[Run], list[Run]]] = None, pairs: bool = False) -> Report:
     """Read the sweeps in `dirs`, write report.md, report.csv, runs.csv (and curves.png,
     final.png) into `out`, and return the report. `lengths` (multiples of the trained context,
     e.g. [1, 2, 4, 8]) adds a length-extrapolation table (lengths.csv, lengths.png). `found`:
     (runs, runs left out) already read (`zoo.compare.table.read_runs`), instead of `dirs`'. Each
-    arm at its own best value of one key: `zoo.compare.tune.compare_tuned`."""
+    arm at its own best value of one key: `zoo.compare.tune.compare_tuned`. `pairs`: every pair of
+    arms compared (pairs.csv), all pairs one family."""
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys = group_arms(runs)
     base = pick_baseline(arms, baseline)
     for arm in arms:
         arm.diff = difference(arm.finals(metric), base.finals(metric)) if arm is not base else None
-    holm([arm.diff for arm in arms])
     report = Report(metric=metric, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
+    report.family, report.pairs = declare(arms, base, lambda a: a.finals(metric), pairs)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="plain"))
+    report.files.update(write_runs(report, out, kind="plain", pairs=pairs))
+    if report.pairs is not None:
+        report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
     if lengths:
         # deferred: measuring lengths loads checkpoints (torch, Lightning); a comparison without
         # lengths= answers without them (zoo-compare starts in half the time)
@@ -342,6 +378,19 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
             report.files["lengths"] = plot_lengths(report, out / "lengths.png")
     report.files["md"] = write_markdown(report, out / "report.md", dirs)
     return report
+
+
+def declare(arms: list, base, values, pairs: bool) -> tuple[Family, Optional[list[Pair]]]:
+    """The report's one family (each arm against the baseline; with `pairs`, every pair of arms,
+    those against the baseline included) adjusted together, and the pairs when asked for."""
+    if not pairs:
+        others = [a for a in arms if a is not base]
+        what = (f"the {len(others)} arm(s) other than the baseline, each against the baseline "
+                f"({label(base)})")
+        return adjust(what, [(label(a), a.diff) for a in others]), None
+    found = pairs_of(arms, base, values, difference)
+    what = f"every pair of the {len(arms)} arms ({len(found)} pairs, those against the baseline included)"
+    return adjust(what, [(f"{label(p.arm)} − {label(p.other)}", p.diff) for p in found]), found
 
 
 def make_out(out: Path) -> None:
@@ -409,15 +458,21 @@ def _num(value, digits: int = 4) -> str:
 def write_markdown(report: Report, path: Path, dirs) -> Path:
     m = report.metric
     m = text(m)  # (a metric name, like the keys, is copied from runs and command lines)
-    head = ["arm", *map(text, report.keys), f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "p (Holm)",
-            "params (non-emb.)", "FLOPs/token", "tokens", "tokens/s", "runs"]
+    load = report.load
+    head = ["arm", *map(text, report.keys), f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "adjusted interval",
+            "p (Holm)", "params (non-emb.)", "FLOPs/token", "tokens", "tokens/s" + (" (machine load †)" if load else ""),
+            "runs"]
+    means = {a.name: (mean_std(list(a.finals(report.metric).values()))[0] if a.finals(report.metric) else None)
+             for a in report.arms}
     lines = [f"# Sweep comparison: {m}", "",
+             text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs)), "",
              f"Runs from {', '.join(code(d) for d in dirs)}. One row per arm (same config, different "
              f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
              f"Δ = arm − baseline with a 95% Student-t interval (paired over seeds when both arms ran "
              f"the same seeds, Welch otherwise) and the two-sided p-value of no difference; with several arms, "
              f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
              f"An interval on 1 degree of freedom (2 seeds) is marked (1 df). {FLAG_SENTENCE} {RUNS_SENTENCE}", "",
+             text(report.family.sentence()) if report.family else "", "",
              design_line([r for a in report.arms for r in a.runs]), "",
              accounting_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -428,9 +483,16 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
-        cells = [row["arm"], *[code(arm.settings[k]) for k in report.keys], value, diff, p_text, params,
-                 _num(row["flops_per_token"]), _num(row["tokens_seen"]), _num(row["tokens_per_s"]), row["status"]]
+        adj = ("" if arm is report.baseline else "–" if not arm.diff or arm.diff.adj_low is None
+               else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]")
+        speed = _num(row["tokens_per_s"]) + (" †" if load and row["tokens_per_s"] is not None else "")
+        cells = [row["arm"], *[code(arm.settings[k]) for k in report.keys], value, diff, adj, p_text, params,
+                 _num(row["flops_per_token"]), _num(row["tokens_seen"]), speed, row["status"]]
         lines.append("| " + " | ".join(cells) + " |")
+    if load:
+        lines += ["", text(f"† {load}.")]
+    if report.pairs is not None:
+        lines += pair_lines(report.pairs, report.metric)
     lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
     if report.warnings:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]

@@ -52,6 +52,7 @@ from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import difference, mean_std
 from zoo.compare.table import write_heldout, write_runs
 from zoo.compare.tune import _order, heldout_rows, lower_is_better
+from zoo.compare.verdict import label
 from zoo.config.records.atomic import write_text
 
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward
@@ -179,6 +180,59 @@ class ScaleReport:
     unreadable: list[Run] = field(default_factory=list)
 
     notes: list[str] = field(default_factory=list)  # what the data left out, said once each
+    family: int = 0  # the multipliers with an interval: one family, adjusted together
+
+    def family_sentence(self) -> str:
+        """The report's declaration of its family of comparisons: the multipliers."""
+        left = [f"{a.name} at {self.key}={m.size} ({m.note})" for a in self.arms for m in a.multipliers
+                if m.low is None and m.note]
+        if self.family == 0:
+            text = "Multiplicity: no compute multiplier has an interval, so nothing is adjusted."
+        elif self.family == 1:
+            text = ("Multiplicity: the family is the one compute multiplier with an interval; nothing is adjusted "
+                    "(its interval is at 95%).")
+        else:
+            text = (f"Multiplicity: one family of {self.family} comparisons, every compute multiplier with an "
+                    f"interval (each arm other than the baseline at each of its sizes). Each multiplier's interval "
+                    f"is at the {100 * (1 - (1 - LEVEL) / self.family):.2f}% level (its two parts at "
+                    f"{100 * family_box(self.family):.2f}%): Bonferroni, so all {self.family} hold together with "
+                    f"at least 95% probability (Holm's step-down needs a p-value, which a range of multipliers "
+                    f"does not have). The exponent intervals describe each arm's own fit and are not in the family.")
+        if left:
+            text += " Left out of the family (no interval): " + "; ".join(left) + "."
+        return text
+
+    def verdict(self) -> str:
+        """The opening sentence: at the largest size every arm reached, which arm has the best
+        measured metric, and its multiplier against the baseline with its adjusted interval."""
+        lower = lower_is_better(self.metric)
+        common = None
+        for arm in self.arms:
+            values = {repr(s.value): s.value for s in arm.scored}
+            common = values if common is None else {k: v for k, v in common.items() if k in values}
+        if not common or len(self.arms) < 2:
+            return "Verdict: no size has a result for every arm; there is nothing to compare."
+        largest = max(common.values(), key=_order)
+        at = {a.name: next(s for s in a.scored if repr(s.value) == repr(largest)) for a in self.arms}
+        best = (min if lower else max)(self.arms, key=lambda a: at[a.name].mean)
+        where = f"{self.key}={largest}"
+        lead = (f"Verdict: at the largest size every arm reached ({where}), {label(best)} has the "
+                f"{'lowest' if lower else 'highest'} mean {self.metric} ({at[best.name].mean:.4f}).")
+        if best is self.baseline:
+            undecided = [a for a in self.arms if a is not best and not _decided(a, largest, "costs compute")]
+            if not undecided:
+                return lead + " Every other arm's compute multiplier there is below 1 with its adjusted interval."
+            return (lead + " The data cannot tell it from " + ", ".join(label(a) for a in undecided)
+                    + ": their multipliers' adjusted intervals there span 1 or are missing.")
+        m = next((x for x in best.multipliers if repr(x.size) == repr(largest)), None)
+        if m is None or m.value is None:
+            return lead + " It has no compute multiplier against the baseline there."
+        if m.low is None:
+            return lead + f" Its compute multiplier against the baseline there is {m}: the data cannot tell."
+        sure = ("the adjusted interval is above 1: it saves compute" if m.low > 1
+                else "the adjusted interval spans 1: the data cannot tell it from the baseline")
+        others = "" if len(self.arms) == 2 else " It is compared with the baseline only."
+        return lead + f" Its compute multiplier against the baseline there is {m}; {sure}.{others}"
 
     @property
     def warnings(self) -> list[str]:
@@ -343,14 +397,15 @@ def _percentiles(values: list[float], level: float = LEVEL) -> tuple[float, floa
 BOX = 1 - (1 - LEVEL) / 2  # each of the two intervals behind a multiplier's: 97.5%
 
 
-def multiplier_interval(b_low: float, b_high: float, e: float, base: Size, arm: Size) -> Optional[tuple[float, float]]:
+def multiplier_interval(b_low: float, b_high: float, e: float, base: Size, arm: Size,
+                        level: float = BOX) -> Optional[tuple[float, float]]:
     """The range of `multiplier` over the BOX-level t interval of the difference in log(L - e)
     between the two sizes' seeds and the exponent range [b_low, b_high]; None when the seeds
     give no interval (one seed on both sides). An exponent range reaching 0 leaves the side
     of 1 the losses point to unbounded (∞ or 0)."""
     base_logs = {s: math.log(v - e) for s, v in base.seed_values().items() if v > e}
     arm_logs = {s: math.log(v - e) for s, v in arm.seed_values().items() if v > e}
-    diff = difference(base_logs, arm_logs, level=BOX)  # > 0: the arm is lower
+    diff = difference(base_logs, arm_logs, level=level)  # > 0: the arm is lower
     if diff is None or diff.low is None:
         return None
     shift = math.log(base.compute) - math.log(arm.compute)
@@ -397,10 +452,11 @@ def multiplier(b: float, e: float, base_loss: float, base_compute: float, arm_lo
 
 
 def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed: int = 0,
-             resamples: int = BOOTSTRAP) -> None:
+             resamples: int = BOOTSTRAP) -> int:
     """Each arm's power law, residuals and exponent interval (the wider of a bootstrap that
     resamples the seeds within each size, a size with one seed staying fixed, and the fit's
-    misfit), and its multipliers at its own sizes against the baseline (`multiplier_interval`)."""
+    misfit), and its multipliers at its own sizes against the baseline (`multiplier_interval`),
+    adjusted as one family; returns the family's size (the multipliers with an interval)."""
     rng = random.Random(seed)
     for arm in arms:
         try:
@@ -429,18 +485,36 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
         bounds = [i for i in (arm.seed_interval, arm.fit_interval) if i is not None]
         if bounds:
             arm.exponent_low, arm.exponent_high = min(i[0] for i in bounds), max(i[1] for i in bounds)
+    exponents = [f.b for f in fits[baseline.name] if f is not None]
+    family = _multipliers(arms, baseline, exponents, BOX)
+    if family > 1:  # one family: every multiplier with an interval, each at 1 − 0.05/m (Bonferroni)
+        _multipliers(arms, baseline, exponents, family_box(family))
+    return family
+
+
+def family_box(m: int) -> float:
+    """The level of each of the two intervals behind a multiplier's when m multipliers form one
+    family: 1 − 0.05/(2m), so each multiplier's interval holds at 1 − 0.05/m and all m together at
+    95% or more (Bonferroni)."""
+    return 1 - (1 - LEVEL) / (2 * max(m, 1))
+
+
+def _multipliers(arms: list[ScaledArm], baseline: ScaledArm, exponents: list[float], box: float) -> int:
+    """Every arm's multipliers against the baseline at its sizes, with intervals from two `box`
+    intervals together; returns how many have an interval (the family's size)."""
     base_fit = baseline.fit
     base_sizes = {repr(s.value): s for s in baseline.scored}
     b_range = None
-    if base_fit is not None:  # the baseline's exponent at the BOX level: seed bootstrap and misfit
-        bounds = [i for i in (base_fit.exponent_interval(BOX),) if i is not None]
-        exponents = [f.b for f in fits[baseline.name] if f is not None]
+    if base_fit is not None:  # the baseline's exponent at the box level: seed bootstrap and misfit
+        bounds = [i for i in (base_fit.exponent_interval(box),) if i is not None]
         if exponents and baseline.replicated:
-            bounds.append(_percentiles(exponents, BOX))
+            bounds.append(_percentiles(exponents, box))
         b_range = (min(i[0] for i in bounds), max(i[1] for i in bounds)) if bounds else (base_fit.b, base_fit.b)
+    count = 0
     for arm in arms:
         if arm is baseline:
             continue
+        arm.multipliers = []
         for size in arm.scored:
             m = Multiplier(size=size.value, value=None)
             arm.multipliers.append(m)
@@ -457,11 +531,13 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
                                      size.mean, size.compute)
                 continue
             m.value = multiplier(base_fit.b, base_fit.e, own.mean, own.compute, size.mean, size.compute)
-            interval = multiplier_interval(*b_range, base_fit.e, own, size)
+            interval = multiplier_interval(*b_range, base_fit.e, own, size, level=box)
             if interval is None:
                 m.note = interval_gap(own, size)
             else:
                 m.low, m.high = interval
+                count += 1
+    return count
 
 
 def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
@@ -480,8 +556,8 @@ def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/
     base = pick_baseline(arms, baseline)
     if irreducible is None:
         irreducible = all(len(a.scored) >= MIN_POINTS_IRREDUCIBLE for a in arms)
-    fit_arms(arms, base, irreducible)
-    report = ScaleReport(metric=metric, key=key, arms=arms, baseline=base, keys=keys, linked=linked,
+    family = fit_arms(arms, base, irreducible)
+    report = ScaleReport(family=family, metric=metric, key=key, arms=arms, baseline=base, keys=keys, linked=linked,
                          irreducible=irreducible, tune=tune, unreadable=unreadable,
                          notes=_gaps(arms, base, key, linked) + _design_warnings(arms, key, tune))
     make_out(out)
@@ -562,6 +638,11 @@ def _design_warnings(arms: list[ScaledArm], key: str, tune: Optional[str]) -> li
     return out
 
 
+def _decided(arm: ScaledArm, size: Any, verdict: str) -> bool:
+    m = next((x for x in arm.multipliers if repr(x.size) == repr(size)), None)
+    return m is not None and m.verdict == verdict
+
+
 def _sci(value: Optional[float]) -> str:
     return "–" if value is None else f"{value:.3g}"
 
@@ -576,7 +657,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
     tuned = (f" Each arm at each size is taken at its own best {code(report.tune)}: each seed measured at the value "
              f"chosen on the other seeds (leave one seed out), so no seed both chooses and measures."
              if report.tune else "")
-    lines = [f"# Sweep comparison across {k}: {m} against training compute", "",
+    lines = [f"# Sweep comparison across {k}: {m} against training compute", "", text(report.verdict()), "",
              f"Runs from {', '.join(code(d) for d in dirs)}. A size is one value of {code(report.key)}"
              + (f" (with {', '.join(code(x) for x in report.linked)}, which change with it)" if report.linked else "")
              + f"; an arm is a config without its seed and size.{tuned} Training compute C = {BACKWARD_FACTOR} × "
@@ -591,11 +672,12 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
              f"measured {m} there, divided by the arm's compute there; the baseline's curve there is its fit "
              f"moved through its own measured {m} at that size: M = (C_base / C_arm) · ((L_base − e) / "
              f"(L_arm − e))^(1/b). M > 1: the arm reaches its loss with less compute than the baseline would "
-             f"need; an arm measured worse at equal compute always has M < 1. Its {int(LEVEL * 100)}% interval "
-             f"is the range of M over two {BOX * 100:.1f}% intervals together: the Student-t interval of the "
+             f"need; an arm measured worse at equal compute always has M < 1. Its interval "
+             f"is the range of M over two intervals together (each at {BOX * 100:.1f}% for one multiplier; "
+             f"adjusted for the family below): the Student-t interval of the "
              f"difference in log({m} − e) between the arms' seeds at that size (paired when they ran the same "
              f"seeds) and the baseline's exponent interval; an interval that spans 1 does not say which arm "
-             f"needs less compute. {FLAG_SENTENCE} {RUNS_SENTENCE}", ""]
+             f"needs less compute. {FLAG_SENTENCE} {RUNS_SENTENCE}", "", text(report.family_sentence()), ""]
     lines += ["## Design", "", design_line([r for a in report.arms for r in a.runs]), ""] + _design_lines(report)
     all_sizes: dict[str, Any] = {}
     for arm in report.arms:

@@ -82,6 +82,8 @@ class Difference:
     p: Optional[float] = None
     p_holm: Optional[float] = None
     flag: str = ""  # why there is no interval or p-value: ZERO_SPREAD or FEW_SEEDS; "" when there is one
+    adj_low: Optional[float] = None  # the interval adjusted within the report's family (zoo.compare.verdict)
+    adj_high: Optional[float] = None
 
     @property
     def few_df(self) -> bool:

@@ -1,6 +1,7 @@
 """The per-run tables a report is rebuilt from: `runs.csv` (one row per run of every arm, and
 one per run left out), `heldout.csv` (with tune=: each seed's held-out measurement) and
-`comparison.json` (what was compared: the kind of report, the metric, the keys, the baseline).
+`comparison.json` (what was compared: the kind of report, the metric, the keys, the baseline,
+whether every pair was compared) and, with pairs=all, `pairs.csv`.
 
 `runs.csv` holds, for every run: its directory relative to the sweep it was found in (`sweep`,
 `run`), its arm and the arm's settings (the columns of report.csv), the size (the scale= key's
@@ -20,10 +21,12 @@ from typing import Any, Optional
 
 from zoo.compare.escape import FORMULA_START, csv_cell
 from zoo.compare.runs import Run, RunStatus, at, number
+from zoo.compare.verdict import pair_rows
 from zoo.config.records.atomic import replacing, write_text
 
 RUNS = "runs.csv"
 HELDOUT = "heldout.csv"
+PAIRS = "pairs.csv"
 SPEC = "comparison.json"
 LR = "optim.lr"
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward (as zoo.compare.scale)
@@ -64,7 +67,7 @@ def run_place(run: Run) -> tuple[str, str]:
 
 
 def write_runs(report, out: Path, *, kind: str, scale: Optional[str] = None,
-               tune: Optional[str] = None, irreducible: Optional[bool] = None) -> dict[str, Path]:
+               tune: Optional[str] = None, irreducible: Optional[bool] = None, pairs: bool = False) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
     arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs)."""
     arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]
@@ -88,7 +91,7 @@ def write_runs(report, out: Path, *, kind: str, scale: Optional[str] = None,
             cells += [run.status.value, " ".join(run.error.split())]
             writer.writerow([csv_cell(c) for c in cells])
     spec = {"kind": kind, "metric": report.metric, "baseline": report.baseline.name, "settings": list(report.keys),
-            "scale": scale, "tune": tune, "metrics": metrics}
+            "scale": scale, "tune": tune, "metrics": metrics, "pairs": pairs}
     if irreducible is not None:
         spec["irreducible"] = irreducible
     write_text(out / SPEC, json.dumps(spec, indent=2) + "\n")
@@ -104,6 +107,18 @@ def write_heldout(rows: list[dict], out: Path) -> Path:
         writer.writerow({k: csv_cell(k) for k in head})
         writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
     return out / HELDOUT
+
+
+def write_pair_rows(pairs: list, out: Path) -> Path:
+    """pairs.csv (pairs=all): one row per pair of arms, its difference, intervals and p-values
+    (`zoo.compare.verdict.pair_rows`)."""
+    rows = pair_rows(pairs)
+    head = list(rows[0]) if rows else ["arm", "other", "diff"]
+    with replacing(out / PAIRS) as handle:
+        writer = csv.DictWriter(handle, fieldnames=head)
+        writer.writerow({k: csv_cell(k) for k in head})
+        writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
+    return out / PAIRS
 
 
 def cell_value(cell: str) -> Any:

@@ -31,17 +31,17 @@ from typing import Any, Optional
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_tuning
-from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, accounting_line, design_line, few_seed_warnings,
+from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, accounting_line, declare, design_line,
+                                 few_seed_warnings,
                                  flag_warnings, load_runs, make_out, pick_baseline, problem_lines, repeat_warnings,
                                  status_of, write_csv)
 from zoo.compare.runs import IGNORED, Run, RunStatus
 from zoo.compare.select import Choice, leave_one_seed_out
-from zoo.compare.stats import Difference, Estimate, difference, estimate, holm, mean_std
-from zoo.compare.table import run_place, vocab_size, write_heldout, write_runs
+from zoo.compare.stats import Difference, Estimate, difference, estimate, mean_std
+from zoo.compare.table import run_place, vocab_size, write_heldout, write_pair_rows, write_runs
+from zoo.compare.verdict import DIRECTION, Family, Pair, pair_lines, verdict
 from zoo.config.records.atomic import write_text
 
-# the last part of a metric's name -> whether a lower value is better
-DIRECTION = {"loss": True, "ppl": True, "bpb": True, "accuracy": False, "bleu": False, "exact_match": False}
 
 
 def lower_is_better(metric: str) -> bool:
@@ -98,6 +98,8 @@ class TunedReport:
     keys: list[str]
     files: dict[str, Path] = field(default_factory=dict)
     unreadable: list[Run] = field(default_factory=list)
+    family: Optional[Family] = None  # the comparisons adjusted together (zoo.compare.verdict)
+    pairs: Optional[list[Pair]] = None  # pairs=all: every pair of arms, on held-out values
 
     @property
     def warnings(self) -> list[str]:
@@ -148,6 +150,8 @@ class TunedReport:
                 "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
                 "df": arm.diff.df if arm.diff else None, "p": arm.diff.p if arm.diff else None,
                 "p_holm": arm.diff.p_holm if arm.diff else None,
+                "adj_low": arm.diff.adj_low if arm.diff else None,
+                "adj_high": arm.diff.adj_high if arm.diff else None,
                 "flag": arm.diff.flag if arm.diff else "",
                 "sensitivity": arm.sensitivity.mean if arm.sensitivity else None,
                 "sensitivity_low": arm.sensitivity.low if arm.sensitivity else None,
@@ -271,21 +275,24 @@ def heldout_rows(arms: list, key: str, metric: str, size_key: Optional[str] = No
 
 def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
                   baseline: Optional[str] = None, plots: bool = True,
-                  found: Optional[tuple[list[Run], list[Run]]] = None) -> TunedReport:
+                  found: Optional[tuple[list[Run], list[Run]]] = None, pairs: bool = False) -> TunedReport:
     """Read the sweeps in `dirs` (or take `found`: runs and runs left out), compare each arm at its
     own best value of `key`, write report.md, report.csv, runs.csv, heldout.csv (and tuning.png)
-    into `out`, and return the report."""
+    into `out`, and return the report. `pairs`: every pair of arms compared on their held-out
+    values (pairs.csv), all pairs one family."""
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys = tune_arms(runs, key, metric)
     base = pick_baseline(arms, baseline)
     for arm in arms:
         if arm is not base and arm.held_out() and base.held_out():
             arm.diff = difference(arm.held_out(), base.held_out())
-    holm([arm.diff for arm in arms])
     report = TunedReport(metric=metric, key=key, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
+    report.family, report.pairs = declare(arms, base, lambda a: a.held_out(), pairs)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="tuned", tune=key))
+    report.files.update(write_runs(report, out, kind="tuned", tune=key, pairs=pairs))
+    if report.pairs is not None:
+        report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
     report.files["heldout_csv"] = write_heldout(heldout_rows(arms, key, metric), out)
     if plots:
         report.files["tuning"] = plot_tuning(report, out / "tuning.png")
@@ -297,8 +304,11 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
     m, k = text(report.metric), text(report.key)  # copied from runs and the command line, like the keys
     better = "lowest" if lower_is_better(report.metric) else "highest"
     head = ["arm", *map(text, report.keys), f"best {k}", f"{m} at it (mean ± std)", f"{m} held out", "Δ vs baseline [95% CI]",
-            "p (Holm)", f"{m} by {k}", f"sensitivity to {k} [95% CI]", "runs"]
+            "adjusted interval", "p (Holm)", f"{m} by {k}", f"sensitivity to {k} [95% CI]", "runs"]
+    means = {a.name: (sum(a.held_out().values()) / len(a.held_out()) if a.held_out() else None) for a in report.arms}
     lines = [f"# Sweep comparison at each arm's own {k}: {m}", "",
+             text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs,
+                          what="mean held-out")), "",
              f"Runs from {', '.join(code(d) for d in dirs)}. An arm is a config without its seed and "
              f"without {k}; each arm is shown at the {k} with the {better} mean final {m} over its seeds "
              f"(marked * in the curve). To measure without the winner's curse, each seed counts at the {k} "
@@ -312,7 +322,8 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
              f"best final loss over them and L0 = ln V, the loss of a uniform prediction over the vocabulary "
              f"(the loss at initialisation, which runs do not record); a failed run counts as L0; mean over seeds "
              f"with a 95% Student-t interval (lower: less sensitive). Each seed's held-out value and sensitivity "
-             f"are in heldout.csv. {RUNS_SENTENCE}", "", design_line([r for a in report.arms for r in a.runs]), "",
+             f"are in heldout.csv. {RUNS_SENTENCE}", "", text(report.family.sentence()) if report.family else "", "",
+             design_line([r for a in report.arms for r in a.runs]), "",
              accounting_line([r for a in report.arms for r in a.runs]), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in report.arms:
@@ -329,10 +340,14 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         failed = set(arm.choice.failed) if arm.choice else set()
         curve += "".join(f" ({text(p.value)} failed for tuning)" for i, p in enumerate(arm.points) if i in failed)
         sensitivity = str(arm.sensitivity) if arm.sensitivity else f"– ({text(arm.no_sensitivity)})"
+        adj = ("" if arm is report.baseline else "–" if not arm.diff or arm.diff.adj_low is None
+               else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]")
         cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
                  *[code(arm.settings[x]) for x in report.keys], code(best.value) if best else "–", value,
-                 held_text, diff, p_text, curve, sensitivity, status]
+                 held_text, diff, adj, p_text, curve, sensitivity, status]
         lines.append("| " + " | ".join(cells) + " |")
+    if report.pairs is not None:
+        lines += pair_lines(report.pairs, report.metric)
     lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
     if report.warnings or report.notes:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings + report.notes]]

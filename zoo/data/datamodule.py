@@ -27,6 +27,7 @@ import torch
 from zoo.config.schema.data import (
     as_data_config,
     as_tokenizer_config,
+    check_document_mask,
     DataConfig,
     DataSource,
     SENTENCEPIECE_KINDS,
@@ -70,6 +71,7 @@ class ZooDataModule(L.LightningDataModule):
         given = tokenizer if isinstance(tokenizer, Tokenizer) else None
         self.tokenizer_cfg: Optional[TokenizerConfig] = None if given else as_tokenizer_config(tokenizer)
         self.spec: TaskSpec = task_spec(task)
+        check_document_mask(self.data_cfg, self.spec.kind)
         self.task = self.spec.kind
         self.seed = seed
         self.world_size = world_size
@@ -330,7 +332,8 @@ class ZooDataModule(L.LightningDataModule):
 
     def _collate(self, train: bool):
         return collate_for(self.spec.collate, self._require_tokenizer(),
-                           mlm_probability=self.data_cfg.mlm_probability, seed=self.seed, train=train)
+                           mlm_probability=self.data_cfg.mlm_probability, seed=self.seed, train=train,
+                           document_mask=self.data_cfg.document_mask)
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:

@@ -11,6 +11,7 @@ from zoo.config.schema.model import ModelConfig
 from zoo.models.base import ModelOutput, ZooModel, make_position_ids
 from zoo.nn.block import Stack
 from zoo.nn.cache import Cache
+from zoo.nn.documents import positions_in_documents
 
 
 class DecoderOnly(ZooModel):
@@ -21,7 +22,7 @@ class DecoderOnly(ZooModel):
 
     def new_cache(self, capacity: Optional[int] = None) -> Cache:
         """An empty KV cache; `capacity`: a static one of that many positions."""
-        return Cache.empty(len(self.decoder.layers), capacity)
+        return Cache.empty(len(self.decoder.layers), capacity, self.decoder.windows)
 
     def forward(
         self,
@@ -32,16 +33,21 @@ class DecoderOnly(ZooModel):
         use_cache: bool = False,
         return_logits: bool = True,
         token_type_ids: Optional[torch.Tensor] = None,
+        document_ids: Optional[torch.Tensor] = None,
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, past + T), 1 = token, 0 = pad (left padding
         is fine); cache from a previous call continues decoding; token_type_ids (B, T) where
-        model.token_types > 0 (default type 0). -> logits (B, T, V)."""
+        model.token_types > 0 (default type 0); document_ids (B, T): packed documents
+        (data.document_mask), attended apart, positions restarting at each. -> logits (B, T, V)."""
         B, T = input_ids.shape
         if use_cache and cache is None:
             cache = self.new_cache()
-        if position_ids is None:
+        if position_ids is None and document_ids is not None:
+            position_ids = positions_in_documents(document_ids)  # (B, T)
+        elif position_ids is None:
             position_ids = make_position_ids(attention_mask, T, cache, input_ids.device)
         h = self.decoder(
-            self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask, cache=cache
+            self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask, cache=cache,
+            document_ids=document_ids,
         )  # (B, T, D)
         return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h, cache=cache)

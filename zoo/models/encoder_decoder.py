@@ -23,7 +23,7 @@ class EncoderDecoder(ZooModel):
 
     def new_cache(self, capacity: Optional[int] = None) -> Cache:
         """An empty KV cache; `capacity`: a static one of that many positions."""
-        return Cache.empty(len(self.decoder.layers), capacity)
+        return Cache.empty(len(self.decoder.layers), capacity, self.decoder.windows)
 
     def encode(
         self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None

@@ -16,7 +16,9 @@ from torch import nn
 from zoo.config.facts.blocks import QKNorm
 from zoo.config.schema.model import NormType
 from zoo.nn.cache import LayerCache
+from zoo.nn.flex import dense, flex, is_block_mask
 from zoo.nn.logit_stats import max_attention_logit
+from zoo.nn.documents import DocumentMask, attend as flex_attend, takes_flex
 from zoo.nn.norm import build_norm
 from zoo.nn.position.base import PositionScheme
 
@@ -26,7 +28,7 @@ def attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    mask: Optional[torch.Tensor] = None,
+    mask: Optional[torch.Tensor | DocumentMask] = None,
     bias: Optional[torch.Tensor] = None,
     causal: bool = False,
     scale: Optional[float] = None,
@@ -38,17 +40,27 @@ def attention(
     + bias, masked) · v (Gemma 2's order: the cap after the scale, before the mask).
 
     q (B, H, T, Dh); k, v (B, Hkv, S, Dh) with H a multiple of Hkv; mask (B or 1, 1, T, S)
-    boolean, True = may attend; bias broadcastable to (B, H, T, S), added to the scaled scores;
+    boolean, True = may attend (or a FlexAttention BlockMask, `zoo.nn.flex`); bias broadcastable to (B, H, T, S), added to the scaled scores;
     `causal` adds a causal mask, with the T queries being the last T of the S keys.
 
     Returns (out (B, H, T, Dh), weights (B, H, T, S) or None). The default path is
     `scaled_dot_product_attention`; `math_path=True` computes the weights explicitly (for
-    schemes that need them and for inspection) and is tested against it. A soft-cap runs the
-    math path (SDPA's fused kernels take no function of the scores).
+    schemes that need them and for inspection) and is tested against it. A `DocumentMask`
+    (packed documents) takes FlexAttention where its kernel is flex and no bias, weights or
+    dropout are asked for (`zoo.nn.documents.takes_flex`), its boolean form otherwise. A
+    soft-cap runs the math path (SDPA's fused kernels take no function of the scores).
     """
     math_path = math_path or softcap is not None
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if is_block_mask(mask):  # a sliding layer's band for FlexAttention (`zoo.nn.flex.use_flex`)
+        if not math_path and bias is None:
+            return flex(q, k, v, mask, scale), None  # (B, H, T, Dh)
+        mask = dense(mask, q.shape[2], k.shape[2], q.device)  # (1, 1, T, S): the weights are wanted
+    if isinstance(mask, DocumentMask):
+        if takes_flex(mask, bias=bias, math_path=math_path, dropout=dropout):
+            return flex_attend(q, k, v, mask, scale=scale), None  # (B, H, T, Dh)
+        mask = mask.dense()  # (B, 1, T, S)
     T, S = q.shape[2], k.shape[2]
     if causal and (bias is not None or mask is not None or math_path or T != S):
         # SDPA's is_causal aligns the top-left corner; the queries here are the last T keys
@@ -187,7 +199,8 @@ class Attention(nn.Module):
                 k, v, k_positions = cache.self_attn.update(k, v, positions)  # (B, Hkv, S, Dh)
         q, k, bias = position.attend(q, k, positions, k_positions)
         if self.record_max_logit:
-            self.last_max_logit = max_attention_logit(q, k, scale=self.scale, mask=mask, causal=causal)
+            seen = dense(mask, q.shape[2], k.shape[2], q.device) if is_block_mask(mask) else mask  # (1, 1, T, S)
+            self.last_max_logit = max_attention_logit(q, k, scale=self.scale, mask=seen, causal=causal)
         need_weights = position.needs_attention_weights or self.keep_weights
         out, weights = attention(
             q, k, v,

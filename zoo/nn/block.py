@@ -23,11 +23,14 @@ from torch.utils.checkpoint import checkpoint
 
 from zoo.config.facts.blocks import BLOCK_FACTS
 from zoo.config.facts.placements import PLACEMENT_FACTS
+from zoo.config.facts.attention import stack_windows
 from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
+from zoo.nn.documents import DocumentMask
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import build_ffn
+from zoo.nn.flex import band_block_mask, use_flex
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
 from zoo.nn.position import POSITIONS, PositionScheme, build_position
@@ -150,6 +153,10 @@ class Stack(nn.Module):
         self.causal = causal
         self.checkpoint_activations = cfg.checkpoint_activations
         self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
+        # sliding-window attention: each layer's window (None = full); one window per stack
+        self.windows = stack_windows(cfg, n_layers)
+        self.window = next((w for w in self.windows if w is not None), None)
+        self.position_kind, self.attention_dropout = cfg.position.kind, cfg.dropout
         n_schemes = 1 if POSITIONS[cfg.position.kind].shared_across_layers else n_layers
         self.positions = nn.ModuleList(build_position(cfg, causal=causal) for _ in range(n_schemes))
         self.dropout = nn.Dropout(cfg.dropout)
@@ -160,6 +167,9 @@ class Stack(nn.Module):
         self.final_norm = (
             build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if final else nn.Identity()
         )
+        # packed documents: sdpa (the boolean mask) unless set to flex; FlexAttention is taken on no
+        # device by itself until its compiled GPU path is measured equal (tests/gpu/test_document_mask_cuda.py)
+        self.document_kernel: Optional[str] = None
 
     def position_for(self, layer: int) -> PositionScheme:
         return self.positions[layer if len(self.positions) > 1 else 0]
@@ -182,6 +192,48 @@ class Stack(nn.Module):
         seen = keys[None, :] <= queries[:, None] if self.causal else keys[None, :] < first + T  # (T, capacity)
         return seen[None, None]  # (1, 1, T, capacity)
 
+    def _sliding_mask(
+        self, cache: Optional[Cache], T: int, key_padding: Optional[torch.Tensor], device: torch.device
+    ) -> tuple[Optional[torch.Tensor], bool]:
+        """(mask, causal) of the sliding layers: the band of `self.window` over the keys their
+        caches return (`SlidingKVCache`: the kept ones and the T new; `SlidingStaticKVCache`:
+        its ring at a one-token step). Where the band holds every key, the full layers' path."""
+        W = self.window
+        if cache is None:
+            covers = T <= W if self.causal else (W - 1) // 2 >= T - 1
+            if key_padding is None and covers:
+                return None, self.causal
+            if use_flex(T=T, window=W, device=device, position=self.position_kind, padded=key_padding is not None,
+                        dropout=self.attention_dropout if self.training else 0.0):
+                return band_block_mask(W, self.causal, T, device), False
+            return attention_mask(q_len=T, k_len=T, causal=self.causal, key_padding=key_padding,
+                                  device=device, window=W), False  # (B or 1, 1, T, T)
+        layer = cache.layers[self.windows.index(W)].self_attn
+        if cache.static and T == 1:
+            return self._ring_mask(layer, key_padding, device), False
+        kept = min(cache.length, layer.ring) if cache.static else layer.kept
+        padding = key_padding[:, -(kept + T):] if key_padding is not None else None  # (B, kept + T)
+        if padding is None and kept + T <= W:
+            return None, self.causal and T > 1
+        return attention_mask(q_len=T, k_len=kept + T, causal=self.causal, key_padding=padding,
+                              device=device, window=W), False  # (B or 1, 1, T, kept + T)
+
+    @staticmethod
+    def _ring_mask(layer, key_padding: Optional[torch.Tensor], device: torch.device) -> torch.Tensor:
+        """(B or 1, 1, 1, ring) bool: the slots of a sliding layer's static ring that one new
+        query sees (every written slot: the ring is no longer than the window). Without
+        padding from the slot tensor alone (one graph at every step); with a (B, past + 1)
+        padding mask, each slot's key is the latest position n <= past with n = slot mod ring."""
+        slots = torch.arange(layer.ring, device=device)  # (R,)
+        if key_padding is None:
+            first = layer.slot if layer.slot is not None else torch.zeros((), dtype=torch.long, device=device)
+            return (slots <= first)[None, None, None]  # (1, 1, 1, R)
+        past = key_padding.shape[1] - 1
+        held = past - (past - slots) % layer.ring  # (R,) the position index each slot holds
+        seen = key_padding.bool()[:, held.clamp(min=0)] & (held >= 0)  # (B, R)
+        seen = seen | ~seen.any(dim=-1, keepdim=True)
+        return seen[:, None, None]  # (B, 1, 1, R)
+
     def forward(
         self,
         x: torch.Tensor,
@@ -191,7 +243,10 @@ class Stack(nn.Module):
         memory: Optional[torch.Tensor] = None,
         memory_padding: Optional[torch.Tensor] = None,
         cache: Optional[Cache] = None,
+        document_ids: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
+        """`document_ids` (B, T): packed documents (`zoo.nn.documents`), each token attends
+        within its own document only; a forward of the whole window, no cache."""
         B, T, _ = x.shape
         # no padding: no mask, so SDPA can take its fused causal / unmasked path (where reading the
         # mask is free; elsewhere the data path leaves out a mask without padding)
@@ -200,7 +255,13 @@ class Stack(nn.Module):
         if memory_padding is not None and host_reads_are_free(memory_padding) and bool(memory_padding.all()):
             memory_padding = None
         past = 0 if cache is None or cache.static else cache.length  # a static cache's is on the device
-        if cache is not None and cache.static:
+        if document_ids is not None:
+            if cache is not None or not self.causal:
+                raise ValueError("document_ids mask a causal stack's forward over whole packed windows, "
+                                 "without a KV cache")
+            kernel = self.document_kernel or "sdpa"
+            mask, causal = DocumentMask(document_ids, kernel=kernel, key_padding=key_padding), False
+        elif cache is not None and cache.static:
             # a static cache returns all `capacity` slots: the ones not yet written are masked
             mask, causal = self._static_cache_mask(cache, T, key_padding, x.device), False
         elif key_padding is None and past == 0:
@@ -213,6 +274,16 @@ class Stack(nn.Module):
                 device=x.device,
             )  # (B or 1, 1, T, S)
             causal = False
+        if self.window is None:
+            sliding = None
+        elif document_ids is not None:
+            # packed documents under a sliding window: a key must be both in the query's document
+            # and in its band (the boolean forms and-ed; SDPA takes them)
+            band = attention_mask(q_len=T, k_len=T, causal=True, key_padding=None, device=x.device,
+                                  window=self.window)  # (1, 1, T, T) or None where the band holds all
+            sliding = (mask.dense() if band is None else mask.dense() & band), False  # (B, 1, T, T)
+        else:
+            sliding = self._sliding_mask(cache, T, key_padding, x.device)
         memory_mask = None
         if memory is not None and memory_padding is not None:
             memory_mask = attention_mask(
@@ -235,8 +306,8 @@ class Stack(nn.Module):
                 x,
                 positions=positions,
                 position=shared if len(self.positions) == 1 else self.position_for(i),
-                mask=mask,
-                causal=causal,
+                mask=mask if self.windows[i] is None else sliding[0],
+                causal=causal if self.windows[i] is None else sliding[1],
                 memory=memory,
                 memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None,

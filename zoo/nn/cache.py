@@ -144,6 +144,107 @@ class StaticKVCache(KVCache):
                 self._positions.copy_(self._positions[index])
 
 
+class SlidingKVCache(KVCache):
+    """The growing cache of a sliding-window layer (`model.attention=sliding`): it keeps only
+    the last window - 1 keys, values and positions, what the next query sees besides itself.
+    `update` returns those and the T new ones (the stack's band mask trims a query's view to
+    its window); `length` counts every position seen, `kept` the ones held."""
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        self.window = window
+        self._seen = 0
+
+    @property
+    def length(self) -> int:
+        return self._seen
+
+    @length.setter
+    def length(self, value: int) -> None:  # KVCache.__init__ sets 0
+        self._seen = value
+
+    @property
+    def kept(self) -> int:
+        return 0 if self._k is None else self._k.shape[2]
+
+    @property
+    def k(self) -> Optional[torch.Tensor]:
+        return self._k  # (B, Hkv, kept, Dh)
+
+    @property
+    def v(self) -> Optional[torch.Tensor]:
+        return self._v
+
+    @property
+    def positions(self) -> Optional[torch.Tensor]:
+        return self._positions  # (B or 1, kept)
+
+    def update(self, k, v, positions):
+        """Append (B, Hkv, T, Dh) keys/values and (B or 1, T) positions; return the kept ones
+        and the new ones, (B, Hkv, kept + T, Dh) and (B or 1, kept + T)."""
+        self._seen += k.shape[2]
+        if self._k is not None:
+            positions = self._match_rows(positions)
+            k = torch.cat([self._k, k], dim=2)  # (B, Hkv, kept + T, Dh)
+            v = torch.cat([self._v, v], dim=2)
+            positions = torch.cat([self._positions, positions], dim=1)  # (B or 1, kept + T)
+        first = max(0, k.shape[2] - (self.window - 1))
+        # copies: a view would hold on to the whole tensor it is cut from
+        self._k, self._v = k[:, :, first:].clone(), v[:, :, first:].clone()  # (B, Hkv, kept, Dh)
+        self._positions = positions[:, first:].clone()  # (B or 1, kept)
+        return k, v, positions
+
+
+class SlidingStaticKVCache(StaticKVCache):
+    """The static cache of a sliding-window layer: a ring of min(window, capacity) slots, the
+    position seen n-th written at slot n mod ring. A one-token step writes its slot and returns
+    the whole ring (the same shapes and addresses at every step, as CUDA graphs need; the stack
+    masks the slots not yet written, `zoo.nn.block.Stack`); a longer update (the prompt, run
+    eagerly) returns the ring's entries in order followed by the new ones, and keeps the last
+    ring of them. `capacity` is the cache's bound on positions, as for the full layers."""
+
+    def __init__(self, capacity: int, window: int) -> None:
+        super().__init__(capacity)
+        self.window = window
+        self.ring = min(window, capacity)
+
+    def update(self, k, v, positions):
+        B, Hkv, T, Dh = k.shape
+        R = self.ring
+        if self._k is None:
+            self._k = k.new_zeros(B, Hkv, R, Dh)
+            self._v = v.new_zeros(B, Hkv, R, Dh)
+            self._positions = positions.new_zeros(positions.shape[0], R)
+            self.slot = torch.zeros((), dtype=torch.long, device=k.device)
+            if not torch.compiler.is_compiling():
+                self.mark_static()
+        if host_reads_are_free(self.slot) and int(self.slot) + T > self.capacity:
+            raise ValueError(f"the static cache holds {self.capacity} positions; "
+                             f"{int(self.slot)} + {T} do not fit")
+        positions = self._match_rows(positions)
+        if T == 1:  # a decoding step: no host read
+            ring = (self.slot % R)[None]  # (1,)
+            self._k.index_copy_(2, ring, k.to(self._k.dtype))
+            self._v.index_copy_(2, ring, v.to(self._v.dtype))
+            self._positions.index_copy_(1, ring, positions.to(self._positions.dtype))
+            self.slot.add_(1)
+            return self._k, self._v, self._positions  # (B, Hkv, R, Dh), (B or 1, R)
+        past = int(self.slot)
+        kept = min(past, R)
+        order = (past - kept + torch.arange(kept, device=k.device)) % R  # (kept,) the ring in order
+        out_k = torch.cat([self._k.index_select(2, order), k.to(self._k.dtype)], dim=2)  # (B, Hkv, kept + T, Dh)
+        out_v = torch.cat([self._v.index_select(2, order), v.to(self._v.dtype)], dim=2)
+        out_p = torch.cat([self._positions.index_select(1, order),
+                           positions.to(self._positions.dtype)], dim=1)  # (B or 1, kept + T)
+        new = min(T, R)
+        slots = (past + T - new + torch.arange(new, device=k.device)) % R  # (new,)
+        self._k.index_copy_(2, slots, out_k[:, :, -new:])
+        self._v.index_copy_(2, slots, out_v[:, :, -new:])
+        self._positions.index_copy_(1, slots, out_p[:, -new:])
+        self.slot.add_(T)
+        return out_k, out_v, out_p
+
+
 @dataclass
 class LayerCache:
     self_attn: KVCache = field(default_factory=KVCache)
@@ -155,6 +256,12 @@ class LayerCache:
             self.cross_kv = (self.cross_kv[0][index], self.cross_kv[1][index])
 
 
+def _layer_cache(capacity: Optional[int], window: Optional[int]) -> KVCache:
+    if window is None:
+        return KVCache() if capacity is None else StaticKVCache(capacity)
+    return SlidingKVCache(window) if capacity is None else SlidingStaticKVCache(capacity, window)
+
+
 @dataclass
 class Cache:
     """One `LayerCache` per decoder layer."""
@@ -162,11 +269,14 @@ class Cache:
     layers: list[LayerCache]
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: Optional[int] = None) -> "Cache":
-        """Growing caches, or static ones of `capacity` positions (`StaticKVCache`)."""
-        if capacity is None:
-            return cls([LayerCache() for _ in range(n_layers)])
-        return cls([LayerCache(self_attn=StaticKVCache(capacity)) for _ in range(n_layers)])
+    def empty(cls, n_layers: int, capacity: Optional[int] = None,
+              windows: Optional[list[Optional[int]]] = None) -> "Cache":
+        """Growing caches, or static ones of `capacity` positions (`StaticKVCache`); `windows`
+        (one per layer, None = full) gives a sliding layer a cache that keeps only its window."""
+        windows = windows if windows is not None else [None] * n_layers
+        if len(windows) != n_layers:
+            raise ValueError(f"{len(windows)} windows for {n_layers} layers")
+        return cls([LayerCache(self_attn=_layer_cache(capacity, w)) for w in windows])
 
     @property
     def static(self) -> bool:

@@ -10,6 +10,7 @@ from typing import Optional
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.facts.optimizers import OptimizerKind
 
 
 class Precision(Choice):
@@ -101,6 +102,9 @@ class PlanOptions:
                                                     "(chunked)"})
     optimizer: Optimizer = field(default=Optimizer.auto, metadata={"help": "optim.implementation: auto, fused, "
                                                                    "foreach or for_loop"})
+    optim: OptimizerKind = field(default=OptimizerKind.adamw,
+                                 metadata={"help": "optim.kind: adamw, adam or muon (whose state is its row's: "
+                                           "one buffer per hidden matrix, AdamW's two moments elsewhere)"})
     clip: bool = field(default=True, metadata={"help": "trainer.gradient_clip_val > 0 (zoo's default): with "
                                                "bf16-mixed, auto picks foreach (Lightning refuses fused there)"})
 
@@ -110,6 +114,10 @@ class PlanOptions:
         self.device = Device.parse(self.device, "device")
         self.output_loss = LossPath.parse(self.output_loss, "output_loss")
         self.optimizer = Optimizer.parse(self.optimizer, "optimizer")
+        self.optim = OptimizerKind.parse(self.optim, "optim")
+        if self.optim == OptimizerKind.muon and self.strategy in (Strategy.fsdp, Strategy.hsdp):
+            raise ConfigError(f"optim=muon cannot run under strategy={self.strategy.value}: Muon orthogonalises each "
+                              f"whole matrix, and a sharded rank holds only its rows (zoo-train refuses it too)")
         for name in ("batch", "world_size", "replicate", "loss_chunk"):
             _positive(name, getattr(self, name))
         if self.seq_len is not None:

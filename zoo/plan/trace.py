@@ -3,7 +3,8 @@ the CPU's kernel choices, no memory), with every tensor storage followed from it
 its release: the bytes alive at the step's peak, by what holds them.
 
 The model is zoo's own (`zoo.models.build_model`), its loss the task's (`token_loss`, chunked
-or whole logits), its optimizer zoo's AdamW (`zoo.tasks.optim.build_optimizer`), so a new layer
+or whole logits), its optimizer zoo's (`zoo.tasks.optim.build_optimizer`: AdamW, or the plan's
+`optim`), so a new layer
 kind, position scheme or loss is counted as it runs, with no formula to keep in step. The
 step is run twice: the first creates AdamW's moments, the second is the steady state whose peak
 is reported. Each storage is counted in one part: weights and buffers as the model holds them,
@@ -29,7 +30,7 @@ from torch.utils._pytree import tree_flatten
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.tasks import task_of_family
-from zoo.config.schema.train import OptimConfig, OptimizerImpl
+from zoo.config.schema.train import OptimConfig, OptimizerImpl, OptimizerKind
 from zoo.config.schema.task import OutputLoss
 from zoo.models import build_model
 from zoo.models.sharding import layers
@@ -61,6 +62,7 @@ class StepSetup:
     output_loss: OutputLoss  # chunked or logits (resolved, not auto)
     loss_chunk: int = 1024
     optimizer: OptimizerImpl = OptimizerImpl.for_loop  # resolved, not auto
+    optim: OptimizerKind = OptimizerKind.adamw  # optim.kind: whose state the update makes
 
 
 @dataclass(kw_only=True)
@@ -233,11 +235,12 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict
             trace.add(b, BUFFERS)
         trace.param_storages = _storage_keys(params)
         head = model.lm_head.weight if model.lm_head is not None else None
-        optimizer = build_optimizer(model, OptimConfig(implementation=setup.optimizer), output_embedding=head)
+        optimizer = build_optimizer(model, OptimConfig(kind=setup.optim, implementation=setup.optimizer),
+                                    output_embedding=head)
         for p in params:  # a gradient is counted as one from the moment backward hands it over
             p.register_post_accumulate_grad_hook(lambda p: trace.retag(p.grad, GRADIENTS))
         inputs, labels = _batch(model_cfg, setup.batch, setup.seq_len)
-        _step(model, optimizer, inputs, labels, setup, sparse, trace)  # makes AdamW's moments
+        _step(model, optimizer, inputs, labels, setup, sparse, trace)  # makes the optimizer's state
         for state in optimizer.state.values():
             for t in state.values():
                 if isinstance(t, torch.Tensor):

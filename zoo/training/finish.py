@@ -106,6 +106,7 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
         init_from=spec.init_from,  # the pretrained weights, unless resumed_from is set
         resumed_from=resume.path,
         resumed_at_step=resume.step,
+        branched_from=resume.branched_from,
         nonfinite_skipped=int(task.nonfinite_skipped),
         world_size=trainer.world_size,
         replicas_identical=replicas.get("replicas_identical"),

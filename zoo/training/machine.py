@@ -6,6 +6,7 @@ from zoo.config.schema.batching import per_device_batch
 from zoo.config.errors import ConfigError
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.logger import WandbMode
+from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.schema.params import parameter_parts
 from zoo.config.schema.task import OutputLoss
 from zoo.config.schema.trainer import is_sharded_name
@@ -97,8 +98,16 @@ def check_tracking_server(uri: str, timeout: float = 10.0) -> None:
                           f"(mlflow server --host HOST --port PORT) or set logger.mlflow.tracking_uri") from None
 
 
-# float32 weights, their gradients and AdamW's two moments: 4 numbers of 4 bytes a parameter
-BYTES_PER_PARAMETER = 16
+# float32 weights and their gradients: 2 numbers of 4 bytes a parameter, plus the optimizer's
+# state (its row in zoo.config.facts.optimizers: AdamW's two moments, Muon's one buffer)
+BYTES_PER_NUMBER = 4
+STACK = "model.d_model, model.n_layers, model.d_ff (the stack)"  # parameter_parts' hidden layers
+
+
+def bytes_per_parameter(kind: OptimizerKind = OptimizerKind.adamw, hidden: bool = False) -> int:
+    """Bytes a float32 parameter costs in training under optimizer `kind`: itself, its gradient
+    and its optimizer state (`hidden`: one of the stack's matrices, which Muon takes)."""
+    return BYTES_PER_NUMBER * (2 + OPTIMIZER_FACTS[kind].state_per_parameter(hidden))
 
 
 def check_host_memory(spec: ZooConfig) -> None:
@@ -111,13 +120,14 @@ def check_host_memory(spec: ZooConfig) -> None:
         # the shards of one copy; hsdp keeps trainer.replicate copies over trainer.num_nodes machines
         replicas, nodes = spec.trainer.get("replicate") or 1, spec.trainer.get("num_nodes", 1) or 1
         processes = max(1, replicas // nodes) if isinstance(replicas, int) and isinstance(nodes, int) else 1
-    check_model_memory(spec.model, processes)
+    check_model_memory(spec.model, processes, spec.optim.kind)
 
 
-def check_model_memory(model, processes: int = 1) -> None:
-    """A model (a ModelConfig) whose float32 weights, gradients and AdamW's moments, in each of
-    `processes` processes, exceed this machine's memory is refused before it is built, on one
-    line naming the key that makes it that large (zoo-train; zoo-bench, which trains it too)."""
+def check_model_memory(model, processes: int = 1, optimizer: OptimizerKind = OptimizerKind.adamw) -> None:
+    """A model (a ModelConfig) whose float32 weights, gradients and optimizer state (`optimizer`'s
+    row), in each of `processes` processes, exceed this machine's memory is refused before it is
+    built, on one line naming the key that makes it that large (zoo-train; zoo-bench, which
+    trains it too)."""
     import os
 
     try:
@@ -126,11 +136,11 @@ def check_model_memory(model, processes: int = 1) -> None:
         return
     parts = parameter_parts(model)
     params = sum(parts.values())
-    need = BYTES_PER_PARAMETER * params * processes
+    need = processes * sum(n * bytes_per_parameter(optimizer, part == STACK) for part, n in parts.items())
     if need <= total:
         return
     key = max(parts, key=parts.get)
     each = f" in each of {processes} processes" if processes > 1 else ""
     raise ConfigError(f"the model has {params:,} parameters: {need / 2**30:,.1f} GiB for float32 weights, gradients "
-                      f"and AdamW's moments{each}, more than this machine's {total / 2**30:,.1f} GiB; most come from "
+                      f"and {optimizer.value}'s state{each}, more than this machine's {total / 2**30:,.1f} GiB; most come from "
                       f"{key}: {parts[key]:,}; lower it")

@@ -263,3 +263,20 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+@pytest.mark.slow
+def test_muon_under_two_ranks_keeps_the_replicas_identical_and_follows_one_rank(tmp_path):
+    """optim=muon under trainer=ddp_cpu: each rank orthogonalises the same all-reduced gradient of
+    each whole matrix, so the replicas stay bit-identical; they follow one process taking the
+    whole batch up to the rounding of the gradient's sum (Newton-Schulz runs in bfloat16)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    r1 = zoo_train(*tiny_overrides(one), *STEPS, "optim=muon")
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    r2 = zoo_train(*tiny_overrides(two), *STEPS, "optim=muon", "trainer=ddp_cpu")
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    s2 = _summary(two)
+    assert s2["world_size"] == 2 and s2["replicas_identical"] is True and s2["replica_max_fingerprint_diff"] == 0.0
+    diff = max_abs_diff(model_state(one / "checkpoints" / "last.ckpt"), model_state(two / "checkpoints" / "last.ckpt"))
+    assert diff <= 1e-3, diff
+    assert abs(_summary(one)["metrics"]["val/loss"] - s2["metrics"]["val/loss"]) <= 1e-2

@@ -25,12 +25,15 @@ from typing import Any, Callable, Mapping, Optional
 
 from zoo.config.choice import Choice
 from zoo.config.facts.activations import ACTIVATION_FACTS, Activation
+from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
 from zoo.config.facts.norms import NORM_FACTS, NormType
+from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.positions import POSITION_FACTS, PositionKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
+from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,17 @@ def _family(kind: Family) -> dict[str, Any]:
     return out
 
 
+def _attention(kind: AttentionKind) -> dict[str, Any]:
+    """An attention variant, a sliding one with local and global layers (Gemma 2's pattern) and
+    a window of 33: odd (an encoder's band is symmetric) and past the contract tests' context
+    (32), where FlopCounterMode counts the whole square a boolean-masked SDPA computes, so that
+    the rows' FLOPs (which count the band) meet the measured ones; the band itself is checked in
+    tests/nn/test_sliding_window.py."""
+    if kind == AttentionKind.full:
+        return {"model.attention": kind.value}
+    return {"model.attention": kind.value, "model.window": 33, "model.global_every": 2}
+
+
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
@@ -68,6 +82,9 @@ AXES: list[Axis] = [
     Axis("model.norm_type", NormType, NORM_FACTS),
     Axis("model.activation", Activation, ACTIVATION_FACTS),
     Axis("model.ffn", FFNKind, FFN_FACTS),
+    Axis("model.attention", AttentionKind, ATTENTION_FACTS, overrides=_attention),
+    Axis("optim.kind", OptimizerKind, OPTIMIZER_FACTS),
+    Axis("scheduler.kind", ScheduleKind, SCHEDULE_FACTS),
     Axis("model.block", BlockKind, BLOCK_FACTS),
     Axis("model.qk_norm", QKNorm, QK_NORM_FACTS),
 ]

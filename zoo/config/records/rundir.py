@@ -221,7 +221,7 @@ class RunSummary:
     know is kept in `extra` and written back after the others."""
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ("baseline", "sample", "replicas_identical",
-                                            "replica_max_fingerprint_diff")  # left out when None
+                                            "replica_max_fingerprint_diff", "branched_from")  # left out when None
 
     run_dir: Optional[str] = None
     status: Optional[str] = None  # "finished"
@@ -243,6 +243,7 @@ class RunSummary:
     init_from: Optional[str] = None  # the pretrained weights, unless resumed_from is set
     resumed_from: Optional[str] = None  # the checkpoint this run continued
     resumed_at_step: Optional[int] = None
+    branched_from: Optional[dict[str, Any]] = None  # branch_from: the parent's {"run", "checkpoint", "step"}
     nonfinite_skipped: Optional[int] = None  # steps skipped for a non-finite loss
     world_size: Optional[int] = None
     replicas_identical: Optional[bool] = None  # data-parallel runs: do the replicas agree?

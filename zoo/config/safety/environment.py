@@ -33,7 +33,7 @@ from zoo.config.errors import ConfigError
 # OmegaConf's that select or list nodes of the config itself
 RESOLVERS = frozenset({
     "zoo.now", "zoo.dir", "zoo.rank_log", "zoo.rank_zero", "zoo.tasks_per_node", "zoo.gpus_per_node",
-    "zoo.steps_for_tokens", "zoo.share_of_steps",
+    "zoo.steps_for_tokens", "zoo.share_of_steps", "zoo.branch_end",
     "hydra", "now",
     "oc.select", "oc.dict.keys", "oc.dict.values", "oc.deprecated",
 })

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from zoo.config.schema.convert import as_schema, plain
 from zoo.config.facts.corpora import CORPORA_BY_NAME, EXTERNAL, source_help
+from zoo.config.facts.tasks import Collate, TaskKind, task_spec
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import Choice
 
@@ -191,6 +192,12 @@ class DataConfig:
         default=None,
         metadata={"help": "where datasets caches files; default $ZOO_CACHE or ~/.cache/zoo"},
     )
+    document_mask: bool = field(
+        default=False,
+        metadata={"help": "causal_lm: attend within each packed document only (block-diagonal causal "
+                  "attention, positions restarting at 0 at each document, the first token of a "
+                  "document not predicted from the one before); false: windows attend across documents"},
+    )
     allow_changed_files: bool = field(
         default=False,
         metadata={"help": "resume even though a local data file changed since the checkpoint was written "
@@ -243,6 +250,8 @@ class DataConfig:
         if self.max_examples is not None:
             _at_least("data.max_examples", self.max_examples, 2)
         _at_least("data.num_pairs", self.num_pairs, 2)
+        if not isinstance(self.document_mask, bool):
+            raise ConfigError(f"data.document_mask must be true or false, got {self.document_mask!r}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise ConfigError(
                 f"data.mlm_probability must be in (0, 1), got {self.mlm_probability}"
@@ -250,6 +259,15 @@ class DataConfig:
 
     def to_dict(self) -> dict:
         return plain(self)
+
+
+def check_document_mask(data: DataConfig, task: TaskKind | str) -> None:
+    """data.document_mask=true needs packed windows of documents that end in eos and a causal
+    stack: task=causal_lm (whose family is decoder_only); ConfigError otherwise."""
+    spec = task_spec(task)
+    if data.document_mask and spec.collate != Collate.causal:
+        raise ConfigError(f"data.document_mask=true applies to task=causal_lm (packed documents attended "
+                          f"apart), not task={spec.kind.value}")
 
 
 def as_data_config(cfg: Any) -> DataConfig:

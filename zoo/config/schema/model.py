@@ -15,6 +15,7 @@ from typing import Optional
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.facts.attention import AttentionKind, check_attention
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.positions import PositionKind, check_even, check_params
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
@@ -242,6 +243,22 @@ class ModelConfig:
         metadata={"help": "recompute each layer's activations in backward instead of keeping "
                   "them (Chen et al. 2016): less memory in training, ~1/3 more compute"},
     )
+    attention: AttentionKind = field(
+        default=AttentionKind.full,
+        metadata={"help": "self-attention variant: full, or sliding (local attention: each query sees "
+                  "model.window keys; Mistral 7B, Gemma 2)"},
+    )
+    window: Optional[int] = field(
+        default=None,
+        metadata={"help": "sliding: the keys a query sees, itself included (transformers' "
+                  "sliding_window: causal query i sees keys i-window+1..i; an encoder sees "
+                  "(window-1)/2 each side, so odd there); required for sliding, refused for full"},
+    )
+    global_every: Optional[int] = field(
+        default=None,
+        metadata={"help": "sliding: every k-th layer is full, the layers i with (i+1) mod k = 0, as "
+                  "Gemma 2 (k=2) and Gemma 3 (k=6) layer_types; null = every layer sliding"},
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -319,6 +336,8 @@ class ModelConfig:
             raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
         self.embed_init = EmbedInit.parse(self.embed_init, "model.embed_init")
         self._check_parametrization()
+        self.attention = AttentionKind.parse(self.attention, "model.attention")
+        check_attention(self)
 
     def _check_parametrization(self) -> None:
         """The base widths belong to mup; under mup, the base width defaults to MUP_BASE_D_MODEL."""

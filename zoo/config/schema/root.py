@@ -36,6 +36,13 @@ class ZooConfig:
         default=None,
         metadata={"help": "resume from this checkpoint; 'last' = the run directory's last.ckpt"},
     )
+    branch_from: Optional[str] = field(
+        default=None,
+        metadata={"help": "RUN/checkpoints/FILE.ckpt of a run in its stable phase: start a new run directory "
+                  "from its weights, optimizer state, data position and step N, with scheduler=wsd's "
+                  "cooldown of scheduler.decay_steps from step N (trainer.max_steps=${zoo.branch_end:} "
+                  "ends the run with it); the record names the parent run and step"},
+    )
     init_from: Optional[str] = field(
         default=None,
         metadata={"help": "hf:DIR: start from the weights of a Hugging Face model directory "

@@ -17,7 +17,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.schema.root import MISSING, ZooConfig
 
 SECTIONS: tuple[str, ...] = tuple(f.name for f in fields(ZooConfig))
-VALUES = ("seed", "ckpt_path", "init_from")  # the sections that are one value, not a mapping
+VALUES = ("seed", "ckpt_path", "init_from", "branch_from")  # the sections that are one value, not a mapping
 HYDRA = "hydra"  # Hydra's own section, kept in a composition made with return_hydra_config
 
 

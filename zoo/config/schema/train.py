@@ -4,16 +4,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import List, Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.choice import Choice
-
-
-class OptimizerKind(Choice):
-    adamw = "adamw"  # Loshchilov & Hutter 2019
-    adam = "adam"  # Kingma & Ba 2015 (weight decay coupled to the gradient; Vaswani et al.)
+from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
+from zoo.config.facts.schedules import DecayShape, SCHEDULE_FACTS, ScheduleKind, schedule_readers
 
 
 class OptimizerImpl(Choice):
@@ -23,12 +20,6 @@ class OptimizerImpl(Choice):
     for_loop = "for_loop"  # one parameter at a time
     foreach = "foreach"  # multi-tensor ops over all parameters of a group
     fused = "fused"  # one fused kernel per group (CPU and CUDA)
-
-
-class ScheduleKind(Choice):
-    constant = "constant"  # optional linear warmup, then flat
-    cosine = "cosine"  # linear warmup, cosine decay to min_lr_ratio · lr (Loshchilov & Hutter 2017)
-    inverse_sqrt = "inverse_sqrt"  # d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), Vaswani et al.
 
 
 # Signals a SLURM job may ask for before its time limit (sbatch --signal) that Python can catch
@@ -42,13 +33,25 @@ class ProgressBar(Choice):
     none = "none"
 
 
+class AdjustLr(Choice):
+    """torch.optim.Muon's `adjust_lr_fn`: how a matrix's learning rate follows its shape (A x B)."""
+
+    match_rms_adamw = "match_rms_adamw"  # 0.2 sqrt(max(A, B)) x lr: AdamW's update RMS (Liu et al. 2025)
+    original = "original"  # sqrt(max(1, A / B)) x lr (Jordan et al. 2024)
+
+
 @dataclass(kw_only=True)
 class OptimConfig:
-    kind: OptimizerKind = OptimizerKind.adamw
+    kind: OptimizerKind = field(
+        default=OptimizerKind.adamw,
+        metadata={"help": "adamw, adam, or muon (Muon for the hidden layers' 2-D matrices, AdamW for "
+                  "embeddings, output head, norms and biases)"},
+    )
     lr: float = field(
         default=3e-4,
         metadata={"help": "peak learning rate; with scheduler=inverse_sqrt a multiplier of the "
-                  "schedule (1.0 = the paper's rate)"},
+                  "schedule (1.0 = the paper's rate); optim=muon: AdamW's rate (and Muon's unless "
+                  "optim.muon_lr is set)"},
     )
     betas: List[float] = field(default_factory=lambda: [0.9, 0.95])
     eps: float = 1e-8
@@ -60,11 +63,27 @@ class OptimConfig:
         metadata={"help": "auto (fused on CUDA, torch's default elsewhere), for_loop, foreach or "
                   "fused: torch's kernels for the update (same arithmetic)"},
     )
+    muon_lr: Optional[float] = field(
+        default=None,
+        metadata={"help": "optim=muon: Muon's base rate for the hidden matrices, before adjust_lr_fn "
+                  "scales it by shape; null = optim.lr (with match_rms_adamw, AdamW's rate carries over)"},
+    )
+    momentum: float = field(default=0.95, metadata={"help": "optim=muon: momentum of Muon's buffer"})
+    nesterov: bool = field(default=True, metadata={"help": "optim=muon: Nesterov momentum"})
+    ns_steps: int = field(default=5, metadata={"help": "optim=muon: Newton-Schulz iterations"})
+    adjust_lr_fn: AdjustLr = field(
+        default=AdjustLr.match_rms_adamw,
+        metadata={"help": "optim=muon: match_rms_adamw (rate x 0.2 sqrt(max(A, B)), Liu et al. 2025: "
+                  "AdamW's lr and weight decay carry over) or original (rate x sqrt(max(1, A/B)), "
+                  "Jordan et al. 2024: lr about 0.02)"},
+    )
 
     def __post_init__(self) -> None:
         self.kind = OptimizerKind.parse(self.kind, "optim.kind")
         self.implementation = OptimizerImpl.parse(self.implementation, "optim.implementation")
+        self.adjust_lr_fn = AdjustLr.parse(self.adjust_lr_fn, "optim.adjust_lr_fn")
         self.betas = list(self.betas)
+        _refuse_unread(self, "optim", OPTIMIZER_FACTS[self.kind].params, optimizer_readers)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {self.betas}")
         if self.lr <= 0:
@@ -73,33 +92,71 @@ class OptimConfig:
             raise ConfigError(
                 f"optim.eps must be > 0 and optim.weight_decay >= 0, got {self.eps}, {self.weight_decay}"
             )
+        if self.muon_lr is not None and not self.muon_lr > 0:
+            raise ConfigError(f"optim.muon_lr must be > 0 (or null: optim.lr), got {self.muon_lr}")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ConfigError(f"optim.momentum must be in [0, 1), got {self.momentum}")
+        if isinstance(self.ns_steps, bool) or not isinstance(self.ns_steps, int) or not 1 <= self.ns_steps < 100:
+            raise ConfigError(f"optim.ns_steps must be a whole number in [1, 99], got {self.ns_steps!r}")
+
+
+def _refuse_unread(cfg, section: str, reads: tuple[str, ...], readers) -> None:
+    """A key the chosen kind's row does not read, set away from its default, is refused on one
+    line naming the kinds that read it (the rows of `zoo.config.facts`)."""
+    for f in fields(cfg):
+        if f.name == "kind" or f.name in reads:
+            continue
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if getattr(cfg, f.name) != default:
+            owners = " or ".join(k.value for k in readers(f.name)) or "no kind"
+            raise ConfigError(f"{section}.{f.name} only applies to {section}={owners}, not {cfg.kind.value}")
 
 
 @dataclass(kw_only=True)
 class SchedulerConfig:
-    kind: ScheduleKind = ScheduleKind.cosine
+    kind: ScheduleKind = field(
+        default=ScheduleKind.cosine,
+        metadata={"help": "constant, cosine, inverse_sqrt, wsd (warmup-stable-decay) or linear "
+                  "(straight to zero)"},
+    )
     warmup_steps: int = 100
-    min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine: final lr / peak lr"})
+    min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine, wsd: final lr / peak lr"})
     total_steps: Optional[int] = field(
-        default=None, metadata={"help": "cosine: steps to decay over; default trainer.max_steps"}
+        default=None, metadata={"help": "cosine, wsd, linear: steps the schedule ends at; default "
+                                "trainer.max_steps"}
+    )
+    decay_fraction: float = field(
+        default=0.2, metadata={"help": "wsd: the cooldown's share of total_steps (unless decay_steps is set)"}
+    )
+    decay_steps: Optional[int] = field(
+        default=None, metadata={"help": "wsd: the cooldown's length in steps, ending at total_steps "
+                                "(0 = never decays: a stable run to branch cooldowns from)"}
+    )
+    decay_shape: DecayShape = field(
+        default=DecayShape.linear, metadata={"help": "wsd: the cooldown, linear (1 - p) or one_minus_sqrt "
+                                             "(1 - sqrt(p)), p its progress"}
     )
 
     def __post_init__(self) -> None:
         self.kind = ScheduleKind.parse(self.kind, "scheduler.kind")
-        for f in fields(self):
-            if f.name in ("min_lr_ratio", "total_steps") and self.kind != ScheduleKind.cosine \
-                    and getattr(self, f.name) != f.default:
-                raise ConfigError(
-                    f"scheduler.{f.name} only applies to scheduler=cosine, not {self.kind.value}"
-                )
+        self.decay_shape = DecayShape.parse(self.decay_shape, "scheduler.decay_shape")
+        _refuse_unread(self, "scheduler", SCHEDULE_FACTS[self.kind].params, schedule_readers)
         if self.warmup_steps < 0:
             raise ConfigError(f"scheduler.warmup_steps must be >= 0, got {self.warmup_steps}")
-        if self.kind == ScheduleKind.inverse_sqrt and self.warmup_steps < 1:
-            raise ConfigError("scheduler=inverse_sqrt needs scheduler.warmup_steps >= 1")
+        if SCHEDULE_FACTS[self.kind].needs_warmup and self.warmup_steps < 1:
+            raise ConfigError(f"scheduler={self.kind.value} needs scheduler.warmup_steps >= 1")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ConfigError(f"scheduler.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.total_steps is not None and self.total_steps < 1:
             raise ConfigError(f"scheduler.total_steps must be >= 1, got {self.total_steps}")
+        if not 0.0 <= self.decay_fraction <= 1.0:
+            raise ConfigError(f"scheduler.decay_fraction must be in [0, 1], got {self.decay_fraction}")
+        if self.decay_steps is not None:
+            if self.decay_steps < 0:
+                raise ConfigError(f"scheduler.decay_steps must be >= 0, got {self.decay_steps}")
+            if self.decay_fraction != 0.2:
+                raise ConfigError("scheduler.decay_steps and scheduler.decay_fraction both set the cooldown's "
+                                  "length: set one")
 
 
 @dataclass(kw_only=True)
@@ -145,3 +202,22 @@ class CallbacksConfig:
             raise ConfigError(
                 f"callbacks.checkpoint_every_n_steps must be >= 1, got {self.checkpoint_every_n_steps}"
             )
+
+
+def _defaults(schema) -> dict:
+    """A schema's keys that have a fixed default, as plain data."""
+    out = {}
+    for f in fields(schema):
+        if f.default is not MISSING:
+            out[f.name] = f.default.value if isinstance(f.default, Choice) else f.default
+    return out
+
+
+def optim_defaults() -> dict:
+    """OptimConfig's defaults: a key added since a checkpoint was written ran at its default."""
+    return _defaults(OptimConfig)
+
+
+def scheduler_defaults() -> dict:
+    """SchedulerConfig's defaults: a key added since a checkpoint was written ran at its default."""
+    return _defaults(SchedulerConfig)

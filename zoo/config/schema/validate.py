@@ -13,13 +13,15 @@ from typing import Any, Mapping
 
 from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.convert import reject_non_finite, as_model_config, as_schema, to_plain
-from zoo.config.schema.data import as_data_config, as_tokenizer_config
+from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
 from zoo.config.errors import ConfigError
 from zoo.config.schema.logger import LoggerConfig
 from zoo.config.facts.positions import max_positions
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.sections import check_sections
 from zoo.config.facts.tasks import families_of, task_spec
+from zoo.config.facts.optimizers import OptimizerKind
+from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
 from zoo.config.schema.train import (
     CallbacksConfig,
     OptimConfig,
@@ -68,15 +70,19 @@ def _validate(cfg: Any) -> ZooConfig:
         seed=int(data.get("seed", 0)),
         ckpt_path=data.get("ckpt_path"),
         init_from=data.get("init_from"),
+        branch_from=data.get("branch_from"),
     )
     check_trainer(zc.trainer)
     _check_task_family(zc)
+    check_document_mask(zc.data, zc.task.kind)
     _check_positions(zc)
     _check_sharding(zc)
+    _check_muon(zc)
     _check_fused_clipping(zc)
     _check_softcapped_loss(zc)
     _check_batch(zc)
     _check_schedule(zc)
+    _check_branch(zc)
     return zc
 
 
@@ -137,6 +143,34 @@ def _check_sharding(zc: ZooConfig) -> None:
                           f"training here has not; use bf16-mixed)")
 
 
+def _check_muon(zc: ZooConfig) -> None:
+    """Muon's two refusals (its row in `zoo.config.facts.optimizers`), before any weight exists."""
+    if zc.optim.kind != OptimizerKind.muon:
+        return
+    strategy = zc.trainer.get("strategy")
+    if is_sharded_name(strategy):
+        raise ConfigError(f"optim=muon cannot run under trainer.strategy={strategy}: Muon orthogonalises each "
+                          f"whole matrix's update (Newton-Schulz), and a sharded rank holds only its rows of "
+                          f"each matrix; use trainer=ddp (every rank holds whole matrices) or optim=adamw")
+    if zc.model.parametrization.value == "mup":
+        raise ConfigError("optim=muon cannot run with model.parametrization=mup: muP's per-layer learning rates "
+                          "and initialisations are derived for Adam, and Muon scales each matrix's rate by its "
+                          "shape itself (optim.adjust_lr_fn); use model.parametrization=standard or optim=adamw")
+
+
+def _check_branch(zc: ZooConfig) -> None:
+    """branch_from starts a WSD cooldown of scheduler.decay_steps at the checkpoint's step, in a
+    run directory of its own (`zoo.training.resume.branch`)."""
+    if zc.branch_from is None:
+        return
+    if zc.ckpt_path is not None or zc.init_from is not None:
+        raise ConfigError("branch_from starts a run from another run's checkpoint: it cannot be combined with "
+                          "ckpt_path or init_from")
+    if zc.scheduler.kind.value != "wsd" or zc.scheduler.decay_steps is None:
+        raise ConfigError("branch_from branches a cooldown off a stable phase: it needs scheduler=wsd and "
+                          "scheduler.decay_steps (the cooldown's length from the branch step)")
+
+
 def _check_batch(zc: ZooConfig) -> None:
     if zc.trainer.get("overfit_batches") not in (None, 0, 0.0):
         raise ConfigError("trainer.overfit_batches is not supported: the training loader keeps its "
@@ -174,13 +208,20 @@ def _check_schedule(zc: ZooConfig) -> None:
 
 
 def check_schedule_length(cfg: SchedulerConfig, total_steps: int | None) -> None:
-    """A cosine schedule decays over its total steps (scheduler.total_steps or
-    trainer.max_steps), which must outlast its warmup."""
-    if cfg.kind != ScheduleKind.cosine:
+    """A schedule that decays over a total length (its row's `needs_total`: scheduler.total_steps
+    or trainer.max_steps) must outlast its warmup; a WSD cooldown must begin after the warmup."""
+    if not SCHEDULE_FACTS[cfg.kind].needs_total:
         return
     total = cfg.total_steps or total_steps
+    name = cfg.kind.value
     if not total or total <= cfg.warmup_steps:
         fix = (f": add scheduler.warmup_steps={max(1, total // 10)} (a tenth of the run), or run -cn quick, "
                "whose warmup follows trainer.max_steps") if total and total > 1 else ""
-        raise ConfigError(f"scheduler=cosine needs total steps (scheduler.total_steps or trainer.max_steps) "
+        raise ConfigError(f"scheduler={name} needs total steps (scheduler.total_steps or trainer.max_steps) "
                           f"greater than scheduler.warmup_steps ({cfg.warmup_steps}), got {total}{fix}")
+    if cfg.kind == ScheduleKind.wsd:
+        decay = wsd_decay_steps(total, cfg.decay_steps, cfg.decay_fraction)
+        if total - decay < cfg.warmup_steps:
+            raise ConfigError(f"scheduler=wsd's cooldown of {decay} steps would begin at step {total - decay}, "
+                              f"before its warmup of {cfg.warmup_steps} steps ends (total {total}): lower "
+                              f"scheduler.decay_steps or scheduler.decay_fraction")

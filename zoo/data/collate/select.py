@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from zoo.config.facts.tasks import Collate
-from zoo.data.collate.causal import collate_causal
+from zoo.data.collate.causal import DocumentCollate, collate_causal
 from zoo.data.collate.classification import collate_classification
 from zoo.data.collate.masked import MaskingCollator
 from zoo.data.collate.seq2seq import collate_seq2seq
@@ -35,13 +35,16 @@ class ClassificationCollate:
 
 
 def collate_for(collate: Collate, tokenizer: Tokenizer, *, mlm_probability: float, seed: int,
-                train: bool) -> Callable:
+                train: bool, document_mask: bool = False) -> Callable:
     """The collate_fn named `collate` for batches of `tokenizer`'s ids. Masked LM: training
     batches are masked anew each epoch, validation batches the same way every time
-    (`MaskingCollator`), with `mlm_probability` and `seed`."""
+    (`MaskingCollator`), with `mlm_probability` and `seed`. Causal LM with `document_mask`:
+    batches carry the documents' ids (`DocumentCollate`)."""
     collate = Collate.parse(collate, "collate")
+    if document_mask and collate != Collate.causal:
+        raise ValueError(f"document_mask applies to causal batches, not collate {collate.value}")
     if collate == Collate.causal:
-        return collate_causal
+        return DocumentCollate(tokenizer.eos_id) if document_mask else collate_causal
     if collate == Collate.masked:
         return MaskingCollator(tokenizer.vocab_size, probability=mlm_probability, seed=seed, fixed=not train,
                                mask_id=tokenizer.mask_id, special_ids=tokenizer.special_ids().values())

@@ -45,6 +45,7 @@ OPTIONS = {"scale_embeddings": (False,), "embed_norm": (False,), "token_types": 
            "head_transform": (False,), "scale_output": (False,), "output_bias": (False,), "offset": (0,),
            "parametrization": ("standard",),  # μP's multipliers have no Hugging Face equivalent
            "block": ("sequential",), "qk_norm": ("none",), "attn_softcap": (None,), "final_softcap": (None,)}
+OPTIONS["attention"] = ("full",)  # a sliding window the five families' configs have no key for
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:

@@ -17,6 +17,7 @@ from zoo.config.records.yaml_files import UnboundedYaml, load_yaml
 from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
 from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
 from zoo.training.resume.data_files import check_data_files
+from zoo.training.resume.branch import branch_step, check_branch, parent_run
 from zoo.training.resume.match import check_resume, saved_sections
 from zoo.training.distributed.strategies import is_sharded
 from zoo.training.distributed.fsdp import recover_sharded
@@ -31,6 +32,7 @@ class Resume:
     path: Optional[str] = None
     step: Optional[int] = None
     data_changed: tuple[dict, ...] = ()  # data files changed since the run began, accepted on resume
+    branched_from: Optional[dict] = None  # branch_from: {"run", "checkpoint", "step"} of the parent
 
 
 def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
@@ -52,13 +54,17 @@ def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
     return str(path)
 
 
+def command_sections(spec: ZooConfig) -> dict:
+    """The command's sections as a resume compares them with a checkpoint's."""
+    return {"model": spec.model.to_dict(), "task": plain(spec.task), "optim": plain(spec.optim),
+            "scheduler": plain(spec.scheduler), "data": spec.data.to_dict(),
+            "tokenizer": {"kind": spec.tokenizer.kind.value}}
+
+
 def check_resume_config(resume: str, spec: ZooConfig) -> None:
     """The command must describe the run its checkpoint holds (`zoo.training.resume.match`)."""
     hparams = read_checkpoint(resume, weights=False).get("hyper_parameters", {})
-    command = {"model": spec.model.to_dict(), "task": plain(spec.task), "optim": plain(spec.optim),
-               "scheduler": plain(spec.scheduler), "data": spec.data.to_dict(),
-               "tokenizer": {"kind": spec.tokenizer.kind.value}}
-    check_resume(saved_sections(hparams), command, f"the checkpoint {resume}")
+    check_resume(saved_sections(hparams), command_sections(spec), f"the checkpoint {resume}")
 
 
 def check_resume_strategy(resume: Optional[str], strategy) -> None:
@@ -82,13 +88,33 @@ def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
         for note in recover_sharded(RunDir(run_dir).checkpoints):  # before looking for last.ckpt
             log.info("%s", note)
     resume = resolve_resume(spec.ckpt_path, run_dir)
+    branched = None
+    if spec.branch_from is not None:
+        branched = _branch(spec, resume is None)
+        resume = resume or spec.branch_from  # a rerun of the branch continues its own last.ckpt
     check_resume_strategy(resume, spec.trainer.get("strategy"))
     if resume is None:
         return Resume()
-    check_resume_config(resume, spec)
+    if resume != spec.branch_from:
+        check_resume_config(resume, spec)
     saved = read_checkpoint(resume, weights=False)
     changed = check_data_files(saved, f"the checkpoint {resume}", spec.data)
-    return Resume(path=resume, step=saved.get("global_step"), data_changed=changed)
+    return Resume(path=resume, step=saved.get("global_step"), data_changed=changed, branched_from=branched)
+
+
+def _branch(spec: ZooConfig, starting: bool) -> dict:
+    """branch_from's parent: checked (`zoo.training.resume.branch.check_branch`) when the branch
+    starts; named in the record on every leg of the branch."""
+    path = spec.branch_from
+    parent = parent_run(path)
+    if starting:
+        if not is_sharded_checkpoint(path):
+            locate_checkpoint(Path(path))
+        read_checkpoint(path, weights=False)  # refuses truncated files and files holding code
+        step = check_branch(spec, path, command_sections(spec), _recorded_trainer(parent))
+    else:
+        step = branch_step(path) if Path(path).exists() else None
+    return {"run": str(parent), "checkpoint": str(path), "step": step}
 
 
 def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> Optional[dict]:
