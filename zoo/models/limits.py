@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.attention import cache_slots, stack_windows
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.positions import max_positions
@@ -48,11 +49,14 @@ def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens:
     """Bytes of the key/value cache for `batch` sequences (beams counted) decoding
     `max_new_tokens` after `input_len` tokens: 2 (K, V) · B · Hkv · T · Dh per decoder layer,
     T = the positions fed to the decoder (the prompt, or BOS, and every new token but the last),
-    plus the cross-attention keys/values of the source for an encoder-decoder."""
+    plus the cross-attention keys/values of the source for an encoder-decoder. A sliding layer
+    (`model.attention=sliding`) holds at most its window of positions (`cache_slots`)."""
     per_token = 2 * cfg.n_kv_heads * cfg.head_dim * itemsize  # K and V of one position, one layer
     if FAMILY_FACTS[cfg.family].prompt_in_decoder:
-        return cfg.n_layers * batch * (input_len + max_new_tokens - 1) * per_token
-    return cfg.n_decoder_layers * batch * (max_new_tokens + input_len) * per_token
+        positions = input_len + max_new_tokens - 1
+        return sum(cache_slots(w, positions) for w in stack_windows(cfg, cfg.n_layers)) * batch * per_token
+    self_slots = sum(cache_slots(w, max_new_tokens) for w in stack_windows(cfg, cfg.n_decoder_layers))
+    return (self_slots + cfg.n_decoder_layers * input_len) * batch * per_token
 
 
 def available_memory(device: torch.device) -> int | None:

@@ -6,9 +6,11 @@ from dataclasses import asdict, dataclass
 
 from torch import nn
 
+from zoo.config.facts.attention import keys_attended
 from zoo.config.facts.positions import POSITION_FACTS
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
+from zoo.nn.block import Stack
 from zoo.nn.position.base import PositionScheme
 
 
@@ -23,7 +25,8 @@ class ModelSummary:
     - `non_embedding_params`: the rest (Kaplan et al. 2020 use this to compare model sizes).
     - `flops_per_token`: forward FLOPs for one token at context `seq_len`: 2 per weight of every
       matrix multiply (the output projection included, tied or not) plus 4·S·H·Dh per attention
-      layer for q·kᵀ and weights·v over S keys (S = seq_len; causal masking is not discounted).
+      layer for q·kᵀ and weights·v over S keys (S = seq_len; causal masking is not discounted;
+      a sliding layer's S is min(seq_len, model.window), `keys_attended`).
       For an encoder-decoder it is one source token plus one target token, both at seq_len.
     """
 
@@ -65,8 +68,11 @@ def summarize(model: ZooModel, seq_len: int | None = None) -> ModelSummary:
     matmul_weights = sum(
         m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear)
     )  # includes lm_head once, tied or not
-    attention_layers = sum(1 for m in model.modules() if isinstance(m, Attention))
-    attention_flops = 4 * seq_len * cfg.n_heads * cfg.head_dim * attention_layers
+    keys = {id(layer.self_attn): keys_attended(window, seq_len)
+            for stack in model.modules() if isinstance(stack, Stack)
+            for layer, window in zip(stack.layers, stack.windows)}  # sliding layers see their window
+    attention_flops = sum(4 * keys.get(id(m), seq_len) * cfg.n_heads * cfg.head_dim
+                          for m in model.modules() if isinstance(m, Attention))
     flops = 2 * matmul_weights + attention_flops
     return ModelSummary(
         total_params=total,

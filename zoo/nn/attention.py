@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.nn.cache import LayerCache
+from zoo.nn.flex import dense, flex, is_block_mask
 from zoo.nn.position.base import PositionScheme
 
 
@@ -30,7 +31,7 @@ def attention(
     """softmax(q·kᵀ · scale + bias, masked) · v.
 
     q (B, H, T, Dh); k, v (B, Hkv, S, Dh) with H a multiple of Hkv; mask (B or 1, 1, T, S)
-    boolean, True = may attend; bias broadcastable to (B, H, T, S), added to the scaled scores;
+    boolean, True = may attend (or a FlexAttention BlockMask, `zoo.nn.flex`); bias broadcastable to (B, H, T, S), added to the scaled scores;
     `causal` adds a causal mask, with the T queries being the last T of the S keys.
 
     Returns (out (B, H, T, Dh), weights (B, H, T, S) or None). The default path is
@@ -39,6 +40,10 @@ def attention(
     """
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if is_block_mask(mask):  # a sliding layer's band for FlexAttention (`zoo.nn.flex.use_flex`)
+        if not math_path and bias is None:
+            return flex(q, k, v, mask, scale), None  # (B, H, T, Dh)
+        mask = dense(mask, q.shape[2], k.shape[2], q.device)  # (1, 1, T, S): the weights are wanted
     T, S = q.shape[2], k.shape[2]
     if causal and (bias is not None or mask is not None or math_path or T != S):
         # SDPA's is_causal aligns the top-left corner; the queries here are the last T keys

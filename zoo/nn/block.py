@@ -22,6 +22,7 @@ from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
 from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import FeedForward
+from zoo.nn.flex import band_block_mask, use_flex
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
 from zoo.nn.position import POSITIONS, PositionScheme, build_position
@@ -120,6 +121,7 @@ class Stack(nn.Module):
         # sliding-window attention: each layer's window (None = full); one window per stack
         self.windows = stack_windows(cfg, n_layers)
         self.window = next((w for w in self.windows if w is not None), None)
+        self.position_kind, self.attention_dropout = cfg.position.kind, cfg.dropout
         n_schemes = 1 if POSITIONS[cfg.position.kind].shared_across_layers else n_layers
         self.positions = nn.ModuleList(build_position(cfg, causal=causal) for _ in range(n_schemes))
         self.dropout = nn.Dropout(cfg.dropout)
@@ -163,6 +165,9 @@ class Stack(nn.Module):
             covers = T <= W if self.causal else (W - 1) // 2 >= T - 1
             if key_padding is None and covers:
                 return None, self.causal
+            if use_flex(T=T, window=W, device=device, position=self.position_kind, padded=key_padding is not None,
+                        dropout=self.attention_dropout if self.training else 0.0):
+                return band_block_mask(W, self.causal, T, device), False
             return attention_mask(q_len=T, k_len=T, causal=self.causal, key_padding=key_padding,
                                   device=device, window=W), False  # (B or 1, 1, T, T)
         layer = cache.layers[self.windows.index(W)].self_attn

@@ -1,0 +1,65 @@
+"""FlexAttention (torch.nn.attention.flex_attention; Dong et al. 2024) for the sliding window's
+band: the band as a block mask, whose blocks wholly outside it are skipped, where SDPA with a
+boolean mask computes every score and masks most of them.
+
+Where it is used (`use_flex`): a forward without autograd (evaluation, generation's prompt)
+on CPU, of a sequence at least FLEX_MIN_LEN long, without a padding mask, for a position scheme
+that adds nothing to the scores (FlexAttention's score_mod is not wired to the schemes' biases)
+and without attention dropout. Measured on a 2-core CPU (docs/performance.md,
+benchmarks/sliding_mask.py): compiled FlexAttention's forward beats SDPA with the band mask
+several times over at 1,024 tokens and a 128 window; torch 2.13 has no FlexAttention backward
+on CPU, so training runs SDPA with the boolean band. It is compiled once per shape, so shorter
+sequences, whose compilation would cost more than it saves, keep SDPA. Not measured on a GPU:
+there SDPA is used too. `tests/nn/test_sliding_window.py` checks both give the same logits."""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import torch
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+
+from zoo.config.facts.positions import POSITION_FACTS, PositionKind, Site
+from zoo.nn.mask import band_mask_mod
+
+FLEX_MIN_LEN = 1024  # shortest sequence that takes FlexAttention (compilation is per shape)
+
+
+def use_flex(*, T: int, window: int, device: torch.device, position: PositionKind, padded: bool,
+             dropout: float) -> bool:
+    """Whether a sliding layer's self-attention over T tokens (no cache) runs FlexAttention."""
+    acts = POSITION_FACTS[position].acts
+    return (device.type == "cpu" and not torch.is_grad_enabled() and T >= FLEX_MIN_LEN and T > window
+            and not padded and dropout == 0.0 and Site.scores not in acts and Site.values not in acts)
+
+
+@functools.lru_cache(maxsize=8)
+def band_block_mask(window: int, causal: bool, T: int, device: torch.device) -> BlockMask:
+    """The band of `window` over T queries and T keys as a block mask (the same for every row
+    and head), made once per shape."""
+    return create_block_mask(band_mask_mod(window, causal), None, None, T, T, device=device)
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled():
+    return torch.compile(flex_attention)
+
+
+def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask: BlockMask,
+         scale: Optional[float]) -> torch.Tensor:
+    """q (B, H, T, Dh); k, v (B, Hkv, T, Dh) -> (B, H, T, Dh), attention under `block_mask`."""
+    run = flex_attention if torch.compiler.is_compiling() else _compiled()
+    return run(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
+
+
+def is_block_mask(mask) -> bool:
+    return isinstance(mask, BlockMask)
+
+
+def dense(block_mask: BlockMask, T: int, S: int, device: torch.device) -> torch.Tensor:
+    """The boolean (1, 1, T, S) mask a block mask's mask_mod gives, for the paths that need the
+    attention weights."""
+    i = torch.arange(T, device=device)[:, None]  # (T, 1)
+    j = torch.arange(S, device=device)[None, :]  # (1, S)
+    return block_mask.mask_mod(0, 0, i, j)[None, None]  # (1, 1, T, S)
