@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from zoo.cli.spelling import misspelled
+from zoo.cli.spelling import leaf_keys, misspelled
 from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
 from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
@@ -24,6 +24,16 @@ def check_model(cfg: DictConfig) -> DictConfig:
     """The model section's own checks (`zoo.config.schema.validate` checks the whole run)."""
     as_model_config(cfg.model)
     return cfg
+
+
+def _leaves(hydra, config_name: str) -> list[str]:
+    """The value keys of `config_name` composed without overrides (none where that fails too)."""
+    from hydra.types import RunMode
+
+    try:
+        return leaf_keys(hydra.compose_config(config_name, [], run_mode=RunMode.RUN))
+    except Exception:  # noqa: BLE001 - only a better message is lost
+        return []
 
 
 def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG_NAME, *,
@@ -171,7 +181,8 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
             try:
                 return hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
             except (HydraException, OmegaConfBaseException) as exc:  # a group with a dot, a list without -m
-                better = misspelled(overrides, hydra.list_all_config_groups(), explain(exc))
+                better = misspelled(overrides, hydra.list_all_config_groups(), explain(exc),
+                                    _leaves(hydra, config_name))
                 if better is not None:
                     raise better from None
                 raise

@@ -69,9 +69,13 @@ def flag_refusal(tool: str, flags: list[tuple[str, Optional[str], str]], keys: S
     return f"{given}: {tool} takes KEY=VALUE overrides, not --flags; {fix}"
 
 
-def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) -> Optional[ConfigError]:
+def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str,
+               leaves: Iterable[str] = ()) -> Optional[ConfigError]:
     """A clearer refusal of a composition Hydra refused, when an override is written another way
-    than zoo's: a group with a dot for its slash, or a comma list without -m. None otherwise."""
+    than zoo's: a group with a dot for its slash, or a comma list without -m. None otherwise.
+    `leaves`: the config's value keys; a group whose options set the value key of its own name
+    (`model/block=parallel` sets `model.block`) is rightly written with a dot too."""
+    leaves = set(leaves)
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     groups = set(groups)
@@ -82,7 +86,7 @@ def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) ->
     for text, override in zip(overrides, parsed):
         key = override.get_key_element().lstrip("+~")
         slashed = key.replace(".", "/")
-        if "." in key and slashed in groups and not override.is_sweep_override():
+        if "." in key and slashed in groups and key not in leaves and not override.is_sweep_override():
             value = text.split("=", 1)[1] if "=" in text else ""
             return ConfigError(f"{text}: {slashed} is a config group, chosen with a slash: {slashed}={value}")
         if override.is_sweep_override() and "Ambiguous value" in message and text in message:
