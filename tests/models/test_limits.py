@@ -51,14 +51,16 @@ def test_the_length_refusals_keep_their_wording():
         check_lengths(seq2seq, 4, 16)
 
 
+@pytest.mark.parametrize("attention", [{}, {"attention": "sliding", "window": 3, "global_every": 2}],
+                         ids=["full", "sliding"])
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)
-def test_kv_cache_bytes_equal_what_the_static_cache_allocates(family, monkeypatch):
-    model = zoo.build_model(tiny(family, "rope", max_seq_len=64, n_heads=4, n_kv_heads=2)).eval()
+def test_kv_cache_bytes_equal_what_the_static_cache_allocates(family, attention, monkeypatch):
+    model = zoo.build_model(tiny(family, "rope", max_seq_len=64, n_heads=4, n_kv_heads=2, **attention)).eval()
     made = []
     original = cache_module.Cache.empty.__func__
 
-    def recording(cls, n_layers, capacity=None):
-        made.append(original(cls, n_layers, capacity))
+    def recording(cls, n_layers, capacity=None, windows=None):
+        made.append(original(cls, n_layers, capacity, windows))
         return made[-1]
 
     monkeypatch.setattr(cache_module.Cache, "empty", classmethod(recording))

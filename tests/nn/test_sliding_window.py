@@ -281,3 +281,52 @@ def test_in_band_is_symmetric_for_an_encoder():
     band = in_band(i, j, 5, causal=False)  # (7, 7)
     assert torch.equal(band, band.T)
     assert band.sum(-1)[3] == 5  # a middle query sees the window
+
+
+@pytest.mark.parametrize("padded", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["unpadded", "padded"])
+def test_a_sliding_static_step_is_one_graph_past_the_window(padded):
+    """The ring's step writes slot n mod window from the device slot: traced once, never
+    recompiled past the window (what CUDA graphs replay), and equal to the whole forward."""
+    import torch._dynamo
+
+    W, prompt, steps = 3, 5, 6
+    model = zoo.build_model(tiny("decoder_only", "alibi", n_layers=2, attention="sliding", window=W,
+                                 global_every=2, max_seq_len=40)).eval()
+    ids = torch.randint(4, 37, (2, prompt + steps))
+    padding = torch.ones(2, prompt + steps, dtype=torch.long)
+    padding[0, :2] = 0
+    mask = padding if padded else None
+    cache = model.new_cache(capacity=prompt + steps)
+    with torch.no_grad():
+        first = model(ids[:, :prompt], attention_mask=None if mask is None else mask[:, :prompt],
+                      cache=cache, use_cache=True).logits
+        torch._dynamo.reset()
+        step = torch.compile(model, backend="eager", fullgraph=True)
+        outs = [first]
+        with torch._dynamo.config.patch(error_on_recompile=not padded):  # padding's mask grows a column a step
+            for t in range(prompt, prompt + steps):
+                outs.append(step(ids[:, t:t + 1], attention_mask=None if mask is None else mask[:, :t + 1],
+                                 cache=cache, use_cache=True).logits)
+        reference = model(ids, attention_mask=mask).logits
+    real = padding.bool() if padded else torch.ones_like(padding, dtype=torch.bool)
+    torch.testing.assert_close(torch.cat(outs, dim=1)[real], reference[real], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("peer", ["litgpt", "x-transformers", "hf"])
+def test_the_bench_peers_refuse_a_sliding_window(peer):
+    """A peer never stands in with full attention for a sliding zoo model."""
+    from zoo.bench.peers import PeerUnavailable
+    from zoo.bench.peers.litgpt import config_kwargs
+    from zoo.bench.peers.xtransformers import decoder_kwargs
+    from zoo.bench.workload import Workload
+
+    model = ModelConfig(**tiny("decoder_only", "rope", norm_type="rmsnorm", activation="swiglu", bias=False,
+                               attention="sliding", window=4))
+    work = Workload(model=model, batch=2, seq_len=16, device=torch.device("cpu"))
+    if peer == "hf":
+        from zoo.bench.peers.hf import HFSubject as subject
+        with pytest.raises(PeerUnavailable, match="no Hugging Face equivalent"):
+            subject(work, zoo_model=zoo.build_model(model))
+        return
+    with pytest.raises(PeerUnavailable, match="attention sliding is not mapped"):
+        (config_kwargs if peer == "litgpt" else decoder_kwargs)(work)

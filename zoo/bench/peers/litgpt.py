@@ -18,6 +18,7 @@ import torch
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
+from zoo.config.facts.attention import AttentionKind
 from zoo.config.facts.blocks import non_default_block_options
 from zoo.config.schema.model import Activation, Family, NormPlacement, NormType, PositionKind
 
@@ -46,6 +47,8 @@ def config_kwargs(work: Workload) -> dict:
         raise PeerUnavailable(f"activation {cfg.activation.value} is not mapped")
     if non_default_block_options(cfg):
         raise PeerUnavailable(f"{', '.join(non_default_block_options(cfg))} is not mapped")
+    if cfg.attention != AttentionKind.full:
+        raise PeerUnavailable(f"attention {cfg.attention.value} is not mapped")
     mlp, approximate = MLPS[cfg.activation]
     return dict(
         name="zoo-workload", block_size=cfg.max_seq_len, vocab_size=cfg.vocab_size,

@@ -13,6 +13,7 @@ import torch
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
+from zoo.config.facts.attention import AttentionKind
 from zoo.config.facts.blocks import non_default_block_options
 from zoo.config.schema.model import Activation, Family, NormPlacement, NormType, PositionKind
 
@@ -37,6 +38,8 @@ def decoder_kwargs(work: Workload) -> tuple[dict, dict]:
         raise PeerUnavailable(f"activation {cfg.activation.value} is not mapped")
     if non_default_block_options(cfg):
         raise PeerUnavailable(f"{', '.join(non_default_block_options(cfg))} is not mapped")
+    if cfg.attention != AttentionKind.full:
+        raise PeerUnavailable(f"attention {cfg.attention.value} is not mapped")
     wrapper = {"num_tokens": cfg.vocab_size, "max_seq_len": cfg.max_seq_len, "tie_embedding": cfg.tie_embeddings,
                "emb_dropout": cfg.dropout, **{k: v for k, v in POSITIONS[cfg.position.kind].items() if k == "use_abs_pos_emb"}}
     layers = {
