@@ -103,4 +103,3 @@ class Gemma2Converter(RopeDecoderConverter):
             layer_types=layer_kinds(cfg.n_layers, cfg.global_every) if sliding else [FULL] * cfg.n_layers,
             attn_logit_softcapping=cfg.attn_softcap, final_logit_softcapping=cfg.final_softcap,
             bos_token_id=None, eos_token_id=None, pad_token_id=None)
-

@@ -18,7 +18,8 @@ NORMS = {"self_attn_sub.norm": "post_attention_layernorm", "ff_sub.norm": "post_
 
 
 class Olmo2Converter(RopeDecoderConverter):
-    description = "olmo2: decoder-only, rope, reordered rmsnorm (after the sublayers), swiglu, qk-norm over the projection"
+    description = ("olmo2: decoder-only, rope, reordered rmsnorm (after the sublayers), swiglu, "
+                   "qk-norm over the projection, no biases")
     model_class = "Olmo2ForCausalLM"
     layer_norms = NORMS
 
