@@ -303,6 +303,30 @@ def test_a_block_option_exports_as_the_family_that_has_it(overrides, family):
         assert _max_diff(hf(**hf_inputs).logits, model(**zoo_inputs).logits, mask) <= 1e-4
 
 
+# ModelConfig keys every converter reads itself (sizes, the choices `composed_as` names, what only
+# initialisation or training reads); every other key is an option that must be in OPTIONS
+READ_BY_EVERY_CONVERTER = {
+    "family", "position", "norm", "norm_type", "norm_eps", "activation", "d_model", "n_heads", "n_kv_heads",
+    "head_dim", "n_layers", "n_decoder_layers", "d_ff", "param_budget", "vocab_size", "max_seq_len", "dropout",
+    "tie_embeddings", "bias", "init_std", "embed_init", "mup_base_d_model", "mup_base_head_dim",
+    "checkpoint_activations"}
+
+
+def test_every_model_option_is_one_a_family_must_say_it_reproduces():
+    """A model key added to the schema joins OPTIONS at its default: until a converter says it
+    reproduces another value, no family exports a model that sets one (it would write a model
+    that computes something else)."""
+    from dataclasses import fields
+
+    from zoo.config.schema.model import ModelConfig, model_defaults
+    from zoo.interop.hf.common import OPTIONS
+
+    keys = {f.name for f in fields(ModelConfig)}
+    assert sorted(keys - READ_BY_EVERY_CONVERTER - set(OPTIONS)) == []
+    defaults = model_defaults()
+    assert [key for key in set(OPTIONS) & keys if defaults[key] not in OPTIONS[key]] == []
+
+
 # a non-default value of each block and attention option
 NEW_OPTIONS = [{"qk_norm": "head"}, {"qk_norm": "projection"}, {"qk_norm": "head", "qk_norm_type": "layernorm"},
                {"block": "parallel"}, {"block": "parallel_two_norms"}, {"attn_softcap": 2.0}, {"final_softcap": 2.0},
