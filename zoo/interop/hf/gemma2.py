@@ -69,7 +69,7 @@ class Gemma2Converter(RopeDecoderConverter):
                 and not cfg.bias and cfg.tie_embeddings and pre_attn_scalar(cfg) is not None)
 
     def zoo_config(self, config):
-        require(config, "hidden_activation", ("gelu_pytorch_tanh", "gelu_tanh"))
+        require(config, "hidden_activation", ("gelu_pytorch_tanh", "gelu_new"))
         require(config, "attention_bias", (False, None))
         require(config, "use_bidirectional_attention", (False, None))
         require(config, "tie_word_embeddings", (True, None), "zoo's Gemma 2 ties its output to the embedding")
