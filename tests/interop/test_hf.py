@@ -5,6 +5,8 @@ cache as `transformers`' own `generate`."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -60,6 +62,52 @@ def _bart(**kw):
     return _random_biases(transformers.BartForConditionalGeneration(config).eval())
 
 
+def _qwen3(tie: bool = False, **kw):
+    config = transformers.Qwen3Config(
+        vocab_size=V, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=tie,
+        initializer_range=0.1, bos_token_id=None, eos_token_id=None, pad_token_id=None, **kw)
+    return _random_norms(transformers.Qwen3ForCausalLM(config).eval())
+
+
+def _gemma2(**kw):
+    """Three layers, sliding / full / sliding, a window of 4 keys on 12-token sequences, and caps
+    low enough to bind (Gemma 2's own, 50 and 30, barely touch a small random model)."""
+    config = transformers.Gemma2Config(**{
+        "vocab_size": V, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 64,
+        "query_pre_attn_scalar": 8, "sliding_window": 4, "attn_logit_softcapping": 2.0,
+        "final_logit_softcapping": 3.0, "initializer_range": 0.1, "bos_token_id": None, "eos_token_id": None,
+        "pad_token_id": None, **kw})
+    return _random_norms(transformers.Gemma2ForCausalLM(config).eval())
+
+
+def _olmo2(**kw):
+    config = transformers.Olmo2Config(
+        vocab_size=V, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, initializer_range=0.1,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None, **kw)
+    return _random_norms(transformers.Olmo2ForCausalLM(config).eval())
+
+
+def _gpt_neox(**kw):
+    config = transformers.GPTNeoXConfig(**{
+        "vocab_size": V, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 64, "max_position_embeddings": 64, "rotary_pct": 1.0, "initializer_range": 0.1,
+        "bos_token_id": None, "eos_token_id": None, **kw})
+    return _random_biases(transformers.GPTNeoXForCausalLM(config).eval())
+
+
+def _random_norms(model):
+    """Fresh norms are all ones (Gemma's all zeros): randomise every norm's weight so a norm
+    mapped to the wrong place, or Gemma's 1 + w read as w, shows in the logits."""
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if "norm" in name:
+                tensor.normal_(0.0, 0.1).add_(1.0)
+    return model
+
+
 def _random_biases(model):
     """Fresh models start with zero biases and unit LayerNorms: randomise them, and BART's
     final_logits_bias buffer, so a bias mapped to the wrong place shows in the logits."""
@@ -85,6 +133,19 @@ FAMILIES = {
     "t5-deeper-decoder": lambda: _t5(decoder_layers=3),
     "bart": _bart,
     "bart-scaled-relu": lambda: _bart(scale_embedding=True, activation_function="relu"),
+    "qwen3": _qwen3,
+    "qwen3-tied-linear-rope": lambda: _qwen3(
+        tie=True, rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}),
+    "gemma2": _gemma2,  # sliding, full, sliding
+    "gemma2-all-sliding-uncapped": lambda: _gemma2(
+        layer_types=["sliding_attention"] * 3, attn_logit_softcapping=None, final_logit_softcapping=None,
+        query_pre_attn_scalar=16),
+    "gemma2-all-full": lambda: _gemma2(num_hidden_layers=2, layer_types=["full_attention"] * 2),
+    "olmo2": _olmo2,
+    "olmo2-wide-heads-tied": lambda: _olmo2(head_dim=16, tie_word_embeddings=True),  # H·Dh = 64 > D = 32
+    "gpt_neox": _gpt_neox,  # attention and feed-forward in parallel, from two norms
+    "gpt_neox-sequential-tied": lambda: _gpt_neox(use_parallel_residual=False, tie_word_embeddings=True,
+                                                  hidden_act="gelu_new"),
 }
 KIND = {"bert": "masked", "t5": "seq2seq", "bart": "seq2seq"}  # the rest are causal
 
@@ -171,7 +232,8 @@ def test_greedy_generation_gives_the_same_tokens(name):
 
 # every model preset -> the transformers class it exports to (None: no Hugging Face family)
 PRESET_EXPORTS = {"gpt": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertForMaskedLM",
-                  "t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration", "transformer": None}
+                  "t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration", "transformer": None,
+                  "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "olmo2": "Olmo2ForCausalLM"}
 SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0"]
 
 
@@ -216,6 +278,97 @@ def test_a_variant_of_a_preset_exports_with_the_same_logits(overrides):
     assert tied == model.config.tie_embeddings
 
 
+@pytest.mark.parametrize("overrides, family", [
+    (["model=llama", "model.qk_norm=head"], "Qwen3ForCausalLM"),  # Llama has no QK-norm: never Llama
+    (["model=llama", "model.qk_norm=head", "model.qk_norm_type=rmsnorm"], "Qwen3ForCausalLM"),
+    (["model=gpt", "model/position=rope"], "GPTNeoXForCausalLM"),  # GPT-2 has learned positions
+    (["model=gpt", "model/position=rope", "model.block=parallel_two_norms"], "GPTNeoXForCausalLM"),
+    (["model=gemma2", "model.attention=full", "model.window=null", "model.global_every=null"], "Gemma2ForCausalLM"),
+    (["model=gemma2", "model.window=5", "model.global_every=null", "model.attn_softcap=null",
+      "model.attention_scale=0.25"], "Gemma2ForCausalLM"),  # query_pre_attn_scalar 16
+])
+def test_a_block_option_exports_as_the_family_that_has_it(overrides, family):
+    """A composition that sets a block option exports as the family that has the option, with the
+    same logits, never as the family it started from (which would drop the option silently)."""
+    torch.manual_seed(0)
+    model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model).eval()
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():  # no zero biases, no unit norms
+            if name.endswith("bias") or "norm" in name:
+                tensor.normal_(0.0, 0.1).add_(1.0 if name.endswith("norm.weight") else 0.0)
+    hf = to_hf(model)
+    assert type(hf).__name__ == family
+    hf_inputs, zoo_inputs, mask = _inputs("causal")
+    with torch.no_grad():
+        assert _max_diff(hf(**hf_inputs).logits, model(**zoo_inputs).logits, mask) <= 1e-4
+
+
+# ModelConfig keys every converter reads itself (sizes, the choices `composed_as` names, what only
+# initialisation or training reads); every other key is an option that must be in OPTIONS
+READ_BY_EVERY_CONVERTER = {
+    "family", "position", "norm", "norm_type", "norm_eps", "activation", "d_model", "n_heads", "n_kv_heads",
+    "head_dim", "n_layers", "n_decoder_layers", "d_ff", "param_budget", "vocab_size", "max_seq_len", "dropout",
+    "tie_embeddings", "bias", "init_std", "embed_init", "mup_base_d_model", "mup_base_head_dim",
+    "checkpoint_activations"}
+
+
+def test_every_model_option_is_one_a_family_must_say_it_reproduces():
+    """A model key added to the schema joins OPTIONS at its default: until a converter says it
+    reproduces another value, no family exports a model that sets one (it would write a model
+    that computes something else)."""
+    from dataclasses import fields
+
+    from zoo.config.schema.model import ModelConfig, model_defaults
+    from zoo.interop.hf.common import OPTIONS
+
+    keys = {f.name for f in fields(ModelConfig)}
+    assert sorted(keys - READ_BY_EVERY_CONVERTER - set(OPTIONS)) == []
+    defaults = model_defaults()
+    assert [key for key in set(OPTIONS) & keys if defaults[key] not in OPTIONS[key]] == []
+
+
+# a non-default value of each block and attention option
+NEW_OPTIONS = [{"qk_norm": "head"}, {"qk_norm": "projection"}, {"qk_norm": "head", "qk_norm_type": "layernorm"},
+               {"block": "parallel"}, {"block": "parallel_two_norms"}, {"attn_softcap": 2.0}, {"final_softcap": 2.0},
+               {"attention": "sliding", "window": 3}, {"norm": "sandwich"}, {"norm": "reordered"}]
+
+
+@functools.cache
+def _composed(preset: str) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(zoo.compose([f"model={preset}", *SMALL]).model)
+
+
+@pytest.mark.parametrize("option", NEW_OPTIONS, ids=lambda o: " ".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("preset", sorted(p for p, cls in PRESET_EXPORTS.items() if cls))
+def test_an_option_a_family_lacks_never_exports_as_that_family(preset, option):
+    """Every preset with every new option: refused (by the schema, or by every converter), or
+    exported to a family that computes the same logits; never written as a family that drops
+    the option."""
+    from zoo.config.errors import ConfigError
+
+    torch.manual_seed(0)
+    try:
+        model = zoo.build_model({**_composed(preset), **option}).eval()
+    except ConfigError:
+        return  # refused before any weight exists
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if name.endswith("bias") or "norm" in name:
+                tensor.normal_(0.0, 0.1).add_(1.0 if name.endswith("norm.weight") else 0.0)
+    try:
+        hf = to_hf(model)
+    except UnsupportedConfig as refused:
+        assert "matches no supported" in str(refused)
+        return
+    hf_inputs, zoo_inputs, mask = _inputs(kind_of(hf))
+    if kind_of(hf) == "masked":
+        hf_inputs.pop("token_type_ids"), zoo_inputs.pop("token_type_ids")
+    with torch.no_grad():
+        assert _max_diff(hf(**hf_inputs).logits, model(**zoo_inputs).logits, mask) <= 1e-4, type(hf).__name__
+
+
 def test_gpt2_exports_with_its_head_tied_as_gpt2_has_it():
     torch.manual_seed(0)
     hf = to_hf(zoo.build_model(zoo.compose(["model=gpt", *SMALL]).model))
@@ -247,6 +400,15 @@ def test_weights_that_do_not_line_up_are_refused_naming_them():
     (lambda: _bert(is_decoder=True), "is_decoder=True"),
     (lambda: _t5("gated-relu"), "feed_forward_proj='gated-relu'"),
     (lambda: _bart(decoder_ffn_dim=32), "encoder_ffn_dim=64 differs from decoder_ffn_dim=32"),
+    (lambda: _gpt_neox(rotary_pct=0.25), "partial_rotary_factor=0.25"),  # zoo rotates the whole head
+    (lambda: _gpt_neox(attention_bias=False), "attention_bias=False"),
+    (lambda: _gpt_neox(hidden_act="gelu_fast"), "hidden_act='gelu_fast'"),
+    (lambda: _qwen3(use_sliding_window=True, sliding_window=4, max_window_layers=1), "layer_types="),
+    (lambda: _qwen3(attention_bias=True), "attention_bias=True"),
+    (lambda: _olmo2(attention_bias=True), "attention_bias=True"),
+    (lambda: _gemma2(layer_types=["full_attention", "sliding_attention", "sliding_attention"]), "layer_types="),
+    (lambda: _gemma2(use_bidirectional_attention=True), "use_bidirectional_attention=True"),
+    (lambda: _gemma2(hidden_activation="gelu"), "hidden_activation='gelu'"),
 ])
 def test_an_unsupported_config_names_the_field(build, field):
     with pytest.raises(UnsupportedConfig, match=field.replace("(", r"\(")):
@@ -258,7 +420,22 @@ def test_an_unsupported_config_names_the_field(build, field):
                                        # options a family lacks: exporting would drop them silently
                                        ["model=gpt", "model.output_bias=true"],
                                        ["model=llama", "model.attention_scale=1.0"],
-                                       ["model=bert", "model.scale_output=true"]])
+                                       ["model=bert", "model.scale_output=true"],
+                                       # block options no family here has in this composition
+                                       ["model=llama", "model.qk_norm=projection"],
+                                       ["model=llama", "model.attn_softcap=30.0"],
+                                       ["model=llama", "model.final_softcap=30.0"],
+                                       ["model=llama", "model.block=parallel"],
+                                       ["model=llama", "model.norm=sandwich"],
+                                       ["model=llama", "model.norm=reordered"],
+                                       ["model=llama", "model.attention=sliding", "model.window=4"],
+                                       ["model=gpt", "model.qk_norm=head"],
+                                       ["model=gpt", "model/position=rope", "model.block=parallel"],
+                                       ["model=qwen3", "model.qk_norm_type=layernorm"],
+                                       ["model=qwen3", "model.attention=sliding", "model.window=4"],
+                                       ["model=olmo2", "model.qk_norm=head"],
+                                       ["model=gemma2", "model.attention_scale=0.3"],  # 1/0.09: no integer
+                                       ["model=gemma2", "model.qk_norm=head"]])
 def test_a_composition_without_a_family_is_refused(overrides):
     model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model)
     with pytest.raises(UnsupportedConfig, match="matches no supported"):

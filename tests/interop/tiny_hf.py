@@ -1,5 +1,5 @@
 """Tiny Hugging Face directories built offline: a byte-level BPE tokenizer trained here on the
-pydoc corpus zoo ships, and small random Llama / GPT-2 models over its vocabulary, each saved
+pydoc corpus zoo ships, and small random models of each family over its vocabulary, each saved
 with `save_pretrained` as a downloaded model would be."""
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ FAMILY_SPECIALS = {
              "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"},
     "t5": {"bos_token": None},
     "bart": {"mask_token": "<mask>"},
+    "gemma2": {},
+    "gpt_neox": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>",
+                 "pad_token": "<|padding|>"},
 }
 
 
@@ -109,7 +112,43 @@ def bart(tokenizer, seed: int = 0):
     return BartForConditionalGeneration(config).eval()
 
 
-MODELS = {"llama": llama, "gpt2": gpt2, "bert": bert, "t5": t5, "bart": bart}
+def gemma2(tokenizer, seed: int = 0):
+    """Gemma2ForCausalLM: 3 layers (sliding, full, sliding; a window of 4), d 32, soft-caps,
+    norm weights ~ N(0, 0.1) (fresh ones are all zero)."""
+    import torch
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Gemma2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8,
+                          sliding_window=4, max_position_embeddings=128, initializer_range=0.1,
+                          attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
+                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                          pad_token_id=tokenizer.pad_token_id)
+    model = Gemma2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if "norm" in name:
+                tensor.normal_(0.0, 0.1)
+    return model
+
+
+def gpt_neox(tokenizer, seed: int = 0):
+    """GPTNeoXForCausalLM: 2 layers, d 32, parallel attention and feed-forward, RoPE over the
+    whole head (rotary_pct 1.0)."""
+    import torch
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(seed)
+    config = GPTNeoXConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=64, max_position_embeddings=128, rotary_pct=1.0,
+                           initializer_range=0.1, bos_token_id=tokenizer.bos_token_id,
+                           eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    return GPTNeoXForCausalLM(config).eval()
+
+
+MODELS = {"llama": llama, "gpt2": gpt2, "bert": bert, "t5": t5, "bart": bart, "gemma2": gemma2,
+          "gpt_neox": gpt_neox}
 
 
 def save_model(directory: Path, family: str = "llama", seed: int = 0):

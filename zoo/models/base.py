@@ -5,7 +5,7 @@ initialisation, and the output object."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +33,22 @@ class ModelOutput:
     hidden_states: torch.Tensor
     cache: Optional[Cache] = None
     encoder_hidden_states: Optional[torch.Tensor] = None
+
+
+class TokenLoss(NamedTuple):
+    """The training loss of a token task and its parts: `loss` = `cross_entropy` + task.z_loss ×
+    `z` (what backward runs), `cross_entropy` the mean cross-entropy, `z` the mean over target
+    tokens of log(Z)², Z the softmax normaliser of the output logits (PaLM's z-loss, Chowdhery
+    et al. 2022), None without a z-loss. The parts are detached (for logging)."""
+
+    loss: torch.Tensor
+    cross_entropy: torch.Tensor
+    z: Optional[torch.Tensor] = None
+
+
+def softcap(logits: torch.Tensor, cap: Optional[float]) -> torch.Tensor:
+    """cap·tanh(logits / cap) (Gemma 2's final logit soft-cap); the logits as they are for None."""
+    return logits if cap is None else cap * torch.tanh(logits / cap)
 
 
 def make_position_ids(
@@ -151,18 +167,30 @@ class ZooModel(nn.Module):
         return hidden
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, T, V)."""
-        return F.linear(self._head_input(hidden), self.lm_head.weight, self.output_bias)  # (B, T, V)
+        """(B, T, D) -> (B, T, V), soft-capped with model.final_softcap."""
+        logits = F.linear(self._head_input(hidden), self.lm_head.weight, self.output_bias)  # (B, T, V)
+        return softcap(logits, self.config.final_softcap)
 
     def token_loss(
         self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
         output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False,
     ) -> torch.Tensor:
         """Mean cross-entropy of the output head on hidden (N, D) against targets (N,) (-100 =
-        no target), equal to cross_entropy(logits(hidden), targets). `output_loss`: chunked
+        no target), equal to cross_entropy(logits(hidden), targets): `token_losses(...).loss`
+        without a z-loss."""
+        return self.token_losses(hidden, targets, chunk=chunk, label_smoothing=label_smoothing,
+                                 output_loss=output_loss, sparse_targets=sparse_targets).loss
+
+    def token_losses(
+        self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False, z_loss: float = 0.0,
+    ) -> TokenLoss:
+        """The loss of the output head on hidden (N, D) against targets (N,) (-100 = no target):
+        mean cross-entropy of logits(hidden) (soft-capped with model.final_softcap) plus, with
+        `z_loss` > 0, z_loss × mean log(Z)² over the target rows. `output_loss`: chunked
         (`chunked_linear_cross_entropy`, the (N, V) logits never whole), logits (built whole,
         then F.cross_entropy: fewer kernel launches) or liger (Liger-Kernel's fused Triton
-        kernel, CUDA only).
+        kernel, CUDA only; neither soft-cap nor z-loss).
 
         Rows without a target are dropped before the head where that is free (eager on the
         CPU) or pays for its host sync (sparse_targets: a masked-LM batch has targets on ~15%
@@ -173,31 +201,52 @@ class ZooModel(nn.Module):
             if not bool(keep.all()):
                 rows = keep.nonzero().squeeze(1)  # (n,)
                 hidden, targets = hidden.index_select(0, rows), targets.index_select(0, rows)  # (n, D), (n,)
+        cap = self.config.final_softcap
         if output_loss == OutputLoss.logits:
-            logits = F.linear(self._head_input(hidden), self.lm_head.weight, self.output_bias)  # (N, V)
-            return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, label_smoothing=label_smoothing)
+            logits = softcap(F.linear(self._head_input(hidden), self.lm_head.weight, self.output_bias).float(), cap)
+            ce = F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=label_smoothing)  # (N, V) -> ()
+            if not z_loss:
+                return TokenLoss(ce, ce.detach())
+            valid = targets != IGNORE  # (N,)
+            log_z = torch.logsumexp(logits, dim=-1)  # (N,)
+            z = torch.where(valid, log_z.square(), 0.0).sum() / valid.sum().clamp(min=1)
+            return TokenLoss(ce + z_loss * z, ce.detach(), z.detach())
         if output_loss == OutputLoss.liger:
-            return liger_linear_cross_entropy(self._head_input(hidden), self.lm_head.weight, targets,
+            if cap is not None or z_loss:
+                raise ValueError("task.output_loss=liger takes neither model.final_softcap nor task.z_loss; "
+                                 "use task.output_loss=logits or chunked")
+            loss = liger_linear_cross_entropy(self._head_input(hidden), self.lm_head.weight, targets,
                                               bias=self.output_bias, label_smoothing=label_smoothing)
-        return chunked_linear_cross_entropy(
+            return TokenLoss(loss, loss.detach())
+        loss, ce, z = chunked_linear_cross_entropy(
             self._head_input(hidden), self.lm_head.weight, targets,
-            bias=self.output_bias, chunk=chunk, label_smoothing=label_smoothing,
+            bias=self.output_bias, chunk=chunk, label_smoothing=label_smoothing, softcap=cap, z_loss=z_loss,
+            parts=True,
         )
+        return TokenLoss(loss, ce, z if z_loss else None)
 
     def forward_loss(
         self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
         output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False,
     ) -> torch.Tensor:
-        """The mean token loss of one forward: `inputs` are the family's forward arguments,
-        targets (B, T) (-100 = no target); the head runs as `token_loss`. This is what
-        task.compile=true compiles whole (stack, head and loss: one graph). Under FSDP this is
-        the step's one forward entry of the root unit (registered as a forward method), so the
-        embeddings, stack and head are gathered and released once."""
+        """The mean token loss of one forward: `forward_losses(...).loss` without a z-loss."""
+        return self.forward_losses(inputs, targets, chunk=chunk, label_smoothing=label_smoothing,
+                                   output_loss=output_loss, sparse_targets=sparse_targets).loss
+
+    def forward_losses(
+        self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False, z_loss: float = 0.0,
+    ) -> TokenLoss:
+        """The token loss of one forward and its parts: `inputs` are the family's forward
+        arguments, targets (B, T) (-100 = no target); the head runs as `token_losses`. This is
+        what task.compile=true compiles whole (stack, head and loss: one graph). Under FSDP this
+        is the step's one forward entry of the root unit (registered as a forward method), so
+        the embeddings, stack and head are gathered and released once."""
         run = self.forward if getattr(self, "sharded", False) else self  # self(...): hooks
         hidden = run(**inputs, return_logits=False).hidden_states  # (B, T, D)
-        return self.token_loss(hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), chunk=chunk,
-                               label_smoothing=label_smoothing, output_loss=output_loss,
-                               sparse_targets=sparse_targets)  # rows (B·T, D)
+        return self.token_losses(hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), chunk=chunk,
+                                 label_smoothing=label_smoothing, output_loss=output_loss,
+                                 sparse_targets=sparse_targets, z_loss=z_loss)  # rows (B·T, D)
 
     def drop_output_head(self) -> None:
         """Remove the token output head (transform, projection, bias): a task that puts its own

@@ -24,7 +24,7 @@ from torch import nn
 
 from zoo.nn.block import Stack
 
-FORWARD_METHODS = ("forward_loss", "encode")
+FORWARD_METHODS = ("forward_loss", "forward_losses", "encode")
 REPLICATE_DIM, SHARD_DIM = "replicate", "shard"  # the dimensions of a hybrid (HSDP) mesh
 
 

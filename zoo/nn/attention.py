@@ -1,6 +1,8 @@
 """Multi-head attention (Vaswani et al. 2017) with grouped-query / multi-query key-value heads
-(Ainslie et al. 2023; Shazeer 2019), padding and causal masks, a KV cache, and every position
-scheme through its `attend` / `value_term` hooks."""
+(Ainslie et al. 2023; Shazeer 2019), padding and causal masks, a KV cache, every position
+scheme through its `attend` / `value_term` hooks, an optional norm of queries and keys
+(QK-norm: per head as Qwen3, or over the whole projection as OLMo 2) and an optional tanh
+soft-cap of the scores (Gemma 2)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.config.facts.blocks import QKNorm
+from zoo.config.schema.model import NormType
 from zoo.nn.cache import LayerCache
 from zoo.nn.flex import dense, flex, is_block_mask
 from zoo.nn.logit_stats import max_attention_logit
 from zoo.nn.documents import DocumentMask, attend as flex_attend, takes_flex
+from zoo.nn.norm import build_norm
 from zoo.nn.position.base import PositionScheme
 
 
@@ -29,8 +34,10 @@ def attention(
     scale: Optional[float] = None,
     dropout: float = 0.0,
     math_path: bool = False,
+    softcap: Optional[float] = None,
 ):
-    """softmax(q·kᵀ · scale + bias, masked) · v.
+    """softmax(q·kᵀ · scale + bias, masked) · v; with `softcap` c, softmax(c·tanh(q·kᵀ · scale / c)
+    + bias, masked) · v (Gemma 2's order: the cap after the scale, before the mask).
 
     q (B, H, T, Dh); k, v (B, Hkv, S, Dh) with H a multiple of Hkv; mask (B or 1, 1, T, S)
     boolean, True = may attend (or a FlexAttention BlockMask, `zoo.nn.flex`); bias broadcastable to (B, H, T, S), added to the scaled scores;
@@ -40,8 +47,10 @@ def attention(
     `scaled_dot_product_attention`; `math_path=True` computes the weights explicitly (for
     schemes that need them and for inspection) and is tested against it. A `DocumentMask`
     (packed documents) takes FlexAttention where its kernel is flex and no bias, weights or
-    dropout are asked for (`zoo.nn.documents.takes_flex`), its boolean form otherwise.
+    dropout are asked for (`zoo.nn.documents.takes_flex`), its boolean form otherwise. A
+    soft-cap runs the math path (SDPA's fused kernels take no function of the scores).
     """
+    math_path = math_path or softcap is not None
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if is_block_mask(mask):  # a sliding layer's band for FlexAttention (`zoo.nn.flex.use_flex`)
@@ -63,6 +72,8 @@ def attention(
             k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, Dh)
             v = v.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, Dh)
         scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, S)
+        if softcap is not None:
+            scores = softcap * torch.tanh(scores / softcap)
         if bias is not None:
             scores = scores + bias
         if mask is not None:
@@ -106,6 +117,10 @@ class Attention(nn.Module):
         dropout: float,
         cross: bool = False,
         scale: Optional[float] = None,
+        qk_norm: QKNorm = QKNorm.none,
+        qk_norm_type: NormType = NormType.rmsnorm,
+        norm_eps: float = 1e-6,
+        softcap: Optional[float] = None,
     ) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
@@ -118,6 +133,13 @@ class Attention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
         self.o_proj = nn.Linear(q_dim, d_model, bias=bias)
+        # QK-norm: over each head's Dh (head) or the whole projection (projection), before positions
+        self.qk_norm = qk_norm
+        if qk_norm != QKNorm.none:
+            per_head = qk_norm == QKNorm.head
+            self.q_norm = build_norm(qk_norm_type, head_dim if per_head else q_dim, norm_eps, bias)
+            self.k_norm = build_norm(qk_norm_type, head_dim if per_head else kv_dim, norm_eps, bias)
+        self.softcap = softcap  # c of c·tanh(s/c) on the scaled scores; None: no cap
         self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh) (μP: `ModelConfig.attention_multiplier`)
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
         self.last_weights: Optional[torch.Tensor] = None
@@ -128,9 +150,18 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, n, self.head_dim).transpose(1, 2)  # (B, n, T, Dh)
 
+    def _qk_heads(self, x: torch.Tensor, n: int, norm: str) -> torch.Tensor:
+        """Queries or keys (B, T, n·Dh) -> (B, n, T, Dh), through `norm` ("q_norm" or "k_norm")
+        where model.qk_norm asks: over the whole n·Dh before the split into heads (projection),
+        over each head's Dh after it (head)."""
+        if self.qk_norm == QKNorm.projection:
+            x = getattr(self, norm)(x)
+        heads = self._heads(x, n)  # (B, n, T, Dh)
+        return getattr(self, norm)(heads) if self.qk_norm == QKNorm.head else heads
+
     def _memory_kv(self, memory: torch.Tensor):
         k, v = self.kv_proj(memory).chunk(2, dim=-1)  # (B, S, Hkv·Dh) each
-        return self._heads(k, self.n_kv_heads), self._heads(v, self.n_kv_heads)  # (B, Hkv, S, Dh)
+        return self._qk_heads(k, self.n_kv_heads, "k_norm"), self._heads(v, self.n_kv_heads)  # (B, Hkv, S, Dh)
 
     def forward(
         self,
@@ -146,7 +177,7 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         H, Hkv, Dh = self.n_heads, self.n_kv_heads, self.head_dim
         if self.cross:
-            q = self._heads(self.q_proj(x), H)  # (B, H, T, Dh)
+            q = self._qk_heads(self.q_proj(x), H, "q_norm")  # (B, H, T, Dh)
             if cache is not None and cache.cross_kv is not None:
                 k, v = cache.cross_kv
             else:
@@ -156,8 +187,8 @@ class Attention(nn.Module):
             k_positions = None  # cross-attention takes no position scheme (the block passes none)
         else:
             q, k, v = self.qkv_proj(x).split([H * Dh, Hkv * Dh, Hkv * Dh], dim=-1)
-            q = self._heads(q, H)  # (B, H, T, Dh)
-            k = self._heads(k, Hkv)  # (B, Hkv, T, Dh)
+            q = self._qk_heads(q, H, "q_norm")  # (B, H, T, Dh)
+            k = self._qk_heads(k, Hkv, "k_norm")  # (B, Hkv, T, Dh)
             v = self._heads(v, Hkv)  # (B, Hkv, T, Dh)
             k_positions = positions
             if cache is not None and position.keys_transformed_alone:
@@ -179,6 +210,7 @@ class Attention(nn.Module):
             scale=self.scale,
             dropout=self.dropout if self.training else 0.0,
             math_path=need_weights,
+            softcap=self.softcap,
         )  # (B, H, T, Dh)
         if position.needs_attention_weights:
             out = out + position.value_term(weights, positions, k_positions)

@@ -1,9 +1,14 @@
 """Transformer layers and stacks of them.
 
 A block is self-attention, optional cross-attention, and a feed-forward sub-layer, each wrapped
-in a residual connection with normalization either before (pre-LN: x + f(norm(x)); Xiong et al.
-2020) or after (post-LN: norm(x + f(x)); Vaswani et al. 2017). Every layer is built from the
-config, never copied from a prototype, so layers start with independent weights.
+in a residual connection with normalization before (pre-LN: x + f(norm(x)); Xiong et al. 2020),
+after (post-LN: norm(x + f(x)); Vaswani et al. 2017), on both sides of f (sandwich: x +
+norm_out(f(norm_in(x))); Gemma 2) or on f's output (reordered: x + norm(f(x)); OLMo 2): rows of
+`zoo.config.facts.placements`. The sub-layers run one after the other (model.block=sequential)
+or side by side on the block's input, their outputs added to one residual (parallel, with
+shared norms: GPT-J, PaLM; parallel_two_norms, each its own: GPT-NeoX): rows of
+`zoo.config.facts.blocks`. Every layer is built from the config, never copied from a prototype,
+so layers start with independent weights.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from zoo.config.facts.blocks import BLOCK_FACTS
+from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.facts.attention import stack_windows
 from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
@@ -32,18 +39,33 @@ from zoo.nn.position.none import NoPositions
 
 
 class SubLayer(nn.Module):
-    """Residual connection with its norm and dropout around one sub-layer function."""
+    """Residual connection with its norm(s) and dropout around one sub-layer function.
+
+    `norm` is the placement's one norm (pre: the input's, post: the sum's, reordered: the
+    output's; sandwich: the input's), `norm_out` sandwich's norm of the output."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.pre = cfg.norm == NormPlacement.pre
+        self.placement = cfg.norm
         self.norm = build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias)
+        if PLACEMENT_FACTS[cfg.norm].norms_per_sublayer == 2:
+            self.norm_out = build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias)
         self.dropout = nn.Dropout(cfg.dropout)
 
+    def branch(self, x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """What the residual adds to x (every placement but post): (B, T, D) -> (B, T, D)."""
+        if self.placement == NormPlacement.pre:
+            return self.dropout(fn(self.norm(x)))
+        if self.placement == NormPlacement.sandwich:
+            return self.dropout(self.norm_out(fn(self.norm(x))))
+        if self.placement == NormPlacement.reordered:
+            return self.dropout(self.norm(fn(x)))
+        raise ValueError(f"model.norm={self.placement.value} normalizes the sum, not a branch")
+
     def forward(self, x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        if self.pre:
-            return x + self.dropout(fn(self.norm(x)))
-        return self.norm(x + self.dropout(fn(x)))
+        if self.placement == NormPlacement.post:
+            return self.norm(x + self.dropout(fn(x)))
+        return x + self.branch(x, fn)
 
 
 class Block(nn.Module):
@@ -63,12 +85,18 @@ class Block(nn.Module):
             dropout=cfg.dropout,
             scale=cfg.attention_multiplier,  # attention_scale; under mup sqrt(base Dh)/Dh
         )
-        self.self_attn = Attention(**heads)
+        qk = dict(qk_norm=cfg.qk_norm, qk_norm_type=cfg.qk_norm_kind, norm_eps=cfg.norm_eps,
+                  softcap=cfg.attn_softcap)
+        facts = BLOCK_FACTS[cfg.block]
+        self.parallel = facts.parallel
+        # a parallel block with shared norms holds one SubLayer (`self_attn_sub`) for all branches
+        own = not facts.shared_norms
+        self.self_attn = Attention(**heads, **qk)
         self.self_attn_sub = SubLayer(cfg)
-        self.cross_attn = Attention(**heads, cross=True) if cross else None
-        self.cross_attn_sub = SubLayer(cfg) if cross else None
+        self.cross_attn = Attention(**heads, **qk, cross=True) if cross else None
+        self.cross_attn_sub = SubLayer(cfg) if cross and own else None
         self.ff = build_ffn(cfg)  # model.ffn's unit (zoo.nn.feedforward.FFNS)
-        self.ff_sub = SubLayer(cfg)
+        self.ff_sub = SubLayer(cfg) if own else None
 
     def forward(
         self,
@@ -82,32 +110,38 @@ class Block(nn.Module):
         memory_mask: Optional[torch.Tensor] = None,
         cache: Optional[LayerCache] = None,
     ) -> torch.Tensor:
-        x = self.self_attn_sub(
-            x,
-            lambda h: self.self_attn(
-                h, positions=positions, position=position, mask=mask, causal=causal, cache=cache
-            ),
-        )
-        if self.cross_attn is not None:
-            x = self.cross_attn_sub(
-                x,
-                lambda h: self.cross_attn(
-                    h,
-                    positions=positions,
-                    position=_NO_POSITIONS,
-                    mask=memory_mask,
-                    memory=memory,
-                    cache=cache,
-                ),
+        def self_attn(h: torch.Tensor) -> torch.Tensor:
+            return self.self_attn(h, positions=positions, position=position, mask=mask, causal=causal, cache=cache)
+
+        def cross_attn(h: torch.Tensor) -> torch.Tensor:
+            return self.cross_attn(
+                h, positions=positions, position=_NO_POSITIONS, mask=memory_mask, memory=memory, cache=cache
             )
+
+        if self.parallel:
+            return self._parallel(x, self_attn, cross_attn)
+        x = self.self_attn_sub(x, self_attn)
+        if self.cross_attn is not None:
+            x = self.cross_attn_sub(x, cross_attn)
         return self.ff_sub(x, self.ff)
+
+    def _parallel(self, x: torch.Tensor, self_attn: Callable, cross_attn: Callable) -> torch.Tensor:
+        """Every sub-layer reads the block's input x (B, T, D); their outputs add to one residual:
+        through the one shared SubLayer (its norms applied once to the input and once to the
+        branches' sum), or each through its own (`SubLayer.branch`)."""
+        fns = [self_attn] + ([cross_attn] if self.cross_attn is not None else []) + [self.ff]
+        if self.ff_sub is None:  # shared norms
+            return self.self_attn_sub(x, lambda h: sum(fn(h) for fn in fns))
+        subs = [self.self_attn_sub] + ([self.cross_attn_sub] if self.cross_attn is not None else []) + [self.ff_sub]
+        return x + sum(sub.branch(x, fn) for sub, fn in zip(subs, fns))
 
 
 _NO_POSITIONS = NoPositions()
 
 
 class Stack(nn.Module):
-    """n_layers blocks with their position scheme(s) and, for pre-LN, a final norm.
+    """n_layers blocks with their position scheme(s) and, for every placement but post-LN, a
+    final norm.
 
     Input x is already-embedded tokens (B, T, D); the position scheme's `embed` hook is applied
     here, its `attend` hook inside every self-attention. `key_padding` (B, S) covers the cached
@@ -129,9 +163,9 @@ class Stack(nn.Module):
         self.embed_norm = (
             build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if cfg.embed_norm else nn.Identity()
         )
-        pre = cfg.norm == NormPlacement.pre
+        final = PLACEMENT_FACTS[cfg.norm].final_norm  # every placement but post
         self.final_norm = (
-            build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if pre else nn.Identity()
+            build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if final else nn.Identity()
         )
         # packed documents: sdpa (the boolean mask) unless set to flex; FlexAttention is taken on no
         # device by itself until its compiled GPU path is measured equal (tests/gpu/test_document_mask_cuda.py)

@@ -8,6 +8,10 @@ still in cache, turns that into the gradients of the hidden states and of the pr
 drops the logits. Backward then only scales the stored gradients (the loss is the last
 operation of a step, so its incoming gradient is a scalar). Same idea as the "fused linear
 cross-entropy" of Liger-Kernel (Hsu et al. 2024) and of Wijmans et al. 2025 ("Cut your losses").
+
+The logits may be soft-capped (c·tanh(z/c), Gemma 2's model.final_softcap) and the loss may
+add PaLM's z-loss (Chowdhery et al. 2022), coefficient × mean over target rows of log(Z)², Z the
+softmax normaliser: both enter each chunk's gradient in place.
 """
 
 from __future__ import annotations
@@ -55,8 +59,10 @@ def _softmax_and_lse(
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, chunk: int, smoothing: float):
-        # hidden (N, D), weight (V, D), bias (V,) or None, targets (N,) with IGNORE rows
+    def forward(ctx, hidden, weight, bias, targets, chunk: int, smoothing: float, cap, z_coef: float):
+        # hidden (N, D), weight (V, D), bias (V,) or None, targets (N,) with IGNORE rows;
+        # cap: the soft-cap c or None; z_coef: the z-loss coefficient (0: none).
+        # -> (loss, its cross-entropy, its mean log(Z)²), the last two for logging only
         N, V = hidden.shape[0], weight.shape[0]
         dtype = _compute_dtype(hidden)
         acc = torch.promote_types(dtype, torch.float32)  # softmax and sums: at least float32
@@ -68,6 +74,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None  # (V, D)
         grad_b = torch.zeros(V, dtype=acc, device=weight.device) if need_b else None  # (V,)
         total = torch.zeros((), dtype=acc, device=hidden.device)
+        total_z = torch.zeros((), dtype=acc, device=hidden.device)
         host_branch = host_reads_are_free(hidden)  # a data-dependent branch is free here
         for start in range(0, N, chunk):
             h = hidden[start : start + chunk].to(dtype)  # (c, D)
@@ -76,6 +83,9 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             logits = (h @ w.t()).to(acc)  # (c, V)
             if bias is not None:
                 logits += bias.to(acc)
+            if cap is not None:
+                capped = torch.tanh(logits / cap)  # (c, V), kept for the cap's derivative 1 - tanh²
+                logits = capped * cap
             t_safe = t.clamp(min=0)[:, None]  # (c, 1)
             logit_t = logits.gather(1, t_safe).squeeze(1)  # (c,)
             probs, lse = _softmax_and_lse(logits, t_safe, logit_t, host_branch)  # (c, V), (c,)
@@ -84,14 +94,21 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 row_loss = (1 - smoothing) * row_loss + smoothing * (lse - logits.mean(dim=-1))
             del logits
             total += torch.where(keep, row_loss, 0.0).sum()
+            if z_coef:
+                total_z += torch.where(keep, lse.square(), 0.0).sum()
             if not (need_h or need_w or need_b):
                 continue
             # d loss / d logits = (softmax - (1-ε)·onehot - ε/V) · keep / count, in place in the
             # probabilities; the row weights keep / count scale the (c, D) factors instead
             grad = probs  # (c, V)
+            if z_coef:  # d log(Z)² / d logits = 2·log(Z)·softmax
+                grad.mul_(1 + 2 * z_coef * lse[:, None])
             grad.scatter_add_(1, t_safe, torch.full_like(t_safe, -(1 - smoothing), dtype=grad.dtype))
             if smoothing:
                 grad -= smoothing / V
+            if cap is not None:  # through c·tanh(z/c): x (1 - tanh²)
+                grad.mul_(1 - capped.square())
+                del capped
             row_weight = (keep.to(acc) / count)[:, None]  # (c, 1)
             if need_b:
                 grad_b += (grad * row_weight).sum(0)
@@ -102,17 +119,19 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 grad_w += (grad.t() @ (h * row_weight.to(dtype))).to(acc)  # (V, D)
         ctx.save_for_backward(grad_h, grad_w, grad_b)
         ctx.has, ctx.w_dtype = (need_h, need_w, need_b), weight.dtype
-        return total / count
+        ce, z = total / count, total_z / count
+        ctx.mark_non_differentiable(ce, z)
+        return ce + z_coef * z if z_coef else ce.clone(), ce, z
 
     @staticmethod
-    def backward(ctx, grad_loss):
+    def backward(ctx, grad_loss, _grad_ce, _grad_z):
         grad_h, grad_w, grad_b = ctx.saved_tensors
         need_h, need_w, need_b = ctx.has
         return (
             grad_h * grad_loss.to(grad_h.dtype) if need_h else None,
             (grad_w * grad_loss).to(ctx.w_dtype) if need_w else None,
             grad_b * grad_loss if need_b else None,
-            None, None, None,
+            None, None, None, None, None,
         )
 
 
@@ -124,7 +143,10 @@ def chunked_linear_cross_entropy(
     bias: Optional[torch.Tensor] = None,
     chunk: int = 1024,
     label_smoothing: float = 0.0,
-) -> torch.Tensor:
+    softcap: Optional[float] = None,
+    z_loss: float = 0.0,
+    parts: bool = False,
+):
     """mean over rows with target != -100 of cross_entropy(hidden · weightᵀ + bias, target).
 
     hidden (N, D), weight (V, D), bias (V,) or None, targets (N,) -> scalar; equal (within
@@ -132,10 +154,17 @@ def chunked_linear_cross_entropy(
     ignore_index=-100, label_smoothing=ε)` and its gradients, with at most `chunk` rows of
     logits alive at a time. The loss must be used directly (scaled, summed), as a training
     loss is: its gradients are computed in the forward pass.
+
+    `softcap` c: the logits are c·tanh(logits / c) first. `z_loss` > 0 adds z_loss × the mean
+    over the same rows of log(Z)², Z = Σ exp(logits) of a row. With `parts`, returns (loss,
+    cross-entropy, mean log(Z)²), the last two detached (the mean log(Z)² is 0 without a
+    z-loss: not computed).
     """
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
-    return _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, chunk, float(label_smoothing))
+    loss, ce, z = _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, chunk, float(label_smoothing),
+                                                   None if softcap is None else float(softcap), float(z_loss))
+    return (loss, ce, z) if parts else loss
 
 
 def liger_linear_cross_entropy(

@@ -53,10 +53,10 @@ _COMPILED_FORWARD_LOSS = []
 
 
 def _compiled_forward_loss():
-    """torch.compile of `ZooModel.forward_loss` (model passed as an argument, so a copied task
+    """torch.compile of `ZooModel.forward_losses` (model passed as an argument, so a copied task
     never runs another model's weights), made once per process."""
     if not _COMPILED_FORWARD_LOSS:
-        _COMPILED_FORWARD_LOSS.append(torch.compile(ZooModel.forward_loss))
+        _COMPILED_FORWARD_LOSS.append(torch.compile(ZooModel.forward_losses))
     return _COMPILED_FORWARD_LOSS[0]
 
 
@@ -135,10 +135,12 @@ class ZooTask(L.LightningModule):
 
     def training_loss(self, batch: dict) -> tuple[torch.Tensor, int, int]:
         """-> (loss, number of target rows, number of input tokens). Token-level tasks run the
-        model's `forward_loss` (stack, output head and loss in one call; one compiled graph
+        model's `forward_losses` (stack, output head and loss in one call; one compiled graph
         with task.compile=true); with the chunked output loss they never build the (B·T, V)
-        logits."""
+        logits. With task.z_loss the loss is the cross-entropy plus the z-loss, and the parts
+        are kept in `last_loss_parts` for `training_step` to log."""
         smoothing = self.task_config.label_smoothing
+        self.last_loss_parts = None
         if not self.token_level:
             logits, targets, n_tokens = self.forward_batch(batch)
             return self.loss(logits, targets, smoothing), targets.shape[0], n_tokens
@@ -147,12 +149,14 @@ class ZooTask(L.LightningModule):
         if output_loss == OutputLoss.auto:
             output_loss = OutputLoss.chunked if labels.device.type == "cpu" else OutputLoss.logits
         options = dict(chunk=self.task_config.loss_chunk, label_smoothing=smoothing,
-                       output_loss=output_loss, sparse_targets=self.sparse_targets)
+                       output_loss=output_loss, sparse_targets=self.sparse_targets, z_loss=self.task_config.z_loss)
         if self.task_config.compile and not getattr(self.model, "sharded", False):
-            loss = _compiled_forward_loss()(self.model, inputs, labels, **options)
-        else:  # under FSDP, forward_loss is the registered forward entry (with compile, each layer compiled)
-            loss = self.model.forward_loss(inputs, labels, **options)
-        return loss, labels.numel(), n_tokens
+            parts = _compiled_forward_loss()(self.model, inputs, labels, **options)
+        else:  # under FSDP, forward_losses is a registered forward entry (with compile, each layer compiled)
+            parts = self.model.forward_losses(inputs, labels, **options)
+        if self.task_config.z_loss:
+            self.last_loss_parts = parts
+        return parts.loss, labels.numel(), n_tokens
 
     def _accuracy(self):
         return MulticlassAccuracy(
@@ -170,7 +174,12 @@ class ZooTask(L.LightningModule):
         self.tokens_seen += n_tokens * self.trainer.world_size if self._trainer else n_tokens
         if not self._all_finite(loss):
             return self._nonfinite(loss)
-        self.log("train/loss", loss, prog_bar=True, batch_size=n_rows)
+        parts = getattr(self, "last_loss_parts", None)
+        if parts is None:
+            self.log("train/loss", loss, prog_bar=True, batch_size=n_rows)
+        else:  # train/loss stays the cross-entropy; the z-loss term apart (their sum is optimised)
+            self.log("train/loss", parts.cross_entropy, prog_bar=True, batch_size=n_rows)
+            self.log("train/z_loss", self.task_config.z_loss * parts.z, batch_size=n_rows)
         self.log("tokens_seen", self.tokens_seen.float(), prog_bar=False)
         return loss
 

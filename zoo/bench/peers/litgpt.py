@@ -19,6 +19,7 @@ from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
+from zoo.config.facts.blocks import non_default_block_options
 from zoo.config.schema.model import Activation, FFNKind, Family, NormPlacement, NormType, PositionKind
 
 MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
@@ -48,6 +49,8 @@ def config_kwargs(work: Workload) -> dict:
     if cfg.position.kind not in ROPE:
         raise PeerUnavailable(f"litgpt has RoPE only, not {cfg.position.kind.value}")
     refuse_unmapped(cfg, MAPPED, "litgpt")
+    if non_default_block_options(cfg):  # the soft-caps, which are no axis of kinds
+        raise PeerUnavailable(f"litgpt has no equivalent of {', '.join(non_default_block_options(cfg))}")
     mlp, approximate = MLPS[cfg.activation]
     return dict(
         name="zoo-workload", block_size=cfg.max_seq_len, vocab_size=cfg.vocab_size,

@@ -14,6 +14,7 @@ from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
+from zoo.config.facts.blocks import non_default_block_options
 from zoo.config.schema.model import Activation, FFNKind, Family, NormPlacement, NormType, PositionKind
 
 POSITIONS = {
@@ -40,6 +41,8 @@ def decoder_kwargs(work: Workload) -> tuple[dict, dict]:
     if cfg.position.kind not in POSITIONS:
         raise PeerUnavailable(f"position {cfg.position.kind.value} is not mapped")
     refuse_unmapped(cfg, MAPPED, "x-transformers")
+    if non_default_block_options(cfg):  # the soft-caps, which are no axis of kinds
+        raise PeerUnavailable(f"x-transformers has no equivalent of {', '.join(non_default_block_options(cfg))}")
     wrapper = {"num_tokens": cfg.vocab_size, "max_seq_len": cfg.max_seq_len, "tie_embedding": cfg.tie_embeddings,
                "emb_dropout": cfg.dropout, **{k: v for k, v in POSITIONS[cfg.position.kind].items() if k == "use_abs_pos_emb"}}
     layers = {

@@ -31,7 +31,8 @@ from zoo.config.facts.ffn import FFN_FACTS, FFNKind
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.positions import POSITION_FACTS, PositionKind
-from zoo.config.facts.placements import NormPlacement
+from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
+from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
 from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
 
 
@@ -77,13 +78,15 @@ def _attention(kind: AttentionKind) -> dict[str, Any]:
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
-    Axis("model.norm", NormPlacement, None),
+    Axis("model.norm", NormPlacement, PLACEMENT_FACTS),
     Axis("model.norm_type", NormType, NORM_FACTS),
     Axis("model.activation", Activation, ACTIVATION_FACTS),
     Axis("model.ffn", FFNKind, FFN_FACTS),
     Axis("model.attention", AttentionKind, ATTENTION_FACTS, overrides=_attention),
     Axis("optim.kind", OptimizerKind, OPTIMIZER_FACTS),
     Axis("scheduler.kind", ScheduleKind, SCHEDULE_FACTS),
+    Axis("model.block", BlockKind, BLOCK_FACTS),
+    Axis("model.qk_norm", QKNorm, QK_NORM_FACTS),
 ]
 
 

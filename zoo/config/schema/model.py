@@ -22,6 +22,7 @@ from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-ex
 from zoo.config.facts.ffn import FFNKind, check_ffn
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import NormPlacement
+from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
 
 
 class EmbedInit(Choice):
@@ -99,7 +100,12 @@ class ModelConfig:
 
     family: Family = field(default=Family.decoder_only, metadata={"help": "architecture family"})
     position: PositionConfig = field(default_factory=PositionConfig)
-    norm: NormPlacement = field(default=NormPlacement.pre, metadata={"help": "pre- or post-LN"})
+    norm: NormPlacement = field(
+        default=NormPlacement.pre,
+        metadata={"help": "norm placement: pre (x + f(n(x))), post (n(x + f(x))), sandwich "
+                  "(x + n_out(f(n_in(x))), Gemma 2) or reordered (x + n(f(x)), OLMo 2); all but "
+                  "post end the stack in a final norm (rows: zoo.config.facts.placements)"},
+    )
     norm_type: NormType = field(
         default=NormType.layernorm,
         metadata={"help": "norm type (rows: zoo.config.facts.norms.NORM_FACTS)"},
@@ -206,6 +212,32 @@ class ModelConfig:
                   "default head_dim / m (the base model has as many heads, each narrower); set it "
                   "to head_dim when the width grows by adding heads"},
     )
+    block: BlockKind = field(
+        default=BlockKind.sequential,
+        metadata={"help": "sequential (one sub-layer after the other), parallel (x + attn(n(x)) + "
+                  "ff(n(x)), one shared norm: GPT-J, PaLM) or parallel_two_norms (x + attn(n1(x)) + "
+                  "ff(n2(x)): GPT-NeoX) (rows: zoo.config.facts.blocks.BLOCK_FACTS)"},
+    )
+    qk_norm: QKNorm = field(
+        default=QKNorm.none,
+        metadata={"help": "norm of queries and keys before the position scheme's rotation: none, "
+                  "head (over each head's Dh: Qwen3) or projection (over the whole H·Dh and Hkv·Dh: "
+                  "OLMo 2); self- and cross-attention alike (rows: zoo.config.facts.blocks.QK_NORM_FACTS)"},
+    )
+    qk_norm_type: Optional[NormType] = field(
+        default=None, metadata={"help": "the QK-norm's type (layernorm or rmsnorm); null: model.norm_type"},
+    )
+    attn_softcap: Optional[float] = field(
+        default=None,
+        metadata={"help": "cap c of the attention scores, c·tanh(s/c) after scaling, before the position "
+                  "bias and the mask (Gemma 2: 50); runs attention's math path, not SDPA's fused "
+                  "kernels; null: no cap"},
+    )
+    final_softcap: Optional[float] = field(
+        default=None,
+        metadata={"help": "cap c of the output logits, c·tanh(z/c), in training, validation and "
+                  "generation (Gemma 2: 30); null: no cap"},
+    )
     checkpoint_activations: bool = field(
         default=False,
         metadata={"help": "recompute each layer's activations in backward instead of keeping "
@@ -239,6 +271,11 @@ class ModelConfig:
         self.activation = Activation.parse(self.activation, "model.activation")
         self.ffn = FFNKind.parse(self.ffn, "model.ffn")
         self.parametrization = Parametrization.parse(self.parametrization, "model.parametrization")
+        self.block = BlockKind.parse(self.block, "model.block")
+        self.qk_norm = QKNorm.parse(self.qk_norm, "model.qk_norm")
+        if self.qk_norm_type is not None:
+            self.qk_norm_type = NormType.parse(self.qk_norm_type, "model.qk_norm_type")
+        check_block(self)
 
         for name in ("d_model", "n_heads", "n_layers", "vocab_size", "max_seq_len"):
             _positive(name, getattr(self, name))
@@ -372,6 +409,11 @@ class ModelConfig:
         under mup: the embeddings are input weights, their scale and initialisation stay the base
         model's), else 1."""
         return math.sqrt(self.base_d_model) if self.scale_embeddings else 1.0
+
+    @property
+    def qk_norm_kind(self) -> NormType:
+        """The type of the QK-norm's norms: model.qk_norm_type, or by default model.norm_type."""
+        return self.qk_norm_type if self.qk_norm_type is not None else self.norm_type
 
     @property
     def is_causal(self) -> bool:

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig, NormPlacement
+from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.ffn import ffn_parameters
-from zoo.config.facts.norms import norm_parameters
+from zoo.config.facts.norms import NORM_FACTS, norm_parameters
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
+from zoo.config.facts.placements import PLACEMENT_FACTS
 
 
 def norm_params(cfg: ModelConfig) -> int:
@@ -30,14 +32,22 @@ def norm_params(cfg: ModelConfig) -> int:
     return norm_parameters(cfg)
 
 
+def qk_norm_params(cfg: ModelConfig) -> int:
+    """The QK-norm of one attention: norms of `model.qk_norm_type` (its row of `NORM_FACTS`) at
+    the widths of its row of `zoo.config.facts.blocks.QK_NORM_FACTS` (none: 0)."""
+    widths = QK_NORM_FACTS[cfg.qk_norm].widths(cfg)
+    return sum(NORM_FACTS[cfg.qk_norm_kind].parameters(width, cfg.bias) for width in widths)
+
+
 def attention_params(cfg: ModelConfig) -> int:
     """One attention sub-layer: W_q (D × H·Dh), W_k and W_v (D × Hkv·Dh each), W_o (H·Dh × D);
-    with model.bias, biases H·Dh + 2·Hkv·Dh + D. Self-attention fuses W_q, W_k, W_v into one
-    matrix, cross-attention fuses W_k, W_v only: the same count either way."""
+    with model.bias, biases H·Dh + 2·Hkv·Dh + D; and its QK-norm (model.qk_norm). Self-attention
+    fuses W_q, W_k, W_v into one matrix, cross-attention fuses W_k, W_v only: the same count
+    either way."""
     D, q, kv = cfg.d_model, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     weights = D * (q + 2 * kv) + q * D
     biases = (q + 2 * kv + D) if cfg.bias else 0
-    return weights + biases
+    return weights + biases + qk_norm_params(cfg)
 
 
 def feedforward_params(cfg: ModelConfig) -> tuple[int, int]:
@@ -66,13 +76,15 @@ def stack_layers(cfg: ModelConfig) -> list[tuple[int, bool]]:
 
 def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool) -> tuple[int, int]:
     """One stack as (A, B). A block is self-attention, cross-attention in a decoder of an
-    encoder-decoder, and a feed-forward unit, each with its own norm (pre- or post-LN alike);
-    a stack adds a norm on the embeddings (model.embed_norm), a final norm (pre-LN) and its
-    position scheme's parameters."""
-    sub_layers = 2 if cross else 1
+    encoder-decoder, and a feed-forward unit, with the norms of model.norm's placement around
+    each (sandwich: two) or, in a parallel block with shared norms, one placement's worth in
+    all (`zoo.config.facts.blocks.norms_per_block`); a stack adds a norm on the embeddings
+    (model.embed_norm), a final norm (every placement but post) and its position scheme's
+    parameters."""
+    attentions = 2 if cross else 1
     ff_fixed, ff_per_unit = feedforward_params(cfg)
-    block = sub_layers * (attention_params(cfg) + norm_params(cfg)) + ff_fixed + norm_params(cfg)
-    norms = int(cfg.embed_norm) + int(cfg.norm == NormPlacement.pre)
+    block = attentions * attention_params(cfg) + ff_fixed + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
+    norms = int(cfg.embed_norm) + int(PLACEMENT_FACTS[cfg.norm].final_norm)
     fixed = n_layers * block + norms * norm_params(cfg) + position_params(cfg, n_layers)[0]
     return fixed, n_layers * ff_per_unit
 

@@ -64,6 +64,12 @@ class TaskConfig:
     loss_chunk: int = field(
         default=1024, metadata={"help": "output_loss=chunked: rows of logits alive at a time"}
     )
+    z_loss: float = field(
+        default=0.0,
+        metadata={"help": "token tasks: add z_loss x the mean over target tokens of log(Z)^2, Z the softmax "
+                  "normaliser of the output logits (PaLM: 1e-4), to the training loss; logged apart as "
+                  "train/z_loss (train/loss stays the cross-entropy); 0 = off"},
+    )
     tf32: bool = field(
         default=True,
         metadata={"help": "on CUDA, float32 matmuls on TF32 tensor cores "
@@ -89,5 +95,14 @@ class TaskConfig:
                 raise ConfigError(f"task.pooling only applies to task=classification, not {self.kind.value}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"task.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if isinstance(self.z_loss, bool) or not isinstance(self.z_loss, (int, float)) \
+                or not 0.0 <= self.z_loss < float("inf"):
+            raise ConfigError(f"task.z_loss must be a number >= 0 (0 = off), got {self.z_loss!r}")
+        self.z_loss = float(self.z_loss)
+        if self.z_loss and self.kind == TaskKind.classification:
+            raise ConfigError("task.z_loss applies to the output logits over the vocabulary of token tasks "
+                              "(causal_lm, masked_lm, seq2seq), not to task=classification's class logits")
+        if self.z_loss and self.output_loss == OutputLoss.liger:
+            raise ConfigError("task.z_loss is not computed by task.output_loss=liger; use auto, logits or chunked")
         if self.generate_max_tokens < 1:
             raise ConfigError(f"task.generate_max_tokens must be >= 1, got {self.generate_max_tokens}")

@@ -29,7 +29,7 @@ from zoo.config.schema.train import (
     ScheduleKind,
     SchedulerConfig,
 )
-from zoo.config.schema.task import TaskConfig
+from zoo.config.schema.task import OutputLoss, TaskConfig
 from zoo.config.schema.trainer import SHARDED_PRECISIONS, check_trainer, is_sharded_name
 
 
@@ -79,6 +79,7 @@ def _validate(cfg: Any) -> ZooConfig:
     _check_sharding(zc)
     _check_muon(zc)
     _check_fused_clipping(zc)
+    _check_softcapped_loss(zc)
     _check_batch(zc)
     _check_schedule(zc)
     _check_branch(zc)
@@ -120,6 +121,14 @@ def _check_fused_clipping(zc: ZooConfig) -> None:
                           f"trainer.precision={precision} (Lightning does not clip a fused optimizer's gradients "
                           "in mixed precision): use optim.implementation=auto or foreach, or "
                           "trainer.gradient_clip_val=0")
+
+
+def _check_softcapped_loss(zc: ZooConfig) -> None:
+    """Liger-Kernel's fused loss is called without a soft-cap here: a capped model's training loss
+    would be of other logits than its validation and generation."""
+    if zc.task.output_loss == OutputLoss.liger and zc.model.final_softcap is not None:
+        raise ConfigError(f"task.output_loss=liger does not cap the logits (model.final_softcap="
+                          f"{zc.model.final_softcap:g}): use task.output_loss=auto, logits or chunked")
 
 
 def _check_sharding(zc: ZooConfig) -> None:

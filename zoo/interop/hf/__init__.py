@@ -7,7 +7,11 @@
 Supported: Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention), GPT-2 (learned positions,
 pre-LN, tanh GELU, tied), BERT (learned positions + token types, post-LN, masked-LM head),
 T5 v1.0 and v1.1 (bucketed relative bias, pre-RMSNorm, unscaled attention, ReLU or gated GELU)
-and BART (learned positions with an offset, post-LN encoder-decoder, embedding LayerNorm). A config field the converter cannot reproduce
+and BART (learned positions with an offset, post-LN encoder-decoder, embedding LayerNorm);
+Qwen3 (Llama with QK-norm per head), Gemma 2 (norms before and after each sublayer, soft-capped
+attention and logits, sliding-window layers between global ones, scaled embeddings), OLMo 2
+(norms after the sublayers, QK-norm over the whole projection) and GPT-NeoX (attention and
+feed-forward in parallel from two norms). A config field the converter cannot reproduce
 exactly (an unknown RoPE scaling, a bias on some projections only, ...) raises
 `UnsupportedConfig` naming it, instead of building a different model. `transformers` is
 imported only here.
@@ -18,13 +22,18 @@ from __future__ import annotations
 from zoo.interop.hf.bart import BartConverter
 from zoo.interop.hf.bert import BertConverter
 from zoo.interop.hf.common import UnsupportedConfig
+from zoo.interop.hf.gemma2 import Gemma2Converter
 from zoo.interop.hf.gpt2 import Gpt2Converter
+from zoo.interop.hf.gpt_neox import GptNeoxConverter
 from zoo.interop.hf.llama import LlamaConverter
+from zoo.interop.hf.olmo2 import Olmo2Converter
+from zoo.interop.hf.qwen3 import Qwen3Converter
 from zoo.interop.hf.t5 import T5Converter
 
 # model_type of the transformers config -> converter
 CONVERTERS = {"llama": LlamaConverter, "gpt2": Gpt2Converter, "bert": BertConverter, "t5": T5Converter,
-              "bart": BartConverter}
+              "bart": BartConverter, "qwen3": Qwen3Converter, "gemma2": Gemma2Converter, "olmo2": Olmo2Converter,
+              "gpt_neox": GptNeoxConverter}
 
 
 def from_hf(hf_model):

@@ -43,8 +43,11 @@ ANY = object()  # an option value a family reproduces whatever it is
 # composition that sets one elsewhere matches no family (it would export as a different model)
 OPTIONS = {"scale_embeddings": (False,), "embed_norm": (False,), "token_types": (0,), "attention_scale": (None,),
            "head_transform": (False,), "scale_output": (False,), "output_bias": (False,), "offset": (0,),
-           "parametrization": ("standard",)}  # μP's multipliers have no Hugging Face equivalent
-OPTIONS["attention"] = ("full",)  # a sliding window the five families' configs have no key for
+           "parametrization": ("standard",),  # μP's multipliers have no Hugging Face equivalent
+           # the block options, at their defaults: a family that reproduces one says so in its converter
+           "block": ("sequential",), "qk_norm": ("none",), "qk_norm_type": (None,), "attn_softcap": (None,),
+           "final_softcap": (None,), "attention": ("full",), "window": (None,), "global_every": (None,),
+           "ffn": ("dense",)}  # a kind of FFN the families have not (a mixture of experts) exports as none of them
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:
@@ -60,6 +63,32 @@ def composed_as(cfg, options: dict | None = None, **choices) -> bool:
     allowed = {**OPTIONS, **(options or {})}
     values = {key: cfg.position.offset if key == "offset" else getattr(cfg, key) for key in allowed}
     return all(allowed[key] is ANY or values[key] in allowed[key] for key in allowed)
+
+
+def rope_of(config) -> tuple[float, float]:
+    """(theta, linear scale) of a transformers config's RoPE (`rope_parameters`, or the older
+    `rope_scaling` / `rope_theta`), over the whole head (`partial_rotary_factor` 1.0: zoo rotates
+    every dimension); UnsupportedConfig otherwise."""
+    params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
+    fraction = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    if fraction not in (1.0, None):
+        raise UnsupportedConfig(f"{type(config).__name__}.partial_rotary_factor={fraction} is not supported "
+                                f"(supported: 1.0; zoo's RoPE rotates the whole head)")
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None) or 10000.0)
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind == "default":
+        return float(theta), 1.0
+    if kind == "linear":
+        return float(theta), float(params["factor"])
+    raise UnsupportedConfig(f"{type(config).__name__}.rope_parameters rope_type={kind!r} is not "
+                            f"supported (supported: 'default', 'linear')")
+
+
+def hf_rope(position) -> dict:
+    """transformers' `rope_parameters` of a zoo RoPE `position` config (the inverse of `rope_of`)."""
+    if position.scale != 1.0:
+        return {"rope_type": "linear", "rope_theta": position.theta, "factor": position.scale}
+    return {"rope_type": "default", "rope_theta": position.theta}
 
 
 def tied(hf_model) -> bool:

@@ -9,22 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
+from zoo.interop.hf.common import composed_as, hf_rope, load_exact, require, rope_of
 from zoo.config.schema.model import ModelConfig
 from zoo.models import build_model
-
-
-def _rope(config) -> tuple[float, float]:
-    """(theta, linear scale) from a transformers Llama config; UnsupportedConfig otherwise."""
-    params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
-    theta = params.get("rope_theta", getattr(config, "rope_theta", None) or 10000.0)
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind == "default":
-        return float(theta), 1.0
-    if kind == "linear":
-        return float(theta), float(params["factor"])
-    raise UnsupportedConfig(f"{type(config).__name__}.rope_parameters rope_type={kind!r} is not "
-                            f"supported (supported: 'default', 'linear')")
 
 
 class LlamaConverter:
@@ -41,10 +28,7 @@ class LlamaConverter:
         require(config, "attention_bias", (False, None))
         require(config, "mlp_bias", (False, None))
         require(config, "pretraining_tp", (1, None))
-        if getattr(config, "partial_rotary_factor", 1.0) not in (1.0, None):
-            raise UnsupportedConfig(f"{type(config).__name__}.partial_rotary_factor="
-                                    f"{config.partial_rotary_factor} is not supported (supported: 1.0)")
-        theta, scale = _rope(config)
+        theta, scale = rope_of(config)
         return ModelConfig(
             family="decoder_only", position={"kind": "rope", "theta": theta, "scale": scale},
             norm="pre", norm_type="rmsnorm", norm_eps=config.rms_norm_eps, activation="swiglu",
@@ -77,14 +61,11 @@ class LlamaConverter:
     def hf_config(self, cfg):
         from transformers import LlamaConfig
 
-        rope = {"rope_type": "default", "rope_theta": cfg.position.theta}
-        if cfg.position.scale != 1.0:
-            rope = {"rope_type": "linear", "rope_theta": cfg.position.theta, "factor": cfg.position.scale}
         return LlamaConfig(
             vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
             num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
             head_dim=cfg.head_dim, hidden_act="silu", max_position_embeddings=cfg.max_seq_len,
-            rms_norm_eps=cfg.norm_eps, tie_word_embeddings=cfg.tie_embeddings, rope_parameters=rope,
+            rms_norm_eps=cfg.norm_eps, tie_word_embeddings=cfg.tie_embeddings, rope_parameters=hf_rope(cfg.position),
             attention_bias=False, mlp_bias=False, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
     def to_hf(self, model):

@@ -26,6 +26,10 @@ AUTO_CLASSES = {
     "bert": "AutoModelForMaskedLM",
     "t5": "AutoModelForSeq2SeqLM",
     "bart": "AutoModelForSeq2SeqLM",
+    "qwen3": "AutoModelForCausalLM",
+    "gemma2": "AutoModelForCausalLM",
+    "olmo2": "AutoModelForCausalLM",
+    "gpt_neox": "AutoModelForCausalLM",
 }
 
 

@@ -1,0 +1,113 @@
+"""Every block option with every family and position scheme: it builds (or is refused on one line
+before any weight exists), its torch-free parameter count is the built model's, and KV-cached
+decoding gives the logits of the whole sequence at once. The default keeps today's block."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, NORMS, POSITIONS, tiny
+from zoo.config import ConfigError, ModelConfig
+from zoo.config.facts.blocks import BlockKind, QKNorm
+from zoo.config.schema.model import model_defaults
+from zoo.config.schema.params import non_embedding_params
+from zoo.nn.attention import Attention
+
+BLOCKS = [b.value for b in BlockKind]
+OPTIONS = {
+    "sandwich": dict(norm="sandwich"),
+    "reordered": dict(norm="reordered"),
+    "parallel": dict(block="parallel"),
+    "parallel_two_norms": dict(block="parallel_two_norms"),
+    "parallel, sandwich": dict(block="parallel", norm="sandwich"),
+    "qk_norm=head": dict(qk_norm="head", n_kv_heads=1),
+    "qk_norm=projection": dict(qk_norm="projection", n_kv_heads=1),
+    "attn_softcap": dict(attn_softcap=0.5),
+    "final_softcap": dict(final_softcap=1.0),
+}
+
+
+def built_count(cfg: dict) -> tuple[ModelConfig, int]:
+    model = zoo.build_model(cfg)
+    return model.config, zoo.summarize(model).non_embedding_params
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_block_and_norm_placement_builds_and_counts_as_built(family, position, norm, block):
+    try:
+        cfg, count = built_count(tiny(family, position, norm=norm, block=block, d_ff=24))
+    except ConfigError as refused:
+        assert "\n" not in str(refused) and (block, norm) == ("parallel_two_norms", "post"), refused
+        return
+    assert non_embedding_params(cfg) == count
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("qk_norm_type", [None, "layernorm", "rmsnorm"])
+@pytest.mark.parametrize("qk_norm", ["head", "projection"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_qk_norm_parameters_count_as_built(family, qk_norm, qk_norm_type, bias):
+    cfg, count = built_count(tiny(family, "rope", qk_norm=qk_norm, qk_norm_type=qk_norm_type, bias=bias,
+                                  n_kv_heads=1, norm="sandwich"))
+    assert non_embedding_params(cfg) == count
+    without = non_embedding_params(ModelConfig(**{**cfg.to_dict(), "qk_norm": "none", "qk_norm_type": None}))
+    attentions = cfg.n_layers + 2 * (cfg.n_decoder_layers or 0)
+    width = cfg.head_dim if qk_norm == "head" else None
+    q, k = (width, width) if width else (cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim)
+    per_width = 2 if (qk_norm_type or "layernorm") == "layernorm" and bias else 1  # tiny's norm_type: layernorm
+    assert count - without == attentions * (q + k) * per_width
+
+
+def _inputs(family: str, ids: torch.Tensor) -> dict:
+    return {"input_ids": ids} if family == "decoder_only" else {"input_ids": ids, "decoder_input_ids": ids}
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+def test_cached_decoding_gives_the_logits_of_the_whole_sequence(family, position, option):
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny(family, position, init_std=0.3, **OPTIONS[option])).eval()
+    ids = torch.randint(4, 37, (2, 7))
+    with torch.no_grad():
+        whole = model(**_inputs(family, ids)).logits  # (B, T, V)
+        memory = model.encode(ids) if family == "encoder_decoder" else None
+        cache, steps = model.new_cache(), []
+        for step in [ids[:, :3]] + [ids[:, t : t + 1] for t in range(3, 7)]:  # a prompt, then a token at a time
+            if memory is None:
+                out = model(step, cache=cache, use_cache=True)
+            else:
+                out = model(decoder_input_ids=step, encoder_hidden_states=memory, cache=cache, use_cache=True)
+            steps.append(out.logits)  # (B, T or 1, V)
+    torch.testing.assert_close(torch.cat(steps, dim=1), whole, rtol=1e-4, atol=1e-5)
+
+
+def test_the_defaults_keep_todays_block():
+    """At their defaults the new keys build the block of the versions before them: the same
+    state-dict names in the same order (optimizer states are matched by it), no norm or cap
+    more; a config written before the keys existed reads the same."""
+    model = zoo.build_model(tiny("encoder_decoder", "rope", n_layers=1, n_decoder_layers=1))
+    block_keys = [k for k in model.state_dict() if k.startswith("decoder.layers.0.")]
+    assert [k.removeprefix("decoder.layers.0.") for k in block_keys] == [
+        "self_attn.qkv_proj.weight", "self_attn.qkv_proj.bias", "self_attn.o_proj.weight", "self_attn.o_proj.bias",
+        "self_attn_sub.norm.weight", "self_attn_sub.norm.bias",
+        "cross_attn.q_proj.weight", "cross_attn.q_proj.bias", "cross_attn.kv_proj.weight", "cross_attn.kv_proj.bias",
+        "cross_attn.o_proj.weight", "cross_attn.o_proj.bias",
+        "cross_attn_sub.norm.weight", "cross_attn_sub.norm.bias",
+        "ff.w_in.weight", "ff.w_in.bias", "ff.w_out.weight", "ff.w_out.bias",
+        "ff_sub.norm.weight", "ff_sub.norm.bias",
+    ]
+    cfg = model.config
+    defaults = model_defaults()
+    assert (defaults["block"], defaults["qk_norm"], defaults["qk_norm_type"]) == ("sequential", "none", None)
+    assert (defaults["attn_softcap"], defaults["final_softcap"]) == (None, None)
+    old = {k: v for k, v in cfg.to_dict().items()
+           if k not in ("block", "qk_norm", "qk_norm_type", "attn_softcap", "final_softcap")}
+    assert ModelConfig(**old) == cfg
+    assert all(a.softcap is None and a.qk_norm == QKNorm.none for a in model.modules()
+               if isinstance(a, Attention))
