@@ -1,21 +1,20 @@
 """Llama (Touvron et al. 2023) <-> zoo's `llama` composition: decoder-only, RoPE, pre-norm
 RMSNorm, SwiGLU, grouped-query attention, no biases.
 
-Weights map one to one, with two fusions on zoo's side: q, k, v projections are one
-`qkv_proj` (rows q, then k, then v) and gate / up projections one `ff.w_in` (gate, then up).
-Both use the rotate-half RoPE pairing, so q and k need no permutation."""
+The weights map as `zoo.interop.hf.rope_decoder` lays out the family Llama began; Llama's
+norms are the two pre-norms of each layer."""
 
 from __future__ import annotations
 
-import torch
-
-from zoo.interop.hf.common import composed_as, hf_rope, load_exact, require, rope_of
 from zoo.config.schema.model import ModelConfig
-from zoo.models import build_model
+from zoo.interop.hf.common import composed_as, hf_rope, require, rope_of
+from zoo.interop.hf.rope_decoder import RopeDecoderConverter
 
 
-class LlamaConverter:
+class LlamaConverter(RopeDecoderConverter):
     description = "llama: decoder-only, rope, pre-norm rmsnorm, swiglu, no biases"
+    model_class = "LlamaForCausalLM"
+    layer_norms = {"self_attn_sub.norm": "input_layernorm", "ff_sub.norm": "post_attention_layernorm"}
 
     @staticmethod
     def matches(cfg) -> bool:
@@ -39,25 +38,6 @@ class LlamaConverter:
             max_seq_len=config.max_position_embeddings, dropout=0.0,
             tie_embeddings=bool(config.tie_word_embeddings), bias=False)
 
-    def from_hf(self, hf_model):
-        model = build_model(self.zoo_config(hf_model.config))
-        sd = hf_model.state_dict()
-        out = {"embed.weight": sd["model.embed_tokens.weight"],
-               "decoder.final_norm.weight": sd["model.norm.weight"],
-               "lm_head.weight": sd.get("lm_head.weight", sd["model.embed_tokens.weight"])}
-        for i in range(model.config.n_layers):
-            hf, z = f"model.layers.{i}.", f"decoder.layers.{i}."
-            out[z + "self_attn.qkv_proj.weight"] = torch.cat(
-                [sd[hf + f"self_attn.{p}_proj.weight"] for p in "qkv"])  # (H·Dh + 2·Hkv·Dh, D)
-            out[z + "self_attn.o_proj.weight"] = sd[hf + "self_attn.o_proj.weight"]
-            out[z + "ff.w_in.weight"] = torch.cat(
-                [sd[hf + "mlp.gate_proj.weight"], sd[hf + "mlp.up_proj.weight"]])  # (2·d_ff, D)
-            out[z + "ff.w_out.weight"] = sd[hf + "mlp.down_proj.weight"]
-            out[z + "self_attn_sub.norm.weight"] = sd[hf + "input_layernorm.weight"]
-            out[z + "ff_sub.norm.weight"] = sd[hf + "post_attention_layernorm.weight"]
-        load_exact(model, out)
-        return model.eval()
-
     def hf_config(self, cfg):
         from transformers import LlamaConfig
 
@@ -67,26 +47,3 @@ class LlamaConverter:
             head_dim=cfg.head_dim, hidden_act="silu", max_position_embeddings=cfg.max_seq_len,
             rms_norm_eps=cfg.norm_eps, tie_word_embeddings=cfg.tie_embeddings, rope_parameters=hf_rope(cfg.position),
             attention_bias=False, mlp_bias=False, bos_token_id=None, eos_token_id=None, pad_token_id=None)
-
-    def to_hf(self, model):
-        from transformers import LlamaForCausalLM
-
-        cfg = model.config
-        hf = LlamaForCausalLM(self.hf_config(cfg))
-        sd = model.state_dict()
-        q_rows, kv_rows = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
-        out = {"model.embed_tokens.weight": sd["embed.weight"], "model.norm.weight": sd["decoder.final_norm.weight"],
-               "lm_head.weight": sd["lm_head.weight"]}
-        for i in range(cfg.n_layers):
-            hf_, z = f"model.layers.{i}.", f"decoder.layers.{i}."
-            q, k, v = sd[z + "self_attn.qkv_proj.weight"].split([q_rows, kv_rows, kv_rows])
-            out.update({hf_ + "self_attn.q_proj.weight": q, hf_ + "self_attn.k_proj.weight": k,
-                        hf_ + "self_attn.v_proj.weight": v,
-                        hf_ + "self_attn.o_proj.weight": sd[z + "self_attn.o_proj.weight"]})
-            gate, up = sd[z + "ff.w_in.weight"].chunk(2)
-            out.update({hf_ + "mlp.gate_proj.weight": gate, hf_ + "mlp.up_proj.weight": up,
-                        hf_ + "mlp.down_proj.weight": sd[z + "ff.w_out.weight"],
-                        hf_ + "input_layernorm.weight": sd[z + "self_attn_sub.norm.weight"],
-                        hf_ + "post_attention_layernorm.weight": sd[z + "ff_sub.norm.weight"]})
-        load_exact(hf, out)
-        return hf.eval()

@@ -8,15 +8,16 @@ with the RMSNorm of the block. Sliding-window layers (`use_sliding_window`, on t
 
 from __future__ import annotations
 
-from zoo.config.schema.model import ModelConfig
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, hf_rope, require, rope_of
-from zoo.interop.hf.rope_decoder import RopeDecoderConverter
+from dataclasses import replace
+
+from zoo.interop.hf.common import UnsupportedConfig, composed_as, hf_rope
+from zoo.interop.hf.llama import LlamaConverter
 
 NORMS = {"self_attn_sub.norm": "input_layernorm", "ff_sub.norm": "post_attention_layernorm",
          "self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm"}
 
 
-class Qwen3Converter(RopeDecoderConverter):
+class Qwen3Converter(LlamaConverter):
     description = "qwen3: decoder-only, rope, pre-norm rmsnorm, swiglu, qk-norm per head, no biases"
     model_class = "Qwen3ForCausalLM"
     layer_norms = NORMS
@@ -28,22 +29,12 @@ class Qwen3Converter(RopeDecoderConverter):
                 and not cfg.bias)
 
     def zoo_config(self, config):
-        require(config, "hidden_act", "silu")
-        require(config, "attention_bias", (False, None))
+        """Llama's composition with QK-norm per head, once every layer is full attention."""
         layers = list(getattr(config, "layer_types", None) or [])
         if any(kind != "full_attention" for kind in layers):
             raise UnsupportedConfig(f"{type(config).__name__}.layer_types={layers} is not supported "
                                     f"(supported: every layer 'full_attention'; use_sliding_window=False)")
-        theta, scale = rope_of(config)
-        return ModelConfig(
-            family="decoder_only", position={"kind": "rope", "theta": theta, "scale": scale},
-            norm="pre", norm_type="rmsnorm", norm_eps=config.rms_norm_eps, activation="swiglu",
-            qk_norm="head", d_model=config.hidden_size, n_heads=config.num_attention_heads,
-            n_kv_heads=config.num_key_value_heads or config.num_attention_heads,
-            head_dim=getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
-            n_layers=config.num_hidden_layers, d_ff=config.intermediate_size, vocab_size=config.vocab_size,
-            max_seq_len=config.max_position_embeddings, dropout=0.0,
-            tie_embeddings=bool(config.tie_word_embeddings), bias=False)
+        return replace(super().zoo_config(config), qk_norm="head")
 
     def hf_config(self, cfg):
         from transformers import Qwen3Config
