@@ -1,6 +1,6 @@
 """One-way layers: each package of zoo imports only the packages of the layers below it.
 
-    config < nn < models < data, interop < tasks < training < compare, bench, run < plan < cli
+    config < nn < models < data, interop < tasks, harness < training < compare, bench, run < plan < cli
 
 `config` holds the schemas and their checks and loads no torch; `nn` and `models` are pure
 torch (no Lightning, Hydra or OmegaConf); packages on one layer do not import each other. The
@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"nn"},
     {"models"},
     {"data", "interop"},
-    {"tasks"},
+    {"tasks", "harness"},
     {"training"},
     {"compare", "bench", "run"},
     {"plan"},

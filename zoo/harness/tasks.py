@@ -1,0 +1,128 @@
+"""The built-in offline tasks: harness task definitions (YAML in `task_configs/`, the harness's
+own format) over JSONL files that zoo makes from its built-in corpora, so that any checkpoint
+has task scores without the Hugging Face Hub.
+
+- `kjv_cloze` (loglikelihood): the last word of a verse after the rest of it, LAMBADA's form;
+  acc (greedy decoding gives the word) and perplexity.
+- `kjv_next_verse` (multiple choice): a verse, then its true next verse among three other
+  verses of the validation split; acc and acc_norm.
+- `numbers_translation` (generate_until): an English number phrase to Spanish, exact match; the
+  task of a `data=numbers task=seq2seq` run.
+
+Each is made from the validation split that the corpus's run holds out at zoo's defaults
+(`data.val_fraction` 0.05, `data.split_seed` 0, `zoo.data.split`): the first EXAMPLES examples
+that qualify, in the split's order, with distractors drawn by a fixed seed. Deterministic: the
+same files on every machine. `materialize` writes the files and the YAMLs (their `data_files`
+pointing at them) into one directory of zoo's cache, named by a digest of what it holds;
+`lm_eval --include_path DIR` finds the same tasks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Optional
+
+from zoo.data.cache import cache_root, exclusive
+from zoo.data.corpora.kjv import kjv_verses, load_kjv
+from zoo.data.corpora.numbers import load_numbers
+from zoo.data.split import split_train_val
+
+EXAMPLES = 200  # per task: small enough to score on a CPU in seconds, large enough to rank arms
+VAL_FRACTION, SPLIT_SEED = 0.05, 0  # DataConfig's defaults: the split a default run validates on
+CHOICES = 4  # kjv_next_verse: the true verse and three distractors
+VERSION = 1  # part of the directory's digest: a change to how the files are made makes new ones
+_WORD = re.compile(r"^(.*?)([^\w]*)$")  # a word and the punctuation after it
+
+
+def _validation(dataset):
+    return split_train_val(dataset, VAL_FRACTION, SPLIT_SEED)["validation"]
+
+
+def kjv_cloze() -> list[dict]:
+    """{context, target}: a verse of 8 words or more without its last word; target " word"
+    (the punctuation after it dropped)."""
+    rows = []
+    for text in _validation(load_kjv())["text"]:
+        words = text.split()
+        if len(words) < 8:
+            continue
+        word = _WORD.match(words[-1]).group(1)
+        if not word.isalpha():
+            continue
+        rows.append({"context": " ".join(words[:-1]), "target": f" {word}"})
+        if len(rows) == EXAMPLES:
+            break
+    return rows
+
+
+def kjv_next_verse() -> list[dict]:
+    """{context, choices, label}: a validation verse, then its next verse (same chapter) and
+    CHOICES - 1 other validation verses in an order drawn by a fixed seed."""
+    verses = kjv_verses()
+    place = {(b, c, v): i for i, (b, c, v) in enumerate(zip(verses.book_numbers, verses.chapters, verses.verses))}
+    val = _validation(load_kjv())
+    texts = list(val["text"])
+    rng = random.Random(SPLIT_SEED)
+    rows = []
+    for text, book, chapter, verse in zip(texts, val["book"], val["chapter"], val["verse"]):
+        number = verses.book_numbers[verses.books.index(book)]
+        following = place.get((number, chapter, verse + 1))
+        if following is None:
+            continue
+        truth = verses.texts[following]
+        others = [t for t in rng.sample(texts, CHOICES + 2) if t not in (text, truth)][:CHOICES - 1]
+        choices = others + [truth]
+        rng.shuffle(choices)
+        rows.append({"context": text, "choices": choices, "label": choices.index(truth)})
+        if len(rows) == EXAMPLES:
+            break
+    return rows
+
+
+def numbers_translation() -> list[dict]:
+    """{source, target}: English and Spanish phrases of the numbers corpus's validation split."""
+    val = _validation(load_numbers())
+    return [{"source": s, "target": t} for s, t in zip(val["source"][:EXAMPLES], val["target"][:EXAMPLES])]
+
+
+BUILDERS: dict[str, Callable[[], list[dict]]] = {
+    "kjv_cloze": kjv_cloze,
+    "kjv_next_verse": kjv_next_verse,
+    "numbers_translation": numbers_translation,
+}
+BUILT_IN = tuple(BUILDERS)
+
+
+def _yaml_text(name: str) -> str:
+    return resources.files("zoo.harness").joinpath("task_configs", f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def materialize(names: Optional[list[str]] = None, cache_dir: Optional[str] = None) -> Path:
+    """The directory holding the built-in tasks `names` (default: all): for each, NAME.jsonl
+    and NAME.yaml (data_files the JSONL's absolute path). Made once and reused; a directory is
+    written whole under a temporary name and then renamed, so a reader never sees half of it."""
+    import os
+    import tempfile
+
+    names = sorted(names or BUILT_IN)
+    digest = hashlib.sha256(json.dumps([VERSION, names, [_yaml_text(n) for n in names]]).encode()).hexdigest()[:16]
+    root = cache_root(cache_dir) / "harness"
+    target = root / f"tasks-{digest}"
+    if target.is_dir():
+        return target
+    with exclusive(root / f"tasks-{digest}.lock"):
+        if target.is_dir():
+            return target
+        work = Path(tempfile.mkdtemp(prefix=".tasks-", dir=root))
+        for name in names:
+            data = work / f"{name}.jsonl"
+            data.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in BUILDERS[name]()),
+                            encoding="utf-8")
+            yaml = _yaml_text(name).replace(f"validation: {name}.jsonl", f"validation: {target / data.name}")
+            (work / f"{name}.yaml").write_text(yaml, encoding="utf-8")
+        os.replace(work, target)
+    return target
