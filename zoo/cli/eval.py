@@ -3,6 +3,7 @@
     zoo-eval ckpt=runs/.../last.ckpt                      # its own validation split
     zoo-eval ckpt=... data=held_out.jsonl out=metrics.json  # a whole file
     zoo-eval ckpt=... data.source=pydoc data.seq_len=64     # any data.* key
+    zoo-eval ckpt=runs/.../last.ckpt harness=kjv_cloze,kjv_next_verse limit=20  # harness tasks (zoo[eval])
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ class EvalArgs:
     accelerator: str = field(default="auto", metadata={"help": "Lightning accelerator: cpu, gpu, or auto (a "
                                                        "GPU where torch sees one, as zoo-generate picks)"})
     devices: int = field(default=1, metadata={"help": "devices (processes) to evaluate on"})
+    harness: Optional[str] = field(
+        default=None, metadata={"help": "lm-evaluation-harness tasks, comma-separated (built in: kjv_cloze, "
+                                "kjv_next_verse, numbers_translation; any harness task whose dataset can be "
+                                "reached): a table, and the results in the run's harness/ directory"})
+    limit: Optional[float] = field(default=None, metadata={"help": "harness=: examples per task (below 1: a "
+                                                           "fraction of each; default: all)"})
+    num_fewshot: Optional[int] = field(default=None, metadata={"help": "harness=: examples shown before each "
+                                                               "question (default: each task's own)"})
 
 
 def run(argv: list[str]) -> dict:
@@ -59,6 +68,12 @@ def run(argv: list[str]) -> dict:
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise ConfigError(f"out={args.out}: the directory {Path(args.out).parent} does not exist")
     ckpt = locate_checkpoint(args.ckpt)
+    if args.harness is not None:
+        if args.data is not None or data_overrides or args.seq_len is not None:
+            raise ConfigError("harness= evaluates tasks, not a dataset; drop data=, data.* and seq_len=")
+        from zoo.cli.eval_harness import run_harness
+
+        return run_harness(args, ckpt, TOOL)
 
     from omegaconf import OmegaConf
 
@@ -157,7 +172,9 @@ def main(argv: Optional[list[str]] = None) -> None:
 
 def report(argv: list[str]) -> None:
     result = run(argv)
-    if result.pop("is_global_zero"):  # one report, however many ranks evaluated
+    if "table" in result:  # harness=: its table (the JSON is in the run directory)
+        print(result["table"])
+    elif result.pop("is_global_zero"):  # one report, however many ranks evaluated
         print(json.dumps(result, indent=2))
 
 

@@ -153,8 +153,10 @@ class ZooLM(TemplateLM):
         return answers
 
     def _whole(self, index: list[int], requests, answers) -> None:
-        """Each request as one right-padded row: (context + continuation)[:-1] in, the
-        continuation's tokens scored at the last positions."""
+        """Each request as one right-padded row: (context + continuation)[:-1] in, cut on the left
+        to max_length tokens as the harness's Hugging Face backend cuts it, the continuation's
+        tokens scored at the last positions (only the last max_length of them where the
+        continuation alone is longer)."""
         rows, lengths = [], []
         for i in index:
             _, context, continuation = requests[i]
@@ -164,8 +166,8 @@ class ZooLM(TemplateLM):
         ids = self._right_padded(rows)  # (B, T)
         logp = F.log_softmax(self.model(ids).logits.float(), dim=-1)  # (B, T, V)
         for row, i, n, tokens in zip(range(len(index)), index, lengths, rows):
-            end = len(tokens)
-            answers[i] = self._score(logp[row, end - n:end], requests[i][2])
+            end, seen = len(tokens), min(n, len(tokens))  # a continuation longer than the window: its last tokens
+            answers[i] = self._score(logp[row, end - seen:end], list(requests[i][2])[n - seen:])
 
     def _shared_context(self, batch, requests, answers) -> None:
         """Contexts left-padded (G, Tc) run once with a KV cache; the cache is copied to one row

@@ -19,6 +19,8 @@ from zoo.harness.tasks import BUILT_IN, materialize
 
 PREFIX = "harness"
 PIN = "lm_eval==0.4.13"  # the extra zoo[eval]
+BOOTSTRAP_ITERS = 1000  # draws for a bootstrapped standard error (the harness's default is 100,000)
+NO_POOL = "DISABLE_MULTIPROC"  # the harness's switch: bootstrap in this process
 
 
 def require_lm_eval() -> None:
@@ -58,23 +60,31 @@ def task_manager(names: list[str], cache_dir: Optional[str] = None):
 
 def evaluate_tasks(lm, names: list[str], *, limit: Optional[float] = None, num_fewshot: Optional[int] = None,
                    seed: int = 0, cache_dir: Optional[str] = None, log_samples: bool = False,
-                   manager=None) -> dict:
+                   manager=None, bootstrap_iters: int = BOOTSTRAP_ITERS) -> dict:
     """The harness's `simple_evaluate` on `lm` (a `ZooLM` or any harness model): {"metrics":
     {harness/TASK/METRIC: value}, "results": the harness's own results, "samples": its
-    per-sample records when `log_samples`}."""
+    per-sample records when `log_samples`}. Standard errors: closed-form for means, bootstrapped
+    (`bootstrap_iters` draws, in this process: the harness's pool of one process per core would
+    fork a training run) for perplexity; 0 leaves them out."""
+    import os
+
     from lm_eval import evaluator
 
     manager = manager or task_manager(names, cache_dir)
     quiet = logging.getLogger("lm_eval")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # the harness logs every step at INFO/WARNING
+    single = os.environ.get(NO_POOL)
+    os.environ[NO_POOL] = "1"
     try:
         out = evaluator.simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=limit,
                                         num_fewshot=num_fewshot, log_samples=log_samples, random_seed=seed,
                                         numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
-                                        bootstrap_iters=0, verbosity="ERROR")
+                                        bootstrap_iters=bootstrap_iters, verbosity="ERROR")
     finally:
         quiet.setLevel(level)
+        if single is None:
+            os.environ.pop(NO_POOL, None)
     return {"metrics": flatten(out["results"]), "results": out["results"],
             "samples": out.get("samples") if log_samples else None,
             "versions": dict(out.get("versions", {})), "n_samples": out.get("n-samples", {})}
