@@ -43,6 +43,11 @@ DEFAULT_MAX_LENGTH = 2048  # a model whose positions are unbounded (RoPE, ALiBi,
 DEFAULT_MAX_GEN_TOKS = 256  # the harness's own default for generate_until
 
 
+def _wide(logits: torch.Tensor) -> torch.Tensor:
+    """Logits in float32 at least (bfloat16 ones widened; float64 kept) for the log-softmax."""
+    return logits.to(torch.promote_types(logits.dtype, torch.float32))
+
+
 @register_model(NAME)
 class ZooLM(TemplateLM):
     """`model`: a zoo model (decoder-only or encoder-decoder); `tokenizer`: its run's zoo
@@ -164,7 +169,7 @@ class ZooLM(TemplateLM):
             rows.append(whole[:-1])
             lengths.append(len(continuation))
         ids = self._right_padded(rows)  # (B, T)
-        logp = F.log_softmax(self.model(ids).logits.float(), dim=-1)  # (B, T, V)
+        logp = F.log_softmax(_wide(self.model(ids).logits), dim=-1)  # (B, T, V)
         for row, i, n, tokens in zip(range(len(index)), index, lengths, rows):
             end, seen = len(tokens), min(n, len(tokens))  # a continuation longer than the window: its last tokens
             answers[i] = self._score(logp[row, end - seen:end], list(requests[i][2])[n - seen:])
@@ -184,7 +189,7 @@ class ZooLM(TemplateLM):
         ids, mask = ids.to(self.device), mask.to(self.device)
         padded = not bool(mask.all())
         out = self.model(ids, attention_mask=mask if padded else None, use_cache=True, return_logits=False)
-        first = F.log_softmax(self.model.logits(out.hidden_states[:, -1]).float(), dim=-1)  # (G, V)
+        first = F.log_softmax(_wide(self.model.logits(out.hidden_states[:, -1])), dim=-1)  # (G, V)
         members = [(g, i) for g, (_, index) in enumerate(batch) for i in index]
         rows = torch.tensor([g for g, _ in members], device=self.device)  # (R,) each continuation's context
         cache = out.cache
@@ -197,7 +202,7 @@ class ZooLM(TemplateLM):
             if padded:  # the contexts' padding, then every continuation token (right pads are never attended)
                 tail_mask = torch.cat([mask[rows], torch.ones_like(tail_ids)], dim=1)  # (R, Tc + Tn)
             rest = self.model(tail_ids, attention_mask=tail_mask, cache=cache, use_cache=True).logits
-            rest = F.log_softmax(rest.float(), dim=-1)  # (R, Tn, V)
+            rest = F.log_softmax(_wide(rest), dim=-1)  # (R, Tn, V)
         for r, (g, i) in enumerate(members):
             continuation = requests[i][2]
             n = len(continuation)
@@ -223,7 +228,7 @@ class ZooLM(TemplateLM):
             tgt = self._right_padded(targets)  # (B, T)
             logits = self.model(decoder_input_ids=tgt, encoder_hidden_states=memory[rows],
                                 attention_mask=src_mask[rows]).logits
-            logp = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+            logp = F.log_softmax(_wide(logits), dim=-1)  # (B, T, V)
             for row, i in enumerate(index):
                 answers[i] = self._score(logp[row, :len(requests[i][2])], requests[i][2])
         return answers

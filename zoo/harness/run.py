@@ -47,7 +47,7 @@ def task_manager(names: list[str], cache_dir: Optional[str] = None):
     ours = [n for n in names if n in BUILT_IN]
     include = str(materialize(ours, cache_dir)) if ours else None
     # the harness's own thousands of task files are indexed only when a name is not built in
-    manager = TaskManager(include_path=include, include_defaults=len(ours) < len(names), verbosity="ERROR")
+    manager = TaskManager(include_path=include, include_defaults=len(ours) < len(names))
     known = set(manager.all_tasks)
     for name in names:
         if name not in known:
@@ -66,7 +66,9 @@ def evaluate_tasks(lm, names: list[str], *, limit: Optional[float] = None, num_f
     per-sample records when `log_samples`}. Standard errors: closed-form for means, bootstrapped
     (`bootstrap_iters` draws, in this process: the harness's pool of one process per core would
     fork a training run) for perplexity; 0 leaves them out."""
+    import contextlib
     import os
+    import sys
 
     from lm_eval import evaluator
 
@@ -77,10 +79,11 @@ def evaluate_tasks(lm, names: list[str], *, limit: Optional[float] = None, num_f
     single = os.environ.get(NO_POOL)
     os.environ[NO_POOL] = "1"
     try:
-        out = evaluator.simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=limit,
-                                        num_fewshot=num_fewshot, log_samples=log_samples, random_seed=seed,
-                                        numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
-                                        bootstrap_iters=bootstrap_iters, verbosity="ERROR")
+        with contextlib.redirect_stdout(sys.stderr):  # the harness prints its progress: stdout is the table's
+            out = evaluator.simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=limit,
+                                            num_fewshot=num_fewshot, log_samples=log_samples, random_seed=seed,
+                                            numpy_random_seed=seed, torch_random_seed=seed,
+                                            fewshot_random_seed=seed, bootstrap_iters=bootstrap_iters)
     finally:
         quiet.setLevel(level)
         if single is None:
