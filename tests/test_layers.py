@@ -174,6 +174,8 @@ DEFERRED_OK = {
     ("zoo.compare.report", "zoo.compare.lengths"),  # lengths= evaluates checkpoints; nothing else does
     # a run's plan refuses a config, its data files or this machine before torch loads
     ("zoo.run.preflight", "zoo.training.resume.point"),
+    # lm-evaluation-harness, an optional extra, is imported only by a run that scores tasks
+    ("zoo.training.build.callbacks", "zoo.training.monitor.downstream"),
 }
 
 

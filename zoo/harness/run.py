@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import logging
+import math
 from typing import Any, Optional
 
 from zoo.config.errors import ConfigError
@@ -95,11 +96,14 @@ def evaluate_tasks(lm, names: list[str], *, limit: Optional[float] = None, num_f
 
 def flatten(results: dict) -> dict[str, float]:
     """{task: {"acc,none": v, "acc_stderr,none": s, "alias": ...}} -> {"harness/task/acc": v,
-    "harness/task/acc_stderr": s}; values that are not numbers ("N/A") are left out."""
+    "harness/task/acc_stderr": s}; values that are not numbers ("N/A") or not finite (the
+    perplexity of a model that gives a target no probability) are left out: a run's summary and
+    trackers hold finite figures only."""
     out = {}
     for task, values in results.items():
         for key, value in values.items():
-            if "," not in key or isinstance(value, bool) or not isinstance(value, (int, float)):
+            if ("," not in key or isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value)):
                 continue
             metric, _, filt = key.partition(",")
             name = f"{PREFIX}/{task}/{metric}" if filt in ("none", "") else f"{PREFIX}/{task}/{filt}/{metric}"

@@ -185,8 +185,33 @@ class CallbacksConfig:
                   "instability signals); null or 0: off"},
     )
 
+    downstream: List[str] = field(
+        default_factory=list,
+        metadata={"help": "lm-evaluation-harness tasks scored during training, e.g. "
+                  "[kjv_cloze,kjv_next_verse] (needs zoo[eval]); logged as harness/TASK/METRIC to every "
+                  "tracker, the last in summary.json; [] (default): off"},
+    )
+    downstream_every: Optional[int] = field(
+        default=None,
+        metadata={"help": "callbacks.downstream: every N optimizer steps (and at the end); null: at each "
+                  "validation"},
+    )
+    downstream_limit: Optional[float] = field(
+        default=100,
+        metadata={"help": "callbacks.downstream: examples of each task (below 1: a fraction of it; null: all)"},
+    )
+
     def __post_init__(self) -> None:
         self.progress_bar = ProgressBar.parse(self.progress_bar, "callbacks.progress_bar")
+        self.downstream = [str(t).strip() for t in self.downstream]
+        if any(not t for t in self.downstream) or len(set(self.downstream)) != len(self.downstream):
+            raise ConfigError(f"callbacks.downstream must name each task once, got {self.downstream}")
+        if self.downstream_every is not None and self.downstream_every < 1:
+            raise ConfigError(f"callbacks.downstream_every must be >= 1 (null: at each validation), "
+                              f"got {self.downstream_every}")
+        if self.downstream_limit is not None and not self.downstream_limit > 0:
+            raise ConfigError(f"callbacks.downstream_limit must be > 0 (null: every example), "
+                              f"got {self.downstream_limit}")
         if self.instability_every is not None and self.instability_every < 0:
             raise ConfigError(
                 f"callbacks.instability_every must be >= 0 (0 or null: off), got {self.instability_every}"

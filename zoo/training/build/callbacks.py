@@ -5,12 +5,15 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
+from zoo.config.errors import ConfigError
+from zoo.config.facts.tasks import task_spec
 from zoo.config.schema.root import ZooConfig
+from zoo.harness.run import require_lm_eval
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.train import ProgressBar
 from zoo.training.monitor.instability import InstabilityMonitor
@@ -38,6 +41,7 @@ class RunCallbacks:
     requeue: Optional[Requeue] = None  # SLURM jobs with callbacks.requeue_signal
     rank_watch: Optional[RankWatch] = None  # names a rank that died
     instability: Optional[InstabilityMonitor] = None  # callbacks.instability_every
+    downstream: Optional[Any] = None  # callbacks.downstream: a `Downstream`
 
     @property
     def requeued(self) -> bool:
@@ -56,6 +60,8 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
     interrupt = Interrupt(last, grace_s=spec.callbacks.stop_grace_s, due=due)  # SIGTERM / SIGINT: save, stop
     throughput, final = Throughput(), LastValidation()
     rank_watch = RankWatch(run_dir)
+    # task scores of a step are taken before that step's last.ckpt, which then holds them
+    downstream = _downstream(spec)
     callbacks = [
         # top-k by validation loss, checked after every validation
         ModelCheckpoint(
@@ -66,6 +72,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
             save_top_k=spec.callbacks.save_top_k,
             auto_insert_metric_name=False,
         ),
+        *([downstream] if downstream is not None else []),
         last,  # last.ckpt every N optimizer steps and at every epoch end (and when fit ends)
         due,
         RngState(),
@@ -92,4 +99,21 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
         callbacks.append(StepTQDMProgressBar())
     return RunCallbacks(all=callbacks, last=last, interrupt=interrupt, throughput=throughput, final=final,
-                        requeue=requeue, rank_watch=rank_watch, instability=instability)
+                        requeue=requeue, rank_watch=rank_watch, instability=instability, downstream=downstream)
+
+
+def _downstream(spec: ZooConfig):
+    """The `Downstream` callback of callbacks.downstream (None when it is empty): the harness
+    must be installed, the task must have a decoder, every task name must be known; each
+    refused on one line before any weight exists. Imported here only: lm-evaluation-harness is
+    an optional extra."""
+    if not spec.callbacks.downstream:
+        return None
+    if not task_spec(spec.task.kind).generates:
+        raise ConfigError(f"callbacks.downstream scores continuations; task={spec.task.kind.value} has no decoder "
+                          f"(use it with causal_lm or seq2seq)")
+    require_lm_eval()
+    from zoo.training.monitor.downstream import Downstream
+
+    return Downstream(spec.callbacks.downstream, every=spec.callbacks.downstream_every,
+                      limit=spec.callbacks.downstream_limit, batch_size=16)
