@@ -71,7 +71,7 @@ def run(argv: list[str]) -> dict:
     if args.harness is not None:
         if args.data is not None or data_overrides or args.seq_len is not None:
             raise ConfigError("harness= evaluates tasks, not a dataset; drop data=, data.* and seq_len=")
-        from zoo.cli.eval_harness import run_harness
+        from zoo.cli.harness import run_harness
 
         return run_harness(args, ckpt, TOOL)
 

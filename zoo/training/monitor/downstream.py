@@ -10,8 +10,7 @@ zoo-compare ranks arms on them. Every score so far is kept in the callback's sta
 each checkpoint: a resumed run keeps its history and does not score a step twice.
 
 The evaluation changes nothing of the training: the model's train/eval mode is restored, and
-the random states the harness seeds (Python, NumPy, torch, CUDA) are put back as they were
-(`zoo.training.resume.rng`), so a run with downstream tasks draws the same dropout masks and
+the random states the harness seeds (Python, NumPy, torch, CUDA) are put back as they were, so a run with downstream tasks draws the same dropout masks and
 batches as one without. Under data parallelism every rank scores the same examples (a sharded
 model needs every rank in its forward); the loggers write rank 0's."""
 
@@ -19,11 +18,14 @@ from __future__ import annotations
 
 from typing import Optional
 
+import random
+
 import lightning as L
+import numpy as np
+import torch
 
 from zoo.harness.adapter import ZooLM
 from zoo.harness.run import evaluate_tasks, task_manager
-from zoo.training.resume.rng import capture, restore
 
 
 class Downstream(L.Callback):
@@ -73,12 +75,14 @@ class Downstream(L.Callback):
         step = max(trainer.global_step - 1, 0)
         if step == self.scored_step:
             return
-        state = capture()
+        python, numpy = random.getstate(), np.random.get_state()
         try:
-            lm = ZooLM(pl_module.model, pl_module.tokenizer, batch_size=self.batch_size)
-            metrics = evaluate_tasks(lm, self.tasks, limit=self.limit, manager=self.manager)["metrics"]
+            with torch.random.fork_rng(devices=[pl_module.device] if pl_module.device.type == "cuda" else []):
+                lm = ZooLM(pl_module.model, pl_module.tokenizer, batch_size=self.batch_size)
+                metrics = evaluate_tasks(lm, self.tasks, limit=self.limit, manager=self.manager)["metrics"]
         finally:
-            restore(state)
+            random.setstate(python)
+            np.random.set_state(numpy)
         self.last = metrics
         self.history.append({"step": step, **metrics})
         for logger in trainer.loggers:  # at this step, like the validation metrics
