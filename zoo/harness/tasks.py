@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Optional
 
+from zoo.config.records.atomic import write_text
 from zoo.data.cache import cache_root, exclusive
 from zoo.data.corpora.kjv import kjv_verses, load_kjv
 from zoo.data.corpora.numbers import load_numbers
@@ -120,9 +121,8 @@ def materialize(names: Optional[list[str]] = None, cache_dir: Optional[str] = No
         work = Path(tempfile.mkdtemp(prefix=".tasks-", dir=root))
         for name in names:
             data = work / f"{name}.jsonl"
-            data.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in BUILDERS[name]()),
-                            encoding="utf-8")
+            write_text(data, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in BUILDERS[name]()))
             yaml = _yaml_text(name).replace(f"validation: {name}.jsonl", f"validation: {target / data.name}")
-            (work / f"{name}.yaml").write_text(yaml, encoding="utf-8")
+            write_text(work / f"{name}.yaml", yaml)
         os.replace(work, target)
     return target
