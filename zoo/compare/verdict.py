@@ -29,9 +29,13 @@ from zoo.compare.stats import ZERO_SPREAD, Difference, holm, mean_std, t_quantil
 LEVEL = 0.95
 
 # the last part of a metric's name -> whether a lower value is better
-DIRECTION = {"loss": True, "ppl": True, "bpb": True, "accuracy": False, "bleu": False, "exact_match": False}
+DIRECTION = {"loss": True, "ppl": True, "bpb": True, "accuracy": False, "bleu": False, "exact_match": False,
+             # lm-evaluation-harness task metrics (harness/TASK/METRIC: callbacks.downstream)
+             "acc": False, "acc_norm": False, "perplexity": True, "word_perplexity": True,
+             "byte_perplexity": True, "bits_per_byte": True, "f1": False, "mcc": False}
 # the last part of a metric's name -> its unit, as axes and sentences say it
-UNITS = {"loss": "nats per token", "bpb": "bits per byte", "ppl": "perplexity", "accuracy": "fraction correct"}
+UNITS = {"loss": "nats per token", "bpb": "bits per byte", "ppl": "perplexity", "accuracy": "fraction correct",
+         "acc": "fraction correct", "acc_norm": "fraction correct"}
 
 
 def direction(metric: str) -> Optional[bool]:
