@@ -22,7 +22,7 @@ from zoo.models.build import build_model  # noqa: E402
 
 def _model(tokenizer, family: str = "decoder_only", **overrides):
     torch.manual_seed(0)
-    cfg = tiny(family, "rope", vocab_size=tokenizer.vocab_size, max_seq_len=1024, **{"init_std": 0.2, **overrides})
+    cfg = tiny(family, "rope", vocab_size=tokenizer.vocab_size, max_seq_len=4096, **{"init_std": 0.2, **overrides})
     return build_model(cfg).eval().double()  # float64: batching and padding differ from a lone row by ~1e-12
 
 
@@ -41,12 +41,18 @@ def _own_loglikelihood(lm: ZooLM, context: str, continuation: str) -> float:
 
 @pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
 def test_per_sample_loglikelihoods_equal_zoos_own_forward(family):
-    """Multiple choice (choices sharing their context run it once, from a KV cache; contexts of
-    different lengths batched, left-padded) and a cloze (each request whole): every sample's
-    log-likelihood is zoo's forward on that sequence alone, to 1e-5."""
+    """Two-shot multiple choice (a long context its choices share: run once, from a KV cache;
+    contexts of different lengths batched, left-padded) and a cloze (each request whole): every
+    sample's log-likelihood is zoo's forward on that sequence alone, to 1e-5."""
     tokenizer = ByteTokenizer()
     lm = ZooLM(_model(tokenizer, family), tokenizer, batch_size=8)
-    out = evaluate_tasks(lm, ["kjv_next_verse", "kjv_cloze"], limit=3, log_samples=True)
+    shared = []
+    if family == "decoder_only":
+        run_once = lm._shared_context
+        lm._shared_context = lambda batch, *args: shared.append(len(batch)) or run_once(batch, *args)
+    out = evaluate_tasks(lm, ["kjv_next_verse", "kjv_cloze"], limit=3, num_fewshot=2, log_samples=True)
+    if family == "decoder_only":
+        assert sum(shared) == 3 and max(shared) > 1  # every question's context ran once, two in one batch
     compared = 0
     for task in ("kjv_next_verse", "kjv_cloze"):
         for sample in out["samples"][task]:

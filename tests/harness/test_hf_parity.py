@@ -2,7 +2,8 @@
 a transformers tokenizer, exported by zoo's exporter (`zoo.interop.hf.to_hf`, what zoo-export
 writes), then scored by the harness's own Hugging Face backend (model "hf", pretrained= the
 exported directory) and by the adapter on the zoo model: the same per-sample log-likelihoods
-(1e-4), the same greedy flags and the same accuracy."""
+(1e-4), the same greedy flags and the same accuracy, two-shot (the multiple choice's context is
+shared by its choices)."""
 
 from __future__ import annotations
 
@@ -44,9 +45,10 @@ def test_the_harness_hugging_face_backend_scores_the_export_as_the_adapter_score
     from lm_eval.models.huggingface import HFLM
 
     model, tokenizer, directory = exported
-    ours = evaluate_tasks(ZooLM(model, tokenizer, batch_size=4), TASKS, limit=4, log_samples=True)
+    # two-shot: the multiple choice's long context is shared by its choices (run once by the adapter)
+    ours = evaluate_tasks(ZooLM(model, tokenizer, batch_size=4), TASKS, limit=4, num_fewshot=2, log_samples=True)
     hf_lm = HFLM(pretrained=str(directory), device="cpu", dtype="float32", batch_size=4)
-    theirs = evaluate_tasks(hf_lm, TASKS, limit=4, log_samples=True)
+    theirs = evaluate_tasks(hf_lm, TASKS, limit=4, num_fewshot=2, log_samples=True)
     compared = 0
     for task in TASKS:
         for mine, other in zip(ours["samples"][task], theirs["samples"][task], strict=True):

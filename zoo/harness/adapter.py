@@ -7,9 +7,9 @@ The harness asks three things of a model; each runs batched, on the device the m
   decoding would have produced it. The harness's own `TemplateLM` splits each request into
   context and continuation tokens exactly as its Hugging Face backend does (the whole text is
   encoded, the context's tokens cut off the front), so the two backends score the same tokens.
-  Requests that share a context (the choices of a multiple-choice question) run the context once:
-  its KV cache (`zoo.nn.cache`) is copied to one row per choice, and only the choices' tokens run
-  after it. An encoder-decoder model encodes each context once and scores the continuation as
+  Requests that share a context (the choices of a multiple-choice question) run the context once
+  where it is long beside the choices (a few-shot prompt): its KV cache (`zoo.nn.cache`) is
+  copied to one row per choice, and only the choices' tokens run after it. An encoder-decoder model encodes each context once and scores the continuation as
   its target, starting from BOS, as zoo's seq2seq training does.
 - `loglikelihood_rolling`: a whole text's log-probability in windows of the model's length, each
   token predicted once (the harness's `get_rolling_token_windows`), the first after EOS.
@@ -39,8 +39,13 @@ from zoo.data.prompts import continue_text
 from zoo.models.generate import generate
 
 NAME = "zoo"  # the harness's name for this model
-DEFAULT_MAX_LENGTH = 2048  # a model whose positions are unbounded (RoPE, ALiBi, NoPE) is cut here
+DEFAULT_MAX_LENGTH = 2048  # the harness's default, for a model that states no length
 DEFAULT_MAX_GEN_TOKS = 256  # the harness's own default for generate_until
+# a context shared by several continuations runs once when it is at least this many times as
+# long as the longest of them; shorter, the continuations' padding to the longest and the
+# masked attention over the cache cost more than the context saves (benchmarks/harness_cost.py:
+# 0-shot kjv_next_verse, context ~ choice, 1.5 x slower shared; 3-shot, 2.2 x faster)
+SHARE_RATIO = 2
 
 
 def _wide(logits: torch.Tensor) -> torch.Tensor:
@@ -51,11 +56,13 @@ def _wide(logits: torch.Tensor) -> torch.Tensor:
 @register_model(NAME)
 class ZooLM(TemplateLM):
     """`model`: a zoo model (decoder-only or encoder-decoder); `tokenizer`: its run's zoo
-    tokenizer. `batch_size`: sequences per forward; `max_length`: tokens a forward sees (default:
-    the model's positions, or 2048 where they are unbounded)."""
+    tokenizer. `batch_size`: sequences per forward; `max_length`: tokens a forward sees
+    (default: the model's positions, or model.max_seq_len where they are unbounded, as an export
+    states it); `share_context` false runs every request whole, as the harness's Hugging Face
+    backend does (the benchmark's comparison)."""
 
     def __init__(self, model, tokenizer, *, batch_size: int = 16, max_length: Optional[int] = None,
-                 max_gen_toks: int = DEFAULT_MAX_GEN_TOKS) -> None:
+                 max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, share_context: bool = True) -> None:
         super().__init__()
         facts = FAMILY_FACTS[model.config.family]
         if not facts.decoder:
@@ -68,9 +75,12 @@ class ZooLM(TemplateLM):
         self.encoder_decoder = facts.cross_attention
         self.backend = "seq2seq" if self.encoder_decoder else "causal"
         self.batch_size = int(batch_size)
-        bound = max_positions(model.config)
+        # a bounded scheme's positions, else model.max_seq_len (what an export's
+        # max_position_embeddings says, and the harness's Hugging Face backend reads)
+        bound = max_positions(model.config) or getattr(model.config, "max_seq_len", None)
         self._max_length = int(max_length or bound or DEFAULT_MAX_LENGTH)
         self.max_gen_toks = int(max_gen_toks)
+        self.share_context = bool(share_context)
         specials = tokenizer.special_ids()
         self.eos_id, self.bos_id = specials["eos"], specials["bos"]
         self.pad_id = specials["pad"] if specials["pad"] is not None else 0  # pads are masked or ignored
@@ -130,19 +140,24 @@ class ZooLM(TemplateLM):
         return out
 
     def _causal_scores(self, requests) -> list[tuple[float, bool]]:
-        """Decoder-only: requests whose context is shared and that fit whole run the context once
+        """Decoder-only: requests that share a context at least SHARE_RATIO times as long as the
+        longest of their continuations, and that fit whole, run the context once
         (`_shared_context`); the others run whole, cut on the left to max_length + 1 tokens."""
         answers: list[Optional[tuple[float, bool]]] = [None] * len(requests)
         groups: dict[tuple[int, ...], list[int]] = {}
         alone = []
         for i, (_, context, continuation) in enumerate(requests):
-            if len(context) + len(continuation) <= self.max_length + 1 and context:
+            if self.share_context and len(context) + len(continuation) <= self.max_length + 1 and context:
                 groups.setdefault(tuple(context), []).append(i)
             else:
                 alone.append(i)
         shared = []
         for context, members in groups.items():
-            (shared if len(members) > 1 else alone).append((context, members) if len(members) > 1 else members[0])
+            longest = max(len(requests[i][2]) for i in members)
+            if len(members) > 1 and len(context) >= SHARE_RATIO * longest:
+                shared.append((context, members))
+            else:
+                alone += members
         shared.sort(key=lambda g: -len(g[0]))  # similar lengths together: little padding
         batch: list[tuple[tuple[int, ...], list[int]]] = []
         for group in shared:
