@@ -9,8 +9,9 @@ The harness asks three things of a model; each runs batched, on the device the m
   encoded, the context's tokens cut off the front), so the two backends score the same tokens.
   Requests that share a context (the choices of a multiple-choice question) run the context once
   where it is long beside the choices (a few-shot prompt): its KV cache (`zoo.nn.cache`) is
-  copied to one row per choice, and only the choices' tokens run after it. An encoder-decoder model encodes each context once and scores the continuation as
-  its target, starting from BOS, as zoo's seq2seq training does.
+  copied to one row per choice, and only the choices' tokens run after it. An encoder-decoder
+  model encodes each context once and scores the continuation as its target, starting from BOS,
+  as zoo's seq2seq training does.
 - `loglikelihood_rolling`: a whole text's log-probability in windows of the model's length, each
   token predicted once (the harness's `get_rolling_token_windows`), the first after EOS.
 - `generate_until`: greedy or sampled continuations over zoo's KV-cached decoding
