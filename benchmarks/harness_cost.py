@@ -10,7 +10,8 @@ trained here on the pydoc corpus, exported with `zoo.interop.hf.to_hf` (what zoo
 writes). Engines, each at batch 16 on the CPU: `zoo` (the adapter: a multiple choice's shared
 context runs once from its KV cache), `zoo-whole` (the adapter with every request run whole,
 as the Hugging Face backend runs them) and `hf` (the harness's model "hf", pretrained= the
-exported directory). Tasks: the built-in kjv_next_verse (4 choices), kjv_cloze and
+exported directory). Tasks: the built-in kjv_next_verse (4 choices; 0-shot, and 3-shot, where
+the adapter runs each question's long context once for its choices), kjv_cloze and
 numbers_translation (greedy, until a newline, at most 32 tokens; the random model rarely emits
 one, so every example decodes 32 tokens), `--limit` examples of each. Every engine runs every
 task once per round, in the same order (the noise of a shared machine hits each alike); the
@@ -44,7 +45,9 @@ from zoo.harness.run import evaluate_tasks, task_manager  # noqa: E402
 from zoo.interop.hf import to_hf  # noqa: E402
 from zoo.models.build import build_model  # noqa: E402
 
-TASKS = ["kjv_next_verse", "kjv_cloze", "numbers_translation"]
+# (task, shots): the multiple choice 0-shot (its context about a choice's length: each request
+# runs whole) and 3-shot (a long context its choices share: run once from its KV cache)
+TASKS = [("kjv_next_verse", 0), ("kjv_next_verse", 3), ("kjv_cloze", 0), ("numbers_translation", 0)]
 
 
 def _timed(lm) -> list[float]:
@@ -92,27 +95,28 @@ def main() -> None:
                    max_length=512),
     }
     spent = {name: _timed(lm) for name, lm in engines.items()}  # seconds inside the model's calls
-    manager = task_manager(TASKS)
-    seconds: dict[str, dict[str, list[float]]] = {e: {t: [] for t in TASKS} for e in engines}
+    manager = task_manager(sorted({t for t, _ in TASKS}))
+    seconds: dict[str, dict[tuple, list[float]]] = {e: {t: [] for t in TASKS} for e in engines}
     scores: dict[str, dict[str, float]] = {}
     for r in range(args.rounds):
-        for task in TASKS:
+        for task, shots in TASKS:
             for name, lm in engines.items():
                 spent[name][0] = 0.0
-                out = evaluate_tasks(lm, [task], limit=args.limit, manager=manager, bootstrap_iters=0)
-                seconds[name][task].append(spent[name][0])
-                scores.setdefault(name, {}).update(out["metrics"])
-                print(f"round {r + 1} {task:20s} {name:10s} {seconds[name][task][-1]:7.2f} s", file=sys.stderr)
+                out = evaluate_tasks(lm, [task], limit=args.limit, num_fewshot=shots, manager=manager,
+                                     bootstrap_iters=0)
+                seconds[name][(task, shots)].append(spent[name][0])
+                scores.setdefault(name, {}).update({f"{k} ({shots}-shot)": v for k, v in out["metrics"].items()})
+                print(f"round {r + 1} {task:20s} {shots}-shot {name:10s} {spent[name][0]:7.2f} s", file=sys.stderr)
     rows = []
-    for task in TASKS:
+    for task, shots in TASKS:
         for name in engines:
-            times = sorted(seconds[name][task])
+            times = sorted(seconds[name][(task, shots)])
             median = times[len(times) // 2] if len(times) % 2 else sum(times[len(times) // 2 - 1:][:2]) / 2
-            rows.append({"task": task, "engine": name, "examples_per_s": round(args.limit / median, 2),
+            rows.append({"task": task, "shots": shots, "engine": name, "examples_per_s": round(args.limit / median, 2),
                          "spread": round(times[-1] / times[0], 3), "seconds": [round(t, 3) for t in times]})
-    print(f"{'task':22s}{'engine':12s}{'examples/s':>12s}{'spread':>8s}")
+    print(f"{'task':22s}{'shots':>6s}  {'engine':12s}{'examples/s':>12s}{'spread':>8s}")
     for row in rows:
-        print(f"{row['task']:22s}{row['engine']:12s}{row['examples_per_s']:12.2f}{row['spread']:8.2f}")
+        print(f"{row['task']:22s}{row['shots']:6d}  {row['engine']:12s}{row['examples_per_s']:12.2f}{row['spread']:8.2f}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         record = {"date": datetime.date.today().isoformat(), "machine": platform.processor() or platform.machine(),

@@ -11,8 +11,9 @@ each checkpoint: a resumed run keeps its history and does not score a step twice
 
 The evaluation changes nothing of the training: the model's train/eval mode is restored, and
 the random states the harness seeds (Python, NumPy, torch, CUDA) are put back as they were, so
-a run with downstream tasks draws the same dropout masks and batches as one without. Under data parallelism every rank scores the same examples (a sharded
-model needs every rank in its forward); the loggers write rank 0's."""
+a run with downstream tasks draws the same dropout masks and batches as one without. Under data
+parallelism every rank scores the same examples (a sharded model needs every rank in its
+forward); the loggers write rank 0's."""
 
 from __future__ import annotations
 
