@@ -65,3 +65,14 @@ def test_bad_settings_are_refused_on_one_line(override, refusal):
     parsed = [v for v in value.strip("[]").split(",")] if value.startswith("[") else int(value)
     with pytest.raises(ConfigError, match=refusal):
         CallbacksConfig(**{name: parsed})
+
+
+@pytest.mark.slow  # an unknown name: the harness indexes its own thousands of tasks
+def test_a_task_without_a_decoder_or_an_unknown_task_is_refused_before_training(tmp_path, cli_here):
+    masked = cli_here("train", *tiny_overrides(tmp_path / "a"), "model=bert", "task=masked_lm",
+                      "callbacks.downstream=[kjv_cloze]")
+    assert masked.returncode == 2
+    assert "callbacks.downstream scores continuations; task=masked_lm has no decoder" in masked.stderr
+    unknown = cli_here("train", *tiny_overrides(tmp_path / "b"), "callbacks.downstream=[kjv_clozee]")
+    assert unknown.returncode == 2 and "harness task 'kjv_clozee' is not known" in unknown.stderr
+    assert not (tmp_path / "b" / "checkpoints").exists()
