@@ -33,7 +33,8 @@ from zoo.data.corpora.numbers import load_numbers
 from zoo.data.split import split_train_val
 
 EXAMPLES = 200  # per task: small enough to score on a CPU in seconds, large enough to rank arms
-VAL_FRACTION, SPLIT_SEED = 0.05, 0  # DataConfig's defaults: the split a default run validates on
+VAL_FRACTION = 0.05  # DataConfig's default: the split a default run validates on
+SPLIT_SEED = 0  # DataConfig's default data.split_seed
 CHOICES = 4  # kjv_next_verse: the true verse and three distractors
 VERSION = 1  # part of the directory's digest: a change to how the files are made makes new ones
 _WORD = re.compile(r"^(.*?)([^\w]*)$")  # a word and the punctuation after it
