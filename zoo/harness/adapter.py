@@ -44,8 +44,8 @@ DEFAULT_MAX_LENGTH = 2048  # the harness's default, for a model that states no l
 DEFAULT_MAX_GEN_TOKS = 256  # the harness's own default for generate_until
 # a context shared by several continuations runs once when it is at least this many times as
 # long as the longest of them; shorter, the continuations' padding to the longest and the
-# masked attention over the cache cost more than the context saves (benchmarks/harness_cost.py:
-# 0-shot kjv_next_verse, context ~ choice, 1.5 x slower shared; 3-shot, 2.2 x faster)
+# masked attention over the cache cost about what the context saves (a 0-shot kjv_next_verse,
+# its context about a choice's length, ran slower shared; benchmarks/harness_cost.py)
 SHARE_RATIO = 2
 
 
