@@ -38,11 +38,18 @@ def test_an_unknown_task_is_one_line_and_exit_2(fake_ckpt, cli_here):
     (["seq_len=16"], "harness= evaluates tasks, not a dataset"),
     (["limit=0"], "limit must be > 0"),
     (["harness=a,,b"], "give task names separated by commas"),
+    (["devices=2"], "harness= runs on one device"),
+    (["limit_batches=3"], "drop data=, data.*, seq_len= and limit_batches="),
 ])
 def test_bad_combinations_are_one_line(fake_ckpt, cli_here, extra, refusal):
     args = [f"ckpt={fake_ckpt}", *(extra if extra[0].startswith("harness=") else ["harness=kjv_cloze", *extra])]
     done = cli_here("eval", *args)
     assert done.returncode == 2 and refusal in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_limit_without_harness_is_refused(fake_ckpt, cli_here):
+    done = cli_here("eval", f"ckpt={fake_ckpt}", "limit=5")
+    assert done.returncode == 2 and "limit= and num_fewshot= apply to harness=TASKS" in done.stderr
 
 
 @pytest.mark.slow

@@ -68,9 +68,14 @@ def run(argv: list[str]) -> dict:
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise ConfigError(f"out={args.out}: the directory {Path(args.out).parent} does not exist")
     ckpt = locate_checkpoint(args.ckpt)
+    if args.harness is None and (args.limit is not None or args.num_fewshot is not None):
+        raise ConfigError("limit= and num_fewshot= apply to harness=TASKS; give harness= or drop them")
     if args.harness is not None:
-        if args.data is not None or data_overrides or args.seq_len is not None:
-            raise ConfigError("harness= evaluates tasks, not a dataset; drop data=, data.* and seq_len=")
+        if (args.data is not None or data_overrides or args.seq_len is not None
+                or args.limit_batches is not None):
+            raise ConfigError("harness= evaluates tasks, not a dataset; drop data=, data.*, seq_len= and limit_batches=")
+        if args.devices != 1:
+            raise ConfigError(f"harness= runs on one device; drop devices={args.devices}")
         from zoo.cli.harness import run_harness
 
         return run_harness(args, ckpt, TOOL)
