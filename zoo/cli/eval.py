@@ -73,7 +73,8 @@ def run(argv: list[str]) -> dict:
     if args.harness is not None:
         if (args.data is not None or data_overrides or args.seq_len is not None
                 or args.limit_batches is not None):
-            raise ConfigError("harness= evaluates tasks, not a dataset; drop data=, data.*, seq_len= and limit_batches=")
+            raise ConfigError("harness= evaluates tasks, not a dataset; drop data=, data.*, seq_len= and "
+                              "limit_batches=")
         if args.devices != 1:
             raise ConfigError(f"harness= runs on one device; drop devices={args.devices}")
         from zoo.cli.harness import run_harness
