@@ -15,7 +15,10 @@ over the training split. Each arm gets a power law L = a · C^-b (+ e, the irred
 MIN_POINTS_IRREDUCIBLE sizes on) with its residuals, its fit error and a 95% interval for b that
 is the wider of two: the seed bootstrap (seeds resampled within each size, refitted) and the
 fit's own misfit (b ± t · se_b on n - parameters degrees of freedom). A fit through 3 sizes
-has 1 residual degree of freedom and is called descriptive.
+has 1 residual degree of freedom and is called descriptive. The bootstrap is this module's, not
+`scipy.stats.bootstrap`: its interval takes the outer order statistics of the refitted exponents
+(`_percentiles`) where SciPy's percentile interval interpolates between them, and a resample the
+form cannot fit is left out as undefined where SciPy's would make the whole interval NaN.
 
 The compute multiplier of an arm at a size (`multiplier`) is the compute the baseline needs to
 reach the arm's measured loss there, divided by the arm's compute there. The baseline's curve
