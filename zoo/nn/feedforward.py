@@ -10,7 +10,7 @@ function and GELU approximation) and `FFNS` (one builder per row of
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -66,13 +66,23 @@ def dense(cfg: ModelConfig) -> nn.Module:
     return FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.dropout)
 
 
+def moe(cfg: ModelConfig) -> nn.Module:
+    """A mixture-of-experts layer of `cfg` (`zoo.nn.moe.MoE`; imported here, it builds on `FeedForward`)."""
+    from zoo.nn.moe import MoE
+
+    return MoE(cfg)
+
+
 FFNS: dict[FFNKind, Callable[[ModelConfig], nn.Module]] = {
     FFNKind.dense: dense,
+    FFNKind.moe: moe,
 }
 
 
-def build_ffn(cfg: ModelConfig) -> nn.Module:
-    """The feed-forward unit of `cfg.ffn` (ValueError for a kind with no builder)."""
-    if cfg.ffn not in FFNS:
-        raise ValueError(f"no feed-forward builder for model.ffn={cfg.ffn.value}")
-    return FFNS[cfg.ffn](cfg)
+def build_ffn(cfg: ModelConfig, kind: Optional[FFNKind] = None) -> nn.Module:
+    """The feed-forward unit of `kind` (default `cfg.ffn`; a stack's layers: `zoo.config.facts.ffn.layer_kinds`)
+    (ValueError for a kind with no builder)."""
+    kind = cfg.ffn if kind is None else kind
+    if kind not in FFNS:
+        raise ValueError(f"no feed-forward builder for model.ffn={kind.value}")
+    return FFNS[kind](cfg)
