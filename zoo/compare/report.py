@@ -88,6 +88,7 @@ class Report:
             mean, std = mean_std(list(finals.values())) if finals else (None, None)
             params = arm.summary_mean("model", "total_params")
             non_emb = arm.summary_mean("model", "non_embedding_params")
+            active = arm.summary_mean("model", "active_non_embedding_params")  # a mixture's; absent for older runs
             row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
             row.update({k: arm.settings.get(k, "") for k in self.keys})
             row.update({
@@ -100,6 +101,7 @@ class Report:
                 "adj_high": arm.diff.adj_high if arm.diff else None,
                 "flag": arm.diff.flag if arm.diff else "",
                 "params": params, "non_embedding_params": non_emb,
+                "active_non_embedding_params": active if active else non_emb,
                 "flops_per_token": arm.summary_mean("model", "flops_per_token"),
                 "tokens_seen": arm.summary_mean("tokens_seen"),
                 "tokens_per_s": arm.summary_mean("tokens_per_s"),
@@ -206,15 +208,22 @@ def _span(values: list[float], fmt) -> str:
 
 def accounting_line(runs: list[Run]) -> str:
     """"Training: N = ... non-embedding parameters, D = ... tokens (D/N = ...), ... epochs of the
-    training split": the accounting of the finished runs, a range where it differs between them."""
+    training split": the accounting of the finished runs, a range where it differs between them.
+    N is the active parameters (a mixture of experts: those one token passes through), with the
+    total beside it where a run holds more."""
     done = [r for r in runs if r.status == RunStatus.finished]
-    pairs = [(number(r, "model", "non_embedding_params"), number(r, "tokens_seen")) for r in done]
+    pairs = [(number(r, "model", "active_non_embedding_params") or number(r, "model", "non_embedding_params"),
+              number(r, "tokens_seen")) for r in done]
+    totals = [number(r, "model", "non_embedding_params") for r in done]
     n, d = [nv for nv, _ in pairs if nv], [dv for _, dv in pairs if dv]
     if not n or not d:
         return "Training: the runs do not record their parameters and tokens."
     ratio = [dv / nv for nv, dv in pairs if nv and dv]
     seen = [e for e in (epochs(r) for r in done) if e is not None]
-    text = (f"Training: N = {_span(n, lambda v: f'{v:,.0f}')} non-embedding parameters, "
+    total = ""
+    if any(t and nv and t != nv for t, (nv, _) in zip(totals, pairs)):
+        total = f" active (of {_span([t for t in totals if t], lambda v: f'{v:,.0f}')} in all)"
+    text = (f"Training: N = {_span(n, lambda v: f'{v:,.0f}')} non-embedding parameters{total}, "
             f"D = {_span(d, lambda v: f'{v:,.0f}')} tokens (D/N = {_span(ratio, lambda v: f'{v:.3g}')})")
     return text + (f", {_span(seen, lambda v: f'{v:.2f}')} epochs of the training split." if seen
                    else "; the training split's size is not recorded (epochs unknown).")
@@ -482,6 +491,8 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
                  else f"{mean:.4f} ± {std:.4f} (n={row['seeds']})")
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
+        if row["active_non_embedding_params"] != row["non_embedding_params"]:  # a mixture: what a token passes through
+            params += f", active {_num(row['active_non_embedding_params'])}"
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
         adj = ("" if arm is report.baseline else "–" if not arm.diff or arm.diff.adj_low is None
                else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]")
