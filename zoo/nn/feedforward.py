@@ -17,8 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.config.facts.activations import ACTIVATION_FACTS, Activation, ActivationFacts
-from zoo.config.facts.ffn import FFNKind
+from zoo.config.facts.ffn import FFNKind, expert_width
 from zoo.config.schema.model import ModelConfig
+from zoo.nn.moe import MoE
 
 
 def activation_function(facts: ActivationFacts) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -67,10 +68,11 @@ def dense(cfg: ModelConfig) -> nn.Module:
 
 
 def moe(cfg: ModelConfig) -> nn.Module:
-    """A mixture-of-experts layer of `cfg` (`zoo.nn.moe.MoE`; imported here, it builds on `FeedForward`)."""
-    from zoo.nn.moe import MoE
-
-    return MoE(cfg)
+    """A mixture-of-experts layer of `cfg` (`zoo.nn.moe.MoE`), its shared experts one dense unit
+    moe_shared experts wide (none at 0), without biases."""
+    width = expert_width(cfg, cfg.d_ff)
+    shared = FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
+    return MoE(cfg, act=ACTIVATIONS[cfg.activation], shared=shared)
 
 
 FFNS: dict[FFNKind, Callable[[ModelConfig], nn.Module]] = {

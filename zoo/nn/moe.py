@@ -29,7 +29,7 @@ logs them). Shapes: B T D as elsewhere, N = B·T tokens, E experts, K = top-k, F
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +39,6 @@ from torch._subclasses.fake_tensor import is_fake
 from zoo.config.facts.activations import ACTIVATION_FACTS
 from zoo.config.facts.ffn import MoEGate, expert_width
 from zoo.config.schema.model import ModelConfig
-from zoo.nn.feedforward import ACTIVATIONS, FeedForward
 
 _GROUPED_MM = getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
 
@@ -62,10 +61,10 @@ class Experts(nn.Module):
 
     decayed_matrices = ("w_in", "w_out")  # matrices: weight decay as a linear layer's weight
 
-    def __init__(self, n_experts: int, d_model: int, d_ff: int, activation, dropout: float) -> None:
+    def __init__(self, n_experts: int, d_model: int, d_ff: int, activation, act: Callable, dropout: float) -> None:
         super().__init__()
         self.gated = ACTIVATION_FACTS[activation].gated
-        self.act = ACTIVATIONS[activation]
+        self.act = act  # the activation's function (`zoo.nn.feedforward.ACTIVATIONS`)
         inner = 2 * d_ff if self.gated else d_ff
         self.w_in = nn.Parameter(torch.empty(n_experts, inner, d_model))
         self.w_out = nn.Parameter(torch.empty(n_experts, d_model, d_ff))
@@ -103,17 +102,18 @@ class Experts(nn.Module):
 
 class MoE(nn.Module):
     """x (B, T, D) -> (B, T, D): Σ over each token's top-k experts of gate weight · expert(x),
-    plus the shared experts' output. See the module docstring."""
+    plus the shared experts' output. See the module docstring. `act` is the activation's function
+    and `shared` the shared experts' dense unit (None without), both from the builder in
+    `zoo.nn.feedforward.FFNS`, which this module does not import (it imports this one)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, *, act: Callable, shared: Optional[nn.Module]) -> None:
         super().__init__()
         self.n_experts, self.top_k = cfg.moe_experts, cfg.moe_top_k
         self.gate, self.renorm, self.capacity_factor = cfg.moe_gate, cfg.moe_renorm, cfg.moe_capacity
         width = expert_width(cfg, cfg.d_ff)
         self.router = nn.Linear(cfg.d_model, cfg.moe_experts, bias=False)
-        self.experts = Experts(cfg.moe_experts, cfg.d_model, width, cfg.activation, cfg.dropout)
-        self.shared = (FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout)
-                       if cfg.moe_shared else None)
+        self.experts = Experts(cfg.moe_experts, cfg.d_model, width, cfg.activation, act, cfg.dropout)
+        self.shared = shared  # moe_shared · width wide, every token passes through it
         self.dispatch = "auto"  # auto: grouped GEMM on CUDA in bfloat16, else the loop; or "loop", "grouped"
         self.last_losses: Optional[RouterLosses] = None
         # routing statistics of the last training forward (detached, on the device; not in checkpoints)

@@ -12,7 +12,7 @@ is null, so that `model.param_budget` sizes dense layers and experts alike from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Callable, Optional
 
 from zoo.config.choice import Choice
@@ -181,9 +181,7 @@ def check_moe_keys(cfg: ModelConfig) -> None:
     other kind (they would be read by nothing)."""
     cfg.moe_gate = MoEGate.parse(cfg.moe_gate, "model.moe_gate")
     if cfg.ffn != FFNKind.moe:
-        from zoo.config.schema.model import ModelConfig as Schema  # lazy: the schema imports this module
-
-        defaults = Schema.__dataclass_fields__
+        defaults = {f.name: f for f in fields(cfg)}  # the schema's own defaults
         for name in MOE_KEYS:
             if getattr(cfg, name) != defaults[name].default:  # a Choice equals its string
                 raise ConfigError(f"model.{name}={getattr(cfg, name)!r} only applies to model.ffn=moe, "
