@@ -77,6 +77,12 @@ class Experts(nn.Module):
             return self.dropout(self.act(gate) * up)
         return self.dropout(self.act(h))
 
+    def forward(self, rows: torch.Tensor, *, counts: Optional[list[int]] = None,
+                ends: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """rows (M, D) sorted by expert -> (M, D): the grouped GEMM given the cumulative row
+        counts `ends` on the device, else the loop given them on the host (`counts`)."""
+        return self.grouped(rows, ends) if ends is not None else self.loop(rows, counts)
+
     def loop(self, rows: torch.Tensor, counts: list[int]) -> torch.Tensor:
         """rows (M, D) sorted by expert, counts[i] of them for expert i (their sum <= M; rows past
         it, dropped, come back as 0) -> (M, D): one pair of matmuls per expert with rows."""
@@ -100,6 +106,33 @@ class Experts(nn.Module):
         return torch.where(kept[:, None], out, 0)
 
 
+class Router(nn.Linear):
+    """The router: logits W·x (its weight (E, D), no bias: Mixtral's `gate.weight`), scored by
+    the gate (softmax over the E logits, or a sigmoid each), the top k of the scores per token,
+    renormalised to sum 1 with `renorm`."""
+
+    def __init__(self, d_model: int, n_experts: int, top_k: int, gate: MoEGate, renorm: bool) -> None:
+        super().__init__(d_model, n_experts, bias=False)
+        self.top_k, self.gate, self.renorm = top_k, gate, renorm
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (N, D) -> (logits (N, E) float32, probabilities (N, E) (sigmoid: each token's scores
+        normalised to sum 1), top-k weights (N, K), experts (N, K))."""
+        logits = super().forward(x).float()  # (N, E)
+        if self.gate == MoEGate.softmax:
+            scores = probs = logits.softmax(dim=-1)  # (N, E)
+        else:
+            scores = logits.sigmoid()  # (N, E)
+            probs = scores / scores.sum(dim=-1, keepdim=True)
+        weights, experts = scores.topk(self.top_k, dim=-1)  # (N, K) each
+        if self.renorm:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return logits, probs, weights, experts
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, top_k={self.top_k}, gate={self.gate.value}, renorm={self.renorm}"
+
+
 class MoE(nn.Module):
     """x (B, T, D) -> (B, T, D): Σ over each token's top-k experts of gate weight · expert(x),
     plus the shared experts' output. See the module docstring. `act` is the activation's function
@@ -111,7 +144,7 @@ class MoE(nn.Module):
         self.n_experts, self.top_k = cfg.moe_experts, cfg.moe_top_k
         self.gate, self.renorm, self.capacity_factor = cfg.moe_gate, cfg.moe_renorm, cfg.moe_capacity
         width = expert_width(cfg, cfg.d_ff)
-        self.router = nn.Linear(cfg.d_model, cfg.moe_experts, bias=False)
+        self.router = Router(cfg.d_model, cfg.moe_experts, cfg.moe_top_k, cfg.moe_gate, cfg.moe_renorm)
         self.experts = Experts(cfg.moe_experts, cfg.d_model, width, cfg.activation, act, cfg.dropout)
         self.shared = shared  # moe_shared · width wide, every token passes through it
         self.dispatch = "auto"  # auto: grouped GEMM on CUDA in bfloat16, else the loop; or "loop", "grouped"
@@ -128,18 +161,8 @@ class MoE(nn.Module):
         return math.ceil(self.capacity_factor * n_tokens * self.top_k / self.n_experts)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (N, D) -> (logits (N, E) float32, probabilities (N, E), top-k weights (N, K) and
-        experts (N, K)): softmax or sigmoid scores, their top k, renormalised with moe_renorm."""
-        logits = self.router(x).float()  # (N, E)
-        if self.gate == MoEGate.softmax:
-            scores = probs = logits.softmax(dim=-1)  # (N, E)
-        else:
-            scores = logits.sigmoid()  # (N, E)
-            probs = scores / scores.sum(dim=-1, keepdim=True)
-        weights, experts = scores.topk(self.top_k, dim=-1)  # (N, K) each
-        if self.renorm:
-            weights = weights / weights.sum(dim=-1, keepdim=True)
-        return logits, probs, weights, experts
+        """x (N, D) -> the router's (logits, probabilities, top-k weights, experts) (`Router`)."""
+        return self.router(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
@@ -163,10 +186,9 @@ class MoE(nn.Module):
             token, weight = token[regroup], torch.where(kept, weight, 0.0)[regroup]
         rows = x[token]  # (N·K, D) each slot's token, grouped by expert
         if self._grouped(x):
-            ends = kept_counts.cumsum(0).to(torch.int32)  # (E,)
-            out = self.experts.grouped(rows, ends).to(x.dtype)  # (N·K, D)
+            out = self.experts(rows, ends=kept_counts.cumsum(0).to(torch.int32)).to(x.dtype)  # (N·K, D)
         else:
-            out = self.experts.loop(rows, self._host_counts(kept_counts, N, capacity))  # (N·K, D)
+            out = self.experts(rows, counts=self._host_counts(kept_counts, N, capacity))  # (N·K, D)
         out = out * weight.to(out.dtype)[:, None]  # (N·K, D)
         y = torch.zeros_like(x).index_add_(0, token, out)  # (N, D)
         if self.shared is not None:
