@@ -230,3 +230,24 @@ def test_the_grouped_gemm_gives_the_loop_over_experts(capacity):
         out[dispatch] = (y.float(), layer.experts.w_in.grad.float().clone())
     torch.testing.assert_close(out["grouped"][0], out["loop"][0], rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(out["grouped"][1], out["loop"][1], rtol=5e-2, atol=5e-2)
+
+
+@pytest.mark.slow
+def test_a_compiled_training_step_gives_the_eager_loss_router_losses_and_gradients():
+    """task.compile=true with mixture layers (the CPU's loop over experts: graph breaks where it
+    reads the row counts, docs/composing.md): the same loss, router losses and gradients."""
+    from zoo.tasks import TASKS
+
+    ids = torch.randint(4, 37, (2, 12))
+    out = {}
+    for compile in (False, True):
+        torch.manual_seed(0)
+        task = TASKS["causal_lm"](model=tiny(**MOE), task={"kind": "causal_lm", "compile": compile})
+        task.train()
+        loss = task.training_loss({"input_ids": ids, "labels": ids})[0]
+        loss.backward()
+        out[compile] = (loss.detach(), task.last_router_losses, [p.grad for p in task.model.parameters()])
+    torch.testing.assert_close(out[True][0], out[False][0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(tuple(out[True][1]), tuple(out[False][1]), rtol=1e-5, atol=1e-6)
+    for compiled, eager in zip(out[True][2], out[False][2], strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)

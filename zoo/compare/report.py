@@ -26,6 +26,7 @@ from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import ZERO_SPREAD, Difference, difference, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
+from zoo.compare.routing_plot import plot_routing
 from zoo.compare.table import run_place, vocab_size, write_pair_rows, write_runs
 from zoo.compare.verdict import Family, Pair, adjust, label, load_flag, pair_lines, pairs_of, verdict
 from zoo.config.records.atomic import replacing, write_text
@@ -385,6 +386,9 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
         report.files["final"] = plot_final(report, out / "final.png")
         if report.lengths:
             report.files["lengths"] = plot_lengths(report, out / "lengths.png")
+        routing = plot_routing(report, out / "routing.png")  # mixture-of-experts arms only
+        if routing is not None:
+            report.files["routing"] = routing
     report.files["md"] = write_markdown(report, out / "report.md", dirs)
     return report
 
@@ -510,7 +514,8 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
     if report.lengths:
         lines += _length_lines(report)
     for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),
-                        ("lengths", "perplexity vs evaluation length")):
+                        ("lengths", "perplexity vs evaluation length"),
+                        ("routing", "expert load per mixture layer")):
         if name in report.files:
             lines += ["", f"![{label}]({report.files[name].name})"]
     write_text(path, "\n".join(lines) + "\n")

@@ -17,9 +17,10 @@ expert, token order), gathered, and every expert multiplies its contiguous rows;
 weighted by the gate, are added back to their tokens. On the CPU (and in float32) a loop over
 the experts does the multiplies (its row counts are read on the host, free there); on CUDA in
 bfloat16 one grouped GEMM (`torch.nn.functional.grouped_mm`) over all experts, with its offsets
-on the device. Under torch.compile the loop's row counts are a graph break (`.tolist()`); the
-grouped path has none on the routing. Expert parallelism (experts on different ranks, tokens
-sent by all-to-all) is not built: every rank holds (its FSDP shard of) every expert.
+on the device. Under torch.compile the loop's row counts (`.tolist()`, a data-dependent value)
+break the graph in each mixture layer; the grouped path reads nothing on the host. Expert
+parallelism (experts on different ranks, tokens sent by all-to-all) is not built: every rank
+holds (its FSDP shard of) every expert.
 
 In training each forward keeps its auxiliary losses (`last_losses`, with gradients: the task
 adds them to the loss with task.moe_balance and task.moe_router_z) and its routing statistics
@@ -201,7 +202,7 @@ class MoE(nn.Module):
         """The loop's row counts per expert, read on the host; on fake tensors (zoo-plan's step,
         which reads no values) the N·K slots spread evenly over the experts (at most `capacity`
         each), so that the plan holds the expert activations of a balanced dropless step."""
-        if is_fake(kept_counts):
+        if not torch.compiler.is_compiling() and is_fake(kept_counts):
             even, extra = divmod(N * self.top_k, self.n_experts)
             counts = [even + (i < extra) for i in range(self.n_experts)]
             return counts if capacity is None else [min(n, capacity) for n in counts]
