@@ -48,13 +48,14 @@ def figure_routing(report):
     if not arms:
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(arms), figsize=(1.2 + 2.6 * len(arms), 2.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(arms), figsize=(1.6 + 2.8 * len(arms), 2.8), squeeze=False)
     top = max(2.0, max(float(np.nanmax(loads)) for _, loads in arms))
-    for ax, (arm, loads) in zip(axes[0], arms):
+    for j, (ax, (arm, loads)) in enumerate(zip(axes[0], arms)):
         image = ax.imshow(loads, cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
         ax.set_title(name(report, arm), fontsize=8)
         ax.set_xlabel("expert")
-        ax.set_ylabel("mixture layer")
+        if j == 0:  # the rows are the same layers in every arm
+            ax.set_ylabel("mixture layer")
         ax.set_xticks(range(loads.shape[1]))
         ax.set_yticks(range(loads.shape[0]))
         for (i, e), value in np.ndenumerate(loads):
