@@ -88,10 +88,13 @@ class Experts(nn.Module):
         """rows (M, D) sorted by expert, counts[i] of them for expert i (their sum <= M; rows past
         it, dropped, come back as 0) -> (M, D): one pair of matmuls per expert with rows."""
         parts, start = [], 0
+        # one view per expert, taken at once: backward stacks their gradients in one tensor (indexing
+        # w_in[i] per expert would make a whole (E, ...) gradient for each)
+        w_in, w_out = self.w_in.unbind(0), self.w_out.unbind(0)
         for i, n in enumerate(counts):
             if n:
-                h = self.hidden(F.linear(rows[start:start + n], self.w_in[i]))  # (n, F)
-                parts.append(F.linear(h, self.w_out[i]))  # (n, D)
+                h = self.hidden(F.linear(rows[start:start + n], w_in[i]))  # (n, F)
+                parts.append(F.linear(h, w_out[i]))  # (n, D)
             start += n
         if start < rows.shape[0]:
             parts.append(rows.new_zeros(rows.shape[0] - start, rows.shape[1]))  # (M - kept, D)
@@ -185,7 +188,7 @@ class MoE(nn.Module):
             # kept slots first (each expert's in order), dropped ones after the last expert's
             regroup = torch.where(kept, slots[order], E).argsort(stable=True)  # (N·K,)
             token, weight = token[regroup], torch.where(kept, weight, 0.0)[regroup]
-        rows = x[token]  # (N·K, D) each slot's token, grouped by expert
+        rows = x.index_select(0, token)  # (N·K, D) each slot's token, grouped by expert
         if self._grouped(x):
             out = self.experts(rows, ends=kept_counts.cumsum(0).to(torch.int32)).to(x.dtype)  # (N·K, D)
         else:
