@@ -106,25 +106,30 @@ def test_uniform_routing_gives_balance_1_and_z_log_e_squared_and_collapse_gives_
     assert float(layer.entropy) < 1e-3
 
 
-def test_the_task_adds_the_router_losses_and_logs_them_apart():
+@pytest.mark.parametrize("family,kind", [("decoder_only", "causal_lm"), ("encoder_only", "masked_lm"),
+                                         ("encoder_decoder", "seq2seq")])
+def test_the_task_adds_the_router_losses_and_logs_them_apart(family, kind):
     from zoo.tasks import TASKS
 
     torch.manual_seed(0)
-    task = TASKS["causal_lm"](model=tiny(**MOE, n_layers=3, moe_every=2),
-                              task={"kind": "causal_lm", "moe_balance": 0.5, "moe_router_z": 0.25})
+    task = TASKS[kind](model=tiny(family, **MOE, n_layers=3, moe_every=2),
+                       task={"kind": kind, "moe_balance": 0.5, "moe_router_z": 0.25})
     ids = torch.randint(4, 37, (2, 12))
     batch = {"input_ids": ids, "labels": ids}
+    if kind == "seq2seq":
+        batch["decoder_input_ids"] = ids.flip(1)
     task.train()
     loss = task.training_loss(batch)[0]
     b, z = task.last_router_losses
-    assert len(moe_layers(task.model)) == 1 and float(b) > 0 and float(z) > 0
+    layers = moe_layers(task.model)
+    assert len(layers) == (2 if kind == "seq2seq" else 1) and float(b) > 0 and float(z) > 0
     torch.testing.assert_close(loss.detach(), task.last_task_loss + 0.5 * b + 0.25 * z)
     loss.backward()
-    assert task.model.decoder.layers[1].ff.router.weight.grad.abs().sum() > 0
+    assert all(layer.router.weight.grad.abs().sum() > 0 for layer in layers)
     assert router_losses(task.model) is None  # handed out once
     task.eval()
     with torch.no_grad():
-        task.model(ids)
+        task.model(**({"input_ids": ids, "decoder_input_ids": ids} if kind == "seq2seq" else {"input_ids": ids}))
     assert router_losses(task.model) is None  # validation forwards keep none
 
 
