@@ -233,7 +233,8 @@ def test_greedy_generation_gives_the_same_tokens(name):
 # every model preset -> the transformers class it exports to (None: no Hugging Face family)
 PRESET_EXPORTS = {"gpt": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertForMaskedLM",
                   "t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration", "transformer": None,
-                  "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "olmo2": "Olmo2ForCausalLM"}
+                  "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "olmo2": "Olmo2ForCausalLM",
+                  "mixtral": "MixtralForCausalLM", "olmoe": "OlmoeForCausalLM"}
 SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0"]
 
 
@@ -309,7 +310,7 @@ READ_BY_EVERY_CONVERTER = {
     "family", "position", "norm", "norm_type", "norm_eps", "activation", "d_model", "n_heads", "n_kv_heads",
     "head_dim", "n_layers", "n_decoder_layers", "d_ff", "param_budget", "vocab_size", "max_seq_len", "dropout",
     "tie_embeddings", "bias", "init_std", "embed_init", "mup_base_d_model", "mup_base_head_dim",
-    "checkpoint_activations"}
+    "checkpoint_activations", "param_budget_counts"}
 
 
 def test_every_model_option_is_one_a_family_must_say_it_reproduces():
