@@ -216,3 +216,20 @@ def test_a_mixture_no_family_has_is_refused(overrides):
     model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model)
     with pytest.raises(UnsupportedConfig, match="matches no supported"):
         to_hf(model)
+
+
+@pytest.mark.parametrize("name", ["mixtral", "olmoe", "qwen3_moe-dense-first"])
+def test_a_saved_directory_loads_for_init_from(name, tmp_path):
+    """`init_from=hf:DIR` reads what `save_pretrained` writes (transformers may save the experts
+    in another layout and convert them back on loading): the model of `model_config(DIR)`, with
+    the logits of the model saved."""
+    from zoo.interop.hf.pretrained import load_pretrained, model_config
+
+    torch.manual_seed(0)
+    hf_model = FAMILIES[name]()
+    hf_model.save_pretrained(tmp_path)
+    model, _ = load_pretrained(tmp_path)
+    assert model.config == model_config(tmp_path)
+    ids, _ = _batch()
+    with torch.no_grad():
+        assert float((model(ids).logits - hf_model(input_ids=ids).logits).abs().max()) <= 1e-4
