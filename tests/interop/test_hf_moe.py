@@ -70,13 +70,19 @@ def _batch():
     return ids, mask
 
 
-def _routing(model):
-    """Record each mixture layer's router output of the next forward: {layer: (logits (N, E), experts (N, K))}."""
+def _routing(routers):
+    """Record each router's output of the next forward: {layer: (logits (N, E), top-k weights
+    (N, K), experts (N, K))}, for zoo's `Router` (logits, probabilities, weights, experts) and
+    transformers' top-k routers (logits, weights, experts) alike."""
     seen = {}
-    for i, layer in enumerate(moe_layers(model)):
-        layer.router.register_forward_hook(
-            lambda module, args, out, i=i: seen.__setitem__(i, (out[0].detach(), out[3].detach())))
+    for i, router in enumerate(routers):
+        router.register_forward_hook(lambda module, args, out, i=i: seen.__setitem__(
+            i, tuple(t.detach() for t in (out[0], out[-2], out[-1]))))
     return seen
+
+
+def _hf_routers(hf_model):
+    return [layer.mlp.gate for layer in hf_model.model.layers if hasattr(layer.mlp, "experts")]
 
 
 @pytest.fixture(params=sorted(FAMILIES))
@@ -89,20 +95,20 @@ def test_logits_and_expert_choices_match(hf_model):
     ids, mask = _batch()
     model = from_hf(hf_model)
     assert isinstance(model.decoder.layers[-1].ff, MoE)
-    seen = _routing(model)
+    ours, theirs = _routing(r.router for r in moe_layers(model)), _routing(_hf_routers(hf_model))
     with torch.no_grad():
-        theirs = hf_model(input_ids=ids, attention_mask=mask, output_router_logits=True)
-        ours = model(ids, attention_mask=mask).logits
+        expected = hf_model(input_ids=ids, attention_mask=mask, output_router_logits=True)
+        got = model(ids, attention_mask=mask).logits
     keep = mask.bool()
-    assert float((ours[keep] - theirs.logits[keep]).abs().max()) <= 1e-4
-    assert len(theirs.router_logits) == len(seen) >= 1  # one per mixture layer
+    assert float((got[keep] - expected.logits[keep]).abs().max()) <= 1e-4
+    assert len(expected.router_logits) == len(theirs) == len(ours) >= 1  # one per mixture layer
     real = keep.reshape(-1)  # (N,) the tokens that are not padding
     chosen = set()
-    for i, hf_logits in enumerate(theirs.router_logits):
-        logits, experts = seen[i]  # (N, E), (N, K)
-        assert float((logits[real] - hf_logits[real]).abs().max()) <= 1e-4
-        hf_experts = hf_logits.float().softmax(-1).topk(K, dim=-1).indices  # (N, K), as transformers' router picks
-        assert torch.equal(experts[real].sort(-1).values, hf_experts[real].sort(-1).values)
+    for i, router_logits in enumerate(expected.router_logits):
+        (logits, weights, experts), (_, hf_weights, hf_experts) = ours[i], theirs[i]
+        assert float((logits[real] - router_logits[real]).abs().max()) <= 1e-4
+        assert torch.equal(experts[real], hf_experts[real])  # the same k experts, in the same order
+        assert float((weights[real] - hf_weights[real]).abs().max()) <= 1e-5  # renormalised or not alike
         chosen.update(experts[real].flatten().tolist())
     assert chosen == set(range(E))  # every expert takes some token: each one's weights are compared
 
