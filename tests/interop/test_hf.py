@@ -310,7 +310,7 @@ READ_BY_EVERY_CONVERTER = {
     "family", "position", "norm", "norm_type", "norm_eps", "activation", "d_model", "n_heads", "n_kv_heads",
     "head_dim", "n_layers", "n_decoder_layers", "d_ff", "param_budget", "vocab_size", "max_seq_len", "dropout",
     "tie_embeddings", "bias", "init_std", "embed_init", "mup_base_d_model", "mup_base_head_dim",
-    "checkpoint_activations", "param_budget_counts"}
+    "checkpoint_activations"}
 
 
 def test_every_model_option_is_one_a_family_must_say_it_reproduces():

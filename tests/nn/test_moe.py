@@ -251,3 +251,17 @@ def test_a_compiled_training_step_gives_the_eager_loss_router_losses_and_gradien
     torch.testing.assert_close(tuple(out[True][1]), tuple(out[False][1]), rtol=1e-5, atol=1e-6)
     for compiled, eager in zip(out[True][2], out[False][2], strict=True):
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)
+
+
+def test_a_capacity_drops_in_training_only():
+    """Evaluation and cached decoding are dropless: a one-token step would otherwise drop what the
+    whole sequence's forward keeps."""
+    layer, _ = _layer(moe_capacity=0.25, moe_top_k=1)
+    x = torch.randn(2, 8, 16)
+    with torch.no_grad():
+        dropped_in_training = layer.train()(x)
+        evaluated = layer.eval()(x)
+    assert float(layer.dropped) > 0  # from the training forward
+    assert not torch.allclose(dropped_in_training, evaluated)
+    layer.capacity_factor = None
+    torch.testing.assert_close(layer.eval()(x), evaluated, rtol=0, atol=0)

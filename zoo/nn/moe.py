@@ -159,7 +159,9 @@ class MoE(nn.Module):
         self.register_buffer("entropy", torch.zeros(()), persistent=False)  # mean router entropy (nats)
 
     def capacity(self, n_tokens: int) -> Optional[int]:
-        """The slots one expert takes of a forward over `n_tokens` tokens: ceil(c · N · K / E)."""
+        """The slots one expert takes of a training forward over `n_tokens` tokens: ceil(c · N · K
+        / E). Evaluation is dropless: a cached decoding step (N = B tokens) would otherwise drop
+        what the whole sequence's forward keeps."""
         if self.capacity_factor is None:
             return None
         return math.ceil(self.capacity_factor * n_tokens * self.top_k / self.n_experts)
@@ -179,7 +181,7 @@ class MoE(nn.Module):
             0, slots, torch.ones_like(slots))  # (E,) slots per expert (bincount's size would depend on the data)
         token = order // K  # (N·K,) the token of each sorted slot
         weight = weights.reshape(-1)[order]  # (N·K,)
-        capacity = self.capacity(N)
+        capacity = self.capacity(N) if self.training else None  # evaluation and decoding: dropless
         kept_counts = counts if capacity is None else counts.clamp(max=capacity)  # (E,)
         if capacity is not None:  # a slot whose rank within its expert reaches the capacity is dropped
             starts = counts.cumsum(0) - counts  # (E,) the first sorted slot of each expert

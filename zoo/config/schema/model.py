@@ -298,7 +298,8 @@ class ModelConfig:
         default=None,
         metadata={"help": "moe: capacity factor c, each expert takes at most ceil(c·N·k/E) of a forward's "
                   "N·k routed slots (first come, in token order); the others are dropped (the token "
-                  "passes on through the residual) and counted; null = dropless"},
+                  "passes on through the residual) and counted; in training only (evaluation and generation are "
+                  "dropless); null = dropless"},
     )
     moe_every: int = field(
         default=1,

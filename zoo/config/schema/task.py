@@ -3,7 +3,7 @@ computed. The objectives themselves are rows of `zoo.config.facts.tasks`. No tor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Optional
 
 from zoo.config.errors import ConfigError
@@ -124,3 +124,10 @@ class TaskConfig:
             setattr(self, name, float(value))
         if self.generate_max_tokens < 1:
             raise ConfigError(f"task.generate_max_tokens must be >= 1, got {self.generate_max_tokens}")
+
+
+def task_defaults() -> dict:
+    """TaskConfig's keys that have a fixed default, as plain data: a key added since a checkpoint
+    was written (e.g. task.moe_balance) ran at its default."""
+    return {f.name: (f.default.value if isinstance(f.default, Choice) else f.default)
+            for f in fields(TaskConfig) if f.default is not MISSING}
