@@ -34,7 +34,8 @@ class Qwen3MoeConverter(MixtureLayers, Qwen3Converter):
     def zoo_config(self, config):
         """Qwen3's composition with its experts in every decoder_sparse_step-th layer."""
         require(config, "use_sliding_window", (False, None))
-        require(config, "mlp_only_layers", ([], None), "zoo's dense layers are those outside every decoder_sparse_step-th")
+        require(config, "mlp_only_layers", ([], None),
+                "zoo's dense layers are those outside every decoder_sparse_step-th")
         keys = router_keys(config, "num_experts", bool(config.norm_topk_prob))
         return replace(super().zoo_config(config), **keys, moe_d_ff=config.moe_intermediate_size,
                        moe_every=config.decoder_sparse_step)
