@@ -38,3 +38,11 @@ def test_reading_the_split_twice_is_warned_once():
     assert repeat_warnings([_run(10, 30, 60), _run(10, 60, 60)]) == []  # exactly one pass is no repeat
     warning = repeat_warnings([_run(10, 30, 60), _run(10, 90, 60), _run(10, 120, 60)])
     assert len(warning) == 1 and warning[0].startswith("2 run(s) read their training split up to 2.00 times")
+
+
+def test_a_mixture_is_accounted_by_its_active_parameters_with_the_total_beside_them():
+    moe = _run(4000, 3000, 6000)
+    moe.summary["model"]["active_non_embedding_params"] = 1000
+    line = accounting_line([moe])
+    assert line.startswith("Training: N = 1,000 non-embedding parameters active (of 4,000 in all), ")
+    assert "(D/N = 3)" in line

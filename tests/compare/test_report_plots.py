@@ -184,3 +184,12 @@ def test_the_scaling_plot_has_one_plain_label_per_log_axis(tmp_path):
     assert 0 < low <= lowest and high >= highest  # every interval shown whole
     assert math.log(high / low) < 1.3 * math.log(highest / lowest)  # and the axis not padded far past them
     _legend_outside(fig, ax)
+
+
+@pytest.mark.parametrize("value, label", [(3e-4, "3e-4"), (1e-4, "1e-4"), (2.5e-5, "2.5e-5"), (0.003, "0.003"),
+                                          (70, "70"), (2048, "2048"), (1e15, "1e15"),
+                                          (3.2e6, "3.2e6")])
+def test_tick_labels_are_plain_below_a_thousandth_and_above_1e5(value, label):
+    from zoo.compare.plots import _tick
+
+    assert _tick(value) == label

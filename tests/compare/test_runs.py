@@ -31,3 +31,28 @@ def test_an_interpolated_setting_reads_as_the_value_the_run_resolved(tmp_path):
     read = read_run(run)
     assert read.config["trainer.max_steps"] == 163 and read.config["trainer.val_check_interval"] == 163
     assert "`trainer.max_steps=163`" in design_line([read])
+
+
+def test_a_task_key_a_run_predates_reads_as_its_default():
+    """A run made before task.moe_balance existed is the same arm as one that has it at its default."""
+    from zoo.compare.runs import with_model_defaults
+    from zoo.config.schema.task import task_defaults
+
+    old = {"task.kind": "causal_lm", "task.z_loss": 0.0}
+    assert with_model_defaults(old)["task.moe_balance"] == task_defaults()["moe_balance"]
+    assert with_model_defaults({**old, "task.moe_balance": 0.0})["task.moe_balance"] == 0.0
+
+
+def test_runs_branched_from_their_own_seeds_parents_are_one_arm(tmp_path):
+    """Each seed of a cooldown branches from its own parent checkpoint: one arm, not one per seed,
+    and apart from the same settings trained from scratch."""
+    from tests.compare.sweeps import write_sweep
+    from zoo.compare.report import compare
+
+    runs = [({"scheduler.kind": "wsd", "seed": s, "branch_from": f"stable/{s}/checkpoints/last.ckpt"}, 3.0 + s / 100)
+            for s in range(3)]
+    runs += [({"scheduler.kind": "wsd", "seed": s}, 3.1 + s / 100) for s in range(3)]
+    write_sweep(tmp_path / "sweep", runs)
+    report = compare([tmp_path / "sweep"], tmp_path / "out", plots=False)
+    assert [len(arm.runs) for arm in report.arms] == [3, 3]
+    assert [arm.settings["branch_from"] for arm in report.arms] == ["(branched)", "(unset)"]

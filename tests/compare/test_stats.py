@@ -1,5 +1,7 @@
 """The statistics behind zoo-compare's intervals, against published t tables and the normal
-limit from Python's standard library."""
+limit from Python's standard library: SciPy computes them, these check that zoo asks it the
+right question (the quantile of a two-sided 95% interval, the paired or Welch test, the sign of
+arm − baseline)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import statistics
 
 import pytest
 
-from zoo.compare.stats import difference, mean_std, t_cdf, t_quantile
+from zoo.compare.stats import difference, mean_std, t_quantile
 
 
 @pytest.mark.parametrize("df, expected", [(1, 12.706), (2, 4.303), (5, 2.571), (10, 2.228), (30, 2.042)])
@@ -19,7 +21,8 @@ def test_t_quantiles_match_the_table(df, expected):
 
 def test_large_df_tends_to_the_normal_quantile():
     assert t_quantile(0.975, 1e6) == pytest.approx(statistics.NormalDist().inv_cdf(0.975), abs=1e-4)
-    assert t_cdf(0.0, 7) == pytest.approx(0.5) and t_cdf(-2.0, 4) == pytest.approx(1 - t_cdf(2.0, 4))
+    assert t_quantile(0.5, 7) == pytest.approx(0.0, abs=1e-12)
+    assert t_quantile(0.025, 4) == pytest.approx(-t_quantile(0.975, 4))
 
 
 def test_mean_std_is_the_sample_statistic():
@@ -76,13 +79,23 @@ def test_the_95_percent_interval_covers_the_truth_about_95_percent_of_the_time()
     assert 0.91 <= hits / trials <= 0.99
 
 
+def _paired_with_t(t: float, df: int) -> tuple[dict, dict]:
+    """An arm and a baseline on df + 1 shared seeds whose paired differences have mean t/sqrt(n)
+    and standard deviation 1: the paired t statistic is t."""
+    n = df + 1
+    z = [i - (n - 1) / 2 for i in range(n)]
+    sd = statistics.stdev(z)
+    return {s: 5.0 + t / math.sqrt(n) + z[s] / sd for s in range(n)}, {s: 5.0 for s in range(n)}
+
+
 @pytest.mark.parametrize("t, df, expected", [(12.706, 1, 0.05), (4.303, 2, 0.05), (2.776, 4, 0.05),
                                              (3.747, 4, 0.02), (0.0, 3, 1.0)])
 def test_two_sided_p_values_match_the_table(t, df, expected):
-    from zoo.compare.stats import t_two_sided_p
-
-    assert t_two_sided_p(t, df) == pytest.approx(expected, abs=5e-4)
-    assert t_two_sided_p(-t, df) == pytest.approx(t_two_sided_p(t, df))
+    arm, base = _paired_with_t(t, df)
+    d = difference(arm, base)
+    assert d.method == "paired" and d.df == df
+    assert d.p == pytest.approx(expected, abs=5e-4)
+    assert difference(base, arm).p == pytest.approx(d.p)  # two-sided: the same either way round
 
 
 def test_p_values_agree_with_scipys_t_tests():
@@ -116,3 +129,25 @@ def test_holm_adjusts_a_family_of_p_values():
     single = [Difference(0.0, None, None, "paired", p=0.01)]
     holm(single)
     assert single[0].p_holm is None  # one comparison: nothing to adjust
+
+
+def test_scipy_is_imported_only_inside_zoo_compares_functions():
+    """SciPy's statistics take most of a second to import: no zoo module imports SciPy when it
+    loads (zoo-train's start-up and `import zoo.compare` do not pay for it), and only zoo.compare
+    imports it at all, in the functions that compute a test or a fit."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    users = set()
+    for path in (root / "zoo").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] == "scipy" for n in names):
+                rel = path.relative_to(root).as_posix()
+                assert id(node) not in top, f"{rel}:{node.lineno} imports scipy when the module loads"
+                users.add(rel)
+    assert users and all(u.startswith("zoo/compare/") for u in users), users

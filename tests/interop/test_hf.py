@@ -233,7 +233,8 @@ def test_greedy_generation_gives_the_same_tokens(name):
 # every model preset -> the transformers class it exports to (None: no Hugging Face family)
 PRESET_EXPORTS = {"gpt": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertForMaskedLM",
                   "t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration", "transformer": None,
-                  "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "olmo2": "Olmo2ForCausalLM"}
+                  "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "olmo2": "Olmo2ForCausalLM",
+                  "mixtral": "MixtralForCausalLM", "olmoe": "OlmoeForCausalLM"}
 SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0"]
 
 

@@ -43,6 +43,8 @@ FAMILY_SPECIALS = {
     "gemma2": {},
     "gpt_neox": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>",
                  "pad_token": "<|padding|>"},
+    "mixtral": {},
+    "olmoe": {"bos_token": None, "eos_token": "<|endoftext|>", "pad_token": "<|padding|>"},
 }
 
 
@@ -147,8 +149,34 @@ def gpt_neox(tokenizer, seed: int = 0):
     return GPTNeoXForCausalLM(config).eval()
 
 
+def mixtral(tokenizer, seed: int = 0):
+    """MixtralForCausalLM: 2 layers, d 32, 4 experts of width 24, top-2, weights ~ N(0, 0.1)."""
+    import torch
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(seed)
+    config = MixtralConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                           max_position_embeddings=128, initializer_range=0.1, bos_token_id=tokenizer.bos_token_id,
+                           eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    return MixtralForCausalLM(config).eval()
+
+
+def olmoe(tokenizer, seed: int = 0):
+    """OlmoeForCausalLM: 2 layers, d 32, QK-norm, 4 experts of width 24, top-2 not renormalised."""
+    import torch
+    from transformers import OlmoeConfig, OlmoeForCausalLM
+
+    torch.manual_seed(seed)
+    config = OlmoeConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+                         num_attention_heads=4, num_experts=4, num_experts_per_tok=2, max_position_embeddings=128,
+                         initializer_range=0.1, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    return OlmoeForCausalLM(config).eval()
+
+
 MODELS = {"llama": llama, "gpt2": gpt2, "bert": bert, "t5": t5, "bart": bart, "gemma2": gemma2,
-          "gpt_neox": gpt_neox}
+          "gpt_neox": gpt_neox, "mixtral": mixtral, "olmoe": olmoe}
 
 
 def save_model(directory: Path, family: str = "llama", seed: int = 0):

@@ -67,9 +67,9 @@ def _tick(value: float) -> str:
     if value == 0:
         return "0"
     if 1e-3 <= abs(value) < 1e5:
-        return f"{value:.3g}"
-    mantissa, exponent = f"{value:.2g}".split("e")
-    return f"{mantissa}e{int(exponent)}"
+        return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+    mantissa, exponent = f"{value:.1e}".split("e")  # 3.0e-04 (format g writes 0.0003 down to 1e-4)
+    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
 
 
 def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:

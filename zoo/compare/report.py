@@ -26,6 +26,7 @@ from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import ZERO_SPREAD, Difference, difference, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
+from zoo.compare.routing_plot import plot_routing
 from zoo.compare.table import run_place, vocab_size, write_pair_rows, write_runs
 from zoo.compare.verdict import Family, Pair, adjust, label, load_flag, pair_lines, pairs_of, verdict
 from zoo.config.records.atomic import replacing, write_text
@@ -88,6 +89,7 @@ class Report:
             mean, std = mean_std(list(finals.values())) if finals else (None, None)
             params = arm.summary_mean("model", "total_params")
             non_emb = arm.summary_mean("model", "non_embedding_params")
+            active = arm.summary_mean("model", "active_non_embedding_params")  # a mixture's; absent for older runs
             row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
             row.update({k: arm.settings.get(k, "") for k in self.keys})
             row.update({
@@ -100,6 +102,7 @@ class Report:
                 "adj_high": arm.diff.adj_high if arm.diff else None,
                 "flag": arm.diff.flag if arm.diff else "",
                 "params": params, "non_embedding_params": non_emb,
+                "active_non_embedding_params": active if active else non_emb,
                 "flops_per_token": arm.summary_mean("model", "flops_per_token"),
                 "tokens_seen": arm.summary_mean("tokens_seen"),
                 "tokens_per_s": arm.summary_mean("tokens_per_s"),
@@ -206,15 +209,22 @@ def _span(values: list[float], fmt) -> str:
 
 def accounting_line(runs: list[Run]) -> str:
     """"Training: N = ... non-embedding parameters, D = ... tokens (D/N = ...), ... epochs of the
-    training split": the accounting of the finished runs, a range where it differs between them."""
+    training split": the accounting of the finished runs, a range where it differs between them.
+    N is the active parameters (a mixture of experts: those one token passes through), with the
+    total beside it where a run holds more."""
     done = [r for r in runs if r.status == RunStatus.finished]
-    pairs = [(number(r, "model", "non_embedding_params"), number(r, "tokens_seen")) for r in done]
+    pairs = [(number(r, "model", "active_non_embedding_params") or number(r, "model", "non_embedding_params"),
+              number(r, "tokens_seen")) for r in done]
+    totals = [number(r, "model", "non_embedding_params") for r in done]
     n, d = [nv for nv, _ in pairs if nv], [dv for _, dv in pairs if dv]
     if not n or not d:
         return "Training: the runs do not record their parameters and tokens."
     ratio = [dv / nv for nv, dv in pairs if nv and dv]
     seen = [e for e in (epochs(r) for r in done) if e is not None]
-    text = (f"Training: N = {_span(n, lambda v: f'{v:,.0f}')} non-embedding parameters, "
+    total = ""
+    if any(t and nv and t != nv for t, (nv, _) in zip(totals, pairs)):
+        total = f" active (of {_span([t for t in totals if t], lambda v: f'{v:,.0f}')} in all)"
+    text = (f"Training: N = {_span(n, lambda v: f'{v:,.0f}')} non-embedding parameters{total}, "
             f"D = {_span(d, lambda v: f'{v:,.0f}')} tokens (D/N = {_span(ratio, lambda v: f'{v:.3g}')})")
     return text + (f", {_span(seen, lambda v: f'{v:.2f}')} epochs of the training split." if seen
                    else "; the training split's size is not recorded (epochs unknown).")
@@ -376,6 +386,9 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
         report.files["final"] = plot_final(report, out / "final.png")
         if report.lengths:
             report.files["lengths"] = plot_lengths(report, out / "lengths.png")
+        routing = plot_routing(report, out / "routing.png")  # mixture-of-experts arms only
+        if routing is not None:
+            report.files["routing"] = routing
     report.files["md"] = write_markdown(report, out / "report.md", dirs)
     return report
 
@@ -482,6 +495,8 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
                  else f"{mean:.4f} ± {std:.4f} (n={row['seeds']})")
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
+        if row["active_non_embedding_params"] != row["non_embedding_params"]:  # a mixture: what a token passes through
+            params += f", active {_num(row['active_non_embedding_params'])}"
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
         adj = ("" if arm is report.baseline else "–" if not arm.diff or arm.diff.adj_low is None
                else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]")
@@ -499,7 +514,8 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
     if report.lengths:
         lines += _length_lines(report)
     for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),
-                        ("lengths", "perplexity vs evaluation length")):
+                        ("lengths", "perplexity vs evaluation length"),
+                        ("routing", "expert load per mixture layer")):
         if name in report.files:
             lines += ["", f"![{label}]({report.files[name].name})"]
     write_text(path, "\n".join(lines) + "\n")

@@ -110,7 +110,7 @@ def read_run(path: Path, root: Optional[Path] = None) -> Run:
         if status != RunStatus.damaged:
             status, error = RunStatus.damaged, (f"{files.metrics} is damaged ({exc}); run it "
                                                 f"again or remove the run directory")
-    return Run(path=path, overrides=overrides, config=with_model_defaults(with_resolved(flatten(config), files)),
+    return Run(path=path, overrides=overrides, config=as_arm(with_model_defaults(with_resolved(flatten(config), files))),
                status=status, summary=summary, error=error, curve=curve, last_val=last_val)
 
 
@@ -129,12 +129,27 @@ def with_resolved(config: dict[str, Any], files: RunDir) -> dict[str, Any]:
 
 
 def with_model_defaults(config: dict[str, Any]) -> dict[str, Any]:
-    """A flattened config with the model keys it predates at their schema defaults: a run made
-    before a key existed ran with the behaviour that default keeps, and is the same arm as a run
-    that sets it there."""
-    if not any(k.startswith("model.") for k in config):
-        return config
-    return {**config, **{f"model.{k}": v for k, v in model_defaults().items() if f"model.{k}" not in config}}
+    """A flattened config with the model and task keys it predates at their schema defaults: a
+    run made before a key existed ran with the behaviour that default keeps, and is the same arm
+    as a run that sets it there."""
+    from zoo.config.schema.task import task_defaults
+
+    for section, defaults in (("model", model_defaults), ("task", task_defaults)):
+        if any(k.startswith(f"{section}.") for k in config):
+            config = {**config, **{f"{section}.{k}": v for k, v in defaults().items() if f"{section}.{k}" not in config}}
+    return config
+
+
+BRANCHED = "(branched)"  # how an arm shows runs branched from a checkpoint (each seed from its own)
+
+
+def as_arm(config: dict[str, Any]) -> dict[str, Any]:
+    """`branch_from` names each seed's own parent checkpoint: it says that a run was branched,
+    not which arm it belongs to, so runs branched from their seeds' parents are one arm (and a run
+    trained from scratch with the same settings another)."""
+    if config.get("branch_from"):
+        return {**config, "branch_from": BRANCHED}
+    return config
 
 
 # the largest figure a run can report: no loss, perplexity, count or rate of a real run is near

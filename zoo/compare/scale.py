@@ -15,7 +15,10 @@ over the training split. Each arm gets a power law L = a · C^-b (+ e, the irred
 MIN_POINTS_IRREDUCIBLE sizes on) with its residuals, its fit error and a 95% interval for b that
 is the wider of two: the seed bootstrap (seeds resampled within each size, refitted) and the
 fit's own misfit (b ± t · se_b on n - parameters degrees of freedom). A fit through 3 sizes
-has 1 residual degree of freedom and is called descriptive.
+has 1 residual degree of freedom and is called descriptive. The bootstrap is this module's, not
+`scipy.stats.bootstrap`: its interval takes the outer order statistics of the refitted exponents
+(`_percentiles`) where SciPy's percentile interval interpolates between them, and a resample the
+form cannot fit is left out as undefined where SciPy's would make the whole interval NaN.
 
 The compute multiplier of an arm at a size (`multiplier`) is the compute the baseline needs to
 reach the arm's measured loss there, divided by the arm's compute there. The baseline's curve
@@ -62,8 +65,17 @@ DESCRIPTIVE_SIZES = 3  # a fit through this many sizes or fewer describes them; 
 DN_SPREAD = 1.1  # D/N of an arm's sizes differing by more than this factor is said
 
 
+def active_params(run: Run) -> Optional[float]:
+    """The non-embedding parameters one token passes through (model.ffn=moe: the router, top-k
+    and shared experts), from the run's summary; a record without them (a dense model, or one
+    written before they were counted) its non-embedding parameters."""
+    active = _number(run, "model", "active_non_embedding_params")
+    return active if active else _number(run, "model", "non_embedding_params")
+
+
 def training_compute(run: Run) -> Optional[float]:
-    """3 × forward FLOPs/token × tokens seen, from the run's summary; None when it lacks them."""
+    """3 × forward FLOPs/token × tokens seen, from the run's summary; None when it lacks them.
+    The FLOPs per token are the active ones (a mixture's router, top-k and shared experts)."""
     model = run.summary.get("model") or {}
     flops, tokens = model.get("flops_per_token"), run.summary.get("tokens_seen")
     if not isinstance(flops, (int, float)) or not isinstance(tokens, (int, float)) or flops <= 0 or tokens <= 0:
@@ -82,7 +94,8 @@ class Size:
     std: Optional[float] = None
     finals: list[float] = field(default_factory=list)
     by_seed: dict[Any, float] = field(default_factory=dict)  # seed -> final metric (pairs the arms)
-    params: Optional[float] = None  # N: non-embedding parameters
+    params: Optional[float] = None  # N: active non-embedding parameters (all of them for a dense model)
+    total_params: Optional[float] = None  # every non-embedding parameter (a mixture's experts all)
     tokens: Optional[float] = None  # D: tokens seen
     epochs: Optional[float] = None  # D over the training split's tokens
     tuned: Any = None  # with tune=: the value chosen on all seeds
@@ -252,7 +265,7 @@ class ScaleReport:
                 row.update({
                     "compute": size.compute, f"{self.metric} mean": size.mean,
                     f"{self.metric} std": size.std, "seeds": len(size.finals),
-                    "N": size.params, "D": size.tokens, "D/N": size.tokens_per_param, "epochs": size.epochs,
+                    "N": size.params, "N total": size.total_params, "D": size.tokens, "D/N": size.tokens_per_param, "epochs": size.epochs,
                     "fit": str(arm.fit) if arm.fit else arm.no_fit,
                     "residual": size.residual, "rmse_log": arm.fit.rmse_log if arm.fit else None,
                     "fit_df": arm.fit.df if arm.fit else None,
@@ -308,7 +321,7 @@ def _measure(size: Size, runs: list[Run], metric: str) -> None:
         return
     size.mean, size.std = mean_std(size.finals)
     size.compute = sum(c for _, _, c in done) / len(done)
-    for attr, read in (("params", lambda r: _number(r, "model", "non_embedding_params")),
+    for attr, read in (("params", active_params), ("total_params", lambda r: _number(r, "model", "non_embedding_params")),
                        ("tokens", lambda r: _number(r, "tokens_seen")), ("epochs", epochs)):
         values = [v for v in (read(r) for r, _, _ in done) if v is not None]
         setattr(size, attr, sum(values) / len(values) if values else None)
@@ -747,11 +760,11 @@ def _design_lines(report: ScaleReport) -> list[str]:
     if not by_value:
         return []
     sizes = sorted(by_value.values(), key=lambda s: _order(s.value))
-    lines = [f"| {text(report.key)} | N (non-emb.) | D (tokens) | D/N | epochs | compute C | seeds |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"| {text(report.key)} | N (non-emb., active) | N total | D (tokens) | D/N | epochs | compute C | seeds |",
+             "|---|---|---|---|---|---|---|---|"]
     for s in sizes:
         seeds = sorted({len(x.finals) for a in report.arms for x in a.scored if repr(x.value) == repr(s.value)})
-        lines.append(f"| {code(s.value)} | {_count(s.params)} | {_count(s.tokens)} | "
+        lines.append(f"| {code(s.value)} | {_count(s.params)} | {_count(s.total_params)} | {_count(s.tokens)} | "
                      f"{'–' if s.tokens_per_param is None else f'{s.tokens_per_param:.2f}'} | "
                      f"{'–' if s.epochs is None else f'{s.epochs:.2f}'} | {_sci(s.compute)} | "
                      f"{seeds[0] if seeds[0] == seeds[-1] else f'{seeds[0]}–{seeds[-1]}'} |")

@@ -1,22 +1,29 @@
-"""Mean, spread and a 95% confidence interval for a difference of means, without SciPy.
+"""Mean, spread and a 95% confidence interval for a difference of means, by SciPy's t-tests.
 
 The interval is Student's t: paired over seeds when both arms ran the same seeds (the
 seed fixes initialisation and data order, so pairing removes that shared noise), Welch's
-otherwise (Welch 1947). t quantiles come from integrating the t density numerically. Each
-difference carries its degrees of freedom and a two-sided p-value; `holm` adjusts the p-values
-of several arms compared with one baseline (Holm 1979), so that a family of comparisons keeps
-its 5% error rate. With 1 degree of freedom (2 seeds) the t quantile is 12.7 and the interval
-hangs on which seeds happen to pair: `FEW_DF` flags it. A difference whose seeds have no spread
-(identical runs, or values that differ by the same amount on every seed) or that rests on fewer
-than 2 seeds on a side has no interval and no p-value: its `flag` says why, and the reports show
-it on the row and in their warnings (a zero-width interval would claim a certainty no design of
-a few seeds has)."""
+otherwise (Welch 1947): `scipy.stats.ttest_rel` and `ttest_ind(equal_var=False)` give the
+p-value, the degrees of freedom and the interval, `scipy.stats.t` the quantiles the other
+intervals of zoo-compare use. `holm` adjusts the p-values of several arms compared with one
+baseline (Holm 1979), so that a family of comparisons keeps its 5% error rate: SciPy has no
+Holm step-down (`scipy.stats.false_discovery_control` is Benjamini-Hochberg, which bounds the
+false discovery rate, not the family's error rate), so it is written here. With 1 degree of
+freedom (2 seeds) the t quantile is 12.7 and the interval hangs on which seeds happen to pair:
+`FEW_DF` flags it. A difference whose seeds have no spread (identical runs, or values that
+differ by the same amount on every seed) or that rests on fewer than 2 seeds on a side has no
+interval and no p-value: its `flag` says why, and the reports show it on the row and in their
+warnings (a zero-width interval would claim a certainty no design of a few seeds has).
+
+SciPy's statistics take about half a second to import, so they are imported when first used:
+a report that computes no interval does not pay for them."""
 
 from __future__ import annotations
 
 import math
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -27,45 +34,14 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(var)
 
 
-def t_cdf(x: float, df: float) -> float:
-    """P(T <= x) for Student's t with `df` (> 0, not necessarily integer) degrees of freedom."""
-    if x < 0:
-        return 1.0 - t_cdf(-x, df)
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def density(t: float) -> float:
-        return math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
-
-    # substitute t = tan(u): the integrand stays bounded for heavy tails; Simpson's rule
-    upper, n = math.atan(x), 400
-    h = upper / n
-    total = 0.0
-    for i in range(n + 1):
-        u = i * h
-        weight = 1 if i in (0, n) else (4 if i % 2 else 2)
-        total += weight * density(math.tan(u)) / math.cos(u) ** 2
-    return 0.5 + total * h / 3
-
-
 def t_quantile(p: float, df: float) -> float:
-    """x with P(T <= x) = p, for p in (0.5, 1), by bisection."""
-    low, high = 0.0, 1.0
-    while t_cdf(high, df) < p:
-        high *= 2
-    for _ in range(40):
-        mid = (low + high) / 2
-        low, high = (mid, high) if t_cdf(mid, df) < p else (low, mid)
-    return (low + high) / 2
+    """x with P(T <= x) = p for Student's t with `df` (> 0, not necessarily integer) degrees of freedom."""
+    from scipy import stats
+
+    return float(stats.t.ppf(p, df))
 
 
 FEW_DF = 2  # fewer degrees of freedom than this: an interval to flag, not to trust
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with `df` degrees of freedom."""
-    if not math.isfinite(t):
-        return 0.0
-    return max(0.0, min(1.0, 2.0 * (1.0 - t_cdf(abs(t), df))))
 
 
 @dataclass
@@ -137,28 +113,43 @@ def difference(arm: dict, baseline: dict, level: float = 0.95) -> Optional[Diffe
     """Difference of means of two {seed: value} maps with a `level` confidence interval."""
     if not arm or not baseline:
         return None
-    p = 1 - (1 - level) / 2
+    from scipy import stats
+
     shared = sorted(set(arm) & set(baseline), key=str)
     if len(shared) >= 2 and len(shared) == len(arm) == len(baseline):
-        deltas = [arm[s] - baseline[s] for s in shared]
-        mean, sd = mean_std(deltas)
-        df = len(deltas) - 1
-        se = sd / math.sqrt(len(deltas))
-        if no_spread(sd, [*arm.values(), *baseline.values()]):
-            return Difference(mean, None, None, "paired", df=df, flag=ZERO_SPREAD)
-        half = t_quantile(p, df) * se
-        return Difference(mean, mean - half, mean + half, "paired", df=df, p=t_two_sided_p(mean / se, df))
+        a, b = [arm[s] for s in shared], [baseline[s] for s in shared]
+        mean, sd = mean_std([x - y for x, y in zip(a, b)])
+        if no_spread(sd, a + b):
+            return Difference(mean, None, None, "paired", df=len(shared) - 1, flag=ZERO_SPREAD)
+        with _agreeing_seeds_allowed():
+            test = stats.ttest_rel(a, b)
+        return _tested(mean, test, "paired", level, df=len(shared) - 1)
     a, b = list(arm.values()), list(baseline.values())
     mean = mean_std(a)[0] - mean_std(b)[0]
     if len(a) < 2 or len(b) < 2:
         return Difference(mean, None, None, "one seed: no interval", flag=FEW_SEEDS)
-    va, vb = mean_std(a)[1] ** 2 / len(a), mean_std(b)[1] ** 2 / len(b)
-    se = math.sqrt(va + vb)
+    se = math.sqrt(mean_std(a)[1] ** 2 / len(a) + mean_std(b)[1] ** 2 / len(b))
     if no_spread(se, a + b):
         return Difference(mean, None, None, "welch", df=len(a) + len(b) - 2, flag=ZERO_SPREAD)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    half = t_quantile(p, df) * se
-    return Difference(mean, mean - half, mean + half, "welch", df=df, p=t_two_sided_p(mean / se, df))
+    with _agreeing_seeds_allowed():
+        test = stats.ttest_ind(a, b, equal_var=False)
+    return _tested(mean, test, "welch", level, df=float(test.df))
+
+
+@contextmanager
+def _agreeing_seeds_allowed() -> Iterator[None]:
+    """SciPy warns of precision loss when a sample's values (nearly) agree. One arm's seeds may
+    agree exactly (Welch's variance is then the other arm's alone), and `no_spread` has already
+    refused every difference with no spread to test: the warning says nothing the report does not."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Precision loss occurred", category=RuntimeWarning)
+        yield
+
+
+def _tested(mean: float, test: Any, method: str, level: float, df: float) -> Difference:
+    """A Difference from a SciPy t-test's result: its `level` interval and two-sided p-value."""
+    interval = test.confidence_interval(level)
+    return Difference(mean, float(interval.low), float(interval.high), method, df=df, p=float(test.pvalue))
 
 
 @dataclass
@@ -187,5 +178,8 @@ def estimate(values: Sequence[float], level: float = 0.95) -> Optional[Estimate]
         return Estimate(mean, None, None, len(values), FEW_SEEDS)
     if no_spread(sd, values):
         return Estimate(mean, None, None, len(values), ZERO_SPREAD)
-    half = t_quantile(1 - (1 - level) / 2, len(values) - 1) * sd / math.sqrt(len(values))
-    return Estimate(mean, mean - half, mean + half, len(values))
+    from scipy import stats
+
+    with _agreeing_seeds_allowed():
+        interval = stats.ttest_1samp(values, 0.0).confidence_interval(level)
+    return Estimate(mean, float(interval.low), float(interval.high), len(values))

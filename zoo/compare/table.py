@@ -30,7 +30,7 @@ PAIRS = "pairs.csv"
 SPEC = "comparison.json"
 LR = "optim.lr"
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward (as zoo.compare.scale)
-ACCOUNTING = ["N", "D", "flops_per_token", "compute", "params", "train_tokens", "vocab_size", "tokens_per_s",
+ACCOUNTING = ["N", "N_total", "D", "flops_per_token", "compute", "params", "train_tokens", "vocab_size", "tokens_per_s",
               "wall_seconds"]
 UNSET = "(unset)"  # how a report shows a setting a run does not have
 
@@ -50,7 +50,9 @@ def vocab_size(run: Run) -> Optional[float]:
 def _accounting(run: Run) -> dict[str, Optional[float]]:
     flops, tokens = number(run, "model", "flops_per_token"), number(run, "tokens_seen")
     compute = BACKWARD_FACTOR * flops * tokens if flops and tokens and flops > 0 and tokens > 0 else None
-    return {"N": number(run, "model", "non_embedding_params"), "D": tokens, "flops_per_token": flops,
+    active = number(run, "model", "active_non_embedding_params")  # a mixture's; absent in older records
+    total = number(run, "model", "non_embedding_params")
+    return {"N": active if active else total, "N_total": total, "D": tokens, "flops_per_token": flops,
             "compute": compute, "params": number(run, "model", "total_params"),
             "train_tokens": number(run, "data", "train_tokens"), "vocab_size": vocab_size(run),
             "tokens_per_s": number(run, "tokens_per_s"), "wall_seconds": number(run, "wall_seconds")}
@@ -158,8 +160,9 @@ def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
         config["compare.arm"] = row["arm"]  # the arm it was placed in, whatever its settings read as
         summary: dict[str, Any] = {"status": row["status"],
                                    "metrics": {m: row.get(m) for m in spec["metrics"] if row.get(m) is not None},
-                                   "model": {"non_embedding_params": row["N"], "flops_per_token": row["flops_per_token"],
-                                             "total_params": row["params"]},
+                                   "model": {"non_embedding_params": row.get("N_total") or row["N"],
+                                             "active_non_embedding_params": row["N"],
+                                             "flops_per_token": row["flops_per_token"], "total_params": row["params"]},
                                    "tokens_seen": row["D"], "tokens_per_s": row["tokens_per_s"],
                                    "wall_seconds": row["wall_seconds"], "data": {"train_tokens": row["train_tokens"]},
                                    "tokenizer": {"vocab_size": row["vocab_size"]}}

@@ -8,8 +8,7 @@ an adjusted interval at the 1 − 0.05/m level (Bonferroni: all m intervals hold
 least 95% probability; Holm's procedure has no intervals of its own). A difference without a
 test (zero spread over its seeds, or fewer than 2 seeds on a side) is left out of the family and
 the report says so: an arm identical to the baseline tests nothing. The adjusted intervals use
-the t quantile of `zoo.compare.stats`: SciPy is not a dependency of zoo (the tests take it as
-the reference).
+SciPy's t quantile (`zoo.compare.stats.t_quantile`).
 
 The verdict names the arm with the best mean on the metric, by how much it leads the arms it is
 compared with, and whether the adjusted intervals exclude zero; when one spans zero (or has no

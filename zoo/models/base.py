@@ -117,6 +117,8 @@ class ZooModel(nn.Module):
                 rules[f"{dot}weight"] = normal(std)
                 if getattr(module, "bias", None) is not None:
                     rules[f"{dot}bias"] = ZEROS
+            elif hasattr(module, "decayed_matrices"):  # stacked matrices (zoo.nn.moe.Experts)
+                rules.update((f"{dot}{name}", normal(self.config.init_std)) for name in module.decayed_matrices)
             elif isinstance(module, NORM_MODULES):
                 if module.weight is not None:
                     rules[f"{dot}weight"] = ONES

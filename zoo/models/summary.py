@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 
 from zoo.config.facts.positions import POSITION_FACTS
 from zoo.config.schema.flops import flops_per_token
+from zoo.config.schema.params import active_non_embedding_params, non_embedding_params
 from zoo.models.base import ZooModel
 from zoo.nn.position.base import PositionScheme
 
@@ -24,7 +25,12 @@ class ModelSummary:
       feed-forward units (as their row counts them) and the output projection (tied or not),
       plus 4·S·H·Dh per attention layer for q·kᵀ and weights·v over S keys (S = seq_len; causal
       masking is not discounted). For an encoder-decoder it is one source token plus one target
-      token, both at seq_len.
+      token, both at seq_len. Under model.ffn=moe it counts the active parameters only: the
+      router, the top-k and the shared experts of each mixture layer.
+    - `active_params`, `active_non_embedding_params`: the parameters one token passes through, in
+      all and without the embeddings (a mixture layer: its router, top-k and shared experts
+      instead of all its experts); equal to `total_params` and `non_embedding_params` for a
+      dense model.
     """
 
     total_params: int
@@ -32,13 +38,18 @@ class ModelSummary:
     non_embedding_params: int
     flops_per_token: int
     seq_len: int
+    active_params: int = 0
+    active_non_embedding_params: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def __str__(self) -> str:
+        active = ""
+        if self.active_params != self.total_params:
+            active = f", active {self.active_params:,} (non-embedding {self.active_non_embedding_params:,})"
         return (
-            f"parameters {self.total_params:,} (non-embedding {self.non_embedding_params:,}), "
+            f"parameters {self.total_params:,} (non-embedding {self.non_embedding_params:,}){active}, "
             f"forward FLOPs/token {self.flops_per_token:,} at context {self.seq_len}"
         )
 
@@ -63,10 +74,13 @@ def summarize(model: ZooModel, seq_len: int | None = None) -> ModelSummary:
     n_embedding = sum(p.numel() for p in embedding.values())
 
     flops = flops_per_token(cfg, seq_len, output_head=model.lm_head is not None)
+    inactive = non_embedding_params(cfg) - active_non_embedding_params(cfg)  # experts a token skips
     return ModelSummary(
         total_params=total,
         embedding_params=n_embedding,
         non_embedding_params=total - n_embedding,
         flops_per_token=flops,
         seq_len=seq_len,
+        active_params=total - inactive,
+        active_non_embedding_params=total - n_embedding - inactive,
     )

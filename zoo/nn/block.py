@@ -24,6 +24,7 @@ from torch.utils.checkpoint import checkpoint
 from zoo.config.facts.blocks import BLOCK_FACTS
 from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.facts.attention import stack_windows
+from zoo.config.facts.ffn import FFNKind, layer_kinds
 from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
@@ -74,7 +75,7 @@ class Block(nn.Module):
     Shapes: x (B, T, D), memory (B, S, D) -> (B, T, D).
     """
 
-    def __init__(self, cfg: ModelConfig, *, cross: bool) -> None:
+    def __init__(self, cfg: ModelConfig, *, cross: bool, ffn: Optional[FFNKind] = None) -> None:
         super().__init__()
         heads = dict(
             d_model=cfg.d_model,
@@ -95,7 +96,7 @@ class Block(nn.Module):
         self.self_attn_sub = SubLayer(cfg)
         self.cross_attn = Attention(**heads, **qk, cross=True) if cross else None
         self.cross_attn_sub = SubLayer(cfg) if cross and own else None
-        self.ff = build_ffn(cfg)  # model.ffn's unit (zoo.nn.feedforward.FFNS)
+        self.ff = build_ffn(cfg, ffn)  # `ffn`'s unit, default model.ffn's (zoo.nn.feedforward.FFNS)
         self.ff_sub = SubLayer(cfg) if own else None
 
     def forward(
@@ -152,7 +153,7 @@ class Stack(nn.Module):
         super().__init__()
         self.causal = causal
         self.checkpoint_activations = cfg.checkpoint_activations
-        self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
+        self.layers = nn.ModuleList(Block(cfg, cross=cross, ffn=kind) for kind in layer_kinds(cfg, n_layers))
         # sliding-window attention: each layer's window (None = full); one window per stack
         self.windows = stack_windows(cfg, n_layers)
         self.window = next((w for w in self.windows if w is not None), None)

@@ -10,15 +10,16 @@ function and GELU approximation) and `FFNS` (one builder per row of
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from zoo.config.facts.activations import ACTIVATION_FACTS, Activation, ActivationFacts
-from zoo.config.facts.ffn import FFNKind
+from zoo.config.facts.ffn import FFNKind, expert_width
 from zoo.config.schema.model import ModelConfig
+from zoo.nn.moe import MoE
 
 
 def activation_function(facts: ActivationFacts) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -66,13 +67,24 @@ def dense(cfg: ModelConfig) -> nn.Module:
     return FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.dropout)
 
 
+def moe(cfg: ModelConfig) -> nn.Module:
+    """A mixture-of-experts layer of `cfg` (`zoo.nn.moe.MoE`), its shared experts one dense unit
+    moe_shared experts wide (none at 0), without biases."""
+    width = expert_width(cfg, cfg.d_ff)
+    shared = FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
+    return MoE(cfg, act=ACTIVATIONS[cfg.activation], shared=shared)
+
+
 FFNS: dict[FFNKind, Callable[[ModelConfig], nn.Module]] = {
     FFNKind.dense: dense,
+    FFNKind.moe: moe,
 }
 
 
-def build_ffn(cfg: ModelConfig) -> nn.Module:
-    """The feed-forward unit of `cfg.ffn` (ValueError for a kind with no builder)."""
-    if cfg.ffn not in FFNS:
-        raise ValueError(f"no feed-forward builder for model.ffn={cfg.ffn.value}")
-    return FFNS[cfg.ffn](cfg)
+def build_ffn(cfg: ModelConfig, kind: Optional[FFNKind] = None) -> nn.Module:
+    """The feed-forward unit of `kind` (default `cfg.ffn`; a stack's layers: `zoo.config.facts.ffn.layer_kinds`)
+    (ValueError for a kind with no builder)."""
+    kind = cfg.ffn if kind is None else kind
+    if kind not in FFNS:
+        raise ValueError(f"no feed-forward builder for model.ffn={kind.value}")
+    return FFNS[kind](cfg)

@@ -22,6 +22,9 @@ def table(p: Plan) -> str:
         if n:
             lines.append(f"| {part} | {show_bytes(n)} | {100 * n / p.total:.1f}% |")
     lines.append(f"| **total** | **{show_bytes(p.total)}** | 100% |")
+    if p.step.moe:  # of the weights and activations above
+        held = ", ".join(f"{part} {show_bytes(n)}" for part, n in p.step.moe.items())
+        lines += ["", f"of which the mixture-of-experts layers hold: {held}"]
     return "\n".join(lines)
 
 
@@ -69,7 +72,7 @@ def as_json(p: Plan, largest: int) -> dict:
     return {"options": {k: (v.value if hasattr(v, "value") else v) for k, v in vars(p.options).items()},
             "model": p.model.to_dict(), "batch": p.batch, "seq_len": p.seq_len, "parts": p.parts,
             "total": p.total, "fits": p.fits, "largest_micro_batch": largest, "peak_phase": p.step.peak_phase,
-            "parameters": p.step.param_count}
+            "parameters": p.step.param_count, **({"moe": p.step.moe} if p.step.moe else {})}
 
 
 __all__ = ["as_json", "markdown", "table", "verdict", "PlanOptions"]

@@ -12,6 +12,13 @@ a gradient from the moment backward hands it to its parameter, AdamW's moments, 
 weights that autocast makes, and the rest by what made it (the stack's forward and backward:
 activations and their gradients; the output head and loss: logits and loss).
 
+The mixture-of-experts layers (`zoo.nn.moe`) are also followed by what allocated inside them
+in the forward (`StepMemory.moe`): the router's scores and choices, the dispatch buffers (the
+sorted slots, each slot's gathered token, the weighted outputs and their sum), the experts'
+hidden activations (routed and shared); and the expert weights. These are part of the
+activations and weights above, not added to them; the loop over experts is given an even split
+of the slots (a balanced, dropless step: no values to route by).
+
 Values are never read: a host read (`bool(mask.all())`, `int(x.max())`) answers true / 1 and
 `nonzero` answers none, which is what a batch without padding and with finite losses gives.
 """
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 import torch
@@ -35,6 +42,7 @@ from zoo.config.schema.task import OutputLoss
 from zoo.models import build_model
 from zoo.models.sharding import layers
 from zoo.nn.chunked_loss import IGNORE
+from zoo.nn.moe import MoE, moe_layers
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
 
@@ -46,6 +54,10 @@ MLM_RATE = 0.15  # rows with a target in a masked-LM batch (Devlin et al. 2019),
 WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER = "weights", "buffers", "gradients", "optimizer state"
 ACTIVATIONS, LOSS, CASTS = "activations", "logits and loss", "bf16 weight copies"
 PARTS = (WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER, CASTS, ACTIVATIONS, LOSS)
+# what the mixture-of-experts layers hold at the peak (of the weights and activations above)
+EXPERT_WEIGHTS, ROUTER, DISPATCH, EXPERT_ACTIVATIONS = (
+    "expert weights", "router activations", "dispatch buffers", "expert activations")
+MOE_PARTS = (EXPERT_WEIGHTS, ROUTER, DISPATCH, EXPERT_ACTIVATIONS)
 
 # what was running when a storage was allocated
 _FORWARD, _LOSS, _BACKWARD, _UPDATE, _SETUP = "forward", "loss", "backward", "update", "setup"
@@ -77,6 +89,7 @@ class StepMemory:
     param_bytes: int
     param_count: int
     peak_phase: str  # forward, loss, backward or update
+    moe: dict[str, int] = field(default_factory=dict)  # MOE_PARTS at the peak, for a model with mixture layers
 
 
 class _Trace(TorchDispatchMode):
@@ -95,11 +108,16 @@ class _Trace(TorchDispatchMode):
         self.peak_phase = _SETUP
         self.phase = _SETUP
         self.param_storages: set[int] = set()
+        self.region: Optional[str] = None  # the part of a mixture layer running now (set by hooks)
+        self.regions = dict.fromkeys(MOE_PARTS[1:], 0)  # forward storages alive, by the region that made them
+        self.regions_at_peak = dict(self.regions)
 
     def _release(self, key: int) -> None:
-        n, part = self.live.pop(key)
+        n, part, region = self.live.pop(key)
         self.sums[part] -= n
         self.now -= n * self.scale.get(part, 1.0)
+        if region is not None:
+            self.regions[region] -= n
 
     def add(self, t: torch.Tensor, part: str) -> None:
         storage = t.untyped_storage()
@@ -107,8 +125,11 @@ class _Trace(TorchDispatchMode):
         if key in self.live:
             return
         n = storage.nbytes()
-        self.live[key] = [n, part]
+        region = self.region if self.phase == _FORWARD else None
+        self.live[key] = [n, part, region]
         self.sums[part] += n
+        if region is not None:
+            self.regions[region] += n
         self.now += n * self.scale.get(part, 1.0)
         weakref.finalize(storage, self._release, key)
 
@@ -117,7 +138,7 @@ class _Trace(TorchDispatchMode):
         entry = self.live.get(id(t.untyped_storage()))
         if entry is None or entry[1] == part:
             return
-        n, before = entry
+        n, before, _ = entry
         self.sums[before] -= n
         self.sums[part] += n
         self.now += n * (self.scale.get(part, 1.0) - self.scale.get(before, 1.0))
@@ -125,6 +146,7 @@ class _Trace(TorchDispatchMode):
 
     def restart(self) -> None:
         self.peak, self.at_peak, self.peak_phase = self.now, dict(self.sums), self.phase
+        self.regions_at_peak = dict(self.regions)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -140,6 +162,7 @@ class _Trace(TorchDispatchMode):
                 self.add(t, CASTS if cast else _PHASE_PART[self.phase])
         if self.now > self.peak:
             self.peak, self.at_peak, self.peak_phase = self.now, dict(self.sums), self.phase
+            self.regions_at_peak = dict(self.regions)
         return out
 
 
@@ -212,6 +235,24 @@ def _param_bytes(module: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
+def _follow_mixtures(model: torch.nn.Module, trace: _Trace) -> list[MoE]:
+    """Hooks that tell `trace` which part of a mixture layer is running: its router, its experts
+    (routed and shared), or the dispatch around them."""
+    def enter(region: Optional[str]):
+        return lambda *args: setattr(trace, "region", region)
+
+    layers = moe_layers(model)
+    for layer in layers:
+        layer.register_forward_pre_hook(enter(DISPATCH))
+        layer.register_forward_hook(enter(None))
+        units = [(layer.router, ROUTER), (layer.experts, EXPERT_ACTIVATIONS)]
+        units += [(layer.shared, EXPERT_ACTIVATIONS)] if layer.shared is not None else []
+        for unit, region in units:
+            unit.register_forward_pre_hook(enter(region))
+            unit.register_forward_hook(enter(DISPATCH))
+    return layers
+
+
 def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict[str, float]] = None) -> StepMemory:
     """The bytes one device holds at the peak of a steady-state training step (AdamW's moments
     already made) of `model_cfg` at `setup`, by part. `scale`: a weight per part (default 1)
@@ -227,6 +268,7 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict
     true_bf16 = _default_dtype(torch.bfloat16) if setup.precision == "bf16-true" else contextlib.nullcontext()
     with fake, true_bf16:  # bf16-true: made in bf16, as Lightning's true-precision plugin makes a model
         model = build_model(model_cfg, init_seed=0)  # a seed of its own: no value is drawn from a fake tensor
+    mixtures = _follow_mixtures(model, trace)
     with fake, trace:
         params = list(model.parameters())
         for p in params:
@@ -250,6 +292,11 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict
         parts = {part: int(n * scale.get(part, 1.0)) for part, n in trace.at_peak.items()}
         layer_bytes = [_param_bytes(layer) for layer in layers(model)]
         total = _param_bytes(model)
+        moe = {}
+        if mixtures:
+            experts = sum(_param_bytes(m.experts) + (_param_bytes(m.shared) if m.shared is not None else 0)
+                          for m in mixtures)
+            moe = {EXPERT_WEIGHTS: int(experts * scale.get(WEIGHTS, 1.0)), **trace.regions_at_peak}
         return StepMemory(parts=parts, peak=int(trace.peak), layer_param_bytes=layer_bytes,
                           root_param_bytes=total - sum(layer_bytes), param_bytes=total,
-                          param_count=sum(p.numel() for p in params), peak_phase=trace.peak_phase)
+                          param_count=sum(p.numel() for p in params), peak_phase=trace.peak_phase, moe=moe)

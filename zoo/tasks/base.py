@@ -24,6 +24,7 @@ from zoo.tasks.metrics import BitsPerByte, WeightedMean
 from zoo.tasks.target_bytes import TargetBytes
 from zoo.tasks.optim import build_optimizer, schedule
 from zoo.nn.chunked_loss import IGNORE
+from zoo.nn.moe import RouterLosses, router_losses
 from zoo.models.parametrization import optimizer_scales
 from zoo.models.init import has_meta_parameters, materialize
 from zoo.models.sharding import layers, shard, sharding_mesh
@@ -143,7 +144,7 @@ class ZooTask(L.LightningModule):
         self.last_loss_parts = None
         if not self.token_level:
             logits, targets, n_tokens = self.forward_batch(batch)
-            return self.loss(logits, targets, smoothing), targets.shape[0], n_tokens
+            return self.add_router_losses(self.loss(logits, targets, smoothing)), targets.shape[0], n_tokens
         inputs, labels, n_tokens = self.model_inputs(batch)
         output_loss = self.task_config.output_loss
         if output_loss == OutputLoss.auto:
@@ -156,7 +157,20 @@ class ZooTask(L.LightningModule):
             parts = self.model.forward_losses(inputs, labels, **options)
         if self.task_config.z_loss:
             self.last_loss_parts = parts
-        return parts.loss, labels.numel(), n_tokens
+        return self.add_router_losses(parts.loss), labels.numel(), n_tokens
+
+    def add_router_losses(self, loss: torch.Tensor) -> torch.Tensor:
+        """`loss` plus, under model.ffn=moe, task.moe_balance x the load-balancing loss and
+        task.moe_router_z x the router z-loss of this forward's mixture layers (their mean over
+        layers: `zoo.nn.moe.router_losses`); both are kept detached in `last_router_losses`, and
+        `loss` in `last_task_loss`, for `training_step` to log apart. Unchanged without them."""
+        self.last_router_losses = None
+        found = router_losses(self.model)
+        if found is None:
+            return loss
+        self.last_router_losses = RouterLosses(found.balance.detach(), found.z.detach())
+        self.last_task_loss = loss.detach()
+        return loss + self.task_config.moe_balance * found.balance + self.task_config.moe_router_z * found.z
 
     def _accuracy(self):
         return MulticlassAccuracy(
@@ -175,11 +189,16 @@ class ZooTask(L.LightningModule):
         if not self._all_finite(loss):
             return self._nonfinite(loss)
         parts = getattr(self, "last_loss_parts", None)
+        router = getattr(self, "last_router_losses", None)
         if parts is None:
-            self.log("train/loss", loss, prog_bar=True, batch_size=n_rows)
+            self.log("train/loss", loss if router is None else self.last_task_loss, prog_bar=True, batch_size=n_rows)
         else:  # train/loss stays the cross-entropy; the z-loss term apart (their sum is optimised)
             self.log("train/loss", parts.cross_entropy, prog_bar=True, batch_size=n_rows)
             self.log("train/z_loss", self.task_config.z_loss * parts.z, batch_size=n_rows)
+        if router is not None:  # the mixture's auxiliary losses apart, unweighted (1 = uniform load), so
+            # that an arm with a coefficient of 0 still shows them
+            self.log("train/moe_balance_loss", router.balance, batch_size=n_rows)
+            self.log("train/moe_router_z_loss", router.z, batch_size=n_rows)
         self.log("tokens_seen", self.tokens_seen.float(), prog_bar=False)
         return loss
 

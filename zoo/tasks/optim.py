@@ -41,7 +41,8 @@ def parameter_groups(
             if id(param) in seen or not param.requires_grad:
                 continue
             seen.add(id(param))
-            decays = isinstance(sub, nn.Linear) and name == "weight" and param is not head
+            decays = (isinstance(sub, nn.Linear) and name == "weight" and param is not head) \
+                or name in getattr(sub, "decayed_matrices", ())  # stacked matrices (zoo.nn.moe.Experts)
             if id(param) in scales:
                 scaled.setdefault((decays, *scales[id(param)]), []).append(param)
             else:

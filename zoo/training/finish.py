@@ -85,6 +85,8 @@ def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, cal
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
     if callbacks.instability is not None:  # its values of the last step (logged at their own steps)
         metrics.update(callbacks.instability.last)
+    if callbacks.routing is not None:  # the mixture layers' routing of the last step measured
+        metrics.update(callbacks.routing.last)
     if callbacks.downstream is not None:  # task scores at the last step (scored now unless they were)
         metrics.update(callbacks.downstream.final(trainer, task))
     return RunSummary(

@@ -1,8 +1,9 @@
 """The feed-forward table (`zoo.config.facts.ffn.FFN_FACTS`) agrees with the units it
 describes: every kind has a row, a builder in `zoo.nn.feedforward.FFNS` and a config file; the
 parameters a row says a unit holds are the built unit's (every activation, with and without
-biases), linear in d_ff as `model.param_budget` needs; its FLOPs per token are what torch's
-FlopCounterMode counts on a forward, and what `zoo-train` composes from `model/ffn=KIND` is the
+biases, or refused on one line), linear in d_ff as `model.param_budget` needs; its FLOPs per
+token are what torch's FlopCounterMode counts on a forward (a mixture: its router, top-k and shared
+experts; twice its active parameters), and what `zoo-train` composes from `model/ffn=KIND` is the
 kind."""
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import zoo
 from tests.conftest import ACTIVATIONS, FFNS as FFN_NAMES, tiny
-from zoo.config import FFNKind, ModelConfig
-from zoo.config.facts.ffn import FFN_FACTS, ffn_flops, ffn_parameters, gated
+from zoo.config import ConfigError, FFNKind, ModelConfig
+from zoo.config.facts.ffn import FFN_FACTS, ffn_flops, ffn_parameters
 from zoo.nn.feedforward import FFNS, build_ffn
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "model" / "ffn"
@@ -34,22 +35,33 @@ def test_every_kind_has_a_row_a_builder_and_a_config_file():
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 def test_a_rows_parameters_and_flops_are_its_units(kind, activation, bias):
-    cfg = ModelConfig(**tiny(ffn=kind.value, activation=activation, bias=bias, d_ff=24))
+    settings = dict(moe_experts=4, moe_top_k=2, moe_shared=1) if kind == FFNKind.moe else {}
+    try:
+        cfg = ModelConfig(**tiny(ffn=kind.value, activation=activation, bias=bias, d_ff=24, **settings))
+    except ConfigError as refused:
+        assert "\n" not in str(refused) and f"model.ffn={kind.value}" in str(refused)
+        return
     unit = build_ffn(cfg)
     assert sum(p.numel() for p in unit.parameters()) == ffn_parameters(cfg, cfg.d_ff)
     T = 5
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         unit(torch.randn(1, T, cfg.d_model))
     assert counter.get_total_flops() == T * ffn_flops(cfg)
-    assert ffn_flops(cfg) == FFN_FACTS[kind].flops(cfg.d_model, cfg.d_ff, gated(cfg))
+    assert ffn_flops(cfg) == FFN_FACTS[kind].flops(cfg, cfg.d_ff)
+    if not bias:  # 2 FLOPs per weight a token passes through
+        assert ffn_flops(cfg) == 2 * ffn_parameters(cfg, cfg.d_ff, active=True)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 def test_a_rows_parameters_are_linear_in_d_ff(kind):
-    for is_gated in (False, True):
+    for activation in ("gelu", "swiglu"):
         for bias in (False, True):
-            count = lambda F: FFN_FACTS[kind].parameters(16, F, is_gated, bias)  # noqa: E731
-            assert all(count(F) == count(0) + F * (count(1) - count(0)) for F in (2, 7, 64))
+            try:
+                cfg = ModelConfig(**tiny(ffn=kind.value, activation=activation, bias=bias))
+            except ConfigError:
+                continue
+            for count in (FFN_FACTS[kind].parameters, FFN_FACTS[kind].active):
+                assert all(count(cfg, F) == count(cfg, 0) + F * (count(cfg, 1) - count(cfg, 0)) for F in (2, 7, 64))
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)

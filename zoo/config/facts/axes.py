@@ -75,13 +75,22 @@ def _attention(kind: AttentionKind) -> dict[str, Any]:
     return {"model.attention": kind.value, "model.window": 33, "model.global_every": 2}
 
 
+def _ffn(kind: FFNKind) -> dict[str, Any]:
+    """A feed-forward kind; a mixture small enough for the tiny configs (4 experts, top-2, one
+    shared expert, 8 wide) and without biases (it holds none)."""
+    if kind == FFNKind.dense:
+        return {"model.ffn": kind.value}
+    return {"model.ffn": kind.value, "model.moe_experts": 4, "model.moe_top_k": 2, "model.moe_shared": 1,
+            "model.moe_d_ff": 8, "model.bias": False}
+
+
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
     Axis("model.norm", NormPlacement, PLACEMENT_FACTS),
     Axis("model.norm_type", NormType, NORM_FACTS),
     Axis("model.activation", Activation, ACTIVATION_FACTS),
-    Axis("model.ffn", FFNKind, FFN_FACTS),
+    Axis("model.ffn", FFNKind, FFN_FACTS, overrides=_ffn),
     Axis("model.attention", AttentionKind, ATTENTION_FACTS, overrides=_attention),
     Axis("optim.kind", OptimizerKind, OPTIMIZER_FACTS),
     Axis("scheduler.kind", ScheduleKind, SCHEDULE_FACTS),

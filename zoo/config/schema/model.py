@@ -19,7 +19,7 @@ from zoo.config.facts.attention import AttentionKind, check_attention
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.positions import PositionKind, check_even, check_params
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
-from zoo.config.facts.ffn import FFNKind, check_ffn
+from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import NormPlacement
 from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
@@ -37,6 +37,13 @@ class Parametrization(Choice):
 
     standard = "standard"  # every matrix at init_std and optim.lr, whatever the width
     mup = "mup"  # Maximal Update Parametrization (Yang et al. 2022): tuned at a base width, transfers
+
+
+class BudgetCounts(Choice):
+    """Which parameters `model.param_budget` matches (they differ under model.ffn=moe)."""
+
+    total = "total"  # every non-embedding parameter the model holds
+    active = "active"  # the non-embedding parameters one token passes through (a mixture's router, top-k and shared experts)
 
 
 MUP_BASE_D_MODEL = 128  # the base width of model.parametrization=mup unless model.mup_base_d_model sets it
@@ -118,8 +125,8 @@ class ModelConfig:
     )
     ffn: FFNKind = field(
         default=FFNKind.dense,
-        metadata={"help": "feed-forward kind: dense, one unit for every token "
-                  "(rows: zoo.config.facts.ffn.FFN_FACTS)"},
+        metadata={"help": "feed-forward kind: dense, one unit for every token; moe, a mixture of "
+                  "experts (model.moe_* keys) (rows: zoo.config.facts.ffn.FFN_FACTS)"},
     )
     d_model: int = field(default=256, metadata={"help": "D, residual width"})
     n_heads: int = field(default=4, metadata={"help": "H, query heads"})
@@ -259,6 +266,46 @@ class ModelConfig:
         metadata={"help": "sliding: every k-th layer is full, the layers i with (i+1) mod k = 0, as "
                   "Gemma 2 (k=2) and Gemma 3 (k=6) layer_types; null = every layer sliding"},
     )
+    param_budget_counts: BudgetCounts = field(
+        default=BudgetCounts.total,
+        metadata={"help": "which non-embedding parameters model.param_budget matches: total (all the model "
+                  "holds) or active (those one token passes through: under model.ffn=moe the router, the "
+                  "top-k and the shared experts; the same as total for a dense model)"},
+    )
+    moe_experts: int = field(default=8, metadata={"help": "moe: E, routed experts per mixture layer"})
+    moe_top_k: int = field(default=2, metadata={"help": "moe: experts each token is routed to (token choice)"})
+    moe_d_ff: Optional[int] = field(
+        default=None,
+        metadata={"help": "moe: hidden width of each expert (and each shared expert); null = model.d_ff "
+                  "(fine-grained experts: smaller, with more experts and a larger top-k)"},
+    )
+    moe_shared: int = field(
+        default=0,
+        metadata={"help": "moe: shared experts every token passes through beside its routed ones "
+                  "(DeepSeekMoE, Qwen-MoE), each model.moe_d_ff wide (held as one dense unit); 0 = none"},
+    )
+    moe_gate: MoEGate = field(
+        default=MoEGate.softmax,
+        metadata={"help": "moe: router gate, softmax over the E logits (Mixtral, OLMoE) or a sigmoid per "
+                  "expert (DeepSeek-V3); the top-k of its scores are picked"},
+    )
+    moe_renorm: bool = field(
+        default=True,
+        metadata={"help": "moe: renormalise the top-k weights of a token to sum to 1 (Mixtral; OLMoE and "
+                  "Qwen-MoE do not); false keeps the gate's scores as they are"},
+    )
+    moe_capacity: Optional[float] = field(
+        default=None,
+        metadata={"help": "moe: capacity factor c, each expert takes at most ceil(c·N·k/E) of a forward's "
+                  "N·k routed slots (first come, in token order); the others are dropped (the token "
+                  "passes on through the residual) and counted; in training only (evaluation and generation are "
+                  "dropless); null = dropless"},
+    )
+    moe_every: int = field(
+        default=1,
+        metadata={"help": "moe: the layers i with (i+1) % k == 0 are mixtures, the others dense "
+                  "(model.d_ff wide); 1 = every layer"},
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -305,6 +352,8 @@ class ModelConfig:
                 f"model.n_decoder_layers only applies to model.family=encoder_decoder, "
                 f"not {self.family.value}"
             )
+        check_moe_keys(self)
+        self.param_budget_counts = BudgetCounts.parse(self.param_budget_counts, "model.param_budget_counts")
         if self.param_budget is not None:
             _positive("param_budget", self.param_budget)
             from zoo.config.schema.params import d_ff_for_budget  # lazy: it reads this module's enums

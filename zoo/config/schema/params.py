@@ -19,7 +19,7 @@ from __future__ import annotations
 from zoo.config.errors import ConfigError
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.schema.model import ModelConfig
-from zoo.config.facts.ffn import ffn_parameters
+from zoo.config.facts.ffn import ffn_parameters, layer_kinds
 from zoo.config.facts.norms import NORM_FACTS, norm_parameters
 from zoo.config.facts.positions import POSITION_FACTS
 from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
@@ -50,12 +50,13 @@ def attention_params(cfg: ModelConfig) -> int:
     return weights + biases + qk_norm_params(cfg)
 
 
-def feedforward_params(cfg: ModelConfig) -> tuple[int, int]:
-    """One feed-forward unit as (A, B) with count A + B·F, from its row of
-    `zoo.config.facts.ffn.FFN_FACTS` (linear in F): A at F = 0, B the step to F = 1. Dense:
-    B = 2·D (+ 1) plain, 3·D (+ 2) gated; A = D (the bias of W_out) with model.bias, else 0."""
-    fixed = ffn_parameters(cfg, 0)
-    return fixed, ffn_parameters(cfg, 1) - fixed
+def feedforward_params(cfg: ModelConfig, kind=None, *, active: bool = False) -> tuple[int, int]:
+    """One feed-forward unit of `kind` (default model.ffn) as (A, B) with count A + B·F, from its
+    row of `zoo.config.facts.ffn.FFN_FACTS` (linear in F): A at F = 0, B the step to F = 1; all
+    its parameters, or with `active` those one token passes through. Dense: B = 2·D (+ 1) plain,
+    3·D (+ 2) gated; A = D (the bias of W_out) with model.bias, else 0."""
+    fixed = ffn_parameters(cfg, 0, kind, active=active)
+    return fixed, ffn_parameters(cfg, 1, kind, active=active) - fixed
 
 
 def position_params(cfg: ModelConfig, n_layers: int) -> tuple[int, int]:
@@ -74,26 +75,27 @@ def stack_layers(cfg: ModelConfig) -> list[tuple[int, bool]]:
     return [(cfg.n_layers, False)]
 
 
-def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool) -> tuple[int, int]:
+def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool, active: bool = False) -> tuple[int, int]:
     """One stack as (A, B). A block is self-attention, cross-attention in a decoder of an
-    encoder-decoder, and a feed-forward unit, with the norms of model.norm's placement around
-    each (sandwich: two) or, in a parallel block with shared norms, one placement's worth in
-    all (`zoo.config.facts.blocks.norms_per_block`); a stack adds a norm on the embeddings
-    (model.embed_norm), a final norm (every placement but post) and its position scheme's
-    parameters."""
+    encoder-decoder, and a feed-forward unit (each layer's kind: `zoo.config.facts.ffn.layer_kinds`),
+    with the norms of model.norm's placement around each (sandwich: two) or, in a parallel block
+    with shared norms, one placement's worth in all (`zoo.config.facts.blocks.norms_per_block`);
+    a stack adds a norm on the embeddings (model.embed_norm), a final norm (every placement but
+    post) and its position scheme's parameters. With `active`, a mixture's active parameters."""
     attentions = 2 if cross else 1
-    ff_fixed, ff_per_unit = feedforward_params(cfg)
-    block = attentions * attention_params(cfg) + ff_fixed + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
+    block = attentions * attention_params(cfg) + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
+    units = [feedforward_params(cfg, kind, active=active) for kind in layer_kinds(cfg, n_layers)]
     norms = int(cfg.embed_norm) + int(PLACEMENT_FACTS[cfg.norm].final_norm)
-    fixed = n_layers * block + norms * norm_params(cfg) + position_params(cfg, n_layers)[0]
-    return fixed, n_layers * ff_per_unit
+    fixed = n_layers * block + sum(a for a, _ in units) + norms * norm_params(cfg) + position_params(cfg, n_layers)[0]
+    return fixed, sum(b for _, b in units)
 
 
-def linear_in_d_ff(cfg: ModelConfig) -> tuple[int, int]:
+def linear_in_d_ff(cfg: ModelConfig, *, active: bool = False) -> tuple[int, int]:
     """(A, B) with non-embedding parameters A + B·F: the family's stacks (encoder-decoder:
     n_layers encoder blocks and n_decoder_layers decoder blocks with cross-attention) and,
-    with model.head_transform, its dense D × D (+ D bias) and norm."""
-    stacks = [stack_params(cfg, n_layers, cross=cross) for n_layers, cross in stack_layers(cfg)]
+    with model.head_transform, its dense D × D (+ D bias) and norm. With `active`, the
+    parameters one token passes through (they differ under model.ffn=moe)."""
+    stacks = [stack_params(cfg, n_layers, cross=cross, active=active) for n_layers, cross in stack_layers(cfg)]
     fixed = sum(a for a, _ in stacks)
     if cfg.head_transform:
         fixed += cfg.d_model * cfg.d_model + (cfg.d_model if cfg.bias else 0) + norm_params(cfg)
@@ -103,6 +105,14 @@ def linear_in_d_ff(cfg: ModelConfig) -> tuple[int, int]:
 def non_embedding_params(cfg: ModelConfig) -> int:
     """The non-embedding parameter count of the model `cfg` describes (cfg.d_ff set)."""
     fixed, per_unit = linear_in_d_ff(cfg)
+    return fixed + per_unit * cfg.d_ff
+
+
+def active_non_embedding_params(cfg: ModelConfig) -> int:
+    """The non-embedding parameters one token passes through (cfg.d_ff set): under model.ffn=moe
+    each mixture layer's router, top-k routed experts and shared experts instead of all its
+    experts; every other parameter as `non_embedding_params` counts it (a dense model: equal)."""
+    fixed, per_unit = linear_in_d_ff(cfg, active=True)
     return fixed + per_unit * cfg.d_ff
 
 
@@ -120,8 +130,15 @@ def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
 
 def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:
     """The d_ff whose model has the non-embedding parameter count nearest to `budget`
-    (cfg.d_ff is not read)."""
-    base, slope = linear_in_d_ff(cfg)
+    (cfg.d_ff is not read): all of them, or the active ones with
+    model.param_budget_counts=active. Under model.ffn=moe the experts are d_ff wide unless
+    model.moe_d_ff sets their width (then only the dense layers follow d_ff)."""
+    active = getattr(cfg.param_budget_counts, "value", cfg.param_budget_counts) == "active"
+    base, slope = linear_in_d_ff(cfg, active=active)
+    if slope == 0:
+        raise ConfigError(
+            f"model.param_budget={budget:,} cannot size d_ff: no layer's width follows it (every layer is a "
+            f"mixture of model.moe_d_ff={cfg.moe_d_ff} experts); set model.moe_d_ff=null or model.moe_every > 1")
     d_ff = round((budget - base) / slope)
     if d_ff < 1:
         raise ConfigError(

@@ -3,7 +3,7 @@ computed. The objectives themselves are rows of `zoo.config.facts.tasks`. No tor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Optional
 
 from zoo.config.errors import ConfigError
@@ -70,6 +70,19 @@ class TaskConfig:
                   "normaliser of the output logits (PaLM: 1e-4), to the training loss; logged apart as "
                   "train/z_loss (train/loss stays the cross-entropy); 0 = off"},
     )
+    moe_balance: float = field(
+        default=0.01,
+        metadata={"help": "model.ffn=moe: add moe_balance x the load-balancing loss E·Σ_i f_i·P_i (Switch: f_i "
+                  "the share of routed slots, P_i the mean router probability of expert i; 1 when uniform), "
+                  "the mean over mixture layers, to the training loss; the loss (unweighted) logged apart as "
+                  "train/moe_balance_loss (train/loss stays the task's); 0 = off"},
+    )
+    moe_router_z: float = field(
+        default=0.001,
+        metadata={"help": "model.ffn=moe: add moe_router_z x the router z-loss, mean over tokens of "
+                  "logsumexp(router logits)² (ST-MoE), the mean over mixture layers, to the training loss; "
+                  "the loss (unweighted) logged apart as train/moe_router_z_loss; 0 = off"},
+    )
     tf32: bool = field(
         default=True,
         metadata={"help": "on CUDA, float32 matmuls on TF32 tensor cores "
@@ -104,5 +117,17 @@ class TaskConfig:
                               "(causal_lm, masked_lm, seq2seq), not to task=classification's class logits")
         if self.z_loss and self.output_loss == OutputLoss.liger:
             raise ConfigError("task.z_loss is not computed by task.output_loss=liger; use auto, logits or chunked")
+        for name in ("moe_balance", "moe_router_z"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < float("inf"):
+                raise ConfigError(f"task.{name} must be a number >= 0 (0 = off), got {value!r}")
+            setattr(self, name, float(value))
         if self.generate_max_tokens < 1:
             raise ConfigError(f"task.generate_max_tokens must be >= 1, got {self.generate_max_tokens}")
+
+
+def task_defaults() -> dict:
+    """TaskConfig's keys that have a fixed default, as plain data: a key added since a checkpoint
+    was written (e.g. task.moe_balance) ran at its default."""
+    return {f.name: (f.default.value if isinstance(f.default, Choice) else f.default)
+            for f in fields(TaskConfig) if f.default is not MISSING}

@@ -200,6 +200,13 @@ class CallbacksConfig:
         default=100,
         metadata={"help": "callbacks.downstream: examples of each task (below 1: a fraction of it; null: all)"},
     )
+    routing_every: Optional[int] = field(
+        default=50,
+        metadata={"help": "model.ffn=moe: every N optimizer steps (and at the last), log each mixture "
+                  "layer's expert load, dropped share and router entropy, and their means over layers "
+                  "(train/moe_load, train/moe_load_max, train/moe_dropped, train/moe_entropy); the last "
+                  "values go to summary.json; null or 0: off; a dense model logs none"},
+    )
 
     def __post_init__(self) -> None:
         self.progress_bar = ProgressBar.parse(self.progress_bar, "callbacks.progress_bar")
@@ -216,6 +223,8 @@ class CallbacksConfig:
             raise ConfigError(
                 f"callbacks.instability_every must be >= 0 (0 or null: off), got {self.instability_every}"
             )
+        if self.routing_every is not None and (isinstance(self.routing_every, bool) or self.routing_every < 0):
+            raise ConfigError(f"callbacks.routing_every must be >= 0 (0 or null: off), got {self.routing_every}")
         if not (self.stop_grace_s > 0):
             raise ConfigError(f"callbacks.stop_grace_s must be > 0 seconds, got {self.stop_grace_s}")
         if self.requeue_signal is not None and self.requeue_signal not in REQUEUE_SIGNALS:

@@ -11,10 +11,12 @@ and BART (learned positions with an offset, post-LN encoder-decoder, embedding L
 Qwen3 (Llama with QK-norm per head), Gemma 2 (norms before and after each sublayer, soft-capped
 attention and logits, sliding-window layers between global ones, scaled embeddings), OLMo 2
 (norms after the sublayers, QK-norm over the whole projection) and GPT-NeoX (attention and
-feed-forward in parallel from two norms). A config field the converter cannot reproduce
-exactly (an unknown RoPE scaling, a bias on some projections only, ...) raises
-`UnsupportedConfig` naming it, instead of building a different model. `transformers` is
-imported only here.
+feed-forward in parallel from two norms); and the mixtures of experts Mixtral (Llama's block),
+OLMoE (QK-norm over the projection) and Qwen3-MoE (Qwen3's block, mixtures in every k-th
+layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them. A config field
+the converter cannot reproduce exactly (an unknown RoPE scaling, a bias on some projections
+only, ...) raises `UnsupportedConfig` naming it, instead of building a different model.
+`transformers` is imported only here.
 """
 
 from __future__ import annotations
@@ -26,14 +28,18 @@ from zoo.interop.hf.gemma2 import Gemma2Converter
 from zoo.interop.hf.gpt2 import Gpt2Converter
 from zoo.interop.hf.gpt_neox import GptNeoxConverter
 from zoo.interop.hf.llama import LlamaConverter
+from zoo.interop.hf.mixtral import MixtralConverter
 from zoo.interop.hf.olmo2 import Olmo2Converter
+from zoo.interop.hf.olmoe import OlmoeConverter
 from zoo.interop.hf.qwen3 import Qwen3Converter
+from zoo.interop.hf.qwen3moe import Qwen3MoeConverter
 from zoo.interop.hf.t5 import T5Converter
 
 # model_type of the transformers config -> converter
 CONVERTERS = {"llama": LlamaConverter, "gpt2": Gpt2Converter, "bert": BertConverter, "t5": T5Converter,
               "bart": BartConverter, "qwen3": Qwen3Converter, "gemma2": Gemma2Converter, "olmo2": Olmo2Converter,
-              "gpt_neox": GptNeoxConverter}
+              "gpt_neox": GptNeoxConverter, "mixtral": MixtralConverter, "olmoe": OlmoeConverter,
+              "qwen3_moe": Qwen3MoeConverter}
 
 
 def from_hf(hf_model):

@@ -47,7 +47,10 @@ OPTIONS = {"scale_embeddings": (False,), "embed_norm": (False,), "token_types": 
            # the block options, at their defaults: a family that reproduces one says so in its converter
            "block": ("sequential",), "qk_norm": ("none",), "qk_norm_type": (None,), "attn_softcap": (None,),
            "final_softcap": (None,), "attention": ("full",), "window": (None,), "global_every": (None,),
-           "ffn": ("dense",)}  # a kind of FFN the families have not (a mixture of experts) exports as none of them
+           "ffn": ("dense",),  # a kind of FFN the families have not (a mixture of experts) exports as none of them
+           # the mixture's keys at their defaults (set elsewhere only with model.ffn=moe); the budget's count reads no weight
+           "moe_experts": (8,), "moe_top_k": (2,), "moe_d_ff": (None,), "moe_shared": (0,), "moe_gate": ("softmax",),
+           "moe_renorm": (True,), "moe_capacity": (None,), "moe_every": (1,), "param_budget_counts": ("total", "active")}
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:

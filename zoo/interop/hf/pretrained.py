@@ -30,6 +30,9 @@ AUTO_CLASSES = {
     "gemma2": "AutoModelForCausalLM",
     "olmo2": "AutoModelForCausalLM",
     "gpt_neox": "AutoModelForCausalLM",
+    "mixtral": "AutoModelForCausalLM",
+    "olmoe": "AutoModelForCausalLM",
+    "qwen3_moe": "AutoModelForCausalLM",
 }
 
 

@@ -37,20 +37,25 @@ class RopeDecoderConverter:
     def hf_config(self, cfg):
         raise NotImplementedError
 
-    def groups(self, n_layers: int) -> Iterator[tuple[str, list[str]]]:
-        """(zoo name, [transformers names]) of every weight; the zoo tensor is the
-        transformers tensors concatenated along dim 0."""
+    def groups(self, cfg: ModelConfig) -> Iterator[tuple[str, list[str]]]:
+        """(zoo name, [transformers names]) of every weight of a model of `cfg`; the zoo tensor
+        is the transformers tensors concatenated along dim 0."""
         yield "embed.weight", ["model.embed_tokens.weight"]
         yield "lm_head.weight", ["lm_head.weight"]
         yield "decoder.final_norm.weight", ["model.norm.weight"]
-        for i in range(n_layers):
+        for i in range(cfg.n_layers):
             z, hf = f"decoder.layers.{i}.", f"model.layers.{i}."
             yield z + "self_attn.qkv_proj.weight", [hf + f"self_attn.{p}_proj.weight" for p in "qkv"]
             yield z + "self_attn.o_proj.weight", [hf + "self_attn.o_proj.weight"]
-            yield z + "ff.w_in.weight", [hf + "mlp.gate_proj.weight", hf + "mlp.up_proj.weight"]
-            yield z + "ff.w_out.weight", [hf + "mlp.down_proj.weight"]
+            yield from self.ffn_groups(cfg, i, z, hf)
             for ours, theirs in self.layer_norms.items():
                 yield f"{z}{ours}.weight", [f"{hf}{theirs}.weight"]
+
+    def ffn_groups(self, cfg: ModelConfig, i: int, z: str, hf: str) -> Iterator[tuple[str, list[str]]]:
+        """The feed-forward weights of layer `i` (zoo prefix `z`, transformers prefix `hf`): a
+        dense SwiGLU unit here; the mixture-of-experts families map their experts instead."""
+        yield z + "ff.w_in.weight", [hf + "mlp.gate_proj.weight", hf + "mlp.up_proj.weight"]
+        yield z + "ff.w_out.weight", [hf + "mlp.down_proj.weight"]
 
     def _is_offset(self, name: str) -> bool:
         """Does the zoo weight `name` carry `norm_offset` (the final norm and the layer norms)?"""
@@ -61,7 +66,7 @@ class RopeDecoderConverter:
         model = build_model(self.zoo_config(hf_model.config))
         sd = dict(hf_model.state_dict())
         sd.setdefault("lm_head.weight", sd["model.embed_tokens.weight"])  # tied: saved once
-        out = gather(sd, self.groups(model.config.n_layers))  # qkv: (H·Dh + 2·Hkv·Dh, D); w_in: (2·d_ff, D)
+        out = gather(sd, self.groups(model.config))  # qkv: (H·Dh + 2·Hkv·Dh, D); w_in: (2·d_ff, D)
         for name in out:
             if self._is_offset(name):
                 out[name] = out[name] + self.norm_offset
@@ -73,7 +78,7 @@ class RopeDecoderConverter:
 
         cfg = model.config
         hf = getattr(transformers, self.model_class)(self.hf_config(cfg))
-        out = scatter(model.state_dict(), self.groups(cfg.n_layers), hf,
+        out = scatter(model.state_dict(), self.groups(cfg), hf,
                       lambda name, t: t - self.norm_offset if self._is_offset(name) else t)
         load_exact(hf, out)
         return hf.eval()

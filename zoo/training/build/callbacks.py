@@ -17,6 +17,7 @@ from zoo.harness.run import require_lm_eval
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.train import ProgressBar
 from zoo.training.monitor.instability import InstabilityMonitor
+from zoo.training.monitor.routing import RoutingMonitor
 from zoo.training.monitor.last_validation import LastValidation
 from zoo.training.monitor.throughput import Throughput
 from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
@@ -41,6 +42,7 @@ class RunCallbacks:
     requeue: Optional[Requeue] = None  # SLURM jobs with callbacks.requeue_signal
     rank_watch: Optional[RankWatch] = None  # names a rank that died
     instability: Optional[InstabilityMonitor] = None  # callbacks.instability_every
+    routing: Optional[RoutingMonitor] = None  # callbacks.routing_every, with model.ffn=moe
     downstream: Optional[Any] = None  # callbacks.downstream: a `Downstream`
 
     @property
@@ -88,6 +90,10 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
     if spec.callbacks.instability_every:  # off: no callback, no hook
         instability = InstabilityMonitor(spec.callbacks.instability_every)
         callbacks.append(instability)
+    routing = None
+    if spec.callbacks.routing_every and spec.model.ffn == "moe":  # a dense model has no routing to log
+        routing = RoutingMonitor(spec.callbacks.routing_every)
+        callbacks.append(routing)
     requeue = None
     # zoo saves and requeues itself (Requeue); Lightning's handler would save from inside the
     # signal handler (its SLURM environment is added without it, `zoo.training.build.trainer`)
@@ -99,7 +105,8 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
         callbacks.append(StepTQDMProgressBar())
     return RunCallbacks(all=callbacks, last=last, interrupt=interrupt, throughput=throughput, final=final,
-                        requeue=requeue, rank_watch=rank_watch, instability=instability, downstream=downstream)
+                        requeue=requeue, rank_watch=rank_watch, instability=instability, routing=routing,
+                        downstream=downstream)
 
 
 def _downstream(spec: ZooConfig):

@@ -14,6 +14,7 @@ from typing import Any
 from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import model_defaults
+from zoo.config.schema.task import task_defaults
 from zoo.config.schema.train import optim_defaults, scheduler_defaults
 
 
@@ -88,8 +89,8 @@ def saved_sections(hparams: dict) -> dict:
     out = {k: hparams[k] for k in ("model", "task", "optim", "scheduler") if k in hparams}
     if "model" in out:  # model keys added since the checkpoint was written: the defaults it ran with
         out["model"] = {**model_defaults(), **out["model"]}
-    for section, defaults in (("optim", optim_defaults), ("scheduler", scheduler_defaults)):
-        if section in out:  # e.g. Muon's and WSD's keys, which an earlier run ran without
+    for section, defaults in (("optim", optim_defaults), ("scheduler", scheduler_defaults), ("task", task_defaults)):
+        if section in out:  # e.g. Muon's and WSD's keys, task.moe_*, which an earlier run ran without
             out[section] = {**defaults(), **out[section]}
     if extras.data is not None:
         out["data"] = extras.data

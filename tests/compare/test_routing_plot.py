@@ -1,0 +1,57 @@
+"""zoo-compare's routing picture (routing.png): one heatmap per mixture-of-experts arm of E x each
+expert's last load per layer, the mean over the arm's seeds, read from summary.json; a
+collapsed arm shows its hot expert; a comparison without routing draws none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.compare.sweeps import write_sweep
+
+pytest.importorskip("matplotlib")
+
+# (layers, experts) loads of the balanced and the collapsed arm, per seed
+BALANCED = {0: [[0.25, 0.25, 0.3, 0.2], [0.2, 0.3, 0.25, 0.25]], 1: [[0.25, 0.25, 0.2, 0.3], [0.3, 0.2, 0.25, 0.25]]}
+COLLAPSED = {0: [[0.5, 0.5, 0.0, 0.0], [0.9, 0.1, 0.0, 0.0]], 1: [[0.5, 0.5, 0.0, 0.0], [0.7, 0.3, 0.0, 0.0]]}
+
+
+def _sweep(root: Path, routing: bool = True) -> Path:
+    runs = [({"task.moe_balance": b, "seed": s}, 3.0 + 0.01 * s + (0.1 if b == 0 else 0.0))
+            for b in (0.01, 0.0) for s in (0, 1)]
+    write_sweep(root, runs)
+    if routing:
+        for i, (config, _) in enumerate(runs):
+            loads = (BALANCED if config["task.moe_balance"] else COLLAPSED)[config["seed"]]
+            path = root / str(i) / "summary.json"
+            summary = json.loads(path.read_text())
+            summary["metrics"].update({f"train/moe_load/layer_{l}/expert_{e}": v
+                                       for l, row in enumerate(loads) for e, v in enumerate(row)})
+            path.write_text(json.dumps(summary))
+    return root
+
+
+def test_each_mixture_arm_gets_its_heatmap_of_the_mean_load(tmp_path):
+    from zoo.compare.report import compare
+    from zoo.compare.routing_plot import figure_routing
+
+    report = compare([_sweep(tmp_path / "sweep")], tmp_path / "out")
+    assert (tmp_path / "out" / "routing.png").is_file()
+    assert "![expert load per mixture layer](routing.png)" in (tmp_path / "out" / "report.md").read_text()
+    fig = figure_routing(report)
+    heatmaps = [ax for ax in fig.axes if ax.images and ax.get_xlabel() == "expert"]
+    assert [ax.get_title() for ax in heatmaps] == ["task.moe_balance=0.01 (baseline)", "task.moe_balance=0.0"]
+    collapsed = heatmaps[1].images[0].get_array()
+    assert collapsed[1].tolist() == pytest.approx([4 * 0.8, 4 * 0.2, 0.0, 0.0])  # E x the mean over seeds
+    assert heatmaps[0].images[0].get_array()[0].tolist() == pytest.approx([1.0, 1.0, 1.0, 1.0])
+    assert "1 = balanced" in fig.axes[-1].get_ylabel()  # the colour bar says what the colour is
+
+
+def test_a_comparison_without_routing_draws_none(tmp_path):
+    from zoo.compare.report import compare
+
+    compare([_sweep(tmp_path / "sweep", routing=False)], tmp_path / "out")
+    assert not (tmp_path / "out" / "routing.png").exists()
+    assert "routing.png" not in (tmp_path / "out" / "report.md").read_text()

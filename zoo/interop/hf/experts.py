@@ -1,0 +1,60 @@
+"""What transformers' mixture-of-experts decoders share (Mixtral, OLMoE, Qwen3-MoE), for their
+converters: the router and the stacked experts of a mixture layer, and the router's config.
+
+transformers 5 holds a mixture layer as `mlp.gate.weight` (E, D), the router without bias, and
+`mlp.experts.gate_up_proj` (E, 2·F, D), each expert's gate rows then its up rows, and
+`mlp.experts.down_proj` (E, D, F): zoo's `ff.router.weight`, `ff.experts.w_in` and
+`ff.experts.w_out` (`zoo.nn.moe`) as they are. Every one of these routers takes the softmax of
+the E logits in float32 and its top k: zoo's `model.moe_gate=softmax`, dropless
+(`model.moe_capacity=null`), without shared experts; whether the k weights are renormalised
+to sum 1 is Mixtral's always, OLMoE's and Qwen3-MoE's `norm_topk_prob` (`model.moe_renorm`).
+
+What a mixture layer adds to training is not in the weights and is not converted: the
+coefficient of the load-balancing loss (`router_aux_loss_coef`; zoo's `task.moe_balance`),
+Mixtral's router jitter (`router_jitter_noise`, none in zoo). transformers' load-balancing loss
+counts f_i over the N tokens (Σ f_i = k) where zoo's counts it over the N·k routed slots (Σ f_i =
+1), and pools the layers before the product where zoo averages each layer's loss: for one layer
+transformers' loss is k times zoo's (`tests/interop/test_hf_moe.py` checks it), so OLMoE's 0.01
+at k = 8 is about `task.moe_balance=0.08`."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from zoo.config.facts.ffn import FFNKind, layer_kinds
+from zoo.config.schema.model import ModelConfig
+from zoo.interop.hf.common import ANY, require
+
+# the options a family with transformers' router reproduces (`composed_as`): the experts' count,
+# top-k and width as they are; softmax, dropless, no shared experts. `moe_renorm` and
+# `moe_every` are each family's own.
+ROUTER_OPTIONS = {"ffn": ("moe",), "moe_experts": ANY, "moe_top_k": ANY, "moe_d_ff": ANY, "moe_gate": ("softmax",),
+                  "moe_shared": (0,), "moe_capacity": (None,)}
+
+
+def moe_options(**family) -> dict:
+    """`ROUTER_OPTIONS` with a family's own (`moe_renorm=(True,)`, `moe_every=ANY`, ...)."""
+    return {**ROUTER_OPTIONS, "moe_renorm": (True, False), "moe_every": (1,), **family}
+
+
+class MixtureLayers:
+    """Put first among a `RopeDecoderConverter`'s bases: the layers `cfg` makes mixtures map
+    their router and stacked experts, the others their dense unit as the family does."""
+
+    def ffn_groups(self, cfg: ModelConfig, i: int, z: str, hf: str) -> Iterator[tuple[str, list[str]]]:
+        """(zoo name, [transformers name]) of layer `i`'s feed-forward weights."""
+        if layer_kinds(cfg, cfg.n_layers)[i] != FFNKind.moe:
+            yield from super().ffn_groups(cfg, i, z, hf)
+            return
+        yield z + "ff.router.weight", [hf + "mlp.gate.weight"]  # (E, D)
+        yield z + "ff.experts.w_in", [hf + "mlp.experts.gate_up_proj"]  # (E, 2·F, D): gate rows, then up rows
+        yield z + "ff.experts.w_out", [hf + "mlp.experts.down_proj"]  # (E, D, F)
+
+
+def router_keys(config, experts_field: str, renorm: bool) -> dict:
+    """zoo's model.moe_* keys of a transformers config's router: E (in `experts_field`), k and
+    whether the top-k weights are renormalised."""
+    require(config, "hidden_act", "silu")
+    return {"ffn": "moe", "moe_experts": getattr(config, experts_field), "moe_top_k": config.num_experts_per_tok,
+            "moe_renorm": renorm}
+
