@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.config.schema.model import model_defaults
+from zoo.config.schema.task import task_defaults
 from zoo.config.records.links import first_link_out, link_out, refusal
 from zoo.config.records.yaml_files import load_yaml
 from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
@@ -132,8 +133,6 @@ def with_model_defaults(config: dict[str, Any]) -> dict[str, Any]:
     """A flattened config with the model and task keys it predates at their schema defaults: a
     run made before a key existed ran with the behaviour that default keeps, and is the same arm
     as a run that sets it there."""
-    from zoo.config.schema.task import task_defaults
-
     for section, defaults in (("model", model_defaults), ("task", task_defaults)):
         if any(k.startswith(f"{section}.") for k in config):
             config = {**config, **{f"{section}.{k}": v for k, v in defaults().items() if f"{section}.{k}" not in config}}
