@@ -65,7 +65,15 @@ def test_each_paired_interval_follows_from_its_p_value(study):
 
 @pytest.mark.parametrize("study", PAIRED, ids=str)
 def test_each_holm_p_value_follows_from_the_reports_p_values(study):
-    rows = [r for r in _tested(_rows(study)) if "p_holm" in r]
+    """Holm's step-down over the report's family: the arms against the baseline, or every pair
+    (pairs.csv) in a report made with pairs=all, whose rows against the baseline are pairs too."""
+    pairs = REPORTS / study.parent / "pairs.csv"
+    rows = [r for r in _tested(_rows(study.parent / "pairs.csv" if pairs.is_file() else study)) if "p_holm" in r]
+    if pairs.is_file():
+        by_pair = {(r["arm"], r["other"]): r for r in rows}
+        baseline = next(r["arm"] for r in _rows(study) if r["arm"].endswith("(baseline)")).removesuffix(" (baseline)")
+        for row in _tested(_rows(study)):
+            assert float(row["p_holm"]) == pytest.approx(float(by_pair[(row["arm"], baseline)]["p_holm"]), abs=FOUR)
     diffs = [Difference(float(r["diff"]), None, None, "paired", p=float(r["p"])) for r in rows]
     holm(diffs)
     for row, d in zip(rows, diffs):
