@@ -31,7 +31,7 @@ TRACE = "train/output_logit_mean"
 def mitigation(row: dict) -> str:
     """The arm's mitigation from its settings: QK-norm on or off, z-loss on or off."""
     qk = row.get("model.qk_norm", "none") not in ("", "none", "(unset)")
-    z = float(row.get("task.z_loss") or 0) > 0 if row.get("task.z_loss") not in ("(unset)",) else False
+    z = (number(row.get("task.z_loss")) or 0.0) > 0
     return {(False, False): "baseline", (True, False): "qk_norm", (False, True): "z_loss", (True, True): "both"}[(qk, z)]
 
 
