@@ -308,7 +308,7 @@ def test_a_block_option_exports_as_the_family_that_has_it(overrides, family):
 # initialisation or training reads); every other key is an option that must be in OPTIONS
 READ_BY_EVERY_CONVERTER = {
     "family", "position", "norm", "norm_type", "norm_eps", "activation", "d_model", "n_heads", "n_kv_heads",
-    "head_dim", "n_layers", "n_decoder_layers", "d_ff", "param_budget", "vocab_size", "max_seq_len", "dropout",
+    "head_dim", "n_layers", "n_decoder_layers", "d_ff", "ff_mult", "param_budget", "vocab_size", "max_seq_len", "dropout",
     "tie_embeddings", "bias", "init_std", "embed_init", "mup_base_d_model", "mup_base_head_dim",
     "checkpoint_activations"}
 

@@ -61,6 +61,25 @@ def test_conflicts_and_impossible_budgets_are_refused(kw, words):
     assert all(w in str(info.value) for w in words)
 
 
+@pytest.mark.parametrize("d_model, mult, d_ff", [(48, 32, 1536), (96, 32, 3072), (64, 2.5, 160), (16, 0.01, 1)])
+def test_ff_mult_sizes_d_ff_by_the_same_rule_at_every_width(d_model, mult, d_ff):
+    cfg = config(param_budget=None, d_model=d_model, ff_mult=mult)
+    assert cfg.d_ff == d_ff
+    assert ModelConfig(**cfg.to_dict()).d_ff == d_ff  # read back from a run: its resolved d_ff agrees
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"ff_mult": 4, "d_ff": 10}, ["ff_mult=4", "d_ff=10", "set one"]),
+    ({"ff_mult": 4}, ["ff_mult=4", "param_budget", "set one"]),
+    ({"ff_mult": 0, "param_budget": None}, ["ff_mult", "> 0"]),
+    ({"ff_mult": -2.0, "param_budget": None}, ["ff_mult", "> 0"]),
+])
+def test_ff_mult_with_another_sizing_or_not_positive_is_refused(kw, words):
+    with pytest.raises(ConfigError) as info:
+        config(**kw)
+    assert all(w in str(info.value) for w in words)
+
+
 # the config-only count against the built model
 
 def built(cfg: ModelConfig) -> int:

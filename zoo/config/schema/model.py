@@ -146,6 +146,11 @@ class ModelConfig:
         metadata={"help": "feed-forward hidden width; default 4·D, or 8/3·D rounded up to a "
                   "multiple of 64 for gated activations (same parameter count)"},
     )
+    ff_mult: Optional[float] = field(
+        default=None,
+        metadata={"help": "feed-forward hidden width as a multiple of D: d_ff = round(ff_mult·D), "
+                  "the same rule at every size (x-transformers' ff_mult); instead of model.d_ff"},
+    )
     param_budget: Optional[int] = field(
         default=None,
         metadata={"help": "size d_ff so the model has this many non-embedding parameters "
@@ -354,6 +359,16 @@ class ModelConfig:
             )
         check_moe_keys(self)
         self.param_budget_counts = BudgetCounts.parse(self.param_budget_counts, "model.param_budget_counts")
+        if self.ff_mult is not None:
+            if isinstance(self.ff_mult, bool) or not self.ff_mult > 0:
+                raise ConfigError(f"model.ff_mult must be > 0, got {self.ff_mult!r}")
+            sized = max(1, round(self.ff_mult * self.d_model))
+            # a config read back from a run holds the d_ff it resolved to: the same, so no conflict
+            for other, agrees in (("d_ff", self.d_ff in (None, sized)), ("param_budget", self.param_budget is None)):
+                if not agrees:
+                    raise ConfigError(f"model.ff_mult={self.ff_mult:g} and model.{other}={getattr(self, other)} "
+                                      f"both size the feed-forward unit; set one of them")
+            self.d_ff = sized
         if self.param_budget is not None:
             _positive("param_budget", self.param_budget)
             from zoo.config.schema.params import d_ff_for_budget  # lazy: it reads this module's enums
