@@ -20,11 +20,11 @@ from zoo.compare.runs import RunStatus
 LOAD = re.compile(r"^train/moe_load/layer_(\d+)/expert_(\d+)$")
 
 
-def arm_loads(arm) -> Optional[tuple[np.ndarray, list[str]]]:
+def arm_loads(runs) -> Optional[tuple[np.ndarray, list[str]]]:
     """((layers x seeds, experts) of E x each expert's last load, the row labels "L0 s1"): one
-    row per mixture layer and finished run that logged it, layer-major; None where none did."""
+    row per mixture layer and finished run of `runs` that logged it, layer-major; None where none did."""
     tables = []
-    for run in arm.runs:
+    for run in runs:
         if run.status != RunStatus.finished:
             continue
         cells = {}
@@ -45,9 +45,16 @@ def arm_loads(arm) -> Optional[tuple[np.ndarray, list[str]]]:
     return np.stack([r for _, r in rows]), [label for label, _ in rows]
 
 
-def figure_routing(report):
-    """One heatmap per arm with routing (see the module docstring); None when no arm has any."""
-    arms = [(arm, *found) for arm in report.arms if (found := arm_loads(arm)) is not None]
+def figure_routing(report, tuned: Optional[str] = None):
+    """One heatmap per arm with routing (see the module docstring); None when no arm has any.
+    `tuned` (a tuned report's key): each arm's runs at its best value of it, the value in its title."""
+    def runs_of(arm):
+        return (arm.best.runs if arm.best else []) if tuned else arm.runs
+
+    def title(arm):
+        return name(report, arm) + (f"\nat {tuned}={arm.best.value}" if tuned else "")
+
+    arms = [(arm, *found) for arm in report.arms if (found := arm_loads(runs_of(arm))) is not None]
     if not arms:
         return None
     plt = _pyplot()
@@ -56,7 +63,7 @@ def figure_routing(report):
     top = max(2.0, max(float(np.nanmax(loads)) for _, loads, _ in arms))
     for j, (ax, (arm, loads, labels)) in enumerate(zip(axes[0], arms)):
         image = ax.imshow(loads, cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
-        ax.set_title(name(report, arm), fontsize=8)
+        ax.set_title(title(arm), fontsize=8)
         ax.set_xlabel("expert")
         ax.set_ylabel("mixture layer, seed")
         ax.set_xticks(range(loads.shape[1]))
@@ -68,7 +75,7 @@ def figure_routing(report):
     return fig
 
 
-def plot_routing(report, path: Path) -> Optional[Path]:
+def plot_routing(report, path: Path, tuned: Optional[str] = None) -> Optional[Path]:
     """Write routing.png, or nothing (None) when no arm logged its routing."""
-    fig = figure_routing(report)
+    fig = figure_routing(report, tuned)
     return None if fig is None else _save(_pyplot(), fig, path)

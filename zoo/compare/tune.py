@@ -31,6 +31,7 @@ from typing import Any, Optional
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_tuning
+from zoo.compare.routing_plot import plot_routing
 from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, accounting_line, declare, design_line,
                                  few_seed_warnings,
                                  flag_warnings, load_runs, make_out, pick_baseline, problem_lines, repeat_warnings,
@@ -296,6 +297,9 @@ def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/l
     report.files["heldout_csv"] = write_heldout(heldout_rows(arms, key, metric), out)
     if plots:
         report.files["tuning"] = plot_tuning(report, out / "tuning.png")
+        routing = plot_routing(report, out / "routing.png", tuned=key)  # mixture-of-experts arms only
+        if routing is not None:
+            report.files["routing"] = routing
     report.files["md"] = write_tuned_markdown(report, out / "report.md", dirs)
     return report
 
@@ -353,5 +357,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings + report.notes]]
     if "tuning" in report.files:
         lines += ["", f"![final {m} against {k}, one line per arm]({report.files['tuning'].name})"]
+    if "routing" in report.files:
+        lines += ["", f"![expert load per mixture layer, each arm at its best {k}]({report.files['routing'].name})"]
     write_text(path, "\n".join(lines) + "\n")
     return path
