@@ -9,6 +9,7 @@ row. A collapsed router (task.moe_balance=0) shows as a bright cell in a dark ro
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -51,27 +52,28 @@ def figure_routing(report, tuned: Optional[str] = None):
     def runs_of(arm):
         return (arm.best.runs if arm.best else []) if tuned else arm.runs
 
-    def title(arm):
-        return name(report, arm) + (f"\nat {tuned}={arm.best.value}" if tuned else "")
+    def title(arm):  # wrapped: an arm's name lists every setting it changes
+        return textwrap.fill(name(report, arm), 44) + (f"\nat {tuned}={arm.best.value}" if tuned else "")
 
     arms = [(arm, *found) for arm in report.arms if (found := arm_loads(runs_of(arm))) is not None]
     if not arms:
         return None
     plt = _pyplot()
     height = 1.2 + 0.3 * max(len(labels) for _, _, labels in arms)
-    fig, axes = plt.subplots(1, len(arms), figsize=(1.6 + 2.8 * len(arms), height), squeeze=False)
+    fig, axes = plt.subplots(1, len(arms), figsize=(2.2 + 3.4 * len(arms), height + 0.6), squeeze=False)
     top = max(2.0, max(float(np.nanmax(loads)) for _, loads, _ in arms))
     for j, (ax, (arm, loads, labels)) in enumerate(zip(axes[0], arms)):
         image = ax.imshow(loads, cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
         ax.set_title(title(arm), fontsize=8)
         ax.set_xlabel("expert")
-        ax.set_ylabel("mixture layer, seed")
+        if j == 0:
+            ax.set_ylabel("mixture layer, seed")
         ax.set_xticks(range(loads.shape[1]))
         ax.set_yticks(range(loads.shape[0]), labels, fontsize=6)
         for (i, e), value in np.ndenumerate(loads):
             ax.text(e, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
                     color="white" if value < top / 2 else "black")
-    fig.colorbar(image, ax=axes[0].tolist(), label="load x E (1 = balanced; last logged step)")
+    fig.colorbar(image, ax=axes[0].tolist(), label="load x E\n(1 = balanced; last logged step)")
     return fig
 
 
