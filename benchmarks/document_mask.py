@@ -21,10 +21,10 @@ import platform
 import torch
 
 import zoo
-from zoo.config.schema.convert import as_model_config
 from zoo.bench.timing import interleaved, median, spread, timed
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import ZooSubject
+from zoo.config.schema.convert import as_model_config
 from zoo.data.collate.causal import collate_causal
 from zoo.data.tokenizers.base import SPECIAL_IDS
 

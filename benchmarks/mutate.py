@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import fnmatch
 import json
 import os
@@ -35,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

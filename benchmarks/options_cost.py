@@ -25,9 +25,9 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 import torch
 
@@ -106,7 +106,7 @@ def with_documents(batch: dict, doc_len: int) -> dict:
 
 
 def build_arms(names: list[str], *, shape: list[str], batch: int, seq_len: int, doc_len: int,
-               device: torch.device, seed: int = 0, arms: Optional[dict[str, list[str]]] = None) -> list[Arm]:
+               device: torch.device, seed: int = 0, arms: dict[str, list[str]] | None = None) -> list[Arm]:
     """Every arm named, each composed, checked and built from the same seed."""
     table = ARMS if arms is None else arms
     unknown = [n for n in names if n not in table]
@@ -147,7 +147,7 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(argv: Optional[list[str]] = None) -> dict:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arm names (the first is the base)")
     parser.add_argument("--rounds", type=int, default=5)

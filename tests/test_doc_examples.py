@@ -18,7 +18,6 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -32,14 +31,14 @@ INFERENCE = ("zoo-generate", "zoo-eval", "zoo-export")
 class Example:
     where: str  # the page, or the tool whose --help shows it
     line: str  # as printed
-    refusal: Optional[str] = None  # the line the page prints after it, when it shows a refusal
+    refusal: str | None = None  # the line the page prints after it, when it shows a refusal
 
     @property
     def words(self) -> list[str]:
         return tool_words(self.line)
 
 
-def tool_words(line: str) -> Optional[list[str]]:
+def tool_words(line: str) -> list[str] | None:
     """The words of a command of a tool of zoo, as `zoo-TOOL ARGS...`: `zoo SUBCOMMAND`,
     `torchrun ... -m zoo.cli.TOOL`, `sbatch --wrap "zoo-TOOL ..."` and `sbatch recipes/zoo.sbatch
     ARGS` (zoo-train with the job's shape) read as the zoo-train or zoo-TOOL they run; None for
@@ -155,7 +154,7 @@ def workdir(tmp_path_factory):
     return here
 
 
-def filled(words: list[str], here: Path, ckpt: Optional[Path] = None, hf: Optional[dict] = None) -> list[str]:
+def filled(words: list[str], here: Path, ckpt: Path | None = None, hf: dict | None = None) -> list[str]:
     """The example's words with its placeholders filled in."""
     out = []
     for word in words:
@@ -174,12 +173,12 @@ def filled(words: list[str], here: Path, ckpt: Optional[Path] = None, hf: Option
 
 # ---- each tool taken as far as it goes before its first file ---------------------------------------
 
-def _train_validates(args: list[str], capsys) -> Optional[str]:
+def _train_validates(args: list[str], capsys) -> str | None:
     """zoo-train's reading of `args` up to its first file: Hydra's command line, every job of a
     sweep composed and validated, local data files checked; the refusal's line, or None."""
-    import zoo
     from omegaconf import OmegaConf
 
+    import zoo
     from zoo.cli import train
     from zoo.cli.hydra_args import parse_hydra_args, sweep_variants, unknown_words
     from zoo.config.errors import ZooError
@@ -208,7 +207,7 @@ def _train_validates(args: list[str], capsys) -> Optional[str]:
     return None
 
 
-def _tool_reads(tool: str, args: list[str]) -> Optional[str]:
+def _tool_reads(tool: str, args: list[str]) -> str | None:
     """The other tools' arguments read by their own parsers and checks (no model loaded)."""
     from zoo.cli.args import parse
     from zoo.config.errors import ZooError

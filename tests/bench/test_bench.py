@@ -50,7 +50,7 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
     result = json.loads(out.read_text())
     rows = {(r["system"], r["variant"]): r for r in result["rows"]}
     assert set(rows) == {(s, v) for s in ("zoo", "hf", "x-transformers") for v in ("eager", "bf16")} | {("zoo", "checkpoint")}
-    for (system, variant), row in rows.items():
+    for (_system, variant), row in rows.items():
         assert row["train_tokens_per_s"] > 0 and 0 < row["mfu"] and row["memory_mb"] >= 0, row
         assert row["memory_kind"] == "peak RSS" and row["memory_seq_len"] == 16
         if variant != "checkpoint":

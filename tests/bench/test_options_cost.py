@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import options_cost  # noqa: E402
+
 from zoo.config.errors import ConfigError  # noqa: E402
 
 # the tests' tiny model; max_seq_len holds the sliding arms' window of 64

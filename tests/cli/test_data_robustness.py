@@ -63,7 +63,7 @@ def test_a_single_very_long_line_trains_a_subword_tokenizer(tmp_path, one_long_l
 @pytest.mark.slow
 def test_mixed_encodings_are_refused_with_the_offending_byte(zoo_train_here, tmp_path):
     path = tmp_path / "mixed.txt"
-    path.write_bytes("plain ascii line\n".encode() + "naïve in UTF-8\n".encode("utf-8")
+    path.write_bytes(b"plain ascii line\n" + "naïve in UTF-8\n".encode()
                      + "café in Latin-1\n".encode("latin-1") + b"more text\n" * 20)
     result = zoo_train_here(*BASE, f"data.path={path}", "tokenizer=byte", "model.vocab_size=300",
                        f"hydra.run.dir={tmp_path / 'r'}")

@@ -98,7 +98,7 @@ def test_a_finished_quick_run_says_every_key_to_change_to_train_on(tmp_path, zoo
     assert zoo_train_here(*command).returncode == 0
     again = zoo_train_here(*command)
     assert again.returncode == 0, again.stderr[-2000:]
-    (line,) = [l for l in (again.stderr + again.stdout).splitlines() if "is already finished" in l]
+    (line,) = [ln for ln in (again.stderr + again.stdout).splitlines() if "is already finished" in ln]
     assert "e.g. trainer.max_steps=20 scheduler.warmup_steps=1" in line, line
     suggested = line.split("e.g. ", 1)[1].rstrip(")").split()
     longer = zoo_train_here(*command, *suggested)

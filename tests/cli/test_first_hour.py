@@ -175,7 +175,7 @@ def test_the_walk_through(tmp_path):
     sweep = tool("zoo-train", "-m", *base, "trainer.max_steps=4", "trainer.val_check_interval=2",
                  "optim.lr=1e4,1e-3", "trainer.gradient_clip_val=null", check=False)
     assert sweep.returncode == 1 and "Traceback" not in sweep.stderr and "Error executing job" not in sweep.stderr
-    summary_lines = [l for l in sweep.stderr.splitlines() if "arm(s) of the sweep" in l]
+    summary_lines = [ln for ln in sweep.stderr.splitlines() if "arm(s) of the sweep" in ln]
     assert len(summary_lines) == 1 and "1 of 2 arm(s)" in summary_lines[0] and "failed.json" in summary_lines[0]
     (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
     (failed,) = sweep_dir.glob("*/failed.json")

@@ -9,11 +9,11 @@ import dataclasses
 import importlib
 import subprocess
 import sys
-import tomllib
 import typing
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.conftest import run_main
 from zoo.config.errors import ConfigError, ZooError

@@ -11,10 +11,10 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
+from zoo import train
 from zoo.config.schema.data import as_data_config
 from zoo.data.corpora.numbers import english, spanish
 from zoo.data.sources import load_splits
-from zoo import train
 
 
 def tool(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -25,7 +25,7 @@ def tool(name: str, *args: str) -> subprocess.CompletedProcess:
 def one_line_failure(result, *fragments):
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
-    (line,) = [l for l in result.stderr.splitlines() if ": error: " in l]
+    (line,) = [ln for ln in result.stderr.splitlines() if ": error: " in ln]
     for fragment in fragments:
         assert fragment in line, (fragment, line)
 

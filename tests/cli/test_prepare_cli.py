@@ -53,7 +53,7 @@ def test_bad_input_is_one_line(tmp_path, cli_here, monkeypatch):
         result = cli_here("prepare", *args)
         assert result.returncode == 2, (args, result.stderr[-2000:])
         assert "Traceback" not in result.stderr
-        (line,) = [l for l in result.stderr.splitlines() if l.startswith("zoo-prepare: error:")]
+        (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("zoo-prepare: error:")]
         assert expected in line, line
 
 

@@ -4,8 +4,6 @@ plan refuses, an explicit directory that looks like the default, and a flag Hydr
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import zoo

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 import shlex
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch

@@ -18,12 +18,11 @@ import urllib.request
 
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient  # the test extras install mlflow and wandb
 
-from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.cli.conftest import tiny_overrides
 from tests.cli.wandb_offline import read_offline_run
 from tests.training.distributed.conftest import free_port, wait_for
-
-from mlflow.tracking import MlflowClient  # the test extras install mlflow and wandb
 
 
 def _no_wandb_key(home) -> dict:

@@ -109,7 +109,7 @@ def test_multirun_sweeps_two_arms(tmp_path):
 def _assert_clean_failure(result, *fragments):
     assert result.returncode != 0
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    lines = [l for l in result.stderr.strip().splitlines() if l.startswith("zoo-train: error:")]
+    lines = [ln for ln in result.stderr.strip().splitlines() if ln.startswith("zoo-train: error:")]
     assert len(lines) == 1, result.stderr[-3000:]
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 BLOCK = 32 * 1024
 HEADER = struct.Struct("<4sHB")  # ":W&B", magic 0xBEE1, version
@@ -62,7 +63,7 @@ class OfflineRun:
     config: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)
-    exit_code: Optional[int] = None
+    exit_code: int | None = None
     preempting: bool = False
 
 

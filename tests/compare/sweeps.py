@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
 VOCAB = 256  # the synthetic runs' vocabulary: the loss of a uniform prediction is ln 256 ≈ 5.545
 
 
-def write_run(path: Path, config: dict[str, Any], loss: Optional[float], *, flops: int = 1000,
+def write_run(path: Path, config: dict[str, Any], loss: float | None, *, flops: int = 1000,
               params: int = 500, tokens: int = 20_000, error: str = "the training loss is nan at step 3") -> Path:
     """One run directory. `config` is flat ("model.norm": "pre"); `loss` None: the run failed
     (diverged) with `error`; a float: it finished with that final val/loss."""
@@ -45,7 +45,7 @@ def write_run(path: Path, config: dict[str, Any], loss: Optional[float], *, flop
     return path
 
 
-def write_sweep(root: Path, runs: list[tuple[dict[str, Any], Optional[float]]], **kwargs) -> Path:
+def write_sweep(root: Path, runs: list[tuple[dict[str, Any], float | None]], **kwargs) -> Path:
     """A sweep directory of numbered jobs, one per (config, final loss or None for a failure)."""
     for i, (config, loss) in enumerate(runs):
         extra = {k: v(config) if callable(v) else v for k, v in kwargs.items()}

@@ -12,7 +12,8 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zoo.compare.powerlaw import MIN_POINTS, MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
 from zoo.compare.scale import ScaledArm, Size, family_box, fit_arms

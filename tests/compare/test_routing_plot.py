@@ -27,8 +27,8 @@ def _sweep(root: Path, routing: bool = True) -> Path:
             loads = (BALANCED if config["task.moe_balance"] else COLLAPSED)[config["seed"]]
             path = root / str(i) / "summary.json"
             summary = json.loads(path.read_text())
-            summary["metrics"].update({f"train/moe_load/layer_{l}/expert_{e}": v
-                                       for l, row in enumerate(loads) for e, v in enumerate(row)})
+            summary["metrics"].update({f"train/moe_load/layer_{layer}/expert_{e}": v
+                                       for layer, row in enumerate(loads) for e, v in enumerate(row)})
             path.write_text(json.dumps(summary))
     return root
 

@@ -3,8 +3,8 @@
 import pytest
 
 from zoo.config.errors import ConfigError
-from zoo.data import build_tokenizer, check_vocab, per_device_batch
 from zoo.config.schema.data import TokenizerConfig
+from zoo.data import build_tokenizer, check_vocab, per_device_batch
 
 
 @pytest.mark.parametrize("global_batch, world, cap, expected", [

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from zoo.config.errors import ConfigError
 from zoo.config.facts.corpora import CORPUS_ROWS
 from zoo.config.schema.data import (
     DataConfig,
@@ -14,7 +15,6 @@ from zoo.config.schema.data import (
     as_data_config,
     as_tokenizer_config,
 )
-from zoo.config.errors import ConfigError
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

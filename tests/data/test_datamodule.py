@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from zoo.config.errors import ConfigError
+from zoo.data import IGNORE_INDEX, DataError, ZooDataModule, build_datamodule, load_tokenizer
 from zoo.data.corpora import load_numbers
-from zoo.data import DataError, IGNORE_INDEX, ZooDataModule, build_datamodule, load_tokenizer
 
 
 def _setup(task, data, tokenizer, **kwargs):

@@ -11,18 +11,16 @@ import sys
 
 import pytest
 import torch
-
 import transformers  # noqa: F401  (a test dependency: missing, these tests fail rather than skip)
 
 from tests.interop.tiny_hf import save_tokenizer  # noqa: E402
-from zoo.data.tokenizers.state import tokenizer_from_state, tokenizer_state  # noqa: E402
-from zoo.config.schema.data import TokenizerConfig  # noqa: E402
-from zoo.config.errors import ConfigError  # noqa: E402
 from zoo.cli.refusals import refusal  # noqa: E402
-from zoo.data import (DataError, IGNORE_INDEX, MaskingCollator, build_datamodule, build_tokenizer,  # noqa: E402
-                      load_tokenizer)
+from zoo.config.errors import ConfigError  # noqa: E402
+from zoo.config.schema.data import TokenizerConfig  # noqa: E402
+from zoo.data import IGNORE_INDEX, DataError, MaskingCollator, build_datamodule, build_tokenizer, load_tokenizer  # noqa: E402
 from zoo.data.specials import require_specials  # noqa: E402
 from zoo.data.tokenizers import HFTokenizer, Tokenizer  # noqa: E402
+from zoo.data.tokenizers.state import tokenizer_from_state, tokenizer_state  # noqa: E402
 
 TEXTS = ["And God said, Let there be light: and there was light.",
          "  def f(x):\n\treturn {'naïve': x ** 2}  # café ☕\n",

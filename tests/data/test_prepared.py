@@ -21,7 +21,7 @@ from zoo.data.packing import concat_ids
 from zoo.data.prepared import TokenStream, open_prepared, prepare, token_dtype
 from zoo.data.split import split_train_val
 from zoo.data.tokenize import tokenize_lm
-from zoo.data.tokenizers import ByteTokenizer, build_tokenizer
+from zoo.data.tokenizers import ByteTokenizer
 
 
 def write_corpus(path: Path, n: int = 3000, salt: str = "") -> Path:

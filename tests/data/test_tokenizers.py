@@ -5,7 +5,7 @@ import os
 import pytest
 
 from zoo.config.schema.data import TokenizerConfig
-from zoo.data import DataError, SPECIAL_IDS, TOKENIZERS, build_tokenizer, load_tokenizer
+from zoo.data import SPECIAL_IDS, TOKENIZERS, DataError, build_tokenizer, load_tokenizer
 from zoo.data.corpora import load_pydoc
 
 # zoo's own kinds, with fixed special ids; kind hf wraps an existing Hugging Face tokenizer

@@ -148,7 +148,7 @@ class SdpaSeen:
     ops: list[str]
 
     @classmethod
-    def of(cls, events) -> "SdpaSeen":
+    def of(cls, events) -> SdpaSeen:
         kernels, ops = set(), set()
         for e in events:
             # kernels are their own events (device_type CUDA) in Kineto profiles; older

@@ -14,8 +14,8 @@ import torch
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from tests.gpu.conftest import BF16_TOL, DEVICE, on, prompts, token_batch
-from zoo.config.schema.model import Family
 from zoo.config.facts.tasks import task_of_family
+from zoo.config.schema.model import Family
 from zoo.config.schema.train import OptimConfig
 from zoo.data.collate.padding import without_full_masks
 from zoo.models.generate import GenerationConfig, generate

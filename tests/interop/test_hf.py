@@ -9,12 +9,11 @@ import functools
 
 import pytest
 import torch
-
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
 import zoo  # noqa: E402
-from zoo.models.generate import generate  # noqa: E402
 from zoo.interop.hf import UnsupportedConfig, from_hf, to_hf  # noqa: E402
+from zoo.models.generate import generate  # noqa: E402
 
 V = 97
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
 import zoo  # noqa: E402

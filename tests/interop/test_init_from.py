@@ -16,19 +16,18 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
-
 import transformers  # a test dependency: missing, these tests fail rather than skip
+import yaml
 
 import zoo  # noqa: E402
 from tests.interop.tiny_hf import MODELS, save_model  # noqa: E402
-from zoo.config.schema.convert import plain  # noqa: E402
 from zoo.cli.refusals import refusal  # noqa: E402
-from zoo.data import build_datamodule, load_tokenizer  # noqa: E402
 from zoo.config.facts.tasks import task_of_family  # noqa: E402
+from zoo.config.schema.convert import plain  # noqa: E402
+from zoo.config.schema.validate import validate  # noqa: E402
+from zoo.data import build_datamodule, load_tokenizer  # noqa: E402
 from zoo.interop.hf.pretrained import load_weights, model_config, supported  # noqa: E402
 from zoo.tasks import TASKS  # noqa: E402
-from zoo.config.schema.validate import validate  # noqa: E402
 from zoo.training.run import init_weights  # noqa: E402
 
 TEXT = "And God said, Let there be light: and there was light."

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import zoo
-from zoo.config.facts.positions import PositionKind
 from tests.conftest import sharp
+from zoo.config.facts.positions import PositionKind
 
 
 def _changed_positions(model, family: str, ids: torch.Tensor, edited: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,7 @@ from torch import nn
 
 import zoo
 from tests.conftest import ACTIVATIONS, FAMILIES, NORM_TYPES, POSITIONS, tiny
-from zoo.models.init import (ONES, ZEROS, Start, has_meta_parameters, initial_value, materialize,
-                             parameters_on_meta)
+from zoo.models.init import ONES, ZEROS, Start, has_meta_parameters, initial_value, materialize, parameters_on_meta
 
 
 def _same(a: nn.Module, b: nn.Module) -> None:

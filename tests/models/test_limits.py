@@ -12,10 +12,10 @@ import zoo
 from tests.conftest import CAUSAL_FAMILIES, tiny
 from zoo.config import ConfigError, ModelConfig, PositionKind
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.data.prompts import continue_text
 from zoo.data.tokenizers import build_tokenizer
 from zoo.models.generate import GenerationConfig, generate
 from zoo.models.limits import check_lengths, check_memory, kv_cache_bytes
-from zoo.data.prompts import continue_text
 from zoo.nn import cache as cache_module
 
 

@@ -15,7 +15,7 @@ import zoo
 from tests.conftest import FAMILIES
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import MUP_BASE_D_MODEL, ModelConfig
-from zoo.config.schema.train import OptimConfig, SchedulerConfig
+from zoo.config.schema.train import OptimConfig
 from zoo.models.parametrization import optimizer_scales
 from zoo.tasks.optim import build_optimizer, parameter_groups
 

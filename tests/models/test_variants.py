@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, sharp, tiny
+from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, sharp
 
 # float32 rounding through a stack with weights at std 0.5 reaches about 2e-5 on logits of
 # about 6 (post-norm, encoder-decoder); a wrong mask, index or position moves them by O(1)
@@ -109,11 +109,14 @@ def test_cached_decoding_equals_full_forward(family, position, norm, norm_type):
     if family == "encoder_decoder":
         memory = model.encode(src)
         full = model(decoder_input_ids=dec, encoder_hidden_states=memory).logits
-        step = lambda ids, cache: model(decoder_input_ids=ids, encoder_hidden_states=memory,
-                                        cache=cache, use_cache=True)
+
+        def step(ids, cache):
+            return model(decoder_input_ids=ids, encoder_hidden_states=memory, cache=cache, use_cache=True)
     else:
         full = model(dec).logits
-        step = lambda ids, cache: model(ids, cache=cache, use_cache=True)
+
+        def step(ids, cache):
+            return model(ids, cache=cache, use_cache=True)
     out = step(dec[:, :3], None)
     pieces, cache = [out.logits], out.cache
     for t in range(3, 9):

@@ -12,10 +12,10 @@ import torch.nn.functional as F
 
 import zoo
 from tests.conftest import tiny
+from zoo.config.facts.blocks import QKNorm
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.model import NormType
 from zoo.config.schema.task import OutputLoss
-from zoo.config.facts.blocks import QKNorm
 from zoo.nn.attention import Attention, attention
 from zoo.nn.block import Block
 from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy

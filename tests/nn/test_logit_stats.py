@@ -13,8 +13,8 @@ import torch
 from tests.conftest import tiny
 from tests.nn.logit_by_hand import max_logit_by_hand
 from zoo.models import build_model
-from zoo.nn.attention import Attention
 from zoo.nn import logit_stats
+from zoo.nn.attention import Attention
 from zoo.nn.logit_stats import max_attention_logit, output_logit_stats
 
 

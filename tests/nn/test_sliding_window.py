@@ -18,8 +18,8 @@ from zoo.interop.hf import UnsupportedConfig, to_hf
 from zoo.models.limits import kv_cache_bytes
 from zoo.nn import flex as flex_module
 from zoo.nn.cache import SlidingKVCache, SlidingStaticKVCache
-from zoo.nn.mask import attention_mask, band_mask_mod, in_band
 from zoo.nn.flex import is_block_mask
+from zoo.nn.mask import attention_mask, band_mask_mod, in_band
 
 
 def _band(q_len, k_len, window, causal=True, key_padding=None):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import copy
 
+import lightning as L
 import pytest
 import torch
-import lightning as L
 import torch.nn.functional as F
 from torch.profiler import profile
 
@@ -23,6 +23,7 @@ from zoo.nn.chunked_loss import chunked_linear_cross_entropy
 from zoo.nn.position import POSITIONS as POSITION_CLASSES
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
+
 
 def grads(module) -> dict:
     return {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
@@ -200,13 +201,13 @@ def test_for_loop_foreach_and_fused_adamw_take_the_same_steps():
 def test_compiled_model_gives_the_same_loss_and_gradients():
     batch = batch_for("decoder_only")
     results, state_keys = {}, {}
-    for compiled in (False, True):
+    for compile_it in (False, True):
         torch.manual_seed(0)
-        task = TASKS["causal_lm"](model=tiny("decoder_only", "rope"), task={"kind": "causal_lm", "compile": compiled})
+        task = TASKS["causal_lm"](model=tiny("decoder_only", "rope"), task={"kind": "causal_lm", "compile": compile_it})
         loss, _, _ = task.training_loss(batch)
         loss.backward()
-        results[compiled] = (loss.detach(), grads(task))
-        state_keys[compiled] = set(task.state_dict())
+        results[compile_it] = (loss.detach(), grads(task))
+        state_keys[compile_it] = set(task.state_dict())
     assert state_keys[True] == state_keys[False]  # checkpoints of a compiled run load anywhere
     torch.testing.assert_close(results[True][0], results[False][0], atol=1e-5, rtol=1e-5)
     assert_same_grads(results[True][1], results[False][1], atol=1e-5)

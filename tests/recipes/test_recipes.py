@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import zoo
-from zoo.config import as_model_config
 from zoo import train
+from zoo.config import as_model_config
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 

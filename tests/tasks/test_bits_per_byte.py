@@ -18,6 +18,7 @@ import torch.nn.functional as F
 import zoo
 from tests.cli.conftest import tiny_overrides
 from tests.conftest import tiny
+from zoo import train
 from zoo.config.schema.data import as_data_config
 from zoo.data import build_tokenizer, load_tokenizer
 from zoo.data.collate import collate_seq2seq
@@ -25,7 +26,6 @@ from zoo.data.corpora.kjv import kjv_verses
 from zoo.data.sources import load_splits
 from zoo.tasks import Seq2Seq
 from zoo.training.checkpoint.files import load_checkpoint
-from zoo import train
 
 WHOLE_SPLIT = "trainer.limit_val_batches=1.0"  # the final validation reads every window
 

@@ -8,8 +8,8 @@ import torch
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.training.checkpoint.files import load_checkpoint
 from zoo import train
+from zoo.training.checkpoint.files import load_checkpoint
 
 PAIRS = [
     ("gpt", "causal_lm"), ("llama", "causal_lm"),

@@ -8,8 +8,8 @@ import pytest
 import zoo
 from tests.conftest import tiny
 from zoo.config import ConfigError
-from zoo.tasks import TASKS
 from zoo.config.schema.validate import validate
+from zoo.tasks import TASKS
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import zoo
-from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError
+from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.params import parameter_parts
 from zoo.config.schema.validate import validate
 from zoo.training.machine import check_host_memory

@@ -8,7 +8,6 @@ from __future__ import annotations
 import tempfile
 import time
 import warnings
-from typing import Optional
 
 import lightning as L
 from lightning.pytorch.callbacks import LearningRateMonitor
@@ -17,8 +16,8 @@ from zoo.bench.timing import synchronize
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import zoo_task
 from zoo.training.monitor.throughput import Throughput
-from zoo.training.tracking.loggers import RunCSVLogger
 from zoo.training.run import quiet_lightning
+from zoo.training.tracking.loggers import RunCSVLogger
 
 
 class _StepClock(L.Callback):
@@ -45,7 +44,7 @@ class _Repeat:
         return self.n
 
 
-def fit_seconds_per_step(work: Workload, steps: int, *, state: Optional[dict] = None, compile: bool = False) -> float:
+def fit_seconds_per_step(work: Workload, steps: int, *, state: dict | None = None, compile: bool = False) -> float:
     """Median seconds per optimizer step over `steps` steps of one Trainer.fit (after one
     untimed step)."""
     quiet_lightning()

@@ -15,6 +15,7 @@ import resource
 import subprocess
 import sys
 import threading
+
 from zoo.bench.subjects import build_subject, workload_from_spec
 
 
@@ -33,7 +34,7 @@ class PeakRSS:
     every millisecond: the high-water mark when the block raised it, the sampled peak
     otherwise."""
 
-    def __enter__(self) -> "PeakRSS":
+    def __enter__(self) -> PeakRSS:
         self.mark_before = _high_water_mark()
         self._sampled = _rss_bytes()
         self._stop = threading.Event()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from zoo.config.errors import ConfigError
 
@@ -70,7 +69,7 @@ class BenchOptions:
     prompt: int = field(default=32, metadata={"help": "generation: prompt tokens"})
     new_tokens: int = field(default=256, metadata={"help": "generation: new tokens (greedy, cached)"})
     gen_batch: int = field(default=8, metadata={"help": "generation: rows of the batched case"})
-    memory_seq_len: Optional[int] = field(default=None, metadata={"help": "memory: context (default seq_len)"})
+    memory_seq_len: int | None = field(default=None, metadata={"help": "memory: context (default seq_len)"})
     memory_rounds: int = field(default=3, metadata={"help": "memory: fresh processes per system; median"})
     device: str = field(default="auto", metadata={"help": "cpu, cuda or auto"})
     seed: int = field(default=0, metadata={"help": "seed of the weights and batches"})

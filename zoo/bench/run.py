@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -27,9 +27,10 @@ from zoo.bench.peers import PEERS, PeerUnavailable
 from zoo.bench.subjects import build_subject
 from zoo.bench.timing import interleaved, median, spread, timed
 from zoo.bench.workload import Workload
-from zoo.config.schema.model import ModelConfig
 from zoo.config.errors import ConfigError
+from zoo.config.schema.model import ModelConfig
 from zoo.models.summary import summarize
+
 
 @dataclass
 class Case:

@@ -4,8 +4,9 @@ the same precision, and the protocol (`Subject`) each system's adapter implement
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Protocol
 
 import torch
 
@@ -102,6 +103,6 @@ class Subject(Protocol):
     def forward(self, batch: dict) -> None:
         """Inference forward pass (logits), no gradients."""
 
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         """Greedy decoding with the KV cache: exactly `new_tokens` new tokens per row, or None
         when the system cannot generate with this model (encoder-only)."""

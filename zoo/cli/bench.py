@@ -19,7 +19,6 @@ import json
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-bench"
 USAGE = f"{TOOL} [KEY=VALUE ...] [model=NAME] [model/position=NAME] [model.KEY=VALUE ...]"
@@ -29,7 +28,7 @@ USAGE = f"{TOOL} [KEY=VALUE ...] [model=NAME] [model/position=NAME] [model.KEY=V
 class BenchOutput:
     """Where the figures go, beside the Markdown table printed on stdout."""
 
-    out: Optional[str] = field(default=None, metadata={"help": "FILE.json: also write the figures as JSON, "
+    out: str | None = field(default=None, metadata={"help": "FILE.json: also write the figures as JSON, "
                                                        "and the table (with the command) as FILE.md"})
 
 
@@ -38,8 +37,8 @@ def configure(argv: list[str]):
     from zoo.bench.options import SHAPES, BenchOptions
     from zoo.cli.args import parse
     from zoo.cli.outputs import check_out_file
-    from zoo.config.schema.convert import as_model_config
     from zoo.config.errors import ConfigError
+    from zoo.config.schema.convert import as_model_config
 
     own = {f.name for f in fields(BenchOptions)} | {f.name for f in fields(BenchOutput)}
     options = [a for a in argv if a.split("=", 1)[0] in own]
@@ -110,7 +109,7 @@ def usage() -> str:
                             "zoo-train (zoo-train --help lists them)"])
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, run, usage, argv)

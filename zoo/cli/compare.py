@@ -19,7 +19,6 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-compare"
 USAGE = f"{TOOL} DIR [DIR ...] [KEY=VALUE ...]"
@@ -27,24 +26,24 @@ USAGE = f"{TOOL} DIR [DIR ...] [KEY=VALUE ...]"
 
 @dataclass(kw_only=True)
 class CompareArgs:
-    out: Optional[str] = field(default=None, metadata={"help": "the report's directory (default: compare/ "
+    out: str | None = field(default=None, metadata={"help": "the report's directory (default: compare/ "
                                                        "inside the first DIR)"})
     metric: str = field(default="val/loss", metadata={"help": "the metric the arms are compared on"})
-    baseline: Optional[str] = field(default=None, metadata={"help": "KEY=VALUE[,KEY=VALUE]: the settings of "
+    baseline: str | None = field(default=None, metadata={"help": "KEY=VALUE[,KEY=VALUE]: the settings of "
                                                             "the baseline arm (default: the first arm)"})
-    lengths: Optional[str] = field(default=None, metadata={"help": "e.g. 1,2,4,8: also the perplexity at "
+    lengths: str | None = field(default=None, metadata={"help": "e.g. 1,2,4,8: also the perplexity at "
                                                            "these multiples of the trained context"})
-    tune: Optional[str] = field(default=None, metadata={"help": "a config key, e.g. optim.lr: compare each arm "
+    tune: str | None = field(default=None, metadata={"help": "a config key, e.g. optim.lr: compare each arm "
                                                         "(config minus seed and KEY) at its own best value of KEY, each seed measured at the value "
                                                         "chosen on the other seeds; with scale=: per size"})
-    scale: Optional[str] = field(default=None, metadata={"help": "a size key, e.g. model.d_model: each arm "
+    scale: str | None = field(default=None, metadata={"help": "a size key, e.g. model.d_model: each arm "
                                                          "across its sizes, the metric against training compute "
                                                          "as a power law, and the compute multiplier against the "
                                                          "baseline (scaling.png)"})
-    pairs: Optional[str] = field(default=None, metadata={"help": "all: also compare every pair of arms "
+    pairs: str | None = field(default=None, metadata={"help": "all: also compare every pair of arms "
                                                          "(pairs.csv); the report's one family of comparisons "
                                                          "is then every pair (plain and tune= reports)"})
-    recompute: Optional[str] = field(default=None, metadata={"help": "a report directory holding runs.csv: "
+    recompute: str | None = field(default=None, metadata={"help": "a report directory holding runs.csv: "
                                                              "rebuild every interval of its report from runs.csv "
                                                              "and say whether each equals the report's (exit 1 "
                                                              "when one differs)"})
@@ -140,7 +139,7 @@ def usage() -> str:
                             "read as a directory when it exists"])
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, _answer, usage, argv)

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import contextmanager
-from typing import Iterable, Optional
-
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.cli.spelling import misspelled
-from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
-from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
 from zoo.config.paths import CONFIG_NAME, config_source, shadowed_files
+from zoo.config.records.yaml_files import check_config_dirs
+from zoo.config.safety.hydra_section import (
+    HYDRA_GROUPS,
+    check_hydra_overrides,
+    check_hydra_section,
+    check_searchpath,
+    inside,
+)
+from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.sections import check_deletions, check_sections
 from zoo.config.schema.store import register_configs
-from zoo.config.records.yaml_files import check_config_dirs
-
 
 
 def check_model(cfg: DictConfig) -> DictConfig:
@@ -26,10 +30,10 @@ def check_model(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG_NAME, *,
-            config_source_dir: Optional[str] = None, config_dirs: Iterable[str] = (),
+def compose(overrides: Iterable[str] | None = None, config_name: str = CONFIG_NAME, *,
+            config_source_dir: str | None = None, config_dirs: Iterable[str] = (),
             return_hydra_config: bool = False, check: bool = True,
-            command_line: Optional[Iterable[str]] = None) -> DictConfig:
+            command_line: Iterable[str] | None = None) -> DictConfig:
     """Compose `conf/config.yaml` with Hydra command-line style overrides, e.g.
     `zoo.compose(["model=llama", "model/position=alibi", "model.d_model=256"])`, and validate it.
     With no overrides this is exactly what `zoo-train` runs with no arguments; `config_name`
@@ -80,7 +84,7 @@ def _check_tracker(cfg: DictConfig, command_line: list[str]) -> None:
     check_tracking_uri(uri, named)
 
 
-def _check_not_shadowed(config_dirs: Iterable[str], config_name: str, primary: Optional[str]) -> None:
+def _check_not_shadowed(config_dirs: Iterable[str], config_name: str, primary: str | None) -> None:
     """A `-cd` directory's file that zoo's own config tree also holds is never read (Hydra
     searches zoo's tree first): refused on one line that says what to name it, instead of a run
     of zoo's file without a word. (With another primary tree, `-cp`, zoo's files are not read.)"""
@@ -143,7 +147,7 @@ def _hydra_at(primary: str, config_dirs: Iterable[str]):
             global_hydra.initialize(saved)
 
 
-def config_groups(source: Optional[str], dirs: Iterable[str], listed_hydra_groups: Iterable[str] = ()) -> dict[str, list[str]]:
+def config_groups(source: str | None, dirs: Iterable[str], listed_hydra_groups: Iterable[str] = ()) -> dict[str, list[str]]:
     """Every config group of the search path (zoo's own, and the Hydra groups named) -> its
     options."""
     listed = tuple(listed_hydra_groups)
@@ -155,9 +159,9 @@ def config_groups(source: Optional[str], dirs: Iterable[str], listed_hydra_group
 
 def _compose_raw(overrides: list[str], config_name: str, primary: str, config_dirs: Iterable[str]) -> DictConfig:
     """Hydra's composition, with its `hydra` section, errors as one ConfigError line."""
+    import yaml
     from hydra.errors import HydraException
     from hydra.types import RunMode
-    import yaml
     from omegaconf.errors import OmegaConfBaseException
 
     config_dirs = list(config_dirs)
@@ -192,7 +196,7 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
 
 
 def check_config_files(overrides: list[str], config_name: str = CONFIG_NAME, *,
-                       config_source_dir: Optional[str] = None, config_dirs: Iterable[str] = ()) -> None:
+                       config_source_dir: str | None = None, config_dirs: Iterable[str] = ()) -> None:
     """The YAML files of every config directory a command line names (-cd, -cp, hydra.searchpath),
     checked as `compose` checks them, for a command Hydra answers without zoo composing first
     (`--info`, `--shell-completion`)."""

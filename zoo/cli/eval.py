@@ -12,7 +12,6 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-eval"
 USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...]"
@@ -20,28 +19,28 @@ USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...]"
 
 @dataclass(kw_only=True)
 class EvalArgs:
-    ckpt: Optional[str] = field(default=None, metadata={"help": "the checkpoint to evaluate (required)"})
-    data: Optional[str] = field(
+    ckpt: str | None = field(default=None, metadata={"help": "the checkpoint to evaluate (required)"})
+    data: str | None = field(
         default=None, metadata={"help": "a local data file (.txt, .jsonl/.json, .csv/.tsv, .parquet), "
                                 "evaluated whole, instead of the checkpoint's own dataset"})
-    seq_len: Optional[int] = field(default=None, metadata={"help": "tokens per window (default: the "
+    seq_len: int | None = field(default=None, metadata={"help": "tokens per window (default: the "
                                                            "checkpoint's data.seq_len)"})
     split: str = field(default="validation", metadata={"help": "the split to evaluate: train or validation"})
     batch_size: int = field(default=32, metadata={"help": "rows per batch"})
-    limit_batches: Optional[int] = field(default=None, metadata={"help": "evaluate at most this many "
+    limit_batches: int | None = field(default=None, metadata={"help": "evaluate at most this many "
                                                                  "batches (default: all)"})
-    out: Optional[str] = field(default=None, metadata={"help": "also write the metrics to this JSON file "
+    out: str | None = field(default=None, metadata={"help": "also write the metrics to this JSON file "
                                                        "(they are printed either way)"})
     accelerator: str = field(default="auto", metadata={"help": "Lightning accelerator: cpu, gpu, or auto (a "
                                                        "GPU where torch sees one, as zoo-generate picks)"})
     devices: int = field(default=1, metadata={"help": "devices (processes) to evaluate on"})
-    harness: Optional[str] = field(
+    harness: str | None = field(
         default=None, metadata={"help": "lm-evaluation-harness tasks, comma-separated (built in: kjv_cloze, "
                                 "kjv_next_verse, numbers_translation; any harness task whose dataset can be "
                                 "reached): a table, and the results in the run's harness/ directory"})
-    limit: Optional[float] = field(default=None, metadata={"help": "harness=: examples per task (below 1: a "
+    limit: float | None = field(default=None, metadata={"help": "harness=: examples per task (below 1: a "
                                                            "fraction of each; default: all)"})
-    num_fewshot: Optional[int] = field(default=None, metadata={"help": "harness=: examples shown before each "
+    num_fewshot: int | None = field(default=None, metadata={"help": "harness=: examples shown before each "
                                                                "question (default: each task's own)"})
 
 
@@ -139,7 +138,7 @@ def _check_window(model, seq_len, *, given: bool) -> None:
                       f"{bound}): give seq_len={bound} or less")
 
 
-def _beside_the_summary(ckpt: Path, result: dict) -> Optional[str]:
+def _beside_the_summary(ckpt: Path, result: dict) -> str | None:
     """One line that puts this val/loss beside the one the run's summary.json reports, with the
     validation tokens each was measured on (a run validates on trainer.limit_val_batches
     batches; zoo-eval on the whole split unless limit_batches= says otherwise). None where the
@@ -170,7 +169,7 @@ def usage() -> str:
                             "them), applied to the checkpoint's recorded dataset"])
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, report, usage, argv)

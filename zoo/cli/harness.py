@@ -13,7 +13,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 HARNESS_DIR = "harness"
 
@@ -82,7 +81,7 @@ def results_dir(ckpt: Path) -> Path:
     return folder
 
 
-def new_file(folder: Path, now: Optional[float] = None) -> Path:
+def new_file(folder: Path, now: float | None = None) -> Path:
     """A file of `folder` that did not exist, claimed by creating it: harness-DATE-TIME.json, or
     with -1, -2, ... after it when a run in the same second took that name."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta
-from typing import Optional
 
 from omegaconf import OmegaConf
 
@@ -39,7 +38,7 @@ SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/
 STORE_KEY = "zoo/run_time"
 
 
-def _from_torchrun_store(mine: str) -> Optional[str]:
+def _from_torchrun_store(mine: str) -> str | None:
     env = os.environ
     if not (env.get("TORCHELASTIC_RUN_ID") and env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
         return None
@@ -59,7 +58,7 @@ def _from_torchrun_store(mine: str) -> Optional[str]:
     return agreed.decode() if isinstance(agreed, bytes) else str(agreed)
 
 
-def _from_slurm_step() -> Optional[str]:
+def _from_slurm_step() -> str | None:
     env = os.environ
     start = env.get("SLURM_JOB_START_TIME", "")
     step = env.get("SLURM_STEP_ID", "")
@@ -112,7 +111,7 @@ def _tasks_per_node(devices) -> int:
                      f"got {devices!r}")
 
 
-def _gpus_per_node(accelerator, devices) -> Optional[int]:
+def _gpus_per_node(accelerator, devices) -> int | None:
     return _tasks_per_node(devices) if str(accelerator) in ("gpu", "cuda") else None
 
 

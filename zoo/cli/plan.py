@@ -20,7 +20,6 @@ import json
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-plan"
 USAGE = f"{TOOL} [KEY=VALUE ...] [model=NAME] [model/position=NAME] [model.KEY=VALUE ...]"
@@ -45,7 +44,6 @@ def configure(argv: list[str]):
     opts, _ = parse(PlanOptions, [a for a in options if not a.startswith("out=")])
     from zoo.cli.compose import compose
     from zoo.config.schema.convert import as_model_config
-
     from zoo.plan.bounds import planned_seq_len
 
     cfg = compose(overrides)
@@ -87,7 +85,7 @@ def usage() -> str:
 DOES_NOT_FIT = 1  # the exit status of a plan that does not fit (bad input: 2)
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     planned: dict = {}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
 TOOL = "zoo-prepare"
 USAGE = f"{TOOL} [-cn RECIPE] [part=I/N] [OVERRIDE ...]"
@@ -25,7 +24,7 @@ USAGE = f"{TOOL} [-cn RECIPE] [part=I/N] [OVERRIDE ...]"
 class PrepareArgs:
     """zoo-prepare's own keys; every other argument is an override of zoo-train's."""
 
-    part: Optional[str] = field(default=None, metadata={"help": "I/N: prepare every N-th shard from the "
+    part: str | None = field(default=None, metadata={"help": "I/N: prepare every N-th shard from the "
                                                         "I-th (0-based), e.g. one SLURM array task each; "
                                                         "the part that completes the set writes the entry"})
 
@@ -33,8 +32,8 @@ class PrepareArgs:
 def run(argv: list[str]) -> dict:
     from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
-    from zoo.config.schema.task import TaskConfig
     from zoo.config.facts.tasks import kinds_that, task_spec
+    from zoo.config.schema.task import TaskConfig
 
     name, overrides, part = None, [], None
     args = iter(argv)
@@ -92,7 +91,7 @@ def usage() -> str:
                             "task=...; zoo-train --help lists them)"])
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, lambda args: print(json.dumps(run(args), indent=1)), usage, argv)

@@ -7,21 +7,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 import os
 import sys
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sweep_variants, unknown_words
-from zoo.cli.launch import (CLAIMED_DIR_ENV, RUN_TIME_ENV, SUBMITIT_FOLDER_ENV, agree_run_time, launch_rank,
-                            register_resolvers)
+from zoo.cli.launch import (
+    CLAIMED_DIR_ENV,
+    RUN_TIME_ENV,
+    SUBMITIT_FOLDER_ENV,
+    agree_run_time,
+    launch_rank,
+    register_resolvers,
+)
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
@@ -173,7 +178,7 @@ class Checked:
     multirun: bool
 
 
-def _check_overrides(args: HydraArgs) -> Optional[Checked]:
+def _check_overrides(args: HydraArgs) -> Checked | None:
     """Compose before Hydra does, so that a bad key, value or combination is reported on one
     line (Hydra's own report spans several), and so that no config, whatever its origin, gets
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
@@ -230,7 +235,7 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
     return Checked(cfg, multirun)
 
 
-def _planned_run_dir(cfg, mode: str = "run") -> Optional[tuple[Path, bool]]:
+def _planned_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
     """(the run (or sweep) directory Hydra will use, whether it is given explicitly). zoo's
     default is the one written through `${zoo.dir:MODE,...}` (runs/DATE/TIME): only that one
     is renamed when taken, and only that one reads the directory zoo-train claims; any other
@@ -299,7 +304,7 @@ def _plan(checked: Checked, shared: bool, claimed: dict):
     return planned
 
 
-def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Optional[Path]:
+def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Path | None:
     """The sweep's directory: two sweeps started in the same second get one each (each job
     locks its own directory when it runs). A sweep run again in its directory is refused when
     a link there leads out of it: Hydra writes each job's `.hydra/` before the job starts."""
@@ -328,7 +333,7 @@ def _claim_env(kind: str, path: Path, claimed: dict) -> None:
     os.environ[name] = str(path)
 
 
-def _sweep_summary(sweep_dir: Optional[Path], since: float) -> None:
+def _sweep_summary(sweep_dir: Path | None, since: float) -> None:
     """After a sweep: one line naming the arms that failed (their failed.json written during this
     sweep, by this process or by SLURM jobs), and exit status 1; nothing when all finished."""
     if sweep_dir is None or not sweep_dir.is_dir() or launch_rank() != 0:

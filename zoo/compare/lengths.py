@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Optional
 
 from zoo.compare.runs import Run, RunStatus
+from zoo.compare.stats import mean_std
 from zoo.config.facts.positions import max_positions
-from zoo.config.records.rundir import RunDir
 from zoo.config.facts.tasks import kinds_that
+from zoo.config.records.atomic import write_text
+from zoo.config.records.rundir import RunDir
 from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.evaluate import evaluate
-from zoo.compare.stats import mean_std
-from zoo.config.records.atomic import write_text
 
 PAST_TABLE = "past the learned table"
 
@@ -69,6 +68,6 @@ def length_table(arms, multiples: list[int]) -> list[dict]:
     return rows
 
 
-def _trained_len(runs: list[Run]) -> Optional[int]:
+def _trained_len(runs: list[Run]) -> int | None:
     lengths = {r.config.get("data.seq_len") for r in runs}
     return lengths.pop() if len(lengths) == 1 else None

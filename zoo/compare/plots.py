@@ -11,8 +11,8 @@ read) and written by its `plot_*` function. Matplotlib's Agg backend: files only
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def _pyplot():
     return plt
 
 
-def half_width(std: Optional[float], n: int, level: float = LEVEL) -> float:
+def half_width(std: float | None, n: int, level: float = LEVEL) -> float:
     """Half the `level` Student-t interval of a mean of `n` values with sample deviation `std`
     (0 for fewer than 2 values or no spread: no interval to draw)."""
     if n < 2 or not std:
@@ -57,7 +57,7 @@ def name(report, arm) -> str:
     return label + (" (baseline)" if arm is report.baseline else "")
 
 
-def _legend_outside(ax, title: Optional[str] = None) -> None:
+def _legend_outside(ax, title: str | None = None) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=7, title=title,
               title_fontsize=7)
 
@@ -86,7 +86,7 @@ def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return sorted({float(f"{v:.2g}") for v in np.geomspace(low, high, count - 1)})
 
 
-def _log_axis(ax, which: str, low: float, high: float, ticks: Optional[Sequence[float]] = None) -> None:
+def _log_axis(ax, which: str, low: float, high: float, ticks: Sequence[float] | None = None) -> None:
     """A log axis with plain labels at `ticks` (default: round values over [low, high]) and no
     labels on its minor ticks."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
@@ -228,10 +228,12 @@ def figure_tuning(report):
         if not points:
             continue
 
-        def place(value, shift=shifts[i]):
+        spread = 0.06 * (i - (len(report.arms) - 1) / 2)  # arms side by side at a category
+
+        def place(value, shift=shifts[i], offset=spread):
             if numeric:
                 return value * shift
-            return categories.index(str(value)) + 0.06 * (i - (len(report.arms) - 1) / 2)
+            return categories.index(str(value)) + offset
 
         tried += [p.value for p in points]
         line = ax.errorbar([place(p.value) for p in points], [p.mean for p in points],

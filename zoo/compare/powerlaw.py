@@ -22,8 +22,8 @@ not pin the exponent."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from zoo.compare.stats import t_quantile
 
@@ -45,7 +45,7 @@ class PowerLaw:
     b: float  # the exponent: loss falls as C^-b
     e: float = 0.0  # the irreducible loss (0 for the pure form)
     rmse_log: float = 0.0  # root mean square residual of log L at the fitted points
-    log_a: Optional[float] = None  # log a, kept exact when a itself overflows
+    log_a: float | None = None  # log a, kept exact when a itself overflows
     se_b: float = 0.0  # standard error of b from the residuals (0: the points lie on the curve)
     df: int = 0  # residual degrees of freedom: points - parameters
 
@@ -56,7 +56,7 @@ class PowerLaw:
     def loss_at(self, compute: float) -> float:
         return self.e + math.exp(min(self.log_a - self.b * math.log(compute), _LOG_MAX))
 
-    def compute_for(self, loss: float) -> Optional[float]:
+    def compute_for(self, loss: float) -> float | None:
         """The compute at which the curve reaches `loss`; None when it never does (at or below
         its irreducible loss, a curve that does not fall, or beyond any float)."""
         if loss <= self.e or self.b <= 0 or not math.isfinite(self.log_a):
@@ -69,7 +69,7 @@ class PowerLaw:
         above the curve (about a relative error for small values)."""
         return math.log(loss) - math.log(self.loss_at(compute))
 
-    def exponent_interval(self, level: float = 0.95) -> Optional[tuple[float, float]]:
+    def exponent_interval(self, level: float = 0.95) -> tuple[float, float] | None:
         """b ± t(level, df) · se_b, the interval the fit's own misfit allows; None without
         residual degrees of freedom."""
         if self.df < 1:

@@ -19,14 +19,13 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from zoo.compare.errors import CompareError
-from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
-from zoo.compare.stats import ZERO_SPREAD, Difference, difference, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 from zoo.compare.routing_plot import plot_routing
+from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
+from zoo.compare.stats import ZERO_SPREAD, Difference, difference, mean_std, t_quantile
 from zoo.compare.table import run_place, vocab_size, write_pair_rows, write_runs
 from zoo.compare.verdict import Family, Pair, adjust, label, load_flag, pair_lines, pairs_of, verdict
 from zoo.config.records.atomic import replacing, write_text
@@ -38,7 +37,7 @@ class Arm:
     name: str  # "arm N"
     runs: list[Run]
     settings: dict[str, str] = field(default_factory=dict)  # the differing keys only
-    diff: Optional[Difference] = None
+    diff: Difference | None = None
 
     def count(self, status: RunStatus) -> int:
         return sum(r.status == status for r in self.runs)
@@ -47,7 +46,7 @@ class Arm:
         """{seed: final value} of the finished runs that logged `metric`."""
         return {r.seed: r.final(metric) for r in self.runs if r.final(metric) is not None}
 
-    def summary_mean(self, *keys: str) -> Optional[float]:
+    def summary_mean(self, *keys: str) -> float | None:
         values = [v for v in (number(r, *keys) for r in self.runs) if v is not None]
         return sum(values) / len(values) if values else None
 
@@ -66,8 +65,8 @@ class Report:
     lengths: list[dict] = field(default_factory=list)  # zoo.compare.lengths.length_table rows
     multiples: list[int] = field(default_factory=list)
     unreadable: list[Run] = field(default_factory=list)  # damaged .hydra/: no config to place them by
-    family: Optional[Family] = None  # the comparisons adjusted together (zoo.compare.verdict)
-    pairs: Optional[list[Pair]] = None  # pairs=all: every pair of arms
+    family: Family | None = None  # the comparisons adjusted together (zoo.compare.verdict)
+    pairs: list[Pair] | None = None  # pairs=all: every pair of arms
 
     @property
     def load(self) -> str:
@@ -142,7 +141,7 @@ def status_of(runs: list[Run]) -> str:
     return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
 
 
-def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
+def pick_baseline(arms: list[Arm], spec: str | None) -> Arm:
     """`spec` "KEY=VALUE[,KEY=VALUE]" picks the arm with those settings; default: the first arm
     (the sweep's first job). An arm's name ("arm 2") picks that arm."""
     if not spec:
@@ -236,7 +235,7 @@ RUNS_SENTENCE = ("Every run (its final metrics, N, D, compute and status) is in 
                  "`zoo-compare recompute=DIR` rebuilds every interval from it.")
 
 
-def flag_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
+def flag_warnings(diffs: list[tuple[str, Difference | None]]) -> list[str]:
     """One warning per difference without an interval because of its design: zero spread over
     the seeds, or fewer than 2 seeds on a side. Neither gets a p-value."""
     out = []
@@ -275,7 +274,7 @@ def repeat_warnings(runs: list[Run]) -> list[str]:
             f"earlier ones, so the validation loss mixes architecture with memorisation"]
 
 
-def few_seed_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
+def few_seed_warnings(diffs: list[tuple[str, Difference | None]]) -> list[str]:
     """One warning per interval that rests on fewer than 2 degrees of freedom."""
     out = []
     for name, diff in diffs:
@@ -289,7 +288,7 @@ def few_seed_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str
 PER_TOKEN = ("loss", "ppl")  # metric names measured per token of a run's own tokenizer
 
 
-def _digest(run: Run) -> Optional[dict]:
+def _digest(run: Run) -> dict | None:
     record = run.summary.get("tokenizer")
     return record if isinstance(record, dict) and record.get("digest") else None
 
@@ -352,9 +351,9 @@ def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
     return runs, unreadable
 
 
-def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: Optional[str] = None,
-            plots: bool = True, lengths: Optional[list[int]] = None,
-            found: Optional[tuple[list[Run], list[Run]]] = None, pairs: bool = False) -> Report:
+def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: str | None = None,
+            plots: bool = True, lengths: list[int] | None = None,
+            found: tuple[list[Run], list[Run]] | None = None, pairs: bool = False) -> Report:
     """Read the sweeps in `dirs`, write report.md, report.csv, runs.csv (and curves.png,
     final.png) into `out`, and return the report. `lengths` (multiples of the trained context,
     e.g. [1, 2, 4, 8]) adds a length-extrapolation table (lengths.csv, lengths.png). `found`:
@@ -393,7 +392,7 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     return report
 
 
-def declare(arms: list, base, values, pairs: bool) -> tuple[Family, Optional[list[Pair]]]:
+def declare(arms: list, base, values, pairs: bool) -> tuple[Family, list[Pair] | None]:
     """The report's one family (each arm against the baseline; with `pairs`, every pair of arms,
     those against the baseline included) adjusted together, and the pairs when asked for."""
     if not pairs:
@@ -513,10 +512,10 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if report.lengths:
         lines += _length_lines(report)
-    for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),
-                        ("lengths", "perplexity vs evaluation length"),
-                        ("routing", "expert load per mixture layer")):
+    for name, caption in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),
+                          ("lengths", "perplexity vs evaluation length"),
+                          ("routing", "expert load per mixture layer")):
         if name in report.files:
-            lines += ["", f"![{label}]({report.files[name].name})"]
+            lines += ["", f"![{caption}]({report.files[name].name})"]
     write_text(path, "\n".join(lines) + "\n")
     return path

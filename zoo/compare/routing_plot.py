@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from zoo.compare.runs import RunStatus
 LOAD = re.compile(r"^train/moe_load/layer_(\d+)/expert_(\d+)$")
 
 
-def arm_loads(arm) -> Optional[np.ndarray]:
+def arm_loads(arm) -> np.ndarray | None:
     """(layers, experts): E x each expert's last load, the mean over the arm's finished runs that
     logged it; None where none did."""
     tables = []
@@ -65,7 +64,7 @@ def figure_routing(report):
     return fig
 
 
-def plot_routing(report, path: Path) -> Optional[Path]:
+def plot_routing(report, path: Path) -> Path | None:
     """Write routing.png, or nothing (None) when no arm logged its routing."""
     fig = figure_routing(report)
     return None if fig is None else _save(_pyplot(), fig, path)

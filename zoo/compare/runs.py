@@ -8,13 +8,13 @@ import csv
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from zoo.config.records.links import first_link_out, link_out, refusal
+from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
+from zoo.config.records.yaml_files import load_yaml
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.task import task_defaults
-from zoo.config.records.links import first_link_out, link_out, refusal
-from zoo.config.records.yaml_files import load_yaml
-from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
 
@@ -38,7 +38,7 @@ class Run:
     error: str = ""
     curve: list[tuple[int, float]] = field(default_factory=list)  # (tokens seen, val/loss)
     last_val: dict[str, float] = field(default_factory=dict)  # last validation row of metrics.csv
-    root: Optional[Path] = None  # the directory it was found under (runs.csv names the run relative to it)
+    root: Path | None = None  # the directory it was found under (runs.csv names the run relative to it)
 
     @property
     def seed(self) -> Any:
@@ -49,7 +49,7 @@ class Run:
         """Every setting except the seed (and bookkeeping): runs with the same key are replicates."""
         return tuple(sorted((k, repr(v)) for k, v in self.config.items() if not k.startswith(IGNORED)))
 
-    def final(self, metric: str) -> Optional[float]:
+    def final(self, metric: str) -> float | None:
         """The final value of `metric`: the summary's when finished, else None."""
         if self.status != RunStatus.finished:
             return None
@@ -67,7 +67,7 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def read_run(path: Path, root: Optional[Path] = None) -> Run:
+def read_run(path: Path, root: Path | None = None) -> Run:
     """A run from its directory (which has `.hydra/overrides.yaml`), found under `root` (the
     directory the user named; default: the run's own). A run reached through a link out of
     `root`, or holding a link out of its own directory, is damaged and none of its files is read
@@ -259,13 +259,13 @@ def at(summary: dict, *keys: str) -> Any:
     return node
 
 
-def number(run: Run, *keys: str) -> Optional[float]:
+def number(run: Run, *keys: str) -> float | None:
     """The summary's number at keys (e.g. "model", "non_embedding_params"), None where absent."""
     node = at(run.summary, *keys)
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-def epochs(run: Run) -> Optional[float]:
+def epochs(run: Run) -> float | None:
     """Tokens seen over the tokens of the training split (None when the split's size is not
     known, e.g. a streamed source, or a run from before zoo recorded it)."""
     seen, split = number(run, "tokens_seen"), number(run, "data", "train_tokens")

@@ -42,15 +42,26 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
-from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, design_line, load_runs, make_out, pick_baseline,
-                                 problem_lines, status_of, write_csv)
-from zoo.compare.runs import IGNORED, Run, epochs, number as _number
+from zoo.compare.report import (
+    FLAG_SENTENCE,
+    RUNS_SENTENCE,
+    _show,
+    design_line,
+    load_runs,
+    make_out,
+    pick_baseline,
+    problem_lines,
+    status_of,
+    write_csv,
+)
+from zoo.compare.runs import IGNORED, Run, epochs
+from zoo.compare.runs import number as _number
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import difference, mean_std
 from zoo.compare.table import write_heldout, write_runs
@@ -65,7 +76,7 @@ DESCRIPTIVE_SIZES = 3  # a fit through this many sizes or fewer describes them; 
 DN_SPREAD = 1.1  # D/N of an arm's sizes differing by more than this factor is said
 
 
-def active_params(run: Run) -> Optional[float]:
+def active_params(run: Run) -> float | None:
     """The non-embedding parameters one token passes through (model.ffn=moe: the router, top-k
     and shared experts), from the run's summary; a record without them (a dense model, or one
     written before they were counted) its non-embedding parameters."""
@@ -73,7 +84,7 @@ def active_params(run: Run) -> Optional[float]:
     return active if active else _number(run, "model", "non_embedding_params")
 
 
-def training_compute(run: Run) -> Optional[float]:
+def training_compute(run: Run) -> float | None:
     """3 × forward FLOPs/token × tokens seen, from the run's summary; None when it lacks them.
     The FLOPs per token are the active ones (a mixture's router, top-k and shared experts)."""
     model = run.summary.get("model") or {}
@@ -89,28 +100,28 @@ class Size:
 
     value: Any
     runs: list[Run]
-    compute: Optional[float] = None  # mean over the measured runs
-    mean: Optional[float] = None
-    std: Optional[float] = None
+    compute: float | None = None  # mean over the measured runs
+    mean: float | None = None
+    std: float | None = None
     finals: list[float] = field(default_factory=list)
     by_seed: dict[Any, float] = field(default_factory=dict)  # seed -> final metric (pairs the arms)
-    params: Optional[float] = None  # N: active non-embedding parameters (all of them for a dense model)
-    total_params: Optional[float] = None  # every non-embedding parameter (a mixture's experts all)
-    tokens: Optional[float] = None  # D: tokens seen
-    epochs: Optional[float] = None  # D over the training split's tokens
+    params: float | None = None  # N: active non-embedding parameters (all of them for a dense model)
+    total_params: float | None = None  # every non-embedding parameter (a mixture's experts all)
+    tokens: float | None = None  # D: tokens seen
+    epochs: float | None = None  # D over the training split's tokens
     tuned: Any = None  # with tune=: the value chosen on all seeds
-    curve: list[tuple[Any, Optional[float]]] = field(default_factory=list)  # with tune=: (value, mean)
+    curve: list[tuple[Any, float | None]] = field(default_factory=list)  # with tune=: (value, mean)
     held_out: bool = True  # with tune=: each seed measured at a value chosen without it
-    choice: Optional[Choice] = None  # with tune=: the choice, with the values failed for tuning
+    choice: Choice | None = None  # with tune=: the choice, with the values failed for tuning
     points: list[Any] = field(default_factory=list)  # with tune=: (value, runs) objects, in `choice`'s order
-    residual: Optional[float] = None  # log(mean) - log(the arm's fit) at this size
+    residual: float | None = None  # log(mean) - log(the arm's fit) at this size
 
     def seed_values(self) -> dict[Any, float]:
         """seed -> final metric; a size built without seeds numbers its values (never paired)."""
         return self.by_seed or {(id(self), i): v for i, v in enumerate(self.finals)}
 
     @property
-    def tokens_per_param(self) -> Optional[float]:
+    def tokens_per_param(self) -> float | None:
         return self.tokens / self.params if self.tokens and self.params else None
 
 
@@ -119,9 +130,9 @@ class Multiplier:
     """An arm's compute multiplier against the baseline at one of the arm's sizes."""
 
     size: Any
-    value: Optional[float]  # None: undefined (said in note)
-    low: Optional[float] = None
-    high: Optional[float] = None
+    value: float | None  # None: undefined (said in note)
+    low: float | None = None
+    high: float | None = None
     note: str = ""
 
     def __str__(self) -> str:
@@ -162,11 +173,11 @@ class ScaledArm:
     runs: list[Run]
     sizes: list[Size]  # in increasing order of KEY
     settings: dict[str, str] = field(default_factory=dict)
-    fit: Optional[PowerLaw] = None
-    exponent_low: Optional[float] = None  # the wider of the two intervals below
-    exponent_high: Optional[float] = None
-    seed_interval: Optional[tuple[float, float]] = None  # seed bootstrap
-    fit_interval: Optional[tuple[float, float]] = None  # the fit's misfit: b ± t·se_b
+    fit: PowerLaw | None = None
+    exponent_low: float | None = None  # the wider of the two intervals below
+    exponent_high: float | None = None
+    seed_interval: tuple[float, float] | None = None  # seed bootstrap
+    fit_interval: tuple[float, float] | None = None  # the fit's misfit: b ± t·se_b
     no_fit: str = ""  # why there is no fit
     multipliers: list[Multiplier] = field(default_factory=list)  # at each of the arm's sizes
 
@@ -188,7 +199,7 @@ class ScaleReport:
     keys: list[str]  # settings that differ between arms
     linked: list[str]  # keys that change with KEY (part of a size)
     irreducible: bool
-    tune: Optional[str] = None  # KEY2 of tune=, chosen per arm and size
+    tune: str | None = None  # KEY2 of tune=, chosen per arm and size
     files: dict[str, Path] = field(default_factory=dict)
     unreadable: list[Run] = field(default_factory=list)
 
@@ -282,7 +293,7 @@ class ScaleReport:
         return out
 
 
-def _linked_keys(runs: list[Run], key: str, tune: Optional[str] = None) -> list[str]:
+def _linked_keys(runs: list[Run], key: str, tune: str | None = None) -> list[str]:
     """Config keys other than `key` (and `tune`) whose value varies and is the same function
     of `key`'s value in every run: they change with the size (depth, heads, steps of one size)."""
     keys: list[str] = []
@@ -363,7 +374,7 @@ class _Value:
 
 
 def scale_arms(runs: list[Run], key: str, metric: str,
-               tune: Optional[str] = None) -> tuple[list[ScaledArm], list[str], list[str]]:
+               tune: str | None = None) -> tuple[list[ScaledArm], list[str], list[str]]:
     """Arms (config minus seed, `key`, the keys linked to it and `tune`) with their sizes; the
     keys that differ between arms; the linked keys."""
     _check_key(runs, key, "scale", "model.d_model")
@@ -411,7 +422,7 @@ BOX = 1 - (1 - LEVEL) / 2  # each of the two intervals behind a multiplier's: 97
 
 
 def multiplier_interval(b_low: float, b_high: float, e: float, base: Size, arm: Size,
-                        level: float = BOX) -> Optional[tuple[float, float]]:
+                        level: float = BOX) -> tuple[float, float] | None:
     """The range of `multiplier` over the BOX-level t interval of the difference in log(L - e)
     between the two sizes' seeds and the exponent range [b_low, b_high]; None when the seeds
     give no interval (one seed on both sides). An exponent range reaching 0 leaves the side
@@ -480,7 +491,7 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
         for s in arm.scored:
             s.residual = arm.fit.residual(s.compute, s.mean)
         arm.fit_interval = arm.fit.exponent_interval(LEVEL)
-    fits: dict[str, list[Optional[PowerLaw]]] = {arm.name: [] for arm in arms}
+    fits: dict[str, list[PowerLaw | None]] = {arm.name: [] for arm in arms}
     for _ in range(resamples):
         for arm in arms:
             drawn = [sum(rng.choice(s.finals) for _ in s.finals) / len(s.finals) for s in arm.scored]
@@ -554,8 +565,8 @@ def _multipliers(arms: list[ScaledArm], baseline: ScaledArm, exponents: list[flo
 
 
 def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
-                   baseline: Optional[str] = None, plots: bool = True, irreducible: Optional[bool] = None,
-                   tune: Optional[str] = None, found: Optional[tuple[list[Run], list[Run]]] = None) -> ScaleReport:
+                   baseline: str | None = None, plots: bool = True, irreducible: bool | None = None,
+                   tune: str | None = None, found: tuple[list[Run], list[Run]] | None = None) -> ScaleReport:
     """Read the sweeps in `dirs`, compare the arms across the sizes of `key` (each at its own best
     `tune` value when given), write report.md, report.csv (and scaling.png) into `out`, and
     return the report. `irreducible`: fit e + a·C^-b (None: when every arm has at least
@@ -602,7 +613,7 @@ def _gaps(arms: list[ScaledArm], baseline: ScaledArm, key: str, linked: list[str
     return notes
 
 
-def _design_warnings(arms: list[ScaledArm], key: str, tune: Optional[str]) -> list[str]:
+def _design_warnings(arms: list[ScaledArm], key: str, tune: str | None) -> list[str]:
     """What makes the comparison weaker than it looks, said once each: fits through 3 sizes or
     fewer, 2 seeds, sizes that repeat data or train on different D/N, tuning without hold-out."""
     out = []
@@ -656,11 +667,11 @@ def _decided(arm: ScaledArm, size: Any, verdict: str) -> bool:
     return m is not None and m.verdict == verdict
 
 
-def _sci(value: Optional[float]) -> str:
+def _sci(value: float | None) -> str:
     return "–" if value is None else f"{value:.3g}"
 
 
-def _pct(value: Optional[float]) -> str:
+def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * (math.exp(value) - 1):+.1f}%"
 
 
@@ -771,5 +782,5 @@ def _design_lines(report: ScaleReport) -> list[str]:
     return lines + [""]
 
 
-def _count(value: Optional[float]) -> str:
+def _count(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"

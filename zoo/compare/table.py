@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from zoo.compare.escape import FORMULA_START, csv_cell
 from zoo.compare.runs import Run, RunStatus, at, number
@@ -35,7 +35,7 @@ ACCOUNTING = ["N", "N_total", "D", "flops_per_token", "compute", "params", "trai
 UNSET = "(unset)"  # how a report shows a setting a run does not have
 
 
-def vocab_size(run: Run) -> Optional[float]:
+def vocab_size(run: Run) -> float | None:
     """The run's vocabulary size: its summary's tokenizer record, else its tokenizer setting (a
     byte tokenizer's setting says nothing); None when neither says."""
     size = at(run.summary, "tokenizer", "vocab_size")
@@ -47,7 +47,7 @@ def vocab_size(run: Run) -> Optional[float]:
     return None
 
 
-def _accounting(run: Run) -> dict[str, Optional[float]]:
+def _accounting(run: Run) -> dict[str, float | None]:
     flops, tokens = number(run, "model", "flops_per_token"), number(run, "tokens_seen")
     compute = BACKWARD_FACTOR * flops * tokens if flops and tokens and flops > 0 and tokens > 0 else None
     active = number(run, "model", "active_non_embedding_params")  # a mixture's; absent in older records
@@ -68,8 +68,8 @@ def run_place(run: Run) -> tuple[str, str]:
     return (root.name or root.resolve().name), relative.as_posix()
 
 
-def write_runs(report, out: Path, *, kind: str, scale: Optional[str] = None,
-               tune: Optional[str] = None, irreducible: Optional[bool] = None, pairs: bool = False) -> dict[str, Path]:
+def write_runs(report, out: Path, *, kind: str, scale: str | None = None,
+               tune: str | None = None, irreducible: bool | None = None, pairs: bool = False) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
     arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs)."""
     arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]

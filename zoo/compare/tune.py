@@ -26,22 +26,34 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_tuning
-from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, accounting_line, declare, design_line,
-                                 few_seed_warnings,
-                                 flag_warnings, load_runs, make_out, pick_baseline, problem_lines, repeat_warnings,
-                                 status_of, write_csv)
+from zoo.compare.report import (
+    FLAG_SENTENCE,
+    RUNS_SENTENCE,
+    _show,
+    accounting_line,
+    declare,
+    design_line,
+    few_seed_warnings,
+    flag_warnings,
+    load_runs,
+    make_out,
+    pick_baseline,
+    problem_lines,
+    repeat_warnings,
+    status_of,
+    write_csv,
+)
 from zoo.compare.runs import IGNORED, Run, RunStatus
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, Estimate, difference, estimate, mean_std
 from zoo.compare.table import run_place, vocab_size, write_heldout, write_pair_rows, write_runs
 from zoo.compare.verdict import DIRECTION, Family, Pair, pair_lines, verdict
 from zoo.config.records.atomic import write_text
-
 
 
 def lower_is_better(metric: str) -> bool:
@@ -58,8 +70,8 @@ class Point:
 
     value: Any
     runs: list[Run]
-    mean: Optional[float] = None
-    std: Optional[float] = None
+    mean: float | None = None
+    std: float | None = None
     seeds: int = 0
 
     def finals(self, metric: str) -> dict:
@@ -76,11 +88,11 @@ class TunedArm:
     runs: list[Run]
     points: list[Point]  # in increasing order of the tuned value
     settings: dict[str, str] = field(default_factory=dict)  # differing keys, the tuned one left out
-    best: Optional[Point] = None
-    diff: Optional[Difference] = None
+    best: Point | None = None
+    diff: Difference | None = None
     warning: str = ""
-    choice: Optional[Choice] = None  # each seed's held-out value and where it was measured
-    sensitivity: Optional[Estimate] = None  # Wortsman et al. 2023, mean over seeds with its interval
+    choice: Choice | None = None  # each seed's held-out value and where it was measured
+    sensitivity: Estimate | None = None  # Wortsman et al. 2023, mean over seeds with its interval
     sensitivities: dict[Any, float] = field(default_factory=dict)  # seed -> its sensitivity
     no_sensitivity: str = ""  # why there is none
 
@@ -98,8 +110,8 @@ class TunedReport:
     keys: list[str]
     files: dict[str, Path] = field(default_factory=dict)
     unreadable: list[Run] = field(default_factory=list)
-    family: Optional[Family] = None  # the comparisons adjusted together (zoo.compare.verdict)
-    pairs: Optional[list[Pair]] = None  # pairs=all: every pair of arms, on held-out values
+    family: Family | None = None  # the comparisons adjusted together (zoo.compare.verdict)
+    pairs: list[Pair] | None = None  # pairs=all: every pair of arms, on held-out values
 
     @property
     def warnings(self) -> list[str]:
@@ -227,7 +239,7 @@ def sensitivities(points: list[Point], metric: str) -> tuple[dict[Any, float], s
     known = [v for v in (vocab_size(r) for p in points for r in p.runs) if v is not None]  # a failed run has no summary
     out: dict[Any, float] = {}
     for seed in seeds:
-        losses: list[Optional[float]] = []
+        losses: list[float | None] = []
         floors = []
         for p in points:
             run = next((r for r in p.runs if r.seed == seed), None)
@@ -249,7 +261,7 @@ def sensitivities(points: list[Point], metric: str) -> tuple[dict[Any, float], s
     return out, ""
 
 
-def heldout_rows(arms: list, key: str, metric: str, size_key: Optional[str] = None) -> list[dict]:
+def heldout_rows(arms: list, key: str, metric: str, size_key: str | None = None) -> list[dict]:
     """heldout.csv's rows: per arm (and size), per seed, the value chosen on the other seeds, the
     final metric there and the run measured; with tune= alone also each seed's sensitivity."""
     rows = []
@@ -274,8 +286,8 @@ def heldout_rows(arms: list, key: str, metric: str, size_key: Optional[str] = No
 
 
 def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
-                  baseline: Optional[str] = None, plots: bool = True,
-                  found: Optional[tuple[list[Run], list[Run]]] = None, pairs: bool = False) -> TunedReport:
+                  baseline: str | None = None, plots: bool = True,
+                  found: tuple[list[Run], list[Run]] | None = None, pairs: bool = False) -> TunedReport:
     """Read the sweeps in `dirs` (or take `found`: runs and runs left out), compare each arm at its
     own best value of `key`, write report.md, report.csv, runs.csv, heldout.csv (and tuning.png)
     into `out`, and return the report. `pairs`: every pair of arms compared on their held-out

@@ -19,8 +19,9 @@ measures the machine's load, not the arm."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from zoo.compare.escape import text
 from zoo.compare.stats import ZERO_SPREAD, Difference, holm, mean_std, t_quantile
@@ -37,7 +38,7 @@ UNITS = {"loss": "nats per token", "bpb": "bits per byte", "ppl": "perplexity", 
          "acc": "fraction correct", "acc_norm": "fraction correct"}
 
 
-def direction(metric: str) -> Optional[bool]:
+def direction(metric: str) -> bool | None:
     """True when a lower value of `metric` is better, False when higher, None when unknown."""
     return DIRECTION.get(metric.rsplit("/", 1)[-1])
 
@@ -53,7 +54,7 @@ def with_unit(metric: str) -> str:
     return f"{metric} ({u})" if u and u != "perplexity" else metric
 
 
-def adjusted_half(diff: Difference, m: int, level: float = LEVEL) -> Optional[float]:
+def adjusted_half(diff: Difference, m: int, level: float = LEVEL) -> float | None:
     """The half-width of `diff`'s interval at the 1 − (1 − level)/m level (its own is at `level`)."""
     if diff.low is None or diff.high is None or diff.df is None:
         return None
@@ -95,7 +96,7 @@ class Family:
         return text
 
 
-def adjust(what: str, diffs: Sequence[tuple[str, Optional[Difference]]]) -> Family:
+def adjust(what: str, diffs: Sequence[tuple[str, Difference | None]]) -> Family:
     """The family of `diffs`: Holm's p-values and the adjusted interval set on each tested one."""
     family = Family(what)
     for name, diff in diffs:
@@ -125,7 +126,7 @@ class Pair:
 
     arm: Any
     other: Any
-    diff: Optional[Difference]
+    diff: Difference | None
 
 
 def pairs_of(arms: Sequence[Any], baseline: Any, values, compare) -> list[Pair]:
@@ -156,7 +157,7 @@ def _amount(value: float, metric: str) -> str:
     return f"{value:.4f}" + (f" {u}" if u and u != "perplexity" else "")
 
 
-def verdict(arms: Sequence[Any], means: dict, baseline: Any, metric: str, *, pairs: Optional[list[Pair]] = None,
+def verdict(arms: Sequence[Any], means: dict, baseline: Any, metric: str, *, pairs: list[Pair] | None = None,
             what: str = "mean final") -> str:
     """One or two sentences: which arm is best on `metric` (by its mean in `means`, {arm name:
     value}), by how much and how sure from the adjusted intervals, or that the data cannot tell.
@@ -170,7 +171,7 @@ def verdict(arms: Sequence[Any], means: dict, baseline: Any, metric: str, *, pai
                 f"{', '.join(sorted(DIRECTION))}), so no arm is called best; the table gives the differences.")
     best = (min if better else max)(scored, key=lambda a: means[a.name])
     word = "lowest" if better else "highest"
-    rivals: list[tuple[Any, Optional[Difference]]] = []  # (other arm, best − other)
+    rivals: list[tuple[Any, Difference | None]] = []  # (other arm, best − other)
     for other in scored:
         if other is best:
             continue
@@ -206,9 +207,9 @@ def verdict(arms: Sequence[Any], means: dict, baseline: Any, metric: str, *, pai
     return text
 
 
-def _between(best: Any, other: Any, baseline: Any, pairs: Optional[list[Pair]]) -> Optional[Difference]:
+def _between(best: Any, other: Any, baseline: Any, pairs: list[Pair] | None) -> Difference | None:
     """best − other, from the arm-vs-baseline differences or `pairs`; None when not compared."""
-    def flipped(d: Optional[Difference]) -> Optional[Difference]:
+    def flipped(d: Difference | None) -> Difference | None:
         if d is None:
             return None
         out = Difference(-d.mean, None if d.high is None else -d.high, None if d.low is None else -d.low, d.method,

@@ -9,8 +9,9 @@ loaders. Standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import import_module
-from typing import Any, Callable
+from typing import Any
 
 
 def lazy_exports(package: str, exports: dict[str, str],

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Optional
 
 CONFIG_NAME = "config"
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
-def packaged_or_checkout(module: str, folder: str) -> Optional[str]:
+def packaged_or_checkout(module: str, folder: str) -> str | None:
     """A Hydra search-path entry: "pkg://MODULE" when importable, else the absolute path of
     FOLDER in a source checkout, else None."""
     try:
@@ -44,7 +43,7 @@ def recipe_names() -> list[str]:
     return sorted(n[:-len(".yaml")] for n in names if n.endswith(".yaml"))
 
 
-def recipe_groups(name: str, _seen: Optional[set] = None) -> set[str]:
+def recipe_groups(name: str, _seen: set | None = None) -> set[str]:
     """The config groups a recipe chooses in its defaults list (`override model: gpt`,
     `arm/norm: baseline`), its parent recipes' included (`- ablate_norm`); empty for a name
     that is not a recipe."""

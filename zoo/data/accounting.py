@@ -4,12 +4,10 @@ bytes beside them."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from zoo.data.tokenizers.text_bytes import TextBytes
 
 
-def split_sizes(datamodule) -> Optional[dict[str, Optional[int]]]:
+def split_sizes(datamodule) -> dict[str, int | None] | None:
     """{"train_tokens", "train_bytes", "val_tokens"} of a packing task's data module (causal
     and masked LM) after setup: the tokens of each split's stream (every document's ids and its
     eos) and the UTF-8 bytes of text the training tokens stand for (`TextBytes.stream`, from

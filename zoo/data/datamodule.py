@@ -19,36 +19,36 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 import torch
 
+from zoo.config.facts.tasks import TaskSpec, Tokenize, task_spec
+from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.data import (
+    SENTENCEPIECE_KINDS,
+    DataConfig,
+    DataSource,
+    TokenizerConfig,
     as_data_config,
     as_tokenizer_config,
     check_document_mask,
-    DataConfig,
-    DataSource,
-    SENTENCEPIECE_KINDS,
-    TokenizerConfig,
 )
-from zoo.config.schema.batching import per_device_batch
-from zoo.config.facts.tasks import TaskSpec, Tokenize, task_spec
+from zoo.data.cache import cache_root
 from zoo.data.collate import collate_for
 from zoo.data.collate.padding import without_full_masks
 from zoo.data.errors import DataError
 from zoo.data.even_batches import EvenBatches
 from zoo.data.packing import PackedBlocks
+from zoo.data.prepared import FORMAT, entry_dir, open_prepared, prepare
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
 from zoo.data.sources import corpus_key, describe, load_splits, require_columns
 from zoo.data.specials import require_specials
-from zoo.data.streaming import StreamLoader, StreamedWindows, held_out_windows, open_stream
+from zoo.data.streaming import StreamedWindows, StreamLoader, held_out_windows, open_stream
 from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
 from zoo.data.tokenizers import Tokenizer, build_tokenizer
 from zoo.data.vocab import check_vocab
-from zoo.data.cache import cache_root
-from zoo.data.prepared import FORMAT, entry_dir, open_prepared, prepare
 
 
 class ZooDataModule(L.LightningDataModule):
@@ -62,23 +62,23 @@ class ZooDataModule(L.LightningDataModule):
     world size (the attached Trainer's, else `world_size`), unless `batch_size` fixes it."""
 
     def __init__(self, data: Any = None, tokenizer: Any = None, task: Any = "causal_lm", *,
-                 seed: int = 0, world_size: int = 1, batch_size: Optional[int] = None):
+                 seed: int = 0, world_size: int = 1, batch_size: int | None = None):
         super().__init__()
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.fixed_batch_size = batch_size
         self.data_cfg: DataConfig = as_data_config(data)
         given = tokenizer if isinstance(tokenizer, Tokenizer) else None
-        self.tokenizer_cfg: Optional[TokenizerConfig] = None if given else as_tokenizer_config(tokenizer)
+        self.tokenizer_cfg: TokenizerConfig | None = None if given else as_tokenizer_config(tokenizer)
         self.spec: TaskSpec = task_spec(task)
         check_document_mask(self.data_cfg, self.spec.kind)
         self.task = self.spec.kind
         self.seed = seed
         self.world_size = world_size
-        self.tokenizer: Optional[Tokenizer] = given
-        self.label_names: Optional[list] = None
-        self.train_dataset: Optional[torch.utils.data.Dataset] = None
-        self.val_dataset: Optional[torch.utils.data.Dataset] = None
+        self.tokenizer: Tokenizer | None = given
+        self.label_names: list | None = None
+        self.train_dataset: torch.utils.data.Dataset | None = None
+        self.val_dataset: torch.utils.data.Dataset | None = None
         self._splits = None
         self._tokenized = None
         self._prepared = None
@@ -99,7 +99,7 @@ class ZooDataModule(L.LightningDataModule):
         else:
             self._tokenized_splits()
 
-    def setup(self, stage: Optional[str] = None) -> None:
+    def setup(self, stage: str | None = None) -> None:
         if self.train_dataset is not None:
             return
         trainer = getattr(self, "trainer", None)
@@ -138,15 +138,15 @@ class ZooDataModule(L.LightningDataModule):
         return self._require_tokenizer().vocab_size
 
     @property
-    def labels(self) -> Optional[list]:
+    def labels(self) -> list | None:
         """Classification: label names in class-id order (None for other tasks)."""
         return self.label_names
 
     @property
-    def num_classes(self) -> Optional[int]:
+    def num_classes(self) -> int | None:
         return None if self.label_names is None else len(self.label_names)
 
-    def token_counts(self, vocab_size: int) -> Optional[tuple]:
+    def token_counts(self, vocab_size: int) -> tuple | None:
         """Language models: how often each id occurs in the training and validation streams
         ([V] each), from the prepared data (no pass over the tokens); None for a stream."""
         if self.data_cfg.streaming:
@@ -221,7 +221,7 @@ class ZooDataModule(L.LightningDataModule):
         self.val_dataset = PackedBlocks(val_ids, block=block, stride=seq_len, name="validation")
         self.train_dataset = _Stream(lambda doc: open_stream(cfg, column, skip=held + doc), block, seq_len)
 
-    def _corpus(self) -> Optional[str]:
+    def _corpus(self) -> str | None:
         if self._corpus_key is False:
             self._corpus_key = corpus_key(self.data_cfg)
         return self._corpus_key
@@ -373,7 +373,7 @@ def _fit(counts, vocab_size: int):
     return np.pad(counts, (0, max(0, vocab_size - len(counts))))[:vocab_size]
 
 
-def _training_texts(train, columns: list[str], cfg: Optional[TokenizerConfig]):
+def _training_texts(train, columns: list[str], cfg: TokenizerConfig | None):
     """The texts a tokenizer learns from, read in batches: every training document, or for
     SentencePiece, when the split has more documents than `tokenizer.max_sentences`, a seeded
     random sample of that many (the trainer samples lines from what it is given, so a larger
@@ -391,7 +391,7 @@ def _training_texts(train, columns: list[str], cfg: Optional[TokenizerConfig]):
                     yield value if isinstance(value, str) else str(value)
 
 
-def build_datamodule(data: Any, tokenizer: Any, task: Any, *, batch_size: Optional[int] = None,
+def build_datamodule(data: Any, tokenizer: Any, task: Any, *, batch_size: int | None = None,
                      seed: int = 0, world_size: int = 1) -> ZooDataModule:
     """The datamodule for `task` from the `data:` and `tokenizer:` configs. Pass the
     per-device `batch_size` from `per_device_batch` (the accumulation goes to the Trainer), or

@@ -12,8 +12,8 @@ import codecs
 import errno
 import glob
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence, Union
 
 from zoo.data.errors import DataError
 from zoo.data.integrity import checked, first_line
@@ -31,7 +31,7 @@ BUILDERS = {
 TEXT_BUILDERS = ("text", "json", "csv")  # formats whose bytes must be UTF-8
 VALIDATION_SPLITS = ("validation", "valid", "dev", "test")
 
-PathSpec = Union[str, Sequence[str]]
+PathSpec = str | Sequence[str]
 
 
 def resolve_files(spec: PathSpec, key: str = "data.path") -> list[str]:

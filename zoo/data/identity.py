@@ -11,7 +11,7 @@ Hub datasets have no local files: nothing is recorded for them."""
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 from zoo.config.schema.data import DataConfig, DataSource
 from zoo.data.cache import cache_root
@@ -21,7 +21,7 @@ from zoo.data.integrity import remembered_digest
 KEYS = ("data.path", "data.val_path")
 
 
-def data_files(cfg: DataConfig) -> Optional[dict[str, list[dict[str, Any]]]]:
+def data_files(cfg: DataConfig) -> dict[str, list[dict[str, Any]]] | None:
     """{"data.path": [{"path", "size", "sha256"}, ...], "data.val_path": [...]} for local files
     (absolute paths, in the order the run reads them); None for another source."""
     if cfg.source != DataSource.local:
@@ -57,7 +57,7 @@ def changed_files(recorded: dict, current: dict) -> list[dict[str, Any]]:
     return changes
 
 
-def _identity(entry: Optional[dict]) -> Optional[dict[str, Any]]:
+def _identity(entry: dict | None) -> dict[str, Any] | None:
     return None if entry is None else {"size": entry.get("size"), "sha256": entry.get("sha256")}
 
 

@@ -17,8 +17,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
+
 from zoo.data.errors import DataError
 
 SUFFIX = ".zoo-sha256"

@@ -27,9 +27,9 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -120,7 +120,7 @@ def entry_dir(cache: Path, key: str) -> Path:
     return Path(cache) / "prepared" / key
 
 
-def open_prepared(directory: Path, *, verify: bool = True, vocab_size: Optional[int] = None) -> Optional[Prepared]:
+def open_prepared(directory: Path, *, verify: bool = True, vocab_size: int | None = None) -> Prepared | None:
     """The entry in `directory`, or None when there is none. Shards are plain files named inside
     the entry; `verify` checks every shard against its recorded digest and every id against the
     vocabulary (the entry's, and `vocab_size` when given: the tokenizer's); a damaged entry is
@@ -162,8 +162,8 @@ def open_prepared(directory: Path, *, verify: bool = True, vocab_size: Optional[
 
 
 def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
-            num_proc: Optional[int] = None, describe: str = "the corpus",
-            docs_per_shard: int = DOCS_PER_SHARD, part: Optional[tuple[int, int]] = None) -> Optional[Prepared]:
+            num_proc: int | None = None, describe: str = "the corpus",
+            docs_per_shard: int = DOCS_PER_SHARD, part: tuple[int, int] | None = None) -> Prepared | None:
     """The entry in `directory`: opened when it exists, else made from `splits` ({"train": ds,
     "validation": ds} of raw text) with `tokenizer`, in `num_proc` processes.
 

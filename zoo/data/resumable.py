@@ -14,7 +14,8 @@ exact because Lightning does not prefetch from a loader that has a length.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, DistributedSampler

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Optional
 
 from zoo.config.facts.corpora import PYTHON, CorpusRow, corpus_row
 from zoo.config.schema.data import DataConfig, DataSource
@@ -14,8 +13,8 @@ from zoo.data.cache import cache_root
 from zoo.data.corpora import CORPORA
 from zoo.data.errors import DataError
 from zoo.data.files import load_files, load_hub, resolve_files
-from zoo.data.split import split_train_val
 from zoo.data.integrity import remembered_digest
+from zoo.data.split import split_train_val
 
 
 def load_splits(cfg: DataConfig):
@@ -59,7 +58,7 @@ def load_splits(cfg: DataConfig):
 LOADER_VERSION = 1
 
 
-def corpus_key(cfg: DataConfig) -> Optional[str]:
+def corpus_key(cfg: DataConfig) -> str | None:
     """A digest of everything the train / validation examples depend on, known without loading
     them: the content of local files (each read in full once, then remembered by size and
     modification time), a built-in corpus's name and settings, the split and `max_examples`.

@@ -12,7 +12,7 @@ streaming.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from zoo.data.prompts import continue_text
 
@@ -22,7 +22,7 @@ class TextStream:
     the new ids, written after `prefix`."""
 
     def __init__(self, decode: Callable[[list[int]], str], write: Callable[[str], None], *, prefix: str = "",
-                 eos_id: Optional[int], pad_id: int) -> None:
+                 eos_id: int | None, pad_id: int) -> None:
         self.decode, self.prefix, self.write = decode, prefix, write
         self.eos_id, self.pad_id = eos_id, pad_id
         self.ids: list[int] = []
@@ -31,8 +31,8 @@ class TextStream:
         write(prefix)
 
     @classmethod
-    def continuing(cls, tokenizer, prompt: str, write: Callable[[str], None], *, eos_id: Optional[int],
-                   pad_id: int) -> "TextStream":
+    def continuing(cls, tokenizer, prompt: str, write: Callable[[str], None], *, eos_id: int | None,
+                   pad_id: int) -> TextStream:
         """A decoder-only model's line: the prompt, then its continuation."""
         return cls(lambda ids: continue_text(tokenizer, prompt, ids)[len(prompt):], write, prefix=prompt,
                    eos_id=eos_id, pad_id=pad_id)

@@ -17,10 +17,12 @@ number of ranks.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
+
 from zoo.config.schema.data import DataSource
 from zoo.data.errors import DataError
 from zoo.data.files import builder_for, resolve_files
@@ -151,7 +153,7 @@ def held_out_windows(documents: Iterator[str], tokenizer) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def open_stream(cfg, column: str, skip: int, split: str = "train", first: Optional[int] = None) -> Iterator[str]:
+def open_stream(cfg, column: str, skip: int, split: str = "train", first: int | None = None) -> Iterator[str]:
     """The texts of `column`, streamed by `datasets` from `cfg` (local files or a Hub dataset),
     from document `skip` on (documents are passed over without tokenizing), at most `first`."""
     import datasets

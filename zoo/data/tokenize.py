@@ -9,7 +9,7 @@ nothing tries to hash the tokenizer object.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Optional
+from typing import Any
 
 from zoo.data.integrity import checked
 from zoo.data.tokenizers.base import Tokenizer
@@ -56,7 +56,7 @@ def tokenize_classification(ds, tokenizer: Tokenizer, text_column: str, label_co
     return _map(ds, fn, tokenizer, key)
 
 
-def _map(ds, fn, tokenizer: Tokenizer, key: tuple, desc: Optional[str] = None):
+def _map(ds, fn, tokenizer: Tokenizer, key: tuple, desc: str | None = None):
     digest = hashlib.sha256(
         repr((ds._fingerprint, tokenizer.fingerprint(), key)).encode()
     ).hexdigest()[:32]

@@ -24,8 +24,6 @@ cannot score continuations: it is refused on one line."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 import torch.nn.functional as F
 from lm_eval import utils
@@ -62,7 +60,7 @@ class ZooLM(TemplateLM):
     states it); `share_context` false runs every request whole, as the harness's Hugging Face
     backend does (the benchmark's comparison)."""
 
-    def __init__(self, model, tokenizer, *, batch_size: int = 16, max_length: Optional[int] = None,
+    def __init__(self, model, tokenizer, *, batch_size: int = 16, max_length: int | None = None,
                  max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, share_context: bool = True) -> None:
         super().__init__()
         facts = FAMILY_FACTS[model.config.family]
@@ -112,7 +110,7 @@ class ZooLM(TemplateLM):
     def get_model_info(self) -> dict:
         return {"model_family": self.model.config.family.value, "tokenizer": self.tokenizer_name}
 
-    def tok_encode(self, string: str, add_special_tokens: Optional[bool] = None, **kwargs) -> list[int]:
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         """The run's tokenizer; an encoder-decoder's source ends with EOS, as its training sources do."""
         ids = self.tokenizer_zoo.encode(string)
         if self.encoder_decoder and add_special_tokens is not False:
@@ -144,7 +142,7 @@ class ZooLM(TemplateLM):
         """Decoder-only: requests that share a context at least SHARE_RATIO times as long as the
         longest of their continuations, and that fit whole, run the context once
         (`_shared_context`); the others run whole, cut on the left to max_length + 1 tokens."""
-        answers: list[Optional[tuple[float, bool]]] = [None] * len(requests)
+        answers: list[tuple[float, bool] | None] = [None] * len(requests)
         groups: dict[tuple[int, ...], list[int]] = {}
         alone = []
         for i, (_, context, continuation) in enumerate(requests):
@@ -228,7 +226,7 @@ class ZooLM(TemplateLM):
     def _seq2seq_scores(self, requests) -> list[tuple[float, bool]]:
         """Encoder-decoder: each batch's distinct contexts encoded once, right-padded (G, S); the
         target [bos] + continuation[:-1] (B, T) scored against the continuation."""
-        answers: list[Optional[tuple[float, bool]]] = [None] * len(requests)
+        answers: list[tuple[float, bool] | None] = [None] * len(requests)
         order = sorted(range(len(requests)), key=lambda i: (-len(requests[i][1]), tuple(requests[i][1])))
         for start in range(0, len(order), self.batch_size):
             index = order[start:start + self.batch_size]
@@ -249,7 +247,7 @@ class ZooLM(TemplateLM):
                 answers[i] = self._score(logp[row, :len(requests[i][2])], requests[i][2])
         return answers
 
-    def _right_padded(self, rows: list[list[int]], pad: Optional[int] = None) -> torch.Tensor:
+    def _right_padded(self, rows: list[list[int]], pad: int | None = None) -> torch.Tensor:
         width = max(1, max(len(r) for r in rows))
         out = torch.full((len(rows), width), self.pad_id if pad is None else pad, dtype=torch.long)
         for i, row in enumerate(rows):
@@ -286,7 +284,7 @@ class ZooLM(TemplateLM):
     @torch.no_grad()
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Requests with the same options decode together, batch_size at a time."""
-        outputs: list[Optional[str]] = [None] * len(requests)
+        outputs: list[str | None] = [None] * len(requests)
         by_options: dict[str, list[int]] = {}
         for i, req in enumerate(requests):
             by_options.setdefault(repr(sorted(req.args[1].items())), []).append(i)

@@ -13,7 +13,7 @@ import difflib
 import importlib.util
 import logging
 import math
-from typing import Any, Optional
+from typing import Any
 
 from zoo.config.errors import ConfigError
 from zoo.harness.tasks import BUILT_IN, materialize
@@ -39,7 +39,7 @@ def parse_tasks(text: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def task_manager(names: list[str], cache_dir: Optional[str] = None):
+def task_manager(names: list[str], cache_dir: str | None = None):
     """The harness's TaskManager with zoo's built-in tasks among `names` on its include path
     (and the harness's own tasks where a name is not built in); a name neither knows is refused
     on one line, with the nearest known name."""
@@ -59,8 +59,8 @@ def task_manager(names: list[str], cache_dir: Optional[str] = None):
     return manager
 
 
-def evaluate_tasks(lm, names: list[str], *, limit: Optional[float] = None, num_fewshot: Optional[int] = None,
-                   seed: int = 0, cache_dir: Optional[str] = None, log_samples: bool = False,
+def evaluate_tasks(lm, names: list[str], *, limit: float | None = None, num_fewshot: int | None = None,
+                   seed: int = 0, cache_dir: str | None = None, log_samples: bool = False,
                    manager=None, bootstrap_iters: int = BOOTSTRAP_ITERS) -> dict:
     """The harness's `simple_evaluate` on `lm` (a `ZooLM` or any harness model): {"metrics":
     {harness/TASK/METRIC: value}, "results": the harness's own results, "samples": its

@@ -22,9 +22,9 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Optional
 
 from zoo.config.records.atomic import write_text
 from zoo.data.cache import cache_root, exclusive
@@ -103,7 +103,7 @@ def _yaml_text(name: str) -> str:
     return resources.files("zoo.harness").joinpath("task_configs", f"{name}.yaml").read_text(encoding="utf-8")
 
 
-def materialize(names: Optional[list[str]] = None, cache_dir: Optional[str] = None) -> Path:
+def materialize(names: list[str] | None = None, cache_dir: str | None = None) -> Path:
     """The directory holding the built-in tasks `names` (default: all): for each, NAME.jsonl
     and NAME.yaml (data_files the JSONL's absolute path). Made once and reused; a directory is
     written whole under a temporary name and then renamed, so a reader never sees half of it."""

@@ -5,7 +5,7 @@ initialisation, and the output object."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -13,14 +13,14 @@ from torch import nn
 
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import OutputLoss
+from zoo.models.init import ONES, ZEROS, Init, draw_seed, initialise, missing_rules, normal
+from zoo.models.parametrization import hidden_init_std, is_hidden
 from zoo.nn.cache import Cache
 from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy, liger_linear_cross_entropy
 from zoo.nn.embedding import TokenEmbedding
-from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import ACTIVATIONS
+from zoo.nn.host import host_reads_are_free
 from zoo.nn.norm import NORM_MODULES, build_norm
-from zoo.models.init import ONES, ZEROS, Init, draw_seed, initialise, missing_rules, normal
-from zoo.models.parametrization import hidden_init_std, is_hidden
 
 
 @dataclass
@@ -29,10 +29,10 @@ class ModelOutput:
     (B, T, D) after the final norm; cache for incremental decoding when asked for;
     encoder_hidden_states (B, S, D) for encoder-decoder models."""
 
-    logits: Optional[torch.Tensor]
+    logits: torch.Tensor | None
     hidden_states: torch.Tensor
-    cache: Optional[Cache] = None
-    encoder_hidden_states: Optional[torch.Tensor] = None
+    cache: Cache | None = None
+    encoder_hidden_states: torch.Tensor | None = None
 
 
 class TokenLoss(NamedTuple):
@@ -43,16 +43,16 @@ class TokenLoss(NamedTuple):
 
     loss: torch.Tensor
     cross_entropy: torch.Tensor
-    z: Optional[torch.Tensor] = None
+    z: torch.Tensor | None = None
 
 
-def softcap(logits: torch.Tensor, cap: Optional[float]) -> torch.Tensor:
+def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
     """cap·tanh(logits / cap) (Gemma 2's final logit soft-cap); the logits as they are for None."""
     return logits if cap is None else cap * torch.tanh(logits / cap)
 
 
 def make_position_ids(
-    attention_mask: Optional[torch.Tensor], length: int, cache: Optional[Cache], device: torch.device
+    attention_mask: torch.Tensor | None, length: int, cache: Cache | None, device: torch.device
 ) -> torch.Tensor:
     """Positions of the `length` newest tokens: (1, T) counting on from what `cache` holds, or,
     given a (B, past + T) mask, (B, T) counting only real tokens, so left-padded rows start at 0."""
@@ -86,7 +86,7 @@ class ZooModel(nn.Module):
     multiplier, model.parametrization=mup). A classifier removes the head
     (`drop_output_head`)."""
 
-    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
+    def __init__(self, cfg: ModelConfig, init_seed: int | None = None) -> None:
         super().__init__()
         self.config = cfg
         # every parameter starts from a generator of its own, seeded by this and its name
@@ -141,7 +141,7 @@ class ZooModel(nn.Module):
         initialise(self.named_parameters(), self.init_rules(), self.init_seed)
 
     def embed_tokens(
-        self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
         """input_ids (B, T), token_type_ids (B, T) or None (= type 0) -> (B, T, D)."""
         x = self.embed(input_ids)  # (B, T, D)

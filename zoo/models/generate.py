@@ -5,14 +5,13 @@ computed once per source)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Callable, Optional
-
 
 import torch
 
-from zoo.config.schema.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
 from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.schema.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
 from zoo.models.base import ZooModel
 
 
@@ -38,7 +37,7 @@ class _Stepper:
     context, encoder states). `rows` may repeat inputs (beam search)."""
 
     def __init__(self, model: ZooModel, input_ids, attention_mask, *, bos_id, use_cache: bool, repeat: int = 1,
-                 capacity: Optional[int] = None, compile: bool = False):
+                 capacity: int | None = None, compile: bool = False):
         self.model = model
         # the prompt runs once, eagerly; the steps run the compiled model (with a static cache
         # on CUDA: replayed as CUDA graphs)
@@ -129,7 +128,7 @@ def compiled(model: ZooModel, *, cuda_graphs: bool = False) -> torch.nn.Module:
     return modes[mode]
 
 
-def step_capacity(model: ZooModel, input_ids: torch.Tensor, config: "GenerationConfig") -> Optional[int]:
+def step_capacity(model: ZooModel, input_ids: torch.Tensor, config: GenerationConfig) -> int | None:
     """Positions a static cache needs: the prompt (decoder-only) or [BOS] (encoder-decoder)
     plus the new tokens; None without static_cache."""
     if not (config.static_cache and config.use_cache):
@@ -143,16 +142,16 @@ def generate(
     model: ZooModel,
     input_ids: torch.Tensor,
     *,
-    attention_mask: Optional[torch.Tensor] = None,
-    config: Optional[GenerationConfig] = None,
-    max_new_tokens: Optional[int] = None,
-    bos_id: Optional[int] = None,
-    eos_id: Optional[int] = None,
+    attention_mask: torch.Tensor | None = None,
+    config: GenerationConfig | None = None,
+    max_new_tokens: int | None = None,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
     pad_id: int = 0,
-    use_cache: Optional[bool] = None,
-    vocab_limit: Optional[int] = None,
-    on_step: Optional[Callable[[Optional[torch.Tensor]], None]] = None,
-    stop: Optional[Callable[[torch.Tensor], bool]] = None,
+    use_cache: bool | None = None,
+    vocab_limit: int | None = None,
+    on_step: Callable[[torch.Tensor | None], None] | None = None,
+    stop: Callable[[torch.Tensor], bool] | None = None,
 ) -> torch.Tensor:
     """New tokens (B, N) for each input row, N <= max_new_tokens; after a row's eos_id the rest
     of it is pad_id.
@@ -224,15 +223,15 @@ def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, 
 
 
 def beam_search(
-    step: Callable[[Optional[torch.Tensor], Optional[torch.Tensor]], torch.Tensor],
+    step: Callable[[torch.Tensor | None, torch.Tensor | None], torch.Tensor],
     *,
     batch: int,
     num_beams: int,
     max_new_tokens: int,
-    eos_id: Optional[int],
+    eos_id: int | None,
     length_penalty: float = 1.0,
     early_stopping: bool = False,
-    on_step: Optional[Callable[[None], None]] = None,
+    on_step: Callable[[None], None] | None = None,
 ) -> list[tuple[list[int], float]]:
     """Beam search over a step function (the model-independent part, testable on fixed
     distributions).
@@ -332,7 +331,7 @@ def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_i
     return out.to(input_ids.device)
 
 
-def strip_special(rows: torch.Tensor, eos_id: Optional[int], pad_id: int) -> list[list[int]]:
+def strip_special(rows: torch.Tensor, eos_id: int | None, pad_id: int) -> list[list[int]]:
     """Generated ids per row up to (not including) eos, without padding."""
     out = []
     for row in rows.tolist():

@@ -23,10 +23,10 @@ the same seed, on any number of ranks."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Iterator, Mapping
 
 import torch
 from torch import nn

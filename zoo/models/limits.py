@@ -8,8 +8,8 @@ import torch
 from zoo.config.errors import ConfigError
 from zoo.config.facts.attention import cache_slots, stack_windows
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.positions import max_positions
+from zoo.config.schema.model import ModelConfig
 
 
 def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None:

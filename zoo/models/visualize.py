@@ -4,14 +4,14 @@ Uses matplotlib's Agg backend (files only, no display)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import torch
 
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.positions import POSITION_FACTS, Site
+from zoo.config.schema.model import ModelConfig
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
 
@@ -33,7 +33,7 @@ def attention_modules(model: ZooModel) -> dict[tuple[str, int], Attention]:
 
 @torch.no_grad()
 def attention_maps(
-    model: ZooModel, input_ids: torch.Tensor, *, layers: Optional[Sequence[int]] = None, **model_kwargs
+    model: ZooModel, input_ids: torch.Tensor, *, layers: Sequence[int] | None = None, **model_kwargs
 ) -> dict[tuple[str, int], torch.Tensor]:
     """One forward pass in eval mode with weight recording switched on for the chosen layers;
     returns {(stack, layer): weights (H, T, S)} for the first row of the batch."""
@@ -61,8 +61,8 @@ def plot_attention(
     *,
     query_tokens: Sequence[str],
     key_tokens: Sequence[str],
-    source_tokens: Optional[Sequence[str]] = None,
-    heads: Optional[Sequence[int]] = None,
+    source_tokens: Sequence[str] | None = None,
+    heads: Sequence[int] | None = None,
 ) -> Path:
     """A grid of heat maps, one row per (stack, layer) and one column per head, written to `path`."""
     import matplotlib.pyplot as plt
@@ -80,8 +80,8 @@ def attention_figure(
     *,
     query_tokens: Sequence[str],
     key_tokens: Sequence[str],
-    source_tokens: Optional[Sequence[str]] = None,
-    heads: Optional[Sequence[int]] = None,
+    source_tokens: Sequence[str] | None = None,
+    heads: Sequence[int] | None = None,
 ):
     """The matplotlib figure `plot_attention` writes: each panel titled with its stack, layer and
     head, its axes labelled query and key with the tokens as ticks, and one colour bar."""

@@ -13,25 +13,25 @@ so layers start with independent weights.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from zoo.config.facts.blocks import BLOCK_FACTS
-from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.facts.attention import stack_windows
+from zoo.config.facts.blocks import BLOCK_FACTS
 from zoo.config.facts.ffn import FFNKind, layer_kinds
+from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
 from zoo.nn.cache import Cache, LayerCache
 from zoo.nn.documents import DocumentMask
-from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import build_ffn
 from zoo.nn.flex import band_block_mask, use_flex
+from zoo.nn.host import host_reads_are_free
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
 from zoo.nn.position import POSITIONS, PositionScheme, build_position
@@ -75,7 +75,7 @@ class Block(nn.Module):
     Shapes: x (B, T, D), memory (B, S, D) -> (B, T, D).
     """
 
-    def __init__(self, cfg: ModelConfig, *, cross: bool, ffn: Optional[FFNKind] = None) -> None:
+    def __init__(self, cfg: ModelConfig, *, cross: bool, ffn: FFNKind | None = None) -> None:
         super().__init__()
         heads = dict(
             d_model=cfg.d_model,
@@ -105,11 +105,11 @@ class Block(nn.Module):
         *,
         positions: torch.Tensor,
         position: PositionScheme,
-        mask: Optional[torch.Tensor],
+        mask: torch.Tensor | None,
         causal: bool,
-        memory: Optional[torch.Tensor] = None,
-        memory_mask: Optional[torch.Tensor] = None,
-        cache: Optional[LayerCache] = None,
+        memory: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        cache: LayerCache | None = None,
     ) -> torch.Tensor:
         def self_attn(h: torch.Tensor) -> torch.Tensor:
             return self.self_attn(h, positions=positions, position=position, mask=mask, causal=causal, cache=cache)
@@ -170,13 +170,13 @@ class Stack(nn.Module):
         )
         # packed documents: sdpa (the boolean mask) unless set to flex; FlexAttention is taken on no
         # device by itself until its compiled GPU path is measured equal (tests/gpu/test_document_mask_cuda.py)
-        self.document_kernel: Optional[str] = None
+        self.document_kernel: str | None = None
 
     def position_for(self, layer: int) -> PositionScheme:
         return self.positions[layer if len(self.positions) > 1 else 0]
 
     def _static_cache_mask(
-        self, cache: Cache, T: int, key_padding: Optional[torch.Tensor], device: torch.device
+        self, cache: Cache, T: int, key_padding: torch.Tensor | None, device: torch.device
     ) -> torch.Tensor:
         """(B or 1, 1, T, capacity) bool: which of a static cache's slots each of the T new
         queries sees. Without padding, from the cache's slot tensor alone (the same graph at
@@ -194,8 +194,8 @@ class Stack(nn.Module):
         return seen[None, None]  # (1, 1, T, capacity)
 
     def _sliding_mask(
-        self, cache: Optional[Cache], T: int, key_padding: Optional[torch.Tensor], device: torch.device
-    ) -> tuple[Optional[torch.Tensor], bool]:
+        self, cache: Cache | None, T: int, key_padding: torch.Tensor | None, device: torch.device
+    ) -> tuple[torch.Tensor | None, bool]:
         """(mask, causal) of the sliding layers: the band of `self.window` over the keys their
         caches return (`SlidingKVCache`: the kept ones and the T new; `SlidingStaticKVCache`:
         its ring at a one-token step). Where the band holds every key, the full layers' path."""
@@ -220,7 +220,7 @@ class Stack(nn.Module):
                               device=device, window=W), False  # (B or 1, 1, T, kept + T)
 
     @staticmethod
-    def _ring_mask(layer, key_padding: Optional[torch.Tensor], device: torch.device) -> torch.Tensor:
+    def _ring_mask(layer, key_padding: torch.Tensor | None, device: torch.device) -> torch.Tensor:
         """(B or 1, 1, 1, ring) bool: the slots of a sliding layer's static ring that one new
         query sees (every written slot: the ring is no longer than the window). Without
         padding from the slot tensor alone (one graph at every step); with a (B, past + 1)
@@ -240,11 +240,11 @@ class Stack(nn.Module):
         x: torch.Tensor,
         *,
         positions: torch.Tensor,
-        key_padding: Optional[torch.Tensor] = None,
-        memory: Optional[torch.Tensor] = None,
-        memory_padding: Optional[torch.Tensor] = None,
-        cache: Optional[Cache] = None,
-        document_ids: Optional[torch.Tensor] = None,
+        key_padding: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
+        memory_padding: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """`document_ids` (B, T): packed documents (`zoo.nn.documents`), each token attends
         within its own document only; a forward of the whole window, no cache."""

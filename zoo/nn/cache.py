@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 
@@ -21,21 +20,21 @@ class KVCache:
     static = False  # update returns exactly the `length` entries seen so far
 
     def __init__(self) -> None:
-        self._k: Optional[torch.Tensor] = None  # (B, Hkv, capacity, Dh)
-        self._v: Optional[torch.Tensor] = None
-        self._positions: Optional[torch.Tensor] = None  # (B or 1, capacity)
+        self._k: torch.Tensor | None = None  # (B, Hkv, capacity, Dh)
+        self._v: torch.Tensor | None = None
+        self._positions: torch.Tensor | None = None  # (B or 1, capacity)
         self.length = 0
 
     @property
-    def k(self) -> Optional[torch.Tensor]:
+    def k(self) -> torch.Tensor | None:
         return None if self._k is None else self._k[:, :, : self.length]  # (B, Hkv, S, Dh)
 
     @property
-    def v(self) -> Optional[torch.Tensor]:
+    def v(self) -> torch.Tensor | None:
         return None if self._v is None else self._v[:, :, : self.length]
 
     @property
-    def positions(self) -> Optional[torch.Tensor]:
+    def positions(self) -> torch.Tensor | None:
         return None if self._positions is None else self._positions[:, : self.length]  # (B or 1, S)
 
     def _grow(self, needed: int) -> None:
@@ -93,7 +92,7 @@ class StaticKVCache(KVCache):
     def __init__(self, capacity: int) -> None:
         super().__init__()
         self.capacity = capacity
-        self.slot: Optional[torch.Tensor] = None  # () long: the next slot to write
+        self.slot: torch.Tensor | None = None  # () long: the next slot to write
 
     @property
     def length(self) -> int:
@@ -168,15 +167,15 @@ class SlidingKVCache(KVCache):
         return 0 if self._k is None else self._k.shape[2]
 
     @property
-    def k(self) -> Optional[torch.Tensor]:
+    def k(self) -> torch.Tensor | None:
         return self._k  # (B, Hkv, kept, Dh)
 
     @property
-    def v(self) -> Optional[torch.Tensor]:
+    def v(self) -> torch.Tensor | None:
         return self._v
 
     @property
-    def positions(self) -> Optional[torch.Tensor]:
+    def positions(self) -> torch.Tensor | None:
         return self._positions  # (B or 1, kept)
 
     def update(self, k, v, positions):
@@ -248,7 +247,7 @@ class SlidingStaticKVCache(StaticKVCache):
 @dataclass
 class LayerCache:
     self_attn: KVCache = field(default_factory=KVCache)
-    cross_kv: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # (B, Hkv, S, Dh) each, computed once
+    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, Hkv, S, Dh) each, computed once
 
     def reorder(self, index: torch.Tensor) -> None:
         self.self_attn.reorder(index)
@@ -256,7 +255,7 @@ class LayerCache:
             self.cross_kv = (self.cross_kv[0][index], self.cross_kv[1][index])
 
 
-def _layer_cache(capacity: Optional[int], window: Optional[int]) -> KVCache:
+def _layer_cache(capacity: int | None, window: int | None) -> KVCache:
     if window is None:
         return KVCache() if capacity is None else StaticKVCache(capacity)
     return SlidingKVCache(window) if capacity is None else SlidingStaticKVCache(capacity, window)
@@ -269,8 +268,8 @@ class Cache:
     layers: list[LayerCache]
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: Optional[int] = None,
-              windows: Optional[list[Optional[int]]] = None) -> "Cache":
+    def empty(cls, n_layers: int, capacity: int | None = None,
+              windows: list[int | None] | None = None) -> Cache:
         """Growing caches, or static ones of `capacity` positions (`StaticKVCache`); `windows`
         (one per layer, None = full) gives a sliding layer a cache that keeps only its window."""
         windows = windows if windows is not None else [None] * n_layers
@@ -283,7 +282,7 @@ class Cache:
         return bool(self.layers) and self.layers[0].self_attn.static
 
     @property
-    def capacity(self) -> Optional[int]:
+    def capacity(self) -> int | None:
         return self.layers[0].self_attn.capacity if self.static else None
 
     @property
@@ -291,7 +290,7 @@ class Cache:
         return self.layers[0].self_attn.length if self.layers else 0
 
     @property
-    def slot(self) -> Optional[torch.Tensor]:
+    def slot(self) -> torch.Tensor | None:
         """A static cache's next slot as a () device tensor (None before its first update)."""
         return self.layers[0].self_attn.slot if self.static else None
 

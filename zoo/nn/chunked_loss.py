@@ -16,8 +16,6 @@ softmax normaliser: both enter each chunk's gradient in place.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from zoo.nn.host import host_reads_are_free
@@ -140,10 +138,10 @@ def chunked_linear_cross_entropy(
     weight: torch.Tensor,
     targets: torch.Tensor,
     *,
-    bias: Optional[torch.Tensor] = None,
+    bias: torch.Tensor | None = None,
     chunk: int = 1024,
     label_smoothing: float = 0.0,
-    softcap: Optional[float] = None,
+    softcap: float | None = None,
     z_loss: float = 0.0,
     parts: bool = False,
 ):
@@ -172,7 +170,7 @@ def liger_linear_cross_entropy(
     weight: torch.Tensor,
     targets: torch.Tensor,
     *,
-    bias: Optional[torch.Tensor] = None,
+    bias: torch.Tensor | None = None,
     label_smoothing: float = 0.0,
 ) -> torch.Tensor:
     """The same loss through Liger-Kernel's fused linear cross-entropy (Hsu et al. 2024): Triton

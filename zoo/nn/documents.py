@@ -13,7 +13,7 @@ forward, each built once when first asked for, and attention takes the one it ca
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 
@@ -47,13 +47,13 @@ class DocumentMask:
     is and-ed into the dense form (a padded batch takes SDPA). `kernel`: "flex" or "sdpa"."""
 
     def __init__(self, document_ids: torch.Tensor, *, kernel: str,
-                 key_padding: Optional[torch.Tensor] = None) -> None:
+                 key_padding: torch.Tensor | None = None) -> None:
         if kernel not in ("flex", "sdpa"):
             raise ValueError(f"document mask kernel must be flex or sdpa, got {kernel!r}")
         self.document_ids = document_ids
         self.kernel = kernel if key_padding is None else "sdpa"
         self.key_padding = key_padding
-        self._dense: Optional[torch.Tensor] = None
+        self._dense: torch.Tensor | None = None
         self._block = None
 
     def dense(self) -> torch.Tensor:
@@ -75,7 +75,7 @@ class DocumentMask:
         return self._block
 
 
-def takes_flex(mask: DocumentMask, *, bias: Optional[torch.Tensor], math_path: bool, dropout: float) -> bool:
+def takes_flex(mask: DocumentMask, *, bias: torch.Tensor | None, math_path: bool, dropout: float) -> bool:
     """Does attention under `mask` take FlexAttention? Its kernel is flex, and nothing asks for
     what only the explicit path gives: the weights (Shaw), attention dropout, or an additive
     score bias (T5 bias, ALiBi: a dense (B, H, T, T) bias costs the memory the block mask saves,

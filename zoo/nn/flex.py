@@ -15,7 +15,6 @@ there SDPA is used too. `tests/nn/test_sliding_window.py` checks both give the s
 from __future__ import annotations
 
 import functools
-from typing import Optional
 
 import torch
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
@@ -49,7 +48,7 @@ def _compiled():
 
 
 def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask: BlockMask,
-         scale: Optional[float]) -> torch.Tensor:
+         scale: float | None) -> torch.Tensor:
     """q (B, H, T, Dh); k, v (B, Hkv, T, Dh) -> (B, H, T, Dh), attention under `block_mask`."""
     run = flex_attention if torch.compiler.is_compiling() else _compiled()
     return run(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])

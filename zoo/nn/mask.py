@@ -3,8 +3,6 @@ sliding-window attention as a FlexAttention mask_mod that other mask_mods can be
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 
@@ -13,10 +11,10 @@ def attention_mask(
     q_len: int,
     k_len: int,
     causal: bool,
-    key_padding: Optional[torch.Tensor],
+    key_padding: torch.Tensor | None,
     device: torch.device,
-    window: Optional[int] = None,
-) -> Optional[torch.Tensor]:
+    window: int | None = None,
+) -> torch.Tensor | None:
     """Combine causality and key padding into one mask of shape (B or 1, 1, T, S), or None
     when every query may see every key.
 

@@ -30,7 +30,8 @@ logs them). Shapes: B T D as elsewhere, N = B·T tokens, E experts, K = top-k, F
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -78,8 +79,8 @@ class Experts(nn.Module):
             return self.dropout(self.act(gate) * up)
         return self.dropout(self.act(h))
 
-    def forward(self, rows: torch.Tensor, *, counts: Optional[list[int]] = None,
-                ends: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, rows: torch.Tensor, *, counts: list[int] | None = None,
+                ends: torch.Tensor | None = None) -> torch.Tensor:
         """rows (M, D) sorted by expert -> (M, D): the grouped GEMM given the cumulative row
         counts `ends` on the device, else the loop given them on the host (`counts`)."""
         return self.grouped(rows, ends) if ends is not None else self.loop(rows, counts)
@@ -143,7 +144,7 @@ class MoE(nn.Module):
     and `shared` the shared experts' dense unit (None without), both from the builder in
     `zoo.nn.feedforward.FFNS`, which this module does not import (it imports this one)."""
 
-    def __init__(self, cfg: ModelConfig, *, act: Callable, shared: Optional[nn.Module]) -> None:
+    def __init__(self, cfg: ModelConfig, *, act: Callable, shared: nn.Module | None) -> None:
         super().__init__()
         self.n_experts, self.top_k = cfg.moe_experts, cfg.moe_top_k
         self.gate, self.renorm, self.capacity_factor = cfg.moe_gate, cfg.moe_renorm, cfg.moe_capacity
@@ -152,13 +153,13 @@ class MoE(nn.Module):
         self.experts = Experts(cfg.moe_experts, cfg.d_model, width, cfg.activation, act, cfg.dropout)
         self.shared = shared  # moe_shared · width wide, every token passes through it
         self.dispatch = "auto"  # auto: grouped GEMM on CUDA in bfloat16, else the loop; or "loop", "grouped"
-        self.last_losses: Optional[RouterLosses] = None
+        self.last_losses: RouterLosses | None = None
         # routing statistics of the last training forward (detached, on the device; not in checkpoints)
         self.register_buffer("load", torch.zeros(cfg.moe_experts), persistent=False)  # (E,) share of slots
         self.register_buffer("dropped", torch.zeros(()), persistent=False)  # share of slots dropped
         self.register_buffer("entropy", torch.zeros(()), persistent=False)  # mean router entropy (nats)
 
-    def capacity(self, n_tokens: int) -> Optional[int]:
+    def capacity(self, n_tokens: int) -> int | None:
         """The slots one expert takes of a training forward over `n_tokens` tokens: ceil(c · N · K
         / E). Evaluation is dropless: a cached decoding step (N = B tokens) would otherwise drop
         what the whole sequence's forward keeps."""
@@ -203,7 +204,7 @@ class MoE(nn.Module):
             self._record(logits, probs, counts, kept_counts)
         return y.reshape(shape)  # (B, T, D)
 
-    def _host_counts(self, kept_counts: torch.Tensor, N: int, capacity: Optional[int]) -> list[int]:
+    def _host_counts(self, kept_counts: torch.Tensor, N: int, capacity: int | None) -> list[int]:
         """The loop's row counts per expert, read on the host; on fake tensors (zoo-plan's step,
         which reads no values) the N·K slots spread evenly over the experts (at most `capacity`
         each), so that the plan holds the expert activations of a balanced dropless step."""
@@ -249,7 +250,7 @@ def moe_layers(model: nn.Module) -> list[MoE]:
     return [m for m in model.modules() if isinstance(m, MoE)]
 
 
-def router_losses(model: nn.Module) -> Optional[RouterLosses]:
+def router_losses(model: nn.Module) -> RouterLosses | None:
     """The mean over `model`'s mixture layers of their last training forward's auxiliary losses
     (each then weighs the same whatever the depth); None without mixture layers or losses. Each
     layer's are handed out once (read, then cleared), so a forward without them is not counted

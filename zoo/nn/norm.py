@@ -6,7 +6,7 @@ step (the parameters a row says one norm holds are the built module's)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

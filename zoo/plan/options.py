@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -81,7 +80,7 @@ CUDA_RESERVE = 2**30  # the CUDA context, cuBLAS workspaces and allocator roundi
 class PlanOptions:
     batch: int = field(default=8, metadata={"help": "micro-batch per device (rows a forward takes: "
                                             "data.max_device_batch_size or the per-device batch)"})
-    seq_len: Optional[int] = field(default=None, metadata={"help": "tokens per row (encoder-decoder: source and "
+    seq_len: int | None = field(default=None, metadata={"help": "tokens per row (encoder-decoder: source and "
                                                            "target each); default model.max_seq_len"})
     precision: str = field(default=Precision.bf16_mixed.value,
                            metadata={"help": "trainer.precision: 32-true, bf16-mixed or bf16-true"})
@@ -91,7 +90,7 @@ class PlanOptions:
                                                 "devices"})
     memory: str = field(default="80GiB", metadata={"help": "memory of one device (80GiB, 40GB, ...): the largest "
                                                    "micro-batch that fits it is reported"})
-    reserve: Optional[str] = field(default=None, metadata={"help": "memory kept free for what is no tensor; "
+    reserve: str | None = field(default=None, metadata={"help": "memory kept free for what is no tensor; "
                                                            "default 1GiB on cuda (CUDA context, workspaces), 0 on "
                                                            "cpu"})
     device: Device = field(default=Device.cuda, metadata={"help": "cpu or cuda: whose kernels and defaults "

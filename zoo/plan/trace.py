@@ -27,21 +27,20 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.tasks import task_of_family
-from zoo.config.schema.train import OptimConfig, OptimizerImpl, OptimizerKind
+from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import OutputLoss
+from zoo.config.schema.train import OptimConfig, OptimizerImpl, OptimizerKind
 from zoo.models import build_model
 from zoo.models.sharding import layers
-from zoo.nn.chunked_loss import IGNORE
 from zoo.nn.moe import MoE, moe_layers
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
@@ -108,7 +107,7 @@ class _Trace(TorchDispatchMode):
         self.peak_phase = _SETUP
         self.phase = _SETUP
         self.param_storages: set[int] = set()
-        self.region: Optional[str] = None  # the part of a mixture layer running now (set by hooks)
+        self.region: str | None = None  # the part of a mixture layer running now (set by hooks)
         self.regions = dict.fromkeys(MOE_PARTS[1:], 0)  # forward storages alive, by the region that made them
         self.regions_at_peak = dict(self.regions)
 
@@ -238,7 +237,7 @@ def _param_bytes(module: torch.nn.Module) -> int:
 def _follow_mixtures(model: torch.nn.Module, trace: _Trace) -> list[MoE]:
     """Hooks that tell `trace` which part of a mixture layer is running: its router, its experts
     (routed and shared), or the dispatch around them."""
-    def enter(region: Optional[str]):
+    def enter(region: str | None):
         return lambda *args: setattr(trace, "region", region)
 
     layers = moe_layers(model)
@@ -253,7 +252,7 @@ def _follow_mixtures(model: torch.nn.Module, trace: _Trace) -> list[MoE]:
     return layers
 
 
-def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict[str, float]] = None) -> StepMemory:
+def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, float] | None = None) -> StepMemory:
     """The bytes one device holds at the peak of a steady-state training step (AdamW's moments
     already made) of `model_cfg` at `setup`, by part. `scale`: a weight per part (default 1)
     with which the peak is found, e.g. 1 / shards for weights, gradients and moments under

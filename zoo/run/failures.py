@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
-from typing import Optional
 
 from zoo.config.records.rundir import RunDir
 
@@ -14,7 +13,7 @@ STORAGE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "di
                   errno.EPERM: "operation not permitted"}
 
 
-def known_failure(exc: BaseException, run_dir: Path) -> Optional[str]:
+def known_failure(exc: BaseException, run_dir: Path) -> str | None:
     """The line for `exc` (torch reports a full disk as "unexpected pos ..." caused by the
     OSError, so the whole chain is read); None for anything else, a bug."""
     seen: list[BaseException] = []

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from zoo.config.errors import ZooError
 from zoo.config.records.rundir import RunFailure
@@ -17,15 +17,15 @@ from zoo.run.lock import release
 from zoo.run.outcome import Outcome, RunOutcome
 from zoo.run.preflight import PlanRefused, RunPlan, plan_run
 from zoo.run.records import record_failure
-from zoo.training.signals.interrupt import last_words
 from zoo.training.resume.match import to_train_on
 from zoo.training.run import train as run_training
+from zoo.training.signals.interrupt import last_words
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 
 log = logging.getLogger("zoo")
 
-ResumeCommand = Optional[Callable[[], str]]
-OnStuck = Optional[Callable[[RunOutcome], None]]
+ResumeCommand = Callable[[], str] | None
+OnStuck = Callable[[RunOutcome], None] | None
 
 
 def train(cfg, run_dir: str | os.PathLike, *, lock: bool = True, resume_command: ResumeCommand = None,

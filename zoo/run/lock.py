@@ -15,10 +15,9 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Optional
 
-from zoo.config.records.atomic import write_text
 from zoo.config.errors import ZooError
+from zoo.config.records.atomic import write_text
 from zoo.config.records.links import check_tree, link_out
 from zoo.config.records.rundir import RunDir
 
@@ -85,7 +84,7 @@ def _alive(owner: dict) -> bool:
     return True
 
 
-def owner_of(run_dir: Path) -> Optional[dict]:
+def owner_of(run_dir: Path) -> dict | None:
     try:
         return json.loads(RunDir(run_dir).lock.read_text())
     except (OSError, ValueError):

@@ -5,33 +5,32 @@ from __future__ import annotations
 
 import logging
 import resource
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torchmetrics import MeanMetric, Metric
+from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from zoo.config.facts.tasks import TaskKind, task_spec
 from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.model import Family, ModelConfig
-from zoo.config.facts.tasks import TaskKind, task_spec
-from zoo.config.schema.train import OptimConfig, SchedulerConfig
 from zoo.config.schema.task import NonFinitePolicy, OutputLoss, TaskConfig
-from zoo.models import ZooModel, build_model
-from zoo.tasks.metrics import BitsPerByte, WeightedMean
-from zoo.tasks.target_bytes import TargetBytes
-from zoo.tasks.optim import build_optimizer, schedule
-from zoo.nn.chunked_loss import IGNORE
-from zoo.nn.moe import RouterLosses, router_losses
-from zoo.models.parametrization import optimizer_scales
-from zoo.models.init import has_meta_parameters, materialize
-from zoo.models.sharding import layers, shard, sharding_mesh
+from zoo.config.schema.train import OptimConfig, SchedulerConfig
 from zoo.data.even_batches import is_filler
 from zoo.data.tokenizers.state import tokenizer_state
 from zoo.data.tokenizers.text_bytes import TextBytes
-
+from zoo.models import ZooModel, build_model
+from zoo.models.init import has_meta_parameters, materialize
+from zoo.models.parametrization import optimizer_scales
+from zoo.models.sharding import layers, shard, sharding_mesh
+from zoo.nn.chunked_loss import IGNORE
+from zoo.nn.moe import RouterLosses, router_losses
+from zoo.tasks.metrics import BitsPerByte, WeightedMean
+from zoo.tasks.optim import build_optimizer, schedule
+from zoo.tasks.target_bytes import TargetBytes
 
 log = logging.getLogger("zoo")
 
@@ -84,9 +83,9 @@ class ZooTask(L.LightningModule):
         self,
         model: dict,
         task: dict,
-        optim: Optional[dict] = None,
-        scheduler: Optional[dict] = None,
-        extra: Optional[dict] = None,
+        optim: dict | None = None,
+        scheduler: dict | None = None,
+        extra: dict | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -104,7 +103,7 @@ class ZooTask(L.LightningModule):
         self.val_accuracy = self._accuracy()
         # shifted tasks (causal LM, seq2seq) predict text left to right: bits per byte of it
         self.val_bpb = BitsPerByte() if task_spec(self.kind).shifted else None
-        self._target_bytes: Optional[tuple] = None  # (tokenizer, device, TargetBytes), made when first needed
+        self._target_bytes: tuple | None = None  # (tokenizer, device, TargetBytes), made when first needed
         self.register_buffer("tokens_seen", torch.zeros((), dtype=torch.long), persistent=True)
         self.register_buffer("nonfinite_skipped", torch.zeros((), dtype=torch.long), persistent=True)
 
@@ -183,7 +182,7 @@ class ZooTask(L.LightningModule):
             logits.float(), targets, ignore_index=IGNORE, label_smoothing=smoothing
         )
 
-    def training_step(self, batch: dict, batch_idx: int) -> Optional[torch.Tensor]:
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor | None:
         loss, n_rows, n_tokens = self.training_loss(batch)
         self.tokens_seen += n_tokens * self.trainer.world_size if self._trainer else n_tokens
         if not self._all_finite(loss):
@@ -320,7 +319,7 @@ class ZooTask(L.LightningModule):
             self.val_bpb.update(losses, bytes_of(targets, self.preceding_ids(batch)))
         self.val_accuracy.update(logits, targets)
 
-    def target_bytes(self) -> Optional[TargetBytes]:
+    def target_bytes(self) -> TargetBytes | None:
         """The bytes of text per target, on this module's device, for a task that measures bits
         per byte and holds its tokenizer; None otherwise. Made once per tokenizer and device
         (validation only: nothing is added to the training step)."""

@@ -5,14 +5,13 @@ builder per row of `zoo.config.facts.optimizers` (`OPTIMIZERS`) and of
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
-from zoo.config.schema.train import (DecayShape, OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind,
-                                     SchedulerConfig)
+from zoo.config.schema.train import DecayShape, OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind, SchedulerConfig
 from zoo.config.schema.validate import check_schedule_length
 from zoo.tasks.muon import MuonWithAdamW, hidden_matrices
 

@@ -4,12 +4,12 @@ exact match for seq2seq; accuracy for classification)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.data.even_batches import EvenBatches
 from zoo.config.facts.tasks import task_spec
 from zoo.data import build_datamodule
+from zoo.data.even_batches import EvenBatches
 from zoo.training.run import quiet_lightning
 
 
@@ -19,7 +19,7 @@ def evaluate(
     *,
     split: str = "validation",
     batch_size: int = 32,
-    limit_batches: Optional[int] = None,
+    limit_batches: int | None = None,
     accelerator: str = "cpu",
     devices: int = 1,
 ) -> dict:

@@ -6,21 +6,20 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from typing import Optional
 
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from zoo.config.errors import ConfigError
+from zoo.tasks.base import NonFiniteLoss
+from zoo.training.build.callbacks import RunCallbacks
 from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.signals.interrupt import StopNow, ValidationStopped
-from zoo.training.build.callbacks import RunCallbacks
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
-from zoo.tasks.base import NonFiniteLoss
 
 log = logging.getLogger("zoo")
 
 
-def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str]) -> float:
+def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: str | None) -> float:
     """Train (from `resume` when set); the wall-clock seconds of fit and the final validation.
     TrainingStopped for a non-finite loss (task.on_nonfinite_loss=stop), naming the last good
     checkpoint; TrainingInterrupted after SIGTERM / SIGINT saved last.ckpt."""
@@ -45,7 +44,7 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
     return time.perf_counter() - start
 
 
-def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str]) -> None:
+def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: str | None) -> None:
     last, interrupt = callbacks.last, callbacks.interrupt
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
@@ -76,7 +75,7 @@ def _validate_final_step(trainer, task, datamodule, callbacks: RunCallbacks) -> 
     # count of finished steps), so metrics.csv reads the same either way
     loop = trainer.fit_loop.epoch_loop
     loop._batches_that_stepped -= 1
-    stopped: Optional[int] = None
+    stopped: int | None = None
     interrupt.listen()
     try:
         trainer.validate(task, datamodule=datamodule, verbose=False)

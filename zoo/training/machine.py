@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from zoo.config.schema.batching import per_device_batch
 from zoo.config.errors import ConfigError
-from zoo.config.schema.root import ZooConfig
-from zoo.config.schema.logger import WandbMode
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
+from zoo.config.schema.batching import per_device_batch
+from zoo.config.schema.logger import WandbMode
 from zoo.config.schema.params import parameter_parts
+from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.task import OutputLoss
 from zoo.config.schema.trainer import is_sharded_name
 from zoo.training.tracking.settings import mlflow_uri, wandb_key_set, wandb_online

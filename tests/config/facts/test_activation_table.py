@@ -14,7 +14,8 @@ import torch
 import yaml
 
 import zoo
-from tests.conftest import ACTIVATIONS as ACTIVATION_NAMES, tiny
+from tests.conftest import ACTIVATIONS as ACTIVATION_NAMES
+from tests.conftest import tiny
 from zoo.config import Activation, ModelConfig
 from zoo.config.facts.activations import ACTIVATION_FACTS, GATED
 from zoo.nn.feedforward import ACTIVATIONS, FeedForward

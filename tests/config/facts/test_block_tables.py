@@ -16,7 +16,7 @@ from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNor
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.schema.task import TaskConfig
 from zoo.nn.attention import Attention
-from zoo.nn.block import Block, SubLayer, Stack
+from zoo.nn.block import Block, Stack, SubLayer
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "model"
 

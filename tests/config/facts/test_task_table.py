@@ -18,10 +18,10 @@ import torch
 import yaml
 
 import zoo
-from zoo.config.schema.data import DataConfig
 from zoo.config.errors import ConfigError
-from zoo.config.schema.model import Family
 from zoo.config.facts.tasks import TASK_SPECS, Collate, TaskKind, families_of, task_of_family, task_spec
+from zoo.config.schema.data import DataConfig
+from zoo.config.schema.model import Family
 from zoo.config.schema.validate import validate
 from zoo.data import IGNORE_INDEX, DataError, MaskingCollator, ZooDataModule, collate_causal
 from zoo.data.collate import collate_for

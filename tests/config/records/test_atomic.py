@@ -2,7 +2,6 @@
 leaves the previous record; a link planted at a record's name is not written through; the file
 gets the umask's permissions; an error while writing keeps the old record."""
 
-import os
 import signal
 import subprocess
 import sys

@@ -11,8 +11,8 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.config.records.rundir import DamagedRecord, RunDir, RunFailure, RunSummary
 from zoo import train
+from zoo.config.records.rundir import DamagedRecord, RunDir, RunFailure, RunSummary
 
 
 def _summary(**changes) -> RunSummary:

@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 from zoo.config.errors import ConfigError
 from zoo.config.safety.targets import instantiate, resolve_target
+from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 
 
 def test_allowed_objects_resolve():

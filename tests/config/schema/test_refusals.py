@@ -5,7 +5,6 @@ the key; the table of refusals in docs/composing.md is what the validation code 
 from __future__ import annotations
 
 import os
-
 import re
 from pathlib import Path
 
@@ -13,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from zoo.cli.refusals import EXAMPLES, refusal, refusal_table
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import Activation
-from zoo.cli.refusals import EXAMPLES, refusal, refusal_table
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "composing.md"
 

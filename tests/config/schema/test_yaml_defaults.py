@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from zoo.config.schema.data import DataConfig, TokenizerConfig
-from zoo.config.schema.model import ModelConfig, PositionConfig
 from zoo.config.schema.logger import LoggerConfig
-from zoo.config.schema.train import CallbacksConfig, OptimConfig, SchedulerConfig
+from zoo.config.schema.model import ModelConfig, PositionConfig
 from zoo.config.schema.task import TaskConfig
+from zoo.config.schema.train import CallbacksConfig, OptimConfig, SchedulerConfig
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 SCHEMAS = {"model": ModelConfig, "model/position": PositionConfig, "task": TaskConfig, "data": DataConfig,

@@ -11,8 +11,13 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.training.checkpoint.saving import (AtomicCheckpointIO, LastCheckpoint, RunRecord, atomic_save,
-                                            remove_stale_temporaries)
+from zoo.training.checkpoint.saving import (
+    AtomicCheckpointIO,
+    LastCheckpoint,
+    RunRecord,
+    atomic_save,
+    remove_stale_temporaries,
+)
 
 
 def test_atomic_save_writes_and_a_failed_save_keeps_the_old_file(tmp_path):

@@ -28,11 +28,11 @@ from tests.cli.conftest import tiny_overrides
 from tests.interop.tiny_hf import save_tokenizer
 from zoo import train
 from zoo.config.errors import CheckpointError
-from zoo.data import DataError, build_tokenizer
 from zoo.config.schema.data import TokenizerConfig
+from zoo.data import DataError, build_tokenizer
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state, tokenizer_state
 from zoo.training.checkpoint.files import read_checkpoint
-from zoo.training.checkpoint.shard_index import ShardIndexError, allowed_names, read_index
+from zoo.training.checkpoint.shard_index import allowed_names, read_index
 
 
 def _s(text: str) -> bytes:
@@ -209,8 +209,8 @@ def test_a_tokenizer_directory_naming_code_is_refused_without_asking(tmp_path):
 def test_remote_code_is_refused_even_where_no_auto_map_is_seen(tmp_path):
     """transformers is told trust_remote_code=False: a config naming code another way is refused
     by transformers itself, without a prompt."""
-    from zoo.data.tokenizers.hf import auto_tokenizer
     import zoo.data.tokenizers.hf as hf
+    from zoo.data.tokenizers.hf import auto_tokenizer
 
     save_tokenizer(tmp_path / "tok")
     marker = tmp_path / "ran"

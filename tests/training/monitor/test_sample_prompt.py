@@ -4,7 +4,6 @@ else the first words of the validation text."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import zoo

@@ -5,9 +5,9 @@ recorded and ends the run with its checkpoint, never lost and never turned into 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import signal
 import time
+from pathlib import Path
 
 import lightning as L
 import pytest

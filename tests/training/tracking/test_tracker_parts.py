@@ -15,8 +15,15 @@ from zoo.config.errors import ConfigError
 from zoo.config.schema.logger import LoggerConfig, MLflowConfig, WandbConfig, WandbMode
 from zoo.training.stops import TrainingInterrupted
 from zoo.training.tracking.experiment_trackers import RunMLflowLogger, flat_params, wandb_mode
-from zoo.training.tracking.identity import (RunIdentity, TrackerStatus, arm_of, closing_trackers, read_tracked,
-                                   summary_figures, swept_keys)
+from zoo.training.tracking.identity import (
+    RunIdentity,
+    TrackerStatus,
+    arm_of,
+    closing_trackers,
+    read_tracked,
+    summary_figures,
+    swept_keys,
+)
 
 
 def test_an_arm_is_its_overrides_but_the_seed_and_bookkeeping():

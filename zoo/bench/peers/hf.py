@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Optional
 
 import torch
 
@@ -53,7 +52,7 @@ class HFSubject:
             self.model(**self._inputs(batch))
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         if not self.work.stacks.decoder:  # nothing to generate with
             return None
         self.model.eval()

@@ -11,16 +11,14 @@ without its dependencies: `pip install --no-deps litgpt psutil`."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
+from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
-from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
 from zoo.config.facts.blocks import non_default_block_options
-from zoo.config.schema.model import Activation, FFNKind, Family, NormPlacement, NormType, PositionKind
+from zoo.config.schema.model import Activation, Family, FFNKind, NormPlacement, NormType, PositionKind
 
 MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
     Activation.gelu: ("GptNeoxMLP", "none"),
@@ -81,7 +79,7 @@ class LitGPTSubject(LogitsLMPeer):
         self.ready(compile)
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         self.model.eval()
         B, T = prompt.shape
         self.model.set_kv_cache(batch_size=B, max_seq_length=T + new_tokens, device=prompt.device,

@@ -6,16 +6,14 @@ Decoder-only models only."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
+from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
-from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
 from zoo.config.facts.blocks import non_default_block_options
-from zoo.config.schema.model import Activation, FFNKind, Family, NormPlacement, NormType, PositionKind
+from zoo.config.schema.model import Activation, Family, FFNKind, NormPlacement, NormType, PositionKind
 
 POSITIONS = {
     PositionKind.learned: {},
@@ -71,7 +69,7 @@ class XTransformersSubject(LogitsLMPeer):
         self.ready(compile)
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         self.model.eval()
         with self.work.autocast():
             return self.sampler.generate(prompt, new_tokens, temperature=0.0, cache_kv=True)

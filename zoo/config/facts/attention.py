@@ -18,7 +18,7 @@ local attention, Beltagy et al. 2020)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -96,7 +96,7 @@ def check_attention(cfg: ModelConfig) -> None:
         )
 
 
-def layer_window(cfg: ModelConfig, layer: int) -> Optional[int]:
+def layer_window(cfg: ModelConfig, layer: int) -> int | None:
     """The window of a stack's layer `layer` (0-based, counted within its stack), None for a
     full layer: with global_every=k the layers with (layer + 1) % k == 0 are full (Gemma 2)."""
     if not ATTENTION_FACTS[cfg.attention].banded:
@@ -106,18 +106,18 @@ def layer_window(cfg: ModelConfig, layer: int) -> Optional[int]:
     return cfg.window
 
 
-def stack_windows(cfg: ModelConfig, n_layers: int) -> list[Optional[int]]:
+def stack_windows(cfg: ModelConfig, n_layers: int) -> list[int | None]:
     """`layer_window` for each of a stack's `n_layers` layers."""
     return [layer_window(cfg, i) for i in range(n_layers)]
 
 
-def keys_attended(window: Optional[int], context: int) -> int:
+def keys_attended(window: int | None, context: int) -> int:
     """The keys one query at context `context` attends to in a layer of `window` (None: full):
     min(context, window). Attention FLOPs per token are 4 · this · H · Dh (scores and values)."""
     return context if window is None else min(context, window)
 
 
-def cache_slots(window: Optional[int], length: int) -> int:
+def cache_slots(window: int | None, length: int) -> int:
     """The positions a layer's KV cache holds after `length` tokens: all of them for a full
     layer, at most `window` for a sliding one (`zoo.nn.cache.KVCache` keeps the last window)."""
     return length if window is None else min(length, window)

@@ -20,19 +20,20 @@ To register an axis, append ONE entry at the end of `AXES`: `Axis(key, Enum, TAB
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from zoo.config.choice import Choice
 from zoo.config.facts.activations import ACTIVATION_FACTS, Activation
 from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind
+from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
-from zoo.config.facts.positions import POSITION_FACTS, PositionKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
-from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
+from zoo.config.facts.positions import POSITION_FACTS, PositionKind
 from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
 
 
@@ -42,8 +43,8 @@ class Axis:
 
     key: str
     kinds: type[Choice]
-    facts: Optional[Mapping[Choice, Any]]
-    overrides: Optional[Callable[[Choice], dict[str, Any]]] = field(default=None, compare=False)
+    facts: Mapping[Choice, Any] | None
+    overrides: Callable[[Choice], dict[str, Any]] | None = field(default=None, compare=False)
 
     def settings(self, kind: Choice | str) -> dict[str, Any]:
         """{dotted config key: plain value} that selects `kind` of this axis."""

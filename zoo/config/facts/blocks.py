@@ -10,8 +10,9 @@ placements (`model.norm`) have their table in `zoo.config.facts.placements`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -33,12 +34,12 @@ class QKNorm(Choice):
     projection = "projection"  # a norm over the whole H·Dh queries and Hkv·Dh keys (OLMo 2)
 
 
-def _refuses_nothing(cfg: ModelConfig) -> Optional[str]:
+def _refuses_nothing(cfg: ModelConfig) -> str | None:
     """Valid with every family, position scheme and norm placement."""
     return None
 
 
-def _parallel_two_norms(cfg: ModelConfig) -> Optional[str]:
+def _parallel_two_norms(cfg: ModelConfig) -> str | None:
     if PLACEMENT_FACTS[cfg.norm].normalizes_stream:
         return (f"model.block=parallel_two_norms gives each branch its own norm, but model.norm="
                 f"{cfg.norm.value} normalizes the residual stream after the branches add: use "
@@ -72,7 +73,7 @@ class BlockFacts:
     placements: str
     parameters: str
     flops: str = "as sequential: the same matrix multiplies"
-    refuses: Callable[[ModelConfig], Optional[str]] = _refuses_nothing
+    refuses: Callable[[ModelConfig], str | None] = _refuses_nothing
 
 
 BLOCK_FACTS: dict[BlockKind, BlockFacts] = {
@@ -159,7 +160,7 @@ SOFTCAPS = {
 }
 
 
-def check_softcap(name: str, value) -> Optional[float]:
+def check_softcap(name: str, value) -> float | None:
     """A soft-cap is null (off) or a finite number > 0; returns it as a float."""
     if value is None:
         return None

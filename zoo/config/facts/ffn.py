@@ -12,12 +12,13 @@ is null, so that `model.param_budget` sizes dense layers and experts alike from 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
-from zoo.config.facts.activations import ACTIVATION_FACTS
 from zoo.config.errors import ConfigError
+from zoo.config.facts.activations import ACTIVATION_FACTS
 
 if TYPE_CHECKING:
     from zoo.config.schema.model import ModelConfig
@@ -35,7 +36,7 @@ class MoEGate(Choice):
     sigmoid = "sigmoid"  # an independent sigmoid per expert, then the top k (DeepSeek-V3)
 
 
-def _refuses_nothing(cfg: ModelConfig) -> Optional[str]:
+def _refuses_nothing(cfg: ModelConfig) -> str | None:
     """Valid with every family, position scheme, norm and activation."""
     return None
 
@@ -59,7 +60,7 @@ class FFNFacts:
     parameters: Callable[[ModelConfig, int], int]
     active: Callable[[ModelConfig, int], int]
     flops: Callable[[ModelConfig, int], int]
-    refuses: Callable[[ModelConfig], Optional[str]] = _refuses_nothing
+    refuses: Callable[[ModelConfig], str | None] = _refuses_nothing
 
 
 def _unit_parameters(D: int, F: int, gated: bool, bias: bool) -> int:
@@ -108,7 +109,7 @@ def _moe_flops(cfg: ModelConfig, F: int) -> int:
     return 2 * D * cfg.moe_experts + (cfg.moe_top_k + cfg.moe_shared) * _unit_flops(D, Fe, gated(cfg))
 
 
-def _moe_refuses(cfg: ModelConfig) -> Optional[str]:
+def _moe_refuses(cfg: ModelConfig) -> str | None:
     """Biases (the stacked expert weights hold none) and μP (its rules for the stacked expert
     matrices and the router are not worked out here)."""
     if cfg.bias:
@@ -153,14 +154,14 @@ def layer_kinds(cfg: ModelConfig, n_layers: int) -> list[FFNKind]:
     return [FFNKind.moe if (i + 1) % cfg.moe_every == 0 else FFNKind.dense for i in range(n_layers)]
 
 
-def ffn_parameters(cfg: ModelConfig, d_ff: int, kind: Optional[FFNKind] = None, *, active: bool = False) -> int:
+def ffn_parameters(cfg: ModelConfig, d_ff: int, kind: FFNKind | None = None, *, active: bool = False) -> int:
     """The parameters of one feed-forward unit of `kind` (default `cfg.ffn`) at hidden width
     `d_ff`: all of them, or with `active` those one token passes through."""
     facts = FFN_FACTS[kind if kind is not None else cfg.ffn]
     return (facts.active if active else facts.parameters)(cfg, d_ff)
 
 
-def ffn_flops(cfg: ModelConfig, kind: Optional[FFNKind] = None) -> int:
+def ffn_flops(cfg: ModelConfig, kind: FFNKind | None = None) -> int:
     """The matrix-multiply FLOPs of one feed-forward unit of `kind` (default `cfg.ffn`) for one token."""
     return FFN_FACTS[kind if kind is not None else cfg.ffn].flops(cfg, cfg.d_ff)
 

@@ -7,8 +7,9 @@ the two in step."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -81,7 +82,7 @@ class PositionFacts:
     params: tuple[str, ...]
     acts: tuple[Site, ...]
     paper: str
-    even: Optional[Even] = None
+    even: Even | None = None
     bounded: bool = False
     parameters: Callable[[ModelConfig, int], int] = _no_parameters
     embedding: bool = False
@@ -176,7 +177,7 @@ def check_even(cfg: ModelConfig) -> None:
         )
 
 
-def max_positions(cfg: ModelConfig) -> Optional[int]:
+def max_positions(cfg: ModelConfig) -> int | None:
     """How many positions `cfg`'s scheme can encode: model.max_seq_len for a bounded scheme,
     None for one that extrapolates to any length."""
     return cfg.max_seq_len if POSITION_FACTS[cfg.position.kind].bounded else None

@@ -31,12 +31,11 @@ import fnmatch
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePath
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
+from zoo.config.errors import CheckpointError, ZooError
 from zoo.config.records.atomic import write_text
 from zoo.config.records.links import inside
-from zoo.config.errors import CheckpointError, ZooError
-
 
 # config keys (prefixes) that do not change what a run learns: the seed and bookkeeping. Runs
 # that differ only in these are replicates of one arm (zoo-compare, the trackers' arm names).
@@ -223,34 +222,34 @@ class RunSummary:
     OPTIONAL: ClassVar[tuple[str, ...]] = ("baseline", "sample", "replicas_identical",
                                             "replica_max_fingerprint_diff", "branched_from")  # left out when None
 
-    run_dir: Optional[str] = None
-    status: Optional[str] = None  # "finished"
-    task: Optional[str] = None  # TaskKind value
-    family: Optional[str] = None  # Family value
-    position: Optional[str] = None  # PositionKind value
-    global_step: Optional[int] = None
-    tokens_seen: Optional[int] = None
-    train_seconds: Optional[float] = None  # inside the training loop (Throughput)
-    tokens_per_s: Optional[float] = None  # None when no training time was measured
-    wall_seconds: Optional[float] = None  # fit and the final validation
-    metrics: dict[str, Optional[float]] = field(default_factory=dict)  # the trainer's last scalars
-    prepared_data: Optional[str] = None  # the token shards' directory, when the data was prepared
-    tokenizer: Optional[dict[str, Any]] = None  # {"kind", "vocab_size", "digest"}: equal digests, one tokenizer
-    data: Optional[dict[str, Optional[int]]] = None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
+    run_dir: str | None = None
+    status: str | None = None  # "finished"
+    task: str | None = None  # TaskKind value
+    family: str | None = None  # Family value
+    position: str | None = None  # PositionKind value
+    global_step: int | None = None
+    tokens_seen: int | None = None
+    train_seconds: float | None = None  # inside the training loop (Throughput)
+    tokens_per_s: float | None = None  # None when no training time was measured
+    wall_seconds: float | None = None  # fit and the final validation
+    metrics: dict[str, float | None] = field(default_factory=dict)  # the trainer's last scalars
+    prepared_data: str | None = None  # the token shards' directory, when the data was prepared
+    tokenizer: dict[str, Any] | None = None  # {"kind", "vocab_size", "digest"}: equal digests, one tokenizer
+    data: dict[str, int | None] | None = None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
     model: dict[str, int] = field(default_factory=dict)  # zoo.models.summary.ModelSummary.as_dict()
-    baseline: Optional[dict[str, float]] = None  # causal_lm with counted training tokens: the unigram loss
-    sample: Optional[str] = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)
-    init_from: Optional[str] = None  # the pretrained weights, unless resumed_from is set
-    resumed_from: Optional[str] = None  # the checkpoint this run continued
-    resumed_at_step: Optional[int] = None
-    branched_from: Optional[dict[str, Any]] = None  # branch_from: the parent's {"run", "checkpoint", "step"}
-    nonfinite_skipped: Optional[int] = None  # steps skipped for a non-finite loss
-    world_size: Optional[int] = None
-    replicas_identical: Optional[bool] = None  # data-parallel runs: do the replicas agree?
-    replica_max_fingerprint_diff: Optional[float] = None
-    best_checkpoint: Optional[str] = None
-    last_checkpoint: Optional[str] = None
-    full_checkpoint: Optional[str] = None  # sharded runs: the whole model in one file
+    baseline: dict[str, float] | None = None  # causal_lm with counted training tokens: the unigram loss
+    sample: str | None = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)
+    init_from: str | None = None  # the pretrained weights, unless resumed_from is set
+    resumed_from: str | None = None  # the checkpoint this run continued
+    resumed_at_step: int | None = None
+    branched_from: dict[str, Any] | None = None  # branch_from: the parent's {"run", "checkpoint", "step"}
+    nonfinite_skipped: int | None = None  # steps skipped for a non-finite loss
+    world_size: int | None = None
+    replicas_identical: bool | None = None  # data-parallel runs: do the replicas agree?
+    replica_max_fingerprint_diff: float | None = None
+    best_checkpoint: str | None = None
+    last_checkpoint: str | None = None
+    full_checkpoint: str | None = None  # sharded runs: the whole model in one file
     extra: dict[str, Any] = field(default_factory=dict)  # keys of another zoo version, kept
 
     def as_dict(self) -> dict[str, Any]:
@@ -302,9 +301,9 @@ class RunFailure:
 
     error: str
     status: str = "failed"
-    signal: Optional[int] = None  # the signal that stopped the run (15 SIGTERM, 2 SIGINT)
-    step: Optional[int] = None  # the step of the checkpoint the run resumes from (None: none saved)
-    resume: Optional[str] = None  # the command that resumes the run
+    signal: int | None = None  # the signal that stopped the run (15 SIGTERM, 2 SIGINT)
+    step: int | None = None  # the step of the checkpoint the run resumes from (None: none saved)
+    resume: str | None = None  # the command that resumes the run
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:

@@ -25,7 +25,8 @@ words (`ENV_SET_ALLOWED`), each value one plain word or number."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from zoo.config.errors import ConfigError
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import enum
 import fnmatch
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import PurePosixPath
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any
 
 from zoo.config.errors import ConfigError
 
@@ -158,7 +159,7 @@ _SHELL = ("the job's shell lines come from the environment zoo-train is started 
           "never from a config")
 
 # key patterns (fnmatch, on dotted paths) -> (rule, the check of a SETTING); the first match rules
-HYDRA_KEYS: dict[str, tuple[Rule, Optional[Callable[[str, Any], None]]]] = {
+HYDRA_KEYS: dict[str, tuple[Rule, Callable[[str, Any], None] | None]] = {
     "hydra.run.dir": (Rule.SETTING, _directory),
     "hydra.sweep.dir": (Rule.SETTING, _directory),
     "hydra.sweep.subdir": (Rule.SETTING, _subdir),
@@ -205,7 +206,7 @@ HYDRA_KEYS: dict[str, tuple[Rule, Optional[Callable[[str, Any], None]]]] = {
 }
 
 
-def rule_of(path: str) -> Optional[tuple[Rule, Optional[Callable[[str, Any], None]]]]:
+def rule_of(path: str) -> tuple[Rule, Callable[[str, Any], None] | None] | None:
     """The rule for the dotted key `path` (None: no rule, refused)."""
     for pattern, rule in HYDRA_KEYS.items():
         if fnmatch.fnmatchcase(path, pattern):
@@ -251,7 +252,7 @@ def check_hydra_overrides(overrides: Iterable[str]) -> None:
             setting_check(key)
 
 
-def setting_check(path: str) -> Optional[Callable[[str, Any], None]]:
+def setting_check(path: str) -> Callable[[str, Any], None] | None:
     """The check of the setting `path`; ConfigError, on one line, when `path` is no setting."""
     rule = rule_of(path)
     if rule is None:

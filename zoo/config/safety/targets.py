@@ -16,7 +16,8 @@ such name in a composed config and refuses it unless
 from __future__ import annotations
 
 import importlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from zoo.config.errors import ConfigError
 
 
 def per_device_batch(global_batch_size: int, world_size: int,
-                     max_per_device: Optional[int] = None) -> tuple[int, int]:
+                     max_per_device: int | None = None) -> tuple[int, int]:
     """(per-device batch, accumulation steps) with
     per-device batch * accumulation * world_size == global_batch_size.
 

@@ -3,8 +3,9 @@ schema object, and schema objects back into plain data."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, Mapping
+from typing import Any
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import Choice, ModelConfig, PositionConfig

@@ -10,14 +10,13 @@ value and what is allowed. Nothing here imports torch or datasets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from typing import Any
 
-from zoo.config.schema.convert import as_schema, plain
+from zoo.config.errors import ConfigError
 from zoo.config.facts.corpora import CORPORA_BY_NAME, EXTERNAL, source_help
 from zoo.config.facts.tasks import Collate, TaskKind, task_spec
-from zoo.config.errors import ConfigError
+from zoo.config.schema.convert import as_schema, plain
 from zoo.config.schema.model import Choice
-
 
 # Where the examples come from: a built-in offline corpus (a row of
 # zoo.config.facts.corpora.CORPUS_ROWS), the user's files (local: data.path; .txt, .jsonl/.json,
@@ -75,12 +74,12 @@ class TokenizerConfig:
         default=1_000_000,
         metadata={"help": "sentencepiece: lines sampled from the training text to train on"},
     )
-    path: Optional[str] = field(
+    path: str | None = field(
         default=None,
         metadata={"help": "hf: a directory written by a transformers tokenizer's "
                   "save_pretrained (e.g. a pretrained model's directory)"},
     )
-    cache_dir: Optional[str] = field(
+    cache_dir: str | None = field(
         default=None,
         metadata={"help": "where trained tokenizers are cached; default $ZOO_CACHE or "
                   "~/.cache/zoo"},
@@ -130,8 +129,8 @@ class DataConfig:
         default=None,
         metadata={"help": "local: validation files; default: split data.val_fraction off"},
     )
-    hub_name: Optional[str] = field(default=None, metadata={"help": "hub: dataset name"})
-    hub_config: Optional[str] = field(default=None, metadata={"help": "hub: config name"})
+    hub_name: str | None = field(default=None, metadata={"help": "hub: dataset name"})
+    hub_config: str | None = field(default=None, metadata={"help": "hub: config name"})
     sample_by: SampleBy = field(
         default=SampleBy.line, metadata={"help": "local .txt: one example per line, "
                                          "paragraph or document"}
@@ -148,7 +147,7 @@ class DataConfig:
         metadata={"help": "examples per optimizer step over all devices; per-device batch and "
                   "gradient accumulation derive from it"},
     )
-    max_device_batch_size: Optional[int] = field(
+    max_device_batch_size: int | None = field(
         default=None,
         metadata={"help": "largest batch one device holds; beyond it gradients accumulate"},
     )
@@ -169,12 +168,12 @@ class DataConfig:
         metadata={"help": "streaming without a validation split of its own: the first N documents "
                   "of the stream are held out for validation"},
     )
-    num_proc: Optional[int] = field(
+    num_proc: int | None = field(
         default=None,
         metadata={"help": "processes that tokenize a corpus when it is prepared (causal_lm, "
                   "masked_lm); default: every core"},
     )
-    max_examples: Optional[int] = field(
+    max_examples: int | None = field(
         default=None, metadata={"help": "keep only the first N examples (smoke runs)"}
     )
     num_pairs: int = field(
@@ -183,12 +182,12 @@ class DataConfig:
     mlm_probability: float = field(
         default=0.15, metadata={"help": "masked_lm: share of non-special tokens to predict"}
     )
-    sample_prompt: Optional[str] = field(
+    sample_prompt: str | None = field(
         default=None,
         metadata={"help": "causal_lm: the prompt of the greedy sample in summary.json; null: the "
                   "first words of the validation text, so the prompt belongs to the corpus"},
     )
-    cache_dir: Optional[str] = field(
+    cache_dir: str | None = field(
         default=None,
         metadata={"help": "where datasets caches files; default $ZOO_CACHE or ~/.cache/zoo"},
     )

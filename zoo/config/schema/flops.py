@@ -12,8 +12,6 @@ count against torch's FlopCounterMode on a forward of every axis kind.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from zoo.config.facts.attention import keys_attended, stack_windows
 from zoo.config.facts.ffn import FFNKind, ffn_flops, layer_kinds
 from zoo.config.facts.positions import POSITION_FACTS
@@ -34,8 +32,8 @@ def attention_score_flops(cfg: ModelConfig, seq_len: int) -> int:
     return 4 * seq_len * cfg.n_heads * cfg.head_dim
 
 
-def block_flops(cfg: ModelConfig, seq_len: int, *, cross: bool, window: Optional[int] = None,
-                ffn: Optional[FFNKind] = None) -> int:
+def block_flops(cfg: ModelConfig, seq_len: int, *, cross: bool, window: int | None = None,
+                ffn: FFNKind | None = None) -> int:
     """One block: self-attention (and the multiplies its position scheme adds, from its row of
     `POSITION_FACTS`), cross-attention in a decoder of an encoder-decoder, and the
     feed-forward unit (of kind `ffn`, default model.ffn). A sliding layer's (`window`) self-attention scores cover min(S, window)

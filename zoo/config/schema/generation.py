@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import Choice
@@ -50,7 +49,7 @@ class GenerationConfig:
     top_p: float = field(
         default=1.0, metadata={"help": "sample: keep the smallest set with probability >= p"}
     )
-    seed: Optional[int] = field(default=None, metadata={"help": "sample: seed of the draws"})
+    seed: int | None = field(default=None, metadata={"help": "sample: seed of the draws"})
     static_cache: bool = field(
         default=False,
         metadata={"help": "allocate the KV cache for prompt + max_new_tokens at the start: every "

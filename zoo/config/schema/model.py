@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import MISSING as dataclasses_missing, dataclass, field, fields
-from typing import Optional
+from dataclasses import MISSING as dataclasses_missing
+from dataclasses import dataclass, field, fields
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
-from zoo.config.facts.attention import AttentionKind, check_attention
-from zoo.config.facts.families import FAMILY_FACTS, Family
-from zoo.config.facts.positions import PositionKind, check_even, check_params
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
+from zoo.config.facts.attention import AttentionKind, check_attention
+from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
+from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import NormPlacement
-from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
+from zoo.config.facts.positions import PositionKind, check_even, check_params
 
 
 class EmbedInit(Choice):
@@ -130,28 +130,28 @@ class ModelConfig:
     )
     d_model: int = field(default=256, metadata={"help": "D, residual width"})
     n_heads: int = field(default=4, metadata={"help": "H, query heads"})
-    n_kv_heads: Optional[int] = field(
+    n_kv_heads: int | None = field(
         default=None,
         metadata={"help": "Hkv, key/value heads (GQA; 1 = MQA); default: n_heads"},
     )
-    head_dim: Optional[int] = field(default=None, metadata={"help": "Dh; default: D / H"})
+    head_dim: int | None = field(default=None, metadata={"help": "Dh; default: D / H"})
     n_layers: int = field(
         default=4, metadata={"help": "layers (encoder-decoder: encoder layers)"}
     )
-    n_decoder_layers: Optional[int] = field(
+    n_decoder_layers: int | None = field(
         default=None, metadata={"help": "encoder-decoder: decoder layers; default: n_layers"}
     )
-    d_ff: Optional[int] = field(
+    d_ff: int | None = field(
         default=None,
         metadata={"help": "feed-forward hidden width; default 4·D, or 8/3·D rounded up to a "
                   "multiple of 64 for gated activations (same parameter count)"},
     )
-    ff_mult: Optional[float] = field(
+    ff_mult: float | None = field(
         default=None,
         metadata={"help": "feed-forward hidden width as a multiple of D: d_ff = round(ff_mult·D), "
                   "the same rule at every size (x-transformers' ff_mult); instead of model.d_ff"},
     )
-    param_budget: Optional[int] = field(
+    param_budget: int | None = field(
         default=None,
         metadata={"help": "size d_ff so the model has this many non-embedding parameters "
                   "(matched-budget ablations); instead of model.d_ff"},
@@ -177,7 +177,7 @@ class ModelConfig:
         metadata={"help": "token-type (segment) embeddings added to the token embeddings "
                   "(BERT: 2); 0 = none"},
     )
-    attention_scale: Optional[float] = field(
+    attention_scale: float | None = field(
         default=None,
         metadata={"help": "multiplier of the attention scores q·kᵀ; default 1/sqrt(Dh) "
                   "(Vaswani et al.); T5: 1.0 (its initialisation folds the scale into W_q)"},
@@ -213,12 +213,12 @@ class ModelConfig:
                   "init_std/sqrt(m) and learn at optim.lr/m (weight decay x m), the logits are x 1/m, "
                   "attention scores x sqrt(base Dh)/Dh; equal to standard at m = 1"},
     )
-    mup_base_d_model: Optional[int] = field(
+    mup_base_d_model: int | None = field(
         default=None,
         metadata={"help": f"mup: the width the hyperparameters are tuned at (m = d_model / "
                   f"mup_base_d_model); default {MUP_BASE_D_MODEL}"},
     )
-    mup_base_head_dim: Optional[int] = field(
+    mup_base_head_dim: int | None = field(
         default=None,
         metadata={"help": "mup: the base model's head width Dh (attention scores x sqrt(base Dh)/Dh); "
                   "default head_dim / m (the base model has as many heads, each narrower); set it "
@@ -236,16 +236,16 @@ class ModelConfig:
                   "head (over each head's Dh: Qwen3) or projection (over the whole H·Dh and Hkv·Dh: "
                   "OLMo 2); self- and cross-attention alike (rows: zoo.config.facts.blocks.QK_NORM_FACTS)"},
     )
-    qk_norm_type: Optional[NormType] = field(
+    qk_norm_type: NormType | None = field(
         default=None, metadata={"help": "the QK-norm's type (layernorm or rmsnorm); null: model.norm_type"},
     )
-    attn_softcap: Optional[float] = field(
+    attn_softcap: float | None = field(
         default=None,
         metadata={"help": "cap c of the attention scores, c·tanh(s/c) after scaling, before the position "
                   "bias and the mask (Gemma 2: 50); runs attention's math path, not SDPA's fused "
                   "kernels; null: no cap"},
     )
-    final_softcap: Optional[float] = field(
+    final_softcap: float | None = field(
         default=None,
         metadata={"help": "cap c of the output logits, c·tanh(z/c), in training, validation and "
                   "generation (Gemma 2: 30); null: no cap"},
@@ -260,13 +260,13 @@ class ModelConfig:
         metadata={"help": "self-attention variant: full, or sliding (local attention: each query sees "
                   "model.window keys; Mistral 7B, Gemma 2)"},
     )
-    window: Optional[int] = field(
+    window: int | None = field(
         default=None,
         metadata={"help": "sliding: the keys a query sees, itself included (transformers' "
                   "sliding_window: causal query i sees keys i-window+1..i; an encoder sees "
                   "(window-1)/2 each side, so odd there); required for sliding, refused for full"},
     )
-    global_every: Optional[int] = field(
+    global_every: int | None = field(
         default=None,
         metadata={"help": "sliding: every k-th layer is full, the layers i with (i+1) mod k = 0, as "
                   "Gemma 2 (k=2) and Gemma 3 (k=6) layer_types; null = every layer sliding"},
@@ -279,7 +279,7 @@ class ModelConfig:
     )
     moe_experts: int = field(default=8, metadata={"help": "moe: E, routed experts per mixture layer"})
     moe_top_k: int = field(default=2, metadata={"help": "moe: experts each token is routed to (token choice)"})
-    moe_d_ff: Optional[int] = field(
+    moe_d_ff: int | None = field(
         default=None,
         metadata={"help": "moe: hidden width of each expert (and each shared expert); null = model.d_ff "
                   "(fine-grained experts: smaller, with more experts and a larger top-k)"},
@@ -299,7 +299,7 @@ class ModelConfig:
         metadata={"help": "moe: renormalise the top-k weights of a token to sum to 1 (Mixtral; OLMoE and "
                   "Qwen-MoE do not); false keeps the gate's scores as they are"},
     )
-    moe_capacity: Optional[float] = field(
+    moe_capacity: float | None = field(
         default=None,
         metadata={"help": "moe: capacity factor c, each expert takes at most ceil(c·N·k/E) of a forward's "
                   "N·k routed slots (first come, in token order); the others are dropped (the token "
@@ -450,7 +450,7 @@ class ModelConfig:
         return self.head_dim * self.mup_base_d_model / self.d_model
 
     @property
-    def attention_multiplier(self) -> Optional[float]:
+    def attention_multiplier(self) -> float | None:
         """The multiplier of q·kᵀ; None: 1/sqrt(Dh). Under mup, scores scale as 1/Dh (μP, Yang et
         al. 2022 §4) and equal the base model's at the base head width: attention_scale (or
         1/sqrt(base Dh)) x base Dh / Dh, which is sqrt(base Dh)/Dh by default."""

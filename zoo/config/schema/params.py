@@ -17,13 +17,13 @@ count against built models for every family, position scheme, norm and activatio
 from __future__ import annotations
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.ffn import ffn_parameters, layer_kinds
 from zoo.config.facts.norms import NORM_FACTS, norm_parameters
-from zoo.config.facts.positions import POSITION_FACTS
-from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.placements import PLACEMENT_FACTS
+from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.schema.model import ModelConfig
 
 
 def norm_params(cfg: ModelConfig) -> int:

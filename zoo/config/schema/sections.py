@@ -10,8 +10,9 @@ validated or written (`check_sections`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any, Iterable
+from typing import Any
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.root import MISSING, ZooConfig

@@ -4,10 +4,9 @@ computed. The objectives themselves are rows of `zoo.config.facts.tasks`. No tor
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Optional
 
-from zoo.config.errors import ConfigError
 from zoo.config.choice import Choice
+from zoo.config.errors import ConfigError
 from zoo.config.facts.tasks import TaskKind
 
 
@@ -41,7 +40,7 @@ class TaskConfig:
     label_smoothing: float = field(
         default=0.0, metadata={"help": "cross-entropy label smoothing (Szegedy et al. 2016)"}
     )
-    pooling: Optional[Pooling] = field(
+    pooling: Pooling | None = field(
         default=None,
         metadata={"help": "classification: cls, mean or last; default cls for encoders, last "
                   "for decoders"},

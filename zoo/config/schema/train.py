@@ -5,12 +5,11 @@
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import List, Optional
 
-from zoo.config.errors import ConfigError
 from zoo.config.choice import Choice
+from zoo.config.errors import ConfigError
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
-from zoo.config.facts.schedules import DecayShape, SCHEDULE_FACTS, ScheduleKind, schedule_readers
+from zoo.config.facts.schedules import SCHEDULE_FACTS, DecayShape, ScheduleKind, schedule_readers
 
 
 class OptimizerImpl(Choice):
@@ -53,7 +52,7 @@ class OptimConfig:
                   "schedule (1.0 = the paper's rate); optim=muon: AdamW's rate (and Muon's unless "
                   "optim.muon_lr is set)"},
     )
-    betas: List[float] = field(default_factory=lambda: [0.9, 0.95])
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
     eps: float = 1e-8
     weight_decay: float = field(
         default=0.1, metadata={"help": "decoupled decay; never applied to norms, biases, embeddings"}
@@ -63,7 +62,7 @@ class OptimConfig:
         metadata={"help": "auto (fused on CUDA, torch's default elsewhere), for_loop, foreach or "
                   "fused: torch's kernels for the update (same arithmetic)"},
     )
-    muon_lr: Optional[float] = field(
+    muon_lr: float | None = field(
         default=None,
         metadata={"help": "optim=muon: Muon's base rate for the hidden matrices, before adjust_lr_fn "
                   "scales it by shape; null = optim.lr (with match_rms_adamw, AdamW's rate carries over)"},
@@ -121,14 +120,14 @@ class SchedulerConfig:
     )
     warmup_steps: int = 100
     min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine, wsd: final lr / peak lr"})
-    total_steps: Optional[int] = field(
+    total_steps: int | None = field(
         default=None, metadata={"help": "cosine, wsd, linear: steps the schedule ends at; default "
                                 "trainer.max_steps"}
     )
     decay_fraction: float = field(
         default=0.2, metadata={"help": "wsd: the cooldown's share of total_steps (unless decay_steps is set)"}
     )
-    decay_steps: Optional[int] = field(
+    decay_steps: int | None = field(
         default=None, metadata={"help": "wsd: the cooldown's length in steps, ending at total_steps "
                                 "(0 = never decays: a stable run to branch cooldowns from)"}
     )
@@ -166,7 +165,7 @@ class CallbacksConfig:
     )
     save_top_k: int = field(default=1, metadata={"help": "best checkpoints kept by val/loss"})
     progress_bar: ProgressBar = ProgressBar.rich
-    requeue_signal: Optional[str] = field(
+    requeue_signal: str | None = field(
         default="SIGUSR2",
         metadata={"help": "in a SLURM job, the signal (sbatch --signal) on which the run saves "
                   "last.ckpt and requeues itself; null turns this off"},
@@ -178,29 +177,29 @@ class CallbacksConfig:
                   "saved) may take; past that, or at a second signal, the run stops at once without saving"},
     )
 
-    instability_every: Optional[int] = field(
+    instability_every: int | None = field(
         default=None,
         metadata={"help": "every N optimizer steps (and at the last), log train/max_attn_logit (per layer "
                   "too), train/output_logit_mean and train/log_z_mean (Wortsman et al. 2023's "
                   "instability signals); null or 0: off"},
     )
 
-    downstream: List[str] = field(
+    downstream: list[str] = field(
         default_factory=list,
         metadata={"help": "lm-evaluation-harness tasks scored during training, e.g. "
                   "[kjv_cloze,kjv_next_verse] (needs zoo[eval]); logged as harness/TASK/METRIC to every "
                   "tracker, the last in summary.json; [] (default): off"},
     )
-    downstream_every: Optional[int] = field(
+    downstream_every: int | None = field(
         default=None,
         metadata={"help": "callbacks.downstream: every N optimizer steps (and at the end); null: at each "
                   "validation"},
     )
-    downstream_limit: Optional[float] = field(
+    downstream_limit: float | None = field(
         default=100,
         metadata={"help": "callbacks.downstream: examples of each task (below 1: a fraction of it; null: all)"},
     )
-    routing_every: Optional[int] = field(
+    routing_every: int | None = field(
         default=50,
         metadata={"help": "model.ffn=moe: every N optimizer steps (and at the last), log each mixture "
                   "layer's expert load, dropped share and router entropy, and their means over layers "

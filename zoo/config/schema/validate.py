@@ -9,19 +9,21 @@ command checks it (`zoo.training.run.check_machine`)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from zoo.config.schema.batching import per_device_batch
-from zoo.config.schema.convert import reject_non_finite, as_model_config, as_schema, to_plain
-from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
 from zoo.config.errors import ConfigError
-from zoo.config.schema.logger import LoggerConfig
+from zoo.config.facts.optimizers import OptimizerKind
 from zoo.config.facts.positions import max_positions
+from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
+from zoo.config.facts.tasks import families_of, task_spec
+from zoo.config.schema.batching import per_device_batch
+from zoo.config.schema.convert import as_model_config, as_schema, reject_non_finite, to_plain
+from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
+from zoo.config.schema.logger import LoggerConfig
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.sections import check_sections
-from zoo.config.facts.tasks import families_of, task_spec
-from zoo.config.facts.optimizers import OptimizerKind
-from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
+from zoo.config.schema.task import OutputLoss, TaskConfig
 from zoo.config.schema.train import (
     CallbacksConfig,
     OptimConfig,
@@ -29,7 +31,6 @@ from zoo.config.schema.train import (
     ScheduleKind,
     SchedulerConfig,
 )
-from zoo.config.schema.task import OutputLoss, TaskConfig
 from zoo.config.schema.trainer import SHARDED_PRECISIONS, check_trainer, is_sharded_name
 
 

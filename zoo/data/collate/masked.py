@@ -11,13 +11,12 @@ hf) passes them as `special_ids`, and ordinary tokens are then every other id of
 from __future__ import annotations
 
 import zlib
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
 from zoo.data.tokenizers.base import NUM_SPECIAL, SPECIAL_IDS
 from zoo.nn.chunked_loss import IGNORE as IGNORE_INDEX  # labels the losses skip
-
 
 
 class MaskingCollator:
@@ -33,7 +32,7 @@ class MaskingCollator:
 
     def __init__(self, vocab_size: int, *, probability: float = 0.15, seed: int = 0,
                  fixed: bool = False, mask_id: int = SPECIAL_IDS["mask"],
-                 num_special: int = NUM_SPECIAL, special_ids: Optional[Iterable[Optional[int]]] = None):
+                 num_special: int = NUM_SPECIAL, special_ids: Iterable[int | None] | None = None):
         specials = set(range(num_special)) if special_ids is None else {int(i) for i in special_ids if i is not None}
         special = torch.zeros(vocab_size, dtype=torch.bool)  # (V,) True at special ids
         special[[i for i in specials if 0 <= i < vocab_size]] = True

@@ -4,7 +4,7 @@ pickle them."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from zoo.config.facts.tasks import Collate
 from zoo.data.collate.causal import DocumentCollate, collate_causal

@@ -13,7 +13,6 @@ before (no loader of a kind runs code: transformers is told to refuse remote cod
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import Optional
 
 from zoo.data.errors import DataError
 from zoo.data.integrity import file_digest
@@ -32,7 +31,7 @@ def file_manifest(directory: Path) -> dict[str, str]:
     return {name: file_digest(p) for name, p in _files(directory).items() if p.is_file() and not p.is_symlink()}
 
 
-def check_manifest(recorded: Optional[dict], directory: Path) -> None:
+def check_manifest(recorded: dict | None, directory: Path) -> None:
     """The files under `directory` are exactly `recorded` (name -> sha256), plain files, unchanged.
     `recorded` None: a record from before the manifest (see the module docstring)."""
     if recorded is None:

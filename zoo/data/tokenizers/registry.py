@@ -17,12 +17,12 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Union
 
-from zoo.config.schema.data import as_tokenizer_config, SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
-from zoo.data.cache import cache_root, exclusive, hash_texts
 from zoo.config.records.atomic import umask
+from zoo.config.schema.data import SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind, as_tokenizer_config
+from zoo.data.cache import cache_root, exclusive, hash_texts
 from zoo.data.errors import DataError
 from zoo.data.integrity import discard
 from zoo.data.tokenizers.base import META_FILE, Tokenizer
@@ -40,10 +40,10 @@ TOKENIZERS: dict[str, type[Tokenizer]] = {
     "hf": HFTokenizer,
 }
 
-Texts = Union[Iterable[str], Callable[[], Iterable[str]]]
+Texts = Iterable[str] | Callable[[], Iterable[str]]
 
 
-def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: Optional[str] = None) -> Tokenizer:
+def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: str | None = None) -> Tokenizer:
     """The tokenizer `cfg` describes, trained on `texts` where the kind learns from text.
 
     `texts` is a re-iterable sequence or a zero-argument callable returning a fresh iterable.
@@ -80,7 +80,7 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: Optional
     return tokenizer
 
 
-def _from_cache(target: Path) -> Optional[Tokenizer]:
+def _from_cache(target: Path) -> Tokenizer | None:
     """The cached tokenizer in `target`, or None when there is none; a damaged entry (its files
     no longer match the digest recorded when it was written) is removed, with one line, so that
     it is trained again."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import SPECIAL_IDS, SPECIAL_TOKENS, Tokenizer
@@ -58,7 +58,7 @@ class SentencePieceTokenizer(Tokenizer):
                                 f"{SPECIAL_IDS[name]}; retrain it with zoo")
 
     @classmethod
-    def train(cls, texts: Iterable[str], cfg) -> "SentencePieceTokenizer":
+    def train(cls, texts: Iterable[str], cfg) -> SentencePieceTokenizer:
         """Train on `texts` with the settings of a `TokenizerConfig` (vocab_size,
         character_coverage, byte_fallback, max_sentences)."""
         import io
@@ -142,7 +142,7 @@ class SentencePieceTokenizer(Tokenizer):
         return {"model_type": self.model_type, "model_file": MODEL_FILE}
 
     @classmethod
-    def _from_state(cls, meta: dict, directory: Path) -> "SentencePieceTokenizer":
+    def _from_state(cls, meta: dict, directory: Path) -> SentencePieceTokenizer:
         path = inside(directory, meta.get("model_file", MODEL_FILE), "model_file")
         if not path.is_file():
             raise DataError(f"tokenizer directory {directory} lacks {path.name}")

@@ -5,12 +5,20 @@ BART's `final_logits_bias`). Encoder and decoder share one token table, as in BA
 
 from __future__ import annotations
 
-
 import torch
 
-from zoo.interop.hf.common import (UnsupportedConfig, attention_groups, composed_as, gather, load_exact, require,
-                                   scatter, tied, untie)
 from zoo.config.schema.model import ModelConfig
+from zoo.interop.hf.common import (
+    UnsupportedConfig,
+    attention_groups,
+    composed_as,
+    gather,
+    load_exact,
+    require,
+    scatter,
+    tied,
+    untie,
+)
 from zoo.models import build_model
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}

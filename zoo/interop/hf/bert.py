@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from zoo.interop.hf.common import ANY, UnsupportedConfig, composed_as, load_exact, require, tied
 from zoo.config.schema.model import ModelConfig
+from zoo.interop.hf.common import ANY, UnsupportedConfig, composed_as, load_exact, require, tied
 from zoo.models import build_model
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}

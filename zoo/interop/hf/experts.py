@@ -19,7 +19,7 @@ at k = 8 is about `task.moe_balance=0.08`."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from zoo.config.facts.ffn import FFNKind, layer_kinds
 from zoo.config.schema.model import ModelConfig

@@ -6,8 +6,8 @@ way in and out. Its fused `c_attn` holds q, k, v in zoo's order."""
 
 from __future__ import annotations
 
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
 from zoo.config.schema.model import ModelConfig
+from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
 from zoo.models import build_model
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}

@@ -16,8 +16,8 @@ checkpoint.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.data import TokenizerConfig
@@ -63,7 +63,7 @@ def apply_init_from(cfg, overrides: Iterable[str] = ()):
     directory; `cfg` itself when init_from is unset. `overrides`: the command line's."""
     from omegaconf import OmegaConf, open_dict
 
-    value: Optional[str] = OmegaConf.select(cfg, "init_from", default=None)
+    value: str | None = OmegaConf.select(cfg, "init_from", default=None)
     if value is None:
         return cfg
     path = init_path(value)

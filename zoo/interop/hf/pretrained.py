@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.interop.hf import CONVERTERS, from_hf, UnsupportedConfig
+from zoo.interop.hf import CONVERTERS, UnsupportedConfig, from_hf
 
 # model_type -> the transformers Auto class whose model has the head the converter reads
 AUTO_CLASSES = {

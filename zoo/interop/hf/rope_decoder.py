@@ -10,7 +10,7 @@ here pairs RoPE's dimensions as rotate-half, as zoo does, so q and k need no per
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import gather, load_exact, scatter

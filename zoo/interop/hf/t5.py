@@ -12,8 +12,18 @@ from __future__ import annotations
 
 import torch
 
-from zoo.interop.hf.common import ANY, UnsupportedConfig, attention_groups, composed_as, gather, load_exact, scatter, tied, untie
 from zoo.config.schema.model import ModelConfig
+from zoo.interop.hf.common import (
+    ANY,
+    UnsupportedConfig,
+    attention_groups,
+    composed_as,
+    gather,
+    load_exact,
+    scatter,
+    tied,
+    untie,
+)
 from zoo.models import build_model
 
 # T5Config.feed_forward_proj -> zoo activation

@@ -4,8 +4,8 @@ zoo/nn/position/README.md says how to add one."""
 
 from __future__ import annotations
 
-from zoo.config.schema.model import ModelConfig, PositionKind
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.schema.model import ModelConfig, PositionKind
 from zoo.nn.position.alibi import ALiBiPositions
 from zoo.nn.position.base import PositionScheme
 from zoo.nn.position.learned import LearnedPositions

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from contextlib import nullcontext
-from typing import Optional
 
 from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.convert import plain
@@ -31,7 +30,7 @@ def init_weights(task, init_from: str) -> None:
                  ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else ""))
 
 
-def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
+def build_task(spec: ZooConfig, datamodule, resume: str | None):
     """The task, carrying what zoo-eval and zoo-generate need later (special ids, tokenizer
     kind, dataset, class labels) in its hyperparameters. init_from's weights are loaded only on
     a fresh start: a resumed run's checkpoint holds newer ones.

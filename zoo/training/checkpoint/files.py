@@ -19,12 +19,12 @@ import torch
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F401  (CheckpointError re-exported)
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
-from zoo.training.checkpoint.integrity import check_checkpoint
 from zoo.config.schema.task import TaskConfig
-from zoo.training.checkpoint.size import check_config_fits_weights
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
+from zoo.training.checkpoint.integrity import check_checkpoint
 from zoo.training.checkpoint.shard_index import SHARD_INDEX, ShardIndexError, safe_shard_reader  # noqa: F401
+from zoo.training.checkpoint.size import check_config_fits_weights
 
 
 def is_sharded_checkpoint(path: str | Path) -> bool:
@@ -35,8 +35,8 @@ def is_sharded_checkpoint(path: str | Path) -> bool:
 def _safe_planner(keys: list[str]):
     """Rebuilds the saved state dict (only `keys`) on one process; non-tensor values are read
     with weights_only=True (torch's planner unpickles them freely)."""
-    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint._traverse import set_element
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
 
     class _Planner(_EmptyStateDictLoadPlanner):
         def load_bytes(self, read_item, value: io.BytesIO) -> None:

@@ -26,8 +26,8 @@ import zlib
 from pathlib import Path
 
 from zoo.config.errors import CheckpointError
-from zoo.data.integrity import file_digest
 from zoo.config.records.rundir import SHARDED_META as META
+from zoo.data.integrity import file_digest
 
 DIGESTS = "zoo-digests.json"  # in a sharded checkpoint directory: {file name: {"size", "sha256"}}
 _checked: set[tuple] = set()

@@ -34,7 +34,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
@@ -62,7 +62,7 @@ class ShardedDataParallel(ModelParallelStrategy):
 
     strategy_name = STRATEGY_NAME
 
-    def __init__(self, replicate: Optional[int] = None, hybrid: bool = False, **kwargs: Any) -> None:
+    def __init__(self, replicate: int | None = None, hybrid: bool = False, **kwargs: Any) -> None:
         super().__init__(data_parallel_size="auto", tensor_parallel_size=1, save_distributed_checkpoint=True,
                          **kwargs)
         self.hybrid = hybrid or replicate is not None
@@ -89,7 +89,7 @@ class ShardedDataParallel(ModelParallelStrategy):
         return {"num_replicas": self.world_size, "rank": self.global_rank}  # every rank reads its own data
 
     # -- checkpoints ------------------------------------------------------------------------
-    def save_checkpoint(self, checkpoint: dict, filepath, storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(self, checkpoint: dict, filepath, storage_options: Any | None = None) -> None:
         """Every rank writes its shard into `.NAME.tmp-sharded/`; then rank 0 swaps it in for
         NAME (old -> `.NAME.old-sharded`, tmp -> NAME, old removed). A kill between the two
         renames leaves `.NAME.old-sharded`, which `recover_sharded` puts back."""
@@ -113,12 +113,16 @@ class ShardedDataParallel(ModelParallelStrategy):
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
         self.barrier("zoo_sharded_save_done")
 
-    def load_checkpoint(self, checkpoint_path, weights_only: Optional[bool] = None) -> dict:
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
         """A sharded checkpoint (any number of ranks wrote it) or a single-file one, read as
         data: the shard index is unpickled with an allow-list (`safe_shard_reader`)."""
         from torch.distributed.checkpoint import load as dcp_load
-        from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                             get_optimizer_state_dict, set_optimizer_state_dict)
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+            get_optimizer_state_dict,
+            set_optimizer_state_dict,
+        )
 
         path = Path(self.broadcast(str(checkpoint_path)))
         if not is_sharded_checkpoint(path):

@@ -28,8 +28,6 @@ the step is unchanged."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import lightning as L
 import torch
 
@@ -55,10 +53,10 @@ class InstabilityMonitor(L.Callback):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.every = every
-        self._measured_step: Optional[int] = None  # the step whose first micro-batch was measured
+        self._measured_step: int | None = None  # the step whose first micro-batch was measured
         self._armed = False
         self._hook = None
-        self._output: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+        self._output: tuple[torch.Tensor, torch.Tensor] | None = None
         self._rows = 0
         self._chunk = 1024
         self.last: dict[str, float] = {}  # the values of the last step measured (summary.json's)

@@ -4,8 +4,8 @@ summary: `data.sample_prompt`, or the first words of the validation text."""
 from __future__ import annotations
 
 from zoo.config.facts.positions import max_positions
-from zoo.models.generate import generate
 from zoo.data.prompts import continue_text
+from zoo.models.generate import generate
 
 PROMPT_WORDS = 3
 

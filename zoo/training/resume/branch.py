@@ -17,7 +17,6 @@ itself, which a rerun continues from its own last.ckpt, as any run)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.schedules import SCHEDULE_FACTS
@@ -45,7 +44,7 @@ def parent_run(path: str) -> Path:
     return Path(path).resolve().parent.parent
 
 
-def _multipliers(cfg: SchedulerConfig, total: Optional[int], d_model: int, steps) -> list[float]:
+def _multipliers(cfg: SchedulerConfig, total: int | None, d_model: int, steps) -> list[float]:
     f = schedule(cfg, total_steps=total, d_model=d_model)
     return [f(step) for step in steps]
 

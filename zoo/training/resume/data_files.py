@@ -10,7 +10,7 @@ in summary.json (`data_files_changed`)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 
@@ -56,7 +56,7 @@ class DataFilesRecord(L.Callback):
     def __init__(self, cfg: DataConfig, changed: tuple[dict, ...] = ()) -> None:
         self.cfg = cfg
         self.changed = list(changed)
-        self.files: Optional[dict[str, Any]] = None
+        self.files: dict[str, Any] | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         self.files = data_files(self.cfg)

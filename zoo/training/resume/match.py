@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.errors import ConfigError
+from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.task import task_defaults
 from zoo.config.schema.train import optim_defaults, scheduler_defaults

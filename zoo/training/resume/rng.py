@@ -12,7 +12,6 @@ them in the resumed run only."""
 from __future__ import annotations
 
 import random
-from typing import Optional
 
 import lightning as L
 import numpy as np
@@ -48,7 +47,7 @@ class RngState(L.Callback):
 
     def __init__(self) -> None:
         self._trainer = None
-        self._pending: Optional[list] = None
+        self._pending: list | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         self._trainer = trainer

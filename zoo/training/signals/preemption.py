@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import subprocess
-from typing import Optional
 
 import lightning as L
 
@@ -25,7 +24,7 @@ from zoo.training.checkpoint.saving import at_step_boundary
 log = logging.getLogger("zoo")
 
 
-def slurm_job_id() -> Optional[str]:
+def slurm_job_id() -> str | None:
     """The id `scontrol requeue` needs: ARRAYJOB_TASK for array jobs, else the job id."""
     array_job, array_task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     if array_job and array_task:

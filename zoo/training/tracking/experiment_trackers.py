@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from zoo.config.errors import ConfigError
-from zoo.config.schema.logger import MLflowConfig, WandbConfig
 from zoo.config.records.rundir import RunDir
-from zoo.training.tracking.settings import mlflow_artifacts, mlflow_uri, wandb_key_set, wandb_mode, wandb_online  # noqa: F401
+from zoo.config.schema.logger import MLflowConfig, WandbConfig
 from zoo.training.tracking.identity import RunIdentity, TrackerStatus, read_tracked, summary_figures, write_tracked
+from zoo.training.tracking.settings import mlflow_artifacts, mlflow_uri, wandb_key_set, wandb_mode, wandb_online  # noqa: F401
 
 log = logging.getLogger("zoo")
 
@@ -57,7 +57,7 @@ class RunMLflowLogger(MLFlowLogger):
                          run_id=before.get("run_id") if same_place else None,
                          artifact_location=mlflow_artifacts(settings, run_dir))
         self._config, self._run_dir, self._ended = config, Path(run_dir), False
-        self._lost_at: Optional[int] = None  # the step from which the server did not take metrics
+        self._lost_at: int | None = None  # the step from which the server did not take metrics
 
     @property
     @rank_zero_experiment
@@ -129,7 +129,7 @@ class RunMLflowLogger(MLFlowLogger):
         _ = self.experiment
 
     @rank_zero_only
-    def log_metrics(self, metrics: dict, step: Optional[int] = None) -> None:
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
         """Lightning's metrics, as MLFlowLogger logs them, until the server stops answering
         (after MLflow's own retries): then one warning, the step in tracking.json, and training
         goes on without MLflow (metrics.csv keeps every step); the summary and the run's end are
