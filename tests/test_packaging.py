@@ -29,7 +29,9 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
-        check=True, capture_output=True, timeout=600,
+        check=True,
+        capture_output=True,
+        timeout=600,
     )
     (path,) = out.glob("zoo-*.whl")
     return zipfile.ZipFile(path)
@@ -62,7 +64,6 @@ def test_wheel_ships_every_module_and_the_console_scripts(wheel):
         assert module.replace(".", "/") + ".py" in names
 
 
-
 def test_transformers_is_imported_only_lazily_and_only_by_interop():
     """transformers is an optional extra: no zoo module imports it when loaded, and only
     zoo.interop, the hf tokenizer and zoo-bench's peer adapters import it at all (inside the
@@ -74,8 +75,13 @@ def test_transformers_is_imported_only_lazily_and_only_by_interop():
         tree = ast.parse(path.read_text())
         top = {id(node) for node in tree.body}
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if not any(n.split(".")[0] == "transformers" for n in names):
                 continue
             rel = path.relative_to(ROOT).as_posix()

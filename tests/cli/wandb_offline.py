@@ -32,7 +32,7 @@ def raw_records(path: Path) -> Iterator[bytes]:
         if kind == 0 and length == 0:
             pos += left
             continue
-        payload = data[pos + RECORD.size:pos + RECORD.size + length]
+        payload = data[pos + RECORD.size : pos + RECORD.size + length]
         assert zlib.crc32(bytes([kind]) + payload) & 0xFFFFFFFF == checksum, f"bad record checksum in {path}"
         pos += RECORD.size + length
         if kind == FULL:
@@ -78,8 +78,13 @@ def read_offline_run(directory: Path) -> OfflineRun:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             r = record.run
-            run.run_id, run.project, run.group, run.job_type, run.name = \
-                r.run_id, r.project, r.run_group, r.job_type, r.display_name
+            run.run_id, run.project, run.group, run.job_type, run.name = (
+                r.run_id,
+                r.project,
+                r.run_group,
+                r.job_type,
+                r.display_name,
+            )
             run.config.update(_items(r.config.update))
         elif kind == "config":
             run.config.update(_items(record.config.update))

@@ -15,8 +15,16 @@ import yaml
 VOCAB = 256  # the synthetic runs' vocabulary: the loss of a uniform prediction is ln 256 ≈ 5.545
 
 
-def write_run(path: Path, config: dict[str, Any], loss: float | None, *, flops: int = 1000,
-              params: int = 500, tokens: int = 20_000, error: str = "the training loss is nan at step 3") -> Path:
+def write_run(
+    path: Path,
+    config: dict[str, Any],
+    loss: float | None,
+    *,
+    flops: int = 1000,
+    params: int = 500,
+    tokens: int = 20_000,
+    error: str = "the training loss is nan at step 3",
+) -> Path:
     """One run directory. `config` is flat ("model.norm": "pre"); `loss` None: the run failed
     (diverged) with `error`; a float: it finished with that final val/loss."""
     (path / ".hydra").mkdir(parents=True)
@@ -34,13 +42,16 @@ def write_run(path: Path, config: dict[str, Any], loss: float | None, *, flops: 
     if loss is None:
         (path / "failed.json").write_text(json.dumps({"status": "failed", "error": error, "step": 3}))
         return path
-    summary = {"status": "finished",
-               "metrics": {"val/loss": loss, "val/ppl": math.exp(loss)},
-               "model": {"non_embedding_params": params, "total_params": params + 64 * VOCAB,
-                         "flops_per_token": flops},
-               "tokens_seen": tokens, "tokens_per_s": 1000.0, "wall_seconds": 20.0,
-               "data": {"train_tokens": 4 * tokens},
-               "tokenizer": {"kind": "byte", "vocab_size": VOCAB, "digest": "0" * 64}}
+    summary = {
+        "status": "finished",
+        "metrics": {"val/loss": loss, "val/ppl": math.exp(loss)},
+        "model": {"non_embedding_params": params, "total_params": params + 64 * VOCAB, "flops_per_token": flops},
+        "tokens_seen": tokens,
+        "tokens_per_s": 1000.0,
+        "wall_seconds": 20.0,
+        "data": {"train_tokens": 4 * tokens},
+        "tokenizer": {"kind": "byte", "vocab_size": VOCAB, "digest": "0" * 64},
+    }
     (path / "summary.json").write_text(json.dumps(summary))
     return path
 

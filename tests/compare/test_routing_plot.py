@@ -19,16 +19,24 @@ COLLAPSED = {0: [[0.5, 0.5, 0.0, 0.0], [0.9, 0.1, 0.0, 0.0]], 1: [[0.5, 0.5, 0.0
 
 
 def _sweep(root: Path, routing: bool = True) -> Path:
-    runs = [({"task.moe_balance": b, "seed": s}, 3.0 + 0.01 * s + (0.1 if b == 0 else 0.0))
-            for b in (0.01, 0.0) for s in (0, 1)]
+    runs = [
+        ({"task.moe_balance": b, "seed": s}, 3.0 + 0.01 * s + (0.1 if b == 0 else 0.0))
+        for b in (0.01, 0.0)
+        for s in (0, 1)
+    ]
     write_sweep(root, runs)
     if routing:
         for i, (config, _) in enumerate(runs):
             loads = (BALANCED if config["task.moe_balance"] else COLLAPSED)[config["seed"]]
             path = root / str(i) / "summary.json"
             summary = json.loads(path.read_text())
-            summary["metrics"].update({f"train/moe_load/layer_{layer}/expert_{e}": v
-                                       for layer, row in enumerate(loads) for e, v in enumerate(row)})
+            summary["metrics"].update(
+                {
+                    f"train/moe_load/layer_{layer}/expert_{e}": v
+                    for layer, row in enumerate(loads)
+                    for e, v in enumerate(row)
+                }
+            )
             path.write_text(json.dumps(summary))
     return root
 

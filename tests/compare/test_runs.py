@@ -24,7 +24,8 @@ def test_an_interpolated_setting_reads_as_the_value_the_run_resolved(tmp_path):
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
     (run / ".hydra" / "config.yaml").write_text(
-        "seed: 0\ntrainer:\n  max_steps: ${zoo.steps_for_tokens:3}\n  val_check_interval: ${trainer.max_steps}\n")
+        "seed: 0\ntrainer:\n  max_steps: ${zoo.steps_for_tokens:3}\n  val_check_interval: ${trainer.max_steps}\n"
+    )
     read = read_run(run)
     assert read.config["trainer.max_steps"] == "${zoo.steps_for_tokens:3}"  # nothing resolved it
     (run / "config.yaml").write_text("seed: 0\ntrainer:\n  max_steps: 163\n  val_check_interval: 163\n")
@@ -49,8 +50,10 @@ def test_runs_branched_from_their_own_seeds_parents_are_one_arm(tmp_path):
     from tests.compare.sweeps import write_sweep
     from zoo.compare.report import compare
 
-    runs = [({"scheduler.kind": "wsd", "seed": s, "branch_from": f"stable/{s}/checkpoints/last.ckpt"}, 3.0 + s / 100)
-            for s in range(3)]
+    runs = [
+        ({"scheduler.kind": "wsd", "seed": s, "branch_from": f"stable/{s}/checkpoints/last.ckpt"}, 3.0 + s / 100)
+        for s in range(3)
+    ]
     runs += [({"scheduler.kind": "wsd", "seed": s}, 3.1 + s / 100) for s in range(3)]
     write_sweep(tmp_path / "sweep", runs)
     report = compare([tmp_path / "sweep"], tmp_path / "out", plots=False)

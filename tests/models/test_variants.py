@@ -88,8 +88,7 @@ def test_padding_invariance(family, position, norm, norm_type):
         assert torch.allclose(ref, src_padded, atol=ATOL)
         dec_padded = torch.cat([dec, torch.zeros(2, 2, dtype=torch.long)], dim=1)
         dec_mask = torch.cat([torch.ones(2, 5), torch.zeros(2, 2)], dim=1).long()
-        both = model(padded, attention_mask=mask, decoder_input_ids=dec_padded,
-                     decoder_attention_mask=dec_mask).logits
+        both = model(padded, attention_mask=mask, decoder_input_ids=dec_padded, decoder_attention_mask=dec_mask).logits
         assert torch.allclose(ref, both[:, :5], atol=ATOL)
     else:
         ref = model(ids).logits
@@ -117,6 +116,7 @@ def test_cached_decoding_equals_full_forward(family, position, norm, norm_type):
 
         def step(ids, cache):
             return model(ids, cache=cache, use_cache=True)
+
     out = step(dec[:, :3], None)
     pieces, cache = [out.logits], out.cache
     for t in range(3, 9):

@@ -24,7 +24,7 @@ from zoo.nn.position.sinusoidal import SinusoidalPositions, sinusoidal_table
 
 # the activations written from their definitions, not through torch.nn.functional
 _ERF_GELU = lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))  # noqa: E731
-_TANH_GELU = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))  # noqa: E731
+_TANH_GELU = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))  # noqa: E731
 BY_HAND = {
     Activation.relu: lambda x: x.clamp(min=0.0),
     Activation.gelu: _ERF_GELU,

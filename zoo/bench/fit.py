@@ -55,11 +55,18 @@ def fit_seconds_per_step(work: Workload, steps: int, *, state: dict | None = Non
     clock = _StepClock()
     with tempfile.TemporaryDirectory() as tmp:
         trainer = L.Trainer(
-            max_steps=steps + 2, accelerator=work.device.type, devices=1,
+            max_steps=steps + 2,
+            accelerator=work.device.type,
+            devices=1,
             precision="bf16-mixed" if work.bf16 else "32-true",
-            logger=RunCSVLogger(tmp), callbacks=[clock, LearningRateMonitor(logging_interval="step"), Throughput()],
-            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-            limit_val_batches=0, num_sanity_val_steps=0, default_root_dir=tmp,
+            logger=RunCSVLogger(tmp),
+            callbacks=[clock, LearningRateMonitor(logging_interval="step"), Throughput()],
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            num_sanity_val_steps=0,
+            default_root_dir=tmp,
             log_every_n_steps=1,  # every step logged: the loop's worst case (zoo-train logs every 10)
         )
         with warnings.catch_warnings():

@@ -70,8 +70,9 @@ class Workload:
         """The peers' optimizer: the same update as zoo's, with the kernels zoo picks by default
         (fused on CUDA), so the comparison is of the models and the losses."""
         fused = {"fused": True} if self.device.type == "cuda" else {}
-        return torch.optim.AdamW(params, lr=self.lr, betas=self.betas, eps=self.eps, weight_decay=self.weight_decay,
-                                 **fused)
+        return torch.optim.AdamW(
+            params, lr=self.lr, betas=self.betas, eps=self.eps, weight_decay=self.weight_decay, **fused
+        )
 
     @property
     def tokens_per_step(self) -> int:
@@ -80,8 +81,9 @@ class Workload:
         return self.batch * per_row
 
 
-def optimizer_step(work: Workload, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                   loss_of: Callable[[], torch.Tensor]) -> None:
+def optimizer_step(
+    work: Workload, module: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_of: Callable[[], torch.Tensor]
+) -> None:
     """One training step, the same for every system: train mode, the loss under the workload's
     precision, backward, optimizer step, gradients dropped."""
     module.train()

@@ -23,15 +23,28 @@ def zoo_task(work: Workload, task: dict | None = None, optim: dict | None = None
     return TASKS[kind](
         model=work.model.to_dict(),
         task={"kind": kind.value, **(task or {})},
-        optim={"lr": work.lr, "betas": list(work.betas), "eps": work.eps,
-               "weight_decay": work.weight_decay, **(optim or {})},
+        optim={
+            "lr": work.lr,
+            "betas": list(work.betas),
+            "eps": work.eps,
+            "weight_decay": work.weight_decay,
+            **(optim or {}),
+        },
         scheduler={"kind": "constant", "warmup_steps": 0},
     ).to(work.device)
 
 
 class ZooSubject:
-    def __init__(self, work: Workload, *, name: str = "zoo", compile: bool = False,
-                 task: dict | None = None, optim: dict | None = None, state: dict | None = None) -> None:
+    def __init__(
+        self,
+        work: Workload,
+        *,
+        name: str = "zoo",
+        compile: bool = False,
+        task: dict | None = None,
+        optim: dict | None = None,
+        state: dict | None = None,
+    ) -> None:
         self.name, self.work = name, work
         # compiled: generation uses the static-shape decoding step, compiled (zoo-generate
         # static_cache=true compile=true)
@@ -41,8 +54,9 @@ class ZooSubject:
             self.task.model.load_state_dict(state)
         self.model = self.task.model
         self._fed: tuple = (None, None)  # (batch, what the model is fed)
-        self.optimizer = build_optimizer(self.task, OptimConfig(**self.task.hparams["optim"]),
-                                         output_embedding=self.model.lm_head.weight)
+        self.optimizer = build_optimizer(
+            self.task, OptimConfig(**self.task.hparams["optim"]), output_embedding=self.model.lm_head.weight
+        )
 
     def _feed(self, batch: dict) -> dict:
         """The batch as zoo-train hands it to the model: a mask without padding left out

@@ -25,10 +25,8 @@ FORMATS = ("hf",)
 @dataclass(kw_only=True)
 class ExportArgs:
     ckpt: str | None = field(default=None, metadata={"help": "the zoo checkpoint to export (required)"})
-    format: str = field(default="hf", metadata={"help": "hf: a Hugging Face transformers directory "
-                                                "(save_pretrained)"})
-    out: str | None = field(default=None, metadata={"help": "the directory to write; new or empty "
-                                                       "(required)"})
+    format: str = field(default="hf", metadata={"help": "hf: a Hugging Face transformers directory (save_pretrained)"})
+    out: str | None = field(default=None, metadata={"help": "the directory to write; new or empty (required)"})
 
 
 def run(argv: list[str]) -> dict:
@@ -68,8 +66,7 @@ def run(argv: list[str]) -> dict:
         task.tokenizer.hf_tokenizer.save_pretrained(str(out))  # AutoTokenizer.from_pretrained(out)
     elif task.tokenizer is not None:
         task.tokenizer.save(out / "zoo_tokenizer")
-    return {"checkpoint": str(args.ckpt), "format": args.format, "out": str(out),
-            "architecture": type(hf).__name__}
+    return {"checkpoint": str(args.ckpt), "format": args.format, "out": str(out), "architecture": type(hf).__name__}
 
 
 def _special_ids(hf, tokenizer) -> None:

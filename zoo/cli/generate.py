@@ -26,30 +26,38 @@ class GenerateArgs(GenerationConfig):
     """The decoding options (strategy, max_new_tokens, beam and sampling options, ...) are
     GenerationConfig's own; these are the command's: what to read, where to run, what to draw."""
 
-    ckpt: str | None = field(default=None, metadata={"help": "a checkpoint of a causal_lm or seq2seq run "
-                                                        "(required)"})
-    prompt: str | None = field(default=None, metadata={"help": "one prompt (the source sentence for "
-                                                          "seq2seq)"})
+    ckpt: str | None = field(default=None, metadata={"help": "a checkpoint of a causal_lm or seq2seq run (required)"})
+    prompt: str | None = field(default=None, metadata={"help": "one prompt (the source sentence for seq2seq)"})
     prompts: str | None = field(default=None, metadata={"help": "a UTF-8 text file, one prompt per line"})
     batch_size: int = field(default=16, metadata={"help": "prompts decoded together"})
-    device: str = field(default="auto", metadata={"help": "cpu, cuda, or auto: cuda where torch sees a "
-                                                  "CUDA device"})
-    dtype: str = field(default="float32", metadata={"help": "float32 or bfloat16: the weights are cast "
-                                                    "once, not at every step"})
-    attention_map: str | None = field(default=None, metadata={"help": "a .png file: attention weights "
-                                                                 "over the first prompt and its output"})
-    layers: str | None = field(default=None, metadata={"help": "attention_map: layers to draw, e.g. "
-                                                          "0,1 (default: all)"})
-    heads: str | None = field(default=None, metadata={"help": "attention_map: heads to draw, e.g. 0 "
-                                                         "(default: all)"})
-    positions_plot: str | None = field(default=None, metadata={"help": "a .png file: the model's "
-                                                                  "position scheme"})
-    stream: bool = field(default=True, metadata={"help": "write a prompt decoded alone (one prompt, or "
-                                                 "batch_size=1) as its tokens come; beam's output is known "
-                                                 "only at its end"})
-    progress: bool | None = field(default=None, metadata={"help": "a progress line on stderr: steps "
-                                                             "and tokens/s (default: when stderr is a "
-                                                             "terminal and nothing streams)"})
+    device: str = field(default="auto", metadata={"help": "cpu, cuda, or auto: cuda where torch sees a CUDA device"})
+    dtype: str = field(
+        default="float32", metadata={"help": "float32 or bfloat16: the weights are cast once, not at every step"}
+    )
+    attention_map: str | None = field(
+        default=None, metadata={"help": "a .png file: attention weights over the first prompt and its output"}
+    )
+    layers: str | None = field(
+        default=None, metadata={"help": "attention_map: layers to draw, e.g. 0,1 (default: all)"}
+    )
+    heads: str | None = field(default=None, metadata={"help": "attention_map: heads to draw, e.g. 0 (default: all)"})
+    positions_plot: str | None = field(default=None, metadata={"help": "a .png file: the model's position scheme"})
+    stream: bool = field(
+        default=True,
+        metadata={
+            "help": "write a prompt decoded alone (one prompt, or "
+            "batch_size=1) as its tokens come; beam's output is known "
+            "only at its end"
+        },
+    )
+    progress: bool | None = field(
+        default=None,
+        metadata={
+            "help": "a progress line on stderr: steps "
+            "and tokens/s (default: when stderr is a "
+            "terminal and nothing streams)"
+        },
+    )
 
 
 def read_prompts(args: GenerateArgs) -> list[str]:
@@ -121,8 +129,9 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     task = load_checkpoint(ckpt)
     kind = task.task_config.kind.value
     if not task_spec(kind).generates:
-        raise ConfigError(f"{args.ckpt} is a {kind} checkpoint; zoo-generate needs a "
-                          f"{' or '.join(kinds_that('generates'))} one")
+        raise ConfigError(
+            f"{args.ckpt} is a {kind} checkpoint; zoo-generate needs a {' or '.join(kinds_that('generates'))} one"
+        )
     tokenizer = task.tokenizer
     if tokenizer is None:
         raise ConfigError(f"{args.ckpt} carries no tokenizer")
@@ -130,8 +139,12 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     specials = tokenizer.special_ids()
     decoder_only = FAMILY_FACTS[task.model_config.family].prompt_in_decoder
     batches = (len(texts) + args.batch_size - 1) // args.batch_size
-    streams = out is not None and args.stream and options.strategy != Strategy.beam and (
-        len(texts) == 1 or args.batch_size == 1)
+    streams = (
+        out is not None
+        and args.stream
+        and options.strategy != Strategy.beam
+        and (len(texts) == 1 or args.batch_size == 1)
+    )
     shows_progress = args.progress if args.progress is not None else (sys.stderr.isatty() and not streams)
     progress = Progress(TOOL, batches=batches, max_steps=options.max_new_tokens) if shows_progress else None
     outputs = []
@@ -141,22 +154,39 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
         check_lengths(task.model_config, ids.shape[1], options.max_new_tokens)
         param = next(task.model.parameters())
         beams = options.num_beams if options.strategy.value == "beam" else 1
-        check_memory(task.model_config, ids.shape[0] * beams, ids.shape[1], options.max_new_tokens,
-                     device=param.device, itemsize=param.element_size())
+        check_memory(
+            task.model_config,
+            ids.shape[0] * beams,
+            ids.shape[1],
+            options.max_new_tokens,
+            device=param.device,
+            itemsize=param.element_size(),
+        )
         ids, mask = ids.to(device), mask.to(device)
         text_stream = None
         if streams:
             write = _writer(out)
-            text_stream = (TextStream.continuing(tokenizer, chunk[0], write, eos_id=specials["eos"],
-                                                 pad_id=specials["pad"]) if decoder_only else
-                           TextStream(tokenizer.decode, write, eos_id=specials["eos"], pad_id=specials["pad"]))
+            text_stream = (
+                TextStream.continuing(tokenizer, chunk[0], write, eos_id=specials["eos"], pad_id=specials["pad"])
+                if decoder_only
+                else TextStream(tokenizer.decode, write, eos_id=specials["eos"], pad_id=specials["pad"])
+            )
         if progress is not None:
             progress.next_batch(len(chunk))
-        on_step = _each(text_stream and (lambda tokens, stream=text_stream: stream.put(int(tokens[0]))),
-                        progress and progress.step)
-        new = generate(task.model, ids, attention_mask=mask, config=options, bos_id=specials["bos"],
-                       eos_id=specials["eos"], pad_id=specials["pad"], vocab_limit=tokenizer.vocab_size,
-                       on_step=on_step)
+        on_step = _each(
+            text_stream and (lambda tokens, stream=text_stream: stream.put(int(tokens[0]))), progress and progress.step
+        )
+        new = generate(
+            task.model,
+            ids,
+            attention_mask=mask,
+            config=options,
+            bos_id=specials["bos"],
+            eos_id=specials["eos"],
+            pad_id=specials["pad"],
+            vocab_limit=tokenizer.vocab_size,
+            on_step=on_step,
+        )
         for text, row in zip(chunk, strip_special(new, specials["eos"], specials["pad"])):
             outputs.append(continue_text(tokenizer, text, row) if decoder_only else tokenizer.decode(row))
             if text_stream is not None:
@@ -179,9 +209,11 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
 
 def _writer(out: TextIO):
     """Writes and flushes, so that each piece shows as it comes."""
+
     def write(text: str) -> None:
         out.write(text)
         out.flush()
+
     return write
 
 
@@ -261,11 +293,18 @@ def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None
         else:
             bos = tokenizer.special_ids()["bos"]
             target = [bos] + list(new_ids)
-            maps = attention_maps(task.model, torch.tensor([prompt_ids]), layers=layers,
-                                  decoder_input_ids=torch.tensor([target]))
+            maps = attention_maps(
+                task.model, torch.tensor([prompt_ids]), layers=layers, decoder_input_ids=torch.tensor([target])
+            )
             labels = ["<s>"] + [piece(i) for i in new_ids]
-            plot_attention(maps, path, query_tokens=labels, key_tokens=labels,
-                           source_tokens=[piece(i) for i in prompt_ids], heads=heads)
+            plot_attention(
+                maps,
+                path,
+                query_tokens=labels,
+                key_tokens=labels,
+                source_tokens=[piece(i) for i in prompt_ids],
+                heads=heads,
+            )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

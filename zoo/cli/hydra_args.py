@@ -36,8 +36,15 @@ class HydraArgs:
     @property
     def runs_nothing(self) -> bool:
         """A command that only prints (help, config, info, version, shell completion)."""
-        return bool(self.help or self.hydra_help or self.cfg or self.info or self.shell_completion or self.version
-                    or self.unreadable)
+        return bool(
+            self.help
+            or self.hydra_help
+            or self.cfg
+            or self.info
+            or self.shell_completion
+            or self.version
+            or self.unreadable
+        )
 
 
 class _Unreadable(Exception):
@@ -54,8 +61,14 @@ class _QuietParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _QuietParser(add_help=False, exit_on_error=False)
     parser.add_argument("overrides", nargs="*")
-    for flags in (("--help", "-h"), ("--hydra-help",), ("--resolve",), ("--run", "-r"), ("--multirun", "-m"),
-                  ("--shell-completion", "-sc")):
+    for flags in (
+        ("--help", "-h"),
+        ("--hydra-help",),
+        ("--resolve",),
+        ("--run", "-r"),
+        ("--multirun", "-m"),
+        ("--shell-completion", "-sc"),
+    ):
         parser.add_argument(*flags, action="store_true")
     parser.add_argument("--version", action="store_true")
     parser.add_argument("--cfg", "-c", choices=["job", "hydra", "all"])
@@ -123,5 +136,5 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
     variants = [first]
     for i, values in enumerate(choices):
         for v in values[1:]:
-            variants.append(first[:i] + [v] + first[i + 1:])
+            variants.append(first[:i] + [v] + first[i + 1 :])
     return variants

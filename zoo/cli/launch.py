@@ -48,8 +48,7 @@ def _from_torchrun_store(mine: str) -> str | None:
     from torch.distributed import TCPStore
 
     try:
-        store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
-                         timeout=timedelta(seconds=60))
+        store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False, timeout=timedelta(seconds=60))
         # the store lives as long as torchrun's agent: the first writer wins, and every rank of
         # every restart of this torchrun job reads the same time (so a restart resumes in place)
         agreed = store.compare_set(STORE_KEY, "", mine)
@@ -107,8 +106,7 @@ def _tasks_per_node(devices) -> int:
         return int(devices)
     if isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices):
         return len(devices)
-    raise ValueError(f"hydra/launcher=slurm needs trainer.devices as a number of devices per node, "
-                     f"got {devices!r}")
+    raise ValueError(f"hydra/launcher=slurm needs trainer.devices as a number of devices per node, got {devices!r}")
 
 
 def _gpus_per_node(accelerator, devices) -> int | None:
@@ -123,8 +121,9 @@ def _steps_for_tokens(tokens_per_param, _root_) -> int:
     from zoo.config.schema.params import steps_for_tokens
 
     data = _root_.data
-    return steps_for_tokens(as_model_config(_root_.model), float(tokens_per_param),
-                            int(data.global_batch_size) * int(data.seq_len))
+    return steps_for_tokens(
+        as_model_config(_root_.model), float(tokens_per_param), int(data.global_batch_size) * int(data.seq_len)
+    )
 
 
 def _share_of_steps(share, _root_) -> int:

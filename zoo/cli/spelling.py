@@ -92,6 +92,7 @@ def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) ->
             value = text.split("=", 1)[1] if "=" in text else ""
             return ConfigError(f"{text}: {slashed} is a config group, chosen with a slash: {slashed}={value}")
         if override.is_sweep_override() and "Ambiguous value" in message and text in message:
-            return ConfigError(f"{text}: a comma list is a sweep: add -m to run one job per value "
-                               f"(zoo-train -m {text})")
+            return ConfigError(
+                f"{text}: a comma list is a sweep: add -m to run one job per value (zoo-train -m {text})"
+            )
     return None

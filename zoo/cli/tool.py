@@ -31,8 +31,9 @@ def wants_help(argv: Sequence[str]) -> bool:
     return any(arg in HELP_FLAGS for arg in argv)
 
 
-def serve(tool: str, body: Callable[[list[str]], Any], help: Callable[[], str],
-          argv: Sequence[str] | None = None) -> None:
+def serve(
+    tool: str, body: Callable[[list[str]], Any], help: Callable[[], str], argv: Sequence[str] | None = None
+) -> None:
     """Run a console script: print `help()` for -h / --help (exit 0), otherwise `body(argv)`;
     a ZooError from either ends the command with one line and exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -105,8 +106,9 @@ def help_text(usage: str, description: str, sections: Sequence[Section], notes: 
     return "\n".join(parts)
 
 
-def describe(schema: type, prefix: str = "", values: dict | None = None,
-             keys: Sequence[str] | None = None) -> list[str]:
+def describe(
+    schema: type, prefix: str = "", values: dict | None = None, keys: Sequence[str] | None = None
+) -> list[str]:
     """Two lines a key: `KEY=DEFAULT  [TYPE]`, then its help (when the field has one); a nested
     dataclass's keys follow as KEY.NAME, and so do a mapping's when `values` gives them."""
     lines: list[str] = []
@@ -132,8 +134,9 @@ def describe(schema: type, prefix: str = "", values: dict | None = None,
 
 def wrap(text: str, first: str = "", indent: str = "") -> list[str]:
     """Lines of at most WIDTH characters, never broken inside a word, a path or a hyphenated name."""
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,
-                         break_on_hyphens=False, break_long_words=False)
+    return textwrap.wrap(
+        text, WIDTH, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False
+    )
 
 
 def default_of(f: dataclasses.Field) -> Any:

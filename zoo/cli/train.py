@@ -1,8 +1,8 @@
 """`zoo-train`: compose conf/ with command-line overrides and train.
 
-    zoo-train                                   # the embedded default
-    zoo-train model=llama model/position=alibi trainer.max_steps=100
-    zoo-train -m model/position=rope,alibi seed=0,1   # a sweep
+zoo-train                                   # the embedded default
+zoo-train model=llama model/position=alibi trainer.max_steps=100
+zoo-train -m model/position=rope,alibi seed=0,1   # a sweep
 """
 
 from __future__ import annotations
@@ -143,8 +143,10 @@ def _train_job(cfg: DictConfig, planned) -> float | None:
         return None
     if outcome.kind == Outcome.REQUEUED:
         if outcome.is_global_zero:
-            print(f"run directory: {run_dir}  requeued at step {outcome.requeued.step} "
-                  f"(resumes from {outcome.requeued.last_checkpoint})")
+            print(
+                f"run directory: {run_dir}  requeued at step {outcome.requeued.step} "
+                f"(resumes from {outcome.requeued.last_checkpoint})"
+            )
         if os.environ.get(SUBMITIT_FOLDER_ENV):
             # A sweep's SLURM job: submitit records a job as done when its function returns, and
             # the sweep would end with this arm half trained. Leaving without a return value
@@ -189,9 +191,12 @@ def _check_overrides(args: HydraArgs) -> Checked | None:
         from zoo.config.errors import ConfigError
 
         try:
-            check_config_files(list(args.overrides), args.config_name or CONFIG_NAME,
-                               config_source_dir=config_source_of(args),
-                               config_dirs=[args.config_dir] if args.config_dir else [])
+            check_config_files(
+                list(args.overrides),
+                args.config_name or CONFIG_NAME,
+                config_source_dir=config_source_of(args),
+                config_dirs=[args.config_dir] if args.config_dir else [],
+            )
         except ConfigError as exc:
             _fail(str(exc))
     if args.shell_completion or args.info or args.version or args.unreadable:
@@ -209,8 +214,15 @@ def _check_overrides(args: HydraArgs) -> Checked | None:
     help_only = args.help or args.hydra_help
 
     def composed(overrides: list[str], check: bool) -> DictConfig:
-        return compose(overrides, config_name=name, config_source_dir=source, config_dirs=dirs,
-                       return_hydra_config=True, check=check, command_line=args.overrides)
+        return compose(
+            overrides,
+            config_name=name,
+            config_source_dir=source,
+            config_dirs=dirs,
+            return_hydra_config=True,
+            check=check,
+            command_line=args.overrides,
+        )
 
     try:
         first = sweep_variants(args.overrides)[0]  # the command line itself, when it sweeps nothing
@@ -342,8 +354,10 @@ def _sweep_summary(sweep_dir: Path | None, since: float) -> None:
     jobs = [p.parent for p in sweep_dir.glob(f"**/{RunDir.HYDRA}/{RunDir.OVERRIDES}")]
     if failed:
         shown = ", ".join(str(p) for p in failed[:10]) + (" ..." if len(failed) > 10 else "")
-        print(f"zoo-train: {len(failed)} of {len(jobs)} arm(s) of the sweep in {sweep_dir} failed; "
-              f"see {shown}", file=sys.stderr)
+        print(
+            f"zoo-train: {len(failed)} of {len(jobs)} arm(s) of the sweep in {sweep_dir} failed; see {shown}",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 
@@ -360,9 +374,15 @@ def _refuse_flags(argv: list[str], args: HydraArgs) -> None:
     from zoo.config.errors import ConfigError
 
     try:
-        keys = leaf_keys(compose([], config_name=args.config_name or CONFIG_NAME,
-                                 config_source_dir=config_source_of(args),
-                                 config_dirs=[args.config_dir] if args.config_dir else [], check=False))
+        keys = leaf_keys(
+            compose(
+                [],
+                config_name=args.config_name or CONFIG_NAME,
+                config_source_dir=config_source_of(args),
+                config_dirs=[args.config_dir] if args.config_dir else [],
+                check=False,
+            )
+        )
     except ConfigError:
         keys = []
     _fail(flag_refusal("zoo-train", flags, keys))
@@ -386,8 +406,10 @@ def main() -> None:
         try:
             datetime.fromisoformat(os.environ[RUN_TIME_ENV])
         except ValueError:
-            _fail(f"{RUN_TIME_ENV}={os.environ[RUN_TIME_ENV]!r} is not a start time (ISO format, e.g. "
-                  f"2026-11-26T10:00:00); zoo-train sets it for the processes of one run: unset it")
+            _fail(
+                f"{RUN_TIME_ENV}={os.environ[RUN_TIME_ENV]!r} is not a start time (ISO format, e.g. "
+                f"2026-11-26T10:00:00); zoo-train sets it for the processes of one run: unset it"
+            )
     agree_run_time()  # one start time, hence one run directory, for every rank of this run
     # a start time shared with other processes (a launcher's ranks, torchrun's store, a SLURM
     # step, a requeued job) names a directory they share: never renamed

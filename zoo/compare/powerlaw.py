@@ -94,8 +94,9 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 
 def _fit_given_e(log_c: list[float], losses: list[float], e: float) -> tuple[PowerLaw, float]:
     slope, intercept = _line(log_c, [math.log(L - e) for L in losses])
-    law = PowerLaw(a=math.exp(min(intercept, _LOG_MAX)) if intercept < _LOG_MAX else math.inf, b=-slope, e=e,
-                   log_a=intercept)
+    law = PowerLaw(
+        a=math.exp(min(intercept, _LOG_MAX)) if intercept < _LOG_MAX else math.inf, b=-slope, e=e, log_a=intercept
+    )
     sse = sum((math.log(L) - math.log(law.loss_at(math.exp(x)))) ** 2 for x, L in zip(log_c, losses))
     return law, sse
 
@@ -122,8 +123,9 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: 
     distinct = len(set(compute))
     if distinct < need:
         form = "e + a·C^-b" if irreducible else "a·C^-b"
-        raise TooFewPoints(f"{distinct} compute value{'s' if distinct != 1 else ''}; fitting {form} needs at "
-                           f"least {need}")
+        raise TooFewPoints(
+            f"{distinct} compute value{'s' if distinct != 1 else ''}; fitting {form} needs at least {need}"
+        )
     log_c, losses = [math.log(c) for c in compute], list(loss)
     if not irreducible:
         law, sse = _fit_given_e(log_c, losses, 0.0)
@@ -135,7 +137,11 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: 
     scores = [_fit_given_e(log_c, losses, e)[1] for e in grid]
     i = min(range(len(grid)), key=scores.__getitem__)
     low, high = grid[max(i - 1, 0)], grid[i + 1] if i + 1 < len(grid) else top
-    best = minimize_scalar(lambda e: _fit_given_e(log_c, losses, e)[1], bounds=(low, high), method="bounded",
-                           options={"xatol": _E_TOLERANCE * top})
+    best = minimize_scalar(
+        lambda e: _fit_given_e(log_c, losses, e)[1],
+        bounds=(low, high),
+        method="bounded",
+        options={"xatol": _E_TOLERANCE * top},
+    )
     law, sse = _fit_given_e(log_c, losses, float(best.x))
     return _finish(law, log_c, losses, sse, 3)

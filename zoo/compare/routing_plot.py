@@ -58,8 +58,15 @@ def figure_routing(report):
         ax.set_xticks(range(loads.shape[1]))
         ax.set_yticks(range(loads.shape[0]))
         for (i, e), value in np.ndenumerate(loads):
-            ax.text(e, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
-                    color="white" if value < top / 2 else "black")
+            ax.text(
+                e,
+                i,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize=6,
+                color="white" if value < top / 2 else "black",
+            )
     fig.colorbar(image, ax=axes[0].tolist(), label="load x E (1 = balanced; last step, mean over seeds)")
     return fig
 

@@ -86,8 +86,13 @@ def read_run(path: Path, root: Path | None = None) -> Run:
             raise ValueError("not a mapping")
     except Exception as exc:  # yaml and OmegaConf raise many types for a damaged file
         reason = " ".join(str(exc).split())[:160]
-        return Run(path=path, overrides=[], config={}, status=RunStatus.damaged,
-                   error=f"{files.hydra} is damaged ({reason}); run it again or remove the run directory")
+        return Run(
+            path=path,
+            overrides=[],
+            config={},
+            status=RunStatus.damaged,
+            error=f"{files.hydra} is damaged ({reason}); run it again or remove the run directory",
+        )
     summary, error, status = {}, "", RunStatus.unfinished
     try:
         if files.summary.is_file():
@@ -95,9 +100,11 @@ def read_run(path: Path, root: Path | None = None) -> Run:
             if summary.get("status") == "finished":
                 status = RunStatus.finished
                 if not any(v is not None for v in (summary.get("metrics") or {}).values()):
-                    raise DamagedRecord(f"{files.summary} says finished but holds no metrics; run the "
-                                        f"command again (it validates the last checkpoint) or remove the run "
-                                        f"directory")
+                    raise DamagedRecord(
+                        f"{files.summary} says finished but holds no metrics; run the "
+                        f"command again (it validates the last checkpoint) or remove the run "
+                        f"directory"
+                    )
                 check_figures(summary, files.summary)
         if status != RunStatus.finished and files.failed.is_file():
             status = RunStatus.failed
@@ -109,10 +116,20 @@ def read_run(path: Path, root: Path | None = None) -> Run:
     except (ValueError, KeyError, UnicodeDecodeError, csv.Error) as exc:
         curve, last_val = [], {}
         if status != RunStatus.damaged:
-            status, error = RunStatus.damaged, (f"{files.metrics} is damaged ({exc}); run it "
-                                                f"again or remove the run directory")
-    return Run(path=path, overrides=overrides, config=as_arm(with_model_defaults(with_resolved(flatten(config), files))),
-               status=status, summary=summary, error=error, curve=curve, last_val=last_val)
+            status, error = (
+                RunStatus.damaged,
+                (f"{files.metrics} is damaged ({exc}); run it again or remove the run directory"),
+            )
+    return Run(
+        path=path,
+        overrides=overrides,
+        config=as_arm(with_model_defaults(with_resolved(flatten(config), files))),
+        status=status,
+        summary=summary,
+        error=error,
+        curve=curve,
+        last_val=last_val,
+    )
 
 
 def with_resolved(config: dict[str, Any], files: RunDir) -> dict[str, Any]:
@@ -135,7 +152,10 @@ def with_model_defaults(config: dict[str, Any]) -> dict[str, Any]:
     as a run that sets it there."""
     for section, defaults in (("model", model_defaults), ("task", task_defaults)):
         if any(k.startswith(f"{section}.") for k in config):
-            config = {**config, **{f"{section}.{k}": v for k, v in defaults().items() if f"{section}.{k}" not in config}}
+            config = {
+                **config,
+                **{f"{section}.{k}": v for k, v in defaults().items() if f"{section}.{k}" not in config},
+            }
     return config
 
 
@@ -154,8 +174,16 @@ def as_arm(config: dict[str, Any]) -> dict[str, Any]:
 # the largest figure a run can report: no loss, perplexity, count or rate of a real run is near
 # it, and sums and means of figures below it cannot overflow
 LARGEST_FIGURE = 1e30
-COUNTS = (("tokens_seen",), ("global_step",), ("train_seconds",), ("wall_seconds",), ("tokens_per_s",),
-          ("model", "total_params"), ("model", "non_embedding_params"), ("model", "flops_per_token"))
+COUNTS = (
+    ("tokens_seen",),
+    ("global_step",),
+    ("train_seconds",),
+    ("wall_seconds",),
+    ("tokens_per_s",),
+    ("model", "total_params"),
+    ("model", "non_embedding_params"),
+    ("model", "flops_per_token"),
+)
 
 
 def check_figures(summary: dict, path: Path) -> None:
@@ -164,7 +192,9 @@ def check_figures(summary: dict, path: Path) -> None:
     import math
 
     def bad(name: str, value: float, why: str) -> DamagedRecord:
-        return DamagedRecord(f"{path} is damaged ({name} is {value!r}: {why}); run it again or remove the run directory")
+        return DamagedRecord(
+            f"{path} is damaged ({name} is {value!r}: {why}); run it again or remove the run directory"
+        )
 
     for name, value in (summary.get("metrics") or {}).items():
         if value is None:
@@ -175,8 +205,11 @@ def check_figures(summary: dict, path: Path) -> None:
             raise bad(name, value, "negative")
     for keys in COUNTS:
         node = at(summary, *keys)
-        if isinstance(node, (int, float)) and not isinstance(node, bool) and (
-                not math.isfinite(node) or node < 0 or node > LARGEST_FIGURE):
+        if (
+            isinstance(node, (int, float))
+            and not isinstance(node, bool)
+            and (not math.isfinite(node) or node < 0 or node > LARGEST_FIGURE)
+        ):
             raise bad(".".join(keys), node, "not a count, time or rate")
 
 
@@ -237,8 +270,7 @@ def find_runs(dirs: list[Path]) -> list[Run]:
         if RunDir(root).overrides.is_file():
             here = [root]
         else:
-            here = sorted((p.parent.parent for p in root.rglob(f"{RunDir.HYDRA}/{RunDir.OVERRIDES}")),
-                          key=_natural)
+            here = sorted((p.parent.parent for p in root.rglob(f"{RunDir.HYDRA}/{RunDir.OVERRIDES}")), key=_natural)
         for p in here:
             found.setdefault(p, root)
     runs = [read_run(p, root) for p, root in found.items()]

@@ -43,8 +43,7 @@ def _pick(candidates: list[tuple[int, float]], lower: bool) -> int | None:
     return (min if lower else max)(candidates, key=lambda c: c[1])[0]
 
 
-def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool,
-                       failed: Sequence[bool] | None = None) -> Choice:
+def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool, failed: Sequence[bool] | None = None) -> Choice:
     """`points[i]` maps seed -> final metric at the i-th value of the key; `failed[i]` says a
     run at that value ended without a final result (the value is then no candidate). `best` is
     the value with the best mean over all its seeds; each seed s is measured at the value with
@@ -62,8 +61,11 @@ def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool,
         return choice
     choice = Choice(best=best, held_out=True, failed=out)
     for seed in seeds:
-        others = [(i, _mean([v for s, v in p.items() if s != seed])) for i, p in enumerate(points)
-                  if any(s != seed for s in p)]
+        others = [
+            (i, _mean([v for s, v in p.items() if s != seed]))
+            for i, p in enumerate(points)
+            if any(s != seed for s in p)
+        ]
         pick = _pick(others, lower)
         if pick is not None and seed in points[pick]:
             choice.finals[seed] = points[pick][seed]

@@ -74,7 +74,7 @@ class Difference:
         return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}]{flag}"
 
     def p_text(self) -> str:
-        """"p = 0.012 (Holm 0.036)", or "–" without a test."""
+        """ "p = 0.012 (Holm 0.036)", or "–" without a test."""
         if self.p is None:
             return "–"
         text = f"{_p(self.p)}"
@@ -89,6 +89,8 @@ def no_spread(spread: float, values: Sequence[float]) -> bool:
     """A spread that is zero, or rounding error of the values (a constant offset between two
     arms leaves differences equal but for the last bits)."""
     return spread <= SPREAD_ROUNDING * max([1.0, *(abs(v) for v in values)])
+
+
 FEW_SEEDS = "fewer than 2 seeds"
 
 

@@ -40,7 +40,7 @@ def recipe_names() -> list[str]:
     except (ModuleNotFoundError, FileNotFoundError, TypeError):
         folder = CHECKOUT / "recipes"
         names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
-    return sorted(n[:-len(".yaml")] for n in names if n.endswith(".yaml"))
+    return sorted(n[: -len(".yaml")] for n in names if n.endswith(".yaml"))
 
 
 def recipe_groups(name: str, _seen: set | None = None) -> set[str]:
@@ -103,6 +103,5 @@ def shadowed_files(config_dir: str | Path, config_name: str = CONFIG_NAME) -> li
     asked for (no `-cn`), and any group option (`optim/adamw.yaml`). Only the names zoo's tree
     holds are looked at, so nothing else in the directory is read."""
     directory = Path(config_dir)
-    names = sorted(name for name in own_config_files()
-                   if name != f"{CONFIG_NAME}.yaml" or config_name == CONFIG_NAME)
+    names = sorted(name for name in own_config_files() if name != f"{CONFIG_NAME}.yaml" or config_name == CONFIG_NAME)
     return [name for name in names if (directory / name).is_file()]

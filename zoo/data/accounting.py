@@ -19,5 +19,4 @@ def split_sizes(datamodule) -> dict[str, int | None] | None:
         return {"train_tokens": None, "train_bytes": None, "val_tokens": len(datamodule.val_dataset.tokens)}
     streams = datamodule.prepared.streams
     train_bytes = TextBytes.of(datamodule.tokenizer).stream(streams["train"], datamodule.prepared.counts("train"))
-    return {"train_tokens": len(streams["train"]), "train_bytes": train_bytes,
-            "val_tokens": len(streams["validation"])}
+    return {"train_tokens": len(streams["train"]), "train_bytes": train_bytes, "val_tokens": len(streams["validation"])}

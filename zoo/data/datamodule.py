@@ -61,8 +61,16 @@ class ZooDataModule(L.LightningDataModule):
     id) / `num_classes`. The per-device batch derives from `data.global_batch_size` and the
     world size (the attached Trainer's, else `world_size`), unless `batch_size` fixes it."""
 
-    def __init__(self, data: Any = None, tokenizer: Any = None, task: Any = "causal_lm", *,
-                 seed: int = 0, world_size: int = 1, batch_size: int | None = None):
+    def __init__(
+        self,
+        data: Any = None,
+        tokenizer: Any = None,
+        task: Any = "causal_lm",
+        *,
+        seed: int = 0,
+        world_size: int = 1,
+        batch_size: int | None = None,
+    ):
         super().__init__()
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -112,8 +120,7 @@ class ZooDataModule(L.LightningDataModule):
             seq_len = self.data_cfg.seq_len
             block = self.spec.window(seq_len)
             self.train_dataset, self.val_dataset = (
-                PackedBlocks(prepared.streams[s], block=block, stride=seq_len, name=s)
-                for s in ("train", "validation")
+                PackedBlocks(prepared.streams[s], block=block, stride=seq_len, name=s) for s in ("train", "validation")
             )
         else:
             tokenized = self._tokenized_splits()
@@ -186,13 +193,29 @@ class ZooDataModule(L.LightningDataModule):
         if corpus is None:  # a Hub dataset: named by what was loaded
             splits = self._raw_splits()
             corpus = splits["train"]._fingerprint + splits["validation"]._fingerprint
-        key = hashlib.sha256(json.dumps({"corpus": corpus, "tokenizer": tokenizer.fingerprint(), "format": FORMAT,
-                                         "text_column": cfg.text_column}, sort_keys=True).encode()).hexdigest()[:32]
+        key = hashlib.sha256(
+            json.dumps(
+                {
+                    "corpus": corpus,
+                    "tokenizer": tokenizer.fingerprint(),
+                    "format": FORMAT,
+                    "text_column": cfg.text_column,
+                },
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()[:32]
         entry = entry_dir(cache_root(cfg.cache_dir), key)
         found = open_prepared(entry, verify=verify, vocab_size=tokenizer.vocab_size)
         if found is None:
-            found = prepare(entry, self._raw_splits(), tokenizer, cfg.text_column, num_proc=cfg.num_proc,
-                            describe=describe(cfg), part=self.part)
+            found = prepare(
+                entry,
+                self._raw_splits(),
+                tokenizer,
+                cfg.text_column,
+                num_proc=cfg.num_proc,
+                describe=describe(cfg),
+                part=self.part,
+            )
         self._prepared = found
         return found
 
@@ -211,8 +234,10 @@ class ZooDataModule(L.LightningDataModule):
             return open_stream(cfg, column, skip=held, first=limit)
 
         if self.tokenizer is None:
-            corpus = self._corpus() or hashlib.sha256(
-                json.dumps([cfg.hub_name, cfg.hub_config, "stream"]).encode()).hexdigest()
+            corpus = (
+                self._corpus()
+                or hashlib.sha256(json.dumps([cfg.hub_name, cfg.hub_config, "stream"]).encode()).hexdigest()
+            )
             self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts, corpus=corpus)
         require_specials(self.tokenizer, self.task)
         seq_len = cfg.seq_len
@@ -237,14 +262,18 @@ class ZooDataModule(L.LightningDataModule):
                 fn = lambda ds: tokenize_lm(ds, tokenizer, cfg.text_column)  # noqa: E731
             elif self.spec.tokenize == Tokenize.pairs:
                 fn = lambda ds: tokenize_seq2seq(  # noqa: E731
-                    ds, tokenizer, cfg.text_column, cfg.target_column, cfg.seq_len)
+                    ds, tokenizer, cfg.text_column, cfg.target_column, cfg.seq_len
+                )
             elif self.spec.tokenize == Tokenize.labelled:
                 label_ids = self._label_ids(splits)
                 fn = lambda ds: tokenize_classification(  # noqa: E731
-                    ds, tokenizer, cfg.text_column, cfg.label_column, label_ids, cfg.seq_len)
+                    ds, tokenizer, cfg.text_column, cfg.label_column, label_ids, cfg.seq_len
+                )
             else:
-                raise ValueError(f"tokenize {self.spec.tokenize.value} has a member in zoo.config.facts.tasks.Tokenize "
-                                 f"but no branch here")
+                raise ValueError(
+                    f"tokenize {self.spec.tokenize.value} has a member in zoo.config.facts.tasks.Tokenize "
+                    f"but no branch here"
+                )
             self._tokenized = {s: fn(splits[s]) for s in ("train", "validation")}
         return self._tokenized
 
@@ -252,8 +281,7 @@ class ZooDataModule(L.LightningDataModule):
         if self._splits is None:
             splits = load_splits(self.data_cfg)
             for name in ("train", "validation"):
-                require_columns(splits[name], self._columns(),
-                                f"the {name} split of {describe(self.data_cfg)}")
+                require_columns(splits[name], self._columns(), f"the {name} split of {describe(self.data_cfg)}")
             self._splits = splits
         return self._splits
 
@@ -283,13 +311,14 @@ class ZooDataModule(L.LightningDataModule):
         else:
             train_values = set(splits["train"][column])
             if None in train_values:
-                raise DataError(f"data.label_column={column!r}: some training examples have "
-                                f"no label")
+                raise DataError(f"data.label_column={column!r}: some training examples have no label")
             values = sorted(train_values, key=lambda v: (str(type(v)), v))
             self.label_names = [v if isinstance(v, (int, str)) else str(v) for v in values]
         if len(values) < 2:
-            raise DataError(f"data.label_column={column!r}: the training split has "
-                            f"{len(values)} distinct label(s); classification needs at least 2")
+            raise DataError(
+                f"data.label_column={column!r}: the training split has "
+                f"{len(values)} distinct label(s); classification needs at least 2"
+            )
         label_ids = {v: i for i, v in enumerate(values)}
         unseen = set(splits["validation"][column]) - set(label_ids)
         if unseen:
@@ -313,8 +342,13 @@ class ZooDataModule(L.LightningDataModule):
         trainer = getattr(self, "trainer", None)
         if not train:
             loader = torch.utils.data.DataLoader(
-                dataset, sampler=ValidationShardSampler(dataset), drop_last=False,
-                persistent_workers=workers > 0, generator=fixed_generator(self.seed), **common)
+                dataset,
+                sampler=ValidationShardSampler(dataset),
+                drop_last=False,
+                persistent_workers=workers > 0,
+                generator=fixed_generator(self.seed),
+                **common,
+            )
             # as many batches on every rank (a sharded forward is a collective; a rank with no
             # example would stop Lightning): filler batches that count nowhere
             if trainer is not None and trainer.world_size > 1:
@@ -322,18 +356,24 @@ class ZooDataModule(L.LightningDataModule):
             return loader
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         if isinstance(dataset, _Stream):
-            windows = StreamedWindows(dataset.open_documents, self._require_tokenizer(), dataset.block,
-                                      dataset.stride, rank=rank, world=world)
+            windows = StreamedWindows(
+                dataset.open_documents, self._require_tokenizer(), dataset.block, dataset.stride, rank=rank, world=world
+            )
             return StreamLoader(windows, batch_size=self.batch_size, collate_fn=self._collate(train))
-        sampler = EpochShardSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
-                                    seed=self.seed, drop_last=True)
-        return ResumableLoader(dataset, sampler=sampler, drop_last=True,
-                               generator=fixed_generator(self.seed), **common)
+        sampler = EpochShardSampler(
+            dataset, num_replicas=world, rank=rank, shuffle=True, seed=self.seed, drop_last=True
+        )
+        return ResumableLoader(dataset, sampler=sampler, drop_last=True, generator=fixed_generator(self.seed), **common)
 
     def _collate(self, train: bool):
-        return collate_for(self.spec.collate, self._require_tokenizer(),
-                           mlm_probability=self.data_cfg.mlm_probability, seed=self.seed, train=train,
-                           document_mask=self.data_cfg.document_mask)
+        return collate_for(
+            self.spec.collate,
+            self._require_tokenizer(),
+            mlm_probability=self.data_cfg.mlm_probability,
+            seed=self.seed,
+            train=train,
+            document_mask=self.data_cfg.document_mask,
+        )
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
@@ -391,10 +431,10 @@ def _training_texts(train, columns: list[str], cfg: TokenizerConfig | None):
                     yield value if isinstance(value, str) else str(value)
 
 
-def build_datamodule(data: Any, tokenizer: Any, task: Any, *, batch_size: int | None = None,
-                     seed: int = 0, world_size: int = 1) -> ZooDataModule:
+def build_datamodule(
+    data: Any, tokenizer: Any, task: Any, *, batch_size: int | None = None, seed: int = 0, world_size: int = 1
+) -> ZooDataModule:
     """The datamodule for `task` from the `data:` and `tokenizer:` configs. Pass the
     per-device `batch_size` from `per_device_batch` (the accumulation goes to the Trainer), or
     leave it None to derive it from `data.global_batch_size` and the world size at setup."""
-    return ZooDataModule(data, tokenizer, task, seed=seed, world_size=world_size,
-                         batch_size=batch_size)
+    return ZooDataModule(data, tokenizer, task, seed=seed, world_size=world_size, batch_size=batch_size)

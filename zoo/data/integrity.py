@@ -131,8 +131,11 @@ def checked(step: Callable[[bool], D], what: str, files: Callable[[D], list[str]
     recorded = bad[0].with_name(bad[0].name + SUFFIX).exists()
     result = step(True)
     restamp(files(result))
-    notice(f"cache entry {bad[0]} of {what} " + ("did not match the digest recorded when it was written"
-                                                  if recorded else "has no digest record") + "; built it again")
+    notice(
+        f"cache entry {bad[0]} of {what} "
+        + ("did not match the digest recorded when it was written" if recorded else "has no digest record")
+        + "; built it again"
+    )
     return result
 
 
@@ -145,8 +148,10 @@ def discard(entry: Path, what: str, cache_key: str) -> None:
     try:
         os.replace(entry, aside)
     except OSError as exc:
-        raise DataError(f"{what} {entry} is damaged and cannot be removed ({exc.strerror}); delete it, "
-                        f"or point {cache_key} elsewhere") from None
+        raise DataError(
+            f"{what} {entry} is damaged and cannot be removed ({exc.strerror}); delete it, "
+            f"or point {cache_key} elsewhere"
+        ) from None
     shutil.rmtree(aside, ignore_errors=True)
 
 

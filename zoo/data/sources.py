@@ -31,8 +31,7 @@ def load_splits(cfg: DataConfig):
     if cfg.source == DataSource.local:
         train = load_files(cfg.path, sample_by=cfg.sample_by.value, cache_dir=datasets_cache)
         if cfg.val_path is not None:
-            val = load_files(cfg.val_path, sample_by=cfg.sample_by.value,
-                             cache_dir=datasets_cache, key="data.val_path")
+            val = load_files(cfg.val_path, sample_by=cfg.sample_by.value, cache_dir=datasets_cache, key="data.val_path")
     elif cfg.source == DataSource.hub:
         train, val = load_hub(cfg.hub_name, cfg.hub_config, cache_dir=datasets_cache)
     else:
@@ -66,8 +65,13 @@ def corpus_key(cfg: DataConfig) -> str | None:
     if cfg.source == DataSource.hub:
         return None
     store = cache_root(cfg.cache_dir) / "prepared" / "file-digests.json"
-    parts: dict = {"loader": LOADER_VERSION, "source": cfg.source.value, "max_examples": cfg.max_examples,
-                   "val_fraction": cfg.val_fraction, "split_seed": cfg.split_seed}
+    parts: dict = {
+        "loader": LOADER_VERSION,
+        "source": cfg.source.value,
+        "max_examples": cfg.max_examples,
+        "val_fraction": cfg.val_fraction,
+        "split_seed": cfg.split_seed,
+    }
     if cfg.source == DataSource.local:
         parts["sample_by"] = cfg.sample_by.value
         parts["files"] = [remembered_digest(f, store) for f in resolve_files(cfg.path)]
@@ -98,8 +102,7 @@ def require_columns(ds, columns: dict[str, str], where: str) -> None:
     `columns` ({config key: column name}) is absent from `ds`."""
     for key, column in columns.items():
         if column not in ds.column_names:
-            raise DataError(f"{key}={column!r} is not a column of {where}; "
-                            f"columns: {', '.join(ds.column_names)}")
+            raise DataError(f"{key}={column!r} is not a column of {where}; columns: {', '.join(ds.column_names)}")
 
 
 def describe(cfg: DataConfig) -> str:

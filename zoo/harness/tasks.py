@@ -76,7 +76,7 @@ def kjv_next_verse() -> list[dict]:
         if following is None:
             continue
         truth = verses.texts[following]
-        others = [t for t in rng.sample(texts, CHOICES + 2) if t not in (text, truth)][:CHOICES - 1]
+        others = [t for t in rng.sample(texts, CHOICES + 2) if t not in (text, truth)][: CHOICES - 1]
         choices = others + [truth]
         rng.shuffle(choices)
         rows.append({"context": text, "choices": choices, "label": choices.index(truth)})

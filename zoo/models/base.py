@@ -140,9 +140,7 @@ class ZooModel(nn.Module):
             self.lm_head.weight = self.embed.weight
         initialise(self.named_parameters(), self.init_rules(), self.init_seed)
 
-    def embed_tokens(
-        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def embed_tokens(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (B, T), token_type_ids (B, T) or None (= type 0) -> (B, T, D)."""
         x = self.embed(input_ids)  # (B, T, D)
         if self.token_type_embed is None:
@@ -151,10 +149,15 @@ class ZooModel(nn.Module):
             return x
         if token_type_ids is None:
             return x + self.token_type_embed.weight[0]
-        if token_type_ids.numel() and host_reads_are_free(token_type_ids) and \
-                not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types:
-            raise ValueError(f"token_type_ids must be in [0, {self.config.token_types}) "
-                             f"(model.token_types={self.config.token_types})")
+        if (
+            token_type_ids.numel()
+            and host_reads_are_free(token_type_ids)
+            and not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types
+        ):
+            raise ValueError(
+                f"token_type_ids must be in [0, {self.config.token_types}) "
+                f"(model.token_types={self.config.token_types})"
+            )
         return x + self.token_type_embed(token_type_ids)  # (B, T, D)
 
     def _head_input(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -174,18 +177,37 @@ class ZooModel(nn.Module):
         return softcap(logits, self.config.final_softcap)
 
     def token_loss(
-        self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False,
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        chunk: int = 1024,
+        label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked,
+        sparse_targets: bool = False,
     ) -> torch.Tensor:
         """Mean cross-entropy of the output head on hidden (N, D) against targets (N,) (-100 =
         no target), equal to cross_entropy(logits(hidden), targets): `token_losses(...).loss`
         without a z-loss."""
-        return self.token_losses(hidden, targets, chunk=chunk, label_smoothing=label_smoothing,
-                                 output_loss=output_loss, sparse_targets=sparse_targets).loss
+        return self.token_losses(
+            hidden,
+            targets,
+            chunk=chunk,
+            label_smoothing=label_smoothing,
+            output_loss=output_loss,
+            sparse_targets=sparse_targets,
+        ).loss
 
     def token_losses(
-        self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False, z_loss: float = 0.0,
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        chunk: int = 1024,
+        label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked,
+        sparse_targets: bool = False,
+        z_loss: float = 0.0,
     ) -> TokenLoss:
         """The loss of the output head on hidden (N, D) against targets (N,) (-100 = no target):
         mean cross-entropy of logits(hidden) (soft-capped with model.final_softcap) plus, with
@@ -215,29 +237,61 @@ class ZooModel(nn.Module):
             return TokenLoss(ce + z_loss * z, ce.detach(), z.detach())
         if output_loss == OutputLoss.liger:
             if cap is not None or z_loss:
-                raise ValueError("task.output_loss=liger takes neither model.final_softcap nor task.z_loss; "
-                                 "use task.output_loss=logits or chunked")
-            loss = liger_linear_cross_entropy(self._head_input(hidden), self.lm_head.weight, targets,
-                                              bias=self.output_bias, label_smoothing=label_smoothing)
+                raise ValueError(
+                    "task.output_loss=liger takes neither model.final_softcap nor task.z_loss; "
+                    "use task.output_loss=logits or chunked"
+                )
+            loss = liger_linear_cross_entropy(
+                self._head_input(hidden),
+                self.lm_head.weight,
+                targets,
+                bias=self.output_bias,
+                label_smoothing=label_smoothing,
+            )
             return TokenLoss(loss, loss.detach())
         loss, ce, z = chunked_linear_cross_entropy(
-            self._head_input(hidden), self.lm_head.weight, targets,
-            bias=self.output_bias, chunk=chunk, label_smoothing=label_smoothing, softcap=cap, z_loss=z_loss,
+            self._head_input(hidden),
+            self.lm_head.weight,
+            targets,
+            bias=self.output_bias,
+            chunk=chunk,
+            label_smoothing=label_smoothing,
+            softcap=cap,
+            z_loss=z_loss,
             parts=True,
         )
         return TokenLoss(loss, ce, z if z_loss else None)
 
     def forward_loss(
-        self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False,
+        self,
+        inputs: dict,
+        targets: torch.Tensor,
+        *,
+        chunk: int = 1024,
+        label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked,
+        sparse_targets: bool = False,
     ) -> torch.Tensor:
         """The mean token loss of one forward: `forward_losses(...).loss` without a z-loss."""
-        return self.forward_losses(inputs, targets, chunk=chunk, label_smoothing=label_smoothing,
-                                   output_loss=output_loss, sparse_targets=sparse_targets).loss
+        return self.forward_losses(
+            inputs,
+            targets,
+            chunk=chunk,
+            label_smoothing=label_smoothing,
+            output_loss=output_loss,
+            sparse_targets=sparse_targets,
+        ).loss
 
     def forward_losses(
-        self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False, z_loss: float = 0.0,
+        self,
+        inputs: dict,
+        targets: torch.Tensor,
+        *,
+        chunk: int = 1024,
+        label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked,
+        sparse_targets: bool = False,
+        z_loss: float = 0.0,
     ) -> TokenLoss:
         """The token loss of one forward and its parts: `inputs` are the family's forward
         arguments, targets (B, T) (-100 = no target); the head runs as `token_losses`. This is
@@ -246,9 +300,15 @@ class ZooModel(nn.Module):
         the embeddings, stack and head are gathered and released once."""
         run = self.forward if getattr(self, "sharded", False) else self  # self(...): hooks
         hidden = run(**inputs, return_logits=False).hidden_states  # (B, T, D)
-        return self.token_losses(hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), chunk=chunk,
-                                 label_smoothing=label_smoothing, output_loss=output_loss,
-                                 sparse_targets=sparse_targets, z_loss=z_loss)  # rows (B·T, D)
+        return self.token_losses(
+            hidden.reshape(-1, hidden.shape[-1]),
+            targets.reshape(-1),
+            chunk=chunk,
+            label_smoothing=label_smoothing,
+            output_loss=output_loss,
+            sparse_targets=sparse_targets,
+            z_loss=z_loss,
+        )  # rows (B·T, D)
 
     def drop_output_head(self) -> None:
         """Remove the token output head (transform, projection, bias): a task that puts its own

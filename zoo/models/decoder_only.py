@@ -45,7 +45,10 @@ class DecoderOnly(ZooModel):
         elif position_ids is None:
             position_ids = make_position_ids(attention_mask, T, cache, input_ids.device)
         h = self.decoder(
-            self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask, cache=cache,
+            self.embed_tokens(input_ids, token_type_ids),
+            positions=position_ids,
+            key_padding=attention_mask,
+            cache=cache,
             document_ids=document_ids,
         )  # (B, T, D)
         return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h, cache=cache)

@@ -23,9 +23,7 @@ class EncoderDecoder(ZooModel):
         """An empty KV cache; `capacity`: a static one of that many positions."""
         return Cache.empty(len(self.decoder.layers), capacity, self.decoder.windows)
 
-    def encode(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (B, S) -> encoder states (B, S, D)."""
         positions = make_position_ids(attention_mask, input_ids.shape[1], None, input_ids.device)
         return self.encoder(self.embed_tokens(input_ids), positions=positions, key_padding=attention_mask)

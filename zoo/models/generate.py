@@ -15,7 +15,9 @@ from zoo.config.schema.generation import OPTIONS_OF, GenerationConfig, Strategy 
 from zoo.models.base import ZooModel
 
 
-def filter_logits(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+def filter_logits(
+    logits: torch.Tensor, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
     """Temperature, then top-k (Fan et al. 2018), then nucleus / top-p (Holtzman et al. 2020)
     filtering; removed entries become -inf. logits (B, V) -> (B, V)."""
     logits = logits / temperature
@@ -36,8 +38,18 @@ class _Stepper:
     """Feeds one model step at a time and keeps what the next step needs (cache, mask,
     context, encoder states). `rows` may repeat inputs (beam search)."""
 
-    def __init__(self, model: ZooModel, input_ids, attention_mask, *, bos_id, use_cache: bool, repeat: int = 1,
-                 capacity: int | None = None, compile: bool = False):
+    def __init__(
+        self,
+        model: ZooModel,
+        input_ids,
+        attention_mask,
+        *,
+        bos_id,
+        use_cache: bool,
+        repeat: int = 1,
+        capacity: int | None = None,
+        compile: bool = False,
+    ):
         self.model = model
         # the prompt runs once, eagerly; the steps run the compiled model (with a static cache
         # on CUDA: replayed as CUDA graphs)
@@ -70,12 +82,16 @@ class _Stepper:
             self.cache = self.model.new_cache(self.capacity)
         one = tokens.shape[1] == 1  # a decoding step: its logits come out of the (compiled) model
         if self.encoder_decoder:
-            out = model(decoder_input_ids=tokens, encoder_hidden_states=self.memory,
-                        attention_mask=self.source_mask, cache=self.cache, use_cache=self.use_cache,
-                        return_logits=one)
+            out = model(
+                decoder_input_ids=tokens,
+                encoder_hidden_states=self.memory,
+                attention_mask=self.source_mask,
+                cache=self.cache,
+                use_cache=self.use_cache,
+                return_logits=one,
+            )
         else:
-            out = model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache,
-                        return_logits=one)
+            out = model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache, return_logits=one)
         self.cache = out.cache if self.use_cache else None
         if self.cache is not None and self.cache.static:
             self.cache.mark_static()  # the prefill may have run compiled, where nothing is marked
@@ -181,18 +197,26 @@ def generate(
         if config.strategy == Strategy.beam:
             if stop is not None:  # each row ends by its own beams: ranks could step apart
                 raise ValueError("stop= applies to greedy and sample decoding, not beam")
-            return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
-                                on_step)
-        return _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
-                                 on_step, stop)
+            return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step)
+        return _greedy_or_sample(
+            model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step, stop
+        )
     finally:
         model.train(was_training)
 
 
-def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step,
-                      stop=None):
-    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache,
-                       capacity=step_capacity(model, input_ids, config), compile=config.compile)
+def _greedy_or_sample(
+    model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step, stop=None
+):
+    stepper = _Stepper(
+        model,
+        input_ids,
+        attention_mask,
+        bos_id=bos_id,
+        use_cache=config.use_cache,
+        capacity=step_capacity(model, input_ids, config),
+        compile=config.compile,
+    )
     B = input_ids.shape[0]
     done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
     generator = None
@@ -204,8 +228,9 @@ def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, 
     for t in range(config.max_new_tokens):
         logits = logits[:, :vocab_limit] if vocab_limit is not None else logits
         if config.strategy == Strategy.sample:
-            filtered = filter_logits(logits.float(), temperature=config.temperature,
-                                     top_k=config.top_k, top_p=config.top_p)
+            filtered = filter_logits(
+                logits.float(), temperature=config.temperature, top_k=config.top_k, top_p=config.top_p
+            )
             nxt = torch.multinomial(filtered.softmax(-1), 1, generator=generator)[:, 0]  # (B,)
         else:
             nxt = logits.argmax(-1)  # (B,)
@@ -266,8 +291,7 @@ def beam_search(
                         break
                     hyp = beams[b][beam] + [token]
                     if eos_id is not None and token == eos_id:
-                        if len(finished[b]) < K or score / len(hyp) ** length_penalty > min(
-                                s for s, _ in finished[b]):
+                        if len(finished[b]) < K or score / len(hyp) ** length_penalty > min(s for s, _ in finished[b]):
                             finished[b].append((score / len(hyp) ** length_penalty, hyp))
                             finished[b] = sorted(finished[b], key=lambda x: -x[0])[:K]
                         continue
@@ -309,8 +333,16 @@ def beam_search(
 
 def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step):
     B, K = input_ids.shape[0], config.num_beams
-    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache, repeat=K,
-                       capacity=step_capacity(model, input_ids, config), compile=config.compile)
+    stepper = _Stepper(
+        model,
+        input_ids,
+        attention_mask,
+        bos_id=bos_id,
+        use_cache=config.use_cache,
+        repeat=K,
+        capacity=step_capacity(model, input_ids, config),
+        compile=config.compile,
+    )
 
     def step(tokens, rows):
         if tokens is None:
@@ -321,9 +353,16 @@ def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_i
         logits = logits[:, :vocab_limit] if vocab_limit is not None else logits
         return torch.log_softmax(logits.float(), dim=-1).cpu()  # (B·K, V)
 
-    results = beam_search(step, batch=B, num_beams=K, max_new_tokens=config.max_new_tokens,
-                          eos_id=eos_id, length_penalty=config.length_penalty,
-                          early_stopping=config.early_stopping, on_step=on_step)
+    results = beam_search(
+        step,
+        batch=B,
+        num_beams=K,
+        max_new_tokens=config.max_new_tokens,
+        eos_id=eos_id,
+        length_penalty=config.length_penalty,
+        early_stopping=config.early_stopping,
+        on_step=on_step,
+    )
     width = max(1, max(len(tokens) for tokens, _ in results))
     out = torch.full((B, width), pad_id, dtype=torch.long)
     for b, (tokens, _) in enumerate(results):

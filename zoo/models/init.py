@@ -133,8 +133,9 @@ def has_meta_parameters(module: nn.Module) -> bool:
     return any(p.is_meta for p in module.parameters())
 
 
-def materialize(module: nn.Module, device: torch.device, rules: Mapping[str, Init], seed: int,
-                prefix: str = "") -> None:
+def materialize(
+    module: nn.Module, device: torch.device, rules: Mapping[str, Init], seed: int, prefix: str = ""
+) -> None:
     """Storage on `device` for `module`'s meta parameters (after sharding: this rank's rows
     only), then their first values by `rules` (keys `prefix` + name). Buffers keep their
     values."""

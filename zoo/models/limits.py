@@ -44,8 +44,7 @@ def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None
             )
 
 
-def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int,
-                   itemsize: int) -> int:
+def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int, itemsize: int) -> int:
     """Bytes of the key/value cache for `batch` sequences (beams counted) decoding
     `max_new_tokens` after `input_len` tokens: 2 (K, V) · B · Hkv · T · Dh per decoder layer,
     T = the positions fed to the decoder (the prompt, or BOS, and every new token but the last),
@@ -74,8 +73,9 @@ def available_memory(device: torch.device) -> int | None:
     return None
 
 
-def check_memory(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int, *,
-                 device: torch.device, itemsize: int) -> None:
+def check_memory(
+    cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int, *, device: torch.device, itemsize: int
+) -> None:
     """Refuse, before decoding, a request whose key/value cache alone would not fit in the
     memory `device` has free (a cache grows to this size; `static_cache` allocates it at once)."""
     need = kv_cache_bytes(cfg, batch, input_len, max_new_tokens, itemsize)

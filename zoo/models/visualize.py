@@ -67,8 +67,9 @@ def plot_attention(
     """A grid of heat maps, one row per (stack, layer) and one column per head, written to `path`."""
     import matplotlib.pyplot as plt
 
-    fig = attention_figure(maps, query_tokens=query_tokens, key_tokens=key_tokens, source_tokens=source_tokens,
-                           heads=heads)
+    fig = attention_figure(
+        maps, query_tokens=query_tokens, key_tokens=key_tokens, source_tokens=source_tokens, heads=heads
+    )
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -99,8 +100,13 @@ def attention_figure(
     size = max(len(query_tokens), len(key_tokens)) * 0.22 + 1.8
     # constrained layout keeps each title clear of the tick labels above it and makes room for
     # the colour bar; one bar serves every panel, since every panel has the same scale (0..1)
-    fig, axes = plt.subplots(len(keys), len(heads), figsize=(size * len(heads) + 1.2, (size + 0.4) * len(keys)),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        len(keys),
+        len(heads),
+        figsize=(size * len(heads) + 1.2, (size + 0.4) * len(keys)),
+        squeeze=False,
+        layout="constrained",
+    )
     image = None
     for r, key in enumerate(keys):
         cols = source_tokens if key[0] in ("cross", "encoder") and source_tokens is not None else key_tokens
@@ -115,8 +121,7 @@ def attention_figure(
                 ax.set_xlabel("key (attended to)", fontsize=8)
             if c == 0:
                 ax.set_ylabel("query (attending)", fontsize=8)
-    fig.colorbar(image, ax=axes, shrink=min(1.0, 0.9 / len(keys) + 0.3),
-                 label="attention weight (each row sums to 1)")
+    fig.colorbar(image, ax=axes, shrink=min(1.0, 0.9 / len(keys) + 0.3), label="attention weight (each row sums to 1)")
     return fig
 
 

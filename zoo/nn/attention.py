@@ -86,7 +86,9 @@ def attention(
     if bias is not None:
         attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
     out = F.scaled_dot_product_attention(
-        q, k, v,
+        q,
+        k,
+        v,
         attn_mask=attn_mask,
         dropout_p=dropout,
         is_causal=causal,
@@ -203,7 +205,9 @@ class Attention(nn.Module):
             self.last_max_logit = max_attention_logit(q, k, scale=self.scale, mask=seen, causal=causal)
         need_weights = position.needs_attention_weights or self.keep_weights
         out, weights = attention(
-            q, k, v,
+            q,
+            k,
+            v,
             mask=mask,
             bias=bias,
             causal=causal,

@@ -86,8 +86,7 @@ class Block(nn.Module):
             dropout=cfg.dropout,
             scale=cfg.attention_multiplier,  # attention_scale; under mup sqrt(base Dh)/Dh
         )
-        qk = dict(qk_norm=cfg.qk_norm, qk_norm_type=cfg.qk_norm_kind, norm_eps=cfg.norm_eps,
-                  softcap=cfg.attn_softcap)
+        qk = dict(qk_norm=cfg.qk_norm, qk_norm_type=cfg.qk_norm_kind, norm_eps=cfg.norm_eps, softcap=cfg.attn_softcap)
         facts = BLOCK_FACTS[cfg.block]
         self.parallel = facts.parallel
         # a parallel block with shared norms holds one SubLayer (`self_attn_sub`) for all branches
@@ -165,9 +164,7 @@ class Stack(nn.Module):
             build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if cfg.embed_norm else nn.Identity()
         )
         final = PLACEMENT_FACTS[cfg.norm].final_norm  # every placement but post
-        self.final_norm = (
-            build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if final else nn.Identity()
-        )
+        self.final_norm = build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if final else nn.Identity()
         # packed documents: sdpa (the boolean mask) unless set to flex; FlexAttention is taken on no
         # device by itself until its compiled GPU path is measured equal (tests/gpu/test_document_mask_cuda.py)
         self.document_kernel: str | None = None
@@ -184,7 +181,11 @@ class Stack(nn.Module):
         if key_padding is not None:
             past = key_padding.shape[1] - T
             mask = attention_mask(
-                q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding, device=device,
+                q_len=T,
+                k_len=past + T,
+                causal=self.causal,
+                key_padding=key_padding,
+                device=device,
             )  # (B, 1, T, past + T)
             return F.pad(mask, (0, cache.capacity - past - T), value=False)  # (B, 1, T, capacity)
         first = cache.slot if cache.slot is not None else torch.zeros((), dtype=torch.long, device=device)
@@ -204,20 +205,28 @@ class Stack(nn.Module):
             covers = T <= W if self.causal else (W - 1) // 2 >= T - 1
             if key_padding is None and covers:
                 return None, self.causal
-            if use_flex(T=T, window=W, device=device, position=self.position_kind, padded=key_padding is not None,
-                        dropout=self.attention_dropout if self.training else 0.0):
+            if use_flex(
+                T=T,
+                window=W,
+                device=device,
+                position=self.position_kind,
+                padded=key_padding is not None,
+                dropout=self.attention_dropout if self.training else 0.0,
+            ):
                 return band_block_mask(W, self.causal, T, device), False
-            return attention_mask(q_len=T, k_len=T, causal=self.causal, key_padding=key_padding,
-                                  device=device, window=W), False  # (B or 1, 1, T, T)
+            return attention_mask(
+                q_len=T, k_len=T, causal=self.causal, key_padding=key_padding, device=device, window=W
+            ), False  # (B or 1, 1, T, T)
         layer = cache.layers[self.windows.index(W)].self_attn
         if cache.static and T == 1:
             return self._ring_mask(layer, key_padding, device), False
         kept = min(cache.length, layer.ring) if cache.static else layer.kept
-        padding = key_padding[:, -(kept + T):] if key_padding is not None else None  # (B, kept + T)
+        padding = key_padding[:, -(kept + T) :] if key_padding is not None else None  # (B, kept + T)
         if padding is None and kept + T <= W:
             return None, self.causal and T > 1
-        return attention_mask(q_len=T, k_len=kept + T, causal=self.causal, key_padding=padding,
-                              device=device, window=W), False  # (B or 1, 1, T, kept + T)
+        return attention_mask(
+            q_len=T, k_len=kept + T, causal=self.causal, key_padding=padding, device=device, window=W
+        ), False  # (B or 1, 1, T, kept + T)
 
     @staticmethod
     def _ring_mask(layer, key_padding: torch.Tensor | None, device: torch.device) -> torch.Tensor:
@@ -258,8 +267,9 @@ class Stack(nn.Module):
         past = 0 if cache is None or cache.static else cache.length  # a static cache's is on the device
         if document_ids is not None:
             if cache is not None or not self.causal:
-                raise ValueError("document_ids mask a causal stack's forward over whole packed windows, "
-                                 "without a KV cache")
+                raise ValueError(
+                    "document_ids mask a causal stack's forward over whole packed windows, without a KV cache"
+                )
             kernel = self.document_kernel or "sdpa"
             mask, causal = DocumentMask(document_ids, kernel=kernel, key_padding=key_padding), False
         elif cache is not None and cache.static:
@@ -271,7 +281,10 @@ class Stack(nn.Module):
             mask, causal = None, False  # one new query after the cache sees every key
         else:
             mask = attention_mask(
-                q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding,
+                q_len=T,
+                k_len=past + T,
+                causal=self.causal,
+                key_padding=key_padding,
                 device=x.device,
             )  # (B or 1, 1, T, S)
             causal = False
@@ -280,15 +293,19 @@ class Stack(nn.Module):
         elif document_ids is not None:
             # packed documents under a sliding window: a key must be both in the query's document
             # and in its band (the boolean forms and-ed; SDPA takes them)
-            band = attention_mask(q_len=T, k_len=T, causal=True, key_padding=None, device=x.device,
-                                  window=self.window)  # (1, 1, T, T) or None where the band holds all
+            band = attention_mask(
+                q_len=T, k_len=T, causal=True, key_padding=None, device=x.device, window=self.window
+            )  # (1, 1, T, T) or None where the band holds all
             sliding = (mask.dense() if band is None else mask.dense() & band), False  # (B, 1, T, T)
         else:
             sliding = self._sliding_mask(cache, T, key_padding, x.device)
         memory_mask = None
         if memory is not None and memory_padding is not None:
             memory_mask = attention_mask(
-                q_len=T, k_len=memory.shape[1], causal=False, key_padding=memory_padding,
+                q_len=T,
+                k_len=memory.shape[1],
+                causal=False,
+                key_padding=memory_padding,
                 device=x.device,
             )  # (B, 1, T, S)
         x = self.dropout(self.embed_norm(self.position_for(0).embed(x, positions)))
@@ -296,8 +313,12 @@ class Stack(nn.Module):
         # the layer in backward (dropout masks are replayed from the saved RNG state)
         recompute = self.checkpoint_activations and self.training and torch.is_grad_enabled() and cache is None
         shared = self.position_for(0)
-        if (len(self.positions) == 1 and shared.bias_from_positions_only and not recompute
-                and not torch.compiler.is_compiling()):
+        if (
+            len(self.positions) == 1
+            and shared.bias_from_positions_only
+            and not recompute
+            and not torch.compiler.is_compiling()
+        ):
             # the layers share one bias tensor in this forward (not under checkpointing: a
             # layer's recomputation must redo what its first run did)
             shared = SharedBias(shared)

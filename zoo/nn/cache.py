@@ -115,8 +115,7 @@ class StaticKVCache(KVCache):
             if not torch.compiler.is_compiling():  # traced code may not mark: `mark_static` after it
                 self.mark_static()
         if host_reads_are_free(self.slot) and int(self.slot) + T > self.capacity:
-            raise ValueError(f"the static cache holds {self.capacity} positions; "
-                             f"{int(self.slot)} + {T} do not fit")
+            raise ValueError(f"the static cache holds {self.capacity} positions; {int(self.slot)} + {T} do not fit")
         positions = self._match_rows(positions)
         slots = self.slot + torch.arange(T, device=k.device)  # (T,)
         self._k.index_copy_(2, slots, k.to(self._k.dtype))
@@ -218,8 +217,7 @@ class SlidingStaticKVCache(StaticKVCache):
             if not torch.compiler.is_compiling():
                 self.mark_static()
         if host_reads_are_free(self.slot) and int(self.slot) + T > self.capacity:
-            raise ValueError(f"the static cache holds {self.capacity} positions; "
-                             f"{int(self.slot)} + {T} do not fit")
+            raise ValueError(f"the static cache holds {self.capacity} positions; {int(self.slot)} + {T} do not fit")
         positions = self._match_rows(positions)
         if T == 1:  # a decoding step: no host read
             ring = (self.slot % R)[None]  # (1,)
@@ -233,8 +231,9 @@ class SlidingStaticKVCache(StaticKVCache):
         order = (past - kept + torch.arange(kept, device=k.device)) % R  # (kept,) the ring in order
         out_k = torch.cat([self._k.index_select(2, order), k.to(self._k.dtype)], dim=2)  # (B, Hkv, kept + T, Dh)
         out_v = torch.cat([self._v.index_select(2, order), v.to(self._v.dtype)], dim=2)
-        out_p = torch.cat([self._positions.index_select(1, order),
-                           positions.to(self._positions.dtype)], dim=1)  # (B or 1, kept + T)
+        out_p = torch.cat(
+            [self._positions.index_select(1, order), positions.to(self._positions.dtype)], dim=1
+        )  # (B or 1, kept + T)
         new = min(T, R)
         slots = (past + T - new + torch.arange(new, device=k.device)) % R  # (new,)
         self._k.index_copy_(2, slots, out_k[:, :, -new:])
@@ -268,8 +267,7 @@ class Cache:
     layers: list[LayerCache]
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: int | None = None,
-              windows: list[int | None] | None = None) -> Cache:
+    def empty(cls, n_layers: int, capacity: int | None = None, windows: list[int | None] | None = None) -> Cache:
         """Growing caches, or static ones of `capacity` positions (`StaticKVCache`); `windows`
         (one per layer, None = full) gives a sliding layer a cache that keeps only its window."""
         windows = windows if windows is not None else [None] * n_layers

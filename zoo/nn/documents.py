@@ -46,8 +46,7 @@ class DocumentMask:
     FlexAttention BlockMask, each made when first asked for. `key_padding` (B, T), 1 = token,
     is and-ed into the dense form (a padded batch takes SDPA). `kernel`: "flex" or "sdpa"."""
 
-    def __init__(self, document_ids: torch.Tensor, *, kernel: str,
-                 key_padding: torch.Tensor | None = None) -> None:
+    def __init__(self, document_ids: torch.Tensor, *, kernel: str, key_padding: torch.Tensor | None = None) -> None:
         if kernel not in ("flex", "sdpa"):
             raise ValueError(f"document mask kernel must be flex or sdpa, got {kernel!r}")
         self.document_ids = document_ids
@@ -70,8 +69,9 @@ class DocumentMask:
             from torch.nn.attention.flex_attention import create_block_mask
 
             B, T = self.document_ids.shape
-            self._block = create_block_mask(document_mask_mod(self.document_ids), B, None, T, T,
-                                            device=self.document_ids.device)
+            self._block = create_block_mask(
+                document_mask_mod(self.document_ids), B, None, T, T, device=self.document_ids.device
+            )
         return self._block
 
 
@@ -88,5 +88,6 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: DocumentMask
     (B, H, T, Dh)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    return flex_attention(q, k, v, block_mask=mask.block(), scale=scale,
-                          enable_gqa=k.shape[1] != q.shape[1])  # (B, H, T, Dh)
+    return flex_attention(
+        q, k, v, block_mask=mask.block(), scale=scale, enable_gqa=k.shape[1] != q.shape[1]
+    )  # (B, H, T, Dh)

@@ -18,8 +18,7 @@ class TokenEmbedding(nn.Embedding):
     (on the CPU in eager mode, where reading them is free: `zoo.nn.host`).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = False,
-                 multiplier: float | None = None) -> None:
+    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = False, multiplier: float | None = None) -> None:
         super().__init__(vocab_size, d_model)
         if multiplier is None:
             multiplier = math.sqrt(d_model) if scale else 1.0

@@ -71,7 +71,9 @@ def moe(cfg: ModelConfig) -> nn.Module:
     """A mixture-of-experts layer of `cfg` (`zoo.nn.moe.MoE`), its shared experts one dense unit
     moe_shared experts wide (none at 0), without biases."""
     width = expert_width(cfg, cfg.d_ff)
-    shared = FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
+    shared = (
+        FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
+    )
     return MoE(cfg, act=ACTIVATIONS[cfg.activation], shared=shared)
 
 

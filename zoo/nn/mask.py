@@ -36,9 +36,7 @@ def attention_mask(
         mask = seen[None, None]  # (1, 1, T, S)
     if key_padding is not None:
         if key_padding.shape[-1] != k_len:
-            raise ValueError(
-                f"attention mask covers {key_padding.shape[-1]} positions but there are {k_len} keys"
-            )
+            raise ValueError(f"attention mask covers {key_padding.shape[-1]} positions but there are {k_len} keys")
         keys = key_padding.bool()[:, None, None, :]  # (B, 1, 1, S)
         mask = keys if mask is None else mask & keys  # (B, 1, T, S)
     if mask is not None:
@@ -67,6 +65,8 @@ def band_mask_mod(window: int, causal: bool, offset: int = 0):
         return band & (kv_idx <= q) if causal else band
 
     return mask_mod
+
+
 def document_mask(document_ids: torch.Tensor) -> torch.Tensor:
     """Block-diagonal causal mask of packed documents: (B, T) document ids -> (B, 1, T, T),
     query i may see key j when j <= i and both belong to the same document. A boolean mask, so

@@ -79,8 +79,9 @@ class Experts(nn.Module):
             return self.dropout(self.act(gate) * up)
         return self.dropout(self.act(h))
 
-    def forward(self, rows: torch.Tensor, *, counts: list[int] | None = None,
-                ends: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, rows: torch.Tensor, *, counts: list[int] | None = None, ends: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """rows (M, D) sorted by expert -> (M, D): the grouped GEMM given the cumulative row
         counts `ends` on the device, else the loop given them on the host (`counts`)."""
         return self.grouped(rows, ends) if ends is not None else self.loop(rows, counts)
@@ -94,7 +95,7 @@ class Experts(nn.Module):
         w_in, w_out = self.w_in.unbind(0), self.w_out.unbind(0)
         for i, n in enumerate(counts):
             if n:
-                h = self.hidden(F.linear(rows[start:start + n], w_in[i]))  # (n, F)
+                h = self.hidden(F.linear(rows[start : start + n], w_in[i]))  # (n, F)
                 parts.append(F.linear(h, w_out[i]))  # (n, D)
             start += n
         if start < rows.shape[0]:
@@ -179,7 +180,8 @@ class MoE(nn.Module):
         slots = experts.reshape(-1)  # (N·K,) the expert of each (token, slot), token-major
         order = slots.argsort(stable=True)  # (N·K,) slots sorted by expert, token order within one
         counts = torch.zeros(E, dtype=torch.long, device=x.device).scatter_add_(
-            0, slots, torch.ones_like(slots))  # (E,) slots per expert (bincount's size would depend on the data)
+            0, slots, torch.ones_like(slots)
+        )  # (E,) slots per expert (bincount's size would depend on the data)
         token = order // K  # (N·K,) the token of each sorted slot
         weight = weights.reshape(-1)[order]  # (N·K,)
         capacity = self.capacity(N) if self.training else None  # evaluation and decoding: dropless
@@ -221,12 +223,14 @@ class MoE(nn.Module):
             return self.dispatch == "grouped"
         if _GROUPED_MM is None or not x.is_cuda:
             return False
-        bf16 = x.dtype == torch.bfloat16 or (torch.is_autocast_enabled("cuda")
-                                             and torch.get_autocast_dtype("cuda") == torch.bfloat16)
+        bf16 = x.dtype == torch.bfloat16 or (
+            torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16
+        )
         return bf16
 
-    def _record(self, logits: torch.Tensor, probs: torch.Tensor, counts: torch.Tensor,
-                kept_counts: torch.Tensor) -> None:
+    def _record(
+        self, logits: torch.Tensor, probs: torch.Tensor, counts: torch.Tensor, kept_counts: torch.Tensor
+    ) -> None:
         """Keep this training forward's auxiliary losses and routing statistics."""
         slots = counts.sum().clamp(min=1)
         share = counts.float() / slots  # (E,) f_i, before drops
@@ -241,8 +245,10 @@ class MoE(nn.Module):
             self.entropy.copy_(entropy.mean())
 
     def extra_repr(self) -> str:
-        return (f"experts={self.n_experts}, top_k={self.top_k}, gate={self.gate.value}, renorm={self.renorm}, "
-                f"capacity={self.capacity_factor}")
+        return (
+            f"experts={self.n_experts}, top_k={self.top_k}, gate={self.gate.value}, renorm={self.renorm}, "
+            f"capacity={self.capacity_factor}"
+        )
 
 
 def moe_layers(model: nn.Module) -> list[MoE]:
@@ -262,5 +268,6 @@ def router_losses(model: nn.Module) -> RouterLosses | None:
             layer.last_losses = None
     if not found:
         return None
-    return RouterLosses(balance=torch.stack([f.balance for f in found]).mean(),
-                        z=torch.stack([f.z for f in found]).mean())
+    return RouterLosses(
+        balance=torch.stack([f.balance for f in found]).mean(), z=torch.stack([f.z for f in found]).mean()
+    )

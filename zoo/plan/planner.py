@@ -73,9 +73,15 @@ def step_setup(options: PlanOptions, batch: int, seq_len: int) -> StepSetup:
             optimizer = Optimizer.foreach
         else:
             optimizer = Optimizer.fused
-    return StepSetup(batch=batch, seq_len=seq_len, precision=options.precision.value,
-                     output_loss=OutputLoss(loss.value), loss_chunk=options.loss_chunk,
-                     optimizer=OptimizerImpl(optimizer.value), optim=options.optim)
+    return StepSetup(
+        batch=batch,
+        seq_len=seq_len,
+        precision=options.precision.value,
+        output_loss=OutputLoss(loss.value),
+        loss_chunk=options.loss_chunk,
+        optimizer=OptimizerImpl(optimizer.value),
+        optim=options.optim,
+    )
 
 
 def _sharded(options: PlanOptions) -> bool:

@@ -55,7 +55,11 @@ ACTIVATIONS, LOSS, CASTS = "activations", "logits and loss", "bf16 weight copies
 PARTS = (WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER, CASTS, ACTIVATIONS, LOSS)
 # what the mixture-of-experts layers hold at the peak (of the weights and activations above)
 EXPERT_WEIGHTS, ROUTER, DISPATCH, EXPERT_ACTIVATIONS = (
-    "expert weights", "router activations", "dispatch buffers", "expert activations")
+    "expert weights",
+    "router activations",
+    "dispatch buffers",
+    "expert activations",
+)
 MOE_PARTS = (EXPERT_WEIGHTS, ROUTER, DISPATCH, EXPERT_ACTIVATIONS)
 
 # what was running when a storage was allocated
@@ -154,8 +158,11 @@ class _Trace(TorchDispatchMode):
         if func is aten.nonzero.default:
             return torch.empty((0, args[0].dim()), dtype=torch.long, device=args[0].device)
         out = func(*args, **kwargs)
-        cast = (func is aten._to_copy.default and isinstance(args[0], torch.Tensor)
-                and id(args[0].untyped_storage()) in self.param_storages)
+        cast = (
+            func is aten._to_copy.default
+            and isinstance(args[0], torch.Tensor)
+            and id(args[0].untyped_storage()) in self.param_storages
+        )
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.add(t, CASTS if cast else _PHASE_PART[self.phase])
@@ -194,8 +201,9 @@ def _batch(model: ModelConfig, B: int, T: int) -> tuple[dict, torch.Tensor]:
     return {"input_ids": ids}, ids
 
 
-def _forward_loss(model, inputs: dict, labels: torch.Tensor, setup: StepSetup, sparse: bool,
-                  trace: _Trace) -> torch.Tensor:
+def _forward_loss(
+    model, inputs: dict, labels: torch.Tensor, setup: StepSetup, sparse: bool, trace: _Trace
+) -> torch.Tensor:
     """`ZooModel.forward_loss` in two phases (stack, then head and loss); a sparse-target task
     sends MLM_RATE of the rows to the head, as `token_loss` selects them."""
     with _phase(trace, _FORWARD):
@@ -207,8 +215,9 @@ def _forward_loss(model, inputs: dict, labels: torch.Tensor, setup: StepSetup, s
         if sparse:
             keep = torch.arange(max(1, round(MLM_RATE * targets.numel())))  # (n,)
             rows, targets = rows.index_select(0, keep), targets.index_select(0, keep)  # (n, D), (n,)
-        return model.token_loss(rows, targets, chunk=setup.loss_chunk, output_loss=setup.output_loss,
-                                sparse_targets=sparse)
+        return model.token_loss(
+            rows, targets, chunk=setup.loss_chunk, output_loss=setup.output_loss, sparse_targets=sparse
+        )
 
 
 def _step(model, optimizer, inputs, labels, setup: StepSetup, sparse: bool, trace: _Trace) -> None:
@@ -237,6 +246,7 @@ def _param_bytes(module: torch.nn.Module) -> int:
 def _follow_mixtures(model: torch.nn.Module, trace: _Trace) -> list[MoE]:
     """Hooks that tell `trace` which part of a mixture layer is running: its router, its experts
     (routed and shared), or the dispatch around them."""
+
     def enter(region: str | None):
         return lambda *args: setattr(trace, "region", region)
 
@@ -276,8 +286,9 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, flo
             trace.add(b, BUFFERS)
         trace.param_storages = _storage_keys(params)
         head = model.lm_head.weight if model.lm_head is not None else None
-        optimizer = build_optimizer(model, OptimConfig(kind=setup.optim, implementation=setup.optimizer),
-                                    output_embedding=head)
+        optimizer = build_optimizer(
+            model, OptimConfig(kind=setup.optim, implementation=setup.optimizer), output_embedding=head
+        )
         for p in params:  # a gradient is counted as one from the moment backward hands it over
             p.register_post_accumulate_grad_hook(lambda p: trace.retag(p.grad, GRADIENTS))
         inputs, labels = _batch(model_cfg, setup.batch, setup.seq_len)
@@ -293,9 +304,17 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, flo
         total = _param_bytes(model)
         moe = {}
         if mixtures:
-            experts = sum(_param_bytes(m.experts) + (_param_bytes(m.shared) if m.shared is not None else 0)
-                          for m in mixtures)
+            experts = sum(
+                _param_bytes(m.experts) + (_param_bytes(m.shared) if m.shared is not None else 0) for m in mixtures
+            )
             moe = {EXPERT_WEIGHTS: int(experts * scale.get(WEIGHTS, 1.0)), **trace.regions_at_peak}
-        return StepMemory(parts=parts, peak=int(trace.peak), layer_param_bytes=layer_bytes,
-                          root_param_bytes=total - sum(layer_bytes), param_bytes=total,
-                          param_count=sum(p.numel() for p in params), peak_phase=trace.peak_phase, moe=moe)
+        return StepMemory(
+            parts=parts,
+            peak=int(trace.peak),
+            layer_param_bytes=layer_bytes,
+            root_param_bytes=total - sum(layer_bytes),
+            param_bytes=total,
+            param_count=sum(p.numel() for p in params),
+            peak_phase=trace.peak_phase,
+            moe=moe,
+        )

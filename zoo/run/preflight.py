@@ -62,8 +62,15 @@ def check(cfg) -> ZooConfig:
     return spec
 
 
-def plan_run(cfg, run_dir: str | os.PathLike, *, lock: bool = True, rename_if_taken: bool = False,
-             spec: ZooConfig | None = None, record_refusals: bool = False) -> RunPlan:
+def plan_run(
+    cfg,
+    run_dir: str | os.PathLike,
+    *,
+    lock: bool = True,
+    rename_if_taken: bool = False,
+    spec: ZooConfig | None = None,
+    record_refusals: bool = False,
+) -> RunPlan:
     """The plan of `cfg` (composed by `zoo.compose`) in `run_dir`.
 
     `lock`: rank 0 takes the directory's lock (a live owner, or a directory holding files but
@@ -124,11 +131,15 @@ def latest_run(spec: ZooConfig, root: Path) -> Path:
             continue
         return run
     if not candidates:
-        raise PlanRefused(f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, "
-                          f"or give hydra.run.dir=DIR of the run to resume")
-    raise PlanRefused(f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was "
-                      f"made by this command (model, data, tokenizer, task, optimizer and schedule must match); "
-                      f"give hydra.run.dir=DIR to name one")
+        raise PlanRefused(
+            f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, "
+            f"or give hydra.run.dir=DIR of the run to resume"
+        )
+    raise PlanRefused(
+        f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was "
+        f"made by this command (model, data, tokenizer, task, optimizer and schedule must match); "
+        f"give hydra.run.dir=DIR to name one"
+    )
 
 
 def _checked(cfg, record_in: Path | None = None) -> ZooConfig:

@@ -148,8 +148,13 @@ class ZooTask(L.LightningModule):
         output_loss = self.task_config.output_loss
         if output_loss == OutputLoss.auto:
             output_loss = OutputLoss.chunked if labels.device.type == "cpu" else OutputLoss.logits
-        options = dict(chunk=self.task_config.loss_chunk, label_smoothing=smoothing,
-                       output_loss=output_loss, sparse_targets=self.sparse_targets, z_loss=self.task_config.z_loss)
+        options = dict(
+            chunk=self.task_config.loss_chunk,
+            label_smoothing=smoothing,
+            output_loss=output_loss,
+            sparse_targets=self.sparse_targets,
+            z_loss=self.task_config.z_loss,
+        )
         if self.task_config.compile and not getattr(self.model, "sharded", False):
             parts = _compiled_forward_loss()(self.model, inputs, labels, **options)
         else:  # under FSDP, forward_losses is a registered forward entry (with compile, each layer compiled)
@@ -172,15 +177,11 @@ class ZooTask(L.LightningModule):
         return loss + self.task_config.moe_balance * found.balance + self.task_config.moe_router_z * found.z
 
     def _accuracy(self):
-        return MulticlassAccuracy(
-            num_classes=self.model_config.vocab_size, ignore_index=IGNORE, average="micro"
-        )
+        return MulticlassAccuracy(num_classes=self.model_config.vocab_size, ignore_index=IGNORE, average="micro")
 
     # -- shared steps ---------------------------------------------------------------------
     def loss(self, logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.0) -> torch.Tensor:
-        return F.cross_entropy(
-            logits.float(), targets, ignore_index=IGNORE, label_smoothing=smoothing
-        )
+        return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, label_smoothing=smoothing)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor | None:
         loss, n_rows, n_tokens = self.training_loss(batch)
@@ -225,8 +226,14 @@ class ZooTask(L.LightningModule):
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         if not grads or bool(torch.isfinite(_total_norm(grads))):
             return  # one multi-tensor norm and one host sync per step: all finite
-        bad = next((name for name, p in self.named_parameters()
-                    if p.grad is not None and not bool(_full(torch.isfinite(p.grad).all()))), None)
+        bad = next(
+            (
+                name
+                for name, p in self.named_parameters()
+                if p.grad is not None and not bool(_full(torch.isfinite(p.grad).all()))
+            ),
+            None,
+        )
         if bad is None:
             return  # only the norm overflowed (entries near the float limit): all finite
         step = self.trainer.global_step if self._trainer is not None else 0
@@ -256,8 +263,11 @@ class ZooTask(L.LightningModule):
         shard(self.model, dp_mesh, policy, compile=self.task_config.compile)  # compile: each layer
         if self.task_config.compile:
             log.info("task.compile: %d layer(s) compiled, each before it was sharded", len(layers(self.model)))
-        heads = [(name, child) for name, child in self.named_children()
-                 if child is not self.model and any(True for _ in child.parameters())]
+        heads = [
+            (name, child)
+            for name, child in self.named_children()
+            if child is not self.model and any(True for _ in child.parameters())
+        ]
         for _, child in heads:
             fully_shard(child, mesh=dp_mesh, **({"mp_policy": policy} if policy else {}))
         if has_meta_parameters(self):
@@ -294,8 +304,14 @@ class ZooTask(L.LightningModule):
             materialize(child, device, self.head_rules(), self.model.init_seed, prefix=f"{name}.")
         held = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in self.parameters())
         total = sum(p.numel() for p in self.parameters())
-        log.info("trainer=fsdp: the model was built on the meta device; rank %d holds %s of its %s parameters; "
-                 "host memory peak so far %.2f GiB", self.global_rank, f"{held:,}", f"{total:,}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)  # KiB on Linux
+        log.info(
+            "trainer=fsdp: the model was built on the meta device; rank %d holds %s of its %s parameters; "
+            "host memory peak so far %.2f GiB",
+            self.global_rank,
+            f"{held:,}",
+            f"{total:,}",
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        )  # KiB on Linux
 
     def on_fit_start(self) -> None:
         """task.tf32 on CUDA: float32 matmuls on TF32 tensor cores (what GPU trainers run; bf16
@@ -363,10 +379,12 @@ class ZooTask(L.LightningModule):
         head = self.model.lm_head.weight if self.model.lm_head is not None else None
         scales = optimizer_scales(self.model, self.model_config)  # μP's hidden matrices; none under standard
         trainer = self.trainer if self._trainer else None
-        clips_amp = (trainer is not None and (trainer.gradient_clip_val or 0) > 0
-                     and str(trainer.precision).endswith("-mixed"))
-        optimizer = build_optimizer(self, self.optim_config, output_embedding=head, scales=scales,
-                                    clips_in_mixed_precision=clips_amp)
+        clips_amp = (
+            trainer is not None and (trainer.gradient_clip_val or 0) > 0 and str(trainer.precision).endswith("-mixed")
+        )
+        optimizer = build_optimizer(
+            self, self.optim_config, output_embedding=head, scales=scales, clips_in_mixed_precision=clips_amp
+        )
         total = self.trainer.max_steps if self._trainer and self.trainer.max_steps > 0 else None
         lr_lambda = schedule(self.scheduler_config, total_steps=total, d_model=self.model_config.base_d_model)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
@@ -386,4 +404,3 @@ class ZooTask(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer is not None:
             checkpoint["zoo_tokenizer"] = tokenizer_state(self.tokenizer)
-

@@ -41,15 +41,20 @@ class RunResult:
     requeued: Requeued | None = None
 
 
-def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,
-           resume: Resume, wall: float) -> RunResult:
+def finish(
+    spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks, resume: Resume, wall: float
+) -> RunResult:
     """A requeued run reports where it resumes from and writes nothing more. Otherwise: the
     final last.ckpt (and, for a sharded run, full.ckpt), then the summary, written by rank 0,
     which also removes the failed.json of an earlier stop of this run."""
     files, last = RunDir(run_dir), callbacks.last
     if callbacks.requeued:
-        return RunResult(summary=None, task=task, is_global_zero=trainer.is_global_zero,
-                         requeued=Requeued(step=trainer.global_step, last_checkpoint=Path(last.path)))
+        return RunResult(
+            summary=None,
+            task=task,
+            is_global_zero=trainer.is_global_zero,
+            requeued=Requeued(step=trainer.global_step, last_checkpoint=Path(last.path)),
+        )
     last.save(trainer)  # the final state, whatever N was
     replicas = replica_agreement(task, trainer)
     full = None
@@ -65,8 +70,18 @@ def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks:
     return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
 
 
-def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,
-                  resume: Resume, wall: float, replicas: dict, full: Path | None) -> RunSummary:
+def summarize_run(
+    spec: ZooConfig,
+    run_dir: Path,
+    trainer,
+    task,
+    datamodule,
+    callbacks: RunCallbacks,
+    resume: Resume,
+    wall: float,
+    replicas: dict,
+    full: Path | None,
+) -> RunSummary:
     """What the run did: steps, tokens, time, the trainer's last scalar metrics, the model's
     size, whether data-parallel replicas agree (`replicas`, {} when not asked), the checkpoints,
     the tokenizer (kind, size, digest); for a language model the sizes of its splits, for a

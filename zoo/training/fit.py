@@ -55,12 +55,15 @@ def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: str | Non
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise ConfigError(f"Lightning refuses the trainer settings: {first}") from None
     except NonFiniteLoss as exc:
-        kept = f"the last good checkpoint is {last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})" \
-            if last.path.exists() \
+        kept = (
+            f"the last good checkpoint is {last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})"
+            if last.path.exists()
             else "no checkpoint had been written yet"
+        )
         raise TrainingStopped(
             f"{exc}; training stopped, {kept}; lower optim.lr, keep "
-            f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip") from None
+            f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip"
+        ) from None
     if interrupt.stopped_at is not None:
         raise TrainingInterrupted(interrupt.signum, interrupt.stopped_at, last.path)
 
@@ -88,7 +91,11 @@ def _validate_final_step(trainer, task, datamodule, callbacks: RunCallbacks) -> 
         interrupt.done_listening()
     stopped = stopped or interrupt.received
     if stopped:
-        log.info("%s during the final validation: saving %s at step %d and stopping",
-                 signal.Signals(stopped).name, last.path, trainer.global_step)
+        log.info(
+            "%s during the final validation: saving %s at step %d and stopping",
+            signal.Signals(stopped).name,
+            last.path,
+            trainer.global_step,
+        )
         last.save(trainer)
         raise TrainingInterrupted(stopped, trainer.global_step, last.path)

@@ -42,8 +42,9 @@ class HFSubject:
         labels = batch["labels"]
         if self.work.stacks.prompt_in_decoder:  # a decoder alone: causal-LM labels
             labels = batch["input_ids"]  # transformers shifts causal-LM labels itself
-        optimizer_step(self.work, self.model, self.optimizer,
-                       lambda: self.model(**self._inputs(batch), labels=labels).loss)
+        optimizer_step(
+            self.work, self.model, self.optimizer, lambda: self.model(**self._inputs(batch), labels=labels).loss
+        )
 
     @torch.no_grad()
     def forward(self, batch: dict) -> None:
@@ -60,6 +61,12 @@ class HFSubject:
         if self.static:
             kwargs["cache_implementation"] = "static"
         with self.work.autocast():
-            out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens,
-                                      do_sample=False, use_cache=True, **kwargs)
+            out = self.model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                max_new_tokens=new_tokens,
+                do_sample=False,
+                use_cache=True,
+                **kwargs,
+            )
         return out[:, -new_tokens:]

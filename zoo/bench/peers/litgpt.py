@@ -30,8 +30,12 @@ MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
 ROPE = (PositionKind.rope, PositionKind.learned, PositionKind.none)
 NORMS = {NormType.layernorm: "LayerNorm", NormType.rmsnorm: "RMSNorm"}  # zoo norm type -> litgpt norm_class_name
 MAPPED = {  # config key -> the kinds litgpt has an equivalent of (zoo.bench.peers.mapped)
-    "model.family": (Family.decoder_only,), "model.norm": (NormPlacement.pre,), "model.position.kind": ROPE,
-    "model.norm_type": tuple(NORMS), "model.activation": tuple(MLPS), "model.ffn": (FFNKind.dense,),
+    "model.family": (Family.decoder_only,),
+    "model.norm": (NormPlacement.pre,),
+    "model.position.kind": ROPE,
+    "model.norm_type": tuple(NORMS),
+    "model.activation": tuple(MLPS),
+    "model.ffn": (FFNKind.dense,),
 }
 INSTALL = "pip install --no-deps litgpt psutil"
 
@@ -51,12 +55,23 @@ def config_kwargs(work: Workload) -> dict:
         raise PeerUnavailable(f"litgpt has no equivalent of {', '.join(non_default_block_options(cfg))}")
     mlp, approximate = MLPS[cfg.activation]
     return dict(
-        name="zoo-workload", block_size=cfg.max_seq_len, vocab_size=cfg.vocab_size,
-        padded_vocab_size=cfg.vocab_size, n_layer=cfg.n_layers, n_head=cfg.n_heads,
-        n_embd=cfg.d_model, head_size=cfg.head_dim, n_query_groups=cfg.n_kv_heads,
-        rotary_percentage=1.0, parallel_residual=False, bias=cfg.bias, attn_bias=cfg.bias,
+        name="zoo-workload",
+        block_size=cfg.max_seq_len,
+        vocab_size=cfg.vocab_size,
+        padded_vocab_size=cfg.vocab_size,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        n_embd=cfg.d_model,
+        head_size=cfg.head_dim,
+        n_query_groups=cfg.n_kv_heads,
+        rotary_percentage=1.0,
+        parallel_residual=False,
+        bias=cfg.bias,
+        attn_bias=cfg.bias,
         norm_class_name=NORMS[cfg.norm_type],
-        norm_eps=cfg.norm_eps, mlp_class_name=mlp, gelu_approximate=approximate,
+        norm_eps=cfg.norm_eps,
+        mlp_class_name=mlp,
+        gelu_approximate=approximate,
         intermediate_size=cfg.d_ff,
     )
 
@@ -82,8 +97,12 @@ class LitGPTSubject(LogitsLMPeer):
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         self.model.eval()
         B, T = prompt.shape
-        self.model.set_kv_cache(batch_size=B, max_seq_length=T + new_tokens, device=prompt.device,
-                                dtype=torch.bfloat16 if self.work.bf16 else None)
+        self.model.set_kv_cache(
+            batch_size=B,
+            max_seq_length=T + new_tokens,
+            device=prompt.device,
+            dtype=torch.bfloat16 if self.work.bf16 else None,
+        )
         out = []
         with self.work.autocast():
             logits = self.model(prompt, input_pos=torch.arange(T, device=prompt.device))  # (B, T, V)

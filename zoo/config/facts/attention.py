@@ -59,14 +59,16 @@ ATTENTION_FACTS: dict[AttentionKind, AttentionFacts] = {
     ),
     AttentionKind.sliding: AttentionFacts(
         what="each query sees the model.window nearest keys, itself included (causal: the window "
-             "before it; bidirectional: (window - 1) / 2 each side); layers with (i + 1) % "
-             "global_every == 0 stay full",
+        "before it; bidirectional: (window - 1) / 2 each side); layers with (i + 1) % "
+        "global_every == 0 stay full",
         paper="Child et al. 2019 (Sparse Transformers); Beltagy et al. 2020 (Longformer); "
-              "Jiang et al. 2023 (Mistral 7B); Gemma Team 2024 (Gemma 2: local/global layers)",
+        "Jiang et al. 2023 (Mistral 7B); Gemma Team 2024 (Gemma 2: local/global layers)",
         params=("window", "global_every"),
         banded=True,
-        refuses=("cross-attention is never sliding (it sees the whole source)",
-                 "an even model.window in a bidirectional stack (the band is symmetric)"),
+        refuses=(
+            "cross-attention is never sliding (it sees the whole source)",
+            "an even model.window in a bidirectional stack (the band is symmetric)",
+        ),
     ),
 }
 
@@ -79,16 +81,19 @@ def check_attention(cfg: ModelConfig) -> None:
     facts = ATTENTION_FACTS[cfg.attention]
     for name in ATTENTION_PARAMS:
         if name not in facts.params and getattr(cfg, name) is not None:
-            raise ConfigError(f"model.{name}={getattr(cfg, name)!r} only applies to "
-                              f"model.attention=sliding, not {cfg.attention.value}")
+            raise ConfigError(
+                f"model.{name}={getattr(cfg, name)!r} only applies to "
+                f"model.attention=sliding, not {cfg.attention.value}"
+            )
     if not facts.banded:
         return
     for name in ATTENTION_PARAMS:
         value = getattr(cfg, name)
         if name == "window" or value is not None:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"model.{name} must be a positive integer with "
-                                  f"model.attention=sliding, got {value!r}")
+                raise ConfigError(
+                    f"model.{name} must be a positive integer with model.attention=sliding, got {value!r}"
+                )
     if FAMILY_FACTS[cfg.family].encoder and cfg.window % 2 == 0:
         raise ConfigError(
             f"model.window={cfg.window} must be odd for model.family={cfg.family.value}: its "

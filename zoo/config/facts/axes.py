@@ -81,8 +81,14 @@ def _ffn(kind: FFNKind) -> dict[str, Any]:
     shared expert, 8 wide) and without biases (it holds none)."""
     if kind == FFNKind.dense:
         return {"model.ffn": kind.value}
-    return {"model.ffn": kind.value, "model.moe_experts": 4, "model.moe_top_k": 2, "model.moe_shared": 1,
-            "model.moe_d_ff": 8, "model.bias": False}
+    return {
+        "model.ffn": kind.value,
+        "model.moe_experts": 4,
+        "model.moe_top_k": 2,
+        "model.moe_shared": 1,
+        "model.moe_d_ff": 8,
+        "model.bias": False,
+    }
 
 
 AXES: list[Axis] = [
@@ -130,6 +136,7 @@ def model_overrides(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def cli_overrides(settings: Mapping[str, Any]) -> list[str]:
     """`settings` as zoo-train overrides key=value (None as null, booleans lower case)."""
+
     def plain(value: Any) -> str:
         if value is None:
             return "null"

@@ -115,8 +115,10 @@ def _moe_refuses(cfg: ModelConfig) -> str | None:
     if cfg.bias:
         return "model.ffn=moe holds no biases (router and experts as in Mixtral and OLMoE): set model.bias=false"
     if cfg.parametrization.value != "standard":
-        return ("model.ffn=moe is not served under model.parametrization=mup (its rules for the router and the "
-                "stacked expert matrices are not worked out); use model.parametrization=standard")
+        return (
+            "model.ffn=moe is not served under model.parametrization=mup (its rules for the router and the "
+            "stacked expert matrices are not worked out); use model.parametrization=standard"
+        )
     return None
 
 
@@ -130,9 +132,9 @@ FFN_FACTS: dict[FFNKind, FFNFacts] = {
     ),
     FFNKind.moe: FFNFacts(
         what="Σ over the top-k experts e of x's router weights g_e(x) · FFN_e(x), plus shared experts; "
-             "the other layers (model.moe_every) dense",
+        "the other layers (model.moe_every) dense",
         paper="Shazeer et al. 2017; Fedus et al. 2021 (Switch); Jiang et al. 2024 (Mixtral); "
-              "Muennighoff et al. 2024 (OLMoE); Dai et al. 2024 (DeepSeekMoE: fine-grained and shared experts)",
+        "Muennighoff et al. 2024 (OLMoE); Dai et al. 2024 (DeepSeekMoE: fine-grained and shared experts)",
         parameters=_moe_total,
         active=_moe_active,
         flops=_moe_flops,
@@ -173,8 +175,7 @@ def check_ffn(cfg: ModelConfig) -> None:
         raise ConfigError(refusal)
 
 
-MOE_KEYS = ("moe_experts", "moe_top_k", "moe_d_ff", "moe_shared", "moe_gate", "moe_renorm", "moe_capacity",
-            "moe_every")
+MOE_KEYS = ("moe_experts", "moe_top_k", "moe_d_ff", "moe_shared", "moe_gate", "moe_renorm", "moe_capacity", "moe_every")
 
 
 def check_moe_keys(cfg: ModelConfig) -> None:
@@ -185,8 +186,9 @@ def check_moe_keys(cfg: ModelConfig) -> None:
         defaults = {f.name: f for f in fields(cfg)}  # the schema's own defaults
         for name in MOE_KEYS:
             if getattr(cfg, name) != defaults[name].default:  # a Choice equals its string
-                raise ConfigError(f"model.{name}={getattr(cfg, name)!r} only applies to model.ffn=moe, "
-                                  f"not {cfg.ffn.value}")
+                raise ConfigError(
+                    f"model.{name}={getattr(cfg, name)!r} only applies to model.ffn=moe, not {cfg.ffn.value}"
+                )
         return
     for name in ("moe_experts", "moe_top_k", "moe_every"):
         _positive_int(name, getattr(cfg, name))
@@ -198,13 +200,16 @@ def check_moe_keys(cfg: ModelConfig) -> None:
         raise ConfigError(f"model.moe_top_k ({cfg.moe_top_k}) must be <= model.moe_experts ({cfg.moe_experts})")
     if not isinstance(cfg.moe_renorm, bool):
         raise ConfigError(f"model.moe_renorm must be true or false, got {cfg.moe_renorm!r}")
-    if cfg.moe_capacity is not None and (isinstance(cfg.moe_capacity, bool)
-                                         or not isinstance(cfg.moe_capacity, (int, float))
-                                         or not 0 < cfg.moe_capacity < float("inf")):
+    if cfg.moe_capacity is not None and (
+        isinstance(cfg.moe_capacity, bool)
+        or not isinstance(cfg.moe_capacity, (int, float))
+        or not 0 < cfg.moe_capacity < float("inf")
+    ):
         raise ConfigError(f"model.moe_capacity must be a number > 0 (or null: dropless), got {cfg.moe_capacity!r}")
     if cfg.moe_every > cfg.n_layers:
-        raise ConfigError(f"model.moe_every={cfg.moe_every} exceeds model.n_layers={cfg.n_layers}: "
-                          f"no layer would be a mixture")
+        raise ConfigError(
+            f"model.moe_every={cfg.moe_every} exceeds model.n_layers={cfg.n_layers}: no layer would be a mixture"
+        )
 
 
 def _positive_int(name: str, value) -> None:

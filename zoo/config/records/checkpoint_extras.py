@@ -32,8 +32,10 @@ class CheckpointExtras:
         written without them, whose tokenizer was bytes)."""
         extra = dict(extra or {})
         known = {"tokenizer_kind", "special_ids", "data", "labels"}
-        return cls(tokenizer_kind=str(extra.get("tokenizer_kind", "byte")),
-                   special_ids=dict(extra.get("special_ids") or {}),
-                   data=dict(extra["data"]) if extra.get("data") is not None else None,
-                   labels=list(extra["labels"]) if extra.get("labels") is not None else None,
-                   unknown={k: v for k, v in extra.items() if k not in known})
+        return cls(
+            tokenizer_kind=str(extra.get("tokenizer_kind", "byte")),
+            special_ids=dict(extra.get("special_ids") or {}),
+            data=dict(extra["data"]) if extra.get("data") is not None else None,
+            labels=list(extra["labels"]) if extra.get("labels") is not None else None,
+            unknown={k: v for k, v in extra.items() if k not in known},
+        )

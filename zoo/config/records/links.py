@@ -58,8 +58,10 @@ def link_out(path: str | os.PathLike, root: str | os.PathLike) -> Path | None:
 
 def refusal(link: Path, root: str | os.PathLike) -> LinkedOut:
     """The one-line refusal of `link`, a link out of `root`."""
-    return LinkedOut(f"{link} is a link out of {root}; zoo reads and writes a run's or sweep's files only "
-                     f"inside its directory: remove the link")
+    return LinkedOut(
+        f"{link} is a link out of {root}; zoo reads and writes a run's or sweep's files only "
+        f"inside its directory: remove the link"
+    )
 
 
 def inside(path: str | os.PathLike, root: str | os.PathLike) -> Path:
@@ -74,8 +76,12 @@ def tracker_made(entry: Path) -> bool:
     """A link W&B makes itself and zoo never follows: each W&B run's `logs/debug-core.log` points
     at the log of W&B's own service, outside the run (`wandb/offline-run-*/logs/debug-core.log`)."""
     run = entry.parent.parent
-    return (entry.name == "debug-core.log" and entry.parent.name == "logs" and "run-" in run.name
-            and run.parent.name == "wandb")
+    return (
+        entry.name == "debug-core.log"
+        and entry.parent.name == "logs"
+        and "run-" in run.name
+        and run.parent.name == "wandb"
+    )
 
 
 def first_link_out(root: str | os.PathLike) -> Path | None:

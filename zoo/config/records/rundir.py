@@ -159,8 +159,17 @@ class RunDir:
         if parts[0] == self.CHECKPOINTS and len(parts) == 2:
             return parts[1] in (self.LAST, self.FULL) or fnmatch.fnmatch(parts[1], self.BEST_FILES)
         if len(parts) == 1:
-            return parts[0] in (self.LOCK, self.LOG, self.CONFIG, self.METRICS, self.HPARAMS, self.SUMMARY,
-                                self.FAILED, self.LENGTHS, self.TRACKING) or fnmatch.fnmatch(parts[0], self.RANK_LOG)
+            return parts[0] in (
+                self.LOCK,
+                self.LOG,
+                self.CONFIG,
+                self.METRICS,
+                self.HPARAMS,
+                self.SUMMARY,
+                self.FAILED,
+                self.LENGTHS,
+                self.TRACKING,
+            ) or fnmatch.fnmatch(parts[0], self.RANK_LOG)
         return False
 
 
@@ -187,12 +196,16 @@ def locate_checkpoint(path: str | PurePath) -> Path:
         for candidate in (run.full, run.last, path / RunDir.FULL, path / RunDir.LAST):
             if candidate.exists():  # a checkpoint of the directory, never one a link there leads to
                 return locate_checkpoint(inside(candidate, path))
-        raise CheckpointError(f"{path} is a directory without a checkpoint (neither checkpoints/{RunDir.LAST} nor "
-                              f"{RunDir.LAST} in it); give a .ckpt file, a run directory or its checkpoints/ "
-                              f"directory")
+        raise CheckpointError(
+            f"{path} is a directory without a checkpoint (neither checkpoints/{RunDir.LAST} nor "
+            f"{RunDir.LAST} in it); give a .ckpt file, a run directory or its checkpoints/ "
+            f"directory"
+        )
     if not path.is_file():  # a pipe would block the read below; a device has no end
-        raise CheckpointError(f"{path} is not a regular file (a pipe, device or socket); give a .ckpt file, a "
-                              f"run directory or its checkpoints/ directory")
+        raise CheckpointError(
+            f"{path} is not a regular file (a pipe, device or socket); give a .ckpt file, a "
+            f"run directory or its checkpoints/ directory"
+        )
     with open(path, "rb") as fh:
         magic = fh.read(4)
     if magic[:2] != b"PK" and magic[:1] != b"\x80":  # torch.save: a zip archive (or a legacy pickle)
@@ -205,11 +218,12 @@ def read_record(path: Path) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise DamagedRecord(f"{path} is damaged (not JSON: {exc}); run it again or remove the run "
-                            f"directory") from None
+        raise DamagedRecord(f"{path} is damaged (not JSON: {exc}); run it again or remove the run directory") from None
     if not isinstance(value, dict):
-        raise DamagedRecord(f"{path} is damaged (a JSON {type(value).__name__}, not an object); run it "
-                            f"again or remove the run directory")
+        raise DamagedRecord(
+            f"{path} is damaged (a JSON {type(value).__name__}, not an object); run it "
+            f"again or remove the run directory"
+        )
     return value
 
 
@@ -219,8 +233,13 @@ class RunSummary:
     zoo did not write reads as None (`metrics` and `model` as {}); a key this version does not
     know is kept in `extra` and written back after the others."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("baseline", "sample", "replicas_identical",
-                                            "replica_max_fingerprint_diff", "branched_from")  # left out when None
+    OPTIONAL: ClassVar[tuple[str, ...]] = (
+        "baseline",
+        "sample",
+        "replicas_identical",
+        "replica_max_fingerprint_diff",
+        "branched_from",
+    )  # left out when None
 
     run_dir: str | None = None
     status: str | None = None  # "finished"
@@ -235,7 +254,9 @@ class RunSummary:
     metrics: dict[str, float | None] = field(default_factory=dict)  # the trainer's last scalars
     prepared_data: str | None = None  # the token shards' directory, when the data was prepared
     tokenizer: dict[str, Any] | None = None  # {"kind", "vocab_size", "digest"}: equal digests, one tokenizer
-    data: dict[str, int | None] | None = None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
+    data: dict[str, int | None] | None = (
+        None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
+    )
     model: dict[str, int] = field(default_factory=dict)  # zoo.models.summary.ModelSummary.as_dict()
     baseline: dict[str, float] | None = None  # causal_lm with counted training tokens: the unigram loss
     sample: str | None = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)
@@ -281,12 +302,15 @@ class RunSummary:
         data = read_record(path)
         metrics = data.get("metrics", {})
         if not isinstance(metrics, dict):
-            raise DamagedRecord(f"{path} is damaged (its metrics are not a mapping); run it again "
-                                f"or remove the run directory")
+            raise DamagedRecord(
+                f"{path} is damaged (its metrics are not a mapping); run it again or remove the run directory"
+            )
         for key, value in metrics.items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise DamagedRecord(f"{path} is damaged (metric {key!r} is {value!r}, not a number); "
-                                    f"run it again or remove the run directory")
+                raise DamagedRecord(
+                    f"{path} is damaged (metric {key!r} is {value!r}, not a number); "
+                    f"run it again or remove the run directory"
+                )
         return cls.from_dict(data)
 
 
@@ -307,8 +331,13 @@ class RunFailure:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"status": self.status, "error": self.error, "signal": self.signal, "step": self.step,
-               "resume": self.resume}
+        out = {
+            "status": self.status,
+            "error": self.error,
+            "signal": self.signal,
+            "step": self.step,
+            "resume": self.resume,
+        }
         for key in self.OPTIONAL:
             if out[key] is None:
                 del out[key]
@@ -326,10 +355,16 @@ class RunFailure:
         known = {f.name for f in fields(cls)} - {"extra"}
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("error", "")
-        for key, kind, what in (("error", str, "text"), ("status", str, "text"), ("signal", int, "an integer"),
-                                ("step", int, "an integer"), ("resume", str, "text")):
+        for key, kind, what in (
+            ("error", str, "text"),
+            ("status", str, "text"),
+            ("signal", int, "an integer"),
+            ("step", int, "an integer"),
+            ("resume", str, "text"),
+        ):
             value = values.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
-                raise DamagedRecord(f"{path} is damaged ({key} is {value!r}, not {what}); run it again or "
-                                    f"remove the run directory")
+                raise DamagedRecord(
+                    f"{path} is damaged ({key} is {value!r}, not {what}); run it again or remove the run directory"
+                )
         return cls(**values, extra={k: v for k, v in data.items() if k not in known})

@@ -48,16 +48,14 @@ LOGGING_SECTIONS = ("hydra.job_logging", "hydra.hydra_logging")
 def resolve_target(name: str, key: str = "_target_") -> Any:
     """The object `name` denotes, if the allow-list names it; ConfigError otherwise."""
     if not isinstance(name, str) or name not in ALLOWED_TARGETS + EXACT:
-        raise ConfigError(f"{key}={name!r} is refused: configs may only name "
-                          f"{', '.join(ALLOWED_TARGETS)}")
+        raise ConfigError(f"{key}={name!r} is refused: configs may only name {', '.join(ALLOWED_TARGETS)}")
     obj = _import(name, key)
     if name in EXACT:
         return obj
     module = getattr(obj, "__module__", None) or ""
     home = name.rsplit(".", 1)[0]
     if not (module == home or module.startswith(home + ".") or home.startswith(module)):
-        raise ConfigError(
-            f"{key}={name!r} is refused: it resolves to {module}.{getattr(obj, '__qualname__', '')}")
+        raise ConfigError(f"{key}={name!r} is refused: it resolves to {module}.{getattr(obj, '__qualname__', '')}")
     return obj
 
 
@@ -121,7 +119,7 @@ def check_config_targets(cfg: DictConfig) -> None:
         if key == "()" and not isinstance(value, str):
             raise ConfigError(f"{path}: a logging factory must be a dotted name, got {value!r}")
         if isinstance(value, str) and value.startswith("ext://"):
-            value = value[len("ext://"):]
+            value = value[len("ext://") :]
         resolve_target(value, key=path)
     raw = OmegaConf.to_container(cfg, resolve=False)
     _check_log_files(raw.get("hydra", {}))
@@ -132,15 +130,17 @@ def check_config_targets(cfg: DictConfig) -> None:
 
 def _check_log_files(hydra: dict) -> None:
     for section in ("job_logging", "hydra_logging"):
-        handlers = ((hydra.get(section) or {}).get("handlers") or {})
+        handlers = (hydra.get(section) or {}).get("handlers") or {}
         for name, handler in handlers.items():
             filename = handler.get("filename") if isinstance(handler, dict) else None
             if filename is None:
                 continue
             text = str(filename)
             if not text.startswith(LOG_FILE_PREFIXES) or ".." in text:
-                raise ConfigError(f"hydra.{section}.handlers.{name}.filename={text!r} is refused: a log file "
-                                  f"lies in the run directory (${{hydra.runtime.output_dir}}/NAME)")
+                raise ConfigError(
+                    f"hydra.{section}.handlers.{name}.filename={text!r} is refused: a log file "
+                    f"lies in the run directory (${{hydra.runtime.output_dir}}/NAME)"
+                )
 
 
 def instantiate(node: Any, **kwargs: Any) -> Any:

@@ -62,21 +62,25 @@ def check_tracking_uri(uri: Any, named: Collection[str]) -> None:
         if not parts.hostname:
             raise ConfigError(f"{KEY}={text} is refused: a server URL names its host (http://HOST:PORT)")
         if text not in named:
-            raise ConfigError(f"{KEY}={text} is refused: a tracking server is named on the command line "
-                              f"({KEY}={text}), never by a config file (it would receive the run's config and "
-                              f"metrics)")
+            raise ConfigError(
+                f"{KEY}={text} is refused: a tracking server is named on the command line "
+                f"({KEY}={text}), never by a config file (it would receive the run's config and "
+                f"metrics)"
+            )
         return
     if store_path(text) is None:
-        raise ConfigError(f"{KEY}={text} is refused: a tracker's store lies in the run directory "
-                          f"({SQLITE}NAME.db, a relative path without '..'), or a server is named on the "
-                          f"command line ({KEY}=http://HOST:PORT)")
+        raise ConfigError(
+            f"{KEY}={text} is refused: a tracker's store lies in the run directory "
+            f"({SQLITE}NAME.db, a relative path without '..'), or a server is named on the "
+            f"command line ({KEY}=http://HOST:PORT)"
+        )
 
 
 def store_path(uri: str) -> str | None:
     """The relative path of a `sqlite:///PATH` store inside the run directory, else None."""
     if not uri.startswith(SQLITE):
         return None
-    rel = uri[len(SQLITE):]
+    rel = uri[len(SQLITE) :]
     path = PurePosixPath(rel)
     if not rel.strip() or path.is_absolute() or ".." in path.parts or "?" in rel or "\\" in rel:
         return None

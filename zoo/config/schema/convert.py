@@ -96,6 +96,4 @@ def _reject_unknown(data: Mapping, schema: type, prefix: str) -> None:
     allowed = [f.name for f in fields(schema)]
     for key in data:
         if key not in allowed:
-            raise ConfigError(
-                f"unknown key {prefix}.{key}; allowed keys: {', '.join(allowed)}"
-            )
+            raise ConfigError(f"unknown key {prefix}.{key}; allowed keys: {', '.join(allowed)}")

@@ -25,17 +25,19 @@ class MLflowConfig:
     enabled: bool = field(default=False, metadata={"help": "record the run in MLflow (logger=mlflow)"})
     tracking_uri: str | None = field(
         default=None,
-        metadata={"help": "the tracking server, named on the command line (http://HOST:PORT), or a store in "
-                  "the run directory (sqlite:///NAME.db); null: $MLFLOW_TRACKING_URI, else "
-                  "sqlite:///mlflow.db in the run directory"},
+        metadata={
+            "help": "the tracking server, named on the command line (http://HOST:PORT), or a store in "
+            "the run directory (sqlite:///NAME.db); null: $MLFLOW_TRACKING_URI, else "
+            "sqlite:///mlflow.db in the run directory"
+        },
     )
     experiment: str | None = field(
         default=None,
-        metadata={"help": "the MLflow experiment; null: the sweep's directory (a sweep) or the run's "
-                  "(a single run)"},
+        metadata={"help": "the MLflow experiment; null: the sweep's directory (a sweep) or the run's (a single run)"},
     )
-    tags: dict[str, str] = field(default_factory=dict,
-                                 metadata={"help": "extra tags of the MLflow run: +logger.mlflow.tags.NAME=VALUE"})
+    tags: dict[str, str] = field(
+        default_factory=dict, metadata={"help": "extra tags of the MLflow run: +logger.mlflow.tags.NAME=VALUE"}
+    )
 
     def __post_init__(self) -> None:
         if self.experiment is not None and not str(self.experiment).strip():

@@ -123,9 +123,11 @@ def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
     bias are left out)."""
     embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
     positions = sum(position_params(cfg, n_layers)[1] for n_layers, _ in stack_layers(cfg))
-    return {"model.d_model, model.n_layers, model.d_ff (the stack)": non_embedding_params(cfg),
-            "model.vocab_size (token embeddings)": embeddings,
-            "model.max_seq_len (learned positions)": positions}
+    return {
+        "model.d_model, model.n_layers, model.d_ff (the stack)": non_embedding_params(cfg),
+        "model.vocab_size (token embeddings)": embeddings,
+        "model.max_seq_len (learned positions)": positions,
+    }
 
 
 def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:
@@ -138,12 +140,14 @@ def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:
     if slope == 0:
         raise ConfigError(
             f"model.param_budget={budget:,} cannot size d_ff: no layer's width follows it (every layer is a "
-            f"mixture of model.moe_d_ff={cfg.moe_d_ff} experts); set model.moe_d_ff=null or model.moe_every > 1")
+            f"mixture of model.moe_d_ff={cfg.moe_d_ff} experts); set model.moe_d_ff=null or model.moe_every > 1"
+        )
     d_ff = round((budget - base) / slope)
     if d_ff < 1:
         raise ConfigError(
             f"model.param_budget={budget:,} is too small: this composition has {base + slope:,} "
-            f"non-embedding parameters at d_ff=1")
+            f"non-embedding parameters at d_ff=1"
+        )
     return d_ff
 
 

@@ -38,14 +38,18 @@ class ZooConfig:
     )
     branch_from: str | None = field(
         default=None,
-        metadata={"help": "RUN/checkpoints/FILE.ckpt of a run in its stable phase: start a new run directory "
-                  "from its weights, optimizer state, data position and step N, with scheduler=wsd's "
-                  "cooldown of scheduler.decay_steps from step N (trainer.max_steps=${zoo.branch_end:} "
-                  "ends the run with it); the record names the parent run and step"},
+        metadata={
+            "help": "RUN/checkpoints/FILE.ckpt of a run in its stable phase: start a new run directory "
+            "from its weights, optimizer state, data position and step N, with scheduler=wsd's "
+            "cooldown of scheduler.decay_steps from step N (trainer.max_steps=${zoo.branch_end:} "
+            "ends the run with it); the record names the parent run and step"
+        },
     )
     init_from: str | None = field(
         default=None,
-        metadata={"help": "hf:DIR: start from the weights of a Hugging Face model directory "
-                  "(save_pretrained); its config fixes model.* (except model.dropout) and its "
-                  "tokenizer becomes tokenizer=hf; a resumed checkpoint wins over it"},
+        metadata={
+            "help": "hf:DIR: start from the weights of a Hugging Face model directory "
+            "(save_pretrained); its config fixes model.* (except model.dropout) and its "
+            "tokenizer becomes tokenizer=hf; a resumed checkpoint wins over it"
+        },
     )

@@ -14,8 +14,8 @@ def pad(seqs: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.
     ids = torch.full((len(seqs), T), value, dtype=torch.long)
     mask = torch.zeros((len(seqs), T), dtype=torch.long)
     for b, s in enumerate(seqs):
-        ids[b, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        mask[b, :len(s)] = 1
+        ids[b, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+        mask[b, : len(s)] = 1
     return ids, mask
 
 

@@ -89,8 +89,14 @@ class Tokenizer(abc.ABC):
         """{"pad": .., "unk": .., "bos": .., "eos": .., "mask": .., "cls": ..}: for zoo's own
         kinds {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5}; None where the
         tokenizer has no such token (kind hf)."""
-        return {"pad": self.pad_id, "unk": self.unk_id, "bos": self.bos_id, "eos": self.eos_id,
-                "mask": self.mask_id, "cls": self.cls_id}
+        return {
+            "pad": self.pad_id,
+            "unk": self.unk_id,
+            "bos": self.bos_id,
+            "eos": self.eos_id,
+            "mask": self.mask_id,
+            "cls": self.cls_id,
+        }
 
     def fingerprint(self) -> str:
         """Hex digest that changes whenever the mapping text -> ids could; names cached

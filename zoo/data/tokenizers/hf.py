@@ -40,21 +40,23 @@ def auto_tokenizer(path: str | Path):
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise ConfigError("tokenizer=hf needs transformers: install the hf extra, "
-                          "pip install '.[hf]' in zoo's source directory") from None
+        raise ConfigError(
+            "tokenizer=hf needs transformers: install the hf extra, pip install '.[hf]' in zoo's source directory"
+        ) from None
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"tokenizer.path={path}: no such directory")
     named = names_code(path)
     if named:
-        raise DataError(f"tokenizer.path={path}: {named} names Python code to run with the tokenizer "
-                        f"(auto_map); zoo runs no code from a tokenizer directory")
+        raise DataError(
+            f"tokenizer.path={path}: {named} names Python code to run with the tokenizer "
+            f"(auto_map); zoo runs no code from a tokenizer directory"
+        )
     try:  # remote code refused, never asked about (transformers asks on a terminal when not told)
         return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0].rstrip(":") if str(exc).strip() else type(exc).__name__
-        raise DataError(f"tokenizer.path={path}: no Hugging Face tokenizer could be loaded from it "
-                        f"({first})") from None
+        raise DataError(f"tokenizer.path={path}: no Hugging Face tokenizer could be loaded from it ({first})") from None
 
 
 def names_code(directory: Path) -> str | None:
@@ -109,8 +111,10 @@ class HFTokenizer(Tokenizer):
         for name in SPECIAL_NAMES:
             value = ids.get(name)
             if value is not None and not 0 <= int(value) < self.vocab_size:
-                raise DataError(f"tokenizer.path={self.path}: the {name} id {value} is outside "
-                                f"the vocabulary (0 .. {self.vocab_size - 1})")
+                raise DataError(
+                    f"tokenizer.path={self.path}: the {name} id {value} is outside "
+                    f"the vocabulary (0 .. {self.vocab_size - 1})"
+                )
             setattr(self, f"{name}_id", None if value is None else int(value))
         self._identity_bytes: bytes | None = None
 

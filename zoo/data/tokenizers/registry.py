@@ -59,8 +59,12 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: str | No
     fresh = texts if callable(texts) else (lambda: texts)
     settings = {"kind": cfg.kind.value, "format": 1}
     if cfg.kind in SENTENCEPIECE_KINDS:
-        settings.update(vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
-                        byte_fallback=cfg.byte_fallback, max_sentences=cfg.max_sentences)
+        settings.update(
+            vocab_size=cfg.vocab_size,
+            character_coverage=cfg.character_coverage,
+            byte_fallback=cfg.byte_fallback,
+            max_sentences=cfg.max_sentences,
+        )
     if corpus is not None:
         key = hashlib.sha256(json.dumps({**settings, "corpus": corpus}, sort_keys=True).encode()).hexdigest()
     else:
@@ -110,23 +114,27 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{meta_path} is not a zoo tokenizer file ({exc})") from None
     if not isinstance(kind, str) or kind not in TOKENIZERS:
-        raise DataError(f"{meta_path}: unknown tokenizer kind {kind!r}; "
-                        f"known: {', '.join(TOKENIZERS)}")
+        raise DataError(f"{meta_path}: unknown tokenizer kind {kind!r}; known: {', '.join(TOKENIZERS)}")
     check_manifest(meta.get("files"), directory)  # before any model file is read
     try:
         tokenizer = TOKENIZERS[kind]._from_state(meta, directory)
     except DataError:
         raise
     except Exception as exc:  # a damaged model file fails in the library that parses it
-        raise DataError(f"the tokenizer in {directory} cannot be read "
-                        f"({type(exc).__name__}: {str(exc).strip()[:200]})") from None
+        raise DataError(
+            f"the tokenizer in {directory} cannot be read ({type(exc).__name__}: {str(exc).strip()[:200]})"
+        ) from None
     recorded = meta.get("sha256")
     if recorded is None:  # never trusted on first use: the record is what proves the files
-        raise DataError(f"the tokenizer in {directory} has no digest record (sha256 in {META_FILE}), so "
-                        f"its files cannot be checked; train it again, or save it with zoo")
+        raise DataError(
+            f"the tokenizer in {directory} has no digest record (sha256 in {META_FILE}), so "
+            f"its files cannot be checked; train it again, or save it with zoo"
+        )
     if recorded != tokenizer.digest():
-        raise DataError(f"the tokenizer in {directory} does not match the digest recorded when it "
-                        f"was saved: its files were changed or damaged")
+        raise DataError(
+            f"the tokenizer in {directory} does not match the digest recorded when it "
+            f"was saved: its files were changed or damaged"
+        )
     return tokenizer
 
 

@@ -67,7 +67,7 @@ class TextBytes:
             counts = np.asarray(counts, dtype=np.int64)[: self.vocab_size]
             total = int(counts @ self.lengths[: len(counts)])
         else:
-            total = sum(int(self.lengths[tokens[a:a + CHUNK]].sum()) for a in range(0, len(tokens), CHUNK))
+            total = sum(int(self.lengths[tokens[a : a + CHUNK]].sum()) for a in range(0, len(tokens), CHUNK))
         if not self.leading.any():
             return total
         return total - self._document_starts_with_space(tokens)
@@ -79,7 +79,7 @@ class TextBytes:
         boundary[list(self.boundaries)] = True
         n, found, before = len(tokens), 0, True  # the stream's first id begins a document
         for a in range(0, n, CHUNK):
-            ids = np.asarray(tokens[a:min(n, a + CHUNK)], dtype=np.int64)
+            ids = np.asarray(tokens[a : min(n, a + CHUNK)], dtype=np.int64)
             after = np.concatenate([[before], boundary[ids[:-1]]])
             found += int(self.leading[ids][after].sum())
             before = bool(boundary[ids[-1]])

@@ -16,7 +16,12 @@ from zoo.nn.position.shaw import ShawPositions
 from zoo.nn.position.sinusoidal import SinusoidalPositions
 
 SCHEMES: tuple[type[PositionScheme], ...] = (
-    NoPositions, SinusoidalPositions, LearnedPositions, RelativeBiasPositions, ShawPositions, ALiBiPositions,
+    NoPositions,
+    SinusoidalPositions,
+    LearnedPositions,
+    RelativeBiasPositions,
+    ShawPositions,
+    ALiBiPositions,
     RotaryPositions,
 )
 

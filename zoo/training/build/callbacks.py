@@ -104,9 +104,18 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
         callbacks.append(StepRichProgressBar(leave=True))
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
         callbacks.append(StepTQDMProgressBar())
-    return RunCallbacks(all=callbacks, last=last, interrupt=interrupt, throughput=throughput, final=final,
-                        requeue=requeue, rank_watch=rank_watch, instability=instability, routing=routing,
-                        downstream=downstream)
+    return RunCallbacks(
+        all=callbacks,
+        last=last,
+        interrupt=interrupt,
+        throughput=throughput,
+        final=final,
+        requeue=requeue,
+        rank_watch=rank_watch,
+        instability=instability,
+        routing=routing,
+        downstream=downstream,
+    )
 
 
 def _downstream(spec: ZooConfig):
@@ -117,10 +126,16 @@ def _downstream(spec: ZooConfig):
     if not spec.callbacks.downstream:
         return None
     if not task_spec(spec.task.kind).generates:
-        raise ConfigError(f"callbacks.downstream scores continuations; task={spec.task.kind.value} has no decoder "
-                          f"(use it with causal_lm or seq2seq)")
+        raise ConfigError(
+            f"callbacks.downstream scores continuations; task={spec.task.kind.value} has no decoder "
+            f"(use it with causal_lm or seq2seq)"
+        )
     require_lm_eval()
     from zoo.training.monitor.downstream import Downstream
 
-    return Downstream(spec.callbacks.downstream, every=spec.callbacks.downstream_every,
-                      limit=spec.callbacks.downstream_limit, batch_size=16)
+    return Downstream(
+        spec.callbacks.downstream,
+        every=spec.callbacks.downstream_every,
+        limit=spec.callbacks.downstream_limit,
+        batch_size=16,
+    )

@@ -25,9 +25,13 @@ def init_weights(task, init_from: str) -> None:
     skipped = load_weights(task.model, path)
     log.info("init_from: the model starts from the weights in %s", path)
     if skipped:
-        log.info("init_from: %d pretrained tensor(s) the %s task has no place for are not loaded (%s); "
-                 "its own head starts freshly initialised", len(skipped), task.task_config.kind.value,
-                 ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else ""))
+        log.info(
+            "init_from: %d pretrained tensor(s) the %s task has no place for are not loaded (%s); "
+            "its own head starts freshly initialised",
+            len(skipped),
+            task.task_config.kind.value,
+            ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else ""),
+        )
 
 
 def build_task(spec: ZooConfig, datamodule, resume: str | None):
@@ -40,8 +44,12 @@ def build_task(spec: ZooConfig, datamodule, resume: str | None):
     load the pretrained weights first."""
     tokenizer = datamodule.tokenizer
     labels = getattr(datamodule, "labels", None)
-    extras = CheckpointExtras(tokenizer_kind=spec.tokenizer.kind.value, special_ids=tokenizer.special_ids(),
-                              data=spec.data.to_dict(), labels=list(labels) if labels else None)
+    extras = CheckpointExtras(
+        tokenizer_kind=spec.tokenizer.kind.value,
+        special_ids=tokenizer.special_ids(),
+        data=spec.data.to_dict(),
+        labels=list(labels) if labels else None,
+    )
     on_meta = is_sharded_name(spec.trainer.get("strategy")) and spec.init_from is None
     with parameters_on_meta() if on_meta else nullcontext():
         task = TASKS[spec.task.kind](

@@ -64,7 +64,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         text = str(path)
         if "://" in text and not text.startswith("file://"):
             return super().save_checkpoint(checkpoint, path, storage_options)
-        atomic_save(checkpoint, text[len("file://"):] if text.startswith("file://") else text)
+        atomic_save(checkpoint, text[len("file://") :] if text.startswith("file://") else text)
 
 
 def at_step_boundary(trainer) -> bool:

@@ -104,8 +104,12 @@ class ValidationDue(L.Callback):
             train = loops[_TRAIN]
             for part in ("total", "current"):  # back to the end of the training batch
                 train[part]["completed"] -= 1
-            loops[_VAL] = {**loops[_VAL], "total": dict(self._val_start),
-                           "current": {k: 0 for k in self._val_start}, "is_last_batch": False}
+            loops[_VAL] = {
+                **loops[_VAL],
+                "total": dict(self._val_start),
+                "current": {k: 0 for k in self._val_start},
+                "is_last_batch": False,
+            }
             checkpoint[KEY] = True
             return
         if _written_at_epoch_end(loops):
@@ -173,8 +177,10 @@ def _written_at_epoch_end(loops: dict) -> bool:
     counts the epoch processed before those hooks and completed after them; every batch of the
     epoch is completed."""
     epoch, batches = loops["epoch_progress"]["total"], loops[_TRAIN]["total"]
-    return (epoch["ready"] == epoch["started"] == epoch["processed"] == epoch["completed"] + 1
-            and batches["ready"] == batches["started"] == batches["processed"] == batches["completed"] > 0)
+    return (
+        epoch["ready"] == epoch["started"] == epoch["processed"] == epoch["completed"] + 1
+        and batches["ready"] == batches["started"] == batches["processed"] == batches["completed"] > 0
+    )
 
 
 def _as_last_batch_end(loops: dict) -> None:

@@ -63,8 +63,7 @@ class ShardedDataParallel(ModelParallelStrategy):
     strategy_name = STRATEGY_NAME
 
     def __init__(self, replicate: int | None = None, hybrid: bool = False, **kwargs: Any) -> None:
-        super().__init__(data_parallel_size="auto", tensor_parallel_size=1, save_distributed_checkpoint=True,
-                         **kwargs)
+        super().__init__(data_parallel_size="auto", tensor_parallel_size=1, save_distributed_checkpoint=True, **kwargs)
         self.hybrid = hybrid or replicate is not None
         self.replicate = replicate
 
@@ -79,8 +78,9 @@ class ShardedDataParallel(ModelParallelStrategy):
             if self.world_size % replicate:
                 raise ConfigError(f"trainer.replicate={replicate} must divide the world size {self.world_size}")
             shard = self.world_size // replicate
-            self._device_mesh = init_device_mesh(self.root_device.type, (replicate, shard),
-                                                 mesh_dim_names=(REPLICATE_DIM, SHARD_DIM))  # (R, S)
+            self._device_mesh = init_device_mesh(
+                self.root_device.type, (replicate, shard), mesh_dim_names=(REPLICATE_DIM, SHARD_DIM)
+            )  # (R, S)
             self.lightning_module._device_mesh = self._device_mesh
             log.info("trainer.strategy=hsdp: %d replica(s), each sharded over %d rank(s)", replicate, shard)
 
@@ -135,8 +135,9 @@ class ShardedDataParallel(ModelParallelStrategy):
             key = f"optimizer_{idx}"
             optim_state = {key: get_optimizer_state_dict(self.model, optimizer)}
             dcp_load(optim_state, storage_reader=safe_shard_reader(path))
-            set_optimizer_state_dict(self.model, optimizer, optim_state_dict=optim_state[key],
-                                     options=StateDictOptions(cpu_offload=True))
+            set_optimizer_state_dict(
+                self.model, optimizer, optim_state_dict=optim_state[key], options=StateDictOptions(cpu_offload=True)
+            )
         return torch.load(path / SHARDED_META, map_location="cpu", weights_only=True)
 
     def remove_checkpoint(self, filepath) -> None:
@@ -161,7 +162,7 @@ def recover_sharded(ckpt_dir: Path) -> list[str]:
     if not ckpt_dir.is_dir():
         return notes
     for old in ckpt_dir.glob(".*.old-sharded"):
-        target = ckpt_dir / old.name[1:-len(".old-sharded")]
+        target = ckpt_dir / old.name[1 : -len(".old-sharded")]
         if not target.exists():
             os.replace(old, target)
             notes.append(f"restored {target.name} from a save a kill interrupted")

@@ -152,8 +152,10 @@ class RankWatch(L.Callback):
     def _recorded(self) -> bool:
         """Whether the run's record (a finish, a stop, an error, a death another rank saw) was
         written since this process started."""
-        return any(record.exists() and record.stat().st_mtime >= self._started
-                   for record in (self.run.summary, self.run.failed))
+        return any(
+            record.exists() and record.stat().st_mtime >= self._started
+            for record in (self.run.summary, self.run.failed)
+        )
 
     # -- the watch ------------------------------------------------------------------------------
 
@@ -211,7 +213,11 @@ class _Heartbeats:
     def _others(self) -> list[tuple[int, dict]]:
         out = []
         for rank, beacon in _beacons(self.run):
-            if beacon.get("launch") == self.launch and beacon.get("host") != self.host and beacon.get("local_rank") == 0:
+            if (
+                beacon.get("launch") == self.launch
+                and beacon.get("host") != self.host
+                and beacon.get("local_rank") == 0
+            ):
                 out.append((rank, beacon))
         return out
 
@@ -223,8 +229,11 @@ class _Heartbeats:
             if rank not in self._seen or beat != last:
                 self._seen[rank] = (beat, now)
             elif now - since >= self.stale_s:
-                return _message(f"rank {rank} (host {beacon.get('host')}, pid {beacon.get('pid')}) stopped "
-                                f"answering: no heartbeat for {now - since:.0f} s", self.run)
+                return _message(
+                    f"rank {rank} (host {beacon.get('host')}, pid {beacon.get('pid')}) stopped "
+                    f"answering: no heartbeat for {now - since:.0f} s",
+                    self.run,
+                )
         return None
 
 
@@ -255,8 +264,18 @@ def _beacon(run: RunDir, rank: int, launch: str, local_rank: int = 0) -> None:
     path, beat = run.ranks / str(rank), run.ranks / f"{rank}{BEAT}"
     run.ranks.mkdir(parents=True, exist_ok=True)
     mine = os.getpid()
-    write_text(path, json.dumps({"host": socket.gethostname(), "pid": mine, "ppid": os.getppid(),
-                                 "local_rank": local_rank, "launch": launch}))
+    write_text(
+        path,
+        json.dumps(
+            {
+                "host": socket.gethostname(),
+                "pid": mine,
+                "ppid": os.getppid(),
+                "local_rank": local_rank,
+                "launch": launch,
+            }
+        ),
+    )
     beat.unlink(missing_ok=True)  # a beat an earlier launch left; never written through a link
     fd = os.open(beat, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     stop = threading.Event()
@@ -311,9 +330,14 @@ def _beacons(run: RunDir) -> list[tuple[int, dict]]:
 def _peers(run: RunDir, rank: int, launch: str | None) -> list[tuple[int, int]]:
     """(rank, pid) of the other ranks of this launch on this host."""
     host = socket.gethostname()
-    return [(other, beacon["pid"]) for other, beacon in _beacons(run)
-            if other != rank and beacon.get("host") == host and beacon.get("launch") == launch
-            and isinstance(beacon.get("pid"), int)]
+    return [
+        (other, beacon["pid"])
+        for other, beacon in _beacons(run)
+        if other != rank
+        and beacon.get("host") == host
+        and beacon.get("launch") == launch
+        and isinstance(beacon.get("pid"), int)
+    ]
 
 
 def _alive(pid: int) -> bool:

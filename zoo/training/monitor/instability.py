@@ -117,8 +117,12 @@ class InstabilityMonitor(L.Callback):
             values[OUTPUT_LOGIT_MEAN], values[LOG_Z_MEAN] = self._output
         self._output = None
         if trainer.world_size > 1:  # every rank measured this step: the maximum and the means of all
-            values = {name: trainer.strategy.reduce(value.float(), reduce_op="max" if name.startswith(MAX_ATTN_LOGIT)
-                                                    else "mean") for name, value in values.items()}
+            values = {
+                name: trainer.strategy.reduce(
+                    value.float(), reduce_op="max" if name.startswith(MAX_ATTN_LOGIT) else "mean"
+                )
+                for name, value in values.items()
+            }
         self.last = {name: float(value) for name, value in values.items()}
         for logger in trainer.loggers:  # written at this step whatever trainer.log_every_n_steps is
             logger.log_metrics(self.last, step=self._measured_step)

@@ -55,9 +55,14 @@ def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
 
 def command_sections(spec: ZooConfig) -> dict:
     """The command's sections as a resume compares them with a checkpoint's."""
-    return {"model": spec.model.to_dict(), "task": plain(spec.task), "optim": plain(spec.optim),
-            "scheduler": plain(spec.scheduler), "data": spec.data.to_dict(),
-            "tokenizer": {"kind": spec.tokenizer.kind.value}}
+    return {
+        "model": spec.model.to_dict(),
+        "task": plain(spec.task),
+        "optim": plain(spec.optim),
+        "scheduler": plain(spec.scheduler),
+        "data": spec.data.to_dict(),
+        "tokenizer": {"kind": spec.tokenizer.kind.value},
+    }
 
 
 def check_resume_config(resume: str, spec: ZooConfig) -> None:
@@ -72,7 +77,8 @@ def check_resume_strategy(resume: str | None, strategy) -> None:
     if resume is not None and is_sharded_checkpoint(resume) and not is_sharded(strategy):
         raise CheckpointError(
             f"{resume} is a sharded checkpoint (written by trainer=fsdp): resume it with trainer=fsdp "
-            f"(on any number of devices); zoo-eval, zoo-generate and zoo-export read it on one device")
+            f"(on any number of devices); zoo-eval, zoo-generate and zoo-export read it on one device"
+        )
 
 
 def _first_process() -> bool:

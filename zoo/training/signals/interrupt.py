@@ -141,8 +141,9 @@ class Interrupt(L.Callback):
         if not self._previous or self.stopped_at is not None:
             return  # the stop was answered (or fit is over)
         last, step = self.last.path, self._saved_step()
-        why = why or (f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): "
-                      f"ended without saving")
+        why = why or (
+            f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): ended without saving"
+        )
         log.error("%s %s", signal.Signals(signum).name, why)
         try:
             if _LAST_WORDS is not None:
@@ -235,8 +236,12 @@ class Interrupt(L.Callback):
         if not mine:
             return
         if inside_fit:
-            log.info("%s during the validation at step %d: saving %s as of its start and stopping",
-                     signal.Signals(mine).name, trainer.global_step, self.last.path)
+            log.info(
+                "%s during the validation at step %d: saving %s as of its start and stopping",
+                signal.Signals(mine).name,
+                trainer.global_step,
+                self.last.path,
+            )
             self.due.save_before_validation(trainer, self.last)
             self.signum, self.stopped_at = mine, trainer.global_step
         raise ValidationStopped(mine)
@@ -255,8 +260,9 @@ class Interrupt(L.Callback):
         mine = self._agreed(trainer, pl_module)
         if not mine:
             return
-        log.info("%s: saving %s at step %d and stopping", signal.Signals(mine).name, self.last.path,
-                 trainer.global_step)
+        log.info(
+            "%s: saving %s at step %d and stopping", signal.Signals(mine).name, self.last.path, trainer.global_step
+        )
         self.last.save(trainer)
         self.signum, self.stopped_at = mine, trainer.global_step
         trainer.should_stop = True

@@ -45,8 +45,9 @@ def run_identity(run_dir: Path, seed: int) -> RunIdentity:
         if hydra.mode == RunMode.MULTIRUN:
             sweep = _shown(Path(hydra.sweep.dir))
             swept = swept_keys(Path(hydra.sweep.dir) / "multirun.yaml")
-    return RunIdentity(name=_shown(run_dir), run_dir=str(Path(run_dir).resolve()), sweep=sweep,
-                       arm=arm_of(overrides, swept), seed=seed)
+    return RunIdentity(
+        name=_shown(run_dir), run_dir=str(Path(run_dir).resolve()), sweep=sweep, arm=arm_of(overrides, swept), seed=seed
+    )
 
 
 def swept_keys(multirun_yaml: Path) -> set[str] | None:
@@ -172,8 +173,12 @@ class Tracked:
             try:
                 tracker.log_summary(summary)
             except Exception as exc:  # the run finished and summary.json is written: a tracker's
-                log.warning("could not log the summary to the %s run (%s: %s)",  # failure does not undo it
-                            type(tracker).__name__, type(exc).__name__, exc)
+                log.warning(
+                    "could not log the summary to the %s run (%s: %s)",  # failure does not undo it
+                    type(tracker).__name__,
+                    type(exc).__name__,
+                    exc,
+                )
 
     def end(self, status: str) -> None:
         for tracker in self.trackers:

@@ -41,7 +41,9 @@ class _ResumingWriter(ExperimentWriter):
         with open(self.metrics_file_path, newline="") as f:
             reader = csv.DictReader(f)
             keys = list(reader.fieldnames or [])
-            rows = [r for r in reader if r.get("step") not in (None, "") and int(float(r["step"])) < self._keep_before_step]
+            rows = [
+                r for r in reader if r.get("step") not in (None, "") and int(float(r["step"])) < self._keep_before_step
+            ]
         # a new file of an unpredictable name, renamed: never written through a planted link
         with replacing(self.metrics_file_path) as f:
             writer = csv.DictWriter(f, fieldnames=keys)
