@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 from zoo.compare.runs import Run, RunStatus
 from zoo.compare.stats import mean_std
@@ -56,7 +57,7 @@ def length_table(arms, multiples: list[int]) -> list[dict]:
     for arm in arms:
         runs = [r for r in arm.runs if r.status == RunStatus.finished and r.summary.get("task") in WINDOWED_LMS]
         per_run = [evaluate_lengths(r, multiples) for r in runs]
-        cells = {}
+        cells: dict[int, Any] = {}  # PAST_TABLE, (mean, std, n) or None
         for m in multiples:
             values = [p[m] for p in per_run]
             if values and all(v == PAST_TABLE for v in values):

@@ -146,7 +146,8 @@ def figure_final(report):
     seed's value beside it, and the baseline's mean as a dashed line."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.45 * len(report.arms)))
-    labels, span = [], []
+    labels: list[str] = []
+    span: list[float] = []
     for y, arm in enumerate(report.arms):
         finals = list(arm.finals(report.metric).values())
         labels.append(name(report, arm) + ("" if finals else " (no finished run)"))
@@ -177,8 +178,7 @@ def figure_final(report):
         span += [*finals, mean - half, mean + half]
         if arm is report.baseline:
             ax.axvline(mean, color="black", linestyle="--", linewidth=0.8, label="baseline mean", zorder=1)
-    y = np.arange(len(labels))
-    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_yticks(np.arange(len(labels)), labels, fontsize=7)
     ax.set_ylim(len(labels) - 0.5, -0.5)
     if span:
         low, high = min(span), max(span)
@@ -203,7 +203,8 @@ def figure_lengths(report):
     fig, ax = plt.subplots(figsize=(7, 4.2))
     rows = [row for row in report.lengths if any(isinstance(c, tuple) for c in row["cells"].values())]
     shifts = _offsets(len(rows), 0.03)
-    xs_all, ys_all = [], []
+    xs_all: list[float] = []
+    ys_all: list[float] = []
     for i, row in enumerate(rows):
         points = [
             (row["trained"] * m if row["trained"] else m, cell[0], half_width(cell[1], cell[2]))

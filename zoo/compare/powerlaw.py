@@ -53,15 +53,22 @@ class PowerLaw:
         if self.log_a is None:
             object.__setattr__(self, "log_a", math.log(self.a) if self.a > 0 else -math.inf)
 
+    @property
+    def log_scale(self) -> float:
+        """log a: `log_a` as `__post_init__` set it, a float from then on."""
+        if self.log_a is not None:
+            return self.log_a
+        return math.log(self.a) if self.a > 0 else -math.inf
+
     def loss_at(self, compute: float) -> float:
-        return self.e + math.exp(min(self.log_a - self.b * math.log(compute), _LOG_MAX))
+        return self.e + math.exp(min(self.log_scale - self.b * math.log(compute), _LOG_MAX))
 
     def compute_for(self, loss: float) -> float | None:
         """The compute at which the curve reaches `loss`; None when it never does (at or below
         its irreducible loss, a curve that does not fall, or beyond any float)."""
-        if loss <= self.e or self.b <= 0 or not math.isfinite(self.log_a):
+        if loss <= self.e or self.b <= 0 or not math.isfinite(self.log_scale):
             return None
-        log_c = (self.log_a - math.log(loss - self.e)) / self.b
+        log_c = (self.log_scale - math.log(loss - self.e)) / self.b
         return math.exp(log_c) if log_c < _LOG_MAX else None
 
     def residual(self, compute: float, loss: float) -> float:
@@ -105,7 +112,7 @@ def _finish(law: PowerLaw, log_c: list[float], losses: list[float], sse: float, 
     """`law` with its fit error, and the standard error of b from the residuals of its line."""
     n = len(losses)
     df = n - parameters
-    line_sse = sum((math.log(L - law.e) - (law.log_a - law.b * x)) ** 2 for x, L in zip(log_c, losses))
+    line_sse = sum((math.log(L - law.e) - (law.log_scale - law.b * x)) ** 2 for x, L in zip(log_c, losses))
     mean = sum(log_c) / n
     sxx = sum((x - mean) ** 2 for x in log_c)
     se_b = math.sqrt(line_sse / df / sxx) if df > 0 and sxx > 0 else 0.0

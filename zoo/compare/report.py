@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, csv_cell, text
@@ -98,7 +99,7 @@ class Report:
             params = arm.summary_mean("model", "total_params")
             non_emb = arm.summary_mean("model", "non_embedding_params")
             active = arm.summary_mean("model", "active_non_embedding_params")  # a mixture's; absent for older runs
-            row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
+            row: dict[str, Any] = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
             row.update({k: arm.settings.get(k, "") for k in self.keys})
             row.update(
                 {
@@ -157,7 +158,18 @@ def status_of(runs: list[Run]) -> str:
     return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
 
 
-def pick_baseline(arms: list[Arm], spec: str | None) -> Arm:
+class Pickable(Protocol):
+    """What `pick_baseline` reads of an arm: a report's, a tuned report's or a scaling report's."""
+
+    name: str
+    runs: list[Run]
+    settings: dict[str, str]
+
+
+ArmT = TypeVar("ArmT", bound=Pickable)
+
+
+def pick_baseline(arms: list[ArmT], spec: str | None) -> ArmT:
     """`spec` "KEY=VALUE[,KEY=VALUE]" picks the arm with those settings; default: the first arm
     (the sweep's first job). An arm's name ("arm 2") picks that arm."""
     if not spec:
@@ -224,8 +236,9 @@ def shape_items(runs: list[Run]) -> list[str]:
             value = runs[0].config.get(key)
             out.append(code(f"{key}={value}") if value is not None else f"{code(key)} at its default")
     vocab = {vocab_size(r) for r in runs if r.status == RunStatus.finished}
-    if len(vocab) == 1 and None not in vocab:
-        out.append(f"vocabulary V = {int(vocab.pop()):,}")
+    (only,) = vocab if len(vocab) == 1 else (None,)
+    if only is not None:
+        out.append(f"vocabulary V = {int(only):,}")
     return out
 
 
@@ -331,7 +344,7 @@ def few_seed_warnings(diffs: list[tuple[str, Difference | None]]) -> list[str]:
     """One warning per interval that rests on fewer than 2 degrees of freedom."""
     out = []
     for name, diff in diffs:
-        if diff is not None and diff.few_df:
+        if diff is not None and diff.few_df and diff.df is not None:
             out.append(
                 f"{name}: its interval rests on {diff.df:.2g} degree of freedom (t quantile "
                 f"{t_quantile(0.975, diff.df):.1f}; 2 seeds): its width depends on which seeds happen to "

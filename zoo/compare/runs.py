@@ -75,11 +75,14 @@ def read_run(path: Path, root: Path | None = None) -> Run:
     from omegaconf import OmegaConf
 
     files = RunDir(path)
-    for base, link in ((root, link_out(path, root) if root is not None else None), (path, first_link_out(path))):
+    outward = [(root, link_out(path, root))] if root is not None else []
+    for base, link in (*outward, (path, first_link_out(path))):
         if link is not None:
             return Run(path=path, overrides=[], config={}, status=RunStatus.damaged, error=str(refusal(link, base)))
     try:
-        overrides = list(OmegaConf.to_container(load_yaml(files.overrides)))
+        overrides = OmegaConf.to_container(load_yaml(files.overrides))
+        if not isinstance(overrides, list):
+            raise ValueError("not a list")
         config_file = files.hydra_config
         config = OmegaConf.to_container(load_yaml(config_file), resolve=False) if config_file.is_file() else {}
         if not isinstance(config, dict):

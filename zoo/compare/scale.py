@@ -116,6 +116,14 @@ class Size:
     points: list[Any] = field(default_factory=list)  # with tune=: (value, runs) objects, in `choice`'s order
     residual: float | None = None  # log(mean) - log(the arm's fit) at this size
 
+    @property
+    def result(self) -> tuple[float, float]:
+        """(compute, mean) of a size with a result (an arm's `scored` sizes); a size without
+        one is a caller's mistake."""
+        if self.compute is None or self.mean is None:
+            raise ValueError(f"size {self.value!r} has no result")
+        return self.compute, self.mean
+
     def seed_values(self) -> dict[Any, float]:
         """seed -> final metric; a size built without seeds numbers its values (never paired)."""
         return self.by_seed or {(id(self), i): v for i, v in enumerate(self.finals)}
@@ -139,7 +147,7 @@ class Multiplier:
         if self.value is None:
             return f"– ({self.note})" if self.note else "–"
         text = _times(self.value)
-        if self.low is not None:
+        if self.low is not None and self.high is not None:
             text += f" [{_times(self.low, False)}, {_times(self.high, False)}]"
         if self.note:
             text += f" ({self.note})"
@@ -246,7 +254,7 @@ class ScaleReport:
             return "Verdict: no size has a result for every arm; there is nothing to compare."
         largest = max(common.values(), key=_order)
         at = {a.name: next(s for s in a.scored if repr(s.value) == repr(largest)) for a in self.arms}
-        best = (min if lower else max)(self.arms, key=lambda a: at[a.name].mean)
+        best = (min if lower else max)(self.arms, key=lambda a: at[a.name].result[1])
         where = f"{self.key}={largest}"
         lead = (
             f"Verdict: at the largest size every arm reached ({where}), {label(best)} has the "
@@ -285,7 +293,7 @@ class ScaleReport:
             by_size = {repr(m.size): m for m in arm.multipliers}
             for size in arm.sizes:
                 m = by_size.get(repr(size.value))
-                row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
+                row: dict[str, Any] = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
                 row.update({k: arm.settings.get(k, "") for k in self.keys})
                 row[self.key] = size.value
                 if self.tune:
@@ -353,8 +361,8 @@ def _check_key(runs: list[Run], key: str, option: str, example: str) -> None:
 
 def _measure(size: Size, runs: list[Run], metric: str) -> None:
     """Fill `size` from `runs`, the runs it is measured on (one per seed)."""
-    done = [(r, r.final(metric), training_compute(r)) for r in runs]
-    done = [(r, v, c) for r, v, c in done if v is not None and c is not None and math.isfinite(v)]
+    measured = [(r, r.final(metric), training_compute(r)) for r in runs]
+    done = [(r, v, c) for r, v, c in measured if v is not None and c is not None and math.isfinite(v)]
     size.finals = [v for _, v, _ in done]
     size.by_seed = {r.seed: v for r, v, _ in done} if len({r.seed for r, _, _ in done}) == len(done) else {}
     if not done:
@@ -445,7 +453,7 @@ def scale_arms(
 
 
 def _fit(sizes: list[Size], means: list[float], irreducible: bool) -> PowerLaw:
-    return fit_power_law([s.compute for s in sizes], means, irreducible=irreducible)
+    return fit_power_law([s.result[0] for s in sizes], means, irreducible=irreducible)
 
 
 def _percentiles(values: list[float], level: float = LEVEL) -> tuple[float, float]:
@@ -468,9 +476,9 @@ def multiplier_interval(
     base_logs = {s: math.log(v - e) for s, v in base.seed_values().items() if v > e}
     arm_logs = {s: math.log(v - e) for s, v in arm.seed_values().items() if v > e}
     diff = difference(base_logs, arm_logs, level=level)  # > 0: the arm is lower
-    if diff is None or diff.low is None:
+    if diff is None or diff.low is None or diff.high is None:
         return None
-    shift = math.log(base.compute) - math.log(arm.compute)
+    shift = math.log(base.result[0]) - math.log(arm.result[0])
     values = []
     for delta in (diff.low, diff.high):
         for b in (b_low, b_high):
@@ -522,12 +530,12 @@ def fit_arms(
     rng = random.Random(seed)
     for arm in arms:
         try:
-            arm.fit = _fit(arm.scored, [s.mean for s in arm.scored], irreducible)
+            arm.fit = _fit(arm.scored, [s.result[1] for s in arm.scored], irreducible)
         except TooFewPoints as exc:
             arm.no_fit = str(exc)
             continue
         for s in arm.scored:
-            s.residual = arm.fit.residual(s.compute, s.mean)
+            s.residual = arm.fit.residual(*s.result)
         arm.fit_interval = arm.fit.exponent_interval(LEVEL)
     fits: dict[str, list[PowerLaw | None]] = {arm.name: [] for arm in arms}
     for _ in range(resamples):
@@ -566,7 +574,7 @@ def _multipliers(arms: list[ScaledArm], baseline: ScaledArm, exponents: list[flo
     intervals together; returns how many have an interval (the family's size)."""
     base_fit = baseline.fit
     base_sizes = {repr(s.value): s for s in baseline.scored}
-    b_range = None
+    b_range: tuple[float, float] | None = None
     if base_fit is not None:  # the baseline's exponent at the box level: seed bootstrap and misfit
         bounds = [i for i in (base_fit.exponent_interval(box),) if i is not None]
         if exponents and baseline.replicated:
@@ -580,20 +588,20 @@ def _multipliers(arms: list[ScaledArm], baseline: ScaledArm, exponents: list[flo
         for size in arm.scored:
             m = Multiplier(size=size.value, value=None)
             arm.multipliers.append(m)
-            if base_fit is None:
+            if base_fit is None or b_range is None:  # both None or neither
                 m.note = "the baseline has no fit"
                 continue
             if base_fit.b <= 0:
                 m.note = "the baseline's loss does not fall with compute"
                 continue
             own = base_sizes.get(repr(size.value))
+            compute, mean = size.result
             if own is None:  # the baseline has no result here: its fitted curve stands in
                 m.note = "the baseline has no result at this size: its fitted curve stands in; no interval"
-                m.value = multiplier(
-                    base_fit.b, base_fit.e, base_fit.loss_at(size.compute), size.compute, size.mean, size.compute
-                )
+                m.value = multiplier(base_fit.b, base_fit.e, base_fit.loss_at(compute), compute, mean, compute)
                 continue
-            m.value = multiplier(base_fit.b, base_fit.e, own.mean, own.compute, size.mean, size.compute)
+            base_compute, base_mean = own.result
+            m.value = multiplier(base_fit.b, base_fit.e, base_mean, base_compute, mean, compute)
             interval = multiplier_interval(*b_range, base_fit.e, own, size, level=box)
             if interval is None:
                 m.note = interval_gap(own, size)
@@ -682,7 +690,7 @@ def _design_warnings(arms: list[ScaledArm], key: str, tune: str | None) -> list[
     fitted = [a for a in arms if a.fit is not None]
     few = sorted({len(a.scored) for a in fitted})
     if few and min(few) <= DESCRIPTIVE_SIZES:
-        df = min(a.fit.df for a in fitted)
+        df = min(a.fit.df for a in fitted if a.fit is not None)
         out.append(
             f"the fits go through {min(few)} sizes ({df} residual degree{'s' if df != 1 else ''} of freedom): "
             f"they are descriptive, not laws to extrapolate; exponent intervals include the fit's misfit"
@@ -848,14 +856,14 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
             "|" + "---|" * len(head),
         ]
         for arm in others:
-            by_size = {repr(x.size): x for x in arm.multipliers}
+            multiplier_at = {repr(x.size): x for x in arm.multipliers}
             lines.append(
                 "| "
                 + " | ".join(
                     [
                         arm.name,
                         *[code(arm.settings[x]) for x in report.keys],
-                        *[str(by_size.get(repr(v), "–")) for v in values],
+                        *[str(multiplier_at.get(repr(v), "–")) for v in values],
                     ]
                 )
                 + " |"

@@ -102,13 +102,13 @@ def holm(diffs: Sequence[Difference | None]) -> None:
     """Set `p_holm` on every difference with a p-value: Holm's step-down adjustment over the
     m of them (sorted p_(1) <= ... <= p_(m): adjusted p_(i) = max over j <= i of
     min(1, (m - j + 1) · p_(j))). With fewer than 2 tests nothing is adjusted."""
-    tested = sorted((d for d in diffs if d is not None and d.p is not None), key=lambda d: d.p)
+    tested = sorted(((d.p, d) for d in diffs if d is not None and d.p is not None), key=lambda pd: pd[0])
     m = len(tested)
     if m < 2:
         return
     running = 0.0
-    for i, d in enumerate(tested):
-        running = max(running, min(1.0, (m - i) * d.p))
+    for i, (p, d) in enumerate(tested):
+        running = max(running, min(1.0, (m - i) * p))
         d.p_holm = running
 
 

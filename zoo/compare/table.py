@@ -195,7 +195,8 @@ def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
         LR,
         *([spec["tune"]] if spec.get("tune") else []),
     ]
-    runs, left_out = [], []
+    runs: list[Run] = []
+    left_out: list[Run] = []
     for row in read_table(directory / RUNS):
         config = {k: (None if row.get(k) == UNSET and k in spec["settings"] else row.get(k)) for k in keys}
         config["compare.arm"] = row["arm"]  # the arm it was placed in, whatever its settings read as

@@ -66,6 +66,10 @@ def lower_is_better(metric: str) -> bool:
     return DIRECTION[name]
 
 
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
 @dataclass
 class Point:
     """One value of the tuned key within an arm: its runs and the final metric over their seeds."""
@@ -81,7 +85,7 @@ class Point:
 
     def without_result(self, metric: str) -> list[Run]:
         """Its runs that ended without a finite final metric: they make the value failed for tuning."""
-        return [r for r in self.runs if r.final(metric) is None or not math.isfinite(r.final(metric))]
+        return [r for r in self.runs if not _finite(r.final(metric))]
 
 
 @dataclass
@@ -162,7 +166,7 @@ class TunedReport:
     def rows(self) -> list[dict]:
         out = []
         for arm in self.arms:
-            row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
+            row: dict[str, Any] = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
             row.update({k: arm.settings.get(k, "") for k in self.keys})
             best = arm.best
             row.update(
@@ -266,7 +270,7 @@ def sensitivities(points: list[Point], metric: str) -> tuple[dict[Any, float], s
     out: dict[Any, float] = {}
     for seed in seeds:
         losses: list[float | None] = []
-        floors = []
+        floors: list[float | None] = []
         for p in points:
             run = next((r for r in p.runs if r.seed == seed), None)
             if run is None or run.status in (RunStatus.unfinished, RunStatus.damaged):
@@ -275,10 +279,10 @@ def sensitivities(points: list[Point], metric: str) -> tuple[dict[Any, float], s
             losses.append(final if final is not None and math.isfinite(final) else None)  # None: failed
             floors.append(vocab_size(run))
         else:
-            floors = [v for v in floors if v is not None] or known
-            if not floors:
+            found = [v for v in floors if v is not None] or known
+            if not found:
                 continue
-            l0 = math.log(floors[0])
+            l0 = math.log(found[0])
             capped = [l0 if v is None else min(v, l0) for v in losses]
             best = min(capped)
             out[seed] = sum(v - best for v in capped) / len(capped)

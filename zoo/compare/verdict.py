@@ -216,9 +216,15 @@ def verdict(
     lead = f"Verdict: {label(best)} has the {word} {what} {metric} ({means[best.name]:.4f})"
     if not rivals:
         return lead + "; it is not compared with any other arm here (pairs=all compares every pair)."
-    told, untold = [], []
+    told: list[tuple[Any, Difference | None]] = []
+    untold: list[tuple[Any, Difference | None]] = []
     for other, diff in rivals:
-        ok = diff is not None and diff.adj_low is not None and (diff.adj_high < 0 if better else diff.adj_low > 0)
+        ok = (
+            diff is not None
+            and diff.adj_low is not None
+            and diff.adj_high is not None
+            and (diff.adj_high < 0 if better else diff.adj_low > 0)
+        )
         (told if ok else untold).append((other, diff))
     closest = min(rivals, key=lambda r: abs(means[r[0].name] - means[best.name]))
     gap = abs(means[closest[0].name] - means[best.name])
@@ -265,7 +271,8 @@ def _between(best: Any, other: Any, baseline: Any, pairs: list[Pair] | None) -> 
             p_holm=d.p_holm,
             flag=d.flag,
         )
-        out.adj_low, out.adj_high = (None, None) if d.adj_low is None else (-d.adj_high, -d.adj_low)
+        if d.adj_low is not None and d.adj_high is not None:  # set together by `adjust`
+            out.adj_low, out.adj_high = -d.adj_high, -d.adj_low
         return out
 
     if other is baseline:

@@ -86,6 +86,8 @@ class ZooModel(nn.Module):
     multiplier, model.parametrization=mup). A classifier removes the head
     (`drop_output_head`)."""
 
+    sharded: bool = False  # set by zoo.models.sharding.shard
+
     def __init__(self, cfg: ModelConfig, init_seed: int | None = None) -> None:
         super().__init__()
         self.config = cfg
@@ -310,10 +312,16 @@ class ZooModel(nn.Module):
             z_loss=z_loss,
         )  # rows (B·T, D)
 
+    def new_cache(self, capacity: int | None = None) -> Cache:
+        """An empty key/value cache for decoding (a static one of `capacity` positions): the
+        families that decode define it."""
+        raise NotImplementedError(f"{type(self).__name__} does not decode")
+
     def drop_output_head(self) -> None:
         """Remove the token output head (transform, projection, bias): a task that puts its own
         head on `hidden_states` leaves no unused parameters (DDP needs that)."""
-        self.lm_head = None
+        # register_module: the head's slot stays (None), as assigning None to it does
+        self.register_module("lm_head", None)
         self.head_transform = None
         self.output_bias = None
 

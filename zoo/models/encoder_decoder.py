@@ -16,7 +16,7 @@ class EncoderDecoder(ZooModel):
     def __init__(self, cfg: ModelConfig, init_seed: int | None = None) -> None:
         super().__init__(cfg, init_seed)
         self.encoder = Stack(cfg, n_layers=cfg.n_layers, causal=False, cross=False)
-        self.decoder = Stack(cfg, n_layers=cfg.n_decoder_layers, causal=True, cross=True)
+        self.decoder = Stack(cfg, n_layers=cfg.decoder_layers, causal=True, cross=True)
         self._init_weights()
 
     def new_cache(self, capacity: int | None = None) -> Cache:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
+from typing import cast
 
 import torch
 
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.schema.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
 from zoo.models.base import ZooModel
+from zoo.models.encoder_decoder import EncoderDecoder
+from zoo.nn.cache import Cache
 
 
 def filter_logits(
@@ -56,7 +59,7 @@ class _Stepper:
         self.run_model = compiled(model, cuda_graphs=capacity is not None and input_ids.is_cuda) if compile else model
         self.use_cache = use_cache
         self.capacity = capacity  # a static cache of this many positions, or a growing one
-        self.cache = None
+        self.cache: Cache | None = None
         B = input_ids.shape[0]
         if repeat > 1:
             input_ids = input_ids.repeat_interleave(repeat, dim=0)  # (B·K, T)
@@ -66,7 +69,7 @@ class _Stepper:
         if self.encoder_decoder:
             if bos_id is None:
                 raise ValueError("encoder-decoder generation needs bos_id (the first decoder input)")
-            self.memory = model.encode(input_ids, attention_mask)  # (B·K, S, D)
+            self.memory = cast(EncoderDecoder, model).encode(input_ids, attention_mask)  # (B·K, S, D)
             # one look at the mask here, not a host sync at every step: no padding, no mask
             self.source_mask = attention_mask if attention_mask is not None and not bool(attention_mask.all()) else None
             self.context = torch.full((B * repeat, 1), bos_id, dtype=torch.long, device=input_ids.device)

@@ -122,11 +122,11 @@ def parameters_on_meta() -> Iterator[None]:
             param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
         register(module, name, param)
 
-    nn.Module.register_parameter = on_meta
+    setattr(nn.Module, "register_parameter", on_meta)  # noqa: B010 - a method replaced for the block
     try:
         yield
     finally:
-        nn.Module.register_parameter = register
+        setattr(nn.Module, "register_parameter", register)  # noqa: B010
 
 
 def has_meta_parameters(module: nn.Module) -> bool:

@@ -54,8 +54,8 @@ def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens:
     if FAMILY_FACTS[cfg.family].prompt_in_decoder:
         positions = input_len + max_new_tokens - 1
         return sum(cache_slots(w, positions) for w in stack_windows(cfg, cfg.n_layers)) * batch * per_token
-    self_slots = sum(cache_slots(w, max_new_tokens) for w in stack_windows(cfg, cfg.n_decoder_layers))
-    return (self_slots + cfg.n_decoder_layers * input_len) * batch * per_token
+    self_slots = sum(cache_slots(w, max_new_tokens) for w in stack_windows(cfg, cfg.decoder_layers))
+    return (self_slots + cfg.decoder_layers * input_len) * batch * per_token
 
 
 def available_memory(device: torch.device) -> int | None:
@@ -88,7 +88,7 @@ def check_memory(
         )
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"

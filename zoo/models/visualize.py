@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -14,6 +15,7 @@ from zoo.config.facts.positions import POSITION_FACTS, Site
 from zoo.config.schema.model import ModelConfig
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
+from zoo.nn.block import Stack
 
 
 def attention_modules(model: ZooModel) -> dict[tuple[str, int], Attention]:
@@ -48,7 +50,7 @@ def attention_maps(
         for m in modules.values():
             m.keep_weights = True
         model(input_ids, **model_kwargs)
-        return {key: m.last_weights[0].float().cpu() for key, m in modules.items()}
+        return {key: m.last_weights[0].float().cpu() for key, m in modules.items() if m.last_weights is not None}
     finally:
         for m in modules.values():
             m.keep_weights, m.last_weights = False, None
@@ -107,8 +109,7 @@ def attention_figure(
         squeeze=False,
         layout="constrained",
     )
-    image = None
-    for r, key in enumerate(keys):
+    for r, key in enumerate(keys):  # at least one: `maps` has a first entry
         cols = source_tokens if key[0] in ("cross", "encoder") and source_tokens is not None else key_tokens
         rows = source_tokens if key[0] == "encoder" and source_tokens is not None else query_tokens
         for c, h in enumerate(heads):
@@ -142,7 +143,7 @@ def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Pa
     import matplotlib.pyplot as plt
 
     cfg: ModelConfig = model.config
-    stack = model.decoder if FAMILY_FACTS[cfg.family].decoder else model.encoder
+    stack = cast(Stack, model.decoder if FAMILY_FACTS[cfg.family].decoder else model.encoder)
     scheme = stack.position_for(0)
     kind = cfg.position.kind
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -163,6 +164,7 @@ def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Pa
         query_at = torch.tensor([[length // 2]])
         _, _, bias = scheme.attend(q, k, query_at, positions)
         offsets = torch.arange(length) - length // 2
+        assert bias is not None, kind  # a scheme that acts on the scores adds a bias
         bias = bias.expand(1, cfg.n_heads, 1, length)
         for h in range(cfg.n_heads):
             ax.plot(offsets.numpy(), bias[0, h, 0].numpy(), label=f"head {h}")

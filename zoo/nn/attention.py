@@ -183,6 +183,8 @@ class Attention(nn.Module):
             if cache is not None and cache.cross_kv is not None:
                 k, v = cache.cross_kv
             else:
+                if memory is None:
+                    raise ValueError("cross-attention needs the encoder's output (memory)")
                 k, v = self._memory_kv(memory)  # (B, Hkv, S, Dh)
                 if cache is not None:
                     cache.cross_kv = (k, v)

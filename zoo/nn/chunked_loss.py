@@ -115,7 +115,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if need_b:
                 grad_b += (grad * row_weight).sum(0)
             grad = grad.to(dtype)
-            if need_h:
+            if grad_h is not None:  # need_h
                 grad_h[start : start + chunk] = (grad @ w) * row_weight.to(dtype)  # (c, D)
             if need_w:
                 grad_w += (grad.t() @ (h * row_weight.to(dtype))).to(acc)  # (V, D)

@@ -14,10 +14,14 @@ forward, each built once when first asked for, and attention takes the one it ca
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
 from zoo.nn.mask import document_mask
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
 
 
 def positions_in_documents(document_ids: torch.Tensor) -> torch.Tensor:
@@ -53,7 +57,7 @@ class DocumentMask:
         self.kernel = kernel if key_padding is None else "sdpa"
         self.key_padding = key_padding
         self._dense: torch.Tensor | None = None
-        self._block = None
+        self._block: BlockMask | None = None
 
     def dense(self) -> torch.Tensor:
         if self._dense is None:

@@ -15,6 +15,7 @@ there SDPA is used too. `tests/nn/test_sliding_window.py` checks both give the s
 from __future__ import annotations
 
 import functools
+from typing import TypeGuard
 
 import torch
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
@@ -62,7 +63,7 @@ def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask: BlockMas
     return run(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
 
 
-def is_block_mask(mask) -> bool:
+def is_block_mask(mask: object) -> TypeGuard[BlockMask]:
     return isinstance(mask, BlockMask)
 
 
@@ -71,4 +72,5 @@ def dense(block_mask: BlockMask, T: int, S: int, device: torch.device) -> torch.
     attention weights."""
     i = torch.arange(T, device=device)[:, None]  # (T, 1)
     j = torch.arange(S, device=device)[None, :]  # (1, S)
-    return block_mask.mask_mod(0, 0, i, j)[None, None]  # (1, 1, T, S)
+    first = torch.zeros((), dtype=torch.long, device=device)  # batch row 0, head 0
+    return block_mask.mask_mod(first, first, i, j)[None, None]  # (1, 1, T, S)

@@ -84,7 +84,11 @@ class Experts(nn.Module):
     ) -> torch.Tensor:
         """rows (M, D) sorted by expert -> (M, D): the grouped GEMM given the cumulative row
         counts `ends` on the device, else the loop given them on the host (`counts`)."""
-        return self.grouped(rows, ends) if ends is not None else self.loop(rows, counts)
+        if ends is not None:
+            return self.grouped(rows, ends)
+        if counts is None:
+            raise ValueError("Experts needs the row counts per expert: `counts` (host) or `ends` (device)")
+        return self.loop(rows, counts)
 
     def loop(self, rows: torch.Tensor, counts: list[int]) -> torch.Tensor:
         """rows (M, D) sorted by expert, counts[i] of them for expert i (their sum <= M; rows past
@@ -105,6 +109,8 @@ class Experts(nn.Module):
     def grouped(self, rows: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
         """rows (M, D) sorted by expert, ends (E,) int32 the cumulative row counts -> (M, D) in
         bfloat16: two grouped GEMMs over all experts; rows past ends[-1] come back as 0."""
+        if _GROUPED_MM is None:  # `MoE` takes this path only where torch has the kernel
+            raise RuntimeError("this torch has no grouped GEMM (torch.nn.functional.grouped_mm)")
         dtype = torch.bfloat16
         h = _GROUPED_MM(rows.to(dtype), self.w_in.to(dtype).transpose(-2, -1), offs=ends)  # (M, F or 2·F)
         out = _GROUPED_MM(self.hidden(h), self.w_out.to(dtype).transpose(-2, -1), offs=ends)  # (M, D)
@@ -121,7 +127,8 @@ class Router(nn.Linear):
         super().__init__(d_model, n_experts, bias=False)
         self.top_k, self.gate, self.renorm = top_k, gate, renorm
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    # a Linear for its weight, initialisation and checkpoint key, with outputs of its own
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
         """x (N, D) -> (logits (N, E) float32, probabilities (N, E) (sigmoid: each token's scores
         normalised to sum 1), top-k weights (N, K), experts (N, K))."""
         logits = super().forward(x).float()  # (N, E)
@@ -144,6 +151,10 @@ class MoE(nn.Module):
     plus the shared experts' output. See the module docstring. `act` is the activation's function
     and `shared` the shared experts' dense unit (None without), both from the builder in
     `zoo.nn.feedforward.FFNS`, which this module does not import (it imports this one)."""
+
+    load: torch.Tensor  # buffers: the last training forward's routing statistics
+    dropped: torch.Tensor
+    entropy: torch.Tensor
 
     def __init__(self, cfg: ModelConfig, *, act: Callable, shared: nn.Module | None) -> None:
         super().__init__()

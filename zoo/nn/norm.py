@@ -38,7 +38,8 @@ class RMSNorm(nn.RMSNorm):
             return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
         dtype = x.dtype
         x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps  # torch's rule for eps=None
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
         return x.to(dtype) * self.weight
 
     def extra_repr(self) -> str:

@@ -94,7 +94,7 @@ def check_attention(cfg: ModelConfig) -> None:
                 raise ConfigError(
                     f"model.{name} must be a positive integer with model.attention=sliding, got {value!r}"
                 )
-    if FAMILY_FACTS[cfg.family].encoder and cfg.window % 2 == 0:
+    if FAMILY_FACTS[cfg.family].encoder and cfg.window is not None and cfg.window % 2 == 0:
         raise ConfigError(
             f"model.window={cfg.window} must be odd for model.family={cfg.family.value}: its "
             f"bidirectional stack sees (window - 1) / 2 keys each side and itself"

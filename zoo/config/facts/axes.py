@@ -43,8 +43,8 @@ class Axis:
 
     key: str
     kinds: type[Choice]
-    facts: Mapping[Choice, Any] | None
-    overrides: Callable[[Choice], dict[str, Any]] | None = field(default=None, compare=False)
+    facts: Mapping[Any, Any] | None  # keyed by `kinds`: a Mapping is invariant in its key
+    overrides: Callable[[Any], dict[str, Any]] | None = field(default=None, compare=False)  # of a `kinds` member
 
     def settings(self, kind: Choice | str) -> dict[str, Any]:
         """{dotted config key: plain value} that selects `kind` of this axis."""

@@ -37,7 +37,7 @@ class Rule(enum.Enum):
 
 
 # the options of Hydra's config groups a run may choose (`hydra/launcher=slurm`)
-HYDRA_GROUPS: dict[str, tuple[str, ...]] = {
+HYDRA_GROUPS: dict[str, tuple[str | None, ...]] = {  # None: the group left empty (null)
     "hydra/launcher": ("basic", "slurm", "submitit_slurm", "submitit_local"),
     "hydra/sweeper": ("basic",),
     "hydra/job_logging": ("default",),

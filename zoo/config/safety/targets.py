@@ -16,7 +16,7 @@ such name in a composed config and refuses it unless
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -79,8 +79,10 @@ def find_targets(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
     """(key path, key, value) of every `_target_` in `node`, of every `class` / `()` and every
     `ext://` value in the logging sections, values resolved where they are interpolations;
     containers that an interpolation creates (`${oc.create:...}`) are searched too."""
+    get: Callable[[Any], Any]
+    items: list[tuple[Any, str]]  # (key or index, its path)
     if isinstance(node, DictConfig):
-        items = [(key, f"{path}.{key}" if path else str(key)) for key in node.keys()]
+        items = [(key, f"{path}.{key!s}" if path else str(key)) for key in node.keys()]
         get = node._get_node
     elif isinstance(node, ListConfig):
         items = [(i, f"{path}[{i}]") for i in range(len(node))]
@@ -108,7 +110,8 @@ def _value(node, key) -> Any:
     try:
         return node[key]
     except Exception:  # e.g. needs Hydra's run-time resolvers: checked as written
-        return OmegaConf.to_container(node, resolve=False)[key]
+        written: Any = OmegaConf.to_container(node, resolve=False)  # the node's dict or list
+        return written[key]
 
 
 def check_config_targets(cfg: DictConfig) -> None:
@@ -122,6 +125,7 @@ def check_config_targets(cfg: DictConfig) -> None:
             value = value[len("ext://") :]
         resolve_target(value, key=path)
     raw = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(raw, dict)  # a DictConfig's container
     _check_log_files(raw.get("hydra", {}))
     check_env_set(((raw.get("hydra") or {}).get("job") or {}).get("env_set"))
     check_env_reads({k: v for k, v in raw.items() if k != "hydra"})  # the run's own keys named first

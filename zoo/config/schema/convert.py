@@ -40,11 +40,9 @@ def as_schema(cfg: Any, schema: type, prefix: str):
         return schema()
     if isinstance(cfg, schema):
         return schema(**plain(cfg))
-    try:
-        from omegaconf import DictConfig, OmegaConf
-        from omegaconf.errors import MissingMandatoryValue
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        DictConfig = ()
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
+
     if isinstance(cfg, DictConfig):
         try:
             cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True, throw_on_missing=True)

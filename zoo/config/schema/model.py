@@ -12,6 +12,7 @@ import enum
 import math
 from dataclasses import MISSING as dataclasses_missing
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -23,6 +24,15 @@ from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import NormPlacement
 from zoo.config.facts.positions import PositionKind, check_even, check_params
+
+# A width derived from the others when left out (n_kv_heads, head_dim, d_ff): a YAML file or the
+# command line may give None (OmegaConf reads the Optional), and __post_init__ fills it in, so the
+# type checker reads the int every built config holds.
+if TYPE_CHECKING:
+    Derived = int
+else:
+    Derived = int | None
+DERIVED: Any = None  # a Derived field's default: "derive it"
 
 
 class EmbedInit(Choice):
@@ -136,17 +146,17 @@ class ModelConfig:
     )
     d_model: int = field(default=256, metadata={"help": "D, residual width"})
     n_heads: int = field(default=4, metadata={"help": "H, query heads"})
-    n_kv_heads: int | None = field(
-        default=None,
+    n_kv_heads: Derived = field(
+        default=DERIVED,
         metadata={"help": "Hkv, key/value heads (GQA; 1 = MQA); default: n_heads"},
     )
-    head_dim: int | None = field(default=None, metadata={"help": "Dh; default: D / H"})
+    head_dim: Derived = field(default=DERIVED, metadata={"help": "Dh; default: D / H"})
     n_layers: int = field(default=4, metadata={"help": "layers (encoder-decoder: encoder layers)"})
     n_decoder_layers: int | None = field(
         default=None, metadata={"help": "encoder-decoder: decoder layers; default: n_layers"}
     )
-    d_ff: int | None = field(
-        default=None,
+    d_ff: Derived = field(
+        default=DERIVED,
         metadata={
             "help": "feed-forward hidden width; default 4·D, or 8/3·D rounded up to a "
             "multiple of 64 for gated activations (same parameter count)"
@@ -480,7 +490,7 @@ class ModelConfig:
     def width_mult(self) -> float:
         """m = D / base D under mup (Yang et al. 2022); 1.0 under standard."""
         if self.parametrization == Parametrization.mup:
-            return self.d_model / self.mup_base_d_model
+            return self.d_model / self.base_d_model
         return 1.0
 
     @property
@@ -489,7 +499,14 @@ class ModelConfig:
         scale_embeddings and its D^-0.5 initialisation, scale_output's D^-0.5 and inverse_sqrt's
         D^-0.5. D under standard; under mup the base width, so that these stay the base model's
         and μP's own rules alone scale with the width."""
-        return self.mup_base_d_model if self.parametrization == Parametrization.mup else self.d_model
+        mup = self.parametrization == Parametrization.mup
+        return self.mup_base_d_model if mup and self.mup_base_d_model is not None else self.d_model
+
+    @property
+    def decoder_layers(self) -> int:
+        """An encoder-decoder's decoder depth: n_decoder_layers, which __post_init__ fills in
+        with n_layers when left out."""
+        return self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
 
     @property
     def base_head_dim(self) -> float:
@@ -498,7 +515,7 @@ class ModelConfig:
             return self.head_dim
         if self.mup_base_head_dim is not None:
             return self.mup_base_head_dim
-        return self.head_dim * self.mup_base_d_model / self.d_model
+        return self.head_dim * self.base_d_model / self.d_model
 
     @property
     def attention_multiplier(self) -> float | None:

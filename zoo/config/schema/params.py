@@ -71,7 +71,7 @@ def stack_layers(cfg: ModelConfig) -> list[tuple[int, bool]]:
     """The family's stacks as (layers, with cross-attention): one stack, or for an
     encoder-decoder n_layers encoder blocks and n_decoder_layers decoder blocks."""
     if FAMILY_FACTS[cfg.family].cross_attention:
-        return [(cfg.n_layers, False), (cfg.n_decoder_layers, True)]
+        return [(cfg.n_layers, False), (cfg.decoder_layers, True)]
     return [(cfg.n_layers, False)]
 
 

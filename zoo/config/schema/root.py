@@ -15,7 +15,7 @@ from zoo.config.schema.train import (
     SchedulerConfig,
 )
 
-MISSING = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
+MISSING: Any = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
 
 
 @dataclass(kw_only=True)

@@ -26,7 +26,9 @@ SCHEMES: tuple[type[PositionScheme], ...] = (
 )
 
 # position kind -> its class; each class names its own kind
-POSITIONS: dict[PositionKind, type[PositionScheme]] = {scheme.kind: scheme for scheme in SCHEMES}
+POSITIONS: dict[PositionKind, type[PositionScheme]] = {
+    scheme.kind: scheme for scheme in SCHEMES if scheme.kind is not None
+}
 
 
 def build_position(cfg: ModelConfig, *, causal: bool) -> PositionScheme:

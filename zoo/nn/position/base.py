@@ -48,7 +48,7 @@ class PositionScheme(nn.Module):
         q: torch.Tensor,
         k: torch.Tensor,
         q_positions: torch.Tensor,
-        k_positions: torch.Tensor,
+        k_positions: torch.Tensor | None,  # None: keys without positions (cross-attention's memory)
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """q (B, H, T, Dh), k (B, Hkv, S, Dh), q_positions (B, T), k_positions (B, S) ->
         (q, k, bias) where bias is None or additive to the scaled scores, broadcastable to
@@ -56,7 +56,7 @@ class PositionScheme(nn.Module):
         return q, k, None
 
     def value_term(
-        self, weights: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor
+        self, weights: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor | None
     ) -> torch.Tensor | None:
         """weights (B, H, T, S) -> a term added to the attention output, (B, H, T, Dh), or None."""
         return None
