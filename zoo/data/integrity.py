@@ -71,10 +71,6 @@ def remembered_digest(path: str | os.PathLike, store: Path) -> str:
     return digest
 
 
-def bytes_digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def damaged(paths: Iterable[str | os.PathLike], made_since: float) -> list[Path]:
     """The files among `paths` whose recorded digest differs from their bytes, or that have no
     record and were not made since `made_since` (a time.time()): a file is never blessed on

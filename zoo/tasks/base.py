@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.facts.tasks import TaskKind, task_spec
@@ -98,7 +97,6 @@ class ZooTask(L.LightningModule):
         if self.task_config.compile:
             self.model.compile()  # in place: parameter names and checkpoints stay the same
         self.tokenizer = None  # attached by the training CLI / load_checkpoint for decoding
-        self.train_loss = MeanMetric()
         self.val_loss = WeightedMean()  # per target token; a diverged model reports NaN, not nothing
         self.val_accuracy = self._accuracy()
         # shifted tasks (causal LM, seq2seq) predict text left to right: bits per byte of it

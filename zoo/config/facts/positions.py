@@ -160,9 +160,6 @@ POSITION_FACTS: dict[PositionKind, PositionFacts] = {
     ),
 }
 
-# schemes whose positions end at model.max_seq_len (a table of that many rows)
-BOUNDED = tuple(kind for kind, facts in POSITION_FACTS.items() if facts.bounded)
-
 
 def readers(param: str) -> tuple[PositionKind, ...]:
     """The schemes that read `PositionConfig` field `param` (empty for `kind`)."""
