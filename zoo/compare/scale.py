@@ -121,7 +121,7 @@ class Size:
         """(compute, mean) of a size with a result (an arm's `scored` sizes); a size without
         one is a caller's mistake."""
         if self.compute is None or self.mean is None:
-            raise ValueError(f"size {self.value!r} has no result")
+            raise RuntimeError(f"size {self.value!r} has no result")
         return self.compute, self.mean
 
     def seed_values(self) -> dict[Any, float]:

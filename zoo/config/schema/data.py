@@ -23,13 +23,15 @@ from zoo.config.schema.model import Choice
 # .csv/.tsv, .parquet) or the Hub (hub: data.hub_name, passed to datasets.load_dataset).
 if TYPE_CHECKING:
 
-    class DataSource(Choice):  # what the type checker reads: the members named in code
+    class DataSource(Choice):  # the type checker's view of the enum below: the members code names
         kjv = "kjv"
         local = "local"
         hub = "hub"
 
-else:
-    DataSource = Choice("DataSource", [(name, name) for name in (*CORPORA_BY_NAME, *EXTERNAL)])
+
+# the enum, made from the table at import (the class above is only its type: mypy reads no
+# functional Enum call whose names are computed)
+DataSource = Choice("DataSource", [(name, name) for name in (*CORPORA_BY_NAME, *EXTERNAL)])  # type: ignore[misc, call-overload]
 
 
 class SampleBy(Choice):
