@@ -17,11 +17,18 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_zoo_package_is_listed_in_pyproject():
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "zoo").rglob("__init__.py")}
-    assert found <= listed, f"missing from pyproject packages: {sorted(found - listed)}"
-    assert "zoo.conf" in listed
+def test_every_folder_of_zoo_modules_is_a_package_setuptools_finds():
+    """setup.py's discovery skips a folder without `__init__.py` silently: its modules would be
+    missing from the wheel."""
+    from setuptools import find_packages
+
+    found = set(find_packages(str(ROOT), include=["zoo", "zoo.*"]))
+    folders = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "zoo").rglob("*.py") if "__pycache__" not in p.parts
+    }
+    assert folders <= found, f"folders of modules without __init__.py: {sorted(folders - found)}"
+    setup = (ROOT / "setup.py").read_text()
+    assert '"zoo.conf"' in setup and '"zoo.recipes"' in setup
 
 
 @pytest.fixture(scope="module")
