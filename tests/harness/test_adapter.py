@@ -1,4 +1,4 @@
-"""The harness model adapter (`zoo.harness.ZooLM`) against zoo's own forward, and against the
+"""The harness model adapter (`zoo.harness.adapter.ZooLM`) against zoo's own forward, and against the
 harness's own Hugging Face backend on the same model exported to transformers: the same
 per-sample log-likelihoods and the same accuracy, through the real harness on the built-in
 tasks (a handful of examples each)."""

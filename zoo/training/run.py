@@ -1,4 +1,4 @@
-"""One training run from its plan (`zoo.run.plan`: the config validated, the machine checked,
+"""One training run from its plan (`zoo.run.preflight.plan_run`: the config validated, the machine checked,
 the checkpoint to resume found), as a list of build steps: callbacks, loggers, the Trainer, the
 data and the task, fit, and finish (final checkpoints and summary.json, which the experiment
 trackers receive before their runs end). Each step is a small function of its own module

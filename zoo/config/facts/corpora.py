@@ -1,7 +1,7 @@
 """The built-in corpora, in one torch-free table: for each, what it is, the package it is read
 from (offline, already installed), the tasks it serves, the `DataConfig` settings its loader
 reads, and its loader. `DataSource` (the choices of `data.source`), the `--help` text of
-`data.source`, `zoo.data.corpora.load_corpus`, the digest of a prepared corpus and the tests
+`data.source`, `zoo.data.corpora.CORPORA`, the digest of a prepared corpus and the tests
 are derived from these rows; zoo/data/corpora/README.md says how to add one."""
 
 from __future__ import annotations

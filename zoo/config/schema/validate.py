@@ -5,7 +5,7 @@ A section's own rules live in its schema's `__post_init__` (`ModelConfig`, `Task
 the rules that join sections (the task needs its family, learned positions bound the sequence,
 the global batch splits over the devices, a schedule fits the run, ...) live here. What the
 machine must have (a GPU, an optional package) is not the config's business: the training
-command checks it (`zoo.training.run.check_machine`)."""
+command checks it (`zoo.training.machine.check_machine`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`Downstream`: lm-evaluation-harness task scores during training (`callbacks.downstream`), the
 way OLMo's in-loop downstream evaluations run: at each validation (or every
 `callbacks.downstream_every` optimizer steps), the tasks are scored on the model being trained,
-through the harness model adapter (`zoo.harness.ZooLM`) and the run's own tokenizer, on
+through the harness model adapter (`zoo.harness.adapter.ZooLM`) and the run's own tokenizer, on
 `callbacks.downstream_limit` examples of each.
 
 The scores are named as zoo-eval names them (`harness/TASK/METRIC`) and go to every logger at
