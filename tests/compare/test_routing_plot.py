@@ -1,5 +1,5 @@
 """zoo-compare's routing picture (routing.png): one heatmap per mixture-of-experts arm of E x each
-expert's last load per layer, the mean over the arm's seeds, read from summary.json; a
+expert's last load per layer and seed (never averaged over seeds), read from summary.json; a
 collapsed arm shows its hot expert; a comparison without routing draws none."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _sweep(root: Path, routing: bool = True) -> Path:
     return root
 
 
-def test_each_mixture_arm_gets_its_heatmap_of_the_mean_load(tmp_path):
+def test_each_mixture_arm_gets_its_heatmap_of_each_seeds_load(tmp_path):
     from zoo.compare.report import compare
     from zoo.compare.routing_plot import figure_routing
 
@@ -52,8 +52,11 @@ def test_each_mixture_arm_gets_its_heatmap_of_the_mean_load(tmp_path):
     heatmaps = [ax for ax in fig.axes if ax.images and ax.get_xlabel() == "expert"]
     assert [ax.get_title() for ax in heatmaps] == ["task.moe_balance=0.01 (baseline)", "task.moe_balance=0.0"]
     collapsed = heatmaps[1].images[0].get_array()
-    assert collapsed[1].tolist() == pytest.approx([4 * 0.8, 4 * 0.2, 0.0, 0.0])  # E x the mean over seeds
-    assert heatmaps[0].images[0].get_array()[0].tolist() == pytest.approx([1.0, 1.0, 1.0, 1.0])
+    # rows layer-major, one per seed: E x each seed's own load, never a mean over seeds
+    assert [t.get_text() for t in heatmaps[1].get_yticklabels()] == ["L0 s0", "L0 s1", "L1 s0", "L1 s1"]
+    assert collapsed[2].tolist() == pytest.approx([4 * 0.9, 4 * 0.1, 0.0, 0.0])
+    assert collapsed[3].tolist() == pytest.approx([4 * 0.7, 4 * 0.3, 0.0, 0.0])
+    assert heatmaps[0].images[0].get_array()[0].tolist() == pytest.approx([1.0, 1.0, 1.2, 0.8])
     assert "1 = balanced" in fig.axes[-1].get_ylabel()  # the colour bar says what the colour is
 
 

@@ -59,3 +59,26 @@ def test_runs_branched_from_their_own_seeds_parents_are_one_arm(tmp_path):
     report = compare([tmp_path / "sweep"], tmp_path / "out", plots=False)
     assert [len(arm.runs) for arm in report.arms] == [3, 3]
     assert [arm.settings["branch_from"] for arm in report.arms] == ["(branched)", "(unset)"]
+
+
+def test_an_unset_d_ff_sized_by_another_key_is_not_held_at_its_default():
+    """ "Held fixed" names the key that sizes d_ff (model.ff_mult, model.param_budget) when every
+    run shares it, leaves d_ff out when that key varies (an arm's setting), and says "at its
+    default" only when nothing sizes it."""
+    from pathlib import Path
+
+    from zoo.compare.report import design_line
+    from zoo.compare.runs import Run, RunStatus
+
+    def runs(*configs):
+        return [
+            Run(path=Path(str(i)), overrides=[], config={"model.d_ff": None, "seed": 0, **c}, status=RunStatus.failed)
+            for i, c in enumerate(configs)
+        ]
+
+    assert "`model.d_ff` at its default" in design_line(runs({}, {"model.ff_mult": None}))
+    shared = design_line(runs({"model.ff_mult": 32}, {"model.ff_mult": 32}))
+    assert "`model.ff_mult=32`" in shared and "model.d_ff" not in shared
+    varied = design_line(runs({"model.ff_mult": 32}, {"model.ff_mult": None}))
+    assert "model.d_ff" not in varied and "model.ff_mult" not in varied
+    assert "`model.param_budget=1000`" in design_line(runs({"model.param_budget": 1000}))

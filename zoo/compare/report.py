@@ -234,12 +234,29 @@ def shape_items(runs: list[Run]) -> list[str]:
         values = {repr(r.config.get(key)) for r in runs}
         if len(values) == 1:
             value = runs[0].config.get(key)
+            if value is None and key == "model.d_ff":
+                out += _d_ff_sized(runs)  # d_ff unset may still be sized by another key
+                continue
             out.append(code(f"{key}={value}") if value is not None else f"{code(key)} at its default")
     vocab = {vocab_size(r) for r in runs if r.status == RunStatus.finished}
     (only,) = vocab if len(vocab) == 1 else (None,)
     if only is not None:
         out.append(f"vocabulary V = {int(only):,}")
     return out
+
+
+# the keys that size d_ff when it is unset (zoo.config.schema.model): a d_ff at its default is none of them
+D_FF_SIZING = ("model.ff_mult", "model.param_budget")
+
+
+def _d_ff_sized(runs: list[Run]) -> list[str]:
+    """The held-fixed item for an unset model.d_ff: the key that sizes it where every run shares
+    one, nothing where one varies (an arm's or a size's setting), else "at its default"."""
+    for key in D_FF_SIZING:
+        values = {repr(r.config.get(key)) for r in runs}
+        if values != {repr(None)}:
+            return [code(f"{key}={_show(runs[0].config.get(key))}")] if len(values) == 1 else []
+    return [f"{code('model.d_ff')} at its default"]
 
 
 def _span(values: list[float], fmt) -> str:

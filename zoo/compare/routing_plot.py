@@ -1,9 +1,10 @@
 """The routing picture of a comparison with mixture-of-experts arms (`routing.png`): for each arm
 whose runs logged their routing (model.ffn=moe, callbacks.routing_every), a heatmap of the load
-of each expert (columns) in each mixture layer (rows), as E x the share of the layer's routed
-slots the expert took (1 = balanced, E = every token on it), from the last values each finished
-run's summary.json keeps, averaged over the arm's seeds. A collapsed router (task.moe_balance=0)
-shows as a bright cell in a dark row."""
+of each expert (columns) in each mixture layer of each seed (rows: layer 0 of every seed, then
+layer 1, ...), as E x the share of the layer's routed slots the expert took (1 = balanced, E =
+every token on it), from the last values each finished run's summary.json keeps. Seeds are not
+averaged: two seeds that collapse onto different experts would average to a balanced-looking
+row. A collapsed router (task.moe_balance=0) shows as a bright cell in a dark row."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from zoo.compare.runs import RunStatus
 LOAD = re.compile(r"^train/moe_load/layer_(\d+)/expert_(\d+)$")
 
 
-def arm_loads(arm) -> np.ndarray | None:
-    """(layers, experts): E x each expert's last load, the mean over the arm's finished runs that
-    logged it; None where none did."""
+def arm_loads(arm) -> tuple[np.ndarray, list[str]] | None:
+    """((layers x seeds, experts) of E x each expert's last load, the row labels "L0 s1"): one
+    row per mixture layer and finished run that logged it, layer-major; None where none did."""
     tables = []
     for run in arm.runs:
         if run.status != RunStatus.finished:
@@ -35,28 +36,30 @@ def arm_loads(arm) -> np.ndarray | None:
             table = np.full((layers, experts), np.nan)
             for (i, e), value in cells.items():
                 table[i, e] = value * experts
-            tables.append(table)
-    if not tables or len({t.shape for t in tables}) != 1:
+            tables.append((run.seed, table))
+    if not tables or len({t.shape for _, t in tables}) != 1:
         return None
-    return np.mean(tables, axis=0)
+    tables.sort(key=lambda st: str(st[0]))
+    rows = [(f"L{i} s{seed}", table[i]) for i in range(tables[0][1].shape[0]) for seed, table in tables]
+    return np.stack([r for _, r in rows]), [label for label, _ in rows]
 
 
 def figure_routing(report):
     """One heatmap per arm with routing (see the module docstring); None when no arm has any."""
-    arms = [(arm, loads) for arm in report.arms if (loads := arm_loads(arm)) is not None]
+    arms = [(arm, *found) for arm in report.arms if (found := arm_loads(arm)) is not None]
     if not arms:
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(arms), figsize=(1.6 + 2.8 * len(arms), 2.8), squeeze=False)
-    top = max(2.0, max(float(np.nanmax(loads)) for _, loads in arms))
-    for j, (ax, (arm, loads)) in enumerate(zip(axes[0], arms)):
+    height = 1.2 + 0.3 * max(len(labels) for _, _, labels in arms)
+    fig, axes = plt.subplots(1, len(arms), figsize=(1.6 + 2.8 * len(arms), height), squeeze=False)
+    top = max(2.0, max(float(np.nanmax(loads)) for _, loads, _ in arms))
+    for ax, (arm, loads, labels) in zip(axes[0], arms):
         image = ax.imshow(loads, cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
         ax.set_title(name(report, arm), fontsize=8)
         ax.set_xlabel("expert")
-        if j == 0:  # the rows are the same layers in every arm
-            ax.set_ylabel("mixture layer")
+        ax.set_ylabel("mixture layer, seed")
         ax.set_xticks(range(loads.shape[1]))
-        ax.set_yticks(range(loads.shape[0]))
+        ax.set_yticks(range(loads.shape[0]), labels, fontsize=6)
         for (i, e), value in np.ndenumerate(loads):
             ax.text(
                 e,
@@ -67,7 +70,7 @@ def figure_routing(report):
                 fontsize=6,
                 color="white" if value < top / 2 else "black",
             )
-    fig.colorbar(image, ax=axes[0].tolist(), label="load x E (1 = balanced; last step, mean over seeds)")
+    fig.colorbar(image, ax=axes[0].tolist(), label="load x E (1 = balanced; last logged step)")
     return fig
 
 
