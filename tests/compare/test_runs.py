@@ -82,3 +82,36 @@ def test_an_unset_d_ff_sized_by_another_key_is_not_held_at_its_default():
     varied = design_line(runs({"model.ff_mult": 32}, {"model.ff_mult": None}))
     assert "model.d_ff" not in varied and "model.ff_mult" not in varied
     assert "`model.param_budget=1000`" in design_line(runs({"model.param_budget": 1000}))
+
+
+def test_a_baseline_is_picked_by_its_settings_as_shown_or_as_hydra_writes_them():
+    """baseline=KEY=VALUE matches a setting as the report shows it ("(unset)", "32.0") or as
+    Hydra reads the value (null, 32, true); it never matches a different value."""
+    from pathlib import Path
+
+    import pytest
+
+    from zoo.compare.errors import CompareError
+    from zoo.compare.report import Arm, pick_baseline
+    from zoo.compare.runs import Run, RunStatus
+
+    def arm(name, **config):
+        config = {k.replace("__", "."): v for k, v in config.items()}
+        return Arm(name=name, runs=[Run(path=Path(name), overrides=[], config=config, status=RunStatus.finished)])
+
+    arms = [
+        arm("wide", model__ff_mult=32.0, model__bias=True),
+        arm("plain", model__ff_mult=None, model__bias=True),
+        arm("no bias", model__ff_mult=None, model__bias=False),
+    ]
+    for spec, name in [
+        ("model.ff_mult=null,model.bias=true", "plain"),
+        ("model.ff_mult=(unset),model.bias=True", "plain"),
+        ("model.ff_mult=32", "wide"),
+        ("model.ff_mult=32.0", "wide"),
+        ("model.bias=false", "no bias"),
+    ]:
+        assert pick_baseline(arms, spec).name == name, spec
+    for spec in ("model.ff_mult=16", "model.bias=1", "model.ff_mult=[32]", "model.ff_mult=null"):
+        with pytest.raises(CompareError, match="matches [02] arms"):
+            pick_baseline(arms, spec)

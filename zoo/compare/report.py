@@ -158,6 +158,22 @@ def status_of(runs: list[Run]) -> str:
     return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
 
 
+def _same(value, written: str) -> bool:
+    """Does a run's setting equal a value written on the command line? As shown in the report
+    ("(unset)", "32.0"), or as Hydra reads it (null, 32, true: a YAML scalar, parsed as data)."""
+    if _show(value) == written:
+        return True
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(written)
+    except yaml.YAMLError:
+        return False
+    if isinstance(parsed, bool) or isinstance(value, bool):
+        return parsed is value
+    return parsed == value if parsed is None or isinstance(parsed, (int, float, str)) else False
+
+
 class Pickable(Protocol):
     """What `pick_baseline` reads of an arm: a report's, a tuned report's or a scaling report's."""
 
@@ -180,7 +196,7 @@ def pick_baseline(arms: list[ArmT], spec: str | None) -> ArmT:
     wanted = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
     if not wanted:
         raise CompareError(f"baseline={spec!r}: expected KEY=VALUE[,KEY=VALUE]")
-    matches = [a for a in arms if all(_show(a.runs[0].config.get(k)) == v for k, v in wanted.items())]
+    matches = [a for a in arms if all(_same(a.runs[0].config.get(k), v) for k, v in wanted.items())]
     if len(matches) != 1:
         shown = "; ".join(f"{a.name}: " + ", ".join(f"{k}={v}" for k, v in a.settings.items()) for a in arms)
         raise CompareError(f"baseline={spec!r} matches {len(matches)} arms (need exactly one); arms: {shown}")

@@ -9,6 +9,7 @@ row. A collapsed router (task.moe_balance=0) shows as a bright cell in a dark ro
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +20,11 @@ from zoo.compare.runs import RunStatus
 LOAD = re.compile(r"^train/moe_load/layer_(\d+)/expert_(\d+)$")
 
 
-def arm_loads(arm) -> tuple[np.ndarray, list[str]] | None:
+def arm_loads(runs) -> tuple[np.ndarray, list[str]] | None:
     """((layers x seeds, experts) of E x each expert's last load, the row labels "L0 s1"): one
-    row per mixture layer and finished run that logged it, layer-major; None where none did."""
+    row per mixture layer and finished run of `runs` that logged it, layer-major; None where none did."""
     tables = []
-    for run in arm.runs:
+    for run in runs:
         if run.status != RunStatus.finished:
             continue
         cells = {}
@@ -44,20 +45,29 @@ def arm_loads(arm) -> tuple[np.ndarray, list[str]] | None:
     return np.stack([r for _, r in rows]), [label for label, _ in rows]
 
 
-def figure_routing(report):
-    """One heatmap per arm with routing (see the module docstring); None when no arm has any."""
-    arms = [(arm, *found) for arm in report.arms if (found := arm_loads(arm)) is not None]
+def figure_routing(report, tuned: str | None = None):
+    """One heatmap per arm with routing (see the module docstring); None when no arm has any.
+    `tuned` (a tuned report's key): each arm's runs at its best value of it, the value in its title."""
+
+    def runs_of(arm):
+        return (arm.best.runs if arm.best else []) if tuned else arm.runs
+
+    def title(arm):  # wrapped: an arm's name lists every setting it changes
+        return textwrap.fill(name(report, arm), 44) + (f"\nat {tuned}={arm.best.value}" if tuned else "")
+
+    arms = [(arm, *found) for arm in report.arms if (found := arm_loads(runs_of(arm))) is not None]
     if not arms:
         return None
     plt = _pyplot()
     height = 1.2 + 0.3 * max(len(labels) for _, _, labels in arms)
-    fig, axes = plt.subplots(1, len(arms), figsize=(1.6 + 2.8 * len(arms), height), squeeze=False)
+    fig, axes = plt.subplots(1, len(arms), figsize=(2.2 + 3.4 * len(arms), height + 0.6), squeeze=False)
     top = max(2.0, max(float(np.nanmax(loads)) for _, loads, _ in arms))
-    for ax, (arm, loads, labels) in zip(axes[0], arms):
+    for j, (ax, (arm, loads, labels)) in enumerate(zip(axes[0], arms)):
         image = ax.imshow(loads, cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
-        ax.set_title(name(report, arm), fontsize=8)
+        ax.set_title(title(arm), fontsize=8)
         ax.set_xlabel("expert")
-        ax.set_ylabel("mixture layer, seed")
+        if j == 0:
+            ax.set_ylabel("mixture layer, seed")
         ax.set_xticks(range(loads.shape[1]))
         ax.set_yticks(range(loads.shape[0]), labels, fontsize=6)
         for (i, e), value in np.ndenumerate(loads):
@@ -70,11 +80,11 @@ def figure_routing(report):
                 fontsize=6,
                 color="white" if value < top / 2 else "black",
             )
-    fig.colorbar(image, ax=axes[0].tolist(), label="load x E (1 = balanced; last logged step)")
+    fig.colorbar(image, ax=axes[0].tolist(), label="load x E\n(1 = balanced; last logged step)")
     return fig
 
 
-def plot_routing(report, path: Path) -> Path | None:
+def plot_routing(report, path: Path, tuned: str | None = None) -> Path | None:
     """Write routing.png, or nothing (None) when no arm logged its routing."""
-    fig = figure_routing(report)
+    fig = figure_routing(report, tuned)
     return None if fig is None else _save(_pyplot(), fig, path)

@@ -48,6 +48,7 @@ from zoo.compare.report import (
     status_of,
     write_csv,
 )
+from zoo.compare.routing_plot import plot_routing
 from zoo.compare.runs import IGNORED, Run, RunStatus
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, Estimate, difference, estimate, mean_std
@@ -355,6 +356,9 @@ def compare_tuned(
     report.files["heldout_csv"] = write_heldout(heldout_rows(arms, key, metric), out)
     if plots:
         report.files["tuning"] = plot_tuning(report, out / "tuning.png")
+        routing = plot_routing(report, out / "routing.png", tuned=key)  # mixture-of-experts arms only
+        if routing is not None:
+            report.files["routing"] = routing
     report.files["md"] = write_tuned_markdown(report, out / "report.md", dirs)
     return report
 
@@ -454,5 +458,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings + report.notes]]
     if "tuning" in report.files:
         lines += ["", f"![final {m} against {k}, one line per arm]({report.files['tuning'].name})"]
+    if "routing" in report.files:
+        lines += ["", f"![expert load per mixture layer, each arm at its best {k}]({report.files['routing'].name})"]
     write_text(path, "\n".join(lines) + "\n")
     return path
