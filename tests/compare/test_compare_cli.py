@@ -65,6 +65,10 @@ def test_a_sweep_and_its_comparison(tmp_path):
     ]
     at_1x = [r for r in lengths if r["multiple"] == "1"]
     assert all(r["runs"] == "2" and 1.0 < float(r["ppl_mean"]) < 300 for r in at_1x)  # byte vocabulary: 300
+    for r in at_1x:  # the mean's 95% t interval on 1 degree of freedom: mean ± 12.706 · std / sqrt(2)
+        half = 12.7062 * float(r["ppl_std"]) / 2**0.5
+        assert float(r["ppl_low"]) == pytest.approx(float(r["ppl_mean"]) - half, rel=1e-4)
+        assert float(r["ppl_high"]) == pytest.approx(float(r["ppl_mean"]) + half, rel=1e-4)
     assert all(r["note"] == "past the learned table" for r in lengths if r["multiple"] == "4")
     assert "## Length extrapolation" in (other / "report.md").read_text() and (other / "lengths.png").is_file()
 

@@ -26,7 +26,7 @@ from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 from zoo.compare.routing_plot import plot_routing
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
-from zoo.compare.stats import ZERO_SPREAD, Difference, difference, mean_std, t_quantile
+from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, Difference, difference, mean_std, t_quantile
 from zoo.compare.table import run_place, vocab_size, write_pair_rows, write_runs
 from zoo.compare.verdict import Family, Pair, adjust, label, load_flag, pair_lines, pairs_of, verdict
 from zoo.config.records.atomic import replacing, write_text
@@ -542,7 +542,18 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
     with replacing(path) as handle:
         writer = csv.writer(handle)
         writer.writerow(
-            ["arm", *map(csv_cell, report.keys), "eval_len", "multiple", "ppl_mean", "ppl_std", "runs", "note"]
+            [
+                "arm",
+                *map(csv_cell, report.keys),
+                "eval_len",
+                "multiple",
+                "ppl_mean",
+                "ppl_std",
+                "ppl_low",
+                "ppl_high",
+                "runs",
+                "note",
+            ]
         )
         for row in report.lengths:
             arm = row["arm"]
@@ -550,10 +561,34 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
                 length = row["trained"] * m if row["trained"] else ""
                 settings = [csv_cell(arm.settings.get(k, "")) for k in report.keys]
                 if isinstance(cell, tuple):
-                    writer.writerow([arm.name, *settings, length, m, cell[0], cell[1], cell[2], ""])
+                    low, high = _mean_interval(*cell)
+                    note = "" if low is not None else FEW_SEEDS if cell[2] < 2 else ZERO_SPREAD
+                    writer.writerow(
+                        [
+                            arm.name,
+                            *settings,
+                            length,
+                            m,
+                            cell[0],
+                            cell[1],
+                            low if low is not None else "",
+                            high if high is not None else "",
+                            cell[2],
+                            note,
+                        ]
+                    )
                 else:
-                    writer.writerow([arm.name, *settings, length, m, "", "", 0, cell or "no finished run"])
+                    writer.writerow([arm.name, *settings, length, m, "", "", "", "", 0, cell or "no finished run"])
     return path
+
+
+def _mean_interval(mean: float, std: float, n: int) -> tuple[float | None, float | None]:
+    """The 95% Student-t interval of a mean of `n` values with sample deviation `std` (None, None
+    for fewer than 2 values or no spread)."""
+    if n < 2 or not std:
+        return None, None
+    half = t_quantile(0.975, n - 1) * std / n**0.5
+    return mean - half, mean + half
 
 
 def _length_lines(report: Report) -> list[str]:
@@ -564,7 +599,9 @@ def _length_lines(report: Report) -> list[str]:
         "",
         "## Length extrapolation",
         "",
-        "Validation perplexity at multiples of the trained context (mean ± std over seeds).",
+        "Validation perplexity at multiples of the trained context: the mean over seeds and its 95% Student-t "
+        "interval (n seeds, n − 1 degrees of freedom); each arm's values in lengths.csv. The intervals describe "
+        "each arm at each length and are not in the report's family.",
         "",
         "| arm | " + " | ".join([*map(text, report.keys), *cols]) + " |",
         "|" + "---|" * (1 + len(report.keys) + len(cols)),
@@ -573,7 +610,15 @@ def _length_lines(report: Report) -> list[str]:
         cells = []
         for m in report.multiples:
             cell = row["cells"][m]
-            cells.append(f"{cell[0]:.2f} ± {cell[1]:.2f}" if isinstance(cell, tuple) else (cell or "–"))
+            if isinstance(cell, tuple):
+                low, high = _mean_interval(*cell)
+                cells.append(
+                    f"{cell[0]:.2f} [{low:.2f}, {high:.2f}]"
+                    if low is not None
+                    else f"{cell[0]:.2f} ({FEW_SEEDS if cell[2] < 2 else ZERO_SPREAD}: no interval)"
+                )
+            else:
+                cells.append(cell or "–")
         settings = [code(row["arm"].settings[k]) for k in report.keys]
         lines.append("| " + " | ".join([row["arm"].name, *settings, *cells]) + " |")
     return lines
