@@ -30,9 +30,21 @@ import threading
 import time
 from pathlib import Path
 
-MODEL = ["model.d_model=64", "model.n_heads=2", "model.n_layers=2", "model.vocab_size=300", "model.max_seq_len=256",
-         "data.seq_len=256", "data.global_batch_size=8", "trainer.max_steps=1", "trainer.val_check_interval=1",
-         "trainer.limit_val_batches=1", "scheduler.warmup_steps=0", "callbacks.progress_bar=none", "tokenizer=byte"]
+MODEL = [
+    "model.d_model=64",
+    "model.n_heads=2",
+    "model.n_layers=2",
+    "model.vocab_size=300",
+    "model.max_seq_len=256",
+    "data.seq_len=256",
+    "data.global_batch_size=8",
+    "trainer.max_steps=1",
+    "trainer.val_check_interval=1",
+    "trainer.limit_val_batches=1",
+    "scheduler.warmup_steps=0",
+    "callbacks.progress_bar=none",
+    "tokenizer=byte",
+]
 
 
 def make_corpus(path: Path, megabytes: int) -> Path:
@@ -54,7 +66,7 @@ def make_corpus(path: Path, megabytes: int) -> Path:
                 line = rng.choice(docs)
             else:
                 start = rng.randrange(len(verses) - 12)
-                line = " ".join(verses[start:start + rng.randint(1, 12)])
+                line = " ".join(verses[start : start + rng.randint(1, 12)])
             data = line + "\n"
             out.write(data)
             written += len(data.encode())
@@ -112,8 +124,16 @@ def train(corpus: Path, cache: Path, run: Path, *extra: str) -> dict:
     shutil.rmtree(run, ignore_errors=True)  # a fresh run each time, never a resume
     env = dict(os.environ, ZOO_CACHE=str(cache), OMP_NUM_THREADS="1")
     env.pop("ZOO_RUN_TIME", None)
-    cmd = [sys.executable, "-m", "zoo.cli.train", *MODEL, "data=local", f"data.path={corpus}",
-           f"hydra.run.dir={run}", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "zoo.cli.train",
+        *MODEL,
+        "data=local",
+        f"data.path={corpus}",
+        f"hydra.run.dir={run}",
+        *extra,
+    ]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     memory = PeakMemory(proc.pid)
@@ -125,9 +145,12 @@ def train(corpus: Path, cache: Path, run: Path, *extra: str) -> dict:
     ranks = [kib for label, kib in sorted(peaks.items()) if label.startswith("rank")]
     helpers = [kib for label, kib in peaks.items() if label.startswith("helper")]
     summary = json.loads((run / "summary.json").read_text())
-    return {"wall_s": round(wall, 1), "rank_peak_rss_mib": [round(k / 1024) for k in ranks],
-            "tokenizer_process_peak_rss_mib": round(max(helpers) / 1024) if helpers else None,
-            "val_loss": summary["metrics"].get("val/loss")}
+    return {
+        "wall_s": round(wall, 1),
+        "rank_peak_rss_mib": [round(k / 1024) for k in ranks],
+        "tokenizer_process_peak_rss_mib": round(max(helpers) / 1024) if helpers else None,
+        "val_loss": summary["metrics"].get("val/loss"),
+    }
 
 
 def median_of(rows: list[dict]) -> dict:
@@ -151,8 +174,8 @@ def throughput(corpus: Path, work: Path, kind: str, num_proc: int) -> dict:
 import json, time, sys
 from pathlib import Path
 from zoo.data import build_datamodule
-cfg = {{"source": "local", "path": {str(corpus)!r}, "cache_dir": {str(work / ('tp-' + kind))!r}}}
-tok = {{"kind": {kind!r}, "cache_dir": {str(work / ('tp-' + kind))!r}}}
+cfg = {{"source": "local", "path": {str(corpus)!r}, "cache_dir": {str(work / ("tp-" + kind))!r}}}
+tok = {{"kind": {kind!r}, "cache_dir": {str(work / ("tp-" + kind))!r}}}
 dm = build_datamodule(cfg, tok, "causal_lm", batch_size=1)
 splits = dm._raw_splits(); tokenizer = dm._build_tokenizer()
 from zoo.data.prepared import prepare
@@ -176,8 +199,8 @@ import json, time
 import numpy as np
 from pathlib import Path
 from zoo.data import build_datamodule
-cfg = {{"source": "local", "path": {str(corpus)!r}, "cache_dir": {str(work / ('tp-' + kind))!r}}}
-tok = {{"kind": {kind!r}, "cache_dir": {str(work / ('tp-' + kind))!r}}}
+cfg = {{"source": "local", "path": {str(corpus)!r}, "cache_dir": {str(work / ("tp-" + kind))!r}}}
+tok = {{"kind": {kind!r}, "cache_dir": {str(work / ("tp-" + kind))!r}}}
 dm = build_datamodule(cfg, tok, "causal_lm", batch_size=1)
 splits = dm._raw_splits(); enc = dm._build_tokenizer()
 start = time.perf_counter()
@@ -204,8 +227,9 @@ print(json.dumps({{"tokens": tokens, "seconds": time.perf_counter() - start}}))
 
 def _timed_python(code: str) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_DISABLE_PROGRESS_BARS="1")
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     memory = PeakMemory(proc.pid)
     out, err = proc.communicate()
     peaks = memory.stop()
@@ -238,11 +262,14 @@ def main() -> None:
         for _ in range(args.repeats):
             shutil.rmtree(cache, ignore_errors=True)
             colds.append(train(corpus, cache, work / f"run-{mb}-cold"))
-        row = {"cold": median_of(colds),
-               "warm": median_of([train(corpus, cache, work / f"run-{mb}-warm") for _ in range(args.repeats)])}
+        row = {
+            "cold": median_of(colds),
+            "warm": median_of([train(corpus, cache, work / f"run-{mb}-warm") for _ in range(args.repeats)]),
+        }
         if mb == max(sizes):
             row["warm_ddp_cpu_2_ranks"] = median_of(
-                [train(corpus, cache, work / f"run-{mb}-ddp", "trainer=ddp_cpu") for _ in range(args.repeats)])
+                [train(corpus, cache, work / f"run-{mb}-ddp", "trainer=ddp_cpu") for _ in range(args.repeats)]
+            )
         results["runs"][f"{mb}MB"] = row
         print(mb, "MB", json.dumps(row), flush=True)
     if not args.skip_throughput:

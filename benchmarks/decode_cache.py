@@ -43,13 +43,23 @@ def main() -> None:
     rows = []
     for cache in (True, False):
         t128, t512 = median[(128, cache)], median[(512, cache)]
-        rows.append({"cache": cache, "tokens_per_s_128": 128 / t128, "tokens_per_s_512": 512 / t512,
-                     "seconds_128": t128, "seconds_512": t512, "time_ratio_512_over_128": t512 / t128})
+        rows.append(
+            {
+                "cache": cache,
+                "tokens_per_s_128": 128 / t128,
+                "tokens_per_s_512": 512 / t512,
+                "seconds_128": t128,
+                "seconds_512": t512,
+                "time_ratio_512_over_128": t512 / t128,
+            }
+        )
     print("| KV cache | 128 new tokens: tokens/s | 512 new tokens: tokens/s | time 512 / time 128 |")
     print("|---|---|---|---|")
     for r in rows:
-        print(f"| {'on' if r['cache'] else 'off'} | {r['tokens_per_s_128']:,.0f} | {r['tokens_per_s_512']:,.0f} "
-              f"| {r['time_ratio_512_over_128']:.2f} |")
+        print(
+            f"| {'on' if r['cache'] else 'off'} | {r['tokens_per_s_128']:,.0f} | {r['tokens_per_s_512']:,.0f} "
+            f"| {r['time_ratio_512_over_128']:.2f} |"
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"rounds": args.rounds, "torch_threads": torch.get_num_threads(), "results": rows}, f, indent=2)

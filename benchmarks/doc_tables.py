@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -51,8 +51,10 @@ def gpu_train() -> str:
     for name in dict.fromkeys(r["name"] for r in rows):
         eager = next(r for r in rows if r["name"] == name and r["variant"] == "bf16")
         compiled = next(r for r in rows if r["name"] == name and r["variant"] == "bf16-compile")
-        out.append(f"| {name} | {eager['train_tokens_per_s']:,.0f} | {compiled['train_tokens_per_s']:,.0f} | "
-                   f"{compiled['mfu']:.0%} |")
+        out.append(
+            f"| {name} | {eager['train_tokens_per_s']:,.0f} | {compiled['train_tokens_per_s']:,.0f} | "
+            f"{compiled['mfu']:.0%} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -90,13 +92,17 @@ def data_scale_runs() -> str:
     """docs/data.md: time to the first step and peak memory by corpus size, cold and warm. The
     corpora are read with `tokenizer=byte`: one token a byte of the file."""
     result = load("data_scale.json")
-    out = ["| corpus | tokens | first step, cold | first step, warm | peak RSS, cold | peak RSS, warm |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "| corpus | tokens | first step, cold | first step, warm | peak RSS, cold | peak RSS, warm |",
+        "|---|---|---|---|---|---|",
+    ]
     for mb in result["sizes_mb"]:
         runs = result["runs"][f"{mb}MB"]
         cold, warm = runs["cold"], runs["warm"]
-        out.append(f"| {mb} MB | {_tokens(mb * 2**20)} | {cold['wall_s']:.1f} s | {warm['wall_s']:.1f} s | "
-                   f"{max(cold['rank_peak_rss_mib']):,} MiB | {max(warm['rank_peak_rss_mib']):,} MiB |")
+        out.append(
+            f"| {mb} MB | {_tokens(mb * 2**20)} | {cold['wall_s']:.1f} s | {warm['wall_s']:.1f} s | "
+            f"{max(cold['rank_peak_rss_mib']):,} MiB | {max(warm['rank_peak_rss_mib']):,} MiB |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -117,17 +123,22 @@ def data_scale_throughput() -> str:
 
 def plan_check_table(rows: list[dict]) -> str:
     """The table of benchmarks/plan_check.py (which prints it with this function)."""
+
     def mib(n: float) -> str:
         return f"{n / 2**20:.1f} MiB"
 
-    out = ["| config | precision | batch x seq_len | planned | measured | ratio | planned above weights | measured "
-           "above weights | ratio | default malloc RSS |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| config | precision | batch x seq_len | planned | measured | ratio | planned above weights | measured "
+        "above weights | ratio | default malloc RSS |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        out.append(f"| {r['name']} | {r['precision']} | {r['batch']} x {r['seq_len']} | {mib(r['planned_total_bytes'])} | "
-                   f"{mib(r['measured_total_bytes'])} | {r['ratio_total']:.3f} | {mib(r['planned_training_bytes'])} | "
-                   f"{mib(r['measured_training_bytes'])} | {r['ratio_training']:.3f} | "
-                   f"{mib(r['measured_default_malloc_total_bytes'])} |")
+        out.append(
+            f"| {r['name']} | {r['precision']} | {r['batch']} x {r['seq_len']} | {mib(r['planned_total_bytes'])} | "
+            f"{mib(r['measured_total_bytes'])} | {r['ratio_total']:.3f} | {mib(r['planned_training_bytes'])} | "
+            f"{mib(r['measured_training_bytes'])} | {r['ratio_training']:.3f} | "
+            f"{mib(r['measured_default_malloc_total_bytes'])} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -158,7 +169,7 @@ def current(name: str) -> str:
     start, end = markers(name)
     if start not in text or end not in text:
         raise LookupError(f"docs/{page} has no {start.strip()} ... {end} block")
-    return text[text.index(start) + len(start):text.index(end)]
+    return text[text.index(start) + len(start) : text.index(end)]
 
 
 def write(name: str) -> bool:
@@ -172,7 +183,7 @@ def write(name: str) -> bool:
     if old == new:
         return False
     i = text.index(start) + len(start)
-    path.write_text(text[:i] + new + text[text.index(end):])
+    path.write_text(text[:i] + new + text[text.index(end) :])
     return True
 
 

@@ -21,10 +21,10 @@ import platform
 import torch
 
 import zoo
-from zoo.config.schema.convert import as_model_config
 from zoo.bench.timing import interleaved, median, spread, timed
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import ZooSubject
+from zoo.config.schema.convert import as_model_config
 from zoo.data.collate.causal import collate_causal
 from zoo.data.tokenizers.base import SPECIAL_IDS
 
@@ -72,17 +72,25 @@ def main() -> None:
         def run():
             for _ in range(args.steps):
                 subject.train_step(batch)
+
         return lambda: timed(run, tokens, device)
 
     seconds = interleaved({name: case(b) for name, b in batches.items()}, rounds=args.rounds, warmup=1)
     rates = {name: 1.0 / median(s) for name, s in seconds.items()}
     result = {
-        "model": args.model, "position": cfg.position.kind.value, "params": sum(p.numel() for p in subject.model.parameters()),
-        "batch": args.batch, "seq_len": args.seq_len, "mean_doc_len": args.doc_len,
+        "model": args.model,
+        "position": cfg.position.kind.value,
+        "params": sum(p.numel() for p in subject.model.parameters()),
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "mean_doc_len": args.doc_len,
         "documents_per_window": float(packed["document_ids"][:, -1].float().mean() + 1),
-        "compile": args.compile, "device": torch.cuda.get_device_name() if device.type == "cuda" else
-        f"CPU, {torch.get_num_threads()} threads ({platform.processor() or platform.machine()})",
-        "torch": torch.__version__, "rounds": args.rounds,
+        "compile": args.compile,
+        "device": torch.cuda.get_device_name()
+        if device.type == "cuda"
+        else f"CPU, {torch.get_num_threads()} threads ({platform.processor() or platform.machine()})",
+        "torch": torch.__version__,
+        "rounds": args.rounds,
         "tokens_per_s": {name: round(r, 1) for name, r in rates.items()},
         "spread": {name: round(spread(s), 3) for name, s in seconds.items()},
         "on_relative_to_off": round(rates["on"] / rates["off"], 3),

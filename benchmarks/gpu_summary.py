@@ -51,10 +51,17 @@ def _suite(out: Path) -> dict | None:
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     counts = {key: sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors", "skipped")}
-    failed = [f"{case.get('classname')}::{case.get('name')}" for s in suites for case in s.iter("testcase")
-              if case.find("failure") is not None or case.find("error") is not None]
-    return {**counts, "passed": counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"],
-            "failed": failed}
+    failed = [
+        f"{case.get('classname')}::{case.get('name')}"
+        for s in suites
+        for case in s.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
+    return {
+        **counts,
+        "passed": counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"],
+        "failed": failed,
+    }
 
 
 def _bench(out: Path) -> dict:
@@ -92,8 +99,10 @@ def _checks(parts: dict) -> list[dict]:
 
 def _table(rows: list[dict], columns: list[tuple[str, str, str]]) -> list[str]:
     present = [c for c in columns if any(r.get(c[0]) is not None for r in rows)]
-    lines = ["| system | variant | " + " | ".join(title for _, title, _ in present) + " |",
-             "|---|---|" + "---|" * len(present)]
+    lines = [
+        "| system | variant | " + " | ".join(title for _, title, _ in present) + " |",
+        "|---|---|" + "---|" * len(present),
+    ]
     for r in rows:
         cells = [fmt.format(r[key]) if r.get(key) is not None else "" for key, _, fmt in present]
         lines.append(f"| {r['name']} | {r['variant']} | " + " | ".join(cells) + " |")
@@ -102,10 +111,21 @@ def _table(rows: list[dict], columns: list[tuple[str, str, str]]) -> list[str]:
 
 def summarize(out: Path, results: Path) -> tuple[dict, str]:
     device, status, suite, parts = _device(out), _status(out), _suite(out), _bench(out)
-    record = {**device, "status": status, "suite": suite,
-              "bench": {name: {"workload": part["workload"], "rows": part["rows"], "ratios": part["ratios"],
-                               "unavailable": part.get("unavailable", {})} for name, part in parts.items()},
-              "targets": _checks(parts) if not device["device"].startswith("no GPU") else []}
+    record = {
+        **device,
+        "status": status,
+        "suite": suite,
+        "bench": {
+            name: {
+                "workload": part["workload"],
+                "rows": part["rows"],
+                "ratios": part["ratios"],
+                "unavailable": part.get("unavailable", {}),
+            }
+            for name, part in parts.items()
+        },
+        "targets": _checks(parts) if not device["device"].startswith("no GPU") else [],
+    }
     md = [f"# GPU check on one {device['device']} ({device['date'] or 'undated'})", "", device["versions"], ""]
     for name, code in status.items():
         if code:
@@ -113,26 +133,42 @@ def summarize(out: Path, results: Path) -> tuple[dict, str]:
     for name, part in parts.items():
         w = part["workload"]
         generation = any(r.get("generate_tokens_per_s_batch1") is not None for r in part["rows"])
-        what = (f"greedy decoding, prompt {w['prompt']} + {w['new_tokens']} new tokens" if generation
-                else f"training, batch {w['batch']} x {w['seq_len']}")
+        what = (
+            f"greedy decoding, prompt {w['prompt']} + {w['new_tokens']} new tokens"
+            if generation
+            else f"training, batch {w['batch']} x {w['seq_len']}"
+        )
         md += ["", f"## zoo-bench {name}: {what}, medians of {w['rounds']} rounds", ""]
-        md += _table(part["rows"], [("train_tokens_per_s", "train tokens/s", "{:,.0f}"), ("mfu", "MFU", "{:.0%}"),
-                                    ("generate_tokens_per_s_batch1", "generate tokens/s (batch 1)", "{:,.0f}"),
-                                    (f"generate_tokens_per_s_batch{w['gen_batch']}",
-                                     f"generate tokens/s (batch {w['gen_batch']})", "{:,.0f}")])
+        md += _table(
+            part["rows"],
+            [
+                ("train_tokens_per_s", "train tokens/s", "{:,.0f}"),
+                ("mfu", "MFU", "{:.0%}"),
+                ("generate_tokens_per_s_batch1", "generate tokens/s (batch 1)", "{:,.0f}"),
+                (
+                    f"generate_tokens_per_s_batch{w['gen_batch']}",
+                    f"generate tokens/s (batch {w['gen_batch']})",
+                    "{:,.0f}",
+                ),
+            ],
+        )
     md += ["", "## GPU suite", ""]
     if suite is None:
         md.append("no report (the suite did not run or was stopped before it wrote one)")
     else:
-        md.append(f"{suite['tests']} tests: {suite['passed']} passed, {suite['failures'] + suite['errors']} failed, "
-                  f"{suite['skipped']} skipped")
+        md.append(
+            f"{suite['tests']} tests: {suite['passed']} passed, {suite['failures'] + suite['errors']} failed, "
+            f"{suite['skipped']} skipped"
+        )
         md += [f"- failed: {name}" for name in suite["failed"]]
     md += ["", "## Targets", ""]
     for check in record["targets"]:
         fmt = "{:.0%}" if "MFU" in check["target"] else "{:,.2f}"
-        md.append(f"- {check['target']}: {fmt.format(check['got'])} (target {fmt.format(check['want'])}): "
-                  f"{'met' if check['met'] else 'missed'}")
-    missing = [t for t in TARGETS if t not in {c['target'] for c in record["targets"]}]
+        md.append(
+            f"- {check['target']}: {fmt.format(check['got'])} (target {fmt.format(check['want'])}): "
+            f"{'met' if check['met'] else 'missed'}"
+        )
+    missing = [t for t in TARGETS if t not in {c["target"] for c in record["targets"]}]
     why = "no GPU: the targets are a GPU's" if device["device"].startswith("no GPU") else "not measured"
     md += [f"- {t}: {why}" for t in missing]
     text = "\n".join(md) + "\n"
@@ -148,8 +184,9 @@ def summarize(out: Path, results: Path) -> tuple[dict, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the directory gpu_check.sh wrote ($OUT)")
-    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/gpu"),
-                        help="where the dated JSON record goes")
+    parser.add_argument(
+        "--results", type=Path, default=Path("benchmarks/results/gpu"), help="where the dated JSON record goes"
+    )
     args = parser.parse_args(argv)
     if not args.out.is_dir():
         print(f"gpu_summary: {args.out} is not a directory", file=sys.stderr)

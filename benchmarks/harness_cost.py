@@ -64,6 +64,7 @@ def _timed(lm) -> list[float]:
                 return _method(requests, *args, **kwargs)
             finally:
                 cell[0] += time.perf_counter() - start
+
         setattr(lm, name, timed)
     return cell
 
@@ -82,8 +83,18 @@ def main() -> None:
     save_tokenizer(directory)
     tokenizer = HFTokenizer(directory)
     torch.manual_seed(0)
-    model = build_model(dict(family="decoder_only", position={"kind": "learned"}, d_model=256, n_layers=4,
-                             n_heads=4, vocab_size=tokenizer.vocab_size, max_seq_len=512, dropout=0.0)).eval()
+    model = build_model(
+        dict(
+            family="decoder_only",
+            position={"kind": "learned"},
+            d_model=256,
+            n_layers=4,
+            n_heads=4,
+            vocab_size=tokenizer.vocab_size,
+            max_seq_len=512,
+            dropout=0.0,
+        )
+    ).eval()
     hf = to_hf(model)
     for name in ("bos", "eos", "pad"):
         setattr(hf.config, f"{name}_token_id", tokenizer.special_ids()[name])
@@ -91,8 +102,9 @@ def main() -> None:
     engines = {
         "zoo": ZooLM(model, tokenizer, batch_size=args.batch_size),
         "zoo-whole": ZooLM(model, tokenizer, batch_size=args.batch_size, share_context=False),
-        "hf": HFLM(pretrained=str(directory), device="cpu", dtype="float32", batch_size=args.batch_size,
-                   max_length=512),
+        "hf": HFLM(
+            pretrained=str(directory), device="cpu", dtype="float32", batch_size=args.batch_size, max_length=512
+        ),
     }
     spent = {name: _timed(lm) for name, lm in engines.items()}  # seconds inside the model's calls
     manager = task_manager(sorted({t for t, _ in TASKS}))
@@ -102,8 +114,9 @@ def main() -> None:
         for task, shots in TASKS:
             for name, lm in engines.items():
                 spent[name][0] = 0.0
-                out = evaluate_tasks(lm, [task], limit=args.limit, num_fewshot=shots, manager=manager,
-                                     bootstrap_iters=0)
+                out = evaluate_tasks(
+                    lm, [task], limit=args.limit, num_fewshot=shots, manager=manager, bootstrap_iters=0
+                )
                 seconds[name][(task, shots)].append(spent[name][0])
                 scores.setdefault(name, {}).update({f"{k} ({shots}-shot)": v for k, v in out["metrics"].items()})
                 print(f"round {r + 1} {task:20s} {shots}-shot {name:10s} {spent[name][0]:7.2f} s", file=sys.stderr)
@@ -111,17 +124,34 @@ def main() -> None:
     for task, shots in TASKS:
         for name in engines:
             times = sorted(seconds[name][(task, shots)])
-            median = times[len(times) // 2] if len(times) % 2 else sum(times[len(times) // 2 - 1:][:2]) / 2
-            rows.append({"task": task, "shots": shots, "engine": name, "examples_per_s": round(args.limit / median, 2),
-                         "spread": round(times[-1] / times[0], 3), "seconds": [round(t, 3) for t in times]})
+            median = times[len(times) // 2] if len(times) % 2 else sum(times[len(times) // 2 - 1 :][:2]) / 2
+            rows.append(
+                {
+                    "task": task,
+                    "shots": shots,
+                    "engine": name,
+                    "examples_per_s": round(args.limit / median, 2),
+                    "spread": round(times[-1] / times[0], 3),
+                    "seconds": [round(t, 3) for t in times],
+                }
+            )
     print(f"{'task':22s}{'shots':>6s}  {'engine':12s}{'examples/s':>12s}{'spread':>8s}")
     for row in rows:
-        print(f"{row['task']:22s}{row['shots']:6d}  {row['engine']:12s}{row['examples_per_s']:12.2f}{row['spread']:8.2f}")
+        print(
+            f"{row['task']:22s}{row['shots']:6d}  {row['engine']:12s}{row['examples_per_s']:12.2f}{row['spread']:8.2f}"
+        )
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        record = {"date": datetime.date.today().isoformat(), "machine": platform.processor() or platform.machine(),
-                  "threads": torch.get_num_threads(), "limit": args.limit, "rounds": args.rounds,
-                  "batch_size": args.batch_size, "rows": rows, "scores": scores}
+        record = {
+            "date": datetime.date.today().isoformat(),
+            "machine": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+            "limit": args.limit,
+            "rounds": args.rounds,
+            "batch_size": args.batch_size,
+            "rows": rows,
+            "scores": scores,
+        }
         args.out.write_text(json.dumps(record, indent=2) + "\n")
 
 

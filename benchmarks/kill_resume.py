@@ -24,17 +24,33 @@ from pathlib import Path
 
 import torch
 
-OVERRIDES = ["model.d_model=64", "model.n_heads=2", "model.n_layers=2", "model.vocab_size=300",
-             "model.max_seq_len=64", "model.dropout=0.1", "tokenizer=byte", "data.seq_len=32",
-             "data.global_batch_size=8", "data.max_examples=2000", "trainer.max_steps=300",
-             "trainer.val_check_interval=50", "trainer.limit_val_batches=4", "scheduler.warmup_steps=20",
-             "callbacks.checkpoint_every_n_steps=10", "callbacks.progress_bar=none"]
+OVERRIDES = [
+    "model.d_model=64",
+    "model.n_heads=2",
+    "model.n_layers=2",
+    "model.vocab_size=300",
+    "model.max_seq_len=64",
+    "model.dropout=0.1",
+    "tokenizer=byte",
+    "data.seq_len=32",
+    "data.global_batch_size=8",
+    "data.max_examples=2000",
+    "trainer.max_steps=300",
+    "trainer.val_check_interval=50",
+    "trainer.limit_val_batches=4",
+    "scheduler.warmup_steps=20",
+    "callbacks.checkpoint_every_n_steps=10",
+    "callbacks.progress_bar=none",
+]
 
 
 def train(run: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *OVERRIDES, f"hydra.run.dir={run}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli.train", *OVERRIDES, f"hydra.run.dir={run}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
 
 
 def weights(run: Path) -> dict:
@@ -81,15 +97,27 @@ def main() -> None:
         again.wait()
         got = weights(run)
         identical = again.returncode == 0 and all(torch.equal(expected[k], got[k]) for k in expected)
-        trials.append({"trial": i, "killed": True, "after_s": round(delay, 1), "checkpoint_step_at_kill": at_kill,
-                       "partial_write_left": stale, "identical": identical})
+        trials.append(
+            {
+                "trial": i,
+                "killed": True,
+                "after_s": round(delay, 1),
+                "checkpoint_step_at_kill": at_kill,
+                "partial_write_left": stale,
+                "identical": identical,
+            }
+        )
         print(json.dumps(trials[-1]), flush=True)
 
     killed = [t for t in trials if t["killed"]]
-    result = {"trials": len(trials), "killed": len(killed),
-              "identical": sum(t["identical"] for t in killed),
-              "killed_during_a_save": sum(bool(t["partial_write_left"]) for t in killed),
-              "reference_seconds": round(duration, 1), "details": trials}
+    result = {
+        "trials": len(trials),
+        "killed": len(killed),
+        "identical": sum(t["identical"] for t in killed),
+        "killed_during_a_save": sum(bool(t["partial_write_left"]) for t in killed),
+        "reference_seconds": round(duration, 1),
+        "details": trials,
+    }
     print(json.dumps({k: v for k, v in result.items() if k != "details"}, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -31,8 +31,15 @@ from zoo.bench.subjects import build_subject
 from zoo.bench.workload import Workload
 from zoo.config.schema.convert import as_model_config
 
-SHAPE = ["model=gpt", "model.d_model=64", "model.n_heads=2", "model.n_layers=12", "model.vocab_size=512",
-         "model.max_seq_len=1024", "model.dropout=0.0"]
+SHAPE = [
+    "model=gpt",
+    "model.d_model=64",
+    "model.n_heads=2",
+    "model.n_layers=12",
+    "model.vocab_size=512",
+    "model.max_seq_len=1024",
+    "model.dropout=0.0",
+]
 READS = {"aten._local_scalar_dense.default", "aten.is_nonzero.default", "aten.item.default"}
 SYNCING = {"aten.nonzero.default"}  # computes, and its output size needs a host read
 
@@ -59,8 +66,7 @@ def count(fn) -> dict:
     fn()  # warm-up (lazy state, optimizer buffers)
     with Launches() as seen:
         fn()
-    return {"launches": sum(seen.ops.values()), "host_reads": seen.reads,
-            "top": dict(seen.ops.most_common(6))}
+    return {"launches": sum(seen.ops.values()), "host_reads": seen.reads, "top": dict(seen.ops.most_common(6))}
 
 
 def as_on_gpu(fn):
@@ -81,14 +87,20 @@ def as_on_gpu(fn):
         finally:
             for m in paths:
                 m.host_reads_are_free = free
+
     return run
 
 
 def _modules_using_host():
     import sys
 
-    return [m for m in list(sys.modules.values()) if getattr(m, "host_reads_are_free", None) is not None
-            and m.__name__.startswith("zoo.") and m.__name__ != "zoo.nn.host"]
+    return [
+        m
+        for m in list(sys.modules.values())
+        if getattr(m, "host_reads_are_free", None) is not None
+        and m.__name__.startswith("zoo.")
+        and m.__name__ != "zoo.nn.host"
+    ]
 
 
 def main() -> None:
@@ -124,18 +136,25 @@ def main() -> None:
 
     gen_model = zoo_subject.model.eval()
     prompt = work.prompt(1, 32)
-    for name, config in (("eager, growing cache", GenerationConfig()),
-                         ("eager, static cache", GenerationConfig(static_cache=True))):
+    for name, config in (
+        ("eager, growing cache", GenerationConfig()),
+        ("eager, static cache", GenerationConfig(static_cache=True)),
+    ):
+
         def two(config=config):
             return generate(gen_model, prompt, max_new_tokens=2, config=config)
 
         def three(config=config):
             return generate(gen_model, prompt, max_new_tokens=3, config=config)
+
         a, b = count(as_on_gpu(two)), count(as_on_gpu(three))
         decode[name] = {"launches": b["launches"] - a["launches"], "host_reads": b["host_reads"] - a["host_reads"]}
         print(f"decode step, {name}: {decode[name]}", flush=True)
-    result = {"training_step": rows, "decoding_step": decode,
-              "shape": "GPT-2-small layout (12 layers), width 64, vocab 512, batch 16 x 1024; decoding batch 1"}
+    result = {
+        "training_step": rows,
+        "decoding_step": decode,
+        "shape": "GPT-2-small layout (12 layers), width 64, vocab 512, batch 16 x 1024; decoding batch 1",
+    }
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)

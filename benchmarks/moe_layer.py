@@ -56,8 +56,12 @@ def main() -> None:
     parser.add_argument("--activation", default="gelu")
     parser.add_argument("--tokens", type=int, default=8 * 256, help="tokens a forward takes (batch x length)")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (1: one core's time, the least disturbed on a shared machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1: one core's time, the least disturbed on a shared machine)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -71,6 +75,7 @@ def main() -> None:
         def run() -> float:
             with torch.no_grad():
                 return timed(lambda: unit(x), args.tokens, device)
+
         return run
 
     def step(unit):
@@ -78,7 +83,9 @@ def main() -> None:
             def once():
                 unit.zero_grad(set_to_none=True)
                 unit(x).backward(grad)
+
             return timed(once, args.tokens, device)
+
         return run
 
     cases = {}
@@ -90,8 +97,10 @@ def main() -> None:
     after = os.getloadavg()
     rows = {name: {"us_per_token": 1e6 * median(s), "spread": spread(s), "rounds": s} for name, s in seconds.items()}
     names = list(arms)
-    print(f"{_device_name(device)}, {torch.get_num_threads()} threads, {args.tokens} tokens, D={args.d_model}, "
-          f"{args.rounds} rounds; load average {load[0]:.2f} before, {after[0]:.2f} after")
+    print(
+        f"{_device_name(device)}, {torch.get_num_threads()} threads, {args.tokens} tokens, D={args.d_model}, "
+        f"{args.rounds} rounds; load average {load[0]:.2f} before, {after[0]:.2f} after"
+    )
     for name, row in rows.items():
         print(f"{name:44s} {row['us_per_token']:8.2f} us/token  spread {100 * row['spread']:.0f}%")
     for what in ("forward", "forward+backward"):
@@ -100,11 +109,16 @@ def main() -> None:
         rows[f"ratio {what}"] = ratio
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "processor": platform.processor()
-                  or platform.machine(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
-                  "load_average_before": load, "load_average_after": after, "args": {k: str(v) for k, v in
-                                                                                      vars(args).items()},
-                  "results": rows}
+        record = {
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "processor": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "threads": torch.get_num_threads(),
+            "load_average_before": load,
+            "load_average_after": after,
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "results": rows,
+        }
         args.out.write_text(json.dumps(record, indent=1) + "\n")
 
 

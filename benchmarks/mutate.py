@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import fnmatch
 import json
 import os
@@ -35,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,12 +46,20 @@ SURVIVORS = ROOT / "benchmarks" / "mutation_survivors.json"  # known survivors: 
 # the tests that run the model code: hand-worked values, the cache, the model options, attention
 # direction, parity with torch.nn.Transformer and with transformers' own models (code nobody here
 # wrote), decoding with and without caches
-MODEL_TESTS = ["tests/nn/test_known_values.py", "tests/nn/test_units_by_hand.py", "tests/nn/test_positions.py",
-               "tests/nn/test_kv_cache.py", "tests/models/test_reference_parity.py", "tests/models/test_variants.py",
-               "tests/models/test_head_options.py", "tests/models/test_direction.py", "tests/models/test_budget.py",
-               "tests/interop/test_hf.py",
-               "tests/models/test_generate.py",
-               "tests/perf/test_speed_switches.py::test_static_cache_decodes_the_same_tokens"]
+MODEL_TESTS = [
+    "tests/nn/test_known_values.py",
+    "tests/nn/test_units_by_hand.py",
+    "tests/nn/test_positions.py",
+    "tests/nn/test_kv_cache.py",
+    "tests/models/test_reference_parity.py",
+    "tests/models/test_variants.py",
+    "tests/models/test_head_options.py",
+    "tests/models/test_direction.py",
+    "tests/models/test_budget.py",
+    "tests/interop/test_hf.py",
+    "tests/models/test_generate.py",
+    "tests/perf/test_speed_switches.py::test_static_cache_decodes_the_same_tokens",
+]
 TARGETS: list[tuple[str, list[str]]] = [
     ("zoo/nn/chunked_loss.py", ["tests/perf/test_speed_switches.py", "-k", "chunked"]),
     ("zoo/nn/*.py", MODEL_TESTS),
@@ -69,43 +76,127 @@ TARGETS: list[tuple[str, list[str]]] = [
 ]
 # the core: what the committed run covers
 CORE = [
-    "zoo/nn/attention.py", "zoo/nn/block.py", "zoo/nn/cache.py", "zoo/nn/chunked_loss.py", "zoo/nn/embedding.py",
-    "zoo/nn/feedforward.py", "zoo/nn/mask.py", "zoo/nn/norm.py", "zoo/nn/position/alibi.py",
-    "zoo/nn/position/base.py", "zoo/nn/position/learned.py", "zoo/nn/position/relative.py",
-    "zoo/nn/position/rope.py", "zoo/nn/position/shaw.py", "zoo/nn/position/sinusoidal.py",
-    "zoo/models/base.py", "zoo/models/decoder_only.py", "zoo/models/encoder_decoder.py",
-    "zoo/models/encoder_only.py", "zoo/models/generate.py", "zoo/data/resumable.py", "zoo/tasks/optim.py",
-    "zoo/training/resume/rng.py", "zoo/training/checkpoint/saving.py", "zoo/compare/stats.py",
-    "zoo/interop/hf/common.py", "zoo/interop/hf/gpt2.py", "zoo/interop/hf/llama.py", "zoo/interop/hf/t5.py",
-    "zoo/interop/hf/bert.py", "zoo/interop/hf/bart.py",
+    "zoo/nn/attention.py",
+    "zoo/nn/block.py",
+    "zoo/nn/cache.py",
+    "zoo/nn/chunked_loss.py",
+    "zoo/nn/embedding.py",
+    "zoo/nn/feedforward.py",
+    "zoo/nn/mask.py",
+    "zoo/nn/norm.py",
+    "zoo/nn/position/alibi.py",
+    "zoo/nn/position/base.py",
+    "zoo/nn/position/learned.py",
+    "zoo/nn/position/relative.py",
+    "zoo/nn/position/rope.py",
+    "zoo/nn/position/shaw.py",
+    "zoo/nn/position/sinusoidal.py",
+    "zoo/models/base.py",
+    "zoo/models/decoder_only.py",
+    "zoo/models/encoder_decoder.py",
+    "zoo/models/encoder_only.py",
+    "zoo/models/generate.py",
+    "zoo/data/resumable.py",
+    "zoo/tasks/optim.py",
+    "zoo/training/resume/rng.py",
+    "zoo/training/checkpoint/saving.py",
+    "zoo/compare/stats.py",
+    "zoo/interop/hf/common.py",
+    "zoo/interop/hf/gpt2.py",
+    "zoo/interop/hf/llama.py",
+    "zoo/interop/hf/t5.py",
+    "zoo/interop/hf/bert.py",
+    "zoo/interop/hf/bart.py",
 ]
 
 # Realistic bugs, each a literal source edit; every one must fail a test (of the module's
 # tests, or of the tests named after it).
 PLANTED: list[tuple] = [  # (name, path, old, new[, tests])
-    ("reorder keys but not values", "zoo/nn/cache.py",
-     "self._k, self._v = self._k[index], self._v[index]", "self._k, self._v = self._k[index], self._v"),
-    ("reorder keys but not values, seen by beam search alone", "zoo/nn/cache.py",
-     "self._k, self._v = self._k[index], self._v[index]", "self._k, self._v = self._k[index], self._v",
-     ["tests/models/test_generate.py::test_beam_of_one_equals_greedy_and_beam_cache_equals_no_cache"]),
-    ("loader position not multiplied by the ranks", "zoo/data/resumable.py",
-     "self._epoch_batches * self.batch_size * replicas", "self._epoch_batches * self.batch_size"),
+    (
+        "reorder keys but not values",
+        "zoo/nn/cache.py",
+        "self._k, self._v = self._k[index], self._v[index]",
+        "self._k, self._v = self._k[index], self._v",
+    ),
+    (
+        "reorder keys but not values, seen by beam search alone",
+        "zoo/nn/cache.py",
+        "self._k, self._v = self._k[index], self._v[index]",
+        "self._k, self._v = self._k[index], self._v",
+        ["tests/models/test_generate.py::test_beam_of_one_equals_greedy_and_beam_cache_equals_no_cache"],
+    ),
+    (
+        "loader position not multiplied by the ranks",
+        "zoo/data/resumable.py",
+        "self._epoch_batches * self.batch_size * replicas",
+        "self._epoch_batches * self.batch_size",
+    ),
     ("cosine warmup boundary", "zoo/tasks/optim.py", "if step < warmup:", "if step <= warmup:"),
-    ("Student's pooled test in place of Welch's", "zoo/compare/stats.py",
-     "stats.ttest_ind(a, b, equal_var=False)", "stats.ttest_ind(a, b)"),
+    (
+        "Student's pooled test in place of Welch's",
+        "zoo/compare/stats.py",
+        "stats.ttest_ind(a, b, equal_var=False)",
+        "stats.ttest_ind(a, b)",
+    ),
     ("top-p boundary", "zoo/models/generate.py", "drop_sorted = before >= top_p", "drop_sorted = before > top_p"),
 ]
 
-_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-        ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
-_BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
-        ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult, ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd}
-_SYM = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
-        ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
-        ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|",
-        ast.And: "and", ast.Or: "or"}
-_SWAP_CALLS = {"min": "max", "max": "min", "any": "all", "all": "any", "minimum": "maximum",
-               "maximum": "minimum", "amin": "amax", "amax": "amin"}
+_CMP = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+_BIN = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.Pow: ast.Mult,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+}
+_SYM = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.And: "and",
+    ast.Or: "or",
+}
+_SWAP_CALLS = {
+    "min": "max",
+    "max": "min",
+    "any": "all",
+    "all": "any",
+    "minimum": "maximum",
+    "maximum": "minimum",
+    "amin": "amax",
+    "amax": "amin",
+}
 _QUIET_CALLS = {"info", "debug", "warning", "warn", "print", "echo", "register_buffer_note"}
 
 
@@ -139,8 +230,13 @@ def _skipped_nodes(tree: ast.AST, source_lines: list[str]) -> set[int]:
 
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             drop(body[0])
         if isinstance(node, (ast.Raise, ast.Assert, ast.JoinedStr, ast.Import, ast.ImportFrom)):
             drop(node)
@@ -198,8 +294,9 @@ def _mutations(node: ast.AST) -> list[tuple[str, str]]:
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
         if name in _SWAP_CALLS:
             out.append(("call", f"`{name}` -> `{_SWAP_CALLS[name]}`"))
-    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or \
-            (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or (
+        isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+    ):
         text = ast.unparse(node).splitlines()[0]
         out.append(("delete", f"delete `{text[:70]}`"))
     return out
@@ -254,8 +351,17 @@ def mutants_of(path: str) -> list[Mutant]:
         if id(node) in skip or not hasattr(node, "lineno"):
             continue
         for operator, description in _mutations(node):
-            found.append(Mutant(path, node.lineno, node.col_offset, description, index, operator,
-                                statement_line.get(id(node), node.lineno)))
+            found.append(
+                Mutant(
+                    path,
+                    node.lineno,
+                    node.col_offset,
+                    description,
+                    index,
+                    operator,
+                    statement_line.get(id(node), node.lineno),
+                )
+            )
     return found
 
 
@@ -278,8 +384,9 @@ def tests_for(path: str) -> list[str]:
 
 def _scratch_copy() -> Path:
     work = Path(tempfile.mkdtemp(prefix="zoo-mutate-"))
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     for rel in files:
         src = ROOT / rel
         if src.is_file():
@@ -302,8 +409,14 @@ def _pytest(work: Path, tests: list[str], timeout: float, extra: list[str] = ())
         done = subprocess.run(cmd, cwd=work, env=_env(work), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return -1, time.perf_counter() - start, ""
-    failed = next((line.split(" ", 1)[1].split(" - ")[0] for line in done.stdout.splitlines()
-                   if line.startswith(("FAILED ", "ERROR "))), "")
+    failed = next(
+        (
+            line.split(" ", 1)[1].split(" - ")[0]
+            for line in done.stdout.splitlines()
+            if line.startswith(("FAILED ", "ERROR "))
+        ),
+        "",
+    )
     return done.returncode, time.perf_counter() - start, failed
 
 
@@ -311,8 +424,9 @@ def covered_lines(work: Path, tests: list[str], modules: list[str]) -> tuple[dic
     """Run `tests` once on the clean copy under coverage: lines executed per module, and the time."""
     data = work / ".coverage-mutate"
     include = ",".join(str(work / m) for m in modules)
-    rc, seconds, failed = _pytest(work, tests, timeout=3600,
-                                  extra=["-m", "coverage", "run", f"--data-file={data}", f"--include={include}"])
+    rc, seconds, failed = _pytest(
+        work, tests, timeout=3600, extra=["-m", "coverage", "run", f"--data-file={data}", f"--include={include}"]
+    )
     if rc != 0:
         raise SystemExit(f"mutate: the clean tests fail ({' '.join(tests)}: {failed or f'exit {rc}'}); fix them first")
     import coverage
@@ -353,8 +467,9 @@ def run_planted(work: Path) -> list[dict]:
 
 
 def score(mutants: list[Mutant]) -> dict:
-    counts = {k: sum(m.outcome == k for m in mutants)
-              for k in ("killed", "timeout", "survived", "not reached", "equivalent")}
+    counts = {
+        k: sum(m.outcome == k for m in mutants) for k in ("killed", "timeout", "survived", "not reached", "equivalent")
+    }
     live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["not reached"]
     counts["score"] = round((counts["killed"] + counts["timeout"]) / live, 4) if live else None
     return counts
@@ -368,37 +483,61 @@ def write_report(mutants: list[Mutant], planted: list[dict], args, seconds: floa
     total = score(mutants)
     command = " ".join(["python benchmarks/mutate.py", *sys.argv[1:]])
     history = [*history, command]
-    record = {"command": command, "history": history, "seconds": round(seconds),
-              "seed": args.seed, "per_module": args.per_module, "total": total,
-              "modules": {p: score(ms) for p, ms in by_module.items()},
-              "mutants": [asdict(m) | {"key": m.key} for m in mutants], "planted": planted}
+    record = {
+        "command": command,
+        "history": history,
+        "seconds": round(seconds),
+        "seed": args.seed,
+        "per_module": args.per_module,
+        "total": total,
+        "modules": {p: score(ms) for p, ms in by_module.items()},
+        "mutants": [asdict(m) | {"key": m.key} for m in mutants],
+        "planted": planted,
+    }
     (RESULTS / f"{args.report}.json").write_text(json.dumps(record, indent=1) + "\n")
-    lines = ["# Mutation testing of the core", "",
-             f"Commands: {', then '.join(f'`{c}`' for c in history)} ({round(seconds / 60)} min in all; "
-             "`--again` reruns the mutants the previous run did not kill).", "", "One mutant at a time is written into a",
-             "copy of the tree and the module's tests (benchmarks/mutate.py `TARGETS`) run with `-x`.", ""]
+    lines = [
+        "# Mutation testing of the core",
+        "",
+        f"Commands: {', then '.join(f'`{c}`' for c in history)} ({round(seconds / 60)} min in all; "
+        "`--again` reruns the mutants the previous run did not kill).",
+        "",
+        "One mutant at a time is written into a",
+        "copy of the tree and the module's tests (benchmarks/mutate.py `TARGETS`) run with `-x`.",
+        "",
+    ]
     if mutants:
-        lines += [f"**Score: {total['killed'] + total['timeout']} killed of "
-                  f"{len(mutants) - total['equivalent']} non-equivalent mutants "
-                  f"({100 * (total['score'] or 0):.1f}%)**; {total['equivalent']} equivalent, "
-                  f"{total['not reached']} on lines the tests never run, {total['survived']} survived.", "",
-                  "| module | mutants | killed | timeout | survived | not reached | equivalent | score |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"**Score: {total['killed'] + total['timeout']} killed of "
+            f"{len(mutants) - total['equivalent']} non-equivalent mutants "
+            f"({100 * (total['score'] or 0):.1f}%)**; {total['equivalent']} equivalent, "
+            f"{total['not reached']} on lines the tests never run, {total['survived']} survived.",
+            "",
+            "| module | mutants | killed | timeout | survived | not reached | equivalent | score |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for p, s in record["modules"].items():
             n = len(by_module[p])
             pct = "-" if s["score"] is None else f"{100 * s['score']:.0f}%"
-            lines.append(f"| {p} | {n} | {s['killed']} | {s['timeout']} | {s['survived']} | {s['not reached']} "
-                         f"| {s['equivalent']} | {pct} |")
+            lines.append(
+                f"| {p} | {n} | {s['killed']} | {s['timeout']} | {s['survived']} | {s['not reached']} "
+                f"| {s['equivalent']} | {pct} |"
+            )
         lines += ["", "## Survivors and equivalent mutants", ""]
         for m in mutants:
             if m.outcome in ("survived", "not reached", "equivalent"):
                 why = f": {m.reason}" if m.reason else ""
                 lines.append(f"- {m.outcome}: `{m.key}`{why}")
     if planted:
-        lines += ["", "## Named bugs, planted again", "", "| bug | file | caught | first failing test |",
-                  "|---|---|---|---|"]
-        lines += [f"| {p['bug']} | {p['path']} | {'yes' if p['caught'] else '**no**'} | {p['failed_test']} |"
-                  for p in planted]
+        lines += [
+            "",
+            "## Named bugs, planted again",
+            "",
+            "| bug | file | caught | first failing test |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p['bug']} | {p['path']} | {'yes' if p['caught'] else '**no**'} | {p['failed_test']} |" for p in planted
+        ]
     (RESULTS / f"{args.report}.md").write_text("\n".join(lines) + "\n")
 
 
@@ -410,13 +549,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--planted", action="store_true", help="only the named bugs of PLANTED")
     p.add_argument("--list", action="store_true", help="list the mutants and stop")
     p.add_argument("--no-planted", action="store_true", help="skip the named bugs")
-    p.add_argument("--report", default="mutation",
-                   help="name of the report: benchmarks/results/NAME.json and NAME.md (default: mutation)")
-    p.add_argument("--exclude", nargs="*", default=[], metavar="REPORT",
-                   help="leave out the mutants of these reports (a held-out sample: --exclude mutation)")
-    p.add_argument("--again", action="store_true",
-                   help="rerun the mutants of the last report that were not killed (survived, not reached, "
-                        "equivalent) and update the report; the killed ones keep their result")
+    p.add_argument(
+        "--report",
+        default="mutation",
+        help="name of the report: benchmarks/results/NAME.json and NAME.md (default: mutation)",
+    )
+    p.add_argument(
+        "--exclude",
+        nargs="*",
+        default=[],
+        metavar="REPORT",
+        help="leave out the mutants of these reports (a held-out sample: --exclude mutation)",
+    )
+    p.add_argument(
+        "--again",
+        action="store_true",
+        help="rerun the mutants of the last report that were not killed (survived, not reached, "
+        "equivalent) and update the report; the killed ones keep their result",
+    )
     args = p.parse_args(argv)
     start = time.perf_counter()
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
@@ -428,8 +578,11 @@ def main(argv: list[str] | None = None) -> None:
     spent = 0.0
     if args.again:
         last = json.loads((RESULTS / f"{args.report}.json").read_text())
-        args.modules, args.seed, args.per_module = list(dict.fromkeys(m["path"] for m in last["mutants"])), last["seed"], \
-            last["per_module"]
+        args.modules, args.seed, args.per_module = (
+            list(dict.fromkeys(m["path"] for m in last["mutants"])),
+            last["seed"],
+            last["per_module"],
+        )
         history, spent = last.get("history", [last["command"]]), last["seconds"]
         current = {m.key: m for path in args.modules for m in mutants_of(path)}
         rerun = set()
@@ -442,16 +595,19 @@ def main(argv: list[str] | None = None) -> None:
                 chosen.append(m)
                 rerun.add(m.key)
             else:
-                raise SystemExit(f"mutate: {old['path']}:{old['line']} {old['description']} is no longer a mutant "
-                                 "of the source (it changed): run the whole sample again")
+                raise SystemExit(
+                    f"mutate: {old['path']}:{old['line']} {old['description']} is no longer a mutant "
+                    "of the source (it changed): run the whole sample again"
+                )
     exclude = set()
     for name in args.exclude:
         exclude |= {m["key"] for m in json.loads((RESULTS / f"{name}.json").read_text())["mutants"]}
-    for path in ([] if args.again else args.modules):
+    for path in [] if args.again else args.modules:
         found = [m for m in mutants_of(path) if m.key not in exclude]
         if args.per_module and len(found) > args.per_module:
-            found = sorted(random.Random(f"{args.seed}:{path}").sample(found, args.per_module),
-                           key=lambda m: (m.line, m.col))
+            found = sorted(
+                random.Random(f"{args.seed}:{path}").sample(found, args.per_module), key=lambda m: (m.line, m.col)
+            )
         chosen += found
     if args.list:
         for m in chosen:

@@ -25,9 +25,9 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 import torch
 
@@ -56,8 +56,11 @@ ARMS: dict[str, list[str]] = {
     "model.block=parallel": ["model.block=parallel"],
     "model.block=parallel_two_norms": ["model.block=parallel_two_norms"],
     "model.attention=sliding model.window=64": ["model.attention=sliding", "model.window=64"],
-    "model.attention=sliding model.window=64 model.global_every=2":
-        ["model.attention=sliding", "model.window=64", "model.global_every=2"],
+    "model.attention=sliding model.window=64 model.global_every=2": [
+        "model.attention=sliding",
+        "model.window=64",
+        "model.global_every=2",
+    ],
     "data.document_mask=true": ["data.document_mask=true"],
     "optim.kind=muon": ["optim.kind=muon"],
     "model.norm_type=rmsnorm": ["model.norm_type=rmsnorm"],
@@ -86,8 +89,11 @@ def arm_parts(overrides: list[str], shape: list[str]) -> tuple[object, dict, dic
     """The arm's overrides composed as zoo-train composes them (an unknown key or kind is refused
     here, before any weight exists) -> (ModelConfig, task keys, optim keys, document mask)."""
     keys = [o.split("=", 1)[0] for o in overrides]
-    other = [o for o, k in zip(overrides, keys)
-             if not (k.startswith(("model.", "task.", "optim.")) or k in ("model", DOCUMENT_MASK))]
+    other = [
+        o
+        for o, k in zip(overrides, keys)
+        if not (k.startswith(("model.", "task.", "optim.")) or k in ("model", DOCUMENT_MASK))
+    ]
     if other:
         raise ConfigError(f"{other[0]!r}: an arm overrides model.*, task.*, optim.* or {DOCUMENT_MASK} only")
     cfg = zoo.compose(["model.dropout=0.0", *shape, *overrides])
@@ -105,8 +111,17 @@ def with_documents(batch: dict, doc_len: int) -> dict:
     return {**batch, "document_ids": ids.contiguous()}
 
 
-def build_arms(names: list[str], *, shape: list[str], batch: int, seq_len: int, doc_len: int,
-               device: torch.device, seed: int = 0, arms: Optional[dict[str, list[str]]] = None) -> list[Arm]:
+def build_arms(
+    names: list[str],
+    *,
+    shape: list[str],
+    batch: int,
+    seq_len: int,
+    doc_len: int,
+    device: torch.device,
+    seed: int = 0,
+    arms: dict[str, list[str]] | None = None,
+) -> list[Arm]:
     """Every arm named, each composed, checked and built from the same seed."""
     table = ARMS if arms is None else arms
     unknown = [n for n in names if n not in table]
@@ -126,6 +141,7 @@ def build_arms(names: list[str], *, shape: list[str], batch: int, seq_len: int, 
 
 def time_arms(arms: list[Arm], *, rounds: int, steps: int, device: torch.device) -> dict[str, list[float]]:
     """Seconds per training step of each arm, one list entry per interleaved round."""
+
     def case(arm: Arm) -> Callable[[], float]:
         return lambda: timed(lambda: [arm.subject.train_step(arm.batch) for _ in range(steps)], steps, device)
 
@@ -135,9 +151,18 @@ def time_arms(arms: list[Arm], *, rounds: int, steps: int, device: torch.device)
 def rows_of(seconds: dict[str, list[float]], arms: list[Arm], tokens_per_step: int) -> list[dict]:
     """Median tokens/s, spread and the ratio to the first arm's median, one row per arm."""
     base = median(seconds[arms[0].name])
-    return [{"arm": a.name, "overrides": a.overrides, "tokens_per_s": tokens_per_step / median(seconds[a.name]),
-             "step_ms": 1e3 * median(seconds[a.name]), "spread": spread(seconds[a.name]),
-             "ratio": base / median(seconds[a.name]), "seconds": seconds[a.name]} for a in arms]
+    return [
+        {
+            "arm": a.name,
+            "overrides": a.overrides,
+            "tokens_per_s": tokens_per_step / median(seconds[a.name]),
+            "step_ms": 1e3 * median(seconds[a.name]),
+            "spread": spread(seconds[a.name]),
+            "ratio": base / median(seconds[a.name]),
+            "seconds": seconds[a.name],
+        }
+        for a in arms
+    ]
 
 
 def markdown(rows: list[dict]) -> str:
@@ -147,7 +172,7 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(argv: Optional[list[str]] = None) -> dict:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arm names (the first is the base)")
     parser.add_argument("--rounds", type=int, default=5)
@@ -156,8 +181,12 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--doc-len", type=int, default=64, help="data.document_mask: tokens per document")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--model", action="append", default=[], help="a model override of the baseline "
-                        "(repeatable), e.g. --model model.d_model=128")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="a model override of the baseline (repeatable), e.g. --model model.d_model=128",
+    )
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     if args.threads:
@@ -165,20 +194,32 @@ def main(argv: Optional[list[str]] = None) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     load_before = os.getloadavg()[0]  # other work on the machine: said beside the figures
     names = [n.strip() for n in args.arms.split(",") if n.strip()]
-    arms = build_arms(names, shape=args.model, batch=args.batch, seq_len=args.seq_len, doc_len=args.doc_len,
-                      device=device)
+    arms = build_arms(
+        names, shape=args.model, batch=args.batch, seq_len=args.seq_len, doc_len=args.doc_len, device=device
+    )
     print(f"options_cost: {len(arms)} arms x {args.rounds} rounds x {args.steps} steps", file=sys.stderr)
     seconds = time_arms(arms, rounds=args.rounds, steps=args.steps, device=device)
     rows = rows_of(seconds, arms, args.batch * args.seq_len)
     print(markdown(rows))
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-        "machine": {"device": _device_name(device), "cpus": os.cpu_count(), "torch": torch.__version__,
-                    "threads": torch.get_num_threads(), "python": platform.python_version(),
-                    "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]}},
-        "workload": {"model_overrides": args.model, "batch": args.batch, "seq_len": args.seq_len,
-                     "doc_len": args.doc_len, "rounds": args.rounds, "steps_per_round": args.steps,
-                     "params": sum(p.numel() for p in arms[0].subject.model.parameters())},
+        "machine": {
+            "device": _device_name(device),
+            "cpus": os.cpu_count(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "python": platform.python_version(),
+            "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
+        },
+        "workload": {
+            "model_overrides": args.model,
+            "batch": args.batch,
+            "seq_len": args.seq_len,
+            "doc_len": args.doc_len,
+            "rounds": args.rounds,
+            "steps_per_round": args.steps,
+            "params": sum(p.numel() for p in arms[0].subject.model.parameters()),
+        },
         "rows": rows,
     }
     if args.out:

@@ -24,16 +24,29 @@ from zoo.plan.trace import BUFFERS, WEIGHTS
 
 OUT = Path(__file__).parent / "results" / "plan_check.json"
 SMALL = dict(d_model=256, n_heads=4, n_layers=4, vocab_size=8192, max_seq_len=1024)
-LLAMA = dict(SMALL, norm_type="rmsnorm", activation="swiglu", position={"kind": "rope"}, bias=False,
-             tie_embeddings=False)
+LLAMA = dict(
+    SMALL, norm_type="rmsnorm", activation="swiglu", position={"kind": "rope"}, bias=False, tie_embeddings=False
+)
 CONFIGS = [
     ("gpt", dict(SMALL), "32-true", 8, 512),
     ("llama", dict(LLAMA), "bf16-mixed", 4, 256),
     ("gpt checkpointed", dict(SMALL, checkpoint_activations=True), "32-true", 8, 512),
     ("llama checkpointed", dict(LLAMA, checkpoint_activations=True), "bf16-mixed", 2, 512),
     ("bert (masked LM)", dict(SMALL, family="encoder_only", activation="gelu"), "32-true", 16, 256),
-    ("t5 (relative, geglu)", dict(SMALL, family="encoder_decoder", position={"kind": "relative"},
-                                  norm_type="rmsnorm", activation="geglu", n_layers=2), "bf16-true", 4, 256),
+    (
+        "t5 (relative, geglu)",
+        dict(
+            SMALL,
+            family="encoder_decoder",
+            position={"kind": "relative"},
+            norm_type="rmsnorm",
+            activation="geglu",
+            n_layers=2,
+        ),
+        "bf16-true",
+        4,
+        256,
+    ),
     ("alibi, dropout 0.1", dict(SMALL, position={"kind": "alibi"}, dropout=0.1), "32-true", 4, 1024),
     ("gpt bf16-true", dict(SMALL), "bf16-true", 8, 256),
 ]
@@ -52,24 +65,43 @@ def main() -> None:
         live = peak_training_memory(spec, fixed_mmap_threshold=True)
         default = peak_training_memory(spec, fixed_mmap_threshold=False)
         training = planned.total - planned.parts[WEIGHTS] - planned.parts[BUFFERS]
-        row = {"name": name, "model": model, "precision": precision, "batch": batch, "seq_len": seq_len,
-               "planned_total_bytes": planned.total, "planned_training_bytes": training,
-               "planned_parts": planned.parts, "peak_phase": planned.step.peak_phase, "plan_seconds": round(plan_s, 2),
-               "measured_total_bytes": live["total_bytes"], "measured_training_bytes": live["training_bytes"],
-               "measured_default_malloc_total_bytes": default["total_bytes"],
-               "ratio_total": planned.total / live["total_bytes"],
-               "ratio_training": training / live["training_bytes"],
-               "ratio_default_malloc_total": planned.total / default["total_bytes"]}
+        row = {
+            "name": name,
+            "model": model,
+            "precision": precision,
+            "batch": batch,
+            "seq_len": seq_len,
+            "planned_total_bytes": planned.total,
+            "planned_training_bytes": training,
+            "planned_parts": planned.parts,
+            "peak_phase": planned.step.peak_phase,
+            "plan_seconds": round(plan_s, 2),
+            "measured_total_bytes": live["total_bytes"],
+            "measured_training_bytes": live["training_bytes"],
+            "measured_default_malloc_total_bytes": default["total_bytes"],
+            "ratio_total": planned.total / live["total_bytes"],
+            "ratio_training": training / live["training_bytes"],
+            "ratio_default_malloc_total": planned.total / default["total_bytes"],
+        }
         rows.append(row)
-        print(f"{name}: planned {planned.total / 2**20:.1f} MiB, measured {live['total_bytes'] / 2**20:.1f} MiB "
-              f"(default malloc {default['total_bytes'] / 2**20:.1f}), ratio {row['ratio_total']:.3f}",
-              file=sys.stderr, flush=True)
-    record = {"command": "python benchmarks/plan_check.py", "date": time.strftime("%Y-%m-%d"),
-              "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, 2 torch threads",
-              "python": platform.python_version(), "torch": __import__("torch").__version__,
-              "tolerance": TOLERANCE, "configs": rows,
-              "within_tolerance": all(abs(r["ratio_total"] - 1) <= TOLERANCE and abs(r["ratio_training"] - 1) <= TOLERANCE
-                                      for r in rows)}
+        print(
+            f"{name}: planned {planned.total / 2**20:.1f} MiB, measured {live['total_bytes'] / 2**20:.1f} MiB "
+            f"(default malloc {default['total_bytes'] / 2**20:.1f}), ratio {row['ratio_total']:.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    record = {
+        "command": "python benchmarks/plan_check.py",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, 2 torch threads",
+        "python": platform.python_version(),
+        "torch": __import__("torch").__version__,
+        "tolerance": TOLERANCE,
+        "configs": rows,
+        "within_tolerance": all(
+            abs(r["ratio_total"] - 1) <= TOLERANCE and abs(r["ratio_training"] - 1) <= TOLERANCE for r in rows
+        ),
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(record, indent=2) + "\n")
     from doc_tables import plan_check_table  # the table of docs/memory-planner.md

@@ -46,12 +46,18 @@ def main(T: int = 1024, window: int = 128, rounds: int = 5) -> None:
     frozen = [t.detach() for t in (q, k, v)]  # (B, H, T, Dh) each, no autograd
     for name, attend in calls.items():
         with torch.no_grad():
-            forward = _time(lambda: attend(*frozen), rounds)
-        both = (None if (on_cpu and name.startswith("flex"))
-                else _time(lambda: attend(q, k, v).sum().backward(), rounds))
-        print(f"{name:34s} forward {forward:8.1f} ms   forward+backward "
-              f"{'   n/a' if both is None else f'{both:8.1f} ms'}   (T={T}, window={window}, B={B}, H={H}, "
-              f"Dh={Dh}, {torch.get_num_threads()} threads)")
+            forward = _time(lambda attend=attend: attend(*frozen), rounds)
+        both = (
+            None
+            if (on_cpu and name.startswith("flex"))
+            else _time(lambda attend=attend: attend(q, k, v).sum().backward(), rounds)
+        )
+        print(
+            f"{name:34s} forward {forward:8.1f} ms   forward+backward "
+            f"{'   n/a' if both is None else f'{both:8.1f} ms'}   (T={T}, window={window}, B={B}, H={H}, "
+            f"Dh={Dh}, {torch.get_num_threads()} threads)"
+        )
+
 
 if __name__ == "__main__":
     main(*(int(a) for a in sys.argv[1:]))

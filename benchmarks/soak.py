@@ -47,10 +47,17 @@ def main() -> None:
 
     run = Path(args.run_dir or tempfile.mkdtemp(prefix="zoo-soak-")) / "run"
     seconds = int(args.minutes * 60)
-    overrides = ["tokenizer=byte", "model.vocab_size=320", "trainer.max_steps=10000000",
-                 f"+trainer.max_time=00:{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}",
-                 "trainer.val_check_interval=100", "callbacks.checkpoint_every_n_steps=100",
-                 "callbacks.save_top_k=3", "callbacks.progress_bar=none", f"hydra.run.dir={run}"]
+    overrides = [
+        "tokenizer=byte",
+        "model.vocab_size=320",
+        "trainer.max_steps=10000000",
+        f"+trainer.max_time=00:{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}",
+        "trainer.val_check_interval=100",
+        "callbacks.checkpoint_every_n_steps=100",
+        "callbacks.save_top_k=3",
+        "callbacks.progress_bar=none",
+        f"hydra.run.dir={run}",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     cmd = [sys.executable, "-m", "zoo.cli.train", *overrides]
     start = time.monotonic()
@@ -76,9 +83,17 @@ def main() -> None:
     summary = json.loads((run / "summary.json").read_text())
     final = summary["global_step"]
 
-    resumed = subprocess.run([*cmd[:3], *[o for o in overrides if not o.startswith(("trainer.max_steps", "+trainer.max_time"))],
-                              f"trainer.max_steps={final + 50}", "ckpt_path=last"],
-                             env=env, capture_output=True, text=True)
+    resumed = subprocess.run(
+        [
+            *cmd[:3],
+            *[o for o in overrides if not o.startswith(("trainer.max_steps", "+trainer.max_time"))],
+            f"trainer.max_steps={final + 50}",
+            "ckpt_path=last",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if resumed.returncode != 0:
         sys.exit(f"resume failed: {resumed.stderr[-2000:]}")
     after = json.loads((run / "summary.json").read_text())
@@ -88,13 +103,17 @@ def main() -> None:
     end_t = samples[-1][0]
     tail = [mb for t, mb in samples if t >= end_t - 180]
     result = {
-        "minutes": args.minutes, "threads": args.threads, "steps": final,
-        "tokens_per_s": summary["tokens_per_s"], "val_loss": summary["metrics"].get("val/loss"),
+        "minutes": args.minutes,
+        "threads": args.threads,
+        "steps": final,
+        "tokens_per_s": summary["tokens_per_s"],
+        "val_loss": summary["metrics"].get("val/loss"),
         "rss_mb_after_warmup": round(statistics.median(warm), 1),
         "rss_mb_last_3_min": round(statistics.median(tail), 1),
         "rss_mb_max": round(max(mb for _, mb in samples), 1),
         "rss_growth_mb": round(statistics.median(tail) - statistics.median(warm), 1),
-        "checkpoints_loaded": steps, "metrics_rows": len(rows),
+        "checkpoints_loaded": steps,
+        "metrics_rows": len(rows),
         "resumed_to_step": after["global_step"],
         "samples": [(round(t, 1), round(mb, 1)) for t, mb in samples],
     }
@@ -112,9 +131,11 @@ def main() -> None:
         ax.plot([t / 60 for t, _ in samples], [mb for _, mb in samples], lw=1.2)
         ax.set_xlabel("minutes")
         ax.set_ylabel("resident memory (MB)")
-        ax.set_title(f"zoo-train soak: {final} steps in {args.minutes:g} min, RSS after warm-up "
-                     f"{result['rss_mb_after_warmup']:.0f} MB, at the end {result['rss_mb_last_3_min']:.0f} MB",
-                     fontsize=9)
+        ax.set_title(
+            f"zoo-train soak: {final} steps in {args.minutes:g} min, RSS after warm-up "
+            f"{result['rss_mb_after_warmup']:.0f} MB, at the end {result['rss_mb_last_3_min']:.0f} MB",
+            fontsize=9,
+        )
         ax.grid(alpha=0.3)
         fig.tight_layout()
         fig.savefig(args.plot, dpi=120)

@@ -26,21 +26,42 @@ import tempfile
 import time
 from pathlib import Path
 
-BASE = ["model.d_model=64", "model.n_heads=2", "model.n_layers=2", "model.vocab_size=300",
-        "model.max_seq_len=64", "tokenizer=byte", "data.seq_len=32", "data.global_batch_size=8",
-        "scheduler.warmup_steps=5", "callbacks.progress_bar=none"]
+BASE = [
+    "model.d_model=64",
+    "model.n_heads=2",
+    "model.n_layers=2",
+    "model.vocab_size=300",
+    "model.max_seq_len=64",
+    "tokenizer=byte",
+    "data.seq_len=32",
+    "data.global_batch_size=8",
+    "scheduler.warmup_steps=5",
+    "callbacks.progress_bar=none",
+]
 MOMENTS = {
-    "training": ["trainer.max_steps=100000", "trainer.val_check_interval=100000", "data.max_examples=2000",
-                 "callbacks.checkpoint_every_n_steps=20"],
-    "validation": ["trainer.max_steps=100000", "trainer.val_check_interval=20", "trainer.limit_val_batches=1.0",
-                   "callbacks.checkpoint_every_n_steps=20", "callbacks.stop_grace_s=5"],
+    "training": [
+        "trainer.max_steps=100000",
+        "trainer.val_check_interval=100000",
+        "data.max_examples=2000",
+        "callbacks.checkpoint_every_n_steps=20",
+    ],
+    "validation": [
+        "trainer.max_steps=100000",
+        "trainer.val_check_interval=20",
+        "trainer.limit_val_batches=1.0",
+        "callbacks.checkpoint_every_n_steps=20",
+        "callbacks.stop_grace_s=5",
+    ],
 }
 
 
 def start(run: Path, extra: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *BASE, *extra, f"hydra.run.dir={run}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli.train", *BASE, *extra, f"hydra.run.dir={run}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
 
 
 def trial(root: Path, moment: str, n: int) -> float:
@@ -81,9 +102,13 @@ def main() -> None:
             for proc in load:
                 proc.kill()
                 proc.wait()
-    result = {"load": args.load, "trials": args.trials, "cpus": os.cpu_count(),
-              **{f"{m}_median_s": round(statistics.median(t), 2) for m, t in times.items()},
-              **{f"{m}_max_s": round(max(t), 2) for m, t in times.items()}}
+    result = {
+        "load": args.load,
+        "trials": args.trials,
+        "cpus": os.cpu_count(),
+        **{f"{m}_median_s": round(statistics.median(t), 2) for m, t in times.items()},
+        **{f"{m}_max_s": round(max(t), 2) for m, t in times.items()},
+    }
     print(json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -114,8 +114,9 @@ def cli_here(capsys, monkeypatch):
 def _logging_state() -> dict:
     """Every logger's handlers, level, disabled and propagate flags (root's under "")."""
     loggers = {"": logging.getLogger()}
-    loggers.update({name: lg for name, lg in logging.Logger.manager.loggerDict.items()
-                    if isinstance(lg, logging.Logger)})
+    loggers.update(
+        {name: lg for name, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)}
+    )
     return {name: (lg, list(lg.handlers), lg.level, lg.disabled, lg.propagate) for name, lg in loggers.items()}
 
 
@@ -136,8 +137,9 @@ _HARMLESS = ("__pycache__", ".pytest_cache", ".hypothesis", ".coverage", ".zoo-c
 def _checkout_changes() -> set[str] | None:
     """`git status` of the checkout the tests run from (None outside a git checkout)."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=_CHECKOUT,
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored"], cwd=_CHECKOUT, capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:

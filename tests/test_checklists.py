@@ -22,8 +22,14 @@ def references(readme: Path) -> list[tuple[str, str | None]]:
 
 def defines(source: str, name: str, top_level: bool) -> bool:
     indent = "" if top_level else r"[ \t]*"
-    return re.search(rf"^{indent}(?:(?:async )?def |class ){re.escape(name)}\b|^{indent}{re.escape(name)}\s*[:=]",
-                     source, flags=re.M) is not None
+    return (
+        re.search(
+            rf"^{indent}(?:(?:async )?def |class ){re.escape(name)}\b|^{indent}{re.escape(name)}\s*[:=]",
+            source,
+            flags=re.M,
+        )
+        is not None
+    )
 
 
 def missing(readme: Path) -> list[str]:
@@ -61,7 +67,12 @@ def test_docs_point_at_every_checklist():
 
 def test_a_name_that_does_not_exist_is_caught(tmp_path):
     fake = tmp_path / "README.md"
-    fake.write_text("## Adding\n`zoo/config/facts/positions.py:POSITION_FACTS` `zoo/config/facts/positions.py:NO_SUCH_TABLE` "
-                    "`zoo/config/schema/model.py:PositionConfig.no_such_method` `zoo/no_such_file.py` `zoo/nn/NAME.py`\n")
-    assert missing(fake) == ["zoo/config/facts/positions.py:NO_SUCH_TABLE",
-                             "zoo/config/schema/model.py:PositionConfig.no_such_method", "zoo/no_such_file.py"]
+    fake.write_text(
+        "## Adding\n`zoo/config/facts/positions.py:POSITION_FACTS` `zoo/config/facts/positions.py:NO_SUCH_TABLE` "
+        "`zoo/config/schema/model.py:PositionConfig.no_such_method` `zoo/no_such_file.py` `zoo/nn/NAME.py`\n"
+    )
+    assert missing(fake) == [
+        "zoo/config/facts/positions.py:NO_SUCH_TABLE",
+        "zoo/config/schema/model.py:PositionConfig.no_such_method",
+        "zoo/no_such_file.py",
+    ]

@@ -18,7 +18,6 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -32,14 +31,14 @@ INFERENCE = ("zoo-generate", "zoo-eval", "zoo-export")
 class Example:
     where: str  # the page, or the tool whose --help shows it
     line: str  # as printed
-    refusal: Optional[str] = None  # the line the page prints after it, when it shows a refusal
+    refusal: str | None = None  # the line the page prints after it, when it shows a refusal
 
     @property
     def words(self) -> list[str]:
         return tool_words(self.line)
 
 
-def tool_words(line: str) -> Optional[list[str]]:
+def tool_words(line: str) -> list[str] | None:
     """The words of a command of a tool of zoo, as `zoo-TOOL ARGS...`: `zoo SUBCOMMAND`,
     `torchrun ... -m zoo.cli.TOOL`, `sbatch --wrap "zoo-TOOL ..."` and `sbatch recipes/zoo.sbatch
     ARGS` (zoo-train with the job's shape) read as the zoo-train or zoo-TOOL they run; None for
@@ -54,17 +53,20 @@ def tool_words(line: str) -> Optional[list[str]]:
         return [f"zoo-{words[1] if words[1] != 'SUBCOMMAND' else 'train'}", *words[2:]]
     if re.fullmatch(r"zoo-[a-z]+", words[0]):
         return words
-    if "-m" in words and words[words.index("-m") + 1:][:1] and words[words.index("-m") + 1].startswith("zoo.cli."):
+    if "-m" in words and words[words.index("-m") + 1 :][:1] and words[words.index("-m") + 1].startswith("zoo.cli."):
         at = words.index("-m")
-        return [f"zoo-{words[at + 1].removeprefix('zoo.cli.')}", *words[at + 2:]]
+        return [f"zoo-{words[at + 1].removeprefix('zoo.cli.')}", *words[at + 2 :]]
     if words[0] == "sbatch":
-        wrapped = [w.split("=", 1)[1] if w.startswith("--wrap=") else words[i + 1]
-                   for i, w in enumerate(words) if w.startswith("--wrap")]
+        wrapped = [
+            w.split("=", 1)[1] if w.startswith("--wrap=") else words[i + 1]
+            for i, w in enumerate(words)
+            if w.startswith("--wrap")
+        ]
         if wrapped:
             return tool_words(wrapped[0].replace("$SLURM_ARRAY_TASK_ID", "3"))
         if "recipes/zoo.sbatch" in words:
             shape = ["trainer.num_nodes=1", "trainer.devices=8", "trainer.strategy=ddp"]
-            return ["zoo-train", *shape, *words[words.index("recipes/zoo.sbatch") + 1:]]
+            return ["zoo-train", *shape, *words[words.index("recipes/zoo.sbatch") + 1 :]]
     return None
 
 
@@ -73,8 +75,7 @@ def examples_in(text: str, where: str) -> list[Example]:
     continued with a backslash joined, a `$ ` prompt dropped."""
     found = []
     fenced = re.findall(r"^```[\w-]*\n(.*?)^```", text, flags=re.M | re.S)
-    indented = re.findall(r"(?:^(?: {4}|\t).*\n?)+", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S),
-                          flags=re.M)
+    indented = re.findall(r"(?:^(?: {4}|\t).*\n?)+", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S), flags=re.M)
     for body in fenced + indented:
         lines = [line.strip() for line in body.replace("\\\n", " ").splitlines()]
         for i, line in enumerate(lines):
@@ -102,14 +103,33 @@ def test_the_examples_are_found():
     """The reading above finds the examples of every page that has them and of every tool."""
     places = {e.where for e in EXAMPLES}
     assert len(EXAMPLES) >= 70, len(EXAMPLES)
-    assert {"README.md", "index.md", "ablations.md", "generating.md", "memory-planner.md", "scaling-out.md",
-            "performance.md", "interop.md", "data.md", "tracking.md"} <= places, places
+    assert {
+        "README.md",
+        "index.md",
+        "ablations.md",
+        "generating.md",
+        "memory-planner.md",
+        "scaling-out.md",
+        "performance.md",
+        "interop.md",
+        "data.md",
+        "tracking.md",
+    } <= places, places
     assert {f"zoo-{t} --help" for t in TOOLS if t != "main"} <= places, places
-    assert {e.words[0] for e in EXAMPLES} == {"zoo-train", "zoo-generate", "zoo-eval", "zoo-export", "zoo-compare",
-                                              "zoo-bench", "zoo-plan", "zoo-prepare"}
+    assert {e.words[0] for e in EXAMPLES} == {
+        "zoo-train",
+        "zoo-generate",
+        "zoo-eval",
+        "zoo-export",
+        "zoo-compare",
+        "zoo-bench",
+        "zoo-plan",
+        "zoo-prepare",
+    }
 
 
 # ---- the placeholders a reader fills in, filled with real things ---------------------------------
+
 
 def tiny_hf(directory: Path, kind: str) -> Path:
     """A tiny Hugging Face model directory (config and safetensors weights) for init_from=hf:."""
@@ -118,13 +138,25 @@ def tiny_hf(directory: Path, kind: str) -> Path:
 
     torch.manual_seed(0)
     if kind == "llama":
-        config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                          num_attention_heads=2, num_key_value_heads=2, vocab_size=300,
-                                          max_position_embeddings=128)
+        config = transformers.LlamaConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            vocab_size=300,
+            max_position_embeddings=128,
+        )
         model = transformers.LlamaForCausalLM(config)
     else:
-        config = transformers.BertConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                         num_attention_heads=2, vocab_size=300, max_position_embeddings=512)
+        config = transformers.BertConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            vocab_size=300,
+            max_position_embeddings=512,
+        )
         model = transformers.BertForMaskedLM(config)
     model.save_pretrained(directory)
     return directory
@@ -143,8 +175,14 @@ def workdir(tmp_path_factory):
     for name in ("prompts.txt", "phrases.txt"):
         (here / name).write_text("And God said\nIn the beginning\n")
     (here / "held_out.jsonl").write_text("".join(json.dumps({"text": text[:600]}) + "\n" for _ in range(20)))
-    for sweep in ("SWEEP", "SWEEP_A", "SWEEP_B", "multirun/DATE/TIME", "multirun/first",
-                  "multirun/2026-11-22/10-00-00"):
+    for sweep in (
+        "SWEEP",
+        "SWEEP_A",
+        "SWEEP_B",
+        "multirun/DATE/TIME",
+        "multirun/first",
+        "multirun/2026-11-22/10-00-00",
+    ):
         (here / sweep).mkdir(parents=True)
     (here / "benchmarks" / "results").mkdir(parents=True)
     stable = here / "runs" / "stable" / "checkpoints"  # branch_from=: `${zoo.branch_end:}` reads its step
@@ -155,7 +193,7 @@ def workdir(tmp_path_factory):
     return here
 
 
-def filled(words: list[str], here: Path, ckpt: Optional[Path] = None, hf: Optional[dict] = None) -> list[str]:
+def filled(words: list[str], here: Path, ckpt: Path | None = None, hf: dict | None = None) -> list[str]:
     """The example's words with its placeholders filled in."""
     out = []
     for word in words:
@@ -174,12 +212,13 @@ def filled(words: list[str], here: Path, ckpt: Optional[Path] = None, hf: Option
 
 # ---- each tool taken as far as it goes before its first file ---------------------------------------
 
-def _train_validates(args: list[str], capsys) -> Optional[str]:
+
+def _train_validates(args: list[str], capsys) -> str | None:
     """zoo-train's reading of `args` up to its first file: Hydra's command line, every job of a
     sweep composed and validated, local data files checked; the refusal's line, or None."""
-    import zoo
     from omegaconf import OmegaConf
 
+    import zoo
     from zoo.cli import train
     from zoo.cli.hydra_args import parse_hydra_args, sweep_variants, unknown_words
     from zoo.config.errors import ZooError
@@ -208,7 +247,7 @@ def _train_validates(args: list[str], capsys) -> Optional[str]:
     return None
 
 
-def _tool_reads(tool: str, args: list[str]) -> Optional[str]:
+def _tool_reads(tool: str, args: list[str]) -> str | None:
     """The other tools' arguments read by their own parsers and checks (no model loaded)."""
     from zoo.cli.args import parse
     from zoo.config.errors import ZooError
@@ -262,8 +301,10 @@ def test_the_example_is_not_refused(example, workdir, monkeypatch, capsys):
         assert got == example.refusal, (example.line, got)
         return
     if "init_from=hf:path/to/llama" in example.line or "init_from=hf:path/to/bert" in example.line:
-        hf = {name: workdir / "hf" / name if (workdir / "hf" / name).exists() else tiny_hf(workdir / "hf" / name, name)
-              for name in ("llama", "bert")}
+        hf = {
+            name: workdir / "hf" / name if (workdir / "hf" / name).exists() else tiny_hf(workdir / "hf" / name, name)
+            for name in ("llama", "bert")
+        }
         args = filled(example.words, workdir, hf=hf)[1:]
     if tool == "zoo-train" and any(a in ("--help", "-h", "--cfg") for a in args):  # prints only: run whole
         before = set(workdir.rglob("*"))
@@ -289,8 +330,9 @@ def tiny_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("examples_run") / "run"
     # positions for the examples' prompt and max_new_tokens (64 by default)
     overrides = [*tiny_overrides(run), "model.max_seq_len=128"]
-    done = subprocess.run([sys.executable, "-m", "zoo.cli.train", *overrides], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", *overrides], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return run
 
@@ -302,8 +344,9 @@ def on_this_machine(example: Example) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", [e for e in EXAMPLES if e.words[0] in INFERENCE],
-                         ids=lambda e: f"{e.where}: {e.line[:70]}")
+@pytest.mark.parametrize(
+    "example", [e for e in EXAMPLES if e.words[0] in INFERENCE], ids=lambda e: f"{e.where}: {e.line[:70]}"
+)
 def test_the_inference_example_runs(example, tiny_run, workdir, tmp_path, monkeypatch, capsys):
     """zoo-generate, zoo-eval and zoo-export as printed, on a tiny checkpoint, each in a fresh
     directory holding the files it names: exit 0, no traceback."""

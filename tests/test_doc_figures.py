@@ -65,7 +65,8 @@ def interval(r: dict, digits: int, sign: bool = True) -> str:
 @pytest.mark.parametrize("name", sorted(doc_tables.TABLES))
 def test_each_generated_table_is_the_result_files(name):
     assert doc_tables.current(name) == doc_tables.TABLES[name][1](), (
-        f"docs/{doc_tables.TABLES[name][0]}: table {name} is stale: python benchmarks/doc_tables.py")
+        f"docs/{doc_tables.TABLES[name][0]}: table {name} is stale: python benchmarks/doc_tables.py"
+    )
 
 
 def test_the_performance_targets_are_the_reference_results():
@@ -74,17 +75,19 @@ def test_the_performance_targets_are_the_reference_results():
     zoo, hf, xt = (row(ref, n, "eager") for n in ("zoo", "hf", "x-transformers"))
     ratios = ref["ratios"]
     peaks = ref["matmul_flops_per_s"]
-    assert not unsaid("performance.md",
-         f"float32 matmul measured at {peaks['float32'] / 1e9:,.0f} GFLOP/s, bf16 {peaks['bfloat16'] / 1e9:,.0f} GFLOP/s",
-         f"{zoo[t] / max(hf[t], xt[t]):.2f} × (zoo {zoo[t]:,.0f} vs HF {hf[t]:,.0f}; x-transformers {xt[t]:,.0f})",
-         f"| with torch.compile ≥ 1.0 × HF GPT-2 compiled | {ratios['train compile: zoo / hf']:.2f} × |",
-         f"| bf16 autocast ≥ 1.6 × its own float32 | {ratios['train bf16: zoo bf16 / zoo float32']:.2f} × |",
-         f"{zoo['mfu']:.0%} (HF {hf['mfu']:.0%}, x-transformers {xt['mfu']:.0%})",
-         f"{ratios['fit / bare step (eager)']:.0%} eager, {ratios['fit / bare step (bf16)']:.0%} bf16",
-         f"eager vs eager {ratios['generate batch 1: zoo / hf']:.2f} ×",
-         f"vs HF `generate` {ratios['generate batch 1: zoo compiled static step / hf eager']:.2f} ×, "
-         f"vs HF with its static cache compiled {ratios['generate batch 1: zoo / hf, both compiled']:.2f} ×",
-         f"Generation eager vs eager ({ratios['generate batch 1: zoo / hf']:.2f} ×)")
+    assert not unsaid(
+        "performance.md",
+        f"float32 matmul measured at {peaks['float32'] / 1e9:,.0f} GFLOP/s, bf16 {peaks['bfloat16'] / 1e9:,.0f} GFLOP/s",
+        f"{zoo[t] / max(hf[t], xt[t]):.2f} × (zoo {zoo[t]:,.0f} vs HF {hf[t]:,.0f}; x-transformers {xt[t]:,.0f})",
+        f"| with torch.compile ≥ 1.0 × HF GPT-2 compiled | {ratios['train compile: zoo / hf']:.2f} × |",
+        f"| bf16 autocast ≥ 1.6 × its own float32 | {ratios['train bf16: zoo bf16 / zoo float32']:.2f} × |",
+        f"{zoo['mfu']:.0%} (HF {hf['mfu']:.0%}, x-transformers {xt['mfu']:.0%})",
+        f"{ratios['fit / bare step (eager)']:.0%} eager, {ratios['fit / bare step (bf16)']:.0%} bf16",
+        f"eager vs eager {ratios['generate batch 1: zoo / hf']:.2f} ×",
+        f"vs HF `generate` {ratios['generate batch 1: zoo compiled static step / hf eager']:.2f} ×, "
+        f"vs HF with its static cache compiled {ratios['generate batch 1: zoo / hf, both compiled']:.2f} ×",
+        f"Generation eager vs eager ({ratios['generate batch 1: zoo / hf']:.2f} ×)",
+    )
 
 
 def test_the_other_shapes_are_their_results():
@@ -92,47 +95,63 @@ def test_the_other_shapes_are_their_results():
     bert = result("bert.json")
     zb, hb = row(bert, "zoo", "eager"), row(bert, "hf", "eager")
     r = bert["ratios"]
-    assert not unsaid("performance.md",
-         f"{r['train eager: zoo / hf']:.2f} × (zoo {zb[t]:,.0f} vs {hb[t]:,.0f} tokens/s; bf16 "
-         f"{r['train bf16: zoo / hf']:.2f} ×; forward latency {r['forward: hf / zoo latency']:.2f} ×)")
+    assert not unsaid(
+        "performance.md",
+        f"{r['train eager: zoo / hf']:.2f} × (zoo {zb[t]:,.0f} vs {hb[t]:,.0f} tokens/s; bf16 "
+        f"{r['train bf16: zoo / hf']:.2f} ×; forward latency {r['forward: hf / zoo latency']:.2f} ×)",
+    )
     t5 = result("t5.json")
     zt, ht = row(t5, "zoo", "eager"), row(t5, "hf", "eager")
     r = t5["ratios"]
     spreads = sorted(round(x["train_spread"] * 100) for x in (zt, ht))
-    assert not unsaid("performance.md",
-         f"{r['train eager: zoo / hf']:.2f} × (zoo {zt[t]:,.0f} vs {ht[t]:,.0f} tokens/s, spreads "
-         f"{spreads[0]}–{spreads[1]}%); bf16 {r['train bf16: zoo / hf']:.2f} ×; generation "
-         f"{r['generate batch 1: zoo / hf']:.2f} × (batch 1)",
-         f"T5 ({r['train eager: zoo / hf']:.2f} ×)")
+    assert not unsaid(
+        "performance.md",
+        f"{r['train eager: zoo / hf']:.2f} × (zoo {zt[t]:,.0f} vs {ht[t]:,.0f} tokens/s, spreads "
+        f"{spreads[0]}–{spreads[1]}%); bf16 {r['train bf16: zoo / hf']:.2f} ×; generation "
+        f"{r['generate batch 1: zoo / hf']:.2f} × (batch 1)",
+        f"T5 ({r['train eager: zoo / hf']:.2f} ×)",
+    )
     ctx = result("context_1024.json")
-    z, h, x, c = (row(ctx, "zoo", "eager"), row(ctx, "hf", "eager"), row(ctx, "x-transformers", "eager"),
-                  row(ctx, "zoo", "checkpoint"))
-    assert not unsaid("performance.md",
-         f"trains at {z[t]:,.0f} tokens/s, {z[t] / h[t]:.2f} × HF GPT-2 ({h[t]:,.0f}) and {z[t] / x[t]:.2f} × "
-         f"x-transformers ({x[t]:,.0f}), at {z['mfu']:.0%} MFU; checkpointed, {c[t]:,.0f} tokens/s "
-         f"({1 - c[t] / z[t]:.0%} slower)")
+    z, h, x, c = (
+        row(ctx, "zoo", "eager"),
+        row(ctx, "hf", "eager"),
+        row(ctx, "x-transformers", "eager"),
+        row(ctx, "zoo", "checkpoint"),
+    )
+    assert not unsaid(
+        "performance.md",
+        f"trains at {z[t]:,.0f} tokens/s, {z[t] / h[t]:.2f} × HF GPT-2 ({h[t]:,.0f}) and {z[t] / x[t]:.2f} × "
+        f"x-transformers ({x[t]:,.0f}), at {z['mfu']:.0%} MFU; checkpointed, {c[t]:,.0f} tokens/s "
+        f"({1 - c[t] / z[t]:.0%} slower)",
+    )
     deep = result("context_1024_8layers.json")
     z8, c8 = row(deep, "zoo", "eager"), row(deep, "zoo", "checkpoint")
     cut4, cut8 = 1 - c["memory_mb"] / z["memory_mb"], 1 - c8["memory_mb"] / z8["memory_mb"]
-    assert not unsaid("performance.md",
-         f"{cut4:.0%} at the reference shape (4 layers: {z['memory_mb']:,.0f} → {c['memory_mb']:,.0f} MB",
-         f"HF GPT-2 needs {h['memory_mb']:,.0f} MB, x-transformers {x['memory_mb']:,.0f} MB without it); "
-         f"{cut8:.0%} at 8 layers ({z8['memory_mb']:,.0f} → {c8['memory_mb']:,.0f} MB)",
-         f"the cut grows with depth: {cut4:.0%} at 4 layers, {cut8:.0%} at 8")
+    assert not unsaid(
+        "performance.md",
+        f"{cut4:.0%} at the reference shape (4 layers: {z['memory_mb']:,.0f} → {c['memory_mb']:,.0f} MB",
+        f"HF GPT-2 needs {h['memory_mb']:,.0f} MB, x-transformers {x['memory_mb']:,.0f} MB without it); "
+        f"{cut8:.0%} at 8 layers ({z8['memory_mb']:,.0f} → {c8['memory_mb']:,.0f} MB)",
+        f"the cut grows with depth: {cut4:.0%} at 4 layers, {cut8:.0%} at 8",
+    )
     llama = result("llama.json")
     r = llama["ratios"]
-    assert not unsaid("performance.md",
-         f"training {r['train eager: zoo / hf']:.2f} × HF Llama and {r['train eager: zoo / x-transformers']:.2f} × "
-         f"x-transformers, generation {r['generate batch 1: zoo / hf']:.2f} × HF at batch 1 and "
-         f"{r['generate batch 8: zoo / hf']:.2f} × at batch 8")
+    assert not unsaid(
+        "performance.md",
+        f"training {r['train eager: zoo / hf']:.2f} × HF Llama and {r['train eager: zoo / x-transformers']:.2f} × "
+        f"x-transformers, generation {r['generate batch 1: zoo / hf']:.2f} × HF at batch 1 and "
+        f"{r['generate batch 8: zoo / hf']:.2f} × at batch 8",
+    )
     epyc = result("reference_epyc.json")
     z, h, lit, x = (row(epyc, n, "eager") for n in ("zoo", "hf", "litgpt", "x-transformers"))
     zb, hb, lb = (row(epyc, n, "bf16") for n in ("zoo", "hf", "litgpt"))
-    assert not unsaid("performance.md",
-         f"(float32 matmul {epyc['matmul_flops_per_s']['float32'] / 1e9:,.0f} GFLOP/s)",
-         f"zoo {z[t]:,.0f} tokens/s, HF {h[t]:,.0f}, litgpt {lit[t]:,.0f}, x-transformers {x[t]:,.0f} "
-         f"(zoo {z[t] / h[t]:.2f} × HF, {z[t] / lit[t]:.2f} × litgpt, {z[t] / x[t]:.2f} × x-transformers); "
-         f"bf16 {zb[t]:,.0f}, {zb[t] / hb[t]:.2f} × HF and {zb[t] / lb[t]:.2f} × litgpt")
+    assert not unsaid(
+        "performance.md",
+        f"(float32 matmul {epyc['matmul_flops_per_s']['float32'] / 1e9:,.0f} GFLOP/s)",
+        f"zoo {z[t]:,.0f} tokens/s, HF {h[t]:,.0f}, litgpt {lit[t]:,.0f}, x-transformers {x[t]:,.0f} "
+        f"(zoo {z[t] / h[t]:.2f} × HF, {z[t] / lit[t]:.2f} × litgpt, {z[t] / x[t]:.2f} × x-transformers); "
+        f"bf16 {zb[t]:,.0f}, {zb[t] / hb[t]:.2f} × HF and {zb[t] / lb[t]:.2f} × litgpt",
+    )
 
 
 def test_the_gpu_figures_are_the_h100_record():
@@ -148,19 +167,25 @@ def test_the_gpu_figures_are_the_h100_record():
     def g(name, variant, batch):
         return f"{row(gen, name, variant)[f'generate_tokens_per_s_batch{batch}']:,.0f}"
 
-    assert not unsaid("performance.md",
-         f"zoo compiled is {zoo / best_peer:.2f} × the best compiled peer",
-         f"{zoo / before:.2f} × its own figure before the changes above ({before:,} on 2026-11-23)",
-         f"zoo eager {g('zoo', 'bf16', 1)} / {g('zoo', 'bf16', 8)} tokens/s against HF eager {g('hf', 'bf16', 1)} / "
-         f"{g('hf', 'bf16', 8)} and HF static compiled {g('hf', 'bf16-compile', 1)} / {g('hf', 'bf16-compile', 8)}",
-         f"zoo's compiled decoding measured {g('zoo', 'bf16-compile', 1)} / {g('zoo', 'bf16-compile', 8)}")
+    assert not unsaid(
+        "performance.md",
+        f"zoo compiled is {zoo / best_peer:.2f} × the best compiled peer",
+        f"{zoo / before:.2f} × its own figure before the changes above ({before:,} on 2026-11-23)",
+        f"zoo eager {g('zoo', 'bf16', 1)} / {g('zoo', 'bf16', 8)} tokens/s against HF eager {g('hf', 'bf16', 1)} / "
+        f"{g('hf', 'bf16', 8)} and HF static compiled {g('hf', 'bf16-compile', 1)} / {g('hf', 'bf16-compile', 8)}",
+        f"zoo's compiled decoding measured {g('zoo', 'bf16-compile', 1)} / {g('zoo', 'bf16-compile', 8)}",
+    )
     h200 = (RESULTS / "gpu_check_h200.md").read_text()
     m = re.search(r"(\d+) GPU tests: (\d+) passed, (\d+) failed", h200)
     assert m
     assert not unsaid("scaling-out.md", f"{m[1]} GPU tests, {m[2]} passed and {m[3]} failed")
-    m = re.search(r"(\d+) of (\d+) tests finished inside the 210 s limit: (\d+)\s+passed", (run / "README.md").read_text())
+    m = re.search(
+        r"(\d+) of (\d+) tests finished inside the 210 s limit: (\d+)\s+passed", (run / "README.md").read_text()
+    )
     assert m
-    assert not unsaid("scaling-out.md", f"{m[1]} of {m[2]} GPU tests finished within its 210 s limit, {m[3]} passed, 0 failed")
+    assert not unsaid(
+        "scaling-out.md", f"{m[1]} of {m[2]} GPU tests finished within its 210 s limit, {m[3]} passed, 0 failed"
+    )
 
 
 def test_the_data_and_memory_figures_are_their_results():
@@ -168,23 +193,29 @@ def test_the_data_and_memory_figures_are_their_results():
     warm20, warm1000 = data["20MB"]["warm"], data["1000MB"]["warm"]
     ddp = data["1000MB"]["warm_ddp_cpu_2_ranks"]["rank_peak_rss_mib"]
     assert len(set(ddp)) == 1
-    assert not unsaid("data.md",
-         f"Warm, the 1 GB run peaks {warm1000['rank_peak_rss_mib'][0] - warm20['rank_peak_rss_mib'][0]} MiB above "
-         f"the 20 MB run",
-         f"each of the 2 ranks peaks at {ddp[0]} MiB",
-         f"tokenized in 2 processes and written in {data['1000MB']['cold']['wall_s']:.0f} s")
+    assert not unsaid(
+        "data.md",
+        f"Warm, the 1 GB run peaks {warm1000['rank_peak_rss_mib'][0] - warm20['rank_peak_rss_mib'][0]} MiB above "
+        f"the 20 MB run",
+        f"each of the 2 ranks peaks at {ddp[0]} MiB",
+        f"tokenized in 2 processes and written in {data['1000MB']['cold']['wall_s']:.0f} s",
+    )
     fsdp = result("fsdp_setup_memory.json")
     ranks = fsdp["ranks"]
     above = sorted(r["above_share_gib"] for r in ranks)
-    assert not unsaid("scaling-out.md",
-         f"a Llama of {fsdp['parameters']:,} parameters ({fsdp['whole_model_gib']:.2f} GiB) peaks at "
-         f"{ranks[0]['peak_gib']:.2f} and {ranks[1]['peak_gib']:.2f} GiB per rank at setup, its share of the "
-         f"weights ({ranks[0]['share_of_weights_gib']:.2f} GiB) plus the process's own "
-         f"{ranks[0]['tiny_model_peak_gib']:.2f} GiB (a tiny model's peak) plus {above[0]:.2f}–{above[1]:.2f} GiB",
-         f"the same model peaks at {fsdp['whole_build_one_process_peak_gib']:.2f} GiB")
+    assert not unsaid(
+        "scaling-out.md",
+        f"a Llama of {fsdp['parameters']:,} parameters ({fsdp['whole_model_gib']:.2f} GiB) peaks at "
+        f"{ranks[0]['peak_gib']:.2f} and {ranks[1]['peak_gib']:.2f} GiB per rank at setup, its share of the "
+        f"weights ({ranks[0]['share_of_weights_gib']:.2f} GiB) plus the process's own "
+        f"{ranks[0]['tiny_model_peak_gib']:.2f} GiB (a tiny model's peak) plus {above[0]:.2f}–{above[1]:.2f} GiB",
+        f"the same model peaks at {fsdp['whole_build_one_process_peak_gib']:.2f} GiB",
+    )
     plan = result("plan_check.json")["configs"]
     ratios = [r["ratio_total"] for r in plan]
-    assert not unsaid("scaling-out.md", f"measured peaks for {len(plan)} configs ({min(ratios):.2f}–{max(ratios):.2f} of measured)")
+    assert not unsaid(
+        "scaling-out.md", f"measured peaks for {len(plan)} configs ({min(ratios):.2f}–{max(ratios):.2f} of measured)"
+    )
     assert not unsaid("memory-planner.md", f"({min(ratios):.2f} to {max(ratios):.2f})")
 
 
@@ -192,22 +223,28 @@ def test_the_reliability_figures_are_their_results():
     kill = result("kill_resume.json")
     killed = [d for d in kill["details"] if d["killed"]]
     steps = [d["checkpoint_step_at_kill"] for d in killed if d["checkpoint_step_at_kill"] is not None]
-    assert not unsaid("reliability.md",
-         f"{kill['identical']} of {kill['trials']} identical (killed after {min(d['after_s'] for d in killed)} to "
-         f"{max(d['after_s'] for d in killed)} s of a {kill['reference_seconds']} s run, from before the first "
-         f"checkpoint to step {max(steps)} of 300)")
+    assert not unsaid(
+        "reliability.md",
+        f"{kill['identical']} of {kill['trials']} identical (killed after {min(d['after_s'] for d in killed)} to "
+        f"{max(d['after_s'] for d in killed)} s of a {kill['reference_seconds']} s run, from before the first "
+        f"checkpoint to step {max(steps)} of 300)",
+    )
     assert any(d["checkpoint_step_at_kill"] is None for d in killed)  # "from before the first checkpoint"
     stop = result("stop_latency.json")
-    assert not unsaid("reliability.md",
-         f"median {stop['training_median_s']:.1f} s (at most {stop['training_max_s']:.1f} s) during training, "
-         f"{stop['validation_median_s']:.1f} s (at most {stop['validation_max_s']:.1f} s) in a validation, "
-         f"{stop['trials']} trials each")
+    assert not unsaid(
+        "reliability.md",
+        f"median {stop['training_median_s']:.1f} s (at most {stop['training_max_s']:.1f} s) during training, "
+        f"{stop['validation_median_s']:.1f} s (at most {stop['validation_max_s']:.1f} s) in a validation, "
+        f"{stop['trials']} trials each",
+    )
     soak = result("soak.json")
-    assert not unsaid("reliability.md",
-         f"{soak['steps']:,} steps; resident memory {soak['rss_mb_after_warmup']:.0f} MB after warm-up",
-         f"{soak['rss_mb_last_3_min']:.0f} MB over the last three minutes, {soak['rss_mb_max']:.0f} MB at most; "
-         f"all {len(soak['checkpoints_loaded'])} checkpoints load, `metrics.csv` ({soak['metrics_rows']} rows) has "
-         f"every step once, the resume reached step {soak['resumed_to_step']:,}")
+    assert not unsaid(
+        "reliability.md",
+        f"{soak['steps']:,} steps; resident memory {soak['rss_mb_after_warmup']:.0f} MB after warm-up",
+        f"{soak['rss_mb_last_3_min']:.0f} MB over the last three minutes, {soak['rss_mb_max']:.0f} MB at most; "
+        f"all {len(soak['checkpoints_loaded'])} checkpoints load, `metrics.csv` ({soak['metrics_rows']} rows) has "
+        f"every step once, the resume reached step {soak['resumed_to_step']:,}",
+    )
 
 
 def test_the_mutation_scores_are_their_reports():
@@ -222,51 +259,70 @@ def test_the_mutation_scores_are_their_reports():
         survived = tot["survived"] + tot["not reached"] + tot["timeout"]
         score = "100%" if tot["score"] == 1 else f"{tot['score']:.1%}"
         assert [cells[0], cells[1], cells[2].split(" ")[0], cells[3], cells[4]] == [
-            str(len(res["mutants"])), str(tot["killed"]), str(survived), str(tot["equivalent"]), score], (name, line)
+            str(len(res["mutants"])),
+            str(tot["killed"]),
+            str(survived),
+            str(tot["equivalent"]),
+            score,
+        ], (name, line)
 
 
 def test_the_studies_headlines_are_their_reports():
     # norm ablation, tuned
     arms = {(r["model.norm"], r["model.norm_type"]): r for r in report("norm_tuned")}
     post, rms, pre = arms["post", "layernorm"], arms["pre", "rmsnorm"], arms["pre", "layernorm"]
-    assert not unsaid("ablations.md",
-         f"by {interval(post, 2)} nats at its own best rate ({float(post['best optim.lr']):.0e} against pre-LN's "
-         f"{float(pre['best optim.lr']):.0e}; Holm p {float(post['p_holm']):.3f})".replace("e-0", "e-"),
-         f"RMSNorm ties LayerNorm: {interval(rms, 3)}")
+    assert not unsaid(
+        "ablations.md",
+        f"by {interval(post, 2)} nats at its own best rate ({float(post['best optim.lr']):.0e} against pre-LN's "
+        f"{float(pre['best optim.lr']):.0e}; Holm p {float(post['p_holm']):.3f})".replace("e-0", "e-"),
+        f"RMSNorm ties LayerNorm: {interval(rms, 3)}",
+    )
     # layer-norm placement
     arms = {(r["model.norm"], r["scheduler.warmup_steps"]): r for r in report("layernorm_placement")}
-    assert not unsaid("ablations.md",
-         f"{interval(arms['post', '0'], 2)} nats), as in the paper",
-         f"post-LN beats pre-LN by {interval(negated(arms['post', '250']), 3, sign=False)}",
-         f"pre-LN also loses without warmup at 500 steps ({interval(arms['pre', '0'], 2)})")
+    assert not unsaid(
+        "ablations.md",
+        f"{interval(arms['post', '0'], 2)} nats), as in the paper",
+        f"post-LN beats pre-LN by {interval(negated(arms['post', '250']), 3, sign=False)}",
+        f"pre-LN also loses without warmup at 500 steps ({interval(arms['pre', '0'], 2)})",
+    )
     # GLU variants across scale: gated units minus GELU at each size
     rows = report("glu_scaling")
     loss = {(r["model.activation"], int(r["model.d_model"])): float(r["val/loss mean"]) for r in rows}
     sizes = sorted({d for _, d in loss})
     gaps = [sorted(loss[a, d] - loss["gelu", d] for a in ("swiglu", "geglu")) for d in sizes[:2]]
-    assert not unsaid("ablations.md",
-         f"(+{gaps[0][0]:.2f} to +{gaps[0][1]:.2f}, then +{gaps[1][0]:.2f} to +{gaps[1][1]:.2f} nats)")
+    assert not unsaid(
+        "ablations.md", f"(+{gaps[0][0]:.2f} to +{gaps[0][1]:.2f}, then +{gaps[1][0]:.2f} to +{gaps[1][1]:.2f} nats)"
+    )
     # μP transfer, the 2x grid
-    arms = {(int(r["model.d_model"]), r["model.parametrization"]): r for r in report("mup_transfer", "fine_grid/report.csv")}
+    arms = {
+        (int(r["model.d_model"]), r["model.parametrization"]): r for r in report("mup_transfer", "fine_grid/report.csv")
+    }
     rate = {k: float(r["best optim.lr"]) for k, r in arms.items()}
     assert rate[64, "standard"] == rate[256, "mup"] == 8e-3 and rate[256, "standard"] == 1e-3
-    assert not unsaid("ablations.md",
-         "it stays at 8e-3 under μP at 4× width and falls to 1e-3 (three steps) under standard",
-         f"no better than width 64 ({interval(arms[256, 'mup'], 3)})",
-         f"standard at its own rate gains {interval(negated(arms[256, 'standard']), 2, sign=False)}")
+    assert not unsaid(
+        "ablations.md",
+        "it stays at 8e-3 under μP at 4× width and falls to 1e-3 (three steps) under standard",
+        f"no better than width 64 ({interval(arms[256, 'mup'], 3)})",
+        f"standard at its own rate gains {interval(negated(arms[256, 'standard']), 2, sign=False)}",
+    )
     assert not unsaid("composing.md", "standard (8e-3 → 1e-3, on every seed) and stayed at 8e-3 under μP")
     # length extrapolation
-    ppl = {(r["model.position.kind"], r["multiple"]): float(r["ppl_mean"])
-           for r in report("length_extrapolation", "lengths.csv") if r["ppl_mean"]}
+    ppl = {
+        (r["model.position.kind"], r["multiple"]): float(r["ppl_mean"])
+        for r in report("length_extrapolation", "lengths.csv")
+        if r["ppl_mean"]
+    }
     growth = {k: ppl[k, "8"] / ppl[k, "1"] - 1 for k in ("sinusoidal", "rope", "none", "relative")}
     assert max(growth, key=growth.get) == "sinusoidal"
     diffs = {r["model.position.kind"]: r for r in report("length_extrapolation")}
     better = sorted(-float(diffs[k]["diff"]) for k in ("alibi", "rope"))
     holm = {f"{float(diffs[k]['p_holm']):.3f}" for k in ("alibi", "rope")}
     assert len(holm) == 1
-    assert not unsaid("ablations.md",
-         f"ALiBi keeps its perplexity to 8× the trained length ({ppl['alibi', '1']:.1f} → {ppl['alibi', '8']:.1f})",
-         f"Sinusoidal positions degrade fastest (+{growth['sinusoidal']:.0%}), rotary slowly (+{growth['rope']:.1%}), "
-         f"none and T5's bias by {min(growth['none'], growth['relative']) * 100:.0f}–"
-         f"{max(growth['none'], growth['relative']):.0%}",
-         f"ALiBi and rotary are {better[0]:.2f}–{better[1]:.2f} nats better than sinusoidal (Holm p {holm.pop()})")
+    assert not unsaid(
+        "ablations.md",
+        f"ALiBi keeps its perplexity to 8× the trained length ({ppl['alibi', '1']:.1f} → {ppl['alibi', '8']:.1f})",
+        f"Sinusoidal positions degrade fastest (+{growth['sinusoidal']:.0%}), rotary slowly (+{growth['rope']:.1%}), "
+        f"none and T5's bias by {min(growth['none'], growth['relative']) * 100:.0f}–"
+        f"{max(growth['none'], growth['relative']):.0%}",
+        f"ALiBi and rotary are {better[0]:.2f}–{better[1]:.2f} nats better than sinusoidal (Holm p {holm.pop()})",
+    )

@@ -112,19 +112,25 @@ def test_every_relative_link_resolves(path):
             broken.append(f"{link}: an anchor into a file that is not Markdown")
             continue
         in_site = file.parent == DOCS
-        found = [h for h in headings(file)
-                 if github_slug(h) == anchor and (not in_site or site_slug(h) == anchor)]
+        found = [h for h in headings(file) if github_slug(h) == anchor and (not in_site or site_slug(h) == anchor)]
         if not found:
-            broken.append(f"{link}: no heading of {file.relative_to(ROOT)} has the anchor #{anchor}"
-                          + (" on both GitHub and the site" if in_site else ""))
+            broken.append(
+                f"{link}: no heading of {file.relative_to(ROOT)} has the anchor #{anchor}"
+                + (" on both GitHub and the site" if in_site else "")
+            )
     assert not broken, f"{path.relative_to(ROOT)}: {broken}"
 
 
 def test_a_docs_page_links_only_inside_the_site():
     """MkDocs cannot link out of docs/: repository paths in the pages are code spans instead."""
-    outward = [f"{p.name}: {link}" for p in DOCS.glob("*.md") for link in links(p)
-               if not re.match(r"[a-z]+:", link) and link.partition("#")[0]
-               and (p.parent / link.partition("#")[0]).resolve().parent != DOCS]
+    outward = [
+        f"{p.name}: {link}"
+        for p in DOCS.glob("*.md")
+        for link in links(p)
+        if not re.match(r"[a-z]+:", link)
+        and link.partition("#")[0]
+        and (p.parent / link.partition("#")[0]).resolve().parent != DOCS
+    ]
     assert not outward, outward
 
 
@@ -164,13 +170,17 @@ def test_the_first_session_is_short_commands_of_zoo():
 def test_every_command_of_the_first_session_runs(tmp_path):
     """In an empty directory, in the page's order, each command exits 0 and leaves what the page
     says it does."""
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               # an editable install's Hydra finds the recipes (-cn quick) through the checkout
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        # an editable install's Hydra finds the recipes (-cn quick) through the checkout
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
     for command in first_session():
-        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     assert (tmp_path / "runs" / "first" / "summary.json").is_file()
     assert (tmp_path / "multirun" / "first" / "compare" / "report.md").is_file()

@@ -54,8 +54,11 @@ def imported_modules(path: Path, root: Path) -> list[tuple[str, int]]:
                 module = node.module or ""
             found.append((module, node.lineno))
             # `from zoo import nn` names a package, not an attribute
-            found += [(f"{module}.{alias.name}", node.lineno) for alias in node.names
-                      if module == "zoo" and alias.name in RANK]
+            found += [
+                (f"{module}.{alias.name}", node.lineno)
+                for alias in node.names
+                if module == "zoo" and alias.name in RANK
+            ]
     return found
 
 
@@ -93,8 +96,14 @@ def test_no_module_imports_a_layer_above_its_own():
 # itself is a room of its own name. `if TYPE_CHECKING:` imports (type names only) do not count.
 ROOMS: dict[str, list[set[str]]] = {
     "config": [{"paths", "lazy"}, {"errors"}, {"choice"}, {"facts"}, {"schema"}, {"records", "safety"}],
-    "training": [{"stops", "quiet", "checkpoint", "monitor"}, {"signals", "tracking"}, {"distributed"},
-                 {"resume"}, {"build"}, {"machine", "start", "fit", "finish", "run", "evaluate"}],
+    "training": [
+        {"stops", "quiet", "checkpoint", "monitor"},
+        {"signals", "tracking"},
+        {"distributed"},
+        {"resume"},
+        {"build"},
+        {"machine", "start", "fit", "finish", "run", "evaluate"},
+    ],
 }
 STEPS = {"machine", "start", "fit", "finish", "run", "evaluate"}  # the run's steps call one another
 
@@ -133,9 +142,14 @@ def room_imports_upward(root: Path) -> list[str]:
 
 def test_every_room_of_config_and_training_has_a_layer():
     for package, layers in ROOMS.items():
-        rooms = {p.stem for p in (ROOT / "zoo" / package).iterdir()
-                 if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").is_file()}
-        assert rooms == set().union(*layers), f"zoo/{package}: rooms without a layer or gone: {rooms ^ set().union(*layers)}"
+        rooms = {
+            p.stem
+            for p in (ROOT / "zoo" / package).iterdir()
+            if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").is_file()
+        }
+        assert rooms == set().union(*layers), (
+            f"zoo/{package}: rooms without a layer or gone: {rooms ^ set().union(*layers)}"
+        )
 
 
 def test_no_room_imports_a_room_above_its_own():
@@ -146,16 +160,20 @@ def test_a_planted_upward_room_import_fails_the_check(tmp_path):
     shutil.copytree(ROOT / "zoo", tmp_path / "zoo", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "zoo" / "training" / "signals" / "planted.py").write_text("from zoo.training.build import module\n")
     (tmp_path / "zoo" / "config" / "facts" / "planted.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zoo.config.schema import model\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zoo.config.schema import model\n"
+    )
     assert room_imports_upward(tmp_path) == ["zoo/training/signals/planted.py:1: signals -> build"]
 
 
-@pytest.mark.parametrize("planted, where", [
-    ("from zoo.training.run import train\n", "module"),
-    ("def f():\n    from zoo.models import build_model\n    return build_model\n", "function"),
-    ("from zoo import load_checkpoint\n", "module"),
-    ("from zoo.compare import report\n", "module"),  # a sibling on the same layer as bench
-])
+@pytest.mark.parametrize(
+    "planted, where",
+    [
+        ("from zoo.training.run import train\n", "module"),
+        ("def f():\n    from zoo.models import build_model\n    return build_model\n", "function"),
+        ("from zoo import load_checkpoint\n", "module"),
+        ("from zoo.compare import report\n", "module"),  # a sibling on the same layer as bench
+    ],
+)
 @pytest.mark.slow
 def test_a_planted_upward_import_fails_the_check(tmp_path, planted, where):
     shutil.copytree(ROOT / "zoo", tmp_path / "zoo", ignore=shutil.ignore_patterns("__pycache__"))
@@ -190,8 +208,13 @@ def deferred_imports(root: Path) -> list[str]:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(fn):
-                modules = ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else
-                           [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                modules = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
                 for module in modules:
                     if module.startswith("zoo") and (name, module) not in DEFERRED_OK:
                         found.append(f"{path.relative_to(root)}:{node.lineno}: {name} -> {module}")
@@ -206,8 +229,9 @@ def test_zoo_modules_are_imported_at_module_level():
 def test_a_planted_function_local_import_is_found(tmp_path):
     shutil.copytree(ROOT / "zoo", tmp_path / "zoo", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "zoo" / "training" / "planted.py").write_text("def f():\n    from zoo.tasks import TASKS\n")
-    assert [p for p in deferred_imports(tmp_path) if "planted" in p] == \
-        ["zoo/training/planted.py:2: zoo.training.planted -> zoo.tasks"]
+    assert [p for p in deferred_imports(tmp_path) if "planted" in p] == [
+        "zoo/training/planted.py:2: zoo.training.planted -> zoo.tasks"
+    ]
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -232,7 +256,11 @@ def test_config_loads_no_torch():
 def test_nn_and_models_load_no_lightning_hydra_or_omegaconf():
     loaded = _loaded_after(f"import zoo.nn, zoo.models\n{_all_modules('nn')}\n{_all_modules('models')}")
     assert "torch" in loaded
-    assert not loaded & {"lightning", "pytorch_lightning", "hydra", "omegaconf"}, loaded & {"lightning", "hydra", "omegaconf"}
+    assert not loaded & {"lightning", "pytorch_lightning", "hydra", "omegaconf"}, loaded & {
+        "lightning",
+        "hydra",
+        "omegaconf",
+    }
 
 
 @pytest.mark.slow
@@ -262,8 +290,12 @@ def confusable_names(root: Path) -> list[tuple[str, str]]:
     for folder in sorted({p.parent for p in (root / "zoo").rglob("*.py")}):
         names = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
         names |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
-        found += [(f"{folder.relative_to(root)}/{a}", b) for a in sorted(names) for b in sorted(names)
-                  if b.startswith(a + "_") or b == a + "s"]
+        found += [
+            (f"{folder.relative_to(root)}/{a}", b)
+            for a in sorted(names)
+            for b in sorted(names)
+            if b.startswith(a + "_") or b == a + "s"
+        ]
     return found
 
 
@@ -281,22 +313,34 @@ def test_no_test_module_imports_another():
     found = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
-                [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in modules
-                      if m.startswith("tests.") and m.rpartition(".")[2].startswith("test_")]
+            modules = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: {m}"
+                for m in modules
+                if m.startswith("tests.") and m.rpartition(".")[2].startswith("test_")
+            ]
     assert found == []
 
 
 # folders of tests/ that are tiers across packages, not a package's own tests
-TEST_TIERS = {"gpu": "needs a CUDA GPU", "perf": "each speed switch against the plain path, across packages",
-              "recipes": "the recipes/ folder",
-              "contract": "every kind of every ablation axis (zoo/config/facts/axes.py), across packages"}
+TEST_TIERS = {
+    "gpu": "needs a CUDA GPU",
+    "perf": "each speed switch against the plain path, across packages",
+    "recipes": "the recipes/ folder",
+    "contract": "every kind of every ablation axis (zoo/config/facts/axes.py), across packages",
+}
 
 
 def test_tests_mirror_zoo():
     """tests/PACKAGE/... holds the tests of zoo/PACKAGE/...: a test's folder names its room."""
     folders = {p.parent.relative_to(ROOT / "tests") for p in (ROOT / "tests").rglob("test_*.py")}
-    strays = sorted(str(f) for f in folders if f.parts and f.parts[0] not in TEST_TIERS
-                    and not (ROOT / "zoo" / f).is_dir())
+    strays = sorted(
+        str(f) for f in folders if f.parts and f.parts[0] not in TEST_TIERS and not (ROOT / "zoo" / f).is_dir()
+    )
     assert strays == []

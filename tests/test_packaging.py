@@ -17,11 +17,18 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_zoo_package_is_listed_in_pyproject():
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "zoo").rglob("__init__.py")}
-    assert found <= listed, f"missing from pyproject packages: {sorted(found - listed)}"
-    assert "zoo.conf" in listed
+def test_every_folder_of_zoo_modules_is_a_package_setuptools_finds():
+    """setup.py's discovery skips a folder without `__init__.py` silently: its modules would be
+    missing from the wheel."""
+    from setuptools import find_packages
+
+    found = set(find_packages(str(ROOT), include=["zoo", "zoo.*"]))
+    folders = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "zoo").rglob("*.py") if "__pycache__" not in p.parts
+    }
+    assert folders <= found, f"folders of modules without __init__.py: {sorted(folders - found)}"
+    setup = (ROOT / "setup.py").read_text()
+    assert '"zoo.conf"' in setup and '"zoo.recipes"' in setup
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +36,9 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
-        check=True, capture_output=True, timeout=600,
+        check=True,
+        capture_output=True,
+        timeout=600,
     )
     (path,) = out.glob("zoo-*.whl")
     return zipfile.ZipFile(path)
@@ -62,7 +71,6 @@ def test_wheel_ships_every_module_and_the_console_scripts(wheel):
         assert module.replace(".", "/") + ".py" in names
 
 
-
 def test_transformers_is_imported_only_lazily_and_only_by_interop():
     """transformers is an optional extra: no zoo module imports it when loaded, and only
     zoo.interop, the hf tokenizer and zoo-bench's peer adapters import it at all (inside the
@@ -74,8 +82,13 @@ def test_transformers_is_imported_only_lazily_and_only_by_interop():
         tree = ast.parse(path.read_text())
         top = {id(node) for node in tree.body}
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if not any(n.split(".")[0] == "transformers" for n in names):
                 continue
             rel = path.relative_to(ROOT).as_posix()

@@ -32,6 +32,7 @@ def test_every_test_the_page_names_exists():
 
 
 def test_a_name_that_does_not_exist_is_caught():
-    assert missing("`tests/test_reliability_doc.py::test_nothing_of_the_kind`") == \
-        ["tests/test_reliability_doc.py::test_nothing_of_the_kind"]
+    assert missing("`tests/test_reliability_doc.py::test_nothing_of_the_kind`") == [
+        "tests/test_reliability_doc.py::test_nothing_of_the_kind"
+    ]
     assert missing("`tests/no_such_file.py::test_x`") == ["tests/no_such_file.py::test_x"]

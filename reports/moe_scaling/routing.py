@@ -46,14 +46,19 @@ def per_run(row: dict) -> dict:
         if match and number(value) is not None:
             layers.setdefault(int(match.group(1)), {})[int(match.group(2))] = float(value)
     loads = [[layer[e] for e in range(E)] for _, layer in sorted(layers.items())]
-    return {"arm": arm_name(row), "d_model": int(float(row["model.d_model"])), "lr": float(row["optim.lr"]),
-            "seed": int(float(row["seed"])), "run": f"{row['sweep']}/{row['run']}",
-            "val_loss": number(row["val/loss"]),
-            "load_max": statistics.fmean(E * max(layer) for layer in loads),
-            "load_min": statistics.fmean(E * min(layer) for layer in loads),
-            "idle_experts": statistics.fmean(sum(v < IDLE for v in layer) for layer in loads),
-            "entropy": number(row["train/moe_entropy"]),
-            "balance_loss": number(row["train/moe_balance_loss"])}
+    return {
+        "arm": arm_name(row),
+        "d_model": int(float(row["model.d_model"])),
+        "lr": float(row["optim.lr"]),
+        "seed": int(float(row["seed"])),
+        "run": f"{row['sweep']}/{row['run']}",
+        "val_loss": number(row["val/loss"]),
+        "load_max": statistics.fmean(E * max(layer) for layer in loads),
+        "load_min": statistics.fmean(E * min(layer) for layer in loads),
+        "idle_experts": statistics.fmean(sum(v < IDLE for v in layer) for layer in loads),
+        "entropy": number(row["train/moe_entropy"]),
+        "balance_loss": number(row["train/moe_balance_loss"]),
+    }
 
 
 def main() -> None:
@@ -67,15 +72,19 @@ def main() -> None:
     for r in rows:
         cells.setdefault((r["arm"], r["d_model"], r["lr"]), []).append(r)
     measures = ("load_max", "load_min", "idle_experts", "entropy", "balance_loss")
-    lines = ["# Routing at the end of training, by arm, size and peak rate", "",
-             f"From runs.csv ({len(rows)} mixture runs; `routing.py`). Each cell: the mean over 2 layers and "
-             "the seeds (min–max over seeds in brackets). Load = E × the share of a layer's routed tokens "
-             f"(1 = balanced, {E} = all on one expert); idle = experts with under {IDLE:.0%} of a layer's tokens "
-             f"(of {E}); entropy: the mean over tokens of the entropy of a token's router probabilities (ln {E} = "
-             f"{math.log(E):.3f} when the router is uniform, undecided; lower: more confident); "
-             "balance loss E·Σ f_i·P_i, unweighted (1 when balanced).", "",
-             "| arm | d_model | lr | seeds | busiest load | idlest load | idle experts | entropy | balance loss |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Routing at the end of training, by arm, size and peak rate",
+        "",
+        f"From runs.csv ({len(rows)} mixture runs; `routing.py`). Each cell: the mean over 2 layers and "
+        "the seeds (min–max over seeds in brackets). Load = E × the share of a layer's routed tokens "
+        f"(1 = balanced, {E} = all on one expert); idle = experts with under {IDLE:.0%} of a layer's tokens "
+        f"(of {E}); entropy: the mean over tokens of the entropy of a token's router probabilities (ln {E} = "
+        f"{math.log(E):.3f} when the router is uniform, undecided; lower: more confident); "
+        "balance loss E·Σ f_i·P_i, unweighted (1 when balanced).",
+        "",
+        "| arm | d_model | lr | seeds | busiest load | idlest load | idle experts | entropy | balance loss |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for (arm, d, lr), group in sorted(cells.items(), key=lambda kv: (kv[0][0] != "switch", kv[0][1], kv[0][2])):
         parts = []
         for m in measures:
@@ -87,9 +96,11 @@ def main() -> None:
         group = [r for r in rows if r["arm"] == arm]
         if not group:
             continue
-        summary.append(f"- **{arm}** ({len(group)} runs): busiest load {statistics.fmean(r['load_max'] for r in group):.2f}, "
-                       f"idle experts per layer {statistics.fmean(r['idle_experts'] for r in group):.2f}, "
-                       f"balance loss {statistics.fmean(r['balance_loss'] for r in group):.3f} (means over every run).")
+        summary.append(
+            f"- **{arm}** ({len(group)} runs): busiest load {statistics.fmean(r['load_max'] for r in group):.2f}, "
+            f"idle experts per layer {statistics.fmean(r['idle_experts'] for r in group):.2f}, "
+            f"balance loss {statistics.fmean(r['balance_loss'] for r in group):.3f} (means over every run)."
+        )
     (HERE / "routing.md").write_text("\n".join(lines + ["", "Over all sizes and rates:", "", *summary]) + "\n")
 
 

@@ -38,8 +38,17 @@ B, T, V = 16, 64, 300
 
 def config(width: int, parametrization: str) -> ModelConfig:
     mup = {"mup_base_d_model": 64} if parametrization == "mup" else {}
-    return ModelConfig(family="decoder_only", d_model=width, n_heads=4, n_layers=2, vocab_size=V, max_seq_len=T,
-                       dropout=0.0, parametrization=parametrization, **mup)
+    return ModelConfig(
+        family="decoder_only",
+        d_model=width,
+        n_heads=4,
+        n_layers=2,
+        vocab_size=V,
+        max_seq_len=T,
+        dropout=0.0,
+        parametrization=parametrization,
+        **mup,
+    )
 
 
 def batch(seed: int) -> torch.Tensor:
@@ -47,7 +56,7 @@ def batch(seed: int) -> torch.Tensor:
     text = "\n".join(kjv_verses().texts).encode("utf-8")
     stride = len(text) // B
     starts = [i * stride + 7919 * seed for i in range(B)]
-    return torch.tensor([list(text[s:s + T + 1]) for s in starts], dtype=torch.long)  # (B, T+1)
+    return torch.tensor([list(text[s : s + T + 1]) for s in starts], dtype=torch.long)  # (B, T+1)
 
 
 def coordinates(width: int, parametrization: str, lr: float, seed: int) -> list[dict]:
@@ -56,8 +65,12 @@ def coordinates(width: int, parametrization: str, lr: float, seed: int) -> list[
     torch.manual_seed(seed)
     model = zoo.build_model(cfg)
     head = model.lm_head.weight if model.lm_head is not None else None
-    optimizer = build_optimizer(model, OptimConfig(kind="adamw", lr=lr, weight_decay=0.1), output_embedding=head,
-                                scales=optimizer_scales(model, cfg))
+    optimizer = build_optimizer(
+        model,
+        OptimConfig(kind="adamw", lr=lr, weight_decay=0.1),
+        output_embedding=head,
+        scales=optimizer_scales(model, cfg),
+    )
     ids = batch(seed)
     inputs, targets = ids[:, :-1], ids[:, 1:]  # (B, T) each
     sizes: dict[str, float] = {}
@@ -66,14 +79,25 @@ def coordinates(width: int, parametrization: str, lr: float, seed: int) -> list[
         layers[f"layer {i} attention"] = block.self_attn
         layers[f"layer {i} feed-forward"] = block.ff
     for name, layer in layers.items():
-        layer.register_forward_hook(lambda _m, _i, out, name=name: sizes.__setitem__(name, float(out.detach().abs().mean())))
+        layer.register_forward_hook(
+            lambda _m, _i, out, name=name: sizes.__setitem__(name, float(out.detach().abs().mean()))
+        )
     rows = []
     for step in range(STEPS + 1):
         logits = model(inputs).logits  # (B, T, V)
         sizes["logits"] = float(logits.detach().abs().mean())
         if step:
-            rows += [{"parametrization": parametrization, "width": width, "seed": seed, "step": step, "layer": k,
-                      "mean_abs": v} for k, v in sizes.items()]
+            rows += [
+                {
+                    "parametrization": parametrization,
+                    "width": width,
+                    "seed": seed,
+                    "step": step,
+                    "layer": k,
+                    "mean_abs": v,
+                }
+                for k, v in sizes.items()
+            ]
         if step == STEPS:
             return rows
         optimizer.zero_grad()
@@ -94,16 +118,23 @@ def main(lr: float) -> None:
         mean.setdefault((r["parametrization"], r["layer"], r["step"], r["width"]), []).append(r["mean_abs"])
     mean = {k: statistics.fmean(v) for k, v in mean.items()}
     layer_names = list(dict.fromkeys(r["layer"] for r in rows))
-    lines = [f"# Coordinate check of the mup_transfer model (peak rate {lr:g}, {STEPS} AdamW steps)", "",
-             f"Mean |output| of each layer after step {STEPS}, mean over seeds {', '.join(map(str, SEEDS))}, and its "
-             f"growth from width {WIDTHS[0]} to {WIDTHS[-1]} (`coord_check.py`; every step and seed in coord.csv).", "",
-             "| parametrization | layer | " + " | ".join(f"width {w}" for w in WIDTHS) + f" | {WIDTHS[-1]} / {WIDTHS[0]} |",
-             "|---|---|" + "---|" * (len(WIDTHS) + 1)]
+    lines = [
+        f"# Coordinate check of the mup_transfer model (peak rate {lr:g}, {STEPS} AdamW steps)",
+        "",
+        f"Mean |output| of each layer after step {STEPS}, mean over seeds {', '.join(map(str, SEEDS))}, and its "
+        f"growth from width {WIDTHS[0]} to {WIDTHS[-1]} (`coord_check.py`; every step and seed in coord.csv).",
+        "",
+        "| parametrization | layer | " + " | ".join(f"width {w}" for w in WIDTHS) + f" | {WIDTHS[-1]} / {WIDTHS[0]} |",
+        "|---|---|" + "---|" * (len(WIDTHS) + 1),
+    ]
     for p in ("standard", "mup"):
         for layer in layer_names:
             values = [mean[p, layer, STEPS, w] for w in WIDTHS]
-            lines.append(f"| {'μP' if p == 'mup' else p} | {layer} | " + " | ".join(f"{v:.3g}" for v in values)
-                         + f" | {values[-1] / values[0]:.2f}× |")
+            lines.append(
+                f"| {'μP' if p == 'mup' else p} | {layer} | "
+                + " | ".join(f"{v:.3g}" for v in values)
+                + f" | {values[-1] / values[0]:.2f}× |"
+            )
     (HERE / "coord.md").write_text("\n".join(lines) + "\n")
     plot(mean, layer_names, lr)
 
@@ -122,8 +153,9 @@ def plot(mean: dict, layer_names: list[str], lr: float) -> None:
         ax.set_yscale("log")
         ax.set_xticks(WIDTHS, [str(w) for w in WIDTHS])
         ax.set_xlabel("d_model")
-        ax.set_title(f"{'μP (base width 64)' if p == 'mup' else 'standard'}: after {STEPS} steps at lr {lr:g}",
-                     fontsize=9)
+        ax.set_title(
+            f"{'μP (base width 64)' if p == 'mup' else 'standard'}: after {STEPS} steps at lr {lr:g}", fontsize=9
+        )
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("mean |output| (mean over 3 seeds)")
     axes[1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=7)

@@ -43,14 +43,31 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
     out = tmp_path / "bench.json"
     # one thread, as every process of the suite runs (tests/conftest.py): the other worker's
     # processes share the cores
-    status, _, err = bench_main([*TINY, "batch=2", "seq_len=16", "rounds=2", "steps=1", "prompt=4", "new_tokens=6",
-                                 "gen_batch=3", "variants=eager,bf16,checkpoint", "memory_rounds=1", "threads=1",
-                                 f"out={out}"], capsys, monkeypatch)
+    status, _, err = bench_main(
+        [
+            *TINY,
+            "batch=2",
+            "seq_len=16",
+            "rounds=2",
+            "steps=1",
+            "prompt=4",
+            "new_tokens=6",
+            "gen_batch=3",
+            "variants=eager,bf16,checkpoint",
+            "memory_rounds=1",
+            "threads=1",
+            f"out={out}",
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert status == 0, err[-2000:]
     result = json.loads(out.read_text())
     rows = {(r["system"], r["variant"]): r for r in result["rows"]}
-    assert set(rows) == {(s, v) for s in ("zoo", "hf", "x-transformers") for v in ("eager", "bf16")} | {("zoo", "checkpoint")}
-    for (system, variant), row in rows.items():
+    assert set(rows) == {(s, v) for s in ("zoo", "hf", "x-transformers") for v in ("eager", "bf16")} | {
+        ("zoo", "checkpoint")
+    }
+    for (_system, variant), row in rows.items():
         assert row["train_tokens_per_s"] > 0 and 0 < row["mfu"] and row["memory_mb"] >= 0, row
         assert row["memory_kind"] == "peak RSS" and row["memory_seq_len"] == 16
         if variant != "checkpoint":
@@ -59,21 +76,34 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
     assert rows[("zoo", "eager")]["fit_tokens_per_s"] > 0 and rows[("zoo", "bf16")]["fit_tokens_per_s"] > 0
     assert result["workload"]["tokens_per_step"] == 32
     assert set(result["matmul_flops_per_s"]) == {"float32", "bfloat16"}
-    for name in ("train eager: zoo / fastest peer", "train bf16: zoo bf16 / zoo float32", "fit / bare step (eager)",
-                 "generate batch 1: zoo / hf", "memory: checkpoint / eager"):
+    for name in (
+        "train eager: zoo / fastest peer",
+        "train bf16: zoo bf16 / zoo float32",
+        "fit / bare step (eager)",
+        "generate batch 1: zoo / hf",
+        "memory: checkpoint / eager",
+    ):
         assert result["ratios"][name] > 0, name
     table = out.with_suffix(".md").read_text()
     assert "| zoo | eager |" in table and "x-transformers" in table and "fit / bare step" in table
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["variants=eager,turbo"], "variants='eager,turbo': choose from eager, compile, bf16, bf16-compile, checkpoint"),
-    (["peers=fairseq"], "peers='fairseq': choose from hf, x-transformers, litgpt (or none)"),
-    (["shape=gpt3"], "shape='gpt3': choose from reference, gpt2-small, llama-250m"),
-    (["trainer.max_steps=3"], "zoo-bench takes model overrides"),
-    (["seq_len=512"], "seq_len=512 is longer than model.max_seq_len=256: lower seq_len or raise "
-                      "model.max_seq_len=512"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["variants=eager,turbo"],
+            "variants='eager,turbo': choose from eager, compile, bf16, bf16-compile, checkpoint",
+        ),
+        (["peers=fairseq"], "peers='fairseq': choose from hf, x-transformers, litgpt (or none)"),
+        (["shape=gpt3"], "shape='gpt3': choose from reference, gpt2-small, llama-250m"),
+        (["trainer.max_steps=3"], "zoo-bench takes model overrides"),
+        (
+            ["seq_len=512"],
+            "seq_len=512 is longer than model.max_seq_len=256: lower seq_len or raise model.max_seq_len=512",
+        ),
+    ],
+)
 def test_zoo_bench_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch):
     status, _, err = bench_main([*argv, "measure=forward", "rounds=1"], capsys, monkeypatch)
     assert status == 2
@@ -119,15 +149,30 @@ def test_x_transformers_is_compared_on_decoder_only_models_only(preset):
 def test_zoo_bench_help_lists_every_option(capsys, monkeypatch):
     status, out, _ = bench_main(["--help"], capsys, monkeypatch)
     assert status == 0
-    for option in ("batch=8", "seq_len=256", "variants=eager,compile,bf16", "memory_rounds=3", "out=null",
-                   "FILE.json: also write the figures as JSON", "shape=reference"):
+    for option in (
+        "batch=8",
+        "seq_len=256",
+        "variants=eager,compile,bf16",
+        "memory_rounds=3",
+        "out=null",
+        "FILE.json: also write the figures as JSON",
+        "shape=reference",
+    ):
         assert option in out, option
 
 
-@pytest.mark.parametrize("shape, params, batch, seq_len", [
-    ("gpt2-small", 124_475_904, 16, 1024),  # GPT-2 small with its vocabulary padded to 50,304
-    ("llama-250m", 245_924_864, 8, 1024),  # 16 x (2,621,440 attention + 8,650,752 SwiGLU + 2 norms) + 2 x 32000 x 1024 + norm
-])
+@pytest.mark.parametrize(
+    "shape, params, batch, seq_len",
+    [
+        ("gpt2-small", 124_475_904, 16, 1024),  # GPT-2 small with its vocabulary padded to 50,304
+        (
+            "llama-250m",
+            245_924_864,
+            8,
+            1024,
+        ),  # 16 x (2,621,440 attention + 8,650,752 SwiGLU + 2 norms) + 2 x 32000 x 1024 + norm
+    ],
+)
 def test_named_shapes_are_the_models_gpu_users_train(shape, params, batch, seq_len):
     from zoo.cli.bench import configure
     from zoo.models.summary import summarize
@@ -146,10 +191,27 @@ def test_bf16_compile_variant_runs_zoo_compiled_under_bf16_autocast(tmp_path, ca
     from zoo.bench.run import is_bf16, is_compiled
 
     assert [(is_bf16(v), is_compiled(v)) for v in ("eager", "compile", "bf16", "bf16-compile")] == [
-        (False, False), (False, True), (True, False), (True, True)]
+        (False, False),
+        (False, True),
+        (True, False),
+        (True, True),
+    ]
     out = tmp_path / "bench.json"
-    status, _, err = bench_main([*TINY, "batch=2", "seq_len=16", "rounds=1", "steps=1", "variants=bf16-compile",
-                                 "peers=none", "measure=train", f"out={out}"], capsys, monkeypatch)
+    status, _, err = bench_main(
+        [
+            *TINY,
+            "batch=2",
+            "seq_len=16",
+            "rounds=1",
+            "steps=1",
+            "variants=bf16-compile",
+            "peers=none",
+            "measure=train",
+            f"out={out}",
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert status == 0, err[-2000:]
     row = json.loads(out.read_text())["rows"][0]
     assert (row["system"], row["variant"]) == ("zoo", "bf16-compile") and row["train_tokens_per_s"] > 0
@@ -206,11 +268,16 @@ def test_missing_peers_are_named_before_any_measurement(capsys, monkeypatch):
 
     for module in ("transformers", "x_transformers", "litgpt"):
         monkeypatch.setitem(sys.modules, module, None)
-    status, out, err = bench_main(["peers=hf,x-transformers", "variants=eager", "measure=forward", "rounds=1",
-                                   "batch=2", "seq_len=16", *TINY], capsys, monkeypatch)
+    status, out, err = bench_main(
+        ["peers=hf,x-transformers", "variants=eager", "measure=forward", "rounds=1", "batch=2", "seq_len=16", *TINY],
+        capsys,
+        monkeypatch,
+    )
     assert status == 0, err[-2000:]
     lines = err.strip().splitlines()
-    assert lines[0] == ("zoo-bench: hf and x-transformers are not installed (pip install '.[bench]' in zoo's "
-                        "source directory): measuring zoo alone"), err
+    assert lines[0] == (
+        "zoo-bench: hf and x-transformers are not installed (pip install '.[bench]' in zoo's "
+        "source directory): measuring zoo alone"
+    ), err
     assert any(line.startswith("zoo-bench: built eager") for line in lines[1:])
     assert "| zoo" in out and "hf: not compared" in out and "Traceback" not in err

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_gpu_check_runs_every_part_and_writes_one_dated_record(tmp_path):
     out, results = tmp_path / "out", tmp_path / "results"
     env = dict(os.environ, TINY="1", OUT=str(out), RESULTS=str(results))
-    result = subprocess.run(["bash", "benchmarks/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=900)
+    result = subprocess.run(
+        ["bash", "benchmarks/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     status = dict(line.split() for line in (out / "status.txt").read_text().splitlines())
     assert status == {"train-reference": "0", "generate-reference": "0", "suite": "0"}, status
@@ -51,10 +52,13 @@ def test_the_summary_checks_the_targets_against_what_was_measured(tmp_path):
         sys.path.pop(0)
     out = tmp_path / "out"
     out.mkdir()
-    (out / "gpu.txt").write_text("NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\ntorch 2.11.0+cu130 | lightning 2.6.6\n"
-                                 "2026-11-26\n")
-    rows = [{"system": "zoo", "name": "zoo", "variant": "bf16-compile", "train_tokens_per_s": 447426.0, "mfu": 0.71},
-            {"system": "hf", "name": "hf", "variant": "bf16-compile", "train_tokens_per_s": 368233.0, "mfu": 0.58}]
+    (out / "gpu.txt").write_text(
+        "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\ntorch 2.11.0+cu130 | lightning 2.6.6\n2026-11-26\n"
+    )
+    rows = [
+        {"system": "zoo", "name": "zoo", "variant": "bf16-compile", "train_tokens_per_s": 447426.0, "mfu": 0.71},
+        {"system": "hf", "name": "hf", "variant": "bf16-compile", "train_tokens_per_s": 368233.0, "mfu": 0.58},
+    ]
     workload = {"batch": 16, "seq_len": 1024, "rounds": 3, "prompt": 32, "new_tokens": 128, "gen_batch": 8}
     (out / "train-gpt2-small.json").write_text(json.dumps({"rows": rows, "workload": workload, "ratios": {}}))
     (out / "status.txt").write_text("train-gpt2-small 0\ngenerate-gpt2-small 124\n")

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import options_cost  # noqa: E402
+
 from zoo.config.errors import ConfigError  # noqa: E402
 
 # the tests' tiny model; max_seq_len holds the sliding arms' window of 64
@@ -48,7 +49,9 @@ def test_each_arm_builds_what_it_names(name):
         elif group == "optim":
             assert _same(optim[field], value), override
     # one key changed, all else the baseline's: the same seed gives the same token embedding
-    assert torch.equal(arm.subject.model.state_dict()[_embedding(arm)], base.subject.model.state_dict()[_embedding(base)])
+    assert torch.equal(
+        arm.subject.model.state_dict()[_embedding(arm)], base.subject.model.state_dict()[_embedding(base)]
+    )
     documents = options_cost.DOCUMENT_MASK in {o.split("=", 1)[0] for o in arm.overrides}
     assert ("document_ids" in arm.batch) == documents
     if documents:  # the ids reach the model: documents attended apart change the loss
@@ -87,14 +90,18 @@ def test_rows_are_medians_divided_by_the_first_arm():
     assert "| `model.norm_type=rmsnorm` | 0.40 × | 6 | 40% |" in table
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (["trainer.max_steps=3"], "model.*, task.*, optim.*"),
-    (["model.no_such_key=1"], "no_such_key"),
-    (["model.norm_type=nosuch"], "nosuch"),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (["trainer.max_steps=3"], "model.*, task.*, optim.*"),
+        (["model.no_such_key=1"], "no_such_key"),
+        (["model.norm_type=nosuch"], "nosuch"),
+    ],
+)
 def test_a_bad_arm_is_refused_before_anything_is_built(overrides, words):
     with pytest.raises(ConfigError, match=words.replace("*", r"\*").replace(".", r"\.")):
-        options_cost.build_arms(["bad"], shape=TINY, batch=2, seq_len=16, doc_len=4, device=CPU,
-                                arms={"bad": overrides})
+        options_cost.build_arms(
+            ["bad"], shape=TINY, batch=2, seq_len=16, doc_len=4, device=CPU, arms={"bad": overrides}
+        )
     with pytest.raises(ConfigError, match="unknown arm 'nosuch'"):
         _build(["baseline", "nosuch"])

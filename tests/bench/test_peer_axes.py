@@ -16,7 +16,10 @@ from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.workload import Workload
 from zoo.config import ConfigError, ModelConfig
 
-PEERS = {"litgpt": (litgpt.config_kwargs, litgpt.MAPPED), "x-transformers": (xtransformers.decoder_kwargs, xtransformers.MAPPED)}
+PEERS = {
+    "litgpt": (litgpt.config_kwargs, litgpt.MAPPED),
+    "x-transformers": (xtransformers.decoder_kwargs, xtransformers.MAPPED),
+}
 DEFAULT = ModelConfig(**tiny())
 
 
@@ -42,11 +45,19 @@ def test_a_peer_maps_a_kind_or_refuses_it_by_name(peer, ax, kind):
 
 
 def test_the_peers_map_rmsnorm_to_theirs_and_leave_kinds_unmapped():
-    assert litgpt.config_kwargs(Workload(model=ModelConfig(**tiny(norm_type="rmsnorm")), batch=2, seq_len=16,
-                                         device=torch.device("cpu")))["norm_class_name"] == "RMSNorm"
-    _, layers = xtransformers.decoder_kwargs(Workload(model=ModelConfig(**tiny(norm_type="rmsnorm")), batch=2,
-                                                      seq_len=16, device=torch.device("cpu")))
+    assert (
+        litgpt.config_kwargs(
+            Workload(model=ModelConfig(**tiny(norm_type="rmsnorm")), batch=2, seq_len=16, device=torch.device("cpu"))
+        )["norm_class_name"]
+        == "RMSNorm"
+    )
+    _, layers = xtransformers.decoder_kwargs(
+        Workload(model=ModelConfig(**tiny(norm_type="rmsnorm")), batch=2, seq_len=16, device=torch.device("cpu"))
+    )
     assert layers["use_rmsnorm"] is True
     unmapped = {(p, a.key, k.value) for p in PEERS for a, k in MODEL_PAIRS if not mapped(p, a.key, k)}
-    assert {("litgpt", "model.activation", "relu"), ("x-transformers", "model.activation", "relu"),
-            ("litgpt", "model.norm", "post")} <= unmapped  # so the refusals above are exercised
+    assert {
+        ("litgpt", "model.activation", "relu"),
+        ("x-transformers", "model.activation", "relu"),
+        ("litgpt", "model.norm", "post"),
+    } <= unmapped  # so the refusals above are exercised

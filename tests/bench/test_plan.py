@@ -75,7 +75,9 @@ def test_checkpointing_lowers_activations_and_they_grow_with_the_batch():
 
 
 def test_the_logits_path_holds_more_than_the_chunked_loss():
-    assert plan(TINY, options(output_loss="logits")).parts[LOSS] > plan(TINY, options(output_loss="chunked")).parts[LOSS]
+    assert (
+        plan(TINY, options(output_loss="logits")).parts[LOSS] > plan(TINY, options(output_loss="chunked")).parts[LOSS]
+    )
 
 
 def test_the_largest_micro_batch_fits_and_one_more_does_not_and_grows_with_memory():
@@ -96,29 +98,48 @@ def zoo_plan(argv, capsys, monkeypatch):
     return run_main(cli.main, ["zoo-plan", *argv], capsys, monkeypatch)
 
 
-SMALL = ["model.d_model=64", "model.n_heads=2", "model.n_layers=2", "model.vocab_size=512", "model.max_seq_len=64",
-         "seq_len=64", "device=cpu", "precision=32-true"]
+SMALL = [
+    "model.d_model=64",
+    "model.n_heads=2",
+    "model.n_layers=2",
+    "model.vocab_size=512",
+    "model.max_seq_len=64",
+    "seq_len=64",
+    "device=cpu",
+    "precision=32-true",
+]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["precision=fp8"], "precision='fp8' is not allowed; choose one of: 32-true, bf16-mixed, bf16-true"),
-    (["memory=lots"], "memory='lots': write a size such as 80GiB"),
-    (["strategy=hsdp", "world_size=6", "replicate=4"], "world_size (6) must be divisible by replicate (4)"),
-    (["world_size=2"], "world_size=2 needs a strategy"),
-    (["trainer.max_steps=3"], "zoo-plan takes model overrides"),
-    (["seq_len=128"], "seq_len=128 is longer than model.max_seq_len=64: lower seq_len or raise "
-                      "model.max_seq_len=128"),
-    (["batch=0"], "batch must be a positive integer, got 0"),
-    (["optim=muon", "strategy=fsdp", "world_size=2"], "optim=muon cannot run under strategy=fsdp"),
-    # sizes that would run for minutes or overflow torch's sizes: refused before a step is simulated
-    (["model.n_layers=100000"], "model.n_layers=100000: zoo-plan runs each layer"),
-    (["model.n_decoder_layers=100", "model=t5", "model.n_layers=100"], "model.n_layers + model.n_decoder_layers=200"),
-    (["model.d_model=100000000000", "model.n_heads=1"], "model.d_model=100000000000: zoo-plan plans widths of up to"),
-    (["model.vocab_size=99999999999999"], "model.vocab_size=99999999999999"),
-    (["batch=100000000000000000000"], "batch=100000000000000000000: zoo-plan plans micro-batches of up to 65,536"),
-    (["model.max_seq_len=10000000000", "seq_len=10000000000"], "model.max_seq_len=10000000000"),
-    (["model.max_seq_len=16777216", "seq_len=16777216", "batch=65536"], "the attention scores"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["precision=fp8"], "precision='fp8' is not allowed; choose one of: 32-true, bf16-mixed, bf16-true"),
+        (["memory=lots"], "memory='lots': write a size such as 80GiB"),
+        (["strategy=hsdp", "world_size=6", "replicate=4"], "world_size (6) must be divisible by replicate (4)"),
+        (["world_size=2"], "world_size=2 needs a strategy"),
+        (["trainer.max_steps=3"], "zoo-plan takes model overrides"),
+        (
+            ["seq_len=128"],
+            "seq_len=128 is longer than model.max_seq_len=64: lower seq_len or raise model.max_seq_len=128",
+        ),
+        (["batch=0"], "batch must be a positive integer, got 0"),
+        (["optim=muon", "strategy=fsdp", "world_size=2"], "optim=muon cannot run under strategy=fsdp"),
+        # sizes that would run for minutes or overflow torch's sizes: refused before a step is simulated
+        (["model.n_layers=100000"], "model.n_layers=100000: zoo-plan runs each layer"),
+        (
+            ["model.n_decoder_layers=100", "model=t5", "model.n_layers=100"],
+            "model.n_layers + model.n_decoder_layers=200",
+        ),
+        (
+            ["model.d_model=100000000000", "model.n_heads=1"],
+            "model.d_model=100000000000: zoo-plan plans widths of up to",
+        ),
+        (["model.vocab_size=99999999999999"], "model.vocab_size=99999999999999"),
+        (["batch=100000000000000000000"], "batch=100000000000000000000: zoo-plan plans micro-batches of up to 65,536"),
+        (["model.max_seq_len=10000000000", "seq_len=10000000000"], "model.max_seq_len=10000000000"),
+        (["model.max_seq_len=16777216", "seq_len=16777216", "batch=65536"], "the attention scores"),
+    ],
+)
 def test_zoo_plan_refuses_bad_input_in_one_line(argv, message, capsys, monkeypatch):
     import time
 

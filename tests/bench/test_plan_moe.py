@@ -28,7 +28,9 @@ def test_a_mixture_is_planned_by_its_parts():
     cfg = _moe(moe_shared=1)
     p = plan(cfg, _options())
     model = zoo.build_model(cfg)
-    experts = sum(4 * q.numel() for name, q in model.named_parameters() if ".ff.experts." in name or ".ff.shared." in name)
+    experts = sum(
+        4 * q.numel() for name, q in model.named_parameters() if ".ff.experts." in name or ".ff.shared." in name
+    )
     moe = p.step.moe
     assert moe[EXPERT_WEIGHTS] == experts and experts <= p.parts[WEIGHTS]
     N = B * T

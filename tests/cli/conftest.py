@@ -13,11 +13,22 @@ def tiny_overrides(run_dir=None, *, enc_dec: bool = False) -> list[str]:
     """A model and data small enough for a few steps in seconds; in `run_dir`, or with no
     run directory given (Hydra's default `runs/DATE/TIME` under the working directory)."""
     out = [
-        "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=300",
-        "model.max_seq_len=64", "tokenizer=byte", "data.seq_len=32", "data.global_batch_size=4",
-        "data.max_examples=300", "trainer.max_steps=6", "trainer.val_check_interval=3",
-        "trainer.limit_val_batches=2", "trainer.log_every_n_steps=1", "callbacks.checkpoint_every_n_steps=3",
-        "callbacks.progress_bar=none", "scheduler.warmup_steps=2",
+        "model.d_model=32",
+        "model.n_heads=2",
+        "model.n_layers=1",
+        "model.vocab_size=300",
+        "model.max_seq_len=64",
+        "tokenizer=byte",
+        "data.seq_len=32",
+        "data.global_batch_size=4",
+        "data.max_examples=300",
+        "trainer.max_steps=6",
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=2",
+        "trainer.log_every_n_steps=1",
+        "callbacks.checkpoint_every_n_steps=3",
+        "callbacks.progress_bar=none",
+        "scheduler.warmup_steps=2",
     ]
     if run_dir is not None:
         out.append(f"hydra.run.dir={run_dir}")
@@ -30,7 +41,10 @@ def zoo_train(*args: str, timeout: int = 300, env: dict | None = None) -> subpro
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "zoo.cli.train", *args],
-        capture_output=True, text=True, timeout=timeout, env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
     )
 
 

@@ -26,8 +26,11 @@ def _corpus(path: Path) -> Path:
 
 def _overrides(corpus: Path) -> list[str]:
     """The fixture run's command (less its directory): tiny, on a local data file, 3 steps."""
-    return [o for o in tiny_overrides() if not o.startswith("trainer.max_steps=")] + \
-        ["trainer.max_steps=3", "data=local", f"data.path={corpus}"]
+    return [o for o in tiny_overrides() if not o.startswith("trainer.max_steps=")] + [
+        "trainer.max_steps=3",
+        "data=local",
+        f"data.path={corpus}",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +147,13 @@ def test_a_resume_on_a_changed_data_file_is_allowed_by_its_key_and_recorded(fini
     shutil.copytree(run, copy)
     undo = _edit(corpus)
     try:
-        result = cli_here("train", *_overrides(corpus), "trainer.max_steps=6", "data.allow_changed_files=true",
-                          f"hydra.run.dir={copy}")
+        result = cli_here(
+            "train",
+            *_overrides(corpus),
+            "trainer.max_steps=6",
+            "data.allow_changed_files=true",
+            f"hydra.run.dir={copy}",
+        )
     finally:
         undo()
     assert result.returncode == 0, result.stderr[-2000:]

@@ -49,9 +49,11 @@ def test_two_fsdp_ranks_on_the_cpu_validate_as_one_process(tmp_path, cli_here):
     from tests.cli.conftest import zoo_train
 
     one = cli_here("train", *tiny_overrides(tmp_path / "one"), "data.document_mask=true")
-    two = zoo_train(*tiny_overrides(tmp_path / "two"), "data.document_mask=true", "trainer=fsdp_cpu",
-                    "trainer.devices=2")
+    two = zoo_train(
+        *tiny_overrides(tmp_path / "two"), "data.document_mask=true", "trainer=fsdp_cpu", "trainer.devices=2"
+    )
     assert one.returncode == 0 and two.returncode == 0, (one.stderr[-2000:], two.stderr[-2000:])
-    losses = [json.loads((tmp_path / name / "summary.json").read_text())["metrics"]["val/loss"]
-              for name in ("one", "two")]
+    losses = [
+        json.loads((tmp_path / name / "summary.json").read_text())["metrics"]["val/loss"] for name in ("one", "two")
+    ]
     assert losses[1] == pytest.approx(losses[0], rel=1e-4)

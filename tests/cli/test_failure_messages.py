@@ -27,7 +27,8 @@ def _unshare_works() -> bool:
 
 
 needs_namespaces = pytest.mark.skipif(
-    not _unshare_works(), reason="needs `unshare -rm` (user and mount namespaces) for a full or read-only mount")
+    not _unshare_works(), reason="needs `unshare -rm` (user and mount namespaces) for a full or read-only mount"
+)
 
 
 def _in_namespace(script: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -59,14 +60,16 @@ def test_a_full_disk_during_a_save_is_one_line_and_failed_json_says_so(tmp_path)
     disk.mkdir()
     run = disk / "run"
     # the first checkpoint (weights + AdamW state of a 2-layer d_model 256 model: ~20 MB) does not fit
-    script = (f"mount -t tmpfs -o size=8m tmpfs {disk} && "
-              + _train_cmd(*tiny_overrides(run), "model.d_model=256", "model.n_layers=2")
-              + f"; status=$?; cat {run}/failed.json; exit $status")
+    script = (
+        f"mount -t tmpfs -o size=8m tmpfs {disk} && "
+        + _train_cmd(*tiny_overrides(run), "model.d_model=256", "model.n_layers=2")
+        + f"; status=$?; cat {run}/failed.json; exit $status"
+    )
     result = _in_namespace(script)
     assert result.returncode == 1, result.stderr[-3000:]
     (line,) = _error_lines(result.stderr)
     assert "no space left on the device" in line and "no checkpoint had been written yet" in line
-    assert "no space left" in json.loads(result.stdout[result.stdout.index("{"):])["error"]
+    assert "no space left" in json.loads(result.stdout[result.stdout.index("{") :])["error"]
 
 
 @needs_namespaces
@@ -81,13 +84,20 @@ def test_a_read_only_cache_serves_what_it_holds_and_names_itself_otherwise(tmp_p
     read_only = f"mount --bind {cache} {cache} && mount -o remount,bind,ro {cache} && ZOO_CACHE={cache} "
     served = _in_namespace(read_only + _train_cmd(*tiny(tmp_path / "ro"), *kjv))
     assert served.returncode == 0, served.stderr[-3000:]
-    learned = lambda run: {k: v for k, v in json.loads((tmp_path / run / "summary.json").read_text())["metrics"].items()
-                           if k != "tokens_per_s"}  # noqa: E731 - a rate, logged once a second passes: a timing
+
+    def learned(run):  # tokens_per_s left out: a rate, logged once a second passes, is a timing
+        return {
+            k: v
+            for k, v in json.loads((tmp_path / run / "summary.json").read_text())["metrics"].items()
+            if k != "tokens_per_s"
+        }
+
     assert learned("ro") == learned("warm")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"line {i} of a local corpus\n" for i in range(400)))
-    local = _in_namespace(read_only + _train_cmd(*tiny_overrides(tmp_path / "local"), "data=local",
-                                                 f"data.path={corpus}"))
+    local = _in_namespace(
+        read_only + _train_cmd(*tiny_overrides(tmp_path / "local"), "data=local", f"data.path={corpus}")
+    )
     assert local.returncode == 2
     (line,) = _error_lines(local.stderr)
     assert "cache cannot be written" in line and str(cache) in line and "ZOO_CACHE" in line
@@ -97,8 +107,10 @@ def test_a_read_only_cache_serves_what_it_holds_and_names_itself_otherwise(tmp_p
 def test_memory_that_cannot_be_had_is_one_line(tmp_path):
     # the limit is set by the child itself before zoo-train starts: a preexec_fn would run Python
     # between fork and exec, which can deadlock in a process with threads (as a test worker is)
-    limited = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
-               "sys.argv = ['zoo-train', *sys.argv[1:]]; runpy.run_module('zoo.cli.train', run_name='__main__')")
+    limited = (
+        "import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+        "sys.argv = ['zoo-train', *sys.argv[1:]]; runpy.run_module('zoo.cli.train', run_name='__main__')"
+    )
     args = [*tiny_overrides(tmp_path / "run"), "model.d_model=2048", "model.n_heads=32", "model.n_layers=8"]
     result = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
@@ -115,8 +127,9 @@ def test_compare_names_a_damaged_record_and_reports_the_rest(rope_run, tmp_path)
     summary = json.loads((sweep / "b" / "summary.json").read_text())
     summary["metrics"]["val/loss"] = "abc"
     (sweep / "b" / "summary.json").write_text(json.dumps(summary))
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.compare", str(sweep)], capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.compare", str(sweep)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 2
@@ -126,8 +139,12 @@ def test_compare_names_a_damaged_record_and_reports_the_rest(rope_run, tmp_path)
     assert "1 finished, 2 damaged" in report
     taken = tmp_path / "taken"
     taken.write_text("keep me")
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.compare", str(sweep), f"out={taken}"],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.compare", str(sweep), f"out={taken}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2
     (line,) = _error_lines(result.stderr, "zoo-compare")
     assert f"out={taken} is a file" in line and taken.read_text() == "keep me"
@@ -139,8 +156,15 @@ def test_a_run_that_never_started_is_no_arm_of_the_comparison(rope_run, tmp_path
     there) leaves failed.json and no metrics: zoo-compare names it and leaves it out."""
     sweep = tmp_path / "sweep"
     shutil.copytree(rope_run, sweep / "done")
-    refused = cli_here("train", "-m", *tiny_overrides(), "model/position=alibi", f"ckpt_path={tmp_path / 'missing.ckpt'}",
-                       f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=refused")
+    refused = cli_here(
+        "train",
+        "-m",
+        *tiny_overrides(),
+        "model/position=alibi",
+        f"ckpt_path={tmp_path / 'missing.ckpt'}",
+        f"hydra.sweep.dir={sweep}",
+        "hydra.sweep.subdir=refused",
+    )
     assert refused.returncode != 0 and (sweep / "refused" / "failed.json").is_file(), refused.stderr[-2000:]
     result = cli_here("compare", str(sweep))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -155,10 +179,12 @@ def test_a_run_that_never_started_is_no_arm_of_the_comparison(rope_run, tmp_path
 @pytest.mark.slow
 def test_a_damaged_checkpoint_is_one_line_naming_it(damage, rope_run, tmp_path, cli_here):
     data = torch.load(rope_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    expected = {"no task": "its hyper_parameters lack task",
-                "invalid model": "holds a config zoo cannot build: model.d_model must be a positive integer",
-                "weights of another size": "its weights do not fit its own config (size mismatch",
-                "tokenizer path": "its tokenizer entry '../x' is not a file of the tokenizer"}[damage]
+    expected = {
+        "no task": "its hyper_parameters lack task",
+        "invalid model": "holds a config zoo cannot build: model.d_model must be a positive integer",
+        "weights of another size": "its weights do not fit its own config (size mismatch",
+        "tokenizer path": "its tokenizer entry '../x' is not a file of the tokenizer",
+    }[damage]
     if damage == "no task":
         del data["hyper_parameters"]["task"]
     elif damage == "invalid model":
@@ -195,9 +221,17 @@ def test_two_sweeps_started_in_the_same_second_get_a_directory_each(tmp_path):
     taken.mkdir(parents=True)  # as if a sweep had started this second already
     args = [o for o in tiny_overrides() if not o.startswith("trainer.max_steps")] + ["trainer.max_steps=3"]
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_TIME"}
-    procs = [subprocess.Popen([sys.executable, "-m", "zoo.cli.train", "-m", *args, f"seed={a}"], cwd=tmp_path,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for a in (1, 3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "zoo.cli.train", "-m", *args, f"seed={a}"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for a in (1, 3)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     summaries = sorted((tmp_path / "multirun").glob("*/*/*/summary.json"))

@@ -39,24 +39,30 @@ def test_a_checkpoint_is_found_in_a_run_directory_or_its_checkpoints_directory(t
     assert locate_checkpoint(sharded) == sharded
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda d: d / "missing.ckpt", ["missing.ckpt", "does not exist"]),
-    (lambda d: d, ["directory without a checkpoint", "checkpoints/last.ckpt"]),
-    (lambda d: (d / "notes.txt", (d / "notes.txt").write_text("hello"))[0], ["notes.txt", "not a checkpoint"]),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda d: d / "missing.ckpt", ["missing.ckpt", "does not exist"]),
+        (lambda d: d, ["directory without a checkpoint", "checkpoints/last.ckpt"]),
+        (lambda d: (d / "notes.txt", (d / "notes.txt").write_text("hello"))[0], ["notes.txt", "not a checkpoint"]),
+    ],
+)
 def test_a_path_that_holds_no_checkpoint_is_refused_naming_it(tmp_path, make, words):
     with pytest.raises(CheckpointError) as caught:
         locate_checkpoint(make(tmp_path))
     assert all(w in str(caught.value) for w in words), str(caught.value)
 
 
-@pytest.mark.parametrize("override, words", [
-    ("optim.lr=nan", "optim.lr must be a finite number, got nan"),
-    ("model.dropout=inf", "model.dropout must be a finite number, got inf"),
-    ("trainer.gradient_clip_val=nan", "trainer.gradient_clip_val must be a finite number"),
-    ("trainer.max_steps=0", "trainer.max_steps must be a positive number of steps"),
-    ("trainer.max_steps=-5", "trainer.max_steps must be an integer >= -1"),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("optim.lr=nan", "optim.lr must be a finite number, got nan"),
+        ("model.dropout=inf", "model.dropout must be a finite number, got inf"),
+        ("trainer.gradient_clip_val=nan", "trainer.gradient_clip_val must be a finite number"),
+        ("trainer.max_steps=0", "trainer.max_steps must be a positive number of steps"),
+        ("trainer.max_steps=-5", "trainer.max_steps must be an integer >= -1"),
+    ],
+)
 def test_non_finite_settings_and_a_run_of_no_steps_are_refused_naming_the_key(override, words):
     import zoo
 
@@ -78,9 +84,14 @@ def test_a_pipe_or_a_device_is_named_and_never_read_as_a_checkpoint(tmp_path):
 def test_a_garbled_start_time_in_the_environment_is_one_line(tmp_path):
     import os
 
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", f"hydra.run.dir={tmp_path / 'run'}"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120,
-                            env={**os.environ, "ZOO_RUN_TIME": "garbage"})
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", f"hydra.run.dir={tmp_path / 'run'}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "ZOO_RUN_TIME": "garbage"},
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert "ZOO_RUN_TIME='garbage' is not a start time" in line and "unset it" in line
@@ -90,14 +101,19 @@ def test_a_garbled_start_time_in_the_environment_is_one_line(tmp_path):
 def test_integer_options_take_scientific_notation_and_bad_values_name_the_type():
     args, _ = parse(GenerateArgs, ["max_new_tokens=1e3", "batch_size=2.0"])
     assert (args.max_new_tokens, args.batch_size) == (1000, 2)
-    for arg, words in [("max_new_tokens=2.5", "give an integer"), ("max_new_tokens=abc", "give an integer"),
-                       ("temperature=hot", "give a number"), ("compile=maybe", "give true or false")]:
+    for arg, words in [
+        ("max_new_tokens=2.5", "give an integer"),
+        ("max_new_tokens=abc", "give an integer"),
+        ("temperature=hot", "give a number"),
+        ("compile=maybe", "give true or false"),
+    ]:
         with pytest.raises(ConfigError, match=f"{arg.split('=')[0]}=.*: {words}"):
             parse(GenerateArgs, [arg])
 
 
-@pytest.mark.parametrize("schema, typo, key", [(GenerateArgs, "max_new_token", "max_new_tokens"),
-                                                (EvalArgs, "batchsize", "batch_size")])
+@pytest.mark.parametrize(
+    "schema, typo, key", [(GenerateArgs, "max_new_token", "max_new_tokens"), (EvalArgs, "batchsize", "batch_size")]
+)
 def test_an_unknown_key_is_answered_with_the_closest(schema, typo, key):
     with pytest.raises(ConfigError, match=f"did you mean {key}\\? allowed keys"):
         parse(schema, [f"{typo}=1"])
@@ -121,9 +137,21 @@ def test_input_refusals_answer_before_torch_loads(tmp_path):
         ("eval", [f"ckpt={ckpt}", "split=test"], "validation, train"),
         ("eval", [f"ckpt={ckpt}", f"data={tmp_path / 'none.txt'}"], "no such file"),
         ("eval", [f"ckpt={tmp_path / 'missing.ckpt'}"], "does not exist"),
-        ("generate", [f"ckpt={ckpt}", "prompt=x", "strategy=sample", "temperature=1e-45"], "temperature must be a number >= 0.001"),
-        ("generate", [f"ckpt={ckpt}", "prompt=x", "strategy=sample", "temperature=nan"], "temperature must be a number"),
-        ("generate", [f"ckpt={ckpt}", "prompt=x", "strategy=beam", "length_penalty=inf"], "length_penalty must be a finite"),
+        (
+            "generate",
+            [f"ckpt={ckpt}", "prompt=x", "strategy=sample", "temperature=1e-45"],
+            "temperature must be a number >= 0.001",
+        ),
+        (
+            "generate",
+            [f"ckpt={ckpt}", "prompt=x", "strategy=sample", "temperature=nan"],
+            "temperature must be a number",
+        ),
+        (
+            "generate",
+            [f"ckpt={ckpt}", "prompt=x", "strategy=beam", "length_penalty=inf"],
+            "length_penalty must be a finite",
+        ),
         ("export", [f"ckpt={ckpt}", f"out={tmp_path / 'empty.txt'}"], "is a file; give a new or empty directory"),
         ("export", [f"ckpt={tmp_path / 'missing.ckpt'}", f"out={tmp_path / 'hf'}"], "does not exist"),
     ]
@@ -186,7 +214,13 @@ def test_every_tool_answers_help_without_torch():
 @pytest.mark.parametrize("tool", ["train", "eval", "bench"])
 def test_a_pipe_closed_early_ends_quietly(tool):
     """`zoo-TOOL --help | head -1`: the first line, and no traceback when head stops reading."""
-    result = subprocess.run(f"'{sys.executable}' -m zoo.cli.{tool} --help | head -1", shell=True,
-                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    result = subprocess.run(
+        f"'{sys.executable}' -m zoo.cli.{tool} --help | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert result.stdout.startswith("usage:") and len(result.stdout.splitlines()) == 1, result.stdout
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr

@@ -14,8 +14,11 @@ from tests.cli.conftest import tiny_overrides, zoo_train
 
 def _files(run_dir):
     """Every file of the run but Hydra's own copies of the command (path -> bytes)."""
-    return {p.relative_to(run_dir).as_posix(): p.read_bytes() for p in sorted(run_dir.rglob("*"))
-            if p.is_file() and ".hydra" not in p.parts and p.name != "train.log"}
+    return {
+        p.relative_to(run_dir).as_posix(): p.read_bytes()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file() and ".hydra" not in p.parts and p.name != "train.log"
+    }
 
 
 @pytest.mark.slow
@@ -92,13 +95,16 @@ def test_a_finished_quick_run_says_every_key_to_change_to_train_on(tmp_path, zoo
     """-cn quick's warmup follows trainer.max_steps: the same command again names both the longer
     run and the warmup to keep, and the command it suggests continues the run at once."""
     run = tmp_path / "run"
-    tiny = [o for o in tiny_overrides(run) if not o.startswith(("trainer.max_steps", "scheduler.warmup_steps",
-                                                                "trainer.val_check_interval"))]
+    tiny = [
+        o
+        for o in tiny_overrides(run)
+        if not o.startswith(("trainer.max_steps", "scheduler.warmup_steps", "trainer.val_check_interval"))
+    ]
     command = ["-cn", "quick", *tiny, "trainer.max_steps=10"]
     assert zoo_train_here(*command).returncode == 0
     again = zoo_train_here(*command)
     assert again.returncode == 0, again.stderr[-2000:]
-    (line,) = [l for l in (again.stderr + again.stdout).splitlines() if "is already finished" in l]
+    (line,) = [ln for ln in (again.stderr + again.stdout).splitlines() if "is already finished" in ln]
     assert "e.g. trainer.max_steps=20 scheduler.warmup_steps=1" in line, line
     suggested = line.split("e.g. ", 1)[1].rstrip(")").split()
     longer = zoo_train_here(*command, *suggested)

@@ -21,8 +21,13 @@ from tests.cli.conftest import tiny_overrides
 from tests.conftest import run_main
 from tests.training.distributed.conftest import wait_for
 
-TOOLS = {"zoo-train": "zoo.cli.train", "zoo-generate": "zoo.cli.generate", "zoo-eval": "zoo.cli.eval",
-         "zoo-compare": "zoo.cli.compare", "zoo-export": "zoo.cli.export"}
+TOOLS = {
+    "zoo-train": "zoo.cli.train",
+    "zoo-generate": "zoo.cli.generate",
+    "zoo-eval": "zoo.cli.eval",
+    "zoo-compare": "zoo.cli.compare",
+    "zoo-export": "zoo.cli.export",
+}
 
 
 def in_process(tool: str, args: list[str], capsys, monkeypatch) -> tuple[int, str]:
@@ -37,8 +42,9 @@ def in_process(tool: str, args: list[str], capsys, monkeypatch) -> tuple[int, st
 def finished(tmp_path_factory):
     """A finished tiny run (a run directory and its checkpoint)."""
     run = tmp_path_factory.mktemp("first") / "run"
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run)], capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return run
 
@@ -54,12 +60,28 @@ def cases(run: Path, tmp: Path) -> list[tuple[str, list[str], str]]:
         ("zoo-train", ["trainer.max_step=4"], "did you mean trainer.max_steps?"),
         ("zoo-train", ["-cn", "numbers_seq"], "recipes (-cn NAME): ablate_activation"),
         ("zoo-train", ["ckpt_path=last"], "ckpt_path=last: no run under runs/ has a checkpoints/last.ckpt"),
-        ("zoo-generate", [f"ckpt={run}", "prompt=the", f"attention_map={tmp}/missing/a.png"],
-         f"attention_map={tmp}/missing/a.png: the directory {tmp}/missing does not exist"),
+        (
+            "zoo-generate",
+            [f"ckpt={run}", "prompt=the", f"attention_map={tmp}/missing/a.png"],
+            f"attention_map={tmp}/missing/a.png: the directory {tmp}/missing does not exist",
+        ),
         ("zoo-generate", [f"ckpt={run}", "prompt=the", "num_beams=4"], "num_beams only applies to strategy=beam"),
-        ("zoo-generate", [f"ckpt={run}", "prompt=the", "dtype=float16"], "dtype must be float32 or bfloat16, got 'float16'"),
-        *([("zoo-generate", [f"ckpt={run}", "prompt=the", "device=cuda"], "device=cuda, but torch sees no CUDA device")]
-          if not torch.cuda.is_available() else []),
+        (
+            "zoo-generate",
+            [f"ckpt={run}", "prompt=the", "dtype=float16"],
+            "dtype must be float32 or bfloat16, got 'float16'",
+        ),
+        *(
+            [
+                (
+                    "zoo-generate",
+                    [f"ckpt={run}", "prompt=the", "device=cuda"],
+                    "device=cuda, but torch sees no CUDA device",
+                )
+            ]
+            if not torch.cuda.is_available()
+            else []
+        ),
         ("zoo-eval", [f"ckpt={text}"], f"{text} is not a checkpoint (not a file written by torch.save)"),
         ("zoo-eval", [f"ckpt={tmp}"], f"{tmp} is a directory without a checkpoint"),
         ("zoo-eval", [f"ckpt={run}", f"data={small}"], f"data={small} has"),
@@ -90,10 +112,15 @@ def test_generate_casts_the_weights_once_with_dtype_bfloat16(finished, capsys, m
 
     seen = []
     original = gen.generate
-    monkeypatch.setattr(gen, "generate", lambda model, *a, **k: seen.append(next(model.parameters()).dtype)
-                        or original(model, *a, **k))
-    status, err = in_process("zoo-generate", [f"ckpt={finished}", "prompt=the", "max_new_tokens=4",
-                                              "dtype=bfloat16", "device=cpu"], capsys, monkeypatch)
+    monkeypatch.setattr(
+        gen, "generate", lambda model, *a, **k: seen.append(next(model.parameters()).dtype) or original(model, *a, **k)
+    )
+    status, err = in_process(
+        "zoo-generate",
+        [f"ckpt={finished}", "prompt=the", "max_new_tokens=4", "dtype=bfloat16", "device=cpu"],
+        capsys,
+        monkeypatch,
+    )
     assert status == 0, err[-2000:]
     assert seen == [torch.bfloat16]
 
@@ -122,10 +149,16 @@ def test_the_liger_loss_without_a_cuda_gpu_is_one_line(tmp_path, capsys, monkeyp
 @pytest.mark.slow
 def test_tensorboard_missing_is_one_line_before_training(tmp_path):
     """As on a machine without tensorboard: the modules are made unimportable for this process."""
-    code = ("import sys; sys.modules['tensorboard'] = None; sys.modules['tensorboardX'] = None; "
-            "from zoo.cli.train import main; main()")
-    result = subprocess.run([sys.executable, "-c", code, *tiny_overrides(tmp_path / "run"), "logger.tensorboard=true"],
-                            capture_output=True, text=True, timeout=300)
+    code = (
+        "import sys; sys.modules['tensorboard'] = None; sys.modules['tensorboardX'] = None; "
+        "from zoo.cli.train import main; main()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, *tiny_overrides(tmp_path / "run"), "logger.tensorboard=true"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "logger.tensorboard=true needs tensorboard: pip install tensorboard" in result.stderr
     assert not (tmp_path / "run").exists()
@@ -143,8 +176,14 @@ def test_the_walk_through(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_TIME"}
 
     def tool(name, *args, check=True):
-        result = subprocess.run([sys.executable, "-m", TOOLS[name], *args], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-m", TOOLS[name], *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if check:
             assert result.returncode == 0, (name, args, result.stderr[-3000:])
         return result
@@ -159,8 +198,9 @@ def test_the_walk_through(tmp_path):
     assert "val/loss" in summary["metrics"] and [r["step"] for r in val_rows(run)] == ["4"]
     assert "val/loss" in first.stdout
     # generate keeps the space after the prompt
-    generated = tool("zoo-generate", f"ckpt={run}", "prompt=And God said", "max_new_tokens=8",
-                     "attention_map=attention.png")
+    generated = tool(
+        "zoo-generate", f"ckpt={run}", "prompt=And God said", "max_new_tokens=8", "attention_map=attention.png"
+    )
     assert "attention map of the first prompt written to attention.png" in generated.stderr
     assert (tmp_path / "attention.png").stat().st_size > 0
     out = generated.stdout.strip()
@@ -172,16 +212,26 @@ def test_the_walk_through(tmp_path):
     metrics = json.loads(tool("zoo-eval", f"ckpt={run}", "batch_size=4", "limit_batches=2").stdout)
     assert abs(metrics["metrics"]["loss"] - summary["metrics"]["val/loss"]) < 1e-4
     # a sweep with a failed arm ends with one summary line and status 1
-    sweep = tool("zoo-train", "-m", *base, "trainer.max_steps=4", "trainer.val_check_interval=2",
-                 "optim.lr=1e4,1e-3", "trainer.gradient_clip_val=null", check=False)
+    sweep = tool(
+        "zoo-train",
+        "-m",
+        *base,
+        "trainer.max_steps=4",
+        "trainer.val_check_interval=2",
+        "optim.lr=1e4,1e-3",
+        "trainer.gradient_clip_val=null",
+        check=False,
+    )
     assert sweep.returncode == 1 and "Traceback" not in sweep.stderr and "Error executing job" not in sweep.stderr
-    summary_lines = [l for l in sweep.stderr.splitlines() if "arm(s) of the sweep" in l]
+    summary_lines = [ln for ln in sweep.stderr.splitlines() if "arm(s) of the sweep" in ln]
     assert len(summary_lines) == 1 and "1 of 2 arm(s)" in summary_lines[0] and "failed.json" in summary_lines[0]
     (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
     (failed,) = sweep_dir.glob("*/failed.json")
     error = json.loads(failed.read_text())["error"]
-    assert "training stopped, no checkpoint had been written yet" in error or \
-        "training stopped, the last good checkpoint is " in error
+    assert (
+        "training stopped, no checkpoint had been written yet" in error
+        or "training stopped, the last good checkpoint is " in error
+    )
     assert "is no checkpoint" not in error
     report = tool("zoo-compare", str(sweep_dir))
     assert json.loads(report.stdout)["arms"] == 2
@@ -192,13 +242,24 @@ def test_the_walk_through(tmp_path):
     assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (2, 3, 0)
     # Ctrl-C, then ckpt_path=last finds the interrupted run (not the finished one) and ends it
     long = [*base, "trainer.max_steps=40", "trainer.val_check_interval=20", "callbacks.checkpoint_every_n_steps=2"]
-    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *long], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli.train", *long],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     runs_before = set((tmp_path / "runs").glob("*/*"))
     try:
-        wait_for(lambda: any((p / "checkpoints" / "last.ckpt").exists()
-                             for p in set((tmp_path / "runs").glob("*/*")) - runs_before), 180,
-                 "the interrupted run's first checkpoint", proc)
+        wait_for(
+            lambda: any(
+                (p / "checkpoints" / "last.ckpt").exists() for p in set((tmp_path / "runs").glob("*/*")) - runs_before
+            ),
+            180,
+            "the interrupted run's first checkpoint",
+            proc,
+        )
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

@@ -9,16 +9,18 @@ import dataclasses
 import importlib
 import subprocess
 import sys
-import tomllib
 import typing
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.conftest import run_main
 from zoo.config.errors import ConfigError, ZooError
 
-SCRIPTS: dict[str, str] = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+SCRIPTS: dict[str, str] = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+    "scripts"
+]
 
 
 def entry(script: str):
@@ -42,30 +44,78 @@ def cli_schemas() -> dict[str, list[type]]:
     from zoo.cli.prepare import PrepareArgs
     from zoo.plan.options import PlanOptions
 
-    return {"zoo-generate": [GenerateArgs], "zoo-eval": [EvalArgs], "zoo-export": [ExportArgs],
-            "zoo-compare": [CompareArgs], "zoo-bench": [BenchOptions, BenchOutput], "zoo-prepare": [PrepareArgs],
-            "zoo-plan": [PlanOptions]}
+    return {
+        "zoo-generate": [GenerateArgs],
+        "zoo-eval": [EvalArgs],
+        "zoo-export": [ExportArgs],
+        "zoo-compare": [CompareArgs],
+        "zoo-bench": [BenchOptions, BenchOutput],
+        "zoo-prepare": [PrepareArgs],
+        "zoo-plan": [PlanOptions],
+    }
 
 
 # (script, [args], real text its --help must show: KEY=DEFAULT and help texts)
 HELP_SHOWS = {
-    "zoo": ([], ["usage: zoo SUBCOMMAND", "train", "generate", "eval", "export", "compare", "bench", "prepare",
-                 "one report for one or more sweeps"]),
-    "zoo-train": ([], ["model=gpt", "model/position=learned", "trainer=cpu", "model.d_model=256", "D, residual width",
-                       "seed=0", "global seed for weights, data order, dropout", "trainer.max_steps=300",
-                       "task.kind=causal_lm [causal_lm | masked_lm | seq2seq | classification]",
-                       "recipes (-cn NAME): ablate_activation"]),
-    "zoo-generate": ([], ["max_new_tokens=64 [int]", "tokens generated at most", "strategy=greedy [greedy | beam | sample]",
-                          "ckpt=null [str or null]", "a checkpoint of a causal_lm or seq2seq run",
-                          "dtype=float32", "float32 or bfloat16"]),
+    "zoo": (
+        [],
+        [
+            "usage: zoo SUBCOMMAND",
+            "train",
+            "generate",
+            "eval",
+            "export",
+            "compare",
+            "bench",
+            "prepare",
+            "one report for one or more sweeps",
+        ],
+    ),
+    "zoo-train": (
+        [],
+        [
+            "model=gpt",
+            "model/position=learned",
+            "trainer=cpu",
+            "model.d_model=256",
+            "D, residual width",
+            "seed=0",
+            "global seed for weights, data order, dropout",
+            "trainer.max_steps=300",
+            "task.kind=causal_lm [causal_lm | masked_lm | seq2seq | classification]",
+            "recipes (-cn NAME): ablate_activation",
+        ],
+    ),
+    "zoo-generate": (
+        [],
+        [
+            "max_new_tokens=64 [int]",
+            "tokens generated at most",
+            "strategy=greedy [greedy | beam | sample]",
+            "ckpt=null [str or null]",
+            "a checkpoint of a causal_lm or seq2seq run",
+            "dtype=float32",
+            "float32 or bfloat16",
+        ],
+    ),
     "zoo-eval": ([], ["split=validation", "batch_size=32 [int]", "ckpt=null", "data.KEY=VALUE"]),
     "zoo-export": ([], ["format=hf", "out=null", "a Hugging Face transformers directory"]),
     "zoo-compare": ([], ["metric=val/loss [str]", "the metric the arms are compared on", "usage: zoo-compare DIR"]),
-    "zoo-bench": ([], ["batch=8 [int]", "rows per training batch", "variants=eager,compile,bf16", "out=null",
-                       "model/position=NAME"]),
+    "zoo-bench": (
+        [],
+        ["batch=8 [int]", "rows per training batch", "variants=eager,compile,bf16", "out=null", "model/position=NAME"],
+    ),
     "zoo-prepare": ([], ["part=null", "I/N: prepare every N-th shard", "-cn RECIPE"]),
-    "zoo-plan": ([], ["batch=8 [int]", "micro-batch per device", "strategy=none [none | ddp | fsdp | hsdp]",
-                      "memory=80GiB", "model.checkpoint_activations=true"]),
+    "zoo-plan": (
+        [],
+        [
+            "batch=8 [int]",
+            "micro-batch per device",
+            "strategy=none [none | ddp | fsdp | hsdp]",
+            "memory=80GiB",
+            "model.checkpoint_activations=true",
+        ],
+    ),
 }
 
 
@@ -175,8 +225,9 @@ def test_an_exception_that_is_not_a_zoo_error_keeps_its_traceback(script, tmp_pa
     module, name = PLANTED[script]
     monkeypatch.setattr(importlib.import_module(module), name, boom)
     monkeypatch.chdir(tmp_path)
-    args = {"zoo": ["eval", "ckpt=x"], "zoo-compare": [str(tmp_path)]}.get(script, ["seed=1"] if script == "zoo-train"
-                                                                              else [])
+    args = {"zoo": ["eval", "ckpt=x"], "zoo-compare": [str(tmp_path)]}.get(
+        script, ["seed=1"] if script == "zoo-train" else []
+    )
     monkeypatch.setattr(sys, "argv", [script, *args])
     with pytest.raises(Planted, match="planted bug"):
         entry(script)()
@@ -219,7 +270,9 @@ def test_generate_args_declare_the_decoding_options_once():
     from zoo.models.generate import GenerationConfig
 
     assert issubclass(GenerateArgs, GenerationConfig)
-    redeclared = set(GenerateArgs.__dict__.get("__annotations__", {})) & {f.name for f in dataclasses.fields(GenerationConfig)}
+    redeclared = set(GenerateArgs.__dict__.get("__annotations__", {})) & {
+        f.name for f in dataclasses.fields(GenerationConfig)
+    }
     assert not redeclared
 
 
@@ -227,18 +280,26 @@ def test_the_zoo_dispatcher_table_is_project_scripts():
     from zoo.cli.main import COMMANDS
 
     assert SCRIPTS["zoo"] == "zoo.cli.main:main"
-    assert {f"zoo-{name}": target for name, target in COMMANDS.items()} == \
-        {name: target for name, target in SCRIPTS.items() if name != "zoo"}
+    assert {f"zoo-{name}": target for name, target in COMMANDS.items()} == {
+        name: target for name, target in SCRIPTS.items() if name != "zoo"
+    }
 
 
 def test_zoo_subcommand_runs_the_tool_in_a_process_of_its_own(tmp_path):
     """As a user runs it: `python -m zoo.cli.main compare ...` (the `zoo` script's main)."""
-    run = lambda *args: subprocess.run([sys.executable, "-m", "zoo.cli.main", *args], capture_output=True,  # noqa: E731
-                                       text=True, timeout=120, cwd=tmp_path)
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "zoo.cli.main", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+
     helped = run("compare", "--help")
     assert helped.returncode == 0 and "metric=val/loss" in helped.stdout, helped.stderr[-2000:]
     refused = run("compare", str(tmp_path / "missing"))
-    assert refused.returncode == 2 and refused.stderr.strip() == f"zoo-compare: error: not a directory: {tmp_path / 'missing'}"
+    assert (
+        refused.returncode == 2
+        and refused.stderr.strip() == f"zoo-compare: error: not a directory: {tmp_path / 'missing'}"
+    )
 
 
 def test_every_config_group_option_that_help_offers_is_in_the_docs():

@@ -67,7 +67,11 @@ def test_a_command_that_only_prints_runs_nothing():
 
 def test_a_sweep_is_checked_once_per_value_of_each_key():
     assert sweep_variants(["a=1,2", "b=x", "c=3,4,5"]) == [
-        ["a=1", "b=x", "c=3"], ["a=2", "b=x", "c=3"], ["a=1", "b=x", "c=4"], ["a=1", "b=x", "c=5"]]
+        ["a=1", "b=x", "c=3"],
+        ["a=2", "b=x", "c=3"],
+        ["a=1", "b=x", "c=4"],
+        ["a=1", "b=x", "c=5"],
+    ]
     assert sweep_variants(["a=1"]) == [["a=1"]]
 
 
@@ -82,8 +86,13 @@ def test_only_the_composer_reaches_hydras_private_api():
     users = set()
     for name, tree in _modules():
         for node in ast.walk(tree):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(m.startswith("hydra._internal") for m in modules):
                 users.add(name)
     assert users == {"zoo/cli/compose.py"}
@@ -96,15 +105,23 @@ def test_no_module_writes_sys_argv_but_the_dispatcher():
     writers = set()
     for name, tree in _modules():
         for node in ast.walk(tree):
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, ast.AugAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign)
+                else []
+            )
             calls = [node.func] if isinstance(node, ast.Call) else []
             for target in targets:
                 base = target.value if isinstance(target, ast.Subscript) else target
                 if ast.unparse(base) == "sys.argv":
                     writers.add(name)
             for func in calls:
-                if isinstance(func, ast.Attribute) and ast.unparse(func.value) == "sys.argv" and \
-                        func.attr in ("append", "extend", "insert", "pop", "remove", "clear"):
+                if (
+                    isinstance(func, ast.Attribute)
+                    and ast.unparse(func.value) == "sys.argv"
+                    and func.attr in ("append", "extend", "insert", "pop", "remove", "clear")
+                ):
                     writers.add(name)
     assert writers == {"zoo/cli/main.py"}

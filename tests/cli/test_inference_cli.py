@@ -11,21 +11,20 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
+from zoo import train
 from zoo.config.schema.data import as_data_config
 from zoo.data.corpora.numbers import english, spanish
 from zoo.data.sources import load_splits
-from zoo import train
 
 
 def tool(name: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", f"zoo.cli.{name}", *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", f"zoo.cli.{name}", *args], capture_output=True, text=True, timeout=300)
 
 
 def one_line_failure(result, *fragments):
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
-    (line,) = [l for l in result.stderr.splitlines() if ": error: " in l]
+    (line,) = [ln for ln in result.stderr.splitlines() if ": error: " in ln]
     for fragment in fragments:
         assert fragment in line, (fragment, line)
 
@@ -37,8 +36,16 @@ def numbers(tmp_path_factory):
     gave 99% for 1.6 times the CPU time); its own validation reads one batch (zoo-eval reads
     them all)."""
     run = tmp_path_factory.mktemp("numbers")
-    cfg = zoo.compose(["trainer.max_steps=300", "trainer.val_check_interval=300", "trainer.limit_val_batches=1",
-                       "model.d_ff=256", "callbacks.progress_bar=none"], config_name="numbers_seq2seq")
+    cfg = zoo.compose(
+        [
+            "trainer.max_steps=300",
+            "trainer.val_check_interval=300",
+            "trainer.limit_val_batches=1",
+            "model.d_ff=256",
+            "callbacks.progress_bar=none",
+        ],
+        config_name="numbers_seq2seq",
+    )
     train(cfg, run)
     held_out = load_splits(as_data_config(cfg.data))["validation"]["n"]
     return run / "checkpoints" / "last.ckpt", sorted(held_out)
@@ -95,9 +102,16 @@ def test_zoo_generate_continues_a_prompt_and_eval_scores_an_lm(tiny_lm, tmp_path
     result = tool("generate", f"ckpt={tiny_lm}", "prompt=And God said", "max_new_tokens=10")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("And God said")
-    pictures = cli_here("generate", f"ckpt={tiny_lm}", "prompt=And", "max_new_tokens=4",
-                    f"attention_map={tmp_path / 'attn.png'}", "layers=0", "heads=0,1",
-                    f"positions_plot={tmp_path / 'pos.png'}")
+    pictures = cli_here(
+        "generate",
+        f"ckpt={tiny_lm}",
+        "prompt=And",
+        "max_new_tokens=4",
+        f"attention_map={tmp_path / 'attn.png'}",
+        "layers=0",
+        "heads=0,1",
+        f"positions_plot={tmp_path / 'pos.png'}",
+    )
     assert pictures.returncode == 0, pictures.stderr[-2000:]
     for name in ("attn.png", "pos.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
@@ -180,14 +194,33 @@ def test_bad_input_fails_with_one_line(tiny_lm, tmp_path, cli_here):
     one_line_failure(tool("generate", f"ckpt={tmp_path / 'missing.ckpt'}", "prompt=x"), "missing.ckpt")
     one_line_failure(tool("generate", f"ckpt={tiny_lm}", "prompt=x", "beams=2"), "beams", "allowed keys")
     one_line_failure(tool("eval", f"ckpt={tiny_lm}", "split=test"), "split", "validation, train")
-    one_line_failure(tool("generate", f"ckpt={tiny_lm}", "prompt=And", "max_new_tokens=4", f"attention_map={tmp_path / 'a.png'}",
-                          "layers=9"), "layer 9")
+    one_line_failure(
+        tool(
+            "generate",
+            f"ckpt={tiny_lm}",
+            "prompt=And",
+            "max_new_tokens=4",
+            f"attention_map={tmp_path / 'a.png'}",
+            "layers=9",
+        ),
+        "layer 9",
+    )
     one_line_failure(tool("eval", f"ckpt={tiny_lm}", f"data={tmp_path / 'none.txt'}"), "none.txt")
     bert = tmp_path / "bert"
-    train(zoo.compose(["model=bert", *[o for o in tiny_overrides(bert) if not o.startswith("hydra.")],
-                       "trainer.max_steps=3", "trainer.val_check_interval=3"]), bert)
-    one_line_failure(tool("generate", f"ckpt={bert / 'checkpoints' / 'last.ckpt'}", "prompt=x"),
-                     "masked_lm", "causal_lm or seq2seq")
+    train(
+        zoo.compose(
+            [
+                "model=bert",
+                *[o for o in tiny_overrides(bert) if not o.startswith("hydra.")],
+                "trainer.max_steps=3",
+                "trainer.val_check_interval=3",
+            ]
+        ),
+        bert,
+    )
+    one_line_failure(
+        tool("generate", f"ckpt={bert / 'checkpoints' / 'last.ckpt'}", "prompt=x"), "masked_lm", "causal_lm or seq2seq"
+    )
 
 
 @pytest.mark.slow

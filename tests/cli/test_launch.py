@@ -16,20 +16,36 @@ from zoo.training.resume import rng
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for var in ("RANK", "SLURM_PROCID", "SLURM_NTASKS", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE",
-                "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "SLURM_JOB_START_TIME",
-                "SLURM_STEP_ID", "TORCHELASTIC_USE_AGENT_STORE", launch.RUN_TIME_ENV):
+    for var in (
+        "RANK",
+        "SLURM_PROCID",
+        "SLURM_NTASKS",
+        "LOCAL_RANK",
+        "NODE_RANK",
+        "LOCAL_WORLD_SIZE",
+        "TORCHELASTIC_RUN_ID",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "SLURM_JOB_START_TIME",
+        "SLURM_STEP_ID",
+        "TORCHELASTIC_USE_AGENT_STORE",
+        launch.RUN_TIME_ENV,
+    ):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
 
-@pytest.mark.parametrize("env, rank", [
-    ({}, 0),
-    ({"RANK": "3"}, 3),  # torchrun
-    ({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, 1),  # srun
-    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, 0),
-    ({"LOCAL_RANK": "1"}, 1),  # Lightning's launcher
-])
+@pytest.mark.parametrize(
+    "env, rank",
+    [
+        ({}, 0),
+        ({"RANK": "3"}, 3),  # torchrun
+        ({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, 1),  # srun
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, 0),
+        ({"LOCAL_RANK": "1"}, 1),  # Lightning's launcher
+    ],
+)
 def test_launch_rank(clean_env, env, rank):
     for k, v in env.items():
         clean_env.setenv(k, v)
@@ -72,8 +88,13 @@ def test_zoo_train_puts_the_run_in_the_agreed_directory(clean_env):
     import sys
 
     env = dict(os.environ, ZOO_RUN_TIME="2031-02-03T04:05:06")
-    out = subprocess.run([sys.executable, "-m", "zoo.cli.train", "--cfg", "hydra", "--resolve", "-p",
-                          "hydra.run.dir"], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", "--cfg", "hydra", "--resolve", "-p", "hydra.run.dir"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.stdout.strip().splitlines()[-1] == "runs/2031-02-03/04-05-06", out.stdout + out.stderr
 
 
@@ -85,8 +106,13 @@ def test_torchrun_ranks_agree_through_the_agent_store(clean_env):
 
     port = free_port()
     server = torch.distributed.TCPStore("127.0.0.1", port, is_master=True, timeout=timedelta(seconds=30))
-    for k, v in {"TORCHELASTIC_RUN_ID": "x", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                 "WORLD_SIZE": "2", "TORCHELASTIC_USE_AGENT_STORE": "True"}.items():
+    for k, v in {
+        "TORCHELASTIC_RUN_ID": "x",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": "2",
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
+    }.items():
         clean_env.setenv(k, v)
     assert launch._from_torchrun_store("2030-01-01T00:00:00") == "2030-01-01T00:00:00"
     assert launch._from_torchrun_store("2030-01-01T00:00:09") == "2030-01-01T00:00:00"
@@ -99,6 +125,7 @@ def test_rng_states_round_trip():
     torch.rand(5), random.random(), np.random.rand()  # move on
     # the saved state is plain data: it survives torch.save / weights_only loading
     import io
+
     buf = io.BytesIO()
     torch.save(saved, buf)
     buf.seek(0)

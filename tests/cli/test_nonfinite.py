@@ -13,8 +13,15 @@ import torch
 from tests.cli.conftest import tiny_overrides
 from zoo.training.checkpoint.files import read_checkpoint
 
-DIVERGE = ["optim.lr=1e4", "trainer.gradient_clip_val=null", "scheduler=constant", "scheduler.warmup_steps=0",
-           "trainer.max_steps=40", "callbacks.checkpoint_every_n_steps=1", "trainer.val_check_interval=40"]
+DIVERGE = [
+    "optim.lr=1e4",
+    "trainer.gradient_clip_val=null",
+    "scheduler=constant",
+    "scheduler.warmup_steps=0",
+    "trainer.max_steps=40",
+    "callbacks.checkpoint_every_n_steps=1",
+    "trainer.val_check_interval=40",
+]
 
 
 def _diverging(overrides: list[str]) -> list[str]:
@@ -63,8 +70,12 @@ def test_unknown_policy_is_refused(zoo_train_here, tmp_path):
 def test_skip_with_gradient_accumulation_is_refused(zoo_train_here, tmp_path):
     """Skipping one micro-batch of an accumulated step would apply a partial (under DDP, an
     unsynchronised) gradient: refused before training."""
-    result = zoo_train_here(*tiny_overrides(tmp_path / "r"), "task.on_nonfinite_loss=skip",
-                       "data.global_batch_size=4", "data.max_device_batch_size=2")
+    result = zoo_train_here(
+        *tiny_overrides(tmp_path / "r"),
+        "task.on_nonfinite_loss=skip",
+        "data.global_batch_size=4",
+        "data.max_device_batch_size=2",
+    )
     assert result.returncode == 2
     assert "accumulates 2" in result.stderr and "on_nonfinite_loss" in result.stderr
 

@@ -13,8 +13,9 @@ from tests.cli.conftest import tiny_overrides
 
 
 def zoo_prepare(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo.cli.prepare", *args], capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "zoo.cli.prepare", *args], capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 @pytest.mark.slow
@@ -47,13 +48,16 @@ def test_array_tasks_prepare_what_zoo_train_then_maps(tmp_path, zoo_train_here, 
 def test_bad_input_is_one_line(tmp_path, cli_here, monkeypatch):
     """zoo-prepare's main() in this process (the tests above and below run it as a process)."""
     monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
-    for args, expected in ((["part=x"], "part=x: give I/N"), (["part=2/2"], "I must be in 0 .. N-1"),
-                           (["-cn", "numbers_seq2seq"], "zoo-prepare makes token shards for causal_lm and masked_lm"),
-                           (["data=local", f"data.path={tmp_path / 'missing.txt'}"], "no such file")):
+    for args, expected in (
+        (["part=x"], "part=x: give I/N"),
+        (["part=2/2"], "I must be in 0 .. N-1"),
+        (["-cn", "numbers_seq2seq"], "zoo-prepare makes token shards for causal_lm and masked_lm"),
+        (["data=local", f"data.path={tmp_path / 'missing.txt'}"], "no such file"),
+    ):
         result = cli_here("prepare", *args)
         assert result.returncode == 2, (args, result.stderr[-2000:])
         assert "Traceback" not in result.stderr
-        (line,) = [l for l in result.stderr.splitlines() if l.startswith("zoo-prepare: error:")]
+        (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("zoo-prepare: error:")]
         assert expected in line, line
 
 
@@ -67,15 +71,27 @@ def test_sigterm_stops_a_preparation_with_one_line_and_keeps_its_shards(tmp_path
     from tests.training.distributed.conftest import wait_for
 
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join(f"line {i}: some words of a document, and more words after them\n"
-                              for i in range(400_000)))
+    corpus.write_text(
+        "".join(f"line {i}: some words of a document, and more words after them\n" for i in range(400_000))
+    )
     env = dict(os.environ, ZOO_CACHE=str(tmp_path / "cache"))
-    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.prepare", "data=local", f"data.path={corpus}",
-                             "tokenizer=byte", "data.num_proc=1"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zoo.cli.prepare",
+            "data=local",
+            f"data.path={corpus}",
+            "tokenizer=byte",
+            "data.num_proc=1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        wait_for(lambda: any((tmp_path / "cache").glob("prepared/*.partial/*.bin.json")), 240,
-                 "a finished shard", proc)
+        wait_for(lambda: any((tmp_path / "cache").glob("prepared/*.partial/*.bin.json")), 240, "a finished shard", proc)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:

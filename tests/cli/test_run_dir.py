@@ -36,15 +36,18 @@ def test_two_commands_in_the_same_second_get_a_directory_each(tmp_path):
         d.mkdir(parents=True, exist_ok=True)
         (d / "summary.json").write_text("{}")  # a finished run's record
         taken.append(d)
-    cmds = [[sys.executable, "-m", "zoo.cli.train", *tiny_overrides(), "trainer.max_steps=20", f"seed={s}"]
-            for s in (1, 2)]
+    cmds = [
+        [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(), "trainer.max_steps=20", f"seed={s}"] for s in (1, 2)
+    ]
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_TIME"}  # two fresh commands, as from a shell
-    procs = [subprocess.Popen(c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for c in cmds]
+    procs = [
+        subprocess.Popen(c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for c in cmds
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     runs = sorted(p for p in (tmp_path / "runs").glob("*/*") if p.is_dir() and p not in taken)
-    assert len(runs) == 2 and all("-" in r.name[len("00-00-00"):] for r in runs), runs
+    assert len(runs) == 2 and all("-" in r.name[len("00-00-00") :] for r in runs), runs
     assert all((d / "summary.json").read_text() == "{}" for d in taken)
     assert sorted(_seed(r) for r in runs) == [1, 2]  # each directory holds its own command's run
     for r in runs:
@@ -58,10 +61,17 @@ def test_a_live_run_keeps_its_directory_and_a_dead_one_is_taken_over(tmp_path, z
     takeover are zoo-train's main() in this process, another process than the owner's, so the
     lock is another process's either way (and the owner trains flat out for less time)."""
     run = tmp_path / "run"
-    args = [*tiny_overrides(run), "trainer.val_check_interval=1000", "callbacks.checkpoint_every_n_steps=5",
-            "scheduler.total_steps=100000"]
-    owner = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args, "trainer.max_steps=100000"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [
+        *tiny_overrides(run),
+        "trainer.val_check_interval=1000",
+        "callbacks.checkpoint_every_n_steps=5",
+        "scheduler.total_steps=100000",
+    ]
+    owner = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli.train", *args, "trainer.max_steps=100000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for((run / "checkpoints" / "last.ckpt").is_file, 180, "the first run to train", owner)
         config = (run / "config.yaml").read_bytes()

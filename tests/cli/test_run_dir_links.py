@@ -14,7 +14,7 @@ from zoo.run.lock import acquire, owner_of
 
 
 def _dead_owner() -> dict:
-    pid = 2 ** 22 + 12345  # above any pid this kernel hands out (pid_max is at most 2^22)
+    pid = 2**22 + 12345  # above any pid this kernel hands out (pid_max is at most 2^22)
     return {"host": socket.gethostname(), "pid": pid, "slurm_job": None}
 
 
@@ -42,6 +42,7 @@ def test_a_link_at_the_lock_is_refused_and_its_target_kept(tmp_path):
 
 
 # -- a directory zoo must not write a run into --------------------------------------------------
+
 
 def _train(cli_here, run, *extra):
     from tests.cli.conftest import tiny_overrides
@@ -90,6 +91,7 @@ def test_a_run_directory_keeps_its_owners_own_notes_and_refuses_a_planted_checkp
 
 
 # -- no link out of a run or sweep directory is followed (zoo.config.records.links) ----------------
+
 
 def test_a_rerun_does_not_write_through_a_link_planted_in_hydra(cli_here, tmp_path):
     victim = tmp_path / "precious.yaml"

@@ -4,8 +4,6 @@ plan refuses, an explicit directory that looks like the default, and a flag Hydr
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import zoo
@@ -44,8 +42,9 @@ def test_only_zoos_own_default_directory_is_renamed_or_claimed(monkeypatch):
     monkeypatch.setenv("ZOO_RUN_TIME", "2026-11-27T10:00:00")  # one start time for both compositions
     default = zoo.compose(TINY, return_hydra_config=True)
     assert _planned_run_dir(default)[1] is False  # ${zoo.dir:run,...}: may become runs/DATE/TIME-N
-    same_text = zoo.compose([*TINY, "hydra.run.dir=runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}"],
-                            return_hydra_config=True)
+    same_text = zoo.compose(
+        [*TINY, "hydra.run.dir=runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}"], return_hydra_config=True
+    )
     assert _planned_run_dir(same_text)[0] == _planned_run_dir(default)[0]
     assert _planned_run_dir(same_text)[1] is True  # the user's: used as it is, never renamed
 

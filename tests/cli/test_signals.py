@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 import shlex
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,8 +20,13 @@ from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.training.distributed.conftest import model_state, wait_for
 from zoo.training.checkpoint.files import read_checkpoint
 
-RUN = ["trainer.max_steps=120", "trainer.val_check_interval=40", "callbacks.checkpoint_every_n_steps=10",
-       "model.dropout=0.1", "data.global_batch_size=4"]
+RUN = [
+    "trainer.max_steps=120",
+    "trainer.val_check_interval=40",
+    "callbacks.checkpoint_every_n_steps=10",
+    "model.dropout=0.1",
+    "data.global_batch_size=4",
+]
 
 
 def _stop(run, signum: int, *extra: str, then: int | None = None) -> subprocess.CompletedProcess:
@@ -82,10 +87,21 @@ def test_a_stopped_job_of_a_sweep_recipe_resumes_with_the_command_it_records(tmp
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "tiny_sweep.yaml").write_text(
-        "defaults:\n  - config\n  - _self_\n\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      seed: 0\n")
+        "defaults:\n  - config\n  - _self_\n\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      seed: 0\n"
+    )
     sweep = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "zoo.cli.train", "-cd", str(conf), "-cn", "tiny_sweep", *tiny_overrides(), *RUN,
-           f"hydra.sweep.dir={sweep}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "zoo.cli.train",
+        "-cd",
+        str(conf),
+        "-cn",
+        "tiny_sweep",
+        *tiny_overrides(),
+        *RUN,
+        f"hydra.sweep.dir={sweep}",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for((sweep / "0" / "checkpoints" / "last.ckpt").exists, 180, "the job's first checkpoint", proc)
@@ -126,8 +142,13 @@ def test_sigterm_in_the_final_validation_ends_like_one_in_training(tmp_path):
     143; the same command then validates that step and finishes."""
     run = tmp_path / "run"
     # no data.max_examples: the whole King James validation split, 200 batches of it a validation
-    args = [o for o in tiny_overrides(run) if not o.startswith(("data.max_examples", "trainer.limit_val_batches",
-                                                                 "trainer.max_steps", "trainer.val_check"))]
+    args = [
+        o
+        for o in tiny_overrides(run)
+        if not o.startswith(
+            ("data.max_examples", "trainer.limit_val_batches", "trainer.max_steps", "trainer.val_check")
+        )
+    ]
     args += ["trainer.max_steps=5", "trainer.val_check_interval=4", "trainer.limit_val_batches=200"]
     cmd = [sys.executable, "-m", "zoo.cli.train", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -177,17 +198,20 @@ def test_a_second_signal_stops_at_once_with_records(tmp_path):
 def _val_rows(run) -> list[tuple[int, str]]:
     """metrics.csv's validation rows: (step, val/loss), in order."""
     import csv
+
     with open(run / "metrics.csv", newline="") as f:
         return [(int(float(r["step"])), r["val/loss"]) for r in csv.DictReader(f) if r.get("val/loss")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("every, trainer, epoch_end", [(2, "cpu", False), (3, "cpu", False), (2, "ddp_cpu", False),
-                                                       (3, "cpu", True)],
-                         ids=["saved-inside-validation", "saved-before-validation", "ddp-saved-inside-validation",
-                              "at-an-epochs-end"])
-def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_it_whole(tmp_path, every, trainer,
-                                                                                        epoch_end):
+@pytest.mark.parametrize(
+    "every, trainer, epoch_end",
+    [(2, "cpu", False), (3, "cpu", False), (2, "ddp_cpu", False), (3, "cpu", True)],
+    ids=["saved-inside-validation", "saved-before-validation", "ddp-saved-inside-validation", "at-an-epochs-end"],
+)
+def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_it_whole(
+    tmp_path, every, trainer, epoch_end
+):
     """A SIGTERM during the validation after step 3 ends the run at the next validation batch
     (not after the whole validation and another step), with exit 143 and last.ckpt as of step 3;
     the same command runs that validation whole first, then trains on: metrics.csv's validation
@@ -197,16 +221,26 @@ def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_
     only; the ranks agree on it at a validation batch both have. `epoch_end`: four verses make
     epochs of 3 steps, so the validation stopped is the one at the first epoch's last batch (and
     one validation batch long)."""
-    run_args = ["trainer.max_steps=9", "trainer.val_check_interval=3", "trainer.limit_val_batches=6",
-                f"callbacks.checkpoint_every_n_steps={every}", "model.dropout=0.1", f"trainer={trainer}"]
+    run_args = [
+        "trainer.max_steps=9",
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=6",
+        f"callbacks.checkpoint_every_n_steps={every}",
+        "model.dropout=0.1",
+        f"trainer={trainer}",
+    ]
     if epoch_end:
         run_args.append("data.max_examples=4")  # 14 training windows: 3 batches of 4 an epoch
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     assert zoo_train(*tiny_overrides(straight), *run_args).returncode == 0
 
     helper = str(Path(__file__).with_name("signal_in_validation.py"))
-    result = subprocess.run([sys.executable, helper, "3", "1" if epoch_end else "2", *tiny_overrides(stopped), *run_args],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, helper, "3", "1" if epoch_end else "2", *tiny_overrides(stopped), *run_args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     assert "during the validation at step 3" in (stopped / "train.log").read_text()
@@ -230,11 +264,19 @@ def test_sigterm_while_the_run_prepares_ends_like_one_in_training(tmp_path, cli_
     checkpoint yet). It used to end by the signal's default action: no line, no record. The
     recorded command then prepares again and finishes the run in the same directory."""
     run, cache = tmp_path / "run", tmp_path / "cache"
-    args = [o for o in tiny_overrides(run) if not o.startswith(("data.max_examples", "tokenizer=", "model.vocab_size",
-                                                                 "trainer.max_steps"))]
+    args = [
+        o
+        for o in tiny_overrides(run)
+        if not o.startswith(("data.max_examples", "tokenizer=", "model.vocab_size", "trainer.max_steps"))
+    ]
     args += ["tokenizer=sentencepiece_bpe", "model.vocab_size=2000", "trainer.max_steps=3"]
-    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, ZOO_CACHE=str(cache)))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli.train", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, ZOO_CACHE=str(cache)),
+    )
     seen = []
     try:
         for line in proc.stdout:  # the log's console lines

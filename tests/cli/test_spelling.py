@@ -24,31 +24,49 @@ def one_line(result) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("model.position=rope", "model.position=rope: model/position is a config group, chosen with a slash: "
-                            "model/position=rope"),
-    ("+model.position=alibi", "model/position is a config group, chosen with a slash: model/position=alibi"),
-    ("model/position=rope,alibi", "model/position=rope,alibi: a comma list is a sweep: add -m to run one job "
-                                  "per value (zoo-train -m model/position=rope,alibi)"),
-    ("seed=0,1", "seed=0,1: a comma list is a sweep: add -m"),
-])
-def test_a_group_with_a_dot_or_a_list_without_m_names_the_spelling(override, expected, cli_here, tmp_path,
-                                                                   monkeypatch):
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        (
+            "model.position=rope",
+            "model.position=rope: model/position is a config group, chosen with a slash: model/position=rope",
+        ),
+        ("+model.position=alibi", "model/position is a config group, chosen with a slash: model/position=alibi"),
+        (
+            "model/position=rope,alibi",
+            "model/position=rope,alibi: a comma list is a sweep: add -m to run one job "
+            "per value (zoo-train -m model/position=rope,alibi)",
+        ),
+        ("seed=0,1", "seed=0,1: a comma list is a sweep: add -m"),
+    ],
+)
+def test_a_group_with_a_dot_or_a_list_without_m_names_the_spelling(override, expected, cli_here, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     line = one_line(cli_here("train", override))
     assert line.startswith("zoo-train: error: ") and expected in line, line
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--max_steps=10"], "--max_steps=10: zoo-train takes KEY=VALUE overrides, not --flags; write trainer.max_steps=10"),
-    (["--max_steps", "10"], "--max_steps 10: zoo-train takes KEY=VALUE overrides, not --flags; "
-                            "write trainer.max_steps=10"),
-    (["-m", "--lr", "1e-3", "seed=0,1"], "--lr 1e-3: zoo-train takes KEY=VALUE overrides, not --flags; write optim.lr=1e-3"),
-    (["--max-step=3"], "write trainer.max_steps=3"),  # a hyphen and a typo: the closest key
-    (["--trainer.max_steps=4"], "write trainer.max_steps=4"),
-    (["--no_such_thing=1"], "not --flags; zoo-train --help lists the keys"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["--max_steps=10"],
+            "--max_steps=10: zoo-train takes KEY=VALUE overrides, not --flags; write trainer.max_steps=10",
+        ),
+        (
+            ["--max_steps", "10"],
+            "--max_steps 10: zoo-train takes KEY=VALUE overrides, not --flags; write trainer.max_steps=10",
+        ),
+        (
+            ["-m", "--lr", "1e-3", "seed=0,1"],
+            "--lr 1e-3: zoo-train takes KEY=VALUE overrides, not --flags; write optim.lr=1e-3",
+        ),
+        (["--max-step=3"], "write trainer.max_steps=3"),  # a hyphen and a typo: the closest key
+        (["--trainer.max_steps=4"], "write trainer.max_steps=4"),
+        (["--no_such_thing=1"], "not --flags; zoo-train --help lists the keys"),
+    ],
+)
 def test_an_argparse_flag_names_the_override(argv, expected, cli_here, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     line = one_line(cli_here("train", *argv))
@@ -74,8 +92,14 @@ def test_an_argparse_flag_is_answered_before_torch_loads(tmp_path):
                           "loaded": sorted(m for m in ("torch", "lightning") if m in sys.modules)}))
     """)
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                            timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     wall = time.perf_counter() - started
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["status"] == 2 and report["loaded"] == [], report

@@ -18,12 +18,11 @@ import urllib.request
 
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient  # the test extras install mlflow and wandb
 
-from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.cli.conftest import tiny_overrides
 from tests.cli.wandb_offline import read_offline_run
 from tests.training.distributed.conftest import free_port, wait_for
-
-from mlflow.tracking import MlflowClient  # the test extras install mlflow and wandb
 
 
 def _no_wandb_key(home) -> dict:
@@ -36,8 +35,14 @@ def _no_wandb_key(home) -> dict:
 def _train(*args: str, env: dict, timeout: int = 300) -> subprocess.CompletedProcess:
     """Runs from the test's own home: what a tracker writes to the working directory by default
     (MLflow's ./mlruns beside a sqlite store) stays out of the checkout."""
-    return subprocess.run([sys.executable, "-m", "zoo.cli.train", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=env["HOME"])
+    return subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=env["HOME"],
+    )
 
 
 @contextlib.contextmanager
@@ -45,8 +50,22 @@ def _mlflow_server(root):
     """`mlflow server` on a free localhost port with a sqlite store and proxied artifacts under
     `root`; yields its URI and the process."""
     port = free_port()
-    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "artifacts")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--backend-store-uri",
+        f"sqlite:///{root / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(root / "artifacts"),
+    ]
     log = (root / "server.log").open("w")
     # no job runner (MLflow's background workers for its GenAI features, a process each);
     # a session of its own, so that teardown stops every process the server started
@@ -94,9 +113,17 @@ def tracked_sweep(mlflow_server, tmp_path_factory):
     """A sweep of 2 arms x 1 seed with CSV, MLflow and W&B (offline: no key) at once."""
     root = tmp_path_factory.mktemp("tracked")
     sweep = root / "sweep"
-    result = _train("-m", *tiny_overrides(), "model.norm=pre,post", "seed=3", "logger=[csv,mlflow,wandb]",
-                    f"logger.mlflow.tracking_uri={mlflow_server}", f"hydra.sweep.dir={sweep}",
-                    env=_no_wandb_key(root), timeout=600)
+    result = _train(
+        "-m",
+        *tiny_overrides(),
+        "model.norm=pre,post",
+        "seed=3",
+        "logger=[csv,mlflow,wandb]",
+        f"logger.mlflow.tracking_uri={mlflow_server}",
+        f"hydra.sweep.dir={sweep}",
+        env=_no_wandb_key(root),
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     assert len(jobs) == 2
@@ -111,8 +138,14 @@ def _csv_rows(run_dir, metric: str) -> dict[int, float]:
 def _at_first_checkpoint(args: list[str], env: dict, run_dir, act, timeout: int = 120) -> tuple[int, str, str]:
     """Start `zoo-train ARGS` from the test's home, call `act(proc)` once its first checkpoint
     is written, and return its exit status, stdout and stderr."""
-    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli.train", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=env["HOME"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli.train", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=env["HOME"],
+    )
     try:
         wait_for((run_dir / "checkpoints" / "last.ckpt").exists, 180, "the first checkpoint", proc)
         act(proc)
@@ -199,9 +232,15 @@ def test_a_resumed_run_logs_on_into_its_tracker_runs(mlflow_server, tmp_path):
     """SIGTERM, then the command again: one MLflow run, KILLED then FINISHED with the steps of
     both parts; one W&B run id, its first part marked preempting (not crashed)."""
     run_dir = tmp_path / "run"
-    args = [*tiny_overrides(run_dir), "trainer.max_steps=120", "trainer.val_check_interval=40",
-            "callbacks.checkpoint_every_n_steps=10", "logger=[csv,mlflow,wandb]",
-            f"logger.mlflow.tracking_uri={mlflow_server}", "logger.mlflow.experiment=resumed"]
+    args = [
+        *tiny_overrides(run_dir),
+        "trainer.max_steps=120",
+        "trainer.val_check_interval=40",
+        "callbacks.checkpoint_every_n_steps=10",
+        "logger=[csv,mlflow,wandb]",
+        f"logger.mlflow.tracking_uri={mlflow_server}",
+        "logger.mlflow.experiment=resumed",
+    ]
     env = _no_wandb_key(tmp_path)
     status, _, err = _at_first_checkpoint(args, env, run_dir, lambda proc: proc.send_signal(signal.SIGTERM))
     assert status == 128 + signal.SIGTERM, err[-2000:]
@@ -239,8 +278,14 @@ def test_a_server_that_goes_away_mid_run_costs_its_metrics_not_the_run(tmp_path)
     run_dir, max_steps = tmp_path / "run", 200
     env = dict(_no_wandb_key(tmp_path), MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5")
     with _mlflow_server(tmp_path) as (uri, server):
-        args = [*tiny_overrides(run_dir), f"trainer.max_steps={max_steps}", "trainer.val_check_interval=50",
-                "callbacks.checkpoint_every_n_steps=10", "logger=[csv,mlflow]", f"logger.mlflow.tracking_uri={uri}"]
+        args = [
+            *tiny_overrides(run_dir),
+            f"trainer.max_steps={max_steps}",
+            "trainer.val_check_interval=50",
+            "callbacks.checkpoint_every_n_steps=10",
+            "logger=[csv,mlflow]",
+            f"logger.mlflow.tracking_uri={uri}",
+        ]
         seen = {}
 
         def stop_server(proc) -> None:
@@ -283,8 +328,9 @@ def test_an_mlflow_server_that_does_not_answer_is_one_line_before_training(tmp_p
     run_dir = tmp_path / "run"
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     start = time.monotonic()
-    result = _train(*tiny_overrides(run_dir), "logger=mlflow", f"logger.mlflow.tracking_uri={uri}",
-                    env=_no_wandb_key(tmp_path))
+    result = _train(
+        *tiny_overrides(run_dir), "logger=mlflow", f"logger.mlflow.tracking_uri={uri}", env=_no_wandb_key(tmp_path)
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"cannot reach the MLflow tracking server at {uri}" in lines[0]
@@ -315,8 +361,13 @@ def test_a_two_rank_run_is_one_tracker_run(tmp_path):
     W&B offline each get one run with every step."""
     run_dir = tmp_path / "run"
     store = run_dir / "mlflow.db"  # sqlite:///mlflow.db: in the run directory
-    result = _train(*tiny_overrides(run_dir), "trainer=ddp_cpu", "logger=[csv,mlflow,wandb]",
-                    "logger.mlflow.tracking_uri=sqlite:///mlflow.db", env=_no_wandb_key(tmp_path))
+    result = _train(
+        *tiny_overrides(run_dir),
+        "trainer=ddp_cpu",
+        "logger=[csv,mlflow,wandb]",
+        "logger.mlflow.tracking_uri=sqlite:///mlflow.db",
+        env=_no_wandb_key(tmp_path),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{store}")
     experiment = client.get_experiment_by_name("run")  # the run's directory, relative to where it ran

@@ -99,8 +99,14 @@ def test_cfg_job_prints_the_config_that_zoo_compose_returns(tmp_path):
 def test_multirun_sweeps_two_arms(tmp_path):
     sweep = tmp_path / "sweep"
     args = tiny_overrides()
-    result = zoo_train("-m", "model/position=rope,alibi", *args, "trainer.max_steps=3",
-                       "trainer.val_check_interval=3", f"hydra.sweep.dir={sweep}")
+    result = zoo_train(
+        "-m",
+        "model/position=rope,alibi",
+        *args,
+        "trainer.max_steps=3",
+        "trainer.val_check_interval=3",
+        f"hydra.sweep.dir={sweep}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     kinds = sorted(json.loads((sweep / str(i) / "summary.json").read_text())["position"] for i in (0, 1))
     assert kinds == ["alibi", "rope"]
@@ -109,7 +115,7 @@ def test_multirun_sweeps_two_arms(tmp_path):
 def _assert_clean_failure(result, *fragments):
     assert result.returncode != 0
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    lines = [l for l in result.stderr.strip().splitlines() if l.startswith("zoo-train: error:")]
+    lines = [ln for ln in result.stderr.strip().splitlines() if ln.startswith("zoo-train: error:")]
     assert len(lines) == 1, result.stderr[-3000:]
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
@@ -168,8 +174,14 @@ def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
     """trainer.devices=2 on CPU: two real processes (gloo), one run directory, one report;
     the global batch is split across the ranks, so the tokens seen match one process."""
     run = tmp_path / "run"
-    result = zoo_train(*tiny_overrides(run), "trainer.devices=2", "trainer.strategy=ddp",
-                       "data.global_batch_size=8", "trainer.max_steps=4", "trainer.val_check_interval=2")
+    result = zoo_train(
+        *tiny_overrides(run),
+        "trainer.devices=2",
+        "trainer.strategy=ddp",
+        "data.global_batch_size=8",
+        "trainer.max_steps=4",
+        "trainer.val_check_interval=2",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert sum(line.startswith("run directory:") for line in result.stdout.splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 BLOCK = 32 * 1024
 HEADER = struct.Struct("<4sHB")  # ":W&B", magic 0xBEE1, version
@@ -31,7 +32,7 @@ def raw_records(path: Path) -> Iterator[bytes]:
         if kind == 0 and length == 0:
             pos += left
             continue
-        payload = data[pos + RECORD.size:pos + RECORD.size + length]
+        payload = data[pos + RECORD.size : pos + RECORD.size + length]
         assert zlib.crc32(bytes([kind]) + payload) & 0xFFFFFFFF == checksum, f"bad record checksum in {path}"
         pos += RECORD.size + length
         if kind == FULL:
@@ -62,7 +63,7 @@ class OfflineRun:
     config: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)
-    exit_code: Optional[int] = None
+    exit_code: int | None = None
     preempting: bool = False
 
 
@@ -77,8 +78,13 @@ def read_offline_run(directory: Path) -> OfflineRun:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             r = record.run
-            run.run_id, run.project, run.group, run.job_type, run.name = \
-                r.run_id, r.project, r.run_group, r.job_type, r.display_name
+            run.run_id, run.project, run.group, run.job_type, run.name = (
+                r.run_id,
+                r.project,
+                r.run_group,
+                r.job_type,
+                r.display_name,
+            )
             run.config.update(_items(r.config.update))
         elif kind == "config":
             run.config.update(_items(record.config.update))

@@ -18,8 +18,9 @@ def _run(n: int, tokens: int, split=None, status=RunStatus.finished) -> Run:
 
 def test_one_design_is_stated_once():
     line = accounting_line([_run(1000, 3000, 6000), _run(1000, 3000, 6000)])
-    assert line == ("Training: N = 1,000 non-embedding parameters, D = 3,000 tokens (D/N = 3), "
-                    "0.50 epochs of the training split.")
+    assert line == (
+        "Training: N = 1,000 non-embedding parameters, D = 3,000 tokens (D/N = 3), 0.50 epochs of the training split."
+    )
 
 
 def test_designs_that_differ_are_given_as_ranges():

@@ -60,7 +60,9 @@ def test_each_paired_interval_follows_from_its_p_value(study):
         se = abs(diff) / t_quantile(1 - p / 2, df)
         half = t_quantile(0.975, df) * se
         assert (float(row["ci_low"]), float(row["ci_high"])) == pytest.approx((diff - half, diff + half), abs=FOUR), (
-            study, row["arm"])
+            study,
+            row["arm"],
+        )
 
 
 @pytest.mark.parametrize("study", PAIRED, ids=str)
@@ -97,11 +99,13 @@ def test_each_power_law_and_multiplier_follows_from_the_arms_means(study):
             if row.get("rmse_log"):
                 assert law.rmse_log == pytest.approx(float(row["rmse_log"]), abs=FOUR)
                 assert law.residual(float(row["compute"]), float(row["val/loss mean"])) == pytest.approx(
-                    float(row["residual"]), abs=FOUR)
+                    float(row["residual"]), abs=FOUR
+                )
             if row.get("exponent_fit_low"):
                 low, high = law.exponent_interval(0.95)
-                assert (low, high) == pytest.approx((float(row["exponent_fit_low"]), float(row["exponent_fit_high"])),
-                                                    abs=FOUR), (study, name)
+                assert (low, high) == pytest.approx(
+                    (float(row["exponent_fit_low"]), float(row["exponent_fit_high"])), abs=FOUR
+                ), (study, name)
     (base,) = [name for name in arms if name.endswith("(baseline)")]
     base_at = {r[SIZE]: r for r in arms[base]}
     checked = 0
@@ -111,11 +115,16 @@ def test_each_power_law_and_multiplier_follows_from_the_arms_means(study):
                 continue
             own = base_at[row[SIZE]]
             if "rmse_log" in row:  # the baseline's curve through its own measured point
-                m = multiplier(fits[base].b, fits[base].e, float(own["val/loss mean"]), float(own["compute"]),
-                               float(row["val/loss mean"]), float(row["compute"]))
+                m = multiplier(
+                    fits[base].b,
+                    fits[base].e,
+                    float(own["val/loss mean"]),
+                    float(own["compute"]),
+                    float(row["val/loss mean"]),
+                    float(row["compute"]),
+                )
             else:  # the first version (first_run/): where the arm's own curve reaches the baseline's loss
                 m = float(own["compute"]) / fits[name].compute_for(float(own["val/loss mean"]))
             assert m == pytest.approx(float(row["multiplier"]), abs=FOUR), (study, name, row[SIZE])
             checked += 1
     assert checked, study
-

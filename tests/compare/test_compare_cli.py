@@ -16,8 +16,7 @@ from tests.cli.conftest import tiny_overrides, zoo_train
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo.cli.compare", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "zoo.cli.compare", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow
@@ -26,8 +25,9 @@ def test_a_sweep_and_its_comparison(tmp_path):
     swept = zoo_train("-m", *tiny_overrides(), "model.norm=pre,post", "seed=0,1", f"hydra.sweep.dir={good}")
     assert swept.returncode == 0, swept.stderr[-3000:]
     # lr 1e4 without clipping: the loss becomes non-finite within a few steps; both seeds run
-    diverged = zoo_train("-m", *tiny_overrides(), "optim.lr=1e4", "trainer.gradient_clip_val=null", "seed=0,1",
-                         f"hydra.sweep.dir={bad}")
+    diverged = zoo_train(
+        "-m", *tiny_overrides(), "optim.lr=1e4", "trainer.gradient_clip_val=null", "seed=0,1", f"hydra.sweep.dir={bad}"
+    )
     assert diverged.returncode != 0
     assert all(json.loads((bad / job / "failed.json").read_text())["status"] == "failed" for job in ("0", "1"))
 
@@ -45,7 +45,11 @@ def test_a_sweep_and_its_comparison(tmp_path):
     assert failed["status"] == "2 failed" and failed["val/loss mean"] == ""
     md = (out / "report.md").read_text()
     assert "Δ vs baseline [95% CI]" in md and "the training loss is nan" in md
-    assert len(re.findall(r"^\| arm \d", md, flags=re.M)) == 3 and (out / "curves.png").stat().st_size > 0 and (out / "final.png").is_file()
+    assert (
+        len(re.findall(r"^\| arm \d", md, flags=re.M)) == 3
+        and (out / "curves.png").stat().st_size > 0
+        and (out / "final.png").is_file()
+    )
 
     # another baseline, and perplexity at 1x and 4x the trained context (learned table: 64 = 2x)
     other = tmp_path / "other"
@@ -53,12 +57,16 @@ def test_a_sweep_and_its_comparison(tmp_path):
     assert chosen.returncode == 0, chosen.stderr[-3000:]
     assert list(csv.DictReader((other / "report.csv").open()))[1]["arm"].endswith("(baseline)")
     lengths = list(csv.DictReader((other / "lengths.csv").open()))
-    assert [(r["model.norm"], r["eval_len"]) for r in lengths] == [("pre", "32"), ("pre", "128"),
-                                                                   ("post", "32"), ("post", "128")]
+    assert [(r["model.norm"], r["eval_len"]) for r in lengths] == [
+        ("pre", "32"),
+        ("pre", "128"),
+        ("post", "32"),
+        ("post", "128"),
+    ]
     at_1x = [r for r in lengths if r["multiple"] == "1"]
     assert all(r["runs"] == "2" and 1.0 < float(r["ppl_mean"]) < 300 for r in at_1x)  # byte vocabulary: 300
     for r in at_1x:  # the mean's 95% t interval on 1 degree of freedom: mean ± 12.706 · std / sqrt(2)
-        half = 12.7062 * float(r["ppl_std"]) / 2 ** 0.5
+        half = 12.7062 * float(r["ppl_std"]) / 2**0.5
         assert float(r["ppl_low"]) == pytest.approx(float(r["ppl_mean"]) - half, rel=1e-4)
         assert float(r["ppl_high"]) == pytest.approx(float(r["ppl_mean"]) + half, rel=1e-4)
     assert all(r["note"] == "past the learned table" for r in lengths if r["multiple"] == "4")
@@ -66,8 +74,11 @@ def test_a_sweep_and_its_comparison(tmp_path):
 
 
 def test_bad_input_is_one_line(tmp_path):
-    for args, words in [((), "give one or more"), ((str(tmp_path / "nope"),), "not a directory"),
-                        ((str(tmp_path),), "no run directories")]:
+    for args, words in [
+        ((), "give one or more"),
+        ((str(tmp_path / "nope"),), "not a directory"),
+        ((str(tmp_path),), "no run directories"),
+    ]:
         result = _compare(*args)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr
@@ -79,8 +90,16 @@ def test_a_one_change_at_a_time_recipe_sweeps_its_arms(tmp_path):
     each with its seeds, as a sweep without -m; the comparison shows exactly the changed keys."""
     sweep = tmp_path / "sweep"
     tiny = [o for o in tiny_overrides() if not o.startswith("trainer.max_steps")]
-    result = zoo_train("-cn", "ablate_norm", *tiny, "tokenizer.vocab_size=8192", "trainer.max_steps=3",
-                       "seed=0,1", f"hydra.sweep.dir={sweep}", timeout=600)
+    result = zoo_train(
+        "-cn",
+        "ablate_norm",
+        *tiny,
+        "tokenizer.vocab_size=8192",
+        "trainer.max_steps=3",
+        "seed=0,1",
+        f"hydra.sweep.dir={sweep}",
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = _compare(str(sweep), f"out={tmp_path / 'report'}")
     assert report.returncode == 0, report.stderr[-3000:]

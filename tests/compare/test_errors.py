@@ -33,6 +33,9 @@ def test_the_user_facing_compare_modules_raise_no_plain_value_error():
     import zoo.compare
 
     root = Path(zoo.compare.__file__).parent
-    plain = [f"{name}.py" for name in ("report", "tune", "scale", "select")
-             if "raise ValueError(" in (root / f"{name}.py").read_text()]
+    plain = [
+        f"{name}.py"
+        for name in ("report", "tune", "scale", "select")
+        if "raise ValueError(" in (root / f"{name}.py").read_text()
+    ]
     assert not plain, plain

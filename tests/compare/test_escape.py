@@ -15,7 +15,7 @@ import yaml
 from tests.cli.conftest import tiny_overrides, zoo_train
 from zoo.compare.escape import code, csv_cell, text
 
-PLANTED = ["x|y`z\n<img src=x onerror=alert(1)>", "=HYPERLINK(\"http://example.com\",\"click\")", "``|``"]
+PLANTED = ["x|y`z\n<img src=x onerror=alert(1)>", '=HYPERLINK("http://example.com","click")', "``|``"]
 
 
 def _cells(row: str) -> list[str]:
@@ -28,7 +28,7 @@ def test_a_code_span_is_one_cell_on_one_line_and_shows_the_value(value):
     span = code(value)
     assert "\n" not in span and len(_cells(f"| {span} |")) == 1
     fence = re.match(r"`+", span).group()
-    inner = span[len(fence):-len(fence)]
+    inner = span[len(fence) : -len(fence)]
     assert span.endswith(fence) and all(len(run) < len(fence) for run in re.findall(r"`+", inner))
     shown = inner.strip(" ") if inner.startswith(" ") and inner.endswith(" ") else inner
     assert shown.replace("\\|", "|") == value.replace("\n", "\\n")
@@ -39,8 +39,18 @@ def test_text_makes_html_and_markup_inert():
     assert "<" not in out and "\\[" in out and "\\*" in out and "\\|" in out
 
 
-@pytest.mark.parametrize("value, cell", [("=1+1", "'=1+1"), ("+1", "'+1"), ("-cmd", "'-cmd"), ("@SUM(A1)", "'@SUM(A1)"),
-                                         ("plain", "plain"), (-0.5, -0.5), (None, None)])
+@pytest.mark.parametrize(
+    "value, cell",
+    [
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("-cmd", "'-cmd"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("plain", "plain"),
+        (-0.5, -0.5),
+        (None, None),
+    ],
+)
 def test_a_csv_cell_that_starts_like_a_formula_is_quoted(value, cell):
     assert csv_cell(value) == cell
 
@@ -83,7 +93,7 @@ def test_planted_values_keep_the_report_whole_and_damaged_figures_are_named(one_
     with (sweep / "compare" / "report.csv").open(newline="") as handle:
         cells = [cell for row in csv.reader(handle) for cell in row]
     assert not any(cell.startswith(("=", "+", "@")) for cell in cells)
-    assert "'=HYPERLINK(\"http://example.com\",\"click\")" in cells
+    assert '\'=HYPERLINK("http://example.com","click")' in cells
     damaged = {r.path.name: r.error for a in report.arms for r in a.runs if r.status.value == "damaged"}
     assert set(damaged) == {"nan", "negative", "huge"}
     assert "val/loss is nan" in damaged["nan"] and "negative" in damaged["negative"]
@@ -98,7 +108,7 @@ def _plant_keys(run, i):
     config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
     for key in PLANTED_KEYS:
         config["model"][key] = i  # a key whose value differs between the arms: a column of the table
-    config["=HYPERLINK(\"http://example.com\")"] = i  # at the top level: the CSV column starts with =
+    config['=HYPERLINK("http://example.com")'] = i  # at the top level: the CSV column starts with =
     config["model"]["norm_eps"] = f"[x](javascript:alert({i})) <b>{i}</b>"
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
 
@@ -127,6 +137,6 @@ def test_planted_keys_are_escaped_in_every_table_heading_warning_and_csv_header(
         with (sweep / name / "report.csv").open(newline="") as handle:
             header = next(csv.reader(handle))
         assert not any(cell.startswith(("=", "+", "@")) for cell in header), header
-        assert "'=HYPERLINK(\"http://example.com\")" in header and "model.<img src=x onerror=alert(2)>" in header
+        assert '\'=HYPERLINK("http://example.com")' in header and "model.<img src=x onerror=alert(2)>" in header
     warnings = (sweep / "tuned" / "report.md").read_text().split("## Warnings", 1)[1]
     assert "only model.norm_eps=\\[x\\](javascript:alert(0)) &lt;b&gt;0&lt;/b&gt; was tried" in warnings

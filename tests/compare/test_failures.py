@@ -46,7 +46,9 @@ def _issue_sweep(root: Path) -> Path:
             for seed in (0, 1, 2):
                 failed = norm == "post" and lr == 1e-2 and seed == 2
                 noise = 0.003 * seed if norm == "pre" else 0.004 * seed + 0.001 * seed * seed
-                runs.append(({"model.norm": norm, "optim.lr": lr, "seed": seed}, None if failed else losses[lr] + noise))
+                runs.append(
+                    ({"model.norm": norm, "optim.lr": lr, "seed": seed}, None if failed else losses[lr] + noise)
+                )
     return write_sweep(root, runs)
 
 
@@ -80,8 +82,9 @@ def test_a_scaled_report_tunes_each_size_without_its_failed_rates(tmp_path):
                 loss = 4.0 - width / 100 + (0.0 if lr == 1e-2 else 0.1 + 0.05 * (lr == 1e-3)) + 0.01 * seed
                 failed = width == 64 and lr == 1e-2 and seed == 1
                 runs.append(({"model.d_model": width, "optim.lr": lr, "seed": seed}, None if failed else loss))
-    sweep = write_sweep(tmp_path / "sweep", runs, flops=lambda c: 100 * c["model.d_model"],
-                        params=lambda c: 12 * c["model.d_model"])
+    sweep = write_sweep(
+        tmp_path / "sweep", runs, flops=lambda c: 100 * c["model.d_model"], params=lambda c: 12 * c["model.d_model"]
+    )
     out = tmp_path / "report"
     report = compare_scaled([sweep], out, key="model.d_model", tune="optim.lr", plots=False)
     rows = _rows(out / "report.csv")
@@ -102,12 +105,14 @@ def test_a_plain_report_flags_zero_spread_and_one_seed(tmp_path):
         runs.append(({"model.norm": "pre", "model.mup": False, "seed": seed}, 4.0 + 0.01 * seed))
         runs.append(({"model.norm": "pre", "model.mup": True, "seed": seed}, 4.0 + 0.01 * seed))  # identical runs
         runs.append(({"model.norm": "post", "model.mup": False, "seed": seed}, None if seed else 4.5))  # one seed
-        runs.append(({"model.norm": "sandwich", "model.mup": False, "seed": seed}, 4.1 + 0.01 * seed + 0.02 * seed ** 2))
+        runs.append(({"model.norm": "sandwich", "model.mup": False, "seed": seed}, 4.1 + 0.01 * seed + 0.02 * seed**2))
     sweep = write_sweep(tmp_path / "sweep", runs)
     out = tmp_path / "report"
     report = compare([sweep], out, plots=False)
     base, same, one, real = _rows(out / "report.csv")
-    assert same["flag"] == ZERO_SPREAD and same["ci_low"] == same["ci_high"] == same["p"] == "" and same["diff"] == "0.0"
+    assert (
+        same["flag"] == ZERO_SPREAD and same["ci_low"] == same["ci_high"] == same["p"] == "" and same["diff"] == "0.0"
+    )
     assert one["flag"] == FEW_SEEDS and one["ci_low"] == "" and one["p"] == "" and one["seeds"] == "1"
     assert real["flag"] == "" and float(real["ci_low"]) < float(real["diff"]) < float(real["ci_high"])
     assert real["p_holm"] == ""  # the only p-value: nothing to adjust
@@ -148,10 +153,16 @@ def test_the_learning_rate_sensitivity_of_each_arm(tmp_path):
     from zoo.compare.tune import compare_tuned
 
     l0 = math.log(VOCAB)
-    losses = {"pre": {1e-3: [4.0, 4.1, 4.05], 3e-3: [3.5, 3.52, 3.55], 1e-2: [3.7, 3.6, 3.8]},
-              "post": {1e-3: [4.5, 4.4, 4.6], 3e-3: [3.9, 4.0, 3.95], 1e-2: [None, 6.1, 5.0]}}
-    runs = [({"model.norm": norm, "optim.lr": lr, "seed": seed}, by_lr[lr][seed])
-            for norm, by_lr in losses.items() for lr in RATES for seed in (0, 1, 2)]
+    losses = {
+        "pre": {1e-3: [4.0, 4.1, 4.05], 3e-3: [3.5, 3.52, 3.55], 1e-2: [3.7, 3.6, 3.8]},
+        "post": {1e-3: [4.5, 4.4, 4.6], 3e-3: [3.9, 4.0, 3.95], 1e-2: [None, 6.1, 5.0]},
+    }
+    runs = [
+        ({"model.norm": norm, "optim.lr": lr, "seed": seed}, by_lr[lr][seed])
+        for norm, by_lr in losses.items()
+        for lr in RATES
+        for seed in (0, 1, 2)
+    ]
     sweep = write_sweep(tmp_path / "sweep", runs)
     out = tmp_path / "report"
     compare_tuned([sweep], out, key="optim.lr", plots=False)
@@ -163,10 +174,15 @@ def test_the_learning_rate_sensitivity_of_each_arm(tmp_path):
             per_seed.append(sum(v - min(capped) for v in capped) / 3)
         expected = estimate(per_seed)
         assert float(row["sensitivity"]) == pytest.approx(sum(per_seed) / 3)
-        assert (float(row["sensitivity_low"]), float(row["sensitivity_high"])) == pytest.approx((expected.low, expected.high))
+        assert (float(row["sensitivity_low"]), float(row["sensitivity_high"])) == pytest.approx(
+            (expected.low, expected.high)
+        )
         assert row["sensitivity_seeds"] == "3"
-        held = {int(r["seed"]): float(r["sensitivity"]) for r in _rows(out / "heldout.csv")
-                if r["arm"] == row["arm"].split(" (")[0]}
+        held = {
+            int(r["seed"]): float(r["sensitivity"])
+            for r in _rows(out / "heldout.csv")
+            if r["arm"] == row["arm"].split(" (")[0]
+        }
         assert held == pytest.approx(dict(enumerate(per_seed)))
     assert float(rows[1]["sensitivity"]) > float(rows[0]["sensitivity"])  # post diverges: more sensitive
     md = (out / "report.md").read_text()
@@ -177,8 +193,12 @@ def test_a_tuned_arm_identical_to_the_baseline_is_flagged_not_certain(tmp_path):
     """The μP study's case: an arm whose runs equal the baseline's on every seed."""
     from zoo.compare.tune import compare_tuned
 
-    runs = [({"model.norm": norm, "optim.lr": lr, "seed": seed}, 4.0 + abs(math.log10(lr / 3e-3)) + 0.01 * seed ** 2)
-            for norm in ("pre", "rms") for lr in RATES for seed in (0, 1, 2)]
+    runs = [
+        ({"model.norm": norm, "optim.lr": lr, "seed": seed}, 4.0 + abs(math.log10(lr / 3e-3)) + 0.01 * seed**2)
+        for norm in ("pre", "rms")
+        for lr in RATES
+        for seed in (0, 1, 2)
+    ]
     out = tmp_path / "report"
     report = compare_tuned([write_sweep(tmp_path / "sweep", runs)], out, key="optim.lr", plots=False)
     _, same = _rows(out / "report.csv")
@@ -195,8 +215,17 @@ def test_a_multiplier_on_seeds_without_spread_has_no_interval_and_says_why():
         sizes = []
         for i, c in enumerate((1e12, 4e12, 1.6e13)):
             finals = [3.0 * (c / 1e12) ** -0.1 + offset + spread * s for s in (0, 1, 2)]
-            sizes.append(Size(value=64 * 2 ** i, runs=[], compute=c, mean=sum(finals) / 3, std=0.0, finals=finals,
-                              by_seed=dict(enumerate(finals))))
+            sizes.append(
+                Size(
+                    value=64 * 2**i,
+                    runs=[],
+                    compute=c,
+                    mean=sum(finals) / 3,
+                    std=0.0,
+                    finals=finals,
+                    by_seed=dict(enumerate(finals)),
+                )
+            )
         return ScaledArm(name=name, runs=[], sizes=sizes)
 
     base, flat, noisy = arm("arm 0", 0.0, 0.0), arm("arm 1", -0.05, 0.0), arm("arm 2", -0.05, 0.01)

@@ -12,7 +12,8 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zoo.compare.powerlaw import MIN_POINTS, MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
 from zoo.compare.scale import ScaledArm, Size, family_box, fit_arms
@@ -21,19 +22,19 @@ COMPUTE = [1e12, 3e12, 1e13, 3e13, 1e14, 3e14]
 
 
 def test_a_pure_power_law_is_recovered_exactly():
-    law = fit_power_law(COMPUTE, [7.0 * c ** -0.076 for c in COMPUTE])
+    law = fit_power_law(COMPUTE, [7.0 * c**-0.076 for c in COMPUTE])
     assert (law.a, law.b, law.e) == (pytest.approx(7.0, rel=1e-9), pytest.approx(0.076, rel=1e-9), 0.0)
     assert law.rmse_log == pytest.approx(0.0, abs=1e-12)
 
 
 def test_the_pure_fit_is_least_squares_on_log_loss():
     rng = random.Random(1)
-    loss = [5.0 * c ** -0.05 * math.exp(rng.gauss(0, 0.01)) for c in COMPUTE]
+    loss = [5.0 * c**-0.05 * math.exp(rng.gauss(0, 0.01)) for c in COMPUTE]
     slope, intercept = np.polyfit(np.log(COMPUTE), np.log(loss), 1)  # numpy's own least squares
     law = fit_power_law(COMPUTE, loss)
     assert law.b == pytest.approx(-slope, rel=1e-9) and law.a == pytest.approx(math.exp(intercept), rel=1e-9)
     residuals = np.log(loss) - (intercept + slope * np.log(COMPUTE))
-    assert law.rmse_log == pytest.approx(float(np.sqrt(np.mean(residuals ** 2))), rel=1e-6)
+    assert law.rmse_log == pytest.approx(float(np.sqrt(np.mean(residuals**2))), rel=1e-6)
 
 
 def test_an_irreducible_loss_is_recovered():
@@ -94,8 +95,7 @@ def _arm(name: str, law: PowerLaw, compute_scale: float, noise: float, seeds: in
     sizes = []
     for i, c in enumerate(COMPUTE[:4]):
         finals = [law.loss_at(compute_scale * c) * math.exp(rng.gauss(0, noise)) for _ in range(seeds)]
-        sizes.append(Size(value=64 * 2 ** i, runs=[], compute=c, mean=sum(finals) / seeds,
-                          std=0.0, finals=finals))
+        sizes.append(Size(value=64 * 2**i, runs=[], compute=c, mean=sum(finals) / seeds, std=0.0, finals=finals))
     return ScaledArm(name=name, runs=[], sizes=sizes)
 
 
@@ -152,7 +152,7 @@ def test_a_flat_arm_never_reaches_the_baselines_loss_and_nothing_overflows():
     for m, size, own in zip(flat.multipliers, flat.scored, base.scored):  # the sign follows the points
         assert (m.value - 1) * (own.mean - size.mean) > 0
     assert PowerLaw(a=5.0, b=1e-4).compute_for(3.0) is None  # beyond any float, not an OverflowError
-    huge = fit_power_law([1e18 * 1.1 ** i for i in range(5)], [3.0, 2.5, 2.45, 2.44, 2.439], irreducible=True)
+    huge = fit_power_law([1e18 * 1.1**i for i in range(5)], [3.0, 2.5, 2.45, 2.44, 2.439], irreducible=True)
     assert huge.compute_for(2.6) is not None and "e^" in str(huge)  # a = e^899: kept as its log
 
 
@@ -223,27 +223,46 @@ def test_an_arm_measured_worse_at_equal_compute_gets_a_multiplier_below_one():
     from zoo.compare.stats import difference
 
     for m, mine, theirs in zip(swiglu.multipliers, swiglu.scored, gelu.scored):
-        d = difference(dict(enumerate(math.log(v) for v in theirs.finals)),
-                       {i + 9: math.log(v) for i, v in enumerate(mine.finals)}, level=family_box(family))
+        d = difference(
+            dict(enumerate(math.log(v) for v in theirs.finals)),
+            {i + 9: math.log(v) for i, v in enumerate(mine.finals)},
+            level=family_box(family),
+        )
         assert (m.low < 1 < m.high) == (d.low < 0 < d.high)  # equal compute: the same verdict as the losses
     assert [s.residual for s in gelu.scored] == pytest.approx(
-        [math.log(s.mean / gelu.fit.loss_at(s.compute)) for s in gelu.scored])
+        [math.log(s.mean / gelu.fit.loss_at(s.compute)) for s in gelu.scored]
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-0.08, 0.08), min_size=4, max_size=4), st.lists(st.floats(-0.08, 0.08), min_size=4,
-                                                                           max_size=4),
-       st.floats(0.03, 0.3), st.booleans())
+@given(
+    st.lists(st.floats(-0.08, 0.08), min_size=4, max_size=4),
+    st.lists(st.floats(-0.08, 0.08), min_size=4, max_size=4),
+    st.floats(0.03, 0.3),
+    st.booleans(),
+)
 @pytest.mark.slow
 def test_the_multipliers_side_of_one_follows_the_measurements(base_miss, arm_miss, b, irreducible):
     """Both arms miss a power law by up to 8% at each size, in either direction, at equal compute
     per size: wherever the arm is measured lower the multiplier is above 1, wherever higher below."""
     law = PowerLaw(a=30.0, b=b, e=1.0 if irreducible else 0.0)
-    computes = [1e12 * 10 ** i for i in range(4)]
-    base = ScaledArm("base", [], [Size(value=i, runs=[], compute=c, mean=law.loss_at(c) * math.exp(d), finals=[law.loss_at(c) * math.exp(d)])
-                                  for i, (c, d) in enumerate(zip(computes, base_miss))])
-    arm = ScaledArm("arm", [], [Size(value=i, runs=[], compute=c, mean=law.loss_at(c) * math.exp(d), finals=[law.loss_at(c) * math.exp(d)])
-                                for i, (c, d) in enumerate(zip(computes, arm_miss))])
+    computes = [1e12 * 10**i for i in range(4)]
+    base = ScaledArm(
+        "base",
+        [],
+        [
+            Size(value=i, runs=[], compute=c, mean=law.loss_at(c) * math.exp(d), finals=[law.loss_at(c) * math.exp(d)])
+            for i, (c, d) in enumerate(zip(computes, base_miss))
+        ],
+    )
+    arm = ScaledArm(
+        "arm",
+        [],
+        [
+            Size(value=i, runs=[], compute=c, mean=law.loss_at(c) * math.exp(d), finals=[law.loss_at(c) * math.exp(d)])
+            for i, (c, d) in enumerate(zip(computes, arm_miss))
+        ],
+    )
     fit_arms([base, arm], base, irreducible=False, resamples=2)
     if base.fit.b <= 0:
         assert all(m.value is None for m in arm.multipliers)
@@ -261,9 +280,21 @@ def test_more_compute_for_the_same_loss_is_a_multiplier_below_one():
     """An arm that spends twice the baseline's compute at every size to reach exactly the
     baseline's loss is worth 0.5: the baseline reaches that loss with half."""
     law = PowerLaw(a=9.0, b=0.1)
-    base = ScaledArm("base", [], [Size(value=i, runs=[], compute=c, mean=law.loss_at(c), finals=[law.loss_at(c)])
-                                  for i, c in enumerate(COMPUTE[:3])])
-    arm = ScaledArm("arm", [], [Size(value=i, runs=[], compute=2 * c, mean=law.loss_at(c), finals=[law.loss_at(c)])
-                                for i, c in enumerate(COMPUTE[:3])])
+    base = ScaledArm(
+        "base",
+        [],
+        [
+            Size(value=i, runs=[], compute=c, mean=law.loss_at(c), finals=[law.loss_at(c)])
+            for i, c in enumerate(COMPUTE[:3])
+        ],
+    )
+    arm = ScaledArm(
+        "arm",
+        [],
+        [
+            Size(value=i, runs=[], compute=2 * c, mean=law.loss_at(c), finals=[law.loss_at(c)])
+            for i, c in enumerate(COMPUTE[:3])
+        ],
+    )
     fit_arms([base, arm], base, irreducible=False, resamples=2)
     assert [m.value for m in arm.multipliers] == pytest.approx([0.5] * 3)

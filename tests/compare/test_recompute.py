@@ -30,8 +30,14 @@ def _loss(config: dict) -> float:
     seed, lr = config["seed"], config.get("optim.lr", 3e-3)
     width = config.get("model.d_model", 32)
     norm = ("pre", "post", "sandwich").index(config.get("model.norm", "pre"))
-    return (4.2 - 0.4 * math.log(width / 16) / math.log(4) + (0.07, 0.0, -0.03)[norm] + 0.3 * abs(math.log10(lr / 3e-3))
-            + 0.013 * ((seed * 7 + norm * 3 + int(width) + int(lr * 1e4)) % 5) + 0.002 * seed)
+    return (
+        4.2
+        - 0.4 * math.log(width / 16) / math.log(4)
+        + (0.07, 0.0, -0.03)[norm]
+        + 0.3 * abs(math.log10(lr / 3e-3))
+        + 0.013 * ((seed * 7 + norm * 3 + int(width) + int(lr * 1e4)) % 5)
+        + 0.002 * seed
+    )
 
 
 def _sweep(root: Path, *, widths=(32,), rates=(3e-3,), seeds=(0, 1, 2), fail=()) -> Path:
@@ -42,16 +48,23 @@ def _sweep(root: Path, *, widths=(32,), rates=(3e-3,), seeds=(0, 1, 2), fail=())
                 for seed in seeds:
                     config = {"model.norm": norm, "model.d_model": width, "optim.lr": lr, "seed": seed}
                     runs.append((config, None if (norm, width, lr, seed) in fail else _loss(config)))
-    return write_sweep(root, runs, flops=lambda c: 100 * c["model.d_model"] ** 2,
-                       params=lambda c: 12 * c["model.d_model"] ** 2, tokens=lambda c: 400 * c["model.d_model"])
+    return write_sweep(
+        root,
+        runs,
+        flops=lambda c: 100 * c["model.d_model"] ** 2,
+        params=lambda c: 12 * c["model.d_model"] ** 2,
+        tokens=lambda c: 400 * c["model.d_model"],
+    )
 
 
 CASES = {
     "plain": dict(sweep=dict(fail={("post", 32, 3e-3, 1)}), call=dict()),
     "tuned": dict(sweep=dict(rates=RATES, fail={("post", 32, 1e-2, 2)}), call=dict(tune="optim.lr")),
     "scaled": dict(sweep=dict(widths=(16, 32, 64)), call=dict(scale="model.d_model")),
-    "scaled_tuned": dict(sweep=dict(widths=(16, 32, 64), rates=RATES, fail={("sandwich", 64, 3e-3, 0)}),
-                         call=dict(scale="model.d_model", tune="optim.lr")),
+    "scaled_tuned": dict(
+        sweep=dict(widths=(16, 32, 64), rates=RATES, fail={("sandwich", 64, 3e-3, 0)}),
+        call=dict(scale="model.d_model", tune="optim.lr"),
+    ),
 }
 
 
@@ -125,9 +138,11 @@ def test_a_changed_interval_is_caught_and_the_command_exits_1(tmp_path, cli_here
 
 def test_recompute_takes_nothing_else_and_refuses_a_directory_without_runs_csv(tmp_path, cli_here):
     _, out = _report(tmp_path, "plain")
-    for args, words in [((f"recompute={out}", "tune=optim.lr"), "recompute=DIR takes nothing else"),
-                        ((f"recompute={tmp_path / 'nope'}",), "not a directory"),
-                        ((f"recompute={tmp_path / 'sweep'}",), "no runs.csv there")]:
+    for args, words in [
+        ((f"recompute={out}", "tune=optim.lr"), "recompute=DIR takes nothing else"),
+        ((f"recompute={tmp_path / 'nope'}",), "not a directory"),
+        ((f"recompute={tmp_path / 'sweep'}",), "no runs.csv there"),
+    ]:
         result = cli_here("compare", *args)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr

@@ -112,9 +112,10 @@ def test_the_curves_have_units_and_a_t_band(plain):
 def test_the_length_plot_has_plain_log_ticks_and_t_bars(plain):
     from zoo.compare.plots import figure_lengths
 
-    plain.lengths = [{"arm": arm, "trained": 64, "cells": {1: (20.0 + i, 1.5, 3), 2: (24.0 + i, 2.0, 3),
-                                                           4: (70.0 + 3 * i, 4.0, 3)}}
-                     for i, arm in enumerate(plain.arms)]
+    plain.lengths = [
+        {"arm": arm, "trained": 64, "cells": {1: (20.0 + i, 1.5, 3), 2: (24.0 + i, 2.0, 3), 4: (70.0 + 3 * i, 4.0, 3)}}
+        for i, arm in enumerate(plain.arms)
+    ]
     fig = figure_lengths(plain)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "evaluation length (tokens)" and "perplexity" in ax.get_ylabel()
@@ -165,8 +166,9 @@ def test_the_scaling_plot_has_one_plain_label_per_log_axis(tmp_path):
         for width, loss in ((16, 4.4), (32, 4.0), (64, 3.7), (128, 3.45)):
             for seed, noise in SEEDS.items():
                 runs.append(({"model.activation": act, "model.d_model": width, "seed": seed}, loss + shift + noise))
-    sweep = write_sweep(tmp_path / "sweep", runs, flops=lambda c: 1000 * c["model.d_model"],
-                        params=lambda c: 50 * c["model.d_model"])
+    sweep = write_sweep(
+        tmp_path / "sweep", runs, flops=lambda c: 1000 * c["model.d_model"], params=lambda c: 50 * c["model.d_model"]
+    )
     report = compare_scaled([sweep], tmp_path / "out", key="model.d_model", plots=False)
     fig = figure_scaling(report)
     ax = fig.axes[0]
@@ -186,9 +188,19 @@ def test_the_scaling_plot_has_one_plain_label_per_log_axis(tmp_path):
     _legend_outside(fig, ax)
 
 
-@pytest.mark.parametrize("value, label", [(3e-4, "3e-4"), (1e-4, "1e-4"), (2.5e-5, "2.5e-5"), (0.003, "0.003"),
-                                          (70, "70"), (2048, "2048"), (1e15, "1e15"),
-                                          (3.2e6, "3.2e6")])
+@pytest.mark.parametrize(
+    "value, label",
+    [
+        (3e-4, "3e-4"),
+        (1e-4, "1e-4"),
+        (2.5e-5, "2.5e-5"),
+        (0.003, "0.003"),
+        (70, "70"),
+        (2048, "2048"),
+        (1e15, "1e15"),
+        (3.2e6, "3.2e6"),
+    ],
+)
 def test_tick_labels_are_plain_below_a_thousandth_and_above_1e5(value, label):
     from zoo.compare.plots import _tick
 

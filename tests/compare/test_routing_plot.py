@@ -21,9 +21,15 @@ COLLAPSED = {0: [[0.5, 0.5, 0.0, 0.0], [0.9, 0.1, 0.0, 0.0]], 1: [[0.5, 0.5, 0.0
 def _sweep(root: Path, routing: bool = True, rates: tuple = ()) -> Path:
     """Two arms x seeds 0, 1 (and, with `rates`, x those optim.lr: the last one best, and the
     only one that logged the routing the arm is known by; the others logged a uniform load)."""
-    runs = [({"task.moe_balance": b, "seed": s, **({"optim.lr": lr} if rates else {})},
-             3.0 + 0.01 * s + (0.1 if b == 0 else 0.0) - 0.05 * i)
-            for b in (0.01, 0.0) for i, lr in enumerate(rates or [None]) for s in (0, 1)]
+    runs = [
+        (
+            {"task.moe_balance": b, "seed": s, **({"optim.lr": lr} if rates else {})},
+            3.0 + 0.01 * s + (0.1 if b == 0 else 0.0) - 0.05 * i,
+        )
+        for b in (0.01, 0.0)
+        for i, lr in enumerate(rates or [None])
+        for s in (0, 1)
+    ]
     write_sweep(root, runs)
     if routing:
         for i, (config, _) in enumerate(runs):
@@ -32,8 +38,13 @@ def _sweep(root: Path, routing: bool = True, rates: tuple = ()) -> Path:
                 loads = [[0.25] * 4, [0.25] * 4]
             path = root / str(i) / "summary.json"
             summary = json.loads(path.read_text())
-            summary["metrics"].update({f"train/moe_load/layer_{l}/expert_{e}": v
-                                       for l, row in enumerate(loads) for e, v in enumerate(row)})
+            summary["metrics"].update(
+                {
+                    f"train/moe_load/layer_{layer}/expert_{e}": v
+                    for layer, row in enumerate(loads)
+                    for e, v in enumerate(row)
+                }
+            )
             path.write_text(json.dumps(summary))
     return root
 

@@ -24,7 +24,8 @@ def test_an_interpolated_setting_reads_as_the_value_the_run_resolved(tmp_path):
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
     (run / ".hydra" / "config.yaml").write_text(
-        "seed: 0\ntrainer:\n  max_steps: ${zoo.steps_for_tokens:3}\n  val_check_interval: ${trainer.max_steps}\n")
+        "seed: 0\ntrainer:\n  max_steps: ${zoo.steps_for_tokens:3}\n  val_check_interval: ${trainer.max_steps}\n"
+    )
     read = read_run(run)
     assert read.config["trainer.max_steps"] == "${zoo.steps_for_tokens:3}"  # nothing resolved it
     (run / "config.yaml").write_text("seed: 0\ntrainer:\n  max_steps: 163\n  val_check_interval: 163\n")
@@ -49,8 +50,10 @@ def test_runs_branched_from_their_own_seeds_parents_are_one_arm(tmp_path):
     from tests.compare.sweeps import write_sweep
     from zoo.compare.report import compare
 
-    runs = [({"scheduler.kind": "wsd", "seed": s, "branch_from": f"stable/{s}/checkpoints/last.ckpt"}, 3.0 + s / 100)
-            for s in range(3)]
+    runs = [
+        ({"scheduler.kind": "wsd", "seed": s, "branch_from": f"stable/{s}/checkpoints/last.ckpt"}, 3.0 + s / 100)
+        for s in range(3)
+    ]
     runs += [({"scheduler.kind": "wsd", "seed": s}, 3.1 + s / 100) for s in range(3)]
     write_sweep(tmp_path / "sweep", runs)
     report = compare([tmp_path / "sweep"], tmp_path / "out", plots=False)
@@ -59,7 +62,7 @@ def test_runs_branched_from_their_own_seeds_parents_are_one_arm(tmp_path):
 
 
 def test_an_unset_d_ff_sized_by_another_key_is_not_held_at_its_default():
-    """"Held fixed" names the key that sizes d_ff (model.ff_mult, model.param_budget) when every
+    """ "Held fixed" names the key that sizes d_ff (model.ff_mult, model.param_budget) when every
     run shares it, leaves d_ff out when that key varies (an arm's setting), and says "at its
     default" only when nothing sizes it."""
     from pathlib import Path
@@ -68,8 +71,10 @@ def test_an_unset_d_ff_sized_by_another_key_is_not_held_at_its_default():
     from zoo.compare.runs import Run, RunStatus
 
     def runs(*configs):
-        return [Run(path=Path(str(i)), overrides=[], config={"model.d_ff": None, "seed": 0, **c},
-                    status=RunStatus.failed) for i, c in enumerate(configs)]
+        return [
+            Run(path=Path(str(i)), overrides=[], config={"model.d_ff": None, "seed": 0, **c}, status=RunStatus.failed)
+            for i, c in enumerate(configs)
+        ]
 
     assert "`model.d_ff` at its default" in design_line(runs({}, {"model.ff_mult": None}))
     shared = design_line(runs({"model.ff_mult": 32}, {"model.ff_mult": 32}))
@@ -94,10 +99,18 @@ def test_a_baseline_is_picked_by_its_settings_as_shown_or_as_hydra_writes_them()
         config = {k.replace("__", "."): v for k, v in config.items()}
         return Arm(name=name, runs=[Run(path=Path(name), overrides=[], config=config, status=RunStatus.finished)])
 
-    arms = [arm("wide", model__ff_mult=32.0, model__bias=True), arm("plain", model__ff_mult=None, model__bias=True),
-            arm("no bias", model__ff_mult=None, model__bias=False)]
-    for spec, name in [("model.ff_mult=null,model.bias=true", "plain"), ("model.ff_mult=(unset),model.bias=True", "plain"),
-                       ("model.ff_mult=32", "wide"), ("model.ff_mult=32.0", "wide"), ("model.bias=false", "no bias")]:
+    arms = [
+        arm("wide", model__ff_mult=32.0, model__bias=True),
+        arm("plain", model__ff_mult=None, model__bias=True),
+        arm("no bias", model__ff_mult=None, model__bias=False),
+    ]
+    for spec, name in [
+        ("model.ff_mult=null,model.bias=true", "plain"),
+        ("model.ff_mult=(unset),model.bias=True", "plain"),
+        ("model.ff_mult=32", "wide"),
+        ("model.ff_mult=32.0", "wide"),
+        ("model.bias=false", "no bias"),
+    ]:
         assert pick_baseline(arms, spec).name == name, spec
     for spec in ("model.ff_mult=16", "model.bias=1", "model.ff_mult=[32]", "model.ff_mult=null"):
         with pytest.raises(CompareError, match="matches [02] arms"):

@@ -24,18 +24,29 @@ WIDTHS = (16, 32, 64)
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo.cli.compare", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "zoo.cli.compare", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("scale") / "sweep"
-    overrides = [o for o in tiny_overrides() if not o.startswith(("model.d_model=", "trainer.max_steps=",
-                                                                   "trainer.val_check_interval="))]
-    result = zoo_train("-m", *overrides, "trainer.max_steps=12", "trainer.val_check_interval=12", "optim.lr=3e-3",
-                       "model.activation=gelu,swiglu", f"model.d_model={','.join(map(str, WIDTHS))}", "seed=0,1",
-                       f"hydra.sweep.dir={root}", timeout=900)
+    overrides = [
+        o
+        for o in tiny_overrides()
+        if not o.startswith(("model.d_model=", "trainer.max_steps=", "trainer.val_check_interval="))
+    ]
+    result = zoo_train(
+        "-m",
+        *overrides,
+        "trainer.max_steps=12",
+        "trainer.val_check_interval=12",
+        "optim.lr=3e-3",
+        "model.activation=gelu,swiglu",
+        f"model.d_model={','.join(map(str, WIDTHS))}",
+        "seed=0,1",
+        f"hydra.sweep.dir={root}",
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return root
 
@@ -63,8 +74,9 @@ def test_each_arm_is_fitted_across_its_sizes_with_multipliers(sweep, tmp_path):
     points = _points(sweep)
     assert len(points) == 6 and all(len(v) == 2 for v in points.values())
     rows = list(csv.DictReader((out / "report.csv").open()))
-    assert [(r["model.activation"], int(r["model.d_model"])) for r in rows] == \
-        [(a, w) for a in ("gelu", "swiglu") for w in WIDTHS]
+    assert [(r["model.activation"], int(r["model.d_model"])) for r in rows] == [
+        (a, w) for a in ("gelu", "swiglu") for w in WIDTHS
+    ]
     fits = {}
     for activation in ("gelu", "swiglu"):
         mine = [r for r in rows if r["model.activation"] == activation]
@@ -84,8 +96,9 @@ def test_each_arm_is_fitted_across_its_sizes_with_multipliers(sweep, tmp_path):
     gelu_slope, _, base_computes, base_losses = fits["gelu"]
     _, _, computes, losses = fits["swiglu"]
     assert gelu_slope < 0  # wider models reach a lower loss in this sweep: the curve falls
-    for row, cb, lb, ca, la in zip([r for r in rows if r["model.activation"] == "swiglu"], base_computes,
-                                   base_losses, computes, losses):
+    for row, cb, lb, ca, la in zip(
+        [r for r in rows if r["model.activation"] == "swiglu"], base_computes, base_losses, computes, losses
+    ):
         expected = cb / ca * (lb / la) ** (1 / -gelu_slope)
         assert float(row["multiplier"]) == pytest.approx(expected, rel=1e-6)
         # its side of 1 is the measured one where the compute does not say otherwise: an arm
@@ -131,17 +144,35 @@ def test_too_few_sizes_are_said_not_fitted(sweep, tmp_path):
 
 
 def _run(activation: str, width: int, layers: int, seed: int, loss: float) -> Run:
-    config = {"model.activation": activation, "model.d_model": width, "model.n_layers": layers,
-              "trainer.max_steps": 10 * width, "seed": seed, "optim.lr": 1e-3}
-    summary = {"metrics": {"val/loss": loss}, "model": {"flops_per_token": 100 * width * layers},
-               "tokens_seen": 1000 * width}
-    return Run(path=Path(f"/r/{activation}{width}{seed}"), overrides=[], config=config, status=RunStatus.finished,
-               summary=summary)
+    config = {
+        "model.activation": activation,
+        "model.d_model": width,
+        "model.n_layers": layers,
+        "trainer.max_steps": 10 * width,
+        "seed": seed,
+        "optim.lr": 1e-3,
+    }
+    summary = {
+        "metrics": {"val/loss": loss},
+        "model": {"flops_per_token": 100 * width * layers},
+        "tokens_seen": 1000 * width,
+    }
+    return Run(
+        path=Path(f"/r/{activation}{width}{seed}"),
+        overrides=[],
+        config=config,
+        status=RunStatus.finished,
+        summary=summary,
+    )
 
 
 def test_keys_that_change_with_the_size_are_part_of_it():
-    runs = [_run(a, w, layers, s, 3.0 - w / 100) for a in ("gelu", "swiglu") for w, layers in ((16, 1), (32, 2), (64, 4))
-            for s in (0, 1)]
+    runs = [
+        _run(a, w, layers, s, 3.0 - w / 100)
+        for a in ("gelu", "swiglu")
+        for w, layers in ((16, 1), (32, 2), (64, 4))
+        for s in (0, 1)
+    ]
     arms, keys, linked = scale_arms(runs, "model.d_model", "val/loss")
     assert linked == ["model.n_layers", "trainer.max_steps"] and keys == ["model.activation"]
     assert [[s.value for s in arm.sizes] for arm in arms] == [[16, 32, 64], [16, 32, 64]]
@@ -155,11 +186,14 @@ def test_keys_that_change_with_the_size_are_part_of_it():
 
 @pytest.mark.slow
 def test_bad_scale_input_is_one_line(sweep, tmp_path):
-    cases = [("scale=model.nope", "no run has this config key"), ("scale=seed", "does not change what is learned"),
-             ("scale=model.d_model metric=val/accuracy", "scale= fits a loss falling with compute"),
-             ("scale=model.d_model tune=model.d_model", "name the same key"),
-             ("scale=model.d_model tune=optim.nope", "tune=optim.nope: no run has this config key"),
-             ("scale=model.d_model lengths=1,2", "cannot be combined")]
+    cases = [
+        ("scale=model.nope", "no run has this config key"),
+        ("scale=seed", "does not change what is learned"),
+        ("scale=model.d_model metric=val/accuracy", "scale= fits a loss falling with compute"),
+        ("scale=model.d_model tune=model.d_model", "name the same key"),
+        ("scale=model.d_model tune=optim.nope", "tune=optim.nope: no run has this config key"),
+        ("scale=model.d_model lengths=1,2", "cannot be combined"),
+    ]
     for args, message in cases:
         out = tmp_path / "out"
         result = _compare(str(sweep), f"out={out}", *args.split())
@@ -196,10 +230,15 @@ def test_a_size_without_results_is_said_and_every_arms_sizes_are_shown(sweep, tm
 
 def _tuned_run(width: int, lr: float, seed: int, loss: float) -> Run:
     config = {"model.activation": "gelu", "model.d_model": width, "optim.lr": lr, "seed": seed}
-    summary = {"metrics": {"val/loss": loss}, "model": {"flops_per_token": 100 * width, "non_embedding_params": 12 * width},
-               "tokens_seen": 1000 * width, "data": {"train_tokens": 500 * width}}
-    return Run(path=Path(f"/r/{width}-{lr}-{seed}"), overrides=[], config=config, status=RunStatus.finished,
-               summary=summary)
+    summary = {
+        "metrics": {"val/loss": loss},
+        "model": {"flops_per_token": 100 * width, "non_embedding_params": 12 * width},
+        "tokens_seen": 1000 * width,
+        "data": {"train_tokens": 500 * width},
+    }
+    return Run(
+        path=Path(f"/r/{width}-{lr}-{seed}"), overrides=[], config=config, status=RunStatus.finished, summary=summary
+    )
 
 
 def test_scale_with_tune_takes_each_size_at_its_own_rate_held_out():
@@ -207,8 +246,12 @@ def test_scale_with_tune_takes_each_size_at_its_own_rate_held_out():
     measured at its own best rate, each seed at the rate chosen on the other seeds; the
     accounting says the sizes read their training split twice."""
     best = {16: 1e-2, 32: 3e-3, 64: 1e-3}
-    runs = [_tuned_run(w, lr, s, 3.0 - w / 100 + (0.0 if lr == best[w] else 0.2) + 0.01 * s)
-            for w in best for lr in (1e-3, 3e-3, 1e-2) for s in (0, 1, 2)]
+    runs = [
+        _tuned_run(w, lr, s, 3.0 - w / 100 + (0.0 if lr == best[w] else 0.2) + 0.01 * s)
+        for w in best
+        for lr in (1e-3, 3e-3, 1e-2)
+        for s in (0, 1, 2)
+    ]
     runs.append(_tuned_run(64, 1e-2, 3, 2.0))  # one lucky seed at a bad rate: it cannot choose for itself
     arms, keys, linked = scale_arms(runs, "model.d_model", "val/loss", tune="optim.lr")
     (arm,) = arms

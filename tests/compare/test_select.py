@@ -15,9 +15,11 @@ from zoo.compare.select import leave_one_seed_out
 
 def test_each_seed_is_measured_at_the_value_the_other_seeds_chose():
     # three learning rates x seeds 0, 1, 2 (lower is better)
-    points = [{0: 3.0, 1: 3.1, 2: 3.2},   # mean 3.10
-              {0: 2.5, 1: 3.4, 2: 2.9},   # mean 2.93: best on all seeds
-              {0: 2.8, 1: 2.9, 2: 3.3}]   # mean 3.00
+    points = [
+        {0: 3.0, 1: 3.1, 2: 3.2},  # mean 3.10
+        {0: 2.5, 1: 3.4, 2: 2.9},  # mean 2.93: best on all seeds
+        {0: 2.8, 1: 2.9, 2: 3.3},
+    ]  # mean 3.00
     choice = leave_one_seed_out(points, lower=True)
     assert choice.best == 1 and choice.held_out
     # seed 0 left out: means over seeds 1, 2 are 3.15, 3.15, 3.10 -> value 2, where seed 0 has 2.8
@@ -55,4 +57,3 @@ def test_held_out_measurement_has_no_winners_curse():
         held.append(statistics.mean(choice.finals.values()))
     assert statistics.mean(naive) < 3.0 - 0.05  # E[min of 5 means of 3] ≈ 3 - 1.16 · 0.1/√3 ≈ 2.933
     assert statistics.mean(held) == pytest.approx(3.0, abs=0.012)  # 400 · 3 draws: se ≈ 0.003
-

@@ -60,7 +60,7 @@ def test_welch_interval_on_a_worked_example():
     # unequal sizes: sample variances 1 (n=3) and 2 (n=2), so squared standard errors 1/3 and 1
     d = difference({0: 1.0, 1: 2.0, 2: 3.0}, {3: 0.0, 4: 2.0})
     va, vb = 1 / 3, 2 / 2  # s^2/n of each arm
-    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 1)  # 32/19
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 1)  # 32/19
     assert df == pytest.approx(32 / 19)
     half = t_quantile(0.975, 32 / 19) * math.sqrt(va + vb)
     assert (d.low, d.high) == pytest.approx((1.0 - half, 1.0 + half), abs=1e-9)
@@ -88,8 +88,9 @@ def _paired_with_t(t: float, df: int) -> tuple[dict, dict]:
     return {s: 5.0 + t / math.sqrt(n) + z[s] / sd for s in range(n)}, {s: 5.0 for s in range(n)}
 
 
-@pytest.mark.parametrize("t, df, expected", [(12.706, 1, 0.05), (4.303, 2, 0.05), (2.776, 4, 0.05),
-                                             (3.747, 4, 0.02), (0.0, 3, 1.0)])
+@pytest.mark.parametrize(
+    "t, df, expected", [(12.706, 1, 0.05), (4.303, 2, 0.05), (2.776, 4, 0.05), (3.747, 4, 0.02), (0.0, 3, 1.0)]
+)
 def test_two_sided_p_values_match_the_table(t, df, expected):
     arm, base = _paired_with_t(t, df)
     d = difference(arm, base)
@@ -144,8 +145,13 @@ def test_scipy_is_imported_only_inside_zoo_compares_functions():
         tree = ast.parse(path.read_text())
         top = {id(node) for node in tree.body}
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(n.split(".")[0] == "scipy" for n in names):
                 rel = path.relative_to(root).as_posix()
                 assert id(node) not in top, f"{rel}:{node.lineno} imports scipy when the module loads"

@@ -16,8 +16,7 @@ from zoo.compare.tune import lower_is_better
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo.cli.compare", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "zoo.cli.compare", *args], capture_output=True, text=True, timeout=300)
 
 
 def _final_losses(sweep) -> dict:
@@ -37,8 +36,15 @@ def _final_losses(sweep) -> dict:
 def test_each_arm_is_reported_at_its_own_best_rate(tmp_path):
     sweep = tmp_path / "sweep"
     # 1e-6 learns nothing in 6 steps, 3e-3 learns, 1e4 without clipping diverges (a failed run)
-    swept = zoo_train("-m", *tiny_overrides(), "model.norm=pre,post", "optim.lr=1e-6,3e-3,1e4",
-                      "trainer.gradient_clip_val=null", f"hydra.sweep.dir={sweep}", timeout=600)
+    swept = zoo_train(
+        "-m",
+        *tiny_overrides(),
+        "model.norm=pre,post",
+        "optim.lr=1e-6,3e-3,1e4",
+        "trainer.gradient_clip_val=null",
+        f"hydra.sweep.dir={sweep}",
+        timeout=600,
+    )
     assert swept.returncode != 0  # the diverging jobs fail; the sweep goes on past them
     finals = _final_losses(sweep)
     assert len(finals) == 4  # 2 arms x 2 rates finished
@@ -69,30 +75,37 @@ def test_each_arm_is_reported_at_its_own_best_rate(tmp_path):
     # an arm whose best rate is the highest one tried is warned about (the grid may be too narrow);
     # with 2 seeds each seed is measured at the rate the other seed chose (here both choose 3e-3)
     narrow = tmp_path / "narrow"
-    swept = zoo_train("-m", *tiny_overrides(), "optim.lr=1e-6,3e-3", "seed=0,1", f"hydra.sweep.dir={narrow}",
-                      timeout=600)
+    swept = zoo_train(
+        "-m", *tiny_overrides(), "optim.lr=1e-6,3e-3", "seed=0,1", f"hydra.sweep.dir={narrow}", timeout=600
+    )
     assert swept.returncode == 0, swept.stderr[-3000:]
     result = _compare(str(narrow), f"out={tmp_path / 'narrow-report'}", "tune=optim.lr")
     assert result.returncode == 0, result.stderr[-3000:]
     (line,) = [line for line in result.stderr.splitlines() if "warning" in line]
-    assert line == ("zoo-compare: warning: arm 0: its best optim.lr=0.003 is the highest value tried; "
-                    "the best may lie beyond the grid")
+    assert line == (
+        "zoo-compare: warning: arm 0: its best optim.lr=0.003 is the highest value tried; "
+        "the best may lie beyond the grid"
+    )
     assert "## Warnings" in (tmp_path / "narrow-report" / "report.md").read_text()
     (row,) = list(csv.DictReader((tmp_path / "narrow-report" / "report.csv").open()))
     assert row["seeds"] == "2" and float(row["held_out mean"]) == pytest.approx(float(row["val/loss mean"]))
 
     # bad input: one line each, nothing written
-    for args, words in [(("tune=optim.nope",), "tune=optim.nope: no run has this config key"),
-                        (("tune=seed",), "tune=seed: this key does not change what is learned"),
-                        (("tune=optim.lr", "metric=tokens_seen"), "which way is better is known for"),
-                        (("tune=optim.lr", "lengths=1,2"), "cannot be combined")]:
+    for args, words in [
+        (("tune=optim.nope",), "tune=optim.nope: no run has this config key"),
+        (("tune=seed",), "tune=seed: this key does not change what is learned"),
+        (("tune=optim.lr", "metric=tokens_seen"), "which way is better is known for"),
+        (("tune=optim.lr", "lengths=1,2"), "cannot be combined"),
+    ]:
         bad = _compare(str(narrow), f"out={tmp_path / 'bad'}", *args)
         lines = bad.stderr.strip().splitlines()
         assert bad.returncode == 2 and len(lines) == 1 and words in lines[0], bad.stderr
         assert not (tmp_path / "bad").exists()
 
 
-@pytest.mark.parametrize("metric, lower", [("val/loss", True), ("val/ppl", True), ("val/accuracy", False),
-                                           ("val/bleu", False), ("val/exact_match", False)])
+@pytest.mark.parametrize(
+    "metric, lower",
+    [("val/loss", True), ("val/ppl", True), ("val/accuracy", False), ("val/bleu", False), ("val/exact_match", False)],
+)
 def test_which_way_is_better(metric, lower):
     assert lower_is_better(metric) is lower

@@ -27,8 +27,11 @@ def _rows(path: Path) -> list[dict]:
 
 
 def _sweep(root: Path, arms: dict[str, callable]) -> Path:
-    runs = [({"model.position.kind": kind, **SHAPE, "seed": seed}, value(seed, noise))
-            for kind, value in arms.items() for seed, noise in NOISE.items()]
+    runs = [
+        ({"model.position.kind": kind, **SHAPE, "seed": seed}, value(seed, noise))
+        for kind, value in arms.items()
+        for seed, noise in NOISE.items()
+    ]
     return write_sweep(root, runs)
 
 
@@ -43,9 +46,14 @@ def _holm(ps: list[float]) -> list[float]:
 
 def _clear(root: Path) -> Path:
     """rope clearly better than sinusoidal (the baseline), alibi between them and noisier."""
-    return _sweep(root, {"sinusoidal": lambda s, n: 3.0 + n,
-                         "rope": lambda s, n: 2.9 + n + 0.002 * s,
-                         "alibi": lambda s, n: 2.96 + 1.5 * n - 0.003 * s})
+    return _sweep(
+        root,
+        {
+            "sinusoidal": lambda s, n: 3.0 + n,
+            "rope": lambda s, n: 2.9 + n + 0.002 * s,
+            "alibi": lambda s, n: 2.96 + 1.5 * n - 0.003 * s,
+        },
+    )
 
 
 def test_the_family_is_declared_and_its_intervals_adjusted(tmp_path):
@@ -55,8 +63,10 @@ def test_the_family_is_declared_and_its_intervals_adjusted(tmp_path):
     compare([sweep], tmp_path / "out", plots=False)
     rows = _rows(tmp_path / "out" / "report.csv")
     base = [3.0 + n for n in NOISE.values()]
-    arms = {"rope": [2.9 + n + 0.002 * s for s, n in NOISE.items()],
-            "alibi": [2.96 + 1.5 * n - 0.003 * s for s, n in NOISE.items()]}
+    arms = {
+        "rope": [2.9 + n + 0.002 * s for s, n in NOISE.items()],
+        "alibi": [2.96 + 1.5 * n - 0.003 * s for s, n in NOISE.items()],
+    }
     ps = [float(stats.ttest_rel(arms[k], base).pvalue) for k in ("rope", "alibi")]
     t = float(stats.t.ppf(1 - 0.05 / 4, len(base) - 1))  # 2 comparisons: each at 97.5%
     for row, kind, p, p_holm in zip(rows[1:], ("rope", "alibi"), ps, _holm(ps)):
@@ -80,11 +90,18 @@ def test_the_family_is_declared_and_its_intervals_adjusted(tmp_path):
 def test_an_arm_identical_to_the_baseline_is_left_out_of_the_family(tmp_path):
     from zoo.compare.report import compare
 
-    sweep = _sweep(tmp_path / "sweep", {"sinusoidal": lambda s, n: 3.0 + n, "learned": lambda s, n: 3.0 + n,
-                                        "rope": lambda s, n: 2.95 + n + 0.003 * s})
+    sweep = _sweep(
+        tmp_path / "sweep",
+        {
+            "sinusoidal": lambda s, n: 3.0 + n,
+            "learned": lambda s, n: 3.0 + n,
+            "rope": lambda s, n: 2.95 + n + 0.003 * s,
+        },
+    )
     report = compare([sweep], tmp_path / "out", plots=False)
     assert report.family.m == 1 and [name for name, _ in report.family.left_out] == [
-        "arm 1 (model.position.kind=learned)"]
+        "arm 1 (model.position.kind=learned)"
+    ]
     md = (tmp_path / "out" / "report.md").read_text()
     assert "1 comparison with a test, so nothing is adjusted" in md
     assert "Left out of the family (no test): arm 1 (model.position.kind=learned) (zero spread" in md
@@ -130,10 +147,13 @@ def test_a_tuned_report_opens_with_its_verdict_and_takes_pairs(tmp_path):
     for kind, shift in (("sinusoidal", 0.0), ("rope", -0.003), ("alibi", 0.002)):
         for lr, extra in ((1e-3, 0.2), (3e-3, 0.0)):
             for seed, noise in NOISE.items():
-                runs.append(({"model.position.kind": kind, "optim.lr": lr, "seed": seed},
-                             3.0 + shift + extra + noise * (1 + 0.5 * (kind == "rope") * seed)))
-    compare_tuned([write_sweep(tmp_path / "sweep", runs)], tmp_path / "out", key="optim.lr", plots=False,
-                  pairs=True)
+                runs.append(
+                    (
+                        {"model.position.kind": kind, "optim.lr": lr, "seed": seed},
+                        3.0 + shift + extra + noise * (1 + 0.5 * (kind == "rope") * seed),
+                    )
+                )
+    compare_tuned([write_sweep(tmp_path / "sweep", runs)], tmp_path / "out", key="optim.lr", plots=False, pairs=True)
     md = (tmp_path / "out" / "report.md").read_text()
     first = md.splitlines()[2]
     assert first.startswith("Verdict: arm 1 (model.position.kind=rope) has the lowest mean held-out val/loss")
@@ -185,8 +205,12 @@ def test_a_scaled_report_adjusts_its_multipliers_as_one_family(tmp_path):
     for act, shift in (("gelu", 0.04), ("swiglu", 0.0), ("relu", 0.06)):
         for width, loss in ((16, 4.4), (32, 4.0), (64, 3.7)):
             for seed, noise in NOISE.items():
-                runs.append(({"model.activation": act, "model.d_model": width, "seed": seed},
-                             loss + shift + noise * (1 + 0.2 * seed * (act != "gelu"))))
+                runs.append(
+                    (
+                        {"model.activation": act, "model.d_model": width, "seed": seed},
+                        loss + shift + noise * (1 + 0.2 * seed * (act != "gelu")),
+                    )
+                )
     sweep = write_sweep(tmp_path / "sweep", runs, flops=lambda c: 1000 * c["model.d_model"])
     report = compare_scaled([sweep], tmp_path / "out", key="model.d_model", plots=False)
     assert report.family == 6  # 2 arms × 3 sizes, each with an interval
@@ -204,8 +228,11 @@ def test_a_scaled_report_adjusts_its_multipliers_as_one_family(tmp_path):
 
 def test_pairs_takes_all_only_and_not_with_scale(tmp_path):
     sweep = _clear(tmp_path / "sweep")
-    for args, says in ((["pairs=some"], "pairs=some: the only value is pairs=all"),
-                       (["pairs=all", "scale=model.d_model"], "pairs=all and scale=model.d_model cannot be combined")):
-        result = subprocess.run([sys.executable, "-m", "zoo.cli.compare", str(sweep), *args], capture_output=True,
-                                text=True, timeout=120)
+    for args, says in (
+        (["pairs=some"], "pairs=some: the only value is pairs=all"),
+        (["pairs=all", "scale=model.d_model"], "pairs=all and scale=model.d_model cannot be combined"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "zoo.cli.compare", str(sweep), *args], capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 2 and says in result.stderr and len(result.stderr.strip().splitlines()) == 1

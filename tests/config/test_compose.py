@@ -36,7 +36,12 @@ def test_presets_have_their_documented_choices(preset):
     m = as_model_config(zoo.compose([f"model={preset}"]).model)
     family, position, norm, norm_type, activation, tie, bias = PRESETS[preset]
     assert (m.family, m.position.kind, m.norm, m.norm_type, m.activation) == (
-        family, position, norm, norm_type, activation)
+        family,
+        position,
+        norm,
+        norm_type,
+        activation,
+    )
     assert (m.tie_embeddings, m.bias) == (tie, bias)
     assert m.embed_norm == (preset in ("bert", "bart"))
 

@@ -20,7 +20,7 @@ def test_a_config_directory_whose_file_is_named_config_yaml_is_refused(cli_here,
     cd.mkdir()
     (cd / "config.yaml").write_text("defaults:\n  - config\n  - _self_\nseed: 123\n")
     line = _refused(cli_here, tmp_path, "-cd", str(cd))
-    assert f"its config.yaml is never read" in line and "-cn my_run" in line
+    assert "its config.yaml is never read" in line and "-cn my_run" in line
 
 
 def test_a_group_option_of_zoos_name_in_a_config_directory_is_refused(cli_here, tmp_path):

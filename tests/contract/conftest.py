@@ -3,7 +3,8 @@ kind registered there is covered by every contract test here."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count

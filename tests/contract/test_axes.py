@@ -10,7 +10,16 @@ import pytest
 import torch
 
 import zoo
-from tests.contract.conftest import AXES, MODEL_PAIRS, PAIRS, families_for, flop_counter, forward_inputs, model_kwargs, pair_id
+from tests.contract.conftest import (
+    AXES,
+    MODEL_PAIRS,
+    PAIRS,
+    families_for,
+    flop_counter,
+    forward_inputs,
+    model_kwargs,
+    pair_id,
+)
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.axes import axis
 from zoo.config.schema.params import non_embedding_params

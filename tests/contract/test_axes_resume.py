@@ -19,8 +19,12 @@ from tests.training.distributed.conftest import model_state
 from zoo.config.facts.axes import cli_overrides
 
 KILL = str(Path(__file__).resolve().parents[1] / "training" / "checkpoint" / "kill_after_save.py")
-RUN = ["trainer.max_steps=4", "callbacks.checkpoint_every_n_steps=2", "trainer.val_check_interval=4",
-       "data.max_examples=40"]
+RUN = [
+    "trainer.max_steps=4",
+    "callbacks.checkpoint_every_n_steps=2",
+    "trainer.val_check_interval=4",
+    "data.max_examples=40",
+]
 SUBSET = [(a, list(a.kinds)[-1]) for a in AXES if a.key != "model.family"]
 
 
@@ -31,8 +35,12 @@ def test_a_kind_trains_and_resumes_bit_for_bit(ax, kind, tmp_path, cli_here):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     done = cli_here("train", *tiny_overrides(straight), *args)
     assert done.returncode == 0, done.stderr[-3000:]
-    stopped = subprocess.run([sys.executable, KILL, "2", "last.ckpt", "on_train_batch_end",
-                              *tiny_overrides(killed), *args], capture_output=True, text=True, timeout=300)
+    stopped = subprocess.run(
+        [sys.executable, KILL, "2", "last.ckpt", "on_train_batch_end", *tiny_overrides(killed), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert stopped.returncode == -9, stopped.stderr[-3000:]
     again = cli_here("train", *tiny_overrides(killed), *args)
     assert again.returncode == 0, again.stderr[-3000:]

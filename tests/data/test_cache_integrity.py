@@ -78,7 +78,7 @@ def _rename_a_piece(directory: Path) -> None:
     model = directory / "sentencepiece.model"
     data = model.read_bytes()
     at = data.index("\u2581the".encode())
-    model.write_bytes(data[:at] + "\u2581thx".encode() + data[at + len("\u2581the".encode()):])
+    model.write_bytes(data[:at] + "\u2581thx".encode() + data[at + len("\u2581the".encode()) :])
 
 
 def test_a_changed_tokenizer_cache_entry_is_trained_again(tmp_path, capfd):
@@ -112,6 +112,7 @@ def test_a_changed_tokenizer_directory_is_refused(tmp_path):
 
 
 # -- no trust on first use ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("entry", ["converted corpus", "tokenized"])
 def test_an_arrow_entry_without_its_record_is_built_again_not_blessed(entry, tmp_path, capfd):
@@ -163,9 +164,11 @@ def test_a_shared_tokenizer_cache_entry_follows_the_umask(tmp_path, umask, mode)
     import subprocess
     import sys
 
-    script = (f"import os; os.umask({umask}); from zoo.data.tokenizers import build_tokenizer; "
-              f"build_tokenizer({{'kind': 'sentencepiece_bpe', 'vocab_size': 60, 'cache_dir': {str(tmp_path)!r}}}, "
-              f"['the quick brown fox jumps over the lazy dog ' * 3] * 50)")
+    script = (
+        f"import os; os.umask({umask}); from zoo.data.tokenizers import build_tokenizer; "
+        f"build_tokenizer({{'kind': 'sentencepiece_bpe', 'vocab_size': 60, 'cache_dir': {str(tmp_path)!r}}}, "
+        f"['the quick brown fox jumps over the lazy dog ' * 3] * 50)"
+    )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120, capture_output=True)
     (entry,) = (tmp_path / "tokenizers").iterdir()
     assert entry.stat().st_mode & 0o777 == mode

@@ -66,8 +66,7 @@ def test_seq2seq_teacher_forcing_shift():
 
 
 def test_classification_padding_and_labels():
-    b = collate_classification([{"input_ids": [CLS, 7, 8], "label": 1},
-                                {"input_ids": [CLS], "label": 0}])
+    b = collate_classification([{"input_ids": [CLS, 7, 8], "label": 1}, {"input_ids": [CLS], "label": 0}])
     assert b["input_ids"].tolist() == [[CLS, 7, 8], [CLS, PAD, PAD]]
     assert b["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
     assert b["labels"].tolist() == [1, 0] and b["labels"].dtype == torch.long

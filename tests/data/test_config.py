@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from zoo.config.errors import ConfigError
 from zoo.config.facts.corpora import CORPUS_ROWS
 from zoo.config.schema.data import (
     DataConfig,
@@ -14,7 +15,6 @@ from zoo.config.schema.data import (
     as_data_config,
     as_tokenizer_config,
 )
-from zoo.config.errors import ConfigError
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -26,32 +26,38 @@ def _message(call, **kwargs) -> str:
     return str(info.value)
 
 
-@pytest.mark.parametrize("kwargs, expected", [
-    ({"source": "wiki"}, "data.source='wiki' is not allowed; choose one of: kjv, pydoc, numbers"),
-    ({"seq_len": 1}, "data.seq_len must be an integer >= 2, got 1"),
-    ({"global_batch_size": 0}, "data.global_batch_size must be an integer >= 1, got 0"),
-    ({"val_fraction": 0.0}, "data.val_fraction must be in (0, 1), got 0.0"),
-    ({"val_fraction": 1.5}, "data.val_fraction must be in (0, 1), got 1.5"),
-    ({"num_workers": -1}, "data.num_workers must be an integer >= 0, got -1"),
-    ({"max_examples": 1}, "data.max_examples must be an integer >= 2, got 1"),
-    ({"mlm_probability": 1.0}, "data.mlm_probability must be in (0, 1)"),
-    ({"source": "local"}, "data.source=local needs data.path"),
-    ({"source": "hub"}, "data.source=hub needs data.hub_name"),
-    ({"source": "kjv", "path": "x.txt"}, "data.path only applies to data.source=local, not kjv"),
-    ({"hub_name": "wikitext"}, "data.hub_name / data.hub_config only apply to data.source=hub"),
-    ({"source": "local", "path": [1, 2]}, "data.path must be a path string or a non-empty list"),
-    ({"text_column": ""}, "data.text_column must be a non-empty column name"),
-])
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"source": "wiki"}, "data.source='wiki' is not allowed; choose one of: kjv, pydoc, numbers"),
+        ({"seq_len": 1}, "data.seq_len must be an integer >= 2, got 1"),
+        ({"global_batch_size": 0}, "data.global_batch_size must be an integer >= 1, got 0"),
+        ({"val_fraction": 0.0}, "data.val_fraction must be in (0, 1), got 0.0"),
+        ({"val_fraction": 1.5}, "data.val_fraction must be in (0, 1), got 1.5"),
+        ({"num_workers": -1}, "data.num_workers must be an integer >= 0, got -1"),
+        ({"max_examples": 1}, "data.max_examples must be an integer >= 2, got 1"),
+        ({"mlm_probability": 1.0}, "data.mlm_probability must be in (0, 1)"),
+        ({"source": "local"}, "data.source=local needs data.path"),
+        ({"source": "hub"}, "data.source=hub needs data.hub_name"),
+        ({"source": "kjv", "path": "x.txt"}, "data.path only applies to data.source=local, not kjv"),
+        ({"hub_name": "wikitext"}, "data.hub_name / data.hub_config only apply to data.source=hub"),
+        ({"source": "local", "path": [1, 2]}, "data.path must be a path string or a non-empty list"),
+        ({"text_column": ""}, "data.text_column must be a non-empty column name"),
+    ],
+)
 def test_data_config_rejects(kwargs, expected):
     assert expected in _message(DataConfig, **kwargs)
 
 
-@pytest.mark.parametrize("kwargs, expected", [
-    ({"kind": "wordpiece"}, "tokenizer.kind='wordpiece' is not allowed; choose one of: byte, char"),
-    ({"kind": "byte", "vocab_size": 512}, "tokenizer.vocab_size only applies to tokenizer=sentencepiece_bpe"),
-    ({"vocab_size": 8}, "tokenizer.vocab_size must be an integer >= 16, got 8"),
-    ({"character_coverage": 0.5}, "tokenizer.character_coverage must be in [0.9, 1], got 0.5"),
-])
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"kind": "wordpiece"}, "tokenizer.kind='wordpiece' is not allowed; choose one of: byte, char"),
+        ({"kind": "byte", "vocab_size": 512}, "tokenizer.vocab_size only applies to tokenizer=sentencepiece_bpe"),
+        ({"vocab_size": 8}, "tokenizer.vocab_size must be an integer >= 16, got 8"),
+        ({"character_coverage": 0.5}, "tokenizer.character_coverage must be in [0.9, 1], got 0.5"),
+    ],
+)
 def test_tokenizer_config_rejects(kwargs, expected):
     assert expected in _message(TokenizerConfig, **kwargs)
 
@@ -64,8 +70,7 @@ def test_defaults_and_parsing():
     local = as_data_config({"source": "local", "path": ["a.txt", "b.txt"]})
     assert local.path == ["a.txt", "b.txt"]
     assert as_data_config(local.to_dict()).path == ["a.txt", "b.txt"]
-    assert "unknown key data.seqlen; allowed keys: source, path" in _message(
-        as_data_config, cfg={"seqlen": 3})
+    assert "unknown key data.seqlen; allowed keys: source, path" in _message(as_data_config, cfg={"seqlen": 3})
     assert as_tokenizer_config({"kind": "char"}).kind == TokenizerKind.char
 
 
@@ -75,8 +80,7 @@ def test_data_yaml_matches_the_schema(name):
     if name == "local":
         # "???" merged into the schema keeps the default (None): either way data.path is asked for
         assert "data.path" in _message(as_data_config, cfg=node)
-        assert "data.path must be set" in _message(
-            as_data_config, cfg=OmegaConf.load(CONF / "data" / "local.yaml"))
+        assert "data.path must be set" in _message(as_data_config, cfg=OmegaConf.load(CONF / "data" / "local.yaml"))
         node.path = "corpus.txt"
     cfg = as_data_config(node)
     assert cfg.source.value == name

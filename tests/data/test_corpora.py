@@ -2,8 +2,8 @@
 
 import pytest
 
-from zoo.config.schema.data import DataConfig
 from zoo.config.facts.corpora import CORPUS_ROWS
+from zoo.config.schema.data import DataConfig
 from zoo.data.corpora import CORPORA, english, load_kjv, load_numbers, load_pydoc, load_testament, load_unicode, spanish
 from zoo.data.sources import load_splits
 

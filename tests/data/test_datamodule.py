@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from zoo.config.errors import ConfigError
+from zoo.data import IGNORE_INDEX, DataError, ZooDataModule, build_datamodule, load_tokenizer
 from zoo.data.corpora import load_numbers
-from zoo.data import DataError, IGNORE_INDEX, ZooDataModule, build_datamodule, load_tokenizer
 
 
 def _setup(task, data, tokenizer, **kwargs):
@@ -26,9 +26,11 @@ def _batches(dm):
 
 
 def test_causal_lm_on_kjv(cache, tmp_path):
-    dm = _setup("causal_lm", {"source": "kjv", "seq_len": 32, "global_batch_size": 8,
-                              "max_examples": 400, "cache_dir": cache},
-                {"kind": "sentencepiece_bpe", "vocab_size": 500, "cache_dir": cache})
+    dm = _setup(
+        "causal_lm",
+        {"source": "kjv", "seq_len": 32, "global_batch_size": 8, "max_examples": 400, "cache_dir": cache},
+        {"kind": "sentencepiece_bpe", "vocab_size": 500, "cache_dir": cache},
+    )
     assert dm.tokenizer is not None and dm.vocab_size == dm.tokenizer.vocab_size <= 500
     train, val = _batches(dm)
     assert train["input_ids"].shape == train["labels"].shape == (8, 32)
@@ -46,8 +48,11 @@ def test_causal_lm_on_kjv(cache, tmp_path):
 
 
 def test_masked_lm_on_pydoc(cache):
-    dm = _setup("masked_lm", {"source": "pydoc", "seq_len": 64, "global_batch_size": 16, "num_workers": 1,
-                              "cache_dir": cache}, {"kind": "char", "cache_dir": cache})
+    dm = _setup(
+        "masked_lm",
+        {"source": "pydoc", "seq_len": 64, "global_batch_size": 16, "num_workers": 1, "cache_dir": cache},
+        {"kind": "char", "cache_dir": cache},
+    )
     train, val = _batches(dm)
     assert train["input_ids"].shape == train["labels"].shape == (16, 64)
     chosen = train["labels"] != IGNORE_INDEX
@@ -57,19 +62,27 @@ def test_masked_lm_on_pydoc(cache):
 
 
 def test_seq2seq_on_numbers(cache):
-    dm = _setup("seq2seq", {"source": "numbers", "text_column": "source", "num_pairs": 1000,
-                            "seq_len": 64, "global_batch_size": 16, "cache_dir": cache},
-                {"kind": "byte"})
+    dm = _setup(
+        "seq2seq",
+        {
+            "source": "numbers",
+            "text_column": "source",
+            "num_pairs": 1000,
+            "seq_len": 64,
+            "global_batch_size": 16,
+            "cache_dir": cache,
+        },
+        {"kind": "byte"},
+    )
     train, val = _batches(dm)
     tok = dm.tokenizer
     pairs = load_numbers(1000)
     to_spanish = dict(zip(pairs["source"], pairs["target"]))
-    assert set(train) == {"input_ids", "attention_mask", "decoder_input_ids",
-                          "decoder_attention_mask", "labels"}
+    assert set(train) == {"input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask", "labels"}
     assert (train["decoder_input_ids"][:, 0] == tok.bos_id).all()
     for b in range(16):
         n = int(train["decoder_attention_mask"][b].sum())
-        y = train["labels"][b, :n - 1].tolist()
+        y = train["labels"][b, : n - 1].tolist()
         assert train["labels"][b, n - 1] == tok.eos_id
         assert train["decoder_input_ids"][b, 1:n].tolist() == y
         assert (train["labels"][b, n:] == IGNORE_INDEX).all()
@@ -82,9 +95,11 @@ def test_seq2seq_on_numbers(cache):
 
 
 def test_classification_on_testament(cache):
-    dm = _setup("classification", {"source": "testament", "seq_len": 512,
-                                   "global_batch_size": 32, "max_examples": 2000,
-                                   "cache_dir": cache}, {"kind": "byte"})
+    dm = _setup(
+        "classification",
+        {"source": "testament", "seq_len": 512, "global_batch_size": 32, "max_examples": 2000, "cache_dir": cache},
+        {"kind": "byte"},
+    )
     assert dm.labels == ["new", "old"] and dm.num_classes == 2
     train, val = _batches(dm)
     assert train["labels"].shape == (32,) and set(train["labels"].tolist()) <= {0, 1}
@@ -92,8 +107,11 @@ def test_classification_on_testament(cache):
     lengths = train["attention_mask"].sum(1)
     assert lengths.max() == train["input_ids"].shape[1] < 512  # padded to the longest, not seq_len
     assert lengths.min() < lengths.max()
-    short = _setup("classification", {"source": "testament", "seq_len": 16, "max_examples": 100,
-                                      "cache_dir": cache}, {"kind": "byte"})
+    short = _setup(
+        "classification",
+        {"source": "testament", "seq_len": 16, "max_examples": 100, "cache_dir": cache},
+        {"kind": "byte"},
+    )
     assert short.train_dataset[0]["input_ids"].__len__() == 16  # [cls] + 15 truncated bytes
 
 
@@ -102,33 +120,42 @@ def test_unseen_validation_label_is_refused(tmp_path, cache):
     val = tmp_path / "val.jsonl"
     train.write_text("\n".join(json.dumps({"text": f"t{i}", "label": "ab"[i % 2]}) for i in range(10)))
     val.write_text(json.dumps({"text": "v", "label": "zebra"}) + "\n")
-    dm = ZooDataModule({"source": "local", "path": str(train), "val_path": str(val),
-                        "cache_dir": cache}, {"kind": "byte"}, "classification")
+    dm = ZooDataModule(
+        {"source": "local", "path": str(train), "val_path": str(val), "cache_dir": cache},
+        {"kind": "byte"},
+        "classification",
+    )
     with pytest.raises(DataError, match=r"validation labels never seen in training: 'zebra'; known labels: 'a', 'b'"):
         dm.setup()
 
 
 def test_too_small_validation_for_one_block(cache):
-    dm = ZooDataModule({"source": "kjv", "seq_len": 256, "max_examples": 20,
-                        "cache_dir": cache}, {"kind": "byte"}, "causal_lm")
+    dm = ZooDataModule(
+        {"source": "kjv", "seq_len": 256, "max_examples": 20, "cache_dir": cache}, {"kind": "byte"}, "causal_lm"
+    )
     with pytest.raises(DataError, match="validation split has .* tokens, fewer than one block of 257"):
         dm.setup()
 
 
 def test_task_needs_its_columns(cache):
-    dm = ZooDataModule({"source": "numbers", "num_pairs": 100, "cache_dir": cache},
-                       {"kind": "byte"}, "seq2seq")
-    with pytest.raises(DataError, match=r"data.text_column='text' is not a column of the train "
-                                        r"split of data.source=numbers; columns: source, target, n"):
+    dm = ZooDataModule({"source": "numbers", "num_pairs": 100, "cache_dir": cache}, {"kind": "byte"}, "seq2seq")
+    with pytest.raises(
+        DataError,
+        match=r"data.text_column='text' is not a column of the train "
+        r"split of data.source=numbers; columns: source, target, n",
+    ):
         dm.setup()
     with pytest.raises(ConfigError, match="task='lm' is not allowed; choose one of: causal_lm"):
         ZooDataModule({}, {}, "lm")
 
 
 def test_batch_size_follows_the_trainer_world_size(cache):
-    dm = ZooDataModule({"source": "pydoc", "seq_len": 16, "global_batch_size": 8,
-                        "max_device_batch_size": 2, "cache_dir": cache}, {"kind": "byte"},
-                       "causal_lm", world_size=2)
+    dm = ZooDataModule(
+        {"source": "pydoc", "seq_len": 16, "global_batch_size": 8, "max_device_batch_size": 2, "cache_dir": cache},
+        {"kind": "byte"},
+        "causal_lm",
+        world_size=2,
+    )
     assert (dm.batch_size, dm.accumulate_grad_batches) == (2, 2)
 
     class Tiny(L.LightningModule):
@@ -147,17 +174,28 @@ def test_batch_size_follows_the_trainer_world_size(cache):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
     model = Tiny(262)
-    trainer = L.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, limit_val_batches=0)
+    trainer = L.Trainer(
+        max_steps=2,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+    )
     trainer.fit(model, datamodule=dm)
     assert (dm.batch_size, dm.accumulate_grad_batches) == (2, 4)  # one device: 8 = 2 x 4
     assert model.seen == [(2, 16), (2, 16)]
 
 
 def test_build_datamodule_with_a_fixed_device_batch(cache):
-    dm = build_datamodule({"source": "pydoc", "seq_len": 16, "global_batch_size": 8,
-                           "cache_dir": cache}, {"kind": "byte"}, "causal_lm", batch_size=4)
+    dm = build_datamodule(
+        {"source": "pydoc", "seq_len": 16, "global_batch_size": 8, "cache_dir": cache},
+        {"kind": "byte"},
+        "causal_lm",
+        batch_size=4,
+    )
     dm.setup()
     assert (dm.batch_size, dm.accumulate_grad_batches) == (4, 1)
     assert next(iter(dm.train_dataloader()))["input_ids"].shape == (4, 16)

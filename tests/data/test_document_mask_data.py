@@ -19,15 +19,18 @@ def test_off_by_default_and_a_bool_only():
         DataConfig(document_mask="yes")
 
 
-@pytest.mark.parametrize("overrides", [["model=bert", "task=masked_lm"], ["model=transformer", "task=seq2seq"],
-                                       ["model=bert", "task=classification"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [["model=bert", "task=masked_lm"], ["model=transformer", "task=seq2seq"], ["model=bert", "task=classification"]],
+)
 def test_refused_on_one_line_for_tasks_without_packed_causal_documents(overrides):
     cfg = zoo.compose([*overrides, "data.document_mask=true", "trainer.max_steps=100"])
     with pytest.raises(ConfigError) as info:
         validate(cfg)
     task = overrides[1].split("=")[1]
-    assert str(info.value) == (f"data.document_mask=true applies to task=causal_lm (packed documents attended "
-                               f"apart), not task={task}")
+    assert str(info.value) == (
+        f"data.document_mask=true applies to task=causal_lm (packed documents attended apart), not task={task}"
+    )
 
 
 def test_causal_lm_with_the_option_validates():
@@ -41,8 +44,14 @@ def test_the_datamodule_refuses_it_for_masked_lm_too():
 
 
 def test_batches_carry_document_ids_that_start_after_each_eos(cache):
-    data = {"source": "kjv", "seq_len": 32, "global_batch_size": 8, "max_examples": 200, "cache_dir": cache,
-            "document_mask": True}
+    data = {
+        "source": "kjv",
+        "seq_len": 32,
+        "global_batch_size": 8,
+        "max_examples": 200,
+        "cache_dir": cache,
+        "document_mask": True,
+    }
     dm = ZooDataModule(data, {"kind": "byte", "cache_dir": cache}, "causal_lm")
     dm.prepare_data()
     dm.setup("fit")

@@ -8,8 +8,10 @@ import pytest
 from zoo.config.schema.data import DataConfig
 from zoo.data import DataError, ZooDataModule, load_files, load_splits
 
-ROWS = [{"text": f"line number {i} of the file", "label": "even" if i % 2 == 0 else "odd",
-         "target": f"target {i}"} for i in range(40)]
+ROWS = [
+    {"text": f"line number {i} of the file", "label": "even" if i % 2 == 0 else "odd", "target": f"target {i}"}
+    for i in range(40)
+]
 
 
 def _write(tmp_path, ext):
@@ -57,8 +59,7 @@ def test_val_path_is_used_as_validation(tmp_path, cache):
     train = _write(tmp_path, ".jsonl")
     val = tmp_path / "val.jsonl"
     val.write_text(json.dumps({"text": "held out"}) + "\n")
-    splits = load_splits(DataConfig(source="local", path=str(train), val_path=str(val),
-                                    cache_dir=cache))
+    splits = load_splits(DataConfig(source="local", path=str(train), val_path=str(val), cache_dir=cache))
     assert len(splits["train"]) == 40 and splits["validation"]["text"] == ["held out"]
 
 
@@ -115,8 +116,9 @@ def test_malformed_json(tmp_path, cache):
 
 def test_missing_text_column_names_the_columns(tmp_path, cache):
     path = _write(tmp_path, ".jsonl")
-    dm = ZooDataModule({"source": "local", "path": str(path), "text_column": "body",
-                        "cache_dir": cache}, {"kind": "byte"}, "causal_lm")
+    dm = ZooDataModule(
+        {"source": "local", "path": str(path), "text_column": "body", "cache_dir": cache}, {"kind": "byte"}, "causal_lm"
+    )
     msg = _error(dm.setup)
     assert "data.text_column='body'" in msg
     assert "columns: text, label, target" in msg
@@ -124,8 +126,11 @@ def test_missing_text_column_names_the_columns(tmp_path, cache):
 
 def test_missing_label_column(tmp_path, cache):
     path = _write(tmp_path, ".csv")
-    dm = ZooDataModule({"source": "local", "path": str(path), "label_column": "class",
-                        "cache_dir": cache}, {"kind": "byte"}, "classification")
+    dm = ZooDataModule(
+        {"source": "local", "path": str(path), "label_column": "class", "cache_dir": cache},
+        {"kind": "byte"},
+        "classification",
+    )
     assert "data.label_column='class'" in _error(dm.setup)
 
 
@@ -137,8 +142,7 @@ def test_nested_columns_are_addressed_with_dots(tmp_path):
     from zoo.data.sources import load_splits
 
     path = tmp_path / "pairs.jsonl"
-    path.write_text("\n".join(json.dumps({"translation": {"en": f"one {i}", "es": f"uno {i}"}})
-                              for i in range(40)))
+    path.write_text("\n".join(json.dumps({"translation": {"en": f"one {i}", "es": f"uno {i}"}}) for i in range(40)))
     splits = load_splits(as_data_config({"source": "local", "path": str(path), "val_fraction": 0.1}))
     assert {"translation.en", "translation.es"} <= set(splits["train"].column_names)
     row = splits["train"][0]

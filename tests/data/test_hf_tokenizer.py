@@ -11,22 +11,22 @@ import sys
 
 import pytest
 import torch
-
 import transformers  # noqa: F401  (a test dependency: missing, these tests fail rather than skip)
 
 from tests.interop.tiny_hf import save_tokenizer  # noqa: E402
-from zoo.data.tokenizers.state import tokenizer_from_state, tokenizer_state  # noqa: E402
-from zoo.config.schema.data import TokenizerConfig  # noqa: E402
-from zoo.config.errors import ConfigError  # noqa: E402
 from zoo.cli.refusals import refusal  # noqa: E402
-from zoo.data import (DataError, IGNORE_INDEX, MaskingCollator, build_datamodule, build_tokenizer,  # noqa: E402
-                      load_tokenizer)
+from zoo.config.errors import ConfigError  # noqa: E402
+from zoo.config.schema.data import TokenizerConfig  # noqa: E402
+from zoo.data import IGNORE_INDEX, DataError, MaskingCollator, build_datamodule, build_tokenizer, load_tokenizer  # noqa: E402
 from zoo.data.specials import require_specials  # noqa: E402
 from zoo.data.tokenizers import HFTokenizer, Tokenizer  # noqa: E402
+from zoo.data.tokenizers.state import tokenizer_from_state, tokenizer_state  # noqa: E402
 
-TEXTS = ["And God said, Let there be light: and there was light.",
-         "  def f(x):\n\treturn {'naïve': x ** 2}  # café ☕\n",
-         ""]
+TEXTS = [
+    "And God said, Let there be light: and there was light.",
+    "  def f(x):\n\treturn {'naïve': x ** 2}  # café ☕\n",
+    "",
+]
 
 
 @pytest.fixture(scope="module")
@@ -56,23 +56,52 @@ def test_encode_and_decode_are_the_hf_tokenizers_without_special_tokens(saved):
 def test_special_ids_are_read_from_the_hf_tokenizer(saved, tmp_path):
     directory, hf = saved
     tok = _build(directory)
-    expected = {"pad": hf.pad_token_id, "unk": hf.unk_token_id, "bos": hf.bos_token_id,
-                "eos": hf.eos_token_id, "mask": hf.mask_token_id, "cls": hf.bos_token_id}  # cls: else bos
+    expected = {
+        "pad": hf.pad_token_id,
+        "unk": hf.unk_token_id,
+        "bos": hf.bos_token_id,
+        "eos": hf.eos_token_id,
+        "mask": hf.mask_token_id,
+        "cls": hf.bos_token_id,
+    }  # cls: else bos
     assert tok.special_ids() == expected == {"pad": 319, "unk": 318, "bos": 316, "eos": 317, "mask": 320, "cls": 316}
     assert (tok.pad_id, tok.unk_id, tok.bos_id, tok.eos_id, tok.mask_id, tok.cls_id) == (319, 318, 316, 317, 320, 316)
 
     # GPT-2 style: one <|endoftext|> for bos / eos / unk and no pad: pad is eos, mask is missing
-    gpt2 = save_tokenizer(tmp_path / "gpt2", bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                          unk_token="<|endoftext|>", pad_token=None)
+    gpt2 = save_tokenizer(
+        tmp_path / "gpt2",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        pad_token=None,
+    )
     end = gpt2.eos_token_id
-    assert _build(tmp_path / "gpt2").special_ids() == {"pad": end, "unk": end, "bos": end, "eos": end,
-                                                       "mask": None, "cls": end}
+    assert _build(tmp_path / "gpt2").special_ids() == {
+        "pad": end,
+        "unk": end,
+        "bos": end,
+        "eos": end,
+        "mask": None,
+        "cls": end,
+    }
     # BERT style: [SEP] ends a segment (eos), [CLS] is cls, no bos
-    bert = save_tokenizer(tmp_path / "bert", bos_token=None, eos_token=None, cls_token="[CLS]", sep_token="[SEP]",
-                          mask_token="[MASK]", pad_token="[PAD]", unk_token="[UNK]")
+    bert = save_tokenizer(
+        tmp_path / "bert",
+        bos_token=None,
+        eos_token=None,
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+    )
     ids = _build(tmp_path / "bert").special_ids()
-    assert (ids["eos"], ids["cls"], ids["bos"], ids["mask"]) == (bert.sep_token_id, bert.cls_token_id, None,
-                                                                 bert.mask_token_id)
+    assert (ids["eos"], ids["cls"], ids["bos"], ids["mask"]) == (
+        bert.sep_token_id,
+        bert.cls_token_id,
+        None,
+        bert.mask_token_id,
+    )
     # T5 style: no bos; the model config beside the tokenizer starts the decoder with pad
     t5 = save_tokenizer(tmp_path / "t5", bos_token=None)
     assert _build(tmp_path / "t5").bos_id is None
@@ -111,8 +140,9 @@ def test_bad_settings_are_refused_on_one_line(saved, tmp_path):
         TokenizerConfig(kind="hf")
     assert "tokenizer.path only applies to tokenizer=hf, not byte" == refusal(["tokenizer=byte", "tokenizer.path=x"])
     assert refusal(["tokenizer=hf"]).startswith("tokenizer=hf needs tokenizer.path")
-    assert "only applies to tokenizer=sentencepiece" in refusal(["tokenizer=hf", "tokenizer.path=x",
-                                                                 "tokenizer.vocab_size=100"])
+    assert "only applies to tokenizer=sentencepiece" in refusal(
+        ["tokenizer=hf", "tokenizer.path=x", "tokenizer.vocab_size=100"]
+    )
     with pytest.raises(DataError, match="no such directory"):
         _build(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
@@ -123,8 +153,11 @@ def test_bad_settings_are_refused_on_one_line(saved, tmp_path):
 
 def test_without_transformers_the_extra_to_install_is_named(saved, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails
-    with pytest.raises(ConfigError, match=r"^tokenizer=hf needs transformers: install the hf extra, "
-                                          r"pip install '\.\[hf\]' in zoo's source directory$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^tokenizer=hf needs transformers: install the hf extra, "
+        r"pip install '\.\[hf\]' in zoo's source directory$",
+    ):
         _build(saved[0])
 
 
@@ -159,7 +192,11 @@ def test_a_task_needing_a_missing_special_token_is_refused(saved, tmp_path):
     with pytest.raises(DataError, match="task=classification needs a cls token"):
         require_specials(_build(tmp_path / "no-cls"), "classification")
     # the data module checks before tokenizing anything
-    dm = build_datamodule({"source": "pydoc", "max_examples": 8, "seq_len": 32},
-                          {"kind": "hf", "path": str(tmp_path / "no-mask")}, "masked_lm", batch_size=2)
+    dm = build_datamodule(
+        {"source": "pydoc", "max_examples": 8, "seq_len": 32},
+        {"kind": "hf", "path": str(tmp_path / "no-mask")},
+        "masked_lm",
+        batch_size=2,
+    )
     with pytest.raises(DataError, match="needs a mask token"):
         dm.setup("fit")

@@ -24,8 +24,9 @@ def test_the_same_files_elsewhere_are_no_change_and_an_edit_is_named(tmp_path):
     said = [describe(c) for c in changed_files(before, edited)]
     assert said[0].startswith(f"data.path file {tmp_path / 'edited' / 'part1.txt'} changed (4 bytes, sha256 ")
     assert said[1] == f"data.path now also reads {tmp_path / 'edited' / 'part2.txt'}"
-    assert [describe(c) for c in changed_files(edited, before)][-1] == \
-        f"data.path no longer reads {tmp_path / 'edited' / 'part2.txt'}"
+    assert [describe(c) for c in changed_files(edited, before)][
+        -1
+    ] == f"data.path no longer reads {tmp_path / 'edited' / 'part2.txt'}"
 
 
 def test_a_built_in_corpus_records_no_files():

@@ -21,7 +21,7 @@ from zoo.data.packing import concat_ids
 from zoo.data.prepared import TokenStream, open_prepared, prepare, token_dtype
 from zoo.data.split import split_train_val
 from zoo.data.tokenize import tokenize_lm
-from zoo.data.tokenizers import ByteTokenizer, build_tokenizer
+from zoo.data.tokenizers import ByteTokenizer
 
 
 def write_corpus(path: Path, n: int = 3000, salt: str = "") -> Path:
@@ -45,7 +45,7 @@ def test_the_prepared_stream_is_the_in_memory_stream(tmp_path):
         expected = concat_ids(tokenize_lm(splits[split], tok, "text"))
         stream = prepared.streams[split]
         assert len(stream) == len(expected)
-        assert np.array_equal(stream[0:len(stream)], expected)
+        assert np.array_equal(stream[0 : len(stream)], expected)
         assert np.array_equal(prepared.counts(split), np.bincount(expected, minlength=tok.vocab_size))
     assert len(prepared.index["splits"]["train"]["shards"]) == 4  # 2,700 documents, 700 a shard
     assert prepared.streams["train"].dtype == np.uint16 and token_dtype(70_000) == np.uint32
@@ -71,8 +71,12 @@ def test_parallel_preparation_writes_the_same_bytes_and_a_changed_corpus_another
     tok = {"kind": "sentencepiece_bpe", "vocab_size": 200, "cache_dir": str(tmp_path / "cache")}
     entries = []
     for num_proc in (1, 2):
-        dm = build_datamodule({**cfg, "num_proc": num_proc, "cache_dir": str(tmp_path / f"cache{num_proc}")},
-                              tok, "causal_lm", batch_size=2)
+        dm = build_datamodule(
+            {**cfg, "num_proc": num_proc, "cache_dir": str(tmp_path / f"cache{num_proc}")},
+            tok,
+            "causal_lm",
+            batch_size=2,
+        )
         dm.setup()
         entries.append(dm.prepared)
     assert entries[0].directory.name == entries[1].directory.name  # same key
@@ -101,7 +105,9 @@ def test_a_warm_run_maps_the_shards_without_loading_the_corpus(tmp_path, monkeyp
     warm = build_datamodule(cfg, tok, "causal_lm", batch_size=2)
     warm.setup()
     assert warm.tokenizer.from_cache and not warm.prepared.built
-    assert all(np.array_equal(cold.train_dataset[i], warm.train_dataset[i]) for i in range(0, len(cold.train_dataset), 97))
+    assert all(
+        np.array_equal(cold.train_dataset[i], warm.train_dataset[i]) for i in range(0, len(cold.train_dataset), 97)
+    )
 
 
 def test_a_damaged_shard_is_prepared_again(tmp_path, capfd):
@@ -132,7 +138,7 @@ def _tampered(tmp_path, change) -> tuple[Path, Path]:
     change(entry, index)
     for split in index["splits"].values():
         for shard in split["shards"]:
-            path = (entry / shard["file"])
+            path = entry / shard["file"]
             if path.is_file():
                 shard["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     (entry / "index.json").write_text(json.dumps(index))
@@ -194,14 +200,19 @@ def test_an_interrupted_preparation_is_never_read_as_complete_and_keeps_its_shar
         splits = splits_of(Path({str(corpus)!r}), Path({str(tmp_path)!r}))
         prepare(Path({str(entry)!r}), splits, Slow(), "text", num_proc=1, docs_per_shard=2000)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parents[2],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     partial = Path(f"{entry}.partial")
     wait_for(lambda: len(list(partial.glob("train-*.bin"))) >= 3, 120, "three finished shards", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert open_prepared(entry) is None and not entry.exists()
-    records = [p.name[:-len(".json")] for p in partial.glob("train-*.bin.json")]
+    records = [p.name[: -len(".json")] for p in partial.glob("train-*.bin.json")]
     kept = {name: (partial / name).stat().st_mtime_ns for name in records}
     assert len(kept) >= 3
     # the resumed preparation forks its 2 workers from a process of its own, as zoo-prepare does:
@@ -215,8 +226,9 @@ def test_an_interrupted_preparation_is_never_read_as_complete_and_keeps_its_shar
                        ByteTokenizer(), "text", num_proc=2, docs_per_shard=2000)
         assert done.built
     """)
-    resumed = subprocess.run([sys.executable, "-c", resume], cwd=Path(__file__).parents[2], capture_output=True,
-                             text=True, timeout=300)
+    resumed = subprocess.run(
+        [sys.executable, "-c", resume], cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert not partial.exists()
     splits = splits_of(corpus, tmp_path)
@@ -233,8 +245,11 @@ def test_array_tasks_prepare_their_own_shards_and_the_last_writes_the_entry(tmp_
     assert prepare(entry, splits, tok, "text", num_proc=1, docs_per_shard=500, part=(1, 3)) is None
     assert prepare(entry, splits, tok, "text", num_proc=1, docs_per_shard=500, part=(0, 3)) is None
     partial = Path(f"{entry}.partial")
-    assert sorted(p.name for p in partial.glob("train-*.bin")) == \
-        [f"train-{i:05d}.bin" for i in range(6) if i % 3 in (0, 1)] and open_prepared(entry) is None
+    assert (
+        sorted(p.name for p in partial.glob("train-*.bin"))
+        == [f"train-{i:05d}.bin" for i in range(6) if i % 3 in (0, 1)]
+        and open_prepared(entry) is None
+    )
     last = prepare(entry, splits, tok, "text", num_proc=1, docs_per_shard=500, part=(2, 3))
     assert last.built and shard_bytes(entry) == shard_bytes(whole.directory)
     assert last.index["splits"] == whole.index["splits"]

@@ -145,12 +145,14 @@ def test_the_sampler_deals_out_torchs_distributed_sampler_order(world, shuffle):
                 assert list(ours) == expected
                 assert len(ours) == len(expected)
                 ours.start = min(7, len(expected))
-                assert list(ours) == expected[ours.start:]
+                assert list(ours) == expected[ours.start :]
                 assert len(ours) == len(expected) - ours.start  # what is left to hand out
                 ours.start = 0
     # no seed given: torch's default seed, the same permutation
-    ours, ref = EpochShardSampler(range(50), num_replicas=world), DistributedSampler(range(50), num_replicas=world,
-                                                                                     rank=0, drop_last=True)
+    ours, ref = (
+        EpochShardSampler(range(50), num_replicas=world),
+        DistributedSampler(range(50), num_replicas=world, rank=0, drop_last=True),
+    )
     assert list(ours) == list(ref)
 
 
@@ -194,8 +196,10 @@ def test_even_batches_give_every_rank_rank_zeros_number_and_count_each_example_o
         batches = list(even)
         counts.add((len(even), len(batches)))
         seen += [int(i) for b in batches if not is_filler(b) for i in b["x"]]
-        assert all(is_filler(b) for b in batches[len(range(rank, n, world)) // batch +
-                                                  bool(len(range(rank, n, world)) % batch):])
+        assert all(
+            is_filler(b)
+            for b in batches[len(range(rank, n, world)) // batch + bool(len(range(rank, n, world)) % batch) :]
+        )
     assert len(counts) == 1 and len({c for pair in counts for c in pair}) == 1
     assert sorted(seen) == list(range(n))
     # without a place given and outside a process group: one rank, the loader's own batches

@@ -14,8 +14,10 @@ from zoo.data.stream import TextStream
 
 OWN_KINDS = sorted(kind for kind in TOKENIZERS if kind != "hf")
 PROMPT = "The quick brown"
-CONTINUATIONS = [" fox jumps over the lazy dog.\n  Indented,  two spaces and (brackets).",
-                 " naïve café — 日本語 🦊 done"]
+CONTINUATIONS = [
+    " fox jumps over the lazy dog.\n  Indented,  two spaces and (brackets).",
+    " naïve café — 日本語 🦊 done",
+]
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +70,14 @@ def test_random_bytes_stream_as_they_decode(cache):
     text as decoding them all at once."""
     tokenizer = build_tokenizer(TokenizerConfig(kind="byte", cache_dir=cache))
     specials = tokenizer.special_ids()
-    byte_ids = [tokenizer.encode(bytes([b]).decode("latin-1"))[0] for b in range(0x20, 0x7f)]
+    byte_ids = [tokenizer.encode(bytes([b]).decode("latin-1"))[0] for b in range(0x20, 0x7F)]
     encoded = tokenizer.encode("日本語🦊é")
     rng = random.Random(0)
     for _ in range(50):
-        ids = [rng.choice(byte_ids + encoded + [i for i in range(tokenizer.vocab_size) if i not in specials.values()])
-               for _ in range(rng.randint(1, 30))]
+        ids = [
+            rng.choice(byte_ids + encoded + [i for i in range(tokenizer.vocab_size) if i not in specials.values()])
+            for _ in range(rng.randint(1, 30))
+        ]
         written, line, _ = _streamed(tokenizer, "p", ids)
         assert line == continue_text(tokenizer, "p", ids) and written == line + "\n", ids
 

@@ -39,8 +39,9 @@ def test_streamed_windows_are_the_packed_windows_from_every_saved_position():
     for k in (1, 5, 33, len(got) - 1):
         doc, offset, number = got[k - 1][1]  # the position after window k-1
         assert number == k
-        resumed = [w for w, _ in token_windows(iter(DOCS[doc:]), ByteTokenizer(), BLOCK, STRIDE,
-                                               start=(doc, offset, number))]
+        resumed = [
+            w for w, _ in token_windows(iter(DOCS[doc:]), ByteTokenizer(), BLOCK, STRIDE, start=(doc, offset, number))
+        ]
         assert all(np.array_equal(a, b) for a, b in zip(resumed, expected[k:])) and len(resumed) == len(expected) - k
 
 
@@ -77,8 +78,14 @@ def test_a_resumed_streamed_run_ends_with_the_weights_of_an_uninterrupted_one(tm
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"line {i}: {'abc ' * (i % 9)}\n" for i in range(2000)))
     common = [o for o in tiny_overrides() if not o.startswith(("trainer.max_steps", "data.max_examples"))]
-    common += ["data=local", f"data.path={corpus}", "data.streaming=true", "data.val_documents=50",
-               "scheduler.total_steps=12", "model.dropout=0.1"]
+    common += [
+        "data=local",
+        f"data.path={corpus}",
+        "data.streaming=true",
+        "data.val_documents=50",
+        "scheduler.total_steps=12",
+        "model.dropout=0.1",
+    ]
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     r = cli_here("train", *common, "trainer.max_steps=12", f"hydra.run.dir={whole}")
     assert r.returncode == 0, r.stderr[-3000:]

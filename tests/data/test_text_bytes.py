@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import transformers  # noqa: F401  (kind hf needs it: missing, these tests fail rather than skip)
 
 from tests.interop.tiny_hf import save_tokenizer
@@ -18,8 +17,15 @@ from zoo.data.corpora.kjv import kjv_verses
 from zoo.data.tokenizers import TextBytes
 
 CODE = "  def f(x):\n\treturn {'naïve': x ** 2}  # café, 10 €\n"
-KINDS = ["byte", "char", "sentencepiece_bpe", "sentencepiece_unigram", "sentencepiece_bpe+byte_fallback",
-         "hf_byte_level", "hf_metaspace"]
+KINDS = [
+    "byte",
+    "char",
+    "sentencepiece_bpe",
+    "sentencepiece_unigram",
+    "sentencepiece_bpe+byte_fallback",
+    "hf_byte_level",
+    "hf_metaspace",
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +43,18 @@ def save_metaspace_tokenizer(directory, texts) -> None:
 
     backend = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
-    backend.decoder = decoders.Sequence([decoders.Metaspace(prepend_scheme="first"), decoders.ByteFallback(),
-                                         decoders.Fuse()])
+    backend.decoder = decoders.Sequence(
+        [decoders.Metaspace(prepend_scheme="first"), decoders.ByteFallback(), decoders.Fuse()]
+    )
     specials = ["<unk>", "<s>", "</s>", "<pad>"]
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=specials + [f"<0x{b:02X}>" for b in range(256)],
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=specials + [f"<0x{b:02X}>" for b in range(256)], show_progress=False
+    )
     backend.train_from_iterator(texts, trainer)
     # the byte pieces are ordinary vocabulary (byte fallback spells unseen characters with them)
-    hf = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
-                                 pad_token="<pad>")
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
     hf.save_pretrained(directory)
 
 
@@ -83,7 +92,7 @@ def test_the_ids_of_each_document_stand_for_its_bytes(kind, texts, tmp_path, cac
         assert written == text.encode("utf-8")[lossy:], text
         assert counted.document(ids) == len(written), text
         spelled = b"".join(pieces[i] for i in ids)  # the bytes themselves, not only their number
-        assert spelled[int(counted.leading[ids[0]]):] == written, text
+        assert spelled[int(counted.leading[ids[0]]) :] == written, text
     exact = [t for t in texts if not (kind == "hf_metaspace" and t.startswith(" "))]
     stream = tok.encode_documents(exact, np.int64)  # every document followed by eos
     total = sum(len(t.encode("utf-8")) for t in exact)
@@ -91,12 +100,13 @@ def test_the_ids_of_each_document_stand_for_its_bytes(kind, texts, tmp_path, cac
     assert counted.stream(stream, np.bincount(stream, minlength=tok.vocab_size)) == total
 
 
-@pytest.mark.parametrize("kind, counted", [("char", False), ("sentencepiece_bpe", False),
-                                           ("sentencepiece_bpe+byte_fallback", True)])
+@pytest.mark.parametrize(
+    "kind, counted", [("char", False), ("sentencepiece_bpe", False), ("sentencepiece_bpe+byte_fallback", True)]
+)
 def test_unknown_characters_count_nothing_unless_spelled_in_bytes(kind, counted, texts, tmp_path, cache):
     tok = _build(kind, texts, tmp_path, cache)
     text = "And God said ☕"  # a character no training text has: unk, or three byte pieces
-    missing = 0 if counted else len("☕".encode("utf-8"))
+    missing = 0 if counted else len("☕".encode())
     assert (tok.unk_id in tok.encode(text)) != counted
     assert TextBytes.of(tok).document(tok.encode(text)) == len(text.encode("utf-8")) - missing
 

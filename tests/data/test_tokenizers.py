@@ -5,14 +5,13 @@ import os
 import pytest
 
 from zoo.config.schema.data import TokenizerConfig
-from zoo.data import DataError, SPECIAL_IDS, TOKENIZERS, build_tokenizer, load_tokenizer
+from zoo.data import SPECIAL_IDS, TOKENIZERS, DataError, build_tokenizer, load_tokenizer
 from zoo.data.corpora import load_pydoc
 
 # zoo's own kinds, with fixed special ids; kind hf wraps an existing Hugging Face tokenizer
 # (tests/data/test_hf_tokenizer.py)
 OWN_KINDS = sorted(kind for kind in TOKENIZERS if kind != "hf")
-SAMPLE = ("The quick brown fox jumps over the lazy dog.\n"
-          "  Indented line with  two spaces, digits 12345 and (brackets).")
+SAMPLE = "The quick brown fox jumps over the lazy dog.\n  Indented line with  two spaces, digits 12345 and (brackets)."
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +90,9 @@ def test_sentencepiece_keeps_newlines_tabs_and_spaces(kind, corpus, cache):
 
 
 def test_sentencepiece_vocab_is_a_soft_limit_on_small_text(cache):
-    tok = build_tokenizer(_cfg("sentencepiece_unigram", cache, vocab_size=5000),
-                          ["a tiny corpus of a few words", "a few more words"])
+    tok = build_tokenizer(
+        _cfg("sentencepiece_unigram", cache, vocab_size=5000), ["a tiny corpus of a few words", "a few more words"]
+    )
     assert 6 < tok.vocab_size < 5000
     assert tok.decode(tok.encode("a few words")) == "a few words"
 
@@ -131,8 +131,7 @@ def test_processes_started_together_train_the_tokenizer_once(cache):
     import subprocess
     import sys
 
-    procs = [subprocess.Popen([sys.executable, "-c", RACE, cache], stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", RACE, cache], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = sorted(p.communicate(timeout=300)[0].strip() for p in procs)
     assert all(p.returncode == 0 for p in procs)
     assert outputs == ["cache", "trained"]

@@ -98,7 +98,8 @@ def agree_until_close_call(a: torch.Tensor, b: torch.Tensor, sure: torch.Tensor)
         n = int(differ[0]) if len(differ) else a.shape[1]
         assert n == a.shape[1] or not sure[row, n], (
             f"row {row}: the runs pick different tokens at step {n}, where the choice is not close:\n"
-            f"{a[row].tolist()}\n{b[row].tolist()}")
+            f"{a[row].tolist()}\n{b[row].tolist()}"
+        )
         compared.append(n)
     return compared
 
@@ -121,8 +122,13 @@ def agree_until_close_call(a: torch.Tensor, b: torch.Tensor, sure: torch.Tensor)
 # op itself, aten::bmm, aten::_softmax) and by softmax kernels: no model forward here runs a
 # softmax outside attention.
 FUSED_KERNEL_MARKS = ("flash", "fmha", "efficient", "cudnn")
-MATH_OP_MARKS = ("_scaled_dot_product_attention_math", "aten::_softmax", "aten::softmax", "aten::bmm",
-                 "aten::_softmax_backward_data")
+MATH_OP_MARKS = (
+    "_scaled_dot_product_attention_math",
+    "aten::_softmax",
+    "aten::softmax",
+    "aten::bmm",
+    "aten::_softmax_backward_data",
+)
 
 _BACKENDS = (  # (marks in a kernel or op name, backend), first match wins
     (("cudnn",), "cuDNN"),
@@ -148,7 +154,7 @@ class SdpaSeen:
     ops: list[str]
 
     @classmethod
-    def of(cls, events) -> "SdpaSeen":
+    def of(cls, events) -> SdpaSeen:
         kernels, ops = set(), set()
         for e in events:
             # kernels are their own events (device_type CUDA) in Kineto profiles; older
@@ -184,10 +190,12 @@ class SdpaSeen:
 
     def describe(self) -> str:
         short = lambda names: [n if len(n) < 120 else n[:117] + "..." for n in names]  # noqa: E731
-        return (f"backends seen: {self.backends or ['none fused']}"
-                f"{' + math fallback' if self.math_evidence else ''}\n"
-                f"  SDPA ops: {self.sdpa_ops}\n  fused kernels: {short(self.fused_kernels)}\n"
-                f"  math traces: {short(self.math_evidence)}\n  ({len(self.kernels)} kernels in all)")
+        return (
+            f"backends seen: {self.backends or ['none fused']}"
+            f"{' + math fallback' if self.math_evidence else ''}\n"
+            f"  SDPA ops: {self.sdpa_ops}\n  fused kernels: {short(self.fused_kernels)}\n"
+            f"  math traces: {short(self.math_evidence)}\n  ({len(self.kernels)} kernels in all)"
+        )
 
 
 def profile_run(fn, device: torch.device = DEVICE) -> SdpaSeen:

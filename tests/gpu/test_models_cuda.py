@@ -142,9 +142,15 @@ def stepwise_logits(model, family: str, batch: dict, cache, prefix: int = 4) -> 
         memory = model.encode(batch["source"], batch["source_mask"])  # (B, S, D)
 
         def step(a, b):
-            return model(decoder_input_ids=tokens[:, a:b], encoder_hidden_states=memory,
-                         attention_mask=batch["source_mask"], cache=cache, use_cache=True).logits
+            return model(
+                decoder_input_ids=tokens[:, a:b],
+                encoder_hidden_states=memory,
+                attention_mask=batch["source_mask"],
+                cache=cache,
+                use_cache=True,
+            ).logits
     else:
+
         def step(a, b):
             return model(tokens[:, a:b], attention_mask=batch["mask"][:, :b], cache=cache, use_cache=True).logits
 
@@ -178,7 +184,9 @@ def test_cached_decoding_logits_match_the_full_forward(family, position, cache_k
     assert stepped.dtype == full.dtype == dtype
     real = batch["mask"].bool() if family == "decoder_only" else torch.ones_like(batch["tokens"], dtype=torch.bool)
     diff = relative_diff(stepped[real], full[real])
-    assert diff < tol, f"{cache_kind} cache vs full forward in {precision}: max |Δlogit| = {diff:.2e} of the logit scale"
+    assert diff < tol, (
+        f"{cache_kind} cache vs full forward in {precision}: max |Δlogit| = {diff:.2e} of the logit scale"
+    )
 
 
 def teacher_forced(model, family: str, ids, mask, new) -> torch.Tensor:
@@ -195,8 +203,15 @@ def teacher_forced(model, family: str, ids, mask, new) -> torch.Tensor:
 
 def greedy(model, ids, mask, use_cache=None, **options) -> torch.Tensor:
     """12 new tokens per row (B, 12); `options`: GenerationConfig fields."""
-    return generate(model, ids, attention_mask=mask, config=GenerationConfig(**options), max_new_tokens=12,
-                    bos_id=BOS, use_cache=use_cache)
+    return generate(
+        model,
+        ids,
+        attention_mask=mask,
+        config=GenerationConfig(**options),
+        max_new_tokens=12,
+        bos_id=BOS,
+        use_cache=use_cache,
+    )
 
 
 @decoding
@@ -215,9 +230,12 @@ def test_cached_greedy_tokens_match_uncached_decoding_in_bf16(family, position):
     sure = decisive(chosen_from, BF16_TOL)  # (B, N)
     argmax = chosen_from.argmax(-1)  # (B, N)
     assert torch.equal(cached[sure], argmax[sure]), (
-        f"cached greedy tokens are not the full forward's argmax at decisive steps:\n{cached.tolist()}\n{argmax.tolist()}")
+        f"cached greedy tokens are not the full forward's argmax at decisive steps:\n{cached.tolist()}\n{argmax.tolist()}"
+    )
     agree_until_close_call(cached, uncached, sure)
-    assert sure.float().mean() >= 0.25, f"only {sure.float().mean():.0%} of the steps are decisive: the test says little"
+    assert sure.float().mean() >= 0.25, (
+        f"only {sure.float().mean():.0%} of the steps are decisive: the test says little"
+    )
 
 
 @decoding
@@ -257,7 +275,9 @@ def check_backend(seen, position: str, what: str) -> None:
     if expect_math(position):
         assert seen.math_evidence, f"{what}: Shaw computes the softmax itself, yet no trace of it\n{seen.describe()}"
         return
-    assert seen.fused_kernels and not seen.math_evidence, f"{what}: expected a fused SDPA kernel only\n{seen.describe()}"
+    assert seen.fused_kernels and not seen.math_evidence, (
+        f"{what}: expected a fused SDPA kernel only\n{seen.describe()}"
+    )
 
 
 # The T5 bucketed bias and SDPA's kernels (torch 2.11; the split below is what the GPU runs of
@@ -282,8 +302,11 @@ def relative_falls_back_in_decoding(family: str, cache_kind: str) -> bool:
 
 RELATIVE_MATH = pytest.mark.xfail(
     reason="T5 relative bias: a bias with last-dim stride n_heads, not masked into a contiguous "
-           "tensor (or, in training, with multi-query keys) runs SDPA's math kernel on CUDA "
-           "(torch 2.11, H100 and H200)", strict=True, raises=AssertionError)
+    "tensor (or, in training, with multi-query keys) runs SDPA's math kernel on CUDA "
+    "(torch 2.11, H100 and H200)",
+    strict=True,
+    raises=AssertionError,
+)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -327,12 +350,13 @@ def test_decoding_steps_run_a_fused_sdpa_kernel(family, position, cache_kind, re
     def prefill_and_step():
         cache = model.new_cache(16 if cache_kind == "static" else None)
         with bf16():
-            if family == "encoder_decoder":
-                memory = model.encode(ids)  # (B, S, D)
-                forward = lambda tokens: model(decoder_input_ids=tokens, encoder_hidden_states=memory,  # noqa: E731
-                                               cache=cache, use_cache=True)
-            else:
-                forward = lambda tokens: model(tokens, cache=cache, use_cache=True)  # noqa: E731
+            memory = model.encode(ids) if family == "encoder_decoder" else None  # (B, S, D)
+
+            def forward(tokens):
+                if memory is None:
+                    return model(tokens, cache=cache, use_cache=True)
+                return model(decoder_input_ids=tokens, encoder_hidden_states=memory, cache=cache, use_cache=True)
+
             logits = forward(ids).logits  # (B, T, V)
             forward(logits[:, -1:].argmax(-1))  # one step: (B, 1)
 

@@ -14,8 +14,8 @@ import torch
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from tests.gpu.conftest import BF16_TOL, DEVICE, on, prompts, token_batch
-from zoo.config.schema.model import Family
 from zoo.config.facts.tasks import task_of_family
+from zoo.config.schema.model import Family
 from zoo.config.schema.train import OptimConfig
 from zoo.data.collate.padding import without_full_masks
 from zoo.models.generate import GenerationConfig, generate
@@ -70,8 +70,9 @@ def test_output_loss_auto_is_full_logits_on_cuda_and_equals_chunked(family):
         torch.testing.assert_close(grads["chunked"][name], grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is None,
-                    reason="liger-kernel is not installed (pip install '.[liger]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("liger_kernel") is None, reason="liger-kernel is not installed (pip install '.[liger]')"
+)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_liger_loss_equals_the_full_logits_loss(family):
     results = {}
@@ -79,8 +80,10 @@ def test_the_liger_loss_equals_the_full_logits_loss(family):
         task = _task(family, "rope", output_loss=output_loss)
         loss, _, _ = task.training_loss(_fed(task, family))
         loss.backward()
-        results[output_loss] = (loss.detach(), {n: p.grad.clone() for n, p in task.named_parameters()
-                                                if p.grad is not None})
+        results[output_loss] = (
+            loss.detach(),
+            {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None},
+        )
     torch.testing.assert_close(results["liger"][0], results["logits"][0], atol=1e-4, rtol=1e-4)
     for name, grad in results["logits"][1].items():
         torch.testing.assert_close(results["liger"][1][name], grad, atol=1e-4, rtol=1e-3, msg=name)
@@ -135,8 +138,9 @@ def test_static_decoding_of_a_model_compiled_in_place_replays_cuda_graphs_with_t
     eager = generate(model, ids, max_new_tokens=10)
     model.compile()
     config = GenerationConfig(static_cache=True, compile=True)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
-                                            torch.profiler.ProfilerActivity.CPU]) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
+    ) as prof:
         generate(model, ids, max_new_tokens=10, config=config)
         fast = generate(model, ids, max_new_tokens=10, config=config)  # the second call replays
     assert torch.equal(fast, eager)
@@ -152,11 +156,18 @@ def test_static_decoding_replays_cuda_graphs_with_the_eager_tokens(family, posit
     ids = ids.to(DEVICE)
     bos = 1 if family == "encoder_decoder" else None
     eager = generate(model, ids, max_new_tokens=10, bos_id=bos)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
-                                            torch.profiler.ProfilerActivity.CPU]) as prof:
-        fast = generate(model, ids, max_new_tokens=10, bos_id=bos,
-                        config=GenerationConfig(static_cache=True, compile=True))
-        fast = generate(model, ids, max_new_tokens=10, bos_id=bos,  # the second call replays
-                        config=GenerationConfig(static_cache=True, compile=True))
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
+    ) as prof:
+        fast = generate(
+            model, ids, max_new_tokens=10, bos_id=bos, config=GenerationConfig(static_cache=True, compile=True)
+        )
+        fast = generate(
+            model,
+            ids,
+            max_new_tokens=10,
+            bos_id=bos,  # the second call replays
+            config=GenerationConfig(static_cache=True, compile=True),
+        )
     assert torch.equal(fast, eager)
     assert _replays_cuda_graphs(prof), "no CUDA graph replay seen in the profile"

@@ -16,14 +16,24 @@ from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.training.distributed.conftest import model_state, sigkill_when
 from zoo.training.checkpoint.files import read_checkpoint
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 # a model big enough for the GPU kernels a real run uses (head size 64: flash attention),
 # a corpus of ~12 steps per epoch, so 40 steps cross three epoch ends
-GPU_RUN = ["model.d_model=128", "model.n_heads=2", "model.n_layers=2", "data.seq_len=64", "model.max_seq_len=64",
-           "data.max_examples=200", "data.global_batch_size=16", "model.dropout=0.1", "trainer.max_steps=40",
-           "scheduler.total_steps=40", "trainer.val_check_interval=10", "callbacks.checkpoint_every_n_steps=5"]
+GPU_RUN = [
+    "model.d_model=128",
+    "model.n_heads=2",
+    "model.n_layers=2",
+    "data.seq_len=64",
+    "model.max_seq_len=64",
+    "data.max_examples=200",
+    "data.global_batch_size=16",
+    "model.dropout=0.1",
+    "trainer.max_steps=40",
+    "scheduler.total_steps=40",
+    "trainer.val_check_interval=10",
+    "callbacks.checkpoint_every_n_steps=5",
+]
 # messages a clean run must not print
 NOISE = ("sync_dist=True", "AccumulateGrad node's stream", "weights_only` was not set")
 
@@ -37,8 +47,11 @@ def _clean(stderr: str) -> None:
         assert text not in stderr, f"the run printed {text!r}"
 
 
-@pytest.mark.parametrize("trainer, extra", [("gpu", []), ("ddp", []), ("fsdp", []), ("fsdp", ["task.compile=true"])],
-                         ids=["gpu", "ddp", "fsdp", "fsdp-compile"])
+@pytest.mark.parametrize(
+    "trainer, extra",
+    [("gpu", []), ("ddp", []), ("fsdp", []), ("fsdp", ["task.compile=true"])],
+    ids=["gpu", "ddp", "fsdp", "fsdp-compile"],
+)
 def test_zoo_train_on_the_gpu_end_to_end(tmp_path, trainer, extra):
     run = tmp_path / trainer
     result = zoo_train(*tiny_overrides(run), *GPU_RUN, f"trainer={trainer}", "trainer.devices=1", *extra)
@@ -55,9 +68,19 @@ def test_fsdp_replay_trains_with_clipping_and_resumes_with_more_steps(tmp_path):
     """The reported failures: trainer=fsdp with zoo's default clipping (norm 1.0) failed at its
     first step; continuing it with a larger max_steps failed with KeyError 'state_dict'."""
     run = tmp_path / "fsdp"
-    base = [*tiny_overrides(run), "trainer=fsdp", "trainer.devices=1", "model=llama", "model.d_model=128",
-            "model.n_heads=2", "model.n_kv_heads=1", "model.n_layers=2", "model.vocab_size=300",
-            "scheduler.warmup_steps=0", "trainer.val_check_interval=20"]
+    base = [
+        *tiny_overrides(run),
+        "trainer=fsdp",
+        "trainer.devices=1",
+        "model=llama",
+        "model.d_model=128",
+        "model.n_heads=2",
+        "model.n_kv_heads=1",
+        "model.n_layers=2",
+        "model.vocab_size=300",
+        "scheduler.warmup_steps=0",
+        "trainer.val_check_interval=20",
+    ]
     first = zoo_train(*base, "trainer.max_steps=60")
     assert first.returncode == 0, first.stderr[-3000:]
     second = zoo_train(*base, "trainer.max_steps=80")
@@ -66,10 +89,16 @@ def test_fsdp_replay_trains_with_clipping_and_resumes_with_more_steps(tmp_path):
     assert summary["resumed_at_step"] == 60 and summary["global_step"] == 80
 
 
-@pytest.mark.parametrize("trainer, precision", [
-    ("gpu", "32-true"), ("gpu", "bf16-mixed"), ("gpu", "16-mixed"), ("gpu", "bf16-true"),
-    ("fsdp", "bf16-mixed"),
-])
+@pytest.mark.parametrize(
+    "trainer, precision",
+    [
+        ("gpu", "32-true"),
+        ("gpu", "bf16-mixed"),
+        ("gpu", "16-mixed"),
+        ("gpu", "bf16-true"),
+        ("fsdp", "bf16-mixed"),
+    ],
+)
 def test_sigkill_then_rerun_is_bit_identical_on_the_gpu(tmp_path, trainer, precision):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     args = [*GPU_RUN, f"trainer={trainer}", "trainer.devices=1", f"trainer.precision={precision}"]
@@ -102,8 +131,9 @@ def test_checkpoints_move_between_gpu_and_cpu(tmp_path):
     no_cuda = dict(os.environ, CUDA_VISIBLE_DEVICES="")
 
     def run(tool, *args, env=None):
-        r = subprocess.run([sys.executable, "-m", f"zoo.cli.{tool}", *args], capture_output=True, text=True,
-                           env=env, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-m", f"zoo.cli.{tool}", *args], capture_output=True, text=True, env=env, timeout=300
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         return r
 

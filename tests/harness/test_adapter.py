@@ -1,4 +1,4 @@
-"""The harness model adapter (`zoo.harness.ZooLM`) against zoo's own forward, and against the
+"""The harness model adapter (`zoo.harness.adapter.ZooLM`) against zoo's own forward, and against the
 harness's own Hugging Face backend on the same model exported to transformers: the same
 per-sample log-likelihoods and the same accuracy, through the real harness on the built-in
 tasks (a handful of examples each)."""
@@ -32,10 +32,11 @@ def _own_loglikelihood(lm: ZooLM, context: str, continuation: str) -> float:
     ctx, cont = lm._encode_pair(context, continuation)
     with torch.no_grad():
         if lm.encoder_decoder:
-            logits = lm.model(input_ids=torch.tensor([ctx]),
-                              decoder_input_ids=torch.tensor([[lm.bos_id] + cont[:-1]])).logits[0]  # (n, V)
+            logits = lm.model(
+                input_ids=torch.tensor([ctx]), decoder_input_ids=torch.tensor([[lm.bos_id] + cont[:-1]])
+            ).logits[0]  # (n, V)
         else:
-            logits = lm.model(torch.tensor([ctx + cont][:1])[:, :-1]).logits[0, -len(cont):]  # (n, V)
+            logits = lm.model(torch.tensor([ctx + cont][:1])[:, :-1]).logits[0, -len(cont) :]  # (n, V)
     return float(F.log_softmax(logits, -1).gather(-1, torch.tensor(cont)[:, None]).sum())
 
 
@@ -60,8 +61,12 @@ def test_per_sample_loglikelihoods_equal_zoos_own_forward(family):
                 assert logp == pytest.approx(_own_loglikelihood(lm, context, continuation), abs=1e-5, rel=0)
                 compared += 1
     assert compared == 3 * 4 + 3
-    assert set(out["metrics"]) >= {"harness/kjv_next_verse/acc", "harness/kjv_next_verse/acc_norm",
-                                   "harness/kjv_cloze/acc", "harness/kjv_cloze/perplexity"}
+    assert set(out["metrics"]) >= {
+        "harness/kjv_next_verse/acc",
+        "harness/kjv_next_verse/acc_norm",
+        "harness/kjv_cloze/acc",
+        "harness/kjv_cloze/perplexity",
+    }
 
 
 def test_rolling_loglikelihood_counts_every_token_once_after_eos():
@@ -76,7 +81,8 @@ def test_rolling_loglikelihood_counts_every_token_once_after_eos():
     whole = float(F.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None]).sum())
     request = Instance(request_type="loglikelihood_rolling", doc={}, arguments=(text,), idx=0)
     assert ZooLM(model, tokenizer, max_length=len(ids) + 1).loglikelihood_rolling([request])[0] == pytest.approx(
-        whole, abs=1e-4)
+        whole, abs=1e-4
+    )
     windowed = ZooLM(model, tokenizer, max_length=16).loglikelihood_rolling([request])[0]
     assert windowed != pytest.approx(whole, abs=1e-3)  # a shorter window sees less: a different figure
     assert windowed < 0
@@ -93,15 +99,26 @@ def test_generate_until_is_greedy_decoding_stopped_at_the_stop_string():
         ids = tokenizer.encode(prompt)
         with torch.no_grad():
             for _ in range(6):
-                ids.append(int(model(torch.tensor([ids])).logits[0, -1, :tokenizer.vocab_size].argmax()))
-        expected.append(tokenizer.decode(ids[len(tokenizer.encode(prompt)):]))
+                ids.append(int(model(torch.tensor([ids])).logits[0, -1, : tokenizer.vocab_size].argmax()))
+        expected.append(tokenizer.decode(ids[len(tokenizer.encode(prompt)) :]))
     lm = ZooLM(model, tokenizer, batch_size=2)
-    requests = [Instance(request_type="generate_until", doc={}, idx=0,
-                         arguments=(p, {"until": [], "max_gen_toks": 6, "do_sample": False})) for p in prompts]
+    requests = [
+        Instance(
+            request_type="generate_until",
+            doc={},
+            idx=0,
+            arguments=(p, {"until": [], "max_gen_toks": 6, "do_sample": False}),
+        )
+        for p in prompts
+    ]
     assert lm.generate_until(requests) == expected
     stop = expected[0][2:4]
-    cut = Instance(request_type="generate_until", doc={}, idx=0,
-                   arguments=(prompts[0], {"until": [stop], "max_gen_toks": 6, "do_sample": False}))
+    cut = Instance(
+        request_type="generate_until",
+        doc={},
+        idx=0,
+        arguments=(prompts[0], {"until": [stop], "max_gen_toks": 6, "do_sample": False}),
+    )
     assert lm.generate_until([cut]) == [expected[0].split(stop)[0]]
 
 

@@ -41,21 +41,32 @@ def test_every_n_steps_and_a_resume_keeps_the_history(tmp_path, cli_here):
     first = cli_here("train", *tiny_overrides(run), *DOWNSTREAM, "callbacks.downstream_every=2")
     assert first.returncode == 0, first.stderr[-3000:]
     assert _scored_steps(run) == [1, 3, 5]
-    again = cli_here("train", *tiny_overrides(run), *DOWNSTREAM, "callbacks.downstream_every=2",
-                     "trainer.max_steps=9", "ckpt_path=last")
+    again = cli_here(
+        "train",
+        *tiny_overrides(run),
+        *DOWNSTREAM,
+        "callbacks.downstream_every=2",
+        "trainer.max_steps=9",
+        "ckpt_path=last",
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert _scored_steps(run) == [1, 3, 5, 7, 8]  # step 8: the last, scored at the end
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["callbacks"]["Downstream"]
     assert [h["step"] for h in state["history"]] == [1, 3, 5, 7, 8]
-    assert json.loads((run / "summary.json").read_text())["metrics"]["harness/kjv_cloze/acc"] == state["last"][
-        "harness/kjv_cloze/acc"]
+    assert (
+        json.loads((run / "summary.json").read_text())["metrics"]["harness/kjv_cloze/acc"]
+        == state["last"]["harness/kjv_cloze/acc"]
+    )
 
 
-@pytest.mark.parametrize("override, refusal", [
-    ("callbacks.downstream=[kjv_cloze,kjv_cloze]", "must name each task once"),
-    ("callbacks.downstream_every=0", "callbacks.downstream_every must be >= 1"),
-    ("callbacks.downstream_limit=0", "callbacks.downstream_limit must be > 0"),
-])
+@pytest.mark.parametrize(
+    "override, refusal",
+    [
+        ("callbacks.downstream=[kjv_cloze,kjv_cloze]", "must name each task once"),
+        ("callbacks.downstream_every=0", "callbacks.downstream_every must be >= 1"),
+        ("callbacks.downstream_limit=0", "callbacks.downstream_limit must be > 0"),
+    ],
+)
 def test_bad_settings_are_refused_on_one_line(override, refusal):
     from zoo.config.errors import ConfigError
     from zoo.config.schema.train import CallbacksConfig
@@ -69,8 +80,9 @@ def test_bad_settings_are_refused_on_one_line(override, refusal):
 
 @pytest.mark.slow  # an unknown name: the harness indexes its own thousands of tasks
 def test_a_task_without_a_decoder_or_an_unknown_task_is_refused_before_training(tmp_path, cli_here):
-    masked = cli_here("train", *tiny_overrides(tmp_path / "a"), "model=bert", "task=masked_lm",
-                      "callbacks.downstream=[kjv_cloze]")
+    masked = cli_here(
+        "train", *tiny_overrides(tmp_path / "a"), "model=bert", "task=masked_lm", "callbacks.downstream=[kjv_cloze]"
+    )
     assert masked.returncode == 2
     assert "callbacks.downstream scores continuations; task=masked_lm has no decoder" in masked.stderr
     unknown = cli_here("train", *tiny_overrides(tmp_path / "b"), "callbacks.downstream=[kjv_clozee]")

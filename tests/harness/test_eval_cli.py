@@ -27,20 +27,25 @@ def fake_ckpt(tmp_path):
 def test_an_unknown_task_is_one_line_and_exit_2(fake_ckpt, cli_here):
     done = cli_here("eval", f"ckpt={fake_ckpt}", "harness=kjv_cloze,kjv_clozz")
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip().splitlines() == ["zoo-eval: error: harness task 'kjv_clozz' is not known; did you mean "
-                                        "kjv_cloze? built in: kjv_cloze, kjv_next_verse, numbers_translation (and "
-                                        "every task of lm-evaluation-harness)"]
+    assert done.stderr.strip().splitlines() == [
+        "zoo-eval: error: harness task 'kjv_clozz' is not known; did you mean "
+        "kjv_cloze? built in: kjv_cloze, kjv_next_verse, numbers_translation (and "
+        "every task of lm-evaluation-harness)"
+    ]
     assert not (fake_ckpt.parent.parent / "harness").exists()
 
 
-@pytest.mark.parametrize("extra, refusal", [
-    (["data=x.txt"], "no such file"),  # data= is checked first, as without harness=
-    (["seq_len=16"], "harness= evaluates tasks, not a dataset"),
-    (["limit=0"], "limit must be > 0"),
-    (["harness=a,,b"], "give task names separated by commas"),
-    (["devices=2"], "harness= runs on one device"),
-    (["limit_batches=3"], "drop data=, data.*, seq_len= and limit_batches="),
-])
+@pytest.mark.parametrize(
+    "extra, refusal",
+    [
+        (["data=x.txt"], "no such file"),  # data= is checked first, as without harness=
+        (["seq_len=16"], "harness= evaluates tasks, not a dataset"),
+        (["limit=0"], "limit must be > 0"),
+        (["harness=a,,b"], "give task names separated by commas"),
+        (["devices=2"], "harness= runs on one device"),
+        (["limit_batches=3"], "drop data=, data.*, seq_len= and limit_batches="),
+    ],
+)
 def test_bad_combinations_are_one_line(fake_ckpt, cli_here, extra, refusal):
     args = [f"ckpt={fake_ckpt}", *(extra if extra[0].startswith("harness=") else ["harness=kjv_cloze", *extra])]
     done = cli_here("eval", *args)
@@ -62,8 +67,12 @@ def test_a_trained_run_gets_its_task_scores_in_a_new_file_each_time(tmp_path, cl
         assert done.returncode == 0, done.stderr[-2000:]
         header, rule, *rows = done.stdout.strip().splitlines()
         assert header.split() == ["task", "metric", "value", "stderr"]
-        assert {tuple(r.split()[:2]) for r in rows} == {("kjv_cloze", "perplexity"), ("kjv_cloze", "acc"),
-                                                       ("kjv_next_verse", "acc"), ("kjv_next_verse", "acc_norm")}
+        assert {tuple(r.split()[:2]) for r in rows} == {
+            ("kjv_cloze", "perplexity"),
+            ("kjv_cloze", "acc"),
+            ("kjv_next_verse", "acc"),
+            ("kjv_next_verse", "acc_norm"),
+        }
         results.append(done.stderr)
     files = sorted((run / "harness").glob("harness-*.json"))
     assert len(files) == 2  # the second run never overwrote the first

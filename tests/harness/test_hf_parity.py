@@ -31,8 +31,20 @@ def exported(tmp_path_factory):
     save_tokenizer(directory)
     tokenizer = HFTokenizer(directory)
     torch.manual_seed(0)
-    cfg = tiny("decoder_only", "rope", norm_type="rmsnorm", activation="swiglu", bias=False, tie_embeddings=False,
-               d_model=32, n_heads=4, n_kv_heads=2, vocab_size=tokenizer.vocab_size, max_seq_len=512, init_std=0.1)
+    cfg = tiny(
+        "decoder_only",
+        "rope",
+        norm_type="rmsnorm",
+        activation="swiglu",
+        bias=False,
+        tie_embeddings=False,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        vocab_size=tokenizer.vocab_size,
+        max_seq_len=512,
+        init_std=0.1,
+    )
     model = build_model(cfg).eval()
     hf = to_hf(model)
     for name in ("bos", "eos", "pad"):  # as zoo-export writes them
@@ -61,4 +73,5 @@ def test_the_harness_hugging_face_backend_scores_the_export_as_the_adapter_score
     for name in ("harness/kjv_next_verse/acc", "harness/kjv_next_verse/acc_norm", "harness/kjv_cloze/acc"):
         assert ours["metrics"][name] == theirs["metrics"][name]
     assert ours["metrics"]["harness/kjv_cloze/perplexity"] == pytest.approx(
-        theirs["metrics"]["harness/kjv_cloze/perplexity"], rel=1e-4)
+        theirs["metrics"]["harness/kjv_cloze/perplexity"], rel=1e-4
+    )

@@ -7,12 +7,10 @@ import sys
 
 import pytest
 import torch
-
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
 from tests.cli.conftest import tiny_overrides  # noqa: E402
 from zoo.training.checkpoint.files import load_checkpoint  # noqa: E402
-
 
 PRESETS = {  # name: (overrides, transformers Auto class that loads the export)
     "llama": (["model=llama", "model.n_kv_heads=1"], "AutoModelForCausalLM"),

@@ -9,45 +9,90 @@ import functools
 
 import pytest
 import torch
-
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
 import zoo  # noqa: E402
-from zoo.models.generate import generate  # noqa: E402
 from zoo.interop.hf import UnsupportedConfig, from_hf, to_hf  # noqa: E402
+from zoo.models.generate import generate  # noqa: E402
 
 V = 97
 
 
 def _llama(tie: bool = False, **kw):
     config = transformers.LlamaConfig(
-        vocab_size=V, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=tie,
-        initializer_range=0.1, bos_token_id=None, eos_token_id=None, pad_token_id=None, **kw)
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=72,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=tie,
+        initializer_range=0.1,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        **kw,
+    )
     return transformers.LlamaForCausalLM(config).eval()
 
 
 def _gpt2(activation: str = "gelu_new", **kw):
     config = transformers.GPT2Config(
-        vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=4, activation_function=activation,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.1, bos_token_id=None,
-        eos_token_id=None, **kw)
+        vocab_size=V,
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        activation_function=activation,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        initializer_range=0.1,
+        bos_token_id=None,
+        eos_token_id=None,
+        **kw,
+    )
     return transformers.GPT2LMHeadModel(config).eval()
 
 
 def _bert(activation: str = "gelu", **kw):
     config = transformers.BertConfig(
-        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=64, hidden_act=activation, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, initializer_range=0.1, **kw)
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_act=activation,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.1,
+        **kw,
+    )
     return _random_biases(transformers.BertForMaskedLM(config).eval())
 
 
 def _t5(proj: str = "relu", tie: bool = True, decoder_layers: int = 2, **kw):
     config = transformers.T5Config(
-        vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=decoder_layers, num_heads=4,
-        relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj=proj,
-        dropout_rate=0.0, tie_word_embeddings=tie, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, **kw)
+        vocab_size=V,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=decoder_layers,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=20,
+        feed_forward_proj=proj,
+        dropout_rate=0.0,
+        tie_word_embeddings=tie,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+        **kw,
+    )
     model = transformers.T5ForConditionalGeneration(config).eval()
     if not tie:  # a real v1.1 checkpoint has its own output projection; a fresh model ties anyway
         model.lm_head.weight = torch.nn.Parameter(torch.randn(V, 32))
@@ -55,46 +100,110 @@ def _t5(proj: str = "relu", tie: bool = True, decoder_layers: int = 2, **kw):
 
 
 def _bart(**kw):
-    config = transformers.BartConfig(**{
-        "vocab_size": V, "d_model": 32, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,
-        "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "max_position_embeddings": 64,
-        "dropout": 0.0, "attention_dropout": 0.0, "init_std": 0.1, "forced_eos_token_id": None, **kw})
+    config = transformers.BartConfig(
+        **{
+            "vocab_size": V,
+            "d_model": 32,
+            "encoder_layers": 2,
+            "decoder_layers": 3,
+            "encoder_attention_heads": 4,
+            "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 64,
+            "decoder_ffn_dim": 64,
+            "max_position_embeddings": 64,
+            "dropout": 0.0,
+            "attention_dropout": 0.0,
+            "init_std": 0.1,
+            "forced_eos_token_id": None,
+            **kw,
+        }
+    )
     return _random_biases(transformers.BartForConditionalGeneration(config).eval())
 
 
 def _qwen3(tie: bool = False, **kw):
     config = transformers.Qwen3Config(
-        vocab_size=V, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=tie,
-        initializer_range=0.1, bos_token_id=None, eos_token_id=None, pad_token_id=None, **kw)
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=72,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=tie,
+        initializer_range=0.1,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        **kw,
+    )
     return _random_norms(transformers.Qwen3ForCausalLM(config).eval())
 
 
 def _gemma2(**kw):
     """Three layers, sliding / full / sliding, a window of 4 keys on 12-token sequences, and caps
     low enough to bind (Gemma 2's own, 50 and 30, barely touch a small random model)."""
-    config = transformers.Gemma2Config(**{
-        "vocab_size": V, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 64,
-        "query_pre_attn_scalar": 8, "sliding_window": 4, "attn_logit_softcapping": 2.0,
-        "final_logit_softcapping": 3.0, "initializer_range": 0.1, "bos_token_id": None, "eos_token_id": None,
-        "pad_token_id": None, **kw})
+    config = transformers.Gemma2Config(
+        **{
+            "vocab_size": V,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 8,
+            "max_position_embeddings": 64,
+            "query_pre_attn_scalar": 8,
+            "sliding_window": 4,
+            "attn_logit_softcapping": 2.0,
+            "final_logit_softcapping": 3.0,
+            "initializer_range": 0.1,
+            "bos_token_id": None,
+            "eos_token_id": None,
+            "pad_token_id": None,
+            **kw,
+        }
+    )
     return _random_norms(transformers.Gemma2ForCausalLM(config).eval())
 
 
 def _olmo2(**kw):
     config = transformers.Olmo2Config(
-        vocab_size=V, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, initializer_range=0.1,
-        bos_token_id=None, eos_token_id=None, pad_token_id=None, **kw)
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=72,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        initializer_range=0.1,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        **kw,
+    )
     return _random_norms(transformers.Olmo2ForCausalLM(config).eval())
 
 
 def _gpt_neox(**kw):
-    config = transformers.GPTNeoXConfig(**{
-        "vocab_size": V, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "intermediate_size": 64, "max_position_embeddings": 64, "rotary_pct": 1.0, "initializer_range": 0.1,
-        "bos_token_id": None, "eos_token_id": None, **kw})
+    config = transformers.GPTNeoXConfig(
+        **{
+            "vocab_size": V,
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "intermediate_size": 64,
+            "max_position_embeddings": 64,
+            "rotary_pct": 1.0,
+            "initializer_range": 0.1,
+            "bos_token_id": None,
+            "eos_token_id": None,
+            **kw,
+        }
+    )
     return _random_biases(transformers.GPTNeoXForCausalLM(config).eval())
 
 
@@ -135,17 +244,22 @@ FAMILIES = {
     "bart-scaled-relu": lambda: _bart(scale_embedding=True, activation_function="relu"),
     "qwen3": _qwen3,
     "qwen3-tied-linear-rope": lambda: _qwen3(
-        tie=True, rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}),
+        tie=True, rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}
+    ),
     "gemma2": _gemma2,  # sliding, full, sliding
     "gemma2-all-sliding-uncapped": lambda: _gemma2(
-        layer_types=["sliding_attention"] * 3, attn_logit_softcapping=None, final_logit_softcapping=None,
-        query_pre_attn_scalar=16),
+        layer_types=["sliding_attention"] * 3,
+        attn_logit_softcapping=None,
+        final_logit_softcapping=None,
+        query_pre_attn_scalar=16,
+    ),
     "gemma2-all-full": lambda: _gemma2(num_hidden_layers=2, layer_types=["full_attention"] * 2),
     "olmo2": _olmo2,
     "olmo2-wide-heads-tied": lambda: _olmo2(head_dim=16, tie_word_embeddings=True),  # H·Dh = 64 > D = 32
     "gpt_neox": _gpt_neox,  # attention and feed-forward in parallel, from two norms
-    "gpt_neox-sequential-tied": lambda: _gpt_neox(use_parallel_residual=False, tie_word_embeddings=True,
-                                                  hidden_act="gelu_new"),
+    "gpt_neox-sequential-tied": lambda: _gpt_neox(
+        use_parallel_residual=False, tie_word_embeddings=True, hidden_act="gelu_new"
+    ),
 }
 KIND = {"bert": "masked", "t5": "seq2seq", "bart": "seq2seq"}  # the rest are causal
 
@@ -222,19 +336,36 @@ def test_greedy_generation_gives_the_same_tokens(name):
     prompt = torch.randint(3, V, (1, 6), generator=torch.Generator().manual_seed(1))
     start = hf_model.config.decoder_start_token_id if kind == "seq2seq" else None
     with torch.no_grad():
-        theirs = hf_model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20,
-                                   do_sample=False, num_beams=1, eos_token_id=None, pad_token_id=0,
-                                   forced_bos_token_id=None, forced_eos_token_id=None)
+        theirs = hf_model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=20,
+            do_sample=False,
+            num_beams=1,
+            eos_token_id=None,
+            pad_token_id=0,
+            forced_bos_token_id=None,
+            forced_eos_token_id=None,
+        )
         ours = generate(model, prompt, max_new_tokens=20, eos_id=None, bos_id=start)
-    theirs = theirs[:, 1:] if kind == "seq2seq" else theirs[:, prompt.shape[1]:]  # drop the start / the prompt
+    theirs = theirs[:, 1:] if kind == "seq2seq" else theirs[:, prompt.shape[1] :]  # drop the start / the prompt
     assert ours.tolist() == theirs.tolist()
 
 
 # every model preset -> the transformers class it exports to (None: no Hugging Face family)
-PRESET_EXPORTS = {"gpt": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertForMaskedLM",
-                  "t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration", "transformer": None,
-                  "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "olmo2": "Olmo2ForCausalLM",
-                  "mixtral": "MixtralForCausalLM", "olmoe": "OlmoeForCausalLM"}
+PRESET_EXPORTS = {
+    "gpt": "GPT2LMHeadModel",
+    "llama": "LlamaForCausalLM",
+    "bert": "BertForMaskedLM",
+    "t5": "T5ForConditionalGeneration",
+    "bart": "BartForConditionalGeneration",
+    "transformer": None,
+    "qwen3": "Qwen3ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "olmoe": "OlmoeForCausalLM",
+}
 SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0"]
 
 
@@ -262,10 +393,15 @@ def test_a_composed_preset_exports_with_the_same_logits(preset):
         assert _max_diff(hf(**hf_inputs).logits, model(**zoo_inputs).logits, mask) <= 1e-4
 
 
-@pytest.mark.parametrize("overrides", [["model=bert", "model.token_types=0"],  # HF's one row of zeros
-                                       ["model=bart", "model.tie_embeddings=false"],
-                                       ["model=llama", "model.tie_embeddings=true"],
-                                       ["model=t5", "model.attention_scale=2.0"]])  # folded into W_q
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model=bert", "model.token_types=0"],  # HF's one row of zeros
+        ["model=bart", "model.tie_embeddings=false"],
+        ["model=llama", "model.tie_embeddings=true"],
+        ["model=t5", "model.attention_scale=2.0"],
+    ],
+)  # folded into W_q
 def test_a_variant_of_a_preset_exports_with_the_same_logits(overrides):
     torch.manual_seed(0)
     model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model).eval()
@@ -279,15 +415,26 @@ def test_a_variant_of_a_preset_exports_with_the_same_logits(overrides):
     assert tied == model.config.tie_embeddings
 
 
-@pytest.mark.parametrize("overrides, family", [
-    (["model=llama", "model.qk_norm=head"], "Qwen3ForCausalLM"),  # Llama has no QK-norm: never Llama
-    (["model=llama", "model.qk_norm=head", "model.qk_norm_type=rmsnorm"], "Qwen3ForCausalLM"),
-    (["model=gpt", "model/position=rope"], "GPTNeoXForCausalLM"),  # GPT-2 has learned positions
-    (["model=gpt", "model/position=rope", "model.block=parallel_two_norms"], "GPTNeoXForCausalLM"),
-    (["model=gemma2", "model.attention=full", "model.window=null", "model.global_every=null"], "Gemma2ForCausalLM"),
-    (["model=gemma2", "model.window=5", "model.global_every=null", "model.attn_softcap=null",
-      "model.attention_scale=0.25"], "Gemma2ForCausalLM"),  # query_pre_attn_scalar 16
-])
+@pytest.mark.parametrize(
+    "overrides, family",
+    [
+        (["model=llama", "model.qk_norm=head"], "Qwen3ForCausalLM"),  # Llama has no QK-norm: never Llama
+        (["model=llama", "model.qk_norm=head", "model.qk_norm_type=rmsnorm"], "Qwen3ForCausalLM"),
+        (["model=gpt", "model/position=rope"], "GPTNeoXForCausalLM"),  # GPT-2 has learned positions
+        (["model=gpt", "model/position=rope", "model.block=parallel_two_norms"], "GPTNeoXForCausalLM"),
+        (["model=gemma2", "model.attention=full", "model.window=null", "model.global_every=null"], "Gemma2ForCausalLM"),
+        (
+            [
+                "model=gemma2",
+                "model.window=5",
+                "model.global_every=null",
+                "model.attn_softcap=null",
+                "model.attention_scale=0.25",
+            ],
+            "Gemma2ForCausalLM",
+        ),  # query_pre_attn_scalar 16
+    ],
+)
 def test_a_block_option_exports_as_the_family_that_has_it(overrides, family):
     """A composition that sets a block option exports as the family that has the option, with the
     same logits, never as the family it started from (which would drop the option silently)."""
@@ -307,10 +454,32 @@ def test_a_block_option_exports_as_the_family_that_has_it(overrides, family):
 # ModelConfig keys every converter reads itself (sizes, the choices `composed_as` names, what only
 # initialisation or training reads); every other key is an option that must be in OPTIONS
 READ_BY_EVERY_CONVERTER = {
-    "family", "position", "norm", "norm_type", "norm_eps", "activation", "d_model", "n_heads", "n_kv_heads",
-    "head_dim", "n_layers", "n_decoder_layers", "d_ff", "ff_mult", "param_budget", "vocab_size", "max_seq_len", "dropout",
-    "tie_embeddings", "bias", "init_std", "embed_init", "mup_base_d_model", "mup_base_head_dim",
-    "checkpoint_activations"}
+    "family",
+    "position",
+    "norm",
+    "norm_type",
+    "norm_eps",
+    "activation",
+    "d_model",
+    "n_heads",
+    "n_kv_heads",
+    "head_dim",
+    "n_layers",
+    "n_decoder_layers",
+    "d_ff",
+    "ff_mult",
+    "param_budget",
+    "vocab_size",
+    "max_seq_len",
+    "dropout",
+    "tie_embeddings",
+    "bias",
+    "init_std",
+    "embed_init",
+    "mup_base_d_model",
+    "mup_base_head_dim",
+    "checkpoint_activations",
+}
 
 
 def test_every_model_option_is_one_a_family_must_say_it_reproduces():
@@ -329,9 +498,18 @@ def test_every_model_option_is_one_a_family_must_say_it_reproduces():
 
 
 # a non-default value of each block and attention option
-NEW_OPTIONS = [{"qk_norm": "head"}, {"qk_norm": "projection"}, {"qk_norm": "head", "qk_norm_type": "layernorm"},
-               {"block": "parallel"}, {"block": "parallel_two_norms"}, {"attn_softcap": 2.0}, {"final_softcap": 2.0},
-               {"attention": "sliding", "window": 3}, {"norm": "sandwich"}, {"norm": "reordered"}]
+NEW_OPTIONS = [
+    {"qk_norm": "head"},
+    {"qk_norm": "projection"},
+    {"qk_norm": "head", "qk_norm_type": "layernorm"},
+    {"block": "parallel"},
+    {"block": "parallel_two_norms"},
+    {"attn_softcap": 2.0},
+    {"final_softcap": 2.0},
+    {"attention": "sliding", "window": 3},
+    {"norm": "sandwich"},
+    {"norm": "reordered"},
+]
 
 
 @functools.cache
@@ -389,54 +567,72 @@ def test_weights_that_do_not_line_up_are_refused_naming_them():
         load_exact(module, {**state, "extra": torch.zeros(1)})
 
 
-@pytest.mark.parametrize("build, field", [
-    (lambda: _llama(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
-                                     "original_max_position_embeddings": 32}), "rope_type='yarn'"),
-    (lambda: _llama(attention_bias=True), "attention_bias=True"),
-    (lambda: _llama(hidden_act="gelu"), "hidden_act='gelu'"),
-    (lambda: _gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx=True"),
-    (lambda: _gpt2("silu"), "activation_function='silu'"),
-    (lambda: _bert(position_embedding_type="relative_key"), "position_embedding_type='relative_key'"),
-    (lambda: _bert("silu"), "hidden_act='silu'"),
-    (lambda: _bert(is_decoder=True), "is_decoder=True"),
-    (lambda: _t5("gated-relu"), "feed_forward_proj='gated-relu'"),
-    (lambda: _bart(decoder_ffn_dim=32), "encoder_ffn_dim=64 differs from decoder_ffn_dim=32"),
-    (lambda: _gpt_neox(rotary_pct=0.25), "partial_rotary_factor=0.25"),  # zoo rotates the whole head
-    (lambda: _gpt_neox(attention_bias=False), "attention_bias=False"),
-    (lambda: _gpt_neox(hidden_act="gelu_fast"), "hidden_act='gelu_fast'"),
-    (lambda: _qwen3(use_sliding_window=True, sliding_window=4, max_window_layers=1), "layer_types="),
-    (lambda: _qwen3(attention_bias=True), "attention_bias=True"),
-    (lambda: _olmo2(attention_bias=True), "attention_bias=True"),
-    (lambda: _gemma2(layer_types=["full_attention", "sliding_attention", "sliding_attention"]), "layer_types="),
-    (lambda: _gemma2(use_bidirectional_attention=True), "use_bidirectional_attention=True"),
-    (lambda: _gemma2(hidden_activation="gelu"), "hidden_activation='gelu'"),
-])
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (
+            lambda: _llama(
+                rope_parameters={
+                    "rope_type": "yarn",
+                    "rope_theta": 1e4,
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 32,
+                }
+            ),
+            "rope_type='yarn'",
+        ),
+        (lambda: _llama(attention_bias=True), "attention_bias=True"),
+        (lambda: _llama(hidden_act="gelu"), "hidden_act='gelu'"),
+        (lambda: _gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx=True"),
+        (lambda: _gpt2("silu"), "activation_function='silu'"),
+        (lambda: _bert(position_embedding_type="relative_key"), "position_embedding_type='relative_key'"),
+        (lambda: _bert("silu"), "hidden_act='silu'"),
+        (lambda: _bert(is_decoder=True), "is_decoder=True"),
+        (lambda: _t5("gated-relu"), "feed_forward_proj='gated-relu'"),
+        (lambda: _bart(decoder_ffn_dim=32), "encoder_ffn_dim=64 differs from decoder_ffn_dim=32"),
+        (lambda: _gpt_neox(rotary_pct=0.25), "partial_rotary_factor=0.25"),  # zoo rotates the whole head
+        (lambda: _gpt_neox(attention_bias=False), "attention_bias=False"),
+        (lambda: _gpt_neox(hidden_act="gelu_fast"), "hidden_act='gelu_fast'"),
+        (lambda: _qwen3(use_sliding_window=True, sliding_window=4, max_window_layers=1), "layer_types="),
+        (lambda: _qwen3(attention_bias=True), "attention_bias=True"),
+        (lambda: _olmo2(attention_bias=True), "attention_bias=True"),
+        (lambda: _gemma2(layer_types=["full_attention", "sliding_attention", "sliding_attention"]), "layer_types="),
+        (lambda: _gemma2(use_bidirectional_attention=True), "use_bidirectional_attention=True"),
+        (lambda: _gemma2(hidden_activation="gelu"), "hidden_activation='gelu'"),
+    ],
+)
 def test_an_unsupported_config_names_the_field(build, field):
     with pytest.raises(UnsupportedConfig, match=field.replace("(", r"\(")):
         from_hf(build())
 
 
-@pytest.mark.parametrize("overrides", [["model=llama", "model/position=alibi"], ["model=transformer"],
-                                       ["model=bert", "model.head_transform=false"],
-                                       # options a family lacks: exporting would drop them silently
-                                       ["model=gpt", "model.output_bias=true"],
-                                       ["model=llama", "model.attention_scale=1.0"],
-                                       ["model=bert", "model.scale_output=true"],
-                                       # block options no family here has in this composition
-                                       ["model=llama", "model.qk_norm=projection"],
-                                       ["model=llama", "model.attn_softcap=30.0"],
-                                       ["model=llama", "model.final_softcap=30.0"],
-                                       ["model=llama", "model.block=parallel"],
-                                       ["model=llama", "model.norm=sandwich"],
-                                       ["model=llama", "model.norm=reordered"],
-                                       ["model=llama", "model.attention=sliding", "model.window=4"],
-                                       ["model=gpt", "model.qk_norm=head"],
-                                       ["model=gpt", "model/position=rope", "model.block=parallel"],
-                                       ["model=qwen3", "model.qk_norm_type=layernorm"],
-                                       ["model=qwen3", "model.attention=sliding", "model.window=4"],
-                                       ["model=olmo2", "model.qk_norm=head"],
-                                       ["model=gemma2", "model.attention_scale=0.3"],  # 1/0.09: no integer
-                                       ["model=gemma2", "model.qk_norm=head"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model=llama", "model/position=alibi"],
+        ["model=transformer"],
+        ["model=bert", "model.head_transform=false"],
+        # options a family lacks: exporting would drop them silently
+        ["model=gpt", "model.output_bias=true"],
+        ["model=llama", "model.attention_scale=1.0"],
+        ["model=bert", "model.scale_output=true"],
+        # block options no family here has in this composition
+        ["model=llama", "model.qk_norm=projection"],
+        ["model=llama", "model.attn_softcap=30.0"],
+        ["model=llama", "model.final_softcap=30.0"],
+        ["model=llama", "model.block=parallel"],
+        ["model=llama", "model.norm=sandwich"],
+        ["model=llama", "model.norm=reordered"],
+        ["model=llama", "model.attention=sliding", "model.window=4"],
+        ["model=gpt", "model.qk_norm=head"],
+        ["model=gpt", "model/position=rope", "model.block=parallel"],
+        ["model=qwen3", "model.qk_norm_type=layernorm"],
+        ["model=qwen3", "model.attention=sliding", "model.window=4"],
+        ["model=olmo2", "model.qk_norm=head"],
+        ["model=gemma2", "model.attention_scale=0.3"],  # 1/0.09: no integer
+        ["model=gemma2", "model.qk_norm=head"],
+    ],
+)
 def test_a_composition_without_a_family_is_refused(overrides):
     model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model)
     with pytest.raises(UnsupportedConfig, match="matches no supported"):

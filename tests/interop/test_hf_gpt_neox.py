@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
 import zoo  # noqa: E402
@@ -29,11 +28,25 @@ def _randomise(model):
 def _neox(parallel: bool = True, tie: bool = False, activation: str = "gelu", **kw):
     torch.manual_seed(0)
     config = transformers.GPTNeoXConfig(
-        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=72,
-        hidden_act=activation, max_position_embeddings=64, layer_norm_eps=1e-5, use_parallel_residual=parallel,
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=72,
+        hidden_act=activation,
+        max_position_embeddings=64,
+        layer_norm_eps=1e-5,
+        use_parallel_residual=parallel,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
-        hidden_dropout=0.0, attention_dropout=0.0, initializer_range=0.1, tie_word_embeddings=tie,
-        bos_token_id=None, eos_token_id=None, pad_token_id=None, **kw)
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        initializer_range=0.1,
+        tie_word_embeddings=tie,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        **kw,
+    )
     return _randomise(transformers.GPTNeoXForCausalLM(config).eval())
 
 
@@ -49,8 +62,9 @@ def _hf_logits(hf, ids, mask):
     return hf(input_ids=ids, attention_mask=mask, position_ids=positions).logits
 
 
-@pytest.mark.parametrize("parallel, tie, activation", [(True, False, "gelu"), (False, False, "gelu"),
-                                                      (True, True, "relu")])
+@pytest.mark.parametrize(
+    "parallel, tie, activation", [(True, False, "gelu"), (False, False, "gelu"), (True, True, "relu")]
+)
 def test_logits_match_and_round_trip(parallel, tie, activation):
     hf = _neox(parallel, tie, activation)
     ours = from_hf(hf)
@@ -78,35 +92,67 @@ def test_greedy_generation_gives_the_same_tokens():
 
 
 def test_a_zoo_parallel_two_norms_model_exports_to_gpt_neox():
-    model = zoo.build_model(dict(family="decoder_only", position={"kind": "rope"}, norm="pre",
-                                 norm_type="layernorm", activation="gelu", block="parallel_two_norms",
-                                 d_model=32, n_heads=4, n_layers=2, vocab_size=V, max_seq_len=64,
-                                 tie_embeddings=False, init_std=0.1)).eval()
+    model = zoo.build_model(
+        dict(
+            family="decoder_only",
+            position={"kind": "rope"},
+            norm="pre",
+            norm_type="layernorm",
+            activation="gelu",
+            block="parallel_two_norms",
+            d_model=32,
+            n_heads=4,
+            n_layers=2,
+            vocab_size=V,
+            max_seq_len=64,
+            tie_embeddings=False,
+            init_std=0.1,
+        )
+    ).eval()
     _randomise(model)
     hf = to_hf(model)
     ids, mask = _batch()
     with torch.no_grad():
-        torch.testing.assert_close(_hf_logits(hf, ids, mask)[mask.bool()],
-                                   model(ids, attention_mask=mask).logits[mask.bool()], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            _hf_logits(hf, ids, mask)[mask.bool()],
+            model(ids, attention_mask=mask).logits[mask.bool()],
+            rtol=1e-4,
+            atol=1e-4,
+        )
 
 
-@pytest.mark.parametrize("kw, field", [({"rotary_pct": 0.25}, "partial_rotary_factor"),
-                                       ({"attention_bias": False}, "attention_bias")])
+@pytest.mark.parametrize(
+    "kw, field", [({"rotary_pct": 0.25}, "partial_rotary_factor"), ({"attention_bias": False}, "attention_bias")]
+)
 def test_what_zoo_cannot_reproduce_is_refused_naming_the_field(kw, field):
     torch.manual_seed(0)
-    config = transformers.GPTNeoXConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                                        intermediate_size=64, **kw)
+    config = transformers.GPTNeoXConfig(
+        vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, **kw
+    )
     if "rotary_pct" in kw:
         config.rope_parameters["partial_rotary_factor"] = kw["rotary_pct"]
     with pytest.raises(UnsupportedConfig, match=field):
         from_hf(transformers.GPTNeoXForCausalLM(config))
 
 
-@pytest.mark.parametrize("option", [{"qk_norm": "head"}, {"attn_softcap": 5.0}, {"final_softcap": 5.0},
-                                    {"block": "parallel"}])
+@pytest.mark.parametrize(
+    "option", [{"qk_norm": "head"}, {"attn_softcap": 5.0}, {"final_softcap": 5.0}, {"block": "parallel"}]
+)
 def test_a_block_option_gpt_neox_lacks_matches_no_family(option):
-    model = zoo.build_model(dict(family="decoder_only", position={"kind": "rope"}, norm="pre",
-                                 norm_type="layernorm", activation="gelu", d_model=32, n_heads=4, n_layers=1,
-                                 vocab_size=V, max_seq_len=64, **option))
+    model = zoo.build_model(
+        dict(
+            family="decoder_only",
+            position={"kind": "rope"},
+            norm="pre",
+            norm_type="layernorm",
+            activation="gelu",
+            d_model=32,
+            n_heads=4,
+            n_layers=1,
+            vocab_size=V,
+            max_seq_len=64,
+            **option,
+        )
+    )
     with pytest.raises(UnsupportedConfig, match="matches no supported"):
         to_hf(model)

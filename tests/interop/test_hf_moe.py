@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
 import zoo  # noqa: E402
@@ -18,9 +17,20 @@ from zoo.models.generate import generate  # noqa: E402
 from zoo.nn.moe import MoE, moe_layers  # noqa: E402
 
 V, E, K = 97, 4, 2
-SIZES = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-             max_position_embeddings=64, rms_norm_eps=1e-6, initializer_range=0.1, num_experts_per_tok=K,
-             bos_token_id=None, eos_token_id=None, pad_token_id=None)
+SIZES = dict(
+    vocab_size=V,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-6,
+    initializer_range=0.1,
+    num_experts_per_tok=K,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
 
 
 def _randomised(model):
@@ -46,8 +56,9 @@ def _olmoe(**kw):
 
 
 def _qwen3_moe(**kw):
-    config = transformers.Qwen3MoeConfig(**{**SIZES, "intermediate_size": 72, "moe_intermediate_size": 24,
-                                            "num_experts": E, "head_dim": 8, **kw})
+    config = transformers.Qwen3MoeConfig(
+        **{**SIZES, "intermediate_size": 72, "moe_intermediate_size": 24, "num_experts": E, "head_dim": 8, **kw}
+    )
     return _randomised(transformers.Qwen3MoeForCausalLM(config))
 
 
@@ -76,8 +87,9 @@ def _routing(routers):
     transformers' top-k routers (logits, weights, experts) alike."""
     seen = {}
     for i, router in enumerate(routers):
-        router.register_forward_hook(lambda module, args, out, i=i: seen.__setitem__(
-            i, tuple(t.detach() for t in (out[0], out[-2], out[-1]))))
+        router.register_forward_hook(
+            lambda module, args, out, i=i: seen.__setitem__(i, tuple(t.detach() for t in (out[0], out[-2], out[-1])))
+        )
     return seen
 
 
@@ -130,10 +142,17 @@ def test_greedy_generation_gives_the_same_tokens(name):
     model = from_hf(hf_model)
     prompt = torch.randint(3, V, (1, 6), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        theirs = hf_model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12,
-                                   do_sample=False, num_beams=1, eos_token_id=None, pad_token_id=0)
+        theirs = hf_model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=12,
+            do_sample=False,
+            num_beams=1,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
         ours = generate(model, prompt, max_new_tokens=12, eos_id=None)
-    assert ours.tolist() == theirs[:, prompt.shape[1]:].tolist()
+    assert ours.tolist() == theirs[:, prompt.shape[1] :].tolist()
 
 
 def test_a_sliding_window_binds_on_these_sequences():
@@ -142,8 +161,9 @@ def test_a_sliding_window_binds_on_these_sequences():
     torch.manual_seed(0)
     sliding = FAMILIES["mixtral-sliding-tied"]()
     assert from_hf(sliding).config.window == 4
-    full = transformers.MixtralForCausalLM(transformers.MixtralConfig(
-        **{**sliding.config.to_dict(), "sliding_window": None})).eval()
+    full = transformers.MixtralForCausalLM(
+        transformers.MixtralConfig(**{**sliding.config.to_dict(), "sliding_window": None})
+    ).eval()
     full.load_state_dict(sliding.state_dict())
     ids, _ = _batch()
     with torch.no_grad():
@@ -175,28 +195,41 @@ def test_the_auxiliary_losses_are_transformers_definitions():
         assert float(balance) > K * 1.0001  # routing not exactly uniform: a wrong factor shows
 
 
-@pytest.mark.parametrize("build, field", [
-    (lambda: _olmoe(clip_qkv=1.0), "clip_qkv=1.0"),
-    (lambda: _qwen3_moe(mlp_only_layers=[0]), "mlp_only_layers=[0]"),
-    (lambda: _qwen3_moe(use_sliding_window=True, sliding_window=4), "use_sliding_window=True"),
-    (lambda: _mixtral(hidden_act="gelu"), "hidden_act='gelu'"),
-])
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (lambda: _olmoe(clip_qkv=1.0), "clip_qkv=1.0"),
+        (lambda: _qwen3_moe(mlp_only_layers=[0]), "mlp_only_layers=[0]"),
+        (lambda: _qwen3_moe(use_sliding_window=True, sliding_window=4), "use_sliding_window=True"),
+        (lambda: _mixtral(hidden_act="gelu"), "hidden_act='gelu'"),
+    ],
+)
 def test_an_unsupported_config_names_the_field(build, field):
     with pytest.raises(UnsupportedConfig, match=field.replace("[", r"\[").replace("(", r"\(")):
         from_hf(build())
 
 
-SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0",
-         "model.moe_experts=4", "model.moe_top_k=2"]
+SMALL = [
+    "model.d_model=32",
+    "model.n_heads=4",
+    "model.n_layers=2",
+    "model.vocab_size=97",
+    "model.dropout=0.0",
+    "model.moe_experts=4",
+    "model.moe_top_k=2",
+]
 
 
-@pytest.mark.parametrize("overrides, family", [
-    (["model=mixtral"], "MixtralForCausalLM"),
-    (["model=olmoe"], "OlmoeForCausalLM"),
-    (["model=qwen3", "model.ffn=moe", "model.moe_every=2", "model.moe_d_ff=16"], "Qwen3MoeForCausalLM"),
-    (["model=mixtral", "model.moe_d_ff=16"], "MixtralForCausalLM"),
-    (["model=mixtral", "model.qk_norm=projection"], "OlmoeForCausalLM"),  # OLMoE renormalising
-])
+@pytest.mark.parametrize(
+    "overrides, family",
+    [
+        (["model=mixtral"], "MixtralForCausalLM"),
+        (["model=olmoe"], "OlmoeForCausalLM"),
+        (["model=qwen3", "model.ffn=moe", "model.moe_every=2", "model.moe_d_ff=16"], "Qwen3MoeForCausalLM"),
+        (["model=mixtral", "model.moe_d_ff=16"], "MixtralForCausalLM"),
+        (["model=mixtral", "model.qk_norm=projection"], "OlmoeForCausalLM"),  # OLMoE renormalising
+    ],
+)
 def test_a_composed_mixture_exports_as_its_family(overrides, family):
     torch.manual_seed(0)
     model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model).eval()
@@ -209,15 +242,18 @@ def test_a_composed_mixture_exports_as_its_family(overrides, family):
     assert float(diff[keep].abs().max()) <= 1e-4
 
 
-@pytest.mark.parametrize("overrides", [
-    ["model=mixtral", "model.moe_renorm=false"],  # Mixtral always renormalises
-    ["model=mixtral", "model.moe_every=2"],  # Mixtral has no dense layers
-    ["model=mixtral", "model.moe_capacity=1.25"],  # transformers' experts drop no token
-    ["model=mixtral", "model.moe_shared=1"],
-    ["model=mixtral", "model.moe_gate=sigmoid"],
-    ["model=olmoe", "model.moe_every=2"],
-    ["model=olmoe", "model.head_dim=16"],  # H·Dh = 64 > D: transformers sizes OLMoE's QK-norm by D
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model=mixtral", "model.moe_renorm=false"],  # Mixtral always renormalises
+        ["model=mixtral", "model.moe_every=2"],  # Mixtral has no dense layers
+        ["model=mixtral", "model.moe_capacity=1.25"],  # transformers' experts drop no token
+        ["model=mixtral", "model.moe_shared=1"],
+        ["model=mixtral", "model.moe_gate=sigmoid"],
+        ["model=olmoe", "model.moe_every=2"],
+        ["model=olmoe", "model.head_dim=16"],  # H·Dh = 64 > D: transformers sizes OLMoE's QK-norm by D
+    ],
+)
 def test_a_mixture_no_family_has_is_refused(overrides):
     model = zoo.build_model(zoo.compose([*overrides, *SMALL]).model)
     with pytest.raises(UnsupportedConfig, match="matches no supported"):

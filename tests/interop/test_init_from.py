@@ -16,19 +16,18 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
-
 import transformers  # a test dependency: missing, these tests fail rather than skip
+import yaml
 
 import zoo  # noqa: E402
 from tests.interop.tiny_hf import MODELS, save_model  # noqa: E402
-from zoo.config.schema.convert import plain  # noqa: E402
 from zoo.cli.refusals import refusal  # noqa: E402
-from zoo.data import build_datamodule, load_tokenizer  # noqa: E402
 from zoo.config.facts.tasks import task_of_family  # noqa: E402
+from zoo.config.schema.convert import plain  # noqa: E402
+from zoo.config.schema.validate import validate  # noqa: E402
+from zoo.data import build_datamodule, load_tokenizer  # noqa: E402
 from zoo.interop.hf.pretrained import load_weights, model_config, supported  # noqa: E402
 from zoo.tasks import TASKS  # noqa: E402
-from zoo.config.schema.validate import validate  # noqa: E402
 from zoo.training.run import init_weights  # noqa: E402
 
 TEXT = "And God said, Let there be light: and there was light."
@@ -79,8 +78,12 @@ def test_only_dropout_stays_from_the_composed_model(llama_dir):
     config = hf_model.config
     assert cfg.model.dropout == 0.1
     assert (cfg.model.d_model, cfg.model.n_layers, cfg.model.n_heads, cfg.model.n_kv_heads, cfg.model.d_ff) == (
-        config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads,
-        config.intermediate_size)
+        config.hidden_size,
+        config.num_hidden_layers,
+        config.num_attention_heads,
+        config.num_key_value_heads,
+        config.intermediate_size,
+    )
     assert cfg.model.position.kind == "rope" and cfg.model.norm_type == "rmsnorm"
     again = zoo.interop.hf.init_from.apply_init_from(cfg)  # applying twice changes nothing
     assert again.model == cfg.model and again.tokenizer == cfg.tokenizer
@@ -93,8 +96,10 @@ def test_a_classifier_keeps_its_fresh_head(llama_dir, caplog):
     with caplog.at_level(logging.INFO, logger="zoo"):
         init_weights(task, spec.init_from)
     assert torch.equal(task.head.weight, head)
-    assert any("not loaded (lm_head.weight)" in r.getMessage() and "freshly initialised" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "not loaded (lm_head.weight)" in r.getMessage() and "freshly initialised" in r.getMessage()
+        for r in caplog.records
+    )
     ids = torch.arange(5, 25)[None]  # (1, 20)
     with torch.no_grad():
         expected = hf_model.model(input_ids=ids).last_hidden_state
@@ -114,10 +119,18 @@ def _hf_val_loss(model, batches) -> float:
     return total / count
 
 
-RUN = ["data=pydoc", "data.seq_len=32", "data.global_batch_size=4", "data.max_examples=40",
-       "trainer.val_check_interval=2", "trainer.limit_val_batches=2", "trainer.log_every_n_steps=1",
-       "callbacks.progress_bar=none", "scheduler.warmup_steps=1",
-       "optim.lr=1e-9"]  # the weights stay DIR's: val/loss is then the HF model's loss
+RUN = [
+    "data=pydoc",
+    "data.seq_len=32",
+    "data.global_batch_size=4",
+    "data.max_examples=40",
+    "trainer.val_check_interval=2",
+    "trainer.limit_val_batches=2",
+    "trainer.log_every_n_steps=1",
+    "callbacks.progress_bar=none",
+    "scheduler.warmup_steps=1",
+    "optim.lr=1e-9",
+]  # the weights stay DIR's: val/loss is then the HF model's loss
 
 
 @pytest.mark.slow
@@ -186,7 +199,8 @@ def test_contradicting_or_bad_input_is_refused_on_one_line(llama_dir, tmp_path, 
     (tmp_path / "whisper").mkdir()
     (tmp_path / "whisper" / "config.json").write_text('{"model_type": "whisper"}')
     assert "model_type 'whisper' is not supported; supported: llama, gpt2" in refusal(
-        [f"init_from=hf:{tmp_path / 'whisper'}"])
+        [f"init_from=hf:{tmp_path / 'whisper'}"]
+    )
     for override in ("model.d_model=64", "model=llama", "model/position=alibi", "++model.bias=true"):
         message = refusal([init, override])
         assert message.startswith(f"{override}: {init} fixes the architecture"), message
@@ -197,13 +211,19 @@ def test_contradicting_or_bad_input_is_refused_on_one_line(llama_dir, tmp_path, 
         assert refusal([init, *ok]) is None, ok
     assert all("\n" not in refusal(o) for o in (["init_from=foo"], [init, "model=gpt"]))
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails
-    assert refusal([init]).endswith("needs transformers: install the hf extra, pip install '.[hf]' in zoo's source directory")
+    assert refusal([init]).endswith(
+        "needs transformers: install the hf extra, pip install '.[hf]' in zoo's source directory"
+    )
 
 
-@pytest.mark.parametrize("args, words", [
-    (["init_from=foo"], "init_from='foo' is not allowed"),
-    (["model.n_layers=3"], "fixes the architecture"),
-], ids=["no-prefix", "model-override"])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["init_from=foo"], "init_from='foo' is not allowed"),
+        (["model.n_layers=3"], "fixes the architecture"),
+    ],
+    ids=["no-prefix", "model-override"],
+)
 @pytest.mark.slow
 def test_the_cli_refuses_before_writing_anything(llama_dir, tmp_path, args, words, cli_here):
     run = tmp_path / "run"

@@ -52,8 +52,9 @@ def test_every_block_and_norm_placement_builds_and_counts_as_built(family, posit
 @pytest.mark.parametrize("qk_norm", ["head", "projection"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_qk_norm_parameters_count_as_built(family, qk_norm, qk_norm_type, bias):
-    cfg, count = built_count(tiny(family, "rope", qk_norm=qk_norm, qk_norm_type=qk_norm_type, bias=bias,
-                                  n_kv_heads=1, norm="sandwich"))
+    cfg, count = built_count(
+        tiny(family, "rope", qk_norm=qk_norm, qk_norm_type=qk_norm_type, bias=bias, n_kv_heads=1, norm="sandwich")
+    )
     assert non_embedding_params(cfg) == count
     without = non_embedding_params(ModelConfig(**{**cfg.to_dict(), "qk_norm": "none", "qk_norm_type": None}))
     attentions = cfg.n_layers + 2 * (cfg.n_decoder_layers or 0)
@@ -94,20 +95,35 @@ def test_the_defaults_keep_todays_block():
     model = zoo.build_model(tiny("encoder_decoder", "rope", n_layers=1, n_decoder_layers=1))
     block_keys = [k for k in model.state_dict() if k.startswith("decoder.layers.0.")]
     assert [k.removeprefix("decoder.layers.0.") for k in block_keys] == [
-        "self_attn.qkv_proj.weight", "self_attn.qkv_proj.bias", "self_attn.o_proj.weight", "self_attn.o_proj.bias",
-        "self_attn_sub.norm.weight", "self_attn_sub.norm.bias",
-        "cross_attn.q_proj.weight", "cross_attn.q_proj.bias", "cross_attn.kv_proj.weight", "cross_attn.kv_proj.bias",
-        "cross_attn.o_proj.weight", "cross_attn.o_proj.bias",
-        "cross_attn_sub.norm.weight", "cross_attn_sub.norm.bias",
-        "ff.w_in.weight", "ff.w_in.bias", "ff.w_out.weight", "ff.w_out.bias",
-        "ff_sub.norm.weight", "ff_sub.norm.bias",
+        "self_attn.qkv_proj.weight",
+        "self_attn.qkv_proj.bias",
+        "self_attn.o_proj.weight",
+        "self_attn.o_proj.bias",
+        "self_attn_sub.norm.weight",
+        "self_attn_sub.norm.bias",
+        "cross_attn.q_proj.weight",
+        "cross_attn.q_proj.bias",
+        "cross_attn.kv_proj.weight",
+        "cross_attn.kv_proj.bias",
+        "cross_attn.o_proj.weight",
+        "cross_attn.o_proj.bias",
+        "cross_attn_sub.norm.weight",
+        "cross_attn_sub.norm.bias",
+        "ff.w_in.weight",
+        "ff.w_in.bias",
+        "ff.w_out.weight",
+        "ff.w_out.bias",
+        "ff_sub.norm.weight",
+        "ff_sub.norm.bias",
     ]
     cfg = model.config
     defaults = model_defaults()
     assert (defaults["block"], defaults["qk_norm"], defaults["qk_norm_type"]) == ("sequential", "none", None)
     assert (defaults["attn_softcap"], defaults["final_softcap"]) == (None, None)
-    old = {k: v for k, v in cfg.to_dict().items()
-           if k not in ("block", "qk_norm", "qk_norm_type", "attn_softcap", "final_softcap")}
+    old = {
+        k: v
+        for k, v in cfg.to_dict().items()
+        if k not in ("block", "qk_norm", "qk_norm_type", "attn_softcap", "final_softcap")
+    }
     assert ModelConfig(**old) == cfg
-    assert all(a.softcap is None and a.qk_norm == QKNorm.none for a in model.modules()
-               if isinstance(a, Attention))
+    assert all(a.softcap is None and a.qk_norm == QKNorm.none for a in model.modules() if isinstance(a, Attention))

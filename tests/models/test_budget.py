@@ -50,11 +50,14 @@ def test_the_sized_config_survives_a_checkpoint_round_trip():
     assert ModelConfig(**cfg.to_dict()).d_ff == cfg.d_ff
 
 
-@pytest.mark.parametrize("kw, words", [
-    ({"d_ff": 10}, ["conflicts", "param_budget"]),
-    ({"param_budget": 500}, ["too small", "d_ff=1"]),
-    ({"param_budget": -5}, ["param_budget", "positive"]),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"d_ff": 10}, ["conflicts", "param_budget"]),
+        ({"param_budget": 500}, ["too small", "d_ff=1"]),
+        ({"param_budget": -5}, ["param_budget", "positive"]),
+    ],
+)
 def test_conflicts_and_impossible_budgets_are_refused(kw, words):
     with pytest.raises(ConfigError) as info:
         config(**kw)
@@ -68,12 +71,15 @@ def test_ff_mult_sizes_d_ff_by_the_same_rule_at_every_width(d_model, mult, d_ff)
     assert ModelConfig(**cfg.to_dict()).d_ff == d_ff  # read back from a run: its resolved d_ff agrees
 
 
-@pytest.mark.parametrize("kw, words", [
-    ({"ff_mult": 4, "d_ff": 10}, ["ff_mult=4", "d_ff=10", "set one"]),
-    ({"ff_mult": 4}, ["ff_mult=4", "param_budget", "set one"]),
-    ({"ff_mult": 0, "param_budget": None}, ["ff_mult", "> 0"]),
-    ({"ff_mult": -2.0, "param_budget": None}, ["ff_mult", "> 0"]),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"ff_mult": 4, "d_ff": 10}, ["ff_mult=4", "d_ff=10", "set one"]),
+        ({"ff_mult": 4}, ["ff_mult=4", "param_budget", "set one"]),
+        ({"ff_mult": 0, "param_budget": None}, ["ff_mult", "> 0"]),
+        ({"ff_mult": -2.0, "param_budget": None}, ["ff_mult", "> 0"]),
+    ],
+)
 def test_ff_mult_with_another_sizing_or_not_positive_is_refused(kw, words):
     with pytest.raises(ConfigError) as info:
         config(**kw)
@@ -81,6 +87,7 @@ def test_ff_mult_with_another_sizing_or_not_positive_is_refused(kw, words):
 
 
 # the config-only count against the built model
+
 
 def built(cfg: ModelConfig) -> int:
     """What `zoo.summarize` reports for the built model. These models are tiny, so they are
@@ -101,8 +108,7 @@ def sized(**kw) -> ModelConfig:
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_count_is_the_built_models(family, position, norm, norm_type, activation):
-    cfg = sized(family=family, position={"kind": position}, norm=norm, norm_type=norm_type,
-                activation=activation)
+    cfg = sized(family=family, position={"kind": position}, norm=norm, norm_type=norm_type, activation=activation)
     assert non_embedding_params(cfg) == built(cfg)
 
 
@@ -131,16 +137,20 @@ def test_the_count_is_the_built_models_for_every_option(option, family, position
     assert non_embedding_params(cfg) == built(cfg)
 
 
-@pytest.mark.parametrize("position", [
-    {"kind": "relative", "num_buckets": 8, "max_distance": 20},
-    {"kind": "shaw", "clip": 3},
-    {"kind": "learned", "offset": 2},
-    {"kind": "rope"},
-])
+@pytest.mark.parametrize(
+    "position",
+    [
+        {"kind": "relative", "num_buckets": 8, "max_distance": 20},
+        {"kind": "shaw", "clip": 3},
+        {"kind": "learned", "offset": 2},
+        {"kind": "rope"},
+    ],
+)
 @pytest.mark.parametrize("n_decoder_layers", [1, 3])
 def test_an_encoder_decoder_counts_its_decoder_layers(n_decoder_layers, position):
-    cfg = sized(family="encoder_decoder", n_layers=2, n_decoder_layers=n_decoder_layers,
-                position=position, n_kv_heads=2)
+    cfg = sized(
+        family="encoder_decoder", n_layers=2, n_decoder_layers=n_decoder_layers, position=position, n_kv_heads=2
+    )
     assert non_embedding_params(cfg) == built(cfg)
 
 
@@ -189,10 +199,12 @@ def test_random_configs_count_as_built(cfg):
 
 def test_a_budget_is_met_without_torch():
     """Sizing d_ff from a budget is config work: it loads no torch."""
-    code = ("import sys, zoo.config.schema.model as m\n"
-            "m.ModelConfig(d_model=64, n_heads=4, n_layers=2, vocab_size=100, max_seq_len=32, "
-            "param_budget=50000)\n"
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys, zoo.config.schema.model as m\n"
+        "m.ModelConfig(d_model=64, n_heads=4, n_layers=2, vocab_size=100, max_seq_len=32, "
+        "param_budget=50000)\n"
+        "print('torch' in sys.modules)"
+    )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

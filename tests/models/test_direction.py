@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import zoo
-from zoo.config.facts.positions import PositionKind
 from tests.conftest import sharp
+from zoo.config.facts.positions import PositionKind
 
 
 def _changed_positions(model, family: str, ids: torch.Tensor, edited: torch.Tensor) -> torch.Tensor:
@@ -24,8 +24,9 @@ def _changed_positions(model, family: str, ids: torch.Tensor, edited: torch.Tens
 
 
 @pytest.mark.parametrize("kind", list(PositionKind))
-@pytest.mark.parametrize("family, sees_the_future", [("encoder_only", True), ("decoder_only", False),
-                                                     ("encoder_decoder", False)])
+@pytest.mark.parametrize(
+    "family, sees_the_future", [("encoder_only", True), ("decoder_only", False), ("encoder_decoder", False)]
+)
 def test_a_later_token_reaches_earlier_positions_only_in_an_encoder(family, sees_the_future, kind):
     torch.manual_seed(0)
     model = zoo.build_model(sharp(family, kind.value)).eval()

@@ -176,5 +176,10 @@ def test_a_stop_rule_is_refused_for_beam_search():
 
     model = zoo.build_model(tiny())
     with pytest.raises(ValueError, match="not beam"):
-        generate(model, torch.tensor([[1, 2]]), config=GenerationConfig(strategy="beam", num_beams=2),
-                 max_new_tokens=2, stop=lambda done: bool(done.all()))
+        generate(
+            model,
+            torch.tensor([[1, 2]]),
+            config=GenerationConfig(strategy="beam", num_beams=2),
+            max_new_tokens=2,
+            stop=lambda done: bool(done.all()),
+        )

@@ -47,7 +47,7 @@ def test_token_types_add_a_segment_embedding(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_an_explicit_default_attention_scale_changes_nothing_and_1_does(family):
-    a, b = twins(family, attention_scale=8 ** -0.5)  # Dh = 16 / 2 heads
+    a, b = twins(family, attention_scale=8**-0.5)  # Dh = 16 / 2 heads
     _, c = twins(family, attention_scale=1.0)
     ids = torch.randint(0, 37, (2, 7))
     with torch.no_grad():
@@ -60,7 +60,7 @@ def test_scale_output_multiplies_the_head_input_by_d_to_the_minus_half(family):
     a, b = twins(family, scale_output=True)
     ids = torch.randint(0, 37, (2, 7))
     with torch.no_grad():
-        assert torch.allclose(run(b, ids).logits, run(a, ids).logits * 16 ** -0.5, atol=1e-6)
+        assert torch.allclose(run(b, ids).logits, run(a, ids).logits * 16**-0.5, atol=1e-6)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -97,9 +97,15 @@ def test_position_offset_reads_rows_after_the_offset(family):
         assert torch.allclose(run(a, ids).logits, run(b, ids).logits, atol=1e-6)
 
 
-@pytest.mark.parametrize("key, value", [("token_types", -1), ("attention_scale", 0.0),
-                                        ("position", {"kind": "rope", "offset": 2}),
-                                        ("position", {"kind": "learned", "offset": -1})])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("token_types", -1),
+        ("attention_scale", 0.0),
+        ("position", {"kind": "rope", "offset": 2}),
+        ("position", {"kind": "learned", "offset": -1}),
+    ],
+)
 def test_bad_values_are_refused(key, value):
     from zoo.config.errors import ConfigError
     from zoo.config.schema.model import ModelConfig
@@ -122,8 +128,9 @@ def test_token_loss_ignores_rows_without_a_target(family, output_loss):
     logits = model.logits(hidden[None])[0]  # (N, V)
     for smoothing in (0.0, 0.1):
         expected = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-100, label_smoothing=smoothing)
-        kept = torch.nn.functional.cross_entropy(logits[targets != -100], targets[targets != -100],
-                                                 label_smoothing=smoothing)
+        kept = torch.nn.functional.cross_entropy(
+            logits[targets != -100], targets[targets != -100], label_smoothing=smoothing
+        )
         with torch.no_grad():
             got = model.token_loss(hidden, targets, output_loss=OutputLoss(output_loss), label_smoothing=smoothing)
         torch.testing.assert_close(got, expected)
@@ -155,10 +162,12 @@ def test_unit_embeddings_start_at_the_size_of_a_sinusoid(family):
     unit = zoo.build_model(tiny(family, "sinusoidal", d_model=d, n_heads=4, scale_embeddings=True, embed_init="unit"))
     rms = (unit.embed.weight * unit.embed.multiplier).pow(2).mean().sqrt().item()
     assert 0.95 < rms < 1.05, rms
-    assert unit.config.embedding_std == pytest.approx(d ** -0.5)
+    assert unit.config.embedding_std == pytest.approx(d**-0.5)
     default = zoo.build_model(tiny(family, "sinusoidal", d_model=d, n_heads=4, scale_embeddings=True))
     assert default.embed.weight.std().item() == pytest.approx(default.config.init_std, rel=0.05)
-    matrices = [m.weight for m in unit.modules() if isinstance(m, torch.nn.Linear) and m.weight is not unit.embed.weight]
+    matrices = [
+        m.weight for m in unit.modules() if isinstance(m, torch.nn.Linear) and m.weight is not unit.embed.weight
+    ]
     assert all(w.std().item() == pytest.approx(unit.config.init_std, rel=0.25) for w in matrices if w.numel() > 1000)
 
 

@@ -10,8 +10,7 @@ from torch import nn
 
 import zoo
 from tests.conftest import ACTIVATIONS, FAMILIES, NORM_TYPES, POSITIONS, tiny
-from zoo.models.init import (ONES, ZEROS, Start, has_meta_parameters, initial_value, materialize,
-                             parameters_on_meta)
+from zoo.models.init import ONES, ZEROS, Start, has_meta_parameters, initial_value, materialize, parameters_on_meta
 
 
 def _same(a: nn.Module, b: nn.Module) -> None:
@@ -21,9 +20,11 @@ def _same(a: nn.Module, b: nn.Module) -> None:
         assert torch.equal(sa[key], sb[key]), key
 
 
-GRID = [(family, position, norm_type, "gelu") for family in FAMILIES for position in POSITIONS
-        for norm_type in NORM_TYPES] + [(family, "rope", "rmsnorm", activation) for family in FAMILIES
-                                        for activation in ACTIVATIONS if activation != "gelu"]
+GRID = [
+    (family, position, norm_type, "gelu") for family in FAMILIES for position in POSITIONS for norm_type in NORM_TYPES
+] + [
+    (family, "rope", "rmsnorm", activation) for family in FAMILIES for activation in ACTIVATIONS if activation != "gelu"
+]
 
 
 @pytest.mark.parametrize("family, position, norm_type, activation", GRID)
@@ -57,8 +58,9 @@ def test_every_parameter_starts_by_its_rule(family):
             assert rule.start == Start.normal
             if param.numel() >= 1024:
                 assert abs(param.std().item() / rule.std - 1) < 0.1, name
-    assert rules["decoder.layers.0.ff.w_in.weight" if family != "encoder_only" else
-                 "encoder.layers.0.ff.w_in.weight"].std == pytest.approx(0.05)
+    assert rules[
+        "decoder.layers.0.ff.w_in.weight" if family != "encoder_only" else "encoder.layers.0.ff.w_in.weight"
+    ].std == pytest.approx(0.05)
 
 
 def test_the_weights_follow_from_the_seed_and_the_name_alone():
@@ -93,8 +95,9 @@ def test_a_classifier_head_starts_by_its_rule_whole_or_on_meta():
     from zoo.tasks.classification import Classification as ClassificationTask
 
     def build():
-        return ClassificationTask(model=tiny("encoder_only"), task={"kind": "classification"},
-                                  extra={"labels": ["a", "b", "c"]})
+        return ClassificationTask(
+            model=tiny("encoder_only"), task={"kind": "classification"}, extra={"labels": ["a", "b", "c"]}
+        )
 
     torch.manual_seed(5)
     whole = build()

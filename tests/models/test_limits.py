@@ -12,10 +12,10 @@ import zoo
 from tests.conftest import CAUSAL_FAMILIES, tiny
 from zoo.config import ConfigError, ModelConfig, PositionKind
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.data.prompts import continue_text
 from zoo.data.tokenizers import build_tokenizer
 from zoo.models.generate import GenerationConfig, generate
 from zoo.models.limits import check_lengths, check_memory, kv_cache_bytes
-from zoo.data.prompts import continue_text
 from zoo.nn import cache as cache_module
 
 
@@ -28,8 +28,11 @@ def test_decoding_past_a_bounded_schemes_positions_is_refused(kind, family):
     over = [(10, 7)] if family == "decoder_only" else [(17, 1), (4, 16)]
     for input_len, new in over:
         if POSITION_FACTS[kind].bounded:
-            with pytest.raises(ConfigError, match=rf"past the {kind.value} positions|longer than the "
-                                                  rf"{kind.value} positions") as refused:
+            with pytest.raises(
+                ConfigError,
+                match=rf"past the {kind.value} positions|longer than the "
+                rf"{kind.value} positions",
+            ) as refused:
                 check_lengths(cfg, input_len, new)
             assert "(model.max_seq_len=16)" in str(refused.value)
         else:
@@ -38,21 +41,31 @@ def test_decoding_past_a_bounded_schemes_positions_is_refused(kind, family):
 
 def test_the_length_refusals_keep_their_wording():
     decoder = ModelConfig(**tiny("decoder_only", "learned", max_seq_len=16))
-    with pytest.raises(ConfigError, match=r"^prompt \(10 tokens\) \+ max_new_tokens \(7\) = 17 is past the "
-                                          r"learned positions \(model.max_seq_len=16\): max_new_tokens=6 is the most for "
-                                          r"this prompt$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^prompt \(10 tokens\) \+ max_new_tokens \(7\) = 17 is past the "
+        r"learned positions \(model.max_seq_len=16\): max_new_tokens=6 is the most for "
+        r"this prompt$",
+    ):
         check_lengths(decoder, 10, 7)
     seq2seq = ModelConfig(**tiny("encoder_decoder", "learned", max_seq_len=16))
-    with pytest.raises(ConfigError, match=r"^the source \(17 tokens\) is longer than the learned positions "
-                                          r"\(model.max_seq_len=16\): shorten it to 16 tokens at most$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^the source \(17 tokens\) is longer than the learned positions "
+        r"\(model.max_seq_len=16\): shorten it to 16 tokens at most$",
+    ):
         check_lengths(seq2seq, 17, 1)
-    with pytest.raises(ConfigError, match=r"^max_new_tokens \(16\) \+ BOS is past the learned positions "
-                                          r"\(model.max_seq_len=16\): max_new_tokens=15 is the most$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^max_new_tokens \(16\) \+ BOS is past the learned positions "
+        r"\(model.max_seq_len=16\): max_new_tokens=15 is the most$",
+    ):
         check_lengths(seq2seq, 4, 16)
 
 
-@pytest.mark.parametrize("attention", [{}, {"attention": "sliding", "window": 3, "global_every": 2}],
-                         ids=["full", "sliding"])
+@pytest.mark.parametrize(
+    "attention", [{}, {"attention": "sliding", "window": 3, "global_every": 2}], ids=["full", "sliding"]
+)
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)
 def test_kv_cache_bytes_equal_what_the_static_cache_allocates(family, attention, monkeypatch):
     model = zoo.build_model(tiny(family, "rope", max_seq_len=64, n_heads=4, n_kv_heads=2, **attention)).eval()
@@ -89,7 +102,7 @@ def test_a_continuation_keeps_the_space_its_first_piece_carries(kind, tmp_path):
     text = "In the beginning God created the heaven and the earth. " * 40
     tok = build_tokenizer({"kind": kind, "vocab_size": 60, "cache_dir": str(tmp_path)}, [text])
     prompt, rest = "In the beginning", " God created the heaven"
-    new_ids = tok.encode(prompt + rest)[len(tok.encode(prompt)):]
+    new_ids = tok.encode(prompt + rest)[len(tok.encode(prompt)) :]
     assert tok.encode(prompt) + new_ids == tok.encode(prompt + rest)  # the cut falls between pieces
     assert prompt + tok.decode(new_ids) != prompt + rest  # decoded alone, the space is lost
     assert continue_text(tok, prompt, new_ids) == prompt + rest

@@ -15,7 +15,7 @@ import zoo
 from tests.conftest import FAMILIES
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import MUP_BASE_D_MODEL, ModelConfig
-from zoo.config.schema.train import OptimConfig, SchedulerConfig
+from zoo.config.schema.train import OptimConfig
 from zoo.models.parametrization import optimizer_scales
 from zoo.tasks.optim import build_optimizer, parameter_groups
 
@@ -55,8 +55,9 @@ def run(model, ids):
 
 
 def adamw(model, cfg: ModelConfig, lr: float = 1e-2) -> torch.optim.Optimizer:
-    return build_optimizer(model, OptimConfig(kind="adamw", lr=lr, weight_decay=0.1),
-                           scales=optimizer_scales(model, cfg))
+    return build_optimizer(
+        model, OptimConfig(kind="adamw", lr=lr, weight_decay=0.1), scales=optimizer_scales(model, cfg)
+    )
 
 
 def train(model, optimizer, ids, steps: int) -> torch.Tensor:
@@ -80,14 +81,17 @@ def per_parameter(model, optimizer, rate: str = "lr") -> dict[str, tuple[float, 
 
 # -- 1. the mup package's rules -----------------------------------------------------------------
 
+
 def mup_reference(family: str, width: int, tie: bool):
     """zoo's *standard* model made μP the mup package's way: the output projection a MuReadout
     (MuSharedReadout when tied) whose forward divides by the width multiplier, base shapes from
     the base-width model (`set_base_shapes`), and the attention scale sqrt(base Dh)/Dh written by
     hand (mup leaves attention to the model). Same seed as `build`, so its weights are zoo's
     standard draw."""
-    mup = pytest.importorskip("mup", reason="the reference rules: pip install --no-deps mup "
-                              "(its torchvision and seaborn serve only its plots)")
+    mup = pytest.importorskip(
+        "mup",
+        reason="the reference rules: pip install --no-deps mup (its torchvision and seaborn serve only its plots)",
+    )
 
     def make(w: int):
         cfg = config(family, w, "standard", tie_embeddings=tie, attention_scale=math.sqrt(BASE // 4) / (w // 4))
@@ -128,9 +132,15 @@ def test_init_learning_rate_and_output_multipliers_are_the_mup_packages(family, 
         multiplier = float((drawn / plain).flatten()[0])
         assert torch.allclose(ours.state_dict()[name], standard[name] * multiplier, rtol=1e-5, atol=1e-9), name
         n_scaled += multiplier != 1.0
-    assert n_scaled == (0 if width == BASE else sum(1 for n, p in standard.items()
-                                                    if p.dim() == 2 and "embed" not in n and "lm_head" not in n
-                                                    and "table" not in n))
+    assert n_scaled == (
+        0
+        if width == BASE
+        else sum(
+            1
+            for n, p in standard.items()
+            if p.dim() == 2 and "embed" not in n and "lm_head" not in n and "table" not in n
+        )
+    )
 
     # learning rates and weight decays: MuAdamW over zoo's standard groups against zoo's optimizer
     oc = OptimConfig(kind="adamw", lr=1e-2, weight_decay=0.1)
@@ -169,8 +179,9 @@ def coordinates(family: str, parametrization: str, width: int, steps: int = 5) -
     (encoder-decoder: 1 + 1), 4 heads, the same seed at every width."""
     cfg = config(family, width, parametrization, n_layers=1 if family == "encoder_decoder" else 2, vocab_size=64)
     model = build(cfg)
-    optimizer = build_optimizer(model, OptimConfig(kind="adam", lr=2e-3, weight_decay=0.0),
-                                scales=optimizer_scales(model, cfg))
+    optimizer = build_optimizer(
+        model, OptimConfig(kind="adam", lr=2e-3, weight_decay=0.0), scales=optimizer_scales(model, cfg)
+    )
     ids = torch.randint(0, 64, (8, 16), generator=torch.Generator().manual_seed(1))
     inputs = {"decoder_input_ids": ids} if family == "encoder_decoder" else {}
     sizes: dict[str, float] = {}
@@ -183,7 +194,8 @@ def coordinates(family: str, parametrization: str, width: int, steps: int = 5) -
                 layers[f"{stack_name}.{i}.cross_attention"] = block.cross_attn
     for name, layer in layers.items():
         layer.register_forward_hook(
-            lambda _m, _i, out, name=name: sizes.__setitem__(name, float(out.detach().abs().mean())))
+            lambda _m, _i, out, name=name: sizes.__setitem__(name, float(out.detach().abs().mean()))
+        )
     for step in range(steps + 1):
         logits = model(ids, **inputs).logits  # (B, T, V)
         sizes["logits"] = float(logits.detach().abs().mean())
@@ -203,8 +215,9 @@ def test_coordinates_keep_their_size_across_widths_under_mup_and_blow_up_under_s
     growth = {}
     for parametrization in ("standard", "mup"):
         sizes = {width: coordinates(family, parametrization, width) for width in WIDTHS}
-        growth[parametrization] = {name: [sizes[w][name] / sizes[WIDTHS[0]][name] for w in WIDTHS[1:]]
-                                   for name in sizes[WIDTHS[0]]}
+        growth[parametrization] = {
+            name: [sizes[w][name] / sizes[WIDTHS[0]][name] for w in WIDTHS[1:]] for name in sizes[WIDTHS[0]]
+        }
     for name, ratios in growth["mup"].items():
         assert all(0.4 < r < 2.0 for r in ratios), (name, ratios)
     standard = growth["standard"]
@@ -215,8 +228,21 @@ def test_coordinates_keep_their_size_across_widths_under_mup_and_blow_up_under_s
 
 # -- 3. at the base width, the standard model exactly ------------------------------------------
 
-@pytest.mark.parametrize("options", [{}, {"scale_embeddings": True, "scale_output": True, "tie_embeddings": False,
-                                          "head_transform": True, "output_bias": True, "attention_scale": 1.0}])
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {
+            "scale_embeddings": True,
+            "scale_output": True,
+            "tie_embeddings": False,
+            "head_transform": True,
+            "output_bias": True,
+            "attention_scale": 1.0,
+        },
+    ],
+)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_mup_at_its_base_width_is_the_standard_model(family, options, one_thread):
     standard_cfg = config(family, BASE, "standard", **options)
@@ -236,6 +262,7 @@ def test_mup_at_its_base_width_is_the_standard_model(family, options, one_thread
 
 # -- 4. the rules, written out from the paper (Tables 3 and 8) --------------------------------
 
+
 def test_the_multipliers_follow_the_width():
     cfg = config("decoder_only", 256)  # m = 4, Dh = 64, base Dh = 16
     assert cfg.width_mult == 4.0 and cfg.base_head_dim == 16
@@ -244,8 +271,9 @@ def test_the_multipliers_follow_the_width():
     assert config("decoder_only", 256, mup_base_head_dim=64).attention_multiplier is None  # heads grew, not Dh
     assert config("decoder_only", 256, attention_scale=1.0).attention_multiplier == pytest.approx(16 / 64)
     # widths standard reads from D are read at the base width: the embeddings are input weights
-    scaled = config("decoder_only", 256, scale_embeddings=True, scale_output=True, tie_embeddings=False,
-                    embed_init="unit")
+    scaled = config(
+        "decoder_only", 256, scale_embeddings=True, scale_output=True, tie_embeddings=False, embed_init="unit"
+    )
     assert scaled.embedding_multiplier == pytest.approx(8.0) and scaled.embedding_std == pytest.approx(1 / 8)
     assert scaled.output_multiplier == pytest.approx(1 / 8 / 4)
     plain = config("decoder_only", 256, "standard", scale_embeddings=True, scale_output=True)
@@ -265,8 +293,9 @@ def test_weight_decay_stays_on_the_matrices_and_the_hidden_ones_learn_at_lr_over
     model = build(cfg)
     rates = per_parameter(model, adamw(model, cfg))
     for name, (rate, decay) in rates.items():
-        hidden = model.get_parameter(name).dim() == 2 and not name.startswith(("embed", "lm_head")) \
-            and "table" not in name
+        hidden = (
+            model.get_parameter(name).dim() == 2 and not name.startswith(("embed", "lm_head")) and "table" not in name
+        )
         assert (rate, decay) == pytest.approx((1e-2 / 4, 0.4) if hidden else (1e-2, 0.0)), name
     assert rates["head_transform.dense.weight"] == pytest.approx((1e-2 / 4, 0.4))
     assert rates["lm_head.weight"] == pytest.approx((1e-2, 0.0))  # an output embedding: no decay, as standard
@@ -278,8 +307,9 @@ def test_the_schedule_multiplies_each_groups_own_rate():
     from zoo.tasks.causal_lm import CausalLM
 
     model = config("decoder_only", 256).to_dict()
-    task = CausalLM(model=model, task={"kind": "causal_lm"}, optim={"lr": 1e-2},
-                    scheduler={"kind": "constant", "warmup_steps": 4})
+    task = CausalLM(
+        model=model, task={"kind": "causal_lm"}, optim={"lr": 1e-2}, scheduler={"kind": "constant", "warmup_steps": 4}
+    )
     setup = task.configure_optimizers()
     optimizer, scheduler = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
     # no decay (embeddings, biases, norms), then the hidden matrices (every decayed one of a decoder)
@@ -296,8 +326,13 @@ def test_a_classifier_head_is_an_output_layer():
     from zoo.tasks.classification import Classification
 
     model = config("encoder_only", 256).to_dict()
-    task = Classification(model=model, task={"kind": "classification"}, optim={"lr": 1e-2},
-                          scheduler={"kind": "constant"}, extra={"labels": ["a", "b"]})
+    task = Classification(
+        model=model,
+        task={"kind": "classification"},
+        optim={"lr": 1e-2},
+        scheduler={"kind": "constant"},
+        extra={"labels": ["a", "b"]},
+    )
     ids = torch.randint(0, V, (2, T))
     with torch.no_grad():
         hidden = task.model(ids, return_logits=False).hidden_states[:, 0]  # cls pooling
@@ -309,6 +344,7 @@ def test_a_classifier_head_is_an_output_layer():
 
 # -- 5. options ---------------------------------------------------------------------------------
 
+
 def test_an_unknown_parametrization_is_refused_with_the_allowed_values():
     from zoo.cli.refusals import refusal
 
@@ -319,13 +355,25 @@ def test_an_unknown_parametrization_is_refused_with_the_allowed_values():
     assert "\n" not in message and "expected one of [standard, mup]" in message
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"parametrization": "mup", "mup_base_d_model": 0}, "model.mup_base_d_model must be a positive integer, got 0"),
-    ({"parametrization": "mup", "mup_base_d_model": -64}, "model.mup_base_d_model must be a positive integer, got -64"),
-    ({"parametrization": "mup", "mup_base_head_dim": 0}, "model.mup_base_head_dim must be a positive integer, got 0"),
-    ({"mup_base_d_model": 64}, "model.mup_base_d_model=64 only applies to model.parametrization=mup, not standard"),
-    ({"mup_base_head_dim": 16}, "model.mup_base_head_dim=16 only applies to model.parametrization=mup, not standard"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"parametrization": "mup", "mup_base_d_model": 0}, "model.mup_base_d_model must be a positive integer, got 0"),
+        (
+            {"parametrization": "mup", "mup_base_d_model": -64},
+            "model.mup_base_d_model must be a positive integer, got -64",
+        ),
+        (
+            {"parametrization": "mup", "mup_base_head_dim": 0},
+            "model.mup_base_head_dim must be a positive integer, got 0",
+        ),
+        ({"mup_base_d_model": 64}, "model.mup_base_d_model=64 only applies to model.parametrization=mup, not standard"),
+        (
+            {"mup_base_head_dim": 16},
+            "model.mup_base_head_dim=16 only applies to model.parametrization=mup, not standard",
+        ),
+    ],
+)
 def test_base_widths_are_checked(kw, message):
     with pytest.raises(ConfigError) as err:
         ModelConfig(**kw)
@@ -355,5 +403,6 @@ def test_a_checkpoint_from_before_the_option_resumes_as_standard():
     old = {k: v for k, v in ModelConfig().to_dict().items() if not k.startswith(("parametrization", "mup_"))}
     check_resume(saved_sections({"model": old}), {"model": ModelConfig().to_dict()}, "the checkpoint")
     with pytest.raises(ResumeMismatch, match="model.parametrization='standard' in the checkpoint, 'mup' here"):
-        check_resume(saved_sections({"model": old}), {"model": ModelConfig(parametrization="mup").to_dict()},
-                     "the checkpoint")
+        check_resume(
+            saved_sections({"model": old}), {"model": ModelConfig(parametrization="mup").to_dict()}, "the checkpoint"
+        )

@@ -24,8 +24,11 @@ def test_attention_maps_are_distributions_and_causal_where_causal(family, tmp_pa
     ids = torch.randint(6, 37, (1, 6))
     kwargs = {"decoder_input_ids": ids[:, :4]} if family == "encoder_decoder" else {}
     maps = attention_maps(model, ids, **kwargs)
-    stacks = {"encoder_only": {"encoder"}, "decoder_only": {"decoder"},
-              "encoder_decoder": {"encoder", "decoder", "cross"}}[family]
+    stacks = {
+        "encoder_only": {"encoder"},
+        "decoder_only": {"decoder"},
+        "encoder_decoder": {"encoder", "decoder", "cross"},
+    }[family]
     assert {key[0] for key in maps} == stacks and {key[1] for key in maps} == {0, 1}
     for (stack, _), weights in maps.items():
         T = 4 if stack in ("decoder", "cross") and family == "encoder_decoder" else 6
@@ -37,8 +40,9 @@ def test_attention_maps_are_distributions_and_causal_where_causal(family, tmp_pa
     assert all(not m.keep_weights for m in model.modules() if hasattr(m, "keep_weights"))
     labels = [str(i) for i in range(6)]
     q_labels = labels[:4] if family == "encoder_decoder" else labels
-    path = plot_attention(maps, tmp_path / "a.png", query_tokens=q_labels, key_tokens=q_labels,
-                          source_tokens=labels, heads=[1])
+    path = plot_attention(
+        maps, tmp_path / "a.png", query_tokens=q_labels, key_tokens=q_labels, source_tokens=labels, heads=[1]
+    )
     assert is_png(path)
     with pytest.raises(ValueError, match="layer 5"):
         attention_maps(model, ids, layers=[5], **kwargs)
@@ -66,8 +70,10 @@ def test_the_attention_map_is_readable(family):
         assert len(panels) == len(maps) * 2 and len(bars) == 1
         assert bars[0].get_ylabel() == "attention weight (each row sums to 1)"
 
-        ticks = {ax: [t.get_window_extent(renderer) for t in ax.get_xticklabels() + ax.get_yticklabels()
-                      if t.get_text()] for ax in panels}
+        ticks = {
+            ax: [t.get_window_extent(renderer) for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+            for ax in panels
+        }
         outline = {ax: ax.get_tightbbox(renderer) for ax in panels}  # the panel with its labels
         for ax in panels:
             title = ax.title.get_window_extent(renderer)
@@ -75,8 +81,9 @@ def test_the_attention_map_is_readable(family):
                 clashes = [t for t in ticks[other] if t.overlaps(title)]
                 assert not clashes, f"{ax.get_title()!r} overlaps the tick labels of {other.get_title()!r}"
                 if other is not ax and outline[ax].overlaps(outline[other]):
-                    assert not any(t.overlaps(b) for t in ticks[ax] for b in ticks[other]), \
+                    assert not any(t.overlaps(b) for t in ticks[ax] for b in ticks[other]), (
                         f"tick labels of {ax.get_title()!r} and {other.get_title()!r} overlap"
+                    )
         assert {ax.get_ylabel() for ax in panels} >= {"query (attending)"}
         assert {ax.get_xlabel() for ax in panels} >= {"key (attended to)"}
         assert "\u2423" in [t.get_text() for t in panels[0].get_xticklabels()]

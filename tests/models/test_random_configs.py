@@ -100,8 +100,11 @@ def test_random_valid_configs_work(cfg, data):
         cache, pieces = None, []
         for t in range(T):
             step = ids[:, t : t + 1]
-            o = (model(decoder_input_ids=step, encoder_hidden_states=memory, cache=cache, use_cache=True)
-                 if enc_dec else model(step, cache=cache, use_cache=True))
+            o = (
+                model(decoder_input_ids=step, encoder_hidden_states=memory, cache=cache, use_cache=True)
+                if enc_dec
+                else model(step, cache=cache, use_cache=True)
+            )
             cache = o.cache
             pieces.append(o.logits)
         assert torch.allclose(torch.cat(pieces, 1), full, atol=1e-4)

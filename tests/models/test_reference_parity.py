@@ -39,10 +39,29 @@ def copy_ff_and_norms(block, layer, norms) -> None:
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor")
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_transformer_family_matches_torch_nn_transformer(norm):
-    ref = nn.Transformer(d_model=D, nhead=H, num_encoder_layers=LAYERS, num_decoder_layers=LAYERS,
-                         dim_feedforward=FF, dropout=0.0, batch_first=True, norm_first=norm == "pre")
-    ours = zoo.build_model(tiny("encoder_decoder", "none", d_model=D, n_heads=H, n_layers=LAYERS,
-                                n_decoder_layers=LAYERS, d_ff=FF, norm=norm, activation="relu"))
+    ref = nn.Transformer(
+        d_model=D,
+        nhead=H,
+        num_encoder_layers=LAYERS,
+        num_decoder_layers=LAYERS,
+        dim_feedforward=FF,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=norm == "pre",
+    )
+    ours = zoo.build_model(
+        tiny(
+            "encoder_decoder",
+            "none",
+            d_model=D,
+            n_heads=H,
+            n_layers=LAYERS,
+            n_decoder_layers=LAYERS,
+            d_ff=FF,
+            norm=norm,
+            activation="relu",
+        )
+    )
     ref.eval(), ours.eval()
     with torch.no_grad():
         # randomise LayerNorm affine parameters so the copy is really checked
@@ -68,13 +87,11 @@ def test_transformer_family_matches_torch_nn_transformer(norm):
     src, tgt = torch.randn(3, 7, D), torch.randn(3, 5, D)
     src_pad = torch.tensor([[False] * 7, [False] * 5 + [True] * 2, [False] * 6 + [True]])
     causal = nn.Transformer.generate_square_subsequent_mask(5)
-    expected = ref(src, tgt, tgt_mask=causal, src_key_padding_mask=src_pad,
-                   memory_key_padding_mask=src_pad)
+    expected = ref(src, tgt, tgt_mask=causal, src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad)
 
     keep = (~src_pad).long()
     memory = ours.encoder(src, positions=torch.arange(7)[None], key_padding=keep)
-    got = ours.decoder(tgt, positions=torch.arange(5)[None], memory=memory,
-                       memory_padding=keep)
+    got = ours.decoder(tgt, positions=torch.arange(5)[None], memory=memory, memory_padding=keep)
     assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
     ref_memory = ref.encoder(src, src_key_padding_mask=src_pad)
     real = keep.bool()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, sharp, tiny
+from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, sharp
 
 # float32 rounding through a stack with weights at std 0.5 reaches about 2e-5 on logits of
 # about 6 (post-norm, encoder-decoder); a wrong mask, index or position moves them by O(1)
@@ -88,8 +88,7 @@ def test_padding_invariance(family, position, norm, norm_type):
         assert torch.allclose(ref, src_padded, atol=ATOL)
         dec_padded = torch.cat([dec, torch.zeros(2, 2, dtype=torch.long)], dim=1)
         dec_mask = torch.cat([torch.ones(2, 5), torch.zeros(2, 2)], dim=1).long()
-        both = model(padded, attention_mask=mask, decoder_input_ids=dec_padded,
-                     decoder_attention_mask=dec_mask).logits
+        both = model(padded, attention_mask=mask, decoder_input_ids=dec_padded, decoder_attention_mask=dec_mask).logits
         assert torch.allclose(ref, both[:, :5], atol=ATOL)
     else:
         ref = model(ids).logits
@@ -109,11 +108,15 @@ def test_cached_decoding_equals_full_forward(family, position, norm, norm_type):
     if family == "encoder_decoder":
         memory = model.encode(src)
         full = model(decoder_input_ids=dec, encoder_hidden_states=memory).logits
-        step = lambda ids, cache: model(decoder_input_ids=ids, encoder_hidden_states=memory,
-                                        cache=cache, use_cache=True)
+
+        def step(ids, cache):
+            return model(decoder_input_ids=ids, encoder_hidden_states=memory, cache=cache, use_cache=True)
     else:
         full = model(dec).logits
-        step = lambda ids, cache: model(ids, cache=cache, use_cache=True)
+
+        def step(ids, cache):
+            return model(ids, cache=cache, use_cache=True)
+
     out = step(dec[:, :3], None)
     pieces, cache = [out.logits], out.cache
     for t in range(3, 9):

@@ -12,10 +12,10 @@ import torch.nn.functional as F
 
 import zoo
 from tests.conftest import tiny
+from zoo.config.facts.blocks import QKNorm
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.model import NormType
 from zoo.config.schema.task import OutputLoss
-from zoo.config.facts.blocks import QKNorm
 from zoo.nn.attention import Attention, attention
 from zoo.nn.block import Block
 from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy
@@ -47,8 +47,7 @@ def run_block(block, x):
 
 
 def attn_of(block, h):
-    return block.self_attn(h, positions=torch.arange(h.shape[1])[None], position=NoPositions(), mask=None,
-                           causal=True)
+    return block.self_attn(h, positions=torch.arange(h.shape[1])[None], position=NoPositions(), mask=None, causal=True)
 
 
 @pytest.mark.parametrize("norm_type", ["layernorm", "rmsnorm"])
@@ -111,9 +110,12 @@ def test_parallel_in_a_decoder_with_cross_attention_adds_three_branches():
     with torch.no_grad():
         got = block(x, positions=pos, position=NoPositions(), mask=None, causal=True, memory=memory)
         h = block.self_attn_sub.norm(x)
-        expected = (x + block.self_attn(h, positions=pos, position=NoPositions(), mask=None, causal=True)
-                    + block.cross_attn(h, positions=pos, position=NoPositions(), mask=None, memory=memory)
-                    + block.ff(h))
+        expected = (
+            x
+            + block.self_attn(h, positions=pos, position=NoPositions(), mask=None, causal=True)
+            + block.cross_attn(h, positions=pos, position=NoPositions(), mask=None, memory=memory)
+            + block.ff(h)
+        )
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
 
 
@@ -121,8 +123,17 @@ def test_parallel_in_a_decoder_with_cross_attention_adds_three_branches():
 
 
 def qk_attention(qk_norm: QKNorm, n_kv_heads: int = 1) -> Attention:
-    attn = Attention(d_model=8, n_heads=2, n_kv_heads=n_kv_heads, head_dim=4, bias=False, dropout=0.0,
-                     qk_norm=qk_norm, qk_norm_type=NormType.rmsnorm, norm_eps=1e-6)
+    attn = Attention(
+        d_model=8,
+        n_heads=2,
+        n_kv_heads=n_kv_heads,
+        head_dim=4,
+        bias=False,
+        dropout=0.0,
+        qk_norm=qk_norm,
+        qk_norm_type=NormType.rmsnorm,
+        norm_eps=1e-6,
+    )
     randomise_norms(attn)
     attn.keep_weights = True  # the weights are softmax(q·kᵀ/sqrt(Dh)) of the normalized q and k
     return attn
@@ -277,15 +288,18 @@ def test_the_chunked_loss_with_cap_and_z_loss_has_autograds_gradients(final_soft
     targets = torch.randint(0, 19, (13,))
     targets[[0, 5]] = IGNORE
     coef = 0.05
-    loss = chunked_linear_cross_entropy(hidden, weight, targets, bias=bias, chunk=4, label_smoothing=smoothing,
-                                        softcap=final_softcap, z_loss=coef)
+    loss = chunked_linear_cross_entropy(
+        hidden, weight, targets, bias=bias, chunk=4, label_smoothing=smoothing, softcap=final_softcap, z_loss=coef
+    )
     grads = torch.autograd.grad(loss, (hidden, weight, bias))
     logits = F.linear(hidden, weight, bias)
     if final_softcap is not None:
         logits = final_softcap * torch.tanh(logits / final_softcap)
     kept = targets != IGNORE
-    reference = (F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=smoothing)
-                 + coef * torch.logsumexp(logits[kept], -1).square().mean())
+    reference = (
+        F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=smoothing)
+        + coef * torch.logsumexp(logits[kept], -1).square().mean()
+    )
     expected = torch.autograd.grad(reference, (hidden, weight, bias))
     torch.testing.assert_close(loss, reference, rtol=1e-5, atol=1e-6)
     for got, want in zip(grads, expected):
@@ -304,8 +318,7 @@ def test_liger_is_refused_with_a_cap_or_a_z_loss_before_it_runs():
 @pytest.mark.parametrize("n_kv_heads", [2, 1])
 def test_max_logit_is_the_largest_allowed_scaled_score(n_kv_heads):
     torch.manual_seed(0)
-    attn = Attention(d_model=8, n_heads=2, n_kv_heads=n_kv_heads, head_dim=4, bias=False, dropout=0.0,
-                     softcap=1.0)
+    attn = Attention(d_model=8, n_heads=2, n_kv_heads=n_kv_heads, head_dim=4, bias=False, dropout=0.0, softcap=1.0)
     x = torch.randn(2, 5, 8) * 4
     pad = torch.tensor([[True] * 5, [False, True, True, True, True]])[:, None, None, :]  # (B, 1, 1, S)
     positions = torch.arange(5)[None]

@@ -49,8 +49,9 @@ def test_collate_marks_documents_and_drops_the_label_across_a_boundary():
     kept = torch.ones_like(labels, dtype=torch.bool)
     kept[ends] = False
     assert torch.equal(labels[kept], window[1:][kept])  # every other target is the next token
-    assert torch.equal(positions_in_documents(batch["document_ids"])[0],
-                       torch.cat([torch.arange(len(d)) for d in docs]))
+    assert torch.equal(
+        positions_in_documents(batch["document_ids"])[0], torch.cat([torch.arange(len(d)) for d in docs])
+    )
     assert "document_ids" not in collate_causal([window])  # the default is unchanged
 
 
@@ -153,4 +154,4 @@ def test_packed_documents_under_a_sliding_window_see_their_own_band(position, gl
         alone = torch.cat([model(d[None]).logits[0] for d in docs])  # (T, V)
         unmasked = model(batch["input_ids"]).logits[0]  # (T, V): the band across documents
     torch.testing.assert_close(packed, alone, rtol=1e-5, atol=1e-5)
-    assert (unmasked[LENGTHS[0]:] - alone[LENGTHS[0]:]).abs().max() > 1e-2
+    assert (unmasked[LENGTHS[0] :] - alone[LENGTHS[0] :]).abs().max() > 1e-2

@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
-from zoo.config.schema.model import NormPlacement, NormType
+from tests.conftest import tiny
 from zoo.config.schema.convert import as_model_config
+from zoo.config.schema.model import NormPlacement, NormType
 from zoo.nn.attention import Attention, attention
 from zoo.nn.block import SubLayer
 from zoo.nn.norm import RMSNorm, build_norm
 from zoo.nn.position.sinusoidal import sinusoidal_table
-from tests.conftest import tiny
 
 
 def test_sinusoidal_table_matches_the_paper():
@@ -52,8 +52,9 @@ def test_equal_scores_average_values_and_causal_weights_are_zero_above_diagonal(
     v = torch.randn(1, 1, 3, 2)
     out, _ = attention(q, k, v)
     assert torch.allclose(out[0, 0], v[0, 0].mean(0).expand(3, 2), atol=1e-6)
-    out, weights = attention(torch.randn(1, 2, 4, 3), torch.randn(1, 2, 4, 3), torch.randn(1, 2, 4, 3),
-                             causal=True, math_path=True)
+    out, weights = attention(
+        torch.randn(1, 2, 4, 3), torch.randn(1, 2, 4, 3), torch.randn(1, 2, 4, 3), causal=True, math_path=True
+    )
     assert torch.allclose(weights.sum(-1), torch.ones(1, 2, 4))
     assert (weights.triu(1) == 0).all()
 
@@ -64,12 +65,20 @@ def test_two_head_post_ln_encoder_sublayer_by_hand():
     WQ = [[[0, 0, 0], [1, 1, 0], [0, 0, 1], [1, 0, 0]], [[1, 0, 1], [0, 1, 0], [1, 0, 0], [0, 1, 1]]]
     WK = [[[1, 0, 1], [0, 1, 0], [1, 0, 1], [0, 1, 0]], [[0, 1, 1], [1, 0, 1], [1, 1, 0], [0, 1, 0]]]
     WV = [[[0, 1, 1], [1, 0, 0], [1, 0, 1], [0, 1, 0]], [[1, 0, 0], [0, 1, 1], [0, 0, 1], [1, 0, 0]]]
-    W_O = torch.tensor([
-        [0.79445237, 0.1081456, 0.27411536, 0.78394531], [0.29081936, -0.36187258, -0.32312791, -0.48530339],
-        [-0.36702934, -0.76471963, -0.88058366, -1.73713022], [-0.02305587, -0.64315981, -0.68306653, -1.25393866],
-        [0.29077448, -0.04121674, 0.01509932, 0.13149906], [0.57451867, -0.08895355, 0.02190485, 0.24535932],
-    ])
-    cat = lambda ws: torch.cat([torch.tensor(w, dtype=torch.float32) for w in ws], dim=1)  # (4, 6)
+    W_O = torch.tensor(
+        [
+            [0.79445237, 0.1081456, 0.27411536, 0.78394531],
+            [0.29081936, -0.36187258, -0.32312791, -0.48530339],
+            [-0.36702934, -0.76471963, -0.88058366, -1.73713022],
+            [-0.02305587, -0.64315981, -0.68306653, -1.25393866],
+            [0.29077448, -0.04121674, 0.01509932, 0.13149906],
+            [0.57451867, -0.08895355, 0.02190485, 0.24535932],
+        ]
+    )
+
+    def cat(ws):
+        return torch.cat([torch.tensor(w, dtype=torch.float32) for w in ws], dim=1)  # (4, 6)
+
     attn = Attention(d_model=4, n_heads=2, n_kv_heads=2, head_dim=3, bias=False, dropout=0.0)
     with torch.no_grad():
         # nn.Linear computes x·Wᵀ, so the stored weight is the transpose of the text's matrices
@@ -81,13 +90,25 @@ def test_two_head_post_ln_encoder_sublayer_by_hand():
 
     cfg = as_model_config(tiny(d_model=4, n_heads=2, head_dim=3, norm="post", bias=False))
     sub = SubLayer(cfg)
-    z_fn = lambda h: attn(h, positions=torch.arange(2)[None], position=NoPositions(), mask=None)
+
+    def z_fn(h):
+        return attn(h, positions=torch.arange(2)[None], position=NoPositions(), mask=None)
+
     Z = z_fn(E[None])[0]
-    assert torch.allclose(Z, torch.tensor([[11.46394285, -13.18016471, -11.59340253, -17.04387829],
-                                           [11.62608573, -13.47454936, -11.87126395, -17.4926367]]), atol=1e-4)
+    assert torch.allclose(
+        Z,
+        torch.tensor(
+            [
+                [11.46394285, -13.18016471, -11.59340253, -17.04387829],
+                [11.62608573, -13.47454936, -11.87126395, -17.4926367],
+            ]
+        ),
+        atol=1e-4,
+    )
     out = sub(E[None], z_fn)[0]
-    expected = torch.tensor([[1.71887693, -0.56365339, -0.40370747, -0.75151608],
-                             [1.71909039, -0.56050453, -0.40695381, -0.75163205]])
+    expected = torch.tensor(
+        [[1.71887693, -0.56365339, -0.40370747, -0.75151608], [1.71909039, -0.56050453, -0.40695381, -0.75163205]]
+    )
     assert torch.allclose(out, expected, atol=1e-5)
 
 
@@ -116,7 +137,10 @@ def test_pre_and_post_placement():
     cfg_pre = as_model_config(tiny(norm="pre"))
     cfg_post = as_model_config(tiny(norm="post"))
     x = torch.randn(1, 3, 16)
-    f = lambda h: 2 * h
+
+    def f(h):
+        return 2 * h
+
     pre, post = SubLayer(cfg_pre), SubLayer(cfg_post)
     assert cfg_pre.norm == NormPlacement.pre
     assert torch.allclose(pre(x, f), x + 2 * pre.norm(x), atol=1e-6)
@@ -124,6 +148,7 @@ def test_pre_and_post_placement():
 
 
 # -- the boolean attention mask, entry by entry --------------------------------------------------
+
 
 def _mask(**kw):
     from zoo.nn.mask import attention_mask

@@ -33,8 +33,11 @@ def test_update_appends_and_reorder_selects_keys_values_and_positions(kind):
     torch.testing.assert_close(k[:, :, :6], torch.cat([k1, k2], dim=2), rtol=0, atol=0)
     torch.testing.assert_close(v[:, :, :6], torch.cat([v1, v2], dim=2), rtol=0, atol=0)
     torch.testing.assert_close(p[:, :6], torch.cat([p1, p2], dim=1), rtol=0, atol=0)
-    before = [t.clone() for t in (cache.k, cache.v, cache.positions)] if kind == "growing" else \
-        [t.clone() for t in (cache._k, cache._v, cache._positions)]
+    before = (
+        [t.clone() for t in (cache.k, cache.v, cache.positions)]
+        if kind == "growing"
+        else [t.clone() for t in (cache._k, cache._v, cache._positions)]
+    )
     index = torch.tensor([2, 0, 0])
     addresses = [cache._k.data_ptr(), cache._v.data_ptr()]
     cache.reorder(index)
@@ -77,10 +80,13 @@ def test_static_decoding_step_is_one_graph_at_every_step(family, position):
 
         def run(m, tokens):
             return m(decoder_input_ids=tokens, encoder_hidden_states=memory, cache=cache, use_cache=True).logits
+
         first = torch.ones(2, 5, dtype=torch.long)  # a 5-token decoder prefix
     else:
+
         def run(m, tokens):
             return m(tokens, cache=cache, use_cache=True).logits
+
         first = prompt
     with torch.no_grad():
         run(model, first)  # the prompt, eagerly (as zoo.models.generate runs it)
@@ -88,13 +94,14 @@ def test_static_decoding_step_is_one_graph_at_every_step(family, position):
         step = torch.compile(model, backend="eager", fullgraph=True)
         with torch._dynamo.config.patch(error_on_recompile=True):
             tokens = torch.randint(4, 37, (2, steps))
-            compiled = [run(step, tokens[:, i:i + 1]) for i in range(steps)]
+            compiled = [run(step, tokens[:, i : i + 1]) for i in range(steps)]
         whole = torch.cat([first, tokens], dim=1)  # the same tokens through the model without a cache
         if family == "encoder_decoder":
             reference = model(decoder_input_ids=whole, encoder_hidden_states=memory).logits
         else:
             reference = model(whole).logits
     torch.testing.assert_close(torch.cat(compiled, dim=1), reference[:, 5:], atol=1e-5, rtol=1e-4)
+
 
 def test_a_changing_python_number_in_the_step_is_caught():
     """The check can fail: a step that reads the cache's length as a Python int recompiles."""

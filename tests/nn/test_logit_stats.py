@@ -13,8 +13,8 @@ import torch
 from tests.conftest import tiny
 from tests.nn.logit_by_hand import max_logit_by_hand
 from zoo.models import build_model
-from zoo.nn.attention import Attention
 from zoo.nn import logit_stats
+from zoo.nn.attention import Attention
 from zoo.nn.logit_stats import max_attention_logit, output_logit_stats
 
 
@@ -32,10 +32,13 @@ def test_max_attention_logit_is_the_largest_allowed_scaled_product(monkeypatch, 
     assert got.dtype == torch.float32 and not got.requires_grad
     assert float(got) == pytest.approx(max_logit_by_hand(q, k, keep), rel=1e-5)
     # without a mask every pair counts
-    assert float(max_attention_logit(q, k)) == pytest.approx(max_logit_by_hand(q, k, torch.ones(2, 7, 7, dtype=torch.bool)), rel=1e-5)
+    assert float(max_attention_logit(q, k)) == pytest.approx(
+        max_logit_by_hand(q, k, torch.ones(2, 7, 7, dtype=torch.bool)), rel=1e-5
+    )
     # a scale other than 1/sqrt(Dh) (muP's 1/Dh)
     assert float(max_attention_logit(q, k, scale=1 / 8, mask=padding, causal=True)) == pytest.approx(
-        max_logit_by_hand(q, k, keep) * math.sqrt(8) / 8, rel=1e-5)
+        max_logit_by_hand(q, k, keep) * math.sqrt(8) / 8, rel=1e-5
+    )
 
 
 def test_cached_queries_are_the_last_keys():

@@ -49,13 +49,17 @@ def _by_token(layer: MoE, x: torch.Tensor) -> torch.Tensor:
     return out + (layer.shared(x) if layer.shared is not None else 0)
 
 
-@pytest.mark.parametrize("settings", [
-    {},
-    {"moe_gate": "sigmoid", "moe_renorm": False},
-    {"moe_renorm": False, "moe_shared": 2, "moe_d_ff": 8, "activation": "swiglu"},
-    {"moe_capacity": 0.5, "moe_top_k": 1},
-    {"moe_capacity": 1.0, "moe_gate": "sigmoid"},
-], ids=["softmax", "sigmoid-raw", "shared-fine-gated", "capacity-top1", "capacity-sigmoid"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"moe_gate": "sigmoid", "moe_renorm": False},
+        {"moe_renorm": False, "moe_shared": 2, "moe_d_ff": 8, "activation": "swiglu"},
+        {"moe_capacity": 0.5, "moe_top_k": 1},
+        {"moe_capacity": 1.0, "moe_gate": "sigmoid"},
+    ],
+    ids=["softmax", "sigmoid-raw", "shared-fine-gated", "capacity-top1", "capacity-sigmoid"],
+)
 def test_the_sorted_dispatch_is_the_token_by_token_sum(settings):
     layer, _ = _layer(**settings)
     x = torch.randn(3, 7, 16)
@@ -71,8 +75,11 @@ def test_one_layer_is_mixtrals_block_with_the_same_weights_and_choices():
     from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
     layer, cfg = _layer(activation="swiglu", moe_d_ff=12)
-    hf = MixtralSparseMoeBlock(MixtralConfig(hidden_size=16, intermediate_size=12, num_local_experts=4,
-                                             num_experts_per_tok=2, hidden_act="silu")).eval()
+    hf = MixtralSparseMoeBlock(
+        MixtralConfig(
+            hidden_size=16, intermediate_size=12, num_local_experts=4, num_experts_per_tok=2, hidden_act="silu"
+        )
+    ).eval()
     hf.gate.weight.data.copy_(layer.router.weight)
     hf.experts.gate_up_proj.data.copy_(layer.experts.w_in)  # (E, 2·F, D): gate rows, then up rows
     hf.experts.down_proj.data.copy_(layer.experts.w_out)  # (E, D, F)
@@ -106,14 +113,17 @@ def test_uniform_routing_gives_balance_1_and_z_log_e_squared_and_collapse_gives_
     assert float(layer.entropy) < 1e-3
 
 
-@pytest.mark.parametrize("family,kind", [("decoder_only", "causal_lm"), ("encoder_only", "masked_lm"),
-                                         ("encoder_decoder", "seq2seq")])
+@pytest.mark.parametrize(
+    "family,kind", [("decoder_only", "causal_lm"), ("encoder_only", "masked_lm"), ("encoder_decoder", "seq2seq")]
+)
 def test_the_task_adds_the_router_losses_and_logs_them_apart(family, kind):
     from zoo.tasks import TASKS
 
     torch.manual_seed(0)
-    task = TASKS[kind](model=tiny(family, **MOE, n_layers=3, moe_every=2),
-                       task={"kind": kind, "moe_balance": 0.5, "moe_router_z": 0.25})
+    task = TASKS[kind](
+        model=tiny(family, **MOE, n_layers=3, moe_every=2),
+        task={"kind": kind, "moe_balance": 0.5, "moe_router_z": 0.25},
+    )
     ids = torch.randint(4, 37, (2, 12))
     batch = {"input_ids": ids, "labels": ids}
     if kind == "seq2seq":
@@ -154,23 +164,27 @@ def test_the_budget_sizes_d_ff_by_total_or_active_parameters(counts):
     budget = 60_000
     cfg = ModelConfig(**tiny(**MOE, param_budget=budget, param_budget_counts=counts))
     count = non_embedding_params(cfg) if counts == "total" else active_non_embedding_params(cfg)
-    step = non_embedding_params(ModelConfig(**{**cfg.to_dict(), "param_budget": None, "d_ff": cfg.d_ff + 1})) \
-        - non_embedding_params(cfg)
+    step = non_embedding_params(
+        ModelConfig(**{**cfg.to_dict(), "param_budget": None, "d_ff": cfg.d_ff + 1})
+    ) - non_embedding_params(cfg)
     assert abs(count - budget) <= step  # the nearest d_ff
     assert zoo.summarize(zoo.build_model(cfg)).non_embedding_params == non_embedding_params(cfg)
 
 
-@pytest.mark.parametrize("overrides,says", [
-    ({"bias": True}, "model.bias=false"),
-    ({"parametrization": "mup"}, "model.parametrization=mup"),
-    ({"moe_top_k": 5}, "model.moe_top_k (5) must be <= model.moe_experts (4)"),
-    ({"moe_gate": "relu"}, "model.moe_gate='relu' is not allowed"),
-    ({"moe_capacity": 0}, "model.moe_capacity must be a number > 0"),
-    ({"moe_every": 3}, "model.moe_every=3 exceeds model.n_layers=2"),
-    ({"moe_shared": -1}, "model.moe_shared must be an integer >= 0"),
-    ({"moe_d_ff": 8, "param_budget": 50_000}, "cannot size d_ff"),
-    ({"ffn": "dense", "moe_experts": 16}, "model.moe_experts=16 only applies to model.ffn=moe"),
-])
+@pytest.mark.parametrize(
+    "overrides,says",
+    [
+        ({"bias": True}, "model.bias=false"),
+        ({"parametrization": "mup"}, "model.parametrization=mup"),
+        ({"moe_top_k": 5}, "model.moe_top_k (5) must be <= model.moe_experts (4)"),
+        ({"moe_gate": "relu"}, "model.moe_gate='relu' is not allowed"),
+        ({"moe_capacity": 0}, "model.moe_capacity must be a number > 0"),
+        ({"moe_every": 3}, "model.moe_every=3 exceeds model.n_layers=2"),
+        ({"moe_shared": -1}, "model.moe_shared must be an integer >= 0"),
+        ({"moe_d_ff": 8, "param_budget": 50_000}, "cannot size d_ff"),
+        ({"ffn": "dense", "moe_experts": 16}, "model.moe_experts=16 only applies to model.ffn=moe"),
+    ],
+)
 def test_what_a_mixture_cannot_be_is_refused_on_one_line(overrides, says):
     with pytest.raises(ConfigError) as refused:
         ModelConfig(**tiny(**{**MOE, **overrides}))
@@ -201,12 +215,14 @@ def test_cached_decoding_gives_the_uncached_logits(family):
             def run(ids, **kw):
                 return model(decoder_input_ids=ids, encoder_hidden_states=memory, **kw).logits
         else:
+
             def run(ids, **kw):
                 return model(ids, **kw).logits
+
         first = prompt
         steps = [run(first, cache=cache, use_cache=True)[:, -1:]]
-        steps += [run(tokens[:, i:i + 1], cache=cache, use_cache=True) for i in range(tokens.shape[1] - 1)]
-        whole = run(torch.cat([first, tokens[:, :-1]], dim=1))[:, first.shape[1] - 1:]
+        steps += [run(tokens[:, i : i + 1], cache=cache, use_cache=True) for i in range(tokens.shape[1] - 1)]
+        whole = run(torch.cat([first, tokens[:, :-1]], dim=1))[:, first.shape[1] - 1 :]
     torch.testing.assert_close(torch.cat(steps, dim=1), whole, rtol=1e-4, atol=1e-5)
 
 

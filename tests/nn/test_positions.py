@@ -70,13 +70,14 @@ def test_alibi_slopes_follow_the_paper():
     assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)]))
     assert torch.allclose(alibi_slopes(4), torch.tensor([2.0 ** -(2 * (i + 1)) for i in range(4)]))
     six = alibi_slopes(6)  # not a power of two: 4 slopes of n=4, then the odd ones of n=8
-    assert torch.allclose(six, torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]))
+    assert torch.allclose(six, torch.tensor([2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3]))
 
 
 def test_alibi_bias_is_minus_slope_times_distance():
     pos_scheme = scheme("alibi")
-    _, _, bias = pos_scheme.attend(torch.zeros(1, 2, 3, 8), torch.zeros(1, 2, 3, 8),
-                                   torch.arange(3)[None], torch.arange(3)[None])
+    _, _, bias = pos_scheme.attend(
+        torch.zeros(1, 2, 3, 8), torch.zeros(1, 2, 3, 8), torch.arange(3)[None], torch.arange(3)[None]
+    )
     slopes = alibi_slopes(2)
     assert torch.allclose(bias[0, 1, 2], -slopes[1] * torch.tensor([2.0, 1.0, 0.0]))
 
@@ -85,11 +86,12 @@ def test_alibi_bias_is_minus_slope_times_distance():
 @pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (8, 20), (4, 10)])
 def test_t5_buckets_match_hugging_face(bidirectional, num_buckets, max_distance):
     from transformers.models.t5.modeling_t5 import T5Attention  # a test dependency: fails, never skips
+
     offsets = torch.arange(-300, 300)
-    ours = relative_bucket(offsets, bidirectional=bidirectional, num_buckets=num_buckets,
-                           max_distance=max_distance)
-    theirs = T5Attention._relative_position_bucket(offsets, bidirectional=bidirectional,
-                                                   num_buckets=num_buckets, max_distance=max_distance)
+    ours = relative_bucket(offsets, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    theirs = T5Attention._relative_position_bucket(
+        offsets, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     assert torch.equal(ours, theirs)
 
 
@@ -104,15 +106,18 @@ def test_t5_buckets_match_hugging_face_where_distance_1_is_already_logarithmic()
     assert torch.equal(ours, theirs) and ours[-2:].tolist() == [1, 0] and ours[-3] == 2
 
 
-@pytest.mark.parametrize("bidirectional, expected", [
-    # offset = key position - query position. Bidirectional, 32 buckets: 16 per direction, keys
-    # after the query in the upper half; distances below 8 exact, then log-spaced up to 128:
-    # 8 + floor(log(d / 8) / log(128 / 8) * 8), capped at 15.
-    (True, {0: 0, -1: 1, 1: 17, -7: 7, 7: 23, -8: 8, 8: 24, -20: 10, 20: 26, -200: 15, 200: 31}),
-    # causal, 32 buckets for the past only: distances below 16 exact, then
-    # 16 + floor(log(d / 16) / log(128 / 16) * 16), capped at 31; every future key is bucket 0
-    (False, {0: 0, -1: 1, 1: 0, 5: 0, -15: 15, -16: 16, -20: 17, -64: 26, -200: 31}),
-])
+@pytest.mark.parametrize(
+    "bidirectional, expected",
+    [
+        # offset = key position - query position. Bidirectional, 32 buckets: 16 per direction, keys
+        # after the query in the upper half; distances below 8 exact, then log-spaced up to 128:
+        # 8 + floor(log(d / 8) / log(128 / 8) * 8), capped at 15.
+        (True, {0: 0, -1: 1, 1: 17, -7: 7, 7: 23, -8: 8, 8: 24, -20: 10, 20: 26, -200: 15, 200: 31}),
+        # causal, 32 buckets for the past only: distances below 16 exact, then
+        # 16 + floor(log(d / 16) / log(128 / 16) * 16), capped at 31; every future key is bucket 0
+        (False, {0: 0, -1: 1, 1: 0, 5: 0, -15: 15, -16: 16, -20: 17, -64: 26, -200: 31}),
+    ],
+)
 def test_t5_buckets_by_hand(bidirectional, expected):
     """Raffel et al. 2020's buckets worked by hand, so the direction of the offset and the two
     halves are checked without any reference library."""
@@ -128,7 +133,7 @@ def test_rope_rotates_each_pair_counterclockwise_by_position_times_frequency():
     x = torch.tensor([1.0, 0.0, 0.0, 1.0]).view(1, 1, 1, 4)  # pair 0 = (1, 0), pair 1 = (0, 1)
     m = 3
     out = rope.rotate(x, torch.tensor([[m]]))[0, 0, 0]
-    a0, a1 = m * 1.0, m * 100.0 ** -0.5  # frequencies theta^0 and theta^(-2/4)
+    a0, a1 = m * 1.0, m * 100.0**-0.5  # frequencies theta^0 and theta^(-2/4)
     expected = torch.tensor([math.cos(a0), -math.sin(a1), math.sin(a0), math.cos(a1)])
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
     assert torch.equal(rope.rotate(x, torch.tensor([[0]])), x)  # position 0 is the identity
@@ -187,8 +192,15 @@ def test_without_positions_self_attention_is_permutation_equivariant():
 
 
 def test_attention_parameter_count_does_not_depend_on_heads():
-    counts = {h: sum(p.numel() for p in Attention(d_model=24, n_heads=h, n_kv_heads=h, head_dim=24 // h,
-                                                 bias=True, dropout=0.0).parameters()) for h in (1, 2, 4, 8)}
+    counts = {
+        h: sum(
+            p.numel()
+            for p in Attention(
+                d_model=24, n_heads=h, n_kv_heads=h, head_dim=24 // h, bias=True, dropout=0.0
+            ).parameters()
+        )
+        for h in (1, 2, 4, 8)
+    }
     assert len(set(counts.values())) == 1
 
 

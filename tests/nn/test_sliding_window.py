@@ -18,32 +18,39 @@ from zoo.interop.hf import UnsupportedConfig, to_hf
 from zoo.models.limits import kv_cache_bytes
 from zoo.nn import flex as flex_module
 from zoo.nn.cache import SlidingKVCache, SlidingStaticKVCache
-from zoo.nn.mask import attention_mask, band_mask_mod, in_band
 from zoo.nn.flex import is_block_mask
+from zoo.nn.mask import attention_mask, band_mask_mod, in_band
 
 
 def _band(q_len, k_len, window, causal=True, key_padding=None):
-    return attention_mask(q_len=q_len, k_len=k_len, causal=causal, key_padding=key_padding,
-                          device=torch.device("cpu"), window=window)[0, 0]
+    return attention_mask(
+        q_len=q_len, k_len=k_len, causal=causal, key_padding=key_padding, device=torch.device("cpu"), window=window
+    )[0, 0]
 
 
 def test_band_mask_by_hand():
-    expected = torch.tensor([
-        [1, 0, 0, 0, 0],
-        [1, 1, 0, 0, 0],
-        [0, 1, 1, 0, 0],
-        [0, 0, 1, 1, 0],
-        [0, 0, 0, 1, 1],
-    ], dtype=torch.bool)  # window 2: a query sees itself and the key before it
+    expected = torch.tensor(
+        [
+            [1, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0],
+            [0, 1, 1, 0, 0],
+            [0, 0, 1, 1, 0],
+            [0, 0, 0, 1, 1],
+        ],
+        dtype=torch.bool,
+    )  # window 2: a query sees itself and the key before it
     assert torch.equal(_band(5, 5, 2), expected)
     # the last 2 queries of 5 keys (a cache): keys 1..3 for query 3, keys 2..4 for query 4
     assert torch.equal(_band(2, 5, 3), torch.tensor([[0, 1, 1, 1, 0], [0, 0, 1, 1, 1]], dtype=torch.bool))
-    bidirectional = torch.tensor([
-        [1, 1, 0, 0],
-        [1, 1, 1, 0],
-        [0, 1, 1, 1],
-        [0, 0, 1, 1],
-    ], dtype=torch.bool)  # window 3 in an encoder: one key each side and itself
+    bidirectional = torch.tensor(
+        [
+            [1, 1, 0, 0],
+            [1, 1, 1, 0],
+            [0, 1, 1, 1],
+            [0, 0, 1, 1],
+        ],
+        dtype=torch.bool,
+    )  # window 3 in an encoder: one key each side and itself
     assert torch.equal(_band(4, 4, 3, causal=False), bidirectional)
 
 
@@ -54,8 +61,12 @@ def test_band_is_transformers_sliding_window():
 
     for window in (1, 2, 3, 7):
         theirs = sliding_window_causal_mask_function(window)
-        hf = torch.tensor([[bool(theirs(torch.tensor(0), torch.tensor(0), torch.tensor(i), torch.tensor(j)))
-                            for j in range(9)] for i in range(9)])
+        hf = torch.tensor(
+            [
+                [bool(theirs(torch.tensor(0), torch.tensor(0), torch.tensor(i), torch.tensor(j))) for j in range(9)]
+                for i in range(9)
+            ]
+        )
         assert torch.equal(_band(9, 9, window), hf), window
         mod = band_mask_mod(window, causal=True)
         i, j = torch.arange(9)[:, None], torch.arange(9)[None, :]
@@ -109,7 +120,7 @@ def test_one_sliding_layer_is_full_attention_over_the_window_alone(position):
     with torch.no_grad():
         got = sliding(ids).logits  # (1, T, V)
         for t in range(ids.shape[1]):
-            alone = full(ids[:, max(0, t - W + 1): t + 1]).logits[:, -1]  # (1, V)
+            alone = full(ids[:, max(0, t - W + 1) : t + 1]).logits[:, -1]  # (1, V)
             torch.testing.assert_close(got[:, t], alone, atol=1e-5, rtol=1e-5)
 
 
@@ -117,8 +128,9 @@ def test_one_sliding_layer_is_full_attention_over_the_window_alone(position):
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_position_and_norm_trains_with_local_and_global_layers(family, position, norm):
-    model = zoo.build_model(tiny(family, position, norm=norm, n_layers=3, attention="sliding", window=3,
-                                 global_every=2, dropout=0.1)).train()
+    model = zoo.build_model(
+        tiny(family, position, norm=norm, n_layers=3, attention="sliding", window=3, global_every=2, dropout=0.1)
+    ).train()
     ids = torch.randint(4, 37, (2, 9))
     padding = torch.ones(2, 9, dtype=torch.long)
     padding[1, :3] = 0
@@ -137,16 +149,23 @@ def _decode(model, family, ids, cache, prompt, padding=None):
         memory = model.encode(ids[:, :7])
 
         def run(tokens, mask):
-            return model(decoder_input_ids=tokens, encoder_hidden_states=memory, decoder_attention_mask=mask,
-                         cache=cache, use_cache=cache is not None).logits
+            return model(
+                decoder_input_ids=tokens,
+                encoder_hidden_states=memory,
+                decoder_attention_mask=mask,
+                cache=cache,
+                use_cache=cache is not None,
+            ).logits
     else:
+
         def run(tokens, mask):
             return model(tokens, attention_mask=mask, cache=cache, use_cache=cache is not None).logits
+
     if cache is None:
         return run(ids, padding)
     outs = [run(ids[:, :prompt], None if padding is None else padding[:, :prompt])]
     for t in range(prompt, ids.shape[1]):
-        outs.append(run(ids[:, t:t + 1], None if padding is None else padding[:, :t + 1]))
+        outs.append(run(ids[:, t : t + 1], None if padding is None else padding[:, : t + 1]))
     return torch.cat(outs, dim=1)
 
 
@@ -155,11 +174,20 @@ def _decode(model, family, ids, cache, prompt, padding=None):
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)
 def test_cached_decoding_past_the_window_is_the_whole_forward(family, position, static):
     T, W = 13, 3
-    model = zoo.build_model(tiny(family, position, n_layers=3, n_decoder_layers=3, attention="sliding",
-                                 window=W, global_every=2, max_seq_len=40)
-                            if family == "encoder_decoder" else
-                            tiny(family, position, n_layers=3, attention="sliding", window=W, global_every=2,
-                                 max_seq_len=40)).eval()
+    model = zoo.build_model(
+        tiny(
+            family,
+            position,
+            n_layers=3,
+            n_decoder_layers=3,
+            attention="sliding",
+            window=W,
+            global_every=2,
+            max_seq_len=40,
+        )
+        if family == "encoder_decoder"
+        else tiny(family, position, n_layers=3, attention="sliding", window=W, global_every=2, max_seq_len=40)
+    ).eval()
     ids = torch.randint(4, 37, (2, T))
     with torch.no_grad():
         reference = _decode(model, family, ids, None, 0)
@@ -180,8 +208,9 @@ def test_cached_decoding_past_the_window_is_the_whole_forward(family, position, 
 @pytest.mark.parametrize("position", ["learned", "rope", "alibi"])
 def test_cached_decoding_with_left_padding_is_the_whole_forward(position, static):
     T, W = 12, 3
-    model = zoo.build_model(tiny("decoder_only", position, n_layers=2, attention="sliding", window=W,
-                                 global_every=2, max_seq_len=40)).eval()
+    model = zoo.build_model(
+        tiny("decoder_only", position, n_layers=2, attention="sliding", window=W, global_every=2, max_seq_len=40)
+    ).eval()
     ids = torch.randint(4, 37, (2, T))
     padding = torch.ones(2, T, dtype=torch.long)
     padding[0, :4] = 0  # row 0 is left-padded by 4
@@ -213,8 +242,9 @@ def test_flops_count_the_window():
     min(context, window), a full layer's the context."""
     n, S, W = 4, 32, 8
     full = zoo.summarize(zoo.build_model(tiny(n_layers=n, max_seq_len=S)))
-    local = zoo.summarize(zoo.build_model(tiny(n_layers=n, max_seq_len=S, attention="sliding", window=W,
-                                               global_every=2)))
+    local = zoo.summarize(
+        zoo.build_model(tiny(n_layers=n, max_seq_len=S, attention="sliding", window=W, global_every=2))
+    )
     H, Dh = 2, 8
     assert full.flops_per_token - local.flops_per_token == (n // 2) * 4 * (S - W) * H * Dh
     wide = zoo.summarize(zoo.build_model(tiny(n_layers=n, max_seq_len=S, attention="sliding", window=S + 5)))
@@ -237,29 +267,36 @@ def test_kv_cache_bytes_are_what_a_static_cache_holds(family):
             bos = torch.ones(1, 1, dtype=torch.long)
             model(decoder_input_ids=bos, encoder_hidden_states=memory, cache=cache, use_cache=True)
             for t in range(new - 1):
-                model(decoder_input_ids=ids[:, t:t + 1], encoder_hidden_states=memory, cache=cache, use_cache=True)
+                model(decoder_input_ids=ids[:, t : t + 1], encoder_hidden_states=memory, cache=cache, use_cache=True)
         else:
             cache = model.new_cache(capacity=prompt + new - 1)
             model(ids[:, :prompt], cache=cache, use_cache=True)
             for t in range(prompt, prompt + new - 1):
-                model(ids[:, t:t + 1], cache=cache, use_cache=True)
-    held = sum(t.numel() * t.element_size() for layer in cache.layers
-               for t in (layer.self_attn._k, layer.self_attn._v, *(layer.cross_kv or ())))
+                model(ids[:, t : t + 1], cache=cache, use_cache=True)
+    held = sum(
+        t.numel() * t.element_size()
+        for layer in cache.layers
+        for t in (layer.self_attn._k, layer.self_attn._v, *(layer.cross_kv or ()))
+    )
     assert kv_cache_bytes(model.config, 1, prompt, new, 4) == held
-    assert held < kv_cache_bytes(ModelConfig(**{**cfg, "attention": "full", "window": None, "global_every": None}),
-                                 1, prompt, new, 4)
+    assert held < kv_cache_bytes(
+        ModelConfig(**{**cfg, "attention": "full", "window": None, "global_every": None}), 1, prompt, new, 4
+    )
 
 
-@pytest.mark.parametrize("bad, words", [
-    (dict(window=3), "model.window=3 only applies to model.attention=sliding"),
-    (dict(global_every=2), "model.global_every=2 only applies to model.attention=sliding"),
-    (dict(attention="sliding"), "model.window must be a positive integer"),
-    (dict(attention="sliding", window=0), "model.window must be a positive integer"),
-    (dict(attention="sliding", window=3, global_every=0), "model.global_every must be a positive integer"),
-    (dict(attention="sliding", window=4, family="encoder_only"), "must be odd for model.family=encoder_only"),
-    (dict(attention="sliding", window=4, family="encoder_decoder"), "must be odd for model.family=encoder_decoder"),
-    (dict(attention="local", window=3), "model.attention='local' is not allowed"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (dict(window=3), "model.window=3 only applies to model.attention=sliding"),
+        (dict(global_every=2), "model.global_every=2 only applies to model.attention=sliding"),
+        (dict(attention="sliding"), "model.window must be a positive integer"),
+        (dict(attention="sliding", window=0), "model.window must be a positive integer"),
+        (dict(attention="sliding", window=3, global_every=0), "model.global_every must be a positive integer"),
+        (dict(attention="sliding", window=4, family="encoder_only"), "must be odd for model.family=encoder_only"),
+        (dict(attention="sliding", window=4, family="encoder_decoder"), "must be odd for model.family=encoder_decoder"),
+        (dict(attention="local", window=3), "model.attention='local' is not allowed"),
+    ],
+)
 def test_refused_on_one_line_before_weights(bad, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")) as caught:
         ModelConfig(**tiny(**bad))
@@ -290,23 +327,31 @@ def test_a_sliding_static_step_is_one_graph_past_the_window(padded):
     import torch._dynamo
 
     W, prompt, steps = 3, 5, 6
-    model = zoo.build_model(tiny("decoder_only", "alibi", n_layers=2, attention="sliding", window=W,
-                                 global_every=2, max_seq_len=40)).eval()
+    model = zoo.build_model(
+        tiny("decoder_only", "alibi", n_layers=2, attention="sliding", window=W, global_every=2, max_seq_len=40)
+    ).eval()
     ids = torch.randint(4, 37, (2, prompt + steps))
     padding = torch.ones(2, prompt + steps, dtype=torch.long)
     padding[0, :2] = 0
     mask = padding if padded else None
     cache = model.new_cache(capacity=prompt + steps)
     with torch.no_grad():
-        first = model(ids[:, :prompt], attention_mask=None if mask is None else mask[:, :prompt],
-                      cache=cache, use_cache=True).logits
+        first = model(
+            ids[:, :prompt], attention_mask=None if mask is None else mask[:, :prompt], cache=cache, use_cache=True
+        ).logits
         torch._dynamo.reset()
         step = torch.compile(model, backend="eager", fullgraph=True)
         outs = [first]
         with torch._dynamo.config.patch(error_on_recompile=not padded):  # padding's mask grows a column a step
             for t in range(prompt, prompt + steps):
-                outs.append(step(ids[:, t:t + 1], attention_mask=None if mask is None else mask[:, :t + 1],
-                                 cache=cache, use_cache=True).logits)
+                outs.append(
+                    step(
+                        ids[:, t : t + 1],
+                        attention_mask=None if mask is None else mask[:, : t + 1],
+                        cache=cache,
+                        use_cache=True,
+                    ).logits
+                )
         reference = model(ids, attention_mask=mask).logits
     real = padding.bool() if padded else torch.ones_like(padding, dtype=torch.bool)
     torch.testing.assert_close(torch.cat(outs, dim=1)[real], reference[real], atol=1e-5, rtol=1e-4)
@@ -320,11 +365,15 @@ def test_the_bench_peers_refuse_a_sliding_window(peer):
     from zoo.bench.peers.xtransformers import decoder_kwargs
     from zoo.bench.workload import Workload
 
-    model = ModelConfig(**tiny("decoder_only", "rope", norm_type="rmsnorm", activation="swiglu", bias=False,
-                               attention="sliding", window=4))
+    model = ModelConfig(
+        **tiny(
+            "decoder_only", "rope", norm_type="rmsnorm", activation="swiglu", bias=False, attention="sliding", window=4
+        )
+    )
     work = Workload(model=model, batch=2, seq_len=16, device=torch.device("cpu"))
     if peer == "hf":
         from zoo.bench.peers.hf import HFSubject as subject
+
         with pytest.raises(PeerUnavailable, match="no Hugging Face equivalent"):
             subject(work, zoo_model=zoo.build_model(model))
         return
@@ -347,7 +396,14 @@ def test_generation_past_the_window_is_the_same_with_every_cache(family, strateg
     model = zoo.build_model(cfg).eval()
     ids = torch.randint(4, 37, (2, 6))
     beams = {"num_beams": 2} if strategy == "beam" else {}
-    out = [generate(model, ids, bos_id=2, eos_id=None,
-                    config=GenerationConfig(strategy=strategy, max_new_tokens=9, **beams, **cache))
-           for cache in ({"use_cache": False}, {}, {"static_cache": True})]
+    out = [
+        generate(
+            model,
+            ids,
+            bos_id=2,
+            eos_id=None,
+            config=GenerationConfig(strategy=strategy, max_new_tokens=9, **beams, **cache),
+        )
+        for cache in ({"use_cache": False}, {}, {"static_cache": True})
+    ]
     assert torch.equal(out[0], out[1]) and torch.equal(out[0], out[2])

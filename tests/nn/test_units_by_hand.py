@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import zoo
-from zoo.config.schema.model import GATED, Activation
+from tests.conftest import tiny
 from zoo.config.facts.positions import PositionKind
+from zoo.config.schema.model import GATED, Activation
 from zoo.nn.attention import Attention
 from zoo.nn.cache import KVCache
 from zoo.nn.embedding import TokenEmbedding
@@ -20,11 +21,10 @@ from zoo.nn.position.alibi import ALiBiPositions
 from zoo.nn.position.base import SharedBias
 from zoo.nn.position.learned import LearnedPositions
 from zoo.nn.position.sinusoidal import SinusoidalPositions, sinusoidal_table
-from tests.conftest import tiny
 
 # the activations written from their definitions, not through torch.nn.functional
 _ERF_GELU = lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))  # noqa: E731
-_TANH_GELU = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))  # noqa: E731
+_TANH_GELU = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))  # noqa: E731
 BY_HAND = {
     Activation.relu: lambda x: x.clamp(min=0.0),
     Activation.gelu: _ERF_GELU,

@@ -51,10 +51,14 @@ def test_full_logits_loss_is_one_graph(family):
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("options", [
-    dict(norm_type="rmsnorm", activation="swiglu", n_heads=4, n_kv_heads=2, tie_embeddings=False),
-    dict(norm="post", activation="gelu_tanh", checkpoint_activations=True),
-], ids=["llama-like", "post-norm-checkpointed"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(norm_type="rmsnorm", activation="swiglu", n_heads=4, n_kv_heads=2, tie_embeddings=False),
+        dict(norm="post", activation="gelu_tanh", checkpoint_activations=True),
+    ],
+    ids=["llama-like", "post-norm-checkpointed"],
+)
 @pytest.mark.slow
 def test_model_options_keep_one_graph(options):
     task = _task("decoder_only", "rope", **options)

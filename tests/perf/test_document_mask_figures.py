@@ -15,7 +15,9 @@ def test_the_page_gives_each_runs_figures():
     assert runs
     for i, run in enumerate(runs, 1):
         rate = run["tokens_per_s"]
-        row = (f"| {i} | {run['rounds']} × {run['command'].split('--steps ')[1]} | {rate['off']} | {rate['on']} | "
-               f"{run['on_relative_to_off']:.2f} |")
+        row = (
+            f"| {i} | {run['rounds']} × {run['command'].split('--steps ')[1]} | {rate['off']} | {rate['on']} | "
+            f"{run['on_relative_to_off']:.2f} |"
+        )
         assert row in page, row
         assert run["command"] in page

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import copy
 
+import lightning as L
 import pytest
 import torch
-import lightning as L
 import torch.nn.functional as F
 from torch.profiler import profile
 
@@ -24,6 +24,7 @@ from zoo.nn.position import POSITIONS as POSITION_CLASSES
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
 
+
 def grads(module) -> dict:
     return {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
 
@@ -35,6 +36,7 @@ def assert_same_grads(a: dict, b: dict, atol: float) -> None:
 
 
 # -- chunked projection + cross-entropy -------------------------------------------------------
+
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
@@ -90,7 +92,9 @@ def test_chunked_cross_entropy_rejects_a_bad_chunk():
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("head", [{}, {"head_transform": True, "output_bias": True}, {"scale_output": True, "tie_embeddings": False}])
+@pytest.mark.parametrize(
+    "head", [{}, {"head_transform": True, "output_bias": True}, {"scale_output": True, "tie_embeddings": False}]
+)
 def test_every_token_task_trains_the_same_with_chunked_and_full_logits(family, head):
     model_cfg = tiny(family, "learned", **head)
     losses, grad_sets = {}, {}
@@ -98,8 +102,9 @@ def test_every_token_task_trains_the_same_with_chunked_and_full_logits(family, h
     for output_loss in ("logits", "chunked"):
         torch.manual_seed(0)
         task = TASKS[TASK_OF[family]](
-            model=model_cfg, task={"kind": TASK_OF[family], "output_loss": output_loss, "loss_chunk": 4,
-                                   "label_smoothing": 0.1})
+            model=model_cfg,
+            task={"kind": TASK_OF[family], "output_loss": output_loss, "loss_chunk": 4, "label_smoothing": 0.1},
+        )
         loss, rows, n_tokens = task.training_loss(batch)
         loss.backward()
         losses[output_loss], grad_sets[output_loss] = loss.detach(), grads(task)
@@ -109,6 +114,7 @@ def test_every_token_task_trains_the_same_with_chunked_and_full_logits(family, h
 
 
 # -- fused QKV projection ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n_kv_heads", [2, 1])
 def test_fused_qkv_projection_equals_three_separate_projections(n_kv_heads):
@@ -124,7 +130,7 @@ def test_fused_qkv_projection_equals_three_separate_projections(n_kv_heads):
     q = F.linear(x, w_q, b_q).view(2, 7, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
     k = F.linear(x, w_k, b_k).view(2, 7, Hkv, Dh).transpose(1, 2).repeat_interleave(H // Hkv, 1)  # (B, H, T, Dh)
     v = F.linear(x, w_v, b_v).view(2, 7, Hkv, Dh).transpose(1, 2).repeat_interleave(H // Hkv, 1)
-    scores = (q @ k.transpose(-2, -1)) / Dh ** 0.5  # (B, H, T, T)
+    scores = (q @ k.transpose(-2, -1)) / Dh**0.5  # (B, H, T, T)
     scores = scores.masked_fill(torch.ones(7, 7, dtype=torch.bool).triu(1), float("-inf"))
     ref = attn.o_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 7, H * Dh))  # (B, T, D)
     with torch.no_grad():
@@ -134,6 +140,7 @@ def test_fused_qkv_projection_equals_three_separate_projections(n_kv_heads):
 
 # -- activation checkpointing -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("position", ["learned", "rope", "relative"])
 def test_activation_checkpointing_gives_the_same_loss_and_gradients(family, position):
@@ -142,7 +149,8 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients(family, posi
     for ckpt in (False, True):
         torch.manual_seed(0)
         task = TASKS[TASK_OF[family]](
-            model=tiny(family, position, dropout=0.1, checkpoint_activations=ckpt), task={"kind": TASK_OF[family]})
+            model=tiny(family, position, dropout=0.1, checkpoint_activations=ckpt), task={"kind": TASK_OF[family]}
+        )
         task.train()
         torch.manual_seed(1)  # the same dropout masks (checkpointing replays the saved RNG state)
         loss, _, _ = task.training_loss(batch)
@@ -170,6 +178,7 @@ def test_activation_checkpointing_recomputes_in_backward():
 
 # -- optimizer kernels ------------------------------------------------------------------------
 
+
 def test_for_loop_foreach_and_fused_adamw_take_the_same_steps():
     torch.manual_seed(0)
     start = zoo.build_model(tiny())
@@ -190,29 +199,32 @@ def test_for_loop_foreach_and_fused_adamw_take_the_same_steps():
     assert moved.abs().max() > 1e-3  # the steps did change the weights
     for impl, params in finals.items():
         for name, value in params.items():
-            torch.testing.assert_close(value, finals[OptimizerImpl.for_loop][name], atol=1e-6, rtol=1e-5,
-                                       msg=f"{impl.value}: {name}")
+            torch.testing.assert_close(
+                value, finals[OptimizerImpl.for_loop][name], atol=1e-6, rtol=1e-5, msg=f"{impl.value}: {name}"
+            )
 
 
 # -- torch.compile ------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_compiled_model_gives_the_same_loss_and_gradients():
     batch = batch_for("decoder_only")
     results, state_keys = {}, {}
-    for compiled in (False, True):
+    for compile_it in (False, True):
         torch.manual_seed(0)
-        task = TASKS["causal_lm"](model=tiny("decoder_only", "rope"), task={"kind": "causal_lm", "compile": compiled})
+        task = TASKS["causal_lm"](model=tiny("decoder_only", "rope"), task={"kind": "causal_lm", "compile": compile_it})
         loss, _, _ = task.training_loss(batch)
         loss.backward()
-        results[compiled] = (loss.detach(), grads(task))
-        state_keys[compiled] = set(task.state_dict())
+        results[compile_it] = (loss.detach(), grads(task))
+        state_keys[compile_it] = set(task.state_dict())
     assert state_keys[True] == state_keys[False]  # checkpoints of a compiled run load anywhere
     torch.testing.assert_close(results[True][0], results[False][0], atol=1e-5, rtol=1e-5)
     assert_same_grads(results[True][1], results[False][1], atol=1e-5)
 
 
 # -- bf16 autocast ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bf16_autocast_training_loss_is_close_to_float32(family):
@@ -225,11 +237,13 @@ def test_bf16_autocast_training_loss_is_close_to_float32(family):
     assert low.dtype == torch.float32
     torch.testing.assert_close(low, ref, atol=3e-2, rtol=1e-2)
     low.backward()
-    assert all(p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all()
-               for p in task.parameters() if p.grad is not None)
+    assert all(
+        p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all() for p in task.parameters() if p.grad is not None
+    )
 
 
 # -- SDPA everywhere ----------------------------------------------------------------------------
+
 
 def attention_kernels(model, *args, **kwargs) -> set[str]:
     with profile() as prof:
@@ -257,6 +271,7 @@ def test_sdpa_fused_kernel_for_every_scheme_it_can_express(family, position):
 
 
 # -- static-shape decoding step ---------------------------------------------------------------
+
 
 def generation_inputs(family: str):
     ids = torch.randint(4, 37, (2, 6))
@@ -288,7 +303,9 @@ def test_static_cache_steps_see_same_shape_tensors():
         keys, values, positions = layer_cache.update(k, k, torch.arange(T)[None])
         seen.add((tuple(keys.shape), tuple(positions.shape), keys.data_ptr()))  # same buffer every step
     assert len(seen) == 1 and next(iter(seen))[:2] == ((1, 2, 12, 8), (1, 12)) and layer_cache.length == 7
-    assert torch.equal(keys[:, :, 6:7], k) and not keys[:, :, 7:].any()  # the last step at slot 6; unwritten slots are zeros
+    assert (
+        torch.equal(keys[:, :, 6:7], k) and not keys[:, :, 7:].any()
+    )  # the last step at slot 6; unwritten slots are zeros
 
     model = zoo.build_model(tiny("decoder_only", "rope")).eval()
     cache = model.new_cache(capacity=12)
@@ -303,8 +320,9 @@ def test_compiled_static_decoding_gives_the_eager_tokens():
     model = zoo.build_model(tiny("decoder_only", "rope")).eval()
     ids, mask = generation_inputs("decoder_only")
     eager = generate(model, ids, attention_mask=mask, max_new_tokens=8)
-    fast = generate(model, ids, attention_mask=mask, max_new_tokens=8,
-                    config=GenerationConfig(static_cache=True, compile=True))
+    fast = generate(
+        model, ids, attention_mask=mask, max_new_tokens=8, config=GenerationConfig(static_cache=True, compile=True)
+    )
     assert torch.equal(fast, eager)
 
 
@@ -316,8 +334,9 @@ def test_static_decoding_of_a_model_compiled_in_place_gives_the_eager_tokens():
     ids, mask = generation_inputs("decoder_only")
     eager = generate(model, ids, attention_mask=mask, max_new_tokens=8)
     model.compile(backend="eager")
-    fast = generate(model, ids, attention_mask=mask, max_new_tokens=8,
-                    config=GenerationConfig(static_cache=True, compile=True))
+    fast = generate(
+        model, ids, attention_mask=mask, max_new_tokens=8, config=GenerationConfig(static_cache=True, compile=True)
+    )
     assert torch.equal(fast, eager)
 
 
@@ -357,13 +376,15 @@ def test_static_cache_needs_the_cache():
 
 # -- one relative bias per stack forward --------------------------------------------------------
 
+
 @pytest.mark.parametrize("checkpointed", [False, True])
 def test_a_shared_bias_is_computed_once_per_stack_forward(checkpointed):
     """T5's bias table lookup runs once per stack, not once per layer (Raffel et al. 2020
     share it the same way); under activation checkpointing each layer recomputes its own."""
     n_layers = 3
-    model = zoo.build_model(tiny("decoder_only", "relative", n_layers=n_layers,
-                                 checkpoint_activations=checkpointed)).train()
+    model = zoo.build_model(
+        tiny("decoder_only", "relative", n_layers=n_layers, checkpoint_activations=checkpointed)
+    ).train()
     with profile() as prof:
         model(torch.randint(4, 37, (2, 8))).logits.sum()
     lookups = next(e.count for e in prof.key_averages() if e.key == "aten::embedding")
@@ -391,8 +412,11 @@ def test_masks_without_padding_are_left_out_before_transfer_with_the_same_loss(f
     torch.manual_seed(0)
     task = TASKS[TASK_OF[family]](model=tiny(family, "rope"), task={"kind": TASK_OF[family]})
     padded = batch_for(family)
-    full = {**padded, "attention_mask": torch.ones_like(padded["attention_mask"]),
-            "labels": padded["labels"].masked_fill(padded["labels"] == -100, 5)}
+    full = {
+        **padded,
+        "attention_mask": torch.ones_like(padded["attention_mask"]),
+        "labels": padded["labels"].masked_fill(padded["labels"] == -100, 5),
+    }
     if family == "encoder_decoder":
         full["decoder_attention_mask"] = torch.ones_like(full["decoder_input_ids"])
     from zoo.data.collate.padding import without_full_masks

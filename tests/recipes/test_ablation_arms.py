@@ -81,7 +81,9 @@ def _changed(a: dict, b: dict) -> set[str]:
 
 def _allowed(changed: set[str], allowed: set[str]) -> set[str]:
     """The keys of `changed` that `allowed` does not cover ("optim.*": every key of optim)."""
-    return {k for k in changed if k not in allowed and not any(a.endswith(".*") and k.startswith(a[:-1]) for a in allowed)}
+    return {
+        k for k in changed if k not in allowed and not any(a.endswith(".*") and k.startswith(a[:-1]) for a in allowed)
+    }
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
@@ -109,13 +111,15 @@ def test_each_arm_is_one_change_at_a_matched_budget(name):
             assert changed, f"{key}={value} changes nothing"
             assert _allowed(changed, own | sweeps[key]) == set(), f"{key}={value} changes more than its arm"
             if key not in sizes:
-                assert non_embedding_params(as_model_config(cfg.model)) == pytest.approx(base_params, rel=0.01), \
+                assert non_embedding_params(as_model_config(cfg.model)) == pytest.approx(base_params, rel=0.01), (
                     f"{key}={value}: not the baseline's parameter budget"
+                )
 
 
 def test_the_wortsman_sweep_spans_three_orders_of_magnitude_of_rates():
-    params = zoo.compose(config_name="repro_wortsman_instability", return_hydra_config=True,
-                         check=False).hydra.sweeper.params
+    params = zoo.compose(
+        config_name="repro_wortsman_instability", return_hydra_config=True, check=False
+    ).hydra.sweeper.params
     rates = [float(r) for r in str(params["optim.lr"]).split(",")]
     assert len(rates) >= 6 and max(rates) / min(rates) >= 1000
     assert len(str(params["model.d_model"]).split(",")) >= 2

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import zoo
-from zoo.config import as_model_config
 from zoo import train
+from zoo.config import as_model_config
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 
@@ -45,8 +45,15 @@ def _tiny_data(tmp_path: Path, cfg) -> list[str]:
     rows = []
     for i in range(200):
         text = f"the number {i} is written as {i} in digits and said aloud"
-        rows.append({"text": text, "translation": {"en": f"number {i}", "de": f"Nummer {i}", "ro": f"numarul {i}"},
-                     "source": f"{i}", "target": f"n{i}", "label": i % 2})
+        rows.append(
+            {
+                "text": text,
+                "translation": {"en": f"number {i}", "de": f"Nummer {i}", "ro": f"numarul {i}"},
+                "source": f"{i}",
+                "target": f"n{i}",
+                "label": i % 2,
+            }
+        )
     path = tmp_path / "tiny.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows))
     hub = [f"data.{k}=null" for k in ("hub_name", "hub_config") if cfg.data.get(k)]
@@ -59,12 +66,24 @@ def test_recipe_trains_a_few_steps_on_tiny_local_data(name, tmp_path):
     base = zoo.compose(config_name=name)
     enc_dec = base.model.family == "encoder_decoder"
     overrides = [
-        *_tiny_data(tmp_path, base), "trainer=cpu", "tokenizer=byte",
+        *_tiny_data(tmp_path, base),
+        "trainer=cpu",
+        "tokenizer=byte",
         "tokenizer.vocab_size=8192",  # the default: a recipe's SentencePiece size does not apply to bytes
-        "model.d_model=32", "model.n_heads=2", "model.n_kv_heads=null", "model.n_layers=1",
-        "model.param_budget=null", "model.d_ff=64", "model.vocab_size=300", "model.max_seq_len=64",
-        "data.seq_len=32", "data.global_batch_size=4", "trainer.max_steps=2",
-        "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "callbacks.progress_bar=none",
+        "model.d_model=32",
+        "model.n_heads=2",
+        "model.n_kv_heads=null",
+        "model.n_layers=1",
+        "model.param_budget=null",
+        "model.d_ff=64",
+        "model.vocab_size=300",
+        "model.max_seq_len=64",
+        "data.seq_len=32",
+        "data.global_batch_size=4",
+        "trainer.max_steps=2",
+        "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1",
+        "callbacks.progress_bar=none",
         "scheduler.warmup_steps=1",
     ]
     if enc_dec:
@@ -90,13 +109,18 @@ def test_the_glu_scaling_grid_matches_parameters_and_budgets_tokens_by_one_rule(
             model = as_model_config(cfg.model)
             assert model.activation == activation and model.parametrization == "mup"
             assert model.mup_base_d_model == 48 and model.mup_base_head_dim == 24
-            assert model.d_model == width and model.d_ff == (width * 8 // 3 if activation.endswith("glu") else 4 * width)
+            assert model.d_model == width and model.d_ff == (
+                width * 8 // 3 if activation.endswith("glu") else 4 * width
+            )
             counts.add(non_embedding_params(model))
             steps.add(cfg.trainer.max_steps)
             rates.setdefault(activation, set()).add(cfg.optim.lr)
             tokens_per_step = cfg.data.global_batch_size * cfg.data.seq_len
-            assert (cfg.trainer.max_steps - 1) * tokens_per_step < 3 * non_embedding_params(model) \
+            assert (
+                (cfg.trainer.max_steps - 1) * tokens_per_step
+                < 3 * non_embedding_params(model)
                 <= cfg.trainer.max_steps * tokens_per_step
+            )
             assert cfg.trainer.val_check_interval == cfg.trainer.max_steps
         assert len(counts) == 1 and len(steps) == 1, (size, counts, steps)
     assert all(len(r) == 1 for r in rates.values()), rates  # one rate per unit at every size
@@ -125,8 +149,14 @@ def test_steps_for_tokens_refuses_a_rule_that_trains_nothing():
 def test_the_quick_recipe_fits_any_run_length(max_steps, warmup, val_every):
     from zoo.config.schema.validate import validate
 
-    zc = validate(zoo.compose([f"trainer.max_steps={max_steps}", "scheduler=constant"] if max_steps == 1
-                              else [f"trainer.max_steps={max_steps}"], config_name="quick"))
+    zc = validate(
+        zoo.compose(
+            [f"trainer.max_steps={max_steps}", "scheduler=constant"]
+            if max_steps == 1
+            else [f"trainer.max_steps={max_steps}"],
+            config_name="quick",
+        )
+    )
     assert (zc.scheduler.warmup_steps, zc.trainer["val_check_interval"]) == (warmup, val_every)
 
 

@@ -16,7 +16,7 @@ from zoo.tasks.optim import build_optimizer, parameter_groups, schedule
 def test_inverse_sqrt_schedule_is_vaswani_eq_3():
     f = schedule(SchedulerConfig(kind="inverse_sqrt", warmup_steps=4000), total_steps=None, d_model=512)
     for n in (1, 100, 3999, 4000, 4001, 20000):
-        expected = 512 ** -0.5 * min(n ** -0.5, n * 4000 ** -1.5)
+        expected = 512**-0.5 * min(n**-0.5, n * 4000**-1.5)
         assert f(n - 1) == pytest.approx(expected)
     peak = max(range(10000), key=f)
     assert peak == 3999  # the maximum is at step n = warmup
@@ -38,22 +38,26 @@ def test_warmup_rises_to_exactly_one_and_no_schedule_exceeds_it(kind, warmup):
     first step after it); no step of any schedule is above the base rate (inverse_sqrt is scaled by
     d_model^-0.5 and peaks at warmup^-0.5 of that)."""
     f = schedule(SchedulerConfig(kind=kind, warmup_steps=warmup), total_steps=50, d_model=1)
-    peak = 1.0 if kind != "inverse_sqrt" else warmup ** -0.5
+    peak = 1.0 if kind != "inverse_sqrt" else warmup**-0.5
     values = [f(step) for step in range(60)]
     assert values[:warmup] == pytest.approx([(i + 1) / warmup * peak for i in range(warmup)])
     assert values[warmup - 1] == pytest.approx(peak)
     assert values[warmup] == pytest.approx(peak if kind != "inverse_sqrt" else (warmup + 1) ** -0.5)
     assert max(values) <= peak + 1e-12
-    assert all(b <= a + 1e-12 for a, b in zip(values[warmup - 1:], values[warmup:]))  # never rises again
+    assert all(b <= a + 1e-12 for a, b in zip(values[warmup - 1 :], values[warmup:]))  # never rises again
 
 
-@pytest.mark.parametrize("total, expected", [
-    (3, [0.5, 1.0, 1.0, 0.1, 0.1]),  # the decay is one step long: the floor at the step after it
-    (4, [0.5, 1.0, 1.0, 0.55, 0.1]),  # two steps: halfway (cos(pi/2) = 0) then the floor
-])
+@pytest.mark.parametrize(
+    "total, expected",
+    [
+        (3, [0.5, 1.0, 1.0, 0.1, 0.1]),  # the decay is one step long: the floor at the step after it
+        (4, [0.5, 1.0, 1.0, 0.55, 0.1]),  # two steps: halfway (cos(pi/2) = 0) then the floor
+    ],
+)
 def test_cosine_decay_of_a_few_steps(total, expected):
-    f = schedule(SchedulerConfig(kind="cosine", warmup_steps=2, min_lr_ratio=0.1, total_steps=total),
-                 total_steps=None, d_model=8)
+    f = schedule(
+        SchedulerConfig(kind="cosine", warmup_steps=2, min_lr_ratio=0.1, total_steps=total), total_steps=None, d_model=8
+    )
     assert [f(step) for step in range(5)] == pytest.approx(expected)
 
 

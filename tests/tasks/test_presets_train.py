@@ -8,23 +8,36 @@ import torch
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.training.checkpoint.files import load_checkpoint
 from zoo import train
+from zoo.training.checkpoint.files import load_checkpoint
 
 PAIRS = [
-    ("gpt", "causal_lm"), ("llama", "causal_lm"),
+    ("gpt", "causal_lm"),
+    ("llama", "causal_lm"),
     ("bert", "masked_lm"),
-    ("transformer", "seq2seq"), ("t5", "seq2seq"), ("bart", "seq2seq"),
-    ("bert", "classification"), ("gpt", "classification"), ("llama", "classification"),
+    ("transformer", "seq2seq"),
+    ("t5", "seq2seq"),
+    ("bart", "seq2seq"),
+    ("bert", "classification"),
+    ("gpt", "classification"),
+    ("llama", "classification"),
 ]
 
 
 def _compose(preset, task, run_dir, *extra):
-    overrides = [f"model={preset}", f"task={task}",
-                 *[o for o in tiny_overrides(run_dir, enc_dec=preset in ("t5", "transformer", "bart"))
-                   if not o.startswith("hydra.")],
-                 "trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=1",
-                 *extra]
+    overrides = [
+        f"model={preset}",
+        f"task={task}",
+        *[
+            o
+            for o in tiny_overrides(run_dir, enc_dec=preset in ("t5", "transformer", "bart"))
+            if not o.startswith("hydra.")
+        ],
+        "trainer.max_steps=3",
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=1",
+        *extra,
+    ]
     return zoo.compose(overrides)
 
 
@@ -53,13 +66,25 @@ def test_load_checkpoint_rebuilds_the_trained_model(tmp_path):
 def test_a_short_default_style_run_beats_the_unigram_baseline(tmp_path):
     """The default recipe in miniature (GPT on the King James Bible) learns more than token
     frequencies within 80 steps."""
-    cfg = zoo.compose([
-        "model.d_model=64", "model.n_heads=2", "model.n_layers=2", "model.vocab_size=128",
-        "model.max_seq_len=64", "tokenizer=char", "data.seq_len=64", "data.global_batch_size=16",
-        "data.max_examples=3000", "trainer.max_steps=80", "trainer.val_check_interval=80",
-        "trainer.limit_val_batches=10", "callbacks.progress_bar=none", "scheduler.warmup_steps=10",
-        "optim.lr=3e-3",
-    ])
+    cfg = zoo.compose(
+        [
+            "model.d_model=64",
+            "model.n_heads=2",
+            "model.n_layers=2",
+            "model.vocab_size=128",
+            "model.max_seq_len=64",
+            "tokenizer=char",
+            "data.seq_len=64",
+            "data.global_batch_size=16",
+            "data.max_examples=3000",
+            "trainer.max_steps=80",
+            "trainer.val_check_interval=80",
+            "trainer.limit_val_batches=10",
+            "callbacks.progress_bar=none",
+            "scheduler.warmup_steps=10",
+            "optim.lr=3e-3",
+        ]
+    )
     summary = train(cfg, tmp_path).summary
     assert summary["metrics"]["val/loss"] < summary["baseline"]["unigram_val_loss"] - 0.3
     assert summary["sample"].startswith("And God said")

@@ -8,8 +8,8 @@ import pytest
 import zoo
 from tests.conftest import tiny
 from zoo.config import ConfigError
-from zoo.tasks import TASKS
 from zoo.config.schema.validate import validate
+from zoo.tasks import TASKS
 
 
 @pytest.mark.parametrize(
@@ -18,8 +18,16 @@ from zoo.config.schema.validate import validate
         (["model=bert", "task=causal_lm"], ["causal_lm", "decoder_only", "encoder_only"]),
         (["model=t5", "task=classification"], ["classification", "encoder_decoder"]),
         (["data.seq_len=512"], ["512", "max_seq_len=256"]),
-        (["model=transformer", "model/position=learned", "model.max_seq_len=32", "data.seq_len=32",
-          "task.generate_max_tokens=40"], ["generate_max_tokens", "40", "32"]),
+        (
+            [
+                "model=transformer",
+                "model/position=learned",
+                "model.max_seq_len=32",
+                "data.seq_len=32",
+                "task.generate_max_tokens=40",
+            ],
+            ["generate_max_tokens", "40", "32"],
+        ),
         (["scheduler=constant", "scheduler.min_lr_ratio=0.5"], ["min_lr_ratio", "cosine"]),
         (["scheduler=inverse_sqrt"], ["inverse_sqrt", "optim.lr"]),
         (["trainer.max_steps=10"], ["cosine", "10", "warmup"]),
@@ -50,10 +58,18 @@ def test_the_default_and_every_recipe_validate():
 
 @pytest.mark.parametrize("kind", sorted(k.value for k in TASKS))
 def test_the_optimizer_holds_every_trainable_parameter_of_the_task(kind):
-    family = {"causal_lm": "decoder_only", "masked_lm": "encoder_only", "seq2seq": "encoder_decoder",
-              "classification": "encoder_only"}[kind]
-    task = TASKS[kind](model=tiny(family, "learned", tie_embeddings=False), task={"kind": kind},
-                       scheduler={"kind": "constant"}, extra={"labels": ["a", "b"]})
+    family = {
+        "causal_lm": "decoder_only",
+        "masked_lm": "encoder_only",
+        "seq2seq": "encoder_decoder",
+        "classification": "encoder_only",
+    }[kind]
+    task = TASKS[kind](
+        model=tiny(family, "learned", tie_embeddings=False),
+        task={"kind": kind},
+        scheduler={"kind": "constant"},
+        extra={"labels": ["a", "b"]},
+    )
     optimizer = task.configure_optimizers()["optimizer"]
     held = {id(p) for group in optimizer.param_groups for p in group["params"]}
     for name, p in task.named_parameters():

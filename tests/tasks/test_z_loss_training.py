@@ -20,10 +20,16 @@ TASKS = [
 
 
 def _first_step(preset: str, task: str, run_dir, *extra: str) -> dict:
-    overrides = [f"model={preset}", f"task={task}",
-                 *[o for o in tiny_overrides(run_dir, enc_dec=preset == "t5") if not o.startswith("hydra.")],
-                 "trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=1",
-                 "task.output_loss=chunked", *extra]
+    overrides = [
+        f"model={preset}",
+        f"task={task}",
+        *[o for o in tiny_overrides(run_dir, enc_dec=preset == "t5") if not o.startswith("hydra.")],
+        "trainer.max_steps=3",
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=1",
+        "task.output_loss=chunked",
+        *extra,
+    ]
     outcome = train(zoo.compose(overrides), run_dir)
     assert outcome.summary is not None, outcome.failure
     rows = [r for r in csv.DictReader((run_dir / "metrics.csv").open()) if r.get("train/loss")]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import zoo
-from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError
+from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.params import parameter_parts
 from zoo.config.schema.validate import validate
 from zoo.training.machine import check_host_memory
@@ -20,8 +20,10 @@ from zoo.training.machine import check_host_memory
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("overrides, exact", [([], True), (["model=llama"], True), (["model=bert"], False),
-                                              (["model.tie_embeddings=false"], True)])
+@pytest.mark.parametrize(
+    "overrides, exact",
+    [([], True), (["model=llama"], True), (["model=bert"], False), (["model.tie_embeddings=false"], True)],
+)
 def test_the_parameter_parts_count_the_built_model(overrides, exact):
     cfg = as_model_config(zoo.compose(overrides).model)
     built = sum(p.numel() for p in zoo.build_model(cfg).parameters())
@@ -41,9 +43,11 @@ def test_a_model_larger_than_the_machine_is_refused_naming_its_largest_part():
 @pytest.mark.slow
 def test_the_refusal_comes_before_torch_and_leaves_no_run_directory(tmp_path):
     run = tmp_path / "run"
-    script = ("import sys; from zoo.cli.train import main; "
-              f"sys.argv = ['zoo-train', 'model.max_seq_len=100000000000', 'hydra.run.dir={run}']\n"
-              "try:\n    main()\nexcept SystemExit as exc:\n    print('exit', exc.code, 'torch' in sys.modules)")
+    script = (
+        "import sys; from zoo.cli.train import main; "
+        f"sys.argv = ['zoo-train', 'model.max_seq_len=100000000000', 'hydra.run.dir={run}']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    print('exit', exc.code, 'torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "exit 2 False" in result.stdout, (result.stdout, result.stderr[-2000:])
     assert "model.max_seq_len (learned positions)" in result.stderr and not run.exists()
@@ -54,8 +58,18 @@ def test_a_step_of_very_long_attention_is_warned_about_before_it_starts(capsys):
     from zoo.config.schema.validate import validate
     from zoo.training.machine import warn_long_attention
 
-    long = validate(compose(["model/position=rope", "data.seq_len=40000", "model.max_seq_len=40000",
-                             "model.d_model=32", "model.n_layers=1", "trainer.max_steps=40"]))
+    long = validate(
+        compose(
+            [
+                "model/position=rope",
+                "data.seq_len=40000",
+                "model.max_seq_len=40000",
+                "model.d_model=32",
+                "model.n_layers=1",
+                "trainer.max_steps=40",
+            ]
+        )
+    )
     warn_long_attention(long)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "data.seq_len 40000 squared" in err and "lower data.seq_len" in err

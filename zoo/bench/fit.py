@@ -8,7 +8,6 @@ from __future__ import annotations
 import tempfile
 import time
 import warnings
-from typing import Optional
 
 import lightning as L
 from lightning.pytorch.callbacks import LearningRateMonitor
@@ -17,8 +16,8 @@ from zoo.bench.timing import synchronize
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import zoo_task
 from zoo.training.monitor.throughput import Throughput
-from zoo.training.tracking.loggers import RunCSVLogger
 from zoo.training.run import quiet_lightning
+from zoo.training.tracking.loggers import RunCSVLogger
 
 
 class _StepClock(L.Callback):
@@ -45,7 +44,7 @@ class _Repeat:
         return self.n
 
 
-def fit_seconds_per_step(work: Workload, steps: int, *, state: Optional[dict] = None, compile: bool = False) -> float:
+def fit_seconds_per_step(work: Workload, steps: int, *, state: dict | None = None, compile: bool = False) -> float:
     """Median seconds per optimizer step over `steps` steps of one Trainer.fit (after one
     untimed step)."""
     quiet_lightning()
@@ -56,11 +55,18 @@ def fit_seconds_per_step(work: Workload, steps: int, *, state: Optional[dict] = 
     clock = _StepClock()
     with tempfile.TemporaryDirectory() as tmp:
         trainer = L.Trainer(
-            max_steps=steps + 2, accelerator=work.device.type, devices=1,
+            max_steps=steps + 2,
+            accelerator=work.device.type,
+            devices=1,
             precision="bf16-mixed" if work.bf16 else "32-true",
-            logger=RunCSVLogger(tmp), callbacks=[clock, LearningRateMonitor(logging_interval="step"), Throughput()],
-            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-            limit_val_batches=0, num_sanity_val_steps=0, default_root_dir=tmp,
+            logger=RunCSVLogger(tmp),
+            callbacks=[clock, LearningRateMonitor(logging_interval="step"), Throughput()],
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            num_sanity_val_steps=0,
+            default_root_dir=tmp,
             log_every_n_steps=1,  # every step logged: the loop's worst case (zoo-train logs every 10)
         )
         with warnings.catch_warnings():

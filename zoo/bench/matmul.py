@@ -8,8 +8,14 @@ import torch
 from zoo.bench.timing import interleaved, median, timed
 
 
-def matmul_flops_per_s(dtype: torch.dtype, device: torch.device, *, sizes=(256, 512, 1024, 2048), rounds: int = 5,
-                       enough_seconds: float = 0.05) -> float:
+def matmul_flops_per_s(
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    sizes=(256, 512, 1024, 2048),
+    rounds: int = 5,
+    enough_seconds: float = 0.05,
+) -> float:
     """Best over `sizes` of the median FLOP/s of an (n, n) @ (n, n) product (2·n³ FLOPs).
 
     Sizes are tried from the smallest, and larger ones are left out once a product takes
@@ -29,4 +35,4 @@ def matmul_flops_per_s(dtype: torch.dtype, device: torch.device, *, sizes=(256, 
         if timed(lambda a=a, b=b: a @ b, 1, device) > enough_seconds:
             break
     seconds = interleaved(cases, rounds=rounds, warmup=1)
-    return max(2 * n ** 3 / median(seconds[n]) for n in kept)
+    return max(2 * n**3 / median(seconds[n]) for n in kept)

@@ -15,6 +15,7 @@ import resource
 import subprocess
 import sys
 import threading
+
 from zoo.bench.subjects import build_subject, workload_from_spec
 
 
@@ -33,7 +34,7 @@ class PeakRSS:
     every millisecond: the high-water mark when the block raised it, the sampled peak
     otherwise."""
 
-    def __enter__(self) -> "PeakRSS":
+    def __enter__(self) -> PeakRSS:
         self.mark_before = _high_water_mark()
         self._sampled = _rss_bytes()
         self._stop = threading.Event()
@@ -75,14 +76,24 @@ def measure(spec: dict) -> dict:
                 subject.train_step(batch)
         peak = rss.peak
         kind = "peak RSS"
-    return {"system": subject.name, "kind": kind, "peak_bytes": peak, "before_bytes": before,
-            "training_bytes": max(peak - before, 0)}
+    return {
+        "system": subject.name,
+        "kind": kind,
+        "peak_bytes": peak,
+        "before_bytes": before,
+        "training_bytes": max(peak - before, 0),
+    }
 
 
 def peak_training_memory(spec: dict, timeout: float = 900) -> dict:
     """`measure(spec)` in a fresh Python process."""
-    done = subprocess.run([sys.executable, "-m", "zoo.bench.memory"], input=json.dumps(spec), text=True,
-                          capture_output=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "zoo.bench.memory"],
+        input=json.dumps(spec),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"memory measurement of {spec['system']} failed: {last}")

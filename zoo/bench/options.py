@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from zoo.config.errors import ConfigError
 
@@ -17,11 +16,30 @@ PEER_VARIANTS = ("eager", "compile", "bf16", "bf16-compile")  # checkpointing is
 # named shapes: model overrides and the batch they are measured at (batch × seq_len tokens a step)
 SHAPES = {
     "reference": ([], {}),  # the default model at the options' batch and seq_len: the CPU reference
-    "gpt2-small": (["model=gpt", "model.d_model=768", "model.n_heads=12", "model.n_layers=12",
-                    "model.vocab_size=50304", "model.max_seq_len=1024"], {"batch": 16, "seq_len": 1024}),
-    "llama-250m": (["model=llama", "model.d_model=1024", "model.n_heads=16", "model.n_kv_heads=4",
-                    "model.n_layers=16", "model.d_ff=2816", "model.vocab_size=32000", "model.max_seq_len=1024"],
-                   {"batch": 8, "seq_len": 1024}),
+    "gpt2-small": (
+        [
+            "model=gpt",
+            "model.d_model=768",
+            "model.n_heads=12",
+            "model.n_layers=12",
+            "model.vocab_size=50304",
+            "model.max_seq_len=1024",
+        ],
+        {"batch": 16, "seq_len": 1024},
+    ),
+    "llama-250m": (
+        [
+            "model=llama",
+            "model.d_model=1024",
+            "model.n_heads=16",
+            "model.n_kv_heads=4",
+            "model.n_layers=16",
+            "model.d_ff=2816",
+            "model.vocab_size=32000",
+            "model.max_seq_len=1024",
+        ],
+        {"batch": 8, "seq_len": 1024},
+    ),
 }
 
 
@@ -56,21 +74,31 @@ class BenchOptions:
     threads: int = field(default=2, metadata={"help": "torch intra-op threads (0: torch's default)"})
     rounds: int = field(default=5, metadata={"help": "interleaved timed rounds; medians are reported"})
     steps: int = field(default=2, metadata={"help": "training steps per case per round"})
-    peers: str = field(default="hf,x-transformers",
-                       metadata={"help": "comma-separated of hf, x-transformers, litgpt; or none"})
-    shape: str = field(default="reference",
-                       metadata={"help": "reference (the model given), gpt2-small (124M, batch 16 x 1024) or "
-                                 "llama-250m (GQA, SwiGLU, batch 8 x 1024): model overrides and batch; "
-                                 "later model.* overrides and batch= / seq_len= win"})
-    variants: str = field(default="eager,compile,bf16",
-                          metadata={"help": "of eager, compile, bf16, bf16-compile (bf16 autocast and "
-                                    "torch.compile: what GPU users run), checkpoint"})
-    measure: str = field(default="train,forward,generate,fit,memory",
-                         metadata={"help": "of train, forward, generate, fit, memory"})
+    peers: str = field(
+        default="hf,x-transformers", metadata={"help": "comma-separated of hf, x-transformers, litgpt; or none"}
+    )
+    shape: str = field(
+        default="reference",
+        metadata={
+            "help": "reference (the model given), gpt2-small (124M, batch 16 x 1024) or "
+            "llama-250m (GQA, SwiGLU, batch 8 x 1024): model overrides and batch; "
+            "later model.* overrides and batch= / seq_len= win"
+        },
+    )
+    variants: str = field(
+        default="eager,compile,bf16",
+        metadata={
+            "help": "of eager, compile, bf16, bf16-compile (bf16 autocast and "
+            "torch.compile: what GPU users run), checkpoint"
+        },
+    )
+    measure: str = field(
+        default="train,forward,generate,fit,memory", metadata={"help": "of train, forward, generate, fit, memory"}
+    )
     prompt: int = field(default=32, metadata={"help": "generation: prompt tokens"})
     new_tokens: int = field(default=256, metadata={"help": "generation: new tokens (greedy, cached)"})
     gen_batch: int = field(default=8, metadata={"help": "generation: rows of the batched case"})
-    memory_seq_len: Optional[int] = field(default=None, metadata={"help": "memory: context (default seq_len)"})
+    memory_seq_len: int | None = field(default=None, metadata={"help": "memory: context (default seq_len)"})
     memory_rounds: int = field(default=3, metadata={"help": "memory: fresh processes per system; median"})
     device: str = field(default="auto", metadata={"help": "cpu, cuda or auto"})
     seed: int = field(default=0, metadata={"help": "seed of the weights and batches"})
@@ -109,6 +137,5 @@ def _choices(key: str, value: str, allowed: tuple[str, ...], allow_none: bool = 
     items = [v.strip() for v in str(value).split(",") if v.strip()]
     bad = [v for v in items if v not in allowed]
     if bad or not items:
-        raise ConfigError(f"{key}={value!r}: choose from {', '.join(allowed)}"
-                          + (" (or none)" if allow_none else ""))
+        raise ConfigError(f"{key}={value!r}: choose from {', '.join(allowed)}" + (" (or none)" if allow_none else ""))
     return items

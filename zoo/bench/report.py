@@ -34,9 +34,12 @@ def markdown(result: dict) -> str:
         lines.append(f"| {row['name']} | {row['variant']} | " + " | ".join(cells) + " |")
     peaks = result.get("matmul_flops_per_s") or {}
     if peaks:
-        lines += ["", "Measured matmul throughput (the MFU denominator): "
-                  + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in peaks.items())
-                  + f"; model FLOPs per training step {result['train_flops_per_step'] / 1e9:,.2f} G."]
+        lines += [
+            "",
+            "Measured matmul throughput (the MFU denominator): "
+            + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in peaks.items())
+            + f"; model FLOPs per training step {result['train_flops_per_step'] / 1e9:,.2f} G.",
+        ]
     if result["ratios"]:
         lines += ["", "| ratio | value |", "|---|---|"]
         lines += [f"| {name} | {value:.2f} |" for name, value in result["ratios"].items()]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -27,9 +27,10 @@ from zoo.bench.peers import PEERS, PeerUnavailable
 from zoo.bench.subjects import build_subject
 from zoo.bench.timing import interleaved, median, spread, timed
 from zoo.bench.workload import Workload
-from zoo.config.schema.model import ModelConfig
 from zoo.config.errors import ConfigError
+from zoo.config.schema.model import ModelConfig
 from zoo.models.summary import summarize
+
 
 @dataclass
 class Case:
@@ -46,8 +47,10 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
         torch.set_num_threads(opts.threads)
     device = opts.torch_device
     if opts.seq_len > model.max_seq_len:
-        raise ConfigError(f"seq_len={opts.seq_len} is longer than model.max_seq_len={model.max_seq_len}: lower "
-                          f"seq_len or raise model.max_seq_len={opts.seq_len}")
+        raise ConfigError(
+            f"seq_len={opts.seq_len} is longer than model.max_seq_len={model.max_seq_len}: lower "
+            f"seq_len or raise model.max_seq_len={opts.seq_len}"
+        )
     if "generate" in opts.measure_list and opts.prompt + opts.new_tokens > model.max_seq_len:
         # the prompt and its continuation must fit the position table (learned positions); a
         # longer table changes nothing else, so every measurement uses the same model
@@ -69,11 +72,23 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
     train_flops_per_step = 3 * summary.flops_per_token * opts.batch * opts.seq_len
     peaks = _add_mfu(rows, train_flops_per_step, opts) if "train" in measures else {}
     return {
-        "machine": {"device": _device_name(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                    "python": platform.python_version()},
-        "workload": {"model": model.to_dict(), "batch": opts.batch, "seq_len": opts.seq_len,
-                     "tokens_per_step": base.tokens_per_step, "rounds": opts.rounds, "steps_per_round": opts.steps,
-                     "prompt": opts.prompt, "new_tokens": opts.new_tokens, "gen_batch": opts.gen_batch},
+        "machine": {
+            "device": _device_name(device),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "python": platform.python_version(),
+        },
+        "workload": {
+            "model": model.to_dict(),
+            "batch": opts.batch,
+            "seq_len": opts.seq_len,
+            "tokens_per_step": base.tokens_per_step,
+            "rounds": opts.rounds,
+            "steps_per_round": opts.steps,
+            "prompt": opts.prompt,
+            "new_tokens": opts.new_tokens,
+            "gen_batch": opts.gen_batch,
+        },
         "model_summary": summary.as_dict(),
         "train_flops_per_step": train_flops_per_step,
         "matmul_flops_per_s": peaks,
@@ -83,8 +98,9 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
     }
 
 
-def _build_cases(model: ModelConfig, opts: BenchOptions, work: dict[str, Workload],
-                 log: Callable[[str], None]) -> tuple[list[Case], dict[str, str]]:
+def _build_cases(
+    model: ModelConfig, opts: BenchOptions, work: dict[str, Workload], log: Callable[[str], None]
+) -> tuple[list[Case], dict[str, str]]:
     """zoo in every variant, and each peer in the variants peers run; (cases, peer -> why it
     could not be built)."""
     cases: list[Case] = []
@@ -108,15 +124,22 @@ def _build_cases(model: ModelConfig, opts: BenchOptions, work: dict[str, Workloa
     return cases, unavailable
 
 
-def _time_training(cases: list[Case], rows: dict, base: Workload, work: dict[str, Workload], opts: BenchOptions,
-                   log: Callable[[str], None]) -> None:
+def _time_training(
+    cases: list[Case],
+    rows: dict,
+    base: Workload,
+    work: dict[str, Workload],
+    opts: BenchOptions,
+    log: Callable[[str], None],
+) -> None:
     """Training steps of every case (`train`) and zoo-train's own loop (`fit`, eager), interleaved."""
     batch, device = base.training_batch(opts.seed), base.device
     timers: dict[str, Callable[[], float]] = {}
     if "train" in opts.measure_list:
         for c in cases:
-            timers[c.name] = lambda c=c: timed(lambda: [c.subject.train_step(batch) for _ in range(opts.steps)],
-                                               opts.steps, device)
+            timers[c.name] = lambda c=c: timed(
+                lambda: [c.subject.train_step(batch) for _ in range(opts.steps)], opts.steps, device
+            )
     if "fit" in opts.measure_list:
         for c in cases:
             if c.system == "zoo" and c.variant in ("eager", "bf16"):  # fit: zoo-train's loop, eager
@@ -130,18 +153,23 @@ def _time_training(cases: list[Case], rows: dict, base: Workload, work: dict[str
         rows[key][f"{what}_spread"] = spread(values)
 
 
-def _time_forward(cases: list[Case], rows: dict, base: Workload, opts: BenchOptions,
-                  log: Callable[[str], None]) -> None:
+def _time_forward(
+    cases: list[Case], rows: dict, base: Workload, opts: BenchOptions, log: Callable[[str], None]
+) -> None:
     batch = base.training_batch(opts.seed)
-    timers = {c.name: (lambda c=c: timed(lambda: c.subject.forward(batch), 1, base.device)) for c in cases
-              if c.variant != "checkpoint"}
+    timers = {
+        c.name: (lambda c=c: timed(lambda: c.subject.forward(batch), 1, base.device))
+        for c in cases
+        if c.variant != "checkpoint"
+    }
     log(f"forward: {len(timers)} cases x {opts.rounds} rounds")
     for name, values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
         rows[name]["forward_ms"] = 1e3 * median(values)
 
 
-def _time_generation(cases: list[Case], rows: dict, base: Workload, opts: BenchOptions,
-                     log: Callable[[str], None]) -> None:
+def _time_generation(
+    cases: list[Case], rows: dict, base: Workload, opts: BenchOptions, log: Callable[[str], None]
+) -> None:
     """Decoding exactly `new_tokens` at batch 1 and at `gen_batch`, for every case that generates."""
     timers = {}
     for c in cases:
@@ -151,27 +179,36 @@ def _time_generation(cases: list[Case], rows: dict, base: Workload, opts: BenchO
             prompt = base.prompt(rows_n, opts.prompt)
             timers[(c.name, rows_n)] = lambda c=c, p=prompt: timed(
                 lambda: _check_length(c.subject.generate(p, opts.new_tokens), opts.new_tokens, c.name),
-                opts.new_tokens * p.shape[0], base.device)
+                opts.new_tokens * p.shape[0],
+                base.device,
+            )
     log(f"generate: {len(timers)} cases x {opts.rounds} rounds")
     for (name, rows_n), values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
         key = "generate_tokens_per_s_batch1" if rows_n == 1 else f"generate_tokens_per_s_batch{rows_n}"
         rows[name][key] = 1 / median(values)
 
 
-def _measure_memory(cases: list[Case], rows: dict, model: ModelConfig, opts: BenchOptions,
-                    log: Callable[[str], None]) -> None:
+def _measure_memory(
+    cases: list[Case], rows: dict, model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
+) -> None:
     """Peak training memory of every eager case, each round in a fresh process."""
     mem_len = opts.memory_seq_len or opts.seq_len
     for c in cases:
         if is_compiled(c.variant):
             continue  # compiling in each fresh process would dominate; memory is eager's
         mem_model = dataclasses.replace(_variant_model(model, c.variant), max_seq_len=max(model.max_seq_len, mem_len))
-        spec = {"model": mem_model.to_dict(), "batch": opts.batch, "seq_len": mem_len,
-                "device": opts.torch_device.type, "bf16": is_bf16(c.variant), "system": c.system,
-                "threads": opts.threads}
+        spec = {
+            "model": mem_model.to_dict(),
+            "batch": opts.batch,
+            "seq_len": mem_len,
+            "device": opts.torch_device.type,
+            "bf16": is_bf16(c.variant),
+            "system": c.system,
+            "threads": opts.threads,
+        }
         log(f"memory: {c.name} at context {mem_len}")
         measured = [peak_training_memory(spec) for _ in range(opts.memory_rounds)]
-        values = [m["training_bytes"] / 2 ** 20 for m in measured]
+        values = [m["training_bytes"] / 2**20 for m in measured]
         rows[c.name]["memory_mb"] = median(values)  # the allocator makes single runs vary
         rows[c.name]["memory_mb_rounds"] = values
         rows[c.name]["memory_kind"] = measured[0]["kind"]
@@ -182,7 +219,10 @@ def _add_mfu(rows: dict, train_flops_per_step: float, opts: BenchOptions) -> dic
     """Model FLOP/s and MFU of each timed training row, against this device's measured matmul
     throughput in the row's dtype; returns those throughputs."""
     device = opts.torch_device
-    dtypes = {"float32": torch.float32, **({"bfloat16": torch.bfloat16} if any(map(is_bf16, opts.variant_list)) else {})}
+    dtypes = {
+        "float32": torch.float32,
+        **({"bfloat16": torch.bfloat16} if any(map(is_bf16, opts.variant_list)) else {}),
+    }
     peaks = {name: matmul_flops_per_s(dt, device, rounds=opts.rounds) for name, dt in dtypes.items()}
     for row in rows.values():
         if "train_step_ms" in row:
@@ -217,6 +257,7 @@ def _device_name(device: torch.device) -> str:
 
 def ratios(rows: list[dict], gen_batch: int) -> dict:
     """The comparisons docs/performance.md states its targets in, where both sides were measured."""
+
     def get(system, variant, key):
         return next((r[key] for r in rows if r["system"] == system and r["variant"] == variant and key in r), None)
 
@@ -249,7 +290,11 @@ def ratios(rows: list[dict], gen_batch: int) -> dict:
         put(f"generate batch {n}: zoo / fastest peer", get("zoo", "eager", g), best_peer("eager", g))
         put(f"generate batch {n}: zoo compiled static step / hf eager", get("zoo", "compile", g), get("hf", "eager", g))
         put(f"generate batch {n}: zoo / hf, both compiled", get("zoo", "compile", g), get("hf", "compile", g))
-        put(f"generate batch {n}: zoo / hf, both bf16 compiled", get("zoo", "bf16-compile", g), get("hf", "bf16-compile", g))
+        put(
+            f"generate batch {n}: zoo / hf, both bf16 compiled",
+            get("zoo", "bf16-compile", g),
+            get("hf", "bf16-compile", g),
+        )
     put("forward: hf / zoo latency", get("hf", "eager", "forward_ms"), get("zoo", "eager", "forward_ms"))
     m = "memory_mb"
     put("memory: checkpoint / eager", get("zoo", "checkpoint", m), get("zoo", "eager", m))

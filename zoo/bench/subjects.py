@@ -31,5 +31,10 @@ def build_subject(system: str, work: Workload, *, compile: bool = False, name: s
 
 def workload_from_spec(spec: dict) -> Workload:
     """A Workload from plain data (the memory measurement's subprocess reads it as JSON)."""
-    return Workload(model=ModelConfig(**spec["model"]), batch=spec["batch"], seq_len=spec["seq_len"],
-                    device=torch.device(spec.get("device", "cpu")), bf16=spec.get("bf16", False))
+    return Workload(
+        model=ModelConfig(**spec["model"]),
+        batch=spec["batch"],
+        seq_len=spec["seq_len"],
+        device=torch.device(spec.get("device", "cpu")),
+        bf16=spec.get("bf16", False),
+    )

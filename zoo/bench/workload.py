@@ -4,8 +4,9 @@ the same precision, and the protocol (`Subject`) each system's adapter implement
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Protocol
 
 import torch
 
@@ -69,8 +70,9 @@ class Workload:
         """The peers' optimizer: the same update as zoo's, with the kernels zoo picks by default
         (fused on CUDA), so the comparison is of the models and the losses."""
         fused = {"fused": True} if self.device.type == "cuda" else {}
-        return torch.optim.AdamW(params, lr=self.lr, betas=self.betas, eps=self.eps, weight_decay=self.weight_decay,
-                                 **fused)
+        return torch.optim.AdamW(
+            params, lr=self.lr, betas=self.betas, eps=self.eps, weight_decay=self.weight_decay, **fused
+        )
 
     @property
     def tokens_per_step(self) -> int:
@@ -79,8 +81,9 @@ class Workload:
         return self.batch * per_row
 
 
-def optimizer_step(work: Workload, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                   loss_of: Callable[[], torch.Tensor]) -> None:
+def optimizer_step(
+    work: Workload, module: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_of: Callable[[], torch.Tensor]
+) -> None:
     """One training step, the same for every system: train mode, the loss under the workload's
     precision, backward, optimizer step, gradients dropped."""
     module.train()
@@ -102,6 +105,6 @@ class Subject(Protocol):
     def forward(self, batch: dict) -> None:
         """Inference forward pass (logits), no gradients."""
 
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         """Greedy decoding with the KV cache: exactly `new_tokens` new tokens per row, or None
         when the system cannot generate with this model (encoder-only)."""

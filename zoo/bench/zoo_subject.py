@@ -4,36 +4,47 @@ parameter groups, generation `zoo.models.generate`."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from zoo.bench.workload import Workload, optimizer_step
 from zoo.config.facts.tasks import task_of_family
 from zoo.config.schema.train import OptimConfig
+from zoo.data.collate.padding import without_full_masks
+from zoo.data.tokenizers.base import SPECIAL_IDS
 from zoo.models.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
-from zoo.data.collate.padding import without_full_masks
 from zoo.tasks.optim import build_optimizer
-from zoo.data.tokenizers.base import SPECIAL_IDS
 
 
-def zoo_task(work: Workload, task: Optional[dict] = None, optim: Optional[dict] = None):
+def zoo_task(work: Workload, task: dict | None = None, optim: dict | None = None):
     """The LightningModule zoo-train would build for this workload's model (dropout as given),
     training its family's default task (`zoo.config.facts.tasks.task_of_family`)."""
     kind = task_of_family(work.family)
     return TASKS[kind](
         model=work.model.to_dict(),
         task={"kind": kind.value, **(task or {})},
-        optim={"lr": work.lr, "betas": list(work.betas), "eps": work.eps,
-               "weight_decay": work.weight_decay, **(optim or {})},
+        optim={
+            "lr": work.lr,
+            "betas": list(work.betas),
+            "eps": work.eps,
+            "weight_decay": work.weight_decay,
+            **(optim or {}),
+        },
         scheduler={"kind": "constant", "warmup_steps": 0},
     ).to(work.device)
 
 
 class ZooSubject:
-    def __init__(self, work: Workload, *, name: str = "zoo", compile: bool = False,
-                 task: Optional[dict] = None, optim: Optional[dict] = None, state: Optional[dict] = None) -> None:
+    def __init__(
+        self,
+        work: Workload,
+        *,
+        name: str = "zoo",
+        compile: bool = False,
+        task: dict | None = None,
+        optim: dict | None = None,
+        state: dict | None = None,
+    ) -> None:
         self.name, self.work = name, work
         # compiled: generation uses the static-shape decoding step, compiled (zoo-generate
         # static_cache=true compile=true)
@@ -43,8 +54,9 @@ class ZooSubject:
             self.task.model.load_state_dict(state)
         self.model = self.task.model
         self._fed: tuple = (None, None)  # (batch, what the model is fed)
-        self.optimizer = build_optimizer(self.task, OptimConfig(**self.task.hparams["optim"]),
-                                         output_embedding=self.model.lm_head.weight)
+        self.optimizer = build_optimizer(
+            self.task, OptimConfig(**self.task.hparams["optim"]), output_embedding=self.model.lm_head.weight
+        )
 
     def _feed(self, batch: dict) -> dict:
         """The batch as zoo-train hands it to the model: a mask without padding left out
@@ -65,7 +77,7 @@ class ZooSubject:
         with self.work.autocast():
             self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"), **extra)
 
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         if not self.work.stacks.decoder:  # nothing to generate with
             return None
         bos = SPECIAL_IDS["bos"] if self.work.stacks.cross_attention else None  # zoo's own specials

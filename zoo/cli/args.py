@@ -71,13 +71,14 @@ def _unparsed_text(schema: type, argv: list[str]) -> dict[str, str]:
 
 
 def _field_types(schema: type) -> dict[str, type]:
-    """Each field's type, Optional[X] read as X."""
+    """Each field's type, Optional[X] (or X | None) read as X."""
+    import types
     import typing
 
     found = {}
     for name, hint in typing.get_type_hints(schema).items():
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        found[name] = args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+        found[name] = args[0] if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1 else hint
     return found
 
 

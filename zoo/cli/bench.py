@@ -19,7 +19,6 @@ import json
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-bench"
 USAGE = f"{TOOL} [KEY=VALUE ...] [model=NAME] [model/position=NAME] [model.KEY=VALUE ...]"
@@ -29,8 +28,10 @@ USAGE = f"{TOOL} [KEY=VALUE ...] [model=NAME] [model/position=NAME] [model.KEY=V
 class BenchOutput:
     """Where the figures go, beside the Markdown table printed on stdout."""
 
-    out: Optional[str] = field(default=None, metadata={"help": "FILE.json: also write the figures as JSON, "
-                                                       "and the table (with the command) as FILE.md"})
+    out: str | None = field(
+        default=None,
+        metadata={"help": "FILE.json: also write the figures as JSON, and the table (with the command) as FILE.md"},
+    )
 
 
 def configure(argv: list[str]):
@@ -38,8 +39,8 @@ def configure(argv: list[str]):
     from zoo.bench.options import SHAPES, BenchOptions
     from zoo.cli.args import parse
     from zoo.cli.outputs import check_out_file
-    from zoo.config.schema.convert import as_model_config
     from zoo.config.errors import ConfigError
+    from zoo.config.schema.convert import as_model_config
 
     own = {f.name for f in fields(BenchOptions)} | {f.name for f in fields(BenchOutput)}
     options = [a for a in argv if a.split("=", 1)[0] in own]
@@ -47,8 +48,9 @@ def configure(argv: list[str]):
     not_model = [a for a in overrides if not a.startswith("model")]
     if not_model:
         keys = ", ".join(sorted(own))
-        raise ConfigError(f"{not_model[0]!r}: zoo-bench takes model overrides (model=..., model.*=...) "
-                          f"and its own options: {keys}")
+        raise ConfigError(
+            f"{not_model[0]!r}: zoo-bench takes model overrides (model=..., model.*=...) and its own options: {keys}"
+        )
     out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
     check_out_file("out", out, "bench.json")  # before minutes of timing
     given = [a for a in options if not a.startswith("out=")]
@@ -97,20 +99,29 @@ def _say_missing_peers(peers: list[str], log=print) -> None:
         return
     present = [p for p in peers if p not in missing]
     without = f"zoo and {', '.join(present)} only" if present else "zoo alone"
-    log(f"{TOOL}: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed (pip install "
-        f"'.[bench]' in zoo's source directory): measuring {without}", file=sys.stderr)
+    log(
+        f"{TOOL}: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed (pip install "
+        f"'.[bench]' in zoo's source directory): measuring {without}",
+        file=sys.stderr,
+    )
 
 
 def usage() -> str:
     from zoo.bench.options import BenchOptions
     from zoo.cli.tool import Section, help_text
 
-    return help_text(USAGE, __doc__, [Section("options", BenchOptions), Section("output", BenchOutput)],
-                     notes=["model=NAME, model/position=NAME, model.KEY=VALUE: the model overrides of "
-                            "zoo-train (zoo-train --help lists them)"])
+    return help_text(
+        USAGE,
+        __doc__,
+        [Section("options", BenchOptions), Section("output", BenchOutput)],
+        notes=[
+            "model=NAME, model/position=NAME, model.KEY=VALUE: the model overrides of "
+            "zoo-train (zoo-train --help lists them)"
+        ],
+    )
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, run, usage, argv)

@@ -19,7 +19,6 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-compare"
 USAGE = f"{TOOL} DIR [DIR ...] [KEY=VALUE ...]"
@@ -27,27 +26,51 @@ USAGE = f"{TOOL} DIR [DIR ...] [KEY=VALUE ...]"
 
 @dataclass(kw_only=True)
 class CompareArgs:
-    out: Optional[str] = field(default=None, metadata={"help": "the report's directory (default: compare/ "
-                                                       "inside the first DIR)"})
+    out: str | None = field(
+        default=None, metadata={"help": "the report's directory (default: compare/ inside the first DIR)"}
+    )
     metric: str = field(default="val/loss", metadata={"help": "the metric the arms are compared on"})
-    baseline: Optional[str] = field(default=None, metadata={"help": "KEY=VALUE[,KEY=VALUE]: the settings of "
-                                                            "the baseline arm (default: the first arm)"})
-    lengths: Optional[str] = field(default=None, metadata={"help": "e.g. 1,2,4,8: also the perplexity at "
-                                                           "these multiples of the trained context"})
-    tune: Optional[str] = field(default=None, metadata={"help": "a config key, e.g. optim.lr: compare each arm "
-                                                        "(config minus seed and KEY) at its own best value of KEY, each seed measured at the value "
-                                                        "chosen on the other seeds; with scale=: per size"})
-    scale: Optional[str] = field(default=None, metadata={"help": "a size key, e.g. model.d_model: each arm "
-                                                         "across its sizes, the metric against training compute "
-                                                         "as a power law, and the compute multiplier against the "
-                                                         "baseline (scaling.png)"})
-    pairs: Optional[str] = field(default=None, metadata={"help": "all: also compare every pair of arms "
-                                                         "(pairs.csv); the report's one family of comparisons "
-                                                         "is then every pair (plain and tune= reports)"})
-    recompute: Optional[str] = field(default=None, metadata={"help": "a report directory holding runs.csv: "
-                                                             "rebuild every interval of its report from runs.csv "
-                                                             "and say whether each equals the report's (exit 1 "
-                                                             "when one differs)"})
+    baseline: str | None = field(
+        default=None,
+        metadata={"help": "KEY=VALUE[,KEY=VALUE]: the settings of the baseline arm (default: the first arm)"},
+    )
+    lengths: str | None = field(
+        default=None, metadata={"help": "e.g. 1,2,4,8: also the perplexity at these multiples of the trained context"}
+    )
+    tune: str | None = field(
+        default=None,
+        metadata={
+            "help": "a config key, e.g. optim.lr: compare each arm "
+            "(config minus seed and KEY) at its own best value of KEY, each seed measured at the value "
+            "chosen on the other seeds; with scale=: per size"
+        },
+    )
+    scale: str | None = field(
+        default=None,
+        metadata={
+            "help": "a size key, e.g. model.d_model: each arm "
+            "across its sizes, the metric against training compute "
+            "as a power law, and the compute multiplier against the "
+            "baseline (scaling.png)"
+        },
+    )
+    pairs: str | None = field(
+        default=None,
+        metadata={
+            "help": "all: also compare every pair of arms "
+            "(pairs.csv); the report's one family of comparisons "
+            "is then every pair (plain and tune= reports)"
+        },
+    )
+    recompute: str | None = field(
+        default=None,
+        metadata={
+            "help": "a report directory holding runs.csv: "
+            "rebuild every interval of its report from runs.csv "
+            "and say whether each equals the report's (exit 1 "
+            "when one differs)"
+        },
+    )
 
 
 def run(argv: list[str]) -> dict:
@@ -65,7 +88,9 @@ def run(argv: list[str]) -> dict:
         from zoo.compare.recompute import recompute
 
         if dirs or any(getattr(args, k) for k in ("tune", "scale", "lengths", "baseline", "out", "pairs")):
-            raise ConfigError("recompute=DIR takes nothing else: the report's own comparison.json says what it compared")
+            raise ConfigError(
+                "recompute=DIR takes nothing else: the report's own comparison.json says what it compared"
+            )
         if not Path(args.recompute).is_dir():
             raise ConfigError(f"recompute={args.recompute}: not a directory")
         try:
@@ -91,21 +116,26 @@ def run(argv: list[str]) -> dict:
     if args.pairs not in (None, "all"):
         raise ConfigError(f"pairs={args.pairs}: the only value is pairs=all (every pair of arms)")
     if args.pairs and args.scale:
-        raise ConfigError(f"pairs=all and scale={args.scale} cannot be combined: a scaled report compares each arm "
-                          f"with the baseline by compute multipliers; compare one size with pairs=all")
+        raise ConfigError(
+            f"pairs=all and scale={args.scale} cannot be combined: a scaled report compares each arm "
+            f"with the baseline by compute multipliers; compare one size with pairs=all"
+        )
     pairs = args.pairs == "all"
     if args.scale and multiples:
         raise ConfigError(f"scale={args.scale} and lengths= cannot be combined: run them as two comparisons")
     try:
         if args.scale:
-            report = compare_scaled([Path(d) for d in dirs], out, key=args.scale, metric=args.metric,
-                                    baseline=args.baseline, tune=args.tune)
+            report = compare_scaled(
+                [Path(d) for d in dirs], out, key=args.scale, metric=args.metric, baseline=args.baseline, tune=args.tune
+            )
         elif args.tune:
-            report = compare_tuned([Path(d) for d in dirs], out, key=args.tune, metric=args.metric,
-                                   baseline=args.baseline, pairs=pairs)
+            report = compare_tuned(
+                [Path(d) for d in dirs], out, key=args.tune, metric=args.metric, baseline=args.baseline, pairs=pairs
+            )
         else:
-            report = compare([Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline,
-                             lengths=multiples, pairs=pairs)
+            report = compare(
+                [Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline, lengths=multiples, pairs=pairs
+            )
     except CompareError as exc:  # a mistake the user can fix, raised where it was found
         raise ConfigError(str(exc)) from None
     from zoo.compare import RunStatus
@@ -116,11 +146,16 @@ def run(argv: list[str]) -> dict:
     for run in (r for r in runs if r.status == RunStatus.damaged):
         print(f"zoo-compare: warning: {run.error}; left out of the comparison", file=sys.stderr)
     for run in (r for r in report.unreadable if r.status == RunStatus.failed):
-        print(f"zoo-compare: {run.path} never started ({run.error or 'failed.json'}); left out of the comparison",
-              file=sys.stderr)
-    return {"out": str(out), "arms": len(report.arms),
-            "runs": sum(len(a.runs) for a in report.arms),
-            "files": {k: str(v) for k, v in report.files.items()}}
+        print(
+            f"zoo-compare: {run.path} never started ({run.error or 'failed.json'}); left out of the comparison",
+            file=sys.stderr,
+        )
+    return {
+        "out": str(out),
+        "arms": len(report.arms),
+        "runs": sum(len(a.runs) for a in report.arms),
+        "files": {k: str(v) for k, v in report.files.items()},
+    }
 
 
 def options_with_baseline(options: list[str]) -> list[str]:
@@ -135,12 +170,18 @@ def options_with_baseline(options: list[str]) -> list[str]:
 def usage() -> str:
     from zoo.cli.tool import Section, help_text
 
-    return help_text(USAGE, __doc__, [Section("options", CompareArgs)],
-                     notes=["DIR: a sweep (multirun/...) or run directory; a DIR whose name holds '=' is "
-                            "read as a directory when it exists"])
+    return help_text(
+        USAGE,
+        __doc__,
+        [Section("options", CompareArgs)],
+        notes=[
+            "DIR: a sweep (multirun/...) or run directory; a DIR whose name holds '=' is "
+            "read as a directory when it exists"
+        ],
+    )
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, _answer, usage, argv)

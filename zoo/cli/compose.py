@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import contextmanager
-from typing import Iterable, Optional
-
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.cli.spelling import misspelled
-from zoo.config.schema.convert import as_model_config
 from zoo.config.errors import ConfigError, explain
-from zoo.config.safety.hydra_section import HYDRA_GROUPS, check_hydra_overrides, check_hydra_section, check_searchpath, inside
 from zoo.config.paths import CONFIG_NAME, config_source, shadowed_files
+from zoo.config.records.yaml_files import check_config_dirs
+from zoo.config.safety.hydra_section import (
+    HYDRA_GROUPS,
+    check_hydra_overrides,
+    check_hydra_section,
+    check_searchpath,
+    inside,
+)
+from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.sections import check_deletions, check_sections
 from zoo.config.schema.store import register_configs
-from zoo.config.records.yaml_files import check_config_dirs
-
 
 
 def check_model(cfg: DictConfig) -> DictConfig:
@@ -26,10 +30,16 @@ def check_model(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def compose(overrides: Optional[Iterable[str]] = None, config_name: str = CONFIG_NAME, *,
-            config_source_dir: Optional[str] = None, config_dirs: Iterable[str] = (),
-            return_hydra_config: bool = False, check: bool = True,
-            command_line: Optional[Iterable[str]] = None) -> DictConfig:
+def compose(
+    overrides: Iterable[str] | None = None,
+    config_name: str = CONFIG_NAME,
+    *,
+    config_source_dir: str | None = None,
+    config_dirs: Iterable[str] = (),
+    return_hydra_config: bool = False,
+    check: bool = True,
+    command_line: Iterable[str] | None = None,
+) -> DictConfig:
     """Compose `conf/config.yaml` with Hydra command-line style overrides, e.g.
     `zoo.compose(["model=llama", "model/position=alibi", "model.d_model=256"])`, and validate it.
     With no overrides this is exactly what `zoo-train` runs with no arguments; `config_name`
@@ -80,7 +90,7 @@ def _check_tracker(cfg: DictConfig, command_line: list[str]) -> None:
     check_tracking_uri(uri, named)
 
 
-def _check_not_shadowed(config_dirs: Iterable[str], config_name: str, primary: Optional[str]) -> None:
+def _check_not_shadowed(config_dirs: Iterable[str], config_name: str, primary: str | None) -> None:
     """A `-cd` directory's file that zoo's own config tree also holds is never read (Hydra
     searches zoo's tree first): refused on one line that says what to name it, instead of a run
     of zoo's file without a word. (With another primary tree, `-cp`, zoo's files are not read.)"""
@@ -92,14 +102,18 @@ def _check_not_shadowed(config_dirs: Iterable[str], config_name: str, primary: O
             continue
         name = shadowed[0]
         if name == f"{CONFIG_NAME}.yaml":
-            raise ConfigError(f"-cd {directory}: its {name} is never read (zoo's own {name} comes first in "
-                              f"Hydra's search path); rename it, e.g. to {Path(directory) / 'my_run.yaml'}, "
-                              f"and give -cn my_run")
+            raise ConfigError(
+                f"-cd {directory}: its {name} is never read (zoo's own {name} comes first in "
+                f"Hydra's search path); rename it, e.g. to {Path(directory) / 'my_run.yaml'}, "
+                f"and give -cn my_run"
+            )
         group, _, option = name.rpartition("/")
         option = option.removesuffix(".yaml")
-        raise ConfigError(f"-cd {directory}: its {name} is never read (zoo's own {name} comes first in "
-                          f"Hydra's search path); give it a name of its own, e.g. {group}/my_{option}.yaml, "
-                          f"and choose it with {group}=my_{option}")
+        raise ConfigError(
+            f"-cd {directory}: its {name} is never read (zoo's own {name} comes first in "
+            f"Hydra's search path); give it a name of its own, e.g. {group}/my_{option}.yaml, "
+            f"and choose it with {group}=my_{option}"
+        )
 
 
 def with_init_from(cfg: DictConfig, overrides: Iterable[str]) -> DictConfig:
@@ -130,8 +144,11 @@ def _hydra_at(primary: str, config_dirs: Iterable[str]):
         primary = f"file://{primary}"
     search_path = create_config_search_path(primary)
     for directory in config_dirs:
-        search_path.prepend(provider="command-line", path=f"file://{Path(directory).resolve()}",
-                            anchor=SearchPathQuery(provider="schema"))
+        search_path.prepend(
+            provider="command-line",
+            path=f"file://{Path(directory).resolve()}",
+            anchor=SearchPathQuery(provider="schema"),
+        )
     global_hydra = GlobalHydra.instance()
     saved = global_hydra.hydra if global_hydra.is_initialized() else None
     global_hydra.clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
@@ -143,7 +160,9 @@ def _hydra_at(primary: str, config_dirs: Iterable[str]):
             global_hydra.initialize(saved)
 
 
-def config_groups(source: Optional[str], dirs: Iterable[str], listed_hydra_groups: Iterable[str] = ()) -> dict[str, list[str]]:
+def config_groups(
+    source: str | None, dirs: Iterable[str], listed_hydra_groups: Iterable[str] = ()
+) -> dict[str, list[str]]:
     """Every config group of the search path (zoo's own, and the Hydra groups named) -> its
     options."""
     listed = tuple(listed_hydra_groups)
@@ -155,9 +174,9 @@ def config_groups(source: Optional[str], dirs: Iterable[str], listed_hydra_group
 
 def _compose_raw(overrides: list[str], config_name: str, primary: str, config_dirs: Iterable[str]) -> DictConfig:
     """Hydra's composition, with its `hydra` section, errors as one ConfigError line."""
+    import yaml
     from hydra.errors import HydraException
     from hydra.types import RunMode
-    import yaml
     from omegaconf.errors import OmegaConfBaseException
 
     config_dirs = list(config_dirs)
@@ -187,12 +206,19 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
         if "Config group override" not in str(exc):
             raise ConfigError(explain(exc)) from exc
         bad = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0]]
-        raise ConfigError(f"{explain(exc)} (in {' '.join(bad) or ' '.join(overrides)}); a config group "
-                          f"takes an option name, e.g. model=gpt") from exc
+        raise ConfigError(
+            f"{explain(exc)} (in {' '.join(bad) or ' '.join(overrides)}); a config group "
+            f"takes an option name, e.g. model=gpt"
+        ) from exc
 
 
-def check_config_files(overrides: list[str], config_name: str = CONFIG_NAME, *,
-                       config_source_dir: Optional[str] = None, config_dirs: Iterable[str] = ()) -> None:
+def check_config_files(
+    overrides: list[str],
+    config_name: str = CONFIG_NAME,
+    *,
+    config_source_dir: str | None = None,
+    config_dirs: Iterable[str] = (),
+) -> None:
     """The YAML files of every config directory a command line names (-cd, -cp, hydra.searchpath),
     checked as `compose` checks them, for a command Hydra answers without zoo composing first
     (`--info`, `--shell-completion`)."""
@@ -211,8 +237,9 @@ def check_config_files(overrides: list[str], config_name: str = CONFIG_NAME, *,
         return  # not what a file holds: Hydra reports it itself
 
 
-def _check_files_first(search_path, primary: str, config_dirs: list[str], config_name: str,
-                       overrides: list[str]) -> bool:
+def _check_files_first(
+    search_path, primary: str, config_dirs: list[str], config_name: str, overrides: list[str]
+) -> bool:
     """Every YAML file of the config directories from elsewhere (-cd, -cp) and of the
     `hydra.searchpath` entries, checked before Hydra, or the search path's own check, reads one
     (`zoo.config.records.yaml_files`: aliases refused before they expand). Whether any config
@@ -261,8 +288,9 @@ def _check_defaults_stay_home(hydra, config_name: str, overrides: list[str]) -> 
     for default in hydra.config_loader.compute_defaults_list(config_name, overrides, RunMode.RUN).defaults:
         path = default.config_path or ""
         if ".." in path.split("/"):
-            raise ConfigError(f"the defaults entry {path!r} is refused: a config names configs inside its "
-                              f"config directory (no '..')")
+            raise ConfigError(
+                f"the defaults entry {path!r} is refused: a config names configs inside its config directory (no '..')"
+            )
 
 
 _REFERENCES: dict[tuple[str, ...], dict] = {}
@@ -271,8 +299,11 @@ _REFERENCES: dict[tuple[str, ...], dict] = {}
 def _reference_hydra(choices: dict) -> dict:
     """The `hydra` node zoo's own config composes to with the same Hydra group choices (e.g.
     hydra/launcher=slurm), unresolved: what `check_hydra_section` compares against."""
-    key = tuple(sorted(f"{g}={c}" for g, c in choices.items()
-                       if g in HYDRA_GROUPS and c is not None and c != HYDRA_GROUPS[g][0]))
+    key = tuple(
+        sorted(
+            f"{g}={c}" for g, c in choices.items() if g in HYDRA_GROUPS and c is not None and c != HYDRA_GROUPS[g][0]
+        )
+    )
     if key not in _REFERENCES:
         cfg = _compose_raw(list(key), CONFIG_NAME, config_source(), ())
         _REFERENCES[key] = OmegaConf.to_container(cfg.hydra, resolve=False)

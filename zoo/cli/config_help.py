@@ -12,8 +12,10 @@ import typing
 from zoo.cli.tool import Section, help_text, wrap
 
 TOOL = "zoo-train"
-USAGE = (f"{TOOL} [-cn RECIPE] [GROUP=OPTION ...] [KEY=VALUE ...] [+KEY=VALUE ...] "
-         f"[-m (sweep: KEY=A,B ...)] [--cfg job] [--hydra-help]")
+USAGE = (
+    f"{TOOL} [-cn RECIPE] [GROUP=OPTION ...] [KEY=VALUE ...] [+KEY=VALUE ...] "
+    f"[-m (sweep: KEY=A,B ...)] [--cfg job] [--hydra-help]"
+)
 LISTED_HYDRA_GROUPS = ("hydra/launcher",)  # the Hydra groups zoo ships options for
 
 
@@ -31,8 +33,14 @@ def train_help(argv: list[str], about: str) -> str:
     source = config_source_of(args)
     dirs = [args.config_dir] if args.config_dir else []
     overrides = sweep_variants(list(args.overrides))[0]  # a sweep: its first job
-    cfg = compose(overrides, config_name=args.config_name or CONFIG_NAME, config_source_dir=source,
-                  config_dirs=dirs, return_hydra_config=True, check=False)
+    cfg = compose(
+        overrides,
+        config_name=args.config_name or CONFIG_NAME,
+        config_source_dir=source,
+        config_dirs=dirs,
+        return_hydra_config=True,
+        check=False,
+    )
     choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if v is not None}
     values = OmegaConf.to_container(cfg, resolve=False)
     values.pop("hydra", None)
@@ -49,11 +57,19 @@ def train_help(argv: list[str], about: str) -> str:
             run_keys.append(f.name)
     sections.append(Section("the run", ZooConfig, values=values, keys=tuple(run_keys)))
     groups = config_groups(source, dirs, LISTED_HYDRA_GROUPS)
-    lines = [f"  {g}{'=' + choices[g] if g in choices else ''}  [{' | '.join(options)}]"
-             for g, options in groups.items()]
+    lines = [
+        f"  {g}{'=' + choices[g] if g in choices else ''}  [{' | '.join(options)}]" for g, options in groups.items()
+    ]
     recipes = wrap(f"recipes (-cn NAME): {', '.join(recipe_names())}", indent="  ")
-    intro = [textwrap.dedent(about).strip(), "",
-             "config groups (GROUP=OPTION picks the file OPTION.yaml of the group; shown: the option in "
-             "use, [the options]):", *lines, "", *recipes,
-             "", "keys (KEY=VALUE; shown: the value in use, [its type or choices], its help):"]
+    intro = [
+        textwrap.dedent(about).strip(),
+        "",
+        "config groups (GROUP=OPTION picks the file OPTION.yaml of the group; shown: the option in "
+        "use, [the options]):",
+        *lines,
+        "",
+        *recipes,
+        "",
+        "keys (KEY=VALUE; shown: the value in use, [its type or choices], its help):",
+    ]
     return help_text(USAGE, "\n".join(intro), sections, [f"Hydra's own flags: {TOOL} --hydra-help"])

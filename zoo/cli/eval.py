@@ -1,9 +1,9 @@
 """`zoo-eval`: a checkpoint's metrics on a dataset, written as JSON.
 
-    zoo-eval ckpt=runs/.../last.ckpt                      # its own validation split
-    zoo-eval ckpt=... data=held_out.jsonl out=metrics.json  # a whole file
-    zoo-eval ckpt=... data.source=pydoc data.seq_len=64     # any data.* key
-    zoo-eval ckpt=runs/.../last.ckpt harness=kjv_cloze,kjv_next_verse limit=20  # harness tasks (zoo[eval])
+zoo-eval ckpt=runs/.../last.ckpt                      # its own validation split
+zoo-eval ckpt=... data=held_out.jsonl out=metrics.json  # a whole file
+zoo-eval ckpt=... data.source=pydoc data.seq_len=64     # any data.* key
+zoo-eval ckpt=runs/.../last.ckpt harness=kjv_cloze,kjv_next_verse limit=20  # harness tasks (zoo[eval])
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-eval"
 USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...]"
@@ -20,29 +19,46 @@ USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...]"
 
 @dataclass(kw_only=True)
 class EvalArgs:
-    ckpt: Optional[str] = field(default=None, metadata={"help": "the checkpoint to evaluate (required)"})
-    data: Optional[str] = field(
-        default=None, metadata={"help": "a local data file (.txt, .jsonl/.json, .csv/.tsv, .parquet), "
-                                "evaluated whole, instead of the checkpoint's own dataset"})
-    seq_len: Optional[int] = field(default=None, metadata={"help": "tokens per window (default: the "
-                                                           "checkpoint's data.seq_len)"})
+    ckpt: str | None = field(default=None, metadata={"help": "the checkpoint to evaluate (required)"})
+    data: str | None = field(
+        default=None,
+        metadata={
+            "help": "a local data file (.txt, .jsonl/.json, .csv/.tsv, .parquet), "
+            "evaluated whole, instead of the checkpoint's own dataset"
+        },
+    )
+    seq_len: int | None = field(
+        default=None, metadata={"help": "tokens per window (default: the checkpoint's data.seq_len)"}
+    )
     split: str = field(default="validation", metadata={"help": "the split to evaluate: train or validation"})
     batch_size: int = field(default=32, metadata={"help": "rows per batch"})
-    limit_batches: Optional[int] = field(default=None, metadata={"help": "evaluate at most this many "
-                                                                 "batches (default: all)"})
-    out: Optional[str] = field(default=None, metadata={"help": "also write the metrics to this JSON file "
-                                                       "(they are printed either way)"})
-    accelerator: str = field(default="auto", metadata={"help": "Lightning accelerator: cpu, gpu, or auto (a "
-                                                       "GPU where torch sees one, as zoo-generate picks)"})
+    limit_batches: int | None = field(
+        default=None, metadata={"help": "evaluate at most this many batches (default: all)"}
+    )
+    out: str | None = field(
+        default=None, metadata={"help": "also write the metrics to this JSON file (they are printed either way)"}
+    )
+    accelerator: str = field(
+        default="auto",
+        metadata={
+            "help": "Lightning accelerator: cpu, gpu, or auto (a GPU where torch sees one, as zoo-generate picks)"
+        },
+    )
     devices: int = field(default=1, metadata={"help": "devices (processes) to evaluate on"})
-    harness: Optional[str] = field(
-        default=None, metadata={"help": "lm-evaluation-harness tasks, comma-separated (built in: kjv_cloze, "
-                                "kjv_next_verse, numbers_translation; any harness task whose dataset can be "
-                                "reached): a table, and the results in the run's harness/ directory"})
-    limit: Optional[float] = field(default=None, metadata={"help": "harness=: examples per task (below 1: a "
-                                                           "fraction of each; default: all)"})
-    num_fewshot: Optional[int] = field(default=None, metadata={"help": "harness=: examples shown before each "
-                                                               "question (default: each task's own)"})
+    harness: str | None = field(
+        default=None,
+        metadata={
+            "help": "lm-evaluation-harness tasks, comma-separated (built in: kjv_cloze, "
+            "kjv_next_verse, numbers_translation; any harness task whose dataset can be "
+            "reached): a table, and the results in the run's harness/ directory"
+        },
+    )
+    limit: float | None = field(
+        default=None, metadata={"help": "harness=: examples per task (below 1: a fraction of each; default: all)"}
+    )
+    num_fewshot: int | None = field(
+        default=None, metadata={"help": "harness=: examples shown before each question (default: each task's own)"}
+    )
 
 
 def run(argv: list[str]) -> dict:
@@ -71,10 +87,10 @@ def run(argv: list[str]) -> dict:
     if args.harness is None and (args.limit is not None or args.num_fewshot is not None):
         raise ConfigError("limit= and num_fewshot= apply to harness=TASKS; give harness= or drop them")
     if args.harness is not None:
-        if (args.data is not None or data_overrides or args.seq_len is not None
-                or args.limit_batches is not None):
-            raise ConfigError("harness= evaluates tasks, not a dataset; drop data=, data.*, seq_len= and "
-                              "limit_batches=")
+        if args.data is not None or data_overrides or args.seq_len is not None or args.limit_batches is not None:
+            raise ConfigError(
+                "harness= evaluates tasks, not a dataset; drop data=, data.*, seq_len= and limit_batches="
+            )
         if args.devices != 1:
             raise ConfigError(f"harness= runs on one device; drop devices={args.devices}")
         from zoo.cli.harness import run_harness
@@ -93,8 +109,9 @@ def run(argv: list[str]) -> dict:
     if not data and args.data is None and not data_overrides:
         raise ConfigError(f"{args.ckpt} records no dataset; pass data=FILE or data.* keys")
     if args.data is not None:
-        data.update(source="local", path=args.data, val_path=args.data, hub_name=None, hub_config=None,
-                    max_examples=None)
+        data.update(
+            source="local", path=args.data, val_path=args.data, hub_name=None, hub_config=None, max_examples=None
+        )
     if data_overrides:
         merged = OmegaConf.merge(OmegaConf.create({"data": data}), OmegaConf.from_dotlist(data_overrides))
         data = OmegaConf.to_container(merged.data, resolve=True)
@@ -103,16 +120,25 @@ def run(argv: list[str]) -> dict:
     checked = as_data_config(data)  # one-line errors for bad keys or values before any data is read
     _check_window(task.model_config, getattr(checked, "seq_len", None), given=args.seq_len is not None)
     try:
-        result = evaluate(task, data, split=args.split, batch_size=args.batch_size,
-                          limit_batches=args.limit_batches, accelerator=args.accelerator, devices=args.devices)
+        result = evaluate(
+            task,
+            data,
+            split=args.split,
+            batch_size=args.batch_size,
+            limit_batches=args.limit_batches,
+            accelerator=args.accelerator,
+            devices=args.devices,
+        )
     except DataError as exc:
         import re
 
         found = re.match(r"the (train|validation) split has (\d+) tokens, fewer than one block of (\d+)", str(exc))
         if args.data is None or not found:
             raise
-        raise DataError(f"data={args.data} has {found.group(2)} tokens, fewer than one window of "
-                        f"{found.group(3)}; give a smaller seq_len=N or a longer file") from None
+        raise DataError(
+            f"data={args.data} has {found.group(2)} tokens, fewer than one window of "
+            f"{found.group(3)}; give a smaller seq_len=N or a longer file"
+        ) from None
     result = {"checkpoint": str(args.ckpt), **result}
     if result["is_global_zero"] and args.data is None and not data_overrides and args.split == "validation":
         note = _beside_the_summary(ckpt, result)
@@ -135,11 +161,13 @@ def _check_window(model, seq_len, *, given: bool) -> None:
     if bound is None or not isinstance(seq_len, int) or seq_len <= bound:
         return
     where = f"seq_len={seq_len}" if given else f"the checkpoint's data.seq_len={seq_len}"
-    raise ConfigError(f"{where} is past the model's {model.position.kind.value} positions (model.max_seq_len="
-                      f"{bound}): give seq_len={bound} or less")
+    raise ConfigError(
+        f"{where} is past the model's {model.position.kind.value} positions (model.max_seq_len="
+        f"{bound}): give seq_len={bound} or less"
+    )
 
 
-def _beside_the_summary(ckpt: Path, result: dict) -> Optional[str]:
+def _beside_the_summary(ckpt: Path, result: dict) -> str | None:
     """One line that puts this val/loss beside the one the run's summary.json reports, with the
     validation tokens each was measured on (a run validates on trainer.limit_val_batches
     batches; zoo-eval on the whole split unless limit_batches= says otherwise). None where the
@@ -158,19 +186,27 @@ def _beside_the_summary(ckpt: Path, result: dict) -> Optional[str]:
     if theirs is None or ours is None or loss is None or "loss" not in result["metrics"]:
         return None
     same = "the same count" if theirs == ours else "different tokens, so the figures differ"
-    return (f"val/loss {result['metrics']['loss']:.4f} over {ours:,} validation tokens; the run's summary.json "
-            f"reports {loss:.4f} over {theirs:,} (a run validates on trainer.limit_val_batches batches): {same}")
+    return (
+        f"val/loss {result['metrics']['loss']:.4f} over {ours:,} validation tokens; the run's summary.json "
+        f"reports {loss:.4f} over {theirs:,} (a run validates on trainer.limit_val_batches batches): {same}"
+    )
 
 
 def usage() -> str:
     from zoo.cli.tool import Section, help_text
 
-    return help_text(USAGE, __doc__, [Section("options", EvalArgs)],
-                     notes=["data.KEY=VALUE: any key of zoo-train's data section (zoo-train --help lists "
-                            "them), applied to the checkpoint's recorded dataset"])
+    return help_text(
+        USAGE,
+        __doc__,
+        [Section("options", EvalArgs)],
+        notes=[
+            "data.KEY=VALUE: any key of zoo-train's data section (zoo-train --help lists "
+            "them), applied to the checkpoint's recorded dataset"
+        ],
+    )
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, report, usage, argv)

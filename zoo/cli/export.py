@@ -16,7 +16,6 @@ import importlib.util
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-export"
 USAGE = f"{TOOL} ckpt=PATH out=DIR [format=hf]"
@@ -25,11 +24,9 @@ FORMATS = ("hf",)
 
 @dataclass(kw_only=True)
 class ExportArgs:
-    ckpt: Optional[str] = field(default=None, metadata={"help": "the zoo checkpoint to export (required)"})
-    format: str = field(default="hf", metadata={"help": "hf: a Hugging Face transformers directory "
-                                                "(save_pretrained)"})
-    out: Optional[str] = field(default=None, metadata={"help": "the directory to write; new or empty "
-                                                       "(required)"})
+    ckpt: str | None = field(default=None, metadata={"help": "the zoo checkpoint to export (required)"})
+    format: str = field(default="hf", metadata={"help": "hf: a Hugging Face transformers directory (save_pretrained)"})
+    out: str | None = field(default=None, metadata={"help": "the directory to write; new or empty (required)"})
 
 
 def run(argv: list[str]) -> dict:
@@ -69,8 +66,7 @@ def run(argv: list[str]) -> dict:
         task.tokenizer.hf_tokenizer.save_pretrained(str(out))  # AutoTokenizer.from_pretrained(out)
     elif task.tokenizer is not None:
         task.tokenizer.save(out / "zoo_tokenizer")
-    return {"checkpoint": str(args.ckpt), "format": args.format, "out": str(out),
-            "architecture": type(hf).__name__}
+    return {"checkpoint": str(args.ckpt), "format": args.format, "out": str(out), "architecture": type(hf).__name__}
 
 
 def _special_ids(hf, tokenizer) -> None:
@@ -93,7 +89,7 @@ def usage() -> str:
     return help_text(USAGE, __doc__, [Section("options", ExportArgs)])
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, lambda args: print(json.dumps(run(args), indent=2)), usage, argv)

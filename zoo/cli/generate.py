@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import TextIO
 
 from zoo.config.schema.generation import GenerationConfig
 
@@ -26,30 +26,38 @@ class GenerateArgs(GenerationConfig):
     """The decoding options (strategy, max_new_tokens, beam and sampling options, ...) are
     GenerationConfig's own; these are the command's: what to read, where to run, what to draw."""
 
-    ckpt: Optional[str] = field(default=None, metadata={"help": "a checkpoint of a causal_lm or seq2seq run "
-                                                        "(required)"})
-    prompt: Optional[str] = field(default=None, metadata={"help": "one prompt (the source sentence for "
-                                                          "seq2seq)"})
-    prompts: Optional[str] = field(default=None, metadata={"help": "a UTF-8 text file, one prompt per line"})
+    ckpt: str | None = field(default=None, metadata={"help": "a checkpoint of a causal_lm or seq2seq run (required)"})
+    prompt: str | None = field(default=None, metadata={"help": "one prompt (the source sentence for seq2seq)"})
+    prompts: str | None = field(default=None, metadata={"help": "a UTF-8 text file, one prompt per line"})
     batch_size: int = field(default=16, metadata={"help": "prompts decoded together"})
-    device: str = field(default="auto", metadata={"help": "cpu, cuda, or auto: cuda where torch sees a "
-                                                  "CUDA device"})
-    dtype: str = field(default="float32", metadata={"help": "float32 or bfloat16: the weights are cast "
-                                                    "once, not at every step"})
-    attention_map: Optional[str] = field(default=None, metadata={"help": "a .png file: attention weights "
-                                                                 "over the first prompt and its output"})
-    layers: Optional[str] = field(default=None, metadata={"help": "attention_map: layers to draw, e.g. "
-                                                          "0,1 (default: all)"})
-    heads: Optional[str] = field(default=None, metadata={"help": "attention_map: heads to draw, e.g. 0 "
-                                                         "(default: all)"})
-    positions_plot: Optional[str] = field(default=None, metadata={"help": "a .png file: the model's "
-                                                                  "position scheme"})
-    stream: bool = field(default=True, metadata={"help": "write a prompt decoded alone (one prompt, or "
-                                                 "batch_size=1) as its tokens come; beam's output is known "
-                                                 "only at its end"})
-    progress: Optional[bool] = field(default=None, metadata={"help": "a progress line on stderr: steps "
-                                                             "and tokens/s (default: when stderr is a "
-                                                             "terminal and nothing streams)"})
+    device: str = field(default="auto", metadata={"help": "cpu, cuda, or auto: cuda where torch sees a CUDA device"})
+    dtype: str = field(
+        default="float32", metadata={"help": "float32 or bfloat16: the weights are cast once, not at every step"}
+    )
+    attention_map: str | None = field(
+        default=None, metadata={"help": "a .png file: attention weights over the first prompt and its output"}
+    )
+    layers: str | None = field(
+        default=None, metadata={"help": "attention_map: layers to draw, e.g. 0,1 (default: all)"}
+    )
+    heads: str | None = field(default=None, metadata={"help": "attention_map: heads to draw, e.g. 0 (default: all)"})
+    positions_plot: str | None = field(default=None, metadata={"help": "a .png file: the model's position scheme"})
+    stream: bool = field(
+        default=True,
+        metadata={
+            "help": "write a prompt decoded alone (one prompt, or "
+            "batch_size=1) as its tokens come; beam's output is known "
+            "only at its end"
+        },
+    )
+    progress: bool | None = field(
+        default=None,
+        metadata={
+            "help": "a progress line on stderr: steps "
+            "and tokens/s (default: when stderr is a "
+            "terminal and nothing streams)"
+        },
+    )
 
 
 def read_prompts(args: GenerateArgs) -> list[str]:
@@ -75,15 +83,15 @@ def read_prompts(args: GenerateArgs) -> list[str]:
     return texts
 
 
-def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
+def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     """Decoded outputs, one per prompt, also written to `out` (a line each; `main` gives stdout)
     as they come: a prompt decoded alone token by token (stream=true), the others batch by
     batch. Every argument, the prompts, the output paths and the checkpoint's path are checked
     before torch loads."""
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
-    from zoo.config.schema.generation import OPTIONS_OF
     from zoo.config.records.rundir import locate_checkpoint
+    from zoo.config.schema.generation import OPTIONS_OF
 
     args, _ = parse(GenerateArgs, argv)
     if args.ckpt is None:
@@ -107,9 +115,9 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
         _check_output(key, getattr(args, key))
     ckpt = locate_checkpoint(args.ckpt)
 
+    from zoo.cli.progress import Progress
     from zoo.config.facts.families import FAMILY_FACTS
     from zoo.config.facts.tasks import kinds_that, task_spec
-    from zoo.cli.progress import Progress
     from zoo.config.schema.generation import Strategy
     from zoo.data.prompts import continue_text, encode_prompts
     from zoo.data.stream import TextStream
@@ -121,8 +129,9 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
     task = load_checkpoint(ckpt)
     kind = task.task_config.kind.value
     if not task_spec(kind).generates:
-        raise ConfigError(f"{args.ckpt} is a {kind} checkpoint; zoo-generate needs a "
-                          f"{' or '.join(kinds_that('generates'))} one")
+        raise ConfigError(
+            f"{args.ckpt} is a {kind} checkpoint; zoo-generate needs a {' or '.join(kinds_that('generates'))} one"
+        )
     tokenizer = task.tokenizer
     if tokenizer is None:
         raise ConfigError(f"{args.ckpt} carries no tokenizer")
@@ -130,8 +139,12 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
     specials = tokenizer.special_ids()
     decoder_only = FAMILY_FACTS[task.model_config.family].prompt_in_decoder
     batches = (len(texts) + args.batch_size - 1) // args.batch_size
-    streams = out is not None and args.stream and options.strategy != Strategy.beam and (
-        len(texts) == 1 or args.batch_size == 1)
+    streams = (
+        out is not None
+        and args.stream
+        and options.strategy != Strategy.beam
+        and (len(texts) == 1 or args.batch_size == 1)
+    )
     shows_progress = args.progress if args.progress is not None else (sys.stderr.isatty() and not streams)
     progress = Progress(TOOL, batches=batches, max_steps=options.max_new_tokens) if shows_progress else None
     outputs = []
@@ -141,21 +154,39 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
         check_lengths(task.model_config, ids.shape[1], options.max_new_tokens)
         param = next(task.model.parameters())
         beams = options.num_beams if options.strategy.value == "beam" else 1
-        check_memory(task.model_config, ids.shape[0] * beams, ids.shape[1], options.max_new_tokens,
-                     device=param.device, itemsize=param.element_size())
+        check_memory(
+            task.model_config,
+            ids.shape[0] * beams,
+            ids.shape[1],
+            options.max_new_tokens,
+            device=param.device,
+            itemsize=param.element_size(),
+        )
         ids, mask = ids.to(device), mask.to(device)
         text_stream = None
         if streams:
             write = _writer(out)
-            text_stream = (TextStream.continuing(tokenizer, chunk[0], write, eos_id=specials["eos"],
-                                                 pad_id=specials["pad"]) if decoder_only else
-                           TextStream(tokenizer.decode, write, eos_id=specials["eos"], pad_id=specials["pad"]))
+            text_stream = (
+                TextStream.continuing(tokenizer, chunk[0], write, eos_id=specials["eos"], pad_id=specials["pad"])
+                if decoder_only
+                else TextStream(tokenizer.decode, write, eos_id=specials["eos"], pad_id=specials["pad"])
+            )
         if progress is not None:
             progress.next_batch(len(chunk))
-        on_step = _each(text_stream and (lambda tokens: text_stream.put(int(tokens[0]))), progress and progress.step)
-        new = generate(task.model, ids, attention_mask=mask, config=options, bos_id=specials["bos"],
-                       eos_id=specials["eos"], pad_id=specials["pad"], vocab_limit=tokenizer.vocab_size,
-                       on_step=on_step)
+        on_step = _each(
+            text_stream and (lambda tokens, stream=text_stream: stream.put(int(tokens[0]))), progress and progress.step
+        )
+        new = generate(
+            task.model,
+            ids,
+            attention_mask=mask,
+            config=options,
+            bos_id=specials["bos"],
+            eos_id=specials["eos"],
+            pad_id=specials["pad"],
+            vocab_limit=tokenizer.vocab_size,
+            on_step=on_step,
+        )
         for text, row in zip(chunk, strip_special(new, specials["eos"], specials["pad"])):
             outputs.append(continue_text(tokenizer, text, row) if decoder_only else tokenizer.decode(row))
             if text_stream is not None:
@@ -178,9 +209,11 @@ def run(argv: list[str], out: Optional[TextIO] = None) -> list[str]:
 
 def _writer(out: TextIO):
     """Writes and flushes, so that each piece shows as it comes."""
+
     def write(text: str) -> None:
         out.write(text)
         out.flush()
+
     return write
 
 
@@ -216,7 +249,7 @@ def _device_and_dtype(args: GenerateArgs):
     return torch.device("cpu" if device == "auto" else device), dtypes[args.dtype]
 
 
-def _check_output(key: str, path: Optional[str]) -> None:
+def _check_output(key: str, path: str | None) -> None:
     """A plot's file must be a PNG whose directory exists, checked before anything is decoded."""
     from zoo.config.errors import ConfigError
 
@@ -231,7 +264,7 @@ def _check_output(key: str, path: Optional[str]) -> None:
         raise ConfigError(f"{key}={path} is a directory; give a .png file")
 
 
-def _indices(text: Optional[str], key: str) -> Optional[list[int]]:
+def _indices(text: str | None, key: str) -> list[int] | None:
     from zoo.config.errors import ConfigError
 
     if text is None:
@@ -260,11 +293,18 @@ def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None
         else:
             bos = tokenizer.special_ids()["bos"]
             target = [bos] + list(new_ids)
-            maps = attention_maps(task.model, torch.tensor([prompt_ids]), layers=layers,
-                                  decoder_input_ids=torch.tensor([target]))
+            maps = attention_maps(
+                task.model, torch.tensor([prompt_ids]), layers=layers, decoder_input_ids=torch.tensor([target])
+            )
             labels = ["<s>"] + [piece(i) for i in new_ids]
-            plot_attention(maps, path, query_tokens=labels, key_tokens=labels,
-                           source_tokens=[piece(i) for i in prompt_ids], heads=heads)
+            plot_attention(
+                maps,
+                path,
+                query_tokens=labels,
+                key_tokens=labels,
+                source_tokens=[piece(i) for i in prompt_ids],
+                heads=heads,
+            )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -275,7 +315,7 @@ def usage() -> str:
     return help_text(USAGE, __doc__, [Section("options", GenerateArgs)])
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, _print_outputs, usage, argv)

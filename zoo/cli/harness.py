@@ -13,7 +13,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 HARNESS_DIR = "harness"
 
@@ -52,10 +51,19 @@ def run_harness(args, ckpt: Path, tool: str) -> dict:
     started = time.perf_counter()
     out = evaluate_tasks(lm, names, limit=args.limit, num_fewshot=args.num_fewshot, manager=manager)
     seconds = time.perf_counter() - started
-    record = {"checkpoint": str(args.ckpt), "tasks": names, "limit": args.limit, "num_fewshot": args.num_fewshot,
-              "lm_eval": lm_eval.__version__ if hasattr(lm_eval, "__version__") else None,
-              "device": str(lm.device), "seconds": round(seconds, 3), "metrics": out["metrics"],
-              "n_samples": out["n_samples"], "versions": out["versions"], "results": out["results"]}
+    record = {
+        "checkpoint": str(args.ckpt),
+        "tasks": names,
+        "limit": args.limit,
+        "num_fewshot": args.num_fewshot,
+        "lm_eval": lm_eval.__version__ if hasattr(lm_eval, "__version__") else None,
+        "device": str(lm.device),
+        "seconds": round(seconds, 3),
+        "metrics": out["metrics"],
+        "n_samples": out["n_samples"],
+        "versions": out["versions"],
+        "results": out["results"],
+    }
     from zoo.config.records.atomic import write_text
 
     text = json.dumps(record, indent=2, default=str) + "\n"
@@ -64,8 +72,13 @@ def run_harness(args, ckpt: Path, tool: str) -> dict:
     if args.out:
         write_text(args.out, text)
     print(f"{tool}: harness results written to {target}", file=sys.stderr)
-    return {"checkpoint": str(args.ckpt), "metrics": out["metrics"], "results_file": str(target),
-            "table": table(out["metrics"]), "is_global_zero": True}
+    return {
+        "checkpoint": str(args.ckpt),
+        "metrics": out["metrics"],
+        "results_file": str(target),
+        "table": table(out["metrics"]),
+        "is_global_zero": True,
+    }
 
 
 def results_dir(ckpt: Path) -> Path:
@@ -82,7 +95,7 @@ def results_dir(ckpt: Path) -> Path:
     return folder
 
 
-def new_file(folder: Path, now: Optional[float] = None) -> Path:
+def new_file(folder: Path, now: float | None = None) -> Path:
     """A file of `folder` that did not exist, claimed by creating it: harness-DATE-TIME.json, or
     with -1, -2, ... after it when a run in the same second took that name."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 
@@ -20,25 +19,32 @@ class HydraArgs:
     overrides: list[str] = field(default_factory=list)
     help: bool = False
     hydra_help: bool = False
-    cfg: Optional[str] = None  # --cfg job|hydra|all: print the config, run nothing
+    cfg: str | None = None  # --cfg job|hydra|all: print the config, run nothing
     resolve: bool = False
-    package: Optional[str] = None
+    package: str | None = None
     run: bool = False
     multirun: bool = False
     shell_completion: bool = False
-    config_path: Optional[str] = None  # -cp
-    config_name: Optional[str] = None  # -cn
-    config_dir: Optional[str] = None  # -cd
-    experimental_rerun: Optional[str] = None
-    info: Optional[str] = None
+    config_path: str | None = None  # -cp
+    config_name: str | None = None  # -cn
+    config_dir: str | None = None  # -cd
+    experimental_rerun: str | None = None
+    info: str | None = None
     version: bool = False
     unreadable: bool = False  # a flag Hydra will refuse (e.g. --cfg other): Hydra says so itself
 
     @property
     def runs_nothing(self) -> bool:
         """A command that only prints (help, config, info, version, shell completion)."""
-        return bool(self.help or self.hydra_help or self.cfg or self.info or self.shell_completion or self.version
-                    or self.unreadable)
+        return bool(
+            self.help
+            or self.hydra_help
+            or self.cfg
+            or self.info
+            or self.shell_completion
+            or self.version
+            or self.unreadable
+        )
 
 
 class _Unreadable(Exception):
@@ -55,8 +61,14 @@ class _QuietParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _QuietParser(add_help=False, exit_on_error=False)
     parser.add_argument("overrides", nargs="*")
-    for flags in (("--help", "-h"), ("--hydra-help",), ("--resolve",), ("--run", "-r"), ("--multirun", "-m"),
-                  ("--shell-completion", "-sc")):
+    for flags in (
+        ("--help", "-h"),
+        ("--hydra-help",),
+        ("--resolve",),
+        ("--run", "-r"),
+        ("--multirun", "-m"),
+        ("--shell-completion", "-sc"),
+    ):
         parser.add_argument(*flags, action="store_true")
     parser.add_argument("--version", action="store_true")
     parser.add_argument("--cfg", "-c", choices=["job", "hydra", "all"])
@@ -69,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_source_of(args: HydraArgs) -> Optional[str]:
+def config_source_of(args: HydraArgs) -> str | None:
     """The primary config directory -cp names, as Hydra resolves it (a pkg:// source, or a
     path relative to the application's module, zoo/cli/); None without -cp."""
     if not args.config_path:
@@ -124,5 +136,5 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
     variants = [first]
     for i, values in enumerate(choices):
         for v in values[1:]:
-            variants.append(first[:i] + [v] + first[i + 1:])
+            variants.append(first[:i] + [v] + first[i + 1 :])
     return variants

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta
-from typing import Optional
 
 from omegaconf import OmegaConf
 
@@ -39,7 +38,7 @@ SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/
 STORE_KEY = "zoo/run_time"
 
 
-def _from_torchrun_store(mine: str) -> Optional[str]:
+def _from_torchrun_store(mine: str) -> str | None:
     env = os.environ
     if not (env.get("TORCHELASTIC_RUN_ID") and env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
         return None
@@ -49,8 +48,7 @@ def _from_torchrun_store(mine: str) -> Optional[str]:
     from torch.distributed import TCPStore
 
     try:
-        store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
-                         timeout=timedelta(seconds=60))
+        store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False, timeout=timedelta(seconds=60))
         # the store lives as long as torchrun's agent: the first writer wins, and every rank of
         # every restart of this torchrun job reads the same time (so a restart resumes in place)
         agreed = store.compare_set(STORE_KEY, "", mine)
@@ -59,7 +57,7 @@ def _from_torchrun_store(mine: str) -> Optional[str]:
     return agreed.decode() if isinstance(agreed, bytes) else str(agreed)
 
 
-def _from_slurm_step() -> Optional[str]:
+def _from_slurm_step() -> str | None:
     env = os.environ
     start = env.get("SLURM_JOB_START_TIME", "")
     step = env.get("SLURM_STEP_ID", "")
@@ -108,11 +106,10 @@ def _tasks_per_node(devices) -> int:
         return int(devices)
     if isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices):
         return len(devices)
-    raise ValueError(f"hydra/launcher=slurm needs trainer.devices as a number of devices per node, "
-                     f"got {devices!r}")
+    raise ValueError(f"hydra/launcher=slurm needs trainer.devices as a number of devices per node, got {devices!r}")
 
 
-def _gpus_per_node(accelerator, devices) -> Optional[int]:
+def _gpus_per_node(accelerator, devices) -> int | None:
     return _tasks_per_node(devices) if str(accelerator) in ("gpu", "cuda") else None
 
 
@@ -124,8 +121,9 @@ def _steps_for_tokens(tokens_per_param, _root_) -> int:
     from zoo.config.schema.params import steps_for_tokens
 
     data = _root_.data
-    return steps_for_tokens(as_model_config(_root_.model), float(tokens_per_param),
-                            int(data.global_batch_size) * int(data.seq_len))
+    return steps_for_tokens(
+        as_model_config(_root_.model), float(tokens_per_param), int(data.global_batch_size) * int(data.seq_len)
+    )
 
 
 def _share_of_steps(share, _root_) -> int:

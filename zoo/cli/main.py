@@ -13,7 +13,6 @@ import difflib
 import importlib
 import importlib.util
 import sys
-from typing import Optional
 
 from zoo.cli.tool import HELP_FLAGS, fail, wrap
 
@@ -31,7 +30,7 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         fail(TOOL, f"give a subcommand: {', '.join(COMMANDS)}; {TOOL} --help describes them")

@@ -23,8 +23,9 @@ def writable_place(key: str, value: str, target: Path) -> None:
         with tempfile.TemporaryFile(dir=above):
             pass
     except OSError as exc:
-        raise ConfigError(f"{key}={value}: nothing can be written in {above} ({exc.strerror or exc}); "
-                          f"give a writable place") from None
+        raise ConfigError(
+            f"{key}={value}: nothing can be written in {above} ({exc.strerror or exc}); give a writable place"
+        ) from None
 
 
 def check_out_file(key: str, value: str | None, example: str = "result.json") -> None:
@@ -33,8 +34,9 @@ def check_out_file(key: str, value: str | None, example: str = "result.json") ->
         return
     target = Path(value)
     if target.is_dir():
-        raise ConfigError(f"{key}={value} is a directory; {key}= names the file to write, e.g. "
-                          f"{key}={target / example}")
+        raise ConfigError(
+            f"{key}={value} is a directory; {key}= names the file to write, e.g. {key}={target / example}"
+        )
     writable_place(key, value, target)
 
 

@@ -20,7 +20,6 @@ import json
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Optional
 
 TOOL = "zoo-plan"
 USAGE = f"{TOOL} [KEY=VALUE ...] [model=NAME] [model/position=NAME] [model.KEY=VALUE ...]"
@@ -38,14 +37,15 @@ def configure(argv: list[str]):
     overrides = [a for a in argv if a not in options]
     not_model = [a for a in overrides if not a.startswith("model")]
     if not_model:
-        raise ConfigError(f"{not_model[0]!r}: zoo-plan takes model overrides (model=..., model.*=...) and its own "
-                          f"options: {', '.join(sorted(own))}")
+        raise ConfigError(
+            f"{not_model[0]!r}: zoo-plan takes model overrides (model=..., model.*=...) and its own "
+            f"options: {', '.join(sorted(own))}"
+        )
     out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
     check_out_file("out", out, "plan.json")
     opts, _ = parse(PlanOptions, [a for a in options if not a.startswith("out=")])
     from zoo.cli.compose import compose
     from zoo.config.schema.convert import as_model_config
-
     from zoo.plan.bounds import planned_seq_len
 
     cfg = compose(overrides)
@@ -76,18 +76,24 @@ def usage() -> str:
     from zoo.cli.tool import Section, help_text
     from zoo.plan.options import PlanOptions
 
-    return help_text(USAGE, __doc__, [Section("options", PlanOptions)],
-                     notes=["out=FILE.json: also write the plan as JSON",
-                            "exit status: 0 the plan fits, 1 it does not fit, 2 bad input",
-                            "model=NAME, model/position=NAME, model.KEY=VALUE: the model overrides of zoo-train "
-                            "(zoo-train --help lists them); model.checkpoint_activations=true plans activation "
-                            "checkpointing"])
+    return help_text(
+        USAGE,
+        __doc__,
+        [Section("options", PlanOptions)],
+        notes=[
+            "out=FILE.json: also write the plan as JSON",
+            "exit status: 0 the plan fits, 1 it does not fit, 2 bad input",
+            "model=NAME, model/position=NAME, model.KEY=VALUE: the model overrides of zoo-train "
+            "(zoo-train --help lists them); model.checkpoint_activations=true plans activation "
+            "checkpointing",
+        ],
+    )
 
 
 DOES_NOT_FIT = 1  # the exit status of a plan that does not fit (bad input: 2)
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     planned: dict = {}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
 TOOL = "zoo-prepare"
 USAGE = f"{TOOL} [-cn RECIPE] [part=I/N] [OVERRIDE ...]"
@@ -25,16 +24,21 @@ USAGE = f"{TOOL} [-cn RECIPE] [part=I/N] [OVERRIDE ...]"
 class PrepareArgs:
     """zoo-prepare's own keys; every other argument is an override of zoo-train's."""
 
-    part: Optional[str] = field(default=None, metadata={"help": "I/N: prepare every N-th shard from the "
-                                                        "I-th (0-based), e.g. one SLURM array task each; "
-                                                        "the part that completes the set writes the entry"})
+    part: str | None = field(
+        default=None,
+        metadata={
+            "help": "I/N: prepare every N-th shard from the "
+            "I-th (0-based), e.g. one SLURM array task each; "
+            "the part that completes the set writes the entry"
+        },
+    )
 
 
 def run(argv: list[str]) -> dict:
     from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
-    from zoo.config.schema.task import TaskConfig
     from zoo.config.facts.tasks import kinds_that, task_spec
+    from zoo.config.schema.task import TaskConfig
 
     name, overrides, part = None, [], None
     args = iter(argv)
@@ -44,14 +48,16 @@ def run(argv: list[str]) -> dict:
             if name is None:
                 raise ConfigError(f"{arg} needs a recipe name")
         elif arg.startswith("part="):
-            part = _part(arg[len("part="):])
+            part = _part(arg[len("part=") :])
         else:
             overrides.append(arg)
     cfg = compose(overrides, **({"config_name": name} if name else {}), check=False)
     kind = TaskConfig(**dict(cfg.task)).kind.value
     if not task_spec(kind).packs:
-        raise ConfigError(f"task {kind}: zoo-prepare makes token shards for {' and '.join(kinds_that('packs'))} "
-                          f"data; other tasks tokenize at the start of training")
+        raise ConfigError(
+            f"task {kind}: zoo-prepare makes token shards for {' and '.join(kinds_that('packs'))} "
+            f"data; other tasks tokenize at the start of training"
+        )
     from zoo.data import build_datamodule  # torch and Lightning: after the refusals above
 
     start = time.perf_counter()
@@ -62,13 +68,21 @@ def run(argv: list[str]) -> dict:
     dm.prepare_data()
     prepared = dm.prepared
     if prepared is None:  # this part is done; others are not
-        return {"part": f"{part[0]}/{part[1]}", "done": True, "entry": "written by the part that finishes last",
-                "seconds": round(time.perf_counter() - start, 1)}
+        return {
+            "part": f"{part[0]}/{part[1]}",
+            "done": True,
+            "entry": "written by the part that finishes last",
+            "seconds": round(time.perf_counter() - start, 1),
+        }
     splits = prepared.index["splits"]
-    return {"prepared": str(prepared.directory), "built": prepared.built, "dtype": prepared.index["dtype"],
-            "tokens": {s: splits[s]["tokens"] for s in splits},
-            "documents": {s: splits[s]["documents"] for s in splits},
-            "seconds": round(time.perf_counter() - start, 1)}
+    return {
+        "prepared": str(prepared.directory),
+        "built": prepared.built,
+        "dtype": prepared.index["dtype"],
+        "tokens": {s: splits[s]["tokens"] for s in splits},
+        "documents": {s: splits[s]["documents"] for s in splits},
+        "seconds": round(time.perf_counter() - start, 1),
+    }
 
 
 def _part(text: str) -> tuple[int, int]:
@@ -86,13 +100,19 @@ def _part(text: str) -> tuple[int, int]:
 def usage() -> str:
     from zoo.cli.tool import Section, help_text
 
-    return help_text(USAGE, __doc__, [Section("options", PrepareArgs)],
-                     notes=["-cn RECIPE: prepare a recipe's data",
-                            "OVERRIDE: any override of zoo-train (data=..., data.KEY=VALUE, tokenizer=..., "
-                            "task=...; zoo-train --help lists them)"])
+    return help_text(
+        USAGE,
+        __doc__,
+        [Section("options", PrepareArgs)],
+        notes=[
+            "-cn RECIPE: prepare a recipe's data",
+            "OVERRIDE: any override of zoo-train (data=..., data.KEY=VALUE, tokenizer=..., "
+            "task=...; zoo-train --help lists them)",
+        ],
+    )
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     from zoo.cli.tool import serve
 
     serve(TOOL, lambda args: print(json.dumps(run(args), indent=1)), usage, argv)

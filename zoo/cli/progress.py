@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional, TextIO
+from typing import TextIO
 
 
 class Progress:
-    def __init__(self, tool: str, *, batches: int, max_steps: int, stream: Optional[TextIO] = None,
-                 every_s: Optional[float] = None) -> None:
+    def __init__(
+        self, tool: str, *, batches: int, max_steps: int, stream: TextIO | None = None, every_s: float | None = None
+    ) -> None:
         self.tool, self.batches, self.max_steps = tool, batches, max_steps
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -31,8 +32,10 @@ class Progress:
         now = time.perf_counter()
         if now - self.last >= self.every_s:
             self.last = now
-            self._show(f"batch {self.batch}/{self.batches}, step {self.steps}/{self.max_steps}, "
-                       f"{self.tokens / (now - self.start):,.1f} tokens/s")
+            self._show(
+                f"batch {self.batch}/{self.batches}, step {self.steps}/{self.max_steps}, "
+                f"{self.tokens / (now - self.start):,.1f} tokens/s"
+            )
 
     def end(self) -> None:
         took = time.perf_counter() - self.start

@@ -8,13 +8,13 @@ these are a usage screen, a type error about a dataclass or a hint cut off after
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.axes import AXES
 
 
-def flag_words(argv: Sequence[str], unknown: Iterable[str]) -> list[tuple[str, Optional[str], str]]:
+def flag_words(argv: Sequence[str], unknown: Iterable[str]) -> list[tuple[str, str | None, str]]:
     """(flag, value, the words as written) for each word Hydra's parser does not know that starts with '-': its value
     after '=', else the next word when that is a bare value (`--max_steps 10`), else None."""
     unknown = [w for w in unknown if w.startswith("-") and len(w) > 1]
@@ -50,7 +50,7 @@ def leaf_keys(cfg) -> list[str]:
     return keys
 
 
-def flag_refusal(tool: str, flags: list[tuple[str, Optional[str], str]], keys: Sequence[str]) -> str:
+def flag_refusal(tool: str, flags: list[tuple[str, str | None, str]], keys: Sequence[str]) -> str:
     """The one line for argparse-style flags: zoo's overrides are KEY=VALUE words; each flag is
     matched to the keys whose name it is (`--max_steps` -> trainer.max_steps, `--trainer.max_steps`
     -> trainer.max_steps), or to the closest name."""
@@ -75,7 +75,7 @@ def flag_refusal(tool: str, flags: list[tuple[str, Optional[str], str]], keys: S
 _FLAT_KEYS = frozenset(axis.key for axis in AXES)
 
 
-def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) -> Optional[ConfigError]:
+def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) -> ConfigError | None:
     """A clearer refusal of a composition Hydra refused, when an override is written another way
     than zoo's: a group with a dot for its slash, or a comma list without -m. None otherwise."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -92,6 +92,7 @@ def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) ->
             value = text.split("=", 1)[1] if "=" in text else ""
             return ConfigError(f"{text}: {slashed} is a config group, chosen with a slash: {slashed}={value}")
         if override.is_sweep_override() and "Ambiguous value" in message and text in message:
-            return ConfigError(f"{text}: a comma list is a sweep: add -m to run one job per value "
-                               f"(zoo-train -m {text})")
+            return ConfigError(
+                f"{text}: a comma list is a sweep: add -m to run one job per value (zoo-train -m {text})"
+            )
     return None

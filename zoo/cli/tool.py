@@ -9,8 +9,10 @@ import enum
 import signal
 import sys
 import textwrap
+import types
 import typing
-from typing import Any, Callable, NoReturn, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from zoo.config.errors import ZooError
 
@@ -29,8 +31,9 @@ def wants_help(argv: Sequence[str]) -> bool:
     return any(arg in HELP_FLAGS for arg in argv)
 
 
-def serve(tool: str, body: Callable[[list[str]], Any], help: Callable[[], str],
-          argv: Optional[Sequence[str]] = None) -> None:
+def serve(
+    tool: str, body: Callable[[list[str]], Any], help: Callable[[], str], argv: Sequence[str] | None = None
+) -> None:
     """Run a console script: print `help()` for -h / --help (exit 0), otherwise `body(argv)`;
     a ZooError from either ends the command with one line and exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -85,8 +88,8 @@ class Section:
     title: str
     schema: type
     prefix: str = ""
-    values: Optional[dict] = None
-    keys: Optional[tuple[str, ...]] = None
+    values: dict | None = None
+    keys: tuple[str, ...] | None = None
 
 
 def help_text(usage: str, description: str, sections: Sequence[Section], notes: Sequence[str] = ()) -> str:
@@ -103,8 +106,9 @@ def help_text(usage: str, description: str, sections: Sequence[Section], notes: 
     return "\n".join(parts)
 
 
-def describe(schema: type, prefix: str = "", values: Optional[dict] = None,
-             keys: Optional[Sequence[str]] = None) -> list[str]:
+def describe(
+    schema: type, prefix: str = "", values: dict | None = None, keys: Sequence[str] | None = None
+) -> list[str]:
     """Two lines a key: `KEY=DEFAULT  [TYPE]`, then its help (when the field has one); a nested
     dataclass's keys follow as KEY.NAME, and so do a mapping's when `values` gives them."""
     lines: list[str] = []
@@ -118,7 +122,7 @@ def describe(schema: type, prefix: str = "", values: Optional[dict] = None,
             lines += describe(kind, f"{prefix}{f.name}.", given if isinstance(given, dict) else None)
             continue
         text = f.metadata.get("help")
-        if isinstance(given, dict) and given and typing.get_origin(kind) in (dict, typing.Dict):
+        if isinstance(given, dict) and given and typing.get_origin(kind) is dict:
             lines += [f"  {prefix}{f.name}.{k}={show(v)}" for k, v in given.items()]
         else:
             value = given if given is not dataclasses.MISSING else default_of(f)
@@ -130,8 +134,9 @@ def describe(schema: type, prefix: str = "", values: Optional[dict] = None,
 
 def wrap(text: str, first: str = "", indent: str = "") -> list[str]:
     """Lines of at most WIDTH characters, never broken inside a word, a path or a hyphenated name."""
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,
-                         break_on_hyphens=False, break_long_words=False)
+    return textwrap.wrap(
+        text, WIDTH, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False
+    )
 
 
 def default_of(f: dataclasses.Field) -> Any:
@@ -164,14 +169,14 @@ def show(value: Any) -> str:
 def type_name(kind: Any) -> str:
     """`int`, `int or null`, `greedy | beam | sample`, `list of float`, ..."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin is typing.Union:
+    if origin in (typing.Union, types.UnionType):  # Optional[X] and X | None
         named = [type_name(a) for a in args if a is not type(None)]
         return " or ".join(named) + (" or null" if type(None) in args else "")
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return " | ".join(str(m.value) for m in kind)
     if origin in (list, tuple):
         return f"list of {type_name(args[0])}" if args else "list"
-    if origin in (dict, typing.Dict):
+    if origin is dict:
         return "mapping"
     if kind is Any:
         return "any"

@@ -1,27 +1,32 @@
 """`zoo-train`: compose conf/ with command-line overrides and train.
 
-    zoo-train                                   # the embedded default
-    zoo-train model=llama model/position=alibi trainer.max_steps=100
-    zoo-train -m model/position=rope,alibi seed=0,1   # a sweep
+zoo-train                                   # the embedded default
+zoo-train model=llama model/position=alibi trainer.max_steps=100
+zoo-train -m model/position=rope,alibi seed=0,1   # a sweep
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 import os
 import sys
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sweep_variants, unknown_words
-from zoo.cli.launch import (CLAIMED_DIR_ENV, RUN_TIME_ENV, SUBMITIT_FOLDER_ENV, agree_run_time, launch_rank,
-                            register_resolvers)
+from zoo.cli.launch import (
+    CLAIMED_DIR_ENV,
+    RUN_TIME_ENV,
+    SUBMITIT_FOLDER_ENV,
+    agree_run_time,
+    launch_rank,
+    register_resolvers,
+)
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
@@ -138,8 +143,10 @@ def _train_job(cfg: DictConfig, planned) -> float | None:
         return None
     if outcome.kind == Outcome.REQUEUED:
         if outcome.is_global_zero:
-            print(f"run directory: {run_dir}  requeued at step {outcome.requeued.step} "
-                  f"(resumes from {outcome.requeued.last_checkpoint})")
+            print(
+                f"run directory: {run_dir}  requeued at step {outcome.requeued.step} "
+                f"(resumes from {outcome.requeued.last_checkpoint})"
+            )
         if os.environ.get(SUBMITIT_FOLDER_ENV):
             # A sweep's SLURM job: submitit records a job as done when its function returns, and
             # the sweep would end with this arm half trained. Leaving without a return value
@@ -173,7 +180,7 @@ class Checked:
     multirun: bool
 
 
-def _check_overrides(args: HydraArgs) -> Optional[Checked]:
+def _check_overrides(args: HydraArgs) -> Checked | None:
     """Compose before Hydra does, so that a bad key, value or combination is reported on one
     line (Hydra's own report spans several), and so that no config, whatever its origin, gets
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
@@ -184,9 +191,12 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
         from zoo.config.errors import ConfigError
 
         try:
-            check_config_files(list(args.overrides), args.config_name or CONFIG_NAME,
-                               config_source_dir=config_source_of(args),
-                               config_dirs=[args.config_dir] if args.config_dir else [])
+            check_config_files(
+                list(args.overrides),
+                args.config_name or CONFIG_NAME,
+                config_source_dir=config_source_of(args),
+                config_dirs=[args.config_dir] if args.config_dir else [],
+            )
         except ConfigError as exc:
             _fail(str(exc))
     if args.shell_completion or args.info or args.version or args.unreadable:
@@ -204,8 +214,15 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
     help_only = args.help or args.hydra_help
 
     def composed(overrides: list[str], check: bool) -> DictConfig:
-        return compose(overrides, config_name=name, config_source_dir=source, config_dirs=dirs,
-                       return_hydra_config=True, check=check, command_line=args.overrides)
+        return compose(
+            overrides,
+            config_name=name,
+            config_source_dir=source,
+            config_dirs=dirs,
+            return_hydra_config=True,
+            check=check,
+            command_line=args.overrides,
+        )
 
     try:
         first = sweep_variants(args.overrides)[0]  # the command line itself, when it sweeps nothing
@@ -230,7 +247,7 @@ def _check_overrides(args: HydraArgs) -> Optional[Checked]:
     return Checked(cfg, multirun)
 
 
-def _planned_run_dir(cfg, mode: str = "run") -> Optional[tuple[Path, bool]]:
+def _planned_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
     """(the run (or sweep) directory Hydra will use, whether it is given explicitly). zoo's
     default is the one written through `${zoo.dir:MODE,...}` (runs/DATE/TIME): only that one
     is renamed when taken, and only that one reads the directory zoo-train claims; any other
@@ -299,7 +316,7 @@ def _plan(checked: Checked, shared: bool, claimed: dict):
     return planned
 
 
-def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Optional[Path]:
+def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Path | None:
     """The sweep's directory: two sweeps started in the same second get one each (each job
     locks its own directory when it runs). A sweep run again in its directory is refused when
     a link there leads out of it: Hydra writes each job's `.hydra/` before the job starts."""
@@ -328,7 +345,7 @@ def _claim_env(kind: str, path: Path, claimed: dict) -> None:
     os.environ[name] = str(path)
 
 
-def _sweep_summary(sweep_dir: Optional[Path], since: float) -> None:
+def _sweep_summary(sweep_dir: Path | None, since: float) -> None:
     """After a sweep: one line naming the arms that failed (their failed.json written during this
     sweep, by this process or by SLURM jobs), and exit status 1; nothing when all finished."""
     if sweep_dir is None or not sweep_dir.is_dir() or launch_rank() != 0:
@@ -337,8 +354,10 @@ def _sweep_summary(sweep_dir: Optional[Path], since: float) -> None:
     jobs = [p.parent for p in sweep_dir.glob(f"**/{RunDir.HYDRA}/{RunDir.OVERRIDES}")]
     if failed:
         shown = ", ".join(str(p) for p in failed[:10]) + (" ..." if len(failed) > 10 else "")
-        print(f"zoo-train: {len(failed)} of {len(jobs)} arm(s) of the sweep in {sweep_dir} failed; "
-              f"see {shown}", file=sys.stderr)
+        print(
+            f"zoo-train: {len(failed)} of {len(jobs)} arm(s) of the sweep in {sweep_dir} failed; see {shown}",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 
@@ -355,9 +374,15 @@ def _refuse_flags(argv: list[str], args: HydraArgs) -> None:
     from zoo.config.errors import ConfigError
 
     try:
-        keys = leaf_keys(compose([], config_name=args.config_name or CONFIG_NAME,
-                                 config_source_dir=config_source_of(args),
-                                 config_dirs=[args.config_dir] if args.config_dir else [], check=False))
+        keys = leaf_keys(
+            compose(
+                [],
+                config_name=args.config_name or CONFIG_NAME,
+                config_source_dir=config_source_of(args),
+                config_dirs=[args.config_dir] if args.config_dir else [],
+                check=False,
+            )
+        )
     except ConfigError:
         keys = []
     _fail(flag_refusal("zoo-train", flags, keys))
@@ -381,8 +406,10 @@ def main() -> None:
         try:
             datetime.fromisoformat(os.environ[RUN_TIME_ENV])
         except ValueError:
-            _fail(f"{RUN_TIME_ENV}={os.environ[RUN_TIME_ENV]!r} is not a start time (ISO format, e.g. "
-                  f"2026-11-26T10:00:00); zoo-train sets it for the processes of one run: unset it")
+            _fail(
+                f"{RUN_TIME_ENV}={os.environ[RUN_TIME_ENV]!r} is not a start time (ISO format, e.g. "
+                f"2026-11-26T10:00:00); zoo-train sets it for the processes of one run: unset it"
+            )
     agree_run_time()  # one start time, hence one run directory, for every rank of this run
     # a start time shared with other processes (a launcher's ranks, torchrun's store, a SLURM
     # step, a requeued job) names a directory they share: never renamed

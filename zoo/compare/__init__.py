@@ -10,5 +10,15 @@ from zoo.compare.runs import Run, RunStatus, find_runs
 from zoo.compare.scale import ScaleReport, compare_scaled
 from zoo.compare.tune import TunedReport, compare_tuned
 
-__all__ = ["Arm", "Report", "Run", "RunStatus", "ScaleReport", "TunedReport", "compare", "compare_scaled",
-           "compare_tuned", "find_runs"]
+__all__ = [
+    "Arm",
+    "Report",
+    "Run",
+    "RunStatus",
+    "ScaleReport",
+    "TunedReport",
+    "compare",
+    "compare_scaled",
+    "compare_tuned",
+    "find_runs",
+]

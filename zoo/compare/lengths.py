@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Optional
+from typing import Any
 
 from zoo.compare.runs import Run, RunStatus
+from zoo.compare.stats import mean_std
 from zoo.config.facts.positions import max_positions
-from zoo.config.records.rundir import RunDir
 from zoo.config.facts.tasks import kinds_that
+from zoo.config.records.atomic import write_text
+from zoo.config.records.rundir import RunDir
 from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.evaluate import evaluate
-from zoo.compare.stats import mean_std
-from zoo.config.records.atomic import write_text
 
 PAST_TABLE = "past the learned table"
 
@@ -57,7 +57,7 @@ def length_table(arms, multiples: list[int]) -> list[dict]:
     for arm in arms:
         runs = [r for r in arm.runs if r.status == RunStatus.finished and r.summary.get("task") in WINDOWED_LMS]
         per_run = [evaluate_lengths(r, multiples) for r in runs]
-        cells = {}
+        cells: dict[int, Any] = {}  # PAST_TABLE, (mean, std, n) or None
         for m in multiples:
             values = [p[m] for p in per_run]
             if values and all(v == PAST_TABLE for v in values):
@@ -69,6 +69,6 @@ def length_table(arms, multiples: list[int]) -> list[dict]:
     return rows
 
 
-def _trained_len(runs: list[Run]) -> Optional[int]:
+def _trained_len(runs: list[Run]) -> int | None:
     lengths = {r.config.get("data.seq_len") for r in runs}
     return lengths.pop() if len(lengths) == 1 else None

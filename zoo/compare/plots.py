@@ -11,8 +11,8 @@ read) and written by its `plot_*` function. Matplotlib's Agg backend: files only
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def _pyplot():
     return plt
 
 
-def half_width(std: Optional[float], n: int, level: float = LEVEL) -> float:
+def half_width(std: float | None, n: int, level: float = LEVEL) -> float:
     """Half the `level` Student-t interval of a mean of `n` values with sample deviation `std`
     (0 for fewer than 2 values or no spread: no interval to draw)."""
     if n < 2 or not std:
@@ -57,9 +57,10 @@ def name(report, arm) -> str:
     return label + (" (baseline)" if arm is report.baseline else "")
 
 
-def _legend_outside(ax, title: Optional[str] = None) -> None:
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=7, title=title,
-              title_fontsize=7)
+def _legend_outside(ax, title: str | None = None) -> None:
+    ax.legend(
+        loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=7, title=title, title_fontsize=7
+    )
 
 
 def _tick(value: float) -> str:
@@ -77,8 +78,9 @@ def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     else `count` evenly spaced values rounded to 2 significant digits."""
     if low <= 0 or high <= low:
         return [low, high] if high > low else [low]
-    nice = [m * 10.0 ** k for k in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
-            for m in (1, 2, 5)]
+    nice = [
+        m * 10.0**k for k in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1) for m in (1, 2, 5)
+    ]
     inside = [v for v in nice if low <= v <= high]
     if len(inside) >= 2:
         step = math.ceil(len(inside) / count)
@@ -86,7 +88,7 @@ def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return sorted({float(f"{v:.2g}") for v in np.geomspace(low, high, count - 1)})
 
 
-def _log_axis(ax, which: str, low: float, high: float, ticks: Optional[Sequence[float]] = None) -> None:
+def _log_axis(ax, which: str, low: float, high: float, ticks: Sequence[float] | None = None) -> None:
     """A log axis with plain labels at `ticks` (default: round values over [low, high]) and no
     labels on its minor ticks."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
@@ -122,7 +124,7 @@ def figure_curves(report):
             continue
         losses = np.array([[d[t] for t in tokens] for d in by_tokens])  # (seeds, points)
         mean = losses.mean(0)
-        line, = ax.plot(tokens, mean, label=name(report, arm), marker=MARKERS[i % len(MARKERS)], markersize=3)
+        (line,) = ax.plot(tokens, mean, label=name(report, arm), marker=MARKERS[i % len(MARKERS)], markersize=3)
         if len(curves) > 1:
             half = np.array([half_width(mean_std(list(col))[1], len(col)) for col in losses.T])
             ax.fill_between(tokens, mean - half, mean + half, color=line.get_color(), alpha=0.2)
@@ -144,7 +146,8 @@ def figure_final(report):
     seed's value beside it, and the baseline's mean as a dashed line."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.45 * len(report.arms)))
-    labels, span = [], []
+    labels: list[str] = []
+    span: list[float] = []
     for y, arm in enumerate(report.arms):
         finals = list(arm.finals(report.metric).values())
         labels.append(name(report, arm) + ("" if finals else " (no finished run)"))
@@ -152,15 +155,30 @@ def figure_final(report):
             continue
         mean, std = mean_std(finals)
         half = half_width(std, len(finals))
-        ax.scatter(finals, [y + 0.18] * len(finals), s=12, facecolors="none", edgecolors="tab:gray", linewidths=0.8,
-                   label="one seed" if not span else None, zorder=2)
-        ax.errorbar([mean], [y], xerr=[half], fmt="o", color="black" if arm is report.baseline else "tab:blue",
-                    capsize=3, label="mean, bars: 95% Student-t interval" if not span else None, zorder=3)
+        ax.scatter(
+            finals,
+            [y + 0.18] * len(finals),
+            s=12,
+            facecolors="none",
+            edgecolors="tab:gray",
+            linewidths=0.8,
+            label="one seed" if not span else None,
+            zorder=2,
+        )
+        ax.errorbar(
+            [mean],
+            [y],
+            xerr=[half],
+            fmt="o",
+            color="black" if arm is report.baseline else "tab:blue",
+            capsize=3,
+            label="mean, bars: 95% Student-t interval" if not span else None,
+            zorder=3,
+        )
         span += [*finals, mean - half, mean + half]
         if arm is report.baseline:
             ax.axvline(mean, color="black", linestyle="--", linewidth=0.8, label="baseline mean", zorder=1)
-    y = np.arange(len(labels))
-    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_yticks(np.arange(len(labels)), labels, fontsize=7)
     ax.set_ylim(len(labels) - 0.5, -0.5)
     if span:
         low, high = min(span), max(span)
@@ -185,15 +203,26 @@ def figure_lengths(report):
     fig, ax = plt.subplots(figsize=(7, 4.2))
     rows = [row for row in report.lengths if any(isinstance(c, tuple) for c in row["cells"].values())]
     shifts = _offsets(len(rows), 0.03)
-    xs_all, ys_all = [], []
+    xs_all: list[float] = []
+    ys_all: list[float] = []
     for i, row in enumerate(rows):
-        points = [(row["trained"] * m if row["trained"] else m, cell[0], half_width(cell[1], cell[2]))
-                  for m, cell in row["cells"].items() if isinstance(cell, tuple)]
+        points = [
+            (row["trained"] * m if row["trained"] else m, cell[0], half_width(cell[1], cell[2]))
+            for m, cell in row["cells"].items()
+            if isinstance(cell, tuple)
+        ]
         x, y, err = zip(*points)
         stops = any(not isinstance(cell, tuple) for cell in row["cells"].values())
         label = name(report, row["arm"]) + (f" (none past {max(x)})" if stops else "")
-        ax.errorbar([v * shifts[i] for v in x], y, yerr=err, marker=MARKERS[i % len(MARKERS)], markersize=4,
-                    capsize=2, label=label)
+        ax.errorbar(
+            [v * shifts[i] for v in x],
+            y,
+            yerr=err,
+            marker=MARKERS[i % len(MARKERS)],
+            markersize=4,
+            capsize=2,
+            label=label,
+        )
         xs_all += x
         ys_all += [v - e for v, e in zip(y, err)] + [v + e for v, e in zip(y, err)]
     if xs_all:
@@ -218,8 +247,11 @@ def figure_tuning(report):
     positive number (learning rates), the arms offset along it so none hides another."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    numeric = all(isinstance(p.value, (int, float)) and not isinstance(p.value, bool) and p.value > 0
-                  for arm in report.arms for p in arm.points)
+    numeric = all(
+        isinstance(p.value, (int, float)) and not isinstance(p.value, bool) and p.value > 0
+        for arm in report.arms
+        for p in arm.points
+    )
     shifts = _offsets(len(report.arms), 0.04) if numeric else [0.0] * len(report.arms)
     categories = list(dict.fromkeys(str(p.value) for arm in report.arms for p in arm.points))
     tried = []
@@ -228,18 +260,32 @@ def figure_tuning(report):
         if not points:
             continue
 
-        def place(value, shift=shifts[i]):
+        spread = 0.06 * (i - (len(report.arms) - 1) / 2)  # arms side by side at a category
+
+        def place(value, shift=shifts[i], offset=spread):
             if numeric:
                 return value * shift
-            return categories.index(str(value)) + 0.06 * (i - (len(report.arms) - 1) / 2)
+            return categories.index(str(value)) + offset
 
         tried += [p.value for p in points]
-        line = ax.errorbar([place(p.value) for p in points], [p.mean for p in points],
-                           yerr=[half_width(p.std, p.seeds) for p in points], marker=MARKERS[i % len(MARKERS)],
-                           markersize=4, capsize=3, label=name(report, arm))
+        line = ax.errorbar(
+            [place(p.value) for p in points],
+            [p.mean for p in points],
+            yerr=[half_width(p.std, p.seeds) for p in points],
+            marker=MARKERS[i % len(MARKERS)],
+            markersize=4,
+            capsize=3,
+            label=name(report, arm),
+        )
         if arm.best is not None:
-            ax.scatter([place(arm.best.value)], [arm.best.mean], s=160, facecolors="none",
-                       edgecolors=line[0].get_color(), linewidths=1.5)
+            ax.scatter(
+                [place(arm.best.value)],
+                [arm.best.mean],
+                s=160,
+                facecolors="none",
+                edgecolors=line[0].get_color(),
+                linewidths=1.5,
+            )
     if numeric and tried:
         _log_axis(ax, "x", min(tried), max(tried), ticks=sorted(set(tried)))
     elif categories:
@@ -271,18 +317,36 @@ def figure_scaling(report):
         if not sizes:
             continue
         err = [half_width(s.std, len(s.finals)) for s in sizes]
-        line = ax.errorbar([s.compute * shifts[i] for s in sizes], [s.mean for s in sizes], yerr=err,
-                           marker=MARKERS[i % len(MARKERS)], linestyle="none", capsize=3, label=name(report, arm))
+        line = ax.errorbar(
+            [s.compute * shifts[i] for s in sizes],
+            [s.mean for s in sizes],
+            yerr=err,
+            marker=MARKERS[i % len(MARKERS)],
+            linestyle="none",
+            capsize=3,
+            label=name(report, arm),
+        )
         ys += [s.mean - e for s, e in zip(sizes, err)] + [s.mean + e for s, e in zip(sizes, err)]
         if arm.fit is not None and computes:
             xs = np.geomspace(min(computes), max(computes), 100)
             fitted = [arm.fit.loss_at(x) for x in xs]
             ys += fitted
-            ax.plot(xs, fitted, color=line[0].get_color(), linewidth=1.2,
-                    label=f"fit, {name(report, arm)}: b = {arm.fit.b:.3f}")
+            ax.plot(
+                xs,
+                fitted,
+                color=line[0].get_color(),
+                linewidth=1.2,
+                label=f"fit, {name(report, arm)}: b = {arm.fit.b:.3f}",
+            )
         for s in sizes:
-            ax.annotate(f"{s.value}", (s.compute * shifts[i], s.mean), textcoords="offset points", xytext=(4, 4),
-                        fontsize=7, color=line[0].get_color())
+            ax.annotate(
+                f"{s.value}",
+                (s.compute * shifts[i], s.mean),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color=line[0].get_color(),
+            )
     if computes:
         _log_axis(ax, "x", min(computes), max(computes))
         positive = [y for y in ys if y > 0]

@@ -22,8 +22,8 @@ not pin the exponent."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from zoo.compare.stats import t_quantile
 
@@ -45,7 +45,7 @@ class PowerLaw:
     b: float  # the exponent: loss falls as C^-b
     e: float = 0.0  # the irreducible loss (0 for the pure form)
     rmse_log: float = 0.0  # root mean square residual of log L at the fitted points
-    log_a: Optional[float] = None  # log a, kept exact when a itself overflows
+    log_a: float | None = None  # log a, kept exact when a itself overflows
     se_b: float = 0.0  # standard error of b from the residuals (0: the points lie on the curve)
     df: int = 0  # residual degrees of freedom: points - parameters
 
@@ -53,15 +53,22 @@ class PowerLaw:
         if self.log_a is None:
             object.__setattr__(self, "log_a", math.log(self.a) if self.a > 0 else -math.inf)
 
-    def loss_at(self, compute: float) -> float:
-        return self.e + math.exp(min(self.log_a - self.b * math.log(compute), _LOG_MAX))
+    @property
+    def log_scale(self) -> float:
+        """log a: `log_a` as `__post_init__` set it, a float from then on."""
+        if self.log_a is not None:
+            return self.log_a
+        return math.log(self.a) if self.a > 0 else -math.inf
 
-    def compute_for(self, loss: float) -> Optional[float]:
+    def loss_at(self, compute: float) -> float:
+        return self.e + math.exp(min(self.log_scale - self.b * math.log(compute), _LOG_MAX))
+
+    def compute_for(self, loss: float) -> float | None:
         """The compute at which the curve reaches `loss`; None when it never does (at or below
         its irreducible loss, a curve that does not fall, or beyond any float)."""
-        if loss <= self.e or self.b <= 0 or not math.isfinite(self.log_a):
+        if loss <= self.e or self.b <= 0 or not math.isfinite(self.log_scale):
             return None
-        log_c = (self.log_a - math.log(loss - self.e)) / self.b
+        log_c = (self.log_scale - math.log(loss - self.e)) / self.b
         return math.exp(log_c) if log_c < _LOG_MAX else None
 
     def residual(self, compute: float, loss: float) -> float:
@@ -69,7 +76,7 @@ class PowerLaw:
         above the curve (about a relative error for small values)."""
         return math.log(loss) - math.log(self.loss_at(compute))
 
-    def exponent_interval(self, level: float = 0.95) -> Optional[tuple[float, float]]:
+    def exponent_interval(self, level: float = 0.95) -> tuple[float, float] | None:
         """b ± t(level, df) · se_b, the interval the fit's own misfit allows; None without
         residual degrees of freedom."""
         if self.df < 1:
@@ -94,8 +101,9 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 
 def _fit_given_e(log_c: list[float], losses: list[float], e: float) -> tuple[PowerLaw, float]:
     slope, intercept = _line(log_c, [math.log(L - e) for L in losses])
-    law = PowerLaw(a=math.exp(min(intercept, _LOG_MAX)) if intercept < _LOG_MAX else math.inf, b=-slope, e=e,
-                   log_a=intercept)
+    law = PowerLaw(
+        a=math.exp(min(intercept, _LOG_MAX)) if intercept < _LOG_MAX else math.inf, b=-slope, e=e, log_a=intercept
+    )
     sse = sum((math.log(L) - math.log(law.loss_at(math.exp(x)))) ** 2 for x, L in zip(log_c, losses))
     return law, sse
 
@@ -104,7 +112,7 @@ def _finish(law: PowerLaw, log_c: list[float], losses: list[float], sse: float, 
     """`law` with its fit error, and the standard error of b from the residuals of its line."""
     n = len(losses)
     df = n - parameters
-    line_sse = sum((math.log(L - law.e) - (law.log_a - law.b * x)) ** 2 for x, L in zip(log_c, losses))
+    line_sse = sum((math.log(L - law.e) - (law.log_scale - law.b * x)) ** 2 for x, L in zip(log_c, losses))
     mean = sum(log_c) / n
     sxx = sum((x - mean) ** 2 for x in log_c)
     se_b = math.sqrt(line_sse / df / sxx) if df > 0 and sxx > 0 else 0.0
@@ -122,8 +130,9 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: 
     distinct = len(set(compute))
     if distinct < need:
         form = "e + a·C^-b" if irreducible else "a·C^-b"
-        raise TooFewPoints(f"{distinct} compute value{'s' if distinct != 1 else ''}; fitting {form} needs at "
-                           f"least {need}")
+        raise TooFewPoints(
+            f"{distinct} compute value{'s' if distinct != 1 else ''}; fitting {form} needs at least {need}"
+        )
     log_c, losses = [math.log(c) for c in compute], list(loss)
     if not irreducible:
         law, sse = _fit_given_e(log_c, losses, 0.0)
@@ -135,7 +144,11 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float], irreducible: 
     scores = [_fit_given_e(log_c, losses, e)[1] for e in grid]
     i = min(range(len(grid)), key=scores.__getitem__)
     low, high = grid[max(i - 1, 0)], grid[i + 1] if i + 1 < len(grid) else top
-    best = minimize_scalar(lambda e: _fit_given_e(log_c, losses, e)[1], bounds=(low, high), method="bounded",
-                           options={"xatol": _E_TOLERANCE * top})
+    best = minimize_scalar(
+        lambda e: _fit_given_e(log_c, losses, e)[1],
+        bounds=(low, high),
+        method="bounded",
+        options={"xatol": _E_TOLERANCE * top},
+    )
     law, sse = _fit_given_e(log_c, losses, float(best.x))
     return _finish(law, log_c, losses, sse, 3)

@@ -22,9 +22,28 @@ from zoo.compare.table import HELDOUT, PAIRS, RUNS, SPEC, read_runs, read_table
 from zoo.compare.tune import compare_tuned
 
 # columns shown line by line (every column is compared; these are the report's numbers)
-SHOWN = ("mean", "std", "held_out mean", "diff", "ci_low", "ci_high", "adj_low", "adj_high", "p", "p_holm", "flag",
-         "sensitivity", "sensitivity_low", "sensitivity_high", "exponent", "exponent_low", "exponent_high", "multiplier",
-         "multiplier_low", "multiplier_high")
+SHOWN = (
+    "mean",
+    "std",
+    "held_out mean",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "adj_low",
+    "adj_high",
+    "p",
+    "p_holm",
+    "flag",
+    "sensitivity",
+    "sensitivity_low",
+    "sensitivity_high",
+    "exponent",
+    "exponent_low",
+    "exponent_high",
+    "multiplier",
+    "multiplier_low",
+    "multiplier_high",
+)
 
 
 def printed(column: str, value: Any) -> str:
@@ -58,8 +77,9 @@ def _rebuild(directory: Path, scratch: Path) -> dict:
     elif spec["kind"] == "tuned":
         compare_tuned(dirs, scratch, key=spec["tune"], pairs=pairs, **common)
     elif spec["kind"] == "scaled":
-        compare_scaled(dirs, scratch, key=spec["scale"], tune=spec.get("tune"), irreducible=spec.get("irreducible"),
-                       **common)
+        compare_scaled(
+            dirs, scratch, key=spec["scale"], tune=spec.get("tune"), irreducible=spec.get("irreducible"), **common
+        )
     else:
         raise CompareError(f"recompute={directory}: {SPEC} names an unknown kind of report {spec['kind']!r}")
     return spec
@@ -79,7 +99,11 @@ def _compare_tables(name: str, ours: list[dict], theirs: list[dict], key_columns
             a, b = printed(column, given[column]), printed(column, mine[column])
             same = a == b
             differ += not same
-            base = column.rsplit(" ", 1)[-1] if column.endswith((" mean", " std")) and column != "held_out mean" else column
+            base = (
+                column.rsplit(" ", 1)[-1]
+                if column.endswith((" mean", " std")) and column != "held_out mean"
+                else column
+            )
             if not same or base in SHOWN:
                 lines.append(f"{name} {label} {column}: report {a}, rebuilt {b}: {'equal' if same else 'DIFFERS'}")
     return lines, differ
@@ -90,14 +114,17 @@ def recompute(directory: Path) -> tuple[list[str], bool]:
     directory = Path(directory)
     missing = [n for n in (RUNS, SPEC, "report.csv") if not (directory / n).is_file()]
     if missing:
-        raise CompareError(f"recompute={directory}: no {missing[0]} there; a report written before zoo-compare "
-                           f"wrote {RUNS} cannot be rebuilt: run zoo-compare on its sweeps again")
+        raise CompareError(
+            f"recompute={directory}: no {missing[0]} there; a report written before zoo-compare "
+            f"wrote {RUNS} cannot be rebuilt: run zoo-compare on its sweeps again"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         spec = _rebuild(directory, scratch)
         keys = ["arm", *([spec["scale"]] if spec.get("scale") else [])]
-        lines, differ = _compare_tables("report.csv", read_table(scratch / "report.csv"),
-                                        read_table(directory / "report.csv"), keys)
+        lines, differ = _compare_tables(
+            "report.csv", read_table(scratch / "report.csv"), read_table(directory / "report.csv"), keys
+        )
         for name, columns in ((HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])):
             if (scratch / name).is_file() or (directory / name).is_file():
                 if not (directory / name).is_file():
@@ -107,6 +134,8 @@ def recompute(directory: Path) -> tuple[list[str], bool]:
                     more, n = _compare_tables(name, read_table(scratch / name), read_table(directory / name), columns)
                     lines += more
                     differ += n
-    lines.append(f"{'every value equals the report' if not differ else f'{differ} value(s) differ from the report'} "
-                 f"(rebuilt from {directory / RUNS})")
+    lines.append(
+        f"{'every value equals the report' if not differ else f'{differ} value(s) differ from the report'} "
+        f"(rebuilt from {directory / RUNS})"
+    )
     return lines, not differ

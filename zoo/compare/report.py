@@ -19,14 +19,14 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Protocol, TypeVar
 
 from zoo.compare.errors import CompareError
-from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
-from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, Difference, difference, mean_std, t_quantile
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 from zoo.compare.routing_plot import plot_routing
+from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
+from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, Difference, difference, mean_std, t_quantile
 from zoo.compare.table import run_place, vocab_size, write_pair_rows, write_runs
 from zoo.compare.verdict import Family, Pair, adjust, label, load_flag, pair_lines, pairs_of, verdict
 from zoo.config.records.atomic import replacing, write_text
@@ -38,7 +38,7 @@ class Arm:
     name: str  # "arm N"
     runs: list[Run]
     settings: dict[str, str] = field(default_factory=dict)  # the differing keys only
-    diff: Optional[Difference] = None
+    diff: Difference | None = None
 
     def count(self, status: RunStatus) -> int:
         return sum(r.status == status for r in self.runs)
@@ -47,7 +47,7 @@ class Arm:
         """{seed: final value} of the finished runs that logged `metric`."""
         return {r.seed: r.final(metric) for r in self.runs if r.final(metric) is not None}
 
-    def summary_mean(self, *keys: str) -> Optional[float]:
+    def summary_mean(self, *keys: str) -> float | None:
         values = [v for v in (number(r, *keys) for r in self.runs) if v is not None]
         return sum(values) / len(values) if values else None
 
@@ -66,21 +66,30 @@ class Report:
     lengths: list[dict] = field(default_factory=list)  # zoo.compare.lengths.length_table rows
     multiples: list[int] = field(default_factory=list)
     unreadable: list[Run] = field(default_factory=list)  # damaged .hydra/: no config to place them by
-    family: Optional[Family] = None  # the comparisons adjusted together (zoo.compare.verdict)
-    pairs: Optional[list[Pair]] = None  # pairs=all: every pair of arms
+    family: Family | None = None  # the comparisons adjusted together (zoo.compare.verdict)
+    pairs: list[Pair] | None = None  # pairs=all: every pair of arms
 
     @property
     def load(self) -> str:
         """Why tokens/s measures the machine, not the arm ("" when it does not)."""
-        return load_flag([[v for v in (number(r, "tokens_per_s") for r in a.runs if r.status == RunStatus.finished)
-                           if v is not None] for a in self.arms])
+        return load_flag(
+            [
+                [
+                    v
+                    for v in (number(r, "tokens_per_s") for r in a.runs if r.status == RunStatus.finished)
+                    if v is not None
+                ]
+                for a in self.arms
+            ]
+        )
 
     @property
     def warnings(self) -> list[str]:
         runs = [r for a in self.arms for r in a.runs]
         diffs = [(arm.name, arm.diff) for arm in self.arms]
-        return (repeat_warnings(runs) + few_seed_warnings(diffs) + flag_warnings(diffs)
-                + ([self.load] if self.load else []))
+        return (
+            repeat_warnings(runs) + few_seed_warnings(diffs) + flag_warnings(diffs) + ([self.load] if self.load else [])
+        )
 
     def rows(self) -> list[dict]:
         out = []
@@ -90,25 +99,32 @@ class Report:
             params = arm.summary_mean("model", "total_params")
             non_emb = arm.summary_mean("model", "non_embedding_params")
             active = arm.summary_mean("model", "active_non_embedding_params")  # a mixture's; absent for older runs
-            row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
+            row: dict[str, Any] = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
             row.update({k: arm.settings.get(k, "") for k in self.keys})
-            row.update({
-                f"{self.metric} mean": mean, f"{self.metric} std": std, "seeds": len(finals),
-                "diff": arm.diff.mean if arm.diff else None,
-                "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
-                "df": arm.diff.df if arm.diff else None, "p": arm.diff.p if arm.diff else None,
-                "p_holm": arm.diff.p_holm if arm.diff else None,
-                "adj_low": arm.diff.adj_low if arm.diff else None,
-                "adj_high": arm.diff.adj_high if arm.diff else None,
-                "flag": arm.diff.flag if arm.diff else "",
-                "params": params, "non_embedding_params": non_emb,
-                "active_non_embedding_params": active if active else non_emb,
-                "flops_per_token": arm.summary_mean("model", "flops_per_token"),
-                "tokens_seen": arm.summary_mean("tokens_seen"),
-                "tokens_per_s": arm.summary_mean("tokens_per_s"),
-                "wall_seconds": arm.summary_mean("wall_seconds"),
-                "status": arm.status,
-            })
+            row.update(
+                {
+                    f"{self.metric} mean": mean,
+                    f"{self.metric} std": std,
+                    "seeds": len(finals),
+                    "diff": arm.diff.mean if arm.diff else None,
+                    "ci_low": arm.diff.low if arm.diff else None,
+                    "ci_high": arm.diff.high if arm.diff else None,
+                    "df": arm.diff.df if arm.diff else None,
+                    "p": arm.diff.p if arm.diff else None,
+                    "p_holm": arm.diff.p_holm if arm.diff else None,
+                    "adj_low": arm.diff.adj_low if arm.diff else None,
+                    "adj_high": arm.diff.adj_high if arm.diff else None,
+                    "flag": arm.diff.flag if arm.diff else "",
+                    "params": params,
+                    "non_embedding_params": non_emb,
+                    "active_non_embedding_params": active if active else non_emb,
+                    "flops_per_token": arm.summary_mean("model", "flops_per_token"),
+                    "tokens_seen": arm.summary_mean("tokens_seen"),
+                    "tokens_per_s": arm.summary_mean("tokens_per_s"),
+                    "wall_seconds": arm.summary_mean("wall_seconds"),
+                    "status": arm.status,
+                }
+            )
             out.append(row)
         return out
 
@@ -158,7 +174,18 @@ def _same(value, written: str) -> bool:
     return parsed == value if parsed is None or isinstance(parsed, (int, float, str)) else False
 
 
-def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
+class Pickable(Protocol):
+    """What `pick_baseline` reads of an arm: a report's, a tuned report's or a scaling report's."""
+
+    name: str
+    runs: list[Run]
+    settings: dict[str, str]
+
+
+ArmT = TypeVar("ArmT", bound=Pickable)
+
+
+def pick_baseline(arms: list[ArmT], spec: str | None) -> ArmT:
     """`spec` "KEY=VALUE[,KEY=VALUE]" picks the arm with those settings; default: the first arm
     (the sweep's first job). An arm's name ("arm 2") picks that arm."""
     if not spec:
@@ -177,16 +204,29 @@ def pick_baseline(arms: list[Arm], spec: Optional[str]) -> Arm:
 
 
 # the settings a reader of an ablation asks for first: shown once, when every run shares them
-DESIGN_KEYS = ("data.source", "data.path", "tokenizer.kind", "tokenizer.vocab_size", "data.seq_len",
-               "data.global_batch_size", "trainer.max_steps", "optim.kind", "optim.lr", "optim.weight_decay",
-               "scheduler.kind", "scheduler.warmup_steps", "model.parametrization", "model.mup_base_d_model",
-               "model.mup_base_head_dim")
+DESIGN_KEYS = (
+    "data.source",
+    "data.path",
+    "tokenizer.kind",
+    "tokenizer.vocab_size",
+    "data.seq_len",
+    "data.global_batch_size",
+    "trainer.max_steps",
+    "optim.kind",
+    "optim.lr",
+    "optim.weight_decay",
+    "scheduler.kind",
+    "scheduler.warmup_steps",
+    "model.parametrization",
+    "model.mup_base_d_model",
+    "model.mup_base_head_dim",
+)
 # the model's shape: shown with the settings held fixed (None: the family's default)
 SHAPE_KEYS = ("model.d_model", "model.n_layers", "model.n_heads", "model.n_kv_heads", "model.d_ff")
 
 
 def design_line(runs: list[Run]) -> str:
-    """"Held fixed: data.source=kjv, ...; seeds: 0, 1, 2": the DESIGN_KEYS every run shares (a key
+    """ "Held fixed: data.source=kjv, ...; seeds: 0, 1, 2": the DESIGN_KEYS every run shares (a key
     that varies is an arm's or a size's setting and shows in the tables), and the seeds run."""
     fixed = []
     for key in DESIGN_KEYS:
@@ -197,8 +237,7 @@ def design_line(runs: list[Run]) -> str:
             fixed.append(code(f"{key}={_show(runs[0].config.get(key))}"))
     fixed += shape_items(runs)
     seeds = sorted({r.seed for r in runs}, key=lambda s: (str(type(s)), s))
-    return (f"Held fixed: {', '.join(fixed) or '–'}. "
-            f"Seeds: {', '.join(text(s) for s in seeds)}.")
+    return f"Held fixed: {', '.join(fixed) or '–'}. Seeds: {', '.join(text(s) for s in seeds)}."
 
 
 def shape_items(runs: list[Run]) -> list[str]:
@@ -216,8 +255,9 @@ def shape_items(runs: list[Run]) -> list[str]:
                 continue
             out.append(code(f"{key}={value}") if value is not None else f"{code(key)} at its default")
     vocab = {vocab_size(r) for r in runs if r.status == RunStatus.finished}
-    if len(vocab) == 1 and None not in vocab:
-        out.append(f"vocabulary V = {int(vocab.pop()):,}")
+    (only,) = vocab if len(vocab) == 1 else (None,)
+    if only is not None:
+        out.append(f"vocabulary V = {int(only):,}")
     return out
 
 
@@ -241,13 +281,18 @@ def _span(values: list[float], fmt) -> str:
 
 
 def accounting_line(runs: list[Run]) -> str:
-    """"Training: N = ... non-embedding parameters, D = ... tokens (D/N = ...), ... epochs of the
+    """ "Training: N = ... non-embedding parameters, D = ... tokens (D/N = ...), ... epochs of the
     training split": the accounting of the finished runs, a range where it differs between them.
     N is the active parameters (a mixture of experts: those one token passes through), with the
     total beside it where a run holds more."""
     done = [r for r in runs if r.status == RunStatus.finished]
-    pairs = [(number(r, "model", "active_non_embedding_params") or number(r, "model", "non_embedding_params"),
-              number(r, "tokens_seen")) for r in done]
+    pairs = [
+        (
+            number(r, "model", "active_non_embedding_params") or number(r, "model", "non_embedding_params"),
+            number(r, "tokens_seen"),
+        )
+        for r in done
+    ]
     totals = [number(r, "model", "non_embedding_params") for r in done]
     n, d = [nv for nv, _ in pairs if nv], [dv for _, dv in pairs if dv]
     if not n or not d:
@@ -257,28 +302,40 @@ def accounting_line(runs: list[Run]) -> str:
     total = ""
     if any(t and nv and t != nv for t, (nv, _) in zip(totals, pairs)):
         total = f" active (of {_span([t for t in totals if t], lambda v: f'{v:,.0f}')} in all)"
-    text = (f"Training: N = {_span(n, lambda v: f'{v:,.0f}')} non-embedding parameters{total}, "
-            f"D = {_span(d, lambda v: f'{v:,.0f}')} tokens (D/N = {_span(ratio, lambda v: f'{v:.3g}')})")
-    return text + (f", {_span(seen, lambda v: f'{v:.2f}')} epochs of the training split." if seen
-                   else "; the training split's size is not recorded (epochs unknown).")
+    text = (
+        f"Training: N = {_span(n, lambda v: f'{v:,.0f}')} non-embedding parameters{total}, "
+        f"D = {_span(d, lambda v: f'{v:,.0f}')} tokens (D/N = {_span(ratio, lambda v: f'{v:.3g}')})"
+    )
+    return text + (
+        f", {_span(seen, lambda v: f'{v:.2f}')} epochs of the training split."
+        if seen
+        else "; the training split's size is not recorded (epochs unknown)."
+    )
 
 
-FLAG_SENTENCE = ("A difference whose seeds have zero spread, or with fewer than 2 seeds on a side, gets no "
-                 "interval and no p-value, and is flagged on its row and under Warnings.")
-RUNS_SENTENCE = ("Every run (its final metrics, N, D, compute and status) is in runs.csv beside this report; "
-                 "`zoo-compare recompute=DIR` rebuilds every interval from it.")
+FLAG_SENTENCE = (
+    "A difference whose seeds have zero spread, or with fewer than 2 seeds on a side, gets no "
+    "interval and no p-value, and is flagged on its row and under Warnings."
+)
+RUNS_SENTENCE = (
+    "Every run (its final metrics, N, D, compute and status) is in runs.csv beside this report; "
+    "`zoo-compare recompute=DIR` rebuilds every interval from it."
+)
 
 
-def flag_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
+def flag_warnings(diffs: list[tuple[str, Difference | None]]) -> list[str]:
     """One warning per difference without an interval because of its design: zero spread over
     the seeds, or fewer than 2 seeds on a side. Neither gets a p-value."""
     out = []
     for name, diff in diffs:
         if diff is None or not diff.flag:
             continue
-        why = ("its seeds' values (or their differences from the baseline's) do not vary: a zero-width "
-               "interval would claim certainty, so none is given" if diff.flag == ZERO_SPREAD else
-               "a spread needs 2 or more seeds on each side")
+        why = (
+            "its seeds' values (or their differences from the baseline's) do not vary: a zero-width "
+            "interval would claim certainty, so none is given"
+            if diff.flag == ZERO_SPREAD
+            else "a spread needs 2 or more seeds on each side"
+        )
         out.append(f"{name}: {diff.flag} ({why}); no interval and no p-value")
     return out
 
@@ -292,9 +349,15 @@ def problem_lines(runs: list[Run], unreadable: list[Run]) -> list[str]:
         return []
     lines = ["", "## Runs without a final result", ""]
     for r in problems:
-        detail = f": {text(r.error)}" if r.error else (
-            f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)"
-            if r.curve and "val/loss" in r.last_val else "")
+        detail = (
+            f": {text(r.error)}"
+            if r.error
+            else (
+                f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)"
+                if r.curve and "val/loss" in r.last_val
+                else ""
+            )
+        )
         lines.append(f"- {code('/'.join(run_place(r)))} {r.status.value}{detail}")  # no machine path
     return lines
 
@@ -304,25 +367,29 @@ def repeat_warnings(runs: list[Run]) -> list[str]:
     over = [e for e in (epochs(r) for r in runs if r.status == RunStatus.finished) if e is not None and e > 1.0]
     if not over:
         return []
-    return [f"{len(over)} run(s) read their training split up to {max(over):.2f} times: later tokens repeat "
-            f"earlier ones, so the validation loss mixes architecture with memorisation"]
+    return [
+        f"{len(over)} run(s) read their training split up to {max(over):.2f} times: later tokens repeat "
+        f"earlier ones, so the validation loss mixes architecture with memorisation"
+    ]
 
 
-def few_seed_warnings(diffs: list[tuple[str, Optional[Difference]]]) -> list[str]:
+def few_seed_warnings(diffs: list[tuple[str, Difference | None]]) -> list[str]:
     """One warning per interval that rests on fewer than 2 degrees of freedom."""
     out = []
     for name, diff in diffs:
-        if diff is not None and diff.few_df:
-            out.append(f"{name}: its interval rests on {diff.df:.2g} degree of freedom (t quantile "
-                       f"{t_quantile(0.975, diff.df):.1f}; 2 seeds): its width depends on which seeds happen to "
-                       f"pair; run 3 or more seeds before drawing a conclusion")
+        if diff is not None and diff.few_df and diff.df is not None:
+            out.append(
+                f"{name}: its interval rests on {diff.df:.2g} degree of freedom (t quantile "
+                f"{t_quantile(0.975, diff.df):.1f}; 2 seeds): its width depends on which seeds happen to "
+                f"pair; run 3 or more seeds before drawing a conclusion"
+            )
     return out
 
 
 PER_TOKEN = ("loss", "ppl")  # metric names measured per token of a run's own tokenizer
 
 
-def _digest(run: Run) -> Optional[dict]:
+def _digest(run: Run) -> dict | None:
     record = run.summary.get("tokenizer")
     return record if isinstance(record, dict) and record.get("digest") else None
 
@@ -336,8 +403,11 @@ def tokenizer_of(run: Run, by_digest: bool = True) -> str:
     settings = {k: v for k, v in run.config.items() if k.startswith("tokenizer.") and k != "tokenizer.cache_dir"}
     kind = settings.get("tokenizer.kind", "?")
     size = settings.get("tokenizer.vocab_size")
-    rest = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in sorted(settings.items())
-                     if k not in ("tokenizer.kind", "tokenizer.vocab_size"))
+    rest = ", ".join(
+        f"{k.split('.', 1)[1]}={v}"
+        for k, v in sorted(settings.items())
+        if k not in ("tokenizer.kind", "tokenizer.vocab_size")
+    )
     return f"{kind}" + (f" ({size} ids)" if size is not None else "") + (f" [{rest}]" if rest else "")
 
 
@@ -353,8 +423,10 @@ def check_tokenizers(runs: list[Run], metric: str) -> None:
         seen.setdefault(tokenizer_of(run, by_digest), run)
     if len(seen) > 1:
         shown = "; ".join(f"{name} in {run.path.name}" for name, run in list(seen.items())[:3])
-        raise CompareError(f"metric={metric} is per token of each run's own tokenizer, and these runs use "
-                           f"{len(seen)} tokenizers ({shown}): compare metric=val/bpb (bits per byte) instead")
+        raise CompareError(
+            f"metric={metric} is per token of each run's own tokenizer, and these runs use "
+            f"{len(seen)} tokenizers ({shown}): compare metric=val/bpb (bits per byte) instead"
+        )
 
 
 def never_started(run: Run) -> bool:
@@ -385,9 +457,17 @@ def load_runs(dirs: list[Path], metric: str) -> tuple[list[Run], list[Run]]:
     return runs, unreadable
 
 
-def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: Optional[str] = None,
-            plots: bool = True, lengths: Optional[list[int]] = None,
-            found: Optional[tuple[list[Run], list[Run]]] = None, pairs: bool = False) -> Report:
+def compare(
+    dirs: list[Path],
+    out: Path,
+    *,
+    metric: str = "val/loss",
+    baseline: str | None = None,
+    plots: bool = True,
+    lengths: list[int] | None = None,
+    found: tuple[list[Run], list[Run]] | None = None,
+    pairs: bool = False,
+) -> Report:
     """Read the sweeps in `dirs`, write report.md, report.csv, runs.csv (and curves.png,
     final.png) into `out`, and return the report. `lengths` (multiples of the trained context,
     e.g. [1, 2, 4, 8]) adds a length-extrapolation table (lengths.csv, lengths.png). `found`:
@@ -426,13 +506,12 @@ def compare(dirs: list[Path], out: Path, *, metric: str = "val/loss", baseline: 
     return report
 
 
-def declare(arms: list, base, values, pairs: bool) -> tuple[Family, Optional[list[Pair]]]:
+def declare(arms: list, base, values, pairs: bool) -> tuple[Family, list[Pair] | None]:
     """The report's one family (each arm against the baseline; with `pairs`, every pair of arms,
     those against the baseline included) adjusted together, and the pairs when asked for."""
     if not pairs:
         others = [a for a in arms if a is not base]
-        what = (f"the {len(others)} arm(s) other than the baseline, each against the baseline "
-                f"({label(base)})")
+        what = f"the {len(others)} arm(s) other than the baseline, each against the baseline ({label(base)})"
         return adjust(what, [(label(a), a.diff) for a in others]), None
     found = pairs_of(arms, base, values, difference)
     what = f"every pair of the {len(arms)} arms ({len(found)} pairs, those against the baseline included)"
@@ -442,8 +521,7 @@ def declare(arms: list, base, values, pairs: bool) -> tuple[Family, Optional[lis
 def make_out(out: Path) -> None:
     """Create the report directory; refuse a file in its place."""
     if out.exists() and not out.is_dir():
-        raise CompareError(f"out={out} is a file; give a directory for the report (it is created "
-                           f"when missing)")
+        raise CompareError(f"out={out} is a file; give a directory for the report (it is created when missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -463,8 +541,20 @@ def write_csv(report, path: Path) -> Path:
 def write_lengths_csv(report: Report, path: Path) -> Path:
     with replacing(path) as handle:
         writer = csv.writer(handle)
-        writer.writerow(["arm", *map(csv_cell, report.keys), "eval_len", "multiple", "ppl_mean", "ppl_std", "ppl_low",
-                         "ppl_high", "runs", "note"])
+        writer.writerow(
+            [
+                "arm",
+                *map(csv_cell, report.keys),
+                "eval_len",
+                "multiple",
+                "ppl_mean",
+                "ppl_std",
+                "ppl_low",
+                "ppl_high",
+                "runs",
+                "note",
+            ]
+        )
         for row in report.lengths:
             arm = row["arm"]
             for m, cell in row["cells"].items():
@@ -473,19 +563,31 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
                 if isinstance(cell, tuple):
                     low, high = _mean_interval(*cell)
                     note = "" if low is not None else FEW_SEEDS if cell[2] < 2 else ZERO_SPREAD
-                    writer.writerow([arm.name, *settings, length, m, cell[0], cell[1], low if low is not None else "",
-                                     high if high is not None else "", cell[2], note])
+                    writer.writerow(
+                        [
+                            arm.name,
+                            *settings,
+                            length,
+                            m,
+                            cell[0],
+                            cell[1],
+                            low if low is not None else "",
+                            high if high is not None else "",
+                            cell[2],
+                            note,
+                        ]
+                    )
                 else:
                     writer.writerow([arm.name, *settings, length, m, "", "", "", "", 0, cell or "no finished run"])
     return path
 
 
-def _mean_interval(mean: float, std: float, n: int) -> tuple[Optional[float], Optional[float]]:
+def _mean_interval(mean: float, std: float, n: int) -> tuple[float | None, float | None]:
     """The 95% Student-t interval of a mean of `n` values with sample deviation `std` (None, None
     for fewer than 2 values or no spread)."""
     if n < 2 or not std:
         return None, None
-    half = t_quantile(0.975, n - 1) * std / n ** 0.5
+    half = t_quantile(0.975, n - 1) * std / n**0.5
     return mean - half, mean + half
 
 
@@ -493,22 +595,31 @@ def _length_lines(report: Report) -> list[str]:
     trained = {row["trained"] for row in report.lengths}
     base = trained.pop() if len(trained) == 1 else None
     cols = [f"{m}× ({base * m})" if base else f"{m}×" for m in report.multiples]
-    lines = ["", "## Length extrapolation", "",
-             "Validation perplexity at multiples of the trained context: the mean over seeds and its 95% Student-t "
-             "interval (n seeds, n − 1 degrees of freedom); each arm's values in lengths.csv. The intervals describe "
-             "each arm at each length and are not in the report's family.", "",
-             "| arm | " + " | ".join([*map(text, report.keys), *cols]) + " |", "|" + "---|" * (1 + len(report.keys) + len(cols))]
+    lines = [
+        "",
+        "## Length extrapolation",
+        "",
+        "Validation perplexity at multiples of the trained context: the mean over seeds and its 95% Student-t "
+        "interval (n seeds, n − 1 degrees of freedom); each arm's values in lengths.csv. The intervals describe "
+        "each arm at each length and are not in the report's family.",
+        "",
+        "| arm | " + " | ".join([*map(text, report.keys), *cols]) + " |",
+        "|" + "---|" * (1 + len(report.keys) + len(cols)),
+    ]
     for row in report.lengths:
         cells = []
         for m in report.multiples:
             cell = row["cells"][m]
             if isinstance(cell, tuple):
                 low, high = _mean_interval(*cell)
-                cells.append(f"{cell[0]:.2f} [{low:.2f}, {high:.2f}]" if low is not None
-                             else f"{cell[0]:.2f} ({FEW_SEEDS if cell[2] < 2 else ZERO_SPREAD}: no interval)")
+                cells.append(
+                    f"{cell[0]:.2f} [{low:.2f}, {high:.2f}]"
+                    if low is not None
+                    else f"{cell[0]:.2f} ({FEW_SEEDS if cell[2] < 2 else ZERO_SPREAD}: no interval)"
+                )
             else:
                 cells.append(cell or "–")
-        settings = [code(row['arm'].settings[k]) for k in report.keys]
+        settings = [code(row["arm"].settings[k]) for k in report.keys]
         lines.append("| " + " | ".join([row["arm"].name, *settings, *cells]) + " |")
     return lines
 
@@ -525,37 +636,79 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
     m = report.metric
     m = text(m)  # (a metric name, like the keys, is copied from runs and command lines)
     load = report.load
-    head = ["arm", *map(text, report.keys), f"{m} (mean ± std)", "Δ vs baseline [95% CI]", "adjusted interval",
-            "p (Holm)", "params (non-emb.)", "FLOPs/token", "tokens", "tokens/s" + (" (machine load †)" if load else ""),
-            "runs"]
-    means = {a.name: (mean_std(list(a.finals(report.metric).values()))[0] if a.finals(report.metric) else None)
-             for a in report.arms}
-    lines = [f"# Sweep comparison: {m}", "",
-             text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs)), "",
-             f"Runs from {', '.join(code(d) for d in dirs)}. One row per arm (same config, different "
-             f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
-             f"Δ = arm − baseline with a 95% Student-t interval (paired over seeds when both arms ran "
-             f"the same seeds, Welch otherwise) and the two-sided p-value of no difference; with several arms, "
-             f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
-             f"An interval on 1 degree of freedom (2 seeds) is marked (1 df). {FLAG_SENTENCE} {RUNS_SENTENCE}", "",
-             text(report.family.sentence()) if report.family else "", "",
-             design_line([r for a in report.arms for r in a.runs]), "",
-             accounting_line([r for a in report.arms for r in a.runs]), "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    head = [
+        "arm",
+        *map(text, report.keys),
+        f"{m} (mean ± std)",
+        "Δ vs baseline [95% CI]",
+        "adjusted interval",
+        "p (Holm)",
+        "params (non-emb.)",
+        "FLOPs/token",
+        "tokens",
+        "tokens/s" + (" (machine load †)" if load else ""),
+        "runs",
+    ]
+    means = {
+        a.name: (mean_std(list(a.finals(report.metric).values()))[0] if a.finals(report.metric) else None)
+        for a in report.arms
+    }
+    lines = [
+        f"# Sweep comparison: {m}",
+        "",
+        text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs)),
+        "",
+        f"Runs from {', '.join(code(d) for d in dirs)}. One row per arm (same config, different "
+        f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
+        f"Δ = arm − baseline with a 95% Student-t interval (paired over seeds when both arms ran "
+        f"the same seeds, Welch otherwise) and the two-sided p-value of no difference; with several arms, "
+        f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
+        f"An interval on 1 degree of freedom (2 seeds) is marked (1 df). {FLAG_SENTENCE} {RUNS_SENTENCE}",
+        "",
+        text(report.family.sentence()) if report.family else "",
+        "",
+        design_line([r for a in report.arms for r in a.runs]),
+        "",
+        accounting_line([r for a in report.arms for r in a.runs]),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for arm, row in zip(report.arms, report.rows()):
         mean, std = row[f"{report.metric} mean"], row[f"{report.metric} std"]
-        value = ("no finished run" if mean is None else f"{mean:.4f} (n=1, no spread)" if row["seeds"] == 1
-                 else f"{mean:.4f} ± {std:.4f} (n={row['seeds']})")
+        value = (
+            "no finished run"
+            if mean is None
+            else f"{mean:.4f} (n=1, no spread)"
+            if row["seeds"] == 1
+            else f"{mean:.4f} ± {std:.4f} (n={row['seeds']})"
+        )
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
         params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
         if row["active_non_embedding_params"] != row["non_embedding_params"]:  # a mixture: what a token passes through
             params += f", active {_num(row['active_non_embedding_params'])}"
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
-        adj = ("" if arm is report.baseline else "–" if not arm.diff or arm.diff.adj_low is None
-               else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]")
+        adj = (
+            ""
+            if arm is report.baseline
+            else "–"
+            if not arm.diff or arm.diff.adj_low is None
+            else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]"
+        )
         speed = _num(row["tokens_per_s"]) + (" †" if load and row["tokens_per_s"] is not None else "")
-        cells = [row["arm"], *[code(arm.settings[k]) for k in report.keys], value, diff, adj, p_text, params,
-                 _num(row["flops_per_token"]), _num(row["tokens_seen"]), speed, row["status"]]
+        cells = [
+            row["arm"],
+            *[code(arm.settings[k]) for k in report.keys],
+            value,
+            diff,
+            adj,
+            p_text,
+            params,
+            _num(row["flops_per_token"]),
+            _num(row["tokens_seen"]),
+            speed,
+            row["status"],
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if load:
         lines += ["", text(f"† {load}.")]
@@ -566,10 +719,13 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if report.lengths:
         lines += _length_lines(report)
-    for name, label in (("curves", "validation loss vs tokens"), ("final", f"final {m}"),
-                        ("lengths", "perplexity vs evaluation length"),
-                        ("routing", "expert load per mixture layer")):
+    for name, caption in (
+        ("curves", "validation loss vs tokens"),
+        ("final", f"final {m}"),
+        ("lengths", "perplexity vs evaluation length"),
+        ("routing", "expert load per mixture layer"),
+    ):
         if name in report.files:
-            lines += ["", f"![{label}]({report.files[name].name})"]
+            lines += ["", f"![{caption}]({report.files[name].name})"]
     write_text(path, "\n".join(lines) + "\n")
     return path

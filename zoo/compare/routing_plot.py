@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import textwrap
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from zoo.compare.runs import RunStatus
 LOAD = re.compile(r"^train/moe_load/layer_(\d+)/expert_(\d+)$")
 
 
-def arm_loads(runs) -> Optional[tuple[np.ndarray, list[str]]]:
+def arm_loads(runs) -> tuple[np.ndarray, list[str]] | None:
     """((layers x seeds, experts) of E x each expert's last load, the row labels "L0 s1"): one
     row per mixture layer and finished run of `runs` that logged it, layer-major; None where none did."""
     tables = []
@@ -46,9 +45,10 @@ def arm_loads(runs) -> Optional[tuple[np.ndarray, list[str]]]:
     return np.stack([r for _, r in rows]), [label for label, _ in rows]
 
 
-def figure_routing(report, tuned: Optional[str] = None):
+def figure_routing(report, tuned: str | None = None):
     """One heatmap per arm with routing (see the module docstring); None when no arm has any.
     `tuned` (a tuned report's key): each arm's runs at its best value of it, the value in its title."""
+
     def runs_of(arm):
         return (arm.best.runs if arm.best else []) if tuned else arm.runs
 
@@ -71,13 +71,20 @@ def figure_routing(report, tuned: Optional[str] = None):
         ax.set_xticks(range(loads.shape[1]))
         ax.set_yticks(range(loads.shape[0]), labels, fontsize=6)
         for (i, e), value in np.ndenumerate(loads):
-            ax.text(e, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
-                    color="white" if value < top / 2 else "black")
+            ax.text(
+                e,
+                i,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize=6,
+                color="white" if value < top / 2 else "black",
+            )
     fig.colorbar(image, ax=axes[0].tolist(), label="load x E\n(1 = balanced; last logged step)")
     return fig
 
 
-def plot_routing(report, path: Path, tuned: Optional[str] = None) -> Optional[Path]:
+def plot_routing(report, path: Path, tuned: str | None = None) -> Path | None:
     """Write routing.png, or nothing (None) when no arm logged its routing."""
     fig = figure_routing(report, tuned)
     return None if fig is None else _save(_pyplot(), fig, path)

@@ -8,13 +8,13 @@ import csv
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from zoo.config.records.links import first_link_out, link_out, refusal
+from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
+from zoo.config.records.yaml_files import load_yaml
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.task import task_defaults
-from zoo.config.records.links import first_link_out, link_out, refusal
-from zoo.config.records.yaml_files import load_yaml
-from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
 
@@ -38,7 +38,7 @@ class Run:
     error: str = ""
     curve: list[tuple[int, float]] = field(default_factory=list)  # (tokens seen, val/loss)
     last_val: dict[str, float] = field(default_factory=dict)  # last validation row of metrics.csv
-    root: Optional[Path] = None  # the directory it was found under (runs.csv names the run relative to it)
+    root: Path | None = None  # the directory it was found under (runs.csv names the run relative to it)
 
     @property
     def seed(self) -> Any:
@@ -49,7 +49,7 @@ class Run:
         """Every setting except the seed (and bookkeeping): runs with the same key are replicates."""
         return tuple(sorted((k, repr(v)) for k, v in self.config.items() if not k.startswith(IGNORED)))
 
-    def final(self, metric: str) -> Optional[float]:
+    def final(self, metric: str) -> float | None:
         """The final value of `metric`: the summary's when finished, else None."""
         if self.status != RunStatus.finished:
             return None
@@ -67,7 +67,7 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def read_run(path: Path, root: Optional[Path] = None) -> Run:
+def read_run(path: Path, root: Path | None = None) -> Run:
     """A run from its directory (which has `.hydra/overrides.yaml`), found under `root` (the
     directory the user named; default: the run's own). A run reached through a link out of
     `root`, or holding a link out of its own directory, is damaged and none of its files is read
@@ -75,19 +75,27 @@ def read_run(path: Path, root: Optional[Path] = None) -> Run:
     from omegaconf import OmegaConf
 
     files = RunDir(path)
-    for base, link in ((root, link_out(path, root) if root is not None else None), (path, first_link_out(path))):
+    outward = [(root, link_out(path, root))] if root is not None else []
+    for base, link in (*outward, (path, first_link_out(path))):
         if link is not None:
             return Run(path=path, overrides=[], config={}, status=RunStatus.damaged, error=str(refusal(link, base)))
     try:
-        overrides = list(OmegaConf.to_container(load_yaml(files.overrides)))
+        overrides = OmegaConf.to_container(load_yaml(files.overrides))
+        if not isinstance(overrides, list):
+            raise ValueError("not a list")
         config_file = files.hydra_config
         config = OmegaConf.to_container(load_yaml(config_file), resolve=False) if config_file.is_file() else {}
         if not isinstance(config, dict):
             raise ValueError("not a mapping")
     except Exception as exc:  # yaml and OmegaConf raise many types for a damaged file
         reason = " ".join(str(exc).split())[:160]
-        return Run(path=path, overrides=[], config={}, status=RunStatus.damaged,
-                   error=f"{files.hydra} is damaged ({reason}); run it again or remove the run directory")
+        return Run(
+            path=path,
+            overrides=[],
+            config={},
+            status=RunStatus.damaged,
+            error=f"{files.hydra} is damaged ({reason}); run it again or remove the run directory",
+        )
     summary, error, status = {}, "", RunStatus.unfinished
     try:
         if files.summary.is_file():
@@ -95,9 +103,11 @@ def read_run(path: Path, root: Optional[Path] = None) -> Run:
             if summary.get("status") == "finished":
                 status = RunStatus.finished
                 if not any(v is not None for v in (summary.get("metrics") or {}).values()):
-                    raise DamagedRecord(f"{files.summary} says finished but holds no metrics; run the "
-                                        f"command again (it validates the last checkpoint) or remove the run "
-                                        f"directory")
+                    raise DamagedRecord(
+                        f"{files.summary} says finished but holds no metrics; run the "
+                        f"command again (it validates the last checkpoint) or remove the run "
+                        f"directory"
+                    )
                 check_figures(summary, files.summary)
         if status != RunStatus.finished and files.failed.is_file():
             status = RunStatus.failed
@@ -109,10 +119,20 @@ def read_run(path: Path, root: Optional[Path] = None) -> Run:
     except (ValueError, KeyError, UnicodeDecodeError, csv.Error) as exc:
         curve, last_val = [], {}
         if status != RunStatus.damaged:
-            status, error = RunStatus.damaged, (f"{files.metrics} is damaged ({exc}); run it "
-                                                f"again or remove the run directory")
-    return Run(path=path, overrides=overrides, config=as_arm(with_model_defaults(with_resolved(flatten(config), files))),
-               status=status, summary=summary, error=error, curve=curve, last_val=last_val)
+            status, error = (
+                RunStatus.damaged,
+                (f"{files.metrics} is damaged ({exc}); run it again or remove the run directory"),
+            )
+    return Run(
+        path=path,
+        overrides=overrides,
+        config=as_arm(with_model_defaults(with_resolved(flatten(config), files))),
+        status=status,
+        summary=summary,
+        error=error,
+        curve=curve,
+        last_val=last_val,
+    )
 
 
 def with_resolved(config: dict[str, Any], files: RunDir) -> dict[str, Any]:
@@ -135,7 +155,10 @@ def with_model_defaults(config: dict[str, Any]) -> dict[str, Any]:
     as a run that sets it there."""
     for section, defaults in (("model", model_defaults), ("task", task_defaults)):
         if any(k.startswith(f"{section}.") for k in config):
-            config = {**config, **{f"{section}.{k}": v for k, v in defaults().items() if f"{section}.{k}" not in config}}
+            config = {
+                **config,
+                **{f"{section}.{k}": v for k, v in defaults().items() if f"{section}.{k}" not in config},
+            }
     return config
 
 
@@ -154,8 +177,16 @@ def as_arm(config: dict[str, Any]) -> dict[str, Any]:
 # the largest figure a run can report: no loss, perplexity, count or rate of a real run is near
 # it, and sums and means of figures below it cannot overflow
 LARGEST_FIGURE = 1e30
-COUNTS = (("tokens_seen",), ("global_step",), ("train_seconds",), ("wall_seconds",), ("tokens_per_s",),
-          ("model", "total_params"), ("model", "non_embedding_params"), ("model", "flops_per_token"))
+COUNTS = (
+    ("tokens_seen",),
+    ("global_step",),
+    ("train_seconds",),
+    ("wall_seconds",),
+    ("tokens_per_s",),
+    ("model", "total_params"),
+    ("model", "non_embedding_params"),
+    ("model", "flops_per_token"),
+)
 
 
 def check_figures(summary: dict, path: Path) -> None:
@@ -164,7 +195,9 @@ def check_figures(summary: dict, path: Path) -> None:
     import math
 
     def bad(name: str, value: float, why: str) -> DamagedRecord:
-        return DamagedRecord(f"{path} is damaged ({name} is {value!r}: {why}); run it again or remove the run directory")
+        return DamagedRecord(
+            f"{path} is damaged ({name} is {value!r}: {why}); run it again or remove the run directory"
+        )
 
     for name, value in (summary.get("metrics") or {}).items():
         if value is None:
@@ -175,8 +208,11 @@ def check_figures(summary: dict, path: Path) -> None:
             raise bad(name, value, "negative")
     for keys in COUNTS:
         node = at(summary, *keys)
-        if isinstance(node, (int, float)) and not isinstance(node, bool) and (
-                not math.isfinite(node) or node < 0 or node > LARGEST_FIGURE):
+        if (
+            isinstance(node, (int, float))
+            and not isinstance(node, bool)
+            and (not math.isfinite(node) or node < 0 or node > LARGEST_FIGURE)
+        ):
             raise bad(".".join(keys), node, "not a count, time or rate")
 
 
@@ -237,8 +273,7 @@ def find_runs(dirs: list[Path]) -> list[Run]:
         if RunDir(root).overrides.is_file():
             here = [root]
         else:
-            here = sorted((p.parent.parent for p in root.rglob(f"{RunDir.HYDRA}/{RunDir.OVERRIDES}")),
-                          key=_natural)
+            here = sorted((p.parent.parent for p in root.rglob(f"{RunDir.HYDRA}/{RunDir.OVERRIDES}")), key=_natural)
         for p in here:
             found.setdefault(p, root)
     runs = [read_run(p, root) for p, root in found.items()]
@@ -259,13 +294,13 @@ def at(summary: dict, *keys: str) -> Any:
     return node
 
 
-def number(run: Run, *keys: str) -> Optional[float]:
+def number(run: Run, *keys: str) -> float | None:
     """The summary's number at keys (e.g. "model", "non_embedding_params"), None where absent."""
     node = at(run.summary, *keys)
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-def epochs(run: Run) -> Optional[float]:
+def epochs(run: Run) -> float | None:
     """Tokens seen over the tokens of the training split (None when the split's size is not
     known, e.g. a streamed source, or a run from before zoo recorded it)."""
     seen, split = number(run, "tokens_seen"), number(run, "data", "train_tokens")

@@ -42,15 +42,26 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
-from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, design_line, load_runs, make_out, pick_baseline,
-                                 problem_lines, status_of, write_csv)
-from zoo.compare.runs import IGNORED, Run, epochs, number as _number
+from zoo.compare.report import (
+    FLAG_SENTENCE,
+    RUNS_SENTENCE,
+    _show,
+    design_line,
+    load_runs,
+    make_out,
+    pick_baseline,
+    problem_lines,
+    status_of,
+    write_csv,
+)
+from zoo.compare.runs import IGNORED, Run, epochs
+from zoo.compare.runs import number as _number
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import difference, mean_std
 from zoo.compare.table import write_heldout, write_runs
@@ -65,7 +76,7 @@ DESCRIPTIVE_SIZES = 3  # a fit through this many sizes or fewer describes them; 
 DN_SPREAD = 1.1  # D/N of an arm's sizes differing by more than this factor is said
 
 
-def active_params(run: Run) -> Optional[float]:
+def active_params(run: Run) -> float | None:
     """The non-embedding parameters one token passes through (model.ffn=moe: the router, top-k
     and shared experts), from the run's summary; a record without them (a dense model, or one
     written before they were counted) its non-embedding parameters."""
@@ -73,7 +84,7 @@ def active_params(run: Run) -> Optional[float]:
     return active if active else _number(run, "model", "non_embedding_params")
 
 
-def training_compute(run: Run) -> Optional[float]:
+def training_compute(run: Run) -> float | None:
     """3 × forward FLOPs/token × tokens seen, from the run's summary; None when it lacks them.
     The FLOPs per token are the active ones (a mixture's router, top-k and shared experts)."""
     model = run.summary.get("model") or {}
@@ -89,28 +100,36 @@ class Size:
 
     value: Any
     runs: list[Run]
-    compute: Optional[float] = None  # mean over the measured runs
-    mean: Optional[float] = None
-    std: Optional[float] = None
+    compute: float | None = None  # mean over the measured runs
+    mean: float | None = None
+    std: float | None = None
     finals: list[float] = field(default_factory=list)
     by_seed: dict[Any, float] = field(default_factory=dict)  # seed -> final metric (pairs the arms)
-    params: Optional[float] = None  # N: active non-embedding parameters (all of them for a dense model)
-    total_params: Optional[float] = None  # every non-embedding parameter (a mixture's experts all)
-    tokens: Optional[float] = None  # D: tokens seen
-    epochs: Optional[float] = None  # D over the training split's tokens
+    params: float | None = None  # N: active non-embedding parameters (all of them for a dense model)
+    total_params: float | None = None  # every non-embedding parameter (a mixture's experts all)
+    tokens: float | None = None  # D: tokens seen
+    epochs: float | None = None  # D over the training split's tokens
     tuned: Any = None  # with tune=: the value chosen on all seeds
-    curve: list[tuple[Any, Optional[float]]] = field(default_factory=list)  # with tune=: (value, mean)
+    curve: list[tuple[Any, float | None]] = field(default_factory=list)  # with tune=: (value, mean)
     held_out: bool = True  # with tune=: each seed measured at a value chosen without it
-    choice: Optional[Choice] = None  # with tune=: the choice, with the values failed for tuning
+    choice: Choice | None = None  # with tune=: the choice, with the values failed for tuning
     points: list[Any] = field(default_factory=list)  # with tune=: (value, runs) objects, in `choice`'s order
-    residual: Optional[float] = None  # log(mean) - log(the arm's fit) at this size
+    residual: float | None = None  # log(mean) - log(the arm's fit) at this size
+
+    @property
+    def result(self) -> tuple[float, float]:
+        """(compute, mean) of a size with a result (an arm's `scored` sizes); a size without
+        one is a caller's mistake."""
+        if self.compute is None or self.mean is None:
+            raise RuntimeError(f"size {self.value!r} has no result")
+        return self.compute, self.mean
 
     def seed_values(self) -> dict[Any, float]:
         """seed -> final metric; a size built without seeds numbers its values (never paired)."""
         return self.by_seed or {(id(self), i): v for i, v in enumerate(self.finals)}
 
     @property
-    def tokens_per_param(self) -> Optional[float]:
+    def tokens_per_param(self) -> float | None:
         return self.tokens / self.params if self.tokens and self.params else None
 
 
@@ -119,16 +138,16 @@ class Multiplier:
     """An arm's compute multiplier against the baseline at one of the arm's sizes."""
 
     size: Any
-    value: Optional[float]  # None: undefined (said in note)
-    low: Optional[float] = None
-    high: Optional[float] = None
+    value: float | None  # None: undefined (said in note)
+    low: float | None = None
+    high: float | None = None
     note: str = ""
 
     def __str__(self) -> str:
         if self.value is None:
             return f"– ({self.note})" if self.note else "–"
         text = _times(self.value)
-        if self.low is not None:
+        if self.low is not None and self.high is not None:
             text += f" [{_times(self.low, False)}, {_times(self.high, False)}]"
         if self.note:
             text += f" ({self.note})"
@@ -136,7 +155,7 @@ class Multiplier:
 
     @property
     def verdict(self) -> str:
-        """"more" / "less" compute than the baseline, or "unresolved" when its interval spans 1."""
+        """ "more" / "less" compute than the baseline, or "unresolved" when its interval spans 1."""
         if self.low is None or self.high is None:
             return "no interval"
         if self.low > 1:
@@ -162,11 +181,11 @@ class ScaledArm:
     runs: list[Run]
     sizes: list[Size]  # in increasing order of KEY
     settings: dict[str, str] = field(default_factory=dict)
-    fit: Optional[PowerLaw] = None
-    exponent_low: Optional[float] = None  # the wider of the two intervals below
-    exponent_high: Optional[float] = None
-    seed_interval: Optional[tuple[float, float]] = None  # seed bootstrap
-    fit_interval: Optional[tuple[float, float]] = None  # the fit's misfit: b ± t·se_b
+    fit: PowerLaw | None = None
+    exponent_low: float | None = None  # the wider of the two intervals below
+    exponent_high: float | None = None
+    seed_interval: tuple[float, float] | None = None  # seed bootstrap
+    fit_interval: tuple[float, float] | None = None  # the fit's misfit: b ± t·se_b
     no_fit: str = ""  # why there is no fit
     multipliers: list[Multiplier] = field(default_factory=list)  # at each of the arm's sizes
 
@@ -188,7 +207,7 @@ class ScaleReport:
     keys: list[str]  # settings that differ between arms
     linked: list[str]  # keys that change with KEY (part of a size)
     irreducible: bool
-    tune: Optional[str] = None  # KEY2 of tune=, chosen per arm and size
+    tune: str | None = None  # KEY2 of tune=, chosen per arm and size
     files: dict[str, Path] = field(default_factory=dict)
     unreadable: list[Run] = field(default_factory=list)
 
@@ -197,20 +216,28 @@ class ScaleReport:
 
     def family_sentence(self) -> str:
         """The report's declaration of its family of comparisons: the multipliers."""
-        left = [f"{a.name} at {self.key}={m.size} ({m.note})" for a in self.arms for m in a.multipliers
-                if m.low is None and m.note]
+        left = [
+            f"{a.name} at {self.key}={m.size} ({m.note})"
+            for a in self.arms
+            for m in a.multipliers
+            if m.low is None and m.note
+        ]
         if self.family == 0:
             text = "Multiplicity: no compute multiplier has an interval, so nothing is adjusted."
         elif self.family == 1:
-            text = ("Multiplicity: the family is the one compute multiplier with an interval; nothing is adjusted "
-                    "(its interval is at 95%).")
+            text = (
+                "Multiplicity: the family is the one compute multiplier with an interval; nothing is adjusted "
+                "(its interval is at 95%)."
+            )
         else:
-            text = (f"Multiplicity: one family of {self.family} comparisons, every compute multiplier with an "
-                    f"interval (each arm other than the baseline at each of its sizes). Each multiplier's interval "
-                    f"is at the {100 * (1 - (1 - LEVEL) / self.family):.2f}% level (its two parts at "
-                    f"{100 * family_box(self.family):.2f}%): Bonferroni, so all {self.family} hold together with "
-                    f"at least 95% probability (Holm's step-down needs a p-value, which a range of multipliers "
-                    f"does not have). The exponent intervals describe each arm's own fit and are not in the family.")
+            text = (
+                f"Multiplicity: one family of {self.family} comparisons, every compute multiplier with an "
+                f"interval (each arm other than the baseline at each of its sizes). Each multiplier's interval "
+                f"is at the {100 * (1 - (1 - LEVEL) / self.family):.2f}% level (its two parts at "
+                f"{100 * family_box(self.family):.2f}%): Bonferroni, so all {self.family} hold together with "
+                f"at least 95% probability (Holm's step-down needs a p-value, which a range of multipliers "
+                f"does not have). The exponent intervals describe each arm's own fit and are not in the family."
+            )
         if left:
             text += " Left out of the family (no interval): " + "; ".join(left) + "."
         return text
@@ -227,23 +254,32 @@ class ScaleReport:
             return "Verdict: no size has a result for every arm; there is nothing to compare."
         largest = max(common.values(), key=_order)
         at = {a.name: next(s for s in a.scored if repr(s.value) == repr(largest)) for a in self.arms}
-        best = (min if lower else max)(self.arms, key=lambda a: at[a.name].mean)
+        best = (min if lower else max)(self.arms, key=lambda a: at[a.name].result[1])
         where = f"{self.key}={largest}"
-        lead = (f"Verdict: at the largest size every arm reached ({where}), {label(best)} has the "
-                f"{'lowest' if lower else 'highest'} mean {self.metric} ({at[best.name].mean:.4f}).")
+        lead = (
+            f"Verdict: at the largest size every arm reached ({where}), {label(best)} has the "
+            f"{'lowest' if lower else 'highest'} mean {self.metric} ({at[best.name].mean:.4f})."
+        )
         if best is self.baseline:
             undecided = [a for a in self.arms if a is not best and not _decided(a, largest, "costs compute")]
             if not undecided:
                 return lead + " Every other arm's compute multiplier there is below 1 with its adjusted interval."
-            return (lead + " The data cannot tell it from " + ", ".join(label(a) for a in undecided)
-                    + ": their multipliers' adjusted intervals there span 1 or are missing.")
+            return (
+                lead
+                + " The data cannot tell it from "
+                + ", ".join(label(a) for a in undecided)
+                + ": their multipliers' adjusted intervals there span 1 or are missing."
+            )
         m = next((x for x in best.multipliers if repr(x.size) == repr(largest)), None)
         if m is None or m.value is None:
             return lead + " It has no compute multiplier against the baseline there."
         if m.low is None:
             return lead + f" Its compute multiplier against the baseline there is {m}: the data cannot tell."
-        sure = ("the adjusted interval is above 1: it saves compute" if m.low > 1
-                else "the adjusted interval spans 1: the data cannot tell it from the baseline")
+        sure = (
+            "the adjusted interval is above 1: it saves compute"
+            if m.low > 1
+            else "the adjusted interval spans 1: the data cannot tell it from the baseline"
+        )
         others = "" if len(self.arms) == 2 else " It is compared with the baseline only."
         return lead + f" Its compute multiplier against the baseline there is {m}; {sure}.{others}"
 
@@ -257,32 +293,43 @@ class ScaleReport:
             by_size = {repr(m.size): m for m in arm.multipliers}
             for size in arm.sizes:
                 m = by_size.get(repr(size.value))
-                row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
+                row: dict[str, Any] = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
                 row.update({k: arm.settings.get(k, "") for k in self.keys})
                 row[self.key] = size.value
                 if self.tune:
                     row[f"best {self.tune}"] = size.tuned
-                row.update({
-                    "compute": size.compute, f"{self.metric} mean": size.mean,
-                    f"{self.metric} std": size.std, "seeds": len(size.finals),
-                    "N": size.params, "N total": size.total_params, "D": size.tokens, "D/N": size.tokens_per_param, "epochs": size.epochs,
-                    "fit": str(arm.fit) if arm.fit else arm.no_fit,
-                    "residual": size.residual, "rmse_log": arm.fit.rmse_log if arm.fit else None,
-                    "fit_df": arm.fit.df if arm.fit else None,
-                    "exponent": arm.fit.b if arm.fit else None,
-                    "exponent_low": arm.exponent_low, "exponent_high": arm.exponent_high,
-                    "exponent_seed_low": arm.seed_interval[0] if arm.seed_interval else None,
-                    "exponent_seed_high": arm.seed_interval[1] if arm.seed_interval else None,
-                    "exponent_fit_low": arm.fit_interval[0] if arm.fit_interval else None,
-                    "exponent_fit_high": arm.fit_interval[1] if arm.fit_interval else None,
-                    "multiplier": m.value if m else None, "multiplier_low": m.low if m else None,
-                    "multiplier_high": m.high if m else None,
-                })
+                row.update(
+                    {
+                        "compute": size.compute,
+                        f"{self.metric} mean": size.mean,
+                        f"{self.metric} std": size.std,
+                        "seeds": len(size.finals),
+                        "N": size.params,
+                        "N total": size.total_params,
+                        "D": size.tokens,
+                        "D/N": size.tokens_per_param,
+                        "epochs": size.epochs,
+                        "fit": str(arm.fit) if arm.fit else arm.no_fit,
+                        "residual": size.residual,
+                        "rmse_log": arm.fit.rmse_log if arm.fit else None,
+                        "fit_df": arm.fit.df if arm.fit else None,
+                        "exponent": arm.fit.b if arm.fit else None,
+                        "exponent_low": arm.exponent_low,
+                        "exponent_high": arm.exponent_high,
+                        "exponent_seed_low": arm.seed_interval[0] if arm.seed_interval else None,
+                        "exponent_seed_high": arm.seed_interval[1] if arm.seed_interval else None,
+                        "exponent_fit_low": arm.fit_interval[0] if arm.fit_interval else None,
+                        "exponent_fit_high": arm.fit_interval[1] if arm.fit_interval else None,
+                        "multiplier": m.value if m else None,
+                        "multiplier_low": m.low if m else None,
+                        "multiplier_high": m.high if m else None,
+                    }
+                )
                 out.append(row)
         return out
 
 
-def _linked_keys(runs: list[Run], key: str, tune: Optional[str] = None) -> list[str]:
+def _linked_keys(runs: list[Run], key: str, tune: str | None = None) -> list[str]:
     """Config keys other than `key` (and `tune`) whose value varies and is the same function
     of `key`'s value in every run: they change with the size (depth, heads, steps of one size)."""
     keys: list[str] = []
@@ -305,24 +352,29 @@ def _linked_keys(runs: list[Run], key: str, tune: Optional[str] = None) -> list[
 
 def _check_key(runs: list[Run], key: str, option: str, example: str) -> None:
     if key.startswith(IGNORED):
-        raise CompareError(f"{option}={key}: this key does not change what is learned; give a config key, "
-                           f"e.g. {option}={example}")
+        raise CompareError(
+            f"{option}={key}: this key does not change what is learned; give a config key, e.g. {option}={example}"
+        )
     if not any(key in r.config for r in runs):
         raise CompareError(f"{option}={key}: no run has this config key (e.g. {option}={example})")
 
 
 def _measure(size: Size, runs: list[Run], metric: str) -> None:
     """Fill `size` from `runs`, the runs it is measured on (one per seed)."""
-    done = [(r, r.final(metric), training_compute(r)) for r in runs]
-    done = [(r, v, c) for r, v, c in done if v is not None and c is not None and math.isfinite(v)]
+    measured = [(r, r.final(metric), training_compute(r)) for r in runs]
+    done = [(r, v, c) for r, v, c in measured if v is not None and c is not None and math.isfinite(v)]
     size.finals = [v for _, v, _ in done]
     size.by_seed = {r.seed: v for r, v, _ in done} if len({r.seed for r, _, _ in done}) == len(done) else {}
     if not done:
         return
     size.mean, size.std = mean_std(size.finals)
     size.compute = sum(c for _, _, c in done) / len(done)
-    for attr, read in (("params", active_params), ("total_params", lambda r: _number(r, "model", "non_embedding_params")),
-                       ("tokens", lambda r: _number(r, "tokens_seen")), ("epochs", epochs)):
+    for attr, read in (
+        ("params", active_params),
+        ("total_params", lambda r: _number(r, "model", "non_embedding_params")),
+        ("tokens", lambda r: _number(r, "tokens_seen")),
+        ("epochs", epochs),
+    ):
         values = [v for v in (read(r) for r, _, _ in done) if v is not None]
         setattr(size, attr, sum(values) / len(values) if values else None)
 
@@ -362,8 +414,9 @@ class _Value:
     runs: list[Run]
 
 
-def scale_arms(runs: list[Run], key: str, metric: str,
-               tune: Optional[str] = None) -> tuple[list[ScaledArm], list[str], list[str]]:
+def scale_arms(
+    runs: list[Run], key: str, metric: str, tune: str | None = None
+) -> tuple[list[ScaledArm], list[str], list[str]]:
     """Arms (config minus seed, `key`, the keys linked to it and `tune`) with their sizes; the
     keys that differ between arms; the linked keys."""
     _check_key(runs, key, "scale", "model.d_model")
@@ -389,15 +442,18 @@ def scale_arms(runs: list[Run], key: str, metric: str,
                 _measure(size, size.runs, metric)
         arms.append(ScaledArm(name=f"arm {i}", runs=group, sizes=sizes))
     all_keys = list(dict.fromkeys(k for r in runs for k in r.config))
-    keys = [k for k in all_keys if k not in dropped and not k.startswith(IGNORED)
-            and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1]
+    keys = [
+        k
+        for k in all_keys
+        if k not in dropped and not k.startswith(IGNORED) and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1
+    ]
     for arm in arms:
         arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
     return arms, keys, linked
 
 
 def _fit(sizes: list[Size], means: list[float], irreducible: bool) -> PowerLaw:
-    return fit_power_law([s.compute for s in sizes], means, irreducible=irreducible)
+    return fit_power_law([s.result[0] for s in sizes], means, irreducible=irreducible)
 
 
 def _percentiles(values: list[float], level: float = LEVEL) -> tuple[float, float]:
@@ -410,8 +466,9 @@ def _percentiles(values: list[float], level: float = LEVEL) -> tuple[float, floa
 BOX = 1 - (1 - LEVEL) / 2  # each of the two intervals behind a multiplier's: 97.5%
 
 
-def multiplier_interval(b_low: float, b_high: float, e: float, base: Size, arm: Size,
-                        level: float = BOX) -> Optional[tuple[float, float]]:
+def multiplier_interval(
+    b_low: float, b_high: float, e: float, base: Size, arm: Size, level: float = BOX
+) -> tuple[float, float] | None:
     """The range of `multiplier` over the BOX-level t interval of the difference in log(L - e)
     between the two sizes' seeds and the exponent range [b_low, b_high]; None when the seeds
     give no interval (one seed on both sides). An exponent range reaching 0 leaves the side
@@ -419,9 +476,9 @@ def multiplier_interval(b_low: float, b_high: float, e: float, base: Size, arm: 
     base_logs = {s: math.log(v - e) for s, v in base.seed_values().items() if v > e}
     arm_logs = {s: math.log(v - e) for s, v in arm.seed_values().items() if v > e}
     diff = difference(base_logs, arm_logs, level=level)  # > 0: the arm is lower
-    if diff is None or diff.low is None:
+    if diff is None or diff.low is None or diff.high is None:
         return None
-    shift = math.log(base.compute) - math.log(arm.compute)
+    shift = math.log(base.result[0]) - math.log(arm.result[0])
     values = []
     for delta in (diff.low, diff.high):
         for b in (b_low, b_high):
@@ -449,8 +506,7 @@ def interval_gap(base: Size, arm: Size) -> str:
     return "zero spread over the seeds: no interval"
 
 
-def multiplier(b: float, e: float, base_loss: float, base_compute: float, arm_loss: float,
-               arm_compute: float) -> float:
+def multiplier(b: float, e: float, base_loss: float, base_compute: float, arm_loss: float, arm_compute: float) -> float:
     """The compute the baseline needs to reach `arm_loss`, over `arm_compute`: the baseline's
     curve L = e + (base_loss - e) · (C / base_compute)^-b passes through its measured point.
     A curve that does not fall (b <= 0) never reaches a lower loss (∞) and is at any higher loss
@@ -464,8 +520,9 @@ def multiplier(b: float, e: float, base_loss: float, base_compute: float, arm_lo
     return math.exp(log_m) if log_m < 700 else math.inf
 
 
-def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed: int = 0,
-             resamples: int = BOOTSTRAP) -> int:
+def fit_arms(
+    arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed: int = 0, resamples: int = BOOTSTRAP
+) -> int:
     """Each arm's power law, residuals and exponent interval (the wider of a bootstrap that
     resamples the seeds within each size, a size with one seed staying fixed, and the fit's
     misfit), and its multipliers at its own sizes against the baseline (`multiplier_interval`),
@@ -473,14 +530,14 @@ def fit_arms(arms: list[ScaledArm], baseline: ScaledArm, irreducible: bool, seed
     rng = random.Random(seed)
     for arm in arms:
         try:
-            arm.fit = _fit(arm.scored, [s.mean for s in arm.scored], irreducible)
+            arm.fit = _fit(arm.scored, [s.result[1] for s in arm.scored], irreducible)
         except TooFewPoints as exc:
             arm.no_fit = str(exc)
             continue
         for s in arm.scored:
-            s.residual = arm.fit.residual(s.compute, s.mean)
+            s.residual = arm.fit.residual(*s.result)
         arm.fit_interval = arm.fit.exponent_interval(LEVEL)
-    fits: dict[str, list[Optional[PowerLaw]]] = {arm.name: [] for arm in arms}
+    fits: dict[str, list[PowerLaw | None]] = {arm.name: [] for arm in arms}
     for _ in range(resamples):
         for arm in arms:
             drawn = [sum(rng.choice(s.finals) for _ in s.finals) / len(s.finals) for s in arm.scored]
@@ -517,7 +574,7 @@ def _multipliers(arms: list[ScaledArm], baseline: ScaledArm, exponents: list[flo
     intervals together; returns how many have an interval (the family's size)."""
     base_fit = baseline.fit
     base_sizes = {repr(s.value): s for s in baseline.scored}
-    b_range = None
+    b_range: tuple[float, float] | None = None
     if base_fit is not None:  # the baseline's exponent at the box level: seed bootstrap and misfit
         bounds = [i for i in (base_fit.exponent_interval(box),) if i is not None]
         if exponents and baseline.replicated:
@@ -531,19 +588,20 @@ def _multipliers(arms: list[ScaledArm], baseline: ScaledArm, exponents: list[flo
         for size in arm.scored:
             m = Multiplier(size=size.value, value=None)
             arm.multipliers.append(m)
-            if base_fit is None:
+            if base_fit is None or b_range is None:  # both None or neither
                 m.note = "the baseline has no fit"
                 continue
             if base_fit.b <= 0:
                 m.note = "the baseline's loss does not fall with compute"
                 continue
             own = base_sizes.get(repr(size.value))
+            compute, mean = size.result
             if own is None:  # the baseline has no result here: its fitted curve stands in
                 m.note = "the baseline has no result at this size: its fitted curve stands in; no interval"
-                m.value = multiplier(base_fit.b, base_fit.e, base_fit.loss_at(size.compute), size.compute,
-                                     size.mean, size.compute)
+                m.value = multiplier(base_fit.b, base_fit.e, base_fit.loss_at(compute), compute, mean, compute)
                 continue
-            m.value = multiplier(base_fit.b, base_fit.e, own.mean, own.compute, size.mean, size.compute)
+            base_compute, base_mean = own.result
+            m.value = multiplier(base_fit.b, base_fit.e, base_mean, base_compute, mean, compute)
             interval = multiplier_interval(*b_range, base_fit.e, own, size, level=box)
             if interval is None:
                 m.note = interval_gap(own, size)
@@ -553,26 +611,46 @@ def _multipliers(arms: list[ScaledArm], baseline: ScaledArm, exponents: list[flo
     return count
 
 
-def compare_scaled(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
-                   baseline: Optional[str] = None, plots: bool = True, irreducible: Optional[bool] = None,
-                   tune: Optional[str] = None, found: Optional[tuple[list[Run], list[Run]]] = None) -> ScaleReport:
+def compare_scaled(
+    dirs: list[Path],
+    out: Path,
+    *,
+    key: str,
+    metric: str = "val/loss",
+    baseline: str | None = None,
+    plots: bool = True,
+    irreducible: bool | None = None,
+    tune: str | None = None,
+    found: tuple[list[Run], list[Run]] | None = None,
+) -> ScaleReport:
     """Read the sweeps in `dirs`, compare the arms across the sizes of `key` (each at its own best
     `tune` value when given), write report.md, report.csv (and scaling.png) into `out`, and
     return the report. `irreducible`: fit e + a·C^-b (None: when every arm has at least
     MIN_POINTS_IRREDUCIBLE sizes). Also writes runs.csv and, with tune=, heldout.csv; `found`: runs
     and runs left out already read, instead of `dirs`'."""
     if metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "bpb"):
-        raise CompareError(f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb "
-                           f"or val/ppl")
+        raise CompareError(
+            f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb or val/ppl"
+        )
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys, linked = scale_arms(runs, key, metric, tune)
     base = pick_baseline(arms, baseline)
     if irreducible is None:
         irreducible = all(len(a.scored) >= MIN_POINTS_IRREDUCIBLE for a in arms)
     family = fit_arms(arms, base, irreducible)
-    report = ScaleReport(family=family, metric=metric, key=key, arms=arms, baseline=base, keys=keys, linked=linked,
-                         irreducible=irreducible, tune=tune, unreadable=unreadable,
-                         notes=_gaps(arms, base, key, linked) + _design_warnings(arms, key, tune))
+    report = ScaleReport(
+        family=family,
+        metric=metric,
+        key=key,
+        arms=arms,
+        baseline=base,
+        keys=keys,
+        linked=linked,
+        irreducible=irreducible,
+        tune=tune,
+        unreadable=unreadable,
+        notes=_gaps(arms, base, key, linked) + _design_warnings(arms, key, tune),
+    )
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
     report.files.update(write_runs(report, out, kind="scaled", scale=key, tune=tune, irreducible=irreducible))
@@ -591,63 +669,79 @@ def _gaps(arms: list[ScaledArm], baseline: ScaledArm, key: str, linked: list[str
     for arm in arms:
         for size in arm.sizes:
             if size.mean is None:
-                notes.append(f"{arm.name} at {key}={size.value}: no finished run with a finite metric and "
-                             f"compute ({status_of(size.runs)}); left out of its fit")
+                notes.append(
+                    f"{arm.name} at {key}={size.value}: no finished run with a finite metric and "
+                    f"compute ({status_of(size.runs)}); left out of its fit"
+                )
     if not baseline.scored:
         notes.append(f"the baseline ({baseline.name}) has no result at any size: no multipliers")
     if arms and all(len({repr(s.value) for s in a.sizes}) <= 1 for a in arms):
         hint = f" (keys taken as part of a size: {', '.join(linked)})" if linked else ""
-        notes.append(f"every arm has one size of {key}: a key that changes with both the arm and the size "
-                     f"splits arms{hint}")
+        notes.append(
+            f"every arm has one size of {key}: a key that changes with both the arm and the size splits arms{hint}"
+        )
     return notes
 
 
-def _design_warnings(arms: list[ScaledArm], key: str, tune: Optional[str]) -> list[str]:
+def _design_warnings(arms: list[ScaledArm], key: str, tune: str | None) -> list[str]:
     """What makes the comparison weaker than it looks, said once each: fits through 3 sizes or
     fewer, 2 seeds, sizes that repeat data or train on different D/N, tuning without hold-out."""
     out = []
     fitted = [a for a in arms if a.fit is not None]
     few = sorted({len(a.scored) for a in fitted})
     if few and min(few) <= DESCRIPTIVE_SIZES:
-        df = min(a.fit.df for a in fitted)
-        out.append(f"the fits go through {min(few)} sizes ({df} residual degree{'s' if df != 1 else ''} of freedom): "
-                   f"they are descriptive, not laws to extrapolate; exponent intervals include the fit's misfit")
+        df = min(a.fit.df for a in fitted if a.fit is not None)
+        out.append(
+            f"the fits go through {min(few)} sizes ({df} residual degree{'s' if df != 1 else ''} of freedom): "
+            f"they are descriptive, not laws to extrapolate; exponent intervals include the fit's misfit"
+        )
     seeds = sorted({len(s.finals) for a in arms for s in a.scored})
     if seeds and seeds[0] == 2:
         out.append("some sizes rest on 2 seeds (1 degree of freedom): their spread is a guess; run 3 or more")
     for arm in arms:
         for s in arm.scored:
             if s.epochs is not None and s.epochs > 1.0:
-                out.append(f"{arm.name} at {key}={s.value} reads its training split {s.epochs:.2f} times: "
-                           f"the later passes repeat data (fewer steps or a larger corpus avoid it)")
+                out.append(
+                    f"{arm.name} at {key}={s.value} reads its training split {s.epochs:.2f} times: "
+                    f"the later passes repeat data (fewer steps or a larger corpus avoid it)"
+                )
         ratios = [s.tokens_per_param for s in arm.scored if s.tokens_per_param]
         if len(ratios) > 1 and max(ratios) > DN_SPREAD * min(ratios):
-            out.append(f"{arm.name}: tokens per parameter differ across sizes ({', '.join(f'{r:.1f}' for r in ratios)}): "
-                       f"the sizes are not trained alike, which the curve absorbs")
+            out.append(
+                f"{arm.name}: tokens per parameter differ across sizes ({', '.join(f'{r:.1f}' for r in ratios)}): "
+                f"the sizes are not trained alike, which the curve absorbs"
+            )
     scored = [s for a in arms for s in a.scored]
     if scored and all(s.epochs is None for s in scored):
         out.append("the runs do not record their training split's size: epochs are not known")
     if tune and any(not s.held_out for a in arms for s in a.scored):
-        out.append(f"some sizes ran one seed: their best {tune} was chosen and measured on that seed "
-                   f"(winner's curse: optimistic)")
+        out.append(
+            f"some sizes ran one seed: their best {tune} was chosen and measured on that seed "
+            f"(winner's curse: optimistic)"
+        )
     for arm in arms:
         for s in arm.sizes:
             if s.choice is None:
                 continue
             for i in s.choice.failed:
-                out.append(f"{arm.name} at {key}={s.value}: {tune}={s.points[i].value} is failed for tuning (a run "
-                           f"there ended without a final result); never chosen, never averaged over the seeds "
-                           f"that finished")
+                out.append(
+                    f"{arm.name} at {key}={s.value}: {tune}={s.points[i].value} is failed for tuning (a run "
+                    f"there ended without a final result); never chosen, never averaged over the seeds "
+                    f"that finished"
+                )
             if s.choice.unmeasured:
-                out.append(f"{arm.name} at {key}={s.value}: seed(s) {', '.join(map(str, s.choice.unmeasured))} have "
-                           f"no run at the {tune} the other seeds chose: not measured")
+                out.append(
+                    f"{arm.name} at {key}={s.value}: seed(s) {', '.join(map(str, s.choice.unmeasured))} have "
+                    f"no run at the {tune} the other seeds chose: not measured"
+                )
         for s in arm.scored:
             if len(s.finals) < 2:
-                out.append(f"{arm.name} at {key}={s.value}: fewer than 2 seeds with a result: no spread, and its "
-                           f"multiplier has no interval")
+                out.append(
+                    f"{arm.name} at {key}={s.value}: fewer than 2 seeds with a result: no spread, and its "
+                    f"multiplier has no interval"
+                )
             elif all(v == s.finals[0] for v in s.finals):
-                out.append(f"{arm.name} at {key}={s.value}: zero spread over its seeds: its multiplier has no "
-                           f"interval")
+                out.append(f"{arm.name} at {key}={s.value}: zero spread over its seeds: its multiplier has no interval")
     return out
 
 
@@ -656,41 +750,53 @@ def _decided(arm: ScaledArm, size: Any, verdict: str) -> bool:
     return m is not None and m.verdict == verdict
 
 
-def _sci(value: Optional[float]) -> str:
+def _sci(value: float | None) -> str:
     return "–" if value is None else f"{value:.3g}"
 
 
-def _pct(value: Optional[float]) -> str:
+def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * (math.exp(value) - 1):+.1f}%"
 
 
 def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
     m, k = text(report.metric), text(report.key)  # copied from runs and the command line, like the keys
     form = "e + a · C^-b" if report.irreducible else "a · C^-b"
-    tuned = (f" Each arm at each size is taken at its own best {code(report.tune)}: each seed measured at the value "
-             f"chosen on the other seeds (leave one seed out), so no seed both chooses and measures."
-             if report.tune else "")
-    lines = [f"# Sweep comparison across {k}: {m} against training compute", "", text(report.verdict()), "",
-             f"Runs from {', '.join(code(d) for d in dirs)}. A size is one value of {code(report.key)}"
-             + (f" (with {', '.join(code(x) for x in report.linked)}, which change with it)" if report.linked else "")
-             + f"; an arm is a config without its seed and size.{tuned} Training compute C = {BACKWARD_FACTOR} × "
-             f"forward FLOPs per token (the summary's: 2 per weight of every matrix multiply, plus attention's "
-             f"4·S·H·Dh per layer) × tokens seen D; N counts non-embedding parameters; epochs = D over the "
-             f"training split's tokens. Each arm's {m} (mean over seeds) is fitted as {m} = {form} by least "
-             f"squares on log {m}; the residual at each size is the measured {m} against the fit's, in percent. "
-             f"The exponent's {int(LEVEL * 100)}% interval is the wider of a seed bootstrap ({BOOTSTRAP} resamples "
-             f"of the seeds within each size, refitted) and the fit's own misfit (b ± t · se, on the fit's "
-             f"residual degrees of freedom).", "",
-             f"The compute multiplier of an arm at a size is the compute the baseline needs to reach the arm's "
-             f"measured {m} there, divided by the arm's compute there; the baseline's curve there is its fit "
-             f"moved through its own measured {m} at that size: M = (C_base / C_arm) · ((L_base − e) / "
-             f"(L_arm − e))^(1/b). M > 1: the arm reaches its loss with less compute than the baseline would "
-             f"need; an arm measured worse at equal compute always has M < 1. Its interval "
-             f"is the range of M over two intervals together (each at {BOX * 100:.1f}% for one multiplier; "
-             f"adjusted for the family below): the Student-t interval of the "
-             f"difference in log({m} − e) between the arms' seeds at that size (paired when they ran the same "
-             f"seeds) and the baseline's exponent interval; an interval that spans 1 does not say which arm "
-             f"needs less compute. {FLAG_SENTENCE} {RUNS_SENTENCE}", "", text(report.family_sentence()), ""]
+    tuned = (
+        f" Each arm at each size is taken at its own best {code(report.tune)}: each seed measured at the value "
+        f"chosen on the other seeds (leave one seed out), so no seed both chooses and measures."
+        if report.tune
+        else ""
+    )
+    lines = [
+        f"# Sweep comparison across {k}: {m} against training compute",
+        "",
+        text(report.verdict()),
+        "",
+        f"Runs from {', '.join(code(d) for d in dirs)}. A size is one value of {code(report.key)}"
+        + (f" (with {', '.join(code(x) for x in report.linked)}, which change with it)" if report.linked else "")
+        + f"; an arm is a config without its seed and size.{tuned} Training compute C = {BACKWARD_FACTOR} × "
+        f"forward FLOPs per token (the summary's: 2 per weight of every matrix multiply, plus attention's "
+        f"4·S·H·Dh per layer) × tokens seen D; N counts non-embedding parameters; epochs = D over the "
+        f"training split's tokens. Each arm's {m} (mean over seeds) is fitted as {m} = {form} by least "
+        f"squares on log {m}; the residual at each size is the measured {m} against the fit's, in percent. "
+        f"The exponent's {int(LEVEL * 100)}% interval is the wider of a seed bootstrap ({BOOTSTRAP} resamples "
+        f"of the seeds within each size, refitted) and the fit's own misfit (b ± t · se, on the fit's "
+        f"residual degrees of freedom).",
+        "",
+        f"The compute multiplier of an arm at a size is the compute the baseline needs to reach the arm's "
+        f"measured {m} there, divided by the arm's compute there; the baseline's curve there is its fit "
+        f"moved through its own measured {m} at that size: M = (C_base / C_arm) · ((L_base − e) / "
+        f"(L_arm − e))^(1/b). M > 1: the arm reaches its loss with less compute than the baseline would "
+        f"need; an arm measured worse at equal compute always has M < 1. Its interval "
+        f"is the range of M over two intervals together (each at {BOX * 100:.1f}% for one multiplier; "
+        f"adjusted for the family below): the Student-t interval of the "
+        f"difference in log({m} − e) between the arms' seeds at that size (paired when they ran the same "
+        f"seeds) and the baseline's exponent interval; an interval that spans 1 does not say which arm "
+        f"needs less compute. {FLAG_SENTENCE} {RUNS_SENTENCE}",
+        "",
+        text(report.family_sentence()),
+        "",
+    ]
     lines += ["## Design", "", design_line([r for a in report.arms for r in a.runs]), ""] + _design_lines(report)
     all_sizes: dict[str, Any] = {}
     for arm in report.arms:
@@ -699,17 +805,33 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
     values = sorted(all_sizes.values(), key=_order)
     sizes = [text(f"{report.key}={v}") for v in values]
     head = ["arm", *map(text, report.keys), "fit", "fit error (rms)", "exponent b [95% CI]", *sizes, "runs"]
-    lines += ["## Fits", "", f"Each size: {m} mean ± std over seeds (residual against the fit)"
-              + (f"; the chosen {text(report.tune)}" if report.tune else "") + ".", "",
-              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += [
+        "## Fits",
+        "",
+        f"Each size: {m} mean ± std over seeds (residual against the fit)"
+        + (f"; the chosen {text(report.tune)}" if report.tune else "")
+        + ".",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for arm in report.arms:
         by_size = {repr(s.value): s for s in arm.sizes}
-        exponent = "–" if arm.fit is None else (
-            f"{arm.fit.b:.4f}" + (f" [{arm.exponent_low:.4f}, {arm.exponent_high:.4f}]"
-                                  if arm.exponent_low is not None else ""))
-        cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
-                 *[code(arm.settings[x]) for x in report.keys], str(arm.fit) if arm.fit else f"none: {arm.no_fit}",
-                 f"{100 * arm.fit.rmse_log:.2f}% ({arm.fit.df} df)" if arm.fit else "–", exponent]
+        exponent = (
+            "–"
+            if arm.fit is None
+            else (
+                f"{arm.fit.b:.4f}"
+                + (f" [{arm.exponent_low:.4f}, {arm.exponent_high:.4f}]" if arm.exponent_low is not None else "")
+            )
+        )
+        cells = [
+            arm.name + (" (baseline)" if arm is report.baseline else ""),
+            *[code(arm.settings[x]) for x in report.keys],
+            str(arm.fit) if arm.fit else f"none: {arm.no_fit}",
+            f"{100 * arm.fit.rmse_log:.2f}% ({arm.fit.df} df)" if arm.fit else "–",
+            exponent,
+        ]
         for v in values:
             own = by_size.get(repr(v))
             if own is None or own.mean is None:
@@ -726,12 +848,26 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
     others = [a for a in report.arms if a is not report.baseline]
     if others:
         head = ["arm", *map(text, report.keys), *sizes]
-        lines += ["", f"## Compute multiplier against the baseline ({report.baseline.name})", "",
-                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += [
+            "",
+            f"## Compute multiplier against the baseline ({report.baseline.name})",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
         for arm in others:
-            by_size = {repr(x.size): x for x in arm.multipliers}
-            lines.append("| " + " | ".join([arm.name, *[code(arm.settings[x]) for x in report.keys],
-                                            *[str(by_size.get(repr(v), "–")) for v in values]]) + " |")
+            multiplier_at = {repr(x.size): x for x in arm.multipliers}
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        arm.name,
+                        *[code(arm.settings[x]) for x in report.keys],
+                        *[str(multiplier_at.get(repr(v), "–")) for v in values],
+                    ]
+                )
+                + " |"
+            )
         largest = values[-1] if values else None
         if largest is not None:
             parts = []
@@ -760,16 +896,20 @@ def _design_lines(report: ScaleReport) -> list[str]:
     if not by_value:
         return []
     sizes = sorted(by_value.values(), key=lambda s: _order(s.value))
-    lines = [f"| {text(report.key)} | N (non-emb., active) | N total | D (tokens) | D/N | epochs | compute C | seeds |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| {text(report.key)} | N (non-emb., active) | N total | D (tokens) | D/N | epochs | compute C | seeds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in sizes:
         seeds = sorted({len(x.finals) for a in report.arms for x in a.scored if repr(x.value) == repr(s.value)})
-        lines.append(f"| {code(s.value)} | {_count(s.params)} | {_count(s.total_params)} | {_count(s.tokens)} | "
-                     f"{'–' if s.tokens_per_param is None else f'{s.tokens_per_param:.2f}'} | "
-                     f"{'–' if s.epochs is None else f'{s.epochs:.2f}'} | {_sci(s.compute)} | "
-                     f"{seeds[0] if seeds[0] == seeds[-1] else f'{seeds[0]}–{seeds[-1]}'} |")
+        lines.append(
+            f"| {code(s.value)} | {_count(s.params)} | {_count(s.total_params)} | {_count(s.tokens)} | "
+            f"{'–' if s.tokens_per_param is None else f'{s.tokens_per_param:.2f}'} | "
+            f"{'–' if s.epochs is None else f'{s.epochs:.2f}'} | {_sci(s.compute)} | "
+            f"{seeds[0] if seeds[0] == seeds[-1] else f'{seeds[0]}–{seeds[-1]}'} |"
+        )
     return lines + [""]
 
 
-def _count(value: Optional[float]) -> str:
+def _count(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"

@@ -15,8 +15,9 @@ failed run at a worst value, needs a worst value for every metric; this rule nee
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 
 @dataclass
@@ -24,7 +25,7 @@ class Choice:
     """The value chosen on every seed (`best`, for display), and each seed's final metric at
     the value chosen without it (`finals`, for the measurement) with that value (`chosen`)."""
 
-    best: Optional[int]  # index into the values; None when no value has a result
+    best: int | None  # index into the values; None when no value has a result
     finals: dict[Any, float] = field(default_factory=dict)  # seed -> metric
     chosen: dict[Any, int] = field(default_factory=dict)  # seed -> index of the value it was measured at
     held_out: bool = False  # False: one seed chose and was measured (no hold-out possible)
@@ -36,14 +37,13 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def _pick(candidates: list[tuple[int, float]], lower: bool) -> Optional[int]:
+def _pick(candidates: list[tuple[int, float]], lower: bool) -> int | None:
     if not candidates:
         return None
     return (min if lower else max)(candidates, key=lambda c: c[1])[0]
 
 
-def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool,
-                       failed: Optional[Sequence[bool]] = None) -> Choice:
+def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool, failed: Sequence[bool] | None = None) -> Choice:
     """`points[i]` maps seed -> final metric at the i-th value of the key; `failed[i]` says a
     run at that value ended without a final result (the value is then no candidate). `best` is
     the value with the best mean over all its seeds; each seed s is measured at the value with
@@ -61,8 +61,11 @@ def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool,
         return choice
     choice = Choice(best=best, held_out=True, failed=out)
     for seed in seeds:
-        others = [(i, _mean([v for s, v in p.items() if s != seed])) for i, p in enumerate(points)
-                  if any(s != seed for s in p)]
+        others = [
+            (i, _mean([v for s, v in p.items() if s != seed]))
+            for i, p in enumerate(points)
+            if any(s != seed for s in p)
+        ]
         pick = _pick(others, lower)
         if pick is not None and seed in points[pick]:
             choice.finals[seed] = points[pick][seed]

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -51,15 +52,15 @@ class Difference:
     by `holm` when several arms face one baseline."""
 
     mean: float
-    low: Optional[float]
-    high: Optional[float]
+    low: float | None
+    high: float | None
     method: str  # "paired", "welch" or why no interval
-    df: Optional[float] = None
-    p: Optional[float] = None
-    p_holm: Optional[float] = None
+    df: float | None = None
+    p: float | None = None
+    p_holm: float | None = None
     flag: str = ""  # why there is no interval or p-value: ZERO_SPREAD or FEW_SEEDS; "" when there is one
-    adj_low: Optional[float] = None  # the interval adjusted within the report's family (zoo.compare.verdict)
-    adj_high: Optional[float] = None
+    adj_low: float | None = None  # the interval adjusted within the report's family (zoo.compare.verdict)
+    adj_high: float | None = None
 
     @property
     def few_df(self) -> bool:
@@ -73,7 +74,7 @@ class Difference:
         return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}]{flag}"
 
     def p_text(self) -> str:
-        """"p = 0.012 (Holm 0.036)", or "–" without a test."""
+        """ "p = 0.012 (Holm 0.036)", or "–" without a test."""
         if self.p is None:
             return "–"
         text = f"{_p(self.p)}"
@@ -88,6 +89,8 @@ def no_spread(spread: float, values: Sequence[float]) -> bool:
     """A spread that is zero, or rounding error of the values (a constant offset between two
     arms leaves differences equal but for the last bits)."""
     return spread <= SPREAD_ROUNDING * max([1.0, *(abs(v) for v in values)])
+
+
 FEW_SEEDS = "fewer than 2 seeds"
 
 
@@ -95,21 +98,21 @@ def _p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def holm(diffs: Sequence[Optional[Difference]]) -> None:
+def holm(diffs: Sequence[Difference | None]) -> None:
     """Set `p_holm` on every difference with a p-value: Holm's step-down adjustment over the
     m of them (sorted p_(1) <= ... <= p_(m): adjusted p_(i) = max over j <= i of
     min(1, (m - j + 1) · p_(j))). With fewer than 2 tests nothing is adjusted."""
-    tested = sorted((d for d in diffs if d is not None and d.p is not None), key=lambda d: d.p)
+    tested = sorted(((d.p, d) for d in diffs if d is not None and d.p is not None), key=lambda pd: pd[0])
     m = len(tested)
     if m < 2:
         return
     running = 0.0
-    for i, d in enumerate(tested):
-        running = max(running, min(1.0, (m - i) * d.p))
+    for i, (p, d) in enumerate(tested):
+        running = max(running, min(1.0, (m - i) * p))
         d.p_holm = running
 
 
-def difference(arm: dict, baseline: dict, level: float = 0.95) -> Optional[Difference]:
+def difference(arm: dict, baseline: dict, level: float = 0.95) -> Difference | None:
     """Difference of means of two {seed: value} maps with a `level` confidence interval."""
     if not arm or not baseline:
         return None
@@ -158,8 +161,8 @@ class Estimate:
     `flag` saying why, for fewer than 2 seeds or zero spread)."""
 
     mean: float
-    low: Optional[float]
-    high: Optional[float]
+    low: float | None
+    high: float | None
     n: int
     flag: str = ""
 
@@ -169,7 +172,7 @@ class Estimate:
         return f"{self.mean:.4f} [{self.low:.4f}, {self.high:.4f}] (n={self.n})"
 
 
-def estimate(values: Sequence[float], level: float = 0.95) -> Optional[Estimate]:
+def estimate(values: Sequence[float], level: float = 0.95) -> Estimate | None:
     """Mean of `values` (one per seed) with a one-sample t interval; None without values."""
     if not values:
         return None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from zoo.compare.escape import FORMULA_START, csv_cell
 from zoo.compare.runs import Run, RunStatus, at, number
@@ -30,12 +30,22 @@ PAIRS = "pairs.csv"
 SPEC = "comparison.json"
 LR = "optim.lr"
 BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward (as zoo.compare.scale)
-ACCOUNTING = ["N", "N_total", "D", "flops_per_token", "compute", "params", "train_tokens", "vocab_size", "tokens_per_s",
-              "wall_seconds"]
+ACCOUNTING = [
+    "N",
+    "N_total",
+    "D",
+    "flops_per_token",
+    "compute",
+    "params",
+    "train_tokens",
+    "vocab_size",
+    "tokens_per_s",
+    "wall_seconds",
+]
 UNSET = "(unset)"  # how a report shows a setting a run does not have
 
 
-def vocab_size(run: Run) -> Optional[float]:
+def vocab_size(run: Run) -> float | None:
     """The run's vocabulary size: its summary's tokenizer record, else its tokenizer setting (a
     byte tokenizer's setting says nothing); None when neither says."""
     size = at(run.summary, "tokenizer", "vocab_size")
@@ -47,15 +57,23 @@ def vocab_size(run: Run) -> Optional[float]:
     return None
 
 
-def _accounting(run: Run) -> dict[str, Optional[float]]:
+def _accounting(run: Run) -> dict[str, float | None]:
     flops, tokens = number(run, "model", "flops_per_token"), number(run, "tokens_seen")
     compute = BACKWARD_FACTOR * flops * tokens if flops and tokens and flops > 0 and tokens > 0 else None
     active = number(run, "model", "active_non_embedding_params")  # a mixture's; absent in older records
     total = number(run, "model", "non_embedding_params")
-    return {"N": active if active else total, "N_total": total, "D": tokens, "flops_per_token": flops,
-            "compute": compute, "params": number(run, "model", "total_params"),
-            "train_tokens": number(run, "data", "train_tokens"), "vocab_size": vocab_size(run),
-            "tokens_per_s": number(run, "tokens_per_s"), "wall_seconds": number(run, "wall_seconds")}
+    return {
+        "N": active if active else total,
+        "N_total": total,
+        "D": tokens,
+        "flops_per_token": flops,
+        "compute": compute,
+        "params": number(run, "model", "total_params"),
+        "train_tokens": number(run, "data", "train_tokens"),
+        "vocab_size": vocab_size(run),
+        "tokens_per_s": number(run, "tokens_per_s"),
+        "wall_seconds": number(run, "wall_seconds"),
+    }
 
 
 def run_place(run: Run) -> tuple[str, str]:
@@ -68,8 +86,16 @@ def run_place(run: Run) -> tuple[str, str]:
     return (root.name or root.resolve().name), relative.as_posix()
 
 
-def write_runs(report, out: Path, *, kind: str, scale: Optional[str] = None,
-               tune: Optional[str] = None, irreducible: Optional[bool] = None, pairs: bool = False) -> dict[str, Path]:
+def write_runs(
+    report,
+    out: Path,
+    *,
+    kind: str,
+    scale: str | None = None,
+    tune: str | None = None,
+    irreducible: bool | None = None,
+    pairs: bool = False,
+) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
     arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs)."""
     arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]
@@ -86,14 +112,24 @@ def write_runs(report, out: Path, *, kind: str, scale: Optional[str] = None,
             for key in place:
                 value = settings[key] if key in settings else run.config.get(key)
                 cells.append(UNSET if value is None and key in settings else value)
-            final = {k: (v if run.status == RunStatus.finished else None)
-                     for k, v in (run.summary.get("metrics") or {}).items()}
+            final = {
+                k: (v if run.status == RunStatus.finished else None)
+                for k, v in (run.summary.get("metrics") or {}).items()
+            }
             cells += [final.get(m) for m in metrics]
             cells += [_accounting(run)[k] for k in ACCOUNTING]
             cells += [run.status.value, " ".join(run.error.split())]
             writer.writerow([csv_cell(c) for c in cells])
-    spec = {"kind": kind, "metric": report.metric, "baseline": report.baseline.name, "settings": list(report.keys),
-            "scale": scale, "tune": tune, "metrics": metrics, "pairs": pairs}
+    spec = {
+        "kind": kind,
+        "metric": report.metric,
+        "baseline": report.baseline.name,
+        "settings": list(report.keys),
+        "scale": scale,
+        "tune": tune,
+        "metrics": metrics,
+        "pairs": pairs,
+    }
     if irreducible is not None:
         spec["irreducible"] = irreducible
     write_text(out / SPEC, json.dumps(spec, indent=2) + "\n")
@@ -152,22 +188,41 @@ def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
     with the config that places it (the arm's settings, size, seed, rate, tuned key) and the
     summary the comparison reads (final metrics, N, D, FLOPs, vocabulary)."""
     spec = json.loads((directory / SPEC).read_text(encoding="utf-8"))
-    keys = [*spec["settings"], *([spec["scale"]] if spec.get("scale") else []), "seed", LR,
-            *([spec["tune"]] if spec.get("tune") else [])]
-    runs, left_out = [], []
+    keys = [
+        *spec["settings"],
+        *([spec["scale"]] if spec.get("scale") else []),
+        "seed",
+        LR,
+        *([spec["tune"]] if spec.get("tune") else []),
+    ]
+    runs: list[Run] = []
+    left_out: list[Run] = []
     for row in read_table(directory / RUNS):
         config = {k: (None if row.get(k) == UNSET and k in spec["settings"] else row.get(k)) for k in keys}
         config["compare.arm"] = row["arm"]  # the arm it was placed in, whatever its settings read as
-        summary: dict[str, Any] = {"status": row["status"],
-                                   "metrics": {m: row.get(m) for m in spec["metrics"] if row.get(m) is not None},
-                                   "model": {"non_embedding_params": row.get("N_total") or row["N"],
-                                             "active_non_embedding_params": row["N"],
-                                             "flops_per_token": row["flops_per_token"], "total_params": row["params"]},
-                                   "tokens_seen": row["D"], "tokens_per_s": row["tokens_per_s"],
-                                   "wall_seconds": row["wall_seconds"], "data": {"train_tokens": row["train_tokens"]},
-                                   "tokenizer": {"vocab_size": row["vocab_size"]}}
-        run = Run(path=Path(str(row["sweep"])) / str(row["run"]), overrides=[], config=config,
-                  status=RunStatus(row["status"]), summary=summary, error=str(row["error"] or ""),
-                  root=Path(str(row["sweep"])))
+        summary: dict[str, Any] = {
+            "status": row["status"],
+            "metrics": {m: row.get(m) for m in spec["metrics"] if row.get(m) is not None},
+            "model": {
+                "non_embedding_params": row.get("N_total") or row["N"],
+                "active_non_embedding_params": row["N"],
+                "flops_per_token": row["flops_per_token"],
+                "total_params": row["params"],
+            },
+            "tokens_seen": row["D"],
+            "tokens_per_s": row["tokens_per_s"],
+            "wall_seconds": row["wall_seconds"],
+            "data": {"train_tokens": row["train_tokens"]},
+            "tokenizer": {"vocab_size": row["vocab_size"]},
+        }
+        run = Run(
+            path=Path(str(row["sweep"])) / str(row["run"]),
+            overrides=[],
+            config=config,
+            status=RunStatus(row["status"]),
+            summary=summary,
+            error=str(row["error"] or ""),
+            root=Path(str(row["sweep"])),
+        )
         (runs if row["arm"] is not None else left_out).append(run)
     return spec, runs, left_out

@@ -26,16 +26,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, text
 from zoo.compare.plots import plot_tuning
+from zoo.compare.report import (
+    FLAG_SENTENCE,
+    RUNS_SENTENCE,
+    _show,
+    accounting_line,
+    declare,
+    design_line,
+    few_seed_warnings,
+    flag_warnings,
+    load_runs,
+    make_out,
+    pick_baseline,
+    problem_lines,
+    repeat_warnings,
+    status_of,
+    write_csv,
+)
 from zoo.compare.routing_plot import plot_routing
-from zoo.compare.report import (FLAG_SENTENCE, RUNS_SENTENCE, _show, accounting_line, declare, design_line,
-                                 few_seed_warnings,
-                                 flag_warnings, load_runs, make_out, pick_baseline, problem_lines, repeat_warnings,
-                                 status_of, write_csv)
 from zoo.compare.runs import IGNORED, Run, RunStatus
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, Estimate, difference, estimate, mean_std
@@ -44,13 +57,18 @@ from zoo.compare.verdict import DIRECTION, Family, Pair, pair_lines, verdict
 from zoo.config.records.atomic import write_text
 
 
-
 def lower_is_better(metric: str) -> bool:
     name = metric.rsplit("/", 1)[-1]
     if name not in DIRECTION:
-        raise CompareError(f"metric={metric}: tune= picks each arm's best value, and which way is better is "
-                           f"known for {', '.join(sorted(DIRECTION))} only")
+        raise CompareError(
+            f"metric={metric}: tune= picks each arm's best value, and which way is better is "
+            f"known for {', '.join(sorted(DIRECTION))} only"
+        )
     return DIRECTION[name]
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 @dataclass
@@ -59,8 +77,8 @@ class Point:
 
     value: Any
     runs: list[Run]
-    mean: Optional[float] = None
-    std: Optional[float] = None
+    mean: float | None = None
+    std: float | None = None
     seeds: int = 0
 
     def finals(self, metric: str) -> dict:
@@ -68,7 +86,7 @@ class Point:
 
     def without_result(self, metric: str) -> list[Run]:
         """Its runs that ended without a finite final metric: they make the value failed for tuning."""
-        return [r for r in self.runs if r.final(metric) is None or not math.isfinite(r.final(metric))]
+        return [r for r in self.runs if not _finite(r.final(metric))]
 
 
 @dataclass
@@ -77,11 +95,11 @@ class TunedArm:
     runs: list[Run]
     points: list[Point]  # in increasing order of the tuned value
     settings: dict[str, str] = field(default_factory=dict)  # differing keys, the tuned one left out
-    best: Optional[Point] = None
-    diff: Optional[Difference] = None
+    best: Point | None = None
+    diff: Difference | None = None
     warning: str = ""
-    choice: Optional[Choice] = None  # each seed's held-out value and where it was measured
-    sensitivity: Optional[Estimate] = None  # Wortsman et al. 2023, mean over seeds with its interval
+    choice: Choice | None = None  # each seed's held-out value and where it was measured
+    sensitivity: Estimate | None = None  # Wortsman et al. 2023, mean over seeds with its interval
     sensitivities: dict[Any, float] = field(default_factory=dict)  # seed -> its sensitivity
     no_sensitivity: str = ""  # why there is none
 
@@ -99,19 +117,24 @@ class TunedReport:
     keys: list[str]
     files: dict[str, Path] = field(default_factory=dict)
     unreadable: list[Run] = field(default_factory=list)
-    family: Optional[Family] = None  # the comparisons adjusted together (zoo.compare.verdict)
-    pairs: Optional[list[Pair]] = None  # pairs=all: every pair of arms, on held-out values
+    family: Family | None = None  # the comparisons adjusted together (zoo.compare.verdict)
+    pairs: list[Pair] | None = None  # pairs=all: every pair of arms, on held-out values
 
     @property
     def warnings(self) -> list[str]:
         out = [arm.warning for arm in self.arms if arm.warning]
         shared = [arm.name for arm in self.arms if arm.choice is not None and not arm.choice.held_out and arm.best]
         if shared:
-            out.append(f"{', '.join(shared)}: one seed per {self.key} value, so the best value was chosen and "
-                       f"measured on the same seed (winner's curse: the difference is optimistic); run 2 or more "
-                       f"seeds to measure each seed at a value chosen on the others")
-        return (out + repeat_warnings([r for a in self.arms for r in a.runs])
-                + few_seed_warnings([(arm.name, arm.diff) for arm in self.arms]))
+            out.append(
+                f"{', '.join(shared)}: one seed per {self.key} value, so the best value was chosen and "
+                f"measured on the same seed (winner's curse: the difference is optimistic); run 2 or more "
+                f"seeds to measure each seed at a value chosen on the others"
+            )
+        return (
+            out
+            + repeat_warnings([r for a in self.arms for r in a.runs])
+            + few_seed_warnings([(arm.name, arm.diff) for arm in self.arms])
+        )
 
     @property
     def notes(self) -> list[str]:
@@ -123,15 +146,20 @@ class TunedReport:
                 continue
             for i in arm.choice.failed:
                 point = arm.points[i]
-                out.append(f"{arm.name}: {self.key}={point.value} is failed for tuning: {len(point.without_result(self.metric))} "
-                           f"of its {len(point.runs)} run(s) ended without a final {self.metric}; it is never chosen "
-                           f"and never averaged over the seeds that finished")
+                out.append(
+                    f"{arm.name}: {self.key}={point.value} is failed for tuning: {len(point.without_result(self.metric))} "
+                    f"of its {len(point.runs)} run(s) ended without a final {self.metric}; it is never chosen "
+                    f"and never averaged over the seeds that finished"
+                )
             if arm.choice.best is None and arm.choice.failed:
-                out.append(f"{arm.name}: every {self.key} tried has a run without a final result: the arm has no "
-                           f"tuned value")
+                out.append(
+                    f"{arm.name}: every {self.key} tried has a run without a final result: the arm has no tuned value"
+                )
             if arm.choice.unmeasured:
-                out.append(f"{arm.name}: seed(s) {', '.join(map(str, arm.choice.unmeasured))} have no run at the "
-                           f"{self.key} the other seeds chose: not measured")
+                out.append(
+                    f"{arm.name}: seed(s) {', '.join(map(str, arm.choice.unmeasured))} have no run at the "
+                    f"{self.key} the other seeds chose: not measured"
+                )
             if arm.sensitivity is not None and arm.sensitivity.flag:
                 out.append(f"{arm.name}: its sensitivity to {self.key} has {arm.sensitivity.flag}: no interval")
         return out + flag_warnings([(arm.name, arm.diff) for arm in self.arms])
@@ -139,34 +167,43 @@ class TunedReport:
     def rows(self) -> list[dict]:
         out = []
         for arm in self.arms:
-            row = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
+            row: dict[str, Any] = {"arm": arm.name + (" (baseline)" if arm is self.baseline else "")}
             row.update({k: arm.settings.get(k, "") for k in self.keys})
             best = arm.best
-            row.update({
-                f"best {self.key}": best.value if best else None,
-                f"{self.metric} mean": best.mean if best else None, f"{self.metric} std": best.std if best else None,
-                "seeds": best.seeds if best else 0,
-                "held_out mean": (sum(arm.held_out().values()) / len(arm.held_out())) if arm.held_out() else None,
-                "diff": arm.diff.mean if arm.diff else None,
-                "ci_low": arm.diff.low if arm.diff else None, "ci_high": arm.diff.high if arm.diff else None,
-                "df": arm.diff.df if arm.diff else None, "p": arm.diff.p if arm.diff else None,
-                "p_holm": arm.diff.p_holm if arm.diff else None,
-                "adj_low": arm.diff.adj_low if arm.diff else None,
-                "adj_high": arm.diff.adj_high if arm.diff else None,
-                "flag": arm.diff.flag if arm.diff else "",
-                "sensitivity": arm.sensitivity.mean if arm.sensitivity else None,
-                "sensitivity_low": arm.sensitivity.low if arm.sensitivity else None,
-                "sensitivity_high": arm.sensitivity.high if arm.sensitivity else None,
-                "sensitivity_seeds": arm.sensitivity.n if arm.sensitivity else 0,
-                "curve": "; ".join(f"{p.value}: {'' if p.mean is None else f'{p.mean:.4f}'}" for p in arm.points),
-                "warning": arm.warning,
-            })
+            row.update(
+                {
+                    f"best {self.key}": best.value if best else None,
+                    f"{self.metric} mean": best.mean if best else None,
+                    f"{self.metric} std": best.std if best else None,
+                    "seeds": best.seeds if best else 0,
+                    "held_out mean": (sum(arm.held_out().values()) / len(arm.held_out())) if arm.held_out() else None,
+                    "diff": arm.diff.mean if arm.diff else None,
+                    "ci_low": arm.diff.low if arm.diff else None,
+                    "ci_high": arm.diff.high if arm.diff else None,
+                    "df": arm.diff.df if arm.diff else None,
+                    "p": arm.diff.p if arm.diff else None,
+                    "p_holm": arm.diff.p_holm if arm.diff else None,
+                    "adj_low": arm.diff.adj_low if arm.diff else None,
+                    "adj_high": arm.diff.adj_high if arm.diff else None,
+                    "flag": arm.diff.flag if arm.diff else "",
+                    "sensitivity": arm.sensitivity.mean if arm.sensitivity else None,
+                    "sensitivity_low": arm.sensitivity.low if arm.sensitivity else None,
+                    "sensitivity_high": arm.sensitivity.high if arm.sensitivity else None,
+                    "sensitivity_seeds": arm.sensitivity.n if arm.sensitivity else 0,
+                    "curve": "; ".join(f"{p.value}: {'' if p.mean is None else f'{p.mean:.4f}'}" for p in arm.points),
+                    "warning": arm.warning,
+                }
+            )
             out.append(row)
         return out
 
 
 def _order(value: Any) -> tuple:
-    return (0, float(value), "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0.0, str(value))
+    return (
+        (0, float(value), "")
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+        else (1, 0.0, str(value))
+    )
 
 
 def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], list[str]]:
@@ -203,14 +240,19 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
                 arm.warning = f"{arm.name}: only {key}={points[0].value} was tried; nothing was tuned"
             elif arm.best is points[0] or arm.best is points[-1]:
                 edge = "lowest" if arm.best is points[0] else "highest"
-                arm.warning = (f"{arm.name}: its best {key}={arm.best.value} is the {edge} value tried; "
-                               f"the best may lie beyond the grid")
+                arm.warning = (
+                    f"{arm.name}: its best {key}={arm.best.value} is the {edge} value tried; "
+                    f"the best may lie beyond the grid"
+                )
         arms.append(arm)
     all_keys: list[str] = []
     for run in runs:
         all_keys += [k for k in run.config if k not in all_keys]
-    keys = [k for k in all_keys if k != key and not k.startswith(IGNORED)
-            and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1]
+    keys = [
+        k
+        for k in all_keys
+        if k != key and not k.startswith(IGNORED) and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1
+    ]
     for arm in arms:
         arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
     return arms, keys
@@ -228,8 +270,8 @@ def sensitivities(points: list[Point], metric: str) -> tuple[dict[Any, float], s
     known = [v for v in (vocab_size(r) for p in points for r in p.runs) if v is not None]  # a failed run has no summary
     out: dict[Any, float] = {}
     for seed in seeds:
-        losses: list[Optional[float]] = []
-        floors = []
+        losses: list[float | None] = []
+        floors: list[float | None] = []
         for p in points:
             run = next((r for r in p.runs if r.seed == seed), None)
             if run is None or run.status in (RunStatus.unfinished, RunStatus.damaged):
@@ -238,10 +280,10 @@ def sensitivities(points: list[Point], metric: str) -> tuple[dict[Any, float], s
             losses.append(final if final is not None and math.isfinite(final) else None)  # None: failed
             floors.append(vocab_size(run))
         else:
-            floors = [v for v in floors if v is not None] or known
-            if not floors:
+            found = [v for v in floors if v is not None] or known
+            if not found:
                 continue
-            l0 = math.log(floors[0])
+            l0 = math.log(found[0])
             capped = [l0 if v is None else min(v, l0) for v in losses]
             best = min(capped)
             out[seed] = sum(v - best for v in capped) / len(capped)
@@ -250,13 +292,16 @@ def sensitivities(points: list[Point], metric: str) -> tuple[dict[Any, float], s
     return out, ""
 
 
-def heldout_rows(arms: list, key: str, metric: str, size_key: Optional[str] = None) -> list[dict]:
+def heldout_rows(arms: list, key: str, metric: str, size_key: str | None = None) -> list[dict]:
     """heldout.csv's rows: per arm (and size), per seed, the value chosen on the other seeds, the
     final metric there and the run measured; with tune= alone also each seed's sensitivity."""
     rows = []
     for arm in arms:
-        groups = [(None, arm.points, arm.choice, arm.sensitivities)] if size_key is None else [
-            (s.value, s.points, s.choice, {}) for s in arm.sizes if s.choice is not None]
+        groups = (
+            [(None, arm.points, arm.choice, arm.sensitivities)]
+            if size_key is None
+            else [(s.value, s.points, s.choice, {}) for s in arm.sizes if s.choice is not None]
+        )
         for size, points, choice, sens in groups:
             if choice is None:
                 continue
@@ -266,17 +311,31 @@ def heldout_rows(arms: list, key: str, metric: str, size_key: Optional[str] = No
                     row[size_key] = size
                 index = choice.chosen.get(seed)
                 run = next((r for r in points[index].runs if r.seed == seed), None) if index is not None else None
-                row.update({"seed": seed, key: points[index].value if index is not None else None,
-                            metric: choice.finals.get(seed), "run": "/".join(run_place(run)) if run else ""})
+                row.update(
+                    {
+                        "seed": seed,
+                        key: points[index].value if index is not None else None,
+                        metric: choice.finals.get(seed),
+                        "run": "/".join(run_place(run)) if run else "",
+                    }
+                )
                 if size_key is None:
                     row["sensitivity"] = sens.get(seed)
                 rows.append(row)
     return rows
 
 
-def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/loss",
-                  baseline: Optional[str] = None, plots: bool = True,
-                  found: Optional[tuple[list[Run], list[Run]]] = None, pairs: bool = False) -> TunedReport:
+def compare_tuned(
+    dirs: list[Path],
+    out: Path,
+    *,
+    key: str,
+    metric: str = "val/loss",
+    baseline: str | None = None,
+    plots: bool = True,
+    found: tuple[list[Run], list[Run]] | None = None,
+    pairs: bool = False,
+) -> TunedReport:
     """Read the sweeps in `dirs` (or take `found`: runs and runs left out), compare each arm at its
     own best value of `key`, write report.md, report.csv, runs.csv, heldout.csv (and tuning.png)
     into `out`, and return the report. `pairs`: every pair of arms compared on their held-out
@@ -307,48 +366,90 @@ def compare_tuned(dirs: list[Path], out: Path, *, key: str, metric: str = "val/l
 def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
     m, k = text(report.metric), text(report.key)  # copied from runs and the command line, like the keys
     better = "lowest" if lower_is_better(report.metric) else "highest"
-    head = ["arm", *map(text, report.keys), f"best {k}", f"{m} at it (mean ± std)", f"{m} held out", "Δ vs baseline [95% CI]",
-            "adjusted interval", "p (Holm)", f"{m} by {k}", f"sensitivity to {k} [95% CI]", "runs"]
+    head = [
+        "arm",
+        *map(text, report.keys),
+        f"best {k}",
+        f"{m} at it (mean ± std)",
+        f"{m} held out",
+        "Δ vs baseline [95% CI]",
+        "adjusted interval",
+        "p (Holm)",
+        f"{m} by {k}",
+        f"sensitivity to {k} [95% CI]",
+        "runs",
+    ]
     means = {a.name: (sum(a.held_out().values()) / len(a.held_out()) if a.held_out() else None) for a in report.arms}
-    lines = [f"# Sweep comparison at each arm's own {k}: {m}", "",
-             text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs,
-                          what="mean held-out")), "",
-             f"Runs from {', '.join(code(d) for d in dirs)}. An arm is a config without its seed and "
-             f"without {k}; each arm is shown at the {k} with the {better} mean final {m} over its seeds "
-             f"(marked * in the curve). To measure without the winner's curse, each seed counts at the {k} "
-             f"chosen on the arm's other seeds (leave one seed out: \"held out\", mean over seeds); Δ = arm − "
-             f"baseline on those held-out values, with a 95% Student-t interval (paired over seeds when both ran "
-             f"the same seeds, Welch otherwise) and the p-value of no difference (Holm-adjusted in brackets when "
-             f"several arms face the baseline). A value of {k} at which any run ended without a final result (failed, "
-             f"diverged, unfinished) is failed for tuning: never chosen, never averaged over the seeds that "
-             f"finished (its mean in the curve covers those seeds only). {FLAG_SENTENCE} Sensitivity to {k} "
-             f"(Wortsman et al. 2023): per seed, the mean over the values tried of min(L, L0) − L*, L* the seed's "
-             f"best final loss over them and L0 = ln V, the loss of a uniform prediction over the vocabulary "
-             f"(the loss at initialisation, which runs do not record); a failed run counts as L0; mean over seeds "
-             f"with a 95% Student-t interval (lower: less sensitive). Each seed's held-out value and sensitivity "
-             f"are in heldout.csv. {RUNS_SENTENCE}", "", text(report.family.sentence()) if report.family else "", "",
-             design_line([r for a in report.arms for r in a.runs]), "",
-             accounting_line([r for a in report.arms for r in a.runs]), "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"# Sweep comparison at each arm's own {k}: {m}",
+        "",
+        text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs, what="mean held-out")),
+        "",
+        f"Runs from {', '.join(code(d) for d in dirs)}. An arm is a config without its seed and "
+        f"without {k}; each arm is shown at the {k} with the {better} mean final {m} over its seeds "
+        f"(marked * in the curve). To measure without the winner's curse, each seed counts at the {k} "
+        f'chosen on the arm\'s other seeds (leave one seed out: "held out", mean over seeds); Δ = arm − '
+        f"baseline on those held-out values, with a 95% Student-t interval (paired over seeds when both ran "
+        f"the same seeds, Welch otherwise) and the p-value of no difference (Holm-adjusted in brackets when "
+        f"several arms face the baseline). A value of {k} at which any run ended without a final result (failed, "
+        f"diverged, unfinished) is failed for tuning: never chosen, never averaged over the seeds that "
+        f"finished (its mean in the curve covers those seeds only). {FLAG_SENTENCE} Sensitivity to {k} "
+        f"(Wortsman et al. 2023): per seed, the mean over the values tried of min(L, L0) − L*, L* the seed's "
+        f"best final loss over them and L0 = ln V, the loss of a uniform prediction over the vocabulary "
+        f"(the loss at initialisation, which runs do not record); a failed run counts as L0; mean over seeds "
+        f"with a 95% Student-t interval (lower: less sensitive). Each seed's held-out value and sensitivity "
+        f"are in heldout.csv. {RUNS_SENTENCE}",
+        "",
+        text(report.family.sentence()) if report.family else "",
+        "",
+        design_line([r for a in report.arms for r in a.runs]),
+        "",
+        accounting_line([r for a in report.arms for r in a.runs]),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for arm in report.arms:
         best = arm.best
-        value = ("no finished run" if not best else f"{best.mean:.4f} (n=1, no spread)" if best.seeds == 1
-                 else f"{best.mean:.4f} ± {best.std:.4f} (n={best.seeds})")
+        value = (
+            "no finished run"
+            if not best
+            else f"{best.mean:.4f} (n=1, no spread)"
+            if best.seeds == 1
+            else f"{best.mean:.4f} ± {best.std:.4f} (n={best.seeds})"
+        )
         diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
-        curve = ", ".join(f"{text(p.value)}: {'–' if p.mean is None else f'{p.mean:.4f}'}{'*' if p is best else ''}"
-                          for p in arm.points)
+        curve = ", ".join(
+            f"{text(p.value)}: {'–' if p.mean is None else f'{p.mean:.4f}'}{'*' if p is best else ''}"
+            for p in arm.points
+        )
         status = status_of(arm.runs)
         held = arm.held_out()
-        held_text = (f"{sum(held.values()) / len(held):.4f} (n={len(held)})" if held else "–")
+        held_text = f"{sum(held.values()) / len(held):.4f} (n={len(held)})" if held else "–"
         p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
         failed = set(arm.choice.failed) if arm.choice else set()
         curve += "".join(f" ({text(p.value)} failed for tuning)" for i, p in enumerate(arm.points) if i in failed)
         sensitivity = str(arm.sensitivity) if arm.sensitivity else f"– ({text(arm.no_sensitivity)})"
-        adj = ("" if arm is report.baseline else "–" if not arm.diff or arm.diff.adj_low is None
-               else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]")
-        cells = [arm.name + (" (baseline)" if arm is report.baseline else ""),
-                 *[code(arm.settings[x]) for x in report.keys], code(best.value) if best else "–", value,
-                 held_text, diff, adj, p_text, curve, sensitivity, status]
+        adj = (
+            ""
+            if arm is report.baseline
+            else "–"
+            if not arm.diff or arm.diff.adj_low is None
+            else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]"
+        )
+        cells = [
+            arm.name + (" (baseline)" if arm is report.baseline else ""),
+            *[code(arm.settings[x]) for x in report.keys],
+            code(best.value) if best else "–",
+            value,
+            held_text,
+            diff,
+            adj,
+            p_text,
+            curve,
+            sensitivity,
+            status,
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if report.pairs is not None:
         lines += pair_lines(report.pairs, report.metric)

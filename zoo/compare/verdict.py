@@ -19,8 +19,9 @@ measures the machine's load, not the arm."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from zoo.compare.escape import text
 from zoo.compare.stats import ZERO_SPREAD, Difference, holm, mean_std, t_quantile
@@ -28,32 +29,51 @@ from zoo.compare.stats import ZERO_SPREAD, Difference, holm, mean_std, t_quantil
 LEVEL = 0.95
 
 # the last part of a metric's name -> whether a lower value is better
-DIRECTION = {"loss": True, "ppl": True, "bpb": True, "accuracy": False, "bleu": False, "exact_match": False,
-             # lm-evaluation-harness task metrics (harness/TASK/METRIC: callbacks.downstream)
-             "acc": False, "acc_norm": False, "perplexity": True, "word_perplexity": True,
-             "byte_perplexity": True, "bits_per_byte": True, "f1": False, "mcc": False}
+DIRECTION = {
+    "loss": True,
+    "ppl": True,
+    "bpb": True,
+    "accuracy": False,
+    "bleu": False,
+    "exact_match": False,
+    # lm-evaluation-harness task metrics (harness/TASK/METRIC: callbacks.downstream)
+    "acc": False,
+    "acc_norm": False,
+    "perplexity": True,
+    "word_perplexity": True,
+    "byte_perplexity": True,
+    "bits_per_byte": True,
+    "f1": False,
+    "mcc": False,
+}
 # the last part of a metric's name -> its unit, as axes and sentences say it
-UNITS = {"loss": "nats per token", "bpb": "bits per byte", "ppl": "perplexity", "accuracy": "fraction correct",
-         "acc": "fraction correct", "acc_norm": "fraction correct"}
+UNITS = {
+    "loss": "nats per token",
+    "bpb": "bits per byte",
+    "ppl": "perplexity",
+    "accuracy": "fraction correct",
+    "acc": "fraction correct",
+    "acc_norm": "fraction correct",
+}
 
 
-def direction(metric: str) -> Optional[bool]:
+def direction(metric: str) -> bool | None:
     """True when a lower value of `metric` is better, False when higher, None when unknown."""
     return DIRECTION.get(metric.rsplit("/", 1)[-1])
 
 
 def unit(metric: str) -> str:
-    """"nats per token" for a loss, "bits per byte" for bpb, "" when not known."""
+    """ "nats per token" for a loss, "bits per byte" for bpb, "" when not known."""
     return UNITS.get(metric.rsplit("/", 1)[-1], "")
 
 
 def with_unit(metric: str) -> str:
-    """"val/loss (nats per token)": a metric named with its unit (axes' labels)."""
+    """ "val/loss (nats per token)": a metric named with its unit (axes' labels)."""
     u = unit(metric)
     return f"{metric} ({u})" if u and u != "perplexity" else metric
 
 
-def adjusted_half(diff: Difference, m: int, level: float = LEVEL) -> Optional[float]:
+def adjusted_half(diff: Difference, m: int, level: float = LEVEL) -> float | None:
     """The half-width of `diff`'s interval at the 1 − (1 − level)/m level (its own is at `level`)."""
     if diff.low is None or diff.high is None or diff.df is None:
         return None
@@ -82,20 +102,27 @@ class Family:
         if self.m == 0:
             text = f"Multiplicity: the family is {self.what}; no comparison in it has a test, so nothing is adjusted."
         elif self.m == 1:
-            text = (f"Multiplicity: the family is {self.what}: 1 comparison with a test, so nothing is adjusted "
-                    f"(its adjusted interval is its 95% interval).")
+            text = (
+                f"Multiplicity: the family is {self.what}: 1 comparison with a test, so nothing is adjusted "
+                f"(its adjusted interval is its 95% interval)."
+            )
         else:
-            text = (f"Multiplicity: one family of {self.m} comparisons, {self.what}. Holm's step-down adjusts "
-                    f"their p-values (p (Holm)), and each adjusted interval is at the "
-                    f"{100 * (1 - (1 - LEVEL) / self.m):.2f}% level (Bonferroni: all {self.m} hold together with "
-                    f"at least 95% probability); the verdict reads these adjusted intervals.")
+            text = (
+                f"Multiplicity: one family of {self.m} comparisons, {self.what}. Holm's step-down adjusts "
+                f"their p-values (p (Holm)), and each adjusted interval is at the "
+                f"{100 * (1 - (1 - LEVEL) / self.m):.2f}% level (Bonferroni: all {self.m} hold together with "
+                f"at least 95% probability); the verdict reads these adjusted intervals."
+            )
         if self.left_out:
-            text += (" Left out of the family (no test): "
-                     + "; ".join(f"{name} ({why})" for name, why in self.left_out) + ".")
+            text += (
+                " Left out of the family (no test): "
+                + "; ".join(f"{name} ({why})" for name, why in self.left_out)
+                + "."
+            )
         return text
 
 
-def adjust(what: str, diffs: Sequence[tuple[str, Optional[Difference]]]) -> Family:
+def adjust(what: str, diffs: Sequence[tuple[str, Difference | None]]) -> Family:
     """The family of `diffs`: Holm's p-values and the adjusted interval set on each tested one."""
     family = Family(what)
     for name, diff in diffs:
@@ -125,7 +152,7 @@ class Pair:
 
     arm: Any
     other: Any
-    diff: Optional[Difference]
+    diff: Difference | None
 
 
 def pairs_of(arms: Sequence[Any], baseline: Any, values, compare) -> list[Pair]:
@@ -156,8 +183,15 @@ def _amount(value: float, metric: str) -> str:
     return f"{value:.4f}" + (f" {u}" if u and u != "perplexity" else "")
 
 
-def verdict(arms: Sequence[Any], means: dict, baseline: Any, metric: str, *, pairs: Optional[list[Pair]] = None,
-            what: str = "mean final") -> str:
+def verdict(
+    arms: Sequence[Any],
+    means: dict,
+    baseline: Any,
+    metric: str,
+    *,
+    pairs: list[Pair] | None = None,
+    what: str = "mean final",
+) -> str:
     """One or two sentences: which arm is best on `metric` (by its mean in `means`, {arm name:
     value}), by how much and how sure from the adjusted intervals, or that the data cannot tell.
     Each arm's `diff` is its difference to the baseline; `pairs` (pairs=all) the rest."""
@@ -166,11 +200,13 @@ def verdict(arms: Sequence[Any], means: dict, baseline: Any, metric: str, *, pai
     if len(scored) < 2:
         return f"Verdict: fewer than two arms have a {what} {metric}; there is nothing to compare."
     if better is None:
-        return (f"Verdict: which way is better for {metric} is not known (known for "
-                f"{', '.join(sorted(DIRECTION))}), so no arm is called best; the table gives the differences.")
+        return (
+            f"Verdict: which way is better for {metric} is not known (known for "
+            f"{', '.join(sorted(DIRECTION))}), so no arm is called best; the table gives the differences."
+        )
     best = (min if better else max)(scored, key=lambda a: means[a.name])
     word = "lowest" if better else "highest"
-    rivals: list[tuple[Any, Optional[Difference]]] = []  # (other arm, best − other)
+    rivals: list[tuple[Any, Difference | None]] = []  # (other arm, best − other)
     for other in scored:
         if other is best:
             continue
@@ -180,9 +216,15 @@ def verdict(arms: Sequence[Any], means: dict, baseline: Any, metric: str, *, pai
     lead = f"Verdict: {label(best)} has the {word} {what} {metric} ({means[best.name]:.4f})"
     if not rivals:
         return lead + "; it is not compared with any other arm here (pairs=all compares every pair)."
-    told, untold = [], []
+    told: list[tuple[Any, Difference | None]] = []
+    untold: list[tuple[Any, Difference | None]] = []
     for other, diff in rivals:
-        ok = diff is not None and diff.adj_low is not None and (diff.adj_high < 0 if better else diff.adj_low > 0)
+        ok = (
+            diff is not None
+            and diff.adj_low is not None
+            and diff.adj_high is not None
+            and (diff.adj_high < 0 if better else diff.adj_low > 0)
+        )
         (told if ok else untold).append((other, diff))
     closest = min(rivals, key=lambda r: abs(means[r[0].name] - means[best.name]))
     gap = abs(means[closest[0].name] - means[best.name])
@@ -191,29 +233,46 @@ def verdict(arms: Sequence[Any], means: dict, baseline: Any, metric: str, *, pai
     cdiff = closest[1]
     if cdiff is not None and cdiff.adj_low is not None:
         lead += f" (adjusted 95% interval of the difference [{cdiff.adj_low:+.4f}, {cdiff.adj_high:+.4f}])"
-    scope = ("every other arm" if pairs is not None or best is baseline or len(scored) == 2
-             else "the baseline")
+    scope = "every other arm" if pairs is not None or best is baseline or len(scored) == 2 else "the baseline"
     if not untold:
         text = lead + f". The adjusted intervals against {scope} exclude zero: the data favour it."
     else:
-        names = ", ".join(label(o) + ("" if d is None or d.adj_low is not None else f" ({d.flag or 'no interval'})")
-                          for o, d in untold)
-        text = (lead + f". The data cannot tell it from {names}: "
-                + ("the adjusted interval spans zero or is missing." if len(untold) == 1
-                   else "their adjusted intervals span zero or are missing."))
+        names = ", ".join(
+            label(o) + ("" if d is None or d.adj_low is not None else f" ({d.flag or 'no interval'})")
+            for o, d in untold
+        )
+        text = (
+            lead
+            + f". The data cannot tell it from {names}: "
+            + (
+                "the adjusted interval spans zero or is missing."
+                if len(untold) == 1
+                else "their adjusted intervals span zero or are missing."
+            )
+        )
     if pairs is None and best is not baseline and len(scored) > 2:
         text += " It is compared with the baseline only; pairs=all compares every pair."
     return text
 
 
-def _between(best: Any, other: Any, baseline: Any, pairs: Optional[list[Pair]]) -> Optional[Difference]:
+def _between(best: Any, other: Any, baseline: Any, pairs: list[Pair] | None) -> Difference | None:
     """best − other, from the arm-vs-baseline differences or `pairs`; None when not compared."""
-    def flipped(d: Optional[Difference]) -> Optional[Difference]:
+
+    def flipped(d: Difference | None) -> Difference | None:
         if d is None:
             return None
-        out = Difference(-d.mean, None if d.high is None else -d.high, None if d.low is None else -d.low, d.method,
-                         df=d.df, p=d.p, p_holm=d.p_holm, flag=d.flag)
-        out.adj_low, out.adj_high = (None, None) if d.adj_low is None else (-d.adj_high, -d.adj_low)
+        out = Difference(
+            -d.mean,
+            None if d.high is None else -d.high,
+            None if d.low is None else -d.low,
+            d.method,
+            df=d.df,
+            p=d.p,
+            p_holm=d.p_holm,
+            flag=d.flag,
+        )
+        if d.adj_low is not None and d.adj_high is not None:  # set together by `adjust`
+            out.adj_low, out.adj_high = -d.adj_high, -d.adj_low
         return out
 
     if other is baseline:
@@ -232,15 +291,23 @@ def pair_lines(pairs: list[Pair], metric: str) -> list[str]:
     """The report's "Every pair" table (markdown, what runs wrote escaped)."""
     if not pairs:
         return []
-    lines = ["", "## Every pair", "",
-             f"Δ = arm − other on {text(metric)}, with its 95% interval, its adjusted interval (within the family "
-             f"declared above) and the p-value of no difference (Holm-adjusted in brackets).", "",
-             "| arm | other | Δ [95% CI] | adjusted interval | p (Holm) |", "|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Every pair",
+        "",
+        f"Δ = arm − other on {text(metric)}, with its 95% interval, its adjusted interval (within the family "
+        f"declared above) and the p-value of no difference (Holm-adjusted in brackets).",
+        "",
+        "| arm | other | Δ [95% CI] | adjusted interval | p (Holm) |",
+        "|---|---|---|---|---|",
+    ]
     for pair in pairs:
         d = pair.diff
         adj = "–" if d is None or d.adj_low is None else f"[{d.adj_low:+.4f}, {d.adj_high:+.4f}]"
-        lines.append(f"| {text(label(pair.arm))} | {text(label(pair.other))} | {d if d is not None else '–'} | "
-                     f"{adj} | {d.p_text() if d is not None else '–'} |")
+        lines.append(
+            f"| {text(label(pair.arm))} | {text(label(pair.other))} | {d if d is not None else '–'} | "
+            f"{adj} | {d.p_text() if d is not None else '–'} |"
+        )
     return lines
 
 
@@ -249,11 +316,21 @@ def pair_rows(pairs: list[Pair]) -> list[dict]:
     out = []
     for pair in pairs:
         d = pair.diff
-        out.append({"arm": pair.arm.name, "other": pair.other.name, "diff": d.mean if d else None,
-                    "ci_low": d.low if d else None, "ci_high": d.high if d else None,
-                    "adj_low": d.adj_low if d else None, "adj_high": d.adj_high if d else None,
-                    "df": d.df if d else None, "p": d.p if d else None, "p_holm": d.p_holm if d else None,
-                    "flag": d.flag if d else ""})
+        out.append(
+            {
+                "arm": pair.arm.name,
+                "other": pair.other.name,
+                "diff": d.mean if d else None,
+                "ci_low": d.low if d else None,
+                "ci_high": d.high if d else None,
+                "adj_low": d.adj_low if d else None,
+                "adj_high": d.adj_high if d else None,
+                "df": d.df if d else None,
+                "p": d.p if d else None,
+                "p_holm": d.p_holm if d else None,
+                "flag": d.flag if d else "",
+            }
+        )
     return out
 
 
@@ -268,6 +345,8 @@ def load_flag(per_arm: Sequence[Sequence[float]]) -> str:
     if within <= 0 or within < between:
         return ""
     spread = max(max(v) / min(v) for v in arms if min(v) > 0) if all(min(v) > 0 for v in arms) else float("nan")
-    return (f"tokens/s varies as much between seeds of one arm (standard deviation up to {within:,.0f}; up to "
-            f"{spread:.2g}× within an arm) as between the arms' means ({between:,.0f}): it measures the machine's "
-            f"load during each run, not the arm")
+    return (
+        f"tokens/s varies as much between seeds of one arm (standard deviation up to {within:,.0f}; up to "
+        f"{spread:.2g}× within an arm) as between the arms' means ({between:,.0f}): it measures the machine's "
+        f"load during each run, not the arm"
+    )

@@ -1,17 +1,17 @@
 """Typed configuration schemas (no torch import)."""
 
 from zoo.config.errors import ConfigError
+from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.model import (
     Activation,
-    FFNKind,
     Family,
+    FFNKind,
     ModelConfig,
     NormPlacement,
     NormType,
     PositionConfig,
     PositionKind,
 )
-from zoo.config.schema.convert import as_model_config
 
 __all__ = [
     "Activation",

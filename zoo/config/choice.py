@@ -5,8 +5,11 @@ schema and the position-scheme table) share it without an import cycle."""
 from __future__ import annotations
 
 import enum
+from typing import Any, TypeVar
 
 from zoo.config.errors import ConfigError
+
+C = TypeVar("C", bound="Choice")
 
 
 class Choice(str, enum.Enum):
@@ -17,7 +20,7 @@ class Choice(str, enum.Enum):
         return self.value
 
     @classmethod
-    def parse(cls, value, key: str):
+    def parse(cls: type[C], value: Any, key: str) -> C:
         if isinstance(value, cls):
             return value
         try:

@@ -4,6 +4,7 @@ configuration, and one-line explanations of Hydra's."""
 from __future__ import annotations
 
 import dataclasses
+
 from zoo.config.paths import recipe_names
 
 

@@ -9,12 +9,14 @@ loaders. Standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import import_module
-from typing import Any, Callable
+from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, str],
-                 namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, exports: dict[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module-level `__getattr__` and `__dir__` of `package`: `exports` maps each public
     name to the module that defines it; a name, once imported, is kept in `namespace` (the
     package's globals) so later lookups skip `__getattr__`."""

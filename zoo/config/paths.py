@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Optional
 
 CONFIG_NAME = "config"
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
-def packaged_or_checkout(module: str, folder: str) -> Optional[str]:
+def packaged_or_checkout(module: str, folder: str) -> str | None:
     """A Hydra search-path entry: "pkg://MODULE" when importable, else the absolute path of
     FOLDER in a source checkout, else None."""
     try:
@@ -41,10 +40,10 @@ def recipe_names() -> list[str]:
     except (ModuleNotFoundError, FileNotFoundError, TypeError):
         folder = CHECKOUT / "recipes"
         names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
-    return sorted(n[:-len(".yaml")] for n in names if n.endswith(".yaml"))
+    return sorted(n[: -len(".yaml")] for n in names if n.endswith(".yaml"))
 
 
-def recipe_groups(name: str, _seen: Optional[set] = None) -> set[str]:
+def recipe_groups(name: str, _seen: set | None = None) -> set[str]:
     """The config groups a recipe chooses in its defaults list (`override model: gpt`,
     `arm/norm: baseline`), its parent recipes' included (`- ablate_norm`); empty for a name
     that is not a recipe."""
@@ -104,6 +103,5 @@ def shadowed_files(config_dir: str | Path, config_name: str = CONFIG_NAME) -> li
     asked for (no `-cn`), and any group option (`optim/adamw.yaml`). Only the names zoo's tree
     holds are looked at, so nothing else in the directory is read."""
     directory = Path(config_dir)
-    names = sorted(name for name in own_config_files()
-                   if name != f"{CONFIG_NAME}.yaml" or config_name == CONFIG_NAME)
+    names = sorted(name for name in own_config_files() if name != f"{CONFIG_NAME}.yaml" or config_name == CONFIG_NAME)
     return [name for name in names if (directory / name).is_file()]

@@ -4,12 +4,10 @@ bytes beside them."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from zoo.data.tokenizers.text_bytes import TextBytes
 
 
-def split_sizes(datamodule) -> Optional[dict[str, Optional[int]]]:
+def split_sizes(datamodule) -> dict[str, int | None] | None:
     """{"train_tokens", "train_bytes", "val_tokens"} of a packing task's data module (causal
     and masked LM) after setup: the tokens of each split's stream (every document's ids and its
     eos) and the UTF-8 bytes of text the training tokens stand for (`TextBytes.stream`, from
@@ -21,5 +19,4 @@ def split_sizes(datamodule) -> Optional[dict[str, Optional[int]]]:
         return {"train_tokens": None, "train_bytes": None, "val_tokens": len(datamodule.val_dataset.tokens)}
     streams = datamodule.prepared.streams
     train_bytes = TextBytes.of(datamodule.tokenizer).stream(streams["train"], datamodule.prepared.counts("train"))
-    return {"train_tokens": len(streams["train"]), "train_bytes": train_bytes,
-            "val_tokens": len(streams["validation"])}
+    return {"train_tokens": len(streams["train"]), "train_bytes": train_bytes, "val_tokens": len(streams["validation"])}

@@ -7,13 +7,13 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 ENV_VAR = "ZOO_CACHE"
 
 
-def cache_root(cache_dir: Optional[str] = None) -> Path:
+def cache_root(cache_dir: str | None = None) -> Path:
     """`cache_dir` if given, else `$ZOO_CACHE`, else `~/.cache/zoo` (user `~` expanded)."""
     chosen = cache_dir or os.environ.get(ENV_VAR) or os.path.join("~", ".cache", "zoo")
     return Path(os.path.expanduser(chosen))

@@ -19,36 +19,36 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 import torch
 
+from zoo.config.facts.tasks import TaskSpec, Tokenize, task_spec
+from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.data import (
+    SENTENCEPIECE_KINDS,
+    DataConfig,
+    DataSource,
+    TokenizerConfig,
     as_data_config,
     as_tokenizer_config,
     check_document_mask,
-    DataConfig,
-    DataSource,
-    SENTENCEPIECE_KINDS,
-    TokenizerConfig,
 )
-from zoo.config.schema.batching import per_device_batch
-from zoo.config.facts.tasks import TaskSpec, Tokenize, task_spec
+from zoo.data.cache import cache_root
 from zoo.data.collate import collate_for
 from zoo.data.collate.padding import without_full_masks
 from zoo.data.errors import DataError
 from zoo.data.even_batches import EvenBatches
 from zoo.data.packing import PackedBlocks
+from zoo.data.prepared import FORMAT, entry_dir, open_prepared, prepare
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
 from zoo.data.sources import corpus_key, describe, load_splits, require_columns
 from zoo.data.specials import require_specials
-from zoo.data.streaming import StreamLoader, StreamedWindows, held_out_windows, open_stream
+from zoo.data.streaming import StreamedWindows, StreamLoader, held_out_windows, open_stream
 from zoo.data.tokenize import tokenize_classification, tokenize_lm, tokenize_seq2seq
 from zoo.data.tokenizers import Tokenizer, build_tokenizer
 from zoo.data.vocab import check_vocab
-from zoo.data.cache import cache_root
-from zoo.data.prepared import FORMAT, entry_dir, open_prepared, prepare
 
 
 class ZooDataModule(L.LightningDataModule):
@@ -61,24 +61,32 @@ class ZooDataModule(L.LightningDataModule):
     id) / `num_classes`. The per-device batch derives from `data.global_batch_size` and the
     world size (the attached Trainer's, else `world_size`), unless `batch_size` fixes it."""
 
-    def __init__(self, data: Any = None, tokenizer: Any = None, task: Any = "causal_lm", *,
-                 seed: int = 0, world_size: int = 1, batch_size: Optional[int] = None):
+    def __init__(
+        self,
+        data: Any = None,
+        tokenizer: Any = None,
+        task: Any = "causal_lm",
+        *,
+        seed: int = 0,
+        world_size: int = 1,
+        batch_size: int | None = None,
+    ):
         super().__init__()
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.fixed_batch_size = batch_size
         self.data_cfg: DataConfig = as_data_config(data)
         given = tokenizer if isinstance(tokenizer, Tokenizer) else None
-        self.tokenizer_cfg: Optional[TokenizerConfig] = None if given else as_tokenizer_config(tokenizer)
+        self.tokenizer_cfg: TokenizerConfig | None = None if given else as_tokenizer_config(tokenizer)
         self.spec: TaskSpec = task_spec(task)
         check_document_mask(self.data_cfg, self.spec.kind)
         self.task = self.spec.kind
         self.seed = seed
         self.world_size = world_size
-        self.tokenizer: Optional[Tokenizer] = given
-        self.label_names: Optional[list] = None
-        self.train_dataset: Optional[torch.utils.data.Dataset] = None
-        self.val_dataset: Optional[torch.utils.data.Dataset] = None
+        self.tokenizer: Tokenizer | None = given
+        self.label_names: list | None = None
+        self.train_dataset: torch.utils.data.Dataset | None = None
+        self.val_dataset: torch.utils.data.Dataset | None = None
         self._splits = None
         self._tokenized = None
         self._prepared = None
@@ -99,7 +107,7 @@ class ZooDataModule(L.LightningDataModule):
         else:
             self._tokenized_splits()
 
-    def setup(self, stage: Optional[str] = None) -> None:
+    def setup(self, stage: str | None = None) -> None:
         if self.train_dataset is not None:
             return
         trainer = getattr(self, "trainer", None)
@@ -112,8 +120,7 @@ class ZooDataModule(L.LightningDataModule):
             seq_len = self.data_cfg.seq_len
             block = self.spec.window(seq_len)
             self.train_dataset, self.val_dataset = (
-                PackedBlocks(prepared.streams[s], block=block, stride=seq_len, name=s)
-                for s in ("train", "validation")
+                PackedBlocks(prepared.streams[s], block=block, stride=seq_len, name=s) for s in ("train", "validation")
             )
         else:
             tokenized = self._tokenized_splits()
@@ -138,15 +145,15 @@ class ZooDataModule(L.LightningDataModule):
         return self._require_tokenizer().vocab_size
 
     @property
-    def labels(self) -> Optional[list]:
+    def labels(self) -> list | None:
         """Classification: label names in class-id order (None for other tasks)."""
         return self.label_names
 
     @property
-    def num_classes(self) -> Optional[int]:
+    def num_classes(self) -> int | None:
         return None if self.label_names is None else len(self.label_names)
 
-    def token_counts(self, vocab_size: int) -> Optional[tuple]:
+    def token_counts(self, vocab_size: int) -> tuple | None:
         """Language models: how often each id occurs in the training and validation streams
         ([V] each), from the prepared data (no pass over the tokens); None for a stream."""
         if self.data_cfg.streaming:
@@ -186,13 +193,29 @@ class ZooDataModule(L.LightningDataModule):
         if corpus is None:  # a Hub dataset: named by what was loaded
             splits = self._raw_splits()
             corpus = splits["train"]._fingerprint + splits["validation"]._fingerprint
-        key = hashlib.sha256(json.dumps({"corpus": corpus, "tokenizer": tokenizer.fingerprint(), "format": FORMAT,
-                                         "text_column": cfg.text_column}, sort_keys=True).encode()).hexdigest()[:32]
+        key = hashlib.sha256(
+            json.dumps(
+                {
+                    "corpus": corpus,
+                    "tokenizer": tokenizer.fingerprint(),
+                    "format": FORMAT,
+                    "text_column": cfg.text_column,
+                },
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()[:32]
         entry = entry_dir(cache_root(cfg.cache_dir), key)
         found = open_prepared(entry, verify=verify, vocab_size=tokenizer.vocab_size)
         if found is None:
-            found = prepare(entry, self._raw_splits(), tokenizer, cfg.text_column, num_proc=cfg.num_proc,
-                            describe=describe(cfg), part=self.part)
+            found = prepare(
+                entry,
+                self._raw_splits(),
+                tokenizer,
+                cfg.text_column,
+                num_proc=cfg.num_proc,
+                describe=describe(cfg),
+                part=self.part,
+            )
         self._prepared = found
         return found
 
@@ -211,8 +234,10 @@ class ZooDataModule(L.LightningDataModule):
             return open_stream(cfg, column, skip=held, first=limit)
 
         if self.tokenizer is None:
-            corpus = self._corpus() or hashlib.sha256(
-                json.dumps([cfg.hub_name, cfg.hub_config, "stream"]).encode()).hexdigest()
+            corpus = (
+                self._corpus()
+                or hashlib.sha256(json.dumps([cfg.hub_name, cfg.hub_config, "stream"]).encode()).hexdigest()
+            )
             self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts, corpus=corpus)
         require_specials(self.tokenizer, self.task)
         seq_len = cfg.seq_len
@@ -221,7 +246,7 @@ class ZooDataModule(L.LightningDataModule):
         self.val_dataset = PackedBlocks(val_ids, block=block, stride=seq_len, name="validation")
         self.train_dataset = _Stream(lambda doc: open_stream(cfg, column, skip=held + doc), block, seq_len)
 
-    def _corpus(self) -> Optional[str]:
+    def _corpus(self) -> str | None:
         if self._corpus_key is False:
             self._corpus_key = corpus_key(self.data_cfg)
         return self._corpus_key
@@ -237,14 +262,18 @@ class ZooDataModule(L.LightningDataModule):
                 fn = lambda ds: tokenize_lm(ds, tokenizer, cfg.text_column)  # noqa: E731
             elif self.spec.tokenize == Tokenize.pairs:
                 fn = lambda ds: tokenize_seq2seq(  # noqa: E731
-                    ds, tokenizer, cfg.text_column, cfg.target_column, cfg.seq_len)
+                    ds, tokenizer, cfg.text_column, cfg.target_column, cfg.seq_len
+                )
             elif self.spec.tokenize == Tokenize.labelled:
                 label_ids = self._label_ids(splits)
                 fn = lambda ds: tokenize_classification(  # noqa: E731
-                    ds, tokenizer, cfg.text_column, cfg.label_column, label_ids, cfg.seq_len)
+                    ds, tokenizer, cfg.text_column, cfg.label_column, label_ids, cfg.seq_len
+                )
             else:
-                raise ValueError(f"tokenize {self.spec.tokenize.value} has a member in zoo.config.facts.tasks.Tokenize "
-                                 f"but no branch here")
+                raise ValueError(
+                    f"tokenize {self.spec.tokenize.value} has a member in zoo.config.facts.tasks.Tokenize "
+                    f"but no branch here"
+                )
             self._tokenized = {s: fn(splits[s]) for s in ("train", "validation")}
         return self._tokenized
 
@@ -252,8 +281,7 @@ class ZooDataModule(L.LightningDataModule):
         if self._splits is None:
             splits = load_splits(self.data_cfg)
             for name in ("train", "validation"):
-                require_columns(splits[name], self._columns(),
-                                f"the {name} split of {describe(self.data_cfg)}")
+                require_columns(splits[name], self._columns(), f"the {name} split of {describe(self.data_cfg)}")
             self._splits = splits
         return self._splits
 
@@ -283,13 +311,14 @@ class ZooDataModule(L.LightningDataModule):
         else:
             train_values = set(splits["train"][column])
             if None in train_values:
-                raise DataError(f"data.label_column={column!r}: some training examples have "
-                                f"no label")
+                raise DataError(f"data.label_column={column!r}: some training examples have no label")
             values = sorted(train_values, key=lambda v: (str(type(v)), v))
             self.label_names = [v if isinstance(v, (int, str)) else str(v) for v in values]
         if len(values) < 2:
-            raise DataError(f"data.label_column={column!r}: the training split has "
-                            f"{len(values)} distinct label(s); classification needs at least 2")
+            raise DataError(
+                f"data.label_column={column!r}: the training split has "
+                f"{len(values)} distinct label(s); classification needs at least 2"
+            )
         label_ids = {v: i for i, v in enumerate(values)}
         unseen = set(splits["validation"][column]) - set(label_ids)
         if unseen:
@@ -313,8 +342,13 @@ class ZooDataModule(L.LightningDataModule):
         trainer = getattr(self, "trainer", None)
         if not train:
             loader = torch.utils.data.DataLoader(
-                dataset, sampler=ValidationShardSampler(dataset), drop_last=False,
-                persistent_workers=workers > 0, generator=fixed_generator(self.seed), **common)
+                dataset,
+                sampler=ValidationShardSampler(dataset),
+                drop_last=False,
+                persistent_workers=workers > 0,
+                generator=fixed_generator(self.seed),
+                **common,
+            )
             # as many batches on every rank (a sharded forward is a collective; a rank with no
             # example would stop Lightning): filler batches that count nowhere
             if trainer is not None and trainer.world_size > 1:
@@ -322,18 +356,24 @@ class ZooDataModule(L.LightningDataModule):
             return loader
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         if isinstance(dataset, _Stream):
-            windows = StreamedWindows(dataset.open_documents, self._require_tokenizer(), dataset.block,
-                                      dataset.stride, rank=rank, world=world)
+            windows = StreamedWindows(
+                dataset.open_documents, self._require_tokenizer(), dataset.block, dataset.stride, rank=rank, world=world
+            )
             return StreamLoader(windows, batch_size=self.batch_size, collate_fn=self._collate(train))
-        sampler = EpochShardSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
-                                    seed=self.seed, drop_last=True)
-        return ResumableLoader(dataset, sampler=sampler, drop_last=True,
-                               generator=fixed_generator(self.seed), **common)
+        sampler = EpochShardSampler(
+            dataset, num_replicas=world, rank=rank, shuffle=True, seed=self.seed, drop_last=True
+        )
+        return ResumableLoader(dataset, sampler=sampler, drop_last=True, generator=fixed_generator(self.seed), **common)
 
     def _collate(self, train: bool):
-        return collate_for(self.spec.collate, self._require_tokenizer(),
-                           mlm_probability=self.data_cfg.mlm_probability, seed=self.seed, train=train,
-                           document_mask=self.data_cfg.document_mask)
+        return collate_for(
+            self.spec.collate,
+            self._require_tokenizer(),
+            mlm_probability=self.data_cfg.mlm_probability,
+            seed=self.seed,
+            train=train,
+            document_mask=self.data_cfg.document_mask,
+        )
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
@@ -373,7 +413,7 @@ def _fit(counts, vocab_size: int):
     return np.pad(counts, (0, max(0, vocab_size - len(counts))))[:vocab_size]
 
 
-def _training_texts(train, columns: list[str], cfg: Optional[TokenizerConfig]):
+def _training_texts(train, columns: list[str], cfg: TokenizerConfig | None):
     """The texts a tokenizer learns from, read in batches: every training document, or for
     SentencePiece, when the split has more documents than `tokenizer.max_sentences`, a seeded
     random sample of that many (the trainer samples lines from what it is given, so a larger
@@ -391,10 +431,10 @@ def _training_texts(train, columns: list[str], cfg: Optional[TokenizerConfig]):
                     yield value if isinstance(value, str) else str(value)
 
 
-def build_datamodule(data: Any, tokenizer: Any, task: Any, *, batch_size: Optional[int] = None,
-                     seed: int = 0, world_size: int = 1) -> ZooDataModule:
+def build_datamodule(
+    data: Any, tokenizer: Any, task: Any, *, batch_size: int | None = None, seed: int = 0, world_size: int = 1
+) -> ZooDataModule:
     """The datamodule for `task` from the `data:` and `tokenizer:` configs. Pass the
     per-device `batch_size` from `per_device_batch` (the accumulation goes to the Trainer), or
     leave it None to derive it from `data.global_batch_size` and the world size at setup."""
-    return ZooDataModule(data, tokenizer, task, seed=seed, world_size=world_size,
-                         batch_size=batch_size)
+    return ZooDataModule(data, tokenizer, task, seed=seed, world_size=world_size, batch_size=batch_size)

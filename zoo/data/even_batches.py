@@ -11,10 +11,10 @@ then those of the examples read once each."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import torch
-
 from torch.utils.data import DataLoader
 
 # a batch carrying this key (True) is run for its collectives only: no metric counts it
@@ -31,7 +31,7 @@ class EvenBatches:
     default read from the process group when the batches are counted or read (a loader made
     before the processes start, as zoo-eval's)."""
 
-    def __init__(self, loader: DataLoader, rank: Optional[int] = None, world: Optional[int] = None) -> None:
+    def __init__(self, loader: DataLoader, rank: int | None = None, world: int | None = None) -> None:
         self.loader, self.rank, self.world = loader, rank, world
         self.dataset = loader.dataset
 

@@ -12,8 +12,8 @@ import codecs
 import errno
 import glob
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence, Union
 
 from zoo.data.errors import DataError
 from zoo.data.integrity import checked, first_line
@@ -31,7 +31,7 @@ BUILDERS = {
 TEXT_BUILDERS = ("text", "json", "csv")  # formats whose bytes must be UTF-8
 VALIDATION_SPLITS = ("validation", "valid", "dev", "test")
 
-PathSpec = Union[str, Sequence[str]]
+PathSpec = str | Sequence[str]
 
 
 def resolve_files(spec: PathSpec, key: str = "data.path") -> list[str]:
@@ -47,8 +47,7 @@ def resolve_files(spec: PathSpec, key: str = "data.path") -> list[str]:
                 raise DataError(f"{key}: no file matches {item!r}")
             files.extend(matches)
         elif os.path.isdir(path):
-            found = sorted(str(p) for p in Path(path).iterdir()
-                           if p.is_file() and p.suffix.lower() in BUILDERS)
+            found = sorted(str(p) for p in Path(path).iterdir() if p.is_file() and p.suffix.lower() in BUILDERS)
             if not found:
                 raise DataError(f"{key}: directory {item!r} holds no {_known()} file")
             files.extend(found)
@@ -65,12 +64,12 @@ def builder_for(files: list[str], key: str = "data.path") -> str:
     for f in files:
         ext = Path(f).suffix.lower()
         if ext not in BUILDERS:
-            raise DataError(f"{key}: unsupported file type {ext or '(none)'!r} of {f}; "
-                            f"use {_known()}")
+            raise DataError(f"{key}: unsupported file type {ext or '(none)'!r} of {f}; use {_known()}")
         builders.add((BUILDERS[ext], ext == ".tsv"))
     if len(builders) > 1:
-        raise DataError(f"{key}: files of different formats cannot be mixed: "
-                        f"{', '.join(sorted({Path(f).suffix for f in files}))}")
+        raise DataError(
+            f"{key}: files of different formats cannot be mixed: {', '.join(sorted({Path(f).suffix for f in files}))}"
+        )
     return builders.pop()[0]
 
 
@@ -112,8 +111,7 @@ def check_file(path: str, builder: str, key: str = "data.path") -> None:
             offset += len(chunk)
 
 
-def load_files(spec: PathSpec, *, sample_by: str = "line", cache_dir: str | None = None,
-               key: str = "data.path"):
+def load_files(spec: PathSpec, *, sample_by: str = "line", cache_dir: str | None = None, key: str = "data.path"):
     """One `datasets.Dataset` holding the rows of every file of `spec`."""
     import datasets
 
@@ -129,28 +127,32 @@ def load_files(spec: PathSpec, *, sample_by: str = "line", cache_dir: str | None
     what = f"{key}={_names(files)}"
 
     def read(fresh: bool):
-        return datasets.load_dataset(builder, data_files={"train": files}, split="train",
-                                     cache_dir=cache_dir,
-                                     download_mode="force_redownload" if fresh else None, **kwargs)
+        return datasets.load_dataset(
+            builder,
+            data_files={"train": files},
+            split="train",
+            cache_dir=cache_dir,
+            download_mode="force_redownload" if fresh else None,
+            **kwargs,
+        )
 
     try:
         ds = checked(read, what)
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
-            raise DataError(f"{key}: the datasets cache cannot be written ({exc.strerror}: "
-                            f"{exc.filename}); point data.cache_dir or ZOO_CACHE at a writable "
-                            f"directory") from None
-        raise DataError(f"{key}: could not read {_names(files)} as {builder}: "
-                        f"{first_line(exc)}") from exc
+            raise DataError(
+                f"{key}: the datasets cache cannot be written ({exc.strerror}: "
+                f"{exc.filename}); point data.cache_dir or ZOO_CACHE at a writable "
+                f"directory"
+            ) from None
+        raise DataError(f"{key}: could not read {_names(files)} as {builder}: {first_line(exc)}") from exc
     except Exception as exc:  # datasets and pyarrow raise many types for malformed files
         bad = next(filter(None, (bad_json_line(f) for f in files)), None) if builder == "json" else None
         if bad is not None:
             raise DataError(f"{key}: {bad}") from None
-        raise DataError(f"{key}: could not read {_names(files)} as {builder}: "
-                        f"{first_line(exc)}") from exc
+        raise DataError(f"{key}: could not read {_names(files)} as {builder}: {first_line(exc)}") from exc
     if builder == "text":
-        ds = checked(lambda fresh: ds.filter(_non_blank, batched=True, load_from_cache_file=not fresh),
-                     what)
+        ds = checked(lambda fresh: ds.filter(_non_blank, batched=True, load_from_cache_file=not fresh), what)
     if len(ds) == 0:
         raise DataError(f"{key}: {_names(files)} holds no examples")
     return ds
@@ -170,7 +172,11 @@ def bad_json_line(path: str) -> str | None:
             except ValueError as exc:
                 if number == 1 and line.lstrip().startswith("["):
                     return None  # a JSON array over several lines, not JSON Lines
-                what = f"{exc.msg.removesuffix(' at')}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                what = (
+                    f"{exc.msg.removesuffix(' at')}, column {exc.colno}"
+                    if isinstance(exc, json.JSONDecodeError)
+                    else str(exc)
+                )
                 return f"{path}, line {number}: not valid JSON ({what}); each line of a .jsonl file is one object"
             if not isinstance(row, dict):
                 return f"{path}, line {number}: a {type(row).__name__}, not an object; each line of a .jsonl file is one object"
@@ -191,8 +197,7 @@ def load_hub(name: str, config: str | None = None, cache_dir: str | None = None)
     except Exception as exc:
         raise DataError(f"data.hub_name={name!r}: could not load it: {first_line(exc)}") from exc
     if "train" not in splits:
-        raise DataError(f"data.hub_name={name!r} has no train split; "
-                        f"splits: {', '.join(splits)}")
+        raise DataError(f"data.hub_name={name!r} has no train split; splits: {', '.join(splits)}")
     val = next((splits[s] for s in VALIDATION_SPLITS if s in splits), None)
     return splits["train"], val
 

@@ -11,7 +11,7 @@ Hub datasets have no local files: nothing is recorded for them."""
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 from zoo.config.schema.data import DataConfig, DataSource
 from zoo.data.cache import cache_root
@@ -21,7 +21,7 @@ from zoo.data.integrity import remembered_digest
 KEYS = ("data.path", "data.val_path")
 
 
-def data_files(cfg: DataConfig) -> Optional[dict[str, list[dict[str, Any]]]]:
+def data_files(cfg: DataConfig) -> dict[str, list[dict[str, Any]]] | None:
     """{"data.path": [{"path", "size", "sha256"}, ...], "data.val_path": [...]} for local files
     (absolute paths, in the order the run reads them); None for another source."""
     if cfg.source != DataSource.local:
@@ -31,8 +31,10 @@ def data_files(cfg: DataConfig) -> Optional[dict[str, list[dict[str, Any]]]]:
     for key, spec in zip(KEYS, (cfg.path, cfg.val_path)):
         if spec is None:
             continue
-        out[key] = [{"path": os.path.abspath(f), "size": os.path.getsize(f), "sha256": remembered_digest(f, store)}
-                    for f in resolve_files(spec, key)]
+        out[key] = [
+            {"path": os.path.abspath(f), "size": os.path.getsize(f), "sha256": remembered_digest(f, store)}
+            for f in resolve_files(spec, key)
+        ]
     return out
 
 
@@ -49,15 +51,18 @@ def changed_files(recorded: dict, current: dict) -> list[dict[str, Any]]:
         for i in range(max(len(before), len(after))):
             was = before[i] if i < len(before) else None
             now = after[i] if i < len(after) else None
-            if was is not None and now is not None and \
-                    (was.get("size"), was.get("sha256")) == (now["size"], now["sha256"]):
+            if (
+                was is not None
+                and now is not None
+                and (was.get("size"), was.get("sha256")) == (now["size"], now["sha256"])
+            ):
                 continue
             path = (now if now is not None else was).get("path")
             changes.append({"key": key, "path": path, "was": _identity(was), "now": _identity(now)})
     return changes
 
 
-def _identity(entry: Optional[dict]) -> Optional[dict[str, Any]]:
+def _identity(entry: dict | None) -> dict[str, Any] | None:
     return None if entry is None else {"size": entry.get("size"), "sha256": entry.get("sha256")}
 
 
@@ -69,11 +74,10 @@ def describe(change: dict[str, Any]) -> str:
         return f"{change['key']} no longer reads {change['path']}"
     if was is None:
         return f"{change['key']} now also reads {change['path']}"
-    return (f"{change['key']} file {change['path']} changed ({_short(was)} then; {_short(now)} now)")
+    return f"{change['key']} file {change['path']} changed ({_short(was)} then; {_short(now)} now)"
 
 
 def _short(identity: dict[str, Any]) -> str:
     size = identity.get("size")
     size_text = f"{size:,} bytes" if isinstance(size, int) else "size unknown"
     return f"{size_text}, sha256 {str(identity.get('sha256'))[:12]}..."
-

@@ -17,8 +17,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
+
 from zoo.data.errors import DataError
 
 SUFFIX = ".zoo-sha256"
@@ -67,10 +69,6 @@ def remembered_digest(path: str | os.PathLike, store: Path) -> str:
     except OSError:
         pass
     return digest
-
-
-def bytes_digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def damaged(paths: Iterable[str | os.PathLike], made_since: float) -> list[Path]:
@@ -129,8 +127,11 @@ def checked(step: Callable[[bool], D], what: str, files: Callable[[D], list[str]
     recorded = bad[0].with_name(bad[0].name + SUFFIX).exists()
     result = step(True)
     restamp(files(result))
-    notice(f"cache entry {bad[0]} of {what} " + ("did not match the digest recorded when it was written"
-                                                  if recorded else "has no digest record") + "; built it again")
+    notice(
+        f"cache entry {bad[0]} of {what} "
+        + ("did not match the digest recorded when it was written" if recorded else "has no digest record")
+        + "; built it again"
+    )
     return result
 
 
@@ -143,8 +144,10 @@ def discard(entry: Path, what: str, cache_key: str) -> None:
     try:
         os.replace(entry, aside)
     except OSError as exc:
-        raise DataError(f"{what} {entry} is damaged and cannot be removed ({exc.strerror}); delete it, "
-                        f"or point {cache_key} elsewhere") from None
+        raise DataError(
+            f"{what} {entry} is damaged and cannot be removed ({exc.strerror}); delete it, "
+            f"or point {cache_key} elsewhere"
+        ) from None
     shutil.rmtree(aside, ignore_errors=True)
 
 

@@ -35,8 +35,11 @@ class PackedBlocks(torch.utils.data.Dataset):
                 f"lower data.seq_len or use more data (data.max_examples, data.val_fraction)"
             )
         # a TokenStream stays on disk (memory-mapped shards); an array is held as int64
-        self.tokens = tokens if isinstance(tokens, TokenStream) else \
-            torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64))
+        self.tokens = (
+            tokens
+            if isinstance(tokens, TokenStream)
+            else torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64))
+        )
         self.block = block
         self.stride = stride
 
@@ -48,5 +51,5 @@ class PackedBlocks(torch.utils.data.Dataset):
         if not 0 <= i < len(self):
             raise IndexError(i)
         start = i * self.stride
-        window = self.tokens[start:start + self.block]
+        window = self.tokens[start : start + self.block]
         return torch.from_numpy(window) if isinstance(window, np.ndarray) else window

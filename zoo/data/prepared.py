@@ -27,9 +27,9 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -63,8 +63,10 @@ class TokenStream:
     def __init__(self, files: Sequence[Path], dtype: np.dtype):
         self.files = [Path(f) for f in files]
         self.dtype = np.dtype(dtype)
-        self._maps = [np.memmap(f, dtype=self.dtype, mode="r") if f.stat().st_size else
-                      np.zeros(0, dtype=self.dtype) for f in self.files]
+        self._maps = [
+            np.memmap(f, dtype=self.dtype, mode="r") if f.stat().st_size else np.zeros(0, dtype=self.dtype)
+            for f in self.files
+        ]
         sizes = [len(m) for m in self._maps]
         self.offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
 
@@ -120,7 +122,7 @@ def entry_dir(cache: Path, key: str) -> Path:
     return Path(cache) / "prepared" / key
 
 
-def open_prepared(directory: Path, *, verify: bool = True, vocab_size: Optional[int] = None) -> Optional[Prepared]:
+def open_prepared(directory: Path, *, verify: bool = True, vocab_size: int | None = None) -> Prepared | None:
     """The entry in `directory`, or None when there is none. Shards are plain files named inside
     the entry; `verify` checks every shard against its recorded digest and every id against the
     vocabulary (the entry's, and `vocab_size` when given: the tokenizer's); a damaged entry is
@@ -145,8 +147,9 @@ def open_prepared(directory: Path, *, verify: bool = True, vocab_size: Optional[
                 if f.is_symlink() or not f.is_file():
                     raise ValueError(f"{f.name} is not a file of the entry")
                 if f.stat().st_size != shard["tokens"] * dtype.itemsize:
-                    raise ValueError(f"{f.name} holds {f.stat().st_size} bytes, expected "
-                                     f"{shard['tokens'] * dtype.itemsize}")
+                    raise ValueError(
+                        f"{f.name} holds {f.stat().st_size} bytes, expected {shard['tokens'] * dtype.itemsize}"
+                    )
                 if verify and file_digest(f) != shard["sha256"]:
                     raise ValueError(f"{f.name} does not match the digest recorded when it was written")
                 if verify and shard["tokens"] and int(np.memmap(f, dtype=dtype, mode="r").max()) >= vocab:
@@ -161,9 +164,17 @@ def open_prepared(directory: Path, *, verify: bool = True, vocab_size: Optional[
     return Prepared(directory, index, streams, built=False)
 
 
-def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
-            num_proc: Optional[int] = None, describe: str = "the corpus",
-            docs_per_shard: int = DOCS_PER_SHARD, part: Optional[tuple[int, int]] = None) -> Optional[Prepared]:
+def prepare(
+    directory: Path,
+    splits: dict,
+    tokenizer,
+    text_column: str,
+    *,
+    num_proc: int | None = None,
+    describe: str = "the corpus",
+    docs_per_shard: int = DOCS_PER_SHARD,
+    part: tuple[int, int] | None = None,
+) -> Prepared | None:
     """The entry in `directory`: opened when it exists, else made from `splits` ({"train": ds,
     "validation": ds} of raw text) with `tokenizer`, in `num_proc` processes.
 
@@ -186,8 +197,7 @@ def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
         for split in SPLITS:
             done = _done(work, jobs[split], dtype)
             todo = [job for k, job in enumerate(jobs[split]) if job[0] not in done and mine(k)]
-            _tokenize(todo, splits[split], tokenizer, text_column, dtype, workers,
-                      f"preparing {split} of {describe}")
+            _tokenize(todo, splits[split], tokenizer, text_column, dtype, workers, f"preparing {split} of {describe}")
 
     if part is None:
         with exclusive(lock):  # one preparer; the others wait, then find the entry
@@ -209,8 +219,10 @@ def prepare(directory: Path, splits: dict, tokenizer, text_column: str, *,
 
 def _jobs(work: Path, split: str, n: int, docs_per_shard: int) -> list[tuple[str, int, int]]:
     """(shard file, first document, end document) of each shard of a split of n documents."""
-    return [(str(work / f"{split}-{i:05d}.bin"), lo, min(n, lo + docs_per_shard))
-            for i, lo in enumerate(range(0, n, docs_per_shard))] or [(str(work / f"{split}-00000.bin"), 0, 0)]
+    return [
+        (str(work / f"{split}-{i:05d}.bin"), lo, min(n, lo + docs_per_shard))
+        for i, lo in enumerate(range(0, n, docs_per_shard))
+    ] or [(str(work / f"{split}-00000.bin"), 0, 0)]
 
 
 def _done(work: Path, jobs, dtype: np.dtype) -> dict[str, dict]:
@@ -220,8 +232,11 @@ def _done(work: Path, jobs, dtype: np.dtype) -> dict[str, dict]:
     for path, lo, hi in jobs:
         try:
             record = json.loads(record_file(path).read_text())
-            complete = record.get("range") == [lo, hi] and counts_file(path).is_file() and \
-                Path(path).stat().st_size == record["tokens"] * dtype.itemsize
+            complete = (
+                record.get("range") == [lo, hi]
+                and counts_file(path).is_file()
+                and Path(path).stat().st_size == record["tokens"] * dtype.itemsize
+            )
         except (OSError, ValueError, KeyError):
             complete = False
         if complete:
@@ -245,8 +260,14 @@ def _tokenize(todo, ds, tokenizer, text_column: str, dtype: np.dtype, num_proc: 
 
 def _assemble(work: Path, directory: Path, jobs: dict, tokenizer, text_column: str, dtype: np.dtype) -> Prepared:
     """Index, token counts and the rename that makes the entry visible."""
-    index = {"format": FORMAT, "dtype": dtype.name, "vocab_size": tokenizer.vocab_size,
-             "tokenizer": tokenizer.fingerprint(), "text_column": text_column, "splits": {}}
+    index = {
+        "format": FORMAT,
+        "dtype": dtype.name,
+        "vocab_size": tokenizer.vocab_size,
+        "tokenizer": tokenizer.fingerprint(),
+        "text_column": text_column,
+        "splits": {},
+    }
     for split in SPLITS:
         done = _done(work, jobs[split], dtype)
         shards = [{k: v for k, v in done[path].items() if k != "range"} for path, _, _ in jobs[split]]
@@ -255,8 +276,11 @@ def _assemble(work: Path, directory: Path, jobs: dict, tokenizer, text_column: s
         for path, _, _ in jobs[split]:
             counts_file(path).unlink()
             record_file(path).unlink()
-        index["splits"][split] = {"shards": shards, "tokens": sum(r["tokens"] for r in shards),
-                                  "documents": sum(r["documents"] for r in shards)}
+        index["splits"][split] = {
+            "shards": shards,
+            "tokens": sum(r["tokens"] for r in shards),
+            "documents": sum(r["documents"] for r in shards),
+        }
     (work / INDEX).write_text(json.dumps(index, indent=1))
     fsync_dir(work)
     os.replace(work, directory)
@@ -286,13 +310,13 @@ def _tokenize_shard(job: tuple) -> dict:
     counts = np.zeros(tokenizer.vocab_size, dtype=np.int64)
     with open(tmp, "wb") as out:
         for start in range(lo, hi, BATCH):
-            texts = ds[start:min(hi, start + BATCH)][column]
+            texts = ds[start : min(hi, start + BATCH)][column]
             texts = ["" if t is None else t if isinstance(t, str) else str(t) for t in texts]
             flat = tokenizer.encode_documents(texts, dtype)
             data = flat.tobytes()
             out.write(data)
             digest.update(data)
-            counts += np.bincount(flat, minlength=len(counts))[:len(counts)]
+            counts += np.bincount(flat, minlength=len(counts))[: len(counts)]
             tokens += len(flat)
             docs += len(texts)
         out.flush()

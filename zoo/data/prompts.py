@@ -42,5 +42,5 @@ def continue_text(tokenizer, prompt: str, new_ids) -> str:
     head = tokenizer.decode(prompt_ids)
     whole = tokenizer.decode(prompt_ids + new_ids)
     if whole.startswith(head):
-        return prompt + whole[len(head):]
+        return prompt + whole[len(head) :]
     return prompt + tokenizer.decode(new_ids)

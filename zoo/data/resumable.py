@@ -14,7 +14,8 @@ exact because Lightning does not prefetch from a loader that has a length.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
@@ -24,15 +25,22 @@ class EpochShardSampler(DistributedSampler):
     """Seeded per-epoch shuffle, interleaved shards, and a start offset (in indices of this
     rank) for a resumed epoch."""
 
-    def __init__(self, dataset, *, num_replicas: int = 1, rank: int = 0, shuffle: bool = True,
-                 seed: int = 0, drop_last: bool = True) -> None:
-        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle,
-                         seed=seed, drop_last=drop_last)
+    def __init__(
+        self,
+        dataset,
+        *,
+        num_replicas: int = 1,
+        rank: int = 0,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = True,
+    ) -> None:
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
         self.start = 0
 
     def __iter__(self) -> Iterator[int]:
         if not self.drop_last:  # padded shards: DistributedSampler's own list
-            return iter(list(super().__iter__())[self.start:])
+            return iter(list(super().__iter__())[self.start :])
         # DistributedSampler's order (the same permutation, dealt out the same way), kept as one
         # int64 tensor and handed out in chunks: a Python list of every index would cost ~36
         # bytes per window of the corpus, 8 here
@@ -42,7 +50,7 @@ class EpochShardSampler(DistributedSampler):
             order = torch.randperm(len(self.dataset), generator=g)
         else:
             order = torch.arange(len(self.dataset))
-        mine = order[: self.total_size][self.rank : self.total_size : self.num_replicas][self.start:]
+        mine = order[: self.total_size][self.rank : self.total_size : self.num_replicas][self.start :]
         return _chunks(mine)
 
     def __len__(self) -> int:
@@ -95,8 +103,11 @@ class ResumableLoader(DataLoader):
         """The epoch and how far into it: `examples` of the whole job (all ranks), so a run
         may resume on another number of ranks; `batches` of this rank, for reading."""
         replicas = self.sampler.num_replicas
-        return {"epoch": int(self.sampler.epoch), "batches": int(self._epoch_batches),
-                "examples": int(self._epoch_batches * self.batch_size * replicas)}
+        return {
+            "epoch": int(self.sampler.epoch),
+            "batches": int(self._epoch_batches),
+            "examples": int(self._epoch_batches * self.batch_size * replicas),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Lightning calls this before it creates the resumed epoch's iterator and before it

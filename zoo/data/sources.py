@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Optional
 
 from zoo.config.facts.corpora import PYTHON, CorpusRow, corpus_row
 from zoo.config.schema.data import DataConfig, DataSource
@@ -14,8 +13,8 @@ from zoo.data.cache import cache_root
 from zoo.data.corpora import CORPORA
 from zoo.data.errors import DataError
 from zoo.data.files import load_files, load_hub, resolve_files
-from zoo.data.split import split_train_val
 from zoo.data.integrity import remembered_digest
+from zoo.data.split import split_train_val
 
 
 def load_splits(cfg: DataConfig):
@@ -32,8 +31,7 @@ def load_splits(cfg: DataConfig):
     if cfg.source == DataSource.local:
         train = load_files(cfg.path, sample_by=cfg.sample_by.value, cache_dir=datasets_cache)
         if cfg.val_path is not None:
-            val = load_files(cfg.val_path, sample_by=cfg.sample_by.value,
-                             cache_dir=datasets_cache, key="data.val_path")
+            val = load_files(cfg.val_path, sample_by=cfg.sample_by.value, cache_dir=datasets_cache, key="data.val_path")
     elif cfg.source == DataSource.hub:
         train, val = load_hub(cfg.hub_name, cfg.hub_config, cache_dir=datasets_cache)
     else:
@@ -59,7 +57,7 @@ def load_splits(cfg: DataConfig):
 LOADER_VERSION = 1
 
 
-def corpus_key(cfg: DataConfig) -> Optional[str]:
+def corpus_key(cfg: DataConfig) -> str | None:
     """A digest of everything the train / validation examples depend on, known without loading
     them: the content of local files (each read in full once, then remembered by size and
     modification time), a built-in corpus's name and settings, the split and `max_examples`.
@@ -67,8 +65,13 @@ def corpus_key(cfg: DataConfig) -> Optional[str]:
     if cfg.source == DataSource.hub:
         return None
     store = cache_root(cfg.cache_dir) / "prepared" / "file-digests.json"
-    parts: dict = {"loader": LOADER_VERSION, "source": cfg.source.value, "max_examples": cfg.max_examples,
-                   "val_fraction": cfg.val_fraction, "split_seed": cfg.split_seed}
+    parts: dict = {
+        "loader": LOADER_VERSION,
+        "source": cfg.source.value,
+        "max_examples": cfg.max_examples,
+        "val_fraction": cfg.val_fraction,
+        "split_seed": cfg.split_seed,
+    }
     if cfg.source == DataSource.local:
         parts["sample_by"] = cfg.sample_by.value
         parts["files"] = [remembered_digest(f, store) for f in resolve_files(cfg.path)]
@@ -99,8 +102,7 @@ def require_columns(ds, columns: dict[str, str], where: str) -> None:
     `columns` ({config key: column name}) is absent from `ds`."""
     for key, column in columns.items():
         if column not in ds.column_names:
-            raise DataError(f"{key}={column!r} is not a column of {where}; "
-                            f"columns: {', '.join(ds.column_names)}")
+            raise DataError(f"{key}={column!r} is not a column of {where}; columns: {', '.join(ds.column_names)}")
 
 
 def describe(cfg: DataConfig) -> str:

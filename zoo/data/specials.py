@@ -21,5 +21,7 @@ def require_specials(tokenizer, task: TaskKind | str) -> None:
         if ids.get(name) is None:
             where = f" at {tokenizer.path}" if getattr(tokenizer, "path", None) else ""
             article = "an" if name[0] in "aeiou" else "a"
-            raise DataError(f"task={spec.kind.value} needs {article} {name} token ({special.why}), but the "
-                            f"{tokenizer.kind} tokenizer{where} has none")
+            raise DataError(
+                f"task={spec.kind.value} needs {article} {name} token ({special.why}), but the "
+                f"{tokenizer.kind} tokenizer{where} has none"
+            )

@@ -16,15 +16,20 @@ def split_train_val(ds, val_fraction: float, seed: int):
 
     n = len(ds)
     if n < 2:
-        raise DataError(f"cannot hold out validation examples from {n} example(s); give at "
-                        f"least 2, or a validation file with data.val_path=")
+        raise DataError(
+            f"cannot hold out validation examples from {n} example(s); give at "
+            f"least 2, or a validation file with data.val_path="
+        )
     n_val = math.ceil(val_fraction * n)
     if n_val >= n:
-        raise DataError(f"data.val_fraction={val_fraction} of {n} examples leaves none to "
-                        f"train on; lower data.val_fraction")
-    parts = checked(lambda fresh: ds.train_test_split(test_size=n_val, seed=seed, shuffle=True,
-                                                     load_from_cache_file=not fresh),
-                    "the train/validation split", _split_files)
+        raise DataError(
+            f"data.val_fraction={val_fraction} of {n} examples leaves none to train on; lower data.val_fraction"
+        )
+    parts = checked(
+        lambda fresh: ds.train_test_split(test_size=n_val, seed=seed, shuffle=True, load_from_cache_file=not fresh),
+        "the train/validation split",
+        _split_files,
+    )
     return DatasetDict(train=parts["train"], validation=parts["test"])
 
 

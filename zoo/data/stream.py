@@ -12,7 +12,7 @@ streaming.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from zoo.data.prompts import continue_text
 
@@ -21,8 +21,15 @@ class TextStream:
     """`put` each token of one output as it is chosen, then `end`. `decode(ids)` is the text of
     the new ids, written after `prefix`."""
 
-    def __init__(self, decode: Callable[[list[int]], str], write: Callable[[str], None], *, prefix: str = "",
-                 eos_id: Optional[int], pad_id: int) -> None:
+    def __init__(
+        self,
+        decode: Callable[[list[int]], str],
+        write: Callable[[str], None],
+        *,
+        prefix: str = "",
+        eos_id: int | None,
+        pad_id: int,
+    ) -> None:
         self.decode, self.prefix, self.write = decode, prefix, write
         self.eos_id, self.pad_id = eos_id, pad_id
         self.ids: list[int] = []
@@ -31,11 +38,17 @@ class TextStream:
         write(prefix)
 
     @classmethod
-    def continuing(cls, tokenizer, prompt: str, write: Callable[[str], None], *, eos_id: Optional[int],
-                   pad_id: int) -> "TextStream":
+    def continuing(
+        cls, tokenizer, prompt: str, write: Callable[[str], None], *, eos_id: int | None, pad_id: int
+    ) -> TextStream:
         """A decoder-only model's line: the prompt, then its continuation."""
-        return cls(lambda ids: continue_text(tokenizer, prompt, ids)[len(prompt):], write, prefix=prompt,
-                   eos_id=eos_id, pad_id=pad_id)
+        return cls(
+            lambda ids: continue_text(tokenizer, prompt, ids)[len(prompt) :],
+            write,
+            prefix=prompt,
+            eos_id=eos_id,
+            pad_id=pad_id,
+        )
 
     def text(self) -> str:
         """The text of the tokens put so far (after the prefix)."""
@@ -52,14 +65,14 @@ class TextStream:
         self.ids.append(int(token))
         settled = self.text().rstrip("\ufffd").rstrip()
         if len(settled) > len(self.shown) and settled.startswith(self.shown):
-            self.write(settled[len(self.shown):])
+            self.write(settled[len(self.shown) :])
             self.shown = settled
 
     def end(self) -> str:
         """Writes the rest of the line and its newline; returns the whole line (prefix included)."""
         rest = self.text()
         if rest.startswith(self.shown):
-            self.write(rest[len(self.shown):] + "\n")
+            self.write(rest[len(self.shown) :] + "\n")
         else:  # the tokenizer rewrote text already shown: the whole line again, on its own line
             self.write("\n" + self.prefix + rest + "\n")
         self.ended = True

@@ -17,10 +17,12 @@ number of ranks.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
+
 from zoo.config.schema.data import DataSource
 from zoo.data.errors import DataError
 from zoo.data.files import builder_for, resolve_files
@@ -28,8 +30,9 @@ from zoo.data.files import builder_for, resolve_files
 BATCH_DOCUMENTS = 256  # documents tokenized per call
 
 
-def token_windows(documents: Iterator[str], tokenizer, block: int, stride: int, *,
-                  start: tuple[int, int, int] = (0, 0, 0)) -> Iterator[tuple[np.ndarray, tuple[int, int, int]]]:
+def token_windows(
+    documents: Iterator[str], tokenizer, block: int, stride: int, *, start: tuple[int, int, int] = (0, 0, 0)
+) -> Iterator[tuple[np.ndarray, tuple[int, int, int]]]:
     """(window of `block` ids (int64), position of the next window) for every window of the
     packed stream of `documents`, which must begin at document `start[0]`; the first window
     begins `start[1]` tokens into that document and is numbered `start[2]`."""
@@ -84,8 +87,16 @@ class StreamedWindows(torch.utils.data.IterableDataset):
     job goes to rank g mod `world`; windows numbered before `skip_to` are passed over (a resume
     on another number of ranks)."""
 
-    def __init__(self, open_documents: Callable[[int], Iterator[str]], tokenizer, block: int, stride: int,
-                 *, rank: int = 0, world: int = 1):
+    def __init__(
+        self,
+        open_documents: Callable[[int], Iterator[str]],
+        tokenizer,
+        block: int,
+        stride: int,
+        *,
+        rank: int = 0,
+        world: int = 1,
+    ):
         self.open_documents, self.tokenizer = open_documents, tokenizer
         self.block, self.stride, self.rank, self.world = block, stride, rank, world
         self.position = (0, 0, 0)  # the next window of this rank's reading
@@ -93,8 +104,9 @@ class StreamedWindows(torch.utils.data.IterableDataset):
 
     def __iter__(self):
         doc, offset, number = self.position
-        for window, after in token_windows(self.open_documents(doc), self.tokenizer, self.block, self.stride,
-                                           start=(doc, offset, number)):
+        for window, after in token_windows(
+            self.open_documents(doc), self.tokenizer, self.block, self.stride, start=(doc, offset, number)
+        ):
             index = after[2] - 1
             self.position = after
             if index >= self.skip_to and index % self.world == self.rank:
@@ -151,7 +163,7 @@ def held_out_windows(documents: Iterator[str], tokenizer) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def open_stream(cfg, column: str, skip: int, split: str = "train", first: Optional[int] = None) -> Iterator[str]:
+def open_stream(cfg, column: str, skip: int, split: str = "train", first: int | None = None) -> Iterator[str]:
     """The texts of `column`, streamed by `datasets` from `cfg` (local files or a Hub dataset),
     from document `skip` on (documents are passed over without tokenizing), at most `first`."""
     import datasets

@@ -24,8 +24,6 @@ cannot score continuations: it is refused on one line."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 import torch.nn.functional as F
 from lm_eval import utils
@@ -62,13 +60,23 @@ class ZooLM(TemplateLM):
     states it); `share_context` false runs every request whole, as the harness's Hugging Face
     backend does (the benchmark's comparison)."""
 
-    def __init__(self, model, tokenizer, *, batch_size: int = 16, max_length: Optional[int] = None,
-                 max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, share_context: bool = True) -> None:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        batch_size: int = 16,
+        max_length: int | None = None,
+        max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
+        share_context: bool = True,
+    ) -> None:
         super().__init__()
         facts = FAMILY_FACTS[model.config.family]
         if not facts.decoder:
-            raise ConfigError(f"the harness scores continuations and a {model.config.family.value} model has no "
-                              f"decoder; evaluate a decoder-only or encoder-decoder checkpoint")
+            raise ConfigError(
+                f"the harness scores continuations and a {model.config.family.value} model has no "
+                f"decoder; evaluate a decoder-only or encoder-decoder checkpoint"
+            )
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         self.model = model
@@ -86,8 +94,9 @@ class ZooLM(TemplateLM):
         self.eos_id, self.bos_id = specials["eos"], specials["bos"]
         self.pad_id = specials["pad"] if specials["pad"] is not None else 0  # pads are masked or ignored
         if self.eos_id is None:
-            raise ConfigError("the run's tokenizer has no eos token: the harness predicts a document's first "
-                              "token after it")
+            raise ConfigError(
+                "the run's tokenizer has no eos token: the harness predicts a document's first token after it"
+            )
         if self.encoder_decoder and self.bos_id is None:
             raise ConfigError("an encoder-decoder model starts its target from bos, and the run's tokenizer has none")
 
@@ -112,7 +121,7 @@ class ZooLM(TemplateLM):
     def get_model_info(self) -> dict:
         return {"model_family": self.model.config.family.value, "tokenizer": self.tokenizer_name}
 
-    def tok_encode(self, string: str, add_special_tokens: Optional[bool] = None, **kwargs) -> list[int]:
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         """The run's tokenizer; an encoder-decoder's source ends with EOS, as its training sources do."""
         ids = self.tokenizer_zoo.encode(string)
         if self.encoder_decoder and add_special_tokens is not False:
@@ -130,7 +139,7 @@ class ZooLM(TemplateLM):
         was_training = self.model.training
         self.model.eval()
         try:
-            scored = (self._seq2seq_scores(requests) if self.encoder_decoder else self._causal_scores(requests))
+            scored = self._seq2seq_scores(requests) if self.encoder_decoder else self._causal_scores(requests)
         finally:
             self.model.train(was_training)
         out = []
@@ -144,7 +153,7 @@ class ZooLM(TemplateLM):
         """Decoder-only: requests that share a context at least SHARE_RATIO times as long as the
         longest of their continuations, and that fit whole, run the context once
         (`_shared_context`); the others run whole, cut on the left to max_length + 1 tokens."""
-        answers: list[Optional[tuple[float, bool]]] = [None] * len(requests)
+        answers: list[tuple[float, bool] | None] = [None] * len(requests)
         groups: dict[tuple[int, ...], list[int]] = {}
         alone = []
         for i, (_, context, continuation) in enumerate(requests):
@@ -170,7 +179,7 @@ class ZooLM(TemplateLM):
             self._shared_context(batch, requests, answers)
         alone.sort(key=lambda i: -(len(requests[i][1]) + len(requests[i][2])))
         for start in range(0, len(alone), self.batch_size):
-            self._whole(alone[start:start + self.batch_size], requests, answers)
+            self._whole(alone[start : start + self.batch_size], requests, answers)
         return answers
 
     def _whole(self, index: list[int], requests, answers) -> None:
@@ -181,14 +190,14 @@ class ZooLM(TemplateLM):
         rows, lengths = [], []
         for i in index:
             _, context, continuation = requests[i]
-            whole = (list(context) + list(continuation))[-(self.max_length + 1):]
+            whole = (list(context) + list(continuation))[-(self.max_length + 1) :]
             rows.append(whole[:-1])
             lengths.append(len(continuation))
         ids = self._right_padded(rows)  # (B, T)
         logp = F.log_softmax(_wide(self.model(ids).logits), dim=-1)  # (B, T, V)
         for row, i, n, tokens in zip(range(len(index)), index, lengths, rows):
             end, seen = len(tokens), min(n, len(tokens))  # a continuation longer than the window: its last tokens
-            answers[i] = self._score(logp[row, end - seen:end], list(requests[i][2])[n - seen:])
+            answers[i] = self._score(logp[row, end - seen : end], list(requests[i][2])[n - seen :])
 
     def _shared_context(self, batch, requests, answers) -> None:
         """Contexts left-padded (G, Tc) run once with a KV cache; the cache is copied to one row
@@ -200,8 +209,8 @@ class ZooLM(TemplateLM):
         ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros(len(contexts), width, dtype=torch.long)
         for g, context in enumerate(contexts):
-            ids[g, width - len(context):] = torch.tensor(context)
-            mask[g, width - len(context):] = 1
+            ids[g, width - len(context) :] = torch.tensor(context)
+            mask[g, width - len(context) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         padded = not bool(mask.all())
         out = self.model(ids, attention_mask=mask if padded else None, use_cache=True, return_logits=False)
@@ -222,39 +231,42 @@ class ZooLM(TemplateLM):
         for r, (g, i) in enumerate(members):
             continuation = requests[i][2]
             n = len(continuation)
-            logp = first[g][None] if n == 1 or rest is None else torch.cat([first[g][None], rest[r, :n - 1]])
+            logp = first[g][None] if n == 1 or rest is None else torch.cat([first[g][None], rest[r, : n - 1]])
             answers[i] = self._score(logp, continuation)
 
     def _seq2seq_scores(self, requests) -> list[tuple[float, bool]]:
         """Encoder-decoder: each batch's distinct contexts encoded once, right-padded (G, S); the
         target [bos] + continuation[:-1] (B, T) scored against the continuation."""
-        answers: list[Optional[tuple[float, bool]]] = [None] * len(requests)
+        answers: list[tuple[float, bool] | None] = [None] * len(requests)
         order = sorted(range(len(requests)), key=lambda i: (-len(requests[i][1]), tuple(requests[i][1])))
         for start in range(0, len(order), self.batch_size):
-            index = order[start:start + self.batch_size]
+            index = order[start : start + self.batch_size]
             contexts: dict[tuple[int, ...], int] = {}
             for i in index:
-                contexts.setdefault(tuple(requests[i][1][-self.max_length:]), len(contexts))
+                contexts.setdefault(tuple(requests[i][1][-self.max_length :]), len(contexts))
             sources = [list(c) for c in contexts]
             src = self._right_padded(sources)  # (G, S)
             src_mask = self._right_padded([[1] * len(s) for s in sources], pad=0)  # (G, S)
             memory = self.model.encode(src, src_mask)  # (G, S, D)
-            rows = torch.tensor([contexts[tuple(requests[i][1][-self.max_length:])] for i in index], device=self.device)
+            rows = torch.tensor(
+                [contexts[tuple(requests[i][1][-self.max_length :])] for i in index], device=self.device
+            )
             targets = [[self.bos_id] + list(requests[i][2])[:-1] for i in index]
             tgt = self._right_padded(targets)  # (B, T)
-            logits = self.model(decoder_input_ids=tgt, encoder_hidden_states=memory[rows],
-                                attention_mask=src_mask[rows]).logits
+            logits = self.model(
+                decoder_input_ids=tgt, encoder_hidden_states=memory[rows], attention_mask=src_mask[rows]
+            ).logits
             logp = F.log_softmax(_wide(logits), dim=-1)  # (B, T, V)
             for row, i in enumerate(index):
-                answers[i] = self._score(logp[row, :len(requests[i][2])], requests[i][2])
+                answers[i] = self._score(logp[row, : len(requests[i][2])], requests[i][2])
         return answers
 
-    def _right_padded(self, rows: list[list[int]], pad: Optional[int] = None) -> torch.Tensor:
+    def _right_padded(self, rows: list[list[int]], pad: int | None = None) -> torch.Tensor:
         width = max(1, max(len(r) for r in rows))
         out = torch.full((len(rows), width), self.pad_id if pad is None else pad, dtype=torch.long)
         for i, row in enumerate(rows):
             if row:
-                out[i, :len(row)] = torch.tensor(row)
+                out[i, : len(row)] = torch.tensor(row)
         return out.to(self.device)
 
     @staticmethod
@@ -269,9 +281,15 @@ class ZooLM(TemplateLM):
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         windows, owners = [], []
         for n, (string,) in enumerate(req.args for req in requests):
-            for window in map(utils.make_disjoint_window, utils.get_rolling_token_windows(
-                    token_list=self.tokenizer_zoo.encode(string), prefix_token=self.prefix_token_id,
-                    max_seq_len=self.max_length, context_len=1)):
+            for window in map(
+                utils.make_disjoint_window,
+                utils.get_rolling_token_windows(
+                    token_list=self.tokenizer_zoo.encode(string),
+                    prefix_token=self.prefix_token_id,
+                    max_seq_len=self.max_length,
+                    context_len=1,
+                ),
+            ):
                 windows.append((None,) + window)
                 owners.append(n)
         totals = [0.0] * len(requests)
@@ -286,7 +304,7 @@ class ZooLM(TemplateLM):
     @torch.no_grad()
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Requests with the same options decode together, batch_size at a time."""
-        outputs: list[Optional[str]] = [None] * len(requests)
+        outputs: list[str | None] = [None] * len(requests)
         by_options: dict[str, list[int]] = {}
         for i, req in enumerate(requests):
             by_options.setdefault(repr(sorted(req.args[1].items())), []).append(i)
@@ -296,12 +314,14 @@ class ZooLM(TemplateLM):
             until = [until] if isinstance(until, str) else list(until)
             max_new = int(options.pop("max_gen_toks", self.max_gen_toks))
             sample = bool(options.pop("do_sample", False)) and float(options.get("temperature", 1.0)) > 0
-            config = GenerationConfig(strategy="sample" if sample else "greedy", max_new_tokens=max_new,
-                                      **({"temperature": float(options["temperature"])} if sample and
-                                         "temperature" in options else {}))
+            config = GenerationConfig(
+                strategy="sample" if sample else "greedy",
+                max_new_tokens=max_new,
+                **({"temperature": float(options["temperature"])} if sample and "temperature" in options else {}),
+            )
             index = sorted(index, key=lambda i: -len(requests[i].args[0]))
             for start in range(0, len(index), self.batch_size):
-                chunk = index[start:start + self.batch_size]
+                chunk = index[start : start + self.batch_size]
                 texts = self._generate([requests[i].args[0] for i in chunk], config, until)
                 for i, text in zip(chunk, texts):
                     outputs[i] = text
@@ -329,16 +349,28 @@ class ZooLM(TemplateLM):
             new = torch.stack(steps, dim=1).tolist()  # (B, N)
             return all(bool(d) or any(u in self.tok_decode(row) for u in until) for d, row in zip(done, new))
 
-        new = generate(self.model, ids.to(self.device), attention_mask=mask.to(self.device), config=config,
-                       bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id,
-                       vocab_limit=self.tokenizer_zoo.vocab_size, on_step=steps.append, stop=stopped)
+        new = generate(
+            self.model,
+            ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            config=config,
+            bos_id=self.bos_id,
+            eos_id=self.eos_id,
+            pad_id=self.pad_id,
+            vocab_limit=self.tokenizer_zoo.vocab_size,
+            on_step=steps.append,
+            stop=stopped,
+        )
         texts = []
         for context, row in zip(contexts, new.tolist()):
             if self.eos_id in row:
-                row = row[:row.index(self.eos_id)]
+                row = row[: row.index(self.eos_id)]
             # decoded after the prompt, so a piece's leading space is kept (`continue_text`)
-            text = self.tok_decode(row) if self.encoder_decoder else continue_text(
-                self.tokenizer_zoo, context, row)[len(context):]
+            text = (
+                self.tok_decode(row)
+                if self.encoder_decoder
+                else continue_text(self.tokenizer_zoo, context, row)[len(context) :]
+            )
             for stop in until:
                 if stop:
                     text = text.split(stop)[0]

@@ -13,7 +13,7 @@ import difflib
 import importlib.util
 import logging
 import math
-from typing import Any, Optional
+from typing import Any
 
 from zoo.config.errors import ConfigError
 from zoo.harness.tasks import BUILT_IN, materialize
@@ -31,7 +31,7 @@ def require_lm_eval() -> None:
 
 
 def parse_tasks(text: Any) -> list[str]:
-    """"a,b" or ["a", "b"] -> ["a", "b"]: names of tasks, each once, none empty."""
+    """ "a,b" or ["a", "b"] -> ["a", "b"]: names of tasks, each once, none empty."""
     parts = text if isinstance(text, (list, tuple)) else str(text).split(",")
     names = [str(p).strip() for p in parts]
     if not names or any(not n for n in names):
@@ -39,7 +39,7 @@ def parse_tasks(text: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def task_manager(names: list[str], cache_dir: Optional[str] = None):
+def task_manager(names: list[str], cache_dir: str | None = None):
     """The harness's TaskManager with zoo's built-in tasks among `names` on its include path
     (and the harness's own tasks where a name is not built in); a name neither knows is refused
     on one line, with the nearest known name."""
@@ -54,14 +54,25 @@ def task_manager(names: list[str], cache_dir: Optional[str] = None):
         if name not in known:
             close = difflib.get_close_matches(name, sorted(known | set(BUILT_IN)), n=1)
             hint = f"did you mean {close[0]}? " if close else ""
-            raise ConfigError(f"harness task {name!r} is not known; {hint}built in: {', '.join(BUILT_IN)} "
-                              f"(and every task of lm-evaluation-harness)")
+            raise ConfigError(
+                f"harness task {name!r} is not known; {hint}built in: {', '.join(BUILT_IN)} "
+                f"(and every task of lm-evaluation-harness)"
+            )
     return manager
 
 
-def evaluate_tasks(lm, names: list[str], *, limit: Optional[float] = None, num_fewshot: Optional[int] = None,
-                   seed: int = 0, cache_dir: Optional[str] = None, log_samples: bool = False,
-                   manager=None, bootstrap_iters: int = BOOTSTRAP_ITERS) -> dict:
+def evaluate_tasks(
+    lm,
+    names: list[str],
+    *,
+    limit: float | None = None,
+    num_fewshot: int | None = None,
+    seed: int = 0,
+    cache_dir: str | None = None,
+    log_samples: bool = False,
+    manager=None,
+    bootstrap_iters: int = BOOTSTRAP_ITERS,
+) -> dict:
     """The harness's `simple_evaluate` on `lm` (a `ZooLM` or any harness model): {"metrics":
     {harness/TASK/METRIC: value}, "results": the harness's own results, "samples": its
     per-sample records when `log_samples`}. Standard errors: closed-form for means, bootstrapped
@@ -81,17 +92,30 @@ def evaluate_tasks(lm, names: list[str], *, limit: Optional[float] = None, num_f
     os.environ[NO_POOL] = "1"
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the harness prints its progress: stdout is the table's
-            out = evaluator.simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=limit,
-                                            num_fewshot=num_fewshot, log_samples=log_samples, random_seed=seed,
-                                            numpy_random_seed=seed, torch_random_seed=seed,
-                                            fewshot_random_seed=seed, bootstrap_iters=bootstrap_iters)
+            out = evaluator.simple_evaluate(
+                model=lm,
+                tasks=names,
+                task_manager=manager,
+                limit=limit,
+                num_fewshot=num_fewshot,
+                log_samples=log_samples,
+                random_seed=seed,
+                numpy_random_seed=seed,
+                torch_random_seed=seed,
+                fewshot_random_seed=seed,
+                bootstrap_iters=bootstrap_iters,
+            )
     finally:
         quiet.setLevel(level)
         if single is None:
             os.environ.pop(NO_POOL, None)
-    return {"metrics": flatten(out["results"]), "results": out["results"],
-            "samples": out.get("samples") if log_samples else None,
-            "versions": dict(out.get("versions", {})), "n_samples": out.get("n-samples", {})}
+    return {
+        "metrics": flatten(out["results"]),
+        "results": out["results"],
+        "samples": out.get("samples") if log_samples else None,
+        "versions": dict(out.get("versions", {})),
+        "n_samples": out.get("n-samples", {}),
+    }
 
 
 def flatten(results: dict) -> dict[str, float]:
@@ -102,8 +126,12 @@ def flatten(results: dict) -> dict[str, float]:
     out = {}
     for task, values in results.items():
         for key, value in values.items():
-            if ("," not in key or isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value)):
+            if (
+                "," not in key
+                or isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
                 continue
             metric, _, filt = key.partition(",")
             name = f"{PREFIX}/{task}/{metric}" if filt in ("none", "") else f"{PREFIX}/{task}/{filt}/{metric}"
@@ -117,7 +145,7 @@ def table(metrics: dict[str, float]) -> str:
     for name, value in metrics.items():
         if name.endswith("_stderr"):
             continue
-        task, _, metric = name[len(PREFIX) + 1:].partition("/")
+        task, _, metric = name[len(PREFIX) + 1 :].partition("/")
         err = metrics.get(f"{name}_stderr") if "/" not in metric else None
         rows.append((task, metric, f"{value:.4f}", f"± {err:.4f}" if err is not None else ""))
     head = ("task", "metric", "value", "stderr")

@@ -22,9 +22,9 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Optional
 
 from zoo.config.records.atomic import write_text
 from zoo.data.cache import cache_root, exclusive
@@ -76,7 +76,7 @@ def kjv_next_verse() -> list[dict]:
         if following is None:
             continue
         truth = verses.texts[following]
-        others = [t for t in rng.sample(texts, CHOICES + 2) if t not in (text, truth)][:CHOICES - 1]
+        others = [t for t in rng.sample(texts, CHOICES + 2) if t not in (text, truth)][: CHOICES - 1]
         choices = others + [truth]
         rng.shuffle(choices)
         rows.append({"context": text, "choices": choices, "label": choices.index(truth)})
@@ -103,7 +103,7 @@ def _yaml_text(name: str) -> str:
     return resources.files("zoo.harness").joinpath("task_configs", f"{name}.yaml").read_text(encoding="utf-8")
 
 
-def materialize(names: Optional[list[str]] = None, cache_dir: Optional[str] = None) -> Path:
+def materialize(names: list[str] | None = None, cache_dir: str | None = None) -> Path:
     """The directory holding the built-in tasks `names` (default: all): for each, NAME.jsonl
     and NAME.yaml (data_files the JSONL's absolute path). Made once and reused; a directory is
     written whole under a temporary name and then renamed, so a reader never sees half of it."""

@@ -5,7 +5,7 @@ initialisation, and the output object."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -13,14 +13,14 @@ from torch import nn
 
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import OutputLoss
+from zoo.models.init import ONES, ZEROS, Init, draw_seed, initialise, missing_rules, normal
+from zoo.models.parametrization import hidden_init_std, is_hidden
 from zoo.nn.cache import Cache
 from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy, liger_linear_cross_entropy
 from zoo.nn.embedding import TokenEmbedding
-from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import ACTIVATIONS
+from zoo.nn.host import host_reads_are_free
 from zoo.nn.norm import NORM_MODULES, build_norm
-from zoo.models.init import ONES, ZEROS, Init, draw_seed, initialise, missing_rules, normal
-from zoo.models.parametrization import hidden_init_std, is_hidden
 
 
 @dataclass
@@ -29,10 +29,10 @@ class ModelOutput:
     (B, T, D) after the final norm; cache for incremental decoding when asked for;
     encoder_hidden_states (B, S, D) for encoder-decoder models."""
 
-    logits: Optional[torch.Tensor]
+    logits: torch.Tensor | None
     hidden_states: torch.Tensor
-    cache: Optional[Cache] = None
-    encoder_hidden_states: Optional[torch.Tensor] = None
+    cache: Cache | None = None
+    encoder_hidden_states: torch.Tensor | None = None
 
 
 class TokenLoss(NamedTuple):
@@ -43,16 +43,16 @@ class TokenLoss(NamedTuple):
 
     loss: torch.Tensor
     cross_entropy: torch.Tensor
-    z: Optional[torch.Tensor] = None
+    z: torch.Tensor | None = None
 
 
-def softcap(logits: torch.Tensor, cap: Optional[float]) -> torch.Tensor:
+def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
     """cap·tanh(logits / cap) (Gemma 2's final logit soft-cap); the logits as they are for None."""
     return logits if cap is None else cap * torch.tanh(logits / cap)
 
 
 def make_position_ids(
-    attention_mask: Optional[torch.Tensor], length: int, cache: Optional[Cache], device: torch.device
+    attention_mask: torch.Tensor | None, length: int, cache: Cache | None, device: torch.device
 ) -> torch.Tensor:
     """Positions of the `length` newest tokens: (1, T) counting on from what `cache` holds, or,
     given a (B, past + T) mask, (B, T) counting only real tokens, so left-padded rows start at 0."""
@@ -86,7 +86,9 @@ class ZooModel(nn.Module):
     multiplier, model.parametrization=mup). A classifier removes the head
     (`drop_output_head`)."""
 
-    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
+    sharded: bool = False  # set by zoo.models.sharding.shard
+
+    def __init__(self, cfg: ModelConfig, init_seed: int | None = None) -> None:
         super().__init__()
         self.config = cfg
         # every parameter starts from a generator of its own, seeded by this and its name
@@ -140,9 +142,7 @@ class ZooModel(nn.Module):
             self.lm_head.weight = self.embed.weight
         initialise(self.named_parameters(), self.init_rules(), self.init_seed)
 
-    def embed_tokens(
-        self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None
-    ) -> torch.Tensor:
+    def embed_tokens(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (B, T), token_type_ids (B, T) or None (= type 0) -> (B, T, D)."""
         x = self.embed(input_ids)  # (B, T, D)
         if self.token_type_embed is None:
@@ -151,10 +151,15 @@ class ZooModel(nn.Module):
             return x
         if token_type_ids is None:
             return x + self.token_type_embed.weight[0]
-        if token_type_ids.numel() and host_reads_are_free(token_type_ids) and \
-                not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types:
-            raise ValueError(f"token_type_ids must be in [0, {self.config.token_types}) "
-                             f"(model.token_types={self.config.token_types})")
+        if (
+            token_type_ids.numel()
+            and host_reads_are_free(token_type_ids)
+            and not 0 <= int(token_type_ids.min()) <= int(token_type_ids.max()) < self.config.token_types
+        ):
+            raise ValueError(
+                f"token_type_ids must be in [0, {self.config.token_types}) "
+                f"(model.token_types={self.config.token_types})"
+            )
         return x + self.token_type_embed(token_type_ids)  # (B, T, D)
 
     def _head_input(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -174,18 +179,37 @@ class ZooModel(nn.Module):
         return softcap(logits, self.config.final_softcap)
 
     def token_loss(
-        self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False,
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        chunk: int = 1024,
+        label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked,
+        sparse_targets: bool = False,
     ) -> torch.Tensor:
         """Mean cross-entropy of the output head on hidden (N, D) against targets (N,) (-100 =
         no target), equal to cross_entropy(logits(hidden), targets): `token_losses(...).loss`
         without a z-loss."""
-        return self.token_losses(hidden, targets, chunk=chunk, label_smoothing=label_smoothing,
-                                 output_loss=output_loss, sparse_targets=sparse_targets).loss
+        return self.token_losses(
+            hidden,
+            targets,
+            chunk=chunk,
+            label_smoothing=label_smoothing,
+            output_loss=output_loss,
+            sparse_targets=sparse_targets,
+        ).loss
 
     def token_losses(
-        self, hidden: torch.Tensor, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False, z_loss: float = 0.0,
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        chunk: int = 1024,
+        label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked,
+        sparse_targets: bool = False,
+        z_loss: float = 0.0,
     ) -> TokenLoss:
         """The loss of the output head on hidden (N, D) against targets (N,) (-100 = no target):
         mean cross-entropy of logits(hidden) (soft-capped with model.final_softcap) plus, with
@@ -215,29 +239,61 @@ class ZooModel(nn.Module):
             return TokenLoss(ce + z_loss * z, ce.detach(), z.detach())
         if output_loss == OutputLoss.liger:
             if cap is not None or z_loss:
-                raise ValueError("task.output_loss=liger takes neither model.final_softcap nor task.z_loss; "
-                                 "use task.output_loss=logits or chunked")
-            loss = liger_linear_cross_entropy(self._head_input(hidden), self.lm_head.weight, targets,
-                                              bias=self.output_bias, label_smoothing=label_smoothing)
+                raise ValueError(
+                    "task.output_loss=liger takes neither model.final_softcap nor task.z_loss; "
+                    "use task.output_loss=logits or chunked"
+                )
+            loss = liger_linear_cross_entropy(
+                self._head_input(hidden),
+                self.lm_head.weight,
+                targets,
+                bias=self.output_bias,
+                label_smoothing=label_smoothing,
+            )
             return TokenLoss(loss, loss.detach())
         loss, ce, z = chunked_linear_cross_entropy(
-            self._head_input(hidden), self.lm_head.weight, targets,
-            bias=self.output_bias, chunk=chunk, label_smoothing=label_smoothing, softcap=cap, z_loss=z_loss,
+            self._head_input(hidden),
+            self.lm_head.weight,
+            targets,
+            bias=self.output_bias,
+            chunk=chunk,
+            label_smoothing=label_smoothing,
+            softcap=cap,
+            z_loss=z_loss,
             parts=True,
         )
         return TokenLoss(loss, ce, z if z_loss else None)
 
     def forward_loss(
-        self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False,
+        self,
+        inputs: dict,
+        targets: torch.Tensor,
+        *,
+        chunk: int = 1024,
+        label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked,
+        sparse_targets: bool = False,
     ) -> torch.Tensor:
         """The mean token loss of one forward: `forward_losses(...).loss` without a z-loss."""
-        return self.forward_losses(inputs, targets, chunk=chunk, label_smoothing=label_smoothing,
-                                   output_loss=output_loss, sparse_targets=sparse_targets).loss
+        return self.forward_losses(
+            inputs,
+            targets,
+            chunk=chunk,
+            label_smoothing=label_smoothing,
+            output_loss=output_loss,
+            sparse_targets=sparse_targets,
+        ).loss
 
     def forward_losses(
-        self, inputs: dict, targets: torch.Tensor, *, chunk: int = 1024, label_smoothing: float = 0.0,
-        output_loss: OutputLoss = OutputLoss.chunked, sparse_targets: bool = False, z_loss: float = 0.0,
+        self,
+        inputs: dict,
+        targets: torch.Tensor,
+        *,
+        chunk: int = 1024,
+        label_smoothing: float = 0.0,
+        output_loss: OutputLoss = OutputLoss.chunked,
+        sparse_targets: bool = False,
+        z_loss: float = 0.0,
     ) -> TokenLoss:
         """The token loss of one forward and its parts: `inputs` are the family's forward
         arguments, targets (B, T) (-100 = no target); the head runs as `token_losses`. This is
@@ -246,14 +302,26 @@ class ZooModel(nn.Module):
         the embeddings, stack and head are gathered and released once."""
         run = self.forward if getattr(self, "sharded", False) else self  # self(...): hooks
         hidden = run(**inputs, return_logits=False).hidden_states  # (B, T, D)
-        return self.token_losses(hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), chunk=chunk,
-                                 label_smoothing=label_smoothing, output_loss=output_loss,
-                                 sparse_targets=sparse_targets, z_loss=z_loss)  # rows (B·T, D)
+        return self.token_losses(
+            hidden.reshape(-1, hidden.shape[-1]),
+            targets.reshape(-1),
+            chunk=chunk,
+            label_smoothing=label_smoothing,
+            output_loss=output_loss,
+            sparse_targets=sparse_targets,
+            z_loss=z_loss,
+        )  # rows (B·T, D)
+
+    def new_cache(self, capacity: int | None = None) -> Cache:
+        """An empty key/value cache for decoding (a static one of `capacity` positions): the
+        families that decode define it."""
+        raise NotImplementedError(f"{type(self).__name__} does not decode")
 
     def drop_output_head(self) -> None:
         """Remove the token output head (transform, projection, bias): a task that puts its own
         head on `hidden_states` leaves no unused parameters (DDP needs that)."""
-        self.lm_head = None
+        # register_module: the head's slot stays (None), as assigning None to it does
+        self.register_module("lm_head", None)
         self.head_transform = None
         self.output_bias = None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -21,7 +21,7 @@ FAMILIES: dict[Family, type[ZooModel]] = {
 }
 
 
-def build_model(cfg: Any, init_seed: Optional[int] = None) -> ZooModel:
+def build_model(cfg: Any, init_seed: int | None = None) -> ZooModel:
     """Build the model described by `cfg` (a Hydra DictConfig such as `zoo.compose(...).model`,
     a plain dict, or a `ModelConfig`). The config is validated first, so an impossible
     combination raises `ConfigError` before any weights are allocated.

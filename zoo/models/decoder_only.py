@@ -3,8 +3,6 @@ a causal stack over token embeddings, predicting the next token at every positio
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from zoo.config.schema.model import ModelConfig
@@ -15,25 +13,25 @@ from zoo.nn.documents import positions_in_documents
 
 
 class DecoderOnly(ZooModel):
-    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
+    def __init__(self, cfg: ModelConfig, init_seed: int | None = None) -> None:
         super().__init__(cfg, init_seed)
         self.decoder = Stack(cfg, n_layers=cfg.n_layers, causal=True, cross=False)
         self._init_weights()
 
-    def new_cache(self, capacity: Optional[int] = None) -> Cache:
+    def new_cache(self, capacity: int | None = None) -> Cache:
         """An empty KV cache; `capacity`: a static one of that many positions."""
         return Cache.empty(len(self.decoder.layers), capacity, self.decoder.windows)
 
     def forward(
         self,
         input_ids: torch.Tensor,
-        attention_mask: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
-        cache: Optional[Cache] = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache: Cache | None = None,
         use_cache: bool = False,
         return_logits: bool = True,
-        token_type_ids: Optional[torch.Tensor] = None,
-        document_ids: Optional[torch.Tensor] = None,
+        token_type_ids: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, past + T), 1 = token, 0 = pad (left padding
         is fine); cache from a previous call continues decoding; token_type_ids (B, T) where
@@ -47,7 +45,10 @@ class DecoderOnly(ZooModel):
         elif position_ids is None:
             position_ids = make_position_ids(attention_mask, T, cache, input_ids.device)
         h = self.decoder(
-            self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask, cache=cache,
+            self.embed_tokens(input_ids, token_type_ids),
+            positions=position_ids,
+            key_padding=attention_mask,
+            cache=cache,
             document_ids=document_ids,
         )  # (B, T, D)
         return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h, cache=cache)

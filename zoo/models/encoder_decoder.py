@@ -4,8 +4,6 @@ one vocabulary and one embedding table."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from zoo.config.schema.model import ModelConfig
@@ -15,31 +13,29 @@ from zoo.nn.cache import Cache
 
 
 class EncoderDecoder(ZooModel):
-    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
+    def __init__(self, cfg: ModelConfig, init_seed: int | None = None) -> None:
         super().__init__(cfg, init_seed)
         self.encoder = Stack(cfg, n_layers=cfg.n_layers, causal=False, cross=False)
-        self.decoder = Stack(cfg, n_layers=cfg.n_decoder_layers, causal=True, cross=True)
+        self.decoder = Stack(cfg, n_layers=cfg.decoder_layers, causal=True, cross=True)
         self._init_weights()
 
-    def new_cache(self, capacity: Optional[int] = None) -> Cache:
+    def new_cache(self, capacity: int | None = None) -> Cache:
         """An empty KV cache; `capacity`: a static one of that many positions."""
         return Cache.empty(len(self.decoder.layers), capacity, self.decoder.windows)
 
-    def encode(
-        self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None
-    ) -> torch.Tensor:
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (B, S) -> encoder states (B, S, D)."""
         positions = make_position_ids(attention_mask, input_ids.shape[1], None, input_ids.device)
         return self.encoder(self.embed_tokens(input_ids), positions=positions, key_padding=attention_mask)
 
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        decoder_input_ids: Optional[torch.Tensor] = None,
-        decoder_attention_mask: Optional[torch.Tensor] = None,
-        encoder_hidden_states: Optional[torch.Tensor] = None,
-        cache: Optional[Cache] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        cache: Cache | None = None,
         use_cache: bool = False,
         return_logits: bool = True,
     ) -> ModelOutput:

@@ -3,8 +3,6 @@ gives per-token logits for masked-LM training, `hidden_states` feed a classifier
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from zoo.config.schema.model import ModelConfig
@@ -13,7 +11,7 @@ from zoo.nn.block import Stack
 
 
 class EncoderOnly(ZooModel):
-    def __init__(self, cfg: ModelConfig, init_seed: Optional[int] = None) -> None:
+    def __init__(self, cfg: ModelConfig, init_seed: int | None = None) -> None:
         super().__init__(cfg, init_seed)
         self.encoder = Stack(cfg, n_layers=cfg.n_layers, causal=False, cross=False)
         self._init_weights()
@@ -21,10 +19,10 @@ class EncoderOnly(ZooModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        attention_mask: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
         return_logits: bool = True,
-        token_type_ids: Optional[torch.Tensor] = None,
+        token_type_ids: torch.Tensor | None = None,
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, T), 1 = token, 0 = pad; token_type_ids (B, T)
         (segments, where model.token_types > 0; default type 0). -> logits (B, T, V)."""

@@ -5,18 +5,22 @@ computed once per source)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Callable, Optional
-
+from typing import cast
 
 import torch
 
-from zoo.config.schema.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
 from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.schema.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
 from zoo.models.base import ZooModel
+from zoo.models.encoder_decoder import EncoderDecoder
+from zoo.nn.cache import Cache
 
 
-def filter_logits(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+def filter_logits(
+    logits: torch.Tensor, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
     """Temperature, then top-k (Fan et al. 2018), then nucleus / top-p (Holtzman et al. 2020)
     filtering; removed entries become -inf. logits (B, V) -> (B, V)."""
     logits = logits / temperature
@@ -37,15 +41,25 @@ class _Stepper:
     """Feeds one model step at a time and keeps what the next step needs (cache, mask,
     context, encoder states). `rows` may repeat inputs (beam search)."""
 
-    def __init__(self, model: ZooModel, input_ids, attention_mask, *, bos_id, use_cache: bool, repeat: int = 1,
-                 capacity: Optional[int] = None, compile: bool = False):
+    def __init__(
+        self,
+        model: ZooModel,
+        input_ids,
+        attention_mask,
+        *,
+        bos_id,
+        use_cache: bool,
+        repeat: int = 1,
+        capacity: int | None = None,
+        compile: bool = False,
+    ):
         self.model = model
         # the prompt runs once, eagerly; the steps run the compiled model (with a static cache
         # on CUDA: replayed as CUDA graphs)
         self.run_model = compiled(model, cuda_graphs=capacity is not None and input_ids.is_cuda) if compile else model
         self.use_cache = use_cache
         self.capacity = capacity  # a static cache of this many positions, or a growing one
-        self.cache = None
+        self.cache: Cache | None = None
         B = input_ids.shape[0]
         if repeat > 1:
             input_ids = input_ids.repeat_interleave(repeat, dim=0)  # (B·K, T)
@@ -55,7 +69,7 @@ class _Stepper:
         if self.encoder_decoder:
             if bos_id is None:
                 raise ValueError("encoder-decoder generation needs bos_id (the first decoder input)")
-            self.memory = model.encode(input_ids, attention_mask)  # (B·K, S, D)
+            self.memory = cast(EncoderDecoder, model).encode(input_ids, attention_mask)  # (B·K, S, D)
             # one look at the mask here, not a host sync at every step: no padding, no mask
             self.source_mask = attention_mask if attention_mask is not None and not bool(attention_mask.all()) else None
             self.context = torch.full((B * repeat, 1), bos_id, dtype=torch.long, device=input_ids.device)
@@ -71,12 +85,16 @@ class _Stepper:
             self.cache = self.model.new_cache(self.capacity)
         one = tokens.shape[1] == 1  # a decoding step: its logits come out of the (compiled) model
         if self.encoder_decoder:
-            out = model(decoder_input_ids=tokens, encoder_hidden_states=self.memory,
-                        attention_mask=self.source_mask, cache=self.cache, use_cache=self.use_cache,
-                        return_logits=one)
+            out = model(
+                decoder_input_ids=tokens,
+                encoder_hidden_states=self.memory,
+                attention_mask=self.source_mask,
+                cache=self.cache,
+                use_cache=self.use_cache,
+                return_logits=one,
+            )
         else:
-            out = model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache,
-                        return_logits=one)
+            out = model(tokens, attention_mask=self.mask, cache=self.cache, use_cache=self.use_cache, return_logits=one)
         self.cache = out.cache if self.use_cache else None
         if self.cache is not None and self.cache.static:
             self.cache.mark_static()  # the prefill may have run compiled, where nothing is marked
@@ -129,7 +147,7 @@ def compiled(model: ZooModel, *, cuda_graphs: bool = False) -> torch.nn.Module:
     return modes[mode]
 
 
-def step_capacity(model: ZooModel, input_ids: torch.Tensor, config: "GenerationConfig") -> Optional[int]:
+def step_capacity(model: ZooModel, input_ids: torch.Tensor, config: GenerationConfig) -> int | None:
     """Positions a static cache needs: the prompt (decoder-only) or [BOS] (encoder-decoder)
     plus the new tokens; None without static_cache."""
     if not (config.static_cache and config.use_cache):
@@ -143,16 +161,16 @@ def generate(
     model: ZooModel,
     input_ids: torch.Tensor,
     *,
-    attention_mask: Optional[torch.Tensor] = None,
-    config: Optional[GenerationConfig] = None,
-    max_new_tokens: Optional[int] = None,
-    bos_id: Optional[int] = None,
-    eos_id: Optional[int] = None,
+    attention_mask: torch.Tensor | None = None,
+    config: GenerationConfig | None = None,
+    max_new_tokens: int | None = None,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
     pad_id: int = 0,
-    use_cache: Optional[bool] = None,
-    vocab_limit: Optional[int] = None,
-    on_step: Optional[Callable[[Optional[torch.Tensor]], None]] = None,
-    stop: Optional[Callable[[torch.Tensor], bool]] = None,
+    use_cache: bool | None = None,
+    vocab_limit: int | None = None,
+    on_step: Callable[[torch.Tensor | None], None] | None = None,
+    stop: Callable[[torch.Tensor], bool] | None = None,
 ) -> torch.Tensor:
     """New tokens (B, N) for each input row, N <= max_new_tokens; after a row's eos_id the rest
     of it is pad_id.
@@ -182,18 +200,26 @@ def generate(
         if config.strategy == Strategy.beam:
             if stop is not None:  # each row ends by its own beams: ranks could step apart
                 raise ValueError("stop= applies to greedy and sample decoding, not beam")
-            return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
-                                on_step)
-        return _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit,
-                                 on_step, stop)
+            return _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step)
+        return _greedy_or_sample(
+            model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step, stop
+        )
     finally:
         model.train(was_training)
 
 
-def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step,
-                      stop=None):
-    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache,
-                       capacity=step_capacity(model, input_ids, config), compile=config.compile)
+def _greedy_or_sample(
+    model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step, stop=None
+):
+    stepper = _Stepper(
+        model,
+        input_ids,
+        attention_mask,
+        bos_id=bos_id,
+        use_cache=config.use_cache,
+        capacity=step_capacity(model, input_ids, config),
+        compile=config.compile,
+    )
     B = input_ids.shape[0]
     done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
     generator = None
@@ -205,8 +231,9 @@ def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, 
     for t in range(config.max_new_tokens):
         logits = logits[:, :vocab_limit] if vocab_limit is not None else logits
         if config.strategy == Strategy.sample:
-            filtered = filter_logits(logits.float(), temperature=config.temperature,
-                                     top_k=config.top_k, top_p=config.top_p)
+            filtered = filter_logits(
+                logits.float(), temperature=config.temperature, top_k=config.top_k, top_p=config.top_p
+            )
             nxt = torch.multinomial(filtered.softmax(-1), 1, generator=generator)[:, 0]  # (B,)
         else:
             nxt = logits.argmax(-1)  # (B,)
@@ -224,15 +251,15 @@ def _greedy_or_sample(model, input_ids, attention_mask, config, bos_id, eos_id, 
 
 
 def beam_search(
-    step: Callable[[Optional[torch.Tensor], Optional[torch.Tensor]], torch.Tensor],
+    step: Callable[[torch.Tensor | None, torch.Tensor | None], torch.Tensor],
     *,
     batch: int,
     num_beams: int,
     max_new_tokens: int,
-    eos_id: Optional[int],
+    eos_id: int | None,
     length_penalty: float = 1.0,
     early_stopping: bool = False,
-    on_step: Optional[Callable[[None], None]] = None,
+    on_step: Callable[[None], None] | None = None,
 ) -> list[tuple[list[int], float]]:
     """Beam search over a step function (the model-independent part, testable on fixed
     distributions).
@@ -267,8 +294,7 @@ def beam_search(
                         break
                     hyp = beams[b][beam] + [token]
                     if eos_id is not None and token == eos_id:
-                        if len(finished[b]) < K or score / len(hyp) ** length_penalty > min(
-                                s for s, _ in finished[b]):
+                        if len(finished[b]) < K or score / len(hyp) ** length_penalty > min(s for s, _ in finished[b]):
                             finished[b].append((score / len(hyp) ** length_penalty, hyp))
                             finished[b] = sorted(finished[b], key=lambda x: -x[0])[:K]
                         continue
@@ -310,8 +336,16 @@ def beam_search(
 
 def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step):
     B, K = input_ids.shape[0], config.num_beams
-    stepper = _Stepper(model, input_ids, attention_mask, bos_id=bos_id, use_cache=config.use_cache, repeat=K,
-                       capacity=step_capacity(model, input_ids, config), compile=config.compile)
+    stepper = _Stepper(
+        model,
+        input_ids,
+        attention_mask,
+        bos_id=bos_id,
+        use_cache=config.use_cache,
+        repeat=K,
+        capacity=step_capacity(model, input_ids, config),
+        compile=config.compile,
+    )
 
     def step(tokens, rows):
         if tokens is None:
@@ -322,9 +356,16 @@ def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_i
         logits = logits[:, :vocab_limit] if vocab_limit is not None else logits
         return torch.log_softmax(logits.float(), dim=-1).cpu()  # (B·K, V)
 
-    results = beam_search(step, batch=B, num_beams=K, max_new_tokens=config.max_new_tokens,
-                          eos_id=eos_id, length_penalty=config.length_penalty,
-                          early_stopping=config.early_stopping, on_step=on_step)
+    results = beam_search(
+        step,
+        batch=B,
+        num_beams=K,
+        max_new_tokens=config.max_new_tokens,
+        eos_id=eos_id,
+        length_penalty=config.length_penalty,
+        early_stopping=config.early_stopping,
+        on_step=on_step,
+    )
     width = max(1, max(len(tokens) for tokens, _ in results))
     out = torch.full((B, width), pad_id, dtype=torch.long)
     for b, (tokens, _) in enumerate(results):
@@ -332,7 +373,7 @@ def _beam_search(model, input_ids, attention_mask, config, bos_id, eos_id, pad_i
     return out.to(input_ids.device)
 
 
-def strip_special(rows: torch.Tensor, eos_id: Optional[int], pad_id: int) -> list[list[int]]:
+def strip_special(rows: torch.Tensor, eos_id: int | None, pad_id: int) -> list[list[int]]:
     """Generated ids per row up to (not including) eos, without padding."""
     out = []
     for row in rows.tolist():

@@ -23,10 +23,10 @@ the same seed, on any number of ranks."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -122,19 +122,20 @@ def parameters_on_meta() -> Iterator[None]:
             param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
         register(module, name, param)
 
-    nn.Module.register_parameter = on_meta
+    setattr(nn.Module, "register_parameter", on_meta)  # noqa: B010 - a method replaced for the block
     try:
         yield
     finally:
-        nn.Module.register_parameter = register
+        setattr(nn.Module, "register_parameter", register)  # noqa: B010
 
 
 def has_meta_parameters(module: nn.Module) -> bool:
     return any(p.is_meta for p in module.parameters())
 
 
-def materialize(module: nn.Module, device: torch.device, rules: Mapping[str, Init], seed: int,
-                prefix: str = "") -> None:
+def materialize(
+    module: nn.Module, device: torch.device, rules: Mapping[str, Init], seed: int, prefix: str = ""
+) -> None:
     """Storage on `device` for `module`'s meta parameters (after sharding: this rank's rows
     only), then their first values by `rules` (keys `prefix` + name). Buffers keep their
     values."""

@@ -8,8 +8,8 @@ import torch
 from zoo.config.errors import ConfigError
 from zoo.config.facts.attention import cache_slots, stack_windows
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.positions import max_positions
+from zoo.config.schema.model import ModelConfig
 
 
 def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None:
@@ -44,8 +44,7 @@ def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None
             )
 
 
-def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int,
-                   itemsize: int) -> int:
+def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int, itemsize: int) -> int:
     """Bytes of the key/value cache for `batch` sequences (beams counted) decoding
     `max_new_tokens` after `input_len` tokens: 2 (K, V) · B · Hkv · T · Dh per decoder layer,
     T = the positions fed to the decoder (the prompt, or BOS, and every new token but the last),
@@ -55,8 +54,8 @@ def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens:
     if FAMILY_FACTS[cfg.family].prompt_in_decoder:
         positions = input_len + max_new_tokens - 1
         return sum(cache_slots(w, positions) for w in stack_windows(cfg, cfg.n_layers)) * batch * per_token
-    self_slots = sum(cache_slots(w, max_new_tokens) for w in stack_windows(cfg, cfg.n_decoder_layers))
-    return (self_slots + cfg.n_decoder_layers * input_len) * batch * per_token
+    self_slots = sum(cache_slots(w, max_new_tokens) for w in stack_windows(cfg, cfg.decoder_layers))
+    return (self_slots + cfg.decoder_layers * input_len) * batch * per_token
 
 
 def available_memory(device: torch.device) -> int | None:
@@ -74,8 +73,9 @@ def available_memory(device: torch.device) -> int | None:
     return None
 
 
-def check_memory(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int, *,
-                 device: torch.device, itemsize: int) -> None:
+def check_memory(
+    cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int, *, device: torch.device, itemsize: int
+) -> None:
     """Refuse, before decoding, a request whose key/value cache alone would not fit in the
     memory `device` has free (a cache grows to this size; `static_cache` allocates it at once)."""
     need = kv_cache_bytes(cfg, batch, input_len, max_new_tokens, itemsize)
@@ -88,7 +88,7 @@ def check_memory(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: i
         )
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"

@@ -29,14 +29,13 @@ H·Dh / D; `mup.set_base_shapes` reads each matrix's own fan-in ratio, which is 
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from torch import nn
 
 from zoo.config.schema.model import ModelConfig
 
 
-def is_hidden(module: nn.Module, head: Optional[nn.Module]) -> bool:
+def is_hidden(module: nn.Module, head: nn.Module | None) -> bool:
     """Is `module` a linear layer whose weight is a hidden matrix (not the output projection
     `head`)?"""
     return isinstance(module, nn.Linear) and module is not head

@@ -18,10 +18,11 @@ eager run."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from torch import nn
 
+from zoo.models.base import ZooModel
 from zoo.nn.block import Stack
 
 FORWARD_METHODS = ("forward_loss", "forward_losses", "encode")
@@ -41,7 +42,7 @@ def layers(model: nn.Module) -> list[nn.Module]:
     return [layer for stack in model.modules() if isinstance(stack, Stack) for layer in stack.layers]
 
 
-def shard(model: nn.Module, mesh: Any, mp_policy: Optional[Any] = None, compile: bool = False) -> nn.Module:
+def shard(model: ZooModel, mesh: Any, mp_policy: Any | None = None, compile: bool = False) -> ZooModel:
     """Apply fully_shard to each layer (compiled in place first with `compile`), then to the
     model; in place, returns the model."""
     from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method

@@ -4,16 +4,18 @@ Uses matplotlib's Agg backend (files only, no display)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import cast
 
 import torch
 
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.positions import POSITION_FACTS, Site
+from zoo.config.schema.model import ModelConfig
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
+from zoo.nn.block import Stack
 
 
 def attention_modules(model: ZooModel) -> dict[tuple[str, int], Attention]:
@@ -33,7 +35,7 @@ def attention_modules(model: ZooModel) -> dict[tuple[str, int], Attention]:
 
 @torch.no_grad()
 def attention_maps(
-    model: ZooModel, input_ids: torch.Tensor, *, layers: Optional[Sequence[int]] = None, **model_kwargs
+    model: ZooModel, input_ids: torch.Tensor, *, layers: Sequence[int] | None = None, **model_kwargs
 ) -> dict[tuple[str, int], torch.Tensor]:
     """One forward pass in eval mode with weight recording switched on for the chosen layers;
     returns {(stack, layer): weights (H, T, S)} for the first row of the batch."""
@@ -48,7 +50,7 @@ def attention_maps(
         for m in modules.values():
             m.keep_weights = True
         model(input_ids, **model_kwargs)
-        return {key: m.last_weights[0].float().cpu() for key, m in modules.items()}
+        return {key: m.last_weights[0].float().cpu() for key, m in modules.items() if m.last_weights is not None}
     finally:
         for m in modules.values():
             m.keep_weights, m.last_weights = False, None
@@ -61,14 +63,15 @@ def plot_attention(
     *,
     query_tokens: Sequence[str],
     key_tokens: Sequence[str],
-    source_tokens: Optional[Sequence[str]] = None,
-    heads: Optional[Sequence[int]] = None,
+    source_tokens: Sequence[str] | None = None,
+    heads: Sequence[int] | None = None,
 ) -> Path:
     """A grid of heat maps, one row per (stack, layer) and one column per head, written to `path`."""
     import matplotlib.pyplot as plt
 
-    fig = attention_figure(maps, query_tokens=query_tokens, key_tokens=key_tokens, source_tokens=source_tokens,
-                           heads=heads)
+    fig = attention_figure(
+        maps, query_tokens=query_tokens, key_tokens=key_tokens, source_tokens=source_tokens, heads=heads
+    )
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -80,8 +83,8 @@ def attention_figure(
     *,
     query_tokens: Sequence[str],
     key_tokens: Sequence[str],
-    source_tokens: Optional[Sequence[str]] = None,
-    heads: Optional[Sequence[int]] = None,
+    source_tokens: Sequence[str] | None = None,
+    heads: Sequence[int] | None = None,
 ):
     """The matplotlib figure `plot_attention` writes: each panel titled with its stack, layer and
     head, its axes labelled query and key with the tokens as ticks, and one colour bar."""
@@ -99,10 +102,14 @@ def attention_figure(
     size = max(len(query_tokens), len(key_tokens)) * 0.22 + 1.8
     # constrained layout keeps each title clear of the tick labels above it and makes room for
     # the colour bar; one bar serves every panel, since every panel has the same scale (0..1)
-    fig, axes = plt.subplots(len(keys), len(heads), figsize=(size * len(heads) + 1.2, (size + 0.4) * len(keys)),
-                             squeeze=False, layout="constrained")
-    image = None
-    for r, key in enumerate(keys):
+    fig, axes = plt.subplots(
+        len(keys),
+        len(heads),
+        figsize=(size * len(heads) + 1.2, (size + 0.4) * len(keys)),
+        squeeze=False,
+        layout="constrained",
+    )
+    for r, key in enumerate(keys):  # at least one: `maps` has a first entry
         cols = source_tokens if key[0] in ("cross", "encoder") and source_tokens is not None else key_tokens
         rows = source_tokens if key[0] == "encoder" and source_tokens is not None else query_tokens
         for c, h in enumerate(heads):
@@ -115,8 +122,7 @@ def attention_figure(
                 ax.set_xlabel("key (attended to)", fontsize=8)
             if c == 0:
                 ax.set_ylabel("query (attending)", fontsize=8)
-    fig.colorbar(image, ax=axes, shrink=min(1.0, 0.9 / len(keys) + 0.3),
-                 label="attention weight (each row sums to 1)")
+    fig.colorbar(image, ax=axes, shrink=min(1.0, 0.9 / len(keys) + 0.3), label="attention weight (each row sums to 1)")
     return fig
 
 
@@ -137,7 +143,7 @@ def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Pa
     import matplotlib.pyplot as plt
 
     cfg: ModelConfig = model.config
-    stack = model.decoder if FAMILY_FACTS[cfg.family].decoder else model.encoder
+    stack = cast(Stack, model.decoder if FAMILY_FACTS[cfg.family].decoder else model.encoder)
     scheme = stack.position_for(0)
     kind = cfg.position.kind
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -158,6 +164,7 @@ def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Pa
         query_at = torch.tensor([[length // 2]])
         _, _, bias = scheme.attend(q, k, query_at, positions)
         offsets = torch.arange(length) - length // 2
+        assert bias is not None, kind  # a scheme that acts on the scores adds a bias
         bias = bias.expand(1, cfg.n_heads, 1, length)
         for h in range(cfg.n_heads):
             ax.plot(offsets.numpy(), bias[0, h, 0].numpy(), label=f"head {h}")

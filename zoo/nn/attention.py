@@ -7,7 +7,6 @@ soft-cap of the scores (Gemma 2)."""
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -16,9 +15,10 @@ from torch import nn
 from zoo.config.facts.blocks import QKNorm
 from zoo.config.schema.model import NormType
 from zoo.nn.cache import LayerCache
+from zoo.nn.documents import DocumentMask, takes_flex
+from zoo.nn.documents import attend as flex_attend
 from zoo.nn.flex import dense, flex, is_block_mask
 from zoo.nn.logit_stats import max_attention_logit
-from zoo.nn.documents import DocumentMask, attend as flex_attend, takes_flex
 from zoo.nn.norm import build_norm
 from zoo.nn.position.base import PositionScheme
 
@@ -28,13 +28,13 @@ def attention(
     k: torch.Tensor,
     v: torch.Tensor,
     *,
-    mask: Optional[torch.Tensor | DocumentMask] = None,
-    bias: Optional[torch.Tensor] = None,
+    mask: torch.Tensor | DocumentMask | None = None,
+    bias: torch.Tensor | None = None,
     causal: bool = False,
-    scale: Optional[float] = None,
+    scale: float | None = None,
     dropout: float = 0.0,
     math_path: bool = False,
-    softcap: Optional[float] = None,
+    softcap: float | None = None,
 ):
     """softmax(q·kᵀ · scale + bias, masked) · v; with `softcap` c, softmax(c·tanh(q·kᵀ · scale / c)
     + bias, masked) · v (Gemma 2's order: the cap after the scale, before the mask).
@@ -86,7 +86,9 @@ def attention(
     if bias is not None:
         attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
     out = F.scaled_dot_product_attention(
-        q, k, v,
+        q,
+        k,
+        v,
         attn_mask=attn_mask,
         dropout_p=dropout,
         is_causal=causal,
@@ -116,11 +118,11 @@ class Attention(nn.Module):
         bias: bool,
         dropout: float,
         cross: bool = False,
-        scale: Optional[float] = None,
+        scale: float | None = None,
         qk_norm: QKNorm = QKNorm.none,
         qk_norm_type: NormType = NormType.rmsnorm,
         norm_eps: float = 1e-6,
-        softcap: Optional[float] = None,
+        softcap: float | None = None,
     ) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
@@ -142,9 +144,9 @@ class Attention(nn.Module):
         self.softcap = softcap  # c of c·tanh(s/c) on the scaled scores; None: no cap
         self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh) (μP: `ModelConfig.attention_multiplier`)
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
-        self.last_weights: Optional[torch.Tensor] = None
+        self.last_weights: torch.Tensor | None = None
         self.record_max_logit = False  # set True to record `last_max_logit` (the instability monitor)
-        self.last_max_logit: Optional[torch.Tensor] = None  # max scaled q·kᵀ a query may attend, detached
+        self.last_max_logit: torch.Tensor | None = None  # max scaled q·kᵀ a query may attend, detached
 
     def _heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
         B, T, _ = x.shape
@@ -169,10 +171,10 @@ class Attention(nn.Module):
         *,
         positions: torch.Tensor,
         position: PositionScheme,
-        mask: Optional[torch.Tensor],
+        mask: torch.Tensor | None,
         causal: bool = False,
-        memory: Optional[torch.Tensor] = None,
-        cache: Optional[LayerCache] = None,
+        memory: torch.Tensor | None = None,
+        cache: LayerCache | None = None,
     ) -> torch.Tensor:
         B, T, _ = x.shape
         H, Hkv, Dh = self.n_heads, self.n_kv_heads, self.head_dim
@@ -181,6 +183,8 @@ class Attention(nn.Module):
             if cache is not None and cache.cross_kv is not None:
                 k, v = cache.cross_kv
             else:
+                if memory is None:
+                    raise ValueError("cross-attention needs the encoder's output (memory)")
                 k, v = self._memory_kv(memory)  # (B, Hkv, S, Dh)
                 if cache is not None:
                     cache.cross_kv = (k, v)
@@ -203,7 +207,9 @@ class Attention(nn.Module):
             self.last_max_logit = max_attention_logit(q, k, scale=self.scale, mask=seen, causal=causal)
         need_weights = position.needs_attention_weights or self.keep_weights
         out, weights = attention(
-            q, k, v,
+            q,
+            k,
+            v,
             mask=mask,
             bias=bias,
             causal=causal,

@@ -13,30 +13,34 @@ so layers start with independent weights.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from zoo.config.facts.blocks import BLOCK_FACTS
-from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.facts.attention import stack_windows
+from zoo.config.facts.blocks import BLOCK_FACTS
 from zoo.config.facts.ffn import FFNKind, layer_kinds
+from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
-from zoo.nn.cache import Cache, LayerCache
+from zoo.nn.cache import Cache, LayerCache, SlidingKVCache, SlidingStaticKVCache
 from zoo.nn.documents import DocumentMask
-from zoo.nn.host import host_reads_are_free
 from zoo.nn.feedforward import build_ffn
 from zoo.nn.flex import band_block_mask, use_flex
+from zoo.nn.host import host_reads_are_free
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
 from zoo.nn.position import POSITIONS, PositionScheme, build_position
 from zoo.nn.position.base import SharedBias
 from zoo.nn.position.none import NoPositions
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
 
 
 class SubLayer(nn.Module):
@@ -75,9 +79,9 @@ class Block(nn.Module):
     Shapes: x (B, T, D), memory (B, S, D) -> (B, T, D).
     """
 
-    def __init__(self, cfg: ModelConfig, *, cross: bool, ffn: Optional[FFNKind] = None) -> None:
+    def __init__(self, cfg: ModelConfig, *, cross: bool, ffn: FFNKind | None = None) -> None:
         super().__init__()
-        heads = dict(
+        heads: dict[str, Any] = dict(
             d_model=cfg.d_model,
             n_heads=cfg.n_heads,
             n_kv_heads=cfg.n_kv_heads,
@@ -86,8 +90,9 @@ class Block(nn.Module):
             dropout=cfg.dropout,
             scale=cfg.attention_multiplier,  # attention_scale; under mup sqrt(base Dh)/Dh
         )
-        qk = dict(qk_norm=cfg.qk_norm, qk_norm_type=cfg.qk_norm_kind, norm_eps=cfg.norm_eps,
-                  softcap=cfg.attn_softcap)
+        qk: dict[str, Any] = dict(
+            qk_norm=cfg.qk_norm, qk_norm_type=cfg.qk_norm_kind, norm_eps=cfg.norm_eps, softcap=cfg.attn_softcap
+        )
         facts = BLOCK_FACTS[cfg.block]
         self.parallel = facts.parallel
         # a parallel block with shared norms holds one SubLayer (`self_attn_sub`) for all branches
@@ -105,16 +110,17 @@ class Block(nn.Module):
         *,
         positions: torch.Tensor,
         position: PositionScheme,
-        mask: Optional[torch.Tensor],
+        mask: torch.Tensor | None,
         causal: bool,
-        memory: Optional[torch.Tensor] = None,
-        memory_mask: Optional[torch.Tensor] = None,
-        cache: Optional[LayerCache] = None,
+        memory: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        cache: LayerCache | None = None,
     ) -> torch.Tensor:
         def self_attn(h: torch.Tensor) -> torch.Tensor:
             return self.self_attn(h, positions=positions, position=position, mask=mask, causal=causal, cache=cache)
 
         def cross_attn(h: torch.Tensor) -> torch.Tensor:
+            assert self.cross_attn is not None  # called only by a block with cross-attention
             return self.cross_attn(
                 h, positions=positions, position=_NO_POSITIONS, mask=memory_mask, memory=memory, cache=cache
             )
@@ -122,8 +128,9 @@ class Block(nn.Module):
         if self.parallel:
             return self._parallel(x, self_attn, cross_attn)
         x = self.self_attn_sub(x, self_attn)
-        if self.cross_attn is not None:
+        if self.cross_attn_sub is not None:  # a block with cross-attention (its norms its own)
             x = self.cross_attn_sub(x, cross_attn)
+        assert self.ff_sub is not None  # norms of its own: shared ones take `_parallel`
         return self.ff_sub(x, self.ff)
 
     def _parallel(self, x: torch.Tensor, self_attn: Callable, cross_attn: Callable) -> torch.Tensor:
@@ -133,7 +140,7 @@ class Block(nn.Module):
         fns = [self_attn] + ([cross_attn] if self.cross_attn is not None else []) + [self.ff]
         if self.ff_sub is None:  # shared norms
             return self.self_attn_sub(x, lambda h: sum(fn(h) for fn in fns))
-        subs = [self.self_attn_sub] + ([self.cross_attn_sub] if self.cross_attn is not None else []) + [self.ff_sub]
+        subs = [self.self_attn_sub] + ([self.cross_attn_sub] if self.cross_attn_sub is not None else []) + [self.ff_sub]
         return x + sum(sub.branch(x, fn) for sub, fn in zip(subs, fns))
 
 
@@ -165,62 +172,79 @@ class Stack(nn.Module):
             build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if cfg.embed_norm else nn.Identity()
         )
         final = PLACEMENT_FACTS[cfg.norm].final_norm  # every placement but post
-        self.final_norm = (
-            build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if final else nn.Identity()
-        )
+        self.final_norm = build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if final else nn.Identity()
         # packed documents: sdpa (the boolean mask) unless set to flex; FlexAttention is taken on no
         # device by itself until its compiled GPU path is measured equal (tests/gpu/test_document_mask_cuda.py)
-        self.document_kernel: Optional[str] = None
+        self.document_kernel: str | None = None
 
     def position_for(self, layer: int) -> PositionScheme:
-        return self.positions[layer if len(self.positions) > 1 else 0]
+        return cast(PositionScheme, self.positions[layer if len(self.positions) > 1 else 0])
 
     def _static_cache_mask(
-        self, cache: Cache, T: int, key_padding: Optional[torch.Tensor], device: torch.device
+        self, cache: Cache, T: int, key_padding: torch.Tensor | None, device: torch.device
     ) -> torch.Tensor:
         """(B or 1, 1, T, capacity) bool: which of a static cache's slots each of the T new
         queries sees. Without padding, from the cache's slot tensor alone (the same graph at
         every step); with a (B, past + T) padding mask, whose width tells the past."""
+        capacity = cache.capacity
+        assert capacity is not None  # a static cache's
         if key_padding is not None:
             past = key_padding.shape[1] - T
             mask = attention_mask(
-                q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding, device=device,
+                q_len=T,
+                k_len=past + T,
+                causal=self.causal,
+                key_padding=key_padding,
+                device=device,
             )  # (B, 1, T, past + T)
-            return F.pad(mask, (0, cache.capacity - past - T), value=False)  # (B, 1, T, capacity)
+            assert mask is not None  # key padding given: always a mask
+            return F.pad(mask, (0, capacity - past - T), value=False)  # (B, 1, T, capacity)
         first = cache.slot if cache.slot is not None else torch.zeros((), dtype=torch.long, device=device)
-        keys = torch.arange(cache.capacity, device=device)  # (capacity,)
+        keys = torch.arange(capacity, device=device)  # (capacity,)
         queries = first + torch.arange(T, device=device)  # (T,) the slots the new tokens take
         seen = keys[None, :] <= queries[:, None] if self.causal else keys[None, :] < first + T  # (T, capacity)
         return seen[None, None]  # (1, 1, T, capacity)
 
     def _sliding_mask(
-        self, cache: Optional[Cache], T: int, key_padding: Optional[torch.Tensor], device: torch.device
-    ) -> tuple[Optional[torch.Tensor], bool]:
+        self, cache: Cache | None, T: int, key_padding: torch.Tensor | None, device: torch.device
+    ) -> tuple[torch.Tensor | BlockMask | None, bool]:
         """(mask, causal) of the sliding layers: the band of `self.window` over the keys their
         caches return (`SlidingKVCache`: the kept ones and the T new; `SlidingStaticKVCache`:
         its ring at a one-token step). Where the band holds every key, the full layers' path."""
         W = self.window
+        assert W is not None  # called by a stack with sliding layers only
         if cache is None:
             covers = T <= W if self.causal else (W - 1) // 2 >= T - 1
             if key_padding is None and covers:
                 return None, self.causal
-            if use_flex(T=T, window=W, device=device, position=self.position_kind, padded=key_padding is not None,
-                        dropout=self.attention_dropout if self.training else 0.0):
+            if use_flex(
+                T=T,
+                window=W,
+                device=device,
+                position=self.position_kind,
+                padded=key_padding is not None,
+                dropout=self.attention_dropout if self.training else 0.0,
+            ):
                 return band_block_mask(W, self.causal, T, device), False
-            return attention_mask(q_len=T, k_len=T, causal=self.causal, key_padding=key_padding,
-                                  device=device, window=W), False  # (B or 1, 1, T, T)
+            return attention_mask(
+                q_len=T, k_len=T, causal=self.causal, key_padding=key_padding, device=device, window=W
+            ), False  # (B or 1, 1, T, T)
         layer = cache.layers[self.windows.index(W)].self_attn
         if cache.static and T == 1:
             return self._ring_mask(layer, key_padding, device), False
-        kept = min(cache.length, layer.ring) if cache.static else layer.kept
-        padding = key_padding[:, -(kept + T):] if key_padding is not None else None  # (B, kept + T)
+        if isinstance(layer, SlidingStaticKVCache):  # cache.static
+            kept = min(cache.length, layer.ring)
+        else:
+            kept = cast(SlidingKVCache, layer).kept
+        padding = key_padding[:, -(kept + T) :] if key_padding is not None else None  # (B, kept + T)
         if padding is None and kept + T <= W:
             return None, self.causal and T > 1
-        return attention_mask(q_len=T, k_len=kept + T, causal=self.causal, key_padding=padding,
-                              device=device, window=W), False  # (B or 1, 1, T, kept + T)
+        return attention_mask(
+            q_len=T, k_len=kept + T, causal=self.causal, key_padding=padding, device=device, window=W
+        ), False  # (B or 1, 1, T, kept + T)
 
     @staticmethod
-    def _ring_mask(layer, key_padding: Optional[torch.Tensor], device: torch.device) -> torch.Tensor:
+    def _ring_mask(layer, key_padding: torch.Tensor | None, device: torch.device) -> torch.Tensor:
         """(B or 1, 1, 1, ring) bool: the slots of a sliding layer's static ring that one new
         query sees (every written slot: the ring is no longer than the window). Without
         padding from the slot tensor alone (one graph at every step); with a (B, past + 1)
@@ -240,11 +264,11 @@ class Stack(nn.Module):
         x: torch.Tensor,
         *,
         positions: torch.Tensor,
-        key_padding: Optional[torch.Tensor] = None,
-        memory: Optional[torch.Tensor] = None,
-        memory_padding: Optional[torch.Tensor] = None,
-        cache: Optional[Cache] = None,
-        document_ids: Optional[torch.Tensor] = None,
+        key_padding: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
+        memory_padding: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """`document_ids` (B, T): packed documents (`zoo.nn.documents`), each token attends
         within its own document only; a forward of the whole window, no cache."""
@@ -256,10 +280,12 @@ class Stack(nn.Module):
         if memory_padding is not None and host_reads_are_free(memory_padding) and bool(memory_padding.all()):
             memory_padding = None
         past = 0 if cache is None or cache.static else cache.length  # a static cache's is on the device
+        mask: torch.Tensor | DocumentMask | None
         if document_ids is not None:
             if cache is not None or not self.causal:
-                raise ValueError("document_ids mask a causal stack's forward over whole packed windows, "
-                                 "without a KV cache")
+                raise ValueError(
+                    "document_ids mask a causal stack's forward over whole packed windows, without a KV cache"
+                )
             kernel = self.document_kernel or "sdpa"
             mask, causal = DocumentMask(document_ids, kernel=kernel, key_padding=key_padding), False
         elif cache is not None and cache.static:
@@ -271,44 +297,57 @@ class Stack(nn.Module):
             mask, causal = None, False  # one new query after the cache sees every key
         else:
             mask = attention_mask(
-                q_len=T, k_len=past + T, causal=self.causal, key_padding=key_padding,
+                q_len=T,
+                k_len=past + T,
+                causal=self.causal,
+                key_padding=key_padding,
                 device=x.device,
             )  # (B or 1, 1, T, S)
             causal = False
+        sliding: tuple[torch.Tensor | BlockMask | None, bool] | None  # the sliding layers' (mask, causal)
         if self.window is None:
             sliding = None
-        elif document_ids is not None:
+        elif isinstance(mask, DocumentMask):  # document_ids given
             # packed documents under a sliding window: a key must be both in the query's document
             # and in its band (the boolean forms and-ed; SDPA takes them)
-            band = attention_mask(q_len=T, k_len=T, causal=True, key_padding=None, device=x.device,
-                                  window=self.window)  # (1, 1, T, T) or None where the band holds all
+            band = attention_mask(
+                q_len=T, k_len=T, causal=True, key_padding=None, device=x.device, window=self.window
+            )  # (1, 1, T, T) or None where the band holds all
             sliding = (mask.dense() if band is None else mask.dense() & band), False  # (B, 1, T, T)
         else:
             sliding = self._sliding_mask(cache, T, key_padding, x.device)
         memory_mask = None
         if memory is not None and memory_padding is not None:
             memory_mask = attention_mask(
-                q_len=T, k_len=memory.shape[1], causal=False, key_padding=memory_padding,
+                q_len=T,
+                k_len=memory.shape[1],
+                causal=False,
+                key_padding=memory_padding,
                 device=x.device,
             )  # (B, 1, T, S)
         x = self.dropout(self.embed_norm(self.position_for(0).embed(x, positions)))
         # activation checkpointing (Chen et al. 2016): keep each layer's input only and recompute
         # the layer in backward (dropout masks are replayed from the saved RNG state)
         recompute = self.checkpoint_activations and self.training and torch.is_grad_enabled() and cache is None
-        shared = self.position_for(0)
-        if (len(self.positions) == 1 and shared.bias_from_positions_only and not recompute
-                and not torch.compiler.is_compiling()):
+        first = self.position_for(0)
+        shared: PositionScheme | SharedBias = first
+        if (
+            len(self.positions) == 1
+            and first.bias_from_positions_only
+            and not recompute
+            and not torch.compiler.is_compiling()
+        ):
             # the layers share one bias tensor in this forward (not under checkpointing: a
             # layer's recomputation must redo what its first run did)
-            shared = SharedBias(shared)
+            shared = SharedBias(first)
         for i, layer in enumerate(self.layers):
             run = partial(checkpoint, layer, use_reentrant=False) if recompute else layer
             x = run(
                 x,
                 positions=positions,
                 position=shared if len(self.positions) == 1 else self.position_for(i),
-                mask=mask if self.windows[i] is None else sliding[0],
-                causal=causal if self.windows[i] is None else sliding[1],
+                mask=mask if sliding is None or self.windows[i] is None else sliding[0],
+                causal=causal if sliding is None or self.windows[i] is None else sliding[1],
                 memory=memory,
                 memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None,

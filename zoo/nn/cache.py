@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 
@@ -21,38 +20,47 @@ class KVCache:
     static = False  # update returns exactly the `length` entries seen so far
 
     def __init__(self) -> None:
-        self._k: Optional[torch.Tensor] = None  # (B, Hkv, capacity, Dh)
-        self._v: Optional[torch.Tensor] = None
-        self._positions: Optional[torch.Tensor] = None  # (B or 1, capacity)
+        self._k: torch.Tensor | None = None  # (B, Hkv, capacity, Dh)
+        self._v: torch.Tensor | None = None
+        self._positions: torch.Tensor | None = None  # (B or 1, capacity)
         self.length = 0
 
     @property
-    def k(self) -> Optional[torch.Tensor]:
+    def k(self) -> torch.Tensor | None:
         return None if self._k is None else self._k[:, :, : self.length]  # (B, Hkv, S, Dh)
 
     @property
-    def v(self) -> Optional[torch.Tensor]:
+    def v(self) -> torch.Tensor | None:
         return None if self._v is None else self._v[:, :, : self.length]
 
     @property
-    def positions(self) -> Optional[torch.Tensor]:
+    def positions(self) -> torch.Tensor | None:
         return None if self._positions is None else self._positions[:, : self.length]  # (B or 1, S)
 
+    def _buffers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The keys, values and positions held, once the first update has made them."""
+        if self._k is None or self._v is None or self._positions is None:
+            raise RuntimeError("the cache holds nothing yet: its first update makes its buffers")
+        return self._k, self._v, self._positions
+
     def _grow(self, needed: int) -> None:
-        capacity = max(needed, 2 * (self._k.shape[2] if self._k is not None else 0), 16)
-        B, H, _, Dh = self._k.shape
-        k = self._k.new_empty(B, H, capacity, Dh)
-        v = self._v.new_empty(B, H, capacity, Dh)
-        p = self._positions.new_empty(self._positions.shape[0], capacity)
-        k[:, :, : self.length], v[:, :, : self.length] = self.k, self.v
-        p[:, : self.length] = self.positions
+        old_k, old_v, old_p = self._buffers()
+        capacity = max(needed, 2 * old_k.shape[2], 16)
+        B, H, _, Dh = old_k.shape
+        k = old_k.new_empty(B, H, capacity, Dh)
+        v = old_v.new_empty(B, H, capacity, Dh)
+        p = old_p.new_empty(old_p.shape[0], capacity)
+        n = self.length
+        k[:, :, :n], v[:, :, :n] = old_k[:, :, :n], old_v[:, :, :n]
+        p[:, :n] = old_p[:, :n]
         self._k, self._v, self._positions = k, v, p
 
     def _match_rows(self, positions: torch.Tensor) -> torch.Tensor:
         """Shared (1, S) positions meeting per-row (B, T) ones: both become per-row."""
-        if positions.shape[0] != self._positions.shape[0]:
-            rows = max(positions.shape[0], self._positions.shape[0])
-            self._positions = self._positions.expand(rows, -1).clone()
+        held = self._buffers()[2]
+        if positions.shape[0] != held.shape[0]:
+            rows = max(positions.shape[0], held.shape[0])
+            self._positions = held.expand(rows, -1).clone()
             positions = positions.expand(rows, -1)
         return positions
 
@@ -66,18 +74,20 @@ class KVCache:
         positions = self._match_rows(positions)
         if self.length + T > self._k.shape[2]:
             self._grow(self.length + T)
-        self._k[:, :, self.length : self.length + T] = k
-        self._v[:, :, self.length : self.length + T] = v
-        self._positions[:, self.length : self.length + T] = positions
+        keys, values, held = self._buffers()
+        keys[:, :, self.length : self.length + T] = k
+        values[:, :, self.length : self.length + T] = v
+        held[:, self.length : self.length + T] = positions
         self.length += T
         return self.k, self.v, self.positions
 
     def reorder(self, index: torch.Tensor) -> None:
         """Select batch rows (beam search)."""
         if self._k is not None:
-            self._k, self._v = self._k[index], self._v[index]
-            if self._positions.shape[0] > 1:  # (1, S) positions are shared by every row
-                self._positions = self._positions[index]
+            keys, values, held = self._buffers()
+            self._k, self._v = keys[index], values[index]
+            if held.shape[0] > 1:  # (1, S) positions are shared by every row
+                self._positions = held[index]
 
 
 class StaticKVCache(KVCache):
@@ -93,7 +103,7 @@ class StaticKVCache(KVCache):
     def __init__(self, capacity: int) -> None:
         super().__init__()
         self.capacity = capacity
-        self.slot: Optional[torch.Tensor] = None  # () long: the next slot to write
+        self.slot: torch.Tensor | None = None  # () long: the next slot to write
 
     @property
     def length(self) -> int:
@@ -103,6 +113,12 @@ class StaticKVCache(KVCache):
     def length(self, value: int) -> None:  # KVCache.__init__ sets 0
         if value:
             raise ValueError("a static cache's length follows its slot")
+
+    def _slot(self) -> torch.Tensor:
+        """The device tensor of the next slot to write, once the first update has made it."""
+        if self.slot is None:
+            raise RuntimeError("the cache holds nothing yet: its first update makes its slot")
+        return self.slot
 
     def update(self, k, v, positions):
         """Write (B, Hkv, T, Dh) keys/values and (B or 1, T) positions at slots [slot,
@@ -115,16 +131,17 @@ class StaticKVCache(KVCache):
             self.slot = torch.zeros((), dtype=torch.long, device=k.device)
             if not torch.compiler.is_compiling():  # traced code may not mark: `mark_static` after it
                 self.mark_static()
-        if host_reads_are_free(self.slot) and int(self.slot) + T > self.capacity:
-            raise ValueError(f"the static cache holds {self.capacity} positions; "
-                             f"{int(self.slot)} + {T} do not fit")
+        slot = self._slot()
+        if host_reads_are_free(slot) and int(slot) + T > self.capacity:
+            raise ValueError(f"the static cache holds {self.capacity} positions; {int(slot)} + {T} do not fit")
         positions = self._match_rows(positions)
-        slots = self.slot + torch.arange(T, device=k.device)  # (T,)
-        self._k.index_copy_(2, slots, k.to(self._k.dtype))
-        self._v.index_copy_(2, slots, v.to(self._v.dtype))
-        self._positions.index_copy_(1, slots, positions.to(self._positions.dtype))
-        self.slot.add_(T)
-        return self._k, self._v, self._positions
+        keys, values, held = self._buffers()
+        slots = slot + torch.arange(T, device=k.device)  # (T,)
+        keys.index_copy_(2, slots, k.to(keys.dtype))
+        values.index_copy_(2, slots, v.to(values.dtype))
+        held.index_copy_(1, slots, positions.to(held.dtype))
+        slot.add_(T)
+        return keys, values, held
 
     def mark_static(self) -> None:
         """Tell torch.compile that the buffers keep their addresses, so that CUDA graphs write
@@ -138,10 +155,11 @@ class StaticKVCache(KVCache):
     def reorder(self, index: torch.Tensor) -> None:
         """Select batch rows (beam search), in place: the buffers keep their addresses."""
         if self._k is not None:
-            self._k.copy_(self._k[index])
-            self._v.copy_(self._v[index])
-            if self._positions.shape[0] > 1:
-                self._positions.copy_(self._positions[index])
+            keys, values, held = self._buffers()
+            keys.copy_(keys[index])
+            values.copy_(values[index])
+            if held.shape[0] > 1:
+                held.copy_(held[index])
 
 
 class SlidingKVCache(KVCache):
@@ -168,15 +186,15 @@ class SlidingKVCache(KVCache):
         return 0 if self._k is None else self._k.shape[2]
 
     @property
-    def k(self) -> Optional[torch.Tensor]:
+    def k(self) -> torch.Tensor | None:
         return self._k  # (B, Hkv, kept, Dh)
 
     @property
-    def v(self) -> Optional[torch.Tensor]:
+    def v(self) -> torch.Tensor | None:
         return self._v
 
     @property
-    def positions(self) -> Optional[torch.Tensor]:
+    def positions(self) -> torch.Tensor | None:
         return self._positions  # (B or 1, kept)
 
     def update(self, k, v, positions):
@@ -185,9 +203,10 @@ class SlidingKVCache(KVCache):
         self._seen += k.shape[2]
         if self._k is not None:
             positions = self._match_rows(positions)
-            k = torch.cat([self._k, k], dim=2)  # (B, Hkv, kept + T, Dh)
-            v = torch.cat([self._v, v], dim=2)
-            positions = torch.cat([self._positions, positions], dim=1)  # (B or 1, kept + T)
+            old_k, old_v, old_p = self._buffers()
+            k = torch.cat([old_k, k], dim=2)  # (B, Hkv, kept + T, Dh)
+            v = torch.cat([old_v, v], dim=2)
+            positions = torch.cat([old_p, positions], dim=1)  # (B or 1, kept + T)
         first = max(0, k.shape[2] - (self.window - 1))
         # copies: a view would hold on to the whole tensor it is cut from
         self._k, self._v = k[:, :, first:].clone(), v[:, :, first:].clone()  # (B, Hkv, kept, Dh)
@@ -218,37 +237,37 @@ class SlidingStaticKVCache(StaticKVCache):
             self.slot = torch.zeros((), dtype=torch.long, device=k.device)
             if not torch.compiler.is_compiling():
                 self.mark_static()
-        if host_reads_are_free(self.slot) and int(self.slot) + T > self.capacity:
-            raise ValueError(f"the static cache holds {self.capacity} positions; "
-                             f"{int(self.slot)} + {T} do not fit")
+        slot = self._slot()
+        if host_reads_are_free(slot) and int(slot) + T > self.capacity:
+            raise ValueError(f"the static cache holds {self.capacity} positions; {int(slot)} + {T} do not fit")
         positions = self._match_rows(positions)
+        keys, values, held = self._buffers()
         if T == 1:  # a decoding step: no host read
-            ring = (self.slot % R)[None]  # (1,)
-            self._k.index_copy_(2, ring, k.to(self._k.dtype))
-            self._v.index_copy_(2, ring, v.to(self._v.dtype))
-            self._positions.index_copy_(1, ring, positions.to(self._positions.dtype))
-            self.slot.add_(1)
-            return self._k, self._v, self._positions  # (B, Hkv, R, Dh), (B or 1, R)
-        past = int(self.slot)
+            ring = (slot % R)[None]  # (1,)
+            keys.index_copy_(2, ring, k.to(keys.dtype))
+            values.index_copy_(2, ring, v.to(values.dtype))
+            held.index_copy_(1, ring, positions.to(held.dtype))
+            slot.add_(1)
+            return keys, values, held  # (B, Hkv, R, Dh), (B or 1, R)
+        past = int(slot)
         kept = min(past, R)
         order = (past - kept + torch.arange(kept, device=k.device)) % R  # (kept,) the ring in order
-        out_k = torch.cat([self._k.index_select(2, order), k.to(self._k.dtype)], dim=2)  # (B, Hkv, kept + T, Dh)
-        out_v = torch.cat([self._v.index_select(2, order), v.to(self._v.dtype)], dim=2)
-        out_p = torch.cat([self._positions.index_select(1, order),
-                           positions.to(self._positions.dtype)], dim=1)  # (B or 1, kept + T)
+        out_k = torch.cat([keys.index_select(2, order), k.to(keys.dtype)], dim=2)  # (B, Hkv, kept + T, Dh)
+        out_v = torch.cat([values.index_select(2, order), v.to(values.dtype)], dim=2)
+        out_p = torch.cat([held.index_select(1, order), positions.to(held.dtype)], dim=1)  # (B or 1, kept + T)
         new = min(T, R)
         slots = (past + T - new + torch.arange(new, device=k.device)) % R  # (new,)
-        self._k.index_copy_(2, slots, out_k[:, :, -new:])
-        self._v.index_copy_(2, slots, out_v[:, :, -new:])
-        self._positions.index_copy_(1, slots, out_p[:, -new:])
-        self.slot.add_(T)
+        keys.index_copy_(2, slots, out_k[:, :, -new:])
+        values.index_copy_(2, slots, out_v[:, :, -new:])
+        held.index_copy_(1, slots, out_p[:, -new:])
+        slot.add_(T)
         return out_k, out_v, out_p
 
 
 @dataclass
 class LayerCache:
     self_attn: KVCache = field(default_factory=KVCache)
-    cross_kv: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # (B, Hkv, S, Dh) each, computed once
+    cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, Hkv, S, Dh) each, computed once
 
     def reorder(self, index: torch.Tensor) -> None:
         self.self_attn.reorder(index)
@@ -256,7 +275,7 @@ class LayerCache:
             self.cross_kv = (self.cross_kv[0][index], self.cross_kv[1][index])
 
 
-def _layer_cache(capacity: Optional[int], window: Optional[int]) -> KVCache:
+def _layer_cache(capacity: int | None, window: int | None) -> KVCache:
     if window is None:
         return KVCache() if capacity is None else StaticKVCache(capacity)
     return SlidingKVCache(window) if capacity is None else SlidingStaticKVCache(capacity, window)
@@ -269,8 +288,7 @@ class Cache:
     layers: list[LayerCache]
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: Optional[int] = None,
-              windows: Optional[list[Optional[int]]] = None) -> "Cache":
+    def empty(cls, n_layers: int, capacity: int | None = None, windows: list[int | None] | None = None) -> Cache:
         """Growing caches, or static ones of `capacity` positions (`StaticKVCache`); `windows`
         (one per layer, None = full) gives a sliding layer a cache that keeps only its window."""
         windows = windows if windows is not None else [None] * n_layers
@@ -283,17 +301,24 @@ class Cache:
         return bool(self.layers) and self.layers[0].self_attn.static
 
     @property
-    def capacity(self) -> Optional[int]:
-        return self.layers[0].self_attn.capacity if self.static else None
+    def _static_first(self) -> StaticKVCache | None:
+        first = self.layers[0].self_attn if self.layers else None
+        return first if isinstance(first, StaticKVCache) else None  # static: every layer's is
+
+    @property
+    def capacity(self) -> int | None:
+        first = self._static_first
+        return first.capacity if first is not None else None
 
     @property
     def length(self) -> int:
         return self.layers[0].self_attn.length if self.layers else 0
 
     @property
-    def slot(self) -> Optional[torch.Tensor]:
+    def slot(self) -> torch.Tensor | None:
         """A static cache's next slot as a () device tensor (None before its first update)."""
-        return self.layers[0].self_attn.slot if self.static else None
+        first = self._static_first
+        return first.slot if first is not None else None
 
     def next_positions(self, T: int, device: torch.device) -> torch.Tensor:
         """(1, T): the positions of T tokens appended after what the cache holds, counted on
@@ -306,7 +331,7 @@ class Cache:
         """`StaticKVCache.mark_static` for every layer (a prefill run compiled allocates the
         buffers where they cannot be marked): call it outside compiled code."""
         for layer in self.layers:
-            if layer.self_attn.static:
+            if isinstance(layer.self_attn, StaticKVCache):
                 layer.self_attn.mark_static()
 
     def reorder(self, index: torch.Tensor) -> None:

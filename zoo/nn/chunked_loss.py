@@ -16,8 +16,6 @@ softmax normaliser: both enter each chunk's gradient in place.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from zoo.nn.host import host_reads_are_free
@@ -69,7 +67,11 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         w = weight.to(dtype)  # (V, D)
         valid = targets != IGNORE  # (N,)
         count = valid.sum().clamp(min=1).to(acc)
-        need_h, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]
+        need_h, need_w, need_b = (
+            ctx.needs_input_grad[0],
+            ctx.needs_input_grad[1],
+            bias is not None and ctx.needs_input_grad[2],
+        )
         grad_h = torch.empty_like(hidden) if need_h else None  # (N, D)
         grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None  # (V, D)
         grad_b = torch.zeros(V, dtype=acc, device=weight.device) if need_b else None  # (V,)
@@ -113,7 +115,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if need_b:
                 grad_b += (grad * row_weight).sum(0)
             grad = grad.to(dtype)
-            if need_h:
+            if grad_h is not None:  # need_h
                 grad_h[start : start + chunk] = (grad @ w) * row_weight.to(dtype)  # (c, D)
             if need_w:
                 grad_w += (grad.t() @ (h * row_weight.to(dtype))).to(acc)  # (V, D)
@@ -131,7 +133,11 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             grad_h * grad_loss.to(grad_h.dtype) if need_h else None,
             (grad_w * grad_loss).to(ctx.w_dtype) if need_w else None,
             grad_b * grad_loss if need_b else None,
-            None, None, None, None, None,
+            None,
+            None,
+            None,
+            None,
+            None,
         )
 
 
@@ -140,10 +146,10 @@ def chunked_linear_cross_entropy(
     weight: torch.Tensor,
     targets: torch.Tensor,
     *,
-    bias: Optional[torch.Tensor] = None,
+    bias: torch.Tensor | None = None,
     chunk: int = 1024,
     label_smoothing: float = 0.0,
-    softcap: Optional[float] = None,
+    softcap: float | None = None,
     z_loss: float = 0.0,
     parts: bool = False,
 ):
@@ -162,8 +168,16 @@ def chunked_linear_cross_entropy(
     """
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
-    loss, ce, z = _ChunkedLinearCrossEntropy.apply(hidden, weight, bias, targets, chunk, float(label_smoothing),
-                                                   None if softcap is None else float(softcap), float(z_loss))
+    loss, ce, z = _ChunkedLinearCrossEntropy.apply(
+        hidden,
+        weight,
+        bias,
+        targets,
+        chunk,
+        float(label_smoothing),
+        None if softcap is None else float(softcap),
+        float(z_loss),
+    )
     return (loss, ce, z) if parts else loss
 
 
@@ -172,18 +186,21 @@ def liger_linear_cross_entropy(
     weight: torch.Tensor,
     targets: torch.Tensor,
     *,
-    bias: Optional[torch.Tensor] = None,
+    bias: torch.Tensor | None = None,
     label_smoothing: float = 0.0,
 ) -> torch.Tensor:
     """The same loss through Liger-Kernel's fused linear cross-entropy (Hsu et al. 2024): Triton
     kernels, CUDA only, an optional dependency (`pip install '.[liger]'`)."""
     if hidden.device.type != "cuda":
-        raise ValueError(f"task.output_loss=liger runs Triton kernels on CUDA only, not on {hidden.device.type}; "
-                         f"use task.output_loss=auto")
+        raise ValueError(
+            f"task.output_loss=liger runs Triton kernels on CUDA only, not on {hidden.device.type}; "
+            f"use task.output_loss=auto"
+        )
     try:
         from liger_kernel.transformers.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyLoss
     except ImportError:
-        raise ValueError("task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's source "
-                         "directory)") from None
+        raise ValueError(
+            "task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's source directory)"
+        ) from None
     loss = LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE, label_smoothing=label_smoothing, reduction="mean")
     return loss(weight, hidden, targets, bias)

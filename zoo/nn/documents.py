@@ -13,11 +13,15 @@ forward, each built once when first asked for, and attention takes the one it ca
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
 from zoo.nn.mask import document_mask
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
 
 
 def positions_in_documents(document_ids: torch.Tensor) -> torch.Tensor:
@@ -46,15 +50,14 @@ class DocumentMask:
     FlexAttention BlockMask, each made when first asked for. `key_padding` (B, T), 1 = token,
     is and-ed into the dense form (a padded batch takes SDPA). `kernel`: "flex" or "sdpa"."""
 
-    def __init__(self, document_ids: torch.Tensor, *, kernel: str,
-                 key_padding: Optional[torch.Tensor] = None) -> None:
+    def __init__(self, document_ids: torch.Tensor, *, kernel: str, key_padding: torch.Tensor | None = None) -> None:
         if kernel not in ("flex", "sdpa"):
             raise ValueError(f"document mask kernel must be flex or sdpa, got {kernel!r}")
         self.document_ids = document_ids
         self.kernel = kernel if key_padding is None else "sdpa"
         self.key_padding = key_padding
-        self._dense: Optional[torch.Tensor] = None
-        self._block = None
+        self._dense: torch.Tensor | None = None
+        self._block: BlockMask | None = None
 
     def dense(self) -> torch.Tensor:
         if self._dense is None:
@@ -70,12 +73,13 @@ class DocumentMask:
             from torch.nn.attention.flex_attention import create_block_mask
 
             B, T = self.document_ids.shape
-            self._block = create_block_mask(document_mask_mod(self.document_ids), B, None, T, T,
-                                            device=self.document_ids.device)
+            self._block = create_block_mask(
+                document_mask_mod(self.document_ids), B, None, T, T, device=self.document_ids.device
+            )
         return self._block
 
 
-def takes_flex(mask: DocumentMask, *, bias: Optional[torch.Tensor], math_path: bool, dropout: float) -> bool:
+def takes_flex(mask: DocumentMask, *, bias: torch.Tensor | None, math_path: bool, dropout: float) -> bool:
     """Does attention under `mask` take FlexAttention? Its kernel is flex, and nothing asks for
     what only the explicit path gives: the weights (Shaw), attention dropout, or an additive
     score bias (T5 bias, ALiBi: a dense (B, H, T, T) bias costs the memory the block mask saves,
@@ -88,5 +92,6 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: DocumentMask
     (B, H, T, Dh)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    return flex_attention(q, k, v, block_mask=mask.block(), scale=scale,
-                          enable_gqa=k.shape[1] != q.shape[1])  # (B, H, T, Dh)
+    return flex_attention(
+        q, k, v, block_mask=mask.block(), scale=scale, enable_gqa=k.shape[1] != q.shape[1]
+    )  # (B, H, T, Dh)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 from torch import nn
@@ -19,8 +18,7 @@ class TokenEmbedding(nn.Embedding):
     (on the CPU in eager mode, where reading them is free: `zoo.nn.host`).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = False,
-                 multiplier: Optional[float] = None) -> None:
+    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = False, multiplier: float | None = None) -> None:
         super().__init__(vocab_size, d_model)
         if multiplier is None:
             multiplier = math.sqrt(d_model) if scale else 1.0

@@ -9,8 +9,8 @@ function and GELU approximation) and `FFNS` (one builder per row of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -71,7 +71,9 @@ def moe(cfg: ModelConfig) -> nn.Module:
     """A mixture-of-experts layer of `cfg` (`zoo.nn.moe.MoE`), its shared experts one dense unit
     moe_shared experts wide (none at 0), without biases."""
     width = expert_width(cfg, cfg.d_ff)
-    shared = FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
+    shared = (
+        FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
+    )
     return MoE(cfg, act=ACTIVATIONS[cfg.activation], shared=shared)
 
 
@@ -81,7 +83,7 @@ FFNS: dict[FFNKind, Callable[[ModelConfig], nn.Module]] = {
 }
 
 
-def build_ffn(cfg: ModelConfig, kind: Optional[FFNKind] = None) -> nn.Module:
+def build_ffn(cfg: ModelConfig, kind: FFNKind | None = None) -> nn.Module:
     """The feed-forward unit of `kind` (default `cfg.ffn`; a stack's layers: `zoo.config.facts.ffn.layer_kinds`)
     (ValueError for a kind with no builder)."""
     kind = cfg.ffn if kind is None else kind

@@ -15,7 +15,7 @@ there SDPA is used too. `tests/nn/test_sliding_window.py` checks both give the s
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import TypeGuard
 
 import torch
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
@@ -26,14 +26,23 @@ from zoo.nn.mask import band_mask_mod
 FLEX_MIN_LEN = 1024  # shortest sequence that takes FlexAttention (compilation is per shape)
 
 
-def use_flex(*, T: int, window: int, device: torch.device, position: PositionKind, padded: bool,
-             dropout: float) -> bool:
+def use_flex(
+    *, T: int, window: int, device: torch.device, position: PositionKind, padded: bool, dropout: float
+) -> bool:
     """Whether a sliding layer's self-attention over T tokens (no cache) runs FlexAttention."""
     acts = POSITION_FACTS[position].acts
     if torch.compiler.is_compiling():  # a compiled model keeps the boolean band (one graph, no nested compile)
         return False
-    return (device.type == "cpu" and not torch.is_grad_enabled() and T >= FLEX_MIN_LEN and T > window
-            and not padded and dropout == 0.0 and Site.scores not in acts and Site.values not in acts)
+    return (
+        device.type == "cpu"
+        and not torch.is_grad_enabled()
+        and T >= FLEX_MIN_LEN
+        and T > window
+        and not padded
+        and dropout == 0.0
+        and Site.scores not in acts
+        and Site.values not in acts
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -48,14 +57,13 @@ def _compiled():
     return torch.compile(flex_attention)
 
 
-def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask: BlockMask,
-         scale: Optional[float]) -> torch.Tensor:
+def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask: BlockMask, scale: float | None) -> torch.Tensor:
     """q (B, H, T, Dh); k, v (B, Hkv, T, Dh) -> (B, H, T, Dh), attention under `block_mask`."""
     run = flex_attention if torch.compiler.is_compiling() else _compiled()
     return run(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
 
 
-def is_block_mask(mask) -> bool:
+def is_block_mask(mask: object) -> TypeGuard[BlockMask]:
     return isinstance(mask, BlockMask)
 
 
@@ -64,4 +72,5 @@ def dense(block_mask: BlockMask, T: int, S: int, device: torch.device) -> torch.
     attention weights."""
     i = torch.arange(T, device=device)[:, None]  # (T, 1)
     j = torch.arange(S, device=device)[None, :]  # (1, S)
-    return block_mask.mask_mod(0, 0, i, j)[None, None]  # (1, 1, T, S)
+    first = torch.zeros((), dtype=torch.long, device=device)  # batch row 0, head 0
+    return block_mask.mask_mod(first, first, i, j)[None, None]  # (1, 1, T, S)

@@ -10,14 +10,14 @@ logits (N, V) are never whole in memory."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 
 _BLOCK_ELEMENTS = 1 << 22  # scores held at once by `max_attention_logit` (16 MiB of float32)
 
 
-def _boolean(mask, T: int, S: int, device: torch.device) -> Optional[torch.Tensor]:
+def _boolean(mask, T: int, S: int, device: torch.device) -> torch.Tensor | None:
     """A mask as the boolean (B or 1, 1, T, S) tensor, True = may attend: a tensor as it is; a
     mask object that makes its own (packed documents: `.dense()`); a FlexAttention BlockMask
     (a sliding band) evaluated token by token from its `mask_mod`."""
@@ -37,8 +37,8 @@ def max_attention_logit(
     q: torch.Tensor,
     k: torch.Tensor,
     *,
-    scale: Optional[float] = None,
-    mask: Optional[torch.Tensor] = None,
+    scale: float | None = None,
+    mask: torch.Tensor | None = None,
     causal: bool = False,
 ) -> torch.Tensor:
     """max of q·kᵀ · scale over the (query, key) pairs a query may attend, over every head and

@@ -3,8 +3,6 @@ sliding-window attention as a FlexAttention mask_mod that other mask_mods can be
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 
@@ -13,10 +11,10 @@ def attention_mask(
     q_len: int,
     k_len: int,
     causal: bool,
-    key_padding: Optional[torch.Tensor],
+    key_padding: torch.Tensor | None,
     device: torch.device,
-    window: Optional[int] = None,
-) -> Optional[torch.Tensor]:
+    window: int | None = None,
+) -> torch.Tensor | None:
     """Combine causality and key padding into one mask of shape (B or 1, 1, T, S), or None
     when every query may see every key.
 
@@ -38,9 +36,7 @@ def attention_mask(
         mask = seen[None, None]  # (1, 1, T, S)
     if key_padding is not None:
         if key_padding.shape[-1] != k_len:
-            raise ValueError(
-                f"attention mask covers {key_padding.shape[-1]} positions but there are {k_len} keys"
-            )
+            raise ValueError(f"attention mask covers {key_padding.shape[-1]} positions but there are {k_len} keys")
         keys = key_padding.bool()[:, None, None, :]  # (B, 1, 1, S)
         mask = keys if mask is None else mask & keys  # (B, 1, T, S)
     if mask is not None:
@@ -69,6 +65,8 @@ def band_mask_mod(window: int, causal: bool, offset: int = 0):
         return band & (kv_idx <= q) if causal else band
 
     return mask_mod
+
+
 def document_mask(document_ids: torch.Tensor) -> torch.Tensor:
     """Block-diagonal causal mask of packed documents: (B, T) document ids -> (B, 1, T, T),
     query i may see key j when j <= i and both belong to the same document. A boolean mask, so

@@ -30,7 +30,8 @@ logs them). Shapes: B T D as elsewhere, N = B·T tokens, E experts, K = top-k, F
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -78,11 +79,16 @@ class Experts(nn.Module):
             return self.dropout(self.act(gate) * up)
         return self.dropout(self.act(h))
 
-    def forward(self, rows: torch.Tensor, *, counts: Optional[list[int]] = None,
-                ends: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self, rows: torch.Tensor, *, counts: list[int] | None = None, ends: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """rows (M, D) sorted by expert -> (M, D): the grouped GEMM given the cumulative row
         counts `ends` on the device, else the loop given them on the host (`counts`)."""
-        return self.grouped(rows, ends) if ends is not None else self.loop(rows, counts)
+        if ends is not None:
+            return self.grouped(rows, ends)
+        if counts is None:
+            raise ValueError("Experts needs the row counts per expert: `counts` (host) or `ends` (device)")
+        return self.loop(rows, counts)
 
     def loop(self, rows: torch.Tensor, counts: list[int]) -> torch.Tensor:
         """rows (M, D) sorted by expert, counts[i] of them for expert i (their sum <= M; rows past
@@ -93,7 +99,7 @@ class Experts(nn.Module):
         w_in, w_out = self.w_in.unbind(0), self.w_out.unbind(0)
         for i, n in enumerate(counts):
             if n:
-                h = self.hidden(F.linear(rows[start:start + n], w_in[i]))  # (n, F)
+                h = self.hidden(F.linear(rows[start : start + n], w_in[i]))  # (n, F)
                 parts.append(F.linear(h, w_out[i]))  # (n, D)
             start += n
         if start < rows.shape[0]:
@@ -103,6 +109,8 @@ class Experts(nn.Module):
     def grouped(self, rows: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
         """rows (M, D) sorted by expert, ends (E,) int32 the cumulative row counts -> (M, D) in
         bfloat16: two grouped GEMMs over all experts; rows past ends[-1] come back as 0."""
+        if _GROUPED_MM is None:  # `MoE` takes this path only where torch has the kernel
+            raise RuntimeError("this torch has no grouped GEMM (torch.nn.functional.grouped_mm)")
         dtype = torch.bfloat16
         h = _GROUPED_MM(rows.to(dtype), self.w_in.to(dtype).transpose(-2, -1), offs=ends)  # (M, F or 2·F)
         out = _GROUPED_MM(self.hidden(h), self.w_out.to(dtype).transpose(-2, -1), offs=ends)  # (M, D)
@@ -119,7 +127,8 @@ class Router(nn.Linear):
         super().__init__(d_model, n_experts, bias=False)
         self.top_k, self.gate, self.renorm = top_k, gate, renorm
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    # a Linear for its weight, initialisation and checkpoint key, with outputs of its own
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
         """x (N, D) -> (logits (N, E) float32, probabilities (N, E) (sigmoid: each token's scores
         normalised to sum 1), top-k weights (N, K), experts (N, K))."""
         logits = super().forward(x).float()  # (N, E)
@@ -143,7 +152,11 @@ class MoE(nn.Module):
     and `shared` the shared experts' dense unit (None without), both from the builder in
     `zoo.nn.feedforward.FFNS`, which this module does not import (it imports this one)."""
 
-    def __init__(self, cfg: ModelConfig, *, act: Callable, shared: Optional[nn.Module]) -> None:
+    load: torch.Tensor  # buffers: the last training forward's routing statistics
+    dropped: torch.Tensor
+    entropy: torch.Tensor
+
+    def __init__(self, cfg: ModelConfig, *, act: Callable, shared: nn.Module | None) -> None:
         super().__init__()
         self.n_experts, self.top_k = cfg.moe_experts, cfg.moe_top_k
         self.gate, self.renorm, self.capacity_factor = cfg.moe_gate, cfg.moe_renorm, cfg.moe_capacity
@@ -152,13 +165,13 @@ class MoE(nn.Module):
         self.experts = Experts(cfg.moe_experts, cfg.d_model, width, cfg.activation, act, cfg.dropout)
         self.shared = shared  # moe_shared · width wide, every token passes through it
         self.dispatch = "auto"  # auto: grouped GEMM on CUDA in bfloat16, else the loop; or "loop", "grouped"
-        self.last_losses: Optional[RouterLosses] = None
+        self.last_losses: RouterLosses | None = None
         # routing statistics of the last training forward (detached, on the device; not in checkpoints)
         self.register_buffer("load", torch.zeros(cfg.moe_experts), persistent=False)  # (E,) share of slots
         self.register_buffer("dropped", torch.zeros(()), persistent=False)  # share of slots dropped
         self.register_buffer("entropy", torch.zeros(()), persistent=False)  # mean router entropy (nats)
 
-    def capacity(self, n_tokens: int) -> Optional[int]:
+    def capacity(self, n_tokens: int) -> int | None:
         """The slots one expert takes of a training forward over `n_tokens` tokens: ceil(c · N · K
         / E). Evaluation is dropless: a cached decoding step (N = B tokens) would otherwise drop
         what the whole sequence's forward keeps."""
@@ -178,7 +191,8 @@ class MoE(nn.Module):
         slots = experts.reshape(-1)  # (N·K,) the expert of each (token, slot), token-major
         order = slots.argsort(stable=True)  # (N·K,) slots sorted by expert, token order within one
         counts = torch.zeros(E, dtype=torch.long, device=x.device).scatter_add_(
-            0, slots, torch.ones_like(slots))  # (E,) slots per expert (bincount's size would depend on the data)
+            0, slots, torch.ones_like(slots)
+        )  # (E,) slots per expert (bincount's size would depend on the data)
         token = order // K  # (N·K,) the token of each sorted slot
         weight = weights.reshape(-1)[order]  # (N·K,)
         capacity = self.capacity(N) if self.training else None  # evaluation and decoding: dropless
@@ -203,7 +217,7 @@ class MoE(nn.Module):
             self._record(logits, probs, counts, kept_counts)
         return y.reshape(shape)  # (B, T, D)
 
-    def _host_counts(self, kept_counts: torch.Tensor, N: int, capacity: Optional[int]) -> list[int]:
+    def _host_counts(self, kept_counts: torch.Tensor, N: int, capacity: int | None) -> list[int]:
         """The loop's row counts per expert, read on the host; on fake tensors (zoo-plan's step,
         which reads no values) the N·K slots spread evenly over the experts (at most `capacity`
         each), so that the plan holds the expert activations of a balanced dropless step."""
@@ -220,12 +234,14 @@ class MoE(nn.Module):
             return self.dispatch == "grouped"
         if _GROUPED_MM is None or not x.is_cuda:
             return False
-        bf16 = x.dtype == torch.bfloat16 or (torch.is_autocast_enabled("cuda")
-                                             and torch.get_autocast_dtype("cuda") == torch.bfloat16)
+        bf16 = x.dtype == torch.bfloat16 or (
+            torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16
+        )
         return bf16
 
-    def _record(self, logits: torch.Tensor, probs: torch.Tensor, counts: torch.Tensor,
-                kept_counts: torch.Tensor) -> None:
+    def _record(
+        self, logits: torch.Tensor, probs: torch.Tensor, counts: torch.Tensor, kept_counts: torch.Tensor
+    ) -> None:
         """Keep this training forward's auxiliary losses and routing statistics."""
         slots = counts.sum().clamp(min=1)
         share = counts.float() / slots  # (E,) f_i, before drops
@@ -240,8 +256,10 @@ class MoE(nn.Module):
             self.entropy.copy_(entropy.mean())
 
     def extra_repr(self) -> str:
-        return (f"experts={self.n_experts}, top_k={self.top_k}, gate={self.gate.value}, renorm={self.renorm}, "
-                f"capacity={self.capacity_factor}")
+        return (
+            f"experts={self.n_experts}, top_k={self.top_k}, gate={self.gate.value}, renorm={self.renorm}, "
+            f"capacity={self.capacity_factor}"
+        )
 
 
 def moe_layers(model: nn.Module) -> list[MoE]:
@@ -249,7 +267,7 @@ def moe_layers(model: nn.Module) -> list[MoE]:
     return [m for m in model.modules() if isinstance(m, MoE)]
 
 
-def router_losses(model: nn.Module) -> Optional[RouterLosses]:
+def router_losses(model: nn.Module) -> RouterLosses | None:
     """The mean over `model`'s mixture layers of their last training forward's auxiliary losses
     (each then weighs the same whatever the depth); None without mixture layers or losses. Each
     layer's are handed out once (read, then cleared), so a forward without them is not counted
@@ -261,5 +279,6 @@ def router_losses(model: nn.Module) -> Optional[RouterLosses]:
             layer.last_losses = None
     if not found:
         return None
-    return RouterLosses(balance=torch.stack([f.balance for f in found]).mean(),
-                        z=torch.stack([f.z for f in found]).mean())
+    return RouterLosses(
+        balance=torch.stack([f.balance for f in found]).mean(), z=torch.stack([f.z for f in found]).mean()
+    )

@@ -6,7 +6,7 @@ step (the parameters a row says one norm holds are the built module's)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +38,8 @@ class RMSNorm(nn.RMSNorm):
             return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
         dtype = x.dtype
         x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps  # torch's rule for eps=None
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
         return x.to(dtype) * self.weight
 
     def extra_repr(self) -> str:

@@ -31,8 +31,10 @@ def planned_seq_len(model: ModelConfig, seq_len: int | None, batch: int) -> int:
     model's and the step's sizes checked (`check_model_sizes`)."""
     planned = seq_len or model.max_seq_len
     if planned > model.max_seq_len:
-        raise ConfigError(f"seq_len={planned} is longer than model.max_seq_len={model.max_seq_len}: lower seq_len "
-                          f"or raise model.max_seq_len={planned}")
+        raise ConfigError(
+            f"seq_len={planned} is longer than model.max_seq_len={model.max_seq_len}: lower seq_len "
+            f"or raise model.max_seq_len={planned}"
+        )
     check_model_sizes(model, planned, batch)
     return planned
 
@@ -42,19 +44,28 @@ def check_model_sizes(model: ModelConfig, seq_len: int, batch: int) -> None:
     layers = sum(n for n, _ in stack_layers(model))
     if layers > MAX_LAYERS:
         key = "model.n_layers" if model.n_decoder_layers is None else "model.n_layers + model.n_decoder_layers"
-        raise ConfigError(f"{key}={layers}: zoo-plan runs each layer of the step (about a second each, several "
-                          f"times over) and plans up to {MAX_LAYERS} layers in all")
-    widths = {"model.d_model": model.d_model, "model.d_ff": model.d_ff or 0, "model.vocab_size": model.vocab_size,
-              "model.n_heads x model.head_dim": model.n_heads * (model.head_dim or 0)}
+        raise ConfigError(
+            f"{key}={layers}: zoo-plan runs each layer of the step (about a second each, several "
+            f"times over) and plans up to {MAX_LAYERS} layers in all"
+        )
+    widths = {
+        "model.d_model": model.d_model,
+        "model.d_ff": model.d_ff or 0,
+        "model.vocab_size": model.vocab_size,
+        "model.n_heads x model.head_dim": model.n_heads * (model.head_dim or 0),
+    }
     for key, value in widths.items():
         if value > MAX_WIDTH:
             raise ConfigError(f"{key}={value}: zoo-plan plans widths of up to {MAX_WIDTH:,}")
     if model.max_seq_len > MAX_LENGTH:
         raise ConfigError(f"model.max_seq_len={model.max_seq_len}: zoo-plan plans up to {MAX_LENGTH:,} positions")
     check_batch(batch)
-    products = {"batch x seq_len x model.vocab_size (the logits)": batch * seq_len * model.vocab_size,
-                "batch x model.n_heads x seq_len^2 (the attention scores)": batch * model.n_heads * seq_len**2}
+    products = {
+        "batch x seq_len x model.vocab_size (the logits)": batch * seq_len * model.vocab_size,
+        "batch x model.n_heads x seq_len^2 (the attention scores)": batch * model.n_heads * seq_len**2,
+    }
     for what, n in products.items():
         if n > MAX_ELEMENTS:
-            raise ConfigError(f"{what} = {n:,} elements: more than one tensor holds ({MAX_ELEMENTS:,}); lower "
-                              f"batch or seq_len")
+            raise ConfigError(
+                f"{what} = {n:,} elements: more than one tensor holds ({MAX_ELEMENTS:,}); lower batch or seq_len"
+            )

@@ -36,8 +36,13 @@ MMAP_THRESHOLD = 65536
 def measure(spec: dict) -> dict:
     torch.set_num_threads(spec.get("threads", 2))
     precision = spec["precision"]
-    work = Workload(model=ModelConfig(**spec["model"]), batch=spec["batch"], seq_len=spec["seq_len"],
-                    device=torch.device("cpu"), bf16=precision == "bf16-mixed")
+    work = Workload(
+        model=ModelConfig(**spec["model"]),
+        batch=spec["batch"],
+        seq_len=spec["seq_len"],
+        device=torch.device("cpu"),
+        bf16=precision == "bf16-mixed",
+    )
     batch = without_full_masks(work.training_batch())
     task_options = {"output_loss": spec.get("output_loss", "chunked"), "loss_chunk": spec.get("loss_chunk", 1024)}
     start = _rss_bytes()
@@ -60,8 +65,12 @@ def measure(spec: dict) -> dict:
             optimizer.zero_grad(set_to_none=True)
     torch.set_default_dtype(before)
     peak = rss.peak
-    return {"kind": "peak RSS", "total_bytes": max(peak - start, 0), "training_bytes": max(peak - built, 0),
-            "model_bytes": built - start}
+    return {
+        "kind": "peak RSS",
+        "total_bytes": max(peak - start, 0),
+        "training_bytes": max(peak - built, 0),
+        "model_bytes": built - start,
+    }
 
 
 def peak_training_memory(spec: dict, fixed_mmap_threshold: bool = True, timeout: float = 600) -> dict:
@@ -71,8 +80,14 @@ def peak_training_memory(spec: dict, fixed_mmap_threshold: bool = True, timeout:
         env["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)
     else:
         env.pop("MALLOC_MMAP_THRESHOLD_", None)
-    done = subprocess.run([sys.executable, "-m", "zoo.plan.measure"], input=json.dumps(spec), text=True,
-                          capture_output=True, timeout=timeout, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "zoo.plan.measure"],
+        input=json.dumps(spec),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        env=env,
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"memory measurement failed: {last}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -53,8 +52,22 @@ class LossPath(Choice):
     logits = "logits"
 
 
-UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-         "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def parse_bytes(value, key: str) -> int:
@@ -79,34 +92,62 @@ CUDA_RESERVE = 2**30  # the CUDA context, cuBLAS workspaces and allocator roundi
 
 @dataclass(kw_only=True)
 class PlanOptions:
-    batch: int = field(default=8, metadata={"help": "micro-batch per device (rows a forward takes: "
-                                            "data.max_device_batch_size or the per-device batch)"})
-    seq_len: Optional[int] = field(default=None, metadata={"help": "tokens per row (encoder-decoder: source and "
-                                                           "target each); default model.max_seq_len"})
-    precision: str = field(default=Precision.bf16_mixed.value,
-                           metadata={"help": "trainer.precision: 32-true, bf16-mixed or bf16-true"})
+    batch: int = field(
+        default=8,
+        metadata={
+            "help": "micro-batch per device (rows a forward takes: data.max_device_batch_size or the per-device batch)"
+        },
+    )
+    seq_len: int | None = field(
+        default=None,
+        metadata={"help": "tokens per row (encoder-decoder: source and target each); default model.max_seq_len"},
+    )
+    precision: str = field(
+        default=Precision.bf16_mixed.value, metadata={"help": "trainer.precision: 32-true, bf16-mixed or bf16-true"}
+    )
     strategy: Strategy = field(default=Strategy.none, metadata={"help": "none (one device), ddp, fsdp or hsdp"})
     world_size: int = field(default=1, metadata={"help": "devices in all (trainer.devices x trainer.num_nodes)"})
-    replicate: int = field(default=1, metadata={"help": "hsdp: replicas; each shards over world_size / replicate "
-                                                "devices"})
-    memory: str = field(default="80GiB", metadata={"help": "memory of one device (80GiB, 40GB, ...): the largest "
-                                                   "micro-batch that fits it is reported"})
-    reserve: Optional[str] = field(default=None, metadata={"help": "memory kept free for what is no tensor; "
-                                                           "default 1GiB on cuda (CUDA context, workspaces), 0 on "
-                                                           "cpu"})
-    device: Device = field(default=Device.cuda, metadata={"help": "cpu or cuda: whose kernels and defaults "
-                                                          "(output loss, optimizer kernel) the plan follows"})
-    output_loss: LossPath = field(default=LossPath.auto, metadata={"help": "task.output_loss: auto (chunked on cpu, "
-                                                                   "logits on cuda), chunked or logits"})
-    loss_chunk: int = field(default=1024, metadata={"help": "task.loss_chunk: rows of logits alive at a time "
-                                                    "(chunked)"})
-    optimizer: Optimizer = field(default=Optimizer.auto, metadata={"help": "optim.implementation: auto, fused, "
-                                                                   "foreach or for_loop"})
-    optim: OptimizerKind = field(default=OptimizerKind.adamw,
-                                 metadata={"help": "optim.kind: adamw, adam or muon (whose state is its row's: "
-                                           "one buffer per hidden matrix, AdamW's two moments elsewhere)"})
-    clip: bool = field(default=True, metadata={"help": "trainer.gradient_clip_val > 0 (zoo's default): with "
-                                               "bf16-mixed, auto picks foreach (Lightning refuses fused there)"})
+    replicate: int = field(
+        default=1, metadata={"help": "hsdp: replicas; each shards over world_size / replicate devices"}
+    )
+    memory: str = field(
+        default="80GiB",
+        metadata={"help": "memory of one device (80GiB, 40GB, ...): the largest micro-batch that fits it is reported"},
+    )
+    reserve: str | None = field(
+        default=None,
+        metadata={
+            "help": "memory kept free for what is no tensor; default 1GiB on cuda (CUDA context, workspaces), 0 on cpu"
+        },
+    )
+    device: Device = field(
+        default=Device.cuda,
+        metadata={"help": "cpu or cuda: whose kernels and defaults (output loss, optimizer kernel) the plan follows"},
+    )
+    output_loss: LossPath = field(
+        default=LossPath.auto,
+        metadata={"help": "task.output_loss: auto (chunked on cpu, logits on cuda), chunked or logits"},
+    )
+    loss_chunk: int = field(
+        default=1024, metadata={"help": "task.loss_chunk: rows of logits alive at a time (chunked)"}
+    )
+    optimizer: Optimizer = field(
+        default=Optimizer.auto, metadata={"help": "optim.implementation: auto, fused, foreach or for_loop"}
+    )
+    optim: OptimizerKind = field(
+        default=OptimizerKind.adamw,
+        metadata={
+            "help": "optim.kind: adamw, adam or muon (whose state is its row's: "
+            "one buffer per hidden matrix, AdamW's two moments elsewhere)"
+        },
+    )
+    clip: bool = field(
+        default=True,
+        metadata={
+            "help": "trainer.gradient_clip_val > 0 (zoo's default): with "
+            "bf16-mixed, auto picks foreach (Lightning refuses fused there)"
+        },
+    )
 
     def __post_init__(self) -> None:
         self.precision = Precision.parse(self.precision, "precision")
@@ -116,8 +157,10 @@ class PlanOptions:
         self.optimizer = Optimizer.parse(self.optimizer, "optimizer")
         self.optim = OptimizerKind.parse(self.optim, "optim")
         if self.optim == OptimizerKind.muon and self.strategy in (Strategy.fsdp, Strategy.hsdp):
-            raise ConfigError(f"optim=muon cannot run under strategy={self.strategy.value}: Muon orthogonalises each "
-                              f"whole matrix, and a sharded rank holds only its rows (zoo-train refuses it too)")
+            raise ConfigError(
+                f"optim=muon cannot run under strategy={self.strategy.value}: Muon orthogonalises each "
+                f"whole matrix, and a sharded rank holds only its rows (zoo-train refuses it too)"
+            )
         for name in ("batch", "world_size", "replicate", "loss_chunk"):
             _positive(name, getattr(self, name))
         if self.seq_len is not None:
@@ -128,17 +171,20 @@ class PlanOptions:
         else:
             self.reserve_bytes = parse_bytes(self.reserve, "reserve")
         if self.reserve_bytes >= self.memory_bytes:
-            raise ConfigError(f"reserve ({show_bytes(self.reserve_bytes)}) leaves nothing of memory "
-                              f"({show_bytes(self.memory_bytes)})")
+            raise ConfigError(
+                f"reserve ({show_bytes(self.reserve_bytes)}) leaves nothing of memory ({show_bytes(self.memory_bytes)})"
+            )
         if self.strategy == Strategy.hsdp:
             if self.world_size % self.replicate:
-                raise ConfigError(f"strategy=hsdp: world_size ({self.world_size}) must be divisible by replicate "
-                                  f"({self.replicate})")
+                raise ConfigError(
+                    f"strategy=hsdp: world_size ({self.world_size}) must be divisible by replicate ({self.replicate})"
+                )
         elif self.replicate != 1:
             raise ConfigError(f"replicate={self.replicate} only applies to strategy=hsdp, not {self.strategy.value}")
         if self.strategy == Strategy.none and self.world_size != 1:
-            raise ConfigError(f"world_size={self.world_size} needs a strategy (ddp, fsdp or hsdp); strategy=none "
-                              f"is one device")
+            raise ConfigError(
+                f"world_size={self.world_size} needs a strategy (ddp, fsdp or hsdp); strategy=none is one device"
+            )
 
     @property
     def shard_group(self) -> int:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from zoo.config.errors import ConfigError
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.tasks import task_of_family
-from zoo.config.schema.train import OptimizerImpl
+from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import OutputLoss
+from zoo.config.schema.train import OptimizerImpl
 from zoo.plan.bounds import MAX_BATCH, planned_seq_len
 from zoo.plan.options import Device, LossPath, Optimizer, PlanOptions, Precision, Strategy
 from zoo.plan.trace import CASTS, GRADIENTS, OPTIMIZER, PARTS, WEIGHTS, StepMemory, StepSetup, simulate_step
@@ -74,9 +73,15 @@ def step_setup(options: PlanOptions, batch: int, seq_len: int) -> StepSetup:
             optimizer = Optimizer.foreach
         else:
             optimizer = Optimizer.fused
-    return StepSetup(batch=batch, seq_len=seq_len, precision=options.precision.value,
-                     output_loss=OutputLoss(loss.value), loss_chunk=options.loss_chunk,
-                     optimizer=OptimizerImpl(optimizer.value), optim=options.optim)
+    return StepSetup(
+        batch=batch,
+        seq_len=seq_len,
+        precision=options.precision.value,
+        output_loss=OutputLoss(loss.value),
+        loss_chunk=options.loss_chunk,
+        optimizer=OptimizerImpl(optimizer.value),
+        optim=options.optim,
+    )
 
 
 def _sharded(options: PlanOptions) -> bool:
@@ -99,7 +104,7 @@ def check_plannable(model: ModelConfig) -> None:
         raise ConfigError(f"zoo-plan plans token-level tasks; model.family={model.family.value} trains {kind.value}")
 
 
-def plan(model: ModelConfig, options: PlanOptions, batch: Optional[int] = None) -> Plan:
+def plan(model: ModelConfig, options: PlanOptions, batch: int | None = None) -> Plan:
     """The plan of `model` at `options` (micro-batch `batch`, default options.batch)."""
     check_plannable(model)
     batch = options.batch if batch is None else batch
@@ -116,7 +121,7 @@ def plan(model: ModelConfig, options: PlanOptions, batch: Optional[int] = None) 
     return Plan(options=options, model=model, batch=batch, seq_len=seq_len, parts=parts, step=step)
 
 
-def largest_micro_batch(model: ModelConfig, options: PlanOptions, cache: Optional[dict] = None) -> tuple[int, dict]:
+def largest_micro_batch(model: ModelConfig, options: PlanOptions, cache: dict | None = None) -> tuple[int, dict]:
     """(b, plans): the largest micro-batch b whose plan fits options' device memory (0: not
     even one row), by simulating: a line through the last two plans guesses the next batch
     (memory grows about linearly in the batch) inside the bracket of batches known to fit and

@@ -27,21 +27,20 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.tasks import task_of_family
-from zoo.config.schema.train import OptimConfig, OptimizerImpl, OptimizerKind
+from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import OutputLoss
+from zoo.config.schema.train import OptimConfig, OptimizerImpl, OptimizerKind
 from zoo.models import build_model
 from zoo.models.sharding import layers
-from zoo.nn.chunked_loss import IGNORE
 from zoo.nn.moe import MoE, moe_layers
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
@@ -56,7 +55,11 @@ ACTIVATIONS, LOSS, CASTS = "activations", "logits and loss", "bf16 weight copies
 PARTS = (WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER, CASTS, ACTIVATIONS, LOSS)
 # what the mixture-of-experts layers hold at the peak (of the weights and activations above)
 EXPERT_WEIGHTS, ROUTER, DISPATCH, EXPERT_ACTIVATIONS = (
-    "expert weights", "router activations", "dispatch buffers", "expert activations")
+    "expert weights",
+    "router activations",
+    "dispatch buffers",
+    "expert activations",
+)
 MOE_PARTS = (EXPERT_WEIGHTS, ROUTER, DISPATCH, EXPERT_ACTIVATIONS)
 
 # what was running when a storage was allocated
@@ -108,7 +111,7 @@ class _Trace(TorchDispatchMode):
         self.peak_phase = _SETUP
         self.phase = _SETUP
         self.param_storages: set[int] = set()
-        self.region: Optional[str] = None  # the part of a mixture layer running now (set by hooks)
+        self.region: str | None = None  # the part of a mixture layer running now (set by hooks)
         self.regions = dict.fromkeys(MOE_PARTS[1:], 0)  # forward storages alive, by the region that made them
         self.regions_at_peak = dict(self.regions)
 
@@ -155,8 +158,11 @@ class _Trace(TorchDispatchMode):
         if func is aten.nonzero.default:
             return torch.empty((0, args[0].dim()), dtype=torch.long, device=args[0].device)
         out = func(*args, **kwargs)
-        cast = (func is aten._to_copy.default and isinstance(args[0], torch.Tensor)
-                and id(args[0].untyped_storage()) in self.param_storages)
+        cast = (
+            func is aten._to_copy.default
+            and isinstance(args[0], torch.Tensor)
+            and id(args[0].untyped_storage()) in self.param_storages
+        )
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.add(t, CASTS if cast else _PHASE_PART[self.phase])
@@ -195,8 +201,9 @@ def _batch(model: ModelConfig, B: int, T: int) -> tuple[dict, torch.Tensor]:
     return {"input_ids": ids}, ids
 
 
-def _forward_loss(model, inputs: dict, labels: torch.Tensor, setup: StepSetup, sparse: bool,
-                  trace: _Trace) -> torch.Tensor:
+def _forward_loss(
+    model, inputs: dict, labels: torch.Tensor, setup: StepSetup, sparse: bool, trace: _Trace
+) -> torch.Tensor:
     """`ZooModel.forward_loss` in two phases (stack, then head and loss); a sparse-target task
     sends MLM_RATE of the rows to the head, as `token_loss` selects them."""
     with _phase(trace, _FORWARD):
@@ -208,8 +215,9 @@ def _forward_loss(model, inputs: dict, labels: torch.Tensor, setup: StepSetup, s
         if sparse:
             keep = torch.arange(max(1, round(MLM_RATE * targets.numel())))  # (n,)
             rows, targets = rows.index_select(0, keep), targets.index_select(0, keep)  # (n, D), (n,)
-        return model.token_loss(rows, targets, chunk=setup.loss_chunk, output_loss=setup.output_loss,
-                                sparse_targets=sparse)
+        return model.token_loss(
+            rows, targets, chunk=setup.loss_chunk, output_loss=setup.output_loss, sparse_targets=sparse
+        )
 
 
 def _step(model, optimizer, inputs, labels, setup: StepSetup, sparse: bool, trace: _Trace) -> None:
@@ -238,7 +246,8 @@ def _param_bytes(module: torch.nn.Module) -> int:
 def _follow_mixtures(model: torch.nn.Module, trace: _Trace) -> list[MoE]:
     """Hooks that tell `trace` which part of a mixture layer is running: its router, its experts
     (routed and shared), or the dispatch around them."""
-    def enter(region: Optional[str]):
+
+    def enter(region: str | None):
         return lambda *args: setattr(trace, "region", region)
 
     layers = moe_layers(model)
@@ -253,7 +262,7 @@ def _follow_mixtures(model: torch.nn.Module, trace: _Trace) -> list[MoE]:
     return layers
 
 
-def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict[str, float]] = None) -> StepMemory:
+def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, float] | None = None) -> StepMemory:
     """The bytes one device holds at the peak of a steady-state training step (AdamW's moments
     already made) of `model_cfg` at `setup`, by part. `scale`: a weight per part (default 1)
     with which the peak is found, e.g. 1 / shards for weights, gradients and moments under
@@ -277,8 +286,9 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict
             trace.add(b, BUFFERS)
         trace.param_storages = _storage_keys(params)
         head = model.lm_head.weight if model.lm_head is not None else None
-        optimizer = build_optimizer(model, OptimConfig(kind=setup.optim, implementation=setup.optimizer),
-                                    output_embedding=head)
+        optimizer = build_optimizer(
+            model, OptimConfig(kind=setup.optim, implementation=setup.optimizer), output_embedding=head
+        )
         for p in params:  # a gradient is counted as one from the moment backward hands it over
             p.register_post_accumulate_grad_hook(lambda p: trace.retag(p.grad, GRADIENTS))
         inputs, labels = _batch(model_cfg, setup.batch, setup.seq_len)
@@ -294,9 +304,17 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: Optional[dict
         total = _param_bytes(model)
         moe = {}
         if mixtures:
-            experts = sum(_param_bytes(m.experts) + (_param_bytes(m.shared) if m.shared is not None else 0)
-                          for m in mixtures)
+            experts = sum(
+                _param_bytes(m.experts) + (_param_bytes(m.shared) if m.shared is not None else 0) for m in mixtures
+            )
             moe = {EXPERT_WEIGHTS: int(experts * scale.get(WEIGHTS, 1.0)), **trace.regions_at_peak}
-        return StepMemory(parts=parts, peak=int(trace.peak), layer_param_bytes=layer_bytes,
-                          root_param_bytes=total - sum(layer_bytes), param_bytes=total,
-                          param_count=sum(p.numel() for p in params), peak_phase=trace.peak_phase, moe=moe)
+        return StepMemory(
+            parts=parts,
+            peak=int(trace.peak),
+            layer_param_bytes=layer_bytes,
+            root_param_bytes=total - sum(layer_bytes),
+            param_bytes=total,
+            param_count=sum(p.numel() for p in params),
+            peak_phase=trace.peak_phase,
+            moe=moe,
+        )

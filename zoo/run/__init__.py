@@ -7,9 +7,15 @@ from __future__ import annotations
 
 from zoo.config.lazy import lazy_exports
 
-_PUBLIC = {"train": "zoo.run.lifecycle", "execute": "zoo.run.lifecycle", "Outcome": "zoo.run.outcome",
-           "RunOutcome": "zoo.run.outcome", "plan_run": "zoo.run.preflight", "RunPlan": "zoo.run.preflight",
-           "PlanRefused": "zoo.run.preflight"}
+_PUBLIC = {
+    "train": "zoo.run.lifecycle",
+    "execute": "zoo.run.lifecycle",
+    "Outcome": "zoo.run.outcome",
+    "RunOutcome": "zoo.run.outcome",
+    "plan_run": "zoo.run.preflight",
+    "RunPlan": "zoo.run.preflight",
+    "PlanRefused": "zoo.run.preflight",
+}
 
 __all__ = sorted(_PUBLIC)
 

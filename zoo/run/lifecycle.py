@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from zoo.config.errors import ZooError
 from zoo.config.records.rundir import RunFailure
@@ -17,19 +17,25 @@ from zoo.run.lock import release
 from zoo.run.outcome import Outcome, RunOutcome
 from zoo.run.preflight import PlanRefused, RunPlan, plan_run
 from zoo.run.records import record_failure
-from zoo.training.signals.interrupt import last_words
 from zoo.training.resume.match import to_train_on
 from zoo.training.run import train as run_training
+from zoo.training.signals.interrupt import last_words
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 
 log = logging.getLogger("zoo")
 
-ResumeCommand = Optional[Callable[[], str]]
-OnStuck = Optional[Callable[[RunOutcome], None]]
+ResumeCommand = Callable[[], str] | None
+OnStuck = Callable[[RunOutcome], None] | None
 
 
-def train(cfg, run_dir: str | os.PathLike, *, lock: bool = True, resume_command: ResumeCommand = None,
-          on_stuck: OnStuck = None) -> RunOutcome:
+def train(
+    cfg,
+    run_dir: str | os.PathLike,
+    *,
+    lock: bool = True,
+    resume_command: ResumeCommand = None,
+    on_stuck: OnStuck = None,
+) -> RunOutcome:
     """Train `cfg` (a config composed by `zoo.compose`) in `run_dir`: `plan_run` it, then `execute`.
 
     `lock`: take the directory's lock for the run (a live owner, or a directory that holds
@@ -44,8 +50,9 @@ def train(cfg, run_dir: str | os.PathLike, *, lock: bool = True, resume_command:
 
 def refused(run_dir: Path, exc: PlanRefused) -> RunOutcome:
     """The outcome of a plan that could not be made."""
-    return RunOutcome(Outcome.REFUSED, run_dir, failure=RunFailure(error=str(exc)),
-                      recorded=exc.recorded_in is not None)
+    return RunOutcome(
+        Outcome.REFUSED, run_dir, failure=RunFailure(error=str(exc)), recorded=exc.recorded_in is not None
+    )
 
 
 def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck: OnStuck = None) -> RunOutcome:
@@ -65,8 +72,12 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
     last_words(stuck)
     try:
         if planned.finished is not None:  # the same command again: the run and its records are left as they are
-            log.info("%s is already finished at step %d; nothing to do (%s)", run_dir, planned.resume.step,
-                     to_train_on(planned.cfg, planned.resume.step))
+            log.info(
+                "%s is already finished at step %d; nothing to do (%s)",
+                run_dir,
+                planned.resume.step,
+                to_train_on(planned.cfg, planned.resume.step),
+            )
             return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=planned.finished)
         result = run_training(planned.cfg, planned.spec, run_dir, planned.resume)
     except TrainingStopped as exc:  # a ZooError that ends a started run
@@ -85,10 +96,16 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
         last_words(None)
         planned.give_back()
     if result.requeued is not None:
-        return RunOutcome(Outcome.REQUEUED, run_dir, requeued=result.requeued, task=result.task,
-                          is_global_zero=result.is_global_zero)
-    return RunOutcome(Outcome.FINISHED, run_dir, summary=result.summary.as_dict(), task=result.task,
-                      is_global_zero=result.is_global_zero)
+        return RunOutcome(
+            Outcome.REQUEUED, run_dir, requeued=result.requeued, task=result.task, is_global_zero=result.is_global_zero
+        )
+    return RunOutcome(
+        Outcome.FINISHED,
+        run_dir,
+        summary=result.summary.as_dict(),
+        task=result.task,
+        is_global_zero=result.is_global_zero,
+    )
 
 
 def _failed(kind: Outcome, run_dir: Path, message: str) -> RunOutcome:

@@ -15,10 +15,9 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Optional
 
-from zoo.config.records.atomic import write_text
 from zoo.config.errors import ZooError
+from zoo.config.records.atomic import write_text
 from zoo.config.records.links import check_tree, link_out
 from zoo.config.records.rundir import RunDir
 
@@ -50,20 +49,26 @@ def check_contents(run_dir: Path) -> None:
     run = RunDir(run_dir)
     for entry in entries:
         if entry.is_symlink() and entry.name != RunDir.LOCK and run.names(entry.name):
-            raise ForeignRunDir(f"{entry.path} is a link; zoo writes a run's files only inside its run directory: "
-                                f"remove the link, or choose another hydra.run.dir")
+            raise ForeignRunDir(
+                f"{entry.path} is a link; zoo writes a run's files only inside its run directory: "
+                f"remove the link, or choose another hydra.run.dir"
+            )
     checkpoints = run.checkpoints
     if checkpoints.is_dir() and not checkpoints.is_symlink():
         for entry in os.scandir(checkpoints):
             if entry.is_symlink():
-                raise ForeignRunDir(f"{entry.path} is a link; zoo writes checkpoints only inside its run "
-                                    f"directory: remove the link, or choose another hydra.run.dir")
+                raise ForeignRunDir(
+                    f"{entry.path} is a link; zoo writes checkpoints only inside its run "
+                    f"directory: remove the link, or choose another hydra.run.dir"
+                )
     for name in (RunDir.HYDRA, RunDir.TOKENIZER, RunDir.CHECKPOINTS, RunDir.TENSORBOARD, RunDir.WANDB, RunDir.RANKS):
         check_tree(run_dir / name)  # what zoo, Hydra and the trackers write below: no link out
     if entries and not any(e.name in RUN_MARKERS or fnmatch.fnmatch(e.name, RunDir.RANK_LOG) for e in entries):
         shown = ", ".join(e.name for e in entries[:5]) + (", ..." if len(entries) > 5 else "")
-        raise ForeignRunDir(f"{run_dir} holds files but no zoo run ({shown}); a run writes config.yaml, "
-                            f"metrics.csv and more there: choose a new or empty hydra.run.dir")
+        raise ForeignRunDir(
+            f"{run_dir} holds files but no zoo run ({shown}); a run writes config.yaml, "
+            f"metrics.csv and more there: choose a new or empty hydra.run.dir"
+        )
 
 
 def _me() -> dict:
@@ -85,7 +90,7 @@ def _alive(owner: dict) -> bool:
     return True
 
 
-def owner_of(run_dir: Path) -> Optional[dict]:
+def owner_of(run_dir: Path) -> dict | None:
     try:
         return json.loads(RunDir(run_dir).lock.read_text())
     except (OSError, ValueError):
@@ -106,7 +111,8 @@ def acquire(run_dir: Path) -> None:
         if owner and _alive(owner):
             raise RunDirBusy(
                 f"run directory {run_dir} is in use by a running zoo-train (host {owner.get('host')}, pid "
-                f"{owner.get('pid')}); wait for it to end, or choose another hydra.run.dir") from None
+                f"{owner.get('pid')}); wait for it to end, or choose another hydra.run.dir"
+            ) from None
         write_text(lock, mine)  # its owner is gone: taken over (a new file of an unpredictable name, renamed)
         return
     with os.fdopen(fd, "w") as f:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from zoo.config.records.rundir import RunFailure
 
@@ -25,9 +25,9 @@ class Outcome(str, Enum):
 class RunOutcome:
     kind: Outcome
     run_dir: Path
-    summary: Optional[dict] = None  # FINISHED, ALREADY_FINISHED: summary.json's content
+    summary: dict | None = None  # FINISHED, ALREADY_FINISHED: summary.json's content
     requeued: Any = None  # REQUEUED: where the next job resumes (`zoo.training.finish.Requeued`)
-    failure: Optional[RunFailure] = None  # INTERRUPTED, STOPPED, REFUSED
+    failure: RunFailure | None = None  # INTERRUPTED, STOPPED, REFUSED
     recorded: bool = False  # whether `failure` was written as the run's failed.json
     task: Any = None  # FINISHED: the trained LightningModule
     is_global_zero: bool = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError
 from zoo.config.records.rundir import RunDir, RunFailure
@@ -16,7 +16,7 @@ from zoo.config.schema.data import DataSource
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.validate import validate
 from zoo.data.files import check_local_paths
-from zoo.run.lock import acquire, claim_default, held_here, owner_of, release, runs_with_checkpoints, _alive
+from zoo.run.lock import _alive, acquire, claim_default, held_here, owner_of, release, runs_with_checkpoints
 from zoo.run.rank import launch_rank
 from zoo.run.records import record_failure
 from zoo.training.machine import check_machine
@@ -28,7 +28,7 @@ class PlanRefused(ZooError):
     directory is this run's, e.g. its checkpoint is damaged); None where nothing was written (a
     config mistake, another run's directory)."""
 
-    def __init__(self, message: str, recorded_in: Optional[Path] = None):
+    def __init__(self, message: str, recorded_in: Path | None = None):
         super().__init__(message)
         self.recorded_in = recorded_in
 
@@ -43,7 +43,7 @@ class RunPlan:
     spec: ZooConfig
     run_dir: Path
     resume: Any  # zoo.training.resume.point.Resume
-    finished: Optional[dict] = None
+    finished: dict | None = None
     locked: bool = False
 
     def give_back(self) -> None:
@@ -62,8 +62,15 @@ def check(cfg) -> ZooConfig:
     return spec
 
 
-def plan_run(cfg, run_dir: str | os.PathLike, *, lock: bool = True, rename_if_taken: bool = False,
-             spec: Optional[ZooConfig] = None, record_refusals: bool = False) -> RunPlan:
+def plan_run(
+    cfg,
+    run_dir: str | os.PathLike,
+    *,
+    lock: bool = True,
+    rename_if_taken: bool = False,
+    spec: ZooConfig | None = None,
+    record_refusals: bool = False,
+) -> RunPlan:
     """The plan of `cfg` (composed by `zoo.compose`) in `run_dir`.
 
     `lock`: rank 0 takes the directory's lock (a live owner, or a directory holding files but
@@ -124,14 +131,18 @@ def latest_run(spec: ZooConfig, root: Path) -> Path:
             continue
         return run
     if not candidates:
-        raise PlanRefused(f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, "
-                          f"or give hydra.run.dir=DIR of the run to resume")
-    raise PlanRefused(f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was "
-                      f"made by this command (model, data, tokenizer, task, optimizer and schedule must match); "
-                      f"give hydra.run.dir=DIR to name one")
+        raise PlanRefused(
+            f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, "
+            f"or give hydra.run.dir=DIR of the run to resume"
+        )
+    raise PlanRefused(
+        f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was "
+        f"made by this command (model, data, tokenizer, task, optimizer and schedule must match); "
+        f"give hydra.run.dir=DIR to name one"
+    )
 
 
-def _checked(cfg, record_in: Optional[Path] = None) -> ZooConfig:
+def _checked(cfg, record_in: Path | None = None) -> ZooConfig:
     try:
         return check(cfg)
     except ZooError as exc:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from zoo.config.records.rundir import RunFailure, RunDir
+from zoo.config.records.rundir import RunDir, RunFailure
 from zoo.run.rank import launch_rank
 
 log = logging.getLogger("zoo")

@@ -5,33 +5,31 @@ from __future__ import annotations
 
 import logging
 import resource
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import MulticlassAccuracy
 
+from zoo.config.facts.tasks import TaskKind, task_spec
 from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.model import Family, ModelConfig
-from zoo.config.facts.tasks import TaskKind, task_spec
-from zoo.config.schema.train import OptimConfig, SchedulerConfig
 from zoo.config.schema.task import NonFinitePolicy, OutputLoss, TaskConfig
-from zoo.models import ZooModel, build_model
-from zoo.tasks.metrics import BitsPerByte, WeightedMean
-from zoo.tasks.target_bytes import TargetBytes
-from zoo.tasks.optim import build_optimizer, schedule
-from zoo.nn.chunked_loss import IGNORE
-from zoo.nn.moe import RouterLosses, router_losses
-from zoo.models.parametrization import optimizer_scales
-from zoo.models.init import has_meta_parameters, materialize
-from zoo.models.sharding import layers, shard, sharding_mesh
+from zoo.config.schema.train import OptimConfig, SchedulerConfig
 from zoo.data.even_batches import is_filler
 from zoo.data.tokenizers.state import tokenizer_state
 from zoo.data.tokenizers.text_bytes import TextBytes
-
+from zoo.models import ZooModel, build_model
+from zoo.models.init import has_meta_parameters, materialize
+from zoo.models.parametrization import optimizer_scales
+from zoo.models.sharding import layers, shard, sharding_mesh
+from zoo.nn.chunked_loss import IGNORE
+from zoo.nn.moe import RouterLosses, router_losses
+from zoo.tasks.metrics import BitsPerByte, WeightedMean
+from zoo.tasks.optim import build_optimizer, schedule
+from zoo.tasks.target_bytes import TargetBytes
 
 log = logging.getLogger("zoo")
 
@@ -84,9 +82,9 @@ class ZooTask(L.LightningModule):
         self,
         model: dict,
         task: dict,
-        optim: Optional[dict] = None,
-        scheduler: Optional[dict] = None,
-        extra: Optional[dict] = None,
+        optim: dict | None = None,
+        scheduler: dict | None = None,
+        extra: dict | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -99,12 +97,11 @@ class ZooTask(L.LightningModule):
         if self.task_config.compile:
             self.model.compile()  # in place: parameter names and checkpoints stay the same
         self.tokenizer = None  # attached by the training CLI / load_checkpoint for decoding
-        self.train_loss = MeanMetric()
         self.val_loss = WeightedMean()  # per target token; a diverged model reports NaN, not nothing
         self.val_accuracy = self._accuracy()
         # shifted tasks (causal LM, seq2seq) predict text left to right: bits per byte of it
         self.val_bpb = BitsPerByte() if task_spec(self.kind).shifted else None
-        self._target_bytes: Optional[tuple] = None  # (tokenizer, device, TargetBytes), made when first needed
+        self._target_bytes: tuple | None = None  # (tokenizer, device, TargetBytes), made when first needed
         self.register_buffer("tokens_seen", torch.zeros((), dtype=torch.long), persistent=True)
         self.register_buffer("nonfinite_skipped", torch.zeros((), dtype=torch.long), persistent=True)
 
@@ -149,8 +146,13 @@ class ZooTask(L.LightningModule):
         output_loss = self.task_config.output_loss
         if output_loss == OutputLoss.auto:
             output_loss = OutputLoss.chunked if labels.device.type == "cpu" else OutputLoss.logits
-        options = dict(chunk=self.task_config.loss_chunk, label_smoothing=smoothing,
-                       output_loss=output_loss, sparse_targets=self.sparse_targets, z_loss=self.task_config.z_loss)
+        options = dict(
+            chunk=self.task_config.loss_chunk,
+            label_smoothing=smoothing,
+            output_loss=output_loss,
+            sparse_targets=self.sparse_targets,
+            z_loss=self.task_config.z_loss,
+        )
         if self.task_config.compile and not getattr(self.model, "sharded", False):
             parts = _compiled_forward_loss()(self.model, inputs, labels, **options)
         else:  # under FSDP, forward_losses is a registered forward entry (with compile, each layer compiled)
@@ -173,17 +175,13 @@ class ZooTask(L.LightningModule):
         return loss + self.task_config.moe_balance * found.balance + self.task_config.moe_router_z * found.z
 
     def _accuracy(self):
-        return MulticlassAccuracy(
-            num_classes=self.model_config.vocab_size, ignore_index=IGNORE, average="micro"
-        )
+        return MulticlassAccuracy(num_classes=self.model_config.vocab_size, ignore_index=IGNORE, average="micro")
 
     # -- shared steps ---------------------------------------------------------------------
     def loss(self, logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.0) -> torch.Tensor:
-        return F.cross_entropy(
-            logits.float(), targets, ignore_index=IGNORE, label_smoothing=smoothing
-        )
+        return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, label_smoothing=smoothing)
 
-    def training_step(self, batch: dict, batch_idx: int) -> Optional[torch.Tensor]:
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor | None:
         loss, n_rows, n_tokens = self.training_loss(batch)
         self.tokens_seen += n_tokens * self.trainer.world_size if self._trainer else n_tokens
         if not self._all_finite(loss):
@@ -226,8 +224,14 @@ class ZooTask(L.LightningModule):
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         if not grads or bool(torch.isfinite(_total_norm(grads))):
             return  # one multi-tensor norm and one host sync per step: all finite
-        bad = next((name for name, p in self.named_parameters()
-                    if p.grad is not None and not bool(_full(torch.isfinite(p.grad).all()))), None)
+        bad = next(
+            (
+                name
+                for name, p in self.named_parameters()
+                if p.grad is not None and not bool(_full(torch.isfinite(p.grad).all()))
+            ),
+            None,
+        )
         if bad is None:
             return  # only the norm overflowed (entries near the float limit): all finite
         step = self.trainer.global_step if self._trainer is not None else 0
@@ -257,8 +261,11 @@ class ZooTask(L.LightningModule):
         shard(self.model, dp_mesh, policy, compile=self.task_config.compile)  # compile: each layer
         if self.task_config.compile:
             log.info("task.compile: %d layer(s) compiled, each before it was sharded", len(layers(self.model)))
-        heads = [(name, child) for name, child in self.named_children()
-                 if child is not self.model and any(True for _ in child.parameters())]
+        heads = [
+            (name, child)
+            for name, child in self.named_children()
+            if child is not self.model and any(True for _ in child.parameters())
+        ]
         for _, child in heads:
             fully_shard(child, mesh=dp_mesh, **({"mp_policy": policy} if policy else {}))
         if has_meta_parameters(self):
@@ -295,8 +302,14 @@ class ZooTask(L.LightningModule):
             materialize(child, device, self.head_rules(), self.model.init_seed, prefix=f"{name}.")
         held = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in self.parameters())
         total = sum(p.numel() for p in self.parameters())
-        log.info("trainer=fsdp: the model was built on the meta device; rank %d holds %s of its %s parameters; "
-                 "host memory peak so far %.2f GiB", self.global_rank, f"{held:,}", f"{total:,}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)  # KiB on Linux
+        log.info(
+            "trainer=fsdp: the model was built on the meta device; rank %d holds %s of its %s parameters; "
+            "host memory peak so far %.2f GiB",
+            self.global_rank,
+            f"{held:,}",
+            f"{total:,}",
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        )  # KiB on Linux
 
     def on_fit_start(self) -> None:
         """task.tf32 on CUDA: float32 matmuls on TF32 tensor cores (what GPU trainers run; bf16
@@ -320,7 +333,7 @@ class ZooTask(L.LightningModule):
             self.val_bpb.update(losses, bytes_of(targets, self.preceding_ids(batch)))
         self.val_accuracy.update(logits, targets)
 
-    def target_bytes(self) -> Optional[TargetBytes]:
+    def target_bytes(self) -> TargetBytes | None:
         """The bytes of text per target, on this module's device, for a task that measures bits
         per byte and holds its tokenizer; None otherwise. Made once per tokenizer and device
         (validation only: nothing is added to the training step)."""
@@ -364,10 +377,12 @@ class ZooTask(L.LightningModule):
         head = self.model.lm_head.weight if self.model.lm_head is not None else None
         scales = optimizer_scales(self.model, self.model_config)  # μP's hidden matrices; none under standard
         trainer = self.trainer if self._trainer else None
-        clips_amp = (trainer is not None and (trainer.gradient_clip_val or 0) > 0
-                     and str(trainer.precision).endswith("-mixed"))
-        optimizer = build_optimizer(self, self.optim_config, output_embedding=head, scales=scales,
-                                    clips_in_mixed_precision=clips_amp)
+        clips_amp = (
+            trainer is not None and (trainer.gradient_clip_val or 0) > 0 and str(trainer.precision).endswith("-mixed")
+        )
+        optimizer = build_optimizer(
+            self, self.optim_config, output_embedding=head, scales=scales, clips_in_mixed_precision=clips_amp
+        )
         total = self.trainer.max_steps if self._trainer and self.trainer.max_steps > 0 else None
         lr_lambda = schedule(self.scheduler_config, total_steps=total, d_model=self.model_config.base_d_model)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
@@ -387,4 +402,3 @@ class ZooTask(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer is not None:
             checkpoint["zoo_tokenizer"] = tokenizer_state(self.tokenizer)
-

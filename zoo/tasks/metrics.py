@@ -48,8 +48,9 @@ class BitsPerByte(Metric):
     def update(self, losses: torch.Tensor, target_bytes: torch.Tensor) -> None:
         """losses (N,) cross-entropy of each target in nats; target_bytes (N,) its bytes of text."""
         counted = target_bytes > 0  # (N,)
-        self.nats += torch.where(counted, losses.detach().double(), torch.zeros((), dtype=torch.float64,
-                                                                                   device=losses.device)).sum()
+        self.nats += torch.where(
+            counted, losses.detach().double(), torch.zeros((), dtype=torch.float64, device=losses.device)
+        ).sum()
         self.bytes += target_bytes.double().sum()
 
     def compute(self) -> torch.Tensor:

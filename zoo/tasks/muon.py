@@ -27,7 +27,12 @@ def hidden_matrices(module: nn.Module, output_embedding: nn.Parameter | None = N
     for layer in layers(model):
         for sub in layer.modules():
             weight = getattr(sub, "weight", None)
-            if isinstance(sub, nn.Linear) and weight is not None and weight.ndim == 2 and weight is not output_embedding:
+            if (
+                isinstance(sub, nn.Linear)
+                and weight is not None
+                and weight.ndim == 2
+                and weight is not output_embedding
+            ):
                 out.add(id(weight))
     return out
 
@@ -48,7 +53,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
         """Point both inner optimizers at this optimizer's groups and state (after a load, which
         replaces both)."""
         self.muon.param_groups = self.param_groups[: self._muon_groups]
-        self.adamw.param_groups = self.param_groups[self._muon_groups:]
+        self.adamw.param_groups = self.param_groups[self._muon_groups :]
         self.muon.state = self.adamw.state = self.state
 
     def load_state_dict(self, state_dict: dict) -> None:

@@ -5,20 +5,21 @@ builder per row of `zoo.config.facts.optimizers` (`OPTIMIZERS`) and of
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
-from zoo.config.schema.train import (DecayShape, OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind,
-                                     SchedulerConfig)
+from zoo.config.schema.train import DecayShape, OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind, SchedulerConfig
 from zoo.config.schema.validate import check_schedule_length
 from zoo.tasks.muon import MuonWithAdamW, hidden_matrices
 
 
 def parameter_groups(
-    module: nn.Module, weight_decay: float, output_embedding: nn.Parameter | None = None,
+    module: nn.Module,
+    weight_decay: float,
+    output_embedding: nn.Parameter | None = None,
     scales: dict[int, tuple[float, float]] | None = None,
 ) -> list[dict]:
     """Weight decay on the matrices of linear layers only: never on norms, biases or
@@ -30,8 +31,8 @@ def parameter_groups(
     matrices: `zoo.models.parametrization.optimizer_scales`); those parameters get groups of
     their own after the two, with `lr_scale` (`build_optimizer` turns it into the group's lr).
     Empty groups are left out."""
-    head = output_embedding if output_embedding is not None else getattr(
-        getattr(module, "lm_head", None), "weight", None
+    head = (
+        output_embedding if output_embedding is not None else getattr(getattr(module, "lm_head", None), "weight", None)
     )
     scales = scales or {}
     decay, no_decay, seen = [], [], set()
@@ -41,8 +42,9 @@ def parameter_groups(
             if id(param) in seen or not param.requires_grad:
                 continue
             seen.add(id(param))
-            decays = (isinstance(sub, nn.Linear) and name == "weight" and param is not head) \
-                or name in getattr(sub, "decayed_matrices", ())  # stacked matrices (zoo.nn.moe.Experts)
+            decays = (isinstance(sub, nn.Linear) and name == "weight" and param is not head) or name in getattr(
+                sub, "decayed_matrices", ()
+            )  # stacked matrices (zoo.nn.moe.Experts)
             if id(param) in scales:
                 scaled.setdefault((decays, *scales[id(param)]), []).append(param)
             else:
@@ -52,8 +54,9 @@ def parameter_groups(
         {"params": no_decay, "weight_decay": 0.0},
     ]
     for (decays, lr_scale, decay_scale), params in scaled.items():
-        groups.append({"params": params, "weight_decay": weight_decay * decay_scale if decays else 0.0,
-                       "lr_scale": lr_scale})
+        groups.append(
+            {"params": params, "weight_decay": weight_decay * decay_scale if decays else 0.0, "lr_scale": lr_scale}
+        )
     return [group for group in groups if group["params"]]  # μP's take every matrix of a decoder
 
 
@@ -62,8 +65,9 @@ def _adam_kwargs(cfg: OptimConfig, groups: list[dict], clips_in_mixed_precision:
     Lightning clips gradients in mixed precision (it refuses a fused optimizer there), so foreach."""
     kwargs = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
     on_cuda = all(p.device.type == "cuda" for group in groups for p in group["params"])
-    if cfg.implementation == OptimizerImpl.fused or (cfg.implementation == OptimizerImpl.auto and on_cuda
-                                                     and not clips_in_mixed_precision):
+    if cfg.implementation == OptimizerImpl.fused or (
+        cfg.implementation == OptimizerImpl.auto and on_cuda and not clips_in_mixed_precision
+    ):
         kwargs["fused"] = True  # one kernel per group: the update costs a few launches, not hundreds
     elif cfg.implementation == OptimizerImpl.auto and on_cuda:
         kwargs["foreach"] = True  # multi-tensor: the next fewest launches
@@ -91,10 +95,17 @@ def _muon(module, cfg, groups, clips, output_embedding) -> torch.optim.Optimizer
         rest = [p for p in group["params"] if id(p) not in hidden]
         if rest:
             adamw_groups.append({**group, "params": rest})
-    muon = dict(lr=cfg.muon_lr or cfg.lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum,
-                nesterov=cfg.nesterov, ns_steps=cfg.ns_steps, adjust_lr_fn=cfg.adjust_lr_fn.value)
-    return MuonWithAdamW([{"params": muon_params}], adamw_groups, muon=muon,
-                         adamw=_adam_kwargs(cfg, adamw_groups, clips))
+    muon = dict(
+        lr=cfg.muon_lr or cfg.lr,
+        weight_decay=cfg.weight_decay,
+        momentum=cfg.momentum,
+        nesterov=cfg.nesterov,
+        ns_steps=cfg.ns_steps,
+        adjust_lr_fn=cfg.adjust_lr_fn.value,
+    )
+    return MuonWithAdamW(
+        [{"params": muon_params}], adamw_groups, muon=muon, adamw=_adam_kwargs(cfg, adamw_groups, clips)
+    )
 
 
 # one builder per row of zoo.config.facts.optimizers (tests/config/facts/test_optimizer_table.py)
@@ -106,8 +117,11 @@ OPTIMIZERS: dict[OptimizerKind, Callable[..., torch.optim.Optimizer]] = {
 
 
 def build_optimizer(
-    module: nn.Module, cfg: OptimConfig, output_embedding: nn.Parameter | None = None,
-    scales: dict[int, tuple[float, float]] | None = None, clips_in_mixed_precision: bool = False,
+    module: nn.Module,
+    cfg: OptimConfig,
+    output_embedding: nn.Parameter | None = None,
+    scales: dict[int, tuple[float, float]] | None = None,
+    clips_in_mixed_precision: bool = False,
 ) -> torch.optim.Optimizer:
     """optim.kind's optimizer (`OPTIMIZERS`) over `parameter_groups`; a group with an `lr_scale`
     learns at optim.lr x lr_scale (the schedule multiplies each group's own initial rate, so the
@@ -132,7 +146,7 @@ def _constant(cfg: SchedulerConfig, total: int | None, d_model: int) -> Callable
 def _inverse_sqrt(cfg: SchedulerConfig, total: int | None, d_model: int) -> Callable[[int], float]:
     # Vaswani et al. 2017, eq. (3): d_model^-0.5 · min(n^-0.5, n · warmup^-1.5), n = step + 1
     warmup = cfg.warmup_steps
-    return lambda step: d_model ** -0.5 * min((step + 1) ** -0.5, (step + 1) * warmup ** -1.5)
+    return lambda step: d_model**-0.5 * min((step + 1) ** -0.5, (step + 1) * warmup**-1.5)
 
 
 def _cosine(cfg: SchedulerConfig, total: int, d_model: int) -> Callable[[int], float]:

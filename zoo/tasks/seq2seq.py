@@ -46,10 +46,15 @@ class Seq2Seq(ZooTask):
         """Greedy target ids per source row, without BOS/EOS/padding."""
         specials = self.tokenizer.special_ids()
         out = generate(
-            self.model, input_ids, attention_mask=attention_mask,
+            self.model,
+            input_ids,
+            attention_mask=attention_mask,
             max_new_tokens=max_new_tokens or self.task_config.generate_max_tokens,
-            bos_id=specials["bos"], eos_id=specials["eos"], pad_id=specials["pad"],
-            vocab_limit=self.tokenizer.vocab_size, stop=self.decoding_stop(),
+            bos_id=specials["bos"],
+            eos_id=specials["eos"],
+            pad_id=specials["pad"],
+            vocab_limit=self.tokenizer.vocab_size,
+            stop=self.decoding_stop(),
         )
         return strip_special(out, specials["eos"], specials["pad"])
 

@@ -4,12 +4,12 @@ exact match for seq2seq; accuracy for classification)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.data.even_batches import EvenBatches
 from zoo.config.facts.tasks import task_spec
 from zoo.data import build_datamodule
+from zoo.data.even_batches import EvenBatches
 from zoo.training.run import quiet_lightning
 
 
@@ -19,7 +19,7 @@ def evaluate(
     *,
     split: str = "validation",
     batch_size: int = 32,
-    limit_batches: Optional[int] = None,
+    limit_batches: int | None = None,
     accelerator: str = "cpu",
     devices: int = 1,
 ) -> dict:
@@ -40,14 +40,23 @@ def evaluate(
     labels = getattr(datamodule, "labels", None)
     if "label_column" in task_spec(kind).columns and list(labels or []) != list(task.labels):  # a label per row
         raise ConfigError(f"the data's labels {list(labels or [])} differ from the checkpoint's {task.labels}")
-    loader = datamodule.val_dataloader() if split == "validation" else datamodule._loader(
-        datamodule.train_dataset, train=False)
+    loader = (
+        datamodule.val_dataloader()
+        if split == "validation"
+        else datamodule._loader(datamodule.train_dataset, train=False)
+    )
     if devices not in (1, "1"):  # several processes: as many batches on each (a rank may have no example)
         loader = EvenBatches(loader)
     quiet_lightning()
-    trainer = L.Trainer(accelerator=accelerator, devices=devices, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        limit_val_batches=limit_batches if limit_batches is not None else 1.0)
+    trainer = L.Trainer(
+        accelerator=accelerator,
+        devices=devices,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=limit_batches if limit_batches is not None else 1.0,
+    )
     results = trainer.validate(task, dataloaders=loader, verbose=False)
     metrics = {k.split("/", 1)[-1]: float(v) for k, v in (results[0] if results else {}).items()}
     whole = len(loader.dataset)

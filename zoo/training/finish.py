@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from zoo.config.schema.root import ZooConfig
-from zoo.config.records.rundir import RunDir, RunSummary
 from zoo.config.facts.tasks import task_spec
-from zoo.training.resume.data_files import SUMMARY_KEY as DATA_CHANGED
-from zoo.training.resume.point import Resume
+from zoo.config.records.rundir import RunDir, RunSummary
+from zoo.config.schema.root import ZooConfig
+from zoo.data.accounting import split_sizes
+from zoo.models.summary import summarize
 from zoo.training.build.callbacks import RunCallbacks
 from zoo.training.distributed.fsdp import write_full_checkpoint
 from zoo.training.distributed.replicas import replica_agreement
 from zoo.training.distributed.strategies import is_sharded
-from zoo.models.summary import summarize
 from zoo.training.monitor.baseline import unigram_from_counts
 from zoo.training.monitor.sample import sample_prompt, sample_text
-from zoo.data.accounting import split_sizes
+from zoo.training.resume.data_files import SUMMARY_KEY as DATA_CHANGED
+from zoo.training.resume.point import Resume
 
 
 @dataclass(frozen=True)
@@ -35,21 +35,26 @@ class RunResult:
     which writes none: `requeued` says where it resumes), the trained task, and whether this
     process is rank 0."""
 
-    summary: Optional[RunSummary]
+    summary: RunSummary | None
     task: Any  # the trained LightningModule
     is_global_zero: bool = True
-    requeued: Optional[Requeued] = None
+    requeued: Requeued | None = None
 
 
-def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,
-           resume: Resume, wall: float) -> RunResult:
+def finish(
+    spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks, resume: Resume, wall: float
+) -> RunResult:
     """A requeued run reports where it resumes from and writes nothing more. Otherwise: the
     final last.ckpt (and, for a sharded run, full.ckpt), then the summary, written by rank 0,
     which also removes the failed.json of an earlier stop of this run."""
     files, last = RunDir(run_dir), callbacks.last
     if callbacks.requeued:
-        return RunResult(summary=None, task=task, is_global_zero=trainer.is_global_zero,
-                         requeued=Requeued(step=trainer.global_step, last_checkpoint=Path(last.path)))
+        return RunResult(
+            summary=None,
+            task=task,
+            is_global_zero=trainer.is_global_zero,
+            requeued=Requeued(step=trainer.global_step, last_checkpoint=Path(last.path)),
+        )
     last.save(trainer)  # the final state, whatever N was
     replicas = replica_agreement(task, trainer)
     full = None
@@ -65,8 +70,18 @@ def finish(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks:
     return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
 
 
-def summarize_run(spec: ZooConfig, run_dir: Path, trainer, task, datamodule, callbacks: RunCallbacks,
-                  resume: Resume, wall: float, replicas: dict, full: Optional[Path]) -> RunSummary:
+def summarize_run(
+    spec: ZooConfig,
+    run_dir: Path,
+    trainer,
+    task,
+    datamodule,
+    callbacks: RunCallbacks,
+    resume: Resume,
+    wall: float,
+    replicas: dict,
+    full: Path | None,
+) -> RunSummary:
     """What the run did: steps, tokens, time, the trainer's last scalar metrics, the model's
     size, whether data-parallel replicas agree (`replicas`, {} when not asked), the checkpoints,
     the tokenizer (kind, size, digest); for a language model the sizes of its splits, for a

@@ -6,21 +6,20 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from typing import Optional
 
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from zoo.config.errors import ConfigError
+from zoo.tasks.base import NonFiniteLoss
+from zoo.training.build.callbacks import RunCallbacks
 from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.signals.interrupt import StopNow, ValidationStopped
-from zoo.training.build.callbacks import RunCallbacks
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
-from zoo.tasks.base import NonFiniteLoss
 
 log = logging.getLogger("zoo")
 
 
-def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str]) -> float:
+def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: str | None) -> float:
     """Train (from `resume` when set); the wall-clock seconds of fit and the final validation.
     TrainingStopped for a non-finite loss (task.on_nonfinite_loss=stop), naming the last good
     checkpoint; TrainingInterrupted after SIGTERM / SIGINT saved last.ckpt."""
@@ -45,7 +44,7 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str
     return time.perf_counter() - start
 
 
-def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[str]) -> None:
+def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: str | None) -> None:
     last, interrupt = callbacks.last, callbacks.interrupt
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
@@ -56,12 +55,15 @@ def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: Optional[
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise ConfigError(f"Lightning refuses the trainer settings: {first}") from None
     except NonFiniteLoss as exc:
-        kept = f"the last good checkpoint is {last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})" \
-            if last.path.exists() \
+        kept = (
+            f"the last good checkpoint is {last.path} (step {read_checkpoint(last.path, weights=False)['global_step']})"
+            if last.path.exists()
             else "no checkpoint had been written yet"
+        )
         raise TrainingStopped(
             f"{exc}; training stopped, {kept}; lower optim.lr, keep "
-            f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip") from None
+            f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip"
+        ) from None
     if interrupt.stopped_at is not None:
         raise TrainingInterrupted(interrupt.signum, interrupt.stopped_at, last.path)
 
@@ -76,7 +78,7 @@ def _validate_final_step(trainer, task, datamodule, callbacks: RunCallbacks) -> 
     # count of finished steps), so metrics.csv reads the same either way
     loop = trainer.fit_loop.epoch_loop
     loop._batches_that_stepped -= 1
-    stopped: Optional[int] = None
+    stopped: int | None = None
     interrupt.listen()
     try:
         trainer.validate(task, datamodule=datamodule, verbose=False)
@@ -89,7 +91,11 @@ def _validate_final_step(trainer, task, datamodule, callbacks: RunCallbacks) -> 
         interrupt.done_listening()
     stopped = stopped or interrupt.received
     if stopped:
-        log.info("%s during the final validation: saving %s at step %d and stopping",
-                 signal.Signals(stopped).name, last.path, trainer.global_step)
+        log.info(
+            "%s during the final validation: saving %s at step %d and stopping",
+            signal.Signals(stopped).name,
+            last.path,
+            trainer.global_step,
+        )
         last.save(trainer)
         raise TrainingInterrupted(stopped, trainer.global_step, last.path)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from zoo.config.schema.batching import per_device_batch
 from zoo.config.errors import ConfigError
-from zoo.config.schema.root import ZooConfig
-from zoo.config.schema.logger import WandbMode
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
+from zoo.config.schema.batching import per_device_batch
+from zoo.config.schema.logger import WandbMode
 from zoo.config.schema.params import parameter_parts
+from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.task import OutputLoss
 from zoo.config.schema.trainer import is_sharded_name
 from zoo.training.tracking.settings import mlflow_uri, wandb_key_set, wandb_online
@@ -29,28 +29,37 @@ def check_machine(spec: ZooConfig) -> None:
         raise ConfigError("logger.tensorboard=true needs tensorboard: pip install tensorboard")
     for tracker in spec.logger.trackers:
         if importlib.util.find_spec(tracker) is None:
-            raise ConfigError(f"logger={tracker} needs {tracker}, which is not installed: pip install '.[{tracker}]' "
-                              f"in zoo's source directory (or pip install {tracker})")
+            raise ConfigError(
+                f"logger={tracker} needs {tracker}, which is not installed: pip install '.[{tracker}]' "
+                f"in zoo's source directory (or pip install {tracker})"
+            )
     if spec.logger.mlflow.enabled:
         check_tracking_server(mlflow_uri(spec.logger.mlflow))
     if spec.logger.wandb.enabled and wandb_online(spec.logger.wandb) and not wandb_key_set():
         how = "logger.wandb.mode=online" if spec.logger.wandb.mode == WandbMode.online else "WANDB_MODE=online"
-        raise ConfigError(f"{how} needs a W&B API key (WANDB_API_KEY, or `wandb login`); "
-                          f"logger.wandb.mode=offline keeps the run in the run directory for `wandb sync`")
+        raise ConfigError(
+            f"{how} needs a W&B API key (WANDB_API_KEY, or `wandb login`); "
+            f"logger.wandb.mode=offline keeps the run in the run directory for `wandb sync`"
+        )
 
     if accelerator == "auto" and not torch.cuda.is_available():
         check_host_memory(spec)
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
-                          f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run it "
-                          f"on the CPU")
+        raise ConfigError(
+            f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
+            f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run it "
+            f"on the CPU"
+        )
     if spec.task.output_loss == OutputLoss.liger:
         if accelerator in ("cpu", "mps") or not torch.cuda.is_available():
-            raise ConfigError("task.output_loss=liger runs Triton kernels on a CUDA GPU, and this run has "
-                              "none; use task.output_loss=auto")
+            raise ConfigError(
+                "task.output_loss=liger runs Triton kernels on a CUDA GPU, and this run has "
+                "none; use task.output_loss=auto"
+            )
         if importlib.util.find_spec("liger_kernel") is None:
-            raise ConfigError("task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's "
-                              "source directory)")
+            raise ConfigError(
+                "task.output_loss=liger needs liger-kernel (pip install '.[liger]' in zoo's source directory)"
+            )
 
 
 ATTENTION_WARN_PAIRS = 2**29  # about a second of a CPU core's work per layer, forward alone
@@ -72,10 +81,13 @@ def warn_long_attention(spec: ZooConfig) -> None:
     seq_len = spec.data.seq_len
     pairs = batch * spec.model.n_heads * seq_len * seq_len
     if pairs > ATTENTION_WARN_PAIRS:
-        print(f"zoo: warning: one layer's attention scores {pairs:,} pairs of positions a micro-batch on the CPU "
-              f"({batch} x {spec.model.n_heads} heads x data.seq_len {seq_len} squared): a step will take minutes "
-              f"and stops for a signal only between operations; lower data.seq_len or data.max_device_batch_size",
-              file=sys.stderr, flush=True)
+        print(
+            f"zoo: warning: one layer's attention scores {pairs:,} pairs of positions a micro-batch on the CPU "
+            f"({batch} x {spec.model.n_heads} heads x data.seq_len {seq_len} squared): a step will take minutes "
+            f"and stops for a signal only between operations; lower data.seq_len or data.max_device_batch_size",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def check_tracking_server(uri: str, timeout: float = 10.0) -> None:
@@ -90,12 +102,16 @@ def check_tracking_server(uri: str, timeout: float = 10.0) -> None:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as response:
             response.read()
     except urllib.error.HTTPError as exc:
-        raise ConfigError(f"the MLflow tracking server at {uri} answered /health with HTTP {exc.code}; "
-                          f"is logger.mlflow.tracking_uri an MLflow server?") from None
+        raise ConfigError(
+            f"the MLflow tracking server at {uri} answered /health with HTTP {exc.code}; "
+            f"is logger.mlflow.tracking_uri an MLflow server?"
+        ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise ConfigError(f"cannot reach the MLflow tracking server at {uri} ({reason}); start it "
-                          f"(mlflow server --host HOST --port PORT) or set logger.mlflow.tracking_uri") from None
+        raise ConfigError(
+            f"cannot reach the MLflow tracking server at {uri} ({reason}); start it "
+            f"(mlflow server --host HOST --port PORT) or set logger.mlflow.tracking_uri"
+        ) from None
 
 
 # float32 weights and their gradients: 2 numbers of 4 bytes a parameter, plus the optimizer's
@@ -141,6 +157,8 @@ def check_model_memory(model, processes: int = 1, optimizer: OptimizerKind = Opt
         return
     key = max(parts, key=parts.get)
     each = f" in each of {processes} processes" if processes > 1 else ""
-    raise ConfigError(f"the model has {params:,} parameters: {need / 2**30:,.1f} GiB for float32 weights, gradients "
-                      f"and {optimizer.value}'s state{each}, more than this machine's {total / 2**30:,.1f} GiB; most come from "
-                      f"{key}: {parts[key]:,}; lower it")
+    raise ConfigError(
+        f"the model has {params:,} parameters: {need / 2**30:,.1f} GiB for float32 weights, gradients "
+        f"and {optimizer.value}'s state{each}, more than this machine's {total / 2**30:,.1f} GiB; most come from "
+        f"{key}: {parts[key]:,}; lower it"
+    )

@@ -1,4 +1,4 @@
-"""One training run from its plan (`zoo.run.plan`: the config validated, the machine checked,
+"""One training run from its plan (`zoo.run.preflight.plan_run`: the config validated, the machine checked,
 the checkpoint to resume found), as a list of build steps: callbacks, loggers, the Trainer, the
 data and the task, fit, and finish (final checkpoints and summary.json, which the experiment
 trackers receive before their runs end). Each step is a small function of its own module
@@ -11,19 +11,19 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from zoo.config.schema.root import ZooConfig
-from zoo.training.finish import finish, RunResult
+from zoo.training.build.callbacks import build_callbacks
+from zoo.training.build.datamodule import build_data
+from zoo.training.build.module import build_task, init_weights
+from zoo.training.build.trainer import build_trainer
+from zoo.training.distributed.batch_split import split_batch
+from zoo.training.finish import RunResult, finish
+from zoo.training.fit import fit
 from zoo.training.quiet import quiet_lightning
 from zoo.training.resume.point import Resume
-from zoo.training.stops import TrainingInterrupted, TrainingStopped
-from zoo.training.build.module import build_task, init_weights
-from zoo.training.distributed.batch_split import split_batch
-from zoo.training.build.datamodule import build_data
-from zoo.training.fit import fit
-from zoo.training.tracking.loggers import build_loggers
-from zoo.training.build.callbacks import build_callbacks
 from zoo.training.start import record_start
-from zoo.training.build.trainer import build_trainer
+from zoo.training.stops import TrainingInterrupted, TrainingStopped
 from zoo.training.tracking.identity import closing_trackers
+from zoo.training.tracking.loggers import build_loggers
 
 __all__ = ["RunResult", "TrainingInterrupted", "TrainingStopped", "init_weights", "quiet_lightning", "train"]
 

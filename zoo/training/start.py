@@ -8,10 +8,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.config.records.atomic import write_text
 from zoo.config.paths import CONFIG_NAME, recipe_groups
-from zoo.config.schema.root import ZooConfig
+from zoo.config.records.atomic import write_text
 from zoo.config.records.rundir import RunDir
+from zoo.config.schema.root import ZooConfig
 from zoo.models.summary import summarize
 
 log = logging.getLogger("zoo")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Optional
 
 from zoo.config.errors import ZooError
 
@@ -19,7 +18,7 @@ class TrainingInterrupted(RuntimeError):
     """SIGTERM / SIGINT stopped the run at `step` after saving `checkpoint`; with `why` (a stop
     at once), `step` is that of the last checkpoint written before (None: there is none)."""
 
-    def __init__(self, signum: int, step: Optional[int], checkpoint: Path, why: Optional[str] = None) -> None:
+    def __init__(self, signum: int, step: int | None, checkpoint: Path, why: str | None = None) -> None:
         self.signum, self.step, self.checkpoint = signum, step, checkpoint
         name = signal.Signals(signum).name
         if why is None:

@@ -14,7 +14,8 @@ import torch
 import yaml
 
 import zoo
-from tests.conftest import ACTIVATIONS as ACTIVATION_NAMES, tiny
+from tests.conftest import ACTIVATIONS as ACTIVATION_NAMES
+from tests.conftest import tiny
 from zoo.config import Activation, ModelConfig
 from zoo.config.facts.activations import ACTIVATION_FACTS, GATED
 from zoo.nn.feedforward import ACTIVATIONS, FeedForward
@@ -50,8 +51,9 @@ def test_every_kind_has_a_row_a_function_and_a_config_file():
 def test_a_kinds_function_computes_its_rows_formula(kind):
     facts = ACTIVATION_FACTS[kind]
     x = torch.linspace(-6, 6, 241, dtype=torch.float64)
-    torch.testing.assert_close(ACTIVATIONS[kind](x), FORMULAS[facts.function, facts.approximate](x),
-                               rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        ACTIVATIONS[kind](x), FORMULAS[facts.function, facts.approximate](x), rtol=1e-6, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
@@ -78,5 +80,7 @@ def test_the_config_file_and_the_override_compose_the_kind(kind):
 
 
 def test_every_row_names_a_torch_function_and_cites_its_source():
-    assert all(ACTIVATION_FACTS[k].paper and (ACTIVATION_FACTS[k].function, ACTIVATION_FACTS[k].approximate)
-               in FORMULAS for k in KINDS)
+    assert all(
+        ACTIVATION_FACTS[k].paper and (ACTIVATION_FACTS[k].function, ACTIVATION_FACTS[k].approximate) in FORMULAS
+        for k in KINDS
+    )

@@ -12,9 +12,9 @@ import pytest
 
 import zoo
 from tests.conftest import tiny
+from zoo.cli.compose import compose
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.attention import ATTENTION_FACTS, ATTENTION_PARAMS, AttentionKind, cache_slots, keys_attended
-from zoo.cli.compose import compose
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "model" / "attention"
 KINDS = list(AttentionKind)

@@ -16,7 +16,7 @@ from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNor
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.schema.task import TaskConfig
 from zoo.nn.attention import Attention
-from zoo.nn.block import Block, SubLayer, Stack
+from zoo.nn.block import Block, Stack, SubLayer
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "model"
 
@@ -78,26 +78,32 @@ def test_only_parallel_two_norms_with_post_is_refused_on_one_line(family):
     assert refused == [(BlockKind.parallel_two_norms, NormPlacement.post)]
 
 
-@pytest.mark.parametrize("overrides, words", [
-    ({"qk_norm_type": "rmsnorm"}, ["model.qk_norm_type", "qk_norm=head"]),
-    ({"qk_norm": "rms"}, ["model.qk_norm", "head, projection"]),
-    ({"block": "serial"}, ["model.block", "parallel_two_norms"]),
-    ({"attn_softcap": 0}, ["model.attn_softcap", "> 0"]),
-    ({"final_softcap": -3.0}, ["model.final_softcap", "> 0"]),
-    ({"final_softcap": float("inf")}, ["model.final_softcap"]),
-    ({"attn_softcap": True}, ["model.attn_softcap"]),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"qk_norm_type": "rmsnorm"}, ["model.qk_norm_type", "qk_norm=head"]),
+        ({"qk_norm": "rms"}, ["model.qk_norm", "head, projection"]),
+        ({"block": "serial"}, ["model.block", "parallel_two_norms"]),
+        ({"attn_softcap": 0}, ["model.attn_softcap", "> 0"]),
+        ({"final_softcap": -3.0}, ["model.final_softcap", "> 0"]),
+        ({"final_softcap": float("inf")}, ["model.final_softcap"]),
+        ({"attn_softcap": True}, ["model.attn_softcap"]),
+    ],
+)
 def test_bad_block_options_are_refused_naming_the_key(overrides, words):
     with pytest.raises(ConfigError) as info:
         ModelConfig(**tiny(**overrides))
     assert "\n" not in str(info.value) and all(w in str(info.value) for w in words), str(info.value)
 
 
-@pytest.mark.parametrize("task, words", [
-    ({"kind": "classification", "z_loss": 1e-4}, ["task.z_loss", "classification"]),
-    ({"output_loss": "liger", "z_loss": 1e-4}, ["task.z_loss", "liger"]),
-    ({"z_loss": -1.0}, ["task.z_loss", ">= 0"]),
-])
+@pytest.mark.parametrize(
+    "task, words",
+    [
+        ({"kind": "classification", "z_loss": 1e-4}, ["task.z_loss", "classification"]),
+        ({"output_loss": "liger", "z_loss": 1e-4}, ["task.z_loss", "liger"]),
+        ({"z_loss": -1.0}, ["task.z_loss", ">= 0"]),
+    ],
+)
 def test_z_loss_refusals(task, words):
     with pytest.raises(ConfigError) as info:
         TaskConfig(**task)
@@ -115,8 +121,11 @@ def test_softcaps_reach_every_attention_and_the_caps_are_floats():
 def test_the_bench_peers_are_told_every_block_option_they_would_drop():
     plain = ModelConfig(**tiny())
     assert non_default_block_options(plain) == []
-    options = ModelConfig(**tiny(norm="sandwich", block="parallel", qk_norm="head", attn_softcap=50,
-                                 final_softcap=30))
+    options = ModelConfig(**tiny(norm="sandwich", block="parallel", qk_norm="head", attn_softcap=50, final_softcap=30))
     assert non_default_block_options(options) == [
-        "model.norm=sandwich", "model.block=parallel", "model.qk_norm=head", "model.attn_softcap=50",
-        "model.final_softcap=30"]
+        "model.norm=sandwich",
+        "model.block=parallel",
+        "model.qk_norm=head",
+        "model.attn_softcap=50",
+        "model.final_softcap=30",
+    ]

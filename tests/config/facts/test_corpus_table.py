@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zoo.config.facts.corpora import CORPORA_BY_NAME, CORPUS_ROWS, EXTERNAL, PYTHON, CorpusRow, corpus_row
-from zoo.config.schema.data import DataConfig, DataSource, as_data_config
 from zoo.config.errors import ConfigError
+from zoo.config.facts.corpora import CORPORA_BY_NAME, CORPUS_ROWS, EXTERNAL, PYTHON, CorpusRow, corpus_row
 from zoo.config.facts.tasks import TASK_SPECS
+from zoo.config.schema.data import DataConfig, DataSource, as_data_config
 from zoo.data.corpora import CORPORA, loader_of
 from zoo.data.sources import corpus_key, load_splits
 

@@ -16,7 +16,8 @@ import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
 import zoo
-from tests.conftest import ACTIVATIONS, FFNS as FFN_NAMES, tiny
+from tests.conftest import ACTIVATIONS, tiny
+from tests.conftest import FFNS as FFN_NAMES
 from zoo.config import ConfigError, FFNKind, ModelConfig
 from zoo.config.facts.ffn import FFN_FACTS, ffn_flops, ffn_parameters
 from zoo.nn.feedforward import FFNS, build_ffn

@@ -27,8 +27,18 @@ from zoo.training import machine
 CONF = Path(__file__).resolve().parents[3] / "conf" / "optim"
 KINDS = list(OptimizerKind)
 KEYS = [f.name for f in fields(OptimConfig) if f.name != "kind"]
-CHANGED = {"lr": 2e-3, "weight_decay": 0.03, "betas": [0.8, 0.9], "eps": 1e-6, "implementation": "foreach",
-           "muon_lr": 0.02, "momentum": 0.9, "nesterov": False, "ns_steps": 3, "adjust_lr_fn": "original"}
+CHANGED = {
+    "lr": 2e-3,
+    "weight_decay": 0.03,
+    "betas": [0.8, 0.9],
+    "eps": 1e-6,
+    "implementation": "foreach",
+    "muon_lr": 0.02,
+    "momentum": 0.9,
+    "nesterov": False,
+    "ns_steps": 3,
+    "adjust_lr_fn": "original",
+}
 
 
 def _model(**overrides):
@@ -73,8 +83,9 @@ def test_a_key_a_row_reads_changes_what_its_optimizer_does(kind, key):
     assert not (out[0] == out[1] if key == "implementation" else torch.equal(out[0], out[1]))
 
 
-@pytest.mark.parametrize("kind, key", [(k, key) for k in KINDS for key in KEYS
-                                       if key not in OPTIMIZER_FACTS[k].params], ids=str)
+@pytest.mark.parametrize(
+    "kind, key", [(k, key) for k in KINDS for key in KEYS if key not in OPTIMIZER_FACTS[k].params], ids=str
+)
 def test_a_key_the_row_does_not_read_is_refused(kind, key):
     with pytest.raises(ConfigError, match=f"optim.{key} only applies to optim="):
         OptimConfig(kind=kind, **{key: CHANGED[key]})
@@ -117,8 +128,9 @@ def test_muon_takes_the_hidden_layers_matrices_and_nothing_else(family, ffn):
     model = _model(family=family, tie_embeddings=False, **ffn)
     hidden = hidden_matrices(model, _head(model))
     names = {n for n, p in model.named_parameters() if id(p) in hidden}
-    assert names and all(".layers." in n and n.endswith("_proj.weight") or n.endswith(("w_in.weight", "w_out.weight"))
-                         for n in names), names
+    assert names and all(
+        ".layers." in n and n.endswith("_proj.weight") or n.endswith(("w_in.weight", "w_out.weight")) for n in names
+    ), names
     assert not any("embed" in n or "lm_head" in n or "norm" in n or n.endswith("bias") for n in names)
     matrices = {n for n, p in model.named_parameters() if p.ndim == 2 and ".layers." in n and "norm" not in n}
     tables = {n for n in matrices if "embed" in n or "relative" in n or "position" in n}
@@ -137,12 +149,20 @@ def test_muon_with_adamw_steps_as_torchs_muon_and_adamw_apart(tmp_path):
     hidden = hidden_matrices(theirs, _head(theirs))
     decays = {id(p) for m in theirs.modules() if isinstance(m, torch.nn.Linear) for p in [m.weight]}
     rest = [p for p in theirs.parameters() if id(p) not in hidden]
-    muon = torch.optim.Muon([p for p in theirs.parameters() if id(p) in hidden], lr=0.01, weight_decay=0.05,
-                            adjust_lr_fn="match_rms_adamw")
+    muon = torch.optim.Muon(
+        [p for p in theirs.parameters() if id(p) in hidden], lr=0.01, weight_decay=0.05, adjust_lr_fn="match_rms_adamw"
+    )
     head = _head(theirs)
-    adamw = torch.optim.AdamW([{"params": [p for p in rest if id(p) in decays and p is not head], "weight_decay": 0.05},
-                               {"params": [p for p in rest if id(p) not in decays or p is head], "weight_decay": 0.0}],
-                              lr=2e-3, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+    adamw = torch.optim.AdamW(
+        [
+            {"params": [p for p in rest if id(p) in decays and p is not head], "weight_decay": 0.05},
+            {"params": [p for p in rest if id(p) not in decays or p is head], "weight_decay": 0.0},
+        ],
+        lr=2e-3,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+        foreach=False,
+    )
 
     class Both:
         def step(self):

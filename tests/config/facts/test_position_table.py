@@ -141,7 +141,8 @@ def test_a_parameter_is_refused_for_a_scheme_that_does_not_read_it(kind, name):
             with pytest.raises(ConfigError) as refused:
                 PositionConfig(kind=other, **{name: changed(name)})
             assert str(refused.value) == (
-                f"model.position.{name} only applies to model/position={kind.value}, not {other.value}")
+                f"model.position.{name} only applies to model/position={kind.value}, not {other.value}"
+            )
 
 
 @pytest.mark.parametrize("size", EVEN_SIZES)
@@ -161,11 +162,17 @@ def test_an_odd_size_is_refused_by_the_scheme_that_pairs_it(kind, size):
 
 
 def test_the_parity_refusals_keep_their_wording():
-    with pytest.raises(ConfigError, match=r"^rope rotates pairs of dimensions: head size 3 \(d_model 12 / "
-                                          r"n_heads 4\) must be even$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^rope rotates pairs of dimensions: head size 3 \(d_model 12 / "
+        r"n_heads 4\) must be even$",
+    ):
         config(PositionKind.rope, d_model=12, n_heads=4)
-    with pytest.raises(ConfigError, match=r"^sinusoidal positions pair sin/cos dimensions: d_model 15 must "
-                                          r"be even$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^sinusoidal positions pair sin/cos dimensions: d_model 15 must "
+        r"be even$",
+    ):
         config(PositionKind.sinusoidal, d_model=15, n_heads=1)
 
 

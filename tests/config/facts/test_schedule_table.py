@@ -19,8 +19,14 @@ from zoo.tasks.optim import SCHEDULES, schedule
 CONF = Path(__file__).resolve().parents[3] / "conf" / "scheduler"
 KINDS = list(ScheduleKind)
 KEYS = [f.name for f in fields(SchedulerConfig) if f.name != "kind"]
-CHANGED = {"warmup_steps": 7, "min_lr_ratio": 0.3, "total_steps": 60, "decay_fraction": 0.5, "decay_steps": 12,
-           "decay_shape": "one_minus_sqrt"}
+CHANGED = {
+    "warmup_steps": 7,
+    "min_lr_ratio": 0.3,
+    "total_steps": 60,
+    "decay_fraction": 0.5,
+    "decay_steps": 12,
+    "decay_shape": "one_minus_sqrt",
+}
 BASE = {"warmup_steps": 4}
 
 
@@ -43,8 +49,9 @@ def test_a_key_a_row_reads_changes_its_multiplier(kind, key):
     assert _values(base) != _values(changed)
 
 
-@pytest.mark.parametrize("kind, key", [(k, key) for k in KINDS for key in KEYS
-                                       if key not in SCHEDULE_FACTS[k].params], ids=str)
+@pytest.mark.parametrize(
+    "kind, key", [(k, key) for k in KINDS for key in KEYS if key not in SCHEDULE_FACTS[k].params], ids=str
+)
 def test_a_key_the_row_does_not_read_is_refused(kind, key):
     with pytest.raises(ConfigError, match=f"scheduler.{key} only applies to scheduler="):
         SchedulerConfig(kind=kind, **{**BASE, key: CHANGED[key]})

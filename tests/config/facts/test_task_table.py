@@ -18,10 +18,10 @@ import torch
 import yaml
 
 import zoo
-from zoo.config.schema.data import DataConfig
 from zoo.config.errors import ConfigError
-from zoo.config.schema.model import Family
 from zoo.config.facts.tasks import TASK_SPECS, Collate, TaskKind, families_of, task_of_family, task_spec
+from zoo.config.schema.data import DataConfig
+from zoo.config.schema.model import Family
 from zoo.config.schema.validate import validate
 from zoo.data import IGNORE_INDEX, DataError, MaskingCollator, ZooDataModule, collate_causal
 from zoo.data.collate import collate_for
@@ -37,8 +37,12 @@ KINDS = list(TaskKind)
 MODEL_FILES = sorted((CONF / "model").glob("*.yaml"))
 COLUMN_FIELDS = {f.name for f in fields(DataConfig) if f.name.endswith("_column")}
 # what each Collate member names: a function, or the class of the picklable form bound to a tokenizer
-COLLATES = {Collate.causal: collate_causal, Collate.masked: MaskingCollator,
-            Collate.seq2seq: Seq2SeqCollate, Collate.classification: ClassificationCollate}
+COLLATES = {
+    Collate.causal: collate_causal,
+    Collate.masked: MaskingCollator,
+    Collate.seq2seq: Seq2SeqCollate,
+    Collate.classification: ClassificationCollate,
+}
 SEQ_LEN = 8
 
 
@@ -73,21 +77,33 @@ def test_every_family_has_one_default_task_that_it_can_train(family):
 @pytest.mark.parametrize("path", MODEL_FILES, ids=lambda p: p.stem)
 def test_a_model_file_composes_its_family_default_task(path):
     model = yaml.safe_load(path.read_text())
-    tasks = [entry["/task@_global_.task"] for entry in model["defaults"]
-             if isinstance(entry, dict) and "/task@_global_.task" in entry]
+    tasks = [
+        entry["/task@_global_.task"]
+        for entry in model["defaults"]
+        if isinstance(entry, dict) and "/task@_global_.task" in entry
+    ]
     assert tasks == [task_of_family(model["family"]).value]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 def test_a_bounded_scheme_must_hold_validation_decoding_where_the_row_decodes(kind):
     spec = TASK_SPECS[kind]
-    fits = [f"task={kind.value}", f"model.family={spec.families[0].value}", "model/position=learned",
-            "model.max_seq_len=16", "data.seq_len=8", "task.generate_max_tokens=15"]
+    fits = [
+        f"task={kind.value}",
+        f"model.family={spec.families[0].value}",
+        "model/position=learned",
+        "model.max_seq_len=16",
+        "data.seq_len=8",
+        "task.generate_max_tokens=15",
+    ]
     validate(zoo.compose(fits))
     past = zoo.compose(fits[:-1] + ["task.generate_max_tokens=16"])
     if spec.decodes_in_validation:
-        with pytest.raises(ConfigError, match=r"task.generate_max_tokens \(16\) plus BOS is longer than learned "
-                                              r"positions allow \(model.max_seq_len=16\)"):
+        with pytest.raises(
+            ConfigError,
+            match=r"task.generate_max_tokens \(16\) plus BOS is longer than learned "
+            r"positions allow \(model.max_seq_len=16\)",
+        ):
             validate(past)
     else:
         validate(past)
@@ -116,8 +132,11 @@ class _Lacking(ByteTokenizer):
 def test_each_needed_special_is_refused_with_its_reason(kind):
     require_specials(ByteTokenizer(), kind)
     for special in TASK_SPECS[kind].specials:
-        with pytest.raises(DataError, match=rf"task={kind.value} needs an? {special.name} token "
-                                            rf"\({special.why}\), but the byte tokenizer has none"):
+        with pytest.raises(
+            DataError,
+            match=rf"task={kind.value} needs an? {special.name} token "
+            rf"\({special.why}\), but the byte tokenizer has none",
+        ):
             require_specials(_Lacking(special.name), kind)
 
 
@@ -136,15 +155,27 @@ def _corpus(directory: Path) -> dict:
     words = ["light", "darkness", "water", "earth", "heaven", "seed", "fruit", "day", "night"]
 
     def write(name: str, n: int, offset: int) -> str:
-        rows = [{"text": " ".join(words[(i + j) % len(words)] for j in range(3 + i % 4)),
-                 "target": " ".join(reversed(words[i % len(words)])), "label": ["old", "new"][i % 2]}
-                for i in range(offset, offset + n)]
+        rows = [
+            {
+                "text": " ".join(words[(i + j) % len(words)] for j in range(3 + i % 4)),
+                "target": " ".join(reversed(words[i % len(words)])),
+                "label": ["old", "new"][i % 2],
+            }
+            for i in range(offset, offset + n)
+        ]
         path = directory / name
         path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
         return str(path)
 
-    return {"source": "local", "path": write("train.jsonl", 24, 0), "val_path": write("val.jsonl", 8, 24),
-            "seq_len": SEQ_LEN, "global_batch_size": 4, "num_proc": 1, "cache_dir": str(directory / "cache")}
+    return {
+        "source": "local",
+        "path": write("train.jsonl", 24, 0),
+        "val_path": write("val.jsonl", 8, 24),
+        "seq_len": SEQ_LEN,
+        "global_batch_size": 4,
+        "num_proc": 1,
+        "cache_dir": str(directory / "cache"),
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)

@@ -2,7 +2,6 @@
 leaves the previous record; a link planted at a record's name is not written through; the file
 gets the umask's permissions; an error while writing keeps the old record."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -20,8 +19,7 @@ def test_a_kill_during_the_write_leaves_the_previous_record(tmp_path):
     target = tmp_path / "summary.json"
     target.write_text('{"old": true}\n')
     # 400 MB of text: the kill lands while the temporary file is being filled
-    script = ("import sys; from zoo.config.records.atomic import write_text; "
-              "write_text(sys.argv[1], 'x' * (400 << 20))")
+    script = "import sys; from zoo.config.records.atomic import write_text; write_text(sys.argv[1], 'x' * (400 << 20))"
     proc = subprocess.Popen([sys.executable, "-c", script, str(target)], cwd=ROOT)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -63,8 +61,10 @@ def test_a_link_planted_at_the_record_is_refused_and_its_target_kept(tmp_path):
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_the_record_has_the_permissions_of_the_umask(tmp_path, umask, mode):
-    script = (f"import os, sys; os.umask({umask}); from zoo.config.records.atomic import write_text; "
-              f"write_text(sys.argv[1], 'x')")
+    script = (
+        f"import os, sys; os.umask({umask}); from zoo.config.records.atomic import write_text; "
+        f"write_text(sys.argv[1], 'x')"
+    )
     subprocess.run([sys.executable, "-c", script, str(tmp_path / "r.json")], cwd=ROOT, check=True, timeout=60)
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == mode
 
@@ -76,8 +76,13 @@ def test_every_record_writer_goes_through_the_atomic_writer():
     zoo-generate draws at the user's path."""
     import re
 
-    allowed = {"zoo/config/records/atomic.py", "zoo/training/tracking/loggers.py", "zoo/data/integrity.py",
-               "zoo/data/prepared.py", "zoo/models/visualize.py"}
+    allowed = {
+        "zoo/config/records/atomic.py",
+        "zoo/training/tracking/loggers.py",
+        "zoo/data/integrity.py",
+        "zoo/data/prepared.py",
+        "zoo/models/visualize.py",
+    }
     found = []
     for path in sorted((ROOT / "zoo").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()

@@ -11,8 +11,12 @@ from zoo.config.records.checkpoint_extras import CheckpointExtras
 
 
 def test_the_extras_survive_a_weights_only_checkpoint():
-    extras = CheckpointExtras(tokenizer_kind="sentencepiece_bpe", special_ids={"pad": 0, "bos": 2, "cls": None},
-                              data={"source": "kjv", "seq_len": 64}, labels=["neg", "pos"])
+    extras = CheckpointExtras(
+        tokenizer_kind="sentencepiece_bpe",
+        special_ids={"pad": 0, "bos": 2, "cls": None},
+        data={"source": "kjv", "seq_len": 64},
+        labels=["neg", "pos"],
+    )
     buffer = io.BytesIO()
     torch.save({"extra": extras.to_dict()}, buffer)
     buffer.seek(0)

@@ -11,18 +11,34 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.config.records.rundir import DamagedRecord, RunDir, RunFailure, RunSummary
 from zoo import train
+from zoo.config.records.rundir import DamagedRecord, RunDir, RunFailure, RunSummary
 
 
 def _summary(**changes) -> RunSummary:
     values = dict(
-        run_dir="runs/x", status="finished", task="causal_lm", family="decoder_only", position="rope",
-        global_step=6, tokens_seen=768, train_seconds=1.2, tokens_per_s=640.0, wall_seconds=1.6,
-        metrics={"val/loss": 5.4, "train/loss": 5.3}, prepared_data=None,
-        model={"total_params": 100, "seq_len": 32}, baseline={"unigram_val_loss": 3.0}, sample="And God said a",
-        init_from=None, resumed_from=None, resumed_at_step=None, nonfinite_skipped=0, world_size=1,
-        best_checkpoint="runs/x/checkpoints/best-6.ckpt", last_checkpoint="runs/x/checkpoints/last.ckpt",
+        run_dir="runs/x",
+        status="finished",
+        task="causal_lm",
+        family="decoder_only",
+        position="rope",
+        global_step=6,
+        tokens_seen=768,
+        train_seconds=1.2,
+        tokens_per_s=640.0,
+        wall_seconds=1.6,
+        metrics={"val/loss": 5.4, "train/loss": 5.3},
+        prepared_data=None,
+        model={"total_params": 100, "seq_len": 32},
+        baseline={"unigram_val_loss": 3.0},
+        sample="And God said a",
+        init_from=None,
+        resumed_from=None,
+        resumed_at_step=None,
+        nonfinite_skipped=0,
+        world_size=1,
+        best_checkpoint="runs/x/checkpoints/best-6.ckpt",
+        last_checkpoint="runs/x/checkpoints/last.ckpt",
         full_checkpoint=None,
     )
     values.update(changes)
@@ -50,16 +66,23 @@ def test_paths_of_a_run_directory(tmp_path):
 
 def test_names_knows_the_run_files_and_nothing_else():
     run = RunDir("r")
-    for name in ("summary.json", "checkpoints/best-12.ckpt", "train.rank3.log", ".hydra/hydra.yaml",
-                 "tokenizer/tokenizer.json", "tb/events.out.tfevents.1", "hparams.yaml", ".zoo-lock"):
+    for name in (
+        "summary.json",
+        "checkpoints/best-12.ckpt",
+        "train.rank3.log",
+        ".hydra/hydra.yaml",
+        "tokenizer/tokenizer.json",
+        "tb/events.out.tfevents.1",
+        "hparams.yaml",
+        ".zoo-lock",
+    ):
         assert run.names(name), name
     for name in ("notes.txt", "checkpoints/other.ckpt", "checkpoints/last.ckpt/shard.distcp", "sub/summary.json", ""):
         assert not run.names(name), name
 
 
 def test_summary_round_trip_keeps_values_order_and_unknown_keys(tmp_path):
-    summary = _summary(replicas_identical=True, replica_max_fingerprint_diff=0.0,
-                       extra={"from_a_newer_zoo": [1, 2]})
+    summary = _summary(replicas_identical=True, replica_max_fingerprint_diff=0.0, extra={"from_a_newer_zoo": [1, 2]})
     path = summary.write(tmp_path)
     assert path == tmp_path / "summary.json"
     written = json.loads(path.read_text())
@@ -78,8 +101,9 @@ def test_optional_keys_are_left_out_when_absent(tmp_path):
 
 
 def test_an_older_summary_with_fewer_keys_reads(tmp_path):
-    (tmp_path / "summary.json").write_text(json.dumps(
-        {"status": "finished", "global_step": 20, "metrics": {"val/loss": 2.5}, "old_key": "kept"}))
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"status": "finished", "global_step": 20, "metrics": {"val/loss": 2.5}, "old_key": "kept"})
+    )
     summary = RunSummary.read(tmp_path)
     assert summary.status == "finished" and summary.global_step == 20
     assert summary.metrics == {"val/loss": 2.5}
@@ -92,12 +116,15 @@ def test_an_older_summary_with_fewer_keys_reads(tmp_path):
     assert RunSummary.read(tmp_path).metrics == {}
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("{not json", "not JSON"),
-    ("[1, 2]", "a JSON list, not an object"),
-    ('{"metrics": [1]}', "its metrics are not a mapping"),
-    ('{"metrics": {"val/loss": "low"}}', "metric 'val/loss' is 'low', not a number"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("{not json", "not JSON"),
+        ("[1, 2]", "a JSON list, not an object"),
+        ('{"metrics": [1]}', "its metrics are not a mapping"),
+        ('{"metrics": {"val/loss": "low"}}', "metric 'val/loss' is 'low', not a number"),
+    ],
+)
 def test_a_damaged_summary_is_named(tmp_path, text, reason):
     (tmp_path / "summary.json").write_text(text)
     with pytest.raises(DamagedRecord, match="summary.json is damaged") as caught:
@@ -128,8 +155,15 @@ def test_every_file_of_a_finished_run_is_named_by_rundir(tmp_path, cli_here):
     files = sorted(p.relative_to(run) for p in run.rglob("*") if p.is_file())
     assert [str(p) for p in files if not RunDir(run).names(p)] == []
     paths = RunDir(run)
-    for path in (paths.config, paths.summary, paths.last, paths.metrics, paths.log, paths.overrides,
-                 paths.hydra_config):
+    for path in (
+        paths.config,
+        paths.summary,
+        paths.last,
+        paths.metrics,
+        paths.log,
+        paths.overrides,
+        paths.hydra_config,
+    ):
         assert path.is_file(), path
     assert paths.tokenizer.is_dir() and paths.tensorboard.is_dir()
     assert list(paths.checkpoints.glob(RunDir.BEST_FILES))
@@ -143,22 +177,34 @@ def test_every_file_of_a_finished_run_is_named_by_rundir(tmp_path, cli_here):
 
 
 def test_a_failure_record_round_trips_with_its_optional_keys_left_out_when_absent(tmp_path):
-    stop = RunFailure(error="SIGTERM at step 4", signal=15, step=4, resume="zoo-train hydra.run.dir=x",
-                      extra={"host": "n1"})
+    stop = RunFailure(
+        error="SIGTERM at step 4", signal=15, step=4, resume="zoo-train hydra.run.dir=x", extra={"host": "n1"}
+    )
     stop.write(tmp_path)
     assert json.loads(RunDir(tmp_path).failed.read_text()) == {
-        "status": "failed", "error": "SIGTERM at step 4", "signal": 15, "step": 4,
-        "resume": "zoo-train hydra.run.dir=x", "host": "n1"}
+        "status": "failed",
+        "error": "SIGTERM at step 4",
+        "signal": 15,
+        "step": 4,
+        "resume": "zoo-train hydra.run.dir=x",
+        "host": "n1",
+    }
     assert RunFailure.read(tmp_path) == stop
     RunFailure(error="rank 1 died").write(tmp_path)
     assert json.loads(RunDir(tmp_path).failed.read_text()) == {"status": "failed", "error": "rank 1 died"}
     assert RunFailure.read(tmp_path).signal is None
 
 
-@pytest.mark.parametrize("text, reason", [("{", "not JSON"), ("[]", "not an object"),
-                                          ('{"error": 3}', "error is 3, not text"),
-                                          ('{"error": "x", "step": "4"}', "step is '4', not an integer"),
-                                          ('{"error": "x", "signal": true}', "signal is True, not an integer")])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("{", "not JSON"),
+        ("[]", "not an object"),
+        ('{"error": 3}', "error is 3, not text"),
+        ('{"error": "x", "step": "4"}', "step is '4', not an integer"),
+        ('{"error": "x", "signal": true}', "signal is True, not an integer"),
+    ],
+)
 def test_a_damaged_failure_record_is_named(tmp_path, text, reason):
     RunDir(tmp_path).failed.write_text(text)
     with pytest.raises(DamagedRecord, match=reason):

@@ -30,6 +30,7 @@ def bomb(levels: int = 9, head: str = "") -> str:
 @contextlib.contextmanager
 def bounded(seconds: int = _BOUND_S):
     """Fail (TimeoutError) when the block runs longer than `seconds`."""
+
     def expired(signum, frame):
         raise TimeoutError(f"still running after {seconds} s: the YAML was expanded")
 
@@ -94,8 +95,10 @@ def test_zoo_compare_reads_no_alias_from_a_sweep(tmp_path, cli_here):
     with bounded():
         result = cli_here("compare", str(sweep))
     err = _one_line(result, "no run under", "YAML alias (*a0) is refused")
-    assert f"{sweep / '0' / '.hydra' / 'config.yaml'}, line 2" in err or \
-        f"{sweep / '1' / '.hydra' / 'overrides.yaml'}, line 2" in err, err
+    assert (
+        f"{sweep / '0' / '.hydra' / 'config.yaml'}, line 2" in err
+        or f"{sweep / '1' / '.hydra' / 'overrides.yaml'}, line 2" in err
+    ), err
 
 
 def test_a_rerun_refuses_a_recorded_config_with_aliases(tmp_path):

@@ -57,7 +57,7 @@ def test_an_override_reading_the_environment_is_refused_however_spelled(cli_here
 FILES = {
     # the resolver's name read from another key
     "computed-name": "logger:\n  mlflow:\n    tags:\n      reader: oc.env\n"
-                     "    experiment: ${${logger.mlflow.tags.reader}:ZOO_TEST_SECRET}\n",
+    "    experiment: ${${logger.mlflow.tags.reader}:ZOO_TEST_SECRET}\n",
     # text that oc.decode turns into an interpolation when it runs
     "decode": "logger:\n  mlflow:\n    experiment: ${oc.decode:'\\${oc.env:ZOO_TEST_SECRET}'}\n",
     # a mapping that oc.create makes at run time
@@ -86,8 +86,13 @@ def test_a_sweep_value_reading_the_environment_is_refused(cli_here, tmp_path, mo
     from tests.cli.conftest import tiny_overrides
 
     monkeypatch.setenv("ZOO_TEST_SECRET", SECRET)
-    result = cli_here("train", "-m", *tiny_overrides(), f"hydra.sweep.dir={tmp_path / 'run'}",
-                      f"{KEY}=plain,${{ oc.env:ZOO_TEST_SECRET}}")
+    result = cli_here(
+        "train",
+        "-m",
+        *tiny_overrides(),
+        f"hydra.sweep.dir={tmp_path / 'run'}",
+        f"{KEY}=plain,${{ oc.env:ZOO_TEST_SECRET}}",
+    )
     assert _unrefused(result, tmp_path, "read from the environment") == []
 
 
@@ -98,17 +103,36 @@ def test_a_tools_key_value_reading_the_environment_is_refused(cli_here, tmp_path
     assert _unrefused(result, tmp_path, "read from the environment") == []
 
 
-@pytest.mark.parametrize("text", ["${model.d_model}", "${zoo.share_of_steps:0.1}", "plain $ text {x}",
-                                  "${oc.select:data.seq_len,32}", "${hydra:runtime.output_dir}/x"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "${model.d_model}",
+        "${zoo.share_of_steps:0.1}",
+        "plain $ text {x}",
+        "${oc.select:data.seq_len,32}",
+        "${hydra:runtime.output_dir}/x",
+    ],
+)
 def test_interpolations_that_read_only_the_config_are_kept(text):
     check_value(text, "key")
 
 
 # -- hydra.job.env_set ------------------------------------------------------------------------
 
-LOADS_OR_NAMES_FILES = ["NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_DEBUG_FILE",
-                        "NCCL_TOPO_FILE", "NCCL_GRAPH_FILE", "NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE",
-                        "NCCL_NET", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "LD_PRELOAD", "PYTHONPATH"]
+LOADS_OR_NAMES_FILES = [
+    "NCCL_NET_PLUGIN",
+    "NCCL_TUNER_PLUGIN",
+    "NCCL_PROFILER_PLUGIN",
+    "NCCL_DEBUG_FILE",
+    "NCCL_TOPO_FILE",
+    "NCCL_GRAPH_FILE",
+    "NCCL_TOPO_DUMP_FILE",
+    "NCCL_GRAPH_DUMP_FILE",
+    "NCCL_NET",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+    "LD_PRELOAD",
+    "PYTHONPATH",
+]
 
 
 @pytest.mark.parametrize("name", LOADS_OR_NAMES_FILES)
@@ -124,8 +148,9 @@ def test_env_set_refuses_variables_that_load_code_or_name_files(cli_here, tmp_pa
 
 
 def test_env_set_takes_its_listed_variables_with_plain_values_only():
-    check_env_set({"OMP_NUM_THREADS": 4, "NCCL_DEBUG": "INFO", "CUDA_VISIBLE_DEVICES": "0,1",
-                   "NCCL_SOCKET_IFNAME": "eth0"})
+    check_env_set(
+        {"OMP_NUM_THREADS": 4, "NCCL_DEBUG": "INFO", "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_SOCKET_IFNAME": "eth0"}
+    )
     assert not any(name.endswith(("_FILE", "_PLUGIN", "PATH")) for name in ENV_SET_ALLOWED)
     with pytest.raises(ConfigError, match="must be a number or a word"):
         check_env_set({"NCCL_DEBUG": "INFO /tmp/x"})

@@ -68,8 +68,11 @@ def _override_for(path: str, value) -> str:
     return f"++{path}={new}"
 
 
-NOT_SETTINGS = sorted(p for p in SCHEMA if rule_of(p) is not None and rule_of(p)[0] is not Rule.SETTING
-                      and not p.startswith("hydra.defaults"))
+NOT_SETTINGS = sorted(
+    p
+    for p in SCHEMA
+    if rule_of(p) is not None and rule_of(p)[0] is not Rule.SETTING and not p.startswith("hydra.defaults")
+)
 
 
 @pytest.mark.parametrize("path", NOT_SETTINGS)
@@ -80,40 +83,51 @@ def test_a_key_that_is_not_a_setting_is_refused(path):
         compose([*launcher, override], return_hydra_config=True, check=False)
 
 
-@pytest.mark.parametrize("overrides", [
-    ["hydra.run.dir=elsewhere/run", "hydra.sweep.dir=elsewhere/sweep", "hydra.sweep.subdir=arm_${hydra.job.num}"],
-    ["hydra.mode=MULTIRUN", "hydra.verbose=true", "hydra.job_logging.root.level=DEBUG"],
-    ["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.timeout_min=1440",
-     "hydra.launcher.cpus_per_task=8", "hydra.launcher.account=lab", "hydra.launcher.submitit_folder="
-     "${hydra.sweep.dir}/.jobs/%j"],
-    ["hydra.searchpath=[file:///somewhere/configs]", "+hydra.job.env_set.OMP_NUM_THREADS=4"],
-    # what Lightning's launcher adds for the ranks it starts
-    ['hydra.run.dir="runs/x"', "hydra.job.name=train_ddp_process_1", "hydra.output_subdir=null"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["hydra.run.dir=elsewhere/run", "hydra.sweep.dir=elsewhere/sweep", "hydra.sweep.subdir=arm_${hydra.job.num}"],
+        ["hydra.mode=MULTIRUN", "hydra.verbose=true", "hydra.job_logging.root.level=DEBUG"],
+        [
+            "hydra/launcher=slurm",
+            "hydra.launcher.partition=gpu",
+            "hydra.launcher.timeout_min=1440",
+            "hydra.launcher.cpus_per_task=8",
+            "hydra.launcher.account=lab",
+            "hydra.launcher.submitit_folder=${hydra.sweep.dir}/.jobs/%j",
+        ],
+        ["hydra.searchpath=[file:///somewhere/configs]", "+hydra.job.env_set.OMP_NUM_THREADS=4"],
+        # what Lightning's launcher adds for the ranks it starts
+        ['hydra.run.dir="runs/x"', "hydra.job.name=train_ddp_process_1", "hydra.output_subdir=null"],
+    ],
+)
 def test_the_settings_users_need_pass(overrides):
     cfg = compose(overrides, return_hydra_config=True, check=False)
     assert cfg.hydra.overrides.hydra == overrides
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (["hydra.sweep.subdir=../beside"], "inside the sweep directory"),
-    (["hydra.sweep.subdir=/abs"], "inside the sweep directory"),
-    (["hydra.sweep.subdir=${hydra.job.override_dirname}", "data.path=../../x"], "inside the sweep directory"),
-    (["hydra/launcher=slurm", "hydra.launcher.submitit_folder=/tmp/jobs"], "lie in the sweep directory"),
-    (["hydra/launcher=slurm", "hydra.launcher.submitit_folder=${hydra.sweep.dir}/../x"], "inside the sweep"),
-    (["hydra/launcher=slurm", "hydra.launcher.partition='gpu\nrm -rf x'"], "one line"),
-    (["hydra/launcher=slurm", "hydra.launcher.setup=[echo]"], "shell lines"),
-    (["hydra/launcher=slurm", "hydra.launcher.timeout_min=-1"], "whole number"),
-    (["hydra/launcher=slurm", "+hydra.launcher.additional_parameters.output=/tmp/x"], "sbatch parameters"),
-    (["hydra.mode=SOMETIMES"], "expected one of [RUN, MULTIRUN]"),  # Hydra's own check
-    (["hydra.job_logging.root.level=LOUD"], "a log level"),
-    (["hydra.searchpath=[pkg://json]"], "pkg:// imports"),
-    (["hydra/job_logging=disabled"], "zoo runs with hydra/job_logging default"),
-    (["hydra/sweeper=optuna"], "zoo runs with hydra/sweeper basic"),
-    (["hydra.job.num=3"], "Hydra fills it in"),
-    (["hydra.job.name=.."], "one word"),
-    (["hydra.output_subdir=../../elsewhere"], "go to the run's .hydra/"),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (["hydra.sweep.subdir=../beside"], "inside the sweep directory"),
+        (["hydra.sweep.subdir=/abs"], "inside the sweep directory"),
+        (["hydra.sweep.subdir=${hydra.job.override_dirname}", "data.path=../../x"], "inside the sweep directory"),
+        (["hydra/launcher=slurm", "hydra.launcher.submitit_folder=/tmp/jobs"], "lie in the sweep directory"),
+        (["hydra/launcher=slurm", "hydra.launcher.submitit_folder=${hydra.sweep.dir}/../x"], "inside the sweep"),
+        (["hydra/launcher=slurm", "hydra.launcher.partition='gpu\nrm -rf x'"], "one line"),
+        (["hydra/launcher=slurm", "hydra.launcher.setup=[echo]"], "shell lines"),
+        (["hydra/launcher=slurm", "hydra.launcher.timeout_min=-1"], "whole number"),
+        (["hydra/launcher=slurm", "+hydra.launcher.additional_parameters.output=/tmp/x"], "sbatch parameters"),
+        (["hydra.mode=SOMETIMES"], "expected one of [RUN, MULTIRUN]"),  # Hydra's own check
+        (["hydra.job_logging.root.level=LOUD"], "a log level"),
+        (["hydra.searchpath=[pkg://json]"], "pkg:// imports"),
+        (["hydra/job_logging=disabled"], "zoo runs with hydra/job_logging default"),
+        (["hydra/sweeper=optuna"], "zoo runs with hydra/sweeper basic"),
+        (["hydra.job.num=3"], "Hydra fills it in"),
+        (["hydra.job.name=.."], "one word"),
+        (["hydra.output_subdir=../../elsewhere"], "go to the run's .hydra/"),
+    ],
+)
 def test_a_setting_with_a_bad_value_is_one_line(overrides, words):
     with pytest.raises(ConfigError) as caught:
         compose(overrides, return_hydra_config=True, check=False)
@@ -122,6 +136,7 @@ def test_a_setting_with_a_bad_value_is_one_line(overrides, words):
 
 
 # -- the red team's escapes, each against a file outside the run ------------------------------
+
 
 @pytest.fixture
 def victim(tmp_path):
@@ -142,8 +157,13 @@ def _refused(cli_here, tmp_path, *args):
 
 
 def test_a_hydra_callback_cannot_truncate_a_file(cli_here, tmp_path, victim):
-    line = _refused(cli_here, tmp_path, "+hydra.callbacks.x._target_=logging.FileHandler",
-                    f"+hydra.callbacks.x.filename={victim}", "+hydra.callbacks.x.mode=w")
+    line = _refused(
+        cli_here,
+        tmp_path,
+        "+hydra.callbacks.x._target_=logging.FileHandler",
+        f"+hydra.callbacks.x.filename={victim}",
+        "+hydra.callbacks.x.mode=w",
+    )
     assert "hydra.callbacks.x" in line and victim.read_text() == "keep me"
 
 
@@ -151,7 +171,8 @@ def test_a_hydra_callback_in_a_config_directory_cannot_truncate_a_file(cli_here,
     (tmp_path / "cd").mkdir()
     (tmp_path / "cd" / "evil.yaml").write_text(
         "defaults:\n  - config\n  - _self_\nhydra:\n  callbacks:\n    x:\n      _target_: logging.FileHandler\n"
-        f"      filename: {victim}\n      mode: w\n")
+        f"      filename: {victim}\n      mode: w\n"
+    )
     _refused(cli_here, tmp_path, "-cd", str(tmp_path / "cd"), "-cn", "evil")
     assert victim.read_text() == "keep me"
 
@@ -165,8 +186,12 @@ def test_hydras_files_cannot_be_written_elsewhere(cli_here, tmp_path, victim):
 
 
 def test_a_job_name_cannot_climb_out_of_the_run_directory(cli_here, tmp_path):
-    line = _refused(cli_here, tmp_path, "hydra.job.name=..",
-                    "hydra.job_logging.handlers.file.filename=${hydra.runtime.output_dir}/${hydra.job.name}/x")
+    line = _refused(
+        cli_here,
+        tmp_path,
+        "hydra.job.name=..",
+        "hydra.job_logging.handlers.file.filename=${hydra.runtime.output_dir}/${hydra.job.name}/x",
+    )
     assert "hydra.job" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -188,7 +213,8 @@ def test_a_defaults_entry_cannot_reach_outside_its_directory(cli_here, tmp_path,
     (outside / "x.yaml").write_text("model:\n  d_model: 48\n")
     (tmp_path / "cd").mkdir()
     (tmp_path / "cd" / "evil.yaml").write_text(
-        f"defaults:\n  - config\n  - {entry.format(outside=str(outside).lstrip('/'))}\n  - _self_\n")
+        f"defaults:\n  - config\n  - {entry.format(outside=str(outside).lstrip('/'))}\n  - _self_\n"
+    )
     line = _refused(cli_here, tmp_path, "-cd", str(tmp_path / "cd"), "-cn", "evil")
     assert "defaults entry" in line
 

@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 from zoo.config.errors import ConfigError
 from zoo.config.safety.targets import instantiate, resolve_target
+from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 
 
 def test_allowed_objects_resolve():
@@ -23,15 +23,18 @@ def test_allowed_objects_resolve():
     assert isinstance(optimizer, torch.optim.SGD)
 
 
-@pytest.mark.parametrize("name, why", [
-    ("os.system", "may only name"),
-    ("builtins.eval", "may only name"),
-    ("subprocess.run", "may only name"),
-    ("logging.os.system", "may only name"),  # a module on the list once, an object from elsewhere
-    ("zoo.config.safety.targets.importlib.import_module", "may only name"),
-    ("zoo.training.checkpoint.saving.atomic_save", "may only name"),  # zoo's own code writes files too
-    ("lightning.pytorch.callbacks.ModelCheckpoint", "may only name"),
-])
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("os.system", "may only name"),
+        ("builtins.eval", "may only name"),
+        ("subprocess.run", "may only name"),
+        ("logging.os.system", "may only name"),  # a module on the list once, an object from elsewhere
+        ("zoo.config.safety.targets.importlib.import_module", "may only name"),
+        ("zoo.training.checkpoint.saving.atomic_save", "may only name"),  # zoo's own code writes files too
+        ("lightning.pytorch.callbacks.ModelCheckpoint", "may only name"),
+    ],
+)
 def test_names_outside_the_allow_list_are_refused(name, why):
     with pytest.raises(ConfigError, match=why):
         resolve_target(name)
@@ -55,8 +58,21 @@ hydra:
 def test_a_config_file_naming_code_is_refused_before_hydra_builds_it(tmp_path, target):
     marker = tmp_path / "PWNED"
     (tmp_path / "evil.yaml").write_text(EVIL.format(target=target, marker=marker))
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", "-cd", str(tmp_path), "-cn", "evil",
-                             f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zoo.cli.train",
+            "-cd",
+            str(tmp_path),
+            "-cn",
+            "evil",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert "hydra.callbacks.payload._target_" in result.stderr and "refused" in result.stderr
     assert not marker.exists()
@@ -65,9 +81,19 @@ def test_a_config_file_naming_code_is_refused_before_hydra_builds_it(tmp_path, t
 
 def test_every_value_of_a_sweep_is_checked(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "zoo.cli.train", "-m", "seed=0,1",
-         "hydra.sweeper._target_=hydra._internal.core_plugins.basic_sweeper.BasicSweeper,builtins.eval",
-         f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "zoo.cli.train",
+            "-m",
+            "seed=0,1",
+            "hydra.sweeper._target_=hydra._internal.core_plugins.basic_sweeper.BasicSweeper,builtins.eval",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     # the sweeper is zoo's own: refused for its key before any value of it is resolved
     assert "hydra.sweeper._target_" in result.stderr and "refused" in result.stderr
@@ -94,8 +120,9 @@ def test_a_checkpoint_holding_code_is_refused_without_running_it(tmp_path):
     assert not marker.exists()
     for tool in ("eval", "generate"):
         args = [f"ckpt={path}"] + (["prompt=hi"] if tool == "generate" else [])
-        result = subprocess.run([sys.executable, "-m", f"zoo.cli.{tool}", *args], capture_output=True,
-                                text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", f"zoo.cli.{tool}", *args], capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 2 and "holds more than plain data" in result.stderr, result.stderr[-2000:]
         assert not marker.exists()
 
@@ -140,23 +167,45 @@ hydra:
 def test_indirect_ways_to_name_code_are_refused(tmp_path, case, mode):
     marker = tmp_path / "PWNED"
     (tmp_path / "evil.yaml").write_text(BYPASSES[case].replace("MARKER", str(marker)))
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", *mode, "-cd", str(tmp_path), "-cn", "evil",
-                             f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zoo.cli.train",
+            *mode,
+            "-cd",
+            str(tmp_path),
+            "-cn",
+            "evil",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, (result.stdout[-1000:], result.stderr[-2000:])
     assert "refused" in result.stderr
     assert not marker.exists()
 
 
 def test_rerunning_a_pickled_config_is_refused(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", "--experimental-rerun",
-                             str(tmp_path / "config.pickle")], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", "--experimental-rerun", str(tmp_path / "config.pickle")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "unpickles" in result.stderr
 
 
 def test_a_malformed_config_file_is_one_line(tmp_path):
     (tmp_path / "broken.yaml").write_text("defaults:\n  - config\nmodel: [unclosed\n")
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", "-cd", str(tmp_path), "-cn", "broken"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", "-cd", str(tmp_path), "-cn", "broken"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "broken.yaml" in result.stderr
 
@@ -203,21 +252,39 @@ logger:
 """
 
 
-@pytest.mark.parametrize("text, words", [
-    (WRITES_A_FILE, "may only name"),
-    (SETS_PYTHONPATH, "hydra.job.env_set.PYTHONPATH is refused"),
-    (LOG_ELSEWHERE, "a log file lies in the run directory"),
-    (READS_A_SECRET, "read from the environment"),
-], ids=["writes-a-file", "sets-pythonpath", "logs-elsewhere", "reads-a-secret"])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (WRITES_A_FILE, "may only name"),
+        (SETS_PYTHONPATH, "hydra.job.env_set.PYTHONPATH is refused"),
+        (LOG_ELSEWHERE, "a log file lies in the run directory"),
+        (READS_A_SECRET, "read from the environment"),
+    ],
+    ids=["writes-a-file", "sets-pythonpath", "logs-elsewhere", "reads-a-secret"],
+)
 def test_a_config_file_cannot_write_files_run_code_or_record_the_environment(tmp_path, text, words):
     victim = tmp_path / "precious.txt"
     victim.write_text("keep me")
     (tmp_path / "sitecustomize.py").write_text(f"open({str(tmp_path / 'PWNED')!r}, 'w').close()\n")
     (tmp_path / "evil.yaml").write_text(text.format(victim=victim, where=tmp_path))
     env = dict(__import__("os").environ, ZOO_TEST_SECRET="s3cr3t-value")
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", "-cd", str(tmp_path), "-cn", "evil",
-                             f"hydra.run.dir={tmp_path / 'run'}", "trainer.max_steps=2"],
-                            capture_output=True, text=True, timeout=180, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zoo.cli.train",
+            "-cd",
+            str(tmp_path),
+            "-cn",
+            "evil",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            "trainer.max_steps=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], result.stderr[-2000:]

@@ -16,8 +16,7 @@ def _one_line(result, words: str) -> None:
     assert len(lines) == 1 and words in lines[0], result.stderr[-2000:]
 
 
-@pytest.mark.parametrize("uri", ["sqlite:////ELSEWHERE/x.db", "sqlite:///../x.db", "file://ELSEWHERE/x",
-                                 "ELSEWHERE/x"])
+@pytest.mark.parametrize("uri", ["sqlite:////ELSEWHERE/x.db", "sqlite:///../x.db", "file://ELSEWHERE/x", "ELSEWHERE/x"])
 def test_a_store_outside_the_run_is_refused_and_not_created(cli_here, tmp_path, uri):
     from tests.cli.conftest import tiny_overrides
 
@@ -34,8 +33,10 @@ def test_a_store_outside_the_run_is_refused_and_not_created(cli_here, tmp_path, 
 def test_a_server_named_by_a_config_file_is_refused(cli_here, tmp_path):
     from tests.cli.conftest import tiny_overrides
 
-    (tmp_path / "evil.yaml").write_text("defaults:\n  - config\n  - override logger: mlflow\n  - _self_\n"
-                                        "logger:\n  mlflow:\n    tracking_uri: http://127.0.0.1:9\n")
+    (tmp_path / "evil.yaml").write_text(
+        "defaults:\n  - config\n  - override logger: mlflow\n  - _self_\n"
+        "logger:\n  mlflow:\n    tracking_uri: http://127.0.0.1:9\n"
+    )
     result = cli_here("train", "-cd", str(tmp_path), "-cn", "evil", *tiny_overrides(tmp_path / "run"))
     _one_line(result, "a tracking server is named on the command line")
     assert not (tmp_path / "run").exists()
@@ -46,16 +47,24 @@ def test_a_server_named_by_a_config_files_sweep_is_refused(cli_here, tmp_path):
 
     (tmp_path / "evil.yaml").write_text(
         "defaults:\n  - config\n  - override logger: mlflow\n  - _self_\n"
-        "hydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      logger.mlflow.tracking_uri: http://127.0.0.1:9\n")
-    result = cli_here("train", "-cd", str(tmp_path), "-cn", "evil", *tiny_overrides(),
-                      f"hydra.sweep.dir={tmp_path / 'sweep'}")
+        "hydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      logger.mlflow.tracking_uri: http://127.0.0.1:9\n"
+    )
+    result = cli_here(
+        "train", "-cd", str(tmp_path), "-cn", "evil", *tiny_overrides(), f"hydra.sweep.dir={tmp_path / 'sweep'}"
+    )
     _one_line(result, "a tracking server is named on the command line")
     assert not (tmp_path / "sweep").exists()
 
 
-@pytest.mark.parametrize("uri, words", [("https://host:99999", "its port is not a number"),
-                                        ("http://", "names its host"), ("databricks", "lies in the run directory"),
-                                        ("sqlite:///a\nb.db", "on one line")])
+@pytest.mark.parametrize(
+    "uri, words",
+    [
+        ("https://host:99999", "its port is not a number"),
+        ("http://", "names its host"),
+        ("databricks", "lies in the run directory"),
+        ("sqlite:///a\nb.db", "on one line"),
+    ],
+)
 def test_a_tracking_uri_mlflow_cannot_use_is_one_line(uri, words):
     with pytest.raises(ConfigError, match=words):
         check_tracking_uri(uri, {uri})
@@ -79,8 +88,9 @@ def test_mlflows_default_store_and_artifacts_lie_in_the_run(cli_here, tmp_path, 
     monkeypatch.chdir(cwd)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     run = tmp_path / "run"
-    result = cli_here("train", *tiny_overrides(run), "trainer.max_steps=3", "trainer.val_check_interval=3",
-                      "logger=mlflow")
+    result = cli_here(
+        "train", *tiny_overrides(run), "trainer.max_steps=3", "trainer.val_check_interval=3", "logger=mlflow"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (run / "mlflow.db").is_file() and (run / "mlartifacts").is_dir()
     assert sorted(p.name for p in cwd.iterdir()) == []  # no ./mlflow.db, no ./mlruns

@@ -5,7 +5,6 @@ the key; the table of refusals in docs/composing.md is what the validation code 
 from __future__ import annotations
 
 import os
-
 import re
 from pathlib import Path
 
@@ -13,25 +12,55 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from zoo.cli.refusals import EXAMPLES, refusal, refusal_table
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import Activation
-from zoo.cli.refusals import EXAMPLES, refusal, refusal_table
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "composing.md"
 
-SIZE_KEYS = ["model.d_model", "model.n_heads", "model.n_layers", "model.d_ff", "model.vocab_size",
-             "model.max_seq_len", "data.seq_len", "data.global_batch_size", "model.n_kv_heads"]
-CHOICE_KEYS = {"model.norm": ["pre", "post"], "model.norm_type": ["layernorm", "rmsnorm"],
-               "model.activation": [a.value for a in Activation],
-               "task.on_nonfinite_loss": ["stop", "skip"], "callbacks.progress_bar": ["rich", "tqdm", "none"]}
+SIZE_KEYS = [
+    "model.d_model",
+    "model.n_heads",
+    "model.n_layers",
+    "model.d_ff",
+    "model.vocab_size",
+    "model.max_seq_len",
+    "data.seq_len",
+    "data.global_batch_size",
+    "model.n_kv_heads",
+]
+CHOICE_KEYS = {
+    "model.norm": ["pre", "post"],
+    "model.norm_type": ["layernorm", "rmsnorm"],
+    "model.activation": [a.value for a in Activation],
+    "task.on_nonfinite_loss": ["stop", "skip"],
+    "callbacks.progress_bar": ["rich", "tqdm", "none"],
+}
 GROUPS = ["model", "model/position", "task", "data", "tokenizer", "optim", "scheduler", "trainer"]
 CONF = Path(__file__).resolve().parents[3] / "conf"
 SECTIONS = ["model", "task", "data", "tokenizer", "optim", "scheduler", "callbacks", "logger"]
-KNOWN_FIELDS = {"d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "max_seq_len", "seq_len", "lr",
-                "kind", "position", "norm", "dropout", "source", "path", "csv", "tensorboard"}
+KNOWN_FIELDS = {
+    "d_model",
+    "n_heads",
+    "n_layers",
+    "d_ff",
+    "vocab_size",
+    "max_seq_len",
+    "seq_len",
+    "lr",
+    "kind",
+    "position",
+    "norm",
+    "dropout",
+    "source",
+    "path",
+    "csv",
+    "tensorboard",
+}
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=3, max_size=12).filter(
-    lambda s: s not in KNOWN_FIELDS and not s.startswith("_"))
+    lambda s: s not in KNOWN_FIELDS and not s.startswith("_")
+)
 words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=10)
 
 
@@ -79,6 +108,7 @@ def with_examples(cases):
         for case in reversed(cases):
             test = example(case)(test)
         return test
+
     return add
 
 
@@ -117,15 +147,18 @@ def test_every_listed_refusal_is_refused(rule, overrides):
 def test_the_docs_table_is_the_generated_one():
     text = PAGE.read_text()
     start, end = "<!-- refusals:start -->\n", "<!-- refusals:end -->"
-    current = text[text.index(start) + len(start):text.index(end)]
+    current = text[text.index(start) + len(start) : text.index(end)]
     assert current == refusal_table(), "docs/composing.md's refusal table is stale: python -m zoo.cli.refusals"
 
 
 def test_valid_overrides_are_not_refused():
     assert refusal(["model=llama", "model/position=alibi", "model.norm=post"]) is None
     # a fused optimizer in mixed precision is refused only where Lightning would clip its gradients
-    assert refusal(["optim.implementation=fused", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=0"]) is None
+    assert (
+        refusal(["optim.implementation=fused", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=0"]) is None
+    )
     assert refusal(["optim.implementation=fused", "trainer.precision=32-true", "trainer.gradient_clip_val=1.0"]) is None
     with pytest.raises(ConfigError):
         from zoo.cli.compose import compose
+
         compose(["model.d_model=abc"])

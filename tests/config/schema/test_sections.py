@@ -57,12 +57,15 @@ def test_a_section_left_unset_is_refused_by_the_validation(tmp_path):
         validate(cfg)
 
 
-@pytest.mark.parametrize("override, says", [
-    ("+trainer.fast_dev_run=2", "trainer.fast_dev_run=2 is refused"),
-    ("+trainer.fast_dev_run=true", "trainer.fast_dev_run=True is refused"),
-    ("+trainer.limit_train_batches=0", "trainer.limit_train_batches=0 trains no step"),
-    ("trainer.limit_val_batches=0", "trainer.limit_val_batches=0 skips validation"),
-])
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        ("+trainer.fast_dev_run=2", "trainer.fast_dev_run=2 is refused"),
+        ("+trainer.fast_dev_run=true", "trainer.fast_dev_run=True is refused"),
+        ("+trainer.limit_train_batches=0", "trainer.limit_train_batches=0 trains no step"),
+        ("trainer.limit_val_batches=0", "trainer.limit_val_batches=0 skips validation"),
+    ],
+)
 def test_a_run_that_would_train_or_validate_nothing_is_refused(cli_here, tmp_path, override, says):
     line = _refused(cli_here, tmp_path, override)
     assert says in line and "finished" in line

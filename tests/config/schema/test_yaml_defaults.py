@@ -12,15 +12,23 @@ import pytest
 import yaml
 
 from zoo.config.schema.data import DataConfig, TokenizerConfig
-from zoo.config.schema.model import ModelConfig, PositionConfig
 from zoo.config.schema.logger import LoggerConfig
-from zoo.config.schema.train import CallbacksConfig, OptimConfig, SchedulerConfig
+from zoo.config.schema.model import ModelConfig, PositionConfig
 from zoo.config.schema.task import TaskConfig
+from zoo.config.schema.train import CallbacksConfig, OptimConfig, SchedulerConfig
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
-SCHEMAS = {"model": ModelConfig, "model/position": PositionConfig, "task": TaskConfig, "data": DataConfig,
-           "tokenizer": TokenizerConfig, "optim": OptimConfig, "scheduler": SchedulerConfig,
-           "callbacks": CallbacksConfig, "logger": LoggerConfig}
+SCHEMAS = {
+    "model": ModelConfig,
+    "model/position": PositionConfig,
+    "task": TaskConfig,
+    "data": DataConfig,
+    "tokenizer": TokenizerConfig,
+    "optim": OptimConfig,
+    "scheduler": SchedulerConfig,
+    "callbacks": CallbacksConfig,
+    "logger": LoggerConfig,
+}
 NAMING_KEYS = {"kind", "family", "source"}
 
 
@@ -50,9 +58,11 @@ FILES = [(group, path) for group in SCHEMAS for path in sorted((CONF / group).gl
 def test_a_config_file_sets_no_key_to_its_schema_default(group, path):
     data = yaml.safe_load(path.read_text()) or {}
     defaults = {f.name: _default(f) for f in dataclasses.fields(SCHEMAS[group])}
-    restated = [key for key, value in data.items()
-                if key in defaults and key not in NAMING_KEYS and not isinstance(value, dict)
-                and _same(value, defaults[key])]
+    restated = [
+        key
+        for key, value in data.items()
+        if key in defaults and key not in NAMING_KEYS and not isinstance(value, dict) and _same(value, defaults[key])
+    ]
     assert restated == [], f"{path.relative_to(CONF)} restates the schema's defaults of {restated}"
 
 

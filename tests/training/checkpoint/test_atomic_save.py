@@ -11,8 +11,13 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.training.checkpoint.saving import (AtomicCheckpointIO, LastCheckpoint, RunRecord, atomic_save,
-                                            remove_stale_temporaries)
+from zoo.training.checkpoint.saving import (
+    AtomicCheckpointIO,
+    LastCheckpoint,
+    RunRecord,
+    atomic_save,
+    remove_stale_temporaries,
+)
 
 
 def test_atomic_save_writes_and_a_failed_save_keeps_the_old_file(tmp_path):
@@ -98,20 +103,31 @@ class _Recording(LastCheckpoint):
             self.steps.append(trainer.global_step)
 
 
-@pytest.mark.parametrize("max_steps, every, accumulate, expected", [
-    (7, 3, 2, [3, 4, 6, 7]),  # 8 batches an epoch, 2 per step: epoch end at step 4; final step 7
-    (8, 3, 1, [3, 6, 8]),  # 8 steps an epoch: the epoch end is the final step, written once
-    (5, 2, 4, [2, 4, 5]),  # 2 steps an epoch: epoch ends at 2 and 4 coincide with every=2
-    (1, 3, 1, [1]),  # one step: the final step, long before every=3 and the epoch end
-])
+@pytest.mark.parametrize(
+    "max_steps, every, accumulate, expected",
+    [
+        (7, 3, 2, [3, 4, 6, 7]),  # 8 batches an epoch, 2 per step: epoch end at step 4; final step 7
+        (8, 3, 1, [3, 6, 8]),  # 8 steps an epoch: the epoch end is the final step, written once
+        (5, 2, 4, [2, 4, 5]),  # 2 steps an epoch: epoch ends at 2 and 4 coincide with every=2
+        (1, 3, 1, [1]),  # one step: the final step, long before every=3 and the epoch end
+    ],
+)
 def test_last_checkpoint_is_written_at_the_promised_steps(tmp_path, max_steps, every, accumulate, expected):
     data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=1)  # 8 batches an epoch
     saver = _Recording(tmp_path, every_n_steps=every)
     stale = tmp_path / ".last.ckpt.tmp-99999"  # left by a process killed while saving
     stale.write_bytes(b"half a checkpoint")
-    trainer = L.Trainer(max_steps=max_steps, accumulate_grad_batches=accumulate, callbacks=[saver, RunRecord(tmp_path)],
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        accumulate_grad_batches=accumulate,
+        callbacks=[saver, RunRecord(tmp_path)],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+    )
     trainer.fit(_Tiny(), data)
     assert saver.steps == expected
     assert not stale.exists()

@@ -28,11 +28,11 @@ from tests.cli.conftest import tiny_overrides
 from tests.interop.tiny_hf import save_tokenizer
 from zoo import train
 from zoo.config.errors import CheckpointError
-from zoo.data import DataError, build_tokenizer
 from zoo.config.schema.data import TokenizerConfig
+from zoo.data import DataError, build_tokenizer
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state, tokenizer_state
 from zoo.training.checkpoint.files import read_checkpoint
-from zoo.training.checkpoint.shard_index import ShardIndexError, allowed_names, read_index
+from zoo.training.checkpoint.shard_index import allowed_names, read_index
 
 
 def _s(text: str) -> bytes:
@@ -43,8 +43,17 @@ def _s(text: str) -> bytes:
 def calling(module: str, name: str, *args: str) -> bytes:
     """A protocol-4 pickle whose loading calls `name` looked up in `module` (a dotted name is
     resolved attribute by attribute, as pickle does) with the string `args`."""
-    return (b"\x80\x04" + _s(module) + _s(name) + pickle.STACK_GLOBAL + pickle.MARK
-            + b"".join(_s(a) for a in args) + pickle.TUPLE + pickle.REDUCE + pickle.STOP)
+    return (
+        b"\x80\x04"
+        + _s(module)
+        + _s(name)
+        + pickle.STACK_GLOBAL
+        + pickle.MARK
+        + b"".join(_s(a) for a in args)
+        + pickle.TUPLE
+        + pickle.REDUCE
+        + pickle.STOP
+    )
 
 
 def test_the_crafted_index_would_run_its_command_under_a_plain_unpickler(tmp_path):
@@ -56,6 +65,7 @@ def test_the_crafted_index_would_run_its_command_under_a_plain_unpickler(tmp_pat
 
 # -- the shard index --------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory) -> Path:
     """A sharded checkpoint torch.distributed.checkpoint writes (one process), with a meta.pt."""
@@ -64,8 +74,10 @@ def sharded(tmp_path_factory) -> Path:
     import torch.distributed.checkpoint as dcp
 
     directory = tmp_path_factory.mktemp("sharded") / "last.ckpt"
-    state = {"state_dict": {"w": torch.randn(4, 3), "b": torch.zeros(2, dtype=torch.bfloat16)},
-             "optimizer_0": {"state": {0: {"step": torch.tensor(3.0)}}, "param_groups": [{"lr": 0.1, "params": [0]}]}}
+    state = {
+        "state_dict": {"w": torch.randn(4, 3), "b": torch.zeros(2, dtype=torch.bfloat16)},
+        "optimizer_0": {"state": {0: {"step": torch.tensor(3.0)}}, "param_groups": [{"lr": 0.1, "params": [0]}]},
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dcp.save(state, checkpoint_id=str(directory), no_dist=True)
@@ -84,13 +96,16 @@ def test_a_real_index_reads(sharded):
     assert {"state_dict.w", "state_dict.b"} <= set(metadata.state_dict_metadata)
 
 
-@pytest.mark.parametrize("module, name", [
-    ("torch.distributed.checkpoint.filesystem", "os.system"),  # protocol 4's dotted lookup
-    ("torch.distributed.checkpoint.metadata", "torch.os.system"),
-    ("torch.distributed.checkpoint.state_dict_saver", "save"),  # a callable under the package, not listed
-    ("builtins", "eval"),
-    ("torch", "load"),
-])
+@pytest.mark.parametrize(
+    "module, name",
+    [
+        ("torch.distributed.checkpoint.filesystem", "os.system"),  # protocol 4's dotted lookup
+        ("torch.distributed.checkpoint.metadata", "torch.os.system"),
+        ("torch.distributed.checkpoint.state_dict_saver", "save"),  # a callable under the package, not listed
+        ("builtins", "eval"),
+        ("torch", "load"),
+    ],
+)
 def test_an_index_naming_anything_off_the_list_is_refused_unrun(sharded, tmp_path, module, name):
     ckpt, marker = _copy(sharded, tmp_path), tmp_path / "ran"
     (ckpt / ".metadata").write_bytes(calling(module, name, f"touch {marker}"))
@@ -102,8 +117,10 @@ def test_an_index_naming_anything_off_the_list_is_refused_unrun(sharded, tmp_pat
 def test_every_listed_name_is_exact_and_none_is_dotted():
     table = allowed_names()
     assert all("." not in name for _, name in table)
-    assert not any(callable(v) and getattr(v, "__module__", "").startswith(("os", "subprocess", "builtins"))
-                   for v in table.values())
+    assert not any(
+        callable(v) and getattr(v, "__module__", "").startswith(("os", "subprocess", "builtins"))
+        for v in table.values()
+    )
 
 
 def _rewrite_index(ckpt: Path, change) -> None:
@@ -122,6 +139,7 @@ def test_an_index_pointing_out_of_the_checkpoint_is_refused(sharded, tmp_path, w
     def point(metadata):
         for info in metadata.storage_data.values():
             info.relative_path = where
+
     _rewrite_index(ckpt, point)
     with pytest.raises(CheckpointError, match="names a shard"):
         read_checkpoint(ckpt)
@@ -132,6 +150,7 @@ def test_a_forged_tensor_size_is_refused_before_anything_is_allocated(sharded, t
 
     def grow(metadata):
         metadata.state_dict_metadata["state_dict.w"].size = torch.Size([1 << 20, 1 << 20])  # 4 TiB of float32
+
     _rewrite_index(ckpt, grow)
     with pytest.raises(CheckpointError, match="declares 4,398,0.* bytes of tensors, but its shards hold"):
         read_checkpoint(ckpt)
@@ -143,6 +162,7 @@ def test_a_byte_range_past_its_shard_is_refused(sharded, tmp_path):
     def stretch(metadata):
         info = next(iter(metadata.storage_data.values()))
         info.length = 1 << 40
+
     _rewrite_index(ckpt, stretch)
     with pytest.raises(CheckpointError, match="ends before the bytes its .metadata places there"):
         read_checkpoint(ckpt)
@@ -151,8 +171,7 @@ def test_a_byte_range_past_its_shard_is_refused(sharded, tmp_path):
 @pytest.mark.parametrize("tool, key", [("eval", "ckpt"), ("generate", "ckpt"), ("train", "ckpt_path")])
 def test_the_tools_refuse_a_crafted_index_on_one_line_without_running_it(sharded, tmp_path, tool, key, cli_here):
     ckpt, marker = _copy(sharded, tmp_path), tmp_path / "ran"
-    (ckpt / ".metadata").write_bytes(calling("torch.distributed.checkpoint.filesystem", "os.system",
-                                             f"touch {marker}"))
+    (ckpt / ".metadata").write_bytes(calling("torch.distributed.checkpoint.filesystem", "os.system", f"touch {marker}"))
     extra = {"generate": ["prompt=And"], "train": [*tiny_overrides(tmp_path / "run"), "trainer=fsdp_cpu"]}
     result = cli_here(tool, f"{key}={ckpt}", *extra.get(tool, []))
     assert not marker.exists()
@@ -164,12 +183,14 @@ def test_the_tools_refuse_a_crafted_index_on_one_line_without_running_it(sharded
 
 # -- tokenizers -------------------------------------------------------------------------------
 
+
 def _plant_code(directory: Path, marker: Path) -> None:
     """transformers' custom-code hook: auto_map names a class in a .py file of the directory."""
     (directory / "evil_tok.py").write_text(
         f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
         "from transformers import PreTrainedTokenizerFast\n"
-        "class EvilTokenizer(PreTrainedTokenizerFast):\n    pass\n")
+        "class EvilTokenizer(PreTrainedTokenizerFast):\n    pass\n"
+    )
     config_file = directory / "tokenizer_config.json"
     config = json.loads(config_file.read_text())
     config["tokenizer_class"] = "EvilTokenizer"
@@ -179,8 +200,14 @@ def _plant_code(directory: Path, marker: Path) -> None:
 
 def _answer_yes(script: str) -> subprocess.CompletedProcess:
     """`script` in a process of its own whose standard input answers `y` to any prompt."""
-    return subprocess.run([sys.executable, "-c", script], input="y\n" * 5, capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        input="y\n" * 5,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    )
 
 
 def test_transformers_alone_would_run_the_directorys_code_on_a_yes(tmp_path):
@@ -200,7 +227,8 @@ def test_a_tokenizer_directory_naming_code_is_refused_without_asking(tmp_path):
         "from zoo.data import build_tokenizer, DataError\n"
         "from zoo.config.schema.data import TokenizerConfig\n"
         f"try:\n    build_tokenizer(TokenizerConfig(kind='hf', path={str(tmp_path / 'tok')!r}))\n"
-        "except DataError as exc:\n    print(exc)\n")
+        "except DataError as exc:\n    print(exc)\n"
+    )
     assert not marker.exists()
     assert "Do you wish to run the custom code" not in result.stdout + result.stderr
     assert "names Python code to run with the tokenizer (auto_map)" in result.stdout, result.stderr[-2000:]
@@ -209,8 +237,8 @@ def test_a_tokenizer_directory_naming_code_is_refused_without_asking(tmp_path):
 def test_remote_code_is_refused_even_where_no_auto_map_is_seen(tmp_path):
     """transformers is told trust_remote_code=False: a config naming code another way is refused
     by transformers itself, without a prompt."""
-    from zoo.data.tokenizers.hf import auto_tokenizer
     import zoo.data.tokenizers.hf as hf
+    from zoo.data.tokenizers.hf import auto_tokenizer
 
     save_tokenizer(tmp_path / "tok")
     marker = tmp_path / "ran"
@@ -257,22 +285,26 @@ def test_a_checkpoint_tokenizer_naming_code_with_a_matching_record_is_refused(hf
 
     marker = tmp_path / "ran"
     state = dict(hf_state)
-    state["hf/evil_tok.py"] = (f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
-                               "from transformers import PreTrainedTokenizerFast\n"
-                               "class EvilTokenizer(PreTrainedTokenizerFast):\n    pass\n").encode()
+    state["hf/evil_tok.py"] = (
+        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+        "from transformers import PreTrainedTokenizerFast\n"
+        "class EvilTokenizer(PreTrainedTokenizerFast):\n    pass\n"
+    ).encode()
     config = json.loads(state["hf/tokenizer_config.json"])
     config.update(tokenizer_class="EvilTokenizer", auto_map={"AutoTokenizer": [None, "evil_tok.EvilTokenizer"]})
     state["hf/tokenizer_config.json"] = json.dumps(config).encode()
     record = _record(state)
-    record["files"] = {name: hashlib.sha256(data).hexdigest() for name, data in state.items()
-                       if name != "tokenizer.json"}
+    record["files"] = {
+        name: hashlib.sha256(data).hexdigest() for name, data in state.items() if name != "tokenizer.json"
+    }
     state["tokenizer.json"] = json.dumps(record).encode()
     saved = tmp_path / "state.pt"
     torch.save(state, saved)
     result = _answer_yes(
         "import torch\nfrom zoo.data.tokenizers.state import tokenizer_from_state, TokenizerStateError\n"
         f"try:\n    tokenizer_from_state(torch.load({str(saved)!r}, weights_only=True))\n"
-        "except TokenizerStateError as exc:\n    print(exc)\n")
+        "except TokenizerStateError as exc:\n    print(exc)\n"
+    )
     assert not marker.exists()
     assert "names Python code to run with the tokenizer" in result.stdout, result.stderr[-2000:]
 
@@ -305,8 +337,13 @@ def test_zoo_generate_refuses_a_checkpoint_whose_tokenizer_names_code(tiny_ckpt,
     data["zoo_tokenizer"] = state
     sent = tmp_path / "sent.ckpt"
     torch.save(data, sent)
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.generate", f"ckpt={sent}", "prompt=And"],
-                            input="y\n" * 5, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.generate", f"ckpt={sent}", "prompt=And"],
+        input="y\n" * 5,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert not marker.exists()
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     (line,) = result.stderr.strip().splitlines()

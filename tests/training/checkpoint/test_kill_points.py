@@ -41,22 +41,26 @@ def _val_losses(run: Path) -> list[tuple[int, str]]:
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("straight") / "run"
-    result = subprocess.run([sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), *RUN],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), *RUN], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return run
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(KILLS))
-def test_a_run_killed_right_after_a_checkpoint_resumes_to_the_uninterrupted_weights(tmp_path, kind, straight,
-                                                                                   cli_here):
+def test_a_run_killed_right_after_a_checkpoint_resumes_to_the_uninterrupted_weights(tmp_path, kind, straight, cli_here):
     """The killed run is a process of its own (SIGKILL: nothing after the write runs); the
     resume is zoo-train's main() in this process, the same command in the same directory."""
     step, file, hook, saved = KILLS[kind]
     run = tmp_path / "run"
-    killed = subprocess.run([sys.executable, HELPER, str(step), file, hook, *tiny_overrides(run), *RUN],
-                            capture_output=True, text=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, HELPER, str(step), file, hook, *tiny_overrides(run), *RUN],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == -9, killed.stderr[-3000:]
     assert not (run / "summary.json").exists()
     assert read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"] == saved

@@ -53,9 +53,19 @@ def _fit(tmp_path, *, due: bool, ckpt=None, crash_at=None, metrics=None) -> tupl
         callbacks.append(ValidationDue(metrics))
     if crash_at is not None:
         callbacks.append(_Crash(crash_at))
-    trainer = L.Trainer(max_steps=9, callbacks=callbacks, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
-                        val_check_interval=3, num_sanity_val_steps=0, limit_val_batches=2)
+    trainer = L.Trainer(
+        max_steps=9,
+        callbacks=callbacks,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        val_check_interval=3,
+        num_sanity_val_steps=0,
+        limit_val_batches=2,
+    )
     data = DataLoader(TensorDataset(torch.randn(20, 2)), batch_size=1)
     try:
         trainer.fit(model, data, data, ckpt_path=ckpt)
@@ -83,10 +93,19 @@ def test_a_checkpoint_written_before_its_steps_validation_runs_it_on_resume(tmp_
 def test_a_checkpoint_between_validations_is_not_marked(tmp_path):
     _fit(tmp_path, due=True, crash_at=3)
     model = _Tiny()
-    trainer = L.Trainer(max_steps=4, callbacks=[LastCheckpoint(tmp_path / "b", every_n_steps=2), ValidationDue()],
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu", devices=1, val_check_interval=3,
-                        num_sanity_val_steps=0, limit_val_batches=2)
+    trainer = L.Trainer(
+        max_steps=4,
+        callbacks=[LastCheckpoint(tmp_path / "b", every_n_steps=2), ValidationDue()],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        val_check_interval=3,
+        num_sanity_val_steps=0,
+        limit_val_batches=2,
+    )
     data = DataLoader(TensorDataset(torch.randn(20, 2)), batch_size=1)
     trainer.fit(model, data, data)
     assert KEY not in torch.load(tmp_path / "b" / "last.ckpt", weights_only=False)  # step 4: none due
@@ -100,8 +119,14 @@ def test_a_validation_whose_row_is_in_metrics_csv_is_not_run_again(tmp_path):
     with open(metrics, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["step", "train/loss", "val/loss"])
         writer.writeheader()
-        writer.writerows([{"step": 2, "train/loss": 1.0, "val/loss": ""}, {"step": "x", "val/loss": 0.1},
-                          {"step": "", "val/loss": 0.2}, {"step": 2, "train/loss": "", "val/loss": 0.5}])
+        writer.writerows(
+            [
+                {"step": 2, "train/loss": 1.0, "val/loss": ""},
+                {"step": "x", "val/loss": 0.1},
+                {"step": "", "val/loss": 0.2},
+                {"step": 2, "train/loss": "", "val/loss": 0.5},
+            ]
+        )
     assert validated(metrics, 2) and not validated(metrics, 1) and not validated(tmp_path / "none.csv", 2)
     resumed, _ = _fit(tmp_path, due=True, ckpt=str(tmp_path / "last.ckpt"), metrics=metrics)
     assert resumed.validations == [6, 9]
@@ -115,7 +140,9 @@ class _Seen(_Tiny):
         self.seen: list[tuple[int, int]] = []
 
     def training_step(self, batch, batch_idx):
-        self.seen.append((self.trainer.current_epoch, round(float(batch[0][0, 0]) * len(self.trainer.train_dataloader.dataset))))
+        self.seen.append(
+            (self.trainer.current_epoch, round(float(batch[0][0, 0]) * len(self.trainer.train_dataloader.dataset)))
+        )
         return super().training_step(batch, batch_idx)
 
 
@@ -143,10 +170,21 @@ def _fit_epochs(tmp_path, *, fixed: bool, examples: int, limit=None, crash=None,
         callbacks.append(ValidationDue(metrics))
     if crash is not None:
         callbacks.append(crash)
-    trainer = L.Trainer(max_steps=9, callbacks=callbacks, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
-                        val_check_interval=3, check_val_every_n_epoch=None, num_sanity_val_steps=0,
-                        limit_val_batches=1, limit_train_batches=limit)
+    trainer = L.Trainer(
+        max_steps=9,
+        callbacks=callbacks,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        val_check_interval=3,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        limit_val_batches=1,
+        limit_train_batches=limit,
+    )
     data = TensorDataset(torch.arange(float(examples)).unsqueeze(1).repeat(1, 2) / examples)  # example i: i/n twice
     train = ResumableLoader(data, sampler=EpochShardSampler(data, seed=0), batch_size=1)
     val = DataLoader(data, batch_size=1)
@@ -181,8 +219,14 @@ def test_an_epoch_ended_by_limit_train_batches_resumes_into_the_next_epoch(tmp_p
     straight = _fit_epochs(tmp_path / "straight", fixed=fixed, examples=20, limit=3)
     assert [epoch for epoch, _ in straight.seen] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     _fit_epochs(tmp_path / "killed", fixed=fixed, examples=20, limit=3, crash=_CrashBefore(3), metrics=metrics)
-    resumed = _fit_epochs(tmp_path / "killed", fixed=fixed, examples=20, limit=3, metrics=metrics,
-                          ckpt=str(tmp_path / "killed" / "last.ckpt"))
+    resumed = _fit_epochs(
+        tmp_path / "killed",
+        fixed=fixed,
+        examples=20,
+        limit=3,
+        metrics=metrics,
+        ckpt=str(tmp_path / "killed" / "last.ckpt"),
+    )
     if fixed:
         assert resumed.seen == straight.seen[3:]
         assert resumed.validations == [6, 9]
@@ -202,8 +246,11 @@ class _CrashAtEpochEnd(L.Callback):
             raise RuntimeError("killed")
 
 
-@pytest.mark.parametrize("saved, resumed", [(False, False), (False, True), (True, True)],
-                         ids=["lightning-alone", "zoo-reads-an-earlier-checkpoint", "zoo"])
+@pytest.mark.parametrize(
+    "saved, resumed",
+    [(False, False), (False, True), (True, True)],
+    ids=["lightning-alone", "zoo-reads-an-earlier-checkpoint", "zoo"],
+)
 def test_a_checkpoint_written_at_an_epochs_end_resumes_into_the_next_epoch_once(tmp_path, saved, resumed):
     """Epochs of 3 batches, last.ckpt every 5 steps: the one of step 3 is written at the first
     epoch's end (on_train_epoch_end, after its validation). Lightning alone resumes it by running

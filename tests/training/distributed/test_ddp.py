@@ -15,8 +15,12 @@ import pytest
 from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.training.distributed.conftest import free_port, max_abs_diff, model_state
 
-STEPS = ["trainer.max_steps=8", "trainer.val_check_interval=4", "data.global_batch_size=8",
-         "callbacks.checkpoint_every_n_steps=4"]
+STEPS = [
+    "trainer.max_steps=8",
+    "trainer.val_check_interval=4",
+    "data.global_batch_size=8",
+    "callbacks.checkpoint_every_n_steps=4",
+]
 
 
 def _summary(run) -> dict:
@@ -37,8 +41,7 @@ def test_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path):
     assert (s1["world_size"], s2["world_size"]) == (1, 2)
     assert s2["replicas_identical"] is True and s2["replica_max_fingerprint_diff"] == 0.0
     assert s1["tokens_seen"] == s2["tokens_seen"] == 8 * 8 * 32
-    diff = max_abs_diff(model_state(one / "checkpoints" / "last.ckpt"),
-                        model_state(two / "checkpoints" / "last.ckpt"))
+    diff = max_abs_diff(model_state(one / "checkpoints" / "last.ckpt"), model_state(two / "checkpoints" / "last.ckpt"))
     assert diff <= 1e-5, diff
     assert abs(s1["metrics"]["val/loss"] - s2["metrics"]["val/loss"]) <= 1e-4
 
@@ -56,14 +59,33 @@ def test_global_batch_must_split_over_the_devices(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def _torchrun(node_rank: int, port: int, cwd, *overrides: str, prefix: tuple[str, ...] = (), out=subprocess.PIPE,
-              new_session: bool = False) -> subprocess.Popen:
-    cmd = [*prefix, sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-           f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
-           "-m", "zoo.cli.train", *overrides]
+def _torchrun(
+    node_rank: int,
+    port: int,
+    cwd,
+    *overrides: str,
+    prefix: tuple[str, ...] = (),
+    out=subprocess.PIPE,
+    new_session: bool = False,
+) -> subprocess.Popen:
+    cmd = [
+        *prefix,
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc-per-node=1",
+        f"--node-rank={node_rank}",
+        "--master-addr=127.0.0.1",
+        f"--master-port={port}",
+        "-m",
+        "zoo.cli.train",
+        *overrides,
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1", ZOO_CACHE=str(cwd / "cache"))
-    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=new_session)
+    return subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=new_session
+    )
 
 
 OTHER_HOST = "zoo-other-host"
@@ -108,8 +130,14 @@ def test_a_rank_on_another_host_that_dies_or_freezes_ends_the_job_named_within_6
     from tests.training.distributed.conftest import wait_for
 
     run = tmp_path / "run"
-    overrides = [*tiny_overrides(run), "trainer.max_steps=100000", "trainer.val_check_interval=1000",
-                 "callbacks.checkpoint_every_n_steps=5", "trainer.num_nodes=2", "trainer.strategy=ddp"]
+    overrides = [
+        *tiny_overrides(run),
+        "trainer.max_steps=100000",
+        "trainer.val_check_interval=1000",
+        "callbacks.checkpoint_every_n_steps=5",
+        "trainer.num_nodes=2",
+        "trainer.strategy=ddp",
+    ]
     port = free_port()
     with open(tmp_path / "node0.log", "w") as log0, open(tmp_path / "node1.log", "w") as log1:
         node0 = _torchrun(0, port, tmp_path, *overrides, out=log0)
@@ -136,8 +164,9 @@ def test_a_rank_on_another_host_that_dies_or_freezes_ends_the_job_named_within_6
     out0 = (tmp_path / "node0.log").read_text()
     assert node0.returncode != 0, out0[-3000:]
     failed = json.loads((run / "failed.json").read_text())
-    assert failed["error"].startswith(f"rank 1 (host {OTHER_HOST}, pid {beacon['pid']}) stopped answering: "
-                                      "no heartbeat for "), failed
+    assert failed["error"].startswith(
+        f"rank 1 (host {OTHER_HOST}, pid {beacon['pid']}) stopped answering: no heartbeat for "
+    ), failed
     assert "Rerun the same command to resume from" in failed["error"]
     assert (run / "checkpoints" / "last.ckpt").is_file()  # what was saved is kept
     assert elapsed < 60, elapsed
@@ -171,7 +200,9 @@ def test_torchrun_two_nodes_on_localhost_share_one_run_directory(tmp_path):
     # the ranks started together: one prepared the token shards, the other waited and mapped them
     (entry,) = (tmp_path / "cache" / "prepared").glob("*/index.json")
     logs = [(run / name).read_text() for name in ("train.log", "train.rank1.log")]
-    found = [line.split("prepared data: ")[1] for text in logs for line in text.splitlines() if "prepared data: " in line]
+    found = [
+        line.split("prepared data: ")[1] for text in logs for line in text.splitlines() if "prepared data: " in line
+    ]
     assert len(found) == 2 and all(f.startswith(f"{entry.parent} (") for f in found), found
     assert sorted("built by this process" in f for f in found) == [False, True]
     assert summary["prepared_data"] == str(entry.parent)
@@ -185,22 +216,39 @@ def test_a_crashed_rank_ends_the_whole_job_quickly(tmp_path, launcher):
     from tests.training.distributed.conftest import children, kill, wait_for
 
     run = tmp_path / "run"
-    long_run = [*tiny_overrides(run), "trainer.max_steps=100000", "trainer.val_check_interval=1000",
-                "callbacks.checkpoint_every_n_steps=5"]
+    long_run = [
+        *tiny_overrides(run),
+        "trainer.max_steps=100000",
+        "trainer.val_check_interval=1000",
+        "callbacks.checkpoint_every_n_steps=5",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if launcher == "lightning":
         cmd = [sys.executable, "-m", "zoo.cli.train", *long_run, "trainer=ddp_cpu"]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               "-m", "zoo.cli.train", *long_run, "trainer.devices=2", "trainer.strategy=ddp"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            "-m",
+            "zoo.cli.train",
+            *long_run,
+            "trainer.devices=2",
+            "trainer.strategy=ddp",
+        ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: (run / "checkpoints" / "last.ckpt").is_file(), 180, "training to start", proc)
         if launcher == "lightning":  # rank 1 is the child the launcher started
             victims = children(proc.pid)
         else:  # torchrun's agent started both ranks; kill rank 1
-            victims = [pid for pid in children(proc.pid)
-                       if "RANK=1" in open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0")]
+            victims = [
+                pid
+                for pid in children(proc.pid)
+                if "RANK=1" in open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0")
+            ]
         assert victims, "no rank-1 process found"
         start = time.monotonic()
         for pid in victims:
@@ -232,10 +280,19 @@ def test_the_death_of_rank_zero_ends_the_other_ranks_with_a_record(tmp_path):
     from tests.training.distributed.conftest import children, kill, wait_for
 
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), "trainer.max_steps=100000",
-           "trainer.val_check_interval=1000", "callbacks.checkpoint_every_n_steps=5", "trainer=ddp_cpu"]
-    proc = subprocess.Popen(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    cmd = [
+        sys.executable,
+        "-m",
+        "zoo.cli.train",
+        *tiny_overrides(run),
+        "trainer.max_steps=100000",
+        "trainer.val_check_interval=1000",
+        "callbacks.checkpoint_every_n_steps=5",
+        "trainer=ddp_cpu",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     ranks = []
     try:
         wait_for(lambda: (run / "checkpoints" / "last.ckpt").is_file(), 180, "training to start", proc)
@@ -244,8 +301,11 @@ def test_the_death_of_rank_zero_ends_the_other_ranks_with_a_record(tmp_path):
         start = time.monotonic()
         kill(proc.pid)
         proc.wait(timeout=30)
-        wait_for(lambda: not any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in ranks),
-                 60, "rank 1 to end")
+        wait_for(
+            lambda: not any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in ranks),
+            60,
+            "rank 1 to end",
+        )
         elapsed = time.monotonic() - start
     finally:
         if proc.poll() is None:

@@ -25,9 +25,16 @@ from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 # the ranks, the last partial step dropped): 24 steps cross two epoch ends, each reshuffled. Dropout on (the random streams must continue exactly on resume) and a clip
 # threshold far below the gradient norm (clipping acts on every step, its norm is the norm of
 # the whole sharded gradient).
-RUN = ["data.max_examples=20", "data.global_batch_size=8", "model.dropout=0.1", "scheduler.total_steps=24",
-       "trainer.max_steps=24", "trainer.val_check_interval=4", "callbacks.checkpoint_every_n_steps=4",
-       "trainer.gradient_clip_val=0.05"]
+RUN = [
+    "data.max_examples=20",
+    "data.global_batch_size=8",
+    "model.dropout=0.1",
+    "scheduler.total_steps=24",
+    "trainer.max_steps=24",
+    "trainer.val_check_interval=4",
+    "callbacks.checkpoint_every_n_steps=4",
+    "trainer.gradient_clip_val=0.05",
+]
 FSDP = "trainer=fsdp_cpu"
 CLIP = 0.05
 STOP = 7  # the step the stopped run ends at: mid-epoch 0
@@ -75,6 +82,7 @@ def stopped(tmp_path_factory) -> Path:
 
 # -- 1. the same weights as DDP ----------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_fsdp_ends_where_ddp_ends_and_writes_sharded_and_full_checkpoints(straight, tmp_path):
     ddp = tmp_path / "ddp"
@@ -114,11 +122,15 @@ def test_fsdp_ends_where_ddp_ends_and_writes_sharded_and_full_checkpoints(straig
     # the same 3 validation windows (DDP: 2 on rank 0, 1 on rank 1; FSDP: all 3 on each rank),
     # so the same token-weighted mean loss and bits per byte
     for name in ("val/loss", "val/bpb"):
-        assert abs(s_fsdp["metrics"][name] - s_ddp["metrics"][name]) <= 1e-4, \
-            (name, s_fsdp["metrics"][name], s_ddp["metrics"][name])
+        assert abs(s_fsdp["metrics"][name] - s_ddp["metrics"][name]) <= 1e-4, (
+            name,
+            s_fsdp["metrics"][name],
+            s_ddp["metrics"][name],
+        )
 
 
 # -- 2. exact resume ----------------------------------------------------------------------------
+
 
 def _descendants(pid: int) -> list[int]:
     from tests.training.distributed.conftest import children
@@ -177,8 +189,9 @@ def test_sigkill_then_the_same_command_gives_the_uninterrupted_weights(straight,
     assert summary["resumed_from"] == str(last)
     assert summary["resumed_at_step"] == at_kill["global_step"]
     assert summary["global_step"] == 24 and summary["world_size"] == 2
-    assert _identical(model_state(last), model_state(straight / "checkpoints" / "last.ckpt")), \
+    assert _identical(model_state(last), model_state(straight / "checkpoints" / "last.ckpt")), (
         "resumed weights differ from the uninterrupted run"
+    )
     assert summary["metrics"]["val/loss"] == _summary(straight)["metrics"]["val/loss"]
     assert not list(ckpts.glob(".*-sharded"))
 
@@ -197,6 +210,7 @@ def test_a_run_stopped_at_max_steps_continues_across_an_epoch_end_exactly(straig
 
 
 # -- 3. another number of ranks ---------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_a_two_rank_sharded_checkpoint_continues_on_one_rank(straight, stopped, tmp_path):
@@ -218,6 +232,7 @@ def test_a_two_rank_sharded_checkpoint_continues_on_one_rank(straight, stopped, 
 
 
 # -- 4. the inference tools read both checkpoints on one process ------------------------------
+
 
 @pytest.mark.slow
 def test_eval_and_generate_read_the_sharded_dir_and_full_ckpt_alike(straight, cli_here):
@@ -254,6 +269,7 @@ def test_export_reads_the_sharded_dir_as_the_full_checkpoint(straight, tmp_path)
 
 # -- 5. refusals --------------------------------------------------------------------------------
 
+
 def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
     assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
     assert "Traceback" not in result.stderr
@@ -262,9 +278,13 @@ def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
         assert word in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("extra, words", [
-    ([FSDP, "trainer.precision=16-mixed"], ["16-mixed", "bf16-mixed"]),
-], ids=["fp16-mixed"])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ([FSDP, "trainer.precision=16-mixed"], ["16-mixed", "bf16-mixed"]),
+    ],
+    ids=["fp16-mixed"],
+)
 def test_what_fsdp_cannot_run_is_refused_on_one_line(tmp_path, extra, words):
     run = tmp_path / "r"
     _refused(zoo_train(*tiny_overrides(run), *extra), *words)
@@ -275,21 +295,28 @@ def test_what_fsdp_cannot_run_is_refused_on_one_line(tmp_path, extra, words):
 def test_a_sharded_checkpoint_is_not_resumed_without_fsdp(straight, tmp_path):
     sharded = straight / "checkpoints" / "last.ckpt"
     run = tmp_path / "ddp"
-    _refused(zoo_train(*tiny_overrides(run), *RUN, "trainer=ddp_cpu", f"ckpt_path={sharded}"),
-             "sharded checkpoint", "trainer=fsdp")
+    _refused(
+        zoo_train(*tiny_overrides(run), *RUN, "trainer=ddp_cpu", f"ckpt_path={sharded}"),
+        "sharded checkpoint",
+        "trainer=fsdp",
+    )
     assert not (run / "train.rank1.log").exists() and not (run / "checkpoints").exists()
 
     # rerunning an FSDP run's command in its directory with a single-process trainer
     run = _copy_run(straight, tmp_path / "again")
     before = {p: p.stat().st_mtime_ns for p in (run / "checkpoints").rglob("*")}
     rank1_log = (run / "train.rank1.log").read_text()
-    _refused(zoo_train(*tiny_overrides(run), *RUN, "trainer=cpu", "trainer.max_steps=30"),
-             "sharded checkpoint", "trainer=fsdp")
+    _refused(
+        zoo_train(*tiny_overrides(run), *RUN, "trainer=cpu", "trainer.max_steps=30"),
+        "sharded checkpoint",
+        "trainer=fsdp",
+    )
     assert {p: p.stat().st_mtime_ns for p in (run / "checkpoints").rglob("*")} == before
     assert (run / "train.rank1.log").read_text() == rank1_log
 
 
 # -- 6. the shard index is data -----------------------------------------------------------------
+
 
 class _RunsCode:
     def __init__(self, marker: Path) -> None:
@@ -338,6 +365,7 @@ def test_a_truncated_shard_is_refused_on_one_line(straight, tmp_path):
 
 # -- 7. a kill in the middle of the swap --------------------------------------------------------
 
+
 def _interrupt_swap(ckpts: Path) -> None:
     """The state a kill between `last.ckpt -> .last.ckpt.old-sharded` and `.tmp-sharded ->
     last.ckpt` leaves: no last.ckpt, the previous one aside, the next one half written."""
@@ -383,6 +411,7 @@ def test_a_kill_during_the_swap_is_recovered(stopped, tmp_path):
 
 # -- 8. the other tasks ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("task", ["classification", "seq2seq"])
 @pytest.mark.slow
 def test_classification_and_seq2seq_train_sharded(task, tmp_path):
@@ -390,8 +419,14 @@ def test_classification_and_seq2seq_train_sharded(task, tmp_path):
     rank runs the same decoding steps, each a collective)."""
     run = tmp_path / task
     extra = ["task=classification"] if task == "classification" else ["model=transformer"]
-    result = zoo_train(*tiny_overrides(run, enc_dec=task == "seq2seq"), *extra, FSDP,
-                       "trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=1")
+    result = zoo_train(
+        *tiny_overrides(run, enc_dec=task == "seq2seq"),
+        *extra,
+        FSDP,
+        "trainer.max_steps=3",
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=1",
+    )
     _ok(result)
     summary = _summary(run)
     assert summary["task"] == task and summary["world_size"] == 2 and summary["global_step"] == 3
@@ -408,20 +443,30 @@ def test_classification_and_seq2seq_train_sharded(task, tmp_path):
 
 # -- 9. activation checkpointing inside the sharding units ---------------------------------------
 
+
 @pytest.mark.slow
 def test_activation_checkpointing_under_fsdp_gives_the_same_weights(straight, tmp_path):
     """model.checkpoint_activations=true recomputes each layer (a sharding unit, gathered again
     for the recomputation) in backward: the same dropout masks, the same weights."""
     run = tmp_path / "recompute"
     _ok(zoo_train(*tiny_overrides(run), *RUN, FSDP, "model.checkpoint_activations=true"))
-    diff = max_abs_diff(model_state(straight / "checkpoints" / "last.ckpt"), model_state(run / "checkpoints" / "last.ckpt"))
+    diff = max_abs_diff(
+        model_state(straight / "checkpoints" / "last.ckpt"), model_state(run / "checkpoints" / "last.ckpt")
+    )
     assert diff <= 1e-6, diff
 
 
 # -- 10. compiled layers under FSDP ---------------------------------------------------------------
 
-COMPILED = ["data.max_examples=20", "data.global_batch_size=8", "model.dropout=0", "scheduler.total_steps=8",
-            "trainer.max_steps=8", "trainer.val_check_interval=4", "callbacks.checkpoint_every_n_steps=2"]
+COMPILED = [
+    "data.max_examples=20",
+    "data.global_batch_size=8",
+    "model.dropout=0",
+    "scheduler.total_steps=8",
+    "trainer.max_steps=8",
+    "trainer.val_check_interval=4",
+    "callbacks.checkpoint_every_n_steps=2",
+]
 
 
 @pytest.mark.slow

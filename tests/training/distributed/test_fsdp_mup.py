@@ -11,8 +11,15 @@ from tests.training.distributed.conftest import max_abs_diff, model_state
 from zoo.training.checkpoint.files import read_checkpoint
 
 # d_model 32 (tiny_overrides) over a base of 16: m = 2
-MUP = ["model.parametrization=mup", "model.mup_base_d_model=16", "optim.lr=1e-3", "data.max_examples=20",
-       "data.global_batch_size=8", "trainer.max_steps=6", "scheduler.total_steps=6"]
+MUP = [
+    "model.parametrization=mup",
+    "model.mup_base_d_model=16",
+    "optim.lr=1e-3",
+    "data.max_examples=20",
+    "data.global_batch_size=8",
+    "trainer.max_steps=6",
+    "scheduler.total_steps=6",
+]
 
 
 @pytest.mark.slow

@@ -14,9 +14,17 @@ from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.training.distributed.conftest import max_abs_diff, model_state
 from zoo.training.checkpoint.files import read_checkpoint
 
-RUN = ["data.max_examples=20", "data.global_batch_size=8", "model.dropout=0", "scheduler.total_steps=8",
-       "trainer.max_steps=8", "trainer.val_check_interval=4", "callbacks.checkpoint_every_n_steps=4",
-       "trainer.gradient_clip_val=0.05", "trainer.limit_val_batches=1"]
+RUN = [
+    "data.max_examples=20",
+    "data.global_batch_size=8",
+    "model.dropout=0",
+    "scheduler.total_steps=8",
+    "trainer.max_steps=8",
+    "trainer.val_check_interval=4",
+    "callbacks.checkpoint_every_n_steps=4",
+    "trainer.gradient_clip_val=0.05",
+    "trainer.limit_val_batches=1",
+]
 LAST = ("checkpoints", "last.ckpt")
 
 
@@ -49,11 +57,14 @@ def test_hsdp_two_by_two_equals_ddp_on_four_ranks_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra, words", [
-    (["trainer=hsdp_cpu", "trainer.replicate=3"], "trainer.replicate=3 must divide the 4 devices"),
-    (["trainer=ddp_cpu", "+trainer.replicate=2"], "trainer.replicate=2 applies to trainer.strategy=hsdp only"),
-    (["trainer=hsdp_cpu", "trainer.replicate=0"], "trainer.replicate must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["trainer=hsdp_cpu", "trainer.replicate=3"], "trainer.replicate=3 must divide the 4 devices"),
+        (["trainer=ddp_cpu", "+trainer.replicate=2"], "trainer.replicate=2 applies to trainer.strategy=hsdp only"),
+        (["trainer=hsdp_cpu", "trainer.replicate=0"], "trainer.replicate must be an integer >= 1"),
+    ],
+)
 def test_a_replicate_count_hsdp_cannot_run_is_refused_on_one_line(tmp_path, extra, words):
     result = zoo_train(*tiny_overrides(tmp_path / "run"), *extra)
     assert result.returncode != 0 and "Traceback" not in result.stderr

@@ -36,8 +36,9 @@ if sys.argv[3] == "killed":
 @pytest.mark.parametrize("end", ["normal", "killed"])
 def test_a_beacon_outlives_its_process_only_when_the_process_was_killed(tmp_path, end):
     run = RunDir(tmp_path)
-    proc = subprocess.run([sys.executable, "-c", _RANK, str(tmp_path), "1", end], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RANK, str(tmp_path), "1", end], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == (0 if end == "normal" else 9), proc.stderr[-2000:]
     beacon = _beacon_of(run, 1)
     if end == "normal":
@@ -83,8 +84,9 @@ def test_the_heartbeat_is_written_in_place_and_never_through_a_link(tmp_path, mo
 
 
 def _other_host(run: RunDir, rank: int, *, launch="L1", local_rank=0, host="elsewhere") -> None:
-    (run.ranks / str(rank)).write_text(json.dumps({"host": host, "pid": 4242, "local_rank": local_rank,
-                                                   "launch": launch}))
+    (run.ranks / str(rank)).write_text(
+        json.dumps({"host": host, "pid": 4242, "local_rank": local_rank, "launch": launch})
+    )
 
 
 def test_a_heartbeat_on_another_host_that_stops_is_named_after_the_stale_time(tmp_path):

@@ -18,8 +18,13 @@ from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.checkpoint.saving import atomic_save, remove_stale_temporaries
 
 # dropout on: the resumed run must also continue the random streams exactly
-RUN = ["trainer.max_steps=240", "trainer.val_check_interval=40", "callbacks.checkpoint_every_n_steps=20",
-       "model.dropout=0.1", "data.global_batch_size=4"]
+RUN = [
+    "trainer.max_steps=240",
+    "trainer.val_check_interval=40",
+    "callbacks.checkpoint_every_n_steps=20",
+    "model.dropout=0.1",
+    "data.global_batch_size=4",
+]
 
 
 @pytest.mark.slow
@@ -54,23 +59,37 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path,
     assert summary["metrics"]["val/loss"] == expected
 
 
-@pytest.mark.parametrize("stop, full", [
-    (["trainer.max_steps=7"], ["trainer.max_steps=30"]),  # mid-epoch 0, the checkpoint of the last step
-    (["trainer.max_steps=11", "data.num_workers=2"],  # mid-epoch 1, loader workers
-     ["trainer.max_steps=30", "data.num_workers=2"]),
-    (["trainer.max_steps=8"], ["trainer.max_steps=30"]),  # the last step is an epoch end
-    (["trainer.max_steps=-1", "trainer.max_epochs=1"],  # the checkpoint of an epoch end
-     ["trainer.max_steps=-1", "trainer.max_epochs=3"]),
-], ids=["mid-epoch-0", "mid-epoch-1-workers", "epoch-end-steps", "epoch-end-epochs"])
+@pytest.mark.parametrize(
+    "stop, full",
+    [
+        (["trainer.max_steps=7"], ["trainer.max_steps=30"]),  # mid-epoch 0, the checkpoint of the last step
+        (
+            ["trainer.max_steps=11", "data.num_workers=2"],  # mid-epoch 1, loader workers
+            ["trainer.max_steps=30", "data.num_workers=2"],
+        ),
+        (["trainer.max_steps=8"], ["trainer.max_steps=30"]),  # the last step is an epoch end
+        (
+            ["trainer.max_steps=-1", "trainer.max_epochs=1"],  # the checkpoint of an epoch end
+            ["trainer.max_steps=-1", "trainer.max_epochs=3"],
+        ),
+    ],
+    ids=["mid-epoch-0", "mid-epoch-1-workers", "epoch-end-steps", "epoch-end-epochs"],
+)
 @pytest.mark.slow
 def test_continuing_a_finished_run_across_epochs_is_exact(tmp_path, stop, full, cli_here):
     """A small corpus (8 steps per epoch): train to a stop, continue it with a longer budget
     (`ckpt_path=last`) across epochs, each reshuffled, and match the run that went straight.
     Each run is zoo-train's main() in this process: nothing here is about a process of its own
     (the kill test above is), and each would spend most of its time starting Python."""
-    small = ["data.max_examples=10", "model.dropout=0.1", "data.global_batch_size=4",
-             "trainer.val_check_interval=null", "trainer.check_val_every_n_epoch=1",
-             "callbacks.checkpoint_every_n_steps=5", "scheduler.total_steps=30"]
+    small = [
+        "data.max_examples=10",
+        "model.dropout=0.1",
+        "data.global_batch_size=4",
+        "trainer.val_check_interval=null",
+        "trainer.check_val_every_n_epoch=1",
+        "callbacks.checkpoint_every_n_steps=5",
+        "scheduler.total_steps=30",
+    ]
     straight, split = tmp_path / "straight", tmp_path / "split"
     result = cli_here("train", *tiny_overrides(straight), *small, *full)
     assert result.returncode == 0, result.stderr[-3000:]

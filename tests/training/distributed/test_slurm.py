@@ -46,8 +46,9 @@ def slurm():
 
 
 def _requeue_at(log: Path) -> int | None:
-    match = re.search(r"signal SIGUSR2: saving .* at step (\d+) and requeueing", log.read_text()) \
-        if log.is_file() else None
+    match = (
+        re.search(r"signal SIGUSR2: saving .* at step (\d+) and requeueing", log.read_text()) if log.is_file() else None
+    )
     return int(match.group(1)) if match else None
 
 
@@ -71,10 +72,24 @@ def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
     finish in their own run directory, with the full number of steps."""
     sweep = tmp_path / "sweep"
     overrides = tiny_overrides()
-    overrides += ["trainer.max_steps=300", "trainer.val_check_interval=100", "data.global_batch_size=8",
-                  "callbacks.checkpoint_every_n_steps=40", "trainer.log_every_n_steps=1"]
-    cmd = [sys.executable, "-m", "zoo.cli.train", "-m", "hydra/launcher=slurm", "trainer=ddp_cpu",
-           *overrides, "seed=0,1", f"hydra.sweep.dir={sweep}"]
+    overrides += [
+        "trainer.max_steps=300",
+        "trainer.val_check_interval=100",
+        "data.global_batch_size=8",
+        "callbacks.checkpoint_every_n_steps=40",
+        "trainer.log_every_n_steps=1",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "zoo.cli.train",
+        "-m",
+        "hydra/launcher=slurm",
+        "trainer=ddp_cpu",
+        *overrides,
+        "seed=0,1",
+        f"hydra.sweep.dir={sweep}",
+    ]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         last = [sweep / str(arm) / "checkpoints" / "last.ckpt" for arm in (0, 1)]
@@ -130,8 +145,13 @@ def test_sweep_of_ddp_jobs_survives_preemption_and_requeue(slurm, tmp_path):
 @pytest.mark.slow
 def test_sbatch_template_runs_a_two_task_job(slurm, tmp_path):
     overrides = tiny_overrides()
-    result = subprocess.run(["sbatch", "--parsable", "--wait", str(RECIPES / "zoo.sbatch"), *overrides],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        ["sbatch", "--parsable", "--wait", str(RECIPES / "zoo.sbatch"), *overrides],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     job = result.stdout.strip().split(";")[0]
     log = tmp_path / f"slurm-{job}.out"
     assert result.returncode == 0, (result.stderr, log.read_text() if log.is_file() else "")
@@ -140,4 +160,3 @@ def test_sbatch_template_runs_a_two_task_job(slurm, tmp_path):
     assert summary["world_size"] == 2 and summary["replicas_identical"] is True
     assert (run / "train.rank1.log").is_file()
     assert "run directory:" in log.read_text()
-

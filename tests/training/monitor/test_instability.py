@@ -28,8 +28,13 @@ from zoo.tasks import TASKS
 from zoo.training.build.callbacks import build_callbacks
 from zoo.training.monitor.instability import InstabilityMonitor
 
-NAMES = ("train/max_attn_logit", "train/max_attn_logit/layer_0", "train/max_attn_logit/layer_1",
-         "train/output_logit_mean", "train/log_z_mean")
+NAMES = (
+    "train/max_attn_logit",
+    "train/max_attn_logit/layer_0",
+    "train/max_attn_logit/layer_1",
+    "train/output_logit_mean",
+    "train/log_z_mean",
+)
 
 
 class _HooksSeen(L.Callback):
@@ -60,7 +65,10 @@ def _hand(model, batch) -> dict[str, float]:
     model's own forward."""
     inputs = {}
     attentions = [m for m in model.modules() if isinstance(m, Attention)]
-    hooks = [a.register_forward_pre_hook(lambda m, args, i=i: inputs.__setitem__(i, args[0])) for i, a in enumerate(attentions)]
+    hooks = [
+        a.register_forward_pre_hook(lambda m, args, i=i: inputs.__setitem__(i, args[0]))
+        for i, a in enumerate(attentions)
+    ]
     ids = batch["input_ids"]
     B, T = ids.shape
     with torch.no_grad():
@@ -75,23 +83,38 @@ def _hand(model, batch) -> dict[str, float]:
             layers.append(max_logit_by_hand(q, k, keep))
     for hook in hooks:
         hook.remove()
-    return {"train/max_attn_logit": max(layers), "train/max_attn_logit/layer_0": layers[0],
-            "train/max_attn_logit/layer_1": layers[1], "train/output_logit_mean": float(logits.mean()),
-            "train/log_z_mean": float(torch.logsumexp(logits, dim=-1).mean())}
+    return {
+        "train/max_attn_logit": max(layers),
+        "train/max_attn_logit/layer_0": layers[0],
+        "train/max_attn_logit/layer_1": layers[1],
+        "train/output_logit_mean": float(logits.mean()),
+        "train/log_z_mean": float(torch.logsumexp(logits, dim=-1).mean()),
+    }
 
 
 def test_values_at_the_promised_steps_and_step_zero_by_hand(tmp_path):
     task = TASKS[TaskKind.causal_lm](
-        model=tiny(n_layers=2, n_heads=2, init_std=0.3, bias=False), task={"kind": "causal_lm", "loss_chunk": 5},
-        optim={"lr": 0.05}, scheduler={"kind": "constant", "warmup_steps": 0})
+        model=tiny(n_layers=2, n_heads=2, init_std=0.3, bias=False),
+        task={"kind": "causal_lm", "loss_chunk": 5},
+        optim={"lr": 0.05},
+        scheduler={"kind": "constant", "warmup_steps": 0},
+    )
     ids = torch.randint(0, 37, (2, 9))
     labels = torch.cat([ids[:, 1:], torch.full((2, 1), -100)], dim=1)
     batches = [{"input_ids": ids, "labels": labels}] * 5
     initial = copy.deepcopy(task.model)
     monitor, seen = InstabilityMonitor(every=2), _HooksSeen()
-    trainer = L.Trainer(max_steps=5, callbacks=[monitor, seen], logger=CSVLogger(tmp_path, name="", version=""),
-                        log_every_n_steps=50, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer = L.Trainer(
+        max_steps=5,
+        callbacks=[monitor, seen],
+        logger=CSVLogger(tmp_path, name="", version=""),
+        log_every_n_steps=50,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+    )
     trainer.fit(task, torch.utils.data.DataLoader(batches, batch_size=None))
     rows = _rows(tmp_path / "metrics.csv")
     assert sorted(rows) == [0, 2, 4]  # every 2 steps; the last (4) is one of them
@@ -104,12 +127,21 @@ def test_values_at_the_promised_steps_and_step_zero_by_hand(tmp_path):
 
 
 def test_the_last_step_is_measured_off_the_grid(tmp_path):
-    task = TASKS[TaskKind.causal_lm](model=tiny(), task={"kind": "causal_lm"}, scheduler={"kind": "constant", "warmup_steps": 0})
+    task = TASKS[TaskKind.causal_lm](
+        model=tiny(), task={"kind": "causal_lm"}, scheduler={"kind": "constant", "warmup_steps": 0}
+    )
     ids = torch.randint(0, 37, (2, 6))
     batches = [{"input_ids": ids, "labels": ids}] * 4
-    trainer = L.Trainer(max_steps=4, callbacks=[InstabilityMonitor(every=3)], logger=CSVLogger(tmp_path, name="", version=""),
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        accelerator="cpu", devices=1)
+    trainer = L.Trainer(
+        max_steps=4,
+        callbacks=[InstabilityMonitor(every=3)],
+        logger=CSVLogger(tmp_path, name="", version=""),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+    )
     trainer.fit(task, torch.utils.data.DataLoader(batches, batch_size=None))
     assert sorted(_rows(tmp_path / "metrics.csv")) == [0, 3]
 
@@ -130,8 +162,10 @@ def test_a_negative_interval_is_refused():
 
 
 def test_zoo_train_writes_them_to_metrics_csv_and_summary(tmp_path):
-    cfg = zoo.compose([o for o in tiny_overrides() if not o.startswith("hydra.")]
-                      + ["trainer.max_steps=5", "trainer.log_every_n_steps=4", "callbacks.instability_every=2"])
+    cfg = zoo.compose(
+        [o for o in tiny_overrides() if not o.startswith("hydra.")]
+        + ["trainer.max_steps=5", "trainer.log_every_n_steps=4", "callbacks.instability_every=2"]
+    )
     train = zoo.train(cfg, tmp_path)
     rows = _rows(tmp_path / "metrics.csv")
     assert sorted(rows) == [0, 2, 4]
@@ -147,15 +181,23 @@ def test_two_ranks_log_the_values_of_the_whole_batch(tmp_path):
     """trainer=ddp_cpu (2 gloo processes, 4 sequences each): at step 0 (the same weights) the
     maximum over ranks and the mean of the ranks' means are one process's values on all 8."""
     one, two = tmp_path / "one", tmp_path / "two"
-    steps = ["trainer.max_steps=3", "trainer.val_check_interval=3", "data.global_batch_size=8",
-             "callbacks.instability_every=2"]
+    steps = [
+        "trainer.max_steps=3",
+        "trainer.val_check_interval=3",
+        "data.global_batch_size=8",
+        "callbacks.instability_every=2",
+    ]
     r1 = zoo_train(*tiny_overrides(one), *steps)
     assert r1.returncode == 0, r1.stderr[-3000:]
     r2 = zoo_train(*tiny_overrides(two), *steps, "trainer=ddp_cpu")
     assert r2.returncode == 0, r2.stderr[-3000:]
     rows1, rows2 = _rows(one / "metrics.csv"), _rows(two / "metrics.csv")
     assert sorted(rows1) == sorted(rows2) == [0, 2]
-    assert set(rows2[0]) == {"train/max_attn_logit", "train/max_attn_logit/layer_0", "train/output_logit_mean",
-                             "train/log_z_mean"}
+    assert set(rows2[0]) == {
+        "train/max_attn_logit",
+        "train/max_attn_logit/layer_0",
+        "train/output_logit_mean",
+        "train/log_z_mean",
+    }
     for name, value in rows1[0].items():
         assert rows2[0][name] == pytest.approx(value, rel=1e-5, abs=1e-6), name

@@ -26,8 +26,14 @@ class Tiny(L.LightningModule):
 
 def fit(tmp_path, max_steps, ckpt=None):
     bar = StepTQDMProgressBar()
-    trainer = L.Trainer(max_steps=max_steps, callbacks=[bar], logger=False, enable_model_summary=False,
-                        default_root_dir=tmp_path, accelerator="cpu")
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        callbacks=[bar],
+        logger=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+    )
     seen = []
 
     class Watch(L.Callback):

@@ -19,24 +19,36 @@ from zoo.config.errors import ConfigError
 from zoo.config.schema.train import CallbacksConfig
 from zoo.training.build.callbacks import build_callbacks
 
-MOE = ["model.ffn=moe", "model.moe_experts=4", "model.moe_top_k=2", "model.bias=false", "model.n_layers=2",
-       "model.moe_every=2"]
+MOE = [
+    "model.ffn=moe",
+    "model.moe_experts=4",
+    "model.moe_top_k=2",
+    "model.bias=false",
+    "model.n_layers=2",
+    "model.moe_every=2",
+]
 
 
 def _rows(path) -> dict[int, dict[str, float]]:
     """{step: {name: value}} of the monitor's columns in a CSV metrics file."""
     out: dict[int, dict[str, float]] = {}
     for row in csv.DictReader(open(path)):
-        values = {k: float(v) for k, v in row.items() if k.startswith("train/moe_") and v not in ("", None)
-                  and "loss" not in k}
+        values = {
+            k: float(v)
+            for k, v in row.items()
+            if k.startswith("train/moe_") and v not in ("", None) and "loss" not in k
+        }
         if values:
             out.setdefault(int(row["step"]), {}).update(values)
     return out
 
 
 def test_zoo_train_writes_the_routing_to_metrics_csv_and_summary(tmp_path):
-    cfg = zoo.compose([o for o in tiny_overrides() if not o.startswith("hydra.")]
-                      + MOE + ["trainer.max_steps=5", "trainer.log_every_n_steps=4", "callbacks.routing_every=2"])
+    cfg = zoo.compose(
+        [o for o in tiny_overrides() if not o.startswith("hydra.")]
+        + MOE
+        + ["trainer.max_steps=5", "trainer.log_every_n_steps=4", "callbacks.routing_every=2"]
+    )
     train = zoo.train(cfg, tmp_path)
     rows = _rows(tmp_path / "metrics.csv")
     assert sorted(rows) == [0, 2, 4]
@@ -68,13 +80,20 @@ def test_a_dense_model_gets_no_monitor_and_a_negative_interval_is_refused(tmp_pa
 def test_ddp_and_fsdp_train_a_mixture_to_the_same_weights(tmp_path):
     """trainer=ddp_cpu and trainer=fsdp_cpu (2 gloo processes each; FSDP shards the stacked expert
     weights like any weight): the same weights after 4 steps, and the routing averaged over ranks."""
-    run = [*MOE, "trainer.max_steps=4", "trainer.val_check_interval=4", "data.global_batch_size=8",
-           "callbacks.routing_every=2"]
+    run = [
+        *MOE,
+        "trainer.max_steps=4",
+        "trainer.val_check_interval=4",
+        "data.global_batch_size=8",
+        "callbacks.routing_every=2",
+    ]
     for trainer in ("ddp_cpu", "fsdp_cpu"):
         done = zoo_train(*tiny_overrides(tmp_path / trainer), *run, f"trainer={trainer}")
         assert done.returncode == 0, done.stderr[-3000:]
-    diff = max_abs_diff(model_state(tmp_path / "ddp_cpu" / "checkpoints" / "last.ckpt"),
-                        model_state(tmp_path / "fsdp_cpu" / "checkpoints" / "last.ckpt"))
+    diff = max_abs_diff(
+        model_state(tmp_path / "ddp_cpu" / "checkpoints" / "last.ckpt"),
+        model_state(tmp_path / "fsdp_cpu" / "checkpoints" / "last.ckpt"),
+    )
     assert diff <= 1e-5, diff
     for trainer in ("ddp_cpu", "fsdp_cpu"):
         summary = json.loads((tmp_path / trainer / "summary.json").read_text())
@@ -88,14 +107,22 @@ def test_hsdp_trains_a_mixture_to_the_weights_ddp_on_four_ranks_does(tmp_path):
     """trainer=hsdp_cpu (a 2 x 2 mesh of four gloo processes: two replica groups, each sharding the
     stacked expert weights over two ranks) against DDP over the same four ranks: the same weights
     after 4 steps, and the same routing statistics."""
-    run = [*MOE, "trainer.max_steps=4", "trainer.val_check_interval=4", "data.global_batch_size=8",
-           "callbacks.routing_every=2", "trainer.devices=4"]
+    run = [
+        *MOE,
+        "trainer.max_steps=4",
+        "trainer.val_check_interval=4",
+        "data.global_batch_size=8",
+        "callbacks.routing_every=2",
+        "trainer.devices=4",
+    ]
     for trainer in ("ddp_cpu", "hsdp_cpu"):
         done = zoo_train(*tiny_overrides(tmp_path / trainer), *run, f"trainer={trainer}")
         assert done.returncode == 0, done.stderr[-3000:]
     assert "2 replica(s), each sharded over 2 rank(s)" in (tmp_path / "hsdp_cpu" / "train.log").read_text()
-    diff = max_abs_diff(model_state(tmp_path / "ddp_cpu" / "checkpoints" / "last.ckpt"),
-                        model_state(tmp_path / "hsdp_cpu" / "checkpoints" / "last.ckpt"))
+    diff = max_abs_diff(
+        model_state(tmp_path / "ddp_cpu" / "checkpoints" / "last.ckpt"),
+        model_state(tmp_path / "hsdp_cpu" / "checkpoints" / "last.ckpt"),
+    )
     assert diff <= 1e-5, diff
     summaries = [json.loads((tmp_path / t / "summary.json").read_text()) for t in ("ddp_cpu", "hsdp_cpu")]
     assert [s["world_size"] for s in summaries] == [4, 4]

@@ -4,7 +4,6 @@ else the first words of the validation text."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import zoo
@@ -18,8 +17,14 @@ def _local_corpus(directory: Path) -> dict:
     train.write_text("\n".join(f"the water under the heaven {i}" for i in range(40)) + "\n")
     val = directory / "val.txt"
     val.write_text("Let the earth bring forth grass\nand the evening and the morning\n")
-    return {"source": "local", "path": str(train), "val_path": str(val), "seq_len": 16,
-            "global_batch_size": 4, "cache_dir": str(directory / "cache")}
+    return {
+        "source": "local",
+        "path": str(train),
+        "val_path": str(val),
+        "seq_len": 16,
+        "global_batch_size": 4,
+        "cache_dir": str(directory / "cache"),
+    }
 
 
 def test_without_a_configured_prompt_the_validation_text_gives_it(tmp_path):

@@ -18,9 +18,15 @@ from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.training.distributed.conftest import model_state
 
 # 10 verses: 2 batches of 4 a step; dropout on, so the random streams count too
-SMALL = ["data.max_examples=10", "model.dropout=0.1", "trainer.val_check_interval=null",
-         "trainer.check_val_every_n_epoch=1", "callbacks.checkpoint_every_n_steps=5", "scheduler=wsd",
-         "scheduler.warmup_steps=2"]
+SMALL = [
+    "data.max_examples=10",
+    "model.dropout=0.1",
+    "trainer.val_check_interval=null",
+    "trainer.check_val_every_n_epoch=1",
+    "callbacks.checkpoint_every_n_steps=5",
+    "scheduler=wsd",
+    "scheduler.warmup_steps=2",
+]
 N = 10
 
 
@@ -37,11 +43,24 @@ def parent(tmp_path_factory) -> Path:
 def test_a_branched_cooldown_is_the_run_configured_to_cool_down_there(tmp_path, parent, cli_here):
     ckpt = parent / "checkpoints" / "last.ckpt"
     straight, branch = tmp_path / "straight", tmp_path / "branch"
-    result = cli_here("train", *tiny_overrides(straight), *SMALL, f"trainer.max_steps={N + 4}",
-                      "scheduler.decay_steps=4", "scheduler.decay_shape=one_minus_sqrt")
+    result = cli_here(
+        "train",
+        *tiny_overrides(straight),
+        *SMALL,
+        f"trainer.max_steps={N + 4}",
+        "scheduler.decay_steps=4",
+        "scheduler.decay_shape=one_minus_sqrt",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    result = cli_here("train", *tiny_overrides(branch), *SMALL, f"branch_from={ckpt}", "trainer.max_steps=${zoo.branch_end:}",
-                      "scheduler.decay_steps=4", "scheduler.decay_shape=one_minus_sqrt")
+    result = cli_here(
+        "train",
+        *tiny_overrides(branch),
+        *SMALL,
+        f"branch_from={ckpt}",
+        "trainer.max_steps=${zoo.branch_end:}",
+        "scheduler.decay_steps=4",
+        "scheduler.decay_shape=one_minus_sqrt",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     a, b = model_state(straight / "checkpoints" / "last.ckpt"), model_state(branch / "checkpoints" / "last.ckpt")
     assert all(torch.equal(a[k], b[k]) for k in a), "the branch differs from the run that cooled down at its step"
@@ -50,20 +69,34 @@ def test_a_branched_cooldown_is_the_run_configured_to_cool_down_there(tmp_path, 
     assert summary["branched_from"] == {"run": str(parent.resolve()), "checkpoint": str(ckpt), "step": N}
     assert not (parent / "summary.json").read_text().count("branched_from")
     # the parent's own files are left as they were: the branch wrote only in its own directory
-    assert model_state(ckpt).keys() == a.keys() and json.loads((parent / "summary.json").read_text())["global_step"] == N
+    assert (
+        model_state(ckpt).keys() == a.keys() and json.loads((parent / "summary.json").read_text())["global_step"] == N
+    )
 
 
 @pytest.mark.slow
 def test_a_sweep_over_cooldown_lengths_gives_one_run_each_that_zoo_compare_reads(tmp_path, parent):
     ckpt = parent / "checkpoints" / "last.ckpt"
-    result = zoo_train("-m", *tiny_overrides(), *SMALL, f"branch_from={ckpt}", "trainer.max_steps=${zoo.branch_end:}",
-                       f"hydra.sweep.dir={tmp_path / 'sweep'}", "scheduler.decay_steps=2,4", timeout=600)
+    result = zoo_train(
+        "-m",
+        *tiny_overrides(),
+        *SMALL,
+        f"branch_from={ckpt}",
+        "trainer.max_steps=${zoo.branch_end:}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        "scheduler.decay_steps=2,4",
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     runs = sorted(p.parent for p in (tmp_path / "sweep").glob("*/summary.json"))
     steps = sorted(json.loads((r / "summary.json").read_text())["global_step"] for r in runs)
     assert steps == [N + 2, N + 4]
-    compare = subprocess.run([sys.executable, "-m", "zoo.cli.compare", *map(str, runs), f"out={tmp_path / 'cmp'}"],
-                             capture_output=True, text=True, timeout=300)
+    compare = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.compare", *map(str, runs), f"out={tmp_path / 'cmp'}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert compare.returncode == 0, compare.stderr[-3000:]
     with open(tmp_path / "cmp" / "report.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -72,17 +105,27 @@ def test_a_sweep_over_cooldown_lengths_gives_one_run_each_that_zoo_compare_reads
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra, message", [
-    (["scheduler.decay_steps=4", f"trainer.max_steps={N + 5}"],
-     f"cools down until step {N + 4}: set trainer.max_steps={N + 4}"),
-    (["scheduler.decay_steps=4", "trainer.max_steps=${zoo.branch_end:}", "model.d_ff=48"],
-     "was trained with another config: model.d_ff"),
-    (["scheduler.decay_steps=4", "trainer.max_steps=${zoo.branch_end:}", "scheduler.warmup_steps=3"],
-     "the warmups differ"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["scheduler.decay_steps=4", f"trainer.max_steps={N + 5}"],
+            f"cools down until step {N + 4}: set trainer.max_steps={N + 4}",
+        ),
+        (
+            ["scheduler.decay_steps=4", "trainer.max_steps=${zoo.branch_end:}", "model.d_ff=48"],
+            "was trained with another config: model.d_ff",
+        ),
+        (
+            ["scheduler.decay_steps=4", "trainer.max_steps=${zoo.branch_end:}", "scheduler.warmup_steps=3"],
+            "the warmups differ",
+        ),
+    ],
+)
 def test_a_branch_that_would_not_be_that_run_is_refused_on_one_line(tmp_path, parent, cli_here, extra, message):
-    result = cli_here("train", *tiny_overrides(tmp_path / "b"), *SMALL, f"branch_from={parent}/checkpoints/last.ckpt",
-                      *extra)
+    result = cli_here(
+        "train", *tiny_overrides(tmp_path / "b"), *SMALL, f"branch_from={parent}/checkpoints/last.ckpt", *extra
+    )
     assert result.returncode == 2 and message in result.stderr, result.stderr[-3000:]
     assert not (tmp_path / "b" / "checkpoints").exists()
 
@@ -93,16 +136,25 @@ def test_a_checkpoint_past_the_parents_stable_phase_is_refused(tmp_path, cli_her
     run = tmp_path / "cooling"
     result = cli_here("train", *tiny_overrides(run), *SMALL, f"trainer.max_steps={N}", "scheduler.decay_steps=2")
     assert result.returncode == 0, result.stderr[-3000:]
-    result = cli_here("train", *tiny_overrides(tmp_path / "b"), *SMALL, f"branch_from={run}/checkpoints/last.ckpt",
-                      "trainer.max_steps=${zoo.branch_end:}", "scheduler.decay_steps=4")
+    result = cli_here(
+        "train",
+        *tiny_overrides(tmp_path / "b"),
+        *SMALL,
+        f"branch_from={run}/checkpoints/last.ckpt",
+        "trainer.max_steps=${zoo.branch_end:}",
+        "scheduler.decay_steps=4",
+    )
     assert result.returncode == 2 and "past the parent's stable phase" in result.stderr, result.stderr[-3000:]
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["scheduler=cosine"], "branch_from branches a cooldown off a stable phase: it needs scheduler=wsd"),
-    (["scheduler=wsd"], "it needs scheduler=wsd and scheduler.decay_steps"),
-    (["scheduler=wsd", "scheduler.decay_steps=4", "ckpt_path=last"], "cannot be combined with ckpt_path"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["scheduler=cosine"], "branch_from branches a cooldown off a stable phase: it needs scheduler=wsd"),
+        (["scheduler=wsd"], "it needs scheduler=wsd and scheduler.decay_steps"),
+        (["scheduler=wsd", "scheduler.decay_steps=4", "ckpt_path=last"], "cannot be combined with ckpt_path"),
+    ],
+)
 def test_branch_from_without_a_cooldown_to_branch_is_refused_before_anything_runs(tmp_path, cli_here, extra, message):
     result = cli_here("train", *tiny_overrides(tmp_path / "b"), "branch_from=x/checkpoints/last.ckpt", *extra)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-3000:]

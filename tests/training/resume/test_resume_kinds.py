@@ -12,13 +12,26 @@ from tests.cli.conftest import tiny_overrides
 from tests.training.distributed.conftest import model_state
 from zoo.training.checkpoint.files import read_checkpoint
 
-SMALL = ["data.max_examples=10", "model.dropout=0.1", "data.global_batch_size=4",
-         "trainer.val_check_interval=null", "trainer.check_val_every_n_epoch=1",
-         "callbacks.checkpoint_every_n_steps=5", "scheduler.total_steps=30"]
+SMALL = [
+    "data.max_examples=10",
+    "model.dropout=0.1",
+    "data.global_batch_size=4",
+    "trainer.val_check_interval=null",
+    "trainer.check_val_every_n_epoch=1",
+    "callbacks.checkpoint_every_n_steps=5",
+    "scheduler.total_steps=30",
+]
 KINDS = {  # kind: (overrides, the step the first leg stops at)
     "muon": (["optim=muon", "model.activation=swiglu"], 7),
-    "wsd": (["scheduler=wsd", "scheduler.warmup_steps=2", "scheduler.decay_steps=10",
-             "scheduler.decay_shape=one_minus_sqrt"], 23),
+    "wsd": (
+        [
+            "scheduler=wsd",
+            "scheduler.warmup_steps=2",
+            "scheduler.decay_steps=10",
+            "scheduler.decay_shape=one_minus_sqrt",
+        ],
+        23,
+    ),
 }
 
 

@@ -18,8 +18,11 @@ def test_a_refused_resume_names_the_overrides_that_match_the_checkpoint():
 
 
 def test_what_may_change_on_resume_is_not_refused():
-    check_resume({"optim": {"lr": 0.003, "implementation": "auto"}},
-                 {"optim": {"lr": 0.003, "implementation": "foreach"}}, "the checkpoint")
+    check_resume(
+        {"optim": {"lr": 0.003, "implementation": "auto"}},
+        {"optim": {"lr": 0.003, "implementation": "foreach"}},
+        "the checkpoint",
+    )
 
 
 def test_a_checkpoint_from_before_muon_and_wsd_resumes_at_their_keys_defaults():
@@ -29,9 +32,17 @@ def test_a_checkpoint_from_before_muon_and_wsd_resumes_at_their_keys_defaults():
     from zoo.config.schema.train import OptimConfig, SchedulerConfig
     from zoo.training.resume.match import saved_sections
 
-    old = {"optim": {"kind": "adamw", "lr": 3e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1,
-                     "implementation": "auto"},
-           "scheduler": {"kind": "cosine", "warmup_steps": 100, "min_lr_ratio": 0.1, "total_steps": None}}
+    old = {
+        "optim": {
+            "kind": "adamw",
+            "lr": 3e-4,
+            "betas": [0.9, 0.95],
+            "eps": 1e-8,
+            "weight_decay": 0.1,
+            "implementation": "auto",
+        },
+        "scheduler": {"kind": "cosine", "warmup_steps": 100, "min_lr_ratio": 0.1, "total_steps": None},
+    }
     command = {"optim": plain(OptimConfig()), "scheduler": plain(SchedulerConfig())}
     check_resume(saved_sections(old), command, "the checkpoint")
     with pytest.raises(ResumeMismatch, match="optim.kind='adamw' in the checkpoint, 'muon' here"):

@@ -15,8 +15,13 @@ from zoo.training.resume.rng import RngState, capture, restore
 
 
 def _draws() -> tuple:
-    return (torch.rand(4).tolist(), random.random(), random.getrandbits(64), np.random.rand(3).tolist(),
-            np.random.randn())
+    return (
+        torch.rand(4).tolist(),
+        random.random(),
+        random.getrandbits(64),
+        np.random.rand(3).tolist(),
+        np.random.randn(),
+    )
 
 
 def _seeded(seed: int) -> dict:

@@ -5,9 +5,9 @@ recorded and ends the run with its checkpoint, never lost and never turned into 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import signal
 import time
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -55,16 +55,25 @@ class _Signal(L.Callback):
         setattr(self, hook, send)
 
 
-def _fit(tmp_path, hook: str, max_steps: int = 4, grace_s=None, sender=None,
-         **signal_args) -> tuple[Interrupt, L.Trainer]:
+def _fit(
+    tmp_path, hook: str, max_steps: int = 4, grace_s=None, sender=None, **signal_args
+) -> tuple[Interrupt, L.Trainer]:
     last = LastCheckpoint(tmp_path, every_n_steps=100)
     interrupt = Interrupt(last, grace_s=grace_s)
     before = signal.getsignal(signal.SIGTERM)
-    trainer = L.Trainer(max_steps=max_steps, callbacks=[last, RunRecord(tmp_path), interrupt,
-                                                        sender or _Signal(hook, **signal_args)],
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu", devices=1, val_check_interval=3,
-                        num_sanity_val_steps=0, limit_val_batches=2)
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        callbacks=[last, RunRecord(tmp_path), interrupt, sender or _Signal(hook, **signal_args)],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        val_check_interval=3,
+        num_sanity_val_steps=0,
+        limit_val_batches=2,
+    )
     data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=1)
     interrupt.arm()
     try:
@@ -94,10 +103,13 @@ def test_a_signal_while_lightning_sets_up_stops_at_the_first_step_with_a_checkpo
     assert not trainer.received_sigterm  # Lightning's flag was taken over, it ends nothing
 
 
-@pytest.mark.parametrize("hook, step", [
-    ("on_train_start", 1),
-    ("on_train_batch_end", 2),  # sent after the handler's own check at step 1: the next is step 2
-])
+@pytest.mark.parametrize(
+    "hook, step",
+    [
+        ("on_train_start", 1),
+        ("on_train_batch_end", 2),  # sent after the handler's own check at step 1: the next is step 2
+    ],
+)
 def test_a_signal_in_training_stops_at_the_next_step_boundary(tmp_path, hook, step):
     interrupt, trainer = _fit(tmp_path, hook, max_steps=6)
     assert interrupt.signum == signal.SIGTERM and interrupt.stopped_at == step == trainer.global_step
@@ -158,8 +170,12 @@ def test_a_process_stuck_in_one_native_call_ends_with_its_records(tmp_path):
 
     started = time.monotonic()
     with open(tmp_path / "out.txt", "w") as out:  # files, not pipes: the shell of system() keeps pipes open
-        proc = subprocess.Popen([sys.executable, "-c", _STUCK, str(tmp_path)], stdout=out, stderr=subprocess.STDOUT,
-                                cwd=Path(__file__).resolve().parents[3])
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _STUCK, str(tmp_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=Path(__file__).resolve().parents[3],
+        )
         code = proc.wait(timeout=120)
     took = time.monotonic() - started
     output = (tmp_path / "out.txt").read_text()

@@ -15,14 +15,31 @@ from zoo.config.errors import ConfigError
 from zoo.config.schema.logger import LoggerConfig, MLflowConfig, WandbConfig, WandbMode
 from zoo.training.stops import TrainingInterrupted
 from zoo.training.tracking.experiment_trackers import RunMLflowLogger, flat_params, wandb_mode
-from zoo.training.tracking.identity import (RunIdentity, TrackerStatus, arm_of, closing_trackers, read_tracked,
-                                   summary_figures, swept_keys)
+from zoo.training.tracking.identity import (
+    RunIdentity,
+    TrackerStatus,
+    arm_of,
+    closing_trackers,
+    read_tracked,
+    summary_figures,
+    swept_keys,
+)
 
 
 def test_an_arm_is_its_overrides_but_the_seed_and_bookkeeping():
-    given = ["arm/norm=post_ln", "seed=1", "model.d_model=64", "hydra.run.dir=x", "logger=mlflow",
-             "logger.mlflow.tracking_uri=http://h:1", "hydra/launcher=slurm", "+callbacks.x=1", "ckpt_path=last",
-             "data.cache_dir=/c", "+model.bias=false"]
+    given = [
+        "arm/norm=post_ln",
+        "seed=1",
+        "model.d_model=64",
+        "hydra.run.dir=x",
+        "logger=mlflow",
+        "logger.mlflow.tracking_uri=http://h:1",
+        "hydra/launcher=slurm",
+        "+callbacks.x=1",
+        "ckpt_path=last",
+        "data.cache_dir=/c",
+        "+model.bias=false",
+    ]
     assert arm_of(given) == "arm/norm=post_ln model.d_model=64 +model.bias=false"
     assert arm_of(given, {"arm/norm", "seed"}) == "arm/norm=post_ln"  # a sweep's: only what it varies
     assert arm_of(["seed=2"], {"seed"}) == ""
@@ -35,9 +52,11 @@ def _multirun_yaml(tmp_path: Path, task: list[str], params: dict | None) -> Path
 
 
 def test_the_swept_keys_come_from_the_command_line_and_the_sweepers_params(tmp_path):
-    path = _multirun_yaml(tmp_path, ["model.d_model=32", "model.norm=pre,post", "optim.lr=range(1,3)",
-                                     "model/position=glob(r*)", "+x=choice(1,2)"],
-                          {"arm/norm": "baseline,post_ln", "seed": "0,1,2", "trainer.max_steps": 10})
+    path = _multirun_yaml(
+        tmp_path,
+        ["model.d_model=32", "model.norm=pre,post", "optim.lr=range(1,3)", "model/position=glob(r*)", "+x=choice(1,2)"],
+        {"arm/norm": "baseline,post_ln", "seed": "0,1,2", "trainer.max_steps": 10},
+    )
     assert swept_keys(path) == {"model.norm", "optim.lr", "model/position", "x", "arm/norm", "seed"}
     assert swept_keys(_multirun_yaml(tmp_path, ["a.b=1,2"], None)) == {"a.b"}
     # a sweeper value that interpolates (a resolver Hydra registers only when it runs) is read
@@ -50,19 +69,40 @@ def test_the_swept_keys_come_from_the_command_line_and_the_sweepers_params(tmp_p
 
 
 def test_the_summary_figures_are_its_numbers_flattened():
-    summary = {"status": "finished", "global_step": 6, "replicas_identical": True, "sample": "text", "init_from": None,
-               "metrics": {"val/loss": 2.5, "train/loss": 3}, "model": {"total_params": 10, "seq_len": 32},
-               "baseline": None}
-    assert summary_figures(summary) == {"summary/global_step": 6.0, "summary/metrics/val/loss": 2.5,
-                                        "summary/metrics/train/loss": 3.0, "summary/model/total_params": 10.0,
-                                        "summary/model/seq_len": 32.0}
+    summary = {
+        "status": "finished",
+        "global_step": 6,
+        "replicas_identical": True,
+        "sample": "text",
+        "init_from": None,
+        "metrics": {"val/loss": 2.5, "train/loss": 3},
+        "model": {"total_params": 10, "seq_len": 32},
+        "baseline": None,
+    }
+    assert summary_figures(summary) == {
+        "summary/global_step": 6.0,
+        "summary/metrics/val/loss": 2.5,
+        "summary/metrics/train/loss": 3.0,
+        "summary/model/total_params": 10.0,
+        "summary/model/seq_len": 32.0,
+    }
 
 
 def test_the_config_as_mlflow_parameters():
-    config = {"model": {"d_model": 32, "position": {"kind": "rope"}, "d_ff": None}, "seed": 0,
-              "logger": {"mlflow": {"tags": {}}}, "data": {"files": ["a", "b"]}}
-    assert flat_params(config) == {"model.d_model": "32", "model.position.kind": "rope", "model.d_ff": "null",
-                                   "seed": "0", "logger.mlflow.tags": "{}", "data.files": "['a', 'b']"}
+    config = {
+        "model": {"d_model": 32, "position": {"kind": "rope"}, "d_ff": None},
+        "seed": 0,
+        "logger": {"mlflow": {"tags": {}}},
+        "data": {"files": ["a", "b"]},
+    }
+    assert flat_params(config) == {
+        "model.d_model": "32",
+        "model.position.kind": "rope",
+        "model.d_ff": "null",
+        "seed": "0",
+        "logger.mlflow.tags": "{}",
+        "data.files": "['a', 'b']",
+    }
 
 
 def test_wandb_goes_online_only_with_a_key(tmp_path, monkeypatch):
@@ -109,8 +149,13 @@ def store(tmp_path):
 def _logger(store: str, run_dir: Path, resuming: bool = False) -> RunMLflowLogger:
     run_dir.mkdir(parents=True, exist_ok=True)
     identity = RunIdentity(name=run_dir.name, run_dir=str(run_dir), sweep=None, arm="model.norm=post", seed=0)
-    return RunMLflowLogger(MLflowConfig(enabled=True, tracking_uri=store, experiment="ends"), identity,
-                           {"model": {"norm": "post"}, "seed": 0}, run_dir, resuming)
+    return RunMLflowLogger(
+        MLflowConfig(enabled=True, tracking_uri=store, experiment="ends"),
+        identity,
+        {"model": {"norm": "post"}, "seed": 0},
+        run_dir,
+        resuming,
+    )
 
 
 def _status(logger: RunMLflowLogger) -> str:

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Optional
 
 import torch
 
@@ -43,8 +42,9 @@ class HFSubject:
         labels = batch["labels"]
         if self.work.stacks.prompt_in_decoder:  # a decoder alone: causal-LM labels
             labels = batch["input_ids"]  # transformers shifts causal-LM labels itself
-        optimizer_step(self.work, self.model, self.optimizer,
-                       lambda: self.model(**self._inputs(batch), labels=labels).loss)
+        optimizer_step(
+            self.work, self.model, self.optimizer, lambda: self.model(**self._inputs(batch), labels=labels).loss
+        )
 
     @torch.no_grad()
     def forward(self, batch: dict) -> None:
@@ -53,7 +53,7 @@ class HFSubject:
             self.model(**self._inputs(batch))
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         if not self.work.stacks.decoder:  # nothing to generate with
             return None
         self.model.eval()
@@ -61,6 +61,12 @@ class HFSubject:
         if self.static:
             kwargs["cache_implementation"] = "static"
         with self.work.autocast():
-            out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens,
-                                      do_sample=False, use_cache=True, **kwargs)
+            out = self.model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                max_new_tokens=new_tokens,
+                do_sample=False,
+                use_cache=True,
+                **kwargs,
+            )
         return out[:, -new_tokens:]

@@ -11,16 +11,14 @@ without its dependencies: `pip install --no-deps litgpt psutil`."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
+from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
-from zoo.bench.peers.logits_lm import LogitsLMPeer
 from zoo.bench.workload import Workload
 from zoo.config.facts.blocks import non_default_block_options
-from zoo.config.schema.model import Activation, FFNKind, Family, NormPlacement, NormType, PositionKind
+from zoo.config.schema.model import Activation, Family, FFNKind, NormPlacement, NormType, PositionKind
 
 MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
     Activation.gelu: ("GptNeoxMLP", "none"),
@@ -32,8 +30,12 @@ MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
 ROPE = (PositionKind.rope, PositionKind.learned, PositionKind.none)
 NORMS = {NormType.layernorm: "LayerNorm", NormType.rmsnorm: "RMSNorm"}  # zoo norm type -> litgpt norm_class_name
 MAPPED = {  # config key -> the kinds litgpt has an equivalent of (zoo.bench.peers.mapped)
-    "model.family": (Family.decoder_only,), "model.norm": (NormPlacement.pre,), "model.position.kind": ROPE,
-    "model.norm_type": tuple(NORMS), "model.activation": tuple(MLPS), "model.ffn": (FFNKind.dense,),
+    "model.family": (Family.decoder_only,),
+    "model.norm": (NormPlacement.pre,),
+    "model.position.kind": ROPE,
+    "model.norm_type": tuple(NORMS),
+    "model.activation": tuple(MLPS),
+    "model.ffn": (FFNKind.dense,),
 }
 INSTALL = "pip install --no-deps litgpt psutil"
 
@@ -53,12 +55,23 @@ def config_kwargs(work: Workload) -> dict:
         raise PeerUnavailable(f"litgpt has no equivalent of {', '.join(non_default_block_options(cfg))}")
     mlp, approximate = MLPS[cfg.activation]
     return dict(
-        name="zoo-workload", block_size=cfg.max_seq_len, vocab_size=cfg.vocab_size,
-        padded_vocab_size=cfg.vocab_size, n_layer=cfg.n_layers, n_head=cfg.n_heads,
-        n_embd=cfg.d_model, head_size=cfg.head_dim, n_query_groups=cfg.n_kv_heads,
-        rotary_percentage=1.0, parallel_residual=False, bias=cfg.bias, attn_bias=cfg.bias,
+        name="zoo-workload",
+        block_size=cfg.max_seq_len,
+        vocab_size=cfg.vocab_size,
+        padded_vocab_size=cfg.vocab_size,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        n_embd=cfg.d_model,
+        head_size=cfg.head_dim,
+        n_query_groups=cfg.n_kv_heads,
+        rotary_percentage=1.0,
+        parallel_residual=False,
+        bias=cfg.bias,
+        attn_bias=cfg.bias,
         norm_class_name=NORMS[cfg.norm_type],
-        norm_eps=cfg.norm_eps, mlp_class_name=mlp, gelu_approximate=approximate,
+        norm_eps=cfg.norm_eps,
+        mlp_class_name=mlp,
+        gelu_approximate=approximate,
         intermediate_size=cfg.d_ff,
     )
 
@@ -81,11 +94,15 @@ class LitGPTSubject(LogitsLMPeer):
         self.ready(compile)
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> Optional[torch.Tensor]:
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         self.model.eval()
         B, T = prompt.shape
-        self.model.set_kv_cache(batch_size=B, max_seq_length=T + new_tokens, device=prompt.device,
-                                dtype=torch.bfloat16 if self.work.bf16 else None)
+        self.model.set_kv_cache(
+            batch_size=B,
+            max_seq_length=T + new_tokens,
+            device=prompt.device,
+            dtype=torch.bfloat16 if self.work.bf16 else None,
+        )
         out = []
         with self.work.autocast():
             logits = self.model(prompt, input_pos=torch.arange(T, device=prompt.device))  # (B, T, V)

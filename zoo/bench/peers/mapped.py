@@ -8,7 +8,8 @@ added to zoo later is refused by every peer until the peer maps it."""
 
 from __future__ import annotations
 
-from typing import Any, Collection, Mapping
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.config.facts.axes import AXES

@@ -41,12 +41,14 @@ class ActivationFacts:
 ACTIVATION_FACTS: dict[Activation, ActivationFacts] = {
     Activation.relu: ActivationFacts(gated=False, function="relu", paper="Nair & Hinton 2010; Vaswani et al. 2017"),
     Activation.gelu: ActivationFacts(gated=False, function="gelu", paper="Hendrycks & Gimpel 2016; BERT"),
-    Activation.gelu_tanh: ActivationFacts(gated=False, function="gelu", approximate="tanh",
-                                          paper="Hendrycks & Gimpel 2016, tanh approximation; GPT-2"),
+    Activation.gelu_tanh: ActivationFacts(
+        gated=False, function="gelu", approximate="tanh", paper="Hendrycks & Gimpel 2016, tanh approximation; GPT-2"
+    ),
     Activation.swiglu: ActivationFacts(gated=True, function="silu", paper="Shazeer 2020 (GLU variants); Llama"),
     Activation.geglu: ActivationFacts(gated=True, function="gelu", paper="Shazeer 2020 (GLU variants)"),
-    Activation.geglu_tanh: ActivationFacts(gated=True, function="gelu", approximate="tanh",
-                                           paper="Shazeer 2020; T5 v1.1 and Gemma (gated-gelu)"),
+    Activation.geglu_tanh: ActivationFacts(
+        gated=True, function="gelu", approximate="tanh", paper="Shazeer 2020; T5 v1.1 and Gemma (gated-gelu)"
+    ),
 }
 
 # the gated linear units, in table order

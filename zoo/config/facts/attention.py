@@ -18,7 +18,7 @@ local attention, Beltagy et al. 2020)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -59,14 +59,16 @@ ATTENTION_FACTS: dict[AttentionKind, AttentionFacts] = {
     ),
     AttentionKind.sliding: AttentionFacts(
         what="each query sees the model.window nearest keys, itself included (causal: the window "
-             "before it; bidirectional: (window - 1) / 2 each side); layers with (i + 1) % "
-             "global_every == 0 stay full",
+        "before it; bidirectional: (window - 1) / 2 each side); layers with (i + 1) % "
+        "global_every == 0 stay full",
         paper="Child et al. 2019 (Sparse Transformers); Beltagy et al. 2020 (Longformer); "
-              "Jiang et al. 2023 (Mistral 7B); Gemma Team 2024 (Gemma 2: local/global layers)",
+        "Jiang et al. 2023 (Mistral 7B); Gemma Team 2024 (Gemma 2: local/global layers)",
         params=("window", "global_every"),
         banded=True,
-        refuses=("cross-attention is never sliding (it sees the whole source)",
-                 "an even model.window in a bidirectional stack (the band is symmetric)"),
+        refuses=(
+            "cross-attention is never sliding (it sees the whole source)",
+            "an even model.window in a bidirectional stack (the band is symmetric)",
+        ),
     ),
 }
 
@@ -79,24 +81,27 @@ def check_attention(cfg: ModelConfig) -> None:
     facts = ATTENTION_FACTS[cfg.attention]
     for name in ATTENTION_PARAMS:
         if name not in facts.params and getattr(cfg, name) is not None:
-            raise ConfigError(f"model.{name}={getattr(cfg, name)!r} only applies to "
-                              f"model.attention=sliding, not {cfg.attention.value}")
+            raise ConfigError(
+                f"model.{name}={getattr(cfg, name)!r} only applies to "
+                f"model.attention=sliding, not {cfg.attention.value}"
+            )
     if not facts.banded:
         return
     for name in ATTENTION_PARAMS:
         value = getattr(cfg, name)
         if name == "window" or value is not None:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"model.{name} must be a positive integer with "
-                                  f"model.attention=sliding, got {value!r}")
-    if FAMILY_FACTS[cfg.family].encoder and cfg.window % 2 == 0:
+                raise ConfigError(
+                    f"model.{name} must be a positive integer with model.attention=sliding, got {value!r}"
+                )
+    if FAMILY_FACTS[cfg.family].encoder and cfg.window is not None and cfg.window % 2 == 0:
         raise ConfigError(
             f"model.window={cfg.window} must be odd for model.family={cfg.family.value}: its "
             f"bidirectional stack sees (window - 1) / 2 keys each side and itself"
         )
 
 
-def layer_window(cfg: ModelConfig, layer: int) -> Optional[int]:
+def layer_window(cfg: ModelConfig, layer: int) -> int | None:
     """The window of a stack's layer `layer` (0-based, counted within its stack), None for a
     full layer: with global_every=k the layers with (layer + 1) % k == 0 are full (Gemma 2)."""
     if not ATTENTION_FACTS[cfg.attention].banded:
@@ -106,18 +111,18 @@ def layer_window(cfg: ModelConfig, layer: int) -> Optional[int]:
     return cfg.window
 
 
-def stack_windows(cfg: ModelConfig, n_layers: int) -> list[Optional[int]]:
+def stack_windows(cfg: ModelConfig, n_layers: int) -> list[int | None]:
     """`layer_window` for each of a stack's `n_layers` layers."""
     return [layer_window(cfg, i) for i in range(n_layers)]
 
 
-def keys_attended(window: Optional[int], context: int) -> int:
+def keys_attended(window: int | None, context: int) -> int:
     """The keys one query at context `context` attends to in a layer of `window` (None: full):
     min(context, window). Attention FLOPs per token are 4 · this · H · Dh (scores and values)."""
     return context if window is None else min(context, window)
 
 
-def cache_slots(window: Optional[int], length: int) -> int:
+def cache_slots(window: int | None, length: int) -> int:
     """The positions a layer's KV cache holds after `length` tokens: all of them for a full
     layer, at most `window` for a sliding one (`zoo.nn.cache.KVCache` keeps the last window)."""
     return length if window is None else min(length, window)

@@ -20,19 +20,20 @@ To register an axis, append ONE entry at the end of `AXES`: `Axis(key, Enum, TAB
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from zoo.config.choice import Choice
 from zoo.config.facts.activations import ACTIVATION_FACTS, Activation
 from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind
+from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
-from zoo.config.facts.positions import POSITION_FACTS, PositionKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
-from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
+from zoo.config.facts.positions import POSITION_FACTS, PositionKind
 from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
 
 
@@ -42,8 +43,8 @@ class Axis:
 
     key: str
     kinds: type[Choice]
-    facts: Optional[Mapping[Choice, Any]]
-    overrides: Optional[Callable[[Choice], dict[str, Any]]] = field(default=None, compare=False)
+    facts: Mapping[Any, Any] | None  # keyed by `kinds`: a Mapping is invariant in its key
+    overrides: Callable[[Any], dict[str, Any]] | None = field(default=None, compare=False)  # of a `kinds` member
 
     def settings(self, kind: Choice | str) -> dict[str, Any]:
         """{dotted config key: plain value} that selects `kind` of this axis."""
@@ -80,8 +81,14 @@ def _ffn(kind: FFNKind) -> dict[str, Any]:
     shared expert, 8 wide) and without biases (it holds none)."""
     if kind == FFNKind.dense:
         return {"model.ffn": kind.value}
-    return {"model.ffn": kind.value, "model.moe_experts": 4, "model.moe_top_k": 2, "model.moe_shared": 1,
-            "model.moe_d_ff": 8, "model.bias": False}
+    return {
+        "model.ffn": kind.value,
+        "model.moe_experts": 4,
+        "model.moe_top_k": 2,
+        "model.moe_shared": 1,
+        "model.moe_d_ff": 8,
+        "model.bias": False,
+    }
 
 
 AXES: list[Axis] = [
@@ -129,6 +136,7 @@ def model_overrides(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def cli_overrides(settings: Mapping[str, Any]) -> list[str]:
     """`settings` as zoo-train overrides key=value (None as null, booleans lower case)."""
+
     def plain(value: Any) -> str:
         if value is None:
             return "null"

@@ -10,8 +10,9 @@ placements (`model.norm`) have their table in `zoo.config.facts.placements`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -33,16 +34,18 @@ class QKNorm(Choice):
     projection = "projection"  # a norm over the whole H·Dh queries and Hkv·Dh keys (OLMo 2)
 
 
-def _refuses_nothing(cfg: ModelConfig) -> Optional[str]:
+def _refuses_nothing(cfg: ModelConfig) -> str | None:
     """Valid with every family, position scheme and norm placement."""
     return None
 
 
-def _parallel_two_norms(cfg: ModelConfig) -> Optional[str]:
+def _parallel_two_norms(cfg: ModelConfig) -> str | None:
     if PLACEMENT_FACTS[cfg.norm].normalizes_stream:
-        return (f"model.block=parallel_two_norms gives each branch its own norm, but model.norm="
-                f"{cfg.norm.value} normalizes the residual stream after the branches add: use "
-                f"model.block=parallel (one norm of the sum) or model.norm=pre, sandwich or reordered")
+        return (
+            f"model.block=parallel_two_norms gives each branch its own norm, but model.norm="
+            f"{cfg.norm.value} normalizes the residual stream after the branches add: use "
+            f"model.block=parallel (one norm of the sum) or model.norm=pre, sandwich or reordered"
+        )
     return None
 
 
@@ -72,32 +75,34 @@ class BlockFacts:
     placements: str
     parameters: str
     flops: str = "as sequential: the same matrix multiplies"
-    refuses: Callable[[ModelConfig], Optional[str]] = _refuses_nothing
+    refuses: Callable[[ModelConfig], str | None] = _refuses_nothing
 
 
 BLOCK_FACTS: dict[BlockKind, BlockFacts] = {
     BlockKind.sequential: BlockFacts(
-        what="h = x + attn(n1(x)); out = h + ff(n2(h)) (cross-attention between them in a decoder "
-             "with an encoder)",
+        what="h = x + attn(n1(x)); out = h + ff(n2(h)) (cross-attention between them in a decoder with an encoder)",
         paper="Vaswani et al. 2017",
-        parallel=False, shared_norms=False,
+        parallel=False,
+        shared_norms=False,
         placements="each sub-layer wrapped by model.norm's placement in turn",
         parameters="the norms of model.norm's placement around every sub-layer",
     ),
     BlockKind.parallel: BlockFacts(
         what="x + attn(n(x)) + ff(n(x)): both branches read one shared norm of x",
         paper="Wang & Komatsuzaki 2021 (GPT-J); Chowdhery et al. 2022 (PaLM)",
-        parallel=True, shared_norms=True,
+        parallel=True,
+        shared_norms=True,
         placements="pre: x + Σ f(n(x)); post: n(x + Σ f(x)); sandwich: x + n_out(Σ f(n_in(x))); "
-                   "reordered: x + n(Σ f(x))",
+        "reordered: x + n(Σ f(x))",
         parameters="one placement's norms per block instead of one per sub-layer",
     ),
     BlockKind.parallel_two_norms: BlockFacts(
         what="x + attn(n1(x)) + ff(n2(x)): each branch its own norm",
         paper="Black et al. 2022 (GPT-NeoX-20B, use_parallel_residual)",
-        parallel=True, shared_norms=False,
+        parallel=True,
+        shared_norms=False,
         placements="pre: x + Σ f_i(n_i(x)); sandwich: x + Σ n_out,i(f_i(n_in,i(x))); reordered: "
-                   "x + Σ n_i(f_i(x)); post refused (its norm is of the sum)",
+        "x + Σ n_i(f_i(x)); post refused (its norm is of the sum)",
         parameters="as sequential",
         refuses=_parallel_two_norms,
     ),
@@ -131,18 +136,18 @@ QK_NORM_FACTS: dict[QKNorm, QKNormFacts] = {
     QKNorm.none: QKNormFacts(
         what="queries and keys as projected",
         paper="Vaswani et al. 2017",
-        widths=_no_widths, flops="none",
+        widths=_no_widths,
+        flops="none",
     ),
     QKNorm.head: QKNormFacts(
         what="each head's query and key vectors normalized over their Dh; one norm for every "
-             "query head, one for every key head",
+        "query head, one for every key head",
         paper="Henry et al. 2020; Dehghani et al. 2023 (ViT-22B); Qwen3 (2025)",
         widths=lambda cfg: (cfg.head_dim, cfg.head_dim),
         flops="one norm over Dh per query head and per key head: (H + Hkv)·Dh elements",
     ),
     QKNorm.projection: QKNormFacts(
-        what="the whole query projection normalized over its H·Dh, the key projection over "
-             "its Hkv·Dh",
+        what="the whole query projection normalized over its H·Dh, the key projection over its Hkv·Dh",
         paper="OLMo Team 2024 (2 OLMo 2 Furious)",
         widths=lambda cfg: (cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim),
         flops="one norm over H·Dh and one over Hkv·Dh: (H + Hkv)·Dh elements",
@@ -152,14 +157,14 @@ QK_NORM_FACTS: dict[QKNorm, QKNormFacts] = {
 
 SOFTCAPS = {
     "attn_softcap": "attention scores: c·tanh(s/c) after the scale q·kᵀ·scale, before the "
-                    "position bias and the mask (Gemma 2); the attention runs its math path, "
-                    "not SDPA's fused kernels",
+    "position bias and the mask (Gemma 2); the attention runs its math path, "
+    "not SDPA's fused kernels",
     "final_softcap": "output logits: c·tanh(z/c) wherever logits are made: the training loss "
-                     "(logits and chunked), validation, generation (Gemma 2)",
+    "(logits and chunked), validation, generation (Gemma 2)",
 }
 
 
-def check_softcap(name: str, value) -> Optional[float]:
+def check_softcap(name: str, value) -> float | None:
     """A soft-cap is null (off) or a finite number > 0; returns it as a float."""
     if value is None:
         return None
@@ -174,8 +179,9 @@ def check_block(cfg: ModelConfig) -> None:
     if refusal is not None:
         raise ConfigError(refusal)
     if cfg.qk_norm == QKNorm.none and cfg.qk_norm_type is not None:
-        raise ConfigError(f"model.qk_norm_type={cfg.qk_norm_type.value} only applies with model.qk_norm=head "
-                          f"or projection, not none")
+        raise ConfigError(
+            f"model.qk_norm_type={cfg.qk_norm_type.value} only applies with model.qk_norm=head or projection, not none"
+        )
     cfg.attn_softcap = check_softcap("attn_softcap", cfg.attn_softcap)
     cfg.final_softcap = check_softcap("final_softcap", cfg.final_softcap)
 

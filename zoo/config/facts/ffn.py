@@ -12,12 +12,13 @@ is null, so that `model.param_budget` sizes dense layers and experts alike from 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
-from zoo.config.facts.activations import ACTIVATION_FACTS
 from zoo.config.errors import ConfigError
+from zoo.config.facts.activations import ACTIVATION_FACTS
 
 if TYPE_CHECKING:
     from zoo.config.schema.model import ModelConfig
@@ -35,7 +36,7 @@ class MoEGate(Choice):
     sigmoid = "sigmoid"  # an independent sigmoid per expert, then the top k (DeepSeek-V3)
 
 
-def _refuses_nothing(cfg: ModelConfig) -> Optional[str]:
+def _refuses_nothing(cfg: ModelConfig) -> str | None:
     """Valid with every family, position scheme, norm and activation."""
     return None
 
@@ -59,7 +60,7 @@ class FFNFacts:
     parameters: Callable[[ModelConfig, int], int]
     active: Callable[[ModelConfig, int], int]
     flops: Callable[[ModelConfig, int], int]
-    refuses: Callable[[ModelConfig], Optional[str]] = _refuses_nothing
+    refuses: Callable[[ModelConfig], str | None] = _refuses_nothing
 
 
 def _unit_parameters(D: int, F: int, gated: bool, bias: bool) -> int:
@@ -108,14 +109,16 @@ def _moe_flops(cfg: ModelConfig, F: int) -> int:
     return 2 * D * cfg.moe_experts + (cfg.moe_top_k + cfg.moe_shared) * _unit_flops(D, Fe, gated(cfg))
 
 
-def _moe_refuses(cfg: ModelConfig) -> Optional[str]:
+def _moe_refuses(cfg: ModelConfig) -> str | None:
     """Biases (the stacked expert weights hold none) and μP (its rules for the stacked expert
     matrices and the router are not worked out here)."""
     if cfg.bias:
         return "model.ffn=moe holds no biases (router and experts as in Mixtral and OLMoE): set model.bias=false"
     if cfg.parametrization.value != "standard":
-        return ("model.ffn=moe is not served under model.parametrization=mup (its rules for the router and the "
-                "stacked expert matrices are not worked out); use model.parametrization=standard")
+        return (
+            "model.ffn=moe is not served under model.parametrization=mup (its rules for the router and the "
+            "stacked expert matrices are not worked out); use model.parametrization=standard"
+        )
     return None
 
 
@@ -129,9 +132,9 @@ FFN_FACTS: dict[FFNKind, FFNFacts] = {
     ),
     FFNKind.moe: FFNFacts(
         what="Σ over the top-k experts e of x's router weights g_e(x) · FFN_e(x), plus shared experts; "
-             "the other layers (model.moe_every) dense",
+        "the other layers (model.moe_every) dense",
         paper="Shazeer et al. 2017; Fedus et al. 2021 (Switch); Jiang et al. 2024 (Mixtral); "
-              "Muennighoff et al. 2024 (OLMoE); Dai et al. 2024 (DeepSeekMoE: fine-grained and shared experts)",
+        "Muennighoff et al. 2024 (OLMoE); Dai et al. 2024 (DeepSeekMoE: fine-grained and shared experts)",
         parameters=_moe_total,
         active=_moe_active,
         flops=_moe_flops,
@@ -153,14 +156,14 @@ def layer_kinds(cfg: ModelConfig, n_layers: int) -> list[FFNKind]:
     return [FFNKind.moe if (i + 1) % cfg.moe_every == 0 else FFNKind.dense for i in range(n_layers)]
 
 
-def ffn_parameters(cfg: ModelConfig, d_ff: int, kind: Optional[FFNKind] = None, *, active: bool = False) -> int:
+def ffn_parameters(cfg: ModelConfig, d_ff: int, kind: FFNKind | None = None, *, active: bool = False) -> int:
     """The parameters of one feed-forward unit of `kind` (default `cfg.ffn`) at hidden width
     `d_ff`: all of them, or with `active` those one token passes through."""
     facts = FFN_FACTS[kind if kind is not None else cfg.ffn]
     return (facts.active if active else facts.parameters)(cfg, d_ff)
 
 
-def ffn_flops(cfg: ModelConfig, kind: Optional[FFNKind] = None) -> int:
+def ffn_flops(cfg: ModelConfig, kind: FFNKind | None = None) -> int:
     """The matrix-multiply FLOPs of one feed-forward unit of `kind` (default `cfg.ffn`) for one token."""
     return FFN_FACTS[kind if kind is not None else cfg.ffn].flops(cfg, cfg.d_ff)
 
@@ -172,8 +175,7 @@ def check_ffn(cfg: ModelConfig) -> None:
         raise ConfigError(refusal)
 
 
-MOE_KEYS = ("moe_experts", "moe_top_k", "moe_d_ff", "moe_shared", "moe_gate", "moe_renorm", "moe_capacity",
-            "moe_every")
+MOE_KEYS = ("moe_experts", "moe_top_k", "moe_d_ff", "moe_shared", "moe_gate", "moe_renorm", "moe_capacity", "moe_every")
 
 
 def check_moe_keys(cfg: ModelConfig) -> None:
@@ -184,8 +186,9 @@ def check_moe_keys(cfg: ModelConfig) -> None:
         defaults = {f.name: f for f in fields(cfg)}  # the schema's own defaults
         for name in MOE_KEYS:
             if getattr(cfg, name) != defaults[name].default:  # a Choice equals its string
-                raise ConfigError(f"model.{name}={getattr(cfg, name)!r} only applies to model.ffn=moe, "
-                                  f"not {cfg.ffn.value}")
+                raise ConfigError(
+                    f"model.{name}={getattr(cfg, name)!r} only applies to model.ffn=moe, not {cfg.ffn.value}"
+                )
         return
     for name in ("moe_experts", "moe_top_k", "moe_every"):
         _positive_int(name, getattr(cfg, name))
@@ -197,13 +200,16 @@ def check_moe_keys(cfg: ModelConfig) -> None:
         raise ConfigError(f"model.moe_top_k ({cfg.moe_top_k}) must be <= model.moe_experts ({cfg.moe_experts})")
     if not isinstance(cfg.moe_renorm, bool):
         raise ConfigError(f"model.moe_renorm must be true or false, got {cfg.moe_renorm!r}")
-    if cfg.moe_capacity is not None and (isinstance(cfg.moe_capacity, bool)
-                                         or not isinstance(cfg.moe_capacity, (int, float))
-                                         or not 0 < cfg.moe_capacity < float("inf")):
+    if cfg.moe_capacity is not None and (
+        isinstance(cfg.moe_capacity, bool)
+        or not isinstance(cfg.moe_capacity, (int, float))
+        or not 0 < cfg.moe_capacity < float("inf")
+    ):
         raise ConfigError(f"model.moe_capacity must be a number > 0 (or null: dropless), got {cfg.moe_capacity!r}")
     if cfg.moe_every > cfg.n_layers:
-        raise ConfigError(f"model.moe_every={cfg.moe_every} exceeds model.n_layers={cfg.n_layers}: "
-                          f"no layer would be a mixture")
+        raise ConfigError(
+            f"model.moe_every={cfg.moe_every} exceeds model.n_layers={cfg.n_layers}: no layer would be a mixture"
+        )
 
 
 def _positive_int(name: str, value) -> None:

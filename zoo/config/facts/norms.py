@@ -7,8 +7,9 @@ enum, and `tests/config/facts/test_norm_table.py` keeps the two in step."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -22,7 +23,7 @@ class NormType(Choice):
     rmsnorm = "rmsnorm"
 
 
-def _refuses_nothing(cfg: ModelConfig) -> Optional[str]:
+def _refuses_nothing(cfg: ModelConfig) -> str | None:
     """Valid with every family, position scheme and norm placement."""
     return None
 
@@ -44,7 +45,7 @@ class NormFacts:
     paper: str
     parameters: Callable[[int, bool], int]
     flops_per_element: int
-    refuses: Callable[[ModelConfig], Optional[str]] = _refuses_nothing
+    refuses: Callable[[ModelConfig], str | None] = _refuses_nothing
 
 
 NORM_FACTS: dict[NormType, NormFacts] = {

@@ -61,21 +61,27 @@ OPTIMIZER_FACTS: dict[OptimizerKind, OptimizerFacts] = {
     OptimizerKind.adamw: OptimizerFacts(
         what="Adam with decoupled weight decay (never on norms, biases or embeddings)",
         paper="Loshchilov & Hutter 2019",
-        params=(*COMMON, *ADAM_KEYS), state=2,
+        params=(*COMMON, *ADAM_KEYS),
+        state=2,
     ),
     OptimizerKind.adam: OptimizerFacts(
         what="Adam, weight decay added to the gradient (L2)",
         paper="Kingma & Ba 2015; Vaswani et al. 2017 with scheduler=inverse_sqrt",
-        params=(*COMMON, *ADAM_KEYS), state=2,
+        params=(*COMMON, *ADAM_KEYS),
+        state=2,
     ),
     OptimizerKind.muon: OptimizerFacts(
         what="torch.optim.Muon (momentum, then Newton-Schulz orthogonalisation of the update) for the "
-             "hidden layers' 2-D matrices, each fused matrix (qkv_proj, a gated w_in) whole; AdamW for "
-             "embeddings, output head, norms and biases",
+        "hidden layers' 2-D matrices, each fused matrix (qkv_proj, a gated w_in) whole; AdamW for "
+        "embeddings, output head, norms and biases",
         paper="Jordan et al. 2024 (Muon); Liu et al. 2025, 'Muon is Scalable for LLM Training'",
-        params=(*COMMON, *ADAM_KEYS, *MUON_KEYS), state=1, hidden_only=True,
-        refuses=("trainer.strategy=fsdp or hsdp (Newton-Schulz needs each whole matrix; a rank holds a shard)",
-                 "model.parametrization=mup (muP's per-layer rates are Adam's; Muon scales by shape)"),
+        params=(*COMMON, *ADAM_KEYS, *MUON_KEYS),
+        state=1,
+        hidden_only=True,
+        refuses=(
+            "trainer.strategy=fsdp or hsdp (Newton-Schulz needs each whole matrix; a rank holds a shard)",
+            "model.parametrization=mup (muP's per-layer rates are Adam's; Muon scales by shape)",
+        ),
     ),
 }
 

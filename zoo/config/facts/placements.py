@@ -48,21 +48,27 @@ PLACEMENT_FACTS: dict[NormPlacement, PlacementFacts] = {
     NormPlacement.pre: PlacementFacts(
         what="x + f(norm(x)); a final norm after the stack",
         paper="Xiong et al. 2020 (GPT-2, Llama)",
-        norms_per_sublayer=1, final_norm=True,
+        norms_per_sublayer=1,
+        final_norm=True,
     ),
     NormPlacement.post: PlacementFacts(
         what="norm(x + f(x)); no final norm",
         paper="Vaswani et al. 2017 (BERT, BART)",
-        norms_per_sublayer=1, final_norm=False, normalizes_stream=True,
+        norms_per_sublayer=1,
+        final_norm=False,
+        normalizes_stream=True,
     ),
     NormPlacement.sandwich: PlacementFacts(
         what="x + norm_out(f(norm_in(x))); a final norm after the stack",
         paper="Ding et al. 2021 (CogView); Gemma Team 2024 (Gemma 2)",
-        norms_per_sublayer=2, final_norm=True, flops="two norms over D",
+        norms_per_sublayer=2,
+        final_norm=True,
+        flops="two norms over D",
     ),
     NormPlacement.reordered: PlacementFacts(
         what="x + norm(f(x)); a final norm after the stack",
         paper="OLMo Team 2024 (2 OLMo 2 Furious), after Liu et al. 2022 (Swin v2)",
-        norms_per_sublayer=1, final_norm=True,
+        norms_per_sublayer=1,
+        final_norm=True,
     ),
 }

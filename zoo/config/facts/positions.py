@@ -7,8 +7,9 @@ the two in step."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -81,7 +82,7 @@ class PositionFacts:
     params: tuple[str, ...]
     acts: tuple[Site, ...]
     paper: str
-    even: Optional[Even] = None
+    even: Even | None = None
     bounded: bool = False
     parameters: Callable[[ModelConfig, int], int] = _no_parameters
     embedding: bool = False
@@ -111,43 +112,53 @@ def _shaw_flops(cfg: ModelConfig) -> int:
 
 POSITION_FACTS: dict[PositionKind, PositionFacts] = {
     PositionKind.none: PositionFacts(
-        params=(), acts=(),
+        params=(),
+        acts=(),
         paper="ablation baseline; causal masking alone leaks order (Haviv et al. 2022)",
     ),
     PositionKind.sinusoidal: PositionFacts(
-        params=(), acts=(Site.embeddings,),
+        params=(),
+        acts=(Site.embeddings,),
         paper="Vaswani et al. 2017, §3.5",
         even=Even("d_model", "sinusoidal positions pair sin/cos dimensions: d_model {d_model} must be even"),
     ),
     PositionKind.learned: PositionFacts(
-        params=("offset",), acts=(Site.embeddings,),
+        params=("offset",),
+        acts=(Site.embeddings,),
         paper="Gehring et al. 2017; GPT, BERT; offset: BART (Lewis et al. 2020)",
-        bounded=True, parameters=_learned, embedding=True,
+        bounded=True,
+        parameters=_learned,
+        embedding=True,
     ),
     PositionKind.relative: PositionFacts(
-        params=("num_buckets", "max_distance"), acts=(Site.scores,),
+        params=("num_buckets", "max_distance"),
+        acts=(Site.scores,),
         paper="Raffel et al. 2020, §2.1 (T5)",
         parameters=_relative,
     ),
     PositionKind.shaw: PositionFacts(
-        params=("clip",), acts=(Site.scores, Site.values),
+        params=("clip",),
+        acts=(Site.scores, Site.values),
         paper="Shaw et al. 2018",
-        parameters=_shaw, flops=_shaw_flops,
+        parameters=_shaw,
+        flops=_shaw_flops,
     ),
     PositionKind.alibi: PositionFacts(
-        params=(), acts=(Site.scores,),
+        params=(),
+        acts=(Site.scores,),
         paper="Press et al. 2022",
     ),
     PositionKind.rope: PositionFacts(
-        params=("theta", "scale"), acts=(Site.rotation,),
+        params=("theta", "scale"),
+        acts=(Site.rotation,),
         paper="Su et al. 2021 (RoFormer); scale: Chen et al. 2023",
-        even=Even("head_dim", "rope rotates pairs of dimensions: head size {head_dim} "
-                  "(d_model {d_model} / n_heads {n_heads}) must be even"),
+        even=Even(
+            "head_dim",
+            "rope rotates pairs of dimensions: head size {head_dim} "
+            "(d_model {d_model} / n_heads {n_heads}) must be even",
+        ),
     ),
 }
-
-# schemes whose positions end at model.max_seq_len (a table of that many rows)
-BOUNDED = tuple(kind for kind, facts in POSITION_FACTS.items() if facts.bounded)
 
 
 def readers(param: str) -> tuple[PositionKind, ...]:
@@ -162,8 +173,7 @@ def check_params(position: PositionConfig) -> None:
         if owners and position.kind not in owners and getattr(position, f.name) != f.default:
             names = " or ".join(k.value for k in owners)
             raise ConfigError(
-                f"model.position.{f.name} only applies to model/position={names}, "
-                f"not {position.kind.value}"
+                f"model.position.{f.name} only applies to model/position={names}, not {position.kind.value}"
             )
 
 
@@ -171,12 +181,10 @@ def check_even(cfg: ModelConfig) -> None:
     """Refuse an odd size that `cfg`'s scheme pairs dimensions of."""
     even = POSITION_FACTS[cfg.position.kind].even
     if even is not None and getattr(cfg, even.size) % 2:
-        raise ConfigError(
-            even.refusal.format(d_model=cfg.d_model, n_heads=cfg.n_heads, head_dim=cfg.head_dim)
-        )
+        raise ConfigError(even.refusal.format(d_model=cfg.d_model, n_heads=cfg.n_heads, head_dim=cfg.head_dim))
 
 
-def max_positions(cfg: ModelConfig) -> Optional[int]:
+def max_positions(cfg: ModelConfig) -> int | None:
     """How many positions `cfg`'s scheme can encode: model.max_seq_len for a bounded scheme,
     None for one that extrapolates to any length."""
     return cfg.max_seq_len if POSITION_FACTS[cfg.position.kind].bounded else None

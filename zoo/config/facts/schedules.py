@@ -48,32 +48,36 @@ class ScheduleFacts:
 
 SCHEDULE_FACTS: dict[ScheduleKind, ScheduleFacts] = {
     ScheduleKind.constant: ScheduleFacts(
-        what="linear warmup (if any), then optim.lr", paper="-",
+        what="linear warmup (if any), then optim.lr",
+        paper="-",
         params=("warmup_steps",),
     ),
     ScheduleKind.cosine: ScheduleFacts(
         what="linear warmup, then a cosine from optim.lr to min_lr_ratio x optim.lr at total_steps",
         paper="Loshchilov & Hutter 2017 (SGDR), without restarts",
-        params=("warmup_steps", "min_lr_ratio", "total_steps"), needs_total=True,
+        params=("warmup_steps", "min_lr_ratio", "total_steps"),
+        needs_total=True,
     ),
     ScheduleKind.inverse_sqrt: ScheduleFacts(
         what="d_model^-0.5 x min(n^-0.5, n x warmup^-1.5), n = step + 1; optim.lr multiplies it",
         paper="Vaswani et al. 2017, eq. (3)",
-        params=("warmup_steps",), needs_warmup=True,
+        params=("warmup_steps",),
+        needs_warmup=True,
     ),
     ScheduleKind.wsd: ScheduleFacts(
         what="linear warmup, optim.lr held, then a cooldown (linear or one_minus_sqrt: 1 - sqrt) to min_lr_ratio x optim.lr "
-             "over the last decay_steps (or decay_fraction of total_steps) steps",
+        "over the last decay_steps (or decay_fraction of total_steps) steps",
         paper="Hu et al. 2024 (MiniCPM); Hägele et al. 2024, 'Scaling Laws and Compute-Optimal Training "
-              "Beyond Fixed Training Durations'",
+        "Beyond Fixed Training Durations'",
         params=("warmup_steps", "min_lr_ratio", "total_steps", "decay_fraction", "decay_steps", "decay_shape"),
         needs_total=True,
     ),
     ScheduleKind.linear: ScheduleFacts(
         what="linear warmup, then a straight line from optim.lr to zero at total_steps",
         paper="Bergsma et al. 2025, 'Straight to Zero: Why Linearly Decaying the Learning Rate to Zero "
-              "Works Best for LLMs'",
-        params=("warmup_steps", "total_steps"), needs_total=True,
+        "Works Best for LLMs'",
+        params=("warmup_steps", "total_steps"),
+        needs_total=True,
     ),
 }
 

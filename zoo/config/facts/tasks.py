@@ -117,29 +117,56 @@ _EOS_ENDS_DOCUMENTS = Special("eos", "it ends each document in the packed blocks
 _PAD_FILLS = Special("pad", "it fills the batches")
 
 
-def _packed_lm(kind: TaskKind, family: Family, specials: tuple[Special, ...], *, shifted: bool,
-               generates: bool, collate: Collate) -> TaskSpec:
+def _packed_lm(
+    kind: TaskKind, family: Family, specials: tuple[Special, ...], *, shifted: bool, generates: bool, collate: Collate
+) -> TaskSpec:
     """The row of a language-model objective over packed windows of one text column, the
     default task of its one family."""
-    return TaskSpec(kind=kind, families=(family,), default_for=(family,), columns=("text_column",),
-                    text_columns=("text_column",), specials=specials, packs=True, shifted=shifted,
-                    generates=generates, decodes_in_validation=False, tokenize=Tokenize.documents, collate=collate, batch=("input_ids", "labels"))
+    return TaskSpec(
+        kind=kind,
+        families=(family,),
+        default_for=(family,),
+        columns=("text_column",),
+        text_columns=("text_column",),
+        specials=specials,
+        packs=True,
+        shifted=shifted,
+        generates=generates,
+        decodes_in_validation=False,
+        tokenize=Tokenize.documents,
+        collate=collate,
+        batch=("input_ids", "labels"),
+    )
 
 
 TASK_SPECS: dict[TaskKind, TaskSpec] = {
-    TaskKind.causal_lm: _packed_lm(TaskKind.causal_lm, Family.decoder_only, (_EOS_ENDS_DOCUMENTS,),
-                                   shifted=True, generates=True, collate=Collate.causal),
-    TaskKind.masked_lm: _packed_lm(TaskKind.masked_lm, Family.encoder_only,
-                                   (Special("mask", "it replaces the tokens to predict"), _EOS_ENDS_DOCUMENTS),
-                                   shifted=False, generates=False, collate=Collate.masked),
+    TaskKind.causal_lm: _packed_lm(
+        TaskKind.causal_lm,
+        Family.decoder_only,
+        (_EOS_ENDS_DOCUMENTS,),
+        shifted=True,
+        generates=True,
+        collate=Collate.causal,
+    ),
+    TaskKind.masked_lm: _packed_lm(
+        TaskKind.masked_lm,
+        Family.encoder_only,
+        (Special("mask", "it replaces the tokens to predict"), _EOS_ENDS_DOCUMENTS),
+        shifted=False,
+        generates=False,
+        collate=Collate.masked,
+    ),
     TaskKind.seq2seq: TaskSpec(
         kind=TaskKind.seq2seq,
         families=(Family.encoder_decoder,),
         default_for=(Family.encoder_decoder,),
         columns=("text_column", "target_column"),
         text_columns=("text_column", "target_column"),
-        specials=(Special("bos", "the decoder starts from it"), Special("eos", "it ends every source and target"),
-                  _PAD_FILLS),
+        specials=(
+            Special("bos", "the decoder starts from it"),
+            Special("eos", "it ends every source and target"),
+            _PAD_FILLS,
+        ),
         packs=False,
         shifted=True,
         generates=True,

@@ -7,15 +7,15 @@ data, so it is stored as a plain dict."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 
 @dataclass(frozen=True)
 class CheckpointExtras:
     tokenizer_kind: str = "byte"  # the kind the data was encoded with (`tokenizer.kind`)
-    special_ids: dict[str, Optional[int]] = field(default_factory=dict)  # pad, unk, bos, eos, mask, cls
-    data: Optional[dict[str, Any]] = None  # the run's data section: zoo-eval's default dataset
-    labels: Optional[list[str]] = None  # classification: the label names, in class order
+    special_ids: dict[str, int | None] = field(default_factory=dict)  # pad, unk, bos, eos, mask, cls
+    data: dict[str, Any] | None = None  # the run's data section: zoo-eval's default dataset
+    labels: list[str] | None = None  # classification: the label names, in class order
     unknown: dict[str, Any] = field(default_factory=dict)  # keys of another zoo version, kept
 
     def to_dict(self) -> dict[str, Any]:
@@ -27,13 +27,15 @@ class CheckpointExtras:
         return {**out, **{k: v for k, v in self.unknown.items() if k not in out}}
 
     @classmethod
-    def read(cls, extra: Optional[dict[str, Any]]) -> "CheckpointExtras":
+    def read(cls, extra: dict[str, Any] | None) -> CheckpointExtras:
         """The extras of a checkpoint's `hyper_parameters["extra"]` (None or {}: a checkpoint
         written without them, whose tokenizer was bytes)."""
         extra = dict(extra or {})
         known = {"tokenizer_kind", "special_ids", "data", "labels"}
-        return cls(tokenizer_kind=str(extra.get("tokenizer_kind", "byte")),
-                   special_ids=dict(extra.get("special_ids") or {}),
-                   data=dict(extra["data"]) if extra.get("data") is not None else None,
-                   labels=list(extra["labels"]) if extra.get("labels") is not None else None,
-                   unknown={k: v for k, v in extra.items() if k not in known})
+        return cls(
+            tokenizer_kind=str(extra.get("tokenizer_kind", "byte")),
+            special_ids=dict(extra.get("special_ids") or {}),
+            data=dict(extra["data"]) if extra.get("data") is not None else None,
+            labels=list(extra["labels"]) if extra.get("labels") is not None else None,
+            unknown={k: v for k, v in extra.items() if k not in known},
+        )

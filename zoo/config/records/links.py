@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Optional
 
 from zoo.config.errors import ZooError
 
@@ -36,7 +35,7 @@ def _leads_out(link: Path, root_real: str) -> bool:
     return not (target == root_real or target.startswith(root_real.rstrip(os.sep) + os.sep))
 
 
-def link_out(path: str | os.PathLike, root: str | os.PathLike) -> Optional[Path]:
+def link_out(path: str | os.PathLike, root: str | os.PathLike) -> Path | None:
     """The first part of `path` below `root` that is a link leading out of `root`, else None
     (also when `path` or a part of it does not exist yet: nothing there to follow)."""
     path, root = Path(path), Path(root)
@@ -59,8 +58,10 @@ def link_out(path: str | os.PathLike, root: str | os.PathLike) -> Optional[Path]
 
 def refusal(link: Path, root: str | os.PathLike) -> LinkedOut:
     """The one-line refusal of `link`, a link out of `root`."""
-    return LinkedOut(f"{link} is a link out of {root}; zoo reads and writes a run's or sweep's files only "
-                     f"inside its directory: remove the link")
+    return LinkedOut(
+        f"{link} is a link out of {root}; zoo reads and writes a run's or sweep's files only "
+        f"inside its directory: remove the link"
+    )
 
 
 def inside(path: str | os.PathLike, root: str | os.PathLike) -> Path:
@@ -75,11 +76,15 @@ def tracker_made(entry: Path) -> bool:
     """A link W&B makes itself and zoo never follows: each W&B run's `logs/debug-core.log` points
     at the log of W&B's own service, outside the run (`wandb/offline-run-*/logs/debug-core.log`)."""
     run = entry.parent.parent
-    return (entry.name == "debug-core.log" and entry.parent.name == "logs" and "run-" in run.name
-            and run.parent.name == "wandb")
+    return (
+        entry.name == "debug-core.log"
+        and entry.parent.name == "logs"
+        and "run-" in run.name
+        and run.parent.name == "wandb"
+    )
 
 
-def first_link_out(root: str | os.PathLike) -> Optional[Path]:
+def first_link_out(root: str | os.PathLike) -> Path | None:
     """The first link under `root` (in walking order) that leads out of it, else None; the links
     a tracker makes itself (`tracker_made`) are not followed by any tool and are passed over."""
     root = Path(root)

@@ -31,12 +31,11 @@ import fnmatch
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePath
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
+from zoo.config.errors import CheckpointError, ZooError
 from zoo.config.records.atomic import write_text
 from zoo.config.records.links import inside
-from zoo.config.errors import CheckpointError, ZooError
-
 
 # config keys (prefixes) that do not change what a run learns: the seed and bookkeeping. Runs
 # that differ only in these are replicates of one arm (zoo-compare, the trackers' arm names).
@@ -160,8 +159,17 @@ class RunDir:
         if parts[0] == self.CHECKPOINTS and len(parts) == 2:
             return parts[1] in (self.LAST, self.FULL) or fnmatch.fnmatch(parts[1], self.BEST_FILES)
         if len(parts) == 1:
-            return parts[0] in (self.LOCK, self.LOG, self.CONFIG, self.METRICS, self.HPARAMS, self.SUMMARY,
-                                self.FAILED, self.LENGTHS, self.TRACKING) or fnmatch.fnmatch(parts[0], self.RANK_LOG)
+            return parts[0] in (
+                self.LOCK,
+                self.LOG,
+                self.CONFIG,
+                self.METRICS,
+                self.HPARAMS,
+                self.SUMMARY,
+                self.FAILED,
+                self.LENGTHS,
+                self.TRACKING,
+            ) or fnmatch.fnmatch(parts[0], self.RANK_LOG)
         return False
 
 
@@ -188,12 +196,16 @@ def locate_checkpoint(path: str | PurePath) -> Path:
         for candidate in (run.full, run.last, path / RunDir.FULL, path / RunDir.LAST):
             if candidate.exists():  # a checkpoint of the directory, never one a link there leads to
                 return locate_checkpoint(inside(candidate, path))
-        raise CheckpointError(f"{path} is a directory without a checkpoint (neither checkpoints/{RunDir.LAST} nor "
-                              f"{RunDir.LAST} in it); give a .ckpt file, a run directory or its checkpoints/ "
-                              f"directory")
+        raise CheckpointError(
+            f"{path} is a directory without a checkpoint (neither checkpoints/{RunDir.LAST} nor "
+            f"{RunDir.LAST} in it); give a .ckpt file, a run directory or its checkpoints/ "
+            f"directory"
+        )
     if not path.is_file():  # a pipe would block the read below; a device has no end
-        raise CheckpointError(f"{path} is not a regular file (a pipe, device or socket); give a .ckpt file, a "
-                              f"run directory or its checkpoints/ directory")
+        raise CheckpointError(
+            f"{path} is not a regular file (a pipe, device or socket); give a .ckpt file, a "
+            f"run directory or its checkpoints/ directory"
+        )
     with open(path, "rb") as fh:
         magic = fh.read(4)
     if magic[:2] != b"PK" and magic[:1] != b"\x80":  # torch.save: a zip archive (or a legacy pickle)
@@ -206,11 +218,12 @@ def read_record(path: Path) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise DamagedRecord(f"{path} is damaged (not JSON: {exc}); run it again or remove the run "
-                            f"directory") from None
+        raise DamagedRecord(f"{path} is damaged (not JSON: {exc}); run it again or remove the run directory") from None
     if not isinstance(value, dict):
-        raise DamagedRecord(f"{path} is damaged (a JSON {type(value).__name__}, not an object); run it "
-                            f"again or remove the run directory")
+        raise DamagedRecord(
+            f"{path} is damaged (a JSON {type(value).__name__}, not an object); run it "
+            f"again or remove the run directory"
+        )
     return value
 
 
@@ -220,37 +233,44 @@ class RunSummary:
     zoo did not write reads as None (`metrics` and `model` as {}); a key this version does not
     know is kept in `extra` and written back after the others."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("baseline", "sample", "replicas_identical",
-                                            "replica_max_fingerprint_diff", "branched_from")  # left out when None
+    OPTIONAL: ClassVar[tuple[str, ...]] = (
+        "baseline",
+        "sample",
+        "replicas_identical",
+        "replica_max_fingerprint_diff",
+        "branched_from",
+    )  # left out when None
 
-    run_dir: Optional[str] = None
-    status: Optional[str] = None  # "finished"
-    task: Optional[str] = None  # TaskKind value
-    family: Optional[str] = None  # Family value
-    position: Optional[str] = None  # PositionKind value
-    global_step: Optional[int] = None
-    tokens_seen: Optional[int] = None
-    train_seconds: Optional[float] = None  # inside the training loop (Throughput)
-    tokens_per_s: Optional[float] = None  # None when no training time was measured
-    wall_seconds: Optional[float] = None  # fit and the final validation
-    metrics: dict[str, Optional[float]] = field(default_factory=dict)  # the trainer's last scalars
-    prepared_data: Optional[str] = None  # the token shards' directory, when the data was prepared
-    tokenizer: Optional[dict[str, Any]] = None  # {"kind", "vocab_size", "digest"}: equal digests, one tokenizer
-    data: Optional[dict[str, Optional[int]]] = None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
+    run_dir: str | None = None
+    status: str | None = None  # "finished"
+    task: str | None = None  # TaskKind value
+    family: str | None = None  # Family value
+    position: str | None = None  # PositionKind value
+    global_step: int | None = None
+    tokens_seen: int | None = None
+    train_seconds: float | None = None  # inside the training loop (Throughput)
+    tokens_per_s: float | None = None  # None when no training time was measured
+    wall_seconds: float | None = None  # fit and the final validation
+    metrics: dict[str, float | None] = field(default_factory=dict)  # the trainer's last scalars
+    prepared_data: str | None = None  # the token shards' directory, when the data was prepared
+    tokenizer: dict[str, Any] | None = None  # {"kind", "vocab_size", "digest"}: equal digests, one tokenizer
+    data: dict[str, int | None] | None = (
+        None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
+    )
     model: dict[str, int] = field(default_factory=dict)  # zoo.models.summary.ModelSummary.as_dict()
-    baseline: Optional[dict[str, float]] = None  # causal_lm with counted training tokens: the unigram loss
-    sample: Optional[str] = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)
-    init_from: Optional[str] = None  # the pretrained weights, unless resumed_from is set
-    resumed_from: Optional[str] = None  # the checkpoint this run continued
-    resumed_at_step: Optional[int] = None
-    branched_from: Optional[dict[str, Any]] = None  # branch_from: the parent's {"run", "checkpoint", "step"}
-    nonfinite_skipped: Optional[int] = None  # steps skipped for a non-finite loss
-    world_size: Optional[int] = None
-    replicas_identical: Optional[bool] = None  # data-parallel runs: do the replicas agree?
-    replica_max_fingerprint_diff: Optional[float] = None
-    best_checkpoint: Optional[str] = None
-    last_checkpoint: Optional[str] = None
-    full_checkpoint: Optional[str] = None  # sharded runs: the whole model in one file
+    baseline: dict[str, float] | None = None  # causal_lm with counted training tokens: the unigram loss
+    sample: str | None = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)
+    init_from: str | None = None  # the pretrained weights, unless resumed_from is set
+    resumed_from: str | None = None  # the checkpoint this run continued
+    resumed_at_step: int | None = None
+    branched_from: dict[str, Any] | None = None  # branch_from: the parent's {"run", "checkpoint", "step"}
+    nonfinite_skipped: int | None = None  # steps skipped for a non-finite loss
+    world_size: int | None = None
+    replicas_identical: bool | None = None  # data-parallel runs: do the replicas agree?
+    replica_max_fingerprint_diff: float | None = None
+    best_checkpoint: str | None = None
+    last_checkpoint: str | None = None
+    full_checkpoint: str | None = None  # sharded runs: the whole model in one file
     extra: dict[str, Any] = field(default_factory=dict)  # keys of another zoo version, kept
 
     def as_dict(self) -> dict[str, Any]:
@@ -282,12 +302,15 @@ class RunSummary:
         data = read_record(path)
         metrics = data.get("metrics", {})
         if not isinstance(metrics, dict):
-            raise DamagedRecord(f"{path} is damaged (its metrics are not a mapping); run it again "
-                                f"or remove the run directory")
+            raise DamagedRecord(
+                f"{path} is damaged (its metrics are not a mapping); run it again or remove the run directory"
+            )
         for key, value in metrics.items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise DamagedRecord(f"{path} is damaged (metric {key!r} is {value!r}, not a number); "
-                                    f"run it again or remove the run directory")
+                raise DamagedRecord(
+                    f"{path} is damaged (metric {key!r} is {value!r}, not a number); "
+                    f"run it again or remove the run directory"
+                )
         return cls.from_dict(data)
 
 
@@ -302,14 +325,19 @@ class RunFailure:
 
     error: str
     status: str = "failed"
-    signal: Optional[int] = None  # the signal that stopped the run (15 SIGTERM, 2 SIGINT)
-    step: Optional[int] = None  # the step of the checkpoint the run resumes from (None: none saved)
-    resume: Optional[str] = None  # the command that resumes the run
+    signal: int | None = None  # the signal that stopped the run (15 SIGTERM, 2 SIGINT)
+    step: int | None = None  # the step of the checkpoint the run resumes from (None: none saved)
+    resume: str | None = None  # the command that resumes the run
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"status": self.status, "error": self.error, "signal": self.signal, "step": self.step,
-               "resume": self.resume}
+        out = {
+            "status": self.status,
+            "error": self.error,
+            "signal": self.signal,
+            "step": self.step,
+            "resume": self.resume,
+        }
         for key in self.OPTIONAL:
             if out[key] is None:
                 del out[key]
@@ -327,10 +355,16 @@ class RunFailure:
         known = {f.name for f in fields(cls)} - {"extra"}
         values = {k: v for k, v in data.items() if k in known}
         values.setdefault("error", "")
-        for key, kind, what in (("error", str, "text"), ("status", str, "text"), ("signal", int, "an integer"),
-                                ("step", int, "an integer"), ("resume", str, "text")):
+        for key, kind, what in (
+            ("error", str, "text"),
+            ("status", str, "text"),
+            ("signal", int, "an integer"),
+            ("step", int, "an integer"),
+            ("resume", str, "text"),
+        ):
             value = values.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
-                raise DamagedRecord(f"{path} is damaged ({key} is {value!r}, not {what}); run it again or "
-                                    f"remove the run directory")
+                raise DamagedRecord(
+                    f"{path} is damaged ({key} is {value!r}, not {what}); run it again or remove the run directory"
+                )
         return cls(**values, extra={k: v for k, v in data.items() if k not in known})

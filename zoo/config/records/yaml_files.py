@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from zoo.config.errors import ConfigError
 
@@ -37,8 +38,10 @@ def check_yaml_text(text: str, name: str) -> None:
         for event in yaml.parse(io.StringIO(text), Loader=loader):
             if isinstance(event, yaml.AliasEvent):
                 line = event.start_mark.line + 1 if event.start_mark is not None else "?"
-                raise UnboundedYaml(f"{name}, line {line}: a YAML alias (*{event.anchor}) is refused (an "
-                                  f"alias can expand to billions of values): write the value out")
+                raise UnboundedYaml(
+                    f"{name}, line {line}: a YAML alias (*{event.anchor}) is refused (an "
+                    f"alias can expand to billions of values): write the value out"
+                )
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         place = f"{name}, line {where.line + 1}" if where is not None else name
@@ -101,4 +104,4 @@ def check_config_dirs(entries: Iterable[str]) -> None:
         text = str(entry)
         if text.startswith("pkg://"):
             continue
-        check_config_dir(text[len("file://"):] if text.startswith("file://") else text)
+        check_config_dir(text[len("file://") :] if text.startswith("file://") else text)

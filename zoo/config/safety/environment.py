@@ -25,33 +25,75 @@ words (`ENV_SET_ALLOWED`), each value one plain word or number."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from zoo.config.errors import ConfigError
 
 # the resolvers a config may call: zoo's own (zoo.cli.launch.register_resolvers), Hydra's, and
 # OmegaConf's that select or list nodes of the config itself
-RESOLVERS = frozenset({
-    "zoo.now", "zoo.dir", "zoo.rank_log", "zoo.rank_zero", "zoo.tasks_per_node", "zoo.gpus_per_node",
-    "zoo.steps_for_tokens", "zoo.share_of_steps", "zoo.branch_end",
-    "hydra", "now",
-    "oc.select", "oc.dict.keys", "oc.dict.values", "oc.deprecated",
-})
+RESOLVERS = frozenset(
+    {
+        "zoo.now",
+        "zoo.dir",
+        "zoo.rank_log",
+        "zoo.rank_zero",
+        "zoo.tasks_per_node",
+        "zoo.gpus_per_node",
+        "zoo.steps_for_tokens",
+        "zoo.share_of_steps",
+        "zoo.branch_end",
+        "hydra",
+        "now",
+        "oc.select",
+        "oc.dict.keys",
+        "oc.dict.values",
+        "oc.deprecated",
+    }
+)
 ENV_READERS = frozenset({"oc.env", "env"})
 
 # environment variables a config may set for its job: thread counts, the devices, and the NCCL
 # and torch.distributed settings that take a number or a word (none loads code or names a file)
 ENV_SET_ALLOWED = (
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "TOKENIZERS_PARALLELISM",
-    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD",
-    "NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT",
-    "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_CROSS_NIC",
-    "NCCL_BUFFSIZE", "NCCL_NTHREADS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_ALGO", "NCCL_PROTO",
-    "NCCL_NVLS_ENABLE", "NCCL_CUMEM_ENABLE", "NCCL_LAUNCH_MODE", "NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "TOKENIZERS_PARALLELISM",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NCCL_DEBUG",
+    "NCCL_DEBUG_SUBSYS",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_SOCKET_NTHREADS",
+    "NCCL_NSOCKS_PERTHREAD",
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_HCA",
+    "NCCL_IB_GID_INDEX",
+    "NCCL_IB_TIMEOUT",
+    "NCCL_IB_RETRY_CNT",
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_NET_GDR_LEVEL",
+    "NCCL_CROSS_NIC",
+    "NCCL_BUFFSIZE",
+    "NCCL_NTHREADS",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_CUMEM_ENABLE",
+    "NCCL_LAUNCH_MODE",
+    "NCCL_ASYNC_ERROR_HANDLING",
     "NCCL_BLOCKING_WAIT",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ENABLE_MONITORING",
-    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "TORCH_NCCL_AVOID_RECORD_STREAMS",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_BLOCKING_WAIT",
+    "TORCH_NCCL_ENABLE_MONITORING",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+    "TORCH_NCCL_AVOID_RECORD_STREAMS",
 )
 # a value of one of them: a number or a word, or a comma list of them (devices, interfaces)
 _PLAIN = re.compile(r"[A-Za-z0-9_.,:+-]*")
@@ -62,12 +104,13 @@ def check_env_set(env_set: Any) -> None:
     or a value that is not a plain number or word."""
     for name, value in (env_set or {}).items():
         if name not in ENV_SET_ALLOWED:
-            raise ConfigError(f"hydra.job.env_set.{name} is refused: a config may set only variables that "
-                              f"take a number or a word ({', '.join(ENV_SET_ALLOWED)}); set others in the "
-                              f"environment zoo-train is started in")
+            raise ConfigError(
+                f"hydra.job.env_set.{name} is refused: a config may set only variables that "
+                f"take a number or a word ({', '.join(ENV_SET_ALLOWED)}); set others in the "
+                f"environment zoo-train is started in"
+            )
         if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not _PLAIN.fullmatch(str(value)):
-            raise ConfigError(f"hydra.job.env_set.{name}={value!r} is refused: its value must be a number or "
-                              f"a word")
+            raise ConfigError(f"hydra.job.env_set.{name}={value!r} is refused: its value must be a number or a word")
 
 
 def check_env_reads(node: Any, path: str = "") -> None:
@@ -88,14 +131,20 @@ def check_value(text: str, path: str) -> None:
     interpolations once unescaped."""
     for name in resolvers_called(text):
         if name is None:
-            raise ConfigError(f"{path}={text!r} is refused: it calls a resolver whose name is an "
-                              f"interpolation; name the resolver as written")
+            raise ConfigError(
+                f"{path}={text!r} is refused: it calls a resolver whose name is an "
+                f"interpolation; name the resolver as written"
+            )
         if name in ENV_READERS:
-            raise ConfigError(f"{path}: a value read from the environment ({text}) is refused: it would be "
-                              f"written into config.yaml and every checkpoint; give the value itself")
+            raise ConfigError(
+                f"{path}: a value read from the environment ({text}) is refused: it would be "
+                f"written into config.yaml and every checkpoint; give the value itself"
+            )
         if name not in RESOLVERS:
-            raise ConfigError(f"{path}={text!r} is refused: a config may call only the resolvers "
-                              f"{', '.join(sorted(RESOLVERS))} (${{{name}:...}} is none of them)")
+            raise ConfigError(
+                f"{path}={text!r} is refused: a config may call only the resolvers "
+                f"{', '.join(sorted(RESOLVERS))} (${{{name}:...}} is none of them)"
+            )
 
 
 def resolvers_called(text: str) -> Iterator[str | None]:

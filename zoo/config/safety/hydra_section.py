@@ -23,8 +23,9 @@ from __future__ import annotations
 import enum
 import fnmatch
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import PurePosixPath
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any
 
 from zoo.config.errors import ConfigError
 
@@ -36,7 +37,7 @@ class Rule(enum.Enum):
 
 
 # the options of Hydra's config groups a run may choose (`hydra/launcher=slurm`)
-HYDRA_GROUPS: dict[str, tuple[str, ...]] = {
+HYDRA_GROUPS: dict[str, tuple[str | None, ...]] = {  # None: the group left empty (null)
     "hydra/launcher": ("basic", "slurm", "submitit_slurm", "submitit_local"),
     "hydra/sweeper": ("basic",),
     "hydra/job_logging": ("default",),
@@ -81,8 +82,9 @@ def inside(path: str, value: Any, base: str) -> None:
     _text(path, value)
     text = str(value)
     if not text or PurePosixPath(text).is_absolute() or ".." in PurePosixPath(text).parts:
-        raise ConfigError(f"{path}={text!r} is refused: it must name a directory inside {base} (a relative "
-                          f"path without '..')")
+        raise ConfigError(
+            f"{path}={text!r} is refused: it must name a directory inside {base} (a relative path without '..')"
+        )
 
 
 def _subdir(path: str, value: Any) -> None:
@@ -93,9 +95,8 @@ def _submitit_folder(path: str, value: Any) -> None:
     prefix = "${hydra.sweep.dir}/"
     text = str(value)
     if not text.startswith(prefix):
-        raise ConfigError(f"{path}={text!r} is refused: submitit's files lie in the sweep directory "
-                          f"({prefix}NAME)")
-    inside(path, text[len(prefix):], "the sweep directory (hydra.sweep.dir)")
+        raise ConfigError(f"{path}={text!r} is refused: submitit's files lie in the sweep directory ({prefix}NAME)")
+    inside(path, text[len(prefix) :], "the sweep directory (hydra.sweep.dir)")
 
 
 def _mode(path: str, value: Any) -> None:
@@ -120,12 +121,14 @@ def check_searchpath(path: str, value: Any) -> None:
     entries = value if isinstance(value, (list, tuple)) else [value]
     for entry in entries:
         text = str(entry)
-        if text.startswith("file://") and text[len("file://"):].strip():
+        if text.startswith("file://") and text[len("file://") :].strip():
             continue
         if text == "pkg://zoo" or text.startswith("pkg://zoo.") or text == "pkg://hydra_plugins.zoo_recipes":
             continue
-        raise ConfigError(f"{path} entry {text!r} is refused: the search path takes file://DIRECTORY and zoo's "
-                          f"own packages (pkg://zoo...); pkg:// imports the package it names")
+        raise ConfigError(
+            f"{path} entry {text!r} is refused: the search path takes file://DIRECTORY and zoo's "
+            f"own packages (pkg://zoo...); pkg:// imports the package it names"
+        )
 
 
 def _job_name(path: str, value: Any) -> None:
@@ -147,18 +150,41 @@ def _sweep_param(path: str, value: Any) -> None:
 def _refuse(reason: str) -> Callable[[str, Any], None]:
     def refuse(path: str, value: Any) -> None:
         raise ConfigError(f"{path} is refused: {reason}")
+
     return refuse
 
 
-_SBATCH_TEXT = ("partition", "account", "qos", "comment", "constraint", "exclude", "gres", "mem_per_gpu",
-                "mem_per_cpu", "name")
-_SBATCH_COUNTS = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "nodes", "mem_gb",
-                  "cpus_per_gpu", "gpus_per_task", "signal_delay_s", "max_num_timeout", "array_parallelism")
-_SHELL = ("the job's shell lines come from the environment zoo-train is started in (sbatch passes it on), "
-          "never from a config")
+_SBATCH_TEXT = (
+    "partition",
+    "account",
+    "qos",
+    "comment",
+    "constraint",
+    "exclude",
+    "gres",
+    "mem_per_gpu",
+    "mem_per_cpu",
+    "name",
+)
+_SBATCH_COUNTS = (
+    "timeout_min",
+    "cpus_per_task",
+    "gpus_per_node",
+    "tasks_per_node",
+    "nodes",
+    "mem_gb",
+    "cpus_per_gpu",
+    "gpus_per_task",
+    "signal_delay_s",
+    "max_num_timeout",
+    "array_parallelism",
+)
+_SHELL = (
+    "the job's shell lines come from the environment zoo-train is started in (sbatch passes it on), never from a config"
+)
 
 # key patterns (fnmatch, on dotted paths) -> (rule, the check of a SETTING); the first match rules
-HYDRA_KEYS: dict[str, tuple[Rule, Optional[Callable[[str, Any], None]]]] = {
+HYDRA_KEYS: dict[str, tuple[Rule, Callable[[str, Any], None] | None]] = {
     "hydra.run.dir": (Rule.SETTING, _directory),
     "hydra.sweep.dir": (Rule.SETTING, _directory),
     "hydra.sweep.subdir": (Rule.SETTING, _subdir),
@@ -175,8 +201,10 @@ HYDRA_KEYS: dict[str, tuple[Rule, Optional[Callable[[str, Any], None]]]] = {
     "hydra.launcher.submitit_folder": (Rule.SETTING, _submitit_folder),
     "hydra.launcher.setup": (Rule.SETTING, _refuse(_SHELL)),
     "hydra.launcher.srun_args": (Rule.SETTING, _refuse(_SHELL)),
-    "hydra.launcher.additional_parameters*": (Rule.SETTING, _refuse(
-        "sbatch parameters outside hydra.launcher's named keys could place files and commands anywhere")),
+    "hydra.launcher.additional_parameters*": (
+        Rule.SETTING,
+        _refuse("sbatch parameters outside hydra.launcher's named keys could place files and commands anywhere"),
+    ),
     "hydra.launcher*": (Rule.ZOO, None),
     "hydra.job_logging.root.level": (Rule.SETTING, _level),
     "hydra.job_logging.loggers.*.level": (Rule.SETTING, _level),
@@ -205,7 +233,7 @@ HYDRA_KEYS: dict[str, tuple[Rule, Optional[Callable[[str, Any], None]]]] = {
 }
 
 
-def rule_of(path: str) -> Optional[tuple[Rule, Optional[Callable[[str, Any], None]]]]:
+def rule_of(path: str) -> tuple[Rule, Callable[[str, Any], None] | None] | None:
     """The rule for the dotted key `path` (None: no rule, refused)."""
     for pattern, rule in HYDRA_KEYS.items():
         if fnmatch.fnmatchcase(path, pattern):
@@ -251,7 +279,7 @@ def check_hydra_overrides(overrides: Iterable[str]) -> None:
             setting_check(key)
 
 
-def setting_check(path: str) -> Optional[Callable[[str, Any], None]]:
+def setting_check(path: str) -> Callable[[str, Any], None] | None:
     """The check of the setting `path`; ConfigError, on one line, when `path` is no setting."""
     rule = rule_of(path)
     if rule is None:
@@ -285,11 +313,18 @@ def check_hydra_section(given: Mapping[str, Any], reference: Mapping[str, Any]) 
     setting, or whose value its check refuses. The command line's overrides are checked before
     Hydra reads them (`check_hydra_overrides`)."""
     check_group_choices((given.get("runtime") or {}).get("choices") or {})
-    for path, value in differences(given, {**reference, "runtime": given.get("runtime"),
-                                           "overrides": given.get("overrides"), "job": {
-                                               **(reference.get("job") or {}),
-                                               **{k: (given.get("job") or {}).get(k) for k in
-                                                  ("override_dirname", "config_name", "id", "num")}}}):
+    for path, value in differences(
+        given,
+        {
+            **reference,
+            "runtime": given.get("runtime"),
+            "overrides": given.get("overrides"),
+            "job": {
+                **(reference.get("job") or {}),
+                **{k: (given.get("job") or {}).get(k) for k in ("override_dirname", "config_name", "id", "num")},
+            },
+        },
+    ):
         check = setting_check(path)
         if check is not None and value is not _ABSENT:
             check(path, value)
@@ -297,6 +332,8 @@ def check_hydra_section(given: Mapping[str, Any], reference: Mapping[str, Any]) 
 
 def allowed() -> str:
     """The settings a config may change, for messages."""
-    return ("the settings are hydra.run.dir, hydra.sweep.dir, hydra.sweep.subdir, hydra.mode, hydra.verbose, "
-            "hydra.searchpath, hydra.sweeper.params, the SLURM keys of hydra.launcher, log levels and "
-            "hydra.job.env_set")
+    return (
+        "the settings are hydra.run.dir, hydra.sweep.dir, hydra.sweep.subdir, hydra.mode, hydra.verbose, "
+        "hydra.searchpath, hydra.sweeper.params, the SLURM keys of hydra.launcher, log levels and "
+        "hydra.job.env_set"
+    )

@@ -16,7 +16,8 @@ such name in a composed config and refuses it unless
 from __future__ import annotations
 
 import importlib
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -47,16 +48,14 @@ LOGGING_SECTIONS = ("hydra.job_logging", "hydra.hydra_logging")
 def resolve_target(name: str, key: str = "_target_") -> Any:
     """The object `name` denotes, if the allow-list names it; ConfigError otherwise."""
     if not isinstance(name, str) or name not in ALLOWED_TARGETS + EXACT:
-        raise ConfigError(f"{key}={name!r} is refused: configs may only name "
-                          f"{', '.join(ALLOWED_TARGETS)}")
+        raise ConfigError(f"{key}={name!r} is refused: configs may only name {', '.join(ALLOWED_TARGETS)}")
     obj = _import(name, key)
     if name in EXACT:
         return obj
     module = getattr(obj, "__module__", None) or ""
     home = name.rsplit(".", 1)[0]
     if not (module == home or module.startswith(home + ".") or home.startswith(module)):
-        raise ConfigError(
-            f"{key}={name!r} is refused: it resolves to {module}.{getattr(obj, '__qualname__', '')}")
+        raise ConfigError(f"{key}={name!r} is refused: it resolves to {module}.{getattr(obj, '__qualname__', '')}")
     return obj
 
 
@@ -80,8 +79,10 @@ def find_targets(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
     """(key path, key, value) of every `_target_` in `node`, of every `class` / `()` and every
     `ext://` value in the logging sections, values resolved where they are interpolations;
     containers that an interpolation creates (`${oc.create:...}`) are searched too."""
+    get: Callable[[Any], Any]
+    items: list[tuple[Any, str]]  # (key or index, its path)
     if isinstance(node, DictConfig):
-        items = [(key, f"{path}.{key}" if path else str(key)) for key in node.keys()]
+        items = [(key, f"{path}.{key!s}" if path else str(key)) for key in node.keys()]
         get = node._get_node
     elif isinstance(node, ListConfig):
         items = [(i, f"{path}[{i}]") for i in range(len(node))]
@@ -109,7 +110,8 @@ def _value(node, key) -> Any:
     try:
         return node[key]
     except Exception:  # e.g. needs Hydra's run-time resolvers: checked as written
-        return OmegaConf.to_container(node, resolve=False)[key]
+        written: Any = OmegaConf.to_container(node, resolve=False)  # the node's dict or list
+        return written[key]
 
 
 def check_config_targets(cfg: DictConfig) -> None:
@@ -120,9 +122,10 @@ def check_config_targets(cfg: DictConfig) -> None:
         if key == "()" and not isinstance(value, str):
             raise ConfigError(f"{path}: a logging factory must be a dotted name, got {value!r}")
         if isinstance(value, str) and value.startswith("ext://"):
-            value = value[len("ext://"):]
+            value = value[len("ext://") :]
         resolve_target(value, key=path)
     raw = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(raw, dict)  # a DictConfig's container
     _check_log_files(raw.get("hydra", {}))
     check_env_set(((raw.get("hydra") or {}).get("job") or {}).get("env_set"))
     check_env_reads({k: v for k, v in raw.items() if k != "hydra"})  # the run's own keys named first
@@ -131,15 +134,17 @@ def check_config_targets(cfg: DictConfig) -> None:
 
 def _check_log_files(hydra: dict) -> None:
     for section in ("job_logging", "hydra_logging"):
-        handlers = ((hydra.get(section) or {}).get("handlers") or {})
+        handlers = (hydra.get(section) or {}).get("handlers") or {}
         for name, handler in handlers.items():
             filename = handler.get("filename") if isinstance(handler, dict) else None
             if filename is None:
                 continue
             text = str(filename)
             if not text.startswith(LOG_FILE_PREFIXES) or ".." in text:
-                raise ConfigError(f"hydra.{section}.handlers.{name}.filename={text!r} is refused: a log file "
-                                  f"lies in the run directory (${{hydra.runtime.output_dir}}/NAME)")
+                raise ConfigError(
+                    f"hydra.{section}.handlers.{name}.filename={text!r} is refused: a log file "
+                    f"lies in the run directory (${{hydra.runtime.output_dir}}/NAME)"
+                )
 
 
 def instantiate(node: Any, **kwargs: Any) -> Any:

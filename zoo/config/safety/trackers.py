@@ -20,8 +20,9 @@ variables (`zoo.config.safety.environment`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 from pathlib import Path, PurePosixPath
-from typing import Any, Collection, Iterable, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 from zoo.config.errors import ConfigError
@@ -55,27 +56,31 @@ def check_tracking_uri(uri: Any, named: Collection[str]) -> None:
     if scheme in ("http", "https"):
         parts = urlsplit(text)
         try:
-            parts.port
+            _ = parts.port  # read for its check: a port that is not a number raises
         except ValueError:
             raise ConfigError(f"{KEY}={text} is refused: its port is not a number from 0 to 65535") from None
         if not parts.hostname:
             raise ConfigError(f"{KEY}={text} is refused: a server URL names its host (http://HOST:PORT)")
         if text not in named:
-            raise ConfigError(f"{KEY}={text} is refused: a tracking server is named on the command line "
-                              f"({KEY}={text}), never by a config file (it would receive the run's config and "
-                              f"metrics)")
+            raise ConfigError(
+                f"{KEY}={text} is refused: a tracking server is named on the command line "
+                f"({KEY}={text}), never by a config file (it would receive the run's config and "
+                f"metrics)"
+            )
         return
     if store_path(text) is None:
-        raise ConfigError(f"{KEY}={text} is refused: a tracker's store lies in the run directory "
-                          f"({SQLITE}NAME.db, a relative path without '..'), or a server is named on the "
-                          f"command line ({KEY}=http://HOST:PORT)")
+        raise ConfigError(
+            f"{KEY}={text} is refused: a tracker's store lies in the run directory "
+            f"({SQLITE}NAME.db, a relative path without '..'), or a server is named on the "
+            f"command line ({KEY}=http://HOST:PORT)"
+        )
 
 
-def store_path(uri: str) -> Optional[str]:
+def store_path(uri: str) -> str | None:
     """The relative path of a `sqlite:///PATH` store inside the run directory, else None."""
     if not uri.startswith(SQLITE):
         return None
-    rel = uri[len(SQLITE):]
+    rel = uri[len(SQLITE) :]
     path = PurePosixPath(rel)
     if not rel.strip() or path.is_absolute() or ".." in path.parts or "?" in rel or "\\" in rel:
         return None
@@ -88,7 +93,7 @@ def store_in_run(uri: str, run_dir: str | Path) -> str:
     return f"{SQLITE}{(Path(run_dir).resolve() / rel).as_posix()}" if rel is not None else uri
 
 
-def artifacts_in_run(uri: str, run_dir: str | Path) -> Optional[str]:
+def artifacts_in_run(uri: str, run_dir: str | Path) -> str | None:
     """Where an experiment created in a store of `run_dir` keeps its artifacts (`mlartifacts/`
     beside the store), as MLflow takes it; None for a server (its own default)."""
     if store_path(uri) is None:

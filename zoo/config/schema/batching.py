@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from zoo.config.errors import ConfigError
 
 
-def per_device_batch(global_batch_size: int, world_size: int,
-                     max_per_device: Optional[int] = None) -> tuple[int, int]:
+def per_device_batch(global_batch_size: int, world_size: int, max_per_device: int | None = None) -> tuple[int, int]:
     """(per-device batch, accumulation steps) with
     per-device batch * accumulation * world_size == global_batch_size.
 
@@ -21,8 +18,7 @@ def per_device_batch(global_batch_size: int, world_size: int,
         raise ConfigError(f"data.global_batch_size must be >= 1, got {global_batch_size}")
     if global_batch_size % world_size:
         raise ConfigError(
-            f"data.global_batch_size ({global_batch_size}) must be divisible by the number of "
-            f"devices ({world_size})"
+            f"data.global_batch_size ({global_batch_size}) must be divisible by the number of devices ({world_size})"
         )
     per_device = global_batch_size // world_size
     if max_per_device is None or per_device <= max_per_device:
@@ -33,6 +29,5 @@ def per_device_batch(global_batch_size: int, world_size: int,
         if per_device % accumulation == 0 and per_device // accumulation <= max_per_device:
             return per_device // accumulation, accumulation
     raise ConfigError(  # unreachable: accumulation = per_device gives batch 1
-        f"no split of {per_device} examples per device into micro-batches of at most "
-        f"{max_per_device}"
+        f"no split of {per_device} examples per device into micro-batches of at most {max_per_device}"
     )

@@ -3,8 +3,9 @@ schema object, and schema objects back into plain data."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, Mapping
+from typing import Any
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import Choice, ModelConfig, PositionConfig
@@ -39,11 +40,9 @@ def as_schema(cfg: Any, schema: type, prefix: str):
         return schema()
     if isinstance(cfg, schema):
         return schema(**plain(cfg))
-    try:
-        from omegaconf import DictConfig, OmegaConf
-        from omegaconf.errors import MissingMandatoryValue
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        DictConfig = ()
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
+
     if isinstance(cfg, DictConfig):
         try:
             cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True, throw_on_missing=True)
@@ -95,6 +94,4 @@ def _reject_unknown(data: Mapping, schema: type, prefix: str) -> None:
     allowed = [f.name for f in fields(schema)]
     for key in data:
         if key not in allowed:
-            raise ConfigError(
-                f"unknown key {prefix}.{key}; allowed keys: {', '.join(allowed)}"
-            )
+            raise ConfigError(f"unknown key {prefix}.{key}; allowed keys: {', '.join(allowed)}")

@@ -10,19 +10,28 @@ value and what is allowed. Nothing here imports torch or datasets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
-from zoo.config.schema.convert import as_schema, plain
+from zoo.config.errors import ConfigError
 from zoo.config.facts.corpora import CORPORA_BY_NAME, EXTERNAL, source_help
 from zoo.config.facts.tasks import Collate, TaskKind, task_spec
-from zoo.config.errors import ConfigError
+from zoo.config.schema.convert import as_schema, plain
 from zoo.config.schema.model import Choice
-
 
 # Where the examples come from: a built-in offline corpus (a row of
 # zoo.config.facts.corpora.CORPUS_ROWS), the user's files (local: data.path; .txt, .jsonl/.json,
 # .csv/.tsv, .parquet) or the Hub (hub: data.hub_name, passed to datasets.load_dataset).
-DataSource = Choice("DataSource", [(name, name) for name in (*CORPORA_BY_NAME, *EXTERNAL)])
+if TYPE_CHECKING:
+
+    class DataSource(Choice):  # the type checker's view of the enum below: the members code names
+        kjv = "kjv"
+        local = "local"
+        hub = "hub"
+
+
+# the enum, made from the table at import (the class above is only its type: mypy reads no
+# functional Enum call whose names are computed)
+DataSource = Choice("DataSource", [(name, name) for name in (*CORPORA_BY_NAME, *EXTERNAL)])  # type: ignore[misc, call-overload]
 
 
 class SampleBy(Choice):
@@ -54,13 +63,13 @@ class TokenizerConfig:
     """How text becomes ids. zoo's own kinds share the same special ids: pad 0, unk 1, bos 2,
     eos 3, mask 4, cls 5; kind hf keeps the ids of the Hugging Face tokenizer at `path`."""
 
-    kind: TokenizerKind = field(
-        default=TokenizerKind.sentencepiece_bpe, metadata={"help": "tokenizer family"}
-    )
+    kind: TokenizerKind = field(default=TokenizerKind.sentencepiece_bpe, metadata={"help": "tokenizer family"})
     vocab_size: int = field(
         default=8192,
-        metadata={"help": "sentencepiece: target vocabulary incl. specials; a small training "
-                  "text may yield fewer pieces (soft limit)"},
+        metadata={
+            "help": "sentencepiece: target vocabulary incl. specials; a small training "
+            "text may yield fewer pieces (soft limit)"
+        },
     )
     character_coverage: float = field(
         default=1.0,
@@ -68,22 +77,24 @@ class TokenizerConfig:
     )
     byte_fallback: bool = field(
         default=False,
-        metadata={"help": "sentencepiece: spell unseen characters as UTF-8 byte pieces "
-                  "(needs vocab_size > 256 + characters)"},
+        metadata={
+            "help": "sentencepiece: spell unseen characters as UTF-8 byte pieces (needs vocab_size > 256 + characters)"
+        },
     )
     max_sentences: int = field(
         default=1_000_000,
         metadata={"help": "sentencepiece: lines sampled from the training text to train on"},
     )
-    path: Optional[str] = field(
+    path: str | None = field(
         default=None,
-        metadata={"help": "hf: a directory written by a transformers tokenizer's "
-                  "save_pretrained (e.g. a pretrained model's directory)"},
+        metadata={
+            "help": "hf: a directory written by a transformers tokenizer's "
+            "save_pretrained (e.g. a pretrained model's directory)"
+        },
     )
-    cache_dir: Optional[str] = field(
+    cache_dir: str | None = field(
         default=None,
-        metadata={"help": "where trained tokenizers are cached; default $ZOO_CACHE or "
-                  "~/.cache/zoo"},
+        metadata={"help": "where trained tokenizers are cached; default $ZOO_CACHE or ~/.cache/zoo"},
     )
 
     def __post_init__(self) -> None:
@@ -91,8 +102,9 @@ class TokenizerConfig:
         if self.path is not None and not isinstance(self.path, str):
             raise ConfigError(f"tokenizer.path must be a directory path, got {self.path!r}")
         if self.kind == TokenizerKind.hf and not self.path:
-            raise ConfigError("tokenizer=hf needs tokenizer.path: a directory written by a "
-                              "transformers tokenizer's save_pretrained")
+            raise ConfigError(
+                "tokenizer=hf needs tokenizer.path: a directory written by a transformers tokenizer's save_pretrained"
+            )
         if self.kind != TokenizerKind.hf and self.path is not None:
             raise ConfigError(f"tokenizer.path only applies to tokenizer=hf, not {self.kind.value}")
         if self.kind not in SENTENCEPIECE_KINDS:
@@ -105,9 +117,7 @@ class TokenizerConfig:
         _at_least("tokenizer.vocab_size", self.vocab_size, 16)
         _at_least("tokenizer.max_sentences", self.max_sentences, 1)
         if not 0.9 <= self.character_coverage <= 1.0:
-            raise ConfigError(
-                f"tokenizer.character_coverage must be in [0.9, 1], got {self.character_coverage}"
-            )
+            raise ConfigError(f"tokenizer.character_coverage must be in [0.9, 1], got {self.character_coverage}")
 
     def to_dict(self) -> dict:
         return plain(self)
@@ -123,18 +133,18 @@ class DataConfig:
     )
     path: Any = field(
         default=None,
-        metadata={"help": "local: a file, directory or glob, or a list of them "
-                  "(.txt, .jsonl/.json, .csv/.tsv, .parquet)"},
+        metadata={
+            "help": "local: a file, directory or glob, or a list of them (.txt, .jsonl/.json, .csv/.tsv, .parquet)"
+        },
     )
     val_path: Any = field(
         default=None,
         metadata={"help": "local: validation files; default: split data.val_fraction off"},
     )
-    hub_name: Optional[str] = field(default=None, metadata={"help": "hub: dataset name"})
-    hub_config: Optional[str] = field(default=None, metadata={"help": "hub: config name"})
+    hub_name: str | None = field(default=None, metadata={"help": "hub: dataset name"})
+    hub_config: str | None = field(default=None, metadata={"help": "hub: config name"})
     sample_by: SampleBy = field(
-        default=SampleBy.line, metadata={"help": "local .txt: one example per line, "
-                                         "paragraph or document"}
+        default=SampleBy.line, metadata={"help": "local .txt: one example per line, paragraph or document"}
     )
     text_column: str = field(default="text", metadata={"help": "input text column"})
     target_column: str = field(default="target", metadata={"help": "seq2seq: target column"})
@@ -145,63 +155,69 @@ class DataConfig:
     )
     global_batch_size: int = field(
         default=32,
-        metadata={"help": "examples per optimizer step over all devices; per-device batch and "
-                  "gradient accumulation derive from it"},
+        metadata={
+            "help": "examples per optimizer step over all devices; per-device batch and "
+            "gradient accumulation derive from it"
+        },
     )
-    max_device_batch_size: Optional[int] = field(
+    max_device_batch_size: int | None = field(
         default=None,
         metadata={"help": "largest batch one device holds; beyond it gradients accumulate"},
     )
     val_fraction: float = field(
         default=0.05,
-        metadata={"help": "share of examples held out for validation when the source has no "
-                  "validation split"},
+        metadata={"help": "share of examples held out for validation when the source has no validation split"},
     )
     split_seed: int = field(default=0, metadata={"help": "seed of the train/validation split"})
     num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes"})
     streaming: bool = field(
         default=False,
-        metadata={"help": "causal_lm / masked_lm from local files or the Hub: stream the documents "
-                  "(nothing downloaded whole or prepared), in corpus order"},
+        metadata={
+            "help": "causal_lm / masked_lm from local files or the Hub: stream the documents "
+            "(nothing downloaded whole or prepared), in corpus order"
+        },
     )
     val_documents: int = field(
         default=1000,
-        metadata={"help": "streaming without a validation split of its own: the first N documents "
-                  "of the stream are held out for validation"},
+        metadata={
+            "help": "streaming without a validation split of its own: the first N documents "
+            "of the stream are held out for validation"
+        },
     )
-    num_proc: Optional[int] = field(
+    num_proc: int | None = field(
         default=None,
-        metadata={"help": "processes that tokenize a corpus when it is prepared (causal_lm, "
-                  "masked_lm); default: every core"},
+        metadata={
+            "help": "processes that tokenize a corpus when it is prepared (causal_lm, masked_lm); default: every core"
+        },
     )
-    max_examples: Optional[int] = field(
-        default=None, metadata={"help": "keep only the first N examples (smoke runs)"}
-    )
-    num_pairs: int = field(
-        default=10000, metadata={"help": "numbers: pairs for n = 0 .. num_pairs-1"}
-    )
-    mlm_probability: float = field(
-        default=0.15, metadata={"help": "masked_lm: share of non-special tokens to predict"}
-    )
-    sample_prompt: Optional[str] = field(
+    max_examples: int | None = field(default=None, metadata={"help": "keep only the first N examples (smoke runs)"})
+    num_pairs: int = field(default=10000, metadata={"help": "numbers: pairs for n = 0 .. num_pairs-1"})
+    mlm_probability: float = field(default=0.15, metadata={"help": "masked_lm: share of non-special tokens to predict"})
+    sample_prompt: str | None = field(
         default=None,
-        metadata={"help": "causal_lm: the prompt of the greedy sample in summary.json; null: the "
-                  "first words of the validation text, so the prompt belongs to the corpus"},
+        metadata={
+            "help": "causal_lm: the prompt of the greedy sample in summary.json; null: the "
+            "first words of the validation text, so the prompt belongs to the corpus"
+        },
     )
-    cache_dir: Optional[str] = field(
+    cache_dir: str | None = field(
         default=None,
         metadata={"help": "where datasets caches files; default $ZOO_CACHE or ~/.cache/zoo"},
     )
     document_mask: bool = field(
         default=False,
-        metadata={"help": "causal_lm: attend within each packed document only (block-diagonal causal "
-                  "attention, positions restarting at 0 at each document, the first token of a "
-                  "document not predicted from the one before); false: windows attend across documents"},
+        metadata={
+            "help": "causal_lm: attend within each packed document only (block-diagonal causal "
+            "attention, positions restarting at 0 at each document, the first token of a "
+            "document not predicted from the one before); false: windows attend across documents"
+        },
     )
     allow_changed_files: bool = field(
         default=False,
-        metadata={"help": "resume even though a local data file changed since the checkpoint was written "
-                  "(refused otherwise); the change is recorded in summary.json and the checkpoints"},
+        metadata={
+            "help": "resume even though a local data file changed since the checkpoint was written "
+            "(refused otherwise); the change is recorded in summary.json and the checkpoints"
+        },
     )
 
     def __post_init__(self) -> None:
@@ -214,16 +230,11 @@ class DataConfig:
         if self.source != DataSource.local:
             for key in ("path", "val_path"):
                 if getattr(self, key) is not None:
-                    raise ConfigError(
-                        f"data.{key} only applies to data.source=local, not {self.source.value}"
-                    )
+                    raise ConfigError(f"data.{key} only applies to data.source=local, not {self.source.value}")
         if self.source == DataSource.hub and not self.hub_name:
             raise ConfigError("data.source=hub needs data.hub_name (a Hugging Face dataset name)")
         if self.source != DataSource.hub and (self.hub_name or self.hub_config):
-            raise ConfigError(
-                f"data.hub_name / data.hub_config only apply to data.source=hub, "
-                f"not {self.source.value}"
-            )
+            raise ConfigError(f"data.hub_name / data.hub_config only apply to data.source=hub, not {self.source.value}")
         for key in ("text_column", "target_column", "label_column"):
             if not isinstance(getattr(self, key), str) or not getattr(self, key):
                 raise ConfigError(f"data.{key} must be a non-empty column name")
@@ -237,14 +248,18 @@ class DataConfig:
         _at_least("data.num_workers", self.num_workers, 0)
         _at_least("data.val_documents", self.val_documents, 1)
         if self.streaming and self.source not in (DataSource.local, DataSource.hub):
-            raise ConfigError(f"data.streaming=true reads local files or a Hub dataset, not "
-                              f"data.source={self.source.value}")
+            raise ConfigError(
+                f"data.streaming=true reads local files or a Hub dataset, not data.source={self.source.value}"
+            )
         if self.streaming and self.num_workers:
-            raise ConfigError("data.streaming=true reads in the training process (its position is "
-                              "saved in checkpoints); set data.num_workers=0")
+            raise ConfigError(
+                "data.streaming=true reads in the training process (its position is "
+                "saved in checkpoints); set data.num_workers=0"
+            )
         if self.streaming and self.max_examples is not None:
-            raise ConfigError("data.max_examples does not apply to data.streaming=true; the stream "
-                              "ends at trainer.max_steps")
+            raise ConfigError(
+                "data.max_examples does not apply to data.streaming=true; the stream ends at trainer.max_steps"
+            )
         if self.num_proc is not None:
             _at_least("data.num_proc", self.num_proc, 1)
         if self.max_examples is not None:
@@ -253,9 +268,7 @@ class DataConfig:
         if not isinstance(self.document_mask, bool):
             raise ConfigError(f"data.document_mask must be true or false, got {self.document_mask!r}")
         if not 0.0 < self.mlm_probability < 1.0:
-            raise ConfigError(
-                f"data.mlm_probability must be in (0, 1), got {self.mlm_probability}"
-            )
+            raise ConfigError(f"data.mlm_probability must be in (0, 1), got {self.mlm_probability}")
 
     def to_dict(self) -> dict:
         return plain(self)
@@ -266,8 +279,10 @@ def check_document_mask(data: DataConfig, task: TaskKind | str) -> None:
     stack: task=causal_lm (whose family is decoder_only); ConfigError otherwise."""
     spec = task_spec(task)
     if data.document_mask and spec.collate != Collate.causal:
-        raise ConfigError(f"data.document_mask=true applies to task=causal_lm (packed documents attended "
-                          f"apart), not task={spec.kind.value}")
+        raise ConfigError(
+            f"data.document_mask=true applies to task=causal_lm (packed documents attended "
+            f"apart), not task={spec.kind.value}"
+        )
 
 
 def as_data_config(cfg: Any) -> DataConfig:
@@ -289,9 +304,7 @@ def _paths(key: str, value: Any):
     try:
         items = list(value)
     except TypeError:
-        raise ConfigError(
-            f"{key} must be a path string or a list of them, got {type(value).__name__}"
-        ) from None
+        raise ConfigError(f"{key} must be a path string or a list of them, got {type(value).__name__}") from None
     if not items or not all(isinstance(p, str) and p for p in items):
         raise ConfigError(f"{key} must be a path string or a non-empty list of path strings")
     return items

@@ -12,8 +12,6 @@ count against torch's FlopCounterMode on a forward of every axis kind.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from zoo.config.facts.attention import keys_attended, stack_windows
 from zoo.config.facts.ffn import FFNKind, ffn_flops, layer_kinds
 from zoo.config.facts.positions import POSITION_FACTS
@@ -34,8 +32,9 @@ def attention_score_flops(cfg: ModelConfig, seq_len: int) -> int:
     return 4 * seq_len * cfg.n_heads * cfg.head_dim
 
 
-def block_flops(cfg: ModelConfig, seq_len: int, *, cross: bool, window: Optional[int] = None,
-                ffn: Optional[FFNKind] = None) -> int:
+def block_flops(
+    cfg: ModelConfig, seq_len: int, *, cross: bool, window: int | None = None, ffn: FFNKind | None = None
+) -> int:
     """One block: self-attention (and the multiplies its position scheme adds, from its row of
     `POSITION_FACTS`), cross-attention in a decoder of an encoder-decoder, and the
     feed-forward unit (of kind `ffn`, default model.ffn). A sliding layer's (`window`) self-attention scores cover min(S, window)
@@ -57,7 +56,9 @@ def head_flops(cfg: ModelConfig, *, output_head: bool = True) -> int:
 def flops_per_token(cfg: ModelConfig, seq_len: int, *, output_head: bool = True) -> int:
     """Forward FLOPs for one token at context `seq_len`: every stack's blocks and the output
     head. For an encoder-decoder it is one source token plus one target token, both at seq_len."""
-    stacks = sum(block_flops(cfg, seq_len, cross=cross, window=window, ffn=kind)
-                 for n_layers, cross in stack_layers(cfg)
-                 for window, kind in zip(stack_windows(cfg, n_layers), layer_kinds(cfg, n_layers)))
+    stacks = sum(
+        block_flops(cfg, seq_len, cross=cross, window=window, ffn=kind)
+        for n_layers, cross in stack_layers(cfg)
+        for window, kind in zip(stack_windows(cfg, n_layers), layer_kinds(cfg, n_layers))
+    )
     return stacks + head_flops(cfg, output_head=output_head)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import Choice
@@ -42,23 +41,23 @@ class GenerationConfig:
     )
     early_stopping: bool = field(
         default=False,
-        metadata={"help": "beam: stop an input as soon as num_beams hypotheses ended (true), or "
-                  "once no running beam can still beat the worst of them (false)"},
+        metadata={
+            "help": "beam: stop an input as soon as num_beams hypotheses ended (true), or "
+            "once no running beam can still beat the worst of them (false)"
+        },
     )
     temperature: float = field(default=1.0, metadata={"help": "sample: logits are divided by it"})
     top_k: int = field(default=0, metadata={"help": "sample: keep the k most likely tokens (0: all)"})
-    top_p: float = field(
-        default=1.0, metadata={"help": "sample: keep the smallest set with probability >= p"}
-    )
-    seed: Optional[int] = field(default=None, metadata={"help": "sample: seed of the draws"})
+    top_p: float = field(default=1.0, metadata={"help": "sample: keep the smallest set with probability >= p"})
+    seed: int | None = field(default=None, metadata={"help": "sample: seed of the draws"})
     static_cache: bool = field(
         default=False,
-        metadata={"help": "allocate the KV cache for prompt + max_new_tokens at the start: every "
-                  "step then has the same shapes (what compile=true and CUDA graphs need)"},
+        metadata={
+            "help": "allocate the KV cache for prompt + max_new_tokens at the start: every "
+            "step then has the same shapes (what compile=true and CUDA graphs need)"
+        },
     )
-    compile: bool = field(
-        default=False, metadata={"help": "torch.compile the decoding step (first call compiles)"}
-    )
+    compile: bool = field(default=False, metadata={"help": "torch.compile the decoding step (first call compiles)"})
 
     def __post_init__(self) -> None:
         self.strategy = Strategy.parse(self.strategy, "strategy")
@@ -67,16 +66,16 @@ class GenerationConfig:
         for f in fields(self):
             for strategy, names in OPTIONS_OF.items():
                 if f.name in names and self.strategy != strategy and getattr(self, f.name) != f.default:
-                    raise ConfigError(
-                        f"{f.name} only applies to strategy={strategy.value}, not {self.strategy.value}"
-                    )
+                    raise ConfigError(f"{f.name} only applies to strategy={strategy.value}, not {self.strategy.value}")
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.num_beams < 1:
             raise ConfigError(f"num_beams must be >= 1, got {self.num_beams}")
         if not self.temperature >= MIN_TEMPERATURE:  # NaN too
-            raise ConfigError(f"temperature must be a number >= {MIN_TEMPERATURE:g}, got {self.temperature} "
-                              f"(strategy=greedy is the limit of a temperature near 0)")
+            raise ConfigError(
+                f"temperature must be a number >= {MIN_TEMPERATURE:g}, got {self.temperature} "
+                f"(strategy=greedy is the limit of a temperature near 0)"
+            )
         if not math.isfinite(self.length_penalty):
             raise ConfigError(f"length_penalty must be a finite number, got {self.length_penalty}")
         if self.top_k < 0:

@@ -4,8 +4,9 @@ MLflow and Weights & Biases (each an optional extra). Any number of them at once
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
@@ -22,19 +23,21 @@ class WandbMode(Choice):
 @dataclass(kw_only=True)
 class MLflowConfig:
     enabled: bool = field(default=False, metadata={"help": "record the run in MLflow (logger=mlflow)"})
-    tracking_uri: Optional[str] = field(
+    tracking_uri: str | None = field(
         default=None,
-        metadata={"help": "the tracking server, named on the command line (http://HOST:PORT), or a store in "
-                  "the run directory (sqlite:///NAME.db); null: $MLFLOW_TRACKING_URI, else "
-                  "sqlite:///mlflow.db in the run directory"},
+        metadata={
+            "help": "the tracking server, named on the command line (http://HOST:PORT), or a store in "
+            "the run directory (sqlite:///NAME.db); null: $MLFLOW_TRACKING_URI, else "
+            "sqlite:///mlflow.db in the run directory"
+        },
     )
-    experiment: Optional[str] = field(
+    experiment: str | None = field(
         default=None,
-        metadata={"help": "the MLflow experiment; null: the sweep's directory (a sweep) or the run's "
-                  "(a single run)"},
+        metadata={"help": "the MLflow experiment; null: the sweep's directory (a sweep) or the run's (a single run)"},
     )
-    tags: Dict[str, str] = field(default_factory=dict,
-                                 metadata={"help": "extra tags of the MLflow run: +logger.mlflow.tags.NAME=VALUE"})
+    tags: dict[str, str] = field(
+        default_factory=dict, metadata={"help": "extra tags of the MLflow run: +logger.mlflow.tags.NAME=VALUE"}
+    )
 
     def __post_init__(self) -> None:
         if self.experiment is not None and not str(self.experiment).strip():
@@ -47,13 +50,13 @@ class MLflowConfig:
 class WandbConfig:
     enabled: bool = field(default=False, metadata={"help": "record the run in Weights & Biases (logger=wandb)"})
     project: str = field(default="zoo", metadata={"help": "the W&B project"})
-    entity: Optional[str] = field(default=None, metadata={"help": "the W&B team or user; null: the key's default"})
+    entity: str | None = field(default=None, metadata={"help": "the W&B team or user; null: the key's default"})
     mode: WandbMode = field(default=WandbMode.auto, metadata={"help": "online, offline, or auto (online with a key)"})
-    group: Optional[str] = field(
+    group: str | None = field(
         default=None,
         metadata={"help": "the W&B group; null: the sweep's directory (a sweep) or none (a single run)"},
     )
-    tags: List[str] = field(default_factory=list, metadata={"help": "tags of the W&B run: logger.wandb.tags=[a,b]"})
+    tags: list[str] = field(default_factory=list, metadata={"help": "tags of the W&B run: logger.wandb.tags=[a,b]"})
 
     def __post_init__(self) -> None:
         self.mode = WandbMode.parse(self.mode, "logger.wandb.mode")

@@ -10,19 +10,29 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import MISSING as dataclasses_missing, dataclass, field, fields
-from typing import Optional
+from dataclasses import MISSING as dataclasses_missing
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
-from zoo.config.facts.attention import AttentionKind, check_attention
-from zoo.config.facts.families import FAMILY_FACTS, Family
-from zoo.config.facts.positions import PositionKind, check_even, check_params
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
+from zoo.config.facts.attention import AttentionKind, check_attention
+from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
+from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import NormPlacement
-from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
+from zoo.config.facts.positions import PositionKind, check_even, check_params
+
+# A width derived from the others when left out (n_kv_heads, head_dim, d_ff): a YAML file or the
+# command line may give None (OmegaConf reads the Optional), and __post_init__ fills it in, so the
+# type checker reads the int every built config holds.
+if TYPE_CHECKING:
+    Derived = int
+else:
+    Derived = int | None
+DERIVED: Any = None  # a Derived field's default: "derive it"
 
 
 class EmbedInit(Choice):
@@ -43,7 +53,9 @@ class BudgetCounts(Choice):
     """Which parameters `model.param_budget` matches (they differ under model.ffn=moe)."""
 
     total = "total"  # every non-embedding parameter the model holds
-    active = "active"  # the non-embedding parameters one token passes through (a mixture's router, top-k and shared experts)
+    active = (
+        "active"  # the non-embedding parameters one token passes through (a mixture's router, top-k and shared experts)
+    )
 
 
 MUP_BASE_D_MODEL = 128  # the base width of model.parametrization=mup unless model.mup_base_d_model sets it
@@ -54,24 +66,24 @@ class PositionConfig:
     """How token order enters the model: `kind` picks a scheme, the rest are its parameters
     (which scheme reads which: `zoo.config.facts.positions.POSITION_FACTS`)."""
 
-    kind: PositionKind = field(
-        default=PositionKind.learned, metadata={"help": "position scheme"}
-    )
+    kind: PositionKind = field(default=PositionKind.learned, metadata={"help": "position scheme"})
     theta: float = field(default=10000.0, metadata={"help": "rope: frequency base"})
     scale: float = field(
         default=1.0,
-        metadata={"help": "rope: linear position interpolation factor (Chen et al. 2023); "
-                  "positions are divided by it to extend the context"},
+        metadata={
+            "help": "rope: linear position interpolation factor (Chen et al. 2023); "
+            "positions are divided by it to extend the context"
+        },
     )
     num_buckets: int = field(default=32, metadata={"help": "relative: number of buckets"})
-    max_distance: int = field(
-        default=128, metadata={"help": "relative: offsets beyond this share the last bucket"}
-    )
+    max_distance: int = field(default=128, metadata={"help": "relative: offsets beyond this share the last bucket"})
     clip: int = field(default=16, metadata={"help": "shaw: relative offsets are clipped to ±clip"})
     offset: int = field(
         default=0,
-        metadata={"help": "learned: rows of the table before position 0 (position p reads row "
-                  "p + offset; BART: 2); the table has max_seq_len + offset rows"},
+        metadata={
+            "help": "learned: rows of the table before position 0 (position p reads row "
+            "p + offset; BART: 2); the table has max_seq_len + offset rows"
+        },
     )
 
     def __post_init__(self) -> None:
@@ -80,9 +92,7 @@ class PositionConfig:
         if self.theta <= 0:
             raise ConfigError(f"model.position.theta must be > 0, got {self.theta}")
         if self.scale < 1:
-            raise ConfigError(
-                f"model.position.scale must be >= 1 (positions are divided by it), got {self.scale}"
-            )
+            raise ConfigError(f"model.position.scale must be >= 1 (positions are divided by it), got {self.scale}")
         if self.num_buckets < 4 or self.num_buckets % 2:
             raise ConfigError(
                 f"model.position.num_buckets must be even and >= 4 (half of them per direction "
@@ -109,9 +119,11 @@ class ModelConfig:
     position: PositionConfig = field(default_factory=PositionConfig)
     norm: NormPlacement = field(
         default=NormPlacement.pre,
-        metadata={"help": "norm placement: pre (x + f(n(x))), post (n(x + f(x))), sandwich "
-                  "(x + n_out(f(n_in(x))), Gemma 2) or reordered (x + n(f(x)), OLMo 2); all but "
-                  "post end the stack in a final norm (rows: zoo.config.facts.placements)"},
+        metadata={
+            "help": "norm placement: pre (x + f(n(x))), post (n(x + f(x))), sandwich "
+            "(x + n_out(f(n_in(x))), Gemma 2) or reordered (x + n(f(x)), OLMo 2); all but "
+            "post end the stack in a final norm (rows: zoo.config.facts.placements)"
+        },
     )
     norm_type: NormType = field(
         default=NormType.layernorm,
@@ -120,46 +132,52 @@ class ModelConfig:
     norm_eps: float = 1e-5
     activation: Activation = field(
         default=Activation.gelu,
-        metadata={"help": "feed-forward activation; swiglu, geglu, geglu_tanh are gated "
-                  "(rows: zoo.config.facts.activations.ACTIVATION_FACTS)"},
+        metadata={
+            "help": "feed-forward activation; swiglu, geglu, geglu_tanh are gated "
+            "(rows: zoo.config.facts.activations.ACTIVATION_FACTS)"
+        },
     )
     ffn: FFNKind = field(
         default=FFNKind.dense,
-        metadata={"help": "feed-forward kind: dense, one unit for every token; moe, a mixture of "
-                  "experts (model.moe_* keys) (rows: zoo.config.facts.ffn.FFN_FACTS)"},
+        metadata={
+            "help": "feed-forward kind: dense, one unit for every token; moe, a mixture of "
+            "experts (model.moe_* keys) (rows: zoo.config.facts.ffn.FFN_FACTS)"
+        },
     )
     d_model: int = field(default=256, metadata={"help": "D, residual width"})
     n_heads: int = field(default=4, metadata={"help": "H, query heads"})
-    n_kv_heads: Optional[int] = field(
-        default=None,
+    n_kv_heads: Derived = field(
+        default=DERIVED,
         metadata={"help": "Hkv, key/value heads (GQA; 1 = MQA); default: n_heads"},
     )
-    head_dim: Optional[int] = field(default=None, metadata={"help": "Dh; default: D / H"})
-    n_layers: int = field(
-        default=4, metadata={"help": "layers (encoder-decoder: encoder layers)"}
-    )
-    n_decoder_layers: Optional[int] = field(
+    head_dim: Derived = field(default=DERIVED, metadata={"help": "Dh; default: D / H"})
+    n_layers: int = field(default=4, metadata={"help": "layers (encoder-decoder: encoder layers)"})
+    n_decoder_layers: int | None = field(
         default=None, metadata={"help": "encoder-decoder: decoder layers; default: n_layers"}
     )
-    d_ff: Optional[int] = field(
-        default=None,
-        metadata={"help": "feed-forward hidden width; default 4·D, or 8/3·D rounded up to a "
-                  "multiple of 64 for gated activations (same parameter count)"},
+    d_ff: Derived = field(
+        default=DERIVED,
+        metadata={
+            "help": "feed-forward hidden width; default 4·D, or 8/3·D rounded up to a "
+            "multiple of 64 for gated activations (same parameter count)"
+        },
     )
-    ff_mult: Optional[float] = field(
+    ff_mult: float | None = field(
         default=None,
-        metadata={"help": "feed-forward hidden width as a multiple of D: d_ff = round(ff_mult·D), "
-                  "the same rule at every size (x-transformers' ff_mult); instead of model.d_ff"},
+        metadata={
+            "help": "feed-forward hidden width as a multiple of D: d_ff = round(ff_mult·D), "
+            "the same rule at every size (x-transformers' ff_mult); instead of model.d_ff"
+        },
     )
-    param_budget: Optional[int] = field(
+    param_budget: int | None = field(
         default=None,
-        metadata={"help": "size d_ff so the model has this many non-embedding parameters "
-                  "(matched-budget ablations); instead of model.d_ff"},
+        metadata={
+            "help": "size d_ff so the model has this many non-embedding parameters "
+            "(matched-budget ablations); instead of model.d_ff"
+        },
     )
     vocab_size: int = field(default=8192, metadata={"help": "V"})
-    max_seq_len: int = field(
-        default=256, metadata={"help": "longest sequence (learned positions: table size)"}
-    )
+    max_seq_len: int = field(default=256, metadata={"help": "longest sequence (learned positions: table size)"})
     dropout: float = 0.0
     tie_embeddings: bool = field(
         default=True, metadata={"help": "share the input embedding with the output projection"}
@@ -174,142 +192,183 @@ class ModelConfig:
     )
     token_types: int = field(
         default=0,
-        metadata={"help": "token-type (segment) embeddings added to the token embeddings "
-                  "(BERT: 2); 0 = none"},
+        metadata={"help": "token-type (segment) embeddings added to the token embeddings (BERT: 2); 0 = none"},
     )
-    attention_scale: Optional[float] = field(
+    attention_scale: float | None = field(
         default=None,
-        metadata={"help": "multiplier of the attention scores q·kᵀ; default 1/sqrt(Dh) "
-                  "(Vaswani et al.); T5: 1.0 (its initialisation folds the scale into W_q)"},
+        metadata={
+            "help": "multiplier of the attention scores q·kᵀ; default 1/sqrt(Dh) "
+            "(Vaswani et al.); T5: 1.0 (its initialisation folds the scale into W_q)"
+        },
     )
     head_transform: bool = field(
         default=False,
-        metadata={"help": "dense D->D, activation and norm before the output projection "
-                  "(BERT's masked-LM head)"},
+        metadata={"help": "dense D->D, activation and norm before the output projection (BERT's masked-LM head)"},
     )
     scale_output: bool = field(
         default=False,
-        metadata={"help": "multiply the final hidden states by D^-0.5 before the output "
-                  "projection (T5 v1.0 with tied embeddings; Mesh TensorFlow)"},
+        metadata={
+            "help": "multiply the final hidden states by D^-0.5 before the output "
+            "projection (T5 v1.0 with tied embeddings; Mesh TensorFlow)"
+        },
     )
     output_bias: bool = field(
         default=False,
-        metadata={"help": "a learned bias (V) on the output logits (BERT's decoder bias, "
-                  "BART's final_logits_bias)"},
+        metadata={"help": "a learned bias (V) on the output logits (BERT's decoder bias, BART's final_logits_bias)"},
     )
-    init_std: float = field(default=0.02, metadata={"help": "std of the normal initialisation of every "
-                                                     "matrix and embedding table"})
+    init_std: float = field(
+        default=0.02, metadata={"help": "std of the normal initialisation of every matrix and embedding table"}
+    )
     embed_init: EmbedInit = field(
         default=EmbedInit.std,
-        metadata={"help": "how the token embeddings start: std (Normal(0, init_std)) or unit (Normal(0, "
-                  "D^-0.5): with scale_embeddings they start at unit RMS, the size of a sinusoid's, as in "
-                  "Vaswani et al. and fairseq)"},
+        metadata={
+            "help": "how the token embeddings start: std (Normal(0, init_std)) or unit (Normal(0, "
+            "D^-0.5): with scale_embeddings they start at unit RMS, the size of a sinusoid's, as in "
+            "Vaswani et al. and fairseq)"
+        },
     )
     parametrization: Parametrization = field(
         default=Parametrization.standard,
-        metadata={"help": "standard, or mup: Maximal Update Parametrization (Yang et al. 2022, Tensor "
-                  "Programs V), hyperparameters tuned at the base width mup_base_d_model carry over to "
-                  "wider models; with m = d_model / mup_base_d_model, hidden matrices start at "
-                  "init_std/sqrt(m) and learn at optim.lr/m (weight decay x m), the logits are x 1/m, "
-                  "attention scores x sqrt(base Dh)/Dh; equal to standard at m = 1"},
+        metadata={
+            "help": "standard, or mup: Maximal Update Parametrization (Yang et al. 2022, Tensor "
+            "Programs V), hyperparameters tuned at the base width mup_base_d_model carry over to "
+            "wider models; with m = d_model / mup_base_d_model, hidden matrices start at "
+            "init_std/sqrt(m) and learn at optim.lr/m (weight decay x m), the logits are x 1/m, "
+            "attention scores x sqrt(base Dh)/Dh; equal to standard at m = 1"
+        },
     )
-    mup_base_d_model: Optional[int] = field(
+    mup_base_d_model: int | None = field(
         default=None,
-        metadata={"help": f"mup: the width the hyperparameters are tuned at (m = d_model / "
-                  f"mup_base_d_model); default {MUP_BASE_D_MODEL}"},
+        metadata={
+            "help": f"mup: the width the hyperparameters are tuned at (m = d_model / "
+            f"mup_base_d_model); default {MUP_BASE_D_MODEL}"
+        },
     )
-    mup_base_head_dim: Optional[int] = field(
+    mup_base_head_dim: int | None = field(
         default=None,
-        metadata={"help": "mup: the base model's head width Dh (attention scores x sqrt(base Dh)/Dh); "
-                  "default head_dim / m (the base model has as many heads, each narrower); set it "
-                  "to head_dim when the width grows by adding heads"},
+        metadata={
+            "help": "mup: the base model's head width Dh (attention scores x sqrt(base Dh)/Dh); "
+            "default head_dim / m (the base model has as many heads, each narrower); set it "
+            "to head_dim when the width grows by adding heads"
+        },
     )
     block: BlockKind = field(
         default=BlockKind.sequential,
-        metadata={"help": "sequential (one sub-layer after the other), parallel (x + attn(n(x)) + "
-                  "ff(n(x)), one shared norm: GPT-J, PaLM) or parallel_two_norms (x + attn(n1(x)) + "
-                  "ff(n2(x)): GPT-NeoX) (rows: zoo.config.facts.blocks.BLOCK_FACTS)"},
+        metadata={
+            "help": "sequential (one sub-layer after the other), parallel (x + attn(n(x)) + "
+            "ff(n(x)), one shared norm: GPT-J, PaLM) or parallel_two_norms (x + attn(n1(x)) + "
+            "ff(n2(x)): GPT-NeoX) (rows: zoo.config.facts.blocks.BLOCK_FACTS)"
+        },
     )
     qk_norm: QKNorm = field(
         default=QKNorm.none,
-        metadata={"help": "norm of queries and keys before the position scheme's rotation: none, "
-                  "head (over each head's Dh: Qwen3) or projection (over the whole H·Dh and Hkv·Dh: "
-                  "OLMo 2); self- and cross-attention alike (rows: zoo.config.facts.blocks.QK_NORM_FACTS)"},
+        metadata={
+            "help": "norm of queries and keys before the position scheme's rotation: none, "
+            "head (over each head's Dh: Qwen3) or projection (over the whole H·Dh and Hkv·Dh: "
+            "OLMo 2); self- and cross-attention alike (rows: zoo.config.facts.blocks.QK_NORM_FACTS)"
+        },
     )
-    qk_norm_type: Optional[NormType] = field(
-        default=None, metadata={"help": "the QK-norm's type (layernorm or rmsnorm); null: model.norm_type"},
-    )
-    attn_softcap: Optional[float] = field(
+    qk_norm_type: NormType | None = field(
         default=None,
-        metadata={"help": "cap c of the attention scores, c·tanh(s/c) after scaling, before the position "
-                  "bias and the mask (Gemma 2: 50); runs attention's math path, not SDPA's fused "
-                  "kernels; null: no cap"},
+        metadata={"help": "the QK-norm's type (layernorm or rmsnorm); null: model.norm_type"},
     )
-    final_softcap: Optional[float] = field(
+    attn_softcap: float | None = field(
         default=None,
-        metadata={"help": "cap c of the output logits, c·tanh(z/c), in training, validation and "
-                  "generation (Gemma 2: 30); null: no cap"},
+        metadata={
+            "help": "cap c of the attention scores, c·tanh(s/c) after scaling, before the position "
+            "bias and the mask (Gemma 2: 50); runs attention's math path, not SDPA's fused "
+            "kernels; null: no cap"
+        },
+    )
+    final_softcap: float | None = field(
+        default=None,
+        metadata={
+            "help": "cap c of the output logits, c·tanh(z/c), in training, validation and "
+            "generation (Gemma 2: 30); null: no cap"
+        },
     )
     checkpoint_activations: bool = field(
         default=False,
-        metadata={"help": "recompute each layer's activations in backward instead of keeping "
-                  "them (Chen et al. 2016): less memory in training, ~1/3 more compute"},
+        metadata={
+            "help": "recompute each layer's activations in backward instead of keeping "
+            "them (Chen et al. 2016): less memory in training, ~1/3 more compute"
+        },
     )
     attention: AttentionKind = field(
         default=AttentionKind.full,
-        metadata={"help": "self-attention variant: full, or sliding (local attention: each query sees "
-                  "model.window keys; Mistral 7B, Gemma 2)"},
+        metadata={
+            "help": "self-attention variant: full, or sliding (local attention: each query sees "
+            "model.window keys; Mistral 7B, Gemma 2)"
+        },
     )
-    window: Optional[int] = field(
+    window: int | None = field(
         default=None,
-        metadata={"help": "sliding: the keys a query sees, itself included (transformers' "
-                  "sliding_window: causal query i sees keys i-window+1..i; an encoder sees "
-                  "(window-1)/2 each side, so odd there); required for sliding, refused for full"},
+        metadata={
+            "help": "sliding: the keys a query sees, itself included (transformers' "
+            "sliding_window: causal query i sees keys i-window+1..i; an encoder sees "
+            "(window-1)/2 each side, so odd there); required for sliding, refused for full"
+        },
     )
-    global_every: Optional[int] = field(
+    global_every: int | None = field(
         default=None,
-        metadata={"help": "sliding: every k-th layer is full, the layers i with (i+1) mod k = 0, as "
-                  "Gemma 2 (k=2) and Gemma 3 (k=6) layer_types; null = every layer sliding"},
+        metadata={
+            "help": "sliding: every k-th layer is full, the layers i with (i+1) mod k = 0, as "
+            "Gemma 2 (k=2) and Gemma 3 (k=6) layer_types; null = every layer sliding"
+        },
     )
     param_budget_counts: BudgetCounts = field(
         default=BudgetCounts.total,
-        metadata={"help": "which non-embedding parameters model.param_budget matches: total (all the model "
-                  "holds) or active (those one token passes through: under model.ffn=moe the router, the "
-                  "top-k and the shared experts; the same as total for a dense model)"},
+        metadata={
+            "help": "which non-embedding parameters model.param_budget matches: total (all the model "
+            "holds) or active (those one token passes through: under model.ffn=moe the router, the "
+            "top-k and the shared experts; the same as total for a dense model)"
+        },
     )
     moe_experts: int = field(default=8, metadata={"help": "moe: E, routed experts per mixture layer"})
     moe_top_k: int = field(default=2, metadata={"help": "moe: experts each token is routed to (token choice)"})
-    moe_d_ff: Optional[int] = field(
+    moe_d_ff: int | None = field(
         default=None,
-        metadata={"help": "moe: hidden width of each expert (and each shared expert); null = model.d_ff "
-                  "(fine-grained experts: smaller, with more experts and a larger top-k)"},
+        metadata={
+            "help": "moe: hidden width of each expert (and each shared expert); null = model.d_ff "
+            "(fine-grained experts: smaller, with more experts and a larger top-k)"
+        },
     )
     moe_shared: int = field(
         default=0,
-        metadata={"help": "moe: shared experts every token passes through beside its routed ones "
-                  "(DeepSeekMoE, Qwen-MoE), each model.moe_d_ff wide (held as one dense unit); 0 = none"},
+        metadata={
+            "help": "moe: shared experts every token passes through beside its routed ones "
+            "(DeepSeekMoE, Qwen-MoE), each model.moe_d_ff wide (held as one dense unit); 0 = none"
+        },
     )
     moe_gate: MoEGate = field(
         default=MoEGate.softmax,
-        metadata={"help": "moe: router gate, softmax over the E logits (Mixtral, OLMoE) or a sigmoid per "
-                  "expert (DeepSeek-V3); the top-k of its scores are picked"},
+        metadata={
+            "help": "moe: router gate, softmax over the E logits (Mixtral, OLMoE) or a sigmoid per "
+            "expert (DeepSeek-V3); the top-k of its scores are picked"
+        },
     )
     moe_renorm: bool = field(
         default=True,
-        metadata={"help": "moe: renormalise the top-k weights of a token to sum to 1 (Mixtral; OLMoE and "
-                  "Qwen-MoE do not); false keeps the gate's scores as they are"},
+        metadata={
+            "help": "moe: renormalise the top-k weights of a token to sum to 1 (Mixtral; OLMoE and "
+            "Qwen-MoE do not); false keeps the gate's scores as they are"
+        },
     )
-    moe_capacity: Optional[float] = field(
+    moe_capacity: float | None = field(
         default=None,
-        metadata={"help": "moe: capacity factor c, each expert takes at most ceil(c·N·k/E) of a forward's "
-                  "N·k routed slots (first come, in token order); the others are dropped (the token "
-                  "passes on through the residual) and counted; in training only (evaluation and generation are "
-                  "dropless); null = dropless"},
+        metadata={
+            "help": "moe: capacity factor c, each expert takes at most ceil(c·N·k/E) of a forward's "
+            "N·k routed slots (first come, in token order); the others are dropped (the token "
+            "passes on through the residual) and counted; in training only (evaluation and generation are "
+            "dropless); null = dropless"
+        },
     )
     moe_every: int = field(
         default=1,
-        metadata={"help": "moe: the layers i with (i+1) % k == 0 are mixtures, the others dense "
-                  "(model.d_ff wide); 1 = every layer"},
+        metadata={
+            "help": "moe: the layers i with (i+1) % k == 0 are mixtures, the others dense "
+            "(model.d_ff wide); 1 = every layer"
+        },
     )
 
     def __post_init__(self) -> None:
@@ -354,8 +413,7 @@ class ModelConfig:
             _positive("n_decoder_layers", self.n_decoder_layers)
         elif self.n_decoder_layers is not None:
             raise ConfigError(
-                f"model.n_decoder_layers only applies to model.family=encoder_decoder, "
-                f"not {self.family.value}"
+                f"model.n_decoder_layers only applies to model.family=encoder_decoder, not {self.family.value}"
             )
         check_moe_keys(self)
         self.param_budget_counts = BudgetCounts.parse(self.param_budget_counts, "model.param_budget_counts")
@@ -366,8 +424,10 @@ class ModelConfig:
             # a config read back from a run holds the d_ff it resolved to: the same, so no conflict
             for other, agrees in (("d_ff", self.d_ff in (None, sized)), ("param_budget", self.param_budget is None)):
                 if not agrees:
-                    raise ConfigError(f"model.ff_mult={self.ff_mult:g} and model.{other}={getattr(self, other)} "
-                                      f"both size the feed-forward unit; set one of them")
+                    raise ConfigError(
+                        f"model.ff_mult={self.ff_mult:g} and model.{other}={getattr(self, other)} "
+                        f"both size the feed-forward unit; set one of them"
+                    )
             self.d_ff = sized
         if self.param_budget is not None:
             _positive("param_budget", self.param_budget)
@@ -377,7 +437,8 @@ class ModelConfig:
             if self.d_ff is not None and self.d_ff != sized:
                 raise ConfigError(
                     f"model.d_ff={self.d_ff} conflicts with model.param_budget={self.param_budget:,} "
-                    f"(which sizes d_ff to {sized}); set one of them")
+                    f"(which sizes d_ff to {sized}); set one of them"
+                )
             self.d_ff = sized
         if self.d_ff is None:
             if self.activation in GATED:
@@ -394,8 +455,7 @@ class ModelConfig:
         if not isinstance(self.token_types, int) or isinstance(self.token_types, bool) or self.token_types < 0:
             raise ConfigError(f"model.token_types must be an integer >= 0, got {self.token_types!r}")
         if self.attention_scale is not None and not self.attention_scale > 0:
-            raise ConfigError(f"model.attention_scale must be > 0 (or null for 1/sqrt(Dh)), "
-                              f"got {self.attention_scale}")
+            raise ConfigError(f"model.attention_scale must be > 0 (or null for 1/sqrt(Dh)), got {self.attention_scale}")
         if self.init_std <= 0:
             raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
         self.embed_init = EmbedInit.parse(self.embed_init, "model.embed_init")
@@ -408,8 +468,9 @@ class ModelConfig:
         if self.parametrization == Parametrization.standard:
             for name in ("mup_base_d_model", "mup_base_head_dim"):
                 if getattr(self, name) is not None:
-                    raise ConfigError(f"model.{name}={getattr(self, name)!r} only applies to "
-                                      f"model.parametrization=mup, not standard")
+                    raise ConfigError(
+                        f"model.{name}={getattr(self, name)!r} only applies to model.parametrization=mup, not standard"
+                    )
             return
         if self.mup_base_d_model is None:
             self.mup_base_d_model = MUP_BASE_D_MODEL
@@ -422,14 +483,14 @@ class ModelConfig:
         """The std the token embeddings start at: init_std, or with embed_init=unit D^-0.5 (so
         x·sqrt(D) starts at unit RMS under scale_embeddings: Vaswani et al. 2017 §3.4 with
         fairseq's initialisation; under mup D is the base width, see `base_d_model`)."""
-        return self.base_d_model ** -0.5 if self.embed_init == EmbedInit.unit else self.init_std
+        return self.base_d_model**-0.5 if self.embed_init == EmbedInit.unit else self.init_std
 
     # -- width (model.parametrization) ----------------------------------------------------
     @property
     def width_mult(self) -> float:
         """m = D / base D under mup (Yang et al. 2022); 1.0 under standard."""
         if self.parametrization == Parametrization.mup:
-            return self.d_model / self.mup_base_d_model
+            return self.d_model / self.base_d_model
         return 1.0
 
     @property
@@ -438,7 +499,14 @@ class ModelConfig:
         scale_embeddings and its D^-0.5 initialisation, scale_output's D^-0.5 and inverse_sqrt's
         D^-0.5. D under standard; under mup the base width, so that these stay the base model's
         and μP's own rules alone scale with the width."""
-        return self.mup_base_d_model if self.parametrization == Parametrization.mup else self.d_model
+        mup = self.parametrization == Parametrization.mup
+        return self.mup_base_d_model if mup and self.mup_base_d_model is not None else self.d_model
+
+    @property
+    def decoder_layers(self) -> int:
+        """An encoder-decoder's decoder depth: n_decoder_layers, which __post_init__ fills in
+        with n_layers when left out."""
+        return self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
 
     @property
     def base_head_dim(self) -> float:
@@ -447,10 +515,10 @@ class ModelConfig:
             return self.head_dim
         if self.mup_base_head_dim is not None:
             return self.mup_base_head_dim
-        return self.head_dim * self.mup_base_d_model / self.d_model
+        return self.head_dim * self.base_d_model / self.d_model
 
     @property
-    def attention_multiplier(self) -> Optional[float]:
+    def attention_multiplier(self) -> float | None:
         """The multiplier of q·kᵀ; None: 1/sqrt(Dh). Under mup, scores scale as 1/Dh (μP, Yang et
         al. 2022 §4) and equal the base model's at the base head width: attention_scale (or
         1/sqrt(base Dh)) x base Dh / Dh, which is sqrt(base Dh)/Dh by default."""
@@ -464,7 +532,7 @@ class ModelConfig:
     def output_multiplier(self) -> float:
         """What the output projection's input is multiplied by: scale_output's D^-0.5 (1 without
         it), divided by m under mup (μP's readout multiplier, mup's MuReadout: the logits x 1/m)."""
-        scaled = self.base_d_model ** -0.5 if self.scale_output else 1.0
+        scaled = self.base_d_model**-0.5 if self.scale_output else 1.0
         return scaled / self.width_mult
 
     @property

@@ -17,13 +17,13 @@ count against built models for every family, position scheme, norm and activatio
 from __future__ import annotations
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.families import FAMILY_FACTS
-from zoo.config.schema.model import ModelConfig
 from zoo.config.facts.ffn import ffn_parameters, layer_kinds
 from zoo.config.facts.norms import NORM_FACTS, norm_parameters
-from zoo.config.facts.positions import POSITION_FACTS
-from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.placements import PLACEMENT_FACTS
+from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.schema.model import ModelConfig
 
 
 def norm_params(cfg: ModelConfig) -> int:
@@ -71,7 +71,7 @@ def stack_layers(cfg: ModelConfig) -> list[tuple[int, bool]]:
     """The family's stacks as (layers, with cross-attention): one stack, or for an
     encoder-decoder n_layers encoder blocks and n_decoder_layers decoder blocks."""
     if FAMILY_FACTS[cfg.family].cross_attention:
-        return [(cfg.n_layers, False), (cfg.n_decoder_layers, True)]
+        return [(cfg.n_layers, False), (cfg.decoder_layers, True)]
     return [(cfg.n_layers, False)]
 
 
@@ -123,9 +123,11 @@ def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
     bias are left out)."""
     embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
     positions = sum(position_params(cfg, n_layers)[1] for n_layers, _ in stack_layers(cfg))
-    return {"model.d_model, model.n_layers, model.d_ff (the stack)": non_embedding_params(cfg),
-            "model.vocab_size (token embeddings)": embeddings,
-            "model.max_seq_len (learned positions)": positions}
+    return {
+        "model.d_model, model.n_layers, model.d_ff (the stack)": non_embedding_params(cfg),
+        "model.vocab_size (token embeddings)": embeddings,
+        "model.max_seq_len (learned positions)": positions,
+    }
 
 
 def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:
@@ -138,12 +140,14 @@ def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:
     if slope == 0:
         raise ConfigError(
             f"model.param_budget={budget:,} cannot size d_ff: no layer's width follows it (every layer is a "
-            f"mixture of model.moe_d_ff={cfg.moe_d_ff} experts); set model.moe_d_ff=null or model.moe_every > 1")
+            f"mixture of model.moe_d_ff={cfg.moe_d_ff} experts); set model.moe_d_ff=null or model.moe_every > 1"
+        )
     d_ff = round((budget - base) / slope)
     if d_ff < 1:
         raise ConfigError(
             f"model.param_budget={budget:,} is too small: this composition has {base + slope:,} "
-            f"non-embedding parameters at d_ff=1")
+            f"non-embedding parameters at d_ff=1"
+        )
     return d_ff
 
 

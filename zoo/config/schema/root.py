@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
-
-MISSING = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
+from typing import Any
 
 from zoo.config.schema.data import DataConfig, TokenizerConfig
 from zoo.config.schema.logger import LoggerConfig
 from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.task import TaskConfig
 from zoo.config.schema.train import (
     CallbacksConfig,
     OptimConfig,
     SchedulerConfig,
 )
-from zoo.config.schema.task import TaskConfig
+
+MISSING: Any = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
 
 
 @dataclass(kw_only=True)
@@ -28,24 +28,28 @@ class ZooConfig:
     tokenizer: TokenizerConfig = MISSING
     optim: OptimConfig = MISSING
     scheduler: SchedulerConfig = MISSING
-    trainer: Dict[str, Any] = field(default_factory=dict)
+    trainer: dict[str, Any] = field(default_factory=dict)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
     seed: int = field(default=0, metadata={"help": "global seed for weights, data order, dropout"})
-    ckpt_path: Optional[str] = field(
+    ckpt_path: str | None = field(
         default=None,
         metadata={"help": "resume from this checkpoint; 'last' = the run directory's last.ckpt"},
     )
-    branch_from: Optional[str] = field(
+    branch_from: str | None = field(
         default=None,
-        metadata={"help": "RUN/checkpoints/FILE.ckpt of a run in its stable phase: start a new run directory "
-                  "from its weights, optimizer state, data position and step N, with scheduler=wsd's "
-                  "cooldown of scheduler.decay_steps from step N (trainer.max_steps=${zoo.branch_end:} "
-                  "ends the run with it); the record names the parent run and step"},
+        metadata={
+            "help": "RUN/checkpoints/FILE.ckpt of a run in its stable phase: start a new run directory "
+            "from its weights, optimizer state, data position and step N, with scheduler=wsd's "
+            "cooldown of scheduler.decay_steps from step N (trainer.max_steps=${zoo.branch_end:} "
+            "ends the run with it); the record names the parent run and step"
+        },
     )
-    init_from: Optional[str] = field(
+    init_from: str | None = field(
         default=None,
-        metadata={"help": "hf:DIR: start from the weights of a Hugging Face model directory "
-                  "(save_pretrained); its config fixes model.* (except model.dropout) and its "
-                  "tokenizer becomes tokenizer=hf; a resumed checkpoint wins over it"},
+        metadata={
+            "help": "hf:DIR: start from the weights of a Hugging Face model directory "
+            "(save_pretrained); its config fixes model.* (except model.dropout) and its "
+            "tokenizer becomes tokenizer=hf; a resumed checkpoint wins over it"
+        },
     )

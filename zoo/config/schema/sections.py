@@ -10,8 +10,9 @@ validated or written (`check_sections`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any, Iterable
+from typing import Any
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.root import MISSING, ZooConfig
@@ -35,8 +36,10 @@ def check_deletions(overrides: Iterable[str]) -> None:
         key = word[1:].split("=", 1)[0].split("@", 1)[0].strip()
         if key in SECTIONS:
             instead = f"{key}=VALUE" if key in VALUES else f"{key}.KEY=VALUE, or {key}=OPTION for a group"
-            raise ConfigError(f"{word}: the top-level section {key} cannot be deleted (a run needs every "
-                              f"section: {_listed()}); set it instead ({instead})")
+            raise ConfigError(
+                f"{word}: the top-level section {key} cannot be deleted (a run needs every "
+                f"section: {_listed()}); set it instead ({instead})"
+            )
 
 
 def check_sections(cfg: Any) -> None:
@@ -51,12 +54,16 @@ def check_sections(cfg: Any) -> None:
 
         close = difflib.get_close_matches(unknown[0], SECTIONS, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        raise ConfigError(f"{unknown[0]} is not a section of zoo's config: {hint}the sections are {_listed()} "
-                          f"(a section added with +{unknown[0]}... would be recorded and read by nothing)")
+        raise ConfigError(
+            f"{unknown[0]} is not a section of zoo's config: {hint}the sections are {_listed()} "
+            f"(a section added with +{unknown[0]}... would be recorded and read by nothing)"
+        )
     for name in SECTIONS:
         if name in keys and _missing(cfg, name):
-            raise ConfigError(f"{name} is ??? (the section was deleted, e.g. with ~{name}, or a config's "
-                              f"defaults list leaves it out): a run needs every section ({_listed()})")
+            raise ConfigError(
+                f"{name} is ??? (the section was deleted, e.g. with ~{name}, or a config's "
+                f"defaults list leaves it out): a run needs every section ({_listed()})"
+            )
 
 
 def _missing(cfg: Any, name: str) -> bool:

@@ -4,10 +4,9 @@ computed. The objectives themselves are rows of `zoo.config.facts.tasks`. No tor
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Optional
 
-from zoo.config.errors import ConfigError
 from zoo.config.choice import Choice
+from zoo.config.errors import ConfigError
 from zoo.config.facts.tasks import TaskKind
 
 
@@ -41,59 +40,70 @@ class TaskConfig:
     label_smoothing: float = field(
         default=0.0, metadata={"help": "cross-entropy label smoothing (Szegedy et al. 2016)"}
     )
-    pooling: Optional[Pooling] = field(
+    pooling: Pooling | None = field(
         default=None,
-        metadata={"help": "classification: cls, mean or last; default cls for encoders, last "
-                  "for decoders"},
+        metadata={"help": "classification: cls, mean or last; default cls for encoders, last for decoders"},
     )
     generate_max_tokens: int = field(
         default=32, metadata={"help": "seq2seq: longest greedy output when validation scores BLEU"}
     )
     on_nonfinite_loss: NonFinitePolicy = field(
         default=NonFinitePolicy.stop,
-        metadata={"help": "stop: end the run naming the step; skip: no update for that step, "
-                  "counted as train/nonfinite_skipped"},
+        metadata={
+            "help": "stop: end the run naming the step; skip: no update for that step, "
+            "counted as train/nonfinite_skipped"
+        },
     )
     output_loss: OutputLoss = field(
         default=OutputLoss.auto,
-        metadata={"help": "token tasks in training: chunked (projection + cross-entropy per "
-                  "chunk of rows, less memory, faster on the CPU), logits (the whole (N, V) "
-                  "tensor, fewer kernel launches), liger (Liger-Kernel's fused Triton kernel, "
-                  "CUDA only, optional extra) or auto (chunked on the CPU, logits elsewhere)"},
+        metadata={
+            "help": "token tasks in training: chunked (projection + cross-entropy per "
+            "chunk of rows, less memory, faster on the CPU), logits (the whole (N, V) "
+            "tensor, fewer kernel launches), liger (Liger-Kernel's fused Triton kernel, "
+            "CUDA only, optional extra) or auto (chunked on the CPU, logits elsewhere)"
+        },
     )
-    loss_chunk: int = field(
-        default=1024, metadata={"help": "output_loss=chunked: rows of logits alive at a time"}
-    )
+    loss_chunk: int = field(default=1024, metadata={"help": "output_loss=chunked: rows of logits alive at a time"})
     z_loss: float = field(
         default=0.0,
-        metadata={"help": "token tasks: add z_loss x the mean over target tokens of log(Z)^2, Z the softmax "
-                  "normaliser of the output logits (PaLM: 1e-4), to the training loss; logged apart as "
-                  "train/z_loss (train/loss stays the cross-entropy); 0 = off"},
+        metadata={
+            "help": "token tasks: add z_loss x the mean over target tokens of log(Z)^2, Z the softmax "
+            "normaliser of the output logits (PaLM: 1e-4), to the training loss; logged apart as "
+            "train/z_loss (train/loss stays the cross-entropy); 0 = off"
+        },
     )
     moe_balance: float = field(
         default=0.01,
-        metadata={"help": "model.ffn=moe: add moe_balance x the load-balancing loss E·Σ_i f_i·P_i (Switch: f_i "
-                  "the share of routed slots, P_i the mean router probability of expert i; 1 when uniform), "
-                  "the mean over mixture layers, to the training loss; the loss (unweighted) logged apart as "
-                  "train/moe_balance_loss (train/loss stays the task's); 0 = off"},
+        metadata={
+            "help": "model.ffn=moe: add moe_balance x the load-balancing loss E·Σ_i f_i·P_i (Switch: f_i "
+            "the share of routed slots, P_i the mean router probability of expert i; 1 when uniform), "
+            "the mean over mixture layers, to the training loss; the loss (unweighted) logged apart as "
+            "train/moe_balance_loss (train/loss stays the task's); 0 = off"
+        },
     )
     moe_router_z: float = field(
         default=0.001,
-        metadata={"help": "model.ffn=moe: add moe_router_z x the router z-loss, mean over tokens of "
-                  "logsumexp(router logits)² (ST-MoE), the mean over mixture layers, to the training loss; "
-                  "the loss (unweighted) logged apart as train/moe_router_z_loss; 0 = off"},
+        metadata={
+            "help": "model.ffn=moe: add moe_router_z x the router z-loss, mean over tokens of "
+            "logsumexp(router logits)² (ST-MoE), the mean over mixture layers, to the training loss; "
+            "the loss (unweighted) logged apart as train/moe_router_z_loss; 0 = off"
+        },
     )
     tf32: bool = field(
         default=True,
-        metadata={"help": "on CUDA, float32 matmuls on TF32 tensor cores "
-                  "(torch.set_float32_matmul_precision('high')); nothing elsewhere"},
+        metadata={
+            "help": "on CUDA, float32 matmuls on TF32 tensor cores "
+            "(torch.set_float32_matmul_precision('high')); nothing elsewhere"
+        },
     )
     compile: bool = field(
         default=False,
-        metadata={"help": "torch.compile the model, and for token tasks the whole training loss "
-                  "(stack, output head and loss in one graph; under trainer=fsdp each layer, "
-                  "compiled before it is sharded); first steps slower while it compiles; on CPU "
-                  "needs a C++ compiler"},
+        metadata={
+            "help": "torch.compile the model, and for token tasks the whole training loss "
+            "(stack, output head and loss in one graph; under trainer=fsdp each layer, "
+            "compiled before it is sharded); first steps slower while it compiles; on CPU "
+            "needs a C++ compiler"
+        },
     )
 
     def __post_init__(self) -> None:
@@ -108,13 +118,18 @@ class TaskConfig:
                 raise ConfigError(f"task.pooling only applies to task=classification, not {self.kind.value}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"task.label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if isinstance(self.z_loss, bool) or not isinstance(self.z_loss, (int, float)) \
-                or not 0.0 <= self.z_loss < float("inf"):
+        if (
+            isinstance(self.z_loss, bool)
+            or not isinstance(self.z_loss, (int, float))
+            or not 0.0 <= self.z_loss < float("inf")
+        ):
             raise ConfigError(f"task.z_loss must be a number >= 0 (0 = off), got {self.z_loss!r}")
         self.z_loss = float(self.z_loss)
         if self.z_loss and self.kind == TaskKind.classification:
-            raise ConfigError("task.z_loss applies to the output logits over the vocabulary of token tasks "
-                              "(causal_lm, masked_lm, seq2seq), not to task=classification's class logits")
+            raise ConfigError(
+                "task.z_loss applies to the output logits over the vocabulary of token tasks "
+                "(causal_lm, masked_lm, seq2seq), not to task=classification's class logits"
+            )
         if self.z_loss and self.output_loss == OutputLoss.liger:
             raise ConfigError("task.z_loss is not computed by task.output_loss=liger; use auto, logits or chunked")
         for name in ("moe_balance", "moe_router_z"):
@@ -129,5 +144,8 @@ class TaskConfig:
 def task_defaults() -> dict:
     """TaskConfig's keys that have a fixed default, as plain data: a key added since a checkpoint
     was written (e.g. task.moe_balance) ran at its default."""
-    return {f.name: (f.default.value if isinstance(f.default, Choice) else f.default)
-            for f in fields(TaskConfig) if f.default is not MISSING}
+    return {
+        f.name: (f.default.value if isinstance(f.default, Choice) else f.default)
+        for f in fields(TaskConfig)
+        if f.default is not MISSING
+    }

@@ -5,12 +5,11 @@
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import List, Optional
 
-from zoo.config.errors import ConfigError
 from zoo.config.choice import Choice
+from zoo.config.errors import ConfigError
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
-from zoo.config.facts.schedules import DecayShape, SCHEDULE_FACTS, ScheduleKind, schedule_readers
+from zoo.config.facts.schedules import SCHEDULE_FACTS, DecayShape, ScheduleKind, schedule_readers
 
 
 class OptimizerImpl(Choice):
@@ -44,38 +43,48 @@ class AdjustLr(Choice):
 class OptimConfig:
     kind: OptimizerKind = field(
         default=OptimizerKind.adamw,
-        metadata={"help": "adamw, adam, or muon (Muon for the hidden layers' 2-D matrices, AdamW for "
-                  "embeddings, output head, norms and biases)"},
+        metadata={
+            "help": "adamw, adam, or muon (Muon for the hidden layers' 2-D matrices, AdamW for "
+            "embeddings, output head, norms and biases)"
+        },
     )
     lr: float = field(
         default=3e-4,
-        metadata={"help": "peak learning rate; with scheduler=inverse_sqrt a multiplier of the "
-                  "schedule (1.0 = the paper's rate); optim=muon: AdamW's rate (and Muon's unless "
-                  "optim.muon_lr is set)"},
+        metadata={
+            "help": "peak learning rate; with scheduler=inverse_sqrt a multiplier of the "
+            "schedule (1.0 = the paper's rate); optim=muon: AdamW's rate (and Muon's unless "
+            "optim.muon_lr is set)"
+        },
     )
-    betas: List[float] = field(default_factory=lambda: [0.9, 0.95])
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
     eps: float = 1e-8
     weight_decay: float = field(
         default=0.1, metadata={"help": "decoupled decay; never applied to norms, biases, embeddings"}
     )
     implementation: OptimizerImpl = field(
         default=OptimizerImpl.auto,
-        metadata={"help": "auto (fused on CUDA, torch's default elsewhere), for_loop, foreach or "
-                  "fused: torch's kernels for the update (same arithmetic)"},
+        metadata={
+            "help": "auto (fused on CUDA, torch's default elsewhere), for_loop, foreach or "
+            "fused: torch's kernels for the update (same arithmetic)"
+        },
     )
-    muon_lr: Optional[float] = field(
+    muon_lr: float | None = field(
         default=None,
-        metadata={"help": "optim=muon: Muon's base rate for the hidden matrices, before adjust_lr_fn "
-                  "scales it by shape; null = optim.lr (with match_rms_adamw, AdamW's rate carries over)"},
+        metadata={
+            "help": "optim=muon: Muon's base rate for the hidden matrices, before adjust_lr_fn "
+            "scales it by shape; null = optim.lr (with match_rms_adamw, AdamW's rate carries over)"
+        },
     )
     momentum: float = field(default=0.95, metadata={"help": "optim=muon: momentum of Muon's buffer"})
     nesterov: bool = field(default=True, metadata={"help": "optim=muon: Nesterov momentum"})
     ns_steps: int = field(default=5, metadata={"help": "optim=muon: Newton-Schulz iterations"})
     adjust_lr_fn: AdjustLr = field(
         default=AdjustLr.match_rms_adamw,
-        metadata={"help": "optim=muon: match_rms_adamw (rate x 0.2 sqrt(max(A, B)), Liu et al. 2025: "
-                  "AdamW's lr and weight decay carry over) or original (rate x sqrt(max(1, A/B)), "
-                  "Jordan et al. 2024: lr about 0.02)"},
+        metadata={
+            "help": "optim=muon: match_rms_adamw (rate x 0.2 sqrt(max(A, B)), Liu et al. 2025: "
+            "AdamW's lr and weight decay carry over) or original (rate x sqrt(max(1, A/B)), "
+            "Jordan et al. 2024: lr about 0.02)"
+        },
     )
 
     def __post_init__(self) -> None:
@@ -89,9 +98,7 @@ class OptimConfig:
         if self.lr <= 0:
             raise ConfigError(f"optim.lr must be > 0, got {self.lr}")
         if self.eps <= 0 or self.weight_decay < 0:
-            raise ConfigError(
-                f"optim.eps must be > 0 and optim.weight_decay >= 0, got {self.eps}, {self.weight_decay}"
-            )
+            raise ConfigError(f"optim.eps must be > 0 and optim.weight_decay >= 0, got {self.eps}, {self.weight_decay}")
         if self.muon_lr is not None and not self.muon_lr > 0:
             raise ConfigError(f"optim.muon_lr must be > 0 (or null: optim.lr), got {self.muon_lr}")
         if not 0.0 <= self.momentum < 1.0:
@@ -116,25 +123,26 @@ def _refuse_unread(cfg, section: str, reads: tuple[str, ...], readers) -> None:
 class SchedulerConfig:
     kind: ScheduleKind = field(
         default=ScheduleKind.cosine,
-        metadata={"help": "constant, cosine, inverse_sqrt, wsd (warmup-stable-decay) or linear "
-                  "(straight to zero)"},
+        metadata={"help": "constant, cosine, inverse_sqrt, wsd (warmup-stable-decay) or linear (straight to zero)"},
     )
     warmup_steps: int = 100
     min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine, wsd: final lr / peak lr"})
-    total_steps: Optional[int] = field(
-        default=None, metadata={"help": "cosine, wsd, linear: steps the schedule ends at; default "
-                                "trainer.max_steps"}
+    total_steps: int | None = field(
+        default=None, metadata={"help": "cosine, wsd, linear: steps the schedule ends at; default trainer.max_steps"}
     )
     decay_fraction: float = field(
         default=0.2, metadata={"help": "wsd: the cooldown's share of total_steps (unless decay_steps is set)"}
     )
-    decay_steps: Optional[int] = field(
-        default=None, metadata={"help": "wsd: the cooldown's length in steps, ending at total_steps "
-                                "(0 = never decays: a stable run to branch cooldowns from)"}
+    decay_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "wsd: the cooldown's length in steps, ending at total_steps "
+            "(0 = never decays: a stable run to branch cooldowns from)"
+        },
     )
     decay_shape: DecayShape = field(
-        default=DecayShape.linear, metadata={"help": "wsd: the cooldown, linear (1 - p) or one_minus_sqrt "
-                                             "(1 - sqrt(p)), p its progress"}
+        default=DecayShape.linear,
+        metadata={"help": "wsd: the cooldown, linear (1 - p) or one_minus_sqrt (1 - sqrt(p)), p its progress"},
     )
 
     def __post_init__(self) -> None:
@@ -155,8 +163,9 @@ class SchedulerConfig:
             if self.decay_steps < 0:
                 raise ConfigError(f"scheduler.decay_steps must be >= 0, got {self.decay_steps}")
             if self.decay_fraction != 0.2:
-                raise ConfigError("scheduler.decay_steps and scheduler.decay_fraction both set the cooldown's "
-                                  "length: set one")
+                raise ConfigError(
+                    "scheduler.decay_steps and scheduler.decay_fraction both set the cooldown's length: set one"
+                )
 
 
 @dataclass(kw_only=True)
@@ -166,46 +175,55 @@ class CallbacksConfig:
     )
     save_top_k: int = field(default=1, metadata={"help": "best checkpoints kept by val/loss"})
     progress_bar: ProgressBar = ProgressBar.rich
-    requeue_signal: Optional[str] = field(
+    requeue_signal: str | None = field(
         default="SIGUSR2",
-        metadata={"help": "in a SLURM job, the signal (sbatch --signal) on which the run saves "
-                  "last.ckpt and requeues itself; null turns this off"},
+        metadata={
+            "help": "in a SLURM job, the signal (sbatch --signal) on which the run saves "
+            "last.ckpt and requeues itself; null turns this off"
+        },
     )
 
     stop_grace_s: float = field(
         default=20.0,
-        metadata={"help": "after SIGTERM or Ctrl-C, seconds the next step boundary (where last.ckpt is "
-                  "saved) may take; past that, or at a second signal, the run stops at once without saving"},
+        metadata={
+            "help": "after SIGTERM or Ctrl-C, seconds the next step boundary (where last.ckpt is "
+            "saved) may take; past that, or at a second signal, the run stops at once without saving"
+        },
     )
 
-    instability_every: Optional[int] = field(
+    instability_every: int | None = field(
         default=None,
-        metadata={"help": "every N optimizer steps (and at the last), log train/max_attn_logit (per layer "
-                  "too), train/output_logit_mean and train/log_z_mean (Wortsman et al. 2023's "
-                  "instability signals); null or 0: off"},
+        metadata={
+            "help": "every N optimizer steps (and at the last), log train/max_attn_logit (per layer "
+            "too), train/output_logit_mean and train/log_z_mean (Wortsman et al. 2023's "
+            "instability signals); null or 0: off"
+        },
     )
 
-    downstream: List[str] = field(
+    downstream: list[str] = field(
         default_factory=list,
-        metadata={"help": "lm-evaluation-harness tasks scored during training, e.g. "
-                  "[kjv_cloze,kjv_next_verse] (needs zoo[eval]); logged as harness/TASK/METRIC to every "
-                  "tracker, the last in summary.json; [] (default): off"},
+        metadata={
+            "help": "lm-evaluation-harness tasks scored during training, e.g. "
+            "[kjv_cloze,kjv_next_verse] (needs zoo[eval]); logged as harness/TASK/METRIC to every "
+            "tracker, the last in summary.json; [] (default): off"
+        },
     )
-    downstream_every: Optional[int] = field(
+    downstream_every: int | None = field(
         default=None,
-        metadata={"help": "callbacks.downstream: every N optimizer steps (and at the end); null: at each "
-                  "validation"},
+        metadata={"help": "callbacks.downstream: every N optimizer steps (and at the end); null: at each validation"},
     )
-    downstream_limit: Optional[float] = field(
+    downstream_limit: float | None = field(
         default=100,
         metadata={"help": "callbacks.downstream: examples of each task (below 1: a fraction of it; null: all)"},
     )
-    routing_every: Optional[int] = field(
+    routing_every: int | None = field(
         default=50,
-        metadata={"help": "model.ffn=moe: every N optimizer steps (and at the last), log each mixture "
-                  "layer's expert load, dropped share and router entropy, and their means over layers "
-                  "(train/moe_load, train/moe_load_max, train/moe_dropped, train/moe_entropy); the last "
-                  "values go to summary.json; null or 0: off; a dense model logs none"},
+        metadata={
+            "help": "model.ffn=moe: every N optimizer steps (and at the last), log each mixture "
+            "layer's expert load, dropped share and router entropy, and their means over layers "
+            "(train/moe_load, train/moe_load_max, train/moe_dropped, train/moe_entropy); the last "
+            "values go to summary.json; null or 0: off; a dense model logs none"
+        },
     )
 
     def __post_init__(self) -> None:
@@ -214,11 +232,13 @@ class CallbacksConfig:
         if any(not t for t in self.downstream) or len(set(self.downstream)) != len(self.downstream):
             raise ConfigError(f"callbacks.downstream must name each task once, got {self.downstream}")
         if self.downstream_every is not None and self.downstream_every < 1:
-            raise ConfigError(f"callbacks.downstream_every must be >= 1 (null: at each validation), "
-                              f"got {self.downstream_every}")
+            raise ConfigError(
+                f"callbacks.downstream_every must be >= 1 (null: at each validation), got {self.downstream_every}"
+            )
         if self.downstream_limit is not None and not self.downstream_limit > 0:
-            raise ConfigError(f"callbacks.downstream_limit must be > 0 (null: every example), "
-                              f"got {self.downstream_limit}")
+            raise ConfigError(
+                f"callbacks.downstream_limit must be > 0 (null: every example), got {self.downstream_limit}"
+            )
         if self.instability_every is not None and self.instability_every < 0:
             raise ConfigError(
                 f"callbacks.instability_every must be >= 0 (0 or null: off), got {self.instability_every}"
@@ -233,9 +253,7 @@ class CallbacksConfig:
                 f"got {self.requeue_signal!r}"
             )
         if self.checkpoint_every_n_steps < 1:
-            raise ConfigError(
-                f"callbacks.checkpoint_every_n_steps must be >= 1, got {self.checkpoint_every_n_steps}"
-            )
+            raise ConfigError(f"callbacks.checkpoint_every_n_steps must be >= 1, got {self.checkpoint_every_n_steps}")
 
 
 def _defaults(schema) -> dict:

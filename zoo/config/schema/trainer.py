@@ -17,16 +17,24 @@ def _int(minimum: int, none_ok: bool = False):
         if value is None and none_ok:
             return
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigError(f"trainer.{key} must be an integer >= {minimum}"
-                              f"{' or null' if none_ok else ''}, got {value!r}")
+            raise ConfigError(
+                f"trainer.{key} must be an integer >= {minimum}{' or null' if none_ok else ''}, got {value!r}"
+            )
+
     return check
 
 
 def _batches(key: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or \
-            (isinstance(value, float) and value > 1.0):
-        raise ConfigError(f"trainer.{key} must be a number of batches (an integer >= 0) or a fraction "
-                          f"of them (a float in [0, 1]), got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value < 0
+        or (isinstance(value, float) and value > 1.0)
+    ):
+        raise ConfigError(
+            f"trainer.{key} must be a number of batches (an integer >= 0) or a fraction "
+            f"of them (a float in [0, 1]), got {value!r}"
+        )
 
 
 def _val_interval(key: str, value: Any) -> None:
@@ -34,10 +42,16 @@ def _val_interval(key: str, value: Any) -> None:
         return
     if isinstance(value, str) and _TIME.match(value):
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or \
-            (isinstance(value, float) and value > 1.0):
-        raise ConfigError(f"trainer.val_check_interval must be a number of steps (an integer >= 1), a "
-                          f"fraction of an epoch (a float in (0, 1]), a time 'DD:HH:MM:SS' or null, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value <= 0
+        or (isinstance(value, float) and value > 1.0)
+    ):
+        raise ConfigError(
+            f"trainer.val_check_interval must be a number of steps (an integer >= 1), a "
+            f"fraction of an epoch (a float in (0, 1]), a time 'DD:HH:MM:SS' or null, got {value!r}"
+        )
 
 
 def _clip(key: str, value: Any) -> None:
@@ -74,17 +88,23 @@ def check_trains_and_validates(trainer: dict) -> None:
     so are refused before the run starts, naming what to use instead."""
     fast = trainer.get("fast_dev_run")
     if fast not in (None, False, 0):
-        raise ConfigError(f"trainer.fast_dev_run={fast} is refused: Lightning then saves no checkpoint and logs "
-                          f"no metrics, yet the run would be recorded as finished; for a quick run use "
-                          f"trainer.max_steps=N trainer.limit_val_batches=N")
+        raise ConfigError(
+            f"trainer.fast_dev_run={fast} is refused: Lightning then saves no checkpoint and logs "
+            f"no metrics, yet the run would be recorded as finished; for a quick run use "
+            f"trainer.max_steps=N trainer.limit_val_batches=N"
+        )
     for key, what in (("limit_train_batches", "trains no step"), ("limit_val_batches", "skips validation")):
         value = trainer.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
-            raise ConfigError(f"trainer.{key}={value} {what}, and a run that {what} is not a finished run; "
-                              f"give a number of batches >= 1 or a fraction in (0, 1]")
+            raise ConfigError(
+                f"trainer.{key}={value} {what}, and a run that {what} is not a finished run; "
+                f"give a number of batches >= 1 or a fraction in (0, 1]"
+            )
     if trainer.get("max_epochs") == 0 and trainer.get("max_steps", -1) in (None, -1):
-        raise ConfigError("trainer.max_epochs=0 trains no step, and a run that trains no step is not a finished "
-                          "run; give trainer.max_epochs >= 1 or trainer.max_steps >= 1")
+        raise ConfigError(
+            "trainer.max_epochs=0 trains no step, and a run that trains no step is not a finished "
+            "run; give trainer.max_epochs >= 1 or trainer.max_steps >= 1"
+        )
 
 
 # trainer.strategy that shards parameters (FSDP2, `zoo.training.distributed.fsdp`): over every rank (fsdp),
@@ -113,14 +133,17 @@ def check_replicate(trainer: dict) -> None:
     if trainer.get("strategy") != HYBRID_STRATEGY:
         if value is None:
             return
-        raise ConfigError(f"trainer.replicate={value} applies to trainer.strategy=hsdp only "
-                          f"(got trainer.strategy={trainer.get('strategy')}); use trainer=hsdp")
+        raise ConfigError(
+            f"trainer.replicate={value} applies to trainer.strategy=hsdp only "
+            f"(got trainer.strategy={trainer.get('strategy')}); use trainer=hsdp"
+        )
     if value is None:
         return
     _int(1)(REPLICATE_KEY, value)
     devices, nodes = trainer.get("devices"), trainer.get("num_nodes", 1)
-    if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0 and \
-            (devices * nodes) % value:
-        raise ConfigError(f"trainer.replicate={value} must divide the {devices * nodes} devices "
-                          f"(trainer.devices={devices} x trainer.num_nodes={nodes}): each replica shards "
-                          f"the model over the same number of them")
+    if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0 and (devices * nodes) % value:
+        raise ConfigError(
+            f"trainer.replicate={value} must divide the {devices * nodes} devices "
+            f"(trainer.devices={devices} x trainer.num_nodes={nodes}): each replica shards "
+            f"the model over the same number of them"
+        )

@@ -5,23 +5,25 @@ A section's own rules live in its schema's `__post_init__` (`ModelConfig`, `Task
 the rules that join sections (the task needs its family, learned positions bound the sequence,
 the global batch splits over the devices, a schedule fits the run, ...) live here. What the
 machine must have (a GPU, an optional package) is not the config's business: the training
-command checks it (`zoo.training.run.check_machine`)."""
+command checks it (`zoo.training.machine.check_machine`)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from zoo.config.schema.batching import per_device_batch
-from zoo.config.schema.convert import reject_non_finite, as_model_config, as_schema, to_plain
-from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
 from zoo.config.errors import ConfigError
-from zoo.config.schema.logger import LoggerConfig
+from zoo.config.facts.optimizers import OptimizerKind
 from zoo.config.facts.positions import max_positions
+from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
+from zoo.config.facts.tasks import families_of, task_spec
+from zoo.config.schema.batching import per_device_batch
+from zoo.config.schema.convert import as_model_config, as_schema, reject_non_finite, to_plain
+from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
+from zoo.config.schema.logger import LoggerConfig
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.sections import check_sections
-from zoo.config.facts.tasks import families_of, task_spec
-from zoo.config.facts.optimizers import OptimizerKind
-from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
+from zoo.config.schema.task import OutputLoss, TaskConfig
 from zoo.config.schema.train import (
     CallbacksConfig,
     OptimConfig,
@@ -29,7 +31,6 @@ from zoo.config.schema.train import (
     ScheduleKind,
     SchedulerConfig,
 )
-from zoo.config.schema.task import OutputLoss, TaskConfig
 from zoo.config.schema.trainer import SHARDED_PRECISIONS, check_trainer, is_sharded_name
 
 
@@ -90,8 +91,7 @@ def _check_task_family(zc: ZooConfig) -> None:
     families = families_of(zc.task.kind)
     if zc.model.family not in families:
         allowed = ", ".join(f.value for f in families)
-        raise ConfigError(
-            f"task={zc.task.kind.value} needs model.family in ({allowed}), got {zc.model.family.value}")
+        raise ConfigError(f"task={zc.task.kind.value} needs model.family in ({allowed}), got {zc.model.family.value}")
 
 
 def _check_positions(zc: ZooConfig) -> None:
@@ -101,13 +101,17 @@ def _check_positions(zc: ZooConfig) -> None:
     if bound is None:
         return
     if zc.data.seq_len > bound:
-        raise ConfigError(f"data.seq_len ({zc.data.seq_len}) is longer than learned positions allow "
-                          f"(model.max_seq_len={bound}): lower data.seq_len or raise "
-                          f"model.max_seq_len={zc.data.seq_len}")
+        raise ConfigError(
+            f"data.seq_len ({zc.data.seq_len}) is longer than learned positions allow "
+            f"(model.max_seq_len={bound}): lower data.seq_len or raise "
+            f"model.max_seq_len={zc.data.seq_len}"
+        )
     if task_spec(zc.task.kind).decodes_in_validation and zc.task.generate_max_tokens >= bound:
-        raise ConfigError(f"task.generate_max_tokens ({zc.task.generate_max_tokens}) plus BOS is longer than "
-                          f"learned positions allow (model.max_seq_len={bound}): lower task.generate_max_tokens "
-                          f"or raise model.max_seq_len={zc.task.generate_max_tokens + 1}")
+        raise ConfigError(
+            f"task.generate_max_tokens ({zc.task.generate_max_tokens}) plus BOS is longer than "
+            f"learned positions allow (model.max_seq_len={bound}): lower task.generate_max_tokens "
+            f"or raise model.max_seq_len={zc.task.generate_max_tokens + 1}"
+        )
 
 
 def _check_fused_clipping(zc: ZooConfig) -> None:
@@ -117,18 +121,22 @@ def _check_fused_clipping(zc: ZooConfig) -> None:
     precision = str(zc.trainer.get("precision", "32-true"))
     clip = zc.trainer.get("gradient_clip_val") or 0
     if zc.optim.implementation == OptimizerImpl.fused and precision.endswith("-mixed") and float(clip) > 0:
-        raise ConfigError(f"optim.implementation=fused cannot run with trainer.gradient_clip_val={clip} under "
-                          f"trainer.precision={precision} (Lightning does not clip a fused optimizer's gradients "
-                          "in mixed precision): use optim.implementation=auto or foreach, or "
-                          "trainer.gradient_clip_val=0")
+        raise ConfigError(
+            f"optim.implementation=fused cannot run with trainer.gradient_clip_val={clip} under "
+            f"trainer.precision={precision} (Lightning does not clip a fused optimizer's gradients "
+            "in mixed precision): use optim.implementation=auto or foreach, or "
+            "trainer.gradient_clip_val=0"
+        )
 
 
 def _check_softcapped_loss(zc: ZooConfig) -> None:
     """Liger-Kernel's fused loss is called without a soft-cap here: a capped model's training loss
     would be of other logits than its validation and generation."""
     if zc.task.output_loss == OutputLoss.liger and zc.model.final_softcap is not None:
-        raise ConfigError(f"task.output_loss=liger does not cap the logits (model.final_softcap="
-                          f"{zc.model.final_softcap:g}): use task.output_loss=auto, logits or chunked")
+        raise ConfigError(
+            f"task.output_loss=liger does not cap the logits (model.final_softcap="
+            f"{zc.model.final_softcap:g}): use task.output_loss=auto, logits or chunked"
+        )
 
 
 def _check_sharding(zc: ZooConfig) -> None:
@@ -138,9 +146,11 @@ def _check_sharding(zc: ZooConfig) -> None:
         return
     precision = str(zc.trainer.get("precision", "32-true"))
     if precision not in SHARDED_PRECISIONS:
-        raise ConfigError(f"trainer.strategy={strategy} runs trainer.precision in ({', '.join(SHARDED_PRECISIONS)}), "
-                          f"got {precision} (float16 mixed precision needs a gradient scaler that sharded "
-                          f"training here has not; use bf16-mixed)")
+        raise ConfigError(
+            f"trainer.strategy={strategy} runs trainer.precision in ({', '.join(SHARDED_PRECISIONS)}), "
+            f"got {precision} (float16 mixed precision needs a gradient scaler that sharded "
+            f"training here has not; use bf16-mixed)"
+        )
 
 
 def _check_muon(zc: ZooConfig) -> None:
@@ -149,13 +159,17 @@ def _check_muon(zc: ZooConfig) -> None:
         return
     strategy = zc.trainer.get("strategy")
     if is_sharded_name(strategy):
-        raise ConfigError(f"optim=muon cannot run under trainer.strategy={strategy}: Muon orthogonalises each "
-                          f"whole matrix's update (Newton-Schulz), and a sharded rank holds only its rows of "
-                          f"each matrix; use trainer=ddp (every rank holds whole matrices) or optim=adamw")
+        raise ConfigError(
+            f"optim=muon cannot run under trainer.strategy={strategy}: Muon orthogonalises each "
+            f"whole matrix's update (Newton-Schulz), and a sharded rank holds only its rows of "
+            f"each matrix; use trainer=ddp (every rank holds whole matrices) or optim=adamw"
+        )
     if zc.model.parametrization.value == "mup":
-        raise ConfigError("optim=muon cannot run with model.parametrization=mup: muP's per-layer learning rates "
-                          "and initialisations are derived for Adam, and Muon scales each matrix's rate by its "
-                          "shape itself (optim.adjust_lr_fn); use model.parametrization=standard or optim=adamw")
+        raise ConfigError(
+            "optim=muon cannot run with model.parametrization=mup: muP's per-layer learning rates "
+            "and initialisations are derived for Adam, and Muon scales each matrix's rate by its "
+            "shape itself (optim.adjust_lr_fn); use model.parametrization=standard or optim=adamw"
+        )
 
 
 def _check_branch(zc: ZooConfig) -> None:
@@ -164,17 +178,22 @@ def _check_branch(zc: ZooConfig) -> None:
     if zc.branch_from is None:
         return
     if zc.ckpt_path is not None or zc.init_from is not None:
-        raise ConfigError("branch_from starts a run from another run's checkpoint: it cannot be combined with "
-                          "ckpt_path or init_from")
+        raise ConfigError(
+            "branch_from starts a run from another run's checkpoint: it cannot be combined with ckpt_path or init_from"
+        )
     if zc.scheduler.kind.value != "wsd" or zc.scheduler.decay_steps is None:
-        raise ConfigError("branch_from branches a cooldown off a stable phase: it needs scheduler=wsd and "
-                          "scheduler.decay_steps (the cooldown's length from the branch step)")
+        raise ConfigError(
+            "branch_from branches a cooldown off a stable phase: it needs scheduler=wsd and "
+            "scheduler.decay_steps (the cooldown's length from the branch step)"
+        )
 
 
 def _check_batch(zc: ZooConfig) -> None:
     if zc.trainer.get("overfit_batches") not in (None, 0, 0.0):
-        raise ConfigError("trainer.overfit_batches is not supported: the training loader keeps its "
-                          "place for exact resume; use data.max_examples for a small training set")
+        raise ConfigError(
+            "trainer.overfit_batches is not supported: the training loader keeps its "
+            "place for exact resume; use data.max_examples for a small training set"
+        )
     devices, nodes = zc.trainer.get("devices", 1), zc.trainer.get("num_nodes", 1)
     if isinstance(devices, int) and devices > 0 and isinstance(nodes, int) and nodes > 0:
         per_device_batch(zc.data.global_batch_size, devices * nodes)  # before any process starts
@@ -188,23 +207,28 @@ def _check_schedule(zc: ZooConfig) -> None:
     if max_steps in (None, -1) and zc.trainer.get("max_epochs", -1) in (None, -1):
         raise ConfigError("set trainer.max_steps or trainer.max_epochs, or the run never ends")
     if isinstance(max_steps, int) and (max_steps == 0 or max_steps < -1):
-        raise ConfigError(f"trainer.max_steps must be a positive number of steps (or -1 to train by "
-                          f"trainer.max_epochs), got {max_steps}")
+        raise ConfigError(
+            f"trainer.max_steps must be a positive number of steps (or -1 to train by "
+            f"trainer.max_epochs), got {max_steps}"
+        )
     for key in ("max_steps", "max_epochs"):  # past this, Lightning's counters and time estimates overflow
         value = zc.trainer.get(key)
         if isinstance(value, int) and value > MOST_STEPS:
-            raise ConfigError(f"trainer.{key}={value} is past what a run can count: at most {MOST_STEPS:,} "
-                              f"(two million years at a step a minute)")
+            raise ConfigError(
+                f"trainer.{key}={value} is past what a run can count: at most {MOST_STEPS:,} "
+                f"(two million years at a step a minute)"
+            )
     check_schedule_length(zc.scheduler, max_steps if max_steps and max_steps > 0 else None)
     if zc.scheduler.kind == ScheduleKind.inverse_sqrt:
         w, d = zc.scheduler.warmup_steps, zc.model.base_d_model  # under mup the base width
         width = "d_model" if d == zc.model.d_model else "mup_base_d_model"
-        peak = zc.optim.lr * d ** -0.5 * w ** -0.5
+        peak = zc.optim.lr * d**-0.5 * w**-0.5
         if peak < 1e-5:
             raise ConfigError(
                 f"scheduler=inverse_sqrt peaks at optim.lr x {width}^-0.5 x warmup^-0.5 = "
                 f"{zc.optim.lr:g} x {d}^-0.5 x {w}^-0.5 = {peak:.2g}; optim.lr multiplies the "
-                f"schedule (the paper's rate is optim.lr=1.0, as in optim=adam)")
+                f"schedule (the paper's rate is optim.lr=1.0, as in optim=adam)"
+            )
 
 
 def check_schedule_length(cfg: SchedulerConfig, total_steps: int | None) -> None:
@@ -215,13 +239,23 @@ def check_schedule_length(cfg: SchedulerConfig, total_steps: int | None) -> None
     total = cfg.total_steps or total_steps
     name = cfg.kind.value
     if not total or total <= cfg.warmup_steps:
-        fix = (f": add scheduler.warmup_steps={max(1, total // 10)} (a tenth of the run), or run -cn quick, "
-               "whose warmup follows trainer.max_steps") if total and total > 1 else ""
-        raise ConfigError(f"scheduler={name} needs total steps (scheduler.total_steps or trainer.max_steps) "
-                          f"greater than scheduler.warmup_steps ({cfg.warmup_steps}), got {total}{fix}")
+        fix = (
+            (
+                f": add scheduler.warmup_steps={max(1, total // 10)} (a tenth of the run), or run -cn quick, "
+                "whose warmup follows trainer.max_steps"
+            )
+            if total and total > 1
+            else ""
+        )
+        raise ConfigError(
+            f"scheduler={name} needs total steps (scheduler.total_steps or trainer.max_steps) "
+            f"greater than scheduler.warmup_steps ({cfg.warmup_steps}), got {total}{fix}"
+        )
     if cfg.kind == ScheduleKind.wsd:
         decay = wsd_decay_steps(total, cfg.decay_steps, cfg.decay_fraction)
         if total - decay < cfg.warmup_steps:
-            raise ConfigError(f"scheduler=wsd's cooldown of {decay} steps would begin at step {total - decay}, "
-                              f"before its warmup of {cfg.warmup_steps} steps ends (total {total}): lower "
-                              f"scheduler.decay_steps or scheduler.decay_fraction")
+            raise ConfigError(
+                f"scheduler=wsd's cooldown of {decay} steps would begin at step {total - decay}, "
+                f"before its warmup of {cfg.warmup_steps} steps ends (total {total}): lower "
+                f"scheduler.decay_steps or scheduler.decay_fraction"
+            )

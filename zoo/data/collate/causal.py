@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 
 from zoo.data.collate.masked import IGNORE_INDEX
 
 
-def collate_causal(blocks: Sequence[torch.Tensor], eos_id: Optional[int] = None) -> dict[str, torch.Tensor]:
+def collate_causal(blocks: Sequence[torch.Tensor], eos_id: int | None = None) -> dict[str, torch.Tensor]:
     """blocks: B windows of T+1 ids ->
     input_ids [B, T] = w[:-1], labels [B, T] = w[1:]. No attention_mask: packed blocks have no
     padding, and without a mask attention takes the fused causal path.

@@ -11,13 +11,12 @@ hf) passes them as `special_ids`, and ordinary tokens are then every other id of
 from __future__ import annotations
 
 import zlib
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
 from zoo.data.tokenizers.base import NUM_SPECIAL, SPECIAL_IDS
 from zoo.nn.chunked_loss import IGNORE as IGNORE_INDEX  # labels the losses skip
-
 
 
 class MaskingCollator:
@@ -31,9 +30,17 @@ class MaskingCollator:
     `fixed=True` (validation) each example is masked by a generator seeded from `seed` and its
     own ids: the same way every time, in any batch, on any number of ranks."""
 
-    def __init__(self, vocab_size: int, *, probability: float = 0.15, seed: int = 0,
-                 fixed: bool = False, mask_id: int = SPECIAL_IDS["mask"],
-                 num_special: int = NUM_SPECIAL, special_ids: Optional[Iterable[Optional[int]]] = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        probability: float = 0.15,
+        seed: int = 0,
+        fixed: bool = False,
+        mask_id: int = SPECIAL_IDS["mask"],
+        num_special: int = NUM_SPECIAL,
+        special_ids: Iterable[int | None] | None = None,
+    ):
         specials = set(range(num_special)) if special_ids is None else {int(i) for i in special_ids if i is not None}
         special = torch.zeros(vocab_size, dtype=torch.bool)  # (V,) True at special ids
         special[[i for i in specials if 0 <= i < vocab_size]] = True
@@ -79,5 +86,4 @@ class MaskingCollator:
     def _generator_for(self, ids: torch.Tensor) -> torch.Generator:
         crc = zlib.crc32(ids.numpy().tobytes())
         epoch = 0 if self.fixed else self.epoch + 1
-        return torch.Generator().manual_seed(
-            ((self.seed * 1_000_003 + epoch) * 4_294_967_311 + crc) % (1 << 63))
+        return torch.Generator().manual_seed(((self.seed * 1_000_003 + epoch) * 4_294_967_311 + crc) % (1 << 63))

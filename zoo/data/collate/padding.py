@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -14,8 +14,8 @@ def pad(seqs: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.
     ids = torch.full((len(seqs), T), value, dtype=torch.long)
     mask = torch.zeros((len(seqs), T), dtype=torch.long)
     for b, s in enumerate(seqs):
-        ids[b, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        mask[b, :len(s)] = 1
+        ids[b, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+        mask[b, : len(s)] = 1
     return ids, mask
 
 

@@ -4,7 +4,7 @@ pickle them."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from zoo.config.facts.tasks import Collate
 from zoo.data.collate.causal import DocumentCollate, collate_causal
@@ -34,8 +34,15 @@ class ClassificationCollate:
         return collate_classification(examples, pad_id=self.pad_id)
 
 
-def collate_for(collate: Collate, tokenizer: Tokenizer, *, mlm_probability: float, seed: int,
-                train: bool, document_mask: bool = False) -> Callable:
+def collate_for(
+    collate: Collate,
+    tokenizer: Tokenizer,
+    *,
+    mlm_probability: float,
+    seed: int,
+    train: bool,
+    document_mask: bool = False,
+) -> Callable:
     """The collate_fn named `collate` for batches of `tokenizer`'s ids. Masked LM: training
     batches are masked anew each epoch, validation batches the same way every time
     (`MaskingCollator`), with `mlm_probability` and `seed`. Causal LM with `document_mask`:
@@ -46,8 +53,14 @@ def collate_for(collate: Collate, tokenizer: Tokenizer, *, mlm_probability: floa
     if collate == Collate.causal:
         return DocumentCollate(tokenizer.eos_id) if document_mask else collate_causal
     if collate == Collate.masked:
-        return MaskingCollator(tokenizer.vocab_size, probability=mlm_probability, seed=seed, fixed=not train,
-                               mask_id=tokenizer.mask_id, special_ids=tokenizer.special_ids().values())
+        return MaskingCollator(
+            tokenizer.vocab_size,
+            probability=mlm_probability,
+            seed=seed,
+            fixed=not train,
+            mask_id=tokenizer.mask_id,
+            special_ids=tokenizer.special_ids().values(),
+        )
     if collate == Collate.seq2seq:
         return Seq2SeqCollate(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
     if collate == Collate.classification:

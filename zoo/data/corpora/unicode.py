@@ -14,8 +14,7 @@ import re
 import sys
 
 # the first letter of a general category -> its label
-LABELS = {"L": "letter", "M": "mark", "N": "number", "P": "punctuation", "S": "symbol",
-          "Z": "separator", "C": "other"}
+LABELS = {"L": "letter", "M": "mark", "N": "number", "P": "punctuation", "S": "symbol", "Z": "separator", "C": "other"}
 
 _FROM_CODE_POINT = re.compile(r"-[0-9A-F]{4,6}$")
 

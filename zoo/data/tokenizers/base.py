@@ -13,8 +13,9 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING
 
 from zoo.config.records.atomic import write_text
 from zoo.data.tokenizers.manifest import META_NAME, file_manifest
@@ -66,7 +67,7 @@ class Tokenizer(abc.ABC):
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
 
-    def encode_documents(self, texts: list[str], dtype) -> "np.ndarray":
+    def encode_documents(self, texts: list[str], dtype) -> np.ndarray:
         """The ids of `texts`, each followed by eos, as one flat numpy array of `dtype` (the
         packed stream of a language model)."""
         from itertools import chain
@@ -84,12 +85,18 @@ class Tokenizer(abc.ABC):
         `zoo.data.tokenizers.text_bytes` counts text bytes with it (bits per byte)."""
         raise NotImplementedError(f"tokenizer kind {self.kind!r} does not say what text its ids stand for")
 
-    def special_ids(self) -> dict[str, Optional[int]]:
+    def special_ids(self) -> dict[str, int | None]:
         """{"pad": .., "unk": .., "bos": .., "eos": .., "mask": .., "cls": ..}: for zoo's own
         kinds {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "cls": 5}; None where the
         tokenizer has no such token (kind hf)."""
-        return {"pad": self.pad_id, "unk": self.unk_id, "bos": self.bos_id, "eos": self.eos_id,
-                "mask": self.mask_id, "cls": self.cls_id}
+        return {
+            "pad": self.pad_id,
+            "unk": self.unk_id,
+            "bos": self.bos_id,
+            "eos": self.eos_id,
+            "mask": self.mask_id,
+            "cls": self.cls_id,
+        }
 
     def fingerprint(self) -> str:
         """Hex digest that changes whenever the mapping text -> ids could; names cached
@@ -123,5 +130,5 @@ class Tokenizer(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def _from_state(cls, meta: dict, directory: Path) -> "Tokenizer":
+    def _from_state(cls, meta: dict, directory: Path) -> Tokenizer:
         """Inverse of `_state`."""

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -41,5 +41,5 @@ class ByteTokenizer(Tokenizer):
         return {}
 
     @classmethod
-    def _from_state(cls, meta: dict, directory: Path) -> "ByteTokenizer":
+    def _from_state(cls, meta: dict, directory: Path) -> ByteTokenizer:
         return cls()

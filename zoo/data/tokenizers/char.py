@@ -3,8 +3,8 @@ point, after the 6 specials); any other character maps to unk."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import NUM_SPECIAL, Tokenizer
@@ -22,7 +22,7 @@ class CharTokenizer(Tokenizer):
         self._ids = {c: i + NUM_SPECIAL for i, c in enumerate(self.chars)}
 
     @classmethod
-    def train(cls, texts: Iterable[str], cfg=None) -> "CharTokenizer":
+    def train(cls, texts: Iterable[str], cfg=None) -> CharTokenizer:
         seen: set[str] = set()
         for text in texts:
             seen.update(text)
@@ -59,5 +59,5 @@ class CharTokenizer(Tokenizer):
         return {"chars": "".join(self.chars)}
 
     @classmethod
-    def _from_state(cls, meta: dict, directory: Path) -> "CharTokenizer":
+    def _from_state(cls, meta: dict, directory: Path) -> CharTokenizer:
         return cls(meta["chars"])

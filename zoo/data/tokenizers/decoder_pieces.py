@@ -81,7 +81,7 @@ def piece_bytes(hf, special: set[int]) -> list[bytes]:
         elif (byte := BYTE_PIECE.fullmatch(token)) is not None:
             out.append(bytes([int(byte.group(1), 16)]))
         elif wordpiece:
-            out.append((token[len(CONTINUATION):] if token.startswith(CONTINUATION) else token).encode("utf-8"))
+            out.append((token[len(CONTINUATION) :] if token.startswith(CONTINUATION) else token).encode("utf-8"))
         else:
             out.append(token.replace(WORD_BOUNDARY, " ").encode("utf-8"))
     return out

@@ -22,14 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 from zoo.config.errors import ConfigError
 from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import Tokenizer
-from zoo.data.tokenizers.manifest import inside
 from zoo.data.tokenizers.decoder_pieces import piece_bytes
+from zoo.data.tokenizers.manifest import inside
 
 HF_DIR = "hf"  # the transformers files, inside a saved zoo tokenizer directory
 SPECIAL_NAMES = ("pad", "unk", "bos", "eos", "mask", "cls")
@@ -40,24 +40,26 @@ def auto_tokenizer(path: str | Path):
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise ConfigError("tokenizer=hf needs transformers: install the hf extra, "
-                          "pip install '.[hf]' in zoo's source directory") from None
+        raise ConfigError(
+            "tokenizer=hf needs transformers: install the hf extra, pip install '.[hf]' in zoo's source directory"
+        ) from None
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"tokenizer.path={path}: no such directory")
     named = names_code(path)
     if named:
-        raise DataError(f"tokenizer.path={path}: {named} names Python code to run with the tokenizer "
-                        f"(auto_map); zoo runs no code from a tokenizer directory")
+        raise DataError(
+            f"tokenizer.path={path}: {named} names Python code to run with the tokenizer "
+            f"(auto_map); zoo runs no code from a tokenizer directory"
+        )
     try:  # remote code refused, never asked about (transformers asks on a terminal when not told)
         return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0].rstrip(":") if str(exc).strip() else type(exc).__name__
-        raise DataError(f"tokenizer.path={path}: no Hugging Face tokenizer could be loaded from it "
-                        f"({first})") from None
+        raise DataError(f"tokenizer.path={path}: no Hugging Face tokenizer could be loaded from it ({first})") from None
 
 
-def names_code(directory: Path) -> Optional[str]:
+def names_code(directory: Path) -> str | None:
     """The file of `directory` whose `auto_map` asks transformers to import the directory's own
     Python code (tokenizer_config.json, or config.json, which AutoTokenizer also reads), if any."""
     for name in ("tokenizer_config.json", "config.json"):
@@ -70,7 +72,7 @@ def names_code(directory: Path) -> Optional[str]:
     return None
 
 
-def read_special_ids(hf, directory: Path) -> dict[str, Optional[int]]:
+def read_special_ids(hf, directory: Path) -> dict[str, int | None]:
     """The special ids zoo uses, from a transformers tokenizer (see the module docstring)."""
     own = {name: getattr(hf, f"{name}_token_id", None) for name in (*SPECIAL_NAMES, "sep")}
     eos = own["eos"] if own["eos"] is not None else own["sep"]
@@ -85,7 +87,7 @@ def read_special_ids(hf, directory: Path) -> dict[str, Optional[int]]:
     }
 
 
-def _decoder_start(directory: Path) -> Optional[int]:
+def _decoder_start(directory: Path) -> int | None:
     """`decoder_start_token_id` of a model config.json beside the tokenizer files, if any."""
     config = Path(directory) / "config.json"
     try:
@@ -102,17 +104,19 @@ class HFTokenizer(Tokenizer):
 
     kind = "hf"
 
-    def __init__(self, path: str | Path, special_ids: Optional[dict] = None):
+    def __init__(self, path: str | Path, special_ids: dict | None = None):
         self.path = Path(path)
         self._hf = auto_tokenizer(self.path)
         ids = dict(special_ids) if special_ids is not None else read_special_ids(self._hf, self.path)
         for name in SPECIAL_NAMES:
             value = ids.get(name)
             if value is not None and not 0 <= int(value) < self.vocab_size:
-                raise DataError(f"tokenizer.path={self.path}: the {name} id {value} is outside "
-                                f"the vocabulary (0 .. {self.vocab_size - 1})")
+                raise DataError(
+                    f"tokenizer.path={self.path}: the {name} id {value} is outside "
+                    f"the vocabulary (0 .. {self.vocab_size - 1})"
+                )
             setattr(self, f"{name}_id", None if value is None else int(value))
-        self._identity_bytes: Optional[bytes] = None
+        self._identity_bytes: bytes | None = None
 
     @property
     def hf_tokenizer(self):
@@ -159,7 +163,7 @@ class HFTokenizer(Tokenizer):
         return {"path": HF_DIR}
 
     @classmethod
-    def _from_state(cls, meta: dict, directory: Path) -> "HFTokenizer":
+    def _from_state(cls, meta: dict, directory: Path) -> HFTokenizer:
         path = inside(directory, meta.get("path", HF_DIR), "path")
         if not path.is_dir():
             raise DataError(f"tokenizer directory {directory} lacks {path.name}/ (the transformers files)")

@@ -13,7 +13,6 @@ before (no loader of a kind runs code: transformers is told to refuse remote cod
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import Optional
 
 from zoo.data.errors import DataError
 from zoo.data.integrity import file_digest
@@ -23,8 +22,11 @@ META_NAME = "tokenizer.json"  # zoo's own record, the one file the manifest does
 
 def _files(directory: Path) -> dict[str, Path]:
     """Every entry under `directory` but the record, by its relative POSIX name."""
-    return {p.relative_to(directory).as_posix(): p for p in sorted(directory.rglob("*"))
-            if p.relative_to(directory).as_posix() != META_NAME}
+    return {
+        p.relative_to(directory).as_posix(): p
+        for p in sorted(directory.rglob("*"))
+        if p.relative_to(directory).as_posix() != META_NAME
+    }
 
 
 def file_manifest(directory: Path) -> dict[str, str]:
@@ -32,13 +34,14 @@ def file_manifest(directory: Path) -> dict[str, str]:
     return {name: file_digest(p) for name, p in _files(directory).items() if p.is_file() and not p.is_symlink()}
 
 
-def check_manifest(recorded: Optional[dict], directory: Path) -> None:
+def check_manifest(recorded: dict | None, directory: Path) -> None:
     """The files under `directory` are exactly `recorded` (name -> sha256), plain files, unchanged.
     `recorded` None: a record from before the manifest (see the module docstring)."""
     if recorded is None:
         return
-    if not isinstance(recorded, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                 for k, v in recorded.items()):
+    if not isinstance(recorded, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in recorded.items()
+    ):
         raise DataError(f"the tokenizer in {directory}: its record's file list is not a list of files and digests")
     present = _files(directory)
     links = sorted(name for name, p in present.items() if p.is_symlink())
@@ -53,8 +56,10 @@ def check_manifest(recorded: Optional[dict], directory: Path) -> None:
         raise DataError(f"the tokenizer in {directory} lacks {missing[0]}, which its record lists")
     for name, digest in sorted(recorded.items()):
         if file_digest(present[name]) != digest:
-            raise DataError(f"the tokenizer in {directory}: {name} does not match the digest recorded when "
-                            f"it was saved (changed or damaged)")
+            raise DataError(
+                f"the tokenizer in {directory}: {name} does not match the digest recorded when "
+                f"it was saved (changed or damaged)"
+            )
 
 
 def inside(directory: Path, name: object, key: str) -> Path:

@@ -17,12 +17,12 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Union
 
-from zoo.config.schema.data import as_tokenizer_config, SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind
-from zoo.data.cache import cache_root, exclusive, hash_texts
 from zoo.config.records.atomic import umask
+from zoo.config.schema.data import SENTENCEPIECE_KINDS, TokenizerConfig, TokenizerKind, as_tokenizer_config
+from zoo.data.cache import cache_root, exclusive, hash_texts
 from zoo.data.errors import DataError
 from zoo.data.integrity import discard
 from zoo.data.tokenizers.base import META_FILE, Tokenizer
@@ -40,10 +40,10 @@ TOKENIZERS: dict[str, type[Tokenizer]] = {
     "hf": HFTokenizer,
 }
 
-Texts = Union[Iterable[str], Callable[[], Iterable[str]]]
+Texts = Iterable[str] | Callable[[], Iterable[str]]
 
 
-def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: Optional[str] = None) -> Tokenizer:
+def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: str | None = None) -> Tokenizer:
     """The tokenizer `cfg` describes, trained on `texts` where the kind learns from text.
 
     `texts` is a re-iterable sequence or a zero-argument callable returning a fresh iterable.
@@ -59,8 +59,12 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: Optional
     fresh = texts if callable(texts) else (lambda: texts)
     settings = {"kind": cfg.kind.value, "format": 1}
     if cfg.kind in SENTENCEPIECE_KINDS:
-        settings.update(vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
-                        byte_fallback=cfg.byte_fallback, max_sentences=cfg.max_sentences)
+        settings.update(
+            vocab_size=cfg.vocab_size,
+            character_coverage=cfg.character_coverage,
+            byte_fallback=cfg.byte_fallback,
+            max_sentences=cfg.max_sentences,
+        )
     if corpus is not None:
         key = hashlib.sha256(json.dumps({**settings, "corpus": corpus}, sort_keys=True).encode()).hexdigest()
     else:
@@ -80,7 +84,7 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: Optional
     return tokenizer
 
 
-def _from_cache(target: Path) -> Optional[Tokenizer]:
+def _from_cache(target: Path) -> Tokenizer | None:
     """The cached tokenizer in `target`, or None when there is none; a damaged entry (its files
     no longer match the digest recorded when it was written) is removed, with one line, so that
     it is trained again."""
@@ -110,23 +114,27 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{meta_path} is not a zoo tokenizer file ({exc})") from None
     if not isinstance(kind, str) or kind not in TOKENIZERS:
-        raise DataError(f"{meta_path}: unknown tokenizer kind {kind!r}; "
-                        f"known: {', '.join(TOKENIZERS)}")
+        raise DataError(f"{meta_path}: unknown tokenizer kind {kind!r}; known: {', '.join(TOKENIZERS)}")
     check_manifest(meta.get("files"), directory)  # before any model file is read
     try:
         tokenizer = TOKENIZERS[kind]._from_state(meta, directory)
     except DataError:
         raise
     except Exception as exc:  # a damaged model file fails in the library that parses it
-        raise DataError(f"the tokenizer in {directory} cannot be read "
-                        f"({type(exc).__name__}: {str(exc).strip()[:200]})") from None
+        raise DataError(
+            f"the tokenizer in {directory} cannot be read ({type(exc).__name__}: {str(exc).strip()[:200]})"
+        ) from None
     recorded = meta.get("sha256")
     if recorded is None:  # never trusted on first use: the record is what proves the files
-        raise DataError(f"the tokenizer in {directory} has no digest record (sha256 in {META_FILE}), so "
-                        f"its files cannot be checked; train it again, or save it with zoo")
+        raise DataError(
+            f"the tokenizer in {directory} has no digest record (sha256 in {META_FILE}), so "
+            f"its files cannot be checked; train it again, or save it with zoo"
+        )
     if recorded != tokenizer.digest():
-        raise DataError(f"the tokenizer in {directory} does not match the digest recorded when it "
-                        f"was saved: its files were changed or damaged")
+        raise DataError(
+            f"the tokenizer in {directory} does not match the digest recorded when it "
+            f"was saved: its files were changed or damaged"
+        )
     return tokenizer
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import SPECIAL_IDS, SPECIAL_TOKENS, Tokenizer
@@ -54,11 +54,12 @@ class SentencePieceTokenizer(Tokenizer):
         for name, token in SPECIAL_TOKENS.items():
             got = self._sp.piece_to_id(token)
             if got != SPECIAL_IDS[name]:
-                raise DataError(f"sentencepiece model has {token} at id {got}, expected "
-                                f"{SPECIAL_IDS[name]}; retrain it with zoo")
+                raise DataError(
+                    f"sentencepiece model has {token} at id {got}, expected {SPECIAL_IDS[name]}; retrain it with zoo"
+                )
 
     @classmethod
-    def train(cls, texts: Iterable[str], cfg) -> "SentencePieceTokenizer":
+    def train(cls, texts: Iterable[str], cfg) -> SentencePieceTokenizer:
         """Train on `texts` with the settings of a `TokenizerConfig` (vocab_size,
         character_coverage, byte_fallback, max_sentences)."""
         import io
@@ -66,8 +67,7 @@ class SentencePieceTokenizer(Tokenizer):
         import sentencepiece as spm
 
         model_type = "bpe" if str(cfg.kind).endswith("bpe") else "unigram"
-        lines = [piece for text in texts for line in text.split("\n") if line.strip()
-                 for piece in _chunks(line)]
+        lines = [piece for text in texts for line in text.split("\n") if line.strip() for piece in _chunks(line)]
         if not lines:
             raise DataError(f"tokenizer={cfg.kind}: the training text is empty")
         model = io.BytesIO()
@@ -142,15 +142,14 @@ class SentencePieceTokenizer(Tokenizer):
         return {"model_type": self.model_type, "model_file": MODEL_FILE}
 
     @classmethod
-    def _from_state(cls, meta: dict, directory: Path) -> "SentencePieceTokenizer":
+    def _from_state(cls, meta: dict, directory: Path) -> SentencePieceTokenizer:
         path = inside(directory, meta.get("model_file", MODEL_FILE), "model_file")
         if not path.is_file():
             raise DataError(f"tokenizer directory {directory} lacks {path.name}")
         return cls(path.read_bytes(), meta["model_type"])
 
     def __getstate__(self):  # SentencePieceProcessor does not pickle; the proto does
-        return {"proto": self._proto, "model_type": self.model_type,
-                "from_cache": self.from_cache}
+        return {"proto": self._proto, "model_type": self.model_type, "from_cache": self.from_cache}
 
     def __setstate__(self, state):
         self.__init__(state["proto"], state["model_type"])
@@ -167,5 +166,4 @@ def _explain(exc: RuntimeError, cfg) -> DataError:
             f"or lower tokenizer.character_coverage"
         )
     detail = " ".join(text.split())
-    return DataError(f"sentencepiece could not train tokenizer={cfg.kind} with "
-                     f"vocab_size={cfg.vocab_size}: {detail}")
+    return DataError(f"sentencepiece could not train tokenizer={cfg.kind} with vocab_size={cfg.vocab_size}: {detail}")

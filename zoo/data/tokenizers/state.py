@@ -18,9 +18,7 @@ def tokenizer_state(tokenizer) -> dict:
     """A tokenizer as plain data: the files its `save` writes, as bytes."""
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer.save(tmp)
-        return {
-            str(p.relative_to(tmp)): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()
-        }
+        return {str(p.relative_to(tmp)): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()}
 
 
 def tokenizer_from_state(state: dict):
@@ -34,4 +32,6 @@ def tokenizer_from_state(state: dict):
         try:
             return load_tokenizer(tmp)
         except DataError as exc:
-            raise TokenizerStateError(f"its tokenizer cannot be used: {str(exc).replace(tmp, 'the checkpoint')}") from None
+            raise TokenizerStateError(
+                f"its tokenizer cannot be used: {str(exc).replace(tmp, 'the checkpoint')}"
+            ) from None

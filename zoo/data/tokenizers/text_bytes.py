@@ -22,8 +22,8 @@ the id, so a text with unknown characters counts fewer bytes than it has.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class TextBytes:
     boundaries: tuple[int, ...]
 
     @classmethod
-    def of(cls, tokenizer) -> "TextBytes":
+    def of(cls, tokenizer) -> TextBytes:
         pieces = tokenizer.piece_bytes()
         lengths = np.array([len(p) for p in pieces], dtype=np.int64)
         spaced = np.array([p[:1] == b" " for p in pieces], dtype=np.int64)
@@ -59,7 +59,7 @@ class TextBytes:
             return 0
         return int(self.lengths[ids].sum() - self.leading[ids[0]])
 
-    def stream(self, tokens, counts: Optional[np.ndarray] = None) -> int:
+    def stream(self, tokens, counts: np.ndarray | None = None) -> int:
         """The bytes of text of a packed stream (documents, each followed by eos; an array or a
         `zoo.data.prepared.TokenStream`). With the stream's id `counts` and no leading spaces
         to take off, no pass over the stream: sum(counts · lengths)."""
@@ -67,7 +67,7 @@ class TextBytes:
             counts = np.asarray(counts, dtype=np.int64)[: self.vocab_size]
             total = int(counts @ self.lengths[: len(counts)])
         else:
-            total = sum(int(self.lengths[tokens[a:a + CHUNK]].sum()) for a in range(0, len(tokens), CHUNK))
+            total = sum(int(self.lengths[tokens[a : a + CHUNK]].sum()) for a in range(0, len(tokens), CHUNK))
         if not self.leading.any():
             return total
         return total - self._document_starts_with_space(tokens)
@@ -79,7 +79,7 @@ class TextBytes:
         boundary[list(self.boundaries)] = True
         n, found, before = len(tokens), 0, True  # the stream's first id begins a document
         for a in range(0, n, CHUNK):
-            ids = np.asarray(tokens[a:min(n, a + CHUNK)], dtype=np.int64)
+            ids = np.asarray(tokens[a : min(n, a + CHUNK)], dtype=np.int64)
             after = np.concatenate([[before], boundary[ids[:-1]]])
             found += int(self.leading[ids][after].sum())
             before = bool(boundary[ids[-1]])

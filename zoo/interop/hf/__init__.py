@@ -36,10 +36,20 @@ from zoo.interop.hf.qwen3moe import Qwen3MoeConverter
 from zoo.interop.hf.t5 import T5Converter
 
 # model_type of the transformers config -> converter
-CONVERTERS = {"llama": LlamaConverter, "gpt2": Gpt2Converter, "bert": BertConverter, "t5": T5Converter,
-              "bart": BartConverter, "qwen3": Qwen3Converter, "gemma2": Gemma2Converter, "olmo2": Olmo2Converter,
-              "gpt_neox": GptNeoxConverter, "mixtral": MixtralConverter, "olmoe": OlmoeConverter,
-              "qwen3_moe": Qwen3MoeConverter}
+CONVERTERS = {
+    "llama": LlamaConverter,
+    "gpt2": Gpt2Converter,
+    "bert": BertConverter,
+    "t5": T5Converter,
+    "bart": BartConverter,
+    "qwen3": Qwen3Converter,
+    "gemma2": Gemma2Converter,
+    "olmo2": Olmo2Converter,
+    "gpt_neox": GptNeoxConverter,
+    "mixtral": MixtralConverter,
+    "olmoe": OlmoeConverter,
+    "qwen3_moe": Qwen3MoeConverter,
+}
 
 
 def from_hf(hf_model):
@@ -50,8 +60,10 @@ def from_hf(hf_model):
     if kind not in CONVERTERS:
         raise UnsupportedConfig(f"model_type={kind!r}: no converter; supported: {', '.join(CONVERTERS)}")
     if hf_model.get_output_embeddings() is None:
-        raise UnsupportedConfig(f"{type(hf_model).__name__} has no language-model head; load the model with "
-                                f"AutoModelForCausalLM, AutoModelForMaskedLM or AutoModelForSeq2SeqLM")
+        raise UnsupportedConfig(
+            f"{type(hf_model).__name__} has no language-model head; load the model with "
+            f"AutoModelForCausalLM, AutoModelForMaskedLM or AutoModelForSeq2SeqLM"
+        )
     return CONVERTERS[kind]().from_hf(hf_model)
 
 
@@ -62,7 +74,8 @@ def to_hf(model):
             return converter().to_hf(model)
     raise UnsupportedConfig(
         "this composition matches no supported Hugging Face family "
-        f"({', '.join(c.description for c in CONVERTERS.values())})")
+        f"({', '.join(c.description for c in CONVERTERS.values())})"
+    )
 
 
 __all__ = ["from_hf", "to_hf", "UnsupportedConfig", "CONVERTERS"]

@@ -19,8 +19,10 @@ def require(config: Any, field: str, allowed, why: str = "") -> None:
     values = allowed if isinstance(allowed, (list, tuple, set)) else (allowed,)
     if value not in values:
         shown = ", ".join(repr(v) for v in values)
-        raise UnsupportedConfig(f"{type(config).__name__}.{field}={value!r} is not supported "
-                                f"(supported: {shown}){'; ' + why if why else ''}")
+        raise UnsupportedConfig(
+            f"{type(config).__name__}.{field}={value!r} is not supported "
+            f"(supported: {shown}){'; ' + why if why else ''}"
+        )
 
 
 def load_exact(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
@@ -41,16 +43,37 @@ ANY = object()  # an option value a family reproduces whatever it is
 
 # options a family reproduces only at these values unless its converter says otherwise; a
 # composition that sets one elsewhere matches no family (it would export as a different model)
-OPTIONS = {"scale_embeddings": (False,), "embed_norm": (False,), "token_types": (0,), "attention_scale": (None,),
-           "head_transform": (False,), "scale_output": (False,), "output_bias": (False,), "offset": (0,),
-           "parametrization": ("standard",),  # μP's multipliers have no Hugging Face equivalent
-           # the block options, at their defaults: a family that reproduces one says so in its converter
-           "block": ("sequential",), "qk_norm": ("none",), "qk_norm_type": (None,), "attn_softcap": (None,),
-           "final_softcap": (None,), "attention": ("full",), "window": (None,), "global_every": (None,),
-           "ffn": ("dense",),  # a kind of FFN the families have not (a mixture of experts) exports as none of them
-           # the mixture's keys at their defaults (set elsewhere only with model.ffn=moe); the budget's count reads no weight
-           "moe_experts": (8,), "moe_top_k": (2,), "moe_d_ff": (None,), "moe_shared": (0,), "moe_gate": ("softmax",),
-           "moe_renorm": (True,), "moe_capacity": (None,), "moe_every": (1,), "param_budget_counts": ("total", "active")}
+OPTIONS = {
+    "scale_embeddings": (False,),
+    "embed_norm": (False,),
+    "token_types": (0,),
+    "attention_scale": (None,),
+    "head_transform": (False,),
+    "scale_output": (False,),
+    "output_bias": (False,),
+    "offset": (0,),
+    "parametrization": ("standard",),  # μP's multipliers have no Hugging Face equivalent
+    # the block options, at their defaults: a family that reproduces one says so in its converter
+    "block": ("sequential",),
+    "qk_norm": ("none",),
+    "qk_norm_type": (None,),
+    "attn_softcap": (None,),
+    "final_softcap": (None,),
+    "attention": ("full",),
+    "window": (None,),
+    "global_every": (None,),
+    "ffn": ("dense",),  # a kind of FFN the families have not (a mixture of experts) exports as none of them
+    # the mixture's keys at their defaults (set elsewhere only with model.ffn=moe); the budget's count reads no weight
+    "moe_experts": (8,),
+    "moe_top_k": (2,),
+    "moe_d_ff": (None,),
+    "moe_shared": (0,),
+    "moe_gate": ("softmax",),
+    "moe_renorm": (True,),
+    "moe_capacity": (None,),
+    "moe_every": (1,),
+    "param_budget_counts": ("total", "active"),
+}
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:
@@ -58,10 +81,14 @@ def composed_as(cfg, options: dict | None = None, **choices) -> bool:
     allows several values: `composed_as(cfg, family="decoder_only", activation=("gelu", "relu"))`.
     Every option of `OPTIONS` must also hold one of its values there, or in `options`
     (a tuple of allowed values, or ANY)."""
-    made = {"family": cfg.family, "position": cfg.position.kind, "norm": cfg.norm,
-            "norm_type": cfg.norm_type, "activation": cfg.activation}
-    if not all(made[key].value in (value if isinstance(value, tuple) else (value,))
-               for key, value in choices.items()):
+    made = {
+        "family": cfg.family,
+        "position": cfg.position.kind,
+        "norm": cfg.norm,
+        "norm_type": cfg.norm_type,
+        "activation": cfg.activation,
+    }
+    if not all(made[key].value in (value if isinstance(value, tuple) else (value,)) for key, value in choices.items()):
         return False
     allowed = {**OPTIONS, **(options or {})}
     values = {key: cfg.position.offset if key == "offset" else getattr(cfg, key) for key in allowed}
@@ -75,16 +102,19 @@ def rope_of(config) -> tuple[float, float]:
     params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
     fraction = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
     if fraction not in (1.0, None):
-        raise UnsupportedConfig(f"{type(config).__name__}.partial_rotary_factor={fraction} is not supported "
-                                f"(supported: 1.0; zoo's RoPE rotates the whole head)")
+        raise UnsupportedConfig(
+            f"{type(config).__name__}.partial_rotary_factor={fraction} is not supported "
+            f"(supported: 1.0; zoo's RoPE rotates the whole head)"
+        )
     theta = params.get("rope_theta", getattr(config, "rope_theta", None) or 10000.0)
     kind = params.get("rope_type", params.get("type", "default"))
     if kind == "default":
         return float(theta), 1.0
     if kind == "linear":
         return float(theta), float(params["factor"])
-    raise UnsupportedConfig(f"{type(config).__name__}.rope_parameters rope_type={kind!r} is not "
-                            f"supported (supported: 'default', 'linear')")
+    raise UnsupportedConfig(
+        f"{type(config).__name__}.rope_parameters rope_type={kind!r} is not supported (supported: 'default', 'linear')"
+    )
 
 
 def hf_rope(position) -> dict:

@@ -19,7 +19,7 @@ at k = 8 is about `task.moe_balance=0.08`."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from zoo.config.facts.ffn import FFNKind, layer_kinds
 from zoo.config.schema.model import ModelConfig
@@ -28,8 +28,15 @@ from zoo.interop.hf.common import ANY, require
 # the options a family with transformers' router reproduces (`composed_as`): the experts' count,
 # top-k and width as they are; softmax, dropless, no shared experts. `moe_renorm` and
 # `moe_every` are each family's own.
-ROUTER_OPTIONS = {"ffn": ("moe",), "moe_experts": ANY, "moe_top_k": ANY, "moe_d_ff": ANY, "moe_gate": ("softmax",),
-                  "moe_shared": (0,), "moe_capacity": (None,)}
+ROUTER_OPTIONS = {
+    "ffn": ("moe",),
+    "moe_experts": ANY,
+    "moe_top_k": ANY,
+    "moe_d_ff": ANY,
+    "moe_gate": ("softmax",),
+    "moe_shared": (0,),
+    "moe_capacity": (None,),
+}
 
 
 def moe_options(**family) -> dict:
@@ -55,6 +62,9 @@ def router_keys(config, experts_field: str, renorm: bool) -> dict:
     """zoo's model.moe_* keys of a transformers config's router: E (in `experts_field`), k and
     whether the top-k weights are renormalised."""
     require(config, "hidden_act", "silu")
-    return {"ffn": "moe", "moe_experts": getattr(config, experts_field), "moe_top_k": config.num_experts_per_tok,
-            "moe_renorm": renorm}
-
+    return {
+        "ffn": "moe",
+        "moe_experts": getattr(config, experts_field),
+        "moe_top_k": config.num_experts_per_tok,
+        "moe_renorm": renorm,
+    }

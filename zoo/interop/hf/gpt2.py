@@ -6,15 +6,19 @@ way in and out. Its fused `c_attn` holds q, k, v in zoo's order."""
 
 from __future__ import annotations
 
-from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
 from zoo.config.schema.model import ModelConfig
+from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, require
 from zoo.models import build_model
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu_tanh": "gelu_pytorch_tanh", "gelu": "gelu", "relu": "relu"}
 # Conv1D weights of one layer: zoo name -> GPT-2 name
-LAYER = {"self_attn.qkv_proj": "attn.c_attn", "self_attn.o_proj": "attn.c_proj",
-         "ff.w_in": "mlp.c_fc", "ff.w_out": "mlp.c_proj"}
+LAYER = {
+    "self_attn.qkv_proj": "attn.c_attn",
+    "self_attn.o_proj": "attn.c_proj",
+    "ff.w_in": "mlp.c_fc",
+    "ff.w_out": "mlp.c_proj",
+}
 NORMS = {"self_attn_sub.norm": "ln_1", "ff_sub.norm": "ln_2"}
 
 
@@ -23,10 +27,20 @@ class Gpt2Converter:
 
     @staticmethod
     def matches(cfg) -> bool:
-        return (composed_as(cfg, family="decoder_only", position="learned", norm="pre", norm_type="layernorm",
-                            activation=tuple(HF_ACTIVATIONS))
-                and cfg.bias and cfg.tie_embeddings
-                and cfg.n_kv_heads == cfg.n_heads and cfg.head_dim * cfg.n_heads == cfg.d_model)
+        return (
+            composed_as(
+                cfg,
+                family="decoder_only",
+                position="learned",
+                norm="pre",
+                norm_type="layernorm",
+                activation=tuple(HF_ACTIVATIONS),
+            )
+            and cfg.bias
+            and cfg.tie_embeddings
+            and cfg.n_kv_heads == cfg.n_heads
+            and cfg.head_dim * cfg.n_heads == cfg.d_model
+        )
 
     def zoo_config(self, config):
         require(config, "activation_function", tuple(ACTIVATIONS))
@@ -35,11 +49,22 @@ class Gpt2Converter:
         require(config, "add_cross_attention", (False, None))
         require(config, "tie_word_embeddings", (True, None), "zoo's GPT-2 ties its output to the embedding")
         return ModelConfig(
-            family="decoder_only", position={"kind": "learned"}, norm="pre", norm_type="layernorm",
-            norm_eps=config.layer_norm_epsilon, activation=ACTIVATIONS[config.activation_function],
-            d_model=config.n_embd, n_heads=config.n_head, n_layers=config.n_layer,
-            d_ff=config.n_inner or 4 * config.n_embd, vocab_size=config.vocab_size,
-            max_seq_len=config.n_positions, dropout=0.0, tie_embeddings=True, bias=True)
+            family="decoder_only",
+            position={"kind": "learned"},
+            norm="pre",
+            norm_type="layernorm",
+            norm_eps=config.layer_norm_epsilon,
+            activation=ACTIVATIONS[config.activation_function],
+            d_model=config.n_embd,
+            n_heads=config.n_head,
+            n_layers=config.n_layer,
+            d_ff=config.n_inner or 4 * config.n_embd,
+            vocab_size=config.vocab_size,
+            max_seq_len=config.n_positions,
+            dropout=0.0,
+            tie_embeddings=True,
+            bias=True,
+        )
 
     @staticmethod
     def pairs(n_layers: int):
@@ -61,8 +86,10 @@ class Gpt2Converter:
     def from_hf(self, hf_model):
         model = build_model(self.zoo_config(hf_model.config))
         sd = hf_model.state_dict()
-        out = {ours: sd[theirs].t() if transposed else sd[theirs]  # Conv1D (in, out) -> (out, in)
-               for ours, theirs, transposed in self.pairs(model.config.n_layers)}
+        out = {
+            ours: sd[theirs].t() if transposed else sd[theirs]  # Conv1D (in, out) -> (out, in)
+            for ours, theirs, transposed in self.pairs(model.config.n_layers)
+        }
         load_exact(model, out)
         return model.eval()
 
@@ -72,14 +99,29 @@ class Gpt2Converter:
         cfg = model.config
         if cfg.activation.value not in HF_ACTIVATIONS:
             raise UnsupportedConfig(f"model.activation={cfg.activation.value} has no GPT-2 equivalent")
-        hf = GPT2LMHeadModel(GPT2Config(
-            vocab_size=cfg.vocab_size, n_positions=cfg.max_seq_len, n_embd=cfg.d_model, n_layer=cfg.n_layers,
-            n_head=cfg.n_heads, n_inner=cfg.d_ff, activation_function=HF_ACTIVATIONS[cfg.activation.value],
-            layer_norm_epsilon=cfg.norm_eps, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-            tie_word_embeddings=True, bos_token_id=None, eos_token_id=None))
+        hf = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=cfg.vocab_size,
+                n_positions=cfg.max_seq_len,
+                n_embd=cfg.d_model,
+                n_layer=cfg.n_layers,
+                n_head=cfg.n_heads,
+                n_inner=cfg.d_ff,
+                activation_function=HF_ACTIVATIONS[cfg.activation.value],
+                layer_norm_epsilon=cfg.norm_eps,
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+                tie_word_embeddings=True,
+                bos_token_id=None,
+                eos_token_id=None,
+            )
+        )
         sd = model.state_dict()
-        out = {theirs: sd[ours].t().contiguous() if transposed else sd[ours]
-               for ours, theirs, transposed in self.pairs(cfg.n_layers)}
+        out = {
+            theirs: sd[ours].t().contiguous() if transposed else sd[ours]
+            for ours, theirs, transposed in self.pairs(cfg.n_layers)
+        }
         out["lm_head.weight"] = sd["embed.weight"]
         load_exact(hf, out)
         return hf.eval()

@@ -16,8 +16,8 @@ checkpoint.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.data import TokenizerConfig
@@ -30,10 +30,12 @@ HF_TOKENIZER_KEYS = ("tokenizer.path", "tokenizer.cache_dir")
 
 def init_path(value: str) -> Path:
     """DIR of `init_from=hf:DIR`; ConfigError for another form."""
-    if not isinstance(value, str) or not value.startswith(PREFIX) or not value[len(PREFIX):]:
-        raise ConfigError(f"init_from={value!r} is not allowed; use init_from=hf:DIR (a directory "
-                          f"written by a transformers model's save_pretrained)")
-    return Path(value[len(PREFIX):]).expanduser()
+    if not isinstance(value, str) or not value.startswith(PREFIX) or not value[len(PREFIX) :]:
+        raise ConfigError(
+            f"init_from={value!r} is not allowed; use init_from=hf:DIR (a directory "
+            f"written by a transformers model's save_pretrained)"
+        )
+    return Path(value[len(PREFIX) :]).expanduser()
 
 
 def check_directory(path: Path) -> None:
@@ -50,12 +52,17 @@ def refuse_overrides(value: str, overrides: Iterable[str]) -> None:
     for text in overrides:
         key, _, choice = text.lstrip("+~").partition("=")
         if (key == "model" or key.startswith(("model.", "model/"))) and key not in KEPT_MODEL_KEYS:
-            raise ConfigError(f"{text}: init_from={value} fixes the architecture (from {path}/config.json); "
-                              f"only model.dropout may be set")
+            raise ConfigError(
+                f"{text}: init_from={value} fixes the architecture (from {path}/config.json); "
+                f"only model.dropout may be set"
+            )
         if (key == "tokenizer" and choice != "hf") or (
-                key.startswith(("tokenizer.", "tokenizer/")) and key not in HF_TOKENIZER_KEYS):
-            raise ConfigError(f"{text}: the model's vocabulary belongs to the tokenizer of init_from={value}; "
-                              f"leave the tokenizer unset (tokenizer=hf tokenizer.path={path} is used)")
+            key.startswith(("tokenizer.", "tokenizer/")) and key not in HF_TOKENIZER_KEYS
+        ):
+            raise ConfigError(
+                f"{text}: the model's vocabulary belongs to the tokenizer of init_from={value}; "
+                f"leave the tokenizer unset (tokenizer=hf tokenizer.path={path} is used)"
+            )
 
 
 def apply_init_from(cfg, overrides: Iterable[str] = ()):
@@ -63,7 +70,7 @@ def apply_init_from(cfg, overrides: Iterable[str] = ()):
     directory; `cfg` itself when init_from is unset. `overrides`: the command line's."""
     from omegaconf import OmegaConf, open_dict
 
-    value: Optional[str] = OmegaConf.select(cfg, "init_from", default=None)
+    value: str | None = OmegaConf.select(cfg, "init_from", default=None)
     if value is None:
         return cfg
     path = init_path(value)
@@ -71,8 +78,10 @@ def apply_init_from(cfg, overrides: Iterable[str] = ()):
     check_directory(path)
     model = dataclasses.replace(model_config(path), dropout=OmegaConf.select(cfg, "model.dropout", default=0.0))
     tokenizer = TokenizerConfig(
-        kind="hf", path=OmegaConf.select(cfg, "tokenizer.path", default=None) or str(path),
-        cache_dir=OmegaConf.select(cfg, "tokenizer.cache_dir", default=None))
+        kind="hf",
+        path=OmegaConf.select(cfg, "tokenizer.path", default=None) or str(path),
+        cache_dir=OmegaConf.select(cfg, "tokenizer.cache_dir", default=None),
+    )
     with open_dict(cfg):  # typed nodes: a whole section is replaced by an instance of its schema
         cfg.model = OmegaConf.structured(model)
         cfg.tokenizer = OmegaConf.structured(tokenizer)

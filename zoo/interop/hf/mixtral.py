@@ -19,16 +19,27 @@ from zoo.interop.hf.llama import LlamaConverter
 
 
 class MixtralConverter(MixtureLayers, LlamaConverter):
-    description = ("mixtral: decoder-only, rope, pre-norm rmsnorm, swiglu, a mixture of experts in every layer "
-                   "(softmax, top-k renormalised), full or sliding attention, no biases")
+    description = (
+        "mixtral: decoder-only, rope, pre-norm rmsnorm, swiglu, a mixture of experts in every layer "
+        "(softmax, top-k renormalised), full or sliding attention, no biases"
+    )
     model_class = "MixtralForCausalLM"
 
     @staticmethod
     def matches(cfg) -> bool:
         options = moe_options(moe_renorm=(True,), attention=("full", "sliding"), window=ANY)
-        return (composed_as(cfg, options, family="decoder_only", position="rope", norm="pre", norm_type="rmsnorm",
-                            activation="swiglu")
-                and not cfg.bias)
+        return (
+            composed_as(
+                cfg,
+                options,
+                family="decoder_only",
+                position="rope",
+                norm="pre",
+                norm_type="rmsnorm",
+                activation="swiglu",
+            )
+            and not cfg.bias
+        )
 
     def zoo_config(self, config):
         """Llama's composition with Mixtral's experts, and its sliding window where it has one."""
@@ -40,10 +51,24 @@ class MixtralConverter(MixtureLayers, LlamaConverter):
         from transformers import MixtralConfig
 
         return MixtralConfig(
-            vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=expert_width(cfg, cfg.d_ff),
-            num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
-            head_dim=cfg.head_dim, hidden_act="silu", max_position_embeddings=cfg.max_seq_len,
-            rms_norm_eps=cfg.norm_eps, tie_word_embeddings=cfg.tie_embeddings, rope_parameters=hf_rope(cfg.position),
+            vocab_size=cfg.vocab_size,
+            hidden_size=cfg.d_model,
+            intermediate_size=expert_width(cfg, cfg.d_ff),
+            num_hidden_layers=cfg.n_layers,
+            num_attention_heads=cfg.n_heads,
+            num_key_value_heads=cfg.n_kv_heads,
+            head_dim=cfg.head_dim,
+            hidden_act="silu",
+            max_position_embeddings=cfg.max_seq_len,
+            rms_norm_eps=cfg.norm_eps,
+            tie_word_embeddings=cfg.tie_embeddings,
+            rope_parameters=hf_rope(cfg.position),
             sliding_window=cfg.window if cfg.attention.value == "sliding" else None,
-            num_local_experts=cfg.moe_experts, num_experts_per_tok=cfg.moe_top_k, router_jitter_noise=0.0,
-            attention_dropout=0.0, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+            num_local_experts=cfg.moe_experts,
+            num_experts_per_tok=cfg.moe_top_k,
+            router_jitter_noise=0.0,
+            attention_dropout=0.0,
+            bos_token_id=None,
+            eos_token_id=None,
+            pad_token_id=None,
+        )

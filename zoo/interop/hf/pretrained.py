@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.interop.hf import CONVERTERS, from_hf, UnsupportedConfig
+from zoo.interop.hf import CONVERTERS, UnsupportedConfig, from_hf
 
 # model_type -> the transformers Auto class whose model has the head the converter reads
 AUTO_CLASSES = {
@@ -61,8 +61,7 @@ def read_config(path: str | Path):
     model_type(path)
     transformers = _transformers()
     try:
-        return transformers.AutoConfig.from_pretrained(str(path), local_files_only=True,
-                                                        trust_remote_code=False)
+        return transformers.AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"init_from=hf:{path}: transformers cannot read config.json ({_first(exc)})") from None
 
@@ -82,9 +81,11 @@ def check_weights(path: str | Path, *, needed: bool = True) -> None:
     name = f"init_from=hf:{path}"
     pickled = [n for n in PICKLED if (directory / n).is_file()]
     if pickled:
-        raise ConfigError(f"{name}: its weights are {pickled[0]}, a pickle, which zoo never unpickles (a pickle can "
-                          f"run code); convert them to model.safetensors where you trust the file, e.g. "
-                          f"AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)")
+        raise ConfigError(
+            f"{name}: its weights are {pickled[0]}, a pickle, which zoo never unpickles (a pickle can "
+            f"run code); convert them to model.safetensors where you trust the file, e.g. "
+            f"AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)"
+        )
     if needed:
         raise ConfigError(f"{name}: no model.safetensors there (the weights save_pretrained writes)")
 
@@ -111,8 +112,9 @@ def load_pretrained(path: str | Path) -> tuple[Any, Any]:
     shown = bars.is_progress_bar_enabled()
     bars.disable_progress_bar()  # one log line says what was loaded, not a progress bar
     try:
-        hf_model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32,
-                                         use_safetensors=True, trust_remote_code=False)
+        hf_model = auto.from_pretrained(
+            str(path), local_files_only=True, dtype=torch.float32, use_safetensors=True, trust_remote_code=False
+        )
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise ConfigError(f"init_from=hf:{path}: transformers cannot load the weights ({_first(exc)})") from None
     finally:
@@ -137,8 +139,10 @@ def load_weights(model, path: str | Path) -> list[str]:
         raise ConfigError(f"init_from=hf:{path}: the weights do not fill {', '.join(missing[:5])}")
     for key, value in own.items():
         if value.shape != state[key].shape:
-            raise ConfigError(f"init_from=hf:{path}: {key} has shape {tuple(state[key].shape)}, "
-                              f"the model expects {tuple(value.shape)}")
+            raise ConfigError(
+                f"init_from=hf:{path}: {key} has shape {tuple(state[key].shape)}, "
+                f"the model expects {tuple(value.shape)}"
+            )
     model.load_state_dict({key: state[key] for key in own}, strict=True)
     return [key for key in state if key not in own]
 
@@ -147,8 +151,9 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise ConfigError("init_from=hf:... needs transformers: install the hf extra, "
-                          "pip install '.[hf]' in zoo's source directory") from None
+        raise ConfigError(
+            "init_from=hf:... needs transformers: install the hf extra, pip install '.[hf]' in zoo's source directory"
+        ) from None
     return transformers
 
 

@@ -10,7 +10,7 @@ here pairs RoPE's dimensions as rotate-half, as zoo does, so q and k need no per
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import gather, load_exact, scatter
@@ -59,8 +59,9 @@ class RopeDecoderConverter:
 
     def _is_offset(self, name: str) -> bool:
         """Does the zoo weight `name` carry `norm_offset` (the final norm and the layer norms)?"""
-        return self.norm_offset != 0.0 and (name == "decoder.final_norm.weight" or any(
-            name.endswith(f".{ours}.weight") for ours in self.layer_norms))
+        return self.norm_offset != 0.0 and (
+            name == "decoder.final_norm.weight" or any(name.endswith(f".{ours}.weight") for ours in self.layer_norms)
+        )
 
     def from_hf(self, hf_model):
         model = build_model(self.zoo_config(hf_model.config))
@@ -78,7 +79,11 @@ class RopeDecoderConverter:
 
         cfg = model.config
         hf = getattr(transformers, self.model_class)(self.hf_config(cfg))
-        out = scatter(model.state_dict(), self.groups(cfg), hf,
-                      lambda name, t: t - self.norm_offset if self._is_offset(name) else t)
+        out = scatter(
+            model.state_dict(),
+            self.groups(cfg),
+            hf,
+            lambda name, t: t - self.norm_offset if self._is_offset(name) else t,
+        )
         load_exact(hf, out)
         return hf.eval()

@@ -4,8 +4,8 @@ zoo/nn/position/README.md says how to add one."""
 
 from __future__ import annotations
 
-from zoo.config.schema.model import ModelConfig, PositionKind
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.schema.model import ModelConfig, PositionKind
 from zoo.nn.position.alibi import ALiBiPositions
 from zoo.nn.position.base import PositionScheme
 from zoo.nn.position.learned import LearnedPositions
@@ -16,12 +16,19 @@ from zoo.nn.position.shaw import ShawPositions
 from zoo.nn.position.sinusoidal import SinusoidalPositions
 
 SCHEMES: tuple[type[PositionScheme], ...] = (
-    NoPositions, SinusoidalPositions, LearnedPositions, RelativeBiasPositions, ShawPositions, ALiBiPositions,
+    NoPositions,
+    SinusoidalPositions,
+    LearnedPositions,
+    RelativeBiasPositions,
+    ShawPositions,
+    ALiBiPositions,
     RotaryPositions,
 )
 
 # position kind -> its class; each class names its own kind
-POSITIONS: dict[PositionKind, type[PositionScheme]] = {scheme.kind: scheme for scheme in SCHEMES}
+POSITIONS: dict[PositionKind, type[PositionScheme]] = {
+    scheme.kind: scheme for scheme in SCHEMES if scheme.kind is not None
+}
 
 
 def build_position(cfg: ModelConfig, *, causal: bool) -> PositionScheme:

@@ -34,6 +34,8 @@ class ALiBiPositions(PositionScheme):
     kind = PositionKind.alibi
     bias_from_positions_only = True  # one bias per stack forward, reused by every layer
 
+    slopes: torch.Tensor  # (H,) a buffer
+
     def __init__(self, *, n_heads: int, **_: object) -> None:
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)  # (H,)

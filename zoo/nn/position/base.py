@@ -10,8 +10,6 @@ extrapolation all work by passing the right positions.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import nn
 
@@ -35,7 +33,7 @@ class PositionScheme(nn.Module):
       forward and reused by every layer (`SharedBias`).
     """
 
-    kind: Optional[PositionKind] = None
+    kind: PositionKind | None = None
     shared_across_layers: bool = True
     needs_attention_weights: bool = False
     keys_transformed_alone: bool = False
@@ -50,16 +48,16 @@ class PositionScheme(nn.Module):
         q: torch.Tensor,
         k: torch.Tensor,
         q_positions: torch.Tensor,
-        k_positions: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+        k_positions: torch.Tensor | None,  # None: keys without positions (cross-attention's memory)
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """q (B, H, T, Dh), k (B, Hkv, S, Dh), q_positions (B, T), k_positions (B, S) ->
         (q, k, bias) where bias is None or additive to the scaled scores, broadcastable to
         (B, H, T, S)."""
         return q, k, None
 
     def value_term(
-        self, weights: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor
-    ) -> Optional[torch.Tensor]:
+        self, weights: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor | None
+    ) -> torch.Tensor | None:
         """weights (B, H, T, S) -> a term added to the attention output, (B, H, T, Dh), or None."""
         return None
 
@@ -76,7 +74,7 @@ class SharedBias:
 
     def __init__(self, scheme: PositionScheme) -> None:
         self.scheme = scheme
-        self._memo: Optional[tuple[torch.Tensor, torch.Tensor, torch.dtype, Optional[torch.Tensor]]] = None
+        self._memo: tuple[torch.Tensor, torch.Tensor, torch.dtype, torch.Tensor | None] | None = None
 
     def __getattr__(self, name: str):
         return getattr(self.scheme, name)

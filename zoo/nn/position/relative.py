@@ -14,9 +14,7 @@ from zoo.config.facts.positions import PositionKind
 from zoo.nn.position.base import PositionScheme, relative_offsets
 
 
-def relative_bucket(
-    offset: torch.Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int
-) -> torch.Tensor:
+def relative_bucket(offset: torch.Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
     """Bucket index in [0, num_buckets) for each offset = k_position - q_position."""
     distance = -offset  # > 0: the key lies in the past
     bucket = torch.zeros_like(offset)
@@ -41,7 +39,12 @@ class RelativeBiasPositions(PositionScheme):
     bias_from_positions_only = True  # one bias per stack forward, reused by every layer
 
     def __init__(
-        self, *, n_heads: int, causal: bool, num_buckets: int = 32, max_distance: int = 128,
+        self,
+        *,
+        n_heads: int,
+        causal: bool,
+        num_buckets: int = 32,
+        max_distance: int = 128,
         **_: object,
     ) -> None:
         super().__init__()

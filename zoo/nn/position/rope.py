@@ -21,6 +21,8 @@ class RotaryPositions(PositionScheme):
     kind = PositionKind.rope
     keys_transformed_alone = True  # a cache holds rotated keys
 
+    inv_freq: torch.Tensor  # (Dh/2,) a buffer
+
     def __init__(self, *, head_dim: int, theta: float = 10000.0, scale: float = 1.0, **_: object):
         super().__init__()
         self.scale = scale

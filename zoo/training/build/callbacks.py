@@ -5,29 +5,29 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.tasks import task_spec
-from zoo.config.schema.root import ZooConfig
-from zoo.harness.run import require_lm_eval
 from zoo.config.records.rundir import RunDir
+from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.train import ProgressBar
-from zoo.training.monitor.instability import InstabilityMonitor
-from zoo.training.monitor.routing import RoutingMonitor
-from zoo.training.monitor.last_validation import LastValidation
-from zoo.training.monitor.throughput import Throughput
+from zoo.harness.run import require_lm_eval
 from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
 from zoo.training.checkpoint.validation_due import ValidationDue
-from zoo.training.signals.interrupt import Interrupt
 from zoo.training.distributed.rank_watch import RankWatch
-from zoo.training.signals.preemption import Requeue, in_slurm_job
+from zoo.training.monitor.instability import InstabilityMonitor
+from zoo.training.monitor.last_validation import LastValidation
 from zoo.training.monitor.progress import StepRichProgressBar, StepTQDMProgressBar
+from zoo.training.monitor.routing import RoutingMonitor
+from zoo.training.monitor.throughput import Throughput
 from zoo.training.resume.data_files import DataFilesRecord
 from zoo.training.resume.rng import RngState
+from zoo.training.signals.interrupt import Interrupt
+from zoo.training.signals.preemption import Requeue, in_slurm_job
 
 
 @dataclass
@@ -39,11 +39,11 @@ class RunCallbacks:
     interrupt: Interrupt
     throughput: Throughput
     final: LastValidation
-    requeue: Optional[Requeue] = None  # SLURM jobs with callbacks.requeue_signal
-    rank_watch: Optional[RankWatch] = None  # names a rank that died
-    instability: Optional[InstabilityMonitor] = None  # callbacks.instability_every
-    routing: Optional[RoutingMonitor] = None  # callbacks.routing_every, with model.ffn=moe
-    downstream: Optional[Any] = None  # callbacks.downstream: a `Downstream`
+    requeue: Requeue | None = None  # SLURM jobs with callbacks.requeue_signal
+    rank_watch: RankWatch | None = None  # names a rank that died
+    instability: InstabilityMonitor | None = None  # callbacks.instability_every
+    routing: RoutingMonitor | None = None  # callbacks.routing_every, with model.ffn=moe
+    downstream: Any | None = None  # callbacks.downstream: a `Downstream`
 
     @property
     def requeued(self) -> bool:
@@ -104,9 +104,18 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
         callbacks.append(StepRichProgressBar(leave=True))
     elif spec.callbacks.progress_bar == ProgressBar.tqdm:
         callbacks.append(StepTQDMProgressBar())
-    return RunCallbacks(all=callbacks, last=last, interrupt=interrupt, throughput=throughput, final=final,
-                        requeue=requeue, rank_watch=rank_watch, instability=instability, routing=routing,
-                        downstream=downstream)
+    return RunCallbacks(
+        all=callbacks,
+        last=last,
+        interrupt=interrupt,
+        throughput=throughput,
+        final=final,
+        requeue=requeue,
+        rank_watch=rank_watch,
+        instability=instability,
+        routing=routing,
+        downstream=downstream,
+    )
 
 
 def _downstream(spec: ZooConfig):
@@ -117,10 +126,16 @@ def _downstream(spec: ZooConfig):
     if not spec.callbacks.downstream:
         return None
     if not task_spec(spec.task.kind).generates:
-        raise ConfigError(f"callbacks.downstream scores continuations; task={spec.task.kind.value} has no decoder "
-                          f"(use it with causal_lm or seq2seq)")
+        raise ConfigError(
+            f"callbacks.downstream scores continuations; task={spec.task.kind.value} has no decoder "
+            f"(use it with causal_lm or seq2seq)"
+        )
     require_lm_eval()
     from zoo.training.monitor.downstream import Downstream
 
-    return Downstream(spec.callbacks.downstream, every=spec.callbacks.downstream_every,
-                      limit=spec.callbacks.downstream_limit, batch_size=16)
+    return Downstream(
+        spec.callbacks.downstream,
+        every=spec.callbacks.downstream_every,
+        limit=spec.callbacks.downstream_limit,
+        batch_size=16,
+    )

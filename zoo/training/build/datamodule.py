@@ -17,13 +17,19 @@ def build_data(spec: ZooConfig, device_batch: int):
     datamodule = build_datamodule(
         spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch, seed=spec.seed
     )
-    log.info("preparing the data: tokenizer=%s (trained or read from the cache), the corpus tokenized",
-             spec.tokenizer.kind.value)
+    log.info(
+        "preparing the data: tokenizer=%s (trained or read from the cache), the corpus tokenized",
+        spec.tokenizer.kind.value,
+    )
     datamodule.setup("fit")
     if datamodule.prepared is not None:
         index = datamodule.prepared.index["splits"]
-        log.info("prepared data: %s (%s; %d training tokens, %d validation tokens)", datamodule.prepared.directory,
-                 "built by this process" if datamodule.prepared.built else "found in the cache",
-                 index["train"]["tokens"], index["validation"]["tokens"])
+        log.info(
+            "prepared data: %s (%s; %d training tokens, %d validation tokens)",
+            datamodule.prepared.directory,
+            "built by this process" if datamodule.prepared.built else "found in the cache",
+            index["train"]["tokens"],
+            index["validation"]["tokens"],
+        )
     check_vocab(spec.model.vocab_size, datamodule.tokenizer)
     return datamodule

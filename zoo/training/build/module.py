@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from contextlib import nullcontext
-from typing import Optional
 
 from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.convert import plain
@@ -26,12 +25,16 @@ def init_weights(task, init_from: str) -> None:
     skipped = load_weights(task.model, path)
     log.info("init_from: the model starts from the weights in %s", path)
     if skipped:
-        log.info("init_from: %d pretrained tensor(s) the %s task has no place for are not loaded (%s); "
-                 "its own head starts freshly initialised", len(skipped), task.task_config.kind.value,
-                 ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else ""))
+        log.info(
+            "init_from: %d pretrained tensor(s) the %s task has no place for are not loaded (%s); "
+            "its own head starts freshly initialised",
+            len(skipped),
+            task.task_config.kind.value,
+            ", ".join(skipped[:4]) + (", ..." if len(skipped) > 4 else ""),
+        )
 
 
-def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
+def build_task(spec: ZooConfig, datamodule, resume: str | None):
     """The task, carrying what zoo-eval and zoo-generate need later (special ids, tokenizer
     kind, dataset, class labels) in its hyperparameters. init_from's weights are loaded only on
     a fresh start: a resumed run's checkpoint holds newer ones.
@@ -41,8 +44,12 @@ def build_task(spec: ZooConfig, datamodule, resume: Optional[str]):
     load the pretrained weights first."""
     tokenizer = datamodule.tokenizer
     labels = getattr(datamodule, "labels", None)
-    extras = CheckpointExtras(tokenizer_kind=spec.tokenizer.kind.value, special_ids=tokenizer.special_ids(),
-                              data=spec.data.to_dict(), labels=list(labels) if labels else None)
+    extras = CheckpointExtras(
+        tokenizer_kind=spec.tokenizer.kind.value,
+        special_ids=tokenizer.special_ids(),
+        data=spec.data.to_dict(),
+        labels=list(labels) if labels else None,
+    )
     on_meta = is_sharded_name(spec.trainer.get("strategy")) and spec.init_from is None
     with parameters_on_meta() if on_meta else nullcontext():
         task = TASKS[spec.task.kind](

@@ -50,7 +50,9 @@ def build_trainer(spec: ZooConfig, run_dir: Path, callbacks: list, loggers: list
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if ("gpu backend" in first.lower() or "cuda" in first.lower()) and not torch.cuda.is_available():
             accelerator = trainer_args.get("accelerator")
-            raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
-                              f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run "
-                              f"it on the CPU") from None
+            raise ConfigError(
+                f"trainer.accelerator={accelerator} asks for a GPU and this machine has none "
+                f"(torch sees no CUDA device); add trainer=cpu (or trainer=ddp_cpu) to run "
+                f"it on the CPU"
+            ) from None
         raise ConfigError(f"trainer: {first}") from None

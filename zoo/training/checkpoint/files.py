@@ -19,12 +19,12 @@ import torch
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F401  (CheckpointError re-exported)
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
-from zoo.training.checkpoint.integrity import check_checkpoint
 from zoo.config.schema.task import TaskConfig
-from zoo.training.checkpoint.size import check_config_fits_weights
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
+from zoo.training.checkpoint.integrity import check_checkpoint
 from zoo.training.checkpoint.shard_index import SHARD_INDEX, ShardIndexError, safe_shard_reader  # noqa: F401
+from zoo.training.checkpoint.size import check_config_fits_weights
 
 
 def is_sharded_checkpoint(path: str | Path) -> bool:
@@ -35,8 +35,8 @@ def is_sharded_checkpoint(path: str | Path) -> bool:
 def _safe_planner(keys: list[str]):
     """Rebuilds the saved state dict (only `keys`) on one process; non-tensor values are read
     with weights_only=True (torch's planner unpickles them freely)."""
-    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint._traverse import set_element
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
 
     class _Planner(_EmptyStateDictLoadPlanner):
         def load_bytes(self, read_item, value: io.BytesIO) -> None:
@@ -59,8 +59,7 @@ def gather_shards(path: str | Path, keys: tuple[str, ...] = ("state_dict",)) -> 
     state: dict[str, Any] = {}
     with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
         warnings.filterwarnings("ignore", message=".*load in a single process.*")
-        _load_state_dict(state, storage_reader=safe_shard_reader(path), planner=_safe_planner(list(keys)),
-                         no_dist=True)
+        _load_state_dict(state, storage_reader=safe_shard_reader(path), planner=_safe_planner(list(keys)), no_dist=True)
     return state
 
 
@@ -78,8 +77,11 @@ def _read_sharded(path: Path, weights: bool) -> dict[str, Any]:
         causes = [f for f in getattr(exc, "failures", {}).values()]
         cause = causes[0] if causes else exc
         cause = cause[0] if isinstance(cause, tuple) else cause  # (exception, its traceback summary)
-        kind = "holds more than plain data and is refused" if isinstance(cause, pickle.UnpicklingError) \
+        kind = (
+            "holds more than plain data and is refused"
+            if isinstance(cause, pickle.UnpicklingError)
             else "is truncated or not a checkpoint"
+        )
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         raise CheckpointError(f"checkpoint {path} {kind} ({first})") from None
     except ShardIndexError as exc:
@@ -88,7 +90,9 @@ def _read_sharded(path: Path, weights: bool) -> dict[str, Any]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unpickling failed"
         raise CheckpointError(f"checkpoint {path} holds more than plain data and is refused ({first})") from None
     except (RuntimeError, EOFError, OSError, ValueError, KeyError) as exc:
-        raise CheckpointError(f"checkpoint {path} is truncated or not a checkpoint ({exc.__class__.__name__})") from None
+        raise CheckpointError(
+            f"checkpoint {path} is truncated or not a checkpoint ({exc.__class__.__name__})"
+        ) from None
     if not isinstance(data, dict) or "hyper_parameters" not in data:
         raise CheckpointError(f"{path} is not a zoo checkpoint (no hyper_parameters)")
     return data
@@ -111,11 +115,11 @@ def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unpickling failed"
-        raise CheckpointError(
-            f"checkpoint {path} holds more than plain data and is refused ({first})"
-        ) from None
+        raise CheckpointError(f"checkpoint {path} holds more than plain data and is refused ({first})") from None
     except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint {path} is truncated or not a checkpoint ({exc.__class__.__name__})") from None
+        raise CheckpointError(
+            f"checkpoint {path} is truncated or not a checkpoint ({exc.__class__.__name__})"
+        ) from None
     if not isinstance(data, dict) or "hyper_parameters" not in data or "state_dict" not in data:
         raise CheckpointError(f"{path} is not a zoo checkpoint (no hyper_parameters / state_dict)")
     return data
@@ -129,8 +133,9 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
     hparams = data["hyper_parameters"]
     missing = [k for k in ("model", "task") if not isinstance(hparams, dict) or not isinstance(hparams.get(k), dict)]
     if missing:
-        raise CheckpointError(f"checkpoint {path} is not a zoo checkpoint: its hyper_parameters lack "
-                              f"{' and '.join(missing)}")
+        raise CheckpointError(
+            f"checkpoint {path} is not a zoo checkpoint: its hyper_parameters lack {' and '.join(missing)}"
+        )
     try:
         kind = TaskConfig(**hparams["task"]).kind
         check_config_fits_weights(path, hparams["model"], data["state_dict"])  # before anything is allocated
@@ -143,10 +148,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
         task.load_state_dict(task.upgrade_state_dict(data["state_dict"]))
     except (RuntimeError, KeyError) as exc:
         lines = [" ".join(line.split()) for line in str(exc).splitlines() if line.strip()]
-        detail = next((line for line in lines if "mismatch" in line or "key" in line.lower()),
-                      lines[0] if lines else type(exc).__name__)
-        raise CheckpointError(f"checkpoint {path}: its weights do not fit its own config "
-                              f"({detail[:300]})") from None
+        detail = next(
+            (line for line in lines if "mismatch" in line or "key" in line.lower()),
+            lines[0] if lines else type(exc).__name__,
+        )
+        raise CheckpointError(f"checkpoint {path}: its weights do not fit its own config ({detail[:300]})") from None
     if "zoo_tokenizer" in data:
         try:
             task.tokenizer = tokenizer_from_state(data["zoo_tokenizer"])

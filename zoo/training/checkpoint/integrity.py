@@ -26,8 +26,8 @@ import zlib
 from pathlib import Path
 
 from zoo.config.errors import CheckpointError
-from zoo.data.integrity import file_digest
 from zoo.config.records.rundir import SHARDED_META as META
+from zoo.data.integrity import file_digest
 
 DIGESTS = "zoo-digests.json"  # in a sharded checkpoint directory: {file name: {"size", "sha256"}}
 _checked: set[tuple] = set()
@@ -51,8 +51,11 @@ def write_digests(directory: str | os.PathLike) -> Path:
     """Record the size and SHA-256 of every file of a sharded checkpoint directory (its files
     are plain files at its top level) in `DIGESTS`, flushed to disk."""
     directory = Path(directory)
-    record = {p.name: {"size": p.stat().st_size, "sha256": file_digest(p)}
-              for p in sorted(directory.iterdir()) if p.is_file() and p.name != DIGESTS}
+    record = {
+        p.name: {"size": p.stat().st_size, "sha256": file_digest(p)}
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.name != DIGESTS
+    }
     target = directory / DIGESTS
     with open(target, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=1, sort_keys=True)
@@ -62,8 +65,10 @@ def write_digests(directory: str | os.PathLike) -> Path:
 
 
 def _damaged(path: Path, what: str) -> CheckpointError:
-    return CheckpointError(f"checkpoint {path} is damaged: {what} (bit rot, a partial copy or a disk error); "
-                           f"it is refused: use another checkpoint, or copy it again from where it was made")
+    return CheckpointError(
+        f"checkpoint {path} is damaged: {what} (bit rot, a partial copy or a disk error); "
+        f"it is refused: use another checkpoint, or copy it again from where it was made"
+    )
 
 
 def _check_zip(file: Path, checkpoint: Path) -> None:
@@ -110,6 +115,7 @@ def _check_directory(directory: Path) -> None:
 def _stamp(path: Path) -> tuple:
     """The checkpoint's identity as the file system gives it: a file's (or, for a directory,
     each of its files') size, modification time and inode."""
+
     def one(p: Path) -> tuple:
         st = p.stat()
         return (p.name, st.st_size, st.st_mtime_ns, st.st_ino)

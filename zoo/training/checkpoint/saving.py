@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 import torch
@@ -58,13 +58,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's torch checkpoint IO with atomic local writes (remote URLs go through
     Lightning's own writer)."""
 
-    def save_checkpoint(self, checkpoint: dict, path, storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} does not take storage_options, got {storage_options!r}")
         text = str(path)
         if "://" in text and not text.startswith("file://"):
             return super().save_checkpoint(checkpoint, path, storage_options)
-        atomic_save(checkpoint, text[len("file://"):] if text.startswith("file://") else text)
+        atomic_save(checkpoint, text[len("file://") :] if text.startswith("file://") else text)
 
 
 def at_step_boundary(trainer) -> bool:
@@ -79,7 +79,7 @@ class LastCheckpoint(L.Callback):
     def __init__(self, dirpath: str | Path, every_n_steps: int) -> None:
         self.dirpath = Path(dirpath)
         self.every_n_steps = every_n_steps
-        self._saved_at: Optional[int] = None
+        self._saved_at: int | None = None
 
     @property
     def path(self) -> Path:
@@ -93,7 +93,7 @@ class LastCheckpoint(L.Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         self._saved_at = trainer.global_step  # a resumed run has this step on disk already
 
-    def saved_step(self) -> Optional[int]:
+    def saved_step(self) -> int | None:
         """The global step last.ckpt holds (None: there is none)."""
         return read_checkpoint(self.path, weights=False)["global_step"] if self.path.exists() else None
 

@@ -23,8 +23,16 @@ import torch
 
 SHARD_INDEX = ".metadata"  # torch.distributed.checkpoint's index of the shards
 _METADATA = "torch.distributed.checkpoint.metadata"
-_METADATA_NAMES = ("Metadata", "MetadataIndex", "StorageMeta", "TensorProperties", "TensorStorageMetadata",
-                   "BytesStorageMetadata", "ChunkStorageMetadata", "_MEM_FORMAT_ENCODING")
+_METADATA_NAMES = (
+    "Metadata",
+    "MetadataIndex",
+    "StorageMeta",
+    "TensorProperties",
+    "TensorStorageMetadata",
+    "BytesStorageMetadata",
+    "ChunkStorageMetadata",
+    "_MEM_FORMAT_ENCODING",
+)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 
 
@@ -105,24 +113,32 @@ def check_index(metadata, directory: Path) -> None:
         if not all(_count(v) for v in (info.offset, info.length)):
             raise ShardIndexError(f"its {SHARD_INDEX} places an item at offset {info.offset!r}, length {info.length!r}")
         if info.offset + info.length > sizes[name]:
-            raise ShardIndexError(f"its shard {name!r} ends before the bytes its {SHARD_INDEX} places there "
-                                  f"(the shard is truncated, or the index is not its own)")
+            raise ShardIndexError(
+                f"its shard {name!r} ends before the bytes its {SHARD_INDEX} places there "
+                f"(the shard is truncated, or the index is not its own)"
+            )
         if info.transform_descriptors:
             raise ShardIndexError(f"its {SHARD_INDEX} asks for load transforms ({list(info.transform_descriptors)})")
     declared = 0
     for item in metadata.state_dict_metadata.values():
         if type(item) is TensorStorageMetadata:
             size, dtype = item.size, item.properties.dtype
-            if not isinstance(size, torch.Size) or not all(_count(n) for n in size) or \
-                    not isinstance(dtype, torch.dtype):
+            if (
+                not isinstance(size, torch.Size)
+                or not all(_count(n) for n in size)
+                or not isinstance(dtype, torch.dtype)
+            ):
                 raise ShardIndexError(f"its {SHARD_INDEX} declares a tensor of size {size!r} and dtype {dtype!r}")
             declared += _numel(size) * dtype.itemsize
         elif type(item) is not BytesStorageMetadata:
-            raise ShardIndexError(f"its {SHARD_INDEX} holds a {type(item).__name__} where an item's description belongs")
+            raise ShardIndexError(
+                f"its {SHARD_INDEX} holds a {type(item).__name__} where an item's description belongs"
+            )
     held = sum(sizes.values())
     if declared > held:
-        raise ShardIndexError(f"its {SHARD_INDEX} declares {declared:,} bytes of tensors, but its shards hold "
-                              f"{held:,} bytes")
+        raise ShardIndexError(
+            f"its {SHARD_INDEX} declares {declared:,} bytes of tensors, but its shards hold {held:,} bytes"
+        )
 
 
 def _count(value: Any) -> bool:

@@ -37,6 +37,8 @@ def check_config_fits_weights(path: str | Path, model: dict, state_dict: Any) ->
     if described <= 2 * held + _SLACK:
         return
     key = max(parts, key=parts.get)
-    raise CheckpointError(f"checkpoint {path}: its config describes a model of {described:,} parameters (most from "
-                          f"{key}: {parts[key]:,}) but it holds {held:,} weights; its config is not its weights' "
-                          f"(the model is not built)")
+    raise CheckpointError(
+        f"checkpoint {path}: its config describes a model of {described:,} parameters (most from "
+        f"{key}: {parts[key]:,}) but it holds {held:,} weights; its config is not its weights' "
+        f"(the model is not built)"
+    )

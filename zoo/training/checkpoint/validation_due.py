@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Optional
 
 import lightning as L
 from lightning.pytorch.trainer.states import TrainerFn
@@ -55,7 +54,7 @@ def _inside_epoch(trainer) -> bool:
     return trainer.fit_loop.epoch_loop.batch_progress.current.processed < trainer.num_training_batches
 
 
-def validated(metrics: Optional[Path], step: int) -> bool:
+def validated(metrics: Path | None, step: int) -> bool:
     """Does metrics.csv hold a validation row logged at `step` (Lightning's logging step: a
     validation after optimizer step N logs at N - 1)?"""
     if metrics is None or not metrics.is_file():
@@ -72,9 +71,9 @@ def validated(metrics: Optional[Path], step: int) -> bool:
 
 
 class ValidationDue(L.Callback):
-    def __init__(self, metrics: Optional[Path] = None) -> None:
+    def __init__(self, metrics: Path | None = None) -> None:
         self.metrics = metrics  # the run's metrics.csv
-        self._val_start: Optional[dict] = None  # the validation loop's totals when it started
+        self._val_start: dict | None = None  # the validation loop's totals when it started
         self._before_validation = False  # the next save is a stop's, from inside a validation
         self._fix_totals = False  # a resumed validation ran (or was skipped): totals to put back
 
@@ -105,8 +104,12 @@ class ValidationDue(L.Callback):
             train = loops[_TRAIN]
             for part in ("total", "current"):  # back to the end of the training batch
                 train[part]["completed"] -= 1
-            loops[_VAL] = {**loops[_VAL], "total": dict(self._val_start),
-                           "current": {k: 0 for k in self._val_start}, "is_last_batch": False}
+            loops[_VAL] = {
+                **loops[_VAL],
+                "total": dict(self._val_start),
+                "current": {k: 0 for k in self._val_start},
+                "is_last_batch": False,
+            }
             checkpoint[KEY] = True
             return
         if _written_at_epoch_end(loops):
@@ -174,8 +177,10 @@ def _written_at_epoch_end(loops: dict) -> bool:
     counts the epoch processed before those hooks and completed after them; every batch of the
     epoch is completed."""
     epoch, batches = loops["epoch_progress"]["total"], loops[_TRAIN]["total"]
-    return (epoch["ready"] == epoch["started"] == epoch["processed"] == epoch["completed"] + 1
-            and batches["ready"] == batches["started"] == batches["processed"] == batches["completed"] > 0)
+    return (
+        epoch["ready"] == epoch["started"] == epoch["processed"] == epoch["completed"] + 1
+        and batches["ready"] == batches["started"] == batches["processed"] == batches["completed"] > 0
+    )
 
 
 def _as_last_batch_end(loops: dict) -> None:

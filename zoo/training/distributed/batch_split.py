@@ -21,5 +21,6 @@ def split_batch(spec: ZooConfig, trainer) -> int:
             f"task.on_nonfinite_loss=skip needs one micro-batch per optimizer step, but "
             f"data.global_batch_size={spec.data.global_batch_size} over {trainer.world_size} device(s) "
             f"with data.max_device_batch_size={spec.data.max_device_batch_size} accumulates "
-            f"{accumulation}; raise data.max_device_batch_size or use on_nonfinite_loss=stop")
+            f"{accumulation}; raise data.max_device_batch_size or use on_nonfinite_loss=stop"
+        )
     return device_batch

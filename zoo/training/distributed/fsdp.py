@@ -34,7 +34,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
@@ -62,9 +62,8 @@ class ShardedDataParallel(ModelParallelStrategy):
 
     strategy_name = STRATEGY_NAME
 
-    def __init__(self, replicate: Optional[int] = None, hybrid: bool = False, **kwargs: Any) -> None:
-        super().__init__(data_parallel_size="auto", tensor_parallel_size=1, save_distributed_checkpoint=True,
-                         **kwargs)
+    def __init__(self, replicate: int | None = None, hybrid: bool = False, **kwargs: Any) -> None:
+        super().__init__(data_parallel_size="auto", tensor_parallel_size=1, save_distributed_checkpoint=True, **kwargs)
         self.hybrid = hybrid or replicate is not None
         self.replicate = replicate
 
@@ -79,8 +78,9 @@ class ShardedDataParallel(ModelParallelStrategy):
             if self.world_size % replicate:
                 raise ConfigError(f"trainer.replicate={replicate} must divide the world size {self.world_size}")
             shard = self.world_size // replicate
-            self._device_mesh = init_device_mesh(self.root_device.type, (replicate, shard),
-                                                 mesh_dim_names=(REPLICATE_DIM, SHARD_DIM))  # (R, S)
+            self._device_mesh = init_device_mesh(
+                self.root_device.type, (replicate, shard), mesh_dim_names=(REPLICATE_DIM, SHARD_DIM)
+            )  # (R, S)
             self.lightning_module._device_mesh = self._device_mesh
             log.info("trainer.strategy=hsdp: %d replica(s), each sharded over %d rank(s)", replicate, shard)
 
@@ -89,7 +89,7 @@ class ShardedDataParallel(ModelParallelStrategy):
         return {"num_replicas": self.world_size, "rank": self.global_rank}  # every rank reads its own data
 
     # -- checkpoints ------------------------------------------------------------------------
-    def save_checkpoint(self, checkpoint: dict, filepath, storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(self, checkpoint: dict, filepath, storage_options: Any | None = None) -> None:
         """Every rank writes its shard into `.NAME.tmp-sharded/`; then rank 0 swaps it in for
         NAME (old -> `.NAME.old-sharded`, tmp -> NAME, old removed). A kill between the two
         renames leaves `.NAME.old-sharded`, which `recover_sharded` puts back."""
@@ -113,12 +113,16 @@ class ShardedDataParallel(ModelParallelStrategy):
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
         self.barrier("zoo_sharded_save_done")
 
-    def load_checkpoint(self, checkpoint_path, weights_only: Optional[bool] = None) -> dict:
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
         """A sharded checkpoint (any number of ranks wrote it) or a single-file one, read as
         data: the shard index is unpickled with an allow-list (`safe_shard_reader`)."""
         from torch.distributed.checkpoint import load as dcp_load
-        from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                             get_optimizer_state_dict, set_optimizer_state_dict)
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+            get_optimizer_state_dict,
+            set_optimizer_state_dict,
+        )
 
         path = Path(self.broadcast(str(checkpoint_path)))
         if not is_sharded_checkpoint(path):
@@ -131,8 +135,9 @@ class ShardedDataParallel(ModelParallelStrategy):
             key = f"optimizer_{idx}"
             optim_state = {key: get_optimizer_state_dict(self.model, optimizer)}
             dcp_load(optim_state, storage_reader=safe_shard_reader(path))
-            set_optimizer_state_dict(self.model, optimizer, optim_state_dict=optim_state[key],
-                                     options=StateDictOptions(cpu_offload=True))
+            set_optimizer_state_dict(
+                self.model, optimizer, optim_state_dict=optim_state[key], options=StateDictOptions(cpu_offload=True)
+            )
         return torch.load(path / SHARDED_META, map_location="cpu", weights_only=True)
 
     def remove_checkpoint(self, filepath) -> None:
@@ -157,7 +162,7 @@ def recover_sharded(ckpt_dir: Path) -> list[str]:
     if not ckpt_dir.is_dir():
         return notes
     for old in ckpt_dir.glob(".*.old-sharded"):
-        target = ckpt_dir / old.name[1:-len(".old-sharded")]
+        target = ckpt_dir / old.name[1 : -len(".old-sharded")]
         if not target.exists():
             os.replace(old, target)
             notes.append(f"restored {target.name} from a save a kill interrupted")

@@ -33,13 +33,12 @@ import json
 import logging
 import os
 import secrets
-import socket
 import signal
+import socket
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Optional
 
 import lightning as L
 
@@ -70,15 +69,15 @@ class RankWatch(L.Callback):
         self.run = RunDir(run_dir)
         self.stale_s = stale_s
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._started = time.time()
         self._procs: list = []  # rank 0: the ranks it started
-        self._parent: Optional[int] = None  # a rank after the first: rank 0's pid
+        self._parent: int | None = None  # a rank after the first: rank 0's pid
         self._rank = 0
-        self._launch: Optional[str] = None  # this launch's token (rank 0's, broadcast)
+        self._launch: str | None = None  # this launch's token (rank 0's, broadcast)
         self._peers = False  # torchrun / srun: watching the beacons of the ranks on this host
-        self._remote: Optional[_Heartbeats] = None  # the first rank of a host: other hosts' beats
-        self.died: Optional[str] = None  # what ended the run: a rank's death
+        self._remote: _Heartbeats | None = None  # the first rank of a host: other hosts' beats
+        self.died: str | None = None  # what ended the run: a rank's death
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         """Watch during fit and during the final validation (each a setup ... teardown)."""
@@ -126,7 +125,7 @@ class RankWatch(L.Callback):
 
     # -- what is looked at ----------------------------------------------------------------------
 
-    def _dead_here(self) -> Optional[str]:
+    def _dead_here(self) -> str | None:
         """A rank on this host that died: a child (Lightning's launcher) or a sibling (torchrun)."""
         if self._procs:
             return self._dead_child()
@@ -134,14 +133,14 @@ class RankWatch(L.Callback):
             return self._dead_peer()
         return None
 
-    def _dead_child(self) -> Optional[str]:
+    def _dead_child(self) -> str | None:
         for rank, proc in enumerate(self._procs, start=1):
             code = proc.poll()
             if code:
                 return _message(f"rank {rank} (pid {proc.pid}) {_death(code)}", self.run)
         return None
 
-    def _dead_peer(self) -> Optional[str]:
+    def _dead_peer(self) -> str | None:
         for rank, pid in _peers(self.run, self._rank, self._launch):
             if not _alive(pid) and _beacon_of(self.run, rank) is not None:  # gone, not ended normally
                 return _message(f"rank {rank} (pid {pid}) ended without a word", self.run)
@@ -153,8 +152,10 @@ class RankWatch(L.Callback):
     def _recorded(self) -> bool:
         """Whether the run's record (a finish, a stop, an error, a death another rank saw) was
         written since this process started."""
-        return any(record.exists() and record.stat().st_mtime >= self._started
-                   for record in (self.run.summary, self.run.failed))
+        return any(
+            record.exists() and record.stat().st_mtime >= self._started
+            for record in (self.run.summary, self.run.failed)
+        )
 
     # -- the watch ------------------------------------------------------------------------------
 
@@ -204,7 +205,7 @@ class _Heartbeats:
     def __init__(self, run: RunDir, launch: str, stale_s: float) -> None:
         self.run, self.launch, self.stale_s = run, launch, stale_s
         self.host = socket.gethostname()
-        self._seen: dict[int, tuple[Optional[str], float]] = {}  # rank: (its beat, when it changed)
+        self._seen: dict[int, tuple[str | None, float]] = {}  # rank: (its beat, when it changed)
 
     def watching(self) -> bool:
         return bool(self._others())
@@ -212,11 +213,15 @@ class _Heartbeats:
     def _others(self) -> list[tuple[int, dict]]:
         out = []
         for rank, beacon in _beacons(self.run):
-            if beacon.get("launch") == self.launch and beacon.get("host") != self.host and beacon.get("local_rank") == 0:
+            if (
+                beacon.get("launch") == self.launch
+                and beacon.get("host") != self.host
+                and beacon.get("local_rank") == 0
+            ):
                 out.append((rank, beacon))
         return out
 
-    def dead(self) -> Optional[str]:
+    def dead(self) -> str | None:
         now = time.monotonic()
         for rank, beacon in self._others():
             beat = _beat_of(self.run, rank)
@@ -224,8 +229,11 @@ class _Heartbeats:
             if rank not in self._seen or beat != last:
                 self._seen[rank] = (beat, now)
             elif now - since >= self.stale_s:
-                return _message(f"rank {rank} (host {beacon.get('host')}, pid {beacon.get('pid')}) stopped "
-                                f"answering: no heartbeat for {now - since:.0f} s", self.run)
+                return _message(
+                    f"rank {rank} (host {beacon.get('host')}, pid {beacon.get('pid')}) stopped "
+                    f"answering: no heartbeat for {now - since:.0f} s",
+                    self.run,
+                )
         return None
 
 
@@ -256,8 +264,18 @@ def _beacon(run: RunDir, rank: int, launch: str, local_rank: int = 0) -> None:
     path, beat = run.ranks / str(rank), run.ranks / f"{rank}{BEAT}"
     run.ranks.mkdir(parents=True, exist_ok=True)
     mine = os.getpid()
-    write_text(path, json.dumps({"host": socket.gethostname(), "pid": mine, "ppid": os.getppid(),
-                                 "local_rank": local_rank, "launch": launch}))
+    write_text(
+        path,
+        json.dumps(
+            {
+                "host": socket.gethostname(),
+                "pid": mine,
+                "ppid": os.getppid(),
+                "local_rank": local_rank,
+                "launch": launch,
+            }
+        ),
+    )
     beat.unlink(missing_ok=True)  # a beat an earlier launch left; never written through a link
     fd = os.open(beat, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     stop = threading.Event()
@@ -284,7 +302,7 @@ def _beacon(run: RunDir, rank: int, launch: str, local_rank: int = 0) -> None:
     atexit.register(remove)
 
 
-def _beacon_of(run: RunDir, rank: int) -> Optional[dict]:
+def _beacon_of(run: RunDir, rank: int) -> dict | None:
     try:
         beacon = json.loads((run.ranks / str(rank)).read_text())
     except (OSError, ValueError):
@@ -292,7 +310,7 @@ def _beacon_of(run: RunDir, rank: int) -> Optional[dict]:
     return beacon if isinstance(beacon, dict) else None
 
 
-def _beat_of(run: RunDir, rank: int) -> Optional[str]:
+def _beat_of(run: RunDir, rank: int) -> str | None:
     try:
         return (run.ranks / f"{rank}{BEAT}").read_text()
     except OSError:
@@ -309,12 +327,17 @@ def _beacons(run: RunDir) -> list[tuple[int, dict]]:
     return sorted(out, key=lambda item: item[0])
 
 
-def _peers(run: RunDir, rank: int, launch: Optional[str]) -> list[tuple[int, int]]:
+def _peers(run: RunDir, rank: int, launch: str | None) -> list[tuple[int, int]]:
     """(rank, pid) of the other ranks of this launch on this host."""
     host = socket.gethostname()
-    return [(other, beacon["pid"]) for other, beacon in _beacons(run)
-            if other != rank and beacon.get("host") == host and beacon.get("launch") == launch
-            and isinstance(beacon.get("pid"), int)]
+    return [
+        (other, beacon["pid"])
+        for other, beacon in _beacons(run)
+        if other != rank
+        and beacon.get("host") == host
+        and beacon.get("launch") == launch
+        and isinstance(beacon.get("pid"), int)
+    ]
 
 
 def _alive(pid: int) -> bool:

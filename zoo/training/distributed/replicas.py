@@ -26,8 +26,11 @@ def replica_agreement(task, trainer) -> dict:
     rank."""
     from lightning.pytorch.strategies import DDPStrategy
 
-    if trainer.world_size < 2 or not isinstance(trainer.strategy, DDPStrategy) \
-            or not torch.distributed.is_initialized():
+    if (
+        trainer.world_size < 2
+        or not isinstance(trainer.strategy, DDPStrategy)
+        or not torch.distributed.is_initialized()
+    ):
         return {}
     mine = fingerprint(task.model)
     parts = [torch.empty_like(mine) for _ in range(trainer.world_size)]

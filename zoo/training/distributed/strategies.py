@@ -11,7 +11,7 @@ Any other value (`auto`, `ddp_spawn`, a strategy object) goes to Lightning uncha
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from lightning.pytorch.strategies import DDPStrategy
 from torch.nn.parallel import DistributedDataParallel
@@ -27,7 +27,7 @@ class DataParallel(DDPStrategy):
         return DistributedDataParallel(module=model, device_ids=self.determine_ddp_device_ids(), **self._ddp_kwargs)
 
 
-def build_strategy(value: Any, replicate: Optional[int] = None) -> Any:
+def build_strategy(value: Any, replicate: int | None = None) -> Any:
     """`trainer.strategy` (and zoo's `trainer.replicate`, for hsdp) -> what Lightning's Trainer
     takes."""
     if value == DDP:

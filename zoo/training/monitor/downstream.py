@@ -1,7 +1,7 @@
 """`Downstream`: lm-evaluation-harness task scores during training (`callbacks.downstream`), the
 way OLMo's in-loop downstream evaluations run: at each validation (or every
 `callbacks.downstream_every` optimizer steps), the tasks are scored on the model being trained,
-through the harness model adapter (`zoo.harness.ZooLM`) and the run's own tokenizer, on
+through the harness model adapter (`zoo.harness.adapter.ZooLM`) and the run's own tokenizer, on
 `callbacks.downstream_limit` examples of each.
 
 The scores are named as zoo-eval names them (`harness/TASK/METRIC`) and go to every logger at
@@ -16,8 +16,6 @@ parallelism every rank scores the same examples (a sharded model needs every ran
 forward); the loggers write rank 0's."""
 
 from __future__ import annotations
-
-from typing import Optional
 
 import random
 
@@ -34,7 +32,7 @@ class Downstream(L.Callback):
     the last step (before that step's last.ckpt, placed after this callback, is written; `final`
     when the run ends elsewhere), each step once."""
 
-    def __init__(self, tasks: list[str], *, every: Optional[int], limit: Optional[float], batch_size: int) -> None:
+    def __init__(self, tasks: list[str], *, every: int | None, limit: float | None, batch_size: int) -> None:
         self.tasks, self.every, self.limit, self.batch_size = list(tasks), every, limit, batch_size
         self.manager = task_manager(self.tasks)  # an unknown name is refused before the model is built
         self.history: list[dict] = []  # {"step": s, metric: value, ...} per evaluation
@@ -52,7 +50,7 @@ class Downstream(L.Callback):
         self.last = dict(state_dict.get("last", {}))
 
     @property
-    def scored_step(self) -> Optional[int]:
+    def scored_step(self) -> int | None:
         return self.history[-1]["step"] if self.history else None
 
     def on_validation_end(self, trainer, pl_module) -> None:

@@ -28,8 +28,6 @@ the step is unchanged."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import lightning as L
 import torch
 
@@ -55,10 +53,10 @@ class InstabilityMonitor(L.Callback):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.every = every
-        self._measured_step: Optional[int] = None  # the step whose first micro-batch was measured
+        self._measured_step: int | None = None  # the step whose first micro-batch was measured
         self._armed = False
         self._hook = None
-        self._output: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+        self._output: tuple[torch.Tensor, torch.Tensor] | None = None
         self._rows = 0
         self._chunk = 1024
         self.last: dict[str, float] = {}  # the values of the last step measured (summary.json's)
@@ -119,8 +117,12 @@ class InstabilityMonitor(L.Callback):
             values[OUTPUT_LOGIT_MEAN], values[LOG_Z_MEAN] = self._output
         self._output = None
         if trainer.world_size > 1:  # every rank measured this step: the maximum and the means of all
-            values = {name: trainer.strategy.reduce(value.float(), reduce_op="max" if name.startswith(MAX_ATTN_LOGIT)
-                                                    else "mean") for name, value in values.items()}
+            values = {
+                name: trainer.strategy.reduce(
+                    value.float(), reduce_op="max" if name.startswith(MAX_ATTN_LOGIT) else "mean"
+                )
+                for name, value in values.items()
+            }
         self.last = {name: float(value) for name, value in values.items()}
         for logger in trainer.loggers:  # written at this step whatever trainer.log_every_n_steps is
             logger.log_metrics(self.last, step=self._measured_step)

@@ -22,8 +22,6 @@ house pattern of `zoo.training.monitor.instability`). Made only for a model with
 
 from __future__ import annotations
 
-from typing import Optional
-
 import lightning as L
 import torch
 
@@ -57,7 +55,7 @@ class RoutingMonitor(L.Callback):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.every = every
-        self._measured_step: Optional[int] = None
+        self._measured_step: int | None = None
         self._armed = False
         self.last: dict[str, float] = {}  # the values of the last step measured (summary.json's)
 

@@ -4,8 +4,8 @@ summary: `data.sample_prompt`, or the first words of the validation text."""
 from __future__ import annotations
 
 from zoo.config.facts.positions import max_positions
-from zoo.models.generate import generate
 from zoo.data.prompts import continue_text
+from zoo.models.generate import generate
 
 PROMPT_WORDS = 3
 
@@ -21,7 +21,7 @@ def corpus_prompt(datamodule, tokenizer, words: int = PROMPT_WORDS) -> str:
         except (TypeError, IndexError, KeyError, NotImplementedError):  # the end, or a stream
             break
         window = [int(t) for t in (item["input_ids"] if isinstance(item, dict) else item)]
-        ids += window[overlap if i else 0:]
+        ids += window[overlap if i else 0 :]
     text = tokenizer.decode(ids)
     found = text.split()
     if found and not text[-1:].isspace():
@@ -47,7 +47,12 @@ def sample_text(task, tokenizer, prompt: str, max_new_tokens: int = 40) -> str:
             return prompt
     was_training = task.training
     task.eval()
-    out = generate(task.model, ids, max_new_tokens=max_new_tokens, eos_id=tokenizer.special_ids()["eos"],
-                   vocab_limit=tokenizer.vocab_size)
+    out = generate(
+        task.model,
+        ids,
+        max_new_tokens=max_new_tokens,
+        eos_id=tokenizer.special_ids()["eos"],
+        vocab_limit=tokenizer.vocab_size,
+    )
     task.train(was_training)
     return continue_text(tokenizer, prompt, out[0].tolist())

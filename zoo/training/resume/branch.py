@@ -17,7 +17,6 @@ itself, which a rerun continues from its own last.ckpt, as any run)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.schedules import SCHEDULE_FACTS
@@ -45,7 +44,7 @@ def parent_run(path: str) -> Path:
     return Path(path).resolve().parent.parent
 
 
-def _multipliers(cfg: SchedulerConfig, total: Optional[int], d_model: int, steps) -> list[float]:
+def _multipliers(cfg: SchedulerConfig, total: int | None, d_model: int, steps) -> list[float]:
     f = schedule(cfg, total_steps=total, d_model=d_model)
     return [f(step) for step in steps]
 
@@ -57,38 +56,51 @@ def check_branch(spec: ZooConfig, path: str, command: dict, parent_trainer: dict
     step = branch_step(path)
     hparams = read_checkpoint(path, weights=False).get("hyper_parameters", {})
     saved = saved_sections(hparams)
-    check_resume({k: v for k, v in saved.items() if k != "scheduler"},
-                 {k: v for k, v in command.items() if k != "scheduler"}, f"branch_from's checkpoint {path}")
+    check_resume(
+        {k: v for k, v in saved.items() if k != "scheduler"},
+        {k: v for k, v in command.items() if k != "scheduler"},
+        f"branch_from's checkpoint {path}",
+    )
     decay = spec.scheduler.decay_steps
     end = spec.trainer.get("max_steps")
     if spec.scheduler.total_steps is None and end != step + decay:
-        raise ConfigError(f"a branch from step {step} with scheduler.decay_steps={decay} cools down until step "
-                          f"{step + decay}: set trainer.max_steps={step + decay} (or trainer.max_steps="
-                          f"'${{zoo.branch_end:}}'), got {end}")
+        raise ConfigError(
+            f"a branch from step {step} with scheduler.decay_steps={decay} cools down until step "
+            f"{step + decay}: set trainer.max_steps={step + decay} (or trainer.max_steps="
+            f"'${{zoo.branch_end:}}'), got {end}"
+        )
     total = spec.scheduler.total_steps or end
     if total - decay != step:
-        raise ConfigError(f"the branch's cooldown would begin at step {total - decay}, not at the branch step "
-                          f"{step}: set scheduler.total_steps={step + decay} or leave it null")
+        raise ConfigError(
+            f"the branch's cooldown would begin at step {total - decay}, not at the branch step "
+            f"{step}: set scheduler.total_steps={step + decay} or leave it null"
+        )
     parent = SchedulerConfig(**saved.get("scheduler", {}))
     parent_total = parent.total_steps or parent_trainer.get("max_steps")
     d_model = spec.model.base_d_model
     steps = range(step + 1) if step < MOST_COMPARED_STEPS else (0, spec.scheduler.warmup_steps, step)
     try:
-        theirs = _multipliers(parent, parent_total if isinstance(parent_total, int) and parent_total > 0 else None,
-                              d_model, steps)
+        theirs = _multipliers(
+            parent, parent_total if isinstance(parent_total, int) and parent_total > 0 else None, d_model, steps
+        )
     except ConfigError:
-        raise ConfigError(f"branch_from={path}: cannot tell the parent's schedule (scheduler={parent.kind.value} "
-                          f"needs its run's trainer.max_steps, and {parent_run(path)}/config.yaml does not say it)") \
-            from None
+        raise ConfigError(
+            f"branch_from={path}: cannot tell the parent's schedule (scheduler={parent.kind.value} "
+            f"needs its run's trainer.max_steps, and {parent_run(path)}/config.yaml does not say it)"
+        ) from None
     mine = _multipliers(spec.scheduler, total, d_model, steps)
     for at, (a, b) in zip(steps, zip(theirs, mine)):
         if a != b:
-            what = ("the checkpoint is past the parent's stable phase"
-                    if SCHEDULE_FACTS[parent.kind].needs_total and at >= spec.scheduler.warmup_steps
-                    else "the warmups differ")
-            raise ConfigError(f"branch_from={path}: the parent's learning rate at step {at} is {a:g} x optim.lr, "
-                              f"the branch's {b:g} x ({what}); branch from a checkpoint of the stable phase, "
-                              f"e.g. of a run with scheduler=wsd scheduler.decay_steps=0")
+            what = (
+                "the checkpoint is past the parent's stable phase"
+                if SCHEDULE_FACTS[parent.kind].needs_total and at >= spec.scheduler.warmup_steps
+                else "the warmups differ"
+            )
+            raise ConfigError(
+                f"branch_from={path}: the parent's learning rate at step {at} is {a:g} x optim.lr, "
+                f"the branch's {b:g} x ({what}); branch from a checkpoint of the stable phase, "
+                f"e.g. of a run with scheduler=wsd scheduler.decay_steps=0"
+            )
     return step
 
 

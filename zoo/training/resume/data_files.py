@@ -10,7 +10,7 @@ in summary.json (`data_files_changed`)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 
@@ -42,10 +42,15 @@ def check_data_files(checkpoint: dict, where: str, cfg: DataConfig) -> tuple[dic
         raise ResumeMismatch(
             f"{describe(changes[0])}{more} since {where} was written: resuming would train on other data; "
             f"put the file back, start a new run in another hydra.run.dir, or resume on the changed data "
-            f"with data.allow_changed_files=true (recorded in summary.json)")
+            f"with data.allow_changed_files=true (recorded in summary.json)"
+        )
     step = checkpoint.get("global_step")
-    log.warning("data.allow_changed_files=true: resuming at step %s although %s%s; recorded in summary.json",
-                step, describe(changes[0]), more)
+    log.warning(
+        "data.allow_changed_files=true: resuming at step %s although %s%s; recorded in summary.json",
+        step,
+        describe(changes[0]),
+        more,
+    )
     return earlier + tuple({**change, "resumed_at_step": step} for change in changes)
 
 
@@ -56,7 +61,7 @@ class DataFilesRecord(L.Callback):
     def __init__(self, cfg: DataConfig, changed: tuple[dict, ...] = ()) -> None:
         self.cfg = cfg
         self.changed = list(changed)
-        self.files: Optional[dict[str, Any]] = None
+        self.files: dict[str, Any] | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         self.files = data_files(self.cfg)

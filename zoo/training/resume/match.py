@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.errors import ConfigError
+from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.task import task_defaults
 from zoo.config.schema.train import optim_defaults, scheduler_defaults
@@ -21,6 +21,7 @@ from zoo.config.schema.train import optim_defaults, scheduler_defaults
 class ResumeMismatch(ConfigError):
     """The command does not describe the run in its directory: refused, and that run's files
     (failed.json included) are left as they are."""
+
 
 # section -> keys that may differ between the checkpoint and the resuming command
 MAY_CHANGE = {
@@ -68,7 +69,8 @@ def check_resume(hparams: dict, command: dict, where: str) -> None:
     add = f" (add {fix})" if fix and len(diffs) <= 3 else ""
     raise ResumeMismatch(
         f"{where} was trained with another config: {shown}{more}; resume with the checkpoint's values"
-        f"{add} (see its run's config.yaml), or start a new run in another hydra.run.dir")
+        f"{add} (see its run's config.yaml), or start a new run in another hydra.run.dir"
+    )
 
 
 def _override(value) -> str:
@@ -122,8 +124,11 @@ def followers_of_max_steps(cfg) -> dict[str, Any]:
                 _flat(section, OmegaConf.to_container(longer[section], resolve=True), later)
     except Exception:  # noqa: BLE001 - a value resolved only at run time: nothing to name
         return {}
-    return {key: value for key, value in now.items()
-            if later.get(key) != value and key.split(".")[1] not in MAY_CHANGE.get(key.split(".")[0], ())}
+    return {
+        key: value
+        for key, value in now.items()
+        if later.get(key) != value and key.split(".")[1] not in MAY_CHANGE.get(key.split(".")[0], ())
+    }
 
 
 def to_train_on(cfg, step: int) -> str:
@@ -134,5 +139,7 @@ def to_train_on(cfg, step: int) -> str:
     longer = f"trainer.max_steps={2 * max(step, 1)}"
     if not pinned:
         return f"raise trainer.max_steps to train on, e.g. {longer}"
-    return (f"to train on, raise trainer.max_steps and keep the run's value of each key that follows it: "
-            f"e.g. {longer} {pinned}")
+    return (
+        f"to train on, raise trainer.max_steps and keep the run's value of each key that follows it: "
+        f"e.g. {longer} {pinned}"
+    )

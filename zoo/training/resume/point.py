@@ -9,18 +9,17 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
+from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
+from zoo.config.records.yaml_files import UnboundedYaml, load_yaml
 from zoo.config.schema.convert import plain
 from zoo.config.schema.root import ZooConfig
-from zoo.config.records.yaml_files import UnboundedYaml, load_yaml
-from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
 from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
-from zoo.training.resume.data_files import check_data_files
-from zoo.training.resume.branch import branch_step, check_branch, parent_run
-from zoo.training.resume.match import check_resume, saved_sections
-from zoo.training.distributed.strategies import is_sharded
 from zoo.training.distributed.fsdp import recover_sharded
+from zoo.training.distributed.strategies import is_sharded
+from zoo.training.resume.branch import branch_step, check_branch, parent_run
+from zoo.training.resume.data_files import check_data_files
+from zoo.training.resume.match import check_resume, saved_sections
 
 log = logging.getLogger("zoo")
 
@@ -29,13 +28,13 @@ log = logging.getLogger("zoo")
 class Resume:
     """The checkpoint a run continues (None: a fresh start) and the step it was saved at."""
 
-    path: Optional[str] = None
-    step: Optional[int] = None
+    path: str | None = None
+    step: int | None = None
     data_changed: tuple[dict, ...] = ()  # data files changed since the run began, accepted on resume
-    branched_from: Optional[dict] = None  # branch_from: {"run", "checkpoint", "step"} of the parent
+    branched_from: dict | None = None  # branch_from: {"run", "checkpoint", "step"} of the parent
 
 
-def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
+def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
     """'last' -> the run dir's last.ckpt (must exist); None -> last.ckpt if the run dir already
     has one (rerunning a command in its run dir continues it); a path must exist and be a
     readable checkpoint."""
@@ -56,9 +55,14 @@ def resolve_resume(ckpt_path: Optional[str], run_dir: Path) -> Optional[str]:
 
 def command_sections(spec: ZooConfig) -> dict:
     """The command's sections as a resume compares them with a checkpoint's."""
-    return {"model": spec.model.to_dict(), "task": plain(spec.task), "optim": plain(spec.optim),
-            "scheduler": plain(spec.scheduler), "data": spec.data.to_dict(),
-            "tokenizer": {"kind": spec.tokenizer.kind.value}}
+    return {
+        "model": spec.model.to_dict(),
+        "task": plain(spec.task),
+        "optim": plain(spec.optim),
+        "scheduler": plain(spec.scheduler),
+        "data": spec.data.to_dict(),
+        "tokenizer": {"kind": spec.tokenizer.kind.value},
+    }
 
 
 def check_resume_config(resume: str, spec: ZooConfig) -> None:
@@ -67,13 +71,14 @@ def check_resume_config(resume: str, spec: ZooConfig) -> None:
     check_resume(saved_sections(hparams), command_sections(spec), f"the checkpoint {resume}")
 
 
-def check_resume_strategy(resume: Optional[str], strategy) -> None:
+def check_resume_strategy(resume: str | None, strategy) -> None:
     """A sharded checkpoint (trainer=fsdp) resumes under the sharded strategy only, on any
     number of ranks; a single-file one resumes under any strategy."""
     if resume is not None and is_sharded_checkpoint(resume) and not is_sharded(strategy):
         raise CheckpointError(
             f"{resume} is a sharded checkpoint (written by trainer=fsdp): resume it with trainer=fsdp "
-            f"(on any number of devices); zoo-eval, zoo-generate and zoo-export read it on one device")
+            f"(on any number of devices); zoo-eval, zoo-generate and zoo-export read it on one device"
+        )
 
 
 def _first_process() -> bool:
@@ -117,7 +122,7 @@ def _branch(spec: ZooConfig, starting: bool) -> dict:
     return {"run": str(parent), "checkpoint": str(path), "step": step}
 
 
-def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> Optional[dict]:
+def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> dict | None:
     """The summary of a finished run that this command would only repeat: the run directory's
     summary.json says finished, with its metrics, at the step of the checkpoint it would resume,
     and the command asks for no more steps (trainer.max_steps) or epochs (trainer.max_epochs)

@@ -12,7 +12,6 @@ them in the resumed run only."""
 from __future__ import annotations
 
 import random
-from typing import Optional
 
 import lightning as L
 import numpy as np
@@ -25,8 +24,13 @@ def capture() -> dict:
     state = {
         "torch": torch.get_rng_state(),
         "python": random.getstate(),
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -48,7 +52,7 @@ class RngState(L.Callback):
 
     def __init__(self) -> None:
         self._trainer = None
-        self._pending: Optional[list] = None
+        self._pending: list | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         self._trainer = trainer

@@ -38,8 +38,8 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
 
 import lightning as L
 import torch
@@ -54,10 +54,10 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 HARD_EXIT_S = 10.0  # after the grace time: how long Python may take to answer before the process ends
 PREPARING = "while the run was preparing (tokenizer, data, model)"  # why a stop before fit came at once
 
-_LAST_WORDS: Optional[Callable[[BaseException], None]] = None
+_LAST_WORDS: Callable[[BaseException], None] | None = None
 
 
-def last_words(fn: Optional[Callable[[BaseException], None]]) -> None:
+def last_words(fn: Callable[[BaseException], None] | None) -> None:
     """What the watchdog calls before it ends a process stuck in native code: zoo-train's
     record of a stop (failed.json, the resume line); None: nothing."""
     global _LAST_WORDS
@@ -84,19 +84,19 @@ class StopNow(BaseException):
 
 
 class Interrupt(L.Callback):
-    def __init__(self, last, grace_s: Optional[float] = None, due=None) -> None:
+    def __init__(self, last, grace_s: float | None = None, due=None) -> None:
         self.last = last  # a LastCheckpoint
         self.due = due  # a ValidationDue: a stop inside a validation saves as of its start
         self._common_batches = 0  # validation batches every rank runs (the agreement points)
         self._val_batches = 0  # validation batches run so far in this validation
         self.grace_s = grace_s  # after the first signal, how long the next step boundary may take
-        self.received: Optional[int] = None  # the signal this process got
-        self.signum: Optional[int] = None  # the signal the run stopped for (agreed by all ranks)
-        self.stopped_at: Optional[int] = None  # the step it stopped at, saved in last.ckpt
+        self.received: int | None = None  # the signal this process got
+        self.signum: int | None = None  # the signal the run stopped for (agreed by all ranks)
+        self.stopped_at: int | None = None  # the step it stopped at, saved in last.ckpt
         self._previous: dict = {}  # the handlers before `arm`
         self._final = False  # listening during the final validation
-        self._late: Optional[str] = None  # why the grace timer fired
-        self._timer: Optional[threading.Timer] = None
+        self._late: str | None = None  # why the grace timer fired
+        self._timer: threading.Timer | None = None
         self._preparing = False  # before fit: a signal stops the run at once
         self._watch = SignalWatch(self._prepare_watch)  # a signal seen while the main thread is in native code
 
@@ -135,14 +135,15 @@ class Interrupt(L.Callback):
             self._timer.start()
             signal.pthread_kill(threading.main_thread().ident, signum)
 
-    def _stuck(self, signum: int, why: Optional[str] = None) -> None:
+    def _stuck(self, signum: int, why: str | None = None) -> None:
         """Python has not answered the stop for HARD_EXIT_S more seconds: the main thread is
         inside one native operation. End the process from here, with the run's records."""
         if not self._previous or self.stopped_at is not None:
             return  # the stop was answered (or fit is over)
         last, step = self.last.path, self._saved_step()
-        why = why or (f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): "
-                      f"ended without saving")
+        why = why or (
+            f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): ended without saving"
+        )
         log.error("%s %s", signal.Signals(signum).name, why)
         try:
             if _LAST_WORDS is not None:
@@ -151,7 +152,7 @@ class Interrupt(L.Callback):
             logging.shutdown()
             os._exit(128 + signum)
 
-    def _saved_step(self) -> Optional[int]:
+    def _saved_step(self) -> int | None:
         """The step last.ckpt holds, for the record of a stop (None: none, or none readable)."""
         try:
             return self.last.saved_step()
@@ -235,8 +236,12 @@ class Interrupt(L.Callback):
         if not mine:
             return
         if inside_fit:
-            log.info("%s during the validation at step %d: saving %s as of its start and stopping",
-                     signal.Signals(mine).name, trainer.global_step, self.last.path)
+            log.info(
+                "%s during the validation at step %d: saving %s as of its start and stopping",
+                signal.Signals(mine).name,
+                trainer.global_step,
+                self.last.path,
+            )
             self.due.save_before_validation(trainer, self.last)
             self.signum, self.stopped_at = mine, trainer.global_step
         raise ValidationStopped(mine)
@@ -255,8 +260,9 @@ class Interrupt(L.Callback):
         mine = self._agreed(trainer, pl_module)
         if not mine:
             return
-        log.info("%s: saving %s at step %d and stopping", signal.Signals(mine).name, self.last.path,
-                 trainer.global_step)
+        log.info(
+            "%s: saving %s at step %d and stopping", signal.Signals(mine).name, self.last.path, trainer.global_step
+        )
         self.last.save(trainer)
         self.signum, self.stopped_at = mine, trainer.global_step
         trainer.should_stop = True

@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import subprocess
-from typing import Optional
 
 import lightning as L
 
@@ -25,7 +24,7 @@ from zoo.training.checkpoint.saving import at_step_boundary
 log = logging.getLogger("zoo")
 
 
-def slurm_job_id() -> Optional[str]:
+def slurm_job_id() -> str | None:
     """The id `scontrol requeue` needs: ARRAYJOB_TASK for array jobs, else the job id."""
     array_job, array_task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     if array_job and array_task:
@@ -67,8 +66,12 @@ class Requeue(L.Callback):
             return
         if not trainer.strategy.reduce_boolean_decision(self.received, all=False):  # any rank
             return
-        log.info("signal %s: saving %s at step %d and requeueing", signal.Signals(self.signum).name,
-                 self.last.path, trainer.global_step)
+        log.info(
+            "signal %s: saving %s at step %d and requeueing",
+            signal.Signals(self.signum).name,
+            self.last.path,
+            trainer.global_step,
+        )
         self.last.save(trainer)
         self.received = False
         ok = True
@@ -79,8 +82,9 @@ class Requeue(L.Callback):
             if ok:
                 log.info("requeued SLURM job %s", job)
             else:
-                log.error("scontrol requeue %s failed (%s); training goes on until the job ends",
-                          job, result.stderr.strip())
+                log.error(
+                    "scontrol requeue %s failed (%s); training goes on until the job ends", job, result.stderr.strip()
+                )
         if trainer.strategy.reduce_boolean_decision(ok, all=True) and self.requeue:
             trainer.should_stop = True  # SLURM ends this job and starts it again
             self.requeued = True

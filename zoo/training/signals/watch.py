@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import socket
 import threading
-from typing import Callable, Optional
+from collections.abc import Callable
 
 
 class SignalWatch:
@@ -21,9 +21,9 @@ class SignalWatch:
 
     def __init__(self, on_signal: Callable[[int], None]) -> None:
         self.on_signal = on_signal
-        self._pair: Optional[tuple[socket.socket, socket.socket]] = None
+        self._pair: tuple[socket.socket, socket.socket] | None = None
         self._previous_fd = -1
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         if self._pair is not None:

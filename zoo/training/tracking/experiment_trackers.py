@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from zoo.config.errors import ConfigError
-from zoo.config.schema.logger import MLflowConfig, WandbConfig
 from zoo.config.records.rundir import RunDir
-from zoo.training.tracking.settings import mlflow_artifacts, mlflow_uri, wandb_key_set, wandb_mode, wandb_online  # noqa: F401
+from zoo.config.schema.logger import MLflowConfig, WandbConfig
 from zoo.training.tracking.identity import RunIdentity, TrackerStatus, read_tracked, summary_figures, write_tracked
+from zoo.training.tracking.settings import mlflow_artifacts, mlflow_uri, wandb_key_set, wandb_mode, wandb_online  # noqa: F401
 
 log = logging.getLogger("zoo")
 
@@ -42,8 +42,9 @@ class RunMLflowLogger(MLFlowLogger):
     zoo.arm, zoo.seed; parameters = the resolved config; summary/... metrics and the files
     config.yaml and summary.json as artifacts when it finishes."""
 
-    def __init__(self, settings: MLflowConfig, identity: RunIdentity, config: dict, run_dir: Path,
-                 resuming: bool) -> None:
+    def __init__(
+        self, settings: MLflowConfig, identity: RunIdentity, config: dict, run_dir: Path, resuming: bool
+    ) -> None:
         uri = mlflow_uri(settings, run_dir)  # a store of the run lies in its directory
         before = read_tracked(run_dir).get("mlflow", {}) if resuming else {}
         # a resume keeps the experiment it started in, from whatever directory it is run
@@ -53,11 +54,16 @@ class RunMLflowLogger(MLFlowLogger):
         if identity.sweep:
             tags["zoo.sweep"] = identity.sweep
         tags.update({str(k): str(v) for k, v in settings.tags.items()})
-        super().__init__(experiment_name=experiment, run_name=identity.name, tracking_uri=uri, tags=tags,
-                         run_id=before.get("run_id") if same_place else None,
-                         artifact_location=mlflow_artifacts(settings, run_dir))
+        super().__init__(
+            experiment_name=experiment,
+            run_name=identity.name,
+            tracking_uri=uri,
+            tags=tags,
+            run_id=before.get("run_id") if same_place else None,
+            artifact_location=mlflow_artifacts(settings, run_dir),
+        )
         self._config, self._run_dir, self._ended = config, Path(run_dir), False
-        self._lost_at: Optional[int] = None  # the step from which the server did not take metrics
+        self._lost_at: int | None = None  # the step from which the server did not take metrics
 
     @property
     @rank_zero_experiment
@@ -87,8 +93,10 @@ class RunMLflowLogger(MLFlowLogger):
         if found is not None and found.lifecycle_stage == "active":
             return found.experiment_id
         if found is not None:
-            raise ConfigError(f"the MLflow experiment {name!r} is deleted (in the trash); restore it, delete "
-                              f"it for good (mlflow gc), or set logger.mlflow.experiment")
+            raise ConfigError(
+                f"the MLflow experiment {name!r} is deleted (in the trash); restore it, delete "
+                f"it for good (mlflow gc), or set logger.mlflow.experiment"
+            )
         return self._create_or_find(name)
 
     def _create_or_find(self, name: str) -> str:
@@ -112,15 +120,23 @@ class RunMLflowLogger(MLFlowLogger):
         from mlflow.entities import Param
         from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
-        write_tracked(self._run_dir, "mlflow", {"tracking_uri": self._tracking_uri, "experiment": self._experiment_name,
-                                                "experiment_id": self._experiment_id, "run_id": self._run_id})
+        write_tracked(
+            self._run_dir,
+            "mlflow",
+            {
+                "tracking_uri": self._tracking_uri,
+                "experiment": self._experiment_name,
+                "experiment_id": self._experiment_id,
+                "run_id": self._run_id,
+            },
+        )
         run = client.get_run(self._run_id)
         if run.info.status != "RUNNING":
             client.update_run(self._run_id, status="RUNNING")
         have = run.data.params
         params = [Param(k, v[:MAX_PARAM_VAL_LENGTH]) for k, v in flat_params(self._config).items() if k not in have]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 parameters a call
-            client.log_batch(self._run_id, params=params[i:i + 100])
+            client.log_batch(self._run_id, params=params[i : i + 100])
 
     @rank_zero_only
     def log_hyperparams(self, params: Any) -> None:
@@ -129,7 +145,7 @@ class RunMLflowLogger(MLFlowLogger):
         _ = self.experiment
 
     @rank_zero_only
-    def log_metrics(self, metrics: dict, step: Optional[int] = None) -> None:
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
         """Lightning's metrics, as MLFlowLogger logs them, until the server stops answering
         (after MLflow's own retries): then one warning, the step in tracking.json, and training
         goes on without MLflow (metrics.csv keeps every step); the summary and the run's end are
@@ -142,9 +158,13 @@ class RunMLflowLogger(MLFlowLogger):
             super().log_metrics(metrics, step)
         except (MlflowException, OSError) as exc:  # requests' errors are OSErrors
             self._lost_at = int(step or 0)
-            log.warning("MLflow at %s stopped taking metrics at step %d (%s); training goes on, and the "
-                        "metrics from here are in the other loggers only", self._tracking_uri, self._lost_at,
-                        type(exc).__name__)
+            log.warning(
+                "MLflow at %s stopped taking metrics at step %d (%s); training goes on, and the "
+                "metrics from here are in the other loggers only",
+                self._tracking_uri,
+                self._lost_at,
+                type(exc).__name__,
+            )
             ids = read_tracked(self._run_dir).get("mlflow", {})
             write_tracked(self._run_dir, "mlflow", {**ids, "metrics_lost_from_step": self._lost_at})
 
@@ -159,7 +179,7 @@ class RunMLflowLogger(MLFlowLogger):
         stamp, step = int(time.time() * 1000), int(summary.get("global_step") or 0)
         metrics = [Metric(k, v, stamp, step) for k, v in summary_figures(summary).items()]
         for i in range(0, len(metrics), 1000):
-            self.experiment.log_batch(self.run_id, metrics=metrics[i:i + 1000])
+            self.experiment.log_batch(self.run_id, metrics=metrics[i : i + 1000])
         files = RunDir(self._run_dir)
         for path in (files.config, files.summary):
             if path.exists():
@@ -195,18 +215,29 @@ class RunWandbLogger(WandbLogger):
 
     JOB_TYPE_LIMIT = 64  # W&B's longest job type
 
-    def __init__(self, settings: WandbConfig, identity: RunIdentity, config: dict, run_dir: Path,
-                 resuming: bool) -> None:
+    def __init__(
+        self, settings: WandbConfig, identity: RunIdentity, config: dict, run_dir: Path, resuming: bool
+    ) -> None:
         before = read_tracked(run_dir).get("wandb", {}) if resuming else {}
         same_place = before.get("project") == settings.project and before.get("entity") == settings.entity
         run_id = before.get("id") if same_place and before.get("id") else new_wandb_id()
         mode = wandb_mode(settings)
-        config = {**config, "zoo": {"run_dir": identity.run_dir, "sweep": identity.sweep, "arm": identity.arm,
-                                    "seed": identity.seed}}
-        super().__init__(name=identity.name, save_dir=str(run_dir), id=run_id, project=settings.project,
-                         entity=settings.entity, group=settings.group or identity.sweep,
-                         job_type=(identity.arm or "default")[:self.JOB_TYPE_LIMIT], tags=list(settings.tags) or None,
-                         config=config, **({"mode": mode} if mode else {}))
+        config = {
+            **config,
+            "zoo": {"run_dir": identity.run_dir, "sweep": identity.sweep, "arm": identity.arm, "seed": identity.seed},
+        }
+        super().__init__(
+            name=identity.name,
+            save_dir=str(run_dir),
+            id=run_id,
+            project=settings.project,
+            entity=settings.entity,
+            group=settings.group or identity.sweep,
+            job_type=(identity.arm or "default")[: self.JOB_TYPE_LIMIT],
+            tags=list(settings.tags) or None,
+            config=config,
+            **({"mode": mode} if mode else {}),
+        )
         self._wandb_init.pop("anonymous", None)  # Lightning's default, which W&B now warns about
         self._run_dir, self._ended, self._settings = Path(run_dir), False, settings
 
@@ -219,8 +250,16 @@ class RunWandbLogger(WandbLogger):
             if wandb.run is not None and wandb.run.id != self._id:  # an earlier job's run, left open
                 wandb.run.finish()
             WandbLogger.experiment.fget(self)
-            write_tracked(self._run_dir, "wandb", {"project": self._settings.project, "entity": self._settings.entity,
-                                                   "id": self._id, "mode": self._experiment.settings.mode})
+            write_tracked(
+                self._run_dir,
+                "wandb",
+                {
+                    "project": self._settings.project,
+                    "entity": self._settings.entity,
+                    "id": self._id,
+                    "mode": self._experiment.settings.mode,
+                },
+            )
         return self._experiment
 
     @rank_zero_only

@@ -8,12 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
-from zoo.config.records.rundir import BOOKKEEPING, RunDir
 from zoo.config.records.atomic import write_text
+from zoo.config.records.rundir import BOOKKEEPING, RunDir
 from zoo.config.records.yaml_files import load_yaml
 from zoo.training.stops import TrainingInterrupted
 
@@ -26,7 +27,7 @@ class RunIdentity:
 
     name: str  # the run directory as the command gave it: runs/DATE/TIME, multirun/DATE/TIME/N
     run_dir: str  # the run directory, absolute: where its checkpoints and summary are
-    sweep: Optional[str]  # the sweep's directory (multirun/DATE/TIME); None for a single run
+    sweep: str | None  # the sweep's directory (multirun/DATE/TIME); None for a single run
     arm: str  # the overrides that make this arm (a sweep's: of the keys it sweeps), but the seed
     seed: int
 
@@ -44,11 +45,12 @@ def run_identity(run_dir: Path, seed: int) -> RunIdentity:
         if hydra.mode == RunMode.MULTIRUN:
             sweep = _shown(Path(hydra.sweep.dir))
             swept = swept_keys(Path(hydra.sweep.dir) / "multirun.yaml")
-    return RunIdentity(name=_shown(run_dir), run_dir=str(Path(run_dir).resolve()), sweep=sweep,
-                       arm=arm_of(overrides, swept), seed=seed)
+    return RunIdentity(
+        name=_shown(run_dir), run_dir=str(Path(run_dir).resolve()), sweep=sweep, arm=arm_of(overrides, swept), seed=seed
+    )
 
 
-def swept_keys(multirun_yaml: Path) -> Optional[set[str]]:
+def swept_keys(multirun_yaml: Path) -> set[str] | None:
     """The keys a sweep varies (`model.norm` of `model.norm=pre,post`, `arm/norm` of a recipe's
     hydra.sweeper.params), read from the multirun.yaml Hydra writes into the sweep's directory
     before its jobs start; None when it cannot be read."""
@@ -66,7 +68,7 @@ def swept_keys(multirun_yaml: Path) -> Optional[set[str]]:
     return {o.key_or_group for o in parsed if o.is_sweep_override()}
 
 
-def arm_of(overrides: list[str], swept: Optional[set[str]] = None) -> str:
+def arm_of(overrides: list[str], swept: set[str] | None = None) -> str:
     """The overrides that make an arm, in their order, but the seed and bookkeeping keys
     (`arm/norm=post_ln model.d_model=64` from `arm/norm=post_ln seed=1 model.d_model=64
     hydra.run.dir=X`); with `swept`, only those of the keys a sweep varies."""
@@ -140,7 +142,7 @@ def _trackers(loggers: list) -> list:
 
 
 @contextlib.contextmanager
-def closing_trackers(loggers: list) -> Iterator["Tracked"]:
+def closing_trackers(loggers: list) -> Iterator[Tracked]:
     """Around fit and finish: each tracker run ends once, FINISHED with the summary's figures
     (`Tracked.record`), KILLED when interrupted or requeued, FAILED on any other error.
     Lightning's own end of fit does not end them: the final validation and the summary come
@@ -160,7 +162,7 @@ def closing_trackers(loggers: list) -> Iterator["Tracked"]:
 class Tracked:
     def __init__(self, trackers: list) -> None:
         self.trackers = trackers
-        self.summary: Optional[dict] = None
+        self.summary: dict | None = None
 
     def record(self, summary: dict) -> None:
         """A finished run's summary (a requeued run's is not one: its tracker runs go on later)."""
@@ -171,8 +173,12 @@ class Tracked:
             try:
                 tracker.log_summary(summary)
             except Exception as exc:  # the run finished and summary.json is written: a tracker's
-                log.warning("could not log the summary to the %s run (%s: %s)",  # failure does not undo it
-                            type(tracker).__name__, type(exc).__name__, exc)
+                log.warning(
+                    "could not log the summary to the %s run (%s: %s)",  # failure does not undo it
+                    type(tracker).__name__,
+                    type(exc).__name__,
+                    exc,
+                )
 
     def end(self, status: str) -> None:
         for tracker in self.trackers:

@@ -10,18 +10,16 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
-from typing import Optional
 
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
-
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.config.schema.root import ZooConfig
 from zoo.config.records.atomic import replacing
 from zoo.config.records.rundir import RunDir
+from zoo.config.schema.root import ZooConfig
 from zoo.training.tracking.experiment_trackers import RunMLflowLogger, RunWandbLogger
 from zoo.training.tracking.identity import run_identity
 
@@ -30,7 +28,7 @@ class _ResumingWriter(ExperimentWriter):
     NAME_METRICS_FILE = RunDir.METRICS
     NAME_HPARAMS_FILE = RunDir.HPARAMS
 
-    def __init__(self, log_dir: str, keep_before_step: Optional[int]) -> None:
+    def __init__(self, log_dir: str, keep_before_step: int | None) -> None:
         self._keep_before_step = keep_before_step
         super().__init__(log_dir)
 
@@ -43,7 +41,9 @@ class _ResumingWriter(ExperimentWriter):
         with open(self.metrics_file_path, newline="") as f:
             reader = csv.DictReader(f)
             keys = list(reader.fieldnames or [])
-            rows = [r for r in reader if r.get("step") not in (None, "") and int(float(r["step"])) < self._keep_before_step]
+            rows = [
+                r for r in reader if r.get("step") not in (None, "") and int(float(r["step"])) < self._keep_before_step
+            ]
         # a new file of an unpredictable name, renamed: never written through a planted link
         with replacing(self.metrics_file_path) as f:
             writer = csv.DictWriter(f, fieldnames=keys)
@@ -56,7 +56,7 @@ class RunCSVLogger(CSVLogger):
     """Writes run_dir/metrics.csv. `resume_step`: the global step of the checkpoint being
     resumed; rows logged at or after it are dropped (the resumed run logs them again)."""
 
-    def __init__(self, run_dir: str, resume_step: Optional[int] = None) -> None:
+    def __init__(self, run_dir: str, resume_step: int | None = None) -> None:
         super().__init__(save_dir=run_dir, name="", version="")
         self._resume_step = resume_step
 
@@ -68,7 +68,7 @@ class RunCSVLogger(CSVLogger):
         return self._experiment
 
 
-def build_loggers(spec: ZooConfig, cfg: DictConfig, run_dir: Path, resume_step: Optional[int]) -> list:
+def build_loggers(spec: ZooConfig, cfg: DictConfig, run_dir: Path, resume_step: int | None) -> list:
     """metrics.csv (logger.csv) and tb/ (logger.tensorboard) in the run directory, and the
     trackers asked for (logger.mlflow, logger.wandb), told the resolved `cfg`; a resumed run
     keeps the CSV rows of the steps before `resume_step` and logs on into its tracker runs."""

@@ -6,14 +6,13 @@ from __future__ import annotations
 import netrc
 import os
 from pathlib import Path
-from typing import Optional
 from urllib.parse import urlparse
 
 from zoo.config.safety.trackers import DEFAULT_STORE, artifacts_in_run, store_in_run
 from zoo.config.schema.logger import MLflowConfig, WandbConfig, WandbMode
 
 
-def mlflow_uri(settings: MLflowConfig, run_dir: Optional[str | Path] = None) -> str:
+def mlflow_uri(settings: MLflowConfig, run_dir: str | Path | None = None) -> str:
     """logger.mlflow.tracking_uri, else $MLFLOW_TRACKING_URI, else a sqlite store in the run
     directory; a store named relative (sqlite:///NAME.db) lies in `run_dir`
     (`zoo.config.safety.trackers`: a config places no store outside the run)."""
@@ -26,7 +25,7 @@ def mlflow_uri(settings: MLflowConfig, run_dir: Optional[str | Path] = None) -> 
     return store_in_run(uri, run_dir) if run_dir is not None else uri
 
 
-def mlflow_artifacts(settings: MLflowConfig, run_dir: str | Path) -> Optional[str]:
+def mlflow_artifacts(settings: MLflowConfig, run_dir: str | Path) -> str | None:
     """Where a new experiment in a store of the run directory keeps its artifacts: beside the
     store, in the run (MLflow's default is ./mlruns in the working directory); None for a
     server or the environment's store (their own default)."""
@@ -52,7 +51,7 @@ def wandb_online(settings: WandbConfig) -> bool:
     return mode == "online" or (mode is None and os.environ.get("WANDB_MODE", "").lower() in ("online", "run"))
 
 
-def wandb_mode(settings: WandbConfig) -> Optional[str]:
+def wandb_mode(settings: WandbConfig) -> str | None:
     """The mode W&B is started in; None leaves it to $WANDB_MODE (auto, when it is set)."""
     if settings.mode != WandbMode.auto:
         return settings.mode.value
