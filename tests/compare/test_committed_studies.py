@@ -79,6 +79,9 @@ def test_each_holm_p_value_follows_from_the_reports_p_values(study):
     diffs = [Difference(float(r["diff"]), None, None, "paired", p=float(r["p"])) for r in rows]
     holm(diffs)
     for row, d in zip(rows, diffs):
+        if len(rows) < 2:  # a family of one comparison: nothing to adjust, and no Holm column written
+            assert d.p_holm is None and row["p_holm"] == "", (study, row["arm"])
+            continue
         assert d.p_holm == pytest.approx(float(row["p_holm"]), abs=FOUR), (study, row["arm"])
 
 
