@@ -1,9 +1,11 @@
 """`zoo-eval`: a checkpoint's metrics on a dataset, written as JSON.
 
-zoo-eval ckpt=runs/.../last.ckpt                      # its own validation split
-zoo-eval ckpt=... data=held_out.jsonl out=metrics.json  # a whole file
-zoo-eval ckpt=... data.source=pydoc data.seq_len=64     # any data.* key
-zoo-eval ckpt=runs/.../last.ckpt harness=kjv_cloze,kjv_next_verse limit=20  # harness tasks (zoo[eval])
+    zoo-eval ckpt=runs/.../last.ckpt                      # its own validation split
+    zoo-eval ckpt=... data=held_out.jsonl out=metrics.json  # a whole file
+    zoo-eval ckpt=... data.source=pydoc data.seq_len=64     # any data.* key
+    zoo-eval ckpt=runs/.../last.ckpt harness=kjv_cloze,kjv_next_verse limit=20  # harness tasks (zoo[eval])
+
+Every option: `zoo-eval --help`.
 """
 
 from __future__ import annotations

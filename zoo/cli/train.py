@@ -1,8 +1,10 @@
 """`zoo-train`: compose conf/ with command-line overrides and train.
 
-zoo-train                                   # the embedded default
-zoo-train model=llama model/position=alibi trainer.max_steps=100
-zoo-train -m model/position=rope,alibi seed=0,1   # a sweep
+    zoo-train                                   # the embedded default
+    zoo-train model=llama model/position=alibi trainer.max_steps=100
+    zoo-train -m model/position=rope,alibi seed=0,1   # a sweep
+
+Every key and its default: `zoo-train --help`; a recipe: `zoo-train -cn NAME`.
 """
 
 from __future__ import annotations
