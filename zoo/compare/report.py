@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import code, csv_cell, text
-from zoo.compare.plots import plot_curves, plot_final, plot_lengths
+from zoo.compare.plots import half_width, plot_curves, plot_final, plot_lengths
 from zoo.compare.routing_plot import plot_routing
 from zoo.compare.runs import IGNORED, Run, RunStatus, epochs, find_runs, number
 from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, Difference, difference, mean_std, t_quantile
@@ -583,11 +583,11 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
 
 
 def _mean_interval(mean: float, std: float, n: int) -> tuple[float | None, float | None]:
-    """The 95% Student-t interval of a mean of `n` values with sample deviation `std` (None, None
-    for fewer than 2 values or no spread)."""
+    """The 95% Student-t interval of a mean of `n` values with sample deviation `std` (the error
+    bar lengths.png draws; None, None for fewer than 2 values or no spread)."""
     if n < 2 or not std:
         return None, None
-    half = t_quantile(0.975, n - 1) * std / n**0.5
+    half = half_width(std, n)
     return mean - half, mean + half
 
 
