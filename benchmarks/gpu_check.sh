@@ -11,9 +11,12 @@
 #   PARTS="train:llama-250m suite" bash benchmarks/gpu_check.sh      # some parts (a second call)
 #   TINY=1 bash benchmarks/gpu_check.sh                   # the plumbing on a CPU in a minute or two
 #
-# PARTS: train:SHAPE, generate:SHAPE and suite, run in the order given (default
-# "train:gpt2-small generate:gpt2-small train:llama-250m suite"); limits TRAIN_S, GEN_S, SUITE_S
-# seconds. Where hydra-core is missing and .whl/ holds the wheels (a machine with no package
+# PARTS: train:SHAPE, generate:SHAPE, suite, and the layer benchmarks moe (benchmarks/moe_layer.py:
+# the mixture's loop and grouped GEMM against dense and transformers' Mixtral block), sliding
+# (benchmarks/sliding_mask.py at 4,096 and 16,384 tokens) and docmask (benchmarks/document_mask.py,
+# eager and compiled), run in the order given (default "train:gpt2-small generate:gpt2-small
+# train:llama-250m suite"); limits TRAIN_S, GEN_S, SUITE_S, LAYER_S seconds. The suite is stopped
+# with SIGINT at its limit, so its JUnit report still counts the tests that finished. Where hydra-core is missing and .whl/ holds the wheels (a machine with no package
 # index), they are installed into a temporary site directory first. Arguments go to pytest
 # (test ids or -k to rerun). tests/cli/test_tracking.py (no GPU tests) needs mlflow, which GPU
 # images often lack: it is left out.
@@ -56,10 +59,21 @@ for part in $parts; do
     generate)
       timeout "${GEN_S:-170}" python3 -m zoo.cli.bench shape="$shape" measure=generate "${gen_args[@]}" \
         out="$out/generate-$shape.json" > "$out/generate-$shape.log" 2>&1 ;;
+    moe)
+      timeout "${LAYER_S:-120}" python3 benchmarks/moe_layer.py --device cuda --activation swiglu --tokens 16384 \
+        --d-model 1024 --d-ff 1024 --experts 8 --top-k 2 --rounds 7 --out "$out/moe-layer.json" > "$out/moe-layer.log" 2>&1 ;;
+    sliding)
+      { timeout "${LAYER_S:-120}" python3 benchmarks/sliding_mask.py 4096 512 7 \
+        && timeout "${LAYER_S:-120}" python3 benchmarks/sliding_mask.py 16384 512 7; } > "$out/sliding.log" 2>&1 ;;
+    docmask)
+      { timeout "${LAYER_S:-120}" python3 benchmarks/document_mask.py --batch 8 --seq-len 2048 --doc-len 256 \
+          --rounds 3 --out "$out/docmask.json" \
+        && timeout "${LAYER_S:-120}" python3 benchmarks/document_mask.py --batch 8 --seq-len 2048 --doc-len 256 \
+          --rounds 3 --compile --out "$out/docmask-compile.json"; } > "$out/docmask.log" 2>&1 ;;
     suite)
-      timeout "${SUITE_S:-220}" python3 -m pytest "${suite_args[@]}" -q -p no:cacheprovider "$@" \
+      timeout -s INT -k 30 "${SUITE_S:-220}" python3 -m pytest "${suite_args[@]}" -q -p no:cacheprovider "$@" \
         --ignore=tests/cli/test_tracking.py --junitxml="$out/gpu-suite.xml" --durations=10 > "$out/gpu-suite.log" 2>&1 ;;
-    *) echo "gpu_check: unknown part $part (train:SHAPE, generate:SHAPE, suite)"; exit 2 ;;
+    *) echo "gpu_check: unknown part $part (train:SHAPE, generate:SHAPE, suite, moe, sliding, docmask)"; exit 2 ;;
   esac
   code=$?
   echo "$part $code" | tr ':' '-' >> "$out/status.txt"
