@@ -50,6 +50,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=3, help="training steps timed per round and case")
     parser.add_argument("--compile", action="store_true", help="task.compile=true")
+    parser.add_argument(
+        "--kernel",
+        default="sdpa",
+        choices=["sdpa", "flex"],
+        help="the documents' attention kernel: sdpa (the boolean mask, the default) or flex (FlexAttention's "
+        "block mask: with --compile on a GPU)",
+    )
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
     args = parser.parse_args()
 
@@ -61,6 +68,7 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     work = Workload(model=cfg, batch=args.batch, seq_len=args.seq_len, device=device)
     subject = ZooSubject(work, compile=args.compile)
+    subject.model.decoder.document_kernel = args.kernel
     packed = collate_causal(packed_windows(args.batch, args.seq_len, cfg.vocab_size, args.doc_len), eos_id=EOS)
     batches = {
         "off": {k: packed[k].to(device) for k in ("input_ids", "labels")},
@@ -86,6 +94,7 @@ def main() -> None:
         "mean_doc_len": args.doc_len,
         "documents_per_window": float(packed["document_ids"][:, -1].float().mean() + 1),
         "compile": args.compile,
+        "kernel": args.kernel,
         "device": torch.cuda.get_device_name()
         if device.type == "cuda"
         else f"CPU, {torch.get_num_threads()} threads ({platform.processor() or platform.machine()})",

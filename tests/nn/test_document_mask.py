@@ -111,11 +111,13 @@ def test_a_cache_with_document_ids_is_refused():
 
 def test_flex_is_taken_only_where_nothing_needs_the_explicit_path():
     mask = DocumentMask(torch.zeros(1, 4, dtype=torch.long), kernel="flex")
-    assert takes_flex(mask, bias=None, math_path=False, dropout=0.0)
-    assert not takes_flex(mask, bias=torch.zeros(1, 2, 4, 4), math_path=False, dropout=0.0)  # T5 bias, ALiBi
-    assert not takes_flex(mask, bias=None, math_path=True, dropout=0.0)  # Shaw's weights
-    assert not takes_flex(mask, bias=None, math_path=False, dropout=0.1)
-    assert not takes_flex(DocumentMask(mask.document_ids, kernel="sdpa"), bias=None, math_path=False, dropout=0.0)
+    plain = dict(bias=None, math_path=False, dropout=0.0, head_dim=16)
+    assert takes_flex(mask, **plain)
+    assert not takes_flex(mask, **{**plain, "bias": torch.zeros(1, 2, 4, 4)})  # T5 bias, ALiBi
+    assert not takes_flex(mask, **{**plain, "math_path": True})  # Shaw's weights
+    assert not takes_flex(mask, **{**plain, "dropout": 0.1})
+    assert not takes_flex(mask, **{**plain, "head_dim": 8})  # compiled FlexAttention refuses heads under 16
+    assert not takes_flex(DocumentMask(mask.document_ids, kernel="sdpa"), **plain)
     padded = DocumentMask(mask.document_ids, kernel="flex", key_padding=torch.ones(1, 4))
     assert padded.kernel == "sdpa"
 

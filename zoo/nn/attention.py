@@ -58,7 +58,7 @@ def attention(
             return flex(q, k, v, mask, scale), None  # (B, H, T, Dh)
         mask = dense(mask, q.shape[2], k.shape[2], q.device)  # (1, 1, T, S): the weights are wanted
     if isinstance(mask, DocumentMask):
-        if takes_flex(mask, bias=bias, math_path=math_path, dropout=dropout):
+        if takes_flex(mask, bias=bias, math_path=math_path, dropout=dropout, head_dim=q.shape[-1]):
             return flex_attend(q, k, v, mask, scale=scale), None  # (B, H, T, Dh)
         mask = mask.dense()  # (B, 1, T, S)
     T, S = q.shape[2], k.shape[2]

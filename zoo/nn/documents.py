@@ -79,12 +79,19 @@ class DocumentMask:
         return self._block
 
 
-def takes_flex(mask: DocumentMask, *, bias: torch.Tensor | None, math_path: bool, dropout: float) -> bool:
-    """Does attention under `mask` take FlexAttention? Its kernel is flex, and nothing asks for
-    what only the explicit path gives: the weights (Shaw), attention dropout, or an additive
-    score bias (T5 bias, ALiBi: a dense (B, H, T, T) bias costs the memory the block mask saves,
-    and inductor's CPU lowering of such a score_mod fails in torch 2.13). Those take SDPA."""
-    return mask.kernel == "flex" and bias is None and not math_path and dropout == 0.0
+FLEX_MIN_HEAD_DIM = 16  # inductor's FlexAttention lowering refuses smaller heads (seen on an H200, torch 2.11)
+
+
+def takes_flex(
+    mask: DocumentMask, *, bias: torch.Tensor | None, math_path: bool, dropout: float, head_dim: int
+) -> bool:
+    """Does attention under `mask` take FlexAttention? Its kernel is flex, the heads are at
+    least FLEX_MIN_HEAD_DIM wide (compiled FlexAttention refuses narrower ones: "embedding
+    dimension of the query, key, and value must be at least 16"), and nothing asks for what only
+    the explicit path gives: the weights (Shaw), attention dropout, or an additive score bias (T5
+    bias, ALiBi: a dense (B, H, T, T) bias costs the memory the block mask saves, and inductor's
+    CPU lowering of such a score_mod fails in torch 2.13). Those take SDPA."""
+    return mask.kernel == "flex" and head_dim >= FLEX_MIN_HEAD_DIM and bias is None and not math_path and dropout == 0.0
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: DocumentMask, *, scale: float) -> torch.Tensor:
