@@ -16,7 +16,7 @@ from zoo.bench.timing import synchronize
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import zoo_task
 from zoo.training.monitor.throughput import Throughput
-from zoo.training.run import quiet_lightning
+from zoo.training.quiet import quiet_lightning
 from zoo.training.tracking.loggers import RunCSVLogger
 
 

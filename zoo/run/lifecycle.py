@@ -17,8 +17,8 @@ from zoo.run.lock import release
 from zoo.run.outcome import Outcome, RunOutcome
 from zoo.run.preflight import PlanRefused, RunPlan, plan_run
 from zoo.run.records import record_failure
+from zoo.training.fit import fit_run
 from zoo.training.resume.match import to_train_on
-from zoo.training.run import train as run_training
 from zoo.training.signals.interrupt import last_words
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 
@@ -79,7 +79,7 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
                 to_train_on(planned.cfg, planned.resume.step),
             )
             return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=planned.finished)
-        result = run_training(planned.cfg, planned.spec, run_dir, planned.resume)
+        result = fit_run(planned.cfg, planned.spec, run_dir, planned.resume)
     except TrainingStopped as exc:  # a ZooError that ends a started run
         return _failed(Outcome.STOPPED, run_dir, str(exc))
     except ZooError as exc:  # the user's to fix

@@ -1,2 +1,2 @@
 """Training runs: the Lightning Trainer around a task, its callbacks, strategies, checkpoints and
-run records (`run.train` is the entry point)."""
+run records (`fit.fit_run` is the entry point; `zoo.train` prepares a run and calls it)."""

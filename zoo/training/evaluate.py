@@ -10,7 +10,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.facts.tasks import task_spec
 from zoo.data import build_datamodule
 from zoo.data.even_batches import EvenBatches
-from zoo.training.run import quiet_lightning
+from zoo.training.quiet import quiet_lightning
 
 
 def evaluate(

@@ -9,7 +9,7 @@ A command-line override that would change either is refused on one line, before 
 read or written: `model=...`, `model/...=...`, `model.*` other than `model.dropout`, a
 tokenizer other than hf, and `tokenizer.*` keys other than `tokenizer.path` /
 `tokenizer.cache_dir`. Applying the rewrite twice gives the same config. The weights
-themselves are loaded by the training run (`zoo.training.run`), unless it resumes from a zoo
+themselves are loaded by the training run (`zoo.training.fit.fit_run`), unless it resumes from a zoo
 checkpoint.
 """
 
