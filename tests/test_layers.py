@@ -190,7 +190,7 @@ def test_a_planted_upward_import_fails_the_check(tmp_path, planted, where):
 DEFERRED_OK = {
     ("zoo.config.schema.model", "zoo.config.schema.params"),  # the count reads the schema's enums
     ("zoo.compare.report", "zoo.compare.lengths"),  # lengths= evaluates checkpoints; nothing else does
-    # a run's plan refuses a config, its data files or this machine before torch loads
+    # a run's claim refuses a config, its data files or this machine before torch loads
     ("zoo.run.preflight", "zoo.training.resume.point"),
     # lm-evaluation-harness, an optional extra, is imported only by a run that scores tasks
     ("zoo.training.build.callbacks", "zoo.training.monitor.downstream"),

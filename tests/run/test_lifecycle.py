@@ -66,9 +66,9 @@ def test_a_damaged_checkpoint_of_this_run_is_refused_with_its_record(tmp_path):
 
 
 @pytest.mark.slow
-def test_zoo_train_plans_a_run_once(cli_here, tmp_path, monkeypatch):
+def test_zoo_train_claims_a_run_once(cli_here, tmp_path, monkeypatch):
     """zoo-train validates the config, checks the machine, finds the resume and applies
-    init_from once for a run (the plan), however many steps read the plan afterwards."""
+    init_from once for a run (its claim), however many steps read the claim afterwards."""
     import zoo.cli.compose
     import zoo.config.schema.validate
     import zoo.run.preflight
@@ -77,7 +77,7 @@ def test_zoo_train_plans_a_run_once(cli_here, tmp_path, monkeypatch):
 
     calls = {"validate": 0, "check_machine": 0, "prepare_resume": 0, "with_init_from": 0}
 
-    def counted(module, name):  # every binding a caller may read: the module's and the plan's
+    def counted(module, name):  # every binding a caller may read: the module's and the claim's
         original = getattr(module, name)
 
         def wrapper(*args, **kwargs):
@@ -98,18 +98,18 @@ def test_zoo_train_plans_a_run_once(cli_here, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_plan_is_made_once_and_executed(tmp_path):
-    """plan_run then execute, as zoo.train does: the plan holds the lock until execute gives
-    it back; a finished run planned again is already finished, and executing that writes nothing."""
-    from zoo.run import execute, plan_run
+def test_a_run_is_claimed_once_and_executed(tmp_path):
+    """claim_run then execute, as zoo.train does: the claim holds the lock until execute gives
+    it back; a finished run claimed again is already finished, and executing that writes nothing."""
+    from zoo.run import claim_run, execute
 
     run = tmp_path / "run"
-    planned = plan_run(zoo.compose(TINY), run)
-    assert planned.locked and RunDir(run).lock.exists() and planned.resume.path is None
-    assert planned.spec.trainer["max_steps"] == zoo.compose(TINY).trainer.max_steps
-    outcome = execute(planned)
+    claimed = claim_run(zoo.compose(TINY), run)
+    assert claimed.locked and RunDir(run).lock.exists() and claimed.resume.path is None
+    assert claimed.spec.trainer["max_steps"] == zoo.compose(TINY).trainer.max_steps
+    outcome = execute(claimed)
     assert outcome.kind == Outcome.FINISHED and not RunDir(run).lock.exists()
-    again = plan_run(zoo.compose(TINY), run)
+    again = claim_run(zoo.compose(TINY), run)
     assert again.finished == outcome.summary and again.resume.path == str(RunDir(run).last)
     before = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file() and p.name != ".zoo-lock"}
     assert execute(again).kind == Outcome.ALREADY_FINISHED and not RunDir(run).lock.exists()

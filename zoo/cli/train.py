@@ -117,7 +117,8 @@ def _train_job(cfg: DictConfig, planned) -> float | None:
     from zoo.cli.compose import with_init_from
     from zoo.run.lifecycle import execute, refused
     from zoo.run.outcome import Outcome
-    from zoo.run.preflight import PlanRefused, plan_run
+    from zoo.run.preflight import RunRefused as PlanRefused
+    from zoo.run.preflight import claim_run as plan_run
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -297,7 +298,8 @@ def _plan(checked: Checked, shared: bool, claimed: dict):
     environment (`claimed`: the variables set, unset when the command ends)."""
     from omegaconf import open_dict
 
-    from zoo.run.preflight import check, latest_run, plan_run
+    from zoo.run.preflight import check, latest_run
+    from zoo.run.preflight import claim_run as plan_run
 
     where = _planned_run_dir(checked.cfg)
     if where is None:

@@ -1,5 +1,5 @@
-"""A run's lifecycle, the same from zoo-train and from Python (`zoo.train`): a plan made once
-(`plan_run`: checks, run directory, lock, resume), its execution (`execute`), and a typed
+"""A run's lifecycle, the same from zoo-train and from Python (`zoo.train`): a run claimed once
+(`claim_run`: checks, run directory, lock, resume), its execution (`execute`), and a typed
 outcome with its record. The names below are imported on
 first use, so the lock and the rank (read by the tools before torch loads) load no torch."""
 
@@ -12,9 +12,9 @@ _PUBLIC = {
     "execute": "zoo.run.lifecycle",
     "Outcome": "zoo.run.outcome",
     "RunOutcome": "zoo.run.outcome",
-    "plan_run": "zoo.run.preflight",
-    "RunPlan": "zoo.run.preflight",
-    "PlanRefused": "zoo.run.preflight",
+    "claim_run": "zoo.run.preflight",
+    "ClaimedRun": "zoo.run.preflight",
+    "RunRefused": "zoo.run.preflight",
 }
 
 __all__ = sorted(_PUBLIC)

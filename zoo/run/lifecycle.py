@@ -1,6 +1,6 @@
 """One run from a composed config to a typed outcome, for zoo-train and for Python alike:
-`train` plans the run once (`zoo.run.preflight`: checks, run directory, lock, resume) and `execute`
-runs the plan, turns what ended it into a `RunOutcome`, writes its failure record (failed.json,
+`train` claims the run once (`zoo.run.preflight`: checks, run directory, lock, resume) and `execute`
+runs the claimed run, turns what ended it into a `RunOutcome`, writes its failure record (failed.json,
 one `RunFailure`, from rank 0; summary.json is the run's own) and gives the lock back."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from zoo.config.records.rundir import RunFailure
 from zoo.run.failures import known_failure
 from zoo.run.lock import release
 from zoo.run.outcome import Outcome, RunOutcome
-from zoo.run.preflight import PlanRefused, RunPlan, plan_run
+from zoo.run.preflight import ClaimedRun, RunRefused, claim_run
 from zoo.run.records import record_failure
 from zoo.training.fit import fit_run
 from zoo.training.resume.match import to_train_on
@@ -36,32 +36,32 @@ def train(
     resume_command: ResumeCommand = None,
     on_stuck: OnStuck = None,
 ) -> RunOutcome:
-    """Train `cfg` (a config composed by `zoo.compose`) in `run_dir`: `plan_run` it, then `execute`.
+    """Train `cfg` (a config composed by `zoo.compose`) in `run_dir`: `claim_run` it, then `execute`.
 
     `lock`: take the directory's lock for the run (a live owner, or a directory that holds
     files but no zoo run, is REFUSED with nothing written). A bug (an exception that is not the
     user's to fix) is recorded in failed.json and raised."""
     try:
-        planned = plan_run(cfg, run_dir, lock=lock)
-    except PlanRefused as exc:
+        claimed = claim_run(cfg, run_dir, lock=lock)
+    except RunRefused as exc:
         return refused(Path(run_dir), exc)
-    return execute(planned, resume_command=resume_command, on_stuck=on_stuck)
+    return execute(claimed, resume_command=resume_command, on_stuck=on_stuck)
 
 
-def refused(run_dir: Path, exc: PlanRefused) -> RunOutcome:
-    """The outcome of a plan that could not be made."""
+def refused(run_dir: Path, exc: RunRefused) -> RunOutcome:
+    """The outcome of a run that could not be claimed."""
     return RunOutcome(
         Outcome.REFUSED, run_dir, failure=RunFailure(error=str(exc)), recorded=exc.recorded_in is not None
     )
 
 
-def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck: OnStuck = None) -> RunOutcome:
-    """Run `planned` and give back its lock (if the plan took it).
+def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stuck: OnStuck = None) -> RunOutcome:
+    """Run `claimed` and give back its lock (if the claim took it).
 
     `resume_command`: the command that resumes the run, recorded in failed.json when a signal
     stops it. `on_stuck`: told the outcome when a stop was not answered and the process is
     about to end from the watchdog (its records are written first)."""
-    run_dir = planned.run_dir
+    run_dir = claimed.run_dir
 
     def stuck(exc) -> None:  # the watchdog's last words: the process ends without unwinding
         outcome = _interrupted(run_dir, exc, resume_command)
@@ -71,15 +71,15 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
 
     last_words(stuck)
     try:
-        if planned.finished is not None:  # the same command again: the run and its records are left as they are
+        if claimed.finished is not None:  # the same command again: the run and its records are left as they are
             log.info(
                 "%s is already finished at step %d; nothing to do (%s)",
                 run_dir,
-                planned.resume.step,
-                to_train_on(planned.cfg, planned.resume.step),
+                claimed.resume.step,
+                to_train_on(claimed.cfg, claimed.resume.step),
             )
-            return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=planned.finished)
-        result = fit_run(planned.cfg, planned.spec, run_dir, planned.resume)
+            return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=claimed.finished)
+        result = fit_run(claimed.cfg, claimed.spec, run_dir, claimed.resume)
     except TrainingStopped as exc:  # a ZooError that ends a started run
         return _failed(Outcome.STOPPED, run_dir, str(exc))
     except ZooError as exc:  # the user's to fix
@@ -94,7 +94,7 @@ def execute(planned: RunPlan, *, resume_command: ResumeCommand = None, on_stuck:
         return outcome
     finally:
         last_words(None)
-        planned.give_back()
+        claimed.give_back()
     if result.requeued is not None:
         return RunOutcome(
             Outcome.REQUEUED, run_dir, requeued=result.requeued, task=result.task, is_global_zero=result.is_global_zero

@@ -1,7 +1,7 @@
-"""A run's plan, made once before anything trains (`plan_run`): the config validated, the data
+"""A run claimed once before anything trains (`claim_run`): the config validated, the data
 files and this machine checked, the run directory chosen and locked, the checkpoint it resumes
-found and held against the command. zoo-train makes it before Hydra writes into the directory;
-`zoo.train` makes it from Python; `zoo.run.lifecycle.execute` runs it. (The memory planner is another thing: `zoo.plan`.)."""
+found and held against the command. zoo-train claims it before Hydra writes into the directory;
+`zoo.train` claims it from Python; `zoo.run.lifecycle.execute` runs it. ("Plan" is the memory planner's word: `zoo.plan`.)"""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from zoo.training.machine import check_machine
 from zoo.training.resume.match import ResumeMismatch
 
 
-class PlanRefused(ZooError):
+class RunRefused(ZooError):
     """A run that cannot start. `recorded_in`: the run directory whose failed.json says so (the
     directory is this run's, e.g. its checkpoint is damaged); None where nothing was written (a
     config mistake, another run's directory)."""
@@ -34,7 +34,7 @@ class PlanRefused(ZooError):
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class ClaimedRun:
     """What `execute` runs: the composed config and its validated schema, the run directory,
     the checkpoint it continues (`resume.path` None: a fresh start), the summary of a finished
     run that this command would only repeat, and whether this process holds the lock."""
@@ -47,7 +47,7 @@ class RunPlan:
     locked: bool = False
 
     def give_back(self) -> None:
-        """The directory's lock, when this plan took it (a second call does nothing)."""
+        """The directory's lock, when this claim took it (a second call does nothing)."""
         if self.locked:
             release(self.run_dir)
 
@@ -62,7 +62,7 @@ def check(cfg) -> ZooConfig:
     return spec
 
 
-def plan_run(
+def claim_run(
     cfg,
     run_dir: str | os.PathLike,
     *,
@@ -70,18 +70,18 @@ def plan_run(
     rename_if_taken: bool = False,
     spec: ZooConfig | None = None,
     record_refusals: bool = False,
-) -> RunPlan:
-    """The plan of `cfg` (composed by `zoo.compose`) in `run_dir`.
+) -> ClaimedRun:
+    """`cfg` (composed by `zoo.compose`) claimed in `run_dir`: checked, its directory locked, its resume found.
 
     `lock`: rank 0 takes the directory's lock (a live owner, or a directory holding files but
-    no zoo run, is refused with nothing written); the plan's `locked` says whether it did, and
+    no zoo run, is refused with nothing written); the claim's `locked` says whether it did, and
     `execute` gives it back. `rename_if_taken`: a directory that exists already is not used;
     the first free `run_dir-N` is (zoo-train's default runs/DATE/TIME, for two runs started in
     the same second). `spec`: the result of `check(cfg)`, when the caller has it.
     `record_refusals`: the directory is this run's already (Hydra made it for a job of a sweep),
     so a config, data or machine refusal is written as its failed.json too.
 
-    Raises PlanRefused (a ZooError) for a run that cannot start."""
+    Raises RunRefused (a ZooError) for a run that cannot start."""
     from zoo.training.resume.point import already_finished, prepare_resume  # torch: after the checks
 
     run_dir = Path(run_dir)
@@ -95,29 +95,29 @@ def plan_run(
                 acquire(run_dir)
                 locked = True
         except ZooError as exc:  # a live owner, or someone else's files: left as they are
-            raise PlanRefused(str(exc)) from None
+            raise RunRefused(str(exc)) from None
         except OSError as exc:
-            raise PlanRefused(f"run directory {run_dir}: {exc.strerror or exc}") from None
+            raise RunRefused(f"run directory {run_dir}: {exc.strerror or exc}") from None
     try:
         resume = prepare_resume(spec, run_dir)
         finished = already_finished(spec, run_dir, resume)
     except ResumeMismatch as exc:  # the directory holds another run: its records stay as they are
         _give_back(run_dir, locked)
-        raise PlanRefused(str(exc)) from None
+        raise RunRefused(str(exc)) from None
     except (ConfigError, CheckpointError) as exc:  # this run's own checkpoint: said in its failed.json
         recorded = _record(run_dir, str(exc))
         _give_back(run_dir, locked)
-        raise PlanRefused(str(exc), recorded_in=run_dir if recorded else None) from None
+        raise RunRefused(str(exc), recorded_in=run_dir if recorded else None) from None
     except BaseException:
         _give_back(run_dir, locked)
         raise
-    return RunPlan(cfg=cfg, spec=spec, run_dir=run_dir, resume=resume, finished=finished, locked=locked)
+    return ClaimedRun(cfg=cfg, spec=spec, run_dir=run_dir, resume=resume, finished=finished, locked=locked)
 
 
 def latest_run(spec: ZooConfig, root: Path) -> Path:
     """`ckpt_path=last` with no run directory named: the most recently saved run under `root`
     (ROOT/DATE/TIME) that this command describes (the same check as any resume) and whose owner
-    is not running. PlanRefused when there is none."""
+    is not running. RunRefused when there is none."""
     from zoo.training.resume.point import check_resume_config  # torch: after the checks
 
     candidates = runs_with_checkpoints(root)
@@ -131,11 +131,11 @@ def latest_run(spec: ZooConfig, root: Path) -> Path:
             continue
         return run
     if not candidates:
-        raise PlanRefused(
+        raise RunRefused(
             f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, "
             f"or give hydra.run.dir=DIR of the run to resume"
         )
-    raise PlanRefused(
+    raise RunRefused(
         f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was "
         f"made by this command (model, data, tokenizer, task, optimizer and schedule must match); "
         f"give hydra.run.dir=DIR to name one"
@@ -147,7 +147,7 @@ def _checked(cfg, record_in: Path | None = None) -> ZooConfig:
         return check(cfg)
     except ZooError as exc:
         recorded = record_in is not None and _record(record_in, str(exc))
-        raise PlanRefused(str(exc), recorded_in=record_in if recorded else None) from None
+        raise RunRefused(str(exc), recorded_in=record_in if recorded else None) from None
 
 
 def _give_back(run_dir: Path, locked: bool) -> None:

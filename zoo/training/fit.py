@@ -1,4 +1,4 @@
-"""Fitting a prepared run (`zoo.run.preflight.plan_run`: the config validated, the machine checked,
+"""Fitting a claimed run (`zoo.run.preflight.claim_run`: the config validated, the machine checked,
 the checkpoint to resume found): `fit_run` builds its parts (callbacks, loggers, the Trainer, the
 data and the task), fits, and finishes (final checkpoints and summary.json, which the experiment
 trackers receive before their runs end); `fit` is Lightning's fit, what ends it early, and a
@@ -37,8 +37,8 @@ log = logging.getLogger("zoo")
 
 
 def fit_run(cfg: DictConfig, spec: ZooConfig, run_dir: Path, resume: Resume) -> RunResult:
-    """Train the prepared run (`spec`, validated from `cfg`, continuing `resume`); the summary is
-    also written to run_dir/summary.json. Python callers use `zoo.train`, which prepares it first."""
+    """Train the claimed run (`spec`, validated from `cfg`, continuing `resume`); the summary is
+    also written to run_dir/summary.json. Python callers use `zoo.train`, which claims it first."""
     import lightning as L
 
     quiet_lightning()
