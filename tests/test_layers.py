@@ -101,7 +101,7 @@ ROOMS: dict[str, list[set[str]]] = {
         {"signals", "tracking"},
         {"distributed"},
         {"resume"},
-        {"build"},
+        {"callbacks", "parts"},
         {"machine", "start", "fit", "finish", "evaluate"},
     ],
 }
@@ -158,11 +158,11 @@ def test_no_room_imports_a_room_above_its_own():
 
 def test_a_planted_upward_room_import_fails_the_check(tmp_path):
     shutil.copytree(ROOT / "zoo", tmp_path / "zoo", ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "zoo" / "training" / "signals" / "planted.py").write_text("from zoo.training.build import module\n")
+    (tmp_path / "zoo" / "training" / "signals" / "planted.py").write_text("from zoo.training.parts import build_task\n")
     (tmp_path / "zoo" / "config" / "facts" / "planted.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zoo.config.schema import model\n"
     )
-    assert room_imports_upward(tmp_path) == ["zoo/training/signals/planted.py:1: signals -> build"]
+    assert room_imports_upward(tmp_path) == ["zoo/training/signals/planted.py:1: signals -> parts"]
 
 
 @pytest.mark.parametrize(
@@ -193,7 +193,7 @@ DEFERRED_OK = {
     # a run's claim refuses a config, its data files or this machine before torch loads
     ("zoo.run.preflight", "zoo.training.resume.point"),
     # lm-evaluation-harness, an optional extra, is imported only by a run that scores tasks
-    ("zoo.training.build.callbacks", "zoo.training.monitor.downstream"),
+    ("zoo.training.callbacks", "zoo.training.monitor.downstream"),
 }
 
 

@@ -28,7 +28,7 @@ from zoo.config.schema.validate import validate  # noqa: E402
 from zoo.data import build_datamodule, load_tokenizer  # noqa: E402
 from zoo.interop.hf.pretrained import load_weights, model_config, supported  # noqa: E402
 from zoo.tasks import TASKS  # noqa: E402
-from zoo.training.build.module import init_weights  # noqa: E402
+from zoo.training.parts import init_weights  # noqa: E402
 
 TEXT = "And God said, Let there be light: and there was light."
 

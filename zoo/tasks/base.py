@@ -247,7 +247,7 @@ class ZooTask(L.LightningModule):
         """Under zoo's FSDP strategy (Lightning's model-parallel one, which sets a device mesh
         before this hook): shard each layer and the model (`zoo.models.sharding`); a head the
         task adds (a classifier) is a unit of its own. A task built on the meta device
-        (`zoo.training.build.module.build_task`) then gets storage for this rank's rows only, and its
+        (`zoo.training.parts.build_task`) then gets storage for this rank's rows only, and its
         first values (`zoo.models.init.materialize`). Any other strategy: nothing to do."""
         mesh = getattr(self, "_device_mesh", None)
         if mesh is None or getattr(self, "_sharded", False):

@@ -11,7 +11,7 @@ from zoo.config.records.rundir import RunDir, RunSummary
 from zoo.config.schema.root import ZooConfig
 from zoo.data.accounting import split_sizes
 from zoo.models.summary import summarize
-from zoo.training.build.callbacks import RunCallbacks
+from zoo.training.callbacks import RunCallbacks
 from zoo.training.distributed.fsdp import write_full_checkpoint
 from zoo.training.distributed.replicas import replica_agreement
 from zoo.training.distributed.strategies import is_sharded

@@ -25,7 +25,7 @@ from zoo.config.facts.tasks import TaskKind
 from zoo.config.schema.train import CallbacksConfig
 from zoo.nn.attention import Attention
 from zoo.tasks import TASKS
-from zoo.training.build.callbacks import build_callbacks
+from zoo.training.callbacks import build_callbacks
 from zoo.training.monitor.instability import InstabilityMonitor
 
 NAMES = (

@@ -17,7 +17,7 @@ from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.training.distributed.conftest import max_abs_diff, model_state
 from zoo.config.errors import ConfigError
 from zoo.config.schema.train import CallbacksConfig
-from zoo.training.build.callbacks import build_callbacks
+from zoo.training.callbacks import build_callbacks
 
 MOE = [
     "model.ffn=moe",

@@ -1,4 +1,4 @@
-"""The callbacks of a run, and handles on the ones train() consults after fit."""
+"""The callbacks of a run, and handles on the ones `fit_run` consults after fit."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
         callbacks.append(routing)
     requeue = None
     # zoo saves and requeues itself (Requeue); Lightning's handler would save from inside the
-    # signal handler (its SLURM environment is added without it, `zoo.training.build.trainer`)
+    # signal handler (its SLURM environment is added without it, `zoo.training.parts.build_trainer`)
     if SLURMEnvironment.detect() and spec.callbacks.requeue_signal and in_slurm_job():
         requeue = Requeue(last, signum=getattr(signal, spec.callbacks.requeue_signal))
         callbacks.append(requeue)
