@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.compare.report import accounting_line, repeat_warnings
+from zoo.compare.design import accounting_line, repeat_warnings
 from zoo.compare.runs import Run, RunStatus
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from zoo.compare.multipliers import multiplier
 from zoo.compare.powerlaw import fit_power_law
-from zoo.compare.scale import multiplier
 from zoo.compare.stats import Difference, holm, t_quantile
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"

@@ -9,7 +9,7 @@ import pytest
 from zoo.compare import compare
 from zoo.compare.errors import CompareError
 from zoo.compare.report import make_out, pick_baseline
-from zoo.compare.tune import lower_is_better
+from zoo.compare.verdict import lower_is_better
 from zoo.config.errors import ZooError
 
 

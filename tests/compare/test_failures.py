@@ -209,7 +209,8 @@ def test_a_tuned_arm_identical_to_the_baseline_is_flagged_not_certain(tmp_path):
 
 
 def test_a_multiplier_on_seeds_without_spread_has_no_interval_and_says_why():
-    from zoo.compare.scale import ScaledArm, Size, fit_arms
+    from zoo.compare.multipliers import fit_arms
+    from zoo.compare.scaled_arms import ScaledArm, Size
 
     def arm(name: str, offset: float, spread: float) -> ScaledArm:
         sizes = []

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zoo.compare.multipliers import family_box, fit_arms
 from zoo.compare.powerlaw import MIN_POINTS, MIN_POINTS_IRREDUCIBLE, PowerLaw, TooFewPoints, fit_power_law
-from zoo.compare.scale import ScaledArm, Size, family_box, fit_arms
+from zoo.compare.scaled_arms import ScaledArm, Size
 
 COMPUTE = [1e12, 3e12, 1e13, 3e13, 1e14, 3e14]
 

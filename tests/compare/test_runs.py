@@ -17,7 +17,7 @@ def test_a_model_key_a_run_predates_reads_as_its_default():
 def test_an_interpolated_setting_reads_as_the_value_the_run_resolved(tmp_path):
     """`.hydra/config.yaml` keeps `${zoo.steps_for_tokens:3}` as written; the report's "Held
     fixed" line names the steps the run took, from the run's resolved config.yaml."""
-    from zoo.compare.report import design_line
+    from zoo.compare.design import design_line
     from zoo.compare.runs import read_run
 
     run = tmp_path / "0"
@@ -67,7 +67,7 @@ def test_an_unset_d_ff_sized_by_another_key_is_not_held_at_its_default():
     default" only when nothing sizes it."""
     from pathlib import Path
 
-    from zoo.compare.report import design_line
+    from zoo.compare.design import design_line
     from zoo.compare.runs import Run, RunStatus
 
     def runs(*configs):

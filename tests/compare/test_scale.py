@@ -18,7 +18,7 @@ import pytest
 
 from tests.cli.conftest import tiny_overrides, zoo_train
 from zoo.compare.runs import Run, RunStatus
-from zoo.compare.scale import BACKWARD_FACTOR, scale_arms
+from zoo.compare.scaled_arms import BACKWARD_FACTOR, scale_arms
 
 WIDTHS = (16, 32, 64)
 

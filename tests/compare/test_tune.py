@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from zoo.compare.tune import lower_is_better
+from zoo.compare.verdict import lower_is_better
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess:

@@ -199,7 +199,8 @@ def test_held_fixed_includes_the_model_shape(tmp_path):
 
 
 def test_a_scaled_report_adjusts_its_multipliers_as_one_family(tmp_path):
-    from zoo.compare.scale import BOX, compare_scaled, family_box, multiplier_interval
+    from zoo.compare.multipliers import BOX, family_box, multiplier_interval
+    from zoo.compare.scale import compare_scaled
 
     runs = []
     for act, shift in (("gelu", 0.04), ("swiglu", 0.0), ("relu", 0.06)):

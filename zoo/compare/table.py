@@ -29,7 +29,7 @@ HELDOUT = "heldout.csv"
 PAIRS = "pairs.csv"
 SPEC = "comparison.json"
 LR = "optim.lr"
-BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward (as zoo.compare.scale)
+BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward (as zoo.compare.scaled_arms)
 ACCOUNTING = [
     "N",
     "N_total",

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from zoo.compare.errors import CompareError
 from zoo.compare.escape import text
 from zoo.compare.stats import ZERO_SPREAD, Difference, holm, mean_std, t_quantile
 
@@ -60,6 +61,17 @@ UNITS = {
 def direction(metric: str) -> bool | None:
     """True when a lower value of `metric` is better, False when higher, None when unknown."""
     return DIRECTION.get(metric.rsplit("/", 1)[-1])
+
+
+def lower_is_better(metric: str) -> bool:
+    """`direction`, for a comparison that must pick a best value (tune=, scale=): an unknown metric is refused."""
+    name = metric.rsplit("/", 1)[-1]
+    if name not in DIRECTION:
+        raise CompareError(
+            f"metric={metric}: tune= picks each arm's best value, and which way is better is "
+            f"known for {', '.join(sorted(DIRECTION))} only"
+        )
+    return DIRECTION[name]
 
 
 def unit(metric: str) -> str:

@@ -1,0 +1,212 @@
+"""report.md of a plain comparison (`zoo.compare.report`): the verdict, the design, the table of
+arms with their differences to the baseline, the family of comparisons and, with lengths=, the
+loss at each evaluation length (also written as lengths.csv)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, accounting_line, design_line, problem_lines
+from zoo.compare.escape import code, csv_cell, text
+from zoo.compare.plots import half_width
+from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, mean_std
+from zoo.compare.verdict import pair_lines, verdict
+from zoo.config.records.atomic import replacing, write_text
+
+if TYPE_CHECKING:
+    from zoo.compare.report import Report
+
+
+def write_lengths_csv(report: Report, path: Path) -> Path:
+    with replacing(path) as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [
+                "arm",
+                *map(csv_cell, report.keys),
+                "eval_len",
+                "multiple",
+                "ppl_mean",
+                "ppl_std",
+                "ppl_low",
+                "ppl_high",
+                "runs",
+                "note",
+            ]
+        )
+        for row in report.lengths:
+            arm = row["arm"]
+            for m, cell in row["cells"].items():
+                length = row["trained"] * m if row["trained"] else ""
+                settings = [csv_cell(arm.settings.get(k, "")) for k in report.keys]
+                if isinstance(cell, tuple):
+                    low, high = _mean_interval(*cell)
+                    note = "" if low is not None else FEW_SEEDS if cell[2] < 2 else ZERO_SPREAD
+                    writer.writerow(
+                        [
+                            arm.name,
+                            *settings,
+                            length,
+                            m,
+                            cell[0],
+                            cell[1],
+                            low if low is not None else "",
+                            high if high is not None else "",
+                            cell[2],
+                            note,
+                        ]
+                    )
+                else:
+                    writer.writerow([arm.name, *settings, length, m, "", "", "", "", 0, cell or "no finished run"])
+    return path
+
+
+def _mean_interval(mean: float, std: float, n: int) -> tuple[float | None, float | None]:
+    """The 95% Student-t interval of a mean of `n` values with sample deviation `std` (the error
+    bar lengths.png draws; None, None for fewer than 2 values or no spread)."""
+    if n < 2 or not std:
+        return None, None
+    half = half_width(std, n)
+    return mean - half, mean + half
+
+
+def _length_lines(report: Report) -> list[str]:
+    trained = {row["trained"] for row in report.lengths}
+    base = trained.pop() if len(trained) == 1 else None
+    cols = [f"{m}× ({base * m})" if base else f"{m}×" for m in report.multiples]
+    lines = [
+        "",
+        "## Length extrapolation",
+        "",
+        "Validation perplexity at multiples of the trained context: the mean over seeds and its 95% Student-t "
+        "interval (n seeds, n − 1 degrees of freedom); each arm's values in lengths.csv. The intervals describe "
+        "each arm at each length and are not in the report's family.",
+        "",
+        "| arm | " + " | ".join([*map(text, report.keys), *cols]) + " |",
+        "|" + "---|" * (1 + len(report.keys) + len(cols)),
+    ]
+    for row in report.lengths:
+        cells = []
+        for m in report.multiples:
+            cell = row["cells"][m]
+            if isinstance(cell, tuple):
+                low, high = _mean_interval(*cell)
+                cells.append(
+                    f"{cell[0]:.2f} [{low:.2f}, {high:.2f}]"
+                    if low is not None
+                    else f"{cell[0]:.2f} ({FEW_SEEDS if cell[2] < 2 else ZERO_SPREAD}: no interval)"
+                )
+            else:
+                cells.append(cell or "–")
+        settings = [code(row["arm"].settings[k]) for k in report.keys]
+        lines.append("| " + " | ".join([row["arm"].name, *settings, *cells]) + " |")
+    return lines
+
+
+def _num(value, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def write_markdown(report: Report, path: Path, dirs) -> Path:
+    m = report.metric
+    m = text(m)  # (a metric name, like the keys, is copied from runs and command lines)
+    load = report.load
+    head = [
+        "arm",
+        *map(text, report.keys),
+        f"{m} (mean ± std)",
+        "Δ vs baseline [95% CI]",
+        "adjusted interval",
+        "p (Holm)",
+        "params (non-emb.)",
+        "FLOPs/token",
+        "tokens",
+        "tokens/s" + (" (machine load †)" if load else ""),
+        "runs",
+    ]
+    means = {
+        a.name: (mean_std(list(a.finals(report.metric).values()))[0] if a.finals(report.metric) else None)
+        for a in report.arms
+    }
+    lines = [
+        f"# Sweep comparison: {m}",
+        "",
+        text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs)),
+        "",
+        f"Runs from {', '.join(code(d) for d in dirs)}. One row per arm (same config, different "
+        f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
+        f"Δ = arm − baseline with a 95% Student-t interval (paired over seeds when both arms ran "
+        f"the same seeds, Welch otherwise) and the two-sided p-value of no difference; with several arms, "
+        f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
+        f"An interval on 1 degree of freedom (2 seeds) is marked (1 df). {FLAG_SENTENCE} {RUNS_SENTENCE}",
+        "",
+        text(report.family.sentence()) if report.family else "",
+        "",
+        design_line([r for a in report.arms for r in a.runs]),
+        "",
+        accounting_line([r for a in report.arms for r in a.runs]),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for arm, row in zip(report.arms, report.rows()):
+        mean, std = row[f"{report.metric} mean"], row[f"{report.metric} std"]
+        value = (
+            "no finished run"
+            if mean is None
+            else f"{mean:.4f} (n=1, no spread)"
+            if row["seeds"] == 1
+            else f"{mean:.4f} ± {std:.4f} (n={row['seeds']})"
+        )
+        diff = "baseline" if arm is report.baseline else (str(arm.diff) if arm.diff else "–")
+        params = f"{_num(row['params'])} ({_num(row['non_embedding_params'])})"
+        if row["active_non_embedding_params"] != row["non_embedding_params"]:  # a mixture: what a token passes through
+            params += f", active {_num(row['active_non_embedding_params'])}"
+        p_text = "" if arm is report.baseline else (arm.diff.p_text() if arm.diff else "–")
+        adj = (
+            ""
+            if arm is report.baseline
+            else "–"
+            if not arm.diff or arm.diff.adj_low is None
+            else f"[{arm.diff.adj_low:+.4f}, {arm.diff.adj_high:+.4f}]"
+        )
+        speed = _num(row["tokens_per_s"]) + (" †" if load and row["tokens_per_s"] is not None else "")
+        cells = [
+            row["arm"],
+            *[code(arm.settings[k]) for k in report.keys],
+            value,
+            diff,
+            adj,
+            p_text,
+            params,
+            _num(row["flops_per_token"]),
+            _num(row["tokens_seen"]),
+            speed,
+            row["status"],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if load:
+        lines += ["", text(f"† {load}.")]
+    if report.pairs is not None:
+        lines += pair_lines(report.pairs, report.metric)
+    lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
+    if report.warnings:
+        lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
+    if report.lengths:
+        lines += _length_lines(report)
+    for name, caption in (
+        ("curves", "validation loss vs tokens"),
+        ("final", f"final {m}"),
+        ("lengths", "perplexity vs evaluation length"),
+        ("routing", "expert load per mixture layer"),
+    ):
+        if name in report.files:
+            lines += ["", f"![{caption}]({report.files[name].name})"]
+    write_text(path, "\n".join(lines) + "\n")
+    return path
