@@ -1,4 +1,7 @@
-"""The callbacks of a run, and handles on the ones `fit_run` consults after fit."""
+"""The callbacks of a run, and handles on the ones `fit_run` consults after fit.
+
+`LastValidation` remembers whether the last step of a run was validated, so that `fit` validates
+it when the validation interval did not land on it."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
@@ -20,7 +24,6 @@ from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
 from zoo.training.checkpoint.validation_due import ValidationDue
 from zoo.training.distributed.rank_watch import RankWatch
 from zoo.training.monitor.instability import InstabilityMonitor
-from zoo.training.monitor.last_validation import LastValidation
 from zoo.training.monitor.progress import StepRichProgressBar, StepTQDMProgressBar
 from zoo.training.monitor.routing import RoutingMonitor
 from zoo.training.monitor.throughput import Throughput
@@ -139,3 +142,26 @@ def _downstream(spec: ZooConfig):
         limit=spec.callbacks.downstream_limit,
         batch_size=16,
     )
+
+
+class LastValidation(L.Callback):
+    """Remembers the step of the last validation and the step training started from, so that a
+    run whose last step is not a validation step (a run shorter than `val_check_interval`, or
+    an epoch-based interval longer than the run) still validates at its end."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.started_at: int | None = None
+
+    def on_train_start(self, trainer, pl_module):
+        self.started_at = trainer.global_step
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking:
+            self.step = trainer.global_step
+
+    def needed(self, trainer) -> bool:
+        """The last step has not been validated by this process: it trained past the last
+        validation, or it resumed a checkpoint at the run's end and trained nothing (its summary
+        must still report the weights it ends with, not an empty set of metrics)."""
+        return self.step != trainer.global_step and trainer.limit_val_batches != 0

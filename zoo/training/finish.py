@@ -1,10 +1,15 @@
-"""The end of a run that was not stopped: the final checkpoints and summary.json."""
+"""The end of a run that was not stopped: the final checkpoints and summary.json.
+
+The unigram baseline it reports (`unigram_cross_entropy`) is the loss of the best model that
+ignores context, a context-free reference point for a language model's loss."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from zoo.config.facts.tasks import task_spec
 from zoo.config.records.rundir import RunDir, RunSummary
@@ -15,7 +20,6 @@ from zoo.training.callbacks import RunCallbacks
 from zoo.training.distributed.fsdp import write_full_checkpoint
 from zoo.training.distributed.replicas import replica_agreement
 from zoo.training.distributed.strategies import is_sharded
-from zoo.training.monitor.baseline import unigram_from_counts
 from zoo.training.monitor.sample import sample_prompt, sample_text
 from zoo.training.resume.data_files import SUMMARY_KEY as DATA_CHANGED
 from zoo.training.resume.point import Resume
@@ -143,3 +147,22 @@ def _with_measured(sizes, task):
     if sizes is None:
         return None
     return {**sizes, "val_tokens_measured": getattr(task.val_loss, "counted", None)}
+
+
+def unigram_cross_entropy(train_tokens: torch.Tensor, val_tokens: torch.Tensor, vocab_size: int) -> dict:
+    """The loss (nats/token) of the best model that ignores context: unigram frequencies of the
+    training tokens (add-one smoothed over the vocabulary), scored on the validation tokens.
+    Also returns the entropy of the training unigram distribution itself."""
+    train = torch.bincount(train_tokens.long().flatten(), minlength=vocab_size)
+    val = torch.bincount(val_tokens.long().flatten(), minlength=vocab_size)
+    return unigram_from_counts(train, val)
+
+
+def unigram_from_counts(train_counts, val_counts) -> dict:
+    """`unigram_cross_entropy` from how often each id occurs in each split ([V] each)."""
+    counts = torch.as_tensor(train_counts).double() + 1.0
+    val = torch.as_tensor(val_counts).double()
+    p = counts / counts.sum()
+    entropy = float(-(p * p.log()).sum())
+    cross_entropy = float(-(val * p.log()).sum() / val.sum())
+    return {"unigram_entropy": entropy, "unigram_val_loss": cross_entropy}

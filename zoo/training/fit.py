@@ -20,9 +20,8 @@ from zoo.config.schema.root import ZooConfig
 from zoo.tasks.base import NonFiniteLoss
 from zoo.training.callbacks import RunCallbacks, build_callbacks
 from zoo.training.checkpoint.files import read_checkpoint
-from zoo.training.distributed.batch_split import split_batch
 from zoo.training.finish import RunResult, finish
-from zoo.training.parts import build_data, build_task, build_trainer
+from zoo.training.parts import build_data, build_task, build_trainer, split_batch
 from zoo.training.quiet import quiet_lightning
 from zoo.training.resume.point import Resume
 from zoo.training.signals.interrupt import StopNow, ValidationStopped

@@ -2,7 +2,8 @@
 (the config's trainer section with zoo's plugins; its own argument checks reported as one
 ConfigError line), the LightningModule of the task (its model, the tokenizer the data was
 encoded with and, for init_from, pretrained weights), and the data module set up for fitting
-with the per-device batch. The callbacks are `zoo.training.callbacks`'."""
+with the per-device batch (`split_batch`: the global batch split over the devices the Trainer
+resolved). The callbacks are `zoo.training.callbacks`'."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from zoo.config.errors import ConfigError
 from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.convert import plain
 from zoo.config.schema.root import ZooConfig
+from zoo.config.schema.task import NonFinitePolicy
 from zoo.config.schema.train import ProgressBar
 from zoo.config.schema.trainer import REPLICATE_KEY, is_sharded_name
-from zoo.data import build_datamodule, check_vocab
+from zoo.data import build_datamodule, check_vocab, per_device_batch
 from zoo.interop.hf.init_from import init_path
 from zoo.interop.hf.pretrained import load_weights
 from zoo.models.init import parameters_on_meta
@@ -144,3 +146,21 @@ def build_data(spec: ZooConfig, device_batch: int):
         )
     check_vocab(spec.model.vocab_size, datamodule.tokenizer)
     return datamodule
+
+
+def split_batch(spec: ZooConfig, trainer) -> int:
+    """The per-device batch; sets the trainer's gradient accumulation (the rest of
+    data.global_batch_size)."""
+    # the per-device batch and accumulation derive from the world size the Trainer resolved
+    device_batch, accumulation = per_device_batch(
+        spec.data.global_batch_size, trainer.world_size, spec.data.max_device_batch_size
+    )
+    trainer.accumulate_grad_batches = accumulation
+    if accumulation > 1 and spec.task.on_nonfinite_loss == NonFinitePolicy.skip:
+        raise ConfigError(
+            f"task.on_nonfinite_loss=skip needs one micro-batch per optimizer step, but "
+            f"data.global_batch_size={spec.data.global_batch_size} over {trainer.world_size} device(s) "
+            f"with data.max_device_batch_size={spec.data.max_device_batch_size} accumulates "
+            f"{accumulation}; raise data.max_device_batch_size or use on_nonfinite_loss=stop"
+        )
+    return device_batch

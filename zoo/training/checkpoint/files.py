@@ -6,7 +6,15 @@ A checkpoint is one file, or, written by `trainer=fsdp`, a directory of shards (
 rank, `.metadata` indexing them, `meta.pt` with everything but weights and optimizer). Both
 read alike: `read_checkpoint` gathers a directory's shards into one state dict on one process.
 The shard index is read by `zoo.training.checkpoint.shard_index` (an exact list of names, what
-it says of its shards checked); non-tensor values in the shards load with weights_only=True."""
+it says of its shards checked); non-tensor values in the shards load with weights_only=True.
+
+Before the model is built, its config is held against the weights it holds
+(`check_config_fits_weights`): the model a checkpoint rebuilds is sized by its
+`hyper_parameters` alone, so a config that names far more parameters than the file holds
+(model.d_model=2^20 beside a small model's weights) would allocate terabytes, or fail deep
+inside torch, before the weights are ever compared; the parameters a config describes are
+counted without torch (`zoo.config.schema.params.parameter_parts`, a lower bound of the whole
+model)."""
 
 from __future__ import annotations
 
@@ -19,12 +27,13 @@ import torch
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F401  (CheckpointError re-exported)
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
+from zoo.config.schema.convert import as_model_config
+from zoo.config.schema.params import parameter_parts
 from zoo.config.schema.task import TaskConfig
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 from zoo.training.checkpoint.integrity import check_checkpoint
 from zoo.training.checkpoint.shard_index import SHARD_INDEX, ShardIndexError, safe_shard_reader  # noqa: F401
-from zoo.training.checkpoint.size import check_config_fits_weights
 
 
 def is_sharded_checkpoint(path: str | Path) -> bool:
@@ -159,3 +168,29 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
         except TokenizerStateError as exc:
             raise CheckpointError(f"checkpoint {path}: {exc}") from None
     return task.to(map_location).eval()
+
+
+# slack for what an older checkpoint lacks and `upgrade_state_dict` adds (a few norms or biases)
+_SLACK = 2**20
+
+
+def held_numbers(state_dict: Any) -> int:
+    """The numbers held by the tensors of a state dict."""
+    if not isinstance(state_dict, dict):
+        return 0
+    return sum(t.numel() for t in state_dict.values() if isinstance(t, torch.Tensor))
+
+
+def check_config_fits_weights(path: str | Path, model: dict, state_dict: Any) -> None:
+    """Refuse, on one line naming the key that makes it large, a checkpoint whose model config
+    describes more parameters than its weights hold."""
+    parts = parameter_parts(as_model_config(model))
+    described, held = sum(parts.values()), held_numbers(state_dict)
+    if described <= 2 * held + _SLACK:
+        return
+    key = max(parts, key=parts.get)
+    raise CheckpointError(
+        f"checkpoint {path}: its config describes a model of {described:,} parameters (most from "
+        f"{key}: {parts[key]:,}) but it holds {held:,} weights; its config is not its weights' "
+        f"(the model is not built)"
+    )
