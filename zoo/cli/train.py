@@ -29,6 +29,7 @@ from zoo.cli.launch import (
     launch_rank,
     register_resolvers,
 )
+from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
@@ -170,7 +171,7 @@ def _train_job(cfg: DictConfig, planned) -> float | None:
         print(f"unigram baseline val/loss {summary['baseline']['unigram_val_loss']:.4f}")
     if "sample" in summary:
         print(f"sample: {summary['sample']!r}")
-    return metrics.get("val/loss")
+    return objective(run_dir)  # the Optuna sweeper's score: read from the record zoo-compare reads
 
 
 @dataclass(frozen=True)
