@@ -102,3 +102,13 @@ def test_a_trial_that_does_not_finish_is_scored_as_failed_and_named(tmp_path, cl
     assert len(failed) == 1 and str(failed[0]) in result.stderr
     assert "model.n_heads=3" in (failed[0] / ".hydra" / "overrides.yaml").read_text().replace(" ", "")
     assert OmegaConf.load(sweep / "optimization_results.yaml").best_params["model.n_heads"] == 2
+
+
+def test_a_sweep_whose_every_trial_fails_ends_with_the_line_naming_them(tmp_path, cli_here):
+    """With no finished trial Optuna has no best one and the sweeper stops with its error;
+    zoo-train's last line still names the failed runs."""
+    sweep = tmp_path / "sweep"
+    result = _sweep(cli_here, sweep, "model.n_heads=choice(3,5)")
+    assert result.returncode == 1, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("zoo-train: 2 of 2 arm(s) of the sweep") and f"{sweep}/0/failed.json" in last, last
