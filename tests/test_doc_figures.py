@@ -188,6 +188,50 @@ def test_the_gpu_figures_are_the_h100_record():
     )
 
 
+def test_the_h200_figures_are_its_record():
+    run = RESULTS / "gpu" / "2026-11-28-h200"
+    gen = json.loads((run / "generate.json").read_text())
+
+    def g(name, variant, batch):
+        return row(gen, name, variant)[f"generate_tokens_per_s_batch{batch}"]
+
+    zc1, zc8, hc1, hc8 = (
+        g("zoo", "bf16-compile", 1),
+        g("zoo", "bf16-compile", 8),
+        g("hf", "bf16-compile", 1),
+        g("hf", "bf16-compile", 8),
+    )
+    assert not unsaid(
+        "performance.md",
+        f"zoo compiled decodes {zc1:,.0f} / {zc8:,.0f} tokens/s at batch 1 / 8, against HF static compiled "
+        f"{hc1:,.0f} / {hc8:,.0f} ({zc1 / hc1:.2f} × and {zc8 / hc8:.2f} ×) and zoo eager "
+        f"{g('zoo', 'bf16', 1):,.0f} / {g('zoo', 'bf16', 8):,.0f}",
+    )
+    moe = json.loads((run / "moe_layer.json").read_text())["results"]
+
+    def us(name, what):
+        key = next(k for k in moe if k.startswith(name) and k.endswith(f" {what}") and "ratio" not in k)
+        return moe[key]["us_per_token"]
+
+    cells = []
+    for name in ("dense", "moe E=8 top-2 F=1024 loop", "moe E=8 top-2 F=1024 grouped", "hf Mixtral block eager"):
+        f, b = us(name, "forward"), us(name, "forward+backward")
+        df, db = us("dense", "forward"), us("dense", "forward+backward")
+        cells.append(f"{f:.3f} ({f / df:.2f} ×) | {b:.3f} ({b / db:.2f} ×)".replace("(1.00 ×)", "(1 ×)"))
+    assert not unsaid("performance.md", *cells)
+    docmask = json.loads((run / "document_mask.json").read_text())
+    assert not unsaid(
+        "performance.md",
+        f"{docmask['tokens_per_s']['off']:,.0f} tokens/s off and {docmask['tokens_per_s']['on']:,.0f} on eager",
+        f"on / off {docmask['on_relative_to_off']:.2f} in both",
+    )
+    record = json.loads((RESULTS / "gpu" / "2026-11-28-nvidia-h200.json").read_text())
+    suite = record["suite"]
+    assert not unsaid(
+        "scaling-out.md", f"{suite['tests']} GPU tests, {suite['passed']} passed and {len(suite['failed'])} failed"
+    )
+
+
 def test_the_data_and_memory_figures_are_their_results():
     data = result("data_scale.json")["runs"]
     warm20, warm1000 = data["20MB"]["warm"], data["1000MB"]["warm"]
