@@ -75,6 +75,16 @@ def test_a_sweep_is_checked_once_per_value_of_each_key():
     assert sweep_variants(["a=1"]) == [["a=1"]]
 
 
+def test_an_interval_is_checked_at_its_two_ends():
+    """The Optuna sweeper's search space (`interval`, tagged or not) cannot be listed; its ends
+    stand for it, a whole number as an int so that an integer key takes it."""
+    assert sweep_variants(["a=interval(1,4)", "b=tag(log,interval(1e-4,1e-2))", "c=x"]) == [
+        ["a=1", "b=0.0001", "c=x"],
+        ["a=4", "b=0.0001", "c=x"],
+        ["a=1", "b=0.01", "c=x"],
+    ]
+
+
 def _modules():
     for path in sorted(ZOO.rglob("*.py")):
         yield path.relative_to(ZOO.parent).as_posix(), ast.parse(path.read_text())

@@ -184,7 +184,8 @@ def test_the_groups_a_recipe_chooses_follow_its_parent_recipes():
 
 def planned_runs(name: str) -> int:
     """The runs `zoo-train -cn NAME` starts: 1, or the product of the sizes of the sweep in
-    hydra.sweeper.params when the recipe sets hydra.mode MULTIRUN (Hydra's own parser)."""
+    hydra.sweeper.params when the recipe sets hydra.mode MULTIRUN (Hydra's own parser), or the
+    Optuna sweeper's hydra.sweeper.n_trials."""
     import math
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -193,6 +194,8 @@ def planned_runs(name: str) -> int:
     cfg = zoo.compose(config_name=name, return_hydra_config=True, check=False)
     if str(OmegaConf.select(cfg, "hydra.mode", default="")) != "RunMode.MULTIRUN":
         return 1
+    if OmegaConf.select(cfg, "hydra.sweeper.n_trials", default=None) is not None:
+        return int(cfg.hydra.sweeper.n_trials)
     params = OmegaConf.to_container(OmegaConf.select(cfg, "hydra.sweeper.params", default={}) or {}, resolve=False)
     parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
     return math.prod(len(list(o.sweep_string_iterator())) if o.is_sweep_override() else 1 for o in parsed)

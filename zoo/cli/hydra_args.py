@@ -113,8 +113,9 @@ def unknown_words(argv: list[str]) -> list[str]:
 
 def sweep_variants(overrides: list[str]) -> list[list[str]]:
     """Single-valued override lists that together use every value of every swept key: the
-    first value of each sweep, then each other value in turn. A sweep whose values cannot be
-    listed before Hydra runs (glob, interval) is left out of the check."""
+    first value of each sweep, then each other value in turn. An interval (the Optuna sweeper's
+    search space) stands for its two ends; a glob, which needs Hydra's loader, is left out of
+    the check."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
@@ -128,7 +129,9 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
             try:
                 values = [f"{key}={v}" for v in o.sweep_string_iterator()]
             except Exception:  # noqa: BLE001 - glob(...) / interval(...) need Hydra's loader
-                continue
+                values = [f"{key}={v}" for v in _interval_ends(o)]
+                if not values:
+                    continue
             choices.append(values or [text])
         else:
             choices.append([text])
@@ -138,3 +141,14 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
         for v in values[1:]:
             variants.append(first[:i] + [v] + first[i + 1 :])
     return variants
+
+
+def _interval_ends(override) -> list[float | int]:
+    """The two ends of `interval(LOW, HIGH)` (tagged or not); a whole number as an int, so that
+    an integer key takes it. Empty for any other sweep."""
+    from hydra.core.override_parser.types import IntervalSweep
+
+    value = override.value()
+    if not isinstance(value, IntervalSweep):
+        return []
+    return [int(end) if float(end).is_integer() else end for end in (value.start, value.end)]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sweep_variants, unknown_words
@@ -29,6 +30,7 @@ from zoo.cli.launch import (
     launch_rank,
     register_resolvers,
 )
+from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
@@ -54,8 +56,6 @@ def _resume_command(run_dir: Path) -> str:
     resumed as one run (hydra.mode=RUN: a sweep recipe would otherwise start a new sweep)."""
     import shlex
 
-    from hydra.types import RunMode
-
     hydra_cfg = HydraConfig.get()
     words = ["zoo-train"]
     for source in hydra_cfg.runtime.config_sources:
@@ -78,8 +78,6 @@ def _say_interrupted(outcome) -> None:
 def _arm_failed(run_dir: Path, message: str) -> None:
     """In a sweep, raise ArmFailed instead of exiting (its failed.json is written), so the sweep
     goes on with its other arms and exits non-zero when they are done."""
-    from hydra.types import RunMode
-
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         print(f"zoo-train: error: {run_dir}: {message}", file=sys.stderr)
         raise ArmFailed(message) from None
@@ -112,8 +110,6 @@ def _abandon(planned) -> None:
 
 
 def _train_job(cfg: DictConfig, planned) -> float | None:
-    from hydra.types import RunMode
-
     from zoo.cli.compose import with_init_from
     from zoo.run.lifecycle import execute, refused
     from zoo.run.outcome import Outcome
@@ -171,7 +167,7 @@ def _train_job(cfg: DictConfig, planned) -> float | None:
         print(f"unigram baseline val/loss {summary['baseline']['unigram_val_loss']:.4f}")
     if "sample" in summary:
         print(f"sample: {summary['sample']!r}")
-    return metrics.get("val/loss")
+    return objective(run_dir)  # the Optuna sweeper's score: read from the record zoo-compare reads
 
 
 @dataclass(frozen=True)
@@ -427,7 +423,11 @@ def main() -> None:
                 sweep_dir = _claim_sweep(checked, shared, claimed)
             else:
                 planned = _plan(checked, shared, claimed)
-        _hydra_app(planned)()
+        try:
+            _hydra_app(planned)()
+        except SystemExit:  # Hydra reported a sweeper's error (Optuna's when no trial finished)
+            _sweep_summary(sweep_dir, started - 1)  # the failed arms named last
+            raise
         _sweep_summary(sweep_dir, started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
         if launch_rank() == 0:

@@ -13,6 +13,13 @@ from zoo.cli.compose import compose
 from zoo.config.errors import ConfigError
 from zoo.config.safety.hydra_section import HYDRA_KEYS, Rule, leaves, rule_of
 
+OPTUNA = ["hydra/sweeper=optuna"]  # a listed plugin's sweeper: its keys have rules too
+
+
+def _composed_leaves(overrides: list[str]) -> dict[str, object]:
+    hydra = OmegaConf.to_container(compose(overrides, return_hydra_config=True, check=False).hydra, resolve=False)
+    return {k: v for k, v in leaves(hydra).items() if not k.startswith(("hydra.runtime.", "hydra.overrides."))}
+
 
 def _schema_leaves() -> dict[str, object]:
     """Every key Hydra's schema (HydraConf) defines, with the keys zoo's own composition adds
@@ -32,12 +39,13 @@ def _schema_leaves() -> dict[str, object]:
 
     walk(OmegaConf.structured(HydraConf), "hydra")
     for launcher in ([], ["hydra/launcher=slurm"], ["hydra/launcher=submitit_local"]):
-        hydra = OmegaConf.to_container(compose(launcher, return_hydra_config=True, check=False).hydra, resolve=False)
-        out.update({k: v for k, v in leaves(hydra).items() if not k.startswith(("hydra.runtime.", "hydra.overrides."))})
+        out.update(_composed_leaves(launcher))
     return out
 
 
 SCHEMA = _schema_leaves()
+OPTUNA_KEYS = {k: v for k, v in _composed_leaves(OPTUNA).items() if k not in SCHEMA}
+SCHEMA.update(OPTUNA_KEYS)
 
 
 def test_every_key_of_hydras_schema_has_a_rule():
@@ -78,9 +86,10 @@ NOT_SETTINGS = sorted(
 @pytest.mark.parametrize("path", NOT_SETTINGS)
 def test_a_key_that_is_not_a_setting_is_refused(path):
     launcher = ["hydra/launcher=slurm"] if path.startswith("hydra.launcher.") else []
+    sweeper = OPTUNA if path in OPTUNA_KEYS else []
     override = _override_for(path, SCHEMA[path])
     with pytest.raises(ConfigError, match="refused"):
-        compose([*launcher, override], return_hydra_config=True, check=False)
+        compose([*launcher, *sweeper, override], return_hydra_config=True, check=False)
 
 
 @pytest.mark.parametrize(
@@ -97,6 +106,8 @@ def test_a_key_that_is_not_a_setting_is_refused(path):
             "hydra.launcher.submitit_folder=${hydra.sweep.dir}/.jobs/%j",
         ],
         ["hydra.searchpath=[file:///somewhere/configs]", "+hydra.job.env_set.OMP_NUM_THREADS=4"],
+        [*OPTUNA, "hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=3", "hydra.sweeper.n_trials=4"],
+        [*OPTUNA, "hydra.sweeper.n_jobs=1", "hydra.sweeper.study_name=lr", "hydra.sweeper.sampler.n_startup_trials=2"],
         # what Lightning's launcher adds for the ranks it starts
         ['hydra.run.dir="runs/x"', "hydra.job.name=train_ddp_process_1", "hydra.output_subdir=null"],
     ],
@@ -122,7 +133,14 @@ def test_the_settings_users_need_pass(overrides):
         (["hydra.job_logging.root.level=LOUD"], "a log level"),
         (["hydra.searchpath=[pkg://json]"], "pkg:// imports"),
         (["hydra/job_logging=disabled"], "zoo runs with hydra/job_logging default"),
-        (["hydra/sweeper=optuna"], "zoo runs with hydra/sweeper basic"),
+        (["hydra/sweeper=nevergrad"], "zoo runs with hydra/sweeper basic"),  # a plugin zoo does not list
+        (["hydra/launcher=joblib"], "a listed plugin ships it"),
+        ([*OPTUNA, "hydra/sweeper/sampler=qmc"], "zoo runs with hydra/sweeper/sampler tpe"),
+        ([*OPTUNA, "hydra.sweeper.storage=sqlite:////tmp/x.db"], "a storage URL"),
+        ([*OPTUNA, "hydra.sweeper.custom_search_space=os.system"], "zoo's own setting"),
+        ([*OPTUNA, "hydra.sweeper.sampler._target_=os.system"], "zoo's own setting"),
+        ([*OPTUNA, "hydra.sweeper.direction=maximize"], "zoo's own setting"),  # the objective is val/loss
+        ([*OPTUNA, "hydra.sweeper.sampler.seed=-1"], "whole number"),
         (["hydra.job.num=3"], "Hydra fills it in"),
         (["hydra.job.name=.."], "one word"),
         (["hydra.output_subdir=../../elsewhere"], "go to the run's .hydra/"),

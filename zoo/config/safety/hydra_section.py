@@ -28,6 +28,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from zoo.config.errors import ConfigError
+from zoo.config.safety.plugins import RULE, SHIPPED, listed
 
 
 class Rule(enum.Enum):
@@ -38,8 +39,7 @@ class Rule(enum.Enum):
 
 # the options of Hydra's config groups a run may choose (`hydra/launcher=slurm`)
 HYDRA_GROUPS: dict[str, tuple[str | None, ...]] = {  # None: the group left empty (null)
-    "hydra/launcher": ("basic", "slurm", "submitit_slurm", "submitit_local"),
-    "hydra/sweeper": ("basic",),
+    **{group: tuple(options) for group, options in SHIPPED.items()},  # sweepers, launchers: one rule
     "hydra/job_logging": ("default",),
     "hydra/hydra_logging": ("default",),
     "hydra/help": ("default",),
@@ -194,6 +194,18 @@ HYDRA_KEYS: dict[str, tuple[Rule, Callable[[str, Any], None] | None]] = {
     "hydra.sweeper.params": (Rule.SETTING, None),  # empty: no sweep
     "hydra.sweeper.params.*": (Rule.SETTING, _sweep_param),
     "hydra.sweeper.max_batch_size": (Rule.SETTING, _count),
+    # hydra/sweeper=optuna: how many trials, how many asked at a time, and the sampler's seed (a replay)
+    "hydra.sweeper.n_trials": (Rule.SETTING, _count),
+    "hydra.sweeper.n_jobs": (Rule.SETTING, _count),
+    "hydra.sweeper.study_name": (Rule.SETTING, _text),
+    "hydra.sweeper.sampler.seed": (Rule.SETTING, _count),
+    "hydra.sweeper.sampler.n_startup_trials": (Rule.SETTING, _count),
+    "hydra.sweeper.storage": (
+        Rule.SETTING,
+        _refuse("a storage URL writes a database anywhere or reaches a server; the trials are the sweep's runs"),
+    ),
+    # zoo's (the catch-all below): custom_search_space names a function Hydra would import and
+    # call; search_space is given as hydra.sweeper.params, whose values are checked as overrides
     "hydra.sweeper*": (Rule.ZOO, None),
     **{f"hydra.launcher.{key}": (Rule.SETTING, _text) for key in _SBATCH_TEXT},
     **{f"hydra.launcher.{key}": (Rule.SETTING, _count) for key in _SBATCH_COUNTS},
@@ -261,6 +273,8 @@ def check_group_choices(choices: Mapping[str, Any]) -> None:
         choice = choices.get(group)
         if group in choices and choice not in options:
             shown = ", ".join(str(o) for o in options if o is not None) or "none"
+            if group in SHIPPED:
+                shown = f"{listed(group)}: {RULE}"
             raise ConfigError(f"{group}={choice} is refused: zoo runs with {group} {shown}")
     for group in choices:
         if str(group).startswith("hydra/") and group not in HYDRA_GROUPS:
@@ -334,6 +348,7 @@ def allowed() -> str:
     """The settings a config may change, for messages."""
     return (
         "the settings are hydra.run.dir, hydra.sweep.dir, hydra.sweep.subdir, hydra.mode, hydra.verbose, "
-        "hydra.searchpath, hydra.sweeper.params, the SLURM keys of hydra.launcher, log levels and "
+        "hydra.searchpath, hydra.sweeper.params, the Optuna sweeper's n_trials, n_jobs, study_name, "
+        "sampler.seed and sampler.n_startup_trials, the SLURM keys of hydra.launcher, log levels and "
         "hydra.job.env_set"
     )

@@ -30,6 +30,13 @@ ALLOWED_TARGETS = (
     "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",  # hydra/launcher=slurm
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+    "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",  # hydra/sweeper=optuna
+    "optuna.samplers.TPESampler",  # its samplers (hydra/sweeper/sampler)
+    "optuna.samplers.RandomSampler",
+    "optuna.samplers.GridSampler",
+    "optuna.samplers.CmaEsSampler",
+    "optuna.samplers.NSGAIISampler",
+    "optuna.samplers.MOTPESampler",
     "logging.StreamHandler",  # handlers and formatters of Hydra's logging configuration
     "logging.FileHandler",
     "logging.Formatter",
