@@ -119,7 +119,7 @@ def _check_not_shadowed(config_dirs: Iterable[str], config_name: str, primary: s
 def with_init_from(cfg: DictConfig, overrides: Iterable[str]) -> DictConfig:
     """`cfg` with the model and tokenizer of `init_from=hf:DIR` (`zoo.interop.hf.init_from`);
     `cfg` itself without init_from. The one step that turns a composition into the config a run
-    trains: zoo.compose's own, and Hydra's for a job zoo-train did not plan before Hydra started
+    trains: zoo.compose's own, and Hydra's for a job zoo-train did not claim before Hydra started
     (a job of a sweep, a rank a launcher started)."""
     if OmegaConf.select(cfg, "init_from", default=None) is None:
         return cfg

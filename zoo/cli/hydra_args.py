@@ -1,6 +1,6 @@
 """The command line of a Hydra application (`zoo-train`), read the way Hydra reads it: its
 flags (`-m`, `-cn`, `-cd`, `-cp`, `--cfg`, `--info`, ...) and its overrides. zoo reads it
-before Hydra starts, to check and plan the run; Hydra then reads the same words itself.
+before Hydra starts, to check and claim the run; Hydra then reads the same words itself.
 tests/cli/test_hydra_args.py holds this parser against Hydra's own."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def config_source_of(args: HydraArgs) -> str | None:
 
 def parse_hydra_args(argv: list[str]) -> HydraArgs:
     """`argv` (without the program name) as Hydra reads it. A command line Hydra's parser would
-    refuse is `unreadable` (nothing is checked or planned; Hydra refuses it on its own), and a
+    refuse is `unreadable` (nothing is checked or claimed; Hydra refuses it on its own), and a
     word this parser cannot place is skipped, as Hydra's `parse_known_args` does."""
     try:
         args, _ = _parser().parse_known_args(argv)

@@ -83,52 +83,51 @@ def _arm_failed(run_dir: Path, message: str) -> None:
         raise ArmFailed(message) from None
 
 
-def _hydra_app(planned):
+def _hydra_app(claim):
     """zoo-train's Hydra application: Hydra composes, writes .hydra/ and runs each job; a job
-    runs `planned` (the single run main() planned before Hydra started) or, for a job of a
-    sweep and a rank a launcher started, plans itself. A job that fails has written its
+    runs `claim` (the single run main() claimed before Hydra started) or, for a job of a
+    sweep and a rank a launcher started, claims its own. A job that fails has written its
     failed.json and said so on one line; a sweep goes on, and main() ends it with one line."""
 
     @hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
     def zoo_train(cfg: DictConfig) -> float | None:
         try:
-            return _train_job(cfg, planned)
+            return _train_job(cfg, claim)
         except ArmFailed:
             return None
 
     return zoo_train
 
 
-def _abandon(planned) -> None:
-    """Give back a plan's lock, and its directory when the plan made it and it is still empty."""
-    if planned.locked:
-        planned.give_back()
+def _abandon(claim) -> None:
+    """Give back a claim's lock, and its directory when the claim made it and it is still empty."""
+    if claim.locked:
+        claim.give_back()
         try:
-            planned.run_dir.rmdir()
+            claim.run_dir.rmdir()
         except OSError:  # it holds something: left as it is
             pass
 
 
-def _train_job(cfg: DictConfig, planned) -> float | None:
+def _train_job(cfg: DictConfig, claim) -> float | None:
     from zoo.cli.compose import with_init_from
     from zoo.run.lifecycle import execute, refused
     from zoo.run.outcome import Outcome
-    from zoo.run.preflight import RunRefused as PlanRefused
-    from zoo.run.preflight import claim_run as plan_run
+    from zoo.run.preflight import RunRefused, claim_run
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
-        if planned is None:  # Hydra's composition, finished as zoo.compose finishes its own
+        if claim is None:  # Hydra's composition, finished as zoo.compose finishes its own
             cfg = with_init_from(cfg, list(hydra_cfg.overrides.task))
             # a job of a sweep takes its own directory's lock; a rank shares its run's
-            planned = plan_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN, record_refusals=True)
-        elif planned.run_dir.resolve() != run_dir.resolve():
+            claim = claim_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN, record_refusals=True)
+        elif claim.run_dir.resolve() != run_dir.resolve():
             # hydra.run.dir reads a value that changes each time (e.g. ${now:}): Hydra's is the run's
-            _abandon(planned)
-            planned = plan_run(planned.cfg, run_dir, lock=True, record_refusals=True)
-        outcome = execute(planned, resume_command=lambda: _resume_command(run_dir), on_stuck=_say_interrupted)
-    except PlanRefused as exc:
+            _abandon(claim)
+            claim = claim_run(claim.cfg, run_dir, lock=True, record_refusals=True)
+        outcome = execute(claim, resume_command=lambda: _resume_command(run_dir), on_stuck=_say_interrupted)
+    except RunRefused as exc:
         outcome = refused(run_dir, exc)
     except Exception as exc:  # a bug: recorded in failed.json; a sweep goes on with its other arms
         _arm_failed(run_dir, f"{type(exc).__name__}: {exc}")
@@ -246,7 +245,7 @@ def _check_overrides(args: HydraArgs) -> Checked | None:
     return Checked(cfg, multirun)
 
 
-def _planned_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
+def _configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
     """(the run (or sweep) directory Hydra will use, whether it is given explicitly). zoo's
     default is the one written through `${zoo.dir:MODE,...}` (runs/DATE/TIME): only that one
     is renamed when taken, and only that one reads the directory zoo-train claims; any other
@@ -256,14 +255,14 @@ def _planned_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        planned = OmegaConf.select(cfg, f"hydra.{mode}.dir")
+        configured = OmegaConf.select(cfg, f"hydra.{mode}.dir")
         written = OmegaConf.to_container(cfg.hydra, resolve=False)[mode]["dir"]
     except (OmegaConfBaseException, ValueError, KeyError, TypeError):
         return None
-    if not planned:
+    if not configured:
         return None
     default = isinstance(written, str) and written.startswith(f"${{zoo.dir:{mode},")
-    return Path(planned), not default
+    return Path(configured), not default
 
 
 def _resolve_launcher(cfg) -> None:
@@ -285,8 +284,8 @@ def _resolve_launcher(cfg) -> None:
             raise ConfigError(f"hydra.launcher.{key}: {explain(exc)}") from None
 
 
-def _plan(checked: Checked, shared: bool, claimed: dict):
-    """The single run's plan, made once before Hydra writes into its directory (`zoo.run.preflight`):
+def _claim_single(checked: Checked, shared: bool, claimed: dict):
+    """The single run's claim, made once before Hydra writes into its directory (`zoo.run.preflight`):
     refused on one line with nothing written for a config, data, machine or directory mistake.
     The default runs/DATE/TIME taken by a run started in the same second becomes
     runs/DATE/TIME-N; `ckpt_path=last` without a directory finds the run it continues. A
@@ -294,10 +293,9 @@ def _plan(checked: Checked, shared: bool, claimed: dict):
     environment (`claimed`: the variables set, unset when the command ends)."""
     from omegaconf import open_dict
 
-    from zoo.run.preflight import check, latest_run
-    from zoo.run.preflight import claim_run as plan_run
+    from zoo.run.preflight import check, claim_run, latest_run
 
-    where = _planned_run_dir(checked.cfg)
+    where = _configured_run_dir(checked.cfg)
     if where is None:
         return None
     run_dir, explicit = where
@@ -310,10 +308,10 @@ def _plan(checked: Checked, shared: bool, claimed: dict):
         run_dir, fresh = latest_run(spec, run_dir.parent.parent), False
         print(f"zoo-train: ckpt_path=last resumes {run_dir}", file=sys.stderr)
         _claim_env("run", run_dir, claimed)
-    planned = plan_run(cfg, run_dir, lock=True, rename_if_taken=fresh, spec=spec)
-    if planned.run_dir != run_dir:
-        _claim_env("run", planned.run_dir, claimed)
-    return planned
+    claim = claim_run(cfg, run_dir, lock=True, rename_if_taken=fresh, spec=spec)
+    if claim.run_dir != run_dir:
+        _claim_env("run", claim.run_dir, claimed)
+    return claim
 
 
 def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Path | None:
@@ -323,7 +321,7 @@ def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Path | None:
     from zoo.config.records.links import check_tree
     from zoo.run.lock import claim_default
 
-    where = _planned_run_dir(checked.cfg, "sweep")
+    where = _configured_run_dir(checked.cfg, "sweep")
     if where is None:
         return None
     sweep_dir, explicit = where
@@ -415,16 +413,16 @@ def main() -> None:
     # step, a requeued job) names a directory they share: never renamed
     shared = inherited or "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1
     started = time.time()
-    planned, sweep_dir, claimed = None, None, {}
+    claim, sweep_dir, claimed = None, None, {}
     try:
         checked = _check_overrides(args)
-        if checked is not None and launch_rank() == 0:  # the other ranks plan in their job
+        if checked is not None and launch_rank() == 0:  # the other ranks claim in their job
             if checked.multirun:
                 sweep_dir = _claim_sweep(checked, shared, claimed)
             else:
-                planned = _plan(checked, shared, claimed)
+                claim = _claim_single(checked, shared, claimed)
         try:
-            _hydra_app(planned)()
+            _hydra_app(claim)()
         except SystemExit:  # Hydra reported a sweeper's error (Optuna's when no trial finished)
             _sweep_summary(sweep_dir, started - 1)  # the failed arms named last
             raise
@@ -433,11 +431,11 @@ def main() -> None:
         if launch_rank() == 0:
             print("zoo-train: interrupted", file=sys.stderr)
         sys.exit(130)
-    except ZooError as exc:  # a refusal of the plan, or one the steps above did not report themselves
+    except ZooError as exc:  # a refusal of the claim, or one the steps above did not report themselves
         _fail(str(exc))
     finally:
-        if planned is not None:
-            planned.give_back()
+        if claim is not None:
+            claim.give_back()
         for name, before in claimed.items():  # the directory this command chose is not the next one's
             if before is None:
                 os.environ.pop(name, None)

@@ -1,6 +1,6 @@
-"""zoo-train plans a run once, before Hydra writes (`zoo.run.preflight`), and Hydra runs where
-the plan says: a directory Hydra resolves differently from the plan, a sweep's arm that its
-plan refuses, an explicit directory that looks like the default, and a flag Hydra refuses."""
+"""zoo-train claims a run once, before Hydra writes (`zoo.run.preflight`), and Hydra runs where
+the claim says: a directory Hydra resolves differently from the claim, a sweep's arm that its
+claim refuses, an explicit directory that looks like the default, and a flag Hydra refuses."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.cli.train import _planned_run_dir
+from zoo.cli.train import _configured_run_dir
 from zoo.config.records.rundir import RunDir, RunFailure
 
 TINY = tiny_overrides()
 
 
 @pytest.mark.slow
-def test_a_sweep_whose_arm_its_plan_refuses_fails_with_the_arms_record(cli_here, tmp_path):
+def test_a_sweep_whose_arm_its_claim_refuses_fails_with_the_arms_record(cli_here, tmp_path):
     """trainer.max_steps=1 is shorter than the warmup: a refusal of the config that only the
-    arm's own plan makes (a sweep's arms are checked for keys, not for their run)."""
+    arm's own claim makes (a sweep's arms are checked for keys, not for their run)."""
     sweep = tmp_path / "sweep"
     result = cli_here("train", "-m", *TINY, "trainer.max_steps=1,4", f"hydra.sweep.dir={sweep}")
     assert result.returncode == 1, result.stderr[-2000:]
@@ -29,8 +29,8 @@ def test_a_sweep_whose_arm_its_plan_refuses_fails_with_the_arms_record(cli_here,
 
 @pytest.mark.slow
 def test_a_directory_that_resolves_anew_each_time_is_hydras(cli_here, tmp_path):
-    """${now:%f} (microseconds) names another directory each time it is read: the run is planned
-    again in the one Hydra made, and the directory of the first plan is not left behind."""
+    """${now:%f} (microseconds) names another directory each time it is read: the run is claimed
+    again in the one Hydra made, and the directory of the first claim is not left behind."""
     out = tmp_path / "out"
     result = cli_here("train", *TINY, "trainer.max_steps=3", "hydra.run.dir=" + str(out) + "/${now:%f}")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -41,16 +41,16 @@ def test_a_directory_that_resolves_anew_each_time_is_hydras(cli_here, tmp_path):
 def test_only_zoos_own_default_directory_is_renamed_or_claimed(monkeypatch):
     monkeypatch.setenv("ZOO_RUN_TIME", "2026-11-27T10:00:00")  # one start time for both compositions
     default = zoo.compose(TINY, return_hydra_config=True)
-    assert _planned_run_dir(default)[1] is False  # ${zoo.dir:run,...}: may become runs/DATE/TIME-N
+    assert _configured_run_dir(default)[1] is False  # ${zoo.dir:run,...}: may become runs/DATE/TIME-N
     same_text = zoo.compose(
         [*TINY, "hydra.run.dir=runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}"], return_hydra_config=True
     )
-    assert _planned_run_dir(same_text)[0] == _planned_run_dir(default)[0]
-    assert _planned_run_dir(same_text)[1] is True  # the user's: used as it is, never renamed
+    assert _configured_run_dir(same_text)[0] == _configured_run_dir(default)[0]
+    assert _configured_run_dir(same_text)[1] is True  # the user's: used as it is, never renamed
 
 
 @pytest.mark.parametrize("flags", [["--cfg=other"], ["-cn", "quick", "--info", "bogus"]])
-def test_a_flag_hydra_refuses_plans_nothing(cli_here, tmp_path, monkeypatch, flags):
+def test_a_flag_hydra_refuses_claims_nothing(cli_here, tmp_path, monkeypatch, flags):
     monkeypatch.chdir(tmp_path)
     result = cli_here("train", *flags)
     assert result.returncode == 2 and "invalid choice" in result.stderr, result.stderr[-2000:]
