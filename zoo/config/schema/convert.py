@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
+from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
-from zoo.config.schema.model import Choice, ModelConfig, PositionConfig
+from zoo.config.schema.model import ModelConfig, PositionConfig
 
 
 def as_model_config(cfg: Any) -> ModelConfig:

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.corpora import CORPORA_BY_NAME, EXTERNAL, source_help
 from zoo.config.facts.tasks import Collate, TaskKind, task_spec
 from zoo.config.schema.convert import as_schema, plain
-from zoo.config.schema.model import Choice
 
 # Where the examples come from: a built-in offline corpus (a row of
 # zoo.config.facts.corpora.CORPUS_ROWS), the user's files (local: data.path; .txt, .jsonl/.json,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
+from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
-from zoo.config.schema.model import Choice
 
 
 class Strategy(Choice):

@@ -14,7 +14,6 @@ from dataclasses import MISSING as dataclasses_missing
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
 from zoo.config.facts.attention import AttentionKind, check_attention
@@ -23,7 +22,10 @@ from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import NormPlacement
-from zoo.config.facts.positions import PositionKind, check_even, check_params
+from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
+from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
+from zoo.config.schema.position import PositionConfig
+from zoo.config.schema.widths import MUP_BASE_D_MODEL, derive_base_widths, derive_d_ff, derive_heads, positive  # noqa: F401
 
 # A width derived from the others when left out (n_kv_heads, head_dim, d_ff): a YAML file or the
 # command line may give None (OmegaConf reads the Optional), and __post_init__ fills it in, so the
@@ -33,81 +35,6 @@ if TYPE_CHECKING:
 else:
     Derived = int | None
 DERIVED: Any = None  # a Derived field's default: "derive it"
-
-
-class EmbedInit(Choice):
-    """How the token embeddings are initialised."""
-
-    std = "std"  # Normal(0, init_std), as every other table and matrix
-    unit = "unit"  # Normal(0, D^-0.5): x sqrt(D) gives unit RMS (Vaswani et al. 2017; fairseq)
-
-
-class Parametrization(Choice):
-    """How initialisation, learning rates and multipliers depend on the width D."""
-
-    standard = "standard"  # every matrix at init_std and optim.lr, whatever the width
-    mup = "mup"  # Maximal Update Parametrization (Yang et al. 2022): tuned at a base width, transfers
-
-
-class BudgetCounts(Choice):
-    """Which parameters `model.param_budget` matches (they differ under model.ffn=moe)."""
-
-    total = "total"  # every non-embedding parameter the model holds
-    active = (
-        "active"  # the non-embedding parameters one token passes through (a mixture's router, top-k and shared experts)
-    )
-
-
-MUP_BASE_D_MODEL = 128  # the base width of model.parametrization=mup unless model.mup_base_d_model sets it
-
-
-@dataclass(kw_only=True)
-class PositionConfig:
-    """How token order enters the model: `kind` picks a scheme, the rest are its parameters
-    (which scheme reads which: `zoo.config.facts.positions.POSITION_FACTS`)."""
-
-    kind: PositionKind = field(default=PositionKind.learned, metadata={"help": "position scheme"})
-    theta: float = field(default=10000.0, metadata={"help": "rope: frequency base"})
-    scale: float = field(
-        default=1.0,
-        metadata={
-            "help": "rope: linear position interpolation factor (Chen et al. 2023); "
-            "positions are divided by it to extend the context"
-        },
-    )
-    num_buckets: int = field(default=32, metadata={"help": "relative: number of buckets"})
-    max_distance: int = field(default=128, metadata={"help": "relative: offsets beyond this share the last bucket"})
-    clip: int = field(default=16, metadata={"help": "shaw: relative offsets are clipped to ±clip"})
-    offset: int = field(
-        default=0,
-        metadata={
-            "help": "learned: rows of the table before position 0 (position p reads row "
-            "p + offset; BART: 2); the table has max_seq_len + offset rows"
-        },
-    )
-
-    def __post_init__(self) -> None:
-        self.kind = PositionKind.parse(self.kind, "model.position.kind")
-        check_params(self)
-        if self.theta <= 0:
-            raise ConfigError(f"model.position.theta must be > 0, got {self.theta}")
-        if self.scale < 1:
-            raise ConfigError(f"model.position.scale must be >= 1 (positions are divided by it), got {self.scale}")
-        if self.num_buckets < 4 or self.num_buckets % 2:
-            raise ConfigError(
-                f"model.position.num_buckets must be even and >= 4 (half of them per direction "
-                f"in an encoder), got {self.num_buckets}"
-            )
-        if self.max_distance <= self.num_buckets // 2:
-            raise ConfigError(
-                f"model.position.max_distance ({self.max_distance}) must be > num_buckets/2 "
-                f"({self.num_buckets // 2}): offsets below num_buckets/2 have exact buckets, the "
-                f"log-spaced ones span the rest up to max_distance"
-            )
-        if self.clip < 1:
-            raise ConfigError(f"model.position.clip must be >= 1, got {self.clip}")
-        if not isinstance(self.offset, int) or isinstance(self.offset, bool) or self.offset < 0:
-            raise ConfigError(f"model.position.offset must be an integer >= 0, got {self.offset!r}")
 
 
 @dataclass(kw_only=True)
@@ -388,64 +315,10 @@ class ModelConfig:
             self.qk_norm_type = NormType.parse(self.qk_norm_type, "model.qk_norm_type")
         check_block(self)
 
-        for name in ("d_model", "n_heads", "n_layers", "vocab_size", "max_seq_len"):
-            _positive(name, getattr(self, name))
-        if self.n_kv_heads is None:
-            self.n_kv_heads = self.n_heads
-        _positive("n_kv_heads", self.n_kv_heads)
-        if self.n_heads % self.n_kv_heads:
-            raise ConfigError(
-                f"model.n_heads ({self.n_heads}) must be divisible by model.n_kv_heads "
-                f"({self.n_kv_heads}) for grouped-query attention"
-            )
-        if self.head_dim is None:
-            if self.d_model % self.n_heads:
-                raise ConfigError(
-                    f"model.d_model ({self.d_model}) must be divisible by model.n_heads "
-                    f"({self.n_heads}), or set model.head_dim"
-                )
-            self.head_dim = self.d_model // self.n_heads
-        _positive("head_dim", self.head_dim)
-        check_even(self)
-        if FAMILY_FACTS[self.family].cross_attention:
-            if self.n_decoder_layers is None:
-                self.n_decoder_layers = self.n_layers
-            _positive("n_decoder_layers", self.n_decoder_layers)
-        elif self.n_decoder_layers is not None:
-            raise ConfigError(
-                f"model.n_decoder_layers only applies to model.family=encoder_decoder, not {self.family.value}"
-            )
+        derive_heads(self)
         check_moe_keys(self)
         self.param_budget_counts = BudgetCounts.parse(self.param_budget_counts, "model.param_budget_counts")
-        if self.ff_mult is not None:
-            if isinstance(self.ff_mult, bool) or not self.ff_mult > 0:
-                raise ConfigError(f"model.ff_mult must be > 0, got {self.ff_mult!r}")
-            sized = max(1, round(self.ff_mult * self.d_model))
-            # a config read back from a run holds the d_ff it resolved to: the same, so no conflict
-            for other, agrees in (("d_ff", self.d_ff in (None, sized)), ("param_budget", self.param_budget is None)):
-                if not agrees:
-                    raise ConfigError(
-                        f"model.ff_mult={self.ff_mult:g} and model.{other}={getattr(self, other)} "
-                        f"both size the feed-forward unit; set one of them"
-                    )
-            self.d_ff = sized
-        if self.param_budget is not None:
-            _positive("param_budget", self.param_budget)
-            from zoo.config.schema.params import d_ff_for_budget  # lazy: it reads this module's enums
-
-            sized = d_ff_for_budget(self, self.param_budget)
-            if self.d_ff is not None and self.d_ff != sized:
-                raise ConfigError(
-                    f"model.d_ff={self.d_ff} conflicts with model.param_budget={self.param_budget:,} "
-                    f"(which sizes d_ff to {sized}); set one of them"
-                )
-            self.d_ff = sized
-        if self.d_ff is None:
-            if self.activation in GATED:
-                self.d_ff = _round_up(int(8 * self.d_model / 3), 64)
-            else:
-                self.d_ff = 4 * self.d_model
-        _positive("d_ff", self.d_ff)
+        derive_d_ff(self)
         check_norm(self)
         check_ffn(self)
         if not 0.0 <= self.dropout < 1.0:
@@ -459,24 +332,9 @@ class ModelConfig:
         if self.init_std <= 0:
             raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
         self.embed_init = EmbedInit.parse(self.embed_init, "model.embed_init")
-        self._check_parametrization()
+        derive_base_widths(self)
         self.attention = AttentionKind.parse(self.attention, "model.attention")
         check_attention(self)
-
-    def _check_parametrization(self) -> None:
-        """The base widths belong to mup; under mup, the base width defaults to MUP_BASE_D_MODEL."""
-        if self.parametrization == Parametrization.standard:
-            for name in ("mup_base_d_model", "mup_base_head_dim"):
-                if getattr(self, name) is not None:
-                    raise ConfigError(
-                        f"model.{name}={getattr(self, name)!r} only applies to model.parametrization=mup, not standard"
-                    )
-            return
-        if self.mup_base_d_model is None:
-            self.mup_base_d_model = MUP_BASE_D_MODEL
-        _positive("mup_base_d_model", self.mup_base_d_model)
-        if self.mup_base_head_dim is not None:
-            _positive("mup_base_head_dim", self.mup_base_head_dim)
 
     @property
     def embedding_std(self) -> float:
@@ -565,15 +423,6 @@ class ModelConfig:
 
 def _plain(value):
     return value.value if isinstance(value, enum.Enum) else value
-
-
-def _positive(name: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return ((n + multiple - 1) // multiple) * multiple
 
 
 def model_defaults() -> dict:
