@@ -333,10 +333,26 @@ def test_the_studies_headlines_are_their_reports():
     rows = report("glu_scaling")
     loss = {(r["model.activation"], int(r["model.d_model"])): float(r["val/loss mean"]) for r in rows}
     sizes = sorted({d for _, d in loss})
-    gaps = [sorted(loss[a, d] - loss["gelu", d] for a in ("swiglu", "geglu")) for d in sizes[:2]]
-    assert not unsaid(
-        "ablations.md", f"(+{gaps[0][0]:.2f} to +{gaps[0][1]:.2f}, then +{gaps[1][0]:.2f} to +{gaps[1][1]:.2f} nats)"
+    assert sizes == [24, 36, 48, 72, 96]
+    gaps = {d: sorted(loss[a, d] - loss["gelu", d] for a in ("swiglu", "geglu")) for d in sizes}
+    spread = max(loss[a, 96] for a in ("relu", "gelu", "swiglu", "geglu")) - min(
+        loss[a, 96] for a in ("relu", "gelu", "swiglu", "geglu")
     )
+    assert not unsaid(
+        "ablations.md",
+        f"(by +{gaps[24][0]:.2f} to +{gaps[24][1]:.2f} nats at 24, +{gaps[48][0]:.2f} to +{gaps[48][1]:.2f} at 48",
+        f"all four units lie within {spread:.3f} nats",
+    )
+    resolved = [
+        d
+        for d in sizes
+        if all(
+            float(r["adj_low"]) > 0
+            for r in report(f"glu_scaling/at_{d}")
+            if r["model.activation"] in ("swiglu", "geglu")
+        )
+    ]
+    assert resolved == [48]  # "the only width where Holm's adjustment resolves it"
     # μP transfer at three widths: each arm's best rate, μP's wider models against width 64, and
     # standard against μP at width 256, each at its own rate
     arms = {(int(r["model.d_model"]), r["model.parametrization"]): r for r in report("mup_transfer")}
