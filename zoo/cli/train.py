@@ -423,8 +423,9 @@ def main() -> None:
                 claim = _claim_single(checked, shared, claimed)
         try:
             _hydra_app(claim)()
-        except SystemExit:  # Hydra reported a sweeper's error (Optuna's when no trial finished)
-            _sweep_summary(sweep_dir, started - 1)  # the failed arms named last
+        except SystemExit as exc:  # 1: Hydra reported a sweeper's error (Optuna's when no trial finished)
+            if exc.code == 1:  # an interrupted job's 128 + signal is kept as it is
+                _sweep_summary(sweep_dir, started - 1)  # the failed arms named last
             raise
         _sweep_summary(sweep_dir, started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
