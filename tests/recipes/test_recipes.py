@@ -130,6 +130,30 @@ def test_the_glu_scaling_grid_matches_parameters_and_budgets_tokens_by_one_rule(
     assert tune.model.activation == "swiglu" and tune.optim.lr == 1.6e-2 and tune.seed == 0
 
 
+@pytest.mark.slow
+def test_the_five_width_glu_grid_matches_parameters_at_every_width_and_trains_ten_tokens_each():
+    """recipes/scale_glu_dn10.yaml: at each of its five widths (24 to 96, some not divisible by 48)
+    the gated units' d_ff = 8·D/3 (model.ff_mult) gives exactly the plain units' non-embedding
+    parameters, and trainer.max_steps trains 10 tokens per parameter."""
+    from zoo.config.schema.params import non_embedding_params
+
+    widths = []
+    for size in ("d24", "d36", "xs", "d72", "s"):
+        counts, steps = set(), set()
+        for activation in ("relu", "gelu", "swiglu", "geglu"):
+            cfg = zoo.compose([f"size={size}", f"arm/glu={activation}"], config_name="scale_glu_dn10")
+            model = as_model_config(cfg.model)
+            assert model.d_ff == (model.d_model * 8 // 3 if activation.endswith("glu") else 4 * model.d_model)
+            n = non_embedding_params(model)
+            counts.add(n)
+            steps.add(cfg.trainer.max_steps)
+            tokens_per_step = cfg.data.global_batch_size * cfg.data.seq_len
+            assert (cfg.trainer.max_steps - 1) * tokens_per_step < 10 * n <= cfg.trainer.max_steps * tokens_per_step
+        assert len(counts) == 1 and len(steps) == 1, (size, counts, steps)
+        widths.append(model.d_model)
+    assert widths == [24, 36, 48, 72, 96]
+
+
 def test_steps_for_tokens_refuses_a_rule_that_trains_nothing():
     from zoo.config.errors import ConfigError
     from zoo.config.schema.params import steps_for_tokens
