@@ -135,6 +135,21 @@ RUNS_SENTENCE = (
 )
 
 
+def table_opening(family, runs: list[Run], head: list[str]) -> list[str]:
+    """What a plain and a tuned report say between their method and their table: the multiplicity
+    family (when there is one), the design, the accounting, and the table's header."""
+    return [
+        text(family.sentence()) if family else "",
+        "",
+        design_line(runs),
+        "",
+        accounting_line(runs),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+
+
 def flag_warnings(diffs: list[tuple[str, Difference | None]]) -> list[str]:
     """One warning per difference without an interval because of its design: zero spread over
     the seeds, or fewer than 2 seeds on a side. Neither gets a p-value."""

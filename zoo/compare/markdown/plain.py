@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, accounting_line, design_line, problem_lines
+from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, problem_lines, table_opening
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.plots import half_width
 from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, mean_std
@@ -146,14 +146,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
         f"Holm's adjusted p-value in brackets (it keeps the chance of any false finding among them at 5%). "
         f"An interval on 1 degree of freedom (2 seeds) is marked (1 df). {FLAG_SENTENCE} {RUNS_SENTENCE}",
         "",
-        text(report.family.sentence()) if report.family else "",
-        "",
-        design_line([r for a in report.arms for r in a.runs]),
-        "",
-        accounting_line([r for a in report.arms for r in a.runs]),
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
+        *table_opening(report.family, [r for a in report.arms for r in a.runs], head),
     ]
     for arm, row in zip(report.arms, report.rows()):
         mean, std = row[f"{report.metric} mean"], row[f"{report.metric} std"]

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 from zoo.compare.design import (
     FLAG_SENTENCE,
     RUNS_SENTENCE,
-    accounting_line,
-    design_line,
     problem_lines,
+    table_opening,
 )
 from zoo.compare.escape import code, text
 from zoo.compare.report import status_of
@@ -60,14 +59,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         f"with a 95% Student-t interval (lower: less sensitive). Each seed's held-out value and sensitivity "
         f"are in heldout.csv. {RUNS_SENTENCE}",
         "",
-        text(report.family.sentence()) if report.family else "",
-        "",
-        design_line([r for a in report.arms for r in a.runs]),
-        "",
-        accounting_line([r for a in report.arms for r in a.runs]),
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
+        *table_opening(report.family, [r for a in report.arms for r in a.runs], head),
     ]
     for arm in report.arms:
         best = arm.best
