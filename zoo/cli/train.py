@@ -35,6 +35,8 @@ from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
 
+FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
+
 # at import, not only in main(): a SLURM job of a sweep unpickles the task function and
 # resolves the config without running main()
 register_resolvers()
@@ -365,6 +367,35 @@ def _refuse_flags(argv: list[str], args: HydraArgs) -> None:
     _fail(flag_refusal("zoo-train", flags, keys))
 
 
+def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
+    """Hydra's application, with Hydra's own error report off (HYDRA_FULL_ERROR: what a sweeper
+    raises reaches main(), e.g. Optuna's when no trial finished): a sweep that stops ends on one
+    line and the line naming its failed arms; a bug in a single run shows its traceback."""
+    from hydra.errors import HydraException
+
+    from zoo.config.errors import ZooError, explain
+
+    before = os.environ.get(FULL_ERROR_ENV)
+    os.environ[FULL_ERROR_ENV] = "1"
+    try:
+        _hydra_app(claim)()
+    except (ZooError, KeyboardInterrupt):
+        raise
+    except HydraException as exc:
+        _fail(explain(exc))
+    except Exception as exc:
+        if sweep_dir is None:
+            raise
+        print(f"zoo-train: error: the sweep stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _sweep_summary(sweep_dir, since)  # the failed arms named last
+        sys.exit(1)
+    finally:
+        if before is None:
+            os.environ.pop(FULL_ERROR_ENV, None)
+        else:
+            os.environ[FULL_ERROR_ENV] = before
+
+
 def main() -> None:
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
@@ -403,12 +434,7 @@ def main() -> None:
                 claim = _claim_single(checked, shared)
                 chosen = [_dir_override("run", claim.run_dir)] if claim is not None else []
         sys.argv[:] = [*argv, *chosen]  # the directory zoo chose, on Hydra's command line (and its ranks')
-        try:
-            _hydra_app(claim)()
-        except SystemExit as exc:  # 1: Hydra reported a sweeper's error (Optuna's when no trial finished)
-            if exc.code == 1:  # an interrupted job's 128 + signal is kept as it is
-                _sweep_summary(sweep_dir, started - 1)  # the failed arms named last
-            raise
+        _run_hydra(claim, sweep_dir, started - 1)
         _sweep_summary(sweep_dir, started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
         if launch_rank() == 0:
