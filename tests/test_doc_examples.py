@@ -219,7 +219,7 @@ def _train_validates(args: list[str], capsys) -> str | None:
     from omegaconf import OmegaConf
 
     import zoo
-    from zoo.cli import train
+    from zoo.cli.gate import check_command_line
     from zoo.cli.hydra_args import parse_hydra_args, sweep_variants, unknown_words
     from zoo.config.errors import ZooError
     from zoo.config.schema.data import DataSource
@@ -229,9 +229,9 @@ def _train_validates(args: list[str], capsys) -> str | None:
         return f"unknown words {unknown_words(args)}"
     parsed = parse_hydra_args(args)
     try:
-        checked = train._check_overrides(parsed)
-    except SystemExit:
-        return capsys.readouterr().err.strip()
+        checked = check_command_line(parsed)
+    except ZooError as exc:
+        return f"zoo-train: error: {exc}"
     if checked is None:
         return None
     params = OmegaConf.select(checked.cfg, "hydra.sweeper.params", default=None)

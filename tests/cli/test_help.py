@@ -200,7 +200,7 @@ def test_a_user_mistake_is_one_line_and_exit_2(script, tmp_path, capsys, monkeyp
 
 # (module whose attribute is replaced, the attribute): a step every run of the script goes through
 PLANTED = {
-    "zoo-train": ("zoo.cli.train", "_check_overrides"),
+    "zoo-train": ("zoo.cli.train", "check_command_line"),
     "zoo-generate": ("zoo.cli.generate", "run"),
     "zoo-eval": ("zoo.cli.eval", "run"),
     "zoo-export": ("zoo.cli.export", "run"),

@@ -8,7 +8,7 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from zoo.cli.train import _configured_run_dir
+from zoo.cli.gate import configured_run_dir
 from zoo.config.records.rundir import RunDir, RunFailure
 
 TINY = tiny_overrides()
@@ -41,12 +41,12 @@ def test_a_directory_that_resolves_anew_each_time_is_hydras(cli_here, tmp_path):
 def test_only_zoos_own_default_directory_is_renamed_or_claimed(monkeypatch):
     monkeypatch.setenv("ZOO_RUN_TIME", "2026-11-27T10:00:00")  # one start time for both compositions
     default = zoo.compose(TINY, return_hydra_config=True)
-    assert _configured_run_dir(default)[1] is False  # zoo's own default: may become runs/DATE/TIME-N
+    assert configured_run_dir(default)[1] is False  # zoo's own default: may become runs/DATE/TIME-N
     same_text = zoo.compose(
         [*TINY, "hydra.run.dir=runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}"], return_hydra_config=True
     )
-    assert _configured_run_dir(same_text)[0] == _configured_run_dir(default)[0]
-    assert _configured_run_dir(same_text)[1] is True  # the user's: used as it is, never renamed
+    assert configured_run_dir(same_text)[0] == configured_run_dir(default)[0]
+    assert configured_run_dir(same_text)[1] is True  # the user's: used as it is, never renamed
 
 
 @pytest.mark.parametrize("flags", [["--cfg=other"], ["-cn", "quick", "--info", "bogus"]])

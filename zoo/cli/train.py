@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -21,9 +20,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sweep_variants, unknown_words
+from zoo.cli.gate import check_command_line, claim_single, claim_sweep, dir_override, refuse_flags
+from zoo.cli.hydra_args import parse_hydra_args
 from zoo.cli.launch import (
-    DEFAULT_DIRS,
     RUN_TIME_ENV,
     SUBMITIT_FOLDER_ENV,
     agree_run_time,
@@ -157,173 +156,6 @@ def _train_job(cfg: DictConfig, claim) -> float | None:
     return objective(run_dir)  # the Optuna sweeper's score: read from the record zoo-compare reads
 
 
-@dataclass(frozen=True)
-class Checked:
-    """A command line that composes: the composition of its run (a sweep: of one of its jobs,
-    with the `hydra:` section), and whether it is a sweep."""
-
-    cfg: DictConfig
-    multirun: bool
-
-
-def _check_overrides(args: HydraArgs) -> Checked | None:
-    """Compose before Hydra does, so that a bad key, value or combination is reported on one
-    line (Hydra's own report spans several), and so that no config, whatever its origin, gets
-    Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
-    handler named `os.system`). A sweep, from the command line or `hydra.sweeper.params`, is
-    checked once per value of each swept key. None for a command that runs nothing."""
-    if args.shell_completion or args.info:  # Hydra composes these itself: its files are checked first
-        from zoo.cli.compose import check_config_files
-        from zoo.config.errors import ConfigError
-
-        try:
-            check_config_files(
-                list(args.overrides),
-                args.config_name or CONFIG_NAME,
-                config_source_dir=config_source_of(args),
-                config_dirs=[args.config_dir] if args.config_dir else [],
-            )
-        except ConfigError as exc:
-            _fail(str(exc))
-    if args.shell_completion or args.info or args.version or args.unreadable:
-        return None
-    if args.experimental_rerun:
-        _fail("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
-    from omegaconf import OmegaConf
-
-    from zoo.cli.compose import check_model, compose
-    from zoo.config.errors import ConfigError
-
-    source = config_source_of(args)
-    name = args.config_name or CONFIG_NAME
-    dirs = [args.config_dir] if args.config_dir else []
-    help_only = args.help or args.hydra_help
-
-    def composed(overrides: list[str], check: bool) -> DictConfig:
-        return compose(
-            overrides,
-            config_name=name,
-            config_source_dir=source,
-            config_dirs=dirs,
-            return_hydra_config=True,
-            check=check,
-            command_line=args.overrides,
-        )
-
-    try:
-        first = sweep_variants(args.overrides)[0]  # the command line itself, when it sweeps nothing
-        cfg = composed(first, check=False)
-        multirun = args.multirun or str(OmegaConf.select(cfg, "hydra.mode", default="")) == "RunMode.MULTIRUN"
-        params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
-        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
-        swept = [f"{key}={value}" for key, value in params.items()]
-        for variant in sweep_variants(swept + list(args.overrides)):  # each value of each swept key
-            job = cfg if variant == first else composed(variant, check=False)
-            if multirun and not help_only and "launcher" in job.hydra:
-                _resolve_launcher(job)
-        if not multirun:  # one run: exactly the composition Hydra will make
-            if first != list(args.overrides):
-                cfg = composed(args.overrides, check=False)
-            if not (args.cfg or help_only):
-                check_model(cfg)
-    except ConfigError as exc:
-        _fail(str(exc))
-    if args.cfg or help_only:
-        return None
-    return Checked(cfg, multirun)
-
-
-def _configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
-    """(the run (or sweep) directory the config names, whether it is given explicitly). zoo's
-    default (`DEFAULT_DIRS`, runs/DATE/TIME) is the only one renamed when taken; any other
-    value, even one that reads the same, is the user's and is used as it is."""
-
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        configured = OmegaConf.select(cfg, f"hydra.{mode}.dir")
-        written = OmegaConf.to_container(cfg.hydra, resolve=False)[mode]["dir"]
-    except (OmegaConfBaseException, ValueError, KeyError, TypeError):
-        return None
-    if not configured:
-        return None
-    overridden = any(o.startswith(f"hydra.{mode}.dir=") for o in cfg.hydra.overrides.hydra)
-    return Path(configured), overridden or written != DEFAULT_DIRS[mode]
-
-
-def _resolve_launcher(cfg) -> None:
-    """The launcher's settings derive from the trainer (hydra/launcher=slurm): resolve them
-    now, so that e.g. trainer.devices=auto fails here on one line, not after the launch."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from zoo.config.errors import ConfigError, explain
-
-    launcher = cfg.hydra.launcher
-    for key in launcher.keys():
-        text = OmegaConf.to_container(launcher, resolve=False)[key]
-        if isinstance(text, str) and "${hydra" in text:
-            continue  # resolved by Hydra when it runs
-        try:
-            launcher[key]
-        except (OmegaConfBaseException, ValueError) as exc:
-            raise ConfigError(f"hydra.launcher.{key}: {explain(exc)}") from None
-
-
-def _claim_single(checked: Checked, shared: bool):
-    """The single run's claim, made once before Hydra writes into its directory (`zoo.run.preflight`):
-    refused on one line with nothing written for a config, data, machine or directory mistake.
-    The default runs/DATE/TIME taken by a run started in the same second becomes
-    runs/DATE/TIME-N; `ckpt_path=last` without a directory finds the run it continues. main()
-    gives Hydra the claim's directory (hydra.run.dir), and Lightning gives it to the ranks it
-    starts."""
-    from omegaconf import open_dict
-
-    from zoo.run.preflight import check, claim_run, latest_run
-
-    where = _configured_run_dir(checked.cfg)
-    if where is None:
-        return None
-    run_dir, explicit = where
-    cfg = checked.cfg.copy()
-    with open_dict(cfg):
-        del cfg["hydra"]
-    spec = check(cfg)  # before torch and Lightning load: a refusal answers in under a second
-    fresh = not explicit and not shared
-    if fresh and spec.ckpt_path == "last":
-        run_dir, fresh = latest_run(spec, run_dir.parent.parent), False
-        print(f"zoo-train: ckpt_path=last resumes {run_dir}", file=sys.stderr)
-    return claim_run(cfg, run_dir, lock=True, rename_if_taken=fresh, spec=spec)
-
-
-def _claim_sweep(checked: Checked, shared: bool) -> Path | None:
-    """The sweep's directory: two sweeps started in the same second get one each (each job
-    locks its own directory when it runs). A sweep run again in its directory is refused when
-    a link there leads out of it: Hydra writes each job's `.hydra/` before the job starts."""
-    from zoo.config.records.links import check_tree
-    from zoo.run.lock import claim_default
-
-    where = _configured_run_dir(checked.cfg, "sweep")
-    if where is None:
-        return None
-    sweep_dir, explicit = where
-    if not explicit and not shared:
-        try:
-            sweep_dir = claim_default(sweep_dir)
-        except OSError as exc:
-            _fail(f"sweep directory {sweep_dir}: {exc.strerror or exc}")
-    check_tree(sweep_dir)
-    return sweep_dir
-
-
-def _dir_override(mode: str, path: Path) -> str:
-    """`hydra.MODE.dir=PATH` as an override Hydra reads back as PATH (quoted: a comma would make a
-    sweep of it, `${` an interpolation)."""
-    text = str(path).replace("'", "\\'").replace("${", "\\${")
-    return f"hydra.{mode}.dir='{text}'"
-
-
 def _sweep_summary(sweep_dir: Path | None, since: float) -> None:
     """After a sweep: one line naming the arms that failed (their failed.json written during this
     sweep, by this process or by SLURM jobs), and exit status 1; nothing when all finished."""
@@ -338,33 +170,6 @@ def _sweep_summary(sweep_dir: Path | None, since: float) -> None:
             file=sys.stderr,
         )
         sys.exit(1)
-
-
-def _refuse_flags(argv: list[str], args: HydraArgs) -> None:
-    """An argparse-style flag (`--max_steps=10`) is refused on one line naming the override it
-    stands for, before anything loads or is written (Hydra would ignore it, make the run
-    directory, then print its usage screen)."""
-    from zoo.cli.spelling import flag_refusal, flag_words, leaf_keys
-
-    flags = flag_words(argv, unknown_words(argv))
-    if not flags:
-        return
-    from zoo.cli.compose import compose
-    from zoo.config.errors import ConfigError
-
-    try:
-        keys = leaf_keys(
-            compose(
-                [],
-                config_name=args.config_name or CONFIG_NAME,
-                config_source_dir=config_source_of(args),
-                config_dirs=[args.config_dir] if args.config_dir else [],
-                check=False,
-            )
-        )
-    except ConfigError:
-        keys = []
-    _fail(flag_refusal("zoo-train", flags, keys))
 
 
 def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
@@ -401,11 +206,16 @@ def main() -> None:
     from zoo.config.errors import ZooError
 
     args = parse_hydra_args(sys.argv[1:])
-    _refuse_flags(sys.argv[1:], args)
-    if wants_help(sys.argv[1:]):  # zoo's help, from the schemas; Hydra's own is --hydra-help
+    helping = wants_help(sys.argv[1:])  # zoo's help, from the schemas; Hydra's own is --hydra-help
+    try:
+        refuse_flags(sys.argv[1:], args)
+        if helping:
+            check_command_line(args)  # a config naming code is refused before any help is shown
+    except ZooError as exc:
+        _fail(str(exc))
+    if helping:
         from zoo.cli.config_help import train_help
 
-        _check_overrides(args)  # a config naming code is refused before any help is shown
         serve("zoo-train", print, lambda: train_help(sys.argv[1:], __doc__))
         return
     register_configs()
@@ -425,14 +235,14 @@ def main() -> None:
     started = time.time()
     claim, sweep_dir, chosen, argv = None, None, [], list(sys.argv)
     try:
-        checked = _check_overrides(args)
+        checked = check_command_line(args)
         if checked is not None and launch_rank() == 0:  # the other ranks claim in their job
             if checked.multirun:
-                sweep_dir = _claim_sweep(checked, shared)
-                chosen = [_dir_override("sweep", sweep_dir)] if sweep_dir is not None else []
+                sweep_dir = claim_sweep(checked, shared)
+                chosen = [dir_override("sweep", sweep_dir)] if sweep_dir is not None else []
             else:
-                claim = _claim_single(checked, shared)
-                chosen = [_dir_override("run", claim.run_dir)] if claim is not None else []
+                claim = claim_single(checked, shared)
+                chosen = [dir_override("run", claim.run_dir)] if claim is not None else []
         sys.argv[:] = [*argv, *chosen]  # the directory zoo chose, on Hydra's command line (and its ranks')
         _run_hydra(claim, sweep_dir, started - 1)
         _sweep_summary(sweep_dir, started - 1)

@@ -1,0 +1,202 @@
+"""What zoo-train checks and decides before Hydra starts: the command line composes (each value
+of a sweep), names no code outside the allow-list and no file outside its place, and the run
+(or sweep) directory is chosen and claimed. Hydra then runs in the directory chosen here
+(`dir_override`), and writes nothing before these checks have passed."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from zoo.cli.hydra_args import HydraArgs, config_source_of, sweep_variants, unknown_words
+from zoo.cli.launch import DEFAULT_DIRS
+from zoo.config.errors import ConfigError
+from zoo.config.paths import CONFIG_NAME
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A command line that composes: the composition of its run (a sweep: of one of its jobs,
+    with the `hydra:` section), and whether it is a sweep."""
+
+    cfg: DictConfig
+    multirun: bool
+
+
+def check_command_line(args: HydraArgs) -> Checked | None:
+    """Compose before Hydra does, so that a bad key, value or combination is reported on one
+    line (Hydra's own report spans several), and so that no config, whatever its origin, gets
+    Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
+    handler named `os.system`). A sweep, from the command line or `hydra.sweeper.params`, is
+    checked once per value of each swept key. None for a command that runs nothing."""
+    if args.shell_completion or args.info:  # Hydra composes these itself: its files are checked first
+        from zoo.cli.compose import check_config_files
+
+        check_config_files(
+            list(args.overrides),
+            args.config_name or CONFIG_NAME,
+            config_source_dir=config_source_of(args),
+            config_dirs=[args.config_dir] if args.config_dir else [],
+        )
+    if args.shell_completion or args.info or args.version or args.unreadable:
+        return None
+    if args.experimental_rerun:
+        raise ConfigError("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
+    from omegaconf import OmegaConf
+
+    from zoo.cli.compose import check_model, compose
+
+    source = config_source_of(args)
+    name = args.config_name or CONFIG_NAME
+    dirs = [args.config_dir] if args.config_dir else []
+    help_only = args.help or args.hydra_help
+
+    def composed(overrides: list[str], check: bool) -> DictConfig:
+        return compose(
+            overrides,
+            config_name=name,
+            config_source_dir=source,
+            config_dirs=dirs,
+            return_hydra_config=True,
+            check=check,
+            command_line=args.overrides,
+        )
+
+    first = sweep_variants(args.overrides)[0]  # the command line itself, when it sweeps nothing
+    cfg = composed(first, check=False)
+    multirun = args.multirun or str(OmegaConf.select(cfg, "hydra.mode", default="")) == "RunMode.MULTIRUN"
+    params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
+    params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
+    swept = [f"{key}={value}" for key, value in params.items()]
+    for variant in sweep_variants(swept + list(args.overrides)):  # each value of each swept key
+        job = cfg if variant == first else composed(variant, check=False)
+        if multirun and not help_only and "launcher" in job.hydra:
+            _resolve_launcher(job)
+    if not multirun:  # one run: exactly the composition Hydra will make
+        if first != list(args.overrides):
+            cfg = composed(args.overrides, check=False)
+        if not (args.cfg or help_only):
+            check_model(cfg)
+    if args.cfg or help_only:
+        return None
+    return Checked(cfg, multirun)
+
+
+def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
+    """(the run (or sweep) directory the config names, whether it is given explicitly). zoo's
+    default (`DEFAULT_DIRS`, runs/DATE/TIME) is the only one renamed when taken; any other
+    value, even one that reads the same, is the user's and is used as it is."""
+
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        configured = OmegaConf.select(cfg, f"hydra.{mode}.dir")
+        written = OmegaConf.to_container(cfg.hydra, resolve=False)[mode]["dir"]
+    except (OmegaConfBaseException, ValueError, KeyError, TypeError):
+        return None
+    if not configured:
+        return None
+    overridden = any(o.startswith(f"hydra.{mode}.dir=") for o in cfg.hydra.overrides.hydra)
+    return Path(configured), overridden or written != DEFAULT_DIRS[mode]
+
+
+def _resolve_launcher(cfg) -> None:
+    """The launcher's settings derive from the trainer (hydra/launcher=slurm): resolve them
+    now, so that e.g. trainer.devices=auto fails here on one line, not after the launch."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from zoo.config.errors import explain
+
+    launcher = cfg.hydra.launcher
+    for key in launcher.keys():
+        text = OmegaConf.to_container(launcher, resolve=False)[key]
+        if isinstance(text, str) and "${hydra" in text:
+            continue  # resolved by Hydra when it runs
+        try:
+            launcher[key]
+        except (OmegaConfBaseException, ValueError) as exc:
+            raise ConfigError(f"hydra.launcher.{key}: {explain(exc)}") from None
+
+
+def claim_single(checked: Checked, shared: bool):
+    """The single run's claim, made once before Hydra writes into its directory (`zoo.run.preflight`):
+    refused on one line with nothing written for a config, data, machine or directory mistake.
+    The default runs/DATE/TIME taken by a run started in the same second becomes
+    runs/DATE/TIME-N; `ckpt_path=last` without a directory finds the run it continues. main()
+    gives Hydra the claim's directory (hydra.run.dir), and Lightning gives it to the ranks it
+    starts."""
+    from omegaconf import open_dict
+
+    from zoo.run.preflight import check, claim_run, latest_run
+
+    where = configured_run_dir(checked.cfg)
+    if where is None:
+        return None
+    run_dir, explicit = where
+    cfg = checked.cfg.copy()
+    with open_dict(cfg):
+        del cfg["hydra"]
+    spec = check(cfg)  # before torch and Lightning load: a refusal answers in under a second
+    fresh = not explicit and not shared
+    if fresh and spec.ckpt_path == "last":
+        run_dir, fresh = latest_run(spec, run_dir.parent.parent), False
+        print(f"zoo-train: ckpt_path=last resumes {run_dir}", file=sys.stderr)
+    return claim_run(cfg, run_dir, lock=True, rename_if_taken=fresh, spec=spec)
+
+
+def claim_sweep(checked: Checked, shared: bool) -> Path | None:
+    """The sweep's directory: two sweeps started in the same second get one each (each job
+    locks its own directory when it runs). A sweep run again in its directory is refused when
+    a link there leads out of it: Hydra writes each job's `.hydra/` before the job starts."""
+    from zoo.config.records.links import check_tree
+    from zoo.run.lock import claim_default
+
+    where = configured_run_dir(checked.cfg, "sweep")
+    if where is None:
+        return None
+    sweep_dir, explicit = where
+    if not explicit and not shared:
+        try:
+            sweep_dir = claim_default(sweep_dir)
+        except OSError as exc:
+            raise ConfigError(f"sweep directory {sweep_dir}: {exc.strerror or exc}") from None
+    check_tree(sweep_dir)
+    return sweep_dir
+
+
+def dir_override(mode: str, path: Path) -> str:
+    """`hydra.MODE.dir=PATH` as an override Hydra reads back as PATH (quoted: a comma would make a
+    sweep of it, `${` an interpolation)."""
+    text = str(path).replace("'", "\\'").replace("${", "\\${")
+    return f"hydra.{mode}.dir='{text}'"
+
+
+def refuse_flags(argv: list[str], args: HydraArgs) -> None:
+    """An argparse-style flag (`--max_steps=10`) is refused on one line naming the override it
+    stands for, before anything loads or is written (Hydra would ignore it, make the run
+    directory, then print its usage screen)."""
+    from zoo.cli.spelling import flag_refusal, flag_words, leaf_keys
+
+    flags = flag_words(argv, unknown_words(argv))
+    if not flags:
+        return
+    from zoo.cli.compose import compose
+
+    try:
+        keys = leaf_keys(
+            compose(
+                [],
+                config_name=args.config_name or CONFIG_NAME,
+                config_source_dir=config_source_of(args),
+                config_dirs=[args.config_dir] if args.config_dir else [],
+                check=False,
+            )
+        )
+    except ConfigError:
+        keys = []
+    raise ConfigError(flag_refusal("zoo-train", flags, keys))
