@@ -400,9 +400,8 @@ def test_a_checkpoint_from_before_the_option_resumes_as_standard():
     default resumes it, and mup is refused."""
     from zoo.training.resume.match import ResumeMismatch, check_resume, saved_sections
 
-    old = {k: v for k, v in ModelConfig().to_dict().items() if not k.startswith(("parametrization", "mup_"))}
-    check_resume(saved_sections({"model": old}), {"model": ModelConfig().to_dict()}, "the checkpoint")
+    model = {k: v for k, v in ModelConfig().to_dict().items() if not k.startswith(("parametrization", "mup_"))}
+    old = {"model": model, "task": {"kind": "causal_lm"}}
+    check_resume(saved_sections(old), {"model": ModelConfig().to_dict()}, "the checkpoint")
     with pytest.raises(ResumeMismatch, match="model.parametrization='standard' in the checkpoint, 'mup' here"):
-        check_resume(
-            saved_sections({"model": old}), {"model": ModelConfig(parametrization="mup").to_dict()}, "the checkpoint"
-        )
+        check_resume(saved_sections(old), {"model": ModelConfig(parametrization="mup").to_dict()}, "the checkpoint")

@@ -33,6 +33,8 @@ def test_a_checkpoint_from_before_muon_and_wsd_resumes_at_their_keys_defaults():
     from zoo.training.resume.match import saved_sections
 
     old = {
+        "model": {},
+        "task": {"kind": "causal_lm"},
         "optim": {
             "kind": "adamw",
             "lr": 3e-4,
@@ -57,7 +59,7 @@ def test_a_checkpoint_from_before_the_router_losses_resumes_at_their_defaults():
     from zoo.training.resume.match import saved_sections
 
     command = {"task": plain(TaskConfig())}
-    old = {"task": {k: v for k, v in command["task"].items() if k not in ("moe_balance", "moe_router_z")}}
+    old = {"model": {}, "task": {k: v for k, v in command["task"].items() if k not in ("moe_balance", "moe_router_z")}}
     check_resume(saved_sections(old), command, "the checkpoint")
     with pytest.raises(ResumeMismatch, match="task.moe_balance=0.01 in the checkpoint, 0.0 here"):
         check_resume(saved_sections(old), {"task": plain(TaskConfig(moe_balance=0))}, "the checkpoint")

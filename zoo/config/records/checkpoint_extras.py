@@ -1,7 +1,7 @@
 """What a zoo checkpoint holds besides its model, task, optimizer and schedule sections
 (`CheckpointExtras`, the task's `extra` hyperparameter): the tokenizer's kind and special ids,
-the run's data section and, for classification, the label names. One writer
-(`zoo.training.parts.build_task`), one reader (`CheckpointExtras.read`); checkpoints are
+the run's data section and, for classification, the label names. Written and read with the
+other sections by `zoo.config.records.hparams` (`to_hparams`, `from_hparams`); checkpoints are
 data, so it is stored as a plain dict."""
 
 from __future__ import annotations
