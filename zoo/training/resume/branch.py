@@ -20,12 +20,11 @@ from pathlib import Path
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.schedules import SCHEDULE_FACTS
-from zoo.config.records.hparams import from_hparams
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.train import SchedulerConfig
 from zoo.tasks.optim import schedule
 from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
-from zoo.training.resume.match import check_resume, command_sections, saved_sections
+from zoo.training.resume.match import check_resume, command_sections, saved_sections, trained_with
 
 MOST_COMPARED_STEPS = 10**7  # a branch step past this is compared at its warmup's end and at N only
 
@@ -57,7 +56,8 @@ def check_branch(spec: ZooConfig, path: str, parent_trainer: dict) -> int:
     step = branch_step(path)
     hparams = read_checkpoint(path, weights=False).get("hyper_parameters", {})
     where = f"branch_from's checkpoint {path}"
-    saved = saved_sections(hparams, where)
+    trained = trained_with(hparams, where)
+    saved = saved_sections(trained)
     check_resume(
         {k: v for k, v in saved.items() if k != "scheduler"},
         {k: v for k, v in command_sections(spec).items() if k != "scheduler"},
@@ -77,7 +77,7 @@ def check_branch(spec: ZooConfig, path: str, parent_trainer: dict) -> int:
             f"the branch's cooldown would begin at step {total - decay}, not at the branch step "
             f"{step}: set scheduler.total_steps={step + decay} or leave it null"
         )
-    parent = from_hparams(hparams).scheduler
+    parent = trained.scheduler
     parent_total = parent.total_steps or parent_trainer.get("max_steps")
     d_model = spec.model.base_d_model
     steps = range(step + 1) if step < MOST_COMPARED_STEPS else (0, spec.scheduler.warmup_steps, step)

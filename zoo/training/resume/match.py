@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.config.errors import CheckpointError, ConfigError
-from zoo.config.records.hparams import SECTIONS, from_hparams, to_hparams
+from zoo.config.records.hparams import SECTIONS, TrainedConfig, from_hparams, to_hparams
 from zoo.config.schema.root import ZooConfig
 
 
@@ -88,13 +88,13 @@ COMPARED = (*SECTIONS, "data", "tokenizer")  # the sections a resume compares, b
 
 def compared(hparams: dict) -> dict:
     """The sections a resume compares, of hyper-parameters as `to_hparams` writes them: the
-    model, task, optimizer and schedule, the data section and the tokenizer's kind."""
-    extra = hparams.get("extra") or {}
+    model, task, optimizer and schedule, the data section (a checkpoint of an earlier version
+    may hold none: not compared) and the tokenizer's kind."""
+    extra = hparams["extra"]
     out = {k: hparams[k] for k in SECTIONS}
-    if extra.get("data") is not None:  # a checkpoint of an earlier version may hold none
+    if extra.get("data") is not None:
         out["data"] = extra["data"]
-    if "tokenizer_kind" in extra:
-        out["tokenizer"] = {"kind": extra["tokenizer_kind"]}
+    out["tokenizer"] = {"kind": extra["tokenizer_kind"]}
     return out
 
 
@@ -103,16 +103,16 @@ def command_sections(spec: ZooConfig) -> dict:
     return compared(to_hparams(spec))
 
 
-def saved_sections(hparams: dict, where: str = "the checkpoint") -> dict:
-    """A checkpoint's sections in the form `command_sections` gives: read (`from_hparams`), so
-    that a key added since it was written reads as the default it ran with (e.g. Muon's and
-    WSD's keys, task.moe_*), and written again (`to_hparams`). A checkpoint whose config zoo
-    cannot read is refused on one line."""
+def trained_with(hparams: dict, where: str) -> TrainedConfig:
+    """The config a checkpoint's hyper-parameters hold (`from_hparams`): a key added since it
+    was written reads as the default it ran with (e.g. Muon's and WSD's keys, task.moe_*, a
+    tokenizer kind not yet recorded: bytes). A config zoo cannot read is refused on one line."""
     try:
-        trained = from_hparams(hparams)
+        return from_hparams(hparams)
     except (ConfigError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{where} holds a config zoo cannot read: {exc}") from None
-    saved = compared(to_hparams(trained))
-    if "tokenizer_kind" not in (hparams.get("extra") or {}):
-        saved.pop("tokenizer", None)  # a checkpoint written before the kind was recorded: not compared
-    return saved
+
+
+def saved_sections(trained: TrainedConfig) -> dict:
+    """A checkpoint's sections in the form `command_sections` gives."""
+    return compared(to_hparams(trained))

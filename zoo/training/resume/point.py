@@ -18,7 +18,7 @@ from zoo.training.distributed.fsdp import recover_sharded
 from zoo.training.distributed.strategies import is_sharded
 from zoo.training.resume.branch import branch_step, check_branch, parent_run
 from zoo.training.resume.data_files import check_data_files
-from zoo.training.resume.match import check_resume, command_sections, saved_sections
+from zoo.training.resume.match import check_resume, command_sections, saved_sections, trained_with
 
 log = logging.getLogger("zoo")
 
@@ -56,7 +56,7 @@ def check_resume_config(resume: str, spec: ZooConfig) -> None:
     """The command must describe the run its checkpoint holds (`zoo.training.resume.match`)."""
     hparams = read_checkpoint(resume, weights=False).get("hyper_parameters", {})
     where = f"the checkpoint {resume}"
-    check_resume(saved_sections(hparams, where), command_sections(spec), where)
+    check_resume(saved_sections(trained_with(hparams, where)), command_sections(spec), where)
 
 
 def check_resume_strategy(resume: str | None, strategy) -> None:
