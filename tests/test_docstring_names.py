@@ -1,7 +1,7 @@
 """Every dotted `zoo.x.y` name written in zoo's docstrings and comments, in docs/*.md, README.md
 and the package READMEs names something that exists: a module or package (imported), an
 attribute of one (looked up), or a name the code itself writes as a string (an OmegaConf
-resolver such as `${zoo.dir:...}`, a tracker tag such as `zoo.arm`, the packaged `zoo.conf`).
+resolver such as `${zoo.now:...}`, a tracker tag such as `zoo.arm`, the packaged `zoo.conf`).
 A module renamed or a function moved leaves no name behind it."""
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Puts zoo's recipes/ on Hydra's config search path, so a recipe is a primary config:
-`zoo-train -cn vaswani_base`. Hydra discovers this through the `hydra_plugins` namespace."""
+"""zoo's additions to Hydra's config search path, through Hydra's public plugin API: its recipes/,
+so a recipe is a primary config (`zoo-train -cn vaswani_base`), and, while `zoo.config.paths.command_line_dirs`
+is open, the directories a `-cd` names, where Hydra's own `-cd` puts them (after the primary
+tree and the plugins' entries). `zoo.compose` composes with `-cd` directories this way; Hydra's
+public `compose` takes no search path. Hydra discovers this module through the `hydra_plugins`
+namespace."""
 
 from __future__ import annotations
 
@@ -21,3 +25,7 @@ class ZooRecipesSearchPathPlugin(SearchPathPlugin):
         source = recipes_source()
         if source is not None:
             search_path.append(provider="zoo-recipes", path=source)
+        from zoo.config.paths import command_line_entries  # zoo's module: Hydra's scan re-runs this one
+
+        for path in command_line_entries():
+            search_path.append(provider="command-line", path=path)

@@ -105,10 +105,11 @@ def test_a_trial_that_does_not_finish_is_scored_as_failed_and_named(tmp_path, cl
 
 
 def test_a_sweep_whose_every_trial_fails_ends_with_the_line_naming_them(tmp_path, cli_here):
-    """With no finished trial Optuna has no best one and the sweeper stops with its error;
-    zoo-train's last line still names the failed runs."""
+    """With no finished trial Optuna has no best one and the sweeper stops with its error, said on
+    one line (no traceback); zoo-train's last line still names the failed runs."""
     sweep = tmp_path / "sweep"
     result = _sweep(cli_here, sweep, "model.n_heads=choice(3,5)")
     assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "zoo-train: error: the sweep stopped: " in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("zoo-train: 2 of 2 arm(s) of the sweep") and f"{sweep}/0/failed.json" in last, last

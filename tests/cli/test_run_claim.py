@@ -41,7 +41,7 @@ def test_a_directory_that_resolves_anew_each_time_is_hydras(cli_here, tmp_path):
 def test_only_zoos_own_default_directory_is_renamed_or_claimed(monkeypatch):
     monkeypatch.setenv("ZOO_RUN_TIME", "2026-11-27T10:00:00")  # one start time for both compositions
     default = zoo.compose(TINY, return_hydra_config=True)
-    assert _configured_run_dir(default)[1] is False  # ${zoo.dir:run,...}: may become runs/DATE/TIME-N
+    assert _configured_run_dir(default)[1] is False  # zoo's own default: may become runs/DATE/TIME-N
     same_text = zoo.compose(
         [*TINY, "hydra.run.dir=runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}"], return_hydra_config=True
     )

@@ -130,34 +130,42 @@ def with_init_from(cfg: DictConfig, overrides: Iterable[str]) -> DictConfig:
 
 @contextmanager
 def _hydra_at(primary: str, config_dirs: Iterable[str]):
-    """Hydra's own loader over zoo's search path (`primary`, as -cp gives it, then each -cd
-    directory where Hydra puts them: just before the structured configs), set up beside any
-    running Hydra app and put away after. This module is the only one of zoo that reaches
-    Hydra's private API (its public `compose` cannot take -cd directories, list a search path's
-    groups or show a defaults list); tests/cli/test_hydra_args.py keeps it so."""
-    from hydra._internal.hydra import Hydra
-    from hydra._internal.utils import create_config_search_path
-    from hydra.core.config_search_path import SearchPathQuery
+    """Hydra initialised through its public API over zoo's search path (`primary`, as -cp gives
+    it, then each -cd directory where Hydra's -cd puts it: `zoo.config.paths.command_line_dirs`), set up
+    beside any running Hydra app and put away after; yields Hydra's config loader."""
+    from hydra import initialize_config_dir, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    if not primary.startswith(("pkg://", "file://")):
-        primary = f"file://{primary}"
-    search_path = create_config_search_path(primary)
-    for directory in config_dirs:
-        search_path.prepend(
-            provider="command-line",
-            path=f"file://{Path(directory).resolve()}",
-            anchor=SearchPathQuery(provider="schema"),
-        )
-    global_hydra = GlobalHydra.instance()
-    saved = global_hydra.hydra if global_hydra.is_initialized() else None
-    global_hydra.clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
+    from zoo.config.paths import command_line_dirs
+
+    saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+    GlobalHydra.instance().clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
     try:
-        yield search_path, lambda: Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
+        with command_line_dirs(config_dirs):  # read while Hydra makes its search path
+            if primary.startswith("pkg://"):
+                init = initialize_config_module(primary[len("pkg://") :], job_name="train", version_base="1.3")
+            else:
+                init = initialize_config_dir(primary.removeprefix("file://"), job_name="train", version_base="1.3")
+        with init:
+            yield GlobalHydra.instance().config_loader()
     finally:
-        global_hydra.clear()
+        GlobalHydra.instance().clear()
         if saved is not None:
-            global_hydra.initialize(saved)
+            GlobalHydra.instance().initialize(saved)
+
+
+def _all_groups(loader, parent: str = "") -> list[str]:
+    """Every config group of the loader's search path (`model`, `model/position`, ...)."""
+    from hydra.core.object_type import ObjectType
+
+    groups: list[str] = []
+    for group in loader.list_groups(parent):
+        name = f"{parent}/{group}" if parent else group
+        if loader.get_group_options(name, ObjectType.CONFIG):
+            groups.append(name)
+        if loader.get_group_options(name, ObjectType.GROUP):
+            groups.extend(_all_groups(loader, name))
+    return groups
 
 
 def config_groups(
@@ -166,31 +174,29 @@ def config_groups(
     """Every config group of the search path (zoo's own, and the Hydra groups named) -> its
     options."""
     listed = tuple(listed_hydra_groups)
-    with _hydra_at(source or config_source(), dirs) as (_, create):
-        hydra = create()
-        names = [g for g in hydra.list_all_config_groups() if not g.startswith("hydra") or g in listed]
-        return {g: sorted(hydra.config_loader.get_group_options(g)) for g in sorted(names)}
+    with _hydra_at(source or config_source(), dirs) as loader:
+        names = [g for g in _all_groups(loader) if not g.startswith("hydra") or g in listed]
+        return {g: sorted(loader.get_group_options(g)) for g in sorted(names)}
 
 
 def _compose_raw(overrides: list[str], config_name: str, primary: str, config_dirs: Iterable[str]) -> DictConfig:
     """Hydra's composition, with its `hydra` section, errors as one ConfigError line."""
     import yaml
+    from hydra import compose as hydra_compose
     from hydra.errors import HydraException
-    from hydra.types import RunMode
     from omegaconf.errors import OmegaConfBaseException
 
     config_dirs = list(config_dirs)
     try:
-        with _hydra_at(primary, config_dirs) as (search_path, create):
+        with _hydra_at(primary, config_dirs) as loader:
             primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
-            foreign = _check_files_first(search_path, primary, config_dirs, config_name, overrides)
-            hydra = create()
+            foreign = _check_files_first(loader, primary, config_dirs, config_name, overrides)
             if foreign:  # zoo's own configs name no file outside conf/ and recipes/
-                _check_defaults_stay_home(hydra, config_name, overrides)
+                _check_defaults_stay_home(loader, config_name, overrides)
             try:
-                return hydra.compose_config(config_name, overrides, run_mode=RunMode.RUN)
+                return hydra_compose(config_name, overrides, return_hydra_config=True)
             except (HydraException, OmegaConfBaseException) as exc:  # a group with a dot, a list without -m
-                better = misspelled(overrides, hydra.list_all_config_groups(), explain(exc))
+                better = misspelled(overrides, _all_groups(loader), explain(exc))
                 if better is not None:
                     raise better from None
                 raise
@@ -229,17 +235,15 @@ def check_config_files(
     primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
     config_dirs = list(config_dirs)
     try:
-        with _hydra_at(primary, config_dirs) as (search_path, _):
-            _check_files_first(search_path, primary, config_dirs, config_name, overrides)
+        with _hydra_at(primary, config_dirs) as loader:
+            _check_files_first(loader, primary, config_dirs, config_name, overrides)
     except ConfigError:
         raise
     except (HydraException, OmegaConfBaseException, ValueError):
         return  # not what a file holds: Hydra reports it itself
 
 
-def _check_files_first(
-    search_path, primary: str, config_dirs: list[str], config_name: str, overrides: list[str]
-) -> bool:
+def _check_files_first(loader, primary: str, config_dirs: list[str], config_name: str, overrides: list[str]) -> bool:
     """Every YAML file of the config directories from elsewhere (-cd, -cp) and of the
     `hydra.searchpath` entries, checked before Hydra, or the search path's own check, reads one
     (`zoo.config.records.yaml_files`: aliases refused before they expand). Whether any config
@@ -247,7 +251,7 @@ def _check_files_first(
     foreign = bool(config_dirs) or primary != _own_primary()
     if foreign:
         check_config_dirs([*config_dirs, *([primary] if primary != _own_primary() else [])])
-    check_config_dirs(_check_searchpath_first(search_path, config_name, overrides, foreign))
+    check_config_dirs(_check_searchpath_first(loader, config_name, overrides, foreign))
     return foreign
 
 
@@ -256,12 +260,11 @@ def _own_primary() -> str:
     return primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
 
 
-def _check_searchpath_first(search_path, config_name: str, overrides: list[str], foreign: bool) -> list[str]:
+def _check_searchpath_first(loader, config_name: str, overrides: list[str], foreign: bool) -> list[str]:
     """`hydra.searchpath` as Hydra will read it (an override, else the primary config's own, when
     that may come from elsewhere), checked before Hydra reads it: a `pkg://` entry imports its
     package, running its code. Its entries (none when it is not set), whose files are checked
     next (`zoo.config.records.yaml_files`)."""
-    from hydra._internal.config_repository import ConfigRepository
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     entries = None
@@ -269,8 +272,11 @@ def _check_searchpath_first(search_path, config_name: str, overrides: list[str],
         if override.get_key_element() == "hydra.searchpath":
             entries = override.value()
             break
-    if entries is None and foreign:
-        loaded = ConfigRepository(config_search_path=search_path).load_config(config_path=config_name)
+    if (
+        entries is None and foreign
+    ):  # the primary config's own, read as Hydra reads it: from the first source holding it
+        source = next((s for s in loader.get_sources() if s.is_config(config_name)), None)
+        loaded = source.load_config(config_name) if source is not None else None
         if loaded is not None and OmegaConf.is_dict(loaded.config):
             entries = OmegaConf.select(loaded.config, "hydra.searchpath")
             entries = OmegaConf.to_container(entries) if OmegaConf.is_config(entries) else entries
@@ -280,12 +286,12 @@ def _check_searchpath_first(search_path, config_name: str, overrides: list[str],
     return [str(e) for e in (entries if isinstance(entries, (list, tuple)) else [entries])]
 
 
-def _check_defaults_stay_home(hydra, config_name: str, overrides: list[str]) -> None:
+def _check_defaults_stay_home(loader, config_name: str, overrides: list[str]) -> None:
     """A defaults entry names a config inside the search path's directories: `../x` or
     `/../../x` would compose a file from anywhere on the disk."""
     from hydra.types import RunMode
 
-    for default in hydra.config_loader.compute_defaults_list(config_name, overrides, RunMode.RUN).defaults:
+    for default in loader.compute_defaults_list(config_name, overrides, RunMode.RUN).defaults:
         path = default.config_path or ""
         if ".." in path.split("/"):
             raise ConfigError(

@@ -31,9 +31,12 @@ from omegaconf import OmegaConf
 from zoo.run.rank import launch_rank  # noqa: F401 - zoo-train's ranks, read before torch starts
 
 RUN_TIME_ENV = "ZOO_RUN_TIME"
-# the directory the first process claimed when the default name was taken (runs/DATE/TIME-N),
-# or the run `ckpt_path=last` found: `${zoo.dir:run,DEFAULT}` reads it, in every rank and job
-CLAIMED_DIR_ENV = {"run": "ZOO_CLAIMED_RUN_DIR", "sweep": "ZOO_CLAIMED_SWEEP_DIR"}
+# zoo's own hydra.run.dir and hydra.sweep.dir (conf/config.yaml): the names zoo-train may change
+# to runs/DATE/TIME-N when another run took them in the same second
+DEFAULT_DIRS = {
+    "run": "runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}",
+    "sweep": "multirun/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}",
+}
 SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/launcher=slurm)
 STORE_KEY = "zoo/run_time"
 
@@ -81,12 +84,6 @@ def _now(pattern: str) -> str:
     stamp = os.environ.get(RUN_TIME_ENV)
     moment = datetime.fromisoformat(stamp) if stamp else datetime.now()
     return moment.strftime(pattern)
-
-
-def _claimed_dir(kind: str, default: str) -> str:
-    """`${zoo.dir:run,DEFAULT}` / `${zoo.dir:sweep,DEFAULT}`: the directory zoo-train claimed for
-    this run (or sweep), else DEFAULT."""
-    return os.environ.get(CLAIMED_DIR_ENV[kind]) or default
 
 
 def _rank_log(stem: str) -> str:
@@ -150,15 +147,13 @@ def _branch_end(_root_) -> int:
 
 
 def register_resolvers() -> None:
-    """`${zoo.now:FMT}` (the run's agreed start time), `${zoo.dir:KIND,DEFAULT}` (the directory
-    zoo-train claimed), `${zoo.rank_log:STEM}`,
+    """`${zoo.now:FMT}` (the run's agreed start time), `${zoo.rank_log:STEM}`,
     `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere), the SLURM job shape from
     the trainer: `${zoo.tasks_per_node:DEVICES}`, `${zoo.gpus_per_node:ACCELERATOR,DEVICES}`,
     a training budget by a rule: `${zoo.steps_for_tokens:TOKENS_PER_PARAM}`, and a number of steps
     that follows the run's length: `${zoo.share_of_steps:SHARE}`, and where a branched cooldown
     ends: `${zoo.branch_end:}`."""
     OmegaConf.register_new_resolver("zoo.now", _now, use_cache=True, replace=True)
-    OmegaConf.register_new_resolver("zoo.dir", _claimed_dir, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_log", _rank_log, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_zero", _rank_zero, replace=True)
     OmegaConf.register_new_resolver("zoo.tasks_per_node", _tasks_per_node, replace=True)

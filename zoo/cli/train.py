@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from zoo.cli.hydra_args import HydraArgs, config_source_of, parse_hydra_args, sweep_variants, unknown_words
 from zoo.cli.launch import (
-    CLAIMED_DIR_ENV,
+    DEFAULT_DIRS,
     RUN_TIME_ENV,
     SUBMITIT_FOLDER_ENV,
     agree_run_time,
@@ -34,6 +34,8 @@ from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
+
+FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
 
 # at import, not only in main(): a SLURM job of a sweep unpickles the task function and
 # resolves the config without running main()
@@ -99,16 +101,6 @@ def _hydra_app(claim):
     return zoo_train
 
 
-def _abandon(claim) -> None:
-    """Give back a claim's lock, and its directory when the claim made it and it is still empty."""
-    if claim.locked:
-        claim.give_back()
-        try:
-            claim.run_dir.rmdir()
-        except OSError:  # it holds something: left as it is
-            pass
-
-
 def _train_job(cfg: DictConfig, claim) -> float | None:
     from zoo.cli.compose import with_init_from
     from zoo.run.lifecycle import execute, refused
@@ -122,10 +114,6 @@ def _train_job(cfg: DictConfig, claim) -> float | None:
             cfg = with_init_from(cfg, list(hydra_cfg.overrides.task))
             # a job of a sweep takes its own directory's lock; a rank shares its run's
             claim = claim_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN, record_refusals=True)
-        elif claim.run_dir.resolve() != run_dir.resolve():
-            # hydra.run.dir reads a value that changes each time (e.g. ${now:}): Hydra's is the run's
-            _abandon(claim)
-            claim = claim_run(claim.cfg, run_dir, lock=True, record_refusals=True)
         outcome = execute(claim, resume_command=lambda: _resume_command(run_dir), on_stuck=_say_interrupted)
     except RunRefused as exc:
         outcome = refused(run_dir, exc)
@@ -246,10 +234,9 @@ def _check_overrides(args: HydraArgs) -> Checked | None:
 
 
 def _configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
-    """(the run (or sweep) directory Hydra will use, whether it is given explicitly). zoo's
-    default is the one written through `${zoo.dir:MODE,...}` (runs/DATE/TIME): only that one
-    is renamed when taken, and only that one reads the directory zoo-train claims; any other
-    value, even one that resolves to the same path, is the user's and is used as it is."""
+    """(the run (or sweep) directory the config names, whether it is given explicitly). zoo's
+    default (`DEFAULT_DIRS`, runs/DATE/TIME) is the only one renamed when taken; any other
+    value, even one that reads the same, is the user's and is used as it is."""
 
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -261,8 +248,8 @@ def _configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
         return None
     if not configured:
         return None
-    default = isinstance(written, str) and written.startswith(f"${{zoo.dir:{mode},")
-    return Path(configured), not default
+    overridden = any(o.startswith(f"hydra.{mode}.dir=") for o in cfg.hydra.overrides.hydra)
+    return Path(configured), overridden or written != DEFAULT_DIRS[mode]
 
 
 def _resolve_launcher(cfg) -> None:
@@ -284,13 +271,13 @@ def _resolve_launcher(cfg) -> None:
             raise ConfigError(f"hydra.launcher.{key}: {explain(exc)}") from None
 
 
-def _claim_single(checked: Checked, shared: bool, claimed: dict):
+def _claim_single(checked: Checked, shared: bool):
     """The single run's claim, made once before Hydra writes into its directory (`zoo.run.preflight`):
     refused on one line with nothing written for a config, data, machine or directory mistake.
     The default runs/DATE/TIME taken by a run started in the same second becomes
-    runs/DATE/TIME-N; `ckpt_path=last` without a directory finds the run it continues. A
-    directory chosen here reaches Hydra, and the ranks a launcher starts, through the
-    environment (`claimed`: the variables set, unset when the command ends)."""
+    runs/DATE/TIME-N; `ckpt_path=last` without a directory finds the run it continues. main()
+    gives Hydra the claim's directory (hydra.run.dir), and Lightning gives it to the ranks it
+    starts."""
     from omegaconf import open_dict
 
     from zoo.run.preflight import check, claim_run, latest_run
@@ -307,14 +294,10 @@ def _claim_single(checked: Checked, shared: bool, claimed: dict):
     if fresh and spec.ckpt_path == "last":
         run_dir, fresh = latest_run(spec, run_dir.parent.parent), False
         print(f"zoo-train: ckpt_path=last resumes {run_dir}", file=sys.stderr)
-        _claim_env("run", run_dir, claimed)
-    claim = claim_run(cfg, run_dir, lock=True, rename_if_taken=fresh, spec=spec)
-    if claim.run_dir != run_dir:
-        _claim_env("run", claim.run_dir, claimed)
-    return claim
+    return claim_run(cfg, run_dir, lock=True, rename_if_taken=fresh, spec=spec)
 
 
-def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Path | None:
+def _claim_sweep(checked: Checked, shared: bool) -> Path | None:
     """The sweep's directory: two sweeps started in the same second get one each (each job
     locks its own directory when it runs). A sweep run again in its directory is refused when
     a link there leads out of it: Hydra writes each job's `.hydra/` before the job starts."""
@@ -327,20 +310,18 @@ def _claim_sweep(checked: Checked, shared: bool, claimed: dict) -> Path | None:
     sweep_dir, explicit = where
     if not explicit and not shared:
         try:
-            claimed_dir = claim_default(sweep_dir)
+            sweep_dir = claim_default(sweep_dir)
         except OSError as exc:
             _fail(f"sweep directory {sweep_dir}: {exc.strerror or exc}")
-        if claimed_dir != sweep_dir:
-            _claim_env("sweep", claimed_dir, claimed)
-        sweep_dir = claimed_dir
     check_tree(sweep_dir)
     return sweep_dir
 
 
-def _claim_env(kind: str, path: Path, claimed: dict) -> None:
-    name = CLAIMED_DIR_ENV[kind]
-    claimed.setdefault(name, os.environ.get(name))
-    os.environ[name] = str(path)
+def _dir_override(mode: str, path: Path) -> str:
+    """`hydra.MODE.dir=PATH` as an override Hydra reads back as PATH (quoted: a comma would make a
+    sweep of it, `${` an interpolation)."""
+    text = str(path).replace("'", "\\'").replace("${", "\\${")
+    return f"hydra.{mode}.dir='{text}'"
 
 
 def _sweep_summary(sweep_dir: Path | None, since: float) -> None:
@@ -386,6 +367,35 @@ def _refuse_flags(argv: list[str], args: HydraArgs) -> None:
     _fail(flag_refusal("zoo-train", flags, keys))
 
 
+def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
+    """Hydra's application, with Hydra's own error report off (HYDRA_FULL_ERROR: what a sweeper
+    raises reaches main(), e.g. Optuna's when no trial finished): a sweep that stops ends on one
+    line and the line naming its failed arms; a bug in a single run shows its traceback."""
+    from hydra.errors import HydraException
+
+    from zoo.config.errors import ZooError, explain
+
+    before = os.environ.get(FULL_ERROR_ENV)
+    os.environ[FULL_ERROR_ENV] = "1"
+    try:
+        _hydra_app(claim)()
+    except (ZooError, KeyboardInterrupt):
+        raise
+    except HydraException as exc:
+        _fail(explain(exc))
+    except Exception as exc:
+        if sweep_dir is None:
+            raise
+        print(f"zoo-train: error: the sweep stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _sweep_summary(sweep_dir, since)  # the failed arms named last
+        sys.exit(1)
+    finally:
+        if before is None:
+            os.environ.pop(FULL_ERROR_ENV, None)
+        else:
+            os.environ[FULL_ERROR_ENV] = before
+
+
 def main() -> None:
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
@@ -413,20 +423,18 @@ def main() -> None:
     # step, a requeued job) names a directory they share: never renamed
     shared = inherited or "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1
     started = time.time()
-    claim, sweep_dir, claimed = None, None, {}
+    claim, sweep_dir, chosen, argv = None, None, [], list(sys.argv)
     try:
         checked = _check_overrides(args)
         if checked is not None and launch_rank() == 0:  # the other ranks claim in their job
             if checked.multirun:
-                sweep_dir = _claim_sweep(checked, shared, claimed)
+                sweep_dir = _claim_sweep(checked, shared)
+                chosen = [_dir_override("sweep", sweep_dir)] if sweep_dir is not None else []
             else:
-                claim = _claim_single(checked, shared, claimed)
-        try:
-            _hydra_app(claim)()
-        except SystemExit as exc:  # 1: Hydra reported a sweeper's error (Optuna's when no trial finished)
-            if exc.code == 1:  # an interrupted job's 128 + signal is kept as it is
-                _sweep_summary(sweep_dir, started - 1)  # the failed arms named last
-            raise
+                claim = _claim_single(checked, shared)
+                chosen = [_dir_override("run", claim.run_dir)] if claim is not None else []
+        sys.argv[:] = [*argv, *chosen]  # the directory zoo chose, on Hydra's command line (and its ranks')
+        _run_hydra(claim, sweep_dir, started - 1)
         _sweep_summary(sweep_dir, started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
         if launch_rank() == 0:
@@ -435,13 +443,9 @@ def main() -> None:
     except ZooError as exc:  # a refusal of the claim, or one the steps above did not report themselves
         _fail(str(exc))
     finally:
+        sys.argv[:] = argv
         if claim is not None:
             claim.give_back()
-        for name, before in claimed.items():  # the directory this command chose is not the next one's
-            if before is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = before
         if not inherited:  # a later run in this process gets a time of its own
             os.environ.pop(RUN_TIME_ENV, None)
 

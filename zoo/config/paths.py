@@ -4,6 +4,8 @@ conf/ and recipes/ as `zoo.conf` and `zoo.recipes`) or, in a source checkout, be
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CONFIG_NAME = "config"
@@ -20,6 +22,26 @@ def packaged_or_checkout(module: str, folder: str) -> str | None:
         pass
     path = CHECKOUT / folder
     return str(path) if path.is_dir() else None
+
+
+_COMMAND_LINE_DIRS: list[str] = []  # file:// entries, while command_line_dirs is open
+
+
+@contextmanager
+def command_line_dirs(dirs: Iterable[str]) -> Iterator[None]:
+    """Search paths Hydra makes inside this block hold `dirs` where `-cd` would put them: zoo's
+    search-path plugin (`hydra_plugins.zoo_recipes`) reads them, since Hydra's public `compose`
+    takes no search path."""
+    saved = list(_COMMAND_LINE_DIRS)
+    _COMMAND_LINE_DIRS[:] = [f"file://{Path(d).resolve()}" for d in dirs]
+    try:
+        yield
+    finally:
+        _COMMAND_LINE_DIRS[:] = saved
+
+
+def command_line_entries() -> list[str]:
+    return list(_COMMAND_LINE_DIRS)
 
 
 def config_source() -> str:

@@ -35,7 +35,6 @@ from zoo.config.errors import ConfigError
 RESOLVERS = frozenset(
     {
         "zoo.now",
-        "zoo.dir",
         "zoo.rank_log",
         "zoo.rank_zero",
         "zoo.tasks_per_node",

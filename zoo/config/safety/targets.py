@@ -5,16 +5,19 @@ any run wiring), and `class` / `()` keys of the logging configuration. A config 
 elsewhere could name `os.system` or `builtins.eval` there. `check_config_targets` finds every
 such name in a composed config and refuses it unless
 
-1. the dotted name starts with an allowed prefix, and
-2. the object it resolves to is defined in an allowed module: `hydra._internal.core_plugins.
-   basic_launcher.os.system` passes the first test (that module imports `os`) but resolves to
-   a function of `posix`, and is refused.
+1. the dotted name is one of the allow-list: the `_target_` of each sweeper, sampler and
+   launcher option `zoo.config.safety.plugins` admits, read from Hydra's ConfigStore where its
+   package stores it, and a few logging and optimizer classes; and
+2. the object it resolves to is defined in the module it names: a name through a module's
+   import of `os` (`PACKAGE.MODULE.os.system`) resolves to a function of `posix`, and is
+   refused.
 
 `instantiate` is the one way zoo itself builds an object from a config node.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,20 +26,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.config.errors import ConfigError
 from zoo.config.safety.environment import check_env_reads, check_env_set
+from zoo.config.safety.plugins import SHIPPED
 
-# the objects a config may name, each by its exact dotted name
-ALLOWED_TARGETS = (
-    "hydra._internal.core_plugins.basic_launcher.BasicLauncher",  # Hydra's own launcher and sweeper
-    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",  # hydra/launcher=slurm
-    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
-    "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",  # hydra/sweeper=optuna
-    "optuna.samplers.TPESampler",  # its samplers (hydra/sweeper/sampler)
-    "optuna.samplers.RandomSampler",
-    "optuna.samplers.GridSampler",
-    "optuna.samplers.CmaEsSampler",
-    "optuna.samplers.NSGAIISampler",
-    "optuna.samplers.MOTPESampler",
+# the objects a config may name besides the admitted plugins' own, each by its exact dotted name
+OWN_TARGETS = (
     "logging.StreamHandler",  # handlers and formatters of Hydra's logging configuration
     "logging.FileHandler",
     "logging.Formatter",
@@ -52,10 +45,39 @@ LOGGING_KEYS = ("class", "()")
 LOGGING_SECTIONS = ("hydra.job_logging", "hydra.hydra_logging")
 
 
+@functools.cache
+def plugin_targets() -> tuple[str, ...]:
+    """The `_target_` of every sweeper, sampler and launcher option the plugin table admits
+    (`zoo.config.safety.plugins.SHIPPED`), as the package the table names stores it in Hydra's
+    ConfigStore; an option whose package is not installed names nothing."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.config_source import ConfigLoadError
+
+    Plugins.instance()  # the installed plugins store their options when Hydra discovers them
+    store, targets = ConfigStore.instance(), []
+    for group, options in SHIPPED.items():
+        for option, provider in options.items():
+            try:  # zoo's own options (conf/hydra/) build on a shipped option's target
+                entry = store.load(f"{group}/{option}.yaml")
+            except ConfigLoadError:
+                continue
+            target = OmegaConf.select(entry.node, "_target_", default=None)
+            if entry.provider == provider and isinstance(target, str) and target not in targets:
+                targets.append(target)
+    return tuple(targets)
+
+
+def allowed_targets() -> tuple[str, ...]:
+    """Every dotted name a config may name in a `_target_`."""
+    return plugin_targets() + OWN_TARGETS
+
+
 def resolve_target(name: str, key: str = "_target_") -> Any:
     """The object `name` denotes, if the allow-list names it; ConfigError otherwise."""
-    if not isinstance(name, str) or name not in ALLOWED_TARGETS + EXACT:
-        raise ConfigError(f"{key}={name!r} is refused: configs may only name {', '.join(ALLOWED_TARGETS)}")
+    allowed = allowed_targets()
+    if not isinstance(name, str) or name not in allowed + EXACT:
+        raise ConfigError(f"{key}={name!r} is refused: configs may only name {', '.join(allowed)}")
     obj = _import(name, key)
     if name in EXACT:
         return obj
