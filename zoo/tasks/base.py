@@ -13,8 +13,7 @@ import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.facts.tasks import TaskKind, task_spec
-from zoo.config.records.checkpoint_extras import CheckpointExtras
-from zoo.config.records.hparams import from_hparams
+from zoo.config.records.hparams import CheckpointExtras, from_hparams
 from zoo.config.schema.model import Family, ModelConfig
 from zoo.config.schema.task import NonFinitePolicy, OutputLoss, TaskConfig
 from zoo.config.schema.train import OptimConfig, SchedulerConfig

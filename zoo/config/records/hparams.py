@@ -10,7 +10,8 @@ builds itself from them, a resume and a branch compare them with the command's
 (`zoo.training.resume.match`), and `zoo.training.checkpoint.files.load_checkpoint` rebuilds the
 task they name. A key a checkpoint predates reads as its schema's default, which keeps the
 behaviour of the versions before it (`zoo.config.schema.model.model_defaults`); a key no schema
-has is refused on one line, as in a composed config."""
+has is refused on one line, as in a composed config. The `extra` hyper-parameter is
+`CheckpointExtras`: what a checkpoint holds besides those sections."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.config.records.checkpoint_extras import CheckpointExtras
 from zoo.config.schema.convert import as_model_config, as_schema, plain
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.root import ZooConfig
@@ -27,6 +27,41 @@ from zoo.config.schema.task import TaskConfig
 from zoo.config.schema.train import OptimConfig, SchedulerConfig
 
 SECTIONS = ("model", "task", "optim", "scheduler")  # the schema sections a checkpoint records, with `extra`
+
+
+@dataclass(frozen=True)
+class CheckpointExtras:
+    """What a checkpoint holds besides its model, task, optimizer and schedule sections (the
+    task's `extra` hyper-parameter): the tokenizer's kind and special ids, the run's data
+    section and, for classification, the label names."""
+
+    tokenizer_kind: str = "byte"  # the kind the data was encoded with (`tokenizer.kind`)
+    special_ids: dict[str, int | None] = field(default_factory=dict)  # pad, unk, bos, eos, mask, cls
+    data: dict[str, Any] | None = None  # the run's data section: zoo-eval's default dataset
+    labels: list[str] | None = None  # classification: the label names, in class order
+    unknown: dict[str, Any] = field(default_factory=dict)  # keys of another zoo version, kept
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"special_ids": dict(self.special_ids), "tokenizer_kind": self.tokenizer_kind}
+        if self.data is not None:
+            out["data"] = dict(self.data)
+        if self.labels is not None:
+            out["labels"] = list(self.labels)
+        return {**out, **{k: v for k, v in self.unknown.items() if k not in out}}
+
+    @classmethod
+    def read(cls, extra: dict[str, Any] | None) -> CheckpointExtras:
+        """The extras of a checkpoint's `hyper_parameters["extra"]` (None or {}: a checkpoint
+        written without them, whose tokenizer was bytes)."""
+        extra = dict(extra or {})
+        known = {"tokenizer_kind", "special_ids", "data", "labels"}
+        return cls(
+            tokenizer_kind=str(extra.get("tokenizer_kind", "byte")),
+            special_ids=dict(extra.get("special_ids") or {}),
+            data=dict(extra["data"]) if extra.get("data") is not None else None,
+            labels=list(extra["labels"]) if extra.get("labels") is not None else None,
+            unknown={k: v for k, v in extra.items() if k not in known},
+        )
 
 
 @dataclass(frozen=True)
