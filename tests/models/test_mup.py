@@ -398,11 +398,13 @@ def test_a_mup_model_matches_no_hugging_face_family():
 def test_a_checkpoint_from_before_the_option_resumes_as_standard():
     """Its saved model config has no parametrization keys: it ran as standard, so the command's
     default resumes it, and mup is refused."""
+    from zoo.config.records.hparams import from_hparams
     from zoo.training.resume.match import ResumeMismatch, check_resume, saved_sections
 
-    old = {k: v for k, v in ModelConfig().to_dict().items() if not k.startswith(("parametrization", "mup_"))}
-    check_resume(saved_sections({"model": old}), {"model": ModelConfig().to_dict()}, "the checkpoint")
+    model = {k: v for k, v in ModelConfig().to_dict().items() if not k.startswith(("parametrization", "mup_"))}
+    old = {"model": model, "task": {"kind": "causal_lm"}}
+    check_resume(saved_sections(from_hparams(old)), {"model": ModelConfig().to_dict()}, "the checkpoint")
     with pytest.raises(ResumeMismatch, match="model.parametrization='standard' in the checkpoint, 'mup' here"):
         check_resume(
-            saved_sections({"model": old}), {"model": ModelConfig(parametrization="mup").to_dict()}, "the checkpoint"
+            saved_sections(from_hparams(old)), {"model": ModelConfig(parametrization="mup").to_dict()}, "the checkpoint"
         )

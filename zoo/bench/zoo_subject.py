@@ -8,7 +8,6 @@ import torch
 
 from zoo.bench.workload import Workload, optimizer_step
 from zoo.config.facts.tasks import task_of_family
-from zoo.config.schema.train import OptimConfig
 from zoo.data.collate.padding import without_full_masks
 from zoo.data.tokenizers.base import SPECIAL_IDS
 from zoo.models.generate import GenerationConfig, generate
@@ -54,9 +53,7 @@ class ZooSubject:
             self.task.model.load_state_dict(state)
         self.model = self.task.model
         self._fed: tuple = (None, None)  # (batch, what the model is fed)
-        self.optimizer = build_optimizer(
-            self.task, OptimConfig(**self.task.hparams["optim"]), output_embedding=self.model.lm_head.weight
-        )
+        self.optimizer = build_optimizer(self.task, self.task.optim_config, output_embedding=self.model.lm_head.weight)
 
     def _feed(self, batch: dict) -> dict:
         """The batch as zoo-train hands it to the model: a mask without padding left out

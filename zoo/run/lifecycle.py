@@ -1,7 +1,12 @@
 """One run from a composed config to a typed outcome, for zoo-train and for Python alike:
 `train` claims the run once (`zoo.run.preflight`: checks, run directory, lock, resume) and `execute`
 runs the claimed run, turns what ended it into a `RunOutcome`, writes its failure record (failed.json,
-one `RunFailure`, from rank 0; summary.json is the run's own) and gives the lock back."""
+one `RunFailure`, from rank 0; summary.json is the run's own) and gives the lock back.
+
+The run trains on the claim's typed config (`ZooConfig`: `zoo.training.fit.fit_run`); the
+composed config goes no further than here, where it is resolved once for the run's records
+(config.yaml, the experiment trackers) and read for the message of a finished run asked again,
+which names the keys that follow trainer.max_steps in it (`to_train_on`)."""
 
 from __future__ import annotations
 
@@ -9,16 +14,18 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from zoo.config.errors import ZooError
 from zoo.config.records.rundir import RunFailure
+from zoo.config.schema.convert import to_plain
 from zoo.run.failures import known_failure
 from zoo.run.lock import release
 from zoo.run.outcome import Outcome, RunOutcome
 from zoo.run.preflight import ClaimedRun, RunRefused, claim_run
 from zoo.run.records import record_failure
 from zoo.training.fit import fit_run
-from zoo.training.resume.match import to_train_on
+from zoo.training.resume.match import COMPARED, MAY_CHANGE, as_override, flatten
 from zoo.training.signals.interrupt import last_words
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
 
@@ -79,7 +86,8 @@ def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stu
                 to_train_on(claimed.cfg, claimed.resume.step),
             )
             return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=claimed.finished)
-        result = fit_run(claimed.cfg, claimed.spec, run_dir, claimed.resume)
+        # the typed config trains; the composed one is only recorded (config.yaml, the trackers)
+        result = fit_run(claimed.spec, run_dir, claimed.resume, composed=to_plain(claimed.cfg))
     except TrainingStopped as exc:  # a ZooError that ends a started run
         return _failed(Outcome.STOPPED, run_dir, str(exc))
     except ZooError as exc:  # the user's to fix
@@ -117,3 +125,44 @@ def _interrupted(run_dir: Path, exc, resume_command: ResumeCommand) -> RunOutcom
     resume = resume_command() if resume_command is not None else None
     failure = RunFailure(error=str(exc), signal=exc.signum, step=exc.step, resume=resume)
     return RunOutcome(Outcome.INTERRUPTED, run_dir, failure=failure, recorded=record_failure(run_dir, failure))
+
+
+def followers_of_max_steps(cfg) -> dict[str, Any]:
+    """The keys a resume compares whose value follows trainer.max_steps in `cfg` (a composed
+    config, its interpolations unresolved: e.g. -cn quick's `scheduler.warmup_steps:
+    ${zoo.share_of_steps:0.1}`) -> their value now. A longer run must keep these values to
+    continue its checkpoint, so the message that says how to train on names them. Found by
+    resolving the config again with twice the steps; {} where it cannot be resolved."""
+    from omegaconf import OmegaConf, open_dict
+
+    try:
+        steps = int(OmegaConf.select(cfg, "trainer.max_steps"))
+        longer = cfg.copy()
+        with open_dict(longer):
+            longer.trainer.max_steps = 2 * max(steps, 1)
+        now, later = {}, {}
+        for section in COMPARED:
+            if section in cfg:
+                flatten(section, OmegaConf.to_container(cfg[section], resolve=True), now)
+                flatten(section, OmegaConf.to_container(longer[section], resolve=True), later)
+    except Exception:  # noqa: BLE001 - a value resolved only at run time: nothing to name
+        return {}
+    return {
+        key: value
+        for key, value in now.items()
+        if later.get(key) != value and key.split(".")[1] not in MAY_CHANGE.get(key.split(".")[0], ())
+    }
+
+
+def to_train_on(cfg, step: int) -> str:
+    """What a finished run needs to train on: a larger trainer.max_steps, and every key that
+    follows it kept at the run's value, as overrides (e.g. `trainer.max_steps=200
+    scheduler.warmup_steps=10`)."""
+    pinned = " ".join(f"{key}={as_override(value)}" for key, value in followers_of_max_steps(cfg).items())
+    longer = f"trainer.max_steps={2 * max(step, 1)}"
+    if not pinned:
+        return f"raise trainer.max_steps to train on, e.g. {longer}"
+    return (
+        f"to train on, raise trainer.max_steps and keep the run's value of each key that follows it: "
+        f"e.g. {longer} {pinned}"
+    )

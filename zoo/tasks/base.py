@@ -13,8 +13,7 @@ import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.facts.tasks import TaskKind, task_spec
-from zoo.config.records.checkpoint_extras import CheckpointExtras
-from zoo.config.schema.convert import as_model_config
+from zoo.config.records.hparams import CheckpointExtras, from_hparams
 from zoo.config.schema.model import Family, ModelConfig
 from zoo.config.schema.task import NonFinitePolicy, OutputLoss, TaskConfig
 from zoo.config.schema.train import OptimConfig, SchedulerConfig
@@ -69,8 +68,9 @@ class NonFiniteLoss(RuntimeError):
 
 
 class ZooTask(L.LightningModule):
-    """Hyperparameters are plain dicts (`model`, `task`, `optim`, `scheduler`, `extra`), so a
-    checkpoint is data that loads with `torch.load(..., weights_only=True)`.
+    """Hyperparameters are plain dicts (`model`, `task`, `optim`, `scheduler`, `extra`:
+    `zoo.config.records.hparams.to_hparams`), so a checkpoint is data that loads with
+    `torch.load(..., weights_only=True)`; the task reads them as schema objects (`from_hparams`).
 
     Each task class names its `kind` (its row of `zoo.config.facts.tasks.TASK_SPECS` and its key in
     `zoo.tasks.TASKS`) and takes `families = families_of(kind)` from that row."""
@@ -88,11 +88,12 @@ class ZooTask(L.LightningModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.model_config: ModelConfig = as_model_config(model)
-        self.task_config = TaskConfig(**task)
-        self.optim_config = OptimConfig(**(optim or {}))
-        self.scheduler_config = SchedulerConfig(**(scheduler or {}))
-        self.extras = CheckpointExtras.read(extra)  # `extra` as saved in the hyperparameters, typed
+        trained = from_hparams({"model": model, "task": task, "optim": optim, "scheduler": scheduler, "extra": extra})
+        self.model_config: ModelConfig = trained.model
+        self.task_config: TaskConfig = trained.task
+        self.optim_config: OptimConfig = trained.optim
+        self.scheduler_config: SchedulerConfig = trained.scheduler
+        self.extras: CheckpointExtras = trained.extras
         self.model = build_model(self.model_config)
         if self.task_config.compile:
             self.model.compile()  # in place: parameter names and checkpoints stay the same

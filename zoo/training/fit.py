@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
-from omegaconf import DictConfig
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.root import ZooConfig
@@ -33,9 +34,11 @@ from zoo.training.tracking.loggers import build_loggers
 log = logging.getLogger("zoo")
 
 
-def fit_run(cfg: DictConfig, spec: ZooConfig, run_dir: Path, resume: Resume) -> RunResult:
-    """Train the claimed run (`spec`, validated from `cfg`, continuing `resume`); the summary is
-    also written to run_dir/summary.json. Python callers use `zoo.train`, which claims it first."""
+def fit_run(spec: ZooConfig, run_dir: Path, resume: Resume, composed: Mapping[str, Any]) -> RunResult:
+    """Train the claimed run (`spec`, continuing `resume`); the summary is also written to
+    run_dir/summary.json. `composed`: the config it was validated from, resolved to plain data,
+    which the run records as it is (config.yaml, the experiment trackers) and reads nothing
+    from. Python callers use `zoo.train`, which claims it first."""
     import lightning as L
 
     quiet_lightning()
@@ -45,12 +48,12 @@ def fit_run(cfg: DictConfig, spec: ZooConfig, run_dir: Path, resume: Resume) -> 
     # a signal from here to fit (the tokenizer, the data, the model) stops the run at once, with
     # the records of a stop in training; fit then takes the signals over
     with callbacks.interrupt.preparing():
-        loggers = build_loggers(spec, cfg, run_dir, resume.step)
+        loggers = build_loggers(spec, composed, run_dir, resume.step)
         trainer = build_trainer(spec, run_dir, callbacks.all, loggers)
         device_batch = split_batch(spec, trainer)
         datamodule = build_data(spec, device_batch)
         task = build_task(spec, datamodule, resume.path)
-        record_start(cfg, spec, run_dir, task, trainer)
+        record_start(composed, spec, run_dir, task, trainer)
         with closing_trackers(loggers) as tracked:  # MLflow / W&B runs end after the summary
             wall = fit(trainer, task, datamodule, callbacks, resume.path)
             result = finish(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall)

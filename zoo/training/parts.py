@@ -12,8 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from zoo.config.errors import ConfigError
-from zoo.config.records.checkpoint_extras import CheckpointExtras
-from zoo.config.schema.convert import plain
+from zoo.config.records.hparams import to_hparams
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.task import NonFinitePolicy
 from zoo.config.schema.train import ProgressBar
@@ -100,21 +99,10 @@ def build_task(spec: ZooConfig, datamodule, resume: str | None):
     load the pretrained weights first."""
     tokenizer = datamodule.tokenizer
     labels = getattr(datamodule, "labels", None)
-    extras = CheckpointExtras(
-        tokenizer_kind=spec.tokenizer.kind.value,
-        special_ids=tokenizer.special_ids(),
-        data=spec.data.to_dict(),
-        labels=list(labels) if labels else None,
-    )
+    hparams = to_hparams(spec, special_ids=tokenizer.special_ids(), labels=list(labels) if labels else None)
     on_meta = is_sharded_name(spec.trainer.get("strategy")) and spec.init_from is None
     with parameters_on_meta() if on_meta else nullcontext():
-        task = TASKS[spec.task.kind](
-            model=spec.model.to_dict(),
-            task=plain(spec.task),
-            optim=plain(spec.optim),
-            scheduler=plain(spec.scheduler),
-            extra=extras.to_dict(),
-        )
+        task = TASKS[spec.task.kind](**hparams)
     task.tokenizer = tokenizer
     if spec.init_from is not None and resume is None:
         init_weights(task, spec.init_from)

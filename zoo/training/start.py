@@ -4,9 +4,11 @@ tokenizer (so the directory describes the run even if it never finishes)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from zoo.config.paths import CONFIG_NAME, recipe_groups
 from zoo.config.records.atomic import write_text
@@ -48,8 +50,9 @@ def composed_from() -> str:
     return " ".join(parts)
 
 
-def record_start(cfg: DictConfig, spec: ZooConfig, run_dir: Path, task, trainer) -> None:
-    """Log the model's size, write config.yaml (resolved) and tokenizer/ (rank 0 only)."""
+def record_start(composed: Mapping[str, Any], spec: ZooConfig, run_dir: Path, task, trainer) -> None:
+    """Log the model's size, write config.yaml (`composed`: the config, resolved) and
+    tokenizer/ (rank 0 only)."""
     if not trainer.is_global_zero:
         return
     files = RunDir(run_dir)
@@ -57,6 +60,6 @@ def record_start(cfg: DictConfig, spec: ZooConfig, run_dir: Path, task, trainer)
     if chosen:
         log.info("composed from: %s", chosen)
     log.info("model: %s", summarize(task.model, spec.data.seq_len))
-    write_text(files.config, OmegaConf.to_yaml(cfg, resolve=True))
+    write_text(files.config, OmegaConf.to_yaml(dict(composed)))
     task.tokenizer.save(files.tokenizer)
     log.info("run directory: %s", run_dir)

@@ -28,11 +28,14 @@ def test_what_may_change_on_resume_is_not_refused():
 def test_a_checkpoint_from_before_muon_and_wsd_resumes_at_their_keys_defaults():
     """A checkpoint written before optim's Muon keys and scheduler's WSD keys existed ran at their
     defaults: the command at those defaults continues it; a command that changes one is refused."""
+    from zoo.config.records.hparams import from_hparams
     from zoo.config.schema.convert import plain
     from zoo.config.schema.train import OptimConfig, SchedulerConfig
     from zoo.training.resume.match import saved_sections
 
     old = {
+        "model": {},
+        "task": {"kind": "causal_lm"},
         "optim": {
             "kind": "adamw",
             "lr": 3e-4,
@@ -44,20 +47,23 @@ def test_a_checkpoint_from_before_muon_and_wsd_resumes_at_their_keys_defaults():
         "scheduler": {"kind": "cosine", "warmup_steps": 100, "min_lr_ratio": 0.1, "total_steps": None},
     }
     command = {"optim": plain(OptimConfig()), "scheduler": plain(SchedulerConfig())}
-    check_resume(saved_sections(old), command, "the checkpoint")
+    check_resume(saved_sections(from_hparams(old)), command, "the checkpoint")
     with pytest.raises(ResumeMismatch, match="optim.kind='adamw' in the checkpoint, 'muon' here"):
-        check_resume(saved_sections(old), {**command, "optim": plain(OptimConfig(kind="muon"))}, "the checkpoint")
+        check_resume(
+            saved_sections(from_hparams(old)), {**command, "optim": plain(OptimConfig(kind="muon"))}, "the checkpoint"
+        )
 
 
 def test_a_checkpoint_from_before_the_router_losses_resumes_at_their_defaults():
     """task.moe_balance and task.moe_router_z did not exist before the mixture of experts: an older
     checkpoint's task ran at their defaults (they act on mixture layers only)."""
+    from zoo.config.records.hparams import from_hparams
     from zoo.config.schema.convert import plain
     from zoo.config.schema.task import TaskConfig
     from zoo.training.resume.match import saved_sections
 
     command = {"task": plain(TaskConfig())}
-    old = {"task": {k: v for k, v in command["task"].items() if k not in ("moe_balance", "moe_router_z")}}
-    check_resume(saved_sections(old), command, "the checkpoint")
+    old = {"model": {}, "task": {k: v for k, v in command["task"].items() if k not in ("moe_balance", "moe_router_z")}}
+    check_resume(saved_sections(from_hparams(old)), command, "the checkpoint")
     with pytest.raises(ResumeMismatch, match="task.moe_balance=0.01 in the checkpoint, 0.0 here"):
-        check_resume(saved_sections(old), {"task": plain(TaskConfig(moe_balance=0))}, "the checkpoint")
+        check_resume(saved_sections(from_hparams(old)), {"task": plain(TaskConfig(moe_balance=0))}, "the checkpoint")

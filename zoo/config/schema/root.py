@@ -1,4 +1,6 @@
-"""The root schema composed by `zoo-train` and `zoo.compose`."""
+"""The root schema composed by `zoo-train` and `zoo.compose`; validated
+(`zoo.config.schema.validate.validate`), it is the one config a run's training, task, resume
+and checkpoints receive, and no one changes it on the way (frozen)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from zoo.config.schema.train import (
 MISSING: Any = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class ZooConfig:
     # MISSING (not a default instance) so derived model values are filled in only after all
     # overrides are merged, never baked into the composed config.

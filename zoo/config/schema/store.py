@@ -8,6 +8,7 @@ key and the allowed values in the message.
 from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from zoo.config.schema.root import ZooConfig
 
@@ -18,5 +19,7 @@ def register_configs() -> None:
     global _registered
     if _registered:
         return
-    ConfigStore.instance().store(name="zoo_config", node=ZooConfig)
+    node = OmegaConf.structured(ZooConfig)
+    OmegaConf.set_readonly(node, False)  # the validated ZooConfig is frozen; its composition takes overrides
+    ConfigStore.instance().store(name="zoo_config", node=node)
     _registered = True

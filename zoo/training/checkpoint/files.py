@@ -26,10 +26,10 @@ from typing import Any
 import torch
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F401  (CheckpointError re-exported)
+from zoo.config.records.hparams import from_hparams
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
-from zoo.config.schema.convert import as_model_config
+from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.params import parameter_parts
-from zoo.config.schema.task import TaskConfig
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 from zoo.training.checkpoint.integrity import check_checkpoint
@@ -146,9 +146,9 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
             f"checkpoint {path} is not a zoo checkpoint: its hyper_parameters lack {' and '.join(missing)}"
         )
     try:
-        kind = TaskConfig(**hparams["task"]).kind
-        check_config_fits_weights(path, hparams["model"], data["state_dict"])  # before anything is allocated
-        task = TASKS[kind](**hparams)
+        trained = from_hparams(hparams)
+        check_config_fits_weights(path, trained.model, data["state_dict"])  # before anything is allocated
+        task = TASKS[trained.task.kind](**hparams)
     except CheckpointError:
         raise
     except (ConfigError, TypeError, ValueError) as exc:
@@ -181,10 +181,10 @@ def held_numbers(state_dict: Any) -> int:
     return sum(t.numel() for t in state_dict.values() if isinstance(t, torch.Tensor))
 
 
-def check_config_fits_weights(path: str | Path, model: dict, state_dict: Any) -> None:
+def check_config_fits_weights(path: str | Path, model: ModelConfig, state_dict: Any) -> None:
     """Refuse, on one line naming the key that makes it large, a checkpoint whose model config
     describes more parameters than its weights hold."""
-    parts = parameter_parts(as_model_config(model))
+    parts = parameter_parts(model)
     described, held = sum(parts.values()), held_numbers(state_dict)
     if described <= 2 * held + _SLACK:
         return

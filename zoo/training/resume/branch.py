@@ -24,7 +24,7 @@ from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.train import SchedulerConfig
 from zoo.tasks.optim import schedule
 from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
-from zoo.training.resume.match import check_resume, saved_sections
+from zoo.training.resume.match import check_resume, command_sections, saved_sections, trained_with
 
 MOST_COMPARED_STEPS = 10**7  # a branch step past this is compared at its warmup's end and at N only
 
@@ -49,17 +49,19 @@ def _multipliers(cfg: SchedulerConfig, total: int | None, d_model: int, steps) -
     return [f(step) for step in steps]
 
 
-def check_branch(spec: ZooConfig, path: str, command: dict, parent_trainer: dict) -> int:
+def check_branch(spec: ZooConfig, path: str, parent_trainer: dict) -> int:
     """Refuse a branch that would not be the run configured to cool down at its step; returns
-    that step N. `command`: the command's sections as a resume compares them;
-    `parent_trainer`: the trainer section of the parent run's config.yaml ({} if unread)."""
+    that step N. `parent_trainer`: the trainer section of the parent run's config.yaml ({} if
+    unread)."""
     step = branch_step(path)
     hparams = read_checkpoint(path, weights=False).get("hyper_parameters", {})
-    saved = saved_sections(hparams)
+    where = f"branch_from's checkpoint {path}"
+    trained = trained_with(hparams, where)
+    saved = saved_sections(trained)
     check_resume(
         {k: v for k, v in saved.items() if k != "scheduler"},
-        {k: v for k, v in command.items() if k != "scheduler"},
-        f"branch_from's checkpoint {path}",
+        {k: v for k, v in command_sections(spec).items() if k != "scheduler"},
+        where,
     )
     decay = spec.scheduler.decay_steps
     end = spec.trainer.get("max_steps")
@@ -75,7 +77,7 @@ def check_branch(spec: ZooConfig, path: str, command: dict, parent_trainer: dict
             f"the branch's cooldown would begin at step {total - decay}, not at the branch step "
             f"{step}: set scheduler.total_steps={step + decay} or leave it null"
         )
-    parent = SchedulerConfig(**saved.get("scheduler", {}))
+    parent = trained.scheduler
     parent_total = parent.total_steps or parent_trainer.get("max_steps")
     d_model = spec.model.base_d_model
     steps = range(step + 1) if step < MOST_COMPARED_STEPS else (0, spec.scheduler.warmup_steps, step)

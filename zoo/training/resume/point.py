@@ -12,14 +12,13 @@ from pathlib import Path
 
 from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
 from zoo.config.records.yaml_files import UnboundedYaml, load_yaml
-from zoo.config.schema.convert import plain
 from zoo.config.schema.root import ZooConfig
 from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
 from zoo.training.distributed.fsdp import recover_sharded
 from zoo.training.distributed.strategies import is_sharded
 from zoo.training.resume.branch import branch_step, check_branch, parent_run
 from zoo.training.resume.data_files import check_data_files
-from zoo.training.resume.match import check_resume, saved_sections
+from zoo.training.resume.match import check_resume, command_sections, saved_sections, trained_with
 
 log = logging.getLogger("zoo")
 
@@ -53,22 +52,11 @@ def resolve_resume(ckpt_path: str | None, run_dir: Path) -> str | None:
     return str(path)
 
 
-def command_sections(spec: ZooConfig) -> dict:
-    """The command's sections as a resume compares them with a checkpoint's."""
-    return {
-        "model": spec.model.to_dict(),
-        "task": plain(spec.task),
-        "optim": plain(spec.optim),
-        "scheduler": plain(spec.scheduler),
-        "data": spec.data.to_dict(),
-        "tokenizer": {"kind": spec.tokenizer.kind.value},
-    }
-
-
 def check_resume_config(resume: str, spec: ZooConfig) -> None:
     """The command must describe the run its checkpoint holds (`zoo.training.resume.match`)."""
     hparams = read_checkpoint(resume, weights=False).get("hyper_parameters", {})
-    check_resume(saved_sections(hparams), command_sections(spec), f"the checkpoint {resume}")
+    where = f"the checkpoint {resume}"
+    check_resume(saved_sections(trained_with(hparams, where)), command_sections(spec), where)
 
 
 def check_resume_strategy(resume: str | None, strategy) -> None:
@@ -116,7 +104,7 @@ def _branch(spec: ZooConfig, starting: bool) -> dict:
         if not is_sharded_checkpoint(path):
             locate_checkpoint(Path(path))
         read_checkpoint(path, weights=False)  # refuses truncated files and files holding code
-        step = check_branch(spec, path, command_sections(spec), _recorded_trainer(parent))
+        step = check_branch(spec, path, _recorded_trainer(parent))
     else:
         step = branch_step(path) if Path(path).exists() else None
     return {"run": str(parent), "checkpoint": str(path), "step": step}

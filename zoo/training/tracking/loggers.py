@@ -7,15 +7,17 @@ resumed run must keep the rows of the steps it is not going to repeat and drop t
 
 from __future__ import annotations
 
+import copy
 import csv
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
 
 from zoo.config.records.atomic import replacing
 from zoo.config.records.rundir import RunDir
@@ -68,10 +70,11 @@ class RunCSVLogger(CSVLogger):
         return self._experiment
 
 
-def build_loggers(spec: ZooConfig, cfg: DictConfig, run_dir: Path, resume_step: int | None) -> list:
+def build_loggers(spec: ZooConfig, composed: Mapping[str, Any], run_dir: Path, resume_step: int | None) -> list:
     """metrics.csv (logger.csv) and tb/ (logger.tensorboard) in the run directory, and the
-    trackers asked for (logger.mlflow, logger.wandb), told the resolved `cfg`; a resumed run
-    keeps the CSV rows of the steps before `resume_step` and logs on into its tracker runs."""
+    trackers asked for (logger.mlflow, logger.wandb), told the resolved config `composed`; a
+    resumed run keeps the CSV rows of the steps before `resume_step` and logs on into its
+    tracker runs."""
     loggers = []
     if spec.logger.csv:
         loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
@@ -81,7 +84,7 @@ def build_loggers(spec: ZooConfig, cfg: DictConfig, run_dir: Path, resume_step: 
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name=RunDir.TENSORBOARD, version=""))
     if spec.logger.trackers and rank_zero_only.rank == 0:  # other ranks log nothing: no store opened there
         identity = run_identity(run_dir, spec.seed)
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config = copy.deepcopy(dict(composed))
         resuming = resume_step is not None
         if spec.logger.mlflow.enabled:
             loggers.append(RunMLflowLogger(spec.logger.mlflow, identity, config, run_dir, resuming))

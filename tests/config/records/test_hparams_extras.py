@@ -7,7 +7,7 @@ import io
 
 import torch
 
-from zoo.config.records.checkpoint_extras import CheckpointExtras
+from zoo.config.records.hparams import CheckpointExtras
 
 
 def test_the_extras_survive_a_weights_only_checkpoint():
