@@ -1,6 +1,6 @@
 """The end of a run that was not stopped: the final checkpoints and summary.json.
 
-The unigram baseline it reports (`unigram_cross_entropy`) is the loss of the best model that
+The unigram baseline it reports (`unigram_from_counts`) is the loss of the best model that
 ignores context, a context-free reference point for a language model's loss."""
 
 from __future__ import annotations
@@ -149,17 +149,10 @@ def _with_measured(sizes, task):
     return {**sizes, "val_tokens_measured": getattr(task.val_loss, "counted", None)}
 
 
-def unigram_cross_entropy(train_tokens: torch.Tensor, val_tokens: torch.Tensor, vocab_size: int) -> dict:
-    """The loss (nats/token) of the best model that ignores context: unigram frequencies of the
-    training tokens (add-one smoothed over the vocabulary), scored on the validation tokens.
-    Also returns the entropy of the training unigram distribution itself."""
-    train = torch.bincount(train_tokens.long().flatten(), minlength=vocab_size)
-    val = torch.bincount(val_tokens.long().flatten(), minlength=vocab_size)
-    return unigram_from_counts(train, val)
-
-
 def unigram_from_counts(train_counts, val_counts) -> dict:
-    """`unigram_cross_entropy` from how often each id occurs in each split ([V] each)."""
+    """The loss (nats/token) of the best model that ignores context: the unigram frequencies of
+    the training split (add-one smoothed over the vocabulary), scored on the validation split,
+    from how often each id occurs in each ([V] each); and the entropy of that distribution."""
     counts = torch.as_tensor(train_counts).double() + 1.0
     val = torch.as_tensor(val_counts).double()
     p = counts / counts.sum()
