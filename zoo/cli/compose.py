@@ -189,7 +189,7 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
     config_dirs = list(config_dirs)
     try:
         with _hydra_at(primary, config_dirs) as loader:
-            primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
+            primary = _as_source(primary)
             foreign = _check_files_first(loader, primary, config_dirs, config_name, overrides)
             if foreign:  # zoo's own configs name no file outside conf/ and recipes/
                 _check_defaults_stay_home(loader, config_name, overrides)
@@ -232,7 +232,7 @@ def check_config_files(
     from omegaconf.errors import OmegaConfBaseException
 
     primary = config_source_dir or config_source()
-    primary = primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
+    primary = _as_source(primary)
     config_dirs = list(config_dirs)
     try:
         with _hydra_at(primary, config_dirs) as loader:
@@ -255,9 +255,13 @@ def _check_files_first(loader, primary: str, config_dirs: list[str], config_name
     return foreign
 
 
-def _own_primary() -> str:
-    primary = config_source()
+def _as_source(primary: str) -> str:
+    """A config directory as a Hydra search-path entry: a `pkg://` or `file://` URL."""
     return primary if primary.startswith(("pkg://", "file://")) else f"file://{primary}"
+
+
+def _own_primary() -> str:
+    return _as_source(config_source())
 
 
 def _check_searchpath_first(loader, config_name: str, overrides: list[str], foreign: bool) -> list[str]:
@@ -272,9 +276,8 @@ def _check_searchpath_first(loader, config_name: str, overrides: list[str], fore
         if override.get_key_element() == "hydra.searchpath":
             entries = override.value()
             break
-    if (
-        entries is None and foreign
-    ):  # the primary config's own, read as Hydra reads it: from the first source holding it
+    if entries is None and foreign:
+        # the primary config's own, read as Hydra reads it: from the first source holding it
         source = next((s for s in loader.get_sources() if s.is_config(config_name)), None)
         loaded = source.load_config(config_name) if source is not None else None
         if loaded is not None and OmegaConf.is_dict(loaded.config):

@@ -9,11 +9,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from zoo.cli.hydra_args import HydraArgs, config_source_of, sweep_variants, unknown_words
 from zoo.cli.launch import DEFAULT_DIRS
-from zoo.config.errors import ConfigError
+from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME
 
 
@@ -45,8 +46,6 @@ def check_command_line(args: HydraArgs) -> Checked | None:
         return None
     if args.experimental_rerun:
         raise ConfigError("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
-    from omegaconf import OmegaConf
-
     from zoo.cli.compose import check_model, compose
 
     source = config_source_of(args)
@@ -89,10 +88,6 @@ def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
     """(the run (or sweep) directory the config names, whether it is given explicitly). zoo's
     default (`DEFAULT_DIRS`, runs/DATE/TIME) is the only one renamed when taken; any other
     value, even one that reads the same, is the user's and is used as it is."""
-
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
     try:
         configured = OmegaConf.select(cfg, f"hydra.{mode}.dir")
         written = OmegaConf.to_container(cfg.hydra, resolve=False)[mode]["dir"]
@@ -107,11 +102,6 @@ def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
 def _resolve_launcher(cfg) -> None:
     """The launcher's settings derive from the trainer (hydra/launcher=slurm): resolve them
     now, so that e.g. trainer.devices=auto fails here on one line, not after the launch."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from zoo.config.errors import explain
-
     launcher = cfg.hydra.launcher
     for key in launcher.keys():
         text = OmegaConf.to_container(launcher, resolve=False)[key]
@@ -130,8 +120,6 @@ def claim_single(checked: Checked, shared: bool):
     runs/DATE/TIME-N; `ckpt_path=last` without a directory finds the run it continues. main()
     gives Hydra the claim's directory (hydra.run.dir), and Lightning gives it to the ranks it
     starts."""
-    from omegaconf import open_dict
-
     from zoo.run.preflight import check, claim_run, latest_run
 
     where = configured_run_dir(checked.cfg)
