@@ -186,12 +186,14 @@ def test_a_planted_upward_import_fails_the_check(tmp_path, planted, where):
 # Imports of zoo modules inside functions: the tools defer theirs so that `--help` and a refused
 # command answer without loading torch; elsewhere only these, one breaking a real cycle and one
 # keeping Lightning out of a comparison that does not evaluate checkpoints, one keeping torch out of
-# a run's refusals.
+# a run's refusals and one out of a composition.
 DEFERRED_OK = {
     ("zoo.config.schema.widths", "zoo.config.schema.params"),  # the count reads the schema's enums
     ("zoo.compare.report", "zoo.compare.lengths"),  # lengths= evaluates checkpoints; nothing else does
     # a run's claim refuses a config, its data files or this machine before torch loads
     ("zoo.run.preflight", "zoo.training.resume.point"),
+    # a config composes without torch; only a branch's ${zoo.branch_end:} reads its parent checkpoint
+    ("zoo.run.resolvers", "zoo.training.resume.branch"),
     # lm-evaluation-harness, an optional extra, is imported only by a run that scores tasks
     ("zoo.training.callbacks", "zoo.training.monitor.downstream"),
 }

@@ -53,8 +53,8 @@ def compose(
     one `command_line` names (default: `overrides`; zoo-train passes its own command line when it
     composes a sweep's values from a config file: `zoo.config.safety.trackers`). With
     `init_from=hf:DIR` the model and tokenizer sections are DIR's (`zoo.interop.hf.init_from`)."""
-    from zoo.cli.launch import register_resolvers
     from zoo.config.safety.targets import check_config_targets
+    from zoo.run.resolvers import register_resolvers
 
     register_configs()
     register_resolvers()

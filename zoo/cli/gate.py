@@ -13,9 +13,15 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from zoo.cli.hydra_args import HydraArgs, config_source_of, sweep_variants, unknown_words
-from zoo.cli.launch import DEFAULT_DIRS
 from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME
+
+# zoo's own hydra.run.dir and hydra.sweep.dir (conf/config.yaml): the names zoo-train may change
+# to runs/DATE/TIME-N when another run took them in the same second
+DEFAULT_DIRS = {
+    "run": "runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}",
+    "sweep": "multirun/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}",
+}
 
 
 @dataclass(frozen=True)

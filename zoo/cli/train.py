@@ -22,19 +22,15 @@ from omegaconf import DictConfig
 
 from zoo.cli.gate import check_command_line, claim_single, claim_sweep, dir_override, refuse_flags
 from zoo.cli.hydra_args import parse_hydra_args
-from zoo.cli.launch import (
-    RUN_TIME_ENV,
-    SUBMITIT_FOLDER_ENV,
-    agree_run_time,
-    launch_rank,
-    register_resolvers,
-)
 from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
+from zoo.run.rank import launch_rank
+from zoo.run.resolvers import RUN_TIME_ENV, agree_run_time, register_resolvers
 
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
+SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/launcher=slurm)
 
 # at import, not only in main(): a SLURM job of a sweep unpickles the task function and
 # resolves the config without running main()

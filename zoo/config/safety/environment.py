@@ -30,7 +30,7 @@ from typing import Any
 
 from zoo.config.errors import ConfigError
 
-# the resolvers a config may call: zoo's own (zoo.cli.launch.register_resolvers), Hydra's, and
+# the resolvers a config may call: zoo's own (zoo.run.resolvers.register_resolvers), Hydra's, and
 # OmegaConf's that select or list nodes of the config itself
 RESOLVERS = frozenset(
     {

@@ -10,7 +10,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from zoo.cli import launch
+from zoo.run import resolvers as launch
+from zoo.run.rank import launch_rank
 from zoo.training.resume import rng
 
 
@@ -49,7 +50,7 @@ def clean_env(monkeypatch):
 def test_launch_rank(clean_env, env, rank):
     for k, v in env.items():
         clean_env.setenv(k, v)
-    assert launch.launch_rank() == rank
+    assert launch_rank() == rank
 
 
 def test_log_file_and_hydra_files_per_rank(clean_env):

@@ -1,4 +1,4 @@
-"""One run directory for all the processes of a run, however they were launched.
+"""The `${zoo.*}` resolvers a config may call, and the one start time of a run they read.
 
 Every process of a multi-process run composes the config itself: Lightning's own launcher
 starts `zoo-train` again for ranks 1..N-1, torchrun and srun start it once per rank. Each
@@ -28,16 +28,11 @@ from datetime import datetime, timedelta
 
 from omegaconf import OmegaConf
 
-from zoo.run.rank import launch_rank  # noqa: F401 - zoo-train's ranks, read before torch starts
+from zoo.config.schema.convert import as_model_config
+from zoo.config.schema.params import steps_for_tokens
+from zoo.run.rank import launch_rank
 
 RUN_TIME_ENV = "ZOO_RUN_TIME"
-# zoo's own hydra.run.dir and hydra.sweep.dir (conf/config.yaml): the names zoo-train may change
-# to runs/DATE/TIME-N when another run took them in the same second
-DEFAULT_DIRS = {
-    "run": "runs/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}",
-    "sweep": "multirun/${zoo.now:%Y-%m-%d}/${zoo.now:%H-%M-%S}",
-}
-SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/launcher=slurm)
 STORE_KEY = "zoo/run_time"
 
 
@@ -114,9 +109,6 @@ def _steps_for_tokens(tokens_per_param, _root_) -> int:
     """`${zoo.steps_for_tokens:R}`: the trainer.max_steps that trains this config's model on R
     tokens per non-embedding parameter at data.global_batch_size × data.seq_len tokens a step
     (a size grid's training budget by one rule, e.g. in recipes/scale_glu.yaml)."""
-    from zoo.config.schema.convert import as_model_config
-    from zoo.config.schema.params import steps_for_tokens
-
     data = _root_.data
     return steps_for_tokens(
         as_model_config(_root_.model), float(tokens_per_param), int(data.global_batch_size) * int(data.seq_len)
