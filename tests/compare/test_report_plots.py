@@ -188,6 +188,33 @@ def test_the_scaling_plot_has_one_plain_label_per_log_axis(tmp_path):
     _legend_outside(fig, ax)
 
 
+def test_each_fit_is_drawn_over_its_own_arms_compute_and_no_further(tmp_path):
+    """Arms whose sizes span different compute: each fitted line starts at its arm's smallest
+    compute and ends at its largest (the report extrapolates no fit), never over another arm's."""
+    from zoo.compare.plots import figure_scaling
+    from zoo.compare.scale import compare_scaled
+
+    widths = {"gelu": (16, 32, 64, 128), "swiglu": (64, 128, 256, 512)}
+    runs = []
+    for act, sizes in widths.items():
+        for width in sizes:
+            for seed, noise in SEEDS.items():
+                loss = 6.0 * width**-0.1 + noise
+                runs.append(({"model.activation": act, "model.d_model": width, "seed": seed}, loss))
+    sweep = write_sweep(tmp_path / "sweep", runs, flops=lambda c: 1000 * c["model.d_model"])
+    report = compare_scaled([sweep], tmp_path / "out", key="model.d_model", plots=False)
+    assert all(arm.fit is not None for arm in report.arms)
+    ax = figure_scaling(report).axes[0]
+    drawn = {line.get_label(): line.get_xdata() for line in ax.get_lines() if line.get_label().startswith("fit, ")}
+    assert len(drawn) == 2
+    for arm in report.arms:
+        (xs,) = [
+            x for label, x in drawn.items() if label.startswith(f"fit, activation={arm.settings['model.activation']}")
+        ]
+        computes = [s.compute for s in arm.scored]
+        assert (min(xs), max(xs)) == pytest.approx((min(computes), max(computes)), rel=1e-9)
+
+
 @pytest.mark.parametrize(
     "value, label",
     [

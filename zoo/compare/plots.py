@@ -305,8 +305,9 @@ def plot_tuning(report, path: Path) -> Path:
 
 def figure_scaling(report):
     """Final metric against training compute, log-log with plain ticks: each arm's sizes (mean
-    over seeds, 95% t interval; labelled with the size) and its fitted power law over the compute
-    range of all arms, one colour and marker per arm."""
+    over seeds, 95% t interval; labelled with the size) and its fitted power law, drawn over the
+    compute its own sizes span and no further (the report extrapolates no fit), one colour and
+    marker per arm."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     computes = [s.compute for arm in report.arms for s in arm.scored]
@@ -327,8 +328,9 @@ def figure_scaling(report):
             label=name(report, arm),
         )
         ys += [s.mean - e for s, e in zip(sizes, err)] + [s.mean + e for s, e in zip(sizes, err)]
-        if arm.fit is not None and computes:
-            xs = np.geomspace(min(computes), max(computes), 100)
+        if arm.fit is not None:
+            own = [s.compute for s in sizes]
+            xs = np.geomspace(min(own), max(own), 100)
             fitted = [arm.fit.loss_at(x) for x in xs]
             ys += fitted
             ax.plot(
