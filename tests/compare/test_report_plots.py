@@ -95,6 +95,33 @@ def test_the_final_plot_is_a_dot_plot_with_t_intervals(plain):
     _legend_outside(fig, ax)
 
 
+def test_a_dense_arm_is_not_named_by_the_mixture_keys_it_does_not_read(tmp_path):
+    """Dense against two mixtures that differ in model.moe_top_k and task.moe_balance: the dense
+    arm holds both at their defaults, read by nothing, so its name is model.ffn=dense alone, in
+    the figures and in the report's sentences; the tables still give every run's settings."""
+    from zoo.compare.plots import figure_final
+    from zoo.compare.report import compare
+
+    arms = (
+        ({"model.ffn": "dense", "task.moe_balance": 0.01}, 3.0),
+        ({"model.ffn": "moe", "model.moe_top_k": 1, "task.moe_balance": 0.01}, 2.9),
+        ({"model.ffn": "moe", "model.moe_top_k": 2, "task.moe_balance": 0.0}, 2.95),
+    )
+    runs = [({**config, "seed": seed}, loss + noise) for config, loss in arms for seed, noise in SEEDS.items()]
+    report = compare([write_sweep(tmp_path / "sweep", runs)], tmp_path / "out", plots=False)
+    assert report.keys == ["model.ffn", "task.moe_balance", "model.moe_top_k"]  # in config order
+    labels = [t.get_text() for t in figure_final(report).axes[0].get_yticklabels()]
+    assert labels == [
+        "ffn=dense (baseline)",
+        "ffn=moe, task.moe_balance=0.01, moe_top_k=1",
+        "ffn=moe, task.moe_balance=0.0, moe_top_k=2",
+    ]
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "arm 0 (model.ffn=dense)" in text and "model.ffn=dense," not in text
+    assert "arm 1 (model.ffn=moe, task.moe_balance=0.01, model.moe_top_k=1)" in text
+    assert [row["model.moe_top_k"] for row in report.rows()] == ["2", "1", "2"]  # what each run set
+
+
 def test_the_curves_have_units_and_a_t_band(plain):
     from zoo.compare.plots import figure_curves
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.compare.stats import mean_std, t_quantile
-from zoo.compare.verdict import with_unit
+from zoo.compare.verdict import named_settings, with_unit
 from zoo.config.records.atomic import replacing
 
 LEVEL = 0.95
@@ -51,8 +51,9 @@ def _save(plt, fig, path: Path) -> Path:
 
 
 def name(report, arm) -> str:
-    """An arm named by the settings it changes ("norm=post"), "(baseline)" on the baseline."""
-    settings = ", ".join(f"{k.removeprefix('model.')}={v}" for k, v in arm.settings.items())
+    """An arm named by the settings it changes ("norm=post"; none its feed-forward kind does not
+    read), "(baseline)" on the baseline."""
+    settings = ", ".join(f"{k.removeprefix('model.')}={v}" for k, v in named_settings(arm).items())
     label = settings or arm.name
     return label + (" (baseline)" if arm is report.baseline else "")
 

@@ -26,6 +26,7 @@ from typing import Any
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import text
 from zoo.compare.stats import ZERO_SPREAD, Difference, holm, mean_std, t_quantile
+from zoo.config.facts.ffn import FFNKind, unread_keys
 
 LEVEL = 0.95
 
@@ -184,9 +185,23 @@ def pairs_of(arms: Sequence[Any], baseline: Any, values, compare) -> list[Pair]:
     return out
 
 
+def named_settings(arm: Any) -> dict[str, str]:
+    """The settings an arm is named by: its differing keys less those its feed-forward kind
+    reads nothing of (a dense arm beside mixtures is not named by model.moe_top_k=2, a default
+    it never reads: `zoo.config.facts.ffn.FFNFacts.keys`)."""
+    settings = getattr(arm, "settings", {})
+    runs = getattr(arm, "runs", None)
+    value = runs[0].config.get("model.ffn") if runs else None
+    kind = getattr(value, "value", value)  # a Choice, or the string a config file holds
+    if kind not in {k.value for k in FFNKind}:
+        return dict(settings)  # no kind recorded (every arm shares one) or one unknown here: every key
+    unread = unread_keys(FFNKind(kind))
+    return {k: v for k, v in settings.items() if k not in unread}
+
+
 def label(arm: Any) -> str:
     """An arm named by its change ("model.norm=post"), its number when nothing differs."""
-    settings = ", ".join(f"{k}={v}" for k, v in getattr(arm, "settings", {}).items())
+    settings = ", ".join(f"{k}={v}" for k, v in named_settings(arm).items())
     return f"{arm.name} ({settings})" if settings else arm.name
 
 

@@ -82,3 +82,21 @@ def test_an_old_config_without_the_key_is_dense():
 
 def test_every_row_says_what_it_is_and_cites_its_source():
     assert all(FFN_FACTS[k].what and FFN_FACTS[k].paper for k in KINDS)
+
+
+def test_a_rows_keys_are_the_config_keys_named_after_its_kind():
+    """The mixture's row names every model.moe_* and task.moe_* key, and no other row names one:
+    a key added for a mixture is left out of a dense arm's name in zoo-compare only from here."""
+    from dataclasses import fields
+
+    from zoo.config.facts.ffn import unread_keys
+    from zoo.config.schema.task import TaskConfig
+
+    named = {
+        f"{section}.{f.name}"
+        for section, schema in (("model", ModelConfig), ("task", TaskConfig))
+        for f in fields(schema)
+        if f.name.startswith("moe_")
+    }
+    assert set(FFN_FACTS[FFNKind.moe].keys) == named and not FFN_FACTS[FFNKind.dense].keys
+    assert unread_keys(FFNKind.dense) == named and not unread_keys(FFNKind.moe)

@@ -53,6 +53,9 @@ class FFNFacts:
     - `flops(cfg, F)`: the matrix-multiply FLOPs of one unit for one token (2 per multiply-add
       of the weights a token passes through: 2 x `active` without biases).
     - `refuses`: the one-line refusal for a model config it cannot serve, None where it serves it.
+    - `keys`: the dotted config keys this kind alone reads (a mixture's model.moe_* and the
+      task's router losses); under another kind they stay at their defaults and change nothing,
+      so `zoo-compare` leaves them out of an arm's name (`unread_keys`).
     """
 
     what: str
@@ -61,6 +64,7 @@ class FFNFacts:
     active: Callable[[ModelConfig, int], int]
     flops: Callable[[ModelConfig, int], int]
     refuses: Callable[[ModelConfig], str | None] = _refuses_nothing
+    keys: tuple[str, ...] = ()
 
 
 def _unit_parameters(D: int, F: int, gated: bool, bias: bool) -> int:
@@ -122,6 +126,8 @@ def _moe_refuses(cfg: ModelConfig) -> str | None:
     return None
 
 
+MOE_KEYS = ("moe_experts", "moe_top_k", "moe_d_ff", "moe_shared", "moe_gate", "moe_renorm", "moe_capacity", "moe_every")
+
 FFN_FACTS: dict[FFNKind, FFNFacts] = {
     FFNKind.dense: FFNFacts(
         what="W_out · act(W_in · x), or gated W_out · (act(W_gate · x) ⊙ W_up · x)",
@@ -139,8 +145,14 @@ FFN_FACTS: dict[FFNKind, FFNFacts] = {
         active=_moe_active,
         flops=_moe_flops,
         refuses=_moe_refuses,
+        keys=(*(f"model.{name}" for name in MOE_KEYS), "task.moe_balance", "task.moe_router_z"),
     ),
 }
+
+
+def unread_keys(kind: FFNKind) -> set[str]:
+    """The keys another kind's row reads and `kind`'s does not: nothing under `kind` reads them."""
+    return {key for row in FFN_FACTS.values() for key in row.keys} - set(FFN_FACTS[kind].keys)
 
 
 def gated(cfg: ModelConfig) -> bool:
@@ -173,9 +185,6 @@ def check_ffn(cfg: ModelConfig) -> None:
     refusal = FFN_FACTS[cfg.ffn].refuses(cfg)
     if refusal is not None:
         raise ConfigError(refusal)
-
-
-MOE_KEYS = ("moe_experts", "moe_top_k", "moe_d_ff", "moe_shared", "moe_gate", "moe_renorm", "moe_capacity", "moe_every")
 
 
 def check_moe_keys(cfg: ModelConfig) -> None:
