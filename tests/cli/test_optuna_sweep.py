@@ -58,7 +58,8 @@ def test_an_optuna_sweep_scores_its_trials_by_their_records_and_follows_its_seed
     from zoo.compare.runs import read_run
 
     sweep = tmp_path / "sweep"
-    result = _sweep(cli_here, sweep, f"optim.lr={LR}")
+    # the recipe flag after the overrides, as docs/ablations.md writes the command
+    result = _sweep(cli_here, sweep, f"optim.lr={LR}", "-cn", "config")
     assert result.returncode == 0, result.stderr[-3000:]
     lrs = _proposed(sweep, "optim.lr")
     # the sampler's seed decides the proposals: those of a fresh study with the same seed

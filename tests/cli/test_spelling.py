@@ -74,6 +74,24 @@ def test_an_argparse_flag_names_the_override(argv, expected, cli_here, tmp_path,
     assert list(tmp_path.iterdir()) == []  # no runs/DATE/TIME made
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trainer.max_steps=3", "-cn", "quick", "seed=1"],
+        ["-m", "seed=0,1", "-cn", "quick", "trainer.max_steps=3"],
+        ["a=1", "-m", "b=2,3"],
+    ],
+)
+def test_overrides_apart_from_the_others_are_refused_before_anything_is_written(argv, cli_here, tmp_path, monkeypatch):
+    """Hydra's parser takes one group of KEY=VALUE words and refuses a word after a later flag, after
+    the run directory is made; zoo-train refuses it first, on one line, naming the words."""
+    monkeypatch.chdir(tmp_path)
+    line = one_line(cli_here("train", *argv))
+    assert line.startswith("zoo-train: error: ") and "Hydra reads the KEY=VALUE overrides as one group" in line, line
+    assert line.split(": ")[2] == " ".join(argv[argv.index("quick") + 1 :] if "quick" in argv else ["b=2,3"]), line
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_an_argparse_flag_is_answered_before_torch_loads(tmp_path):
     """In a fresh interpreter, as a user types it: one line, exit 2, in seconds, with neither

@@ -111,6 +111,19 @@ def unknown_words(argv: list[str]) -> list[str]:
         return []
 
 
+def with_overrides(argv: list[str], args: HydraArgs, extra: list[str]) -> list[str]:
+    """`argv` (the program name first) with the overrides `extra` placed where Hydra reads them:
+    right after the command line's own group of KEY=VALUE words, or at the end when it has none.
+    Hydra's parser takes one group of overrides; a word after a later flag (`a=1 -cn quick b=2`)
+    it refuses."""
+    words, group = argv[1:], list(args.overrides)
+    for i in range(len(words) - len(group) + 1) if group else ():
+        if words[i : i + len(group)] == group:
+            at = 1 + i + len(group)
+            return [*argv[:at], *extra, *argv[at:]]
+    return [*argv, *extra]
+
+
 def sweep_variants(overrides: list[str]) -> list[list[str]]:
     """Single-valued override lists that together use every value of every swept key: the
     first value of each sweep, then each other value in turn. An interval (the Optuna sweeper's

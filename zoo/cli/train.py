@@ -21,7 +21,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from zoo.cli.gate import check_command_line, claim_single, claim_sweep, dir_override, refuse_flags
-from zoo.cli.hydra_args import parse_hydra_args
+from zoo.cli.hydra_args import parse_hydra_args, with_overrides
 from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
@@ -239,7 +239,9 @@ def main() -> None:
             else:
                 claim = claim_single(checked, shared)
                 chosen = [dir_override("run", claim.run_dir)] if claim is not None else []
-        sys.argv[:] = [*argv, *chosen]  # the directory zoo chose, on Hydra's command line (and its ranks')
+        sys.argv[:] = with_overrides(
+            argv, args, chosen
+        )  # the directory zoo chose, on Hydra's command line (and its ranks')
         _run_hydra(claim, sweep_dir, started - 1)
         _sweep_summary(sweep_dir, started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
