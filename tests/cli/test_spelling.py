@@ -75,6 +75,26 @@ def test_an_argparse_flag_names_the_override(argv, expected, cli_here, tmp_path,
 
 
 @pytest.mark.parametrize(
+    "argv, modes",
+    [
+        (["-m", "-r", "seed=0"], "--run and --multirun"),
+        (["--cfg", "job", "-m", "seed=0,1"], "--multirun and --cfg"),
+        (["-r", "--info"], "--run and --info"),
+    ],
+)
+def test_two_modes_at_once_are_refused_before_anything_is_written(argv, modes, cli_here, tmp_path, monkeypatch):
+    """Hydra runs one of --run, --multirun, --cfg, --info and --shell-completion, and refuses two
+    only after the sweep directory is made; zoo-train refuses them first, on one line."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", *argv)
+    assert (
+        result.returncode == 2
+        and one_line(result) == f"zoo-train: error: {modes}: give only one of --run, --multirun, --cfg, --info and -sc"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     "argv",
     [
         ["trainer.max_steps=3", "-cn", "quick", "seed=1"],
