@@ -12,7 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from zoo.cli.hydra_args import HydraArgs, config_source_of, sweep_variants, unknown_words
+from zoo.cli.hydra_args import HydraArgs, check_intervals, config_source_of, sweep_variants, unknown_words
 from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME
 
@@ -79,6 +79,7 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
     params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
     swept = [f"{key}={value}" for key, value in params.items()]
+    check_intervals(swept + list(args.overrides))
     for variant in sweep_variants(swept + list(args.overrides)):  # each value of each swept key
         job = cfg if variant == first else composed(variant, check=False)
         if multirun and not help_only and "launcher" in job.hydra:

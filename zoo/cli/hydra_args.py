@@ -156,6 +156,29 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
     return variants
 
 
+def check_intervals(overrides: list[str]) -> None:
+    """An `interval(LOW, HIGH)` search space runs from low to high, and one tagged `log` from a
+    positive low: refused on one line (the sweeper would refuse it after the sweep directory is
+    made)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import IntervalSweep
+
+    from zoo.config.errors import ConfigError
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - compose reports the syntax error on one line
+        return
+    for text, override in zip(overrides, parsed):
+        value = override.value() if override.is_sweep_override() else None
+        if not isinstance(value, IntervalSweep):
+            continue
+        if value.start > value.end:
+            raise ConfigError(f"{text}: an interval runs from its low end to its high end")
+        if "log" in value.tags and value.start <= 0:
+            raise ConfigError(f"{text}: a log-scale interval starts above 0")
+
+
 def _interval_ends(override) -> list[float | int]:
     """The two ends of `interval(LOW, HIGH)` (tagged or not); a whole number as an int, so that
     an integer key takes it. Empty for any other sweep."""

@@ -168,6 +168,16 @@ def _sweep_summary(sweep_dir: Path | None, since: float) -> None:
         sys.exit(1)
 
 
+def _drop_if_empty(sweep_dir: Path, since: float) -> None:
+    """A sweep directory this command made that the stopped sweep left empty (its sweeper
+    refused before any job ran): removed, so a refused sweep leaves nothing behind."""
+    try:
+        if sweep_dir.is_dir() and sweep_dir.stat().st_mtime >= since and not any(sweep_dir.iterdir()):
+            sweep_dir.rmdir()
+    except OSError:
+        pass
+
+
 def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
     """Hydra's application, with Hydra's own error report off (HYDRA_FULL_ERROR: what a sweeper
     raises reaches main(), e.g. Optuna's when no trial finished): a sweep that stops ends on one
@@ -189,6 +199,7 @@ def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
             raise
         print(f"zoo-train: error: the sweep stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         _sweep_summary(sweep_dir, since)  # the failed arms named last
+        _drop_if_empty(sweep_dir, since)
         sys.exit(1)
     finally:
         if before is None:
