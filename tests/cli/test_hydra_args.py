@@ -78,6 +78,29 @@ def test_the_directory_zoo_chooses_is_read_by_hydras_own_parser(argv):
     assert [w for w in placed if w != extra] == ["zoo-train", *argv]
 
 
+@pytest.mark.parametrize(
+    "argv, overrides",
+    [
+        (["a=1", "-cn", "quick", "b=2"], ["a=1", "b=2"]),
+        (["-m", "a=1,2", "-cn", "quick", "a=3", "--cfg", "job", "b=4"], ["a=1,2", "a=3", "b=4"]),
+        (["a=1", "-cn", "quick", 'hydra.run.dir="runs/x"', "hydra.job.name=train_ddp_process_1"], None),
+        (["-cn", "quick", "a=1"], ["a=1"]),
+    ],
+)
+def test_overrides_apart_from_the_others_join_them_in_order(argv, overrides):
+    """What Lightning's launcher writes for its ranks (the run directory after a final flag) and a
+    user's `a=1 -cn quick b=2` reach Hydra's own strict parser as one group, in the order written."""
+    from hydra._internal.utils import get_args_parser
+
+    from zoo.cli.hydra_args import in_one_group
+
+    grouped = in_one_group(["zoo-train", *argv])
+    theirs = get_args_parser().parse_args(grouped[1:])
+    expected = overrides if overrides is not None else [w for w in argv if "=" in w]
+    assert theirs.overrides == expected and theirs.config_name == "quick"
+    assert sorted(grouped[1:]) == sorted(argv)
+
+
 @pytest.mark.parametrize("argv", [["--cfg=other"], ["--info", "bogus"], ["-c"]])
 def test_a_command_line_hydra_refuses_is_unreadable_here_too(argv):
     from hydra._internal.utils import get_args_parser

@@ -186,20 +186,12 @@ def dir_override(mode: str, path: Path) -> str:
 
 def refuse_flags(argv: list[str], args: HydraArgs) -> None:
     """An argparse-style flag (`--max_steps=10`) is refused on one line naming the override it
-    stands for, and so are overrides apart from the others (`a=1 -cn quick b=2`), before anything
-    loads or is written (Hydra would make the run directory, then print its usage screen)."""
+    stands for, before anything loads or is written (Hydra would ignore it, make the run
+    directory, then print its usage screen)."""
     from zoo.cli.spelling import flag_refusal, flag_words, leaf_keys
 
-    unknown = unknown_words(argv)
-    flags = flag_words(argv, unknown)
+    flags = flag_words(argv, unknown_words(argv))
     if not flags:
-        apart = [word for word in unknown if not word.startswith("-")]
-        if apart:  # Hydra would refuse them after the run directory is made
-            raise ConfigError(
-                f"{' '.join(apart)}: Hydra reads the KEY=VALUE overrides as one group, and these come "
-                f"after a flag that follows the others; write the overrides together, before or after "
-                f"the flags (-m, -cn NAME, ...)"
-            )
         return
     from zoo.cli.compose import compose
 

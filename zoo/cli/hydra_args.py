@@ -111,6 +111,20 @@ def unknown_words(argv: list[str]) -> list[str]:
         return []
 
 
+def in_one_group(argv: list[str]) -> list[str]:
+    """`argv` (the program name first) with every KEY=VALUE word in one group, in the order they
+    were written. Hydra's parser takes one group and refuses an override after a later flag
+    (`a=1 -cn quick b=2`), and Lightning's launcher writes just that for the ranks it starts of a
+    command that ends in a flag: it adds `hydra.run.dir=...` at the end."""
+    apart = [word for word in unknown_words(argv[1:]) if not word.startswith("-")]
+    if not apart:
+        return list(argv)
+    words = list(argv[1:])
+    for word in reversed(apart):  # each after the group: its last occurrence
+        del words[len(words) - 1 - words[::-1].index(word)]
+    return with_overrides([argv[0], *words], parse_hydra_args(words), apart)
+
+
 def with_overrides(argv: list[str], args: HydraArgs, extra: list[str]) -> list[str]:
     """`argv` (the program name first) with the overrides `extra` placed where Hydra reads them:
     right after the command line's own group of KEY=VALUE words, or at the end when it has none.
