@@ -216,18 +216,26 @@ def filled(words: list[str], here: Path, ckpt: Path | None = None, hf: dict | No
 def _train_validates(args: list[str], capsys) -> str | None:
     """zoo-train's reading of `args` up to its first file: Hydra's command line, every job of a
     sweep composed and validated, local data files checked; the refusal's line, or None."""
+    from hydra._internal.utils import get_args_parser  # the reference: Hydra's own parser
     from omegaconf import OmegaConf
 
     import zoo
     from zoo.cli.gate import check_command_line
-    from zoo.cli.hydra_args import parse_hydra_args, sweep_variants, unknown_words
+    from zoo.cli.hydra_args import in_one_group, parse_hydra_args, sweep_variants, unknown_words, with_overrides
     from zoo.config.errors import ZooError
     from zoo.config.schema.data import DataSource
     from zoo.data.files import check_local_paths
 
+    args = in_one_group(["zoo-train", *args])[1:]
     if unknown_words(args):
         return f"unknown words {unknown_words(args)}"
     parsed = parse_hydra_args(args)
+    # what zoo-train hands Hydra, its run directory added, read by Hydra's own strict parser
+    handed = with_overrides(["zoo-train", *args], parsed, ["hydra.run.dir='runs/x'"])
+    try:
+        get_args_parser().parse_args(handed[1:])
+    except SystemExit:
+        return f"Hydra's parser refuses {handed[1:]}"
     try:
         checked = check_command_line(parsed)
     except ZooError as exc:

@@ -50,6 +50,57 @@ def test_the_command_line_reads_as_hydra_reads_it(argv):
         assert getattr(ours, name) == getattr(theirs, name), name
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["-cn", "quick"],
+        ["-m"],
+        ["a=1", "b=2"],
+        ["a=1", "-cn", "quick"],
+        ["-m", "hydra/sweeper=optuna", "optim.lr=tag(log,interval(1e-4,3e-2))", "-cn", "quick"],
+        ["-cn", "quick", "a=1", "-cd", "conf"],
+        ["--multirun", "seed=0,1", "--config-name=quick"],
+    ],
+    ids=lambda a: " ".join(a) or "(none)",
+)
+def test_the_directory_zoo_chooses_is_read_by_hydras_own_parser(argv):
+    """zoo-train adds hydra.run.dir=... to the command line it hands Hydra; Hydra's parser (strict, as
+    `hydra.main` runs it) must read it with the user's overrides, wherever the flags stand."""
+    from hydra._internal.utils import get_args_parser
+
+    from zoo.cli.hydra_args import with_overrides
+
+    extra = "hydra.run.dir='runs/x'"
+    placed = with_overrides(["zoo-train", *argv], parse_hydra_args(argv), [extra])
+    theirs = get_args_parser().parse_args(placed[1:])
+    assert theirs.overrides == [*parse_hydra_args(argv).overrides, extra]
+    assert [w for w in placed if w != extra] == ["zoo-train", *argv]
+
+
+@pytest.mark.parametrize(
+    "argv, overrides",
+    [
+        (["a=1", "-cn", "quick", "b=2"], ["a=1", "b=2"]),
+        (["-m", "a=1,2", "-cn", "quick", "a=3", "--cfg", "job", "b=4"], ["a=1,2", "a=3", "b=4"]),
+        (["a=1", "-cn", "quick", 'hydra.run.dir="runs/x"', "hydra.job.name=train_ddp_process_1"], None),
+        (["-cn", "quick", "a=1"], ["a=1"]),
+    ],
+)
+def test_overrides_apart_from_the_others_join_them_in_order(argv, overrides):
+    """What Lightning's launcher writes for its ranks (the run directory after a final flag) and a
+    user's `a=1 -cn quick b=2` reach Hydra's own strict parser as one group, in the order written."""
+    from hydra._internal.utils import get_args_parser
+
+    from zoo.cli.hydra_args import in_one_group
+
+    grouped = in_one_group(["zoo-train", *argv])
+    theirs = get_args_parser().parse_args(grouped[1:])
+    expected = overrides if overrides is not None else [w for w in argv if "=" in w]
+    assert theirs.overrides == expected and theirs.config_name == "quick"
+    assert sorted(grouped[1:]) == sorted(argv)
+
+
 @pytest.mark.parametrize("argv", [["--cfg=other"], ["--info", "bogus"], ["-c"]])
 def test_a_command_line_hydra_refuses_is_unreadable_here_too(argv):
     from hydra._internal.utils import get_args_parser

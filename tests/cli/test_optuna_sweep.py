@@ -58,7 +58,8 @@ def test_an_optuna_sweep_scores_its_trials_by_their_records_and_follows_its_seed
     from zoo.compare.runs import read_run
 
     sweep = tmp_path / "sweep"
-    result = _sweep(cli_here, sweep, f"optim.lr={LR}")
+    # the recipe flag after the overrides, as docs/ablations.md writes the command
+    result = _sweep(cli_here, sweep, f"optim.lr={LR}", "-cn", "config")
     assert result.returncode == 0, result.stderr[-3000:]
     lrs = _proposed(sweep, "optim.lr")
     # the sampler's seed decides the proposals: those of a fresh study with the same seed
@@ -113,3 +114,32 @@ def test_a_sweep_whose_every_trial_fails_ends_with_the_line_naming_them(tmp_path
     assert "Traceback" not in result.stderr and "zoo-train: error: the sweep stopped: " in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("zoo-train: 2 of 2 arm(s) of the sweep") and f"{sweep}/0/failed.json" in last, last
+
+
+def test_a_sweep_its_sweeper_refuses_leaves_no_directory(tmp_path, cli_here, monkeypatch):
+    """Optuna's grid sampler takes no interval: the sweeper refuses before any trial, on one line,
+    and the sweep directory zoo-train made for it (multirun/DATE/TIME) is gone."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", "-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", f"optim.lr={LR}")
+    assert result.returncode == 1, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("zoo-train")]
+    assert lines == [
+        "zoo-train: error: the sweep stopped: ValueError: GridSampler only supports discrete distributions."
+    ]
+    assert "Traceback" not in result.stderr and list(tmp_path.glob("multirun/*/*")) == []
+
+
+@pytest.mark.parametrize(
+    "space, words",
+    [
+        ("interval(1e-2,1e-4)", "an interval runs from its low end to its high end"),
+        ("tag(log,interval(0,1e-2))", "a log-scale interval starts above 0"),
+    ],
+)
+def test_a_search_space_optuna_would_refuse_is_one_line_before_anything_is_written(
+    space, words, tmp_path, cli_here, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", "-m", "hydra/sweeper=optuna", f"optim.lr={space}")
+    assert result.returncode == 2 and result.stderr.strip() == f"zoo-train: error: optim.lr={space}: {words}"
+    assert list(tmp_path.iterdir()) == []

@@ -74,6 +74,36 @@ def test_an_argparse_flag_names_the_override(argv, expected, cli_here, tmp_path,
     assert list(tmp_path.iterdir()) == []  # no runs/DATE/TIME made
 
 
+@pytest.mark.parametrize(
+    "argv, modes",
+    [
+        (["-m", "-r", "seed=0"], "--run and --multirun"),
+        (["--cfg", "job", "-m", "seed=0,1"], "--multirun and --cfg"),
+        (["-r", "--info"], "--run and --info"),
+    ],
+)
+def test_two_modes_at_once_are_refused_before_anything_is_written(argv, modes, cli_here, tmp_path, monkeypatch):
+    """Hydra runs one of --run, --multirun, --cfg, --info and --shell-completion, and refuses two
+    only after the sweep directory is made; zoo-train refuses them first, on one line."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", *argv)
+    assert (
+        result.returncode == 2
+        and one_line(result) == f"zoo-train: error: {modes}: give only one of --run, --multirun, --cfg, --info and -sc"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_overrides_apart_from_the_others_are_read_with_them(cli_here, tmp_path, monkeypatch):
+    """Hydra's parser takes one group of KEY=VALUE words and refuses one after a later flag;
+    zoo-train hands Hydra all of them as one group, in the order written (the later value wins)."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", "seed=3", "trainer.max_steps=7", "-cn", "config", "seed=5", "--cfg", "job", "-p", "seed")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "5" and "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_an_argparse_flag_is_answered_before_torch_loads(tmp_path):
     """In a fresh interpreter, as a user types it: one line, exit 2, in seconds, with neither

@@ -172,7 +172,9 @@ def test_bad_checkpoints_and_vocab_fail_with_one_line(tmp_path, zoo_train_here):
 @pytest.mark.slow
 def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
     """trainer.devices=2 on CPU: two real processes (gloo), one run directory, one report;
-    the global batch is split across the ranks, so the tokens seen match one process."""
+    the global batch is split across the ranks, so the tokens seen match one process. The command
+    ends in a flag (as `... -cn quick` does), after which Lightning's launcher adds rank 1's
+    run directory."""
     run = tmp_path / "run"
     result = zoo_train(
         *tiny_overrides(run),
@@ -181,6 +183,8 @@ def test_two_process_ddp_on_cpu_shares_one_run_directory(tmp_path):
         "data.global_batch_size=8",
         "trainer.max_steps=4",
         "trainer.val_check_interval=2",
+        "-cn",
+        "config",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert sum(line.startswith("run directory:") for line in result.stdout.splitlines()) == 1

@@ -12,7 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from zoo.cli.hydra_args import HydraArgs, config_source_of, sweep_variants, unknown_words
+from zoo.cli.hydra_args import HydraArgs, check_intervals, config_source_of, sweep_variants, unknown_words
 from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME
 
@@ -39,6 +39,9 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     Hydra to build an object outside zoo's allow-list (a launcher, sweeper, callback or logging
     handler named `os.system`). A sweep, from the command line or `hydra.sweeper.params`, is
     checked once per value of each swept key. None for a command that runs nothing."""
+    modes = [flag for flag, on in _modes(args) if on]
+    if len(modes) > 1:  # Hydra's own rule, which it applies after the sweep directory is made
+        raise ConfigError(f"{' and '.join(modes)}: give only one of --run, --multirun, --cfg, --info and -sc")
     if args.shell_completion or args.info:  # Hydra composes these itself: its files are checked first
         from zoo.cli.compose import check_config_files
 
@@ -76,6 +79,7 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
     params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
     swept = [f"{key}={value}" for key, value in params.items()]
+    check_intervals(swept + list(args.overrides))
     for variant in sweep_variants(swept + list(args.overrides)):  # each value of each swept key
         job = cfg if variant == first else composed(variant, check=False)
         if multirun and not help_only and "launcher" in job.hydra:
@@ -88,6 +92,16 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     if args.cfg or help_only:
         return None
     return Checked(cfg, multirun)
+
+
+def _modes(args: HydraArgs) -> list[tuple[str, bool]]:
+    return [
+        ("--run", args.run),
+        ("--multirun", args.multirun),
+        ("--cfg", args.cfg is not None),
+        ("--info", args.info is not None),
+        ("--shell-completion", args.shell_completion),
+    ]
 
 
 def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:

@@ -111,6 +111,33 @@ def unknown_words(argv: list[str]) -> list[str]:
         return []
 
 
+def in_one_group(argv: list[str]) -> list[str]:
+    """`argv` (the program name first) with every KEY=VALUE word in one group, in the order they
+    were written. Hydra's parser takes one group and refuses an override after a later flag
+    (`a=1 -cn quick b=2`), and Lightning's launcher writes just that for the ranks it starts of a
+    command that ends in a flag: it adds `hydra.run.dir=...` at the end."""
+    apart = [word for word in unknown_words(argv[1:]) if not word.startswith("-")]
+    if not apart:
+        return list(argv)
+    words = list(argv[1:])
+    for word in reversed(apart):  # each after the group: its last occurrence
+        del words[len(words) - 1 - words[::-1].index(word)]
+    return with_overrides([argv[0], *words], parse_hydra_args(words), apart)
+
+
+def with_overrides(argv: list[str], args: HydraArgs, extra: list[str]) -> list[str]:
+    """`argv` (the program name first) with the overrides `extra` placed where Hydra reads them:
+    right after the command line's own group of KEY=VALUE words, or at the end when it has none.
+    Hydra's parser takes one group of overrides; a word after a later flag (`a=1 -cn quick b=2`)
+    it refuses."""
+    words, group = argv[1:], list(args.overrides)
+    for i in range(len(words) - len(group) + 1) if group else ():
+        if words[i : i + len(group)] == group:
+            at = 1 + i + len(group)
+            return [*argv[:at], *extra, *argv[at:]]
+    return [*argv, *extra]
+
+
 def sweep_variants(overrides: list[str]) -> list[list[str]]:
     """Single-valued override lists that together use every value of every swept key: the
     first value of each sweep, then each other value in turn. An interval (the Optuna sweeper's
@@ -141,6 +168,29 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
         for v in values[1:]:
             variants.append(first[:i] + [v] + first[i + 1 :])
     return variants
+
+
+def check_intervals(overrides: list[str]) -> None:
+    """An `interval(LOW, HIGH)` search space runs from low to high, and one tagged `log` from a
+    positive low: refused on one line (the sweeper would refuse it after the sweep directory is
+    made)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import IntervalSweep
+
+    from zoo.config.errors import ConfigError
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - compose reports the syntax error on one line
+        return
+    for text, override in zip(overrides, parsed):
+        value = override.value() if override.is_sweep_override() else None
+        if not isinstance(value, IntervalSweep):
+            continue
+        if value.start > value.end:
+            raise ConfigError(f"{text}: an interval runs from its low end to its high end")
+        if "log" in value.tags and value.start <= 0:
+            raise ConfigError(f"{text}: a log-scale interval starts above 0")
 
 
 def _interval_ends(override) -> list[float | int]:

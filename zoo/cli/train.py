@@ -21,7 +21,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from zoo.cli.gate import check_command_line, claim_single, claim_sweep, dir_override, refuse_flags
-from zoo.cli.hydra_args import parse_hydra_args
+from zoo.cli.hydra_args import in_one_group, parse_hydra_args, with_overrides
 from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
@@ -168,6 +168,16 @@ def _sweep_summary(sweep_dir: Path | None, since: float) -> None:
         sys.exit(1)
 
 
+def _drop_if_empty(sweep_dir: Path, since: float) -> None:
+    """A sweep directory this command made that the stopped sweep left empty (its sweeper
+    refused before any job ran): removed, so a refused sweep leaves nothing behind."""
+    try:
+        if sweep_dir.is_dir() and sweep_dir.stat().st_mtime >= since and not any(sweep_dir.iterdir()):
+            sweep_dir.rmdir()
+    except OSError:
+        pass
+
+
 def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
     """Hydra's application, with Hydra's own error report off (HYDRA_FULL_ERROR: what a sweeper
     raises reaches main(), e.g. Optuna's when no trial finished): a sweep that stops ends on one
@@ -189,6 +199,7 @@ def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
             raise
         print(f"zoo-train: error: the sweep stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         _sweep_summary(sweep_dir, since)  # the failed arms named last
+        _drop_if_empty(sweep_dir, since)
         sys.exit(1)
     finally:
         if before is None:
@@ -201,10 +212,12 @@ def main() -> None:
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
 
-    args = parse_hydra_args(sys.argv[1:])
-    helping = wants_help(sys.argv[1:])  # zoo's help, from the schemas; Hydra's own is --hydra-help
+    argv = list(sys.argv)
+    words = in_one_group(argv)[1:]  # Hydra's parser takes the overrides as one group
+    args = parse_hydra_args(words)
+    helping = wants_help(words)  # zoo's help, from the schemas; Hydra's own is --hydra-help
     try:
-        refuse_flags(sys.argv[1:], args)
+        refuse_flags(words, args)
         if helping:
             check_command_line(args)  # a config naming code is refused before any help is shown
     except ZooError as exc:
@@ -212,7 +225,7 @@ def main() -> None:
     if helping:
         from zoo.cli.config_help import train_help
 
-        serve("zoo-train", print, lambda: train_help(sys.argv[1:], __doc__))
+        serve("zoo-train", print, lambda: train_help(words, __doc__))
         return
     register_configs()
     inherited = RUN_TIME_ENV in os.environ
@@ -229,7 +242,7 @@ def main() -> None:
     # step, a requeued job) names a directory they share: never renamed
     shared = inherited or "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1
     started = time.time()
-    claim, sweep_dir, chosen, argv = None, None, [], list(sys.argv)
+    claim, sweep_dir, chosen = None, None, []
     try:
         checked = check_command_line(args)
         if checked is not None and launch_rank() == 0:  # the other ranks claim in their job
@@ -239,7 +252,8 @@ def main() -> None:
             else:
                 claim = claim_single(checked, shared)
                 chosen = [dir_override("run", claim.run_dir)] if claim is not None else []
-        sys.argv[:] = [*argv, *chosen]  # the directory zoo chose, on Hydra's command line (and its ranks')
+        # the directory zoo chose, on Hydra's command line (and its ranks')
+        sys.argv[:] = with_overrides([argv[0], *words], args, chosen)
         _run_hydra(claim, sweep_dir, started - 1)
         _sweep_summary(sweep_dir, started - 1)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save

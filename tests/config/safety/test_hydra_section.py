@@ -141,6 +141,8 @@ def test_the_settings_users_need_pass(overrides):
         ([*OPTUNA, "hydra.sweeper.sampler._target_=os.system"], "zoo's own setting"),
         ([*OPTUNA, "hydra.sweeper.direction=maximize"], "zoo's own setting"),  # the objective is val/loss
         ([*OPTUNA, "hydra.sweeper.sampler.seed=-1"], "whole number"),
+        ([*OPTUNA, "hydra.sweeper.n_trials=0"], "at least 1"),  # a search of no trial
+        ([*OPTUNA, "hydra.sweeper.n_jobs=0"], "at least 1"),
         (["hydra.job.num=3"], "Hydra fills it in"),
         (["hydra.job.name=.."], "one word"),
         (["hydra.output_subdir=../../elsewhere"], "go to the run's .hydra/"),

@@ -66,6 +66,12 @@ def _count(path: str, value: Any) -> None:
     raise ConfigError(f"{path}={value!r} is refused: a whole number of at least 0 is expected")
 
 
+def _positive(path: str, value: Any) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return
+    raise ConfigError(f"{path}={value!r} is refused: a whole number of at least 1 is expected")
+
+
 def _flag(path: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise ConfigError(f"{path}={value!r} is refused: true or false")
@@ -195,8 +201,8 @@ HYDRA_KEYS: dict[str, tuple[Rule, Callable[[str, Any], None] | None]] = {
     "hydra.sweeper.params.*": (Rule.SETTING, _sweep_param),
     "hydra.sweeper.max_batch_size": (Rule.SETTING, _count),
     # hydra/sweeper=optuna: how many trials, how many asked at a time, and the sampler's seed (a replay)
-    "hydra.sweeper.n_trials": (Rule.SETTING, _count),
-    "hydra.sweeper.n_jobs": (Rule.SETTING, _count),
+    "hydra.sweeper.n_trials": (Rule.SETTING, _positive),
+    "hydra.sweeper.n_jobs": (Rule.SETTING, _positive),
     "hydra.sweeper.study_name": (Rule.SETTING, _text),
     "hydra.sweeper.sampler.seed": (Rule.SETTING, _count),
     "hydra.sweeper.sampler.n_startup_trials": (Rule.SETTING, _count),
