@@ -23,6 +23,16 @@ def test_a_config_directory_whose_file_is_named_config_yaml_is_refused(cli_here,
     assert "its config.yaml is never read" in line and "-cn my_run" in line
 
 
+def test_a_config_yaml_beside_a_recipe_chosen_with_cn_is_refused(cli_here, tmp_path):
+    """`-cn mine` whose defaults name `config` reads zoo's config.yaml, never the directory's."""
+    cd = tmp_path / "cd"
+    cd.mkdir()
+    (cd / "config.yaml").write_text("defaults:\n  - config\n  - _self_\nseed: 123\n")
+    (cd / "mine.yaml").write_text("defaults:\n  - config\n  - _self_\nseed: 7\n")
+    line = _refused(cli_here, tmp_path, "-cd", str(cd), "-cn", "mine")
+    assert "its config.yaml is never read" in line
+
+
 def test_a_group_option_of_zoos_name_in_a_config_directory_is_refused(cli_here, tmp_path):
     cd = tmp_path / "cd"
     (cd / "optim").mkdir(parents=True)

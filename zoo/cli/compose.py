@@ -61,7 +61,7 @@ def compose(
     overrides = list(overrides or [])
     check_hydra_overrides(overrides)  # before Hydra reads them
     check_deletions(overrides)
-    _check_not_shadowed(config_dirs, config_name, config_source_dir)
+    _check_not_shadowed(config_dirs, config_source_dir)
     cfg = _compose_raw(overrides, config_name, config_source_dir or config_source(), config_dirs)
     check_sections(cfg)
     check_config_targets(cfg)
@@ -90,14 +90,14 @@ def _check_tracker(cfg: DictConfig, command_line: list[str]) -> None:
     check_tracking_uri(uri, named)
 
 
-def _check_not_shadowed(config_dirs: Iterable[str], config_name: str, primary: str | None) -> None:
+def _check_not_shadowed(config_dirs: Iterable[str], primary: str | None) -> None:
     """A `-cd` directory's file that zoo's own config tree also holds is never read (Hydra
     searches zoo's tree first): refused on one line that says what to name it, instead of a run
     of zoo's file without a word. (With another primary tree, `-cp`, zoo's files are not read.)"""
     if primary is not None and primary != config_source():
         return
     for directory in config_dirs:
-        shadowed = shadowed_files(directory, config_name)
+        shadowed = shadowed_files(directory)
         if not shadowed:
             continue
         name = shadowed[0]

@@ -119,11 +119,11 @@ def own_config_files() -> set[str]:
     return found
 
 
-def shadowed_files(config_dir: str | Path, config_name: str = CONFIG_NAME) -> list[str]:
+def shadowed_files(config_dir: str | Path) -> list[str]:
     """The config files of a `-cd` directory that Hydra would never read, because zoo's own
-    tree holds a file of the same name, found first: `config.yaml` when it is the primary config
-    asked for (no `-cn`), and any group option (`optim/adamw.yaml`). Only the names zoo's tree
-    holds are looked at, so nothing else in the directory is read."""
+    tree holds a file of the same name, found first: `config.yaml` (the primary config without
+    `-cn`, and what a recipe's `defaults: [config]` reads, whatever `-cn` names) and any group
+    option (`optim/adamw.yaml`). Only the names zoo's tree holds are looked at, so nothing else
+    in the directory is read."""
     directory = Path(config_dir)
-    names = sorted(name for name in own_config_files() if name != f"{CONFIG_NAME}.yaml" or config_name == CONFIG_NAME)
-    return [name for name in names if (directory / name).is_file()]
+    return [name for name in sorted(own_config_files()) if (directory / name).is_file()]

@@ -132,8 +132,8 @@ def latest_run(spec: ZooConfig, root: Path) -> Path:
         return run
     if not candidates:
         raise RunRefused(
-            f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt; start a run first, "
-            f"or give hydra.run.dir=DIR of the run to resume"
+            f"ckpt_path=last: no run under {root}/ has a checkpoints/last.ckpt (it looks at zoo's own "
+            f"{root}/DATE/TIME directories); start a run first, or give hydra.run.dir=DIR of the run to resume"
         )
     raise RunRefused(
         f"ckpt_path=last: none of the {len(candidates)} run(s) under {root}/ with a checkpoint was "
