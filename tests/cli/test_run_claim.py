@@ -55,3 +55,13 @@ def test_a_flag_hydra_refuses_claims_nothing(cli_here, tmp_path, monkeypatch, fl
     result = cli_here("train", *flags)
     assert result.returncode == 2 and "invalid choice" in result.stderr, result.stderr[-2000:]
     assert list(tmp_path.iterdir()) == []  # no runs/ directory
+
+
+@pytest.mark.parametrize("mode", ["run", "sweep"])
+def test_a_directory_naming_a_key_no_config_has_is_one_line(cli_here, tmp_path, monkeypatch, mode):
+    """Hydra would fail on it with a traceback after zoo's checks; zoo-train refuses it first."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", *(["-m"] if mode == "sweep" else []), f"hydra.{mode}.dir=out/x${{y}}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == f"zoo-train: error: hydra.{mode}.dir: Interpolation key 'y' not found"
+    assert list(tmp_path.iterdir()) == []

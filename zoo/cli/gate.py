@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 
 from zoo.cli.hydra_args import HydraArgs, check_intervals, config_source_of, sweep_variants, unknown_words
 from zoo.config.errors import ConfigError, explain
@@ -111,6 +111,8 @@ def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
     try:
         configured = OmegaConf.select(cfg, f"hydra.{mode}.dir")
         written = OmegaConf.to_container(cfg.hydra, resolve=False)[mode]["dir"]
+    except InterpolationKeyError as exc:  # names a key no config has: Hydra would fail with a traceback
+        raise ConfigError(f"hydra.{mode}.dir: {explain(exc)}") from None
     except (OmegaConfBaseException, ValueError, KeyError, TypeError):
         return None
     if not configured:

@@ -252,6 +252,8 @@ def main() -> None:
             else:
                 claim = claim_single(checked, shared)
                 chosen = [dir_override("run", claim.run_dir)] if claim is not None else []
+                if claim is not None and claim.finished is not None:  # its record of the command stays
+                    chosen.append("hydra.output_subdir=null")
         # the directory zoo chose, on Hydra's command line (and its ranks')
         sys.argv[:] = with_overrides([argv[0], *words], args, chosen)
         _run_hydra(claim, sweep_dir, started - 1)
