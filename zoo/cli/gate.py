@@ -190,6 +190,10 @@ def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
         return None
     if not configured:
         return None
+    if "${" in str(configured):  # Hydra names its log file by interpolating the directory again
+        raise ConfigError(
+            f"hydra.{mode}.dir={configured!r} is refused: Hydra reads '${{' in a directory's name as an interpolation"
+        )
     overridden = any(o.startswith(f"hydra.{mode}.dir=") for o in cfg.hydra.overrides.hydra)
     return Path(configured), overridden or written != DEFAULT_DIRS[mode]
 
