@@ -171,9 +171,10 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
 
 
 def sweep_arms(overrides: list[str], limit: int) -> list[list[str]] | None:
-    """Every arm of the sweep `overrides` describe, as single-valued override lists (the
-    product of the swept keys' values, the first values first); None when they cannot all be
-    listed: an interval or glob, or more than `limit` arms."""
+    """Every arm of the sweep `overrides` describe (a sweeper's params first, then the command
+    line's), as single-valued override lists: the product of the swept keys' values, the first
+    values first, a key given twice taking its later values, as Hydra's sweepers read them.
+    None when they cannot all be listed: an interval or glob, or more than `limit` arms."""
     import itertools
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -182,15 +183,16 @@ def sweep_arms(overrides: list[str], limit: int) -> list[list[str]] | None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # noqa: BLE001 - compose reports the syntax error on one line
         return None
-    choices = []
+    by_key: dict[str, list[str]] = {}  # as Hydra's sweeper merges them: a later key wins, in place
     for text, o in zip(overrides, parsed):
         if not o.is_sweep_override():
-            choices.append([text])
+            by_key[o.get_key_element()] = [text]
             continue
         try:
-            choices.append([f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()])
+            by_key[o.get_key_element()] = [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
         except Exception:  # noqa: BLE001 - an interval or glob: its values are not a list
             return None
+    choices = list(by_key.values())
     count = 1
     for values in choices:
         count *= len(values)
