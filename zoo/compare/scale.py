@@ -56,7 +56,7 @@ from zoo.compare.report import (
 )
 from zoo.compare.runs import Run
 from zoo.compare.scaled_arms import ScaledArm, scale_arms
-from zoo.compare.table import write_heldout, write_runs
+from zoo.compare.table import swept, write_heldout, write_runs
 from zoo.compare.tune import _order, heldout_rows
 from zoo.compare.verdict import label, lower_is_better
 
@@ -242,7 +242,7 @@ def compare_scaled(
         report.files["heldout_csv"] = write_heldout(heldout_rows(arms, tune, metric, size_key=key), out)
     if plots:
         report.files["scaling"] = plot_scaling(report, out / "scaling.png")
-    report.files["md"] = write_scaled_markdown(report, out / "report.md", dirs)
+    report.files["md"] = write_scaled_markdown(report, out / "report.md", swept(report))
     return report
 
 
