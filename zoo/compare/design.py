@@ -89,10 +89,11 @@ def _d_ff_sized(runs: list[Run]) -> list[str]:
     return [f"{code('model.d_ff')} at its default"]
 
 
-def held_settings(runs: list[Run]) -> dict[str, Any]:
+def held_settings(arms: list) -> dict[str, Any]:
     """The settings the "Held fixed" line reads (DESIGN_KEYS, SHAPE_KEYS, D_FF_SIZING) that every
-    run has alike, at that value (None: at its default). comparison.json keeps them, so that a
-    report rebuilt from runs.csv says what the one built from the run directories said."""
+    run of `arms` has alike, at that value (None: at its default). comparison.json keeps them, so
+    that a report rebuilt from runs.csv says what the one built from the run directories said."""
+    runs = [run for arm in arms for run in arm.runs]
     held = {}
     for key in (*DESIGN_KEYS, *SHAPE_KEYS, *D_FF_SIZING):
         if any(key in r.config for r in runs) and len({repr(r.config.get(key)) for r in runs}) == 1:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from zoo.compare.design import _show, few_seed_warnings, flag_warnings, repeat_warnings
+from zoo.compare.design import _show, few_seed_warnings, flag_warnings, held_settings, repeat_warnings
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import csv_cell
 from zoo.compare.markdown.plain import write_lengths_csv, write_markdown
@@ -298,7 +298,7 @@ def compare(
     report.family, report.pairs = declare(arms, base, lambda a: a.finals(metric), pairs)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="plain", pairs=pairs))
+    report.files.update(write_runs(report, out, kind="plain", pairs=pairs, held=held_settings(report.arms)))
     if report.pairs is not None:
         report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
     if lengths:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
 from zoo.compare.markdown.scaled import write_scaled_markdown
 from zoo.compare.multipliers import LEVEL, family_box, fit_arms
@@ -237,7 +238,11 @@ def compare_scaled(
     )
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="scaled", scale=key, tune=tune, irreducible=irreducible))
+    report.files.update(
+        write_runs(
+            report, out, kind="scaled", scale=key, tune=tune, irreducible=irreducible, held=held_settings(report.arms)
+        )
+    )
     if tune:
         report.files["heldout_csv"] = write_heldout(heldout_rows(arms, tune, metric, size_key=key), out)
     if plots:

@@ -103,9 +103,11 @@ def write_runs(
     tune: str | None = None,
     irreducible: bool | None = None,
     pairs: bool = False,
+    held: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
-    arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs)."""
+    arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs); `held`:
+    the settings every run shares (`zoo.compare.design.held_settings`), kept as `fixed`."""
     arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]
     metrics = list(dict.fromkeys(k for _, r in arms for k in (r.summary.get("metrics") or {})))
     place = list(dict.fromkeys([*report.keys, *([scale] if scale else []), "seed", LR, *([tune] if tune else [])]))
@@ -128,8 +130,6 @@ def write_runs(
             cells += [_accounting(run)[k] for k in ACCOUNTING]
             cells += [run.status.value, " ".join(run.error.split())]
             writer.writerow([csv_cell(c) for c in cells])
-    from zoo.compare.design import held_settings  # (design reads run_place from here)
-
     spec = {
         "kind": kind,
         "metric": report.metric,
@@ -139,7 +139,7 @@ def write_runs(
         "tune": tune,
         "metrics": metrics,
         "pairs": pairs,
-        "fixed": held_settings([run for arm in report.arms for run in arm.runs]),
+        "fixed": held or {},
     }
     if irreducible is not None:
         spec["irreducible"] = irreducible

@@ -32,6 +32,7 @@ from zoo.compare.design import (
     _show,
     few_seed_warnings,
     flag_warnings,
+    held_settings,
     repeat_warnings,
 )
 from zoo.compare.errors import CompareError
@@ -329,7 +330,7 @@ def compare_tuned(
     report.family, report.pairs = declare(arms, base, lambda a: a.held_out(), pairs)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="tuned", tune=key, pairs=pairs))
+    report.files.update(write_runs(report, out, kind="tuned", tune=key, pairs=pairs, held=held_settings(report.arms)))
     if report.pairs is not None:
         report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
     report.files["heldout_csv"] = write_heldout(heldout_rows(arms, key, metric), out)
