@@ -5,6 +5,8 @@ data, differences resting on too few seeds or on a flagged interval)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from zoo.compare.escape import code, text
 from zoo.compare.runs import Run, RunStatus, epochs, number
 from zoo.compare.stats import ZERO_SPREAD, Difference, t_quantile
@@ -85,6 +87,18 @@ def _d_ff_sized(runs: list[Run]) -> list[str]:
         if values != {repr(None)}:
             return [code(f"{key}={_show(runs[0].config.get(key))}")] if len(values) == 1 else []
     return [f"{code('model.d_ff')} at its default"]
+
+
+def held_settings(arms: list) -> dict[str, Any]:
+    """The settings the "Held fixed" line reads (DESIGN_KEYS, SHAPE_KEYS, D_FF_SIZING) that every
+    run of `arms` has alike, at that value (None: at its default). comparison.json keeps them, so
+    that a report rebuilt from runs.csv says what the one built from the run directories said."""
+    runs = [run for arm in arms for run in arm.runs]
+    held = {}
+    for key in (*DESIGN_KEYS, *SHAPE_KEYS, *D_FF_SIZING):
+        if any(key in r.config for r in runs) and len({repr(r.config.get(key)) for r in runs}) == 1:
+            held[key] = runs[0].config.get(key)
+    return held
 
 
 def _span(values: list[float], fmt) -> str:

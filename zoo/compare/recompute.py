@@ -65,20 +65,23 @@ def printed(column: str, value: Any) -> str:
     return f"{value:+.4f}" if column in ("diff", "ci_low", "ci_high", "adj_low", "adj_high") else f"{value:.4f}"
 
 
-def _rebuild(directory: Path, scratch: Path) -> dict:
+def rebuild(directory: Path, out: Path, *, plots: bool = False) -> dict:
+    """The report in `directory` made again, into `out`, from its runs.csv and comparison.json
+    alone (whose content it returns): the report the run directories gave, with the same arms,
+    named alike, the same runs and the same settings held fixed."""
     spec, runs, left_out = read_runs(directory)
     if not runs:
         raise CompareError(f"recompute={directory}: {RUNS} holds no run of an arm")
-    common = dict(metric=spec["metric"], baseline=spec["baseline"], plots=False, found=(runs, left_out))
+    common = dict(metric=spec["metric"], baseline=spec["baseline"], plots=plots, found=(runs, left_out))
     dirs = [Path(str(name)) for name in dict.fromkeys(str(r.root) for r in runs)]
     pairs = bool(spec.get("pairs"))
     if spec["kind"] == "plain":
-        compare(dirs, scratch, pairs=pairs, **common)
+        compare(dirs, out, pairs=pairs, **common)
     elif spec["kind"] == "tuned":
-        compare_tuned(dirs, scratch, key=spec["tune"], pairs=pairs, **common)
+        compare_tuned(dirs, out, key=spec["tune"], pairs=pairs, **common)
     elif spec["kind"] == "scaled":
         compare_scaled(
-            dirs, scratch, key=spec["scale"], tune=spec.get("tune"), irreducible=spec.get("irreducible"), **common
+            dirs, out, key=spec["scale"], tune=spec.get("tune"), irreducible=spec.get("irreducible"), **common
         )
     else:
         raise CompareError(f"recompute={directory}: {SPEC} names an unknown kind of report {spec['kind']!r}")
@@ -120,7 +123,7 @@ def recompute(directory: Path) -> tuple[list[str], bool]:
         )
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        spec = _rebuild(directory, scratch)
+        spec = rebuild(directory, scratch)
         keys = ["arm", *([spec["scale"]] if spec.get("scale") else [])]
         lines, differ = _compare_tables(
             "report.csv", read_table(scratch / "report.csv"), read_table(directory / "report.csv"), keys

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
 from zoo.compare.markdown.scaled import write_scaled_markdown
 from zoo.compare.multipliers import LEVEL, family_box, fit_arms
@@ -56,7 +57,7 @@ from zoo.compare.report import (
 )
 from zoo.compare.runs import Run
 from zoo.compare.scaled_arms import ScaledArm, scale_arms
-from zoo.compare.table import write_heldout, write_runs
+from zoo.compare.table import swept, write_heldout, write_runs
 from zoo.compare.tune import _order, heldout_rows
 from zoo.compare.verdict import label, lower_is_better
 
@@ -237,12 +238,16 @@ def compare_scaled(
     )
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="scaled", scale=key, tune=tune, irreducible=irreducible))
+    report.files.update(
+        write_runs(
+            report, out, kind="scaled", scale=key, tune=tune, irreducible=irreducible, held=held_settings(report.arms)
+        )
+    )
     if tune:
         report.files["heldout_csv"] = write_heldout(heldout_rows(arms, tune, metric, size_key=key), out)
     if plots:
         report.files["scaling"] = plot_scaling(report, out / "scaling.png")
-    report.files["md"] = write_scaled_markdown(report, out / "report.md", dirs)
+    report.files["md"] = write_scaled_markdown(report, out / "report.md", swept(report))
     return report
 
 
