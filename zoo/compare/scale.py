@@ -207,18 +207,21 @@ def compare_scaled(
     irreducible: bool | None = None,
     tune: str | None = None,
     found: tuple[list[Run], list[Run]] | None = None,
+    linked: list[str] | None = None,
 ) -> ScaleReport:
     """Read the sweeps in `dirs`, compare the arms across the sizes of `key` (each at its own best
     `tune` value when given), write report.md, report.csv (and scaling.png) into `out`, and
     return the report. `irreducible`: fit e + a·C^-b (None: when every arm has at least
     MIN_POINTS_IRREDUCIBLE sizes). Also writes runs.csv and, with tune=, heldout.csv; `found`: runs
-    and runs left out already read, instead of `dirs`'."""
+    and runs left out already read, instead of `dirs`'; `linked`: keys said to change with `key`
+    that the runs do not hold (a report rebuilt from runs.csv: comparison.json's)."""
     if metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "bpb"):
         raise CompareError(
             f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb or val/ppl"
         )
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
-    arms, keys, linked = scale_arms(runs, key, metric, tune)
+    arms, keys, changing = scale_arms(runs, key, metric, tune)
+    linked = list(dict.fromkeys([*changing, *(linked or [])]))
     base = pick_baseline(arms, baseline)
     if irreducible is None:
         irreducible = all(len(a.scored) >= MIN_POINTS_IRREDUCIBLE for a in arms)
@@ -240,7 +243,14 @@ def compare_scaled(
     report.files["csv"] = write_csv(report, out / "report.csv")
     report.files.update(
         write_runs(
-            report, out, kind="scaled", scale=key, tune=tune, irreducible=irreducible, held=held_settings(report.arms)
+            report,
+            out,
+            kind="scaled",
+            scale=key,
+            tune=tune,
+            irreducible=irreducible,
+            held=held_settings(report.arms),
+            linked=linked,
         )
     )
     if tune:

@@ -1,8 +1,8 @@
 """The per-run tables a report is rebuilt from: `runs.csv` (one row per run of every arm, and
 one per run left out), `heldout.csv` (with tune=: each seed's held-out measurement) and
 `comparison.json` (what was compared: the kind of report, the metric, the keys, the baseline,
-whether every pair was compared, the settings every run held fixed) and, with pairs=all,
-`pairs.csv`.
+whether every pair was compared, the settings every run held fixed, the keys that change with a
+scale= key) and, with pairs=all, `pairs.csv`.
 
 `runs.csv` holds, for every run: its directory relative to the sweep it was found in (`sweep`,
 `run`), its arm and the arm's settings (the columns of report.csv), the size (the scale= key's
@@ -104,10 +104,13 @@ def write_runs(
     irreducible: bool | None = None,
     pairs: bool = False,
     held: dict[str, Any] | None = None,
+    linked: list[str] | None = None,
 ) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
     arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs); `held`:
-    the settings every run shares (`zoo.compare.design.held_settings`), kept as `fixed`."""
+    the settings every run shares (`zoo.compare.design.held_settings`), kept as `fixed`; `linked`:
+    the keys that change with the scale= key (depth, heads, steps of a size), kept as `linked`
+    where there are any."""
     arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]
     metrics = list(dict.fromkeys(k for _, r in arms for k in (r.summary.get("metrics") or {})))
     place = list(dict.fromkeys([*report.keys, *([scale] if scale else []), "seed", LR, *([tune] if tune else [])]))
@@ -141,6 +144,8 @@ def write_runs(
         "pairs": pairs,
         "fixed": held or {},
     }
+    if linked:
+        spec["linked"] = list(linked)
     if irreducible is not None:
         spec["irreducible"] = irreducible
     write_text(out / SPEC, json.dumps(spec, indent=2) + "\n")
