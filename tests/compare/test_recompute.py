@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,49 @@ def test_a_report_rebuilt_from_its_runs_csv_is_the_report_the_runs_gave(tmp_path
         (s.name, p.name) for s in sweeps for p in s.iterdir()
     }
     assert all(r["run"].startswith("sw_") for r in _rows(built / "heldout.csv"))
+
+
+def test_a_scaled_report_rebuilt_from_its_runs_csv_names_the_keys_that_change_with_its_size(tmp_path):
+    """Depth growing with width is part of a size: the report built from the run directories
+    says so, and comparison.json keeps those keys (`linked`), so the one rebuilt from runs.csv,
+    which holds no depth, says so too."""
+    from zoo.compare.recompute import rebuild
+    from zoo.compare.scale import compare_scaled
+
+    runs = []
+    for norm in ("pre", "post"):
+        for width, layers in ((16, 2), (32, 3), (64, 4)):
+            for seed in (0, 1, 2):
+                config = {"model.norm": norm, "model.d_model": width, "model.n_layers": layers, "optim.lr": 3e-3}
+                config["seed"] = seed
+                runs.append((config, _loss(config)))
+    sweep = write_sweep(tmp_path / "sweep", runs, flops=lambda c: 100 * c["model.d_model"] ** 2)
+    built, rebuilt = tmp_path / "built", tmp_path / "rebuilt"
+    compare_scaled([sweep], built, key="model.d_model", plots=False)
+    rebuild(built, rebuilt)
+    for name in ("report.md", "report.csv", "runs.csv", "comparison.json"):
+        assert (rebuilt / name).read_text() == (built / name).read_text(), name
+    assert "(with `model.n_layers`, which change with it)" in (built / "report.md").read_text()
+    assert json.loads((built / "comparison.json").read_text())["linked"] == ["model.n_layers"]
+    assert "model.n_layers" not in _rows(built / "runs.csv")[0]
+
+
+COMMITTED = sorted(p.parent for p in REPORTS.rglob("runs.csv"))
+IMAGE = re.compile(r"\n\n!\[[^\]\n]*\]\([^)\n]*\)")  # a plot's line: a rebuild without plots draws none
+
+
+@pytest.mark.parametrize("study", COMMITTED, ids=[str(p.relative_to(REPORTS)) for p in COMMITTED])
+def test_each_committed_report_with_a_runs_csv_is_the_one_its_tables_rebuild(tmp_path, study):
+    """Its tables hold the settings held fixed and each run's sweep (reports/rebuild.py restored
+    them in the first ones from their report.md): the rebuild is the committed report, file for
+    file, its plots' lines aside."""
+    from zoo.compare.recompute import rebuild
+
+    rebuild(study, tmp_path, plots=False)
+    for name in ("report.md", "report.csv", "heldout.csv", "pairs.csv", "runs.csv", "comparison.json"):
+        assert (tmp_path / name).is_file() == (study / name).is_file(), name
+        if (study / name).is_file():
+            given = (study / name).read_text(encoding="utf-8")
+            again = (tmp_path / name).read_text(encoding="utf-8")
+            assert again == (IMAGE.sub("", given) if name == "report.md" else given), name
+    assert all(r["run"] != "." for r in _rows(study / "runs.csv"))
