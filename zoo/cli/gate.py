@@ -71,16 +71,21 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     dirs = [args.config_dir] if args.config_dir else []
     help_only = args.help or args.hydra_help
 
+    made: dict[tuple[tuple[str, ...], bool], DictConfig] = {}  # a sweep's arms share compositions
+
     def composed(overrides: list[str], check: bool) -> DictConfig:
-        return compose(
-            overrides,
-            config_name=name,
-            config_source_dir=source,
-            config_dirs=dirs,
-            return_hydra_config=True,
-            check=check,
-            command_line=args.overrides,
-        )
+        key = (tuple(overrides), check)
+        if key not in made:
+            made[key] = compose(
+                overrides,
+                config_name=name,
+                config_source_dir=source,
+                config_dirs=dirs,
+                return_hydra_config=True,
+                check=check,
+                command_line=args.overrides,
+            )
+        return made[key]
 
     first = sweep_variants(args.overrides)[0]  # the command line itself, when it sweeps nothing
     cfg = composed(first, check=False)
@@ -94,7 +99,8 @@ def check_command_line(args: HydraArgs) -> Checked | None:
         if multirun and not help_only and "launcher" in job.hydra:
             _resolve_launcher(job)
     if multirun and not help_only and not args.cfg:
-        _refuse_if_no_arm_runs(swept + list(args.overrides), composed)
+        sweeper = OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/sweeper")
+        _refuse_if_no_arm_runs(swept + list(args.overrides), composed, str(sweeper))
     if not multirun:  # one run: exactly the composition Hydra will make
         if first != list(args.overrides):
             cfg = composed(args.overrides, check=False)
@@ -106,42 +112,48 @@ def check_command_line(args: HydraArgs) -> Checked | None:
 
 
 # the arms of a sweep composed to find one that is a valid run, at most (each takes a composition)
-ARMS_CHECKED = 64
+ARMS_CHECKED = 32
+UNKNOWN = "known only when Hydra runs the job"
 
 
-def _refuse_if_no_arm_runs(overrides: list[str], composed) -> None:
+def _refuse_if_no_arm_runs(overrides: list[str], composed, sweeper: str) -> None:
     """A sweep none of whose arms is a valid run (each breaks the same rule, e.g. `model.n_heads=3`
     with `model.d_model=100`) is refused on one line before anything is written, as the same
     command without -m is. A sweep with one valid arm runs; its other arms fail on their own
-    (failed.json) while the rest go on. The arms are listed when they can be: not over an
-    interval or glob, and at most ARMS_CHECKED of them; the first valid one ends the search."""
-    arms = sweep_arms(overrides, ARMS_CHECKED)
+    (failed.json) while the rest go on. The arms are listed when they can be (`sweep_arms`: the
+    sweeper's own merge, no interval or glob, at most ARMS_CHECKED of them); the first valid one
+    ends the search, and so does one whose config reads what only Hydra's job knows
+    (`${hydra:job.num}`)."""
+    arms = sweep_arms(overrides, ARMS_CHECKED, sweeper)
     if arms is None:
         return
     first = None
     for arm in arms:
         problem = _why_not_a_run(arm, composed)
-        if problem is None:
+        if problem is None or problem == UNKNOWN:
             return
         first = first or problem
-    swept = [word for word, *others in zip(*arms) if any(o != word for o in others)] if len(arms) > 1 else []
-    example = f" (the first, {' '.join(swept)})" if swept else ""
-    raise ConfigError(f"no arm of the sweep is a valid run: all {len(arms)} are refused{example}: {first}")
+    if len(arms) == 1:
+        raise ConfigError(f"the sweep's one arm is not a valid run: {first}")
+    swept = [word for word, *others in zip(*arms) if any(o != word for o in others)]
+    raise ConfigError(
+        f"no arm of the sweep is a valid run: all {len(arms)} are refused (the first, {' '.join(swept)}): {first}"
+    )
 
 
 def _why_not_a_run(arm: list[str], composed) -> str | None:
-    """The one-line refusal of the run `arm` composes to, or None for a valid run (the checks of
-    its config alone: the data and machine are checked where each job runs)."""
+    """The one-line refusal of the run `arm` composes to, None for a valid run, or UNKNOWN (the
+    checks of its config alone: the data and machine are checked where each job runs)."""
     from zoo.config.errors import ZooError
     from zoo.config.schema.validate import validate
 
     try:
-        cfg = composed(arm, check=False)
+        cfg = composed(arm, check=False).copy()
         with open_dict(cfg):
             del cfg["hydra"]
         validate(cfg)
     except ZooError as exc:
-        return str(exc)
+        return UNKNOWN if "HydraConfig was not set" in str(exc) else str(exc)
     return None
 
 
@@ -194,7 +206,8 @@ def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
         raise ConfigError(
             f"hydra.{mode}.dir={configured!r} is refused: Hydra reads '${{' in a directory's name as an interpolation"
         )
-    overridden = any(o.startswith(f"hydra.{mode}.dir=") for o in cfg.hydra.overrides.hydra)
+    recorded = OmegaConf.to_container(cfg.hydra.overrides, resolve=False)["hydra"]  # as written: ${hydra.job.num}
+    overridden = any(o.startswith(f"hydra.{mode}.dir=") for o in recorded)
     return Path(configured), overridden or written != DEFAULT_DIRS[mode]
 
 

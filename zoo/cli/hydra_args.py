@@ -170,28 +170,42 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
     return variants
 
 
-def sweep_arms(overrides: list[str], limit: int) -> list[list[str]] | None:
+def sweep_arms(overrides: list[str], limit: int, sweeper: str = "basic") -> list[list[str]] | None:
     """Every arm of the sweep `overrides` describe (a sweeper's params first, then the command
     line's), as single-valued override lists: the product of the swept keys' values, the first
-    values first, a key given twice taking its later values, as Hydra's sweepers read them.
-    None when they cannot all be listed: an interval or glob, or more than `limit` arms."""
+    values first, merged as `sweeper` merges them. Hydra's basic sweeper: a key given twice takes
+    its later values, in place. Optuna's: a search space of choices only (a range includes its
+    upper end there, and is a distribution), and a key given a fixed value anywhere is fixed.
+    None when the arms cannot all be listed: another sweeper, an interval, glob or Optuna's
+    range, or more than `limit` arms."""
     import itertools
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    if sweeper not in ("basic", "optuna"):
+        return None
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # noqa: BLE001 - compose reports the syntax error on one line
         return None
-    by_key: dict[str, list[str]] = {}  # as Hydra's sweeper merges them: a later key wins, in place
+    by_key: dict[str, list[str]] = {}  # in the order first given
+    fixed: set[str] = set()
     for text, o in zip(overrides, parsed):
+        key = o.get_key_element()
         if not o.is_sweep_override():
-            by_key[o.get_key_element()] = [text]
+            by_key[key] = [text]
+            fixed.add(key)
             continue
+        if sweeper == "optuna" and not o.is_choice_sweep():
+            return None  # a distribution, not a list
         try:
-            by_key[o.get_key_element()] = [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+            values = [f"{key}={v}" for v in o.sweep_string_iterator()]
         except Exception:  # noqa: BLE001 - an interval or glob: its values are not a list
             return None
+        if sweeper == "optuna" and key in fixed:
+            continue  # Optuna keeps a fixed value out of its search space, wherever it stands
+        by_key[key] = values
+        fixed.discard(key)
     choices = list(by_key.values())
     count = 1
     for values in choices:

@@ -63,7 +63,7 @@ def _resume_command(run_dir: Path) -> str:
     overrides = [o for o in hydra_cfg.overrides.task if not o.startswith(("hydra.run.dir=", "hydra.mode="))]
     if hydra_cfg.mode == RunMode.MULTIRUN:
         overrides.append("hydra.mode=RUN")
-    return " ".join([*map(shlex.quote, words), *map(shlex.quote, overrides), shlex.quote(f"hydra.run.dir={run_dir}")])
+    return " ".join([*map(shlex.quote, words), *map(shlex.quote, overrides), shlex.quote(dir_override("run", run_dir))])
 
 
 def _say_interrupted(outcome) -> None:
