@@ -14,7 +14,7 @@ import zoo.data.streaming as streaming
 from tests.cli.conftest import tiny_overrides
 from tests.training.distributed.conftest import model_state
 from zoo.data.packing import PackedBlocks
-from zoo.data.streaming import StreamedWindows, StreamLoader, token_windows
+from zoo.data.streaming import StreamedWindows, StreamEnded, StreamLoader, token_windows
 from zoo.data.tokenizers import ByteTokenizer
 
 DOCS = [f"doc {i}: " + "word " * (i * 7 % 23) for i in range(300)]
@@ -69,6 +69,31 @@ def test_ranks_split_each_step_and_a_resume_on_another_world_size_continues_exac
     for step, batch in zip(steps[3:], resumed):
         assert torch.equal(step, batch)
     assert all(np.array_equal(w, e) for w, e in zip(torch.cat(steps).numpy(), expected))
+
+
+def test_a_spent_stream_stops_on_one_line_instead_of_starting_empty_epochs():
+    """A stream is read once: past its last window the loader raises (before, each further
+    epoch began at the end, gave no batch, and training never reached trainer.max_steps)."""
+    expected = packed_windows()
+    one = loader(1, 0, 4)
+    batches = []
+    with pytest.raises(StreamEnded, match=f"ended after {len(expected):,} windows of {BLOCK} tokens"):
+        for batch in one:
+            batches.append(batch)
+    assert sum(len(b) for b in batches) == len(expected)
+
+
+def test_val_documents_holding_out_the_whole_stream_is_refused_on_one_line(tmp_path, cli_here):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}\n" for i in range(20)))
+    common = [o for o in tiny_overrides(tmp_path / "run") if not o.startswith("data.max_examples")]
+    r = cli_here("train", *common, "data=local", f"data.path={corpus}", "data.streaming=true", "data.val_documents=50")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == (
+        "zoo-train: error: data.val_documents=50 holds out every document of the stream (it has 20), "
+        "leaving none to train on: lower data.val_documents or give data.val_path"
+    )
+    assert "Traceback" not in r.stderr
 
 
 @pytest.mark.slow

@@ -12,6 +12,9 @@ A position in the stream is (document, token offset within it, window number): t
 `state_dict()` saves the position of the next window of the whole job, so a resumed run skips
 the documents before it without tokenizing them and continues with the same windows, on any
 number of ranks.
+
+A stream is read once, in order: a run whose trainer.max_steps reaches past its last window is
+stopped there on one line (`StreamEnded`), rather than starting epoch after empty epoch.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from zoo.data.errors import DataError
 from zoo.data.files import builder_for, resolve_files
 
 BATCH_DOCUMENTS = 256  # documents tokenized per call
+
+
+class StreamEnded(DataError):
+    """The training stream has no window left before trainer.max_steps: a stream is read once
+    (an epoch of a finite stream would begin where the last one ended, with nothing to read)."""
 
 
 def token_windows(
@@ -135,6 +143,14 @@ class StreamLoader(torch.utils.data.DataLoader):
         for batch in super().__iter__():
             self._batches += 1
             yield batch
+        # reached only when the stream is spent (training stops at trainer.max_steps first)
+        windows = self.dataset.position[2]
+        raise StreamEnded(
+            f"data.streaming=true: the training stream ended after {windows:,} windows of "
+            f"{self.dataset.block} tokens, before trainer.max_steps; a stream "
+            "is read once, in order: lower trainer.max_steps, or train on prepared shards "
+            "(data.streaming=false), which are read again each epoch"
+        )
 
     def state_dict(self) -> dict:
         """{"document", "offset", "window"}: where this rank's reading stands (its next window's
