@@ -234,3 +234,26 @@ def test_zoo_eval_on_two_processes_reports_once(tiny_lm, tmp_path, cli_here):
     one = json.loads(cli_here("eval", f"ckpt={tiny_lm}").stdout)["metrics"]
     # the distributed sampler repeats an example to even out the shards: nearly equal
     assert abs(two["loss"] - one["loss"]) < 0.05 and two["loss"] > 0
+
+
+def test_zoo_eval_of_a_run_on_local_files_reads_another_source(tmp_path, cli_here):
+    """docs/generating.md's `zoo-eval ckpt=... data.source=pydoc ...` on a run trained on
+    streamed local files: the checkpoint's data.path and data.streaming belong to its own
+    source and are left behind (they were refused as keys pydoc does not take); a source the
+    override does not change keeps them."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}: {'abc ' * (i % 9)}\n" for i in range(400)))
+    run = tmp_path / "run"
+    overrides = [o for o in tiny_overrides(run) if not o.startswith(("hydra.", "data.max_examples"))]
+    overrides += ["data=local", f"data.path={corpus}", "data.streaming=true", "data.val_documents=50"]
+    train(zoo.compose(overrides), run)
+    ckpt = run / "checkpoints" / "last.ckpt"
+    other = cli_here("eval", f"ckpt={ckpt}", "data.source=pydoc", "data.seq_len=16", "limit_batches=2")
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert json.loads(other.stdout)["batches_evaluated"] == 2
+    same = cli_here("eval", f"ckpt={ckpt}", "data.source=local", "data.seq_len=16", "limit_batches=1")
+    assert same.returncode == 0, same.stderr[-2000:]
+    hub = cli_here("eval", f"ckpt={ckpt}", "data.source=hub", "limit_batches=1")
+    assert hub.returncode == 2 and hub.stderr.strip().splitlines() == [
+        "zoo-eval: error: data.source=hub needs data.hub_name (a Hugging Face dataset name)"
+    ]

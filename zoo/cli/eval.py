@@ -115,6 +115,7 @@ def run(argv: list[str]) -> dict:
             source="local", path=args.data, val_path=args.data, hub_name=None, hub_config=None, max_examples=None
         )
     if data_overrides:
+        data = _for_another_source(data, data_overrides)
         merged = OmegaConf.merge(OmegaConf.create({"data": data}), OmegaConf.from_dotlist(data_overrides))
         data = OmegaConf.to_container(merged.data, resolve=True)
     if args.seq_len is not None:
@@ -151,6 +152,26 @@ def run(argv: list[str]) -> dict:
 
         write_text(args.out, json.dumps({k: v for k, v in result.items() if k != "is_global_zero"}, indent=2) + "\n")
     return result
+
+
+SOURCE_KEYS = ("path", "val_path", "hub_name", "hub_config", "streaming")
+
+
+def _for_another_source(data: dict, overrides: list[str]) -> dict:
+    """`data.source=X` other than the checkpoint's: the keys that name where the checkpoint's
+    data came from (its files, its Hub dataset, streaming them) start from their defaults
+    unless given too, so a run trained on `data=local` evaluates on `data.source=pydoc` (its
+    `data.path` would otherwise be refused as one that only applies to local files)."""
+    from dataclasses import fields
+
+    from zoo.config.schema.data import DataConfig
+
+    given = {item.split("=", 1)[0].lstrip("+~").removeprefix("data."): item for item in overrides}
+    source = given.get("source", "").partition("=")[2]
+    if not source or source == str(data.get("source")):
+        return data
+    defaults = {f.name: f.default for f in fields(DataConfig) if f.name in SOURCE_KEYS}
+    return {**data, **{key: value for key, value in defaults.items() if key not in given}}
 
 
 def _check_window(model, seq_len, *, given: bool) -> None:
