@@ -236,11 +236,11 @@ def test_zoo_eval_on_two_processes_reports_once(tiny_lm, tmp_path, cli_here):
     assert abs(two["loss"] - one["loss"]) < 0.05 and two["loss"] > 0
 
 
-def test_zoo_eval_of_a_run_on_local_files_reads_another_source(tmp_path, cli_here):
+def test_zoo_eval_of_a_run_on_streamed_local_files(tmp_path, cli_here):
     """docs/generating.md's `zoo-eval ckpt=... data.source=pydoc ...` on a run trained on
     streamed local files: the checkpoint's data.path and data.streaming belong to its own
     source and are left behind (they were refused as keys pydoc does not take); a source the
-    override does not change keeps them."""
+    override does not change keeps them. split=train of a stream is refused on one line."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"line {i}: {'abc ' * (i % 9)}\n" for i in range(400)))
     run = tmp_path / "run"
@@ -253,6 +253,22 @@ def test_zoo_eval_of_a_run_on_local_files_reads_another_source(tmp_path, cli_her
     assert json.loads(other.stdout)["batches_evaluated"] == 2
     same = cli_here("eval", f"ckpt={ckpt}", "data.source=local", "data.seq_len=16", "limit_batches=1")
     assert same.returncode == 0, same.stderr[-2000:]
+    # a stream has no training split of known size: one line, not len()'s traceback
+    train_split = cli_here("eval", f"ckpt={ckpt}", "split=train", "limit_batches=1")
+    assert train_split.returncode == 2 and "Traceback" not in train_split.stderr
+    assert (
+        train_split.stderr.strip()
+        .splitlines()[-1]
+        .startswith("zoo-eval: error: split=train: the data is streamed (data.streaming=true)")
+    )
+    prepared = cli_here("eval", f"ckpt={ckpt}", "split=train", "data.streaming=false", "limit_batches=1")
+    assert prepared.returncode == 0, prepared.stderr[-2000:]
+    # a window past the learned positions names the key the command gave it with
+    long = cli_here("eval", f"ckpt={ckpt}", "data.seq_len=100")
+    assert long.returncode == 2 and long.stderr.strip().splitlines() == [
+        "zoo-eval: error: data.seq_len=100 is past the model's learned positions (model.max_seq_len=64): "
+        "give seq_len=64 or less"
+    ]
     hub = cli_here("eval", f"ckpt={ckpt}", "data.source=hub", "limit_batches=1")
     assert hub.returncode == 2 and hub.stderr.strip().splitlines() == [
         "zoo-eval: error: data.source=hub needs data.hub_name (a Hugging Face dataset name)"

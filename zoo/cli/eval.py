@@ -121,7 +121,14 @@ def run(argv: list[str]) -> dict:
     if args.seq_len is not None:
         data["seq_len"] = args.seq_len
     checked = as_data_config(data)  # one-line errors for bad keys or values before any data is read
-    _check_window(task.model_config, getattr(checked, "seq_len", None), given=args.seq_len is not None)
+    given = (
+        "seq_len"
+        if args.seq_len is not None
+        else "data.seq_len"
+        if any(o.startswith("data.seq_len=") for o in data_overrides)
+        else None
+    )
+    _check_window(task.model_config, getattr(checked, "seq_len", None), given=given)
     try:
         result = evaluate(
             task,
@@ -174,16 +181,17 @@ def _for_another_source(data: dict, overrides: list[str]) -> dict:
     return {**data, **{key: value for key, value in defaults.items() if key not in given}}
 
 
-def _check_window(model, seq_len, *, given: bool) -> None:
+def _check_window(model, seq_len, *, given: str | None) -> None:
     """A window longer than a bounded position scheme's positions (a learned table ends at
-    model.max_seq_len) is refused before any data is read."""
+    model.max_seq_len) is refused before any data is read; `given`: the key the command set it
+    with (None: the checkpoint's own)."""
     from zoo.config.errors import ConfigError
     from zoo.config.facts.positions import max_positions
 
     bound = max_positions(model)
     if bound is None or not isinstance(seq_len, int) or seq_len <= bound:
         return
-    where = f"seq_len={seq_len}" if given else f"the checkpoint's data.seq_len={seq_len}"
+    where = f"{given}={seq_len}" if given else f"the checkpoint's data.seq_len={seq_len}"
     raise ConfigError(
         f"{where} is past the model's {model.position.kind.value} positions (model.max_seq_len="
         f"{bound}): give seq_len={bound} or less"
