@@ -184,6 +184,21 @@ def test_zoo_generate_streams_one_prompt_and_prints_the_same_line(tiny_lm, tmp_p
     assert len(beam.writes) == 1
 
 
+def test_attention_map_indices_are_refused_before_anything_is_decoded(tiny_lm, tmp_path, cli_here):
+    """A layer or head the model lacks is refused before decoding: nothing on stdout (the
+    continuation was written, then the picture refused), no picture."""
+    for option, words in (
+        ("layers=9", "layer 9 does not exist; the model has layers 0..0"),
+        ("heads=2", "head 2 does not exist; the model has heads 0..1"),
+    ):
+        picture = tmp_path / "a.png"
+        result = cli_here(
+            "generate", f"ckpt={tiny_lm}", "prompt=And", "max_new_tokens=4", f"attention_map={picture}", option
+        )
+        assert result.returncode == 2 and result.stdout == "" and not picture.exists()
+        assert result.stderr.strip().splitlines() == [f"zoo-generate: error: {words}"]
+
+
 @pytest.mark.slow
 def test_bad_input_fails_with_one_line(tiny_lm, tmp_path, cli_here):
     tool = cli_here  # the refusals in this process: no interpreter start-up each
