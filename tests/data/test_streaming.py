@@ -6,6 +6,8 @@ run ends with the weights of an uninterrupted one."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,8 @@ import torch
 import zoo.data.streaming as streaming
 from tests.cli.conftest import tiny_overrides
 from tests.training.distributed.conftest import model_state
+from zoo.config.schema.data import DataConfig
+from zoo.data.errors import DataError
 from zoo.data.packing import PackedBlocks
 from zoo.data.streaming import StreamedWindows, StreamEnded, StreamLoader, token_windows
 from zoo.data.tokenizers import ByteTokenizer
@@ -94,6 +98,22 @@ def test_val_documents_holding_out_the_whole_stream_is_refused_on_one_line(tmp_p
         "leaving none to train on: lower data.val_documents or give data.val_path"
     )
     assert "Traceback" not in r.stderr
+
+
+def test_a_streamed_column_is_read_by_its_dotted_name_and_a_missing_one_is_one_line(tmp_path):
+    """As the prepared path's flattened columns: WMT-style nested columns by dotted names; a
+    column the rows lack names the ones they have (it was a KeyError's traceback)."""
+    rows = tmp_path / "pairs.jsonl"
+    rows.write_text(
+        "".join(json.dumps({"translation": {"en": f"one {i}", "de": f"eins {i}"}}) + "\n" for i in range(5))
+    )
+    cfg = DataConfig(source="local", path=str(rows), streaming=True)
+    assert list(streaming.open_stream(cfg, "translation.en", skip=1, first=2)) == ["one 1", "one 2"]
+    with pytest.raises(DataError) as info:
+        list(streaming.open_stream(cfg, "translation.fr", skip=0))
+    assert str(info.value) == (
+        f"data.text_column='translation.fr' is not a column of data.path={rows}; columns: translation.en, translation.de"
+    )
 
 
 @pytest.mark.slow

@@ -203,7 +203,31 @@ def open_stream(cfg, column: str, skip: int, split: str = "train", first: int | 
         ds = ds.skip(skip)
     if first is not None:
         ds = ds.take(first)
-    return (row[column] for row in ds)
+    where = f"data.path={spec}" if cfg.source == DataSource.local else f"data.hub_name={cfg.hub_name}"
+    return _column_texts(ds, column, where)
+
+
+def _column_texts(rows, column: str, where: str) -> Iterator[str]:
+    """`column` of each row; a nested column is named with dots (WMT's translation.en), as the
+    prepared path's flattened columns are. A row without it is one line naming its columns."""
+    for row in rows:
+        value: Any = row
+        for part in column.split(".") if column not in row else [column]:
+            if not isinstance(value, dict) or part not in value:
+                raise DataError(
+                    f"data.text_column={column!r} is not a column of {where}; columns: {', '.join(_dotted(row))}"
+                )
+            value = value[part]
+        yield value
+
+
+def _dotted(row: dict, prefix: str = "") -> list[str]:
+    """The column names of `row`, nested ones joined with dots."""
+    names = []
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        names += _dotted(value, f"{name}.") if isinstance(value, dict) else [name]
+    return names
 
 
 def _non_blank(row) -> bool:
