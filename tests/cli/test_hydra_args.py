@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.cli.hydra_args import HydraArgs, parse_hydra_args, sweep_variants
+from zoo.cli.hydra_args import HydraArgs, parse_hydra_args, sweep_arms, sweep_variants
 
 ZOO = Path(__file__).resolve().parents[2] / "zoo"
 
@@ -134,6 +134,33 @@ def test_an_interval_is_checked_at_its_two_ends():
         ["a=4", "b=0.0001", "c=x"],
         ["a=1", "b=0.01", "c=x"],
     ]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["a=1,2", "b=x", "c=3,4,5"],
+        ["arm/window=baseline,sliding", "seed=0,1,2", "model.n_heads=3", "seed=5,6"],  # params, then the command line
+        ["seed=0,1", "a=range(1,4)", "seed=7"],
+        ["+x=1,2", "~y", "z=choice(p,q)"],
+    ],
+)
+def test_a_sweeps_arms_are_the_ones_hydras_sweeper_runs(overrides):
+    """Held against Hydra's basic sweeper: the same arms, in the same order."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    (theirs,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)
+    ours = sweep_arms(overrides, limit=100)
+    assert ours is not None and len(ours) == len(theirs)
+    parsed = [OverridesParser.create().parse_overrides(arm) for arm in ours]
+    assert [[o.get_key_element() + "=" + o.get_value_element_as_str() for o in arm] for arm in parsed] == theirs
+
+
+def test_a_sweep_that_cannot_be_listed_has_no_arms_here():
+    assert sweep_arms(["a=interval(1,4)", "b=1,2"], limit=100) is None  # Optuna's search space
+    assert sweep_arms(["a=1,2,3", "b=1,2,3"], limit=8) is None  # 9 arms
+    assert sweep_arms(["a=1,2,3", "b=1,2,3"], limit=9) is not None
 
 
 def _modules():

@@ -106,14 +106,36 @@ def test_a_trial_that_does_not_finish_is_scored_as_failed_and_named(tmp_path, cl
 
 
 def test_a_sweep_whose_every_trial_fails_ends_with_the_line_naming_them(tmp_path, cli_here):
-    """With no finished trial Optuna has no best one and the sweeper stops with its error, said on
-    one line (no traceback); zoo-train's last line still names the failed runs."""
+    """Trials that fail where they run (here the data file each one reads is missing): with no
+    finished trial Optuna has no best one and the sweeper stops with its error, said on one line
+    (no traceback); zoo-train's last line still names the failed runs."""
     sweep = tmp_path / "sweep"
-    result = _sweep(cli_here, sweep, "model.n_heads=choice(3,5)")
+    missing = tmp_path / "missing.txt"
+    result = _sweep(cli_here, sweep, "model.n_heads=choice(1,2)", "data=local", f"data.path={missing}")
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "zoo-train: error: the sweep stopped: " in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("zoo-train: 2 of 2 arm(s) of the sweep") and f"{sweep}/0/failed.json" in last, last
+
+
+@pytest.mark.parametrize("sweeper", ["hydra/sweeper=basic", "hydra/sweeper=optuna"])
+def test_a_sweep_none_of_whose_arms_is_a_valid_run_is_one_line_before_anything_is_written(sweeper, tmp_path, cli_here):
+    """n_heads=3 and 5 each fail to divide d_model=32: every arm breaks the same rule, so the
+    sweep is refused as the same command without -m is, with nothing written; a sweep with one
+    valid arm runs (test_a_trial_that_does_not_finish_is_scored_as_failed_and_named)."""
+    sweep = tmp_path / "sweep"
+    if sweeper.endswith("optuna"):
+        result = _sweep(cli_here, sweep, "model.n_heads=choice(3,5)")
+    else:
+        tiny = [o for o in tiny_overrides() if not o.startswith("model.n_heads=")]
+        result = cli_here("train", "-m", sweeper, f"hydra.sweep.dir={sweep}", *tiny, "model.n_heads=3,5")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("zoo-train")]
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert errors == [
+        "zoo-train: error: no arm of the sweep is a valid run: all 2 are refused (the first, "
+        "model.n_heads=3): model.d_model (32) must be divisible by model.n_heads (3), or set model.head_dim"
+    ]
+    assert not sweep.exists()
 
 
 def test_a_sweep_its_sweeper_refuses_leaves_no_directory(tmp_path, cli_here, monkeypatch):

@@ -65,3 +65,24 @@ def test_a_directory_naming_a_key_no_config_has_is_one_line(cli_here, tmp_path, 
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.strip() == f"zoo-train: error: hydra.{mode}.dir: Interpolation key 'y' not found"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "words, key",
+    [
+        (["hydra.run.dir=out/x\\${y}"], "hydra.run.dir"),
+        (["-m", "hydra.sweep.dir=out/x\\${y}"], "hydra.sweep.dir"),
+        (["-m", "hydra.sweep.dir=out/s", "hydra.sweep.subdir=x\\${y}"], "hydra.sweep.subdir"),
+    ],
+)
+def test_a_directory_whose_name_holds_an_escaped_interpolation_is_one_line(cli_here, tmp_path, monkeypatch, words, key):
+    """`out/x\\${y}` reads as the name out/x${y}, but Hydra names its log file by interpolating the
+    directory again and fails with a traceback after making it; zoo-train refuses it first."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", *words)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    name = "x${y}" if key.endswith("subdir") else "out/x${y}"
+    assert result.stderr.strip() == (
+        f"zoo-train: error: {key}={name!r} is refused: Hydra reads '${{' in a directory's name as an interpolation"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -94,6 +94,33 @@ def test_two_modes_at_once_are_refused_before_anything_is_written(argv, modes, c
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "words, expected",
+    [
+        ([], "-sc takes one of install=SHELL, uninstall=SHELL, query=SHELL"),
+        (["install=bash", "uninstall=bash"], "-sc takes one of install=SHELL, uninstall=SHELL, query=SHELL"),
+        (["install=tcsh"], "-sc install=tcsh: the shells are bash, zsh, fish"),
+        (["query=zsh"], "-sc query=zsh is what the shell runs at each Tab (it reads COMP_LINE)"),
+    ],
+)
+def test_shell_completion_without_its_one_command_is_one_line(words, expected, cli_here, tmp_path, monkeypatch):
+    """Hydra's -sc takes one of install=, uninstall=, query= (query reads the line being completed
+    from COMP_LINE); otherwise Hydra ends in a traceback. zoo-train answers on one line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COMP_LINE", raising=False)
+    result = cli_here("train", "-sc", *words)
+    assert result.returncode == 2 and expected in one_line(result), result.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_shell_completion_completes_zoos_keys(cli_here, tmp_path, monkeypatch):
+    """What the shell runs at each Tab (COMP_LINE set): Hydra's completion of zoo's config."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COMP_LINE", "zoo-train mod")
+    result = cli_here("train", "-sc", "query=bash")
+    assert result.returncode == 0 and "model." in result.stdout.split(), result.stderr[-2000:]
+
+
 def test_overrides_apart_from_the_others_are_read_with_them(cli_here, tmp_path, monkeypatch):
     """Hydra's parser takes one group of KEY=VALUE words and refuses one after a later flag;
     zoo-train hands Hydra all of them as one group, in the order written (the later value wins)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,118 @@ def test_a_reviewer_recomputes_the_tuned_interval_from_the_tables_with_scipy(tmp
         for held_row in (r for r in _rows(out / "heldout.csv") if r["arm"] == row["arm"]):  # each from its run
             (run,) = [r for r in runs if f"{r['sweep']}/{r['run']}" == held_row["run"]]
             assert run["val/loss"] == held_row["val/loss"] and run["optim.lr"] == held_row["optim.lr"]
+
+
+def _moe_sweeps(root: Path, widths=(16, 32)) -> list[Path]:
+    """Two sweeps side by side, as a dense-against-mixture study runs them: a wide dense arm in
+    one, dense and two mixtures in the other; data, depth and schedule held fixed."""
+    fixed = {"data.source": "kjv", "data.seq_len": 64, "model.n_layers": 2, "model.d_ff": None}
+    arms = {
+        "wide": [{"model.ffn": "dense", "model.ff_mult": 8, "model.moe_top_k": 2, "task.moe_balance": 0.01}],
+        "mixed": [
+            {"model.ffn": ffn, "model.ff_mult": None, "model.moe_top_k": k, "task.moe_balance": balance}
+            for ffn, k, balance in (("dense", 2, 0.01), ("moe", 1, 0.01), ("moe", 1, 0.0))
+        ],
+    }
+    sweeps = []
+    for name, settings in arms.items():
+        runs = []
+        for arm in settings:
+            for width in widths:
+                for lr in RATES[:2]:
+                    for seed in (0, 1, 2):
+                        config = {**fixed, **arm, "model.d_model": width, "optim.lr": lr, "seed": seed}
+                        loss = 3.0 - 0.2 * math.log2(width / 16) + 0.05 * (arm["model.ffn"] == "moe")
+                        noise = 0.011 * ((seed * 5 + int(lr * 1e4)) % 3) + 0.004 * ((seed * len(runs)) % 5)
+                        runs.append((config, loss + 20 * lr + noise - 0.01 * (arm["model.ff_mult"] or 0)))
+        sweep = write_sweep(
+            root / f"sw_{name}",
+            runs,
+            flops=lambda c: 100 * c["model.d_model"] ** 2,
+            params=lambda c: 12 * c["model.d_model"] ** 2,
+        )
+        for record in sweep.glob("*/summary.json"):  # as zoo-train logs it: the last step's, beside the run's
+            summary = json.loads(record.read_text())
+            summary["metrics"]["tokens_per_s"] = summary["tokens_per_s"] - 50 * len(record.parent.name)
+            record.write_text(json.dumps(summary))
+        sweeps.append(sweep)
+    return sweeps
+
+
+@pytest.mark.parametrize("named", ["sweeps", "run directories"])
+@pytest.mark.parametrize("scaled", [False, True], ids=["tuned", "scaled"])
+def test_a_report_rebuilt_from_its_runs_csv_is_the_report_the_runs_gave(tmp_path, named, scaled):
+    """The same arms, named alike (a dense arm beside mixtures by the keys it reads), the same
+    settings held fixed and the same runs, each named by its sweep, whether the sweeps or their
+    run directories one by one were compared."""
+    from zoo.compare.recompute import rebuild
+    from zoo.compare.scale import compare_scaled
+    from zoo.compare.tune import compare_tuned
+
+    sweeps = _moe_sweeps(tmp_path, widths=(16, 32) if scaled else (16,))
+    dirs = (
+        sweeps if named == "sweeps" else [run for s in sweeps for run in sorted(s.iterdir(), key=lambda p: int(p.name))]
+    )
+    built, rebuilt = tmp_path / "built", tmp_path / "rebuilt"
+    if scaled:
+        compare_scaled(dirs, built, key="model.d_model", tune="optim.lr", plots=False)
+    else:
+        compare_tuned(dirs, built, key="optim.lr", plots=False)
+    rebuild(built, rebuilt)
+    for name in ("report.md", "report.csv", "heldout.csv", "runs.csv", "comparison.json"):
+        assert (rebuilt / name).read_text() == (built / name).read_text(), name
+    md = (built / "report.md").read_text()
+    assert "arm 1 (model.ff_mult=(unset), model.ffn=dense)" in md and "compare.arm" not in md
+    held = next(line for line in md.splitlines() if line.startswith("Held fixed:"))
+    assert held.startswith("Held fixed: `data.source=kjv`, `data.seq_len=64`, ") and "`model.n_layers=2`" in held
+    assert "Runs from `sw_wide`, `sw_mixed`." in md
+    assert {(r["sweep"], r["run"]) for r in _rows(built / "runs.csv")} == {
+        (s.name, p.name) for s in sweeps for p in s.iterdir()
+    }
+    assert all(r["run"].startswith("sw_") for r in _rows(built / "heldout.csv"))
+
+
+def test_a_scaled_report_rebuilt_from_its_runs_csv_names_the_keys_that_change_with_its_size(tmp_path):
+    """Depth growing with width is part of a size: the report built from the run directories
+    says so, and comparison.json keeps those keys (`linked`), so the one rebuilt from runs.csv,
+    which holds no depth, says so too."""
+    from zoo.compare.recompute import rebuild
+    from zoo.compare.scale import compare_scaled
+
+    runs = []
+    for norm in ("pre", "post"):
+        for width, layers in ((16, 2), (32, 3), (64, 4)):
+            for seed in (0, 1, 2):
+                config = {"model.norm": norm, "model.d_model": width, "model.n_layers": layers, "optim.lr": 3e-3}
+                config["seed"] = seed
+                runs.append((config, _loss(config)))
+    sweep = write_sweep(tmp_path / "sweep", runs, flops=lambda c: 100 * c["model.d_model"] ** 2)
+    built, rebuilt = tmp_path / "built", tmp_path / "rebuilt"
+    compare_scaled([sweep], built, key="model.d_model", plots=False)
+    rebuild(built, rebuilt)
+    for name in ("report.md", "report.csv", "runs.csv", "comparison.json"):
+        assert (rebuilt / name).read_text() == (built / name).read_text(), name
+    assert "(with `model.n_layers`, which change with it)" in (built / "report.md").read_text()
+    assert json.loads((built / "comparison.json").read_text())["linked"] == ["model.n_layers"]
+    assert "model.n_layers" not in _rows(built / "runs.csv")[0]
+
+
+COMMITTED = sorted(p.parent for p in REPORTS.rglob("runs.csv"))
+IMAGE = re.compile(r"\n\n!\[[^\]\n]*\]\([^)\n]*\)")  # a plot's line: a rebuild without plots draws none
+
+
+@pytest.mark.parametrize("study", COMMITTED, ids=[str(p.relative_to(REPORTS)) for p in COMMITTED])
+def test_each_committed_report_with_a_runs_csv_is_the_one_its_tables_rebuild(tmp_path, study):
+    """Its tables hold the settings held fixed and each run's sweep (reports/rebuild.py restored
+    them in the first ones from their report.md): the rebuild is the committed report, file for
+    file, its plots' lines aside."""
+    from zoo.compare.recompute import rebuild
+
+    rebuild(study, tmp_path, plots=False)
+    for name in ("report.md", "report.csv", "heldout.csv", "pairs.csv", "runs.csv", "comparison.json"):
+        assert (tmp_path / name).is_file() == (study / name).is_file(), name
+        if (study / name).is_file():
+            given = (study / name).read_text(encoding="utf-8")
+            again = (tmp_path / name).read_text(encoding="utf-8")
+            assert again == (IMAGE.sub("", given) if name == "report.md" else given), name
+    assert all(r["run"] != "." for r in _rows(study / "runs.csv"))

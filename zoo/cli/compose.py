@@ -335,3 +335,7 @@ def _check_hydra(cfg: DictConfig, overrides: list[str]) -> None:
     except Exception:  # noqa: BLE001 - needs run-time values: the written form was checked
         return
     inside("hydra.sweep.subdir", subdir, "the sweep directory (hydra.sweep.dir)")
+    if "${" in str(subdir):  # Hydra names each job's log file by interpolating its directory again
+        raise ConfigError(
+            f"hydra.sweep.subdir={subdir!r} is refused: Hydra reads '${{' in a directory's name as an interpolation"
+        )

@@ -12,7 +12,14 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 
-from zoo.cli.hydra_args import HydraArgs, check_intervals, config_source_of, sweep_variants, unknown_words
+from zoo.cli.hydra_args import (
+    HydraArgs,
+    check_intervals,
+    config_source_of,
+    sweep_arms,
+    sweep_variants,
+    unknown_words,
+)
 from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME
 
@@ -42,6 +49,8 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     modes = [flag for flag, on in _modes(args) if on]
     if len(modes) > 1:  # Hydra's own rule, which it applies after the sweep directory is made
         raise ConfigError(f"{' and '.join(modes)}: give only one of --run, --multirun, --cfg, --info and -sc")
+    if args.shell_completion:
+        _check_shell_completion(args.overrides)
     if args.shell_completion or args.info:  # Hydra composes these itself: its files are checked first
         from zoo.cli.compose import check_config_files
 
@@ -84,6 +93,8 @@ def check_command_line(args: HydraArgs) -> Checked | None:
         job = cfg if variant == first else composed(variant, check=False)
         if multirun and not help_only and "launcher" in job.hydra:
             _resolve_launcher(job)
+    if multirun and not help_only and not args.cfg:
+        _refuse_if_no_arm_runs(swept + list(args.overrides), composed)
     if not multirun:  # one run: exactly the composition Hydra will make
         if first != list(args.overrides):
             cfg = composed(args.overrides, check=False)
@@ -92,6 +103,68 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     if args.cfg or help_only:
         return None
     return Checked(cfg, multirun)
+
+
+# the arms of a sweep composed to find one that is a valid run, at most (each takes a composition)
+ARMS_CHECKED = 64
+
+
+def _refuse_if_no_arm_runs(overrides: list[str], composed) -> None:
+    """A sweep none of whose arms is a valid run (each breaks the same rule, e.g. `model.n_heads=3`
+    with `model.d_model=100`) is refused on one line before anything is written, as the same
+    command without -m is. A sweep with one valid arm runs; its other arms fail on their own
+    (failed.json) while the rest go on. The arms are listed when they can be: not over an
+    interval or glob, and at most ARMS_CHECKED of them; the first valid one ends the search."""
+    arms = sweep_arms(overrides, ARMS_CHECKED)
+    if arms is None:
+        return
+    first = None
+    for arm in arms:
+        problem = _why_not_a_run(arm, composed)
+        if problem is None:
+            return
+        first = first or problem
+    swept = [word for word, *others in zip(*arms) if any(o != word for o in others)] if len(arms) > 1 else []
+    example = f" (the first, {' '.join(swept)})" if swept else ""
+    raise ConfigError(f"no arm of the sweep is a valid run: all {len(arms)} are refused{example}: {first}")
+
+
+def _why_not_a_run(arm: list[str], composed) -> str | None:
+    """The one-line refusal of the run `arm` composes to, or None for a valid run (the checks of
+    its config alone: the data and machine are checked where each job runs)."""
+    from zoo.config.errors import ZooError
+    from zoo.config.schema.validate import validate
+
+    try:
+        cfg = composed(arm, check=False)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        validate(cfg)
+    except ZooError as exc:
+        return str(exc)
+    return None
+
+
+SHELLS = ("bash", "zsh", "fish")  # Hydra's completion plugins
+
+
+def _check_shell_completion(overrides: list[str]) -> None:
+    """`-sc` takes one of install=SHELL, uninstall=SHELL and query=SHELL (what the shell runs at
+    each Tab, with COMP_LINE set): anything else is one line here, not Hydra's traceback."""
+    import os
+
+    given = {word.split("=", 1)[0]: word.split("=", 1)[1] for word in overrides if "=" in word}
+    commands = [key for key in ("install", "uninstall", "query") if key in given]
+    setup = 'eval "$(zoo-train -sc install=bash)"'
+    if len(commands) != 1:
+        raise ConfigError(f"-sc takes one of install=SHELL, uninstall=SHELL, query=SHELL; to set it up: {setup}")
+    shell = given[commands[0]]
+    if shell not in SHELLS:
+        raise ConfigError(f"-sc {commands[0]}={shell}: the shells are {', '.join(SHELLS)}")
+    if commands[0] == "query" and "COMP_LINE" not in os.environ:
+        raise ConfigError(
+            f"-sc query={shell} is what the shell runs at each Tab (it reads COMP_LINE); to set it up: {setup}"
+        )
 
 
 def _modes(args: HydraArgs) -> list[tuple[str, bool]]:
@@ -117,6 +190,10 @@ def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
         return None
     if not configured:
         return None
+    if "${" in str(configured):  # Hydra names its log file by interpolating the directory again
+        raise ConfigError(
+            f"hydra.{mode}.dir={configured!r} is refused: Hydra reads '${{' in a directory's name as an interpolation"
+        )
     overridden = any(o.startswith(f"hydra.{mode}.dir=") for o in cfg.hydra.overrides.hydra)
     return Path(configured), overridden or written != DEFAULT_DIRS[mode]
 

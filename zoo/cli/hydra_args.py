@@ -170,6 +170,37 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
     return variants
 
 
+def sweep_arms(overrides: list[str], limit: int) -> list[list[str]] | None:
+    """Every arm of the sweep `overrides` describe (a sweeper's params first, then the command
+    line's), as single-valued override lists: the product of the swept keys' values, the first
+    values first, a key given twice taking its later values, as Hydra's sweepers read them.
+    None when they cannot all be listed: an interval or glob, or more than `limit` arms."""
+    import itertools
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - compose reports the syntax error on one line
+        return None
+    by_key: dict[str, list[str]] = {}  # as Hydra's sweeper merges them: a later key wins, in place
+    for text, o in zip(overrides, parsed):
+        if not o.is_sweep_override():
+            by_key[o.get_key_element()] = [text]
+            continue
+        try:
+            by_key[o.get_key_element()] = [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+        except Exception:  # noqa: BLE001 - an interval or glob: its values are not a list
+            return None
+    choices = list(by_key.values())
+    count = 1
+    for values in choices:
+        count *= len(values)
+    if not 0 < count <= limit:
+        return None
+    return [list(arm) for arm in itertools.product(*choices)]
+
+
 def check_intervals(overrides: list[str]) -> None:
     """An `interval(LOW, HIGH)` search space runs from low to high, and one tagged `log` from a
     positive low: refused on one line (the sweeper would refuse it after the sweep directory is

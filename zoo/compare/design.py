@@ -5,10 +5,13 @@ data, differences resting on too few seeds or on a flagged interval)."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from zoo.compare.escape import code, text
 from zoo.compare.runs import Run, RunStatus, epochs, number
 from zoo.compare.stats import ZERO_SPREAD, Difference, t_quantile
-from zoo.compare.table import run_place, vocab_size
+from zoo.compare.table import cell_value, run_place, vocab_size
 
 
 def _show(value) -> str:
@@ -75,6 +78,7 @@ def shape_items(runs: list[Run]) -> list[str]:
 
 # the keys that size d_ff when it is unset (zoo.config.schema.model): a d_ff at its default is none of them
 D_FF_SIZING = ("model.ff_mult", "model.param_budget")
+HELD_KEYS = (*DESIGN_KEYS, *SHAPE_KEYS, *D_FF_SIZING)  # the settings a "Held fixed" line may show
 
 
 def _d_ff_sized(runs: list[Run]) -> list[str]:
@@ -85,6 +89,35 @@ def _d_ff_sized(runs: list[Run]) -> list[str]:
         if values != {repr(None)}:
             return [code(f"{key}={_show(runs[0].config.get(key))}")] if len(values) == 1 else []
     return [f"{code('model.d_ff')} at its default"]
+
+
+def held_settings(arms: list) -> dict[str, Any]:
+    """The settings the "Held fixed" line reads (DESIGN_KEYS, SHAPE_KEYS, D_FF_SIZING) that every
+    run of `arms` has alike, at that value (None: at its default). comparison.json keeps them, so
+    that a report rebuilt from runs.csv says what the one built from the run directories said."""
+    runs = [run for arm in arms for run in arm.runs]
+    held = {}
+    for key in HELD_KEYS:
+        if any(key in r.config for r in runs) and len({repr(r.config.get(key)) for r in runs}) == 1:
+            held[key] = runs[0].config.get(key)
+    return held
+
+
+def held_from_line(line: str) -> dict[str, Any]:
+    """The settings a "Held fixed" line (`design_line`) shows, at their values (None: at its
+    default), in the order `held_settings` keeps them: what a report written before
+    comparison.json kept them says of its runs. An unset model.d_ff sized by a key every run
+    shares shows as that key alone, so model.d_ff is then unset too. The vocabulary is the
+    runs' record, no setting."""
+    shown: dict[str, Any] = {}
+    for item, default in re.findall(r"`([^`]+)`( at its default)?", line.split(". Seeds:", 1)[0]):
+        key, value = (item, None) if default else item.split("=", 1)
+        if key not in HELD_KEYS:
+            raise ValueError(f"{key}: not a setting a Held fixed line shows")
+        shown[key] = cell_value(value) if value is not None else None
+    if any(k in shown for k in D_FF_SIZING):
+        shown.setdefault("model.d_ff", None)
+    return {k: shown[k] for k in HELD_KEYS if k in shown}
 
 
 def _span(values: list[float], fmt) -> str:

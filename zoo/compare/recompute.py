@@ -17,6 +17,7 @@ from typing import Any
 
 from zoo.compare.errors import CompareError
 from zoo.compare.report import compare
+from zoo.compare.runs import Run
 from zoo.compare.scale import compare_scaled
 from zoo.compare.table import HELDOUT, PAIRS, RUNS, SPEC, read_runs, read_table
 from zoo.compare.tune import compare_tuned
@@ -65,20 +66,34 @@ def printed(column: str, value: Any) -> str:
     return f"{value:+.4f}" if column in ("diff", "ci_low", "ci_high", "adj_low", "adj_high") else f"{value:.4f}"
 
 
-def _rebuild(directory: Path, scratch: Path) -> dict:
+def rebuild(
+    directory: Path, out: Path, *, plots: bool = False, found: tuple[list[Run], list[Run]] | None = None
+) -> dict:
+    """The report in `directory` made again, into `out`, from its runs.csv and comparison.json
+    alone (whose content it returns): the report the run directories gave, with the same arms,
+    named alike, the same runs and the same settings held fixed. `found`: (runs, runs left out)
+    as read from its runs.csv and completed by the caller, instead of the table's own."""
     spec, runs, left_out = read_runs(directory)
+    if found is not None:
+        runs, left_out = found
     if not runs:
         raise CompareError(f"recompute={directory}: {RUNS} holds no run of an arm")
-    common = dict(metric=spec["metric"], baseline=spec["baseline"], plots=False, found=(runs, left_out))
+    common = dict(metric=spec["metric"], baseline=spec["baseline"], plots=plots, found=(runs, left_out))
     dirs = [Path(str(name)) for name in dict.fromkeys(str(r.root) for r in runs)]
     pairs = bool(spec.get("pairs"))
     if spec["kind"] == "plain":
-        compare(dirs, scratch, pairs=pairs, **common)
+        compare(dirs, out, pairs=pairs, **common)
     elif spec["kind"] == "tuned":
-        compare_tuned(dirs, scratch, key=spec["tune"], pairs=pairs, **common)
+        compare_tuned(dirs, out, key=spec["tune"], pairs=pairs, **common)
     elif spec["kind"] == "scaled":
         compare_scaled(
-            dirs, scratch, key=spec["scale"], tune=spec.get("tune"), irreducible=spec.get("irreducible"), **common
+            dirs,
+            out,
+            key=spec["scale"],
+            tune=spec.get("tune"),
+            irreducible=spec.get("irreducible"),
+            linked=spec.get("linked"),
+            **common,
         )
     else:
         raise CompareError(f"recompute={directory}: {SPEC} names an unknown kind of report {spec['kind']!r}")
@@ -120,7 +135,7 @@ def recompute(directory: Path) -> tuple[list[str], bool]:
         )
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        spec = _rebuild(directory, scratch)
+        spec = rebuild(directory, scratch)
         keys = ["arm", *([spec["scale"]] if spec.get("scale") else [])]
         lines, differ = _compare_tables(
             "report.csv", read_table(scratch / "report.csv"), read_table(directory / "report.csv"), keys

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from zoo.compare.design import _show, few_seed_warnings, flag_warnings, repeat_warnings
+from zoo.compare.design import _show, few_seed_warnings, flag_warnings, held_settings, repeat_warnings
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import csv_cell
 from zoo.compare.markdown.plain import write_lengths_csv, write_markdown
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 from zoo.compare.routing_plot import plot_routing
-from zoo.compare.runs import IGNORED, Run, RunStatus, find_runs, number
+from zoo.compare.runs import NOT_SETTINGS, Run, RunStatus, find_runs, number
 from zoo.compare.stats import Difference, difference, mean_std
-from zoo.compare.table import write_pair_rows, write_runs
+from zoo.compare.table import swept, write_pair_rows, write_runs
 from zoo.compare.verdict import Family, Pair, adjust, label, load_flag, pairs_of
 from zoo.config.records.atomic import replacing
 from zoo.config.records.rundir import RunDir
@@ -143,7 +143,7 @@ def group_arms(runs: list[Run]) -> tuple[list[Arm], list[str]]:
     keys = []
     for key in all_keys:
         values = {repr(arm.runs[0].config.get(key)) for arm in arms}
-        if len(values) > 1 and not key.startswith(IGNORED):
+        if len(values) > 1 and not key.startswith(NOT_SETTINGS):
             keys.append(key)
     for arm in arms:
         arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
@@ -298,7 +298,7 @@ def compare(
     report.family, report.pairs = declare(arms, base, lambda a: a.finals(metric), pairs)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="plain", pairs=pairs))
+    report.files.update(write_runs(report, out, kind="plain", pairs=pairs, held=held_settings(report.arms)))
     if report.pairs is not None:
         report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
     if lengths:
@@ -317,7 +317,7 @@ def compare(
         routing = plot_routing(report, out / "routing.png")  # mixture-of-experts arms only
         if routing is not None:
             report.files["routing"] = routing
-    report.files["md"] = write_markdown(report, out / "report.md", dirs)
+    report.files["md"] = write_markdown(report, out / "report.md", swept(report))
     return report
 
 

@@ -17,6 +17,10 @@ from zoo.config.schema.model import model_defaults
 from zoo.config.schema.task import task_defaults
 
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
+# the arm a run rebuilt from runs.csv was placed in (`zoo.compare.table.read_runs`): it keeps the
+# report's arms apart, as their runs' configs did, but is no setting of theirs and names no arm
+PLACED = "compare.arm"
+NOT_SETTINGS = (*IGNORED, PLACED)
 
 
 class RunStatus(str, enum.Enum):
@@ -38,7 +42,9 @@ class Run:
     error: str = ""
     curve: list[tuple[int, float]] = field(default_factory=list)  # (tokens seen, val/loss)
     last_val: dict[str, float] = field(default_factory=dict)  # last validation row of metrics.csv
-    root: Path | None = None  # the directory it was found under (runs.csv names the run relative to it)
+    # the directory it was found under, or the one holding it when it was named alone (runs.csv
+    # names the run relative to it: `moe_a`, `0` whether `moe_a` or `moe_a/0` was named)
+    root: Path | None = None
 
     @property
     def seed(self) -> Any:
@@ -278,7 +284,7 @@ def find_runs(dirs: list[Path]) -> list[Run]:
             found.setdefault(p, root)
     runs = [read_run(p, root) for p, root in found.items()]
     for run, root in zip(runs, found.values()):
-        run.root = root
+        run.root = root.parent if root == run.path else root  # a run named alone: its sweep holds it
     return runs
 
 

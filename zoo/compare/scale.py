@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
 from zoo.compare.markdown.scaled import write_scaled_markdown
 from zoo.compare.multipliers import LEVEL, family_box, fit_arms
@@ -56,7 +57,7 @@ from zoo.compare.report import (
 )
 from zoo.compare.runs import Run
 from zoo.compare.scaled_arms import ScaledArm, scale_arms
-from zoo.compare.table import write_heldout, write_runs
+from zoo.compare.table import swept, write_heldout, write_runs
 from zoo.compare.tune import _order, heldout_rows
 from zoo.compare.verdict import label, lower_is_better
 
@@ -206,18 +207,21 @@ def compare_scaled(
     irreducible: bool | None = None,
     tune: str | None = None,
     found: tuple[list[Run], list[Run]] | None = None,
+    linked: list[str] | None = None,
 ) -> ScaleReport:
     """Read the sweeps in `dirs`, compare the arms across the sizes of `key` (each at its own best
     `tune` value when given), write report.md, report.csv (and scaling.png) into `out`, and
     return the report. `irreducible`: fit e + a·C^-b (None: when every arm has at least
     MIN_POINTS_IRREDUCIBLE sizes). Also writes runs.csv and, with tune=, heldout.csv; `found`: runs
-    and runs left out already read, instead of `dirs`'."""
+    and runs left out already read, instead of `dirs`'; `linked`: keys said to change with `key`
+    that the runs do not hold (a report rebuilt from runs.csv: comparison.json's)."""
     if metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "bpb"):
         raise CompareError(
             f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb or val/ppl"
         )
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
-    arms, keys, linked = scale_arms(runs, key, metric, tune)
+    arms, keys, changing = scale_arms(runs, key, metric, tune)
+    linked = list(dict.fromkeys([*changing, *(linked or [])]))
     base = pick_baseline(arms, baseline)
     if irreducible is None:
         irreducible = all(len(a.scored) >= MIN_POINTS_IRREDUCIBLE for a in arms)
@@ -237,12 +241,23 @@ def compare_scaled(
     )
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="scaled", scale=key, tune=tune, irreducible=irreducible))
+    report.files.update(
+        write_runs(
+            report,
+            out,
+            kind="scaled",
+            scale=key,
+            tune=tune,
+            irreducible=irreducible,
+            held=held_settings(report.arms),
+            linked=linked,
+        )
+    )
     if tune:
         report.files["heldout_csv"] = write_heldout(heldout_rows(arms, tune, metric, size_key=key), out)
     if plots:
         report.files["scaling"] = plot_scaling(report, out / "scaling.png")
-    report.files["md"] = write_scaled_markdown(report, out / "report.md", dirs)
+    report.files["md"] = write_scaled_markdown(report, out / "report.md", swept(report))
     return report
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from zoo.compare.design import _show
 from zoo.compare.errors import CompareError
 from zoo.compare.powerlaw import PowerLaw
-from zoo.compare.runs import IGNORED, Run, epochs
+from zoo.compare.runs import IGNORED, NOT_SETTINGS, Run, epochs
 from zoo.compare.runs import number as _number
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import mean_std
@@ -262,7 +262,9 @@ def scale_arms(
     keys = [
         k
         for k in all_keys
-        if k not in dropped and not k.startswith(IGNORED) and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1
+        if k not in dropped
+        and not k.startswith(NOT_SETTINGS)
+        and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1
     ]
     for arm in arms:
         arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}

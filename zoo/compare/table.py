@@ -1,7 +1,8 @@
 """The per-run tables a report is rebuilt from: `runs.csv` (one row per run of every arm, and
 one per run left out), `heldout.csv` (with tune=: each seed's held-out measurement) and
 `comparison.json` (what was compared: the kind of report, the metric, the keys, the baseline,
-whether every pair was compared) and, with pairs=all, `pairs.csv`.
+whether every pair was compared, the settings every run held fixed, the keys that change with a
+scale= key) and, with pairs=all, `pairs.csv`.
 
 `runs.csv` holds, for every run: its directory relative to the sweep it was found in (`sweep`,
 `run`), its arm and the arm's settings (the columns of report.csv), the size (the scale= key's
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.escape import FORMULA_START, csv_cell
-from zoo.compare.runs import Run, RunStatus, at, number
+from zoo.compare.runs import PLACED, Run, RunStatus, at, number
 from zoo.compare.verdict import pair_rows
 from zoo.config.records.atomic import replacing, write_text
 
@@ -86,6 +87,13 @@ def run_place(run: Run) -> tuple[str, str]:
     return (root.name or root.resolve().name), relative.as_posix()
 
 
+def swept(report) -> list[str]:
+    """The sweeps `report`'s runs came from (its arms' and those left out), each once, as runs.csv
+    names them: a report says the same whether built from the run directories or rebuilt."""
+    runs = [run for arm in report.arms for run in arm.runs] + report.unreadable
+    return list(dict.fromkeys(run_place(r)[0] for r in runs))
+
+
 def write_runs(
     report,
     out: Path,
@@ -95,9 +103,14 @@ def write_runs(
     tune: str | None = None,
     irreducible: bool | None = None,
     pairs: bool = False,
+    held: dict[str, Any] | None = None,
+    linked: list[str] | None = None,
 ) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
-    arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs)."""
+    arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs); `held`:
+    the settings every run shares (`zoo.compare.design.held_settings`), kept as `fixed`; `linked`:
+    the keys that change with the scale= key (depth, heads, steps of a size), kept as `linked`
+    where there are any."""
     arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]
     metrics = list(dict.fromkeys(k for _, r in arms for k in (r.summary.get("metrics") or {})))
     place = list(dict.fromkeys([*report.keys, *([scale] if scale else []), "seed", LR, *([tune] if tune else [])]))
@@ -129,7 +142,10 @@ def write_runs(
         "tune": tune,
         "metrics": metrics,
         "pairs": pairs,
+        "fixed": held or {},
     }
+    if linked:
+        spec["linked"] = list(linked)
     if irreducible is not None:
         spec["irreducible"] = irreducible
     write_text(out / SPEC, json.dumps(spec, indent=2) + "\n")
@@ -174,12 +190,17 @@ def cell_value(cell: str) -> Any:
     return {"True": True, "False": False}.get(cell, cell)
 
 
-def read_table(path: Path) -> list[dict[str, Any]]:
+def read_table(path: Path, *, first: bool = False) -> list[dict[str, Any]]:
+    """The table's rows as {column: value}. A column named twice (runs.csv's tokens_per_s: among
+    the metrics the last value logged, among the accounting the run's own) gives the value of its
+    last occurrence, or with `first` of its first."""
     with path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     if not rows:
         return []
     head = [str(cell_value(h)) for h in rows[0]]
+    if first:
+        return [dict(reversed(list(zip(head, map(cell_value, row))))) for row in rows[1:]]
     return [dict(zip(head, map(cell_value, row))) for row in rows[1:]]
 
 
@@ -197,12 +218,14 @@ def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
     ]
     runs: list[Run] = []
     left_out: list[Run] = []
-    for row in read_table(directory / RUNS):
+    for row, early in zip(read_table(directory / RUNS), read_table(directory / RUNS, first=True)):
         config = {k: (None if row.get(k) == UNSET and k in spec["settings"] else row.get(k)) for k in keys}
-        config["compare.arm"] = row["arm"]  # the arm it was placed in, whatever its settings read as
+        if row["arm"] is not None:  # the settings every run shared (the report's "Held fixed" line)
+            config = {**spec.get("fixed", {}), **config}
+        config[PLACED] = row["arm"]  # the arm it was placed in, whatever its settings read as
         summary: dict[str, Any] = {
             "status": row["status"],
-            "metrics": {m: row.get(m) for m in spec["metrics"] if row.get(m) is not None},
+            "metrics": {m: early.get(m) for m in spec["metrics"] if early.get(m) is not None},
             "model": {
                 "non_embedding_params": row.get("N_total") or row["N"],
                 "active_non_embedding_params": row["N"],

@@ -32,6 +32,7 @@ from zoo.compare.design import (
     _show,
     few_seed_warnings,
     flag_warnings,
+    held_settings,
     repeat_warnings,
 )
 from zoo.compare.errors import CompareError
@@ -39,10 +40,10 @@ from zoo.compare.markdown.tuned import write_tuned_markdown
 from zoo.compare.plots import plot_tuning
 from zoo.compare.report import declare, load_runs, make_out, pick_baseline, write_csv
 from zoo.compare.routing_plot import plot_routing
-from zoo.compare.runs import IGNORED, Run, RunStatus
+from zoo.compare.runs import IGNORED, NOT_SETTINGS, Run, RunStatus
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import Difference, Estimate, difference, estimate, mean_std
-from zoo.compare.table import run_place, vocab_size, write_heldout, write_pair_rows, write_runs
+from zoo.compare.table import run_place, swept, vocab_size, write_heldout, write_pair_rows, write_runs
 from zoo.compare.verdict import Family, Pair, lower_is_better
 
 
@@ -230,7 +231,7 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
     keys = [
         k
         for k in all_keys
-        if k != key and not k.startswith(IGNORED) and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1
+        if k != key and not k.startswith(NOT_SETTINGS) and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1
     ]
     for arm in arms:
         arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
@@ -329,7 +330,7 @@ def compare_tuned(
     report.family, report.pairs = declare(arms, base, lambda a: a.held_out(), pairs)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="tuned", tune=key, pairs=pairs))
+    report.files.update(write_runs(report, out, kind="tuned", tune=key, pairs=pairs, held=held_settings(report.arms)))
     if report.pairs is not None:
         report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
     report.files["heldout_csv"] = write_heldout(heldout_rows(arms, key, metric), out)
@@ -338,5 +339,5 @@ def compare_tuned(
         routing = plot_routing(report, out / "routing.png", tuned=key)  # mixture-of-experts arms only
         if routing is not None:
             report.files["routing"] = routing
-    report.files["md"] = write_tuned_markdown(report, out / "report.md", dirs)
+    report.files["md"] = write_tuned_markdown(report, out / "report.md", swept(report))
     return report
