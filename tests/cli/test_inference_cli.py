@@ -184,6 +184,21 @@ def test_zoo_generate_streams_one_prompt_and_prints_the_same_line(tiny_lm, tmp_p
     assert len(beam.writes) == 1
 
 
+def test_attention_map_indices_are_refused_before_anything_is_decoded(tiny_lm, tmp_path, cli_here):
+    """A layer or head the model lacks is refused before decoding: nothing on stdout (the
+    continuation was written, then the picture refused), no picture."""
+    for option, words in (
+        ("layers=9", "layer 9 does not exist; the model has layers 0..0"),
+        ("heads=2", "head 2 does not exist; the model has heads 0..1"),
+    ):
+        picture = tmp_path / "a.png"
+        result = cli_here(
+            "generate", f"ckpt={tiny_lm}", "prompt=And", "max_new_tokens=4", f"attention_map={picture}", option
+        )
+        assert result.returncode == 2 and result.stdout == "" and not picture.exists()
+        assert result.stderr.strip().splitlines() == [f"zoo-generate: error: {words}"]
+
+
 @pytest.mark.slow
 def test_bad_input_fails_with_one_line(tiny_lm, tmp_path, cli_here):
     tool = cli_here  # the refusals in this process: no interpreter start-up each
@@ -234,3 +249,42 @@ def test_zoo_eval_on_two_processes_reports_once(tiny_lm, tmp_path, cli_here):
     one = json.loads(cli_here("eval", f"ckpt={tiny_lm}").stdout)["metrics"]
     # the distributed sampler repeats an example to even out the shards: nearly equal
     assert abs(two["loss"] - one["loss"]) < 0.05 and two["loss"] > 0
+
+
+def test_zoo_eval_of_a_run_on_streamed_local_files(tmp_path, cli_here):
+    """docs/generating.md's `zoo-eval ckpt=... data.source=pydoc ...` on a run trained on
+    streamed local files: the checkpoint's data.path and data.streaming belong to its own
+    source and are left behind (they were refused as keys pydoc does not take); a source the
+    override does not change keeps them. split=train of a stream is refused on one line."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}: {'abc ' * (i % 9)}\n" for i in range(400)))
+    run = tmp_path / "run"
+    overrides = [o for o in tiny_overrides(run) if not o.startswith(("hydra.", "data.max_examples"))]
+    overrides += ["data=local", f"data.path={corpus}", "data.streaming=true", "data.val_documents=50"]
+    train(zoo.compose(overrides), run)
+    ckpt = run / "checkpoints" / "last.ckpt"
+    other = cli_here("eval", f"ckpt={ckpt}", "data.source=pydoc", "data.seq_len=16", "limit_batches=2")
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert json.loads(other.stdout)["batches_evaluated"] == 2
+    same = cli_here("eval", f"ckpt={ckpt}", "data.source=local", "data.seq_len=16", "limit_batches=1")
+    assert same.returncode == 0, same.stderr[-2000:]
+    # a stream has no training split of known size: one line, not len()'s traceback
+    train_split = cli_here("eval", f"ckpt={ckpt}", "split=train", "limit_batches=1")
+    assert train_split.returncode == 2 and "Traceback" not in train_split.stderr
+    assert (
+        train_split.stderr.strip()
+        .splitlines()[-1]
+        .startswith("zoo-eval: error: split=train: the data is streamed (data.streaming=true)")
+    )
+    prepared = cli_here("eval", f"ckpt={ckpt}", "split=train", "data.streaming=false", "limit_batches=1")
+    assert prepared.returncode == 0, prepared.stderr[-2000:]
+    # a window past the learned positions names the key the command gave it with
+    long = cli_here("eval", f"ckpt={ckpt}", "data.seq_len=100")
+    assert long.returncode == 2 and long.stderr.strip().splitlines() == [
+        "zoo-eval: error: data.seq_len=100 is past the model's learned positions (model.max_seq_len=64): "
+        "give seq_len=64 or less"
+    ]
+    hub = cli_here("eval", f"ckpt={ckpt}", "data.source=hub", "limit_batches=1")
+    assert hub.returncode == 2 and hub.stderr.strip().splitlines() == [
+        "zoo-eval: error: data.source=hub needs data.hub_name (a Hugging Face dataset name)"
+    ]

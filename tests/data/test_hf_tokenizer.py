@@ -151,6 +151,21 @@ def test_bad_settings_are_refused_on_one_line(saved, tmp_path):
     assert "\n" not in str(info.value)
 
 
+def test_a_model_directory_without_tokenizer_files_is_refused_not_read_as_an_empty_vocabulary(tmp_path):
+    """transformers builds a model's tokenizer class from config.json alone, with no vocabulary
+    (every text encodes to no ids): a zoo-export directory of a run on zoo's own tokenizer is
+    one (its tokenizer is in zoo_tokenizer/), and training on it read every document as eos."""
+    transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=300).save_pretrained(tmp_path)
+    (tmp_path / "zoo_tokenizer").mkdir()
+    with pytest.raises(DataError) as info:
+        _build(tmp_path)
+    assert str(info.value) == (
+        f"tokenizer.path={tmp_path}: no Hugging Face tokenizer files there (transformers made a GPT2Tokenizer "
+        "with an empty vocabulary from config.json alone; zoo_tokenizer/ there is zoo's own, which "
+        "transformers cannot read); give a directory holding a tokenizer's files"
+    )
+
+
 def test_without_transformers_the_extra_to_install_is_named(saved, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails
     with pytest.raises(

@@ -6,6 +6,8 @@ run ends with the weights of an uninterrupted one."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -13,8 +15,10 @@ import torch
 import zoo.data.streaming as streaming
 from tests.cli.conftest import tiny_overrides
 from tests.training.distributed.conftest import model_state
+from zoo.config.schema.data import DataConfig
+from zoo.data.errors import DataError
 from zoo.data.packing import PackedBlocks
-from zoo.data.streaming import StreamedWindows, StreamLoader, token_windows
+from zoo.data.streaming import StreamedWindows, StreamEnded, StreamLoader, token_windows
 from zoo.data.tokenizers import ByteTokenizer
 
 DOCS = [f"doc {i}: " + "word " * (i * 7 % 23) for i in range(300)]
@@ -69,6 +73,47 @@ def test_ranks_split_each_step_and_a_resume_on_another_world_size_continues_exac
     for step, batch in zip(steps[3:], resumed):
         assert torch.equal(step, batch)
     assert all(np.array_equal(w, e) for w, e in zip(torch.cat(steps).numpy(), expected))
+
+
+def test_a_spent_stream_stops_on_one_line_instead_of_starting_empty_epochs():
+    """A stream is read once: past its last window the loader raises (before, each further
+    epoch began at the end, gave no batch, and training never reached trainer.max_steps)."""
+    expected = packed_windows()
+    one = loader(1, 0, 4)
+    batches = []
+    with pytest.raises(StreamEnded, match=f"ended after {len(expected):,} windows of {BLOCK} tokens"):
+        for batch in one:
+            batches.append(batch)
+    assert sum(len(b) for b in batches) == len(expected)
+
+
+def test_val_documents_holding_out_the_whole_stream_is_refused_on_one_line(tmp_path, cli_here):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}\n" for i in range(20)))
+    common = [o for o in tiny_overrides(tmp_path / "run") if not o.startswith("data.max_examples")]
+    r = cli_here("train", *common, "data=local", f"data.path={corpus}", "data.streaming=true", "data.val_documents=50")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == (
+        "zoo-train: error: data.val_documents=50 holds out every document of the stream (it has 20), "
+        "leaving none to train on: lower data.val_documents or give data.val_path"
+    )
+    assert "Traceback" not in r.stderr
+
+
+def test_a_streamed_column_is_read_by_its_dotted_name_and_a_missing_one_is_one_line(tmp_path):
+    """As the prepared path's flattened columns: WMT-style nested columns by dotted names; a
+    column the rows lack names the ones they have (it was a KeyError's traceback)."""
+    rows = tmp_path / "pairs.jsonl"
+    rows.write_text(
+        "".join(json.dumps({"translation": {"en": f"one {i}", "de": f"eins {i}"}}) + "\n" for i in range(5))
+    )
+    cfg = DataConfig(source="local", path=str(rows), streaming=True)
+    assert list(streaming.open_stream(cfg, "translation.en", skip=1, first=2)) == ["one 1", "one 2"]
+    with pytest.raises(DataError) as info:
+        list(streaming.open_stream(cfg, "translation.fr", skip=0))
+    assert str(info.value) == (
+        f"data.text_column='translation.fr' is not a column of data.path={rows}; columns: translation.en, translation.de"
+    )
 
 
 @pytest.mark.slow

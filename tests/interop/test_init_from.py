@@ -233,3 +233,16 @@ def test_the_cli_refuses_before_writing_anything(llama_dir, tmp_path, args, word
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("zoo-train: error:") and words in lines[0], result.stderr
     assert not run.exists()
+
+
+def test_windows_past_the_directory_positions_are_refused_with_a_fix_init_from_allows(tmp_path):
+    """A GPT-2 directory's n_positions is its model.max_seq_len, which init_from fixes: the
+    refusal asks for shorter windows, not for the model.max_seq_len it would then refuse."""
+    save_model(tmp_path, "gpt2")
+    init = f"init_from=hf:{tmp_path}"
+    message = refusal([init, "data.seq_len=256"])
+    assert message == (
+        "data.seq_len (256) is longer than learned positions allow (model.max_seq_len=128): "
+        f"give data.seq_len=128 or less ({init} fixes the architecture)"
+    )
+    assert refusal([init, "data.seq_len=128"]) is None

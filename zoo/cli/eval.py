@@ -115,12 +115,20 @@ def run(argv: list[str]) -> dict:
             source="local", path=args.data, val_path=args.data, hub_name=None, hub_config=None, max_examples=None
         )
     if data_overrides:
+        data = _for_another_source(data, data_overrides)
         merged = OmegaConf.merge(OmegaConf.create({"data": data}), OmegaConf.from_dotlist(data_overrides))
         data = OmegaConf.to_container(merged.data, resolve=True)
     if args.seq_len is not None:
         data["seq_len"] = args.seq_len
     checked = as_data_config(data)  # one-line errors for bad keys or values before any data is read
-    _check_window(task.model_config, getattr(checked, "seq_len", None), given=args.seq_len is not None)
+    given = (
+        "seq_len"
+        if args.seq_len is not None
+        else "data.seq_len"
+        if any(o.startswith("data.seq_len=") for o in data_overrides)
+        else None
+    )
+    _check_window(task.model_config, getattr(checked, "seq_len", None), given=given)
     try:
         result = evaluate(
             task,
@@ -153,16 +161,37 @@ def run(argv: list[str]) -> dict:
     return result
 
 
-def _check_window(model, seq_len, *, given: bool) -> None:
+SOURCE_KEYS = ("path", "val_path", "hub_name", "hub_config", "streaming")
+
+
+def _for_another_source(data: dict, overrides: list[str]) -> dict:
+    """`data.source=X` other than the checkpoint's: the keys that name where the checkpoint's
+    data came from (its files, its Hub dataset, streaming them) start from their defaults
+    unless given too, so a run trained on `data=local` evaluates on `data.source=pydoc` (its
+    `data.path` would otherwise be refused as one that only applies to local files)."""
+    from dataclasses import fields
+
+    from zoo.config.schema.data import DataConfig
+
+    given = {item.split("=", 1)[0].lstrip("+~").removeprefix("data."): item for item in overrides}
+    source = given.get("source", "").partition("=")[2]
+    if not source or source == str(data.get("source")):
+        return data
+    defaults = {f.name: f.default for f in fields(DataConfig) if f.name in SOURCE_KEYS}
+    return {**data, **{key: value for key, value in defaults.items() if key not in given}}
+
+
+def _check_window(model, seq_len, *, given: str | None) -> None:
     """A window longer than a bounded position scheme's positions (a learned table ends at
-    model.max_seq_len) is refused before any data is read."""
+    model.max_seq_len) is refused before any data is read; `given`: the key the command set it
+    with (None: the checkpoint's own)."""
     from zoo.config.errors import ConfigError
     from zoo.config.facts.positions import max_positions
 
     bound = max_positions(model)
     if bound is None or not isinstance(seq_len, int) or seq_len <= bound:
         return
-    where = f"seq_len={seq_len}" if given else f"the checkpoint's data.seq_len={seq_len}"
+    where = f"{given}={seq_len}" if given else f"the checkpoint's data.seq_len={seq_len}"
     raise ConfigError(
         f"{where} is past the model's {model.position.kind.value} positions (model.max_seq_len="
         f"{bound}): give seq_len={bound} or less"

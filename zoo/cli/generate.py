@@ -135,6 +135,8 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     tokenizer = task.tokenizer
     if tokenizer is None:
         raise ConfigError(f"{args.ckpt} carries no tokenizer")
+    if args.attention_map:
+        _check_picture_indices(task, layers, heads)
     task.model.to(device=device, dtype=dtype)
     specials = tokenizer.special_ids()
     decoder_only = FAMILY_FACTS[task.model_config.family].prompt_in_decoder
@@ -273,6 +275,22 @@ def _indices(text: str | None, key: str) -> list[int] | None:
         return [int(part) for part in str(text).replace(" ", "").split(",") if part != ""]
     except ValueError:
         raise ConfigError(f"{key}={text!r}: give comma-separated integers, e.g. {key}=0,1") from None
+
+
+def _check_picture_indices(task, layers, heads) -> None:
+    """attention_map's layers= and heads= are checked against the model before anything is
+    decoded (the picture is drawn after the first output is written)."""
+    from zoo.config.errors import ConfigError
+    from zoo.models.visualize import attention_modules
+
+    n_layers = max((key[1] for key in attention_modules(task.model)), default=-1) + 1
+    n_heads = task.model_config.n_heads
+    for layer in layers or ():
+        if not 0 <= layer < n_layers:
+            raise ConfigError(f"layer {layer} does not exist; the model has layers 0..{n_layers - 1}")
+    for head in heads or ():
+        if not 0 <= head < n_heads:
+            raise ConfigError(f"head {head} does not exist; the model has heads 0..{n_heads - 1}")
 
 
 def _draw_attention(task, tokenizer, text, new_ids, path, layers, heads) -> None:

@@ -243,6 +243,12 @@ class ZooDataModule(L.LightningDataModule):
         seq_len = cfg.seq_len
         block = self.spec.window(seq_len)
         val_ids = held_out_windows(open_stream(cfg, column, skip=0, split=val_split, first=n_val), self.tokenizer)
+        if not own_validation and int((val_ids == self.tokenizer.eos_id).sum()) < n_val:
+            raise DataError(
+                f"data.val_documents={n_val} holds out every document of the stream (it has "
+                f"{int((val_ids == self.tokenizer.eos_id).sum()):,}), leaving none to train on: lower "
+                "data.val_documents or give data.val_path"
+            )
         self.val_dataset = PackedBlocks(val_ids, block=block, stride=seq_len, name="validation")
         self.train_dataset = _Stream(lambda doc: open_stream(cfg, column, skip=held + doc), block, seq_len)
 

@@ -12,6 +12,9 @@ A position in the stream is (document, token offset within it, window number): t
 `state_dict()` saves the position of the next window of the whole job, so a resumed run skips
 the documents before it without tokenizing them and continues with the same windows, on any
 number of ranks.
+
+A stream is read once, in order: a run whose trainer.max_steps reaches past its last window is
+stopped there on one line (`StreamEnded`), rather than starting epoch after empty epoch.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from zoo.data.errors import DataError
 from zoo.data.files import builder_for, resolve_files
 
 BATCH_DOCUMENTS = 256  # documents tokenized per call
+
+
+class StreamEnded(DataError):
+    """The training stream has no window left before trainer.max_steps: a stream is read once
+    (an epoch of a finite stream would begin where the last one ended, with nothing to read)."""
 
 
 def token_windows(
@@ -135,6 +143,14 @@ class StreamLoader(torch.utils.data.DataLoader):
         for batch in super().__iter__():
             self._batches += 1
             yield batch
+        # reached only when the stream is spent (training stops at trainer.max_steps first)
+        windows = self.dataset.position[2]
+        raise StreamEnded(
+            f"data.streaming=true: the training stream ended after {windows:,} windows of "
+            f"{self.dataset.block} tokens, before trainer.max_steps; a stream "
+            "is read once, in order: lower trainer.max_steps, or train on prepared shards "
+            "(data.streaming=false), which are read again each epoch"
+        )
 
     def state_dict(self) -> dict:
         """{"document", "offset", "window"}: where this rank's reading stands (its next window's
@@ -187,7 +203,31 @@ def open_stream(cfg, column: str, skip: int, split: str = "train", first: int | 
         ds = ds.skip(skip)
     if first is not None:
         ds = ds.take(first)
-    return (row[column] for row in ds)
+    where = f"data.path={spec}" if cfg.source == DataSource.local else f"data.hub_name={cfg.hub_name}"
+    return _column_texts(ds, column, where)
+
+
+def _column_texts(rows, column: str, where: str) -> Iterator[str]:
+    """`column` of each row; a nested column is named with dots (WMT's translation.en), as the
+    prepared path's flattened columns are. A row without it is one line naming its columns."""
+    for row in rows:
+        value: Any = row
+        for part in column.split(".") if column not in row else [column]:
+            if not isinstance(value, dict) or part not in value:
+                raise DataError(
+                    f"data.text_column={column!r} is not a column of {where}; columns: {', '.join(_dotted(row))}"
+                )
+            value = value[part]
+        yield value
+
+
+def _dotted(row: dict, prefix: str = "") -> list[str]:
+    """The column names of `row`, nested ones joined with dots."""
+    names = []
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        names += _dotted(value, f"{name}.") if isinstance(value, dict) else [name]
+    return names
 
 
 def _non_blank(row) -> bool:

@@ -32,6 +32,11 @@ def evaluate(
 
     if split not in ("validation", "train"):
         raise ConfigError(f"split={split!r} is not allowed; choose one of: validation, train")
+    if split == "train" and data.get("streaming"):  # a stream has windows, not a split of known size
+        raise ConfigError(
+            "split=train: the data is streamed (data.streaming=true), a stream has no training split to "
+            "evaluate; add data.streaming=false to evaluate the same files prepared (split by data.val_fraction)"
+        )
     kind = task.task_config.kind.value
     # the checkpoint's tokenizer, never a new one
     tokenizer = task.tokenizer if task.tokenizer is not None else {"kind": task.extras.tokenizer_kind}

@@ -101,10 +101,15 @@ def _check_positions(zc: ZooConfig) -> None:
     if bound is None:
         return
     if zc.data.seq_len > bound:
+        # init_from's directory fixes model.max_seq_len: only the windows can change
+        fix = (
+            f"give data.seq_len={bound} or less (init_from={zc.init_from} fixes the architecture)"
+            if zc.init_from is not None
+            else f"lower data.seq_len or raise model.max_seq_len={zc.data.seq_len}"
+        )
         raise ConfigError(
             f"data.seq_len ({zc.data.seq_len}) is longer than learned positions allow "
-            f"(model.max_seq_len={bound}): lower data.seq_len or raise "
-            f"model.max_seq_len={zc.data.seq_len}"
+            f"(model.max_seq_len={bound}): {fix}"
         )
     if task_spec(zc.task.kind).decodes_in_validation and zc.task.generate_max_tokens >= bound:
         raise ConfigError(

@@ -53,10 +53,22 @@ def auto_tokenizer(path: str | Path):
             f"(auto_map); zoo runs no code from a tokenizer directory"
         )
     try:  # remote code refused, never asked about (transformers asks on a terminal when not told)
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+        hf = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0].rstrip(":") if str(exc).strip() else type(exc).__name__
         raise DataError(f"tokenizer.path={path}: no Hugging Face tokenizer could be loaded from it ({first})") from None
+    if not getattr(hf, "vocab_size", 0):  # a model's config.json alone gives its class with no vocabulary
+        own = (
+            "; zoo_tokenizer/ there is zoo's own, which transformers cannot read"
+            if (path / "zoo_tokenizer").is_dir()
+            else ""
+        )
+        raise DataError(
+            f"tokenizer.path={path}: no Hugging Face tokenizer files there (transformers made a "
+            f"{type(hf).__name__} with an empty vocabulary from config.json alone{own}); give a "
+            "directory holding a tokenizer's files"
+        )
+    return hf
 
 
 def names_code(directory: Path) -> str | None:
