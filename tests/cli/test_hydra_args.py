@@ -157,6 +157,68 @@ def test_a_sweeps_arms_are_the_ones_hydras_sweeper_runs(overrides):
     assert [[o.get_key_element() + "=" + o.get_value_element_as_str() for o in arm] for arm in parsed] == theirs
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["a=choice(1,2)", "b=x", "c=3,4"],
+        ["a=4", "a=choice(3,5)", "b=choice(p,q)"],  # a fixed value wins wherever it stands
+        ["a=choice(3,5)", "a=4"],
+        ["a=choice(1,2)", "a=choice(7,8,9)"],
+    ],
+)
+def test_an_optuna_sweeps_arms_are_its_search_space(overrides):
+    """Held against the Optuna sweeper's own reading of the command line: its fixed values, and
+    every point of its search space."""
+    import itertools
+
+    from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
+
+    space, fixed = create_params_from_overrides(overrides)
+    for name in fixed:
+        space.pop(name, None)
+    points = [dict(zip(space, values)) for values in itertools.product(*(d.choices for d in space.values()))]
+    theirs = sorted(
+        sorted({**{k: str(v) for k, v in fixed.items()}, **{k: str(v) for k, v in p.items()}}.items()) for p in points
+    )
+    ours = sweep_arms(overrides, limit=100, sweeper="optuna")
+    assert ours is not None
+    assert sorted(sorted(tuple(word.split("=", 1)) for word in arm) for arm in ours) == theirs
+
+
+def test_optunas_range_and_interval_are_distributions_not_listed():
+    """Optuna reads range(5,8) as the integers 5 to 8 (its upper end included) and samples it:
+    its arms are not a list to check (the basic sweeper's range(5,8) is 5, 6, 7)."""
+    assert sweep_arms(["a=range(5,8)"], limit=100, sweeper="optuna") is None
+    assert sweep_arms(["a=interval(0,1)"], limit=100, sweeper="optuna") is None
+    assert sweep_arms(["a=range(5,8)"], limit=100) == [["a=5"], ["a=6"], ["a=7"]]
+    assert sweep_arms(["a=1,2"], limit=100, sweeper="nevergrad") is None  # a sweeper zoo does not know
+
+
+@pytest.mark.parametrize("path", ["runs/model.n_heads=4", "runs/a,b", "runs/it's", "runs/x y"])
+def test_a_chosen_directory_reads_back_through_hydras_parser_as_written(path):
+    """zoo-train hands Hydra its run directory, and prints it in the resume command, quoted: a job
+    named by its overrides (`model.n_heads=4`) holds an `=` Hydra refuses unquoted."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from zoo.cli.gate import dir_override
+
+    (override,) = OverridesParser.create().parse_overrides([dir_override("run", Path(path))])
+    assert override.key_or_group == "hydra.run.dir" and override.value() == path
+
+
+def test_a_sweep_reading_hydras_job_or_naming_its_directory_by_it_is_not_refused(tmp_path, monkeypatch):
+    """`seed=${hydra:job.num}` resolves only in Hydra's job, and a job directory written as
+    `${hydra.job.num}` on the command line resolves only there too: checked, not refused."""
+    from zoo.cli.gate import check_command_line, claim_sweep
+
+    monkeypatch.chdir(tmp_path)
+    checked = check_command_line(parse_hydra_args(["-m", "seed=${hydra:job.num}", "model.n_heads=4,8"]))
+    assert checked is not None and checked.multirun
+    words = ["-m", "hydra.sweep.subdir=${hydra.job.num}_${seed}", "seed=1,2", f"hydra.sweep.dir={tmp_path / 's'}"]
+    checked = check_command_line(parse_hydra_args(words))
+    assert checked is not None and claim_sweep(checked, shared=False) == tmp_path / "s"
+
+
 def test_a_sweep_that_cannot_be_listed_has_no_arms_here():
     assert sweep_arms(["a=interval(1,4)", "b=1,2"], limit=100) is None  # Optuna's search space
     assert sweep_arms(["a=1,2,3", "b=1,2,3"], limit=8) is None  # 9 arms

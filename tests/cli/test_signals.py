@@ -62,7 +62,7 @@ def test_sigterm_saves_records_exits_143_and_resumes_exactly(tmp_path, trainer):
     failed = json.loads((stopped / "failed.json").read_text())
     step = failed["step"]
     assert failed["signal"] == signal.SIGTERM and 0 < step < 120
-    assert f"hydra.run.dir={stopped}" in failed["resume"]
+    assert f"hydra.run.dir='{stopped}'" in shlex.split(failed["resume"])
     assert not (stopped / "summary.json").exists()
     saved = read_checkpoint(stopped / "checkpoints" / "last.ckpt")
     assert saved["global_step"] == step  # saved at the step it stopped, not the last periodic one
@@ -115,7 +115,7 @@ def test_a_stopped_job_of_a_sweep_recipe_resumes_with_the_command_it_records(tmp
     failed = json.loads((sweep / "0" / "failed.json").read_text())
     words = shlex.split(failed["resume"])
     assert words[:5] == ["zoo-train", "-cd", str(conf), "-cn", "tiny_sweep"], failed["resume"]
-    assert "hydra.mode=RUN" in words and f"hydra.run.dir={sweep / '0'}" in words and "seed=0" in words
+    assert "hydra.mode=RUN" in words and f"hydra.run.dir='{sweep / '0'}'" in words and "seed=0" in words
 
     again = zoo_train(*words[1:])  # the recorded command, as the user would paste it
     assert again.returncode == 0, again.stderr[-3000:]
@@ -298,7 +298,7 @@ def test_sigterm_while_the_run_prepares_ends_like_one_in_training(tmp_path, cli_
     failed = json.loads((run / "failed.json").read_text())
     assert failed["signal"] == signal.SIGTERM and "step" not in failed
     assert failed["resume"] == lines[0].split("resume with: ", 1)[1]
-    assert f"hydra.run.dir={run}" in shlex.split(failed["resume"])
+    assert f"hydra.run.dir='{run}'" in shlex.split(failed["resume"])
     assert not (run / "checkpoints").exists() and not (run / "summary.json").exists()
 
     monkeypatch.setenv("ZOO_CACHE", str(cache))
