@@ -86,3 +86,17 @@ def test_a_directory_whose_name_holds_an_escaped_interpolation_is_one_line(cli_h
         f"zoo-train: error: {key}={name!r} is refused: Hydra reads '${{' in a directory's name as an interpolation"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_run_refused_for_its_checkpoint_leaves_no_directory(cli_here, tmp_path, monkeypatch):
+    """zoo's default runs/DATE/TIME is made when the run is claimed, before the checkpoint it
+    resumes is read: a checkpoint that is not there is one line, and the directory is gone
+    again (a run directory named by the user, or a sweep's job, keeps its failed.json)."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", *TINY, f"ckpt_path={tmp_path / 'nope.ckpt'}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert (
+        result.stderr.strip()
+        == f"zoo-train: error: ckpt_path={tmp_path / 'nope.ckpt'}: {tmp_path / 'nope.ckpt'} does not exist"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -102,9 +102,12 @@ def claim_run(
         resume = prepare_resume(spec, run_dir)
         finished = already_finished(spec, run_dir, resume)
     except ResumeMismatch as exc:  # the directory holds another run: its records stay as they are
-        _give_back(run_dir, locked)
+        _give_back(run_dir, locked, made=rename_if_taken)
         raise RunRefused(str(exc)) from None
     except (ConfigError, CheckpointError) as exc:  # this run's own checkpoint: said in its failed.json
+        if rename_if_taken:  # a directory made just now for this command: gone again, nothing written
+            _give_back(run_dir, locked, made=True)
+            raise RunRefused(str(exc)) from None
         recorded = _record(run_dir, str(exc))
         _give_back(run_dir, locked)
         raise RunRefused(str(exc), recorded_in=run_dir if recorded else None) from None
@@ -150,9 +153,17 @@ def _checked(cfg, record_in: Path | None = None) -> ZooConfig:
         raise RunRefused(str(exc), recorded_in=record_in if recorded else None) from None
 
 
-def _give_back(run_dir: Path, locked: bool) -> None:
+def _give_back(run_dir: Path, locked: bool, made: bool = False) -> None:
+    """The lock given back; a directory `made` for this command (zoo's default runs/DATE/TIME)
+    removed with its parents, each only when empty."""
     if locked:
         release(run_dir)
+    if made and launch_rank() == 0:
+        for directory in (run_dir, run_dir.parent, run_dir.parent.parent):  # TIME, DATE, runs/: if empty
+            try:
+                directory.rmdir()
+            except OSError:
+                break
 
 
 def _record(run_dir: Path, message: str) -> bool:
