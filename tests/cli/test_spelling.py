@@ -113,6 +113,20 @@ def test_shell_completion_without_its_one_command_is_one_line(words, expected, c
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("word", ['hydra.sweeper.params={model.n_heads:"3,4"}', '+hydra.sweeper.params={seed:"0,1"}'])
+def test_a_mapping_given_to_a_null_key_is_one_line(word, cli_here, tmp_path, monkeypatch):
+    """OmegaConf cannot merge a mapping into a key that holds null (the basic sweeper's params)
+    and Hydra lets its AttributeError through as a traceback; zoo-train says what to do."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", "-m", word)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert one_line(result) == (
+        f"zoo-train: error: {word}: Hydra cannot merge a mapping into a key that holds null; sweep on the "
+        "command line instead (-m KEY=A,B), or in a recipe's hydra.sweeper.params"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_shell_completion_completes_zoos_keys(cli_here, tmp_path, monkeypatch):
     """What the shell runs at each Tab (COMP_LINE set): Hydra's completion of zoo's config."""
     monkeypatch.chdir(tmp_path)

@@ -204,6 +204,14 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
         raise
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc)) from exc
+    except AttributeError as exc:  # OmegaConf merging a dict into a null key: hydra.sweeper.params={...}
+        given = [o for o in overrides if "={" in o and f"full_key: {o.split('=', 1)[0].lstrip('+~')}" in str(exc)]
+        if not given:
+            raise
+        raise ConfigError(
+            f"{given[0]}: Hydra cannot merge a mapping into a key that holds null; sweep on the command "
+            f"line instead (-m KEY=A,B), or in a recipe's hydra.sweeper.params"
+        ) from None
     except yaml.YAMLError as exc:  # a config file that is not YAML
         where = getattr(exc, "problem_mark", None)
         place = f"{where.name}, line {where.line + 1}" if where is not None else "a config file"
