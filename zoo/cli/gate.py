@@ -151,9 +151,11 @@ def _why_not_a_run(arm: list[str], composed) -> str | None:
         cfg = composed(arm, check=False).copy()
         with open_dict(cfg):
             del cfg["hydra"]
+        if "${hydra:" in OmegaConf.to_yaml(cfg, resolve=False):  # resolved in Hydra's job alone
+            return UNKNOWN
         validate(cfg)
     except ZooError as exc:
-        return UNKNOWN if "HydraConfig was not set" in str(exc) else str(exc)
+        return str(exc)
     return None
 
 
