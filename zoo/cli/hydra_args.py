@@ -138,16 +138,24 @@ def with_overrides(argv: list[str], args: HydraArgs, extra: list[str]) -> list[s
     return [*argv, *extra]
 
 
+def _parsed(overrides: list[str]) -> list | None:
+    """`overrides` as Hydra's override parser reads them; None for a syntax error, which compose
+    reports on one line."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - any of the parser's errors
+        return None
+
+
 def sweep_variants(overrides: list[str]) -> list[list[str]]:
     """Single-valued override lists that together use every value of every swept key: the
     first value of each sweep, then each other value in turn. An interval (the Optuna sweeper's
     search space) stands for its two ends; a glob, which needs Hydra's loader, is left out of
     the check."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - let compose report the syntax error on one line
+    parsed = _parsed(overrides)
+    if parsed is None:
         return [overrides]
     choices = []
     for text, o in zip(overrides, parsed):
@@ -180,13 +188,8 @@ def sweep_arms(overrides: list[str], limit: int, sweeper: str = "basic") -> list
     range, or more than `limit` arms."""
     import itertools
 
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if sweeper not in ("basic", "optuna"):
-        return None
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - compose reports the syntax error on one line
+    parsed = _parsed(overrides)
+    if sweeper not in ("basic", "optuna") or parsed is None:
         return None
     by_key: dict[str, list[str]] = {}  # in the order first given
     fixed: set[str] = set()
@@ -219,16 +222,11 @@ def check_intervals(overrides: list[str]) -> None:
     """An `interval(LOW, HIGH)` search space runs from low to high, and one tagged `log` from a
     positive low: refused on one line (the sweeper would refuse it after the sweep directory is
     made)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import IntervalSweep
 
     from zoo.config.errors import ConfigError
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - compose reports the syntax error on one line
-        return
-    for text, override in zip(overrides, parsed):
+    for text, override in zip(overrides, _parsed(overrides) or []):
         value = override.value() if override.is_sweep_override() else None
         if not isinstance(value, IntervalSweep):
             continue
