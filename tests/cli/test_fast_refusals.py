@@ -70,6 +70,31 @@ def test_non_finite_settings_and_a_run_of_no_steps_are_refused_naming_the_key(ov
         zoo.validate(zoo.compose([override]))
 
 
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "99999999999999999999999"])
+@pytest.mark.parametrize("tool", ["train", "generate", "bench"])
+def test_a_seed_no_library_takes_is_one_line_naming_it(cli_here, tmp_path, tool, seed):
+    """seed=-1 reached Lightning's seed_everything (a ValueError's traceback, after the run
+    directory was made); a seed past 2**64 reached torch's Generator in zoo-generate."""
+    args = {
+        "train": [f"hydra.run.dir={tmp_path / 'run'}"],
+        "generate": [f"ckpt={tmp_path / 'none.ckpt'}", "strategy=sample"],
+        "bench": [],
+    }[tool]
+    result = cli_here(tool, *args, f"seed={seed}")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"seed must be an integer from 0 to 4294967295, got {seed}" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_norm_eps_that_swamps_the_variance_is_refused():
+    import zoo
+
+    with pytest.raises(ConfigError, match=r"model.norm_eps must be in \(0, 1\), got 1e\+308"):
+        zoo.validate(zoo.compose(["model.norm_eps=1e308"]))
+    zoo.validate(zoo.compose(["model.norm_eps=1e-6"]))
+
+
 def test_a_pipe_or_a_device_is_named_and_never_read_as_a_checkpoint(tmp_path):
     import os
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zoo.config.errors import ConfigError
+from zoo.config.schema.convert import check_seed
 
 PEER_NAMES = ("hf", "x-transformers", "litgpt")  # the keys of zoo.bench.peers.PEERS (a test keeps them equal)
 PEER_MODULES = {"hf": "transformers", "x-transformers": "x_transformers", "litgpt": "litgpt"}  # what each imports
@@ -109,6 +110,7 @@ class BenchOptions:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.threads < 0:
             raise ConfigError(f"threads must be >= 0, got {self.threads}")
+        check_seed(self.seed, "seed")
         self.peer_list = _choices("peers", self.peers, PEER_NAMES, allow_none=True)
         self.variant_list = _choices("variants", self.variants, VARIANTS)
         self.measure_list = _choices("measure", self.measure, MEASURES)

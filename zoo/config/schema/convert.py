@@ -76,6 +76,16 @@ def to_plain(cfg: Any) -> Any:
     return cfg
 
 
+SEED_MAX = 2**32 - 1  # what NumPy's and Lightning's seeding accept (torch's takes more)
+
+
+def check_seed(seed: object, key: str) -> None:
+    """A seed every library zoo seeds takes (`seed=-1` reached Lightning's seed_everything and
+    ended the run with its ValueError's traceback; a seed past 2**64 overflowed torch's)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ConfigError(f"{key} must be an integer from 0 to {SEED_MAX}, got {seed!r}")
+
+
 def reject_non_finite(data: Any, prefix: str) -> None:
     """No setting is NaN or infinite (`optim.lr=nan` passes `lr <= 0` checks and reaches torch):
     ConfigError naming the key."""

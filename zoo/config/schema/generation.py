@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.schema.convert import check_seed
 
 
 class Strategy(Choice):
@@ -82,3 +83,5 @@ class GenerationConfig:
             raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:  # NaN too
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.seed is not None:
+            check_seed(self.seed, "seed")

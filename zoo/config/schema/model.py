@@ -323,8 +323,8 @@ class ModelConfig:
         check_ffn(self)
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
-        if self.norm_eps <= 0:
-            raise ConfigError(f"model.norm_eps must be > 0, got {self.norm_eps}")
+        if not 0 < self.norm_eps < 1:  # an eps of 1 or more swamps every variance it is added to
+            raise ConfigError(f"model.norm_eps must be in (0, 1), got {self.norm_eps}")
         if not isinstance(self.token_types, int) or isinstance(self.token_types, bool) or self.token_types < 0:
             raise ConfigError(f"model.token_types must be an integer >= 0, got {self.token_types!r}")
         if self.attention_scale is not None and not self.attention_scale > 0:

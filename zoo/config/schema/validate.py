@@ -18,7 +18,7 @@ from zoo.config.facts.positions import max_positions
 from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
 from zoo.config.facts.tasks import families_of, task_spec
 from zoo.config.schema.batching import per_device_batch
-from zoo.config.schema.convert import as_model_config, as_schema, reject_non_finite, to_plain
+from zoo.config.schema.convert import as_model_config, as_schema, check_seed, reject_non_finite, to_plain
 from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
 from zoo.config.schema.logger import LoggerConfig
 from zoo.config.schema.root import ZooConfig
@@ -58,6 +58,7 @@ def _validate(cfg: Any) -> ZooConfig:
     if not isinstance(trainer, Mapping):
         raise ConfigError(f"trainer must be a mapping, got {type(trainer).__name__}")
     reject_non_finite(dict(trainer), "trainer")
+    check_seed(data.get("seed", 0), "seed")
     zc = ZooConfig(
         model=as_model_config(data.get("model")),
         task=as_schema(data.get("task"), TaskConfig, "task"),
