@@ -57,6 +57,28 @@ def rot(checkpoint: Path, target: Path) -> Path:
     return target
 
 
+def zero_crcs(checkpoint: Path) -> Path:
+    """`checkpoint` with the CRC-32 of every member set to 0, in its local headers and in the
+    central directory (what a zip written without CRCs holds): nothing left for them to check."""
+    data = bytearray(checkpoint.read_bytes())
+    with zipfile.ZipFile(checkpoint) as archive:
+        members = archive.infolist()
+    for member in members:
+        struct.pack_into("<I", data, member.header_offset + 14, 0)
+    end = data.rfind(b"PK\x05\x06")
+    (count,) = struct.unpack_from("<H", data, end + 10)
+    (entry,) = struct.unpack_from("<I", data, end + 16)
+    for _ in range(count):
+        assert data[entry : entry + 4] == b"PK\x01\x02"
+        struct.pack_into("<I", data, entry + 16, 0)
+        name_len, extra_len, comment_len = struct.unpack_from("<HHH", data, entry + 28)
+        entry += 46 + name_len + extra_len + comment_len
+    checkpoint.write_bytes(bytes(data))
+    with zipfile.ZipFile(checkpoint) as archive:
+        assert not any(info.CRC for info in archive.infolist())
+    return checkpoint
+
+
 def _one_line(result, *fragments) -> str:
     assert result.returncode == 2, (result.returncode, result.stdout[-1000:], result.stderr[-2000:])
     assert "Traceback" not in result.stderr
@@ -81,6 +103,31 @@ def test_a_bit_rotted_checkpoint_is_refused_by_every_tool(finished, tmp_path, cl
     fresh = tmp_path / "fresh"
     _one_line(cli_here("train", *_overrides(corpus), f"ckpt_path={bad}", f"hydra.run.dir={fresh}"), damaged)
     assert not (fresh / "checkpoints").exists() and not (fresh / "summary.json").exists()  # nothing trained
+
+
+def test_a_checkpoint_whose_crcs_were_zeroed_is_refused_by_every_tool(finished, tmp_path, cli_here):
+    """Zeroing every CRC-32 used to switch the check off: changed weights evaluated (to another
+    loss) with exit status 0. The checkpoint says it was written with them; zeros are refused."""
+    run, corpus = finished
+    good = run / "checkpoints" / "last.ckpt"
+    bad = zero_crcs(rot(good, tmp_path / "zeroed.ckpt"))
+    damaged = f"checkpoint {bad} is damaged: it was written with a CRC-32 for every member, and they are all zero"
+    _one_line(cli_here("eval", f"ckpt={bad}"), damaged)
+    _one_line(cli_here("generate", f"ckpt={bad}", "prompt=the quick"), damaged)
+    fresh = tmp_path / "fresh"
+    _one_line(cli_here("train", *_overrides(corpus), f"ckpt_path={bad}", f"hydra.run.dir={fresh}"), damaged)
+    assert not (fresh / "checkpoints").exists() and not (fresh / "summary.json").exists()  # nothing trained
+
+
+def test_a_run_whose_last_checkpoint_lost_its_crcs_is_not_resumed(finished, tmp_path, cli_here):
+    run, corpus = finished
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    last = zero_crcs(copy / "checkpoints" / "last.ckpt")
+    before = {p.name: p.read_bytes() for p in (copy / "metrics.csv", copy / "summary.json", last)}
+    result = cli_here("train", *_overrides(corpus), "trainer.max_steps=6", f"hydra.run.dir={copy}")
+    _one_line(result, f"checkpoint {last} is damaged", "all zero")
+    assert {p.name: p.read_bytes() for p in (copy / "metrics.csv", copy / "summary.json", last)} == before
 
 
 def test_a_run_whose_last_checkpoint_rotted_is_not_resumed(finished, tmp_path, cli_here):
@@ -116,6 +163,58 @@ def test_a_sharded_checkpoint_whose_shard_changed_is_refused(tmp_path):
     shard.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match=rf"is damaged: {shard.name} does not match the SHA-256"):
         read_checkpoint(directory, weights=False)
+
+
+def _sharded(directory: Path) -> Path:
+    """A sharded checkpoint as trainer=fsdp writes one: shards, meta.pt carrying the record of
+    its checks, then the digests of its files."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    from zoo.training.checkpoint.integrity import with_record, write_digests
+
+    dcp.save({"state_dict": {"w": torch.arange(64, dtype=torch.float32)}}, checkpoint_id=str(directory), no_dist=True)
+    meta = with_record({"hyper_parameters": {"model": {}, "task": {}}, "global_step": 3}, sharded=True)
+    torch.save(meta, directory / "meta.pt")
+    write_digests(directory)
+    return directory
+
+
+def test_a_sharded_checkpoint_whose_digests_were_removed_is_refused(tmp_path):
+    """Deleting zoo-digests.json used to switch the check off (a changed shard then loaded);
+    meta.pt says the directory was written with it, so its absence is refused."""
+    from zoo.config.errors import CheckpointError
+    from zoo.training.checkpoint.files import read_checkpoint
+    from zoo.training.checkpoint.integrity import DIGESTS
+
+    directory = _sharded(tmp_path / "last.ckpt")
+    assert read_checkpoint(directory)["state_dict"]["w"].sum() == 2016
+    shard = next(p for p in directory.iterdir() if p.suffix == ".distcp")
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    (directory / DIGESTS).unlink()
+    for weights in (False, True):
+        with pytest.raises(CheckpointError, match=rf"is damaged: its {DIGESTS}, written with it, is missing"):
+            read_checkpoint(directory, weights=weights)
+    zero_crcs(directory / "meta.pt")  # what says so is itself checked
+    with pytest.raises(CheckpointError, match=rf"is damaged: its {DIGESTS}, written with it, is missing"):
+        read_checkpoint(directory, weights=False)
+
+
+def test_a_checkpoint_written_without_the_record_is_read_as_before(finished, tmp_path, cli_here):
+    """A checkpoint from before the record (or another program) with no CRCs still evaluates."""
+    import torch
+
+    from zoo.training.checkpoint.integrity import RECORD
+
+    run, _ = finished
+    data = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert data[RECORD] == {"crc32": True}
+    del data[RECORD]
+    old = tmp_path / "old.ckpt"
+    torch.save(data, old)
+    assert cli_here("eval", f"ckpt={zero_crcs(old)}").returncode == 0
 
 
 def test_a_resume_whose_data_file_changed_is_refused(finished, tmp_path, cli_here):

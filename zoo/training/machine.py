@@ -136,14 +136,17 @@ def check_host_memory(spec: ZooConfig) -> None:
         # the shards of one copy; hsdp keeps trainer.replicate copies over trainer.num_nodes machines
         replicas, nodes = spec.trainer.get("replicate") or 1, spec.trainer.get("num_nodes", 1) or 1
         processes = max(1, replicas // nodes) if isinstance(replicas, int) and isinstance(nodes, int) else 1
-    check_model_memory(spec.model, processes, spec.optim.kind)
+    check_model_memory(spec.model, processes, spec.optim.kind, init_from=spec.init_from)
 
 
-def check_model_memory(model, processes: int = 1, optimizer: OptimizerKind = OptimizerKind.adamw) -> None:
+def check_model_memory(
+    model, processes: int = 1, optimizer: OptimizerKind = OptimizerKind.adamw, *, init_from: str | None = None
+) -> None:
     """A model (a ModelConfig) whose float32 weights, gradients and optimizer state (`optimizer`'s
     row), in each of `processes` processes, exceed this machine's memory is refused before it is
     built, on one line naming the key that makes it that large (zoo-train; zoo-bench, which
-    trains it too)."""
+    trains it too), or, under `init_from` (whose directory fixes every model key), what the
+    command can change instead."""
     import os
 
     try:
@@ -160,5 +163,13 @@ def check_model_memory(model, processes: int = 1, optimizer: OptimizerKind = Opt
     raise ConfigError(
         f"the model has {params:,} parameters: {need / 2**30:,.1f} GiB for float32 weights, gradients "
         f"and {optimizer.value}'s state{each}, more than this machine's {total / 2**30:,.1f} GiB; most come from "
-        f"{key}: {parts[key]:,}; lower it"
+        f"{key}: {parts[key]:,}; {_smaller(init_from)}"
     )
+
+
+def _smaller(init_from: str | None) -> str:
+    """How to ask for a smaller model: its keys, or, when init_from's directory fixes them, the
+    directory."""
+    if init_from is None:
+        return "lower it"
+    return f"init_from={init_from} fixes the architecture: give the directory of a smaller model, or drop init_from"

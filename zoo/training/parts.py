@@ -132,7 +132,7 @@ def build_data(spec: ZooConfig, device_batch: int):
             index["train"]["tokens"],
             index["validation"]["tokens"],
         )
-    check_vocab(spec.model.vocab_size, datamodule.tokenizer)
+    check_vocab(spec.model.vocab_size, datamodule.tokenizer, spec.init_from)
     return datamodule
 
 

@@ -158,3 +158,64 @@ def test_a_checkpoint_past_the_parents_stable_phase_is_refused(tmp_path, cli_her
 def test_branch_from_without_a_cooldown_to_branch_is_refused_before_anything_runs(tmp_path, cli_here, extra, message):
     result = cli_here("train", *tiny_overrides(tmp_path / "b"), "branch_from=x/checkpoints/last.ckpt", *extra)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-3000:]
+
+
+def _parent_copy(parent: Path, target: Path) -> Path:
+    import shutil
+
+    shutil.copytree(parent, target)
+    return target
+
+
+@pytest.mark.slow
+def test_branch_from_naming_a_run_directory_reads_that_runs_config_yaml(tmp_path, parent, cli_here):
+    """branch_from=RUN read RUN/../../config.yaml (the run's grandparent's), a file outside the
+    run: here one that would be refused, so the branch is only started if the run's own is read."""
+    run = _parent_copy(parent, tmp_path / "a" / "b" / "run")
+    (tmp_path / "a" / "config.yaml").write_text("x: &a [1]\ny: [*a, *a]\n")
+    branch = tmp_path / "branch"
+    result = cli_here(
+        "train",
+        *tiny_overrides(branch),
+        *SMALL,
+        f"branch_from={run}",
+        "trainer.max_steps=${zoo.branch_end:}",
+        "scheduler.decay_steps=2",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((branch / "summary.json").read_text())
+    assert summary["branched_from"]["run"] == str(run) and summary["global_step"] == N + 2
+
+
+@pytest.mark.slow
+def test_a_parent_config_yaml_that_is_a_link_out_or_a_pipe_is_refused(tmp_path, parent, cli_here):
+    import os
+    import threading
+
+    run = _parent_copy(parent, tmp_path / "run")
+    outside = tmp_path / "outside.yaml"
+    (run / "config.yaml").rename(outside)
+    (run / "config.yaml").symlink_to(outside)
+    command = [
+        *tiny_overrides(tmp_path / "b"),
+        *SMALL,
+        f"branch_from={run}/checkpoints/last.ckpt",
+        "trainer.max_steps=${zoo.branch_end:}",
+        "scheduler.decay_steps=2",
+    ]
+    for made, words in (
+        (lambda: None, f"{run}/config.yaml is a link out of {run}"),
+        (lambda: ((run / "config.yaml").unlink(), os.mkfifo(run / "config.yaml")), "is not a regular file"),
+    ):
+        made()
+        # a read that blocks on the pipe ends (empty) after 30 s: the test fails instead of hanging
+        timer = threading.Timer(30, lambda: os.close(os.open(run / "config.yaml", os.O_WRONLY | os.O_NONBLOCK)))
+        timer.start()
+        try:
+            result = cli_here("train", *command)
+        finally:
+            timer.cancel()
+        assert result.returncode == 2, result.stderr[-3000:]
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and words in lines[0] and "Traceback" not in result.stderr, lines
+        assert not (tmp_path / "b" / "checkpoints").exists()

@@ -30,6 +30,7 @@ from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import Tokenizer
 from zoo.data.tokenizers.decoder_pieces import piece_bytes
 from zoo.data.tokenizers.manifest import inside
+from zoo.interop.files import check_directory_files
 
 HF_DIR = "hf"  # the transformers files, inside a saved zoo tokenizer directory
 SPECIAL_NAMES = ("pad", "unk", "bos", "eos", "mask", "cls")
@@ -46,6 +47,7 @@ def auto_tokenizer(path: str | Path):
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"tokenizer.path={path}: no such directory")
+    check_directory_files(path, f"tokenizer.path={path}")  # no pipe to block a read, no link out
     named = names_code(path)
     if named:
         raise DataError(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from zoo.config.errors import ConfigError
 from zoo.config.schema.data import TokenizerConfig
+from zoo.interop.files import check_directory_files
 from zoo.interop.hf.pretrained import model_config
 
 PREFIX = "hf:"
@@ -42,6 +43,7 @@ def check_directory(path: Path) -> None:
     """ConfigError unless `path` is a directory holding a config.json."""
     if not path.is_dir():
         raise ConfigError(f"init_from=hf:{path}: no such directory")
+    check_directory_files(path, f"init_from=hf:{path}")  # before any file of it is opened
     if not (path / "config.json").is_file():
         raise ConfigError(f"init_from=hf:{path}: no config.json there (a directory written by save_pretrained)")
 

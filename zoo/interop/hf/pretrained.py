@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config.errors import ConfigError
+from zoo.interop.files import check_config_numbers, check_directory_files, check_safetensors
 from zoo.interop.hf import CONVERTERS, UnsupportedConfig, from_hf
 
 # model_type -> the transformers Auto class whose model has the head the converter reads
@@ -45,12 +46,16 @@ def model_type(path: str | Path) -> str:
     """The model_type of DIR/config.json; ConfigError for a missing, unreadable or unsupported one."""
     config = Path(path) / "config.json"
     name = f"init_from=hf:{path}"
+    if Path(path).is_dir():
+        check_directory_files(path, name)  # no pipe, device or link out: nothing below blocks or leaves DIR
     try:
-        kind = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        data = json.loads(config.read_text(encoding="utf-8"))
+        kind = data.get("model_type")
     except FileNotFoundError:
         raise ConfigError(f"{name}: no config.json there (a directory written by save_pretrained)") from None
     except (OSError, ValueError, AttributeError) as exc:
         raise ConfigError(f"{name}: config.json is not a JSON object ({type(exc).__name__})") from None
+    check_config_numbers(data, name)
     if kind not in supported():
         raise ConfigError(f"{name}: model_type {kind!r} is not supported; supported: {', '.join(supported())}")
     return kind
@@ -90,6 +95,35 @@ def check_weights(path: str | Path, *, needed: bool = True) -> None:
         raise ConfigError(f"{name}: no model.safetensors there (the weights save_pretrained writes)")
 
 
+def check_weight_files(path: str | Path) -> None:
+    """The safetensors files transformers will read (model.safetensors, or the shards its index
+    names: plain file names of DIR), each with a header that describes its bytes."""
+    directory, name = Path(path), f"init_from=hf:{path}"
+    index = directory / SAFETENSORS[1]
+    if not index.is_file():
+        check_safetensors(directory / SAFETENSORS[0], name)
+        return
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{name}: {index.name} is not a JSON object ({type(exc).__name__})") from None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise ConfigError(f"{name}: {index.name} has no weight_map of tensor names to files")
+    for shard in sorted(set(weight_map.values())):
+        if Path(shard).name != shard or shard in (".", "..") or not (directory / shard).is_file():
+            raise ConfigError(f"{name}: {index.name} names {shard!r}, which is not a file of the directory")
+        check_safetensors(directory / shard, name)
+
+
+def _safetensors_error() -> type[BaseException]:
+    """safetensors' own error (raised by its reader past zoo's checks), or one nothing raises."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:
+        return ConfigError
+    return SafetensorError
+
+
 def model_config(path: str | Path):
     """The zoo `ModelConfig` that DIR's weights fit (dropout 0, as the converters give it)."""
     check_weights(path, needed=False)  # before any data is prepared
@@ -106,6 +140,7 @@ def load_pretrained(path: str | Path) -> tuple[Any, Any]:
 
     kind = model_type(path)
     check_weights(path)
+    check_weight_files(path)
     transformers = _transformers()
     auto = getattr(transformers, AUTO_CLASSES[kind])
     bars = transformers.utils.logging
@@ -115,7 +150,7 @@ def load_pretrained(path: str | Path) -> tuple[Any, Any]:
         hf_model = auto.from_pretrained(
             str(path), local_files_only=True, dtype=torch.float32, use_safetensors=True, trust_remote_code=False
         )
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, _safetensors_error()) as exc:
         raise ConfigError(f"init_from=hf:{path}: transformers cannot load the weights ({_first(exc)})") from None
     finally:
         if shown:

@@ -32,7 +32,7 @@ from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.params import parameter_parts
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
-from zoo.training.checkpoint.integrity import check_checkpoint
+from zoo.training.checkpoint.integrity import check_checkpoint, require_record
 from zoo.training.checkpoint.shard_index import SHARD_INDEX, ShardIndexError, safe_shard_reader  # noqa: F401
 
 
@@ -117,9 +117,11 @@ def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]
     """A checkpoint file or sharded directory as plain data. weights=False reads a sharded
     checkpoint's metadata only (step, loops, callbacks, hyperparameters), not its tensors."""
     path = checkpoint_in(Path(path))  # exists, and a file is one torch.save wrote
-    check_checkpoint(path)  # whole: every zip member's CRC-32, a sharded directory's recorded digests
+    unchecked = check_checkpoint(path)  # whole: every zip member's CRC-32, a sharded directory's recorded digests
     if is_sharded_checkpoint(path):
-        return _read_sharded(path, weights)
+        data = _read_sharded(path, weights)
+        require_record(path, data, unchecked)  # what it was written with is there to check
+        return data
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
@@ -131,6 +133,7 @@ def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]
         ) from None
     if not isinstance(data, dict) or "hyper_parameters" not in data or "state_dict" not in data:
         raise CheckpointError(f"{path} is not a zoo checkpoint (no hyper_parameters / state_dict)")
+    require_record(path, data, unchecked)
     return data
 
 

@@ -13,9 +13,16 @@ and evaluate to NaN with exit status 0, or resume a run from weights it never ha
   written before the record existed has only `meta.pt` checked.
 
 A file that is not a zip at all (cut short, or torch's legacy format) is left to `torch.load`,
-which says so, and so is one written without CRCs (`torch.serialization.set_crc32_options(False)`
-records zeros). A checkpoint that passed is remembered for the process by its size, modification
-time and inode, so the several reads of one resume check it once."""
+which says so. A checkpoint that passed is remembered for the process by its size, modification
+time and inode, so the several reads of one resume check it once.
+
+The checks above can be switched off by the file itself: a zip whose CRC-32s are all zero (what
+`torch.serialization.set_crc32_options(False)` writes) has nothing to compare, nor a directory
+without `zoo-digests.json`. So every checkpoint zoo writes says, inside it, which checks it was
+written for (`RECORD`: the CRC-32s of its zip, and for a sharded directory its digests file);
+`require_record` refuses one that says so but whose CRCs are zero or whose digests file is
+gone. A checkpoint without the record (written before it existed, or by another program) is
+checked as far as it can be, as before."""
 
 from __future__ import annotations
 
@@ -24,27 +31,54 @@ import os
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 from zoo.config.errors import CheckpointError
 from zoo.config.records.rundir import SHARDED_META as META
 from zoo.data.integrity import file_digest
 
 DIGESTS = "zoo-digests.json"  # in a sharded checkpoint directory: {file name: {"size", "sha256"}}
-_checked: set[tuple] = set()
+RECORD = "zoo_integrity"  # in the checkpoint's dict: the checks it was written for
+CRC32 = "crc32"  # every member of its zip (a sharded directory's meta.pt) has its CRC-32
+# the checks a checkpoint could not have: what `check_checkpoint` returns, `require_record` reads
+Unchecked = frozenset
+_checked: dict[tuple, Unchecked] = {}
 
 
-def check_checkpoint(path: str | os.PathLike) -> None:
+def check_checkpoint(path: str | os.PathLike) -> Unchecked:
     """CheckpointError (one line) when the checkpoint file or sharded directory at `path` no
-    longer holds the bytes it was written with."""
+    longer holds the bytes it was written with. Returns the checks it has nothing for (`CRC32`:
+    its CRCs are all zero; `DIGESTS`: a directory without its record), for `require_record`."""
     path = Path(path)
     key = _stamp(path)
-    if key in _checked:
-        return
-    if path.is_dir():
-        _check_directory(path)
-    else:
-        _check_zip(path, path)
-    _checked.add(key)
+    if key not in _checked:
+        _checked[key] = _check_directory(path) if path.is_dir() else _check_zip(path, path)
+    return _checked[key]
+
+
+def with_record(checkpoint: dict, *, sharded: bool = False) -> dict:
+    """`checkpoint` (not changed) with `RECORD`: the checks its reader must be able to make.
+    CRC-32s are promised only when torch writes them."""
+    import torch
+
+    record = {CRC32: bool(torch.serialization.get_crc32_options())}
+    if sharded:
+        record[DIGESTS] = True
+    return {**checkpoint, RECORD: record}
+
+
+def require_record(path: str | os.PathLike, data: Any, unchecked: Unchecked) -> None:
+    """CheckpointError when the checkpoint's `RECORD` promises a check `check_checkpoint` found
+    nothing for: its zip's CRC-32s were zeroed, or its digests file removed."""
+    record = data.get(RECORD) if isinstance(data, dict) else None
+    if record is None:
+        return  # written before the record existed, or not by zoo: checked as far as it could be
+    if not isinstance(record, dict):
+        raise _damaged(Path(path), f"its {RECORD} record is not one zoo writes")
+    if record.get(DIGESTS) and DIGESTS in unchecked:
+        raise _damaged(Path(path), f"its {DIGESTS}, written with it, is missing")
+    if record.get(CRC32) and CRC32 in unchecked:
+        raise _damaged(Path(path), "it was written with a CRC-32 for every member, and they are all zero now")
 
 
 def write_digests(directory: str | os.PathLike) -> Path:
@@ -71,13 +105,13 @@ def _damaged(path: Path, what: str) -> CheckpointError:
     )
 
 
-def _check_zip(file: Path, checkpoint: Path) -> None:
+def _check_zip(file: Path, checkpoint: Path) -> Unchecked:
     try:
         if not zipfile.is_zipfile(file):
-            return  # torch.load tells a cut file or another format
+            return Unchecked()  # torch.load tells a cut file or another format
         with zipfile.ZipFile(file) as archive:
             if not any(info.CRC for info in archive.infolist() if info.file_size):
-                return  # written with torch.serialization.set_crc32_options(False): no CRC to compare
+                return Unchecked({CRC32})  # no CRC to compare: `require_record` says if there were
             bad = archive.testzip()
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
         raise _damaged(checkpoint, f"{file.name} is not a whole zip archive ({exc})") from None
@@ -86,11 +120,13 @@ def _check_zip(file: Path, checkpoint: Path) -> None:
     if bad is not None:
         where = f"{file.name}'s member {bad}" if file != checkpoint else f"its member {bad}"
         raise _damaged(checkpoint, f"{where} does not match the CRC-32 recorded when it was written")
+    return Unchecked()
 
 
-def _check_directory(directory: Path) -> None:
+def _check_directory(directory: Path) -> Unchecked:
     record_path = directory / DIGESTS
-    if record_path.is_file():
+    unchecked = Unchecked() if record_path.is_file() else Unchecked({DIGESTS})
+    if not unchecked:
         try:
             record = json.loads(record_path.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
@@ -109,7 +145,8 @@ def _check_directory(directory: Path) -> None:
             if file_digest(file) != expected.get("sha256"):
                 raise _damaged(directory, f"{name} does not match the SHA-256 recorded when it was written")
     if (directory / META).is_file():
-        _check_zip(directory / META, directory)
+        unchecked |= _check_zip(directory / META, directory)
+    return unchecked
 
 
 def _stamp(path: Path) -> tuple:

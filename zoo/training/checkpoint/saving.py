@@ -20,6 +20,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from zoo.config.records.rundir import RunDir
 from zoo.data.integrity import fsync_dir
 from zoo.training.checkpoint.files import read_checkpoint
+from zoo.training.checkpoint.integrity import with_record
 
 log = logging.getLogger("zoo")
 
@@ -27,8 +28,11 @@ TMP_MARK = ".tmp-"
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
-    """torch.save to `path` so that readers see the old file or the new one, never a part."""
+    """torch.save to `path` so that readers see the old file or the new one, never a part. A
+    checkpoint (a dict) carries the record of the checks it is written for (`with_record`)."""
     path = Path(path)
+    if isinstance(obj, dict):
+        obj = with_record(obj)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}{TMP_MARK}{os.getpid()}")
     try:

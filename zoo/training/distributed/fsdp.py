@@ -43,7 +43,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.schema.trainer import SHARDED_PRECISIONS, SHARDED_STRATEGY
 from zoo.models.sharding import REPLICATE_DIM, SHARD_DIM
 from zoo.training.checkpoint.files import SHARDED_META, is_sharded_checkpoint, read_checkpoint, safe_shard_reader
-from zoo.training.checkpoint.integrity import write_digests
+from zoo.training.checkpoint.integrity import with_record, write_digests
 from zoo.training.checkpoint.saving import atomic_save
 
 log = logging.getLogger("zoo")
@@ -99,7 +99,8 @@ class ShardedDataParallel(ModelParallelStrategy):
         if self.global_rank == 0 and tmp.exists():
             shutil.rmtree(tmp)
         self.barrier("zoo_sharded_save_start")
-        super().save_checkpoint(checkpoint, tmp, storage_options)
+        # meta.pt (what is not a tensor) says the directory is written with its digests
+        super().save_checkpoint(with_record(checkpoint, sharded=True), tmp, storage_options)
         self.barrier("zoo_sharded_save_written")
         if self.global_rank == 0:
             write_digests(tmp)  # every rank's shard is on disk: what the directory holds, checked on load

@@ -16,14 +16,16 @@ itself, which a rerun continues from its own last.ckpt, as any run)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.schedules import SCHEDULE_FACTS
+from zoo.config.records.rundir import RunDir
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.train import SchedulerConfig
 from zoo.tasks.optim import schedule
-from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
+from zoo.training.checkpoint.files import CheckpointError, is_sharded_checkpoint, read_checkpoint
 from zoo.training.resume.match import check_resume, command_sections, saved_sections, trained_with
 
 MOST_COMPARED_STEPS = 10**7  # a branch step past this is compared at its warmup's end and at N only
@@ -40,8 +42,14 @@ def branch_step(path: str) -> int:
 
 
 def parent_run(path: str) -> Path:
-    """The run directory a checkpoint belongs to (RUN/checkpoints/FILE.ckpt -> RUN)."""
-    return Path(path).resolve().parent.parent
+    """The run directory `branch_from` names: RUN itself, or the run of RUN/checkpoints or of
+    RUN/checkpoints/FILE (a file or a sharded directory). Taken from the path as given, made
+    absolute but not resolved through links: what is read of the run is read inside it
+    (RUN/checkpoints/last.ckpt, a link elsewhere, still names RUN)."""
+    given = Path(os.path.abspath(path))
+    if given.is_dir() and not is_sharded_checkpoint(given):
+        return given.parent if given.name == RunDir.CHECKPOINTS else given
+    return given.parent.parent
 
 
 def _multipliers(cfg: SchedulerConfig, total: int | None, d_model: int, steps) -> list[float]:

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoo.config.errors import ConfigError
+from zoo.config.records.links import inside
 from zoo.config.records.rundir import DamagedRecord, RunDir, RunSummary, locate_checkpoint
 from zoo.config.records.yaml_files import UnboundedYaml, load_yaml
 from zoo.config.schema.root import ZooConfig
@@ -84,11 +86,11 @@ def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
     branched = None
     if spec.branch_from is not None:
         branched = _branch(spec, resume is None)
-        resume = resume or spec.branch_from  # a rerun of the branch continues its own last.ckpt
+        resume = resume or branched["checkpoint"]  # a rerun of the branch continues its own last.ckpt
     check_resume_strategy(resume, spec.trainer.get("strategy"))
     if resume is None:
         return Resume()
-    if resume != spec.branch_from:
+    if branched is None or resume != branched["checkpoint"]:
         check_resume_config(resume, spec)
     saved = read_checkpoint(resume, weights=False)
     changed = check_data_files(saved, f"the checkpoint {resume}", spec.data)
@@ -101,8 +103,7 @@ def _branch(spec: ZooConfig, starting: bool) -> dict:
     path = spec.branch_from
     parent = parent_run(path)
     if starting:
-        if not is_sharded_checkpoint(path):
-            locate_checkpoint(Path(path))
+        path = str(locate_checkpoint(Path(path)))  # a run directory names its checkpoint
         read_checkpoint(path, weights=False)  # refuses truncated files and files holding code
         step = check_branch(spec, path, _recorded_trainer(parent))
     else:
@@ -135,11 +136,17 @@ def already_finished(spec: ZooConfig, run_dir: Path, resume: Resume) -> dict | N
 
 def _recorded_trainer(run_dir: Path) -> dict:
     """The trainer section of the run's own config.yaml ({} where it cannot be read; refused where it
-    holds a YAML alias, whose expansion would not end)."""
+    holds a YAML alias, whose expansion would not end, is a link out of the run, or is not a
+    regular file: a pipe would block the read)."""
     from omegaconf import OmegaConf
 
+    config = inside(RunDir(run_dir).config, run_dir)  # LinkedOut, one line, for a link out of the run
+    if config.exists() and not config.is_file():
+        raise ConfigError(
+            f"{config} is not a regular file (a pipe, device or directory); zoo reads a run's config.yaml only as a file"
+        )
     try:
-        trainer = OmegaConf.to_container(load_yaml(RunDir(run_dir).config)).get("trainer", {})
+        trainer = OmegaConf.to_container(load_yaml(config)).get("trainer", {})
     except UnboundedYaml:  # an alias bomb: refused, as reading it would never end
         raise
     except Exception:  # noqa: BLE001 - a missing or damaged config.yaml: nothing to compare with
