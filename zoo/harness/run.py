@@ -81,12 +81,19 @@ def load_tasks(names: list[str], *, num_fewshot: int | None = None, cache_dir: s
     outside = [n for n in names if n not in BUILT_IN]
     if outside:
         _check_hub(outside)
+    import datasets
+
+    shown = not datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # a line per split read: a refusal after it is one line
     try:
         loaded = manager.load(names)
     except ZooError:
         raise
     except Exception as exc:  # noqa: BLE001 - the dataset or the task's files: said on one line
         raise DataError(f"harness task(s) {', '.join(names)} cannot be loaded: {_first_line(exc)}") from None
+    finally:
+        if shown:
+            datasets.enable_progress_bars()
     for name, task in loaded["tasks"].items():
         default = task.get_config("num_fewshot")
         if num_fewshot is not None and default != 0:  # a task that fixes 0 keeps it, as the harness does
