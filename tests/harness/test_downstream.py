@@ -64,7 +64,10 @@ def test_every_n_steps_and_a_resume_keeps_the_history(tmp_path, cli_here):
     [
         ("callbacks.downstream=[kjv_cloze,kjv_cloze]", "must name each task once"),
         ("callbacks.downstream_every=0", "callbacks.downstream_every must be >= 1"),
-        ("callbacks.downstream_limit=0", "callbacks.downstream_limit must be > 0"),
+        ("callbacks.downstream_limit=0", "callbacks.downstream_limit must be a number of examples per task"),
+        ("callbacks.downstream_limit=inf", "callbacks.downstream_limit must be a number of examples per task"),
+        ("callbacks.downstream_limit=nan", "callbacks.downstream_limit must be a number of examples per task"),
+        ("callbacks.downstream_limit=2.5", "callbacks.downstream_limit=2.5: give a whole number"),
     ],
 )
 def test_bad_settings_are_refused_on_one_line(override, refusal):
@@ -73,7 +76,7 @@ def test_bad_settings_are_refused_on_one_line(override, refusal):
 
     key, value = override.split("=", 1)
     name = key.split(".", 1)[1]
-    parsed = [v for v in value.strip("[]").split(",")] if value.startswith("[") else int(value)
+    parsed = [v for v in value.strip("[]").split(",")] if value.startswith("[") else float(value)
     with pytest.raises(ConfigError, match=refusal):
         CallbacksConfig(**{name: parsed})
 
@@ -88,3 +91,61 @@ def test_a_task_without_a_decoder_or_an_unknown_task_is_refused_before_training(
     unknown = cli_here("train", *tiny_overrides(tmp_path / "b"), "callbacks.downstream=[kjv_clozee]")
     assert unknown.returncode == 2 and "harness task 'kjv_clozee' is not known" in unknown.stderr
     assert not (tmp_path / "b" / "checkpoints").exists()
+
+
+@pytest.mark.slow  # a process of its own (the Hub's address is read at import); the harness indexes its tasks
+def test_a_hub_task_without_the_hub_is_refused_before_training(tmp_path):
+    """It used to fail at the first validation, after training, in a long traceback."""
+    from tests.cli.conftest import zoo_train
+    from tests.harness.test_eval_cli import UNREACHABLE
+
+    run = tmp_path / "run"
+    done = zoo_train(*tiny_overrides(run), "callbacks.downstream=[arc_easy]", env=UNREACHABLE)
+    assert done.returncode == 1
+    lines = [ln for ln in done.stderr.strip().splitlines() if ln.startswith("zoo-train")]
+    assert len(lines) == 1 and "harness task(s) arc_easy read their datasets from the Hugging Face Hub" in lines[0]
+    assert "Retrying" not in done.stderr and "Traceback" not in done.stderr
+    assert not (run / "checkpoints").exists() and "arc_easy" in json.loads((run / "failed.json").read_text())["error"]
+
+
+@pytest.mark.slow  # a signal needs a process of its own
+def test_a_stop_during_scoring_names_the_best_checkpoint_it_has(tmp_path):
+    """A SIGTERM while the tasks are scored, with no step boundary within stop_grace_s, stops at
+    once; before any last.ckpt was due the run has best-3.ckpt from its validation, and the
+    record names it (it said "no checkpoint had been written yet")."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    args = [a for a in tiny_overrides(run) if not a.startswith("callbacks.checkpoint_every_n_steps")]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zoo.cli.train",
+            *args,
+            "callbacks.checkpoint_every_n_steps=100",
+            "callbacks.downstream=[kjv_cloze,kjv_next_verse]",
+            "callbacks.downstream_limit=null",  # every example: scoring takes seconds
+            "callbacks.stop_grace_s=1",
+            "trainer.max_steps=20",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    best = run / "checkpoints" / "best-3.ckpt"
+    deadline = time.monotonic() + 240
+    while not best.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the validation is over; the tasks are being scored
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143
+    assert not (run / "checkpoints" / "last.ckpt").exists()
+    failure = json.loads((run / "failed.json").read_text())
+    assert f"{best} holds step 3, the last one saved" in failure["error"] and failure["step"] == 3
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("zoo-train:")]
+    assert f"{best} holds step 3" in line and "no checkpoint" not in line

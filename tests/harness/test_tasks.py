@@ -42,6 +42,6 @@ def test_the_materialized_directory_is_reused_and_loads_in_the_harness(tmp_path)
 
     first = tasks.materialize(["kjv_cloze"], cache_dir=str(tmp_path))
     assert tasks.materialize(["kjv_cloze"], cache_dir=str(tmp_path)) == first
-    assert sorted(p.name for p in first.iterdir()) == ["kjv_cloze.jsonl", "kjv_cloze.yaml"]
+    assert sorted(p.name for p in first.iterdir()) == ["kjv_cloze.jsonl", "kjv_cloze.yaml", tasks.MANIFEST]
     assert str(first / "kjv_cloze.jsonl") in (first / "kjv_cloze.yaml").read_text()
     assert "kjv_cloze" in task_manager(["kjv_cloze"], cache_dir=str(tmp_path)).all_tasks

@@ -20,36 +20,38 @@ HARNESS_DIR = "harness"
 def run_harness(args, ckpt: Path, tool: str) -> dict:
     """The metrics of `args.harness` on the checkpoint `ckpt`, written and returned."""
     from zoo.config.errors import ConfigError
+    from zoo.config.schema.harness import check_limit, check_num_fewshot
     from zoo.harness.run import parse_tasks, require_lm_eval
 
     require_lm_eval()
     names = parse_tasks(args.harness)
-    if args.limit is not None and not args.limit > 0:
-        raise ConfigError(f"limit must be > 0 (examples per task, or a fraction of each below 1), got {args.limit}")
-    if args.num_fewshot is not None and args.num_fewshot < 0:
-        raise ConfigError(f"num_fewshot must be >= 0, got {args.num_fewshot}")
+    check_limit("limit", args.limit)
+    check_num_fewshot("num_fewshot", args.num_fewshot)
     folder = results_dir(ckpt)
 
     import lm_eval
     import torch
 
+    from zoo.config.facts.positions import max_positions
     from zoo.harness.adapter import ZooLM
-    from zoo.harness.run import evaluate_tasks, table, task_manager
+    from zoo.harness.run import check_room, evaluate_tasks, load_tasks, table
     from zoo.training.checkpoint.files import load_checkpoint
 
-    manager = task_manager(names)  # an unknown name is refused here, before the checkpoint loads
     if args.accelerator not in ("auto", "cpu", "gpu", "cuda"):
         raise ConfigError(f"accelerator={args.accelerator!r}: harness= runs on cpu, gpu or auto")
     wants_gpu = args.accelerator in ("gpu", "cuda") or (args.accelerator == "auto" and torch.cuda.is_available())
     if wants_gpu and not torch.cuda.is_available():
         raise ConfigError("accelerator=gpu, but torch sees no CUDA device; use accelerator=cpu")
+    # an unknown name, an unreachable dataset or too many few-shot examples: refused before the checkpoint loads
+    tasks = load_tasks(names, num_fewshot=args.num_fewshot)
     task = load_checkpoint(ckpt)
     if task.tokenizer is None:
         raise ConfigError(f"{args.ckpt} carries no tokenizer; the harness scores text with the run's own")
+    check_room(tasks, max_positions(task.model_config), whose="the checkpoint's")
     model = task.model.to("cuda" if wants_gpu else "cpu").eval()
     lm = ZooLM(model, task.tokenizer, batch_size=args.batch_size)
     started = time.perf_counter()
-    out = evaluate_tasks(lm, names, limit=args.limit, num_fewshot=args.num_fewshot, manager=manager)
+    out = evaluate_tasks(lm, tasks, limit=args.limit)
     seconds = time.perf_counter() - started
     record = {
         "checkpoint": str(args.ckpt),

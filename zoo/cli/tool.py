@@ -35,7 +35,8 @@ def serve(
     tool: str, body: Callable[[list[str]], Any], help: Callable[[], str], argv: Sequence[str] | None = None
 ) -> None:
     """Run a console script: print `help()` for -h / --help (exit 0), otherwise `body(argv)`;
-    a ZooError from either ends the command with one line and exit status 2."""
+    a ZooError from either ends the command with one line and exit status 2 (1 for one whose
+    `exit_status` says the machine's environment is at fault)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     previous = _take_sigterm()
     try:
@@ -45,7 +46,7 @@ def serve(
             body(argv)
         sys.stdout.flush()  # here, where a closed pipe is caught, not in the interpreter's exit
     except ZooError as exc:
-        fail(tool, str(exc))
+        fail(tool, str(exc), getattr(exc, "exit_status", 2))
     except (KeyboardInterrupt, Terminated) as exc:  # what was finished is kept (zoo-prepare's shards)
         signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
         print(f"{tool}: stopped by {signal.Signals(signum).name}", file=sys.stderr)

@@ -148,7 +148,10 @@ def discard(entry: Path, what: str, cache_key: str) -> None:
             f"{what} {entry} is damaged and cannot be removed ({exc.strerror}); delete it, "
             f"or point {cache_key} elsewhere"
         ) from None
-    shutil.rmtree(aside, ignore_errors=True)
+    if aside.is_symlink():  # a link planted at the entry's name: the link goes, not what it points at
+        aside.unlink()
+    else:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def notice(message: str) -> None:

@@ -90,8 +90,9 @@ def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stu
         result = fit_run(claimed.spec, run_dir, claimed.resume, composed=to_plain(claimed.cfg))
     except TrainingStopped as exc:  # a ZooError that ends a started run
         return _failed(Outcome.STOPPED, run_dir, str(exc))
-    except ZooError as exc:  # the user's to fix
-        return _failed(Outcome.REFUSED, run_dir, str(exc))
+    except ZooError as exc:  # the user's to fix (the environment's: exit_status 1, e.g. a network)
+        kind = Outcome.STOPPED if getattr(exc, "exit_status", 2) == 1 else Outcome.REFUSED
+        return _failed(kind, run_dir, str(exc))
     except TrainingInterrupted as exc:  # SIGTERM / SIGINT: last.ckpt saved
         return _interrupted(run_dir, exc, resume_command)
     except Exception as exc:

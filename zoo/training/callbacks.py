@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.positions import max_positions
 from zoo.config.facts.tasks import task_spec
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.root import ZooConfig
@@ -123,8 +124,9 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
 
 def _downstream(spec: ZooConfig):
     """The `Downstream` callback of callbacks.downstream (None when it is empty): the harness
-    must be installed, the task must have a decoder, every task name must be known; each
-    refused on one line before any weight exists. Imported here only: lm-evaluation-harness is
+    must be installed, the task must have a decoder, every task must be known and load (its
+    dataset read), a generating task must fit in the model's positions; each refused on one
+    line before any weight exists. Imported here only: lm-evaluation-harness is
     an optional extra."""
     if not spec.callbacks.downstream:
         return None
@@ -141,6 +143,7 @@ def _downstream(spec: ZooConfig):
         every=spec.callbacks.downstream_every,
         limit=spec.callbacks.downstream_limit,
         batch_size=16,
+        positions=max_positions(spec.model),
     )
 
 

@@ -78,10 +78,9 @@ def fit(trainer, task, datamodule, callbacks: RunCallbacks, resume: str | None) 
             raise
         raise TrainingStopped(died) from exc
     except StopNow as exc:  # a second signal, or a step longer than the grace time: nothing saved now
-        last = callbacks.last.path
-        step = callbacks.last.saved_step()
-        log.info("%s; the last checkpoint saved before: %s", exc, last if step is not None else "none")
-        raise TrainingInterrupted(exc.signum, step, last, why=str(exc)) from None
+        saved, step = callbacks.last.latest()  # last.ckpt, else a best-STEP one a validation wrote
+        log.info("%s; the last checkpoint saved before: %s", exc, saved if step is not None else "none")
+        raise TrainingInterrupted(exc.signum, step, saved, why=str(exc)) from None
     finally:
         callbacks.interrupt.disarm()
     return time.perf_counter() - start

@@ -16,7 +16,8 @@ class TrainingStopped(ZooError, RuntimeError):
 
 class TrainingInterrupted(RuntimeError):
     """SIGTERM / SIGINT stopped the run at `step` after saving `checkpoint`; with `why` (a stop
-    at once), `step` is that of the last checkpoint written before (None: there is none)."""
+    at once), `checkpoint` is the last one written before (last.ckpt, else a best-STEP one) and
+    `step` the step it holds (None: there is none)."""
 
     def __init__(self, signum: int, step: int | None, checkpoint: Path, why: str | None = None) -> None:
         self.signum, self.step, self.checkpoint = signum, step, checkpoint
@@ -25,6 +26,11 @@ class TrainingInterrupted(RuntimeError):
             message = f"stopped by {name} at step {step}; {checkpoint} holds it"
         elif step is None:
             message = f"stopped by {why}; no checkpoint had been written yet"
+        elif checkpoint.name.startswith("best-"):  # a validation saved it before any last.ckpt was due
+            message = (
+                f"stopped by {why}; {checkpoint} holds step {step}, the last one saved (the best "
+                f"validation so far; no last.ckpt had been written yet)"
+            )
         else:
             message = f"stopped by {why}; {checkpoint} holds step {step}, the last one saved"
         super().__init__(message)

@@ -10,6 +10,7 @@ from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
 from zoo.config.facts.schedules import SCHEDULE_FACTS, DecayShape, ScheduleKind, schedule_readers
+from zoo.config.schema.harness import check_limit
 
 
 class OptimizerImpl(Choice):
@@ -235,10 +236,7 @@ class CallbacksConfig:
             raise ConfigError(
                 f"callbacks.downstream_every must be >= 1 (null: at each validation), got {self.downstream_every}"
             )
-        if self.downstream_limit is not None and not self.downstream_limit > 0:
-            raise ConfigError(
-                f"callbacks.downstream_limit must be > 0 (null: every example), got {self.downstream_limit}"
-            )
+        check_limit("callbacks.downstream_limit", self.downstream_limit)  # null: every example
         if self.instability_every is not None and self.instability_every < 0:
             raise ConfigError(
                 f"callbacks.instability_every must be >= 0 (0 or null: off), got {self.instability_every}"

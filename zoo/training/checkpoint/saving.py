@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,23 @@ class LastCheckpoint(L.Callback):
     def saved_step(self) -> int | None:
         """The global step last.ckpt holds (None: there is none)."""
         return read_checkpoint(self.path, weights=False)["global_step"] if self.path.exists() else None
+
+    def latest(self) -> tuple[Path, int | None]:
+        """The checkpoint a stop names and the step it holds: last.ckpt, else the best-STEP
+        checkpoint of the latest step (a validation saved it before any last.ckpt was due),
+        else (last.ckpt, None): none was written."""
+        step = self.saved_step()
+        if step is not None:
+            return self.path, step
+        best = []
+        for path in self.dirpath.glob(RunDir.BEST_FILES):
+            found = re.fullmatch(r"best-(\d+)(?:-v\d+)?\.ckpt", path.name)
+            if found and path.is_file():
+                best.append((int(found.group(1)), path))
+        if not best:
+            return self.path, None
+        step, path = max(best)
+        return path, step
 
     def save(self, trainer) -> None:
         if self._saved_at == trainer.global_step:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from zoo.harness.adapter import ZooLM
-from zoo.harness.run import evaluate_tasks, task_manager
+from zoo.harness.run import check_room, evaluate_tasks, load_tasks
 
 
 class Downstream(L.Callback):
@@ -32,9 +32,20 @@ class Downstream(L.Callback):
     the last step (before that step's last.ckpt, placed after this callback, is written; `final`
     when the run ends elsewhere), each step once."""
 
-    def __init__(self, tasks: list[str], *, every: int | None, limit: float | None, batch_size: int) -> None:
+    def __init__(
+        self,
+        tasks: list[str],
+        *,
+        every: int | None,
+        limit: float | None,
+        batch_size: int,
+        positions: int | None = None,
+    ) -> None:
         self.tasks, self.every, self.limit, self.batch_size = list(tasks), every, limit, batch_size
-        self.manager = task_manager(self.tasks)  # an unknown name is refused before the model is built
+        # loaded once, before the model is built: an unknown name, a dataset that cannot be had (an
+        # unreachable Hub) or a generation past the model's `positions` is refused before training
+        self.loaded = load_tasks(self.tasks)
+        check_room(self.loaded, positions)
         self.history: list[dict] = []  # {"step": s, metric: value, ...} per evaluation
         self.last: dict[str, float] = {}
 
@@ -78,7 +89,7 @@ class Downstream(L.Callback):
         try:
             with torch.random.fork_rng(devices=[pl_module.device] if pl_module.device.type == "cuda" else []):
                 lm = ZooLM(pl_module.model, pl_module.tokenizer, batch_size=self.batch_size)
-                metrics = evaluate_tasks(lm, self.tasks, limit=self.limit, manager=self.manager)["metrics"]
+                metrics = evaluate_tasks(lm, self.loaded, limit=self.limit)["metrics"]
         finally:
             random.setstate(python)
             np.random.set_state(numpy)

@@ -140,7 +140,7 @@ class Interrupt(L.Callback):
         inside one native operation. End the process from here, with the run's records."""
         if not self._previous or self.stopped_at is not None:
             return  # the stop was answered (or fit is over)
-        last, step = self.last.path, self._saved_step()
+        last, step = self._saved()
         why = why or (
             f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): ended without saving"
         )
@@ -152,12 +152,13 @@ class Interrupt(L.Callback):
             logging.shutdown()
             os._exit(128 + signum)
 
-    def _saved_step(self) -> int | None:
-        """The step last.ckpt holds, for the record of a stop (None: none, or none readable)."""
+    def _saved(self):
+        """The checkpoint a record of a stop names and its step (`LastCheckpoint.latest`: last.ckpt,
+        else the latest best-STEP one; step None: none, or none readable)."""
         try:
-            return self.last.saved_step()
+            return self.last.latest()
         except Exception:  # noqa: BLE001 - a record must still be written
-            return None
+            return self.last.path, None
 
     def arm(self) -> None:
         """Take SIGTERM and SIGINT for the whole of fit and the final validation. Called before
@@ -186,7 +187,8 @@ class Interrupt(L.Callback):
             if self._timer is not None:
                 self._timer.cancel()
             log.info("%s: stopping", exc)
-            raise TrainingInterrupted(exc.signum, self._saved_step(), self.last.path, why=str(exc)) from None
+            saved, step = self._saved()
+            raise TrainingInterrupted(exc.signum, step, saved, why=str(exc)) from None
         finally:
             self.disarm()
 
