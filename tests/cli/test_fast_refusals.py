@@ -87,6 +87,37 @@ def test_a_seed_no_library_takes_is_one_line_naming_it(cli_here, tmp_path, tool,
     assert not (tmp_path / "run").exists()
 
 
+def test_a_thread_count_torch_cannot_take_is_one_line(cli_here):
+    result = cli_here("bench", "threads=99999999999999999999999", "peers=none")  # torch's overflow, after 79 s
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "threads must be from 0 to 4096" in line
+
+
+def test_a_rope_base_of_1_or_less_is_refused_naming_it():
+    import zoo
+
+    # 1e-300 turned every frequency to inf: the run trained to a NaN loss and named optim.lr
+    for theta in ("1e-300", "1"):
+        with pytest.raises(ConfigError, match=r"model.position.theta must be > 1"):
+            zoo.validate(zoo.compose(["model/position=rope", f"model.position.theta={theta}"]))
+
+
+def test_a_cache_that_is_a_file_is_one_line_naming_it(zoo_train_here, tmp_path, monkeypatch):
+    from tests.cli.conftest import tiny_overrides
+
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("ZOO_CACHE", str(blocker))
+    result = zoo_train_here(*tiny_overrides(tmp_path / "run"))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert (
+        f"$ZOO_CACHE {blocker} is not a directory; point data.cache_dir or ZOO_CACHE at a directory"
+        in (result.stderr.strip().splitlines()[-1])
+    )
+    assert blocker.read_text() == "not a directory"
+
+
 def test_a_norm_eps_that_swamps_the_variance_is_refused():
     import zoo
 
@@ -175,7 +206,17 @@ def test_input_refusals_answer_before_torch_loads(tmp_path):
         (
             "generate",
             [f"ckpt={ckpt}", "prompt=x", "strategy=beam", "length_penalty=inf"],
-            "length_penalty must be a finite",
+            "length_penalty must be a number from -10 to 10",
+        ),
+        (  # a finite penalty past the bound overflowed (1e308) or divided by 0 (-1e308) in beam ranking
+            "generate",
+            [f"ckpt={ckpt}", "prompt=x", "strategy=beam", "length_penalty=1e308"],
+            "length_penalty must be a number from -10 to 10",
+        ),
+        (
+            "generate",
+            [f"ckpt={ckpt}", "prompt=x", "strategy=beam", "length_penalty=-1e308"],
+            "length_penalty must be a number from -10 to 10",
         ),
         ("export", [f"ckpt={ckpt}", f"out={tmp_path / 'empty.txt'}"], "is a file; give a new or empty directory"),
         ("export", [f"ckpt={tmp_path / 'missing.ckpt'}", f"out={tmp_path / 'hf'}"], "does not exist"),

@@ -183,3 +183,12 @@ def test_a_stop_rule_is_refused_for_beam_search():
             max_new_tokens=2,
             stop=lambda done: bool(done.all()),
         )
+
+
+def test_a_top_p_below_float32s_least_keeps_the_most_likely_token():
+    """top_p=1e-300 is 0 in float32: every token was dropped and sampling raised."""
+    logits = torch.tensor([[0.5, 3.0, -1.0], [2.0, 0.0, 1.0]])
+    kept = filter_logits(logits, top_p=1e-300)
+    assert torch.isfinite(kept).sum(-1).tolist() == [1, 1]
+    assert kept.argmax(-1).tolist() == [1, 0]
+    assert torch.multinomial(kept.softmax(-1), 1).flatten().tolist() == [1, 0]

@@ -11,6 +11,7 @@ from zoo.config.schema.convert import check_seed
 PEER_NAMES = ("hf", "x-transformers", "litgpt")  # the keys of zoo.bench.peers.PEERS (a test keeps them equal)
 PEER_MODULES = {"hf": "transformers", "x-transformers": "x_transformers", "litgpt": "litgpt"}  # what each imports
 VARIANTS = ("eager", "compile", "bf16", "bf16-compile", "checkpoint")
+MAX_THREADS = 4096  # torch.set_num_threads takes a C int; no machine has more cores
 MEASURES = ("train", "forward", "generate", "fit", "memory")
 PEER_VARIANTS = ("eager", "compile", "bf16", "bf16-compile")  # checkpointing is a zoo switch; peers run as they come
 
@@ -108,8 +109,8 @@ class BenchOptions:
         for name in ("batch", "seq_len", "rounds", "steps", "prompt", "new_tokens", "gen_batch", "memory_rounds"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.threads < 0:
-            raise ConfigError(f"threads must be >= 0, got {self.threads}")
+        if not 0 <= self.threads <= MAX_THREADS:
+            raise ConfigError(f"threads must be from 0 to {MAX_THREADS}, got {self.threads}")
         check_seed(self.seed, "seed")
         self.peer_list = _choices("peers", self.peers, PEER_NAMES, allow_none=True)
         self.variant_list = _choices("variants", self.variants, VARIANTS)

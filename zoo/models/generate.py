@@ -31,7 +31,8 @@ def filter_logits(
         sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
         probs = sorted_logits.softmax(-1)
         before = probs.cumsum(-1) - probs  # probability mass ranked above each token
-        drop_sorted = before >= top_p  # the most likely token is always kept
+        drop_sorted = before >= top_p
+        drop_sorted[:, 0] = False  # the most likely token is always kept (a top_p below float32's least is 0)
         drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
         logits = logits.masked_fill(drop, float("-inf"))
     return logits

@@ -4,7 +4,6 @@ Torch-free, so zoo-generate refuses a bad option before torch loads; the decodin
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 
 from zoo.config.choice import Choice
@@ -26,6 +25,9 @@ _BEAM = ("num_beams", "length_penalty", "early_stopping")
 
 # the options that belong to one strategy, refused under another
 OPTIONS_OF = {Strategy.sample: _SAMPLING, Strategy.beam: _BEAM}
+
+
+MAX_LENGTH_PENALTY = 10.0  # 2**24 tokens to the 10th is 1e72: no overflow, no underflow to 0
 
 
 @dataclass(kw_only=True)
@@ -77,8 +79,12 @@ class GenerationConfig:
                 f"temperature must be a number >= {MIN_TEMPERATURE:g}, got {self.temperature} "
                 f"(strategy=greedy is the limit of a temperature near 0)"
             )
-        if not math.isfinite(self.length_penalty):
-            raise ConfigError(f"length_penalty must be a finite number, got {self.length_penalty}")
+        if not -MAX_LENGTH_PENALTY <= self.length_penalty <= MAX_LENGTH_PENALTY:  # NaN too
+            # length ** length_penalty must stay a float for every length a model decodes
+            raise ConfigError(
+                f"length_penalty must be a number from {-MAX_LENGTH_PENALTY:g} to {MAX_LENGTH_PENALTY:g}, "
+                f"got {self.length_penalty}"
+            )
         if self.top_k < 0:
             raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:  # NaN too

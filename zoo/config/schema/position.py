@@ -37,8 +37,8 @@ class PositionConfig:
     def __post_init__(self) -> None:
         self.kind = PositionKind.parse(self.kind, "model.position.kind")
         check_params(self)
-        if self.theta <= 0:
-            raise ConfigError(f"model.position.theta must be > 0, got {self.theta}")
+        if not self.theta > 1:  # a base of 1 or less turns every frequency up (1e-300 overflowed to NaN)
+            raise ConfigError(f"model.position.theta must be > 1 (RoPE's base; 10000 is usual), got {self.theta}")
         if self.scale < 1:
             raise ConfigError(f"model.position.scale must be >= 1 (positions are divided by it), got {self.scale}")
         if self.num_buckets < 4 or self.num_buckets % 2:
