@@ -30,7 +30,10 @@ tokenizer's training): a thread that learns of the signal at once (`watch.Signal
 the same watchdog, which ends the process with those records HARD_EXIT_S seconds later.
 
 The handler is in place from the start of the run's preparation to the end of the final
-validation, gaps included; before and after that the previous handlers apply."""
+validation, gaps included; before and after that the previous handlers apply: zoo-train's
+(`command`), which end the command at once, with the same records once the run is claimed.
+A SIGTERM that Lightning's own handler sees before training's first step (its sanity check)
+ends the run at once too, where Lightning would exit with status 0."""
 
 from __future__ import annotations
 
