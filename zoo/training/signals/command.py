@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoo.training.signals.forks import parent_only
+
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -51,6 +53,7 @@ class _State:
 _STATE = _State()
 
 
+@parent_only  # a pool's worker does not raise Stopped
 def _handler(signum, frame) -> None:
     if _STATE.holding:
         _STATE.pending = _STATE.pending or signum

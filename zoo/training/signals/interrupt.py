@@ -48,6 +48,7 @@ import lightning as L
 import torch
 
 from zoo.training.checkpoint.saving import at_step_boundary
+from zoo.training.signals.forks import parent_only
 from zoo.training.signals.watch import SignalWatch
 from zoo.training.stops import TrainingInterrupted
 
@@ -103,6 +104,7 @@ class Interrupt(L.Callback):
         self._preparing = False  # before fit: a signal stops the run at once
         self._watch = SignalWatch(self._prepare_watch)  # a signal seen while the main thread is in native code
 
+    @parent_only  # not a forked worker's (the data's tokenizing pool): `forks`
     def _handler(self, signum, frame) -> None:
         if self._preparing:  # Python answers at once (a native call: `_prepare_watch` ends it)
             self.received = self.received or signum
