@@ -101,3 +101,45 @@ def test_sigterm_stops_a_preparation_with_one_line_and_keeps_its_shards(tmp_path
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "zoo-prepare: stopped by SIGTERM"
     assert any((tmp_path / "cache").glob("prepared/*.partial/*.bin.json"))  # kept for the next run
+
+
+# zoo-train with the watchdog's time (interrupt.HARD_EXIT_S) cut to half a second
+SHORT_WATCHDOG = (
+    "import runpy, sys\n"
+    "import zoo.training.signals.interrupt as interrupt\n"
+    "interrupt.HARD_EXIT_S = 0.5\n"
+    "sys.argv = ['zoo-train', *sys.argv[1:]]\n"
+    "runpy.run_module('zoo.cli.train', run_name='__main__', alter_sys=True)\n"
+)
+
+
+@pytest.mark.slow
+def test_a_run_whose_data_a_pool_of_workers_prepared_ends_in_success_without_a_traceback(tmp_path):
+    """Token shards tokenized by two workers, which the pool ends with SIGTERM when they are done:
+    the workers used to keep the run's handler, printed its StopNow's traceback, and their signal
+    reached the run's watch, whose watchdog then ended the run HARD_EXIT_S later with exit 143
+    (10 s: a run on a large corpus, once the data was prepared, died as though stopped)."""
+    import os
+    from pathlib import Path
+
+    from zoo.data.prepared import DOCS_PER_SHARD
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i} of a document\n" for i in range(2 * DOCS_PER_SHARD + 10_000)))
+    run = tmp_path / "run"
+    args = [o for o in tiny_overrides(run) if not o.startswith(("data.max_examples", "trainer.max_steps"))]
+    args += ["data=local", f"data.path={corpus}", "data.num_proc=2", "trainer.max_steps=30"]
+    result = subprocess.run(
+        [sys.executable, "-c", SHORT_WATCHDOG, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+        env=dict(os.environ, ZOO_CACHE=str(tmp_path / "cache")),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["global_step"] == 30
+    index = json.loads((Path(summary["prepared_data"]) / "index.json").read_text())
+    assert len(index["splits"]["train"]["shards"]) >= 2  # tokenized by a pool of two workers

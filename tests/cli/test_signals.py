@@ -307,3 +307,92 @@ def test_sigterm_while_the_run_prepares_ends_like_one_in_training(tmp_path, cli_
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["global_step"] == 3
     assert not (run / "failed.json").exists()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _signal_at(point: str, when: str, signum: signal.Signals, *args: str) -> subprocess.CompletedProcess:
+    """zoo-train ARGS with `signum` sent the first time the function `point` (MODULE:QUALNAME)
+    is called, `when` before it runs or after it returns (tests/cli/signal_at.py)."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.cli.signal_at", point, when, signum.name[3:], *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+
+
+def _one_line(result: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("zoo-train:")]
+    assert len(lines) == 1, result.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_before_the_run_is_claimed_ends_with_one_line_and_nothing_written(tmp_path, signum):
+    """From the first line of main(): a signal while the command line is checked (before torch
+    loads) ends the command with 128 + the signal and one line; no directory is made."""
+    run = tmp_path / "run"
+    result = _signal_at("zoo.cli.gate:check_command_line", "before", signum, *tiny_overrides(run))
+    assert result.returncode == 128 + signum, result.stderr[-3000:]
+    assert f"stopped by {signum.name} before a run directory was claimed" in _one_line(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "point, when, says, step",
+    [
+        ("zoo.cli.gate:claim_single", "after", "while the run was starting", None),
+        # the first validation is Lightning's sanity check, before on_train_start: its own SIGTERM
+        # handler ended the command there with status 0, no line and no record
+        (
+            "zoo.training.signals.interrupt:Interrupt.on_validation_start",
+            "after",
+            "before the first training step",
+            None,
+        ),
+        ("zoo.training.finish:summarize_run", "before", "while the run's records were written", 6),
+    ],
+    ids=["right-after-the-claim", "in-the-sanity-check", "writing-the-records"],
+)
+def test_a_sigterm_outside_training_ends_with_records_and_the_resume_command(
+    tmp_path, cli_here, point, when, says, step
+):
+    """A SIGTERM after the run directory is claimed and outside the steps of training (the
+    second after the claim, Lightning setting up, the records after the final validation) ends
+    like one in training: exit 143, the one line with the command that resumes, failed.json
+    naming the step last.ckpt holds; that command then finishes the run. A SIGTERM right after
+    the claim used to end the process by the signal's default action, with no line or record."""
+    run = tmp_path / "run"
+    result = _signal_at(point, when, signal.SIGTERM, *tiny_overrides(run))
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
+    line = _one_line(result)
+    assert f"stopped by SIGTERM {says}" in line and "resume with: zoo-train" in line, line
+    failed = json.loads((run / "failed.json").read_text())
+    assert failed["signal"] == signal.SIGTERM and failed.get("step") == step
+    assert failed["resume"] == line.split("resume with: ", 1)[1]
+    assert not (run / "summary.json").exists()
+    if point != "zoo.cli.gate:claim_single":
+        return  # the others record the command a stop in training records; this one is read off the command line
+
+    again = cli_here("train", *shlex.split(failed["resume"])[1:])  # the recorded command, as pasted
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["global_step"] == 6
+    assert not (run / "failed.json").exists()
+
+
+@pytest.mark.slow
+def test_a_sigterm_once_the_summary_is_written_is_non_zero_and_keeps_the_finished_records(tmp_path):
+    """Written whole, a run's summary is not contradicted: a SIGTERM as it is written waits for
+    it, then ends the command with 143 and one line, and no failed.json is written."""
+    run = tmp_path / "run"
+    result = _signal_at("zoo.config.records.rundir:RunSummary.write", "before", signal.SIGTERM, *tiny_overrides(run))
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
+    assert f"stopped by SIGTERM after {run} finished; its records are kept" in _one_line(result)
+    assert json.loads((run / "summary.json").read_text())["status"] == "finished"
+    assert not (run / "failed.json").exists()

@@ -17,8 +17,8 @@ PRESETS = {  # name: (overrides, transformers Auto class that loads the export)
     "gpt2": (["model=gpt"], "AutoModelForCausalLM"),
     "bert": (["model=bert"], "AutoModelForMaskedLM"),
     "t5": (["model=t5", "model.n_decoder_layers=1"], "AutoModelForSeq2SeqLM"),
-    # sliding and full layers (a window of 4 keys), soft-caps, norms before and after each sublayer
-    "gemma2": (["model=gemma2", "model.window=4"], "AutoModelForCausalLM"),
+    # a sliding and a full layer (a window of 4 keys), soft-caps, norms before and after each sublayer
+    "gemma2": (["model=gemma2", "model.window=4", "model.n_layers=2"], "AutoModelForCausalLM"),
     # a mixture of experts trained with its router losses (its checkpoint holds the stacked experts)
     "mixtral": (["model=mixtral", "model.moe_experts=4"], "AutoModelForCausalLM"),
 }

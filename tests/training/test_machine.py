@@ -13,7 +13,7 @@ import pytest
 import zoo
 from zoo.config.errors import ConfigError
 from zoo.config.schema.convert import as_model_config
-from zoo.config.schema.params import parameter_parts
+from zoo.config.schema.params import largest_part, parameter_parts
 from zoo.config.schema.validate import validate
 from zoo.training.machine import check_host_memory
 
@@ -38,6 +38,42 @@ def test_a_model_larger_than_the_machine_is_refused_naming_its_largest_part():
     with pytest.raises(ConfigError, match=r"most come from model.max_seq_len \(learned positions\)"):
         check_host_memory(spec)
     check_host_memory(validate(zoo.compose([])))  # the default fits
+
+
+MOE = ["model/ffn=moe", "model.bias=false"]
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        ([*MOE, "model.moe_experts=100000000"], "model.moe_experts"),
+        ([*MOE, "model.moe_d_ff=10000000000"], "model.moe_d_ff"),
+        ([*MOE, "model.moe_shared=100000"], "model.moe_shared"),
+        (["model.n_layers=100000"], "model.n_layers"),
+        (["model.d_model=400000"], "model.d_model"),
+        (["model.d_ff=100000000"], "model.d_ff"),
+        (["model.ff_mult=1000000"], "model.ff_mult"),
+        (["model.param_budget=100000000000000"], "model.param_budget"),
+        (["model.head_dim=100000000"], "model.head_dim"),
+        (["model.n_heads=100000", "model.head_dim=64"], "model.n_heads"),
+        (["model=t5", "model.n_decoder_layers=10000000"], "model.n_decoder_layers"),
+    ],
+)
+def test_a_stack_too_large_is_told_the_one_key_that_makes_it_so(overrides, key):
+    """Each key that sizes the stack, set far too large alone: the refusal names that key, the
+    one to lower in this command (it named model.d_model, model.n_layers, model.d_ff for all)."""
+    model = validate(zoo.compose(overrides)).model
+    assert largest_part(model, parameter_parts(model))[0] == f"{key} (the stack)"
+
+
+def test_zoo_train_names_the_mixture_key_that_makes_a_model_too_large(cli_here, tmp_path):
+    run = tmp_path / "run"
+    result = cli_here("train", *MOE, "model.moe_experts=100000000", f"hydra.run.dir={run}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "most come from model.moe_experts (the stack)" in lines[0] and lines[0].endswith("lower it")
+    assert not run.exists()
 
 
 @pytest.mark.slow

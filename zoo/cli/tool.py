@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from zoo.config.errors import ZooError
+from zoo.training.signals.forks import parent_only
 
 HELP_FLAGS = ("-h", "--help")
 WIDTH = 100
@@ -66,6 +67,7 @@ class Terminated(BaseException):
     """SIGTERM reached a tool: it ends like Ctrl-C, with one line and exit status 143."""
 
 
+@parent_only  # a pool's worker ends quietly when the pool ends it
 def _terminated(signum, frame) -> NoReturn:
     raise Terminated
 

@@ -9,11 +9,14 @@ Every key and its default: `zoo-train --help`; a recipe: `zoo-train -cn NAME`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -21,13 +24,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from zoo.cli.gate import check_command_line, claim_single, claim_sweep, dir_override, refuse_flags
-from zoo.cli.hydra_args import in_one_group, parse_hydra_args, with_overrides
+from zoo.cli.hydra_args import HydraArgs, in_one_group, parse_hydra_args, with_overrides
 from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
 from zoo.run.rank import launch_rank
 from zoo.run.resolvers import RUN_TIME_ENV, agree_run_time, register_resolvers
+from zoo.training.signals import command
 
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
 SUBMITIT_FOLDER_ENV = "SUBMITIT_FOLDER"  # set in the jobs submitit runs (hydra/launcher=slurm)
@@ -51,17 +55,42 @@ def _resume_command(run_dir: Path) -> str:
     """This command again, in its run directory: what continues an interrupted run. It names the
     recipe (-cn) and config directory (-cd) the run was composed from, and a job of a sweep is
     resumed as one run (hydra.mode=RUN: a sweep recipe would otherwise start a new sweep)."""
+    hydra_cfg = HydraConfig.get()
+    config_dirs = [
+        str(source.path)
+        for source in hydra_cfg.runtime.config_sources
+        if source.provider == "command-line" and source.schema == "file"  # -cd DIR (path without file://)
+    ]
+    return _command(
+        config_dirs,
+        hydra_cfg.job.config_name,
+        list(hydra_cfg.overrides.task),
+        hydra_cfg.mode == RunMode.MULTIRUN,
+        run_dir,
+    )
+
+
+def _claimed_resume_command(args: HydraArgs, run_dir: Path) -> str:
+    """`_resume_command` before Hydra's job has started, from the command line: the run's
+    overrides are those Hydra gives its job (all but the hydra.* ones)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(args.overrides))
+    task = [o.input_line for o in parsed if not o.is_hydra_override() and o.input_line is not None]
+    config_dirs = [os.path.abspath(args.config_dir)] if args.config_dir else []
+    return _command(config_dirs, args.config_name, task, False, run_dir)
+
+
+def _command(config_dirs: list[str], config_name: str | None, task: list[str], multirun: bool, run_dir: Path) -> str:
     import shlex
 
-    hydra_cfg = HydraConfig.get()
     words = ["zoo-train"]
-    for source in hydra_cfg.runtime.config_sources:
-        if source.provider == "command-line" and source.schema == "file":  # -cd DIR (path without file://)
-            words += ["-cd", str(source.path)]
-    if hydra_cfg.job.config_name and hydra_cfg.job.config_name != CONFIG_NAME:
-        words += ["-cn", hydra_cfg.job.config_name]
-    overrides = [o for o in hydra_cfg.overrides.task if not o.startswith(("hydra.run.dir=", "hydra.mode="))]
-    if hydra_cfg.mode == RunMode.MULTIRUN:
+    for directory in config_dirs:
+        words += ["-cd", directory]
+    if config_name and config_name != CONFIG_NAME:
+        words += ["-cn", config_name]
+    overrides = [o for o in task if not o.startswith(("hydra.run.dir=", "hydra.mode="))]
+    if multirun:
         overrides.append("hydra.mode=RUN")
     return " ".join([*map(shlex.quote, words), *map(shlex.quote, overrides), shlex.quote(dir_override("run", run_dir))])
 
@@ -105,10 +134,13 @@ def _train_job(cfg: DictConfig, claim) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
-        if claim is None:  # Hydra's composition, finished as zoo.compose finishes its own
-            cfg = with_init_from(cfg, list(hydra_cfg.overrides.task))
-            # a job of a sweep takes its own directory's lock; a rank shares its run's
-            claim = claim_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN, record_refusals=True)
+        with command.holding():  # a stop during the claim is answered once it is claimed
+            if claim is None:  # Hydra's composition, finished as zoo.compose finishes its own
+                cfg = with_init_from(cfg, list(hydra_cfg.overrides.task))
+                # a job of a sweep takes its own directory's lock; a rank shares its run's
+                claim = claim_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN, record_refusals=True)
+            # a stop from here is recorded (a finished run's records are kept)
+            command.claimed(run_dir, _resume_command(run_dir), finished=claim.finished is not None)
         outcome = execute(claim, resume_command=lambda: _resume_command(run_dir), on_stuck=_say_interrupted)
     except RunRefused as exc:
         outcome = refused(run_dir, exc)
@@ -209,6 +241,54 @@ def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
 
 
 def main() -> None:
+    # from the first line to the last, SIGTERM and Ctrl-C end the command with one line and 128 +
+    # the signal (a run's own handler answers them from its preparation to its final validation)
+    with command.answering():
+        try:
+            _main()
+        except (command.Stopped, KeyboardInterrupt) as exc:
+            _stopped(getattr(exc, "signum", signal.SIGINT))
+
+
+def _stopped(signum: int) -> NoReturn:
+    """A stop outside the run's handler: the one line, and, once a run directory is claimed,
+    failed.json with the command that resumes (a run whose summary.json is written keeps its
+    records). A second signal meanwhile ends the command the same way."""
+    name = signal.Signals(signum).name
+    with contextlib.suppress(command.Stopped), command.holding():
+        claim = command.current()
+        if claim is not None and not claim.finished:
+            _say_interrupted(_record_stop(claim, signum))
+        elif launch_rank() == 0:
+            said = (
+                f"after {claim.run_dir} finished; its records are kept, and the same command again does what is left"
+                if claim is not None
+                else "before a run directory was claimed; nothing was written"
+            )
+            print(f"zoo-train: stopped by {name} {said}", file=sys.stderr)
+    sys.exit(128 + signum)
+
+
+def _record_stop(claim: command.Claim, signum: int):
+    """failed.json of the claimed run a signal stopped outside its handler, naming the step its
+    last.ckpt holds (None: none, or none readable)."""
+    from zoo.run.records import record_interrupted
+    from zoo.training.stops import TrainingInterrupted
+
+    last = RunDir(claim.run_dir).last
+    step = None
+    if last.is_file():
+        from zoo.training.checkpoint.files import read_checkpoint
+
+        try:
+            step = read_checkpoint(last, weights=False)["global_step"]
+        except Exception:  # noqa: BLE001 - the record of the stop is written all the same
+            step = None
+    why = f"{signal.Signals(signum).name} {claim.stage}"
+    return record_interrupted(claim.run_dir, TrainingInterrupted(signum, step, last, why=why), lambda: claim.resume)
+
+
+def _main() -> None:
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
 
@@ -250,7 +330,11 @@ def main() -> None:
                 sweep_dir = claim_sweep(checked, shared)
                 chosen = [dir_override("sweep", sweep_dir)] if sweep_dir is not None else []
             else:
-                claim = claim_single(checked, shared)
+                with command.holding():  # a stop during the claim is answered once it is claimed
+                    claim = claim_single(checked, shared)
+                    if claim is not None:  # a stop from here writes its failed.json (a finished run's: none)
+                        resume = _claimed_resume_command(args, claim.run_dir)
+                        command.claimed(claim.run_dir, resume, finished=claim.finished is not None)
                 chosen = [dir_override("run", claim.run_dir)] if claim is not None else []
                 if claim is not None and claim.finished is not None:  # its record of the command stays
                     chosen.append("hydra.output_subdir=null")
@@ -258,10 +342,6 @@ def main() -> None:
         sys.argv[:] = with_overrides([argv[0], *words], args, chosen)
         _run_hydra(claim, sweep_dir, started - 1)
         _sweep_summary(sweep_dir, started - 1)
-    except KeyboardInterrupt:  # before training started, or a second Ctrl-C: nothing more to save
-        if launch_rank() == 0:
-            print("zoo-train: interrupted", file=sys.stderr)
-        sys.exit(130)
     except ZooError as exc:  # a refusal of the claim, or one the steps above did not report themselves
         _fail(str(exc))
     finally:

@@ -23,7 +23,7 @@ from zoo.run.failures import known_failure
 from zoo.run.lock import release
 from zoo.run.outcome import Outcome, RunOutcome
 from zoo.run.preflight import ClaimedRun, RunRefused, claim_run
-from zoo.run.records import record_failure
+from zoo.run.records import ResumeCommand, record_failure, record_interrupted
 from zoo.training.fit import fit_run
 from zoo.training.resume.match import COMPARED, MAY_CHANGE, as_override, flatten
 from zoo.training.signals.interrupt import last_words
@@ -31,7 +31,6 @@ from zoo.training.stops import TrainingInterrupted, TrainingStopped
 
 log = logging.getLogger("zoo")
 
-ResumeCommand = Callable[[], str] | None
 OnStuck = Callable[[RunOutcome], None] | None
 
 
@@ -71,7 +70,7 @@ def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stu
     run_dir = claimed.run_dir
 
     def stuck(exc) -> None:  # the watchdog's last words: the process ends without unwinding
-        outcome = _interrupted(run_dir, exc, resume_command)
+        outcome = record_interrupted(run_dir, exc, resume_command)
         if on_stuck is not None:
             on_stuck(outcome)
         release(run_dir)  # only when this process holds it
@@ -94,7 +93,7 @@ def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stu
         kind = Outcome.STOPPED if getattr(exc, "exit_status", 2) == 1 else Outcome.REFUSED
         return _failed(kind, run_dir, str(exc))
     except TrainingInterrupted as exc:  # SIGTERM / SIGINT: last.ckpt saved
-        return _interrupted(run_dir, exc, resume_command)
+        return record_interrupted(run_dir, exc, resume_command)
     except Exception as exc:
         known = known_failure(exc, run_dir)
         outcome = _failed(Outcome.STOPPED, run_dir, known or f"{type(exc).__name__}: {exc}")
@@ -120,12 +119,6 @@ def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stu
 def _failed(kind: Outcome, run_dir: Path, message: str) -> RunOutcome:
     failure = RunFailure(error=message)
     return RunOutcome(kind, run_dir, failure=failure, recorded=record_failure(run_dir, failure))
-
-
-def _interrupted(run_dir: Path, exc, resume_command: ResumeCommand) -> RunOutcome:
-    resume = resume_command() if resume_command is not None else None
-    failure = RunFailure(error=str(exc), signal=exc.signum, step=exc.step, resume=resume)
-    return RunOutcome(Outcome.INTERRUPTED, run_dir, failure=failure, recorded=record_failure(run_dir, failure))
 
 
 def followers_of_max_steps(cfg) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from zoo.training.distributed.strategies import is_sharded
 from zoo.training.monitor.sample import sample_prompt, sample_text
 from zoo.training.resume.data_files import SUMMARY_KEY as DATA_CHANGED
 from zoo.training.resume.point import Resume
+from zoo.training.signals import command
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def finish(
             is_global_zero=trainer.is_global_zero,
             requeued=Requeued(step=trainer.global_step, last_checkpoint=Path(last.path)),
         )
+    command.stage("while the run's records were written")  # a stop from here resumes from the final state
     last.save(trainer)  # the final state, whatever N was
     replicas = replica_agreement(task, trainer)
     full = None
@@ -68,9 +70,11 @@ def finish(
             write_full_checkpoint(last.path, full)
         trainer.strategy.barrier("zoo_full_checkpoint")
     summary = summarize_run(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall, replicas, full)
-    if trainer.is_global_zero:
-        summary.write(run_dir)
-        files.failed.unlink(missing_ok=True)  # an earlier stop of this run, now finished
+    with command.holding():  # a stop waits until the records say finished, never half of it
+        if trainer.is_global_zero:
+            summary.write(run_dir)
+            files.failed.unlink(missing_ok=True)  # an earlier stop of this run, now finished
+        command.finished()
     return RunResult(summary=summary, task=task, is_global_zero=trainer.is_global_zero)
 
 

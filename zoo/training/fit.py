@@ -92,6 +92,9 @@ def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: str | Non
         trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     except ValidationStopped:
         pass  # a signal during a validation: last.ckpt saved as of its start (interrupt.stopped_at)
+    except SIGTERMException:  # Lightning's handler saw it before training began (the sanity check),
+        # and its SystemExit would end the command with status 0: a stop before the first step
+        raise StopNow(signal.SIGTERM, "before the first training step") from None
     except MisconfigurationException as exc:  # a setting Lightning refuses once it sees the data, e.g. a
         # trainer.limit_train_batches fraction that leaves no batch: the run trained nothing
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)

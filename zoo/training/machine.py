@@ -6,7 +6,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.logger import WandbMode
-from zoo.config.schema.params import parameter_parts
+from zoo.config.schema.params import STACK, largest_part, parameter_parts
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.task import OutputLoss
 from zoo.config.schema.trainer import is_sharded_name
@@ -117,7 +117,6 @@ def check_tracking_server(uri: str, timeout: float = 10.0) -> None:
 # float32 weights and their gradients: 2 numbers of 4 bytes a parameter, plus the optimizer's
 # state (its row in zoo.config.facts.optimizers: AdamW's two moments, Muon's one buffer)
 BYTES_PER_NUMBER = 4
-STACK = "model.d_model, model.n_layers, model.d_ff (the stack)"  # parameter_parts' hidden layers
 
 
 def bytes_per_parameter(kind: OptimizerKind = OptimizerKind.adamw, hidden: bool = False) -> int:
@@ -158,12 +157,12 @@ def check_model_memory(
     need = processes * sum(n * bytes_per_parameter(optimizer, part == STACK) for part, n in parts.items())
     if need <= total:
         return
-    key = max(parts, key=parts.get)
+    key, most = largest_part(model, parts)
     each = f" in each of {processes} processes" if processes > 1 else ""
     raise ConfigError(
         f"the model has {params:,} parameters: {need / 2**30:,.1f} GiB for float32 weights, gradients "
         f"and {optimizer.value}'s state{each}, more than this machine's {total / 2**30:,.1f} GiB; most come from "
-        f"{key}: {parts[key]:,}; {_smaller(init_from)}"
+        f"{key}: {most:,}; {_smaller(init_from)}"
     )
 
 

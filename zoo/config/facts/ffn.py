@@ -215,10 +215,6 @@ def check_moe_keys(cfg: ModelConfig) -> None:
         or not 0 < cfg.moe_capacity < float("inf")
     ):
         raise ConfigError(f"model.moe_capacity must be a number > 0 (or null: dropless), got {cfg.moe_capacity!r}")
-    if cfg.moe_every > cfg.n_layers:
-        raise ConfigError(
-            f"model.moe_every={cfg.moe_every} exceeds model.n_layers={cfg.n_layers}: no layer would be a mixture"
-        )
 
 
 def _positive_int(name: str, value) -> None:

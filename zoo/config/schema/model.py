@@ -20,6 +20,7 @@ from zoo.config.facts.attention import AttentionKind, check_attention
 from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
+from zoo.config.facts.layers import check_every_kth
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
@@ -335,6 +336,7 @@ class ModelConfig:
         derive_base_widths(self)
         self.attention = AttentionKind.parse(self.attention, "model.attention")
         check_attention(self)
+        check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
 
     @property
     def embedding_std(self) -> float:

@@ -116,6 +116,9 @@ def active_non_embedding_params(cfg: ModelConfig) -> int:
     return fixed + per_unit * cfg.d_ff
 
 
+STACK = "model.d_model, model.n_layers, model.d_ff (the stack)"  # parameter_parts' hidden layers
+
+
 def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
     """The parameters of the model `cfg` describes, by the keys that size them: the stack
     (non-embedding), the token embeddings (and an untied output head), position tables that
@@ -124,10 +127,81 @@ def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
     embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
     positions = sum(position_params(cfg, n_layers)[1] for n_layers, _ in stack_layers(cfg))
     return {
-        "model.d_model, model.n_layers, model.d_ff (the stack)": non_embedding_params(cfg),
+        STACK: non_embedding_params(cfg),
         "model.vocab_size (token embeddings)": embeddings,
         "model.max_seq_len (learned positions)": positions,
     }
+
+
+def largest_part(cfg: ModelConfig, parts: dict[str, int]) -> tuple[str, int]:
+    """The part of `parts` (`parameter_parts(cfg)`) with the most parameters, as (what names the
+    one key to lower, its parameters): the stack is named by the key it grows with most
+    (`stack_key`), e.g. model.moe_experts, not by all the keys that size it."""
+    part = max(parts, key=parts.__getitem__)
+    return (f"{stack_key(cfg)} (the stack)" if part == STACK else part), parts[part]
+
+
+def stack_key(cfg: ModelConfig) -> str:
+    """The key the stack's parameters come from most: of the keys that size it, the one whose
+    value, brought back to a reference size, removes the most parameters. A key's reference is
+    its default, or for a width derived from the others what they derive (d_ff from d_model,
+    the decoder's depth from n_layers, ...), and the widths derived from a key follow it; a d_ff
+    sized by model.ff_mult or model.param_budget is named by that key, the one the command sets."""
+    import copy
+
+    now = non_embedding_params(cfg)
+    best, removed = "d_model", 0
+    for name, smaller_sizes in _smaller(cfg).items():
+        smaller = copy.copy(cfg)
+        for key, value in smaller_sizes.items():
+            setattr(smaller, key, value)
+        fewer = now - non_embedding_params(smaller)
+        if fewer > removed:
+            best, removed = name, fewer
+    if best == "d_ff":
+        best = next((key for key in ("ff_mult", "param_budget") if getattr(cfg, key) is not None), best)
+    return f"model.{best}"
+
+
+def _smaller(cfg: ModelConfig) -> dict[str, dict[str, int]]:
+    """Each key that sizes the stack and is above its reference -> the sizes of the model with
+    that key at its reference (the widths derived from it following)."""
+    from dataclasses import fields
+
+    from zoo.config.facts.activations import GATED
+    from zoo.config.schema.widths import round_up
+
+    def plain_d_ff(d_model: int) -> int:
+        return round_up(int(8 * d_model / 3), 64) if cfg.activation in GATED else 4 * d_model
+
+    defaults = {f.name: f.default for f in fields(cfg) if isinstance(f.default, int)}
+    out: dict[str, dict[str, int]] = {}
+    d_model = defaults["d_model"]
+    if cfg.d_model > d_model:
+        out["d_model"] = {"d_model": d_model}
+        if cfg.d_ff == plain_d_ff(cfg.d_model):  # derived from it
+            out["d_model"]["d_ff"] = plain_d_ff(d_model)
+        if cfg.head_dim == cfg.d_model // cfg.n_heads:
+            out["d_model"]["head_dim"] = max(1, d_model // cfg.n_heads)
+    if cfg.n_heads > defaults["n_heads"]:
+        heads = defaults["n_heads"]
+        out["n_heads"] = {"n_heads": heads, "n_kv_heads": min(cfg.n_kv_heads, heads)}
+        if cfg.head_dim == cfg.d_model // cfg.n_heads:
+            out["n_heads"]["head_dim"] = cfg.d_model // heads
+    references = {
+        "n_layers": defaults["n_layers"],
+        "n_decoder_layers": cfg.n_layers,
+        "head_dim": max(1, cfg.d_model // cfg.n_heads),
+        "d_ff": plain_d_ff(cfg.d_model),
+        "moe_experts": defaults["moe_experts"],
+        "moe_d_ff": cfg.d_ff,
+        "moe_shared": defaults["moe_shared"],
+    }
+    for name, reference in references.items():
+        value = getattr(cfg, name)
+        if value is not None and value > reference:
+            out[name] = {name: reference}
+    return out
 
 
 def d_ff_for_budget(cfg: ModelConfig, budget: int) -> int:

@@ -29,7 +29,7 @@ from zoo.config.errors import CheckpointError, ConfigError, ZooError  # noqa: F4
 from zoo.config.records.hparams import from_hparams
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
 from zoo.config.schema.model import ModelConfig
-from zoo.config.schema.params import parameter_parts
+from zoo.config.schema.params import largest_part, parameter_parts
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 from zoo.training.checkpoint.integrity import check_checkpoint, require_record
@@ -191,9 +191,9 @@ def check_config_fits_weights(path: str | Path, model: ModelConfig, state_dict: 
     described, held = sum(parts.values()), held_numbers(state_dict)
     if described <= 2 * held + _SLACK:
         return
-    key = max(parts, key=parts.get)
+    key, most = largest_part(model, parts)
     raise CheckpointError(
         f"checkpoint {path}: its config describes a model of {described:,} parameters (most from "
-        f"{key}: {parts[key]:,}) but it holds {held:,} weights; its config is not its weights' "
+        f"{key}: {most:,}) but it holds {held:,} weights; its config is not its weights' "
         f"(the model is not built)"
     )

@@ -30,7 +30,10 @@ tokenizer's training): a thread that learns of the signal at once (`watch.Signal
 the same watchdog, which ends the process with those records HARD_EXIT_S seconds later.
 
 The handler is in place from the start of the run's preparation to the end of the final
-validation, gaps included; before and after that the previous handlers apply."""
+validation, gaps included; before and after that the previous handlers apply: zoo-train's
+(`command`), which end the command at once, with the same records once the run is claimed.
+A SIGTERM that Lightning's own handler sees before training's first step (its sanity check)
+ends the run at once too, where Lightning would exit with status 0."""
 
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ import lightning as L
 import torch
 
 from zoo.training.checkpoint.saving import at_step_boundary
+from zoo.training.signals.forks import parent_only
 from zoo.training.signals.watch import SignalWatch
 from zoo.training.stops import TrainingInterrupted
 
@@ -100,6 +104,7 @@ class Interrupt(L.Callback):
         self._preparing = False  # before fit: a signal stops the run at once
         self._watch = SignalWatch(self._prepare_watch)  # a signal seen while the main thread is in native code
 
+    @parent_only  # not a forked worker's (the data's tokenizing pool): `forks`
     def _handler(self, signum, frame) -> None:
         if self._preparing:  # Python answers at once (a native call: `_prepare_watch` ends it)
             self.received = self.received or signum
