@@ -192,6 +192,8 @@ def test_input_refusals_answer_before_torch_loads(tmp_path):
         ("generate", [f"ckpt={ckpt}", "prompt=x", "strategy=greedy", "top_k=5"], "only applies to strategy=sample"),
         ("eval", [f"ckpt={ckpt}", "split=test"], "validation, train"),
         ("eval", [f"ckpt={ckpt}", f"data={tmp_path / 'none.txt'}"], "no such file"),
+        ("eval", [f"ckpt={ckpt}", f"data={tmp_path}"], "is a directory"),
+        ("generate", [f"ckpt={ckpt}", f"prompts={tmp_path}"], "is a directory; give a text file of one prompt a line"),
         ("eval", [f"ckpt={tmp_path / 'missing.ckpt'}"], "does not exist"),
         (
             "generate",

@@ -109,3 +109,30 @@ def test_each_arm_is_reported_at_its_own_best_rate(tmp_path):
 )
 def test_which_way_is_better(metric, lower):
     assert lower_is_better(metric) is lower
+
+
+def test_a_best_word_at_an_end_of_the_list_is_not_called_the_edge_of_a_grid():
+    """tune=model.norm ordered pre, post as if they were numbers and warned that the best 'may lie
+    beyond the grid'; a numeric key at its edge still is warned about."""
+    from pathlib import Path
+
+    from zoo.compare.runs import Run, RunStatus
+    from zoo.compare.tune import tune_arms
+
+    def runs(key, losses):
+        return [
+            Run(
+                path=Path(f"{value}-{seed}"),
+                overrides=[],
+                config={key: value, "seed": seed},
+                status=RunStatus.finished,
+                summary={"metrics": {"val/loss": loss + 0.01 * seed}},
+            )
+            for value, loss in losses.items()
+            for seed in (0, 1)
+        ]
+
+    (arm,), _ = tune_arms(runs("model.norm", {"pre": 1.0, "post": 2.0}), "model.norm", "val/loss")
+    assert arm.best.value == "pre" and not arm.warning
+    (arm,), _ = tune_arms(runs("optim.lr", {1e-3: 1.0, 1e-2: 2.0}), "optim.lr", "val/loss")
+    assert arm.best.value == 1e-3 and "is the lowest value tried" in arm.warning

@@ -4,6 +4,7 @@ which need no run directory and no Hydra job)."""
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
@@ -94,3 +95,12 @@ def _integral(schema: type, arg: str) -> str:
         if number.is_integer() and abs(number) < 2**63:
             return f"{key}={int(number)}"
     return arg
+
+
+def not_a_file(path: Path) -> str:
+    """What a path given for an input file is instead ("no such file" said of a directory misled)."""
+    if path.is_dir():
+        return "is a directory"
+    if path.exists() or path.is_symlink():
+        return "is not a regular file" if path.exists() else "is a link to nothing"
+    return "no such file"

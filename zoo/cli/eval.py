@@ -66,7 +66,7 @@ class EvalArgs:
 def run(argv: list[str]) -> dict:
     """The metrics (also printed by `report`). The arguments, the data file and the checkpoint's
     path are checked before torch loads."""
-    from zoo.cli.args import parse
+    from zoo.cli.args import not_a_file, parse
     from zoo.cli.outputs import check_out_file
     from zoo.config.errors import ConfigError
     from zoo.config.records.rundir import locate_checkpoint
@@ -81,7 +81,7 @@ def run(argv: list[str]) -> dict:
         if value is not None and value < 1:
             raise ConfigError(f"{key} must be >= 1, got {value}")
     if args.data is not None and not Path(args.data).is_file():
-        raise ConfigError(f"data={args.data}: no such file")
+        raise ConfigError(f"data={args.data}: {not_a_file(Path(args.data))}")
     check_out_file("out", args.out, "metrics.json")
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise ConfigError(f"out={args.out}: the directory {Path(args.out).parent} does not exist")

@@ -61,6 +61,7 @@ class GenerateArgs(GenerationConfig):
 
 
 def read_prompts(args: GenerateArgs) -> list[str]:
+    from zoo.cli.args import not_a_file
     from zoo.config.errors import ConfigError
 
     if (args.prompt is None) == (args.prompts is None):
@@ -70,7 +71,7 @@ def read_prompts(args: GenerateArgs) -> list[str]:
     else:
         path = Path(args.prompts)
         if not path.is_file():
-            raise ConfigError(f"prompts={args.prompts}: no such file")
+            raise ConfigError(f"prompts={args.prompts}: {not_a_file(path)}; give a text file of one prompt a line")
         try:
             texts = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         except UnicodeDecodeError as exc:

@@ -186,6 +186,12 @@ def _order(value: Any) -> tuple:
     )
 
 
+def _numeric(points: list[Point]) -> bool:
+    """Whether the values tried lie on a line, so that a best at either end may have a better
+    value beyond it (words such as model.norm=pre,post have no beyond)."""
+    return all(_order(p.value)[0] == 0 for p in points)
+
+
 def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], list[str]]:
     """Arms (config minus seed minus `key`) in order of first appearance, each at its best `key`
     value; and the config keys other than `key` that differ between arms."""
@@ -218,7 +224,7 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
             arm.best = points[arm.choice.best]
             if len(points) == 1:
                 arm.warning = f"{arm.name}: only {key}={points[0].value} was tried; nothing was tuned"
-            elif arm.best is points[0] or arm.best is points[-1]:
+            elif _numeric(points) and (arm.best is points[0] or arm.best is points[-1]):
                 edge = "lowest" if arm.best is points[0] else "highest"
                 arm.warning = (
                     f"{arm.name}: its best {key}={arm.best.value} is the {edge} value tried; "
