@@ -5,6 +5,7 @@ of a sweep), names no code outside the allow-list and no file outside its place,
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,6 +277,29 @@ def dir_override(mode: str, path: Path) -> str:
     sweep of it, `${` an interpolation)."""
     text = str(path).replace("'", "\\'").replace("${", "\\${")
     return f"hydra.{mode}.dir='{text}'"
+
+
+JOB_SUBDIR = "${zoo.job_subdir:"
+
+
+def subdir_override(cfg: DictConfig) -> str:
+    """`hydra.sweep.subdir="${zoo.job_subdir:'SUBDIR'}"`, SUBDIR the sweep's own (as written, with
+    its interpolations): Hydra resolves it for each job, then makes the job's directory, and zoo's
+    resolver refuses one that lies outside the sweep directory first (a key SUBDIR reads may
+    hold `../..` in one arm, or only as Hydra's job resolves it)."""
+    written = str(OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"])
+    guarded = written if written.startswith(JOB_SUBDIR) else JOB_SUBDIR + _quoted(written, "'") + "}"
+    # in double quotes: Hydra records the override's text in hydra.overrides.hydra, where
+    # OmegaConf reads it as a string that may hold interpolations (single quotes would break it)
+    return "hydra.sweep.subdir=" + _quoted(guarded, '"')
+
+
+def _quoted(text: str, quote: str) -> str:
+    """`text` in `quote`s, read back as `text` by Hydra's override parser and by OmegaConf's
+    resolver arguments: a backslash escapes only a quote (or the closing quote) in both."""
+    text = re.sub(rf"(\\*){quote}", lambda m: m.group(1) * 2 + "\\" + quote, text)
+    text = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text)
+    return f"{quote}{text}{quote}"
 
 
 def refuse_flags(argv: list[str], args: HydraArgs) -> None:

@@ -93,8 +93,32 @@ def inside(path: str, value: Any, base: str) -> None:
         )
 
 
+SUBDIR = "hydra.sweep.subdir"
+_SWEEP_DIR = "the sweep directory (hydra.sweep.dir)"
+
+
 def _subdir(path: str, value: Any) -> None:
-    inside(path, value, "the sweep directory (hydra.sweep.dir)")
+    inside(path, value, _SWEEP_DIR)
+
+
+def job_subdir(resolved: Any, written: str | None = None) -> str:
+    """A job's directory below its sweep directory as Hydra names it: `hydra.sweep.subdir` after
+    interpolation (a key it reads may hold `../..`), returned as text when it is a relative path
+    without `..` and without `${` (Hydra names each job's log file by interpolating its directory
+    again); ConfigError, on one line naming hydra.sweep.subdir, otherwise. `zoo.compose` checks a
+    sweep's first job before anything is written, and the `${zoo.job_subdir:...}` resolver
+    (`zoo.run.resolvers`) each job's, as Hydra makes its directory."""
+    text = "" if resolved is None else str(resolved)
+    _text(SUBDIR, resolved)
+    if "${" in text:
+        raise ConfigError(f"{SUBDIR}={text!r} is refused: Hydra reads '${{' in a directory's name as an interpolation")
+    if text and not PurePosixPath(text).is_absolute() and ".." not in PurePosixPath(text).parts:
+        return text
+    given = f"{SUBDIR}={written!r} resolves to {text!r}" if written not in (None, text) else f"{SUBDIR}={text!r}"
+    raise ConfigError(
+        f"{given}: a job's directory must lie inside {_SWEEP_DIR}; give {SUBDIR} a relative path "
+        f"without '..', e.g. {SUBDIR}=${{hydra.job.num}}"
+    )
 
 
 def _submitit_folder(path: str, value: Any) -> None:
@@ -102,7 +126,7 @@ def _submitit_folder(path: str, value: Any) -> None:
     text = str(value)
     if not text.startswith(prefix):
         raise ConfigError(f"{path}={text!r} is refused: submitit's files lie in the sweep directory ({prefix}NAME)")
-    inside(path, text[len(prefix) :], "the sweep directory (hydra.sweep.dir)")
+    inside(path, text[len(prefix) :], _SWEEP_DIR)
 
 
 def _mode(path: str, value: Any) -> None:
