@@ -15,7 +15,7 @@ from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 
 from zoo.cli.hydra_args import (
     HydraArgs,
-    check_intervals,
+    check_sweep_values,
     config_source_of,
     sweep_arms,
     sweep_variants,
@@ -23,6 +23,7 @@ from zoo.cli.hydra_args import (
 )
 from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME
+from zoo.config.safety.hydra_section import check_sweep_params
 
 # zoo's own hydra.run.dir and hydra.sweep.dir (conf/config.yaml): the names zoo-train may change
 # to runs/DATE/TIME-N when another run took them in the same second
@@ -65,6 +66,8 @@ def check_command_line(args: HydraArgs) -> Checked | None:
         return None
     if args.experimental_rerun:
         raise ConfigError("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
+    check_sweep_params(args.overrides)  # as typed, before a sweep's values are expanded
+    check_sweep_values(args.overrides)  # before any is listed: range(1,inf) has no end
     from zoo.cli.compose import check_model, compose
 
     source = config_source_of(args)
@@ -94,14 +97,14 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
     params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
     swept = [f"{key}={value}" for key, value in params.items()]
-    check_intervals(swept + list(args.overrides))
+    sweeper = str(OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/sweeper"))
+    check_sweep_values(swept + list(args.overrides), sweeper)
     for variant in sweep_variants(swept + list(args.overrides)):  # each value of each swept key
         job = cfg if variant == first else composed(variant, check=False)
         if multirun and not help_only and "launcher" in job.hydra:
             _resolve_launcher(job)
     if multirun and not help_only and not args.cfg:
-        sweeper = OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/sweeper")
-        _refuse_if_no_arm_runs(swept + list(args.overrides), composed, str(sweeper))
+        _refuse_if_no_arm_runs(swept + list(args.overrides), composed, sweeper)
     if not multirun:  # one run: exactly the composition Hydra will make
         if first != list(args.overrides):
             cfg = composed(args.overrides, check=False)

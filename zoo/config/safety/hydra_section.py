@@ -314,6 +314,7 @@ def check_group_choices(choices: Mapping[str, Any]) -> None:
 def check_hydra_overrides(overrides: Iterable[str]) -> None:
     """The command line's overrides of Hydra's section, before Hydra reads them: a key that is not
     a setting, or a Hydra group option zoo does not run with, is refused on one line."""
+    check_sweep_params(overrides)
     for override in overrides:
         key, _, value = override.partition("=")
         key = key.lstrip("+~")
@@ -321,6 +322,25 @@ def check_hydra_overrides(overrides: Iterable[str]) -> None:
             check_group_choices({key.split("@", 1)[0]: value or None})
         elif key == "hydra" or key.startswith("hydra."):
             setting_check(key)
+
+
+SWEEP_PARAMS = "hydra.sweeper.params"
+
+
+def check_sweep_params(overrides: Iterable[str]) -> None:
+    """`hydra.sweeper.params.KEY=VALUES` is refused on one line that gives the override meant. Hydra
+    reads the dots of KEY as nesting (a search space's keys are dotted names: `model.d_model`)
+    and cannot add a key to params that hold null (the sweeper's own, without a recipe's); on the
+    command line a swept key is an override of its own, which the sweeper merges with a recipe's
+    params. zoo-train checks its words as typed, before a sweep's values are expanded."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~").startswith(f"{SWEEP_PARAMS}."):
+            swept = key.lstrip("+~")[len(SWEEP_PARAMS) + 1 :]
+            raise ConfigError(
+                f"{override}: on the command line a sweep's key is an override of its own: -m {swept}={value} "
+                f"({SWEEP_PARAMS} is a recipe's mapping of KEY: VALUES)"
+            )
 
 
 def setting_check(path: str) -> Callable[[str, Any], None] | None:
