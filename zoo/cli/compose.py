@@ -197,7 +197,8 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
             try:
                 return hydra_compose(config_name, overrides, return_hydra_config=True)
             except (HydraException, OmegaConfBaseException) as exc:  # a group with a dot, a list without -m
-                better = misspelled(overrides, _all_groups(loader), explain(exc))
+                groups = {group: loader.get_group_options(group) for group in _all_groups(loader)}
+                better = misspelled(overrides, groups, explain(exc))
                 if better is not None:
                     raise better from None
                 raise

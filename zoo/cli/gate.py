@@ -21,6 +21,7 @@ from zoo.cli.hydra_args import (
     sweep_variants,
     unknown_words,
 )
+from zoo.cli.spelling import recipe_word
 from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME
 from zoo.config.safety.hydra_section import check_sweep_params
@@ -66,6 +67,9 @@ def check_command_line(args: HydraArgs) -> Checked | None:
         return None
     if args.experimental_rerun:
         raise ConfigError("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
+    bare = recipe_word(args.overrides)  # `zoo-train quick` for `zoo-train -cn quick`
+    if bare is not None:
+        raise bare
     check_sweep_params(args.overrides)  # as typed, before a sweep's values are expanded
     check_sweep_values(args.overrides)  # before any is listed: range(1,inf) has no end
     from zoo.cli.compose import check_model, compose
