@@ -137,8 +137,9 @@ def _hydra_at(primary: str, config_dirs: Iterable[str]):
     from hydra import initialize_config_dir, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from zoo.config.paths import command_line_dirs
+    from zoo.config.paths import command_line_dirs, use_recipes
 
+    use_recipes()
     saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
     try:

@@ -30,7 +30,7 @@ from zoo.cli.gate import (
 )
 from zoo.cli.hydra_args import in_one_group, parse_hydra_args, with_overrides
 from zoo.cli.objective import objective
-from zoo.config.paths import CONFIG_NAME, config_source
+from zoo.config.paths import CONFIG_NAME, config_source, use_recipes
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
 from zoo.run.rank import launch_rank
@@ -92,6 +92,7 @@ def _hydra_app(claim):
     runs `claim` (the single run main() claimed before Hydra started) or, for a job of a
     sweep and a rank a launcher started, claims its own. A job that fails has written its
     failed.json and said so on one line; a sweep goes on, and main() ends it with one line."""
+    use_recipes()  # -cn NAME, however zoo is installed
 
     @hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
     def zoo_train(cfg: DictConfig) -> float | None:
