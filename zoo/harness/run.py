@@ -27,7 +27,7 @@ NO_POOL = "DISABLE_MULTIPROC"  # the harness's switch: bootstrap in this process
 def require_lm_eval() -> None:
     """One line, before anything loads, when the extra is not installed."""
     if importlib.util.find_spec("lm_eval") is None:
-        raise ConfigError(f"harness= needs lm-evaluation-harness: pip install 'zoo[eval]' (or pip install {PIN})")
+        raise ConfigError(f"harness= needs lm-evaluation-harness: pip install '.[eval]' in zoo's source directory (or pip install {PIN})")
 
 
 def parse_tasks(text: Any) -> list[str]:
