@@ -110,15 +110,16 @@ def misspelled(
 
 
 def recipe_word(overrides: Sequence[str], tool: str = "zoo-train") -> ConfigError | None:
-    """A bare word where an override goes (`zoo-train quick`), when it names a recipe (or nearly):
-    the recipe is run with -cn. Hydra's own answer is "Error parsing override". None otherwise."""
+    """A bare word where an override goes (`zoo-train quick`), when it names a recipe (or nearly:
+    `quik`, not `llama` for llama_small): the recipe is run with -cn. Hydra's own answer is "Error
+    parsing override". None otherwise."""
     from zoo.config.paths import recipe_names
 
     for word in overrides:
         if "=" in word or word.startswith(("~", "+")):
             continue
         names = recipe_names()
-        close = [word] if word in names else difflib.get_close_matches(word, names, n=1)
+        close = [word] if word in names else difflib.get_close_matches(word, names, n=1, cutoff=0.8)
         if close:
             return ConfigError(
                 f"{word}: an override is KEY=VALUE; did you mean -cn {close[0]}? ({tool} -cn {close[0]} runs the recipe)"
