@@ -142,6 +142,31 @@ def test_the_readme_shows_the_quickstart_that_ci_runs():
     assert ci[-1] == TEST, "CI runs the README's test command verbatim"
 
 
+CPU_WHEEL = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+
+
+def _pip_installs(text: str) -> list[str]:
+    """Every `pip install ...` a text writes, up to the end of its code span, quote or line."""
+    return re.findall(r"pip install [^`\n\"]*", text)
+
+
+def test_every_install_line_installs_what_an_index_serves():
+    """zoo is installed from its checkout (`pip install .`, an extra as `'.[eval]'`): an install
+    line naming `zoo` or `'zoo[eval]'` asks the package index for a package it does not serve;
+    and the CPU wheel the Quickstart advises is a command, with the index that holds it."""
+    sources = [*LINKED, *sorted((ROOT / "zoo").rglob("*.py")), ROOT / "pyproject.toml"]
+    wrong = [
+        f"{path.relative_to(ROOT)}: {line}"
+        for path in sources
+        for line in _pip_installs(path.read_text())
+        if any(re.fullmatch(r"'?zoo(\[[\w,]+\])?'?", word) for word in line.split()[2:])
+    ]
+    assert not wrong, wrong
+    for page in (README, DOCS / "index.md"):
+        text = page.read_text()
+        assert "CPU wheel" in text and CPU_WHEEL in text, f"{page.name} advises the CPU wheel without its command"
+
+
 def test_the_readme_stays_a_front_door():
     size = len(README.read_bytes())
     assert size <= 15 * 1024, f"README.md is {size} bytes: the rest belongs in docs/"

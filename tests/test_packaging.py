@@ -1,9 +1,12 @@
-"""The wheel that `pip install .` builds ships every package and every config file."""
+"""The wheel that `pip install .` builds ships every package and every config file, and zoo-train
+finds its recipes installed either way (`pip install .`, `pip install -e .`)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -69,6 +72,56 @@ def test_wheel_ships_every_module_and_the_console_scripts(wheel):
         assert f"{name} = {target}" in entry_points
         module = target.split(":")[0]
         assert module.replace(".", "/") + ".py" in names
+
+
+def _beside_this_environment(folder: Path) -> Path:
+    """A virtual environment that reads this one's packages (through links in one folder named by
+    a .pth file) except zoo and its Hydra plugin, so that the zoo installed in it is the only one."""
+    links = folder / "packages"
+    (links / "hydra_plugins").mkdir(parents=True)
+    site = Path(sysconfig.get_paths()["purelib"])
+    for entry in site.iterdir():
+        name = entry.name.lower()
+        if name in ("hydra_plugins", "__pycache__") or name.startswith(("zoo", "__editable__")) or "zoo" in name:
+            continue
+        (links / entry.name).symlink_to(entry)
+    for plugin in (site / "hydra_plugins").glob("*"):
+        if plugin.name not in ("zoo_recipes", "__pycache__"):
+            (links / "hydra_plugins" / plugin.name).symlink_to(plugin)
+    env = folder / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    (next(env.glob("lib/python*/site-packages")) / "packages.pth").write_text(f"{links}\n")
+    return env
+
+
+@pytest.mark.parametrize("mode", [[], ["--editable"]], ids=["install", "editable"])
+@pytest.mark.slow
+def test_an_installed_zoo_train_runs_a_recipe_however_it_was_installed(tmp_path, mode):
+    """`pip install -e .` (setuptools' default editable mode, what a contributor runs) maps zoo's
+    modules from the checkout without a `hydra_plugins/zoo_recipes` folder for Hydra's plugin scan
+    to list: `-cn quick` was "Cannot find primary config 'quick'" while the line listed quick.
+    zoo registers its search path itself; both installs find the recipe, from outside the checkout."""
+    env = _beside_this_environment(tmp_path)
+    python = env / "bin" / "python"
+    install = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([*install, *mode, str(ROOT)], check=True, capture_output=True, timeout=300, env=clean)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run(
+        [str(env / "bin" / "zoo-train"), "-cn", "quick", "--cfg", "job"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "d_model: 64" in result.stdout and list(work.iterdir()) == []
+    where = subprocess.run(
+        [str(python), "-c", "import zoo; print(zoo.__file__)"], cwd=work, capture_output=True, text=True, env=clean
+    )
+    assert (where.stdout.strip().startswith(str(ROOT))) == bool(mode), where.stdout  # the copy installed
 
 
 def test_transformers_is_imported_only_lazily_and_only_by_interop():

@@ -3,7 +3,8 @@ so a recipe is a primary config (`zoo-train -cn vaswani_base`), and, while `zoo.
 is open, the directories a `-cd` names, where Hydra's own `-cd` puts them (after the primary
 tree and the plugins' entries). `zoo.compose` composes with `-cd` directories this way; Hydra's
 public `compose` takes no search path. Hydra discovers this module through the `hydra_plugins`
-namespace."""
+namespace, and zoo registers it by name as well (`zoo.config.paths.use_recipes`): an editable
+install leaves no folder in that namespace for Hydra's scan to list."""
 
 from __future__ import annotations
 

@@ -135,6 +135,27 @@ def test_a_gpu_recipe_on_a_machine_without_one_says_what_to_add(tmp_path, capsys
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "words, warmup, fix",
+    [
+        (["trainer.max_steps=1"], 1, "trainer.max_steps=2"),
+        (["scheduler.total_steps=1"], 10, "scheduler.total_steps=11"),
+    ],
+)
+def test_a_quick_run_too_short_for_its_warmup_says_what_to_change(words, warmup, fix, tmp_path, cli_here, monkeypatch):
+    """`-cn quick trainer.max_steps=1`: the recipe's warmup (a tenth of the run, at least one step)
+    fills the one step; the line names the keys that make room for it."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", "-cn", "quick", *words)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == (
+        "zoo-train: error: scheduler=cosine needs total steps (scheduler.total_steps or trainer.max_steps) "
+        f"greater than scheduler.warmup_steps ({warmup}), got 1: give {fix} or more, or "
+        "scheduler.warmup_steps=0, or scheduler=constant"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_liger_loss_without_a_cuda_gpu_is_one_line(tmp_path, capsys, monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU: the option would run")

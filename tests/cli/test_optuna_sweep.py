@@ -165,3 +165,61 @@ def test_a_search_space_optuna_would_refuse_is_one_line_before_anything_is_writt
     result = cli_here("train", "-m", "hydra/sweeper=optuna", f"optim.lr={space}")
     assert result.returncode == 2 and result.stderr.strip() == f"zoo-train: error: optim.lr={space}: {words}"
     assert list(tmp_path.iterdir()) == []
+
+
+FINITE = "a sweep's values are finite numbers, got"
+EMPTY = "the range holds no values; range(START,STOP[,STEP]) runs from START up to STOP, STOP left out"
+
+
+@pytest.mark.parametrize(
+    "sweeper, override, words",
+    [
+        ("optuna", "optim.lr=interval(nan,1)", f"{FINITE} nan"),  # Optuna: OverflowError, no key named
+        ("optuna", "optim.lr=tag(log,interval(1e-4,inf))", f"{FINITE} inf"),
+        ("basic", "optim.lr=-inf,1e-3", f"{FINITE} -inf"),
+        ("optuna", "optim.lr=choice(nan,1e-3)", f"{FINITE} nan"),
+        ("basic", "model.d_model=range(1,inf)", f"{FINITE} inf"),  # listing it never ends
+        ("basic", "model.d_model=range(32,64,0)", "a range's step is not 0"),
+        ("basic", "model.d_model=range(64,64)", f"{EMPTY} (range(64,65) is 64 alone)"),  # "requires --multirun"
+        ("basic", "model.d_model=range(64,32)", f"{EMPTY} (range(64,65) is 64 alone)"),
+        (
+            "optuna",
+            "model.d_model=range(64,32)",
+            "Optuna's range runs from its low end up to its high end (both included)",
+        ),
+    ],
+)
+def test_a_sweep_value_its_sweeper_cannot_use_is_one_line_naming_it(
+    sweeper, override, words, tmp_path, cli_here, monkeypatch
+):
+    """NaN, an infinite end, a zero step or a range with no value: refused on one line that names
+    the override, before the sweep directory is made."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", "-m", f"hydra/sweeper={sweeper}", override)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == f"zoo-train: error: {override}: {words}"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "word, meant",
+    [
+        ("+hydra.sweeper.params.model.d_model=choice(32,64)", "model.d_model=choice(32,64)"),
+        ("hydra.sweeper.params.seed=0,1", "seed=0,1"),
+    ],
+)
+@pytest.mark.parametrize("recipe", [[], ["-cn", "tune_lr_optuna"]])
+def test_a_sweep_key_given_under_the_sweepers_params_is_one_line_with_the_override_meant(
+    word, meant, recipe, tmp_path, cli_here, monkeypatch
+):
+    """Hydra reads the dots of `hydra.sweeper.params.model.d_model` as nesting, and cannot add a
+    key below params that hold null (an AssertionError from OmegaConf): the line gives the
+    override that sweeps the key."""
+    monkeypatch.chdir(tmp_path)
+    result = cli_here("train", "-m", "hydra/sweeper=optuna", *recipe, word)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == (
+        f"zoo-train: error: {word}: on the command line a sweep's key is an override of its own: -m {meant} "
+        "(hydra.sweeper.params is a recipe's mapping of KEY: VALUES)"
+    )
+    assert list(tmp_path.iterdir()) == []

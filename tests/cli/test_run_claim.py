@@ -100,3 +100,64 @@ def test_a_new_run_refused_for_its_checkpoint_leaves_no_directory(cli_here, tmp_
         == f"zoo-train: error: ckpt_path={tmp_path / 'nope.ckpt'}: {tmp_path / 'nope.ckpt'} does not exist"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def _recipe(folder, *lines: str) -> str:
+    """A recipe of the user's in `folder` (`-cd folder -cn mine`): a short `quick` run, with
+    `lines` of YAML; its sweep's jobs name only their arm's overrides."""
+    folder.mkdir()
+    text = ["defaults: [quick, _self_]", "trainer:", "  max_steps: 4", "  limit_val_batches: 1", *lines]
+    (folder / "mine.yaml").write_text("\n".join(text) + "\n")
+    return str(folder)
+
+
+def _outside(folder, sweep) -> list:
+    """What lies in `folder` but not in `sweep`."""
+    return sorted(p for p in folder.rglob("*") if sweep not in (p, *p.parents))
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        ["hydra.sweep.subdir=${data.sample_prompt}", "data.sample_prompt=x,../.."],
+        ["data.sample_prompt=x,../.."],  # the recipe's own subdir reads the key
+    ],
+)
+def test_a_job_directory_that_resolves_outside_its_sweep_is_one_line(cli_here, tmp_path, monkeypatch, how):
+    """hydra.sweep.subdir is checked as Hydra resolves it for the job, after interpolation: a key
+    it reads may hold `../..` in one arm. Refused before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    conf = _recipe(tmp_path / "conf", "hydra:", "  sweep:", "    subdir: ${data.sample_prompt}")
+    result = cli_here("train", "-m", "-cd", conf, "-cn", "mine", "hydra.sweep.dir=out/s", *how)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == (
+        "zoo-train: error: hydra.sweep.subdir='${data.sample_prompt}' resolves to '../..': a job's directory "
+        "must lie inside the sweep directory (hydra.sweep.dir); give hydra.sweep.subdir a relative path "
+        "without '..', e.g. hydra.sweep.subdir=${hydra.job.num}"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["conf"]
+
+
+def test_a_job_directory_known_only_as_the_job_runs_is_checked_where_it_is_made(cli_here, tmp_path, monkeypatch):
+    """`${hydra:job.override_dirname}` is known only in Hydra's job, and one arm's is
+    `data.sample_prompt=../..`: zoo's resolver refuses it as Hydra makes the job's directory,
+    before anything is written there or outside the sweep."""
+    conf = _recipe(tmp_path / "conf")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    sweep = work / "out" / "s"
+    result = cli_here(
+        "train",
+        *("-m", "-cd", conf, "-cn", "mine", f"hydra.sweep.dir={sweep}"),
+        "hydra.sweep.subdir=${hydra:job.override_dirname}",
+        "data.sample_prompt=../..,x",
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "zoo-train: error: hydra.sweep.subdir='data.sample_prompt=../..': a job's directory must lie inside "
+        "the sweep directory (hydra.sweep.dir); give hydra.sweep.subdir a relative path without '..', "
+        "e.g. hydra.sweep.subdir=${hydra.job.num}"
+    )
+    assert _outside(work, sweep) == [work / "out"]
+    assert not list(sweep.glob("*/.hydra"))  # no job's directory made

@@ -38,12 +38,29 @@ def one_line(result) -> str:
             "per value (zoo-train -m model/position=rope,alibi)",
         ),
         ("seed=0,1", "seed=0,1: a comma list is a sweep: add -m"),
+        (  # as docs/composing.md once wrote it: an option of the group, not a value of the key
+            "model.attention=local_global",
+            "model.attention=local_global: local_global is an option of the config group model/attention "
+            "(it sets more than model.attention), chosen with a slash: model/attention=local_global",
+        ),
     ],
 )
 def test_a_group_with_a_dot_or_a_list_without_m_names_the_spelling(override, expected, cli_here, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     line = one_line(cli_here("train", override))
     assert line.startswith("zoo-train: error: ") and expected in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["quick"], ["quik", "seed=1"], ["-m", "quick", "seed=1,2"]])
+def test_a_recipes_name_without_cn_is_one_line_with_the_flag(argv, cli_here, tmp_path, monkeypatch):
+    """`zoo-train quick` (the -cn forgotten): Hydra says only "Error parsing override"."""
+    monkeypatch.chdir(tmp_path)
+    word = next(w for w in argv if w.startswith("qui"))
+    assert one_line(cli_here("train", *argv)) == (
+        f"zoo-train: error: {word}: an override is KEY=VALUE; did you mean -cn quick? "
+        "(zoo-train -cn quick runs the recipe)"
+    )
     assert list(tmp_path.iterdir()) == []
 
 

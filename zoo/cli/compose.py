@@ -9,15 +9,16 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.cli.spelling import misspelled
-from zoo.config.errors import ConfigError, explain
+from zoo.config.errors import ConfigError, explain, zoo_error_in
 from zoo.config.paths import CONFIG_NAME, config_source, shadowed_files
 from zoo.config.records.yaml_files import check_config_dirs
 from zoo.config.safety.hydra_section import (
     HYDRA_GROUPS,
+    SUBDIR,
     check_hydra_overrides,
     check_hydra_section,
     check_searchpath,
-    inside,
+    job_subdir,
 )
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.sections import check_deletions, check_sections
@@ -136,8 +137,9 @@ def _hydra_at(primary: str, config_dirs: Iterable[str]):
     from hydra import initialize_config_dir, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from zoo.config.paths import command_line_dirs
+    from zoo.config.paths import command_line_dirs, use_recipes
 
+    use_recipes()
     saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
     try:
@@ -196,7 +198,8 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
             try:
                 return hydra_compose(config_name, overrides, return_hydra_config=True)
             except (HydraException, OmegaConfBaseException) as exc:  # a group with a dot, a list without -m
-                better = misspelled(overrides, _all_groups(loader), explain(exc))
+                groups = {group: loader.get_group_options(group) for group in _all_groups(loader)}
+                better = misspelled(overrides, groups, explain(exc))
                 if better is not None:
                     raise better from None
                 raise
@@ -336,14 +339,33 @@ def _check_hydra(cfg: DictConfig, overrides: list[str]) -> None:
     recorded = list(given["overrides"]["task"]) + list(given["overrides"]["hydra"])
     if sorted(recorded) != sorted(overrides):
         raise ConfigError("hydra.overrides is refused: Hydra records the command line's overrides there")
-    hydra = OmegaConf.create(given)  # the job directory of the first job, as Hydra will name it
-    hydra.job.num, hydra.job.id = 0, "0"
+    _check_job_subdir(cfg)
+
+
+def _check_job_subdir(cfg: DictConfig) -> None:
+    """The first job's directory of a sweep, `hydra.sweep.subdir` resolved as Hydra resolves it
+    for that job (against the whole config: `${x}` may read any key), lies inside the sweep
+    directory (`zoo.config.safety.hydra_section.job_subdir`). A value only Hydra's job knows
+    (`${hydra:...}`) is checked where each job's directory is made (`subdir_override`)."""
+    from omegaconf.errors import InterpolationKeyError, InterpolationResolutionError, OmegaConfBaseException
+
+    written = OmegaConf.to_container(cfg.hydra.sweep, resolve=False).get("subdir")
+    probe = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    probe.hydra.job.num, probe.hydra.job.id = 0, "0"  # as Hydra numbers the first job
     try:
-        subdir = OmegaConf.select(OmegaConf.create({"hydra": hydra}), "hydra.sweep.subdir", throw_on_missing=True)
+        resolved = OmegaConf.select(probe, SUBDIR, throw_on_missing=True)
+    except InterpolationKeyError as exc:  # names a key no config has: Hydra would stop the sweep
+        raise ConfigError(f"{SUBDIR}={written!r}: {explain(exc)}") from None
+    except InterpolationResolutionError as exc:
+        refusal = zoo_error_in(exc)
+        if refusal is not None:  # zoo's own check, met again (a rank's command line holds it)
+            raise refusal from None
+        first: BaseException = exc
+        while first.__context__ is not None:  # where it began: OmegaConf's own error, or a resolver's
+            first = first.__context__
+        if isinstance(first, OmegaConfBaseException):  # e.g. a key read inside a value
+            raise ConfigError(f"{SUBDIR}={written!r}: {explain(exc)}") from None
+        return  # a resolver that needs what only Hydra's job knows (${hydra:...})
     except Exception:  # noqa: BLE001 - needs run-time values: the written form was checked
         return
-    inside("hydra.sweep.subdir", subdir, "the sweep directory (hydra.sweep.dir)")
-    if "${" in str(subdir):  # Hydra names each job's log file by interpolating its directory again
-        raise ConfigError(
-            f"hydra.sweep.subdir={subdir!r} is refused: Hydra reads '${{' in a directory's name as an interpolation"
-        )
+    job_subdir(resolved, None if written is None else str(written))

@@ -5,6 +5,7 @@ of a sweep), names no code outside the allow-list and no file outside its place,
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,14 +15,16 @@ from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 
 from zoo.cli.hydra_args import (
     HydraArgs,
-    check_intervals,
+    check_sweep_values,
     config_source_of,
     sweep_arms,
     sweep_variants,
     unknown_words,
 )
+from zoo.cli.spelling import recipe_word
 from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME
+from zoo.config.safety.hydra_section import check_sweep_params
 
 # zoo's own hydra.run.dir and hydra.sweep.dir (conf/config.yaml): the names zoo-train may change
 # to runs/DATE/TIME-N when another run took them in the same second
@@ -64,6 +67,11 @@ def check_command_line(args: HydraArgs) -> Checked | None:
         return None
     if args.experimental_rerun:
         raise ConfigError("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
+    bare = recipe_word(args.overrides)  # `zoo-train quick` for `zoo-train -cn quick`
+    if bare is not None:
+        raise bare
+    check_sweep_params(args.overrides)  # as typed, before a sweep's values are expanded
+    check_sweep_values(args.overrides)  # before any is listed: range(1,inf) has no end
     from zoo.cli.compose import check_model, compose
 
     source = config_source_of(args)
@@ -93,14 +101,14 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
     params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
     swept = [f"{key}={value}" for key, value in params.items()]
-    check_intervals(swept + list(args.overrides))
+    sweeper = str(OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/sweeper"))
+    check_sweep_values(swept + list(args.overrides), sweeper)
     for variant in sweep_variants(swept + list(args.overrides)):  # each value of each swept key
         job = cfg if variant == first else composed(variant, check=False)
         if multirun and not help_only and "launcher" in job.hydra:
             _resolve_launcher(job)
     if multirun and not help_only and not args.cfg:
-        sweeper = OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/sweeper")
-        _refuse_if_no_arm_runs(swept + list(args.overrides), composed, str(sweeper))
+        _refuse_if_no_arm_runs(swept + list(args.overrides), composed, sweeper)
     if not multirun:  # one run: exactly the composition Hydra will make
         if first != list(args.overrides):
             cfg = composed(args.overrides, check=False)
@@ -276,6 +284,29 @@ def dir_override(mode: str, path: Path) -> str:
     sweep of it, `${` an interpolation)."""
     text = str(path).replace("'", "\\'").replace("${", "\\${")
     return f"hydra.{mode}.dir='{text}'"
+
+
+JOB_SUBDIR = "${zoo.job_subdir:"
+
+
+def subdir_override(cfg: DictConfig) -> str:
+    """`hydra.sweep.subdir="${zoo.job_subdir:'SUBDIR'}"`, SUBDIR the sweep's own (as written, with
+    its interpolations): Hydra resolves it for each job, then makes the job's directory, and zoo's
+    resolver refuses one that lies outside the sweep directory first (a key SUBDIR reads may
+    hold `../..` in one arm, or only as Hydra's job resolves it)."""
+    written = str(OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"])
+    guarded = written if written.startswith(JOB_SUBDIR) else JOB_SUBDIR + _quoted(written, "'") + "}"
+    # in double quotes: Hydra records the override's text in hydra.overrides.hydra, where
+    # OmegaConf reads it as a string that may hold interpolations (single quotes would break it)
+    return "hydra.sweep.subdir=" + _quoted(guarded, '"')
+
+
+def _quoted(text: str, quote: str) -> str:
+    """`text` in `quote`s, read back as `text` by Hydra's override parser and by OmegaConf's
+    resolver arguments: a backslash escapes only a quote (or the closing quote) in both."""
+    text = re.sub(rf"(\\*){quote}", lambda m: m.group(1) * 2 + "\\" + quote, text)
+    text = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text)
+    return f"{quote}{text}{quote}"
 
 
 def refuse_flags(argv: list[str], args: HydraArgs) -> None:

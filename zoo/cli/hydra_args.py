@@ -167,7 +167,7 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
                 values = [f"{key}={v}" for v in _interval_ends(o)]
                 if not values:
                     continue
-            choices.append(values or [text])
+            choices.append(values or _range_start(o) or [text])
         else:
             choices.append([text])
     first = [c[0] for c in choices]
@@ -218,22 +218,79 @@ def sweep_arms(overrides: list[str], limit: int, sweeper: str = "basic") -> list
     return [list(arm) for arm in itertools.product(*choices)]
 
 
-def check_intervals(overrides: list[str]) -> None:
-    """An `interval(LOW, HIGH)` search space runs from low to high, and one tagged `log` from a
-    positive low: refused on one line (the sweeper would refuse it after the sweep directory is
-    made)."""
-    from hydra.core.override_parser.types import IntervalSweep
+def check_sweep_values(overrides: list[str], sweeper: str | None = None) -> None:
+    """A sweep's values as the sweeper will read them, refused on one line naming the override
+    (the sweeper would fail with its own error, or none, after the sweep directory is made): an
+    interval's or range's ends and step, and a choice's numbers, are finite (`interval(nan,1)`); an
+    interval runs from low to high, and one tagged `log` from above 0; a range's step is not 0 and
+    a range holds a value (Optuna's `sweeper` reads `range(LOW,HIGH)` with HIGH included, Hydra's
+    basic one as Python's range; without `sweeper`, not checked). Runs before any value of a sweep
+    is listed: an infinite range has no end to list."""
+    import math
+
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 
     from zoo.config.errors import ConfigError
 
     for text, override in zip(overrides, _parsed(overrides) or []):
         value = override.value() if override.is_sweep_override() else None
-        if not isinstance(value, IntervalSweep):
+        if isinstance(value, ChoiceSweep):
+            numbers = [v for v in value.list if isinstance(v, float)]
+        elif isinstance(value, IntervalSweep):
+            numbers = [value.start, value.end]
+        elif isinstance(value, RangeSweep):
+            numbers = [value.start, value.stop, value.step]
+        else:
             continue
-        if value.start > value.end:
-            raise ConfigError(f"{text}: an interval runs from its low end to its high end")
-        if "log" in value.tags and value.start <= 0:
-            raise ConfigError(f"{text}: a log-scale interval starts above 0")
+        bad = next((n for n in numbers if isinstance(n, float) and not math.isfinite(n)), None)
+        if bad is not None:
+            raise ConfigError(f"{text}: a sweep's values are finite numbers, got {bad}")
+        if isinstance(value, IntervalSweep):
+            _check_interval(text, value)
+        elif isinstance(value, RangeSweep):
+            _check_range(text, value, sweeper)
+
+
+def _check_interval(text: str, value) -> None:
+    from zoo.config.errors import ConfigError
+
+    if value.start > value.end:
+        raise ConfigError(f"{text}: an interval runs from its low end to its high end")
+    if "log" in value.tags and value.start <= 0:
+        raise ConfigError(f"{text}: a log-scale interval starts above 0")
+
+
+def _check_range(text: str, value, sweeper: str | None) -> None:
+    """A range's step is not 0, and the range holds a value: with Hydra's basic sweeper
+    range(START,STOP[,STEP]) runs as Python's (STOP left out), with Optuna's from low to high with
+    both included (a shuffled range is a list of values, as with the basic sweeper)."""
+    from zoo.config.errors import ConfigError
+
+    start, stop, step = value.start, value.stop, value.step
+    if step == 0:
+        raise ConfigError(f"{text}: a range's step is not 0")
+    if sweeper is None:  # not known yet: its values are checked when it is
+        return
+    if sweeper == "optuna" and not value.shuffle:
+        if start > stop or step < 0:
+            raise ConfigError(f"{text}: Optuna's range runs from its low end up to its high end (both included)")
+        return
+    if (stop - start) * step <= 0:  # no value: range(64,64), range(5,1)
+        one = f"range({start},{start + step})"
+        raise ConfigError(
+            f"{text}: the range holds no values; range(START,STOP[,STEP]) runs from START up to STOP, "
+            f"STOP left out ({one} is {start} alone)"
+        )
+
+
+def _range_start(override) -> list[str]:
+    """`KEY=START` for a range Hydra lists no value of (`range(64,64)`: Optuna's range includes its
+    high end, so it holds 64; `check_sweep_values` refuses it for the basic sweeper). Empty for
+    any other sweep."""
+    from hydra.core.override_parser.types import RangeSweep
+
+    value = override.value()
+    return [f"{override.get_key_element()}={value.start}"] if isinstance(value, RangeSweep) else []
 
 
 def _interval_ends(override) -> list[float | int]:

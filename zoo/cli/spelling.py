@@ -8,7 +8,7 @@ these are a usage screen, a type error about a dataclass or a hint cut off after
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.axes import AXES
@@ -75,12 +75,17 @@ def flag_refusal(tool: str, flags: list[tuple[str, str | None, str]], keys: Sequ
 _FLAT_KEYS = frozenset(axis.key for axis in AXES)
 
 
-def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) -> ConfigError | None:
+def misspelled(
+    overrides: Sequence[str], groups: Mapping[str, Sequence[str]] | Iterable[str], message: str
+) -> ConfigError | None:
     """A clearer refusal of a composition Hydra refused, when an override is written another way
-    than zoo's: a group with a dot for its slash, or a comma list without -m. None otherwise."""
+    than zoo's: a group with a dot for its slash, a group's option given to the key of the same
+    name that does not take it (`model.attention=local_global`, an option of `model/attention`
+    that sets several keys), or a comma list without -m. `groups`: the config groups, with their
+    options where known. None otherwise."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    groups = set(groups)
+    options: Mapping[str, Sequence[str]] = groups if isinstance(groups, Mapping) else dict.fromkeys(groups, ())
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception:  # noqa: BLE001 - a syntax error: Hydra's own line says where
@@ -88,11 +93,35 @@ def misspelled(overrides: Sequence[str], groups: Iterable[str], message: str) ->
     for text, override in zip(overrides, parsed):
         key = override.get_key_element().lstrip("+~")
         slashed = key.replace(".", "/")
-        if "." in key and slashed in groups and key not in _FLAT_KEYS and not override.is_sweep_override():
-            value = text.split("=", 1)[1] if "=" in text else ""
-            return ConfigError(f"{text}: {slashed} is a config group, chosen with a slash: {slashed}={value}")
+        value = text.split("=", 1)[1] if "=" in text else ""
+        if "." in key and slashed in options and not override.is_sweep_override():
+            if key not in _FLAT_KEYS:
+                return ConfigError(f"{text}: {slashed} is a config group, chosen with a slash: {slashed}={value}")
+            if value in options[slashed] and "Invalid value" in message and text in message:
+                return ConfigError(
+                    f"{text}: {value} is an option of the config group {slashed} (it sets more than {key}), "
+                    f"chosen with a slash: {slashed}={value}"
+                )
         if override.is_sweep_override() and "Ambiguous value" in message and text in message:
             return ConfigError(
                 f"{text}: a comma list is a sweep: add -m to run one job per value (zoo-train -m {text})"
+            )
+    return None
+
+
+def recipe_word(overrides: Sequence[str], tool: str = "zoo-train") -> ConfigError | None:
+    """A bare word where an override goes (`zoo-train quick`), when it names a recipe (or nearly:
+    `quik`, not `llama` for llama_small): the recipe is run with -cn. Hydra's own answer is "Error
+    parsing override". None otherwise."""
+    from zoo.config.paths import recipe_names
+
+    for word in overrides:
+        if "=" in word or word.startswith(("~", "+")):
+            continue
+        names = recipe_names()
+        close = [word] if word in names else difflib.get_close_matches(word, names, n=1, cutoff=0.8)
+        if close:
+            return ConfigError(
+                f"{word}: an override is KEY=VALUE; did you mean -cn {close[0]}? ({tool} -cn {close[0]} runs the recipe)"
             )
     return None

@@ -23,10 +23,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from zoo.cli.gate import check_command_line, claim_single, claim_sweep, dir_override, refuse_flags
+from zoo.cli.gate import (
+    check_command_line,
+    claim_single,
+    claim_sweep,
+    dir_override,
+    refuse_flags,
+    subdir_override,
+)
 from zoo.cli.hydra_args import HydraArgs, in_one_group, parse_hydra_args, with_overrides
 from zoo.cli.objective import objective
-from zoo.config.paths import CONFIG_NAME, config_source
+from zoo.config.paths import CONFIG_NAME, config_source, use_recipes
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.store import register_configs
 from zoo.run.rank import launch_rank
@@ -114,6 +121,7 @@ def _hydra_app(claim):
     runs `claim` (the single run main() claimed before Hydra started) or, for a job of a
     sweep and a rank a launcher started, claims its own. A job that fails has written its
     failed.json and said so on one line; a sweep goes on, and main() ends it with one line."""
+    use_recipes()  # -cn NAME, however zoo is installed
 
     @hydra.main(config_path=config_source(), config_name=CONFIG_NAME, version_base="1.3")
     def zoo_train(cfg: DictConfig) -> float | None:
@@ -216,7 +224,7 @@ def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
     line and the line naming its failed arms; a bug in a single run shows its traceback."""
     from hydra.errors import HydraException
 
-    from zoo.config.errors import ZooError, explain
+    from zoo.config.errors import ZooError, explain, zoo_error_in
 
     before = os.environ.get(FULL_ERROR_ENV)
     os.environ[FULL_ERROR_ENV] = "1"
@@ -227,6 +235,11 @@ def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
     except HydraException as exc:
         _fail(explain(exc))
     except Exception as exc:
+        refusal = zoo_error_in(exc)  # zoo's check inside Hydra, e.g. of a job's directory
+        if refusal is not None:
+            if sweep_dir is not None:
+                _drop_if_empty(sweep_dir, since)
+            raise refusal from None
         if sweep_dir is None:
             raise
         print(f"zoo-train: error: the sweep stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -329,6 +342,7 @@ def _main() -> None:
             if checked.multirun:
                 sweep_dir = claim_sweep(checked, shared)
                 chosen = [dir_override("sweep", sweep_dir)] if sweep_dir is not None else []
+                chosen.append(subdir_override(checked.cfg))  # each job's directory checked where it is made
             else:
                 with command.holding():  # a stop during the claim is answered once it is claimed
                     claim = claim_single(checked, shared)

@@ -25,6 +25,22 @@ class CheckpointError(ZooError, ValueError):
     ValueError, for code that catches that; tools catch ZooError.)"""
 
 
+def zoo_error_in(exc: BaseException) -> ZooError | None:
+    """The ZooError an exception was raised from, if any: a refusal that came through a library,
+    e.g. a `${zoo.*}` resolver's, which OmegaConf wraps in its own error (raised while handling
+    it, not from it)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, ZooError):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or (e.__context__ if isinstance(e, OmegaConfBaseException) else None)
+    return None
+
+
 def explain(exc: BaseException) -> str:
     """One line from an exception chain of Hydra / OmegaConf composition errors: the first line
     of every message, plus the allowed keys when a key is unknown."""

@@ -24,6 +24,17 @@ def packaged_or_checkout(module: str, folder: str) -> str | None:
     return str(path) if path.is_dir() else None
 
 
+def use_recipes() -> None:
+    """zoo's search-path plugin (`hydra_plugins.zoo_recipes`: the recipes, `-cn NAME`) registered
+    with Hydra by name, however zoo is installed. Hydra finds plugins by listing the folders of
+    the `hydra_plugins` namespace, and an editable install (`pip install -e .`) maps the plugin's
+    module from the checkout without a folder there to list: `-cn quick` was then not found."""
+    from hydra.core.plugins import Plugins
+
+    plugins = Plugins.instance()  # Hydra's own scan first: it runs again a module it lists
+    plugins.register(importlib.import_module("hydra_plugins.zoo_recipes").ZooRecipesSearchPathPlugin)
+
+
 _COMMAND_LINE_DIRS: list[str] = []  # file:// entries, while command_line_dirs is open
 
 

@@ -138,13 +138,24 @@ def _branch_end(_root_) -> int:
     return branch_step(str(_root_.branch_from)) + int(_root_.scheduler.decay_steps)
 
 
+def _job_subdir(resolved) -> str:
+    """`${zoo.job_subdir:SUBDIR}`: SUBDIR, resolved for the job whose directory Hydra is about to
+    make, when it lies inside the sweep directory; a refusal otherwise. zoo-train gives Hydra a
+    sweep's `hydra.sweep.subdir` through it (`zoo.cli.gate.subdir_override`), so each job's
+    directory is checked after interpolation, where it is made."""
+    from zoo.config.safety.hydra_section import job_subdir
+
+    return job_subdir(resolved)
+
+
 def register_resolvers() -> None:
     """`${zoo.now:FMT}` (the run's agreed start time), `${zoo.rank_log:STEM}`,
     `${zoo.rank_zero:VALUE}` (VALUE on rank 0, null elsewhere), the SLURM job shape from
     the trainer: `${zoo.tasks_per_node:DEVICES}`, `${zoo.gpus_per_node:ACCELERATOR,DEVICES}`,
     a training budget by a rule: `${zoo.steps_for_tokens:TOKENS_PER_PARAM}`, and a number of steps
     that follows the run's length: `${zoo.share_of_steps:SHARE}`, and where a branched cooldown
-    ends: `${zoo.branch_end:}`."""
+    ends: `${zoo.branch_end:}`, and a job's directory checked to lie in its sweep's:
+    `${zoo.job_subdir:SUBDIR}`."""
     OmegaConf.register_new_resolver("zoo.now", _now, use_cache=True, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_log", _rank_log, replace=True)
     OmegaConf.register_new_resolver("zoo.rank_zero", _rank_zero, replace=True)
@@ -153,3 +164,4 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("zoo.steps_for_tokens", _steps_for_tokens, replace=True)
     OmegaConf.register_new_resolver("zoo.share_of_steps", _share_of_steps, replace=True)
     OmegaConf.register_new_resolver("zoo.branch_end", _branch_end, replace=True)
+    OmegaConf.register_new_resolver("zoo.job_subdir", _job_subdir, replace=True)

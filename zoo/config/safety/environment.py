@@ -42,6 +42,7 @@ RESOLVERS = frozenset(
         "zoo.steps_for_tokens",
         "zoo.share_of_steps",
         "zoo.branch_end",
+        "zoo.job_subdir",
         "hydra",
         "now",
         "oc.select",

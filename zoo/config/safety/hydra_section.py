@@ -93,8 +93,32 @@ def inside(path: str, value: Any, base: str) -> None:
         )
 
 
+SUBDIR = "hydra.sweep.subdir"
+_SWEEP_DIR = "the sweep directory (hydra.sweep.dir)"
+
+
 def _subdir(path: str, value: Any) -> None:
-    inside(path, value, "the sweep directory (hydra.sweep.dir)")
+    inside(path, value, _SWEEP_DIR)
+
+
+def job_subdir(resolved: Any, written: str | None = None) -> str:
+    """A job's directory below its sweep directory as Hydra names it: `hydra.sweep.subdir` after
+    interpolation (a key it reads may hold `../..`), returned as text when it is a relative path
+    without `..` and without `${` (Hydra names each job's log file by interpolating its directory
+    again); ConfigError, on one line naming hydra.sweep.subdir, otherwise. `zoo.compose` checks a
+    sweep's first job before anything is written, and the `${zoo.job_subdir:...}` resolver
+    (`zoo.run.resolvers`) each job's, as Hydra makes its directory."""
+    text = "" if resolved is None else str(resolved)
+    _text(SUBDIR, resolved)
+    if "${" in text:
+        raise ConfigError(f"{SUBDIR}={text!r} is refused: Hydra reads '${{' in a directory's name as an interpolation")
+    if text and not PurePosixPath(text).is_absolute() and ".." not in PurePosixPath(text).parts:
+        return text
+    given = f"{SUBDIR}={written!r} resolves to {text!r}" if written not in (None, text) else f"{SUBDIR}={text!r}"
+    raise ConfigError(
+        f"{given}: a job's directory must lie inside {_SWEEP_DIR}; give {SUBDIR} a relative path "
+        f"without '..', e.g. {SUBDIR}=${{hydra.job.num}}"
+    )
 
 
 def _submitit_folder(path: str, value: Any) -> None:
@@ -102,7 +126,7 @@ def _submitit_folder(path: str, value: Any) -> None:
     text = str(value)
     if not text.startswith(prefix):
         raise ConfigError(f"{path}={text!r} is refused: submitit's files lie in the sweep directory ({prefix}NAME)")
-    inside(path, text[len(prefix) :], "the sweep directory (hydra.sweep.dir)")
+    inside(path, text[len(prefix) :], _SWEEP_DIR)
 
 
 def _mode(path: str, value: Any) -> None:
@@ -290,6 +314,7 @@ def check_group_choices(choices: Mapping[str, Any]) -> None:
 def check_hydra_overrides(overrides: Iterable[str]) -> None:
     """The command line's overrides of Hydra's section, before Hydra reads them: a key that is not
     a setting, or a Hydra group option zoo does not run with, is refused on one line."""
+    check_sweep_params(overrides)
     for override in overrides:
         key, _, value = override.partition("=")
         key = key.lstrip("+~")
@@ -297,6 +322,25 @@ def check_hydra_overrides(overrides: Iterable[str]) -> None:
             check_group_choices({key.split("@", 1)[0]: value or None})
         elif key == "hydra" or key.startswith("hydra."):
             setting_check(key)
+
+
+SWEEP_PARAMS = "hydra.sweeper.params"
+
+
+def check_sweep_params(overrides: Iterable[str]) -> None:
+    """`hydra.sweeper.params.KEY=VALUES` is refused on one line that gives the override meant. Hydra
+    reads the dots of KEY as nesting (a search space's keys are dotted names: `model.d_model`)
+    and cannot add a key to params that hold null (the sweeper's own, without a recipe's); on the
+    command line a swept key is an override of its own, which the sweeper merges with a recipe's
+    params. zoo-train checks its words as typed, before a sweep's values are expanded."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~").startswith(f"{SWEEP_PARAMS}."):
+            swept = key.lstrip("+~")[len(SWEEP_PARAMS) + 1 :]
+            raise ConfigError(
+                f"{override}: on the command line a sweep's key is an override of its own: -m {swept}={value} "
+                f"({SWEEP_PARAMS} is a recipe's mapping of KEY: VALUES)"
+            )
 
 
 def setting_check(path: str) -> Callable[[str, Any], None] | None:

@@ -237,6 +237,20 @@ def _check_schedule(zc: ZooConfig) -> None:
             )
 
 
+def _schedule_length_fix(total: int | None, cfg: SchedulerConfig) -> str:
+    """What makes a schedule outlast its warmup: a length for one that has none, a shorter warmup
+    where one fits, else a run longer than the warmup (a run of 1 step has no room for one)."""
+    if not total:
+        return "give scheduler.total_steps, or trainer.max_steps"
+    if total > 1:
+        return (
+            f"add scheduler.warmup_steps={max(1, total // 10)} (a tenth of the run), or run -cn quick, "
+            "whose warmup follows trainer.max_steps"
+        )
+    which = "scheduler.total_steps" if cfg.total_steps else "trainer.max_steps"
+    return f"give {which}={cfg.warmup_steps + 1} or more, or scheduler.warmup_steps=0, or scheduler=constant"
+
+
 def check_schedule_length(cfg: SchedulerConfig, total_steps: int | None) -> None:
     """A schedule that decays over a total length (its row's `needs_total`: scheduler.total_steps
     or trainer.max_steps) must outlast its warmup; a WSD cooldown must begin after the warmup."""
@@ -245,17 +259,10 @@ def check_schedule_length(cfg: SchedulerConfig, total_steps: int | None) -> None
     total = cfg.total_steps or total_steps
     name = cfg.kind.value
     if not total or total <= cfg.warmup_steps:
-        fix = (
-            (
-                f": add scheduler.warmup_steps={max(1, total // 10)} (a tenth of the run), or run -cn quick, "
-                "whose warmup follows trainer.max_steps"
-            )
-            if total and total > 1
-            else ""
-        )
         raise ConfigError(
             f"scheduler={name} needs total steps (scheduler.total_steps or trainer.max_steps) "
-            f"greater than scheduler.warmup_steps ({cfg.warmup_steps}), got {total}{fix}"
+            f"greater than scheduler.warmup_steps ({cfg.warmup_steps}), got {total}: "
+            f"{_schedule_length_fix(total, cfg)}"
         )
     if cfg.kind == ScheduleKind.wsd:
         decay = wsd_decay_steps(total, cfg.decay_steps, cfg.decay_fraction)
