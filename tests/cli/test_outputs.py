@@ -73,7 +73,7 @@ def _refused(result, tool: str, *fragments: str) -> None:
 
 TARGETS = ["checkpoints/last.ckpt", "checkpoints/best-6.ckpt", *RECORDS]
 TOOLS = {
-    "eval": ["ckpt={run}/checkpoints/last.ckpt", "limit_batches=1"],
+    "eval": ["ckpt={run}/checkpoints/last.ckpt", "data={data}", "seq_len=16", "limit_batches=1"],
     "eval harness": ["ckpt={run}/checkpoints/last.ckpt", "harness=kjv_cloze", "limit=1"],
     "bench": ["model.n_layers=1"],
     "plan": ["model.n_layers=1"],
@@ -84,7 +84,9 @@ TOOLS = {
 @pytest.mark.parametrize("tool", sorted(TOOLS))
 def test_out_onto_a_runs_checkpoint_or_record_is_refused_before_the_work(tool, target, run, cli_here):
     before = _files(run)
-    argv = [a.format(run=run) for a in TOOLS[tool]]
+    data = run.parent / "held_out.txt"
+    data.write_text("hello world " * 40)
+    argv = [a.format(run=run, data=data) for a in TOOLS[tool]]
     result = cli_here(tool.split()[0], *argv, f"out={run / target}")
     if target == "checkpoints/last.ckpt" and tool.startswith("eval"):
         _refused(result, "eval", f"out={run / target} is the file this command reads (ckpt=")
