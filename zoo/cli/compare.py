@@ -67,7 +67,7 @@ class CompareArgs:
         metadata={
             "help": "a report directory holding runs.csv: "
             "rebuild every interval of its report from runs.csv "
-            "and say whether each equals the report's (exit 1 "
+            "and say whether each, and every line of report.md, equals the report's (exit 1 "
             "when one differs)"
         },
     )
