@@ -1,10 +1,11 @@
 """zoo-compare follows no link out of a sweep: a `compare/` planted as a link is refused (its
 target untouched), and an arm whose files are links out is left out as damaged, named by its
-link, its target never read or quoted."""
+link, its target never read or quoted; `recompute=` reads no table linked out of its report."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 CONTENT = "TOP-SECRET-CONTENT: {not json"  # what a linked file holds: never read, never shown
@@ -84,3 +85,19 @@ def test_a_run_reached_through_a_link_out_of_the_named_directory_is_not_read(tmp
     run = read_run(sweep / "0", sweep)
     assert run.status == RunStatus.damaged and run.config == {}
     assert f"{sweep / '0' / '.hydra'} is a link out of" in run.error
+
+
+REPORT = Path(__file__).resolve().parents[2] / "reports" / "glu_scaling" / "at_24"  # a committed report
+
+
+def test_recompute_refuses_a_runs_csv_linked_out_of_the_report_without_reading_it(cli_here, tmp_path):
+    report = Path(shutil.copytree(REPORT, tmp_path / "report"))
+    outside = tmp_path / "outside.csv"
+    outside.write_text((report / "runs.csv").read_text().replace("relu", "TOP-SECRET"))
+    (report / "runs.csv").unlink()
+    (report / "runs.csv").symlink_to(outside)
+    result = cli_here("compare", f"recompute={report}")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert f"{report / 'runs.csv'} is a link out of {report}" in lines[0]
+    assert "TOP-SECRET" not in result.stdout + result.stderr

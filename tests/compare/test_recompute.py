@@ -301,3 +301,161 @@ def test_each_committed_report_with_a_runs_csv_is_the_one_its_tables_rebuild(tmp
             again = (tmp_path / name).read_text(encoding="utf-8")
             assert again == (IMAGE.sub("", given) if name == "report.md" else given), name
     assert all(r["run"] != "." for r in _rows(study / "runs.csv"))
+
+
+PLAIN = REPORTS / "glu_scaling" / "at_24"  # a committed plain report with runs.csv
+TUNED = REPORTS / "wortsman_instability"  # a committed tuned one
+
+
+def _copy(report: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(report, tmp_path / report.name))
+
+
+def _edit_csv(path: Path, edit) -> None:
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    rows = edit(rows)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+
+
+def _edit_spec(directory: Path, edit) -> None:
+    spec = json.loads((directory / "comparison.json").read_text())
+    edit(spec)
+    (directory / "comparison.json").write_text(json.dumps(spec, indent=2) + "\n")
+
+
+def _one_line(result, *fragments: str) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert all(f in lines[0] for f in fragments), lines[0]
+    return lines[0]
+
+
+def test_interval_columns_deleted_with_report_md_edited_to_match_are_caught(tmp_path, cli_here):
+    report = _copy(PLAIN, tmp_path)
+    gone = ("ci_low", "ci_high", "adj_low", "adj_high")
+
+    def drop(rows):
+        keep = [i for i, name in enumerate(rows[0]) if name not in gone]
+        return [[row[i] for i in keep] for row in rows]
+
+    _edit_csv(report / "report.csv", drop)
+    md = (report / "report.md").read_text()
+    edited = re.sub(r" \[[-+]\d\.\d+, [-+]\d\.\d+\]", "", md)
+    assert edited != md
+    (report / "report.md").write_text(edited)
+    result = cli_here("compare", f"recompute={report}")
+    assert result.returncode == 1, result.stderr[-2000:]
+    for column in gone:
+        assert f"report.csv: column {column} is not in the report: DIFFERS" in result.stdout
+    assert re.search(r"^report\.md line \d+: report .*, rebuilt .*: DIFFERS$", result.stdout, re.M)
+    assert "every value equals the report" not in result.stdout
+
+
+def test_a_number_changed_in_report_md_alone_is_caught(tmp_path, cli_here):
+    report = _copy(PLAIN, tmp_path)
+    result = cli_here("compare", f"recompute={report}")
+    assert result.returncode == 0 and "report.md: every line equals the rebuilt one: equal" in result.stdout
+    md = (report / "report.md").read_text()
+    mean = re.search(r"\| (\d\.\d{4}) ± ", md)
+    assert mean is not None
+    (report / "report.md").write_text(md.replace(mean.group(0), "| 9.9999 ± ", 1))
+    result = cli_here("compare", f"recompute={report}")
+    assert result.returncode == 1
+    (line,) = [line for line in result.stdout.splitlines() if "DIFFERS" in line]
+    assert line.startswith("report.md line ") and "9.9999" in line and mean.group(1) in line
+    assert "1 value(s) differ from the report" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "edit, fragments",
+    [
+        (lambda s: s.update(kind="plain"), ["comparison.json: kind is 'plain' but it names tune=optim.lr"]),
+        (lambda s: s.update(kind="scaled"), ["comparison.json: kind is 'scaled' but it names no scale= key"]),
+        (lambda s: s.update(kind="ranked"), ["comparison.json: kind is 'ranked', not one of plain, tuned, scaled"]),
+        (lambda s: s.update(fixed=[1, 2]), ["comparison.json: fixed is [1, 2], not an object or null"]),
+        (lambda s: s.update(metric=5), ["comparison.json: metric is 5, not text"]),
+        (lambda s: s.update(pairs="yes"), ['comparison.json: pairs is "yes", not true or false or null']),
+        (lambda s: s.pop("settings"), ["comparison.json: settings is missing, not a list"]),
+        (lambda s: s.update(metric="val/nope"), ["comparison.json: metric val/nope is not one of its metrics"]),
+        (lambda s: s.update(baseline="arm 99"), ["comparison.json: baseline is 'arm 99', an arm no run of runs.csv"]),
+    ],
+)
+def test_a_comparison_json_of_another_kind_or_type_is_one_line(tmp_path, cli_here, edit, fragments):
+    report = _copy(TUNED, tmp_path)
+    _edit_spec(report, edit)
+    _one_line(cli_here("compare", f"recompute={report}"), str(report / "comparison.json"), *fragments)
+
+
+def test_a_kind_changed_with_its_keys_rebuilds_another_report_and_is_caught(tmp_path, cli_here):
+    """A tuned report called plain (its tune= key removed too) is a well-formed comparison.json:
+    rebuilt as plain, its report.csv and report.md differ from the report's."""
+    report = _copy(TUNED, tmp_path)
+    _edit_spec(report, lambda s: s.update(kind="plain", tune=None))
+    result = cli_here("compare", f"recompute={report}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "report.md line 1: report " in result.stdout and "value(s) differ from the report" in result.stdout
+
+
+def _set_cell(column: str, value: str, row: int = 1):
+    def edit(rows):
+        rows[row][rows[0].index(column)] = value
+        return rows
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, fragment",
+    [
+        (_set_cell("val/loss", "nan"), "runs.csv, line 2, column val/loss: nan is not a finite figure of a run"),
+        (_set_cell("val/loss", "inf", 3), "runs.csv, line 4, column val/loss: inf is not a finite figure of a run"),
+        (_set_cell("val/ppl", "1e308"), "runs.csv, line 2, column val/ppl: 1e308 is not a finite figure of a run"),
+        (_set_cell("val/loss", "-2.5"), "runs.csv, line 2, column val/loss: -2.5 is negative"),
+        (_set_cell("N", "many"), "runs.csv, line 2, column N: 'many' is not a number"),
+        (_set_cell("D", "-5"), "runs.csv, line 2, column D: -5 is negative"),
+        (_set_cell("optim.lr", "1e308"), "runs.csv, line 2, column optim.lr: 1e308 is not a finite setting"),
+        (_set_cell("status", "done"), "runs.csv, line 2, column status: 'done' is not one of finished, failed"),
+        (_set_cell("sweep", ""), "runs.csv, line 2, column sweep: empty"),
+        (lambda rows: [[c for c, n in zip(r, rows[0]) if n != "D"] for r in rows], "runs.csv, line 1: no column 'D'"),
+        (lambda rows: [*rows, ["a", "b"]], "runs.csv, line 14: 2 cells, its header has"),
+    ],
+)
+def test_a_damaged_runs_csv_is_one_line_naming_the_line_and_column(tmp_path, cli_here, edit, fragment):
+    """A NaN, infinite or absurd figure (rebuild took a NaN loss as a finished run: "nan ± nan
+    (n=2)"), text where a number belongs, a missing column: one line, exit 2, nothing rebuilt."""
+    report = _copy(PLAIN, tmp_path)
+    _edit_csv(report / "runs.csv", edit)
+    _one_line(cli_here("compare", f"recompute={report}"), f"{report / fragment}", "run zoo-compare on its sweeps again")
+
+
+def test_rebuild_refuses_a_nan_figure_instead_of_averaging_it(tmp_path):
+    from zoo.compare.recompute import rebuild
+    from zoo.config.records.reader import DamagedRecord
+
+    report = _copy(PLAIN, tmp_path)
+    _edit_csv(report / "runs.csv", _set_cell("val/loss", "nan", 2))
+    with pytest.raises(DamagedRecord, match="line 3, column val/loss: nan is not a finite figure"):
+        rebuild(report, tmp_path / "out")
+    assert not (tmp_path / "out" / "report.md").exists()
+
+
+@pytest.mark.parametrize("name", ["runs.csv", "comparison.json", "report.csv", "report.md"])
+def test_a_table_that_is_not_utf8_or_not_a_regular_file_is_one_line(tmp_path, cli_here, name):
+    import os
+
+    report = _copy(PLAIN, tmp_path)
+    lines = (report / name).read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if i and len(line) > 3)
+    lines[at] = lines[at][:3] + b"\xff" + lines[at][3:]
+    (report / name).write_bytes(b"\n".join(lines))
+    _one_line(
+        cli_here("compare", f"recompute={report}"),
+        f"{report / name}, line {at + 1}, column 4: byte 0xff is not UTF-8 text",
+    )
+    (report / name).unlink()
+    os.mkfifo(report / name)  # a read would wait for a writer forever
+    _one_line(cli_here("compare", f"recompute={report}"), f"{report / name} is not a regular file")

@@ -53,6 +53,8 @@ def configure(argv: list[str]):
         )
     out = next((a.split("=", 1)[1] for a in options if a.startswith("out=")), None)
     check_out_file("out", out, "bench.json")  # before minutes of timing
+    if out is not None:  # the table is written beside the JSON
+        check_out_file("out", str(Path(out).with_suffix(".md")), "bench.json")
     given = [a for a in options if not a.startswith("out=")]
     opts, _ = parse(BenchOptions, given)
     shape_overrides, shape_sizes = SHAPES[opts.shape]

@@ -67,7 +67,7 @@ class CompareArgs:
         metadata={
             "help": "a report directory holding runs.csv: "
             "rebuild every interval of its report from runs.csv "
-            "and say whether each equals the report's (exit 1 "
+            "and say whether each, and every line of report.md, equals the report's (exit 1 "
             "when one differs)"
         },
     )
@@ -75,6 +75,7 @@ class CompareArgs:
 
 def run(argv: list[str]) -> dict:
     from zoo.cli.args import parse
+    from zoo.cli.outputs import check_out_dir
     from zoo.compare import compare, compare_scaled, compare_tuned
     from zoo.compare.errors import CompareError
     from zoo.config.errors import ConfigError
@@ -105,6 +106,8 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"not a directory: {missing[0]}")
     # the default report directory lies in the sweep: never reached through a link out of it
     out = Path(args.out) if args.out else inside(Path(dirs[0]) / "compare", dirs[0])
+    if args.out:
+        check_out_dir("out", args.out, "reports/NAME")  # never into a run's checkpoints or records
     try:
         multiples = [int(m) for m in str(args.lengths).split(",")] if args.lengths else None
     except ValueError:

@@ -82,10 +82,10 @@ def run(argv: list[str]) -> dict:
             raise ConfigError(f"{key} must be >= 1, got {value}")
     if args.data is not None and not Path(args.data).is_file():
         raise ConfigError(f"data={args.data}: {not_a_file(Path(args.data))}")
-    check_out_file("out", args.out, "metrics.json")
+    ckpt = locate_checkpoint(args.ckpt)
+    check_out_file("out", args.out, "metrics.json", reads=[("ckpt", ckpt), ("data", args.data)])
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
         raise ConfigError(f"out={args.out}: the directory {Path(args.out).parent} does not exist")
-    ckpt = locate_checkpoint(args.ckpt)
     if args.harness is None and (args.limit is not None or args.num_fewshot is not None):
         raise ConfigError("limit= and num_fewshot= apply to harness=TASKS; give harness= or drop them")
     if args.harness is not None:

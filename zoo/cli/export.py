@@ -47,7 +47,7 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"out={out} is a file; give a new or empty directory")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"out={out} exists and is not empty; choose a new directory")
-    check_out_dir("out", args.out)
+    check_out_dir("out", args.out, "exported/")
     if importlib.util.find_spec("transformers") is None:  # the converters import it lazily
         raise ConfigError("format=hf needs transformers: pip install '.[hf]' in zoo's source directory")
     ckpt = locate_checkpoint(args.ckpt)

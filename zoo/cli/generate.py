@@ -112,9 +112,9 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
         raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
     _check_device_and_dtype(args)
     texts = read_prompts(args)
-    for key in ("attention_map", "positions_plot"):
-        _check_output(key, getattr(args, key))
     ckpt = locate_checkpoint(args.ckpt)
+    for key in ("attention_map", "positions_plot"):
+        _check_output(key, getattr(args, key), reads=[("ckpt", ckpt), ("prompts", args.prompts)])
 
     from zoo.cli.progress import Progress
     from zoo.config.facts.families import FAMILY_FACTS
@@ -252,8 +252,10 @@ def _device_and_dtype(args: GenerateArgs):
     return torch.device("cpu" if device == "auto" else device), dtypes[args.dtype]
 
 
-def _check_output(key: str, path: str | None) -> None:
-    """A plot's file must be a PNG whose directory exists, checked before anything is decoded."""
+def _check_output(key: str, path: str | None, reads) -> None:
+    """A plot's file must be a PNG whose directory exists, and none of the command's inputs or
+    a run's records (`zoo.cli.outputs`), checked before anything is decoded."""
+    from zoo.cli.outputs import check_target
     from zoo.config.errors import ConfigError
 
     if path is None:
@@ -265,6 +267,7 @@ def _check_output(key: str, path: str | None) -> None:
         raise ConfigError(f"{key}={path}: the directory {target.parent} does not exist")
     if target.is_dir():
         raise ConfigError(f"{key}={path} is a directory; give a .png file")
+    check_target(key, path, f"{key}.png", reads)
 
 
 def _indices(text: str | None, key: str) -> list[int] | None:

@@ -3,14 +3,23 @@ whether what it rebuilds equals what the report says (to the precision the repor
 
 The runs of runs.csv (`zoo.compare.table.read_runs`) go through the same comparison as the
 sweep's run directories did (same kind, metric, keys and baseline, from comparison.json), into
-a scratch directory; its report.csv (and heldout.csv) is then read beside DIR's, row by row.
+a scratch directory; its report.csv (and heldout.csv, pairs.csv) is then read beside DIR's, row
+by row and column by column (a column the report lacks is a difference), and its report.md line
+by line, since a report rebuilds byte for byte from its tables (`as_rebuilt` sets aside what
+runs.csv does not hold: the plots, the length table, an unfinished run's last validation).
 Every interval, p-value, mean, spread, fit and multiplier of the report is rebuilt this way: a
 reviewer who doubts one can follow it from the per-run values, and one who doubts the code can
-recompute those values by other means from the same table."""
+recompute those values by other means from the same table. Every file is read by zoo's one
+reader of what it reads back (`zoo.config.records.reader`), runs.csv and comparison.json against
+their schemas (`zoo.compare.table.read_runs`): a link out of DIR, a damaged figure, a missing
+column or a field of the wrong type is one line, never a value taken as it came."""
 
 from __future__ import annotations
 
+import difflib
 import math
+import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +30,7 @@ from zoo.compare.runs import Run
 from zoo.compare.scale import compare_scaled
 from zoo.compare.table import HELDOUT, PAIRS, RUNS, SPEC, read_runs, read_table
 from zoo.compare.tune import compare_tuned
+from zoo.config.records.reader import REPORT_REMEDY, read_text
 
 # columns shown line by line (every column is compared; these are the report's numbers)
 SHOWN = (
@@ -85,7 +95,7 @@ def rebuild(
         compare(dirs, out, pairs=pairs, **common)
     elif spec["kind"] == "tuned":
         compare_tuned(dirs, out, key=spec["tune"], pairs=pairs, **common)
-    elif spec["kind"] == "scaled":
+    else:  # "scaled": read_spec admits these three kinds
         compare_scaled(
             dirs,
             out,
@@ -95,18 +105,29 @@ def rebuild(
             linked=spec.get("linked"),
             **common,
         )
-    else:
-        raise CompareError(f"recompute={directory}: {SPEC} names an unknown kind of report {spec['kind']!r}")
     return spec
 
 
-def _compare_tables(name: str, ours: list[dict], theirs: list[dict], key_columns: list[str]) -> tuple[list[str], int]:
+def _compare_columns(name: str, ours: list[str], theirs: list[str]) -> list[str]:
+    """A line for each column the rebuilt table has and the report's lacks, or the other way
+    round: a column deleted from a report is a difference, never a column passed over."""
+    missing = [f"{name}: column {c} is not in the report: DIFFERS" for c in ours if c not in theirs]
+    return missing + [f"{name}: column {c} is not in the rebuilt one: DIFFERS" for c in theirs if c not in ours]
+
+
+def _compare_tables(
+    name: str, ours: tuple[list[str], list[dict]], theirs: tuple[list[str], list[dict]], key_columns: list[str]
+) -> tuple[list[str], int]:
     """Lines saying, per row and shown column, the report's value and the rebuilt one; and how
-    many values differ (every column both tables hold is compared, shown or not)."""
-    if len(ours) != len(theirs):
-        return [f"{name}: the report has {len(theirs)} rows, the rebuilt one {len(ours)}: DIFFERS"], 1
-    lines, differ = [], 0
-    for mine, given in zip(ours, theirs):
+    many values differ (every column of either table is compared, shown or not)."""
+    lines = _compare_columns(name, ours[0], theirs[0])
+    differ = len(lines)
+    if len(ours[1]) != len(theirs[1]):
+        return [
+            *lines,
+            f"{name}: the report has {len(theirs[1])} rows, the rebuilt one {len(ours[1])}: DIFFERS",
+        ], differ + 1
+    for mine, given in zip(ours[1], theirs[1]):
         label = " ".join(str(given.get(k)) for k in key_columns if k in given)
         for column in given:
             if column not in mine:
@@ -124,10 +145,61 @@ def _compare_tables(name: str, ours: list[dict], theirs: list[dict], key_columns
     return lines, differ
 
 
+def _table(path: Path, root: Path) -> tuple[list[str], list[dict]]:
+    head, rows, _ = read_table(path, root=root)
+    return head, rows
+
+
+# what the rebuild cannot draw from runs.csv: the plots (each a line of its own), the length
+# table (measured from the checkpoints) and an unfinished run's last validation (its metrics.csv)
+IMAGE = re.compile(r"\n\n!\[[^\]\n]*\]\([^)\n]*\)")
+LENGTHS = "## Length extrapolation"
+LAST_VALIDATION = re.compile(r"^(- `.*` unfinished) \(last validation [^()\n]* at [\d,]+ tokens\)$", re.M)
+MD_SHOWN = 12  # differing lines of report.md shown; the rest counted
+
+
+def as_rebuilt(md: str) -> str:
+    """report.md without what a rebuild from runs.csv cannot make (`IMAGE`, `LENGTHS`,
+    `LAST_VALIDATION`): the rest is made again byte for byte."""
+    md = LAST_VALIDATION.sub(r"\1", IMAGE.sub("", md))
+    if f"\n{LENGTHS}\n" not in md:
+        return md
+    before, _, after = md.partition(f"\n\n{LENGTHS}\n")
+    rest = after.split("\n## ", 1)
+    return before + ("\n\n## " + rest[1] if len(rest) > 1 else "\n")
+
+
+def _compare_markdown(ours: Path, theirs: Path, root: Path) -> tuple[list[str], int]:
+    """report.md, line by line, against the one rebuilt from the same tables (`as_rebuilt`)."""
+    if not os.path.lexists(theirs):
+        return ["report.md: not in the report: DIFFERS"], 1
+    given = read_text(theirs, root=root, remedy=REPORT_REMEDY)
+    a, b = as_rebuilt(given).split("\n"), ours.read_text(encoding="utf-8").split("\n")
+    lines = [f"report.md: the {LENGTHS[3:].lower()} table is measured from checkpoints, not rebuilt"] * (
+        f"\n{LENGTHS}\n" in given
+    )
+    differ = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        for k in range(max(i2 - i1, j2 - j1)):
+            differ += 1
+            if differ <= MD_SHOWN:
+                mine = repr(a[i1 + k][:160]) if i1 + k < i2 else "no line"
+                rebuilt = repr(b[j1 + k][:160]) if j1 + k < j2 else "no line"
+                lines.append(f"report.md line {i1 + k + 1}: report {mine}, rebuilt {rebuilt}: DIFFERS")
+    if differ > MD_SHOWN:
+        lines.append(f"report.md: {differ - MD_SHOWN} more line(s) differ")
+    if not differ:
+        lines.append("report.md: every line equals the rebuilt one: equal")
+    return lines, differ
+
+
 def recompute(directory: Path) -> tuple[list[str], bool]:
-    """(lines, every value equal) for the report in `directory` rebuilt from its runs.csv."""
+    """(lines, every value equal) for the report in `directory` rebuilt from its runs.csv: its
+    tables value by value and column by column, its report.md line by line."""
     directory = Path(directory)
-    missing = [n for n in (RUNS, SPEC, "report.csv") if not (directory / n).is_file()]
+    missing = [n for n in (RUNS, SPEC, "report.csv") if not os.path.lexists(directory / n)]
     if missing:
         raise CompareError(
             f"recompute={directory}: no {missing[0]} there; a report written before zoo-compare "
@@ -138,17 +210,25 @@ def recompute(directory: Path) -> tuple[list[str], bool]:
         spec = rebuild(directory, scratch)
         keys = ["arm", *([spec["scale"]] if spec.get("scale") else [])]
         lines, differ = _compare_tables(
-            "report.csv", read_table(scratch / "report.csv"), read_table(directory / "report.csv"), keys
+            "report.csv", _table(scratch / "report.csv", scratch), _table(directory / "report.csv", directory), keys
         )
         for name, columns in ((HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])):
-            if (scratch / name).is_file() or (directory / name).is_file():
-                if not (directory / name).is_file():
+            if (scratch / name).is_file() or os.path.lexists(directory / name):
+                if not os.path.lexists(directory / name):
                     lines.append(f"{name}: not in the report: DIFFERS")
                     differ += 1
+                elif not (scratch / name).is_file():
+                    lines.append(f"{name}: the report has it, the rebuilt one does not: DIFFERS")
+                    differ += 1
                 else:
-                    more, n = _compare_tables(name, read_table(scratch / name), read_table(directory / name), columns)
+                    more, n = _compare_tables(
+                        name, _table(scratch / name, scratch), _table(directory / name, directory), columns
+                    )
                     lines += more
                     differ += n
+        more, n = _compare_markdown(scratch / "report.md", directory / "report.md", directory)
+        lines += more
+        differ += n
     lines.append(
         f"{'every value equals the report' if not differ else f'{differ} value(s) differ from the report'} "
         f"(rebuilt from {directory / RUNS})"

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import csv
 import enum
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zoo.config.records.links import first_link_out, link_out, refusal
+from zoo.config.records.reader import LARGEST_FIGURE, figure_problem, read_text
 from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 from zoo.config.records.yaml_files import load_yaml
 from zoo.config.schema.model import model_defaults
@@ -122,12 +124,14 @@ def read_run(path: Path, root: Path | None = None) -> Run:
         summary, status, error = {}, RunStatus.damaged, str(exc)
     try:
         curve, last_val = read_curve(files.metrics)
-    except (ValueError, KeyError, UnicodeDecodeError, csv.Error) as exc:
+    except (ValueError, KeyError, csv.Error) as exc:
         curve, last_val = [], {}
         if status != RunStatus.damaged:
             status, error = (
                 RunStatus.damaged,
-                (f"{files.metrics} is damaged ({exc}); run it again or remove the run directory"),
+                str(exc)
+                if isinstance(exc, DamagedRecord)
+                else f"{files.metrics} is damaged ({exc}); run it again or remove the run directory",
             )
     return Run(
         path=path,
@@ -180,9 +184,6 @@ def as_arm(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-# the largest figure a run can report: no loss, perplexity, count or rate of a real run is near
-# it, and sums and means of figures below it cannot overflow
-LARGEST_FIGURE = 1e30
 COUNTS = (
     ("tokens_seen",),
     ("global_step",),
@@ -206,12 +207,9 @@ def check_figures(summary: dict, path: Path) -> None:
         )
 
     for name, value in (summary.get("metrics") or {}).items():
-        if value is None:
-            continue
-        if not math.isfinite(value) or abs(value) > LARGEST_FIGURE:
-            raise bad(name, value, "not a finite figure of a run")
-        if value < 0 and name.rsplit("/", 1)[-1] in ("loss", "ppl", "bpb", "accuracy", "bleu", "exact_match"):
-            raise bad(name, value, "negative")
+        why = figure_problem(name, value) if value is not None else None
+        if why is not None:
+            raise bad(name, value, why)
     for keys in COUNTS:
         node = at(summary, *keys)
         if (
@@ -230,19 +228,19 @@ def read_summary(run_dir: Path) -> dict:
 
 def read_curve(metrics_csv: Path) -> tuple[list[tuple[int, float]], dict[str, float]]:
     """(tokens seen, val/loss) at each validation, and the last validation row's metrics."""
-    if not metrics_csv.is_file():
+    if not metrics_csv.exists():
         return [], {}
     tokens_at: dict[int, int] = {}
     vals: list[tuple[int, dict[str, float]]] = []
-    with metrics_csv.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            step = _count(row, "step") if row.get("step") else None
-            if step is None:
-                continue
-            if row.get("tokens_seen"):
-                tokens_at[step] = max(tokens_at.get(step, 0), _count(row, "tokens_seen"))
-            if row.get("val/loss"):
-                vals.append((step, {k: float(v) for k, v in row.items() if k.startswith("val/") and v}))
+    text = read_text(metrics_csv)  # zoo.config.records.reader: a regular file of bounded size, UTF-8
+    for row in csv.DictReader(io.StringIO(text, newline="")):
+        step = _count(row, "step") if row.get("step") else None
+        if step is None:
+            continue
+        if row.get("tokens_seen"):
+            tokens_at[step] = max(tokens_at.get(step, 0), _count(row, "tokens_seen"))
+        if row.get("val/loss"):
+            vals.append((step, {k: float(v) for k, v in row.items() if k.startswith("val/") and v}))
     curve = [(_tokens_at(tokens_at, step), metrics["val/loss"]) for step, metrics in vals]
     return curve, (vals[-1][1] if vals else {})
 

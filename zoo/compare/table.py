@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from zoo.compare.escape import FORMULA_START, csv_cell
 from zoo.compare.runs import PLACED, Run, RunStatus, at, number
 from zoo.compare.verdict import pair_rows
+from zoo.config.records import reader
 from zoo.config.records.atomic import replacing, write_text
+from zoo.config.records.reader import Column
 
 RUNS = "runs.csv"
 HELDOUT = "heldout.csv"
@@ -190,35 +193,106 @@ def cell_value(cell: str) -> Any:
     return {"True": True, "False": False}.get(cell, cell)
 
 
-def read_table(path: Path, *, first: bool = False) -> list[dict[str, Any]]:
-    """The table's rows as {column: value}. A column named twice (runs.csv's tokens_per_s: among
-    the metrics the last value logged, among the accounting the run's own) gives the value of its
-    last occurrence, or with `first` of its first."""
-    with path.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.reader(handle))
-    if not rows:
-        return []
-    head = [str(cell_value(h)) for h in rows[0]]
-    if first:
-        return [dict(reversed(list(zip(head, map(cell_value, row))))) for row in rows[1:]]
-    return [dict(zip(head, map(cell_value, row))) for row in rows[1:]]
+def read_table(
+    path: Path, columns: Sequence[Column] = (), *, root: Path | None = None
+) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(header, rows, rows) of a report's table as {column: value}, read by zoo's one reader of
+    the files it reads back (`zoo.config.records.reader`: a regular file inside `root`, default
+    the table's directory, of bounded size, UTF-8, its `columns` there and fit). A column named
+    twice (runs.csv's tokens_per_s: among the metrics the last value logged, among the
+    accounting the run's own) gives in the first rows the value of its last occurrence, in the
+    second of its first."""
+    raw, cells = reader.read_table(
+        path, columns, root=path.parent if root is None else root, remedy=reader.REPORT_REMEDY
+    )
+    head = [str(cell_value(h)) for h in raw]
+    values = [list(map(cell_value, row)) for row in cells]
+    return (
+        head,
+        [dict(zip(head, row)) for row in values],
+        [dict(reversed(list(zip(head, row)))) for row in values],
+    )
+
+
+SPEC_FIELDS: dict[str, tuple[type, ...]] = {
+    "kind": (str,),
+    "metric": (str,),
+    "baseline": (str,),
+    "settings": (list,),
+    "scale": (str, type(None)),
+    "tune": (str, type(None)),
+    "metrics": (list,),
+    "pairs": (bool, type(None)),
+    "fixed": (dict, type(None)),
+    "linked": (list, type(None)),
+    "irreducible": (bool, type(None)),
+}
+KINDS = {"plain": (False, False), "tuned": (False, True), "scaled": (True, None)}  # kind: (scale=, tune=)
+
+
+def read_spec(directory: Path) -> dict[str, Any]:
+    """comparison.json of the report in `directory`, each field of its type (`SPEC_FIELDS`), a
+    list of names a list of text, and its kind one that compares what it names: a plain report
+    no scale= or tune= key, a tuned one a tune= key, a scaled one a scale= key. DamagedRecord
+    (one line naming the field) otherwise."""
+    path = directory / SPEC
+    spec = reader.read_json_object(path, root=directory, remedy=reader.REPORT_REMEDY)
+    reader.check_fields(path, spec, SPEC_FIELDS, remedy=reader.REPORT_REMEDY)
+    for key in ("settings", "metrics", "linked"):
+        if any(not isinstance(name, str) for name in spec.get(key) or []):
+            raise reader.DamagedRecord(f"{path}: {key} holds a value that is not a name; {reader.REPORT_REMEDY}")
+    if spec["kind"] not in KINDS:
+        raise reader.DamagedRecord(
+            f"{path}: kind is {spec['kind']!r}, not one of {', '.join(KINDS)}; {reader.REPORT_REMEDY}"
+        )
+    for key, wanted in zip(("scale", "tune"), KINDS[spec["kind"]]):
+        if wanted is not None and wanted != bool(spec.get(key)):
+            said = f"names no {key}= key" if wanted else f"names {key}={spec[key]}"
+            raise reader.DamagedRecord(f"{path}: kind is {spec['kind']!r} but it {said}; {reader.REPORT_REMEDY}")
+    if spec["metrics"] and spec["metric"] not in spec["metrics"]:
+        raise reader.DamagedRecord(
+            f"{path}: metric {spec['metric']} is not one of its metrics ({', '.join(spec['metrics'])}); "
+            f"{reader.REPORT_REMEDY}"
+        )
+    return spec
+
+
+def place_keys(spec: dict[str, Any]) -> list[str]:
+    """The settings that place a run of the report: the arms' keys, the size, the seed, the
+    learning rate and the tuned key."""
+    scale, tune = spec.get("scale"), spec.get("tune")
+    return list(dict.fromkeys([*spec["settings"], *([scale] if scale else []), "seed", LR, *([tune] if tune else [])]))
+
+
+def runs_columns(spec: dict[str, Any]) -> list[Column]:
+    """runs.csv's schema for the report `spec` describes: where each run is, its arm, the
+    settings that place it, every final metric (a finite figure of a run), the accounting
+    (counts), its status and error."""
+    return [
+        Column("sweep", "name"),
+        Column("run", "name"),
+        Column("arm"),
+        *[Column(csv_cell(k), "setting") for k in place_keys(spec)],
+        *[Column(csv_cell(m), "figure") for m in spec["metrics"]],
+        *[Column(a, "count") for a in ACCOUNTING],
+        Column("status", "word", words=tuple(s.value for s in RunStatus)),
+        Column("error"),
+    ]
 
 
 def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
     """(comparison.json, the runs of the arms, the runs left out) rebuilt from runs.csv: each run
     with the config that places it (the arm's settings, size, seed, rate, tuned key) and the
-    summary the comparison reads (final metrics, N, D, FLOPs, vocabulary)."""
-    spec = json.loads((directory / SPEC).read_text(encoding="utf-8"))
-    keys = [
-        *spec["settings"],
-        *([spec["scale"]] if spec.get("scale") else []),
-        "seed",
-        LR,
-        *([spec["tune"]] if spec.get("tune") else []),
-    ]
+    summary the comparison reads (final metrics, N, D, FLOPs, vocabulary). Both files are read
+    against their schemas (`read_spec`, `runs_columns`): a run's damaged figure is refused on
+    one line, never averaged."""
+    spec = read_spec(directory)
+    keys = place_keys(spec)
+    columns = runs_columns(spec)
+    _, last, first = read_table(directory / RUNS, columns)
     runs: list[Run] = []
     left_out: list[Run] = []
-    for row, early in zip(read_table(directory / RUNS), read_table(directory / RUNS, first=True)):
+    for row, early in zip(last, first):
         config = {k: (None if row.get(k) == UNSET and k in spec["settings"] else row.get(k)) for k in keys}
         if row["arm"] is not None:  # the settings every run shared (the report's "Held fixed" line)
             config = {**spec.get("fixed", {}), **config}
@@ -248,4 +322,9 @@ def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
             root=Path(str(row["sweep"])),
         )
         (runs if row["arm"] is not None else left_out).append(run)
+    if runs and spec["baseline"] not in {r.config[PLACED] for r in runs}:
+        raise reader.DamagedRecord(
+            f"{directory / SPEC}: baseline is {spec['baseline']!r}, an arm no run of {RUNS} is in; "
+            f"{reader.REPORT_REMEDY}"
+        )
     return spec, runs, left_out

@@ -12,6 +12,7 @@ import torch
 
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.positions import POSITION_FACTS, Site
+from zoo.config.records.atomic import replacing
 from zoo.config.schema.model import ModelConfig
 from zoo.models.base import ZooModel
 from zoo.nn.attention import Attention
@@ -73,7 +74,8 @@ def plot_attention(
         maps, query_tokens=query_tokens, key_tokens=key_tokens, source_tokens=source_tokens, heads=heads
     )
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    with replacing(path, binary=True) as handle:  # written whole, never through a link at the name
+        fig.savefig(handle, dpi=110, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return path
 
@@ -186,6 +188,7 @@ def plot_positions(model: ZooModel, path: str | Path, *, length: int = 48) -> Pa
     ax.set_title(f"position scheme: {kind.value}")
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    with replacing(path, binary=True) as handle:  # written whole, never through a link at the name
+        fig.savefig(handle, dpi=110, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return path

@@ -10,7 +10,6 @@ name taken and runs in `runs/DATE/TIME-1` (then -2, ...). A start time handed do
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import socket
@@ -28,11 +27,6 @@ class RunDirBusy(ZooError, RuntimeError):
 
 class ForeignRunDir(ZooError, RuntimeError):
     """The directory holds files but no zoo run, or a link where zoo writes a run file."""
-
-
-# what only a zoo run leaves in its directory: a directory holding one of these (or the log of a
-# rank after the first, which torchrun's ranks write before rank 0 claims the directory) holds one
-RUN_MARKERS = (RunDir.LOCK, RunDir.HYDRA, RunDir.SUMMARY, RunDir.FAILED, RunDir.CHECKPOINTS, RunDir.LOG)
 
 
 def check_contents(run_dir: Path) -> None:
@@ -63,7 +57,7 @@ def check_contents(run_dir: Path) -> None:
                 )
     for name in (RunDir.HYDRA, RunDir.TOKENIZER, RunDir.CHECKPOINTS, RunDir.TENSORBOARD, RunDir.WANDB, RunDir.RANKS):
         check_tree(run_dir / name)  # what zoo, Hydra and the trackers write below: no link out
-    if entries and not any(e.name in RUN_MARKERS or fnmatch.fnmatch(e.name, RunDir.RANK_LOG) for e in entries):
+    if entries and not run.holds_run():
         shown = ", ".join(e.name for e in entries[:5]) + (", ..." if len(entries) > 5 else "")
         raise ForeignRunDir(
             f"{run_dir} holds files but no zoo run ({shown}); a run writes config.yaml, "

@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePath
 from typing import Any, ClassVar
 
-from zoo.config.errors import CheckpointError, ZooError
+from zoo.config.errors import CheckpointError
 from zoo.config.records.atomic import write_text
 from zoo.config.records.links import inside
+from zoo.config.records.reader import RUN_REMEDY, DamagedRecord, read_json_object
 
 # config keys (prefixes) that do not change what a run learns: the seed and bookkeeping. Runs
 # that differ only in these are replicates of one arm (zoo-compare, the trackers' arm names).
@@ -147,6 +149,23 @@ class RunDir:
     def lengths(self) -> Path:
         return self.path / self.LENGTHS
 
+    def holds_run(self) -> bool:
+        """Whether the directory holds a zoo run: one of the files only a run leaves
+        (`RUN_MARKERS`), or the log of a rank after the first (torchrun's ranks write it before
+        rank 0 claims the directory)."""
+        try:
+            entries = [entry.name for entry in os.scandir(self.path)]
+        except OSError:
+            return False
+        return any(name in RUN_MARKERS or fnmatch.fnmatch(name, self.RANK_LOG) for name in entries)
+
+    def record(self, relative: str | PurePath) -> bool:
+        """Whether `relative` (a path inside the run directory) is one of the run's checkpoints or
+        records (`names`), or anything in its checkpoints/ directory: what no tool's output
+        replaces."""
+        parts = PurePath(relative).parts
+        return bool(parts) and (parts[0] == self.CHECKPOINTS or self.names(relative))
+
     def names(self, relative: str | PurePath) -> bool:
         """Whether `relative` (a path inside the run directory) is one this class names: one of
         its files, a best-STEP checkpoint, a rank's log, or anything inside the directories that
@@ -173,9 +192,8 @@ class RunDir:
         return False
 
 
-class DamagedRecord(ZooError, ValueError):
-    """A run's summary.json or failed.json that is not what zoo-train writes."""
-
+# what only a zoo run leaves in its directory: a directory holding one of these holds a run
+RUN_MARKERS = (RunDir.LOCK, RunDir.HYDRA, RunDir.SUMMARY, RunDir.FAILED, RunDir.CHECKPOINTS, RunDir.LOG)
 
 SHARDED_META = "meta.pt"  # Lightning's name for the non-tensor part of a sharded checkpoint directory
 
@@ -214,17 +232,9 @@ def locate_checkpoint(path: str | PurePath) -> Path:
 
 
 def read_record(path: Path) -> dict:
-    """A JSON object from `path`; DamagedRecord naming the file when it is not one."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DamagedRecord(f"{path} is damaged (not JSON: {exc}); run it again or remove the run directory") from None
-    if not isinstance(value, dict):
-        raise DamagedRecord(
-            f"{path} is damaged (a JSON {type(value).__name__}, not an object); run it "
-            f"again or remove the run directory"
-        )
-    return value
+    """A JSON object from `path` (`zoo.config.records.reader`); DamagedRecord naming the file
+    when it is not one."""
+    return read_json_object(path, remedy=RUN_REMEDY)
 
 
 @dataclass(kw_only=True)
