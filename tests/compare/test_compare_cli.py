@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -71,6 +72,18 @@ def test_a_sweep_and_its_comparison(tmp_path):
         assert float(r["ppl_high"]) == pytest.approx(float(r["ppl_mean"]) + half, rel=1e-4)
     assert all(r["note"] == "past the learned table" for r in lengths if r["multiple"] == "4")
     assert "## Length extrapolation" in (other / "report.md").read_text() and (other / "lengths.png").is_file()
+
+    # each run's cache of those perplexities damaged (not JSON; a pipe; a negative figure): measured
+    # again through the one reader, the same table (json.loads crashed, and a pipe hung the read)
+    caches = sorted(good.glob("*/lengths.json"))
+    assert len(caches) == 4
+    caches[0].write_text("{not json")
+    caches[1].unlink()
+    os.mkfifo(caches[1])
+    caches[2].write_text(json.dumps({"1": -5.0, "4": "past the learned table"}))
+    again = _compare(str(good), f"out={tmp_path / 'again'}", "baseline=model.norm=post", "lengths=1,4")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (tmp_path / "again" / "lengths.csv").read_text() == (other / "lengths.csv").read_text()
 
 
 def test_bad_input_is_one_line(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 from zoo.compare.runs import Run, RunStatus
@@ -18,6 +19,7 @@ from zoo.compare.stats import mean_std
 from zoo.config.facts.positions import max_positions
 from zoo.config.facts.tasks import kinds_that
 from zoo.config.records.atomic import write_text
+from zoo.config.records.reader import DamagedRecord, figure_problem, read_json_object
 from zoo.config.records.rundir import RunDir
 from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.evaluate import evaluate
@@ -32,7 +34,7 @@ WINDOWED_LMS = frozenset(kinds_that("packs")) & frozenset(kinds_that("shifted"))
 def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dict[int, object]:
     """{multiple: perplexity, or PAST_TABLE} for one finished causal-LM run (cached)."""
     cache_file = RunDir(run.path).lengths
-    cached = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+    cached = _read_cache(cache_file, run.path)
     wanted = [m for m in multiples if str(m) not in cached]
     if wanted:
         task = load_checkpoint(RunDir(run.path).last)  # the model the summary reports
@@ -49,6 +51,25 @@ def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dic
             cached[str(m)] = math.exp(min(result["metrics"]["loss"], 50.0))
         write_text(cache_file, json.dumps(cached, indent=1))
     return {m: cached[str(m)] for m in multiples}
+
+
+def _read_cache(cache_file: Path, run_dir: Path) -> dict[str, object]:
+    """The perplexities a comparison measured before, through the one reader of files zoo reads
+    back; a cache that is damaged, not a regular file or a link out of the run is measured again
+    (a plain json.loads crashed on it, and a pipe there hung zoo-compare), and an entry that is
+    neither a plausible perplexity nor PAST_TABLE is dropped."""
+    if not (cache_file.exists() or cache_file.is_symlink()):
+        return {}
+    try:
+        cached = read_json_object(cache_file, root=run_dir)
+    except DamagedRecord:
+        return {}
+    return {
+        k: v
+        for k, v in cached.items()
+        if v == PAST_TABLE
+        or (isinstance(v, (int, float)) and not isinstance(v, bool) and figure_problem("ppl", v) is None)
+    }
 
 
 def length_table(arms, multiples: list[int]) -> list[dict]:
