@@ -37,7 +37,9 @@ class HubUnreachable(ZooError, OSError):
 def require_lm_eval() -> None:
     """One line, before anything loads, when the extra is not installed."""
     if importlib.util.find_spec("lm_eval") is None:
-        raise ConfigError(f"harness= needs lm-evaluation-harness: pip install '.[eval]' in zoo's source directory (or pip install {PIN})")
+        raise ConfigError(
+            f"harness= needs lm-evaluation-harness: pip install '.[eval]' in zoo's source directory (or pip install {PIN})"
+        )
 
 
 def parse_tasks(text: Any) -> list[str]:
