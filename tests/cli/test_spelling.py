@@ -195,3 +195,15 @@ def test_an_argparse_flag_is_answered_before_torch_loads(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert wall < 15, f"{wall:.1f} s"  # Hydra alone; a training start is 20 s on the reference CPU
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("override", ["hydra.run.dir=RUN\nb", "model.d_model=3\r2", "seed=\x1b[31m0"])
+def test_an_override_with_a_control_character_is_named_whole(override, cli_here, tmp_path):
+    """Hydra's parser answered `LexerNoViableAltException: ` with the override cut at its line
+    break, naming neither the character nor what to do."""
+    override = override.replace("RUN", str(tmp_path / "run"))
+    result = cli_here("train", override)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"the override {override!r} holds the control character" in line and "remove it" in line
+    assert not (tmp_path / "run").exists() and not (tmp_path / "run\nb").exists()

@@ -43,6 +43,18 @@ class Checked:
     multirun: bool
 
 
+def check_control_characters(overrides: list[str]) -> None:
+    """An override holding a line break or another control character is named whole (Hydra's
+    parser answered `LexerNoViableAltException: ` and the override cut at the line break)."""
+    for override in overrides:
+        bad = next((c for c in override if ord(c) < 32 or ord(c) == 127), None)
+        if bad is not None:
+            raise ConfigError(
+                f"the override {override!r} holds the control character {bad!r}; "
+                f"an override is one line of printable text: remove it"
+            )
+
+
 def check_command_line(args: HydraArgs) -> Checked | None:
     """Compose before Hydra does, so that a bad key, value or combination is reported on one
     line (Hydra's own report spans several), and so that no config, whatever its origin, gets
@@ -67,6 +79,7 @@ def check_command_line(args: HydraArgs) -> Checked | None:
         return None
     if args.experimental_rerun:
         raise ConfigError("--experimental-rerun is refused: it unpickles a file, and pickles can run code")
+    check_control_characters(args.overrides)
     bare = recipe_word(args.overrides)  # `zoo-train quick` for `zoo-train -cn quick`
     if bare is not None:
         raise bare
