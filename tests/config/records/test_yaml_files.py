@@ -153,6 +153,20 @@ def test_the_checked_reader_reads_plain_yaml_and_refuses_the_rest(tmp_path):
         check_config_dir(linked)
 
 
+def test_a_pipe_at_a_configs_name_is_refused_without_waiting_for_it(tmp_path, cli_here):
+    """A pipe planted as a run's recorded config.yaml or as a `-cd` recipe blocked the read for
+    ever (it waits for a writer)."""
+    import os
+
+    os.mkfifo(tmp_path / "recipe.yaml")
+    with pytest.raises(ConfigError, match="recipe.yaml: not a regular file"):
+        load_yaml(tmp_path / "recipe.yaml")
+    started = time.monotonic()
+    result = cli_here("train", "-cd", str(tmp_path), "-cn", "recipe", f"hydra.run.dir={tmp_path / 'run'}")
+    _one_line(result, "recipe.yaml: not a regular file")
+    assert time.monotonic() - started < 10 and not (tmp_path / "run").exists()
+
+
 def test_zoos_own_configs_hold_no_alias():
     """zoo's conf/ and recipes/ pass the check every foreign config directory passes."""
     from zoo.config.paths import CHECKOUT

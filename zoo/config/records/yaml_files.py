@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,11 @@ def read_yaml_text(path: str | os.PathLike) -> str:
     """The text of a YAML file, checked (`check_yaml_text`); ConfigError for one that cannot be
     read, is too large, holds an alias or is not YAML."""
     path = Path(path)
-    try:
-        with path.open("rb") as f:
+    try:  # opened without blocking: a pipe planted at a config's name would wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError(f"{path}: not a regular file (a pipe, device or directory); give a YAML file")
             data = f.read(MAX_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
