@@ -53,3 +53,27 @@ def zoo_train_here(cli_here):
     """`zoo_train` as zoo-train's main() in this process (`cli_here`), for refusals and short
     runs that need no process of their own (signals, ranks and sweeps keep `zoo_train`)."""
     return lambda *args: cli_here("train", *args)
+
+
+def stderr_lines(result) -> str:
+    # datasets' own progress bar ("Generating train split: ...") is not a line of zoo's
+    return "\n".join(
+        line
+        for line in result.stderr.replace("\r", "\n").strip().splitlines()
+        if line.strip() and not line.startswith("Generating ")
+    )
+
+
+def missed(result, tool: str, *fragments: str, status: int = 2) -> list[str]:
+    """What the outcome lacks of a refusal on one line (the status, no traceback, one line of
+    zoo-TOOL, each fragment): empty when it is one."""
+    err = stderr_lines(result)
+    wrong = []
+    if result.returncode != status:
+        wrong.append(f"exit {result.returncode}, not {status}: {result.stderr[-3000:]}")
+    if "Traceback" in result.stderr or len(err.splitlines()) != 1:
+        wrong.append(f"not one line: {err[-3000:]}")
+    if not err.startswith(f"zoo-{tool}: error: "):
+        wrong.append(f"not zoo-{tool}'s error: {err[-3000:]}")
+    wrong += [f"{fragment!r} not in {err!r}" for fragment in fragments if fragment not in err]
+    return wrong

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.cli.conftest import missed, stderr_lines
 from tests.conftest import tiny
 
 
@@ -47,33 +48,9 @@ def text_file(tmp_path_factory) -> Path:
     return path
 
 
-def _stderr_lines(result) -> str:
-    # datasets' own progress bar ("Generating train split: ...") is not a line of zoo's
-    return "\n".join(
-        line
-        for line in result.stderr.replace("\r", "\n").strip().splitlines()
-        if line.strip() and not line.startswith("Generating ")
-    )
-
-
-def missed(result, tool: str, *fragments: str, status: int = 2) -> list[str]:
-    """What the outcome lacks of a refusal on one line (the status, no traceback, one line of
-    zoo-TOOL, each fragment): empty when it is one."""
-    err = _stderr_lines(result)
-    wrong = []
-    if result.returncode != status:
-        wrong.append(f"exit {result.returncode}, not {status}: {result.stderr[-3000:]}")
-    if "Traceback" in result.stderr or len(err.splitlines()) != 1:
-        wrong.append(f"not one line: {err[-3000:]}")
-    if not err.startswith(f"zoo-{tool}: error: "):
-        wrong.append(f"not zoo-{tool}'s error: {err[-3000:]}")
-    wrong += [f"{fragment!r} not in {err!r}" for fragment in fragments if fragment not in err]
-    return wrong
-
-
 def one_line(result, tool: str, *fragments: str, status: int = 2) -> str:
     assert missed(result, tool, *fragments, status=status) == []
-    return _stderr_lines(result)
+    return stderr_lines(result)
 
 
 @pytest.mark.parametrize("prompt", ["a\tb", "a\x1b[31mb", "bell\x07"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.cli.test_bounded_inputs import missed
+from tests.cli.conftest import missed
 from tests.conftest import tiny
 
 

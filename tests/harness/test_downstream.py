@@ -97,10 +97,14 @@ def test_a_task_without_a_decoder_or_an_unknown_task_is_refused_before_training(
 def test_a_hub_task_without_the_hub_is_refused_before_training(tmp_path):
     """It used to fail at the first validation, after training, in a long traceback."""
     from tests.cli.conftest import zoo_train
-    from tests.harness.test_eval_cli import UNREACHABLE
 
+    unreachable = {
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HUB_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+    }  # a closed port
     run = tmp_path / "run"
-    done = zoo_train(*tiny_overrides(run), "callbacks.downstream=[arc_easy]", env=UNREACHABLE)
+    done = zoo_train(*tiny_overrides(run), "callbacks.downstream=[arc_easy]", env=unreachable)
     assert done.returncode == 1
     lines = [ln for ln in done.stderr.strip().splitlines() if ln.startswith("zoo-train")]
     assert len(lines) == 1 and "harness task(s) arc_easy read their datasets from the Hugging Face Hub" in lines[0]
@@ -113,36 +117,34 @@ def test_a_stop_during_scoring_names_the_best_checkpoint_it_has(tmp_path):
     """A SIGTERM while the tasks are scored, with no step boundary within stop_grace_s, stops at
     once; before any last.ckpt was due the run has best-3.ckpt from its validation, and the
     record names it (it said "no checkpoint had been written yet")."""
-    import signal
     import subprocess
     import sys
-    import time
 
     run = tmp_path / "run"
     args = [a for a in tiny_overrides(run) if not a.startswith("callbacks.checkpoint_every_n_steps")]
-    process = subprocess.Popen(
+    # the signal is sent as the scoring starts (tests/cli/signal_at.py), not after a guessed sleep
+    process = subprocess.run(
         [
             sys.executable,
             "-m",
-            "zoo.cli.train",
+            "tests.cli.signal_at",
+            "zoo.harness.run:evaluate_tasks",
+            "before",
+            "TERM",
             *args,
             "callbacks.checkpoint_every_n_steps=100",
             "callbacks.downstream=[kjv_cloze,kjv_next_verse]",
             "callbacks.downstream_limit=null",  # every example: scoring takes seconds
-            "callbacks.stop_grace_s=1",
+            "callbacks.downstream_every=6",  # first scored at step 6, when best-3.ckpt is on disk
+            "callbacks.stop_grace_s=0.01",  # scoring outlasts it on any machine
             "trainer.max_steps=20",
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
+        timeout=360,
     )
     best = run / "checkpoints" / "best-3.ckpt"
-    deadline = time.monotonic() + 240
-    while not best.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # the validation is over; the tasks are being scored
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=120)
+    err = process.stderr
     assert process.returncode == 143
     assert not (run / "checkpoints" / "last.ckpt").exists()
     failure = json.loads((run / "failed.json").read_text())

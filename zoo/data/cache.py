@@ -10,6 +10,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from zoo.config.errors import ConfigError
+
 ENV_VAR = "ZOO_CACHE"
 
 
@@ -18,8 +20,6 @@ def cache_root(cache_dir: str | None = None) -> Path:
     chosen = cache_dir or os.environ.get(ENV_VAR) or os.path.join("~", ".cache", "zoo")
     root = Path(os.path.expanduser(chosen))
     if root.exists() and not root.is_dir():  # every cache entry below it would fail to be made
-        from zoo.config.errors import ConfigError
-
         named = "the cache_dir" if cache_dir else f"${ENV_VAR}" if os.environ.get(ENV_VAR) else "the default cache"
         raise ConfigError(f"{named} {root} is not a directory; point data.cache_dir or {ENV_VAR} at a directory")
     return root

@@ -35,11 +35,11 @@ from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.positions import max_positions
 from zoo.config.schema.generation import GenerationConfig
 from zoo.data.prompts import continue_text
+from zoo.harness.run import DEFAULT_MAX_GEN_TOKS
 from zoo.models.generate import generate
 
 NAME = "zoo"  # the harness's name for this model
 DEFAULT_MAX_LENGTH = 2048  # the harness's default, for a model that states no length
-DEFAULT_MAX_GEN_TOKS = 256  # the harness's own default for generate_until
 # a context shared by several continuations runs once when it is at least this many times as
 # long as the longest of them; shorter, the continuations' padding to the longest and the
 # masked attention over the cache cost about what the context saves (a 0-shot kjv_next_verse,

@@ -20,6 +20,8 @@ from zoo.config.schema.harness import check_limit
 from zoo.data.errors import DataError
 from zoo.harness.tasks import BUILT_IN, materialize
 
+DEFAULT_MAX_GEN_TOKS = 256  # the harness's own default for generate_until
+
 PREFIX = "harness"
 PIN = "lm_eval==0.4.13"  # the extra zoo[eval]
 BOOTSTRAP_ITERS = 1000  # draws for a bootstrapped standard error (the harness's default is 100,000)
@@ -154,8 +156,6 @@ def check_room(tasks: dict, positions: int | None, whose: str = "the model's") -
     """A generating task's new tokens fit in the model's positions (`positions`: where a bounded
     scheme's end; None: unbounded): the prompt is cut on the left to make room for them, down to
     one token, and no further (a learned table has no position past its end)."""
-    from zoo.harness.adapter import DEFAULT_MAX_GEN_TOKS
-
     if positions is None:
         return
     for name, task in tasks["tasks"].items():

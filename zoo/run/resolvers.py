@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 
 from omegaconf import OmegaConf
 
+from zoo.config.safety.hydra_section import job_subdir
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.params import steps_for_tokens
 from zoo.run.rank import launch_rank
@@ -143,8 +144,6 @@ def _job_subdir(resolved) -> str:
     make, when it lies inside the sweep directory; a refusal otherwise. zoo-train gives Hydra a
     sweep's `hydra.sweep.subdir` through it (`zoo.cli.gate.subdir_override`), so each job's
     directory is checked after interpolation, where it is made."""
-    from zoo.config.safety.hydra_section import job_subdir
-
     return job_subdir(resolved)
 
 

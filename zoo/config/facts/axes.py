@@ -73,7 +73,8 @@ def _attention(kind: AttentionKind) -> dict[str, Any]:
     tests/nn/test_sliding_window.py."""
     if kind == AttentionKind.full:
         return {"model.attention": kind.value}
-    return {"model.attention": kind.value, "model.window": 33, "model.global_every": 2}
+    # two layers: one sliding, one global (global_every past the depth is refused)
+    return {"model.attention": kind.value, "model.window": 33, "model.global_every": 2, "model.n_layers": 2}
 
 
 def _ffn(kind: FFNKind) -> dict[str, Any]:

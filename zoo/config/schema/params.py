@@ -16,7 +16,10 @@ count against built models for every family, position scheme, norm and activatio
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from zoo.config.errors import ConfigError
+from zoo.config.facts.activations import GATED
 from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.ffn import ffn_parameters, layer_kinds
@@ -24,6 +27,7 @@ from zoo.config.facts.norms import NORM_FACTS, norm_parameters
 from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.facts.positions import POSITION_FACTS
 from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.widths import round_up
 
 
 def norm_params(cfg: ModelConfig) -> int:
@@ -166,10 +170,6 @@ def stack_key(cfg: ModelConfig) -> str:
 def _smaller(cfg: ModelConfig) -> dict[str, dict[str, int]]:
     """Each key that sizes the stack and is above its reference -> the sizes of the model with
     that key at its reference (the widths derived from it following)."""
-    from dataclasses import fields
-
-    from zoo.config.facts.activations import GATED
-    from zoo.config.schema.widths import round_up
 
     def plain_d_ff(d_model: int) -> int:
         return round_up(int(8 * d_model / 3), 64) if cfg.activation in GATED else 4 * d_model

@@ -26,11 +26,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from zoo.config.errors import ConfigError
+from zoo.config.records.hf_dir import check_directory_files
 from zoo.data.errors import DataError
 from zoo.data.tokenizers.base import Tokenizer
 from zoo.data.tokenizers.decoder_pieces import piece_bytes
 from zoo.data.tokenizers.manifest import inside
-from zoo.interop.files import check_directory_files
 
 HF_DIR = "hf"  # the transformers files, inside a saved zoo tokenizer directory
 SPECIAL_NAMES = ("pad", "unk", "bos", "eos", "mask", "cls")

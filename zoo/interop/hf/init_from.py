@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from zoo.config.errors import ConfigError
+from zoo.config.records.hf_dir import check_directory_files
 from zoo.config.schema.data import TokenizerConfig
-from zoo.interop.files import check_directory_files
 from zoo.interop.hf.pretrained import model_config
 
 PREFIX = "hf:"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.interop.files import check_config_numbers, check_directory_files, check_safetensors
+from zoo.config.records.hf_dir import check_config_numbers, check_directory_files, check_safetensors
 from zoo.interop.hf import CONVERTERS, UnsupportedConfig, from_hf
 
 # model_type -> the transformers Auto class whose model has the head the converter reads
