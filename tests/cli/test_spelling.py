@@ -65,6 +65,18 @@ def test_a_recipes_name_without_cn_is_one_line_with_the_flag(argv, cli_here, tmp
 
 
 @pytest.mark.parametrize(
+    "word, meant", [("llama", "model=llama"), ("rope", "model/position=rope"), ("muon", "optim=muon")]
+)
+def test_a_groups_option_without_its_group_is_one_line_with_the_override(word, meant, cli_here, tmp_path, monkeypatch):
+    """`zoo-train llama` (the group forgotten): Hydra said only "Error parsing override"."""
+    monkeypatch.chdir(tmp_path)
+    assert one_line(cli_here("train", word, "seed=1")) == (
+        f"zoo-train: error: {word}: an override is KEY=VALUE; did you mean {meant}?"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     "argv, expected",
     [
         (

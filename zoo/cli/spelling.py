@@ -124,4 +124,23 @@ def recipe_word(overrides: Sequence[str], tool: str = "zoo-train") -> ConfigErro
             return ConfigError(
                 f"{word}: an override is KEY=VALUE; did you mean -cn {close[0]}? ({tool} -cn {close[0]} runs the recipe)"
             )
+        groups = _groups_with_option(word)  # `zoo-train llama` for `zoo-train model=llama`
+        if groups:
+            meant = " or ".join(f"{group}={word}" for group in groups)
+            return ConfigError(f"{word}: an override is KEY=VALUE; did you mean {meant}?")
     return None
+
+
+def _groups_with_option(word: str) -> list[str]:
+    """The config groups of zoo's own tree that have an option named `word` (model/llama.yaml:
+    model), shortest first."""
+    from zoo.config.paths import own_config_files
+
+    return sorted(
+        {
+            name.rsplit("/", 1)[0]
+            for name in own_config_files()
+            if "/" in name and name.rsplit("/", 1)[1] == f"{word}.yaml"
+        },
+        key=lambda group: (group.count("/"), group),
+    )
