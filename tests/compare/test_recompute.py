@@ -327,7 +327,7 @@ def _edit_spec(directory: Path, edit) -> None:
     (directory / "comparison.json").write_text(json.dumps(spec, indent=2) + "\n")
 
 
-def _one_line(result, *fragments: str) -> str:
+def assert_one_line(result, *fragments: str) -> str:
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert all(f in lines[0] for f in fragments), lines[0]
@@ -387,7 +387,7 @@ def test_a_number_changed_in_report_md_alone_is_caught(tmp_path, cli_here):
 def test_a_comparison_json_of_another_kind_or_type_is_one_line(tmp_path, cli_here, edit, fragments):
     report = _copy(TUNED, tmp_path)
     _edit_spec(report, edit)
-    _one_line(cli_here("compare", f"recompute={report}"), str(report / "comparison.json"), *fragments)
+    assert_one_line(cli_here("compare", f"recompute={report}"), str(report / "comparison.json"), *fragments)
 
 
 def test_a_kind_changed_with_its_keys_rebuilds_another_report_and_is_caught(tmp_path, cli_here):
@@ -429,7 +429,9 @@ def test_a_damaged_runs_csv_is_one_line_naming_the_line_and_column(tmp_path, cli
     (n=2)"), text where a number belongs, a missing column: one line, exit 2, nothing rebuilt."""
     report = _copy(PLAIN, tmp_path)
     _edit_csv(report / "runs.csv", edit)
-    _one_line(cli_here("compare", f"recompute={report}"), f"{report / fragment}", "run zoo-compare on its sweeps again")
+    assert_one_line(
+        cli_here("compare", f"recompute={report}"), f"{report / fragment}", "run zoo-compare on its sweeps again"
+    )
 
 
 def test_rebuild_refuses_a_nan_figure_instead_of_averaging_it(tmp_path):
@@ -452,10 +454,10 @@ def test_a_table_that_is_not_utf8_or_not_a_regular_file_is_one_line(tmp_path, cl
     at = next(i for i, line in enumerate(lines) if i and len(line) > 3)
     lines[at] = lines[at][:3] + b"\xff" + lines[at][3:]
     (report / name).write_bytes(b"\n".join(lines))
-    _one_line(
+    assert_one_line(
         cli_here("compare", f"recompute={report}"),
         f"{report / name}, line {at + 1}, column 4: byte 0xff is not UTF-8 text",
     )
     (report / name).unlink()
     os.mkfifo(report / name)  # a read would wait for a writer forever
-    _one_line(cli_here("compare", f"recompute={report}"), f"{report / name} is not a regular file")
+    assert_one_line(cli_here("compare", f"recompute={report}"), f"{report / name} is not a regular file")

@@ -38,7 +38,7 @@ def _copy(directory: Path, target: Path) -> Path:
     return target
 
 
-def _refused(result, *fragments: str) -> str:
+def assert_refused(result, *fragments: str) -> str:
     """The one line of a refusal (exit 2, no traceback), holding every fragment."""
     assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
     assert "Traceback" not in result.stderr
@@ -71,7 +71,9 @@ def test_a_directory_too_large_for_the_machine_names_the_directory_not_a_model_k
     directory = tmp_path / "big"
     _llama_config(directory, vocab_size=2**40)
     init = f"init_from=hf:{directory}"
-    line = _refused(cli_here("train", init, *RUN, f"hydra.run.dir={tmp_path / 'run'}"), "more than this machine's")
+    line = assert_refused(
+        cli_here("train", init, *RUN, f"hydra.run.dir={tmp_path / 'run'}"), "more than this machine's"
+    )
     assert line.endswith(f"{init} fixes the architecture: give the directory of a smaller model, or drop init_from")
     assert "lower it" not in line
     assert not (tmp_path / "run").exists()
@@ -88,7 +90,7 @@ def test_a_tokenizer_larger_than_the_directorys_vocabulary_names_the_tokenizer_n
     torch.manual_seed(0)
     LlamaForCausalLM(LlamaConfig.from_pretrained(directory)).save_pretrained(directory)
     init = f"init_from=hf:{directory}"
-    line = _refused(
+    line = assert_refused(
         cli_here("train", init, *RUN, f"hydra.run.dir={tmp_path / 'run'}"),
         f"model.vocab_size (300) is smaller than the hf tokenizer's vocabulary ({len(tokenizer)})",
     )
@@ -134,7 +136,7 @@ def test_a_pipe_in_the_directory_is_named_and_never_opened(name, llama_dir, tmp_
     os.mkfifo(directory / name)
     unblock(directory / name)
     result = cli_here("train", f"init_from=hf:{directory}", *RUN, f"hydra.run.dir={tmp_path / 'run'}")
-    _refused(result, f"init_from=hf:{directory}: {name} is a pipe, not a regular file")
+    assert_refused(result, f"init_from=hf:{directory}: {name} is a pipe, not a regular file")
     assert not (tmp_path / "run").exists()
 
 
@@ -144,12 +146,14 @@ def test_a_link_out_of_the_directory_or_an_oversized_file_is_refused(llama_dir, 
     (directory / "tokenizer_config.json").rename(outside)
     (directory / "tokenizer_config.json").symlink_to(outside)
     init = f"init_from=hf:{directory}"
-    _refused(cli_here("train", init, *RUN), f"{init}: tokenizer_config.json is a link out of the directory")
+    assert_refused(cli_here("train", init, *RUN), f"{init}: tokenizer_config.json is a link out of the directory")
     (directory / "tokenizer_config.json").unlink()
     outside.rename(directory / "tokenizer_config.json")
     with open(directory / "tokenizer.json", "r+b") as f:
         f.truncate(257 * 2**20)  # sparse: no disk written
-    _refused(cli_here("train", init, *RUN), f"{init}: tokenizer.json has 269,484,032 bytes, more than the 256 MiB")
+    assert_refused(
+        cli_here("train", init, *RUN), f"{init}: tokenizer.json has 269,484,032 bytes, more than the 256 MiB"
+    )
     # the tokenizer alone (tokenizer=hf tokenizer.path=DIR) reads its directory the same way
     os_fifo = tmp_path / "tokenizer-only"
     _copy(llama_dir, os_fifo)
@@ -163,7 +167,7 @@ def test_a_link_out_of_the_directory_or_an_oversized_file_is_refused(llama_dir, 
         *RUN,
         f"hydra.run.dir={tmp_path / 'r'}",
     )
-    _refused(result, f"tokenizer.path={os_fifo}: special_tokens_map.json is a link out of the directory")
+    assert_refused(result, f"tokenizer.path={os_fifo}: special_tokens_map.json is a link out of the directory")
 
 
 # -- safetensors headers and config.json numbers are checked before they are used ---------------
@@ -226,7 +230,7 @@ def test_a_safetensors_file_whose_header_lies_is_one_line(change, words, llama_d
     directory = _copy(llama_dir, tmp_path / "llama")
     _rewrite_header(directory / "model.safetensors", change)
     run = tmp_path / "run"
-    line = _refused(cli_here("train", f"init_from=hf:{directory}", *RUN, f"hydra.run.dir={run}"), words)
+    line = assert_refused(cli_here("train", f"init_from=hf:{directory}", *RUN, f"hydra.run.dir={run}"), words)
     assert f"init_from=hf:{directory}: model.safetensors is not a whole safetensors file" in line
     assert not (run / "checkpoints").exists()
 
@@ -249,5 +253,5 @@ def test_a_config_number_out_of_range_names_the_field(family, field, value, word
     config[field] = value
     (directory / "config.json").write_text(json.dumps(config))  # NaN and Infinity as json writes them
     init = f"init_from=hf:{directory}"
-    line = _refused(cli_here("train", init, *RUN), f"{init}: config.json field {field} is ")
+    line = assert_refused(cli_here("train", init, *RUN), f"{init}: config.json field {field} is ")
     assert words in line
