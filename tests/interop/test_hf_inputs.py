@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.tiny_hf import save_model, save_tokenizer
+from tests.interop.tiny_hf import TINY_LLAMA, save_model, save_tokenizer
 
 RUN = [
     "data=pydoc",
@@ -52,15 +52,7 @@ def assert_refused(result, *fragments: str) -> str:
 def _llama_config(directory: Path, **fields) -> None:
     from transformers import LlamaConfig
 
-    base = dict(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    LlamaConfig(**{**base, **fields}).save_pretrained(directory)
+    LlamaConfig(**{**TINY_LLAMA, **fields}).save_pretrained(directory)
 
 
 # -- refusals under init_from name what the command can change --------------------------------

@@ -9,6 +9,17 @@ from pathlib import Path
 SPECIALS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
 
 
+# the sizes of the tiny Llama every interop test builds
+TINY_LLAMA = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+)
+
+
 def save_tokenizer(directory: Path, vocab_size: int = 316, **specials):
     """A byte-level BPE tokenizer (no text is unknown) of `vocab_size` pieces, the special
     tokens appended after them: bos 316, eos 317, unk 318, pad 319 by default, so none has
@@ -75,12 +86,7 @@ def llama(tokenizer, seed: int = 0):
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
+        **TINY_LLAMA,
         initializer_range=0.1,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,
