@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 MODEL = [
     "model.d_model=64",
@@ -77,7 +78,8 @@ class PeakMemory:
     """High-water resident set (VmHWM) of a process and all its descendants, polled."""
 
     def __init__(self, root: int):
-        self.root, self.peaks, self._stop = root, {}, threading.Event()
+        self.root, self._stop = root, threading.Event()
+        self.peaks: dict[str, int] = {}
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
 
@@ -155,7 +157,7 @@ def train(corpus: Path, cache: Path, run: Path, *extra: str) -> dict:
 
 def median_of(rows: list[dict]) -> dict:
     """Each figure's median over repeated runs (per rank for the memory lists)."""
-    out = {}
+    out: dict[str, Any] = {}
     for key in rows[0]:
         values = [r[key] for r in rows]
         if isinstance(values[0], list):
@@ -252,7 +254,7 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="zoo-data-"))
     work.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
-    results = {"device": f"{os.cpu_count()}-core CPU", "sizes_mb": sizes, "runs": {}, "throughput": {}}
+    results: dict[str, Any] = {"device": f"{os.cpu_count()}-core CPU", "sizes_mb": sizes, "runs": {}, "throughput": {}}
     import shutil
 
     for mb in sizes:

@@ -50,6 +50,7 @@ def sharded_setup(model: list[str], work: Path, timeout: float = 1800) -> dict:
         text=True,
         start_new_session=True,
     )
+    assert proc.stdout is not None  # stdout=PIPE
     ranks: dict = {}
     start = time.monotonic()
     try:

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -74,7 +75,7 @@ def main() -> None:
     duration = time.monotonic() - start
     expected = weights(root / "reference")
 
-    trials = []
+    trials: list[dict[str, Any]] = []
     for i in range(args.trials):
         run = root / f"trial{i}"
         proc = train(run)

@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import zoo
 from zoo.bench.subjects import build_subject
 from zoo.bench.workload import Workload
+from zoo.bench.zoo_subject import ZooSubject
 from zoo.config.schema.convert import as_model_config
 
 SHAPE = [
@@ -49,7 +50,8 @@ class Launches(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.ops, self.reads = Counter(), 0
+        self.ops: Counter[str] = Counter()
+        self.reads = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)
@@ -115,21 +117,21 @@ def main() -> None:
     rows = {}
     for output_loss in ("logits", "chunked"):
         torch.manual_seed(0)
-        subject = build_subject("zoo", work)
+        subject = ZooSubject(work)
         subject.task.task_config.output_loss = type(subject.task.task_config.output_loss)(output_loss)
         subject.optimizer = torch.optim.AdamW(subject.model.parameters(), fused=True)  # as on CUDA
         rows[f"zoo {output_loss}"] = count(as_on_gpu(lambda s=subject: s.train_step(batch)))
         print(f"zoo {output_loss}: {rows[f'zoo {output_loss}']}", flush=True)
-    zoo_subject = build_subject("zoo", work)
+    zoo_subject = ZooSubject(work)
     for peer in [p for p in args.peers.split(",") if p]:
         try:
-            subject = build_subject(peer, work, zoo=zoo_subject)
+            other = build_subject(peer, work, zoo=zoo_subject)
         except Exception as exc:  # noqa: BLE001 (an absent peer is reported, not fatal)
             print(f"{peer}: unavailable ({exc})")
             continue
-        subject.optimizer = torch.optim.AdamW(subject.model.parameters(), fused=True)
-        rows[subject.name] = count(lambda s=subject: s.train_step(batch))
-        print(f"{subject.name}: {rows[subject.name]}", flush=True)
+        other.optimizer = torch.optim.AdamW(other.model.parameters(), fused=True)
+        rows[other.name] = count(lambda s=other: s.train_step(batch))
+        print(f"{other.name}: {rows[other.name]}", flush=True)
 
     decode = {}
     from zoo.models.generate import GenerationConfig, generate

@@ -31,6 +31,7 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -43,12 +44,13 @@ from zoo.bench.timing import interleaved, median, spread, timed  # noqa: E402
 from zoo.config import ModelConfig  # noqa: E402
 from zoo.config.facts.ffn import FFNKind  # noqa: E402
 from zoo.nn.feedforward import build_ffn  # noqa: E402
+from zoo.nn.moe import MoE  # noqa: E402
 
 
 def layers(D: int, E: int, k: int, F: int, activation: str) -> dict[str, torch.nn.Module]:
     """The two arms: the mixture (E experts F wide, top-k) and the dense unit k·F wide."""
-    base = dict(d_model=D, n_heads=4, n_layers=1, bias=False, activation=activation, dropout=0.0)
-    moe = build_ffn(ModelConfig(**base, ffn="moe", d_ff=F, moe_experts=E, moe_top_k=k), FFNKind.moe)
+    base: dict[str, Any] = dict(d_model=D, n_heads=4, n_layers=1, bias=False, activation=activation, dropout=0.0)
+    moe = build_ffn(ModelConfig(**base, ffn=FFNKind.moe, d_ff=F, moe_experts=E, moe_top_k=k), FFNKind.moe)
     dense = build_ffn(ModelConfig(**base, d_ff=k * F), FFNKind.dense)
     for unit in (moe, dense):
         for p in unit.parameters():
@@ -59,7 +61,7 @@ def layers(D: int, E: int, k: int, F: int, activation: str) -> dict[str, torch.n
 class _Dispatch(torch.nn.Module):
     """zoo's mixture with its dispatch pinned (`loop` or `grouped`), sharing its weights."""
 
-    def __init__(self, moe: torch.nn.Module, dispatch: str) -> None:
+    def __init__(self, moe: MoE, dispatch: str) -> None:
         super().__init__()
         self.moe, self.dispatch = moe, dispatch
 
@@ -68,7 +70,7 @@ class _Dispatch(torch.nn.Module):
         return self.moe(x)
 
 
-def mixtral(moe: torch.nn.Module, D: int, E: int, k: int, F: int, implementation: str | None):
+def mixtral(moe: MoE, D: int, E: int, k: int, F: int, implementation: str | None):
     """transformers' Mixtral block of the same shape with zoo's weights (swiglu only), or None
     with the reason. Its gate_up_proj is (E, 2F, D) gate first, down_proj (E, D, F)."""
     try:
@@ -118,6 +120,7 @@ def main() -> None:
     if device.type == "cuda":
         dense_name, moe_name = list(arms)
         moe = arms[moe_name]
+        assert isinstance(moe, MoE)  # build_ffn's mixture (`layers`)
         arms = {
             dense_name: arms[dense_name],
             f"{moe_name} loop": _Dispatch(moe, "loop"),
@@ -172,7 +175,9 @@ def main() -> None:
     load = os.getloadavg()
     seconds = interleaved(cases, rounds=args.rounds)
     after = os.getloadavg()
-    rows = {name: {"us_per_token": 1e6 * median(s), "spread": spread(s), "rounds": s} for name, s in seconds.items()}
+    rows: dict[str, Any] = {
+        name: {"us_per_token": 1e6 * median(s), "spread": spread(s), "rounds": s} for name, s in seconds.items()
+    }
     names = list(arms)[:2]
     for name, why in unavailable.items():
         print(f"{name}: not timed ({why})")

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -304,23 +305,32 @@ def _mutations(node: ast.AST) -> list[tuple[str, str]]:
 
 def _apply(node: ast.AST, operator: str) -> ast.AST | None:
     """Mutate `node` in place; a statement deletion returns the `pass` that replaces it."""
+    # each operator is one `_mutations` offers for this kind of node
     if operator.startswith("cmp"):
+        assert isinstance(node, ast.Compare)
         i = int(operator[3:])
         node.ops[i] = _CMP[type(node.ops[i])]()
     elif operator == "binop":
+        assert isinstance(node, (ast.BinOp, ast.AugAssign))
         node.op = _BIN[type(node.op)]()
     elif operator == "boolop":
+        assert isinstance(node, ast.BoolOp)
         node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
     elif operator == "unary":
+        assert isinstance(node, ast.UnaryOp)
         return node.operand
     elif operator == "const":
+        assert isinstance(node, ast.Constant)
         v = node.value
+        assert isinstance(v, (bool, int, float))  # the constants `_mutations` changes
         node.value = (not v) if isinstance(v, bool) else v + 1 if isinstance(v, int) else (v * 2 if v else 1.0)
     elif operator == "call":
+        assert isinstance(node, ast.Call)
         f = node.func
         if isinstance(f, ast.Attribute):
             f.attr = _SWAP_CALLS[f.attr]
         else:
+            assert isinstance(f, ast.Name)
             f.id = _SWAP_CALLS[f.id]
     elif operator == "delete":
         return ast.Pass()
@@ -348,7 +358,7 @@ def mutants_of(path: str) -> list[Mutant]:
                 statement_line[id(sub)] = stmt.lineno
     found = []
     for index, node in enumerate(ast.walk(tree)):
-        if id(node) in skip or not hasattr(node, "lineno"):
+        if id(node) in skip or not isinstance(node, (ast.expr, ast.stmt)):  # the nodes with a place
             continue
         for operator, description in _mutations(node):
             found.append(
@@ -402,7 +412,7 @@ def _env(work: Path) -> dict:
     return env
 
 
-def _pytest(work: Path, tests: list[str], timeout: float, extra: list[str] = ()) -> tuple[int, float, str]:
+def _pytest(work: Path, tests: list[str], timeout: float, extra: Sequence[str] = ()) -> tuple[int, float, str]:
     cmd = [sys.executable, *extra, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
     start = time.perf_counter()
     try:
@@ -471,8 +481,7 @@ def score(mutants: list[Mutant]) -> dict:
         k: sum(m.outcome == k for m in mutants) for k in ("killed", "timeout", "survived", "not reached", "equivalent")
     }
     live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["not reached"]
-    counts["score"] = round((counts["killed"] + counts["timeout"]) / live, 4) if live else None
-    return counts
+    return {**counts, "score": round((counts["killed"] + counts["timeout"]) / live, 4) if live else None}
 
 
 def write_report(mutants: list[Mutant], planted: list[dict], args, seconds: float, history: list[str]) -> None:

@@ -42,6 +42,7 @@ from zoo.bench.workload import Workload  # noqa: E402
 from zoo.bench.zoo_subject import ZooSubject  # noqa: E402
 from zoo.config.errors import ConfigError  # noqa: E402
 from zoo.config.schema.convert import as_model_config  # noqa: E402
+from zoo.config.schema.model import ModelConfig  # noqa: E402
 
 # name -> overrides of the baseline; the order of the table
 ARMS: dict[str, list[str]] = {
@@ -85,7 +86,7 @@ def _plain(value):
     return value.value if isinstance(value, enum.Enum) else value
 
 
-def arm_parts(overrides: list[str], shape: list[str]) -> tuple[object, dict, dict, bool]:
+def arm_parts(overrides: list[str], shape: list[str]) -> tuple[ModelConfig, dict, dict, bool]:
     """The arm's overrides composed as zoo-train composes them (an unknown key or kind is refused
     here, before any weight exists) -> (ModelConfig, task keys, optim keys, document mask)."""
     keys = [o.split("=", 1)[0] for o in overrides]
@@ -143,7 +144,11 @@ def time_arms(arms: list[Arm], *, rounds: int, steps: int, device: torch.device)
     """Seconds per training step of each arm, one list entry per interleaved round."""
 
     def case(arm: Arm) -> Callable[[], float]:
-        return lambda: timed(lambda: [arm.subject.train_step(arm.batch) for _ in range(steps)], steps, device)
+        def train() -> None:
+            for _ in range(steps):
+                arm.subject.train_step(arm.batch)
+
+        return lambda: timed(train, steps, device)
 
     return interleaved({arm.name: case(arm) for arm in arms}, rounds=rounds, warmup=1)
 

@@ -15,10 +15,11 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from zoo.config.schema.model import ModelConfig
 from zoo.plan.measure import peak_training_memory
-from zoo.plan.options import PlanOptions
+from zoo.plan.options import Device, PlanOptions
 from zoo.plan.planner import plan
 from zoo.plan.trace import BUFFERS, WEIGHTS
 
@@ -27,7 +28,7 @@ SMALL = dict(d_model=256, n_heads=4, n_layers=4, vocab_size=8192, max_seq_len=10
 LLAMA = dict(
     SMALL, norm_type="rmsnorm", activation="swiglu", position={"kind": "rope"}, bias=False, tie_embeddings=False
 )
-CONFIGS = [
+CONFIGS: list[tuple[str, dict[str, Any], str, int, int]] = [
     ("gpt", dict(SMALL), "32-true", 8, 512),
     ("llama", dict(LLAMA), "bf16-mixed", 4, 256),
     ("gpt checkpointed", dict(SMALL, checkpoint_activations=True), "32-true", 8, 512),
@@ -57,7 +58,7 @@ def main() -> None:
     rows = []
     for name, model, precision, batch, seq_len in CONFIGS:
         cfg = ModelConfig(**model)
-        opts = PlanOptions(batch=batch, seq_len=seq_len, precision=precision, device="cpu", memory="16GiB")
+        opts = PlanOptions(batch=batch, seq_len=seq_len, precision=precision, device=Device.cpu, memory="16GiB")
         started = time.perf_counter()
         planned = plan(cfg, opts)
         plan_s = time.perf_counter() - started

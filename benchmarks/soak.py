@@ -62,6 +62,7 @@ def main() -> None:
     cmd = [sys.executable, "-m", "zoo.cli.train", *overrides]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None  # stderr=PIPE
     samples: list[tuple[float, float]] = []
     while proc.poll() is None:
         mb = rss_mb(proc.pid)

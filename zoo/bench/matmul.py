@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 
 from zoo.bench.timing import interleaved, median, timed
@@ -21,7 +24,8 @@ def matmul_flops_per_s(
     Sizes are tried from the smallest, and larger ones are left out once a product takes
     `enough_seconds`: by then the device runs at its peak, and a dtype the CPU only emulates
     (bfloat16 without native support: a few GFLOP/s) would otherwise take minutes at n = 2048."""
-    kept, cases = [], {}
+    kept: list[int] = []
+    cases: dict[int, Callable[[], float]] = {}
     for n in sizes:
         a = torch.randn(n, n, device=device).to(dtype)
         b = torch.randn(n, n, device=device).to(dtype)
@@ -31,8 +35,8 @@ def matmul_flops_per_s(
             for _ in range(3):
                 a @ b
 
-        cases[n] = lambda run=run: timed(run, 3, device)
-        if timed(lambda a=a, b=b: a @ b, 1, device) > enough_seconds:
+        cases[n] = partial(timed, run, 3, device)
+        if timed(partial(torch.matmul, a, b), 1, device) > enough_seconds:
             break
     seconds = interleaved(cases, rounds=rounds, warmup=1)
     return max(2 * n**3 / median(seconds[n]) for n in kept)

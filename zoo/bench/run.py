@@ -8,6 +8,7 @@ import dataclasses
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -26,7 +27,8 @@ from zoo.bench.options import (  # noqa: F401  (re-exported)
 from zoo.bench.peers import PEERS, PeerUnavailable
 from zoo.bench.subjects import build_subject
 from zoo.bench.timing import interleaved, median, spread, timed
-from zoo.bench.workload import Workload
+from zoo.bench.workload import Subject, Workload
+from zoo.bench.zoo_subject import ZooSubject
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import ModelConfig
 from zoo.models.summary import summarize
@@ -36,7 +38,7 @@ from zoo.models.summary import summarize
 class Case:
     system: str  # "zoo", "hf", "x-transformers"
     variant: str
-    subject: object
+    subject: Subject
     name: str
 
 
@@ -68,7 +70,9 @@ def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]
         _time_generation(cases, rows, base, opts, log)
     if "memory" in measures:
         _measure_memory(cases, rows, model, opts, log)
-    summary = summarize(cases[0].subject.model, opts.seq_len)
+    first = cases[0].subject  # the first variant's zoo model: every case's model has its shape
+    assert isinstance(first, ZooSubject)
+    summary = summarize(first.model, opts.seq_len)
     train_flops_per_step = 3 * summary.flops_per_token * opts.batch * opts.seq_len
     peaks = _add_mfu(rows, train_flops_per_step, opts) if "train" in measures else {}
     return {
@@ -137,20 +141,28 @@ def _time_training(
     timers: dict[str, Callable[[], float]] = {}
     if "train" in opts.measure_list:
         for c in cases:
-            timers[c.name] = lambda c=c: timed(
-                lambda: [c.subject.train_step(batch) for _ in range(opts.steps)], opts.steps, device
-            )
+            timers[c.name] = _training_timer(c.subject, batch, opts.steps, device)
     if "fit" in opts.measure_list:
         for c in cases:
             if c.system == "zoo" and c.variant in ("eager", "bf16"):  # fit: zoo-train's loop, eager
                 w = work[c.variant]
-                timers[f"{c.name} fit"] = lambda w=w: fit_seconds_per_step(w, max(opts.steps, 3))
+                timers[f"{c.name} fit"] = partial(fit_seconds_per_step, w, max(opts.steps, 3))
     log(f"training: {len(timers)} cases x {opts.rounds} rounds")
     for name, values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
         key, what = (name[:-4], "fit") if name.endswith(" fit") else (name, "train")
         rows[key][f"{what}_tokens_per_s"] = base.tokens_per_step / median(values)
         rows[key][f"{what}_step_ms"] = 1e3 * median(values)
         rows[key][f"{what}_spread"] = spread(values)
+
+
+def _training_timer(subject: Subject, batch: dict, steps: int, device: torch.device) -> Callable[[], float]:
+    """Seconds per step of `steps` training steps of `subject` on `batch`."""
+
+    def train() -> None:
+        for _ in range(steps):
+            subject.train_step(batch)
+
+    return lambda: timed(train, steps, device)
 
 
 def _time_forward(

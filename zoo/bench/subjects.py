@@ -6,14 +6,16 @@ from __future__ import annotations
 import torch
 
 from zoo.bench.peers import PEERS
-from zoo.bench.workload import Workload
+from zoo.bench.workload import Subject, Workload
 from zoo.bench.zoo_subject import ZooSubject
 from zoo.config.schema.model import ModelConfig
 
 SYSTEMS = ("zoo", *PEERS)
 
 
-def build_subject(system: str, work: Workload, *, compile: bool = False, name: str | None = None, zoo=None):
+def build_subject(
+    system: str, work: Workload, *, compile: bool = False, name: str | None = None, zoo: Subject | None = None
+) -> Subject:
     """`system`: "zoo" or a peer name. Peers start from the weights of `zoo` (a ZooSubject;
     built here when not given) so every system computes the same function."""
     if system not in SYSTEMS:

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
 
 import torch
 
+K = TypeVar("K", bound=Hashable)  # what names a case: a row's name, (name, batch), a matrix size
 
-def interleaved(cases: dict[str, Callable[[], float]], *, rounds: int, warmup: int = 1) -> dict[str, list[float]]:
+
+def interleaved(cases: Mapping[K, Callable[[], float]], *, rounds: int, warmup: int = 1) -> dict[K, list[float]]:
     """Run each case `warmup` times, then `rounds` rounds of every case in turn. A case returns
     the seconds per unit of work it measured (see `timed`); the result is that list per case."""
     for fn in cases.values():
         for _ in range(warmup):
             fn()
-    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    seconds: dict[K, list[float]] = {name: [] for name in cases}
     for _ in range(rounds):
         for name, fn in cases.items():
             seconds[name].append(fn())

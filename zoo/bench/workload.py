@@ -98,6 +98,8 @@ class Subject(Protocol):
     """One system's model in a comparison."""
 
     name: str
+    model: torch.nn.Module  # what is counted (parameters, FLOPs) and, for the peers, built from zoo's
+    optimizer: torch.optim.Optimizer  # what train_step steps: zoo's settings (`Workload.adamw` for the peers)
 
     def train_step(self, batch: dict) -> None:
         """Forward, loss, backward and optimizer step."""

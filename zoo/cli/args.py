@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from zoo.config.errors import ConfigError, explain
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()) -> tuple[T, list[str]]:
@@ -21,7 +24,8 @@ def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()
     value that reads the environment (`zoo.config.safety.environment`)."""
     from zoo.config.safety.environment import check_env_reads
 
-    own, rest = [], []
+    own: list[str] = []
+    rest: list[str] = []
     for arg in argv:
         if "=" not in arg:
             allowed = ", ".join(f.name for f in fields(schema))
@@ -36,15 +40,16 @@ def parse(schema: type[T], argv: list[str], *, passthrough: tuple[str, ...] = ()
         check_env_reads(OmegaConf.to_container(given, resolve=False))
         check_env_reads(OmegaConf.to_container(OmegaConf.from_dotlist(rest), resolve=False))
         merged = OmegaConf.merge(OmegaConf.structured(schema), given)
-        data: dict[str, Any] = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
+        # a structured (dataclass) config always reads back as a mapping of its field names
+        data = cast(dict[str, Any], OmegaConf.to_container(merged, resolve=True, enum_to_str=True))
     except OmegaConfBaseException as exc:
-        message, key = explain(exc), getattr(exc, "full_key", None)
-        kind = _field_types(schema).get(str(key))
+        message, bad = explain(exc), getattr(exc, "full_key", None)
+        kind = _field_types(schema).get(str(bad))
         if kind in (int, float, bool) and ("could not be converted" in message or "not a valid" in message):
-            value = next((a.split("=", 1)[1] for a in own if a.split("=", 1)[0] == key), "")
+            value = next((a.split("=", 1)[1] for a in own if a.split("=", 1)[0] == bad), "")
             words = {int: "an integer", float: "a number", bool: "true or false"}
-            raise ConfigError(f"{key}={value}: give {words[kind]}") from None
-        raise ConfigError(message if not key or key in message else f"{key}: {message}") from None
+            raise ConfigError(f"{bad}={value}: give {words[kind]}") from None
+        raise ConfigError(message if not bad or bad in message else f"{bad}: {message}") from None
     data.update(text)
     return schema(**data), rest
 

@@ -76,7 +76,7 @@ class CompareArgs:
 def run(argv: list[str]) -> dict:
     from zoo.cli.args import parse
     from zoo.cli.outputs import check_out_dir
-    from zoo.compare import compare, compare_scaled, compare_tuned
+    from zoo.compare import Report, ScaleReport, TunedReport, compare, compare_scaled, compare_tuned
     from zoo.compare.errors import CompareError
     from zoo.config.errors import ConfigError
     from zoo.config.records.links import inside
@@ -126,6 +126,7 @@ def run(argv: list[str]) -> dict:
     pairs = args.pairs == "all"
     if args.scale and multiples:
         raise ConfigError(f"scale={args.scale} and lengths= cannot be combined: run them as two comparisons")
+    report: Report | ScaleReport | TunedReport
     try:
         if args.scale:
             report = compare_scaled(

@@ -42,7 +42,7 @@ def train_help(argv: list[str], about: str) -> str:
         check=False,
     )
     choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if v is not None}
-    values = OmegaConf.to_container(cfg, resolve=False)
+    values = typing.cast(dict, OmegaConf.to_container(cfg, resolve=False))  # a composed config: a mapping
     values.pop("hydra", None)
 
     sections, run_keys = [], []

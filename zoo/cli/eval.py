@@ -14,6 +14,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 TOOL = "zoo-eval"
 USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...]"
@@ -117,7 +118,7 @@ def run(argv: list[str]) -> dict:
     if data_overrides:
         data = _for_another_source(data, data_overrides)
         merged = OmegaConf.merge(OmegaConf.create({"data": data}), OmegaConf.from_dotlist(data_overrides))
-        data = OmegaConf.to_container(merged.data, resolve=True)
+        data = cast(dict, OmegaConf.to_container(merged.data, resolve=True))  # a mapping made from one
     if args.seq_len is not None:
         data["seq_len"] = args.seq_len
     checked = as_data_config(data)  # one-line errors for bad keys or values before any data is read

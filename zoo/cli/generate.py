@@ -69,6 +69,7 @@ def read_prompts(args: GenerateArgs) -> list[str]:
     if args.prompt is not None:
         texts = [args.prompt]
     else:
+        assert args.prompts is not None  # exactly one of the two is given (checked above)
         path = Path(args.prompts)
         if not path.is_file():
             raise ConfigError(f"prompts={args.prompts}: {not_a_file(path)}; give a text file of one prompt a line")
@@ -167,7 +168,7 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
         )
         ids, mask = ids.to(device), mask.to(device)
         text_stream = None
-        if streams:
+        if streams and out is not None:
             write = _writer(out)
             text_stream = (
                 TextStream.continuing(tokenizer, chunk[0], write, eos_id=specials["eos"], pad_id=specials["pad"])
@@ -222,10 +223,10 @@ def _writer(out: TextIO):
 
 def _each(*calls):
     """One step callback calling each of `calls` that is set; None when none is."""
-    calls = [c for c in calls if c]
-    if not calls:
+    given = [c for c in calls if c]
+    if not given:
         return None
-    return lambda tokens: [c(tokens) for c in calls] and None
+    return lambda tokens: [c(tokens) for c in given] and None
 
 
 def _check_device_and_dtype(args: GenerateArgs) -> None:

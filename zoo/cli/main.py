@@ -63,6 +63,8 @@ def summary(module: str) -> str:
     """The first clause of a module's docstring, read from its source (nothing is imported,
     so `zoo --help` loads neither torch nor Hydra)."""
     spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"no source for {module}")
     with open(spec.origin, encoding="utf-8") as fh:
         doc = ast.get_docstring(ast.parse(fh.read())) or ""
     first = " ".join(doc.split("\n\n")[0].split())

@@ -38,6 +38,7 @@ def run(argv: list[str]) -> dict:
     from zoo.cli.compose import compose
     from zoo.config.errors import ConfigError
     from zoo.config.facts.tasks import kinds_that, task_spec
+    from zoo.config.paths import CONFIG_NAME
     from zoo.config.schema.task import TaskConfig
 
     name, overrides, part = None, [], None
@@ -51,7 +52,7 @@ def run(argv: list[str]) -> dict:
             part = _part(arg[len("part=") :])
         else:
             overrides.append(arg)
-    cfg = compose(overrides, **({"config_name": name} if name else {}), check=False)
+    cfg = compose(overrides, name or CONFIG_NAME, check=False)
     kind = TaskConfig(**dict(cfg.task)).kind.value
     if not task_spec(kind).packs:
         raise ConfigError(
@@ -68,6 +69,7 @@ def run(argv: list[str]) -> dict:
     dm.prepare_data()
     prepared = dm.prepared
     if prepared is None:  # this part is done; others are not
+        assert part is not None  # without part= the one run writes the whole entry
         return {
             "part": f"{part[0]}/{part[1]}",
             "done": True,

@@ -18,9 +18,10 @@ def flag_words(argv: Sequence[str], unknown: Iterable[str]) -> list[tuple[str, s
     """(flag, value, the words as written) for each word Hydra's parser does not know that starts with '-': its value
     after '=', else the next word when that is a bare value (`--max_steps 10`), else None."""
     unknown = [w for w in unknown if w.startswith("-") and len(w) > 1]
-    found = []
+    found: list[tuple[str, str | None, str]] = []
     for word in unknown:
-        name, eq, value = word.partition("=")
+        name, eq, written = word.partition("=")
+        value: str | None = written
         if not eq:
             at = argv.index(word)
             after = argv[at + 1] if at + 1 < len(argv) else None

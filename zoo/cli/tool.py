@@ -121,7 +121,7 @@ def describe(
             continue
         kind = hints.get(f.name, f.type)
         given = values.get(f.name, dataclasses.MISSING) if values is not None else dataclasses.MISSING
-        if dataclasses.is_dataclass(kind):
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             lines += describe(kind, f"{prefix}{f.name}.", given if isinstance(given, dict) else None)
             continue
         text = f.metadata.get("help")

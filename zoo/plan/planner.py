@@ -54,7 +54,7 @@ class Plan:
 
     @property
     def dominant(self) -> str:
-        return max(self.parts, key=self.parts.get)
+        return max(self.parts, key=lambda part: self.parts[part])
 
 
 def step_setup(options: PlanOptions, batch: int, seq_len: int) -> StepSetup:
@@ -76,7 +76,7 @@ def step_setup(options: PlanOptions, batch: int, seq_len: int) -> StepSetup:
     return StepSetup(
         batch=batch,
         seq_len=seq_len,
-        precision=options.precision.value,
+        precision=str(options.precision),  # a Precision, whose str() is its value
         output_loss=OutputLoss(loss.value),
         loss_chunk=options.loss_chunk,
         optimizer=OptimizerImpl(optimizer.value),

@@ -15,7 +15,7 @@ def table(p: Plan) -> str:
     o = p.options
     group = f", shards over {o.shard_group}" if o.shard_group > 1 else ""
     lines = [
-        f"{p.step.param_count:,} parameters; micro-batch {p.batch} x {p.seq_len} tokens; {o.precision.value}; "
+        f"{p.step.param_count:,} parameters; micro-batch {p.batch} x {p.seq_len} tokens; {o.precision}; "
         f"strategy {o.strategy.value} at world size {o.world_size}{group}; {o.device.value} kernels; "
         f"peak in {p.step.peak_phase}",
         "",
@@ -53,8 +53,10 @@ def verdict(p: Plan, largest: int) -> list[str]:
     if dominant in (ACTIVATIONS, LOSS) and not p.model.checkpoint_activations:
         model = dataclasses.replace(p.model, checkpoint_activations=True)
         other = plan(model, o, p.batch)
-        state = "fits" if other.fits else "does not fit either"
-        lines.append(f"model.checkpoint_activations=true: {show_bytes(other.total)} at micro-batch {p.batch}, {state}")
+        verdict = "fits" if other.fits else "does not fit either"
+        lines.append(
+            f"model.checkpoint_activations=true: {show_bytes(other.total)} at micro-batch {p.batch}, {verdict}"
+        )
     state = p.parts[WEIGHTS] + p.parts[GRADIENTS] + p.parts[OPTIMIZER]
     if o.strategy in (Strategy.none, Strategy.ddp) and state > 0.25 * o.usable_bytes:
         rest = p.total - state

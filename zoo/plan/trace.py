@@ -29,6 +29,7 @@ import contextlib
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -285,7 +286,8 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, flo
         for b in model.buffers():
             trace.add(b, BUFFERS)
         trace.param_storages = _storage_keys(params)
-        head = model.lm_head.weight if model.lm_head is not None else None
+        # nn.Linear's weight is a Parameter (torch's stub says Tensor)
+        head = cast(torch.nn.Parameter, model.lm_head.weight) if model.lm_head is not None else None
         optimizer = build_optimizer(
             model, OptimConfig(kind=setup.optim, implementation=setup.optimizer), output_embedding=head
         )

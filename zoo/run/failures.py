@@ -21,9 +21,10 @@ def known_failure(exc: BaseException, run_dir: Path) -> str | None:
     """The line for `exc` (torch reports a full disk as "unexpected pos ..." caused by the
     OSError, so the whole chain is read); None for anything else, a bug."""
     seen: list[BaseException] = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    link: BaseException | None = exc
+    while link is not None and link not in seen:
+        seen.append(link)
+        link = link.__cause__ or link.__context__
     for err in seen:
         if isinstance(err, OSError) and err.errno in STORAGE_ERRORS:
             where = err.filename or run_dir

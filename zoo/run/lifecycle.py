@@ -107,6 +107,7 @@ def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stu
         return RunOutcome(
             Outcome.REQUEUED, run_dir, requeued=result.requeued, task=result.task, is_global_zero=result.is_global_zero
         )
+    assert result.summary is not None  # only a requeued run writes none
     return RunOutcome(
         Outcome.FINISHED,
         run_dir,
@@ -134,7 +135,8 @@ def followers_of_max_steps(cfg) -> dict[str, Any]:
         longer = cfg.copy()
         with open_dict(longer):
             longer.trainer.max_steps = 2 * max(steps, 1)
-        now, later = {}, {}
+        now: dict[str, Any] = {}
+        later: dict[str, Any] = {}
         for section in COMPARED:
             if section in cfg:
                 flatten(section, OmegaConf.to_container(cfg[section], resolve=True), now)

@@ -36,7 +36,8 @@ class RunOutcome:
     def exit_status(self) -> int:
         """zoo-train's: 0, 128 + the signal, 1 for a run that could not go on, 2 for bad input."""
         if self.kind == Outcome.INTERRUPTED:
-            return 128 + int(self.failure.signal or 0)
+            signal = self.failure.signal if self.failure is not None else None
+            return 128 + int(signal or 0)
         return {Outcome.STOPPED: 1, Outcome.REFUSED: 2}.get(self.kind, 0)
 
     @property

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import torch
 
@@ -57,7 +58,7 @@ class HFSubject:
         if not self.work.stacks.decoder:  # nothing to generate with
             return None
         self.model.eval()
-        kwargs = {"decoder_start_token_id": 1} if self.work.stacks.cross_attention else {}
+        kwargs: dict[str, Any] = {"decoder_start_token_id": 1} if self.work.stacks.cross_attention else {}
         if self.static:
             kwargs["cache_implementation"] = "static"
         with self.work.autocast():

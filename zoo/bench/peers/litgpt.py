@@ -11,6 +11,8 @@ without its dependencies: `pip install --no-deps litgpt psutil`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from zoo.bench.peers.logits_lm import LogitsLMPeer
@@ -77,6 +79,8 @@ def config_kwargs(work: Workload) -> dict:
 
 
 class LitGPTSubject(LogitsLMPeer):
+    model: Any  # litgpt's GPT: the package ships no types (its KV-cache methods are its own)
+
     def __init__(self, work: Workload, *, zoo_model=None, compile: bool = False) -> None:
         try:
             from litgpt.config import Config
