@@ -4,7 +4,8 @@ converters: the router and the stacked experts of a mixture layer, and the route
 transformers 5 holds a mixture layer as `mlp.gate.weight` (E, D), the router without bias, and
 `mlp.experts.gate_up_proj` (E, 2·F, D), each expert's gate rows then its up rows, and
 `mlp.experts.down_proj` (E, D, F): zoo's `ff.router.weight`, `ff.experts.w_in` and
-`ff.experts.w_out` (`zoo.nn.moe`) as they are. Every one of these routers takes the softmax of
+`ff.experts.w_out` (`zoo.nn.moe`) as they are (the rows of `zoo.interop.hf.rope_decoder`'s
+table that `moe_layer` selects). Every one of these routers takes the softmax of
 the E logits in float32 and its top k: zoo's `model.moe_gate=softmax`, dropless
 (`model.moe_capacity=null`), without shared experts; whether the k weights are renormalised
 to sum 1 is Mixtral's always, OLMoE's and Qwen3-MoE's `norm_topk_prob` (`model.moe_renorm`).
@@ -19,7 +20,7 @@ at k = 8 is about `task.moe_balance=0.08`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 from zoo.config.facts.ffn import FFNKind, layer_kinds
 from zoo.config.schema.model import ModelConfig
@@ -39,26 +40,22 @@ ROUTER_OPTIONS = {
 }
 
 
-def moe_options(**family) -> dict:
+def moe_options(**family: Any) -> dict[str, Any]:
     """`ROUTER_OPTIONS` with a family's own (`moe_renorm=(True,)`, `moe_every=ANY`, ...)."""
     return {**ROUTER_OPTIONS, "moe_renorm": (True, False), "moe_every": (1,), **family}
 
 
-class MixtureLayers:
-    """Put first among a `RopeDecoderConverter`'s bases: the layers `cfg` makes mixtures map
-    their router and stacked experts, the others their dense unit as the family does."""
-
-    def ffn_groups(self, cfg: ModelConfig, i: int, z: str, hf: str) -> Iterator[tuple[str, list[str]]]:
-        """(zoo name, [transformers name]) of layer `i`'s feed-forward weights."""
-        if layer_kinds(cfg, cfg.n_layers)[i] != FFNKind.moe:
-            yield from super().ffn_groups(cfg, i, z, hf)
-            return
-        yield z + "ff.router.weight", [hf + "mlp.gate.weight"]  # (E, D)
-        yield z + "ff.experts.w_in", [hf + "mlp.experts.gate_up_proj"]  # (E, 2·F, D): gate rows, then up rows
-        yield z + "ff.experts.w_out", [hf + "mlp.experts.down_proj"]  # (E, D, F)
+def moe_layer(cfg: ModelConfig, i: int) -> bool:
+    """Is layer i of `cfg` a mixture of experts (its rows: the router and the stacked experts)?"""
+    return layer_kinds(cfg, cfg.n_layers)[i] == FFNKind.moe
 
 
-def router_keys(config, experts_field: str, renorm: bool) -> dict:
+def dense_layer(cfg: ModelConfig, i: int) -> bool:
+    """Is layer i of `cfg` a dense feed-forward unit?"""
+    return not moe_layer(cfg, i)
+
+
+def router_keys(config: Any, experts_field: str, renorm: bool) -> dict[str, Any]:
     """zoo's model.moe_* keys of a transformers config's router: E (in `experts_field`), k and
     whether the top-k weights are renormalised."""
     require(config, "hidden_act", "silu")
