@@ -9,17 +9,7 @@ from typing import Any
 
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ACTIVATIONS, HF_ACTIVATIONS, UnsupportedConfig, require
-from zoo.interop.hf.table import (
-    ROW,
-    WB,
-    Family,
-    Row,
-    Stack,
-    Table,
-    heads_span_model,
-    one_kv_per_head,
-    row,
-)
+from zoo.interop.hf.table import FULL_HEADS, ROW, WB, Composition, Family, Row, Stack, Table, fields, row
 
 OFFSET = 2  # BartLearnedPositionalEmbedding's offset
 # one layer of either stack; the decoder's adds cross-attention (zoo fuses k, v there: kv_proj)
@@ -48,9 +38,8 @@ def _side(side: str) -> tuple[Row, ...]:
 
 
 TABLE = Table(
+    embed="model.shared.weight",
     top=(
-        row("embed.weight", "model.shared.weight"),
-        row("lm_head.weight", "lm_head.weight"),
         row("output_bias", "final_logits_bias", transform=ROW, optional=True),
         *_side("encoder"),
         *_side("decoder"),
@@ -63,6 +52,20 @@ TABLE = Table(
 )
 # BART always has final_logits_bias (zeros reproduce a composition without) and may scale embeddings
 OPTIONS = {"embed_norm": (True,), "offset": (OFFSET,), "output_bias": (True, False), "scale_embeddings": (True, False)}
+COMPOSITION = Composition(
+    "encoder_decoder", "learned", "post", "layernorm", tuple(HF_ACTIVATIONS), True, OPTIONS, checks=FULL_HEADS
+)
+# the encoder's sizes; the decoder's must equal them (zoo's stacks share one size)
+FIELDS = fields(
+    "d_model d_model",
+    "n_heads encoder_attention_heads",
+    "n_layers encoder_layers",
+    "n_decoder_layers decoder_layers",
+    "d_ff encoder_ffn_dim",
+    "vocab_size vocab_size",
+    "max_seq_len max_position_embeddings",
+    "scale_embeddings scale_embedding",
+)
 
 
 def bart_keys(config: Any) -> dict[str, Any]:
@@ -79,44 +82,25 @@ def bart_keys(config: Any) -> dict[str, Any]:
                 f"{type(config).__name__}.{enc}={getattr(config, enc)} differs from "
                 f"{dec}={getattr(config, dec)}; zoo's stacks share one size"
             )
-    return {
-        "family": "encoder_decoder",
-        "position": {"kind": "learned", "offset": OFFSET},
-        "norm": "post",
-        "norm_type": "layernorm",
-        "norm_eps": 1e-5,
-        "activation": ACTIVATIONS[config.activation_function],
-        "d_model": config.d_model,
-        "n_heads": config.encoder_attention_heads,
-        "n_layers": config.encoder_layers,
-        "n_decoder_layers": config.decoder_layers,
-        "d_ff": config.encoder_ffn_dim,
-        "vocab_size": config.vocab_size,
-        "max_seq_len": config.max_position_embeddings,
-        "dropout": 0.0,
-        "tie_embeddings": True,
-        "bias": True,
-        "scale_embeddings": bool(config.scale_embedding),
-        "embed_norm": True,
-        "output_bias": True,
-    }
+    options = {"embed_norm": True, "output_bias": True, "scale_embeddings": bool(config.scale_embedding)}
+    return COMPOSITION.keys(
+        FIELDS.read(config),
+        options,
+        position={"kind": "learned", "offset": OFFSET},
+        norm_eps=1e-5,
+        activation=ACTIVATIONS[config.activation_function],
+        tie_embeddings=True,
+    )
 
 
 def bart_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     if cfg.norm_eps != 1e-5:
         raise UnsupportedConfig(f"model.norm_eps={cfg.norm_eps}: BART's LayerNorms use 1e-5")
     return {
-        "vocab_size": cfg.vocab_size,
-        "d_model": cfg.d_model,
-        "encoder_layers": cfg.n_layers,
-        "decoder_layers": cfg.n_decoder_layers,
-        "encoder_attention_heads": cfg.n_heads,
+        **FIELDS.write(cfg),
         "decoder_attention_heads": cfg.n_heads,
-        "encoder_ffn_dim": cfg.d_ff,
         "decoder_ffn_dim": cfg.d_ff,
         "activation_function": HF_ACTIVATIONS[cfg.activation.value],
-        "max_position_embeddings": cfg.max_seq_len,
-        "scale_embedding": cfg.scale_embeddings,
         "dropout": 0.0,
         "attention_dropout": 0.0,
         "activation_dropout": 0.0,
@@ -124,26 +108,9 @@ def bart_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     }
 
 
-BART = Family(
-    model_type="bart",
-    description=(
-        "bart: encoder-decoder, learned positions with offset 2, post-LN layernorm, embed_norm, "
-        "output_bias, relu/gelu/gelu_tanh, biases"
-    ),
-    model_class="BartForConditionalGeneration",
-    config_class="BartConfig",
-    composition={
-        "family": "encoder_decoder",
-        "position": "learned",
-        "norm": "post",
-        "norm_type": "layernorm",
-        "activation": tuple(HF_ACTIVATIONS),
-    },
-    options=OPTIONS,
-    bias=True,
-    checks=(one_kv_per_head, heads_span_model),
-    zoo_keys=bart_keys,
-    hf_keys=bart_hf_keys,
-    table=lambda cfg: TABLE,
-    tie_from_weights=True,
+NAMES = ("bart", "BartForConditionalGeneration", "BartConfig")
+DESCRIPTION = (
+    "bart: encoder-decoder, learned positions with offset 2, post-LN layernorm, embed_norm, output_bias, "
+    "relu/gelu/gelu_tanh, biases"
 )
+BART = Family(NAMES, DESCRIPTION, COMPOSITION, (bart_keys, bart_hf_keys), TABLE, tie_from_weights=True)

@@ -12,38 +12,23 @@ from typing import Any
 
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ACTIVATIONS, ANY, HF_ACTIVATIONS, require
-from zoo.interop.hf.table import (
-    WB,
-    Family,
-    Stack,
-    Table,
-    fields,
-    heads_span_model,
-    one_kv_per_head,
-    read_fields,
-    row,
-    write_fields,
-)
+from zoo.interop.hf.table import FULL_HEADS, HIDDEN_FIELDS, WB, Composition, Family, Stack, Table, row
 
-FIELDS = fields(
-    "d_model hidden_size",
-    "n_heads num_attention_heads",
-    "n_layers num_hidden_layers",
-    "d_ff intermediate_size",
-    "vocab_size vocab_size",
-    "max_seq_len max_position_embeddings",
-    "norm_eps layer_norm_eps",
-    "tie_embeddings tie_word_embeddings",
+# BERT always has token types and an output bias: zeros reproduce a composition without
+OPTIONS = {"embed_norm": (True,), "head_transform": (True,), "token_types": ANY, "output_bias": (True, False)}
+COMPOSITION = Composition(
+    "encoder_only", "learned", "post", "layernorm", tuple(HF_ACTIVATIONS), True, OPTIONS, checks=FULL_HEADS
 )
+FIELDS = HIDDEN_FIELDS.extended("norm_eps layer_norm_eps", "token_types type_vocab_size")
 TABLE = Table(
+    embed="bert.embeddings.word_embeddings.weight",
+    lm_head="cls.predictions.decoder.weight",
     top=(
-        row("embed.weight", "bert.embeddings.word_embeddings.weight"),
         row("encoder.positions.0.table.weight", "bert.embeddings.position_embeddings.weight"),
         row("token_type_embed.weight", "bert.embeddings.token_type_embeddings.weight", optional=True),
         row("encoder.embed_norm", "bert.embeddings.LayerNorm", suffixes=WB),
         row("head_transform.dense", "cls.predictions.transform.dense", suffixes=WB),
         row("head_transform.norm", "cls.predictions.transform.LayerNorm", suffixes=WB),
-        row("lm_head.weight", "cls.predictions.decoder.weight"),
         row("output_bias", "cls.predictions.decoder.bias", optional=True),  # what the forward adds
     ),
     stacks=(
@@ -69,54 +54,25 @@ def bert_keys(config: Any) -> dict[str, Any]:
     require(config, "position_embedding_type", ("absolute", None))
     require(config, "is_decoder", (False, None))
     require(config, "add_cross_attention", (False, None))
-    return {
-        "family": "encoder_only",
-        "position": {"kind": "learned"},
-        "norm": "post",
-        "norm_type": "layernorm",
-        "activation": ACTIVATIONS[config.hidden_act],
-        **read_fields(config, FIELDS),
-        "dropout": 0.0,
-        "tie_embeddings": True,
-        "bias": True,
-        "embed_norm": True,
-        "token_types": config.type_vocab_size,
-        "head_transform": True,
-        "output_bias": True,
-    }
+    options = {"embed_norm": True, "head_transform": True, "output_bias": True}
+    return COMPOSITION.keys(
+        FIELDS.read(config), options, activation=ACTIVATIONS[config.hidden_act], tie_embeddings=True
+    )
 
 
 def bert_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     return {
-        **write_fields(cfg, FIELDS),
+        **FIELDS.write(cfg),
         "hidden_act": HF_ACTIVATIONS[cfg.activation.value],
-        "type_vocab_size": max(cfg.token_types, 1),
+        "type_vocab_size": max(cfg.token_types, 1),  # one row of zeros where zoo has none
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
         "pad_token_id": 0,
     }
 
 
-BERT = Family(
-    model_type="bert",
-    description=(
-        "bert: encoder-only, learned positions, post-LN layernorm, embed_norm, head_transform, "
-        "relu/gelu/gelu_tanh, biases"
-    ),
-    model_class="BertForMaskedLM",
-    config_class="BertConfig",
-    composition={
-        "family": "encoder_only",
-        "position": "learned",
-        "norm": "post",
-        "norm_type": "layernorm",
-        "activation": tuple(HF_ACTIVATIONS),
-    },
-    options={"embed_norm": (True,), "head_transform": (True,), "token_types": ANY, "output_bias": (True, False)},
-    bias=True,
-    checks=(one_kv_per_head, heads_span_model),
-    zoo_keys=bert_keys,
-    hf_keys=bert_hf_keys,
-    table=lambda cfg: TABLE,
-    tie_from_weights=True,
+NAMES = ("bert", "BertForMaskedLM", "BertConfig")
+DESCRIPTION = (
+    "bert: encoder-only, learned positions, post-LN layernorm, embed_norm, head_transform, relu/gelu/gelu_tanh, biases"
 )
+BERT = Family(NAMES, DESCRIPTION, COMPOSITION, (bert_keys, bert_hf_keys), TABLE, tie_from_weights=True)

@@ -25,6 +25,7 @@ from typing import Any
 from zoo.config.facts.ffn import FFNKind, layer_kinds
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY, require
+from zoo.interop.hf.table import fields
 
 # the options a family with transformers' router reproduces (`composed_as`): the experts' count,
 # top-k and width as they are; softmax, dropless, no shared experts. `moe_renorm` and
@@ -38,6 +39,11 @@ ROUTER_OPTIONS = {
     "moe_shared": (0,),
     "moe_capacity": (None,),
 }
+
+
+# the router's config fields of OLMoE and Qwen3-MoE (Mixtral names E num_local_experts and
+# always renormalises)
+ROUTER_FIELDS = fields("moe_experts num_experts", "moe_top_k num_experts_per_tok", "moe_renorm norm_topk_prob")
 
 
 def moe_options(**family: Any) -> dict[str, Any]:
@@ -55,13 +61,8 @@ def dense_layer(cfg: ModelConfig, i: int) -> bool:
     return not moe_layer(cfg, i)
 
 
-def router_keys(config: Any, experts_field: str, renorm: bool) -> dict[str, Any]:
-    """zoo's model.moe_* keys of a transformers config's router: E (in `experts_field`), k and
-    whether the top-k weights are renormalised."""
+def router_keys(config: Any) -> dict[str, Any]:
+    """zoo's model.moe_* keys of a transformers config's router (`ROUTER_FIELDS`)."""
     require(config, "hidden_act", "silu")
-    return {
-        "ffn": "moe",
-        "moe_experts": getattr(config, experts_field),
-        "moe_top_k": config.num_experts_per_tok,
-        "moe_renorm": renorm,
-    }
+    keys = ROUTER_FIELDS.read(config)
+    return {"ffn": "moe", **keys, "moe_renorm": bool(keys["moe_renorm"])}

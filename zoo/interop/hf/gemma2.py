@@ -18,12 +18,13 @@ What transformers computes, and what it is in zoo:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY, UnsupportedConfig, require
 from zoo.interop.hf.rope_decoder import DROP, LLAMA_BLOCK, hf_keys, rope_table, zoo_keys
-from zoo.interop.hf.table import PLUS_ONE, Family, tied_embeddings
+from zoo.interop.hf.table import PLUS_ONE, Family, fields, tied_embeddings
 
 NORMS = {
     "self_attn_sub.norm": "input_layernorm",
@@ -32,6 +33,7 @@ NORMS = {
     "ff_sub.norm_out": "post_feedforward_layernorm",
 }
 FULL, SLIDING = "full_attention", "sliding_attention"
+SOFTCAPS = fields("attn_softcap attn_logit_softcapping", "final_softcap final_logit_softcapping")
 TABLE = rope_table(NORMS, norm=PLUS_ONE)  # the final norm and the layer norms hold w + 1
 OPTIONS = {
     "scale_embeddings": (True,),
@@ -85,8 +87,7 @@ def gemma2_keys(config: Any) -> dict[str, Any]:
     return {
         **keys,
         "attention_scale": None if scalar == keys["head_dim"] else scalar**-0.5,
-        "attn_softcap": config.attn_logit_softcapping,
-        "final_softcap": config.final_logit_softcapping,
+        **SOFTCAPS.read(config),
         **layers,
     }
 
@@ -101,23 +102,20 @@ def gemma2_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
         query_pre_attn_scalar=pre_attn_scalar(cfg),
         sliding_window=cfg.window if sliding else cfg.max_seq_len,  # read by no layer, but read
         layer_types=layer_kinds(cfg.n_layers, cfg.global_every) if sliding else [FULL] * cfg.n_layers,
-        attn_logit_softcapping=cfg.attn_softcap,
-        final_logit_softcapping=cfg.final_softcap,
+        **SOFTCAPS.write(cfg),
     )
 
 
-GEMMA2 = Family(
-    model_type="gemma2",
-    description=(
-        "gemma2: decoder-only, rope, sandwich rmsnorm, geglu_tanh, scaled tied embeddings, "
-        "soft-capping, sliding/global layers, no biases"
-    ),
-    model_class="Gemma2ForCausalLM",
-    config_class="Gemma2Config",
-    composition={**LLAMA_BLOCK, "norm": "sandwich", "activation": "geglu_tanh"},
+NAMES = ("gemma2", "Gemma2ForCausalLM", "Gemma2Config")
+DESCRIPTION = (
+    "gemma2: decoder-only, rope, sandwich rmsnorm, geglu_tanh, scaled tied embeddings, soft-capping, "
+    "sliding/global layers, no biases"
+)
+COMPOSITION = replace(
+    LLAMA_BLOCK,
+    norm="sandwich",
+    activation="geglu_tanh",
     options=OPTIONS,
     checks=(tied_embeddings, lambda cfg: pre_attn_scalar(cfg) is not None),
-    zoo_keys=gemma2_keys,
-    hf_keys=gemma2_hf_keys,
-    table=lambda cfg: TABLE,
 )
+GEMMA2 = Family(NAMES, DESCRIPTION, COMPOSITION, (gemma2_keys, gemma2_hf_keys), TABLE)

@@ -1,8 +1,8 @@
 """GPT-2 (Radford et al. 2019) <-> zoo's `gpt` composition with `activation=gelu_tanh`:
 decoder-only, learned positions, pre-LN LayerNorm, biases everywhere, tied embeddings.
 
-GPT-2 stores its projections as `Conv1D` with (in, out) weights: their rows are `TRANSPOSE`d
-on the way in and out. Its fused `c_attn` holds q, k, v in zoo's order."""
+GPT-2 stores its projections as `Conv1D` with (in, out) weights: they are transposed on the
+way in and out (`CONV1D`). Its fused `c_attn` holds q, k, v in zoo's order."""
 
 from __future__ import annotations
 
@@ -11,21 +11,22 @@ from typing import Any
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import HF_ACTIVATIONS, require
 from zoo.interop.hf.table import (
-    TRANSPOSE,
+    FULL_HEADS,
     WB,
+    Composition,
     Family,
     Stack,
     Table,
+    Transform,
     fields,
-    heads_span_model,
-    one_kv_per_head,
-    read_fields,
     row,
     tied_embeddings,
-    write_fields,
 )
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+COMPOSITION = Composition(
+    "decoder_only", "learned", "pre", "layernorm", tuple(HF_ACTIVATIONS), True, checks=(tied_embeddings, *FULL_HEADS)
+)
 FIELDS = fields(
     "d_model n_embd",
     "n_heads n_head",
@@ -34,32 +35,27 @@ FIELDS = fields(
     "max_seq_len n_positions",
     "norm_eps layer_norm_epsilon",
 )
+# Conv1D stores a weight (in, out) where zoo's Linear holds (out, in); its bias is as it is
+CONV1D = Transform(
+    "conv1d",
+    lambda t, cfg: t.t() if t.dim() == 2 else t,
+    lambda t, cfg: t.t().contiguous() if t.dim() == 2 else t,
+)
+LAYER = (
+    row("self_attn.qkv_proj", "attn.c_attn", transform=CONV1D, suffixes=WB),  # q, k, v in zoo's order
+    row("self_attn.o_proj", "attn.c_proj", transform=CONV1D, suffixes=WB),
+    row("ff.w_in", "mlp.c_fc", transform=CONV1D, suffixes=WB),
+    row("ff.w_out", "mlp.c_proj", transform=CONV1D, suffixes=WB),
+    row("self_attn_sub.norm", "ln_1", suffixes=WB),
+    row("ff_sub.norm", "ln_2", suffixes=WB),
+)
 TABLE = Table(
+    embed="transformer.wte.weight",
     top=(
-        row("embed.weight", "transformer.wte.weight"),
-        row("lm_head.weight", "lm_head.weight"),
         row("decoder.positions.0.table.weight", "transformer.wpe.weight"),
         row("decoder.final_norm", "transformer.ln_f", suffixes=WB),
     ),
-    stacks=(
-        Stack(
-            "decoder.layers.{i}.",
-            "transformer.h.{i}.",
-            (
-                row("self_attn.qkv_proj.weight", "attn.c_attn.weight", transform=TRANSPOSE),
-                row("self_attn.qkv_proj.bias", "attn.c_attn.bias"),
-                row("self_attn.o_proj.weight", "attn.c_proj.weight", transform=TRANSPOSE),
-                row("self_attn.o_proj.bias", "attn.c_proj.bias"),
-                row("ff.w_in.weight", "mlp.c_fc.weight", transform=TRANSPOSE),
-                row("ff.w_in.bias", "mlp.c_fc.bias"),
-                row("ff.w_out.weight", "mlp.c_proj.weight", transform=TRANSPOSE),
-                row("ff.w_out.bias", "mlp.c_proj.bias"),
-                row("self_attn_sub.norm", "ln_1", suffixes=WB),
-                row("ff_sub.norm", "ln_2", suffixes=WB),
-            ),
-        ),
-    ),
-    aliases={"lm_head.weight": "transformer.wte.weight"},  # tied: one tensor
+    stacks=(Stack("decoder.layers.{i}.", "transformer.h.{i}.", LAYER),),
 )
 
 
@@ -69,23 +65,13 @@ def gpt2_keys(config: Any) -> dict[str, Any]:
     require(config, "scale_attn_by_inverse_layer_idx", (False, None))
     require(config, "add_cross_attention", (False, None))
     require(config, "tie_word_embeddings", (True, None), "zoo's GPT-2 ties its output to the embedding")
-    return {
-        "family": "decoder_only",
-        "position": {"kind": "learned"},
-        "norm": "pre",
-        "norm_type": "layernorm",
-        "activation": ACTIVATIONS[config.activation_function],
-        **read_fields(config, FIELDS),
-        "d_ff": config.n_inner or 4 * config.n_embd,
-        "dropout": 0.0,
-        "tie_embeddings": True,
-        "bias": True,
-    }
+    d_ff = config.n_inner or 4 * config.n_embd
+    return COMPOSITION.keys(FIELDS.read(config), activation=ACTIVATIONS[config.activation_function], d_ff=d_ff)
 
 
 def gpt2_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     return {
-        **write_fields(cfg, FIELDS),
+        **FIELDS.write(cfg),
         "n_inner": cfg.d_ff,
         "activation_function": HF_ACTIVATIONS[cfg.activation.value],
         "resid_pdrop": 0.0,
@@ -97,21 +83,6 @@ def gpt2_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     }
 
 
-GPT2 = Family(
-    model_type="gpt2",
-    description="gpt2: decoder-only, learned positions, pre-LN layernorm, relu/gelu/gelu_tanh, biases, tied",
-    model_class="GPT2LMHeadModel",
-    config_class="GPT2Config",
-    composition={
-        "family": "decoder_only",
-        "position": "learned",
-        "norm": "pre",
-        "norm_type": "layernorm",
-        "activation": tuple(HF_ACTIVATIONS),
-    },
-    bias=True,
-    checks=(tied_embeddings, one_kv_per_head, heads_span_model),
-    zoo_keys=gpt2_keys,
-    hf_keys=gpt2_hf_keys,
-    table=lambda cfg: TABLE,
-)
+NAMES = ("gpt2", "GPT2LMHeadModel", "GPT2Config")
+DESCRIPTION = "gpt2: decoder-only, learned positions, pre-LN layernorm, relu/gelu/gelu_tanh, biases, tied"
+GPT2 = Family(NAMES, DESCRIPTION, COMPOSITION, (gpt2_keys, gpt2_hf_keys), TABLE)

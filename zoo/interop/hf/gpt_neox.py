@@ -19,31 +19,20 @@ import torch
 
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ACTIVATIONS, HF_ACTIVATIONS, hf_rope, require, rope_of
-from zoo.interop.hf.table import (
-    WB,
-    Family,
-    Stack,
-    Table,
-    Transform,
-    fields,
-    heads_span_model,
-    one_kv_per_head,
-    read_fields,
-    row,
-    write_fields,
-)
+from zoo.interop.hf.table import FULL_HEADS, HIDDEN_FIELDS, WB, Composition, Family, Stack, Table, Transform, row
 
 BLOCKS = {True: "parallel_two_norms", False: "sequential"}  # use_parallel_residual -> model.block
-FIELDS = fields(
-    "d_model hidden_size",
-    "n_heads num_attention_heads",
-    "n_layers num_hidden_layers",
-    "d_ff intermediate_size",
-    "vocab_size vocab_size",
-    "max_seq_len max_position_embeddings",
-    "norm_eps layer_norm_eps",
-    "tie_embeddings tie_word_embeddings",
+COMPOSITION = Composition(
+    "decoder_only",
+    "rope",
+    "pre",
+    "layernorm",
+    tuple(HF_ACTIVATIONS),
+    True,
+    {"block": tuple(BLOCKS.values())},
+    FULL_HEADS,
 )
+FIELDS = HIDDEN_FIELDS.extended("norm_eps layer_norm_eps")
 
 
 def by_kind(t: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -57,27 +46,18 @@ def by_head(t: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 HEAD_BY_HEAD = Transform("head_by_head", lambda t, cfg: by_kind(t, cfg.n_heads), lambda t, cfg: by_head(t, cfg.n_heads))
+LAYER = (
+    row("self_attn_sub.norm", "input_layernorm", suffixes=WB),
+    row("ff_sub.norm", "post_attention_layernorm", suffixes=WB),
+    row("self_attn.qkv_proj", "attention.query_key_value", transform=HEAD_BY_HEAD, suffixes=WB),
+    row("self_attn.o_proj", "attention.dense", suffixes=WB),
+    row("ff.w_in", "mlp.dense_h_to_4h", suffixes=WB),
+    row("ff.w_out", "mlp.dense_4h_to_h", suffixes=WB),
+)
 TABLE = Table(
-    top=(
-        row("embed.weight", "gpt_neox.embed_in.weight"),
-        row("lm_head.weight", "lm_head.weight"),
-        row("decoder.final_norm", "gpt_neox.final_layer_norm", suffixes=WB),
-    ),
-    stacks=(
-        Stack(
-            "decoder.layers.{i}.",
-            "gpt_neox.layers.{i}.",
-            (
-                row("self_attn_sub.norm", "input_layernorm", suffixes=WB),
-                row("ff_sub.norm", "post_attention_layernorm", suffixes=WB),
-                row("self_attn.qkv_proj", "attention.query_key_value", transform=HEAD_BY_HEAD, suffixes=WB),
-                row("self_attn.o_proj", "attention.dense", suffixes=WB),
-                row("ff.w_in", "mlp.dense_h_to_4h", suffixes=WB),
-                row("ff.w_out", "mlp.dense_4h_to_h", suffixes=WB),
-            ),
-        ),
-    ),
-    aliases={"lm_head.weight": "gpt_neox.embed_in.weight"},  # tied: saved once
+    embed="gpt_neox.embed_in.weight",
+    top=(row("decoder.final_norm", "gpt_neox.final_layer_norm", suffixes=WB),),
+    stacks=(Stack("decoder.layers.{i}.", "gpt_neox.layers.{i}.", LAYER),),
 )
 
 
@@ -85,23 +65,19 @@ def neox_keys(config: Any) -> dict[str, Any]:
     require(config, "hidden_act", tuple(ACTIVATIONS))
     require(config, "attention_bias", (True, None), "zoo's biases are on every projection or none")
     theta, scale = rope_of(config)
-    return {
-        "family": "decoder_only",
-        "position": {"kind": "rope", "theta": theta, "scale": scale},
-        "norm": "pre",
-        "norm_type": "layernorm",
-        "activation": ACTIVATIONS[config.hidden_act],
-        "block": BLOCKS[bool(config.use_parallel_residual)],
-        **read_fields(config, FIELDS),
-        "dropout": 0.0,
-        "tie_embeddings": bool(config.tie_word_embeddings),
-        "bias": True,
-    }
+    position = {"kind": "rope", "theta": theta, "scale": scale}
+    return COMPOSITION.keys(
+        FIELDS.read(config),
+        position=position,
+        activation=ACTIVATIONS[config.hidden_act],
+        block=BLOCKS[bool(config.use_parallel_residual)],
+        tie_embeddings=bool(config.tie_word_embeddings),
+    )
 
 
 def neox_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     return {
-        **write_fields(cfg, FIELDS),
+        **FIELDS.write(cfg),
         "hidden_act": HF_ACTIVATIONS[cfg.activation.value],
         "use_parallel_residual": cfg.block.value == "parallel_two_norms",
         "rope_parameters": {**hf_rope(cfg.position), "partial_rotary_factor": 1.0},
@@ -114,25 +90,9 @@ def neox_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     }
 
 
-GPT_NEOX = Family(
-    model_type="gpt_neox",
-    description=(
-        "gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, gelu/gelu_tanh/relu, "
-        "biases, parallel (two norms) or sequential block"
-    ),
-    model_class="GPTNeoXForCausalLM",
-    config_class="GPTNeoXConfig",
-    composition={
-        "family": "decoder_only",
-        "position": "rope",
-        "norm": "pre",
-        "norm_type": "layernorm",
-        "activation": tuple(HF_ACTIVATIONS),
-    },
-    options={"block": tuple(BLOCKS.values())},
-    bias=True,
-    checks=(one_kv_per_head, heads_span_model),
-    zoo_keys=neox_keys,
-    hf_keys=neox_hf_keys,
-    table=lambda cfg: TABLE,
+NAMES = ("gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig")
+DESCRIPTION = (
+    "gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, gelu/gelu_tanh/relu, biases, "
+    "parallel (two norms) or sequential block"
 )
+GPT_NEOX = Family(NAMES, DESCRIPTION, COMPOSITION, (neox_keys, neox_hf_keys), TABLE)

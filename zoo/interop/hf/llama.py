@@ -28,13 +28,6 @@ def llama_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     return hf_keys(cfg, mlp_bias=False)
 
 
-LLAMA = Family(
-    model_type="llama",
-    description="llama: decoder-only, rope, pre-norm rmsnorm, swiglu, no biases",
-    model_class="LlamaForCausalLM",
-    config_class="LlamaConfig",
-    composition=LLAMA_BLOCK,
-    zoo_keys=llama_keys,
-    hf_keys=llama_hf_keys,
-    table=lambda cfg: TABLE,
-)
+NAMES = ("llama", "LlamaForCausalLM", "LlamaConfig")
+DESCRIPTION = "llama: decoder-only, rope, pre-norm rmsnorm, swiglu, no biases"
+LLAMA = Family(NAMES, DESCRIPTION, LLAMA_BLOCK, (llama_keys, llama_hf_keys), TABLE)

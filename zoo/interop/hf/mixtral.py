@@ -10,22 +10,26 @@ Gemma 2 (`zoo.interop.hf.gemma2`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.config.facts.ffn import expert_width
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY
-from zoo.interop.hf.experts import moe_options, router_keys
+from zoo.interop.hf.experts import moe_options
 from zoo.interop.hf.llama import TABLE, llama_keys
 from zoo.interop.hf.rope_decoder import DROP, LLAMA_BLOCK, hf_keys
-from zoo.interop.hf.table import Family
+from zoo.interop.hf.table import Family, fields
+
+ROUTER_FIELDS = fields("moe_experts num_local_experts", "moe_top_k num_experts_per_tok")  # renormalised always
 
 
 def mixtral_keys(config: Any) -> dict[str, Any]:
     """Llama's composition with Mixtral's experts, and its sliding window where it has one."""
     window = getattr(config, "sliding_window", None)
     attention = {"attention": "sliding", "window": window} if window is not None else {}
-    return {**llama_keys(config), **router_keys(config, "num_local_experts", True), **attention}
+    router = {"ffn": "moe", **ROUTER_FIELDS.read(config), "moe_renorm": True}
+    return {**llama_keys(config), **router, **attention}
 
 
 def mixtral_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
@@ -34,23 +38,15 @@ def mixtral_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
         attention_bias=DROP,
         intermediate_size=expert_width(cfg, cfg.d_ff),
         sliding_window=cfg.window if cfg.attention.value == "sliding" else None,
-        num_local_experts=cfg.moe_experts,
-        num_experts_per_tok=cfg.moe_top_k,
         router_jitter_noise=0.0,
+        **ROUTER_FIELDS.write(cfg),
     )
 
 
-MIXTRAL = Family(
-    model_type="mixtral",
-    description=(
-        "mixtral: decoder-only, rope, pre-norm rmsnorm, swiglu, a mixture of experts in every layer "
-        "(softmax, top-k renormalised), full or sliding attention, no biases"
-    ),
-    model_class="MixtralForCausalLM",
-    config_class="MixtralConfig",
-    composition=LLAMA_BLOCK,
-    options=moe_options(moe_renorm=(True,), attention=("full", "sliding"), window=ANY),
-    zoo_keys=mixtral_keys,
-    hf_keys=mixtral_hf_keys,
-    table=lambda cfg: TABLE,
+NAMES = ("mixtral", "MixtralForCausalLM", "MixtralConfig")
+DESCRIPTION = (
+    "mixtral: decoder-only, rope, pre-norm rmsnorm, swiglu, a mixture of experts in every layer "
+    "(softmax, top-k renormalised), full or sliding attention, no biases"
 )
+OPTIONS = moe_options(moe_renorm=(True,), attention=("full", "sliding"), window=ANY)
+MIXTRAL = Family(NAMES, DESCRIPTION, replace(LLAMA_BLOCK, options=OPTIONS), (mixtral_keys, mixtral_hf_keys), TABLE)

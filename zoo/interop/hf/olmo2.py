@@ -9,6 +9,7 @@ turns them: zoo's `model.qk_norm=projection`. Its layers have no norm before the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.config.schema.model import ModelConfig
@@ -31,17 +32,9 @@ def olmo2_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     return hf_keys(cfg, head_dim=DROP if cfg.head_dim * cfg.n_heads == cfg.d_model else cfg.head_dim)
 
 
-OLMO2 = Family(
-    model_type="olmo2",
-    description=(
-        "olmo2: decoder-only, rope, reordered rmsnorm (after the sublayers), swiglu, "
-        "qk-norm over the projection, no biases"
-    ),
-    model_class="Olmo2ForCausalLM",
-    config_class="Olmo2Config",
-    composition={**LLAMA_BLOCK, "norm": "reordered"},
-    options=QK_NORM_PROJECTION,
-    zoo_keys=olmo2_keys,
-    hf_keys=olmo2_hf_keys,
-    table=lambda cfg: TABLE,
+NAMES = ("olmo2", "Olmo2ForCausalLM", "Olmo2Config")
+DESCRIPTION = (
+    "olmo2: decoder-only, rope, reordered rmsnorm (after the sublayers), swiglu, qk-norm over the projection, no biases"
 )
+COMPOSITION = replace(LLAMA_BLOCK, norm="reordered", options=QK_NORM_PROJECTION)
+OLMO2 = Family(NAMES, DESCRIPTION, COMPOSITION, (olmo2_keys, olmo2_hf_keys), TABLE)

@@ -12,12 +12,13 @@ zoo clamps nothing. transformers sizes `q_norm` by D, so Dh is D / H both ways."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.config.facts.ffn import expert_width
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import require
-from zoo.interop.hf.experts import moe_options, router_keys
+from zoo.interop.hf.experts import ROUTER_FIELDS, moe_options, router_keys
 from zoo.interop.hf.olmo2 import QK_NORM_PROJECTION
 from zoo.interop.hf.rope_decoder import DROP, LLAMA_BLOCK, LLAMA_NORMS, QK_NORMS, hf_keys, rope_table, zoo_keys
 from zoo.interop.hf.table import Family, heads_span_model
@@ -28,34 +29,19 @@ TABLE = rope_table({**LLAMA_NORMS, **QK_NORMS})
 def olmoe_keys(config: Any) -> dict[str, Any]:
     require(config, "attention_bias", (False, None))
     require(config, "clip_qkv", None, "zoo does not clamp the projections")
-    router = router_keys(config, "num_experts", bool(config.norm_topk_prob))
-    return zoo_keys(config, qk_norm="projection", head_dim=config.hidden_size // config.num_attention_heads, **router)
+    head_dim = config.hidden_size // config.num_attention_heads
+    return zoo_keys(config, qk_norm="projection", head_dim=head_dim, **router_keys(config))
 
 
 def olmoe_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
-    return hf_keys(
-        cfg,
-        head_dim=DROP,
-        intermediate_size=expert_width(cfg, cfg.d_ff),
-        clip_qkv=None,
-        num_experts=cfg.moe_experts,
-        num_experts_per_tok=cfg.moe_top_k,
-        norm_topk_prob=cfg.moe_renorm,
-    )
+    experts = ROUTER_FIELDS.write(cfg)
+    return hf_keys(cfg, head_dim=DROP, intermediate_size=expert_width(cfg, cfg.d_ff), clip_qkv=None, **experts)
 
 
-OLMOE = Family(
-    model_type="olmoe",
-    description=(
-        "olmoe: decoder-only, rope, pre-norm rmsnorm, swiglu, qk-norm over the projection, a mixture of "
-        "experts in every layer (softmax, top-k renormalised or not), no biases"
-    ),
-    model_class="OlmoeForCausalLM",
-    config_class="OlmoeConfig",
-    composition=LLAMA_BLOCK,
-    options=moe_options(**QK_NORM_PROJECTION),
-    checks=(heads_span_model,),
-    zoo_keys=olmoe_keys,
-    hf_keys=olmoe_hf_keys,
-    table=lambda cfg: TABLE,
+NAMES = ("olmoe", "OlmoeForCausalLM", "OlmoeConfig")
+DESCRIPTION = (
+    "olmoe: decoder-only, rope, pre-norm rmsnorm, swiglu, qk-norm over the projection, a mixture of "
+    "experts in every layer (softmax, top-k renormalised or not), no biases"
 )
+COMPOSITION = replace(LLAMA_BLOCK, options=moe_options(**QK_NORM_PROJECTION), checks=(heads_span_model,))
+OLMOE = Family(NAMES, DESCRIPTION, COMPOSITION, (olmoe_keys, olmoe_hf_keys), TABLE)

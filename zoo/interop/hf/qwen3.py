@@ -8,6 +8,7 @@ with the RMSNorm of the block. Sliding-window layers (`use_sliding_window`, on t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.config.schema.model import ModelConfig
@@ -35,14 +36,7 @@ def qwen3_hf_keys(cfg: ModelConfig, **family: Any) -> dict[str, Any]:
     return hf_keys(cfg, use_sliding_window=False, **family)
 
 
-QWEN3 = Family(
-    model_type="qwen3",
-    description="qwen3: decoder-only, rope, pre-norm rmsnorm, swiglu, qk-norm per head, no biases",
-    model_class="Qwen3ForCausalLM",
-    config_class="Qwen3Config",
-    composition=LLAMA_BLOCK,
-    options=QK_NORM_HEAD,
-    zoo_keys=qwen3_keys,
-    hf_keys=qwen3_hf_keys,
-    table=lambda cfg: TABLE,
-)
+NAMES = ("qwen3", "Qwen3ForCausalLM", "Qwen3Config")
+DESCRIPTION = "qwen3: decoder-only, rope, pre-norm rmsnorm, swiglu, qk-norm per head, no biases"
+COMPOSITION = replace(LLAMA_BLOCK, options=QK_NORM_HEAD)
+QWEN3 = Family(NAMES, DESCRIPTION, COMPOSITION, (qwen3_keys, qwen3_hf_keys), TABLE)

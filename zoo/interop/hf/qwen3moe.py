@@ -11,12 +11,13 @@ attention (`use_sliding_window`), as for Qwen3."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zoo.config.facts.ffn import expert_width
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY, require
-from zoo.interop.hf.experts import moe_options, router_keys
+from zoo.interop.hf.experts import ROUTER_FIELDS, moe_options, router_keys
 from zoo.interop.hf.qwen3 import QK_NORM_HEAD, TABLE, qwen3_hf_keys, qwen3_keys
 from zoo.interop.hf.rope_decoder import LLAMA_BLOCK
 from zoo.interop.hf.table import Family
@@ -26,38 +27,24 @@ def qwen3moe_keys(config: Any) -> dict[str, Any]:
     """Qwen3's composition with its experts in every decoder_sparse_step-th layer."""
     require(config, "use_sliding_window", (False, None))
     require(config, "mlp_only_layers", ([], None), "zoo's dense layers are those outside every decoder_sparse_step-th")
-    router = router_keys(config, "num_experts", bool(config.norm_topk_prob))
-    return {
-        **qwen3_keys(config),
-        **router,
-        "moe_d_ff": config.moe_intermediate_size,
-        "moe_every": config.decoder_sparse_step,
-    }
+    every = {"moe_d_ff": config.moe_intermediate_size, "moe_every": config.decoder_sparse_step}
+    return {**qwen3_keys(config), **router_keys(config), **every}
 
 
 def qwen3moe_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     return qwen3_hf_keys(
         cfg,
         moe_intermediate_size=expert_width(cfg, cfg.d_ff),
-        num_experts=cfg.moe_experts,
-        num_experts_per_tok=cfg.moe_top_k,
-        norm_topk_prob=cfg.moe_renorm,
         decoder_sparse_step=cfg.moe_every,
         mlp_only_layers=[],
+        **ROUTER_FIELDS.write(cfg),
     )
 
 
-QWEN3_MOE = Family(
-    model_type="qwen3_moe",
-    description=(
-        "qwen3_moe: decoder-only, rope, pre-norm rmsnorm, swiglu, qk-norm per head, a mixture of experts "
-        "in every k-th layer (softmax, top-k renormalised or not), no biases"
-    ),
-    model_class="Qwen3MoeForCausalLM",
-    config_class="Qwen3MoeConfig",
-    composition=LLAMA_BLOCK,
-    options=moe_options(moe_every=ANY, **QK_NORM_HEAD),
-    zoo_keys=qwen3moe_keys,
-    hf_keys=qwen3moe_hf_keys,
-    table=lambda cfg: TABLE,
+NAMES = ("qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3MoeConfig")
+DESCRIPTION = (
+    "qwen3_moe: decoder-only, rope, pre-norm rmsnorm, swiglu, qk-norm per head, a mixture of experts "
+    "in every k-th layer (softmax, top-k renormalised or not), no biases"
 )
+COMPOSITION = replace(LLAMA_BLOCK, options=moe_options(moe_every=ANY, **QK_NORM_HEAD))
+QWEN3_MOE = Family(NAMES, DESCRIPTION, COMPOSITION, (qwen3moe_keys, qwen3moe_hf_keys), TABLE)

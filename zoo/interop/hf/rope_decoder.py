@@ -16,29 +16,14 @@ from typing import Any
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import hf_rope, rope_of
 from zoo.interop.hf.experts import dense_layer, moe_layer
-from zoo.interop.hf.table import IDENTITY, Row, Stack, Table, Transform, fields, read_fields, row, write_fields
+from zoo.interop.hf.table import HIDDEN_FIELDS, IDENTITY, Composition, Row, Stack, Table, Transform, row
 
-# Llama's block: what composed_as checks of every family here but OLMo 2's and Gemma 2's
-LLAMA_BLOCK = {
-    "family": "decoder_only",
-    "position": "rope",
-    "norm": "pre",
-    "norm_type": "rmsnorm",
-    "activation": "swiglu",
-}
+# Llama's block: the composition every family here starts from (OLMo 2 and Gemma 2 move the norms)
+LLAMA_BLOCK = Composition("decoder_only", "rope", "pre", "rmsnorm", "swiglu")
 DROP = object()  # hf_keys: an argument the family's transformers config does not take
 LLAMA_NORMS = {"self_attn_sub.norm": "input_layernorm", "ff_sub.norm": "post_attention_layernorm"}
 QK_NORMS = {"self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm"}
-FIELDS = fields(
-    "d_model hidden_size",
-    "n_heads num_attention_heads",
-    "n_layers num_hidden_layers",
-    "d_ff intermediate_size",
-    "vocab_size vocab_size",
-    "max_seq_len max_position_embeddings",
-    "norm_eps rms_norm_eps",
-    "tie_embeddings tie_word_embeddings",
-)
+FIELDS = HIDDEN_FIELDS.extended("norm_eps rms_norm_eps")
 ATTENTION = (
     row("self_attn.qkv_proj.weight", *(f"self_attn.{p}_proj.weight" for p in "qkv")),
     row("self_attn.o_proj.weight", "self_attn.o_proj.weight"),
@@ -62,15 +47,11 @@ def norm_rows(norms: dict[str, str], transform: Transform = IDENTITY) -> tuple[R
 def rope_table(norms: dict[str, str], norm: Transform = IDENTITY) -> Table:
     """The weight table of a Llama-like family with these layer norms (`norm` turns each norm)."""
     return Table(
-        top=(
-            row("embed.weight", "model.embed_tokens.weight"),
-            row("lm_head.weight", "lm_head.weight"),
-            row("decoder.final_norm.weight", "model.norm.weight", transform=norm),
-        ),
+        embed="model.embed_tokens.weight",
+        top=(row("decoder.final_norm.weight", "model.norm.weight", transform=norm),),
         stacks=(
             Stack("decoder.layers.{i}.", "model.layers.{i}.", ATTENTION + DENSE + EXPERTS + norm_rows(norms, norm)),
         ),
-        aliases={"lm_head.weight": "model.embed_tokens.weight"},  # tied: saved once
     )
 
 
@@ -78,24 +59,20 @@ def zoo_keys(config: Any, **family: Any) -> dict[str, Any]:
     """The ModelConfig keys every family here reads the same way, then the family's own."""
     theta, scale = rope_of(config)
     n_heads = config.num_attention_heads
-    return {
-        **LLAMA_BLOCK,
+    keys = {
         "position": {"kind": "rope", "theta": theta, "scale": scale},
-        **read_fields(config, FIELDS),
         "n_kv_heads": config.num_key_value_heads or n_heads,
         "head_dim": getattr(config, "head_dim", None) or config.hidden_size // n_heads,
-        "dropout": 0.0,
-        "tie_embeddings": bool(config.tie_word_embeddings),
-        "bias": False,
-        **family,
+        "tie_embeddings": bool(config.tie_word_embeddings),  # None in some configs
     }
+    return LLAMA_BLOCK.keys(FIELDS.read(config), keys, **family)
 
 
 def hf_keys(cfg: ModelConfig, **family: Any) -> dict[str, Any]:
     """The transformers config arguments every family here writes the same way, then the
     family's own (`DROP` removes an argument the family's config does not take)."""
     keys = {
-        **write_fields(cfg, FIELDS),
+        **FIELDS.write(cfg),
         "num_key_value_heads": cfg.n_kv_heads,
         "head_dim": cfg.head_dim,
         "hidden_act": "silu",

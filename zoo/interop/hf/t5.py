@@ -17,13 +17,25 @@ import torch
 
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY, UnsupportedConfig
-from zoo.interop.hf.table import Family, Row, Stack, Table, Transform, one_kv_per_head, row
+from zoo.interop.hf.table import Composition, Family, Row, Stack, Table, Transform, fields, one_kv_per_head, row
 
 # T5Config.feed_forward_proj -> zoo activation
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gated-gelu": "geglu_tanh", "gated-silu": "swiglu"}
 HF_ACTIVATIONS = {zoo: hf for hf, zoo in ACTIVATIONS.items()}
 # T5 never scales the scores (export folds zoo's scale into W_q) and scales outputs or not
 OPTIONS = {"attention_scale": ANY, "scale_output": (True, False)}
+COMPOSITION = Composition(
+    "encoder_decoder", "relative", "pre", "rmsnorm", tuple(HF_ACTIVATIONS), False, OPTIONS, (one_kv_per_head,)
+)
+FIELDS = fields(
+    "d_model d_model",
+    "n_heads num_heads",
+    "head_dim d_kv",
+    "n_layers num_layers",
+    "d_ff d_ff",
+    "vocab_size vocab_size",
+    "norm_eps layer_norm_epsilon",
+)
 
 
 def fold_query_scale(weight: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
@@ -77,9 +89,8 @@ def _side(side: str) -> tuple[Row, ...]:
 
 
 TABLE = Table(
+    embed="shared.weight",
     top=(
-        row("embed.weight", "shared.weight"),
-        row("lm_head.weight", "lm_head.weight"),
         *_side("encoder"),
         *_side("decoder"),
     ),
@@ -105,31 +116,18 @@ def t5_keys(config: Any) -> dict[str, Any]:
         )
     # transformers 5 keeps v1.0's output scaling in its own field; 4.x tied it to tying
     scale = getattr(config, "scale_decoder_outputs", getattr(config, "tie_word_embeddings", True))
-    return {
-        "family": "encoder_decoder",
-        "position": {
-            "kind": "relative",
-            "num_buckets": config.relative_attention_num_buckets,
-            "max_distance": config.relative_attention_max_distance,
-        },
-        "norm": "pre",
-        "norm_type": "rmsnorm",
-        "norm_eps": config.layer_norm_epsilon,
-        "activation": ACTIVATIONS[proj],
-        "d_model": config.d_model,
-        "n_heads": config.num_heads,
-        "head_dim": config.d_kv,
-        "n_layers": config.num_layers,
-        "n_decoder_layers": config.num_decoder_layers or config.num_layers,
-        "d_ff": config.d_ff,
-        "vocab_size": config.vocab_size,
-        "max_seq_len": getattr(config, "n_positions", None) or 512,
-        "dropout": 0.0,
-        "tie_embeddings": True,
-        "bias": False,
-        "attention_scale": 1.0,
-        "scale_output": bool(scale),
-    }
+    buckets = {"num_buckets": config.relative_attention_num_buckets}
+    position = {"kind": "relative", **buckets, "max_distance": config.relative_attention_max_distance}
+    return COMPOSITION.keys(
+        FIELDS.read(config),
+        position=position,
+        activation=ACTIVATIONS[proj],
+        n_decoder_layers=config.num_decoder_layers or config.num_layers,
+        max_seq_len=getattr(config, "n_positions", None) or 512,
+        tie_embeddings=True,
+        attention_scale=1.0,
+        scale_output=bool(scale),
+    )
 
 
 def t5_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
@@ -143,17 +141,11 @@ def t5_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
             "are tied; model.scale_output must equal model.tie_embeddings"
         )
     return {
-        "vocab_size": cfg.vocab_size,
-        "d_model": cfg.d_model,
-        "d_kv": cfg.head_dim,
-        "d_ff": cfg.d_ff,
-        "num_layers": cfg.n_layers,
+        **FIELDS.write(cfg),
         "num_decoder_layers": cfg.n_decoder_layers,
-        "num_heads": cfg.n_heads,
         "relative_attention_num_buckets": cfg.position.num_buckets,
         "relative_attention_max_distance": cfg.position.max_distance,
         "dropout_rate": 0.0,
-        "layer_norm_epsilon": cfg.norm_eps,
         "feed_forward_proj": HF_ACTIVATIONS[cfg.activation.value],
         "tie_word_embeddings": cfg.tie_embeddings,
         "scale_decoder_outputs": cfg.scale_output,
@@ -163,22 +155,6 @@ def t5_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     }
 
 
-T5 = Family(
-    model_type="t5",
-    description="t5: encoder-decoder, relative bias, pre-norm rmsnorm, relu/gelu/geglu_tanh/swiglu, no biases",
-    model_class="T5ForConditionalGeneration",
-    config_class="T5Config",
-    composition={
-        "family": "encoder_decoder",
-        "position": "relative",
-        "norm": "pre",
-        "norm_type": "rmsnorm",
-        "activation": tuple(HF_ACTIVATIONS),
-    },
-    options=OPTIONS,
-    checks=(one_kv_per_head,),
-    zoo_keys=t5_keys,
-    hf_keys=t5_hf_keys,
-    table=lambda cfg: TABLE,
-    tie_from_weights=True,
-)
+NAMES = ("t5", "T5ForConditionalGeneration", "T5Config")
+DESCRIPTION = "t5: encoder-decoder, relative bias, pre-norm rmsnorm, relu/gelu/geglu_tanh/swiglu, no biases"
+T5 = Family(NAMES, DESCRIPTION, COMPOSITION, (t5_keys, t5_hf_keys), TABLE, tie_from_weights=True)

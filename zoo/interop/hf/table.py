@@ -1,10 +1,10 @@
 """The one mechanism that reads a family's converter table: export, import and the refusal.
 
-A family (`Family`) is data: which zoo composition it reproduces (`composition`, `options`,
-`bias`, `checks`: what `matches` tests), how the two configs map (`zoo_keys`, `hf_keys`, most
-of them a table of `Field`s read by `read_fields` / `write_fields`) and how the weights map
-(`table`: rows of zoo name <-> transformers names with a named `Transform`). `Converter` reads
-it both ways; nothing here knows a family.
+A family (`Family`) is data: which zoo compositions it reproduces (`Composition`: what
+`matches` tests, and the keys the import starts from), how the two configs map (`configs`, the
+two directions, most of it a table of `Fields` read one way and written the other) and how the
+weights map (`table`: rows of zoo name <-> transformers names with a named `Transform`).
+`Converter` reads it both ways; nothing here knows a family.
 
 A `Row`'s zoo tensor is its transformers tensors concatenated along dim 0 (zoo fuses q, k, v
 into `qkv_proj` and gate, up into `ff.w_in`), then turned by `transform.to_zoo`; export turns it
@@ -25,7 +25,7 @@ from zoo.interop.hf.common import UnsupportedConfig, composed_as, load_exact, ti
 from zoo.models import build_model
 
 TensorMap = Callable[[torch.Tensor, ModelConfig], torch.Tensor]
-W, WB = (".weight",), (".weight", ".bias")  # the suffixes of a row without and with a bias
+WB = (".weight", ".bias")  # the suffixes of a row whose layer has a bias
 
 
 def _keep(t: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
@@ -46,8 +46,6 @@ class Transform:
 
 
 IDENTITY = Transform("identity")
-# Conv1D (GPT-2) stores (in, out) where zoo's Linear holds (out, in)
-TRANSPOSE = Transform("transpose", lambda t, cfg: t.t(), lambda t, cfg: t.t().contiguous())
 # Gemma's RMSNorm computes x·(1 + w) where zoo's computes x·w: zoo's weight is w + 1
 PLUS_ONE = Transform("plus_one", lambda t, cfg: t + 1.0, lambda t, cfg: t - 1.0)
 # a (1, V) row of transformers' (BART's final_logits_bias) is zoo's (V,)
@@ -93,16 +91,27 @@ class Stack:
 
 @dataclass(frozen=True)
 class Table:
-    """Every weight of a family: rows once (`top`), rows per layer (`stacks`), and the
-    transformers names that share another's tensor (`aliases`: tied, saved once)."""
+    """Every weight of a family: the token table (`embed`) and the output projection
+    (`lm_head`, the same tensor where tied), rows once (`top`), rows per layer (`stacks`), and
+    the transformers names that share another's tensor (`aliases`)."""
 
-    top: tuple[Row, ...]
+    embed: str
+    top: tuple[Row, ...] = ()
     stacks: tuple[Stack, ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)
+    lm_head: str = "lm_head.weight"
+
+    def __post_init__(self) -> None:
+        if not self.embed or not self.lm_head:
+            raise ValueError("a Table names the token table and the output projection")
+
+    def shared(self) -> dict[str, str]:
+        """transformers name -> the name whose tensor it shares (the head a tied model saves once)."""
+        return {self.lm_head: self.embed, **self.aliases}
 
     def pairs(self, cfg: ModelConfig) -> Iterator[tuple[str, list[str], Row]]:
         """(zoo name, [transformers names], row) of every weight of a model of `cfg`."""
-        for r in self.top:
+        for r in (Row("embed.weight", (self.embed,)), Row("lm_head.weight", (self.lm_head,)), *self.top):
             for s in r.suffixes:
                 yield r.zoo + s, [name + s for name in r.hf], r
         for stack in self.stacks:
@@ -122,19 +131,40 @@ class Field:
     hf: str
 
 
-def fields(*pairs: str) -> tuple[Field, ...]:
-    """`Field`s of "zoo_name hf_name" strings."""
-    return tuple(Field(*pair.split()) for pair in pairs)
+@dataclass(frozen=True)
+class Fields:
+    """A table of `Field`s, read from a transformers config and written to its arguments."""
+
+    rows: tuple[Field, ...]
+
+    def read(self, config: Any) -> dict[str, Any]:
+        """zoo keys of a transformers config."""
+        return {f.zoo: getattr(config, f.hf) for f in self.rows}
+
+    def write(self, cfg: ModelConfig) -> dict[str, Any]:
+        """transformers config arguments of a zoo config."""
+        return {f.hf: getattr(cfg, f.zoo) for f in self.rows}
+
+    def extended(self, *pairs: str) -> Fields:
+        """These fields and those of "zoo_name hf_name" strings."""
+        return Fields(self.rows + fields(*pairs).rows)
 
 
-def read_fields(config: Any, table: tuple[Field, ...]) -> dict[str, Any]:
-    """zoo keys of a transformers config, by the table."""
-    return {f.zoo: getattr(config, f.hf) for f in table}
+def fields(*pairs: str) -> Fields:
+    """The `Fields` of "zoo_name hf_name" strings."""
+    return Fields(tuple(Field(*pair.split()) for pair in pairs))
 
 
-def write_fields(cfg: ModelConfig, table: tuple[Field, ...]) -> dict[str, Any]:
-    """transformers config arguments of a zoo config, by the table."""
-    return {f.hf: getattr(cfg, f.zoo) for f in table}
+# the config fields most transformers configs name alike (the norm's epsilon is each family's)
+HIDDEN_FIELDS = fields(
+    "d_model hidden_size",
+    "n_heads num_attention_heads",
+    "n_layers num_hidden_layers",
+    "d_ff intermediate_size",
+    "vocab_size vocab_size",
+    "max_seq_len max_position_embeddings",
+    "tie_embeddings tie_word_embeddings",
+)
 
 
 def tied_embeddings(cfg: ModelConfig) -> bool:
@@ -149,28 +179,71 @@ def heads_span_model(cfg: ModelConfig) -> bool:
     return cfg.head_dim * cfg.n_heads == cfg.d_model
 
 
+# multi-head attention whose heads span d_model (the families with one q, k, v per head)
+FULL_HEADS = (one_kv_per_head, heads_span_model)
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The zoo compositions a family reproduces, all that `matches` reads: `composed_as`'s
+    choices (a tuple allows several values) and options, model.bias, and further `checks`."""
+
+    family: str
+    position: str
+    norm: str
+    norm_type: str
+    activation: str | tuple[str, ...]
+    bias: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    checks: tuple[Callable[[ModelConfig], bool], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not all((self.family, self.position, self.norm, self.norm_type, self.activation)):
+            raise ValueError(f"a Composition names every choice: {self}")
+
+    def matches(self, cfg: ModelConfig) -> bool:
+        choices = {"family": self.family, "position": self.position, "norm": self.norm}
+        return (
+            composed_as(cfg, self.options, **choices, norm_type=self.norm_type, activation=self.activation)
+            and cfg.bias == self.bias
+            and all(check(cfg) for check in self.checks)
+        )
+
+    def keys(self, *read: dict[str, Any], **more: Any) -> dict[str, Any]:
+        """ModelConfig keys of the composition (the position's kind; the activation where it
+        names one; dropout 0), then those `read` from a config's fields, then `more` (the
+        activation, the position's parameters, ...)."""
+        keys: dict[str, Any] = {"family": self.family, "position": {"kind": self.position}, "norm": self.norm}
+        keys.update(norm_type=self.norm_type, bias=self.bias, dropout=0.0)
+        if isinstance(self.activation, str):
+            keys["activation"] = self.activation
+        for fields_read in read:
+            keys.update(fields_read)
+        return {**keys, **more}
+
+
 @dataclass(frozen=True)
 class Family:
     """One Hugging Face architecture as data (see the module's docstring)."""
 
-    model_type: str
+    # model_type, the transformers model class with the language-model head, its config class
+    names: tuple[str, str, str]
     description: str
-    model_class: str  # the transformers model class with the language-model head
-    config_class: str  # its transformers config class
-    composition: dict[str, Any]  # composed_as's choices: family, position, norm, norm_type, activation
-    zoo_keys: Callable[[Any], dict[str, Any]]  # transformers config -> ModelConfig keys (refusing)
-    hf_keys: Callable[[ModelConfig], dict[str, Any]]  # zoo config -> transformers config arguments
-    table: Callable[[ModelConfig], Table]
-    options: dict[str, Any] = field(default_factory=dict)  # composed_as's options
-    bias: bool = False  # model.bias the family needs
-    checks: tuple[Callable[[ModelConfig], bool], ...] = ()  # more conditions matches() needs
+    composition: Composition
+    # transformers config -> ModelConfig keys (refusing what zoo cannot reproduce), and
+    # zoo config -> transformers config arguments
+    configs: tuple[Callable[[Any], dict[str, Any]], Callable[[ModelConfig], dict[str, Any]]]
+    table: Table
     # tie_embeddings read from the weights (the class ties or not whatever its config says)
     tie_from_weights: bool = False
 
     def __post_init__(self) -> None:
-        unknown = set(self.composition) - {"family", "position", "norm", "norm_type", "activation"}
-        if unknown or not (self.model_type and self.model_class and self.config_class):
-            raise ValueError(f"family {self.model_type!r}: unknown choices {sorted(unknown)} or a name missing")
+        if not all(self.names) or not self.description:
+            raise ValueError(f"a Family names its model_type and classes and describes itself: {self.names}")
+
+    @property
+    def model_type(self) -> str:
+        return self.names[0]
 
 
 class Converter:
@@ -182,17 +255,12 @@ class Converter:
 
     def matches(self, cfg: ModelConfig) -> bool:
         """Does the zoo config `cfg` export as this family, computing the same function?"""
-        f = self.family
-        return (
-            composed_as(cfg, f.options, **f.composition)
-            and cfg.bias == f.bias
-            and all(check(cfg) for check in f.checks)
-        )
+        return self.family.composition.matches(cfg)
 
     def zoo_config(self, config: Any, tie: bool | None = None) -> ModelConfig:
         """The zoo config of a transformers config; UnsupportedConfig for a field zoo cannot
         reproduce. `tie`: whether the weights are tied, for a family that reads it from them."""
-        keys = self.family.zoo_keys(config)
+        keys = self.family.configs[0](config)
         if tie is not None and self.family.tie_from_weights:
             keys["tie_embeddings"] = tie
         return ModelConfig(**keys)
@@ -201,9 +269,9 @@ class Converter:
         """A zoo model (eval mode) with `hf_model`'s weights."""
         model = build_model(self.zoo_config(hf_model.config, tie=tied(hf_model)))
         cfg, own = model.config, model.state_dict()
-        table = self.family.table(cfg)
+        table = self.family.table
         sd = dict(hf_model.state_dict())
-        for alias, source in table.aliases.items():
+        for alias, source in table.shared().items():
             sd.setdefault(alias, sd[source])
         out = {
             ours: r.transform.to_zoo(torch.cat([sd[t] for t in theirs]), cfg)  # fused: rows in order
@@ -221,12 +289,13 @@ class Converter:
         cfg = model.config
         if not self.matches(cfg):
             raise UnsupportedConfig(f"this composition is not {self.description}")
-        config_class = getattr(transformers, self.family.config_class)
-        hf = getattr(transformers, self.family.model_class)(config_class(**self.family.hf_keys(cfg)))
+        _, model_class, config_class = self.family.names
+        hf_config = getattr(transformers, config_class)(**self.family.configs[1](cfg))
+        hf = getattr(transformers, model_class)(hf_config)
         if self.family.tie_from_weights and not cfg.tie_embeddings:
             untie(hf)
         own = hf.state_dict()
-        table = self.family.table(cfg)
+        table = self.family.table
         sd = model.state_dict()
         out: dict[str, torch.Tensor] = {}
         for ours, theirs, r in table.pairs(cfg):
@@ -235,7 +304,7 @@ class Converter:
                 continue
             tensor = r.transform.to_hf(sd[ours], cfg)
             out.update(zip(theirs, tensor.split([own[t].shape[0] for t in theirs])))
-        for alias, source in table.aliases.items():
+        for alias, source in table.shared().items():
             if alias in own:
                 out.setdefault(alias, out[source])
         load_exact(hf, out)
