@@ -90,10 +90,7 @@ def _side(side: str) -> tuple[Row, ...]:
 
 TABLE = Table(
     embed="shared.weight",
-    top=(
-        *_side("encoder"),
-        *_side("decoder"),
-    ),
+    top=(*_side("encoder"), *_side("decoder")),
     stacks=(
         Stack("encoder.layers.{i}.", "encoder.block.{i}.layer.", SELF + feed_forward(1)),
         Stack(
