@@ -17,42 +17,37 @@ layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them. A
 the converter cannot reproduce exactly (an unknown RoPE scaling, a bias on some projections
 only, ...) raises `UnsupportedConfig` naming it, instead of building a different model.
 `transformers` is imported only here.
+
+Each family's module holds its converter as data, a `zoo.interop.hf.table.Family`: the zoo
+composition it reproduces, its config fields and its weights as rows (transformers names <->
+zoo name, with a named transform); `zoo.interop.hf.table.Converter` reads every one of them.
 """
 
 from __future__ import annotations
 
-from zoo.interop.hf.bart import BartConverter
-from zoo.interop.hf.bert import BertConverter
+from typing import Any
+
+from zoo.interop.hf.bart import BART
+from zoo.interop.hf.bert import BERT
 from zoo.interop.hf.common import UnsupportedConfig
-from zoo.interop.hf.gemma2 import Gemma2Converter
-from zoo.interop.hf.gpt2 import Gpt2Converter
-from zoo.interop.hf.gpt_neox import GptNeoxConverter
-from zoo.interop.hf.llama import LlamaConverter
-from zoo.interop.hf.mixtral import MixtralConverter
-from zoo.interop.hf.olmo2 import Olmo2Converter
-from zoo.interop.hf.olmoe import OlmoeConverter
-from zoo.interop.hf.qwen3 import Qwen3Converter
-from zoo.interop.hf.qwen3moe import Qwen3MoeConverter
-from zoo.interop.hf.t5 import T5Converter
+from zoo.interop.hf.gemma2 import GEMMA2
+from zoo.interop.hf.gpt2 import GPT2
+from zoo.interop.hf.gpt_neox import GPT_NEOX
+from zoo.interop.hf.llama import LLAMA
+from zoo.interop.hf.mixtral import MIXTRAL
+from zoo.interop.hf.olmo2 import OLMO2
+from zoo.interop.hf.olmoe import OLMOE
+from zoo.interop.hf.qwen3 import QWEN3
+from zoo.interop.hf.qwen3moe import QWEN3_MOE
+from zoo.interop.hf.t5 import T5
+from zoo.interop.hf.table import Converter
 
-# model_type of the transformers config -> converter
-CONVERTERS = {
-    "llama": LlamaConverter,
-    "gpt2": Gpt2Converter,
-    "bert": BertConverter,
-    "t5": T5Converter,
-    "bart": BartConverter,
-    "qwen3": Qwen3Converter,
-    "gemma2": Gemma2Converter,
-    "olmo2": Olmo2Converter,
-    "gpt_neox": GptNeoxConverter,
-    "mixtral": MixtralConverter,
-    "olmoe": OlmoeConverter,
-    "qwen3_moe": Qwen3MoeConverter,
-}
+# model_type of the transformers config -> its converter (export tries them in this order)
+FAMILIES = (LLAMA, GPT2, BERT, T5, BART, QWEN3, GEMMA2, OLMO2, GPT_NEOX, MIXTRAL, OLMOE, QWEN3_MOE)
+CONVERTERS = {family.model_type: Converter(family) for family in FAMILIES}
 
 
-def from_hf(hf_model):
+def from_hf(hf_model: Any) -> Any:
     """A zoo model with the weights of `hf_model` (a transformers PreTrainedModel with a
     language-model head: *ForCausalLM, BertForMaskedLM, *ForConditionalGeneration), in eval
     mode."""
@@ -64,14 +59,14 @@ def from_hf(hf_model):
             f"{type(hf_model).__name__} has no language-model head; load the model with "
             f"AutoModelForCausalLM, AutoModelForMaskedLM or AutoModelForSeq2SeqLM"
         )
-    return CONVERTERS[kind]().from_hf(hf_model)
+    return CONVERTERS[kind].from_hf(hf_model)
 
 
-def to_hf(model):
+def to_hf(model: Any) -> Any:
     """The transformers model whose family matches the zoo `model`'s composition."""
     for converter in CONVERTERS.values():
         if converter.matches(model.config):
-            return converter().to_hf(model)
+            return converter.to_hf(model)
     raise UnsupportedConfig(
         "this composition matches no supported Hugging Face family "
         f"({', '.join(c.description for c in CONVERTERS.values())})"

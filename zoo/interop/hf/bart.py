@@ -1,165 +1,116 @@
 """BART (Lewis et al. 2020) <-> zoo's encoder-decoder with learned positions (two rows before
 position 0: `model.position.offset=2`), post-LN LayerNorm, LayerNorm over the embeddings of
 each stack (`embed_norm`), biases, tied embeddings and a bias on the logits (`output_bias`,
-BART's `final_logits_bias`). Encoder and decoder share one token table, as in BART."""
+BART's `final_logits_bias`, zeros where zoo has none). Encoder and decoder share one token table, as in BART."""
 
 from __future__ import annotations
 
-import torch
+from typing import Any
 
 from zoo.config.schema.model import ModelConfig
-from zoo.interop.hf.common import (
-    UnsupportedConfig,
-    attention_groups,
-    composed_as,
-    gather,
-    load_exact,
-    require,
-    scatter,
-    tied,
-    untie,
-)
-from zoo.models import build_model
+from zoo.interop.hf.common import ACTIVATIONS, HF_ACTIVATIONS, UnsupportedConfig, require
+from zoo.interop.hf.table import FULL_HEADS, ROW, WB, Composition, Family, Row, Stack, Table, fields, row
 
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
-HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
 OFFSET = 2  # BartLearnedPositionalEmbedding's offset
-NORMS = {
-    "self_attn_sub.norm": "self_attn_layer_norm",
-    "cross_attn_sub.norm": "encoder_attn_layer_norm",
-    "ff_sub.norm": "final_layer_norm",
-}
+# one layer of either stack; the decoder's adds cross-attention (zoo fuses k, v there: kv_proj)
+LAYER = (
+    row("self_attn.qkv_proj", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", suffixes=WB),
+    row("self_attn.o_proj", "self_attn.out_proj", suffixes=WB),
+    row("self_attn_sub.norm", "self_attn_layer_norm", suffixes=WB),
+    row("ff.w_in", "fc1", suffixes=WB),
+    row("ff.w_out", "fc2", suffixes=WB),
+    row("ff_sub.norm", "final_layer_norm", suffixes=WB),
+)
+CROSS = (
+    row("cross_attn.q_proj", "encoder_attn.q_proj", suffixes=WB),
+    row("cross_attn.kv_proj", "encoder_attn.k_proj", "encoder_attn.v_proj", suffixes=WB),
+    row("cross_attn.o_proj", "encoder_attn.out_proj", suffixes=WB),
+    row("cross_attn_sub.norm", "encoder_attn_layer_norm", suffixes=WB),
+)
 
 
-NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "out_proj"}
-# BART always has final_logits_bias (zeros reproduce a composition without) and may scale embeddings
-OPTIONS = {"embed_norm": (True,), "offset": (OFFSET,), "output_bias": (True, False), "scale_embeddings": (True, False)}
-
-
-def _attention(prefix: str, zoo: str, cross: bool):
-    return attention_groups(zoo, prefix, NAMES, ("weight", "bias"), cross)
-
-
-class BartConverter:
-    description = (
-        "bart: encoder-decoder, learned positions with offset 2, post-LN layernorm, embed_norm, "
-        "output_bias, relu/gelu/gelu_tanh, biases"
+def _side(side: str) -> tuple[Row, ...]:
+    """The rows of the `side` stack's positions and embedding norm."""
+    return (
+        row(f"{side}.positions.0.table.weight", f"model.{side}.embed_positions.weight"),
+        row(f"{side}.embed_norm", f"model.{side}.layernorm_embedding", suffixes=WB),
     )
 
-    @staticmethod
-    def matches(cfg) -> bool:
-        return (
-            composed_as(
-                cfg,
-                OPTIONS,
-                family="encoder_decoder",
-                position="learned",
-                norm="post",
-                norm_type="layernorm",
-                activation=tuple(HF_ACTIVATIONS),
+
+TABLE = Table(
+    embed="model.shared.weight",
+    top=(
+        row("output_bias", "final_logits_bias", transform=ROW, optional=True),
+        *_side("encoder"),
+        *_side("decoder"),
+    ),
+    stacks=(
+        Stack("encoder.layers.{i}.", "model.encoder.layers.{i}.", LAYER),
+        Stack("decoder.layers.{i}.", "model.decoder.layers.{i}.", LAYER + CROSS, lambda cfg: cfg.decoder_layers),
+    ),
+    aliases={f"model.{side}.embed_tokens.weight": "model.shared.weight" for side in ("encoder", "decoder")},
+)
+# BART always has final_logits_bias (zeros reproduce a composition without) and may scale embeddings
+OPTIONS = {"embed_norm": (True,), "offset": (OFFSET,), "output_bias": (True, False), "scale_embeddings": (True, False)}
+COMPOSITION = Composition(
+    "encoder_decoder", "learned", "post", "layernorm", tuple(HF_ACTIVATIONS), True, OPTIONS, checks=FULL_HEADS
+)
+# the encoder's sizes; the decoder's must equal them (zoo's stacks share one size)
+FIELDS = fields(
+    "d_model d_model",
+    "n_heads encoder_attention_heads",
+    "n_layers encoder_layers",
+    "n_decoder_layers decoder_layers",
+    "d_ff encoder_ffn_dim",
+    "vocab_size vocab_size",
+    "max_seq_len max_position_embeddings",
+    "scale_embeddings scale_embedding",
+)
+
+
+def bart_keys(config: Any) -> dict[str, Any]:
+    require(config, "activation_function", tuple(ACTIVATIONS))
+    for name in ("add_final_layer_norm", "normalize_before", "add_bias_logits"):
+        require(config, name, (False, None))
+    require(config, "normalize_embedding", (True, None))
+    for enc, dec in (
+        ("encoder_attention_heads", "decoder_attention_heads"),
+        ("encoder_ffn_dim", "decoder_ffn_dim"),
+    ):
+        if getattr(config, enc) != getattr(config, dec):
+            raise UnsupportedConfig(
+                f"{type(config).__name__}.{enc}={getattr(config, enc)} differs from "
+                f"{dec}={getattr(config, dec)}; zoo's stacks share one size"
             )
-            and cfg.bias
-            and cfg.n_kv_heads == cfg.n_heads
-            and cfg.head_dim * cfg.n_heads == cfg.d_model
-        )
+    options = {"embed_norm": True, "output_bias": True, "scale_embeddings": bool(config.scale_embedding)}
+    return COMPOSITION.keys(
+        FIELDS.read(config),
+        options,
+        position={"kind": "learned", "offset": OFFSET},
+        norm_eps=1e-5,
+        activation=ACTIVATIONS[config.activation_function],
+        tie_embeddings=True,
+    )
 
-    def zoo_config(self, config, *, tie: bool = True):
-        require(config, "activation_function", tuple(ACTIVATIONS))
-        for field in ("add_final_layer_norm", "normalize_before", "add_bias_logits"):
-            require(config, field, (False, None))
-        require(config, "normalize_embedding", (True, None))
-        for enc, dec in (
-            ("encoder_attention_heads", "decoder_attention_heads"),
-            ("encoder_ffn_dim", "decoder_ffn_dim"),
-        ):
-            if getattr(config, enc) != getattr(config, dec):
-                raise UnsupportedConfig(
-                    f"{type(config).__name__}.{enc}={getattr(config, enc)} differs from "
-                    f"{dec}={getattr(config, dec)}; zoo's stacks share one size"
-                )
-        return ModelConfig(
-            family="encoder_decoder",
-            position={"kind": "learned", "offset": OFFSET},
-            norm="post",
-            norm_type="layernorm",
-            norm_eps=1e-5,
-            activation=ACTIVATIONS[config.activation_function],
-            d_model=config.d_model,
-            n_heads=config.encoder_attention_heads,
-            n_layers=config.encoder_layers,
-            n_decoder_layers=config.decoder_layers,
-            d_ff=config.encoder_ffn_dim,
-            vocab_size=config.vocab_size,
-            max_seq_len=config.max_position_embeddings,
-            dropout=0.0,
-            tie_embeddings=tie,
-            bias=True,
-            scale_embeddings=bool(config.scale_embedding),
-            embed_norm=True,
-            output_bias=True,
-        )
 
-    @staticmethod
-    def groups(cfg):
-        """(zoo name, [BART names]) of every weight; several BART names are concatenated in order."""
-        yield "embed.weight", ["model.shared.weight"]
-        yield "lm_head.weight", ["lm_head.weight"]
-        for side, n in (("encoder", cfg.n_layers), ("decoder", cfg.n_decoder_layers)):
-            yield f"{side}.positions.0.table.weight", [f"model.{side}.embed_positions.weight"]
-            for suffix in ("weight", "bias"):
-                yield f"{side}.embed_norm.{suffix}", [f"model.{side}.layernorm_embedding.{suffix}"]
-            for i in range(n):
-                hf, z = f"model.{side}.layers.{i}", f"{side}.layers.{i}"
-                yield from _attention(f"{hf}.self_attn", f"{z}.self_attn", cross=False)
-                if side == "decoder":
-                    yield from _attention(f"{hf}.encoder_attn", f"{z}.cross_attn", cross=True)
-                for suffix in ("weight", "bias"):
-                    yield f"{z}.ff.w_in.{suffix}", [f"{hf}.fc1.{suffix}"]
-                    yield f"{z}.ff.w_out.{suffix}", [f"{hf}.fc2.{suffix}"]
-                    for ours, theirs in NORMS.items():
-                        if side == "decoder" or not ours.startswith("cross"):
-                            yield f"{z}.{ours}.{suffix}", [f"{hf}.{theirs}.{suffix}"]
+def bart_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
+    if cfg.norm_eps != 1e-5:
+        raise UnsupportedConfig(f"model.norm_eps={cfg.norm_eps}: BART's LayerNorms use 1e-5")
+    return {
+        **FIELDS.write(cfg),
+        "decoder_attention_heads": cfg.n_heads,
+        "decoder_ffn_dim": cfg.d_ff,
+        "activation_function": HF_ACTIVATIONS[cfg.activation.value],
+        "dropout": 0.0,
+        "attention_dropout": 0.0,
+        "activation_dropout": 0.0,
+        "tie_word_embeddings": cfg.tie_embeddings,
+    }
 
-    def from_hf(self, hf_model):
-        model = build_model(self.zoo_config(hf_model.config, tie=tied(hf_model)))
-        sd = hf_model.state_dict()
-        out = gather(sd, self.groups(model.config))
-        out["output_bias"] = sd["final_logits_bias"][0]  # (1, V) -> (V,)
-        load_exact(model, out)
-        return model.eval()
 
-    def to_hf(self, model):
-        from transformers import BartConfig, BartForConditionalGeneration
-
-        cfg = model.config
-        if cfg.norm_eps != 1e-5:
-            raise UnsupportedConfig(f"model.norm_eps={cfg.norm_eps}: BART's LayerNorms use 1e-5")
-        hf = BartForConditionalGeneration(
-            BartConfig(
-                vocab_size=cfg.vocab_size,
-                d_model=cfg.d_model,
-                encoder_layers=cfg.n_layers,
-                decoder_layers=cfg.n_decoder_layers,
-                encoder_attention_heads=cfg.n_heads,
-                decoder_attention_heads=cfg.n_heads,
-                encoder_ffn_dim=cfg.d_ff,
-                decoder_ffn_dim=cfg.d_ff,
-                activation_function=HF_ACTIVATIONS[cfg.activation.value],
-                max_position_embeddings=cfg.max_seq_len,
-                scale_embedding=cfg.scale_embeddings,
-                dropout=0.0,
-                attention_dropout=0.0,
-                activation_dropout=0.0,
-                tie_word_embeddings=cfg.tie_embeddings,
-            )
-        )
-        if not cfg.tie_embeddings:
-            untie(hf)
-        sd = model.state_dict()
-        out = scatter(sd, self.groups(cfg), hf)
-        for side in ("encoder", "decoder"):
-            out[f"model.{side}.embed_tokens.weight"] = out["model.shared.weight"]
-        bias = sd["output_bias"] if cfg.output_bias else torch.zeros(cfg.vocab_size)
-        out["final_logits_bias"] = bias[None]  # (V,) -> (1, V)
-        load_exact(hf, out)
-        return hf.eval()
+NAMES = ("bart", "BartForConditionalGeneration", "BartConfig")
+DESCRIPTION = (
+    "bart: encoder-decoder, learned positions with offset 2, post-LN layernorm, embed_norm, output_bias, "
+    "relu/gelu/gelu_tanh, biases"
+)
+BART = Family(NAMES, DESCRIPTION, COMPOSITION, (bart_keys, bart_hf_keys), TABLE, tie_from_weights=True)

@@ -39,6 +39,10 @@ def load_exact(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
     module.load_state_dict({**own, **state}, strict=True)
 
 
+# transformers' activation names -> zoo's, and back, for the families with a plain feed-forward unit
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
+
 ANY = object()  # an option value a family reproduces whatever it is
 
 # options a family reproduces only at these values unless its converter says otherwise; a
@@ -137,33 +141,3 @@ def untie(hf_model) -> None:
     out = hf_model.get_output_embeddings()
     if tied(hf_model):
         out.weight = torch.nn.Parameter(out.weight.detach().clone())
-
-
-def gather(state: dict[str, torch.Tensor], groups) -> dict[str, torch.Tensor]:
-    """{zoo name: the Hugging Face tensors of that name concatenated along dim 0}, for
-    `groups` of (zoo name, [HF names]) (zoo fuses q, k, v and gate, up into one matrix)."""
-    return {ours: torch.cat([state[t] for t in theirs]) for ours, theirs in groups}
-
-
-def scatter(state: dict[str, torch.Tensor], groups, hf_model, transform=None) -> dict[str, torch.Tensor]:
-    """Inverse of `gather`: each zoo tensor split by rows into its HF tensors, shaped as in
-    `hf_model`; `transform(zoo name, tensor)` may change a tensor first."""
-    shapes = {k: v.shape for k, v in hf_model.state_dict().items()}
-    out = {}
-    for ours, theirs in groups:
-        tensor = transform(ours, state[ours]) if transform else state[ours]
-        out.update(zip(theirs, tensor.split([shapes[t][0] for t in theirs])))
-    return out
-
-
-def attention_groups(zoo: str, prefix: str, names: dict[str, str], suffixes: tuple[str, ...], cross: bool):
-    """(zoo name, [HF names]) of one attention block: zoo fuses q, k, v into `qkv_proj` (self)
-    or k, v into `kv_proj` (cross). `names` maps q, k, v, o to the family's projection names."""
-    q, k, v, o = (f"{prefix}.{names[p]}" for p in "qkvo")
-    for suffix in suffixes:
-        if cross:
-            yield f"{zoo}.q_proj.{suffix}", [f"{q}.{suffix}"]
-            yield f"{zoo}.kv_proj.{suffix}", [f"{k}.{suffix}", f"{v}.{suffix}"]
-        else:
-            yield f"{zoo}.qkv_proj.{suffix}", [f"{q}.{suffix}", f"{k}.{suffix}", f"{v}.{suffix}"]
-        yield f"{zoo}.o_proj.{suffix}", [f"{o}.{suffix}"]

@@ -4,7 +4,8 @@ converters: the router and the stacked experts of a mixture layer, and the route
 transformers 5 holds a mixture layer as `mlp.gate.weight` (E, D), the router without bias, and
 `mlp.experts.gate_up_proj` (E, 2·F, D), each expert's gate rows then its up rows, and
 `mlp.experts.down_proj` (E, D, F): zoo's `ff.router.weight`, `ff.experts.w_in` and
-`ff.experts.w_out` (`zoo.nn.moe`) as they are. Every one of these routers takes the softmax of
+`ff.experts.w_out` (`zoo.nn.moe`) as they are (the rows of `zoo.interop.hf.rope_decoder`'s
+table that `moe_layer` selects). Every one of these routers takes the softmax of
 the E logits in float32 and its top k: zoo's `model.moe_gate=softmax`, dropless
 (`model.moe_capacity=null`), without shared experts; whether the k weights are renormalised
 to sum 1 is Mixtral's always, OLMoE's and Qwen3-MoE's `norm_topk_prob` (`model.moe_renorm`).
@@ -19,11 +20,12 @@ at k = 8 is about `task.moe_balance=0.08`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 from zoo.config.facts.ffn import FFNKind, layer_kinds
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY, require
+from zoo.interop.hf.table import fields
 
 # the options a family with transformers' router reproduces (`composed_as`): the experts' count,
 # top-k and width as they are; softmax, dropless, no shared experts. `moe_renorm` and
@@ -39,32 +41,28 @@ ROUTER_OPTIONS = {
 }
 
 
-def moe_options(**family) -> dict:
+# the router's config fields of OLMoE and Qwen3-MoE (Mixtral names E num_local_experts and
+# always renormalises)
+ROUTER_FIELDS = fields("moe_experts num_experts", "moe_top_k num_experts_per_tok", "moe_renorm norm_topk_prob")
+
+
+def moe_options(**family: Any) -> dict[str, Any]:
     """`ROUTER_OPTIONS` with a family's own (`moe_renorm=(True,)`, `moe_every=ANY`, ...)."""
     return {**ROUTER_OPTIONS, "moe_renorm": (True, False), "moe_every": (1,), **family}
 
 
-class MixtureLayers:
-    """Put first among a `RopeDecoderConverter`'s bases: the layers `cfg` makes mixtures map
-    their router and stacked experts, the others their dense unit as the family does."""
-
-    def ffn_groups(self, cfg: ModelConfig, i: int, z: str, hf: str) -> Iterator[tuple[str, list[str]]]:
-        """(zoo name, [transformers name]) of layer `i`'s feed-forward weights."""
-        if layer_kinds(cfg, cfg.n_layers)[i] != FFNKind.moe:
-            yield from super().ffn_groups(cfg, i, z, hf)
-            return
-        yield z + "ff.router.weight", [hf + "mlp.gate.weight"]  # (E, D)
-        yield z + "ff.experts.w_in", [hf + "mlp.experts.gate_up_proj"]  # (E, 2·F, D): gate rows, then up rows
-        yield z + "ff.experts.w_out", [hf + "mlp.experts.down_proj"]  # (E, D, F)
+def moe_layer(cfg: ModelConfig, i: int) -> bool:
+    """Is layer i of `cfg` a mixture of experts (its rows: the router and the stacked experts)?"""
+    return layer_kinds(cfg, cfg.n_layers)[i] == FFNKind.moe
 
 
-def router_keys(config, experts_field: str, renorm: bool) -> dict:
-    """zoo's model.moe_* keys of a transformers config's router: E (in `experts_field`), k and
-    whether the top-k weights are renormalised."""
+def dense_layer(cfg: ModelConfig, i: int) -> bool:
+    """Is layer i of `cfg` a dense feed-forward unit?"""
+    return not moe_layer(cfg, i)
+
+
+def router_keys(config: Any) -> dict[str, Any]:
+    """zoo's model.moe_* keys of a transformers config's router (`ROUTER_FIELDS`)."""
     require(config, "hidden_act", "silu")
-    return {
-        "ffn": "moe",
-        "moe_experts": getattr(config, experts_field),
-        "moe_top_k": config.num_experts_per_tok,
-        "moe_renorm": renorm,
-    }
+    keys = ROUTER_FIELDS.read(config)
+    return {"ffn": "moe", **keys, "moe_renorm": bool(keys["moe_renorm"])}

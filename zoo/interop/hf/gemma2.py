@@ -18,9 +18,13 @@ What transformers computes, and what it is in zoo:
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from zoo.config.schema.model import ModelConfig
-from zoo.interop.hf.common import ANY, UnsupportedConfig, composed_as, hf_rope, require, rope_of
-from zoo.interop.hf.rope_decoder import RopeDecoderConverter
+from zoo.interop.hf.common import ANY, UnsupportedConfig, require
+from zoo.interop.hf.rope_decoder import DROP, LLAMA_BLOCK, hf_keys, rope_table, zoo_keys
+from zoo.interop.hf.table import PLUS_ONE, Family, fields, tied_embeddings
 
 NORMS = {
     "self_attn_sub.norm": "input_layernorm",
@@ -29,9 +33,20 @@ NORMS = {
     "ff_sub.norm_out": "post_feedforward_layernorm",
 }
 FULL, SLIDING = "full_attention", "sliding_attention"
+SOFTCAPS = fields("attn_softcap attn_logit_softcapping", "final_softcap final_logit_softcapping")
+TABLE = rope_table(NORMS, norm=PLUS_ONE)  # the final norm and the layer norms hold w + 1
+OPTIONS = {
+    "scale_embeddings": (True,),
+    "attention_scale": ANY,
+    "attn_softcap": ANY,
+    "final_softcap": ANY,
+    "attention": ANY,
+    "window": ANY,
+    "global_every": ANY,
+}
 
 
-def pattern(layer_types: list[str], n_layers: int, config) -> dict:
+def pattern(layer_types: list[str], n_layers: int, config: Any) -> dict[str, Any]:
     """zoo's attention, global_every of transformers' `layer_types`; UnsupportedConfig for a
     pattern zoo's (every k-th layer global, counting from 1) does not make."""
     if all(kind == FULL for kind in layer_types):
@@ -45,12 +60,12 @@ def pattern(layer_types: list[str], n_layers: int, config) -> dict:
     )
 
 
-def layer_kinds(n_layers: int, global_every) -> list[str]:
+def layer_kinds(n_layers: int, global_every: int | None) -> list[str]:
     """transformers' `layer_types` of zoo's sliding pattern: layer i is full when (i + 1) % k == 0."""
     return [FULL if global_every and (i + 1) % global_every == 0 else SLIDING for i in range(n_layers)]
 
 
-def pre_attn_scalar(cfg) -> int | None:
+def pre_attn_scalar(cfg: ModelConfig) -> int | None:
     """Gemma 2's query_pre_attn_scalar (an integer) for zoo's attention_scale: s = scalar^-0.5;
     None where 1/s² is no integer (transformers' config holds an int)."""
     if cfg.attention_scale is None:
@@ -59,102 +74,48 @@ def pre_attn_scalar(cfg) -> int | None:
     return round(scalar) if abs(scalar - round(scalar)) <= 1e-6 * scalar and round(scalar) >= 1 else None
 
 
-class Gemma2Converter(RopeDecoderConverter):
-    description = (
-        "gemma2: decoder-only, rope, sandwich rmsnorm, geglu_tanh, scaled tied embeddings, "
-        "soft-capping, sliding/global layers, no biases"
+def gemma2_keys(config: Any) -> dict[str, Any]:
+    require(config, "hidden_activation", ("gelu_pytorch_tanh", "gelu_new"))
+    require(config, "attention_bias", (False, None))
+    require(config, "use_bidirectional_attention", (False, None))
+    require(config, "tie_word_embeddings", (True, None), "zoo's Gemma 2 ties its output to the embedding")
+    keys = zoo_keys(config, norm="sandwich", activation="geglu_tanh", tie_embeddings=True, scale_embeddings=True)
+    layers = pattern(list(config.layer_types), config.num_hidden_layers, config)
+    if layers["attention"] == "sliding":
+        layers["window"] = config.sliding_window
+    scalar = config.query_pre_attn_scalar
+    return {
+        **keys,
+        "attention_scale": None if scalar == keys["head_dim"] else scalar**-0.5,
+        **SOFTCAPS.read(config),
+        **layers,
+    }
+
+
+def gemma2_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
+    sliding = cfg.attention.value == "sliding"
+    return hf_keys(
+        cfg,
+        hidden_act=DROP,
+        hidden_activation="gelu_pytorch_tanh",
+        tie_word_embeddings=True,
+        query_pre_attn_scalar=pre_attn_scalar(cfg),
+        sliding_window=cfg.window if sliding else cfg.max_seq_len,  # read by no layer, but read
+        layer_types=layer_kinds(cfg.n_layers, cfg.global_every) if sliding else [FULL] * cfg.n_layers,
+        **SOFTCAPS.write(cfg),
     )
-    model_class = "Gemma2ForCausalLM"
-    layer_norms = NORMS
-    norm_offset = 1.0
 
-    @staticmethod
-    def matches(cfg) -> bool:
-        options = {
-            "scale_embeddings": (True,),
-            "attention_scale": ANY,
-            "attn_softcap": ANY,
-            "final_softcap": ANY,
-            "attention": ANY,
-            "window": ANY,
-            "global_every": ANY,
-        }
-        return (
-            composed_as(
-                cfg,
-                options,
-                family="decoder_only",
-                position="rope",
-                norm="sandwich",
-                norm_type="rmsnorm",
-                activation="geglu_tanh",
-            )
-            and not cfg.bias
-            and cfg.tie_embeddings
-            and pre_attn_scalar(cfg) is not None
-        )
 
-    def zoo_config(self, config):
-        require(config, "hidden_activation", ("gelu_pytorch_tanh", "gelu_new"))
-        require(config, "attention_bias", (False, None))
-        require(config, "use_bidirectional_attention", (False, None))
-        require(config, "tie_word_embeddings", (True, None), "zoo's Gemma 2 ties its output to the embedding")
-        theta, scale = rope_of(config)
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        layers = pattern(list(config.layer_types), config.num_hidden_layers, config)
-        if layers["attention"] == "sliding":
-            layers["window"] = config.sliding_window
-        scalar = config.query_pre_attn_scalar
-        return ModelConfig(
-            family="decoder_only",
-            position={"kind": "rope", "theta": theta, "scale": scale},
-            norm="sandwich",
-            norm_type="rmsnorm",
-            norm_eps=config.rms_norm_eps,
-            activation="geglu_tanh",
-            d_model=config.hidden_size,
-            n_heads=config.num_attention_heads,
-            n_kv_heads=config.num_key_value_heads or config.num_attention_heads,
-            head_dim=head_dim,
-            n_layers=config.num_hidden_layers,
-            d_ff=config.intermediate_size,
-            vocab_size=config.vocab_size,
-            max_seq_len=config.max_position_embeddings,
-            dropout=0.0,
-            tie_embeddings=True,
-            bias=False,
-            scale_embeddings=True,
-            attention_scale=None if scalar == head_dim else scalar**-0.5,
-            attn_softcap=config.attn_logit_softcapping,
-            final_softcap=config.final_logit_softcapping,
-            **layers,
-        )
-
-    def hf_config(self, cfg):
-        from transformers import Gemma2Config
-
-        sliding = cfg.attention.value == "sliding"
-        return Gemma2Config(
-            vocab_size=cfg.vocab_size,
-            hidden_size=cfg.d_model,
-            intermediate_size=cfg.d_ff,
-            num_hidden_layers=cfg.n_layers,
-            num_attention_heads=cfg.n_heads,
-            num_key_value_heads=cfg.n_kv_heads,
-            head_dim=cfg.head_dim,
-            hidden_activation="gelu_pytorch_tanh",
-            max_position_embeddings=cfg.max_seq_len,
-            rms_norm_eps=cfg.norm_eps,
-            tie_word_embeddings=True,
-            rope_parameters=hf_rope(cfg.position),
-            attention_bias=False,
-            attention_dropout=0.0,
-            query_pre_attn_scalar=pre_attn_scalar(cfg),
-            sliding_window=cfg.window if sliding else cfg.max_seq_len,  # read by no layer, but read
-            layer_types=layer_kinds(cfg.n_layers, cfg.global_every) if sliding else [FULL] * cfg.n_layers,
-            attn_logit_softcapping=cfg.attn_softcap,
-            final_logit_softcapping=cfg.final_softcap,
-            bos_token_id=None,
-            eos_token_id=None,
-            pad_token_id=None,
-        )
+NAMES = ("gemma2", "Gemma2ForCausalLM", "Gemma2Config")
+DESCRIPTION = (
+    "gemma2: decoder-only, rope, sandwich rmsnorm, geglu_tanh, scaled tied embeddings, soft-capping, "
+    "sliding/global layers, no biases"
+)
+COMPOSITION = replace(
+    LLAMA_BLOCK,
+    norm="sandwich",
+    activation="geglu_tanh",
+    options=OPTIONS,
+    checks=(tied_embeddings, lambda cfg: pre_attn_scalar(cfg) is not None),
+)
+GEMMA2 = Family(NAMES, DESCRIPTION, COMPOSITION, (gemma2_keys, gemma2_hf_keys), TABLE)

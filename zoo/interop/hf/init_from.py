@@ -21,7 +21,7 @@ from pathlib import Path
 
 from zoo.config.errors import ConfigError
 from zoo.config.records.hf_dir import check_directory_files
-from zoo.config.schema.data import TokenizerConfig
+from zoo.config.schema.data import TokenizerConfig, TokenizerKind
 from zoo.interop.hf.pretrained import model_config
 
 PREFIX = "hf:"
@@ -80,7 +80,7 @@ def apply_init_from(cfg, overrides: Iterable[str] = ()):
     check_directory(path)
     model = dataclasses.replace(model_config(path), dropout=OmegaConf.select(cfg, "model.dropout", default=0.0))
     tokenizer = TokenizerConfig(
-        kind="hf",
+        kind=TokenizerKind.hf,
         path=OmegaConf.select(cfg, "tokenizer.path", default=None) or str(path),
         cache_dir=OmegaConf.select(cfg, "tokenizer.cache_dir", default=None),
     )

@@ -11,64 +11,42 @@ Gemma 2 (`zoo.interop.hf.gemma2`)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from zoo.config.facts.ffn import expert_width
-from zoo.interop.hf.common import ANY, composed_as, hf_rope
-from zoo.interop.hf.experts import MixtureLayers, moe_options, router_keys
-from zoo.interop.hf.llama import LlamaConverter
+from zoo.config.schema.model import ModelConfig
+from zoo.interop.hf.common import ANY
+from zoo.interop.hf.experts import moe_options
+from zoo.interop.hf.llama import TABLE, llama_keys
+from zoo.interop.hf.rope_decoder import DROP, LLAMA_BLOCK, hf_keys
+from zoo.interop.hf.table import Family, fields
+
+ROUTER_FIELDS = fields("moe_experts num_local_experts", "moe_top_k num_experts_per_tok")  # renormalised always
 
 
-class MixtralConverter(MixtureLayers, LlamaConverter):
-    description = (
-        "mixtral: decoder-only, rope, pre-norm rmsnorm, swiglu, a mixture of experts in every layer "
-        "(softmax, top-k renormalised), full or sliding attention, no biases"
+def mixtral_keys(config: Any) -> dict[str, Any]:
+    """Llama's composition with Mixtral's experts, and its sliding window where it has one."""
+    window = getattr(config, "sliding_window", None)
+    attention = {"attention": "sliding", "window": window} if window is not None else {}
+    router = {"ffn": "moe", **ROUTER_FIELDS.read(config), "moe_renorm": True}
+    return {**llama_keys(config), **router, **attention}
+
+
+def mixtral_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
+    return hf_keys(
+        cfg,
+        attention_bias=DROP,
+        intermediate_size=expert_width(cfg, cfg.d_ff),
+        sliding_window=cfg.window if cfg.attention.value == "sliding" else None,
+        router_jitter_noise=0.0,
+        **ROUTER_FIELDS.write(cfg),
     )
-    model_class = "MixtralForCausalLM"
 
-    @staticmethod
-    def matches(cfg) -> bool:
-        options = moe_options(moe_renorm=(True,), attention=("full", "sliding"), window=ANY)
-        return (
-            composed_as(
-                cfg,
-                options,
-                family="decoder_only",
-                position="rope",
-                norm="pre",
-                norm_type="rmsnorm",
-                activation="swiglu",
-            )
-            and not cfg.bias
-        )
 
-    def zoo_config(self, config):
-        """Llama's composition with Mixtral's experts, and its sliding window where it has one."""
-        window = getattr(config, "sliding_window", None)
-        attention = {"attention": "sliding", "window": window} if window is not None else {}
-        return replace(super().zoo_config(config), **router_keys(config, "num_local_experts", True), **attention)
-
-    def hf_config(self, cfg):
-        from transformers import MixtralConfig
-
-        return MixtralConfig(
-            vocab_size=cfg.vocab_size,
-            hidden_size=cfg.d_model,
-            intermediate_size=expert_width(cfg, cfg.d_ff),
-            num_hidden_layers=cfg.n_layers,
-            num_attention_heads=cfg.n_heads,
-            num_key_value_heads=cfg.n_kv_heads,
-            head_dim=cfg.head_dim,
-            hidden_act="silu",
-            max_position_embeddings=cfg.max_seq_len,
-            rms_norm_eps=cfg.norm_eps,
-            tie_word_embeddings=cfg.tie_embeddings,
-            rope_parameters=hf_rope(cfg.position),
-            sliding_window=cfg.window if cfg.attention.value == "sliding" else None,
-            num_local_experts=cfg.moe_experts,
-            num_experts_per_tok=cfg.moe_top_k,
-            router_jitter_noise=0.0,
-            attention_dropout=0.0,
-            bos_token_id=None,
-            eos_token_id=None,
-            pad_token_id=None,
-        )
+NAMES = ("mixtral", "MixtralForCausalLM", "MixtralConfig")
+DESCRIPTION = (
+    "mixtral: decoder-only, rope, pre-norm rmsnorm, swiglu, a mixture of experts in every layer "
+    "(softmax, top-k renormalised), full or sliding attention, no biases"
+)
+OPTIONS = moe_options(moe_renorm=(True,), attention=("full", "sliding"), window=ANY)
+MIXTRAL = Family(NAMES, DESCRIPTION, replace(LLAMA_BLOCK, options=OPTIONS), (mixtral_keys, mixtral_hf_keys), TABLE)

@@ -129,7 +129,7 @@ def model_config(path: str | Path):
     check_weights(path, needed=False)  # before any data is prepared
     config = read_config(path)
     try:
-        return CONVERTERS[config.model_type]().zoo_config(config)
+        return CONVERTERS[config.model_type].zoo_config(config)
     except UnsupportedConfig as exc:
         raise ConfigError(f"init_from=hf:{path}: {exc}") from None
 

@@ -1,89 +1,87 @@
-"""The weight layout Llama's descendants share in transformers (Qwen3, OLMo 2, Gemma 2), for
-their converters: `model.embed_tokens`, per layer `self_attn.{q,k,v,o}_proj` and
-`mlp.{gate,up,down}_proj`, `model.norm`, `lm_head`; no biases.
+"""The tables Llama's descendants share in transformers (Llama, Qwen3, OLMo 2, Gemma 2 and the
+mixtures Mixtral, OLMoE, Qwen3-MoE): their weight rows and their config fields.
 
-What differs between them is where their norms sit and what they are called, so a family's
-converter names its norms (`layer_norms`: zoo name -> transformers name, one layer) and builds
-the two configs; the rest maps here one to one, with zoo's two fusions: q, k, v are one
-`qkv_proj` (rows q, then k, then v) and gate, up one `ff.w_in` (gate, then up). Every family
-here pairs RoPE's dimensions as rotate-half, as zoo does, so q and k need no permutation."""
+Weights: `model.embed_tokens`, per layer `self_attn.{q,k,v,o}_proj` and `mlp.{gate,up,down}_proj`,
+`model.norm`, `lm_head`; no biases. What differs between them is where their norms sit and
+what they are called, so a family names its norms (`norm_rows`: zoo name -> transformers name,
+one layer); the rest maps one to one, with zoo's two fusions: q, k, v are one `qkv_proj` (rows
+q, then k, then v) and gate, up one `ff.w_in` (gate, then up). Every family here pairs RoPE's
+dimensions as rotate-half, as zoo does, so q and k need no permutation. A layer the config
+makes a mixture of experts maps its router and experts (`zoo.interop.hf.experts`) instead."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 from zoo.config.schema.model import ModelConfig
-from zoo.interop.hf.common import gather, load_exact, scatter
-from zoo.models import build_model
+from zoo.interop.hf.common import hf_rope, rope_of
+from zoo.interop.hf.experts import dense_layer, moe_layer
+from zoo.interop.hf.table import HIDDEN_FIELDS, IDENTITY, Composition, Row, Stack, Table, Transform, row
+
+# Llama's block: the composition every family here starts from (OLMo 2 and Gemma 2 move the norms)
+LLAMA_BLOCK = Composition("decoder_only", "rope", "pre", "rmsnorm", "swiglu")
+DROP = object()  # hf_keys: an argument the family's transformers config does not take
+LLAMA_NORMS = {"self_attn_sub.norm": "input_layernorm", "ff_sub.norm": "post_attention_layernorm"}
+QK_NORMS = {"self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm"}
+FIELDS = HIDDEN_FIELDS.extended("norm_eps rms_norm_eps")
+ATTENTION = (
+    row("self_attn.qkv_proj.weight", *(f"self_attn.{p}_proj.weight" for p in "qkv")),
+    row("self_attn.o_proj.weight", "self_attn.o_proj.weight"),
+)
+DENSE = (
+    row("ff.w_in.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", when=dense_layer),
+    row("ff.w_out.weight", "mlp.down_proj.weight", when=dense_layer),
+)
+EXPERTS = (
+    row("ff.router.weight", "mlp.gate.weight", when=moe_layer),  # (E, D)
+    row("ff.experts.w_in", "mlp.experts.gate_up_proj", when=moe_layer),  # (E, 2·F, D): gate rows, then up rows
+    row("ff.experts.w_out", "mlp.experts.down_proj", when=moe_layer),  # (E, D, F)
+)
 
 
-class RopeDecoderConverter:
-    """Base of the converters of a Llama-like causal LM; a family sets the class attributes and
-    writes `matches`, `zoo_config` and `hf_config`."""
+def norm_rows(norms: dict[str, str], transform: Transform = IDENTITY) -> tuple[Row, ...]:
+    """One row per norm of a layer: zoo name -> transformers name, weights only."""
+    return tuple(row(f"{ours}.weight", f"{theirs}.weight", transform=transform) for ours, theirs in norms.items())
 
-    description = ""
-    model_class = ""  # the transformers *ForCausalLM class
-    layer_norms: dict[str, str] = {}  # zoo name -> transformers name, both under one layer
-    # Gemma's RMSNorm computes x·(1 + w) where zoo's computes x·w: zoo's weight is w + 1
-    norm_offset = 0.0
 
-    @staticmethod
-    def matches(cfg) -> bool:
-        raise NotImplementedError
+def rope_table(norms: dict[str, str], norm: Transform = IDENTITY) -> Table:
+    """The weight table of a Llama-like family with these layer norms (`norm` turns each norm)."""
+    return Table(
+        embed="model.embed_tokens.weight",
+        top=(row("decoder.final_norm.weight", "model.norm.weight", transform=norm),),
+        stacks=(
+            Stack("decoder.layers.{i}.", "model.layers.{i}.", ATTENTION + DENSE + EXPERTS + norm_rows(norms, norm)),
+        ),
+    )
 
-    def zoo_config(self, config) -> ModelConfig:
-        raise NotImplementedError
 
-    def hf_config(self, cfg):
-        raise NotImplementedError
+def zoo_keys(config: Any, **family: Any) -> dict[str, Any]:
+    """The ModelConfig keys every family here reads the same way, then the family's own."""
+    theta, scale = rope_of(config)
+    n_heads = config.num_attention_heads
+    keys = {
+        "position": {"kind": "rope", "theta": theta, "scale": scale},
+        "n_kv_heads": config.num_key_value_heads or n_heads,
+        "head_dim": getattr(config, "head_dim", None) or config.hidden_size // n_heads,
+        "tie_embeddings": bool(config.tie_word_embeddings),  # None in some configs
+    }
+    return LLAMA_BLOCK.keys(FIELDS.read(config), keys, **family)
 
-    def groups(self, cfg: ModelConfig) -> Iterator[tuple[str, list[str]]]:
-        """(zoo name, [transformers names]) of every weight of a model of `cfg`; the zoo tensor
-        is the transformers tensors concatenated along dim 0."""
-        yield "embed.weight", ["model.embed_tokens.weight"]
-        yield "lm_head.weight", ["lm_head.weight"]
-        yield "decoder.final_norm.weight", ["model.norm.weight"]
-        for i in range(cfg.n_layers):
-            z, hf = f"decoder.layers.{i}.", f"model.layers.{i}."
-            yield z + "self_attn.qkv_proj.weight", [hf + f"self_attn.{p}_proj.weight" for p in "qkv"]
-            yield z + "self_attn.o_proj.weight", [hf + "self_attn.o_proj.weight"]
-            yield from self.ffn_groups(cfg, i, z, hf)
-            for ours, theirs in self.layer_norms.items():
-                yield f"{z}{ours}.weight", [f"{hf}{theirs}.weight"]
 
-    def ffn_groups(self, cfg: ModelConfig, i: int, z: str, hf: str) -> Iterator[tuple[str, list[str]]]:
-        """The feed-forward weights of layer `i` (zoo prefix `z`, transformers prefix `hf`): a
-        dense SwiGLU unit here; the mixture-of-experts families map their experts instead."""
-        yield z + "ff.w_in.weight", [hf + "mlp.gate_proj.weight", hf + "mlp.up_proj.weight"]
-        yield z + "ff.w_out.weight", [hf + "mlp.down_proj.weight"]
-
-    def _is_offset(self, name: str) -> bool:
-        """Does the zoo weight `name` carry `norm_offset` (the final norm and the layer norms)?"""
-        return self.norm_offset != 0.0 and (
-            name == "decoder.final_norm.weight" or any(name.endswith(f".{ours}.weight") for ours in self.layer_norms)
-        )
-
-    def from_hf(self, hf_model):
-        model = build_model(self.zoo_config(hf_model.config))
-        sd = dict(hf_model.state_dict())
-        sd.setdefault("lm_head.weight", sd["model.embed_tokens.weight"])  # tied: saved once
-        out = gather(sd, self.groups(model.config))  # qkv: (H·Dh + 2·Hkv·Dh, D); w_in: (2·d_ff, D)
-        for name in out:
-            if self._is_offset(name):
-                out[name] = out[name] + self.norm_offset
-        load_exact(model, out)
-        return model.eval()
-
-    def to_hf(self, model):
-        import transformers
-
-        cfg = model.config
-        hf = getattr(transformers, self.model_class)(self.hf_config(cfg))
-        out = scatter(
-            model.state_dict(),
-            self.groups(cfg),
-            hf,
-            lambda name, t: t - self.norm_offset if self._is_offset(name) else t,
-        )
-        load_exact(hf, out)
-        return hf.eval()
+def hf_keys(cfg: ModelConfig, **family: Any) -> dict[str, Any]:
+    """The transformers config arguments every family here writes the same way, then the
+    family's own (`DROP` removes an argument the family's config does not take)."""
+    keys = {
+        **FIELDS.write(cfg),
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_dim,
+        "hidden_act": "silu",
+        "rope_parameters": hf_rope(cfg.position),
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        **family,
+    }
+    return {key: value for key, value in keys.items() if value is not DROP}
