@@ -41,7 +41,7 @@ from zoo.data.collate.padding import without_full_masks
 from zoo.data.errors import DataError
 from zoo.data.even_batches import EvenBatches
 from zoo.data.packing import PackedBlocks
-from zoo.data.prepared import FORMAT, entry_dir, open_prepared, prepare
+from zoo.data.prepared import FORMAT, Prepared, entry_dir, open_prepared, prepare
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
 from zoo.data.sources import corpus_key, describe, load_splits, require_columns
 from zoo.data.specials import require_specials
@@ -85,13 +85,14 @@ class ZooDataModule(L.LightningDataModule):
         self.world_size = world_size
         self.tokenizer: Tokenizer | None = given
         self.label_names: list | None = None
-        self.train_dataset: torch.utils.data.Dataset | None = None
+        self.train_dataset: torch.utils.data.Dataset | _Stream | None = None
         self.val_dataset: torch.utils.data.Dataset | None = None
         self._splits = None
-        self._tokenized = None
-        self._prepared = None
+        self._tokenized: dict | None = None
+        self._prepared: Prepared | None = None
         self.part = None  # zoo-prepare part=I/N: prepare every N-th shard only
-        self._corpus_key = False  # not yet computed (None: a Hub dataset, known once loaded)
+        self._corpus_key: str | None = None  # None: a Hub dataset, known once loaded
+        self._corpus_known = False  # _corpus_key computed
         self._derive_batch(world_size)
 
     # ---- Lightning hooks -------------------------------------------------------------------
@@ -131,10 +132,10 @@ class ZooDataModule(L.LightningDataModule):
         """Masks without padding are left out here, on the CPU (`without_full_masks`)."""
         return without_full_masks(batch)
 
-    def train_dataloader(self) -> torch.utils.data.DataLoader:
+    def train_dataloader(self) -> torch.utils.data.DataLoader | EvenBatches:
         return self._loader(self.train_dataset, train=True)
 
-    def val_dataloader(self) -> torch.utils.data.DataLoader:
+    def val_dataloader(self) -> torch.utils.data.DataLoader | EvenBatches:
         return self._loader(self.val_dataset, train=False)
 
     # ---- what the task needs ---------------------------------------------------------------
@@ -238,6 +239,7 @@ class ZooDataModule(L.LightningDataModule):
                 self._corpus()
                 or hashlib.sha256(json.dumps([cfg.hub_name, cfg.hub_config, "stream"]).encode()).hexdigest()
             )
+            assert self.tokenizer_cfg is not None  # the datamodule was given a config, not a tokenizer
             self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts, corpus=corpus)
         require_specials(self.tokenizer, self.task)
         seq_len = cfg.seq_len
@@ -253,8 +255,8 @@ class ZooDataModule(L.LightningDataModule):
         self.train_dataset = _Stream(lambda doc: open_stream(cfg, column, skip=held + doc), block, seq_len)
 
     def _corpus(self) -> str | None:
-        if self._corpus_key is False:
-            self._corpus_key = corpus_key(self.data_cfg)
+        if not self._corpus_known:
+            self._corpus_key, self._corpus_known = corpus_key(self.data_cfg), True
         return self._corpus_key
 
     def _tokenized_splits(self) -> dict:
@@ -302,6 +304,7 @@ class ZooDataModule(L.LightningDataModule):
             def texts():
                 return _training_texts(self._raw_splits()["train"], columns, self.tokenizer_cfg)
 
+            assert self.tokenizer_cfg is not None  # the datamodule was given a config, not a tokenizer
             self.tokenizer = build_tokenizer(self.tokenizer_cfg, texts, corpus=self._corpus())
         return self.tokenizer
 
@@ -335,7 +338,7 @@ class ZooDataModule(L.LightningDataModule):
             )
         return label_ids
 
-    def _loader(self, dataset, train: bool) -> torch.utils.data.DataLoader:
+    def _loader(self, dataset, train: bool) -> torch.utils.data.DataLoader | EvenBatches:
         """Training: a `ResumableLoader` over this rank's shard of a seeded per-epoch shuffle
         (its position is saved in checkpoints). Validation: in order, each rank a disjoint
         share with no example repeated, from a fixed generator so that creating it never draws

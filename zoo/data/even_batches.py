@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
+from zoo.data.resumable import dataset_length
+
 # a batch carrying this key (True) is run for its collectives only: no metric counts it
 FILLER = "zoo_filler"
 
@@ -45,7 +47,8 @@ class EvenBatches:
     def _counts(self) -> tuple[int, int]:
         """(rank 0's batches, this rank's): rank 0 reads the most."""
         rank, world = self._place()
-        size, batch = len(self.dataset), self.loader.batch_size
+        size, batch = dataset_length(self.dataset), self.loader.batch_size
+        assert batch is not None  # a loader with a sampler (ValidationShardSampler), not a batch sampler
         return math.ceil(len(range(0, size, world)) / batch), math.ceil(len(range(rank, size, world)) / batch)
 
     def __len__(self) -> int:

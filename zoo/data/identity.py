@@ -57,7 +57,9 @@ def changed_files(recorded: dict, current: dict) -> list[dict[str, Any]]:
                 and (was.get("size"), was.get("sha256")) == (now["size"], now["sha256"])
             ):
                 continue
-            path = (now if now is not None else was).get("path")
+            entry = now if now is not None else was
+            assert entry is not None  # index i is in one list or the other, whose entries are dicts
+            path = entry.get("path")
             changes.append({"key": key, "path": path, "was": _identity(was), "now": _identity(now)})
     return changes
 

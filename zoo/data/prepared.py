@@ -94,7 +94,7 @@ class TokenStream:
         return {"files": self.files, "dtype": self.dtype.str}
 
     def __setstate__(self, state):
-        self.__init__(state["files"], np.dtype(state["dtype"]))
+        TokenStream.__init__(self, state["files"], np.dtype(state["dtype"]))
 
 
 @dataclass
@@ -285,6 +285,7 @@ def _assemble(work: Path, directory: Path, jobs: dict, tokenizer, text_column: s
     fsync_dir(work)
     os.replace(work, directory)
     opened = open_prepared(directory, verify=False)
+    assert opened is not None  # the entry was just written there
     opened.built = True
     return opened
 

@@ -14,11 +14,18 @@ exact because Lightning does not prefetch from a loader that has a length.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+
+def dataset_length(dataset: Dataset) -> int:
+    """The examples of a map-style dataset: every dataset a sampler deals out has a length."""
+    if not isinstance(dataset, Sized):
+        raise TypeError(f"a sampler needs a dataset with a length, not {type(dataset).__name__}")
+    return len(dataset)
 
 
 class EpochShardSampler(DistributedSampler):
@@ -47,9 +54,9 @@ class EpochShardSampler(DistributedSampler):
         if self.shuffle:
             g = torch.Generator()
             g.manual_seed(self.seed + self.epoch)
-            order = torch.randperm(len(self.dataset), generator=g)
+            order = torch.randperm(dataset_length(self.dataset), generator=g)
         else:
-            order = torch.arange(len(self.dataset))
+            order = torch.arange(dataset_length(self.dataset))
         mine = order[: self.total_size][self.rank : self.total_size : self.num_replicas][self.start :]
         return _chunks(mine)
 
@@ -70,6 +77,9 @@ class ResumableLoader(DataLoader):
     so randomness it draws (e.g. BERT masking) depends on the epoch, not on how many batches
     a process has collated since it started."""
 
+    sampler: EpochShardSampler  # (DataLoader's attributes, as this loader has them)
+    batch_size: int  # a loader with a sampler has one (never a batch sampler)
+
     def __init__(self, dataset, *, sampler: EpochShardSampler, **kwargs: Any) -> None:
         if not isinstance(sampler, EpochShardSampler):
             raise TypeError("ResumableLoader needs an EpochShardSampler")
@@ -83,7 +93,7 @@ class ResumableLoader(DataLoader):
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
-        sampler: EpochShardSampler = self.sampler
+        sampler = self.sampler
         skip = 0
         if self._resume is not None and self._resume["epoch"] == sampler.epoch:
             skip = self._resume["batches"]
@@ -138,11 +148,11 @@ class ValidationShardSampler(DistributedSampler):
 
     def __iter__(self) -> Iterator[int]:
         rank, world = self._shard()
-        return iter(range(rank, len(self.dataset), world))
+        return iter(range(rank, dataset_length(self.dataset), world))
 
     def __len__(self) -> int:
         rank, world = self._shard()
-        return len(range(rank, len(self.dataset), world))
+        return len(range(rank, dataset_length(self.dataset), world))
 
 
 def fixed_generator(seed: int) -> torch.Generator:

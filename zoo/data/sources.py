@@ -33,6 +33,7 @@ def load_splits(cfg: DataConfig):
         if cfg.val_path is not None:
             val = load_files(cfg.val_path, sample_by=cfg.sample_by.value, cache_dir=datasets_cache, key="data.val_path")
     elif cfg.source == DataSource.hub:
+        assert cfg.hub_name is not None  # DataConfig refuses source hub without one
         train, val = load_hub(cfg.hub_name, cfg.hub_config, cache_dir=datasets_cache)
     else:
         train = CORPORA[cfg.source.value](cfg)

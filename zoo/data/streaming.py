@@ -128,6 +128,8 @@ class StreamLoader(torch.utils.data.DataLoader):
     trainer.max_steps."""
 
     NOMINAL_LENGTH = 1 << 40
+    dataset: StreamedWindows  # (DataLoader's attributes, as this loader has them)
+    batch_size: int  # a loader without a batch sampler has one
 
     def __init__(self, dataset: StreamedWindows, **kwargs: Any) -> None:
         super().__init__(dataset, **kwargs)

@@ -24,6 +24,8 @@ cannot score continuations: it is refused on one line."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import torch
 import torch.nn.functional as F
 from lm_eval import utils
@@ -33,7 +35,7 @@ from lm_eval.api.registry import register_model
 from zoo.config.errors import ConfigError
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.positions import max_positions
-from zoo.config.schema.generation import GenerationConfig
+from zoo.config.schema.generation import GenerationConfig, Strategy
 from zoo.data.prompts import continue_text
 from zoo.harness.run import DEFAULT_MAX_GEN_TOKS
 from zoo.models.generate import generate
@@ -45,6 +47,13 @@ DEFAULT_MAX_LENGTH = 2048  # the harness's default, for a model that states no l
 # masked attention over the cache cost about what the context saves (a 0-shot kjv_next_verse,
 # its context about a choice's length, ran slower shared; benchmarks/harness_cost.py)
 SHARE_RATIO = 2
+_T = TypeVar("_T")
+
+
+def _filled(answers: list[_T | None]) -> list[_T]:
+    """The answers of a batch of requests, every one of them given."""
+    assert all(a is not None for a in answers), "a request was left without its answer"
+    return [a for a in answers if a is not None]
 
 
 def _wide(logits: torch.Tensor) -> torch.Tensor:
@@ -180,7 +189,7 @@ class ZooLM(TemplateLM):
         alone.sort(key=lambda i: -(len(requests[i][1]) + len(requests[i][2])))
         for start in range(0, len(alone), self.batch_size):
             self._whole(alone[start : start + self.batch_size], requests, answers)
-        return answers
+        return _filled(answers)
 
     def _whole(self, index: list[int], requests, answers) -> None:
         """Each request as one right-padded row: (context + continuation)[:-1] in, cut on the left
@@ -259,7 +268,7 @@ class ZooLM(TemplateLM):
             logp = F.log_softmax(_wide(logits), dim=-1)  # (B, T, V)
             for row, i in enumerate(index):
                 answers[i] = self._score(logp[row, : len(requests[i][2])], requests[i][2])
-        return answers
+        return _filled(answers)
 
     def _right_padded(self, rows: list[list[int]], pad: int | None = None) -> torch.Tensor:
         width = max(1, max(len(r) for r in rows))
@@ -314,11 +323,11 @@ class ZooLM(TemplateLM):
             until = [until] if isinstance(until, str) else list(until)
             max_new = int(options.pop("max_gen_toks", self.max_gen_toks))
             sample = bool(options.pop("do_sample", False)) and float(options.get("temperature", 1.0)) > 0
-            config = GenerationConfig(
-                strategy="sample" if sample else "greedy",
-                max_new_tokens=max_new,
-                **({"temperature": float(options["temperature"])} if sample and "temperature" in options else {}),
-            )
+            if sample:
+                temperature = float(options.get("temperature", 1.0))
+                config = GenerationConfig(strategy=Strategy.sample, max_new_tokens=max_new, temperature=temperature)
+            else:
+                config = GenerationConfig(strategy=Strategy.greedy, max_new_tokens=max_new)
             index = sorted(index, key=lambda i: -len(requests[i].args[0]))
             for start in range(0, len(index), self.batch_size):
                 chunk = index[start : start + self.batch_size]
@@ -326,7 +335,7 @@ class ZooLM(TemplateLM):
                 for i, text in zip(chunk, texts):
                     outputs[i] = text
                     self.cache_hook.add_partial("generate_until", requests[i].args, text)
-        return outputs
+        return _filled(outputs)
 
     def _generate(self, contexts: list[str], config, until: list[str]) -> list[str]:
         """Prompts left-padded (decoder-only, cut on the left to leave room for the new tokens)
@@ -340,6 +349,10 @@ class ZooLM(TemplateLM):
             span = slice(0, len(row)) if self.encoder_decoder else slice(width - len(row), width)
             ids[i, span], mask[i, span] = torch.tensor(row), 1
         steps: list[torch.Tensor] = []
+
+        def chosen(tokens: torch.Tensor | None) -> None:  # greedy and sample: the tokens (B,) of a step
+            assert tokens is not None  # (None is beam search's, which the harness never asks for)
+            steps.append(tokens)
 
         def stopped(done: torch.Tensor) -> bool:  # every row ended, or has written a stop string
             if bool(done.all()):
@@ -358,7 +371,7 @@ class ZooLM(TemplateLM):
             eos_id=self.eos_id,
             pad_id=self.pad_id,
             vocab_limit=self.tokenizer_zoo.vocab_size,
-            on_step=steps.append,
+            on_step=chosen,
             stop=stopped,
         )
         texts = []

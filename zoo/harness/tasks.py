@@ -60,7 +60,9 @@ def kjv_cloze() -> list[dict]:
         words = text.split()
         if len(words) < 8:
             continue
-        word = _WORD.match(words[-1]).group(1)
+        match = _WORD.match(words[-1])
+        assert match is not None  # both of its groups may be empty: it matches every word
+        word = match.group(1)
         if not word.isalpha():
             continue
         rows.append({"context": " ".join(words[:-1]), "target": f" {word}"})
@@ -108,7 +110,7 @@ BUILT_IN = tuple(BUILDERS)
 
 
 def _yaml_text(name: str) -> str:
-    return resources.files("zoo.harness").joinpath("task_configs", f"{name}.yaml").read_text(encoding="utf-8")
+    return resources.files("zoo.harness").joinpath("task_configs").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
 
 
 MANIFEST = "zoo-manifest.json"  # {"version": VERSION, "files": {name: sha256}}, written by zoo

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import resource
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypedDict
 
 import lightning as L
 import torch
@@ -18,9 +19,11 @@ from zoo.config.schema.model import Family, ModelConfig
 from zoo.config.schema.task import NonFinitePolicy, OutputLoss, TaskConfig
 from zoo.config.schema.train import OptimConfig, SchedulerConfig
 from zoo.data.even_batches import is_filler
+from zoo.data.tokenizers.base import Tokenizer
 from zoo.data.tokenizers.state import tokenizer_state
 from zoo.data.tokenizers.text_bytes import TextBytes
 from zoo.models import ZooModel, build_model
+from zoo.models.base import TokenLoss
 from zoo.models.init import has_meta_parameters, materialize
 from zoo.models.parametrization import optimizer_scales
 from zoo.models.sharding import layers, shard, sharding_mesh
@@ -47,15 +50,25 @@ def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     return _full(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
 
 
-_COMPILED_FORWARD_LOSS = []
+_COMPILED_FORWARD_LOSS: list[Callable[..., TokenLoss]] = []
 
 
-def _compiled_forward_loss():
+def _compiled_forward_loss() -> Callable[..., TokenLoss]:
     """torch.compile of `ZooModel.forward_losses` (model passed as an argument, so a copied task
     never runs another model's weights), made once per process."""
     if not _COMPILED_FORWARD_LOSS:
         _COMPILED_FORWARD_LOSS.append(torch.compile(ZooModel.forward_losses))
     return _COMPILED_FORWARD_LOSS[0]
+
+
+class _LossOptions(TypedDict):
+    """The keyword arguments of `ZooModel.forward_losses` a task's config sets."""
+
+    chunk: int
+    label_smoothing: float
+    output_loss: OutputLoss
+    sparse_targets: bool
+    z_loss: float
 
 
 class NonFiniteLoss(RuntimeError):
@@ -77,6 +90,8 @@ class ZooTask(L.LightningModule):
 
     kind: ClassVar[TaskKind]
     families: ClassVar[tuple[Family, ...]]
+    tokens_seen: torch.Tensor  # buffers register_buffer adds: declared so their type is known
+    nonfinite_skipped: torch.Tensor
 
     def __init__(
         self,
@@ -97,7 +112,7 @@ class ZooTask(L.LightningModule):
         self.model = build_model(self.model_config)
         if self.task_config.compile:
             self.model.compile()  # in place: parameter names and checkpoints stay the same
-        self.tokenizer = None  # attached by the training CLI / load_checkpoint for decoding
+        self.tokenizer: Tokenizer | None = None  # attached by the training CLI / load_checkpoint for decoding
         self.val_loss = WeightedMean()  # per target token; a diverged model reports NaN, not nothing
         self.val_accuracy = self._accuracy()
         # shifted tasks (causal LM, seq2seq) predict text left to right: bits per byte of it
@@ -107,7 +122,7 @@ class ZooTask(L.LightningModule):
         self.register_buffer("nonfinite_skipped", torch.zeros((), dtype=torch.long), persistent=True)
 
     # -- to be provided by each task ------------------------------------------------------
-    def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
         """-> (logits (N, C), targets (N,), number of input tokens in the batch)."""
         raise NotImplementedError
 
@@ -147,7 +162,7 @@ class ZooTask(L.LightningModule):
         output_loss = self.task_config.output_loss
         if output_loss == OutputLoss.auto:
             output_loss = OutputLoss.chunked if labels.device.type == "cpu" else OutputLoss.logits
-        options = dict(
+        options = _LossOptions(
             chunk=self.task_config.loss_chunk,
             label_smoothing=smoothing,
             output_loss=output_loss,
@@ -186,7 +201,8 @@ class ZooTask(L.LightningModule):
         loss, n_rows, n_tokens = self.training_loss(batch)
         self.tokens_seen += n_tokens * self.trainer.world_size if self._trainer else n_tokens
         if not self._all_finite(loss):
-            return self._nonfinite(loss)
+            self._nonfinite(loss)  # raises, or counts the skip
+            return None  # Lightning then skips backward; the optimizer step changes nothing
         parts = getattr(self, "last_loss_parts", None)
         router = getattr(self, "last_router_losses", None)
         if parts is None:
@@ -214,7 +230,7 @@ class ZooTask(L.LightningModule):
         if self.task_config.on_nonfinite_loss == NonFinitePolicy.skip:
             self.nonfinite_skipped += 1
             self.log("train/nonfinite_skipped", self.nonfinite_skipped.float(), prog_bar=True)
-            return None  # Lightning then skips backward; the optimizer step changes nothing
+            return
         raise NonFiniteLoss(step, f"loss is {float(loss.detach())}")
 
     def on_before_optimizer_step(self, optimizer) -> None:
@@ -268,7 +284,7 @@ class ZooTask(L.LightningModule):
             if child is not self.model and any(True for _ in child.parameters())
         ]
         for _, child in heads:
-            fully_shard(child, mesh=dp_mesh, **({"mp_policy": policy} if policy else {}))
+            fully_shard(child, mesh=dp_mesh, mp_policy=policy or MixedPrecisionPolicy())  # its default: none
         if has_meta_parameters(self):
             self._materialize(heads)
         self._sharded = True
@@ -326,7 +342,7 @@ class ZooTask(L.LightningModule):
         if n == 0:
             return
         bytes_of = self.target_bytes()
-        if bytes_of is None:
+        if bytes_of is None or self.val_bpb is None:  # (target_bytes is None without val_bpb)
             self.val_loss.update(self.loss(logits, targets), weight=n)
         else:  # the loss of each target: their mean for val/loss, their sum per byte for val/bpb
             losses = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, reduction="none")  # (N,)
@@ -361,7 +377,7 @@ class ZooTask(L.LightningModule):
         self.log_everywhere("val/loss", loss, prog_bar=True)
         self.log_everywhere("val/ppl", torch.exp(loss.clamp(max=50)), prog_bar=True)
         self.log_everywhere("val/accuracy", self.val_accuracy.compute())
-        if self.target_bytes() is not None:  # the same on every rank: all of them compute
+        if self.val_bpb is not None and self.target_bytes() is not None:  # the same on every rank: all compute
             self.log_everywhere("val/bpb", self.val_bpb.compute())
             self.val_bpb.reset()
         self.val_loss.reset()

@@ -14,6 +14,8 @@ class WeightedMean(Metric):
     propagate (a diverged model reports NaN, not a number without its batch)."""
 
     full_state_update = False
+    total: torch.Tensor  # states add_state registers: declared so their type is known
+    weight: torch.Tensor
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -21,9 +23,9 @@ class WeightedMean(Metric):
         self.add_state("weight", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(self, value: torch.Tensor, weight: torch.Tensor | float = 1.0) -> None:
-        weight = torch.as_tensor(weight, dtype=torch.float64, device=self.total.device)
-        self.total += value.detach().double() * weight
-        self.weight += weight
+        weights = torch.as_tensor(weight, dtype=torch.float64, device=self.total.device)
+        self.total += value.detach().double() * weights
+        self.weight += weights
 
     def compute(self) -> torch.Tensor:
         self.counted = int(self.weight.item())  # the weight over every rank (compute runs synced)
@@ -39,6 +41,8 @@ class BitsPerByte(Metric):
     propagate."""
 
     full_state_update = False
+    nats: torch.Tensor  # states add_state registers: declared so their type is known
+    bytes: torch.Tensor
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -16,7 +16,7 @@ from torch import nn
 from zoo.models.sharding import layers
 
 
-def hidden_matrices(module: nn.Module, output_embedding: nn.Parameter | None = None) -> set[int]:
+def hidden_matrices(module: nn.Module, output_embedding: torch.Tensor | None = None) -> set[int]:
     """ids of the weights Muon takes: the 2-D weights of `nn.Linear` layers inside the
     transformer layers of `module` (a model, or a task holding one as `.model`). A fused matrix
     (qkv_proj: q, k and v; a gated FFN's w_in: gate and up) is one parameter and is

@@ -19,7 +19,7 @@ from zoo.tasks.muon import MuonWithAdamW, hidden_matrices
 def parameter_groups(
     module: nn.Module,
     weight_decay: float,
-    output_embedding: nn.Parameter | None = None,
+    output_embedding: torch.Tensor | None = None,
     scales: dict[int, tuple[float, float]] | None = None,
 ) -> list[dict]:
     """Weight decay on the matrices of linear layers only: never on norms, biases or
@@ -35,7 +35,9 @@ def parameter_groups(
         output_embedding if output_embedding is not None else getattr(getattr(module, "lm_head", None), "weight", None)
     )
     scales = scales or {}
-    decay, no_decay, seen = [], [], set()
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
+    seen: set[int] = set()
     scaled: dict[tuple[bool, float, float], list] = {}
     for sub in module.modules():
         for name, param in sub.named_parameters(recurse=False):
@@ -119,7 +121,7 @@ OPTIMIZERS: dict[OptimizerKind, Callable[..., torch.optim.Optimizer]] = {
 def build_optimizer(
     module: nn.Module,
     cfg: OptimConfig,
-    output_embedding: nn.Parameter | None = None,
+    output_embedding: torch.Tensor | None = None,
     scales: dict[int, tuple[float, float]] | None = None,
     clips_in_mixed_precision: bool = False,
 ) -> torch.optim.Optimizer:
@@ -149,7 +151,8 @@ def _inverse_sqrt(cfg: SchedulerConfig, total: int | None, d_model: int) -> Call
     return lambda step: d_model**-0.5 * min((step + 1) ** -0.5, (step + 1) * warmup**-1.5)
 
 
-def _cosine(cfg: SchedulerConfig, total: int, d_model: int) -> Callable[[int], float]:
+def _cosine(cfg: SchedulerConfig, total: int | None, d_model: int) -> Callable[[int], float]:
+    assert total is not None  # a row that needs_total: schedule() checked its length
     warmup, floor = cfg.warmup_steps, cfg.min_lr_ratio
 
     def cosine(step: int) -> float:
@@ -161,12 +164,13 @@ def _cosine(cfg: SchedulerConfig, total: int, d_model: int) -> Callable[[int], f
     return cosine
 
 
-def _wsd(cfg: SchedulerConfig, total: int, d_model: int) -> Callable[[int], float]:
+def _wsd(cfg: SchedulerConfig, total: int | None, d_model: int) -> Callable[[int], float]:
     """Warmup, 1.0 held, then the cooldown over the last `decay` steps before `total`: at its
     first step (total - decay) the multiplier is still 1, then it falls as 1 - p (linear) or
     1 - sqrt(p) (one_minus_sqrt) to min_lr_ratio, p = (step - start) / decay. The cooldown depends only
     on where it starts and how long it is, so one branched from a stable run's checkpoint at
     its start is the one a run configured to decay there would take."""
+    assert total is not None  # a row that needs_total: schedule() checked its length
     warmup, floor = cfg.warmup_steps, cfg.min_lr_ratio
     decay = wsd_decay_steps(total, cfg.decay_steps, cfg.decay_fraction)
     start = total - decay
@@ -182,8 +186,9 @@ def _wsd(cfg: SchedulerConfig, total: int, d_model: int) -> Callable[[int], floa
     return wsd
 
 
-def _linear(cfg: SchedulerConfig, total: int, d_model: int) -> Callable[[int], float]:
+def _linear(cfg: SchedulerConfig, total: int | None, d_model: int) -> Callable[[int], float]:
     """Warmup, then 1 - (step - warmup) / (total - warmup): zero at `total` (Bergsma et al. 2025)."""
+    assert total is not None  # a row that needs_total: schedule() checked its length
     warmup = cfg.warmup_steps
 
     def linear(step: int) -> float:

@@ -43,8 +43,12 @@ class Seq2Seq(ZooTask):
         return batch["decoder_input_ids"].reshape(-1)
 
     def translate(self, input_ids, attention_mask=None, max_new_tokens=None) -> list[list[int]]:
-        """Greedy target ids per source row, without BOS/EOS/padding."""
-        specials = self.tokenizer.special_ids()
+        """Greedy target ids per source row, without BOS/EOS/padding (a task with its tokenizer)."""
+        tokenizer = self.tokenizer
+        assert tokenizer is not None  # validation_step translates only with one attached
+        specials = tokenizer.special_ids()
+        pad = specials["pad"]
+        assert pad is not None  # a seq2seq tokenizer pads its batches (zoo.data.collate.select)
         out = generate(
             self.model,
             input_ids,
@@ -52,11 +56,11 @@ class Seq2Seq(ZooTask):
             max_new_tokens=max_new_tokens or self.task_config.generate_max_tokens,
             bos_id=specials["bos"],
             eos_id=specials["eos"],
-            pad_id=specials["pad"],
-            vocab_limit=self.tokenizer.vocab_size,
+            pad_id=pad,
+            vocab_limit=tokenizer.vocab_size,
             stop=self.decoding_stop(),
         )
-        return strip_special(out, specials["eos"], specials["pad"])
+        return strip_special(out, specials["eos"], pad)
 
     def validation_step(self, batch, batch_idx):
         super().validation_step(batch, batch_idx)

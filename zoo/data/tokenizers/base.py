@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zoo.config.records.atomic import write_text
+from zoo.config.schema.data import TokenizerConfig
 from zoo.data.tokenizers.manifest import META_NAME, file_manifest
 
 if TYPE_CHECKING:
@@ -132,3 +133,9 @@ class Tokenizer(abc.ABC):
     @abc.abstractmethod
     def _from_state(cls, meta: dict, directory: Path) -> Tokenizer:
         """Inverse of `_state`."""
+
+    @classmethod
+    def train(cls, texts: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
+        """A tokenizer of this kind learned from `texts` with `cfg`'s settings: the kinds that
+        learn from text (char, sentencepiece) define it."""
+        raise NotImplementedError(f"tokenizer kind {cls.kind!r} is not trained")

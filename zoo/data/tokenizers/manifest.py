@@ -65,7 +65,7 @@ def check_manifest(recorded: dict | None, directory: Path) -> None:
 def inside(directory: Path, name: object, key: str) -> Path:
     """`directory / name` for a relative name that stays in `directory` and is no link."""
     parts = PurePosixPath(name).parts if isinstance(name, str) and name else ()
-    if not parts or PurePosixPath(name).is_absolute() or ".." in parts or "\\" in name:
+    if not isinstance(name, str) or not parts or PurePosixPath(name).is_absolute() or ".." in parts or "\\" in name:
         raise DataError(f"the tokenizer in {directory}: its record's {key} {name!r} is not a name inside it")
     path = directory.joinpath(*parts)
     if any(p.is_symlink() for p in (path, *path.parents) if p.is_relative_to(directory) and p != directory):

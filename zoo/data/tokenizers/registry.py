@@ -55,6 +55,7 @@ def build_tokenizer(cfg: TokenizerConfig, texts: Texts = (), *, corpus: str | No
     if cfg.kind == TokenizerKind.byte:
         return ByteTokenizer()
     if cfg.kind == TokenizerKind.hf:
+        assert cfg.path is not None  # TokenizerConfig refuses kind hf without one
         return HFTokenizer(cfg.path)
     fresh = texts if callable(texts) else (lambda: texts)
     settings = {"kind": cfg.kind.value, "format": 1}

@@ -152,7 +152,7 @@ class SentencePieceTokenizer(Tokenizer):
         return {"proto": self._proto, "model_type": self.model_type, "from_cache": self.from_cache}
 
     def __setstate__(self, state):
-        self.__init__(state["proto"], state["model_type"])
+        SentencePieceTokenizer.__init__(self, state["proto"], state["model_type"])
         self.from_cache = state["from_cache"]
 
 

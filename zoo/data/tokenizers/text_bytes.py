@@ -54,10 +54,10 @@ class TextBytes:
 
     def document(self, ids: Sequence[int]) -> int:
         """The bytes of the text of one document's ids (as `encode` returns them)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        if ids.size == 0:
+        rows = np.asarray(ids, dtype=np.int64)
+        if rows.size == 0:
             return 0
-        return int(self.lengths[ids].sum() - self.leading[ids[0]])
+        return int(self.lengths[rows].sum() - self.leading[rows[0]])
 
     def stream(self, tokens, counts: np.ndarray | None = None) -> int:
         """The bytes of text of a packed stream (documents, each followed by eos; an array or a

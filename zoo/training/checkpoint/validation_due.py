@@ -101,6 +101,7 @@ class ValidationDue(L.Callback):
             return
         loops = checkpoint["loops"]["fit_loop"]
         if self._before_validation:
+            assert self._val_start is not None  # saved from inside a validation (`can_stop_inside`)
             train = loops[_TRAIN]
             for part in ("total", "current"):  # back to the end of the training batch
                 train[part]["completed"] -= 1

@@ -81,6 +81,7 @@ class ShardedDataParallel(ModelParallelStrategy):
             self._device_mesh = init_device_mesh(
                 self.root_device.type, (replicate, shard), mesh_dim_names=(REPLICATE_DIM, SHARD_DIM)
             )  # (R, S)
+            assert self.lightning_module is not None  # set up with its module, as Lightning's own asserts
             self.lightning_module._device_mesh = self._device_mesh
             log.info("trainer.strategy=hsdp: %d replica(s), each sharded over %d rank(s)", replicate, shard)
 
@@ -159,7 +160,7 @@ def _fsync_tree(directory: Path) -> None:
 
 def recover_sharded(ckpt_dir: Path) -> list[str]:
     """Put back a sharded checkpoint whose swap a kill interrupted; drop unfinished writes."""
-    notes = []
+    notes: list[str] = []
     if not ckpt_dir.is_dir():
         return notes
     for old in ckpt_dir.glob(".*.old-sharded"):

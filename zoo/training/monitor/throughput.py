@@ -19,6 +19,7 @@ class Throughput(L.Callback):
         self.tokens = 0
 
     def _close_window(self, pl_module) -> tuple[float, int]:
+        assert self._start is not None  # called with a window open
         seconds = time.perf_counter() - self._start
         tokens = int(pl_module.tokens_seen) - self._tokens_at_start
         self.train_seconds += seconds

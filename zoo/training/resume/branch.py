@@ -72,14 +72,17 @@ def check_branch(spec: ZooConfig, path: str, parent_trainer: dict) -> int:
         where,
     )
     decay = spec.scheduler.decay_steps
+    assert decay is not None  # ZooConfig refuses a branch_from without it (zoo.config.schema.validate)
     end = spec.trainer.get("max_steps")
-    if spec.scheduler.total_steps is None and end != step + decay:
-        raise ConfigError(
-            f"a branch from step {step} with scheduler.decay_steps={decay} cools down until step "
-            f"{step + decay}: set trainer.max_steps={step + decay} (or trainer.max_steps="
-            f"'${{zoo.branch_end:}}'), got {end}"
-        )
-    total = spec.scheduler.total_steps or end
+    total = spec.scheduler.total_steps
+    if total is None:
+        if end != step + decay:
+            raise ConfigError(
+                f"a branch from step {step} with scheduler.decay_steps={decay} cools down until step "
+                f"{step + decay}: set trainer.max_steps={step + decay} (or trainer.max_steps="
+                f"'${{zoo.branch_end:}}'), got {end}"
+            )
+        total = step + decay  # trainer.max_steps, as it was just checked to be
     if total - decay != step:
         raise ConfigError(
             f"the branch's cooldown would begin at step {total - decay}, not at the branch step "

@@ -45,7 +45,8 @@ def differences(saved: dict, command: dict) -> list[tuple[str, Any, Any]]:
     for section, mine in command.items():
         if section not in saved:
             continue  # a checkpoint of an earlier version without this section
-        a, b = {}, {}
+        a: dict[str, Any] = {}
+        b: dict[str, Any] = {}
         flatten(section, saved[section], a)
         flatten(section, mine, b)
         allowed = {f"{section}.{k}" for k in MAY_CHANGE.get(section, ())}

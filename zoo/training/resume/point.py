@@ -85,7 +85,7 @@ def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
     resume = resolve_resume(spec.ckpt_path, run_dir)
     branched = None
     if spec.branch_from is not None:
-        branched = _branch(spec, resume is None)
+        branched = _branch(spec, spec.branch_from, resume is None)
         resume = resume or branched["checkpoint"]  # a rerun of the branch continues its own last.ckpt
     check_resume_strategy(resume, spec.trainer.get("strategy"))
     if resume is None:
@@ -97,11 +97,11 @@ def prepare_resume(spec: ZooConfig, run_dir: Path) -> Resume:
     return Resume(path=resume, step=saved.get("global_step"), data_changed=changed, branched_from=branched)
 
 
-def _branch(spec: ZooConfig, starting: bool) -> dict:
-    """branch_from's parent: checked (`zoo.training.resume.branch.check_branch`) when the branch
-    starts; named in the record on every leg of the branch."""
-    path = spec.branch_from
+def _branch(spec: ZooConfig, path: str, starting: bool) -> dict:
+    """branch_from's parent (`path`, as given): checked (`zoo.training.resume.branch.check_branch`)
+    when the branch starts; named in the record on every leg of the branch."""
     parent = parent_run(path)
+    step: int | None
     if starting:
         path = str(locate_checkpoint(Path(path)))  # a run directory names its checkpoint
         read_checkpoint(path, weights=False)  # refuses truncated files and files holding code
@@ -146,9 +146,10 @@ def _recorded_trainer(run_dir: Path) -> dict:
             f"{config} is not a regular file (a pipe, device or directory); zoo reads a run's config.yaml only as a file"
         )
     try:
-        trainer = OmegaConf.to_container(load_yaml(config)).get("trainer", {})
+        whole = OmegaConf.to_container(load_yaml(config))
     except UnboundedYaml:  # an alias bomb: refused, as reading it would never end
         raise
     except Exception:  # noqa: BLE001 - a missing or damaged config.yaml: nothing to compare with
         return {}
+    trainer = whole.get("trainer", {}) if isinstance(whole, dict) else {}
     return trainer if isinstance(trainer, dict) else {}

@@ -20,7 +20,9 @@ import torch
 
 def capture() -> dict:
     """This process's generator states as plain data (loads with weights_only=True)."""
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    legacy = np.random.get_state()
+    assert isinstance(legacy, tuple)  # the global generator is numpy's MT19937: its legacy tuple
+    kind, keys, pos, has_gauss, gauss = legacy
     state = {
         "torch": torch.get_rng_state(),
         "python": random.getstate(),

@@ -138,7 +138,9 @@ class Interrupt(L.Callback):
             self._timer = threading.Timer(HARD_EXIT_S, self._stuck, args=(signum,))
             self._timer.daemon = True
             self._timer.start()
-            signal.pthread_kill(threading.main_thread().ident, signum)
+            main = threading.main_thread().ident
+            assert main is not None  # the main thread is running: it runs fit
+            signal.pthread_kill(main, signum)
 
     def _stuck(self, signum: int, why: str | None = None) -> None:
         """Python has not answered the stop for HARD_EXIT_S more seconds: the main thread is
@@ -146,9 +148,11 @@ class Interrupt(L.Callback):
         if not self._previous or self.stopped_at is not None:
             return  # the stop was answered (or fit is over)
         last, step = self._saved()
-        why = why or (
-            f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): ended without saving"
-        )
+        if why is None:  # the grace timer's watch (`_too_late`): there is a grace time
+            assert self.grace_s is not None
+            why = (
+                f"and no answer within {self.grace_s + HARD_EXIT_S:g} s (one operation that long): ended without saving"
+            )
         log.error("%s %s", signal.Signals(signum).name, why)
         try:
             if _LAST_WORDS is not None:

@@ -16,6 +16,9 @@ import logging
 import os
 import signal
 import subprocess
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import lightning as L
 
@@ -45,7 +48,7 @@ class Requeue(L.Callback):
         self.requeue = requeue
         self.received = False
         self.requeued = False  # set once the run stopped to be requeued
-        self._previous = None
+        self._previous: Callable[[int, FrameType | None], Any] | int | None = None  # the handler before fit
 
     def _handler(self, signum, frame) -> None:
         self.received = True
@@ -77,6 +80,7 @@ class Requeue(L.Callback):
         ok = True
         if trainer.is_global_zero and self.requeue:
             job = slurm_job_id()
+            assert job is not None  # Requeue is made in a SLURM job only (zoo.training.callbacks)
             result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
             ok = result.returncode == 0
             if ok:

@@ -8,6 +8,7 @@ resumed run logs on into the same tracker run. Their runs end in `zoo.training.t
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ class RunMLflowLogger(MLFlowLogger):
             self._run_id = None
         if first and self._run_id is None and self._experiment_id is None:
             self._experiment_id = self._experiment_for(self._experiment_name)
-        client = MLFlowLogger.experiment.fget(self)
+        client = super().experiment
         if first:
             self._started(client)
         return client
@@ -109,7 +110,9 @@ class RunMLflowLogger(MLFlowLogger):
         except MlflowException as exc:  # another job of the sweep created it a moment ago
             if getattr(exc, "error_code", "") != "RESOURCE_ALREADY_EXISTS":
                 raise
-            return self._mlflow_client.get_experiment_by_name(name).experiment_id
+            found = self._mlflow_client.get_experiment_by_name(name)
+            assert found is not None  # the store refused to create it because it is there
+            return found.experiment_id
         log.info("MLflow experiment %r created at %s", name, self._tracking_uri)
         return created
 
@@ -145,7 +148,7 @@ class RunMLflowLogger(MLFlowLogger):
         _ = self.experiment
 
     @rank_zero_only
-    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Lightning's metrics, as MLFlowLogger logs them, until the server stops answering
         (after MLflow's own retries): then one warning, the step in tracking.json, and training
         goes on without MLflow (metrics.csv keeps every step); the summary and the run's end are
@@ -192,7 +195,7 @@ class RunMLflowLogger(MLFlowLogger):
             self.experiment.set_terminated(self.run_id, status)
 
     @rank_zero_only
-    def finalize(self, status: str) -> None:
+    def finalize(self, status: str = "success") -> None:
         """Lightning's end of fit: an error ends the run FAILED; a normal end leaves it to
         `closing_trackers` (the final validation and the summary come after)."""
         if status == "failed":
@@ -222,6 +225,7 @@ class RunWandbLogger(WandbLogger):
         same_place = before.get("project") == settings.project and before.get("entity") == settings.entity
         run_id = before.get("id") if same_place and before.get("id") else new_wandb_id()
         mode = wandb_mode(settings)
+        options: dict[str, Any] = {"mode": mode} if mode else {}  # wandb.init's, past Lightning's
         config = {
             **config,
             "zoo": {"run_dir": identity.run_dir, "sweep": identity.sweep, "arm": identity.arm, "seed": identity.seed},
@@ -236,7 +240,7 @@ class RunWandbLogger(WandbLogger):
             job_type=(identity.arm or "default")[: self.JOB_TYPE_LIMIT],
             tags=list(settings.tags) or None,
             config=config,
-            **({"mode": mode} if mode else {}),
+            **options,
         )
         self._wandb_init.pop("anonymous", None)  # Lightning's default, which W&B now warns about
         self._run_dir, self._ended, self._settings = Path(run_dir), False, settings
@@ -249,7 +253,7 @@ class RunWandbLogger(WandbLogger):
         if self._experiment is None:
             if wandb.run is not None and wandb.run.id != self._id:  # an earlier job's run, left open
                 wandb.run.finish()
-            WandbLogger.experiment.fget(self)
+            run = super().experiment
             write_tracked(
                 self._run_dir,
                 "wandb",
@@ -257,7 +261,7 @@ class RunWandbLogger(WandbLogger):
                     "project": self._settings.project,
                     "entity": self._settings.entity,
                     "id": self._id,
-                    "mode": self._experiment.settings.mode,
+                    "mode": run.settings.mode,
                 },
             )
         return self._experiment
@@ -281,6 +285,6 @@ class RunWandbLogger(WandbLogger):
             self._experiment.finish(exit_code=0 if status == TrackerStatus.FINISHED else 1)
 
     @rank_zero_only
-    def finalize(self, status: str) -> None:
+    def finalize(self, status: str = "success") -> None:
         if status == "failed":
             self.end_run(TrackerStatus.FAILED)

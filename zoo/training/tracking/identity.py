@@ -61,8 +61,10 @@ def swept_keys(multirun_yaml: Path) -> set[str] | None:
         saved = load_yaml(multirun_yaml)  # checked: a sweep directory may come from anyone
         given = [str(o) for o in saved.hydra.overrides.task]
         params = saved.hydra.sweeper.params
-        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
-        parsed = OverridesParser.create().parse_overrides(given + [f"{k}={v}" for k, v in params.items()])
+        values = OmegaConf.to_container(params, resolve=False) if params is not None else {}
+        if not isinstance(values, dict):  # not a mapping of keys to their values: not Hydra's
+            return None
+        parsed = OverridesParser.create().parse_overrides(given + [f"{k!s}={v}" for k, v in values.items()])
     except Exception:  # noqa: BLE001 - unreadable or not Hydra's: every override names the arm
         return None
     return {o.key_or_group for o in parsed if o.is_sweep_override()}

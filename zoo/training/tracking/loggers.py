@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
@@ -67,22 +67,25 @@ class RunCSVLogger(CSVLogger):
     def experiment(self) -> ExperimentWriter:
         if self._experiment is None:
             self._experiment = _ResumingWriter(self.log_dir, self._resume_step)
+        assert isinstance(self._experiment, ExperimentWriter)  # made here only: a _ResumingWriter
         return self._experiment
 
 
-def build_loggers(spec: ZooConfig, composed: Mapping[str, Any], run_dir: Path, resume_step: int | None) -> list:
+def build_loggers(spec: ZooConfig, composed: Mapping[str, Any], run_dir: Path, resume_step: int | None) -> list[Logger]:
     """metrics.csv (logger.csv) and tb/ (logger.tensorboard) in the run directory, and the
     trackers asked for (logger.mlflow, logger.wandb), told the resolved config `composed`; a
     resumed run keeps the CSV rows of the steps before `resume_step` and logs on into its
     tracker runs."""
-    loggers = []
+    loggers: list[Logger] = []
     if spec.logger.csv:
         loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
     if spec.logger.tensorboard:
         from lightning.pytorch.loggers import TensorBoardLogger
 
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name=RunDir.TENSORBOARD, version=""))
-    if spec.logger.trackers and rank_zero_only.rank == 0:  # other ranks log nothing: no store opened there
+    # (Lightning sets `rank` on rank_zero_only at import; the function's type does not declare it)
+    rank = rank_zero_only.rank  # type: ignore[attr-defined]
+    if spec.logger.trackers and rank == 0:  # other ranks log nothing: no store opened there
         identity = run_identity(run_dir, spec.seed)
         config = copy.deepcopy(dict(composed))
         resuming = resume_step is not None
