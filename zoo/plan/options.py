@@ -137,8 +137,8 @@ class PlanOptions:
     optim: OptimizerKind = field(
         default=OptimizerKind.adamw,
         metadata={
-            "help": "optim.kind: adamw, adam or muon (whose state is its row's: "
-            "one buffer per hidden matrix, AdamW's two moments elsewhere)"
+            "help": f"optim.kind: {OptimizerKind.listed()} (the state each keeps is its row's: "
+            "zoo.config.facts.optimizers.OPTIMIZER_FACTS)"
         },
     )
     clip: bool = field(

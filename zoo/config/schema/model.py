@@ -14,6 +14,7 @@ from dataclasses import MISSING as dataclasses_missing
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from zoo.config.choice import listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
 from zoo.config.facts.attention import AttentionKind, check_attention
@@ -61,7 +62,7 @@ class ModelConfig:
     activation: Activation = field(
         default=Activation.gelu,
         metadata={
-            "help": "feed-forward activation; swiglu, geglu, geglu_tanh are gated "
+            "help": f"feed-forward activation: {Activation.listed()}; {listed(GATED, 'and')} are gated "
             "(rows: zoo.config.facts.activations.ACTIVATION_FACTS)"
         },
     )
@@ -191,14 +192,14 @@ class ModelConfig:
     qk_norm: QKNorm = field(
         default=QKNorm.none,
         metadata={
-            "help": "norm of queries and keys before the position scheme's rotation: none, "
-            "head (over each head's Dh: Qwen3) or projection (over the whole H·Dh and Hkv·Dh: "
+            "help": f"norm of queries and keys before the position scheme's rotation: {QKNorm.listed()} "
+            "(head: over each head's Dh, Qwen3; projection: over the whole H·Dh and Hkv·Dh, "
             "OLMo 2); self- and cross-attention alike (rows: zoo.config.facts.blocks.QK_NORM_FACTS)"
         },
     )
     qk_norm_type: NormType | None = field(
         default=None,
-        metadata={"help": "the QK-norm's type (layernorm or rmsnorm); null: model.norm_type"},
+        metadata={"help": f"the QK-norm's type ({NormType.listed()}); null: model.norm_type"},
     )
     attn_softcap: float | None = field(
         default=None,
@@ -225,8 +226,8 @@ class ModelConfig:
     attention: AttentionKind = field(
         default=AttentionKind.full,
         metadata={
-            "help": "self-attention variant: full, or sliding (local attention: each query sees "
-            "model.window keys; Mistral 7B, Gemma 2)"
+            "help": f"self-attention variant: {AttentionKind.listed()} (sliding: local attention, each "
+            "query sees model.window keys; Mistral 7B, Gemma 2)"
         },
     )
     window: int | None = field(

@@ -43,7 +43,7 @@ def _attention(prefix: str, zoo: str, cross: bool):
 class BartConverter:
     description = (
         "bart: encoder-decoder, learned positions with offset 2, post-LN layernorm, embed_norm, "
-        "output_bias, relu/gelu/gelu_tanh, biases"
+        "output_bias, " + "/".join(HF_ACTIVATIONS) + ", biases"
     )
 
     @staticmethod

@@ -42,7 +42,8 @@ OPTIONS = {"embed_norm": (True,), "head_transform": (True,), "token_types": ANY,
 class BertConverter:
     description = (
         "bert: encoder-only, learned positions, post-LN layernorm, embed_norm, head_transform, "
-        "relu/gelu/gelu_tanh, biases"
+        + "/".join(HF_ACTIVATIONS)
+        + ", biases"
     )
 
     @staticmethod

@@ -23,7 +23,9 @@ NORMS = {"self_attn_sub.norm": "ln_1", "ff_sub.norm": "ln_2"}
 
 
 class Gpt2Converter:
-    description = "gpt2: decoder-only, learned positions, pre-LN layernorm, relu/gelu/gelu_tanh, biases, tied"
+    description = (
+        "gpt2: decoder-only, learned positions, pre-LN layernorm, " + "/".join(HF_ACTIVATIONS) + ", biases, tied"
+    )
 
     @staticmethod
     def matches(cfg) -> bool:

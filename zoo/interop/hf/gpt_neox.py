@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.model import BlockKind, ModelConfig
 from zoo.interop.hf.common import UnsupportedConfig, composed_as, hf_rope, load_exact, require, rope_of
 from zoo.models import build_model
 
@@ -45,8 +45,9 @@ def by_head(t: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 class GptNeoxConverter:
     description = (
-        "gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, gelu/gelu_tanh/relu, "
-        "biases, parallel (two norms) or sequential block"
+        "gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, "
+        + "/".join(HF_ACTIVATIONS)
+        + f", biases, {BlockKind.parallel_two_norms.value} or {BlockKind.sequential.value} block"
     )
 
     @staticmethod
@@ -68,7 +69,7 @@ class GptNeoxConverter:
 
     def zoo_config(self, config):
         require(config, "hidden_act", tuple(ACTIVATIONS))
-        require(config, "attention_bias", (True, None), "zoo's biases are on every projection or none")
+        require(config, "attention_bias", (True, None), "zoo's biases are on every projection or on none")
         theta, scale = rope_of(config)
         return ModelConfig(
             family="decoder_only",

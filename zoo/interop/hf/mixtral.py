@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from zoo.config.facts.attention import AttentionKind
 from zoo.config.facts.ffn import expert_width
 from zoo.interop.hf.common import ANY, composed_as, hf_rope
 from zoo.interop.hf.experts import MixtureLayers, moe_options, router_keys
@@ -21,13 +22,15 @@ from zoo.interop.hf.llama import LlamaConverter
 class MixtralConverter(MixtureLayers, LlamaConverter):
     description = (
         "mixtral: decoder-only, rope, pre-norm rmsnorm, swiglu, a mixture of experts in every layer "
-        "(softmax, top-k renormalised), full or sliding attention, no biases"
+        f"(softmax, top-k renormalised), {AttentionKind.full.value} or {AttentionKind.sliding.value} attention, no biases"
     )
     model_class = "MixtralForCausalLM"
 
     @staticmethod
     def matches(cfg) -> bool:
-        options = moe_options(moe_renorm=(True,), attention=("full", "sliding"), window=ANY)
+        options = moe_options(
+            moe_renorm=(True,), attention=(AttentionKind.full.value, AttentionKind.sliding.value), window=ANY
+        )
         return (
             composed_as(
                 cfg,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from zoo.config.facts.activations import ACTIVATION_FACTS
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import (
     ANY,
@@ -41,7 +42,7 @@ def _attention(prefix: str, zoo: str, cross: bool):
 
 
 class T5Converter:
-    description = "t5: encoder-decoder, relative bias, pre-norm rmsnorm, relu/gelu/geglu_tanh/swiglu, no biases"
+    description = "t5: encoder-decoder, relative bias, pre-norm rmsnorm, " + "/".join(HF_ACTIVATIONS) + ", no biases"
 
     @staticmethod
     def matches(cfg) -> bool:
@@ -114,7 +115,7 @@ class T5Converter:
                     yield from _attention(f"{t5}.1.EncDecAttention", f"{z}.cross_attn", cross=True)
                     yield f"{z}.cross_attn_sub.norm.weight", [f"{t5}.1.layer_norm.weight"]
                     ff = 2
-                gated = cfg.activation.value in ("geglu_tanh", "swiglu")
+                gated = ACTIVATION_FACTS[cfg.activation].gated
                 dense = f"{t5}.{ff}.DenseReluDense"
                 yield (
                     f"{z}.ff.w_in.weight",
