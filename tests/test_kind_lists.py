@@ -27,10 +27,20 @@ def listing(values: set[str]) -> re.Pattern[str]:
 
 
 LISTINGS = {a.key: listing({k.value for k in a.kinds}) for a in AXES if len(a.kinds) > 1}
+# a string naming three or more kinds of one axis as words is a list too, however they are
+# separated ("pre (...), post (...) or sandwich (...)")
+KIND_WORD = re.compile(r"(?<![\w.=-])[a-z0-9_]+(?![\w(-])")
+# a row's own prose, which may say how it composes with each kind of another axis (a block
+# row's formula under each norm placement): the row is where that belongs
+ROW_PROSE = {"what", "paper", "placements", "parameters", "flops"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
+    """Docstrings, and the prose arguments of a row (`ROW_PROSE`)."""
     found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in ROW_PROSE:
+            found.update(id(n) for n in ast.walk(node.value) if isinstance(n, ast.Constant))
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
@@ -48,6 +58,11 @@ def hand_written_lists(source: str, where: str) -> list[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             for key, pattern in LISTINGS.items():
                 found += [f"{where}:{node.lineno}: {key}: {m.group(0)!r}" for m in pattern.finditer(node.value)]
+            words = set(KIND_WORD.findall(node.value))
+            for a in AXES:
+                named = words & {k.value for k in a.kinds}
+                if len(named) >= 3:
+                    found.append(f"{where}:{node.lineno}: {a.key}: {sorted(named)}")
         elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             strings = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
             for a in AXES:
@@ -69,6 +84,7 @@ def test_no_source_lists_an_axis_kinds_by_hand():
         'x = {"help": "the QK-norm type (layernorm or rmsnorm)"}',
         'KINDS = ("cosine", "wsd")',
         'raise ValueError(f"use model.norm=pre, sandwich or reordered, not {x}")',
+        'HELP = "pre (x + f(n(x))), post (n(x + f(x))) and sandwich (Gemma 2)"',
     ],
 )
 def test_a_planted_hand_written_list_is_caught(planted):
@@ -82,6 +98,7 @@ def test_a_planted_hand_written_list_is_caught(planted):
         'HELP = f"optimizer: {listed}"',
         'x = "linear warmup, then a cosine from optim.lr"',
         'y = "model.block=parallel (one norm of the sum)"',
+        'ROW = BlockFacts(placements="pre: x + f(n(x)); post: n(x + f(x)); sandwich: refused")',
     ],
 )
 def test_prose_that_names_one_kind_at_a_time_passes(fine):

@@ -18,12 +18,12 @@ from zoo.config.choice import listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
 from zoo.config.facts.attention import AttentionKind, check_attention
-from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
+from zoo.config.facts.blocks import BLOCK_FACTS, BlockKind, QKNorm, check_block
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.layers import check_every_kth
 from zoo.config.facts.norms import NormType, check_norm
-from zoo.config.facts.placements import NormPlacement
+from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
 from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
 from zoo.config.schema.position import PositionConfig
@@ -49,9 +49,9 @@ class ModelConfig:
     norm: NormPlacement = field(
         default=NormPlacement.pre,
         metadata={
-            "help": "norm placement: pre (x + f(n(x))), post (n(x + f(x))), sandwich "
-            "(x + n_out(f(n_in(x))), Gemma 2) or reordered (x + n(f(x)), OLMo 2); all but "
-            "post end the stack in a final norm (rows: zoo.config.facts.placements)"
+            "help": "norm placement: "
+            + "; ".join(f"{kind.value}: {row.what}" for kind, row in PLACEMENT_FACTS.items())
+            + " (rows: zoo.config.facts.placements)"
         },
     )
     norm_type: NormType = field(
@@ -184,9 +184,8 @@ class ModelConfig:
     block: BlockKind = field(
         default=BlockKind.sequential,
         metadata={
-            "help": "sequential (one sub-layer after the other), parallel (x + attn(n(x)) + "
-            "ff(n(x)), one shared norm: GPT-J, PaLM) or parallel_two_norms (x + attn(n1(x)) + "
-            "ff(n2(x)): GPT-NeoX) (rows: zoo.config.facts.blocks.BLOCK_FACTS)"
+            "help": "; ".join(f"{kind.value}: {row.what}" for kind, row in BLOCK_FACTS.items())
+            + " (rows: zoo.config.facts.blocks.BLOCK_FACTS)"
         },
     )
     qk_norm: QKNorm = field(
