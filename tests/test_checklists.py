@@ -76,3 +76,34 @@ def test_a_name_that_does_not_exist_is_caught(tmp_path):
         "zoo/config/schema/model.py:PositionConfig.no_such_method",
         "zoo/no_such_file.py",
     ]
+
+
+# what no checklist may ask of a new kind: the tools, validation and initialisation ask the
+# kind's row (`zoo/config/facts/`), so a step that edits them for one kind is a step too many
+NEEDLESS = [
+    (re.compile(r"NORM_MODULES` so initiali[sz]ation|needs its rule there"), "initialisation reads the row's `starts`"),
+    (re.compile(r"`zoo/cli/config_help\.py"), "--help names kinds from the enum"),
+    (re.compile(r"refused on one line in `zoo/config/schema/validate\.py`"), "a refusal is the row's predicate"),
+    (re.compile(r"`zoo/(?:plan|bench)/(?!peers/)[\w/]*\.py`(?![:\w])"), "zoo-plan and zoo-bench ask the row"),
+]
+
+
+def needless_steps(text: str) -> list[str]:
+    return [why for pattern, why in NEEDLESS if pattern.search(text)]
+
+
+@pytest.mark.parametrize("readme", READMES, ids=lambda p: p.parent.relative_to(ROOT).as_posix())
+def test_a_checklist_asks_nothing_the_rows_do_not_enforce(readme):
+    adding = readme.read_text().split("## Adding", 1)[1]
+    assert needless_steps(adding) == []
+
+
+def test_a_needless_step_is_caught():
+    assert needless_steps("add the class to `zoo/nn/norm.py:NORM_MODULES` so initialisation starts it at 1") == [
+        "initialisation reads the row's `starts`"
+    ]
+    assert needless_steps("its refusal, refused on one line in `zoo/config/schema/validate.py`") == [
+        "a refusal is the row's predicate"
+    ]
+    assert needless_steps("its line in `zoo/plan/options.py`") == ["zoo-plan and zoo-bench ask the row"]
+    assert needless_steps("its mapping in `zoo/bench/peers/litgpt.py:NORMS`") == []

@@ -124,3 +124,37 @@ def test_a_normal_start_needs_a_positive_std():
     with pytest.raises(ValueError, match="std > 0"):
         Init(Start.normal, 0.0)
     assert initial_value(ZEROS, torch.Size([2, 3]), 0, "x").abs().sum() == 0
+
+
+def test_a_module_starts_its_own_parameters_as_its_row_declares():
+    """A module of zoo's own carries its row's `starts` (`zoo.config.facts.starts`): a constant, a
+    normal at model.init_std, and its children keep theirs; a start the row does not declare is
+    named."""
+    from zoo.config.facts.starts import NORMAL, constant
+
+    model = zoo.build_model(tiny(init_std=0.05))
+    layer = model.decoder.layers[0]
+    layer.alpha = nn.Parameter(torch.empty(3))
+    layer.table = nn.Parameter(torch.empty(8, 8))
+    layer.starts = {"alpha": constant(0.5), "table": NORMAL, "no_such_parameter": constant(2.0)}
+    rules = model.init_rules()
+    assert rules["decoder.layers.0.alpha"] == constant(0.5)
+    assert rules["decoder.layers.0.table"].std == pytest.approx(0.05)
+    assert "decoder.layers.0.no_such_parameter" not in rules
+    assert torch.equal(initial_value(rules["decoder.layers.0.alpha"], torch.Size([3]), 0, "a"), torch.full((3,), 0.5))
+    norm = next(m for m in model.modules() if hasattr(m, "starts") and "weight" in m.starts)
+    assert norm.starts["weight"] == ONES
+    del layer.starts
+    with pytest.raises(KeyError, match="decoder.layers.0.alpha"):
+        model.init_rules()
+
+
+def test_a_start_refuses_what_it_does_not_take():
+    from zoo.config.facts.starts import Init, constant
+
+    with pytest.raises(ValueError, match="finite"):
+        constant(float("nan"))
+    with pytest.raises(ValueError, match="no std"):
+        Init(Start.zeros, 0.1)
+    with pytest.raises(ValueError, match="without a std"):
+        initial_value(Init(Start.normal), torch.Size([2]), 0, "x")

@@ -7,12 +7,21 @@ from __future__ import annotations
 import torch
 
 from zoo.bench.workload import Workload, optimizer_step
+from zoo.config.facts.optimizers import OptimizerKind, read_by
 from zoo.config.facts.tasks import task_of_family
 from zoo.data.collate.padding import without_full_masks
 from zoo.data.tokenizers.base import SPECIAL_IDS
 from zoo.models.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
+
+
+def _optim_settings(work: Workload, optim: dict) -> dict:
+    """The workload's optimizer settings that the chosen kind's row reads (AdamW unless `optim`
+    names another), then `optim`'s own."""
+    kind = OptimizerKind.parse(optim.get("kind", OptimizerKind.adamw), "optim.kind")
+    common = {"lr": work.lr, "betas": list(work.betas), "eps": work.eps, "weight_decay": work.weight_decay}
+    return {**read_by(kind, common), **optim, "kind": kind.value}
 
 
 def zoo_task(work: Workload, task: dict | None = None, optim: dict | None = None):
@@ -22,13 +31,7 @@ def zoo_task(work: Workload, task: dict | None = None, optim: dict | None = None
     return TASKS[kind](
         model=work.model.to_dict(),
         task={"kind": kind.value, **(task or {})},
-        optim={
-            "lr": work.lr,
-            "betas": list(work.betas),
-            "eps": work.eps,
-            "weight_decay": work.weight_decay,
-            **(optim or {}),
-        },
+        optim=_optim_settings(work, optim or {}),
         scheduler={"kind": "constant", "warmup_steps": 0},
     ).to(work.device)
 

@@ -15,10 +15,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TextIO
 
+from zoo.config.facts.tasks import task_names
 from zoo.config.schema.generation import GenerationConfig
 
 TOOL = "zoo-generate"
 USAGE = f"{TOOL} ckpt=PATH (prompt=TEXT | prompts=FILE) [KEY=VALUE ...]"
+
+GENERATING = task_names(lambda spec: spec.generates)  # the tasks whose runs zoo-generate reads
 
 
 @dataclass(kw_only=True)
@@ -26,7 +29,7 @@ class GenerateArgs(GenerationConfig):
     """The decoding options (strategy, max_new_tokens, beam and sampling options, ...) are
     GenerationConfig's own; these are the command's: what to read, where to run, what to draw."""
 
-    ckpt: str | None = field(default=None, metadata={"help": "a checkpoint of a causal_lm or seq2seq run (required)"})
+    ckpt: str | None = field(default=None, metadata={"help": f"a checkpoint of a {GENERATING} run (required)"})
     prompt: str | None = field(default=None, metadata={"help": "one prompt (the source sentence for seq2seq)"})
     prompts: str | None = field(default=None, metadata={"help": "a UTF-8 text file, one prompt per line"})
     batch_size: int = field(default=16, metadata={"help": "prompts decoded together"})
@@ -97,7 +100,7 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
 
     args, _ = parse(GenerateArgs, argv)
     if args.ckpt is None:
-        raise ConfigError("ckpt=PATH is required (a checkpoint of a causal_lm or seq2seq run)")
+        raise ConfigError(f"ckpt=PATH is required (a checkpoint of a {GENERATING} run)")
     if any(a.split("=", 1)[0] == "prompt" and not a.split("=", 1)[1].strip() for a in argv):
         raise ConfigError("the prompt is empty")
     # GenerateArgs (a GenerationConfig) refused options of another strategy set away from their

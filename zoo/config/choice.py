@@ -5,11 +5,20 @@ schema and the position-scheme table) share it without an import cycle."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from zoo.config.errors import ConfigError
 
 C = TypeVar("C", bound="Choice")
+
+
+def listed(values: Iterable[Any], conjunction: str = "or") -> str:
+    """The values' strings as prose: "a", "a or b", "a, b or c" (`conjunction` before the last)."""
+    words = [str(v) for v in values]
+    if len(words) < 2:
+        return "".join(words)
+    return f"{', '.join(words[:-1])} {conjunction} {words[-1]}"
 
 
 class Choice(str, enum.Enum):
@@ -18,6 +27,12 @@ class Choice(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    @classmethod
+    def listed(cls, conjunction: str = "or") -> str:
+        """Every member's value as prose, "a, b or c": how help and refusals name a kind set,
+        so that a new member is named as soon as it exists."""
+        return listed(cls, conjunction)
 
     @classmethod
     def parse(cls: type[C], value: Any, key: str) -> C:

@@ -24,7 +24,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoo.config.facts.tasks import TaskSpec, Tokenize, task_spec
+from zoo.config.facts.tasks import TaskSpec, Tokenize, task_names, task_spec
 from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.data import (
     SENTENCEPIECE_KINDS,
@@ -160,7 +160,7 @@ class ZooDataModule(L.LightningDataModule):
         if self.data_cfg.streaming:
             return None
         if self._prepared is None:
-            raise DataError("token counts exist for causal_lm / masked_lm data after setup()")
+            raise DataError(f"token counts exist for {task_names(lambda spec: spec.packs)} data after setup()")
         return tuple(_fit(self._prepared.counts(s), vocab_size) for s in ("train", "validation"))
 
     @property

@@ -13,14 +13,14 @@ from torch import nn
 
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import OutputLoss
-from zoo.models.init import ONES, ZEROS, Init, draw_seed, initialise, missing_rules, normal
+from zoo.models.init import ZEROS, Init, draw_seed, initialise, missing_rules, normal
 from zoo.models.parametrization import hidden_init_std, is_hidden
 from zoo.nn.cache import Cache
 from zoo.nn.chunked_loss import IGNORE, chunked_linear_cross_entropy, liger_linear_cross_entropy
 from zoo.nn.embedding import TokenEmbedding
 from zoo.nn.feedforward import ACTIVATIONS
 from zoo.nn.host import host_reads_are_free
-from zoo.nn.norm import NORM_MODULES, build_norm
+from zoo.nn.norm import build_norm
 
 
 @dataclass
@@ -101,11 +101,13 @@ class ZooModel(nn.Module):
         self.output_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.output_bias else None  # (V,)
 
     def init_rules(self) -> dict[str, Init]:
-        """{parameter name: how it starts}: Normal(0, init_std) for every matrix and embedding
-        table (the token embedding: Normal(0, `ModelConfig.embedding_std`); under mup the hidden
-        matrices Normal(0, init_std / sqrt(m)): `zoo.models.parametrization`), zero biases,
-        unit norm gains. Names as `named_parameters()` gives them (a tied output projection is
-        the token embedding)."""
+        """{parameter name: how it starts}: Normal(0, init_std) for every `nn.Linear` and
+        `nn.Embedding` (the token embedding: Normal(0, `ModelConfig.embedding_std`); under mup
+        the hidden matrices Normal(0, init_std / sqrt(m)): `zoo.models.parametrization`), zero
+        biases; a module of zoo's own starts its own parameters as its row declares (its
+        `starts`, `zoo.config.facts.starts`: norm gains at one, a mixture's expert matrices at
+        init_std). Names as `named_parameters()` gives them (a tied output projection is the
+        token embedding)."""
         rules: dict[str, Init] = {}
         for prefix, module in self.named_modules():
             dot = f"{prefix}." if prefix else ""
@@ -119,18 +121,15 @@ class ZooModel(nn.Module):
                 rules[f"{dot}weight"] = normal(std)
                 if getattr(module, "bias", None) is not None:
                     rules[f"{dot}bias"] = ZEROS
-            elif hasattr(module, "decayed_matrices"):  # stacked matrices (zoo.nn.moe.Experts)
-                rules.update((f"{dot}{name}", normal(self.config.init_std)) for name in module.decayed_matrices)
-            elif isinstance(module, NORM_MODULES):
-                if module.weight is not None:
-                    rules[f"{dot}weight"] = ONES
-                if getattr(module, "bias", None) is not None:
-                    rules[f"{dot}bias"] = ZEROS
+            own = dict(module.named_parameters(recurse=False))
+            for name, start in getattr(module, "starts", {}).items():
+                if name in own:
+                    rules[f"{dot}{name}"] = start.resolved(self.config.init_std)
         if self.output_bias is not None:
             rules["output_bias"] = ZEROS
         missing = missing_rules(self, rules)
-        if missing:  # a new module kind with parameters needs its row here
-            raise KeyError(f"no initialisation rule for {', '.join(missing)}")
+        if missing:  # a new kind's module holds a parameter its row's `starts` does not declare
+            raise KeyError(f"no initialisation rule for {', '.join(missing)} (declare it in its row's starts)")
         names = {name for name, _ in self.named_parameters()}
         return {name: rule for name, rule in rules.items() if name in names}  # tied: one name
 

@@ -25,37 +25,27 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from enum import Enum
 
 import torch
 from torch import nn
 
+from zoo.config.facts.starts import ONES, ZEROS, Init, Start, normal
 
-class Start(str, Enum):
-    normal = "normal"  # Normal(0, std), from the parameter's own generator
-    zeros = "zeros"
-    ones = "ones"
-
-
-@dataclass(frozen=True)
-class Init:
-    """How one parameter starts."""
-
-    start: Start
-    std: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.start == Start.normal and not self.std > 0:
-            raise ValueError(f"a normal start needs a std > 0, got {self.std}")
-
-
-ZEROS = Init(Start.zeros)
-ONES = Init(Start.ones)
-
-
-def normal(std: float) -> Init:
-    return Init(Start.normal, std)
+__all__ = [
+    "ONES",
+    "ZEROS",
+    "Init",
+    "Start",
+    "draw_seed",
+    "has_meta_parameters",
+    "initial_value",
+    "initialise",
+    "materialize",
+    "missing_rules",
+    "normal",
+    "parameter_seed",
+    "parameters_on_meta",
+]
 
 
 def draw_seed() -> int:
@@ -77,6 +67,10 @@ def initial_value(init: Init, shape: torch.Size, seed: int, name: str) -> torch.
         return torch.zeros(shape)
     if init.start == Start.ones:
         return torch.ones(shape)
+    if init.start == Start.constant:
+        return torch.full(shape, init.value)
+    if init.std is None:
+        raise ValueError(f"parameter {name}: a normal start without a std (resolve it with the model's init_std)")
     generator = torch.Generator().manual_seed(parameter_seed(seed, name))
     return torch.empty(shape).normal_(0.0, init.std, generator=generator)
 
@@ -102,6 +96,8 @@ def initialise(params: Iterable[tuple[str, nn.Parameter]], rules: Mapping[str, I
                 param.zero_()
             elif init.start == Start.ones:
                 param.fill_(1.0)
+            elif init.start == Start.constant:
+                param.fill_(init.value)
             else:
                 whole = initial_value(init, param.shape, seed, name).to(param.device, param.dtype)
                 param.copy_(distribute_tensor(whole, param.device_mesh, param.placements, src_data_rank=None))

@@ -39,7 +39,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import is_fake
 
 from zoo.config.facts.activations import ACTIVATION_FACTS
-from zoo.config.facts.ffn import MoEGate, expert_width
+from zoo.config.facts.ffn import FFN_FACTS, FFNKind, MoEGate, expert_width
 from zoo.config.schema.model import ModelConfig
 
 _GROUPED_MM = getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
@@ -62,6 +62,7 @@ class Experts(nn.Module):
     """E feed-forward units stacked in two parameters: w_in (E, F or 2·F, D) and w_out (E, D, F)."""
 
     decayed_matrices = ("w_in", "w_out")  # matrices: weight decay as a linear layer's weight
+    starts = FFN_FACTS[FFNKind.moe].starts  # how they start: the moe row's
 
     def __init__(self, n_experts: int, d_model: int, d_ff: int, activation, act: Callable, dropout: float) -> None:
         super().__init__()

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.config.facts.norms import NormType
+from zoo.config.facts.norms import NORM_FACTS, NormType
 
 
 class RMSNorm(nn.RMSNorm):
@@ -61,12 +61,15 @@ NORMS: dict[NormType, Callable[[int, float, bool], nn.Module]] = {
     NormType.rmsnorm: rmsnorm,
 }
 
-# the module classes NORMS builds (initialisation sets their weight to 1 and bias to 0)
+# the module classes NORMS builds
 NORM_MODULES = (nn.LayerNorm, RMSNorm)
 
 
 def build_norm(kind: NormType, dim: int, eps: float, bias: bool) -> nn.Module:
-    """One norm of type `kind` over `dim` (ValueError for a kind with no builder)."""
+    """One norm of type `kind` over `dim` (ValueError for a kind with no builder), carrying its
+    row's `starts` (how its parameters start: `zoo.models.base.ZooModel.init_rules` reads it)."""
     if kind not in NORMS:
         raise ValueError(f"no norm builder for model.norm_type={kind!r}")
-    return NORMS[kind](dim, eps, bias)
+    norm = NORMS[kind](dim, eps, bias)
+    object.__setattr__(norm, "starts", NORM_FACTS[kind].starts)  # a plain attribute, not a submodule
+    return norm

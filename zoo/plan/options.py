@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
-from zoo.config.facts.optimizers import OptimizerKind
+from zoo.config.facts.optimizers import OptimizerKind, RunShape, optimizer_refusal
 
 
 class Precision(Choice):
@@ -137,8 +137,8 @@ class PlanOptions:
     optim: OptimizerKind = field(
         default=OptimizerKind.adamw,
         metadata={
-            "help": "optim.kind: adamw, adam or muon (whose state is its row's: "
-            "one buffer per hidden matrix, AdamW's two moments elsewhere)"
+            "help": f"optim.kind: {OptimizerKind.listed()} (the state each keeps is its row's: "
+            "zoo.config.facts.optimizers.OPTIMIZER_FACTS)"
         },
     )
     clip: bool = field(
@@ -149,6 +149,16 @@ class PlanOptions:
         },
     )
 
+    def run_shape(self, parametrization: str | None = None) -> RunShape:
+        """What the optimizer's refusals look at: the strategy, and the model's parametrization
+        once the planner knows the model."""
+        return RunShape(
+            strategy=self.strategy.value,
+            sharded=self.strategy in (Strategy.fsdp, Strategy.hsdp),
+            parametrization=parametrization,
+            strategy_key="strategy",
+        )
+
     def __post_init__(self) -> None:
         self.precision = Precision.parse(self.precision, "precision")
         self.strategy = Strategy.parse(self.strategy, "strategy")
@@ -156,11 +166,9 @@ class PlanOptions:
         self.output_loss = LossPath.parse(self.output_loss, "output_loss")
         self.optimizer = Optimizer.parse(self.optimizer, "optimizer")
         self.optim = OptimizerKind.parse(self.optim, "optim")
-        if self.optim == OptimizerKind.muon and self.strategy in (Strategy.fsdp, Strategy.hsdp):
-            raise ConfigError(
-                f"optim=muon cannot run under strategy={self.strategy.value}: Muon orthogonalises each "
-                f"whole matrix, and a sharded rank holds only its rows (zoo-train refuses it too)"
-            )
+        refusal = optimizer_refusal(self.optim, self.run_shape())
+        if refusal is not None:  # the optimizer's row: what zoo-train refuses too
+            raise ConfigError(refusal)
         for name in ("batch", "world_size", "replicate", "loss_chunk"):
             _positive(name, getattr(self, name))
         if self.seq_len is not None:

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.optimizers import optimizer_refusal
 from zoo.config.facts.tasks import task_of_family
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import OutputLoss
@@ -107,6 +108,9 @@ def check_plannable(model: ModelConfig) -> None:
 def plan(model: ModelConfig, options: PlanOptions, batch: int | None = None) -> Plan:
     """The plan of `model` at `options` (micro-batch `batch`, default options.batch)."""
     check_plannable(model)
+    refusal = optimizer_refusal(options.optim, options.run_shape(model.parametrization.value))
+    if refusal is not None:
+        raise ConfigError(refusal)
     batch = options.batch if batch is None else batch
     seq_len = planned_seq_len(model, options.seq_len, batch)
     step = simulate_step(model, step_setup(options, batch, seq_len), _scale(options))

@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.facts.optimizers import read_by
 from zoo.config.facts.tasks import task_of_family
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import OutputLoss
@@ -288,9 +289,9 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, flo
         trace.param_storages = _storage_keys(params)
         # nn.Linear's weight is a Parameter (torch's stub says Tensor)
         head = cast(torch.nn.Parameter, model.lm_head.weight) if model.lm_head is not None else None
-        optimizer = build_optimizer(
-            model, OptimConfig(kind=setup.optim, implementation=setup.optimizer), output_embedding=head
-        )
+        # the settings the optimizer's row reads (an optimizer without kernels takes no implementation)
+        optim = OptimConfig(**read_by(setup.optim, {"implementation": setup.optimizer}))
+        optimizer = build_optimizer(model, optim, output_embedding=head)
         for p in params:  # a gradient is counted as one from the moment backward hands it over
             p.register_post_accumulate_grad_hook(lambda p: trace.retag(p.grad, GRADIENTS))
         inputs, labels = _batch(model_cfg, setup.batch, setup.seq_len)

@@ -16,7 +16,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.positions import max_positions
-from zoo.config.facts.tasks import task_spec
+from zoo.config.facts.tasks import task_names, task_spec
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.train import ProgressBar
@@ -133,7 +133,7 @@ def _downstream(spec: ZooConfig):
     if not task_spec(spec.task.kind).generates:
         raise ConfigError(
             f"callbacks.downstream scores continuations; task={spec.task.kind.value} has no decoder "
-            f"(use it with causal_lm or seq2seq)"
+            f"(use it with {task_names(lambda spec: spec.generates)})"
         )
     require_lm_eval()
     from zoo.training.monitor.downstream import Downstream

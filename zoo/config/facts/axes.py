@@ -35,6 +35,8 @@ from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import POSITION_FACTS, PositionKind
 from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
+from zoo.config.facts.tasks import TASK_SPECS, TaskKind, families_of
+from zoo.config.facts.tokenizers import TOKENIZER_FACTS, TokenizerKind
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,11 @@ class Axis:
     def model_level(self) -> bool:
         """The axis is a model config key (a built model differs between its kinds)."""
         return self.key.startswith("model.")
+
+    @property
+    def run_level(self) -> bool:
+        """The axis is a run's setting (optimizer, schedule, task, tokenizer), not the model's."""
+        return not self.model_level
 
 
 def _family(kind: Family) -> dict[str, Any]:
@@ -92,6 +99,11 @@ def _ffn(kind: FFNKind) -> dict[str, Any]:
     }
 
 
+def _task(kind: TaskKind) -> dict[str, Any]:
+    """A training objective, with the first family that trains it (a masked LM's encoder)."""
+    return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
+
+
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
@@ -104,6 +116,8 @@ AXES: list[Axis] = [
     Axis("scheduler.kind", ScheduleKind, SCHEDULE_FACTS),
     Axis("model.block", BlockKind, BLOCK_FACTS),
     Axis("model.qk_norm", QKNorm, QK_NORM_FACTS),
+    Axis("task.kind", TaskKind, TASK_SPECS, overrides=_task),
+    Axis("tokenizer.kind", TokenizerKind, TOKENIZER_FACTS),
 ]
 
 

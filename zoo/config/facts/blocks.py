@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from zoo.config.choice import Choice
+from zoo.config.choice import Choice, listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 
@@ -42,9 +42,10 @@ def _refuses_nothing(cfg: ModelConfig) -> str | None:
 def _parallel_two_norms(cfg: ModelConfig) -> str | None:
     if PLACEMENT_FACTS[cfg.norm].normalizes_stream:
         return (
-            f"model.block=parallel_two_norms gives each branch its own norm, but model.norm="
+            f"model.block={BlockKind.parallel_two_norms.value} gives each branch its own norm, but model.norm="
             f"{cfg.norm.value} normalizes the residual stream after the branches add: use "
-            f"model.block=parallel (one norm of the sum) or model.norm=pre, sandwich or reordered"
+            f"model.block={BlockKind.parallel.value} (one norm of the sum) or model.norm="
+            f"{listed(k.value for k, row in PLACEMENT_FACTS.items() if not row.normalizes_stream)}"
         )
     return None
 
@@ -180,7 +181,8 @@ def check_block(cfg: ModelConfig) -> None:
         raise ConfigError(refusal)
     if cfg.qk_norm == QKNorm.none and cfg.qk_norm_type is not None:
         raise ConfigError(
-            f"model.qk_norm_type={cfg.qk_norm_type.value} only applies with model.qk_norm=head or projection, not none"
+            f"model.qk_norm_type={cfg.qk_norm_type.value} only applies with model.qk_norm="
+            f"{listed(k.value for k in QKNorm if k != QKNorm.none)}, not {QKNorm.none.value}"
         )
     cfg.attn_softcap = check_softcap("attn_softcap", cfg.attn_softcap)
     cfg.final_softcap = check_softcap("final_softcap", cfg.final_softcap)

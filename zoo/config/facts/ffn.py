@@ -13,12 +13,13 @@ is null, so that `model.param_budget` sizes dense layers and experts alike from 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import ACTIVATION_FACTS
+from zoo.config.facts.starts import NORMAL, Starts
 
 if TYPE_CHECKING:
     from zoo.config.schema.model import ModelConfig
@@ -56,6 +57,8 @@ class FFNFacts:
     - `keys`: the dotted config keys this kind alone reads (a mixture's model.moe_* and the
       task's router losses); under another kind they stay at their defaults and change nothing,
       so `zoo-compare` leaves them out of an arm's name (`unread_keys`).
+    - `starts`: how the parameters its modules hold themselves (not through an `nn.Linear`)
+      start, by name (`zoo.config.facts.starts`): a mixture's stacked expert matrices.
     """
 
     what: str
@@ -65,6 +68,7 @@ class FFNFacts:
     flops: Callable[[ModelConfig, int], int]
     refuses: Callable[[ModelConfig], str | None] = _refuses_nothing
     keys: tuple[str, ...] = ()
+    starts: Starts = field(default_factory=dict, compare=False)
 
 
 def _unit_parameters(D: int, F: int, gated: bool, bias: bool) -> int:
@@ -146,6 +150,7 @@ FFN_FACTS: dict[FFNKind, FFNFacts] = {
         flops=_moe_flops,
         refuses=_moe_refuses,
         keys=(*(f"model.{name}" for name in MOE_KEYS), "task.moe_balance", "task.moe_router_z"),
+        starts={"w_in": NORMAL, "w_out": NORMAL},  # zoo.nn.moe.Experts: Normal(0, model.init_std)
     ),
 }
 

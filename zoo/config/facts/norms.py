@@ -8,11 +8,12 @@ enum, and `tests/config/facts/test_norm_table.py` keeps the two in step."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.facts.starts import ONES, ZEROS, Starts
 
 if TYPE_CHECKING:
     from zoo.config.schema.model import ModelConfig
@@ -37,6 +38,8 @@ class NormFacts:
     - `parameters`: the parameters one norm over a vector of width D holds, given `model.bias`.
     - `flops_per_element`: roughly, the elementwise FLOPs per element normalized (forward); not
       part of `flops_per_token`, which counts matrix multiplies only.
+    - `starts`: how each parameter of the built module starts, by its name
+      (`zoo.config.facts.starts`); a name the module does not hold (β without model.bias) is skipped.
     - `refuses`: the one-line refusal for a model config it cannot serve, None where it serves
       it; `ModelConfig` raises it before any weight exists.
     """
@@ -45,6 +48,7 @@ class NormFacts:
     paper: str
     parameters: Callable[[int, bool], int]
     flops_per_element: int
+    starts: Starts = field(compare=False)
     refuses: Callable[[ModelConfig], str | None] = _refuses_nothing
 
 
@@ -54,12 +58,14 @@ NORM_FACTS: dict[NormType, NormFacts] = {
         paper="Ba et al. 2016",
         parameters=lambda D, bias: D * (2 if bias else 1),  # γ, and β with model.bias
         flops_per_element=8,  # mean, centre, square, mean, scale, γ, β
+        starts={"weight": ONES, "bias": ZEROS},
     ),
     NormType.rmsnorm: NormFacts(
         what="x / sqrt(mean(x²) + eps) · γ; no centring, no bias whatever model.bias says",
         paper="Zhang & Sennrich 2019",
         parameters=lambda D, bias: D,  # γ only
         flops_per_element=4,  # square, mean, scale, γ
+        starts={"weight": ONES},
     ),
 }
 

@@ -7,7 +7,9 @@ and `tests/config/facts/test_optimizer_table.py` keeps the two in step."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from zoo.config.choice import Choice
 
@@ -25,6 +27,31 @@ MUON_KEYS = ("muon_lr", "momentum", "nesterov", "ns_steps", "adjust_lr_fn")
 
 
 @dataclass(frozen=True)
+class RunShape:
+    """What an optimizer's refusals look at, known before any weight exists: the strategy
+    (`strategy_key`=`strategy`: zoo-train's trainer.strategy, zoo-plan's strategy), whether it
+    shards each parameter over ranks (fsdp, hsdp), and model.parametrization's value (None
+    where the caller does not know it yet)."""
+
+    strategy: str | None = None
+    sharded: bool = False
+    parametrization: str | None = None
+    strategy_key: str = "trainer.strategy"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One thing an optimizer cannot run with: `applies(shape)` says whether `shape` is it;
+    `says` is the one-line refusal, formatted with the shape's fields."""
+
+    applies: Callable[[RunShape], bool]
+    says: str
+
+    def message(self, shape: RunShape) -> str:
+        return self.says.format(strategy=shape.strategy, strategy_key=shape.strategy_key)
+
+
+@dataclass(frozen=True)
 class OptimizerFacts:
     """One optimizer's row.
 
@@ -37,8 +64,10 @@ class OptimizerFacts:
     - `hidden_only`: it updates only the 2-D matrices of the hidden layers (attention and FFN
       projections); every other parameter (embeddings, output head, norms, biases) is updated
       by AdamW, with AdamW's `state`.
-    - `refuses`: what it cannot run with, each refused on one line before any weight exists
-      (`zoo.config.schema.validate`).
+    - `refuses`: what it cannot run with, each a `Refusal` (a predicate on the run's
+      `RunShape` and its one-line message) that zoo-train's validation
+      (`zoo.config.schema.validate`) and zoo-plan (`zoo.plan.options`, `zoo.plan.planner`) ask
+      before any weight exists.
     """
 
     what: str
@@ -46,7 +75,7 @@ class OptimizerFacts:
     params: tuple[str, ...]
     state: int
     hidden_only: bool = False
-    refuses: tuple[str, ...] = ()
+    refuses: tuple[Refusal, ...] = ()
 
     def state_per_parameter(self, hidden_matrix: bool) -> int:
         """Numbers of state a parameter holds: a hidden matrix under this optimizer's own rule,
@@ -79,8 +108,18 @@ OPTIMIZER_FACTS: dict[OptimizerKind, OptimizerFacts] = {
         state=1,
         hidden_only=True,
         refuses=(
-            "trainer.strategy=fsdp or hsdp (Newton-Schulz needs each whole matrix; a rank holds a shard)",
-            "model.parametrization=mup (muP's per-layer rates are Adam's; Muon scales by shape)",
+            Refusal(
+                lambda shape: shape.sharded,
+                "optim=muon cannot run under {strategy_key}={strategy}: Muon orthogonalises each whole "
+                "matrix's update (Newton-Schulz), and a sharded rank holds only its rows of each matrix; "
+                "use trainer=ddp (every rank holds whole matrices) or optim=adamw",
+            ),
+            Refusal(
+                lambda shape: shape.parametrization == "mup",
+                "optim=muon cannot run with model.parametrization=mup: muP's per-layer learning rates "
+                "and initialisations are derived for Adam, and Muon scales each matrix's rate by its "
+                "shape itself (optim.adjust_lr_fn); use model.parametrization=standard or optim=adamw",
+            ),
         ),
     ),
 }
@@ -91,4 +130,29 @@ def optimizer_readers(param: str) -> tuple[OptimizerKind, ...]:
     return tuple(kind for kind, facts in OPTIMIZER_FACTS.items() if param in facts.params)
 
 
-__all__ = ["OPTIMIZER_FACTS", "OptimizerFacts", "OptimizerKind", "optimizer_readers"]
+def read_by(kind: OptimizerKind, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`kind` and those of `settings` ({OptimConfig key: value}) that its row reads: what a tool
+    that holds settings for every optimizer (zoo-plan's implementation, zoo-bench's betas and
+    eps) passes to `OptimConfig`, which refuses a key the kind does not read."""
+    params = OPTIMIZER_FACTS[kind].params
+    return {"kind": kind, **{key: value for key, value in settings.items() if key in params}}
+
+
+def optimizer_refusal(kind: OptimizerKind, shape: RunShape) -> str | None:
+    """The first of `kind`'s refusals that applies to `shape`, as its one line; None if none does."""
+    for refusal in OPTIMIZER_FACTS[kind].refuses:
+        if refusal.applies(shape):
+            return refusal.message(shape)
+    return None
+
+
+__all__ = [
+    "OPTIMIZER_FACTS",
+    "OptimizerFacts",
+    "OptimizerKind",
+    "Refusal",
+    "RunShape",
+    "optimizer_readers",
+    "optimizer_refusal",
+    "read_by",
+]

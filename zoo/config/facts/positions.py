@@ -8,11 +8,12 @@ the two in step."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.facts.starts import Starts
 
 if TYPE_CHECKING:
     from zoo.config.schema.model import ModelConfig, PositionConfig
@@ -77,6 +78,9 @@ class PositionFacts:
       `zoo.summarize` reports and `model.param_budget` sizes.
     - `flops`: the matrix-multiply FLOPs it adds for one query in one self-attention layer
       (`zoo.config.schema.flops` counts them into `flops_per_token`).
+    - `starts`: how each parameter the scheme's module holds itself (not through an
+      `nn.Embedding` or `nn.Linear`, which start as every table and matrix does) starts, by
+      name (`zoo.config.facts.starts`); empty for a scheme with none.
     """
 
     params: tuple[str, ...]
@@ -87,6 +91,7 @@ class PositionFacts:
     parameters: Callable[[ModelConfig, int], int] = _no_parameters
     embedding: bool = False
     flops: Callable[[ModelConfig], int] = _no_flops
+    starts: Starts = field(default_factory=dict, compare=False)
 
 
 def _learned(cfg: ModelConfig, n_layers: int) -> int:

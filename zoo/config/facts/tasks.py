@@ -12,9 +12,10 @@ enum, so this module imports no torch; `zoo.data` dispatches on the names."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from zoo.config.choice import Choice
+from zoo.config.choice import Choice, listed
 from zoo.config.facts.families import Family
 
 
@@ -217,3 +218,9 @@ def task_of_family(family: Family | str) -> TaskKind:
     if len(found) != 1:  # the table is wrong, not the config (tests/config/facts/test_task_table.py)
         raise LookupError(f"model.family={family.value} is the default of {len(found)} rows of TASK_SPECS, not one")
     return found[0]
+
+
+def task_names(where: Callable[[TaskSpec], bool], conjunction: str = "or") -> str:
+    """The tasks whose row `where` holds for, as prose ("causal_lm or seq2seq" for the ones that
+    generate): how help and refusals name a set of tasks."""
+    return listed((spec.kind.value for spec in TASK_SPECS.values() if where(spec)), conjunction)

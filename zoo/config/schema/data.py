@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.corpora import CORPORA_BY_NAME, EXTERNAL, source_help
-from zoo.config.facts.tasks import Collate, TaskKind, task_spec
+from zoo.config.facts.tasks import Collate, TaskKind, task_names, task_spec
+from zoo.config.facts.tokenizers import SENTENCEPIECE_PARAMS, TokenizerKind, tokenizer_readers  # noqa: F401  (TokenizerKind re-exported)
 from zoo.config.schema.convert import as_schema, plain
 
 # Where the examples come from: a built-in offline corpus (a row of
@@ -42,20 +43,11 @@ class SampleBy(Choice):
     document = "document"
 
 
-class TokenizerKind(Choice):
-    byte = "byte"  # UTF-8 bytes: 256 ids + specials, nothing to train
-    char = "char"  # the characters of the training split + specials
-    sentencepiece_bpe = "sentencepiece_bpe"  # Sennrich et al. 2016, via SentencePiece
-    sentencepiece_unigram = "sentencepiece_unigram"  # Kudo 2018, via SentencePiece
-    hf = "hf"  # a Hugging Face tokenizer directory (save_pretrained), e.g. a pretrained model's
-
-
-SENTENCEPIECE_KINDS = (TokenizerKind.sentencepiece_bpe, TokenizerKind.sentencepiece_unigram)
-
-# Tokenizer parameters that only SentencePiece reads; setting one away from its default for
-# another kind is refused, so `tokenizer=byte tokenizer.vocab_size=512` does not silently do
-# nothing.
-_SENTENCEPIECE_PARAMS = ("vocab_size", "character_coverage", "byte_fallback", "max_sentences")
+# the kinds that read SentencePiece's parameters (their rows: zoo.config.facts.tokenizers);
+# setting one away from its default for another kind is refused, so `tokenizer=byte
+# tokenizer.vocab_size=512` does not silently do nothing.
+SENTENCEPIECE_KINDS = tokenizer_readers("vocab_size")
+_SENTENCEPIECE_PARAMS = SENTENCEPIECE_PARAMS
 
 
 @dataclass(kw_only=True)
@@ -173,7 +165,7 @@ class DataConfig:
     streaming: bool = field(
         default=False,
         metadata={
-            "help": "causal_lm / masked_lm from local files or the Hub: stream the documents "
+            "help": f"{task_names(lambda spec: spec.packs)} from local files or the Hub: stream the documents "
             "(nothing downloaded whole or prepared), in corpus order"
         },
     )
@@ -187,7 +179,8 @@ class DataConfig:
     num_proc: int | None = field(
         default=None,
         metadata={
-            "help": "processes that tokenize a corpus when it is prepared (causal_lm, masked_lm); default: every core"
+            "help": "processes that tokenize a corpus when it is prepared "
+            f"({task_names(lambda spec: spec.packs, 'and')}); default: every core"
         },
     )
     max_examples: int | None = field(default=None, metadata={"help": "keep only the first N examples (smoke runs)"})

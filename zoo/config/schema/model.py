@@ -14,15 +14,16 @@ from dataclasses import MISSING as dataclasses_missing
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from zoo.config.choice import listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
 from zoo.config.facts.attention import AttentionKind, check_attention
-from zoo.config.facts.blocks import BlockKind, QKNorm, check_block
+from zoo.config.facts.blocks import BLOCK_FACTS, BlockKind, QKNorm, check_block
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.layers import check_every_kth
 from zoo.config.facts.norms import NormType, check_norm
-from zoo.config.facts.placements import NormPlacement
+from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
 from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
 from zoo.config.schema.position import PositionConfig
@@ -48,9 +49,9 @@ class ModelConfig:
     norm: NormPlacement = field(
         default=NormPlacement.pre,
         metadata={
-            "help": "norm placement: pre (x + f(n(x))), post (n(x + f(x))), sandwich "
-            "(x + n_out(f(n_in(x))), Gemma 2) or reordered (x + n(f(x)), OLMo 2); all but "
-            "post end the stack in a final norm (rows: zoo.config.facts.placements)"
+            "help": "norm placement: "
+            + "; ".join(f"{kind.value}: {row.what}" for kind, row in PLACEMENT_FACTS.items())
+            + " (rows: zoo.config.facts.placements)"
         },
     )
     norm_type: NormType = field(
@@ -61,7 +62,7 @@ class ModelConfig:
     activation: Activation = field(
         default=Activation.gelu,
         metadata={
-            "help": "feed-forward activation; swiglu, geglu, geglu_tanh are gated "
+            "help": f"feed-forward activation: {Activation.listed()}; {listed(GATED, 'and')} are gated "
             "(rows: zoo.config.facts.activations.ACTIVATION_FACTS)"
         },
     )
@@ -183,22 +184,21 @@ class ModelConfig:
     block: BlockKind = field(
         default=BlockKind.sequential,
         metadata={
-            "help": "sequential (one sub-layer after the other), parallel (x + attn(n(x)) + "
-            "ff(n(x)), one shared norm: GPT-J, PaLM) or parallel_two_norms (x + attn(n1(x)) + "
-            "ff(n2(x)): GPT-NeoX) (rows: zoo.config.facts.blocks.BLOCK_FACTS)"
+            "help": "; ".join(f"{kind.value}: {row.what}" for kind, row in BLOCK_FACTS.items())
+            + " (rows: zoo.config.facts.blocks.BLOCK_FACTS)"
         },
     )
     qk_norm: QKNorm = field(
         default=QKNorm.none,
         metadata={
-            "help": "norm of queries and keys before the position scheme's rotation: none, "
-            "head (over each head's Dh: Qwen3) or projection (over the whole H·Dh and Hkv·Dh: "
+            "help": f"norm of queries and keys before the position scheme's rotation: {QKNorm.listed()} "
+            "(head: over each head's Dh, Qwen3; projection: over the whole H·Dh and Hkv·Dh, "
             "OLMo 2); self- and cross-attention alike (rows: zoo.config.facts.blocks.QK_NORM_FACTS)"
         },
     )
     qk_norm_type: NormType | None = field(
         default=None,
-        metadata={"help": "the QK-norm's type (layernorm or rmsnorm); null: model.norm_type"},
+        metadata={"help": f"the QK-norm's type ({NormType.listed()}); null: model.norm_type"},
     )
     attn_softcap: float | None = field(
         default=None,
@@ -225,8 +225,8 @@ class ModelConfig:
     attention: AttentionKind = field(
         default=AttentionKind.full,
         metadata={
-            "help": "self-attention variant: full, or sliding (local attention: each query sees "
-            "model.window keys; Mistral 7B, Gemma 2)"
+            "help": f"self-attention variant: {AttentionKind.listed()} (sliding: local attention, each "
+            "query sees model.window keys; Mistral 7B, Gemma 2)"
         },
     )
     window: int | None = field(

@@ -7,7 +7,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
-from zoo.config.facts.tasks import TaskKind
+from zoo.config.facts.tasks import TaskKind, Tokenize, task_names
 
 
 class Pooling(Choice):
@@ -128,7 +128,8 @@ class TaskConfig:
         if self.z_loss and self.kind == TaskKind.classification:
             raise ConfigError(
                 "task.z_loss applies to the output logits over the vocabulary of token tasks "
-                "(causal_lm, masked_lm, seq2seq), not to task=classification's class logits"
+                f"({task_names(lambda spec: spec.tokenize != Tokenize.labelled, 'and')}), "
+                f"not to task={TaskKind.classification.value}'s class logits"
             )
         if self.z_loss and self.output_loss == OutputLoss.liger:
             raise ConfigError("task.z_loss is not computed by task.output_loss=liger; use auto, logits or chunked")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
 
-from zoo.config.choice import Choice
+from zoo.config.choice import Choice, listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
 from zoo.config.facts.schedules import SCHEDULE_FACTS, DecayShape, ScheduleKind, schedule_readers
@@ -45,8 +45,9 @@ class OptimConfig:
     kind: OptimizerKind = field(
         default=OptimizerKind.adamw,
         metadata={
-            "help": "adamw, adam, or muon (Muon for the hidden layers' 2-D matrices, AdamW for "
-            "embeddings, output head, norms and biases)"
+            "help": f"{OptimizerKind.listed()} (what each does: zoo.config.facts.optimizers.OPTIMIZER_FACTS; "
+            "muon: Muon for the hidden layers' 2-D matrices, AdamW for embeddings, output head, "
+            "norms and biases)"
         },
     )
     lr: float = field(
@@ -124,12 +125,20 @@ def _refuse_unread(cfg, section: str, reads: tuple[str, ...], readers) -> None:
 class SchedulerConfig:
     kind: ScheduleKind = field(
         default=ScheduleKind.cosine,
-        metadata={"help": "constant, cosine, inverse_sqrt, wsd (warmup-stable-decay) or linear (straight to zero)"},
+        metadata={
+            "help": f"{ScheduleKind.listed()} (wsd: warmup-stable-decay; linear: straight to zero; rows: "
+            "zoo.config.facts.schedules.SCHEDULE_FACTS)"
+        },
     )
     warmup_steps: int = 100
-    min_lr_ratio: float = field(default=0.1, metadata={"help": "cosine, wsd: final lr / peak lr"})
+    min_lr_ratio: float = field(
+        default=0.1, metadata={"help": f"{listed(schedule_readers('min_lr_ratio'))}: final lr / peak lr"}
+    )
     total_steps: int | None = field(
-        default=None, metadata={"help": "cosine, wsd, linear: steps the schedule ends at; default trainer.max_steps"}
+        default=None,
+        metadata={
+            "help": f"{listed(schedule_readers('total_steps'))}: steps the schedule ends at; default trainer.max_steps"
+        },
     )
     decay_fraction: float = field(
         default=0.2, metadata={"help": "wsd: the cooldown's share of total_steps (unless decay_steps is set)"}

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.config.facts.optimizers import OptimizerKind
+from zoo.config.facts.optimizers import RunShape, optimizer_refusal
 from zoo.config.facts.positions import max_positions
 from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
 from zoo.config.facts.tasks import families_of, task_spec
@@ -79,7 +79,7 @@ def _validate(cfg: Any) -> ZooConfig:
     check_document_mask(zc.data, zc.task.kind)
     _check_positions(zc)
     _check_sharding(zc)
-    _check_muon(zc)
+    _check_optimizer(zc)
     _check_fused_clipping(zc)
     _check_softcapped_loss(zc)
     _check_batch(zc)
@@ -159,23 +159,18 @@ def _check_sharding(zc: ZooConfig) -> None:
         )
 
 
-def _check_muon(zc: ZooConfig) -> None:
-    """Muon's two refusals (its row in `zoo.config.facts.optimizers`), before any weight exists."""
-    if zc.optim.kind != OptimizerKind.muon:
-        return
+def _check_optimizer(zc: ZooConfig) -> None:
+    """The chosen optimizer's refusals (its row in `zoo.config.facts.optimizers`), before any
+    weight exists."""
     strategy = zc.trainer.get("strategy")
-    if is_sharded_name(strategy):
-        raise ConfigError(
-            f"optim=muon cannot run under trainer.strategy={strategy}: Muon orthogonalises each "
-            f"whole matrix's update (Newton-Schulz), and a sharded rank holds only its rows of "
-            f"each matrix; use trainer=ddp (every rank holds whole matrices) or optim=adamw"
-        )
-    if zc.model.parametrization.value == "mup":
-        raise ConfigError(
-            "optim=muon cannot run with model.parametrization=mup: muP's per-layer learning rates "
-            "and initialisations are derived for Adam, and Muon scales each matrix's rate by its "
-            "shape itself (optim.adjust_lr_fn); use model.parametrization=standard or optim=adamw"
-        )
+    shape = RunShape(
+        strategy=strategy if isinstance(strategy, str) else None,
+        sharded=is_sharded_name(strategy),
+        parametrization=zc.model.parametrization.value,
+    )
+    refusal = optimizer_refusal(zc.optim.kind, shape)
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def _check_branch(zc: ZooConfig) -> None:

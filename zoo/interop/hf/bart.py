@@ -111,6 +111,7 @@ def bart_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 NAMES = ("bart", "BartForConditionalGeneration", "BartConfig")
 DESCRIPTION = (
     "bart: encoder-decoder, learned positions with offset 2, post-LN layernorm, embed_norm, output_bias, "
-    "relu/gelu/gelu_tanh, biases"
+    + "/".join(HF_ACTIVATIONS)
+    + ", biases"
 )
 BART = Family(NAMES, DESCRIPTION, COMPOSITION, (bart_keys, bart_hf_keys), TABLE, tie_from_weights=True)

@@ -73,6 +73,8 @@ def bert_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 NAMES = ("bert", "BertForMaskedLM", "BertConfig")
 DESCRIPTION = (
-    "bert: encoder-only, learned positions, post-LN layernorm, embed_norm, head_transform, relu/gelu/gelu_tanh, biases"
+    "bert: encoder-only, learned positions, post-LN layernorm, embed_norm, head_transform, "
+    + "/".join(HF_ACTIVATIONS)
+    + ", biases"
 )
 BERT = Family(NAMES, DESCRIPTION, COMPOSITION, (bert_keys, bert_hf_keys), TABLE, tie_from_weights=True)

@@ -84,5 +84,5 @@ def gpt2_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 
 NAMES = ("gpt2", "GPT2LMHeadModel", "GPT2Config")
-DESCRIPTION = "gpt2: decoder-only, learned positions, pre-LN layernorm, relu/gelu/gelu_tanh, biases, tied"
+DESCRIPTION = "gpt2: decoder-only, learned positions, pre-LN layernorm, " + "/".join(HF_ACTIVATIONS) + ", biases, tied"
 GPT2 = Family(NAMES, DESCRIPTION, COMPOSITION, (gpt2_keys, gpt2_hf_keys), TABLE)

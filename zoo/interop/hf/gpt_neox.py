@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.model import BlockKind, ModelConfig
 from zoo.interop.hf.common import ACTIVATIONS, HF_ACTIVATIONS, hf_rope, require, rope_of
 from zoo.interop.hf.table import FULL_HEADS, HIDDEN_FIELDS, WB, Composition, Family, Stack, Table, Transform, row
 
@@ -63,7 +63,7 @@ TABLE = Table(
 
 def neox_keys(config: Any) -> dict[str, Any]:
     require(config, "hidden_act", tuple(ACTIVATIONS))
-    require(config, "attention_bias", (True, None), "zoo's biases are on every projection or none")
+    require(config, "attention_bias", (True, None), "zoo's biases are on every projection or on none")
     theta, scale = rope_of(config)
     position = {"kind": "rope", "theta": theta, "scale": scale}
     return COMPOSITION.keys(
@@ -92,7 +92,8 @@ def neox_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 NAMES = ("gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig")
 DESCRIPTION = (
-    "gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, gelu/gelu_tanh/relu, biases, "
-    "parallel (two norms) or sequential block"
+    "gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, "
+    + "/".join(HF_ACTIVATIONS)
+    + f", biases, {BlockKind.parallel_two_norms.value} or {BlockKind.sequential.value} block"
 )
 GPT_NEOX = Family(NAMES, DESCRIPTION, COMPOSITION, (neox_keys, neox_hf_keys), TABLE)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from zoo.config.facts.attention import AttentionKind
 from zoo.config.facts.ffn import expert_width
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY
@@ -46,7 +47,7 @@ def mixtral_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 NAMES = ("mixtral", "MixtralForCausalLM", "MixtralConfig")
 DESCRIPTION = (
     "mixtral: decoder-only, rope, pre-norm rmsnorm, swiglu, a mixture of experts in every layer "
-    "(softmax, top-k renormalised), full or sliding attention, no biases"
+    f"(softmax, top-k renormalised), {AttentionKind.full.value} or {AttentionKind.sliding.value} attention, no biases"
 )
-OPTIONS = moe_options(moe_renorm=(True,), attention=("full", "sliding"), window=ANY)
+OPTIONS = moe_options(moe_renorm=(True,), attention=(AttentionKind.full.value, AttentionKind.sliding.value), window=ANY)
 MIXTRAL = Family(NAMES, DESCRIPTION, replace(LLAMA_BLOCK, options=OPTIONS), (mixtral_keys, mixtral_hf_keys), TABLE)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from zoo.config.facts.activations import ACTIVATION_FACTS
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY, UnsupportedConfig
 from zoo.interop.hf.table import Composition, Family, Row, Stack, Table, Transform, fields, one_kv_per_head, row
@@ -48,7 +49,7 @@ def fold_query_scale(weight: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
 
 
 def gated(cfg: ModelConfig, i: int) -> bool:
-    return cfg.activation.value in ("geglu_tanh", "swiglu")
+    return ACTIVATION_FACTS[cfg.activation].gated
 
 
 def plain(cfg: ModelConfig, i: int) -> bool:
@@ -153,5 +154,5 @@ def t5_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 
 NAMES = ("t5", "T5ForConditionalGeneration", "T5Config")
-DESCRIPTION = "t5: encoder-decoder, relative bias, pre-norm rmsnorm, relu/gelu/geglu_tanh/swiglu, no biases"
+DESCRIPTION = "t5: encoder-decoder, relative bias, pre-norm rmsnorm, " + "/".join(HF_ACTIVATIONS) + ", no biases"
 T5 = Family(NAMES, DESCRIPTION, COMPOSITION, (t5_keys, t5_hf_keys), TABLE, tie_from_weights=True)

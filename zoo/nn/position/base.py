@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from zoo.config.facts.positions import PositionKind
+from zoo.config.facts.positions import POSITION_FACTS, PositionKind
+from zoo.config.facts.starts import Starts
 
 
 class PositionScheme(nn.Module):
@@ -38,6 +39,11 @@ class PositionScheme(nn.Module):
     needs_attention_weights: bool = False
     keys_transformed_alone: bool = False
     bias_from_positions_only: bool = False
+
+    @property
+    def starts(self) -> Starts:
+        """How the scheme's own parameters start: its row's `starts` (none for the base)."""
+        return POSITION_FACTS[self.kind].starts if self.kind is not None else {}
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x (B, T, D), positions (B, T) -> (B, T, D)."""
