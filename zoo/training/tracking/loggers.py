@@ -22,6 +22,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from zoo.config.records.atomic import replacing
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.root import ZooConfig
+from zoo.training.origin import RunOrigin
 from zoo.training.tracking.experiment_trackers import RunMLflowLogger, RunWandbLogger
 from zoo.training.tracking.identity import run_identity
 
@@ -64,26 +65,30 @@ class RunCSVLogger(CSVLogger):
 
     @property
     @rank_zero_experiment
-    def experiment(self) -> ExperimentWriter:
+    def experiment(self) -> Any:  # Lightning's own is typed as fabric's writer
         if self._experiment is None:
             self._experiment = _ResumingWriter(self.log_dir, self._resume_step)
         return self._experiment
 
 
-def build_loggers(spec: ZooConfig, composed: Mapping[str, Any], run_dir: Path, resume_step: int | None) -> list:
+def build_loggers(
+    spec: ZooConfig, composed: Mapping[str, Any], run_dir: Path, resume_step: int | None, origin: RunOrigin
+) -> list:
     """metrics.csv (logger.csv) and tb/ (logger.tensorboard) in the run directory, and the
     trackers asked for (logger.mlflow, logger.wandb), told the resolved config `composed`; a
     resumed run keeps the CSV rows of the steps before `resume_step` and logs on into its
-    tracker runs."""
-    loggers = []
+    tracker runs; `origin` names the run, its sweep and its arm for them."""
+    loggers: list[Any] = []
     if spec.logger.csv:
         loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
     if spec.logger.tensorboard:
         from lightning.pytorch.loggers import TensorBoardLogger
 
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name=RunDir.TENSORBOARD, version=""))
-    if spec.logger.trackers and rank_zero_only.rank == 0:  # other ranks log nothing: no store opened there
-        identity = run_identity(run_dir, spec.seed)
+    if (
+        spec.logger.trackers and getattr(rank_zero_only, "rank", 0) == 0
+    ):  # other ranks log nothing: no store opened there
+        identity = run_identity(run_dir, spec.seed, origin)
         config = copy.deepcopy(dict(composed))
         resuming = resume_step is not None
         if spec.logger.mlflow.enabled:
