@@ -32,7 +32,7 @@ from zoo.cli.gate import (
     subdir_override,
 )
 from zoo.cli.hydra_args import HydraArgs, in_one_group, parse_hydra_args, with_overrides
-from zoo.cli.hydra_job import in_sweep, job_dir, run_origin
+from zoo.cli.hydra_job import composed_by_hydra, in_sweep, job_dir, run_origin
 from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source, use_recipes
 from zoo.config.records.rundir import RunDir
@@ -147,6 +147,8 @@ def _train_job(cfg: DictConfig, claim) -> float | None:
                 cfg = with_init_from(cfg, list(origin.overrides))
                 # a job of a sweep takes its own directory's lock; a rank shares its run's
                 claim = claim_run(cfg, run_dir, lock=in_sweep(), record_refusals=True)
+            else:  # the run main() claimed trains the config Hydra composed and recorded in .hydra/
+                claim = composed_by_hydra(claim, with_init_from(cfg, list(origin.overrides)))
             # a stop from here is recorded (a finished run's records are kept)
             command.claimed(run_dir, _resume_command(run_dir), finished=claim.finished is not None)
         outcome = execute(
