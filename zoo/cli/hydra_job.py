@@ -10,10 +10,8 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from zoo.config.errors import ZooError
-from zoo.config.schema.validate import validate
 from zoo.run.preflight import ClaimedRun, RunRefused
 from zoo.training.origin import RunOrigin
 
@@ -44,17 +42,24 @@ def run_origin() -> RunOrigin:
 def composed_by_hydra(claim: ClaimedRun, cfg: DictConfig) -> ClaimedRun:
     """`claim` (made on zoo's composition before Hydra started, so that nothing is written
     before the checks) with the config Hydra composed for its job in place of zoo's: the one
-    `.hydra/config.yaml` records is the one that trains. Both come from the same command line;
-    the schema is validated again (a check of milliseconds, no composition), and a config that
-    validates to another run (one that reads what only Hydra's job knows) is refused on one
-    line rather than run unchecked."""
-    try:
-        spec = validate(cfg)
-    except ZooError as exc:
-        raise RunRefused(str(exc)) from None
-    if spec != claim.spec:
+    `.hydra/config.yaml` records is the one that trains. Both come from the same command line
+    and are compared as written (milliseconds, no composition and no second validation: the
+    claim's `ZooConfig` is the validated form of this text); a composition that differs is
+    refused on one line rather than run unchecked. A run with `init_from=hf:DIR` keeps the
+    claim's config, whose model and tokenizer were read from DIR once (after the same
+    comparison of what was written)."""
+    if OmegaConf.select(claim.cfg, "init_from", default=None) is not None:
+        written = OmegaConf.to_container(cfg, resolve=False)
+        checked = {**written, "model": None, "tokenizer": None} if isinstance(written, dict) else written
+        ours = OmegaConf.to_container(claim.cfg, resolve=False)
+        same = isinstance(ours, dict) and checked == {**ours, "model": None, "tokenizer": None}
+        keep = claim.cfg
+    else:
+        same = OmegaConf.to_container(cfg, resolve=False) == OmegaConf.to_container(claim.cfg, resolve=False)
+        keep = cfg
+    if not same:
         raise RunRefused(
-            "Hydra composed another run than the one zoo-train checked before it started (a value that "
-            "reads Hydra's job, ${hydra:...}, outside hydra:?); name the values themselves"
+            "Hydra composed another config than the one zoo-train checked before it started (a value "
+            "that reads Hydra's job, ${hydra:...}?); name the values themselves"
         )
-    return replace(claim, cfg=cfg, spec=spec)
+    return replace(claim, cfg=keep)

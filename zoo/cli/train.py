@@ -148,7 +148,7 @@ def _train_job(cfg: DictConfig, claim) -> float | None:
                 # a job of a sweep takes its own directory's lock; a rank shares its run's
                 claim = claim_run(cfg, run_dir, lock=in_sweep(), record_refusals=True)
             else:  # the run main() claimed trains the config Hydra composed and recorded in .hydra/
-                claim = composed_by_hydra(claim, with_init_from(cfg, list(origin.overrides)))
+                claim = composed_by_hydra(claim, cfg)
             # a stop from here is recorded (a finished run's records are kept)
             command.claimed(run_dir, _resume_command(run_dir), finished=claim.finished is not None)
         outcome = execute(
