@@ -97,7 +97,7 @@ def test_no_module_imports_a_layer_above_its_own():
 ROOMS: dict[str, list[set[str]]] = {
     "config": [{"paths", "lazy"}, {"errors"}, {"choice"}, {"facts"}, {"schema"}, {"records", "safety"}],
     "training": [
-        {"stops", "quiet", "checkpoint", "monitor"},
+        {"stops", "quiet", "checkpoint", "monitor", "origin"},
         {"signals", "tracking"},
         {"distributed"},
         {"resume"},
@@ -346,3 +346,30 @@ def test_tests_mirror_zoo():
         str(f) for f in folders if f.parts and f.parts[0] not in TEST_TIERS and not (ROOT / "zoo" / f).is_dir()
     )
     assert strays == []
+
+
+def hydra_state_reads(root: Path) -> list[str]:
+    """Every line of a zoo module outside zoo/cli and zoo/run that names Hydra's global state of
+    the running job (`HydraConfig`), as 'file:line'."""
+    found = []
+    for path in sorted((root / "zoo").rglob("*.py")):
+        if path.relative_to(root / "zoo").parts[0] in ("cli", "run"):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "HydraConfig" in line:
+                found.append(f"{path.relative_to(root)}:{number}")
+    return found
+
+
+def test_only_the_command_reads_hydras_job():
+    """The run's origin (recipe, overrides, group choices, sweep) is passed down as data
+    (`zoo.training.origin.RunOrigin`): no module below zoo/cli and zoo/run reads HydraConfig."""
+    assert hydra_state_reads(ROOT) == []
+
+
+def test_a_planted_hydra_state_read_is_found(tmp_path):
+    (tmp_path / "zoo" / "training").mkdir(parents=True)
+    (tmp_path / "zoo" / "cli").mkdir()
+    (tmp_path / "zoo" / "cli" / "job.py").write_text("from hydra.core.hydra_config import HydraConfig\n")
+    (tmp_path / "zoo" / "training" / "start.py").write_text("x = 1\nfrom hydra.core.hydra_config import HydraConfig\n")
+    assert hydra_state_reads(tmp_path) == ["zoo/training/start.py:2"]

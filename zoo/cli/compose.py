@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -144,6 +145,7 @@ def _hydra_at(primary: str, config_dirs: Iterable[str]):
     GlobalHydra.instance().clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
     try:
         with command_line_dirs(config_dirs):  # read while Hydra makes its search path
+            init: Any
             if primary.startswith("pkg://"):
                 init = initialize_config_module(primary[len("pkg://") :], job_name="train", version_base="1.3")
             else:
@@ -282,7 +284,7 @@ def _check_searchpath_first(loader, config_name: str, overrides: list[str], fore
     next (`zoo.config.records.yaml_files`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    entries = None
+    entries: Any = None
     for override in OverridesParser.create().parse_overrides(overrides):
         if override.get_key_element() == "hydra.searchpath":
             entries = override.value()
@@ -326,7 +328,7 @@ def _reference_hydra(choices: dict) -> dict:
     )
     if key not in _REFERENCES:
         cfg = _compose_raw(list(key), CONFIG_NAME, config_source(), ())
-        _REFERENCES[key] = OmegaConf.to_container(cfg.hydra, resolve=False)
+        _REFERENCES[key] = cast(dict, OmegaConf.to_container(cfg.hydra, resolve=False))
     return _REFERENCES[key]
 
 
@@ -334,7 +336,7 @@ def _check_hydra(cfg: DictConfig, overrides: list[str]) -> None:
     """Hydra's section of `cfg` holds only zoo's own values and checked settings
     (`zoo.config.safety.hydra_section`); its record of the overrides is the command line's; a sweep's
     job directory lies inside the sweep directory."""
-    given = OmegaConf.to_container(cfg.hydra, resolve=False)
+    given = cast(dict[str, Any], OmegaConf.to_container(cfg.hydra, resolve=False))
     check_hydra_section(given, _reference_hydra(given["runtime"]["choices"]))
     recorded = list(given["overrides"]["task"]) + list(given["overrides"]["hydra"])
     if sorted(recorded) != sorted(overrides):
@@ -349,7 +351,7 @@ def _check_job_subdir(cfg: DictConfig) -> None:
     (`${hydra:...}`) is checked where each job's directory is made (`subdir_override`)."""
     from omegaconf.errors import InterpolationKeyError, InterpolationResolutionError, OmegaConfBaseException
 
-    written = OmegaConf.to_container(cfg.hydra.sweep, resolve=False).get("subdir")
+    written = cast(dict, OmegaConf.to_container(cfg.hydra.sweep, resolve=False)).get("subdir")
     probe = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     probe.hydra.job.num, probe.hydra.job.id = 0, "0"  # as Hydra numbers the first job
     try:

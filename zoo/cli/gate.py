@@ -9,6 +9,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
@@ -41,6 +42,11 @@ class Checked:
 
     cfg: DictConfig
     multirun: bool
+
+
+def _plain(node) -> dict[str, Any]:
+    """A config node as a plain mapping, its interpolations as written."""
+    return cast(dict[str, Any], OmegaConf.to_container(node, resolve=False))
 
 
 def check_control_characters(overrides: list[str]) -> None:
@@ -112,8 +118,7 @@ def check_command_line(args: HydraArgs) -> Checked | None:
     cfg = composed(first, check=False)
     multirun = args.multirun or str(OmegaConf.select(cfg, "hydra.mode", default="")) == "RunMode.MULTIRUN"
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
-    params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
-    swept = [f"{key}={value}" for key, value in params.items()]
+    swept = [f"{key!s}={value}" for key, value in (_plain(params) if params is not None else {}).items()]
     sweeper = str(OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/sweeper"))
     check_sweep_values(swept + list(args.overrides), sweeper)
     for variant in sweep_variants(swept + list(args.overrides)):  # each value of each swept key
@@ -218,7 +223,7 @@ def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
     value, even one that reads the same, is the user's and is used as it is."""
     try:
         configured = OmegaConf.select(cfg, f"hydra.{mode}.dir")
-        written = OmegaConf.to_container(cfg.hydra, resolve=False)[mode]["dir"]
+        written = _plain(cfg.hydra)[mode]["dir"]
     except InterpolationKeyError as exc:  # names a key no config has: Hydra would fail with a traceback
         raise ConfigError(f"hydra.{mode}.dir: {explain(exc)}") from None
     except (OmegaConfBaseException, ValueError, KeyError, TypeError):
@@ -229,7 +234,7 @@ def configured_run_dir(cfg, mode: str = "run") -> tuple[Path, bool] | None:
         raise ConfigError(
             f"hydra.{mode}.dir={configured!r} is refused: Hydra reads '${{' in a directory's name as an interpolation"
         )
-    recorded = OmegaConf.to_container(cfg.hydra.overrides, resolve=False)["hydra"]  # as written: ${hydra.job.num}
+    recorded = _plain(cfg.hydra.overrides)["hydra"]  # as written: ${hydra.job.num}
     overridden = any(o.startswith(f"hydra.{mode}.dir=") for o in recorded)
     return Path(configured), overridden or written != DEFAULT_DIRS[mode]
 
@@ -239,7 +244,7 @@ def _resolve_launcher(cfg) -> None:
     now, so that e.g. trainer.devices=auto fails here on one line, not after the launch."""
     launcher = cfg.hydra.launcher
     for key in launcher.keys():
-        text = OmegaConf.to_container(launcher, resolve=False)[key]
+        text = _plain(launcher)[key]
         if isinstance(text, str) and "${hydra" in text:
             continue  # resolved by Hydra when it runs
         try:
@@ -307,7 +312,7 @@ def subdir_override(cfg: DictConfig) -> str:
     its interpolations): Hydra resolves it for each job, then makes the job's directory, and zoo's
     resolver refuses one that lies outside the sweep directory first (a key SUBDIR reads may
     hold `../..` in one arm, or only as Hydra's job resolves it)."""
-    written = str(OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"])
+    written = str(_plain(cfg.hydra.sweep)["subdir"])
     guarded = written if written.startswith(JOB_SUBDIR) else JOB_SUBDIR + _quoted(written, "'") + "}"
     # in double quotes: Hydra records the override's text in hydra.overrides.hydra, where
     # OmegaConf reads it as a string that may hold interpolations (single quotes would break it)

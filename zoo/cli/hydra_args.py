@@ -234,6 +234,7 @@ def check_sweep_values(overrides: list[str], sweeper: str | None = None) -> None
 
     for text, override in zip(overrides, _parsed(overrides) or []):
         value = override.value() if override.is_sweep_override() else None
+        numbers: list[float | int | None]
         if isinstance(value, ChoiceSweep):
             numbers = [v for v in value.list if isinstance(v, float)]
         elif isinstance(value, IntervalSweep):
@@ -301,4 +302,4 @@ def _interval_ends(override) -> list[float | int]:
     value = override.value()
     if not isinstance(value, IntervalSweep):
         return []
-    return [int(end) if float(end).is_integer() else end for end in (value.start, value.end)]
+    return [int(end) if float(end).is_integer() else end for end in (value.start, value.end) if end is not None]

@@ -32,6 +32,7 @@ from zoo.cli.gate import (
     subdir_override,
 )
 from zoo.cli.hydra_args import HydraArgs, in_one_group, parse_hydra_args, with_overrides
+from zoo.cli.hydra_job import composed_by_hydra, in_sweep, job_dir, run_origin
 from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source, use_recipes
 from zoo.config.records.rundir import RunDir
@@ -111,7 +112,7 @@ def _say_interrupted(outcome) -> None:
 def _arm_failed(run_dir: Path, message: str) -> None:
     """In a sweep, raise ArmFailed instead of exiting (its failed.json is written), so the sweep
     goes on with its other arms and exits non-zero when they are done."""
-    if HydraConfig.get().mode == RunMode.MULTIRUN:
+    if in_sweep():
         print(f"zoo-train: error: {run_dir}: {message}", file=sys.stderr)
         raise ArmFailed(message) from None
 
@@ -139,17 +140,20 @@ def _train_job(cfg: DictConfig, claim) -> float | None:
     from zoo.run.outcome import Outcome
     from zoo.run.preflight import RunRefused, claim_run
 
-    hydra_cfg = HydraConfig.get()
-    run_dir = Path(hydra_cfg.runtime.output_dir)
+    origin, run_dir = run_origin(), job_dir()
     try:
         with command.holding():  # a stop during the claim is answered once it is claimed
             if claim is None:  # Hydra's composition, finished as zoo.compose finishes its own
-                cfg = with_init_from(cfg, list(hydra_cfg.overrides.task))
+                cfg = with_init_from(cfg, list(origin.overrides))
                 # a job of a sweep takes its own directory's lock; a rank shares its run's
-                claim = claim_run(cfg, run_dir, lock=hydra_cfg.mode == RunMode.MULTIRUN, record_refusals=True)
+                claim = claim_run(cfg, run_dir, lock=in_sweep(), record_refusals=True)
+            else:  # the run main() claimed trains the config Hydra composed and recorded in .hydra/
+                claim = composed_by_hydra(claim, cfg)
             # a stop from here is recorded (a finished run's records are kept)
             command.claimed(run_dir, _resume_command(run_dir), finished=claim.finished is not None)
-        outcome = execute(claim, resume_command=lambda: _resume_command(run_dir), on_stuck=_say_interrupted)
+        outcome = execute(
+            claim, origin=origin, resume_command=lambda: _resume_command(run_dir), on_stuck=_say_interrupted
+        )
     except RunRefused as exc:
         outcome = refused(run_dir, exc)
     except Exception as exc:  # a bug: recorded in failed.json; a sweep goes on with its other arms
@@ -176,8 +180,8 @@ def _train_job(cfg: DictConfig, claim) -> float | None:
         return None
     if not outcome.is_global_zero:  # one report per run, from rank 0
         return None
-    summary = outcome.summary
-    metrics = summary["metrics"]
+    summary = outcome.summary or {}  # a finished run's: summary.json
+    metrics = summary.get("metrics", {})
     line = f"run directory: {run_dir}"
     if "val/loss" in metrics:
         line += f"  val/loss {metrics['val/loss']:.4g}"

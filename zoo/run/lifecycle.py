@@ -25,6 +25,7 @@ from zoo.run.outcome import Outcome, RunOutcome
 from zoo.run.preflight import ClaimedRun, RunRefused, claim_run
 from zoo.run.records import ResumeCommand, record_failure, record_interrupted
 from zoo.training.fit import fit_run
+from zoo.training.origin import RunOrigin
 from zoo.training.resume.match import COMPARED, MAY_CHANGE, as_override, flatten
 from zoo.training.signals.interrupt import last_words
 from zoo.training.stops import TrainingInterrupted, TrainingStopped
@@ -61,8 +62,17 @@ def refused(run_dir: Path, exc: RunRefused) -> RunOutcome:
     )
 
 
-def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stuck: OnStuck = None) -> RunOutcome:
+def execute(
+    claimed: ClaimedRun,
+    *,
+    origin: RunOrigin | None = None,
+    resume_command: ResumeCommand = None,
+    on_stuck: OnStuck = None,
+) -> RunOutcome:
     """Run `claimed` and give back its lock (if the claim took it).
+
+    `origin`: the command the run came from (its recipe, overrides, group choices, sweep), which
+    its records name; None for a run composed in Python (`RunOrigin()`).
 
     `resume_command`: the command that resumes the run, recorded in failed.json when a signal
     stops it. `on_stuck`: told the outcome when a stop was not answered and the process is
@@ -86,7 +96,9 @@ def execute(claimed: ClaimedRun, *, resume_command: ResumeCommand = None, on_stu
             )
             return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=claimed.finished)
         # the typed config trains; the composed one is only recorded (config.yaml, the trackers)
-        result = fit_run(claimed.spec, run_dir, claimed.resume, composed=to_plain(claimed.cfg))
+        result = fit_run(
+            claimed.spec, run_dir, claimed.resume, composed=to_plain(claimed.cfg), origin=origin or RunOrigin()
+        )
     except TrainingStopped as exc:  # a ZooError that ends a started run
         return _failed(Outcome.STOPPED, run_dir, str(exc))
     except ZooError as exc:  # the user's to fix (the environment's: exit_status 1, e.g. a network)

@@ -22,6 +22,7 @@ from zoo.tasks.base import NonFiniteLoss
 from zoo.training.callbacks import RunCallbacks, build_callbacks
 from zoo.training.checkpoint.files import read_checkpoint
 from zoo.training.finish import RunResult, finish
+from zoo.training.origin import RunOrigin
 from zoo.training.parts import build_data, build_task, build_trainer, split_batch
 from zoo.training.quiet import quiet_lightning
 from zoo.training.resume.point import Resume
@@ -34,11 +35,13 @@ from zoo.training.tracking.loggers import build_loggers
 log = logging.getLogger("zoo")
 
 
-def fit_run(spec: ZooConfig, run_dir: Path, resume: Resume, composed: Mapping[str, Any]) -> RunResult:
+def fit_run(
+    spec: ZooConfig, run_dir: Path, resume: Resume, composed: Mapping[str, Any], origin: RunOrigin
+) -> RunResult:
     """Train the claimed run (`spec`, continuing `resume`); the summary is also written to
     run_dir/summary.json. `composed`: the config it was validated from, resolved to plain data,
     which the run records as it is (config.yaml, the experiment trackers) and reads nothing
-    from. Python callers use `zoo.train`, which claims it first."""
+    from; `origin`: the command it came from, which the records name. Python callers use `zoo.train`, which claims it first."""
     import lightning as L
 
     quiet_lightning()
@@ -48,12 +51,12 @@ def fit_run(spec: ZooConfig, run_dir: Path, resume: Resume, composed: Mapping[st
     # a signal from here to fit (the tokenizer, the data, the model) stops the run at once, with
     # the records of a stop in training; fit then takes the signals over
     with callbacks.interrupt.preparing():
-        loggers = build_loggers(spec, composed, run_dir, resume.step)
+        loggers = build_loggers(spec, composed, run_dir, resume.step, origin)
         trainer = build_trainer(spec, run_dir, callbacks.all, loggers)
         device_batch = split_batch(spec, trainer)
         datamodule = build_data(spec, device_batch)
         task = build_task(spec, datamodule, resume.path)
-        record_start(composed, spec, run_dir, task, trainer)
+        record_start(composed, spec, run_dir, task, trainer, origin)
         with closing_trackers(loggers) as tracked:  # MLflow / W&B runs end after the summary
             wall = fit(trainer, task, datamodule, callbacks, resume.path)
             result = finish(spec, run_dir, trainer, task, datamodule, callbacks, resume, wall)

@@ -15,25 +15,24 @@ from zoo.config.records.atomic import write_text
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.root import ZooConfig
 from zoo.models.summary import summarize
+from zoo.training.origin import RunOrigin
 
 log = logging.getLogger("zoo")
 
 
-def composed_from() -> str:
-    """The recipe (-cn) and the option of every config group this Hydra job ran with (a recipe's
-    arms first), those the command line did not name marked as the recipe's or as defaults (a
-    model preset picks its task and a task its corpus: `model=t5` trains seq2seq on the number
-    phrases, and this line says so); "" outside Hydra."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
+def composed_from(origin: RunOrigin) -> str:
+    """The recipe (-cn) and the option of every config group the run was composed with (a
+    recipe's arms first), those the command line did not name marked as the recipe's or as
+    defaults (a model preset picks its task and a task its corpus: `model=t5` trains seq2seq on
+    the number phrases, and this line says so); "" for a run composed without a command
+    (`RunOrigin()`: no group choices known)."""
+    if not origin.choices:
         return ""
 
-    hydra = HydraConfig.get()
-    named = {o.lstrip("+~").split("=", 1)[0] for o in hydra.overrides.task}
+    named = {o.lstrip("+~").split("=", 1)[0] for o in origin.overrides}
     groups = ("model", "model/position", "task", "data", "tokenizer", "optim", "scheduler", "trainer")
-    choices = hydra.runtime.choices
-    recipe = hydra.job.config_name if hydra.job.config_name != CONFIG_NAME else None
+    choices = origin.choices
+    recipe = origin.config_name if origin.config_name != CONFIG_NAME else None
     from_recipe = recipe_groups(recipe) if recipe else set()
     parts = [f"recipe {recipe}"] if recipe else []
     arms = sorted(g for g in choices if str(g).startswith("arm/") and choices.get(g) is not None)
@@ -50,13 +49,13 @@ def composed_from() -> str:
     return " ".join(parts)
 
 
-def record_start(composed: Mapping[str, Any], spec: ZooConfig, run_dir: Path, task, trainer) -> None:
-    """Log the model's size, write config.yaml (`composed`: the config, resolved) and
-    tokenizer/ (rank 0 only)."""
+def record_start(composed: Mapping[str, Any], spec: ZooConfig, run_dir: Path, task, trainer, origin: RunOrigin) -> None:
+    """Log what the run was composed from (`origin`) and the model's size, write config.yaml
+    (`composed`: the config, resolved) and tokenizer/ (rank 0 only)."""
     if not trainer.is_global_zero:
         return
     files = RunDir(run_dir)
-    chosen = composed_from()
+    chosen = composed_from(origin)
     if chosen:
         log.info("composed from: %s", chosen)
     log.info("model: %s", summarize(task.model, spec.data.seq_len))

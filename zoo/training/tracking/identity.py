@@ -16,6 +16,7 @@ from typing import Any
 from zoo.config.records.atomic import write_text
 from zoo.config.records.rundir import BOOKKEEPING, RunDir
 from zoo.config.records.yaml_files import load_yaml
+from zoo.training.origin import RunOrigin
 from zoo.training.stops import TrainingInterrupted
 
 log = logging.getLogger("zoo")
@@ -32,19 +33,14 @@ class RunIdentity:
     seed: int
 
 
-def run_identity(run_dir: Path, seed: int) -> RunIdentity:
-    """The identity of the run in `run_dir`, read from the running Hydra job (a sweep's job
-    knows its sweep and overrides); outside Hydra, a single run with no overrides."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    sweep, overrides, swept = None, [], None
-    if HydraConfig.initialized():
-        hydra = HydraConfig.get()
-        overrides = list(hydra.overrides.task)
-        if hydra.mode == RunMode.MULTIRUN:
-            sweep = _shown(Path(hydra.sweep.dir))
-            swept = swept_keys(Path(hydra.sweep.dir) / "multirun.yaml")
+def run_identity(run_dir: Path, seed: int, origin: RunOrigin) -> RunIdentity:
+    """The identity of the run in `run_dir`, from its origin (an arm of a sweep knows its sweep
+    and overrides); a run composed without a command (`RunOrigin()`) is a single run with no
+    overrides."""
+    sweep, overrides, swept = None, list(origin.overrides), None
+    if origin.sweep_dir is not None:
+        sweep = _shown(origin.sweep_dir)
+        swept = swept_keys(origin.sweep_dir / "multirun.yaml")
     return RunIdentity(
         name=_shown(run_dir), run_dir=str(Path(run_dir).resolve()), sweep=sweep, arm=arm_of(overrides, swept), seed=seed
     )

@@ -22,6 +22,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from zoo.config.records.atomic import replacing
 from zoo.config.records.rundir import RunDir
 from zoo.config.schema.root import ZooConfig
+from zoo.training.origin import RunOrigin
 from zoo.training.tracking.experiment_trackers import RunMLflowLogger, RunWandbLogger
 from zoo.training.tracking.identity import run_identity
 
@@ -64,18 +65,20 @@ class RunCSVLogger(CSVLogger):
 
     @property
     @rank_zero_experiment
-    def experiment(self) -> ExperimentWriter:
+    def experiment(self) -> Any:  # Lightning's own is typed as fabric's writer
         if self._experiment is None:
             self._experiment = _ResumingWriter(self.log_dir, self._resume_step)
         assert isinstance(self._experiment, ExperimentWriter)  # made here only: a _ResumingWriter
         return self._experiment
 
 
-def build_loggers(spec: ZooConfig, composed: Mapping[str, Any], run_dir: Path, resume_step: int | None) -> list[Logger]:
+def build_loggers(
+    spec: ZooConfig, composed: Mapping[str, Any], run_dir: Path, resume_step: int | None, origin: RunOrigin
+) -> list[Logger]:
     """metrics.csv (logger.csv) and tb/ (logger.tensorboard) in the run directory, and the
     trackers asked for (logger.mlflow, logger.wandb), told the resolved config `composed`; a
     resumed run keeps the CSV rows of the steps before `resume_step` and logs on into its
-    tracker runs."""
+    tracker runs; `origin` names the run, its sweep and its arm for them."""
     loggers: list[Logger] = []
     if spec.logger.csv:
         loggers.append(RunCSVLogger(str(run_dir), resume_step=resume_step))
@@ -86,7 +89,7 @@ def build_loggers(spec: ZooConfig, composed: Mapping[str, Any], run_dir: Path, r
     # (Lightning sets `rank` on rank_zero_only at import; the function's type does not declare it)
     rank = rank_zero_only.rank  # type: ignore[attr-defined]
     if spec.logger.trackers and rank == 0:  # other ranks log nothing: no store opened there
-        identity = run_identity(run_dir, spec.seed)
+        identity = run_identity(run_dir, spec.seed, origin)
         config = copy.deepcopy(dict(composed))
         resuming = resume_step is not None
         if spec.logger.mlflow.enabled:
