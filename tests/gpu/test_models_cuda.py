@@ -1,4 +1,5 @@
-"""Every family × position scheme (× norm placement × norm type where it matters) on a CUDA GPU:
+"""Every family × position scheme (and every pair of those with norm placement and norm type, a
+covering design of tests/covering.py, where they matter) on a CUDA GPU:
 bf16 autocast training steps, cached and static-cache decoding against the full forward in bf16
 (and float32), which SDPA backend actually runs, and weights and buffers moved CPU -> GPU -> CPU.
 
@@ -11,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, tiny
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
+from tests.covering import cases, model_axes
 from tests.gpu.conftest import (
     BF16_TOL,
     DEVICE,
@@ -33,11 +35,11 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
+# every pair of kinds of family x position x placement x norm: 28 models of the product's 168
 GRID = [
-    pytest.mark.parametrize("family", FAMILIES),
-    pytest.mark.parametrize("position", POSITIONS),
-    pytest.mark.parametrize("norm", NORMS),
-    pytest.mark.parametrize("norm_type", NORM_TYPES),
+    pytest.mark.parametrize(
+        "family, position, norm, norm_type", cases(model_axes("family", "position", "norm", "norm_type"))
+    ),
 ]
 DECODING = [
     pytest.mark.parametrize("family", CAUSAL_FAMILIES),
