@@ -167,9 +167,18 @@ def stepwise_logits(model, family: str, batch: dict, cache, prefix: int = 4) -> 
 PRECISIONS = {"bf16": (torch.bfloat16, BF16_TOL), "fp32": (torch.float32, FP32_TOL)}
 
 
-@decoding
-@pytest.mark.parametrize("cache_kind", ["dynamic", "static"])
-@pytest.mark.parametrize("precision", list(PRECISIONS))
+# every pair of family x position x cache x precision: 14 of the product's 56
+@pytest.mark.parametrize(
+    "family, position, cache_kind, precision",
+    cases(
+        {
+            "family": CAUSAL_FAMILIES,
+            "position": POSITIONS,
+            "cache": ["dynamic", "static"],
+            "precision": list(PRECISIONS),
+        }
+    ),
+)
 @torch.no_grad()
 def test_cached_decoding_logits_match_the_full_forward(family, position, cache_kind, precision, exact_fp32):
     """A prefix, then one token at a time through the growing (or static) KV cache, gives the
@@ -311,16 +320,18 @@ RELATIVE_MATH = pytest.mark.xfail(
 )
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
-@pytest.mark.parametrize("kv_heads", [2, 1], ids=["mha", "mqa"])
-def test_training_step_runs_a_fused_sdpa_kernel(family, position, padded, kv_heads, request):
+# every pair of family x position x padding x heads: 21 of the product's 84
+@pytest.mark.parametrize(
+    "family, position, padding, heads",
+    cases({"family": FAMILIES, "position": POSITIONS, "padding": ["unpadded", "padded"], "heads": ["mha", "mqa"]}),
+)
+def test_training_step_runs_a_fused_sdpa_kernel(family, position, padding, heads, request):
     """Forward and backward under bf16 autocast, head dim 64: SDPA runs flash, memory-efficient
     or cuDNN attention, forward and backward, and never the math fallback (bmm + softmax), for
     every scheme but Shaw. Unpadded, a causal stack has no mask at all (SDPA's is_causal path:
     flash applies); padding or a score bias (T5 buckets, ALiBi) rules flash out, the
     memory-efficient and cuDNN kernels take masks. The backend seen is in the message."""
+    padded, kv_heads = padding == "padded", {"mha": 2, "mqa": 1}[heads]
     if position == "relative" and relative_falls_back_in_training(family, padded, kv_heads):
         request.applymarker(RELATIVE_MATH)
     model = build(family, position, n_kv_heads=kv_heads, **FUSED_SHAPE).to(DEVICE).train()
