@@ -54,6 +54,7 @@ def _optuna_proposals(seed: int, n: int) -> list[float]:
     return [t.suggest_float("optim.lr", 1e-4, 1e-2, log=True) for t in trials]
 
 
+@pytest.mark.slow  # trains a trial or more: seconds each
 def test_an_optuna_sweep_scores_its_trials_by_their_records_and_follows_its_seed(tmp_path, cli_here):
     from zoo.compare.runs import read_run
 
@@ -77,6 +78,7 @@ def test_an_optuna_sweep_scores_its_trials_by_their_records_and_follows_its_seed
     assert '"runs": 2' in report.stdout and (tmp_path / "report" / "tuning.png").is_file()
 
 
+@pytest.mark.slow  # trains a trial or more: seconds each
 def test_two_optuna_sweeps_with_the_same_seed_propose_the_same_parameters(tmp_path, cli_here):
     proposals = []
     for name in ("first", "again"):
@@ -89,6 +91,7 @@ def test_two_optuna_sweeps_with_the_same_seed_propose_the_same_parameters(tmp_pa
     assert len(set(proposals[0][0])) == 3  # a search, not one value three times
 
 
+@pytest.mark.slow  # trains a trial or more: seconds each
 def test_a_trial_that_does_not_finish_is_scored_as_failed_and_named(tmp_path, cli_here):
     """n_heads=3 does not divide d_model=32: that trial is refused when it starts (failed.json),
     returns no score, and Optuna records it failed; the other trial is the best; the sweep
@@ -105,6 +108,7 @@ def test_a_trial_that_does_not_finish_is_scored_as_failed_and_named(tmp_path, cl
     assert OmegaConf.load(sweep / "optimization_results.yaml").best_params["model.n_heads"] == 2
 
 
+@pytest.mark.slow  # trains a trial or more: seconds each
 def test_a_sweep_whose_every_trial_fails_ends_with_the_line_naming_them(tmp_path, cli_here):
     """Trials that fail where they run (here the data file each one reads is missing): with no
     finished trial Optuna has no best one and the sweeper stops with its error, said on one line

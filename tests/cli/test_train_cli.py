@@ -121,6 +121,7 @@ def _assert_clean_failure(result, *fragments):
         assert fragment in lines[0], (fragment, lines[0])
 
 
+@pytest.mark.slow  # a console-script process each: an interpreter start-up and its imports
 @pytest.mark.parametrize(
     "override, fragments",
     [

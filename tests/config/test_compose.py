@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import ACTIVATIONS, NORMS, POSITIONS
+from tests.conftest import ACTIVATIONS
+from tests.covering import cases, model_axes
 from zoo.config import ConfigError, as_model_config
 
 PRESETS = {
@@ -46,9 +47,8 @@ def test_presets_have_their_documented_choices(preset):
     assert m.embed_norm == (preset in ("bert", "bart"))
 
 
-@pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("preset", sorted(PRESETS))
+# every pair of preset x position x placement: 77 of the product's 308
+@pytest.mark.parametrize("preset, position, norm", cases({"preset": sorted(PRESETS), **model_axes("position", "norm")}))
 @pytest.mark.slow
 def test_every_preset_takes_every_position_and_norm(preset, position, norm):
     # two layers: gemma2 alternates sliding and global ones (global_every past the depth is refused)

@@ -1,4 +1,5 @@
-"""Every family × position scheme (× norm placement × norm type where it matters) on a CUDA GPU:
+"""Every family × position scheme (and every pair of those with norm placement and norm type, a
+covering design of tests/covering.py, where they matter) on a CUDA GPU:
 bf16 autocast training steps, cached and static-cache decoding against the full forward in bf16
 (and float32), which SDPA backend actually runs, and weights and buffers moved CPU -> GPU -> CPU.
 
@@ -11,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, tiny
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
+from tests.covering import cases, model_axes
 from tests.gpu.conftest import (
     BF16_TOL,
     DEVICE,
@@ -33,11 +35,11 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
+# every pair of kinds of family x position x placement x norm: 28 models of the product's 168
 GRID = [
-    pytest.mark.parametrize("family", FAMILIES),
-    pytest.mark.parametrize("position", POSITIONS),
-    pytest.mark.parametrize("norm", NORMS),
-    pytest.mark.parametrize("norm_type", NORM_TYPES),
+    pytest.mark.parametrize(
+        "family, position, norm, norm_type", cases(model_axes("family", "position", "norm", "norm_type"))
+    ),
 ]
 DECODING = [
     pytest.mark.parametrize("family", CAUSAL_FAMILIES),
@@ -165,9 +167,18 @@ def stepwise_logits(model, family: str, batch: dict, cache, prefix: int = 4) -> 
 PRECISIONS = {"bf16": (torch.bfloat16, BF16_TOL), "fp32": (torch.float32, FP32_TOL)}
 
 
-@decoding
-@pytest.mark.parametrize("cache_kind", ["dynamic", "static"])
-@pytest.mark.parametrize("precision", list(PRECISIONS))
+# every pair of family x position x cache x precision: 14 of the product's 56
+@pytest.mark.parametrize(
+    "family, position, cache_kind, precision",
+    cases(
+        {
+            "family": CAUSAL_FAMILIES,
+            "position": POSITIONS,
+            "cache": ["dynamic", "static"],
+            "precision": list(PRECISIONS),
+        }
+    ),
+)
 @torch.no_grad()
 def test_cached_decoding_logits_match_the_full_forward(family, position, cache_kind, precision, exact_fp32):
     """A prefix, then one token at a time through the growing (or static) KV cache, gives the
@@ -309,16 +320,18 @@ RELATIVE_MATH = pytest.mark.xfail(
 )
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
-@pytest.mark.parametrize("kv_heads", [2, 1], ids=["mha", "mqa"])
-def test_training_step_runs_a_fused_sdpa_kernel(family, position, padded, kv_heads, request):
+# every pair of family x position x padding x heads: 21 of the product's 84
+@pytest.mark.parametrize(
+    "family, position, padding, heads",
+    cases({"family": FAMILIES, "position": POSITIONS, "padding": ["unpadded", "padded"], "heads": ["mha", "mqa"]}),
+)
+def test_training_step_runs_a_fused_sdpa_kernel(family, position, padding, heads, request):
     """Forward and backward under bf16 autocast, head dim 64: SDPA runs flash, memory-efficient
     or cuDNN attention, forward and backward, and never the math fallback (bmm + softmax), for
     every scheme but Shaw. Unpadded, a causal stack has no mask at all (SDPA's is_causal path:
     flash applies); padding or a score bias (T5 buckets, ALiBi) rules flash out, the
     memory-efficient and cuDNN kernels take masks. The backend seen is in the message."""
+    padded, kv_heads = padding == "padded", {"mha": 2, "mqa": 1}[heads]
     if position == "relative" and relative_falls_back_in_training(family, padded, kv_heads):
         request.applymarker(RELATIVE_MATH)
     model = build(family, position, n_kv_heads=kv_heads, **FUSED_SHAPE).to(DEVICE).train()

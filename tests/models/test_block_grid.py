@@ -1,21 +1,25 @@
-"""Every block option with every family and position scheme: it builds (or is refused on one line
-before any weight exists), its torch-free parameter count is the built model's, and KV-cached
-decoding gives the logits of the whole sequence at once. The default keeps today's block."""
+"""Every block option with every family and position scheme, each pair of kinds in a covering
+design (tests/covering.py): it builds, its torch-free parameter count is the built model's, and
+KV-cached decoding gives the logits of the whole sequence at once; the whole product, checked
+config-only, is refused on one line before any weight exists exactly where a block's row says.
+The default keeps today's block."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, NORMS, POSITIONS, tiny
+from tests.conftest import CAUSAL_FAMILIES, tiny
+from tests.covering import cases, model_axes
 from zoo.config import ConfigError, ModelConfig
-from zoo.config.facts.blocks import BlockKind, QKNorm
+from zoo.config.facts.blocks import QKNorm
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.params import non_embedding_params
 from zoo.nn.attention import Attention
 
-BLOCKS = [b.value for b in BlockKind]
 OPTIONS = {
     "sandwich": dict(norm="sandwich"),
     "reordered": dict(norm="reordered"),
@@ -34,23 +38,49 @@ def built_count(cfg: dict) -> tuple[ModelConfig, int]:
     return model.config, zoo.summarize(model).non_embedding_params
 
 
-@pytest.mark.parametrize("block", BLOCKS)
-@pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_every_block_and_norm_placement_builds_and_counts_as_built(family, position, norm, block):
+GRID = model_axes("family", "position", "norm", "block")
+
+
+def accepted(row: dict) -> bool:
+    """The config takes this cell of the grid (torch-free: no weight is built)."""
     try:
-        cfg, count = built_count(tiny(family, position, norm=norm, block=block, d_ff=24))
-    except ConfigError as refused:
-        assert "\n" not in str(refused) and (block, norm) == ("parallel_two_norms", "post"), refused
-        return
+        ModelConfig(**tiny(row["family"], row["position"], norm=row["norm"], block=row["block"], d_ff=24))
+    except ConfigError:
+        return False
+    return True
+
+
+# every pair of kinds the config accepts together, 28 models of the product's 252
+@pytest.mark.parametrize("family, position, norm, block", cases(GRID, accepted))
+def test_every_block_and_norm_placement_builds_and_counts_as_built(family, position, norm, block):
+    cfg, count = built_count(tiny(family, position, norm=norm, block=block, d_ff=24))
     assert non_embedding_params(cfg) == count
 
 
-@pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("qk_norm_type", [None, "layernorm", "rmsnorm"])
-@pytest.mark.parametrize("qk_norm", ["head", "projection"])
-@pytest.mark.parametrize("family", FAMILIES)
+def test_the_cells_refused_are_those_a_block_row_refuses_each_on_one_line():
+    """The whole product, config only: a cell is refused exactly where its block's row says
+    (parallel_two_norms with the post placement), on one line, before any weight exists."""
+    refused = []
+    for family, position, norm, block in itertools.product(*GRID.values()):
+        try:
+            ModelConfig(**tiny(family, position, norm=norm, block=block, d_ff=24))
+        except ConfigError as error:
+            assert "\n" not in str(error), error
+            refused.append((family, position, norm, block))
+    assert refused == [(f, p, "post", "parallel_two_norms") for f in GRID["family"] for p in GRID["position"]]
+
+
+@pytest.mark.parametrize(
+    "family, qk_norm, qk_norm_type, bias",
+    cases(
+        {
+            **model_axes("family"),
+            "qk_norm": ["head", "projection"],
+            "qk_norm_type": [None, "layernorm", "rmsnorm"],
+            "bias": [True, False],
+        }
+    ),
+)
 def test_qk_norm_parameters_count_as_built(family, qk_norm, qk_norm_type, bias):
     cfg, count = built_count(
         tiny(family, "rope", qk_norm=qk_norm, qk_norm_type=qk_norm_type, bias=bias, n_kv_heads=1, norm="sandwich")
@@ -68,9 +98,10 @@ def _inputs(family: str, ids: torch.Tensor) -> dict:
     return {"input_ids": ids} if family == "decoder_only" else {"input_ids": ids, "decoder_input_ids": ids}
 
 
-@pytest.mark.parametrize("option", OPTIONS)
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+@pytest.mark.parametrize(
+    "family, position, option",
+    cases({"family": CAUSAL_FAMILIES, **model_axes("position"), "option": list(OPTIONS)}),
+)
 def test_cached_decoding_gives_the_logits_of_the_whole_sequence(family, position, option):
     torch.manual_seed(0)
     model = zoo.build_model(tiny(family, position, init_std=0.3, **OPTIONS[option])).eval()

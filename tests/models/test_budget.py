@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import zoo
 from tests.conftest import ACTIVATIONS, FAMILIES, NORM_TYPES, NORMS, POSITIONS
+from tests.covering import cases, model_axes
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import GATED, Activation, ModelConfig
 from zoo.config.schema.params import non_embedding_params
@@ -27,9 +28,7 @@ def config(**kw) -> ModelConfig:
     return ModelConfig(**{**base, **kw})
 
 
-@pytest.mark.parametrize("n_kv_heads", [4, 1])
-@pytest.mark.parametrize("activation", ACTIVATIONS)
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family, activation, n_kv_heads", cases({**model_axes("family", "activation"), "kv": [4, 1]}))
 def test_every_arm_lands_on_the_budget(family, activation, n_kv_heads):
     cfg = config(family=family, activation=activation, n_kv_heads=n_kv_heads)
     got = zoo.summarize(zoo.build_model(cfg)).non_embedding_params
@@ -102,11 +101,11 @@ def sized(**kw) -> ModelConfig:
     return config(**{"param_budget": None, "d_ff": 24, **kw})
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
-@pytest.mark.parametrize("norm_type", NORM_TYPES)
-@pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", FAMILIES)
+# every pair of two kinds of family x position x placement x norm x activation: 42 models of 1,008
+@pytest.mark.parametrize(
+    "family, position, norm, norm_type, activation",
+    cases(model_axes("family", "position", "norm", "norm_type", "activation")),
+)
 def test_the_count_is_the_built_models(family, position, norm, norm_type, activation):
     cfg = sized(family=family, position={"kind": position}, norm=norm, norm_type=norm_type, activation=activation)
     assert non_embedding_params(cfg) == built(cfg)
@@ -129,9 +128,9 @@ OPTIONS = {
 }
 
 
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("option", OPTIONS)
+@pytest.mark.parametrize(
+    "option, family, position", cases({"option": list(OPTIONS), **model_axes("family", "position")})
+)
 def test_the_count_is_the_built_models_for_every_option(option, family, position):
     cfg = sized(family=family, position={"kind": position}, **OPTIONS[option])
     assert non_embedding_params(cfg) == built(cfg)

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 import zoo
-from tests.conftest import ACTIVATIONS, FAMILIES, NORM_TYPES, POSITIONS, tiny
+from tests.conftest import FAMILIES, tiny
+from tests.covering import cases, model_axes
 from zoo.models.init import ONES, ZEROS, Start, has_meta_parameters, initial_value, materialize, parameters_on_meta
 
 
@@ -20,11 +21,8 @@ def _same(a: nn.Module, b: nn.Module) -> None:
         assert torch.equal(sa[key], sb[key]), key
 
 
-GRID = [
-    (family, position, norm_type, "gelu") for family in FAMILIES for position in POSITIONS for norm_type in NORM_TYPES
-] + [
-    (family, "rope", "rmsnorm", activation) for family in FAMILIES for activation in ACTIVATIONS if activation != "gelu"
-]
+# every pair of kinds of family x position x norm x activation: 42 of the product's 252
+GRID = cases(model_axes("family", "position", "norm_type", "activation"))
 
 
 @pytest.mark.parametrize("family, position, norm_type, activation", GRID)

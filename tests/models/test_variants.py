@@ -1,6 +1,7 @@
-"""Every family × position scheme × norm placement × norm type on a tiny config with sharp weights
-(init_std 0.5: logits far from ties, so a wrong index or mask moves them well past the tolerance): shapes,
-backward, causality, padding invariance and cached decoding."""
+"""Every pair of kinds of family × position scheme × norm placement × norm type (a covering design,
+tests/covering.py) on a tiny config with sharp weights (init_std 0.5: logits far from ties, so a
+wrong index or mask moves them well past the tolerance): shapes, backward, causality, padding
+invariance and cached decoding."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import ACTIVATIONS, CAUSAL_FAMILIES, FAMILIES, NORM_TYPES, NORMS, POSITIONS, sharp
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, sharp
+from tests.covering import cases, model_axes
 
 # float32 rounding through a stack with weights at std 0.5 reaches about 2e-5 on logits of
 # about 6 (post-norm, encoder-decoder); a wrong mask, index or position moves them by O(1)
 ATOL = 5e-5
 
-GRID = pytest.mark.parametrize("norm_type", NORM_TYPES)
-GRID_NORM = pytest.mark.parametrize("norm", NORMS)
+# every pair of kinds of two axes in a row: 28 models of the product's 168 (112 causal ones)
+KINDS = model_axes("position", "norm", "norm_type")
+GRID = pytest.mark.parametrize("family, position, norm, norm_type", cases({**model_axes("family"), **KINDS}))
+CAUSAL_GRID = pytest.mark.parametrize("family, position, norm, norm_type", cases({"family": CAUSAL_FAMILIES, **KINDS}))
 GRID_POS = pytest.mark.parametrize("position", POSITIONS)
 
 
@@ -32,9 +36,6 @@ def run(model, ids, mask=None, dec=None, dec_mask=None, **kw):
 
 
 @GRID
-@GRID_NORM
-@GRID_POS
-@pytest.mark.parametrize("family", FAMILIES)
 def test_shapes_backward_and_finite(family, position, norm, norm_type):
     model = build(family, position, norm, norm_type).train()
     ids = torch.randint(0, 37, (3, 9))
@@ -49,10 +50,7 @@ def test_shapes_backward_and_finite(family, position, norm, norm_type):
         assert torch.isfinite(p.grad).all(), f"{name} has a non-finite gradient"
 
 
-@GRID
-@GRID_NORM
-@GRID_POS
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+@CAUSAL_GRID
 def test_causality(family, position, norm, norm_type):
     """Changing decoder token t+1 leaves the outputs at positions <= t unchanged."""
     model = build(family, position, norm, norm_type)
@@ -71,9 +69,6 @@ def test_causality(family, position, norm, norm_type):
 
 
 @GRID
-@GRID_NORM
-@GRID_POS
-@pytest.mark.parametrize("family", FAMILIES)
 def test_padding_invariance(family, position, norm, norm_type):
     """Appending pad tokens with mask 0 leaves the real positions' outputs unchanged."""
     model = build(family, position, norm, norm_type)
@@ -96,10 +91,7 @@ def test_padding_invariance(family, position, norm, norm_type):
         assert torch.allclose(ref, out[:, :7], atol=ATOL)
 
 
-@GRID
-@GRID_NORM
-@GRID_POS
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
+@CAUSAL_GRID
 def test_cached_decoding_equals_full_forward(family, position, norm, norm_type):
     """A prefix, then one token at a time through the KV cache, gives the full pass's logits."""
     model = build(family, position, norm, norm_type)
@@ -146,9 +138,9 @@ def test_left_padded_batch_matches_unpadded_rows(position):
     assert torch.allclose(step[0, -1], ref, atol=ATOL)
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
-@pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(
+    "family, n_kv_heads, activation", cases({**model_axes("family"), "kv": [1, 2, 4], **model_axes("activation")})
+)
 def test_activations_and_grouped_query_attention(family, activation, n_kv_heads):
     model = build(family, "rope", activation=activation, n_heads=4, n_kv_heads=n_kv_heads)
     attn = model.decoder.layers[0].self_attn if family != "encoder_only" else model.encoder.layers[0].self_attn

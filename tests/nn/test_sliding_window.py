@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, NORMS, POSITIONS, tiny
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
+from tests.covering import cases, model_axes
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.attention import stack_windows
 from zoo.interop.hf import UnsupportedConfig, to_hf
@@ -124,9 +125,8 @@ def test_one_sliding_layer_is_full_attention_over_the_window_alone(position):
             torch.testing.assert_close(got[:, t], alone, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", FAMILIES)
+# every pair of kinds of family x position x placement: 28 of the product's 84
+@pytest.mark.parametrize("family, position, norm", cases(model_axes("family", "position", "norm")))
 def test_every_family_position_and_norm_trains_with_local_and_global_layers(family, position, norm):
     model = zoo.build_model(
         tiny(family, position, norm=norm, n_layers=3, attention="sliding", window=3, global_every=2, dropout=0.1)
@@ -169,10 +169,12 @@ def _decode(model, family, ids, cache, prompt, padding=None):
     return torch.cat(outs, dim=1)
 
 
-@pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
-def test_cached_decoding_past_the_window_is_the_whole_forward(family, position, static):
+@pytest.mark.parametrize(
+    "family, position, cache",
+    cases({"family": CAUSAL_FAMILIES, **model_axes("position"), "cache": ["growing", "static"]}),
+)
+def test_cached_decoding_past_the_window_is_the_whole_forward(family, position, cache):
+    static = cache == "static"
     T, W = 13, 3
     model = zoo.build_model(
         tiny(

@@ -13,6 +13,7 @@ import torch
 import torch._dynamo
 
 from tests.conftest import FAMILIES, POSITIONS, tiny
+from tests.covering import cases, model_axes
 from tests.perf.conftest import TASK_OF, batch_for
 from zoo.config.schema.task import OutputLoss
 from zoo.models.base import ZooModel
@@ -96,9 +97,10 @@ def test_a_host_sync_in_the_loss_is_caught():
         torch.compile(synced, backend="eager", fullgraph=True)(task.model, inputs, labels)
 
 
-@pytest.mark.parametrize("output_loss", ["chunked", "logits"])
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", FAMILIES)
+# every pair of family x position x output loss: 21 of the product's 42
+@pytest.mark.parametrize(
+    "family, position, output_loss", cases({**model_axes("family", "position"), "loss": ["chunked", "logits"]})
+)
 @pytest.mark.slow
 def test_eager_step_off_the_cpu_reads_no_value_on_the_host(family, position, output_loss):
     """Forward, loss and backward on `meta` tensors (shapes only: `.item()`, `bool(t)` and

@@ -327,6 +327,7 @@ def tiny_ckpt(tmp_path_factory) -> Path:
     return run / "checkpoints" / "last.ckpt"
 
 
+@pytest.mark.slow  # trains a checkpoint, then a zoo-generate process
 def test_zoo_generate_refuses_a_checkpoint_whose_tokenizer_names_code(tiny_ckpt, hf_state, tmp_path):
     """The whole path a user takes: a .ckpt someone sent, `zoo-generate ckpt=...`, `y` typed at
     any prompt; one line, and the code never ran."""
