@@ -8,15 +8,16 @@ key and the allowed values in the message. What is registered are the schemas' u
 
 from __future__ import annotations
 
-from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass
+from dataclasses import MISSING, asdict, field, fields, is_dataclass, make_dataclass
 from typing import Any, get_type_hints
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from zoo.config.schema.root import ZooConfig
 
 _registered = False
+_TWINS: dict[type, type] = {}
 
 
 def register_configs() -> None:
@@ -36,7 +37,7 @@ def thawed_schema(schema: type, made: dict[type, type] | None = None) -> type:
     section left ??? until its group's file is merged), so the validated schemas themselves
     would refuse every override; `zoo.config.schema.validate` checks the composition against
     them afterwards."""
-    made = {} if made is None else made
+    made = _TWINS if made is None else made  # one twin per schema: a node typed with it takes no other
     if schema in made:
         return made[schema]
     hints = get_type_hints(schema)
@@ -59,3 +60,12 @@ def thawed_schema(schema: type, made: dict[type, type] | None = None) -> type:
     twin.__doc__, twin.__module__, twin.__qualname__ = schema.__doc__, schema.__module__, schema.__qualname__
     made[schema] = twin
     return twin
+
+
+def composed_node(section: Any) -> DictConfig:
+    """A validated section (an instance of a frozen schema) as the node a composition holds: its
+    twin's typed node with its values, so a whole section replaced in a composed config (e.g.
+    init_from's model) takes the checks and overrides of the one Hydra composed."""
+    node = OmegaConf.merge(OmegaConf.structured(thawed_schema(type(section))), asdict(section))
+    assert isinstance(node, DictConfig)
+    return node
