@@ -15,6 +15,7 @@ from zoo.config.schema.data import (
     as_data_config,
     as_tokenizer_config,
 )
+from zoo.config.schema.store import thawed_schema
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -68,15 +69,19 @@ def test_defaults_and_parsing():
     tok = TokenizerConfig()
     assert tok.kind == TokenizerKind.sentencepiece_bpe and tok.vocab_size == 8192
     local = as_data_config({"source": "local", "path": ["a.txt", "b.txt"]})
-    assert local.path == ["a.txt", "b.txt"]
-    assert as_data_config(local.to_dict()).path == ["a.txt", "b.txt"]
+    assert local.path == ("a.txt", "b.txt")  # a list of paths is kept as a tuple: the config is frozen
+    assert local.to_dict()["path"] == ["a.txt", "b.txt"]  # plain data: a list, as records hold it
+    assert as_data_config(local.to_dict()).path == ("a.txt", "b.txt")
     assert "unknown key data.seqlen; allowed keys: source, path" in _message(as_data_config, cfg={"seqlen": 3})
     assert as_tokenizer_config({"kind": "char"}).kind == TokenizerKind.char
 
 
 @pytest.mark.parametrize("name", [row.name for row in CORPUS_ROWS] + ["local"])
 def test_data_yaml_matches_the_schema(name):
-    node = OmegaConf.merge(OmegaConf.structured(DataConfig), OmegaConf.load(CONF / "data" / f"{name}.yaml"))
+    # composed as Hydra composes it: against the schema's unfrozen twin, which takes overrides
+    node = OmegaConf.merge(
+        OmegaConf.structured(thawed_schema(DataConfig)), OmegaConf.load(CONF / "data" / f"{name}.yaml")
+    )
     if name == "local":
         # "???" merged into the schema keeps the default (None): either way data.path is asked for
         assert "data.path" in _message(as_data_config, cfg=node)

@@ -88,11 +88,12 @@ def execute(
     last_words(stuck)
     try:
         if claimed.finished is not None:  # the same command again: the run and its records are left as they are
+            step = claimed.resume.step or 0  # a finished run is found at its checkpoint's step
             log.info(
                 "%s is already finished at step %d; nothing to do (%s)",
                 run_dir,
-                claimed.resume.step,
-                to_train_on(claimed.cfg, claimed.resume.step),
+                step,
+                to_train_on(claimed.cfg, step),
             )
             return RunOutcome(Outcome.ALREADY_FINISHED, run_dir, summary=claimed.finished)
         # the typed config trains; the composed one is only recorded (config.yaml, the trackers)

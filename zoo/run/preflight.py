@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zoo.config.errors import CheckpointError, ConfigError, ZooError
 from zoo.config.records.rundir import RunDir, RunFailure
@@ -21,6 +21,11 @@ from zoo.run.rank import launch_rank
 from zoo.run.records import record_failure
 from zoo.training.machine import check_machine
 from zoo.training.resume.match import ResumeMismatch
+
+if TYPE_CHECKING:  # omegaconf, and torch behind the resume point, load only where they are used
+    from omegaconf import DictConfig
+
+    from zoo.training.resume.point import Resume
 
 
 class RunRefused(ZooError):
@@ -39,11 +44,11 @@ class ClaimedRun:
     the checkpoint it continues (`resume.path` None: a fresh start), the summary of a finished
     run that this command would only repeat, and whether this process holds the lock."""
 
-    cfg: Any  # the composed DictConfig, as zoo.compose returns it
+    cfg: DictConfig  # the composed config, as zoo.compose returns it
     spec: ZooConfig
     run_dir: Path
-    resume: Any  # zoo.training.resume.point.Resume
-    finished: dict | None = None
+    resume: Resume
+    finished: dict[str, Any] | None = None
     locked: bool = False
 
     def give_back(self) -> None:
@@ -52,7 +57,7 @@ class ClaimedRun:
             release(self.run_dir)
 
 
-def check(cfg) -> ZooConfig:
+def check(cfg: DictConfig) -> ZooConfig:
     """The checks that need no run directory: the config, its local data files, this machine.
     Nothing is written; a mistake raises a ZooError on one line."""
     spec = validate(cfg)
@@ -63,7 +68,7 @@ def check(cfg) -> ZooConfig:
 
 
 def claim_run(
-    cfg,
+    cfg: DictConfig,
     run_dir: str | os.PathLike,
     *,
     lock: bool = True,

@@ -139,7 +139,7 @@ def _downstream(spec: ZooConfig):
     from zoo.training.monitor.downstream import Downstream
 
     return Downstream(
-        spec.callbacks.downstream,
+        list(spec.callbacks.downstream),
         every=spec.callbacks.downstream_every,
         limit=spec.callbacks.downstream_limit,
         batch_size=16,

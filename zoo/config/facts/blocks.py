@@ -175,7 +175,8 @@ def check_softcap(name: str, value) -> float | None:
 
 
 def check_block(cfg: ModelConfig) -> None:
-    """Refuse, on one line, a block option `cfg` cannot have (before any weight exists)."""
+    """Refuse, on one line, a block option `cfg` cannot have (before any weight exists); the
+    schema reads its soft-caps with `check_softcap`."""
     refusal = BLOCK_FACTS[cfg.block].refuses(cfg)
     if refusal is not None:
         raise ConfigError(refusal)
@@ -184,8 +185,6 @@ def check_block(cfg: ModelConfig) -> None:
             f"model.qk_norm_type={cfg.qk_norm_type.value} only applies with model.qk_norm="
             f"{listed(k.value for k in QKNorm if k != QKNorm.none)}, not {QKNorm.none.value}"
         )
-    cfg.attn_softcap = check_softcap("attn_softcap", cfg.attn_softcap)
-    cfg.final_softcap = check_softcap("final_softcap", cfg.final_softcap)
 
 
 def norms_per_block(cfg: ModelConfig, sublayers: int) -> int:

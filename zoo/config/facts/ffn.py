@@ -193,9 +193,8 @@ def check_ffn(cfg: ModelConfig) -> None:
 
 
 def check_moe_keys(cfg: ModelConfig) -> None:
-    """The model.moe_* keys: parsed and in range under model.ffn=moe; at their defaults under any
-    other kind (they would be read by nothing)."""
-    cfg.moe_gate = MoEGate.parse(cfg.moe_gate, "model.moe_gate")
+    """The model.moe_* keys (model.moe_gate parsed by the schema first): in range under
+    model.ffn=moe; at their defaults under any other kind (they would be read by nothing)."""
     if cfg.ffn != FFNKind.moe:
         defaults = {f.name: f for f in fields(cfg)}  # the schema's own defaults
         for name in MOE_KEYS:

@@ -9,6 +9,7 @@ from typing import Any
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.schema.frozen import thawed
 from zoo.config.schema.model import ModelConfig, PositionConfig
 
 
@@ -58,9 +59,12 @@ def as_schema(cfg: Any, schema: type, prefix: str):
 
 
 def plain(obj: Any) -> dict:
-    """A flat schema object as plain data (enums as their strings)."""
+    """A flat schema object as plain data (enums as their strings, tuples as lists, frozen
+    mappings as dicts)."""
     return {
-        f.name: (getattr(obj, f.name).value if isinstance(getattr(obj, f.name), Choice) else getattr(obj, f.name))
+        f.name: (
+            getattr(obj, f.name).value if isinstance(getattr(obj, f.name), Choice) else thawed(getattr(obj, f.name))
+        )
         for f in fields(obj)
     }
 

@@ -18,6 +18,7 @@ from zoo.config.facts.corpora import CORPORA_BY_NAME, EXTERNAL, source_help
 from zoo.config.facts.tasks import Collate, TaskKind, task_names, task_spec
 from zoo.config.facts.tokenizers import SENTENCEPIECE_PARAMS, TokenizerKind, tokenizer_readers  # noqa: F401  (TokenizerKind re-exported)
 from zoo.config.schema.convert import as_schema, plain
+from zoo.config.schema.frozen import settle
 
 # Where the examples come from: a built-in offline corpus (a row of
 # zoo.config.facts.corpora.CORPUS_ROWS), the user's files (local: data.path; .txt, .jsonl/.json,
@@ -50,7 +51,7 @@ SENTENCEPIECE_KINDS = tokenizer_readers("vocab_size")
 _SENTENCEPIECE_PARAMS = SENTENCEPIECE_PARAMS
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class TokenizerConfig:
     """How text becomes ids. zoo's own kinds share the same special ids: pad 0, unk 1, bos 2,
     eos 3, mask 4, cls 5; kind hf keeps the ids of the Hugging Face tokenizer at `path`."""
@@ -90,7 +91,7 @@ class TokenizerConfig:
     )
 
     def __post_init__(self) -> None:
-        self.kind = TokenizerKind.parse(self.kind, "tokenizer.kind")
+        settle(self, "kind", TokenizerKind.parse(self.kind, "tokenizer.kind"))
         if self.path is not None and not isinstance(self.path, str):
             raise ConfigError(f"tokenizer.path must be a directory path, got {self.path!r}")
         if self.kind == TokenizerKind.hf and not self.path:
@@ -115,7 +116,7 @@ class TokenizerConfig:
         return plain(self)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class DataConfig:
     """Which examples, how they are split, and how they are batched."""
 
@@ -214,10 +215,10 @@ class DataConfig:
     )
 
     def __post_init__(self) -> None:
-        self.source = DataSource.parse(self.source, "data.source")
-        self.sample_by = SampleBy.parse(self.sample_by, "data.sample_by")
-        self.path = _paths("data.path", self.path)
-        self.val_path = _paths("data.val_path", self.val_path)
+        settle(self, "source", DataSource.parse(self.source, "data.source"))
+        settle(self, "sample_by", SampleBy.parse(self.sample_by, "data.sample_by"))
+        settle(self, "path", _paths("data.path", self.path))
+        settle(self, "val_path", _paths("data.val_path", self.val_path))
         if self.source == DataSource.local and self.path is None:
             raise ConfigError("data.source=local needs data.path (a file, directory or glob)")
         if self.source != DataSource.local:
@@ -289,7 +290,8 @@ def as_tokenizer_config(cfg: Any) -> TokenizerConfig:
 
 
 def _paths(key: str, value: Any):
-    """None, one path string, or a list of path strings (OmegaConf ListConfig included)."""
+    """None, one path string, or a list of path strings (OmegaConf ListConfig included), kept as
+    a tuple."""
     if value is None or isinstance(value, str):
         if value == "":
             raise ConfigError(f"{key} must not be empty")
@@ -300,7 +302,7 @@ def _paths(key: str, value: Any):
         raise ConfigError(f"{key} must be a path string or a list of them, got {type(value).__name__}") from None
     if not items or not all(isinstance(p, str) and p for p in items):
         raise ConfigError(f"{key} must be a path string or a non-empty list of path strings")
-    return items
+    return tuple(items)
 
 
 def _at_least(key: str, value, low: int) -> None:

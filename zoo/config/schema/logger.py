@@ -6,10 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.schema.frozen import FrozenMap, Items, freeze_items, settle
+
+# MLflow's extra tags: a FrozenMap in every validated config, a dict at run time for OmegaConf's
+# composition (+logger.mlflow.tags.NAME=VALUE adds a key)
+if TYPE_CHECKING:
+    Tags = FrozenMap[str, str]
+else:
+    Tags = dict[str, str]
 
 
 class WandbMode(Choice):
@@ -20,7 +28,7 @@ class WandbMode(Choice):
     offline = "offline"  # only the run directory's wandb/ (`wandb sync` uploads it later)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class MLflowConfig:
     enabled: bool = field(default=False, metadata={"help": "record the run in MLflow (logger=mlflow)"})
     tracking_uri: str | None = field(
@@ -35,18 +43,19 @@ class MLflowConfig:
         default=None,
         metadata={"help": "the MLflow experiment; null: the sweep's directory (a sweep) or the run's (a single run)"},
     )
-    tags: dict[str, str] = field(
-        default_factory=dict, metadata={"help": "extra tags of the MLflow run: +logger.mlflow.tags.NAME=VALUE"}
+    tags: Tags = field(
+        default_factory=Tags, metadata={"help": "extra tags of the MLflow run: +logger.mlflow.tags.NAME=VALUE"}
     )
 
     def __post_init__(self) -> None:
+        settle(self, "tags", FrozenMap(self.tags))
         if self.experiment is not None and not str(self.experiment).strip():
             raise ConfigError("logger.mlflow.experiment must be a name or null, got an empty string")
         if self.tracking_uri is not None and not str(self.tracking_uri).strip():
             raise ConfigError("logger.mlflow.tracking_uri must be a URI or null, got an empty string")
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class WandbConfig:
     enabled: bool = field(default=False, metadata={"help": "record the run in Weights & Biases (logger=wandb)"})
     project: str = field(default="zoo", metadata={"help": "the W&B project"})
@@ -56,17 +65,20 @@ class WandbConfig:
         default=None,
         metadata={"help": "the W&B group; null: the sweep's directory (a sweep) or none (a single run)"},
     )
-    tags: list[str] = field(default_factory=list, metadata={"help": "tags of the W&B run: logger.wandb.tags=[a,b]"})
+    tags: Items[str] = field(
+        default_factory=Items[str], metadata={"help": "tags of the W&B run: logger.wandb.tags=[a,b]"}
+    )
 
     def __post_init__(self) -> None:
-        self.mode = WandbMode.parse(self.mode, "logger.wandb.mode")
+        settle(self, "mode", WandbMode.parse(self.mode, "logger.wandb.mode"))
+        settle(self, "tags", freeze_items(self.tags))
         if not str(self.project).strip():
             raise ConfigError("logger.wandb.project must be a name, got an empty string")
         if len(str(self.project)) > 128:
             raise ConfigError(f"logger.wandb.project is {len(self.project)} characters; W&B allows 128")
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class LoggerConfig:
     csv: bool = field(default=True, metadata={"help": "metrics.csv in the run directory"})
     tensorboard: bool = field(default=False, metadata={"help": "TensorBoard events under tb/"})
@@ -74,8 +86,8 @@ class LoggerConfig:
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
     def __post_init__(self) -> None:
-        self.mlflow = _section(self.mlflow, MLflowConfig, "logger.mlflow")
-        self.wandb = _section(self.wandb, WandbConfig, "logger.wandb")
+        settle(self, "mlflow", _section(self.mlflow, MLflowConfig, "logger.mlflow"))
+        settle(self, "wandb", _section(self.wandb, WandbConfig, "logger.wandb"))
 
     @property
     def trackers(self) -> list[str]:

@@ -18,7 +18,7 @@ from zoo.config.choice import listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
 from zoo.config.facts.attention import AttentionKind, check_attention
-from zoo.config.facts.blocks import BLOCK_FACTS, BlockKind, QKNorm, check_block
+from zoo.config.facts.blocks import BLOCK_FACTS, BlockKind, QKNorm, check_block, check_softcap
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.layers import check_every_kth
@@ -26,6 +26,7 @@ from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
 from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
+from zoo.config.schema.frozen import settle
 from zoo.config.schema.position import PositionConfig
 from zoo.config.schema.widths import MUP_BASE_D_MODEL, derive_base_widths, derive_d_ff, derive_heads, positive  # noqa: F401
 
@@ -39,7 +40,7 @@ else:
 DERIVED: Any = None  # a Derived field's default: "derive it"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class ModelConfig:
     """A Transformer architecture. Sizes follow the shape vocabulary of the code:
     D = d_model, H = n_heads, Hkv = n_kv_heads, Dh = head_dim, V = vocab_size."""
@@ -301,24 +302,27 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
-            self.position = PositionConfig(**self.position)
+            settle(self, "position", PositionConfig(**self.position))
         elif not isinstance(self.position, PositionConfig):
             raise ConfigError(f"model.position must be a mapping, got {type(self.position).__name__}")
-        self.family = Family.parse(self.family, "model.family")
-        self.norm = NormPlacement.parse(self.norm, "model.norm")
-        self.norm_type = NormType.parse(self.norm_type, "model.norm_type")
-        self.activation = Activation.parse(self.activation, "model.activation")
-        self.ffn = FFNKind.parse(self.ffn, "model.ffn")
-        self.parametrization = Parametrization.parse(self.parametrization, "model.parametrization")
-        self.block = BlockKind.parse(self.block, "model.block")
-        self.qk_norm = QKNorm.parse(self.qk_norm, "model.qk_norm")
+        settle(self, "family", Family.parse(self.family, "model.family"))
+        settle(self, "norm", NormPlacement.parse(self.norm, "model.norm"))
+        settle(self, "norm_type", NormType.parse(self.norm_type, "model.norm_type"))
+        settle(self, "activation", Activation.parse(self.activation, "model.activation"))
+        settle(self, "ffn", FFNKind.parse(self.ffn, "model.ffn"))
+        settle(self, "parametrization", Parametrization.parse(self.parametrization, "model.parametrization"))
+        settle(self, "block", BlockKind.parse(self.block, "model.block"))
+        settle(self, "qk_norm", QKNorm.parse(self.qk_norm, "model.qk_norm"))
         if self.qk_norm_type is not None:
-            self.qk_norm_type = NormType.parse(self.qk_norm_type, "model.qk_norm_type")
+            settle(self, "qk_norm_type", NormType.parse(self.qk_norm_type, "model.qk_norm_type"))
         check_block(self)
+        for cap in ("attn_softcap", "final_softcap"):
+            settle(self, cap, check_softcap(cap, getattr(self, cap)))
 
         derive_heads(self)
+        settle(self, "moe_gate", MoEGate.parse(self.moe_gate, "model.moe_gate"))
         check_moe_keys(self)
-        self.param_budget_counts = BudgetCounts.parse(self.param_budget_counts, "model.param_budget_counts")
+        settle(self, "param_budget_counts", BudgetCounts.parse(self.param_budget_counts, "model.param_budget_counts"))
         derive_d_ff(self)
         check_norm(self)
         check_ffn(self)
@@ -332,9 +336,9 @@ class ModelConfig:
             raise ConfigError(f"model.attention_scale must be > 0 (or null for 1/sqrt(Dh)), got {self.attention_scale}")
         if self.init_std <= 0:
             raise ConfigError(f"model.init_std must be > 0, got {self.init_std}")
-        self.embed_init = EmbedInit.parse(self.embed_init, "model.embed_init")
+        settle(self, "embed_init", EmbedInit.parse(self.embed_init, "model.embed_init"))
         derive_base_widths(self)
-        self.attention = AttentionKind.parse(self.attention, "model.attention")
+        settle(self, "attention", AttentionKind.parse(self.attention, "model.attention"))
         check_attention(self)
         check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
 

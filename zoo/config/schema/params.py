@@ -26,6 +26,7 @@ from zoo.config.facts.ffn import ffn_parameters, layer_kinds
 from zoo.config.facts.norms import NORM_FACTS, norm_parameters
 from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.schema.frozen import settle
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.widths import round_up
 
@@ -151,20 +152,27 @@ def stack_key(cfg: ModelConfig) -> str:
     its default, or for a width derived from the others what they derive (d_ff from d_model,
     the decoder's depth from n_layers, ...), and the widths derived from a key follow it; a d_ff
     sized by model.ff_mult or model.param_budget is named by that key, the one the command sets."""
-    import copy
-
     now = non_embedding_params(cfg)
     best, removed = "d_model", 0
     for name, smaller_sizes in _smaller(cfg).items():
-        smaller = copy.copy(cfg)
-        for key, value in smaller_sizes.items():
-            setattr(smaller, key, value)
-        fewer = now - non_embedding_params(smaller)
+        fewer = now - non_embedding_params(_resized(cfg, smaller_sizes))
         if fewer > removed:
             best, removed = name, fewer
     if best == "d_ff":
         best = next((key for key in ("ff_mult", "param_budget") if getattr(cfg, key) is not None), best)
     return f"model.{best}"
+
+
+def _resized(cfg: ModelConfig, sizes: dict[str, int]) -> ModelConfig:
+    """A copy of `cfg` with `sizes` set as they are, for counting its parameters only: the sizes
+    are a reference to count against, not a config a run could validate (dataclasses.replace
+    would derive and check them again), and `cfg` itself stays as it is."""
+    import copy
+
+    resized = copy.copy(cfg)
+    for key, value in sizes.items():
+        settle(resized, key, value)
+    return resized
 
 
 def _smaller(cfg: ModelConfig) -> dict[str, dict[str, int]]:

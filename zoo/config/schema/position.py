@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.positions import PositionKind, check_params
+from zoo.config.schema.frozen import settle
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class PositionConfig:
     """How token order enters the model: `kind` picks a scheme, the rest are its parameters
     (which scheme reads which: `zoo.config.facts.positions.POSITION_FACTS`)."""
@@ -35,7 +36,7 @@ class PositionConfig:
     )
 
     def __post_init__(self) -> None:
-        self.kind = PositionKind.parse(self.kind, "model.position.kind")
+        settle(self, "kind", PositionKind.parse(self.kind, "model.position.kind"))
         check_params(self)
         if not self.theta > 1:  # a base of 1 or less turns every frequency up (1e-300 overflowed to NaN)
             raise ConfigError(f"model.position.theta must be > 1 (RoPE's base; 10000 is usual), got {self.theta}")

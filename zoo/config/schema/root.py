@@ -1,13 +1,16 @@
 """The root schema composed by `zoo-train` and `zoo.compose`; validated
 (`zoo.config.schema.validate.validate`), it is the one config a run's training, task, resume
-and checkpoints receive, and no one changes it on the way (frozen)."""
+and checkpoints receive, and no one changes it on the way: frozen all the way down (every section
+a frozen dataclass, the trainer section a `TrainerConfig`, list-valued fields tuples and
+dict-valued ones `FrozenMap`s)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zoo.config.schema.data import DataConfig, TokenizerConfig
+from zoo.config.schema.frozen import settle
 from zoo.config.schema.logger import LoggerConfig
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.task import TaskConfig
@@ -16,8 +19,16 @@ from zoo.config.schema.train import (
     OptimConfig,
     SchedulerConfig,
 )
+from zoo.config.schema.trainer import TrainerConfig
 
 MISSING: Any = "???"  # OmegaConf's mark of a value still to be set (omegaconf.MISSING), without importing it
+
+# The trainer section: a TrainerConfig in every ZooConfig, a dict at run time for OmegaConf's
+# composition of the schema (any Lightning Trainer argument may be added: +trainer.NAME=VALUE).
+if TYPE_CHECKING:
+    TrainerSection = TrainerConfig
+else:
+    TrainerSection = dict[str, Any]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -30,7 +41,7 @@ class ZooConfig:
     tokenizer: TokenizerConfig = MISSING
     optim: OptimConfig = MISSING
     scheduler: SchedulerConfig = MISSING
-    trainer: dict[str, Any] = field(default_factory=dict)
+    trainer: TrainerSection = field(default_factory=TrainerSection)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
     seed: int = field(default=0, metadata={"help": "global seed for weights, data order, dropout"})
@@ -55,3 +66,7 @@ class ZooConfig:
             "tokenizer becomes tokenizer=hf; a resumed checkpoint wins over it"
         },
     )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.trainer, TrainerConfig):  # a mapping of Trainer arguments, checked
+            settle(self, "trainer", TrainerConfig(self.trainer))

@@ -8,6 +8,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.tasks import TaskKind, Tokenize, task_names
+from zoo.config.schema.frozen import settle
 
 
 class Pooling(Choice):
@@ -34,7 +35,7 @@ class NonFinitePolicy(Choice):
     skip = "skip"  # leave the weights as they are for this step and go on (counted in metrics)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class TaskConfig:
     kind: TaskKind = field(default=TaskKind.causal_lm, metadata={"help": "training objective"})
     label_smoothing: float = field(
@@ -107,13 +108,13 @@ class TaskConfig:
     )
 
     def __post_init__(self) -> None:
-        self.kind = TaskKind.parse(self.kind, "task.kind")
-        self.output_loss = OutputLoss.parse(self.output_loss, "task.output_loss")
+        settle(self, "kind", TaskKind.parse(self.kind, "task.kind"))
+        settle(self, "output_loss", OutputLoss.parse(self.output_loss, "task.output_loss"))
         if not isinstance(self.loss_chunk, int) or isinstance(self.loss_chunk, bool) or self.loss_chunk < 1:
             raise ConfigError(f"task.loss_chunk must be a positive integer, got {self.loss_chunk!r}")
-        self.on_nonfinite_loss = NonFinitePolicy.parse(self.on_nonfinite_loss, "task.on_nonfinite_loss")
+        settle(self, "on_nonfinite_loss", NonFinitePolicy.parse(self.on_nonfinite_loss, "task.on_nonfinite_loss"))
         if self.pooling is not None:
-            self.pooling = Pooling.parse(self.pooling, "task.pooling")
+            settle(self, "pooling", Pooling.parse(self.pooling, "task.pooling"))
             if self.kind != TaskKind.classification:
                 raise ConfigError(f"task.pooling only applies to task=classification, not {self.kind.value}")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -124,7 +125,7 @@ class TaskConfig:
             or not 0.0 <= self.z_loss < float("inf")
         ):
             raise ConfigError(f"task.z_loss must be a number >= 0 (0 = off), got {self.z_loss!r}")
-        self.z_loss = float(self.z_loss)
+        settle(self, "z_loss", float(self.z_loss))
         if self.z_loss and self.kind == TaskKind.classification:
             raise ConfigError(
                 "task.z_loss applies to the output logits over the vocabulary of token tasks "
@@ -137,7 +138,7 @@ class TaskConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < float("inf"):
                 raise ConfigError(f"task.{name} must be a number >= 0 (0 = off), got {value!r}")
-            setattr(self, name, float(value))
+            settle(self, name, float(value))
         if self.generate_max_tokens < 1:
             raise ConfigError(f"task.generate_max_tokens must be >= 1, got {self.generate_max_tokens}")
 

@@ -10,6 +10,7 @@ from zoo.config.choice import Choice, listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
 from zoo.config.facts.schedules import SCHEDULE_FACTS, DecayShape, ScheduleKind, schedule_readers
+from zoo.config.schema.frozen import Items, freeze_items, settle, thawed
 from zoo.config.schema.harness import check_limit
 
 
@@ -40,7 +41,7 @@ class AdjustLr(Choice):
     original = "original"  # sqrt(max(1, A / B)) x lr (Jordan et al. 2024)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class OptimConfig:
     kind: OptimizerKind = field(
         default=OptimizerKind.adamw,
@@ -58,7 +59,7 @@ class OptimConfig:
             "optim.muon_lr is set)"
         },
     )
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    betas: Items[float] = field(default_factory=lambda: Items[float]((0.9, 0.95)))
     eps: float = 1e-8
     weight_decay: float = field(
         default=0.1, metadata={"help": "decoupled decay; never applied to norms, biases, embeddings"}
@@ -90,13 +91,13 @@ class OptimConfig:
     )
 
     def __post_init__(self) -> None:
-        self.kind = OptimizerKind.parse(self.kind, "optim.kind")
-        self.implementation = OptimizerImpl.parse(self.implementation, "optim.implementation")
-        self.adjust_lr_fn = AdjustLr.parse(self.adjust_lr_fn, "optim.adjust_lr_fn")
-        self.betas = list(self.betas)
+        settle(self, "kind", OptimizerKind.parse(self.kind, "optim.kind"))
+        settle(self, "implementation", OptimizerImpl.parse(self.implementation, "optim.implementation"))
+        settle(self, "adjust_lr_fn", AdjustLr.parse(self.adjust_lr_fn, "optim.adjust_lr_fn"))
+        settle(self, "betas", freeze_items(self.betas))
         _refuse_unread(self, "optim", OPTIMIZER_FACTS[self.kind].params, optimizer_readers)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {self.betas}")
+            raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {list(self.betas)}")
         if self.lr <= 0:
             raise ConfigError(f"optim.lr must be > 0, got {self.lr}")
         if self.eps <= 0 or self.weight_decay < 0:
@@ -116,12 +117,12 @@ def _refuse_unread(cfg, section: str, reads: tuple[str, ...], readers) -> None:
         if f.name == "kind" or f.name in reads:
             continue
         default = f.default_factory() if f.default_factory is not MISSING else f.default
-        if getattr(cfg, f.name) != default:
+        if thawed(getattr(cfg, f.name)) != thawed(default):
             owners = " or ".join(k.value for k in readers(f.name)) or "no kind"
             raise ConfigError(f"{section}.{f.name} only applies to {section}={owners}, not {cfg.kind.value}")
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class SchedulerConfig:
     kind: ScheduleKind = field(
         default=ScheduleKind.cosine,
@@ -156,8 +157,8 @@ class SchedulerConfig:
     )
 
     def __post_init__(self) -> None:
-        self.kind = ScheduleKind.parse(self.kind, "scheduler.kind")
-        self.decay_shape = DecayShape.parse(self.decay_shape, "scheduler.decay_shape")
+        settle(self, "kind", ScheduleKind.parse(self.kind, "scheduler.kind"))
+        settle(self, "decay_shape", DecayShape.parse(self.decay_shape, "scheduler.decay_shape"))
         _refuse_unread(self, "scheduler", SCHEDULE_FACTS[self.kind].params, schedule_readers)
         if self.warmup_steps < 0:
             raise ConfigError(f"scheduler.warmup_steps must be >= 0, got {self.warmup_steps}")
@@ -178,7 +179,7 @@ class SchedulerConfig:
                 )
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class CallbacksConfig:
     checkpoint_every_n_steps: int = field(
         default=200, metadata={"help": "write checkpoints/last.ckpt every N optimizer steps"}
@@ -210,8 +211,8 @@ class CallbacksConfig:
         },
     )
 
-    downstream: list[str] = field(
-        default_factory=list,
+    downstream: Items[str] = field(
+        default_factory=Items[str],
         metadata={
             "help": "lm-evaluation-harness tasks scored during training, e.g. "
             "[kjv_cloze,kjv_next_verse] (needs zoo[eval]); logged as harness/TASK/METRIC to every "
@@ -237,10 +238,10 @@ class CallbacksConfig:
     )
 
     def __post_init__(self) -> None:
-        self.progress_bar = ProgressBar.parse(self.progress_bar, "callbacks.progress_bar")
-        self.downstream = [str(t).strip() for t in self.downstream]
+        settle(self, "progress_bar", ProgressBar.parse(self.progress_bar, "callbacks.progress_bar"))
+        settle(self, "downstream", tuple(str(t).strip() for t in self.downstream))
         if any(not t for t in self.downstream) or len(set(self.downstream)) != len(self.downstream):
-            raise ConfigError(f"callbacks.downstream must name each task once, got {self.downstream}")
+            raise ConfigError(f"callbacks.downstream must name each task once, got {list(self.downstream)}")
         if self.downstream_every is not None and self.downstream_every < 1:
             raise ConfigError(
                 f"callbacks.downstream_every must be >= 1 (null: at each validation), got {self.downstream_every}"

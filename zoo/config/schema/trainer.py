@@ -1,13 +1,16 @@
-"""The `trainer:` section is passed to Lightning's Trainer as it is (any Trainer argument may be
-added with `+trainer.NAME=VALUE`); the arguments zoo's configs set are checked here first, so a
-wrong value is one line naming the key instead of a traceback from inside Lightning."""
+"""The `trainer:` section (`TrainerConfig`) is passed to Lightning's Trainer as it is (any Trainer
+argument may be added with `+trainer.NAME=VALUE`); the arguments zoo's configs set are checked
+here first, so a wrong value is one line naming the key instead of a traceback from inside
+Lightning."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from zoo.config.errors import ConfigError
+from zoo.config.schema.frozen import FrozenMap
 
 _TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
 
@@ -73,7 +76,7 @@ CHECKS = {
 }
 
 
-def check_trainer(trainer: dict) -> None:
+def check_trainer(trainer: Mapping[str, Any]) -> None:
     """ConfigError for a value of a known Trainer argument that Lightning would reject."""
     for key, check in CHECKS.items():
         if key in trainer:
@@ -82,7 +85,7 @@ def check_trainer(trainer: dict) -> None:
     check_replicate(trainer)
 
 
-def check_trains_and_validates(trainer: dict) -> None:
+def check_trains_and_validates(trainer: Mapping[str, Any]) -> None:
     """A run that trains no step or skips validation would still end as "finished", with a
     summary that reports nothing trained or no metrics: Lightning's debugging switches that do
     so are refused before the run starts, naming what to use instead."""
@@ -124,7 +127,7 @@ def is_sharded_name(strategy: Any) -> bool:
     return isinstance(strategy, str) and strategy in SHARDED_STRATEGIES
 
 
-def check_replicate(trainer: dict) -> None:
+def check_replicate(trainer: Mapping[str, Any]) -> None:
     """trainer.replicate: only under hsdp; an integer >= 1 dividing the world size where that is
     known before any process starts."""
     if REPLICATE_KEY not in trainer:
@@ -147,3 +150,62 @@ def check_replicate(trainer: dict) -> None:
             f"(trainer.devices={devices} x trainer.num_nodes={nodes}): each replica shards "
             f"the model over the same number of them"
         )
+
+
+class TrainerConfig(FrozenMap[str, Any]):
+    """The `trainer:` section: the Lightning Trainer arguments the config gives, read-only and
+    checked (`check_trainer`) when it is made; `L.Trainer(**trainer)` receives them unchanged.
+
+    It stays a mapping of what the config gives rather than one field per argument: any Trainer
+    argument may be added (`+trainer.NAME=VALUE`), and an argument left out must reach Lightning
+    left out (its default, not one written here). The arguments zoo itself reads are typed
+    properties, each with the value the run takes when the config leaves it out."""
+
+    __slots__ = ()
+
+    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
+        super().__init__(items or {})
+        check_trainer(self)
+
+    @property
+    def max_steps(self) -> int:
+        """Optimizer steps the run trains; -1: as many as trainer.max_epochs take."""
+        value = self.get("max_steps")
+        return -1 if value is None else int(value)
+
+    @property
+    def max_epochs(self) -> int | None:
+        return self.get("max_epochs")
+
+    @property
+    def accelerator(self) -> str:
+        return str(self.get("accelerator", "auto"))
+
+    @property
+    def devices(self) -> int | str | list[int]:
+        """Devices per node: a count, "auto", or a list of device indices."""
+        return self.get("devices", 1)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.get("num_nodes", 1))
+
+    @property
+    def strategy(self) -> str | None:
+        """The strategy's name (auto, ddp, fsdp, hsdp, ...); None when the config names none."""
+        value = self.get("strategy")
+        return None if value is None else str(value)
+
+    @property
+    def precision(self) -> str:
+        return str(self.get("precision", "32-true"))
+
+    @property
+    def gradient_clip_val(self) -> float:
+        """The gradient-norm clip; 0: none (also when the config gives null)."""
+        return float(self.get("gradient_clip_val") or 0)
+
+    @property
+    def replicate(self) -> int | None:
+        """hsdp: the replicas of its mesh; None: trainer.num_nodes."""
+        return self.get(REPLICATE_KEY)

@@ -31,7 +31,7 @@ from zoo.config.schema.train import (
     ScheduleKind,
     SchedulerConfig,
 )
-from zoo.config.schema.trainer import SHARDED_PRECISIONS, check_trainer, is_sharded_name
+from zoo.config.schema.trainer import SHARDED_PRECISIONS, TrainerConfig, is_sharded_name
 
 
 def validate(cfg: Any) -> ZooConfig:
@@ -68,13 +68,12 @@ def _validate(cfg: Any) -> ZooConfig:
         scheduler=as_schema(data.get("scheduler"), SchedulerConfig, "scheduler"),
         logger=as_schema(data.get("logger"), LoggerConfig, "logger"),
         callbacks=as_schema(data.get("callbacks"), CallbacksConfig, "callbacks"),
-        trainer=dict(trainer),
+        trainer=TrainerConfig(trainer),
         seed=int(data.get("seed", 0)),
         ckpt_path=data.get("ckpt_path"),
         init_from=data.get("init_from"),
         branch_from=data.get("branch_from"),
     )
-    check_trainer(zc.trainer)
     _check_task_family(zc)
     check_document_mask(zc.data, zc.task.kind)
     _check_positions(zc)

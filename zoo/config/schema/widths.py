@@ -13,6 +13,7 @@ from zoo.config.facts.activations import GATED
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.positions import check_even
 from zoo.config.schema.choices import Parametrization
+from zoo.config.schema.frozen import settle
 
 if TYPE_CHECKING:
     from zoo.config.schema.model import ModelConfig
@@ -35,7 +36,7 @@ def derive_heads(cfg: ModelConfig) -> None:
     for name in ("d_model", "n_heads", "n_layers", "vocab_size", "max_seq_len"):
         positive(name, getattr(cfg, name))
     if cfg.n_kv_heads is None:
-        cfg.n_kv_heads = cfg.n_heads
+        settle(cfg, "n_kv_heads", cfg.n_heads)
     positive("n_kv_heads", cfg.n_kv_heads)
     if cfg.n_heads % cfg.n_kv_heads:
         raise ConfigError(
@@ -48,12 +49,12 @@ def derive_heads(cfg: ModelConfig) -> None:
                 f"model.d_model ({cfg.d_model}) must be divisible by model.n_heads "
                 f"({cfg.n_heads}), or set model.head_dim"
             )
-        cfg.head_dim = cfg.d_model // cfg.n_heads
+        settle(cfg, "head_dim", cfg.d_model // cfg.n_heads)
     positive("head_dim", cfg.head_dim)
     check_even(cfg)
     if FAMILY_FACTS[cfg.family].cross_attention:
         if cfg.n_decoder_layers is None:
-            cfg.n_decoder_layers = cfg.n_layers
+            settle(cfg, "n_decoder_layers", cfg.n_layers)
         positive("n_decoder_layers", cfg.n_decoder_layers)
     elif cfg.n_decoder_layers is not None:
         raise ConfigError(
@@ -74,7 +75,7 @@ def derive_d_ff(cfg: ModelConfig) -> None:
                     f"model.ff_mult={cfg.ff_mult:g} and model.{other}={getattr(cfg, other)} "
                     f"both size the feed-forward unit; set one of them"
                 )
-        cfg.d_ff = sized
+        settle(cfg, "d_ff", sized)
     if cfg.param_budget is not None:
         positive("param_budget", cfg.param_budget)
         from zoo.config.schema.params import d_ff_for_budget  # lazy: it reads the model schema's enums
@@ -85,12 +86,12 @@ def derive_d_ff(cfg: ModelConfig) -> None:
                 f"model.d_ff={cfg.d_ff} conflicts with model.param_budget={cfg.param_budget:,} "
                 f"(which sizes d_ff to {sized}); set one of them"
             )
-        cfg.d_ff = sized
+        settle(cfg, "d_ff", sized)
     if cfg.d_ff is None:
         if cfg.activation in GATED:
-            cfg.d_ff = round_up(int(8 * cfg.d_model / 3), 64)
+            settle(cfg, "d_ff", round_up(int(8 * cfg.d_model / 3), 64))
         else:
-            cfg.d_ff = 4 * cfg.d_model
+            settle(cfg, "d_ff", 4 * cfg.d_model)
     positive("d_ff", cfg.d_ff)
 
 
@@ -104,7 +105,7 @@ def derive_base_widths(cfg: ModelConfig) -> None:
                 )
         return
     if cfg.mup_base_d_model is None:
-        cfg.mup_base_d_model = MUP_BASE_D_MODEL
+        settle(cfg, "mup_base_d_model", MUP_BASE_D_MODEL)
     positive("mup_base_d_model", cfg.mup_base_d_model)
     if cfg.mup_base_head_dim is not None:
         positive("mup_base_head_dim", cfg.mup_base_head_dim)

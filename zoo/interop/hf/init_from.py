@@ -22,6 +22,7 @@ from pathlib import Path
 from zoo.config.errors import ConfigError
 from zoo.config.records.hf_dir import check_directory_files
 from zoo.config.schema.data import TokenizerConfig, TokenizerKind
+from zoo.config.schema.store import composed_node
 from zoo.interop.hf.pretrained import model_config
 
 PREFIX = "hf:"
@@ -85,6 +86,6 @@ def apply_init_from(cfg, overrides: Iterable[str] = ()):
         cache_dir=OmegaConf.select(cfg, "tokenizer.cache_dir", default=None),
     )
     with open_dict(cfg):  # typed nodes: a whole section is replaced by an instance of its schema
-        cfg.model = OmegaConf.structured(model)
-        cfg.tokenizer = OmegaConf.structured(tokenizer)
+        cfg.model = composed_node(model)
+        cfg.tokenizer = composed_node(tokenizer)
     return cfg
