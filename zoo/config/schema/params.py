@@ -16,6 +16,7 @@ count against built models for every family, position scheme, norm and activatio
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import fields
 
 from zoo.config.errors import ConfigError
@@ -89,10 +90,14 @@ def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool, active: bool =
     post) and its position scheme's parameters. With `active`, a mixture's active parameters."""
     attentions = 2 if cross else 1
     block = attentions * attention_params(cfg) + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
-    units = [feedforward_params(cfg, kind, active=active) for kind in layer_kinds(cfg, n_layers)]
+    # one count per kind of unit, times its layers (a stack of millions of layers is counted,
+    # and refused, at once)
+    units = [
+        (n, feedforward_params(cfg, kind, active=active)) for kind, n in Counter(layer_kinds(cfg, n_layers)).items()
+    ]
     norms = int(cfg.embed_norm) + int(PLACEMENT_FACTS[cfg.norm].final_norm)
-    fixed = n_layers * block + sum(a for a, _ in units) + norms * norm_params(cfg) + position_params(cfg, n_layers)[0]
-    return fixed, sum(b for _, b in units)
+    fixed = n_layers * block + sum(n * a for n, (a, _) in units) + norms * norm_params(cfg)
+    return fixed + position_params(cfg, n_layers)[0], sum(n * b for n, (_, b) in units)
 
 
 def linear_in_d_ff(cfg: ModelConfig, *, active: bool = False) -> tuple[int, int]:
