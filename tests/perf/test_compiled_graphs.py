@@ -8,6 +8,8 @@ stalls the accelerator's queue): run on the `meta` device, where any such read r
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch._dynamo
@@ -108,7 +110,7 @@ def test_eager_step_off_the_cpu_reads_no_value_on_the_host(family, position, out
     6x less output head); that choice is switched off here to check the rest of the path."""
     task = _task(family, position).to("meta")
     task.sparse_targets = False
-    task.task_config.output_loss = OutputLoss(output_loss)
+    task.task_config = replace(task.task_config, output_loss=OutputLoss(output_loss))  # the config is frozen
     batch = {key: value.to("meta") for key, value in batch_for(family).items()}
     loss, _, _ = task.training_loss(batch)
     loss.backward()
