@@ -4,6 +4,9 @@ config the run was checked with. Its schema still takes overrides when Hydra com
 from __future__ import annotations
 
 import dataclasses
+import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -116,3 +119,19 @@ def test_the_frozen_config_pickles_copies_and_reads_back_as_plain_data():
 def test_a_changed_config_is_a_new_one():
     spec = dataclasses.replace(SPEC, model=dataclasses.replace(SPEC.model, d_model=512))
     assert (spec.model.d_model, SPEC.model.d_model) == (512, 256) and spec.optim is SPEC.optim
+
+
+def test_a_composed_config_unpickled_in_a_process_of_its_own_still_takes_overrides():
+    """A sweep's job (hydra/launcher=slurm) unpickles Hydra's composed config in a new process
+    and composes it again with the arm's overrides: the nodes' schemas come back as the unfrozen
+    twins (by their own names), not as the frozen schemas, which would refuse the merge."""
+    cfg = zoo.compose(["model.d_model=32"])
+    code = (
+        "import pickle, sys; from omegaconf import OmegaConf; "
+        "cfg = pickle.loads(sys.stdin.buffer.read()); "
+        "merged = OmegaConf.merge(cfg, {'model': {'d_model': 48, 'position': {'kind': 'rope'}}}); "
+        "print(type(OmegaConf.to_object(merged.model)).__qualname__, merged.model.d_model)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cfg), capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert done.stdout.decode().split() == ["ThawedModelConfig", "48"]

@@ -18,6 +18,7 @@ from zoo.config.schema.root import ZooConfig
 
 _registered = False
 _TWINS: dict[type, type] = {}
+_PREFIX = "Thawed"  # a twin's name in this module, before its schema's
 
 
 def register_configs() -> None:
@@ -57,9 +58,25 @@ def thawed_schema(schema: type, made: dict[type, type] | None = None) -> type:
             spec = field(metadata=f.metadata)
         specs.append((f.name, kind, spec))
     twin = make_dataclass(schema.__name__, specs, kw_only=True)
-    twin.__doc__, twin.__module__, twin.__qualname__ = schema.__doc__, schema.__module__, schema.__qualname__
+    # the schema's name in messages ("not in 'ModelConfig'"); a name of its own in this module for
+    # pickle, so a sweep's job process (which unpickles Hydra's composed nodes) finds this twin
+    # again rather than the frozen schema
+    twin.__doc__, twin.__module__, twin.__qualname__ = schema.__doc__, __name__, _PREFIX + schema.__name__
+    if any(other.__qualname__ == twin.__qualname__ for other in made.values()):
+        raise TypeError(f"two schemas are named {schema.__name__}: their twins need names of their own")
     made[schema] = twin
     return twin
+
+
+def __getattr__(name: str) -> type:
+    """A twin by the name pickle recorded (`ThawedModelConfig`): made again in a process that
+    unpickles a composed node before composing anything."""
+    if name.startswith(_PREFIX):
+        thawed_schema(ZooConfig)  # every section's twin
+        for twin in _TWINS.values():
+            if twin.__qualname__ == name:
+                return twin
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def composed_node(section: Any) -> DictConfig:
