@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.config.schema.model import ModelConfig
-from zoo.interop.hf.common import ACTIVATIONS, HF_ACTIVATIONS, UnsupportedConfig, require
+from zoo.interop.hf.common import ACTIVATIONS, ACTIVATIONS_LISTED, HF_ACTIVATIONS, UnsupportedConfig, require
 from zoo.interop.hf.table import FULL_HEADS, ROW, WB, Composition, Family, Row, Stack, Table, fields, row
 
 OFFSET = 2  # BartLearnedPositionalEmbedding's offset
@@ -111,7 +111,6 @@ def bart_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 NAMES = ("bart", "BartForConditionalGeneration", "BartConfig")
 DESCRIPTION = (
     "bart: encoder-decoder, learned positions with offset 2, post-LN layernorm, embed_norm, output_bias, "
-    + "/".join(HF_ACTIVATIONS)
-    + ", biases"
+    f"{ACTIVATIONS_LISTED}, biases"
 )
 BART = Family(NAMES, DESCRIPTION, COMPOSITION, (bart_keys, bart_hf_keys), TABLE, tie_from_weights=True)

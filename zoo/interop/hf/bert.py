@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.config.schema.model import ModelConfig
-from zoo.interop.hf.common import ACTIVATIONS, ANY, HF_ACTIVATIONS, require
+from zoo.interop.hf.common import ACTIVATIONS, ACTIVATIONS_LISTED, ANY, HF_ACTIVATIONS, require
 from zoo.interop.hf.table import FULL_HEADS, HIDDEN_FIELDS, WB, Composition, Family, Stack, Table, row
 
 # BERT always has token types and an output bias: zeros reproduce a composition without
@@ -72,9 +72,5 @@ def bert_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 
 NAMES = ("bert", "BertForMaskedLM", "BertConfig")
-DESCRIPTION = (
-    "bert: encoder-only, learned positions, post-LN layernorm, embed_norm, head_transform, "
-    + "/".join(HF_ACTIVATIONS)
-    + ", biases"
-)
+DESCRIPTION = f"bert: encoder-only, learned positions, post-LN layernorm, embed_norm, head_transform, {ACTIVATIONS_LISTED}, biases"
 BERT = Family(NAMES, DESCRIPTION, COMPOSITION, (bert_keys, bert_hf_keys), TABLE, tie_from_weights=True)

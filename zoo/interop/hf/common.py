@@ -42,6 +42,7 @@ def load_exact(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
 # transformers' activation names -> zoo's, and back, for the families with a plain feed-forward unit
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
+ACTIVATIONS_LISTED = "/".join(HF_ACTIVATIONS)  # as a family's description names them
 
 ANY = object()  # an option value a family reproduces whatever it is
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.config.schema.model import ModelConfig
-from zoo.interop.hf.common import HF_ACTIVATIONS, require
+from zoo.interop.hf.common import ACTIVATIONS_LISTED, HF_ACTIVATIONS, require
 from zoo.interop.hf.table import (
     FULL_HEADS,
     WB,
@@ -84,5 +84,5 @@ def gpt2_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 
 NAMES = ("gpt2", "GPT2LMHeadModel", "GPT2Config")
-DESCRIPTION = "gpt2: decoder-only, learned positions, pre-LN layernorm, " + "/".join(HF_ACTIVATIONS) + ", biases, tied"
+DESCRIPTION = f"gpt2: decoder-only, learned positions, pre-LN layernorm, {ACTIVATIONS_LISTED}, biases, tied"
 GPT2 = Family(NAMES, DESCRIPTION, COMPOSITION, (gpt2_keys, gpt2_hf_keys), TABLE)

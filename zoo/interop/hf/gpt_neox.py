@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from zoo.config.schema.model import BlockKind, ModelConfig
-from zoo.interop.hf.common import ACTIVATIONS, HF_ACTIVATIONS, hf_rope, require, rope_of
+from zoo.interop.hf.common import ACTIVATIONS, ACTIVATIONS_LISTED, HF_ACTIVATIONS, hf_rope, require, rope_of
 from zoo.interop.hf.table import FULL_HEADS, HIDDEN_FIELDS, WB, Composition, Family, Stack, Table, Transform, row
 
 BLOCKS = {True: "parallel_two_norms", False: "sequential"}  # use_parallel_residual -> model.block
@@ -92,8 +92,7 @@ def neox_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 NAMES = ("gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig")
 DESCRIPTION = (
-    "gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, "
-    + "/".join(HF_ACTIVATIONS)
-    + f", biases, {BlockKind.parallel_two_norms.value} or {BlockKind.sequential.value} block"
+    f"gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, {ACTIVATIONS_LISTED}, biases, "
+    f"{BlockKind.parallel_two_norms.value} or {BlockKind.sequential.value} block"
 )
 GPT_NEOX = Family(NAMES, DESCRIPTION, COMPOSITION, (neox_keys, neox_hf_keys), TABLE)
