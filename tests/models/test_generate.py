@@ -133,6 +133,49 @@ def test_generation_stops_at_eos_and_pads_after_it():
     assert (out[0, first + 1 :] == 0).all()
 
 
+def test_asking_whether_rows_ended_every_k_steps_gives_the_same_output():
+    """Both rows end at different steps; whether they have all ended is asked every step, every
+    3rd and every 8th: the output is the same (the pad steps past the end are cut)."""
+    model, ids = model_and_inputs("decoder_only", "rope")
+    free = run(model, ids, max_new_tokens=14)
+    eos = int(free[1, 4])  # row 1 ends at its fifth token at the latest
+    ends = [row.tolist().index(eos) if eos in row.tolist() else None for row in free]
+    assert ends[1] is not None and ends[1] < 13, "the drawn model must end row 1 before the last step"
+    outs = [
+        generate(model, ids, max_new_tokens=14, eos_id=eos, pad_id=0, config=GenerationConfig(stop_every=k))
+        for k in (1, 3, 8)
+    ]
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    longest = max(e if e is not None else 13 for e in ends)
+    assert outs[0].shape == (2, longest + 1)
+
+
+def test_the_decoding_loop_reads_the_host_only_when_it_asks_to_stop():
+    """On `meta` tensors every host read (`bool(t)`, `.item()`, `int(t)`) raises: prefill and 14
+    decoding steps over a static cache run there with only the stop rule reading, asked every
+    4th step and at the last (4 asks), and the default rule (`bool(done.all())`) is what reads."""
+    model, ids = model_and_inputs("decoder_only", "rope")
+    model, ids = model.to("meta"), ids.to("meta")
+    asked = []
+
+    def never(done):
+        asked.append(done.shape)
+        return False
+
+    options = GenerationConfig(static_cache=True, stop_every=4, max_new_tokens=14)
+    out = generate(model, ids, config=options, eos_id=EOS, pad_id=0, bos_id=BOS, stop=never)
+    assert out.shape == (2, 14) and out.device.type == "meta"
+    assert asked == [(2,)] * 4
+    with pytest.raises((RuntimeError, NotImplementedError), match="(?i)meta"):
+        generate(model, ids, config=options, eos_id=EOS, pad_id=0, bos_id=BOS)
+
+
+def test_stop_every_is_a_positive_integer():
+    for bad in (0, -2, True, 1.5):
+        with pytest.raises(ConfigError, match="stop_every must be an integer >= 1"):
+            GenerationConfig(stop_every=bad)
+
+
 def test_options_of_another_strategy_are_refused():
     with pytest.raises(ConfigError, match="top_k only applies to strategy=sample"):
         GenerationConfig(top_k=5)

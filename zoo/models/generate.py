@@ -223,6 +223,9 @@ def _greedy_or_sample(
     )
     B = input_ids.shape[0]
     done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
+    # the first step after which every row had ended, kept on the device: the loop reads the host
+    # only when it asks `stop`, once every `stop_every` steps
+    ended_at = torch.full((), config.max_new_tokens, dtype=torch.long, device=input_ids.device)
     generator = None
     if config.strategy == Strategy.sample:
         generator = torch.Generator(device=input_ids.device)
@@ -244,8 +247,12 @@ def _greedy_or_sample(
             on_step(nxt)
         if eos_id is not None:
             done = done | (nxt == eos_id)
-            if stop(done) if stop is not None else bool(done.all()):
-                break
+            ended_at = torch.where(done.all() & (ended_at > t), t, ended_at)
+            last = t + 1 == config.max_new_tokens
+            if ((t + 1) % config.stop_every == 0 or last) and (stop(done) if stop is not None else bool(done.all())):
+                # the steps since every row ended hold pad only: cut them (this read follows the one
+                # just made, so the queue is already drained)
+                return torch.stack(out[: int(ended_at) + 1], dim=1)  # (B, N)
         if t + 1 < config.max_new_tokens:
             logits = stepper.step(nxt)
     return torch.stack(out, dim=1)  # (B, N)

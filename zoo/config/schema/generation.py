@@ -61,6 +61,15 @@ class GenerationConfig:
         },
     )
     compile: bool = field(default=False, metadata={"help": "torch.compile the decoding step (first call compiles)"})
+    stop_every: int = field(
+        default=8,
+        metadata={
+            "help": "greedy and sample: whether every row has ended is asked once every k steps, "
+            "not at every one (each ask reads a flag on the host: on an accelerator a sync that "
+            "drains its queue); the steps taken past the end are pad and cut off, so the output "
+            "is the same for every k"
+        },
+    )
 
     def __post_init__(self) -> None:
         self.strategy = Strategy.parse(self.strategy, "strategy")
@@ -72,6 +81,8 @@ class GenerationConfig:
                     raise ConfigError(f"{f.name} only applies to strategy={strategy.value}, not {self.strategy.value}")
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if isinstance(self.stop_every, bool) or not isinstance(self.stop_every, int) or self.stop_every < 1:
+            raise ConfigError(f"stop_every must be an integer >= 1, got {self.stop_every!r}")
         if self.num_beams < 1:
             raise ConfigError(f"num_beams must be >= 1, got {self.num_beams}")
         if not self.temperature >= MIN_TEMPERATURE:  # NaN too
