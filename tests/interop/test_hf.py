@@ -509,6 +509,7 @@ NEW_OPTIONS = [
     {"attention": "sliding", "window": 3},
     {"norm": "sandwich"},
     {"norm": "reordered"},
+    {"kv": "latent", "n_kv_heads": None, "qk_norm": "none"},
 ]
 
 
