@@ -176,3 +176,22 @@ def test_kv_cache_bytes_are_the_latent_and_the_shared_key_a_static_cache_allocat
     assert allocated == kv_cache_bytes(cfg, B, T, new, itemsize=4) > 0
     if family == "decoder_only":  # (r + d_r) per position and layer, not 2·H·Dh
         assert allocated == cfg.n_layers * B * (T + new - 1) * (12 + 4) * 4
+
+
+@pytest.mark.slow
+def test_a_static_latent_decoding_step_is_one_graph_at_every_step():
+    """The absorbed step over a static cache of latents: traced once, never recompiled (what a
+    CUDA graph replays), and equal to the whole forward."""
+    torch.manual_seed(0)
+    model = zoo.build_model(sharp("decoder_only", "rope", max_seq_len=40, q_lora_rank=10, **LATENT)).eval()
+    prompt, steps = torch.randint(4, 37, (2, 5)), 6
+    cache = model.new_cache(capacity=5 + steps)
+    with torch.no_grad():
+        model(prompt, cache=cache, use_cache=True)  # the prompt, eagerly (as zoo.models.generate runs it)
+        torch._dynamo.reset()
+        step = torch.compile(model, backend="eager", fullgraph=True)
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            tokens = torch.randint(4, 37, (2, steps))
+            compiled = [step(tokens[:, i : i + 1], cache=cache, use_cache=True).logits for i in range(steps)]
+        reference = model(torch.cat([prompt, tokens], dim=1)).logits
+    torch.testing.assert_close(torch.cat(compiled, dim=1), reference[:, 5:], atol=1e-5, rtol=1e-4)
