@@ -195,3 +195,23 @@ def test_a_static_latent_decoding_step_is_one_graph_at_every_step():
             compiled = [step(tokens[:, i : i + 1], cache=cache, use_cache=True).logits for i in range(steps)]
         reference = model(torch.cat([prompt, tokens], dim=1)).logits
     torch.testing.assert_close(torch.cat(compiled, dim=1), reference[:, 5:], atol=1e-5, rtol=1e-4)
+
+
+def test_soft_capped_scores_decode_as_the_whole_forward_and_packed_documents_attend_apart():
+    torch.manual_seed(0)
+    ids = torch.randint(4, 37, (2, 9))
+    capped = zoo.build_model(sharp("decoder_only", "rope", attn_softcap=2.0, **LATENT)).eval()
+    model = zoo.build_model(sharp("decoder_only", "rope", **LATENT)).eval()
+    documents = torch.tensor([[0] * 4 + [1] * 5] * 2)  # two packed documents, positions restarting
+    positions = torch.tensor([list(range(4)) + list(range(5))] * 2)
+    with torch.no_grad():
+        stepped = _decode(capped, "decoder_only", ids, capped.new_cache(), 4)
+        whole = _decode(capped, "decoder_only", ids, None, 0)
+        packed = model(ids, position_ids=positions, document_ids=documents).logits
+        apart = torch.cat([model(ids[:, :4]).logits, model(ids[:, 4:]).logits], dim=1)
+    torch.testing.assert_close(stepped, whole, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(packed, apart, atol=1e-5, rtol=1e-4)
+    for layer in capped.decoder.layers:  # the cap acted: without it the logits move
+        layer.self_attn.softcap = None
+    with torch.no_grad():
+        assert (capped(ids).logits - whole).abs().max() > 1e-2
