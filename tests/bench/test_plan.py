@@ -135,6 +135,10 @@ SMALL = [
             "model.d_model=100000000000: zoo-plan plans widths of up to",
         ),
         (["model.vocab_size=99999999999999"], "model.vocab_size=99999999999999"),
+        (
+            ["model.kv=latent", "model.kv_lora_rank=99999999999"],
+            "model.kv_lora_rank=99999999999: zoo-plan plans widths",
+        ),
         (["batch=100000000000000000000"], "batch=100000000000000000000: zoo-plan plans micro-batches of up to 65,536"),
         (["model.max_seq_len=10000000000", "seq_len=10000000000"], "model.max_seq_len=10000000000"),
         (["model.max_seq_len=16777216", "seq_len=16777216", "batch=65536"], "the attention scores"),

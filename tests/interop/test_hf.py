@@ -207,6 +207,32 @@ def _gpt_neox(**kw):
     return _random_biases(transformers.GPTNeoXForCausalLM(config).eval())
 
 
+def _deepseek_v3(q_lora_rank=None, **kw):
+    """Dense layers only (first_k_dense_replace covers them all), interleaved RoPE rows."""
+    config = transformers.DeepseekV3Config(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=72,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        q_lora_rank=q_lora_rank,
+        kv_lora_rank=12,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=6,
+        first_k_dense_replace=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        initializer_range=0.1,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        **kw,
+    )
+    return _random_norms(transformers.DeepseekV3ForCausalLM(config).eval())
+
+
 def _random_norms(model):
     """Fresh norms are all ones (Gemma's all zeros): randomise every norm's weight so a norm
     mapped to the wrong place, or Gemma's 1 + w read as w, shows in the logits."""
@@ -256,6 +282,8 @@ FAMILIES = {
     "gemma2-all-full": lambda: _gemma2(num_hidden_layers=2, layer_types=["full_attention"] * 2),
     "olmo2": _olmo2,
     "olmo2-wide-heads-tied": lambda: _olmo2(head_dim=16, tie_word_embeddings=True),  # H·Dh = 64 > D = 32
+    "deepseek_v3": _deepseek_v3,  # latent attention, queries through one projection
+    "deepseek_v3-q-lora-tied": lambda: _deepseek_v3(q_lora_rank=10, tie_word_embeddings=True),
     "gpt_neox": _gpt_neox,  # attention and feed-forward in parallel, from two norms
     "gpt_neox-sequential-tied": lambda: _gpt_neox(
         use_parallel_residual=False, tie_word_embeddings=True, hidden_act="gelu_new"
@@ -509,6 +537,7 @@ NEW_OPTIONS = [
     {"attention": "sliding", "window": 3},
     {"norm": "sandwich"},
     {"norm": "reordered"},
+    {"kv": "latent", "n_kv_heads": None, "qk_norm": "none"},
 ]
 
 

@@ -23,7 +23,11 @@ def _rows(table: Table) -> list[Row]:
 def test_every_transform_of_a_family_is_undone_by_its_inverse(family):
     """zoo -> transformers -> zoo gives the tensor back, for each transform a row names (on
     tensors shaped as that row's: a fused q, k, v of 4 heads, a bias, a norm)."""
-    cfg = ModelConfig(attention_scale=1.0)  # T5's query scale: imported unscaled, exported unscaled
+    # a latent family's rows (DeepSeek-V3) at widths where its query rows H·d_qk and its latent rows
+    # r + d_r are both the 3·H·Dh rows tried here
+    latent = {"kv": "latent", "qk_nope_head_dim": 160, "qk_rope_head_dim": 32, "kv_lora_rank": 736}
+    reads_latent = family.composition.options.get("kv") == ("latent",)
+    cfg = ModelConfig(attention_scale=1.0, **(latent if reads_latent else {}))  # T5's query scale: unscaled both ways
     rows = 3 * cfg.n_heads * cfg.head_dim
     torch.manual_seed(0)
     for r in _rows(family.table):

@@ -44,6 +44,8 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("top-k of the experts there are", ["model=llama", "model.ffn=moe", "model.moe_top_k=9"]),
     ("a mixture option without a mixture", ["model.moe_experts=16"]),
     ("every k-th layer picks a layer of each stack", ["model=gemma2", "model.n_layers=1"]),
+    ("latent attention expands every head: no key/value head groups", ["model/kv=latent", "model.n_kv_heads=2"]),
+    ("a latent width only with latent attention", ["model.kv_lora_rank=64"]),
     ("label smoothing in [0, 1)", ["task.label_smoothing=1.5"]),
     ("a schedule option of another schedule", ["scheduler=constant", "scheduler.min_lr_ratio=0.5"]),
     ("warmup shorter than the run", ["trainer.max_steps=10"]),

@@ -8,6 +8,7 @@ import torch
 from zoo.config.errors import ConfigError
 from zoo.config.facts.attention import cache_slots, stack_windows
 from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.facts.kv import KV_FACTS
 from zoo.config.facts.positions import max_positions
 from zoo.config.schema.model import ModelConfig
 
@@ -46,16 +47,19 @@ def check_lengths(cfg: ModelConfig, input_len: int, max_new_tokens: int) -> None
 
 def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens: int, itemsize: int) -> int:
     """Bytes of the key/value cache for `batch` sequences (beams counted) decoding
-    `max_new_tokens` after `input_len` tokens: 2 (K, V) · B · Hkv · T · Dh per decoder layer,
+    `max_new_tokens` after `input_len` tokens: B · T · the elements one position holds per decoder
+    layer (its `model.kv` row: 2 (K, V) · Hkv · Dh per head; kv_lora_rank + qk_rope_head_dim for
+    multi-head latent attention, which caches its latent),
     T = the positions fed to the decoder (the prompt, or BOS, and every new token but the last),
     plus the cross-attention keys/values of the source for an encoder-decoder. A sliding layer
     (`model.attention=sliding`) holds at most its window of positions (`cache_slots`)."""
-    per_token = 2 * cfg.n_kv_heads * cfg.head_dim * itemsize  # K and V of one position, one layer
+    per_token = KV_FACTS[cfg.kv].cache(cfg) * itemsize  # one position of one self-attention layer
+    cross_per_token = 2 * cfg.n_kv_heads * cfg.head_dim * itemsize  # K and V of one source position
     if FAMILY_FACTS[cfg.family].prompt_in_decoder:
         positions = input_len + max_new_tokens - 1
         return sum(cache_slots(w, positions) for w in stack_windows(cfg, cfg.n_layers)) * batch * per_token
     self_slots = sum(cache_slots(w, max_new_tokens) for w in stack_windows(cfg, cfg.decoder_layers))
-    return (self_slots + cfg.decoder_layers * input_len) * batch * per_token
+    return (self_slots * per_token + cfg.decoder_layers * input_len * cross_per_token) * batch
 
 
 def available_memory(device: torch.device) -> int | None:

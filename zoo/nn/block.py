@@ -25,6 +25,7 @@ from torch.utils.checkpoint import checkpoint
 from zoo.config.facts.attention import stack_windows
 from zoo.config.facts.blocks import BLOCK_FACTS
 from zoo.config.facts.ffn import FFNKind, layer_kinds
+from zoo.config.facts.kv import KVKind
 from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.schema.model import ModelConfig, NormPlacement
 from zoo.nn.attention import Attention
@@ -33,6 +34,7 @@ from zoo.nn.documents import DocumentMask
 from zoo.nn.feedforward import build_ffn
 from zoo.nn.flex import band_block_mask, use_flex
 from zoo.nn.host import host_reads_are_free
+from zoo.nn.latent_attention import LatentAttention
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
 from zoo.nn.position import POSITIONS, PositionScheme, build_position
@@ -97,7 +99,8 @@ class Block(nn.Module):
         self.parallel = facts.parallel
         # a parallel block with shared norms holds one SubLayer (`self_attn_sub`) for all branches
         own = not facts.shared_norms
-        self.self_attn = Attention(**heads, **qk)
+        # model.kv=latent: multi-head latent attention (zoo.nn.latent_attention) in place of per-head keys
+        self.self_attn = LatentAttention(cfg) if cfg.kv == KVKind.latent else Attention(**heads, **qk)
         self.self_attn_sub = SubLayer(cfg)
         self.cross_attn = Attention(**heads, **qk, cross=True) if cross else None
         self.cross_attn_sub = SubLayer(cfg) if cross and own else None

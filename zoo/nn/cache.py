@@ -13,7 +13,10 @@ class KVCache:
     """Self-attention keys and values seen so far, with their positions (B, S). A scheme that
     transforms each key by its own position alone (RoPE: `keys_transformed_alone`) has its keys
     cached already transformed, so a step rotates only the new keys; for every other scheme the
-    keys are cached as projected and `attend` sees the whole cached sequence each step.
+    keys are cached as projected and `attend` sees the whole cached sequence each step. The
+    values' width is their own (B, Hkv, S, Dv): multi-head latent attention
+    (`zoo.nn.latent_attention`) keeps its latent (B, 1, S, r) as the keys and its shared rotated
+    key (B, 1, S, d_r) as the values, in these same classes.
 
     Storage grows by doubling, so appending a step copies nothing but the new entries."""
 
@@ -48,7 +51,7 @@ class KVCache:
         capacity = max(needed, 2 * old_k.shape[2], 16)
         B, H, _, Dh = old_k.shape
         k = old_k.new_empty(B, H, capacity, Dh)
-        v = old_v.new_empty(B, H, capacity, Dh)
+        v = old_v.new_empty(B, H, capacity, old_v.shape[-1])  # values may be narrower or wider
         p = old_p.new_empty(old_p.shape[0], capacity)
         n = self.length
         k[:, :, :n], v[:, :, :n] = old_k[:, :, :n], old_v[:, :, :n]
@@ -126,7 +129,7 @@ class StaticKVCache(KVCache):
         B, Hkv, T, Dh = k.shape
         if self._k is None:
             self._k = k.new_zeros(B, Hkv, self.capacity, Dh)
-            self._v = v.new_zeros(B, Hkv, self.capacity, Dh)
+            self._v = v.new_zeros(B, Hkv, self.capacity, v.shape[-1])
             self._positions = positions.new_zeros(positions.shape[0], self.capacity)
             self.slot = torch.zeros((), dtype=torch.long, device=k.device)
             if not torch.compiler.is_compiling():  # traced code may not mark: `mark_static` after it
@@ -232,7 +235,7 @@ class SlidingStaticKVCache(StaticKVCache):
         R = self.ring
         if self._k is None:
             self._k = k.new_zeros(B, Hkv, R, Dh)
-            self._v = v.new_zeros(B, Hkv, R, Dh)
+            self._v = v.new_zeros(B, Hkv, R, v.shape[-1])
             self._positions = positions.new_zeros(positions.shape[0], R)
             self.slot = torch.zeros((), dtype=torch.long, device=k.device)
             if not torch.compiler.is_compiling():

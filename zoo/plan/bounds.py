@@ -11,12 +11,13 @@ today: 128 layers (GPT-3 has 96, Llama 3 405B 126), widths and lengths of 2^24."
 from __future__ import annotations
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.kv import LATENT_PARAMS
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.params import stack_layers
 
 MAX_LAYERS = 128  # in all stacks together (encoder and decoder)
 MAX_BATCH = 2**16  # the micro-batch (also the largest one the search tries)
-MAX_WIDTH = 2**24  # model.d_model, model.d_ff, model.vocab_size, heads x head_dim
+MAX_WIDTH = 2**24  # model.d_model, model.d_ff, model.vocab_size, heads x head_dim, the latent widths
 MAX_LENGTH = 2**24  # seq_len and model.max_seq_len
 MAX_ELEMENTS = 2**60  # of one tensor: below torch's int64 byte count at 8 bytes an element
 
@@ -54,6 +55,12 @@ def check_model_sizes(model: ModelConfig, seq_len: int, batch: int) -> None:
         "model.vocab_size": model.vocab_size,
         "model.n_heads x model.head_dim": model.n_heads * (model.head_dim or 0),
     }
+    # model.kv=latent: the latents and each head's expanded keys and values
+    widths.update({f"model.{name}": getattr(model, name) or 0 for name in LATENT_PARAMS})
+    expanded = (model.qk_nope_head_dim or 0) + (model.qk_rope_head_dim or 0) + (model.v_head_dim or 0)
+    widths["model.n_heads x (model.qk_nope_head_dim + model.qk_rope_head_dim + model.v_head_dim)"] = (
+        model.n_heads * expanded
+    )
     for key, value in widths.items():
         if value > MAX_WIDTH:
             raise ConfigError(f"{key}={value}: zoo-plan plans widths of up to {MAX_WIDTH:,}")

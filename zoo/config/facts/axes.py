@@ -30,6 +30,7 @@ from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind
 from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
+from zoo.config.facts.kv import KV_FACTS, KVKind
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -99,6 +100,23 @@ def _ffn(kind: FFNKind) -> dict[str, Any]:
     }
 
 
+def _kv(kind: KVKind) -> dict[str, Any]:
+    """Where keys and values come from; the latent kind under RoPE (its decoupled key rotates),
+    with queries through their own latent and every width its own (d_n 8, d_r 4, d_v 6, r 12,
+    r_q 10), so that a width counted in the wrong place shows."""
+    if kind == KVKind.heads:
+        return {"model.kv": kind.value}
+    return {
+        "model.kv": kind.value,
+        "model.position.kind": PositionKind.rope.value,
+        "model.q_lora_rank": 10,
+        "model.kv_lora_rank": 12,
+        "model.qk_nope_head_dim": 8,
+        "model.qk_rope_head_dim": 4,
+        "model.v_head_dim": 6,
+    }
+
+
 def _task(kind: TaskKind) -> dict[str, Any]:
     """A training objective, with the first family that trains it (a masked LM's encoder)."""
     return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
@@ -118,6 +136,7 @@ AXES: list[Axis] = [
     Axis("model.qk_norm", QKNorm, QK_NORM_FACTS),
     Axis("task.kind", TaskKind, TASK_SPECS, overrides=_task),
     Axis("tokenizer.kind", TokenizerKind, TOKENIZER_FACTS),
+    Axis("model.kv", KVKind, KV_FACTS, overrides=_kv),
 ]
 
 

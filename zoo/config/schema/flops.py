@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from zoo.config.facts.attention import keys_attended, stack_windows
 from zoo.config.facts.ffn import FFNKind, ffn_flops, layer_kinds
+from zoo.config.facts.kv import KV_FACTS
 from zoo.config.facts.positions import POSITION_FACTS
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.params import stack_layers
@@ -32,14 +33,24 @@ def attention_score_flops(cfg: ModelConfig, seq_len: int) -> int:
     return 4 * seq_len * cfg.n_heads * cfg.head_dim
 
 
+def self_attention_flops(cfg: ModelConfig, keys: int) -> int:
+    """One self-attention of a query over `keys` keys, from its row of
+    `zoo.config.facts.kv.KV_FACTS`: the projections (the per-head ones of
+    `attention_projection_flops` where the row has none of its own) and the scores."""
+    facts = KV_FACTS[cfg.kv]
+    projections = attention_projection_flops(cfg) if facts.flops is None else facts.flops(cfg)
+    return projections + facts.scores(cfg, keys)
+
+
 def block_flops(
     cfg: ModelConfig, seq_len: int, *, cross: bool, window: int | None = None, ffn: FFNKind | None = None
 ) -> int:
     """One block: self-attention (and the multiplies its position scheme adds, from its row of
     `POSITION_FACTS`), cross-attention in a decoder of an encoder-decoder, and the
-    feed-forward unit (of kind `ffn`, default model.ffn). A sliding layer's (`window`) self-attention scores cover min(S, window)
+    feed-forward unit (of kind `ffn`, default model.ffn). Self-attention is its `model.kv` row's
+    (`self_attention_flops`). A sliding layer's (`window`) self-attention scores cover min(S, window)
     keys (`zoo.config.facts.attention.keys_attended`); cross-attention covers the context."""
-    attention = attention_projection_flops(cfg) + attention_score_flops(cfg, keys_attended(window, seq_len))
+    attention = self_attention_flops(cfg, keys_attended(window, seq_len))
     if cross:
         attention += attention_projection_flops(cfg) + attention_score_flops(cfg, seq_len)
     return attention + POSITION_FACTS[cfg.position.kind].flops(cfg) + ffn_flops(cfg, ffn)

@@ -21,6 +21,7 @@ from zoo.config.facts.attention import AttentionKind, check_attention
 from zoo.config.facts.blocks import BLOCK_FACTS, BlockKind, QKNorm, check_block, check_softcap
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
+from zoo.config.facts.kv import KVKind, check_kv
 from zoo.config.facts.layers import check_every_kth
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -299,6 +300,35 @@ class ModelConfig:
             "(model.d_ff wide); 1 = every layer"
         },
     )
+    # model.kv: per-head keys and values, or multi-head latent attention (zoo.config.facts.kv)
+    kv: KVKind = field(
+        default=KVKind.heads,
+        metadata={
+            "help": f"where self-attention's keys and values come from: {KVKind.listed()} (heads: "
+            "per-head projections, n_kv_heads of them; latent: multi-head latent attention, "
+            "DeepSeek-V2/V3, a low-rank latent per token and a shared RoPE key, model.*_rank and "
+            "model.*_head_dim keys) (rows: zoo.config.facts.kv.KV_FACTS)"
+        },
+    )
+    q_lora_rank: int | None = field(
+        default=None,
+        metadata={"help": "latent: the queries' low-rank width (DeepSeek-V3: 1536); null = one query projection"},
+    )
+    kv_lora_rank: int | None = field(
+        default=None,
+        metadata={"help": "latent: r, the key/value latent each position caches; default 4·head_dim"},
+    )
+    qk_nope_head_dim: int | None = field(
+        default=None, metadata={"help": "latent: each head's key and query width without RoPE; default head_dim"}
+    )
+    qk_rope_head_dim: int | None = field(
+        default=None,
+        metadata={
+            "help": "latent: the width of the key shared by the heads and of each query's part that "
+            "RoPE rotates; default head_dim / 2"
+        },
+    )
+    v_head_dim: int | None = field(default=None, metadata={"help": "latent: each head's value width; default head_dim"})
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -341,6 +371,7 @@ class ModelConfig:
         settle(self, "attention", AttentionKind.parse(self.attention, "model.attention"))
         check_attention(self)
         check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
+        check_kv(self, settle)  # model.kv and the latent widths (zoo.config.facts.kv)
 
     @property
     def embedding_std(self) -> float:

@@ -24,6 +24,7 @@ from zoo.config.facts.activations import GATED
 from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.ffn import ffn_parameters, layer_kinds
+from zoo.config.facts.kv import KV_FACTS
 from zoo.config.facts.norms import NORM_FACTS, norm_parameters
 from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.facts.positions import POSITION_FACTS
@@ -54,6 +55,13 @@ def attention_params(cfg: ModelConfig) -> int:
     weights = D * (q + 2 * kv) + q * D
     biases = (q + 2 * kv + D) if cfg.bias else 0
     return weights + biases + qk_norm_params(cfg)
+
+
+def self_attention_params(cfg: ModelConfig) -> int:
+    """One self-attention sub-layer: its row of `zoo.config.facts.kv.KV_FACTS` (model.kv=latent:
+    the latent projections and norms), or the per-head count of `attention_params`."""
+    own = KV_FACTS[cfg.kv].parameters
+    return attention_params(cfg) if own is None else own(cfg)
 
 
 def feedforward_params(cfg: ModelConfig, kind=None, *, active: bool = False) -> tuple[int, int]:
@@ -89,7 +97,8 @@ def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool, active: bool =
     a stack adds a norm on the embeddings (model.embed_norm), a final norm (every placement but
     post) and its position scheme's parameters. With `active`, a mixture's active parameters."""
     attentions = 2 if cross else 1
-    block = attentions * attention_params(cfg) + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
+    attention = self_attention_params(cfg) + (attentions - 1) * attention_params(cfg)
+    block = attention + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
     # one count per kind of unit, times its layers (a stack of millions of layers is counted,
     # and refused, at once)
     units = [

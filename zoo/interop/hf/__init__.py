@@ -30,6 +30,7 @@ from typing import Any
 from zoo.interop.hf.bart import BART
 from zoo.interop.hf.bert import BERT
 from zoo.interop.hf.common import UnsupportedConfig
+from zoo.interop.hf.deepseek_v3 import DEEPSEEK_V3
 from zoo.interop.hf.gemma2 import GEMMA2
 from zoo.interop.hf.gpt2 import GPT2
 from zoo.interop.hf.gpt_neox import GPT_NEOX
@@ -43,7 +44,7 @@ from zoo.interop.hf.t5 import T5
 from zoo.interop.hf.table import Converter
 
 # model_type of the transformers config -> its converter (export tries them in this order)
-FAMILIES = (LLAMA, GPT2, BERT, T5, BART, QWEN3, GEMMA2, OLMO2, GPT_NEOX, MIXTRAL, OLMOE, QWEN3_MOE)
+FAMILIES = (LLAMA, GPT2, BERT, T5, BART, QWEN3, GEMMA2, OLMO2, GPT_NEOX, MIXTRAL, OLMOE, QWEN3_MOE, DEEPSEEK_V3)
 CONVERTERS = {family.model_type: Converter(family) for family in FAMILIES}
 
 

@@ -78,6 +78,13 @@ OPTIONS = {
     "moe_capacity": (None,),
     "moe_every": (1,),
     "param_budget_counts": ("total", "active"),
+    # per-head keys and values; the latent widths (set only with model.kv=latent)
+    "kv": ("heads",),
+    "q_lora_rank": (None,),
+    "kv_lora_rank": (None,),
+    "qk_nope_head_dim": (None,),
+    "qk_rope_head_dim": (None,),
+    "v_head_dim": (None,),
 }
 
 

@@ -32,6 +32,7 @@ import lightning as L
 import torch
 
 from zoo.nn.attention import Attention
+from zoo.nn.latent_attention import LatentAttention
 from zoo.nn.logit_stats import output_logit_stats
 
 MAX_ATTN_LOGIT = "train/max_attn_logit"
@@ -39,9 +40,10 @@ OUTPUT_LOGIT_MEAN = "train/output_logit_mean"
 LOG_Z_MEAN = "train/log_z_mean"
 
 
-def self_attentions(model: torch.nn.Module) -> list[Attention]:
-    """The self-attention modules of `model`, in module order (cross-attention excluded)."""
-    return [m for m in model.modules() if isinstance(m, Attention) and not m.cross]
+def self_attentions(model: torch.nn.Module) -> list[Attention | LatentAttention]:
+    """The self-attention modules of `model`, in module order (cross-attention excluded; latent
+    attention, model.kv=latent, included)."""
+    return [m for m in model.modules() if isinstance(m, (Attention, LatentAttention)) and not m.cross]
 
 
 class InstabilityMonitor(L.Callback):
