@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import ACTIVATION_FACTS
+from zoo.config.facts.moe_routing import ROUTING_KEYS, mixture_layer
 from zoo.config.facts.starts import NORMAL, Starts
 
 if TYPE_CHECKING:
@@ -130,7 +131,17 @@ def _moe_refuses(cfg: ModelConfig) -> str | None:
     return None
 
 
-MOE_KEYS = ("moe_experts", "moe_top_k", "moe_d_ff", "moe_shared", "moe_gate", "moe_renorm", "moe_capacity", "moe_every")
+MOE_KEYS = (
+    "moe_experts",
+    "moe_top_k",
+    "moe_d_ff",
+    "moe_shared",
+    "moe_gate",
+    "moe_renorm",
+    "moe_capacity",
+    "moe_every",
+    *ROUTING_KEYS,
+)
 
 FFN_FACTS: dict[FFNKind, FFNFacts] = {
     FFNKind.dense: FFNFacts(
@@ -167,10 +178,11 @@ def gated(cfg: ModelConfig) -> bool:
 
 def layer_kinds(cfg: ModelConfig, n_layers: int) -> list[FFNKind]:
     """The feed-forward kind of each of a stack's `n_layers` layers: model.ffn, except that with
-    moe only the layers i with (i + 1) % model.moe_every == 0 are mixtures, the others dense."""
+    moe only the layers i with (i + 1) % model.moe_every == 0 past the first model.moe_first_dense
+    are mixtures, the others dense (`zoo.config.facts.moe_routing.mixture_layer`)."""
     if cfg.ffn != FFNKind.moe:
         return [cfg.ffn] * n_layers
-    return [FFNKind.moe if (i + 1) % cfg.moe_every == 0 else FFNKind.dense for i in range(n_layers)]
+    return [FFNKind.moe if mixture_layer(cfg, i) else FFNKind.dense for i in range(n_layers)]
 
 
 def ffn_parameters(cfg: ModelConfig, d_ff: int, kind: FFNKind | None = None, *, active: bool = False) -> int:
