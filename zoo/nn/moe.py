@@ -142,8 +142,9 @@ class Router(nn.Linear):
 
     def reset_parameters(self) -> None:
         super().reset_parameters()
-        if getattr(self, "score_bias", None) is not None:
-            self.score_bias.zero_()
+        score_bias = getattr(self, "score_bias", None)
+        if score_bias is not None:
+            score_bias.zero_()
 
     # a Linear for its weight, initialisation and checkpoint key, with outputs of its own
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
@@ -198,6 +199,7 @@ class MoE(nn.Module):
     load: torch.Tensor  # buffers: the last training forward's routing statistics
     dropped: torch.Tensor
     entropy: torch.Tensor
+    pending: torch.Tensor
 
     def __init__(self, cfg: ModelConfig, *, act: Callable, shared: nn.Module | None) -> None:
         super().__init__()
@@ -310,9 +312,10 @@ class MoE(nn.Module):
         """b_i += u·sign(mean load − load_i) (Wang et al. 2024, Algorithm 1), `counts` (E,) the
         slots each expert took over the step (every micro-batch and rank), u = model.moe_bias_rate;
         `pending` starts over."""
-        assert self.router.score_bias is not None, "update_bias needs model.moe_balance=bias"
+        score_bias = self.router.score_bias
+        assert score_bias is not None, "update_bias needs model.moe_balance=bias"
         counts = counts.float()
-        self.router.score_bias.add_(self.bias_rate * torch.sign(counts.mean() - counts))
+        score_bias.add_(self.bias_rate * torch.sign(counts.mean() - counts))
         self.pending.zero_()
 
     def extra_repr(self) -> str:

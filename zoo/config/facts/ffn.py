@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import ACTIVATION_FACTS
-from zoo.config.facts.moe_routing import ROUTING_KEYS, mixture_layer
+from zoo.config.facts.moe_routing import ROUTING_KEYS, MoEBalance, mixture_layer
 from zoo.config.facts.starts import NORMAL, Starts
 
 if TYPE_CHECKING:
@@ -207,6 +207,7 @@ def check_ffn(cfg: ModelConfig) -> None:
 def check_moe_keys(cfg: ModelConfig) -> None:
     """The model.moe_* keys (model.moe_gate parsed by the schema first): in range under
     model.ffn=moe; at their defaults under any other kind (they would be read by nothing)."""
+    MoEBalance.parse(cfg.moe_balance, "model.moe_balance")  # an unknown kind named as such first
     if cfg.ffn != FFNKind.moe:
         defaults = {f.name: f for f in fields(cfg)}  # the schema's own defaults
         for name in MOE_KEYS:
