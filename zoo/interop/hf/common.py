@@ -78,6 +78,14 @@ OPTIONS = {
     "moe_capacity": (None,),
     "moe_every": (1,),
     "param_budget_counts": ("total", "active"),
+    # moe balancing and DeepSeek-V3's routing: no family here has a selection bias (its weights would be
+    # dropped) or grouped routing; aux_loss and none differ in training only
+    "moe_balance": ("aux_loss", "none"),
+    "moe_bias_rate": (0.001,),
+    "moe_groups": (1,),
+    "moe_top_groups": (1,),
+    "moe_scale": (1.0,),
+    "moe_first_dense": (0,),
 }
 
 
