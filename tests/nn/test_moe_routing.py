@@ -117,16 +117,41 @@ def test_the_first_dense_layers_are_dense_and_counted():
     assert layer_kinds(every, 4) == [FFNKind.dense, FFNKind.moe, FFNKind.dense, FFNKind.moe]
 
 
-@pytest.mark.parametrize("balance,added", [("aux_loss", True), ("bias", False), ("none", False)])
-def test_the_task_adds_the_balancing_loss_under_aux_loss_only(balance, added):
+def test_the_sequence_wise_loss_is_deepseek_v3s_equations_17_to_20():
+    """L = Σ_i f_i·P_i per sequence, f_i = E/(K·T) · (the tokens that picked i), P_i = the mean
+    over its T tokens of the normalised score s'_i; the mean over the batch's sequences."""
+    layer = _layer(moe_gate="sigmoid").train()
+    x = torch.randn(3, 10, 16)  # (B, T, D)
+    layer(x)
+    with torch.no_grad():
+        _, probs, _, experts = layer.route(x.reshape(-1, 16))
+    E, K, T = 8, 2, 10
+    expected = 0.0
+    for b in range(3):
+        rows = range(b * T, (b + 1) * T)
+        f = [E / (K * T) * sum(int(i in experts[t].tolist()) for t in rows) for i in range(E)]
+        P = [sum(float(probs[t, i]) for t in rows) / T for i in range(E)]
+        expected += sum(fi * pi for fi, pi in zip(f, P)) / 3
+    assert float(layer.last_losses.sequence) == pytest.approx(expected, rel=1e-5)
+    assert float(layer.last_losses.sequence) != pytest.approx(float(layer.last_losses.balance), rel=1e-3)
+    layer(x[:1])  # one sequence: the batch's loss
+    assert float(layer.last_losses.sequence) == pytest.approx(float(layer.last_losses.balance), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "balance,added,sequence", [("aux_loss", True, 0.0), ("bias", False, 0.5), ("none", False, 0.0)]
+)
+def test_the_task_adds_the_balancing_loss_under_aux_loss_only(balance, added, sequence):
     cfg = ModelConfig(**tiny(**MOE, moe_balance=balance))
-    task = TASKS["causal_lm"](model=cfg.to_dict(), task={"moe_balance": 0.01, "moe_router_z": 0.001}).train()
+    weights = {"moe_balance": 0.01, "moe_router_z": 0.001, "moe_seq_balance": sequence}
+    task = TASKS["causal_lm"](model=cfg.to_dict(), task=weights).train()
     batch = {"input_ids": torch.randint(0, cfg.vocab_size, (2, 16))}
     batch["labels"] = batch["input_ids"]
     loss, _, _ = task.training_loss(batch)
     router = task.last_router_losses
     expected = task.last_task_loss + 0.001 * router.z + (0.01 * router.balance if added else 0.0)
-    assert router.balance > 0 and torch.allclose(loss.detach(), expected)
+    expected = expected + sequence * router.sequence
+    assert router.balance > 0 and router.sequence > 0 and torch.allclose(loss.detach(), expected)
 
 
 @pytest.mark.parametrize(

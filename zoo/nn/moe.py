@@ -53,10 +53,13 @@ class RouterLosses(NamedTuple):
       routed slots that chose expert i (before any capacity drop), P_i the mean router
       probability of i over the tokens (sigmoid gates: each token's scores normalised to sum 1);
       1 when routing is uniform, E when one expert takes everything.
-    - `z`: the router z-loss, the mean over tokens of logsumexp(router logits)²."""
+    - `z`: the router z-loss, the mean over tokens of logsumexp(router logits)².
+    - `sequence`: DeepSeek-V3's sequence-wise balancing loss (eq. 17-20): `balance` within each
+      sequence of the batch (its T tokens), the mean over sequences; 1 when uniform."""
 
     balance: torch.Tensor
     z: torch.Tensor
+    sequence: torch.Tensor
 
 
 class Experts(nn.Module):
@@ -263,7 +266,7 @@ class MoE(nn.Module):
         if self.shared is not None:
             y = y + self.shared(x)
         if self.training:
-            self._record(logits, probs, counts, kept_counts)
+            self._record(logits, probs, counts, kept_counts, experts, shape)
         return y.reshape(shape)  # (B, T, D)
 
     def _host_counts(self, kept_counts: torch.Tensor, N: int, capacity: int | None) -> list[int]:
@@ -289,14 +292,27 @@ class MoE(nn.Module):
         return bf16
 
     def _record(
-        self, logits: torch.Tensor, probs: torch.Tensor, counts: torch.Tensor, kept_counts: torch.Tensor
+        self,
+        logits: torch.Tensor,
+        probs: torch.Tensor,
+        counts: torch.Tensor,
+        kept_counts: torch.Tensor,
+        experts: torch.Tensor,
+        shape: torch.Size,
     ) -> None:
         """Keep this training forward's auxiliary losses and routing statistics."""
         slots = counts.sum().clamp(min=1)
         share = counts.float() / slots  # (E,) f_i, before drops
+        E, K = self.n_experts, self.top_k
+        T = shape[-2] if len(shape) > 2 else logits.shape[0]  # a sequence's tokens
+        per_sequence = experts.reshape(-1, T * K)  # (B, T·K)
+        picked = torch.zeros(per_sequence.shape[0], E, device=logits.device).scatter_add_(
+            1, per_sequence, torch.ones_like(per_sequence, dtype=torch.float)
+        )  # (B, E) slots per expert in each sequence
         self.last_losses = RouterLosses(
-            balance=self.n_experts * (share * probs.mean(dim=0)).sum(),
+            balance=E * (share * probs.mean(dim=0)).sum(),
             z=torch.logsumexp(logits, dim=-1).square().mean(),
+            sequence=(picked * E / (K * T) * probs.reshape(-1, T, E).mean(dim=1)).sum(dim=-1).mean(),
         )
         with torch.no_grad():
             if self.balance == MoEBalance.bias:  # (a recomputing backward, checkpoint_activations, counts a
@@ -342,9 +358,7 @@ def router_losses(model: nn.Module) -> RouterLosses | None:
             layer.last_losses = None
     if not found:
         return None
-    return RouterLosses(
-        balance=torch.stack([f.balance for f in found]).mean(), z=torch.stack([f.z for f in found]).mean()
-    )
+    return RouterLosses(*(torch.stack([f[i] for f in found]).mean() for i in range(len(RouterLosses._fields))))
 
 
 def balance_experts(

@@ -183,15 +183,19 @@ class ZooTask(L.LightningModule):
         task.moe_router_z x the router z-loss of this forward's mixture layers (their mean over
         layers: `zoo.nn.moe.router_losses`); both are kept detached in `last_router_losses`, and
         `loss` in `last_task_loss`, for `training_step` to log apart. Unchanged without them. The
-        balancing loss is added under model.moe_balance=aux_loss only (logged under every kind)."""
+        balancing loss is added under model.moe_balance=aux_loss only (logged under every kind);
+        task.moe_seq_balance x the sequence-wise one under every kind."""
         self.last_router_losses = None
         found = router_losses(self.model)
         if found is None:
             return loss
-        self.last_router_losses = RouterLosses(found.balance.detach(), found.z.detach())
+        self.last_router_losses = RouterLosses(*(part.detach() for part in found))
         self.last_task_loss = loss.detach()
         balance = self.task_config.moe_balance if self.model_config.moe_balance == MoEBalance.aux_loss else 0.0
-        return loss + balance * found.balance + self.task_config.moe_router_z * found.z
+        loss = loss + balance * found.balance + self.task_config.moe_router_z * found.z
+        if self.task_config.moe_seq_balance:  # DeepSeek-V3's sequence-wise loss, under any balancing
+            loss = loss + self.task_config.moe_seq_balance * found.sequence
+        return loss
 
     def _accuracy(self):
         return MulticlassAccuracy(num_classes=self.model_config.vocab_size, ignore_index=IGNORE, average="micro")
@@ -217,6 +221,8 @@ class ZooTask(L.LightningModule):
             # that an arm with a coefficient of 0 still shows them
             self.log("train/moe_balance_loss", router.balance, batch_size=n_rows)
             self.log("train/moe_router_z_loss", router.z, batch_size=n_rows)
+            if self.task_config.moe_seq_balance:
+                self.log("train/moe_seq_balance_loss", router.sequence, batch_size=n_rows)
         self.log("tokens_seen", self.tokens_seen.float(), prog_bar=False)
         return loss
 
