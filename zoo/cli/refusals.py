@@ -43,6 +43,12 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("a mixture of experts is not worked out under μP", ["model=llama", "model.ffn=moe", "model.parametrization=mup"]),
     ("top-k of the experts there are", ["model=llama", "model.ffn=moe", "model.moe_top_k=9"]),
     ("a mixture option without a mixture", ["model.moe_experts=16"]),
+    ("groups of experts that divide them", ["model=mixtral", "model.moe_groups=3"]),
+    ("a selection bias needs a choice", ["model=mixtral", "model.moe_balance=bias", "model.moe_top_k=8"]),
+    (
+        "a balancing weight nothing reads",
+        ["model=mixtral", "model.moe_balance=bias", "task.moe_balance=0.1"],
+    ),
     ("every k-th layer picks a layer of each stack", ["model=gemma2", "model.n_layers=1"]),
     ("latent attention expands every head: no key/value head groups", ["model/kv=latent", "model.n_kv_heads=2"]),
     ("a latent width only with latent attention", ["model.kv_lora_rank=64"]),

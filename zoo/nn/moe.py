@@ -40,6 +40,7 @@ from torch._subclasses.fake_tensor import is_fake
 
 from zoo.config.facts.activations import ACTIVATION_FACTS
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind, MoEGate, expert_width
+from zoo.config.facts.moe_routing import MoEBalance
 from zoo.config.schema.model import ModelConfig
 
 _GROUPED_MM = getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
@@ -52,10 +53,13 @@ class RouterLosses(NamedTuple):
       routed slots that chose expert i (before any capacity drop), P_i the mean router
       probability of i over the tokens (sigmoid gates: each token's scores normalised to sum 1);
       1 when routing is uniform, E when one expert takes everything.
-    - `z`: the router z-loss, the mean over tokens of logsumexp(router logits)²."""
+    - `z`: the router z-loss, the mean over tokens of logsumexp(router logits)².
+    - `sequence`: DeepSeek-V3's sequence-wise balancing loss (eq. 17-20): `balance` within each
+      sequence of the batch (its T tokens), the mean over sequences; 1 when uniform."""
 
     balance: torch.Tensor
     z: torch.Tensor
+    sequence: torch.Tensor
 
 
 class Experts(nn.Module):
@@ -121,12 +125,29 @@ class Experts(nn.Module):
 
 class Router(nn.Linear):
     """The router: logits W·x (its weight (E, D), no bias: Mixtral's `gate.weight`), scored by
-    the gate (softmax over the E logits, or a sigmoid each), the top k of the scores per token,
-    renormalised to sum 1 with `renorm`."""
+    the gate (softmax over the E logits, or a sigmoid each); each token's top k experts chosen by
+    the scores plus, under model.moe_balance=bias, the selection bias `score_bias` (E,) (a buffer,
+    DeepSeek-V3's `e_score_correction_bias`), within its `top_groups` best of `groups` groups of
+    experts (a group scored by the sum of its two best biased scores: DeepSeek-V3's group-limited
+    routing); their weights the unbiased scores, renormalised to sum 1 with `renorm`, times
+    `scale` (DeepSeek-V3's routed_scaling_factor)."""
 
-    def __init__(self, d_model: int, n_experts: int, top_k: int, gate: MoEGate, renorm: bool) -> None:
-        super().__init__(d_model, n_experts, bias=False)
-        self.top_k, self.gate, self.renorm = top_k, gate, renorm
+    score_bias: torch.Tensor | None
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg.d_model, cfg.moe_experts, bias=False)
+        self.top_k, self.gate, self.renorm = cfg.moe_top_k, cfg.moe_gate, cfg.moe_renorm
+        self.groups, self.top_groups, self.scale = cfg.moe_groups, cfg.moe_top_groups, cfg.moe_scale
+        if cfg.moe_balance == MoEBalance.bias:  # saved in checkpoints: routing depends on it
+            self.register_buffer("score_bias", torch.zeros(cfg.moe_experts), persistent=True)  # (E,)
+        else:
+            self.score_bias = None
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        score_bias = getattr(self, "score_bias", None)
+        if score_bias is not None:
+            score_bias.zero_()
 
     # a Linear for its weight, initialisation and checkpoint key, with outputs of its own
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # type: ignore[override]
@@ -138,13 +159,38 @@ class Router(nn.Linear):
         else:
             scores = logits.sigmoid()  # (N, E)
             probs = scores / scores.sum(dim=-1, keepdim=True)
-        weights, experts = scores.topk(self.top_k, dim=-1)  # (N, K) each
+        if self.score_bias is None and self.groups == 1:
+            weights, experts = scores.topk(self.top_k, dim=-1)  # (N, K) each
+        else:
+            experts = self.choose(scores)  # (N, K)
+            weights = scores.gather(1, experts)  # (N, K): the gate's scores, without the bias
         if self.renorm:
             weights = weights / weights.sum(dim=-1, keepdim=True)
+        if self.scale != 1.0:
+            weights = weights * self.scale
         return logits, probs, weights, experts
 
+    def choose(self, scores: torch.Tensor) -> torch.Tensor:
+        """scores (N, E) -> the experts (N, K) of the top-k of scores + score_bias, within each
+        token's top_groups groups (G groups of E/G experts, scored by their two best)."""
+        choice = scores if self.score_bias is None else scores + self.score_bias  # (N, E)
+        if self.groups > 1:
+            N, E = choice.shape
+            grouped = choice.view(N, self.groups, E // self.groups)  # (N, G, E/G)
+            group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)  # (N, G)
+            picked = group_scores.topk(self.top_groups, dim=-1).indices  # (N, top_groups)
+            keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, picked, True)  # (N, G)
+            choice = grouped.masked_fill(~keep[:, :, None], float("-inf")).view(N, E)  # (N, E)
+        return choice.topk(self.top_k, dim=-1).indices  # (N, K)
+
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, top_k={self.top_k}, gate={self.gate.value}, renorm={self.renorm}"
+        extra = f", groups={self.groups}, top_groups={self.top_groups}" if self.groups > 1 else ""
+        scale = f", scale={self.scale}" if self.scale != 1.0 else ""
+        bias = ", score_bias" if self.score_bias is not None else ""
+        return (
+            f"{super().extra_repr()}, top_k={self.top_k}, gate={self.gate.value}, renorm={self.renorm}"
+            f"{extra}{scale}{bias}"
+        )
 
 
 class MoE(nn.Module):
@@ -156,13 +202,15 @@ class MoE(nn.Module):
     load: torch.Tensor  # buffers: the last training forward's routing statistics
     dropped: torch.Tensor
     entropy: torch.Tensor
+    pending: torch.Tensor
 
     def __init__(self, cfg: ModelConfig, *, act: Callable, shared: nn.Module | None) -> None:
         super().__init__()
         self.n_experts, self.top_k = cfg.moe_experts, cfg.moe_top_k
         self.gate, self.renorm, self.capacity_factor = cfg.moe_gate, cfg.moe_renorm, cfg.moe_capacity
         width = expert_width(cfg, cfg.d_ff)
-        self.router = Router(cfg.d_model, cfg.moe_experts, cfg.moe_top_k, cfg.moe_gate, cfg.moe_renorm)
+        self.router = Router(cfg)
+        self.balance, self.bias_rate = cfg.moe_balance, cfg.moe_bias_rate
         self.experts = Experts(cfg.moe_experts, cfg.d_model, width, cfg.activation, act, cfg.dropout)
         self.shared = shared  # moe_shared · width wide, every token passes through it
         self.dispatch = "auto"  # auto: grouped GEMM on CUDA in bfloat16, else the loop; or "loop", "grouped"
@@ -171,6 +219,9 @@ class MoE(nn.Module):
         self.register_buffer("load", torch.zeros(cfg.moe_experts), persistent=False)  # (E,) share of slots
         self.register_buffer("dropped", torch.zeros(()), persistent=False)  # share of slots dropped
         self.register_buffer("entropy", torch.zeros(()), persistent=False)  # mean router entropy (nats)
+        # model.moe_balance=bias: the slots each expert took since the last bias update (every
+        # micro-batch of an optimizer step; zero at a step's end, where checkpoints are taken)
+        self.register_buffer("pending", torch.zeros(cfg.moe_experts), persistent=False)  # (E,)
 
     def capacity(self, n_tokens: int) -> int | None:
         """The slots one expert takes of a training forward over `n_tokens` tokens: ceil(c · N · K
@@ -215,7 +266,7 @@ class MoE(nn.Module):
         if self.shared is not None:
             y = y + self.shared(x)
         if self.training:
-            self._record(logits, probs, counts, kept_counts)
+            self._record(logits, probs, counts, kept_counts, experts, shape)
         return y.reshape(shape)  # (B, T, D)
 
     def _host_counts(self, kept_counts: torch.Tensor, N: int, capacity: int | None) -> list[int]:
@@ -241,20 +292,47 @@ class MoE(nn.Module):
         return bf16
 
     def _record(
-        self, logits: torch.Tensor, probs: torch.Tensor, counts: torch.Tensor, kept_counts: torch.Tensor
+        self,
+        logits: torch.Tensor,
+        probs: torch.Tensor,
+        counts: torch.Tensor,
+        kept_counts: torch.Tensor,
+        experts: torch.Tensor,
+        shape: torch.Size,
     ) -> None:
         """Keep this training forward's auxiliary losses and routing statistics."""
         slots = counts.sum().clamp(min=1)
         share = counts.float() / slots  # (E,) f_i, before drops
+        E, K = self.n_experts, self.top_k
+        T = shape[-2] if len(shape) > 2 else logits.shape[0]  # a sequence's tokens
+        per_sequence = experts.reshape(-1, T * K)  # (B, T·K)
+        picked = torch.zeros(per_sequence.shape[0], E, device=logits.device).scatter_add_(
+            1, per_sequence, torch.ones_like(per_sequence, dtype=torch.float)
+        )  # (B, E) slots per expert in each sequence
         self.last_losses = RouterLosses(
-            balance=self.n_experts * (share * probs.mean(dim=0)).sum(),
+            balance=E * (share * probs.mean(dim=0)).sum(),
             z=torch.logsumexp(logits, dim=-1).square().mean(),
+            sequence=(picked * E / (K * T) * probs.reshape(-1, T, E).mean(dim=1)).sum(dim=-1).mean(),
         )
         with torch.no_grad():
+            if self.balance == MoEBalance.bias:  # (a recomputing backward, checkpoint_activations, counts a
+                # forward twice: every count doubles, and the update's signs stay the same)
+                self.pending.add_(counts.float())
             self.load.copy_(share)
             self.dropped.copy_(1.0 - kept_counts.sum().float() / slots)
             entropy = -(probs * probs.clamp(min=1e-20).log()).sum(dim=-1)  # (N,)
             self.entropy.copy_(entropy.mean())
+
+    @torch.no_grad()
+    def update_bias(self, counts: torch.Tensor) -> None:
+        """b_i += u·sign(mean load − load_i) (Wang et al. 2024, Algorithm 1), `counts` (E,) the
+        slots each expert took over the step (every micro-batch and rank), u = model.moe_bias_rate;
+        `pending` starts over."""
+        score_bias = self.router.score_bias
+        assert score_bias is not None, "update_bias needs model.moe_balance=bias"
+        counts = counts.float()
+        score_bias.add_(self.bias_rate * torch.sign(counts.mean() - counts))
+        self.pending.zero_()
 
     def extra_repr(self) -> str:
         return (
@@ -280,6 +358,22 @@ def router_losses(model: nn.Module) -> RouterLosses | None:
             layer.last_losses = None
     if not found:
         return None
-    return RouterLosses(
-        balance=torch.stack([f.balance for f in found]).mean(), z=torch.stack([f.z for f in found]).mean()
-    )
+    return RouterLosses(*(torch.stack([f[i] for f in found]).mean() for i in range(len(RouterLosses._fields))))
+
+
+def balance_experts(
+    model: nn.Module, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None
+) -> torch.Tensor | None:
+    """After an optimizer step: each mixture layer under model.moe_balance=bias updates its
+    selection bias from the slots its experts took since the last update, summed by `reduce`
+    over the data-parallel ranks (one all-reduce for all layers), so that every rank applies the
+    same update. -> those counts (L, E) (None: no layer balances by bias)."""
+    layers = [layer for layer in moe_layers(model) if layer.balance == MoEBalance.bias]
+    if not layers:
+        return None
+    counts = torch.stack([layer.pending for layer in layers])  # (L, E)
+    if reduce is not None:
+        counts = reduce(counts)
+    for layer, row in zip(layers, counts.unbind(0)):
+        layer.update_bias(row)
+    return counts

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
+from zoo.config.facts.moe_routing import MoEBalance
 from zoo.config.facts.tasks import TaskKind, task_spec
 from zoo.config.records.hparams import CheckpointExtras, from_hparams
 from zoo.config.schema.model import Family, ModelConfig
@@ -28,7 +29,7 @@ from zoo.models.init import has_meta_parameters, materialize
 from zoo.models.parametrization import optimizer_scales
 from zoo.models.sharding import layers, shard, sharding_mesh
 from zoo.nn.chunked_loss import IGNORE
-from zoo.nn.moe import RouterLosses, router_losses
+from zoo.nn.moe import RouterLosses, balance_experts, router_losses
 from zoo.tasks.metrics import BitsPerByte, WeightedMean
 from zoo.tasks.optim import build_optimizer, schedule
 from zoo.tasks.target_bytes import TargetBytes
@@ -181,14 +182,20 @@ class ZooTask(L.LightningModule):
         """`loss` plus, under model.ffn=moe, task.moe_balance x the load-balancing loss and
         task.moe_router_z x the router z-loss of this forward's mixture layers (their mean over
         layers: `zoo.nn.moe.router_losses`); both are kept detached in `last_router_losses`, and
-        `loss` in `last_task_loss`, for `training_step` to log apart. Unchanged without them."""
+        `loss` in `last_task_loss`, for `training_step` to log apart. Unchanged without them. The
+        balancing loss is added under model.moe_balance=aux_loss only (logged under every kind);
+        task.moe_seq_balance x the sequence-wise one under every kind."""
         self.last_router_losses = None
         found = router_losses(self.model)
         if found is None:
             return loss
-        self.last_router_losses = RouterLosses(found.balance.detach(), found.z.detach())
+        self.last_router_losses = RouterLosses(*(part.detach() for part in found))
         self.last_task_loss = loss.detach()
-        return loss + self.task_config.moe_balance * found.balance + self.task_config.moe_router_z * found.z
+        balance = self.task_config.moe_balance if self.model_config.moe_balance == MoEBalance.aux_loss else 0.0
+        loss = loss + balance * found.balance + self.task_config.moe_router_z * found.z
+        if self.task_config.moe_seq_balance:  # DeepSeek-V3's sequence-wise loss, under any balancing
+            loss = loss + self.task_config.moe_seq_balance * found.sequence
+        return loss
 
     def _accuracy(self):
         return MulticlassAccuracy(num_classes=self.model_config.vocab_size, ignore_index=IGNORE, average="micro")
@@ -214,6 +221,8 @@ class ZooTask(L.LightningModule):
             # that an arm with a coefficient of 0 still shows them
             self.log("train/moe_balance_loss", router.balance, batch_size=n_rows)
             self.log("train/moe_router_z_loss", router.z, batch_size=n_rows)
+            if self.task_config.moe_seq_balance:
+                self.log("train/moe_seq_balance_loss", router.sequence, batch_size=n_rows)
         self.log("tokens_seen", self.tokens_seen.float(), prog_bar=False)
         return loss
 
@@ -232,6 +241,16 @@ class ZooTask(L.LightningModule):
             self.log("train/nonfinite_skipped", self.nonfinite_skipped.float(), prog_bar=True)
             return
         raise NonFiniteLoss(step, f"loss is {float(loss.detach())}")
+
+    def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+        """The optimizer's step, then, under model.moe_balance=bias, each mixture layer's
+        selection bias updated from the loads of the step's micro-batches, summed over the
+        data-parallel ranks (`zoo.nn.moe.balance_experts`)."""
+        super().optimizer_step(*args, **kwargs)
+        if self.model_config.moe_balance != MoEBalance.bias:
+            return
+        many = self._trainer is not None and self.trainer.world_size > 1
+        balance_experts(self.model, (lambda t: self.trainer.strategy.reduce(t, reduce_op="sum")) if many else None)
 
     def on_before_optimizer_step(self, optimizer) -> None:
         """A finite loss can still give NaN / inf gradients (overflow in backward). They are

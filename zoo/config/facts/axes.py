@@ -31,6 +31,7 @@ from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNor
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
 from zoo.config.facts.kv import KV_FACTS, KVKind
+from zoo.config.facts.moe_routing import BALANCE_FACTS, MoEBalance
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -117,6 +118,11 @@ def _kv(kind: KVKind) -> dict[str, Any]:
     }
 
 
+def _moe_balance(kind: MoEBalance) -> dict[str, Any]:
+    """A way of balancing a mixture's load, on the ffn axis's tiny mixture (4 experts, top-2)."""
+    return {**_ffn(FFNKind.moe), "model.moe_balance": kind.value}
+
+
 def _task(kind: TaskKind) -> dict[str, Any]:
     """A training objective, with the first family that trains it (a masked LM's encoder)."""
     return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
@@ -137,6 +143,7 @@ AXES: list[Axis] = [
     Axis("task.kind", TaskKind, TASK_SPECS, overrides=_task),
     Axis("tokenizer.kind", TokenizerKind, TOKENIZER_FACTS),
     Axis("model.kv", KVKind, KV_FACTS, overrides=_kv),
+    Axis("model.moe_balance", MoEBalance, BALANCE_FACTS, overrides=_moe_balance),
 ]
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import ACTIVATION_FACTS
+from zoo.config.facts.moe_routing import ROUTING_KEYS, MoEBalance, mixture_layer
 from zoo.config.facts.starts import NORMAL, Starts
 
 if TYPE_CHECKING:
@@ -130,7 +131,17 @@ def _moe_refuses(cfg: ModelConfig) -> str | None:
     return None
 
 
-MOE_KEYS = ("moe_experts", "moe_top_k", "moe_d_ff", "moe_shared", "moe_gate", "moe_renorm", "moe_capacity", "moe_every")
+MOE_KEYS = (
+    "moe_experts",
+    "moe_top_k",
+    "moe_d_ff",
+    "moe_shared",
+    "moe_gate",
+    "moe_renorm",
+    "moe_capacity",
+    "moe_every",
+    *ROUTING_KEYS,
+)
 
 FFN_FACTS: dict[FFNKind, FFNFacts] = {
     FFNKind.dense: FFNFacts(
@@ -149,7 +160,7 @@ FFN_FACTS: dict[FFNKind, FFNFacts] = {
         active=_moe_active,
         flops=_moe_flops,
         refuses=_moe_refuses,
-        keys=(*(f"model.{name}" for name in MOE_KEYS), "task.moe_balance", "task.moe_router_z"),
+        keys=(*(f"model.{name}" for name in MOE_KEYS), "task.moe_balance", "task.moe_router_z", "task.moe_seq_balance"),
         starts={"w_in": NORMAL, "w_out": NORMAL},  # zoo.nn.moe.Experts: Normal(0, model.init_std)
     ),
 }
@@ -167,10 +178,11 @@ def gated(cfg: ModelConfig) -> bool:
 
 def layer_kinds(cfg: ModelConfig, n_layers: int) -> list[FFNKind]:
     """The feed-forward kind of each of a stack's `n_layers` layers: model.ffn, except that with
-    moe only the layers i with (i + 1) % model.moe_every == 0 are mixtures, the others dense."""
+    moe only the layers i with (i + 1) % model.moe_every == 0 past the first model.moe_first_dense
+    are mixtures, the others dense (`zoo.config.facts.moe_routing.mixture_layer`)."""
     if cfg.ffn != FFNKind.moe:
         return [cfg.ffn] * n_layers
-    return [FFNKind.moe if (i + 1) % cfg.moe_every == 0 else FFNKind.dense for i in range(n_layers)]
+    return [FFNKind.moe if mixture_layer(cfg, i) else FFNKind.dense for i in range(n_layers)]
 
 
 def ffn_parameters(cfg: ModelConfig, d_ff: int, kind: FFNKind | None = None, *, active: bool = False) -> int:
@@ -195,6 +207,7 @@ def check_ffn(cfg: ModelConfig) -> None:
 def check_moe_keys(cfg: ModelConfig) -> None:
     """The model.moe_* keys (model.moe_gate parsed by the schema first): in range under
     model.ffn=moe; at their defaults under any other kind (they would be read by nothing)."""
+    MoEBalance.parse(cfg.moe_balance, "model.moe_balance")  # an unknown kind named as such first
     if cfg.ffn != FFNKind.moe:
         defaults = {f.name: f for f in fields(cfg)}  # the schema's own defaults
         for name in MOE_KEYS:

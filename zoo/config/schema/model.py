@@ -23,6 +23,7 @@ from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.kv import KVKind, check_kv
 from zoo.config.facts.layers import check_every_kth
+from zoo.config.facts.moe_routing import BALANCE_FACTS, DEFAULT_BIAS_RATE, MoEBalance, check_moe_routing
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
@@ -329,6 +330,44 @@ class ModelConfig:
         },
     )
     v_head_dim: int | None = field(default=None, metadata={"help": "latent: each head's value width; default head_dim"})
+    # moe balancing and DeepSeek-V3's routing (rows: zoo.config.facts.moe_routing)
+    moe_balance: MoEBalance = field(
+        default=MoEBalance.aux_loss,
+        metadata={
+            "help": "moe: how the experts' loads are kept even: "
+            + "; ".join(f"{kind.value}: {row.what}" for kind, row in BALANCE_FACTS.items())
+            + " (rows: zoo.config.facts.moe_routing.BALANCE_FACTS)"
+        },
+    )
+    moe_bias_rate: float = field(
+        default=DEFAULT_BIAS_RATE,
+        metadata={"help": "moe_balance=bias: u, the step of each bias update (DeepSeek-V3: 0.001)"},
+    )
+    moe_groups: int = field(
+        default=1,
+        metadata={
+            "help": "moe: G, groups of E/G experts; each token picks its top-k within the model.moe_top_groups "
+            "groups whose two best scores sum highest (DeepSeek-V3's n_group: 8); 1 = no groups"
+        },
+    )
+    moe_top_groups: int = field(
+        default=1,
+        metadata={"help": "moe: the groups a token's experts come from (DeepSeek-V3's topk_group: 4); <= moe_groups"},
+    )
+    moe_scale: float = field(
+        default=1.0,
+        metadata={
+            "help": "moe: multiplier of the routed experts' weights, after renormalisation "
+            "(DeepSeek-V3's routed_scaling_factor: 2.5)"
+        },
+    )
+    moe_first_dense: int = field(
+        default=0,
+        metadata={
+            "help": "moe: the first k layers of each stack stay dense, model.d_ff wide "
+            "(DeepSeek-V3's first_k_dense_replace: 3); 0 = none"
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -372,6 +411,7 @@ class ModelConfig:
         check_attention(self)
         check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
         check_kv(self, settle)  # model.kv and the latent widths (zoo.config.facts.kv)
+        settle(self, "moe_balance", check_moe_routing(self))  # moe balancing and DeepSeek-V3's routing
 
     @property
     def embedding_std(self) -> float:

@@ -90,6 +90,15 @@ class TaskConfig:
             "the loss (unweighted) logged apart as train/moe_router_z_loss; 0 = off"
         },
     )
+    moe_seq_balance: float = field(
+        default=0.0,
+        metadata={
+            "help": "model.ffn=moe: add moe_seq_balance x DeepSeek-V3's sequence-wise balancing loss (its "
+            "eq. 17-20: the load-balancing loss within each sequence, the mean over sequences and "
+            "mixture layers; DeepSeek-V3 keeps a tiny one, 0.0001, beside model.moe_balance=bias), "
+            "under every model.moe_balance; logged apart as train/moe_seq_balance_loss; 0 = off"
+        },
+    )
     tf32: bool = field(
         default=True,
         metadata={
@@ -134,7 +143,7 @@ class TaskConfig:
             )
         if self.z_loss and self.output_loss == OutputLoss.liger:
             raise ConfigError("task.z_loss is not computed by task.output_loss=liger; use auto, logits or chunked")
-        for name in ("moe_balance", "moe_router_z"):
+        for name in ("moe_balance", "moe_router_z", "moe_seq_balance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < float("inf"):
                 raise ConfigError(f"task.{name} must be a number >= 0 (0 = off), got {value!r}")

@@ -232,7 +232,7 @@ class CallbacksConfig:
         metadata={
             "help": "model.ffn=moe: every N optimizer steps (and at the last), log each mixture "
             "layer's expert load, dropped share and router entropy, and their means over layers "
-            "(train/moe_load, train/moe_load_max, train/moe_dropped, train/moe_entropy); the last "
+            "(train/moe_load, train/moe_load_max, train/moe_load_min, train/moe_dropped, train/moe_entropy); the last "
             "values go to summary.json; null or 0: off; a dense model logs none"
         },
     )

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.moe_routing import check_balance_weight
 from zoo.config.facts.optimizers import RunShape, optimizer_refusal
 from zoo.config.facts.positions import max_positions
 from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
@@ -84,6 +85,7 @@ def _validate(cfg: Any) -> ZooConfig:
     _check_batch(zc)
     _check_schedule(zc)
     _check_branch(zc)
+    check_balance_weight(zc.model, zc.task)  # task.moe_balance read under model.moe_balance=aux_loss only
     return zc
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from zoo.config.errors import ZooError
+from zoo.config.facts.moe_routing import MoEBalance
 
 
 class UnsupportedConfig(ZooError, ValueError):
@@ -85,6 +86,14 @@ OPTIONS = {
     "qk_nope_head_dim": (None,),
     "qk_rope_head_dim": (None,),
     "v_head_dim": (None,),
+    # moe balancing and DeepSeek-V3's routing: no family here has a selection bias (its weights would be
+    # dropped) or grouped routing; the other balancing kinds differ in training only
+    "moe_balance": tuple(kind.value for kind in MoEBalance if kind != MoEBalance.bias),
+    "moe_bias_rate": (0.001,),
+    "moe_groups": (1,),
+    "moe_top_groups": (1,),
+    "moe_scale": (1.0,),
+    "moe_first_dense": (0,),
 }
 
 

@@ -7,6 +7,8 @@ to every tracker:
 - `train/moe_load_max/layer_i` and `train/moe_load_max`: E x the largest share of layer i, and its
   mean over layers (1 = balanced, E = every token on one expert: the collapse a load-balancing
   loss of 0 can bring);
+- `train/moe_load_min/layer_i` and `train/moe_load_min`: E x the smallest share (1 = balanced, 0 = an
+  expert no token chose: the starved expert a balancing bias, model.moe_balance=bias, raises);
 - `train/moe_dropped/layer_i` and `train/moe_dropped`: the share of slots over an expert's
   capacity (model.moe_capacity; 0 when dropless), per layer and the mean;
 - `train/moe_entropy/layer_i` and `train/moe_entropy`: the mean over tokens of the router's
@@ -28,6 +30,7 @@ import torch
 from zoo.nn.moe import moe_layers
 
 LOAD, LOAD_MAX, DROPPED, ENTROPY = "train/moe_load", "train/moe_load_max", "train/moe_dropped", "train/moe_entropy"
+LOAD_MIN = "train/moe_load_min"
 
 
 def routing_values(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -41,9 +44,10 @@ def routing_values(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         for e, share in enumerate(layer.load.unbind()):
             values[f"{LOAD}/layer_{i}/expert_{e}"] = share
         values[f"{LOAD_MAX}/layer_{i}"] = layer.n_experts * layer.load.max()
+        values[f"{LOAD_MIN}/layer_{i}"] = layer.n_experts * layer.load.min()
         values[f"{DROPPED}/layer_{i}"] = layer.dropped
         values[f"{ENTROPY}/layer_{i}"] = layer.entropy
-    for name in (LOAD_MAX, DROPPED, ENTROPY):
+    for name in (LOAD_MAX, LOAD_MIN, DROPPED, ENTROPY):
         values[name] = torch.stack([values[f"{name}/layer_{i}"] for i in range(len(layers))]).mean()
     return values
 
