@@ -36,8 +36,23 @@ def run(model, ids, mask=None, dec=None, dec_mask=None, **kw):
 
 
 @GRID
-def test_shapes_backward_and_finite(family, position, norm, norm_type):
-    model = build(family, position, norm, norm_type).train()
+def test_a_row_trains_with_finite_gradients_and_ignores_padding(family, position, norm, norm_type):
+    """One model a row of the design: its shapes, backward and padding invariance."""
+    model = build(family, position, norm, norm_type)
+    shapes_backward_and_finite(model.train())
+    padding_invariance(model.eval(), family)
+
+
+@CAUSAL_GRID
+def test_a_causal_row_is_causal_and_decodes_from_its_cache(family, position, norm, norm_type):
+    """One model a row of the causal design: causality and cached decoding."""
+    model = build(family, position, norm, norm_type)
+    causality(model, family)
+    cached_decoding_equals_full_forward(model, family)
+
+
+def shapes_backward_and_finite(model):
+    """Logits and hidden states of the right shapes, finite, and a finite gradient for every parameter."""
     ids = torch.randint(0, 37, (3, 9))
     out = run(model, ids)
     T = out.logits.shape[1]
@@ -50,10 +65,8 @@ def test_shapes_backward_and_finite(family, position, norm, norm_type):
         assert torch.isfinite(p.grad).all(), f"{name} has a non-finite gradient"
 
 
-@CAUSAL_GRID
-def test_causality(family, position, norm, norm_type):
+def causality(model, family):
     """Changing decoder token t+1 leaves the outputs at positions <= t unchanged."""
-    model = build(family, position, norm, norm_type)
     src = torch.randint(0, 37, (2, 8))
     dec = torch.randint(0, 37, (2, 8))
     t = 4
@@ -68,10 +81,8 @@ def test_causality(family, position, norm, norm_type):
     assert not torch.allclose(a[:, t + 1], b[:, t + 1], atol=ATOL)
 
 
-@GRID
-def test_padding_invariance(family, position, norm, norm_type):
+def padding_invariance(model, family):
     """Appending pad tokens with mask 0 leaves the real positions' outputs unchanged."""
-    model = build(family, position, norm, norm_type)
     ids = torch.randint(1, 37, (2, 7))
     padded = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)
     mask = torch.cat([torch.ones(2, 7), torch.zeros(2, 3)], dim=1).long()
@@ -91,10 +102,8 @@ def test_padding_invariance(family, position, norm, norm_type):
         assert torch.allclose(ref, out[:, :7], atol=ATOL)
 
 
-@CAUSAL_GRID
-def test_cached_decoding_equals_full_forward(family, position, norm, norm_type):
+def cached_decoding_equals_full_forward(model, family):
     """A prefix, then one token at a time through the KV cache, gives the full pass's logits."""
-    model = build(family, position, norm, norm_type)
     src = torch.randint(0, 37, (2, 6))
     dec = torch.randint(0, 37, (2, 9))
     if family == "encoder_decoder":

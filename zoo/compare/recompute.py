@@ -207,28 +207,33 @@ def recompute(directory: Path) -> tuple[list[str], bool]:
         )
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        spec = rebuild(directory, scratch)
-        keys = ["arm", *([spec["scale"]] if spec.get("scale") else [])]
-        lines, differ = _compare_tables(
-            "report.csv", _table(scratch / "report.csv", scratch), _table(directory / "report.csv", directory), keys
-        )
-        for name, columns in ((HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])):
-            if (scratch / name).is_file() or os.path.lexists(directory / name):
-                if not os.path.lexists(directory / name):
-                    lines.append(f"{name}: not in the report: DIFFERS")
-                    differ += 1
-                elif not (scratch / name).is_file():
-                    lines.append(f"{name}: the report has it, the rebuilt one does not: DIFFERS")
-                    differ += 1
-                else:
-                    more, n = _compare_tables(
-                        name, _table(scratch / name, scratch), _table(directory / name, directory), columns
-                    )
-                    lines += more
-                    differ += n
-        more, n = _compare_markdown(scratch / "report.md", directory / "report.md", directory)
-        lines += more
-        differ += n
+        return compare_rebuilt(directory, scratch, rebuild(directory, scratch))
+
+
+def compare_rebuilt(directory: Path, scratch: Path, spec: dict) -> tuple[list[str], bool]:
+    """`recompute`'s answer for the report in `directory` and its rebuild in `scratch` (what
+    `rebuild(directory, scratch)` made, returning `spec`)."""
+    keys = ["arm", *([spec["scale"]] if spec.get("scale") else [])]
+    lines, differ = _compare_tables(
+        "report.csv", _table(scratch / "report.csv", scratch), _table(directory / "report.csv", directory), keys
+    )
+    for name, columns in ((HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])):
+        if (scratch / name).is_file() or os.path.lexists(directory / name):
+            if not os.path.lexists(directory / name):
+                lines.append(f"{name}: not in the report: DIFFERS")
+                differ += 1
+            elif not (scratch / name).is_file():
+                lines.append(f"{name}: the report has it, the rebuilt one does not: DIFFERS")
+                differ += 1
+            else:
+                more, n = _compare_tables(
+                    name, _table(scratch / name, scratch), _table(directory / name, directory), columns
+                )
+                lines += more
+                differ += n
+    more, n = _compare_markdown(scratch / "report.md", directory / "report.md", directory)
+    lines += more
+    differ += n
     lines.append(
         f"{'every value equals the report' if not differ else f'{differ} value(s) differ from the report'} "
         f"(rebuilt from {directory / RUNS})"
