@@ -80,10 +80,26 @@ def test_export_drops_the_modules_by_default_and_keeps_them_when_asked(mtp_lm, t
         assert torch.allclose(hf(ids).logits, task.model(ids).logits, atol=1e-4)
 
 
+def test_zoo_bench_reports_acceptance_and_tokens_per_second_beside_plain_greedy(mtp_lm, tmp_path, cli_here):
+    result = cli_here("bench", f"ckpt={mtp_lm}", "new_tokens=8", "rounds=1", f"out={tmp_path / 'spec.json'}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads((tmp_path / "spec.json").read_text())
+    assert figures["identical"] is True and figures["mtp_depth"] == 2 and figures["prompts"] == 8
+    assert 0.0 <= figures["acceptance"] <= 1.0 and len(figures["acceptance_by_depth"]) == 2
+    assert figures["plain_tokens_per_s"] > 0 and figures["speculative_tokens_per_s"] > 0
+    assert 1.0 <= figures["tokens_per_forward"] <= 3.0  # at most the depth's drafts and one more a forward
+    assert "| drafts accepted |" in result.stdout
+    assert (tmp_path / "spec.md").read_text().startswith(f"`zoo-bench ckpt={mtp_lm} new_tokens=8 rounds=1`")
+    refused = cli_here("bench", f"ckpt={mtp_lm}", "model.d_model=64")
+    assert not missed(refused, "bench", "'model.d_model=64': zoo-bench ckpt=PATH takes")
+
+
 def test_a_checkpoint_without_modules_is_refused_on_one_line(tmp_path, cli_here):
     plain = _train(tmp_path / "plain", "trainer.max_steps=3", "callbacks.checkpoint_every_n_steps=3")
     result = cli_here("generate", f"ckpt={plain}", "prompt=a", "speculative=true")
     assert not missed(result, "generate", "drafts with multi-token prediction modules; train with task.mtp_depth")
+    result = cli_here("bench", f"ckpt={plain}", "rounds=1")
+    assert not missed(result, "bench", "drafts with multi-token prediction modules")
     result = cli_here("export", f"ckpt={plain}", f"out={tmp_path / 'out'}", "mtp=keep")
     assert not missed(result, "export", "has no multi-token prediction modules (task.mtp_depth=0)")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
