@@ -119,6 +119,8 @@ def _run_speculative(argv: list[str], log=print) -> dict:
     if out is not None:
         check_out_file("out", str(Path(out).with_suffix(".md")), "bench.json")
     opts, _ = parse(SpeculativeOptions, [a for a in argv if not a.startswith("out=")])
+    if not opts.ckpt:
+        raise ConfigError("ckpt=PATH names the checkpoint to decode with (a run trained with task.mtp_depth)")
     ckpt = locate_checkpoint(opts.ckpt)
     from zoo.bench.speculative import markdown, read_prompts, run_speculative
 
