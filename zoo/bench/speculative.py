@@ -61,7 +61,7 @@ def run_speculative(opts: SpeculativeOptions, ckpt: Path, log=print) -> dict:
     limit = tokenizer.vocab_size
     device = torch.device("cpu")
     outputs: dict[str, list[torch.Tensor]] = {"plain": [], "speculative": []}
-    stats = SpeculativeStats(per_depth=[0] * mtp.depth)
+    stats = SpeculativeStats()
 
     def plain() -> None:
         outputs["plain"] = [
@@ -69,7 +69,7 @@ def run_speculative(opts: SpeculativeOptions, ckpt: Path, log=print) -> dict:
         ]
 
     def speculative() -> None:
-        outputs["speculative"], stats_now = [], SpeculativeStats(per_depth=[0] * mtp.depth)
+        outputs["speculative"], stats_now = [], SpeculativeStats()
         for ids in prompts:
             out, row = speculative_generate(task.model, mtp, ids, max_new_tokens=opts.new_tokens, vocab_limit=limit)
             outputs["speculative"].append(out)
@@ -96,7 +96,7 @@ def run_speculative(opts: SpeculativeOptions, ckpt: Path, log=print) -> dict:
         "speculative_tokens_per_s": spec_tps,
         "speedup": spec_tps / plain_tps,
         "acceptance": stats.acceptance,
-        "acceptance_by_depth": [a / stats.rounds if stats.rounds else 0.0 for a in stats.per_depth],
+        "acceptance_by_depth": stats.acceptance_by_depth,
         "tokens_per_forward": stats.tokens_per_forward,
         "identical": identical,
         "spread": {name: spread(values) for name, values in seconds.items()},
@@ -111,7 +111,7 @@ def markdown(result: dict) -> str:
         ("greedy tokens/s, speculative", f"{result['speculative_tokens_per_s']:,.0f}"),
         ("speedup", f"{result['speedup']:.2f}x"),
         ("drafts accepted", f"{result['acceptance']:.1%}"),
-        ("accepted per round, by depth", by_depth),
+        ("drafts accepted, by depth", by_depth),
         ("new tokens per model forward", f"{result['tokens_per_forward']:.2f}"),
         ("outputs identical", "yes" if result["identical"] else "NO"),
     ]

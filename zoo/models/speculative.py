@@ -38,6 +38,13 @@ class SpeculativeStats:
     accepted: int = 0
     tokens: int = 0
     per_depth: list[int] = field(default_factory=list)  # accepted drafts by depth k (index k-1)
+    drafted_by_depth: list[int] = field(default_factory=list)  # drafts made by depth k
+
+    @property
+    def acceptance_by_depth(self) -> list[float]:
+        """The share of depth k's drafts accepted, for k = 1..D (depth k's is accepted only
+        after depth k-1's)."""
+        return [a / d if d else 0.0 for a, d in zip(self.per_depth, self.drafted_by_depth)]
 
     @property
     def acceptance(self) -> float:
@@ -54,12 +61,14 @@ class SpeculativeStats:
         self.drafted += other.drafted
         self.accepted += other.accepted
         self.tokens += other.tokens
-        width = max(len(self.per_depth), len(other.per_depth))
-        self.per_depth = [
-            (self.per_depth[i] if i < len(self.per_depth) else 0)
-            + (other.per_depth[i] if i < len(other.per_depth) else 0)
-            for i in range(width)
-        ]
+        self.per_depth = _added(self.per_depth, other.per_depth)
+        self.drafted_by_depth = _added(self.drafted_by_depth, other.drafted_by_depth)
+
+
+def _added(a: list[int], b: list[int]) -> list[int]:
+    """Two counts by depth added, the shorter padded with zeros."""
+    width = max(len(a), len(b))
+    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(width)]
 
 
 def check_speculative(model: ZooModel, mtp: MultiTokenPrediction | None) -> None:
@@ -136,7 +145,7 @@ def speculative_row(
     """Greedy continuation of one prompt (P,) (no padding), drafted by `mtp` and verified by
     `model`: up to max_new_tokens new ids, ending with eos_id if it came; and what it did."""
     check_speculative(model, mtp)
-    stats = SpeculativeStats(per_depth=[0] * mtp.depth)
+    stats = SpeculativeStats(per_depth=[0] * mtp.depth, drafted_by_depth=[0] * mtp.depth)
     cache = model.new_cache()
     states = model(prompt[None], cache=cache, use_cache=True, return_logits=False).hidden_states  # (1, P, D)
     tokens = prompt.tolist()
@@ -157,8 +166,9 @@ def speculative_row(
         stats.rounds += 1
         stats.drafted += len(drafts)
         stats.accepted += accepted
-        for k in range(accepted):
-            stats.per_depth[k] += 1
+        for k in range(len(drafts)):
+            stats.drafted_by_depth[k] += 1
+            stats.per_depth[k] += int(k < accepted)
         added = choices[: accepted + 1]
         if eos_id is not None and eos_id in added:
             added = added[: added.index(eos_id) + 1]
@@ -192,7 +202,7 @@ def speculative_generate(
     was_training = model.training
     model.eval()
     try:
-        rows, total = [], SpeculativeStats(per_depth=[0] * mtp.depth if mtp is not None else [])
+        rows, total = [], SpeculativeStats()
         for b in range(input_ids.shape[0]):
             prompt = input_ids[b] if attention_mask is None else input_ids[b][attention_mask[b].bool()]
             on_token = None
