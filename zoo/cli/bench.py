@@ -77,7 +77,7 @@ def run(argv: list[str], log=print) -> dict:
     from zoo.bench.report import markdown
     from zoo.bench.run import run_bench
 
-    if any(a.split("=", 1)[0] == "ckpt" for a in argv):
+    if asks_speculative(argv):
         return _run_speculative(argv, log)
     model, opts, out = configure(argv)
     _say_missing_peers(opts.peer_list, log)
@@ -100,15 +100,19 @@ def _write(out: str | None, argv: list[str], result: dict, table: str) -> None:
         write_text(path.with_suffix(".md"), f"`zoo-bench {command}`\n\n{table}")
 
 
-def _run_speculative(argv: list[str], log=print) -> dict:
-    """zoo-bench ckpt=PATH [prompts=FILE] [new_tokens=N] [rounds=N] [threads=N] [out=FILE.json]:
-    greedy decoding of a checkpoint trained with task.mtp_depth, plain and speculative
-    (`zoo.bench.speculative`)."""
+def asks_speculative(argv: list[str]) -> bool:
+    """zoo-bench ckpt=PATH: the speculative decoding measure of a trained checkpoint."""
+    return any(a.split("=", 1)[0] == "ckpt" for a in argv)
+
+
+def configure_speculative(argv: list[str]):
+    """zoo-bench ckpt=PATH [prompts=FILE] [new_tokens=N] [rounds=N] [threads=N] [out=FILE.json]
+    -> (SpeculativeOptions, out path or None), every argument checked before torch loads (the
+    checkpoint's path by `_run_speculative`)."""
     from zoo.bench.options import SpeculativeOptions
     from zoo.cli.args import parse
     from zoo.cli.outputs import check_out_file
     from zoo.config.errors import ConfigError
-    from zoo.config.records.rundir import locate_checkpoint
 
     own = {f.name for f in fields(SpeculativeOptions)}
     other = [a for a in argv if a.split("=", 1)[0] not in own | {"out"}]
@@ -121,7 +125,16 @@ def _run_speculative(argv: list[str], log=print) -> dict:
     opts, _ = parse(SpeculativeOptions, [a for a in argv if not a.startswith("out=")])
     if not opts.ckpt:
         raise ConfigError("ckpt=PATH names the checkpoint to decode with (a run trained with task.mtp_depth)")
-    ckpt = locate_checkpoint(opts.ckpt)
+    return opts, out
+
+
+def _run_speculative(argv: list[str], log=print) -> dict:
+    """Greedy decoding of a checkpoint trained with task.mtp_depth, plain and speculative
+    (`zoo.bench.speculative`)."""
+    from zoo.config.records.rundir import locate_checkpoint
+
+    opts, out = configure_speculative(argv)
+    ckpt = locate_checkpoint(opts.ckpt or "")
     from zoo.bench.speculative import markdown, read_prompts, run_speculative
 
     read_prompts(opts)  # a bad prompts file, before the checkpoint loads
