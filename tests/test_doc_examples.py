@@ -262,7 +262,8 @@ def _tool_reads(tool: str, args: list[str]) -> str | None:
 
     try:
         if tool == "zoo-bench":
-            importlib.import_module("zoo.cli.bench").configure(args)
+            bench = importlib.import_module("zoo.cli.bench")
+            (bench.configure_speculative if bench.asks_speculative(args) else bench.configure)(args)
         elif tool == "zoo-plan":  # one plan at the example's batch (the search for the largest is the slow part)
             from zoo.plan.planner import plan
 

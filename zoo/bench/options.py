@@ -142,3 +142,28 @@ def _choices(key: str, value: str, allowed: tuple[str, ...], allow_none: bool = 
     if bad or not items:
         raise ConfigError(f"{key}={value!r}: choose from {', '.join(allowed)}" + (" (or none)" if allow_none else ""))
     return items
+
+
+# -- self-speculative decoding of a trained checkpoint (zoo.bench.speculative) ---------------------
+@dataclass(kw_only=True)
+class SpeculativeOptions:
+    """zoo-bench ckpt=PATH: greedy decoding of a checkpoint trained with task.mtp_depth, plain and
+    self-speculative (its multi-token prediction modules draft), interleaved rounds, medians."""
+
+    ckpt: str | None = field(
+        default=None,
+        metadata={"help": "a checkpoint trained with task.mtp_depth: time its greedy decoding plain and speculative"},
+    )
+    prompts: str | None = field(
+        default=None, metadata={"help": "ckpt: a text file, one prompt a line (default: eight verses of the KJV)"}
+    )
+    new_tokens: int = field(default=32, metadata={"help": "ckpt: new tokens per prompt (no stop at eos)"})
+    rounds: int = field(default=5, metadata={"help": "interleaved timed rounds; medians are reported"})
+    threads: int = field(default=2, metadata={"help": "torch intra-op threads (0: torch's default)"})
+
+    def __post_init__(self) -> None:
+        for name in ("new_tokens", "rounds"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.threads <= MAX_THREADS:
+            raise ConfigError(f"threads must be from 0 to {MAX_THREADS}, got {self.threads}")

@@ -8,6 +8,7 @@ medians.
     zoo-bench model=llama peers=hf out=bench.json
     zoo-bench model=bert variants=eager measure=train,forward,memory
     zoo-bench variants=eager,checkpoint measure=memory memory_seq_len=1024 model.max_seq_len=1024
+    zoo-bench ckpt=runs/.../last.ckpt           # greedy decoding, plain and self-speculative (task.mtp_depth)
 
 Model overrides are those of zoo-train (model=..., model/position=..., model.*); dropout is 0
 unless model.dropout is given. Prints a Markdown table; out=FILE.json also writes the JSON and
@@ -75,19 +76,72 @@ def configure(argv: list[str]):
 def run(argv: list[str], log=print) -> dict:
     from zoo.bench.report import markdown
     from zoo.bench.run import run_bench
-    from zoo.config.records.atomic import write_text
 
+    if asks_speculative(argv):
+        return _run_speculative(argv, log)
     model, opts, out = configure(argv)
     _say_missing_peers(opts.peer_list, log)
     result = run_bench(model, opts, log=lambda m: log(f"{TOOL}: {m}", file=sys.stderr))
     table = markdown(result)
     print(table)
+    _write(out, argv, result, table)
+    return result
+
+
+def _write(out: str | None, argv: list[str], result: dict, table: str) -> None:
+    """out=FILE.json: the figures, and the table with the command as FILE.md."""
+    from zoo.config.records.atomic import write_text
+
     if out:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(result, indent=2))
         command = " ".join(a for a in argv if not a.startswith("out="))  # no local paths in the record
         write_text(path.with_suffix(".md"), f"`zoo-bench {command}`\n\n{table}")
+
+
+def asks_speculative(argv: list[str]) -> bool:
+    """zoo-bench ckpt=PATH: the speculative decoding measure of a trained checkpoint."""
+    return any(a.split("=", 1)[0] == "ckpt" for a in argv)
+
+
+def configure_speculative(argv: list[str]):
+    """zoo-bench ckpt=PATH [prompts=FILE] [new_tokens=N] [rounds=N] [threads=N] [out=FILE.json]
+    -> (SpeculativeOptions, out path or None), every argument checked before torch loads (the
+    checkpoint's path by `_run_speculative`)."""
+    from zoo.bench.options import SpeculativeOptions
+    from zoo.cli.args import parse
+    from zoo.cli.outputs import check_out_file
+    from zoo.config.errors import ConfigError
+
+    own = {f.name for f in fields(SpeculativeOptions)}
+    other = [a for a in argv if a.split("=", 1)[0] not in own | {"out"}]
+    if other:
+        raise ConfigError(f"{other[0]!r}: zoo-bench ckpt=PATH takes {', '.join(sorted(own | {'out'}))}")
+    out = next((a.split("=", 1)[1] for a in argv if a.startswith("out=")), None)
+    check_out_file("out", out, "bench.json")
+    if out is not None:
+        check_out_file("out", str(Path(out).with_suffix(".md")), "bench.json")
+    opts, _ = parse(SpeculativeOptions, [a for a in argv if not a.startswith("out=")])
+    if not opts.ckpt:
+        raise ConfigError("ckpt=PATH names the checkpoint to decode with (a run trained with task.mtp_depth)")
+    return opts, out
+
+
+def _run_speculative(argv: list[str], log=print) -> dict:
+    """Greedy decoding of a checkpoint trained with task.mtp_depth, plain and speculative
+    (`zoo.bench.speculative`)."""
+    from zoo.config.records.rundir import locate_checkpoint
+
+    opts, out = configure_speculative(argv)
+    ckpt = locate_checkpoint(opts.ckpt or "")
+    from zoo.bench.speculative import markdown, read_prompts, run_speculative
+
+    read_prompts(opts)  # a bad prompts file, before the checkpoint loads
+    result = run_speculative(opts, ckpt, log=lambda m: log(f"{TOOL}: {m}", file=sys.stderr))
+    table = markdown(result)
+    print(table)
+    _write(out, argv, result, table)
     return result
 
 
@@ -109,13 +163,17 @@ def _say_missing_peers(peers: list[str], log=print) -> None:
 
 
 def usage() -> str:
-    from zoo.bench.options import BenchOptions
+    from zoo.bench.options import BenchOptions, SpeculativeOptions
     from zoo.cli.tool import Section, help_text
 
     return help_text(
         USAGE,
         __doc__,
-        [Section("options", BenchOptions), Section("output", BenchOutput)],
+        [
+            Section("options", BenchOptions),
+            Section("output", BenchOutput),
+            Section("speculative decoding of a trained checkpoint (ckpt=PATH)", SpeculativeOptions),
+        ],
         notes=[
             "model=NAME, model/position=NAME, model.KEY=VALUE: the model overrides of "
             "zoo-train (zoo-train --help lists them)"

@@ -7,7 +7,10 @@ GPT-2, BERT, T5, BART); the directory loads with the matching `AutoModelFor...` 
 (`AutoModelForCausalLM`, `AutoModelForMaskedLM`, `AutoModelForSeq2SeqLM`). A model fine-tuned
 with `init_from=hf:DIR` (tokenizer=hf) gets its transformers tokenizer files beside the
 weights; zoo's own tokenizers are saved in `out/zoo_tokenizer/` (they are not transformers
-tokenizers). An existing non-empty `out` is refused, so nothing written before is lost.
+tokenizers). An existing non-empty `out` is refused, so nothing written before is lost. A
+checkpoint trained with task.mtp_depth exports its model; its multi-token prediction modules are
+dropped (mtp=drop, the default) or kept beside it in `out/mtp.safetensors` (mtp=keep,
+`zoo.interop.hf.mtp`): transformers runs no forward of them.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TOOL = "zoo-export"
-USAGE = f"{TOOL} ckpt=PATH out=DIR [format=hf]"
+USAGE = f"{TOOL} ckpt=PATH out=DIR [format=hf] [mtp=drop|keep]"
 FORMATS = ("hf",)
+MTP_CHOICES = ("drop", "keep")
 
 
 @dataclass(kw_only=True)
@@ -27,6 +31,13 @@ class ExportArgs:
     ckpt: str | None = field(default=None, metadata={"help": "the zoo checkpoint to export (required)"})
     format: str = field(default="hf", metadata={"help": "hf: a Hugging Face transformers directory (save_pretrained)"})
     out: str | None = field(default=None, metadata={"help": "the directory to write; new or empty (required)"})
+    mtp: str = field(
+        default="drop",
+        metadata={
+            "help": "a checkpoint trained with task.mtp_depth: drop its multi-token prediction modules, "
+            "or keep them beside the model in out/mtp.safetensors (transformers runs no forward of them)"
+        },
+    )
 
 
 def run(argv: list[str]) -> dict:
@@ -40,6 +51,8 @@ def run(argv: list[str]) -> dict:
     args, _ = parse(ExportArgs, argv)
     if args.ckpt is None or args.out is None:
         raise ConfigError("ckpt=PATH and out=DIR are required")
+    if args.mtp not in MTP_CHOICES:
+        raise ConfigError(f"mtp={args.mtp!r} is not allowed; choose one of: {', '.join(MTP_CHOICES)}")
     if args.format not in FORMATS:
         raise ConfigError(f"format={args.format!r} is not allowed; choose one of: {', '.join(FORMATS)}")
     out = Path(args.out)
@@ -61,12 +74,29 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"{args.ckpt}: {exc}") from None
     if task.tokenizer is not None:
         _special_ids(hf, task.tokenizer)
+    mtp = getattr(task, "mtp", None)
+    if args.mtp == "keep" and mtp is None:
+        raise ConfigError(f"mtp=keep: {args.ckpt} has no multi-token prediction modules (task.mtp_depth=0)")
+    kept = {}
+    if mtp is not None:
+        from zoo.interop.hf.mtp import MTP_FILE, keep_mtp
+
+        if args.mtp == "keep":
+            kept = {"mtp": f"kept: {keep_mtp(mtp, hf, out)} tensors of {mtp.depth} module(s) in {MTP_FILE}"}
+        else:
+            kept = {"mtp": f"dropped: {mtp.depth} module(s) (mtp=keep keeps them)"}
     hf.save_pretrained(out)
     if task.tokenizer is not None and getattr(task.tokenizer, "kind", "") == "hf":
         task.tokenizer.hf_tokenizer.save_pretrained(str(out))  # AutoTokenizer.from_pretrained(out)
     elif task.tokenizer is not None:
         task.tokenizer.save(out / "zoo_tokenizer")
-    return {"checkpoint": str(args.ckpt), "format": args.format, "out": str(out), "architecture": type(hf).__name__}
+    return {
+        "checkpoint": str(args.ckpt),
+        "format": args.format,
+        "out": str(out),
+        "architecture": type(hf).__name__,
+        **kept,
+    }
 
 
 def _special_ids(hf, tokenizer) -> None:

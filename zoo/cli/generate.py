@@ -143,6 +143,7 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     if args.attention_map:
         _check_picture_indices(task, layers, heads)
     task.model.to(device=device, dtype=dtype)
+    draft = _speculative_draft(task, args.ckpt) if options.speculative else None
     specials = tokenizer.special_ids()
     decoder_only = FAMILY_FACTS[task.model_config.family].prompt_in_decoder
     batches = (len(texts) + args.batch_size - 1) // args.batch_size
@@ -193,6 +194,7 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
             pad_id=specials["pad"],
             vocab_limit=tokenizer.vocab_size,
             on_step=on_step,
+            draft=draft,
         )
         for text, row in zip(chunk, strip_special(new, specials["eos"], specials["pad"])):
             outputs.append(continue_text(tokenizer, text, row) if decoder_only else tokenizer.decode(row))
@@ -212,6 +214,22 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
         plot_positions(task.model, args.positions_plot)
         print(f"{TOOL}: position scheme plot written to {args.positions_plot}", file=sys.stderr)
     return outputs
+
+
+def _speculative_draft(task, ckpt: str):
+    """speculative=true: the checkpoint's multi-token prediction modules, beside the model on its
+    device; ConfigError, one line, where there are none or the model cannot roll back its cache."""
+    from zoo.config.errors import ConfigError
+    from zoo.models.speculative import check_speculative
+
+    draft = getattr(task, "mtp", None)
+    try:
+        check_speculative(task.model, draft)
+    except ValueError as exc:
+        raise ConfigError(f"speculative=true: {ckpt}: {exc}") from None
+    assert draft is not None  # checked
+    param = next(task.model.parameters())
+    return draft.to(device=param.device, dtype=param.dtype)
 
 
 def _writer(out: TextIO):

@@ -80,6 +80,9 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("a requeue signal zoo can catch", ["callbacks.requeue_signal=SIGKILL"]),
     ("a known choice", ["model.norm=middle"]),
     ("a known key", ["model.width=256"]),
+    ("multi-token prediction trains a causal LM", ["model=bert", "task=masked_lm", "task.mtp_depth=1"]),
+    ("multi-token prediction under μP", ["task.mtp_depth=1", "model.parametrization=mup"]),
+    ("multi-token prediction over whole windows", ["task.mtp_depth=1", "data.document_mask=true"]),
 ]
 
 

@@ -15,6 +15,8 @@ from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.schema.generation import OPTIONS_OF, GenerationConfig, Strategy  # noqa: F401  (re-exported)
 from zoo.models.base import ZooModel
 from zoo.models.encoder_decoder import EncoderDecoder
+from zoo.models.mtp import MultiTokenPrediction
+from zoo.models.speculative import check_speculative, speculative_generate
 from zoo.nn.cache import Cache
 
 
@@ -172,6 +174,7 @@ def generate(
     vocab_limit: int | None = None,
     on_step: Callable[[torch.Tensor | None], None] | None = None,
     stop: Callable[[torch.Tensor], bool] | None = None,
+    draft: MultiTokenPrediction | None = None,
 ) -> torch.Tensor:
     """New tokens (B, N) for each input row, N <= max_new_tokens; after a row's eos_id the rest
     of it is pad_id.
@@ -184,6 +187,8 @@ def generate(
     greedy and sample, with None under beam, whose tokens are known only at the end. `stop`
     (greedy and sample) decides from the rows' ended flags (B,) whether decoding ends (default:
     when every row has ended); a model sharded over ranks passes one that agrees across them.
+    `draft`: the multi-token prediction modules config.speculative=true drafts with
+    (`zoo.models.speculative`; the same output as greedy).
     """
     config = config or GenerationConfig()
     if max_new_tokens is not None or use_cache is not None:
@@ -195,6 +200,20 @@ def generate(
         config = GenerationConfig(**values)
     if not FAMILY_FACTS[model.config.family].decoder:
         raise ValueError("an encoder-only model cannot generate; use a decoder-only or encoder-decoder model")
+    if config.speculative:
+        check_speculative(model, draft)
+        assert draft is not None  # checked
+        return speculative_generate(
+            model,
+            draft,
+            input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=config.max_new_tokens,
+            eos_id=eos_id,
+            pad_id=pad_id,
+            vocab_limit=vocab_limit,
+            on_step=on_step,
+        )[0]
     was_training = model.training
     model.eval()
     try:

@@ -160,16 +160,7 @@ class ZooTask(L.LightningModule):
             logits, targets, n_tokens = self.forward_batch(batch)
             return self.add_router_losses(self.loss(logits, targets, smoothing)), targets.shape[0], n_tokens
         inputs, labels, n_tokens = self.model_inputs(batch)
-        output_loss = self.task_config.output_loss
-        if output_loss == OutputLoss.auto:
-            output_loss = OutputLoss.chunked if labels.device.type == "cpu" else OutputLoss.logits
-        options = _LossOptions(
-            chunk=self.task_config.loss_chunk,
-            label_smoothing=smoothing,
-            output_loss=output_loss,
-            sparse_targets=self.sparse_targets,
-            z_loss=self.task_config.z_loss,
-        )
+        options = self.loss_options(labels)
         if self.task_config.compile and not getattr(self.model, "sharded", False):
             parts = _compiled_forward_loss()(self.model, inputs, labels, **options)
         else:  # under FSDP, forward_losses is a registered forward entry (with compile, each layer compiled)
@@ -177,6 +168,20 @@ class ZooTask(L.LightningModule):
         if self.task_config.z_loss:
             self.last_loss_parts = parts
         return self.add_router_losses(parts.loss), labels.numel(), n_tokens
+
+    def loss_options(self, labels: torch.Tensor) -> _LossOptions:
+        """The keyword arguments of `ZooModel.forward_losses` this task's config sets, the output
+        loss `auto` resolved by the device of `labels`."""
+        output_loss = self.task_config.output_loss
+        if output_loss == OutputLoss.auto:
+            output_loss = OutputLoss.chunked if labels.device.type == "cpu" else OutputLoss.logits
+        return _LossOptions(
+            chunk=self.task_config.loss_chunk,
+            label_smoothing=self.task_config.label_smoothing,
+            output_loss=output_loss,
+            sparse_targets=self.sparse_targets,
+            z_loss=self.task_config.z_loss,
+        )
 
     def add_router_losses(self, loss: torch.Tensor) -> torch.Tensor:
         """`loss` plus, under model.ffn=moe, task.moe_balance x the load-balancing loss and
@@ -186,7 +191,7 @@ class ZooTask(L.LightningModule):
         balancing loss is added under model.moe_balance=aux_loss only (logged under every kind);
         task.moe_seq_balance x the sequence-wise one under every kind."""
         self.last_router_losses = None
-        found = router_losses(self.model)
+        found = router_losses(self)  # the model's mixture layers and any in modules the task adds
         if found is None:
             return loss
         self.last_router_losses = RouterLosses(*(part.detach() for part in found))
@@ -216,7 +221,8 @@ class ZooTask(L.LightningModule):
             self.log("train/loss", loss if router is None else self.last_task_loss, prog_bar=True, batch_size=n_rows)
         else:  # train/loss stays the cross-entropy; the z-loss term apart (their sum is optimised)
             self.log("train/loss", parts.cross_entropy, prog_bar=True, batch_size=n_rows)
-            self.log("train/z_loss", self.task_config.z_loss * parts.z, batch_size=n_rows)
+            if parts.z is not None:
+                self.log("train/z_loss", self.task_config.z_loss * parts.z, batch_size=n_rows)
         if router is not None:  # the mixture's auxiliary losses apart, unweighted (1 = uniform load), so
             # that an arm with a coefficient of 0 still shows them
             self.log("train/moe_balance_loss", router.balance, batch_size=n_rows)

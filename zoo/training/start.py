@@ -13,6 +13,8 @@ from omegaconf import OmegaConf
 from zoo.config.paths import CONFIG_NAME, recipe_groups
 from zoo.config.records.atomic import write_text
 from zoo.config.records.rundir import RunDir
+from zoo.config.schema.flops import mtp_flops
+from zoo.config.schema.params import mtp_params
 from zoo.config.schema.root import ZooConfig
 from zoo.models.summary import summarize
 from zoo.training.origin import RunOrigin
@@ -59,6 +61,15 @@ def record_start(composed: Mapping[str, Any], spec: ZooConfig, run_dir: Path, ta
     if chosen:
         log.info("composed from: %s", chosen)
     log.info("model: %s", summarize(task.model, spec.data.seq_len))
+    if spec.task.mtp_depth:  # the multi-token prediction modules beside the model, counted from their row
+        depth, seq_len = spec.task.mtp_depth, spec.data.seq_len
+        log.info(
+            "task.mtp_depth=%d: %s parameters beside the model, forward FLOPs/token %s more at context %d",
+            depth,
+            f"{mtp_params(spec.model, depth):,}",
+            f"{mtp_flops(spec.model, depth, seq_len):,}",
+            seq_len,
+        )
     write_text(files.config, OmegaConf.to_yaml(dict(composed)))
     task.tokenizer.save(files.tokenizer)
     log.info("run directory: %s", run_dir)

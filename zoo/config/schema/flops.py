@@ -73,3 +73,19 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, *, output_head: bool = True)
         for window, kind in zip(stack_windows(cfg, n_layers), layer_kinds(cfg, n_layers))
     )
     return stacks + head_flops(cfg, output_head=output_head)
+
+
+# -- multi-token prediction (task.mtp_depth; zoo.config.facts.mtp) ------------------------------
+def mtp_module_flops(cfg: ModelConfig, seq_len: int) -> int:
+    """One multi-token prediction module's forward FLOPs for one token at context `seq_len`: M_k
+    (2D -> D), its block (full causal attention, the feed-forward kind of the stack's last layer)
+    and the shared output head."""
+    kind = layer_kinds(cfg, cfg.n_layers)[-1]
+    D = cfg.d_model
+    return 2 * (2 * D * D) + block_flops(cfg, seq_len, cross=False, ffn=kind) + head_flops(cfg)
+
+
+def mtp_flops(cfg: ModelConfig, depth: int, seq_len: int) -> int:
+    """Forward FLOPs task.mtp_depth=`depth` adds per training token at context `seq_len` (module k
+    runs on T - k positions of a window; counted here at T for each)."""
+    return depth * mtp_module_flops(cfg, seq_len)

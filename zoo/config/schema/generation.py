@@ -70,6 +70,15 @@ class GenerationConfig:
             "is the same for every k"
         },
     )
+    # self-speculative decoding with multi-token prediction modules (zoo.models.speculative)
+    speculative: bool = field(
+        default=False,
+        metadata={
+            "help": "greedy: the checkpoint's multi-token prediction modules (task.mtp_depth) draft "
+            "tokens the model verifies in one forward; the output is plain greedy's, each prompt "
+            "decoded alone"
+        },
+    )
 
     def __post_init__(self) -> None:
         self.strategy = Strategy.parse(self.strategy, "strategy")
@@ -102,3 +111,18 @@ class GenerationConfig:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.seed is not None:
             check_seed(self.seed, "seed")
+        if self.speculative:
+            _check_speculative(self)
+
+
+def _check_speculative(config: GenerationConfig) -> None:
+    """speculative=true's refusals: greedy over a growing cache, decoded eagerly."""
+    if config.strategy != Strategy.greedy:
+        raise ConfigError(
+            f"speculative=true verifies greedy choices; it needs strategy=greedy, not {config.strategy.value}"
+        )
+    for name, value in (("use_cache", False), ("static_cache", True), ("compile", True)):
+        if getattr(config, name) == value:
+            raise ConfigError(
+                f"speculative=true rolls back a growing KV cache; it takes {name}={str(not value).lower()}"
+            )

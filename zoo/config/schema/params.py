@@ -256,3 +256,22 @@ def steps_for_tokens(cfg: ModelConfig, tokens_per_param: float, tokens_per_step:
     if tokens_per_step < 1:
         raise ConfigError(f"tokens per step must be >= 1, got {tokens_per_step}")
     return max(1, -(-int(round(tokens_per_param * non_embedding_params(cfg))) // tokens_per_step))
+
+
+# -- multi-token prediction (task.mtp_depth; zoo.config.facts.mtp) ------------------------------
+def mtp_module_params(cfg: ModelConfig) -> int:
+    """One multi-token prediction module (`zoo.config.facts.mtp.MTP_FACTS`): the norms of h and of
+    Emb(t), M_k (2D × D, + D with model.bias), one decoder block with the feed-forward unit of
+    the stack's last layer, and a final norm (every placement but post). The token table and the
+    output head are the model's, not counted again."""
+    D = cfg.d_model
+    kind = layer_kinds(cfg, cfg.n_layers)[-1]
+    fixed, per_unit = feedforward_params(cfg, kind)
+    block = attention_params(cfg) + norms_per_block(cfg, 2) * norm_params(cfg) + fixed + per_unit * cfg.d_ff
+    norms = 2 + int(PLACEMENT_FACTS[cfg.norm].final_norm)
+    return norms * norm_params(cfg) + 2 * D * D + (D if cfg.bias else 0) + block
+
+
+def mtp_params(cfg: ModelConfig, depth: int) -> int:
+    """The parameters task.mtp_depth=`depth` adds beside the model: `depth` modules."""
+    return depth * mtp_module_params(cfg)

@@ -7,6 +7,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.facts.mtp import check_mtp_task
 from zoo.config.facts.tasks import TaskKind, Tokenize, task_names
 from zoo.config.schema.frozen import settle
 
@@ -116,6 +117,20 @@ class TaskConfig:
         },
     )
 
+    # multi-token prediction (DeepSeek-V3 §2.2; zoo.config.facts.mtp)
+    mtp_depth: int = field(
+        default=0,
+        metadata={
+            "help": "causal_lm: D sequential multi-token prediction modules, module k predicting the "
+            "token k+1 places ahead (DeepSeek-V3); each depth's loss logged as train/mtp_loss_k; "
+            "zoo-generate speculative=true drafts with them; 0 = off"
+        },
+    )
+    mtp_weight: float = field(
+        default=0.3,
+        metadata={"help": "task.mtp_depth > 0: λ, the loss is L + (λ/D)·Σ_k L_k (DeepSeek-V3: 0.3, then 0.1)"},
+    )
+
     def __post_init__(self) -> None:
         settle(self, "kind", TaskKind.parse(self.kind, "task.kind"))
         settle(self, "output_loss", OutputLoss.parse(self.output_loss, "task.output_loss"))
@@ -150,6 +165,8 @@ class TaskConfig:
             settle(self, name, float(value))
         if self.generate_max_tokens < 1:
             raise ConfigError(f"task.generate_max_tokens must be >= 1, got {self.generate_max_tokens}")
+        check_mtp_task(self)
+        settle(self, "mtp_weight", float(self.mtp_weight))
 
 
 def task_defaults() -> dict:

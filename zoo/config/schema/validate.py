@@ -14,6 +14,7 @@ from typing import Any
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.moe_routing import check_balance_weight
+from zoo.config.facts.mtp import mtp_refusal
 from zoo.config.facts.optimizers import RunShape, optimizer_refusal
 from zoo.config.facts.positions import max_positions
 from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
@@ -86,6 +87,7 @@ def _validate(cfg: Any) -> ZooConfig:
     _check_schedule(zc)
     _check_branch(zc)
     check_balance_weight(zc.model, zc.task)  # task.moe_balance read under model.moe_balance=aux_loss only
+    _check_mtp(zc)
     return zc
 
 
@@ -188,6 +190,20 @@ def _check_branch(zc: ZooConfig) -> None:
             "branch_from branches a cooldown off a stable phase: it needs scheduler=wsd and "
             "scheduler.decay_steps (the cooldown's length from the branch step)"
         )
+
+
+def _check_mtp(zc: ZooConfig) -> None:
+    """task.mtp_depth's refusals that join the task with the model, trainer and data (its row in
+    `zoo.config.facts.mtp`)."""
+    refusal = mtp_refusal(
+        zc.task.mtp_depth,
+        parametrization=zc.model.parametrization.value,
+        sharded=is_sharded_name(zc.trainer.get("strategy")),
+        document_mask=zc.data.document_mask,
+        seq_len=zc.data.seq_len,
+    )
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def _check_batch(zc: ZooConfig) -> None:
