@@ -30,6 +30,7 @@ from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind
 from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
+from zoo.config.facts.heads import GATE_FACTS, SINK_FACTS, AttnGate, AttnSink
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -118,6 +119,8 @@ AXES: list[Axis] = [
     Axis("model.qk_norm", QKNorm, QK_NORM_FACTS),
     Axis("task.kind", TaskKind, TASK_SPECS, overrides=_task),
     Axis("tokenizer.kind", TokenizerKind, TOKENIZER_FACTS),
+    Axis("model.attn_sink", AttnSink, SINK_FACTS),
+    Axis("model.attn_gate", AttnGate, GATE_FACTS),
 ]
 
 

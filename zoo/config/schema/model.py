@@ -21,6 +21,7 @@ from zoo.config.facts.attention import AttentionKind, check_attention
 from zoo.config.facts.blocks import BLOCK_FACTS, BlockKind, QKNorm, check_block, check_softcap
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
+from zoo.config.facts.heads import AttnGate, AttnSink, check_heads
 from zoo.config.facts.layers import check_every_kth
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -299,6 +300,23 @@ class ModelConfig:
             "(model.d_ff wide); 1 = every layer"
         },
     )
+    # attention sink and output gate (rows: zoo.config.facts.heads)
+    attn_sink: AttnSink = field(
+        default=AttnSink.none,
+        metadata={
+            "help": f"a sink logit in each head's softmax denominator: {AttnSink.listed()} (learned: one "
+            "per head, gpt-oss; off_by_one: fixed at 0, Miller 2023); one zero key/value column more "
+            "per query (rows: zoo.config.facts.heads.SINK_FACTS)"
+        },
+    )
+    attn_gate: AttnGate = field(
+        default=AttnGate.none,
+        metadata={
+            "help": f"a sigmoid gate on each head's output before W_o, sigmoid(x W_g): {AttnGate.listed()} "
+            "(headwise: one per head, W_g D×H; elementwise: one per head dimension, W_g D×H·Dh; Qiu et "
+            "al. 2025, Qwen3-Next) (rows: zoo.config.facts.heads.GATE_FACTS)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -341,6 +359,8 @@ class ModelConfig:
         settle(self, "attention", AttentionKind.parse(self.attention, "model.attention"))
         check_attention(self)
         check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
+        for name, kind in check_heads(self).items():  # model.attn_sink, model.attn_gate
+            settle(self, name, kind)
 
     @property
     def embedding_std(self) -> float:

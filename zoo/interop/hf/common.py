@@ -78,6 +78,9 @@ OPTIONS = {
     "moe_capacity": (None,),
     "moe_every": (1,),
     "param_budget_counts": ("total", "active"),
+    # the attention sink and output gate (zoo.config.facts.heads), off
+    "attn_sink": ("none",),
+    "attn_gate": ("none",),
 }
 
 
