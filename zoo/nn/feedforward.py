@@ -18,8 +18,10 @@ from torch import nn
 
 from zoo.config.facts.activations import ACTIVATION_FACTS, Activation, ActivationFacts
 from zoo.config.facts.ffn import FFNKind, expert_width
+from zoo.config.facts.moe_experts import MoEExpert
 from zoo.config.schema.model import ModelConfig
 from zoo.nn.moe import MoE
+from zoo.nn.moe_oss import gpt_oss_moe
 
 
 def activation_function(facts: ActivationFacts) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -81,6 +83,8 @@ def moe(cfg: ModelConfig) -> nn.Module:
     shared = (
         FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
     )
+    if cfg.moe_expert == MoEExpert.gpt_oss:  # router and experts with biases, clamped SwiGLU (zoo.nn.moe_oss)
+        return gpt_oss_moe(cfg, shared)
     return MoE(cfg, act=ACTIVATIONS[cfg.activation], shared=shared)
 
 

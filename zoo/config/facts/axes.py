@@ -31,6 +31,7 @@ from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNor
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
 from zoo.config.facts.heads import GATE_FACTS, SINK_FACTS, AttnGate, AttnSink
+from zoo.config.facts.moe_experts import EXPERT_FACTS, MoEExpert
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -100,6 +101,15 @@ def _ffn(kind: FFNKind) -> dict[str, Any]:
     }
 
 
+def _moe_expert(kind: MoEExpert) -> dict[str, Any]:
+    """An expert kind in `_ffn`'s small mixture without shared experts; gpt_oss's with its
+    SwiGLU and the attention biases gpt-oss has (model.bias)."""
+    out = {**_ffn(FFNKind.moe), "model.moe_shared": 0, "model.moe_expert": kind.value}
+    if kind == MoEExpert.gpt_oss:
+        out.update({"model.activation": "swiglu", "model.bias": True})
+    return out
+
+
 def _task(kind: TaskKind) -> dict[str, Any]:
     """A training objective, with the first family that trains it (a masked LM's encoder)."""
     return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
@@ -121,6 +131,7 @@ AXES: list[Axis] = [
     Axis("tokenizer.kind", TokenizerKind, TOKENIZER_FACTS),
     Axis("model.attn_sink", AttnSink, SINK_FACTS),
     Axis("model.attn_gate", AttnGate, GATE_FACTS),
+    Axis("model.moe_expert", MoEExpert, EXPERT_FACTS, overrides=_moe_expert),
 ]
 
 

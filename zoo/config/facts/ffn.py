@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import ACTIVATION_FACTS
+from zoo.config.facts.moe_experts import EXPERT_FACTS, expert_bias_parameters, expert_kind
 from zoo.config.facts.starts import NORMAL, Starts
 
 if TYPE_CHECKING:
@@ -97,9 +98,11 @@ def expert_width(cfg: ModelConfig, F: int) -> int:
 
 def _moe_parameters(cfg: ModelConfig, F: int, experts: int) -> int:
     """The router (E × D, no bias), `experts` units of the expert width, and the shared experts
-    (one dense unit moe_shared times as wide). Biases are refused with moe."""
+    (one dense unit moe_shared times as wide). Biases are refused with moe, except the router's
+    and the routed experts' of an expert kind that has them (`zoo.config.facts.moe_experts`)."""
     Fe, D = expert_width(cfg, F), cfg.d_model
-    return cfg.moe_experts * D + (experts + cfg.moe_shared) * _unit_parameters(D, Fe, gated(cfg), False)
+    biases = expert_bias_parameters(cfg, Fe, experts)
+    return cfg.moe_experts * D + (experts + cfg.moe_shared) * _unit_parameters(D, Fe, gated(cfg), False) + biases
 
 
 def _moe_total(cfg: ModelConfig, F: int) -> int:
@@ -120,7 +123,7 @@ def _moe_flops(cfg: ModelConfig, F: int) -> int:
 def _moe_refuses(cfg: ModelConfig) -> str | None:
     """Biases (the stacked expert weights hold none) and μP (its rules for the stacked expert
     matrices and the router are not worked out here)."""
-    if cfg.bias:
+    if cfg.bias and not EXPERT_FACTS[expert_kind(cfg)].biases:  # model.moe_expert=gpt_oss holds them
         return "model.ffn=moe holds no biases (router and experts as in Mixtral and OLMoE): set model.bias=false"
     if cfg.parametrization.value != "standard":
         return (

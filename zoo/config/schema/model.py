@@ -23,6 +23,7 @@ from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.heads import AttnGate, AttnSink, check_heads
 from zoo.config.facts.layers import check_every_kth
+from zoo.config.facts.moe_experts import MoEExpert, check_expert
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
@@ -317,6 +318,15 @@ class ModelConfig:
             "al. 2025, Qwen3-Next) (rows: zoo.config.facts.heads.GATE_FACTS)"
         },
     )
+    # the kind of expert a mixture holds (rows: zoo.config.facts.moe_experts)
+    moe_expert: MoEExpert = field(
+        default=MoEExpert.plain,
+        metadata={
+            "help": f"moe: the experts' kind, {MoEExpert.listed()} (plain: no biases, model.activation; "
+            "gpt_oss: router and experts with biases, gpt-oss's clamped SwiGLU) "
+            "(rows: zoo.config.facts.moe_experts.EXPERT_FACTS)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -359,7 +369,7 @@ class ModelConfig:
         settle(self, "attention", AttentionKind.parse(self.attention, "model.attention"))
         check_attention(self)
         check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
-        for name, kind in check_heads(self).items():  # model.attn_sink, model.attn_gate
+        for name, kind in {**check_heads(self), **check_expert(self)}.items():  # attn_sink, attn_gate, moe_expert
             settle(self, name, kind)
 
     @property

@@ -81,6 +81,7 @@ OPTIONS = {
     # the attention sink and output gate (zoo.config.facts.heads), off
     "attn_sink": ("none",),
     "attn_gate": ("none",),
+    "moe_expert": ("plain",),  # the mixtures' experts without biases (gpt-oss's: zoo.interop.hf.gpt_oss)
 }
 
 
