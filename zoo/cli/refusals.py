@@ -43,6 +43,8 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("a mixture of experts is not worked out under μP", ["model=llama", "model.ffn=moe", "model.parametrization=mup"]),
     ("top-k of the experts there are", ["model=llama", "model.ffn=moe", "model.moe_top_k=9"]),
     ("a mixture option without a mixture", ["model.moe_experts=16"]),
+    ("gpt-oss's experts compute its clamped SwiGLU", ["model=gpt_oss", "model.activation=gelu"]),
+    ("an expert kind only with a mixture of experts", ["model=llama", "model.moe_expert=gpt_oss"]),
     ("every k-th layer picks a layer of each stack", ["model=gemma2", "model.n_layers=1"]),
     ("label smoothing in [0, 1)", ["task.label_smoothing=1.5"]),
     ("a schedule option of another schedule", ["scheduler=constant", "scheduler.min_lr_ratio=0.5"]),
