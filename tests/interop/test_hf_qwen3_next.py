@@ -1,7 +1,7 @@
 """Gated attention against transformers' `Qwen3NextAttention` (the gate fused into q_proj, per
 head dimension): a small random layer (D 32, 4 heads over 2 key/value heads, Dh 8, RoPE over the
 whole head), its weights moved into zoo's attention with `model.attn_gate=elementwise
-model.qk_norm=head` by `zoo.interop.hf.qwen3_next`: the same output (float32, <= 1e-5) and the
+model.qk_norm=head` by `zoo.interop.hf.query_gate`: the same output (float32, <= 1e-5) and the
 fused projection given back as it was."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from transformers.models.qwen3_next import modeling_qwen3_next as qwen3_next
 
 import zoo
 from zoo.config import ModelConfig
-from zoo.interop.hf.qwen3_next import join_query_gate, split_query_gate
+from zoo.interop.hf.query_gate import join_query_gate, split_query_gate
 from zoo.nn.position import build_position
 
 D, H, HKV, DH, T = 32, 4, 2, 8, 7

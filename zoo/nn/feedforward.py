@@ -20,8 +20,8 @@ from zoo.config.facts.activations import ACTIVATION_FACTS, Activation, Activatio
 from zoo.config.facts.ffn import FFNKind, expert_width
 from zoo.config.facts.moe_experts import MoEExpert
 from zoo.config.schema.model import ModelConfig
+from zoo.nn.gpt_oss_experts import gpt_oss_moe
 from zoo.nn.moe import MoE
-from zoo.nn.moe_oss import gpt_oss_moe
 
 
 def activation_function(facts: ActivationFacts) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -83,7 +83,7 @@ def moe(cfg: ModelConfig) -> nn.Module:
     shared = (
         FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
     )
-    if cfg.moe_expert == MoEExpert.gpt_oss:  # router and experts with biases, clamped SwiGLU (zoo.nn.moe_oss)
+    if cfg.moe_expert == MoEExpert.gpt_oss:  # router and experts with biases, clamped SwiGLU (zoo.nn.gpt_oss_experts)
         return gpt_oss_moe(cfg, shared)
     return MoE(cfg, act=ACTIVATIONS[cfg.activation], shared=shared)
 

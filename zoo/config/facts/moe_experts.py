@@ -2,7 +2,7 @@
 torch-free table: what one expert computes, where it comes from, the biases it adds to the
 router and the experts, how they start, and what it refuses. The mixture's parameter count (the
 `moe` row of `zoo.config.facts.ffn.FFN_FACTS`) adds `expert_bias_parameters`; `ModelConfig` runs
-`check_expert`; `zoo.nn.moe_oss` builds the gpt_oss kind, `zoo.nn.moe` the plain one.
+`check_expert`; `zoo.nn.gpt_oss_experts` builds the gpt_oss kind, `zoo.nn.moe` the plain one.
 
 gpt-oss's experts (OpenAI 2025, transformers' `GptOssExperts`): the router's logits have a bias,
 each expert's two projections have biases, and the gated unit is a clamped SwiGLU,

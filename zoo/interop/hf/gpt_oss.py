@@ -15,7 +15,7 @@ What transformers computes (`GptOssForCausalLM`), and what it is in zoo:
 - the experts (`mlp.experts.gate_up_proj` (E, D, 2·F) with the gate and up columns interleaved,
   gate at the even ones; `gate_up_proj_bias` (E, 2·F) alike; `down_proj` (E, F, D),
   `down_proj_bias` (E, D)) with the clamped SwiGLU (`swiglu_alpha` 1.702, `swiglu_limit` 7.0):
-  `model.moe_expert=gpt_oss` (`zoo.nn.moe_oss`), zoo's w_in (E, 2·F, D) the gate rows then the
+  `model.moe_expert=gpt_oss` (`zoo.nn.gpt_oss_experts`), zoo's w_in (E, 2·F, D) the gate rows then the
   up rows, w_out (E, D, F).
 
 RoPE: gpt-oss's released configs extend its context with YaRN (`rope_type` "yarn", factor 32);
