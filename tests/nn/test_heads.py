@@ -161,3 +161,19 @@ def test_an_unknown_sink_or_gate_is_refused_on_one_line_naming_the_kinds():
         with pytest.raises(ConfigError) as refused:
             ModelConfig(**tiny(**{key: "sideways"}))
         assert "\n" not in str(refused.value) and all(k.value in str(refused.value) for k in kinds)
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "flex"])
+def test_packed_documents_with_a_sink_each_get_their_own_logits(kernel):
+    """A sink under document masking (FlexAttention's kernel asked for: the sink takes the
+    dense path) gives each packed document the logits it has alone."""
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny(position="rope", attn_sink="learned", attn_gate="headwise", init_std=0.3)).eval()
+    model.decoder.document_kernel = kernel
+    docs = [torch.randint(4, 37, (n,)) for n in (5, 3, 6)]
+    ids = torch.cat(docs)[None]  # (1, T)
+    document_ids = torch.cat([torch.full((len(d),), i) for i, d in enumerate(docs)])[None]  # (1, T)
+    with torch.no_grad():
+        packed = model(ids, document_ids=document_ids).logits[0]  # (T, V)
+        alone = torch.cat([model(d[None]).logits[0] for d in docs])  # (T, V)
+    torch.testing.assert_close(packed, alone, rtol=1e-5, atol=1e-5)

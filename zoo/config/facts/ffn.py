@@ -152,7 +152,7 @@ FFN_FACTS: dict[FFNKind, FFNFacts] = {
         active=_moe_active,
         flops=_moe_flops,
         refuses=_moe_refuses,
-        keys=(*(f"model.{name}" for name in MOE_KEYS), "task.moe_balance", "task.moe_router_z"),
+        keys=(*(f"model.{name}" for name in MOE_KEYS), "task.moe_balance", "task.moe_router_z", "model.moe_expert"),
         starts={"w_in": NORMAL, "w_out": NORMAL},  # zoo.nn.moe.Experts: Normal(0, model.init_std)
     ),
 }
