@@ -102,12 +102,18 @@ def _ffn(kind: FFNKind) -> dict[str, Any]:
 
 
 def _moe_expert(kind: MoEExpert) -> dict[str, Any]:
-    """An expert kind in `_ffn`'s small mixture without shared experts; gpt_oss's with its
-    SwiGLU and the attention biases gpt-oss has (model.bias)."""
-    out = {**_ffn(FFNKind.moe), "model.moe_shared": 0, "model.moe_expert": kind.value}
-    if kind == MoEExpert.gpt_oss:
-        out.update({"model.activation": "swiglu", "model.bias": True})
-    return out
+    """An expert kind: plain, the default, as it is (the model.ffn axis covers its mixture);
+    gpt_oss in `_ffn`'s small mixture without shared experts, with its SwiGLU and the attention
+    biases gpt-oss has (model.bias)."""
+    if kind == MoEExpert.plain:
+        return {"model.moe_expert": kind.value}
+    return {
+        **_ffn(FFNKind.moe),
+        "model.moe_shared": 0,
+        "model.moe_expert": kind.value,
+        "model.activation": "swiglu",
+        "model.bias": True,
+    }
 
 
 def _task(kind: TaskKind) -> dict[str, Any]:

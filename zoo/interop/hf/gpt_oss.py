@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from zoo.config.facts.attention import AttentionKind
 from zoo.config.facts.ffn import expert_width
 from zoo.config.facts.moe_experts import SWIGLU_ALPHA, SWIGLU_LIMIT
 from zoo.config.schema.model import ModelConfig
@@ -111,8 +112,9 @@ def gpt_oss_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 NAMES = ("gpt_oss", "GptOssForCausalLM", "GptOssConfig")
 DESCRIPTION = (
-    "gpt_oss: decoder-only, rope, pre-norm rmsnorm, attention biases and learned sinks, sliding/full "
-    "layers, a mixture of gpt-oss experts in every layer (router and expert biases, clamped swiglu)"
+    "gpt_oss: decoder-only, rope, pre-norm rmsnorm, attention biases and learned sinks, "
+    f"{AttentionKind.sliding.value} and {AttentionKind.full.value} layers, a mixture of gpt-oss experts in every "
+    "layer (router and expert biases, clamped swiglu)"
 )
 OPTIONS = moe_options(
     moe_renorm=(True,),
