@@ -7,8 +7,11 @@ and decoding through a KV cache (growing and static, sliding layers) equal to th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 
 import zoo
 from tests.conftest import tiny
@@ -177,3 +180,12 @@ def test_packed_documents_with_a_sink_each_get_their_own_logits(kernel):
         packed = model(ids, document_ids=document_ids).logits[0]  # (T, V)
         alone = torch.cat([model(d[None]).logits[0] for d in docs])  # (T, V)
     torch.testing.assert_close(packed, alone, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("key, kinds", [("attn_sink", AttnSink), ("attn_gate", AttnGate)])
+def test_each_kind_has_a_config_file_that_composes_it(key, kinds):
+    conf = Path(zoo.__file__).resolve().parents[1] / "conf" / "model" / key
+    assert {p.stem for p in conf.glob("*.yaml")} == {k.value for k in kinds}
+    for kind in kinds:
+        assert yaml.safe_load((conf / f"{kind.value}.yaml").read_text()) == {"model": {key: kind.value}}
+        assert getattr(zoo.compose(["model=llama", f"model/{key}={kind.value}"]).model, key) == kind.value
