@@ -46,10 +46,10 @@ def test_every_pair_of_values_of_any_two_axes_is_in_a_row(names):
     assert len(rows) * 4 <= math.prod(len(v) for v in axes.values()) or len(names) == 2
 
 
-def test_the_five_axis_model_grid_is_42_rows_of_1008_cells():
+def test_the_five_axis_model_grid_is_49_rows_of_1176_cells():
     rows = pairwise(MODEL_GRID)
-    assert math.prod(len(v) for v in MODEL_GRID.values()) == 1008 == 3 * 7 * 4 * 2 * 6
-    assert len(rows) == 42  # 7 positions x 6 activations: the least any design can have
+    assert math.prod(len(v) for v in MODEL_GRID.values()) == 1176 == 3 * 7 * 4 * 2 * 7
+    assert len(rows) == 49  # 7 positions x 7 activations: the least any design can have
 
 
 def test_the_same_axes_give_the_same_rows():
@@ -86,11 +86,11 @@ def test_a_design_missing_a_row_fails_the_pair_check():
 
 
 def test_a_new_kind_adds_a_few_rows_not_a_slice_of_the_product():
-    """An eighth position scheme adds one position's share of the design (6 rows, one per
-    activation); in the product it would add 144 cells."""
+    """An eighth position scheme adds one position's share of the design (7 rows, one per
+    activation); in the product it would add 168 cells."""
     before = pairwise(MODEL_GRID)
     after = pairwise({**MODEL_GRID, "position": [*MODEL_GRID["position"], "planted"]})
-    assert len(after) - len(before) == 6
+    assert len(after) - len(before) == 7
     assert covered_pairs(after) == every_pair({**MODEL_GRID, "position": [*MODEL_GRID["position"], "planted"]})
 
 

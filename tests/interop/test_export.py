@@ -21,6 +21,11 @@ PRESETS = {  # name: (overrides, transformers Auto class that loads the export)
     "gemma2": (["model=gemma2", "model.window=4", "model.n_layers=2"], "AutoModelForCausalLM"),
     # a mixture of experts trained with its router losses (its checkpoint holds the stacked experts)
     "mixtral": (["model=mixtral", "model.moe_experts=4"], "AutoModelForCausalLM"),
+    # sinks, a sliding and a full layer, gpt-oss's experts with their biases (transformers' interleaved gate/up)
+    "gpt_oss": (
+        ["model=gpt_oss", "model.moe_experts=4", "model.moe_top_k=2", "model.window=4", "model.n_layers=2"],
+        "AutoModelForCausalLM",
+    ),
 }
 
 

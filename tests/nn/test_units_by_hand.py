@@ -32,6 +32,7 @@ BY_HAND = {
     Activation.swiglu: lambda x: x / (1.0 + torch.exp(-x)),  # SiLU / Swish-1
     Activation.geglu: _ERF_GELU,
     Activation.geglu_tanh: _TANH_GELU,
+    Activation.relu2: lambda x: x.clamp(min=0.0) ** 2,  # ReLU², So et al. 2021 (Primer)
 }
 
 

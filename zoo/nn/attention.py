@@ -1,8 +1,10 @@
 """Multi-head attention (Vaswani et al. 2017) with grouped-query / multi-query key-value heads
 (Ainslie et al. 2023; Shazeer 2019), padding and causal masks, a KV cache, every position
 scheme through its `attend` / `value_term` hooks, an optional norm of queries and keys
-(QK-norm: per head as Qwen3, or over the whole projection as OLMo 2) and an optional tanh
-soft-cap of the scores (Gemma 2)."""
+(QK-norm: per head as Qwen3, or over the whole projection as OLMo 2), an optional tanh
+soft-cap of the scores (Gemma 2), an optional sink logit in each head's softmax (gpt-oss;
+`zoo.nn.sink`) and an optional sigmoid gate on each head's output (Qiu et al. 2025;
+`zoo.nn.gate`)."""
 
 from __future__ import annotations
 
@@ -13,14 +15,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.config.facts.blocks import QKNorm
+from zoo.config.facts.heads import AttnGate, AttnSink
 from zoo.config.schema.model import NormType
 from zoo.nn.cache import LayerCache
 from zoo.nn.documents import DocumentMask, takes_flex
 from zoo.nn.documents import attend as flex_attend
 from zoo.nn.flex import dense, flex, is_block_mask
+from zoo.nn.gate import HeadGate
 from zoo.nn.logit_stats import max_attention_logit
 from zoo.nn.norm import build_norm
 from zoo.nn.position.base import PositionScheme
+from zoo.nn.sink import AttentionSink, with_sink
 
 
 def attention(
@@ -35,6 +40,7 @@ def attention(
     dropout: float = 0.0,
     math_path: bool = False,
     softcap: float | None = None,
+    sink: torch.Tensor | None = None,
 ):
     """softmax(q·kᵀ · scale + bias, masked) · v; with `softcap` c, softmax(c·tanh(q·kᵀ · scale / c)
     + bias, masked) · v (Gemma 2's order: the cap after the scale, before the mask).
@@ -48,25 +54,28 @@ def attention(
     schemes that need them and for inspection) and is tested against it. A `DocumentMask`
     (packed documents) takes FlexAttention where its kernel is flex and no bias, weights or
     dropout are asked for (`zoo.nn.documents.takes_flex`), its boolean form otherwise. A
-    soft-cap runs the math path (SDPA's fused kernels take no function of the scores).
+    soft-cap runs the math path (SDPA's fused kernels take no function of the scores). `sink`
+    (H,) adds exp(sink_h) to each head's softmax denominator, on either path (`zoo.nn.sink`).
     """
     math_path = math_path or softcap is not None
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if is_block_mask(mask):  # a sliding layer's band for FlexAttention (`zoo.nn.flex.use_flex`)
-        if not math_path and bias is None:
+        if not math_path and bias is None and sink is None:
             return flex(q, k, v, mask, scale), None  # (B, H, T, Dh)
         mask = dense(mask, q.shape[2], k.shape[2], q.device)  # (1, 1, T, S): the weights are wanted
     if isinstance(mask, DocumentMask):
-        if takes_flex(mask, bias=bias, math_path=math_path, dropout=dropout, head_dim=q.shape[-1]):
+        if sink is None and takes_flex(mask, bias=bias, math_path=math_path, dropout=dropout, head_dim=q.shape[-1]):
             return flex_attend(q, k, v, mask, scale=scale), None  # (B, H, T, Dh)
         mask = mask.dense()  # (B, 1, T, S)
     T, S = q.shape[2], k.shape[2]
-    if causal and (bias is not None or mask is not None or math_path or T != S):
+    if causal and (bias is not None or mask is not None or math_path or T != S or sink is not None):
         # SDPA's is_causal aligns the top-left corner; the queries here are the last T keys
         keep = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)[None, None]  # (1, 1, T, S)
         mask = keep if mask is None else mask & keep
         causal = False
+    if sink is not None:  # one more key column: a zero key and value, its score the sink logit
+        k, v, mask, bias = with_sink(sink, k, v, mask=mask, bias=bias, T=T)  # (B, Hkv, S + 1, Dh)
     if math_path:
         if Hkv != H:
             k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, Dh)
@@ -80,7 +89,7 @@ def attention(
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # (B, H, T, S)
         dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
-        return dropped @ v, dropped  # (B, H, T, Dh), the weights as applied
+        return dropped @ v, dropped[..., :S]  # (B, H, T, Dh), the weights as applied (no sink column)
 
     attn_mask = mask
     if bias is not None:
@@ -123,6 +132,8 @@ class Attention(nn.Module):
         qk_norm_type: NormType = NormType.rmsnorm,
         norm_eps: float = 1e-6,
         softcap: float | None = None,
+        sink: AttnSink = AttnSink.none,
+        gate: AttnGate = AttnGate.none,
     ) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
@@ -143,6 +154,12 @@ class Attention(nn.Module):
             self.k_norm = build_norm(qk_norm_type, head_dim if per_head else kv_dim, norm_eps, bias)
         self.softcap = softcap  # c of c·tanh(s/c) on the scaled scores; None: no cap
         self.scale = scale  # multiplier of q·kᵀ; None: 1/sqrt(Dh) (μP: `ModelConfig.attention_multiplier`)
+        self.sink = AttentionSink(sink, n_heads) if sink != AttnSink.none else None  # model.attn_sink
+        self.gate = (
+            HeadGate(gate, d_model=d_model, n_heads=n_heads, head_dim=head_dim, bias=bias)
+            if gate != AttnGate.none
+            else None
+        )
         self.keep_weights = False  # set True to record `last_weights` (inspection only)
         self.last_weights: torch.Tensor | None = None
         self.record_max_logit = False  # set True to record `last_max_logit` (the instability monitor)
@@ -217,10 +234,13 @@ class Attention(nn.Module):
             dropout=self.dropout if self.training else 0.0,
             math_path=need_weights,
             softcap=self.softcap,
+            sink=None if self.sink is None else self.sink(q),
         )  # (B, H, T, Dh)
         if position.needs_attention_weights:
             out = out + position.value_term(weights, positions, k_positions)
         if self.keep_weights:
             self.last_weights = weights.detach()
+        if self.gate is not None:
+            out = self.gate(x, out)  # (B, H, T, Dh), each head's output gated (model.attn_gate)
         out = out.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H·Dh)
         return self.o_proj(out)

@@ -95,6 +95,7 @@ class Block(nn.Module):
         qk: dict[str, Any] = dict(
             qk_norm=cfg.qk_norm, qk_norm_type=cfg.qk_norm_kind, norm_eps=cfg.norm_eps, softcap=cfg.attn_softcap
         )
+        qk.update(sink=cfg.attn_sink, gate=cfg.attn_gate)  # zoo.nn.sink, zoo.nn.gate
         facts = BLOCK_FACTS[cfg.block]
         self.parallel = facts.parallel
         # a parallel block with shared norms holds one SubLayer (`self_attn_sub`) for all branches

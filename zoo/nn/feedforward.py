@@ -1,5 +1,5 @@
-"""Position-wise feed-forward sub-layer: plain (ReLU, GELU; Vaswani et al. 2017) or gated
-(SwiGLU, GeGLU and its tanh form; Shazeer 2020, "GLU Variants Improve Transformer").
+"""Position-wise feed-forward sub-layer: plain (ReLU, GELU; Vaswani et al. 2017; ReLU², So et al.
+2021) or gated (SwiGLU, GeGLU and its tanh form; Shazeer 2020, "GLU Variants Improve Transformer").
 
 Two registries keyed by the config's enums and built from their torch-free rows: `ACTIVATIONS`
 (each row of `zoo.config.facts.activations.ACTIVATION_FACTS` names its `torch.nn.functional`
@@ -18,14 +18,23 @@ from torch import nn
 
 from zoo.config.facts.activations import ACTIVATION_FACTS, Activation, ActivationFacts
 from zoo.config.facts.ffn import FFNKind, expert_width
+from zoo.config.facts.moe_experts import MoEExpert
 from zoo.config.schema.model import ModelConfig
+from zoo.nn.gpt_oss_experts import gpt_oss_moe
 from zoo.nn.moe import MoE
 
 
 def activation_function(facts: ActivationFacts) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The `torch.nn.functional` function a row names, with its GELU approximation."""
+    """The `torch.nn.functional` function a row names, with its GELU approximation, squared
+    where the row says so (ReLU²)."""
     fn = getattr(F, facts.function)
-    return fn if facts.approximate == "none" else partial(fn, approximate=facts.approximate)
+    fn = fn if facts.approximate == "none" else partial(fn, approximate=facts.approximate)
+    return partial(_squared, fn) if facts.squared else fn
+
+
+def _squared(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """fn(x)², e.g. ReLU² = max(0, x)² (So et al. 2021, Primer)."""
+    return fn(x).square()
 
 
 ACTIVATIONS: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -74,6 +83,8 @@ def moe(cfg: ModelConfig) -> nn.Module:
     shared = (
         FeedForward(cfg.d_model, cfg.moe_shared * width, cfg.activation, False, cfg.dropout) if cfg.moe_shared else None
     )
+    if cfg.moe_expert == MoEExpert.gpt_oss:  # router and experts with biases, clamped SwiGLU (zoo.nn.gpt_oss_experts)
+        return gpt_oss_moe(cfg, shared)
     return MoE(cfg, act=ACTIVATIONS[cfg.activation], shared=shared)
 
 

@@ -47,13 +47,22 @@ def test_every_kind_has_a_row_a_function_and_a_config_file():
     assert GATED == tuple(k for k in KINDS if ACTIVATION_FACTS[k].gated)
 
 
+def formula(kind: Activation):
+    """The row's textbook formula, squared where the row says so (ReLU², So et al. 2021)."""
+    facts = ACTIVATION_FACTS[kind]
+    act = FORMULAS[facts.function, facts.approximate]
+    return (lambda x: act(x) ** 2) if facts.squared else act
+
+
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 def test_a_kinds_function_computes_its_rows_formula(kind):
-    facts = ACTIVATION_FACTS[kind]
     x = torch.linspace(-6, 6, 241, dtype=torch.float64)
-    torch.testing.assert_close(
-        ACTIVATIONS[kind](x), FORMULAS[facts.function, facts.approximate](x), rtol=1e-6, atol=1e-6
-    )
+    torch.testing.assert_close(ACTIVATIONS[kind](x), formula(kind)(x), rtol=1e-6, atol=1e-6)
+
+
+def test_relu2_is_the_square_of_relu():
+    x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 3.0])
+    assert ACTIVATIONS[Activation.relu2](x).tolist() == [0.0, 0.0, 0.0, 0.25, 9.0]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
@@ -62,7 +71,7 @@ def test_a_unit_is_gated_as_its_row_says(kind):
     unit = FeedForward(8, 12, kind, bias=True, dropout=0.0)
     x = torch.randn(2, 3, 8)
     h = x @ unit.w_in.weight.T + unit.w_in.bias  # (B, T, F or 2·F)
-    act = FORMULAS[facts.function, facts.approximate]
+    act = formula(kind)
     h = act(h[..., :12]) * h[..., 12:] if facts.gated else act(h)
     torch.testing.assert_close(unit(x), h @ unit.w_out.weight.T + unit.w_out.bias, rtol=1e-5, atol=1e-6)
     assert unit.w_in.out_features == (24 if facts.gated else 12)

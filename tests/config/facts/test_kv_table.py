@@ -93,3 +93,10 @@ def test_the_instability_monitor_reads_a_latent_layers_maximum_logit():
     with torch.no_grad():
         model(torch.randint(0, 37, (2, 8)))
     assert all(m.last_max_logit is not None and torch.isfinite(m.last_max_logit) for m in layers)
+
+
+@pytest.mark.parametrize("key,kind", [("attn_sink", "learned"), ("attn_sink", "off_by_one"), ("attn_gate", "headwise")])
+def test_a_per_head_sink_or_gate_is_refused_with_latent_attention(key, kind):
+    """LatentAttention has neither the sink column nor the output gate: refused, not ignored."""
+    with pytest.raises(ConfigError, match=f"model.{key}={kind} is built into per-head attention"):
+        ModelConfig(**tiny("decoder_only", "rope", **LATENT, **{key: kind}))

@@ -25,13 +25,16 @@ def setting(cfg: ModelConfig, key: str) -> Any:
 
 
 def refuse_unmapped(cfg: ModelConfig, mapped: Mapping[str, Collection], peer: str) -> None:
-    """PeerUnavailable for the first model-level axis whose kind in `cfg` the peer does not map
-    (`mapped`: config key -> the kinds it maps; an axis not listed: its default kind only)."""
+    """PeerUnavailable naming every model-level axis whose kind in `cfg` the peer does not map
+    (`mapped`: config key -> the kinds it maps; an axis not listed: its default kind only), so
+    that a kind that comes with another (an expert kind with model.ffn=moe) is named too."""
     default = ModelConfig()
+    unmapped = []
     for axis in AXES:
         if not axis.model_level:
             continue
         kind = setting(cfg, axis.key)
-        known = mapped.get(axis.key, (setting(default, axis.key),))
-        if kind not in known:
-            raise PeerUnavailable(f"{peer} has no equivalent of {axis.key}={kind.value}")
+        if kind not in mapped.get(axis.key, (setting(default, axis.key),)):
+            unmapped.append(f"{axis.key}={kind.value}")
+    if unmapped:
+        raise PeerUnavailable(f"{peer} has no equivalent of {', '.join(unmapped)}")

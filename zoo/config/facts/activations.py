@@ -18,6 +18,7 @@ class Activation(Choice):
     swiglu = "swiglu"  # Shazeer 2020, GLU variants
     geglu = "geglu"
     geglu_tanh = "geglu_tanh"  # GeGLU with the tanh GELU, as in T5 v1.1 ("gated-gelu")
+    relu2 = "relu2"  # ReLU squared, max(0, x)² (So et al. 2021, Primer; modded-nanogpt)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,12 +31,15 @@ class ActivationFacts:
       gated).
     - `approximate`: its GELU approximation ("none" or "tanh"; "none" for the others).
     - `paper`: where it comes from.
+    - `squared`: the function's output is squared, f(x)² (ReLU², Primer): elementwise, no
+      parameter or matrix multiply added.
     """
 
     gated: bool
     function: str
     paper: str
     approximate: str = "none"
+    squared: bool = False
 
 
 ACTIVATION_FACTS: dict[Activation, ActivationFacts] = {
@@ -48,6 +52,12 @@ ACTIVATION_FACTS: dict[Activation, ActivationFacts] = {
     Activation.geglu: ActivationFacts(gated=True, function="gelu", paper="Shazeer 2020 (GLU variants)"),
     Activation.geglu_tanh: ActivationFacts(
         gated=True, function="gelu", approximate="tanh", paper="Shazeer 2020; T5 v1.1 and Gemma (gated-gelu)"
+    ),
+    Activation.relu2: ActivationFacts(
+        gated=False,
+        function="relu",
+        squared=True,
+        paper="So et al. 2021 (Primer: squared ReLU); modded-nanogpt's speedrun records",
     ),
 }
 

@@ -30,7 +30,9 @@ from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind
 from zoo.config.facts.blocks import BLOCK_FACTS, QK_NORM_FACTS, BlockKind, QKNorm
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind
+from zoo.config.facts.heads import GATE_FACTS, SINK_FACTS, AttnGate, AttnSink
 from zoo.config.facts.kv import KV_FACTS, KVKind
+from zoo.config.facts.moe_experts import EXPERT_FACTS, MoEExpert
 from zoo.config.facts.moe_routing import BALANCE_FACTS, MoEBalance
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
@@ -123,6 +125,21 @@ def _moe_balance(kind: MoEBalance) -> dict[str, Any]:
     return {**_ffn(FFNKind.moe), "model.moe_balance": kind.value}
 
 
+def _moe_expert(kind: MoEExpert) -> dict[str, Any]:
+    """An expert kind: plain, the default, as it is (the model.ffn axis covers its mixture);
+    gpt_oss in `_ffn`'s small mixture without shared experts, with its SwiGLU and the attention
+    biases gpt-oss has (model.bias)."""
+    if kind == MoEExpert.plain:
+        return {"model.moe_expert": kind.value}
+    return {
+        **_ffn(FFNKind.moe),
+        "model.moe_shared": 0,
+        "model.moe_expert": kind.value,
+        "model.activation": "swiglu",
+        "model.bias": True,
+    }
+
+
 def _task(kind: TaskKind) -> dict[str, Any]:
     """A training objective, with the first family that trains it (a masked LM's encoder)."""
     return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
@@ -144,6 +161,9 @@ AXES: list[Axis] = [
     Axis("tokenizer.kind", TokenizerKind, TOKENIZER_FACTS),
     Axis("model.kv", KVKind, KV_FACTS, overrides=_kv),
     Axis("model.moe_balance", MoEBalance, BALANCE_FACTS, overrides=_moe_balance),
+    Axis("model.attn_sink", AttnSink, SINK_FACTS),
+    Axis("model.attn_gate", AttnGate, GATE_FACTS),
+    Axis("model.moe_expert", MoEExpert, EXPERT_FACTS, overrides=_moe_expert),
 ]
 
 

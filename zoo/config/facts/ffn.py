@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import ACTIVATION_FACTS
+from zoo.config.facts.moe_experts import EXPERT_FACTS, expert_bias_parameters, expert_kind
 from zoo.config.facts.moe_routing import ROUTING_KEYS, MoEBalance, mixture_layer
 from zoo.config.facts.starts import NORMAL, Starts
 
@@ -98,9 +99,11 @@ def expert_width(cfg: ModelConfig, F: int) -> int:
 
 def _moe_parameters(cfg: ModelConfig, F: int, experts: int) -> int:
     """The router (E × D, no bias), `experts` units of the expert width, and the shared experts
-    (one dense unit moe_shared times as wide). Biases are refused with moe."""
+    (one dense unit moe_shared times as wide). Biases are refused with moe, except the router's
+    and the routed experts' of an expert kind that has them (`zoo.config.facts.moe_experts`)."""
     Fe, D = expert_width(cfg, F), cfg.d_model
-    return cfg.moe_experts * D + (experts + cfg.moe_shared) * _unit_parameters(D, Fe, gated(cfg), False)
+    biases = expert_bias_parameters(cfg, Fe, experts)
+    return cfg.moe_experts * D + (experts + cfg.moe_shared) * _unit_parameters(D, Fe, gated(cfg), False) + biases
 
 
 def _moe_total(cfg: ModelConfig, F: int) -> int:
@@ -121,7 +124,7 @@ def _moe_flops(cfg: ModelConfig, F: int) -> int:
 def _moe_refuses(cfg: ModelConfig) -> str | None:
     """Biases (the stacked expert weights hold none) and μP (its rules for the stacked expert
     matrices and the router are not worked out here)."""
-    if cfg.bias:
+    if cfg.bias and not EXPERT_FACTS[expert_kind(cfg)].biases:  # model.moe_expert=gpt_oss holds them
         return "model.ffn=moe holds no biases (router and experts as in Mixtral and OLMoE): set model.bias=false"
     if cfg.parametrization.value != "standard":
         return (
@@ -160,7 +163,13 @@ FFN_FACTS: dict[FFNKind, FFNFacts] = {
         active=_moe_active,
         flops=_moe_flops,
         refuses=_moe_refuses,
-        keys=(*(f"model.{name}" for name in MOE_KEYS), "task.moe_balance", "task.moe_router_z", "task.moe_seq_balance"),
+        keys=(
+            *(f"model.{name}" for name in MOE_KEYS),
+            "task.moe_balance",
+            "task.moe_router_z",
+            "task.moe_seq_balance",
+            "model.moe_expert",
+        ),
         starts={"w_in": NORMAL, "w_out": NORMAL},  # zoo.nn.moe.Experts: Normal(0, model.init_std)
     ),
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from zoo.config.facts.attention import keys_attended, stack_windows
 from zoo.config.facts.ffn import FFNKind, ffn_flops, layer_kinds
+from zoo.config.facts.heads import heads_flops
 from zoo.config.facts.kv import KV_FACTS
 from zoo.config.facts.positions import POSITION_FACTS
 from zoo.config.schema.model import ModelConfig
@@ -22,9 +23,10 @@ from zoo.config.schema.params import stack_layers
 
 def attention_projection_flops(cfg: ModelConfig) -> int:
     """W_q (D × H·Dh), W_k and W_v (D × Hkv·Dh each), W_o (H·Dh × D) for one token (a
-    cross-attention's W_k, W_v run on the source token, counted with it)."""
+    cross-attention's W_k, W_v run on the source token, counted with it); and what a sink (its
+    zero key column) and an output gate (W_g) add, from their rows (`zoo.config.facts.heads`)."""
     D, q, kv = cfg.d_model, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
-    return 2 * (D * (q + 2 * kv) + q * D)
+    return 2 * (D * (q + 2 * kv) + q * D) + heads_flops(cfg)
 
 
 def attention_score_flops(cfg: ModelConfig, seq_len: int) -> int:

@@ -21,8 +21,10 @@ from zoo.config.facts.attention import AttentionKind, check_attention
 from zoo.config.facts.blocks import BLOCK_FACTS, BlockKind, QKNorm, check_block, check_softcap
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
+from zoo.config.facts.heads import AttnGate, AttnSink, check_heads
 from zoo.config.facts.kv import KVKind, check_kv
 from zoo.config.facts.layers import check_every_kth
+from zoo.config.facts.moe_experts import MoEExpert, check_expert
 from zoo.config.facts.moe_routing import BALANCE_FACTS, DEFAULT_BIAS_RATE, MoEBalance, check_moe_routing
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -368,6 +370,32 @@ class ModelConfig:
             "(DeepSeek-V3's first_k_dense_replace: 3); 0 = none"
         },
     )
+    # attention sink and output gate (rows: zoo.config.facts.heads)
+    attn_sink: AttnSink = field(
+        default=AttnSink.none,
+        metadata={
+            "help": f"a sink logit in each head's softmax denominator: {AttnSink.listed()} (learned: one "
+            "per head, gpt-oss; off_by_one: fixed at 0, Miller 2023); one zero key/value column more "
+            "per query (rows: zoo.config.facts.heads.SINK_FACTS)"
+        },
+    )
+    attn_gate: AttnGate = field(
+        default=AttnGate.none,
+        metadata={
+            "help": f"a sigmoid gate on each head's output before W_o, sigmoid(x W_g): {AttnGate.listed()} "
+            "(headwise: one per head, W_g D×H; elementwise: one per head dimension, W_g D×H·Dh; Qiu et "
+            "al. 2025, Qwen3-Next) (rows: zoo.config.facts.heads.GATE_FACTS)"
+        },
+    )
+    # the kind of expert a mixture holds (rows: zoo.config.facts.moe_experts)
+    moe_expert: MoEExpert = field(
+        default=MoEExpert.plain,
+        metadata={
+            "help": f"moe: the experts' kind, {MoEExpert.listed()} (plain: no biases, model.activation; "
+            "gpt_oss: router and experts with biases, gpt-oss's clamped SwiGLU) "
+            "(rows: zoo.config.facts.moe_experts.EXPERT_FACTS)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -412,6 +440,8 @@ class ModelConfig:
         check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
         check_kv(self, settle)  # model.kv and the latent widths (zoo.config.facts.kv)
         settle(self, "moe_balance", check_moe_routing(self))  # moe balancing and DeepSeek-V3's routing
+        for name, kind in {**check_heads(self), **check_expert(self)}.items():  # attn_sink, attn_gate, moe_expert
+            settle(self, name, kind)
 
     @property
     def embedding_std(self) -> float:

@@ -24,6 +24,7 @@ from zoo.config.facts.activations import GATED
 from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.ffn import ffn_parameters, layer_kinds
+from zoo.config.facts.heads import heads_parameters
 from zoo.config.facts.kv import KV_FACTS
 from zoo.config.facts.norms import NORM_FACTS, norm_parameters
 from zoo.config.facts.placements import PLACEMENT_FACTS
@@ -50,11 +51,11 @@ def attention_params(cfg: ModelConfig) -> int:
     """One attention sub-layer: W_q (D × H·Dh), W_k and W_v (D × Hkv·Dh each), W_o (H·Dh × D);
     with model.bias, biases H·Dh + 2·Hkv·Dh + D; and its QK-norm (model.qk_norm). Self-attention
     fuses W_q, W_k, W_v into one matrix, cross-attention fuses W_k, W_v only: the same count
-    either way."""
+    either way. A sink and an output gate add their rows' (`zoo.config.facts.heads`)."""
     D, q, kv = cfg.d_model, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     weights = D * (q + 2 * kv) + q * D
     biases = (q + 2 * kv + D) if cfg.bias else 0
-    return weights + biases + qk_norm_params(cfg)
+    return weights + biases + qk_norm_params(cfg) + heads_parameters(cfg)
 
 
 def self_attention_params(cfg: ModelConfig) -> int:

@@ -13,7 +13,9 @@ attention and logits, sliding-window layers between global ones, scaled embeddin
 (norms after the sublayers, QK-norm over the whole projection) and GPT-NeoX (attention and
 feed-forward in parallel from two norms); and the mixtures of experts Mixtral (Llama's block),
 OLMoE (QK-norm over the projection) and Qwen3-MoE (Qwen3's block, mixtures in every k-th
-layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them. A config field
+layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them; and gpt-oss
+(attention biases and sinks, sliding/full layers, experts with biases and a clamped SwiGLU:
+`model.moe_expert=gpt_oss`). A config field
 the converter cannot reproduce exactly (an unknown RoPE scaling, a bias on some projections
 only, ...) raises `UnsupportedConfig` naming it, instead of building a different model.
 `transformers` is imported only here.
@@ -34,6 +36,7 @@ from zoo.interop.hf.deepseek_v3 import DEEPSEEK_V3
 from zoo.interop.hf.gemma2 import GEMMA2
 from zoo.interop.hf.gpt2 import GPT2
 from zoo.interop.hf.gpt_neox import GPT_NEOX
+from zoo.interop.hf.gpt_oss import GPT_OSS
 from zoo.interop.hf.llama import LLAMA
 from zoo.interop.hf.mixtral import MIXTRAL
 from zoo.interop.hf.olmo2 import OLMO2
@@ -44,7 +47,22 @@ from zoo.interop.hf.t5 import T5
 from zoo.interop.hf.table import Converter
 
 # model_type of the transformers config -> its converter (export tries them in this order)
-FAMILIES = (LLAMA, GPT2, BERT, T5, BART, QWEN3, GEMMA2, OLMO2, GPT_NEOX, MIXTRAL, OLMOE, QWEN3_MOE, DEEPSEEK_V3)
+FAMILIES = (
+    LLAMA,
+    GPT2,
+    BERT,
+    T5,
+    BART,
+    QWEN3,
+    GEMMA2,
+    OLMO2,
+    GPT_NEOX,
+    MIXTRAL,
+    OLMOE,
+    QWEN3_MOE,
+    DEEPSEEK_V3,
+    GPT_OSS,
+)
 CONVERTERS = {family.model_type: Converter(family) for family in FAMILIES}
 
 

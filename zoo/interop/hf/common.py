@@ -94,6 +94,10 @@ OPTIONS = {
     "moe_top_groups": (1,),
     "moe_scale": (1.0,),
     "moe_first_dense": (0,),
+    # the attention sink and output gate (zoo.config.facts.heads), off
+    "attn_sink": ("none",),
+    "attn_gate": ("none",),
+    "moe_expert": ("plain",),  # the mixtures' experts without biases (gpt-oss's: zoo.interop.hf.gpt_oss)
 }
 
 
