@@ -34,6 +34,7 @@ from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import POSITION_FACTS, PositionKind
+from zoo.config.facts.residuals import HYPER_FACTS, VALUE_RESIDUAL_FACTS, HyperConnections, ValueResidual
 from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
 from zoo.config.facts.tasks import TASK_SPECS, TaskKind, families_of
 from zoo.config.facts.tokenizers import TOKENIZER_FACTS, TokenizerKind
@@ -104,6 +105,13 @@ def _task(kind: TaskKind) -> dict[str, Any]:
     return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
 
 
+def _hyper(kind: HyperConnections) -> dict[str, Any]:
+    """Hyper-connections over two streams (the fewest that are not the plain residual)."""
+    if kind == HyperConnections.none:
+        return {"model.hyper_connections": kind.value}
+    return {"model.hyper_connections": kind.value, "model.residual_streams": 2}
+
+
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
@@ -118,6 +126,8 @@ AXES: list[Axis] = [
     Axis("model.qk_norm", QKNorm, QK_NORM_FACTS),
     Axis("task.kind", TaskKind, TASK_SPECS, overrides=_task),
     Axis("tokenizer.kind", TokenizerKind, TOKENIZER_FACTS),
+    Axis("model.value_residual", ValueResidual, VALUE_RESIDUAL_FACTS),
+    Axis("model.hyper_connections", HyperConnections, HYPER_FACTS, overrides=_hyper),
 ]
 
 

@@ -25,6 +25,15 @@ from zoo.config.facts.layers import check_every_kth
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
+from zoo.config.facts.residuals import (
+    DEFAULT_STREAMS,
+    HYPER_FACTS,
+    VALUE_EMBED_FACTS,
+    VALUE_RESIDUAL_FACTS,
+    HyperConnections,
+    ValueResidual,
+    check_residuals,
+)
 from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
 from zoo.config.schema.frozen import settle
 from zoo.config.schema.position import PositionConfig
@@ -299,6 +308,33 @@ class ModelConfig:
             "(model.d_ff wide); 1 = every layer"
         },
     )
+    # value residual, value embeddings, hyper-connections (rows: zoo.config.facts.residuals)
+    value_residual: ValueResidual = field(
+        default=ValueResidual.none,
+        metadata={
+            "help": "; ".join(f"{kind.value}: {row.what}" for kind, row in VALUE_RESIDUAL_FACTS.items())
+            + " (rows: zoo.config.facts.residuals.VALUE_RESIDUAL_FACTS)"
+        },
+    )
+    value_embeds: int = field(
+        default=0,
+        metadata={"help": f"value embeddings, k tables (0 = none): {VALUE_EMBED_FACTS.what}"},
+    )
+    hyper_connections: HyperConnections = field(
+        default=HyperConnections.none,
+        metadata={
+            "help": "; ".join(f"{kind.value}: {row.what}" for kind, row in HYPER_FACTS.items())
+            + " (rows: zoo.config.facts.residuals.HYPER_FACTS)"
+        },
+    )
+    residual_streams: Derived = field(
+        default=DERIVED,
+        metadata={
+            "help": f"n, the residual streams of model.hyper_connections; default {DEFAULT_STREAMS} with "
+            f"hyper-connections, 1 (the plain residual, the only value) with model.hyper_connections="
+            f"{HyperConnections.none.value}"
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -341,6 +377,7 @@ class ModelConfig:
         settle(self, "attention", AttentionKind.parse(self.attention, "model.attention"))
         check_attention(self)
         check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
+        check_residuals(self, settle)  # model.value_residual, value_embeds, hyper_connections, residual_streams
 
     @property
     def embedding_std(self) -> float:

@@ -78,6 +78,11 @@ OPTIONS = {
     "moe_capacity": (None,),
     "moe_every": (1,),
     "param_budget_counts": ("total", "active"),
+    # value residual, value embeddings, hyper-connections: no family has them
+    "value_residual": ("none",),
+    "value_embeds": (0,),
+    "hyper_connections": ("none",),
+    "residual_streams": (1,),
 }
 
 
