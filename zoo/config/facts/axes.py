@@ -105,6 +105,13 @@ def _task(kind: TaskKind) -> dict[str, Any]:
     return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
 
 
+def _value_residual(kind: ValueResidual) -> dict[str, Any]:
+    """A value residual, in two layers (one to mix with: one layer is refused)."""
+    if kind == ValueResidual.none:
+        return {"model.value_residual": kind.value}
+    return {"model.value_residual": kind.value, "model.n_layers": 2}
+
+
 def _hyper(kind: HyperConnections) -> dict[str, Any]:
     """Hyper-connections over two streams (the fewest that are not the plain residual)."""
     if kind == HyperConnections.none:
@@ -126,7 +133,7 @@ AXES: list[Axis] = [
     Axis("model.qk_norm", QKNorm, QK_NORM_FACTS),
     Axis("task.kind", TaskKind, TASK_SPECS, overrides=_task),
     Axis("tokenizer.kind", TokenizerKind, TOKENIZER_FACTS),
-    Axis("model.value_residual", ValueResidual, VALUE_RESIDUAL_FACTS),
+    Axis("model.value_residual", ValueResidual, VALUE_RESIDUAL_FACTS, overrides=_value_residual),
     Axis("model.hyper_connections", HyperConnections, HYPER_FACTS, overrides=_hyper),
 ]
 
