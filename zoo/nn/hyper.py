@@ -43,8 +43,8 @@ class HyperConnection(nn.Module):
             self.norm = build_norm(cfg.norm_type, D, cfg.norm_eps, cfg.bias)
             self.alpha_fn = nn.Parameter(torch.empty(D, n + 1))  # (D, n + 1) W_α
             self.beta_fn = nn.Parameter(torch.empty(D, 1))  # (D, 1) W_β
-            self.alpha_scale = nn.Parameter(torch.empty(()))  # s_α
-            self.beta_scale = nn.Parameter(torch.empty(()))  # s_β
+            self.alpha_scale = nn.Parameter(torch.empty(1))  # (1,) s_α (FSDP2 shards no 0-d parameter)
+            self.beta_scale = nn.Parameter(torch.empty(1))  # (1,) s_β
 
     def weights(self, streams: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(α, β) for streams (B, T, n, D): static (n, n + 1), (n,); dynamic (B, T, n, n + 1),

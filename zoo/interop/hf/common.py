@@ -82,7 +82,7 @@ OPTIONS = {
     "value_residual": ("none",),
     "value_embeds": (0,),
     "hyper_connections": ("none",),
-    "residual_streams": (1,),
+    "residual_streams": (None, 1),  # None: derived, 1 with model.hyper_connections=none
 }
 
 
