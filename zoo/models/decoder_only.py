@@ -50,5 +50,6 @@ class DecoderOnly(ZooModel):
             key_padding=attention_mask,
             cache=cache,
             document_ids=document_ids,
+            token_ids=input_ids,  # model.value_embeds
         )  # (B, T, D)
         return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h, cache=cache)

@@ -26,7 +26,9 @@ class EncoderDecoder(ZooModel):
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (B, S) -> encoder states (B, S, D)."""
         positions = make_position_ids(attention_mask, input_ids.shape[1], None, input_ids.device)
-        return self.encoder(self.embed_tokens(input_ids), positions=positions, key_padding=attention_mask)
+        return self.encoder(
+            self.embed_tokens(input_ids), positions=positions, key_padding=attention_mask, token_ids=input_ids
+        )
 
     def forward(
         self,
@@ -59,6 +61,7 @@ class EncoderDecoder(ZooModel):
             memory=encoder_hidden_states,
             memory_padding=attention_mask,
             cache=cache,
+            token_ids=decoder_input_ids,  # model.value_embeds
         )  # (B, T, D)
         return ModelOutput(
             logits=self.logits(h) if return_logits else None,

@@ -30,6 +30,9 @@ class EncoderOnly(ZooModel):
         if position_ids is None:
             position_ids = make_position_ids(attention_mask, T, None, input_ids.device)
         h = self.encoder(
-            self.embed_tokens(input_ids, token_type_ids), positions=position_ids, key_padding=attention_mask
+            self.embed_tokens(input_ids, token_type_ids),
+            positions=position_ids,
+            key_padding=attention_mask,
+            token_ids=input_ids,  # model.value_embeds
         )  # (B, T, D)
         return ModelOutput(logits=self.logits(h) if return_logits else None, hidden_states=h)

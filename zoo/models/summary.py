@@ -9,6 +9,7 @@ from zoo.config.schema.flops import flops_per_token
 from zoo.config.schema.params import active_non_embedding_params, non_embedding_params
 from zoo.models.base import ZooModel
 from zoo.nn.position.base import PositionScheme
+from zoo.nn.values import ValueStream
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ def summarize(model: ZooModel, seq_len: int | None = None) -> ModelSummary:
         for module in model.modules():
             if isinstance(module, PositionScheme):
                 embedding.update((id(p), p) for p in module.parameters())
+    for module in model.modules():  # value-embedding tables (model.value_embeds)
+        if isinstance(module, ValueStream):
+            embedding.update((id(p), p) for p in module.tables.parameters())
     n_embedding = sum(p.numel() for p in embedding.values())
 
     flops = flops_per_token(cfg, seq_len, output_head=model.lm_head is not None)

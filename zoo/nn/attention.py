@@ -9,6 +9,7 @@ soft-cap of the scores (Gemma 2), an optional sink logit in each head's softmax 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -192,7 +193,10 @@ class Attention(nn.Module):
         causal: bool = False,
         memory: torch.Tensor | None = None,
         cache: LayerCache | None = None,
+        values: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
+        """`values`: a hook on the self-attention's values (B, Hkv, T, Dh) of the new tokens,
+        before the KV cache keeps them (`zoo.nn.values`: value residual, value embeddings)."""
         B, T, _ = x.shape
         H, Hkv, Dh = self.n_heads, self.n_kv_heads, self.head_dim
         if self.cross:
@@ -211,6 +215,8 @@ class Attention(nn.Module):
             q = self._qk_heads(q, H, "q_norm")  # (B, H, T, Dh)
             k = self._qk_heads(k, Hkv, "k_norm")  # (B, Hkv, T, Dh)
             v = self._heads(v, Hkv)  # (B, Hkv, T, Dh)
+            if values is not None:
+                v = values(v)  # (B, Hkv, T, Dh)
             k_positions = positions
             if cache is not None and position.keys_transformed_alone:
                 q, k, _ = position.attend(q, k, positions, positions)  # only the new keys: (B, Hkv, T, Dh)

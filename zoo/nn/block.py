@@ -34,12 +34,14 @@ from zoo.nn.documents import DocumentMask
 from zoo.nn.feedforward import build_ffn
 from zoo.nn.flex import band_block_mask, use_flex
 from zoo.nn.host import host_reads_are_free
+from zoo.nn.hyper import block_connections, expand, reduce
 from zoo.nn.latent_attention import LatentAttention
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
 from zoo.nn.position import POSITIONS, PositionScheme, build_position
 from zoo.nn.position.base import SharedBias
 from zoo.nn.position.none import NoPositions
+from zoo.nn.values import ValueHook, ValueStream
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import BlockMask
@@ -107,6 +109,7 @@ class Block(nn.Module):
         self.cross_attn_sub = SubLayer(cfg) if cross and own else None
         self.ff = build_ffn(cfg, ffn)  # `ffn`'s unit, default model.ffn's (zoo.nn.feedforward.FFNS)
         self.ff_sub = SubLayer(cfg) if own else None
+        self.hyper: nn.ModuleList | None = None  # one per residual site over n streams (`zoo.nn.hyper`), set by Stack
 
     def forward(
         self,
@@ -119,9 +122,18 @@ class Block(nn.Module):
         memory: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
         cache: LayerCache | None = None,
+        values: ValueHook | None = None,
     ) -> torch.Tensor:
+        """`values`: the hook of the value residual and value embeddings (`zoo.nn.values`) on
+        the self-attention's values; with hyper-connections x is the streams (B, T, n, D)."""
+
+        # the value hook reaches per-head attention only (latent attention refuses the value options)
+        hook = {} if values is None else {"values": values}
+
         def self_attn(h: torch.Tensor) -> torch.Tensor:
-            return self.self_attn(h, positions=positions, position=position, mask=mask, causal=causal, cache=cache)
+            return self.self_attn(
+                h, positions=positions, position=position, mask=mask, causal=causal, cache=cache, **hook
+            )
 
         def cross_attn(h: torch.Tensor) -> torch.Tensor:
             assert self.cross_attn is not None  # called only by a block with cross-attention
@@ -131,11 +143,18 @@ class Block(nn.Module):
 
         if self.parallel:
             return self._parallel(x, self_attn, cross_attn)
-        x = self.self_attn_sub(x, self_attn)
+        x = self._residual(0, self.self_attn_sub, x, self_attn)
         if self.cross_attn_sub is not None:  # a block with cross-attention (its norms its own)
-            x = self.cross_attn_sub(x, cross_attn)
+            x = self._residual(1, self.cross_attn_sub, x, cross_attn)
         assert self.ff_sub is not None  # norms of its own: shared ones take `_parallel`
-        return self.ff_sub(x, self.ff)
+        return self._residual(-1, self.ff_sub, x, self.ff)
+
+    def _residual(self, site: int, sub: SubLayer, x: torch.Tensor, fn: Callable) -> torch.Tensor:
+        """`sub`'s residual connection around `fn`; with hyper-connections, residual site `site`'s
+        over the streams x (B, T, n, D)."""
+        if self.hyper is None:
+            return sub(x, fn)
+        return self.hyper[site](x, lambda h: sub.branch(h, fn))
 
     def _parallel(self, x: torch.Tensor, self_attn: Callable, cross_attn: Callable) -> torch.Tensor:
         """Every sub-layer reads the block's input x (B, T, D); their outputs add to one residual:
@@ -143,8 +162,10 @@ class Block(nn.Module):
         branches' sum), or each through its own (`SubLayer.branch`)."""
         fns = [self_attn] + ([cross_attn] if self.cross_attn is not None else []) + [self.ff]
         if self.ff_sub is None:  # shared norms
-            return self.self_attn_sub(x, lambda h: sum(fn(h) for fn in fns))
+            return self._residual(0, self.self_attn_sub, x, lambda h: sum(fn(h) for fn in fns))
         subs = [self.self_attn_sub] + ([self.cross_attn_sub] if self.cross_attn_sub is not None else []) + [self.ff_sub]
+        if self.hyper is not None:  # one site for all the branches
+            return self.hyper[0](x, lambda h: sum(sub.branch(h, fn) for sub, fn in zip(subs, fns)))
         return x + sum(sub.branch(x, fn) for sub, fn in zip(subs, fns))
 
 
@@ -165,6 +186,11 @@ class Stack(nn.Module):
         self.causal = causal
         self.checkpoint_activations = cfg.checkpoint_activations
         self.layers = nn.ModuleList(Block(cfg, cross=cross, ffn=kind) for kind in layer_kinds(cfg, n_layers))
+        # hyper-connections and the value options (model.residual_streams, value_residual, value_embeds)
+        self.streams = cfg.residual_streams
+        for i, layer in enumerate(self.layers):
+            cast(Block, layer).hyper = block_connections(cfg, i, cross=cross)
+        self.values = ValueStream(cfg, n_layers) if ValueStream.wanted(cfg) else None
         # sliding-window attention: each layer's window (None = full); one window per stack
         self.windows = stack_windows(cfg, n_layers)
         self.window = next((w for w in self.windows if w is not None), None)
@@ -273,9 +299,11 @@ class Stack(nn.Module):
         memory_padding: torch.Tensor | None = None,
         cache: Cache | None = None,
         document_ids: torch.Tensor | None = None,
+        token_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """`document_ids` (B, T): packed documents (`zoo.nn.documents`), each token attends
-        within its own document only; a forward of the whole window, no cache."""
+        within its own document only; a forward of the whole window, no cache. `token_ids`
+        (B, T): the tokens of x, which value embeddings (model.value_embeds) look up."""
         B, T, _ = x.shape
         # no padding: no mask, so SDPA can take its fused causal / unmasked path (where reading the
         # mask is free; elsewhere the data path leaves out a mask without padding)
@@ -344,6 +372,8 @@ class Stack(nn.Module):
             # the layers share one bias tensor in this forward (not under checkpointing: a
             # layer's recomputation must redo what its first run did)
             shared = SharedBias(first)
+        values = self.values.hooks(token_ids) if self.values is not None else None
+        x = expand(x, self.streams)  # (B, T, n, D) with hyper-connections
         for i, layer in enumerate(self.layers):
             run = partial(checkpoint, layer, use_reentrant=False) if recompute else layer
             x = run(
@@ -355,5 +385,6 @@ class Stack(nn.Module):
                 memory=memory,
                 memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None,
+                values=values[i] if values is not None else None,
             )
-        return self.final_norm(x)
+        return self.final_norm(reduce(x, self.streams))

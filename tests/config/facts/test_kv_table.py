@@ -100,3 +100,16 @@ def test_a_per_head_sink_or_gate_is_refused_with_latent_attention(key, kind):
     """LatentAttention has neither the sink column nor the output gate: refused, not ignored."""
     with pytest.raises(ConfigError, match=f"model.{key}={kind} is built into per-head attention"):
         ModelConfig(**tiny("decoder_only", "rope", **LATENT, **{key: kind}))
+
+
+@pytest.mark.parametrize("key,value", [("value_residual", "fixed"), ("value_embeds", 1)])
+def test_the_value_options_are_refused_with_latent_attention(key, value):
+    """LatentAttention projects no per-head values before its cache: refused, not ignored."""
+    with pytest.raises(ConfigError, match=f"model.{key}={value} mixes per-head values"):
+        ModelConfig(**tiny("decoder_only", "rope", **LATENT, **{key: value}))
+
+
+def test_latent_attention_takes_hyper_connections():
+    """Hyper-connections act around the block, so latent attention builds and runs with them."""
+    model = zoo.build_model(tiny("decoder_only", "rope", **LATENT, hyper_connections="static")).eval()
+    assert model(torch.randint(0, 37, (2, 6))).logits.shape == (2, 6, 37)

@@ -20,6 +20,7 @@ from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.workload import Workload
 from zoo.config.facts.blocks import non_default_block_options
+from zoo.config.facts.residuals import non_default_residual_options
 from zoo.config.schema.model import Activation, Family, FFNKind, NormPlacement, NormType, PositionKind
 
 MLPS = {  # zoo activation -> (litgpt MLP class, its GELU approximation)
@@ -53,8 +54,9 @@ def config_kwargs(work: Workload) -> dict:
     if cfg.position.kind not in ROPE:
         raise PeerUnavailable(f"litgpt has RoPE only, not {cfg.position.kind.value}")
     refuse_unmapped(cfg, MAPPED, "litgpt")
-    if non_default_block_options(cfg):  # the soft-caps, which are no axis of kinds
-        raise PeerUnavailable(f"litgpt has no equivalent of {', '.join(non_default_block_options(cfg))}")
+    unmapped = non_default_block_options(cfg) + non_default_residual_options(cfg)  # the soft-caps, value_embeds
+    if unmapped:  # options that are no axis of kinds
+        raise PeerUnavailable(f"litgpt has no equivalent of {', '.join(unmapped)}")
     mlp, approximate = MLPS[cfg.activation]
     return dict(
         name="zoo-workload",

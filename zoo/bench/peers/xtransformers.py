@@ -13,6 +13,7 @@ from zoo.bench.peers.mapped import refuse_unmapped
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.workload import Workload
 from zoo.config.facts.blocks import non_default_block_options
+from zoo.config.facts.residuals import non_default_residual_options
 from zoo.config.schema.model import Activation, Family, FFNKind, NormPlacement, NormType, PositionKind
 
 POSITIONS = {
@@ -47,8 +48,9 @@ def decoder_kwargs(work: Workload) -> tuple[dict, dict]:
     if cfg.position.kind not in POSITIONS:
         raise PeerUnavailable(f"position {cfg.position.kind.value} is not mapped")
     refuse_unmapped(cfg, MAPPED, "x-transformers")
-    if non_default_block_options(cfg):  # the soft-caps, which are no axis of kinds
-        raise PeerUnavailable(f"x-transformers has no equivalent of {', '.join(non_default_block_options(cfg))}")
+    unmapped = non_default_block_options(cfg) + non_default_residual_options(cfg)  # the soft-caps, value_embeds
+    if unmapped:  # options that are no axis of kinds
+        raise PeerUnavailable(f"x-transformers has no equivalent of {', '.join(unmapped)}")
     wrapper = {
         "num_tokens": cfg.vocab_size,
         "max_seq_len": cfg.max_seq_len,

@@ -38,6 +38,7 @@ from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import POSITION_FACTS, PositionKind
+from zoo.config.facts.residuals import HYPER_FACTS, VALUE_RESIDUAL_FACTS, HyperConnections, ValueResidual
 from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
 from zoo.config.facts.tasks import TASK_SPECS, TaskKind, families_of
 from zoo.config.facts.tokenizers import TOKENIZER_FACTS, TokenizerKind
@@ -145,6 +146,20 @@ def _task(kind: TaskKind) -> dict[str, Any]:
     return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
 
 
+def _value_residual(kind: ValueResidual) -> dict[str, Any]:
+    """A value residual, in two layers (one to mix with: one layer is refused)."""
+    if kind == ValueResidual.none:
+        return {"model.value_residual": kind.value}
+    return {"model.value_residual": kind.value, "model.n_layers": 2}
+
+
+def _hyper(kind: HyperConnections) -> dict[str, Any]:
+    """Hyper-connections over two streams (the fewest that are not the plain residual)."""
+    if kind == HyperConnections.none:
+        return {"model.hyper_connections": kind.value}
+    return {"model.hyper_connections": kind.value, "model.residual_streams": 2}
+
+
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
@@ -164,6 +179,8 @@ AXES: list[Axis] = [
     Axis("model.attn_sink", AttnSink, SINK_FACTS),
     Axis("model.attn_gate", AttnGate, GATE_FACTS),
     Axis("model.moe_expert", MoEExpert, EXPERT_FACTS, overrides=_moe_expert),
+    Axis("model.value_residual", ValueResidual, VALUE_RESIDUAL_FACTS, overrides=_value_residual),
+    Axis("model.hyper_connections", HyperConnections, HYPER_FACTS, overrides=_hyper),
 ]
 
 

@@ -17,6 +17,7 @@ from zoo.config.facts.ffn import FFNKind, ffn_flops, layer_kinds
 from zoo.config.facts.heads import heads_flops
 from zoo.config.facts.kv import KV_FACTS
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.facts.residuals import residual_flops
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.params import stack_layers
 
@@ -55,7 +56,8 @@ def block_flops(
     attention = self_attention_flops(cfg, keys_attended(window, seq_len))
     if cross:
         attention += attention_projection_flops(cfg) + attention_score_flops(cfg, seq_len)
-    return attention + POSITION_FACTS[cfg.position.kind].flops(cfg) + ffn_flops(cfg, ffn)
+    residual = residual_flops(cfg, cross=cross)  # hyper-connections' width and dynamic weights
+    return attention + POSITION_FACTS[cfg.position.kind].flops(cfg) + ffn_flops(cfg, ffn) + residual
 
 
 def head_flops(cfg: ModelConfig, *, output_head: bool = True) -> int:

@@ -29,6 +29,15 @@ from zoo.config.facts.moe_routing import BALANCE_FACTS, DEFAULT_BIAS_RATE, MoEBa
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
+from zoo.config.facts.residuals import (
+    DEFAULT_STREAMS,
+    HYPER_FACTS,
+    VALUE_EMBED_FACTS,
+    VALUE_RESIDUAL_FACTS,
+    HyperConnections,
+    ValueResidual,
+    check_residuals,
+)
 from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
 from zoo.config.schema.frozen import settle
 from zoo.config.schema.position import PositionConfig
@@ -396,6 +405,33 @@ class ModelConfig:
             "(rows: zoo.config.facts.moe_experts.EXPERT_FACTS)"
         },
     )
+    # value residual, value embeddings, hyper-connections (rows: zoo.config.facts.residuals)
+    value_residual: ValueResidual = field(
+        default=ValueResidual.none,
+        metadata={
+            "help": "; ".join(f"{kind.value}: {row.what}" for kind, row in VALUE_RESIDUAL_FACTS.items())
+            + " (rows: zoo.config.facts.residuals.VALUE_RESIDUAL_FACTS)"
+        },
+    )
+    value_embeds: int = field(
+        default=0,
+        metadata={"help": f"value embeddings, k tables (0 = none): {VALUE_EMBED_FACTS.what}"},
+    )
+    hyper_connections: HyperConnections = field(
+        default=HyperConnections.none,
+        metadata={
+            "help": "; ".join(f"{kind.value}: {row.what}" for kind, row in HYPER_FACTS.items())
+            + " (rows: zoo.config.facts.residuals.HYPER_FACTS)"
+        },
+    )
+    residual_streams: Derived = field(
+        default=DERIVED,
+        metadata={
+            "help": f"n, the residual streams of model.hyper_connections; default {DEFAULT_STREAMS} with "
+            f"hyper-connections, 1 (the plain residual, the only value) with model.hyper_connections="
+            f"{HyperConnections.none.value}"
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -442,6 +478,7 @@ class ModelConfig:
         settle(self, "moe_balance", check_moe_routing(self))  # moe balancing and DeepSeek-V3's routing
         for name, kind in {**check_heads(self), **check_expert(self)}.items():  # attn_sink, attn_gate, moe_expert
             settle(self, name, kind)
+        check_residuals(self, settle)  # model.value_residual, value_embeds, hyper_connections, residual_streams
 
     @property
     def embedding_std(self) -> float:

@@ -29,6 +29,7 @@ from zoo.config.facts.kv import KV_FACTS
 from zoo.config.facts.norms import NORM_FACTS, norm_parameters
 from zoo.config.facts.placements import PLACEMENT_FACTS
 from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config.facts.residuals import VALUE_EMBED_FACTS, residual_parameters
 from zoo.config.schema.frozen import settle
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.widths import round_up
@@ -107,6 +108,7 @@ def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool, active: bool =
     ]
     norms = int(cfg.embed_norm) + int(PLACEMENT_FACTS[cfg.norm].final_norm)
     fixed = n_layers * block + sum(n * a for n, (a, _) in units) + norms * norm_params(cfg)
+    fixed += residual_parameters(cfg, n_layers, cross=cross)  # value residual, value embeddings, hyper-connections
     return fixed + position_params(cfg, n_layers)[0], sum(n * b for n, (_, b) in units)
 
 
@@ -146,11 +148,14 @@ def parameter_parts(cfg: ModelConfig) -> dict[str, int]:
     bias are left out)."""
     embeddings = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
     positions = sum(position_params(cfg, n_layers)[1] for n_layers, _ in stack_layers(cfg))
-    return {
+    parts = {
         STACK: non_embedding_params(cfg),
         "model.vocab_size (token embeddings)": embeddings,
         "model.max_seq_len (learned positions)": positions,
     }
+    if cfg.value_embeds:  # each stack's value-embedding tables
+        parts["model.value_embeds (value embeddings)"] = len(stack_layers(cfg)) * VALUE_EMBED_FACTS.embedding(cfg)
+    return parts
 
 
 def largest_part(cfg: ModelConfig, parts: dict[str, int]) -> tuple[str, int]:

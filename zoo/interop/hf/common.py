@@ -98,6 +98,11 @@ OPTIONS = {
     "attn_sink": ("none",),
     "attn_gate": ("none",),
     "moe_expert": ("plain",),  # the mixtures' experts without biases (gpt-oss's: zoo.interop.hf.gpt_oss)
+    # value residual, value embeddings, hyper-connections: no family has them
+    "value_residual": ("none",),
+    "value_embeds": (0,),
+    "hyper_connections": ("none",),
+    "residual_streams": (None, 1),  # None: derived, 1 with model.hyper_connections=none
 }
 
 
