@@ -25,6 +25,7 @@ from zoo.config.facts.layers import check_every_kth
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
+from zoo.config.facts.rope import check_rope_pattern
 from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
 from zoo.config.schema.frozen import settle
 from zoo.config.schema.position import PositionConfig
@@ -341,6 +342,7 @@ class ModelConfig:
         settle(self, "attention", AttentionKind.parse(self.attention, "model.attention"))
         check_attention(self)
         check_every_kth(self)  # model.global_every, model.moe_every: within each stack's depth
+        check_rope_pattern(self)  # model.position: partial rotation, NoPE interval, local base
 
     @property
     def embedding_std(self) -> float:

@@ -13,7 +13,8 @@ attention and logits, sliding-window layers between global ones, scaled embeddin
 (norms after the sublayers, QK-norm over the whole projection) and GPT-NeoX (attention and
 feed-forward in parallel from two norms); and the mixtures of experts Mixtral (Llama's block),
 OLMoE (QK-norm over the projection) and Qwen3-MoE (Qwen3's block, mixtures in every k-th
-layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them. A config field
+layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them; SmolLM3 (Llama
+with no positions in every k-th layer). A config field
 the converter cannot reproduce exactly (an unknown RoPE scaling, a bias on some projections
 only, ...) raises `UnsupportedConfig` naming it, instead of building a different model.
 `transformers` is imported only here.
@@ -39,11 +40,12 @@ from zoo.interop.hf.olmo2 import OLMO2
 from zoo.interop.hf.olmoe import OLMOE
 from zoo.interop.hf.qwen3 import QWEN3
 from zoo.interop.hf.qwen3moe import QWEN3_MOE
+from zoo.interop.hf.smollm3 import SMOLLM3
 from zoo.interop.hf.t5 import T5
 from zoo.interop.hf.table import Converter
 
 # model_type of the transformers config -> its converter (export tries them in this order)
-FAMILIES = (LLAMA, GPT2, BERT, T5, BART, QWEN3, GEMMA2, OLMO2, GPT_NEOX, MIXTRAL, OLMOE, QWEN3_MOE)
+FAMILIES = (LLAMA, GPT2, BERT, T5, BART, QWEN3, GEMMA2, OLMO2, GPT_NEOX, MIXTRAL, OLMOE, QWEN3_MOE, SMOLLM3)
 CONVERTERS = {family.model_type: Converter(family) for family in FAMILIES}
 
 

@@ -78,7 +78,13 @@ OPTIONS = {
     "moe_capacity": (None,),
     "moe_every": (1,),
     "param_budget_counts": ("total", "active"),
+    # RoPE's per-layer pattern and partial rotation (model.position.*), at their defaults
+    "rotary_fraction": (1.0,),
+    "nope_every": (None,),
+    "theta_local": (None,),
 }
+# the OPTIONS that are fields of model.position
+POSITION_OPTIONS = ("offset", "rotary_fraction", "nope_every", "theta_local")
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:
@@ -96,7 +102,7 @@ def composed_as(cfg, options: dict | None = None, **choices) -> bool:
     if not all(made[key].value in (value if isinstance(value, tuple) else (value,)) for key, value in choices.items()):
         return False
     allowed = {**OPTIONS, **(options or {})}
-    values = {key: cfg.position.offset if key == "offset" else getattr(cfg, key) for key in allowed}
+    values = {key: getattr(cfg.position if key in POSITION_OPTIONS else cfg, key) for key in allowed}
     return all(allowed[key] is ANY or values[key] in allowed[key] for key in allowed)
 
 
@@ -122,8 +128,84 @@ def rope_of(config) -> tuple[float, float]:
     )
 
 
+def rope_position(config, *, partial: bool = False) -> dict:
+    """zoo's `model.position` of a transformers config's RoPE: its base and its scaling rule
+    (default, linear or yarn, as `zoo.config.facts.rope.SCALING_FACTS` defines them) with the
+    rule's parameters; with `partial`, `partial_rotary_factor` as model.position.rotary_fraction
+    (for a family whose transformers model rotates part of each head). UnsupportedConfig for a
+    rule or parameter zoo does not reproduce."""
+    name = type(config).__name__
+    params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
+    fraction = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    if fraction not in (1.0, None) and not partial:
+        rope_of(config)  # refuses the fraction, naming it
+    position: dict[str, Any] = {"kind": "rope"}
+    position["theta"] = float(params.get("rope_theta", getattr(config, "rope_theta", None) or 10000.0))
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind == "linear":
+        position["scale"] = float(params["factor"])
+    elif kind == "dynamic":  # its original length is max_position_embeddings: zoo's model.max_seq_len
+        position.update(scale=float(params["factor"]), scaling="dynamic")
+    elif kind == "yarn":
+        for key in ("mscale", "mscale_all_dim"):
+            if params.get(key):
+                raise UnsupportedConfig(
+                    f"{name}.rope_parameters {key}={params[key]} is not supported (supported: none)"
+                )
+        if params.get("truncate", True) is not True or params.get("factor") is None:
+            raise UnsupportedConfig(
+                f"{name}.rope_parameters truncate={params.get('truncate')} factor={params.get('factor')} "
+                f"is not supported (supported: truncate true, a factor given)"
+            )
+        position.update(
+            scale=float(params["factor"]),
+            scaling="yarn",
+            original_max_seq_len=int(params["original_max_position_embeddings"]),
+            beta_fast=float(params.get("beta_fast") or 32.0),
+            beta_slow=float(params.get("beta_slow") or 1.0),
+            attention_factor=params.get("attention_factor"),
+        )
+    elif kind != "default":
+        raise UnsupportedConfig(
+            f"{name}.rope_parameters rope_type={kind!r} is not supported "
+            f"(supported: 'default', 'linear', 'dynamic', 'yarn')"
+        )
+    if fraction not in (1.0, None):
+        position["rotary_fraction"] = float(fraction)
+    return position
+
+
 def hf_rope(position) -> dict:
-    """transformers' `rope_parameters` of a zoo RoPE `position` config (the inverse of `rope_of`)."""
+    """transformers' `rope_parameters` of a zoo RoPE `position` config (the inverse of
+    `rope_of` / `rope_position`); UnsupportedConfig for model.position.scaling=ntk, which
+    transformers has not."""
+    scaling = getattr(position.scaling, "value", position.scaling)
+    if scaling == "yarn" and position.scale != 1.0:
+        if position.original_max_seq_len is None:
+            raise UnsupportedConfig(
+                "model.position.scaling=yarn exports with its training length: set model.position.original_max_seq_len"
+            )
+        return {
+            "rope_type": "yarn",
+            "rope_theta": position.theta,
+            "factor": position.scale,
+            "original_max_position_embeddings": position.original_max_seq_len,
+            "beta_fast": position.beta_fast,
+            "beta_slow": position.beta_slow,
+            "attention_factor": position.attention_factor,
+        }
+    if scaling == "dynamic" and position.scale != 1.0:
+        if position.original_max_seq_len is not None:
+            raise UnsupportedConfig(
+                "model.position.scaling=dynamic exports with model.max_seq_len as its original length "
+                "(transformers' max_position_embeddings): leave model.position.original_max_seq_len unset"
+            )
+        return {"rope_type": "dynamic", "rope_theta": position.theta, "factor": position.scale}
+    if scaling == "ntk" and position.scale != 1.0:
+        raise UnsupportedConfig(
+            "model.position.scaling=ntk has no transformers rule (its 'dynamic' one grows the base with "
+            "each forward's length): export with model.position.scaling=linear, dynamic or yarn"
+        )
     if position.scale != 1.0:
         return {"rope_type": "linear", "rope_theta": position.theta, "factor": position.scale}
     return {"rope_type": "default", "rope_theta": position.theta}
