@@ -103,7 +103,7 @@ def composed_as(cfg, options: dict | None = None, **choices) -> bool:
         return False
     allowed = {**OPTIONS, **(options or {})}
     values = {key: getattr(cfg.position if key in POSITION_OPTIONS else cfg, key) for key in allowed}
-    return all(allowed[key] is ANY or values[key] in allowed[key] for key in allowed)
+    return all(allowed[key] is ANY or values[key] in allowed[key] for key in allowed) and exported_rope(cfg)
 
 
 def rope_of(config) -> tuple[float, float]:
@@ -175,40 +175,40 @@ def rope_position(config, *, partial: bool = False) -> dict:
     return position
 
 
-def hf_rope(position) -> dict:
+def hf_rope(position, max_seq_len: int | None = None) -> dict:
     """transformers' `rope_parameters` of a zoo RoPE `position` config (the inverse of
-    `rope_of` / `rope_position`); UnsupportedConfig for model.position.scaling=ntk, which
-    transformers has not."""
+    `rope_of` / `rope_position`); `max_seq_len`: the model's, YaRN's original length when the
+    config names none. A rule transformers has not (`exported_rope` is False) matches no family."""
     scaling = getattr(position.scaling, "value", position.scaling)
     if scaling == "yarn" and position.scale != 1.0:
-        if position.original_max_seq_len is None:
-            raise UnsupportedConfig(
-                "model.position.scaling=yarn exports with its training length: set model.position.original_max_seq_len"
-            )
+        original = position.original_max_seq_len if position.original_max_seq_len is not None else max_seq_len
         return {
             "rope_type": "yarn",
             "rope_theta": position.theta,
             "factor": position.scale,
-            "original_max_position_embeddings": position.original_max_seq_len,
+            "original_max_position_embeddings": original,
             "beta_fast": position.beta_fast,
             "beta_slow": position.beta_slow,
             "attention_factor": position.attention_factor,
         }
     if scaling == "dynamic" and position.scale != 1.0:
-        if position.original_max_seq_len is not None:
-            raise UnsupportedConfig(
-                "model.position.scaling=dynamic exports with model.max_seq_len as its original length "
-                "(transformers' max_position_embeddings): leave model.position.original_max_seq_len unset"
-            )
         return {"rope_type": "dynamic", "rope_theta": position.theta, "factor": position.scale}
-    if scaling == "ntk" and position.scale != 1.0:
-        raise UnsupportedConfig(
-            "model.position.scaling=ntk has no transformers rule (its 'dynamic' one grows the base with "
-            "each forward's length): export with model.position.scaling=linear, dynamic or yarn"
-        )
     if position.scale != 1.0:
         return {"rope_type": "linear", "rope_theta": position.theta, "factor": position.scale}
     return {"rope_type": "default", "rope_theta": position.theta}
+
+
+def exported_rope(cfg) -> bool:
+    """Does transformers have `cfg`'s RoPE scaling rule? Not static NTK (its dynamic rule grows
+    the base with each forward's length), and dynamic only from model.max_seq_len (its
+    max_position_embeddings is the original length)."""
+    p = cfg.position
+    scaling = getattr(p.scaling, "value", p.scaling)
+    if p.scale == 1.0:
+        return True
+    if scaling == "ntk":
+        return False
+    return scaling != "dynamic" or p.original_max_seq_len in (None, cfg.max_seq_len)
 
 
 def tied(hf_model) -> bool:

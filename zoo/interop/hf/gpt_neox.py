@@ -78,7 +78,10 @@ def neox_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
         **FIELDS.write(cfg),
         "hidden_act": HF_ACTIVATIONS[cfg.activation.value],
         "use_parallel_residual": cfg.block.value == "parallel_two_norms",
-        "rope_parameters": {**hf_rope(cfg.position), "partial_rotary_factor": cfg.position.rotary_fraction},
+        "rope_parameters": {
+            **hf_rope(cfg.position, cfg.max_seq_len),
+            "partial_rotary_factor": cfg.position.rotary_fraction,
+        },
         "attention_bias": True,
         "attention_dropout": 0.0,
         "hidden_dropout": 0.0,

@@ -75,7 +75,7 @@ def hf_keys(cfg: ModelConfig, **family: Any) -> dict[str, Any]:
         "num_key_value_heads": cfg.n_kv_heads,
         "head_dim": cfg.head_dim,
         "hidden_act": "silu",
-        "rope_parameters": hf_rope(cfg.position),
+        "rope_parameters": hf_rope(cfg.position, cfg.max_seq_len),
         "attention_bias": False,
         "attention_dropout": 0.0,
         "bos_token_id": None,
