@@ -462,6 +462,13 @@ def test_a_variant_of_a_preset_exports_with_the_same_logits(overrides):
         (["model=llama", "model.qk_norm=head"], "Qwen3ForCausalLM"),  # Llama has no QK-norm: never Llama
         (["model=llama", "model.qk_norm=head", "model.qk_norm_type=rmsnorm"], "Qwen3ForCausalLM"),
         (["model=gpt", "model/position=rope"], "GPTNeoXForCausalLM"),  # GPT-2 has learned positions
+        (["model=gpt", "model/position=rope", "model.position.rotary_fraction=0.5"], "GPTNeoXForCausalLM"),
+        (["model=llama", "model.position.nope_every=2"], "SmolLM3ForCausalLM"),  # Llama has no NoPE layers
+        (["model=llama", "model.position.scaling=yarn", "model.position.scale=4"], "LlamaForCausalLM"),
+        (
+            ["model=llama", "model.position.scaling=dynamic", "model.position.scale=4", "model.max_seq_len=8"],
+            "LlamaForCausalLM",
+        ),
         (["model=gpt", "model/position=rope", "model.block=parallel_two_norms"], "GPTNeoXForCausalLM"),
         (["model=gemma2", "model.attention=full", "model.window=null", "model.global_every=null"], "Gemma2ForCausalLM"),
         (
@@ -688,6 +695,7 @@ def test_an_unsupported_config_names_the_field(build, field):
         ["model=llama", "model.position.rotary_fraction=0.5"],  # only GPT-NeoX rotates part of a head
         ["model=gemma2", "model.position.theta_local=500"],  # Gemma 2 has one base
         ["model=qwen3", "model.position.nope_every=2"],  # SmolLM3 has NoPE, not with QK-norm
+        ["model=llama", "model.position.scaling=ntk", "model.position.scale=4"],  # transformers has no static NTK
         ["model=olmo2", "model.qk_norm=head"],
         ["model=gemma2", "model.attention_scale=0.3"],  # 1/0.09: no integer
         ["model=gemma2", "model.qk_norm=head"],
