@@ -108,14 +108,15 @@ def composed_as(cfg, options: dict | None = None, **choices) -> bool:
 
 def rope_of(config) -> tuple[float, float]:
     """(theta, linear scale) of a transformers config's RoPE (`rope_parameters`, or the older
-    `rope_scaling` / `rope_theta`), over the whole head (`partial_rotary_factor` 1.0: zoo rotates
-    every dimension); UnsupportedConfig otherwise."""
+    `rope_scaling` / `rope_theta`), over the whole head (`partial_rotary_factor` 1.0, as the
+    families but GPT-NeoX rotate); UnsupportedConfig otherwise (`rope_position` reads the other
+    rules and, for GPT-NeoX, the fraction)."""
     params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
     fraction = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
     if fraction not in (1.0, None):
         raise UnsupportedConfig(
             f"{type(config).__name__}.partial_rotary_factor={fraction} is not supported "
-            f"(supported: 1.0; zoo's RoPE rotates the whole head)"
+            f"(supported: 1.0; this family's transformers model rotates whole heads)"
         )
     theta = params.get("rope_theta", getattr(config, "rope_theta", None) or 10000.0)
     kind = params.get("rope_type", params.get("type", "default"))
