@@ -79,7 +79,10 @@ def test_derived_values_follow_overrides():
         (["model.activation=tanh"], ["tanh", ", ".join(ACTIVATIONS)]),  # every registered one
         (["model.norm_type=batchnorm"], ["batchnorm", "layernorm, rmsnorm"]),
         (["model.n_heads=abc"], ["model.n_heads", "abc"]),
-        (["model=lama"], ["model/lama", "bert, gemma2, gpt, llama, mixtral, olmo2, olmoe, qwen3, smollm3, t5, transformer"]),
+        (
+            ["model=lama"],
+            ["model/lama", "bert, gemma2, gpt, llama, mixtral, olmo2, olmoe, qwen3, smollm3, t5, transformer"],
+        ),
         (["model/position=rop"], ["rop", "alibi", "rope", "sinusoidal"]),
         (["model.position.foo=1"], ["foo", "allowed keys", "theta"]),
         (["model.d_model=100", "model.n_heads=3"], ["100", "3", "divisible"]),
