@@ -4,7 +4,7 @@
     zoo-eval ckpt=... data=held_out.jsonl out=metrics.json  # a whole file
     zoo-eval ckpt=... data.source=pydoc data.seq_len=64     # any data.* key
     zoo-eval ckpt=runs/.../last.ckpt harness=kjv_cloze,kjv_next_verse limit=20  # harness tasks (zoo[eval])
-    zoo-eval ckpt=... data.seq_len=1024 model.position.scaling=yarn model.position.scale=4  # past the training length
+    zoo-eval ckpt=... data.seq_len=64 model.position.scaling=yarn model.position.scale=2  # RoPE past its trained 32
 
 Every option: `zoo-eval --help`.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import cast
 
 TOOL = "zoo-eval"
+PASSTHROUGH = ("data.", "model.")  # data.* keys, and model.position.* of RoPE's scaling rule
 USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...] [model.position.KEY=VALUE ...]"
 
 
@@ -74,7 +75,7 @@ def run(argv: list[str]) -> dict:
     from zoo.config.records.rundir import locate_checkpoint
     from zoo.config.schema.position import check_rope_rule_keys
 
-    args, passed = parse(EvalArgs, argv, passthrough=("data.", "model."))
+    args, passed = parse(EvalArgs, argv, passthrough=PASSTHROUGH)
     data_overrides = [o for o in passed if o.startswith("data.")]
     rope_rule = [o for o in passed if o.startswith("model.")]  # RoPE's scaling rule, nothing else
     check_rope_rule_keys(rope_rule, TOOL)

@@ -20,6 +20,7 @@ from zoo.config.facts.tasks import task_names
 from zoo.config.schema.generation import GenerationConfig
 
 TOOL = "zoo-generate"
+PASSTHROUGH = ("model.",)  # model.position.* of RoPE's scaling rule
 USAGE = f"{TOOL} ckpt=PATH (prompt=TEXT | prompts=FILE) [KEY=VALUE ...] [model.position.KEY=VALUE ...]"
 
 GENERATING = task_names(lambda spec: spec.generates)  # the tasks whose runs zoo-generate reads
@@ -100,7 +101,7 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     from zoo.config.schema.generation import OPTIONS_OF
     from zoo.config.schema.position import check_rope_rule_keys
 
-    args, rope_rule = parse(GenerateArgs, argv, passthrough=("model.",))
+    args, rope_rule = parse(GenerateArgs, argv, passthrough=PASSTHROUGH)
     check_rope_rule_keys(rope_rule, TOOL)  # RoPE's scaling rule, nothing else of the model
     if args.ckpt is None:
         raise ConfigError(f"ckpt=PATH is required (a checkpoint of a {GENERATING} run)")
