@@ -285,7 +285,7 @@ def _tool_reads(tool: str, args: list[str]) -> str | None:
         else:
             module = importlib.import_module(f"zoo.cli.{tool.removeprefix('zoo-')}")
             schema = {"zoo-generate": "GenerateArgs", "zoo-eval": "EvalArgs", "zoo-export": "ExportArgs"}[tool]
-            parse(getattr(module, schema), args, passthrough=("data.",))
+            parse(getattr(module, schema), args, passthrough=getattr(module, "PASSTHROUGH", ("data.",)))
     except ZooError as exc:
         return str(exc)
     return None
@@ -337,8 +337,9 @@ def tiny_run(tmp_path_factory):
     from tests.cli.conftest import tiny_overrides
 
     run = tmp_path_factory.mktemp("examples_run") / "run"
-    # positions for the examples' prompt and max_new_tokens (64 by default)
-    overrides = [*tiny_overrides(run), "model.max_seq_len=128"]
+    # positions for the examples' prompt and max_new_tokens (64 by default); RoPE, which the
+    # examples of a scaling rule at run time need
+    overrides = [*tiny_overrides(run), "model.max_seq_len=128", "model/position=rope"]
     done = subprocess.run(
         [sys.executable, "-m", "zoo.cli.train", *overrides], capture_output=True, text=True, timeout=300
     )

@@ -82,7 +82,7 @@ def test_derived_values_follow_overrides():
         (["model.n_heads=abc"], ["model.n_heads", "abc"]),
         (
             ["model=lama"],
-            ["model/lama", "bert, gemma2, gpt, gpt_oss, llama, mixtral, olmo2, olmoe, qwen3, t5, transformer"],
+            ["model/lama", "bert, gemma2, gpt, gpt_oss, llama, mixtral, olmo2, olmoe, qwen3, smollm3, t5, transformer"],
         ),
         (["model/position=rop"], ["rop", "alibi", "rope", "sinusoidal"]),
         (["model.position.foo=1"], ["foo", "allowed keys", "theta"]),

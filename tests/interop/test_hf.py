@@ -18,7 +18,7 @@ from zoo.models.generate import generate  # noqa: E402
 V = 97
 
 
-def _llama(tie: bool = False, **kw):
+def _llama(tie: bool = False, positions: int = 64, **kw):
     config = transformers.LlamaConfig(
         vocab_size=V,
         hidden_size=32,
@@ -26,7 +26,7 @@ def _llama(tie: bool = False, **kw):
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=64,
+        max_position_embeddings=positions,
         rms_norm_eps=1e-6,
         tie_word_embeddings=tie,
         initializer_range=0.1,
@@ -233,6 +233,25 @@ def _deepseek_v3(q_lora_rank=None, **kw):
     return _random_norms(transformers.DeepseekV3ForCausalLM(config).eval())
 
 
+def _smollm3(**kw):
+    config = transformers.SmolLM3Config(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=72,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        initializer_range=0.1,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        **kw,
+    )
+    return _random_norms(transformers.SmolLM3ForCausalLM(config).eval())
+
+
 def _random_norms(model):
     """Fresh norms are all ones (Gemma's all zeros): randomise every norm's weight so a norm
     mapped to the wrong place, or Gemma's 1 + w read as w, shows in the logits."""
@@ -258,6 +277,10 @@ FAMILIES = {
     "llama-tied": lambda: _llama(tie=True),
     "llama-linear-rope": lambda: _llama(rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}),
     "llama-wide-heads": lambda: _llama(head_dim=16),  # H·Dh = 64 > D = 32
+    # trained on 8 positions, run on 12: the base grows with the length (transformers' dynamic rule)
+    "llama-dynamic-rope": lambda: _llama(
+        positions=8, rope_parameters={"rope_type": "dynamic", "rope_theta": 500.0, "factor": 4.0}
+    ),
     "gpt2": _gpt2,
     "gpt2-relu": lambda: _gpt2("relu"),
     "bert": _bert,
@@ -287,6 +310,18 @@ FAMILIES = {
     "gpt_neox": _gpt_neox,  # attention and feed-forward in parallel, from two norms
     "gpt_neox-sequential-tied": lambda: _gpt_neox(
         use_parallel_residual=False, tie_word_embeddings=True, hidden_act="gelu_new"
+    ),
+    "gpt_neox-partial-rope": lambda: _gpt_neox(rotary_pct=0.25),  # Pythia's fraction: 2 of 8 dimensions turn
+    "smollm3": _smollm3,  # NoPE in layer 4 of 4
+    "smollm3-nope-every-2-yarn": lambda: _smollm3(
+        no_rope_layer_interval=2,
+        tie_word_embeddings=False,
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 500.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 4,
+        },
     ),
 }
 KIND = {"bert": "masked", "t5": "seq2seq", "bart": "seq2seq"}  # the rest are causal
@@ -351,8 +386,12 @@ def test_round_trip_back_to_transformers(hf_model):
 
 
 # a masked LM does not generate; transformers' T5 sizes its KV cache by the encoder's depth, so its
-# own generate fails (IndexError) when the decoder is deeper
-GENERATING = sorted(n for n in FAMILIES if not n.startswith("bert") and n != "t5-deeper-decoder")
+# own generate fails (IndexError) when the decoder is deeper; transformers' dynamic RoPE keeps the keys
+# its cache rotated at shorter lengths' frequencies, so its cached decoding differs from its own
+# forward (zoo's equals its forward: it caches the keys unrotated, tests/nn/test_rope_options.py)
+GENERATING = sorted(
+    n for n in FAMILIES if not n.startswith("bert") and n not in ("t5-deeper-decoder", "llama-dynamic-rope")
+)
 
 
 @pytest.mark.parametrize("name", GENERATING)
@@ -394,7 +433,9 @@ PRESET_EXPORTS = {
     "mixtral": "MixtralForCausalLM",
     "olmoe": "OlmoeForCausalLM",
     "gpt_oss": "GptOssForCausalLM",
+    "smollm3": "SmolLM3ForCausalLM",
 }
+PRESET_SIZES = {"smollm3": ["model.n_layers=4"]}  # its NoPE layer is the 4th
 SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0"]
 
 
@@ -410,7 +451,7 @@ def test_a_composed_preset_exports_with_the_same_logits(preset):
     """A model composed in zoo (not converted from HF), with its own random weights, exports to
     its family (T5's default 1/sqrt(Dh) is folded into W_q)."""
     torch.manual_seed(0)
-    model = zoo.build_model(zoo.compose([f"model={preset}", *SMALL]).model).eval()
+    model = zoo.build_model(zoo.compose([f"model={preset}", *SMALL, *PRESET_SIZES.get(preset, [])]).model).eval()
     with torch.no_grad():
         for name, tensor in model.state_dict().items():  # no zero biases, no unit norms
             if name.endswith("bias") or "norm" in name:
@@ -450,6 +491,13 @@ def test_a_variant_of_a_preset_exports_with_the_same_logits(overrides):
         (["model=llama", "model.qk_norm=head"], "Qwen3ForCausalLM"),  # Llama has no QK-norm: never Llama
         (["model=llama", "model.qk_norm=head", "model.qk_norm_type=rmsnorm"], "Qwen3ForCausalLM"),
         (["model=gpt", "model/position=rope"], "GPTNeoXForCausalLM"),  # GPT-2 has learned positions
+        (["model=gpt", "model/position=rope", "model.position.rotary_fraction=0.5"], "GPTNeoXForCausalLM"),
+        (["model=llama", "model.position.nope_every=2"], "SmolLM3ForCausalLM"),  # Llama has no NoPE layers
+        (["model=llama", "model.position.scaling=yarn", "model.position.scale=4"], "LlamaForCausalLM"),
+        (
+            ["model=llama", "model.position.scaling=dynamic", "model.position.scale=4", "model.max_seq_len=8"],
+            "LlamaForCausalLM",
+        ),
         (["model=gpt", "model/position=rope", "model.block=parallel_two_norms"], "GPTNeoXForCausalLM"),
         (["model=gemma2", "model.attention=full", "model.window=null", "model.global_every=null"], "Gemma2ForCausalLM"),
         (
@@ -546,7 +594,7 @@ NEW_OPTIONS = [
 def _composed(preset: str) -> dict:
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(zoo.compose([f"model={preset}", *SMALL]).model)
+    return OmegaConf.to_container(zoo.compose([f"model={preset}", *SMALL, *PRESET_SIZES.get(preset, [])]).model)
 
 
 @pytest.mark.parametrize("option", NEW_OPTIONS, ids=lambda o: " ".join(f"{k}={v}" for k, v in o.items()))
@@ -607,10 +655,26 @@ def test_weights_that_do_not_line_up_are_refused_naming_them():
                     "rope_theta": 1e4,
                     "factor": 4.0,
                     "original_max_position_embeddings": 32,
+                    "mscale": 0.707,
                 }
             ),
-            "rope_type='yarn'",
+            "mscale=0.707",
         ),
+        (
+            lambda: _llama(
+                rope_parameters={
+                    "rope_type": "llama3",
+                    "rope_theta": 1e4,
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 32,
+                }
+            ),
+            "'llama3'",
+        ),
+        (lambda: _smollm3(no_rope_layers=[1, 0, 0, 1]), "no_rope_layers="),
+        (lambda: _smollm3(use_sliding_window=True, sliding_window=4), "layer_types="),
         (lambda: _llama(attention_bias=True), "attention_bias=True"),
         (lambda: _llama(hidden_act="gelu"), "hidden_act='gelu'"),
         (lambda: _gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx=True"),
@@ -620,7 +684,7 @@ def test_weights_that_do_not_line_up_are_refused_naming_them():
         (lambda: _bert(is_decoder=True), "is_decoder=True"),
         (lambda: _t5("gated-relu"), "feed_forward_proj='gated-relu'"),
         (lambda: _bart(decoder_ffn_dim=32), "encoder_ffn_dim=64 differs from decoder_ffn_dim=32"),
-        (lambda: _gpt_neox(rotary_pct=0.25), "partial_rotary_factor=0.25"),  # zoo rotates the whole head
+        (lambda: _qwen3(partial_rotary_factor=0.5), "partial_rotary_factor=0.5"),  # Qwen3 rotates whole heads
         (lambda: _gpt_neox(attention_bias=False), "attention_bias=False"),
         (lambda: _gpt_neox(hidden_act="gelu_fast"), "hidden_act='gelu_fast'"),
         (lambda: _qwen3(use_sliding_window=True, sliding_window=4, max_window_layers=1), "layer_types="),
@@ -658,6 +722,10 @@ def test_an_unsupported_config_names_the_field(build, field):
         ["model=gpt", "model/position=rope", "model.block=parallel"],
         ["model=qwen3", "model.qk_norm_type=layernorm"],
         ["model=qwen3", "model.attention=sliding", "model.window=4"],
+        ["model=llama", "model.position.rotary_fraction=0.5"],  # only GPT-NeoX rotates part of a head
+        ["model=gemma2", "model.position.theta_local=500"],  # Gemma 2 has one base
+        ["model=qwen3", "model.position.nope_every=2"],  # SmolLM3 has NoPE, not with QK-norm
+        ["model=llama", "model.position.scaling=ntk", "model.position.scale=4"],  # transformers has no static NTK
         ["model=olmo2", "model.qk_norm=head"],
         ["model=gemma2", "model.attention_scale=0.3"],  # 1/0.09: no integer
         ["model=gemma2", "model.qk_norm=head"],
@@ -681,7 +749,7 @@ def test_an_export_keeps_the_models_dropout(preset):
     """A zoo model without dropout exports to a Hugging Face model without dropout: fine-tuned
     in transformers (training mode), it computes the logits it computes in evaluation mode."""
     torch.manual_seed(0)
-    model = zoo.build_model(zoo.compose([f"model={preset}", *SMALL]).model).eval()
+    model = zoo.build_model(zoo.compose([f"model={preset}", *SMALL, *PRESET_SIZES.get(preset, [])]).model).eval()
     assert model.config.dropout == 0.0
     hf = to_hf(model)
     hf_inputs, _, mask = _inputs(kind_of(hf))

@@ -121,16 +121,12 @@ def test_a_zoo_parallel_two_norms_model_exports_to_gpt_neox():
         )
 
 
-@pytest.mark.parametrize(
-    "kw, field", [({"rotary_pct": 0.25}, "partial_rotary_factor"), ({"attention_bias": False}, "attention_bias")]
-)
+@pytest.mark.parametrize("kw, field", [({"attention_bias": False}, "attention_bias")])
 def test_what_zoo_cannot_reproduce_is_refused_naming_the_field(kw, field):
     torch.manual_seed(0)
     config = transformers.GPTNeoXConfig(
         vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, **kw
     )
-    if "rotary_pct" in kw:
-        config.rope_parameters["partial_rotary_factor"] = kw["rotary_pct"]
     with pytest.raises(UnsupportedConfig, match=field):
         from_hf(transformers.GPTNeoXForCausalLM(config))
 

@@ -123,7 +123,7 @@ def test_yarn_and_other_swiglu_constants_are_refused_on_one_line():
     converter = CONVERTERS["gpt_oss"]
     yarn = transformers.GptOssConfig(**{**SIZES, "rope_parameters": None})  # gpt-oss's own: YaRN x 32
     for config, named in (
-        (yarn, "yarn"),
+        (yarn, "truncate=False"),  # YaRN with transformers' truncate=True only
         (transformers.GptOssConfig(**{**SIZES, "swiglu_limit": 5.0}), "swiglu_limit"),
     ):
         with pytest.raises(UnsupportedConfig) as refused:

@@ -89,6 +89,33 @@ def test_only_dropout_stays_from_the_composed_model(llama_dir):
     assert again.model == cfg.model and again.tokenizer == cfg.tokenizer
 
 
+def test_a_rope_scaling_rule_from_the_command_line_fine_tunes_past_the_pretrained_length(llama_dir):
+    """RoPE's context-extension rule is kept from the command line (the weights fit any rule);
+    the model built is the pretrained one under YaRN, whose logits past the length differ."""
+    directory = llama_dir[0]
+    rule = ["model.position.scaling=yarn", "model.position.scale=4", "model.position.original_max_seq_len=8"]
+    cfg = zoo.compose([f"init_from=hf:{directory}", *rule])
+    assert (cfg.model.position.scaling, cfg.model.position.scale, cfg.model.position.original_max_seq_len) == (
+        "yarn",
+        4.0,
+        8,
+    )
+    plain = zoo.compose([f"init_from=hf:{directory}"])
+    assert {k: v for k, v in cfg.model.items() if k != "position"} == {
+        k: v for k, v in plain.model.items() if k != "position"
+    }
+    tasks = []
+    for composed in (plain, cfg):
+        task, spec = _task(composed)
+        init_weights(task, spec.init_from)
+        tasks.append(task.model.eval())
+    ids = torch.randint(0, plain.model.vocab_size, (1, 24))
+    with torch.no_grad():
+        assert not torch.allclose(tasks[0](ids).logits, tasks[1](ids).logits, atol=1e-4)
+    message = refusal([f"init_from=hf:{directory}", "model.position.theta=5"])
+    assert message.startswith(f"model.position.theta=5: init_from=hf:{directory} fixes the architecture"), message
+
+
 def test_a_classifier_keeps_its_fresh_head(llama_dir, caplog):
     directory, hf_model, _ = llama_dir
     task, spec = _task(zoo.compose([f"init_from=hf:{directory}", "task=classification"]), labels=["a", "b"])

@@ -4,6 +4,7 @@
     zoo-eval ckpt=... data=held_out.jsonl out=metrics.json  # a whole file
     zoo-eval ckpt=... data.source=pydoc data.seq_len=64     # any data.* key
     zoo-eval ckpt=runs/.../last.ckpt harness=kjv_cloze,kjv_next_verse limit=20  # harness tasks (zoo[eval])
+    zoo-eval ckpt=... data.seq_len=64 model.position.scaling=yarn model.position.scale=2  # RoPE past its trained 32
 
 Every option: `zoo-eval --help`.
 """
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import cast
 
 TOOL = "zoo-eval"
-USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...]"
+PASSTHROUGH = ("data.", "model.")  # data.* keys, and model.position.* of RoPE's scaling rule
+USAGE = f"{TOOL} ckpt=PATH [KEY=VALUE ...] [data.KEY=VALUE ...] [model.position.KEY=VALUE ...]"
 
 
 @dataclass(kw_only=True)
@@ -71,8 +73,12 @@ def run(argv: list[str]) -> dict:
     from zoo.cli.outputs import check_out_file
     from zoo.config.errors import ConfigError
     from zoo.config.records.rundir import locate_checkpoint
+    from zoo.config.schema.rope_rule import check_rope_rule_keys
 
-    args, data_overrides = parse(EvalArgs, argv, passthrough=("data.",))
+    args, passed = parse(EvalArgs, argv, passthrough=PASSTHROUGH)
+    data_overrides = [o for o in passed if o.startswith("data.")]
+    rope_rule = [o for o in passed if o.startswith("model.")]  # RoPE's scaling rule, nothing else
+    check_rope_rule_keys(rope_rule, TOOL)
     if args.ckpt is None:
         raise ConfigError("ckpt=PATH is required")
     if args.split not in ("validation", "train"):
@@ -96,6 +102,8 @@ def run(argv: list[str]) -> dict:
             )
         if args.devices != 1:
             raise ConfigError(f"harness= runs on one device; drop devices={args.devices}")
+        if rope_rule:
+            raise ConfigError(f"{rope_rule[0]}: harness= runs the checkpoint as trained; drop model.position.*")
         from zoo.cli.harness import run_harness
 
         return run_harness(args, ckpt, TOOL)
@@ -107,7 +115,7 @@ def run(argv: list[str]) -> dict:
     from zoo.training.checkpoint.files import load_checkpoint
     from zoo.training.evaluate import evaluate
 
-    task = load_checkpoint(ckpt)
+    task = load_checkpoint(ckpt, rope_rule=rope_rule, tool=TOOL)
     data = dict(task.extras.data or {})
     if not data and args.data is None and not data_overrides:
         raise ConfigError(f"{args.ckpt} records no dataset; pass data=FILE or data.* keys")

@@ -6,6 +6,7 @@ a trained checkpoint.
     zoo-generate ckpt=... prompt="..." strategy=sample temperature=0.8 top_p=0.9 seed=1
     zoo-generate ckpt=... prompt="..." attention_map=attn.png layers=0 heads=0,1 positions_plot=pos.png
     zoo-generate ckpt=... prompts=prompts.txt device=cuda dtype=bfloat16 static_cache=true compile=true
+    zoo-generate ckpt=... prompt="..." model.position.scaling=yarn model.position.scale=4  # RoPE past its length
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from zoo.config.facts.tasks import task_names
 from zoo.config.schema.generation import GenerationConfig
 
 TOOL = "zoo-generate"
-USAGE = f"{TOOL} ckpt=PATH (prompt=TEXT | prompts=FILE) [KEY=VALUE ...]"
+PASSTHROUGH = ("model.",)  # model.position.* of RoPE's scaling rule
+USAGE = f"{TOOL} ckpt=PATH (prompt=TEXT | prompts=FILE) [KEY=VALUE ...] [model.position.KEY=VALUE ...]"
 
 GENERATING = task_names(lambda spec: spec.generates)  # the tasks whose runs zoo-generate reads
 
@@ -97,8 +99,10 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     from zoo.config.errors import ConfigError
     from zoo.config.records.rundir import locate_checkpoint
     from zoo.config.schema.generation import OPTIONS_OF
+    from zoo.config.schema.rope_rule import check_rope_rule_keys
 
-    args, _ = parse(GenerateArgs, argv)
+    args, rope_rule = parse(GenerateArgs, argv, passthrough=PASSTHROUGH)
+    check_rope_rule_keys(rope_rule, TOOL)  # RoPE's scaling rule, nothing else of the model
     if args.ckpt is None:
         raise ConfigError(f"ckpt=PATH is required (a checkpoint of a {GENERATING} run)")
     if any(a.split("=", 1)[0] == "prompt" and not a.split("=", 1)[1].strip() for a in argv):
@@ -131,7 +135,7 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     from zoo.training.checkpoint.files import load_checkpoint
 
     device, dtype = _device_and_dtype(args)
-    task = load_checkpoint(ckpt)
+    task = load_checkpoint(ckpt, rope_rule=rope_rule, tool=TOOL)
     kind = task.task_config.kind.value
     if not task_spec(kind).generates:
         raise ConfigError(

@@ -89,6 +89,12 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("multi-token prediction trains a causal LM", ["model=bert", "task=masked_lm", "task.mtp_depth=1"]),
     ("multi-token prediction under μP", ["task.mtp_depth=1", "model.parametrization=mup"]),
     ("multi-token prediction over whole windows", ["task.mtp_depth=1", "data.document_mask=true"]),
+    # RoPE's per-layer pattern, partial rotation and scaling rules (zoo.config.facts.rope)
+    ("NoPE layers are RoPE's pattern", ["model/position=alibi", "model.position.nope_every=4"]),
+    ("NoPE every k-th layer of each stack", ["model/position=rope", "model.position.nope_every=9"]),
+    ("partial RoPE rotates pairs", ["model/position=rope", "model.position.rotary_fraction=0.3"]),
+    ("a local RoPE base needs sliding layers", ["model/position=rope", "model.position.theta_local=10000"]),
+    ("a scaling rule's option under another rule", ["model/position=rope", "model.position.beta_fast=16"]),
 ]
 
 

@@ -38,7 +38,7 @@ from zoo.nn.hyper import block_connections, expand, reduce
 from zoo.nn.latent_attention import LatentAttention
 from zoo.nn.mask import attention_mask
 from zoo.nn.norm import build_norm
-from zoo.nn.position import POSITIONS, PositionScheme, build_position
+from zoo.nn.position import PositionScheme, build_positions
 from zoo.nn.position.base import SharedBias
 from zoo.nn.position.none import NoPositions
 from zoo.nn.values import ValueHook, ValueStream
@@ -195,8 +195,7 @@ class Stack(nn.Module):
         self.windows = stack_windows(cfg, n_layers)
         self.window = next((w for w in self.windows if w is not None), None)
         self.position_kind, self.attention_dropout = cfg.position.kind, cfg.dropout
-        n_schemes = 1 if POSITIONS[cfg.position.kind].shared_across_layers else n_layers
-        self.positions = nn.ModuleList(build_position(cfg, causal=causal) for _ in range(n_schemes))
+        self.positions = nn.ModuleList(build_positions(cfg, causal=causal, n_layers=n_layers))
         self.dropout = nn.Dropout(cfg.dropout)
         self.embed_norm = (
             build_norm(cfg.norm_type, cfg.d_model, cfg.norm_eps, cfg.bias) if cfg.embed_norm else nn.Identity()

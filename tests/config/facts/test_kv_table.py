@@ -113,3 +113,18 @@ def test_latent_attention_takes_hyper_connections():
     """Hyper-connections act around the block, so latent attention builds and runs with them."""
     model = zoo.build_model(tiny("decoder_only", "rope", **LATENT, hyper_connections="static")).eval()
     assert model(torch.randint(0, 37, (2, 6))).logits.shape == (2, 6, 37)
+
+
+@pytest.mark.parametrize(
+    "position",
+    [dict(scaling="yarn", scale=4.0), dict(scale=2.0), dict(rotary_fraction=0.5), dict(theta_local=1000.0)],
+    ids=["yarn", "linear-2", "partial", "local-base"],
+)
+def test_a_rope_rule_the_latent_key_would_miss_is_refused(position):
+    """Latent attention rotates its shared key with plain RoPE: a scaling rule, a partial
+    rotation or a local base is refused with it, never applied in part."""
+    (name, value), *_ = position.items()
+    extra = dict(attention="sliding", window=4, global_every=2) if name == "theta_local" else {}
+    with pytest.raises(ConfigError, match=f"model.position.{name}=.* is not applied by model.kv=latent"):
+        ModelConfig(**tiny("decoder_only", "rope", **LATENT, **extra) | {"position": {"kind": "rope", **position}})
+    ModelConfig(**tiny("decoder_only", "rope", **LATENT, **extra))  # the plain rule is served

@@ -25,7 +25,7 @@ from zoo.nn.position.base import PositionScheme
 CONF = Path(__file__).resolve().parents[3] / "conf" / "model" / "position"
 KINDS = list(PositionKind)
 PARAMS = [f.name for f in fields(PositionConfig) if f.name != "kind"]
-OWNED = [(kind, name) for kind in KINDS for name in POSITION_FACTS[kind].params]
+OWNED = [(kind, name) for kind in KINDS for name in POSITION_FACTS[kind].params + POSITION_FACTS[kind].layer_params]
 EVEN_SIZES = sorted({f.even.size for f in POSITION_FACTS.values() if f.even is not None})
 
 
@@ -35,10 +35,23 @@ def config(kind: PositionKind, params: dict | None = None, **overrides) -> Model
     return ModelConfig(**cfg)
 
 
+# valid values other than the default where doubling it is not one
+OTHER = {
+    "scaling": "yarn",
+    "rotary_fraction": 0.5,
+    "theta_local": 500.0,
+    "nope_every": 2,
+    "original_max_seq_len": 64,
+    "attention_factor": 1.5,
+}
+# the RoPE scaling rule under which a field applies (zoo.config.facts.rope.SCALING_FACTS)
+RULE = {name: {"scaling": "yarn"} for name in ("original_max_seq_len", "beta_fast", "beta_slow", "attention_factor")}
+
+
 def changed(name: str):
     """A valid value of PositionConfig field `name` other than its default."""
     default = next(f.default for f in fields(PositionConfig) if f.name == name)
-    return default * 2 or 2
+    return OTHER[name] if name in OTHER else default * 2 or 2
 
 
 def test_every_kind_has_a_row_a_module_and_a_config_file():
@@ -74,7 +87,9 @@ def test_a_rows_parameters_count_as_embeddings_as_it_says(kind):
 
 
 def test_every_parameter_belongs_to_exactly_one_scheme():
-    assert sorted(n for kind in KINDS for n in POSITION_FACTS[kind].params) == sorted(PARAMS)
+    assert sorted(
+        n for kind in KINDS for n in POSITION_FACTS[kind].params + POSITION_FACTS[kind].layer_params
+    ) == sorted(PARAMS)
     assert all(len(readers(name)) == 1 for name in PARAMS)
 
 
@@ -135,7 +150,7 @@ def test_a_bounded_scheme_ends_at_max_seq_len_and_the_others_do_not(kind):
 
 @pytest.mark.parametrize("kind,name", OWNED, ids=lambda v: str(v))
 def test_a_parameter_is_refused_for_a_scheme_that_does_not_read_it(kind, name):
-    PositionConfig(kind=kind, **{name: changed(name)})
+    PositionConfig(kind=kind, **{name: changed(name)}, **RULE.get(name, {}))
     for other in KINDS:
         if other != kind:
             with pytest.raises(ConfigError) as refused:

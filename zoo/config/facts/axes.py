@@ -39,6 +39,7 @@ from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import POSITION_FACTS, PositionKind
 from zoo.config.facts.residuals import HYPER_FACTS, VALUE_RESIDUAL_FACTS, HyperConnections, ValueResidual
+from zoo.config.facts.rope import SCALING_FACTS, RopeScaling
 from zoo.config.facts.schedules import SCHEDULE_FACTS, ScheduleKind
 from zoo.config.facts.tasks import TASK_SPECS, TaskKind, families_of
 from zoo.config.facts.tokenizers import TOKENIZER_FACTS, TokenizerKind
@@ -141,6 +142,19 @@ def _moe_expert(kind: MoEExpert) -> dict[str, Any]:
     }
 
 
+def _rope_scaling(kind: RopeScaling) -> dict[str, Any]:
+    """A RoPE context-extension rule at factor 4, over an original length of 8 where the rule
+    reads one (past it, within the contract tests' context of 32, the rule changes the angles)."""
+    out: dict[str, Any] = {
+        "model.position.kind": "rope",
+        "model.position.scaling": kind.value,
+        "model.position.scale": 4.0,
+    }
+    if "original_max_seq_len" in SCALING_FACTS[kind].params:
+        out["model.position.original_max_seq_len"] = 8
+    return out
+
+
 def _task(kind: TaskKind) -> dict[str, Any]:
     """A training objective, with the first family that trains it (a masked LM's encoder)."""
     return {"task.kind": kind.value, "model.family": families_of(kind)[0].value}
@@ -181,6 +195,7 @@ AXES: list[Axis] = [
     Axis("model.moe_expert", MoEExpert, EXPERT_FACTS, overrides=_moe_expert),
     Axis("model.value_residual", ValueResidual, VALUE_RESIDUAL_FACTS, overrides=_value_residual),
     Axis("model.hyper_connections", HyperConnections, HYPER_FACTS, overrides=_hyper),
+    Axis("model.position.scaling", RopeScaling, SCALING_FACTS, overrides=_rope_scaling),
 ]
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.facts.rope import LAYER_PARAMS, SCALING_PARAMS
 from zoo.config.facts.starts import Starts
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class PositionFacts:
     - `even`: the size it pairs dimensions of, which must be even (None: no such size).
     - `bounded`: its positions end at `model.max_seq_len` (a table of that many rows); an
       unbounded scheme computes any position.
+    - `layer_params`: the `PositionConfig` fields the stack reads to pick each layer's scheme
+      (RoPE's per-layer pattern, `zoo.config.facts.rope`), refused like `params` elsewhere.
     - `paper`: where it comes from.
     - `parameters`: the parameters one stack's scheme holds (its instances in every layer, for
       a scheme not shared across layers), from the model config and the stack's layer count;
@@ -86,6 +89,7 @@ class PositionFacts:
     params: tuple[str, ...]
     acts: tuple[Site, ...]
     paper: str
+    layer_params: tuple[str, ...] = ()
     even: Even | None = None
     bounded: bool = False
     parameters: Callable[[ModelConfig, int], int] = _no_parameters
@@ -154,9 +158,10 @@ POSITION_FACTS: dict[PositionKind, PositionFacts] = {
         paper="Press et al. 2022",
     ),
     PositionKind.rope: PositionFacts(
-        params=("theta", "scale"),
+        params=("theta", "scale", *SCALING_PARAMS, "rotary_fraction"),
+        layer_params=LAYER_PARAMS,
         acts=(Site.rotation,),
-        paper="Su et al. 2021 (RoFormer); scale: Chen et al. 2023",
+        paper="Su et al. 2021 (RoFormer); scaling rules: zoo.config.facts.rope.SCALING_FACTS",
         even=Even(
             "head_dim",
             "rope rotates pairs of dimensions: head size {head_dim} "
@@ -168,7 +173,7 @@ POSITION_FACTS: dict[PositionKind, PositionFacts] = {
 
 def readers(param: str) -> tuple[PositionKind, ...]:
     """The schemes that read `PositionConfig` field `param` (empty for `kind`)."""
-    return tuple(kind for kind, facts in POSITION_FACTS.items() if param in facts.params)
+    return tuple(kind for kind, facts in POSITION_FACTS.items() if param in facts.params + facts.layer_params)
 
 
 def check_params(position: PositionConfig) -> None:

@@ -38,6 +38,7 @@ from zoo.config.facts.residuals import (
     ValueResidual,
     check_residuals,
 )
+from zoo.config.facts.rope import check_rope_pattern
 from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
 from zoo.config.schema.frozen import settle
 from zoo.config.schema.position import PositionConfig
@@ -479,6 +480,7 @@ class ModelConfig:
         for name, kind in {**check_heads(self), **check_expert(self)}.items():  # attn_sink, attn_gate, moe_expert
             settle(self, name, kind)
         check_residuals(self, settle)  # model.value_residual, value_embeds, hyper_connections, residual_streams
+        check_rope_pattern(self)  # model.position: partial rotation, NoPE interval, local base
 
     @property
     def embedding_std(self) -> float:

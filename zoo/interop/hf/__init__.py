@@ -13,7 +13,8 @@ attention and logits, sliding-window layers between global ones, scaled embeddin
 (norms after the sublayers, QK-norm over the whole projection) and GPT-NeoX (attention and
 feed-forward in parallel from two norms); and the mixtures of experts Mixtral (Llama's block),
 OLMoE (QK-norm over the projection) and Qwen3-MoE (Qwen3's block, mixtures in every k-th
-layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them; and gpt-oss
+layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them; SmolLM3 (Llama
+with no positions in every k-th layer); DeepSeek-V3 (multi-head latent attention); and gpt-oss
 (attention biases and sinks, sliding/full layers, experts with biases and a clamped SwiGLU:
 `model.moe_expert=gpt_oss`). A config field
 the converter cannot reproduce exactly (an unknown RoPE scaling, a bias on some projections
@@ -43,6 +44,7 @@ from zoo.interop.hf.olmo2 import OLMO2
 from zoo.interop.hf.olmoe import OLMOE
 from zoo.interop.hf.qwen3 import QWEN3
 from zoo.interop.hf.qwen3moe import QWEN3_MOE
+from zoo.interop.hf.smollm3 import SMOLLM3
 from zoo.interop.hf.t5 import T5
 from zoo.interop.hf.table import Converter
 
@@ -60,6 +62,7 @@ FAMILIES = (
     MIXTRAL,
     OLMOE,
     QWEN3_MOE,
+    SMOLLM3,
     DEEPSEEK_V3,
     GPT_OSS,
 )

@@ -8,6 +8,7 @@ import torch
 
 from zoo.config.errors import ZooError
 from zoo.config.facts.moe_routing import MoEBalance
+from zoo.config.facts.rope import RopeScaling
 
 
 class UnsupportedConfig(ZooError, ValueError):
@@ -103,7 +104,13 @@ OPTIONS = {
     "value_embeds": (0,),
     "hyper_connections": ("none",),
     "residual_streams": (None, 1),  # None: derived, 1 with model.hyper_connections=none
+    # RoPE's per-layer pattern and partial rotation (model.position.*), at their defaults
+    "rotary_fraction": (1.0,),
+    "nope_every": (None,),
+    "theta_local": (None,),
 }
+# the OPTIONS that are fields of model.position
+POSITION_OPTIONS = ("offset", "rotary_fraction", "nope_every", "theta_local")
 
 
 def composed_as(cfg, options: dict | None = None, **choices) -> bool:
@@ -121,20 +128,21 @@ def composed_as(cfg, options: dict | None = None, **choices) -> bool:
     if not all(made[key].value in (value if isinstance(value, tuple) else (value,)) for key, value in choices.items()):
         return False
     allowed = {**OPTIONS, **(options or {})}
-    values = {key: cfg.position.offset if key == "offset" else getattr(cfg, key) for key in allowed}
-    return all(allowed[key] is ANY or values[key] in allowed[key] for key in allowed)
+    values = {key: getattr(cfg.position if key in POSITION_OPTIONS else cfg, key) for key in allowed}
+    return all(allowed[key] is ANY or values[key] in allowed[key] for key in allowed) and exported_rope(cfg)
 
 
 def rope_of(config) -> tuple[float, float]:
     """(theta, linear scale) of a transformers config's RoPE (`rope_parameters`, or the older
-    `rope_scaling` / `rope_theta`), over the whole head (`partial_rotary_factor` 1.0: zoo rotates
-    every dimension); UnsupportedConfig otherwise."""
+    `rope_scaling` / `rope_theta`), over the whole head (`partial_rotary_factor` 1.0, as the
+    families but GPT-NeoX rotate); UnsupportedConfig otherwise (`rope_position` reads the other
+    rules and, for GPT-NeoX, the fraction)."""
     params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
     fraction = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
     if fraction not in (1.0, None):
         raise UnsupportedConfig(
             f"{type(config).__name__}.partial_rotary_factor={fraction} is not supported "
-            f"(supported: 1.0; zoo's RoPE rotates the whole head)"
+            f"(supported: 1.0; this family's transformers model rotates whole heads)"
         )
     theta = params.get("rope_theta", getattr(config, "rope_theta", None) or 10000.0)
     kind = params.get("rope_type", params.get("type", "default"))
@@ -147,11 +155,91 @@ def rope_of(config) -> tuple[float, float]:
     )
 
 
-def hf_rope(position) -> dict:
-    """transformers' `rope_parameters` of a zoo RoPE `position` config (the inverse of `rope_of`)."""
+# transformers' rope_type of each rule it shares with zoo (it has no static NTK rule)
+HF_ROPE_TYPES = ("default", *(kind.value for kind in RopeScaling if kind != RopeScaling.ntk))
+
+
+def rope_position(config, *, partial: bool = False) -> dict:
+    """zoo's `model.position` of a transformers config's RoPE: its base and its scaling rule
+    (default, linear or yarn, as `zoo.config.facts.rope.SCALING_FACTS` defines them) with the
+    rule's parameters; with `partial`, `partial_rotary_factor` as model.position.rotary_fraction
+    (for a family whose transformers model rotates part of each head). UnsupportedConfig for a
+    rule or parameter zoo does not reproduce."""
+    name = type(config).__name__
+    params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
+    fraction = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    if fraction not in (1.0, None) and not partial:
+        rope_of(config)  # refuses the fraction, naming it
+    position: dict[str, Any] = {"kind": "rope"}
+    position["theta"] = float(params.get("rope_theta", getattr(config, "rope_theta", None) or 10000.0))
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind == "linear":
+        position["scale"] = float(params["factor"])
+    elif kind == "dynamic":  # its original length is max_position_embeddings: zoo's model.max_seq_len
+        position.update(scale=float(params["factor"]), scaling="dynamic")
+    elif kind == "yarn":
+        for key in ("mscale", "mscale_all_dim"):
+            if params.get(key):
+                raise UnsupportedConfig(
+                    f"{name}.rope_parameters {key}={params[key]} is not supported (supported: none)"
+                )
+        if params.get("truncate", True) is not True or params.get("factor") is None:
+            raise UnsupportedConfig(
+                f"{name}.rope_parameters truncate={params.get('truncate')} factor={params.get('factor')} "
+                f"is not supported (supported: truncate true, a factor given)"
+            )
+        position.update(
+            scale=float(params["factor"]),
+            scaling="yarn",
+            original_max_seq_len=int(params["original_max_position_embeddings"]),
+            beta_fast=float(params.get("beta_fast") or 32.0),
+            beta_slow=float(params.get("beta_slow") or 1.0),
+            attention_factor=params.get("attention_factor"),
+        )
+    elif kind != "default":
+        raise UnsupportedConfig(
+            f"{name}.rope_parameters rope_type={kind!r} is not supported "
+            f"(supported: {', '.join(repr(k) for k in HF_ROPE_TYPES)})"
+        )
+    if fraction not in (1.0, None):
+        position["rotary_fraction"] = float(fraction)
+    return position
+
+
+def hf_rope(position, max_seq_len: int | None = None) -> dict:
+    """transformers' `rope_parameters` of a zoo RoPE `position` config (the inverse of
+    `rope_of` / `rope_position`); `max_seq_len`: the model's, YaRN's original length when the
+    config names none. A rule transformers has not (`exported_rope` is False) matches no family."""
+    scaling = getattr(position.scaling, "value", position.scaling)
+    if scaling == "yarn" and position.scale != 1.0:
+        original = position.original_max_seq_len if position.original_max_seq_len is not None else max_seq_len
+        return {
+            "rope_type": "yarn",
+            "rope_theta": position.theta,
+            "factor": position.scale,
+            "original_max_position_embeddings": original,
+            "beta_fast": position.beta_fast,
+            "beta_slow": position.beta_slow,
+            "attention_factor": position.attention_factor,
+        }
+    if scaling == "dynamic" and position.scale != 1.0:
+        return {"rope_type": "dynamic", "rope_theta": position.theta, "factor": position.scale}
     if position.scale != 1.0:
         return {"rope_type": "linear", "rope_theta": position.theta, "factor": position.scale}
     return {"rope_type": "default", "rope_theta": position.theta}
+
+
+def exported_rope(cfg) -> bool:
+    """Does transformers have `cfg`'s RoPE scaling rule? Not static NTK (its dynamic rule grows
+    the base with each forward's length), and dynamic only from model.max_seq_len (its
+    max_position_embeddings is the original length)."""
+    p = cfg.position
+    scaling = getattr(p.scaling, "value", p.scaling)
+    if p.scale == 1.0:
+        return True
+    if scaling == "ntk":
+        return False
+    return scaling != "dynamic" or p.original_max_seq_len in (None, cfg.max_seq_len)
 
 
 def tied(hf_model) -> bool:

@@ -8,8 +8,7 @@ GPT-NeoX fuses q, k, v into one `query_key_value` whose rows run head by head (f
 Dh query rows, then key rows, then value rows); zoo's `qkv_proj` has all query rows, then all
 key rows, then all value rows: the rows are permuted on the way in and out. RoPE pairs
 dimensions as rotate-half, as zoo does, but GPT-NeoX rotates only `partial_rotary_factor` of
-each head (`rotary_pct`, 0.25 by default, as in Pythia); zoo rotates the whole head, so a
-fraction other than 1.0 is refused."""
+each head (`rotary_pct`, 0.25 by default, as in Pythia): zoo's `model.position.rotary_fraction`."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from typing import Any
 import torch
 
 from zoo.config.schema.model import BlockKind, ModelConfig
-from zoo.interop.hf.common import ACTIVATIONS, ACTIVATIONS_LISTED, HF_ACTIVATIONS, hf_rope, require, rope_of
+from zoo.interop.hf.common import ACTIVATIONS, ACTIVATIONS_LISTED, ANY, HF_ACTIVATIONS, hf_rope, require, rope_position
 from zoo.interop.hf.table import FULL_HEADS, HIDDEN_FIELDS, WB, Composition, Family, Stack, Table, Transform, row
 
 BLOCKS = {True: "parallel_two_norms", False: "sequential"}  # use_parallel_residual -> model.block
@@ -29,7 +28,7 @@ COMPOSITION = Composition(
     "layernorm",
     tuple(HF_ACTIVATIONS),
     True,
-    {"block": tuple(BLOCKS.values())},
+    {"block": tuple(BLOCKS.values()), "rotary_fraction": ANY},
     FULL_HEADS,
 )
 FIELDS = HIDDEN_FIELDS.extended("norm_eps layer_norm_eps")
@@ -64,8 +63,7 @@ TABLE = Table(
 def neox_keys(config: Any) -> dict[str, Any]:
     require(config, "hidden_act", tuple(ACTIVATIONS))
     require(config, "attention_bias", (True, None), "zoo's biases are on every projection or on none")
-    theta, scale = rope_of(config)
-    position = {"kind": "rope", "theta": theta, "scale": scale}
+    position = rope_position(config, partial=True)
     return COMPOSITION.keys(
         FIELDS.read(config),
         position=position,
@@ -80,7 +78,10 @@ def neox_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
         **FIELDS.write(cfg),
         "hidden_act": HF_ACTIVATIONS[cfg.activation.value],
         "use_parallel_residual": cfg.block.value == "parallel_two_norms",
-        "rope_parameters": {**hf_rope(cfg.position), "partial_rotary_factor": 1.0},
+        "rope_parameters": {
+            **hf_rope(cfg.position, cfg.max_seq_len),
+            "partial_rotary_factor": cfg.position.rotary_fraction,
+        },
         "attention_bias": True,
         "attention_dropout": 0.0,
         "hidden_dropout": 0.0,
@@ -92,7 +93,7 @@ def neox_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
 
 NAMES = ("gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig")
 DESCRIPTION = (
-    f"gpt_neox: decoder-only, rope over the whole head, pre-LN layernorm, {ACTIVATIONS_LISTED}, biases, "
+    f"gpt_neox: decoder-only, rope over all or the first part of each head, pre-LN layernorm, {ACTIVATIONS_LISTED}, biases, "
     f"{BlockKind.parallel_two_norms.value} or {BlockKind.sequential.value} block"
 )
 GPT_NEOX = Family(NAMES, DESCRIPTION, COMPOSITION, (neox_keys, neox_hf_keys), TABLE)

@@ -2,11 +2,13 @@
 
 The weights fix the architecture and the vocabulary, so the composed config is rewritten:
 - `model` becomes the composition of DIR's config.json (`zoo.interop.hf.pretrained`), keeping
-  only the composed `model.dropout` (fine-tuning commonly sets it);
+  only the composed `model.dropout` (fine-tuning commonly sets it) and RoPE's context-extension
+  rule where the command line sets it (`model.position.scaling=yarn model.position.scale=4`:
+  fine-tuning past the pretrained length; `zoo.config.facts.rope.RUN_TIME_KEYS`);
 - `tokenizer` becomes `tokenizer=hf tokenizer.path=DIR` (or the path the command line gives).
 
 A command-line override that would change either is refused on one line, before anything is
-read or written: `model=...`, `model/...=...`, `model.*` other than `model.dropout`, a
+read or written: `model=...`, `model/...=...`, `model.*` other than those kept, a
 tokenizer other than hf, and `tokenizer.*` keys other than `tokenizer.path` /
 `tokenizer.cache_dir`. Applying the rewrite twice gives the same config. The weights
 themselves are loaded by the training run (`zoo.training.fit.fit_run`), unless it resumes from a zoo
@@ -20,13 +22,16 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from zoo.config.errors import ConfigError
+from zoo.config.facts.rope import RUN_TIME_KEYS
 from zoo.config.records.hf_dir import check_directory_files
 from zoo.config.schema.data import TokenizerConfig, TokenizerKind
+from zoo.config.schema.model import ModelConfig
+from zoo.config.schema.rope_rule import with_rope_rule
 from zoo.config.schema.store import composed_node
 from zoo.interop.hf.pretrained import model_config
 
 PREFIX = "hf:"
-KEPT_MODEL_KEYS = ("model.dropout",)
+KEPT_MODEL_KEYS = ("model.dropout", *(f"model.position.{key}" for key in RUN_TIME_KEYS))
 HF_TOKENIZER_KEYS = ("tokenizer.path", "tokenizer.cache_dir")
 
 
@@ -57,7 +62,7 @@ def refuse_overrides(value: str, overrides: Iterable[str]) -> None:
         if (key == "model" or key.startswith(("model.", "model/"))) and key not in KEPT_MODEL_KEYS:
             raise ConfigError(
                 f"{text}: init_from={value} fixes the architecture (from {path}/config.json); "
-                f"only model.dropout may be set"
+                f"only model.dropout and RoPE's scaling rule (model.position.scaling, scale, ...) may be set"
             )
         if (key == "tokenizer" and choice != "hf") or (
             key.startswith(("tokenizer.", "tokenizer/")) and key not in HF_TOKENIZER_KEYS
@@ -80,6 +85,9 @@ def apply_init_from(cfg, overrides: Iterable[str] = ()):
     refuse_overrides(value, overrides)
     check_directory(path)
     model = dataclasses.replace(model_config(path), dropout=OmegaConf.select(cfg, "model.dropout", default=0.0))
+    rule = [text.lstrip("+~") for text in overrides if text.lstrip("+~").startswith("model.position.")]
+    if rule:  # RoPE's scaling rule from the command line, checked against the pretrained model
+        model = ModelConfig(**with_rope_rule(model.to_dict(), rule, f"init_from={value}"))
     tokenizer = TokenizerConfig(
         kind=TokenizerKind.hf,
         path=OmegaConf.select(cfg, "tokenizer.path", default=None) or str(path),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.config.schema.model import ModelConfig
-from zoo.interop.hf.common import hf_rope, rope_of
+from zoo.interop.hf.common import hf_rope, rope_position
 from zoo.interop.hf.experts import dense_layer, moe_layer
 from zoo.interop.hf.table import HIDDEN_FIELDS, IDENTITY, Composition, Row, Stack, Table, Transform, row
 
@@ -57,10 +57,9 @@ def rope_table(norms: dict[str, str], norm: Transform = IDENTITY) -> Table:
 
 def zoo_keys(config: Any, **family: Any) -> dict[str, Any]:
     """The ModelConfig keys every family here reads the same way, then the family's own."""
-    theta, scale = rope_of(config)
     n_heads = config.num_attention_heads
     keys = {
-        "position": {"kind": "rope", "theta": theta, "scale": scale},
+        "position": rope_position(config),
         "n_kv_heads": config.num_key_value_heads or n_heads,
         "head_dim": getattr(config, "head_dim", None) or config.hidden_size // n_heads,
         "tie_embeddings": bool(config.tie_word_embeddings),  # None in some configs
@@ -76,7 +75,7 @@ def hf_keys(cfg: ModelConfig, **family: Any) -> dict[str, Any]:
         "num_key_value_heads": cfg.n_kv_heads,
         "head_dim": cfg.head_dim,
         "hidden_act": "silu",
-        "rope_parameters": hf_rope(cfg.position),
+        "rope_parameters": hf_rope(cfg.position, cfg.max_seq_len),
         "attention_bias": False,
         "attention_dropout": 0.0,
         "bos_token_id": None,

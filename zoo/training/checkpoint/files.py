@@ -30,6 +30,7 @@ from zoo.config.records.hparams import from_hparams
 from zoo.config.records.rundir import SHARDED_META, locate_checkpoint  # noqa: F401  (SHARDED_META re-exported)
 from zoo.config.schema.model import ModelConfig
 from zoo.config.schema.params import largest_part, parameter_parts
+from zoo.config.schema.rope_rule import with_rope_rule
 from zoo.data.tokenizers.state import TokenizerStateError, tokenizer_from_state
 from zoo.tasks import TASKS
 from zoo.training.checkpoint.integrity import check_checkpoint, require_record
@@ -137,9 +138,13 @@ def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]
     return data
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
+def load_checkpoint(
+    path: str | Path, map_location: str | torch.device = "cpu", rope_rule: list[str] | None = None, tool: str = "zoo"
+):
     """Rebuild the LightningModule saved at `path` (any zoo task), in eval mode, with its
-    tokenizer attached as `.tokenizer` when the checkpoint carries one."""
+    tokenizer attached as `.tokenizer` when the checkpoint carries one. `rope_rule`:
+    `model.position.*` overrides of RoPE's context-extension rule to run it with
+    (`zoo.config.schema.rope_rule.with_rope_rule`; `tool` names the program in a refusal)."""
 
     data = read_checkpoint(path)
     hparams = data["hyper_parameters"]
@@ -148,6 +153,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"):
         raise CheckpointError(
             f"checkpoint {path} is not a zoo checkpoint: its hyper_parameters lack {' and '.join(missing)}"
         )
+    if rope_rule:
+        hparams = {**hparams, "model": with_rope_rule(hparams["model"], rope_rule, tool)}
     try:
         trained = from_hparams(hparams)
         check_config_fits_weights(path, trained.model, data["state_dict"])  # before anything is allocated
