@@ -9,17 +9,16 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from zoo.cli.hydra_check import check_job_subdir, check_overridden_settings, own_sources
 from zoo.cli.spelling import misspelled
-from zoo.config.errors import ConfigError, explain, zoo_error_in
+from zoo.config.errors import ConfigError, explain
 from zoo.config.paths import CONFIG_NAME, config_source, shadowed_files
 from zoo.config.records.yaml_files import check_config_dirs
 from zoo.config.safety.hydra_section import (
     HYDRA_GROUPS,
-    SUBDIR,
     check_hydra_overrides,
     check_hydra_section,
     check_searchpath,
-    job_subdir,
 )
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.sections import check_deletions, check_sections
@@ -133,29 +132,29 @@ def with_init_from(cfg: DictConfig, overrides: Iterable[str]) -> DictConfig:
 @contextmanager
 def _hydra_at(primary: str, config_dirs: Iterable[str]):
     """Hydra initialised through its public API over zoo's search path (`primary`, as -cp gives
-    it, then each -cd directory where Hydra's -cd puts it: `zoo.config.paths.command_line_dirs`), set up
-    beside any running Hydra app and put away after; yields Hydra's config loader."""
+    it, then each -cd directory where Hydra's -cd puts it: `zoo.config.paths.command_line_dirs`);
+    `initialize_config_dir` (or `_module`) puts Hydra back as it found it on leaving. Yields
+    Hydra's config loader. Inside a running Hydra application (whose job owns Hydra's state)
+    zoo composes nothing: refused on one line."""
     from hydra import initialize_config_dir, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
     from zoo.config.paths import command_line_dirs, use_recipes
 
+    if GlobalHydra.instance().is_initialized():
+        raise ConfigError(
+            "zoo.compose runs outside a Hydra application (Hydra is initialised here); in a task "
+            "function, use the config Hydra passed it"
+        )
     use_recipes()
-    saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
-    GlobalHydra.instance().clear()  # inside a running Hydra app or hydra.initialize(): set aside, restored below
-    try:
-        with command_line_dirs(config_dirs):  # read while Hydra makes its search path
-            init: Any
-            if primary.startswith("pkg://"):
-                init = initialize_config_module(primary[len("pkg://") :], job_name="train", version_base="1.3")
-            else:
-                init = initialize_config_dir(primary.removeprefix("file://"), job_name="train", version_base="1.3")
-        with init:
-            yield GlobalHydra.instance().config_loader()
-    finally:
-        GlobalHydra.instance().clear()
-        if saved is not None:
-            GlobalHydra.instance().initialize(saved)
+    with command_line_dirs(config_dirs):  # read while Hydra makes its search path
+        init: Any
+        if primary.startswith("pkg://"):
+            init = initialize_config_module(primary[len("pkg://") :], job_name="train", version_base="1.3")
+        else:
+            init = initialize_config_dir(primary.removeprefix("file://"), job_name="train", version_base="1.3")
+    with init:
+        yield GlobalHydra.instance().config_loader()
 
 
 def _all_groups(loader, parent: str = "") -> list[str]:
@@ -332,42 +331,19 @@ def _reference_hydra(choices: dict) -> dict:
     return _REFERENCES[key]
 
 
-def _check_hydra(cfg: DictConfig, overrides: list[str]) -> None:
+def _check_hydra(cfg: DictConfig, overrides: list[str], *, reference: bool = False) -> None:
     """Hydra's section of `cfg` holds only zoo's own values and checked settings
     (`zoo.config.safety.hydra_section`); its record of the overrides is the command line's; a sweep's
-    job directory lies inside the sweep directory."""
+    job directory lies inside the sweep directory. Composed from zoo's own config files alone,
+    the section differs from zoo's own only by the command line's overrides, whose settings are
+    checked where they landed (`zoo.cli.hydra_check`: no second, reference composition); with
+    a config directory from elsewhere (or `reference`), it is compared with the reference."""
     given = cast(dict[str, Any], OmegaConf.to_container(cfg.hydra, resolve=False))
-    check_hydra_section(given, _reference_hydra(given["runtime"]["choices"]))
+    if reference or not own_sources(given):
+        check_hydra_section(given, _reference_hydra(given["runtime"]["choices"]))
+    else:
+        check_overridden_settings(given, overrides)
     recorded = list(given["overrides"]["task"]) + list(given["overrides"]["hydra"])
     if sorted(recorded) != sorted(overrides):
         raise ConfigError("hydra.overrides is refused: Hydra records the command line's overrides there")
-    _check_job_subdir(cfg)
-
-
-def _check_job_subdir(cfg: DictConfig) -> None:
-    """The first job's directory of a sweep, `hydra.sweep.subdir` resolved as Hydra resolves it
-    for that job (against the whole config: `${x}` may read any key), lies inside the sweep
-    directory (`zoo.config.safety.hydra_section.job_subdir`). A value only Hydra's job knows
-    (`${hydra:...}`) is checked where each job's directory is made (`subdir_override`)."""
-    from omegaconf.errors import InterpolationKeyError, InterpolationResolutionError, OmegaConfBaseException
-
-    written = cast(dict, OmegaConf.to_container(cfg.hydra.sweep, resolve=False)).get("subdir")
-    probe = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
-    probe.hydra.job.num, probe.hydra.job.id = 0, "0"  # as Hydra numbers the first job
-    try:
-        resolved = OmegaConf.select(probe, SUBDIR, throw_on_missing=True)
-    except InterpolationKeyError as exc:  # names a key no config has: Hydra would stop the sweep
-        raise ConfigError(f"{SUBDIR}={written!r}: {explain(exc)}") from None
-    except InterpolationResolutionError as exc:
-        refusal = zoo_error_in(exc)
-        if refusal is not None:  # zoo's own check, met again (a rank's command line holds it)
-            raise refusal from None
-        first: BaseException = exc
-        while first.__context__ is not None:  # where it began: OmegaConf's own error, or a resolver's
-            first = first.__context__
-        if isinstance(first, OmegaConfBaseException):  # e.g. a key read inside a value
-            raise ConfigError(f"{SUBDIR}={written!r}: {explain(exc)}") from None
-        return  # a resolver that needs what only Hydra's job knows (${hydra:...})
-    except Exception:  # noqa: BLE001 - needs run-time values: the written form was checked
-        return
-    job_subdir(resolved, None if written is None else str(written))
+    check_job_subdir(cfg)

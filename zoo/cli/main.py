@@ -43,12 +43,7 @@ def main(argv: list[str] | None = None) -> None:
         hint = f"did you mean {close[0]}? " if close else ""
         fail(TOOL, f"unknown subcommand {name!r}; {hint}subcommands: {', '.join(COMMANDS)}")
     module, function = COMMANDS[name].split(":")
-    saved = list(sys.argv)
-    sys.argv[:] = [f"zoo-{name}", *rest]  # the tools (and Hydra, for train) read sys.argv
-    try:
-        getattr(importlib.import_module(module), function)()
-    finally:
-        sys.argv[:] = saved
+    getattr(importlib.import_module(module), function)(rest)  # each tool's main takes its arguments
 
 
 def usage() -> str:

@@ -257,12 +257,16 @@ def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
             os.environ[FULL_ERROR_ENV] = before
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """zoo-train with the arguments `argv` (`zoo train ARGS`); None: this process's command line.
+    Hydra reads its command line from `sys.argv` alone, so `_main` hands it there (and puts the
+    process's own back after)."""
+    words = list(sys.argv) if argv is None else ["zoo-train", *argv]
     # from the first line to the last, SIGTERM and Ctrl-C end the command with one line and 128 +
     # the signal (a run's own handler answers them from its preparation to its final validation)
     with command.answering():
         try:
-            _main()
+            _main(words)
         except (command.Stopped, KeyboardInterrupt) as exc:
             _stopped(getattr(exc, "signum", signal.SIGINT))
 
@@ -305,11 +309,13 @@ def _record_stop(claim: command.Claim, signum: int):
     return record_interrupted(claim.run_dir, TrainingInterrupted(signum, step, last, why=why), lambda: claim.resume)
 
 
-def _main() -> None:
+def _main(argv: list[str]) -> None:
+    """zoo-train's command line `argv` (the program name first): checked and claimed, then run
+    by Hydra."""
     from zoo.cli.tool import serve, wants_help
     from zoo.config.errors import ZooError
 
-    argv = list(sys.argv)
+    saved = list(sys.argv)
     words = in_one_group(argv)[1:]  # Hydra's parser takes the overrides as one group
     args = parse_hydra_args(words)
     helping = wants_help(words)  # zoo's help, from the schemas; Hydra's own is --hydra-help
@@ -363,7 +369,7 @@ def _main() -> None:
     except ZooError as exc:  # a refusal of the claim, or one the steps above did not report themselves
         _fail(str(exc))
     finally:
-        sys.argv[:] = argv
+        sys.argv[:] = saved
         if claim is not None:
             claim.give_back()
         if not inherited:  # a later run in this process gets a time of its own
