@@ -160,3 +160,25 @@ def test_the_learning_rate_rule_scales_by_the_batch_share():
     assert [f(s) for s in (0, 2, 5)] == [1.0, 2.0 * 0.5**0.5, 2.0]
     plain = lambda step: 1.0  # noqa: E731
     assert ramped_lr(plain, {"batch_warmup": None}) is plain
+
+
+def test_a_ramp_stopped_on_one_rank_continues_on_two_with_the_same_global_batches():
+    straight = [_ids(b) for b in _loader()]
+    first = _loader()
+    it = iter(first)
+    head = [_ids(next(it)) for _ in range(3)]
+    state = first.state_dict()
+    ranks = []
+    for r in (0, 1):
+        resumed = _loader(rank=r, world=2)
+        resumed.load_state_dict(state)
+        ranks.append([_ids(b) for b in resumed])
+    rest = [sorted(a + b) for a, b in zip(*ranks, strict=True)]
+    assert head + rest == [sorted(batch) if i >= 3 else batch for i, batch in enumerate(straight)]
+
+
+def test_a_ramp_resumed_with_another_accumulation_is_refused():
+    first = _loader(accumulation=2)
+    next(iter(first))
+    with pytest.raises(ConfigError, match="gradient accumulation of 2 micro-batches per step; this run has 1"):
+        _loader().load_state_dict(first.state_dict())

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import torch
 
+from zoo.config.errors import ConfigError
 from zoo.config.facts.ramps import Points, value_at
 from zoo.data.resumable import EpochShardSampler, ResumableLoader
 
@@ -81,22 +82,32 @@ class RampedLoader(ResumableLoader):
             yield {key: torch.cat([part[key] for part in parts]) for key in parts[0]}
 
     def state_dict(self) -> dict:
-        """The epoch, the micro-batches of this epoch (`batches`) and of the run (`micro`), and
-        this rank's examples of the epoch (`examples`)."""
+        """The epoch, the micro-batches of this epoch (`batches`) and of the run (`micro`), the
+        examples of the epoch over all ranks (`examples`, so a run may resume on another number
+        of ranks) and the gradient accumulation the micro-batches count in."""
         return {
             "epoch": int(self.sampler.epoch),
             "batches": int(self._epoch_batches),
             "micro": int(self._micro_total),
-            "examples": int(self._examples),
-            "ramp": [list(point) for point in self.micro],
+            "examples": int(self._examples * self.sampler.num_replicas),
+            "accumulation": int(self.accumulation),
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """The saved place; a finished epoch resumes at the start of the next one (a
-        checkpoint without the ramp's counts resumes as from the start of the ramp)."""
+        """The saved place; a finished epoch resumes at the start of the next one. A checkpoint
+        of a loader without the ramp resumes from its examples, each of its batches counted.
+        ConfigError when the saved micro-batches count another gradient accumulation (the
+        step each stage starts at could not be told)."""
         epoch = int(state["epoch"])
+        saved = int(state.get("accumulation", self.accumulation))
+        if saved != self.accumulation:
+            raise ConfigError(
+                f"data.batch_warmup: the checkpoint counts a gradient accumulation of {saved} micro-batches "
+                f"per step; this run has {self.accumulation}: resume with the data.max_device_batch_size "
+                "and ranks that wrote it"
+            )
         micro = int(state.get("micro", state["batches"]))
-        examples = int(state.get("examples", 0)) if "micro" in state else 0
+        examples = int(state.get("examples", 0)) // self.sampler.num_replicas
         resume = {"epoch": epoch, "batches": int(state["batches"]), "micro": micro, "examples": examples}
         self._micro_total = micro
         if self.sampler.num_samples - examples < self.micro_at(micro):

@@ -58,6 +58,11 @@ def test_a_run_continued_inside_both_ramps_matches_the_straight_run(tmp_path, cl
     straight, split = _straight_and_split(tmp_path, lambda *a: cli_here("train", *a), "model.dropout=0.1")
     assert _equal(straight, split), "resumed weights differ from the uninterrupted run"
     assert _summary(straight)["tokens_seen"] == _summary(split)["tokens_seen"] == TOKENS
+    whole = tmp_path / "whole"  # the same batches with whole windows: the context ramp acts
+    ramps = [a for a in RAMPS if not a.startswith("data.seq_len_warmup")]
+    assert cli_here("train", *tiny_overrides(whole), *ramps, "model.dropout=0.1", "trainer.max_steps=8").returncode == 0
+    assert _summary(whole)["tokens_seen"] == TOKENS
+    assert not _equal(straight, whole)
 
 
 @pytest.mark.slow
