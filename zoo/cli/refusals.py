@@ -73,6 +73,17 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("init_from's weights fix the architecture", ["init_from=hf:llama-7b", "model.n_layers=2"]),
     ("init_from's weights fix the vocabulary", ["init_from=hf:llama-7b", "tokenizer=byte"]),
     ("the global batch splits over the devices", ["trainer=ddp_cpu", "trainer.devices=3", "data.global_batch_size=16"]),
+    ("a batch ramp rises from step 0", ["data.batch_warmup=[[0,16],[100,8]]", "data.global_batch_size=8"]),
+    ("a batch ramp ends at the global batch", ["data.batch_warmup=[[0,8],[100,16]]", "data.global_batch_size=32"]),
+    (
+        "each ramped batch splits over accumulation and ranks",
+        ["trainer=ddp_cpu", "data.batch_warmup=[[0,3],[100,16]]", "data.global_batch_size=16"],
+    ),
+    ("a context ramp divides the sequence", ["data.seq_len_warmup=[[0,48],[100,128]]", "data.seq_len=128"]),
+    (
+        "ramps only for packed causal LM",
+        ["model=bert", "task=masked_lm", "data.seq_len_warmup=[[0,64],[100,128]]", "data.seq_len=128"],
+    ),
     ("sharded training has no float16 gradient scaler", ["trainer=fsdp_cpu", "trainer.precision=16-mixed"]),
     (
         "Lightning clips no fused optimizer in mixed precision",

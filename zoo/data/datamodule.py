@@ -24,7 +24,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoo.config.facts.tasks import TaskSpec, Tokenize, task_names, task_spec
+from zoo.config.facts.ramps import check_ramp_task, micro_batches, value_at
+from zoo.config.facts.tasks import Collate, TaskSpec, Tokenize, task_names, task_spec
 from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.data import (
     SENTENCEPIECE_KINDS,
@@ -42,6 +43,7 @@ from zoo.data.errors import DataError
 from zoo.data.even_batches import EvenBatches
 from zoo.data.packing import PackedBlocks
 from zoo.data.prepared import FORMAT, Prepared, entry_dir, open_prepared, prepare
+from zoo.data.ramps import RampedLoader, cut_rows
 from zoo.data.resumable import EpochShardSampler, ResumableLoader, ValidationShardSampler, fixed_generator
 from zoo.data.sources import corpus_key, describe, load_splits, require_columns
 from zoo.data.specials import require_specials
@@ -80,6 +82,7 @@ class ZooDataModule(L.LightningDataModule):
         self.tokenizer_cfg: TokenizerConfig | None = None if given else as_tokenizer_config(tokenizer)
         self.spec: TaskSpec = task_spec(task)
         check_document_mask(self.data_cfg, self.spec.kind)
+        check_ramp_task(self.data_cfg, self.spec.kind.value, self.spec.collate == Collate.causal)
         self.task = self.spec.kind
         self.seed = seed
         self.world_size = world_size
@@ -129,7 +132,12 @@ class ZooDataModule(L.LightningDataModule):
         self._splits = self._tokenized = None  # raw and intermediate data are no longer needed
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Masks without padding are left out here, on the CPU (`without_full_masks`)."""
+        """Masks without padding are left out here, on the CPU (`without_full_masks`); in
+        training under data.seq_len_warmup, the windows are cut to the step's context."""
+        trainer = getattr(self, "trainer", None)
+        ramp = self.data_cfg.seq_len_warmup
+        if ramp is not None and trainer is not None and trainer.training:
+            batch = cut_rows(batch, value_at(ramp, trainer.global_step))
         return without_full_masks(batch)
 
     def train_dataloader(self) -> torch.utils.data.DataLoader | EvenBatches:
@@ -372,6 +380,19 @@ class ZooDataModule(L.LightningDataModule):
         sampler = EpochShardSampler(
             dataset, num_replicas=world, rank=rank, shuffle=True, seed=self.seed, drop_last=True
         )
+        if self.data_cfg.batch_warmup is not None:  # the micro-batch follows the ramp
+            accumulation = trainer.accumulate_grad_batches if trainer is not None else self.accumulate_grad_batches
+            micro = micro_batches(self.data_cfg.batch_warmup, world, accumulation)
+            common.pop("batch_size")
+            return RampedLoader(
+                dataset,
+                sampler=sampler,
+                micro=micro,
+                accumulation=accumulation,
+                drop_last=True,
+                generator=fixed_generator(self.seed),
+                **common,
+            )
         return ResumableLoader(dataset, sampler=sampler, drop_last=True, generator=fixed_generator(self.seed), **common)
 
     def _collate(self, train: bool):

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
 from zoo.config.facts.moe_routing import MoEBalance
+from zoo.config.facts.ramps import ramped_lr
 from zoo.config.facts.tasks import TaskKind, task_spec
 from zoo.config.records.hparams import CheckpointExtras, from_hparams
 from zoo.config.schema.model import Family, ModelConfig
@@ -427,6 +428,7 @@ class ZooTask(L.LightningModule):
         )
         total = self.trainer.max_steps if self._trainer and self.trainer.max_steps > 0 else None
         lr_lambda = schedule(self.scheduler_config, total_steps=total, d_model=self.model_config.base_d_model)
+        lr_lambda = ramped_lr(lr_lambda, self.extras.data)  # data.batch_warmup_lr: the rate during a batch ramp
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
 from zoo.config.facts.corpora import CORPORA_BY_NAME, EXTERNAL, source_help
+from zoo.config.facts.ramps import BatchWarmupLR, check_ramps, parse_points
 from zoo.config.facts.tasks import Collate, TaskKind, task_names, task_spec
 from zoo.config.facts.tokenizers import SENTENCEPIECE_PARAMS, TokenizerKind, tokenizer_readers  # noqa: F401  (TokenizerKind re-exported)
 from zoo.config.schema.convert import as_schema, plain
@@ -213,6 +214,28 @@ class DataConfig:
             "(refused otherwise); the change is recorded in summary.json and the checkpoints"
         },
     )
+    # batch-size warmup and sequence-length warmup (zoo.config.facts.ramps)
+    batch_warmup: Any = field(
+        default=None,
+        metadata={
+            "help": "causal_lm: [[step, global batch], ...] from step 0, rising, ending at "
+            "data.global_batch_size: the batch of each stage (the micro-batch changes, the accumulation does not)"
+        },
+    )
+    batch_warmup_lr: BatchWarmupLR = field(
+        default=BatchWarmupLR.constant,
+        metadata={
+            "help": "during data.batch_warmup the learning rate is the schedule's (constant) or "
+            "times batch / full batch (linear) or its square root (sqrt)"
+        },
+    )
+    seq_len_warmup: Any = field(
+        default=None,
+        metadata={
+            "help": "causal_lm: [[step, context], ...] from step 0, rising, each dividing data.seq_len "
+            "and ending at it: each window is cut into rows of the stage's context (same tokens per step)"
+        },
+    )
 
     def __post_init__(self) -> None:
         settle(self, "source", DataSource.parse(self.source, "data.source"))
@@ -263,6 +286,10 @@ class DataConfig:
             raise ConfigError(f"data.document_mask must be true or false, got {self.document_mask!r}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise ConfigError(f"data.mlm_probability must be in (0, 1), got {self.mlm_probability}")
+        settle(self, "batch_warmup", parse_points("data.batch_warmup", self.batch_warmup))
+        settle(self, "batch_warmup_lr", BatchWarmupLR.parse(self.batch_warmup_lr, "data.batch_warmup_lr"))
+        settle(self, "seq_len_warmup", parse_points("data.seq_len_warmup", self.seq_len_warmup))
+        check_ramps(self)
 
     def to_dict(self) -> dict:
         return plain(self)

@@ -17,8 +17,9 @@ from zoo.config.facts.moe_routing import check_balance_weight
 from zoo.config.facts.mtp import mtp_refusal
 from zoo.config.facts.optimizers import RunShape, optimizer_refusal
 from zoo.config.facts.positions import max_positions
+from zoo.config.facts.ramps import check_ramp_task, micro_batches
 from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
-from zoo.config.facts.tasks import families_of, task_spec
+from zoo.config.facts.tasks import Collate, families_of, task_spec
 from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.convert import as_model_config, as_schema, check_seed, reject_non_finite, to_plain
 from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
@@ -88,6 +89,7 @@ def _validate(cfg: Any) -> ZooConfig:
     _check_branch(zc)
     check_balance_weight(zc.model, zc.task)  # task.moe_balance read under model.moe_balance=aux_loss only
     _check_mtp(zc)
+    _check_ramps(zc)
     return zc
 
 
@@ -284,3 +286,14 @@ def check_schedule_length(cfg: SchedulerConfig, total_steps: int | None) -> None
                 f"before its warmup of {cfg.warmup_steps} steps ends (total {total}): lower "
                 f"scheduler.decay_steps or scheduler.decay_fraction"
             )
+
+
+def _check_ramps(zc: ZooConfig) -> None:
+    """data.batch_warmup / data.seq_len_warmup: a packed causal task, and (the devices known
+    before any process starts) every batch of the ramp split into accumulation x ranks."""
+    check_ramp_task(zc.data, zc.task.kind.value, task_spec(zc.task.kind).collate == Collate.causal)
+    devices, nodes = zc.trainer.get("devices", 1), zc.trainer.get("num_nodes", 1)
+    if zc.data.batch_warmup is not None and isinstance(devices, int) and devices > 0 and isinstance(nodes, int):
+        world = devices * max(nodes, 1)
+        _, accumulation = per_device_batch(zc.data.global_batch_size, world, zc.data.max_device_batch_size)
+        micro_batches(zc.data.batch_warmup, world, accumulation)
