@@ -23,6 +23,7 @@ PRESETS = {
     "olmo2": ("decoder_only", "rope", "reordered", "rmsnorm", "swiglu", False, False),
     "mixtral": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
     "olmoe": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
+    "deepseek_v3": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
 }
 SMALL = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=50"]
 
@@ -79,7 +80,10 @@ def test_derived_values_follow_overrides():
         (["model.activation=tanh"], ["tanh", ", ".join(ACTIVATIONS)]),  # every registered one
         (["model.norm_type=batchnorm"], ["batchnorm", "layernorm, rmsnorm"]),
         (["model.n_heads=abc"], ["model.n_heads", "abc"]),
-        (["model=lama"], ["model/lama", "bert, gemma2, gpt, llama, mixtral, olmo2, olmoe, qwen3, t5, transformer"]),
+        (
+            ["model=lama"],
+            ["model/lama", "bert, deepseek_v3, gemma2, gpt, llama, mixtral, olmo2, olmoe, qwen3, t5, transformer"],
+        ),
         (["model/position=rop"], ["rop", "alibi", "rope", "sinusoidal"]),
         (["model.position.foo=1"], ["foo", "allowed keys", "theta"]),
         (["model.d_model=100", "model.n_heads=3"], ["100", "3", "divisible"]),
