@@ -1,7 +1,7 @@
-"""DeepSeek-V3's feed-forward half (DeepSeek-AI 2024) <-> zoo's mixture with its routing, table-
-ready for the DeepSeek-V3 family: the weight rows of each layer's feed-forward unit and the
-router's config fields. Its attention (multi-head latent attention) is not here: the family
-itself (`Family`, `zoo.interop.hf.table`) joins these rows with that attention's.
+"""DeepSeek-V3's feed-forward half (DeepSeek-AI 2024) <-> zoo's mixture with its routing: the
+weight rows of each layer's feed-forward unit and the router's config fields. Its attention
+(multi-head latent attention) is not here: the family (`zoo.interop.hf.deepseek_v3`) joins
+these rows with that attention's.
 
 transformers' `DeepseekV3MoE` holds `mlp.gate.weight` (E, D) and `mlp.gate.e_score_correction_bias`
 (E,), the router and its selection bias: zoo's `ff.router.weight` and `ff.router.score_bias`
