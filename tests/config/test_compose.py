@@ -48,7 +48,7 @@ def test_presets_have_their_documented_choices(preset):
     assert m.embed_norm == (preset in ("bert", "bart"))
 
 
-# every pair of preset x position x placement: 77 of the product's 308
+# every pair of preset x position x placement: 84 of the product's 336
 @pytest.mark.parametrize("preset, position, norm", cases({"preset": sorted(PRESETS), **model_axes("position", "norm")}))
 @pytest.mark.slow
 def test_every_preset_takes_every_position_and_norm(preset, position, norm):
