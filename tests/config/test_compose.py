@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import ACTIVATIONS
+from tests.conftest import ACTIVATIONS, POSITIONS
 from tests.covering import cases, model_axes
 from zoo.config import ConfigError, as_model_config
 
@@ -24,6 +24,8 @@ PRESETS = {
     "mixtral": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
     "olmoe": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
     "gpt_oss": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, True),
+    "deepseek_v3": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
+    "smollm3": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", True, False),
 }
 SMALL = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=50"]
 
@@ -48,14 +50,26 @@ def test_presets_have_their_documented_choices(preset):
     assert m.embed_norm == (preset in ("bert", "bart"))
 
 
-# every pair of preset x position x placement: 77 of the product's 308
+# a preset's option that refuses a position scheme, on one line before any weight exists
+REFUSED_POSITIONS = {
+    ("deepseek_v3", "shaw"): "model.kv=latent does not take model/position=shaw",
+    # SmolLM3's RoPE options (its base, its NoPE layers) are RoPE's own
+    **{("smollm3", p): "only applies to model/position=rope" for p in POSITIONS if p != "rope"},
+}
+LAYERS = {"smollm3": 4}  # its NoPE layer is the 4th; two elsewhere (gemma2 alternates sliding and global)
+
+
+# every pair of preset x position x placement: 84 of the product's 336
 @pytest.mark.parametrize("preset, position, norm", cases({"preset": sorted(PRESETS), **model_axes("position", "norm")}))
 @pytest.mark.slow
 def test_every_preset_takes_every_position_and_norm(preset, position, norm):
-    # two layers: gemma2 alternates sliding and global ones (global_every past the depth is refused)
-    cfg = zoo.compose(
-        [f"model={preset}", f"model/position={position}", f"model.norm={norm}", *SMALL, "model.n_layers=2"]
-    )
+    layers = f"model.n_layers={LAYERS.get(preset, 2)}"
+    overrides = [f"model={preset}", f"model/position={position}", f"model.norm={norm}", *SMALL, layers]
+    if (preset, position) in REFUSED_POSITIONS:
+        with pytest.raises(ConfigError, match=REFUSED_POSITIONS[preset, position]):
+            zoo.compose(overrides)
+        return
+    cfg = zoo.compose(overrides)
     model = zoo.build_model(cfg.model).eval()
     assert model.config.position.kind == position and model.config.norm == norm
     ids = torch.randint(0, 50, (1, 5))
@@ -82,7 +96,10 @@ def test_derived_values_follow_overrides():
         (["model.n_heads=abc"], ["model.n_heads", "abc"]),
         (
             ["model=lama"],
-            ["model/lama", "bert, gemma2, gpt, gpt_oss, llama, mixtral, olmo2, olmoe, qwen3, smollm3, t5, transformer"],
+            [
+                "model/lama",
+                "bert, deepseek_v3, gemma2, gpt, gpt_oss, llama, mixtral, olmo2, olmoe, qwen3, smollm3, t5, transformer",
+            ],
         ),
         (["model/position=rop"], ["rop", "alibi", "rope", "sinusoidal"]),
         (["model.position.foo=1"], ["foo", "allowed keys", "theta"]),

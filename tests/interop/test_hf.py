@@ -208,7 +208,8 @@ def _gpt_neox(**kw):
 
 
 def _deepseek_v3(q_lora_rank=None, **kw):
-    """Dense layers only (first_k_dense_replace covers them all), interleaved RoPE rows."""
+    """Dense layers only (first_k_dense_replace covers them all), interleaved RoPE rows; the
+    mixture layers are tests/interop/test_hf_deepseek_v3.py's."""
     config = transformers.DeepseekV3Config(
         vocab_size=V,
         hidden_size=32,
@@ -434,6 +435,7 @@ PRESET_EXPORTS = {
     "olmoe": "OlmoeForCausalLM",
     "gpt_oss": "GptOssForCausalLM",
     "smollm3": "SmolLM3ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
 }
 PRESET_SIZES = {"smollm3": ["model.n_layers=4"]}  # its NoPE layer is the 4th
 SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0"]

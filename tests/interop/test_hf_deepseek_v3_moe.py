@@ -3,8 +3,8 @@ zoo's `MoE` under model.moe_gate=sigmoid, model.moe_balance=bias (the selection 
 `e_score_correction_bias`), group-limited top-k (model.moe_groups = n_group, model.moe_top_groups
 = topk_group), renormalised weights times model.moe_scale (routed_scaling_factor) and shared
 experts gives its output within 1e-4 and picks its experts, with the weights copied; and the
-dense first layers match first_k_dense_replace's. The whole DeepSeek-V3 model (its multi-head
-latent attention) is not converted here."""
+dense first layers match first_k_dense_replace's. The whole DeepSeek-V3 model, with its
+multi-head latent attention, is tests/interop/test_hf_deepseek_v3.py's."""
 
 from __future__ import annotations
 

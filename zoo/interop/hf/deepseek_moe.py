@@ -1,7 +1,7 @@
-"""DeepSeek-V3's feed-forward half (DeepSeek-AI 2024) <-> zoo's mixture with its routing, table-
-ready for the DeepSeek-V3 family: the weight rows of each layer's feed-forward unit and the
-router's config fields. Its attention (multi-head latent attention) is not here: the family
-itself (`Family`, `zoo.interop.hf.table`) joins these rows with that attention's.
+"""DeepSeek-V3's feed-forward half (DeepSeek-AI 2024) <-> zoo's mixture with its routing: the
+weight rows of each layer's feed-forward unit and the router's config fields. Its attention
+(multi-head latent attention) is not here: the family (`zoo.interop.hf.deepseek_v3`) joins
+these rows with that attention's.
 
 transformers' `DeepseekV3MoE` holds `mlp.gate.weight` (E, D) and `mlp.gate.e_score_correction_bias`
 (E,), the router and its selection bias: zoo's `ff.router.weight` and `ff.router.score_bias`
@@ -36,7 +36,8 @@ DEEPSEEK_FFN = (
     row("ff.w_in.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", when=dense_layer),
     row("ff.w_out.weight", "mlp.down_proj.weight", when=dense_layer),
     row("ff.router.weight", "mlp.gate.weight", when=moe_layer),  # (E, D)
-    row("ff.router.score_bias", "mlp.gate.e_score_correction_bias", when=moe_layer),  # (E,)
+    # (E,); a mixture balanced otherwise (model.moe_balance=aux_loss, none) selects as with a zero bias
+    row("ff.router.score_bias", "mlp.gate.e_score_correction_bias", when=moe_layer, optional=True),
     row("ff.experts.w_in", "mlp.experts.gate_up_proj", when=moe_layer),  # (E, 2·F, D): gate rows, then up rows
     row("ff.experts.w_out", "mlp.experts.down_proj", when=moe_layer),  # (E, D, F)
     row(

@@ -14,9 +14,9 @@ head's query block, the last d_r rows of kv_a_proj_with_mqa) and exporting inter
 with `rope_interleave=True` in the config written.
 
 `tests/nn/test_latent_attention.py` loads these rows into a zoo layer from a random
-`DeepseekV3Attention` and compares the outputs. The whole model's converter also needs the
-DeepSeek mixture (shared and routed experts, group-limited routing with its bias correction) and
-the dense first layers (`first_k_dense_replace`), rows of `zoo.interop.hf.experts`' kind.
+`DeepseekV3Attention` and compares the outputs. The whole model's converter
+(`zoo.interop.hf.deepseek_v3`) joins them with the DeepSeek mixture's rows
+(`zoo.interop.hf.deepseek_moe`).
 """
 
 from __future__ import annotations

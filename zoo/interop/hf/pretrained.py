@@ -34,6 +34,7 @@ AUTO_CLASSES = {
     "mixtral": "AutoModelForCausalLM",
     "olmoe": "AutoModelForCausalLM",
     "qwen3_moe": "AutoModelForCausalLM",
+    "deepseek_v3": "AutoModelForCausalLM",
 }
 
 
