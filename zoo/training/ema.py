@@ -32,7 +32,10 @@ class WeightAverage(L.Callback):
         self._loaded: dict | None = None  # a checkpoint's average, placed when training starts
 
     # -- state ------------------------------------------------------------------------------
-    def on_fit_start(self, trainer, pl_module) -> None:
+    def on_train_start(self, trainer, pl_module) -> None:
+        """After a checkpoint is restored (Lightning restores it after `on_fit_start`): its
+        average, or a copy of the weights."""
+        self._seen_step = trainer.global_step  # a resumed run's average already holds this step
         params = trainable(pl_module)
         loaded = self._loaded or {}
         self.average = {}
@@ -41,9 +44,6 @@ class WeightAverage(L.Callback):
             source = saved if saved is not None and saved.shape == p.shape else p.detach()
             self.average[name] = source.to(device=p.device, dtype=torch.float32).clone()
         self._loaded = None
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        self._seen_step = trainer.global_step  # a resumed run's average already holds this step
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         if self.average is None:

@@ -38,7 +38,8 @@ def chosen_weights(path: str | Path, data: dict[str, Any], weights: Weights) -> 
     # saved once in storage: the average, kept under the parameter's first name, serves both
     owner = {state[name].data_ptr(): name for name in average if state[name].numel()}
     for key, tensor in state.items():
-        name = key if key in average else owner.get(tensor.data_ptr()) if isinstance(tensor, torch.Tensor) and tensor.numel() else None
+        shared = isinstance(tensor, torch.Tensor) and tensor.numel() > 0
+        name = key if key in average else owner.get(tensor.data_ptr()) if shared else None
         if name is not None:
             state[key] = average[name].to(tensor.dtype)
     return state
