@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.config.choice import Choice
-from zoo.config.facts.ema import EMA_KEYS
 
 
 class OptimizerKind(Choice):
@@ -21,9 +20,8 @@ class OptimizerKind(Choice):
     muon = "muon"  # Jordan et al. 2024; Liu et al. 2025: the hidden matrices, AdamW for the rest
 
 
-# the keys every kind reads: the peak rate, the decoupled (or, for adam, coupled) decay and the
-# weights' average (zoo.config.facts.ema)
-COMMON = ("lr", "weight_decay", *EMA_KEYS)
+# the keys every kind reads: the peak rate and the decoupled (or, for adam, coupled) decay
+COMMON = ("lr", "weight_decay")
 ADAM_KEYS = ("betas", "eps", "implementation")
 MUON_KEYS = ("muon_lr", "momentum", "nesterov", "ns_steps", "adjust_lr_fn")
 

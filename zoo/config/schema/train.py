@@ -8,7 +8,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from zoo.config.choice import Choice, listed
 from zoo.config.errors import ConfigError
-from zoo.config.facts.ema import EmaEval, check_ema
+from zoo.config.facts.ema import EMA_KEYS, EmaEval, check_ema
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
 from zoo.config.facts.schedules import SCHEDULE_FACTS, DecayShape, ScheduleKind, schedule_readers
 from zoo.config.schema.frozen import Items, freeze_items, settle, thawed
@@ -117,7 +117,8 @@ class OptimConfig:
         settle(self, "implementation", OptimizerImpl.parse(self.implementation, "optim.implementation"))
         settle(self, "adjust_lr_fn", AdjustLr.parse(self.adjust_lr_fn, "optim.adjust_lr_fn"))
         settle(self, "betas", freeze_items(self.betas))
-        _refuse_unread(self, "optim", OPTIMIZER_FACTS[self.kind].params, optimizer_readers)
+        # the weights' average is no optimizer's key: every kind takes it (zoo.config.facts.ema)
+        _refuse_unread(self, "optim", (*OPTIMIZER_FACTS[self.kind].params, *EMA_KEYS), optimizer_readers)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {list(self.betas)}")
         if self.lr <= 0:
