@@ -11,6 +11,7 @@ import lightning as L
 import pytest
 import torch
 from lightning.pytorch.demos.boring_classes import BoringModel
+from safetensors.torch import load_file
 
 from tests.cli.conftest import tiny_overrides
 from zoo.config.errors import ConfigError
@@ -127,6 +128,18 @@ def test_validation_of_the_average_and_zoo_eval_weights_and_average(tmp_path, cl
     assert raw["metrics"]["loss"] != ema["metrics"]["loss"]
     header = (run / "metrics.csv").read_text().splitlines()[0]
     assert "val_ema/loss" in header.split(",")
+
+    # zoo-export and zoo-generate read the average with weights=ema
+    exported = cli_here("export", f"ckpt={last}", "weights=ema", f"out={tmp_path / 'hf'}")
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    tensors = load_file(tmp_path / "hf" / "model.safetensors")
+    embed = saved[EMA_STATE]["model.embed.weight"]
+    assert any(t.shape == embed.shape and torch.equal(t, embed) for t in tensors.values())
+    assert not any(
+        t.shape == embed.shape and torch.equal(t, saved["state_dict"]["model.embed.weight"]) for t in tensors.values()
+    )
+    generated = cli_here("generate", f"ckpt={last}", "weights=ema", "prompt=And", "max_new_tokens=4", "device=cpu")
+    assert generated.returncode == 0, generated.stderr[-3000:]
 
     # average=2: the checkpoints of steps 6 and 3, their weights' mean
     task, sources = load_weights(run, average=2)
