@@ -100,9 +100,8 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
     if spec.callbacks.routing_every and spec.model.ffn == "moe":  # a dense model has no routing to log
         routing = RoutingMonitor(spec.callbacks.routing_every)
         callbacks.append(routing)
-    ema = None
-    if spec.optim.ema is not None:  # first: a checkpoint of step s holds the average of step s
-        o = spec.optim
+    ema, o = None, spec.optim
+    if o.ema is not None:  # first: a checkpoint of step s holds the average of step s
         ema = WeightAverage(o.ema, every=o.ema_every, warmup=o.ema_warmup, evaluate=o.ema_eval)
         callbacks.insert(0, ema)
     requeue = None
