@@ -97,7 +97,7 @@ def test_no_module_imports_a_layer_above_its_own():
 ROOMS: dict[str, list[set[str]]] = {
     "config": [{"paths", "lazy"}, {"errors"}, {"choice"}, {"facts"}, {"schema"}, {"records", "safety"}],
     "training": [
-        {"stops", "quiet", "checkpoint", "monitor", "origin"},
+        {"stops", "quiet", "checkpoint", "monitor", "origin", "ema"},
         {"signals", "tracking"},
         {"distributed"},
         {"resume"},

@@ -5,6 +5,8 @@
     zoo-eval ckpt=... data.source=pydoc data.seq_len=64     # any data.* key
     zoo-eval ckpt=runs/.../last.ckpt harness=kjv_cloze,kjv_next_verse limit=20  # harness tasks (zoo[eval])
     zoo-eval ckpt=... data.seq_len=64 model.position.scaling=yarn model.position.scale=2  # RoPE past its trained 32
+    zoo-eval ckpt=runs/.../last.ckpt weights=ema          # the average a run with optim.ema saved
+    zoo-eval ckpt=runs/DATE/TIME average=3                 # the mean of the run's last 3 checkpoints
 
 Every option: `zoo-eval --help`.
 """
@@ -64,6 +66,17 @@ class EvalArgs:
     num_fewshot: int | None = field(
         default=None, metadata={"help": "harness=: examples shown before each question (default: each task's own)"}
     )
+    weights: str = field(
+        default="raw",
+        metadata={"help": "raw (the optimizer's weights) or ema (the average a run with optim.ema saved beside them)"},
+    )
+    average: int | None = field(
+        default=None,
+        metadata={
+            "help": "evaluate the mean of the last K checkpoints (by step) of the run directory ckpt= "
+            "(last.ckpt and best-STEP.ckpt; callbacks.save_top_k=-1 keeps one at every validation)"
+        },
+    )
 
 
 def run(argv: list[str]) -> dict:
@@ -89,6 +102,11 @@ def run(argv: list[str]) -> dict:
             raise ConfigError(f"{key} must be >= 1, got {value}")
     if args.data is not None and not Path(args.data).is_file():
         raise ConfigError(f"data={args.data}: {not_a_file(Path(args.data))}")
+    from zoo.config.facts.ema import Weights
+
+    Weights.parse(args.weights, "weights")
+    if args.average is not None and (isinstance(args.average, bool) or args.average < 1):
+        raise ConfigError(f"average must be a whole number of checkpoints >= 1, got {args.average!r}")
     ckpt = locate_checkpoint(args.ckpt)
     check_out_file("out", args.out, "metrics.json", reads=[("ckpt", ckpt), ("data", args.data)])
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():
@@ -104,6 +122,8 @@ def run(argv: list[str]) -> dict:
             raise ConfigError(f"harness= runs on one device; drop devices={args.devices}")
         if rope_rule:
             raise ConfigError(f"{rope_rule[0]}: harness= runs the checkpoint as trained; drop model.position.*")
+        if args.weights != "raw" or args.average is not None:
+            raise ConfigError("harness= scores a checkpoint's raw weights; drop weights= and average=")
         from zoo.cli.harness import run_harness
 
         return run_harness(args, ckpt, TOOL)
@@ -112,10 +132,12 @@ def run(argv: list[str]) -> dict:
 
     from zoo.config.schema.data import as_data_config
     from zoo.data.errors import DataError
-    from zoo.training.checkpoint.files import load_checkpoint
+    from zoo.training.checkpoint.averaging import load_weights
     from zoo.training.evaluate import evaluate
 
-    task = load_checkpoint(ckpt, rope_rule=rope_rule, tool=TOOL)
+    task, sources = load_weights(
+        args.ckpt if args.average is not None else ckpt, args.weights, args.average, rope_rule=rope_rule, tool=TOOL
+    )
     data = dict(task.extras.data or {})
     if not data and args.data is None and not data_overrides:
         raise ConfigError(f"{args.ckpt} records no dataset; pass data=FILE or data.* keys")
@@ -158,8 +180,11 @@ def run(argv: list[str]) -> dict:
             f"data={args.data} has {found.group(2)} tokens, fewer than one window of "
             f"{found.group(3)}; give a smaller seq_len=N or a longer file"
         ) from None
-    result = {"checkpoint": str(args.ckpt), **result}
-    if result["is_global_zero"] and args.data is None and not data_overrides and args.split == "validation":
+    result = {"checkpoint": str(args.ckpt), "weights": args.weights, **result}
+    if args.average is not None:
+        result = {**result, "averaged": [str(p) for p in sources]}
+    plain = args.weights == "raw" and args.average is None  # the weights the run's summary measured
+    if plain and result["is_global_zero"] and args.data is None and not data_overrides and args.split == "validation":
         note = _beside_the_summary(ckpt, result)
         if note:
             print(f"{TOOL}: {note}", file=sys.stderr)

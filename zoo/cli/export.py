@@ -38,6 +38,10 @@ class ExportArgs:
             "or keep them beside the model in out/mtp.safetensors (transformers runs no forward of them)"
         },
     )
+    weights: str = field(
+        default="raw",
+        metadata={"help": "raw (the optimizer's weights) or ema (the average a run with optim.ema saved beside them)"},
+    )
 
 
 def run(argv: list[str]) -> dict:
@@ -63,11 +67,14 @@ def run(argv: list[str]) -> dict:
     check_out_dir("out", args.out, "exported/")
     if importlib.util.find_spec("transformers") is None:  # the converters import it lazily
         raise ConfigError("format=hf needs transformers: pip install '.[hf]' in zoo's source directory")
+    from zoo.config.facts.ema import Weights
+
+    Weights.parse(args.weights, "weights")
     ckpt = locate_checkpoint(args.ckpt)
     from zoo.interop.hf import UnsupportedConfig, to_hf
-    from zoo.training.checkpoint.files import load_checkpoint
+    from zoo.training.checkpoint.averaging import load_weights
 
-    task = load_checkpoint(ckpt)
+    task, _ = load_weights(ckpt, args.weights)
     try:
         hf = to_hf(task.model)
     except UnsupportedConfig as exc:

@@ -32,6 +32,10 @@ class GenerateArgs(GenerationConfig):
     GenerationConfig's own; these are the command's: what to read, where to run, what to draw."""
 
     ckpt: str | None = field(default=None, metadata={"help": f"a checkpoint of a {GENERATING} run (required)"})
+    weights: str = field(
+        default="raw",
+        metadata={"help": "raw (the optimizer's weights) or ema (the average a run with optim.ema saved beside them)"},
+    )
     prompt: str | None = field(default=None, metadata={"help": "one prompt (the source sentence for seq2seq)"})
     prompts: str | None = field(default=None, metadata={"help": "a UTF-8 text file, one prompt per line"})
     batch_size: int = field(default=16, metadata={"help": "prompts decoded together"})
@@ -97,6 +101,7 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     before torch loads."""
     from zoo.cli.args import parse
     from zoo.config.errors import ConfigError
+    from zoo.config.facts.ema import Weights
     from zoo.config.records.rundir import locate_checkpoint
     from zoo.config.schema.generation import OPTIONS_OF
     from zoo.config.schema.rope_rule import check_rope_rule_keys
@@ -120,6 +125,7 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
         raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
     _check_device_and_dtype(args)
     texts = read_prompts(args)
+    Weights.parse(args.weights, "weights")
     ckpt = locate_checkpoint(args.ckpt)
     for key in ("attention_map", "positions_plot"):
         _check_output(key, getattr(args, key), reads=[("ckpt", ckpt), ("prompts", args.prompts)])
@@ -132,10 +138,10 @@ def run(argv: list[str], out: TextIO | None = None) -> list[str]:
     from zoo.data.stream import TextStream
     from zoo.models.generate import generate, strip_special
     from zoo.models.limits import check_lengths, check_memory
-    from zoo.training.checkpoint.files import load_checkpoint
+    from zoo.training.checkpoint.averaging import load_weights
 
     device, dtype = _device_and_dtype(args)
-    task = load_checkpoint(ckpt, rope_rule=rope_rule, tool=TOOL)
+    task, _ = load_weights(ckpt, args.weights, rope_rule=rope_rule, tool=TOOL)
     kind = task.task_config.kind.value
     if not task_spec(kind).generates:
         raise ConfigError(

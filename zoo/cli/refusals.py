@@ -65,6 +65,8 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("an optimizer option of another optimizer", ["optim=adamw", "optim.momentum=0.9"]),
     ("Muon needs whole matrices: no sharding", ["optim=muon", "trainer=fsdp_cpu"]),
     ("Muon scales by shape, not by μP", ["optim=muon", "model.parametrization=mup"]),
+    ("the weights' average is kept whole: no sharding", ["optim.ema=0.999", "trainer=fsdp_cpu"]),
+    ("an average option without an average", ["optim.ema_every=10"]),
     ("a WSD cooldown begins after the warmup", ["scheduler=wsd", "trainer.max_steps=40", "scheduler.decay_steps=20"]),
     ("branch_from branches a WSD cooldown", ["branch_from=RUN/checkpoints/last.ckpt", "scheduler=cosine"]),
     ("a tokenizer option of another tokenizer", ["tokenizer=byte", "tokenizer.vocab_size=512"]),

@@ -24,6 +24,7 @@ from zoo.harness.run import require_lm_eval
 from zoo.training.checkpoint.saving import LastCheckpoint, RunRecord
 from zoo.training.checkpoint.validation_due import ValidationDue
 from zoo.training.distributed.rank_watch import RankWatch
+from zoo.training.ema import WeightAverage
 from zoo.training.monitor.instability import InstabilityMonitor
 from zoo.training.monitor.progress import StepRichProgressBar, StepTQDMProgressBar
 from zoo.training.monitor.routing import RoutingMonitor
@@ -48,6 +49,7 @@ class RunCallbacks:
     instability: InstabilityMonitor | None = None  # callbacks.instability_every
     routing: RoutingMonitor | None = None  # callbacks.routing_every, with model.ffn=moe
     downstream: Any | None = None  # callbacks.downstream: a `Downstream`
+    ema: WeightAverage | None = None  # optim.ema: the weights' average
 
     @property
     def requeued(self) -> bool:
@@ -98,6 +100,10 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
     if spec.callbacks.routing_every and spec.model.ffn == "moe":  # a dense model has no routing to log
         routing = RoutingMonitor(spec.callbacks.routing_every)
         callbacks.append(routing)
+    ema, o = None, spec.optim
+    if o.ema is not None:  # first: a checkpoint of step s holds the average of step s
+        ema = WeightAverage(o.ema, every=o.ema_every, warmup=o.ema_warmup, evaluate=o.ema_eval)
+        callbacks.insert(0, ema)
     requeue = None
     # zoo saves and requeues itself (Requeue); Lightning's handler would save from inside the
     # signal handler (its SLURM environment is added without it, `zoo.training.parts.build_trainer`)
@@ -119,6 +125,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
         instability=instability,
         routing=routing,
         downstream=downstream,
+        ema=ema,
     )
 
 

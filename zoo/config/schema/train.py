@@ -8,6 +8,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from zoo.config.choice import Choice, listed
 from zoo.config.errors import ConfigError
+from zoo.config.facts.ema import EMA_KEYS, EmaEval, check_ema
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
 from zoo.config.facts.schedules import SCHEDULE_FACTS, DecayShape, ScheduleKind, schedule_readers
 from zoo.config.schema.frozen import Items, freeze_items, settle, thawed
@@ -89,13 +90,35 @@ class OptimConfig:
             "Jordan et al. 2024: lr about 0.02)"
         },
     )
+    # the exponential moving average of the weights (zoo.config.facts.ema states the rule)
+    ema: float | None = field(
+        default=None,
+        metadata={
+            "help": "decay of an exponential moving average of the weights, in (0, 1), e.g. 0.999 "
+            "(float32, updated after each optimizer step, saved in each checkpoint beside the raw "
+            "weights; zoo-eval/zoo-generate/zoo-export weights=ema read it); null: off"
+        },
+    )
+    ema_every: int = field(default=1, metadata={"help": "optim.ema: update the average every N optimizer steps"})
+    ema_warmup: bool = field(
+        default=False,
+        metadata={"help": "optim.ema: decay min(optim.ema, (1 + t) / (10 + t)) at the t-th update (timm, TensorFlow)"},
+    )
+    ema_eval: EmaEval = field(
+        default=EmaEval.raw,
+        metadata={
+            "help": "optim.ema: the weights validation measures: raw (val/loss), ema (val/loss is the "
+            "average's) or both (val/loss, then val_ema/loss of the average)"
+        },
+    )
 
     def __post_init__(self) -> None:
         settle(self, "kind", OptimizerKind.parse(self.kind, "optim.kind"))
         settle(self, "implementation", OptimizerImpl.parse(self.implementation, "optim.implementation"))
         settle(self, "adjust_lr_fn", AdjustLr.parse(self.adjust_lr_fn, "optim.adjust_lr_fn"))
         settle(self, "betas", freeze_items(self.betas))
-        _refuse_unread(self, "optim", OPTIMIZER_FACTS[self.kind].params, optimizer_readers)
+        # the weights' average is no optimizer's key: every kind takes it (zoo.config.facts.ema)
+        _refuse_unread(self, "optim", (*OPTIMIZER_FACTS[self.kind].params, *EMA_KEYS), optimizer_readers)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {list(self.betas)}")
         if self.lr <= 0:
@@ -108,6 +131,8 @@ class OptimConfig:
             raise ConfigError(f"optim.momentum must be in [0, 1), got {self.momentum}")
         if isinstance(self.ns_steps, bool) or not isinstance(self.ns_steps, int) or not 1 <= self.ns_steps < 100:
             raise ConfigError(f"optim.ns_steps must be a whole number in [1, 99], got {self.ns_steps!r}")
+        settle(self, "ema_eval", EmaEval.parse(self.ema_eval, "optim.ema_eval"))
+        check_ema(self)
 
 
 def _refuse_unread(cfg, section: str, reads: tuple[str, ...], readers) -> None:

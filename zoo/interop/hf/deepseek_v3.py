@@ -84,7 +84,7 @@ COMPOSITION = Composition(
         "qk_nope_head_dim": ANY,
         "qk_rope_head_dim": ANY,
         "v_head_dim": ANY,
-        "ffn": ("dense", "moe"),
+        "ffn": tuple(kind.value for kind in FFNKind),  # all layers dense, or mixtures after the dense first ones
         **{key: ANY for key in MOE_KEYS},
         "moe_balance": tuple(kind.value for kind in MoEBalance),
     },
