@@ -123,7 +123,10 @@ def _kv(kind: KVKind) -> dict[str, Any]:
 
 
 def _moe_balance(kind: MoEBalance) -> dict[str, Any]:
-    """A way of balancing a mixture's load, on the ffn axis's tiny mixture (4 experts, top-2)."""
+    """A way of balancing a mixture's load, on the ffn axis's tiny mixture (4 experts, top-2);
+    aux_loss, the default, as it is (the model.ffn axis's mixture covers it)."""
+    if kind == MoEBalance.aux_loss:
+        return {"model.moe_balance": kind.value}
     return {**_ffn(FFNKind.moe), "model.moe_balance": kind.value}
 
 
