@@ -201,7 +201,7 @@ def filled(words: list[str], here: Path, ckpt: Path | None = None, hf: dict | No
             out += ["data=local", "data.path=corpus/*.txt"]
             continue
         if ckpt is not None:
-            word = re.sub(r"^ckpt=(runs/\.\.\..*|\.\.\.|runs/first)$", f"ckpt={ckpt}", word)
+            word = re.sub(r"^ckpt=(runs/\.\.\..*|\.\.\.|runs/first|runs/DATE/TIME)$", f"ckpt={ckpt}", word)
         word = word.replace('prompt="..."', "prompt=And God said").replace("prompt=...", "prompt=And God said")
         if hf:
             for name, path in hf.items():
@@ -339,7 +339,11 @@ def tiny_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("examples_run") / "run"
     # positions for the examples' prompt and max_new_tokens (64 by default); RoPE, which the
     # examples of a scaling rule at run time need
-    overrides = [*tiny_overrides(run), "model.max_seq_len=128", "model/position=rope"]
+    # the weight average (optim.ema), multi-token prediction modules (speculative decoding, export
+    # mtp=keep) and a checkpoint at each of steps 3, 6 and 9 (average=3) that the examples read
+    overrides = [o for o in tiny_overrides(run) if not o.startswith("trainer.max_steps=")]
+    overrides += ["trainer.max_steps=9", "callbacks.save_top_k=-1", "optim.ema=0.9", "task.mtp_depth=1"]
+    overrides += ["model.max_seq_len=128", "model/position=rope"]
     done = subprocess.run(
         [sys.executable, "-m", "zoo.cli.train", *overrides], capture_output=True, text=True, timeout=300
     )

@@ -81,7 +81,9 @@ def test_export_drops_the_modules_by_default_and_keeps_them_when_asked(mtp_lm, t
 
 
 def test_zoo_bench_reports_acceptance_and_tokens_per_second_beside_plain_greedy(mtp_lm, tmp_path, cli_here):
+    threads = torch.get_num_threads()
     result = cli_here("bench", f"ckpt={mtp_lm}", "new_tokens=8", "rounds=1", f"out={tmp_path / 'spec.json'}")
+    assert torch.get_num_threads() == threads  # put back: later runs in this process keep theirs
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads((tmp_path / "spec.json").read_text())
     assert figures["identical"] is True and figures["mtp_depth"] == 2 and figures["prompts"] == 8

@@ -36,8 +36,14 @@ SMALL = [
 ]
 
 
+LAYERS = {"smollm3": 4}  # its NoPE layer is the 4th
+# experts the grouped GEMM cannot run (it takes no per-expert bias): the loop's break, as above
+LOOP_ONLY = {"gpt_oss"}
+
+
 def _task(preset: str, dispatch: str = "grouped"):
-    model = as_model_config(zoo.compose([f"model={preset}", *SMALL]).model)
+    layers = f"model.n_layers={LAYERS.get(preset, 2)}"
+    model = as_model_config(zoo.compose([f"model={preset}", *SMALL, layers]).model)
     family = model.family.value
     torch.manual_seed(0)
     task = TASKS[TASK_OF[family]](model=model.to_dict(), task={"kind": TASK_OF[family]})
@@ -68,6 +74,11 @@ def test_the_presets_are_found():
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.slow
 def test_a_presets_training_step_is_one_graph(preset):
+    if preset in LOOP_ONLY:
+        task, batch = _task(preset, dispatch="loop")
+        with pytest.raises(Exception, match="(?i)data-dependent|graph break|unsupported"):
+            _compiled_and_eager(task, batch)
+        return
     task, batch = _task(preset)
     compiled, eager, grads, again = _compiled_and_eager(task, batch)
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)

@@ -44,7 +44,16 @@ class Case:
 
 def run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None] = print) -> dict:
     """Build every (system, variant), take each measurement `opts` asks for in interleaved
-    rounds, and return the figures, ratios and the machine as plain data."""
+    rounds, and return the figures, ratios and the machine as plain data. The process's thread
+    count is put back after (a caller's later runs keep theirs)."""
+    before = torch.get_num_threads()
+    try:
+        return _run_bench(model, opts, log)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None]) -> dict:
     if opts.threads:
         torch.set_num_threads(opts.threads)
     device = opts.torch_device

@@ -43,7 +43,16 @@ def read_prompts(opts: SpeculativeOptions) -> list[str]:
 
 
 def run_speculative(opts: SpeculativeOptions, ckpt: Path, log=print) -> dict:
-    """The figures of one checkpoint (see the module docstring)."""
+    """The figures of one checkpoint (see the module docstring), measured on `opts.threads`
+    threads; the process's thread count is put back after (a caller's later runs keep theirs)."""
+    before = torch.get_num_threads()
+    try:
+        return _run_speculative(opts, ckpt, log)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_speculative(opts: SpeculativeOptions, ckpt: Path, log) -> dict:
     if opts.threads:
         torch.set_num_threads(opts.threads)
     task = load_checkpoint(ckpt)
