@@ -39,19 +39,19 @@ def run(model, ids, mask=None, dec=None, dec_mask=None, **kw):
 def test_a_row_trains_with_finite_gradients_and_ignores_padding(family, position, norm, norm_type):
     """One model a row of the design: its shapes, backward and padding invariance."""
     model = build(family, position, norm, norm_type)
-    shapes_backward_and_finite(model.train())
-    padding_invariance(model.eval(), family)
+    assert_shapes_backward_and_finite(model.train())
+    assert_padding_invariance(model.eval(), family)
 
 
 @CAUSAL_GRID
 def test_a_causal_row_is_causal_and_decodes_from_its_cache(family, position, norm, norm_type):
     """One model a row of the causal design: causality and cached decoding."""
     model = build(family, position, norm, norm_type)
-    causality(model, family)
-    cached_decoding_equals_full_forward(model, family)
+    assert_causality(model, family)
+    assert_cached_decoding_equals_full_forward(model, family)
 
 
-def shapes_backward_and_finite(model):
+def assert_shapes_backward_and_finite(model):
     """Logits and hidden states of the right shapes, finite, and a finite gradient for every parameter."""
     ids = torch.randint(0, 37, (3, 9))
     out = run(model, ids)
@@ -65,7 +65,7 @@ def shapes_backward_and_finite(model):
         assert torch.isfinite(p.grad).all(), f"{name} has a non-finite gradient"
 
 
-def causality(model, family):
+def assert_causality(model, family):
     """Changing decoder token t+1 leaves the outputs at positions <= t unchanged."""
     src = torch.randint(0, 37, (2, 8))
     dec = torch.randint(0, 37, (2, 8))
@@ -81,7 +81,7 @@ def causality(model, family):
     assert not torch.allclose(a[:, t + 1], b[:, t + 1], atol=ATOL)
 
 
-def padding_invariance(model, family):
+def assert_padding_invariance(model, family):
     """Appending pad tokens with mask 0 leaves the real positions' outputs unchanged."""
     ids = torch.randint(1, 37, (2, 7))
     padded = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)
@@ -102,7 +102,7 @@ def padding_invariance(model, family):
         assert torch.allclose(ref, out[:, :7], atol=ATOL)
 
 
-def cached_decoding_equals_full_forward(model, family):
+def assert_cached_decoding_equals_full_forward(model, family):
     """A prefix, then one token at a time through the KV cache, gives the full pass's logits."""
     src = torch.randint(0, 37, (2, 6))
     dec = torch.randint(0, 37, (2, 9))
