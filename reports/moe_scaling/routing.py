@@ -7,11 +7,15 @@ router entropy per token and the balance loss E·Σ f_i·P_i (1 when balanced; l
 without it shows what it would have been). Means over the 2 layers and 3 seeds; each seed's
 value is in routing_runs.csv.
 
-    python reports/moe_scaling/routing.py      # -> routing.md, routing_runs.csv beside this file"""
+    python reports/moe_scaling/routing.py      # -> routing.md, routing_runs.csv beside this file
+
+`zoo-compare recompute=` makes both again from the rebuilt runs.csv (`generate`) and compares
+them line by line with these."""
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 import statistics
@@ -21,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 E = 8
 IDLE = 0.02  # a share of a layer's tokens under this: an expert the router has (nearly) stopped using
 LOAD = re.compile(r"^train/moe_load/layer_(\d+)/expert_(\d+)$")
+GENERATES = ("routing.md", "routing_runs.csv")  # what recompute= makes again (`generate`)
 
 
 def number(text: str) -> float | None:
@@ -62,12 +67,19 @@ def per_run(row: dict) -> dict:
 
 
 def main() -> None:
-    with (HERE / "runs.csv").open(newline="") as handle:
+    for name, text in generate(HERE).items():
+        with (HERE / name).open("w", newline="") as handle:
+            handle.write(text)
+
+
+def generate(directory: Path) -> dict[str, str]:
+    """routing.md and routing_runs.csv, from the runs.csv in `directory`."""
+    with (directory / "runs.csv").open(newline="") as handle:
         rows = [per_run(r) for r in csv.DictReader(handle) if r["status"] == "finished" and arm_name(r)]
-    with (HERE / "routing_runs.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
     cells: dict[tuple, list[dict]] = {}
     for r in rows:
         cells.setdefault((r["arm"], r["d_model"], r["lr"]), []).append(r)
@@ -101,7 +113,8 @@ def main() -> None:
             f"idle experts per layer {statistics.fmean(r['idle_experts'] for r in group):.2f}, "
             f"balance loss {statistics.fmean(r['balance_loss'] for r in group):.3f} (means over every run)."
         )
-    (HERE / "routing.md").write_text("\n".join(lines + ["", "Over all sizes and rates:", "", *summary]) + "\n")
+    markdown = "\n".join(lines + ["", "Over all sizes and rates:", "", *summary]) + "\n"
+    return {"routing.md": markdown, "routing_runs.csv": table.getvalue()}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ keep their size as the width grows; under standard the hidden layers' updates gr
     python reports/mup_transfer/coord_check.py [LR]      # -> coord.csv, coord.md, coord.png beside this file
 
 LR defaults to 8e-3, the rate both grids chose at the base width. Three seeds (model
-initialisation and batch offset), the mean shown."""
+initialisation and batch offset), the mean shown. coord.csv is measured (it trains); coord.md is
+made from it (`generate`), and `zoo-compare recompute=` makes it again and compares it line by
+line with this one."""
 
 from __future__ import annotations
 
@@ -34,6 +36,10 @@ WIDTHS = (64, 128, 256, 512)
 STEPS = 5
 SEEDS = (0, 1, 2)
 B, T, V = 16, 64, 300
+LR = 8e-3
+# what recompute= makes again (`generate`), and the input it is made from that no table rebuilds
+GENERATES = ("coord.md",)
+MEASURED = {"coord.csv": "trained a few steps at each width: python reports/mup_transfer/coord_check.py 8e-3"}
 
 
 def config(width: int, parametrization: str) -> ModelConfig:
@@ -113,10 +119,37 @@ def main(lr: float) -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    mean = {}
+    (HERE / "coord.md").write_text(markdown(rows, lr))
+    plot(means(rows), list(dict.fromkeys(r["layer"] for r in rows)), lr)
+
+
+def generate(directory: Path, lr: float = LR) -> dict[str, str]:
+    """coord.md, from the coord.csv in `directory` (measured at `lr`)."""
+    with (directory / "coord.csv").open(newline="") as handle:
+        rows = [
+            {
+                **r,
+                "width": int(r["width"]),
+                "seed": int(r["seed"]),
+                "step": int(r["step"]),
+                "mean_abs": float(r["mean_abs"]),
+            }
+            for r in csv.DictReader(handle)
+        ]
+    return {"coord.md": markdown(rows, lr)}
+
+
+def means(rows: list[dict]) -> dict:
+    """(parametrization, layer, step, width) -> the mean over seeds of mean |output|."""
+    mean: dict = {}
     for r in rows:
         mean.setdefault((r["parametrization"], r["layer"], r["step"], r["width"]), []).append(r["mean_abs"])
-    mean = {k: statistics.fmean(v) for k, v in mean.items()}
+    return {k: statistics.fmean(v) for k, v in mean.items()}
+
+
+def markdown(rows: list[dict], lr: float) -> str:
+    """coord.md: each layer's mean |output| after the last step, by width."""
+    mean = means(rows)
     layer_names = list(dict.fromkeys(r["layer"] for r in rows))
     lines = [
         f"# Coordinate check of the mup_transfer model (peak rate {lr:g}, {STEPS} AdamW steps)",
@@ -135,8 +168,7 @@ def main(lr: float) -> None:
                 + " | ".join(f"{v:.3g}" for v in values)
                 + f" | {values[-1] / values[0]:.2f}× |"
             )
-    (HERE / "coord.md").write_text("\n".join(lines) + "\n")
-    plot(mean, layer_names, lr)
+    return "\n".join(lines) + "\n"
 
 
 def plot(mean: dict, layer_names: list[str], lr: float) -> None:
@@ -164,4 +196,4 @@ def plot(mean: dict, layer_names: list[str], lr: float) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 8e-3)
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else LR)

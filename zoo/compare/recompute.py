@@ -6,7 +6,10 @@ sweep's run directories did (same kind, metric, keys and baseline, from comparis
 a scratch directory; its report.csv (and heldout.csv, pairs.csv) is then read beside DIR's, row
 by row and column by column (a column the report lacks is a difference), and its report.md line
 by line, since a report rebuilds byte for byte from its tables (`as_rebuilt` sets aside what
-runs.csv does not hold: the plots, the length table, an unfinished run's last validation).
+runs.csv does not hold: the plots, the length table, an unfinished run's last validation). The
+tables a study's own scripts write beside its report (signals.md, routing.md, coord.md) are made
+again by those scripts from the rebuilt tables and compared the same way
+(`zoo.compare.study_tables`), and every other .md and .csv there is named with what it is.
 Every interval, p-value, mean, spread, fit and multiplier of the report is rebuilt this way: a
 reviewer who doubts one can follow it from the per-run values, and one who doubts the code can
 recompute those values by other means from the same table. Every file is read by zoo's one
@@ -16,7 +19,6 @@ column or a field of the wrong type is one line, never a value taken as it came.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -28,6 +30,7 @@ from zoo.compare.errors import CompareError
 from zoo.compare.report import compare
 from zoo.compare.runs import Run
 from zoo.compare.scale import compare_scaled
+from zoo.compare.study_tables import compare_scripts, differing_lines
 from zoo.compare.table import HELDOUT, PAIRS, RUNS, SPEC, read_runs, read_table
 from zoo.compare.tune import compare_tuned
 from zoo.config.records.reader import REPORT_REMEDY, read_text
@@ -155,7 +158,6 @@ def _table(path: Path, root: Path) -> tuple[list[str], list[dict]]:
 IMAGE = re.compile(r"\n\n!\[[^\]\n]*\]\([^)\n]*\)")
 LENGTHS = "## Length extrapolation"
 LAST_VALIDATION = re.compile(r"^(- `.*` unfinished) \(last validation [^()\n]* at [\d,]+ tokens\)$", re.M)
-MD_SHOWN = 12  # differing lines of report.md shown; the rest counted
 
 
 def as_rebuilt(md: str) -> str:
@@ -174,25 +176,11 @@ def _compare_markdown(ours: Path, theirs: Path, root: Path) -> tuple[list[str], 
     if not os.path.lexists(theirs):
         return ["report.md: not in the report: DIFFERS"], 1
     given = read_text(theirs, root=root, remedy=REPORT_REMEDY)
-    a, b = as_rebuilt(given).split("\n"), ours.read_text(encoding="utf-8").split("\n")
     lines = [f"report.md: the {LENGTHS[3:].lower()} table is measured from checkpoints, not rebuilt"] * (
         f"\n{LENGTHS}\n" in given
     )
-    differ = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        for k in range(max(i2 - i1, j2 - j1)):
-            differ += 1
-            if differ <= MD_SHOWN:
-                mine = repr(a[i1 + k][:160]) if i1 + k < i2 else "no line"
-                rebuilt = repr(b[j1 + k][:160]) if j1 + k < j2 else "no line"
-                lines.append(f"report.md line {i1 + k + 1}: report {mine}, rebuilt {rebuilt}: DIFFERS")
-    if differ > MD_SHOWN:
-        lines.append(f"report.md: {differ - MD_SHOWN} more line(s) differ")
-    if not differ:
-        lines.append("report.md: every line equals the rebuilt one: equal")
-    return lines, differ
+    more, differ = differing_lines("report.md", as_rebuilt(given), ours.read_text(encoding="utf-8"))
+    return lines + more, differ
 
 
 def recompute(directory: Path) -> tuple[list[str], bool]:
@@ -232,6 +220,9 @@ def compare_rebuilt(directory: Path, scratch: Path, spec: dict) -> tuple[list[st
                 lines += more
                 differ += n
     more, n = _compare_markdown(scratch / "report.md", directory / "report.md", directory)
+    lines += more
+    differ += n
+    more, n = compare_scripts(directory, scratch)
     lines += more
     differ += n
     lines.append(
