@@ -135,3 +135,16 @@ def test_lines_that_differ_in_words_show_both_lines():
         "x.md line 1: report 'a 1.5 b', rebuilt 'a 1.5 c': DIFFERS",
         "x.md line 3: report no line, rebuilt 'more': DIFFERS",
     ]
+
+
+def test_a_measured_input_linked_from_outside_is_refused_on_one_line(tmp_path, cli_here):
+    """coord.md is made from coord.csv, read as every table of DIR is: a link out of DIR is
+    refused, its target never read."""
+    study = _copy("mup_transfer", tmp_path)
+    outside = tmp_path / "elsewhere.csv"
+    shutil.move(study / "coord.csv", outside)
+    (study / "coord.csv").symlink_to(outside)
+    result = cli_here("compare", f"recompute={study}")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert str(study / "coord.csv") in lines[0]

@@ -20,13 +20,12 @@ import difflib
 import importlib.util
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
 
 from zoo.compare.errors import CompareError
-from zoo.config.records.reader import REPORT_REMEDY, read_text
+from zoo.config.records.reader import REPORT_REMEDY, TABLE_BYTES, read_bytes, read_text
 
 # zoo-compare's own files of a report, compared table by table in recompute
 REPORT_FILES = ("report.md", "report.csv", "runs.csv", "heldout.csv", "pairs.csv")
@@ -83,8 +82,10 @@ def declaring_scripts(directory: Path) -> list[Path]:
     """The .py files of `directory` that declare the tables they write (`GENERATES`)."""
     found = []
     for path in sorted(directory.glob("*.py")):
-        if path.is_file() and not path.is_symlink() and DECLARES.search(path.read_text(encoding="utf-8")):
-            found.append(path)
+        if path.is_file() and not path.is_symlink():
+            text = read_bytes(path, root=directory, limit=TABLE_BYTES, remedy=REPORT_REMEDY)
+            if DECLARES.search(text.decode("utf-8", "replace")):
+                found.append(path)
     return found
 
 
@@ -120,8 +121,10 @@ def compare_scripts(directory: Path, scratch: Path) -> tuple[list[str], int]:
         inputs = dict(getattr(module, "MEASURED", {}))
         measured.update(inputs)
         for name in inputs:
-            if not (scratch / name).exists() and (directory / name).is_file():
-                shutil.copyfile(directory / name, scratch / name)
+            if not (scratch / name).exists() and os.path.lexists(directory / name):  # read as any table of DIR
+                (scratch / name).write_bytes(
+                    read_bytes(directory / name, root=directory, limit=TABLE_BYTES, remedy=REPORT_REMEDY)
+                )
         try:
             made = module.generate(scratch)
         except Exception as exc:  # the study's own code, on tables that may not hold what it reads
