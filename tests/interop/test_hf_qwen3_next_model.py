@@ -5,8 +5,9 @@ full attention (full_attention_interval=1): converted to zoo, the same logits on
 (float32, <= 1e-4) with partial RoPE, zero-centred norms, the gated attention and the mixture with
 its gated shared expert, mixtures in every layer past the dense first or in every other one, or
 none; exported back, the same weights and logits; a zoo model exported computes the same logits
-in transformers. The hybrid (Gated DeltaNet layers, every k-th full) runs where zoo builds that
-mixer; what zoo cannot reproduce is refused on one line."""
+in transformers; a saved directory loads for init_from; the greedy tokens with zoo's cache are
+transformers' own. The hybrid (Gated DeltaNet layers, every k-th full: 1:1 and Qwen3-Next's 3:1)
+runs the same checks where zoo builds that mixer; what zoo cannot reproduce is refused on one line."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import zoo
 from zoo.config import ModelConfig
 from zoo.config.facts.attention import AttentionKind
 from zoo.interop.hf import CONVERTERS, UnsupportedConfig, from_hf, to_hf
+from zoo.models.generate import generate
 
 V = 97
 SIZES = dict(
@@ -170,6 +172,20 @@ def test_a_zoo_model_exports_to_qwen3_next_with_its_logits_and_comes_back_with_i
     _assert_same_weights(again.state_dict(), model.state_dict())
 
 
+def test_a_saved_directory_loads_for_init_from(tmp_path):
+    """`init_from=hf:DIR` reads what `save_pretrained` writes: the model of `model_config(DIR)`,
+    with the logits of the model saved."""
+    from zoo.interop.hf.pretrained import load_pretrained, model_config
+
+    hf = _qwen3_next(**CASES["moe-after-a-dense-layer"][0])
+    hf.save_pretrained(tmp_path)
+    model, _ = load_pretrained(tmp_path)
+    assert model.config == model_config(tmp_path)
+    ids, mask = _batch(padded=False)
+    with torch.no_grad():
+        assert _max_diff(model(ids).logits, hf(input_ids=ids).logits, mask) <= 1e-4
+
+
 @pytest.mark.parametrize(
     "change",
     [{"moe_shared_gate": "none"}, {"attn_gate": "none"}, {"position": {"kind": "rope", "rotary_fraction": 1.0}}],
@@ -217,7 +233,6 @@ def test_linear_attention_layers_are_refused_on_one_line_where_zoo_has_no_gated_
 
 
 HYBRID = dict(
-    full_attention_interval=2,
     linear_num_key_heads=2,
     linear_num_value_heads=4,
     linear_key_head_dim=8,
@@ -227,14 +242,15 @@ HYBRID = dict(
 )
 
 
-def test_the_hybrid_of_gated_deltanet_and_full_attention_computes_transformers_logits_and_exports_back():
-    """Gated DeltaNet layers with every 2nd full attention, as model.attention=gated_deltanet
-    model.global_every=2; the Gated DeltaNet's weights move by name."""
+@pytest.mark.parametrize("every", [2, 4], ids=["1:1", "3:1"])
+def test_the_hybrid_of_gated_deltanet_and_full_attention_computes_transformers_logits_and_exports_back(every):
+    """Gated DeltaNet layers with every k-th full attention (Qwen3-Next: 3:1), as
+    model.attention=gated_deltanet model.global_every=k; the Gated DeltaNet's weights move by name."""
     pytest.importorskip("zoo.nn.gated_deltanet", reason="needs zoo's GatedDeltaNet (model.attention=gated_deltanet)")
-    hf = _qwen3_next(**HYBRID)
-    assert hf.config.layer_types == ["linear_attention", "full_attention"] * 2
+    hf = _qwen3_next(full_attention_interval=every, **HYBRID)
+    assert hf.config.layer_types == (["linear_attention"] * (every - 1) + ["full_attention"]) * (4 // every)
     model = from_hf(hf)
-    assert (model.config.attention, model.config.global_every) == ("gated_deltanet", 2)
+    assert (model.config.attention, model.config.global_every) == ("gated_deltanet", every)
     ids, mask = _batch(padded=False)
     with torch.no_grad():
         theirs = hf(input_ids=ids).logits
@@ -244,3 +260,37 @@ def test_the_hybrid_of_gated_deltanet_and_full_attention_computes_transformers_l
     _assert_same_weights(back.state_dict(), hf.state_dict())
     with torch.no_grad():
         assert _max_diff(back(input_ids=ids).logits, theirs, mask) <= 1e-4
+
+
+def test_a_composed_hybrid_exports_to_qwen3_next_with_its_logits():
+    """zoo's own hybrid, 3:1 with the Gated DeltaNet's widths left to the model's defaults but the
+    value heads (twice the key heads, as Qwen3-Next), exported: transformers computes its logits."""
+    pytest.importorskip("zoo.nn.gated_deltanet", reason="needs zoo's GatedDeltaNet (model.attention=gated_deltanet)")
+    cfg = _zoo_qwen3_next(n_layers=4, attention="gated_deltanet", global_every=4, linear_value_heads=8)
+    torch.manual_seed(2)
+    model = zoo.build_model(cfg).eval()
+    hf = to_hf(model)
+    assert hf.config.layer_types == ["linear_attention"] * 3 + ["full_attention"]
+    assert (hf.config.linear_num_key_heads, hf.config.linear_num_value_heads) == (4, 8)
+    ids, mask = _batch(padded=False)
+    with torch.no_grad():
+        assert _max_diff(hf(input_ids=ids).logits, model(ids).logits, mask) <= 1e-4
+
+
+@pytest.mark.parametrize("every", [1, 4], ids=["full-attention", "hybrid-3:1"])
+def test_greedy_decoding_with_the_cache_matches_transformers(every):
+    """zoo's cached greedy tokens are its uncached ones and transformers' `generate`'s (its
+    cache: keys and values, and for Gated DeltaNet layers their convolution and recurrent state)."""
+    if every > 1:
+        pytest.importorskip(
+            "zoo.nn.gated_deltanet", reason="needs zoo's GatedDeltaNet (model.attention=gated_deltanet)"
+        )
+    hf = _qwen3_next(full_attention_interval=every, **HYBRID)
+    model = from_hf(hf)
+    ids = torch.randint(0, V, (2, 5), generator=torch.Generator().manual_seed(1))
+    ours = generate(model, ids, max_new_tokens=8, bos_id=None, eos_id=None)
+    uncached = generate(model, ids, max_new_tokens=8, bos_id=None, eos_id=None, use_cache=False)
+    with torch.no_grad():
+        theirs = hf.generate(ids, max_new_tokens=8, do_sample=False, attention_mask=torch.ones_like(ids))
+    assert torch.equal(ours, uncached)
+    assert torch.equal(ours, theirs[:, ids.shape[1] :])

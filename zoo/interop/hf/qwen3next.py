@@ -31,6 +31,7 @@ zoo has no `gated_deltanet` kind. Not converted (training-time settings): `route
 
 from __future__ import annotations
 
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import torch
@@ -55,6 +56,10 @@ LINEAR_FIELDS = fields(
     "linear_value_dim linear_value_head_dim",
     "conv_kernel linear_conv_kernel_dim",
 )
+
+
+# the Gated DeltaNet's widths among the model's keys (none where zoo has no such mixer)
+LINEAR_KEYS = tuple(f.zoo for f in LINEAR_FIELDS.rows if f.zoo in {key.name for key in dataclass_fields(ModelConfig)})
 
 
 def recurrent_layer(cfg: ModelConfig, i: int) -> bool:
@@ -233,6 +238,23 @@ def qwen3_next_keys(config: Any) -> dict[str, Any]:
     return LLAMA_BLOCK.keys(FIELDS.read(config), keys)
 
 
+def linear_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
+    """transformers' Gated DeltaNet widths of `cfg`, those left null derived as the model derives
+    them: key heads model.n_heads, value heads the key heads, key width model.head_dim, value
+    width the key width."""
+    keys = LINEAR_FIELDS.write(cfg)
+    derived = (
+        ("linear_num_key_heads", cfg.n_heads),
+        ("linear_num_value_heads", "linear_num_key_heads"),
+        ("linear_key_head_dim", cfg.head_dim),
+        ("linear_value_head_dim", "linear_key_head_dim"),
+    )
+    for name, default in derived:
+        if keys[name] is None:
+            keys[name] = keys[default] if isinstance(default, str) else default
+    return keys
+
+
 def qwen3_next_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     moe = cfg.ffn == FFNKind.moe
     width = expert_width(cfg, cfg.d_ff)
@@ -249,7 +271,7 @@ def qwen3_next_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     return {
         **FIELDS.write(cfg),
         **experts,
-        **(LINEAR_FIELDS.write(cfg) if recurrent else {}),
+        **(linear_hf_keys(cfg) if recurrent else {}),
         "num_key_value_heads": cfg.n_kv_heads,
         "head_dim": cfg.head_dim,
         "hidden_act": "silu",
@@ -305,6 +327,7 @@ COMPOSITION = Composition(
         "ffn": tuple(kind.value for kind in FFNKind),
         **{key: ANY for key in MOE_KEYS},
         "moe_shared_gate": ANY,
+        **{key: ANY for key in LINEAR_KEYS},
     },
     checks=(_mixers, _ffn),
 )
