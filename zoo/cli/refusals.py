@@ -51,6 +51,7 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ),
     ("gpt-oss's experts compute its clamped SwiGLU", ["model=gpt_oss", "model.activation=gelu"]),
     ("an expert kind only with a mixture of experts", ["model=llama", "model.moe_expert=gpt_oss"]),
+    ("a shared experts' gate needs shared experts", ["model=mixtral", "model/moe_shared_gate=sigmoid"]),
     ("every k-th layer picks a layer of each stack", ["model=gemma2", "model.n_layers=1"]),
     ("latent attention expands every head: no key/value head groups", ["model/kv=latent", "model.n_kv_heads=2"]),
     ("a latent width only with latent attention", ["model.kv_lora_rank=64"]),

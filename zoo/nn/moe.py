@@ -10,7 +10,9 @@ reads them as they are, in the layout of transformers' Mixtral (`MixtralExperts`
 - `router.weight` (E, D): an `nn.Linear` without bias (Mixtral's `gate.weight`);
 - `experts.w_in` (E, F, D), gated (E, 2·F, D): the gate rows first, then the up rows (Mixtral's
   `gate_up_proj`); `experts.w_out` (E, D, F) (Mixtral's `down_proj`);
-- `shared`: the shared experts as one dense `FeedForward` moe_shared·F wide (absent at 0).
+- `shared`: the shared experts as one dense `FeedForward` moe_shared·F wide (absent at 0);
+- `shared_gate.weight` (1, D) with model.moe_shared_gate=sigmoid: the shared experts' output
+  times sigmoid(x · w_s) (Qwen3-Next's `shared_expert_gate`; `zoo.config.facts.moe_shared`).
 
 Dispatch: each token's k (token, slot) pairs are sorted by expert (a stable sort: within an
 expert, token order), gathered, and every expert multiplies its contiguous rows; the outputs,
@@ -41,6 +43,7 @@ from torch._subclasses.fake_tensor import is_fake
 from zoo.config.facts.activations import ACTIVATION_FACTS
 from zoo.config.facts.ffn import FFN_FACTS, FFNKind, MoEGate, expert_width
 from zoo.config.facts.moe_routing import MoEBalance
+from zoo.config.facts.moe_shared import MoESharedGate
 from zoo.config.schema.model import ModelConfig
 
 _GROUPED_MM = getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
@@ -213,6 +216,8 @@ class MoE(nn.Module):
         self.balance, self.bias_rate = cfg.moe_balance, cfg.moe_bias_rate
         self.experts = Experts(cfg.moe_experts, cfg.d_model, width, cfg.activation, act, cfg.dropout)
         self.shared = shared  # moe_shared · width wide, every token passes through it
+        gated = shared is not None and cfg.moe_shared_gate == MoESharedGate.sigmoid
+        self.shared_gate = nn.Linear(cfg.d_model, 1, bias=False) if gated else None  # w_s (1, D)
         self.dispatch = "auto"  # auto: grouped GEMM on CUDA in bfloat16, else the loop; or "loop", "grouped"
         self.last_losses: RouterLosses | None = None
         # routing statistics of the last training forward (detached, on the device; not in checkpoints)
@@ -264,7 +269,10 @@ class MoE(nn.Module):
         out = out * weight.to(out.dtype)[:, None]  # (N·K, D)
         y = torch.zeros_like(x).index_add_(0, token, out)  # (N, D)
         if self.shared is not None:
-            y = y + self.shared(x)
+            shared = self.shared(x)  # (N, D)
+            if self.shared_gate is not None:
+                shared = torch.sigmoid(self.shared_gate(x)) * shared  # (N, 1) · (N, D)
+            y = y + shared
         if self.training:
             self._record(logits, probs, counts, kept_counts, experts, shape)
         return y.reshape(shape)  # (B, T, D)

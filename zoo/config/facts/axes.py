@@ -34,6 +34,7 @@ from zoo.config.facts.heads import GATE_FACTS, SINK_FACTS, AttnGate, AttnSink
 from zoo.config.facts.kv import KV_FACTS, KVKind
 from zoo.config.facts.moe_experts import EXPERT_FACTS, MoEExpert
 from zoo.config.facts.moe_routing import BALANCE_FACTS, MoEBalance
+from zoo.config.facts.moe_shared import SHARED_GATE_FACTS, MoESharedGate
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -177,6 +178,14 @@ def _hyper(kind: HyperConnections) -> dict[str, Any]:
     return {"model.hyper_connections": kind.value, "model.residual_streams": 2}
 
 
+def _moe_shared_gate(kind: MoESharedGate) -> dict[str, Any]:
+    """A gate on the shared experts: none, the default, as it is (the model.ffn axis's mixture
+    covers it); sigmoid on `_ffn`'s small mixture, whose one shared expert it gates."""
+    if kind == MoESharedGate.none:
+        return {"model.moe_shared_gate": kind.value}
+    return {**_ffn(FFNKind.moe), "model.moe_shared_gate": kind.value}
+
+
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
@@ -199,6 +208,7 @@ AXES: list[Axis] = [
     Axis("model.value_residual", ValueResidual, VALUE_RESIDUAL_FACTS, overrides=_value_residual),
     Axis("model.hyper_connections", HyperConnections, HYPER_FACTS, overrides=_hyper),
     Axis("model.position.scaling", RopeScaling, SCALING_FACTS, overrides=_rope_scaling),
+    Axis("model.moe_shared_gate", MoESharedGate, SHARED_GATE_FACTS, overrides=_moe_shared_gate),
 ]
 
 

@@ -21,6 +21,7 @@ from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import ACTIVATION_FACTS
 from zoo.config.facts.moe_experts import EXPERT_FACTS, expert_bias_parameters, expert_kind
 from zoo.config.facts.moe_routing import ROUTING_KEYS, MoEBalance, mixture_layer
+from zoo.config.facts.moe_shared import shared_gate_flops, shared_gate_parameters
 from zoo.config.facts.starts import NORMAL, Starts
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def _moe_parameters(cfg: ModelConfig, F: int, experts: int) -> int:
     (one dense unit moe_shared times as wide). Biases are refused with moe, except the router's
     and the routed experts' of an expert kind that has them (`zoo.config.facts.moe_experts`)."""
     Fe, D = expert_width(cfg, F), cfg.d_model
-    biases = expert_bias_parameters(cfg, Fe, experts)
+    biases = expert_bias_parameters(cfg, Fe, experts) + shared_gate_parameters(cfg)  # the shared experts' gate
     return cfg.moe_experts * D + (experts + cfg.moe_shared) * _unit_parameters(D, Fe, gated(cfg), False) + biases
 
 
@@ -118,7 +119,8 @@ def _moe_flops(cfg: ModelConfig, F: int) -> int:
     """The router's logits (2·D·E) and the top-k and shared experts a token passes through (a
     token an expert's capacity drops is still counted: the nominal, dropless cost)."""
     Fe, D = expert_width(cfg, F), cfg.d_model
-    return 2 * D * cfg.moe_experts + (cfg.moe_top_k + cfg.moe_shared) * _unit_flops(D, Fe, gated(cfg))
+    experts = (cfg.moe_top_k + cfg.moe_shared) * _unit_flops(D, Fe, gated(cfg))
+    return 2 * D * cfg.moe_experts + experts + shared_gate_flops(cfg)  # router, experts, the shared experts' gate
 
 
 def _moe_refuses(cfg: ModelConfig) -> str | None:
@@ -169,6 +171,7 @@ FFN_FACTS: dict[FFNKind, FFNFacts] = {
             "task.moe_router_z",
             "task.moe_seq_balance",
             "model.moe_expert",
+            "model.moe_shared_gate",
         ),
         starts={"w_in": NORMAL, "w_out": NORMAL},  # zoo.nn.moe.Experts: Normal(0, model.init_std)
     ),

@@ -26,6 +26,7 @@ from zoo.config.facts.kv import KVKind, check_kv
 from zoo.config.facts.layers import check_every_kth
 from zoo.config.facts.moe_experts import MoEExpert, check_expert
 from zoo.config.facts.moe_routing import BALANCE_FACTS, DEFAULT_BIAS_RATE, MoEBalance, check_moe_routing
+from zoo.config.facts.moe_shared import SHARED_GATE_FACTS, MoESharedGate, check_shared_gate
 from zoo.config.facts.norms import NormType, check_norm
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
 from zoo.config.facts.positions import PositionKind  # noqa: F401  (re-exported)
@@ -433,6 +434,15 @@ class ModelConfig:
             f"{HyperConnections.none.value}"
         },
     )
+    # model.moe_shared_gate: a sigmoid gate on the shared experts (rows: zoo.config.facts.moe_shared)
+    moe_shared_gate: MoESharedGate = field(
+        default=MoESharedGate.none,
+        metadata={
+            "help": "moe: the shared experts' output "
+            + "; ".join(f"{kind.value}: {row.what}" for kind, row in SHARED_GATE_FACTS.items())
+            + " (rows: zoo.config.facts.moe_shared.SHARED_GATE_FACTS)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
@@ -481,6 +491,8 @@ class ModelConfig:
             settle(self, name, kind)
         check_residuals(self, settle)  # model.value_residual, value_embeds, hyper_connections, residual_streams
         check_rope_pattern(self)  # model.position: partial rotation, NoPE interval, local base
+        for name, kind in check_shared_gate(self).items():  # model.moe_shared_gate
+            settle(self, name, kind)
 
     @property
     def embedding_std(self) -> float:

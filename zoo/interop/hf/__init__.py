@@ -16,7 +16,8 @@ OLMoE (QK-norm over the projection) and Qwen3-MoE (Qwen3's block, mixtures in ev
 layer), their routers and stacked experts as zoo's `model.ffn=moe` holds them; SmolLM3 (Llama
 with no positions in every k-th layer); DeepSeek-V3 (multi-head latent attention); and gpt-oss
 (attention biases and sinks, sliding/full layers, experts with biases and a clamped SwiGLU:
-`model.moe_expert=gpt_oss`). A config field
+`model.moe_expert=gpt_oss`); Qwen3-Next (zero-centred norms, gated attention with QK-norm and partial
+RoPE, Gated DeltaNet layers between every k-th, experts with a gated shared expert). A config field
 the converter cannot reproduce exactly (an unknown RoPE scaling, a bias on some projections
 only, ...) raises `UnsupportedConfig` naming it, instead of building a different model.
 `transformers` is imported only here.
@@ -44,6 +45,7 @@ from zoo.interop.hf.olmo2 import OLMO2
 from zoo.interop.hf.olmoe import OLMOE
 from zoo.interop.hf.qwen3 import QWEN3
 from zoo.interop.hf.qwen3moe import QWEN3_MOE
+from zoo.interop.hf.qwen3next import QWEN3_NEXT
 from zoo.interop.hf.smollm3 import SMOLLM3
 from zoo.interop.hf.t5 import T5
 from zoo.interop.hf.table import Converter
@@ -65,6 +67,7 @@ FAMILIES = (
     SMOLLM3,
     DEEPSEEK_V3,
     GPT_OSS,
+    QWEN3_NEXT,
 )
 CONVERTERS = {family.model_type: Converter(family) for family in FAMILIES}
 

@@ -108,6 +108,8 @@ OPTIONS = {
     "rotary_fraction": (1.0,),
     "nope_every": (None,),
     "theta_local": (None,),
+    # the gate on a mixture's shared experts, off (Qwen3-Next's: zoo.interop.hf.qwen3next)
+    "moe_shared_gate": ("none",),
 }
 # the OPTIONS that are fields of model.position
 POSITION_OPTIONS = ("offset", "rotary_fraction", "nope_every", "theta_local")

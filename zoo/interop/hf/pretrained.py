@@ -35,6 +35,7 @@ AUTO_CLASSES = {
     "olmoe": "AutoModelForCausalLM",
     "qwen3_moe": "AutoModelForCausalLM",
     "deepseek_v3": "AutoModelForCausalLM",
+    "qwen3_next": "AutoModelForCausalLM",
 }
 
 

@@ -9,10 +9,8 @@ then k, then v) and the gate rows in `gate.proj` ((H·Dh, D), head-major): `spli
 `join_query_gate` move between the two (a bias, with `attention_bias`, alike as (H·2·Dh,)).
 Qwen3-Next's RMSNorm is x/rms(x)·(1 + w): zoo's norm weight is w + 1 (`PLUS_ONE`).
 
-A whole-model converter is not built: Qwen3-Next's other layers are Gated DeltaNet linear
-attention (no zoo row yet), its RoPE rotates a quarter of each head (`partial_rotary_factor`
-0.25) and its experts have a gated shared expert. `tests/interop/test_hf_qwen3_next.py` checks
-the attention against transformers' with these two functions."""
+The whole-model converter (`zoo.interop.hf.qwen3next`) moves the rows with these two functions;
+`tests/interop/test_hf_qwen3_next.py` checks the attention alone against transformers' with them."""
 
 from __future__ import annotations
 

@@ -8,8 +8,11 @@ weights map (`table`: rows of zoo name <-> transformers names with a named `Tran
 
 A `Row`'s zoo tensor is its transformers tensors concatenated along dim 0 (zoo fuses q, k, v
 into `qkv_proj` and gate, up into `ff.w_in`), then turned by `transform.to_zoo`; export turns it
-back (`transform.to_hf`) and splits it by the rows of each transformers tensor. A `Stack` repeats
-its rows once per layer, `{i}` in the names standing for the layer's index.
+back (`transform.to_hf`) and splits it by the rows of each transformers tensor. A row whose
+`joins` names further zoo tensors goes the other way too: zoo's tensors concatenated along dim 0
+(its own first) are what the transform turns, and its result is split by their rows (Qwen3-Next's
+`q_proj` holds each head's query and gate rows, zoo's `qkv_proj` and `gate.proj`). A `Stack`
+repeats its rows once per layer, `{i}` in the names standing for the layer's index.
 """
 
 from __future__ import annotations
@@ -64,6 +67,16 @@ class Row:
     when: Callable[[ModelConfig, int], bool] | None = None
     # a weight transformers always has and zoo only with an option: zeros on export where zoo has none
     optional: bool = False
+    # further zoo names (under the same prefix and suffix) whose tensors follow `zoo`'s in the one
+    # tensor the transform turns
+    joins: tuple[str, ...] = ()
+
+    def zoo_names(self, name: str) -> list[str]:
+        """The zoo names of this row's tensor `name` (the row's `zoo` under a prefix and a
+        suffix): `name`, then each of `joins` under the same prefix and suffix."""
+        at = name.rindex(self.zoo)
+        prefix, suffix = name[:at], name[at + len(self.zoo) :]
+        return [name, *(prefix + other + suffix for other in self.joins)]
 
     def __post_init__(self) -> None:
         if not self.zoo or not self.hf or not self.suffixes:
@@ -273,11 +286,16 @@ class Converter:
         sd = dict(hf_model.state_dict())
         for alias, source in table.shared().items():
             sd.setdefault(alias, sd[source])
-        out = {
-            ours: r.transform.to_zoo(torch.cat([sd[t] for t in theirs]), cfg)  # fused: rows in order
-            for ours, theirs, r in table.pairs(cfg)
-            if ours in own or not r.optional
-        }
+        out: dict[str, torch.Tensor] = {}
+        for ours, theirs, r in table.pairs(cfg):
+            if ours not in own and r.optional:
+                continue
+            tensor = r.transform.to_zoo(torch.cat([sd[t] for t in theirs]), cfg)  # fused: rows in order
+            if r.joins:  # split among zoo's tensors by their rows
+                names = r.zoo_names(ours)
+                out.update(zip(names, tensor.split([own[n].shape[0] for n in names])))
+            else:
+                out[ours] = tensor
         load_exact(model, out)
         return model.eval()
 
@@ -302,7 +320,7 @@ class Converter:
             if ours not in sd and r.optional:
                 out.update({t: torch.zeros(own[t].shape) for t in theirs})
                 continue
-            tensor = r.transform.to_hf(sd[ours], cfg)
+            tensor = r.transform.to_hf(torch.cat([sd[n] for n in r.zoo_names(ours)]), cfg)
             out.update(zip(theirs, tensor.split([own[t].shape[0] for t in theirs])))
         for alias, source in table.shared().items():
             if alias in own:
