@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from zoo.config.errors import ZooError
+from zoo.config.facts.mamba2 import SSM_DEFAULTS
 from zoo.config.facts.moe_routing import MoEBalance
 from zoo.config.facts.rope import RopeScaling
 
@@ -108,6 +109,8 @@ OPTIONS = {
     "rotary_fraction": (1.0,),
     "nope_every": (None,),
     "theta_local": (None,),
+    # Mamba 2's widths (zoo.config.facts.mamba2), at their defaults: no family here has the mixer
+    **{name: (default,) for name, default in SSM_DEFAULTS.items()},
 }
 # the OPTIONS that are fields of model.position
 POSITION_OPTIONS = ("offset", "rotary_fraction", "nope_every", "theta_local")
