@@ -23,7 +23,8 @@ attention-like products within a chunk, the state passed from chunk to chunk. It
 multiplies per chunk of q positions: C·Bᵀ (2·q²·H·N), those scores times x (2·q²·H·P), the
 chunk's state (2·q·H·P·N) and the entering state read by C (2·q·H·P·N); the state passing is
 elementwise. A sequence of S positions is cut into chunks of Q and a last chunk of S mod Q, so
-the FLOPs per token at context S are exact when S <= Q or S is a multiple of Q. Elementwise work
+the FLOPs per token at context S are exact when S <= Q or S is a multiple of Q (a chunk of one
+position sums over nothing within it: torch multiplies elementwise there, and the count follows). Elementwise work
 (the convolution's SiLU, softplus, the gate and the norm) is left out, as flops.py does; the
 depthwise convolution's multiply-adds are counted (2·K per channel and position), as torch's
 FlopCounterMode counts them.
@@ -206,17 +207,26 @@ def mamba2_sequence_flops(cfg: ModelConfig, seq_len: int) -> int:
     (chunks of Q, the last one seq_len mod Q long)."""
     d = mamba2_dims(cfg)
     full, last = divmod(seq_len, d.chunk)
-    squares = full * d.chunk**2 + last**2  # Σ q² over the chunks
     per_position = 2 * d.d_model * d.in_width + 2 * d.conv_kernel * d.conv_dim + 2 * d.inner * d.d_model
-    within = 2 * squares * d.heads * (d.state + d.head_dim)  # C·Bᵀ and (scores)·x in each chunk
-    states = 4 * seq_len * d.heads * d.head_dim * d.state  # each chunk's state, and C · the entering state
-    return seq_len * per_position + within + states
+    chunks = full * _chunk_flops(d, d.chunk) + (_chunk_flops(d, last) if last else 0)
+    return seq_len * per_position + chunks
+
+
+def _chunk_flops(d: Mamba2Dims, q: int) -> int:
+    """The SSD products of one chunk of q positions: C·Bᵀ (2·q²·H·N), the scores times dt·x
+    (2·q²·H·P), the chunk's state (2·q·H·P·N) and C times the entering state (2·q·H·P·N). A
+    chunk of one position sums over nothing in the second and third (torch multiplies them
+    elementwise), so they count no FLOPs there."""
+    scores, read = 2 * q * q * d.heads * d.state, 2 * q * d.heads * d.head_dim * d.state
+    if q == 1:
+        return scores + read
+    return scores + 2 * q * q * d.heads * d.head_dim + 2 * read
 
 
 def mamba2_flops(cfg: ModelConfig, seq_len: int) -> int:
     """Forward matrix-multiply FLOPs per token of one mixer at context `seq_len` (the chunked
     form; exact when seq_len <= Q or a multiple of Q, else rounded down):
-    2·D·(2E + 2GN + H) + 2·K·C_conv + 2·E·D + 2·q·H·(N + P) + 4·H·P·N, q = min(seq_len, Q)."""
+    2·D·(2E + 2GN + H) + 2·K·C_conv + 2·E·D + 2·q·H·(N + P) + 4·H·P·N, q = min(seq_len, Q) > 1."""
     return mamba2_sequence_flops(cfg, seq_len) // seq_len
 
 
