@@ -6,14 +6,19 @@ module starts as its row declares, and the `model.ssm_*` checks refuse on one li
 
 from __future__ import annotations
 
+import dataclasses
+import types
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from zoo.config import ModelConfig
 from zoo.config.errors import ConfigError
+from zoo.config.facts.families import Family
 from zoo.config.facts.mamba2 import (
     SSM_DEFAULTS,
+    check_mamba2,
     mamba2_dims,
     mamba2_flops,
     mamba2_params,
@@ -273,3 +278,16 @@ def test_bad_widths_are_refused_on_one_line(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
         _config(**overrides)
     assert "\n" not in str(caught.value)
+
+
+def test_mamba2_layers_are_refused_in_a_bidirectional_stack():
+    """Where model.attention names the mixer, an encoder is refused on one line (its scan runs
+    forward only); a decoder's widths are checked as they are. The config is a copy of a built
+    one with the kind set by name, as the attention axis will set it."""
+    built = _config()
+    as_mixer = {**{f.name: getattr(built, f.name) for f in dataclasses.fields(built)}, "attention": "mamba2"}
+    check_mamba2(types.SimpleNamespace(**as_mixer))
+    with pytest.raises(ConfigError, match="model.attention=mamba2 needs a causal stack, not model.family=encoder_only"):
+        check_mamba2(types.SimpleNamespace(**{**as_mixer, "family": Family.encoder_only}))
+    with pytest.raises(ConfigError, match="must be divisible by model.ssm_head_dim=24"):
+        check_mamba2(types.SimpleNamespace(**{**as_mixer, "ssm_head_dim": 24}))
