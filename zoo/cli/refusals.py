@@ -109,6 +109,9 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("partial RoPE rotates pairs", ["model/position=rope", "model.position.rotary_fraction=0.3"]),
     ("a local RoPE base needs sliding layers", ["model/position=rope", "model.position.theta_local=10000"]),
     ("a scaling rule's option under another rule", ["model/position=rope", "model.position.beta_fast=16"]),
+    # Mamba 2's widths (zoo.config.facts.mamba2)
+    ("Mamba 2's heads split its inner width", ["model.ssm_head_dim=48"]),
+    ("Mamba 2's groups split its heads", ["model.ssm_groups=3"]),
 ]
 
 

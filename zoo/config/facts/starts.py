@@ -4,7 +4,8 @@ kind's parameters from its row and `zoo.models` initialises them without a table
 classes.
 
 A declaration is one of: a normal draw (Normal(0, std), std given or, by default,
-`model.init_std`), zeros, ones, or a constant. `zoo.models.init` draws the values; a module
+`model.init_std`), zeros, ones, a constant, or log(1..n) along the last dimension (Mamba 2's
+A_log: S4D-Real, a_n = -n). `zoo.models.init` draws the values; a module
 carries its row's `Starts` as its `starts` attribute (`zoo.nn.norm.build_norm`,
 `zoo.nn.position.base.PositionScheme.starts`, `zoo.nn.moe.Experts`), and
 `zoo.models.base.ZooModel.init_rules` reads it for the module's own (not its children's)
@@ -24,6 +25,7 @@ class Start(Choice):
     zeros = "zeros"
     ones = "ones"
     constant = "constant"  # every element `value`
+    log_arange = "log_arange"  # log(1), log(2), ..., log(n) along the last dimension (S4D-Real's A = -(1..n))
 
 
 @dataclass(frozen=True)

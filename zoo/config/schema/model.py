@@ -24,6 +24,7 @@ from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
 from zoo.config.facts.heads import AttnGate, AttnSink, check_heads
 from zoo.config.facts.kv import KVKind, check_kv
 from zoo.config.facts.layers import check_every_kth
+from zoo.config.facts.mamba2 import check_mamba2
 from zoo.config.facts.moe_experts import MoEExpert, check_expert
 from zoo.config.facts.moe_routing import BALANCE_FACTS, DEFAULT_BIAS_RATE, MoEBalance, check_moe_routing
 from zoo.config.facts.moe_shared import SHARED_GATE_FACTS, MoESharedGate, check_shared_gate
@@ -444,6 +445,27 @@ class ModelConfig:
         },
     )
 
+    # model.attention=mamba2: Mamba 2's SSD mixer (rows: zoo.config.facts.mamba2)
+    ssm_state: int = field(default=128, metadata={"help": "mamba2: N, the state width of each head (d_state)"})
+    ssm_heads: int | None = field(
+        default=None,
+        metadata={"help": "mamba2: H, the SSM heads; null = ssm_expand·D / ssm_head_dim"},
+    )
+    ssm_head_dim: int = field(default=64, metadata={"help": "mamba2: P, each SSM head's width (headdim)"})
+    ssm_groups: int = field(
+        default=1,
+        metadata={"help": "mamba2: G, groups of heads sharing B and C (and one norm group each; n_groups)"},
+    )
+    ssm_expand: int = field(default=2, metadata={"help": "mamba2: the inner width E = ssm_expand·D"})
+    ssm_chunk: int = field(
+        default=256,
+        metadata={"help": "mamba2: Q, the positions of one chunk of the chunked (SSD) training form"},
+    )
+    ssm_conv_kernel: int = field(
+        default=4,
+        metadata={"help": "mamba2: K, the taps of the causal depthwise convolution before the scan (d_conv)"},
+    )
+
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
             settle(self, "position", PositionConfig(**self.position))
@@ -493,6 +515,7 @@ class ModelConfig:
         check_rope_pattern(self)  # model.position: partial rotation, NoPE interval, local base
         for name, kind in check_shared_gate(self).items():  # model.moe_shared_gate
             settle(self, name, kind)
+        check_mamba2(self)  # model.ssm_*: Mamba 2's widths (zoo.config.facts.mamba2)
 
     @property
     def embedding_std(self) -> float:

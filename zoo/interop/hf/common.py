@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from zoo.config.errors import ZooError
+from zoo.config.facts.mamba2 import SSM_DEFAULTS
 from zoo.config.facts.moe_routing import MoEBalance
 from zoo.config.facts.rope import RopeScaling
 
@@ -110,6 +111,8 @@ OPTIONS = {
     "theta_local": (None,),
     # the gate on a mixture's shared experts, off (Qwen3-Next's: zoo.interop.hf.qwen3next)
     "moe_shared_gate": ("none",),
+    # Mamba 2's widths (zoo.config.facts.mamba2), at their defaults: no family here has the mixer
+    **{name: (default,) for name, default in SSM_DEFAULTS.items()},
 }
 # the OPTIONS that are fields of model.position
 POSITION_OPTIONS = ("offset", "rotary_fraction", "nope_every", "theta_local")
