@@ -108,6 +108,10 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("partial RoPE rotates pairs", ["model/position=rope", "model.position.rotary_fraction=0.3"]),
     ("a local RoPE base needs sliding layers", ["model/position=rope", "model.position.theta_local=10000"]),
     ("a scaling rule's option under another rule", ["model/position=rope", "model.position.beta_fast=16"]),
+    # the associative-recall corpus (zoo.config.schema.recall)
+    ("recall's symbols are characters: one id each", ["data=recall"]),
+    ("recall's pairs fit the sequence", ["data=recall", "tokenizer=char", "data.recall_pairs=20"]),
+    ("a recall option of another source", ["data.recall_pairs=4"]),
 ]
 
 
