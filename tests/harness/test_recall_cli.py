@@ -92,11 +92,20 @@ def test_a_recall_run_is_scored_into_new_files_and_out(tmp_path, cli_here):
     )
 
 
-def test_an_encoder_only_checkpoint_is_refused_on_one_line(tmp_path, cli_here):
-    run = _train(cli_here, tmp_path / "bert", "model=bert", "trainer.max_steps=3")
+@pytest.mark.parametrize(
+    "extra, refusal",
+    [
+        (["model=bert"], "probe=recall scores a causal language model; "),
+        ([], "probe=recall scores a run trained on data=recall (its symbols and sequence length); "),
+    ],
+    ids=["encoder-only", "another dataset"],
+)
+def test_a_checkpoint_it_cannot_score_is_refused_on_one_line(tmp_path, cli_here, extra, refusal):
+    run = _train(cli_here, tmp_path / "run", *extra, "trainer.max_steps=3")
     done = cli_here("eval", f"ckpt={run}", "probe=recall")
-    _one_line(done, "probe=recall scores a causal language model; ")
-    assert "is task=masked_lm (model.family=encoder_only)" in done.stderr
+    _one_line(done, refusal)
+    tail = "is task=masked_lm (model.family=encoder_only)" if extra else "trained on data.source=kjv"
+    assert tail in done.stderr
     assert not (run / "harness").exists() or not list((run / "harness").iterdir())
 
 
