@@ -56,6 +56,7 @@ def fake_ckpt(tmp_path):
         (["probe=recall", "devices=2"], "probe= runs on one device"),
         (["probe=recall", "examples=0"], "examples must be a number of sequences >= 1, got 0"),
         (["probe=recall", "seed=-1"], "seed must be an integer >= 0, got -1"),
+        (["probe=recall", "accelerator=tpu"], "accelerator='tpu': probe= runs on cpu, gpu or auto"),
     ],
 )
 def test_bad_arguments_are_one_line_before_the_checkpoint_loads(fake_ckpt, cli_here, extra, refusal):

@@ -27,6 +27,8 @@ def check_probe_args(args) -> None:
         raise ConfigError(f"examples must be a number of sequences >= 1, got {args.examples!r}")
     if args.seed is not None and (isinstance(args.seed, bool) or args.seed < 0):
         raise ConfigError(f"seed must be an integer >= 0, got {args.seed!r}")
+    if args.accelerator not in ("auto", "cpu", "gpu", "cuda"):
+        raise ConfigError(f"accelerator={args.accelerator!r}: probe= runs on cpu, gpu or auto")
 
 
 def run_recall(args, ckpt: Path, rope_rule: list[str], tool: str) -> dict:
