@@ -351,6 +351,24 @@ def tiny_run(tmp_path_factory):
     return run
 
 
+@pytest.fixture(scope="module")
+def tiny_recall_run(tmp_path_factory):
+    """A finished tiny run on data=recall: what `ckpt=...` of the recall probe's examples names."""
+    import subprocess
+    import sys
+
+    from tests.cli.conftest import tiny_overrides
+
+    run = tmp_path_factory.mktemp("examples_recall_run") / "run"
+    overrides = [*tiny_overrides(run), "data=recall", "tokenizer=char", "data.seq_len=65", "model.max_seq_len=128"]
+    overrides += ["data.recall_examples=300", "model.vocab_size=262"]  # conf/data/recall.yaml's 256 symbols
+    done = subprocess.run(
+        [sys.executable, "-m", "zoo.cli.train", *overrides], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return run
+
+
 def on_this_machine(example: Example) -> bool:
     import torch
 
@@ -361,9 +379,10 @@ def on_this_machine(example: Example) -> bool:
 @pytest.mark.parametrize(
     "example", [e for e in EXAMPLES if e.words[0] in INFERENCE], ids=lambda e: f"{e.where}: {e.line[:70]}"
 )
-def test_the_inference_example_runs(example, tiny_run, workdir, tmp_path, monkeypatch, capsys):
-    """zoo-generate, zoo-eval and zoo-export as printed, on a tiny checkpoint, each in a fresh
-    directory holding the files it names: exit 0, no traceback."""
+def test_the_inference_example_runs(example, tiny_run, workdir, tmp_path, monkeypatch, capsys, request):
+    """zoo-generate, zoo-eval and zoo-export as printed, on a tiny checkpoint (the recall
+    probe's on a run trained on data=recall), each in a fresh directory holding the files it
+    names: exit 0, no traceback."""
     import shutil
 
     if not on_this_machine(example):
@@ -371,6 +390,7 @@ def test_the_inference_example_runs(example, tiny_run, workdir, tmp_path, monkey
     for name in ("prompts.txt", "phrases.txt", "held_out.jsonl"):
         shutil.copy(workdir / name, tmp_path / name)
     monkeypatch.chdir(tmp_path)
-    words = filled(example.words, tmp_path, ckpt=tiny_run)
+    run = request.getfixturevalue("tiny_recall_run") if "probe=recall" in example.line else tiny_run
+    words = filled(example.words, tmp_path, ckpt=run)
     status, err = _whole(words[0], words[1:], capsys, monkeypatch)
     assert status == 0 and "Traceback" not in err, f"{example.where}: {example.line}\n{err[-2000:]}"

@@ -7,6 +7,7 @@
     zoo-eval ckpt=... data.seq_len=64 model.position.scaling=yarn model.position.scale=2  # RoPE past its trained 32
     zoo-eval ckpt=runs/.../last.ckpt weights=ema          # the average a run with optim.ema saved
     zoo-eval ckpt=runs/DATE/TIME average=3                 # the mean of the run's last 3 checkpoints
+    zoo-eval ckpt=runs/DATE/TIME probe=recall pairs=4,8,16  # associative recall, on a data=recall run
 
 Every option: `zoo-eval --help`.
 """
@@ -77,6 +78,21 @@ class EvalArgs:
             "(last.ckpt and best-STEP.ckpt; callbacks.save_top_k=-1 keeps one at every validation)"
         },
     )
+    # the associative-recall probe (zoo.cli.recall)
+    probe: str | None = field(
+        default=None,
+        metadata={
+            "help": "recall: the multi-query associative recall probe on a run trained on data=recall "
+            "(accuracy by pairs and key-query distance), results in the run's harness/ directory"
+        },
+    )
+    pairs: str | None = field(
+        default=None, metadata={"help": "probe=: key-value pairs per sequence, e.g. 4,8,16 (default: the run's)"}
+    )
+    examples: int | None = field(default=None, metadata={"help": "probe=: sequences per pair count (default 500)"})
+    seed: int | None = field(
+        default=None, metadata={"help": "probe=: seed of the probe's sequences (default 1; a run draws with 0)"}
+    )
 
 
 def run(argv: list[str]) -> dict:
@@ -113,6 +129,18 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"out={args.out}: the directory {Path(args.out).parent} does not exist")
     if args.harness is None and (args.limit is not None or args.num_fewshot is not None):
         raise ConfigError("limit= and num_fewshot= apply to harness=TASKS; give harness= or drop them")
+    if args.probe is None and (args.pairs is not None or args.examples is not None or args.seed is not None):
+        raise ConfigError("pairs=, examples= and seed= apply to probe=recall; give probe=recall or drop them")
+    if args.probe is not None:
+        if args.harness is not None:
+            raise ConfigError("probe= and harness= are separate evaluations; give one of them")
+        if args.data is not None or data_overrides or args.limit_batches is not None or args.split != "validation":
+            raise ConfigError("probe= draws its own sequences; drop data=, data.*, split= and limit_batches=")
+        if args.devices != 1:
+            raise ConfigError(f"probe= runs on one device; drop devices={args.devices}")
+        from zoo.cli.recall import run_recall
+
+        return run_recall(args, ckpt, rope_rule, TOOL)
     if args.harness is not None:
         if args.data is not None or data_overrides or args.seq_len is not None or args.limit_batches is not None:
             raise ConfigError(

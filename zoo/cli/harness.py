@@ -97,14 +97,14 @@ def results_dir(ckpt: Path) -> Path:
     return folder
 
 
-def new_file(folder: Path, now: float | None = None) -> Path:
-    """A file of `folder` that did not exist, claimed by creating it: harness-DATE-TIME.json, or
+def new_file(folder: Path, now: float | None = None, prefix: str = "harness") -> Path:
+    """A file of `folder` that did not exist, claimed by creating it: PREFIX-DATE-TIME.json, or
     with -1, -2, ... after it when a run in the same second took that name."""
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     n = 0
     while True:
-        candidate = folder / (f"harness-{stamp}.json" if n == 0 else f"harness-{stamp}-{n}.json")
+        candidate = folder / (f"{prefix}-{stamp}.json" if n == 0 else f"{prefix}-{stamp}-{n}.json")
         try:
             with open(candidate, "x"):
                 return candidate

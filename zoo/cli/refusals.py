@@ -112,6 +112,10 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     # Mamba 2's widths (zoo.config.facts.mamba2)
     ("Mamba 2's heads split its inner width", ["model.ssm_head_dim=48"]),
     ("Mamba 2's groups split its heads", ["model.ssm_groups=3"]),
+    # the associative-recall corpus (zoo.config.schema.recall)
+    ("recall's symbols are characters: one id each", ["data=recall"]),
+    ("recall's pairs fit the sequence", ["data=recall", "tokenizer=char", "data.recall_pairs=20"]),
+    ("a recall option of another source", ["data.recall_pairs=4"]),
 ]
 
 

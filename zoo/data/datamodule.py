@@ -36,9 +36,11 @@ from zoo.config.schema.data import (
     as_tokenizer_config,
     check_document_mask,
 )
+from zoo.config.schema.recall import RecallLoss
 from zoo.data.cache import cache_root
 from zoo.data.collate import collate_for
 from zoo.data.collate.padding import without_full_masks
+from zoo.data.collate.recall import RecallCollate
 from zoo.data.errors import DataError
 from zoo.data.even_batches import EvenBatches
 from zoo.data.packing import PackedBlocks
@@ -396,6 +398,8 @@ class ZooDataModule(L.LightningDataModule):
         return ResumableLoader(dataset, sampler=sampler, drop_last=True, generator=fixed_generator(self.seed), **common)
 
     def _collate(self, train: bool):
+        if self.data_cfg.source.value == "recall" and self.data_cfg.recall_loss == RecallLoss.answers:
+            return RecallCollate(self.data_cfg.recall_pairs)  # the loss on the answers only
         return collate_for(
             self.spec.collate,
             self._require_tokenizer(),

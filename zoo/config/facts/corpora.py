@@ -82,6 +82,14 @@ CORPUS_ROWS: tuple[CorpusRow, ...] = (
         tasks=(TaskKind.classification,),
         loader="zoo.data.corpora.unicode:load_unicode",
     ),
+    CorpusRow(
+        name="recall",
+        what="multi-query associative recall sequences (Zoology's MQAR), one character per symbol",
+        package="numpy",
+        tasks=(TaskKind.causal_lm,),
+        loader="zoo.data.corpora.recall:load_recall",
+        settings=("seq_len", "recall_vocab", "recall_pairs", "recall_examples", "recall_power", "recall_seed"),
+    ),
 )
 
 # data.source name -> its row

@@ -20,6 +20,7 @@ from zoo.config.facts.tasks import Collate, TaskKind, task_names, task_spec
 from zoo.config.facts.tokenizers import SENTENCEPIECE_PARAMS, TokenizerKind, tokenizer_readers  # noqa: F401  (TokenizerKind re-exported)
 from zoo.config.schema.convert import as_schema, plain
 from zoo.config.schema.frozen import settle
+from zoo.config.schema.recall import RECALL_KEYS, RecallLoss, check_recall_data
 
 # Where the examples come from: a built-in offline corpus (a row of
 # zoo.config.facts.corpora.CORPUS_ROWS), the user's files (local: data.path; .txt, .jsonl/.json,
@@ -236,6 +237,21 @@ class DataConfig:
             "and ending at it: each window is cut into rows of the stage's context (same tokens per step)"
         },
     )
+    # the associative-recall probe's training data (data.source=recall; zoo.config.schema.recall)
+    recall_vocab: int = field(
+        default=256, metadata={"help": "recall: symbols (keys: the lower half, values: the upper half)"}
+    )
+    recall_pairs: int = field(default=8, metadata={"help": "recall: key-value pairs in each sequence"})
+    recall_examples: int = field(default=20000, metadata={"help": "recall: sequences drawn (before the split)"})
+    recall_power: float = field(
+        default=0.01,
+        metadata={"help": "recall: query placement exponent a > 0, P(slot g) ~ g^(a-1) (Zoology's 0.01: most early)"},
+    )
+    recall_seed: int = field(default=0, metadata={"help": "recall: seed of the sequences"})
+    recall_loss: RecallLoss = field(
+        default=RecallLoss.answers,
+        metadata={"help": "recall: the loss on the values after the queries only (answers) or on every position (all)"},
+    )
 
     def __post_init__(self) -> None:
         settle(self, "source", DataSource.parse(self.source, "data.source"))
@@ -290,6 +306,8 @@ class DataConfig:
         settle(self, "batch_warmup_lr", BatchWarmupLR.parse(self.batch_warmup_lr, "data.batch_warmup_lr"))
         settle(self, "seq_len_warmup", parse_points("data.seq_len_warmup", self.seq_len_warmup))
         check_ramps(self)
+        settle(self, "recall_loss", RecallLoss.parse(self.recall_loss, "data.recall_loss"))
+        check_recall_data(self, {f.name: f.default for f in fields(self) if f.name in RECALL_KEYS})
 
     def to_dict(self) -> dict:
         return plain(self)

@@ -25,6 +25,7 @@ from zoo.config.schema.batching import per_device_batch
 from zoo.config.schema.convert import as_model_config, as_schema, check_seed, reject_non_finite, to_plain
 from zoo.config.schema.data import as_data_config, as_tokenizer_config, check_document_mask
 from zoo.config.schema.logger import LoggerConfig
+from zoo.config.schema.recall import check_recall_run
 from zoo.config.schema.root import ZooConfig
 from zoo.config.schema.sections import check_sections
 from zoo.config.schema.task import OutputLoss, TaskConfig
@@ -91,6 +92,7 @@ def _validate(cfg: Any) -> ZooConfig:
     check_balance_weight(zc.model, zc.task)  # task.moe_balance read under model.moe_balance=aux_loss only
     _check_mtp(zc)
     _check_ramps(zc)
+    check_recall_run(zc.data, zc.tokenizer, zc.task.kind)
     return zc
 
 

@@ -14,6 +14,7 @@ from zoo.config.facts.corpora import CORPUS_ROWS, CorpusRow
 from zoo.data.corpora.kjv import kjv_verses, load_kjv
 from zoo.data.corpora.numbers import english, load_numbers, spanish
 from zoo.data.corpora.pydoc import load_pydoc
+from zoo.data.corpora.recall import load_recall
 from zoo.data.corpora.testament import load_testament
 from zoo.data.corpora.unicode import load_unicode
 
@@ -38,6 +39,7 @@ __all__ = [
     "load_kjv",
     "load_numbers",
     "load_pydoc",
+    "load_recall",
     "load_testament",
     "load_unicode",
     "loader_of",
