@@ -16,7 +16,7 @@ seed): pairing removes the noise two arms share through their seed, so σ_d is u
 smallest detectable difference is the δ at which the power is POWER (80%); the seeds per arm a
 difference needs is the smallest n (≥ 2) whose power reaches it. α is per comparison: a
 family adjusted by Holm or Bonferroni needs more. Both read the spread as if it were known,
-which on 3 seeds it is not (its own 95% interval runs from about half to four times it): the
+which on 3 seeds it is not (on 2 degrees of freedom its 95% interval runs from 0.52 to 6.3 times it): the
 answer is a planning figure, not a guarantee.
 
 For an equivalence margin m (two one-sided tests, each at α, true difference 0) the seeds per

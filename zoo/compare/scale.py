@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.decisions_plot import plot_decisions
 from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
 from zoo.compare.markdown.scaled import write_scaled_markdown
@@ -59,7 +60,6 @@ from zoo.compare.runs import Run
 from zoo.compare.scaled_arms import ScaledArm, scale_arms
 from zoo.compare.table import swept, write_heldout, write_runs
 from zoo.compare.transfer import AGREE, Decisions, decide, write_decisions
-from zoo.compare.decisions_plot import plot_decisions
 from zoo.compare.tune import _order, heldout_rows
 from zoo.compare.verdict import label, lower_is_better
 
