@@ -142,3 +142,20 @@ def test_plan_refusals_are_one_line(tmp_path, cli_here):
     _one_line(cli_here("compare", "delta=0.1"), "give the pilot too, plan=PILOT_DIR")
     _one_line(cli_here("compare", f"plan={sweep}", "delta=0.1", "scale=model.d_model"), "not scale=")
     _one_line(cli_here("compare", f"plan={tmp_path / 'none'}", "delta=0.1"), "not a directory")
+
+
+def test_two_paired_seeds_have_a_power_where_the_noncentral_t_gives_none():
+    """With 1 degree of freedom SciPy's noncentral t is NaN at a large noncentrality: the power
+    is then the integral over the spread's chi-square, which equals SciPy's where both exist."""
+    from zoo.compare.power import _integrated
+
+    crit = float(stats.t.ppf(0.975, 1))
+    for ncp in (1.0, 5.0, 14.0):
+        scipy_power = stats.nct.sf(crit, 1, ncp) + stats.nct.cdf(-crit, 1, ncp)
+        assert _integrated(crit, 1, ncp) == pytest.approx(scipy_power, abs=1e-9)
+    for ncp in range(100, 300, 10):  # SciPy 1.x gives NaN at some of these (120, 150), 1.0 at others
+        delta = ncp * 1e-3 * math.sqrt(1 / 2)
+        assert 0.99 < power(delta, 1e-3, 2, paired=True) <= 1.0, ncp
+    powers = [power(d, 1e-3, 2, paired=True) for d in (0.001, 0.01, 0.05, 0.1)]
+    assert powers == sorted(powers) and 0.99 < powers[-1] <= 1.0
+    assert power(detectable(1e-3, 2, paired=True), 1e-3, 2, paired=True) == pytest.approx(0.8, abs=1e-9)

@@ -56,7 +56,20 @@ def power(delta: float, sd: float, n: int, paired: bool, alpha: float = ALPHA) -
     df = _df(n, paired)
     crit = float(stats.t.ppf(1 - alpha / 2, df))
     ncp = abs(delta) / _se(sd, n, paired)
-    return float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
+    found = float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
+    return found if math.isfinite(found) else _integrated(crit, df, ncp)
+
+
+def _integrated(crit: float, df: int, ncp: float) -> float:
+    """P(|T'| > crit) for T' = (Z + ncp) / sqrt(V / df), V ~ χ²(df), by integrating the normal's
+    tails over V: where SciPy's noncentral t gives NaN (1 degree of freedom, a large ncp)."""
+    from scipy import integrate, stats
+
+    def tails(v: float) -> float:
+        scaled = crit * math.sqrt(v / df)
+        return float((stats.norm.sf(scaled - ncp) + stats.norm.cdf(-scaled - ncp)) * stats.chi2.pdf(v, df))
+
+    return min(1.0, float(integrate.quad(tails, 0, math.inf, limit=200)[0]))
 
 
 def detectable(sd: float, n: int, paired: bool, target: float = POWER, alpha: float = ALPHA) -> float:
