@@ -59,7 +59,7 @@ def test_a_gap_that_holds_at_every_size_is_decided_alike_at_every_size():
     for s in found.sizes:
         assert s.pairs == 3 and s.accuracy == 1.0 and s.mean > 0.99 and s.low == 1.0
         assert s.spearman == 1.0 and s.spearman_low == 1.0
-    assert all(p.rate > 0.99 and p.observed == 1.0 for p in found.pairs) and len(found.pairs) == 9
+    assert all(p.rate > 0.99 and p.observed == 1.0 and p.resolved for p in found.pairs) and len(found.pairs) == 9
     assert found.smallest == 16
 
 
@@ -82,6 +82,7 @@ def test_a_pair_within_noise_at_the_largest_size_is_a_coin_flip_whatever_the_sma
     second[128] = [v - (np.mean(second[128]) - np.mean(first[128])) for v in second[128]]  # equal means there
     found = decide([_arm("arm 0", first), _arm("arm 1", second)], "model.d_model")
     assert all(0.3 < s.mean < 0.7 for s in found.sizes), [s.mean for s in found.sizes]
+    assert all(p.resolved is False for p in found.pairs)  # the reference itself is unresolved
 
 
 def test_the_smallest_agreeing_size_is_the_one_from_which_on_every_size_agrees():

@@ -11,6 +11,9 @@ reference. A decision is the ordering of two arms by their mean final metric ove
   counts one half). Of a size: the fraction of all pairs that agree, measured on the seeds'
   means, with the 95% percentile interval of that fraction over the draws (DataDecide,
   Magnusson et al. 2025, measures the same fraction against its largest scale).
+  Beside each pair, whether its difference at the largest size is resolved (its 95% Student-t
+  interval, paired as a report pairs, excludes 0): an unresolved reference ordering is itself
+  noise, and no smaller size can be scored against it better than chance.
 - **Rank correlation**: Spearman's ρ of the arms' means at a size against the largest (3 or more
   arms), with the 95% percentile interval over the same draws.
 - **Smallest size that agrees**: the smallest size from which on every smaller size's bootstrap
@@ -42,6 +45,7 @@ from zoo.compare.escape import csv_cell
 from zoo.compare.multipliers import LEVEL, _percentiles
 from zoo.compare.powerlaw import MIN_POINTS, MIN_POINTS_IRREDUCIBLE, PowerLaw, fit_power_law
 from zoo.compare.scaled_arms import ScaledArm, Size
+from zoo.compare.stats import difference
 from zoo.compare.tune import _order
 from zoo.config.records.atomic import replacing
 
@@ -61,6 +65,7 @@ class PairDecision:
     second: str
     observed: float  # 1: the means order the pair as at the largest size, 0: the other way, 0.5: a tie
     rate: float  # the fraction of bootstrap draws whose ordering matches the largest size's
+    resolved: bool | None = None  # at the largest size, the pair's 95% t interval excludes 0 (None: no interval)
 
 
 @dataclass
@@ -137,6 +142,7 @@ class Decisions:
                     "spearman_high": s.spearman_high,
                     "agree": self.rate,
                     "agrees": s.mean >= self.rate,
+                    "resolved_at_largest": None,
                 }
             )
         for p in self.pairs:
@@ -154,6 +160,7 @@ class Decisions:
                     "spearman_high": None,
                     "agree": self.rate,
                     "agrees": p.rate >= self.rate,
+                    "resolved_at_largest": p.resolved,
                 }
             )
         return out
@@ -268,7 +275,11 @@ def decide(
             drawn = _agreement(draws[k, :, i] - draws[k, :, j], draws[-1, :, i] - draws[-1, :, j])
             observed += seen
             agree_draws += drawn
-            out.pairs.append(PairDecision(value, arms[i].name, arms[j].name, seen, float(drawn.mean())))
+            reference = difference(common[-1][1][i].seed_values(), common[-1][1][j].seed_values())
+            resolved = None
+            if reference is not None and reference.low is not None and reference.high is not None:
+                resolved = not reference.low <= 0 <= reference.high
+            out.pairs.append(PairDecision(value, arms[i].name, arms[j].name, seen, float(drawn.mean()), resolved))
         agree_draws /= len(pairs)
         low, high = _percentiles(list(agree_draws), LEVEL)
         decision = SizeDecision(

@@ -117,6 +117,14 @@ def decision_lines(found: Decisions, metric: str, names: dict[str, str]) -> list
             if held
             else f" At no size does the 95% interval clear {_share(found.rate)}."
         )
+        first = [pr for pr in found.pairs if pr.size == found.sizes[0].size]
+        open_ = [f"{pr.first} vs {pr.second}" for pr in first if pr.resolved is False]
+        if open_:
+            said += (
+                f" At {found.key}={found.largest}, {len(open_)} of the {len(first)} pairs differ by less than their "
+                f"seeds resolve (95% interval spanning 0: {', '.join(open_)}): their ordering there is itself "
+                f"not established, so agreeing with it says little."
+            )
         lines += ["", text(said)]
         if found.fixed and len(found.fixed) == len(found.sizes + [found.largest]) * found.sizes[0].arms:
             lines += [
