@@ -294,7 +294,8 @@ def test_each_committed_report_with_a_runs_csv_is_the_one_its_tables_rebuild(tmp
     spec = rebuild(study, tmp_path, plots=False)
     lines, equal = compare_rebuilt(study, tmp_path, spec)
     assert equal, "\n".join(lines)
-    for name in ("report.md", "report.csv", "heldout.csv", "pairs.csv", "runs.csv", "comparison.json"):
+    tables = ("report.csv", "heldout.csv", "pairs.csv", "decisions.csv", "extrapolation.csv", "runs.csv")
+    for name in ("report.md", *tables, "comparison.json"):
         assert (tmp_path / name).is_file() == (study / name).is_file(), name
         if (study / name).is_file():
             given = (study / name).read_text(encoding="utf-8")

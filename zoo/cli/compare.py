@@ -9,9 +9,12 @@
     zoo-compare SWEEP metric=val/bpb       # bits per byte: comparable across tokenizers
     zoo-compare SWEEP pairs=all            # + every pair of arms, all pairs one Holm family
     zoo-compare recompute=SWEEP/compare    # rebuild a report from its runs.csv; exit 1 if a value differs
+    zoo-compare SWEEP scale=model.d_model agree=0.9        # decisions across sizes held to 90% agreement
+    zoo-compare plan=PILOT delta=0.02 margin=0.02          # seeds per arm for a difference, an equivalence
 
 Writes report.md, report.csv, runs.csv (every run), comparison.json, curves.png and final.png
-(tune=: heldout.csv, tuning.png; scale=: scaling.png; pairs=all: pairs.csv) into `out` (default: `compare/` inside the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
+(tune=: heldout.csv, tuning.png; scale=: scaling.png, decisions.csv, extrapolation.csv, decisions.png;
+pairs=all: pairs.csv) into `out` (default: `compare/` inside the first directory). Sweeps may be partly finished: unfinished and failed runs are listed."""
 
 from __future__ import annotations
 
@@ -71,6 +74,25 @@ class CompareArgs:
             "when one differs)"
         },
     )
+    # decisions across sizes (zoo.compare.transfer) and power and design (zoo.compare.plan)
+    agree: float | None = field(
+        default=None,
+        metadata={
+            "help": "with scale=: the rate (default 0.8) at which a smaller size's decisions must agree with "
+            "the largest's; given, a design the seed bootstrap cannot take (one seed at a size) is refused"
+        },
+    )
+    plan: str | None = field(
+        default=None,
+        metadata={"help": "a pilot sweep (or report) directory: print the seeds per arm for delta= and margin="},
+    )
+    delta: float | None = field(
+        default=None, metadata={"help": "with plan=: the true difference to detect at 80% power, in the metric's units"}
+    )
+    margin: float | None = field(
+        default=None,
+        metadata={"help": "with plan=: an equivalence margin (±, the metric's units) to show at 80% power"},
+    )
 
 
 def run(argv: list[str]) -> dict:
@@ -85,6 +107,10 @@ def run(argv: list[str]) -> dict:
     options = [a for a in argv if "=" in a and not Path(a).exists()]
     dirs += [a for a in argv if "=" in a and Path(a).exists()]
     args, _ = parse(CompareArgs, options_with_baseline(options))
+    if args.plan is not None or args.delta is not None or args.margin is not None:
+        return _plan(args, dirs)
+    if args.agree is not None and not args.scale:
+        raise ConfigError(f"agree={args.agree} holds decisions across sizes to a rate: give scale=KEY too")
     if args.recompute:
         from zoo.compare.recompute import recompute
 
@@ -130,7 +156,13 @@ def run(argv: list[str]) -> dict:
     try:
         if args.scale:
             report = compare_scaled(
-                [Path(d) for d in dirs], out, key=args.scale, metric=args.metric, baseline=args.baseline, tune=args.tune
+                [Path(d) for d in dirs],
+                out,
+                key=args.scale,
+                metric=args.metric,
+                baseline=args.baseline,
+                tune=args.tune,
+                agree=args.agree,
             )
         elif args.tune:
             report = compare_tuned(
@@ -162,12 +194,33 @@ def run(argv: list[str]) -> dict:
     }
 
 
+def _plan(args: CompareArgs, dirs: list[str]) -> dict:
+    """`plan=PILOT delta=D margin=M`: the lines of `zoo.compare.plan.plan`."""
+    from zoo.compare.errors import CompareError
+    from zoo.compare.plan import plan
+    from zoo.config.errors import ConfigError
+
+    if not args.plan:
+        raise ConfigError("delta= and margin= plan a sweep: give the pilot too, plan=PILOT_DIR delta=VALUE")
+    others = [k for k in ("tune", "scale", "lengths", "out", "pairs", "recompute", "agree") if getattr(args, k)]
+    if dirs or others:
+        given = f"{others[0]}=" if others else dirs[0]
+        raise ConfigError(f"plan={args.plan} takes metric=, baseline=, delta= and margin= only, not {given}")
+    if not Path(args.plan).is_dir():
+        raise ConfigError(f"plan={args.plan}: not a directory")
+    try:
+        lines = plan(Path(args.plan), delta=args.delta, margin=args.margin, metric=args.metric, baseline=args.baseline)
+    except CompareError as exc:
+        raise ConfigError(str(exc)) from None
+    return {"plan": str(args.plan), "lines": lines}
+
+
 def options_with_baseline(options: list[str]) -> list[str]:
     """`baseline=model.norm=pre` holds a second '=': quote its value for the dotlist parser."""
     out = []
     for option in options:
         key, _, value = option.partition("=")
-        out.append(f"{key}={json.dumps(value)}" if key in ("baseline", "lengths", "recompute") else option)
+        out.append(f"{key}={json.dumps(value)}" if key in ("baseline", "lengths", "recompute", "plan") else option)
     return out
 
 
@@ -193,6 +246,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def _answer(argv: list[str]) -> None:
     result = run(argv)
+    if "plan" in result:  # lines to read
+        print("\n".join(result["lines"]))
+        return
     if "recompute" in result:  # lines to read, and the exit status says whether all were equal
         print("\n".join(result["lines"]))
         if not result["equal"]:

@@ -32,6 +32,7 @@ from zoo.compare.runs import Run
 from zoo.compare.scale import compare_scaled
 from zoo.compare.study_tables import compare_scripts, differing_lines
 from zoo.compare.table import HELDOUT, PAIRS, RUNS, SPEC, read_runs, read_table
+from zoo.compare.transfer import DECISIONS, EXTRAPOLATION
 from zoo.compare.tune import compare_tuned
 from zoo.config.records.reader import REPORT_REMEDY, read_text
 
@@ -106,6 +107,7 @@ def rebuild(
             tune=spec.get("tune"),
             irreducible=spec.get("irreducible"),
             linked=spec.get("linked"),
+            agree=spec.get("agree"),
             **common,
         )
     return spec
@@ -205,7 +207,9 @@ def compare_rebuilt(directory: Path, scratch: Path, spec: dict) -> tuple[list[st
     lines, differ = _compare_tables(
         "report.csv", _table(scratch / "report.csv", scratch), _table(directory / "report.csv", directory), keys
     )
-    for name, columns in ((HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])):
+    tables = [(HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])]
+    tables += [(DECISIONS, [*keys[1:], "pair"]), (EXTRAPOLATION, ["arm"])]  # scale=: decisions across sizes
+    for name, columns in tables:
         if (scratch / name).is_file() or os.path.lexists(directory / name):
             if not os.path.lexists(directory / name):
                 lines.append(f"{name}: not in the report: DIFFERS")

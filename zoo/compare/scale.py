@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.decisions_plot import plot_decisions
 from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
 from zoo.compare.markdown.scaled import write_scaled_markdown
@@ -58,6 +59,7 @@ from zoo.compare.report import (
 from zoo.compare.runs import Run
 from zoo.compare.scaled_arms import ScaledArm, scale_arms
 from zoo.compare.table import swept, write_heldout, write_runs
+from zoo.compare.transfer import AGREE, Decisions, decide, write_decisions
 from zoo.compare.tune import _order, heldout_rows
 from zoo.compare.verdict import label, lower_is_better
 
@@ -80,6 +82,8 @@ class ScaleReport:
 
     notes: list[str] = field(default_factory=list)  # what the data left out, said once each
     family: int = 0  # the multipliers with an interval: one family, adjusted together
+    # decisions across sizes: decision accuracy, rank correlation, held-out size (zoo.compare.transfer)
+    decisions: Decisions | None = None
 
     def family_sentence(self) -> str:
         """The report's declaration of its family of comparisons: the multipliers."""
@@ -208,18 +212,22 @@ def compare_scaled(
     tune: str | None = None,
     found: tuple[list[Run], list[Run]] | None = None,
     linked: list[str] | None = None,
+    agree: float | None = None,
 ) -> ScaleReport:
     """Read the sweeps in `dirs`, compare the arms across the sizes of `key` (each at its own best
     `tune` value when given), write report.md, report.csv (and scaling.png) into `out`, and
     return the report. `irreducible`: fit e + a·C^-b (None: when every arm has at least
     MIN_POINTS_IRREDUCIBLE sizes). Also writes runs.csv and, with tune=, heldout.csv; `found`: runs
     and runs left out already read, instead of `dirs`'; `linked`: keys said to change with `key`
-    that the runs do not hold (a report rebuilt from runs.csv: comparison.json's)."""
+    that the runs do not hold (a report rebuilt from runs.csv: comparison.json's). `agree`: the
+    rate at which a smaller size's decisions agree with the largest's (`zoo.compare.transfer`;
+    given, a design the bootstrap cannot take is refused; None: AGREE, and it is said)."""
     if metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "bpb"):
         raise CompareError(
             f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb or val/ppl"
         )
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
+    _one_size(runs, key)
     arms, keys, changing = scale_arms(runs, key, metric, tune)
     linked = list(dict.fromkeys([*changing, *(linked or [])]))
     base = pick_baseline(arms, baseline)
@@ -239,6 +247,9 @@ def compare_scaled(
         unreadable=unreadable,
         notes=_gaps(arms, base, key, linked) + _design_warnings(arms, key, tune),
     )
+    report.decisions = decide(arms, key, irreducible=irreducible, rate=agree or AGREE, strict=agree is not None)
+    if report.decisions.note:
+        report.notes.append(f"no decision accuracy across sizes: {report.decisions.note}")
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
     report.files.update(
@@ -251,14 +262,30 @@ def compare_scaled(
             irreducible=irreducible,
             held=held_settings(report.arms),
             linked=linked,
+            agree=agree,
         )
     )
+    report.files.update(write_decisions(report.decisions, out))
     if tune:
         report.files["heldout_csv"] = write_heldout(heldout_rows(arms, tune, metric, size_key=key), out)
     if plots:
         report.files["scaling"] = plot_scaling(report, out / "scaling.png")
+        decisions_png = plot_decisions(report.decisions, out / "decisions.png")
+        if decisions_png is not None:
+            report.files["decisions"] = decisions_png
     report.files["md"] = write_scaled_markdown(report, out / "report.md", swept(report))
     return report
+
+
+def _one_size(runs: list[Run], key: str) -> None:
+    """Refuse runs that hold one value of `key`: nothing to fit, no decision to carry across."""
+    values = {repr(r.config.get(key)): r.config.get(key) for r in runs if key in r.config}
+    if len(values) == 1:
+        (value,) = values.values()
+        raise CompareError(
+            f"scale={key}: every run has {key}={value}, one size; a comparison across sizes needs 2 or more "
+            f"(compare one size without scale=)"
+        )
 
 
 def _gaps(arms: list[ScaledArm], baseline: ScaledArm, key: str, linked: list[str]) -> list[str]:

@@ -108,6 +108,7 @@ def write_runs(
     pairs: bool = False,
     held: dict[str, Any] | None = None,
     linked: list[str] | None = None,
+    agree: float | None = None,
 ) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
     arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs); `held`:
@@ -151,6 +152,8 @@ def write_runs(
         spec["linked"] = list(linked)
     if irreducible is not None:
         spec["irreducible"] = irreducible
+    if agree is not None:  # scale= agree=: the rate a size's decisions are held to (zoo.compare.transfer)
+        spec["agree"] = agree
     write_text(out / SPEC, json.dumps(spec, indent=2) + "\n")
     return {"runs_csv": out / RUNS, "comparison": out / SPEC}
 
@@ -226,6 +229,7 @@ SPEC_FIELDS: dict[str, tuple[type, ...]] = {
     "fixed": (dict, type(None)),
     "linked": (list, type(None)),
     "irreducible": (bool, type(None)),
+    "agree": (float, int, type(None)),
 }
 KINDS = {"plain": (False, False), "tuned": (False, True), "scaled": (True, None)}  # kind: (scale=, tune=)
 

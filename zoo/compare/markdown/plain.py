@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, problem_lines, table_opening
 from zoo.compare.escape import code, csv_cell, text
+from zoo.compare.markdown.power import power_lines
 from zoo.compare.plots import half_width
 from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, mean_std
 from zoo.compare.verdict import pair_lines, verdict
@@ -189,6 +190,13 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
     if report.pairs is not None:
         lines += pair_lines(report.pairs, report.metric)
     lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
+    others = [a for a in report.arms if a is not report.baseline]  # the design's power (zoo.compare.power)
+    lines += power_lines(
+        [a.finals(report.metric) for a in others],
+        report.baseline.finals(report.metric),
+        [(a.name, a.diff) for a in others],
+        report.metric,
+    )
     if report.warnings:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if report.lengths:

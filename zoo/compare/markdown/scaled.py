@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, design_line, problem_lines
 from zoo.compare.escape import code, text
+from zoo.compare.markdown.transfer import decision_lines, scaled_power_lines
 from zoo.compare.multipliers import BOOTSTRAP, BOX, LEVEL
 from zoo.compare.report import status_of
 from zoo.compare.scaled_arms import BACKWARD_FACTOR, Size
 from zoo.compare.tune import _order
+from zoo.compare.verdict import label
 from zoo.config.records.atomic import write_text
 
 if TYPE_CHECKING:
@@ -147,10 +149,15 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
                 else:  # a multiplier without an interval already says why in its note
                     parts.append(f"{arm.name} {at}" + ("" if at.low is None else f" ({at.verdict})"))
             lines += ["", f"At the largest size ({text(f'{report.key}={largest}')}): " + "; ".join(parts) + "."]
+    if report.decisions is not None:  # decisions across sizes and each size's power (zoo.compare.transfer)
+        lines += decision_lines(report.decisions, report.metric, {a.name: label(a) for a in report.arms})
+    lines += scaled_power_lines(report)
     if report.warnings:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if "scaling" in report.files:
         lines += ["", f"![{m} against training compute, log-log, one colour per arm]({report.files['scaling'].name})"]
+    if "decisions" in report.files:
+        lines += ["", f"![decision accuracy against {k}; held-out-size predictions]({report.files['decisions'].name})"]
     write_text(path, "\n".join(lines) + "\n")
     return path
 

@@ -14,6 +14,7 @@ from zoo.compare.design import (
     table_opening,
 )
 from zoo.compare.escape import code, text
+from zoo.compare.markdown.power import power_lines
 from zoo.compare.report import status_of
 from zoo.compare.verdict import lower_is_better, pair_lines, verdict
 from zoo.config.records.atomic import write_text
@@ -106,6 +107,10 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
     if report.pairs is not None:
         lines += pair_lines(report.pairs, report.metric)
     lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
+    others = [a for a in report.arms if a is not report.baseline]  # the design's power (zoo.compare.power)
+    lines += power_lines(
+        [a.held_out() for a in others], report.baseline.held_out(), [(a.name, a.diff) for a in others], report.metric
+    )
     if report.warnings or report.notes:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings + report.notes]]
     if "tuning" in report.files:
