@@ -236,6 +236,14 @@ class DataConfig:
             "and ending at it: each window is cut into rows of the stage's context (same tokens per step)"
         },
     )
+    # the data-order seed, apart from the init seed (zoo.compare.noise attributes variance to each)
+    order_seed: int | None = field(
+        default=None,
+        metadata={
+            "help": "seed of the training data order (the shuffle of the training split and the loader's "
+            "draws); null: follows seed, as before. Initialisation and dropout follow seed alone"
+        },
+    )
 
     def __post_init__(self) -> None:
         settle(self, "source", DataSource.parse(self.source, "data.source"))
@@ -290,6 +298,8 @@ class DataConfig:
         settle(self, "batch_warmup_lr", BatchWarmupLR.parse(self.batch_warmup_lr, "data.batch_warmup_lr"))
         settle(self, "seq_len_warmup", parse_points("data.seq_len_warmup", self.seq_len_warmup))
         check_ramps(self)
+        if self.order_seed is not None:
+            _at_least("data.order_seed", self.order_seed, 0)
 
     def to_dict(self) -> dict:
         return plain(self)
