@@ -192,7 +192,8 @@ def lines(noise: list[ArmNoise], k: int, parts: list[Attribution | str], metric:
             "each: a two-way random-effects analysis of variance without replication. σ²_init = (MS_init − "
             "MS_resid)/b and σ²_order = (MS_order − MS_resid)/a, a init and b data-order seeds; σ²_resid = "
             "MS_resid holds their interaction and any other run-to-run noise; a negative estimate is set to 0 "
-            "(marked *). Shares are of the three components' sum.",
+            "(marked *). Shares are of the three components' sum. The seeds above name such a run SEED/ORDER "
+            "where its two seeds differ.",
             "",
             "| arm | init × order seeds | MS init | MS order | MS resid | σ² init (share) | σ² order (share) "
             "| σ² resid (share) |",
