@@ -150,3 +150,18 @@ def test_a_verdict_on_fewer_than_3_seeds_says_so_in_its_first_sentence(tmp_path)
     assert "at most 1 degree of freedom per arm" in first and "lowest" in first
     compare([_sweep(tmp_path / "four", arms)], tmp_path / "out4", plots=False)
     assert "fewer than 3 seeds" not in (tmp_path / "out4" / "report.md").read_text()
+
+
+def test_a_tuned_verdict_on_fewer_than_3_seeds_says_so_first(tmp_path):
+    """Held out over 2 seeds: each seed is measured at the rate the other one chose."""
+    from zoo.compare.tune import compare_tuned
+
+    runs = [
+        ({"model.position.kind": kind, "optim.lr": lr, "seed": seed}, 3.0 + shift + extra + 0.01 * seed)
+        for kind, shift in (("sinusoidal", 0.0), ("alibi", -0.1))
+        for lr, extra in ((1e-3, 0.2), (3e-3, 0.0))
+        for seed in (0, 1)
+    ]
+    compare_tuned([write_sweep(tmp_path / "sweep", runs)], tmp_path / "out", key="optim.lr", plots=False)
+    first = (tmp_path / "out" / "report.md").read_text().split("\n")[2].split(". ")[0]
+    assert first.startswith("Verdict: on fewer than 3 seeds (arm 0: 2, arm 1: 2; ") and "held-out" in first

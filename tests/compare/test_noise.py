@@ -51,6 +51,13 @@ def _sd(values: list[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
+def _about_line(steps: list[float], values: list[float]) -> float:
+    """The spread about the least-squares line (numpy's fit), on n − 2 degrees of freedom."""
+    fit = np.polyfit(steps, values, 1)
+    residual = np.asarray(values) - np.polyval(fit, steps)
+    return float(np.sqrt((residual**2).sum() / (len(values) - 2)))
+
+
 def test_each_runs_last_k_spread_stands_beside_the_seed_spread_and_rebuilds(tmp_path):
     from zoo.compare.recompute import compare_rebuilt, rebuild
     from zoo.compare.report import compare
@@ -66,7 +73,8 @@ def test_each_runs_last_k_spread_stands_beside_the_seed_spread_and_rebuilds(tmp_
     compare([sweep], tmp_path / "out", plots=False, last_k=5)
     table = {r["run"]: float(r["last_k_sd"]) for r in _rows(tmp_path / "out" / "runs.csv")}
     for name, values in curves.items():
-        assert table[name] == pytest.approx(_sd(values[-5:]), rel=1e-9)
+        steps = [10.0 * (i + 1) for i in range(len(values))]
+        assert table[name] == pytest.approx(_about_line(steps[-5:], values[-5:]), rel=1e-9)
     md = (tmp_path / "out" / "report.md").read_text()
     assert "## Noise beyond seeds" in md and "| arm | seeds | seed spread | last-5 spread (runs) |" in md
     for arm, jobs in (("arm 0", ("0", "1", "2")), ("arm 1", ("3", "4", "5"))):
@@ -78,6 +86,15 @@ def test_each_runs_last_k_spread_stands_beside_the_seed_spread_and_rebuilds(tmp_
     lines, equal = compare_rebuilt(tmp_path / "out", rebuilt, spec)
     assert equal and spec["last_k"] == 5, "\n".join(lines)
     assert (rebuilt / "report.md").read_text() == md
+
+
+def test_the_last_k_spread_is_taken_about_the_tails_trend():
+    """A tail on a straight line has no spread; one point off it, the residual's."""
+    from zoo.compare.noise import detrended_sd
+
+    assert detrended_sd([(10.0, 3.0), (20.0, 2.9), (30.0, 2.8), (40.0, 2.7)]) == pytest.approx(0.0, abs=1e-12)
+    steps, values = [10.0, 20.0, 30.0, 40.0], [3.0, 2.95, 2.8, 2.7]
+    assert detrended_sd(list(zip(steps, values))) == pytest.approx(_about_line(steps, values), rel=1e-9)
 
 
 def test_a_sweep_with_one_validation_per_run_has_no_noise_section(tmp_path):

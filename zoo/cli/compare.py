@@ -81,7 +81,7 @@ class CompareArgs:
     )
     last_k: str | None = field(
         default=None,
-        metadata={"help": "the last K validations each run's own spread is taken over (default 5)"},
+        metadata={"help": "the last K validations each run's own spread is taken over, about their trend (default 5)"},
     )
     recompute: str | None = field(
         default=None,

@@ -5,11 +5,13 @@ seeds, and, when a sweep varies both the init seed (`seed`) and the data-order s
 The seed spread of an arm is the standard deviation of its runs' final values. Signal and Noise
 (Heineman et al. 2025) adds the noise within one run: the standard deviation of its last k
 evaluations (k = `last_k=`, default 5), which a difference between arms must also clear, and
-which averaging the weights (`optim.ema` with `optim.ema_eval`) lowers. Each run's last-k spread
-is read from its metrics.csv (the validations that logged the report's metric; all of them when
-fewer than k, none below 2) and kept in runs.csv (`last_k_sd`); an arm's is the root mean square
-over its runs (the pooled standard deviation of equally many points). It includes whatever trend
-the metric still had over those points, so it bounds the evaluation noise from above.
+which averaging the weights (`optim.ema` with `optim.ema_eval`) lowers. A run that is still
+learning moves over its last k validations by its trend as well, so the spread is taken about
+the least-squares line through them (against the step: the trend removed, k − 2 degrees of
+freedom); on a flat tail it is their standard deviation. Each run's last-k spread is read from its
+metrics.csv (the validations that logged the report's metric; all of them when fewer than k, none
+below 3) and kept in runs.csv (`last_k_sd`); an arm's is the root mean square over its runs (the
+pooled spread of equally many points).
 
 The attribution is a two-way random-effects analysis of variance without replication (one run
 per pair of seeds; Searle, Casella and McCulloch 1992, ch. 4): within an arm whose runs cross a
@@ -37,49 +39,62 @@ from zoo.config.records.reader import read_text
 from zoo.config.records.rundir import RunDir
 
 LAST_K = 5
+MIN_POINTS = 3  # a spread about a line
 
 
 def parse_k(value: Any) -> int:
-    """last_k=K: an integer of at least 2 (a spread needs two points)."""
+    """last_k=K: an integer of at least 3 (a spread about a line needs three points)."""
     from zoo.compare.errors import CompareError
 
     try:
         k = int(str(value))
     except ValueError:
-        raise CompareError(f"last_k={value}: give the number of last validations, an integer >= 2") from None
-    if k < 2:
-        raise CompareError(f"last_k={value}: a spread needs at least 2 validations")
+        raise CompareError(f"last_k={value}: give the number of last validations, an integer >= 3") from None
+    if k < MIN_POINTS:
+        raise CompareError(f"last_k={value}: a spread about the tail's trend needs at least {MIN_POINTS} validations")
     return k
 
 
-def read_tail(run: Run, metric: str, k: int) -> list[float]:
-    """The last `k` values of `metric` in the run's metrics.csv, oldest first ([] without one)."""
+def read_tail(run: Run, metric: str, k: int) -> list[tuple[float, float]]:
+    """The last `k` (step, value) of `metric` in the run's metrics.csv, oldest first ([] without one)."""
     path = RunDir(run.path).metrics
     if not path.is_file():
         return []
-    at: dict[str, float] = {}  # step -> value: a step validated twice counts once, its last value
+    at: dict[float, float] = {}  # step -> value: a step validated twice counts once, its last value
     for row in csv.DictReader(io.StringIO(read_text(path), newline="")):
         cell = row.get(metric)
         if cell:
             try:
-                value = float(cell)
+                value, step = float(cell), float(row.get("step") or len(at))
             except ValueError:
-                continue
-            if math.isfinite(value):
-                at.pop(row.get("step") or "", None)
-                at[row.get("step") or ""] = value
-    return list(at.values())[-k:]
+                continue  # a damaged cell: the run's reader (zoo.compare.runs.read_curve) names it
+            if math.isfinite(value) and math.isfinite(step):
+                at.pop(step, None)
+                at[step] = value
+    return list(at.items())[-k:]
+
+
+def detrended_sd(points: Sequence[tuple[float, float]]) -> float:
+    """The standard deviation of (x, y) `points` about their least-squares line (n − 2 degrees
+    of freedom); at least 3 points with 2 distinct x."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in points)
+    return math.sqrt(residual / (n - 2))
 
 
 def tail_sd(run: Run, metric: str, k: int) -> float | None:
-    """A finished run's standard deviation over its last `k` validations of `metric`: runs.csv's
-    where the run was rebuilt from it, else its metrics.csv's; None with fewer than 2 points."""
+    """A finished run's spread over its last `k` validations of `metric`, about their trend
+    (`detrended_sd`): runs.csv's where the run was rebuilt from it, else its metrics.csv's; None
+    with fewer than MIN_POINTS points."""
     if run.status != RunStatus.finished:
         return None
     if run.tail_sd is not None:
         return run.tail_sd
-    values = read_tail(run, metric, k)
-    return mean_std(values)[1] if len(values) >= 2 else None
+    points = read_tail(run, metric, k)
+    return detrended_sd(points) if len(points) >= MIN_POINTS else None
 
 
 @dataclass
@@ -170,11 +185,12 @@ def lines(noise: list[ArmNoise], k: int, parts: list[Attribution | str], metric:
             "## Noise beyond seeds",
             "",
             f"Seed spread: the standard deviation of an arm's final {metric} across its seeds. Last-{k} spread: "
-            f"each run's standard deviation over its last {k} validations of {metric} (Heineman et al. 2025's "
-            f"noise; fewer points where a run validated fewer times; it also holds whatever the metric still "
-            f"moved over them), pooled over the arm's runs (root mean square); each run's is in runs.csv "
-            f"({TAIL}). A difference between arms smaller than the last-{k} spread is within what one run's "
-            f"evaluation moves by; averaging the weights (optim.ema, optim.ema_eval) lowers it.",
+            f"each run's spread over its last {k} validations of {metric} (Heineman et al. 2025's noise; fewer "
+            f"points where a run validated fewer times), about the least-squares line through them against the "
+            f"step (the trend a run still had removed; {k} − 2 degrees of freedom), pooled over the arm's runs "
+            f"(root mean square); each run's is in runs.csv ({TAIL}). A difference between arms smaller than "
+            f"the last-{k} spread is within what one run's evaluation moves by; averaging the weights "
+            f"(optim.ema, optim.ema_eval) lowers it.",
             "",
             f"| arm | seeds | seed spread | last-{k} spread (runs) |",
             "|---|---|---|---|",
