@@ -106,13 +106,17 @@ def test_without_a_margin_an_interval_spanning_zero_is_never_no_difference(tmp_p
         assert words not in md, words
 
 
-def test_a_margin_must_be_a_positive_number(tmp_path, cli_here):
+def test_a_margin_must_be_a_positive_number_and_the_other_keys_numbers_too(tmp_path, cli_here):
     sweep = _sweep(tmp_path / "sweep")
     for value in ("-0.1", "0", "tiny"):
         result = cli_here("compare", str(sweep), f"equivalence={value}")
         assert result.returncode == 2 and result.stderr.count("\n") == 1 and "equivalence=" in result.stderr
     result = cli_here("compare", str(sweep), "equivalence=0.02", "tune=optim.lr")
     assert result.returncode == 2 and "applies to a plain comparison" in result.stderr
+    for option in ("threshold=low", "last_k=2", "last_k=many"):
+        result = cli_here("compare", str(sweep), option)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, option
+        assert option.split("=")[0] + "=" in result.stderr, option
 
 
 def test_threshold_is_the_speedruns_one_sided_rule(tmp_path):
