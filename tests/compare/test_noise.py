@@ -179,3 +179,29 @@ def test_seeds_that_do_not_cross_are_named_not_split(tmp_path):
         "- arm 0: 4 runs over 2 init seeds and 3 data-order seeds do not cross completely: left out"
         in (tmp_path / "out" / "report.md").read_text()
     )
+
+
+def test_a_rebuild_takes_the_last_k_spread_from_runs_csv_alone(tmp_path, monkeypatch):
+    """Run from the directory holding the sweep, a rebuild could reach the runs' metrics.csv by
+    runs.csv's names: it reads them not, so a table without the column rebuilds no noise section."""
+    import json
+
+    from zoo.compare.recompute import rebuild
+    from zoo.compare.report import compare
+
+    runs = [({"model.position.kind": k, "seed": s}, 3.0 + 0.01 * s) for k in ("rope", "alibi") for s in range(3)]
+    sweep = write_sweep(tmp_path / "sweep", runs)
+    _with_curves(sweep, {"rope": 1.0, "alibi": 0.5})
+    compare([sweep], tmp_path / "out", plots=False)
+    rows = _rows(tmp_path / "out" / "runs.csv")
+    assert "## Noise beyond seeds" in (tmp_path / "out" / "report.md").read_text() and rows[0]["last_k_sd"]
+    with (tmp_path / "out" / "runs.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[c for c in rows[0] if c != "last_k_sd"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    spec = json.loads((tmp_path / "out" / "comparison.json").read_text())
+    del spec["last_k"]
+    (tmp_path / "out" / "comparison.json").write_text(json.dumps(spec))
+    monkeypatch.chdir(tmp_path)  # where sweep/0/metrics.csv is found by runs.csv's names
+    rebuild(tmp_path / "out", tmp_path / "again")
+    assert "Noise beyond seeds" not in (tmp_path / "again" / "report.md").read_text()

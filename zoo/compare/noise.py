@@ -85,13 +85,14 @@ def detrended_sd(points: Sequence[tuple[float, float]]) -> float:
     return math.sqrt(residual / (n - 2))
 
 
-def tail_sd(run: Run, metric: str, k: int) -> float | None:
+def tail_sd(run: Run, metric: str, k: int, *, files: bool = True) -> float | None:
     """A finished run's spread over its last `k` validations of `metric`, about their trend
     (`detrended_sd`): runs.csv's where the run was rebuilt from it, else its metrics.csv's; None
-    with fewer than MIN_POINTS points."""
+    with fewer than MIN_POINTS points. `files` False: a run rebuilt from runs.csv, whose path names
+    no directory here (runs.csv's value or nothing)."""
     if run.status != RunStatus.finished:
         return None
-    if run.tail_sd is not None:
+    if run.tail_sd is not None or not files:
         return run.tail_sd
     points = read_tail(run, metric, k)
     return detrended_sd(points) if len(points) >= MIN_POINTS else None

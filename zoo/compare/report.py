@@ -326,7 +326,7 @@ def compare(
         arm.diff = difference(arm.finals(metric), base.finals(metric)) if arm is not base else None
     report = Report(metric=metric, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
     report.family, report.pairs = declare(arms, base, lambda a: a.finals(metric), pairs)
-    tails = beyond_seeds(report, equivalence, threshold, last_k)
+    tails = beyond_seeds(report, equivalence, threshold, last_k, files=found is None)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
     extra = {"equivalence": equivalence, "threshold": threshold, "last_k": last_k if tails else None}
@@ -355,10 +355,11 @@ def compare(
     return report
 
 
-def beyond_seeds(report: Report, margin: float | None, target: float | None, k: int) -> dict:
+def beyond_seeds(report: Report, margin: float | None, target: float | None, k: int, *, files: bool) -> dict:
     """Set the report's equivalence readings (each comparison of its family against ±`margin`),
     each arm's test against `target`, and its noise beyond seeds (each run's spread over its last
-    `k` validations, the init/data-order split); return {run path: last-k spread}."""
+    `k` validations, the init/data-order split); return {run path: last-k spread}. `files` False:
+    runs rebuilt from runs.csv, whose last-k spreads are that table's alone."""
     metric, m = report.metric, report.family.m if report.family else 1
     report.margin, report.target, report.last_k = margin, target, k
     if margin is not None:
@@ -376,7 +377,7 @@ def beyond_seeds(report: Report, margin: float | None, target: float | None, k: 
         report.reach = thresh.reach([(a.name, list(a.finals(metric).values())) for a in report.arms], target, lower)
     tails = {}
     for run in (r for a in report.arms for r in a.runs):
-        value = tail_sd(run, metric, k)
+        value = tail_sd(run, metric, k, files=files)
         if value is not None:
             tails[run.path] = value
     report.noise = [arm_noise(a.name, a.runs, metric, tails) for a in report.arms]
