@@ -18,8 +18,8 @@ from zoo.config.records.yaml_files import load_yaml
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.task import task_defaults
 
-ORDER_SEED = "data.order_seed"  # the data-order seed: like the seed, a replicate's, not an arm's
-IGNORED = (*BOOKKEEPING, ORDER_SEED)  # never an arm's distinguishing setting
+ORDER_SEED = "data.order_seed"  # the data-order seed: like the seed, a replicate's (in BOOKKEEPING)
+IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
 # the arm a run rebuilt from runs.csv was placed in (`zoo.compare.table.read_runs`): it keeps the
 # report's arms apart, as their runs' configs did, but is no setting of theirs and names no arm
 PLACED = "compare.arm"
