@@ -5,6 +5,7 @@ one-sided p < 0.01 rule), and a verdict on fewer than 3 seeds saying so first.""
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -169,3 +170,20 @@ def test_a_tuned_verdict_on_fewer_than_3_seeds_says_so_first(tmp_path):
     compare_tuned([write_sweep(tmp_path / "sweep", runs)], tmp_path / "out", key="optim.lr", plots=False)
     first = (tmp_path / "out" / "report.md").read_text().split("\n")[2].split(". ")[0]
     assert first.startswith("Verdict: on fewer than 3 seeds (arm 0: 2, arm 1: 2; ") and "held-out" in first
+
+
+def test_a_report_with_a_margin_and_a_target_rebuilds_from_its_tables(tmp_path, cli_here):
+    """comparison.json keeps equivalence= and threshold=: recompute= rebuilds every reading, and
+    a reading changed in report.csv is caught."""
+    sweep = _sweep(tmp_path / "sweep")
+    out = tmp_path / "out"
+    made = cli_here("compare", str(sweep), f"out={out}", "equivalence=0.02", "threshold=2.95", "pairs=all")
+    assert made.returncode == 0, made.stderr
+    spec = json.loads((out / "comparison.json").read_text())
+    assert (spec["equivalence"], spec["threshold"]) == (0.02, 2.95)
+    again = cli_here("compare", f"recompute={out}")
+    assert again.returncode == 0 and "every value equals the report" in again.stdout, again.stdout
+    text = (out / "report.csv").read_text().replace("cannot tell", "equivalent")
+    (out / "report.csv").write_text(text)
+    changed = cli_here("compare", f"recompute={out}")
+    assert changed.returncode == 1 and "equivalence: report equivalent, rebuilt cannot tell: DIFFERS" in changed.stdout
