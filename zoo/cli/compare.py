@@ -8,6 +8,8 @@
     zoo-compare SWEEP scale=model.d_model tune=optim.lr   # ... each arm at each size at its own best rate
     zoo-compare SWEEP metric=val/bpb       # bits per byte: comparable across tokenizers
     zoo-compare SWEEP pairs=all            # + every pair of arms, all pairs one Holm family
+    zoo-compare SWEEP equivalence=0.02     # + each comparison: equivalent within ±0.02, different or cannot tell
+    zoo-compare SWEEP threshold=3.28       # + each arm: is its mean below 3.28 at p < 0.01 (the speedrun's rule)
     zoo-compare recompute=SWEEP/compare    # rebuild a report from its runs.csv; exit 1 if a value differs
     zoo-compare SWEEP scale=model.d_model agree=0.9        # decisions across sizes held to 90% agreement
     zoo-compare plan=PILOT delta=0.02 margin=0.02          # seeds per arm for a difference, an equivalence
@@ -65,6 +67,25 @@ class CompareArgs:
             "is then every pair (plain and tune= reports)"
         },
     )
+    # equivalence=, threshold=, last_k= (plain reports: zoo.compare.equivalence, .threshold, .noise)
+    equivalence: str | None = field(
+        default=None,
+        metadata={
+            "help": "a margin M in the metric's units: two one-sided tests of each comparison against ±M, "
+            "read as equivalent within ±M, different or cannot tell"
+        },
+    )
+    threshold: str | None = field(
+        default=None,
+        metadata={
+            "help": "a target value T of the metric: each arm's mean tested one-sided against T at p < 0.01 "
+            "(the NanoGPT speedrun's record rule)"
+        },
+    )
+    last_k: str | None = field(
+        default=None,
+        metadata={"help": "the last K validations each run's own spread is taken over, about their trend (default 5)"},
+    )
     recompute: str | None = field(
         default=None,
         metadata={
@@ -114,7 +135,10 @@ def run(argv: list[str]) -> dict:
     if args.recompute:
         from zoo.compare.recompute import recompute
 
-        if dirs or any(getattr(args, k) for k in ("tune", "scale", "lengths", "baseline", "out", "pairs")):
+        if dirs or any(
+            getattr(args, k)
+            for k in ("tune", "scale", "lengths", "baseline", "out", "pairs", "equivalence", "threshold", "last_k")
+        ):
             raise ConfigError(
                 "recompute=DIR takes nothing else: the report's own comparison.json says what it compared"
             )
@@ -153,6 +177,23 @@ def run(argv: list[str]) -> dict:
     if args.scale and multiples:
         raise ConfigError(f"scale={args.scale} and lengths= cannot be combined: run them as two comparisons")
     report: Report | ScaleReport | TunedReport
+    options = [f"{k}={getattr(args, k)}" for k in ("equivalence", "threshold", "last_k") if getattr(args, k)]
+    if options and (args.scale or args.tune):
+        raise ConfigError(
+            f"{options[0]} applies to a plain comparison, not with {'scale' if args.scale else 'tune'}=: "
+            f"compare one size at one setting of each arm"
+        )
+    try:
+        from zoo.compare.equivalence import parse_margin
+        from zoo.compare.noise import LAST_K, parse_k
+        from zoo.compare.threshold import parse_target
+        from zoo.compare.verdict import direction
+
+        margin = parse_margin(args.equivalence)
+        target = parse_target(args.threshold, direction(args.metric), args.metric)
+        last_k = parse_k(args.last_k) if args.last_k else LAST_K
+    except CompareError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         if args.scale:
             report = compare_scaled(
@@ -170,7 +211,15 @@ def run(argv: list[str]) -> dict:
             )
         else:
             report = compare(
-                [Path(d) for d in dirs], out, metric=args.metric, baseline=args.baseline, lengths=multiples, pairs=pairs
+                [Path(d) for d in dirs],
+                out,
+                metric=args.metric,
+                baseline=args.baseline,
+                lengths=multiples,
+                pairs=pairs,
+                equivalence=margin,
+                threshold=target,
+                last_k=last_k,
             )
     except CompareError as exc:  # a mistake the user can fix, raised where it was found
         raise ConfigError(str(exc)) from None
@@ -220,7 +269,8 @@ def options_with_baseline(options: list[str]) -> list[str]:
     out = []
     for option in options:
         key, _, value = option.partition("=")
-        out.append(f"{key}={json.dumps(value)}" if key in ("baseline", "lengths", "recompute", "plan") else option)
+        quoted = ("baseline", "lengths", "recompute", "plan", "equivalence", "threshold", "last_k")
+        out.append(f"{key}={json.dumps(value)}" if key in quoted else option)
     return out
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.errors import CompareError
+from zoo.compare.noise import LAST_K
 from zoo.compare.report import compare
 from zoo.compare.runs import Run
 from zoo.compare.scale import compare_scaled
@@ -96,7 +97,15 @@ def rebuild(
     dirs = [Path(str(name)) for name in dict.fromkeys(str(r.root) for r in runs)]
     pairs = bool(spec.get("pairs"))
     if spec["kind"] == "plain":
-        compare(dirs, out, pairs=pairs, **common)
+        compare(
+            dirs,
+            out,
+            pairs=pairs,
+            equivalence=spec.get("equivalence"),
+            threshold=spec.get("threshold"),
+            last_k=spec.get("last_k") or LAST_K,
+            **common,
+        )
     elif spec["kind"] == "tuned":
         compare_tuned(dirs, out, key=spec["tune"], pairs=pairs, **common)
     else:  # "scaled": read_spec admits these three kinds

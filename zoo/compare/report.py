@@ -21,16 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from zoo.compare import equivalence as equiv
+from zoo.compare import threshold as thresh
 from zoo.compare.design import _show, few_seed_warnings, flag_warnings, held_settings, repeat_warnings
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import csv_cell
 from zoo.compare.markdown.plain import write_lengths_csv, write_markdown
+from zoo.compare.noise import LAST_K, ArmNoise, Attribution, arm_noise, attribute, tail_sd
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 from zoo.compare.routing_plot import plot_routing
 from zoo.compare.runs import NOT_SETTINGS, Run, RunStatus, find_runs, number
 from zoo.compare.stats import Difference, difference, mean_std
 from zoo.compare.table import swept, write_pair_rows, write_runs
-from zoo.compare.verdict import Family, Pair, adjust, label, load_flag, pairs_of
+from zoo.compare.verdict import Family, Pair, adjust, direction, label, load_flag, pairs_of
 from zoo.config.records.atomic import replacing
 from zoo.config.records.rundir import RunDir
 
@@ -70,6 +73,14 @@ class Report:
     unreadable: list[Run] = field(default_factory=list)  # damaged .hydra/: no config to place them by
     family: Family | None = None  # the comparisons adjusted together (zoo.compare.verdict)
     pairs: list[Pair] | None = None  # pairs=all: every pair of arms
+    # equivalence=, threshold= and the noise beyond seeds (zoo.compare.equivalence, .threshold, .noise)
+    margin: float | None = None
+    equivalent: list[tuple[str, equiv.Equivalence]] = field(default_factory=list)  # each comparison of the family
+    target: float | None = None
+    reach: list[thresh.Reach] = field(default_factory=list)
+    last_k: int = LAST_K
+    noise: list[ArmNoise] = field(default_factory=list)
+    parts: list[Attribution | str] = field(default_factory=list)
 
     @property
     def load(self) -> str:
@@ -127,8 +138,21 @@ class Report:
                     "status": arm.status,
                 }
             )
+            row.update(self.option_columns(arm))
             out.append(row)
         return out
+
+    def option_columns(self, arm: Arm) -> dict[str, Any]:
+        """report.csv's columns of equivalence= and threshold=, where given."""
+        row: dict[str, Any] = {}
+        if self.margin is not None:
+            mine = (
+                None if arm is self.baseline else equiv.tost(arm.diff, self.margin, self.family.m if self.family else 1)
+            )
+            row.update(equiv.columns(mine))
+        if self.target is not None:
+            row.update(thresh.columns(next((r for r in self.reach if r.name == arm.name), None)))
+        return row
 
 
 def group_arms(runs: list[Run]) -> tuple[list[Arm], list[str]]:
@@ -282,13 +306,19 @@ def compare(
     lengths: list[int] | None = None,
     found: tuple[list[Run], list[Run]] | None = None,
     pairs: bool = False,
+    equivalence: float | None = None,
+    threshold: float | None = None,
+    last_k: int = LAST_K,
 ) -> Report:
     """Read the sweeps in `dirs`, write report.md, report.csv, runs.csv (and curves.png,
     final.png) into `out`, and return the report. `lengths` (multiples of the trained context,
     e.g. [1, 2, 4, 8]) adds a length-extrapolation table (lengths.csv, lengths.png). `found`:
     (runs, runs left out) already read (`zoo.compare.table.read_runs`), instead of `dirs`'. Each
     arm at its own best value of one key: `zoo.compare.tune.compare_tuned`. `pairs`: every pair of
-    arms compared (pairs.csv), all pairs one family."""
+    arms compared (pairs.csv), all pairs one family. `equivalence`: a margin each comparison of the
+    family is tested against (`zoo.compare.equivalence`); `threshold`: a target each arm's mean is
+    tested against (`zoo.compare.threshold`); `last_k`: the validations each run's own spread is
+    taken over (`zoo.compare.noise`)."""
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys = group_arms(runs)
     base = pick_baseline(arms, baseline)
@@ -296,9 +326,13 @@ def compare(
         arm.diff = difference(arm.finals(metric), base.finals(metric)) if arm is not base else None
     report = Report(metric=metric, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
     report.family, report.pairs = declare(arms, base, lambda a: a.finals(metric), pairs)
+    tails = beyond_seeds(report, equivalence, threshold, last_k, files=found is None)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="plain", pairs=pairs, held=held_settings(report.arms)))
+    extra = {"equivalence": equivalence, "threshold": threshold, "last_k": last_k if tails else None}
+    report.files.update(
+        write_runs(report, out, kind="plain", pairs=pairs, held=held_settings(report.arms), tails=tails, extra=extra)
+    )
     if report.pairs is not None:
         report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
     if lengths:
@@ -319,6 +353,36 @@ def compare(
             report.files["routing"] = routing
     report.files["md"] = write_markdown(report, out / "report.md", swept(report))
     return report
+
+
+def beyond_seeds(report: Report, margin: float | None, target: float | None, k: int, *, files: bool) -> dict:
+    """Set the report's equivalence readings (each comparison of its family against ±`margin`),
+    each arm's test against `target`, and its noise beyond seeds (each run's spread over its last
+    `k` validations, the init/data-order split); return {run path: last-k spread}. `files` False:
+    runs rebuilt from runs.csv, whose last-k spreads are that table's alone."""
+    metric, m = report.metric, report.family.m if report.family else 1
+    report.margin, report.target, report.last_k = margin, target, k
+    if margin is not None:
+        if report.pairs is not None:
+            items = [(f"{label(p.arm)} − {label(p.other)}", p.diff) for p in report.pairs]
+        else:
+            items = [
+                (f"{label(a)} − {label(report.baseline)}", a.diff) for a in report.arms if a is not report.baseline
+            ]
+        report.equivalent = [(name, equiv.tost(diff, margin, m)) for name, diff in items]
+    if target is not None:
+        lower = direction(metric)
+        if lower is None:
+            raise CompareError(f"threshold={target:g}: which way is better for metric={metric} is not known")
+        report.reach = thresh.reach([(a.name, list(a.finals(metric).values())) for a in report.arms], target, lower)
+    tails = {}
+    for run in (r for a in report.arms for r in a.runs):
+        value = tail_sd(run, metric, k, files=files)
+        if value is not None:
+            tails[run.path] = value
+    report.noise = [arm_noise(a.name, a.runs, metric, tails) for a in report.arms]
+    report.parts = [p for p in (attribute(a.name, a.runs, metric) for a in report.arms) if p is not None]
+    return tails
 
 
 def declare(arms: list, base, values, pairs: bool) -> tuple[Family, list[Pair] | None]:

@@ -18,6 +18,7 @@ from zoo.config.records.yaml_files import load_yaml
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.task import task_defaults
 
+ORDER_SEED = "data.order_seed"  # the data-order seed: like the seed, a replicate's (in BOOKKEEPING)
 IGNORED = BOOKKEEPING  # never an arm's distinguishing setting
 # the arm a run rebuilt from runs.csv was placed in (`zoo.compare.table.read_runs`): it keeps the
 # report's arms apart, as their runs' configs did, but is no setting of theirs and names no arm
@@ -47,10 +48,14 @@ class Run:
     # the directory it was found under, or the one holding it when it was named alone (runs.csv
     # names the run relative to it: `moe_a`, `0` whether `moe_a` or `moe_a/0` was named)
     root: Path | None = None
+    tail_sd: float | None = None  # runs.csv's spread over the last k validations (zoo.compare.noise)
 
     @property
     def seed(self) -> Any:
-        return self.config.get("seed")
+        """The replicate: the seed, or "SEED/ORDER" when the data order has a seed of its own
+        (`data.order_seed` set to another value than the seed)."""
+        seed, order = self.config.get("seed"), self.config.get(ORDER_SEED)
+        return seed if order is None or order == seed else f"{seed}/{order}"
 
     @property
     def arm_key(self) -> tuple:

@@ -61,7 +61,7 @@ from zoo.compare.scaled_arms import ScaledArm, scale_arms
 from zoo.compare.table import swept, write_heldout, write_runs
 from zoo.compare.transfer import AGREE, Decisions, decide, write_decisions
 from zoo.compare.tune import _order, heldout_rows
-from zoo.compare.verdict import label, lower_is_better
+from zoo.compare.verdict import few_seeds_lead, label, lower_is_better
 
 DESCRIPTIVE_SIZES = 3  # a fit through this many sizes or fewer describes them; it does not predict
 DN_SPREAD = 1.1  # D/N of an arm's sizes differing by more than this factor is said
@@ -127,8 +127,9 @@ class ScaleReport:
         at = {a.name: next(s for s in a.scored if repr(s.value) == repr(largest)) for a in self.arms}
         best = (min if lower else max)(self.arms, key=lambda a: at[a.name].result[1])
         where = f"{self.key}={largest}"
+        few = few_seeds_lead(self.arms, {a.name: len(at[a.name].finals) for a in self.arms})
         lead = (
-            f"Verdict: at the largest size every arm reached ({where}), {label(best)} has the "
+            f"Verdict: {few}at the largest size every arm reached ({where}), {label(best)} has the "
             f"{'lowest' if lower else 'highest'} mean {self.metric} ({at[best.name].mean:.4f})."
         )
         if best is self.baseline:

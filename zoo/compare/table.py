@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.escape import FORMULA_START, csv_cell
-from zoo.compare.runs import PLACED, Run, RunStatus, at, number
+from zoo.compare.runs import ORDER_SEED, PLACED, Run, RunStatus, at, number
 from zoo.compare.verdict import pair_rows
 from zoo.config.records import reader
 from zoo.config.records.atomic import replacing, write_text
@@ -47,6 +47,7 @@ ACCOUNTING = [
     "wall_seconds",
 ]
 UNSET = "(unset)"  # how a report shows a setting a run does not have
+TAIL = "last_k_sd"  # a run's spread over its last k validations (zoo.compare.noise, which reads it back)
 
 
 def vocab_size(run: Run) -> float | None:
@@ -109,16 +110,22 @@ def write_runs(
     held: dict[str, Any] | None = None,
     linked: list[str] | None = None,
     agree: float | None = None,
+    tails: dict[Any, float] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
     arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs); `held`:
     the settings every run shares (`zoo.compare.design.held_settings`), kept as `fixed`; `linked`:
     the keys that change with the scale= key (depth, heads, steps of a size), kept as `linked`
-    where there are any."""
+    where there are any. `tails` ({run path: its last-k spread}, `zoo.compare.noise`) adds the
+    column last_k_sd where any run has one; `extra` (equivalence=, threshold=, last_k=) is kept in
+    comparison.json where given; a data-order seed that any run sets is a column of its own."""
     arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]
     metrics = list(dict.fromkeys(k for _, r in arms for k in (r.summary.get("metrics") or {})))
-    place = list(dict.fromkeys([*report.keys, *([scale] if scale else []), "seed", LR, *([tune] if tune else [])]))
-    head = ["sweep", "run", "arm", *place, *metrics, *ACCOUNTING, "status", "error"]
+    order = any(r.config.get(ORDER_SEED) is not None for _, r in arms)
+    place = place_keys({"settings": report.keys, "scale": scale, "tune": tune, "order_seed": order})
+    tails = tails or {}
+    head = ["sweep", "run", "arm", *place, *metrics, *ACCOUNTING, *([TAIL] if tails else []), "status", "error"]
     with replacing(out / RUNS) as handle:
         writer = csv.writer(handle)
         writer.writerow([csv_cell(h) for h in head])
@@ -135,6 +142,7 @@ def write_runs(
             }
             cells += [final.get(m) for m in metrics]
             cells += [_accounting(run)[k] for k in ACCOUNTING]
+            cells += [tails.get(run.path)] if tails else []
             cells += [run.status.value, " ".join(run.error.split())]
             writer.writerow([csv_cell(c) for c in cells])
     spec = {
@@ -154,6 +162,9 @@ def write_runs(
         spec["irreducible"] = irreducible
     if agree is not None:  # scale= agree=: the rate a size's decisions are held to (zoo.compare.transfer)
         spec["agree"] = agree
+    if order:
+        spec["order_seed"] = True
+    spec.update({k: v for k, v in (extra or {}).items() if v is not None})
     write_text(out / SPEC, json.dumps(spec, indent=2) + "\n")
     return {"runs_csv": out / RUNS, "comparison": out / SPEC}
 
@@ -230,6 +241,10 @@ SPEC_FIELDS: dict[str, tuple[type, ...]] = {
     "linked": (list, type(None)),
     "irreducible": (bool, type(None)),
     "agree": (float, int, type(None)),
+    "order_seed": (bool, type(None)),
+    "equivalence": (float, int, type(None)),
+    "threshold": (float, int, type(None)),
+    "last_k": (int, type(None)),
 }
 KINDS = {"plain": (False, False), "tuned": (False, True), "scaled": (True, None)}  # kind: (scale=, tune=)
 
@@ -262,10 +277,11 @@ def read_spec(directory: Path) -> dict[str, Any]:
 
 
 def place_keys(spec: dict[str, Any]) -> list[str]:
-    """The settings that place a run of the report: the arms' keys, the size, the seed, the
-    learning rate and the tuned key."""
+    """The settings that place a run of the report: the arms' keys, the size, the seed (and the
+    data-order seed where a run set one), the learning rate and the tuned key."""
     scale, tune = spec.get("scale"), spec.get("tune")
-    return list(dict.fromkeys([*spec["settings"], *([scale] if scale else []), "seed", LR, *([tune] if tune else [])]))
+    seeds = ["seed", *([ORDER_SEED] if spec.get("order_seed") else [])]
+    return list(dict.fromkeys([*spec["settings"], *([scale] if scale else []), *seeds, LR, *([tune] if tune else [])]))
 
 
 def runs_columns(spec: dict[str, Any]) -> list[Column]:
@@ -279,6 +295,7 @@ def runs_columns(spec: dict[str, Any]) -> list[Column]:
         *[Column(csv_cell(k), "setting") for k in place_keys(spec)],
         *[Column(csv_cell(m), "figure") for m in spec["metrics"]],
         *[Column(a, "count") for a in ACCOUNTING],
+        *([Column(TAIL, "count", required=False)] if spec.get("last_k") else []),
         Column("status", "word", words=tuple(s.value for s in RunStatus)),
         Column("error"),
     ]
@@ -324,6 +341,7 @@ def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
             summary=summary,
             error=str(row["error"] or ""),
             root=Path(str(row["sweep"])),
+            tail_sd=row.get(TAIL),
         )
         (runs if row["arm"] is not None else left_out).append(run)
     if runs and spec["baseline"] not in {r.config[PLACED] for r in runs}:

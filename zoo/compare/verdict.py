@@ -12,9 +12,11 @@ SciPy's t quantile (`zoo.compare.stats.t_quantile`).
 
 The verdict names the arm with the best mean on the metric, by how much it leads the arms it is
 compared with, and whether the adjusted intervals exclude zero; when one spans zero (or has no
-interval) the data cannot tell those arms apart, and the verdict says that instead. Throughput
-(tokens/s) is flagged when it varies as much between seeds of one arm as between arms: then it
-measures the machine's load, not the arm."""
+interval) the data cannot tell those arms apart, and the verdict says that instead: it never reads
+such an interval as "no difference" (equivalence within a margin is `zoo.compare.equivalence`).
+A verdict whose arms have fewer than 3 seeds says so in its first sentence. Throughput (tokens/s)
+is flagged when it varies within an arm comparably to between arms (`load_flag`, its rule stated
+there): then it measures the machine's load, not the arm."""
 
 from __future__ import annotations
 
@@ -218,10 +220,13 @@ def verdict(
     *,
     pairs: list[Pair] | None = None,
     what: str = "mean final",
+    seeds: dict[str, int] | None = None,
 ) -> str:
     """One or two sentences: which arm is best on `metric` (by its mean in `means`, {arm name:
     value}), by how much and how sure from the adjusted intervals, or that the data cannot tell.
-    Each arm's `diff` is its difference to the baseline; `pairs` (pairs=all) the rest."""
+    Each arm's `diff` is its difference to the baseline; `pairs` (pairs=all) the rest. `seeds`
+    ({arm name: seeds behind its mean}): an arm on fewer than `FEW_SEEDS` is named in the first
+    sentence (`few_seeds_lead`), not only in a table mark."""
     better = direction(metric)
     scored = [a for a in arms if means.get(a.name) is not None and math.isfinite(means[a.name])]
     if len(scored) < 2:
@@ -240,7 +245,9 @@ def verdict(
         diff = _between(best, other, baseline, pairs)
         if diff is not None or other is baseline or best is baseline or pairs is not None:
             rivals.append((other, diff))
-    lead = f"Verdict: {label(best)} has the {word} {what} {metric} ({means[best.name]:.4f})"
+    lead = (
+        f"Verdict: {few_seeds_lead(scored, seeds)}{label(best)} has the {word} {what} {metric} ({means[best.name]:.4f})"
+    )
     if not rivals:
         return lead + "; it is not compared with any other arm here (pairs=all compares every pair)."
     told: list[tuple[Any, Difference | None]] = []
@@ -262,7 +269,8 @@ def verdict(
         lead += f" (adjusted 95% interval of the difference [{cdiff.adj_low:+.4f}, {cdiff.adj_high:+.4f}])"
     scope = "every other arm" if pairs is not None or best is baseline or len(scored) == 2 else "the baseline"
     if not untold:
-        text = lead + f". The adjusted intervals against {scope} exclude zero: the data favour it."
+        thin = " on these few seeds" if few_seeds_lead(scored, seeds) else ""
+        text = lead + f". The adjusted intervals against {scope} exclude zero: the data favour it{thin}."
     else:
         names = ", ".join(
             label(o) + ("" if d is None or d.adj_low is not None else f" ({d.flag or 'no interval'})")
@@ -280,6 +288,25 @@ def verdict(
     if pairs is None and best is not baseline and len(scored) > 2:
         text += " It is compared with the baseline only; pairs=all compares every pair."
     return text
+
+
+FEW_SEEDS = 3  # fewer seeds than this on an arm: its verdict says so first
+
+
+def few_seeds_lead(arms: Sequence[Any], seeds: dict[str, int] | None) -> str:
+    """ "on fewer than 3 seeds (arm 0: 2, arm 1: 2; a two-sample test then rests on at most 1 degree
+    of freedom per arm, too few to trust its interval), ": the opening of a verdict whose
+    arms have fewer than FEW_SEEDS seeds; "" when every arm has enough (or `seeds` is not given)."""
+    if not seeds:
+        return ""
+    few = [(a, seeds.get(a.name, 0)) for a in arms if seeds.get(a.name, 0) < FEW_SEEDS]
+    if not few:
+        return ""
+    counts = ", ".join(f"{a.name}: {n}" for a, n in few)
+    return (
+        f"on fewer than {FEW_SEEDS} seeds ({counts}; a two-sample test then rests on at most 1 degree of "
+        f"freedom per arm, too few to trust its interval), "
+    )
 
 
 def _between(best: Any, other: Any, baseline: Any, pairs: list[Pair] | None) -> Difference | None:
@@ -361,19 +388,27 @@ def pair_rows(pairs: list[Pair]) -> list[dict]:
     return out
 
 
+LOAD_RATIO = 0.5  # the load flag fires when the within-arm spread is at least this fraction of the between-arm one
+
+
 def load_flag(per_arm: Sequence[Sequence[float]]) -> str:
-    """A warning when tokens/s varies as much between seeds of one arm (the largest standard
-    deviation over an arm's seeds) as between the arms' means; "" otherwise or when unknown."""
+    """A warning when tokens/s varies within an arm comparably to between arms: the largest
+    standard deviation over an arm's seeds is at least LOAD_RATIO (half) of the standard deviation
+    of the arms' means, i.e. the arms' speeds are not separated by more than twice the noise of one
+    arm's runs (with no true difference the arms' means would spread by within/√seeds, so a
+    between-arm spread under twice the within-arm one cannot be told from the machine's load). ""
+    otherwise or when unknown (fewer than 2 arms, or no arm with 2 runs)."""
     arms = [list(v) for v in per_arm if v]
     if len(arms) < 2 or all(len(v) < 2 for v in arms):
         return ""
     within = max(mean_std(v)[1] for v in arms if len(v) > 1)
     between = mean_std([sum(v) / len(v) for v in arms])[1]
-    if within <= 0 or within < between:
+    if within <= 0 or within < LOAD_RATIO * between:
         return ""
     spread = max(max(v) / min(v) for v in arms if min(v) > 0) if all(min(v) > 0 for v in arms) else float("nan")
     return (
-        f"tokens/s varies as much between seeds of one arm (standard deviation up to {within:,.0f}; up to "
-        f"{spread:.2g}× within an arm) as between the arms' means ({between:,.0f}): it measures the machine's "
-        f"load during each run, not the arm"
+        f"tokens/s varies within an arm comparably to between arms (standard deviation over one arm's seeds up "
+        f"to {within:,.0f}, between the arms' means {between:,.0f}; the flag fires when the first is at least "
+        f"half the second; up to {spread:.2g}× within an arm): it measures the machine's load during each run, "
+        f"not the arm"
     )

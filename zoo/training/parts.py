@@ -114,10 +114,10 @@ def build_task(spec: ZooConfig, datamodule, resume: str | None):
 def build_data(spec: ZooConfig, device_batch: int):
     """The LightningDataModule, set up ("fit"): its tokenizer trained or loaded, its splits
     made (prepared token shards are reported: where, and whether this process built them); the
-    model's vocabulary must hold the tokenizer's."""
-    datamodule = build_datamodule(
-        spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch, seed=spec.seed
-    )
+    model's vocabulary must hold the tokenizer's. The training order is seeded by
+    data.order_seed, by seed when it is unset."""
+    order = spec.data.order_seed if spec.data.order_seed is not None else spec.seed  # data order: its own seed
+    datamodule = build_datamodule(spec.data, spec.tokenizer, spec.task.kind.value, batch_size=device_batch, seed=order)
     log.info(
         "preparing the data: tokenizer=%s (trained or read from the cache), the corpus tokenized",
         spec.tokenizer.kind.value,

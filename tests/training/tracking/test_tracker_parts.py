@@ -30,6 +30,7 @@ def test_an_arm_is_its_overrides_but_the_seed_and_bookkeeping():
     given = [
         "arm/norm=post_ln",
         "seed=1",
+        "data.order_seed=2",
         "model.d_model=64",
         "hydra.run.dir=x",
         "logger=mlflow",

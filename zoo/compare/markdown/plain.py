@@ -8,12 +8,13 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zoo.compare import equivalence, noise, threshold
 from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, problem_lines, table_opening
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.markdown.power import power_lines
 from zoo.compare.plots import half_width
 from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, mean_std
-from zoo.compare.verdict import pair_lines, verdict
+from zoo.compare.verdict import direction, pair_lines, unit, verdict
 from zoo.config.records.atomic import replacing, write_text
 
 if TYPE_CHECKING:
@@ -114,6 +115,35 @@ def _num(value, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+THROUGHPUT_SENTENCE = (  # under the table: runs carry no interleaved measurement of their speed
+    "tokens/s is each run's logged wall-clock throughput (tokens over its training time), from runs that "
+    "ran one after another, not measured interleaved: it moves with the machine's load during each run as "
+    "well as with the arm (`zoo-bench` measures arms interleaved)."
+)
+
+
+def opening(report: Report, means: dict) -> str:
+    """The verdict, then what equivalence= and threshold= conclude, where given."""
+    seeds = {a.name: len(a.finals(report.metric)) for a in report.arms}
+    parts = [verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs, seeds=seeds)]
+    if report.equivalent:
+        parts.append(equivalence.sentence(report.equivalent, unit(report.metric)))
+    lower = direction(report.metric)
+    if report.target is not None and lower is not None:
+        parts.append(threshold.sentence(report.reach, report.target, report.metric, lower))
+    return " ".join(p for p in parts if p)
+
+
+def option_lines(report: Report) -> list[str]:
+    """The sections of equivalence=, threshold= and the noise beyond seeds, where they apply (each
+    escapes what it copies from runs)."""
+    out = equivalence.lines(report.equivalent, report.metric)
+    lower = direction(report.metric)
+    if report.target is not None and lower is not None:
+        out += threshold.lines(report.reach, report.target, report.metric, lower)
+    return out + noise.lines(report.noise, report.last_k, report.parts, report.metric)
+
+
 def write_markdown(report: Report, path: Path, dirs) -> Path:
     m = report.metric
     m = text(m)  # (a metric name, like the keys, is copied from runs and command lines)
@@ -128,7 +158,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
         "params (non-emb.)",
         "FLOPs/token",
         "tokens",
-        "tokens/s" + (" (machine load †)" if load else ""),
+        "tokens/s (logged wall-clock" + (", machine load †)" if load else ")"),
         "runs",
     ]
     means = {
@@ -138,7 +168,7 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
     lines = [
         f"# Sweep comparison: {m}",
         "",
-        text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs)),
+        text(opening(report, means)),
         "",
         f"Runs from {', '.join(code(d) for d in dirs)}. One row per arm (same config, different "
         f"seeds); columns are the settings that differ between arms. Final {m} of finished runs; "
@@ -185,10 +215,12 @@ def write_markdown(report: Report, path: Path, dirs) -> Path:
             row["status"],
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", THROUGHPUT_SENTENCE]
     if load:
         lines += ["", text(f"† {load}.")]
     if report.pairs is not None:
         lines += pair_lines(report.pairs, report.metric)
+    lines += option_lines(report)
     lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
     others = [a for a in report.arms if a is not report.baseline]  # the design's power (zoo.compare.power)
     lines += power_lines(

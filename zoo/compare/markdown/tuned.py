@@ -43,7 +43,17 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
     lines = [
         f"# Sweep comparison at each arm's own {k}: {m}",
         "",
-        text(verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs, what="mean held-out")),
+        text(
+            verdict(
+                report.arms,
+                means,
+                report.baseline,
+                report.metric,
+                pairs=report.pairs,
+                what="mean held-out",
+                seeds={a.name: len(a.held_out()) for a in report.arms},
+            )
+        ),
         "",
         f"Runs from {', '.join(code(d) for d in dirs)}. An arm is a config without its seed and "
         f"without {k}; each arm is shown at the {k} with the {better} mean final {m} over its seeds "

@@ -39,9 +39,19 @@ from zoo.config.records.atomic import write_text
 from zoo.config.records.links import inside
 from zoo.config.records.reader import RUN_REMEDY, DamagedRecord, read_json_object
 
-# config keys (prefixes) that do not change what a run learns: the seed and bookkeeping. Runs
-# that differ only in these are replicates of one arm (zoo-compare, the trackers' arm names).
-BOOKKEEPING = ("seed", "ckpt_path", "callbacks.", "logger.", "tokenizer.cache_dir", "data.cache_dir", "hydra.")
+# config keys (prefixes) that do not change what a run learns: the seeds (init and data order)
+# and bookkeeping. Runs that differ only in these are replicates of one arm (zoo-compare, the
+# trackers' arm names).
+BOOKKEEPING = (
+    "seed",
+    "data.order_seed",
+    "ckpt_path",
+    "callbacks.",
+    "logger.",
+    "tokenizer.cache_dir",
+    "data.cache_dir",
+    "hydra.",
+)
 
 
 @dataclass(frozen=True)

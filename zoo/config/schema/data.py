@@ -252,6 +252,14 @@ class DataConfig:
         default=RecallLoss.answers,
         metadata={"help": "recall: the loss on the values after the queries only (answers) or on every position (all)"},
     )
+    # the data-order seed, apart from the init seed (zoo.compare.noise attributes variance to each)
+    order_seed: int | None = field(
+        default=None,
+        metadata={
+            "help": "seed of the training data order (the shuffle of the training split and the loader's "
+            "draws); null: follows seed, as before. Initialisation and dropout follow seed alone"
+        },
+    )
 
     def __post_init__(self) -> None:
         settle(self, "source", DataSource.parse(self.source, "data.source"))
@@ -308,6 +316,8 @@ class DataConfig:
         check_ramps(self)
         settle(self, "recall_loss", RecallLoss.parse(self.recall_loss, "data.recall_loss"))
         check_recall_data(self, {f.name: f.default for f in fields(self) if f.name in RECALL_KEYS})
+        if self.order_seed is not None:
+            _at_least("data.order_seed", self.order_seed, 0)
 
     def to_dict(self) -> dict:
         return plain(self)
