@@ -69,6 +69,9 @@ def initial_value(init: Init, shape: torch.Size, seed: int, name: str) -> torch.
         return torch.ones(shape)
     if init.start == Start.constant:
         return torch.full(shape, init.value)
+    if init.start == Start.log_uniform:
+        generator = torch.Generator().manual_seed(parameter_seed(seed, name))
+        return torch.empty(shape).uniform_(init.low, init.high, generator=generator).log_()
     if init.std is None:
         raise ValueError(f"parameter {name}: a normal start without a std (resolve it with the model's init_std)")
     generator = torch.Generator().manual_seed(parameter_seed(seed, name))
