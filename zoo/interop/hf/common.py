@@ -108,6 +108,13 @@ OPTIONS = {
     "rotary_fraction": (1.0,),
     "nope_every": (None,),
     "theta_local": (None,),
+    # recurrent layers and layer patterns (zoo.config.facts.attention, zoo.config.facts.gated_deltanet): none here
+    "layer_pattern": (None,),
+    "linear_key_heads": (None,),
+    "linear_value_heads": (None,),
+    "linear_key_dim": (None,),
+    "linear_value_dim": (None,),
+    "conv_kernel": (4,),
 }
 # the OPTIONS that are fields of model.position
 POSITION_OPTIONS = ("offset", "rotary_fraction", "nope_every", "theta_local")
