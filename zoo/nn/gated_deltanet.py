@@ -87,12 +87,14 @@ class GatedDeltaNet(nn.Module):
         and [b, a], r = Hv / Hk value heads to each. -> qkv (B, T, C), z (B, T, Hv, dv), b, a (B, T, Hv)."""
         B, T, _ = x.shape
         r = self.Hv // self.Hk
-        qkvz = self.in_proj_qkvz(x).view(B, T, self.Hk, 2 * self.dk + 2 * r * self.dv)  # (B, T, Hk, ...)
+        qkvz = self.in_proj_qkvz(x).reshape(B, T, self.Hk, 2 * self.dk + 2 * r * self.dv)  # (B, T, Hk, ...)
         q, k, v, z = torch.split(qkvz, [self.dk, self.dk, r * self.dv, r * self.dv], dim=3)
-        ba = self.in_proj_ba(x).view(B, T, self.Hk, 2 * r)  # (B, T, Hk, 2r)
-        b, a = torch.split(ba, [r, r], dim=3)
+        ba = self.in_proj_ba(x)  # (B, T, 2Hv): per key head its r b's, then its r a's
+        first = torch.arange(self.Hk, device=x.device)[:, None] * 2 * r + torch.arange(r, device=x.device)  # (Hk, r)
+        # gathered, not viewed: their gradients meet in `ba` without a view of a strided gradient
+        b, a = ba.index_select(-1, first.flatten()), ba.index_select(-1, (first + r).flatten())  # (B, T, Hv)
         qkv = torch.cat([q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)], dim=-1)  # (B, T, C)
-        return qkv, z.reshape(B, T, self.Hv, self.dv), b.reshape(B, T, self.Hv), a.reshape(B, T, self.Hv)
+        return qkv, z.reshape(B, T, self.Hv, self.dv), b, a
 
     def _conv(
         self, qkv: torch.Tensor, past: torch.Tensor | None, resets: torch.Tensor | None
