@@ -119,3 +119,21 @@ def test_speculative_decoding_refuses_a_recurrent_layer():
     with pytest.raises(ValueError, match="a recurrent layer's state cannot") as refused:
         check_speculative(zoo.build_model(cfg), MultiTokenPrediction(cfg, 1))
     assert "\n" not in str(refused.value)
+
+
+def test_zoo_compare_names_arms_by_their_pattern():
+    """Runs that differ by their layer pattern are arms named by it."""
+    from pathlib import Path
+
+    from zoo.compare.report import group_arms
+    from zoo.compare.runs import Run, RunStatus
+
+    patterns = [None, ["gated_deltanet", "full"], ["gated_deltanet", "gated_deltanet", "gated_deltanet", "full"]]
+    runs = [
+        Run(path=Path(str(i)), overrides=[], config={"model.layer_pattern": p, "seed": 0}, status=RunStatus.finished)
+        for i, p in enumerate(patterns)
+    ]
+    arms, keys = group_arms(runs)
+    assert keys == ["model.layer_pattern"]
+    names = [arm.settings["model.layer_pattern"] for arm in arms]
+    assert len(set(names)) == 3 and all(p is None or str(p) in names for p in patterns)

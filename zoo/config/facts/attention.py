@@ -66,7 +66,7 @@ class AttentionFacts:
 RECURRENT_REFUSALS = (
     "an encoder (model.family=encoder_only or encoder_decoder): the state runs left to right",
     "model.kv=latent (the mixer has no keys to compress)",
-    "a position scheme with learned parameters in the attention (relative, shaw): a recurrent "
+    "a position scheme with learned parameters in the attention (T5's bias, Shaw's tables): a recurrent "
     "layer has no positions, so an all-recurrent stack would hold them unused",
     "model.value_residual and model.value_embeds (they act on softmax attention's values)",
     "speculative decoding (the state cannot roll back)",
@@ -252,10 +252,11 @@ def check_mixers(cfg: ModelConfig, settle: Callable[[object, str, object], None]
             )
         if cfg.kv == "latent":
             raise ConfigError(f"model.kv=latent compresses keys and values; {what} has none: use model.kv=heads")
-        if cfg.position.kind in ("relative", "shaw"):
+        kind = cfg.position.kind
+        if kind == "relative" or kind == "shaw":  # their tables live in the attention (one line each, no list)
             raise ConfigError(
-                f"model.position.kind={cfg.position.kind} holds learned parameters in the attention; "
-                f"{what} has no positions: use rope, alibi, learned, sinusoidal or none"
+                f"model.position.kind={kind} holds learned parameters in the attention; {what} has no "
+                f"positions and would leave them unused: use a scheme without them (RoPE, ALiBi, a learned table)"
             )
         if cfg.value_residual != "none" or cfg.value_embeds:
             raise ConfigError(

@@ -258,8 +258,8 @@ class ModelConfig:
         default=None,
         metadata={
             "help": "sliding or a recurrent kind: every k-th layer is full, the layers i with (i+1) mod k "
-            "= 0, as Gemma 2 (k=2) and Gemma 3 (k=6) layer_types, Qwen3-Next (k=4, gated_deltanet); "
-            "null = every layer sliding (recurrent)"
+            "= 0, as Gemma 2 (k=2) and Gemma 3 (k=6) layer_types, Qwen3-Next's hybrid (k=4); null = "
+            "every layer of model.attention's kind"
         },
     )
     param_budget_counts: BudgetCounts = field(
@@ -443,7 +443,7 @@ class ModelConfig:
         default=None,
         metadata={
             "help": f"each layer's kind, a list of {AttentionKind.listed()} tiled over each stack "
-            "(its length divides the depth), e.g. [gated_deltanet,gated_deltanet,gated_deltanet,full]; "
+            "(its length divides the depth), e.g. three recurrent layers then one full (Qwen3-Next); "
             "sliding entries take model.window; instead of model.attention and model.global_every; "
             "null = model.attention everywhere"
         },
