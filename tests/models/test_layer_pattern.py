@@ -137,3 +137,23 @@ def test_zoo_compare_names_arms_by_their_pattern():
     assert keys == ["model.layer_pattern"]
     names = [arm.settings["model.layer_pattern"] for arm in arms]
     assert len(set(names)) == 3 and all(p is None or str(p) in names for p in patterns)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
+def test_a_patterns_cached_decoding_past_the_window_is_the_whole_forward(static):
+    """Recurrent states, a sliding layer's window of keys and a full layer's keys in one cache:
+    the prompt, then one token at a time past the window, give the whole forward's logits."""
+    T = 13
+    cfg = tiny(
+        "decoder_only", "rope", n_layers=4, layer_pattern=["gated_deltanet", "sliding", "gated_deltanet", "full"]
+    )
+    model = zoo.build_model({**cfg, "window": 3, "max_seq_len": 40}).eval()
+    ids = torch.randint(4, 37, (2, T))
+    cache = model.new_cache(capacity=T if static else None)
+    with torch.no_grad():
+        outs = [model(ids[:, :5], cache=cache, use_cache=True).logits]
+        for t in range(5, T):
+            outs.append(model(ids[:, t : t + 1], cache=cache, use_cache=True).logits)
+        reference = model(ids).logits
+    torch.testing.assert_close(torch.cat(outs, dim=1), reference, atol=1e-5, rtol=1e-4)
+    assert [layer.state is not None for layer in cache.layers] == [True, False, True, False]
