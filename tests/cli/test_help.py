@@ -84,6 +84,10 @@ HELP_SHOWS = {
             "trainer.max_steps=300",
             "task.kind=causal_lm [causal_lm | masked_lm | seq2seq | classification]",
             "recipes (-cn NAME): ablate_activation",
+            # recurrent layers and layer patterns (zoo.config.facts.attention, zoo.config.facts.gated_deltanet)
+            "model.layer_pattern=null  [list of str or null]",
+            "model.linear_value_heads=null  [int or null]",
+            "model.conv_kernel=4  [int]",
         ],
     ),
     "zoo-generate": (

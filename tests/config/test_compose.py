@@ -26,6 +26,7 @@ PRESETS = {
     "gpt_oss": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, True),
     "deepseek_v3": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
     "smollm3": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", True, False),
+    "gdn_hybrid": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
 }
 SMALL = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=50"]
 
@@ -55,8 +56,11 @@ REFUSED_POSITIONS = {
     ("deepseek_v3", "shaw"): "model.kv=latent does not take model/position=shaw",
     # SmolLM3's RoPE options (its base, its NoPE layers) are RoPE's own
     **{("smollm3", p): "only applies to model/position=rope" for p in POSITIONS if p != "rope"},
+    # a recurrent layer has no positions: the schemes with learned tables in the attention are refused
+    **{("gdn_hybrid", p): "holds learned parameters in the attention" for p in ("relative", "shaw")},
 }
-LAYERS = {"smollm3": 4}  # its NoPE layer is the 4th; two elsewhere (gemma2 alternates sliding and global)
+# its NoPE layer is the 4th; the hybrid's full layer is its 4th; two elsewhere (gemma2 alternates sliding and global)
+LAYERS = {"smollm3": 4, "gdn_hybrid": 4}
 
 
 # every pair of preset x position x placement: 84 of the product's 336

@@ -63,17 +63,31 @@ def test_the_length_refusals_keep_their_wording():
         check_lengths(seq2seq, 4, 16)
 
 
+ATTENTIONS = {
+    "full": {},
+    "sliding": {"attention": "sliding", "window": 3, "global_every": 2},
+    "gated_deltanet": {"attention": "gated_deltanet", "global_every": 2},  # a decoder-only layer
+}
+
+
 @pytest.mark.parametrize(
-    "attention", [{}, {"attention": "sliding", "window": 3, "global_every": 2}], ids=["full", "sliding"]
+    "family, attention",
+    [
+        (f, a)
+        for f in CAUSAL_FAMILIES
+        for name, a in ATTENTIONS.items()
+        if name != "gated_deltanet" or f == "decoder_only"
+    ],
+    ids=lambda v: v if isinstance(v, str) else next((k for k, a in ATTENTIONS.items() if a == v), "?"),
 )
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
 def test_kv_cache_bytes_equal_what_the_static_cache_allocates(family, attention, monkeypatch):
+    """A recurrent layer's state (Gated DeltaNet's) is counted in place of its keys and values."""
     model = zoo.build_model(tiny(family, "rope", max_seq_len=64, n_heads=4, n_kv_heads=2, **attention)).eval()
     made = []
     original = cache_module.Cache.empty.__func__
 
-    def recording(cls, n_layers, capacity=None, windows=None):
-        made.append(original(cls, n_layers, capacity, windows))
+    def recording(cls, n_layers, capacity=None, windows=None, recurrent=None):
+        made.append(original(cls, n_layers, capacity, windows, recurrent))
         return made[-1]
 
     monkeypatch.setattr(cache_module.Cache, "empty", classmethod(recording))
@@ -83,6 +97,9 @@ def test_kv_cache_bytes_equal_what_the_static_cache_allocates(family, attention,
     (cache,) = made
     allocated = 0
     for layer in cache.layers:
+        if layer.state is not None:  # a recurrent layer: its state, no keys
+            allocated += layer.state.nbytes()
+            continue
         allocated += layer.self_attn.k.nbytes + layer.self_attn.v.nbytes
         if layer.cross_kv is not None:
             allocated += sum(t.nbytes for t in layer.cross_kv)

@@ -156,8 +156,8 @@ def test_kv_cache_bytes_are_the_latent_and_the_shared_key_a_static_cache_allocat
     made = []
     original = cache_module.Cache.empty.__func__
 
-    def recording(cls, n_layers, capacity=None, windows=None):
-        made.append(original(cls, n_layers, capacity, windows))
+    def recording(cls, n_layers, capacity=None, windows=None, recurrent=None):
+        made.append(original(cls, n_layers, capacity, windows, recurrent))
         return made[-1]
 
     monkeypatch.setattr(cache_module.Cache, "empty", classmethod(recording))

@@ -9,6 +9,16 @@ keeps the copy in docs/composing.md equal to it.
 
 from __future__ import annotations
 
+from zoo.config.facts.attention import AttentionKind
+
+GDN, FULL = AttentionKind.gated_deltanet, AttentionKind.full
+
+
+def _pattern(*kinds: AttentionKind) -> str:
+    """The override model.layer_pattern=[a,b,...] of `kinds`."""
+    return f"model.layer_pattern=[{','.join(kind.value for kind in kinds)}]"
+
+
 # (rule, overrides of one example that breaks it)
 EXAMPLES: list[tuple[str, list[str]]] = [
     ("heads split the width", ["model.d_model=100", "model.n_heads=3"]),
@@ -116,6 +126,14 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("recall's symbols are characters: one id each", ["data=recall"]),
     ("recall's pairs fit the sequence", ["data=recall", "tokenizer=char", "data.recall_pairs=20"]),
     ("a recall option of another source", ["data.recall_pairs=4"]),
+    # recurrent layers and layer patterns (zoo.config.facts.attention, zoo.config.facts.gated_deltanet)
+    ("a recurrent layer is a causal decoder layer", ["model=bert", "model/attention=gated_deltanet"]),
+    ("a recurrent layer has no keys to compress", ["model=deepseek_v3", "model/attention=gated_deltanet"]),
+    ("a recurrent layer has no positions", ["model/position=shaw", "model/attention=gated_deltanet"]),
+    ("a layer pattern tiles each stack", ["model.n_layers=4", _pattern(GDN, FULL, FULL)]),
+    ("a layer pattern sets every layer's kind", [_pattern(GDN, FULL), "model.global_every=2"]),
+    ("Gated DeltaNet's widths without its layers", ["model.linear_key_heads=2"]),
+    ("value heads group under key heads", ["model/attention=gated_deltanet", "model.linear_value_heads=3"]),
 ]
 
 

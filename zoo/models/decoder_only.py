@@ -20,7 +20,7 @@ class DecoderOnly(ZooModel):
 
     def new_cache(self, capacity: int | None = None) -> Cache:
         """An empty KV cache; `capacity`: a static one of that many positions."""
-        return Cache.empty(len(self.decoder.layers), capacity, self.decoder.windows)
+        return Cache.empty(len(self.decoder.layers), capacity, self.decoder.windows, self.decoder.recurrent)
 
     def forward(
         self,

@@ -71,6 +71,9 @@ def initial_value(init: Init, shape: torch.Size, seed: int, name: str) -> torch.
         return torch.full(shape, init.value)
     if init.start == Start.log_arange:
         return torch.arange(1, shape[-1] + 1, dtype=torch.float32).log().expand(shape).clone()
+    if init.start == Start.log_uniform:
+        generator = torch.Generator().manual_seed(parameter_seed(seed, name))
+        return torch.empty(shape).uniform_(init.low, init.high, generator=generator).log_()
     if init.std is None:
         raise ValueError(f"parameter {name}: a normal start without a std (resolve it with the model's init_std)")
     generator = torch.Generator().manual_seed(parameter_seed(seed, name))

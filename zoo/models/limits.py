@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from zoo.config.errors import ConfigError
-from zoo.config.facts.attention import cache_slots, stack_windows
+from zoo.config.facts.attention import cache_slots, is_recurrent, layer_mixers, stack_windows, state_bytes
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.kv import KV_FACTS
 from zoo.config.facts.positions import max_positions
@@ -52,12 +52,17 @@ def kv_cache_bytes(cfg: ModelConfig, batch: int, input_len: int, max_new_tokens:
     multi-head latent attention, which caches its latent),
     T = the positions fed to the decoder (the prompt, or BOS, and every new token but the last),
     plus the cross-attention keys/values of the source for an encoder-decoder. A sliding layer
-    (`model.attention=sliding`) holds at most its window of positions (`cache_slots`)."""
+    (`model.attention=sliding`) holds at most its window of positions (`cache_slots`); a recurrent
+    layer (Gated DeltaNet) no keys, its fixed-size state instead (its row's `state`), the same
+    at every length."""
     per_token = KV_FACTS[cfg.kv].cache(cfg) * itemsize  # one position of one self-attention layer
     cross_per_token = 2 * cfg.n_kv_heads * cfg.head_dim * itemsize  # K and V of one source position
     if FAMILY_FACTS[cfg.family].prompt_in_decoder:
         positions = input_len + max_new_tokens - 1
-        return sum(cache_slots(w, positions) for w in stack_windows(cfg, cfg.n_layers)) * batch * per_token
+        windows = stack_windows(cfg, cfg.n_layers)
+        attention = [w for w, kind in zip(windows, layer_mixers(cfg, cfg.n_layers)) if not is_recurrent(kind)]
+        slots = sum(cache_slots(w, positions) for w in attention)
+        return (slots * per_token + state_bytes(cfg, cfg.n_layers, itemsize)) * batch
     self_slots = sum(cache_slots(w, max_new_tokens) for w in stack_windows(cfg, cfg.decoder_layers))
     return (self_slots * per_token + cfg.decoder_layers * input_len * cross_per_token) * batch
 

@@ -79,6 +79,10 @@ def check_speculative(model: ZooModel, mtp: MultiTokenPrediction | None) -> None
         )
     if any(w is not None for w in getattr(model.decoder, "windows", [])):
         raise ValueError("speculative decoding rolls back the KV cache; a sliding-window layer's cache cannot")
+    if any(getattr(model.decoder, "recurrent", [])):
+        raise ValueError(
+            "speculative decoding rolls back the cache; a recurrent layer's state cannot (it keeps no past)"
+        )
 
 
 def _truncate(cache: Cache | LayerCache, length: int) -> None:

@@ -21,14 +21,15 @@ from zoo.nn.block import Stack
 
 def attention_modules(model: ZooModel) -> dict[tuple[str, int], Attention]:
     """{(stack, layer): attention module} for every self- and cross-attention, stack being
-    "encoder", "decoder" or "cross"."""
+    "encoder", "decoder" or "cross" (a recurrent layer has no attention weights to show)."""
     found = {}
     for stack_name in ("encoder", "decoder"):
         stack = getattr(model, stack_name, None)
         if stack is None:
             continue
         for i, layer in enumerate(stack.layers):
-            found[(stack_name, i)] = layer.self_attn
+            if not layer.recurrent:
+                found[(stack_name, i)] = layer.self_attn
             if layer.cross_attn is not None:
                 found[("cross", i)] = layer.cross_attn
     return found

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from zoo.config.facts.attention import stack_windows
+from zoo.config.facts.attention import AttentionKind, is_recurrent, layer_mixers, stack_windows
 from zoo.config.facts.blocks import BLOCK_FACTS
 from zoo.config.facts.ffn import FFNKind, layer_kinds
 from zoo.config.facts.kv import KVKind
@@ -37,6 +37,7 @@ from zoo.nn.host import host_reads_are_free
 from zoo.nn.hyper import block_connections, expand, reduce
 from zoo.nn.latent_attention import LatentAttention
 from zoo.nn.mask import attention_mask
+from zoo.nn.mixers import build_mixer
 from zoo.nn.norm import build_norm
 from zoo.nn.position import PositionScheme, build_positions
 from zoo.nn.position.base import SharedBias
@@ -83,7 +84,11 @@ class Block(nn.Module):
     Shapes: x (B, T, D), memory (B, S, D) -> (B, T, D).
     """
 
-    def __init__(self, cfg: ModelConfig, *, cross: bool, ffn: FFNKind | None = None) -> None:
+    def __init__(
+        self, cfg: ModelConfig, *, cross: bool, ffn: FFNKind | None = None, mixer: AttentionKind | None = None
+    ) -> None:
+        """`mixer`: the layer's kind (`zoo.config.facts.attention.layer_mixers`); a recurrent one
+        (Gated DeltaNet) takes self-attention's place (`zoo.nn.mixers`), None is attention."""
         super().__init__()
         heads: dict[str, Any] = dict(
             d_model=cfg.d_model,
@@ -103,7 +108,11 @@ class Block(nn.Module):
         # a parallel block with shared norms holds one SubLayer (`self_attn_sub`) for all branches
         own = not facts.shared_norms
         # model.kv=latent: multi-head latent attention (zoo.nn.latent_attention) in place of per-head keys
-        self.self_attn = LatentAttention(cfg) if cfg.kv == KVKind.latent else Attention(**heads, **qk)
+        self.recurrent = mixer is not None and is_recurrent(mixer)
+        if mixer is not None and self.recurrent:
+            self.self_attn: nn.Module = build_mixer(cfg, mixer)
+        else:
+            self.self_attn = LatentAttention(cfg) if cfg.kv == KVKind.latent else Attention(**heads, **qk)
         self.self_attn_sub = SubLayer(cfg)
         self.cross_attn = Attention(**heads, **qk, cross=True) if cross else None
         self.cross_attn_sub = SubLayer(cfg) if cross and own else None
@@ -123,14 +132,21 @@ class Block(nn.Module):
         memory_mask: torch.Tensor | None = None,
         cache: LayerCache | None = None,
         values: ValueHook | None = None,
+        key_padding: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """`values`: the hook of the value residual and value embeddings (`zoo.nn.values`) on
-        the self-attention's values; with hyper-connections x is the streams (B, T, n, D)."""
+        the self-attention's values; with hyper-connections x is the streams (B, T, n, D).
+        `key_padding` (B, past + T) and `document_ids` (B, T) reach a recurrent layer, whose
+        state stands for the mask (attention layers take `mask`)."""
 
         # the value hook reaches per-head attention only (latent attention refuses the value options)
         hook = {} if values is None else {"values": values}
 
         def self_attn(h: torch.Tensor) -> torch.Tensor:
+            if self.recurrent:
+                state = cache.state if cache is not None else None
+                return self.self_attn(h, state=state, padding=key_padding, document_ids=document_ids)
             return self.self_attn(
                 h, positions=positions, position=position, mask=mask, causal=causal, cache=cache, **hook
             )
@@ -185,7 +201,13 @@ class Stack(nn.Module):
         super().__init__()
         self.causal = causal
         self.checkpoint_activations = cfg.checkpoint_activations
-        self.layers = nn.ModuleList(Block(cfg, cross=cross, ffn=kind) for kind in layer_kinds(cfg, n_layers))
+        # each layer's mixer (`zoo.config.facts.attention.layer_mixers`): attention or recurrent
+        self.mixers = layer_mixers(cfg, n_layers)
+        self.recurrent = [is_recurrent(kind) for kind in self.mixers]
+        self.layers = nn.ModuleList(
+            Block(cfg, cross=cross, ffn=kind, mixer=mixer)
+            for kind, mixer in zip(layer_kinds(cfg, n_layers), self.mixers)
+        )
         # hyper-connections and the value options (model.residual_streams, value_residual, value_embeds)
         self.streams = cfg.residual_streams
         for i, layer in enumerate(self.layers):
@@ -385,5 +407,7 @@ class Stack(nn.Module):
                 memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None,
                 values=values[i] if values is not None else None,
+                key_padding=key_padding if self.recurrent[i] else None,  # a recurrent layer's own masking
+                document_ids=document_ids if self.recurrent[i] else None,
             )
         return self.final_norm(reduce(x, self.streams))

@@ -1,4 +1,5 @@
-"""Key/value caches for incremental decoding."""
+"""Key/value caches for incremental decoding, and the recurrent layers' fixed-size states
+(`zoo.nn.recurrent_state.RecurrentState`) beside them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from zoo.nn.host import host_reads_are_free
+from zoo.nn.recurrent_state import RecurrentState
 
 
 class KVCache:
@@ -269,11 +271,17 @@ class SlidingStaticKVCache(StaticKVCache):
 
 @dataclass
 class LayerCache:
+    """One layer's: its self-attention's keys and values, or for a recurrent layer its `state`
+    (then `self_attn` stays empty), and cross-attention's keys and values."""
+
     self_attn: KVCache = field(default_factory=KVCache)
     cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, Hkv, S, Dh) each, computed once
+    state: RecurrentState | None = None  # a recurrent layer's (zoo.nn.recurrent_state)
 
     def reorder(self, index: torch.Tensor) -> None:
         self.self_attn.reorder(index)
+        if self.state is not None:
+            self.state.reorder(index)
         if self.cross_kv is not None:
             self.cross_kv = (self.cross_kv[0][index], self.cross_kv[1][index])
 
@@ -291,22 +299,47 @@ class Cache:
     layers: list[LayerCache]
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: int | None = None, windows: list[int | None] | None = None) -> Cache:
+    def empty(
+        cls,
+        n_layers: int,
+        capacity: int | None = None,
+        windows: list[int | None] | None = None,
+        recurrent: list[bool] | None = None,
+    ) -> Cache:
         """Growing caches, or static ones of `capacity` positions (`StaticKVCache`); `windows`
-        (one per layer, None = full) gives a sliding layer a cache that keeps only its window."""
+        (one per layer, None = full) gives a sliding layer a cache that keeps only its window,
+        `recurrent` (one per layer) a recurrent layer its fixed-size state and no keys."""
         windows = windows if windows is not None else [None] * n_layers
-        if len(windows) != n_layers:
-            raise ValueError(f"{len(windows)} windows for {n_layers} layers")
-        return cls([LayerCache(self_attn=_layer_cache(capacity, w)) for w in windows])
+        recurrent = recurrent if recurrent is not None else [False] * n_layers
+        if len(windows) != n_layers or len(recurrent) != n_layers:
+            raise ValueError(f"{len(windows)} windows and {len(recurrent)} kinds for {n_layers} layers")
+        return cls(
+            [
+                LayerCache(state=RecurrentState(capacity)) if r else LayerCache(self_attn=_layer_cache(capacity, w))
+                for w, r in zip(windows, recurrent)
+            ]
+        )
+
+    @property
+    def _clock(self) -> KVCache | RecurrentState | None:
+        """What counts the positions seen: the first attention layer's keys, or in a stack of
+        recurrent layers only the first one's state."""
+        for layer in self.layers:
+            if layer.state is None:
+                return layer.self_attn
+        return self.layers[0].state if self.layers else None
 
     @property
     def static(self) -> bool:
-        return bool(self.layers) and self.layers[0].self_attn.static
+        clock = self._clock
+        return clock is not None and clock.static
 
     @property
-    def _static_first(self) -> StaticKVCache | None:
-        first = self.layers[0].self_attn if self.layers else None
-        return first if isinstance(first, StaticKVCache) else None  # static: every layer's is
+    def _static_first(self) -> StaticKVCache | RecurrentState | None:
+        first = self._clock
+        return (
+            first if isinstance(first, StaticKVCache) or (isinstance(first, RecurrentState) and first.static) else None
+        )
 
     @property
     def capacity(self) -> int | None:
@@ -315,7 +348,12 @@ class Cache:
 
     @property
     def length(self) -> int:
-        return self.layers[0].self_attn.length if self.layers else 0
+        clock = self._clock
+        return clock.length if clock is not None else 0
+
+    def state_bytes(self) -> int:
+        """The bytes the recurrent layers' states hold (the same at every length)."""
+        return sum(layer.state.nbytes() for layer in self.layers if layer.state is not None)
 
     @property
     def slot(self) -> torch.Tensor | None:
@@ -336,6 +374,8 @@ class Cache:
         for layer in self.layers:
             if isinstance(layer.self_attn, StaticKVCache):
                 layer.self_attn.mark_static()
+            if layer.state is not None:
+                layer.state.mark_static()
 
     def reorder(self, index: torch.Tensor) -> None:
         for layer in self.layers:

@@ -38,12 +38,13 @@ def test_a_rows_parameters_are_model_fields_and_refused_elsewhere():
     for kind, facts in ATTENTION_FACTS.items():
         assert set(facts.params) <= set(ATTENTION_PARAMS) <= names
         assert facts.paper and facts.what
+        extra = {"window": 5} if facts.banded else {}  # the variant's own required key
         for name in set(ATTENTION_PARAMS) - set(facts.params):
             with pytest.raises(ConfigError, match=f"model.{name}=3 only applies to"):
-                ModelConfig(**tiny(attention=kind.value, **{name: 3}))
+                ModelConfig(**tiny(attention=kind.value, **{name: 3, **extra}))
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=str)
+@pytest.mark.parametrize("kind", [k for k in KINDS if not ATTENTION_FACTS[k].recurrent], ids=str)
 def test_a_banded_rows_layers_are_the_stacks_sliding_layers(kind):
     extra = {"window": 5, "global_every": 3} if ATTENTION_FACTS[kind].banded else {}
     model = zoo.build_model(tiny("encoder_decoder", attention=kind.value, n_layers=3, n_decoder_layers=4, **extra))
@@ -52,3 +53,19 @@ def test_a_banded_rows_layers_are_the_stacks_sliding_layers(kind):
         assert stack.windows == expected
     assert keys_attended(None, 100) == 100 and keys_attended(5, 100) == 5 and keys_attended(5, 3) == 3
     assert cache_slots(None, 100) == 100 and cache_slots(5, 100) == 5
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if ATTENTION_FACTS[k].recurrent], ids=str)
+def test_a_recurrent_rows_layers_are_recurrent_but_every_kth_and_hold_no_window(kind):
+    """global_every=3 over six layers: the third and sixth are full attention, the others the
+    recurrent kind's module; no layer is sliding, and an encoder's stack is refused on one line."""
+    model = zoo.build_model(tiny(attention=kind.value, n_layers=6, global_every=3))
+    assert model.decoder.windows == [None] * 6
+    assert model.decoder.mixers == [AttentionKind.full if (i + 1) % 3 == 0 else kind for i in range(6)]
+    assert model.decoder.recurrent == [(i + 1) % 3 != 0 for i in range(6)]
+    facts = ATTENTION_FACTS[kind]
+    assert facts.parameters is not None and facts.flops is not None and facts.state is not None
+    for family in ("encoder_only", "encoder_decoder"):
+        with pytest.raises(ConfigError, match=f"model.attention={kind.value}.*model.family={family}") as refused:
+            ModelConfig(**tiny(family, attention=kind.value))
+        assert "\n" not in str(refused.value)

@@ -84,9 +84,12 @@ def _attention(kind: AttentionKind) -> dict[str, Any]:
     a window of 33: odd (an encoder's band is symmetric) and past the contract tests' context
     (32), where FlopCounterMode counts the whole square a boolean-masked SDPA computes, so that
     the rows' FLOPs (which count the band) meet the measured ones; the band itself is checked in
-    tests/nn/test_sliding_window.py."""
+    tests/nn/test_sliding_window.py. A recurrent kind in Qwen3-Next's hybrid at its smallest: two
+    layers, the second full attention (global_every=2)."""
     if kind == AttentionKind.full:
         return {"model.attention": kind.value}
+    if ATTENTION_FACTS[kind].recurrent:
+        return {"model.attention": kind.value, "model.global_every": 2, "model.n_layers": 2}
     # two layers: one sliding, one global (global_every past the depth is refused)
     return {"model.attention": kind.value, "model.window": 33, "model.global_every": 2, "model.n_layers": 2}
 

@@ -206,4 +206,6 @@ def non_default_block_options(cfg: ModelConfig) -> list[str]:
     for name in ("attn_softcap", "final_softcap"):
         if getattr(cfg, name) is not None:
             out.append(f"model.{name}={getattr(cfg, name):g}")
+    if cfg.layer_pattern is not None:  # each layer's kind (zoo.config.facts.attention), not model.attention's
+        out.append(f"model.layer_pattern=[{','.join(cfg.layer_pattern)}]")
     return out

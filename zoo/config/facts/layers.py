@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # key -> what its every k-th layer becomes (null: the key is unset, no layer is picked)
 EVERY_KTH: dict[str, str] = {
-    "global_every": "full (a global layer among the sliding ones)",
+    "global_every": "full (a global layer among the sliding or recurrent ones)",
     "moe_every": "a mixture",
 }
 

@@ -12,7 +12,7 @@ count against torch's FlopCounterMode on a forward of every axis kind.
 
 from __future__ import annotations
 
-from zoo.config.facts.attention import keys_attended, stack_windows
+from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind, keys_attended, layer_mixers, stack_windows
 from zoo.config.facts.ffn import FFNKind, ffn_flops, layer_kinds
 from zoo.config.facts.heads import heads_flops
 from zoo.config.facts.kv import KV_FACTS
@@ -46,13 +46,24 @@ def self_attention_flops(cfg: ModelConfig, keys: int) -> int:
 
 
 def block_flops(
-    cfg: ModelConfig, seq_len: int, *, cross: bool, window: int | None = None, ffn: FFNKind | None = None
+    cfg: ModelConfig,
+    seq_len: int,
+    *,
+    cross: bool,
+    window: int | None = None,
+    ffn: FFNKind | None = None,
+    mixer: AttentionKind | None = None,
 ) -> int:
     """One block: self-attention (and the multiplies its position scheme adds, from its row of
     `POSITION_FACTS`), cross-attention in a decoder of an encoder-decoder, and the
     feed-forward unit (of kind `ffn`, default model.ffn). Self-attention is its `model.kv` row's
     (`self_attention_flops`). A sliding layer's (`window`) self-attention scores cover min(S, window)
-    keys (`zoo.config.facts.attention.keys_attended`); cross-attention covers the context."""
+    keys (`zoo.config.facts.attention.keys_attended`); cross-attention covers the context. A
+    recurrent `mixer` (Gated DeltaNet) counts its row's `flops` in self-attention's place, and no
+    position scheme's (it has no positions)."""
+    recurrent = ATTENTION_FACTS[mixer].flops if mixer is not None else None
+    if recurrent is not None:
+        return recurrent(cfg, seq_len) + ffn_flops(cfg, ffn) + residual_flops(cfg, cross=cross)
     attention = self_attention_flops(cfg, keys_attended(window, seq_len))
     if cross:
         attention += attention_projection_flops(cfg) + attention_score_flops(cfg, seq_len)
@@ -72,9 +83,11 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, *, output_head: bool = True)
     """Forward FLOPs for one token at context `seq_len`: every stack's blocks and the output
     head. For an encoder-decoder it is one source token plus one target token, both at seq_len."""
     stacks = sum(
-        block_flops(cfg, seq_len, cross=cross, window=window, ffn=kind)
+        block_flops(cfg, seq_len, cross=cross, window=window, ffn=kind, mixer=mixer)
         for n_layers, cross in stack_layers(cfg)
-        for window, kind in zip(stack_windows(cfg, n_layers), layer_kinds(cfg, n_layers))
+        for window, kind, mixer in zip(
+            stack_windows(cfg, n_layers), layer_kinds(cfg, n_layers), layer_mixers(cfg, n_layers)
+        )
     )
     return stacks + head_flops(cfg, output_head=output_head)
 

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 from zoo.config.choice import listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import GATED, Activation  # noqa: F401  (re-exported)
-from zoo.config.facts.attention import AttentionKind, check_attention
+from zoo.config.facts.attention import AttentionKind, check_attention, check_mixers
 from zoo.config.facts.blocks import BLOCK_FACTS, BlockKind, QKNorm, check_block, check_softcap
 from zoo.config.facts.families import FAMILY_FACTS, Family
 from zoo.config.facts.ffn import FFNKind, MoEGate, check_ffn, check_moe_keys
+from zoo.config.facts.gated_deltanet import DEFAULT_CONV_KERNEL
 from zoo.config.facts.heads import AttnGate, AttnSink, check_heads
 from zoo.config.facts.kv import KVKind, check_kv
 from zoo.config.facts.layers import check_every_kth
@@ -42,7 +43,7 @@ from zoo.config.facts.residuals import (
 )
 from zoo.config.facts.rope import check_rope_pattern
 from zoo.config.schema.choices import BudgetCounts, EmbedInit, Parametrization
-from zoo.config.schema.frozen import settle
+from zoo.config.schema.frozen import Items, settle, thawed
 from zoo.config.schema.position import PositionConfig
 from zoo.config.schema.widths import MUP_BASE_D_MODEL, derive_base_widths, derive_d_ff, derive_heads, positive  # noqa: F401
 
@@ -243,7 +244,8 @@ class ModelConfig:
         default=AttentionKind.full,
         metadata={
             "help": f"self-attention variant: {AttentionKind.listed()} (sliding: local attention, each "
-            "query sees model.window keys; Mistral 7B, Gemma 2)"
+            "query sees model.window keys; Mistral 7B, Gemma 2; gated_deltanet: a recurrent layer of "
+            "fixed-size state, Qwen3-Next) (rows: zoo.config.facts.attention.ATTENTION_FACTS)"
         },
     )
     window: int | None = field(
@@ -257,8 +259,9 @@ class ModelConfig:
     global_every: int | None = field(
         default=None,
         metadata={
-            "help": "sliding: every k-th layer is full, the layers i with (i+1) mod k = 0, as "
-            "Gemma 2 (k=2) and Gemma 3 (k=6) layer_types; null = every layer sliding"
+            "help": "sliding or a recurrent kind: every k-th layer is full, the layers i with (i+1) mod k "
+            "= 0, as Gemma 2 (k=2) and Gemma 3 (k=6) layer_types, Qwen3-Next's hybrid (k=4); null = "
+            "every layer of model.attention's kind"
         },
     )
     param_budget_counts: BudgetCounts = field(
@@ -466,6 +469,38 @@ class ModelConfig:
         metadata={"help": "mamba2: K, the taps of the causal depthwise convolution before the scan (d_conv)"},
     )
 
+    # recurrent mixers and layer patterns (rows: zoo.config.facts.attention; Gated DeltaNet's
+    # widths: zoo.config.facts.gated_deltanet)
+    layer_pattern: Items[str] | None = field(
+        default=None,
+        metadata={
+            "help": f"each layer's kind, a list of {AttentionKind.listed()} tiled over each stack "
+            "(its length divides the depth), e.g. three recurrent layers then one full (Qwen3-Next); "
+            "sliding entries take model.window; instead of model.attention and model.global_every; "
+            "null = model.attention everywhere"
+        },
+    )
+    linear_key_heads: int | None = field(
+        default=None, metadata={"help": "gated_deltanet: Hk, its query/key heads; default model.n_heads"}
+    )
+    linear_value_heads: int | None = field(
+        default=None,
+        metadata={"help": "gated_deltanet: Hv, its value heads, a multiple of Hk (Qwen3-Next: 2·Hk); default Hk"},
+    )
+    linear_key_dim: int | None = field(
+        default=None, metadata={"help": "gated_deltanet: dk, each query/key head's width; default model.head_dim"}
+    )
+    linear_value_dim: int | None = field(
+        default=None, metadata={"help": "gated_deltanet: dv, each value head's width; default dk"}
+    )
+    conv_kernel: int = field(
+        default=DEFAULT_CONV_KERNEL,
+        metadata={
+            "help": "recurrent layers: width of the short causal convolution over their inputs "
+            "(Qwen3-Next's linear_conv_kernel_dim, Mamba 2's d_conv)"
+        },
+    )
+
     def __post_init__(self) -> None:
         if isinstance(self.position, dict):
             settle(self, "position", PositionConfig(**self.position))
@@ -516,6 +551,7 @@ class ModelConfig:
         for name, kind in check_shared_gate(self).items():  # model.moe_shared_gate
             settle(self, name, kind)
         check_mamba2(self)  # model.ssm_*: Mamba 2's widths (zoo.config.facts.mamba2)
+        check_mixers(self, settle)  # model.layer_pattern, recurrent layers' refusals and widths
 
     @property
     def embedding_std(self) -> float:
@@ -603,7 +639,7 @@ class ModelConfig:
 
 
 def _plain(value):
-    return value.value if isinstance(value, enum.Enum) else value
+    return value.value if isinstance(value, enum.Enum) else thawed(value)
 
 
 def model_defaults() -> dict:

@@ -21,6 +21,7 @@ from dataclasses import fields
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import GATED
+from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind, layer_mixers
 from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.ffn import ffn_parameters, layer_kinds
@@ -66,6 +67,13 @@ def self_attention_params(cfg: ModelConfig) -> int:
     return attention_params(cfg) if own is None else own(cfg)
 
 
+def mixer_params(cfg: ModelConfig, kind: AttentionKind) -> int:
+    """One layer's mixer of `kind`: a recurrent kind's row counts its own (`parameters`), every
+    other kind is self-attention (`self_attention_params`)."""
+    count = ATTENTION_FACTS[kind].parameters
+    return count(cfg) if count is not None else self_attention_params(cfg)
+
+
 def feedforward_params(cfg: ModelConfig, kind=None, *, active: bool = False) -> tuple[int, int]:
     """One feed-forward unit of `kind` (default model.ffn) as (A, B) with count A + B·F, from its
     row of `zoo.config.facts.ffn.FFN_FACTS` (linear in F): A at F = 0, B the step to F = 1; all
@@ -97,17 +105,21 @@ def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool, active: bool =
     with the norms of model.norm's placement around each (sandwich: two) or, in a parallel block
     with shared norms, one placement's worth in all (`zoo.config.facts.blocks.norms_per_block`);
     a stack adds a norm on the embeddings (model.embed_norm), a final norm (every placement but
-    post) and its position scheme's parameters. With `active`, a mixture's active parameters."""
+    post) and its position scheme's parameters. With `active`, a mixture's active parameters.
+    A recurrent layer (`model.attention=gated_deltanet`, `model.layer_pattern`) counts its row's
+    parameters in self-attention's place (`mixer_params`)."""
     attentions = 2 if cross else 1
-    attention = self_attention_params(cfg) + (attentions - 1) * attention_params(cfg)
-    block = attention + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
+    block = (attentions - 1) * attention_params(cfg) + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
+    # each layer's mixer: self-attention, or a recurrent kind's row (`zoo.config.facts.attention`)
+    mixers = Counter(layer_mixers(cfg, n_layers))
+    block_mixers = sum(n * mixer_params(cfg, kind) for kind, n in mixers.items())
     # one count per kind of unit, times its layers (a stack of millions of layers is counted,
     # and refused, at once)
     units = [
         (n, feedforward_params(cfg, kind, active=active)) for kind, n in Counter(layer_kinds(cfg, n_layers)).items()
     ]
     norms = int(cfg.embed_norm) + int(PLACEMENT_FACTS[cfg.norm].final_norm)
-    fixed = n_layers * block + sum(n * a for n, (a, _) in units) + norms * norm_params(cfg)
+    fixed = n_layers * block + block_mixers + sum(n * a for n, (a, _) in units) + norms * norm_params(cfg)
     fixed += residual_parameters(cfg, n_layers, cross=cross)  # value residual, value embeddings, hyper-connections
     return fixed + position_params(cfg, n_layers)[0], sum(n * b for n, (_, b) in units)
 

@@ -113,6 +113,13 @@ OPTIONS = {
     "moe_shared_gate": ("none",),
     # Mamba 2's widths (zoo.config.facts.mamba2), at their defaults: no family here has the mixer
     **{name: (default,) for name, default in SSM_DEFAULTS.items()},
+    # recurrent layers and layer patterns (zoo.config.facts.attention, zoo.config.facts.gated_deltanet): none here
+    "layer_pattern": (None,),
+    "linear_key_heads": (None,),
+    "linear_value_heads": (None,),
+    "linear_key_dim": (None,),
+    "linear_value_dim": (None,),
+    "conv_kernel": (4,),
 }
 # the OPTIONS that are fields of model.position
 POSITION_OPTIONS = ("offset", "rotary_fraction", "nope_every", "theta_local")

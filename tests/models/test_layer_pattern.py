@@ -1,0 +1,159 @@
+"""Layer patterns (`model.layer_pattern`, `model.global_every` over a recurrent kind): each layer's
+kind tiled over each stack, sliding, full and recurrent layers with mixture layers in one model,
+its parameters and FLOPs counted torch-free equal to the built model's, from the command line as
+from Python; and the refusals of a pattern or a recurrent layer, each on one line before any
+weight exists."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from tests.conftest import tiny
+from tests.contract.conftest import flop_counter
+from zoo.cli.compose import compose
+from zoo.config import ConfigError, ModelConfig, as_model_config
+from zoo.config.facts.attention import AttentionKind, layer_mixers
+from zoo.config.facts.ffn import FFNKind, layer_kinds
+from zoo.config.schema.params import non_embedding_params
+from zoo.models.speculative import check_speculative
+
+GDN, FULL, SLIDING = AttentionKind.gated_deltanet, AttentionKind.full, AttentionKind.sliding
+
+
+def test_global_every_over_a_recurrent_kind_is_qwen3_nexts_three_to_one():
+    cfg = ModelConfig(**tiny(attention="gated_deltanet", global_every=4, n_layers=8))
+    assert layer_mixers(cfg, 8) == [GDN, GDN, GDN, FULL] * 2
+    assert layer_mixers(ModelConfig(**tiny(attention="gated_deltanet", n_layers=3)), 3) == [GDN] * 3
+
+
+def test_a_pattern_tiles_sliding_full_recurrent_and_mixture_layers():
+    """[gated_deltanet, sliding, gated_deltanet, full] over 8 layers, mixtures in every second
+    layer: each layer is built as its kinds say, a forward and backward are finite, and the
+    torch-free parameters and FLOPs (at a context inside the window) are the built model's."""
+    cfg = ModelConfig(
+        **tiny(
+            "decoder_only",
+            "rope",
+            n_layers=8,
+            layer_pattern=["gated_deltanet", "sliding", "gated_deltanet", "full"],
+            window=33,
+            ffn="moe",
+            moe_experts=4,
+            moe_top_k=2,
+            moe_d_ff=8,
+            moe_every=2,
+            bias=False,
+        )
+    )
+    assert cfg.layer_pattern == ("gated_deltanet", "sliding", "gated_deltanet", "full")
+    assert cfg.to_dict()["layer_pattern"] == ["gated_deltanet", "sliding", "gated_deltanet", "full"]
+    model = zoo.build_model(cfg)
+    stack = model.decoder
+    assert stack.mixers == [GDN, SLIDING, GDN, FULL] * 2
+    assert stack.windows == [None, 33, None, None] * 2
+    assert layer_kinds(cfg, 8) == [FFNKind.dense, FFNKind.moe] * 4
+    ids = torch.randint(4, 37, (2, 32))
+    model(ids).logits.float().logsumexp(-1).mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
+    summary = zoo.summarize(model.eval(), seq_len=32)
+    assert non_embedding_params(cfg) == summary.non_embedding_params
+    with flop_counter() as counter, torch.no_grad():
+        model(ids[:1])
+    assert counter.get_total_flops() == 32 * summary.flops_per_token
+
+
+def test_a_pattern_of_attention_kinds_tiles_each_stack_of_an_encoder_decoder():
+    cfg = tiny("encoder_decoder", n_layers=2, n_decoder_layers=4, layer_pattern=["sliding", "full"], window=5)
+    model = zoo.build_model(cfg)
+    assert model.encoder.windows == [5, None] and model.decoder.windows == [5, None, 5, None]
+
+
+def test_the_command_line_sets_a_pattern():
+    model = as_model_config(
+        compose(
+            ["model=llama", "model.n_layers=4", "model.layer_pattern=[gated_deltanet,gated_deltanet,full,full]"]
+        ).model
+    )
+    assert model.layer_pattern == ("gated_deltanet", "gated_deltanet", "full", "full")
+    preset = as_model_config(compose(["model=gdn_hybrid"]).model)
+    assert layer_mixers(preset, preset.n_layers) == [GDN, GDN, GDN, FULL] * (preset.n_layers // 4)
+
+
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (dict(layer_pattern=["gated_deltanet", "full", "full"], n_layers=4), "do not tile model.n_layers=4"),
+        (dict(layer_pattern=[]), "non-empty list"),
+        (dict(layer_pattern=["mamba"]), "model.layer_pattern='mamba' is not allowed"),
+        (dict(layer_pattern=["full", "full"], attention="sliding", window=3), "leave model.attention at full"),
+        (dict(layer_pattern=["gated_deltanet", "full"], global_every=2), "set one"),
+        (dict(layer_pattern=["sliding", "full"]), "model.window must be a positive integer"),
+        (dict(layer_pattern=["gated_deltanet", "full"], window=3), "model.window=3 only applies"),
+        (dict(attention="full", global_every=2), "model.global_every=2 only applies"),
+        (dict(attention="gated_deltanet", global_every=3), "model.global_every=3 exceeds model.n_layers=2"),
+        (dict(family="encoder_only", layer_pattern=["gated_deltanet", "full"]), "causal decoder layer"),
+        (dict(attention="gated_deltanet", kv="latent", position="rope"), "model.kv=latent"),
+        (dict(attention="gated_deltanet", position="shaw"), "model.position.kind=shaw"),
+        (dict(attention="gated_deltanet", position="relative"), "model.position.kind=relative"),
+        (dict(attention="gated_deltanet", value_residual="learned"), "model.value_residual"),
+        (dict(attention="gated_deltanet", value_embeds=1), "model.value_embeds"),
+        (dict(linear_value_dim=4), "model.linear_value_dim=4 only applies to Gated DeltaNet layers"),
+        (dict(attention="gated_deltanet", linear_value_heads=3), "must be a multiple of model.linear_key_heads=2"),
+        (dict(attention="gated_deltanet", linear_key_dim=0), "model.linear_key_dim must be a positive integer"),
+        (dict(attention="gated_deltanet", conv_kernel=0), "model.conv_kernel must be a positive integer"),
+    ],
+)
+def test_refused_on_one_line_before_weights(bad, words):
+    with pytest.raises(ConfigError, match=words) as refused:
+        ModelConfig(**tiny(**bad))
+    assert "\n" not in str(refused.value)
+
+
+def test_speculative_decoding_refuses_a_recurrent_layer():
+    """The state keeps no past to roll back to: refused on one line, before decoding."""
+    from zoo.models.mtp import MultiTokenPrediction
+
+    cfg = ModelConfig(**tiny(attention="gated_deltanet", global_every=2))
+    with pytest.raises(ValueError, match="a recurrent layer's state cannot") as refused:
+        check_speculative(zoo.build_model(cfg), MultiTokenPrediction(cfg, 1))
+    assert "\n" not in str(refused.value)
+
+
+def test_zoo_compare_names_arms_by_their_pattern():
+    """Runs that differ by their layer pattern are arms named by it."""
+    from pathlib import Path
+
+    from zoo.compare.report import group_arms
+    from zoo.compare.runs import Run, RunStatus
+
+    patterns = [None, ["gated_deltanet", "full"], ["gated_deltanet", "gated_deltanet", "gated_deltanet", "full"]]
+    runs = [
+        Run(path=Path(str(i)), overrides=[], config={"model.layer_pattern": p, "seed": 0}, status=RunStatus.finished)
+        for i, p in enumerate(patterns)
+    ]
+    arms, keys = group_arms(runs)
+    assert keys == ["model.layer_pattern"]
+    names = [arm.settings["model.layer_pattern"] for arm in arms]
+    assert len(set(names)) == 3 and all(p is None or str(p) in names for p in patterns)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
+def test_a_patterns_cached_decoding_past_the_window_is_the_whole_forward(static):
+    """Recurrent states, a sliding layer's window of keys and a full layer's keys in one cache:
+    the prompt, then one token at a time past the window, give the whole forward's logits."""
+    T = 13
+    cfg = tiny(
+        "decoder_only", "rope", n_layers=4, layer_pattern=["gated_deltanet", "sliding", "gated_deltanet", "full"]
+    )
+    model = zoo.build_model({**cfg, "window": 3, "max_seq_len": 40}).eval()
+    ids = torch.randint(4, 37, (2, T))
+    cache = model.new_cache(capacity=T if static else None)
+    with torch.no_grad():
+        outs = [model(ids[:, :5], cache=cache, use_cache=True).logits]
+        for t in range(5, T):
+            outs.append(model(ids[:, t : t + 1], cache=cache, use_cache=True).logits)
+        reference = model(ids).logits
+    torch.testing.assert_close(torch.cat(outs, dim=1), reference, atol=1e-5, rtol=1e-4)
+    assert [layer.state is not None for layer in cache.layers] == [True, False, True, False]
