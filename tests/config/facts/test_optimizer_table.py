@@ -40,7 +40,13 @@ CHANGED = {
     "nesterov": False,
     "ns_steps": 3,
     "adjust_lr_fn": "original",
+    "muon_variant": "normuon",
+    "ns_method": "polar_express",
+    "ns_precision": "float32",
+    "normuon_beta2": 0.5,
 }
+# a key read only beside another's value: both configs of a comparison hold it
+BESIDE = {"normuon_beta2": {"muon_variant": "normuon"}}
 
 
 def _model(**overrides):
@@ -73,7 +79,8 @@ def test_a_key_a_row_reads_changes_what_its_optimizer_does(kind, key):
     """The weights after two steps differ when the key differs (implementation: the same
     arithmetic by other kernels, so the group records it instead)."""
     out = []
-    for cfg in (OptimConfig(kind=kind), OptimConfig(kind=kind, **{key: CHANGED[key]})):
+    beside = BESIDE.get(key, {})
+    for cfg in (OptimConfig(kind=kind, **beside), OptimConfig(kind=kind, **beside, **{key: CHANGED[key]})):
         torch.manual_seed(0)
         model = _model()
         optimizer = build_optimizer(model, cfg, output_embedding=_head(model))
