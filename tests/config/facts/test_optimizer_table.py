@@ -21,7 +21,7 @@ from zoo.config.facts.ema import EMA_KEYS
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
 from zoo.config.schema.params import parameter_parts
 from zoo.config.schema.train import OptimConfig
-from zoo.tasks.muon import MuonWithAdamW, hidden_matrices
+from zoo.tasks.muon import OPTIONS, MuonWithAdamW, hidden_matrices
 from zoo.tasks.optim import OPTIMIZERS, build_optimizer
 from zoo.training import machine
 
@@ -201,6 +201,27 @@ def test_muons_state_survives_a_save_and_load_exactly():
     second = build_optimizer(again, cfg, output_embedding=_head(again))
     second.load_state_dict(saved)
     assert second.muon.state is second.state and second.adamw.param_groups[0] is second.param_groups[1]
+    _steps(model, first, 2)
+    _steps(again, second, 2)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))
+
+
+def test_a_muon_state_from_before_its_options_steps_at_their_defaults():
+    """A checkpoint written before optim.muon_variant, ns_method, ns_precision and normuon_beta2
+    existed (its Muon groups hold none of them) loads with their defaults, which it ran with, and
+    continues as the original would."""
+    torch.manual_seed(0)
+    model = _model()
+    again = copy.deepcopy(model)
+    first = build_optimizer(model, OptimConfig(kind="muon"), output_embedding=_head(model))
+    _steps(model, first, 2)
+    saved = copy.deepcopy(first.state_dict())
+    for key in OPTIONS:
+        del saved["param_groups"][0][key]
+    again.load_state_dict(model.state_dict())
+    second = build_optimizer(again, OptimConfig(kind="muon"), output_embedding=_head(again))
+    second.load_state_dict(saved)
+    assert {key: second.param_groups[0][key] for key in OPTIONS} == OPTIONS
     _steps(model, first, 2)
     _steps(again, second, 2)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))
