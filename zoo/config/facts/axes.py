@@ -34,6 +34,7 @@ from zoo.config.facts.heads import GATE_FACTS, SINK_FACTS, AttnGate, AttnSink
 from zoo.config.facts.kv import KV_FACTS, KVKind
 from zoo.config.facts.moe_experts import EXPERT_FACTS, MoEExpert
 from zoo.config.facts.moe_routing import BALANCE_FACTS, MoEBalance
+from zoo.config.facts.muon import MUON_VARIANTS, NS_METHODS, MuonVariant, NsMethod
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -177,6 +178,16 @@ def _hyper(kind: HyperConnections) -> dict[str, Any]:
     return {"model.hyper_connections": kind.value, "model.residual_streams": 2}
 
 
+def _muon_variant(kind: MuonVariant) -> dict[str, Any]:
+    """A variant of Muon's update, under optim=muon."""
+    return {"optim.kind": "muon", "optim.muon_variant": kind.value}
+
+
+def _ns_method(kind: NsMethod) -> dict[str, Any]:
+    """Muon's orthogonalising iteration, under optim=muon."""
+    return {"optim.kind": "muon", "optim.ns_method": kind.value}
+
+
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
@@ -199,6 +210,8 @@ AXES: list[Axis] = [
     Axis("model.value_residual", ValueResidual, VALUE_RESIDUAL_FACTS, overrides=_value_residual),
     Axis("model.hyper_connections", HyperConnections, HYPER_FACTS, overrides=_hyper),
     Axis("model.position.scaling", RopeScaling, SCALING_FACTS, overrides=_rope_scaling),
+    Axis("optim.muon_variant", MuonVariant, MUON_VARIANTS, overrides=_muon_variant),
+    Axis("optim.ns_method", NsMethod, NS_METHODS, overrides=_ns_method),
 ]
 
 

@@ -117,15 +117,16 @@ class OptimConfig:
     muon_variant: MuonVariant = field(
         default=MuonVariant.muon,
         metadata={
-            "help": "optim=muon: muon or normuon (Li et al. 2025: each row of the orthogonalised update "
-            "divided by the root of an EMA of its mean square, the whole rescaled to its norm)"
+            "help": f"optim=muon: {MuonVariant.listed()} (normuon, Li et al. 2025: each row of the "
+            "orthogonalised update divided by the root of an EMA of its mean square, the whole rescaled "
+            "to its norm)"
         },
     )
     ns_method: NsMethod = field(
         default=NsMethod.quintic,
         metadata={
-            "help": "optim=muon: the orthogonalising iteration: quintic (Jordan et al. 2024's fixed "
-            "coefficients) or polar_express (Amsel et al. 2025: each iteration's optimal coefficients)"
+            "help": f"optim=muon: the orthogonalising iteration, {NsMethod.listed()} (quintic: Jordan et "
+            "al. 2024's fixed coefficients; polar_express: Amsel et al. 2025's optimal one per iteration)"
         },
     )
     ns_precision: NsPrecision = field(
