@@ -62,6 +62,29 @@ def test_muon_holds_one_buffer_per_hidden_matrix_and_adamws_two_moments_elsewher
         assert muon.parts[WEIGHTS] == adamw.parts[WEIGHTS]
 
 
+def test_normuon_adds_a_float32_number_per_row_of_each_hidden_matrix():
+    """optim.muon_variant=normuon's state is Muon's plus its row's `row_state` (zoo.config.facts.muon):
+    one float32 number per row of each hidden matrix, whole, and halved with the rows under FSDP."""
+    from zoo.config.facts.muon import MUON_VARIANTS, MuonVariant
+    from zoo.models import build_model
+    from zoo.tasks.muon import hidden_matrices
+
+    model = build_model(TINY, init_seed=0)
+    head = model.lm_head.weight if model.lm_head is not None else None
+    rows = sum(p.shape[0] for p in model.parameters() if id(p) in hidden_matrices(model, head))
+    per_row = 4 * MUON_VARIANTS[MuonVariant.normuon].row_state
+    assert per_row == 4
+    for precision in ("32-true", "bf16-true"):
+        muon = plan(TINY, options(precision=precision, optim="muon"))
+        normuon = plan(TINY, options(precision=precision, optim="muon", muon_variant="normuon"))
+        assert normuon.parts[OPTIMIZER] - muon.parts[OPTIMIZER] == per_row * rows
+    sharded = {
+        variant: plan(TINY, options(optim="muon", muon_variant=variant, strategy="fsdp", world_size=2))
+        for variant in ("muon", "normuon")
+    }
+    assert sharded["normuon"].parts[OPTIMIZER] - sharded["muon"].parts[OPTIMIZER] == per_row * rows // 2
+
+
 def test_ddp_adds_a_copy_of_the_gradients_as_buckets():
     p = plan(TINY, options(strategy="ddp", world_size=4))
     assert p.parts[BUCKETS] == p.step.param_bytes == p.parts[WEIGHTS]
@@ -123,7 +146,7 @@ SMALL = [
             "seq_len=128 is longer than model.max_seq_len=64: lower seq_len or raise model.max_seq_len=128",
         ),
         (["batch=0"], "batch must be a positive integer, got 0"),
-        (["optim=muon", "strategy=fsdp", "world_size=2"], "optim=muon cannot run under strategy=fsdp"),
+        (["muon_variant=normuon"], "muon_variant=normuon applies to optim=muon only; add optim=muon"),
         # sizes that would run for minutes or overflow torch's sizes: refused before a step is simulated
         (["model.n_layers=100000"], "model.n_layers=100000: zoo-plan runs each layer"),
         (

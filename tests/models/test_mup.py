@@ -172,16 +172,23 @@ def test_init_learning_rate_and_output_multipliers_are_the_mup_packages(family, 
 WIDTHS = (64, 128, 256, 512)
 
 
-def coordinates(family: str, parametrization: str, width: int, steps: int = 5) -> dict[str, float]:
+def coordinates(
+    family: str,
+    parametrization: str,
+    width: int,
+    steps: int = 5,
+    optim: OptimConfig | None = None,
+    width_rates: bool = True,
+) -> dict[str, float]:
     """Mean |coordinate| of each layer's output (token embedding, every attention, cross-attention
-    and feed-forward sub-layer, logits) after `steps` Adam steps (lr 2e-3, no weight decay) on
-    one fixed batch of random tokens, each position predicting its own token; depth 2
-    (encoder-decoder: 1 + 1), 4 heads, the same seed at every width."""
+    and feed-forward sub-layer, logits) after `steps` steps of `optim` (default Adam, lr 2e-3, no
+    weight decay; `width_rates=False`: without μP's per-parameter rates) on one fixed batch of
+    random tokens, each position predicting its own token; depth 2 (encoder-decoder: 1 + 1), 4
+    heads, the same seed at every width."""
     cfg = config(family, width, parametrization, n_layers=1 if family == "encoder_decoder" else 2, vocab_size=64)
     model = build(cfg)
-    optimizer = build_optimizer(
-        model, OptimConfig(kind="adam", lr=2e-3, weight_decay=0.0), scales=optimizer_scales(model, cfg)
-    )
+    optim = optim or OptimConfig(kind="adam", lr=2e-3, weight_decay=0.0)
+    optimizer = build_optimizer(model, optim, scales=optimizer_scales(model, cfg) if width_rates else {})
     ids = torch.randint(0, 64, (8, 16), generator=torch.Generator().manual_seed(1))
     inputs = {"decoder_input_ids": ids} if family == "encoder_decoder" else {}
     sizes: dict[str, float] = {}
@@ -224,6 +231,51 @@ def test_coordinates_keep_their_size_across_widths_under_mup_and_blow_up_under_s
     assert standard["logits"][-1] > 3.0, standard["logits"]
     hidden = [ratios[-1] for name, ratios in standard.items() if name not in ("embedding", "logits")]
     assert min(hidden) > 10.0, standard
+
+
+MUON = {
+    "original": OptimConfig(kind="muon", lr=2e-3, muon_lr=0.02, weight_decay=0.0, adjust_lr_fn="original"),
+    "match_rms_adamw": OptimConfig(kind="muon", lr=2e-3, muon_lr=0.02, weight_decay=0.0),
+}
+
+
+def _growth(parametrization: str, optim: OptimConfig, width_rates: bool = True) -> dict[str, list[float]]:
+    sizes = {
+        width: coordinates("decoder_only", parametrization, width, optim=optim, width_rates=width_rates)
+        for width in WIDTHS
+    }
+    return {name: [sizes[w][name] / sizes[WIDTHS[0]][name] for w in WIDTHS[1:]] for name in sizes[WIDTHS[0]]}
+
+
+@pytest.mark.slow
+def test_muon_under_mup_keeps_the_coordinates_size_across_widths_and_not_under_standard(one_thread):
+    """optim=muon under μP (its hidden matrices at the spectral rule, zoo.config.facts.muon; the
+    rest at μP's AdamW rules) passes the same check as Adam under μP, with either shape factor;
+    without the rule (μP's forward and start, match_rms_adamw's rate at every width) and under
+    standard the hidden layers' outputs grow with the width."""
+    for adjust, optim in MUON.items():
+        for name, ratios in _growth("mup", optim).items():
+            assert all(0.4 < r < 2.0 for r in ratios), (adjust, name, ratios)
+    for parametrization, width_rates, least in (("mup", False, 3.0), ("standard", True, 4.0)):
+        grown = _growth(parametrization, MUON["match_rms_adamw"], width_rates)
+        hidden = [ratios[-1] for name, ratios in grown.items() if name not in ("embedding", "logits")]
+        assert min(hidden) > least, (parametrization, grown)
+
+
+@pytest.mark.parametrize("adjust, expected", [("original", (1.0, 1.0)), ("match_rms_adamw", (2**-0.5, 2**0.5))])
+def test_muon_under_mup_gives_its_matrices_the_spectral_rule_and_the_rest_mups(adjust, expected):
+    """At m = 2 Muon's hidden matrices learn at muon_lr x 1 (original) or x 1/sqrt(2) with decay x
+    sqrt(2) (match_rms_adamw), not μP's AdamW lr / 2; what AdamW steps keeps μP's rules."""
+    cfg = config("encoder_only", 2 * BASE, head_transform=True)
+    model = build(cfg)
+    optim = OptimConfig(kind="muon", lr=1e-3, muon_lr=0.01, weight_decay=0.1, adjust_lr_fn=adjust)
+    optimizer = build_optimizer(model, optim, scales=optimizer_scales(model, cfg))
+    (muon_group,) = optimizer.muon.param_groups
+    assert muon_group["lr"] == pytest.approx(0.01 * expected[0])
+    assert muon_group["weight_decay"] == pytest.approx(0.1 * expected[1])
+    transform = model.head_transform.dense.weight  # a hidden matrix outside the layers: AdamW's
+    (group,) = [g for g in optimizer.adamw.param_groups if any(p is transform for p in g["params"])]
+    assert group["lr"] == pytest.approx(1e-3 / 2) and group["weight_decay"] == pytest.approx(0.1 * 2)
 
 
 # -- 3. at the base width, the standard model exactly ------------------------------------------

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
+from zoo.config.facts.muon import MuonVariant
 from zoo.config.facts.optimizers import OptimizerKind, RunShape, optimizer_refusal
 
 
@@ -141,6 +142,13 @@ class PlanOptions:
             "zoo.config.facts.optimizers.OPTIMIZER_FACTS)"
         },
     )
+    muon_variant: MuonVariant = field(
+        default=MuonVariant.muon,
+        metadata={
+            "help": f"optim.muon_variant under optim=muon: {MuonVariant.listed()} (normuon adds a float32 "
+            "second moment per row of each hidden matrix)"
+        },
+    )
     clip: bool = field(
         default=True,
         metadata={
@@ -166,6 +174,9 @@ class PlanOptions:
         self.output_loss = LossPath.parse(self.output_loss, "output_loss")
         self.optimizer = Optimizer.parse(self.optimizer, "optimizer")
         self.optim = OptimizerKind.parse(self.optim, "optim")
+        self.muon_variant = MuonVariant.parse(self.muon_variant, "muon_variant")
+        if self.muon_variant != MuonVariant.muon and self.optim != OptimizerKind.muon:
+            raise ConfigError(f"muon_variant={self.muon_variant.value} applies to optim=muon only; add optim=muon")
         refusal = optimizer_refusal(self.optim, self.run_shape())
         if refusal is not None:  # the optimizer's row: what zoo-train refuses too
             raise ConfigError(refusal)

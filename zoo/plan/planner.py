@@ -82,6 +82,7 @@ def step_setup(options: PlanOptions, batch: int, seq_len: int) -> StepSetup:
         loss_chunk=options.loss_chunk,
         optimizer=OptimizerImpl(optimizer.value),
         optim=options.optim,
+        muon_variant=options.muon_variant,
     )
 
 

@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from zoo.config.facts.families import FAMILY_FACTS
+from zoo.config.facts.muon import MuonVariant
 from zoo.config.facts.optimizers import read_by
 from zoo.config.facts.tasks import task_of_family
 from zoo.config.schema.model import ModelConfig
@@ -80,6 +81,7 @@ class StepSetup:
     loss_chunk: int = 1024
     optimizer: OptimizerImpl = OptimizerImpl.for_loop  # resolved, not auto
     optim: OptimizerKind = OptimizerKind.adamw  # optim.kind: whose state the update makes
+    muon_variant: MuonVariant = MuonVariant.muon  # optim.muon_variant, read under optim=muon
 
 
 @dataclass(kw_only=True)
@@ -290,7 +292,9 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, flo
         # nn.Linear's weight is a Parameter (torch's stub says Tensor)
         head = cast(torch.nn.Parameter, model.lm_head.weight) if model.lm_head is not None else None
         # the settings the optimizer's row reads (an optimizer without kernels takes no implementation)
-        optim = OptimConfig(**read_by(setup.optim, {"implementation": setup.optimizer}))
+        optim = OptimConfig(
+            **read_by(setup.optim, {"implementation": setup.optimizer, "muon_variant": setup.muon_variant})
+        )
         optimizer = build_optimizer(model, optim, output_embedding=head)
         for p in params:  # a gradient is counted as one from the moment backward hands it over
             p.register_post_accumulate_grad_hook(lambda p: trace.retag(p.grad, GRADIENTS))

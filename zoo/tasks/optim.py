@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from zoo.config.facts.muon import muon_width_scales
 from zoo.config.facts.schedules import SCHEDULE_FACTS, wsd_decay_steps
 from zoo.config.schema.train import DecayShape, OptimConfig, OptimizerImpl, OptimizerKind, ScheduleKind, SchedulerConfig
 from zoo.config.schema.validate import check_schedule_length
@@ -78,36 +79,53 @@ def _adam_kwargs(cfg: OptimConfig, groups: list[dict], clips_in_mixed_precision:
     return kwargs
 
 
-def _adamw(module, cfg, groups, clips, output_embedding) -> torch.optim.Optimizer:
+def _adamw(module, cfg, groups, clips, output_embedding, scales) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, **_adam_kwargs(cfg, groups, clips))
 
 
-def _adam(module, cfg, groups, clips, output_embedding) -> torch.optim.Optimizer:
+def _adam(module, cfg, groups, clips, output_embedding, scales) -> torch.optim.Optimizer:
     return torch.optim.Adam(groups, **_adam_kwargs(cfg, groups, clips))
 
 
-def _muon(module, cfg, groups, clips, output_embedding) -> torch.optim.Optimizer:
-    """The hidden matrices (`hidden_matrices`) leave the decayed group for Muon, at optim.muon_lr
-    (null: optim.lr) scaled by shape as optim.adjust_lr_fn says, with optim.weight_decay; the
-    rest stays with AdamW as optim=adamw would train it."""
+def _muon(module, cfg, groups, clips, output_embedding, scales) -> torch.optim.Optimizer:
+    """The hidden matrices (`hidden_matrices`) leave their groups for Muon, at optim.muon_lr
+    (null: optim.lr) scaled by shape as optim.adjust_lr_fn says, with optim.weight_decay; under
+    μP (`scales`: μP's AdamW multipliers (1/m, m)) at Muon's own width rule instead
+    (`muon_width_scales`: the spectral rule). The rest stays with AdamW as optim=adamw would
+    train it, μP's multipliers included."""
     hidden = hidden_matrices(module, output_embedding)
-    muon_params = [p for group in groups for p in group["params"] if id(p) in hidden]
+    scales = scales or {}
+    by_scale: dict[tuple[float, float], list] = {}
+    for group in groups:
+        for p in group["params"]:
+            if id(p) in hidden:
+                width = muon_width_scales(cfg.adjust_lr_fn.value, scales[id(p)][1]) if id(p) in scales else (1.0, 1.0)
+                by_scale.setdefault(width, []).append(p)
     adamw_groups = []
     for group in groups:
         rest = [p for p in group["params"] if id(p) not in hidden]
         if rest:
             adamw_groups.append({**group, "params": rest})
+    base = cfg.muon_lr or cfg.lr
+    muon_groups = [
+        {"params": params}
+        if width == (1.0, 1.0)
+        else {"params": params, "lr": base * width[0], "weight_decay": cfg.weight_decay * width[1]}
+        for width, params in by_scale.items()
+    ] or [{"params": []}]
     muon = dict(
-        lr=cfg.muon_lr or cfg.lr,
+        lr=base,
         weight_decay=cfg.weight_decay,
         momentum=cfg.momentum,
         nesterov=cfg.nesterov,
         ns_steps=cfg.ns_steps,
         adjust_lr_fn=cfg.adjust_lr_fn.value,
+        muon_variant=cfg.muon_variant.value,
+        ns_method=cfg.ns_method.value,
+        ns_precision=cfg.ns_precision.value,
+        normuon_beta2=cfg.normuon_beta2,
     )
-    return MuonWithAdamW(
-        [{"params": muon_params}], adamw_groups, muon=muon, adamw=_adam_kwargs(cfg, adamw_groups, clips)
-    )
+    return MuonWithAdamW(muon_groups, adamw_groups, muon=muon, adamw=_adam_kwargs(cfg, adamw_groups, clips))
 
 
 # one builder per row of zoo.config.facts.optimizers (tests/config/facts/test_optimizer_table.py)
@@ -132,7 +150,7 @@ def build_optimizer(
     for group in groups:
         if "lr_scale" in group:
             group["lr"] = cfg.lr * group.pop("lr_scale")
-    return OPTIMIZERS[cfg.kind](module, cfg, groups, clips_in_mixed_precision, output_embedding)
+    return OPTIMIZERS[cfg.kind](module, cfg, groups, clips_in_mixed_precision, output_embedding, scales)
 
 
 def _ramp(warmup: int, step: int) -> float:

@@ -21,7 +21,7 @@ from zoo.config.facts.ema import EMA_KEYS
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
 from zoo.config.schema.params import parameter_parts
 from zoo.config.schema.train import OptimConfig
-from zoo.tasks.muon import MuonWithAdamW, hidden_matrices
+from zoo.tasks.muon import OPTIONS, MuonWithAdamW, hidden_matrices
 from zoo.tasks.optim import OPTIMIZERS, build_optimizer
 from zoo.training import machine
 
@@ -40,7 +40,13 @@ CHANGED = {
     "nesterov": False,
     "ns_steps": 3,
     "adjust_lr_fn": "original",
+    "muon_variant": "normuon",
+    "ns_method": "polar_express",
+    "ns_precision": "float32",
+    "normuon_beta2": 0.5,
 }
+# a key read only beside another's value: both configs of a comparison hold it
+BESIDE = {"normuon_beta2": {"muon_variant": "normuon"}}
 
 
 def _model(**overrides):
@@ -73,7 +79,8 @@ def test_a_key_a_row_reads_changes_what_its_optimizer_does(kind, key):
     """The weights after two steps differ when the key differs (implementation: the same
     arithmetic by other kernels, so the group records it instead)."""
     out = []
-    for cfg in (OptimConfig(kind=kind), OptimConfig(kind=kind, **{key: CHANGED[key]})):
+    beside = BESIDE.get(key, {})
+    for cfg in (OptimConfig(kind=kind, **beside), OptimConfig(kind=kind, **beside, **{key: CHANGED[key]})):
         torch.manual_seed(0)
         model = _model()
         optimizer = build_optimizer(model, cfg, output_embedding=_head(model))
@@ -194,6 +201,27 @@ def test_muons_state_survives_a_save_and_load_exactly():
     second = build_optimizer(again, cfg, output_embedding=_head(again))
     second.load_state_dict(saved)
     assert second.muon.state is second.state and second.adamw.param_groups[0] is second.param_groups[1]
+    _steps(model, first, 2)
+    _steps(again, second, 2)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))
+
+
+def test_a_muon_state_from_before_its_options_steps_at_their_defaults():
+    """A checkpoint written before optim.muon_variant, ns_method, ns_precision and normuon_beta2
+    existed (its Muon groups hold none of them) loads with their defaults, which it ran with, and
+    continues as the original would."""
+    torch.manual_seed(0)
+    model = _model()
+    again = copy.deepcopy(model)
+    first = build_optimizer(model, OptimConfig(kind="muon"), output_embedding=_head(model))
+    _steps(model, first, 2)
+    saved = copy.deepcopy(first.state_dict())
+    for key in OPTIONS:
+        del saved["param_groups"][0][key]
+    again.load_state_dict(model.state_dict())
+    second = build_optimizer(again, OptimConfig(kind="muon"), output_embedding=_head(again))
+    second.load_state_dict(saved)
+    assert {key: second.param_groups[0][key] for key in OPTIONS} == OPTIONS
     _steps(model, first, 2)
     _steps(again, second, 2)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))

@@ -35,6 +35,7 @@ from zoo.config.facts.kv import KV_FACTS, KVKind
 from zoo.config.facts.moe_experts import EXPERT_FACTS, MoEExpert
 from zoo.config.facts.moe_routing import BALANCE_FACTS, MoEBalance
 from zoo.config.facts.moe_shared import SHARED_GATE_FACTS, MoESharedGate
+from zoo.config.facts.muon import MUON_VARIANTS, NS_METHODS, MuonVariant, NsMethod
 from zoo.config.facts.norms import NORM_FACTS, NormType
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind
 from zoo.config.facts.placements import PLACEMENT_FACTS, NormPlacement
@@ -189,6 +190,16 @@ def _moe_shared_gate(kind: MoESharedGate) -> dict[str, Any]:
     return {**_ffn(FFNKind.moe), "model.moe_shared_gate": kind.value}
 
 
+def _muon_variant(kind: MuonVariant) -> dict[str, Any]:
+    """A variant of Muon's update, under optim=muon."""
+    return {"optim.kind": "muon", "optim.muon_variant": kind.value}
+
+
+def _ns_method(kind: NsMethod) -> dict[str, Any]:
+    """Muon's orthogonalising iteration, under optim=muon."""
+    return {"optim.kind": "muon", "optim.ns_method": kind.value}
+
+
 AXES: list[Axis] = [
     Axis("model.family", Family, FAMILY_FACTS, overrides=_family),
     Axis("model.position.kind", PositionKind, POSITION_FACTS),
@@ -212,6 +223,8 @@ AXES: list[Axis] = [
     Axis("model.hyper_connections", HyperConnections, HYPER_FACTS, overrides=_hyper),
     Axis("model.position.scaling", RopeScaling, SCALING_FACTS, overrides=_rope_scaling),
     Axis("model.moe_shared_gate", MoESharedGate, SHARED_GATE_FACTS, overrides=_moe_shared_gate),
+    Axis("optim.muon_variant", MuonVariant, MUON_VARIANTS, overrides=_muon_variant),
+    Axis("optim.ns_method", NsMethod, NS_METHODS, overrides=_ns_method),
 ]
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.config.choice import Choice
+from zoo.config.facts.muon import MUON_OPTION_KEYS
 
 
 class OptimizerKind(Choice):
@@ -23,7 +24,7 @@ class OptimizerKind(Choice):
 # the keys every kind reads: the peak rate and the decoupled (or, for adam, coupled) decay
 COMMON = ("lr", "weight_decay")
 ADAM_KEYS = ("betas", "eps", "implementation")
-MUON_KEYS = ("muon_lr", "momentum", "nesterov", "ns_steps", "adjust_lr_fn")
+MUON_KEYS = ("muon_lr", "momentum", "nesterov", "ns_steps", "adjust_lr_fn", *MUON_OPTION_KEYS)
 
 
 @dataclass(frozen=True)
@@ -100,27 +101,17 @@ OPTIMIZER_FACTS: dict[OptimizerKind, OptimizerFacts] = {
         state=2,
     ),
     OptimizerKind.muon: OptimizerFacts(
-        what="torch.optim.Muon (momentum, then Newton-Schulz orthogonalisation of the update) for the "
+        what="Muon (momentum, then Newton-Schulz orthogonalisation of the update; torch.optim.Muon's "
+        "arithmetic by default, NorMuon and Polar Express as options: zoo.config.facts.muon) for the "
         "hidden layers' 2-D matrices, each fused matrix (qkv_proj, a gated w_in) whole; AdamW for "
-        "embeddings, output head, norms and biases",
-        paper="Jordan et al. 2024 (Muon); Liu et al. 2025, 'Muon is Scalable for LLM Training'",
+        "embeddings, output head, norms and biases. Under FSDP2 and HSDP each matrix's update is "
+        "gathered whole for the iteration and each rank keeps its rows of the result; under μP the "
+        "hidden matrices follow the spectral rule (zoo.config.facts.muon.muon_width_scales)",
+        paper="Jordan et al. 2024 (Muon); Liu et al. 2025, 'Muon is Scalable for LLM Training'; "
+        "Li et al. 2025 (NorMuon); Amsel et al. 2025 (Polar Express)",
         params=(*COMMON, *ADAM_KEYS, *MUON_KEYS),
         state=1,
         hidden_only=True,
-        refuses=(
-            Refusal(
-                lambda shape: shape.sharded,
-                "optim=muon cannot run under {strategy_key}={strategy}: Muon orthogonalises each whole "
-                "matrix's update (Newton-Schulz), and a sharded rank holds only its rows of each matrix; "
-                "use trainer=ddp (every rank holds whole matrices) or optim=adamw",
-            ),
-            Refusal(
-                lambda shape: shape.parametrization == "mup",
-                "optim=muon cannot run with model.parametrization=mup: muP's per-layer learning rates "
-                "and initialisations are derived for Adam, and Muon scales each matrix's rate by its "
-                "shape itself (optim.adjust_lr_fn); use model.parametrization=standard or optim=adamw",
-            ),
-        ),
     ),
 }
 

@@ -9,6 +9,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from zoo.config.choice import Choice, listed
 from zoo.config.errors import ConfigError
 from zoo.config.facts.ema import EMA_KEYS, EmaEval, check_ema
+from zoo.config.facts.muon import NORMUON_BETA2, MuonVariant, NsMethod, NsPrecision, check_muon
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
 from zoo.config.facts.schedules import SCHEDULE_FACTS, DecayShape, ScheduleKind, schedule_readers
 from zoo.config.schema.frozen import Items, freeze_items, settle, thawed
@@ -112,6 +113,31 @@ class OptimConfig:
         },
     )
 
+    # Muon's variants, iteration and its precision (zoo.config.facts.muon states each)
+    muon_variant: MuonVariant = field(
+        default=MuonVariant.muon,
+        metadata={
+            "help": f"optim=muon: {MuonVariant.listed()} (normuon, Li et al. 2025: each row of the "
+            "orthogonalised update divided by the root of an EMA of its mean square, the whole rescaled "
+            "to its norm)"
+        },
+    )
+    ns_method: NsMethod = field(
+        default=NsMethod.quintic,
+        metadata={
+            "help": f"optim=muon: the orthogonalising iteration, {NsMethod.listed()} (quintic: Jordan et "
+            "al. 2024's fixed coefficients; polar_express: Amsel et al. 2025's optimal one per iteration)"
+        },
+    )
+    ns_precision: NsPrecision = field(
+        default=NsPrecision.bfloat16,
+        metadata={"help": "optim=muon: bfloat16 (torch.optim.Muon's) or float32: the iteration's precision"},
+    )
+    normuon_beta2: float = field(
+        default=NORMUON_BETA2,
+        metadata={"help": "optim.muon_variant=normuon: decay of each row's second moment"},
+    )
+
     def __post_init__(self) -> None:
         settle(self, "kind", OptimizerKind.parse(self.kind, "optim.kind"))
         settle(self, "implementation", OptimizerImpl.parse(self.implementation, "optim.implementation"))
@@ -133,6 +159,10 @@ class OptimConfig:
             raise ConfigError(f"optim.ns_steps must be a whole number in [1, 99], got {self.ns_steps!r}")
         settle(self, "ema_eval", EmaEval.parse(self.ema_eval, "optim.ema_eval"))
         check_ema(self)
+        settle(self, "muon_variant", MuonVariant.parse(self.muon_variant, "optim.muon_variant"))
+        settle(self, "ns_method", NsMethod.parse(self.ns_method, "optim.ns_method"))
+        settle(self, "ns_precision", NsPrecision.parse(self.ns_precision, "optim.ns_precision"))
+        check_muon(self)
 
 
 def _refuse_unread(cfg, section: str, reads: tuple[str, ...], readers) -> None:

@@ -1,0 +1,83 @@
+"""optim=muon under sharding (trainer=fsdp_cpu: FSDP2 over two gloo processes; trainer=hsdp_cpu:
+a 2 x 2 mesh of four), end to end through real processes and real files: each rank gathers
+every matrix's update for the orthogonalisation and keeps its rows of the result, so with the
+iteration in float32 the weights follow one process taking the whole batch to float32 rounding
+(1e-5), and a run stopped and continued (momentum buffers and NorMuon's row moments in the
+sharded checkpoint) ends bit for bit where the uninterrupted run ends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.training.distributed.conftest import max_abs_diff, model_state
+from zoo.training.checkpoint.files import read_checkpoint
+
+RUN = [
+    "data.max_examples=20",
+    "data.global_batch_size=8",
+    "model.dropout=0",
+    "model.activation=swiglu",
+    "scheduler.total_steps=4",
+    "trainer.max_steps=4",
+    "trainer.val_check_interval=2",
+    "callbacks.checkpoint_every_n_steps=2",
+    "trainer.limit_val_batches=1",
+    "optim=muon",
+    "optim.ns_precision=float32",  # two runs then differ by float32 rounding, not bfloat16's
+    "optim.muon_variant=normuon",  # its row moments sharded and checkpointed beside the buffers
+    "optim.ns_method=polar_express",
+]
+LAST = ("checkpoints", "last.ckpt")
+
+
+def _ok(result) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def _summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+def _stopped_and_continued(run: Path, *extra: str) -> None:
+    """`extra`'s run stopped after 2 of its 4 steps, then the same command on to step 4."""
+    _ok(zoo_train(*tiny_overrides(run), *RUN, *extra, "trainer.max_steps=2"))
+    assert read_checkpoint(run.joinpath(*LAST), weights=False)["global_step"] == 2
+    _ok(zoo_train(*tiny_overrides(run), *RUN, *extra))
+    assert _summary(run)["resumed_at_step"] == 2 and _summary(run)["global_step"] == 4
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory) -> Path:
+    """RUN on one process taking the whole batch (shared by the tests below)."""
+    run = tmp_path_factory.mktemp("muon") / "one"
+    _ok(zoo_train(*tiny_overrides(run), *RUN))
+    return run
+
+
+@pytest.mark.slow
+def test_fsdp_muon_follows_one_process_and_resumes_exactly(one, tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    _ok(zoo_train(*tiny_overrides(straight), *RUN, "trainer=fsdp_cpu"))
+    assert _summary(straight)["world_size"] == 2
+    diff = max_abs_diff(model_state(straight.joinpath(*LAST)), model_state(one.joinpath(*LAST)))
+    assert diff <= 1e-5, diff
+    _stopped_and_continued(resumed, "trainer=fsdp_cpu")
+    a, b = model_state(straight.joinpath(*LAST)), model_state(resumed.joinpath(*LAST))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # a checkpoint holds NorMuon's row moments beside the momentum buffers
+    state = read_checkpoint(one.joinpath(*LAST))["optimizer_states"][0]["state"]
+    assert any("row_second_moment" in s for s in state.values())
+
+
+@pytest.mark.slow
+def test_hsdp_muon_stopped_and_continued_follows_one_process(one, tmp_path):
+    hsdp = tmp_path / "hsdp"
+    _stopped_and_continued(hsdp, "trainer=hsdp_cpu")
+    assert "2 replica(s), each sharded over 2 rank(s)" in (hsdp / "train.log").read_text()
+    diff = max_abs_diff(model_state(hsdp.joinpath(*LAST)), model_state(one.joinpath(*LAST)))
+    assert diff <= 1e-5, diff
