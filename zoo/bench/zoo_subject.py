@@ -1,6 +1,7 @@
 """zoo's own model in a comparison: the training step is the task's (`ZooTask.training_loss`,
-so the output loss is computed as `zoo-train` computes it), the optimizer zoo's AdamW with its
-parameter groups, generation `zoo.models.generate`."""
+so the output loss is computed as `zoo-train` computes it, and `ZooTask.after_optimizer_step`,
+so a mixture balanced by bias updates its selection bias as it does there), the optimizer zoo's
+AdamW with its parameter groups, generation `zoo.models.generate`."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ class ZooSubject:
     def train_step(self, batch: dict) -> None:
         batch = self._feed(batch)
         optimizer_step(self.work, self.model, self.optimizer, lambda: self.task.training_loss(batch)[0])
+        self.task.after_optimizer_step()  # as zoo-train's step: the MoE selection bias (moe_balance=bias)
 
     @torch.no_grad()
     def forward(self, batch: dict) -> None:

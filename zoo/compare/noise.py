@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zoo.compare.errors import CompareError
 from zoo.compare.escape import text
 from zoo.compare.runs import ORDER_SEED, Run, RunStatus
 from zoo.compare.stats import mean_std
@@ -44,8 +45,6 @@ MIN_POINTS = 3  # a spread about a line
 
 def parse_k(value: Any) -> int:
     """last_k=K: an integer of at least 3 (a spread about a line needs three points)."""
-    from zoo.compare.errors import CompareError
-
     try:
         k = int(str(value))
     except ValueError:

@@ -28,6 +28,7 @@ from zoo.compare.errors import CompareError
 from zoo.compare.escape import csv_cell
 from zoo.compare.markdown.plain import write_lengths_csv, write_markdown
 from zoo.compare.noise import LAST_K, ArmNoise, Attribution, arm_noise, attribute, tail_sd
+from zoo.compare.patterns import arm_setting
 from zoo.compare.plots import plot_curves, plot_final, plot_lengths
 from zoo.compare.routing_plot import plot_routing
 from zoo.compare.runs import NOT_SETTINGS, Run, RunStatus, find_runs, number
@@ -170,7 +171,7 @@ def group_arms(runs: list[Run]) -> tuple[list[Arm], list[str]]:
         if len(values) > 1 and not key.startswith(NOT_SETTINGS):
             keys.append(key)
     for arm in arms:
-        arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
+        arm.settings = {k: arm_setting(arm.runs[0].config, k) for k in keys}
     return arms, keys
 
 
@@ -208,8 +209,9 @@ ArmT = TypeVar("ArmT", bound=Pickable)
 
 
 def pick_baseline(arms: list[ArmT], spec: str | None) -> ArmT:
-    """`spec` "KEY=VALUE[,KEY=VALUE]" picks the arm with those settings; default: the first arm
-    (the sweep's first job). An arm's name ("arm 2") picks that arm."""
+    """`spec` "KEY=VALUE[,KEY=VALUE]" picks the arm with those settings (a value as written, or
+    as the report shows it); default: the first arm (the sweep's first job). An arm's name
+    ("arm 2") picks that arm."""
     if not spec:
         return arms[0]
     named = [a for a in arms if getattr(a, "name", None) == spec.strip()]
@@ -218,7 +220,11 @@ def pick_baseline(arms: list[ArmT], spec: str | None) -> ArmT:
     wanted = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
     if not wanted:
         raise CompareError(f"baseline={spec!r}: expected KEY=VALUE[,KEY=VALUE]")
-    matches = [a for a in arms if all(_same(a.runs[0].config.get(k), v) for k, v in wanted.items())]
+    matches = [
+        a  # by a setting's value, or by the name it shows as ("gated_deltanet 3:1 full": zoo.compare.patterns)
+        for a in arms
+        if all(_same(a.runs[0].config.get(k), v) or a.settings.get(k) == v.strip() for k, v in wanted.items())
+    ]
     if len(matches) != 1:
         shown = "; ".join(f"{a.name}: " + ", ".join(f"{k}={v}" for k, v in a.settings.items()) for a in arms)
         raise CompareError(f"baseline={spec!r} matches {len(matches)} arms (need exactly one); arms: {shown}")

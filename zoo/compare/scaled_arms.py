@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from zoo.compare.design import _show
 from zoo.compare.errors import CompareError
+from zoo.compare.patterns import arm_setting
 from zoo.compare.powerlaw import PowerLaw
 from zoo.compare.runs import IGNORED, NOT_SETTINGS, Run, epochs
 from zoo.compare.runs import number as _number
@@ -267,5 +267,5 @@ def scale_arms(
         and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1
     ]
     for arm in arms:
-        arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
+        arm.settings = {k: arm_setting(arm.runs[0].config, k) for k in keys}
     return arms, keys, linked

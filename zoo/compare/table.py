@@ -5,7 +5,8 @@ whether every pair was compared, the settings every run held fixed, the keys tha
 scale= key) and, with pairs=all, `pairs.csv`.
 
 `runs.csv` holds, for every run: its directory relative to the sweep it was found in (`sweep`,
-`run`), its arm and the arm's settings (the columns of report.csv), the size (the scale= key's
+`run`), its arm and the values of the arm's settings (the columns of report.csv, which name a
+layer pattern by `zoo.compare.patterns`: runs.csv keeps the list), the size (the scale= key's
 value), the seed, the learning rate (`optim.lr`) and the tune= key's value, every final metric
 the run's summary holds, N (non-embedding parameters), D (tokens seen), the forward FLOPs per
 token and the training compute C = 3 · F · D, the vocabulary size V (the loss of a uniform
@@ -133,9 +134,9 @@ def write_runs(
             sweep, where = run_place(run)
             settings = arm.settings if arm is not None else {}
             cells = [sweep, where, arm.name if arm is not None else ""]
-            for key in place:
-                value = settings[key] if key in settings else run.config.get(key)
-                cells.append(UNSET if value is None and key in settings else value)
+            for key in place:  # a setting's value itself, not the name it shows as (zoo.compare.patterns)
+                value = run.config.get(key)
+                cells.append((UNSET if value is None else str(value)) if key in settings else value)
             final = {
                 k: (v if run.status == RunStatus.finished else None)
                 for k, v in (run.summary.get("metrics") or {}).items()

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.design import (
-    _show,
     few_seed_warnings,
     flag_warnings,
     held_settings,
@@ -37,6 +36,7 @@ from zoo.compare.design import (
 )
 from zoo.compare.errors import CompareError
 from zoo.compare.markdown.tuned import write_tuned_markdown
+from zoo.compare.patterns import arm_setting
 from zoo.compare.plots import plot_tuning
 from zoo.compare.report import declare, load_runs, make_out, pick_baseline, write_csv
 from zoo.compare.routing_plot import plot_routing
@@ -240,7 +240,7 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
         if k != key and not k.startswith(NOT_SETTINGS) and len({repr(arm.runs[0].config.get(k)) for arm in arms}) > 1
     ]
     for arm in arms:
-        arm.settings = {k: _show(arm.runs[0].config.get(k)) for k in keys}
+        arm.settings = {k: arm_setting(arm.runs[0].config, k) for k in keys}
     return arms, keys
 
 

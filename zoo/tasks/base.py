@@ -250,10 +250,15 @@ class ZooTask(L.LightningModule):
         raise NonFiniteLoss(step, f"loss is {float(loss.detach())}")
 
     def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
-        """The optimizer's step, then, under model.moe_balance=bias, each mixture layer's
-        selection bias updated from the loads of the step's micro-batches, summed over the
-        data-parallel ranks (`zoo.nn.moe.balance_experts`)."""
+        """The optimizer's step, then what follows it (`after_optimizer_step`)."""
         super().optimizer_step(*args, **kwargs)
+        self.after_optimizer_step()
+
+    def after_optimizer_step(self) -> None:
+        """What a training step does after the optimizer's step: under model.moe_balance=bias,
+        each mixture layer's selection bias updated from the loads of the step's micro-batches,
+        summed over the data-parallel ranks (`zoo.nn.moe.balance_experts`). zoo-bench's training
+        step calls it too, so that it times the step zoo-train takes."""
         if self.model_config.moe_balance != MoEBalance.bias:
             return
         many = self._trainer is not None and self.trainer.world_size > 1
