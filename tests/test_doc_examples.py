@@ -182,6 +182,8 @@ def workdir(tmp_path_factory):
         "multirun/DATE/TIME",
         "multirun/first",
         "multirun/2026-11-22/10-00-00",
+        "reports/STUDY",  # a committed report compared again from its runs.csv
+        "reports/wsd_cooldown",
     ):
         (here / sweep).mkdir(parents=True)
     (here / "benchmarks" / "results").mkdir(parents=True)

@@ -13,6 +13,7 @@
     zoo-compare recompute=SWEEP/compare    # rebuild a report from its runs.csv; exit 1 if a value differs
     zoo-compare SWEEP scale=model.d_model agree=0.9        # decisions across sizes held to 90% agreement
     zoo-compare plan=PILOT delta=0.02 margin=0.02          # seeds per arm for a difference, an equivalence
+    zoo-compare reports/STUDY equivalence=0.05 out=reports/STUDY/equivalence   # a report's runs.csv again, + a key
 
 Writes report.md, report.csv, runs.csv (every run), comparison.json, curves.png and final.png
 (tune=: heldout.csv, tuning.png; scale=: scaling.png, decisions.csv, extrapolation.csv, decisions.png;
@@ -156,6 +157,7 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"not a directory: {missing[0]}")
     # the default report directory lies in the sweep: never reached through a link out of it
     out = Path(args.out) if args.out else inside(Path(dirs[0]) / "compare", dirs[0])
+    dirs, found = from_table(args, dirs)  # a report's runs.csv, with its baseline unless one is given
     if args.out:
         check_out_dir("out", args.out, "reports/NAME")  # never into a run's checkpoints or records
     try:
@@ -204,10 +206,17 @@ def run(argv: list[str]) -> dict:
                 baseline=args.baseline,
                 tune=args.tune,
                 agree=args.agree,
+                found=found,
             )
         elif args.tune:
             report = compare_tuned(
-                [Path(d) for d in dirs], out, key=args.tune, metric=args.metric, baseline=args.baseline, pairs=pairs
+                [Path(d) for d in dirs],
+                out,
+                key=args.tune,
+                metric=args.metric,
+                baseline=args.baseline,
+                pairs=pairs,
+                found=found,
             )
         else:
             report = compare(
@@ -220,6 +229,8 @@ def run(argv: list[str]) -> dict:
                 equivalence=margin,
                 threshold=target,
                 last_k=last_k,
+                found=found,
+                plots=found is None,  # a table holds no validation curves to draw
             )
     except CompareError as exc:  # a mistake the user can fix, raised where it was found
         raise ConfigError(str(exc)) from None
@@ -241,6 +252,35 @@ def run(argv: list[str]) -> dict:
         "runs": sum(len(a.runs) for a in report.arms),
         "files": {k: str(v) for k, v in report.files.items()},
     }
+
+
+def from_table(args: CompareArgs, dirs: list[str]) -> tuple[list[str], tuple[list, list] | None]:
+    """(the directories to name, the runs to compare or None): a report directory holding runs.csv
+    and comparison.json, given alone, is read as its table (`zoo.compare.table.read_runs`, as
+    `recompute=` reads it), so a committed report, whose run directories are not kept, is compared
+    again with a key it lacked (equivalence=, threshold=, pairs=all). Its runs are grouped into the
+    arms that report placed them in, so the comparison must be of its kind, on its keys; its
+    baseline is the report's unless baseline= names another (`args.baseline` is set to it)."""
+    from zoo.compare.table import RUNS, SPEC, read_runs
+    from zoo.config.errors import ConfigError
+
+    tables = [d for d in dirs if (Path(d) / RUNS).is_file() and (Path(d) / SPEC).is_file()]
+    if not tables:
+        return dirs, None
+    if len(dirs) > 1:
+        raise ConfigError(f"{tables[0]} is a report (it holds {RUNS}): compare it alone, not with other directories")
+    spec, runs, left_out = read_runs(Path(tables[0]))
+    kind = "scaled" if args.scale else "tuned" if args.tune else "plain"
+    keys = ", ".join(f"{k}={spec[k]}" for k in ("scale", "tune") if spec.get(k)) or "no scale= or tune="
+    if kind != spec["kind"] or args.scale != spec.get("scale") or args.tune != spec.get("tune"):
+        raise ConfigError(
+            f"{tables[0]}: its {RUNS} holds a {spec['kind']} comparison ({keys}), and its runs are grouped "
+            f"into that report's arms: compare it with the same keys"
+        )
+    if args.metric not in spec["metrics"]:
+        raise ConfigError(f"metric={args.metric}: {tables[0]}/{RUNS} holds {', '.join(spec['metrics'])}")
+    args.baseline = args.baseline or spec["baseline"]
+    return list(dict.fromkeys(str(r.root) for r in runs)), (runs, left_out)
 
 
 def _plan(args: CompareArgs, dirs: list[str]) -> dict:
