@@ -105,7 +105,8 @@ def test_derived_values_follow_overrides():
             ["model=lama"],
             [
                 "model/lama",
-                "bert, deepseek_v3, gemma2, gpt, gpt_oss, llama, mixtral, olmo2, olmoe, qwen3, smollm3, t5, transformer",
+                "bert, deepseek_v3, gdn_hybrid, gemma2, gpt, gpt_oss, llama, mixtral, olmo2, olmoe, qwen3, qwen3_next, "
+                "smollm3, t5, transformer",
             ],
         ),
         (["model/position=rop"], ["rop", "alibi", "rope", "sinusoidal"]),
