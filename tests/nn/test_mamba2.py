@@ -294,3 +294,34 @@ def test_mamba2_layers_are_refused_in_a_bidirectional_stack():
     check_mamba2(types.SimpleNamespace(**as_mixer), used=True)
     with pytest.raises(ConfigError, match="must be divisible by model.ssm_head_dim=24"):
         check_mamba2(types.SimpleNamespace(**{**as_mixer, "ssm_head_dim": 24}), used=True)
+
+
+def test_document_ids_reset_the_state_at_each_documents_first_token():
+    """The stack passes document ids (B, T): the mixer resets where the id changes, as `reset`
+    marks it; a packed row equals each document run alone."""
+    mixer = _mixer(ssm_chunk=4)
+    first, second = torch.randn(1, 5, D), torch.randn(1, 7, D)
+    ids = torch.tensor([[0] * 5 + [1] * 7])
+    with torch.no_grad():
+        packed = mixer(torch.cat([first, second], dim=1), document_ids=ids)
+        alone = torch.cat([mixer(first), mixer(second)], dim=1)
+    torch.testing.assert_close(packed, alone, atol=1e-5, rtol=1e-5)
+
+
+def test_left_padding_writes_nothing_into_the_state():
+    """A row left-padded by 3 (`padding` False there) leaves the state and the outputs after the
+    padding that the unpadded row gives, chunked and then one step on."""
+    mixer = _mixer(ssm_chunk=4)
+    x = torch.randn(1, 6, D)
+    padded = torch.cat([torch.randn(1, 3, D), x], dim=1)
+    padding = torch.tensor([[False] * 3 + [True] * 6])
+    step = torch.randn(1, 1, D)
+    with torch.no_grad():
+        ours, theirs = mixer.empty_state(1), mixer.empty_state(1)
+        got = mixer(padded, ours, padding=padding)[:, 3:]
+        expected = mixer(x, theirs)
+        got_step = mixer(step, ours, padding=torch.cat([padding, torch.ones(1, 1, dtype=torch.bool)], dim=1))
+        expected_step = mixer(step, theirs)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.ssm, theirs.ssm, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got_step, expected_step, atol=1e-5, rtol=1e-5)

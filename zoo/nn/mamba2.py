@@ -16,8 +16,8 @@ compute in float32.
 
 Its decoding state is the stack's `zoo.nn.recurrent_state.RecurrentState` (`conv` (B, C_conv,
 K - 1) in the input's dtype, `ssm` (B, H, P, N) float32), as Gated DeltaNet's; `padding` (B, T)
-zeroes padded positions' inputs and convolved channels (transformers' Bamba does the same), so
-left padding writes nothing into the state.
+zeroes padded positions' inputs, the convolution's inputs and its outputs (transformers' Bamba
+zeroes the first and the last), so left padding writes nothing into the state.
 
 Document masking (`document_ids` (B, T), or `reset` (B, T) bool, True where a document starts):
 nothing crosses a document start, as mamba_ssm's `seq_idx` does. Each position gets a segment id (the cumulative
@@ -164,6 +164,8 @@ class Mamba2(nn.Module):
         z, xbc, dt = self.in_proj(x).split(
             [d.inner, d.conv_dim, d.heads], dim=-1
         )  # (B, T, E), (B, T, C_conv), (B, T, H)
+        if keep is not None:  # in_proj's bias (model.bias) would reach the convolution from a padded position
+            xbc = xbc * keep
         past = None if state is None or state.empty else state
         conv = None if past is None else past.conv
         ssm = None if past is None else past.ssm
