@@ -29,6 +29,8 @@ PRESETS = {
     "deepseek_v3": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
     "smollm3": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", True, False),
     "gdn_hybrid": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
+    "qwen3_next": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
+    "bamba": ("decoder_only", "rope", "pre", "rmsnorm", "swiglu", False, False),
 }
 SMALL = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.vocab_size=50"]
 
@@ -60,9 +62,13 @@ REFUSED_POSITIONS = {
     **{("smollm3", p): "only applies to model/position=rope" for p in POSITIONS if p != "rope"},
     # a recurrent layer has no positions: the schemes with learned tables in the attention are refused
     **{("gdn_hybrid", p): "holds learned parameters in the attention" for p in ("relative", "shaw")},
+    # Qwen3-Next's RoPE (its base, the rotated quarter of each head) and Bamba's (half) are RoPE's own
+    **{
+        (h, p): "only applies to model/position=rope" for h in ("qwen3_next", "bamba") for p in POSITIONS if p != "rope"
+    },
 }
 # its NoPE layer is the 4th; the hybrid's full layer is its 4th; two elsewhere (gemma2 alternates sliding and global)
-LAYERS = {"smollm3": 4, "gdn_hybrid": 4}
+LAYERS = {"smollm3": 4, "gdn_hybrid": 4, "qwen3_next": 4, "bamba": 4}
 
 
 # every pair of preset x position x placement: 84 of the product's 336

@@ -436,10 +436,17 @@ PRESET_EXPORTS = {
     "gpt_oss": "GptOssForCausalLM",
     "smollm3": "SmolLM3ForCausalLM",
     "deepseek_v3": "DeepseekV3ForCausalLM",
-    "gdn_hybrid": None,  # Gated DeltaNet layers: no converter has a recurrent layer yet
+    "gdn_hybrid": "Qwen3NextForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM",
+    "bamba": "BambaForCausalLM",
 }
 # its NoPE layer is the 4th; the hybrid's full layer is its 4th
-PRESET_SIZES = {"smollm3": ["model.n_layers=4"], "gdn_hybrid": ["model.n_layers=4"]}
+PRESET_SIZES = {
+    "smollm3": ["model.n_layers=4"],
+    "gdn_hybrid": ["model.n_layers=4"],
+    "qwen3_next": ["model.n_layers=4"],
+    "bamba": ["model.n_layers=4"],
+}
 SMALL = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.vocab_size=97", "model.dropout=0.0"]
 
 

@@ -3,7 +3,7 @@ paths: mamba-ssm and causal-conv1d are not installed): a small random layer (D 3
 heads of 16, 2 groups, a state of 8, a kernel of 4, chunks of 4 or 3 over 5 to 9 positions), its
 state dict loaded into `zoo.nn.mamba2.Mamba2` as it is (the same names and shapes): the same
 output without a cache, and after a prefill through transformers' `DynamicCache` and zoo's
-`Mamba2State`, the same output at each of 3 one-token steps (float32, <= 1e-4)."""
+`RecurrentState`, the same output at each of 3 one-token steps (float32, <= 1e-4)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,7 @@ def _pair(reference: str, chunk: int, bias: bool) -> tuple[torch.nn.Module, Mamb
             p.normal_(0.0, 0.3)
         theirs.A_log.uniform_(-1.0, 1.5)
     cfg = ModelConfig(
+        attention="mamba2",
         d_model=D,
         n_heads=4,
         bias=bias,
@@ -83,7 +84,7 @@ def _pair(reference: str, chunk: int, bias: bool) -> tuple[torch.nn.Module, Mamb
         ssm_head_dim=P,
         ssm_groups=G,
         ssm_expand=2,
-        ssm_conv_kernel=4,
+        conv_kernel=4,
         ssm_chunk=chunk,
     )
     ours = Mamba2(cfg).eval()

@@ -81,6 +81,10 @@ def test_the_command_line_sets_a_pattern():
     assert layer_mixers(preset, preset.n_layers) == [GDN, GDN, GDN, FULL] * (preset.n_layers // 4)
 
 
+# Mamba 2 small enough for `tiny` (E = 32: 4 heads of 8), chunks of 4 (the prompt of 5 is two)
+SSM = {"ssm_head_dim": 8, "ssm_state": 8, "ssm_chunk": 4}
+
+
 @pytest.mark.parametrize(
     "bad, words",
     [
@@ -103,6 +107,17 @@ def test_the_command_line_sets_a_pattern():
         (dict(attention="gated_deltanet", linear_value_heads=3), "must be a multiple of model.linear_key_heads=2"),
         (dict(attention="gated_deltanet", linear_key_dim=0), "model.linear_key_dim must be a positive integer"),
         (dict(attention="gated_deltanet", conv_kernel=0), "model.conv_kernel must be a positive integer"),
+        (dict(attention="mamba2", conv_kernel=0, **SSM), "model.conv_kernel must be a positive integer"),
+        (dict(attention="mamba2", position="shaw", **SSM), "model.position.kind=shaw"),
+        (
+            dict(family="encoder_only", attention="mamba2", **SSM),
+            r"model.attention=mamba2 has a recurrent layer \(mamba2\)",
+        ),
+        (
+            dict(layer_pattern=["gated_deltanet", "full"], ssm_state=8),
+            "model.ssm_state=8 only applies to Mamba 2 layers",
+        ),
+        (dict(layer_pattern=["mamba2", "full"], ssm_head_dim=12), "must be divisible by model.ssm_head_dim=12"),
     ],
 )
 def test_refused_on_one_line_before_weights(bad, words):
@@ -140,15 +155,16 @@ def test_zoo_compare_names_arms_by_their_pattern():
     assert names == ["(unset)", "gated_deltanet 1:1 full", "gated_deltanet 3:1 full"]
 
 
+@pytest.mark.parametrize("first", ["gated_deltanet", "mamba2"])
 @pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
-def test_a_patterns_cached_decoding_past_the_window_is_the_whole_forward(static):
-    """Recurrent states, a sliding layer's window of keys and a full layer's keys in one cache:
-    the prompt, then one token at a time past the window, give the whole forward's logits."""
+def test_a_patterns_cached_decoding_past_the_window_is_the_whole_forward(static, first):
+    """Recurrent states (Gated DeltaNet's; Mamba 2's beside one), a sliding layer's window of keys
+    and a full layer's keys in one cache: the prompt, then one token at a time past the window,
+    give the whole forward's logits."""
     T = 13
-    cfg = tiny(
-        "decoder_only", "rope", n_layers=4, layer_pattern=["gated_deltanet", "sliding", "gated_deltanet", "full"]
-    )
-    model = zoo.build_model({**cfg, "window": 3, "max_seq_len": 40}).eval()
+    cfg = tiny("decoder_only", "rope", n_layers=4, layer_pattern=[first, "sliding", "gated_deltanet", "full"])
+    ssm = SSM if first == "mamba2" else {}
+    model = zoo.build_model({**cfg, **ssm, "window": 3, "max_seq_len": 40}).eval()
     ids = torch.randint(4, 37, (2, T))
     cache = model.new_cache(capacity=T if static else None)
     with torch.no_grad():

@@ -67,6 +67,7 @@ ATTENTIONS = {
     "full": {},
     "sliding": {"attention": "sliding", "window": 3, "global_every": 2},
     "gated_deltanet": {"attention": "gated_deltanet", "global_every": 2},  # a decoder-only layer
+    "mamba2": {"attention": "mamba2", "global_every": 2, "ssm_head_dim": 8, "ssm_state": 8, "ssm_chunk": 4},
 }
 
 
@@ -76,12 +77,12 @@ ATTENTIONS = {
         (f, a)
         for f in CAUSAL_FAMILIES
         for name, a in ATTENTIONS.items()
-        if name != "gated_deltanet" or f == "decoder_only"
+        if name not in ("gated_deltanet", "mamba2") or f == "decoder_only"
     ],
     ids=lambda v: v if isinstance(v, str) else next((k for k, a in ATTENTIONS.items() if a == v), "?"),
 )
 def test_kv_cache_bytes_equal_what_the_static_cache_allocates(family, attention, monkeypatch):
-    """A recurrent layer's state (Gated DeltaNet's) is counted in place of its keys and values."""
+    """A recurrent layer's state (Gated DeltaNet's, Mamba 2's) is counted in place of its keys and values."""
     model = zoo.build_model(tiny(family, "rope", max_seq_len=64, n_heads=4, n_kv_heads=2, **attention)).eval()
     made = []
     original = cache_module.Cache.empty.__func__

@@ -26,15 +26,15 @@ from zoo.config.facts.mamba2 import (
     mamba2_starts,
     mamba2_state_bytes,
     mamba2_step_flops,
-    uses_mamba2,
 )
 from zoo.config.facts.starts import Init, Start
 from zoo.config.schema.model import model_defaults
 from zoo.models.init import initial_value
 from zoo.nn.mamba2 import Mamba2, segment_sum
+from zoo.nn.recurrent_state import RecurrentState
 
 D = 32
-SMALL = dict(d_model=D, n_heads=4, ssm_state=8, ssm_head_dim=16, ssm_groups=2)
+SMALL = dict(attention="mamba2", d_model=D, n_heads=4, ssm_state=8, ssm_head_dim=16, ssm_groups=2)
 
 
 def _config(**overrides) -> ModelConfig:
@@ -57,7 +57,9 @@ def _mixer(seed: int = 0, **overrides) -> Mamba2:
 def _steps(mixer: Mamba2, x: torch.Tensor, state=None, reset=None) -> torch.Tensor:
     """x (B, T, D) one position at a time through the recurrent form."""
     state = mixer.empty_state(x.shape[0]) if state is None else state
-    out = [mixer(x[:, t : t + 1], state, None if reset is None else reset[:, t : t + 1]) for t in range(x.shape[1])]
+    out = [
+        mixer(x[:, t : t + 1], state, reset=None if reset is None else reset[:, t : t + 1]) for t in range(x.shape[1])
+    ]
     return torch.cat(out, dim=1)
 
 
@@ -104,7 +106,7 @@ def test_a_reset_makes_a_packed_pair_of_documents_each_run_alone(chunk):
         alone_state = mixer.empty_state(1)
         alone = torch.cat([mixer(first), mixer(second, alone_state)], dim=1)
         packed_state = mixer.empty_state(1)
-        together = mixer(packed, packed_state, reset)
+        together = mixer(packed, packed_state, reset=reset)
         stepped = _steps(mixer, packed, reset=reset)
         without = mixer(packed)
     torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
@@ -123,7 +125,7 @@ def test_a_reset_at_the_first_position_drops_the_carried_state():
     with torch.no_grad():
         state = mixer.empty_state(2)
         mixer(prefix, state)
-        out = mixer(x, state, reset)
+        out = mixer(x, state, reset=reset)
         fresh = mixer(x[:1])
         carried = mixer.empty_state(1)
         mixer(prefix[1:], carried)
@@ -133,9 +135,10 @@ def test_a_reset_at_the_first_position_drops_the_carried_state():
 
 
 def test_reorder_keeps_the_rows_it_picks_in_place():
+    """The stack's static state (`RecurrentState` with a capacity) keeps its tensors' storage."""
     mixer = _mixer()
     with torch.no_grad():
-        state = mixer.empty_state(3)
+        state = RecurrentState(capacity=8)
         mixer(torch.randn(3, 4, D), state)
     conv, ssm = state.conv.clone(), state.ssm.clone()
     conv_storage = state.conv.data_ptr()
@@ -165,9 +168,9 @@ def test_segment_sum_sums_between_positions():
 SIZES = [
     dict(),
     dict(bias=False),
-    dict(ssm_groups=1, ssm_state=4, ssm_conv_kernel=2),
+    dict(ssm_groups=1, ssm_state=4, conv_kernel=2),
     dict(ssm_heads=8, ssm_head_dim=8, ssm_groups=4, ssm_expand=2),
-    dict(d_model=24, n_heads=2, ssm_expand=3, ssm_head_dim=12, ssm_groups=3, ssm_conv_kernel=3),
+    dict(d_model=24, n_heads=2, ssm_expand=3, ssm_head_dim=12, ssm_groups=3, conv_kernel=3),
 ]
 
 
@@ -254,13 +257,13 @@ def test_log_arange_starts_each_row_at_log_1_to_n():
 
 
 def test_the_ssm_defaults_are_the_schemas_and_leave_every_config_as_it_was():
-    """The row's defaults are the schema's; a config that sets no model.ssm_* key does not use
-    the mixer, so its widths are not checked (a D of 24 is not a multiple of ssm_head_dim)."""
+    """The row's defaults are the schema's; a config without Mamba 2 layers does not check their
+    widths (a D of 24 is not a multiple of ssm_head_dim) and refuses a model.ssm_* key set."""
     defaults = model_defaults()
     assert {name: defaults[name] for name in SSM_DEFAULTS} == SSM_DEFAULTS
-    cfg = ModelConfig(d_model=24, n_heads=2)
-    assert not uses_mamba2(cfg)
-    assert uses_mamba2(ModelConfig(d_model=32, n_heads=2, ssm_chunk=8))
+    ModelConfig(d_model=24, n_heads=2)
+    with pytest.raises(ConfigError, match="model.ssm_chunk=8 only applies to Mamba 2 layers"):
+        ModelConfig(d_model=32, n_heads=2, ssm_chunk=8)
 
 
 @pytest.mark.parametrize(
@@ -281,13 +284,44 @@ def test_bad_widths_are_refused_on_one_line(overrides, message):
 
 
 def test_mamba2_layers_are_refused_in_a_bidirectional_stack():
-    """Where model.attention names the mixer, an encoder is refused on one line (its scan runs
-    forward only); a decoder's widths are checked as they are. The config is a copy of a built
-    one with the kind set by name, as the attention axis will set it."""
+    """Where a layer is Mamba 2, an encoder is refused on one line (its scan runs forward only,
+    as every recurrent kind's); the widths are checked where the mixer is used."""
+    with pytest.raises(ConfigError, match=r"model.attention=mamba2 has a recurrent layer \(mamba2\)") as caught:
+        _config(family=Family.encoder_only)
+    assert "\n" not in str(caught.value)
     built = _config()
-    as_mixer = {**{f.name: getattr(built, f.name) for f in dataclasses.fields(built)}, "attention": "mamba2"}
-    check_mamba2(types.SimpleNamespace(**as_mixer))
-    with pytest.raises(ConfigError, match="model.attention=mamba2 needs a causal stack, not model.family=encoder_only"):
-        check_mamba2(types.SimpleNamespace(**{**as_mixer, "family": Family.encoder_only}))
+    as_mixer = {f.name: getattr(built, f.name) for f in dataclasses.fields(built)}
+    check_mamba2(types.SimpleNamespace(**as_mixer), used=True)
     with pytest.raises(ConfigError, match="must be divisible by model.ssm_head_dim=24"):
-        check_mamba2(types.SimpleNamespace(**{**as_mixer, "ssm_head_dim": 24}))
+        check_mamba2(types.SimpleNamespace(**{**as_mixer, "ssm_head_dim": 24}), used=True)
+
+
+def test_document_ids_reset_the_state_at_each_documents_first_token():
+    """The stack passes document ids (B, T): the mixer resets where the id changes, as `reset`
+    marks it; a packed row equals each document run alone."""
+    mixer = _mixer(ssm_chunk=4)
+    first, second = torch.randn(1, 5, D), torch.randn(1, 7, D)
+    ids = torch.tensor([[0] * 5 + [1] * 7])
+    with torch.no_grad():
+        packed = mixer(torch.cat([first, second], dim=1), document_ids=ids)
+        alone = torch.cat([mixer(first), mixer(second)], dim=1)
+    torch.testing.assert_close(packed, alone, atol=1e-5, rtol=1e-5)
+
+
+def test_left_padding_writes_nothing_into_the_state():
+    """A row left-padded by 3 (`padding` False there) leaves the state and the outputs after the
+    padding that the unpadded row gives, chunked and then one step on."""
+    mixer = _mixer(ssm_chunk=4)
+    x = torch.randn(1, 6, D)
+    padded = torch.cat([torch.randn(1, 3, D), x], dim=1)
+    padding = torch.tensor([[False] * 3 + [True] * 6])
+    step = torch.randn(1, 1, D)
+    with torch.no_grad():
+        ours, theirs = mixer.empty_state(1), mixer.empty_state(1)
+        got = mixer(padded, ours, padding=padding)[:, 3:]
+        expected = mixer(x, theirs)
+        got_step = mixer(step, ours, padding=torch.cat([padding, torch.ones(1, 1, dtype=torch.bool)], dim=1))
+        expected_step = mixer(step, theirs)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.ssm, theirs.ssm, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got_step, expected_step, atol=1e-5, rtol=1e-5)

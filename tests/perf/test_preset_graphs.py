@@ -36,7 +36,12 @@ SMALL = [
 ]
 
 
-LAYERS = {"smollm3": 4, "gdn_hybrid": 4}  # its NoPE layer is the 4th; the hybrid's full layer is its 4th
+LAYERS = {
+    "smollm3": 4,
+    "gdn_hybrid": 4,
+    "qwen3_next": 4,
+    "bamba": 4,
+}  # its NoPE layer is the 4th; the hybrid's full layer is its 4th
 # experts the grouped GEMM cannot run (it takes no per-expert bias): the loop's break, as above
 LOOP_ONLY = {"gpt_oss"}
 

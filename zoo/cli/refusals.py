@@ -119,8 +119,9 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("a local RoPE base needs sliding layers", ["model/position=rope", "model.position.theta_local=10000"]),
     ("a scaling rule's option under another rule", ["model/position=rope", "model.position.beta_fast=16"]),
     # Mamba 2's widths (zoo.config.facts.mamba2)
-    ("Mamba 2's heads split its inner width", ["model.ssm_head_dim=48"]),
-    ("Mamba 2's groups split its heads", ["model.ssm_groups=3"]),
+    ("Mamba 2's heads split its inner width", ["model/attention=mamba2", "model.ssm_head_dim=48"]),
+    ("Mamba 2's groups split its heads", ["model/attention=mamba2", "model.ssm_groups=3"]),
+    ("Mamba 2's widths without its layers", ["model.ssm_state=64"]),
     # the associative-recall corpus (zoo.config.schema.recall)
     ("recall's symbols are characters: one id each", ["data=recall"]),
     ("recall's pairs fit the sequence", ["data=recall", "tokenizer=char", "data.recall_pairs=20"]),

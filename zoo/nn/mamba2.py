@@ -14,8 +14,13 @@ the chunk's total, in a loop over the chunks (elementwise, as mamba_ssm's state 
 recurrent form applies h = exp(dt·a)·h + dt·x Bᵀ, y = h C + D·x one position at a time. Both
 compute in float32.
 
-Document masking (`reset`, (B, T) bool, True where a document starts): nothing crosses a
-document start, as mamba_ssm's `seq_idx` does. Each position gets a segment id (the cumulative
+Its decoding state is the stack's `zoo.nn.recurrent_state.RecurrentState` (`conv` (B, C_conv,
+K - 1) in the input's dtype, `ssm` (B, H, P, N) float32), as Gated DeltaNet's; `padding` (B, T)
+zeroes padded positions' inputs, the convolution's inputs and its outputs (transformers' Bamba
+zeroes the first and the last), so left padding writes nothing into the state.
+
+Document masking (`document_ids` (B, T), or `reset` (B, T) bool, True where a document starts):
+nothing crosses a document start, as mamba_ssm's `seq_idx` does. Each position gets a segment id (the cumulative
 count of starts; the state carried in is segment 0); the convolution sees only inputs of its own
 segment, the within-chunk decays L are zeroed across segments, a chunk's state keeps only its
 last segment's part, the entering state reaches only positions of its segment, and a step that
@@ -24,8 +29,6 @@ used here: this is the reference path."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,20 +36,7 @@ from torch import nn
 from zoo.config.facts.mamba2 import Mamba2Dims, mamba2_dims, mamba2_starts
 from zoo.config.facts.starts import Starts
 from zoo.config.schema.model import ModelConfig
-
-
-@dataclass
-class Mamba2State:
-    """One layer's decoding state for a batch: `conv` (B, C_conv, K - 1), the convolution's last
-    K - 1 inputs, and `ssm` (B, H, P, N), each head's state. The mixer updates both in place."""
-
-    conv: torch.Tensor  # (B, C_conv, K - 1)
-    ssm: torch.Tensor  # (B, H, P, N)
-
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep the rows `index` (B,) picks, in place (beam search)."""
-        self.conv.copy_(self.conv.index_select(0, index))
-        self.ssm.copy_(self.ssm.index_select(0, index))
+from zoo.nn.recurrent_state import RecurrentState
 
 
 class GatedRMSNorm(nn.Module):
@@ -106,7 +96,7 @@ def segment_sum(a: torch.Tensor) -> torch.Tensor:
 
 
 class Mamba2(nn.Module):
-    """Mamba 2's mixer: x (B, T, D) -> (B, T, D). With a `Mamba2State` it continues from it and
+    """Mamba 2's mixer: x (B, T, D) -> (B, T, D). With a `RecurrentState` it continues from it and
     leaves the state after the last position there (one position: the recurrent step; more: the
     chunked form from the state); `reset` (B, T) bool marks document starts."""
 
@@ -144,46 +134,70 @@ class Mamba2(nn.Module):
 
     def empty_state(
         self, batch: int, device: torch.device | str | None = None, dtype: torch.dtype | None = None
-    ) -> Mamba2State:
-        """A zero state for `batch` sequences (nothing seen yet)."""
+    ) -> RecurrentState:
+        """A zero state for `batch` sequences: the convolution's inputs in `dtype` (default
+        float32), the SSM state float32."""
         d = self.dims
-        dtype = dtype or torch.float32
-        return Mamba2State(
-            conv=torch.zeros(batch, d.conv_dim, d.conv_kernel - 1, device=device, dtype=dtype),
-            ssm=torch.zeros(batch, d.heads, d.head_dim, d.state, device=device, dtype=dtype),
-        )
+        state = RecurrentState()
+        conv = torch.zeros(batch, d.conv_dim, d.conv_kernel - 1, device=device, dtype=dtype or torch.float32)
+        state.update(conv, torch.zeros(batch, d.heads, d.head_dim, d.state, device=device), 0)
+        return state
 
     def forward(
-        self, x: torch.Tensor, state: Mamba2State | None = None, reset: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        state: RecurrentState | None = None,
+        padding: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
+        *,
+        reset: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x (B, T, D), state or None, reset (B, T) bool or None -> (B, T, D)."""
+        """x (B, T, D), state or None, padding (B, past + T) (True where a token is) or None,
+        document_ids (B, T) or reset (B, T) bool (True where a document starts) or None -> (B, T, D)."""
         d = self.dims
         B_, T, _ = x.shape
+        keep = None if padding is None else padding[:, -T:, None].to(x.dtype)  # (B, T, 1)
+        if keep is not None:
+            x = x * keep  # padded positions write nothing
+        if reset is None and document_ids is not None:  # the first token of each document after the first
+            reset = F.pad(document_ids[:, 1:] != document_ids[:, :-1], (1, 0), value=False)  # (B, T)
         z, xbc, dt = self.in_proj(x).split(
             [d.inner, d.conv_dim, d.heads], dim=-1
         )  # (B, T, E), (B, T, C_conv), (B, T, H)
-        if state is not None and T == 1:
+        if keep is not None:  # in_proj's bias (model.bias) would reach the convolution from a padded position
+            xbc = xbc * keep
+        past = None if state is None or state.empty else state
+        conv = None if past is None else past.conv
+        ssm = None if past is None else past.ssm
+        if conv is not None and ssm is not None and T == 1:
             if reset is not None:  # a document starts here: forget what came before
-                keep = (~reset[:, 0]).to(state.ssm.dtype)  # (B,)
-                state.conv.mul_(keep.to(state.conv.dtype)[:, None, None])
-                state.ssm.mul_(keep[:, None, None, None])
-            y = self._step(xbc[:, 0], dt[:, 0], state)[:, None]  # (B, 1, H, P)
+                start = (~reset[:, 0]).float()  # (B,)
+                conv = conv * start.to(conv.dtype)[:, None, None]
+                ssm = ssm * start[:, None, None, None]
+            y, conv, ssm = self._step(xbc[:, 0], dt[:, 0], conv, ssm)
+            y = y[:, None]  # (B, 1, H, P)
         else:
             segments = None if reset is None else reset.long().cumsum(1)  # (B, T): 0 = the state carried in
-            xbc = self._conv(xbc, state, segments)  # (B, T, C_conv)
-            y = self._chunked(xbc, dt, state, segments)  # (B, T, H, P)
+            xbc, conv = self._conv(xbc, conv, segments)  # (B, T, C_conv)
+            if keep is not None:
+                xbc = xbc * keep
+            y, ssm = self._chunked(xbc, dt, ssm, segments)  # (B, T, H, P)
+        if state is not None:
+            state.update(conv, ssm, T)
         y = y.reshape(B_, T, d.inner).to(x.dtype)  # (B, T, E)
         return self.out_proj(self.norm(y, z))
 
     # -- the short convolution ----------------------------------------------------------
-    def _conv(self, xbc: torch.Tensor, state: Mamba2State | None, segments: torch.Tensor | None) -> torch.Tensor:
+    def _conv(
+        self, xbc: torch.Tensor, conv: torch.Tensor | None, segments: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The causal depthwise convolution and SiLU: xbc (B, T, C_conv) -> (B, T, C_conv),
-        continuing from `state.conv` (zeros without a state) and leaving the last K - 1 inputs of
-        the last segment there."""
+        continuing from `conv` (B, C_conv, K - 1) (zeros without one), and the last K - 1 inputs
+        of the last segment."""
         d = self.dims
         B_, T, C = xbc.shape
         K = d.conv_kernel
-        past = xbc.new_zeros(B_, C, K - 1) if state is None else state.conv.to(xbc.dtype)  # (B, C_conv, K - 1)
+        past = xbc.new_zeros(B_, C, K - 1) if conv is None else conv.to(xbc.dtype)  # (B, C_conv, K - 1)
         full = torch.cat([past, xbc.transpose(1, 2)], dim=-1)  # (B, C_conv, K - 1 + T)
         if segments is None:
             out = self.conv1d.causal(full)  # (B, C_conv, T)
@@ -191,13 +205,11 @@ class Mamba2(nn.Module):
             ids = torch.cat([segments.new_zeros(B_, K - 1), segments], dim=1)  # (B, K - 1 + T)
             seen = ids.unfold(1, K, 1) == segments[..., None]  # (B, T, K): taps of the same document
             out = self.conv1d.causal(full, seen)  # (B, C_conv, T)
-        if state is not None:
-            last = full[..., -(K - 1) :] if K > 1 else full[..., :0]  # (B, C_conv, K - 1)
-            if segments is not None and K > 1:
-                ids_last = ids[:, -(K - 1) :] == segments[:, -1:]  # (B, K - 1): the last document's
-                last = last * ids_last[:, None].to(last.dtype)
-            state.conv.copy_(last)
-        return F.silu(out).transpose(1, 2)  # (B, T, C_conv)
+        last = full[..., -(K - 1) :] if K > 1 else full[..., :0]  # (B, C_conv, K - 1)
+        if segments is not None and K > 1:
+            ids_last = ids[:, -(K - 1) :] == segments[:, -1:]  # (B, K - 1): the last document's
+            last = last * ids_last[:, None].to(last.dtype)
+        return F.silu(out).transpose(1, 2), last  # (B, T, C_conv), (B, C_conv, K - 1)
 
     # -- the scan -----------------------------------------------------------------------
     def _inputs(self, xbc: torch.Tensor, dt: torch.Tensor):
@@ -215,30 +227,30 @@ class Mamba2(nn.Module):
         a = -torch.exp(self.A_log.float())  # (H,)
         return x, b, c, dt, a
 
-    def _step(self, xbc: torch.Tensor, dt: torch.Tensor, state: Mamba2State) -> torch.Tensor:
-        """One position: xbc (B, C_conv), dt (B, H) -> y (B, H, P); the state moves on one step."""
-        window = torch.cat([state.conv.to(xbc.dtype), xbc[..., None]], dim=-1)  # (B, C_conv, K)
-        state.conv.copy_(window[..., 1:])
+    def _step(
+        self, xbc: torch.Tensor, dt: torch.Tensor, conv: torch.Tensor, ssm: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One position: xbc (B, C_conv), dt (B, H), the state (conv, ssm) -> y (B, H, P) and the
+        state one step on."""
+        window = torch.cat([conv.to(xbc.dtype), xbc[..., None]], dim=-1)  # (B, C_conv, K)
         xbc = F.silu(self.conv1d.causal(window))[..., 0]  # (B, C_conv)
         x, b, c, dt, a = self._inputs(xbc, dt)  # (B, H, P), (B, H, N), (B, H, N), (B, H)
         decay = torch.exp(dt * a)  # (B, H)
-        h = (
-            state.ssm.float() * decay[..., None, None] + (dt[..., None] * x)[..., None] * b[:, :, None, :]
-        )  # (B, H, P, N)
-        state.ssm.copy_(h)
-        return torch.einsum("bhpn,bhn->bhp", h, c) + self.D.float()[:, None] * x  # (B, H, P)
+        h = ssm.float() * decay[..., None, None] + (dt[..., None] * x)[..., None] * b[:, :, None, :]  # (B, H, P, N)
+        y = torch.einsum("bhpn,bhn->bhp", h, c) + self.D.float()[:, None] * x  # (B, H, P)
+        return y, window[..., 1:].to(conv.dtype), h
 
     def _chunked(
-        self, xbc: torch.Tensor, dt: torch.Tensor, state: Mamba2State | None, segments: torch.Tensor | None
-    ) -> torch.Tensor:
+        self, xbc: torch.Tensor, dt: torch.Tensor, ssm: torch.Tensor | None, segments: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The SSD form over chunks of Q: xbc (B, T, C_conv), dt (B, T, H) -> y (B, T, H, P),
-        starting from `state.ssm` (zeros without one) and leaving the last state there."""
+        starting from `ssm` (B, H, P, N) (zeros without one), and the last state."""
         d = self.dims
         B_, T, _ = xbc.shape
         x, b, c, dt, a = self._inputs(xbc, dt)  # (B, T, H, P), (B, T, H, N) x2, (B, T, H)
         log_decay = dt * a  # (B, T, H)
         xdt = x * dt[..., None]  # (B, T, H, P)
-        h = x.new_zeros(B_, d.heads, d.head_dim, d.state) if state is None else state.ssm.float()  # (B, H, P, N)
+        h = x.new_zeros(B_, d.heads, d.head_dim, d.state) if ssm is None else ssm.float()  # (B, H, P, N)
         outputs = []
         for start in range(0, T, d.chunk):
             span = slice(start, min(start + d.chunk, T))
@@ -260,10 +272,8 @@ class Mamba2(nn.Module):
             outputs.append(y)
             chunk_state = torch.einsum("blhn,blhp->bhpn", b[:, span] * leave[..., None], xdt[:, span])  # (B, H, P, N)
             h = h * carry[..., None, None] + chunk_state  # (B, H, P, N)
-        if state is not None:
-            state.ssm.copy_(h)
         y = torch.cat(outputs, dim=1) if outputs else x.new_zeros(B_, 0, d.heads, d.head_dim)  # (B, T, H, P)
-        return y + self.D.float()[:, None] * x
+        return y + self.D.float()[:, None] * x, h
 
     def extra_repr(self) -> str:
         d: Mamba2Dims = self.dims

@@ -11,9 +11,11 @@ from torch import nn
 from zoo.config.facts.attention import AttentionKind
 from zoo.config.schema.model import ModelConfig
 from zoo.nn.gated_deltanet import GatedDeltaNet
+from zoo.nn.mamba2 import Mamba2
 
 MIXERS: dict[AttentionKind, type[nn.Module]] = {
     AttentionKind.gated_deltanet: GatedDeltaNet,
+    AttentionKind.mamba2: Mamba2,
 }
 
 

@@ -15,6 +15,7 @@ from tests.conftest import tiny
 from zoo.cli.compose import compose
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.attention import ATTENTION_FACTS, ATTENTION_PARAMS, AttentionKind, cache_slots, keys_attended
+from zoo.config.facts.axes import axis
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "model" / "attention"
 KINDS = list(AttentionKind)
@@ -59,7 +60,12 @@ def test_a_banded_rows_layers_are_the_stacks_sliding_layers(kind):
 def test_a_recurrent_rows_layers_are_recurrent_but_every_kth_and_hold_no_window(kind):
     """global_every=3 over six layers: the third and sixth are full attention, the others the
     recurrent kind's module; no layer is sliding, and an encoder's stack is refused on one line."""
-    model = zoo.build_model(tiny(attention=kind.value, n_layers=6, global_every=3))
+    own = {  # the kind's widths for the tiny model (Mamba 2's), as the contract's axis sets them
+        key.removeprefix("model."): value
+        for key, value in axis("model.attention").settings(kind).items()
+        if key not in ("model.attention", "model.global_every", "model.n_layers")
+    }
+    model = zoo.build_model(tiny(attention=kind.value, n_layers=6, global_every=3, **own))
     assert model.decoder.windows == [None] * 6
     assert model.decoder.mixers == [AttentionKind.full if (i + 1) % 3 == 0 else kind for i in range(6)]
     assert model.decoder.recurrent == [(i + 1) % 3 != 0 for i in range(6)]
@@ -67,5 +73,5 @@ def test_a_recurrent_rows_layers_are_recurrent_but_every_kth_and_hold_no_window(
     assert facts.parameters is not None and facts.flops is not None and facts.state is not None
     for family in ("encoder_only", "encoder_decoder"):
         with pytest.raises(ConfigError, match=f"model.attention={kind.value}.*model.family={family}") as refused:
-            ModelConfig(**tiny(family, attention=kind.value))
+            ModelConfig(**tiny(family, attention=kind.value, **own))
         assert "\n" not in str(refused.value)

@@ -1,4 +1,4 @@
-"""A Gated DeltaNet hybrid (model.attention=gated_deltanet, the contract's two layers: one
+"""A recurrent hybrid (model.attention=gated_deltanet or mamba2, the contract's two layers: one
 recurrent, one full) trained over two gloo CPU processes: FSDP2 (trainer=fsdp_cpu, the recurrent
 layer's projections, convolution, decays and gated norm sharded by rows) ends at the weights DDP
 (trainer=ddp_cpu) ends at, and both at those of one process with the same global batch. Its exact
@@ -15,7 +15,6 @@ from tests.training.distributed.conftest import max_abs_diff, model_state
 from zoo.config.facts.axes import axis, cli_overrides
 
 RUN = [
-    *cli_overrides(axis("model.attention").settings("gated_deltanet")),
     "data.max_examples=20",
     "data.global_batch_size=8",
     "trainer.max_steps=4",
@@ -26,11 +25,13 @@ RUN = [
 
 
 @pytest.mark.slow
-def test_a_recurrent_hybrid_trains_alike_on_one_process_ddp_and_fsdp(tmp_path):
+@pytest.mark.parametrize("kind", ["gated_deltanet", "mamba2"])
+def test_a_recurrent_hybrid_trains_alike_on_one_process_ddp_and_fsdp(kind, tmp_path):
     weights = {}
+    mixer = cli_overrides(axis("model.attention").settings(kind))
     for trainer in ("cpu", "ddp_cpu", "fsdp_cpu"):
         run = tmp_path / trainer
-        done = zoo_train(*tiny_overrides(run), *RUN, f"trainer={trainer}")
+        done = zoo_train(*tiny_overrides(run), *mixer, *RUN, f"trainer={trainer}")
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads((run / "summary.json").read_text())["global_step"] == 4
         ckpt = run / "checkpoints" / ("full.ckpt" if trainer == "fsdp_cpu" else "last.ckpt")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from zoo.config.choice import Choice
 from zoo.config.errors import ConfigError
-from zoo.config.facts import gated_deltanet
+from zoo.config.facts import gated_deltanet, mamba2
 from zoo.config.facts.families import FAMILY_FACTS
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class AttentionKind(Choice):
     full = "full"  # every query sees every key it may (causal: all earlier ones)
     sliding = "sliding"  # local attention: only the `window` nearest keys, itself included
     gated_deltanet = "gated_deltanet"  # a recurrent mixer: the gated delta rule over a fixed-size state
+    mamba2 = "mamba2"  # a recurrent mixer: Mamba 2's selective state space (SSD)
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,20 @@ ATTENTION_FACTS: dict[AttentionKind, AttentionFacts] = {
         flops=gated_deltanet.flops,
         state=gated_deltanet.state_bytes,
     ),
+    AttentionKind.mamba2: AttentionFacts(
+        what=mamba2.MAMBA2_FACTS.what + "; layers with (i + 1) % global_every == 0 are full attention",
+        paper=mamba2.MAMBA2_FACTS.paper,
+        params=("global_every", *mamba2.SSM_DEFAULTS),  # and model.conv_kernel, every recurrent kind's
+        refuses=RECURRENT_REFUSALS,
+        recurrent=True,
+        parameters=mamba2.mamba2_params,
+        flops=mamba2.mamba2_flops,
+        state=mamba2.mamba2_state_bytes,
+    ),
 }
 
 # every variant's parameter, owned or not (model.conv_kernel, read by every recurrent kind, is not refused)
-ATTENTION_PARAMS = ("window", "global_every", *gated_deltanet.FIELDS)
+ATTENTION_PARAMS = ("window", "global_every", *gated_deltanet.FIELDS, *mamba2.SSM_DEFAULTS)
 
 
 def check_attention(cfg: ModelConfig) -> None:
@@ -230,7 +241,7 @@ def state_bytes(cfg: ModelConfig, n_layers: int, itemsize: int) -> int:
 def check_mixers(cfg: ModelConfig, settle: Callable[[object, str, object], None]) -> None:
     """model.layer_pattern (settled to a tuple of kind names) tiled over each stack, and what a
     recurrent layer refuses (`RECURRENT_REFUSALS`), each on one line before any weight exists;
-    then the recurrent kinds' own fields (`zoo.config.facts.gated_deltanet`)."""
+    then the recurrent kinds' own fields (`zoo.config.facts.gated_deltanet`, `zoo.config.facts.mamba2`)."""
     pattern = pattern_kinds(cfg)
     if pattern is not None:
         for key, depth in _depths(cfg):
@@ -264,3 +275,4 @@ def check_mixers(cfg: ModelConfig, settle: Callable[[object, str, object], None]
                 f"{what} has none: set model.value_residual=none and model.value_embeds=0"
             )
     gated_deltanet.check_gated_deltanet(cfg, used=AttentionKind.gated_deltanet in kinds)
+    mamba2.check_mamba2(cfg, used=AttentionKind.mamba2 in kinds)

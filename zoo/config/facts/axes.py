@@ -86,11 +86,15 @@ def _attention(kind: AttentionKind) -> dict[str, Any]:
     (32), where FlopCounterMode counts the whole square a boolean-masked SDPA computes, so that
     the rows' FLOPs (which count the band) meet the measured ones; the band itself is checked in
     tests/nn/test_sliding_window.py. A recurrent kind in Qwen3-Next's hybrid at its smallest: two
-    layers, the second full attention (global_every=2)."""
+    layers, the second full attention (global_every=2); Mamba 2 with heads of 8, a state of 8 and
+    chunks of 8 (the contract's context of 32 is four chunks: the state passes between them)."""
     if kind == AttentionKind.full:
         return {"model.attention": kind.value}
     if ATTENTION_FACTS[kind].recurrent:
-        return {"model.attention": kind.value, "model.global_every": 2, "model.n_layers": 2}
+        out = {"model.attention": kind.value, "model.global_every": 2, "model.n_layers": 2}
+        if kind == AttentionKind.mamba2:
+            out.update({"model.ssm_head_dim": 8, "model.ssm_state": 8, "model.ssm_chunk": 8})
+        return out
     # two layers: one sliding, one global (global_every past the depth is refused)
     return {"model.attention": kind.value, "model.window": 33, "model.global_every": 2, "model.n_layers": 2}
 

@@ -1,13 +1,14 @@
 """Facts about Mamba 2's SSD mixer (Dao & Gu 2024, "Transformers are SSMs"), torch-free: what it
 computes, the `ModelConfig` fields it reads (`model.ssm_*`), its widths, how its parameters
-start, and its parameters, matrix-multiply FLOPs and recurrent-state bytes per layer.
-`ModelConfig` runs `check_mamba2`; `zoo.nn.mamba2.Mamba2` builds the mixer from `mamba2_dims`;
+start, and its parameters, matrix-multiply FLOPs and recurrent-state bytes per layer, which the
+attention row `AttentionKind.mamba2` of `zoo.config.facts.attention` reads (`check_mixers` runs
+`check_mamba2`); `zoo.nn.mamba2.Mamba2` builds the mixer from `mamba2_dims`;
 `tests/nn/test_mamba2.py` keeps the counts and the built module in step.
 
 The layout is transformers' `BambaMixer` (and mamba_ssm's `Mamba2`), so Bamba and Falcon-H1
 weights load by renaming. Shapes: D = d_model, E = ssm_expand·D (the inner width), H = E / P
 heads of P = ssm_head_dim, G = ssm_groups (B and C shared by H / G heads), N = ssm_state,
-K = ssm_conv_kernel, C_conv = E + 2·G·N (the channels the short convolution sees):
+K = model.conv_kernel (every recurrent kind's), C_conv = E + 2·G·N (the channels the short convolution sees):
 
 - in_proj x (D -> 2·E + 2·G·N + H) splits into the gate z (E), the convolved xBC (C_conv) and
   dt (H); with model.bias it has a bias, as out_proj has;
@@ -30,7 +31,8 @@ depthwise convolution's multiply-adds are counted (2·K per channel and position
 FlopCounterMode counts them.
 
 The decoding state of one sequence and layer is the convolution's last K - 1 inputs (C_conv ×
-(K - 1)) and the SSM state (H × P × N): fixed in the context length."""
+(K - 1), in the model's dtype) and the SSM state (H × P × N, float32 whatever the model's dtype,
+as Gated DeltaNet's): fixed in the context length."""
 
 from __future__ import annotations
 
@@ -38,7 +40,6 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from zoo.config.errors import ConfigError
-from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.starts import ONES, ZEROS, Init, Start, Starts, normal
 
 if TYPE_CHECKING:
@@ -53,8 +54,8 @@ SSM_DEFAULTS: dict[str, int | None] = {
     "ssm_groups": 1,
     "ssm_expand": 2,
     "ssm_chunk": 256,
-    "ssm_conv_kernel": 4,
 }
+STATE_ITEMSIZE = 4  # the SSM state is float32
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ MAMBA2_FACTS = Mamba2Facts(
     "dt·x Bᵀ at each position, read by C; a short causal convolution before, a SiLU gate and a "
     "grouped RMSNorm after; the memory of a layer is that state, fixed in the context length",
     paper="Dao & Gu 2024 (Transformers are SSMs: Mamba 2, SSD); Bamba (IBM 2024); Falcon-H1 (TII 2025)",
-    params=tuple(SSM_DEFAULTS),
-    refuses=("a bidirectional stack (an encoder): the scan runs forward only",),
+    params=tuple(SSM_DEFAULTS),  # and model.conv_kernel, every recurrent kind's
+    refuses=("model.ssm_* keys where no layer is Mamba 2",),
 )
 
 
@@ -146,35 +147,29 @@ def mamba2_dims(cfg: ModelConfig) -> Mamba2Dims:
         head_dim=cfg.ssm_head_dim,
         groups=cfg.ssm_groups,
         state=cfg.ssm_state,
-        conv_kernel=cfg.ssm_conv_kernel,
+        conv_kernel=cfg.conv_kernel,
         chunk=cfg.ssm_chunk,
         bias=bool(cfg.bias),
     )
 
 
-def uses_mamba2(cfg: ModelConfig) -> bool:
-    """Whether a config has Mamba 2 layers (model.attention=mamba2) or sets a model.ssm_* key
-    away from its default: then its widths must hold."""
-    kind = getattr(cfg.attention, "value", cfg.attention)
-    return kind == "mamba2" or any(getattr(cfg, name) != default for name, default in SSM_DEFAULTS.items())
-
-
-def check_mamba2(cfg: ModelConfig) -> None:
-    """Refuse model.ssm_* values that are not positive integers, and, where the mixer is used
-    (`uses_mamba2`), widths that do not divide and a bidirectional stack. The defaults pass on
-    every config that leaves the keys alone."""
+def check_mamba2(cfg: ModelConfig, *, used: bool) -> None:
+    """Refuse model.ssm_* values that are not positive integers, a key set away from its default
+    where no layer is Mamba 2 (`used` False: model.attention or model.layer_pattern names none),
+    and, where it is used, widths that do not divide. The defaults pass on every config that
+    leaves the keys alone. (A bidirectional stack is refused for every recurrent kind alike:
+    `zoo.config.facts.attention.check_mixers`.)"""
     for name, default in SSM_DEFAULTS.items():
         value = getattr(cfg, name)
         if value is not None or default is not None:
             _positive(name, value)
-    if not uses_mamba2(cfg):
-        return
-    mamba2_dims(cfg)
-    if getattr(cfg.attention, "value", cfg.attention) == "mamba2" and FAMILY_FACTS[cfg.family].encoder:
-        raise ConfigError(
-            f"model.attention=mamba2 needs a causal stack, not model.family={cfg.family.value}: "
-            f"{MAMBA2_FACTS.refuses[0]}"
-        )
+        if not used and value != default:
+            raise ConfigError(
+                f"model.{name}={value!r} only applies to Mamba 2 layers (model.attention=mamba2 or "
+                f"model.layer_pattern), and this model has none"
+            )
+    if used:
+        mamba2_dims(cfg)
 
 
 def mamba2_starts(cfg: ModelConfig) -> dict[str, Starts]:
@@ -185,7 +180,7 @@ def mamba2_starts(cfg: ModelConfig) -> dict[str, Starts]:
     for a depthwise kernel of K taps) and bias at 0, the norm's gain at 1."""
     return {
         "": {"A_log": Init(Start.log_arange), "dt_bias": ONES, "D": ONES},
-        "conv1d": {"weight": normal((3 * cfg.ssm_conv_kernel) ** -0.5), "bias": ZEROS},
+        "conv1d": {"weight": normal((3 * cfg.conv_kernel) ** -0.5), "bias": ZEROS},
         "norm": {"weight": ONES},
     }
 
@@ -238,8 +233,8 @@ def mamba2_step_flops(cfg: ModelConfig) -> int:
     return projections + 2 * d.conv_kernel * d.conv_dim + 2 * d.heads * d.head_dim * d.state
 
 
-def mamba2_state_bytes(cfg: ModelConfig, dtype_bytes: int) -> int:
+def mamba2_state_bytes(cfg: ModelConfig, itemsize: int) -> int:
     """One sequence's decoding state in one mixer: the convolution's last K - 1 inputs
-    (C_conv × (K - 1)) and the SSM state (H × P × N), `dtype_bytes` each."""
+    (C_conv × (K - 1)) at `itemsize` and the float32 SSM state (H × P × N)."""
     d = mamba2_dims(cfg)
-    return (d.conv_dim * (d.conv_kernel - 1) + d.heads * d.head_dim * d.state) * dtype_bytes
+    return d.conv_dim * (d.conv_kernel - 1) * itemsize + d.heads * d.head_dim * d.state * STATE_ITEMSIZE

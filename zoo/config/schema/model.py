@@ -25,7 +25,6 @@ from zoo.config.facts.gated_deltanet import DEFAULT_CONV_KERNEL
 from zoo.config.facts.heads import AttnGate, AttnSink, check_heads
 from zoo.config.facts.kv import KVKind, check_kv
 from zoo.config.facts.layers import check_every_kth
-from zoo.config.facts.mamba2 import check_mamba2
 from zoo.config.facts.moe_experts import MoEExpert, check_expert
 from zoo.config.facts.moe_routing import BALANCE_FACTS, DEFAULT_BIAS_RATE, MoEBalance, check_moe_routing
 from zoo.config.facts.moe_shared import SHARED_GATE_FACTS, MoESharedGate, check_shared_gate
@@ -464,10 +463,6 @@ class ModelConfig:
         default=256,
         metadata={"help": "mamba2: Q, the positions of one chunk of the chunked (SSD) training form"},
     )
-    ssm_conv_kernel: int = field(
-        default=4,
-        metadata={"help": "mamba2: K, the taps of the causal depthwise convolution before the scan (d_conv)"},
-    )
 
     # recurrent mixers and layer patterns (rows: zoo.config.facts.attention; Gated DeltaNet's
     # widths: zoo.config.facts.gated_deltanet)
@@ -550,7 +545,6 @@ class ModelConfig:
         check_rope_pattern(self)  # model.position: partial rotation, NoPE interval, local base
         for name, kind in check_shared_gate(self).items():  # model.moe_shared_gate
             settle(self, name, kind)
-        check_mamba2(self)  # model.ssm_*: Mamba 2's widths (zoo.config.facts.mamba2)
         check_mixers(self, settle)  # model.layer_pattern, recurrent layers' refusals and widths
 
     @property

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from zoo.interop.hf.bamba import BAMBA
 from zoo.interop.hf.bart import BART
 from zoo.interop.hf.bert import BERT
 from zoo.interop.hf.common import UnsupportedConfig
@@ -68,6 +69,7 @@ FAMILIES = (
     DEEPSEEK_V3,
     GPT_OSS,
     QWEN3_NEXT,
+    BAMBA,
 )
 CONVERTERS = {family.model_type: Converter(family) for family in FAMILIES}
 

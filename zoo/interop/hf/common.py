@@ -111,7 +111,7 @@ OPTIONS = {
     "theta_local": (None,),
     # the gate on a mixture's shared experts, off (Qwen3-Next's: zoo.interop.hf.qwen3next)
     "moe_shared_gate": ("none",),
-    # Mamba 2's widths (zoo.config.facts.mamba2), at their defaults: no family here has the mixer
+    # Mamba 2's widths (zoo.config.facts.mamba2), at their defaults but in Bamba (zoo.interop.hf.bamba)
     **{name: (default,) for name, default in SSM_DEFAULTS.items()},
     # recurrent layers and layer patterns (zoo.config.facts.attention, zoo.config.facts.gated_deltanet): none here
     "layer_pattern": (None,),

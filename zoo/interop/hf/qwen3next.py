@@ -38,6 +38,7 @@ import torch
 
 from zoo.config.facts.attention import AttentionKind
 from zoo.config.facts.ffn import FFNKind, expert_width
+from zoo.config.facts.gated_deltanet import key_dim, key_heads, value_dim, value_heads
 from zoo.config.schema.model import ModelConfig
 from zoo.interop.hf.common import ANY, OPTIONS, UnsupportedConfig, hf_rope, require, rope_position
 from zoo.interop.hf.experts import dense_layer, moe_layer
@@ -240,19 +241,14 @@ def qwen3_next_keys(config: Any) -> dict[str, Any]:
 
 def linear_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
     """transformers' Gated DeltaNet widths of `cfg`, those left null derived as the model derives
-    them: key heads model.n_heads, value heads the key heads, key width model.head_dim, value
-    width the key width."""
-    keys = LINEAR_FIELDS.write(cfg)
-    derived = (
-        ("linear_num_key_heads", cfg.n_heads),
-        ("linear_num_value_heads", "linear_num_key_heads"),
-        ("linear_key_head_dim", cfg.head_dim),
-        ("linear_value_head_dim", "linear_key_head_dim"),
-    )
-    for name, default in derived:
-        if keys[name] is None:
-            keys[name] = keys[default] if isinstance(default, str) else default
-    return keys
+    them (`zoo.config.facts.gated_deltanet`)."""
+    return {
+        **LINEAR_FIELDS.write(cfg),
+        "linear_num_key_heads": key_heads(cfg),
+        "linear_num_value_heads": value_heads(cfg),
+        "linear_key_head_dim": key_dim(cfg),
+        "linear_value_head_dim": value_dim(cfg),
+    }
 
 
 def qwen3_next_hf_keys(cfg: ModelConfig) -> dict[str, Any]:
