@@ -17,7 +17,6 @@ import transformers  # a test dependency: missing, these tests fail rather than 
 
 import zoo
 from zoo.config import ModelConfig
-from zoo.config.facts.attention import AttentionKind
 from zoo.interop.hf import CONVERTERS, UnsupportedConfig, from_hf, to_hf
 from zoo.models.generate import generate
 
@@ -224,14 +223,6 @@ def test_what_zoo_cannot_reproduce_is_refused_on_one_line_naming_it(fields, name
     assert named in str(refused.value) and "\n" not in str(refused.value)
 
 
-def test_linear_attention_layers_are_refused_on_one_line_where_zoo_has_no_gated_deltanet():
-    if "gated_deltanet" in {kind.value for kind in AttentionKind}:
-        pytest.skip("zoo builds model.attention=gated_deltanet: the hybrid converts (test_the_hybrid_...)")
-    with pytest.raises(UnsupportedConfig, match="model.attention=gated_deltanet is not built here yet") as refused:
-        from_hf(_qwen3_next(full_attention_interval=4))
-    assert "\n" not in str(refused.value)
-
-
 HYBRID = dict(
     linear_num_key_heads=2,
     linear_num_value_heads=4,
@@ -246,7 +237,6 @@ HYBRID = dict(
 def test_the_hybrid_of_gated_deltanet_and_full_attention_computes_transformers_logits_and_exports_back(every):
     """Gated DeltaNet layers with every k-th full attention (Qwen3-Next: 3:1), as
     model.attention=gated_deltanet model.global_every=k; the Gated DeltaNet's weights move by name."""
-    pytest.importorskip("zoo.nn.gated_deltanet", reason="needs zoo's GatedDeltaNet (model.attention=gated_deltanet)")
     hf = _qwen3_next(full_attention_interval=every, **HYBRID)
     assert hf.config.layer_types == (["linear_attention"] * (every - 1) + ["full_attention"]) * (4 // every)
     model = from_hf(hf)
@@ -265,7 +255,6 @@ def test_the_hybrid_of_gated_deltanet_and_full_attention_computes_transformers_l
 def test_a_composed_hybrid_exports_to_qwen3_next_with_its_logits():
     """zoo's own hybrid, 3:1 with the Gated DeltaNet's widths left to the model's defaults but the
     value heads (twice the key heads, as Qwen3-Next), exported: transformers computes its logits."""
-    pytest.importorskip("zoo.nn.gated_deltanet", reason="needs zoo's GatedDeltaNet (model.attention=gated_deltanet)")
     cfg = _zoo_qwen3_next(n_layers=4, attention="gated_deltanet", global_every=4, linear_value_heads=8)
     torch.manual_seed(2)
     model = zoo.build_model(cfg).eval()
@@ -281,10 +270,6 @@ def test_a_composed_hybrid_exports_to_qwen3_next_with_its_logits():
 def test_greedy_decoding_with_the_cache_matches_transformers(every):
     """zoo's cached greedy tokens are its uncached ones and transformers' `generate`'s (its
     cache: keys and values, and for Gated DeltaNet layers their convolution and recurrent state)."""
-    if every > 1:
-        pytest.importorskip(
-            "zoo.nn.gated_deltanet", reason="needs zoo's GatedDeltaNet (model.attention=gated_deltanet)"
-        )
     hf = _qwen3_next(full_attention_interval=every, **HYBRID)
     model = from_hf(hf)
     ids = torch.randint(0, V, (2, 5), generator=torch.Generator().manual_seed(1))

@@ -182,11 +182,6 @@ def mixer_keys(config: Any) -> dict[str, Any]:
             f"{name}.layer_types={kinds} is not supported (supported: the pattern of a full_attention_interval k, "
             f"the layers i with (i + 1) % k == 0 {FULL!r}, the others {LINEAR!r})"
         )
-    if RECURRENT not in {kind.value for kind in AttentionKind}:
-        raise UnsupportedConfig(
-            f"{name}.layer_types has {LINEAR!r} layers: model.attention={RECURRENT} is not built here yet "
-            f"(supported: every layer {FULL!r}, full_attention_interval=1)"
-        )
     return {"attention": RECURRENT, "global_every": every, **LINEAR_FIELDS.read(config)}
 
 
