@@ -319,7 +319,7 @@ def test_the_studies_headlines_are_their_reports():
         "ablations.md",
         f"by {interval(post, 2)} nats at its own best rate ({float(post['best optim.lr']):.0e} against pre-LN's "
         f"{float(pre['best optim.lr']):.0e}; Holm p {float(post['p_holm']):.3f})".replace("e-0", "e-"),
-        f"RMSNorm ties LayerNorm: {interval(rms, 3)}",
+        f"RMSNorm and LayerNorm are not told apart: {interval(rms, 3)}",
     )
     # layer-norm placement
     arms = {(r["model.norm"], r["scheduler.warmup_steps"]): r for r in report("layernorm_placement")}
@@ -375,7 +375,7 @@ def test_the_studies_headlines_are_their_reports():
         "ablations.md",
         f"The best rate transfers under μP (8e-3 at every width, {mup_seeds.count(8e-3)} of {len(mup_seeds)} seeds) "
         "and falls under standard (8e-3, 4e-3, 1e-3)",
-        f"μP's wider models are no better than width 64 ({signed(float(wider.pop()), 3)} at 128 and 256, "
+        f"μP's wider models are not shown better than width 64 ({signed(float(wider.pop()), 3)} at 128 and 256, "
         "intervals span 0)",
         f"standard at its own rate beats μP at 256 by {interval(at_256, 3, sign=False)}",
     )
