@@ -127,7 +127,7 @@ def test_plan_prints_the_seeds_a_pilot_says_a_difference_needs(tmp_path, cli_her
     )
 
 
-def _one_line(result, *fragments: str) -> None:
+def assert_one_line(result, *fragments: str) -> None:
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert all(f in lines[0] for f in fragments), lines[0]
@@ -136,12 +136,12 @@ def _one_line(result, *fragments: str) -> None:
 def test_plan_refusals_are_one_line(tmp_path, cli_here):
     sweep, _ = _plain_sweep(tmp_path)
     single = write_sweep(tmp_path / "single", [({"model.norm": n, "seed": 0}, 3.0 + i) for i, n in enumerate("ab")])
-    _one_line(cli_here("compare", f"plan={single}", "delta=0.1"), "no arm has 2 seeds with a spread")
-    _one_line(cli_here("compare", f"plan={sweep}"), "give the difference to detect, delta=VALUE")
-    _one_line(cli_here("compare", f"plan={sweep}", "delta=0"), "delta=0.0: give a positive difference")
-    _one_line(cli_here("compare", "delta=0.1"), "give the pilot too, plan=PILOT_DIR")
-    _one_line(cli_here("compare", f"plan={sweep}", "delta=0.1", "scale=model.d_model"), "not scale=")
-    _one_line(cli_here("compare", f"plan={tmp_path / 'none'}", "delta=0.1"), "not a directory")
+    assert_one_line(cli_here("compare", f"plan={single}", "delta=0.1"), "no arm has 2 seeds with a spread")
+    assert_one_line(cli_here("compare", f"plan={sweep}"), "give the difference to detect, delta=VALUE")
+    assert_one_line(cli_here("compare", f"plan={sweep}", "delta=0"), "delta=0.0: give a positive difference")
+    assert_one_line(cli_here("compare", "delta=0.1"), "give the pilot too, plan=PILOT_DIR")
+    assert_one_line(cli_here("compare", f"plan={sweep}", "delta=0.1", "scale=model.d_model"), "not scale=")
+    assert_one_line(cli_here("compare", f"plan={tmp_path / 'none'}", "delta=0.1"), "not a directory")
 
 
 def test_two_paired_seeds_have_a_power_where_the_noncentral_t_gives_none():
