@@ -16,9 +16,9 @@ import torch
 import transformers  # a test dependency: missing, these tests fail rather than skip
 
 import zoo
+from tests.interop.greedy import assert_greedy_decoding_matches
 from zoo.config import ModelConfig
 from zoo.interop.hf import CONVERTERS, UnsupportedConfig, from_hf, to_hf
-from zoo.models.generate import generate
 
 V = 97
 SIZES = dict(
@@ -273,9 +273,4 @@ def test_greedy_decoding_with_the_cache_matches_transformers(every):
     hf = _qwen3_next(full_attention_interval=every, **HYBRID)
     model = from_hf(hf)
     ids = torch.randint(0, V, (2, 5), generator=torch.Generator().manual_seed(1))
-    ours = generate(model, ids, max_new_tokens=8, bos_id=None, eos_id=None)
-    uncached = generate(model, ids, max_new_tokens=8, bos_id=None, eos_id=None, use_cache=False)
-    with torch.no_grad():
-        theirs = hf.generate(ids, max_new_tokens=8, do_sample=False, attention_mask=torch.ones_like(ids))
-    assert torch.equal(ours, uncached)
-    assert torch.equal(ours, theirs[:, ids.shape[1] :])
+    assert_greedy_decoding_matches(model, hf, ids)
