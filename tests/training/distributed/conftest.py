@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from tests.cli.conftest import tiny_overrides, zoo_train
 from zoo.training.checkpoint.files import read_checkpoint
 
 
@@ -21,6 +23,31 @@ def free_port() -> int:
 
 def model_state(ckpt: Path) -> dict[str, torch.Tensor]:
     return {k: v for k, v in read_checkpoint(ckpt)["state_dict"].items() if k.startswith("model.")}
+
+
+# a 4-step tiny run with its checkpoint at the end: what each sharded-equality test trains
+SHARDED_RUN = [
+    "data.max_examples=20",
+    "data.global_batch_size=8",
+    "trainer.max_steps=4",
+    "scheduler.total_steps=4",
+    "trainer.val_check_interval=4",
+    "callbacks.checkpoint_every_n_steps=4",
+]
+
+
+def weights_on_each_trainer(tmp_path: Path, *overrides: str) -> dict[str, dict[str, torch.Tensor]]:
+    """{trainer: the model's weights after SHARDED_RUN} for one process, DDP and FSDP2 over two
+    gloo processes, each with `overrides` and the same global batch."""
+    weights = {}
+    for trainer in ("cpu", "ddp_cpu", "fsdp_cpu"):
+        run = tmp_path / trainer
+        done = zoo_train(*tiny_overrides(run), *overrides, *SHARDED_RUN, f"trainer={trainer}")
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads((run / "summary.json").read_text())["global_step"] == 4
+        ckpt = run / "checkpoints" / ("full.ckpt" if trainer == "fsdp_cpu" else "last.ckpt")
+        weights[trainer] = model_state(ckpt)
+    return weights
 
 
 def max_abs_diff(a: dict, b: dict) -> float:

@@ -4,35 +4,15 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.training.distributed.conftest import max_abs_diff, model_state
+from tests.training.distributed.conftest import max_abs_diff, weights_on_each_trainer
 from zoo.config.facts.axes import axis, cli_overrides
-
-RUN = [
-    *cli_overrides(axis("model.kv").settings("latent")),
-    "data.max_examples=20",
-    "data.global_batch_size=8",
-    "trainer.max_steps=4",
-    "scheduler.total_steps=4",
-    "trainer.val_check_interval=4",
-    "callbacks.checkpoint_every_n_steps=4",
-]
 
 
 @pytest.mark.slow
 def test_latent_attention_trains_alike_on_one_process_ddp_and_fsdp(tmp_path):
-    weights = {}
-    for trainer in ("cpu", "ddp_cpu", "fsdp_cpu"):
-        run = tmp_path / trainer
-        done = zoo_train(*tiny_overrides(run), *RUN, f"trainer={trainer}")
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert json.loads((run / "summary.json").read_text())["global_step"] == 4
-        ckpt = run / "checkpoints" / ("full.ckpt" if trainer == "fsdp_cpu" else "last.ckpt")
-        weights[trainer] = model_state(ckpt)
+    weights = weights_on_each_trainer(tmp_path, *cli_overrides(axis("model.kv").settings("latent")))
     assert any(".self_attn.kv_b_proj." in name for name in weights["cpu"])  # the latent layer trained
     assert max_abs_diff(weights["ddp_cpu"], weights["cpu"]) <= 1e-5
     assert max_abs_diff(weights["fsdp_cpu"], weights["ddp_cpu"]) <= 1e-5
