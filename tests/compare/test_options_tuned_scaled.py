@@ -195,7 +195,9 @@ def _scaled_sweep(root: Path, rates: tuple = ()) -> Path:
         for lr in rates or (None,)
         for s in SEEDS
     ]
-    return write_sweep(root, runs, flops=lambda c: 2 * c["model.d_model"] ** 2, params=lambda c: c["model.d_model"] ** 2)
+    return write_sweep(
+        root, runs, flops=lambda c: 2 * c["model.d_model"] ** 2, params=lambda c: c["model.d_model"] ** 2
+    )
 
 
 def test_a_scaled_report_reads_equivalence_at_each_size(tmp_path):
