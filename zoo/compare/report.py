@@ -385,7 +385,7 @@ def beyond_seeds(
     {seed: value} the threshold test reads; default its final values), `measured` (the runs those
     values come from; default all its runs) and `crossed` (the runs at one setting whose seeds are
     split; default `measured`): a tuned report's held-out values and runs
-    (`zoo.compare.tuned_options`)."""
+    (`zoo.compare.tune.compare_tuned`)."""
     metric, m = report.metric, report.family.m if report.family else 1
     values = values or (lambda a: a.finals(metric))
     measured = measured or (lambda a: a.runs)
