@@ -34,7 +34,8 @@ difference in log(L - e) between the arms' seeds at that size (paired when they 
 seeds) and the interval of the baseline's exponent (the wider of seed bootstrap and misfit).
 A bootstrap of 2 or 3 seeds is far too narrow for this (2 seeds give 3 possible means), and at
 equal compute this interval spans 1 exactly when the loss difference's spans 0.
-Too few sizes for a fit: said, never faked."""
+Too few sizes for a fit: said, never faked. equivalence=, threshold= and last_k= read each arm at
+each size (`zoo.compare.scaled_options`)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,11 @@ Transformer training instabilities", for the learning rate): per seed, the mean 
 tried of min(L(v), L0) − L*, with L* the seed's best final loss over the values and L0 = ln V the
 loss of a uniform prediction over the vocabulary (the loss at initialisation, which runs do not
 record); a run that failed counts as L0. Its mean over seeds has a 95% Student-t interval. It is
-reported for a loss metric only (L0 is a loss)."""
+reported for a loss metric only (L0 is a loss).
+
+equivalence=, threshold= and last_k= read the held-out values (`zoo.compare.report.beyond_seeds`):
+each held-out difference against the margin, each arm's held-out values against the target, the
+last-k spread of the runs those values come from."""
 
 from __future__ import annotations
 
