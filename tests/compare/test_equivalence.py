@@ -112,8 +112,6 @@ def test_a_margin_must_be_a_positive_number_and_the_other_keys_numbers_too(tmp_p
     for value in ("-0.1", "0", "tiny"):
         result = cli_here("compare", str(sweep), f"equivalence={value}")
         assert result.returncode == 2 and result.stderr.count("\n") == 1 and "equivalence=" in result.stderr
-    result = cli_here("compare", str(sweep), "equivalence=0.02", "tune=optim.lr")
-    assert result.returncode == 2 and "applies to a plain comparison" in result.stderr
     for option in ("threshold=low", "last_k=2", "last_k=many"):
         result = cli_here("compare", str(sweep), option)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, option

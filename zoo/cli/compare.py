@@ -10,6 +10,8 @@
     zoo-compare SWEEP pairs=all            # + every pair of arms, all pairs one Holm family
     zoo-compare SWEEP equivalence=0.02     # + each comparison: equivalent within ±0.02, different or cannot tell
     zoo-compare SWEEP threshold=3.28       # + each arm: is its mean below 3.28 at p < 0.01 (the speedrun's rule)
+    zoo-compare SWEEP tune=optim.lr equivalence=0.02         # ... on the held-out (leave-one-seed-out) values
+    zoo-compare SWEEP scale=model.d_model equivalence=0.02   # ... one reading per arm and size
     zoo-compare recompute=SWEEP/compare    # rebuild a report from its runs.csv; exit 1 if a value differs
     zoo-compare SWEEP scale=model.d_model agree=0.9        # decisions across sizes held to 90% agreement
     zoo-compare plan=PILOT delta=0.02 margin=0.02          # seeds per arm for a difference, an equivalence
@@ -68,19 +70,21 @@ class CompareArgs:
             "is then every pair (plain and tune= reports)"
         },
     )
-    # equivalence=, threshold=, last_k= (plain reports: zoo.compare.equivalence, .threshold, .noise)
+    # equivalence=, threshold=, last_k= (zoo.compare.equivalence, .threshold, .noise; with tune= on the
+    # held-out values, with scale= per size: zoo.compare.scaled_options)
     equivalence: str | None = field(
         default=None,
         metadata={
             "help": "a margin M in the metric's units: two one-sided tests of each comparison against ±M, "
-            "read as equivalent within ±M, different or cannot tell"
+            "read as equivalent within ±M, different or cannot tell (tune=: the held-out differences; "
+            "scale=: each arm against the baseline at each size)"
         },
     )
     threshold: str | None = field(
         default=None,
         metadata={
             "help": "a target value T of the metric: each arm's mean tested one-sided against T at p < 0.01 "
-            "(the NanoGPT speedrun's record rule)"
+            "(the NanoGPT speedrun's record rule; tune=: its held-out values; scale=: at each size)"
         },
     )
     last_k: str | None = field(
@@ -179,12 +183,6 @@ def run(argv: list[str]) -> dict:
     if args.scale and multiples:
         raise ConfigError(f"scale={args.scale} and lengths= cannot be combined: run them as two comparisons")
     report: Report | ScaleReport | TunedReport
-    options = [f"{k}={getattr(args, k)}" for k in ("equivalence", "threshold", "last_k") if getattr(args, k)]
-    if options and (args.scale or args.tune):
-        raise ConfigError(
-            f"{options[0]} applies to a plain comparison, not with {'scale' if args.scale else 'tune'}=: "
-            f"compare one size at one setting of each arm"
-        )
     try:
         from zoo.compare.equivalence import parse_margin
         from zoo.compare.noise import LAST_K, parse_k
@@ -207,6 +205,9 @@ def run(argv: list[str]) -> dict:
                 tune=args.tune,
                 agree=args.agree,
                 found=found,
+                equivalence=margin,
+                threshold=target,
+                last_k=last_k,
             )
         elif args.tune:
             report = compare_tuned(
@@ -217,6 +218,9 @@ def run(argv: list[str]) -> dict:
                 baseline=args.baseline,
                 pairs=pairs,
                 found=found,
+                equivalence=margin,
+                threshold=target,
+                last_k=last_k,
             )
         else:
             report = compare(

@@ -107,8 +107,9 @@ def tost(diff: Difference | None, margin: float, m: int) -> Equivalence:
     return out
 
 
-def sentence(readings: list[tuple[str, Equivalence]], unit: str) -> str:
-    """The verdict's sentence on equivalence: each comparison's reading, and how it was tested."""
+def sentence(readings: list[tuple[str, Equivalence]], unit: str, on: str = "") -> str:
+    """The verdict's sentence on equivalence: each comparison's reading, and how it was tested
+    (`on`: what the differences are, where not the final values, e.g. "; on the held-out ...")."""
     if not readings:
         return ""
     margin, m = readings[0][1].margin, readings[0][1].m
@@ -117,12 +118,13 @@ def sentence(readings: list[tuple[str, Equivalence]], unit: str) -> str:
     return (
         f"Against the margin ±{margin:g}{(' ' + unit) if unit else ''} (two one-sided tests, each at "
         f"{100 * ALPHA / m:.3g}%, i.e. the {level:.3g}% interval inside the margin"
-        f"{'' if m == 1 else f', Bonferroni over the family of {m}'}): {said}."
+        f"{'' if m == 1 else f', Bonferroni over the family of {m}'}{on}): {said}."
     )
 
 
-def lines(readings: list[tuple[str, Equivalence]], metric: str) -> list[str]:
-    """The report's "Equivalence" table: one row per comparison of the family."""
+def lines(readings: list[tuple[str, Equivalence]], metric: str, note: str = "") -> list[str]:
+    """The report's "Equivalence" table: one row per comparison of the family (`note`: a sentence
+    after its description, saying what the differences are where not the final values)."""
     if not readings:
         return []
     eq0 = readings[0][1]
@@ -134,7 +136,8 @@ def lines(readings: list[tuple[str, Equivalence]], metric: str) -> list[str]:
         f"p (lower) tests Δ ≤ −{eq0.margin:g}, p (upper) Δ ≥ +{eq0.margin:g}; the TOST p-value is the "
         f"larger, multiplied by the family's {eq0.m} (Bonferroni, as the adjusted intervals above); the "
         f"interval is at {100 * eq0.level:.3g}%. Equivalent: that p below {ALPHA:g} (the interval inside the "
-        f"margin); different: not equivalent and the adjusted 95% interval excludes zero; cannot tell: neither.",
+        f"margin); different: not equivalent and the adjusted 95% interval excludes zero; cannot tell: neither."
+        + (f" {note}" if note else ""),
         "",
         "| comparison | equivalence interval | p (lower) | p (upper) | TOST p (adjusted) | reading |",
         "|---|---|---|---|---|---|",

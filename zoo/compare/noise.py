@@ -174,9 +174,10 @@ def attribute(name: str, runs: Sequence[Run], metric: str) -> Attribution | str 
     return Attribution(name, a, b, ms_a, ms_b, ms_e, max(init, 0.0), max(order, 0.0), ms_e, truncated)
 
 
-def lines(noise: list[ArmNoise], k: int, parts: list[Attribution | str], metric: str) -> list[str]:
+def lines(noise: list[ArmNoise], k: int, parts: list[Attribution | str], metric: str, note: str = "") -> list[str]:
     """The report's "Noise beyond seeds" section (empty when no run has a last-k spread and no arm
-    varies both seeds)."""
+    varies both seeds); `note`: a sentence after its description, saying which runs an arm's are
+    where not all of them."""
     out: list[str] = []
     metric = text(metric)
     if any(n.tails for n in noise):
@@ -190,7 +191,7 @@ def lines(noise: list[ArmNoise], k: int, parts: list[Attribution | str], metric:
             f"step (the trend a run still had removed; {k} − 2 degrees of freedom), pooled over the arm's runs "
             f"(root mean square); each run's is in runs.csv ({TAIL}). A difference between arms smaller than "
             f"the last-{k} spread is within what one run's evaluation moves by; averaging the weights "
-            f"(optim.ema, optim.ema_eval) lowers it.",
+            f"(optim.ema, optim.ema_eval) lowers it." + (f" {note}" if note else ""),
             "",
             f"| arm | seeds | seed spread | last-{k} spread (runs) |",
             "|---|---|---|---|",
@@ -209,7 +210,7 @@ def lines(noise: list[ArmNoise], k: int, parts: list[Attribution | str], metric:
             "MS_resid)/b and σ²_order = (MS_order − MS_resid)/a, a init and b data-order seeds; σ²_resid = "
             "MS_resid holds their interaction and any other run-to-run noise; a negative estimate is set to 0 "
             "(marked *). Shares are of the three components' sum. The seeds above name such a run SEED/ORDER "
-            "where its two seeds differ.",
+            "where its two seeds differ." + (f" {note}" if note and not any(n.tails for n in noise) else ""),
             "",
             "| arm | init × order seeds | MS init | MS order | MS resid | σ² init (share) | σ² order (share) "
             "| σ² resid (share) |",

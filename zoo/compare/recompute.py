@@ -96,18 +96,13 @@ def rebuild(
     common = dict(metric=spec["metric"], baseline=spec["baseline"], plots=plots, found=(runs, left_out))
     dirs = [Path(str(name)) for name in dict.fromkeys(str(r.root) for r in runs)]
     pairs = bool(spec.get("pairs"))
+    margin, target, k = spec.get("equivalence"), spec.get("threshold"), spec.get("last_k") or LAST_K
     if spec["kind"] == "plain":
-        compare(
-            dirs,
-            out,
-            pairs=pairs,
-            equivalence=spec.get("equivalence"),
-            threshold=spec.get("threshold"),
-            last_k=spec.get("last_k") or LAST_K,
-            **common,
-        )
+        compare(dirs, out, pairs=pairs, equivalence=margin, threshold=target, last_k=k, **common)
     elif spec["kind"] == "tuned":
-        compare_tuned(dirs, out, key=spec["tune"], pairs=pairs, **common)
+        compare_tuned(
+            dirs, out, key=spec["tune"], pairs=pairs, equivalence=margin, threshold=target, last_k=k, **common
+        )
     else:  # "scaled": read_spec admits these three kinds
         compare_scaled(
             dirs,
@@ -117,6 +112,9 @@ def rebuild(
             irreducible=spec.get("irreducible"),
             linked=spec.get("linked"),
             agree=spec.get("agree"),
+            equivalence=margin,
+            threshold=target,
+            last_k=k,
             **common,
         )
     return spec

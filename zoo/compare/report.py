@@ -17,6 +17,7 @@ the report. A loss per token is compared only between runs that share a tokenize
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -145,15 +146,20 @@ class Report:
 
     def option_columns(self, arm: Arm) -> dict[str, Any]:
         """report.csv's columns of equivalence= and threshold=, where given."""
-        row: dict[str, Any] = {}
-        if self.margin is not None:
-            mine = (
-                None if arm is self.baseline else equiv.tost(arm.diff, self.margin, self.family.m if self.family else 1)
-            )
-            row.update(equiv.columns(mine))
-        if self.target is not None:
-            row.update(thresh.columns(next((r for r in self.reach if r.name == arm.name), None)))
-        return row
+        return option_columns(self, arm)
+
+
+def option_columns(report: Any, arm: Any) -> dict[str, Any]:
+    """report.csv's columns of equivalence= and threshold= for `arm` of `report` (a Report or a
+    zoo.compare.tune.TunedReport: each arm's `diff` against the baseline, the family's m)."""
+    row: dict[str, Any] = {}
+    if report.margin is not None:
+        m = report.family.m if report.family else 1
+        mine = None if arm is report.baseline else equiv.tost(arm.diff, report.margin, m)
+        row.update(equiv.columns(mine))
+    if report.target is not None:
+        row.update(thresh.columns(next((r for r in report.reach if r.name == arm.name), None)))
+    return row
 
 
 def group_arms(runs: list[Run]) -> tuple[list[Arm], list[str]]:
@@ -361,12 +367,29 @@ def compare(
     return report
 
 
-def beyond_seeds(report: Report, margin: float | None, target: float | None, k: int, *, files: bool) -> dict:
+def beyond_seeds(
+    report: Any,
+    margin: float | None,
+    target: float | None,
+    k: int,
+    *,
+    files: bool,
+    values: Callable[[Any], dict] | None = None,
+    measured: Callable[[Any], list[Run]] | None = None,
+    crossed: Callable[[Any], list[Run]] | None = None,
+) -> dict:
     """Set the report's equivalence readings (each comparison of its family against ±`margin`),
     each arm's test against `target`, and its noise beyond seeds (each run's spread over its last
     `k` validations, the init/data-order split); return {run path: last-k spread}. `files` False:
-    runs rebuilt from runs.csv, whose last-k spreads are that table's alone."""
+    runs rebuilt from runs.csv, whose last-k spreads are that table's alone. `values` (an arm's
+    {seed: value} the threshold test reads; default its final values), `measured` (the runs those
+    values come from; default all its runs) and `crossed` (the runs at one setting whose seeds are
+    split; default `measured`): a tuned report's held-out values and runs
+    (`zoo.compare.tune.compare_tuned`)."""
     metric, m = report.metric, report.family.m if report.family else 1
+    values = values or (lambda a: a.finals(metric))
+    measured = measured or (lambda a: a.runs)
+    crossed = crossed or measured
     report.margin, report.target, report.last_k = margin, target, k
     if margin is not None:
         if report.pairs is not None:
@@ -380,14 +403,14 @@ def beyond_seeds(report: Report, margin: float | None, target: float | None, k: 
         lower = direction(metric)
         if lower is None:
             raise CompareError(f"threshold={target:g}: which way is better for metric={metric} is not known")
-        report.reach = thresh.reach([(a.name, list(a.finals(metric).values())) for a in report.arms], target, lower)
+        report.reach = thresh.reach([(a.name, list(values(a).values())) for a in report.arms], target, lower)
     tails = {}
     for run in (r for a in report.arms for r in a.runs):
         value = tail_sd(run, metric, k, files=files)
         if value is not None:
             tails[run.path] = value
-    report.noise = [arm_noise(a.name, a.runs, metric, tails) for a in report.arms]
-    report.parts = [p for p in (attribute(a.name, a.runs, metric) for a in report.arms) if p is not None]
+    report.noise = [arm_noise(a.name, measured(a), metric, tails) for a in report.arms]
+    report.parts = [p for p in (attribute(a.name, crossed(a), metric) for a in report.arms) if p is not None]
     return tails
 
 

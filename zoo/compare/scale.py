@@ -34,7 +34,8 @@ difference in log(L - e) between the arms' seeds at that size (paired when they 
 seeds) and the interval of the baseline's exponent (the wider of seed bootstrap and misfit).
 A bootstrap of 2 or 3 seeds is far too narrow for this (2 seeds give 3 possible means), and at
 equal compute this interval spans 1 exactly when the loss difference's spans 0.
-Too few sizes for a fit: said, never faked."""
+Too few sizes for a fit: said, never faked. equivalence=, threshold= and last_k= read each arm at
+each size (`zoo.compare.scaled_options`)."""
 
 from __future__ import annotations
 
@@ -42,11 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.compare import scaled_options as options
 from zoo.compare.decisions_plot import plot_decisions
 from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
 from zoo.compare.markdown.scaled import write_scaled_markdown
 from zoo.compare.multipliers import LEVEL, family_box, fit_arms
+from zoo.compare.noise import LAST_K, ArmNoise, Attribution
 from zoo.compare.plots import plot_scaling
 from zoo.compare.powerlaw import MIN_POINTS_IRREDUCIBLE
 from zoo.compare.report import (
@@ -58,10 +61,12 @@ from zoo.compare.report import (
 )
 from zoo.compare.runs import Run
 from zoo.compare.scaled_arms import ScaledArm, scale_arms
+from zoo.compare.scaled_options import SizeReading
 from zoo.compare.table import swept, write_heldout, write_runs
+from zoo.compare.threshold import Reach
 from zoo.compare.transfer import AGREE, Decisions, decide, write_decisions
 from zoo.compare.tune import _order, heldout_rows
-from zoo.compare.verdict import few_seeds_lead, label, lower_is_better
+from zoo.compare.verdict import Family, few_seeds_lead, label, lower_is_better
 
 DESCRIPTIVE_SIZES = 3  # a fit through this many sizes or fewer describes them; it does not predict
 DN_SPREAD = 1.1  # D/N of an arm's sizes differing by more than this factor is said
@@ -84,6 +89,15 @@ class ScaleReport:
     family: int = 0  # the multipliers with an interval: one family, adjusted together
     # decisions across sizes: decision accuracy, rank correlation, held-out size (zoo.compare.transfer)
     decisions: Decisions | None = None
+    # equivalence=, threshold= and the noise beyond seeds at each size (zoo.compare.scaled_options)
+    margin: float | None = None
+    equivalent: list[SizeReading] = field(default_factory=list)
+    equivalence_family: Family | None = None
+    target: float | None = None
+    reach: list[Reach] = field(default_factory=list)
+    last_k: int = LAST_K
+    noise: list[ArmNoise] = field(default_factory=list)
+    parts: list[Attribution | str] = field(default_factory=list)
 
     def family_sentence(self) -> str:
         """The report's declaration of its family of comparisons: the multipliers."""
@@ -197,6 +211,7 @@ class ScaleReport:
                         "multiplier_high": m.high if m else None,
                     }
                 )
+                row.update(options.columns(self, arm, size))
                 out.append(row)
         return out
 
@@ -214,6 +229,9 @@ def compare_scaled(
     found: tuple[list[Run], list[Run]] | None = None,
     linked: list[str] | None = None,
     agree: float | None = None,
+    equivalence: float | None = None,
+    threshold: float | None = None,
+    last_k: int = LAST_K,
 ) -> ScaleReport:
     """Read the sweeps in `dirs`, compare the arms across the sizes of `key` (each at its own best
     `tune` value when given), write report.md, report.csv (and scaling.png) into `out`, and
@@ -222,7 +240,9 @@ def compare_scaled(
     and runs left out already read, instead of `dirs`'; `linked`: keys said to change with `key`
     that the runs do not hold (a report rebuilt from runs.csv: comparison.json's). `agree`: the
     rate at which a smaller size's decisions agree with the largest's (`zoo.compare.transfer`;
-    given, a design the bootstrap cannot take is refused; None: AGREE, and it is said)."""
+    given, a design the bootstrap cannot take is refused; None: AGREE, and it is said).
+    `equivalence`, `threshold`, `last_k`: a plain report's, read at each size
+    (`zoo.compare.scaled_options`)."""
     if metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "bpb"):
         raise CompareError(
             f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb or val/ppl"
@@ -251,6 +271,7 @@ def compare_scaled(
     report.decisions = decide(arms, key, irreducible=irreducible, rate=agree or AGREE, strict=agree is not None)
     if report.decisions.note:
         report.notes.append(f"no decision accuracy across sizes: {report.decisions.note}")
+    tails = options.read_options(report, equivalence, threshold, last_k, files=found is None)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
     report.files.update(
@@ -264,6 +285,8 @@ def compare_scaled(
             held=held_settings(report.arms),
             linked=linked,
             agree=agree,
+            tails=tails,
+            extra={"equivalence": equivalence, "threshold": threshold, "last_k": last_k if tails else None},
         )
     )
     report.files.update(write_decisions(report.decisions, out))

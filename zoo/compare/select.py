@@ -73,3 +73,14 @@ def leave_one_seed_out(points: Sequence[dict[Any, float]], lower: bool, failed: 
         elif pick is not None:
             choice.unmeasured.append(seed)
     return choice
+
+
+def chosen_runs(choice: Choice | None, points: Sequence[Any]) -> list[Any]:
+    """The runs `choice` measured: each seed's run at the value chosen for it (`points[i].runs`
+    holds the runs at the i-th value), in the order of `choice.chosen`."""
+    if choice is None:
+        return []
+    out = []
+    for seed, i in choice.chosen.items():
+        out += [r for r in points[i].runs if r.seed == seed][:1]
+    return out

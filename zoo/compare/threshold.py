@@ -86,8 +86,9 @@ def reach(arms: list[tuple[str, list[float]]], target: float, lower_better: bool
     return out
 
 
-def sentence(rows: list[Reach], target: float, metric: str, lower_better: bool) -> str:
-    """The verdict's sentence on the threshold: which arms reach it at p < 0.01."""
+def sentence(rows: list[Reach], target: float, metric: str, lower_better: bool, on: str = "") -> str:
+    """The verdict's sentence on the threshold: which arms reach it at p < 0.01 (`on`: what the
+    values are, where not the final values, e.g. "; on the held-out ...")."""
     if not rows:
         return ""
     side = "below" if lower_better else "above"
@@ -96,6 +97,7 @@ def sentence(rows: list[Reach], target: float, metric: str, lower_better: bool) 
     rule = (
         f"Threshold {metric} {side} {target:g} (one-sided t-test of each arm's mean, p < {ALPHA:g}"
         + (", Holm over the arms tested" if adjusted else "")
+        + on
         + "): "
     )
     if not reached:
@@ -103,8 +105,9 @@ def sentence(rows: list[Reach], target: float, metric: str, lower_better: bool) 
     return rule + ", ".join(reached) + (" shows its" if len(reached) == 1 else " show their") + f" mean {side} it."
 
 
-def lines(rows: list[Reach], target: float, metric: str, lower_better: bool) -> list[str]:
-    """The report's "Threshold" table: each arm's mean, seeds and one-sided p-value."""
+def lines(rows: list[Reach], target: float, metric: str, lower_better: bool, note: str = "") -> list[str]:
+    """The report's "Threshold" table: each arm's mean, seeds and one-sided p-value (`note`: a
+    sentence after its description, saying what the values are where not the final values)."""
     if not rows:
         return []
     side = "<" if lower_better else ">"
@@ -114,7 +117,7 @@ def lines(rows: list[Reach], target: float, metric: str, lower_better: bool) -> 
         "",
         f"Each arm's final {text(metric)} over its seeds tested against {target:g}, one-sided (H0: the mean is not "
         f"{'below' if lower_better else 'above'} it), at p < {ALPHA:g} (the NanoGPT speedrun's record rule); "
-        f"Holm-adjusted over the arms tested in brackets.",
+        f"Holm-adjusted over the arms tested in brackets." + (f" {note}" if note else ""),
         "",
         "| arm | mean | seeds | p (Holm) | reaches |",
         "|---|---|---|---|---|",

@@ -19,7 +19,11 @@ Transformer training instabilities", for the learning rate): per seed, the mean 
 tried of min(L(v), L0) − L*, with L* the seed's best final loss over the values and L0 = ln V the
 loss of a uniform prediction over the vocabulary (the loss at initialisation, which runs do not
 record); a run that failed counts as L0. Its mean over seeds has a 95% Student-t interval. It is
-reported for a loss metric only (L0 is a loss)."""
+reported for a loss metric only (L0 is a loss).
+
+equivalence=, threshold= and last_k= read the held-out values (`zoo.compare.report.beyond_seeds`):
+each held-out difference against the margin, each arm's held-out values against the target, the
+last-k spread of the runs those values come from."""
 
 from __future__ import annotations
 
@@ -34,16 +38,19 @@ from zoo.compare.design import (
     held_settings,
     repeat_warnings,
 )
+from zoo.compare.equivalence import Equivalence
 from zoo.compare.errors import CompareError
 from zoo.compare.markdown.tuned import write_tuned_markdown
+from zoo.compare.noise import LAST_K, ArmNoise, Attribution
 from zoo.compare.patterns import arm_setting
 from zoo.compare.plots import plot_tuning
-from zoo.compare.report import declare, load_runs, make_out, pick_baseline, write_csv
+from zoo.compare.report import beyond_seeds, declare, load_runs, make_out, option_columns, pick_baseline, write_csv
 from zoo.compare.routing_plot import plot_routing
 from zoo.compare.runs import IGNORED, NOT_SETTINGS, Run, RunStatus
-from zoo.compare.select import Choice, leave_one_seed_out
+from zoo.compare.select import Choice, chosen_runs, leave_one_seed_out
 from zoo.compare.stats import Difference, Estimate, difference, estimate, mean_std
 from zoo.compare.table import run_place, swept, vocab_size, write_heldout, write_pair_rows, write_runs
+from zoo.compare.threshold import Reach
 from zoo.compare.verdict import Family, Pair, lower_is_better
 
 
@@ -99,6 +106,14 @@ class TunedReport:
     unreadable: list[Run] = field(default_factory=list)
     family: Family | None = None  # the comparisons adjusted together (zoo.compare.verdict)
     pairs: list[Pair] | None = None  # pairs=all: every pair of arms, on held-out values
+    # equivalence=, threshold= and the noise beyond seeds, on the held-out values (zoo.compare.report.beyond_seeds)
+    margin: float | None = None
+    equivalent: list[tuple[str, Equivalence]] = field(default_factory=list)
+    target: float | None = None
+    reach: list[Reach] = field(default_factory=list)
+    last_k: int = LAST_K
+    noise: list[ArmNoise] = field(default_factory=list)
+    parts: list[Attribution | str] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[str]:
@@ -174,6 +189,7 @@ class TunedReport:
                     "warning": arm.warning,
                 }
             )
+            row.update(option_columns(self, arm))
             out.append(row)
         return out
 
@@ -321,11 +337,18 @@ def compare_tuned(
     plots: bool = True,
     found: tuple[list[Run], list[Run]] | None = None,
     pairs: bool = False,
+    equivalence: float | None = None,
+    threshold: float | None = None,
+    last_k: int = LAST_K,
 ) -> TunedReport:
     """Read the sweeps in `dirs` (or take `found`: runs and runs left out), compare each arm at its
     own best value of `key`, write report.md, report.csv, runs.csv, heldout.csv (and tuning.png)
     into `out`, and return the report. `pairs`: every pair of arms compared on their held-out
-    values (pairs.csv), all pairs one family."""
+    values (pairs.csv), all pairs one family. `equivalence`, `threshold`, `last_k`: as a plain
+    report's (`zoo.compare.report.compare`), read on the held-out values: each comparison's
+    held-out difference tested against ±`equivalence`, each arm's held-out values against
+    `threshold`, the last-k spread over the runs they come from and the init/data-order split
+    over the runs at the arm's best value (one setting)."""
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys = tune_arms(runs, key, metric)
     base = pick_baseline(arms, baseline)
@@ -334,9 +357,24 @@ def compare_tuned(
             arm.diff = difference(arm.held_out(), base.held_out())
     report = TunedReport(metric=metric, key=key, arms=arms, baseline=base, keys=keys, unreadable=unreadable)
     report.family, report.pairs = declare(arms, base, lambda a: a.held_out(), pairs)
+    tails = beyond_seeds(
+        report,
+        equivalence,
+        threshold,
+        last_k,
+        files=found is None,
+        values=lambda a: a.held_out(),
+        measured=lambda a: chosen_runs(a.choice, a.points),
+        crossed=lambda a: a.best.runs if a.best else [],
+    )
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")
-    report.files.update(write_runs(report, out, kind="tuned", tune=key, pairs=pairs, held=held_settings(report.arms)))
+    extra = {"equivalence": equivalence, "threshold": threshold, "last_k": last_k if tails else None}
+    report.files.update(
+        write_runs(
+            report, out, kind="tuned", tune=key, pairs=pairs, held=held_settings(report.arms), tails=tails, extra=extra
+        )
+    )
     if report.pairs is not None:
         report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
     report.files["heldout_csv"] = write_heldout(heldout_rows(arms, key, metric), out)

@@ -19,6 +19,7 @@ from zoo.config.records.atomic import replacing, write_text
 
 if TYPE_CHECKING:
     from zoo.compare.report import Report
+    from zoo.compare.tune import TunedReport
 
 
 def write_lengths_csv(report: Report, path: Path) -> Path:
@@ -126,22 +127,30 @@ def opening(report: Report, means: dict) -> str:
     """The verdict, then what equivalence= and threshold= conclude, where given."""
     seeds = {a.name: len(a.finals(report.metric)) for a in report.arms}
     parts = [verdict(report.arms, means, report.baseline, report.metric, pairs=report.pairs, seeds=seeds)]
+    return " ".join(p for p in [*parts, option_sentences(report)] if p)
+
+
+def option_sentences(report: Report | TunedReport, on: str = "") -> str:
+    """What equivalence= and threshold= conclude, where given (`on`: what the values are, where
+    not the final ones: a tuned report's held-out values)."""
+    parts = []
     if report.equivalent:
-        parts.append(equivalence.sentence(report.equivalent, unit(report.metric)))
+        parts.append(equivalence.sentence(report.equivalent, unit(report.metric), on))
     lower = direction(report.metric)
     if report.target is not None and lower is not None:
-        parts.append(threshold.sentence(report.reach, report.target, report.metric, lower))
+        parts.append(threshold.sentence(report.reach, report.target, report.metric, lower, on))
     return " ".join(p for p in parts if p)
 
 
-def option_lines(report: Report) -> list[str]:
+def option_lines(report: Report | TunedReport, note: str = "") -> list[str]:
     """The sections of equivalence=, threshold= and the noise beyond seeds, where they apply (each
-    escapes what it copies from runs)."""
-    out = equivalence.lines(report.equivalent, report.metric)
+    escapes what it copies from runs; `note`: a sentence in each, saying what the values are
+    where not the final ones)."""
+    out = equivalence.lines(report.equivalent, report.metric, note)
     lower = direction(report.metric)
     if report.target is not None and lower is not None:
-        out += threshold.lines(report.reach, report.target, report.metric, lower)
-    return out + noise.lines(report.noise, report.last_k, report.parts, report.metric)
+        out += threshold.lines(report.reach, report.target, report.metric, lower, note)
+    return out + noise.lines(report.noise, report.last_k, report.parts, report.metric, note)
 
 
 def write_markdown(report: Report, path: Path, dirs) -> Path:

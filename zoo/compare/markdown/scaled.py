@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zoo.compare import scaled_options as options
 from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, design_line, problem_lines
 from zoo.compare.escape import code, text
 from zoo.compare.markdown.transfer import decision_lines, scaled_power_lines
@@ -41,7 +42,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
     lines = [
         f"# Sweep comparison across {k}: {m} against training compute",
         "",
-        text(report.verdict()),
+        text(" ".join(p for p in (report.verdict(), options.sentences(report)) if p)),
         "",
         f"Runs from {', '.join(code(d) for d in dirs)}. A size is one value of {code(report.key)}"
         + (f" (with {', '.join(code(x) for x in report.linked)}, which change with it)" if report.linked else "")
@@ -152,6 +153,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
     if report.decisions is not None:  # decisions across sizes and each size's power (zoo.compare.transfer)
         lines += decision_lines(report.decisions, report.metric, {a.name: label(a) for a in report.arms})
     lines += scaled_power_lines(report)
+    lines += options.lines(report)  # equivalence=, threshold=, last_k= at each size
     if report.warnings:
         lines += ["", "## Warnings", "", *[f"- {text(w)}" for w in report.warnings]]
     if "scaling" in report.files:

@@ -14,6 +14,7 @@ from zoo.compare.design import (
     table_opening,
 )
 from zoo.compare.escape import code, text
+from zoo.compare.markdown.plain import option_lines, option_sentences
 from zoo.compare.markdown.power import power_lines
 from zoo.compare.report import status_of
 from zoo.compare.verdict import lower_is_better, pair_lines, verdict
@@ -44,14 +45,24 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         f"# Sweep comparison at each arm's own {k}: {m}",
         "",
         text(
-            verdict(
-                report.arms,
-                means,
-                report.baseline,
-                report.metric,
-                pairs=report.pairs,
-                what="mean held-out",
-                seeds={a.name: len(a.held_out()) for a in report.arms},
+            " ".join(
+                p
+                for p in (
+                    verdict(
+                        report.arms,
+                        means,
+                        report.baseline,
+                        report.metric,
+                        pairs=report.pairs,
+                        what="mean held-out",
+                        seeds={a.name: len(a.held_out()) for a in report.arms},
+                    ),
+                    option_sentences(
+                        report,
+                        f"; on the held-out values, each seed at the {report.key} chosen on its arm's other seeds",
+                    ),
+                )
+                if p
             )
         ),
         "",
@@ -116,6 +127,7 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         lines.append("| " + " | ".join(cells) + " |")
     if report.pairs is not None:
         lines += pair_lines(report.pairs, report.metric)
+    lines += option_lines(report, held_note(report.key))
     lines += problem_lines([r for a in report.arms for r in a.runs], report.unreadable)
     others = [a for a in report.arms if a is not report.baseline]  # the design's power (zoo.compare.power)
     lines += power_lines(
@@ -129,3 +141,14 @@ def write_tuned_markdown(report: TunedReport, path: Path, dirs) -> Path:
         lines += ["", f"![expert load per mixture layer, each arm at its best {k}]({report.files['routing'].name})"]
     write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+def held_note(key: str) -> str:
+    """What equivalence=, threshold= and the noise beyond seeds read in a report tuned on `key`."""
+    return (
+        f"With tune={key} these read the held-out values: each seed of an arm at the {key} chosen on the "
+        f"arm's other seeds (leave one seed out), the values Δ above compares, so no seed both chose the "
+        f"value and is measured at it; a run's last-k spread is that of the runs those values come from, "
+        f"and the split between init and data-order seeds is over the runs at the arm's best {key} (one "
+        f"setting: a split across values would count the value's effect as the seeds')."
+    )
