@@ -27,6 +27,7 @@ import torch
 import zoo
 from zoo.bench.decode import decode_by_context
 from zoo.bench.options import parse_contexts
+from zoo.bench.report import decode_arms_table
 from zoo.config.errors import ConfigError
 from zoo.config.schema.convert import as_model_config
 from zoo.models.summary import summarize
@@ -57,22 +58,14 @@ def overrides(pattern: list[str] | None, d_model: int, max_seq_len: int) -> list
     return base if pattern is None else [*base, f"model.layer_pattern=[{','.join(pattern)}]"]
 
 
-def table(result: dict) -> str:
-    """One line per (context, arm), each against full attention at that context."""
-    lines = [
-        "| context | arm | decode tokens/s | vs full | prefill ms | cache MB | vs full |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for i, L in enumerate(result["contexts"]):
-        full = result["arms"]["full"]["decode"][i]
-        for name, arm in result["arms"].items():
-            d = arm["decode"][i]
-            lines.append(
-                f"| {L:,} | {name} | {d['decode_tokens_per_s']:,.0f} "
-                f"| {d['decode_tokens_per_s'] / full['decode_tokens_per_s']:.2f}x | {d['prefill_ms']:,.0f} "
-                f"| {d['cache_bytes'] / 2**20:,.2f} | {d['cache_bytes'] / full['cache_bytes']:.2f}x |"
-            )
-    return "\n".join(lines)
+def cpu_name() -> str:
+    """The CPU's model name, as zoo-bench's JSON gives it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return f"cpu {model or platform.processor()}".strip()
 
 
 def main() -> None:
@@ -83,6 +76,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    parser.add_argument("--note", default="", help="what the JSON should say of the machine's state")
     args = parser.parse_args()
     try:
         contexts = parse_contexts(args.contexts)
@@ -115,6 +109,8 @@ def main() -> None:
                 )
     result = {
         "machine": {
+            "device": cpu_name(),
+            "note": args.note,
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
             "python": platform.python_version(),
@@ -124,7 +120,7 @@ def main() -> None:
         "rounds": args.rounds,
         "arms": arms,
     }
-    print(table(result))
+    print(decode_arms_table(result))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)

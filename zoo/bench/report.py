@@ -67,3 +67,22 @@ def decode_table(rows: list[dict]) -> list[str]:
                 f"| {d['memory_growth_bytes'] / 2**20:,.1f} |"
             )
     return lines
+
+
+def decode_arms_table(result: dict) -> str:
+    """benchmarks/mixer_decode.py's figures: a line per (context, arm), each against the arm
+    named "full" (every layer full attention) at that context."""
+    lines = [
+        "| context | arm | decode tokens/s | vs full | prefill ms | cache MB | vs full |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, L in enumerate(result["contexts"]):
+        full = result["arms"]["full"]["decode"][i]
+        for name, arm in result["arms"].items():
+            d = arm["decode"][i]
+            lines.append(
+                f"| {L:,} | {name} | {d['decode_tokens_per_s']:,.0f} "
+                f"| {d['decode_tokens_per_s'] / full['decode_tokens_per_s']:.2f}x | {d['prefill_ms']:,.0f} "
+                f"| {d['cache_bytes'] / 2**20:,.2f} | {d['cache_bytes'] / full['cache_bytes']:.3f}x |"
+            )
+    return "\n".join(lines) + "\n"
