@@ -147,6 +147,15 @@ def plan_check() -> str:
     return plan_check_table(load("plan_check.json")["configs"])
 
 
+def mixer_decode() -> str:
+    """docs/performance.md: decoding by context, per mixer (`python benchmarks/mixer_decode.py`)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from zoo.bench.report import decode_arms_table
+
+    return decode_arms_table(load("mixer_decode_cpu.json"))
+
+
 # name -> (page under docs/, writer)
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "reference": ("performance.md", reference),
@@ -155,6 +164,7 @@ TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "data_scale_runs": ("data.md", data_scale_runs),
     "data_scale_throughput": ("data.md", data_scale_throughput),
     "plan_check": ("memory-planner.md", plan_check),
+    "mixer_decode": ("performance.md", mixer_decode),
 }
 
 

@@ -12,7 +12,7 @@ PEER_NAMES = ("hf", "x-transformers", "litgpt")  # the keys of zoo.bench.peers.P
 PEER_MODULES = {"hf": "transformers", "x-transformers": "x_transformers", "litgpt": "litgpt"}  # what each imports
 VARIANTS = ("eager", "compile", "bf16", "bf16-compile", "checkpoint")
 MAX_THREADS = 4096  # torch.set_num_threads takes a C int; no machine has more cores
-MEASURES = ("train", "forward", "generate", "fit", "memory")
+MEASURES = ("train", "forward", "generate", "fit", "memory", "decode")
 PEER_VARIANTS = ("eager", "compile", "bf16", "bf16-compile")  # checkpointing is a zoo switch; peers run as they come
 
 # named shapes: model overrides and the batch they are measured at (batch × seq_len tokens a step)
@@ -95,7 +95,8 @@ class BenchOptions:
         },
     )
     measure: str = field(
-        default="train,forward,generate,fit,memory", metadata={"help": "of train, forward, generate, fit, memory"}
+        default="train,forward,generate,fit,memory",
+        metadata={"help": "of train, forward, generate, fit, memory, decode (by context: contexts=)"},
     )
     prompt: int = field(default=32, metadata={"help": "generation: prompt tokens"})
     new_tokens: int = field(default=256, metadata={"help": "generation: new tokens (greedy, cached)"})
@@ -104,6 +105,10 @@ class BenchOptions:
     memory_rounds: int = field(default=3, metadata={"help": "memory: fresh processes per system; median"})
     device: str = field(default="auto", metadata={"help": "cpu, cuda or auto"})
     seed: int = field(default=0, metadata={"help": "seed of the weights and batches"})
+    contexts: str = field(
+        default="256,1024,2048",
+        metadata={"help": "decode: comma-separated prompt lengths; at each, batch-1 greedy decoding of new_tokens"},
+    )
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq_len", "rounds", "steps", "prompt", "new_tokens", "gen_batch", "memory_rounds"):
@@ -117,6 +122,11 @@ class BenchOptions:
         self.measure_list = _choices("measure", self.measure, MEASURES)
         if self.shape not in SHAPES:
             raise ConfigError(f"shape={self.shape!r}: choose from {', '.join(SHAPES)}")
+        self.context_list = parse_contexts(self.contexts)
+        if "decode" in self.measure_list and self.new_tokens < 2:
+            raise ConfigError(
+                f"measure=decode times the steps after the first new token: new_tokens must be >= 2, got {self.new_tokens}"
+            )
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
         if self.device == "cuda":
@@ -132,6 +142,21 @@ class BenchOptions:
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
+
+
+def parse_contexts(value: str) -> list[int]:
+    """contexts=256,1024,2048 -> [256, 1024, 2048]: distinct positive prompt lengths, in the
+    order given (the decode measure's table keeps it)."""
+    items = [v.strip() for v in str(value).split(",") if v.strip()]
+    try:
+        lengths = [int(v) for v in items]
+    except ValueError:
+        lengths = []
+    if not lengths or any(n < 1 for n in lengths):
+        raise ConfigError(f"contexts={value!r}: give prompt lengths >= 1, comma-separated (e.g. 256,1024,2048)")
+    if len(set(lengths)) != len(lengths):
+        raise ConfigError(f"contexts={value!r} names a length twice")
+    return lengths
 
 
 def _choices(key: str, value: str, allowed: tuple[str, ...], allow_none: bool = False) -> list[str]:

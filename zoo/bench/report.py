@@ -25,11 +25,11 @@ def markdown(result: dict) -> str:
         f"{cfg['family']} d_model {cfg['d_model']}, {cfg['n_layers']} layers, {cfg['n_heads']} heads, "
         f"vocab {cfg['vocab_size']}; batch {w['batch']} x {w['seq_len']} tokens; medians of {w['rounds']} "
         f"interleaved rounds",
-        "",
-        "| system | variant | " + " | ".join(title for _, title, _ in columns) + " |",
-        "|---|---|" + "---|" * len(columns),
     ]
-    for row in result["rows"]:
+    if columns:  # measure=decode alone has its own table
+        lines += ["", "| system | variant | " + " | ".join(title for _, title, _ in columns) + " |"]
+        lines.append("|---|---|" + "---|" * len(columns))
+    for row in result["rows"] if columns else []:
         cells = [fmt.format(row[key]) if key in row else "" for key, _, fmt in columns]
         lines.append(f"| {row['name']} | {row['variant']} | " + " | ".join(cells) + " |")
     peaks = result.get("matmul_flops_per_s") or {}
@@ -43,6 +43,46 @@ def markdown(result: dict) -> str:
     if result["ratios"]:
         lines += ["", "| ratio | value |", "|---|---|"]
         lines += [f"| {name} | {value:.2f} |" for name, value in result["ratios"].items()]
+    lines += decode_table(result["rows"])
     for peer, why in result.get("unavailable", {}).items():
         lines.append(f"\n{peer}: not compared ({why})")
+    return "\n".join(lines) + "\n"
+
+
+def decode_table(rows: list[dict]) -> list[str]:
+    """measure=decode's figures, a line per (row, context); none without them."""
+    measured = [row for row in rows if row.get("decode")]
+    if not measured:
+        return []
+    lines = [
+        "",
+        "| system | variant | context | decode tokens/s | prefill ms | cache MB | counted MB | memory growth MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in measured:
+        for d in row["decode"]:
+            lines.append(
+                f"| {row['name']} | {row['variant']} | {d['context']:,} | {d['decode_tokens_per_s']:,.0f} "
+                f"| {d['prefill_ms']:,.1f} | {d['cache_bytes'] / 2**20:,.2f} | {d['cache_bytes_counted'] / 2**20:,.2f} "
+                f"| {d['memory_growth_bytes'] / 2**20:,.1f} |"
+            )
+    return lines
+
+
+def decode_arms_table(result: dict) -> str:
+    """benchmarks/mixer_decode.py's figures: a line per (context, arm), each against the arm
+    named "full" (every layer full attention) at that context."""
+    lines = [
+        "| context | arm | decode tokens/s | vs full | prefill ms | cache MB | vs full |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, L in enumerate(result["contexts"]):
+        full = result["arms"]["full"]["decode"][i]
+        for name, arm in result["arms"].items():
+            d = arm["decode"][i]
+            lines.append(
+                f"| {L:,} | {name} | {d['decode_tokens_per_s']:,.0f} "
+                f"| {d['decode_tokens_per_s'] / full['decode_tokens_per_s']:.2f}x | {d['prefill_ms']:,.0f} "
+                f"| {d['cache_bytes'] / 2**20:,.2f} | {d['cache_bytes'] / full['cache_bytes']:.3f}x |"
+            )
     return "\n".join(lines) + "\n"

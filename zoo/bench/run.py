@@ -12,6 +12,7 @@ from functools import partial
 
 import torch
 
+from zoo.bench.decode import decode_by_context
 from zoo.bench.fit import fit_seconds_per_step
 from zoo.bench.matmul import matmul_flops_per_s
 from zoo.bench.memory import peak_training_memory
@@ -30,6 +31,7 @@ from zoo.bench.timing import interleaved, median, spread, timed
 from zoo.bench.workload import Subject, Workload
 from zoo.bench.zoo_subject import ZooSubject
 from zoo.config.errors import ConfigError
+from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.schema.model import ModelConfig
 from zoo.models.summary import summarize
 
@@ -66,6 +68,15 @@ def _run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None
         # the prompt and its continuation must fit the position table (learned positions); a
         # longer table changes nothing else, so every measurement uses the same model
         model = dataclasses.replace(model, max_seq_len=opts.prompt + opts.new_tokens)
+    if "decode" in opts.measure_list:
+        if not FAMILY_FACTS[model.family].prompt_in_decoder:
+            raise ConfigError(
+                f"measure=decode times a decoder-only model continuing prompts; model.family={model.family.value} "
+                f"is not one"
+            )
+        longest = max(opts.context_list) + opts.new_tokens
+        if longest > model.max_seq_len:  # as for generate: only the position table grows
+            model = dataclasses.replace(model, max_seq_len=longest)
     base = Workload(model=model, batch=opts.batch, seq_len=opts.seq_len, device=device)
     work = {v: dataclasses.replace(base, bf16=is_bf16(v)) for v in opts.variant_list}
     cases, unavailable = _build_cases(model, opts, work, log)
@@ -79,6 +90,8 @@ def _run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None
         _time_generation(cases, rows, base, opts, log)
     if "memory" in measures:
         _measure_memory(cases, rows, model, opts, log)
+    if "decode" in measures:
+        _time_decoding(cases, rows, opts, log)
     first = cases[0].subject  # the first variant's zoo model: every case's model has its shape
     assert isinstance(first, ZooSubject)
     summary = summarize(first.model, opts.seq_len)
@@ -101,6 +114,7 @@ def _run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None
             "prompt": opts.prompt,
             "new_tokens": opts.new_tokens,
             "gen_batch": opts.gen_batch,
+            "contexts": opts.context_list,
         },
         "model_summary": summary.as_dict(),
         "train_flops_per_step": train_flops_per_step,
@@ -207,6 +221,28 @@ def _time_generation(
     for (name, rows_n), values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
         key = "generate_tokens_per_s_batch1" if rows_n == 1 else f"generate_tokens_per_s_batch{rows_n}"
         rows[name][key] = 1 / median(values)
+
+
+def _time_decoding(cases: list[Case], rows: dict, opts: BenchOptions, log: Callable[[str], None]) -> None:
+    """Batch-1 greedy decoding at each of `contexts` (`zoo.bench.decode`), for zoo's float32
+    cases, interleaved (a checkpointing variant decodes as eager does; bf16 is said and left out:
+    the torch-free cache count takes one element size)."""
+    zoo = {c.name: c.subject for c in cases if isinstance(c.subject, ZooSubject) and c.variant in ("eager", "compile")}
+    left = [c.name for c in cases if c.system == "zoo" and c.name not in zoo and c.variant != "checkpoint"]
+    if left:
+        log(f"decode: {', '.join(left)} not measured (float32 variants only: eager, compile)")
+    if not zoo:
+        return
+    figures = decode_by_context(
+        {name: s.model for name, s in zoo.items()},
+        contexts=opts.context_list,
+        new_tokens=opts.new_tokens,
+        rounds=opts.rounds,
+        configs={name: s.generation for name, s in zoo.items()},
+        log=log,
+    )
+    for name, by_context in figures.items():
+        rows[name]["decode"] = by_context
 
 
 def _measure_memory(

@@ -8,6 +8,7 @@ medians.
     zoo-bench model=llama peers=hf out=bench.json
     zoo-bench model=bert variants=eager measure=train,forward,memory
     zoo-bench variants=eager,checkpoint measure=memory memory_seq_len=1024 model.max_seq_len=1024
+    zoo-bench model=gdn_hybrid variants=eager peers=none measure=decode contexts=256,1024,2048 new_tokens=32
     zoo-bench ckpt=runs/.../last.ckpt           # greedy decoding, plain and self-speculative (task.mtp_depth)
 
 Model overrides are those of zoo-train (model=..., model/position=..., model.*); dropout is 0
