@@ -92,7 +92,7 @@ class _NoCallbacks:
 
 def run_claimed(
     cfg: DictConfig,
-    run_dir: Path,
+    run_dir: Path | None,
     task: Callable[[DictConfig], Any],
     *,
     finished: bool,
@@ -101,7 +101,7 @@ def run_claimed(
 ) -> Any:
     """The claimed single run as Hydra's job of `cfg`, the composition zoo checked before anything
     was written (with its `hydra:` section): Hydra's `run_job` makes nothing but the claimed
-    `run_dir`, records `cfg` in `.hydra/` (nothing there for a `finished` run, whose records
+    `run_dir` (None: the one `cfg` names, e.g. a rank's, which its job claims), records `cfg` in `.hydra/` (nothing there for a `finished` run, whose records
     stay), sets up logging as `hydra.main` does and calls `task` with `cfg` less its `hydra:`
     section. What `hydra.main` would add is two more compositions of the same command line: one
     to read the mode, one of the run. Hydra is initialised over the same search path (`primary`,
@@ -114,7 +114,8 @@ def run_claimed(
 
     job = copy.deepcopy(cfg)
     with read_write(job.hydra), open_dict(job.hydra):
-        job.hydra.run.dir = str(run_dir).replace("${", "\\${")  # read back as written, never resolved
+        if run_dir is not None:  # None: the directory the composition names (a rank's, its launcher's)
+            job.hydra.run.dir = str(run_dir).replace("${", "\\${")  # read back as written, never resolved
         job.hydra.mode = RunMode.RUN
         if finished:  # its record of the command stays
             job.hydra.output_subdir = None

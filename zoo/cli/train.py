@@ -135,14 +135,14 @@ def _hydra_app(claim):
 
 
 def _run_claimed(claim, cfg: DictConfig, args: HydraArgs):
-    """The run main() claimed, as Hydra's job of the composition checked (`hydra_job.run_claimed`)."""
+    """The run main() claimed (None: a rank's) as Hydra's job of the composition checked (`run_claimed`)."""
 
     def job() -> None:
         run_claimed(
             cfg,
-            claim.run_dir,
+            claim.run_dir if claim is not None else None,
             lambda composed: _train_job(composed, claim),
-            finished=claim.finished is not None,
+            finished=claim is not None and claim.finished is not None,
             primary=config_source_of(args) or config_source(),
             config_dirs=[args.config_dir] if args.config_dir else [],
         )
@@ -379,9 +379,9 @@ def _main(argv: list[str]) -> None:
                 chosen = [dir_override("run", claim.run_dir)] if claim is not None else []
                 if claim is not None and claim.finished is not None:  # its record of the command stays
                     chosen.append("hydra.output_subdir=null")
-        if claim is not None and checked is not None and runs_as_claimed(checked.cfg):
+        if checked and not checked.multirun and runs_as_claimed(checked.cfg) and (claim or launch_rank()):
             _run_hydra(_run_claimed(claim, checked.cfg, args), None, started - 1)
-        else:  # a sweep, a rank a launcher started: Hydra's application reads its command line
+        else:  # a sweep, init_from=hf:DIR: hydra.main reads its command line
             # the directory zoo chose, on Hydra's command line (and its ranks')
             sys.argv[:] = with_overrides([argv[0], *words], args, chosen)
             _run_hydra(_hydra_app(claim), sweep_dir, started - 1)
