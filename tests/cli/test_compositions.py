@@ -10,19 +10,71 @@ import sys
 from pathlib import Path
 
 import pytest
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
 from tests.cli.conftest import tiny_overrides
+from zoo.cli.gate import check_command_line
+from zoo.cli.hydra_args import parse_hydra_args
+from zoo.cli.train import main
+from zoo.config.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# zoo's own composition before Hydra starts (the checks: nothing written or instantiated before
-# them), Hydra's reading of the mode (`get_mode`) and Hydra's composition of the run, which is
-# the config that trains. (The hydra: section of a config from zoo's own files needs no reference
-# composition: zoo.cli.hydra_check.)
-SINGLE_RUN = 3
+# one: zoo's own composition before anything is written (the checks, the claim) is the one Hydra
+# runs as the job, records in .hydra/ and trains (zoo.cli.hydra_job.run_claimed)
+SINGLE_RUN = 1
 # zoo's composition of each arm; Hydra's reading of the mode and its composition of the sweep;
 # per arm, the basic sweeper's check of its overrides and the job
 TWO_ARM_SWEEP = 2 + 2 + 2 * 2
+
+
+@pytest.fixture
+def counted(monkeypatch) -> list[str]:
+    """Every composition this process makes from here on, through Hydra's config loader (as
+    tests/cli/count_compositions.py counts a whole command in a process of its own)."""
+    calls: list[str] = []
+    original = ConfigLoaderImpl.load_configuration
+
+    def counting(self, config_name, overrides, run_mode, *args, **kwargs):
+        calls.append(f"{config_name} {run_mode.name} {' '.join(overrides)}")
+        return original(self, config_name, overrides, run_mode, *args, **kwargs)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counting)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("argv", "compositions"),
+    [
+        (["-cn", "quick", "trainer.max_steps=1"], 1),  # a single run: its own composition
+        (["-cn", "quick", "-m", "model/position=rope,alibi"], 2),  # one per arm
+        # one per value of each swept key, not per arm: 2 + 1 for the 4 arms of 2 x 2 values
+        (["-cn", "quick", "-m", "model/position=rope,alibi", "seed=0,1"], 3),
+    ],
+    ids=["run", "2 arms", "2x2 arms"],
+)
+def test_zoo_checks_a_command_by_one_composition_per_value(counted, argv, compositions):
+    """zoo's share of a command's compositions, before Hydra starts (zoo.cli.gate): the checks
+    compose each value of a sweep once, and the search for a valid arm reuses them."""
+    assert check_command_line(parse_hydra_args(argv)) is not None
+    assert len(counted) == compositions, "\n".join(counted)
+
+
+def test_an_all_invalid_sweep_is_refused_on_the_compositions_of_its_values(counted):
+    """Each arm of `model.n_heads=3,5` with `model.d_model=100` breaks the same rule: the refusal
+    up front takes the two compositions the checks made, none more."""
+    argv = ["-cn", "quick", "-m", "model.d_model=100", "model.n_heads=3,6"]
+    with pytest.raises(ConfigError, match="no arm of the sweep is a valid run"):
+        check_command_line(parse_hydra_args(argv))
+    assert len(counted) == 2, "\n".join(counted)
+
+
+def test_printing_the_config_composes_it_twice(counted, capsys):
+    """`--cfg job` runs nothing: zoo's check, then Hydra's composition of what it prints (no
+    reading of the mode, no job)."""
+    main(["-cn", "quick", "model.d_model=32", "--cfg", "job"])
+    assert "d_model: 32" in capsys.readouterr().out
+    assert len(counted) == 2, "\n".join(counted)
 
 
 def _compositions(tmp_path: Path, *args: str) -> list[str]:

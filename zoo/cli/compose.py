@@ -130,7 +130,7 @@ def with_init_from(cfg: DictConfig, overrides: Iterable[str]) -> DictConfig:
 
 
 @contextmanager
-def _hydra_at(primary: str, config_dirs: Iterable[str]):
+def hydra_at(primary: str, config_dirs: Iterable[str]):
     """Hydra initialised through its public API over zoo's search path (`primary`, as -cp gives
     it, then each -cd directory where Hydra's -cd puts it: `zoo.config.paths.command_line_dirs`);
     `initialize_config_dir` (or `_module`) puts Hydra back as it found it on leaving. Yields
@@ -177,7 +177,7 @@ def config_groups(
     """Every config group of the search path (zoo's own, and the Hydra groups named) -> its
     options."""
     listed = tuple(listed_hydra_groups)
-    with _hydra_at(source or config_source(), dirs) as loader:
+    with hydra_at(source or config_source(), dirs) as loader:
         names = [g for g in _all_groups(loader) if not g.startswith("hydra") or g in listed]
         return {g: sorted(loader.get_group_options(g)) for g in sorted(names)}
 
@@ -191,7 +191,7 @@ def _compose_raw(overrides: list[str], config_name: str, primary: str, config_di
 
     config_dirs = list(config_dirs)
     try:
-        with _hydra_at(primary, config_dirs) as loader:
+        with hydra_at(primary, config_dirs) as loader:
             primary = _as_source(primary)
             foreign = _check_files_first(loader, primary, config_dirs, config_name, overrides)
             if foreign:  # zoo's own configs name no file outside conf/ and recipes/
@@ -247,7 +247,7 @@ def check_config_files(
     primary = _as_source(primary)
     config_dirs = list(config_dirs)
     try:
-        with _hydra_at(primary, config_dirs) as loader:
+        with hydra_at(primary, config_dirs) as loader:
             _check_files_first(loader, primary, config_dirs, config_name, overrides)
     except ConfigError:
         raise

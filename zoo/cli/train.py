@@ -31,8 +31,8 @@ from zoo.cli.gate import (
     refuse_flags,
     subdir_override,
 )
-from zoo.cli.hydra_args import HydraArgs, in_one_group, parse_hydra_args, with_overrides
-from zoo.cli.hydra_job import composed_by_hydra, in_sweep, job_dir, run_origin
+from zoo.cli.hydra_args import HydraArgs, config_source_of, in_one_group, parse_hydra_args, with_overrides
+from zoo.cli.hydra_job import composed_by_hydra, in_sweep, job_dir, run_claimed, run_origin, runs_as_claimed
 from zoo.cli.objective import objective
 from zoo.config.paths import CONFIG_NAME, config_source, use_recipes
 from zoo.config.records.rundir import RunDir
@@ -134,6 +134,22 @@ def _hydra_app(claim):
     return zoo_train
 
 
+def _run_claimed(claim, cfg: DictConfig, args: HydraArgs):
+    """The run main() claimed (None: a rank's) as Hydra's job of the composition checked (`run_claimed`)."""
+
+    def job() -> None:
+        run_claimed(
+            cfg,
+            claim.run_dir if claim is not None else None,
+            lambda composed: _train_job(composed, claim),
+            finished=claim is not None and claim.finished is not None,
+            primary=config_source_of(args) or config_source(),
+            config_dirs=[args.config_dir] if args.config_dir else [],
+        )
+
+    return job
+
+
 def _train_job(cfg: DictConfig, claim) -> float | None:
     from zoo.cli.compose import with_init_from
     from zoo.run.lifecycle import execute, refused
@@ -222,10 +238,11 @@ def _drop_if_empty(sweep_dir: Path, since: float) -> None:
         pass
 
 
-def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
-    """Hydra's application, with Hydra's own error report off (HYDRA_FULL_ERROR: what a sweeper
-    raises reaches main(), e.g. Optuna's when no trial finished): a sweep that stops ends on one
-    line and the line naming its failed arms; a bug in a single run shows its traceback."""
+def _run_hydra(app, sweep_dir: Path | None, since: float) -> None:
+    """Hydra's application `app` (`_hydra_app`, `_run_claimed`), with Hydra's own error report off
+    (HYDRA_FULL_ERROR: what a sweeper raises reaches main(), e.g. Optuna's when no trial
+    finished): a sweep that stops ends on one line and the line naming its failed arms; a bug in
+    a single run shows its traceback."""
     from hydra.errors import HydraException
 
     from zoo.config.errors import ZooError, explain, zoo_error_in
@@ -233,7 +250,7 @@ def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
     before = os.environ.get(FULL_ERROR_ENV)
     os.environ[FULL_ERROR_ENV] = "1"
     try:
-        _hydra_app(claim)()
+        app()
     except (ZooError, KeyboardInterrupt):
         raise
     except HydraException as exc:
@@ -259,8 +276,8 @@ def _run_hydra(claim, sweep_dir: Path | None, since: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """zoo-train with the arguments `argv` (`zoo train ARGS`); None: this process's command line.
-    Hydra reads its command line from `sys.argv` alone, so `_main` hands it there (and puts the
-    process's own back after)."""
+    A claimed single run is Hydra's job of zoo's own composition; for the rest, `hydra.main` reads
+    its command line from `sys.argv` alone, so `_main` hands it there (and puts it back after)."""
     words = list(sys.argv) if argv is None else ["zoo-train", *argv]
     # from the first line to the last, SIGTERM and Ctrl-C end the command with one line and 128 +
     # the signal (a run's own handler answers them from its preparation to its final validation)
@@ -362,9 +379,12 @@ def _main(argv: list[str]) -> None:
                 chosen = [dir_override("run", claim.run_dir)] if claim is not None else []
                 if claim is not None and claim.finished is not None:  # its record of the command stays
                     chosen.append("hydra.output_subdir=null")
-        # the directory zoo chose, on Hydra's command line (and its ranks')
-        sys.argv[:] = with_overrides([argv[0], *words], args, chosen)
-        _run_hydra(claim, sweep_dir, started - 1)
+        if checked and not checked.multirun and runs_as_claimed(checked.cfg) and (claim or launch_rank()):
+            _run_hydra(_run_claimed(claim, checked.cfg, args), None, started - 1)
+        else:  # a sweep, init_from=hf:DIR: hydra.main reads its command line
+            # the directory zoo chose, on Hydra's command line (and its ranks')
+            sys.argv[:] = with_overrides([argv[0], *words], args, chosen)
+            _run_hydra(_hydra_app(claim), sweep_dir, started - 1)
         _sweep_summary(sweep_dir, started - 1)
     except ZooError as exc:  # a refusal of the claim, or one the steps above did not report themselves
         _fail(str(exc))
