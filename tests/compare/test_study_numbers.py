@@ -95,6 +95,11 @@ NOT_IN_TABLES: dict[str, dict[str, str]] = {
         "0.06": "the first run's post-LN mean less this one's",
         **{n: SHARED_RATE for n in ("0.208", "0.009", "0.156", "0.005", "1.679", "1.545")},
     },
+    "hybrid": {
+        "1.3": "the paper's model size in billions of parameters",
+        "0.9": "AdamW's first-moment decay, the recipe's setting",
+        "0.95": "AdamW's second-moment decay, the recipe's setting",
+    },
     "wortsman_instability": {"0.95": "AdamW's second-moment decay, the recipe's setting"},
     "wsd_cooldown": {
         "0.92": "tokens in millions (D = 921,600 in report.md)",
