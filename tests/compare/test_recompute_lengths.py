@@ -1,8 +1,8 @@
 """`zoo-compare recompute=` of a report made with lengths=: the length table's perplexities were
 measured from checkpoints, so the rebuild reads each arm's mean, spread and runs from the report's
 lengths.csv and makes its intervals and report.md's table again. A perplexity changed in
-lengths.csv is caught; a report without lengths.csv is rebuilt as before; a damaged lengths.csv
-is one line."""
+lengths.csv is caught; a cell no run measured keeps its note; a report without lengths.csv is
+rebuilt as before; a damaged lengths.csv is one line."""
 
 from __future__ import annotations
 
@@ -89,3 +89,21 @@ def test_a_damaged_lengths_csv_is_one_line(tmp_path, cli_here, column, value, fr
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("note, cell", [("past the learned table", "past the learned table"), ("no finished run", "–")])
+def test_a_cell_no_run_measured_rebuilds_with_its_note(tmp_path, note, cell):
+    """A cell with no perplexity (a learned position table too short for 4x, or no finished
+    run) is written with its note and no values; the rebuild reads the note back and prints the
+    cell as the report does. The note deleted is a difference (the writer always writes one)."""
+    report = _copy(tmp_path)
+    for column, value in (("ppl_mean", ""), ("ppl_std", ""), ("ppl_low", ""), ("ppl_high", ""), ("runs", "0")):
+        _edit_lengths(report, column, value, 3)  # arm 0 at 4x
+    _edit_lengths(report, "note", note, 3)
+    md = (report / "report.md").read_text(encoding="utf-8")
+    (report / "report.md").write_text(md.replace("| 8.24 [8.10, 8.39] |", f"| {cell} |", 1), encoding="utf-8")
+    lines, equal = recompute(report)
+    assert equal, "\n".join(lines)
+    _edit_lengths(report, "note", "", 3)  # the note deleted: the writer never leaves it empty
+    lines, equal = recompute(report)
+    assert not equal and any(line.startswith("lengths.csv arm 0 4 note: report –") for line in lines), lines
