@@ -295,6 +295,7 @@ def test_each_committed_report_with_a_runs_csv_is_the_one_its_tables_rebuild(tmp
     lines, equal = compare_rebuilt(study, tmp_path, spec)
     assert equal, "\n".join(lines)
     tables = ("report.csv", "heldout.csv", "pairs.csv", "decisions.csv", "extrapolation.csv", "runs.csv")
+    tables += ("lengths.csv",)
     for name in ("report.md", *tables, "comparison.json"):
         assert (tmp_path / name).is_file() == (study / name).is_file(), name
         if (study / name).is_file():

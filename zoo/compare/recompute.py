@@ -6,7 +6,10 @@ sweep's run directories did (same kind, metric, keys and baseline, from comparis
 a scratch directory; its report.csv (and heldout.csv, pairs.csv) is then read beside DIR's, row
 by row and column by column (a column the report lacks is a difference), and its report.md line
 by line, since a report rebuilds byte for byte from its tables (`as_rebuilt` sets aside what
-runs.csv does not hold: the plots, the length table, an unfinished run's last validation). The
+runs.csv does not hold: the plots, an unfinished run's last validation, and the length table of a
+report without lengths.csv). A lengths= report's length table is made again from the means,
+spreads and runs its lengths.csv holds (`zoo.compare.committed_lengths`: measured from checkpoints),
+and lengths.csv compared value by value like report.csv. The
 tables a study's own scripts write beside its report (signals.md, routing.md, coord.md) are made
 again by those scripts from the rebuilt tables and compared the same way
 (`zoo.compare.study_tables`), and every other .md and .csv there is named with what it is.
@@ -26,6 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.committed_lengths import LENGTHS_CSV, READ, read_lengths
 from zoo.compare.errors import CompareError
 from zoo.compare.noise import LAST_K
 from zoo.compare.report import compare
@@ -59,6 +63,8 @@ SHOWN = (
     "multiplier",
     "multiplier_low",
     "multiplier_high",
+    "ppl_low",
+    "ppl_high",
 )
 
 
@@ -98,7 +104,19 @@ def rebuild(
     pairs = bool(spec.get("pairs"))
     margin, target, k = spec.get("equivalence"), spec.get("threshold"), spec.get("last_k") or LAST_K
     if spec["kind"] == "plain":
-        compare(dirs, out, pairs=pairs, equivalence=margin, threshold=target, last_k=k, **common)
+        measured = read_lengths(directory)  # lengths=: perplexities measured from checkpoints
+        multiples, length_rows = measured if measured is not None else (None, None)
+        compare(
+            dirs,
+            out,
+            pairs=pairs,
+            equivalence=margin,
+            threshold=target,
+            last_k=k,
+            lengths=multiples,
+            length_rows=length_rows,
+            **common,
+        )
     elif spec["kind"] == "tuned":
         compare_tuned(
             dirs, out, key=spec["tune"], pairs=pairs, equivalence=margin, threshold=target, last_k=k, **common
@@ -163,17 +181,19 @@ def _table(path: Path, root: Path) -> tuple[list[str], list[dict]]:
 
 
 # what the rebuild cannot draw from runs.csv: the plots (each a line of its own), the length
-# table (measured from the checkpoints) and an unfinished run's last validation (its metrics.csv)
+# table (measured from the checkpoints) of a report without lengths.csv and an unfinished run's
+# last validation (its metrics.csv)
 IMAGE = re.compile(r"\n\n!\[[^\]\n]*\]\([^)\n]*\)")
 LENGTHS = "## Length extrapolation"
 LAST_VALIDATION = re.compile(r"^(- `.*` unfinished) \(last validation [^()\n]* at [\d,]+ tokens\)$", re.M)
 
 
-def as_rebuilt(md: str) -> str:
+def as_rebuilt(md: str, *, lengths: bool = False) -> str:
     """report.md without what a rebuild from runs.csv cannot make (`IMAGE`, `LENGTHS`,
-    `LAST_VALIDATION`): the rest is made again byte for byte."""
+    `LAST_VALIDATION`): the rest is made again byte for byte. `lengths`: the report has its
+    lengths.csv, from which the `LENGTHS` table is made again too."""
     md = LAST_VALIDATION.sub(r"\1", IMAGE.sub("", md))
-    if f"\n{LENGTHS}\n" not in md:
+    if lengths or f"\n{LENGTHS}\n" not in md:
         return md
     before, _, after = md.partition(f"\n\n{LENGTHS}\n")
     rest = after.split("\n## ", 1)
@@ -185,10 +205,15 @@ def _compare_markdown(ours: Path, theirs: Path, root: Path) -> tuple[list[str], 
     if not os.path.lexists(theirs):
         return ["report.md: not in the report: DIFFERS"], 1
     given = read_text(theirs, root=root, remedy=REPORT_REMEDY)
-    lines = [f"report.md: the {LENGTHS[3:].lower()} table is measured from checkpoints, not rebuilt"] * (
-        f"\n{LENGTHS}\n" in given
+    table = os.path.lexists(theirs.parent / LENGTHS_CSV)
+    said = (
+        f"report.md: the {LENGTHS[3:].lower()} table is rebuilt from {LENGTHS_CSV}'s {', '.join(READ)} "
+        "(measured from checkpoints), as are that table's intervals"
+        if table
+        else f"report.md: the {LENGTHS[3:].lower()} table is measured from checkpoints, not rebuilt"
     )
-    more, differ = differing_lines("report.md", as_rebuilt(given), ours.read_text(encoding="utf-8"))
+    lines = [said] * (f"\n{LENGTHS}\n" in given)
+    more, differ = differing_lines("report.md", as_rebuilt(given, lengths=table), ours.read_text(encoding="utf-8"))
     return lines + more, differ
 
 
@@ -216,6 +241,7 @@ def compare_rebuilt(directory: Path, scratch: Path, spec: dict) -> tuple[list[st
     )
     tables = [(HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])]
     tables += [(DECISIONS, [*keys[1:], "pair"]), (EXTRAPOLATION, ["arm"])]  # scale=: decisions across sizes
+    tables.append((LENGTHS_CSV, ["arm", "multiple"]))  # lengths=: its intervals rebuilt from its means
     for name, columns in tables:
         if (scratch / name).is_file() or os.path.lexists(directory / name):
             if not os.path.lexists(directory / name):

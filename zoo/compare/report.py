@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from zoo.compare import equivalence as equiv
 from zoo.compare import threshold as thresh
+from zoo.compare.committed_lengths import place_lengths
 from zoo.compare.design import _show, few_seed_warnings, flag_warnings, held_settings, repeat_warnings
 from zoo.compare.errors import CompareError
 from zoo.compare.escape import csv_cell
@@ -321,6 +322,7 @@ def compare(
     equivalence: float | None = None,
     threshold: float | None = None,
     last_k: int = LAST_K,
+    length_rows: list[dict] | None = None,
 ) -> Report:
     """Read the sweeps in `dirs`, write report.md, report.csv, runs.csv (and curves.png,
     final.png) into `out`, and return the report. `lengths` (multiples of the trained context,
@@ -330,7 +332,8 @@ def compare(
     arms compared (pairs.csv), all pairs one family. `equivalence`: a margin each comparison of the
     family is tested against (`zoo.compare.equivalence`); `threshold`: a target each arm's mean is
     tested against (`zoo.compare.threshold`); `last_k`: the validations each run's own spread is
-    taken over (`zoo.compare.noise`)."""
+    taken over (`zoo.compare.noise`); `length_rows`: the lengths table as a report's lengths.csv
+    holds it (`zoo.compare.committed_lengths.read_lengths`), taken instead of measured."""
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys = group_arms(runs)
     base = pick_baseline(arms, baseline)
@@ -347,7 +350,11 @@ def compare(
     )
     if report.pairs is not None:
         report.files["pairs_csv"] = write_pair_rows(report.pairs, out)
-    if lengths:
+    if lengths and length_rows is not None:
+        report.multiples = list(lengths)
+        report.lengths = place_lengths(arms, length_rows)
+        report.files["lengths_csv"] = write_lengths_csv(report, out / "lengths.csv")
+    elif lengths:
         # deferred: measuring lengths loads checkpoints (torch, Lightning); a comparison without
         # lengths= answers without them (zoo-compare starts in half the time)
         from zoo.compare.lengths import length_table

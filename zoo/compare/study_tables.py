@@ -24,11 +24,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from zoo.compare.committed_lengths import LENGTHS_CSV
 from zoo.compare.errors import CompareError
 from zoo.config.records.reader import REPORT_REMEDY, TABLE_BYTES, read_bytes, read_text
 
 # zoo-compare's own files of a report, compared table by table in recompute
-REPORT_FILES = ("report.md", "report.csv", "runs.csv", "heldout.csv", "pairs.csv")
+REPORT_FILES = ("report.md", "report.csv", "runs.csv", "heldout.csv", "pairs.csv", LENGTHS_CSV)
 DECLARES = re.compile(r"^GENERATES\s*=", re.M)
 # a number as the tables print it: sign (ASCII or U+2212), digits with thousands commas (not in a
 # .csv, where a comma ends a cell), decimals, exponent

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zoo.compare import equivalence, noise, threshold
+from zoo.compare.committed_lengths import NO_RUN
 from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, problem_lines, table_opening
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.markdown.power import power_lines
@@ -62,7 +63,7 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
                         ]
                     )
                 else:
-                    writer.writerow([arm.name, *settings, length, m, "", "", "", "", 0, cell or "no finished run"])
+                    writer.writerow([arm.name, *settings, length, m, "", "", "", "", 0, cell or NO_RUN])
     return path
 
 
