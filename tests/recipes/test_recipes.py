@@ -42,6 +42,8 @@ def test_vaswani_recipe_optimizer_and_schedule():
 
 
 def _tiny_data(tmp_path: Path, cfg) -> list[str]:
+    if cfg.data.source == "recall":  # drawn, not read: a few short sequences of its own kind
+        return ["data.recall_examples=64", "data.recall_pairs=4"]
     rows = []
     for i in range(200):
         text = f"the number {i} is written as {i} in digits and said aloud"
@@ -68,8 +70,9 @@ def test_recipe_trains_a_few_steps_on_tiny_local_data(name, tmp_path):
     overrides = [
         *_tiny_data(tmp_path, base),
         "trainer=cpu",
-        "tokenizer=byte",
-        "tokenizer.vocab_size=8192",  # the default: a recipe's SentencePiece size does not apply to bytes
+        # bytes at the default size (a recipe's SentencePiece size does not apply to bytes); a
+        # recall recipe keeps its one-id-per-symbol tokenizer
+        *(["tokenizer=byte", "tokenizer.vocab_size=8192"] if base.data.source != "recall" else []),
         "model.d_model=32",
         "model.n_heads=2",
         "model.n_kv_heads=null",

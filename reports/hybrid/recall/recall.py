@@ -1,5 +1,5 @@
 """The associative-recall probe of the hybrid study: each run of `repro_hybrid_recall` scored by
-`zoo-eval probe=recall pairs=4,8,12 examples=300` (sequences drawn with seed 1, none of them
+`zoo-eval probe=recall pairs=2,4,8,12 examples=300` (sequences drawn with seed 1, none of them
 trained on), per arm and pair count: the accuracy at the queries, the mean over seeds with its
 95% Student-t interval (n - 1 degrees of freedom), and each Gated DeltaNet arm's difference to
 full attention, paired over seeds, one family of 4 comparisons per pair count (Holm's step-down
