@@ -28,6 +28,7 @@ import zoo
 from zoo.bench.decode import decode_by_context
 from zoo.bench.options import parse_contexts
 from zoo.bench.report import decode_arms_table
+from zoo.bench.run import _device_name
 from zoo.config.errors import ConfigError
 from zoo.config.schema.convert import as_model_config
 from zoo.models.summary import summarize
@@ -56,16 +57,6 @@ def overrides(pattern: list[str] | None, d_model: int, max_seq_len: int) -> list
         "model.dropout=0.0",
     ]
     return base if pattern is None else [*base, f"model.layer_pattern=[{','.join(pattern)}]"]
-
-
-def cpu_name() -> str:
-    """The CPU's model name, as zoo-bench's JSON gives it."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        model = ""
-    return f"cpu {model or platform.processor()}".strip()
 
 
 def main() -> None:
@@ -109,7 +100,7 @@ def main() -> None:
                 )
     result = {
         "machine": {
-            "device": cpu_name(),
+            "device": _device_name(torch.device("cpu")),
             "note": args.note,
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),

@@ -23,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from zoo.compare.stats import t_quantile
+from zoo.compare.stats import difference, holm, t_quantile
 
 HERE = Path(__file__).resolve().parent
 GENERATES = ("recall.md",)
@@ -78,25 +78,6 @@ def _interval(values: list[float], level: float = 0.95) -> tuple[float, float, f
     return mean, mean - half, mean + half
 
 
-def _p_value(differences: list[float]) -> float:
-    """Two-sided p-value of a one-sample t-test of mean zero."""
-    from scipy import stats
-
-    if statistics.stdev(differences) == 0:
-        return 0.0 if statistics.fmean(differences) != 0 else 1.0
-    return float(stats.ttest_1samp(differences, 0.0).pvalue)
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the order given."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted, running = [0.0] * len(p_values), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
-
-
 def _read(directory: Path) -> list[dict[str, str]]:
     with (directory / "recall_runs.csv").open(newline="") as handle:
         return list(csv.DictReader(handle))
@@ -133,19 +114,14 @@ def markdown(rows: list[dict[str, str]]) -> str:
     out.write("| pairs | arm | Δ accuracy [95% CI] | adjusted interval | p (Holm) |\n|---|---|---|---|---|\n")
     for n in pair_counts:
         base = accuracy[(BASELINE, n, "all")]
-        found = []
-        for arm in arms[1:]:
-            mine = accuracy[(arm, n, "all")]
-            seeds = sorted(set(base) & set(mine))
-            diffs = [mine[s] - base[s] for s in seeds]
-            found.append((arm, diffs, _p_value(diffs)))
-        adjusted = holm([p for _, _, p in found])
-        for (arm, diffs, p), p_holm in zip(found, adjusted, strict=True):
-            mean, low, high = _interval(diffs)
-            _, a_low, a_high = _interval(diffs, 1 - 0.05 / m)
+        found = [(arm, difference(accuracy[(arm, n, "all")], base)) for arm in arms[1:]]
+        holm([d for _, d in found])
+        for arm, d in found:
+            wide = difference(accuracy[(arm, n, "all")], base, level=1 - 0.05 / m)
+            assert d is not None and wide is not None, (arm, n)  # every arm ran every seed
             out.write(
-                f"| {n} | {arm} | {mean:+.4f} [{low:+.4f}, {high:+.4f}] | [{a_low:+.4f}, {a_high:+.4f}] | "
-                f"{p:.3f} (Holm {p_holm:.3f}) |\n"
+                f"| {n} | {arm} | {d.mean:+.4f} [{d.low:+.4f}, {d.high:+.4f}] | [{wide.low:+.4f}, {wide.high:+.4f}] | "
+                f"{d.p:.3f} (Holm {d.p_holm:.3f}) |\n"
             )
     bins = [d for d in dict.fromkeys(r["distance"] for r in rows if int(r["pairs"]) == TRAINED_PAIRS) if d != "all"]
     out.write(
@@ -155,8 +131,10 @@ def markdown(rows: list[dict[str, str]]) -> str:
     out.write("| arm | " + " | ".join(bins) + " |\n|---|" + "---|" * len(bins) + "\n")
     for arm in arms:
         cells = []
-        for d in bins:
-            hits = [r for r in rows if r["arm"] == arm and int(r["pairs"]) == TRAINED_PAIRS and r["distance"] == d]
+        for distance in bins:
+            hits = [
+                r for r in rows if r["arm"] == arm and int(r["pairs"]) == TRAINED_PAIRS and r["distance"] == distance
+            ]
             queries = sum(int(r["queries"]) for r in hits)
             correct = sum(int(r["correct"]) for r in hits)
             cells.append(f"{correct / queries:.4f} ({queries})" if queries else "–")
