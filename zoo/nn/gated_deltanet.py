@@ -13,7 +13,8 @@ gated delta rule
 and the output is out_proj(RMSNorm(o_t) · silu(z_t)) with z the output gate. Training runs the
 chunked form (chunks of 64: within a chunk the WY/UT transform turns the rule into matrix
 products, one state update per chunk); decoding runs the rule token by token from the
-`RecurrentState` (`zoo.nn.recurrent_state`). Packed documents (data.document_mask) reset the
+`RecurrentState` (`zoo.nn.recurrent_state`). On CUDA with flash-linear-attention installed the
+chunked form is its Triton kernel (`zoo.nn.linear_kernels`). Packed documents (data.document_mask) reset the
 state at each document's first token (α = 0 there, the convolution does not reach across), and
 padded positions are zeroed at the input, so left padding leaves the state at zero. Widths: B
 batch, T tokens, D d_model, Hk/Hv key/value heads, dk/dv their widths, C = 2·Hk·dk + Hv·dv the
@@ -29,6 +30,7 @@ from torch import nn
 from zoo.config.facts import gated_deltanet as facts
 from zoo.config.facts.starts import NORMAL, ONES, log_uniform
 from zoo.config.schema.model import ModelConfig
+from zoo.nn.linear_kernels import fla_gated_delta, gated_delta_kernel
 from zoo.nn.recurrent_state import RecurrentState
 
 
@@ -141,8 +143,11 @@ class GatedDeltaNet(nn.Module):
         beta = b.sigmoid()  # (B, T, Hv)
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)  # (B, T, Hv) log decay
         initial = past.ssm if past is not None else None
+        kernel = None if T == 1 and initial is not None else gated_delta_kernel(x, initial, resets)
         if initial is not None and T == 1:
             out, final = recurrent_rule(q, k, v, g, beta, initial)
+        elif kernel is not None:  # flash-linear-attention on CUDA (zoo.nn.linear_kernels)
+            out, final = fla_gated_delta(kernel, q, k, v, g, beta, initial, resets)
         else:
             out, final = chunked_rule(q, k, v, g, beta, initial, resets=resets)
         if state is not None:

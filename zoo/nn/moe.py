@@ -265,7 +265,8 @@ class MoE(nn.Module):
         if self._grouped(x):
             out = self.experts(rows, ends=kept_counts.cumsum(0).to(torch.int32)).to(x.dtype)  # (N·K, D)
         else:
-            out = self.experts(rows, counts=self._host_counts(kept_counts, N, capacity))  # (N·K, D)
+            # under autocast the experts give bf16: back to the stream's dtype for the sum
+            out = self.experts(rows, counts=self._host_counts(kept_counts, N, capacity)).to(x.dtype)  # (N·K, D)
         out = out * weight.to(out.dtype)[:, None]  # (N·K, D)
         y = torch.zeros_like(x).index_add_(0, token, out)  # (N, D)
         if self.shared is not None:
