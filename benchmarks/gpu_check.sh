@@ -19,7 +19,7 @@
 # train:llama-250m suite"); limits TRAIN_S, GEN_S, SUITE_S, LAYER_S seconds. The suite is stopped
 # with SIGINT at its limit, so its JUnit report still counts the tests that finished. Where hydra-core is missing and .whl/ holds the wheels (a machine with no package
 # index), they are installed into a temporary site directory first. Arguments go to pytest
-# (test ids or -k to rerun). tests/cli/test_tracking.py (no GPU tests) needs mlflow, which GPU
+# (test ids or -k to rerun; default tests/gpu and tests/nn/test_moe.py, the files with GPU tests). tests/cli/test_tracking.py (no GPU tests) needs mlflow, which GPU
 # images often lack: it is left out.
 set -uo pipefail
 out=${OUT:-gpu-check}
@@ -36,12 +36,18 @@ bench_args=(variants="${VARIANTS:-bf16,bf16-compile}" peers="${PEERS:-hf,x-trans
 gen_args=(variants="${VARIANTS:-bf16,bf16-compile}" rounds="${GEN_ROUNDS:-2}" new_tokens="${NEW_TOKENS:-128}"
           peers="${GEN_PEERS:-hf}")
 suite_args=(-m gpu -n "${WORKERS:-12}")
+# the files that hold GPU tests: collecting the others would compose configs that need plugins the
+# GPU image lacks (the Optuna sweeper), for no test
+suite_paths=(tests/gpu tests/nn/test_moe.py)
+suite_target=("$@")  # test ids or paths given: those; otherwise the GPU files, then any options
+case " $* " in *" tests/"*) ;; *) suite_target=("${suite_paths[@]}" "$@") ;; esac
 if [ -n "${TINY:-}" ]; then  # a CPU: the smallest model, one round, the suite's GPU tests all skip
   parts=${PARTS:-train:reference generate:reference suite}
   tiny=(device=cpu model.d_model=64 model.n_heads=2 model.n_layers=1 model.vocab_size=256 batch=2 seq_len=32 steps=1)
   bench_args=(variants=eager peers=hf rounds=1 "${tiny[@]}")
   gen_args=(variants=eager rounds=1 new_tokens=8 peers=hf "${tiny[@]}")
-  suite_args=(-m gpu tests/gpu/test_speed_cuda.py)
+  suite_args=(-m gpu)
+  suite_target=(tests/gpu/test_speed_cuda.py "$@")
 fi
 {
   if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -77,7 +83,7 @@ for part in $parts; do
         timeout "${LAYER_S:-120}" python3 benchmarks/linear_kernels.py --contexts 2048 8192 --rounds 5 \
           --out "$out/linear_kernels.json"; } > "$out/options.log" 2>&1 ;;
     suite)
-      timeout -s INT -k 30 "${SUITE_S:-220}" python3 -m pytest "${suite_args[@]}" -q -p no:cacheprovider "$@" \
+      timeout -s INT -k 30 "${SUITE_S:-220}" python3 -m pytest "${suite_args[@]}" -q -p no:cacheprovider "${suite_target[@]}" \
         --ignore=tests/cli/test_tracking.py --junitxml="$out/gpu-suite.xml" --durations=10 > "$out/gpu-suite.log" 2>&1 ;;
     *) echo "gpu_check: unknown part $part (train:SHAPE, generate:SHAPE, suite, moe, sliding, docmask, options)"; exit 2 ;;
   esac

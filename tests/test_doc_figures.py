@@ -232,6 +232,25 @@ def test_the_h200_figures_are_its_record():
     )
 
 
+def test_the_decoding_profile_figures_are_its_record():
+    """performance.md's 2026-11-30 decoding figures are decode_profile.txt's: the tokens/s, the
+    launches per new token, and the graph's device time per step."""
+    text = (RESULTS / "gpu" / "2026-11-30-h200" / "decode_profile.txt").read_text()
+    rate = re.search(r"tokens/s \(batch 1, (\d+) new tokens\): ([\d,]+)", text)
+    launches = re.search(r"'cudaGraphLaunch': ([\d.]+), 'cudaMemcpyAsync': ([\d.]+), .*'cudaLaunchKernel': ([\d.]+)", text)
+    graph = re.search(r"## Call CompiledFxGraph.*?(\d+\.\d+)us\s+(\d+)\s*$", text, re.M)
+    assert rate and launches and graph
+    graph_us = float(graph[1])
+    step_us = 1e6 / int(rate[2].replace(",", ""))
+    assert float(launches[1]) > 0.95 and float(launches[2]) > 0.95  # one replay, one copy per token
+    assert not unsaid(
+        "performance.md",
+        f"zoo compiled decoded {rate[2]} tokens/s at batch 1",
+        f"{launches[3]} kernel launches outside the graph per new token",
+        f"the graph's kernels take {graph_us:.0f} µs of a step of about {step_us:.0f} µs",
+    )
+
+
 def test_the_data_and_memory_figures_are_their_results():
     data = result("data_scale.json")["runs"]
     warm20, warm1000 = data["20MB"]["warm"], data["1000MB"]["warm"]

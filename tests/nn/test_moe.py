@@ -202,6 +202,20 @@ def test_a_mixture_runs_with_every_position_scheme_and_norm_placement(position, 
     assert model.decoder.layers[0].ff.experts.w_in.grad.abs().sum() > 0
 
 
+def test_the_expert_loop_trains_under_bf16_autocast_on_the_cpu():
+    """The loop's experts give bf16 under autocast; their weighted sum joins the float32 stream."""
+    cfg = ModelConfig(**tiny("decoder_only", "rope", **MOE, n_layers=1))
+    model = zoo.build_model(cfg).train()
+    ids = torch.randint(0, 37, (2, 8))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(ids).logits
+    ref = model(ids).logits
+    logits.float().square().mean().backward()
+    assert torch.isfinite(logits).all()
+    assert (logits.float() - ref).abs().max() < 0.05 * ref.abs().max()
+    assert model.decoder.layers[0].ff.experts.w_in.grad.abs().sum() > 0
+
+
 @pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
 def test_cached_decoding_gives_the_uncached_logits(family):
     torch.manual_seed(0)

@@ -63,12 +63,10 @@ def fla_gated_delta(kernel, q, k, v, g, beta, initial: torch.Tensor | None, rese
     """`chunked_rule`'s contract through fla: q, k (B, T, Hk, dk), v (B, T, Hv, dv), g, beta
     (B, T, Hv) (g the log decay), initial (B, Hv, dk, dv) or None, resets (B, T) or None ->
     (B, T, Hv, dv) in v's dtype, the final state (B, Hv, dk, dv) float32."""
-    from zoo.nn.gated_deltanet import l2norm
-
     B, T, Hk, dk = k.shape
     dtype = v.dtype
-    q, k = l2norm(q.float()).to(dtype), l2norm(k.float()).to(dtype)  # as _prepare, then the kernel's dtype
-    g, beta = g.float(), beta.to(dtype)
+    q, k, g, beta = q.to(dtype), k.to(dtype), g.float(), beta.to(dtype)
+    # q and k L2-normalised inside the kernel: x / sqrt(Σx² + 1e-6), as zoo's l2norm
     if resets is None:
         out, final = kernel(
             q,
@@ -79,6 +77,7 @@ def fla_gated_delta(kernel, q, k, v, g, beta, initial: torch.Tensor | None, rese
             scale=dk**-0.5,
             initial_state=None if initial is None else initial.float(),
             output_final_state=True,
+            use_qk_l2norm_in_kernel=True,
         )  # (B, T, Hv, dv), (B, Hv, dk, dv)
         return out.to(dtype), final.float()
     starts = resets.clone()
@@ -87,6 +86,8 @@ def fla_gated_delta(kernel, q, k, v, g, beta, initial: torch.Tensor | None, rese
     cu = torch.cat([flat.nonzero().flatten(), flat.new_tensor([B * T], dtype=torch.long)])  # (N + 1,)
     q, k, v = (t.reshape(1, B * T, *t.shape[2:]) for t in (q, k, v))  # (1, B·T, heads, width)
     g, beta = g.reshape(1, B * T, -1), beta.reshape(1, B * T, -1)  # (1, B·T, Hv)
-    out, finals = kernel(q, k, v, g, beta, scale=dk**-0.5, output_final_state=True, cu_seqlens=cu)
+    out, finals = kernel(
+        q, k, v, g, beta, scale=dk**-0.5, output_final_state=True, use_qk_l2norm_in_kernel=True, cu_seqlens=cu
+    )
     last = starts.sum(dim=1).cumsum(dim=0) - 1  # (B,) each row's last sequence
     return out.reshape(B, T, *out.shape[2:]).to(dtype), finals[last].float()
