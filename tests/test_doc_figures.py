@@ -237,7 +237,9 @@ def test_the_decoding_profile_figures_are_its_record():
     launches per new token, and the graph's device time per step."""
     text = (RESULTS / "gpu" / "2026-11-30-h200" / "decode_profile.txt").read_text()
     rate = re.search(r"tokens/s \(batch 1, (\d+) new tokens\): ([\d,]+)", text)
-    launches = re.search(r"'cudaGraphLaunch': ([\d.]+), 'cudaMemcpyAsync': ([\d.]+), .*'cudaLaunchKernel': ([\d.]+)", text)
+    launches = re.search(
+        r"'cudaGraphLaunch': ([\d.]+), 'cudaMemcpyAsync': ([\d.]+), .*'cudaLaunchKernel': ([\d.]+)", text
+    )
     graph = re.search(r"## Call CompiledFxGraph.*?(\d+\.\d+)us\s+(\d+)\s*$", text, re.M)
     assert rate and launches and graph
     graph_us = float(graph[1])
