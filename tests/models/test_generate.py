@@ -235,3 +235,41 @@ def test_a_top_p_below_float32s_least_keeps_the_most_likely_token():
     assert torch.isfinite(kept).sum(-1).tolist() == [1, 1]
     assert kept.argmax(-1).tolist() == [1, 0]
     assert torch.multinomial(kept.softmax(-1), 1).flatten().tolist() == [1, 0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"layer_pattern": ["gated_deltanet", "full"], "d_model": 32},
+        {"attn_sink": "learned", "window": 4, "attention": "sliding"},
+    ],
+    ids=["rope", "gated_deltanet hybrid", "sliding with sinks"],
+)
+def test_the_compiled_greedy_step_is_one_graph_and_gives_the_plain_tokens(overrides):
+    """compile=true over a static cache decodes each step as one compiled function (the model's
+    step, the argmax and the end bookkeeping: `greedy_step`), traced once, with no graph break, and
+    gives plain greedy decoding's tokens, cut at the same end."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = zoo.build_model(sharp("decoder_only", "rope", max_seq_len=64, **overrides)).eval()
+    ids = torch.randint(6, 37, (2, 5))
+    free = generate(model, ids, max_new_tokens=12)
+    fast = generate(model, ids, max_new_tokens=12, config=GenerationConfig(static_cache=True, compile=True))
+    assert torch.equal(fast, free)
+    eos = int(free[1, 6])  # row 1 ends by its seventh token
+    ended = generate(model, ids, max_new_tokens=12, eos_id=eos, pad_id=0)
+    fast = generate(
+        model,
+        ids,
+        max_new_tokens=12,
+        eos_id=eos,
+        pad_id=0,
+        config=GenerationConfig(static_cache=True, compile=True, stop_every=3),
+    )
+    assert torch.equal(fast, ended)
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, "the step was traced more than once"

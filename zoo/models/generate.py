@@ -228,6 +228,65 @@ def generate(
         model.train(was_training)
 
 
+def choose_greedy(logits: torch.Tensor, state: torch.Tensor, vocab_limit: int | None) -> torch.Tensor:
+    """One greedy choice on the device, with no host read: logits (B, V) and the decoding state
+    (2B + 4,) long, [the tokens last chosen (B) | the rows' ended flags (B) | the step after which
+    every row had ended | the step count | eos (-1: none) | pad] -> the next state."""
+    B = logits.shape[0]
+    done, ended_at, t = state[B : 2 * B].bool(), state[2 * B], state[2 * B + 1]  # (B,), (), ()
+    eos, pad = state[2 * B + 2], state[2 * B + 3]  # (), ()
+    nxt = logits[:, :vocab_limit].argmax(-1)  # (B,)
+    nxt = torch.where(done, pad, nxt)
+    done = done | (nxt == eos)
+    ended_at = torch.where(done.all() & (ended_at > t), t, ended_at)
+    return torch.cat([nxt, done.long(), ended_at[None], (t + 1)[None], state[2 * B + 2 :]])  # (2B + 4,)
+
+
+def greedy_step(model: ZooModel, *, cuda_graphs: bool) -> Callable[..., torch.Tensor]:
+    """The whole greedy decoding step compiled as one function: the model's step over a static
+    cache (its slot update inside), the argmax, the pad and end bookkeeping (`choose_greedy`).
+    With cuda_graphs (mode "reduce-overhead") a step is one CUDA graph replay: nothing runs
+    between replays but the copy of the state the last replay returned. Made once per model."""
+    modes = model.__dict__.setdefault(COMPILED_ATTR, {})
+    key = "greedy-step" + (" cuda-graphs" if cuda_graphs else "")
+    if key not in modes:
+        forward = model.forward if getattr(model, "_compiled_call_impl", None) is not None else model
+
+        def step(state: torch.Tensor, cache: Cache, vocab_limit: int | None) -> torch.Tensor:
+            B = (state.shape[0] - 4) // 2
+            out = forward(state[:B, None], cache=cache, use_cache=True, return_logits=True)  # logits (B, 1, V)
+            return choose_greedy(out.logits[:, -1], state, vocab_limit)
+
+        modes[key] = torch.compile(step, mode="reduce-overhead" if cuda_graphs else "default")
+    return modes[key]
+
+
+def _fused_greedy(stepper: _Stepper, config, eos_id, pad_id, vocab_limit, on_step, stop) -> torch.Tensor:
+    """Greedy decoding whose every step after the prompt is `greedy_step`: a decoder-only model,
+    a static cache, no padding mask, compile=true. The same tokens as the loop below."""
+    B = stepper.context.shape[0]
+    device = stepper.context.device
+    tail = [config.max_new_tokens, 0, -1 if eos_id is None else eos_id, pad_id]  # ended_at, t, eos, pad
+    state = torch.tensor([0] * (2 * B) + tail, dtype=torch.long, device=device)  # (2B + 4,) see choose_greedy
+    state = choose_greedy(stepper.start(), state, vocab_limit)  # the first token, eagerly
+    step = greedy_step(stepper.model, cuda_graphs=device.type == "cuda")
+    out = []
+    for t in range(config.max_new_tokens):
+        if t > 0:
+            # a CUDA graph's output is overwritten by its next replay: keep a copy
+            state = step(state, stepper.cache, vocab_limit).clone()
+        out.append(state[:B])
+        if on_step is not None:
+            on_step(state[:B])
+        if eos_id is not None:
+            last = t + 1 == config.max_new_tokens
+            if (t + 1) % config.stop_every == 0 or last:
+                done = state[B : 2 * B].bool()
+                if stop(done) if stop is not None else bool(done.all()):
+                    return torch.stack(out[: int(state[2 * B]) + 1], dim=1)  # (B, N)
+    return torch.stack(out, dim=1)  # (B, N)
+
+
 def _greedy_or_sample(
     model, input_ids, attention_mask, config, bos_id, eos_id, pad_id, vocab_limit, on_step, stop=None
 ):
@@ -240,6 +299,14 @@ def _greedy_or_sample(
         capacity=step_capacity(model, input_ids, config),
         compile=config.compile,
     )
+    if (
+        config.compile
+        and config.strategy == Strategy.greedy
+        and stepper.capacity is not None
+        and stepper.mask is None
+        and not stepper.encoder_decoder
+    ):
+        return _fused_greedy(stepper, config, eos_id, pad_id, vocab_limit, on_step, stop)
     B = input_ids.shape[0]
     done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
     # the first step after which every row had ended, kept on the device: the loop reads the host
