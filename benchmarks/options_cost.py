@@ -65,6 +65,22 @@ ARMS: dict[str, list[str]] = {
     "data.document_mask=true": ["data.document_mask=true"],
     "optim.kind=muon": ["optim.kind=muon"],
     "model.norm_type=rmsnorm": ["model.norm_type=rmsnorm"],
+    # the 2025-26 options (issue "part 3" and the recurrent mixers of "part 4")
+    "model.value_embeds=2": ["model.value_embeds=2"],
+    "model.value_residual=learned": ["model.value_residual=learned"],
+    "model.attn_gate=headwise": ["model.attn_gate=headwise"],
+    "model.attn_gate=elementwise": ["model.attn_gate=elementwise"],
+    "model.attn_sink=learned": ["model.attn_sink=learned"],
+    "model.activation=relu2": ["model.activation=relu2"],
+    "model.kv=latent": ["model.kv=latent"],
+    "model.hyper_connections=dynamic": ["model.hyper_connections=dynamic"],
+    "task.mtp_depth=1": ["task.mtp_depth=1"],
+    "model.attention=gated_deltanet model.global_every=2": ["model.attention=gated_deltanet", "model.global_every=2"],
+    "model.attention=mamba2 model.global_every=2": [
+        "model.attention=mamba2",
+        "model.global_every=2",
+        "model.ssm_head_dim=32",
+    ],
 }
 
 # the only data key an arm may set: it changes the batch, not the model
@@ -153,9 +169,37 @@ def time_arms(arms: list[Arm], *, rounds: int, steps: int, device: torch.device)
     return interleaved({arm.name: case(arm) for arm in arms}, rounds=rounds, warmup=1)
 
 
-def rows_of(seconds: dict[str, list[float]], arms: list[Arm], tokens_per_step: int) -> list[dict]:
-    """Median tokens/s, spread and the ratio to the first arm's median, one row per arm."""
+def memory_of(arm: Arm) -> dict[str, int]:
+    """What one training step of the arm holds beyond the time it takes, counted, not sampled:
+    `saved_bytes`, the bytes autograd keeps for the backward (each storage once, the parameters'
+    own storages left out: they are `param_bytes`), and `param_bytes`, the parameters (the
+    optimizer's state is a fixed multiple of them: AdamW 2×, Muon 1× on its matrices)."""
+    weights = list(arm.subject.task.parameters())  # the model and any module the task adds (MTP)
+    params = {p.untyped_storage().data_ptr() for p in weights}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        arm.subject.train_step(arm.batch)
+    return {
+        "saved_bytes": sum(saved.values()),
+        "param_bytes": sum(p.numel() * p.element_size() for p in weights),
+    }
+
+
+def rows_of(
+    seconds: dict[str, list[float]], arms: list[Arm], tokens_per_step: int, memory: dict[str, dict] | None = None
+) -> list[dict]:
+    """Median tokens/s, spread and the ratio to the first arm's median, one row per arm; with
+    `memory` (memory_of per arm) also the saved bytes and parameters beside the first arm's."""
     base = median(seconds[arms[0].name])
+    mem = memory or {}
+    first = mem.get(arms[0].name)
     return [
         {
             "arm": a.name,
@@ -165,15 +209,32 @@ def rows_of(seconds: dict[str, list[float]], arms: list[Arm], tokens_per_step: i
             "spread": spread(seconds[a.name]),
             "ratio": base / median(seconds[a.name]),
             "seconds": seconds[a.name],
+            **(
+                {
+                    **mem[a.name],
+                    "saved_ratio": mem[a.name]["saved_bytes"] / first["saved_bytes"],
+                    "param_ratio": mem[a.name]["param_bytes"] / first["param_bytes"],
+                }
+                if a.name in mem and first
+                else {}
+            ),
         }
         for a in arms
     ]
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| option | tokens/s vs baseline | training tokens/s | spread |", "|---|---|---|---|"]
+    memory = all("saved_ratio" in r for r in rows)
+    head = "| option | tokens/s vs baseline | training tokens/s | spread |"
+    out = [
+        head + (" saved for backward vs baseline | parameters vs baseline |" if memory else ""),
+        "|---|---|---|---|" + ("---|---|" if memory else ""),
+    ]
     for r in rows:
-        out.append(f"| `{r['arm']}` | {r['ratio']:.2f} × | {r['tokens_per_s']:,.0f} | {r['spread']:.0%} |")
+        line = f"| `{r['arm']}` | {r['ratio']:.2f} × | {r['tokens_per_s']:,.0f} | {r['spread']:.0%} |"
+        if memory:
+            line += f" {r['saved_ratio']:.2f} × | {r['param_ratio']:.2f} × |"
+        out.append(line)
     return "\n".join(out) + "\n"
 
 
@@ -203,8 +264,9 @@ def main(argv: list[str] | None = None) -> dict:
         names, shape=args.model, batch=args.batch, seq_len=args.seq_len, doc_len=args.doc_len, device=device
     )
     print(f"options_cost: {len(arms)} arms x {args.rounds} rounds x {args.steps} steps", file=sys.stderr)
+    memory = {arm.name: memory_of(arm) for arm in arms}  # one counted step each, before the timing
     seconds = time_arms(arms, rounds=args.rounds, steps=args.steps, device=device)
-    rows = rows_of(seconds, arms, args.batch * args.seq_len)
+    rows = rows_of(seconds, arms, args.batch * args.seq_len, memory)
     print(markdown(rows))
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),

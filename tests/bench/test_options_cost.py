@@ -17,8 +17,8 @@ import options_cost  # noqa: E402
 
 from zoo.config.errors import ConfigError  # noqa: E402
 
-# the tests' tiny model; max_seq_len holds the sliding arms' window of 64
-TINY = ["model.d_model=16", "model.n_heads=2", "model.n_layers=2", "model.vocab_size=64", "model.max_seq_len=64"]
+# the tests' tiny model; max_seq_len holds the sliding arms' window of 64, 4 layers two value tables
+TINY = ["model.d_model=16", "model.n_heads=2", "model.n_layers=4", "model.vocab_size=64", "model.max_seq_len=64"]
 CPU = torch.device("cpu")
 
 
@@ -105,3 +105,20 @@ def test_a_bad_arm_is_refused_before_anything_is_built(overrides, words):
         )
     with pytest.raises(ConfigError, match="unknown arm 'nosuch'"):
         _build(["baseline", "nosuch"])
+
+
+def test_memory_counts_what_backward_keeps_and_the_parameters():
+    """The saved bytes grow with the tokens of a step (activations, not weights); the parameter
+    bytes are the model's; the rows divide both by the first arm's."""
+    short, long = (
+        options_cost.build_arms(["baseline"], shape=TINY, batch=2, seq_len=T, doc_len=4, device=CPU)[0]
+        for T in (16, 32)
+    )
+    a, b = options_cost.memory_of(short), options_cost.memory_of(long)
+    assert 0 < a["saved_bytes"] < b["saved_bytes"]
+    assert a["param_bytes"] == b["param_bytes"] == 4 * sum(p.numel() for p in short.subject.model.parameters())
+    arms = _build(["baseline", "model.activation=relu2"])
+    memory = {arm.name: options_cost.memory_of(arm) for arm in arms}
+    rows = options_cost.rows_of({"baseline": [1.0], "model.activation=relu2": [1.0]}, arms, 32, memory)
+    assert rows[0]["saved_ratio"] == 1.0 and rows[1]["saved_ratio"] > 0
+    assert "saved for backward vs baseline" in options_cost.markdown(rows)
