@@ -57,7 +57,7 @@ def main() -> None:
         raise SystemExit("linear_kernels: needs a CUDA GPU (the kernel runs on CUDA only)")
     if not fla_available():
         raise SystemExit("linear_kernels: flash-linear-attention is not installed (pip install '.[fla]')")
-    rows = []
+    rows: list[dict] = []
     for T in a.contexts:
         B = max(1, a.tokens // T)
         ids = torch.randint(0, 32000, (B, T + 1), device="cuda")
@@ -70,7 +70,7 @@ def main() -> None:
                 arms[f"{name} {path}".strip()] = (model, path)
         losses = {}
         times: dict[str, list[float]] = {k: [] for k in arms}
-        for r in range(a.rounds + 1):  # round 0 warms up (Triton compiles, cuBLAS plans)
+        for round_ in range(a.rounds + 1):  # round 0 warms up (Triton compiles, cuBLAS plans)
             for key, (model, path) in arms.items():
                 guard = torch_only() if path == "torch" else contextlib.nullcontext()
                 model.zero_grad(set_to_none=True)
@@ -80,7 +80,7 @@ def main() -> None:
                     loss = _step(model, ids)
                     end.record()
                 torch.cuda.synchronize()
-                if r == 0:
+                if round_ == 0:
                     losses[key] = loss.item()
                 else:
                     times[key].append(start.elapsed_time(end) / 1000)
