@@ -273,3 +273,26 @@ def test_the_compiled_greedy_step_is_one_graph_and_gives_the_plain_tokens(overri
     assert torch.equal(fast, ended)
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, "the step was traced more than once"
+
+
+@pytest.mark.slow
+def test_prompts_of_other_lengths_reuse_the_compiled_step():
+    """compile=true sizes the static cache in buckets of CAPACITY_BUCKET positions (at most
+    max_seq_len), so prompts of 5, 9 and 30 tokens decode through one traced step, each giving
+    plain greedy's tokens; without compile the cache is the exact need."""
+    from torch._dynamo.utils import counters
+
+    from zoo.models.generate import step_capacity
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = zoo.build_model(sharp("decoder_only", "rope", max_seq_len=128)).eval()
+    options = GenerationConfig(static_cache=True, compile=True, max_new_tokens=8)
+    for T in (5, 9, 30):
+        ids = torch.randint(6, 37, (1, T))
+        assert step_capacity(model, ids, options) == 128
+        assert step_capacity(model, ids, GenerationConfig(static_cache=True, max_new_tokens=8)) == T + 8
+        assert torch.equal(generate(model, ids, config=options), generate(model, ids, max_new_tokens=8))
+    assert counters["stats"]["unique_graphs"] == 1, "a prompt of another length compiled the step again"
+    long = torch.randint(6, 37, (1, 125))  # past max_seq_len by the new tokens: the exact need
+    assert step_capacity(model, long, options) == 133

@@ -150,13 +150,22 @@ def compiled(model: ZooModel, *, cuda_graphs: bool = False) -> torch.nn.Module:
     return modes[mode]
 
 
+CAPACITY_BUCKET = 256  # compile=true: static caches are sized in multiples of this many positions
+
+
 def step_capacity(model: ZooModel, input_ids: torch.Tensor, config: GenerationConfig) -> int | None:
     """Positions a static cache needs: the prompt (decoder-only) or [BOS] (encoder-decoder)
-    plus the new tokens; None without static_cache."""
+    plus the new tokens; None without static_cache. With compile=true the size is rounded up to
+    a multiple of CAPACITY_BUCKET (at most model.max_seq_len, unless the need is larger), so
+    prompts of other lengths reuse the compiled step and its CUDA graph instead of recompiling."""
     if not (config.static_cache and config.use_cache):
         return None
     first = 1 if FAMILY_FACTS[model.config.family].cross_attention else input_ids.shape[1]
-    return first + config.max_new_tokens
+    need = first + config.max_new_tokens
+    if not config.compile:
+        return need
+    bucketed = -(-need // CAPACITY_BUCKET) * CAPACITY_BUCKET
+    return max(need, min(bucketed, model.config.max_seq_len))
 
 
 @torch.no_grad()
