@@ -171,3 +171,24 @@ def test_static_decoding_replays_cuda_graphs_with_the_eager_tokens(family, posit
         )
     assert torch.equal(fast, eager)
     assert _replays_cuda_graphs(prof), "no CUDA graph replay seen in the profile"
+
+
+@torch.no_grad()
+def test_compiled_greedy_decoding_reads_the_host_only_to_ask_whether_to_stop():
+    """compile=true over a static cache: after a warm-up call (compilation, graph capture), a
+    whole generate call of 24 tokens without an end token never waits for the GPU until its
+    output is read (torch.cuda.set_sync_debug_mode("error") raises on any synchronising call),
+    and gives plain greedy decoding's tokens."""
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny("decoder_only", "rope", d_model=64, n_heads=2, max_seq_len=64)).to(DEVICE).eval()
+    ids = torch.randint(4, 37, (1, 6), device=DEVICE)
+    config = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24)
+    plain = generate(model, ids, max_new_tokens=24)
+    generate(model, ids, config=config)  # compile and capture
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fast = generate(model, ids, config=config)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(fast.cpu(), plain.cpu())

@@ -276,7 +276,10 @@ def _fused_greedy(stepper: _Stepper, config, eos_id, pad_id, vocab_limit, on_ste
     B = stepper.context.shape[0]
     device = stepper.context.device
     tail = [config.max_new_tokens, 0, -1 if eos_id is None else eos_id, pad_id]  # ended_at, t, eos, pad
-    state = torch.tensor([0] * (2 * B) + tail, dtype=torch.long, device=device)  # (2B + 4,) see choose_greedy
+    # filled on the device (no copy from the host, which a GPU would wait for)
+    state = torch.zeros(2 * B + 4, dtype=torch.long, device=device)  # (2B + 4,) see choose_greedy
+    for i, value in enumerate(tail):
+        state[2 * B + i].fill_(value)
     state = choose_greedy(stepper.start(), state, vocab_limit)  # the first token, eagerly
     step = greedy_step(stepper.model, cuda_graphs=device.type == "cuda")
     out = []
