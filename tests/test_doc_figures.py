@@ -421,3 +421,13 @@ def test_the_studies_headlines_are_their_reports():
         f"no positions' +{growth['none']:.1%} is within its intervals",
         f"ALiBi and rotary are {better[0]:.2f}–{better[1]:.2f} nats better than sinusoidal (Holm p {holm.pop()})",
     )
+
+
+def test_the_options_cost_table_is_its_record():
+    """performance.md's table of each option's cost is options_cost.markdown of the committed
+    benchmarks/results/options_cost.json, row for row."""
+    import options_cost
+
+    rows = result("options_cost.json")["rows"]
+    table = options_cost.markdown(rows)
+    assert not unsaid("performance.md", *table.splitlines()[2:])
