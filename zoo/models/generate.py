@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
-from typing import cast
+from typing import Any, cast
 
 import torch
 
@@ -266,7 +266,12 @@ def greedy_step(model: ZooModel, *, cuda_graphs: bool) -> Callable[..., torch.Te
             out = forward(state[:B, None], cache=cache, use_cache=True, return_logits=True)  # logits (B, 1, V)
             return choose_greedy(out.logits[:, -1], state, vocab_limit)
 
-        modes[key] = torch.compile(step, mode="reduce-overhead" if cuda_graphs else "default")
+        # the argmax fused into the logits' kernel compares them as the unfused model rounds them
+        # (bf16 with a soft-cap: ties in bf16 that float32 would break), so the tokens are the loop's
+        options: dict[str, str | int | bool | Callable[..., Any]] = {"emulate_precision_casts": True}
+        if cuda_graphs:
+            options["triton.cudagraphs"] = True
+        modes[key] = torch.compile(step, options=options)  # mode "reduce-overhead" is triton.cudagraphs
     return modes[key]
 
 

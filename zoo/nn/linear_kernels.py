@@ -7,7 +7,9 @@ layer runs `zoo.nn.gated_deltanet.chunked_rule`. Both compute the same rule (the
 them to each other in float32 and bf16, outputs, final states and gradients). What the kernel path
 takes: no state before the forward, or one state per row without packed documents; packed
 documents (`resets`) go to the kernel as variable-length sequences (`cu_seqlens`, one per document
-of each row), which costs one host read of the document count per forward. A state before the
+of each row), which costs host reads per forward (zoo's count of the documents, fla's chunk
+index). fla dispatches the call to other backends where they are installed (FlashQLA on Hopper
+for dk = dv = 128 in bf16); the agreement tests hold for the backend the machine has. A state before the
 forward together with packed documents stays on the PyTorch form. Decoding one token at a time
 stays on `recurrent_rule` (one small step; a kernel launch buys nothing there).
 
