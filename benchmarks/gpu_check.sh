@@ -14,8 +14,10 @@
 # PARTS: train:SHAPE, generate:SHAPE, suite, and the layer benchmarks moe (benchmarks/moe_layer.py:
 # the mixture's loop and grouped GEMM against dense and transformers' Mixtral block), sliding
 # (benchmarks/sliding_mask.py at 4,096 and 16,384 tokens), docmask (benchmarks/document_mask.py,
-# eager and compiled) and options (the GPU tests of the 2025-26 options and of flash-linear-attention's
-# Gated DeltaNet kernel, then benchmarks/linear_kernels.py; carry its wheels in .whl/), run in the order given (default "train:gpt2-small generate:gpt2-small
+# eager and compiled), options (the GPU tests of the 2025-26 options and of flash-linear-attention's
+# Gated DeltaNet kernel, then benchmarks/linear_kernels.py; carry its wheels in .whl/) and profile
+# (benchmarks/decode_profile.py: batch-1 compiled greedy decoding of GPT-2 small, its tokens/s and
+# the profiler's tables of one call), run in the order given (default "train:gpt2-small generate:gpt2-small
 # train:llama-250m suite"); limits TRAIN_S, GEN_S, SUITE_S, LAYER_S seconds. The suite is stopped
 # with SIGINT at its limit, so its JUnit report still counts the tests that finished. Where hydra-core is missing and .whl/ holds the wheels (a machine with no package
 # index), they are installed into a temporary site directory first. Arguments go to pytest
@@ -82,10 +84,12 @@ for part in $parts; do
           tests/gpu/test_options_cuda.py tests/gpu/test_linear_kernels_cuda.py --junitxml="$out/options-suite.xml"
         timeout "${LAYER_S:-120}" python3 benchmarks/linear_kernels.py --contexts 2048 8192 --rounds 5 \
           --out "$out/linear_kernels.json"; } > "$out/options.log" 2>&1 ;;
+    profile)
+      timeout "${LAYER_S:-120}" python3 benchmarks/decode_profile.py --out "$out/profile" > "$out/decode_profile.log" 2>&1 ;;
     suite)
       timeout -s INT -k 30 "${SUITE_S:-220}" python3 -m pytest "${suite_args[@]}" -q -p no:cacheprovider "${suite_target[@]}" \
         --ignore=tests/cli/test_tracking.py --junitxml="$out/gpu-suite.xml" --durations=10 > "$out/gpu-suite.log" 2>&1 ;;
-    *) echo "gpu_check: unknown part $part (train:SHAPE, generate:SHAPE, suite, moe, sliding, docmask, options)"; exit 2 ;;
+    *) echo "gpu_check: unknown part $part (train:SHAPE, generate:SHAPE, suite, moe, sliding, docmask, options, profile)"; exit 2 ;;
   esac
   code=$?
   echo "$part $code" | tr ':' '-' >> "$out/status.txt"
