@@ -18,12 +18,15 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import zoo
+from zoo.bench.options import SHAPES
+from zoo.config.schema.convert import as_model_config
 from zoo.models.generate import GenerationConfig, generate
 
-GPT2_SMALL = dict(
-    family="decoder_only", position={"kind": "learned"}, d_model=768, n_heads=12, n_layers=12,
-    vocab_size=50304, max_seq_len=1024, activation="gelu", norm="pre", norm_type="layernorm",
-)  # fmt: skip
+
+def gpt2_small():
+    """zoo-bench's gpt2-small shape, composed as zoo-bench composes it."""
+    overrides, _ = SHAPES["gpt2-small"]
+    return zoo.build_model(as_model_config(zoo.compose(["model.dropout=0.0", *overrides]).model))
 
 
 def main() -> None:
@@ -35,8 +38,8 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("decode_profile: needs a CUDA GPU")
     torch.manual_seed(0)
-    model = zoo.build_model(GPT2_SMALL).cuda().to(torch.bfloat16).eval()
-    ids = torch.randint(0, 50304, (1, a.prompt), device="cuda")
+    model = gpt2_small().cuda().to(torch.bfloat16).eval()
+    ids = torch.randint(0, model.config.vocab_size, (1, a.prompt), device="cuda")
     config = GenerationConfig(max_new_tokens=a.new_tokens, static_cache=True, compile=True)
     with torch.no_grad():
         for _ in range(2):  # compile, capture the graphs, warm up

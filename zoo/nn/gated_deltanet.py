@@ -143,10 +143,9 @@ class GatedDeltaNet(nn.Module):
         beta = b.sigmoid()  # (B, T, Hv)
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)  # (B, T, Hv) log decay
         initial = past.ssm if past is not None else None
-        kernel = None if T == 1 and initial is not None else gated_delta_kernel(x, initial, resets)
         if initial is not None and T == 1:
             out, final = recurrent_rule(q, k, v, g, beta, initial)
-        elif kernel is not None:  # flash-linear-attention on CUDA (zoo.nn.linear_kernels)
+        elif (kernel := gated_delta_kernel(x, initial, resets)) is not None:  # fla on CUDA (zoo.nn.linear_kernels)
             out, final = fla_gated_delta(kernel, q, k, v, g, beta, initial, resets)
         else:
             out, final = chunked_rule(q, k, v, g, beta, initial, resets=resets)
