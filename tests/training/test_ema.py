@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from tests.cli.conftest import tiny_overrides
 from zoo.config.errors import ConfigError
-from zoo.config.facts.ema import EMA_STATE, EMA_UPDATES, EmaEval, ema_decay, ema_refusal
+from zoo.config.facts.ema import EMA_STATE, EMA_UPDATES, EmaEval, ema_decay
 from zoo.config.schema.train import OptimConfig
 from zoo.training.checkpoint.averaging import load_weights, mean_state
 from zoo.training.checkpoint.files import read_checkpoint
@@ -47,13 +47,9 @@ def test_bad_settings_are_refused_on_one_line(settings, says):
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
-def test_every_optimizer_reads_the_average_and_sharded_strategies_refuse_it():
+def test_every_optimizer_reads_the_average():
     for kind in ("adamw", "adam", "muon"):
         assert OptimConfig(kind=kind, ema=0.99).ema == 0.99
-    assert ema_refusal(None, "fsdp", sharded=True) is None
-    assert ema_refusal(0.99, "ddp", sharded=False) is None
-    says = ema_refusal(0.99, "fsdp", sharded=True)
-    assert says is not None and "trainer.strategy=fsdp" in says and "\n" not in says
 
 
 class _After(L.Callback):

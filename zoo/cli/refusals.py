@@ -75,7 +75,6 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("inverse-sqrt peak not vanishingly small", ["scheduler=inverse_sqrt", "optim.lr=1e-4"]),
     ("an optimizer option of another optimizer", ["optim=adamw", "optim.momentum=0.9"]),
     ("NorMuon's row decay only with NorMuon", ["optim=muon", "optim.normuon_beta2=0.9"]),
-    ("the weights' average is kept whole: no sharding", ["optim.ema=0.999", "trainer=fsdp_cpu"]),
     ("an average option without an average", ["optim.ema_every=10"]),
     ("a WSD cooldown begins after the warmup", ["scheduler=wsd", "trainer.max_steps=40", "scheduler.decay_steps=20"]),
     ("branch_from branches a WSD cooldown", ["branch_from=RUN/checkpoints/last.ckpt", "scheduler=cosine"]),

@@ -1,19 +1,47 @@
 """The exponential moving average of the weights during training (`optim.ema`): kept in float32,
 updated after each optimizer step, swapped in for validation, saved beside the raw weights and
-resumed exactly. The rule and its refusals are `zoo.config.facts.ema`'s."""
+resumed exactly. The rule and its refusals are `zoo.config.facts.ema`'s.
+
+Under sharding (trainer=fsdp, hsdp) each parameter is a DTensor and so is its average: a rank
+keeps and updates only its rows, as its optimizer does. A checkpoint holds the average whole
+(each tensor gathered on every rank as it is saved, written once beside the loops' state), so
+zoo-eval reads it without the shards and a run resumes on any number of ranks, each taking its
+rows of it again."""
 
 from __future__ import annotations
 
 import lightning as L
 import torch
+from torch.distributed.fsdp import FSDPModule
+from torch.distributed.tensor import DTensor, distribute_tensor
 from torchmetrics import Metric
 
 from zoo.config.facts.ema import EMA_STATE, EMA_UPDATES, EmaEval, ema_decay, ema_due
 
 
 def trainable(pl_module) -> dict[str, torch.Tensor]:
-    """The task's trainable parameters by their `state_dict` key (model.*)."""
+    """The task's trainable parameters by their `state_dict` key (model.*). Under FSDP2 each is
+    its shard: a unit a forward left gathered (the root keeps its parameters gathered after a
+    forward, e.g. the sanity check's validation) is resharded first."""
+    for module in pl_module.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
     return {name: p for name, p in pl_module.named_parameters() if p.requires_grad}
+
+
+def whole(t: torch.Tensor) -> torch.Tensor:
+    """`t` entire on this process: a sharded one (a DTensor) gathered from every rank (a
+    collective: every rank calls it), a plain one as it is."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def placed_like(saved: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """A checkpoint's whole average of `p`, float32, on `p`'s device and, for a sharded `p`, cut
+    into `p`'s mesh and placements (this rank keeps its rows)."""
+    value = saved.to(device=p.device, dtype=torch.float32)
+    if isinstance(p, DTensor):
+        return distribute_tensor(value, p.device_mesh, p.placements)
+    return value.clone()
 
 
 class WeightAverage(L.Callback):
@@ -41,18 +69,23 @@ class WeightAverage(L.Callback):
         self.average = {}
         for name, p in params.items():
             saved = loaded.get(name)
-            source = saved if saved is not None and saved.shape == p.shape else p.detach()
-            self.average[name] = source.to(device=p.device, dtype=torch.float32).clone()
+            if saved is not None and saved.shape == p.shape:  # a DTensor's shape is the whole one
+                self.average[name] = placed_like(saved, p)
+            else:
+                self.average[name] = p.detach().to(dtype=torch.float32).clone()
         self._loaded = None
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         if self.average is None:
             return
-        checkpoint[EMA_STATE] = {name: t.detach().cpu().clone() for name, t in self.average.items()}
+        # whole on every rank (a sharded average gathered), written once with the loops' state
+        checkpoint[EMA_STATE] = {name: whole(t.detach()).cpu().clone() for name, t in self.average.items()}
         checkpoint[EMA_UPDATES] = self.updates
         if self._raw is not None and "state_dict" in checkpoint:  # saved mid-validation: the raw weights
             for name, raw in self._raw.items():
-                checkpoint["state_dict"][name] = raw.detach().cpu().clone()
+                # a sharded state dict keeps its DTensors where they are (the shards' writer saves them)
+                kept = raw.detach().clone()
+                checkpoint["state_dict"][name] = kept if isinstance(kept, DTensor) else kept.cpu()
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         saved = checkpoint.get(EMA_STATE)

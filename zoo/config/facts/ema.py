@@ -15,7 +15,9 @@ weights when training starts (or of those a checkpoint without an average resume
 
 The average is saved in each checkpoint beside the raw weights (`ema_state_dict`, `ema_updates`)
 and resumed from it exactly. Under DDP every rank updates its own copy from the same weights, so
-every rank holds the same average; sharded strategies (fsdp, hsdp) are refused."""
+every rank holds the same average. Under sharding (fsdp, hsdp) the average is sharded as its
+parameter is: a rank updates its rows only, and a checkpoint holds the average gathered whole
+(`zoo.training.ema`), so it resumes on any number of ranks."""
 
 from __future__ import annotations
 
@@ -74,18 +76,6 @@ def check_ema(optim: Any) -> None:
                 raise ConfigError(f"optim.{key} applies to the weights' average: set optim.ema=DECAY (e.g. 0.999)")
 
 
-def ema_refusal(decay: float | None, strategy: str | None, sharded: bool) -> str | None:
-    """The one-line refusal of an average under `strategy`, or None: a sharded rank holds only
-    its rows of each parameter, and the average is kept whole beside the weights."""
-    if decay is None or not sharded:
-        return None
-    return (
-        f"optim.ema cannot run under trainer.strategy={strategy}: the weights' average is kept whole "
-        f"on every rank and a sharded rank holds only its rows of each parameter; use trainer=ddp "
-        f"(every rank holds the same average) or drop optim.ema"
-    )
-
-
 __all__ = [
     "EMA_KEYS",
     "EMA_STATE",
@@ -95,5 +85,4 @@ __all__ = [
     "check_ema",
     "ema_decay",
     "ema_due",
-    "ema_refusal",
 ]

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.config.errors import ConfigError
-from zoo.config.facts.ema import ema_refusal
 from zoo.config.facts.moe_routing import check_balance_weight
 from zoo.config.facts.mtp import mtp_refusal
 from zoo.config.facts.optimizers import RunShape, optimizer_refusal
@@ -176,7 +175,7 @@ def _check_optimizer(zc: ZooConfig) -> None:
         sharded=is_sharded_name(strategy),
         parametrization=zc.model.parametrization.value,
     )
-    refusal = optimizer_refusal(zc.optim.kind, shape) or ema_refusal(zc.optim.ema, shape.strategy, shape.sharded)
+    refusal = optimizer_refusal(zc.optim.kind, shape)
     if refusal is not None:
         raise ConfigError(refusal)
 
