@@ -12,7 +12,7 @@ from zoo.config.schema.model import ModelConfig
 from zoo.plan.measure import peak_training_memory
 from zoo.plan.options import PlanOptions
 from zoo.plan.planner import BUCKETS, GATHERED, largest_micro_batch, plan
-from zoo.plan.trace import ACTIVATIONS, BUFFERS, GRADIENTS, LOSS, OPTIMIZER, WEIGHTS
+from zoo.plan.trace import ACTIVATIONS, BUFFERS, GRADIENTS, LOSS, MUON_WORK, OPTIMIZER, WEIGHTS
 
 TINY = ModelConfig(d_model=64, n_heads=2, n_layers=2, vocab_size=512, max_seq_len=64)
 
@@ -230,3 +230,23 @@ def test_a_plan_is_within_15_percent_of_a_measured_step():
     assert planned.total / measured["total_bytes"] == pytest.approx(1.0, abs=0.15)
     above_weights = planned.total - planned.parts[WEIGHTS] - planned.parts[BUFFERS]
     assert above_weights / measured["training_bytes"] == pytest.approx(1.0, abs=0.15)
+
+
+def test_muons_work_on_a_whole_matrix_is_not_divided_by_the_shards():
+    """Under FSDP a rank gathers each hidden matrix's update and orthogonalises it whole
+    (zoo.config.facts.muon): what that makes (MUON_WORK) is at least the largest hidden matrix in
+    float32 at every shard count, while the state beside it is divided; AdamW makes none."""
+    from zoo.models import build_model
+    from zoo.tasks.muon import hidden_matrices
+
+    wide = ModelConfig(d_model=256, n_heads=2, n_layers=1, vocab_size=64, max_seq_len=8)  # matrices outweigh all
+    model = build_model(wide, init_seed=0)
+    head = model.lm_head.weight if model.lm_head is not None else None
+    largest = max(p.numel() for p in model.parameters() if id(p) in hidden_matrices(model, head))
+    tiny = dict(batch=1, seq_len=8, optim="muon")
+    plans = [plan(wide, options(**tiny))] + [plan(wide, options(**tiny, strategy="fsdp", world_size=n)) for n in (2, 8)]
+    assert all(p.step.peak_phase == "update" for p in plans)
+    assert all(p.parts[MUON_WORK] >= 4 * largest for p in plans)
+    assert len({p.parts[MUON_WORK] for p in plans}) == 1  # whole on every rank
+    assert plans[2].parts[OPTIMIZER] < plans[1].parts[OPTIMIZER] < plans[0].parts[OPTIMIZER]
+    assert plan(wide, options(batch=1, seq_len=8)).parts[MUON_WORK] == 0

@@ -11,7 +11,8 @@ device holds of it:
   the root unit (embeddings, position tables, final norms, output head) stays gathered for the
   whole step, two layers are gathered at a time (the one running and the one prefetched), in
   bf16 under bf16-mixed (autocast then makes no bf16 copies), and one layer's gradient is
-  whole before its reduce-scatter (float32 under bf16-mixed).
+  whole before its reduce-scatter (float32 under bf16-mixed). Muon's update of a matrix is
+  whole on every rank (gathered, then orthogonalised whole): its work is not divided.
 """
 
 from __future__ import annotations

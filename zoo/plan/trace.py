@@ -46,6 +46,7 @@ from zoo.models import build_model
 from zoo.models.sharding import layers
 from zoo.nn.moe import MoE, moe_layers
 from zoo.tasks import TASKS
+from zoo.tasks.muon import Muon
 from zoo.tasks.optim import build_optimizer
 
 aten = torch.ops.aten
@@ -55,7 +56,10 @@ MLM_RATE = 0.15  # rows with a target in a masked-LM batch (Devlin et al. 2019),
 # the parts of a step's memory, in the order a plan prints them
 WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER = "weights", "buffers", "gradients", "optimizer state"
 ACTIVATIONS, LOSS, CASTS = "activations", "logits and loss", "bf16 weight copies"
-PARTS = (WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER, CASTS, ACTIVATIONS, LOSS)
+# what Muon's update of one matrix makes (its momentum-corrected update, the orthogonalising
+# iteration's work): whole matrices on every rank, sharded or not (`zoo.config.facts.muon`)
+MUON_WORK = "Muon's whole matrices"
+PARTS = (WEIGHTS, BUFFERS, GRADIENTS, OPTIMIZER, MUON_WORK, CASTS, ACTIVATIONS, LOSS)
 # what the mixture-of-experts layers hold at the peak (of the weights and activations above)
 EXPERT_WEIGHTS, ROUTER, DISPATCH, EXPERT_ACTIVATIONS = (
     "expert weights",
@@ -116,6 +120,7 @@ class _Trace(TorchDispatchMode):
         self.phase = _SETUP
         self.param_storages: set[int] = set()
         self.region: str | None = None  # the part of a mixture layer running now (set by hooks)
+        self.part: str | None = None  # the part of what is made now, when not the phase's (Muon's update)
         self.regions = dict.fromkeys(MOE_PARTS[1:], 0)  # forward storages alive, by the region that made them
         self.regions_at_peak = dict(self.regions)
 
@@ -169,7 +174,7 @@ class _Trace(TorchDispatchMode):
         )
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
-                self.add(t, CASTS if cast else _PHASE_PART[self.phase])
+                self.add(t, CASTS if cast else self.part or _PHASE_PART[self.phase])
         if self.now > self.peak:
             self.peak, self.at_peak, self.peak_phase = self.now, dict(self.sums), self.phase
             self.regions_at_peak = dict(self.regions)
@@ -266,6 +271,27 @@ def _follow_mixtures(model: torch.nn.Module, trace: _Trace) -> list[MoE]:
     return layers
 
 
+def _follow_muon(optimizer: torch.optim.Optimizer, trace: _Trace) -> None:
+    """Count what Muon's update of each matrix makes as MUON_WORK (its state, made at the first
+    step, is counted as the optimizer's state afterwards). Under sharding a rank gathers each
+    matrix's update whole and orthogonalises it whole, so this part is not divided by the shards;
+    a single process's trace holds the whole update where a rank holds its rows and the gathered
+    copy, so it is short by that rank's rows of one matrix."""
+    inner = getattr(optimizer, "muon", optimizer)
+    if not isinstance(inner, Muon):
+        return
+    update = inner._update
+
+    def counted(p: torch.Tensor, group: dict) -> None:
+        trace.part = MUON_WORK
+        try:
+            update(p, group)
+        finally:
+            trace.part = None
+
+    inner._update = counted  # type: ignore[method-assign]  # this optimizer only, made for the trace
+
+
 def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, float] | None = None) -> StepMemory:
     """The bytes one device holds at the peak of a steady-state training step (AdamW's moments
     already made) of `model_cfg` at `setup`, by part. `scale`: a weight per part (default 1)
@@ -296,6 +322,7 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, flo
             **read_by(setup.optim, {"implementation": setup.optimizer, "muon_variant": setup.muon_variant})
         )
         optimizer = build_optimizer(model, optim, output_embedding=head)
+        _follow_muon(optimizer, trace)
         for p in params:  # a gradient is counted as one from the moment backward hands it over
             p.register_post_accumulate_grad_hook(lambda p: trace.retag(p.grad, GRADIENTS))
         inputs, labels = _batch(model_cfg, setup.batch, setup.seq_len)
