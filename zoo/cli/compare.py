@@ -3,6 +3,7 @@
     zoo-compare multirun/2026-11-22/10-00-00                   # report in that directory
     zoo-compare SWEEP_A SWEEP_B out=reports/ablation metric=val/ppl baseline=model.norm=pre
     zoo-compare SWEEP lengths=1,2,4,8      # + perplexity at 1x..8x the trained context
+    zoo-compare SWEEP lengths=1,2,4,8 extend=yarn   # ... and each RoPE arm again, stretched by YaRN
     zoo-compare SWEEP tune=optim.lr        # each arm at its own best learning rate
     zoo-compare SWEEP scale=model.d_model  # each arm across sizes: power laws, compute multipliers
     zoo-compare SWEEP scale=model.d_model tune=optim.lr   # ... each arm at each size at its own best rate
@@ -44,6 +45,14 @@ class CompareArgs:
     )
     lengths: str | None = field(
         default=None, metadata={"help": "e.g. 1,2,4,8: also the perplexity at these multiples of the trained context"}
+    )
+    extend: str | None = field(
+        default=None,
+        metadata={
+            "help": "with lengths=: RoPE context-extension rules, e.g. yarn or yarn,linear "
+            "(zoo.config.facts.rope.SCALING_FACTS): each arm that rotates with RoPE is also evaluated with "
+            "the rule stretching its trained context by each multiple, as zoo-eval runs it"
+        },
     )
     tune: str | None = field(
         default=None,
@@ -142,7 +151,18 @@ def run(argv: list[str]) -> dict:
 
         if dirs or any(
             getattr(args, k)
-            for k in ("tune", "scale", "lengths", "baseline", "out", "pairs", "equivalence", "threshold", "last_k")
+            for k in (
+                "tune",
+                "scale",
+                "lengths",
+                "extend",
+                "baseline",
+                "out",
+                "pairs",
+                "equivalence",
+                "threshold",
+                "last_k",
+            )
         ):
             raise ConfigError(
                 "recompute=DIR takes nothing else: the report's own comparison.json says what it compared"
@@ -170,6 +190,9 @@ def run(argv: list[str]) -> dict:
         raise ConfigError(f"lengths={args.lengths}: give comma-separated integers, e.g. lengths=1,2,4") from None
     if multiples and min(multiples) < 1:
         raise ConfigError(f"lengths={args.lengths}: multiples must be >= 1")
+    extend = _rules(args.extend)
+    if extend and not multiples:
+        raise ConfigError(f"extend={args.extend} stretches RoPE at evaluation lengths: give lengths=1,2,4 too")
     if args.tune and multiples:
         raise ConfigError(f"tune={args.tune} and lengths= cannot be combined: compare lengths without tune=")
     if args.pairs not in (None, "all"):
@@ -229,6 +252,7 @@ def run(argv: list[str]) -> dict:
                 metric=args.metric,
                 baseline=args.baseline,
                 lengths=multiples,
+                extend=extend,
                 pairs=pairs,
                 equivalence=margin,
                 threshold=target,
@@ -295,7 +319,9 @@ def _plan(args: CompareArgs, dirs: list[str]) -> dict:
 
     if not args.plan:
         raise ConfigError("delta= and margin= plan a sweep: give the pilot too, plan=PILOT_DIR delta=VALUE")
-    others = [k for k in ("tune", "scale", "lengths", "out", "pairs", "recompute", "agree") if getattr(args, k)]
+    others = [
+        k for k in ("tune", "scale", "lengths", "extend", "out", "pairs", "recompute", "agree") if getattr(args, k)
+    ]
     if dirs or others:
         given = f"{others[0]}=" if others else dirs[0]
         raise ConfigError(f"plan={args.plan} takes metric=, baseline=, delta= and margin= only, not {given}")
@@ -308,12 +334,21 @@ def _plan(args: CompareArgs, dirs: list[str]) -> dict:
     return {"plan": str(args.plan), "lines": lines}
 
 
+def _rules(value: str | None) -> tuple:
+    """extend=RULE[,RULE]: the RoPE context-extension rules, each refused on one line if unknown."""
+    from zoo.config.facts.rope import RopeScaling
+
+    if not value:
+        return ()
+    return tuple(dict.fromkeys(RopeScaling.parse(v.strip(), "extend") for v in str(value).split(",")))
+
+
 def options_with_baseline(options: list[str]) -> list[str]:
     """`baseline=model.norm=pre` holds a second '=': quote its value for the dotlist parser."""
     out = []
     for option in options:
         key, _, value = option.partition("=")
-        quoted = ("baseline", "lengths", "recompute", "plan", "equivalence", "threshold", "last_k")
+        quoted = ("baseline", "lengths", "extend", "recompute", "plan", "equivalence", "threshold", "last_k")
         out.append(f"{key}={json.dumps(value)}" if key in quoted else option)
     return out
 

@@ -19,10 +19,12 @@ from zoo.config.records.reader import REPORT_REMEDY, Column, DamagedRecord
 
 LENGTHS_CSV = "lengths.csv"
 NO_RUN = "no finished run"  # the note of a cell no finished run of the arm measured
+RULE = "rope_scaling"  # the column of a row evaluated with a RoPE context-extension rule (empty: as trained)
 
 # the columns a rebuild reads; the others (the arm's keys, ppl_low, ppl_high) are made again
 COLUMNS = (
     Column("arm", "name"),
+    Column(RULE, required=False),  # a report written before extend= has none
     Column("eval_len", "count"),
     Column("multiple", "count"),
     Column("ppl_mean", "count"),
@@ -33,16 +35,25 @@ COLUMNS = (
 READ = ("ppl_mean", "ppl_std", "runs")
 
 
+def row_label(row: dict[str, Any]) -> str:
+    """A length row's name in report.md, lengths.png and the refusals: its arm's, with the RoPE
+    rule it was evaluated with (`arm 4 + yarn`)."""
+    arm = row["arm"]
+    name = arm if isinstance(arm, str) else arm.name
+    return f"{name} + {row['rule']}" if row.get("rule") else name
+
+
 def read_lengths(directory: Path) -> tuple[list[int], list[dict[str, Any]]] | None:
-    """(the multiples, in the report's order; per arm {"arm": its name, "cells": {multiple:
-    (mean, std, n), a note such as PAST_TABLE, or None}, "trained": the trained context or
-    None}) from `directory`'s lengths.csv, or None where the report has none."""
+    """(the multiples, in the report's order; per arm and rule {"arm": its name, "rule": the RoPE
+    rule or None, "cells": {multiple: (mean, std, n), a note such as PAST_TABLE, or None},
+    "trained": the trained context or None}) from `directory`'s lengths.csv, or None where the
+    report has none."""
     path = Path(directory) / LENGTHS_CSV
     if not (path.exists() or path.is_symlink()):
         return None
     _, rows, _ = read_table(path, COLUMNS)
     multiples: list[int] = []
-    arms: dict[str, dict[str, Any]] = {}
+    arms: dict[str, dict[str, Any]] = {}  # by arm and rule
     for line, row in enumerate(rows, start=2):
         m, runs = row["multiple"], row["runs"]
         if not isinstance(m, int) or m < 1 or not isinstance(runs, int):
@@ -52,7 +63,10 @@ def read_lengths(directory: Path) -> tuple[list[int], list[dict[str, Any]]] | No
             )
         if m not in multiples:
             multiples.append(m)
-        arm = arms.setdefault(str(row["arm"]), {"arm": str(row["arm"]), "cells": {}, "lengths": set()})
+        rule = str(row[RULE]) if row.get(RULE) else None
+        arm = arms.setdefault(
+            f"{row['arm']}\0{rule}", {"arm": str(row["arm"]), "rule": rule, "cells": {}, "lengths": set()}
+        )
         if row["ppl_mean"] is not None:
             arm["cells"][m] = (float(row["ppl_mean"]), float(row["ppl_std"] or 0.0), runs)
         else:
@@ -71,12 +85,19 @@ def read_lengths(directory: Path) -> tuple[list[int], list[dict[str, Any]]] | No
 
 def place_lengths(arms: list, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`read_lengths`' rows with each arm's name replaced by the arm of that name, in the
-    order of `arms`; an arm lengths.csv lacks has no cell measured, and a name no arm has is a
-    damaged report, said on one line."""
-    by_name = {row["arm"]: row for row in rows}
-    unknown = [name for name in by_name if name not in {a.name for a in arms}]
+    order of `arms` (the rows as trained, then each rule's, as lengths.csv lists them); an arm
+    lengths.csv lacks has no cell measured, and a name no arm has is a damaged report, said on
+    one line."""
+    known = {a.name: a for a in arms}
+    unknown = [row["arm"] for row in rows if row["arm"] not in known]
     if unknown:
         raise DamagedRecord(f"{LENGTHS_CSV}: {unknown[0]!r} is no arm of runs.csv; {REPORT_REMEDY}")
     multiples = list(rows[0]["cells"]) if rows else []
-    blank = {"cells": dict.fromkeys(multiples), "trained": None}
-    return [{**by_name.get(a.name, blank), "arm": a} for a in arms]
+    blank = {"rule": None, "cells": dict.fromkeys(multiples), "trained": None}
+    plain = {row["arm"]: row for row in rows if not row.get("rule")}
+    placed = [{**plain.get(a.name, blank), "arm": a} for a in arms]
+    rules = list(dict.fromkeys(row["rule"] for row in rows if row.get("rule")))
+    for rule in rules:
+        of_rule = {row["arm"]: row for row in rows if row.get("rule") == rule}
+        placed += [{**of_rule[a.name], "arm": a} for a in arms if a.name in of_rule]
+    return placed

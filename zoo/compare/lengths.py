@@ -5,7 +5,13 @@ Every run is evaluated on its own validation split (the same texts at every leng
 is made on rows before packing) with about `tokens` tokens per length. A bounded scheme (a
 learned position table; `zoo.config.facts.positions.max_positions`) cannot reach past
 `model.max_seq_len`; those cells are reported as such, not left out. Results are cached in the
-run directory (`lengths.json`), so a second comparison costs nothing."""
+run directory (`lengths.json`), so a second comparison costs nothing.
+
+With RoPE's context-extension rules (`extend=yarn`, ...: `zoo.config.facts.rope.SCALING_FACTS`),
+each arm whose runs rotate with RoPE gets one more row per rule: the same checkpoints evaluated
+at multiple m with the rule stretching the trained context by m (`model.position.scale=m`,
+`model.position.original_max_seq_len` = the trained context), as `zoo-eval` runs them. A rule
+changes buffers only, so the row costs evaluations, not training; at 1× it is plain RoPE."""
 
 from __future__ import annotations
 
@@ -16,7 +22,9 @@ from typing import Any
 
 from zoo.compare.runs import Run, RunStatus
 from zoo.compare.stats import mean_std
-from zoo.config.facts.positions import max_positions
+from zoo.config.errors import ConfigError
+from zoo.config.facts.positions import max_positions, readers
+from zoo.config.facts.rope import SCALING_FACTS, RopeScaling
 from zoo.config.facts.tasks import kinds_that
 from zoo.config.records.atomic import write_text
 from zoo.config.records.reader import DamagedRecord, figure_problem, read_json_object
@@ -25,32 +33,59 @@ from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.evaluate import evaluate
 
 PAST_TABLE = "past the learned table"
+NOT_APPLIED = "the rule does not apply"  # a checkpoint whose RoPE takes no context-extension rule (model.kv=latent)
 
 # the tasks whose validation loss is next-token cross-entropy over windows of data.seq_len, so
 # that its exponential is a perplexity at that length: their rows pack and shift (causal_lm)
 WINDOWED_LMS = frozenset(kinds_that("packs")) & frozenset(kinds_that("shifted"))
 
 
-def evaluate_lengths(run: Run, multiples: list[int], tokens: int = 65536) -> dict[int, object]:
-    """{multiple: perplexity, or PAST_TABLE} for one finished causal-LM run (cached)."""
+def evaluate_lengths(
+    run: Run, multiples: list[int], tokens: int = 65536, rule: RopeScaling | None = None
+) -> dict[int, object]:
+    """{multiple: perplexity, PAST_TABLE or NOT_APPLIED} for one finished causal-LM run
+    (cached), as trained or (`rule`) with RoPE stretched by each multiple."""
     cache_file = RunDir(run.path).lengths
     cached = _read_cache(cache_file, run.path)
-    wanted = [m for m in multiples if str(m) not in cached]
+    key = (lambda m: str(m)) if rule is None else (lambda m: f"{rule.value}:{m}")
+    wanted = [m for m in multiples if key(m) not in cached]
     if wanted:
-        task = load_checkpoint(RunDir(run.path).last)  # the model the summary reports
-        data = dict(task.extras.data or {})
-        trained = int(data["seq_len"])
-        bound = max_positions(task.model.config)
+        last = RunDir(run.path).last
+        trained = int(load_checkpoint(last).extras.data["seq_len"]) if rule is not None else None
         for m in wanted:
-            length = trained * m
-            if bound is not None and length > bound:
-                cached[str(m)] = PAST_TABLE
-                continue
-            batch = max(1, tokens // (length * 16))
-            result = evaluate(task, {**data, "seq_len": length}, batch_size=batch, limit_batches=16)
-            cached[str(m)] = math.exp(min(result["metrics"]["loss"], 50.0))
+            cached[key(m)] = _perplexity(last, m, tokens, _rope_rule(rule, m, trained))
         write_text(cache_file, json.dumps(cached, indent=1))
-    return {m: cached[str(m)] for m in multiples}
+    return {m: cached[key(m)] for m in multiples}
+
+
+def _rope_rule(rule: RopeScaling | None, m: int, trained: int | None) -> list[str]:
+    """`zoo-eval`'s overrides of `rule` stretching the trained context `trained` by `m` (none at
+    1x: every rule at scale 1 is plain RoPE)."""
+    if rule is None or m == 1:
+        return []
+    given = [f"model.position.scaling={rule.value}", f"model.position.scale={m}"]
+    if "original_max_seq_len" in SCALING_FACTS[rule].params:  # the rules that read it (not linear, ntk)
+        given.append(f"model.position.original_max_seq_len={trained}")
+    return given
+
+
+def _perplexity(last, m: int, tokens: int, rope_rule: list[str]) -> object:
+    """The checkpoint's validation perplexity at m times its trained context, PAST_TABLE or
+    NOT_APPLIED."""
+    try:
+        task = load_checkpoint(last, rope_rule=rope_rule, tool="zoo-compare")  # the model the summary reports
+    except ConfigError:
+        if not rope_rule:
+            raise
+        return NOT_APPLIED
+    data = dict(task.extras.data or {})
+    length = int(data["seq_len"]) * m
+    bound = max_positions(task.model.config)
+    if bound is not None and length > bound:
+        return PAST_TABLE
+    batch = max(1, tokens // (length * 16))
+    result = evaluate(task, {**data, "seq_len": length}, batch_size=batch, limit_batches=16)
+    return math.exp(min(result["metrics"]["loss"], 50.0))
 
 
 def _read_cache(cache_file: Path, run_dir: Path) -> dict[str, object]:
@@ -67,27 +102,44 @@ def _read_cache(cache_file: Path, run_dir: Path) -> dict[str, object]:
     return {
         k: v
         for k, v in cached.items()
-        if v == PAST_TABLE
+        if v in (PAST_TABLE, NOT_APPLIED)
         or (isinstance(v, (int, float)) and not isinstance(v, bool) and figure_problem("ppl", v) is None)
     }
 
 
-def length_table(arms, multiples: list[int]) -> list[dict]:
-    """Per arm: {multiple: (mean ppl, std, n) or PAST_TABLE}, over its finished causal-LM runs."""
+def length_table(arms, multiples: list[int], rules: list[RopeScaling] | tuple = ()) -> list[dict]:
+    """Per arm: {multiple: (mean ppl, std, n) or a note}, over its finished causal-LM runs,
+    with "rule" None; then, for each of `rules`, a row of the arms whose runs rotate with RoPE
+    evaluated with that rule (`rule` set)."""
     rows = []
-    for arm in arms:
-        runs = [r for r in arm.runs if r.status == RunStatus.finished and r.summary.get("task") in WINDOWED_LMS]
-        per_run = [evaluate_lengths(r, multiples) for r in runs]
-        cells: dict[int, Any] = {}  # PAST_TABLE, (mean, std, n) or None
-        for m in multiples:
-            values = [p[m] for p in per_run]
-            if values and all(v == PAST_TABLE for v in values):
-                cells[m] = PAST_TABLE
-            else:
-                numbers = [v for v in values if isinstance(v, float)]
-                cells[m] = (*mean_std(numbers), len(numbers)) if numbers else None
-        rows.append({"arm": arm, "cells": cells, "trained": _trained_len(runs)})
+    rotating = readers("scaling")
+    for rule in (None, *rules):
+        for arm in arms:
+            runs = [r for r in arm.runs if r.status == RunStatus.finished and r.summary.get("task") in WINDOWED_LMS]
+            if rule is not None and not (runs and all(_kind(r) in rotating for r in runs)):
+                continue
+            per_run = [evaluate_lengths(r, multiples, rule=rule) for r in runs]
+            rows.append({"arm": arm, "rule": rule, "cells": _cells(per_run, multiples), "trained": _trained_len(runs)})
     return rows
+
+
+def _kind(run: Run) -> str | None:
+    kind = run.config.get("model.position.kind")
+    return str(kind) if kind is not None else None
+
+
+def _cells(per_run: list[dict[int, object]], multiples: list[int]) -> dict[int, Any]:
+    """{multiple: (mean, std, n) of the runs' perplexities, the note every run has, or None}."""
+    cells: dict[int, Any] = {}
+    for m in multiples:
+        values = [p[m] for p in per_run]
+        notes = {v for v in values if isinstance(v, str)}
+        numbers = [v for v in values if isinstance(v, float)]
+        if values and not numbers and len(notes) == 1:
+            cells[m] = notes.pop()
+        else:
+            cells[m] = (*mean_std(numbers), len(numbers)) if numbers else None
+    return cells
 
 
 def _trained_len(runs: list[Run]) -> int | None:

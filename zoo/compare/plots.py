@@ -214,7 +214,8 @@ def figure_lengths(report):
         ]
         x, y, err = zip(*points)
         stops = any(not isinstance(cell, tuple) for cell in row["cells"].values())
-        label = name(report, row["arm"]) + (f" (none past {max(x)})" if stops else "")
+        rule = f" + {row['rule']}" if row.get("rule") else ""
+        label = name(report, row["arm"]) + rule + (f" (none past {max(x)})" if stops else "")
         ax.errorbar(
             [v * shifts[i] for v in x],
             y,

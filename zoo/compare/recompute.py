@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zoo.compare.committed_lengths import LENGTHS_CSV, READ, read_lengths
+from zoo.compare.committed_lengths import LENGTHS_CSV, READ, RULE, read_lengths
 from zoo.compare.errors import CompareError
 from zoo.compare.noise import LAST_K
 from zoo.compare.report import compare
@@ -241,7 +241,7 @@ def compare_rebuilt(directory: Path, scratch: Path, spec: dict) -> tuple[list[st
     )
     tables = [(HELDOUT, [*keys, "seed"]), (PAIRS, ["arm", "other"])]
     tables += [(DECISIONS, [*keys[1:], "pair"]), (EXTRAPOLATION, ["arm"])]  # scale=: decisions across sizes
-    tables.append((LENGTHS_CSV, ["arm", "multiple"]))  # lengths=: its intervals rebuilt from its means
+    tables.append((LENGTHS_CSV, ["arm", RULE, "multiple"]))  # lengths=: its intervals rebuilt from its means
     for name, columns in tables:
         if (scratch / name).is_file() or os.path.lexists(directory / name):
             if not os.path.lexists(directory / name):

@@ -323,6 +323,7 @@ def compare(
     threshold: float | None = None,
     last_k: int = LAST_K,
     length_rows: list[dict] | None = None,
+    extend: tuple = (),
 ) -> Report:
     """Read the sweeps in `dirs`, write report.md, report.csv, runs.csv (and curves.png,
     final.png) into `out`, and return the report. `lengths` (multiples of the trained context,
@@ -333,7 +334,9 @@ def compare(
     family is tested against (`zoo.compare.equivalence`); `threshold`: a target each arm's mean is
     tested against (`zoo.compare.threshold`); `last_k`: the validations each run's own spread is
     taken over (`zoo.compare.noise`); `length_rows`: the lengths table as a report's lengths.csv
-    holds it (`zoo.compare.committed_lengths.read_lengths`), taken instead of measured."""
+    holds it (`zoo.compare.committed_lengths.read_lengths`), taken instead of measured; `extend`:
+    RoPE context-extension rules (`RopeScaling`) each RoPE arm is also evaluated with at each
+    multiple (`zoo.compare.lengths.length_table`)."""
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
     arms, keys = group_arms(runs)
     base = pick_baseline(arms, baseline)
@@ -360,7 +363,7 @@ def compare(
         from zoo.compare.lengths import length_table
 
         report.multiples = list(lengths)
-        report.lengths = length_table(arms, report.multiples)
+        report.lengths = length_table(arms, report.multiples, extend)
         report.files["lengths_csv"] = write_lengths_csv(report, out / "lengths.csv")
     if plots:
         report.files["curves"] = plot_curves(report, out / "curves.png")

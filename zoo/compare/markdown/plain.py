@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zoo.compare import equivalence, noise, threshold
-from zoo.compare.committed_lengths import NO_RUN
+from zoo.compare.committed_lengths import NO_RUN, RULE, row_label
 from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, problem_lines, table_opening
 from zoo.compare.escape import code, csv_cell, text
 from zoo.compare.markdown.power import power_lines
@@ -24,11 +24,15 @@ if TYPE_CHECKING:
 
 
 def write_lengths_csv(report: Report, path: Path) -> Path:
+    """lengths.csv: a row per arm (and RoPE rule, in a `rope_scaling` column where the table has
+    a rule's rows) and multiple."""
+    ruled = any(row.get("rule") for row in report.lengths)
     with replacing(path) as handle:
         writer = csv.writer(handle)
         writer.writerow(
             [
                 "arm",
+                *[RULE] * ruled,
                 *map(csv_cell, report.keys),
                 "eval_len",
                 "multiple",
@@ -41,7 +45,7 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
             ]
         )
         for row in report.lengths:
-            arm = row["arm"]
+            arm, rule = row["arm"], [row.get("rule") or ""] * ruled
             for m, cell in row["cells"].items():
                 length = row["trained"] * m if row["trained"] else ""
                 settings = [csv_cell(arm.settings.get(k, "")) for k in report.keys]
@@ -51,6 +55,7 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
                     writer.writerow(
                         [
                             arm.name,
+                            *rule,
                             *settings,
                             length,
                             m,
@@ -63,7 +68,7 @@ def write_lengths_csv(report: Report, path: Path) -> Path:
                         ]
                     )
                 else:
-                    writer.writerow([arm.name, *settings, length, m, "", "", "", "", 0, cell or NO_RUN])
+                    writer.writerow([arm.name, *rule, *settings, length, m, "", "", "", "", 0, cell or NO_RUN])
     return path
 
 
@@ -87,6 +92,7 @@ def _length_lines(report: Report) -> list[str]:
         "Validation perplexity at multiples of the trained context: the mean over seeds and its 95% Student-t "
         "interval (n seeds, n − 1 degrees of freedom); each arm's values in lengths.csv. The intervals describe "
         "each arm at each length and are not in the report's family.",
+        *_rule_sentence(report),
         "",
         "| arm | " + " | ".join([*map(text, report.keys), *cols]) + " |",
         "|" + "---|" * (1 + len(report.keys) + len(cols)),
@@ -105,8 +111,24 @@ def _length_lines(report: Report) -> list[str]:
             else:
                 cells.append(cell or "–")
         settings = [code(row["arm"].settings[k]) for k in report.keys]
-        lines.append("| " + " | ".join([row["arm"].name, *settings, *cells]) + " |")
+        lines.append("| " + " | ".join([row_label(row), *settings, *cells]) + " |")
     return lines
+
+
+def _rule_sentence(report: Report) -> list[str]:
+    """What an `ARM + RULE` row is, where the table has one."""
+    rules = list(dict.fromkeys(row["rule"] for row in report.lengths if row.get("rule")))
+    if not rules:
+        return []
+    return [
+        "",
+        "An arm named `+ RULE` ("
+        + ", ".join(rules)
+        + ") is the same checkpoints evaluated with that RoPE context-extension rule stretching the trained "
+        "context by each multiple (`zoo-eval ... model.position.scaling=RULE model.position.scale=m`, with "
+        "`model.position.original_max_seq_len=TRAINED` for the rules that read it); at 1× it is plain RoPE; a "
+        "cell marked `the rule does not apply` is a checkpoint that takes no such rule (e.g. model.kv=latent).",
+    ]
 
 
 def _num(value, digits: int = 4) -> str:
