@@ -346,7 +346,7 @@ def test_the_studies_headlines_are_their_reports():
     arms = {(r["model.norm"], r["scheduler.warmup_steps"]): r for r in report("layernorm_placement")}
     assert not unsaid(
         "ablations.md",
-        f"{interval(arms['post', '0'], 2)} nats), as in the paper",
+        f"({interval(arms['post', '0'], 2)} nats), where an earlier version's run",
         f"post-LN beats pre-LN by {interval(negated(arms['post', '250']), 3, sign=False)}",
         f"pre-LN also loses without warmup at 500 steps ({interval(arms['pre', '0'], 2)})",
     )

@@ -48,7 +48,6 @@ SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
 # the studies written before zoo-compare wrote runs.csv: nothing in them can be recomputed
 NO_RUNS = {
-    "layernorm_placement": "repro_layernorm_placement",
     "length_extrapolation": "repro_length_extrapolation",
     "norm_tuned": "ablate_norm_tuned",
 }
@@ -57,6 +56,7 @@ HISTORY = {
     "glu_scaling/dn3",
     "glu_scaling/first_run",
     "glu_scaling/tune_xs",
+    "layernorm_placement/earlier_version",
     "layernorm_placement/first_run",
     "length_extrapolation/small_embeddings",
     "mup_transfer/fine_grid",
@@ -77,9 +77,6 @@ NOT_IN_TABLES: dict[str, dict[str, str]] = {
         **{n: DN3 for n in ("0.429", "0.722")},
     },
     "layernorm_placement": {
-        "5.64": PER_SEED,
-        "5.76": PER_SEED,
-        "0.31": "the unigram loss less the best seed's final loss (5.94 − 5.64)",
         "5.94": "the corpus's unigram loss (from its token counts, not a run)",
     },
     "length_extrapolation": {
@@ -130,9 +127,11 @@ def _lengths(path: Path) -> set[float]:
         if n > 1 and math.isfinite(std):
             half = t_quantile(0.975, n - 1) * std / math.sqrt(n)
             found |= {mean - half, mean + half}
-    by_arm: dict[str, dict[int, float]] = {}
+    by_arm: dict[tuple[str, str], dict[int, float]] = {}  # by arm and RoPE rule (extend=)
     for row in rows:
-        by_arm.setdefault(row["arm"], {})[int(row["multiple"])] = float(row["ppl_mean"])
+        by_arm.setdefault((row["arm"], row.get("rope_scaling") or ""), {})[int(row["multiple"])] = float(
+            row["ppl_mean"]
+        )
     for ppl in by_arm.values():
         if 1 in ppl and len(ppl) > 1:
             found.add(ppl[max(ppl)] / ppl[1] - 1)
