@@ -5,6 +5,7 @@
     zoo-compare SWEEP lengths=1,2,4,8      # + perplexity at 1x..8x the trained context
     zoo-compare SWEEP lengths=1,2,4,8 extend=yarn   # ... and each RoPE arm again, stretched by YaRN
     zoo-compare SWEEP tune=optim.lr        # each arm at its own best learning rate
+    zoo-compare SWEEP tune=optim.lr,optim.weight_decay   # ... at its best rate and decay together
     zoo-compare SWEEP scale=model.d_model  # each arm across sizes: power laws, compute multipliers
     zoo-compare SWEEP scale=model.d_model tune=optim.lr   # ... each arm at each size at its own best rate
     zoo-compare SWEEP metric=val/bpb       # bits per byte: comparable across tokenizers
@@ -57,9 +58,9 @@ class CompareArgs:
     tune: str | None = field(
         default=None,
         metadata={
-            "help": "a config key, e.g. optim.lr: compare each arm "
-            "(config minus seed and KEY) at its own best value of KEY, each seed measured at the value "
-            "chosen on the other seeds; with scale=: per size"
+            "help": "a config key, e.g. optim.lr, or keys tuned together, e.g. optim.lr,optim.weight_decay: "
+            "compare each arm (config minus seed and KEY) at its own best value of KEY, each seed measured at "
+            "the value chosen on the other seeds; with scale=: per size"
         },
     )
     scale: str | None = field(
@@ -348,7 +349,7 @@ def options_with_baseline(options: list[str]) -> list[str]:
     out = []
     for option in options:
         key, _, value = option.partition("=")
-        quoted = ("baseline", "lengths", "extend", "recompute", "plan", "equivalence", "threshold", "last_k")
+        quoted = ("baseline", "lengths", "extend", "tune", "recompute", "plan", "equivalence", "threshold", "last_k")
         out.append(f"{key}={json.dumps(value)}" if key in quoted else option)
     return out
 

@@ -47,6 +47,7 @@ from zoo.compare import scaled_options as options
 from zoo.compare.decisions_plot import plot_decisions
 from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
+from zoo.compare.joint import joined
 from zoo.compare.markdown.scaled import write_scaled_markdown
 from zoo.compare.multipliers import LEVEL, family_box, fit_arms
 from zoo.compare.noise import LAST_K, ArmNoise, Attribution
@@ -248,6 +249,8 @@ def compare_scaled(
             f"metric={metric}: scale= fits a loss falling with compute; use val/loss, val/bpb or val/ppl"
         )
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
+    if tune:
+        runs = joined(runs, tune)  # tune=KEY1,KEY2: one key whose values are the combinations
     _one_size(runs, key)
     arms, keys, changing = scale_arms(runs, key, metric, tune)
     linked = list(dict.fromkeys([*changing, *(linked or [])]))

@@ -40,6 +40,7 @@ from zoo.compare.design import (
 )
 from zoo.compare.equivalence import Equivalence
 from zoo.compare.errors import CompareError
+from zoo.compare.joint import edges, is_joint, joined
 from zoo.compare.markdown.tuned import write_tuned_markdown
 from zoo.compare.noise import LAST_K, ArmNoise, Attribution
 from zoo.compare.patterns import arm_setting
@@ -240,6 +241,13 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
             arm.best = points[arm.choice.best]
             if len(points) == 1:
                 arm.warning = f"{arm.name}: only {key}={points[0].value} was tried; nothing was tuned"
+            elif is_joint(key):
+                at_edge = edges(key, [p.value for p in points], arm.best.value)
+                if at_edge:
+                    arm.warning = (
+                        f"{arm.name}: its best {key}=({arm.best.value}) is at the edge of the grid in "
+                        f"{', '.join(at_edge)}; the best may lie beyond it"
+                    )
             elif _numeric(points) and (arm.best is points[0] or arm.best is points[-1]):
                 edge = "lowest" if arm.best is points[0] else "highest"
                 arm.warning = (
@@ -350,7 +358,7 @@ def compare_tuned(
     `threshold`, the last-k spread over the runs they come from and the init/data-order split
     over the runs at the arm's best value (one setting)."""
     runs, unreadable = found if found is not None else load_runs(dirs, metric)
-    arms, keys = tune_arms(runs, key, metric)
+    arms, keys = tune_arms(joined(runs, key), key, metric)
     base = pick_baseline(arms, baseline)
     for arm in arms:
         if arm is not base and arm.held_out() and base.held_out():

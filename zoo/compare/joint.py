@@ -1,0 +1,80 @@
+"""Two or more keys tuned together (`tune=optim.lr,optim.weight_decay`): each arm is taken at its
+best combination of their values, as one key whose value is the combination.
+
+Optimizers are compared each at its own rate and weight decay (Wen et al. 2025, "Fantastic
+Pretraining Optimizers and Where to Find Them": tuning one and sharing the other is where most
+reported speedups come from). A joint key is written as the keys joined by commas; each run's
+value of it is its values of the keys, in that order, joined by ", " (`0.002, 0.1`), so the
+held-out choice, the tuning curve and heldout.csv treat a combination as one value tried. The
+component keys leave the run's settings (they are the joint key's), and runs.csv holds the joint
+column, from which a rebuild (`recompute=`) reads the same combinations."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from zoo.compare.errors import CompareError
+from zoo.compare.runs import Run
+
+SEP = ","  # between the keys of a joint key
+VALUE_SEP = ", "  # between the values of a run's combination
+
+
+def components(key: str) -> list[str]:
+    """The keys of a joint key (one for a plain key)."""
+    return [k.strip() for k in key.split(SEP)]
+
+
+def is_joint(key: str | None) -> bool:
+    return key is not None and SEP in key
+
+
+def joined(runs: list[Run], key: str) -> list[Run]:
+    """`runs` with the joint key's combination set and its component keys dropped from each
+    config (a run that already holds the joint key, read back from runs.csv, as it is). A key
+    not joint: `runs` unchanged."""
+    if not is_joint(key):
+        return runs
+    keys = components(key)
+    if len(set(keys)) != len(keys) or not all(keys):
+        raise CompareError(f"tune={key}: name each key once, e.g. tune=optim.lr,optim.weight_decay")
+    out = []
+    for run in runs:
+        if key in run.config or not run.config:  # read back from runs.csv; a run with no config (damaged)
+            out.append(run)
+            continue
+        missing = [k for k in keys if k not in run.config]
+        if missing:
+            raise CompareError(f"tune={key}: {run.path} has no config key {missing[0]}")
+        config = {k: v for k, v in run.config.items() if k not in keys}
+        config[key] = VALUE_SEP.join(str(run.config[k]) for k in keys)
+        out.append(dataclasses.replace(run, config=config))
+    return out
+
+
+def split(key: str, value: Any) -> dict[str, float | str]:
+    """{component key: its value} of one combination (numbers read back as numbers)."""
+    parts = str(value).split(VALUE_SEP)
+    out: dict[str, float | str] = {}
+    for k, part in zip(components(key), parts, strict=True):
+        try:
+            out[k] = float(part)
+        except ValueError:
+            out[k] = part
+    return out
+
+
+def edges(key: str, values: list[Any], best: Any) -> list[str]:
+    """The component keys at whose lowest or highest value tried the best combination lies (the
+    best may lie beyond the grid along them), each as "KEY=VALUE (lowest|highest)"."""
+    tried = [split(key, v) for v in values]
+    chosen = split(key, best)
+    said = []
+    for k in components(key):
+        numbers = [t[k] for t in tried if isinstance(t[k], float)]
+        if len(set(numbers)) < 2 or not isinstance(chosen[k], float):
+            continue
+        if chosen[k] in (min(numbers), max(numbers)):
+            said.append(f"{k}={chosen[k]:g} ({'lowest' if chosen[k] == min(numbers) else 'highest'})")
+    return said
