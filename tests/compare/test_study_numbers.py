@@ -49,7 +49,6 @@ SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 # the studies written before zoo-compare wrote runs.csv: nothing in them can be recomputed
 NO_RUNS = {
     "length_extrapolation": "repro_length_extrapolation",
-    "norm_tuned": "ablate_norm_tuned",
 }
 # earlier reports kept beside a study's current one as its history, each without runs.csv
 HISTORY = {
@@ -61,10 +60,10 @@ HISTORY = {
     "length_extrapolation/small_embeddings",
     "mup_transfer/fine_grid",
     "mup_transfer/sqrt10_grid",
+    "norm_tuned/earlier_version",
     "norm_tuned/first_run",
 }
 
-PER_SEED = "one seed's final loss: the study predates runs.csv, which would hold it"
 DN3 = "dn3's per-size paired intervals, from per-size reports not kept (dn3/ holds the scaled report only)"
 SHARED_RATE = "a difference of two means of report.md's tuning table at one shared rate"
 # measurements quoted that no committed table holds, by study: the number as written (without
@@ -85,12 +84,8 @@ NOT_IN_TABLES: dict[str, dict[str, str]] = {
     },
     "norm_tuned": {
         "2.5": "the median run time in minutes",
-        "4.564": PER_SEED,
-        "4.567": PER_SEED,
-        "4.738": PER_SEED,
-        "0.17": "the third seed's distance from the other two (per-seed losses)",
-        "0.06": "the first run's post-LN mean less this one's",
-        **{n: SHARED_RATE for n in ("0.208", "0.009", "0.156", "0.005", "1.679", "1.545")},
+        "0.06": "the first run's post-LN mean less the earlier version's",
+        **{n: SHARED_RATE for n in ("0.139", "1.674", "1.568")},
     },
     "hybrid": {
         "1.3": "the paper's model size in billions of parameters",
