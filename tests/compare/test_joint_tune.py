@@ -32,7 +32,10 @@ def _compare(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def sweep(tmp_path):
     runs = [
-        ({"optim.kind": kind, "optim.lr": lr, "optim.weight_decay": wd, "seed": seed}, _loss(kind, lr, wd, seed))
+        (
+            {"optim.kind": kind, "optim.lr": lr, "optim.weight_decay": wd, "optim.betas": [0.9, 0.95], "seed": seed},
+            _loss(kind, lr, wd, seed),
+        )
         for kind in ("adamw", "muon")
         for lr in RATES
         for wd in DECAYS
@@ -70,7 +73,12 @@ def test_tuning_the_rate_alone_keeps_the_decays_apart_as_arms(sweep, tmp_path):
 
 @pytest.mark.parametrize(
     ("tune", "words"),
-    [("optim.lr,optim.lr", "name each key once"), ("optim.lr,optim.betas_x", "has no config key optim.betas_x")],
+    [
+        ("optim.lr,optim.lr", "name each key once"),
+        ("optim.lr,optim.betas_x", "has no config key optim.betas_x"),
+        ("optim.lr,seed", "seed does not change what is learned"),
+        ("optim.lr,optim.betas", "optim.betas holds a list"),
+    ],
 )
 def test_a_joint_key_named_twice_or_missing_is_one_line(sweep, tune, words):
     result = _compare(str(sweep), f"tune={tune}")

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any
 
 from zoo.compare.errors import CompareError
-from zoo.compare.runs import Run
+from zoo.compare.runs import IGNORED, Run
 
 SEP = ","  # between the keys of a joint key
 VALUE_SEP = ", "  # between the values of a run's combination
@@ -39,6 +39,9 @@ def joined(runs: list[Run], key: str) -> list[Run]:
     keys = components(key)
     if len(set(keys)) != len(keys) or not all(keys):
         raise CompareError(f"tune={key}: name each key once, e.g. tune=optim.lr,optim.weight_decay")
+    for k in keys:
+        if k.startswith(IGNORED):
+            raise CompareError(f"tune={key}: {k} does not change what is learned; tune training or model keys")
     out = []
     for run in runs:
         if key in run.config or not run.config:  # read back from runs.csv; a run with no config (damaged)
@@ -47,8 +50,12 @@ def joined(runs: list[Run], key: str) -> list[Run]:
         missing = [k for k in keys if k not in run.config]
         if missing:
             raise CompareError(f"tune={key}: {run.path} has no config key {missing[0]}")
+        shown = [str(run.config[k]) for k in keys]
+        listed = next((k for k, v in zip(keys, shown, strict=True) if VALUE_SEP in v), None)
+        if listed is not None:
+            raise CompareError(f"tune={key}: {listed} holds a list ({run.config[listed]}); tune single values together")
         config = {k: v for k, v in run.config.items() if k not in keys}
-        config[key] = VALUE_SEP.join(str(run.config[k]) for k in keys)
+        config[key] = VALUE_SEP.join(shown)
         out.append(dataclasses.replace(run, config=config))
     return out
 
@@ -63,6 +70,12 @@ def split(key: str, value: Any) -> dict[str, float | str]:
         except ValueError:
             out[k] = part
     return out
+
+
+def order(key: str, value: Any) -> tuple:
+    """A combination's place in a curve: by its first key's value, then the next's (numbers as
+    numbers, so 1e-05 comes before 0.01)."""
+    return tuple((0, v, "") if isinstance(v, float) else (1, 0.0, str(v)) for v in split(key, value).values())
 
 
 def edges(key: str, values: list[Any], best: Any) -> list[str]:

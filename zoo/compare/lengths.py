@@ -17,23 +17,24 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from zoo.compare.runs import Run, RunStatus
 from zoo.compare.stats import mean_std
-from zoo.config.errors import ConfigError
 from zoo.config.facts.positions import max_positions, readers
-from zoo.config.facts.rope import SCALING_FACTS, RopeScaling
+from zoo.config.facts.rope import LATENT, SCALING_FACTS, SCALING_PARAMS, RopeScaling
 from zoo.config.facts.tasks import kinds_that
 from zoo.config.records.atomic import write_text
 from zoo.config.records.reader import DamagedRecord, figure_problem, read_json_object
 from zoo.config.records.rundir import RunDir
+from zoo.config.schema.position import PositionConfig
 from zoo.training.checkpoint.files import load_checkpoint
 from zoo.training.evaluate import evaluate
 
 PAST_TABLE = "past the learned table"
-NOT_APPLIED = "the rule does not apply"  # a checkpoint whose RoPE takes no context-extension rule (model.kv=latent)
+NOT_APPLIED = "the rule does not apply"  # model.kv=latent: its shared key rotates with plain RoPE only
 
 # the tasks whose validation loss is next-token cross-entropy over windows of data.seq_len, so
 # that its exponential is a perplexity at that length: their rows pack and shift (causal_lm)
@@ -51,33 +52,37 @@ def evaluate_lengths(
     wanted = [m for m in multiples if key(m) not in cached]
     if wanted:
         last = RunDir(run.path).last
-        trained = int(load_checkpoint(last).extras.data["seq_len"]) if rule is not None else None
-        for m in wanted:
-            cached[key(m)] = _perplexity(last, m, tokens, _rope_rule(rule, m, trained))
+        if rule is None:  # one model at every length
+            task = load_checkpoint(last)  # the model the summary reports
+            for m in wanted:
+                cached[key(m)] = _perplexity(task, m, tokens)
+        elif str(run.config.get("model.kv")) == LATENT:  # its shared key rotates with plain RoPE only
+            cached.update({key(m): NOT_APPLIED for m in wanted})
+        else:  # the rule's frequencies differ at each multiple: a model each
+            trained = int(run.config.get("data.seq_len") or load_checkpoint(last).extras.data["seq_len"])
+            for m in wanted:
+                task = load_checkpoint(last, rope_rule=_rope_rule(rule, m, trained), tool="zoo-compare")
+                cached[key(m)] = _perplexity(task, m, tokens)
         write_text(cache_file, json.dumps(cached, indent=1))
     return {m: cached[key(m)] for m in multiples}
 
 
-def _rope_rule(rule: RopeScaling | None, m: int, trained: int | None) -> list[str]:
-    """`zoo-eval`'s overrides of `rule` stretching the trained context `trained` by `m` (none at
-    1x: every rule at scale 1 is plain RoPE)."""
-    if rule is None or m == 1:
-        return []
+def _rope_rule(rule: RopeScaling, m: int, trained: int) -> list[str]:
+    """`zoo-eval`'s overrides of `rule` stretching the trained context `trained` by `m` (at 1x
+    every rule is plain RoPE), every key of another rule set back to its default (a checkpoint
+    trained with a rule of its own keeps none of it)."""
     given = [f"model.position.scaling={rule.value}", f"model.position.scale={m}"]
-    if "original_max_seq_len" in SCALING_FACTS[rule].params:  # the rules that read it (not linear, ntk)
-        given.append(f"model.position.original_max_seq_len={trained}")
+    for f in fields(PositionConfig):
+        if f.name in SCALING_PARAMS[1:]:
+            value = trained if f.name == "original_max_seq_len" else f.default
+            if f.name not in SCALING_FACTS[rule].params:
+                value = f.default  # a key the rule does not read, at its default
+            given.append(f"model.position.{f.name}={'null' if value is None else value}")
     return given
 
 
-def _perplexity(last, m: int, tokens: int, rope_rule: list[str]) -> object:
-    """The checkpoint's validation perplexity at m times its trained context, PAST_TABLE or
-    NOT_APPLIED."""
-    try:
-        task = load_checkpoint(last, rope_rule=rope_rule, tool="zoo-compare")  # the model the summary reports
-    except ConfigError:
-        if not rope_rule:
-            raise
-        return NOT_APPLIED
+def _perplexity(task, m: int, tokens: int) -> object:
+    """`task`'s validation perplexity at m times its trained context, or PAST_TABLE."""
     data = dict(task.extras.data or {})
     length = int(data["seq_len"]) * m
     bound = max_positions(task.model.config)

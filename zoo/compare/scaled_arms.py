@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.compare.errors import CompareError
+from zoo.compare.joint import is_joint
+from zoo.compare.joint import order as joint_order
 from zoo.compare.patterns import arm_setting
 from zoo.compare.powerlaw import PowerLaw
 from zoo.compare.runs import IGNORED, NOT_SETTINGS, Run, epochs
@@ -203,7 +205,7 @@ def _tuned(size: Size, key: str, metric: str) -> None:
     for run in size.runs:
         by_value.setdefault(repr(run.config.get(key)), []).append(run)
         values.setdefault(repr(run.config.get(key)), run.config.get(key))
-    order = sorted(by_value, key=lambda v: _order(values[v]))
+    order = sorted(by_value, key=lambda v: joint_order(key, values[v]) if is_joint(key) else _order(values[v]))
     points, failed = [], []
     for v in order:
         finals = {}

@@ -40,7 +40,7 @@ from zoo.compare.design import (
 )
 from zoo.compare.equivalence import Equivalence
 from zoo.compare.errors import CompareError
-from zoo.compare.joint import edges, is_joint, joined
+from zoo.compare.joint import edges, is_joint, joined, order
 from zoo.compare.markdown.tuned import write_tuned_markdown
 from zoo.compare.noise import LAST_K, ArmNoise, Attribution
 from zoo.compare.patterns import arm_setting
@@ -226,7 +226,7 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
         for run in group:
             value = run.config.get(key)
             by_value.setdefault(repr(value), Point(value=value, runs=[])).runs.append(run)
-        points = sorted(by_value.values(), key=lambda p: _order(p.value))
+        points = sorted(by_value.values(), key=lambda p: order(key, p.value) if is_joint(key) else _order(p.value))
         for p in points:
             finals = list(p.finals(metric).values())
             p.seeds = len(finals)

@@ -4,9 +4,11 @@ resumed exactly. The rule and its refusals are `zoo.config.facts.ema`'s.
 
 Under sharding (trainer=fsdp, hsdp) each parameter is a DTensor and so is its average: a rank
 keeps and updates only its rows, as its optimizer does. A checkpoint holds the average whole
-(each tensor gathered on every rank as it is saved, written once beside the loops' state), so
-zoo-eval reads it without the shards and a run resumes on any number of ranks, each taking its
-rows of it again."""
+(each tensor gathered as it is saved, one at a time, and kept by rank 0, which writes it beside
+the loops' state in meta.pt), so zoo-eval reads it without the shards and a run resumes on any
+number of ranks, each taking its rows of it again. The cost: rank 0 holds the whole float32
+average in host memory while it saves, and every rank reads it whole when it resumes (a model
+whose average does not fit one host's memory wants it in the shards instead)."""
 
 from __future__ import annotations
 
@@ -78,8 +80,17 @@ class WeightAverage(L.Callback):
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         if self.average is None:
             return
-        # whole on every rank (a sharded average gathered), written once with the loops' state
-        checkpoint[EMA_STATE] = {name: whole(t.detach()).cpu().clone() for name, t in self.average.items()}
+        # a sharded average gathered on every rank (a collective), kept by rank 0 alone: the one
+        # that writes the loops' state, so no other rank holds a whole copy in host memory
+        keep = trainer.is_global_zero
+        state = {}
+        for name, t in self.average.items():
+            gathered = whole(t.detach())
+            if keep:
+                state[name] = gathered.cpu().clone()
+            del gathered
+        if keep:
+            checkpoint[EMA_STATE] = state
         checkpoint[EMA_UPDATES] = self.updates
         if self._raw is not None and "state_dict" in checkpoint:  # saved mid-validation: the raw weights
             for name, raw in self._raw.items():

@@ -126,8 +126,9 @@ def _rule_sentence(report: Report) -> list[str]:
         + ", ".join(rules)
         + ") is the same checkpoints evaluated with that RoPE context-extension rule stretching the trained "
         "context by each multiple (`zoo-eval ... model.position.scaling=RULE model.position.scale=m`, with "
-        "`model.position.original_max_seq_len=TRAINED` for the rules that read it); at 1× it is plain RoPE; a "
-        "cell marked `the rule does not apply` is a checkpoint that takes no such rule (e.g. model.kv=latent).",
+        "`model.position.original_max_seq_len=TRAINED` for the rules that read it, every other rule key at its "
+        "default); at 1× it is plain RoPE; a cell marked `the rule does not apply` is a latent-attention "
+        "checkpoint (model.kv=latent), whose shared key rotates with plain RoPE only.",
     ]
 
 

@@ -116,7 +116,8 @@ def checkpoint_in(path: Path) -> Path:
 
 def read_checkpoint(path: str | Path, *, weights: bool = True) -> dict[str, Any]:
     """A checkpoint file or sharded directory as plain data. weights=False reads a sharded
-    checkpoint's metadata only (step, loops, callbacks, hyperparameters), not its tensors."""
+    checkpoint's meta.pt only (step, loops, callbacks, hyperparameters, and the weights' average
+    of optim.ema, which is kept whole there), not its shards."""
     path = checkpoint_in(Path(path))  # exists, and a file is one torch.save wrote
     unchecked = check_checkpoint(path)  # whole: every zip member's CRC-32, a sharded directory's recorded digests
     if is_sharded_checkpoint(path):

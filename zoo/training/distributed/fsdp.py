@@ -18,7 +18,7 @@ root unit (`zoo.models.sharding`). bf16-mixed gathers parameters in bf16 and red
 gradients in float32 (FSDP2's `MixedPrecisionPolicy`); the optimizer holds float32 shards.
 
 Checkpoints are directories (`last.ckpt/`): one shard file per rank plus `meta.pt` (loops,
-callbacks, schedule: plain data), written to a temporary directory and swapped in, so a kill
+callbacks, schedule, and optim.ema's average gathered whole: read as data), written to a temporary directory and swapped in, so a kill
 while saving leaves the previous checkpoint. `zoo.training.checkpoint.files.read_checkpoint` gathers the
 shards into one state dict on one process for zoo-eval / zoo-generate / zoo-export, and fit
 ends with `checkpoints/full.ckpt`, the whole model in one file.
@@ -100,7 +100,7 @@ class ShardedDataParallel(ModelParallelStrategy):
         if self.global_rank == 0 and tmp.exists():
             shutil.rmtree(tmp)
         self.barrier("zoo_sharded_save_start")
-        # meta.pt (what is not a tensor) says the directory is written with its digests
+        # meta.pt (what is not sharded) says the directory is written with its digests
         super().save_checkpoint(with_record(checkpoint, sharded=True), tmp, storage_options)
         self.barrier("zoo_sharded_save_written")
         if self.global_rank == 0:
