@@ -93,6 +93,7 @@ NOT_IN_TABLES: dict[str, dict[str, str]] = {
         "0.95": "AdamW's second-moment decay, the recipe's setting",
     },
     "wortsman_instability": {"0.95": "AdamW's second-moment decay, the recipe's setting"},
+    "wsd_tuned": {"0.8": "non-embedding parameters in millions (793,344 in report.md)"},
     "wsd_cooldown": {
         "0.92": "tokens in millions (D = 921,600 in report.md)",
         "1.23": "tokens in millions (D = 1,228,800 in report.md)",
