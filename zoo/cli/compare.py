@@ -30,6 +30,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zoo.config.facts.rope import RopeScaling
+
 TOOL = "zoo-compare"
 USAGE = f"{TOOL} DIR [DIR ...] [KEY=VALUE ...]"
 
@@ -50,9 +52,10 @@ class CompareArgs:
     extend: str | None = field(
         default=None,
         metadata={
-            "help": "with lengths=: RoPE context-extension rules, e.g. yarn or yarn,linear "
-            "(zoo.config.facts.rope.SCALING_FACTS): each arm that rotates with RoPE is also evaluated with "
-            "the rule stretching its trained context by each multiple, as zoo-eval runs it"
+            "help": f"with lengths=: RoPE context-extension rules, one or several comma-separated "
+            f"({RopeScaling.listed()}; rows: zoo.config.facts.rope.SCALING_FACTS): each arm that rotates with "
+            f"RoPE is also evaluated with the rule stretching its trained context by each multiple, as zoo-eval "
+            f"runs it"
         },
     )
     tune: str | None = field(
