@@ -19,6 +19,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from torchmetrics import Metric
 
 from zoo.config.facts.ema import EMA_STATE, EMA_UPDATES, EmaEval, ema_decay, ema_due
+from zoo.tasks.muon import whole  # a sharded tensor gathered on every rank (a collective), a plain one as it is
 
 
 def trainable(pl_module) -> dict[str, torch.Tensor]:
@@ -29,12 +30,6 @@ def trainable(pl_module) -> dict[str, torch.Tensor]:
         if isinstance(module, FSDPModule):
             module.reshard()
     return {name: p for name, p in pl_module.named_parameters() if p.requires_grad}
-
-
-def whole(t: torch.Tensor) -> torch.Tensor:
-    """`t` entire on this process: a sharded one (a DTensor) gathered from every rank (a
-    collective: every rank calls it), a plain one as it is."""
-    return t.full_tensor() if isinstance(t, DTensor) else t
 
 
 def placed_like(saved: torch.Tensor, p: torch.Tensor) -> torch.Tensor:

@@ -100,3 +100,13 @@ def sigkill_when(proc, predicate, timeout: float, what: str) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
+
+
+def ok(result) -> None:
+    """A zoo-train process that ended well, or its stderr's tail."""
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def summary(run: Path) -> dict:
+    """A finished run's summary.json."""
+    return json.loads((run / "summary.json").read_text())

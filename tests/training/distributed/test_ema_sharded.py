@@ -7,14 +7,13 @@ into each rank's rows again) ends where the uninterrupted run ends."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.training.distributed.conftest import max_abs_diff
+from tests.training.distributed.conftest import max_abs_diff, ok, summary
 from zoo.config.facts.ema import EMA_STATE, EMA_UPDATES
 from zoo.training.checkpoint.files import read_checkpoint
 
@@ -34,14 +33,6 @@ RUN = [
 LAST = ("checkpoints", "last.ckpt")
 
 
-def _ok(result) -> None:
-    assert result.returncode == 0, result.stderr[-3000:]
-
-
-def _summary(run: Path) -> dict:
-    return json.loads((run / "summary.json").read_text())
-
-
 def _average(run: Path) -> dict[str, torch.Tensor]:
     return read_checkpoint(run.joinpath(*LAST))[EMA_STATE]
 
@@ -50,27 +41,27 @@ def _average(run: Path) -> dict[str, torch.Tensor]:
 def one(tmp_path_factory) -> Path:
     """RUN on one process taking the whole batch (shared by the tests below)."""
     run = tmp_path_factory.mktemp("ema") / "one"
-    _ok(zoo_train(*tiny_overrides(run), *RUN))
+    ok(zoo_train(*tiny_overrides(run), *RUN))
     return run
 
 
 @pytest.mark.slow
 def test_two_sharded_ranks_hold_the_average_of_one_process_and_resume_it(one, tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    _ok(zoo_train(*tiny_overrides(straight), *RUN, "trainer=fsdp_cpu"))
-    assert _summary(straight)["world_size"] == 2
+    ok(zoo_train(*tiny_overrides(straight), *RUN, "trainer=fsdp_cpu"))
+    assert summary(straight)["world_size"] == 2
     ours, theirs = read_checkpoint(straight.joinpath(*LAST)), read_checkpoint(one.joinpath(*LAST))
     assert ours[EMA_UPDATES] == theirs[EMA_UPDATES] == 4
     assert ours[EMA_STATE].keys() == theirs[EMA_STATE].keys()
     assert all(t.shape == theirs[EMA_STATE][k].shape for k, t in ours[EMA_STATE].items())  # whole, not a shard
     assert max_abs_diff(ours[EMA_STATE], theirs[EMA_STATE]) <= 1e-5
-    assert _summary(straight)["metrics"]["val_ema/loss"] == pytest.approx(
-        _summary(one)["metrics"]["val_ema/loss"], abs=1e-4
+    assert summary(straight)["metrics"]["val_ema/loss"] == pytest.approx(
+        summary(one)["metrics"]["val_ema/loss"], abs=1e-4
     )
     # stopped after 2 of the 4 steps, then the same command on: the average cut into rows again
-    _ok(zoo_train(*tiny_overrides(resumed), *RUN, "trainer=fsdp_cpu", "trainer.max_steps=2"))
-    _ok(zoo_train(*tiny_overrides(resumed), *RUN, "trainer=fsdp_cpu"))
-    assert _summary(resumed)["resumed_at_step"] == 2
+    ok(zoo_train(*tiny_overrides(resumed), *RUN, "trainer=fsdp_cpu", "trainer.max_steps=2"))
+    ok(zoo_train(*tiny_overrides(resumed), *RUN, "trainer=fsdp_cpu"))
+    assert summary(resumed)["resumed_at_step"] == 2
     a, b = _average(straight), _average(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
@@ -78,8 +69,8 @@ def test_two_sharded_ranks_hold_the_average_of_one_process_and_resume_it(one, tm
 @pytest.mark.slow
 def test_an_average_written_by_two_fsdp_ranks_resumes_on_a_four_rank_hsdp_mesh(one, tmp_path):
     run = tmp_path / "run"
-    _ok(zoo_train(*tiny_overrides(run), *RUN, "trainer=fsdp_cpu", "trainer.max_steps=2"))
-    _ok(zoo_train(*tiny_overrides(run), *RUN, "trainer=hsdp_cpu"))
-    assert _summary(run)["world_size"] == 4 and _summary(run)["resumed_at_step"] == 2
+    ok(zoo_train(*tiny_overrides(run), *RUN, "trainer=fsdp_cpu", "trainer.max_steps=2"))
+    ok(zoo_train(*tiny_overrides(run), *RUN, "trainer=hsdp_cpu"))
+    assert summary(run)["world_size"] == 4 and summary(run)["resumed_at_step"] == 2
     assert read_checkpoint(run.joinpath(*LAST))[EMA_UPDATES] == 4
     assert max_abs_diff(_average(run), _average(one)) <= 1e-5

@@ -7,14 +7,13 @@ sharded checkpoint) ends bit for bit where the uninterrupted run ends."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.training.distributed.conftest import max_abs_diff, model_state
+from tests.training.distributed.conftest import max_abs_diff, model_state, ok, summary
 from zoo.training.checkpoint.files import read_checkpoint
 
 RUN = [
@@ -35,35 +34,27 @@ RUN = [
 LAST = ("checkpoints", "last.ckpt")
 
 
-def _ok(result) -> None:
-    assert result.returncode == 0, result.stderr[-3000:]
-
-
-def _summary(run: Path) -> dict:
-    return json.loads((run / "summary.json").read_text())
-
-
 def _stopped_and_continued(run: Path, *extra: str) -> None:
     """`extra`'s run stopped after 2 of its 4 steps, then the same command on to step 4."""
-    _ok(zoo_train(*tiny_overrides(run), *RUN, *extra, "trainer.max_steps=2"))
+    ok(zoo_train(*tiny_overrides(run), *RUN, *extra, "trainer.max_steps=2"))
     assert read_checkpoint(run.joinpath(*LAST), weights=False)["global_step"] == 2
-    _ok(zoo_train(*tiny_overrides(run), *RUN, *extra))
-    assert _summary(run)["resumed_at_step"] == 2 and _summary(run)["global_step"] == 4
+    ok(zoo_train(*tiny_overrides(run), *RUN, *extra))
+    assert summary(run)["resumed_at_step"] == 2 and summary(run)["global_step"] == 4
 
 
 @pytest.fixture(scope="module")
 def one(tmp_path_factory) -> Path:
     """RUN on one process taking the whole batch (shared by the tests below)."""
     run = tmp_path_factory.mktemp("muon") / "one"
-    _ok(zoo_train(*tiny_overrides(run), *RUN))
+    ok(zoo_train(*tiny_overrides(run), *RUN))
     return run
 
 
 @pytest.mark.slow
 def test_fsdp_muon_follows_one_process_and_resumes_exactly(one, tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    _ok(zoo_train(*tiny_overrides(straight), *RUN, "trainer=fsdp_cpu"))
-    assert _summary(straight)["world_size"] == 2
+    ok(zoo_train(*tiny_overrides(straight), *RUN, "trainer=fsdp_cpu"))
+    assert summary(straight)["world_size"] == 2
     diff = max_abs_diff(model_state(straight.joinpath(*LAST)), model_state(one.joinpath(*LAST)))
     assert diff <= 1e-5, diff
     _stopped_and_continued(resumed, "trainer=fsdp_cpu")

@@ -5,13 +5,10 @@ continued ends there too, and its checkpoint is read whole on one process."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.training.distributed.conftest import max_abs_diff, model_state
+from tests.training.distributed.conftest import max_abs_diff, model_state, ok, summary
 from zoo.training.checkpoint.files import read_checkpoint
 
 RUN = [
@@ -28,27 +25,19 @@ RUN = [
 LAST = ("checkpoints", "last.ckpt")
 
 
-def _ok(result) -> None:
-    assert result.returncode == 0, result.stderr[-3000:]
-
-
-def _summary(run: Path) -> dict:
-    return json.loads((run / "summary.json").read_text())
-
-
 @pytest.mark.slow
 def test_hsdp_two_by_two_equals_ddp_on_four_ranks_and_resumes(tmp_path):
     ddp, hsdp = tmp_path / "ddp", tmp_path / "hsdp"
-    _ok(zoo_train(*tiny_overrides(ddp), *RUN, "trainer=ddp_cpu", "trainer.devices=4"))
-    _ok(zoo_train(*tiny_overrides(hsdp), *RUN, "trainer=hsdp_cpu", "trainer.max_steps=4"))
+    ok(zoo_train(*tiny_overrides(ddp), *RUN, "trainer=ddp_cpu", "trainer.devices=4"))
+    ok(zoo_train(*tiny_overrides(hsdp), *RUN, "trainer=hsdp_cpu", "trainer.max_steps=4"))
     log = (hsdp / "train.log").read_text()
     assert "trainer.strategy=hsdp: 2 replica(s), each sharded over 2 rank(s)" in log
     assert "built on the meta device; rank 0 holds" in log
     # the checkpoint at step 4: two shard files (one per rank of a replica group), read whole here
     assert len(list(hsdp.joinpath(*LAST).glob("*.distcp"))) >= 2
     assert read_checkpoint(hsdp.joinpath(*LAST), weights=False)["global_step"] == 4
-    _ok(zoo_train(*tiny_overrides(hsdp), *RUN, "trainer=hsdp_cpu"))  # the same command on to step 8
-    s_hsdp, s_ddp = _summary(hsdp), _summary(ddp)
+    ok(zoo_train(*tiny_overrides(hsdp), *RUN, "trainer=hsdp_cpu"))  # the same command on to step 8
+    s_hsdp, s_ddp = summary(hsdp), summary(ddp)
     assert s_hsdp["resumed_at_step"] == 4 and s_hsdp["global_step"] == s_ddp["global_step"] == 8
     assert s_hsdp["world_size"] == s_ddp["world_size"] == 4
     diff = max_abs_diff(model_state(hsdp.joinpath(*LAST)), model_state(ddp.joinpath(*LAST)))
