@@ -80,12 +80,33 @@ def test_each_runs_last_k_spread_stands_beside_the_seed_spread_and_rebuilds(tmp_
     for arm, jobs in (("arm 0", ("0", "1", "2")), ("arm 1", ("3", "4", "5"))):
         rms = math.sqrt(sum(table[j] ** 2 for j in jobs) / 3)
         finals = [curves[j][-1] for j in jobs]
-        assert f"| {arm} | 3 | {_sd(finals):.4f} | {rms:.4f} (3) |" in md
+        # the last 5 of 7 validations start at step 30 of 70: in the first half, so marked
+        assert f"| {arm} | 3 | {_sd(finals):.4f} | {rms:.4f} (3)† |" in md
+    assert "† The last 5 validations of some of the arm's runs start in the first half of the run" in md
+    assert {r["last_k_from"] for r in _rows(tmp_path / "out" / "runs.csv")} == {repr(30 / 70)}
     rebuilt = tmp_path / "again"
     spec = rebuild(tmp_path / "out", rebuilt)
     lines, equal = compare_rebuilt(tmp_path / "out", rebuilt, spec)
     assert equal and spec["last_k"] == 5, "\n".join(lines)
     assert (rebuilt / "report.md").read_text() == md
+
+
+def test_a_window_in_the_runs_second_half_is_not_marked(tmp_path):
+    """last_k=3 of 7 validations starts at step 50 of 70: the spread stands without the mark,
+    and runs.csv gives where it starts."""
+    from zoo.compare.report import compare
+
+    runs = [
+        ({"model.position.kind": kind, "seed": s}, base + 0.01 * s)
+        for kind, base in (("rope", 3.0), ("alibi", 2.9))
+        for s in range(3)
+    ]
+    sweep = write_sweep(tmp_path / "sweep", runs)
+    _with_curves(sweep, {"rope": 1.0, "alibi": 0.1})
+    compare([sweep], tmp_path / "out", plots=False, last_k=3)
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| last-3 spread (runs) |" in md and "†" not in md
+    assert {r["last_k_from"] for r in _rows(tmp_path / "out" / "runs.csv")} == {repr(50 / 70)}
 
 
 def test_the_last_k_spread_is_taken_about_the_tails_trend():

@@ -167,7 +167,7 @@ def test_a_tuned_reports_last_k_spread_is_over_the_runs_its_held_out_values_come
         rms = math.sqrt(sum(t * t for t in mine) / len(mine))
         assert len(mine) == 4 and rms != pytest.approx(math.sqrt(sum(t * t for t in everyone) / 8), abs=1e-5)
         seed_sd = float(np.std(list(held.values()), ddof=1))
-        assert f"| arm {i} | 4 | {seed_sd:.4f} | {rms:.4f} (4) |" in md, kind
+        assert f"| arm {i} | 4 | {seed_sd:.4f} | {rms:.4f} (4)† |" in md, kind  # step 30 of 70: marked
 
 
 SIZES = (16, 32, 64)
@@ -258,7 +258,7 @@ def test_a_scaled_reports_threshold_and_last_k_are_per_arm_and_size(tmp_path):
         for w in SIZES:
             rms = math.sqrt(sum(t * t for t in jobs[f"{k}-{w}"]) / 4)
             seed_sd = float(np.std(values[(k, w)], ddof=1))
-            assert f"| arm {a} at model.d_model={w} | 4 | {seed_sd:.4f} | {rms:.4f} (4) |" in md, (k, w)
+            assert f"| arm {a} at model.d_model={w} | 4 | {seed_sd:.4f} | {rms:.4f} (4)† |" in md, (k, w)
 
 
 def test_a_scaled_and_tuned_reports_equivalence_reads_each_sizes_held_out_values(tmp_path):

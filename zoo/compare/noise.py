@@ -11,7 +11,10 @@ the least-squares line through them (against the step: the trend removed, k − 
 freedom); on a flat tail it is their standard deviation. Each run's last-k spread is read from its
 metrics.csv (the validations that logged the report's metric; all of them when fewer than k, none
 below 3) and kept in runs.csv (`last_k_sd`); an arm's is the root mean square over its runs (the
-pooled spread of equally many points).
+pooled spread of equally many points). Where the last k validations reach back into the first half
+of a run (a run that validated only a few times), the line through them does not straighten the
+curve's bend, and the spread measures that bend as much as the noise: each run's window start, as
+a fraction of its last step, is kept in runs.csv (`last_k_from`) and such arms are marked.
 
 The attribution is a two-way random-effects analysis of variance without replication (one run
 per pair of seeds; Searle, Casella and McCulloch 1992, ch. 4): within an arm whose runs cross a
@@ -35,12 +38,26 @@ from zoo.compare.errors import CompareError
 from zoo.compare.escape import text
 from zoo.compare.runs import ORDER_SEED, Run, RunStatus
 from zoo.compare.stats import mean_std
-from zoo.compare.table import TAIL
+from zoo.compare.table import TAIL, TAIL_FROM
 from zoo.config.records.reader import read_text
 from zoo.config.records.rundir import RunDir
 
 LAST_K = 5
 MIN_POINTS = 3  # a spread about a line
+EARLY = 0.5  # a window that starts before this fraction of the run holds its curve's bend
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A run's spread over its last k validations (`sd`) and where that window starts, as a
+    fraction of the run's last validated step (`start`; None where not known)."""
+
+    sd: float
+    start: float | None = None
+
+    @property
+    def early(self) -> bool:
+        return self.start is not None and self.start < EARLY
 
 
 def parse_k(value: Any) -> int:
@@ -84,17 +101,23 @@ def detrended_sd(points: Sequence[tuple[float, float]]) -> float:
     return math.sqrt(residual / (n - 2))
 
 
-def tail_sd(run: Run, metric: str, k: int, *, files: bool = True) -> float | None:
+def window_start(points: Sequence[tuple[float, float]]) -> float | None:
+    """Where (step, value) `points` start, as a fraction of their last step (None: no step > 0)."""
+    last = points[-1][0]
+    return points[0][0] / last if last > 0 else None
+
+
+def tail_sd(run: Run, metric: str, k: int, *, files: bool = True) -> Tail | None:
     """A finished run's spread over its last `k` validations of `metric`, about their trend
-    (`detrended_sd`): runs.csv's where the run was rebuilt from it, else its metrics.csv's; None
-    with fewer than MIN_POINTS points. `files` False: a run rebuilt from runs.csv, whose path names
-    no directory here (runs.csv's value or nothing)."""
+    (`detrended_sd`), and where they start: runs.csv's where the run was rebuilt from it, else its
+    metrics.csv's; None with fewer than MIN_POINTS points. `files` False: a run rebuilt from
+    runs.csv, whose path names no directory here (runs.csv's values or nothing)."""
     if run.status != RunStatus.finished:
         return None
     if run.tail_sd is not None or not files:
-        return run.tail_sd
+        return None if run.tail_sd is None else Tail(run.tail_sd, run.tail_from)
     points = read_tail(run, metric, k)
-    return detrended_sd(points) if len(points) >= MIN_POINTS else None
+    return Tail(detrended_sd(points), window_start(points)) if len(points) >= MIN_POINTS else None
 
 
 @dataclass
@@ -106,15 +129,16 @@ class ArmNoise:
     seed_sd: float | None
     tail_sd: float | None  # root mean square of its runs' last-k spreads
     tails: int  # runs with a last-k spread
+    early: int = 0  # of them, runs whose last k validations start in the first half of the run
 
 
-def arm_noise(name: str, runs: Sequence[Run], metric: str, tails: dict[Any, float]) -> ArmNoise:
+def arm_noise(name: str, runs: Sequence[Run], metric: str, tails: dict[Any, Tail]) -> ArmNoise:
     """`tails`: {run path: its last-k spread}."""
     finals = [v for v in (r.final(metric) for r in runs) if v is not None]
     seed_sd = mean_std(finals)[1] if len(finals) >= 2 else None
     mine = [tails[r.path] for r in runs if r.path in tails]
-    rms = math.sqrt(sum(t * t for t in mine) / len(mine)) if mine else None
-    return ArmNoise(name, len(finals), seed_sd, rms, len(mine))
+    rms = math.sqrt(sum(t.sd * t.sd for t in mine) / len(mine)) if mine else None
+    return ArmNoise(name, len(finals), seed_sd, rms, len(mine), sum(t.early for t in mine))
 
 
 @dataclass
@@ -198,8 +222,17 @@ def lines(noise: list[ArmNoise], k: int, parts: list[Attribution | str], metric:
         ]
         for n in noise:
             seed = "–" if n.seed_sd is None else f"{n.seed_sd:.4f}"
-            tail = "–" if n.tail_sd is None else f"{n.tail_sd:.4f} ({n.tails})"
+            tail = "–" if n.tail_sd is None else f"{n.tail_sd:.4f} ({n.tails})" + ("†" if n.early else "")
             out.append(f"| {text(n.name)} | {n.seeds} | {seed} | {tail} |")
+        if any(n.early for n in noise):
+            out += [
+                "",
+                f"† The last {k} validations of some of the arm's runs start in the first half of the run (a run "
+                f"that validated only a few times): a straight line does not take out the curve's bend there, "
+                f"so this spread holds the bend as well as what one evaluation moves by, and is not a measure "
+                f"of noise. Validate more often (trainer.val_check_interval) to measure it; runs.csv gives each "
+                f"run's window start as a fraction of its last step ({TAIL_FROM}).",
+            ]
     if parts:
         out += [
             "",

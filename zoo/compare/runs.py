@@ -49,6 +49,7 @@ class Run:
     # names the run relative to it: `moe_a`, `0` whether `moe_a` or `moe_a/0` was named)
     root: Path | None = None
     tail_sd: float | None = None  # runs.csv's spread over the last k validations (zoo.compare.noise)
+    tail_from: float | None = None  # runs.csv's start of that window, a fraction of the last step
 
     @property
     def seed(self) -> Any:

@@ -49,6 +49,7 @@ ACCOUNTING = [
 ]
 UNSET = "(unset)"  # how a report shows a setting a run does not have
 TAIL = "last_k_sd"  # a run's spread over its last k validations (zoo.compare.noise, which reads it back)
+TAIL_FROM = "last_k_from"  # where that window starts, as a fraction of the run's last validated step
 
 
 def vocab_size(run: Run) -> float | None:
@@ -111,22 +112,25 @@ def write_runs(
     held: dict[str, Any] | None = None,
     linked: list[str] | None = None,
     agree: float | None = None,
-    tails: dict[Any, float] | None = None,
+    tails: dict[Any, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """runs.csv and comparison.json for `report` (a Report, TunedReport or ScaleReport: each has
     arms with `name`, `settings` and `runs`, a `baseline`, `keys` and `unreadable` runs); `held`:
     the settings every run shares (`zoo.compare.design.held_settings`), kept as `fixed`; `linked`:
     the keys that change with the scale= key (depth, heads, steps of a size), kept as `linked`
-    where there are any. `tails` ({run path: its last-k spread}, `zoo.compare.noise`) adds the
-    column last_k_sd where any run has one; `extra` (equivalence=, threshold=, last_k=) is kept in
+    where there are any. `tails` ({run path: its last-k spread}, a `zoo.compare.noise.Tail`) adds
+    the column last_k_sd where any run has one, and last_k_from where any such spread knows where its
+    window starts; `extra` (equivalence=, threshold=, last_k=) is kept in
     comparison.json where given; a data-order seed that any run sets is a column of its own."""
     arms = [(arm, run) for arm in report.arms for run in arm.runs] + [(None, run) for run in report.unreadable]
     metrics = list(dict.fromkeys(k for _, r in arms for k in (r.summary.get("metrics") or {})))
     order = any(r.config.get(ORDER_SEED) is not None for _, r in arms)
     place = place_keys({"settings": report.keys, "scale": scale, "tune": tune, "order_seed": order})
     tails = tails or {}
-    head = ["sweep", "run", "arm", *place, *metrics, *ACCOUNTING, *([TAIL] if tails else []), "status", "error"]
+    starts = any(t.start is not None for t in tails.values())
+    tail_head = ([TAIL] if tails else []) + ([TAIL_FROM] if starts else [])
+    head = ["sweep", "run", "arm", *place, *metrics, *ACCOUNTING, *tail_head, "status", "error"]
     with replacing(out / RUNS) as handle:
         writer = csv.writer(handle)
         writer.writerow([csv_cell(h) for h in head])
@@ -143,7 +147,9 @@ def write_runs(
             }
             cells += [final.get(m) for m in metrics]
             cells += [_accounting(run)[k] for k in ACCOUNTING]
-            cells += [tails.get(run.path)] if tails else []
+            tail = tails.get(run.path)
+            cells += [None if tail is None else tail.sd] if tails else []
+            cells += [None if tail is None else tail.start] if starts else []
             cells += [run.status.value, " ".join(run.error.split())]
             writer.writerow([csv_cell(c) for c in cells])
     spec = {
@@ -297,6 +303,7 @@ def runs_columns(spec: dict[str, Any]) -> list[Column]:
         *[Column(csv_cell(m), "figure") for m in spec["metrics"]],
         *[Column(a, "count") for a in ACCOUNTING],
         *([Column(TAIL, "count", required=False)] if spec.get("last_k") else []),
+        *([Column(TAIL_FROM, "count", required=False)] if spec.get("last_k") else []),
         Column("status", "word", words=tuple(s.value for s in RunStatus)),
         Column("error"),
     ]
@@ -343,6 +350,7 @@ def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
             error=str(row["error"] or ""),
             root=Path(str(row["sweep"])),
             tail_sd=row.get(TAIL),
+            tail_from=row.get(TAIL_FROM),
         )
         (runs if row["arm"] is not None else left_out).append(run)
     if runs and spec["baseline"] not in {r.config[PLACED] for r in runs}:
