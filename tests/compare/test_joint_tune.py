@@ -114,5 +114,15 @@ def test_a_scaled_report_tunes_the_combination_at_each_size_and_rebuilds(tmp_pat
     assert chosen == {
         (k, d): best for k, best in (("adamw", "0.002, 0.1"), ("muon", "0.004, 0.1")) for d in ("32", "64")
     }
+    # Muon's best rate is the highest tried at each size: warned per size, along optim.lr only
+    md = (out / "report.md").read_text()
+    muon = next(a for a, k in kinds.items() if k == "muon")
+    adamw = next(a for a, k in kinds.items() if k == "adamw")
+    for d in (32, 64):
+        assert (
+            f"{muon} at model.d_model={d}: its best optim.lr,optim.weight_decay=(0.004, 0.1) is at the edge of "
+            f"the grid in optim.lr=0.004 (highest); the best may lie beyond the grid"
+        ) in md
+        assert f"{adamw} at model.d_model={d}: its best" not in md
     rebuilt = _compare(f"recompute={out}")
     assert rebuilt.returncode == 0 and "DIFFERS" not in rebuilt.stdout, rebuilt.stdout[-3000:]

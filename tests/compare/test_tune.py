@@ -136,3 +136,19 @@ def test_a_best_word_at_an_end_of_the_list_is_not_called_the_edge_of_a_grid():
     assert arm.best.value == "pre" and not arm.warning
     (arm,), _ = tune_arms(runs("optim.lr", {1e-3: 1.0, 1e-2: 2.0}), "optim.lr", "val/loss")
     assert arm.best.value == 1e-3 and "is the lowest value tried" in arm.warning
+    # a lowest value of 0 among values none negative is a bound (no weight decay), not an edge
+    (arm,), _ = tune_arms(runs("optim.weight_decay", {0.0: 1.0, 0.1: 2.0}), "optim.weight_decay", "val/loss")
+    assert arm.best.value == 0.0 and not arm.warning
+    (arm,), _ = tune_arms(runs("optim.weight_decay", {0.0: 2.0, 0.1: 1.0}), "optim.weight_decay", "val/loss")
+    assert arm.best.value == 0.1 and "is the highest value tried" in arm.warning
+
+
+def test_a_joint_best_at_zero_weight_decay_is_no_edge_along_it():
+    from zoo.compare.joint import edges
+
+    tried = [f"{lr}, {wd}" for lr in (0.001, 0.002, 0.004) for wd in (0.0, 0.1)]
+    assert edges("optim.lr,optim.weight_decay", tried, "0.002, 0.0") == []
+    assert edges("optim.lr,optim.weight_decay", tried, "0.001, 0.1") == [
+        "optim.lr=0.001 (lowest)",
+        "optim.weight_decay=0.1 (highest)",
+    ]

@@ -78,9 +78,16 @@ def order(key: str, value: Any) -> tuple:
     return tuple((0, v, "") if isinstance(v, float) else (1, 0.0, str(v)) for v in split(key, value).values())
 
 
+def at_zero(numbers: list[float]) -> bool:
+    """Whether the lowest of `numbers` is 0 and none is negative: a bound (a weight decay, a
+    dropout, a warmup of 0), not an edge with better values beyond it."""
+    return min(numbers) == 0 and all(n >= 0 for n in numbers)
+
+
 def edges(key: str, values: list[Any], best: Any) -> list[str]:
     """The component keys at whose lowest or highest value tried the best combination lies (the
-    best may lie beyond the grid along them), each as "KEY=VALUE (lowest|highest)"."""
+    best may lie beyond the grid along them), each as "KEY=VALUE (lowest|highest)"; a lowest
+    value of 0 among values none of which is negative is a bound, not an edge."""
     tried = [split(key, v) for v in values]
     chosen = split(key, best)
     said = []
@@ -88,6 +95,8 @@ def edges(key: str, values: list[Any], best: Any) -> list[str]:
         numbers = [t[k] for t in tried if isinstance(t[k], float)]
         if len(set(numbers)) < 2 or not isinstance(chosen[k], float):
             continue
-        if chosen[k] in (min(numbers), max(numbers)):
-            said.append(f"{k}={chosen[k]:g} ({'lowest' if chosen[k] == min(numbers) else 'highest'})")
+        if chosen[k] == max(numbers):
+            said.append(f"{k}={chosen[k]:g} (highest)")
+        elif chosen[k] == min(numbers) and not at_zero(numbers):
+            said.append(f"{k}={chosen[k]:g} (lowest)")
     return said

@@ -40,7 +40,7 @@ from zoo.compare.design import (
 )
 from zoo.compare.equivalence import Equivalence
 from zoo.compare.errors import CompareError
-from zoo.compare.joint import edges, is_joint, joined, order
+from zoo.compare.joint import at_zero, edges, is_joint, joined, order
 from zoo.compare.markdown.tuned import write_tuned_markdown
 from zoo.compare.noise import LAST_K, ArmNoise, Attribution
 from zoo.compare.patterns import arm_setting
@@ -248,7 +248,9 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
                         f"{arm.name}: its best {key}=({arm.best.value}) is at the edge of the grid in "
                         f"{', '.join(at_edge)}; the best may lie beyond it"
                     )
-            elif _numeric(points) and (arm.best is points[0] or arm.best is points[-1]):
+            elif _numeric(points) and (
+                arm.best is points[-1] or (arm.best is points[0] and not at_zero([float(p.value) for p in points]))
+            ):
                 edge = "lowest" if arm.best is points[0] else "highest"
                 arm.warning = (
                     f"{arm.name}: its best {key}={arm.best.value} is the {edge} value tried; "
