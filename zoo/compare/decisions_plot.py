@@ -21,8 +21,10 @@ def figure_decisions(found: Decisions):
     if found.sizes:
         xs = list(range(len(found.sizes)))
         means = [100 * s.mean for s in found.sizes]
-        below = [100 * (s.mean - s.low) for s in found.sizes]
-        above = [100 * (s.high - s.mean) for s in found.sizes]
+        # a skewed bootstrap's mean can lie outside its percentile interval (most draws agree, a
+        # few do not): the bar then starts at the mean
+        below = [100 * max(s.mean - s.low, 0.0) for s in found.sizes]
+        above = [100 * max(s.high - s.mean, 0.0) for s in found.sizes]
         left.errorbar(xs, means, yerr=[below, above], fmt="o-", capsize=3, label="bootstrap mean, 95% CI")
         left.plot(xs, [100 * s.accuracy for s in found.sizes], "x", color="k", label="on the means")
         left.axhline(100 * found.rate, color="grey", linestyle="--", linewidth=1, label=f"{100 * found.rate:.0f}%")
@@ -36,7 +38,8 @@ def figure_decisions(found: Decisions):
     left.set_title("decision accuracy", fontsize=9)
     for i, p in enumerate(predictions):
         pred = p.predicted or 0.0
-        err = [[pred - p.low], [p.high - pred]] if p.low is not None and p.high is not None else None
+        has = p.low is not None and p.high is not None
+        err = [[max(pred - (p.low or 0.0), 0.0)], [max((p.high or 0.0) - pred, 0.0)]] if has else None
         right.errorbar([i], [pred], yerr=err, fmt="o", capsize=3, color="C0", label="predicted" if i == 0 else None)
         right.plot([i], [p.observed], "x", color="k", label="observed" if i == 0 else None)
     right.set_xticks(list(range(len(predictions))), [p.arm for p in predictions])
