@@ -92,7 +92,7 @@ def edges(key: str, values: list[Any], best: Any) -> list[str]:
     chosen = split(key, best)
     said = []
     for k in components(key):
-        numbers = [t[k] for t in tried if isinstance(t[k], float)]
+        numbers = [v for v in (t[k] for t in tried) if isinstance(v, float)]
         if len(set(numbers)) < 2 or not isinstance(chosen[k], float):
             continue
         if chosen[k] == max(numbers):
