@@ -61,6 +61,11 @@ def test_each_arm_is_taken_at_its_best_combination_and_the_report_rebuilds(sweep
     assert json.loads((out / "comparison.json").read_text())["tune"] == "optim.lr,optim.weight_decay"
     rebuilt = _compare(f"recompute={out}")
     assert rebuilt.returncode == 0 and "DIFFERS" not in rebuilt.stdout, rebuilt.stdout[-3000:]
+    # the joint key's parts are not "held fixed" in the rebuild either (runs.csv keeps them joined)
+    from zoo.compare.recompute import rebuild
+
+    rebuild(out, tmp_path / "again", plots=False)
+    assert (tmp_path / "again" / "comparison.json").read_text() == (out / "comparison.json").read_text()
 
 
 def test_tuning_the_rate_alone_keeps_the_decays_apart_as_arms(sweep, tmp_path):

@@ -75,6 +75,11 @@ NOT_IN_TABLES: dict[str, dict[str, str]] = {
         **{n: DN3 for n in ("0.082", "0.038", "0.115", "0.120", "0.484", "0.228", "0.740", "0.074")},
         **{n: DN3 for n in ("0.429", "0.722")},
     },
+    "muon_adamw": {
+        "1.4": "Wen et al. 2025's speedup of the matrix-based optimizers at 0.1B parameters (the paper's)",
+        "1.1": "the same at 1.2B parameters (the paper's)",
+        "0.95": "AdamW's second beta, a setting of the recipe",
+    },
     "layernorm_placement": {
         "5.94": "the corpus's unigram loss (from its token counts, not a run)",
     },

@@ -91,13 +91,18 @@ def _d_ff_sized(runs: list[Run]) -> list[str]:
     return [f"{code('model.d_ff')} at its default"]
 
 
-def held_settings(arms: list) -> dict[str, Any]:
+def held_settings(arms: list, tune: str | None = None) -> dict[str, Any]:
     """The settings the "Held fixed" line reads (DESIGN_KEYS, SHAPE_KEYS, D_FF_SIZING) that every
     run of `arms` has alike, at that value (None: at its default). comparison.json keeps them, so
-    that a report rebuilt from runs.csv says what the one built from the run directories said."""
+    that a report rebuilt from runs.csv says what the one built from the run directories said.
+    `tune`: the tuned key; the keys a joint one is made of (`zoo.compare.joint`) are never held
+    (runs.csv keeps them in the joint column, so a rebuilt run has none of them alone)."""
+    from zoo.compare.joint import components, is_joint
+
+    tuned = set(components(tune)) if tune and is_joint(tune) else set()
     runs = [run for arm in arms for run in arm.runs]
     held = {}
-    for key in HELD_KEYS:
+    for key in (k for k in HELD_KEYS if k not in tuned):
         if any(key in r.config for r in runs) and len({repr(r.config.get(key)) for r in runs}) == 1:
             held[key] = runs[0].config.get(key)
     return held

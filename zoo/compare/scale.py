@@ -285,7 +285,7 @@ def compare_scaled(
             scale=key,
             tune=tune,
             irreducible=irreducible,
-            held=held_settings(report.arms),
+            held=held_settings(report.arms, tune),
             linked=linked,
             agree=agree,
             tails=tails,

@@ -382,7 +382,14 @@ def compare_tuned(
     extra = {"equivalence": equivalence, "threshold": threshold, "last_k": last_k if tails else None}
     report.files.update(
         write_runs(
-            report, out, kind="tuned", tune=key, pairs=pairs, held=held_settings(report.arms), tails=tails, extra=extra
+            report,
+            out,
+            kind="tuned",
+            tune=key,
+            pairs=pairs,
+            held=held_settings(report.arms, key),
+            tails=tails,
+            extra=extra,
         )
     )
     if report.pairs is not None:
