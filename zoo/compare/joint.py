@@ -100,3 +100,23 @@ def edges(key: str, values: list[Any], best: Any) -> list[str]:
         elif chosen[k] == min(numbers) and not at_zero(numbers):
             said.append(f"{k}={chosen[k]:g} (lowest)")
     return said
+
+
+def edge_clause(key: str, values: list[Any], best: Any) -> str | None:
+    """Where `best`, the best of the `values` of `key` tried, lies at an end of them, said as a
+    clause ("its best KEY=V is the highest value tried", or along which parts of a joint key);
+    None where it is inside them, the values are words (model.norm=pre,post has no beyond), or
+    only one was tried. The warnings of tune= and scale= read it."""
+    if len(values) < 2:
+        return None
+    if is_joint(key):
+        at = edges(key, values, best)
+        return f"its best {key}=({best}) is at the edge of the grid in {', '.join(at)}" if at else None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return None
+    numbers = [float(v) for v in values]
+    if float(best) == max(numbers):
+        return f"its best {key}={best} is the highest value tried"
+    if float(best) == min(numbers) and not at_zero(numbers):
+        return f"its best {key}={best} is the lowest value tried"
+    return None

@@ -47,7 +47,7 @@ from zoo.compare import scaled_options as options
 from zoo.compare.decisions_plot import plot_decisions
 from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
-from zoo.compare.joint import at_zero, edges, is_joint, joined
+from zoo.compare.joint import edge_clause, joined
 from zoo.compare.markdown.scaled import write_scaled_markdown
 from zoo.compare.multipliers import LEVEL, family_box, fit_arms
 from zoo.compare.noise import LAST_K, ArmNoise, Attribution
@@ -336,25 +336,6 @@ def _gaps(arms: list[ScaledArm], baseline: ScaledArm, key: str, linked: list[str
     return notes
 
 
-def _edge(tune: str, size: Any) -> str | None:
-    """Where `size`'s best value of `tune` (chosen on all its seeds) lies at the end of the values
-    tried, said as a clause; None where it is inside them, or they are words, or only one was tried."""
-    values = [p.value for p in size.points]
-    if size.tuned is None or len(values) < 2:
-        return None
-    if is_joint(tune):
-        at = edges(tune, values, size.tuned)
-        return f"its best {tune}=({size.tuned}) is at the edge of the grid in {', '.join(at)}" if at else None
-    if any(_order(v)[0] != 0 for v in values):
-        return None
-    ordered = sorted(values, key=_order)
-    if repr(size.tuned) == repr(ordered[-1]):
-        return f"its best {tune}={size.tuned} is the highest value tried"
-    if repr(size.tuned) == repr(ordered[0]) and not at_zero([float(v) for v in values]):
-        return f"its best {tune}={size.tuned} is the lowest value tried"
-    return None
-
-
 def _design_warnings(arms: list[ScaledArm], key: str, tune: str | None) -> list[str]:
     """What makes the comparison weaker than it looks, said once each: fits through 3 sizes or
     fewer, 2 seeds, sizes that repeat data or train on different D/N, tuning without hold-out."""
@@ -401,7 +382,7 @@ def _design_warnings(arms: list[ScaledArm], key: str, tune: str | None) -> list[
                     f"there ended without a final result); never chosen, never averaged over the seeds "
                     f"that finished"
                 )
-            edge = _edge(tune, s) if tune else None
+            edge = edge_clause(tune, [p.value for p in s.points], s.tuned) if tune and s.tuned is not None else None
             if edge:
                 out.append(f"{arm.name} at {key}={s.value}: {edge}; the best may lie beyond the grid")
             if s.choice.unmeasured:

@@ -40,7 +40,7 @@ from zoo.compare.design import (
 )
 from zoo.compare.equivalence import Equivalence
 from zoo.compare.errors import CompareError
-from zoo.compare.joint import at_zero, edges, is_joint, joined, order
+from zoo.compare.joint import edge_clause, is_joint, joined, order
 from zoo.compare.markdown.tuned import write_tuned_markdown
 from zoo.compare.noise import LAST_K, ArmNoise, Attribution
 from zoo.compare.patterns import arm_setting
@@ -203,12 +203,6 @@ def _order(value: Any) -> tuple:
     )
 
 
-def _numeric(points: list[Point]) -> bool:
-    """Whether the values tried lie on a line, so that a best at either end may have a better
-    value beyond it (words such as model.norm=pre,post have no beyond)."""
-    return all(_order(p.value)[0] == 0 for p in points)
-
-
 def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], list[str]]:
     """Arms (config minus seed minus `key`) in order of first appearance, each at its best `key`
     value; and the config keys other than `key` that differ between arms."""
@@ -241,21 +235,9 @@ def tune_arms(runs: list[Run], key: str, metric: str) -> tuple[list[TunedArm], l
             arm.best = points[arm.choice.best]
             if len(points) == 1:
                 arm.warning = f"{arm.name}: only {key}={points[0].value} was tried; nothing was tuned"
-            elif is_joint(key):
-                at_edge = edges(key, [p.value for p in points], arm.best.value)
-                if at_edge:
-                    arm.warning = (
-                        f"{arm.name}: its best {key}=({arm.best.value}) is at the edge of the grid in "
-                        f"{', '.join(at_edge)}; the best may lie beyond it"
-                    )
-            elif _numeric(points) and (
-                arm.best is points[-1] or (arm.best is points[0] and not at_zero([float(p.value) for p in points]))
-            ):
-                edge = "lowest" if arm.best is points[0] else "highest"
-                arm.warning = (
-                    f"{arm.name}: its best {key}={arm.best.value} is the {edge} value tried; "
-                    f"the best may lie beyond the grid"
-                )
+            elif clause := edge_clause(key, [p.value for p in points], arm.best.value):
+                beyond = "it" if is_joint(key) else "the grid"
+                arm.warning = f"{arm.name}: {clause}; the best may lie beyond {beyond}"
         arms.append(arm)
     all_keys: list[str] = []
     for run in runs:
