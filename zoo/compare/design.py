@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from zoo.compare.escape import code, text
+from zoo.compare.joint import components, is_joint
 from zoo.compare.runs import Run, RunStatus, epochs, number
 from zoo.compare.stats import ZERO_SPREAD, Difference, t_quantile
 from zoo.compare.table import cell_value, run_place, vocab_size
@@ -97,8 +98,6 @@ def held_settings(arms: list, tune: str | None = None) -> dict[str, Any]:
     that a report rebuilt from runs.csv says what the one built from the run directories said.
     `tune`: the tuned key; the keys a joint one is made of (`zoo.compare.joint`) are never held
     (runs.csv keeps them in the joint column, so a rebuilt run has none of them alone)."""
-    from zoo.compare.joint import components, is_joint
-
     tuned = set(components(tune)) if tune and is_joint(tune) else set()
     runs = [run for arm in arms for run in arm.runs]
     held = {}

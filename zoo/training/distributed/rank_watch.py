@@ -4,7 +4,8 @@ Lightning's subprocess launcher starts ranks 1..N-1 as children of rank 0. When 
 Lightning's own observer SIGKILLs everyone 5 s later, leaving no word; when rank 0 dies, the
 children wait in their next collective until its timeout (30 minutes with gloo). `RankWatch`
 closes both gaps: rank 0 polls its children every `POLL_S` and, when one has died, writes
-failed.json naming it and ends the run; every other rank polls its parent and, when rank 0 is
+failed.json naming it and ends the run (Lightning's observer, when it sees the death first, ends
+the run the same way); every other rank polls its parent and, when rank 0 is
 gone, writes failed.json naming rank 0 and exits. Both exit status 1 (a run that could not go
 on); the same command resumes from the last checkpoint.
 
@@ -41,6 +42,7 @@ import time
 from pathlib import Path
 
 import lightning as L
+from lightning.fabric.strategies.launchers.subprocess_script import _ChildProcessObserver
 
 from zoo.config.records.atomic import write_text
 from zoo.config.records.rundir import RunDir, RunFailure
@@ -52,6 +54,7 @@ POLL_S = 1.0  # how often the ranks on this host are looked at
 BEAT_S = 5.0  # how often a rank beats, and how often other hosts' beats are read
 STALE_S = 30.0  # a beat unchanged this long: the rank on another host has died or hangs
 EXIT_STATUS = 1
+_OBSERVED = "a rank started by rank 0 ended; every rank stopped"  # Lightning's observer saw it first
 BEAT = ".beat"  # the suffix of a rank's heartbeat file beside its beacon
 
 
@@ -94,6 +97,7 @@ class RankWatch(L.Callback):
         procs = getattr(trainer.strategy.launcher, "procs", None)  # Lightning's subprocess launcher
         if procs:
             self._procs = list(procs)
+            self._take_over_observer()
         elif trainer.global_rank > 0 and os.environ.get("LOCAL_RANK") and _started_by_rank_zero():
             self._parent = self._parent or os.getppid()
         else:  # torchrun's agent or SLURM started every rank
@@ -122,6 +126,16 @@ class RankWatch(L.Callback):
         self.died = _within(3 * POLL_S, self._dead_here)
         if self.died is None and self._remote is not None and self._remote.watching():
             self.died = _within(self.stale_s + 2 * BEAT_S, self._remote.dead, every=BEAT_S)
+        if self.died is not None and not self._recorded():  # written now: Lightning's observer may
+            _write_failure(self.run, self.died)  # end this process before the error is handled
+
+    def _take_over_observer(self) -> None:
+        """Lightning's observer of the ranks it started SIGKILLs this process the moment it sees
+        one dead, which can be before the watch or the failed collective has written the record:
+        its ending goes through `_end` instead, which writes the record first."""
+        for thread in threading.enumerate():
+            if isinstance(thread, _ChildProcessObserver):
+                thread._terminate_all = lambda: self._end(self._dead_child() or _OBSERVED)  # type: ignore[method-assign]  # its ending, replaced
 
     # -- what is looked at ----------------------------------------------------------------------
 
@@ -191,10 +205,7 @@ class RankWatch(L.Callback):
 
     def _record(self, message: str) -> None:
         log.error(message)
-        try:
-            RunFailure(error=message).write(self.run.path)
-        except OSError:
-            pass
+        _write_failure(self.run, message)
         print(f"zoo-train: error: {message}", file=sys.stderr, flush=True)
 
 
@@ -235,6 +246,13 @@ class _Heartbeats:
                     self.run,
                 )
         return None
+
+
+def _write_failure(run: RunDir, message: str) -> None:
+    try:
+        RunFailure(error=message).write(run.path)
+    except OSError:
+        pass
 
 
 def _within(seconds: float, probe, every: float = 0.1):
