@@ -81,6 +81,15 @@ ARMS: dict[str, list[str]] = {
         "model.global_every=2",
         "model.ssm_head_dim=32",
     ],
+    # the speedrun ring's six changes at once (recipes/arm/speedrun/all.yaml)
+    "the ring's six at once": [
+        "model.value_embeds=2",
+        "model.value_residual=learned",
+        "model.attn_gate=elementwise",
+        "model.activation=relu2",
+        "model.attn_sink=learned",
+        "task.mtp_depth=1",
+    ],
 }
 
 # the only data key an arm may set: it changes the batch, not the model

@@ -47,6 +47,7 @@ from zoo.compare import scaled_options as options
 from zoo.compare.decisions_plot import plot_decisions
 from zoo.compare.design import held_settings
 from zoo.compare.errors import CompareError
+from zoo.compare.interaction import Changes, changes
 from zoo.compare.joint import edge_clause, joined
 from zoo.compare.markdown.scaled import write_scaled_markdown
 from zoo.compare.multipliers import LEVEL, family_box, fit_arms
@@ -90,6 +91,7 @@ class ScaleReport:
     family: int = 0  # the multipliers with an interval: one family, adjusted together
     # decisions across sizes: decision accuracy, rank correlation, held-out size (zoo.compare.transfer)
     decisions: Decisions | None = None
+    changes: Changes | None = None  # how each arm's difference to the baseline changes with size
     # equivalence=, threshold= and the noise beyond seeds at each size (zoo.compare.scaled_options)
     margin: float | None = None
     equivalent: list[SizeReading] = field(default_factory=list)
@@ -274,6 +276,7 @@ def compare_scaled(
     report.decisions = decide(arms, key, irreducible=irreducible, rate=agree or AGREE, strict=agree is not None)
     if report.decisions.note:
         report.notes.append(f"no decision accuracy across sizes: {report.decisions.note}")
+    report.changes = changes(arms, base, key)
     tails = options.read_options(report, equivalence, threshold, last_k, files=found is None)
     make_out(out)
     report.files["csv"] = write_csv(report, out / "report.csv")

@@ -107,6 +107,7 @@ class Family:
     what: str
     tested: list[tuple[str, Difference]] = field(default_factory=list)
     left_out: list[tuple[str, str]] = field(default_factory=list)
+    read_by: str = "the verdict"  # what reads the adjusted intervals ("": nothing the sentence names)
 
     @property
     def m(self) -> int:
@@ -126,7 +127,8 @@ class Family:
                 f"Multiplicity: one family of {self.m} comparisons, {self.what}. Holm's step-down adjusts "
                 f"their p-values (p (Holm)), and each adjusted interval is at the "
                 f"{100 * (1 - (1 - LEVEL) / self.m):.2f}% level (Bonferroni: all {self.m} hold together with "
-                f"at least 95% probability); the verdict reads these adjusted intervals."
+                f"at least 95% probability)"
+                + (f"; {self.read_by} reads these adjusted intervals." if self.read_by else ".")
             )
         if self.left_out:
             text += (

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from zoo.compare import scaled_options as options
 from zoo.compare.design import FLAG_SENTENCE, RUNS_SENTENCE, design_line, problem_lines
 from zoo.compare.escape import code, text
-from zoo.compare.markdown.transfer import decision_lines, scaled_power_lines
+from zoo.compare.markdown.transfer import change_lines, decision_lines, scaled_power_lines
 from zoo.compare.multipliers import BOOTSTRAP, BOX, LEVEL
 from zoo.compare.report import status_of
 from zoo.compare.scaled_arms import BACKWARD_FACTOR, Size
@@ -152,6 +152,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
             lines += ["", f"At the largest size ({text(f'{report.key}={largest}')}): " + "; ".join(parts) + "."]
     if report.decisions is not None:  # decisions across sizes and each size's power (zoo.compare.transfer)
         lines += decision_lines(report.decisions, report.metric, {a.name: label(a) for a in report.arms})
+    lines += change_lines(report.changes, report.metric, report.key)
     lines += scaled_power_lines(report)
     lines += options.lines(report)  # equivalence=, threshold=, last_k= at each size
     if report.warnings:

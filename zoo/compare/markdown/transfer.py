@@ -1,12 +1,13 @@
 """A scaled report's sections on decisions across sizes (`zoo.compare.transfer`): the decision
-accuracy per size and per pair, the held-out-size check, and the power of each size's design
-(`zoo.compare.power`)."""
+accuracy per size and per pair, the held-out-size check, how each difference changes with size
+(`zoo.compare.interaction`), and the power of each size's design (`zoo.compare.power`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from zoo.compare.escape import code, text
+from zoo.compare.interaction import Changes
 from zoo.compare.power import ALPHA, MOST_SEEDS, POWER, design
 from zoo.compare.stats import difference
 from zoo.compare.transfer import RESAMPLES, Decisions
@@ -161,3 +162,37 @@ def decision_lines(found: Decisions, metric: str, names: dict[str, str]) -> list
             f"{observed} | {error} | {inside} |"
         )
     return lines
+
+
+def change_lines(found: Changes | None, metric: str, key: str) -> list[str]:
+    """The section on how each arm's difference to the baseline changes with size
+    (`zoo.compare.interaction`)."""
+    if found is None:
+        return []
+    m = text(metric)
+    rows = []
+    for c in found.rows:
+        d = c.change
+        adjusted = "–" if d.adj_low is None else f"[{d.adj_low:+.4f}, {d.adj_high:+.4f}]"
+        rows.append(
+            f"| {text(c.arm)} | {code(c.size)} | {c.small:+.4f} | {code(c.largest)} | {c.large:+.4f} | {d} | "
+            f"{adjusted} | {d.p_text()} |"
+        )
+    return [
+        "",
+        "## Does each difference change with size",
+        "",
+        f"Each arm's difference to the baseline in {m} (mean over seeds of arm − baseline, paired by seed "
+        f"where both ran the same seeds) at each smaller size and at the largest size both reached, and the "
+        f"change between them: (difference at the largest) − (difference at the smaller). The two sizes' runs "
+        f"are separate, so the change's 95% interval is Welch's (Welch–Satterthwaite degrees of freedom). An "
+        f"adjusted interval that excludes 0 says the difference is not the same at both sizes; one that spans 0 "
+        f"says the design cannot tell, not that it is the same.",
+        "",
+        text(found.family.sentence()),
+        "",
+        f"| arm | smaller {text(key)} | difference there | largest | difference there | change [95% CI] | "
+        f"adjusted | p |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
