@@ -52,6 +52,7 @@ def test_unpaired_seeds_add_the_four_variances_with_satterthwaites_degrees_of_fr
     mean = (sum(groups[2]) / 3 - sum(groups[3]) / 2) - (sum(groups[0]) / 4 - sum(groups[1]) / 3)
     half = stats.t.ppf(0.975, df) * se
     assert found.method == "welch" and found.df == pytest.approx(df)
+    assert found.p == pytest.approx(2 * stats.t.sf(abs(mean) / se, df))
     assert (found.mean, found.low, found.high) == (
         pytest.approx(mean),
         pytest.approx(mean - half),
@@ -108,3 +109,24 @@ def test_a_scaled_report_has_the_section_and_recompute_checks_it(tmp_path, cli_h
     (out / "report.md").write_text(md.replace("| -0.0600 [", "| -0.0500 [", 1))
     changed = cli_here("compare", f"recompute={out}")
     assert changed.returncode == 1 and "DIFFERS" in changed.stdout
+
+
+def test_a_size_paired_and_one_not_add_their_own_variances():
+    base = _arm("arm 0", {64: BASE[64], 128: {5: 1.8, 6: 1.7, 7: 1.75}})
+    arm = _arm("arm 1", {64: ARM[64], 128: {8: 1.6, 9: 1.65}})
+    found = change_between(arm.sizes[0], base.sizes[0], arm.sizes[1], base.sizes[1])
+    small = [ARM[64][s] - BASE[64][s] for s in range(3)]  # paired at 64: one part
+    parts = [(mean_std(small)[1] ** 2, 3), (mean_std([1.6, 1.65])[1] ** 2, 2), (mean_std([1.8, 1.7, 1.75])[1] ** 2, 3)]
+    se2 = sum(v / n for v, n in parts)
+    df = se2**2 / sum((v / n) ** 2 / (n - 1) for v, n in parts)
+    assert found.mean == pytest.approx((1.625 - 1.75) - sum(small) / 3) and found.df == pytest.approx(df)
+    assert found.high - found.low == pytest.approx(2 * stats.t.ppf(0.975, df) * math.sqrt(se2))
+
+
+def test_a_difference_the_same_on_every_seed_has_no_interval_and_says_why():
+    base = _arm("arm 0", BASE)
+    arm = _arm("arm 1", {w: {s: v - 0.1 for s, v in seeds.items()} for w, seeds in BASE.items()})
+    found = changes([base, arm], base, "model.d_model")
+    change = found.rows[0].change
+    assert change.low is None and change.p is None and change.mean == pytest.approx(0.0, abs=1e-12)
+    assert found.family.m == 0 and "the same on every seed at both sizes" in found.family.sentence()

@@ -16,7 +16,10 @@ it). The runs at the two sizes are separate, so the change's variance is the sum
 differences' (each the variance of its per-seed differences over their count when paired, else
 the two arms' variances over their counts), and its 95% interval is Student's t on the
 Welch–Satterthwaite degrees of freedom (Welch 1947; with paired seeds at both sizes this is
-`scipy.stats.ttest_ind(equal_var=False)` on the two sizes' per-seed differences). Every change
+`scipy.stats.ttest_ind(equal_var=False)` on the two sizes' per-seed differences). Treating the
+sizes as independent is an assumption: the same seed at two sizes shares its data order, so the
+two differences may be correlated (positively: this interval is wider than it need be;
+negatively: narrower). Every change
 is one test of one family: Holm's p-values and adjusted intervals (`zoo.compare.verdict.adjust`).
 An interval that spans 0 does not say the difference is the same at both sizes; it says the
 design cannot tell (`equivalence=` is the test of sameness)."""
@@ -28,9 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.compare.scaled_arms import ScaledArm, Size
-from zoo.compare.stats import FEW_SEEDS, ZERO_SPREAD, Difference, mean_std, no_spread, t_quantile
+from zoo.compare.stats import FEW_SEEDS, Difference, mean_std, no_spread, t_quantile
 from zoo.compare.tune import _order
 from zoo.compare.verdict import LEVEL, Family, adjust, label
+
+# why a change has no interval when nothing varies (the family's sentence says it)
+NO_SPREAD = "zero spread: the arm's difference to the baseline is the same on every seed at both sizes"
 
 
 @dataclass
@@ -79,7 +85,7 @@ def change_between(arm_small: Size, base_small: Size, arm_large: Size, base_larg
     parts = small[1] + large[1]
     se2 = sum(v / n for v, n in parts)
     if no_spread(math.sqrt(se2), small[2] + large[2]):
-        return Difference(mean, None, None, "welch", flag=ZERO_SPREAD)
+        return Difference(mean, None, None, "welch", flag=NO_SPREAD)
     df = se2**2 / sum((v / n) ** 2 / (n - 1) for v, n in parts if v > 0)
     from scipy import stats
 
@@ -121,10 +127,7 @@ def changes(arms: list[ScaledArm], baseline: ScaledArm, key: str) -> Changes | N
             )
     if not rows:
         return None
-    what = (
-        f"the change of each arm's difference to the baseline from each smaller {key} to the largest "
-        f"({len(rows)} changes)"
-    )
+    what = f"the change of each arm's difference to the baseline from each smaller {key} to the largest"
     family = adjust(what, [(f"{c.arm}: {key}={c.size} to {c.largest}", c.change) for c in rows])
     family.read_by = ""  # no verdict reads them: the table's adjusted column does
     return Changes(rows, family)

@@ -118,3 +118,44 @@ def test_no_other_host_no_heartbeat_watch(tmp_path):
     _other_host(run, 1, host=socket.gethostname())
     beats = _Heartbeats(run, "L1", stale_s=0.1)
     assert not beats.watching() and beats.dead() is None
+
+
+_OBSERVED = """
+import subprocess, sys
+from pathlib import Path
+from lightning.fabric.strategies.launchers.subprocess_script import _ChildProcessObserver
+from zoo.training.distributed import rank_watch
+rank_watch.GRACE_S = 0.2
+child = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({sys.argv[2]})"])
+child.wait()
+observer = _ChildProcessObserver(main_pid=__import__("os").getpid(), child_processes=[child], sleep_period=3600)
+observer.start()  # asleep: its poll is made below, at once
+watch = rank_watch.RankWatch(Path(sys.argv[1]))
+watch._procs = [child]
+watch._take_over_observer()
+watch._take_over_observer()  # a second stage's setup: installed once
+observer._run()  # Lightning's own poll: the child ended non-zero
+print("not ended")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("status", [3, 143])
+def test_lightnings_observer_ends_rank_0_through_the_watch(tmp_path, status):
+    """Lightning's observer, seeing a rank it started end non-zero, SIGKILLs rank 0 without a
+    word; taken over, a death (status 3) is recorded in failed.json and ends rank 0 with status
+    1, while a rank's stop on a signal (143, every rank stopping) leaves rank 0 its grace time to
+    write its own record, then Lightning's ending follows, no death recorded."""
+    done = subprocess.run(
+        [sys.executable, "-c", _OBSERVED, str(tmp_path), str(status)], capture_output=True, text=True, timeout=120
+    )
+    assert "not ended" not in done.stdout
+    failed = tmp_path / "failed.json"
+    if status == 3:
+        assert done.returncode == 1, done.stderr[-2000:]
+        error = json.loads(failed.read_text())["error"]
+        assert "rank 1 (pid " in error and "exited with status 3" in error, error
+        assert done.stderr.count("zoo-train: error: rank 1 (pid ") == 1
+    else:
+        assert done.returncode == -9, done.stderr[-2000:]  # Lightning's SIGKILL, after the grace time
+        assert not failed.exists()

@@ -185,7 +185,9 @@ def change_lines(found: Changes | None, metric: str, key: str) -> list[str]:
         f"Each arm's difference to the baseline in {m} (mean over seeds of arm − baseline, paired by seed "
         f"where both ran the same seeds) at each smaller size and at the largest size both reached, and the "
         f"change between them: (difference at the largest) − (difference at the smaller). The two sizes' runs "
-        f"are separate, so the change's 95% interval is Welch's (Welch–Satterthwaite degrees of freedom). An "
+        f"are separate and taken as independent (the same seed at two sizes shares its data order; a correlation "
+        f"between the sizes would make this interval too wide if positive, too narrow if negative), so the "
+        f"change's 95% interval is Welch's (Welch–Satterthwaite degrees of freedom). An "
         f"adjusted interval that excludes 0 says the difference is not the same at both sizes; one that spans 0 "
         f"says the design cannot tell, not that it is the same.",
         "",

@@ -42,7 +42,11 @@ import time
 from pathlib import Path
 
 import lightning as L
-from lightning.fabric.strategies.launchers.subprocess_script import _ChildProcessObserver
+
+try:  # Lightning's watcher of the ranks its launcher started (private: its ending is taken over below)
+    from lightning.fabric.strategies.launchers.subprocess_script import _ChildProcessObserver
+except ImportError:  # a Lightning without it: nothing of it to take over
+    _ChildProcessObserver = None  # type: ignore[assignment,misc]
 
 from zoo.config.records.atomic import write_text
 from zoo.config.records.rundir import RunDir, RunFailure
@@ -54,7 +58,9 @@ POLL_S = 1.0  # how often the ranks on this host are looked at
 BEAT_S = 5.0  # how often a rank beats, and how often other hosts' beats are read
 STALE_S = 30.0  # a beat unchanged this long: the rank on another host has died or hangs
 EXIT_STATUS = 1
-_OBSERVED = "a rank started by rank 0 ended; every rank stopped"  # Lightning's observer saw it first
+_OBSERVED = "a rank started by rank 0 ended"  # Lightning's observer saw it, no longer in the list
+GRACE_S = 10.0  # a stop every rank makes (a shared signal): rank 0's time to record it and exit
+_STOPPED = {128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM}  # a rank's stop on a signal
 BEAT = ".beat"  # the suffix of a rank's heartbeat file beside its beacon
 
 
@@ -131,11 +137,25 @@ class RankWatch(L.Callback):
 
     def _take_over_observer(self) -> None:
         """Lightning's observer of the ranks it started SIGKILLs this process the moment it sees
-        one dead, which can be before the watch or the failed collective has written the record:
-        its ending goes through `_end` instead, which writes the record first."""
+        one end non-zero, which can be before the watch or the failed collective has written the
+        record: its ending goes through `_observed` instead."""
+        if _ChildProcessObserver is None:
+            return
         for thread in threading.enumerate():
-            if isinstance(thread, _ChildProcessObserver):
-                thread._terminate_all = lambda: self._end(self._dead_child() or _OBSERVED)  # type: ignore[method-assign]  # its ending, replaced
+            if isinstance(thread, _ChildProcessObserver) and not getattr(thread, "_zoo_watched", False):
+                thread._terminate_all = lambda end=thread._terminate_all: self._observed(end)  # type: ignore[method-assign]
+                thread._zoo_watched = True  # type: ignore[attr-defined]
+
+    def _observed(self, terminate_all) -> None:
+        """Lightning's observer saw a rank end non-zero. Inside a stage this watch watches, and
+        not a stop on a signal: a death, recorded and ended by `_end`. Otherwise every rank is
+        stopping on purpose (a shared signal, the end of a stage) and rank 0 writes its record
+        and exits on its own: Lightning's ending (SIGKILL, for a rank 0 that hangs) comes only
+        GRACE_S later (this thread is a daemon: an exit does not wait for it)."""
+        if not self._stop.is_set() and not any(p.poll() in _STOPPED for p in self._procs):
+            self._end(self._dead_child() or _message(_OBSERVED, self.run))
+        time.sleep(GRACE_S)
+        terminate_all()
 
     # -- what is looked at ----------------------------------------------------------------------
 
@@ -162,6 +182,11 @@ class RankWatch(L.Callback):
 
     def _parent_gone(self) -> str:
         return _message(f"rank 0 (pid {self._parent}) ended without a word; rank {self._rank} stopped too", self.run)
+
+    def _finished(self) -> bool:
+        """Whether this run's summary was written since this process started: it finished."""
+        summary = self.run.summary
+        return summary.exists() and summary.stat().st_mtime >= self._started
 
     def _recorded(self) -> bool:
         """Whether the run's record (a finish, a stop, an error, a death another rank saw) was
@@ -195,13 +220,17 @@ class RankWatch(L.Callback):
     def _end(self, died: str) -> None:
         """A rank died: record it (unless a record of this run is written already: the rank that
         wrote it saw the death first) and end this process and the ranks it started."""
-        if not self._recorded():
-            self.died = died
-            self._record(died)
-        for other in self._procs:
-            if other.poll() is None:
-                other.kill()
-        os._exit(EXIT_STATUS)
+        try:
+            if not self._recorded():
+                self.died = died
+                self._record(died)
+            elif self.died is not None:  # recorded by a failed collective here, whose error line is not printed yet
+                print(f"zoo-train: error: {self.died}", file=sys.stderr, flush=True)
+            for other in self._procs:
+                if other.poll() is None:
+                    other.kill()
+        finally:  # on any thread, whatever happened above
+            os._exit(0 if self._finished() else EXIT_STATUS)
 
     def _record(self, message: str) -> None:
         log.error(message)
