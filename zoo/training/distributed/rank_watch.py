@@ -30,6 +30,7 @@ that died, not the ones that stopped after it."""
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -143,7 +144,7 @@ class RankWatch(L.Callback):
             return
         for thread in threading.enumerate():
             if isinstance(thread, _ChildProcessObserver) and not getattr(thread, "_zoo_watched", False):
-                thread._terminate_all = lambda end=thread._terminate_all: self._observed(end)  # type: ignore[method-assign]
+                thread._terminate_all = functools.partial(self._observed, thread._terminate_all)  # type: ignore[method-assign]
                 thread._zoo_watched = True  # type: ignore[attr-defined]
 
     def _observed(self, terminate_all) -> None:
