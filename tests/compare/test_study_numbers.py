@@ -97,6 +97,29 @@ NOT_IN_TABLES: dict[str, dict[str, str]] = {
         "0.9": "AdamW's first-moment decay, the recipe's setting",
         "0.95": "AdamW's second-moment decay, the recipe's setting",
     },
+    "speedrun_ring": {
+        **{
+            n: "the claims' sources: modded-nanogpt's records (minutes), ResFormer's abstract, Qiu et al.'s Table 2, "
+            "DeepSeek-V3's Table 4, marin issue 5772 (losses)"
+            for n in (
+                "4.66",
+                "4.41",
+                "16.11",
+                "20.3",
+                "3.3274",
+                "3.3151",
+                "7.499",
+                "7.404",
+                "0.2",
+                "0.729",
+                "2.93966",
+                "2.92702",
+                "0.01264",
+                "0.0123",
+            )
+        },
+        **{n: "an arXiv identifier" for n in ("2410.17897", "2505.06708", "2412.19437")},
+    },
     "wortsman_instability": {"0.95": "AdamW's second-moment decay, the recipe's setting"},
     "wsd_tuned": {"0.8": "non-embedding parameters in millions (793,344 in report.md)"},
     "wsd_cooldown": {
