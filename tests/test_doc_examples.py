@@ -301,7 +301,13 @@ def _whole(tool: str, args: list[str], capsys, monkeypatch) -> tuple[int, str]:
     return status, err
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: f"{e.where}: {e.line[:70]}")
+@pytest.mark.parametrize(
+    "example",
+    [  # a zoo-plan example traces its model with fake tensors (seconds each): the slow tier
+        pytest.param(e, id=f"{e.where}: {e.line[:70]}", marks=[pytest.mark.slow] if e.words[0] == "zoo-plan" else [])
+        for e in EXAMPLES
+    ],
+)
 def test_the_example_is_not_refused(example, workdir, monkeypatch, capsys):
     monkeypatch.chdir(workdir)
     words = filled(example.words, workdir, ckpt=Path("runs/first"))

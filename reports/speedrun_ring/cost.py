@@ -1,7 +1,8 @@
 """What each change of the speedrun ring costs, at each of the study's two widths: counted from
-the report's runs.csv (N, the non-embedding parameters, and the forward FLOPs per token at the
-trained context of 64, both as zoo counts them from the model's rows, the same in every run of an
-arm and width) and measured by benchmarks/options_cost.py on the study's shapes (training
+the report's runs.csv (N, the non-embedding parameters, the forward FLOPs per token at the
+trained context of 64 and the forward FLOPs per training token, which add the MTP module that
+only training runs, all as zoo counts them from the rows, the same in every run of an arm and
+width) and measured by benchmarks/options_cost.py on the study's shapes (training
 tokens/s, the arms interleaved round by round on one otherwise idle machine, medians; the
 activations saved for the backward pass and the parameters' bytes, counted on one step):
 
@@ -46,15 +47,16 @@ def _arm(row: dict, baseline: dict) -> str:
     return "baseline" if not changed else changed[0] if len(changed) == 1 else "all six"
 
 
-def counted(directory: Path) -> dict[tuple[str, int], tuple[int, int]]:
-    """(arm, width) -> (N, forward FLOPs per token), from runs.csv."""
+def counted(directory: Path) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """(arm, width) -> (N, forward FLOPs per token, forward FLOPs per training token), from runs.csv."""
     with (directory / "runs.csv").open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["status"] == "finished"]
     base = next(r for r in rows if all(r.get(k, "") in ("", "none", "0", "swiglu", "(unset)") for k in CHANGES))
-    out: dict[tuple[str, int], tuple[int, int]] = {}
+    out: dict[tuple[str, int], tuple[int, int, int]] = {}
     for r in rows:
         key = (_arm(r, base), int(r["model.d_model"]))
-        value = (int(float(r["N"])), int(float(r["flops_per_token"])))
+        train = r.get("train_flops_per_token") or r["flops_per_token"]  # the column is there when any run has MTP
+        value = (int(float(r["N"])), int(float(r["flops_per_token"])), int(float(train)))
         if out.setdefault(key, value) != value:
             raise ValueError(f"{key}: runs of one arm and width count differently: {out[key]} and {value}")
     return out
@@ -66,25 +68,26 @@ def generate(directory: Path) -> dict[str, str]:
     lines = [
         "# What each change costs, at each width",
         "",
-        "N: non-embedding parameters; FLOPs: forward FLOPs per token at the trained context (64), both "
-        "counted by zoo from the model's rows (runs.csv). Measured (`cost_W.json`, benchmarks/options_cost.py "
+        "N: non-embedding parameters; FLOPs: forward FLOPs per token at the trained context (64); "
+        "training FLOPs: the same with the MTP module, which only training runs (C counts these); all "
+        "counted by zoo from the rows (runs.csv). Measured (`cost_W.json`, benchmarks/options_cost.py "
         "on the study's shapes, 16 × 64 tokens a step, one thread, the arms interleaved round by round, "
         "medians of 15 rounds of 2 steps): training tokens/s and its spread over the rounds, the "
         "activations saved for the backward pass and the parameters' bytes against the baseline's.",
         "",
-        "| change | d_model | N | FLOPs/token | FLOPs vs baseline | tokens/s | tokens/s vs baseline | spread "
+        "| change | d_model | N | FLOPs/token | training FLOPs/token | training FLOPs vs baseline | tokens/s | tokens/s vs baseline | spread "
         "| saved for backward vs baseline | parameters vs baseline |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for width in WIDTHS:
         measured = json.loads((directory / f"cost_{width}.json").read_text())
         by_arm = {row["arm"]: row for row in measured["rows"]}
-        base_flops = counts[("baseline", width)][1]
+        base_flops = counts[("baseline", width)][2]
         for name, arm in BENCH.items():
-            n, flops = counts[(name, width)]
+            n, flops, train = counts[(name, width)]
             m = by_arm[arm]
             lines.append(
-                f"| {name} | {width} | {n:,} | {flops:,} | {flops / base_flops:.2f} × | {m['tokens_per_s']:,.0f} | "
+                f"| {name} | {width} | {n:,} | {flops:,} | {train:,} | {train / base_flops:.2f} × | {m['tokens_per_s']:,.0f} | "
                 f"{m['ratio']:.2f} × | {100 * m['spread']:.0f}% | {m['saved_ratio']:.2f} × | {m['param_ratio']:.2f} × |"
             )
     load = [json.loads((directory / f"cost_{w}.json").read_text())["machine"] for w in WIDTHS]

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 import zoo
 from tests.cli.conftest import missed, tiny_overrides
 from zoo import train
+from zoo.config.schema.convert import as_model_config
+from zoo.config.schema.flops import mtp_flops
 from zoo.training.checkpoint.files import read_checkpoint
 
 KILL = str(Path(__file__).resolve().parents[1] / "training" / "checkpoint" / "kill_after_save.py")
@@ -39,6 +42,13 @@ def test_each_depth_is_logged_apart_and_the_checkpoint_keeps_the_modules(mtp_lm)
     assert rows and all(float(r["train/mtp_loss_1"]) > 0 and float(r["train/mtp_loss_2"]) > 0 for r in rows)
     state = read_checkpoint(mtp_lm)["state_dict"]
     assert {k.split(".")[2] for k in state if k.startswith("mtp.layers.")} == {"0", "1"}
+
+
+def test_the_summary_counts_the_modules_in_the_training_flops(mtp_lm):
+    run = mtp_lm.parent.parent
+    summary, config = json.loads((run / "summary.json").read_text()), yaml.safe_load((run / "config.yaml").read_text())
+    modules = mtp_flops(as_model_config(config["model"]), 2, config["data"]["seq_len"])
+    assert modules > 0 and summary["train_flops_per_token"] == summary["model"]["flops_per_token"] + modules
 
 
 def test_speculative_decoding_prints_what_plain_greedy_prints(mtp_lm, cli_here):

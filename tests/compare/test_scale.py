@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from zoo.compare.runs import Run, RunStatus
-from zoo.compare.scaled_arms import BACKWARD_FACTOR, scale_arms
+from zoo.compare.runs import BACKWARD_FACTOR, Run, RunStatus
+from zoo.compare.scaled_arms import scale_arms
 
 WIDTHS = (16, 32, 64)
 

@@ -310,6 +310,57 @@ def number(run: Run, *keys: str) -> float | None:
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
+BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward
+
+
+def training_flops_per_token(run: Run) -> float | None:
+    """Forward FLOPs per training token: the model's and those of the modules that run only in
+    training (task.mtp_depth's), as the summary records them (`train_flops_per_token`, or the
+    runs.csv column of that name). A record from before zoo wrote it: the model's
+    `flops_per_token`, plus the multi-token prediction modules counted from the run's config
+    (`zoo.config.schema.flops.mtp_flops`) when it has any. None when neither is recorded."""
+    recorded = number(run, "train_flops_per_token")
+    if recorded is not None:
+        return recorded
+    forward = number(run, "model", "flops_per_token")
+    depth = run.config.get("task.mtp_depth")
+    if forward is None or not isinstance(depth, int) or isinstance(depth, bool) or depth <= 0:
+        return forward
+    from zoo.config.errors import ConfigError
+    from zoo.config.schema.convert import as_model_config
+    from zoo.config.schema.flops import mtp_flops
+
+    try:
+        model = as_model_config(unflatten(run.config, "model"))
+    except ConfigError:  # a config of another zoo version: its MTP modules cannot be counted
+        return None
+    return forward + mtp_flops(model, depth, int(run.config.get("data.seq_len") or model.max_seq_len))
+
+
+def training_compute(run: Run) -> float | None:
+    """C = 3 × forward FLOPs per training token × tokens seen; None when either is not known.
+    The FLOPs are the active ones (a mixture's router, top-k and shared experts) and include the
+    modules that run only in training (`training_flops_per_token`)."""
+    flops, tokens = training_flops_per_token(run), number(run, "tokens_seen")
+    if flops is None or tokens is None or flops <= 0 or tokens <= 0:
+        return None
+    return BACKWARD_FACTOR * flops * tokens
+
+
+def unflatten(config: dict[str, Any], section: str) -> dict[str, Any]:
+    """The `section` subtree of a flattened config ({"model.position.kind": "rope"} ->
+    {"position": {"kind": "rope"}} for "model")."""
+    tree: dict[str, Any] = {}
+    for key, value in config.items():
+        if key.startswith(f"{section}."):
+            *parents, leaf = key[len(section) + 1 :].split(".")
+            node = tree
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = value
+    return tree
+
+
 def epochs(run: Run) -> float | None:
     """Tokens seen over the tokens of the training split (None when the split's size is not
     known, e.g. a streamed source, or a run from before zoo recorded it)."""

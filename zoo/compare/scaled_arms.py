@@ -16,14 +16,12 @@ from zoo.compare.joint import is_joint
 from zoo.compare.joint import order as joint_order
 from zoo.compare.patterns import arm_setting
 from zoo.compare.powerlaw import PowerLaw
-from zoo.compare.runs import IGNORED, NOT_SETTINGS, Run, epochs
+from zoo.compare.runs import IGNORED, NOT_SETTINGS, Run, epochs, training_compute
 from zoo.compare.runs import number as _number
 from zoo.compare.select import Choice, leave_one_seed_out
 from zoo.compare.stats import mean_std
 from zoo.compare.tune import _order
 from zoo.compare.verdict import lower_is_better
-
-BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward
 
 
 def active_params(run: Run) -> float | None:
@@ -32,16 +30,6 @@ def active_params(run: Run) -> float | None:
     written before they were counted) its non-embedding parameters."""
     active = _number(run, "model", "active_non_embedding_params")
     return active if active else _number(run, "model", "non_embedding_params")
-
-
-def training_compute(run: Run) -> float | None:
-    """3 × forward FLOPs/token × tokens seen, from the run's summary; None when it lacks them.
-    The FLOPs per token are the active ones (a mixture's router, top-k and shared experts)."""
-    model = run.summary.get("model") or {}
-    flops, tokens = model.get("flops_per_token"), run.summary.get("tokens_seen")
-    if not isinstance(flops, (int, float)) or not isinstance(tokens, (int, float)) or flops <= 0 or tokens <= 0:
-        return None
-    return float(BACKWARD_FACTOR * flops * tokens)
 
 
 @dataclass

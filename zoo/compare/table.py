@@ -9,7 +9,9 @@ scale= key) and, with pairs=all, `pairs.csv`.
 layer pattern by `zoo.compare.patterns`: runs.csv keeps the list), the size (the scale= key's
 value), the seed, the learning rate (`optim.lr`) and the tune= key's value, every final metric
 the run's summary holds, N (non-embedding parameters), D (tokens seen), the forward FLOPs per
-token and the training compute C = 3 · F · D, the vocabulary size V (the loss of a uniform
+token and the training compute C = 3 · F · D (F the forward FLOPs per training token, which
+include modules that run only in training: where any run has them, F is a column of its own,
+`train_flops_per_token`), the vocabulary size V (the loss of a uniform
 prediction is ln V), its status and, for a run without a final result, why. `read_runs` turns
 the table back into runs that `zoo.compare.recompute` compares again, so every interval of the
 report can be rebuilt from the table alone."""
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.escape import FORMULA_START, csv_cell
-from zoo.compare.runs import ORDER_SEED, PLACED, Run, RunStatus, at, number
+from zoo.compare.runs import ORDER_SEED, PLACED, Run, RunStatus, at, number, training_compute, training_flops_per_token
 from zoo.compare.verdict import pair_rows
 from zoo.config.records import reader
 from zoo.config.records.atomic import replacing, write_text
@@ -34,7 +36,6 @@ HELDOUT = "heldout.csv"
 PAIRS = "pairs.csv"
 SPEC = "comparison.json"
 LR = "optim.lr"
-BACKWARD_FACTOR = 3  # training FLOPs per token = forward + backward ≈ 3 × forward (as zoo.compare.scaled_arms)
 ACCOUNTING = [
     "N",
     "N_total",
@@ -47,6 +48,9 @@ ACCOUNTING = [
     "tokens_per_s",
     "wall_seconds",
 ]
+# where any run trains modules that the model does not keep (task.mtp_depth's): each run's forward
+# FLOPs per training token, which C counts (`zoo.compare.runs.training_flops_per_token`)
+TRAIN_FLOPS = "train_flops_per_token"
 UNSET = "(unset)"  # how a report shows a setting a run does not have
 TAIL = "last_k_sd"  # a run's spread over its last k validations (zoo.compare.noise, which reads it back)
 TAIL_FROM = "last_k_from"  # where that window starts, as a fraction of the run's last validated step
@@ -66,7 +70,6 @@ def vocab_size(run: Run) -> float | None:
 
 def _accounting(run: Run) -> dict[str, float | None]:
     flops, tokens = number(run, "model", "flops_per_token"), number(run, "tokens_seen")
-    compute = BACKWARD_FACTOR * flops * tokens if flops and tokens and flops > 0 and tokens > 0 else None
     active = number(run, "model", "active_non_embedding_params")  # a mixture's; absent in older records
     total = number(run, "model", "non_embedding_params")
     return {
@@ -74,7 +77,7 @@ def _accounting(run: Run) -> dict[str, float | None]:
         "N_total": total,
         "D": tokens,
         "flops_per_token": flops,
-        "compute": compute,
+        "compute": training_compute(run),
         "params": number(run, "model", "total_params"),
         "train_tokens": number(run, "data", "train_tokens"),
         "vocab_size": vocab_size(run),
@@ -130,7 +133,9 @@ def write_runs(
     tails = tails or {}
     starts = any(t.start is not None for t in tails.values())
     tail_head = ([TAIL] if tails else []) + ([TAIL_FROM] if starts else [])
-    head = ["sweep", "run", "arm", *place, *metrics, *ACCOUNTING, *tail_head, "status", "error"]
+    training_only = any(training_flops_per_token(r) != number(r, "model", "flops_per_token") for _, r in arms)
+    train_head = [TRAIN_FLOPS] if training_only else []
+    head = ["sweep", "run", "arm", *place, *metrics, *ACCOUNTING, *train_head, *tail_head, "status", "error"]
     with replacing(out / RUNS) as handle:
         writer = csv.writer(handle)
         writer.writerow([csv_cell(h) for h in head])
@@ -147,6 +152,7 @@ def write_runs(
             }
             cells += [final.get(m) for m in metrics]
             cells += [_accounting(run)[k] for k in ACCOUNTING]
+            cells += [training_flops_per_token(run)] if training_only else []
             tail = tails.get(run.path)
             cells += [None if tail is None else tail.sd] if tails else []
             cells += [None if tail is None else tail.start] if starts else []
@@ -302,6 +308,7 @@ def runs_columns(spec: dict[str, Any]) -> list[Column]:
         *[Column(csv_cell(k), "setting") for k in place_keys(spec)],
         *[Column(csv_cell(m), "figure") for m in spec["metrics"]],
         *[Column(a, "count") for a in ACCOUNTING],
+        Column(TRAIN_FLOPS, "count", required=False),
         *([Column(TAIL, "count", required=False)] if spec.get("last_k") else []),
         *([Column(TAIL_FROM, "count", required=False)] if spec.get("last_k") else []),
         Column("status", "word", words=tuple(s.value for s in RunStatus)),
@@ -335,6 +342,7 @@ def read_runs(directory: Path) -> tuple[dict, list[Run], list[Run]]:
                 "flops_per_token": row["flops_per_token"],
                 "total_params": row["params"],
             },
+            **({"train_flops_per_token": row[TRAIN_FLOPS]} if row.get(TRAIN_FLOPS) is not None else {}),
             "tokens_seen": row["D"],
             "tokens_per_s": row["tokens_per_s"],
             "wall_seconds": row["wall_seconds"],

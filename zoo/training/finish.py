@@ -13,6 +13,7 @@ import torch
 
 from zoo.config.facts.tasks import task_spec
 from zoo.config.records.rundir import RunDir, RunSummary
+from zoo.config.schema.flops import mtp_flops
 from zoo.config.schema.root import ZooConfig
 from zoo.data.accounting import split_sizes
 from zoo.models.summary import summarize
@@ -97,6 +98,7 @@ def summarize_run(
     import torch
 
     files, throughput, tokenizer = RunDir(run_dir), callbacks.throughput, datamodule.tokenizer
+    model = summarize(task.model, spec.data.seq_len)
     baseline = sample = None
     row = task_spec(spec.task.kind)
     if row.packs and row.generates:  # a causal LM: a unigram baseline of its stream, and a sample
@@ -129,7 +131,8 @@ def summarize_run(
         prepared_data=str(datamodule.prepared.directory) if datamodule.prepared is not None else None,
         tokenizer={"kind": tokenizer.kind, "vocab_size": tokenizer.vocab_size, "digest": tokenizer.digest()},
         data=_with_measured(split_sizes(datamodule), task),
-        model=summarize(task.model, spec.data.seq_len).as_dict(),
+        model=model.as_dict(),
+        train_flops_per_token=model.flops_per_token + mtp_flops(spec.model, spec.task.mtp_depth, spec.data.seq_len),
         baseline=baseline,
         sample=sample,
         init_from=spec.init_from,  # the pretrained weights, unless resumed_from is set

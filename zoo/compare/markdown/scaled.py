@@ -13,7 +13,8 @@ from zoo.compare.escape import code, text
 from zoo.compare.markdown.transfer import change_lines, decision_lines, scaled_power_lines
 from zoo.compare.multipliers import BOOTSTRAP, BOX, LEVEL
 from zoo.compare.report import status_of
-from zoo.compare.scaled_arms import BACKWARD_FACTOR, Size
+from zoo.compare.runs import BACKWARD_FACTOR, number, training_flops_per_token
+from zoo.compare.scaled_arms import Size
 from zoo.compare.tune import _order
 from zoo.compare.verdict import label
 from zoo.config.records.atomic import write_text
@@ -28,6 +29,14 @@ def _sci(value: float | None) -> str:
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * (math.exp(value) - 1):+.1f}%"
+
+
+def _training_only(report: ScaleReport) -> str:
+    """The words for the modules that run only in training, where any run has them."""
+    runs = [r for arm in report.arms for r in arm.runs]
+    if all(training_flops_per_token(r) == number(r, "model", "flops_per_token") for r in runs):
+        return ""
+    return ", and those of the modules that run only in training, task.mtp_depth's, which N leaves out"
 
 
 def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
@@ -48,7 +57,7 @@ def write_scaled_markdown(report: ScaleReport, path: Path, dirs) -> Path:
         + (f" (with {', '.join(code(x) for x in report.linked)}, which change with it)" if report.linked else "")
         + f"; an arm is a config without its seed and size.{tuned} Training compute C = {BACKWARD_FACTOR} × "
         f"forward FLOPs per token (the summary's: 2 per weight of every matrix multiply, plus attention's "
-        f"4·S·H·Dh per layer) × tokens seen D; N counts non-embedding parameters; epochs = D over the "
+        f"4·S·H·Dh per layer{_training_only(report)}) × tokens seen D; N counts non-embedding parameters; epochs = D over the "
         f"training split's tokens. Each arm's {m} (mean over seeds) is fitted as {m} = {form} by least "
         f"squares on log {m}; the residual at each size is the measured {m} against the fit's, in percent. "
         f"The exponent's {int(LEVEL * 100)}% interval is the wider of a seed bootstrap ({BOOTSTRAP} resamples "

@@ -278,6 +278,9 @@ class RunSummary:
         None  # language models: {"train_tokens", "train_bytes", "val_tokens", "val_tokens_measured"}
     )
     model: dict[str, int] = field(default_factory=dict)  # zoo.models.summary.ModelSummary.as_dict()
+    # forward FLOPs per training token: the model's and those of the modules that run only in training
+    # (task.mtp_depth's); a record from before zoo wrote it reads as None
+    train_flops_per_token: int | None = None
     baseline: dict[str, float] | None = None  # causal_lm with counted training tokens: the unigram loss
     sample: str | None = None  # causal_lm: a greedy continuation of data.sample_prompt (or the corpus's first words)
     init_from: str | None = None  # the pretrained weights, unless resumed_from is set
