@@ -21,6 +21,7 @@ SCRIPTS = {
     "mup_transfer/coord_check.py": ("coord.md",),
     "hybrid/recall/recall.py": ("recall.md",),
     "speedrun_ring/cost.py": ("cost.md",),
+    "wortsman_zloss/zloss.py": ("zloss.md",),
 }
 
 
