@@ -289,6 +289,7 @@ def test_the_zoo_dispatcher_table_is_project_scripts():
     }
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_zoo_subcommand_runs_the_tool_in_a_process_of_its_own(tmp_path):
     """As a user runs it: `python -m zoo.cli.main compare ...` (the `zoo` script's main)."""
 

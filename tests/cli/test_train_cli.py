@@ -83,6 +83,7 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     assert train_steps == sorted(set(train_steps)) and train_steps[0] < 6 and train_steps[-1] >= 9
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_cfg_job_prints_the_config_that_zoo_compose_returns(tmp_path):
     result = zoo_train("--cfg", "job", "model=llama", "model/position=alibi")
     assert result.returncode == 0, result.stderr

@@ -249,6 +249,7 @@ def test_a_scaled_report_adjusts_its_multipliers_as_one_family(tmp_path):
     assert "99.17% level" in md and md.splitlines()[2].startswith("Verdict: at the largest size every arm reached")
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_pairs_takes_all_only_and_not_with_scale(tmp_path):
     sweep = _clear(tmp_path / "sweep")
     for args, says in (

@@ -82,6 +82,7 @@ def test_the_tasks_of_a_slurm_job_step_share_its_start(clean_env, step):
     assert launch.agree_run_time() == datetime.fromtimestamp(1700000000 + step).isoformat()
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_zoo_train_puts_the_run_in_the_agreed_directory(clean_env):
     """Through the real CLI: Hydra re-registers its own ${now:} at start-up, so only a
     resolver of zoo's own can carry the agreed time into hydra.run.dir."""

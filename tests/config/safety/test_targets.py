@@ -55,6 +55,7 @@ hydra:
 
 
 @pytest.mark.parametrize("target", ["builtins.exec", "logging.os.system"])
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_a_config_file_naming_code_is_refused_before_hydra_builds_it(tmp_path, target):
     marker = tmp_path / "PWNED"
     (tmp_path / "evil.yaml").write_text(EVIL.format(target=target, marker=marker))
@@ -79,6 +80,7 @@ def test_a_config_file_naming_code_is_refused_before_hydra_builds_it(tmp_path, t
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_every_value_of_a_sweep_is_checked(tmp_path):
     result = subprocess.run(
         [
@@ -188,6 +190,7 @@ def test_indirect_ways_to_name_code_are_refused(tmp_path, case, mode):
     assert not marker.exists()
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_rerunning_a_pickled_config_is_refused(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "zoo.cli.train", "--experimental-rerun", str(tmp_path / "config.pickle")],
@@ -198,6 +201,7 @@ def test_rerunning_a_pickled_config_is_refused(tmp_path):
     assert result.returncode == 2 and "unpickles" in result.stderr
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_a_malformed_config_file_is_one_line(tmp_path):
     (tmp_path / "broken.yaml").write_text("defaults:\n  - config\nmodel: [unclosed\n")
     result = subprocess.run(
@@ -262,6 +266,7 @@ logger:
     ],
     ids=["writes-a-file", "sets-pythonpath", "logs-elsewhere", "reads-a-secret"],
 )
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_a_config_file_cannot_write_files_run_code_or_record_the_environment(tmp_path, text, words):
     victim = tmp_path / "precious.txt"
     victim.write_text("keep me")

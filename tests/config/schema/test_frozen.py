@@ -121,6 +121,7 @@ def test_a_changed_config_is_a_new_one():
     assert (spec.model.d_model, SPEC.model.d_model) == (512, 256) and spec.optim is SPEC.optim
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_a_composed_config_unpickled_in_a_process_of_its_own_still_takes_overrides():
     """A sweep's job (hydra/launcher=slurm) unpickles Hydra's composed config in a new process
     and composes it again with the arm's overrides: the nodes' schemas come back as the unfrozen

@@ -52,6 +52,7 @@ def test_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path):
     assert sum(line.startswith("run directory:") for line in r2.stdout.splitlines()) == 1
 
 
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_global_batch_must_split_over_the_devices(tmp_path):
     result = zoo_train(*tiny_overrides(tmp_path / "r"), *STEPS, "trainer=ddp_cpu", "trainer.devices=3")
     assert result.returncode == 2

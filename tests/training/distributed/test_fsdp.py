@@ -285,6 +285,7 @@ def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
     ],
     ids=["fp16-mixed"],
 )
+@pytest.mark.slow  # starts a Python process that imports zoo
 def test_what_fsdp_cannot_run_is_refused_on_one_line(tmp_path, extra, words):
     run = tmp_path / "r"
     _refused(zoo_train(*tiny_overrides(run), *extra), *words)
