@@ -233,3 +233,24 @@ def test_a_multiplier_on_seeds_without_spread_has_no_interval_and_says_why():
     fit_arms([base, flat, noisy], base, irreducible=False, resamples=50)
     assert all(m.low is None and m.note == "zero spread over the seeds: no interval" for m in flat.multipliers)
     assert all(m.low is not None and m.low < m.value < m.high for m in noisy.multipliers)
+
+
+def test_a_failed_runs_error_names_its_directory_by_its_place_not_the_machines_path(tmp_path, cli_here):
+    """failed.json names the run's checkpoint by its absolute path; the report and runs.csv write
+    the run's place in its sweep (`sweep/run`) instead, so no machine path is committed with them."""
+    runs = [
+        ({"model.norm": n, "seed": s}, None if (n, s) == ("post", 0) else 3.0 + 0.01 * s)
+        for n in ("pre", "post")
+        for s in (0, 1)
+    ]
+    sweep, out = write_sweep(tmp_path / "sweep", runs), tmp_path / "out"
+    failed = next(p for p in sweep.iterdir() if (p / "failed.json").is_file())
+    checkpoint = failed.resolve() / "checkpoints" / "last.ckpt"
+    (failed / "failed.json").write_text(
+        f'{{"status": "failed", "error": "not finite at step 9; the last good checkpoint is {checkpoint} (step 4)"}}'
+    )
+    assert cli_here("compare", str(sweep), f"out={out}").returncode == 0
+    place = f"sweep/{failed.name}/checkpoints/last.ckpt"
+    for name in ("report.md", "runs.csv"):
+        written = (out / name).read_text()
+        assert str(tmp_path) not in written and f"the last good checkpoint is {place} (step 4)" in written, name

@@ -12,7 +12,7 @@ from zoo.compare.escape import code, text
 from zoo.compare.joint import components, is_joint
 from zoo.compare.runs import Run, RunStatus, epochs, number
 from zoo.compare.stats import ZERO_SPREAD, Difference, t_quantile
-from zoo.compare.table import cell_value, run_place, vocab_size
+from zoo.compare.table import cell_value, run_place, shown_error, vocab_size
 
 
 def _show(value) -> str:
@@ -214,7 +214,7 @@ def problem_lines(runs: list[Run], unreadable: list[Run]) -> list[str]:
     lines = ["", "## Runs without a final result", ""]
     for r in problems:
         detail = (
-            f": {text(r.error)}"
+            f": {text(shown_error(r))}"
             if r.error
             else (
                 f" (last validation {r.last_val['val/loss']:.4f} at {r.curve[-1][0]:,} tokens)"

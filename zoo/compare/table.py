@@ -96,6 +96,17 @@ def run_place(run: Run) -> tuple[str, str]:
     return (root.name or root.resolve().name), relative.as_posix()
 
 
+def shown_error(run: Run) -> str:
+    """The run's error on one line, its directory written as its place (`sweep/run`, as runs.csv
+    names it) wherever the message names it: a report holds no path of the machine it was made on."""
+    error = " ".join(run.error.split())
+    place = "/".join(run_place(run))
+    for where in dict.fromkeys((str(run.path.resolve()), str(run.path))):
+        if where not in (".", ""):
+            error = error.replace(where, place)
+    return error
+
+
 def swept(report) -> list[str]:
     """The sweeps `report`'s runs came from (its arms' and those left out), each once, as runs.csv
     names them: a report says the same whether built from the run directories or rebuilt."""
@@ -156,7 +167,7 @@ def write_runs(
             tail = tails.get(run.path)
             cells += [None if tail is None else tail.sd] if tails else []
             cells += [None if tail is None else tail.start] if starts else []
-            cells += [run.status.value, " ".join(run.error.split())]
+            cells += [run.status.value, shown_error(run)]
             writer.writerow([csv_cell(c) for c in cells])
     spec = {
         "kind": kind,
