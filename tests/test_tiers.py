@@ -64,5 +64,5 @@ def test_the_check_finds_a_process_in_a_fast_test(tmp_path, monkeypatch):
     (tmp_path / "test_planted.py").write_text(
         f"import subprocess, sys\n\n\ndef test_x():\n    {call}(['python', '-c', 'import zoo'])\n"
     )
-    monkeypatch.setattr(__import__(__name__, fromlist=["TESTS"]), "TESTS", tmp_path)
+    monkeypatch.setattr(f"{__name__}.TESTS", tmp_path)
     assert [Path(t).name for t in fast_tests_that_start_processes()] == ["test_planted.py::test_x"]

@@ -327,14 +327,21 @@ def training_flops_per_token(run: Run) -> float | None:
     if forward is None or not isinstance(depth, int) or isinstance(depth, bool) or depth <= 0:
         return forward
     from zoo.config.errors import ConfigError
+    from zoo.config.facts.axes import model_overrides
     from zoo.config.schema.convert import as_model_config
     from zoo.config.schema.flops import mtp_flops
 
     try:
-        model = as_model_config(unflatten(run.config, "model"))
+        model = as_model_config(model_overrides(run.config))
     except ConfigError:  # a config of another zoo version: its MTP modules cannot be counted
         return None
     return forward + mtp_flops(model, depth, int(run.config.get("data.seq_len") or model.max_seq_len))
+
+
+def trains_more_than_it_keeps(runs: list[Run]) -> bool:
+    """Whether any of `runs` trained modules the model does not keep (task.mtp_depth's): its
+    FLOPs per training token differ from the model's."""
+    return any(training_flops_per_token(r) != number(r, "model", "flops_per_token") for r in runs)
 
 
 def training_compute(run: Run) -> float | None:
@@ -345,20 +352,6 @@ def training_compute(run: Run) -> float | None:
     if flops is None or tokens is None or flops <= 0 or tokens <= 0:
         return None
     return BACKWARD_FACTOR * flops * tokens
-
-
-def unflatten(config: dict[str, Any], section: str) -> dict[str, Any]:
-    """The `section` subtree of a flattened config ({"model.position.kind": "rope"} ->
-    {"position": {"kind": "rope"}} for "model")."""
-    tree: dict[str, Any] = {}
-    for key, value in config.items():
-        if key.startswith(f"{section}."):
-            *parents, leaf = key[len(section) + 1 :].split(".")
-            node = tree
-            for parent in parents:
-                node = node.setdefault(parent, {})
-            node[leaf] = value
-    return tree
 
 
 def epochs(run: Run) -> float | None:

@@ -25,7 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.escape import FORMULA_START, csv_cell
-from zoo.compare.runs import ORDER_SEED, PLACED, Run, RunStatus, at, number, training_compute, training_flops_per_token
+from zoo.compare.runs import (
+    ORDER_SEED,
+    PLACED,
+    Run,
+    RunStatus,
+    at,
+    number,
+    training_compute,
+    training_flops_per_token,
+    trains_more_than_it_keeps,
+)
 from zoo.compare.verdict import pair_rows
 from zoo.config.records import reader
 from zoo.config.records.atomic import replacing, write_text
@@ -144,7 +154,7 @@ def write_runs(
     tails = tails or {}
     starts = any(t.start is not None for t in tails.values())
     tail_head = ([TAIL] if tails else []) + ([TAIL_FROM] if starts else [])
-    training_only = any(training_flops_per_token(r) != number(r, "model", "flops_per_token") for _, r in arms)
+    training_only = trains_more_than_it_keeps([r for _, r in arms])
     train_head = [TRAIN_FLOPS] if training_only else []
     head = ["sweep", "run", "arm", *place, *metrics, *ACCOUNTING, *train_head, *tail_head, "status", "error"]
     with replacing(out / RUNS) as handle:
@@ -162,7 +172,8 @@ def write_runs(
                 for k, v in (run.summary.get("metrics") or {}).items()
             }
             cells += [final.get(m) for m in metrics]
-            cells += [_accounting(run)[k] for k in ACCOUNTING]
+            accounting = _accounting(run)
+            cells += [accounting[k] for k in ACCOUNTING]
             cells += [training_flops_per_token(run)] if training_only else []
             tail = tails.get(run.path)
             cells += [None if tail is None else tail.sd] if tails else []

@@ -13,7 +13,7 @@ from zoo.compare.escape import code, text
 from zoo.compare.markdown.transfer import change_lines, decision_lines, scaled_power_lines
 from zoo.compare.multipliers import BOOTSTRAP, BOX, LEVEL
 from zoo.compare.report import status_of
-from zoo.compare.runs import BACKWARD_FACTOR, number, training_flops_per_token
+from zoo.compare.runs import BACKWARD_FACTOR, trains_more_than_it_keeps
 from zoo.compare.scaled_arms import Size
 from zoo.compare.tune import _order
 from zoo.compare.verdict import label
@@ -33,8 +33,7 @@ def _pct(value: float | None) -> str:
 
 def _training_only(report: ScaleReport) -> str:
     """The words for the modules that run only in training, where any run has them."""
-    runs = [r for arm in report.arms for r in arm.runs]
-    if all(training_flops_per_token(r) == number(r, "model", "flops_per_token") for r in runs):
+    if not trains_more_than_it_keeps([r for arm in report.arms for r in arm.runs]):
         return ""
     return ", and those of the modules that run only in training, task.mtp_depth's, which N leaves out"
 
