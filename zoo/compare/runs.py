@@ -11,10 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.config.errors import ConfigError
+from zoo.config.facts.axes import model_overrides
 from zoo.config.records.links import first_link_out, link_out, refusal
 from zoo.config.records.reader import LARGEST_FIGURE, figure_problem, read_text
 from zoo.config.records.rundir import BOOKKEEPING, DamagedRecord, RunDir, RunFailure, RunSummary
 from zoo.config.records.yaml_files import load_yaml
+from zoo.config.schema.convert import as_model_config
+from zoo.config.schema.flops import mtp_flops
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.task import task_defaults
 
@@ -326,11 +330,6 @@ def training_flops_per_token(run: Run) -> float | None:
     depth = run.config.get("task.mtp_depth")
     if forward is None or not isinstance(depth, int) or isinstance(depth, bool) or depth <= 0:
         return forward
-    from zoo.config.errors import ConfigError
-    from zoo.config.facts.axes import model_overrides
-    from zoo.config.schema.convert import as_model_config
-    from zoo.config.schema.flops import mtp_flops
-
     try:
         model = as_model_config(model_overrides(run.config))
     except ConfigError:  # a config of another zoo version: its MTP modules cannot be counted
