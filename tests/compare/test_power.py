@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from tests.compare.sweeps import write_sweep
-from zoo.compare.power import detectable, pooled_sd, power, seeds_for, seeds_for_equivalence
+from zoo.compare.power import Design, detectable, pooled_sd, power, seeds_for, seeds_for_equivalence
 
 SIMULATIONS = 4000
 
@@ -159,3 +159,16 @@ def test_two_paired_seeds_have_a_power_where_the_noncentral_t_gives_none():
     powers = [power(d, 1e-3, 2, paired=True) for d in (0.001, 0.01, 0.05, 0.1)]
     assert powers == sorted(powers) and 0.99 < powers[-1] <= 1.0
     assert power(detectable(1e-3, 2, paired=True), 1e-3, 2, paired=True) == pytest.approx(0.8, abs=1e-9)
+
+
+def test_an_unresolved_difference_above_the_detectable_one_is_not_said_to_need_the_seeds_it_has():
+    """A difference the pooled spread says the seeds would detect, left unresolved by its own
+    arm's wider spread, is named as that, not as needing the seeds the design already has."""
+    found = Design(0.02, 14, True, 0.017, 3, detectable(0.017, 3, True), 0.074, "arm 1")
+    found.needed = seeds_for(0.074, 0.017, True)
+    assert found.needed is not None and found.needed <= 3
+    line = found.sentence("val/loss")
+    assert "would need" not in line
+    assert "(arm 1, +0.0740) is above that: at the pooled spread 3 seeds would detect it" in line
+    found.needed = 5
+    assert "would need 5 seeds per arm" in found.sentence("val/loss")

@@ -169,6 +169,13 @@ class Design:
         )
         if self.unresolved is None:
             return text + " No difference's 95% interval spans 0."
+        if self.needed is not None and self.needed <= self.seeds:
+            # above the detectable difference, yet unresolved: its own seeds spread more than the pooled σ
+            return (
+                text + f" The largest unresolved difference ({self.unresolved_name}, {self.unresolved:+.4f}) is "
+                f"above that: at the pooled spread {self.seeds} seeds would detect it, so its own seeds vary "
+                "more than the pooled σ says, and this power is an average over arms that does not hold for it."
+            )
         need = f"{self.needed} seeds per arm" if self.needed is not None else f"more than {MOST_SEEDS:,} seeds per arm"
         return (
             text + f" The largest unresolved difference ({self.unresolved_name}, {self.unresolved:+.4f}) would need "
