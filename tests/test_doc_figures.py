@@ -401,26 +401,41 @@ def test_the_studies_headlines_are_their_reports():
         f"standard at its own rate beats μP at 256 by {interval(at_256, 3, sign=False)}",
     )
     assert not unsaid("composing.md", f"under μP on {mup_seeds.count(8e-3)} of {len(mup_seeds)} seeds")
-    # length extrapolation
+    # length extrapolation: each scheme at its own rate (report.csv) and its perplexity by length (lengths/)
     ppl = {
-        (r["model.position.kind"], r["multiple"]): float(r["ppl_mean"])
-        for r in report("length_extrapolation", "lengths.csv")
+        (r["model.position.kind"], r["model.position.nope_every"], r["rope_scaling"], r["multiple"]): float(
+            r["ppl_mean"]
+        )
+        for r in report("length_extrapolation", "lengths/lengths.csv")
         if r["ppl_mean"]
     }
-    growth = {k: ppl[k, "8"] / ppl[k, "1"] - 1 for k in ("sinusoidal", "rope", "none", "relative")}
-    assert max(growth, key=growth.get) == "sinusoidal"
-    diffs = {r["model.position.kind"]: r for r in report("length_extrapolation")}
-    better = sorted(-float(diffs[k]["diff"]) for k in ("alibi", "rope"))
-    holm = {f"{float(diffs[k]['p_holm']):.3f}" for k in ("alibi", "rope")}
-    assert len(holm) == 1
+
+    def rise(kind: str, nope: str = "(unset)", rule: str = "") -> float:
+        return ppl[kind, nope, rule, "8"] / ppl[kind, nope, rule, "1"] - 1
+
+    growth = {k: rise(k) for k in ("sinusoidal", "rope", "none", "relative", "alibi")}
+    assert max(growth, key=growth.get) == "sinusoidal" and min(growth, key=growth.get) == "alibi"
+    diffs = {(r["model.position.kind"], r["model.position.nope_every"]): r for r in report("length_extrapolation")}
+    ahead = sorted(-float(diffs[k]["diff"]) for k in (("alibi", "(unset)"), ("rope", "(unset)"), ("rope", "4")))
+    assert all(float(diffs[k]["p_holm"]) < 0.05 for k in (("alibi", "(unset)"), ("rope", "(unset)"), ("rope", "4")))
+    behind = float(diffs["none", "(unset)"]["diff"])
+    assert float(diffs["none", "(unset)"]["adj_low"]) > 0
+    shared = {r["model.position.kind"]: r for r in report("length_extrapolation", "one_rate/report.csv")}
+    before = sorted(-float(shared[k]["diff"]) for k in ("learned", "none"))
     assert not unsaid(
         "ablations.md",
-        f"ALiBi keeps its perplexity to 8× the trained length ({ppl['alibi', '1']:.1f} → {ppl['alibi', '8']:.1f})",
-        f"Sinusoidal positions degrade fastest (+{growth['sinusoidal']:.0%}), rotary slowly (+{growth['rope']:.1%}) "
-        f"and T5's bias by {growth['relative']:.0%}",
-        f"no positions' +{growth['none']:.1%} is within its intervals",
-        f"ALiBi and rotary are {better[0]:.2f}–{better[1]:.2f} nats better than sinusoidal (Holm p {holm.pop()})",
+        f"ALiBi keeps its perplexity to 8× the trained length ({ppl['alibi', '(unset)', '', '1']:.2f} → "
+        f"{ppl['alibi', '(unset)', '', '8']:.2f})",
+        f"Sinusoidal positions degrade most (+{growth['sinusoidal']:.1%}); rotary and T5's bias rise "
+        f"+{growth['rope']:.1%} each and no positions +{growth['none']:.1%}",
+        f"halves rotary's rise (+{rise('rope', rule='yarn'):.1%}; +{rise('rope', '4', 'yarn'):.1%} with NoPE layers",
+        f"NoPE layers alone change nothing (+{rise('rope', '4'):.1%})",
+        f"are {ahead[0]:.2f}–{ahead[-1]:.2f} nats ahead of sinusoidal after Holm's adjustment, no positions "
+        f"{behind:.2f} behind",
+        f"at 1e-3 learned and no positions were {before[0]:.2f} ahead of sinusoidal",
     )
+    assert f"{growth['rope']:.1%}" == f"{growth['relative']:.1%}"  # "each"
+    assert f"{before[0]:.2f}" == f"{before[1]:.2f}"
 
 
 def test_the_options_cost_table_is_its_record():

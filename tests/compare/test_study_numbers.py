@@ -47,9 +47,7 @@ NUMBER = re.compile(
 SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
 # the studies written before zoo-compare wrote runs.csv: nothing in them can be recomputed
-NO_RUNS = {
-    "length_extrapolation": "repro_length_extrapolation",
-}
+NO_RUNS: dict[str, str] = {}
 # earlier reports kept beside a study's current one as its history, each without runs.csv
 HISTORY = {
     "glu_scaling/dn3",
@@ -57,6 +55,7 @@ HISTORY = {
     "glu_scaling/tune_xs",
     "layernorm_placement/earlier_version",
     "layernorm_placement/first_run",
+    "length_extrapolation/one_rate",
     "length_extrapolation/small_embeddings",
     "mup_transfer/fine_grid",
     "mup_transfer/sqrt10_grid",
@@ -86,6 +85,7 @@ NOT_IN_TABLES: dict[str, dict[str, str]] = {
     "length_extrapolation": {
         "0.79": "non-embedding parameters in millions (793,344 in report.md)",
         "1.2": "tokens in millions (1,228,800 in report.md)",
+        "4.6": "the median run time in minutes (runs.csv's wall_seconds)",
     },
     "norm_tuned": {
         "2.5": "the median run time in minutes",
