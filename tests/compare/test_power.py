@@ -170,5 +170,7 @@ def test_an_unresolved_difference_above_the_detectable_one_is_not_said_to_need_t
     line = found.sentence("val/loss")
     assert "would need" not in line
     assert "(arm 1, +0.0740) is above that: at the pooled spread 3 seeds would detect it" in line
+    assert found.needed_cell() == f"{found.needed}: σ understates its own spread"  # a scaled report's table
     found.needed = 5
     assert "would need 5 seeds per arm" in found.sentence("val/loss")
+    assert found.needed_cell() == "5"

@@ -156,6 +156,17 @@ class Design:
     unresolved_name: str = ""
     needed: int | None = None  # seeds per arm that difference needs
 
+    def needed_cell(self) -> str:
+        """The seeds the largest unresolved difference needs, as a table cell: "–" with none; the
+        count marked where it is no more than the design has (its own seeds spread wider than σ)."""
+        if self.unresolved is None:
+            return "–"
+        if self.needed is None:
+            return f"> {MOST_SEEDS:,}"
+        if self.needed <= self.seeds:
+            return f"{self.needed}: σ understates its own spread"
+        return str(self.needed)
+
     def sentence(self, metric: str) -> str:
         test = (
             f"paired t-test over seeds (σ of the paired differences {self.sd_test:.4f})"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from zoo.compare.escape import code, text
 from zoo.compare.interaction import Changes
-from zoo.compare.power import ALPHA, MOST_SEEDS, POWER, design
+from zoo.compare.power import ALPHA, POWER, design
 from zoo.compare.stats import difference
 from zoo.compare.transfer import RESAMPLES, Decisions
 from zoo.compare.tune import _order
@@ -33,9 +33,7 @@ def scaled_power_lines(report: ScaleReport) -> list[str]:
         if found is None:
             rows.append(f"| {code(value)} | – | – | – | – | no spread | – |")
             continue
-        need = "–"
-        if found.unresolved is not None:
-            need = str(found.needed) if found.needed is not None else f"> {MOST_SEEDS:,}"
+        need = found.needed_cell()
         unresolved = "none" if found.unresolved is None else f"{found.unresolved:+.4f} ({found.unresolved_name})"
         rows.append(
             f"| {code(value)} | {found.sd:.4f} | {'paired' if found.paired else 'two arms'} | {found.sd_test:.4f} | "
