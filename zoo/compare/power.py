@@ -156,6 +156,12 @@ class Design:
     unresolved_name: str = ""
     needed: int | None = None  # seeds per arm that difference needs
 
+    @property
+    def own_spread_wider(self) -> bool:
+        """The largest unresolved difference needs no more seeds than the design has: its own
+        seeds spread more than the pooled σ says."""
+        return self.unresolved is not None and self.needed is not None and self.needed <= self.seeds
+
     def needed_cell(self) -> str:
         """The seeds the largest unresolved difference needs, as a table cell: "–" with none; the
         count marked where it is no more than the design has (its own seeds spread wider than σ)."""
@@ -163,7 +169,7 @@ class Design:
             return "–"
         if self.needed is None:
             return f"> {MOST_SEEDS:,}"
-        if self.needed <= self.seeds:
+        if self.own_spread_wider:
             return f"{self.needed}: σ understates its own spread"
         return str(self.needed)
 
@@ -180,8 +186,7 @@ class Design:
         )
         if self.unresolved is None:
             return text + " No difference's 95% interval spans 0."
-        if self.needed is not None and self.needed <= self.seeds:
-            # above the detectable difference, yet unresolved: its own seeds spread more than the pooled σ
+        if self.own_spread_wider:  # above the detectable difference, yet unresolved
             return (
                 text + f" The largest unresolved difference ({self.unresolved_name}, {self.unresolved:+.4f}) is "
                 f"above that: at the pooled spread {self.seeds} seeds would detect it, so its own seeds vary "
