@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,12 +14,13 @@ import yaml
 
 import zoo
 from tests.cli.conftest import missed, tiny_overrides
+from tests.forked import fork_tool
+from tests.training.checkpoint.kill_after_save import install
 from zoo import train
 from zoo.config.schema.convert import as_model_config
 from zoo.config.schema.flops import mtp_flops
 from zoo.training.checkpoint.files import read_checkpoint
 
-KILL = str(Path(__file__).resolve().parents[1] / "training" / "checkpoint" / "kill_after_save.py")
 PROMPTS = ("And God said", "In the beginning", "the")
 
 
@@ -129,11 +128,8 @@ def test_a_run_with_the_modules_resumes_bit_for_bit(tmp_path, cli_here):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     done = cli_here("train", *tiny_overrides(straight), *args)
     assert done.returncode == 0, done.stderr[-3000:]
-    stopped = subprocess.run(
-        [sys.executable, KILL, "2", "last.ckpt", "on_train_batch_end", *tiny_overrides(killed), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    stopped = fork_tool(
+        "train", *tiny_overrides(killed), *args, before=lambda: install(2, "last.ckpt", "on_train_batch_end")
     )
     assert stopped.returncode == -9, stopped.stderr[-3000:]
     again = cli_here("train", *tiny_overrides(killed), *args)

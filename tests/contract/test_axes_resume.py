@@ -1,6 +1,7 @@
 """The slow tier of the axis contract: every kind of every axis, the run-level ones (optimizer,
 schedule, task, tokenizer) included, trains a few steps with zoo-train, is killed right after a
-checkpoint, and resumes to the weights of a run never stopped, bit for bit; or zoo-train refuses
+checkpoint (in a process forked from the test's: tests/forked.py), and resumes to the weights of
+a run never stopped, bit for bit; or zoo-train refuses
 the kind with these tiny settings on one line naming it or the data it needs (a Hugging Face
 tokenizer needs its directory, a classifier labelled examples). The model family axis is left out: a family trains its own task, which the task axis
 (each task with a family that trains it) and tests/cli/test_train_cli.py cover."""
@@ -8,19 +9,17 @@ tokenizer needs its directory, a classifier labelled examples). The model family
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides
 from tests.contract.conftest import AXES, pair_id
+from tests.forked import fork_tool
+from tests.training.checkpoint.kill_after_save import install
 from tests.training.distributed.conftest import model_state
 from zoo.config.facts.axes import cli_overrides
 
-KILL = str(Path(__file__).resolve().parents[1] / "training" / "checkpoint" / "kill_after_save.py")
 RUN = [
     "trainer.max_steps=4",
     "callbacks.checkpoint_every_n_steps=2",
@@ -41,11 +40,8 @@ def test_a_kind_trains_and_resumes_bit_for_bit(ax, kind, tmp_path, cli_here):
         assert last.startswith("zoo-train: error: ") and (kind.value in last or "data." in last), done.stderr[-3000:]
         return
     assert done.returncode == 0, done.stderr[-3000:]
-    stopped = subprocess.run(
-        [sys.executable, KILL, "2", "last.ckpt", "on_train_batch_end", *tiny_overrides(killed), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    stopped = fork_tool(
+        "train", *tiny_overrides(killed), *args, before=lambda: install(2, "last.ckpt", "on_train_batch_end")
     )
     assert stopped.returncode == -9, stopped.stderr[-3000:]
     again = cli_here("train", *tiny_overrides(killed), *args)

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.forked import fork_tool
+from tests.training.checkpoint.kill_after_save import install
 from tests.training.distributed.conftest import max_abs_diff, model_state
 
-KILL = str(Path(__file__).resolve().parents[1] / "checkpoint" / "kill_after_save.py")
 OPTIONS = [
     "model.n_layers=2",
     "model/value_residual=learned",
@@ -63,11 +62,8 @@ def test_a_killed_run_resumes_to_the_uninterrupted_weights(tmp_path, cli_here):
     args = [*RUN, "trainer.max_steps=4", *OPTIONS]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     _ok(cli_here("train", *tiny_overrides(straight), *args))
-    stopped = subprocess.run(
-        [sys.executable, KILL, "2", "last.ckpt", "on_train_batch_end", *tiny_overrides(killed), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    stopped = fork_tool(
+        "train", *tiny_overrides(killed), *args, before=lambda: install(2, "last.ckpt", "on_train_batch_end")
     )
     assert stopped.returncode == -9, stopped.stderr[-3000:]
     _ok(cli_here("train", *tiny_overrides(killed), *args))

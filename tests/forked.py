@@ -1,0 +1,113 @@
+"""A tool of zoo in a process forked from the test's own: a real process of its own (its own
+pid, signals, exit status, SIGKILL ending it with nothing after), without the interpreter
+start-up and the import of torch and Lightning (about 7 seconds of CPU on a 2-core machine),
+which the test's process has done already. For the tests whose process exists to be killed or
+signalled; a test of what a fresh interpreter does (imports, start-up time, the command line
+as the shell passes it, ranks that a launcher starts) starts one instead.
+
+Forking is safe here because the test process runs one compute thread (tests/conftest.py) and
+holds no CUDA context; the child leaves through `os._exit`, so the parent's `atexit` handlers,
+pytest's among them, never run in it."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+
+class Forked:
+    """`zoo-TOOL ARGS...` run by its main() in a forked child, with the part of subprocess.Popen's
+    interface the tests use: pid, poll, wait, send_signal, kill, communicate, returncode (negative
+    for a signal, -9 for SIGKILL). `before` runs in the child first (a fault to inject)."""
+
+    def __init__(self, tool: str, *args: str, before: Callable[[], None] | None = None) -> None:
+        self.args = [f"zoo-{tool}", *args]
+        self.returncode: int | None = None
+        main = importlib.import_module(f"zoo.cli.{tool}").main
+        self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: its streams to the files, the tool, then out without cleanup
+            self._child(main, before)
+
+    def _child(self, main: Callable[[], None], before: Callable[[], None] | None) -> None:
+        status = 1
+        try:
+            os.dup2(self._out.fileno(), 1)
+            os.dup2(self._err.fileno(), 2)
+            sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (the child's whole life)
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            sys.argv = list(self.args)
+            if before is not None:
+                before()
+            try:
+                main()
+                status = 0
+            except SystemExit as exc:
+                status = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 (whatever it is, it goes to the child's stderr)
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            done, code = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.returncode = -os.WTERMSIG(code) if os.WIFSIGNALED(code) else os.WEXITSTATUS(code)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.05)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """(stdout, stderr) once the child has ended; past `timeout` it is killed and
+        subprocess.TimeoutExpired raised."""
+        try:
+            self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.wait()
+            raise
+        texts = []
+        for handle in (self._out, self._err):
+            handle.seek(0)
+            texts.append(handle.read().decode(errors="replace"))
+            handle.close()
+        return texts[0], texts[1]
+
+
+def fork_tool(
+    tool: str, *args: str, before: Callable[[], None] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """`zoo-TOOL ARGS...` in a forked child, waited for: a CompletedProcess as subprocess.run
+    gives it (the status negative for a signal)."""
+    child = Forked(tool, *args, before=before)
+    out, err = child.communicate(timeout)
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
