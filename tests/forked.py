@@ -24,10 +24,19 @@ from collections.abc import Callable
 class Forked:
     """`zoo-TOOL ARGS...` run by its main() in a forked child, with the part of subprocess.Popen's
     interface the tests use: pid, poll, wait, send_signal, kill, communicate, returncode (negative
-    for a signal, -9 for SIGKILL). `before` runs in the child first (a fault to inject)."""
+    for a signal, -9 for SIGKILL). The child runs in `cwd` with the environment `env` (both the
+    test's when not given); `before` runs in it first (a fault to inject)."""
 
-    def __init__(self, tool: str, *args: str, before: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        tool: str,
+        *args: str,
+        before: Callable[[], None] | None = None,
+        cwd: str | os.PathLike | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.args = [f"zoo-{tool}", *args]
+        self._cwd, self._env = cwd, env
         self.returncode: int | None = None
         main = importlib.import_module(f"zoo.cli.{tool}").main
         self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
@@ -47,6 +56,11 @@ class Forked:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             sys.argv = list(self.args)
+            if self._cwd is not None:
+                os.chdir(self._cwd)
+            if self._env is not None:
+                os.environ.clear()
+                os.environ.update(self._env)
             if before is not None:
                 before()
             try:

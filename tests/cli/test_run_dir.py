@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tests.cli.conftest import tiny_overrides
+from tests.forked import Forked
 from tests.training.distributed.conftest import wait_for
 
 
@@ -36,14 +37,9 @@ def test_two_commands_in_the_same_second_get_a_directory_each(tmp_path):
         d.mkdir(parents=True, exist_ok=True)
         (d / "summary.json").write_text("{}")  # a finished run's record
         taken.append(d)
-    cmds = [
-        [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(), "trainer.max_steps=20", f"seed={s}"] for s in (1, 2)
-    ]
+    cmds = [[*tiny_overrides(), "trainer.max_steps=20", f"seed={s}"] for s in (1, 2)]
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_TIME"}  # two fresh commands, as from a shell
-    procs = [
-        subprocess.Popen(c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for c in cmds
-    ]
+    procs = [Forked("train", *c, cwd=tmp_path, env=env) for c in cmds]  # two processes (tests/forked.py)
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     runs = sorted(p for p in (tmp_path / "runs").glob("*/*") if p.is_dir() and p not in taken)
