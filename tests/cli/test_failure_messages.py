@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.forked import Forked
 
 
 def _unshare_works() -> bool:
@@ -221,17 +222,7 @@ def test_two_sweeps_started_in_the_same_second_get_a_directory_each(tmp_path):
     taken.mkdir(parents=True)  # as if a sweep had started this second already
     args = [o for o in tiny_overrides() if not o.startswith("trainer.max_steps")] + ["trainer.max_steps=3"]
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_TIME"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "zoo.cli.train", "-m", *args, f"seed={a}"],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for a in (1, 3)
-    ]
+    procs = [Forked("train", "-m", *args, f"seed={a}", cwd=tmp_path, env=env) for a in (1, 3)]  # tests/forked.py
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     summaries = sorted((tmp_path / "multirun").glob("*/*/*/summary.json"))
