@@ -71,6 +71,10 @@ def check_job_subdir(cfg: DictConfig) -> None:
     from omegaconf.errors import InterpolationKeyError, InterpolationResolutionError, OmegaConfBaseException
 
     written = cast(dict, OmegaConf.to_container(cfg.hydra.sweep, resolve=False)).get("subdir")
+    if written == "${hydra.job.num}" or (isinstance(written, str) and "${" not in written):
+        # the default, or a plain name: resolved without copying the whole config (most commands)
+        job_subdir("0" if written == "${hydra.job.num}" else written, written)
+        return
     probe = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     probe.hydra.job.num, probe.hydra.job.id = 0, "0"  # as Hydra numbers the first job
     try:

@@ -22,7 +22,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, ValueNode
 
 from zoo.config.errors import ConfigError
 from zoo.config.safety.environment import check_env_reads, check_env_set
@@ -135,12 +135,15 @@ def find_targets(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
 
 
 def _value(node, key) -> Any:
-    """The value at `key`, resolved where that is possible here."""
+    """The value at `key`, resolved where that is possible here. A plain value is read as it
+    is (nothing to resolve: most of a config, so the walk stays cheap)."""
+    child = node._get_node(key)
+    if isinstance(child, ValueNode) and not child._is_interpolation():
+        return child._value()
     try:
         return node[key]
     except Exception:  # e.g. needs Hydra's run-time resolvers: checked as written
-        written: Any = OmegaConf.to_container(node, resolve=False)  # the node's dict or list
-        return written[key]
+        return child._value()  # the interpolation's text, as to_container(resolve=False) gives it
 
 
 def check_config_targets(cfg: DictConfig) -> None:
