@@ -6,6 +6,8 @@ weight exists."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
 
@@ -14,7 +16,7 @@ from tests.conftest import tiny
 from tests.contract.conftest import flop_counter
 from zoo.cli.compose import compose
 from zoo.config import ConfigError, ModelConfig, as_model_config
-from zoo.config.facts.attention import AttentionKind, layer_mixers
+from zoo.config.facts.attention import AttentionKind, layer_mixers, mixer_counts
 from zoo.config.facts.ffn import FFNKind, layer_kinds
 from zoo.config.schema.params import non_embedding_params
 from zoo.models.speculative import check_speculative
@@ -26,6 +28,25 @@ def test_global_every_over_a_recurrent_kind_is_qwen3_nexts_three_to_one():
     cfg = ModelConfig(**tiny(attention="gated_deltanet", global_every=4, n_layers=8))
     assert layer_mixers(cfg, 8) == [GDN, GDN, GDN, FULL] * 2
     assert layer_mixers(ModelConfig(**tiny(attention="gated_deltanet", n_layers=3)), 3) == [GDN] * 3
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        {},
+        {"attention": "sliding", "window": 4, "global_every": 3},
+        {"attention": "gated_deltanet", "global_every": 4},
+        {"layer_pattern": ["gated_deltanet", "sliding", "gated_deltanet", "full"], "window": 4},
+        {"layer_pattern": ["full", "gated_deltanet", "gated_deltanet"]},
+    ],
+    ids=["plain", "sliding-every-3", "gdn-every-4", "pattern-of-4", "pattern-of-3"],
+)
+def test_the_counted_kinds_are_the_listed_ones_at_every_depth(kinds):
+    """`mixer_counts` (what the parameter count reads, without a loop over the layers) is
+    `layer_mixers` counted, at depths that leave every remainder of the period."""
+    cfg = ModelConfig(**tiny(n_layers=12, **kinds))
+    for depth in range(13):
+        assert mixer_counts(cfg, depth) == Counter(layer_mixers(cfg, depth)), depth
 
 
 def test_a_pattern_tiles_sliding_full_recurrent_and_mixture_layers():

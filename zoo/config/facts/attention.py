@@ -17,6 +17,7 @@ local attention, Beltagy et al. 2020)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -141,7 +142,7 @@ def check_attention(cfg: ModelConfig) -> None:
         raise ConfigError(
             f"model.global_every must be a positive integer with model.attention={cfg.attention.value}, got {every!r}"
         )
-    kinds = {kind for _, depth in _depths(cfg) for kind in layer_mixers(cfg, depth)}
+    kinds = {kind for _, depth in _depths(cfg) for kind in mixer_counts(cfg, depth)}
     window = cfg.window
     if AttentionKind.sliding not in kinds:
         if window is not None:
@@ -193,6 +194,24 @@ def layer_mixer(cfg: ModelConfig, layer: int) -> AttentionKind:
 def layer_mixers(cfg: ModelConfig, n_layers: int) -> list[AttentionKind]:
     """`layer_mixer` for each of a stack's `n_layers` layers."""
     return [layer_mixer(cfg, i) for i in range(n_layers)]
+
+
+def mixer_counts(cfg: ModelConfig, n_layers: int) -> Counter[AttentionKind]:
+    """How many of a stack's `n_layers` layers are of each kind: `layer_mixers` counted, in time
+    that does not grow with the depth (a stack of millions of layers is counted, and refused,
+    at once)."""
+    pattern = pattern_kinds(cfg)
+    counts: Counter[AttentionKind] = Counter()
+    if pattern is not None:
+        for at, kind in enumerate(pattern):  # entry `at` holds the layers at, at + len, ...
+            counts[kind] += n_layers // len(pattern) + (1 if at < n_layers % len(pattern) else 0)
+    elif cfg.global_every is not None:
+        full = n_layers // cfg.global_every
+        counts[AttentionKind.full] += full
+        counts[cfg.attention] += n_layers - full
+    else:
+        counts[cfg.attention] += n_layers
+    return +counts  # kinds with no layer dropped
 
 
 def layer_window(cfg: ModelConfig, layer: int) -> int | None:
@@ -251,7 +270,7 @@ def check_mixers(cfg: ModelConfig, settle: Callable[[object, str, object], None]
                     f"its length must divide the depth (or equal it)"
                 )
         settle(cfg, "layer_pattern", tuple(kind.value for kind in pattern))
-    kinds = {kind for _, depth in _depths(cfg) for kind in layer_mixers(cfg, depth)}
+    kinds = {kind for _, depth in _depths(cfg) for kind in mixer_counts(cfg, depth)}
     recurrent = sorted(kind.value for kind in kinds if is_recurrent(kind))
     if recurrent:
         what = f"a recurrent layer ({', '.join(recurrent)})"

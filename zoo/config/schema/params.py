@@ -21,7 +21,7 @@ from dataclasses import fields
 
 from zoo.config.errors import ConfigError
 from zoo.config.facts.activations import GATED
-from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind, layer_mixers
+from zoo.config.facts.attention import ATTENTION_FACTS, AttentionKind, mixer_counts
 from zoo.config.facts.blocks import QK_NORM_FACTS, norms_per_block
 from zoo.config.facts.families import FAMILY_FACTS
 from zoo.config.facts.ffn import ffn_parameters, layer_kinds
@@ -111,7 +111,7 @@ def stack_params(cfg: ModelConfig, n_layers: int, *, cross: bool, active: bool =
     attentions = 2 if cross else 1
     block = (attentions - 1) * attention_params(cfg) + norms_per_block(cfg, attentions + 1) * norm_params(cfg)
     # each layer's mixer: self-attention, or a recurrent kind's row (`zoo.config.facts.attention`)
-    mixers = Counter(layer_mixers(cfg, n_layers))
+    mixers = mixer_counts(cfg, n_layers)
     block_mixers = sum(n * mixer_params(cfg, kind) for kind, n in mixers.items())
     # one count per kind of unit, times its layers (a stack of millions of layers is counted,
     # and refused, at once)
