@@ -28,24 +28,31 @@ CHEAP = {
 }
 
 
-def _marked(decorators: list[ast.expr], source: str, names: tuple[str, ...]) -> bool:
-    return any(any(f"mark.{n}" in (ast.get_source_segment(source, d) or "") for n in names) for d in decorators)
+def _text(lines: list[str], node: ast.stmt | ast.expr) -> str:
+    """The source lines `node` spans (ast.get_source_segment without its per-call line split)."""
+    return "".join(lines[node.lineno - 1 : node.end_lineno])
+
+
+def _marked(decorators: list[ast.expr], lines: list[str], names: tuple[str, ...]) -> bool:
+    return any(any(f"mark.{n}" in _text(lines, d) for n in names) for d in decorators)
 
 
 def fast_tests_that_start_processes() -> list[str]:
     found = []
     for path in sorted(TESTS.rglob("test_*.py")):
         source = path.read_text(encoding="utf-8")
-        tree = ast.parse(source)
+        if not STARTS.search(source):  # nothing in the file could start one
+            continue
+        tree, lines = ast.parse(source), source.splitlines(keepends=True)
         module_marks = [n.value for n in tree.body if isinstance(n, ast.Assign) and "pytestmark" in ast.unparse(n)]
-        if _marked(module_marks, source, ("slow", "gpu")):
+        if _marked(module_marks, lines, ("slow", "gpu")):
             continue
         for node in ast.walk(tree):
             if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
                 continue
-            if _marked(node.decorator_list, source, ("slow", "gpu")):
+            if _marked(node.decorator_list, lines, ("slow", "gpu")):
                 continue
-            if STARTS.search(ast.get_source_segment(source, node) or ""):
+            if STARTS.search(_text(lines, node)):
                 found.append(f"{path.relative_to(TESTS.parent)}::{node.name}")
     return found
 
