@@ -20,6 +20,7 @@ SCRIPTS = {
     "moe_scaling/routing.py": ("routing.md", "routing_runs.csv"),
     "mup_transfer/coord_check.py": ("coord.md",),
     "hybrid/recall/recall.py": ("recall.md",),
+    "hybrid/recall/shared_rate/recall.py": ("recall.md",),
     "speedrun_ring/cost.py": ("cost.md",),
     "wortsman_zloss/zloss.py": ("zloss.md",),
 }

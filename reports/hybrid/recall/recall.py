@@ -1,6 +1,9 @@
-"""The associative-recall probe of the hybrid study: each run of `repro_hybrid_recall` scored by
-`zoo-eval probe=recall pairs=2,4,8,12 examples=300` (sequences drawn with seed 1, none of them
-trained on), per arm and pair count: the accuracy at the queries, the mean over seeds with its
+"""The associative-recall probe of the hybrid study: each run of `repro_hybrid_recall` (every arm
+at each rate of its grid) scored by `zoo-eval probe=recall pairs=2,4,8,12 examples=300`
+(sequences drawn with seed 1, none of them trained on). Each arm is read at its held-out rate,
+seed by seed: the run heldout.csv names (`zoo-compare ... tune=optim.lr`: the rate with the
+lowest validation loss over the arm's other seeds). Per arm and pair count: the accuracy at the
+queries, the mean over seeds with its
 95% Student-t interval (n - 1 degrees of freedom), and each Gated DeltaNet arm's difference to
 full attention, paired over seeds, one family of 4 comparisons per pair count (Holm's step-down
 on the p-values, each interval at the Bonferroni level 1 - 0.05/4); then, at the trained pair
@@ -8,7 +11,7 @@ count, the accuracy by the distance from a key to its query. Chance, guessing am
 2/V = 0.03125.
 
     python reports/hybrid/recall/recall.py collect SWEEP      # -> recall_runs.csv (from each run's probe)
-    python reports/hybrid/recall/recall.py                    # -> recall.md
+    python reports/hybrid/recall/recall.py                    # -> recall.md (with heldout.csv)
 
 Both read and write beside this file. `zoo-compare recompute=` makes recall.md again from
 recall_runs.csv and compares it line by line."""
@@ -41,7 +44,7 @@ ARMS = {
 }
 BASELINE = "full"
 TRAINED_PAIRS = 8
-COLUMNS = ("sweep", "run", "arm", "seed", "pairs", "distance", "queries", "correct", "accuracy")
+COLUMNS = ("sweep", "run", "arm", "seed", "lr", "pairs", "distance", "queries", "correct", "accuracy")
 
 
 def _overrides(run: Path) -> dict[str, str]:
@@ -62,7 +65,8 @@ def collect(sweeps: list[str]) -> None:
             result = json.loads(probes[-1].read_text())
             for row in result["rows"]:
                 rows.append(
-                    [sweep.name, run.name, ARMS[given["arm/hybrid"]], given["seed"], row["pairs"], row["distance"]]
+                    [sweep.name, run.name, ARMS[given["arm/hybrid"]], given["seed"], given["optim.lr"]]
+                    + [row["pairs"], row["distance"]]
                     + [row["queries"], row["correct"], f"{row['correct'] / row['queries']:.6f}"]
                 )
     with (HERE / "recall_runs.csv").open("w", newline="") as handle:
@@ -78,32 +82,62 @@ def _interval(values: list[float], level: float = 0.95) -> tuple[float, float, f
     return mean, mean - half, mean + half
 
 
-def _read(directory: Path) -> list[dict[str, str]]:
-    with (directory / "recall_runs.csv").open(newline="") as handle:
+def _read(directory: Path, name: str) -> list[dict[str, str]]:
+    with (directory / name).open(newline="") as handle:
         return list(csv.DictReader(handle))
 
 
-def markdown(rows: list[dict[str, str]]) -> str:
+def _by_rate(rows: list[dict[str, str]], arms: list[str]) -> str:
+    """Accuracy at the trained pair count by arm and rate, the mean over seeds (every run)."""
+    found: dict[tuple[str, float], list[float]] = {}
+    for row in rows:
+        if int(row["pairs"]) == TRAINED_PAIRS and row["distance"] == "all":
+            found.setdefault((row["arm"], float(row["lr"])), []).append(float(row["accuracy"]))
+    rates = sorted({lr for _, lr in found})
+    out = io.StringIO()
+    out.write(
+        f"\n## By rate, at {TRAINED_PAIRS} pairs\n\n"
+        "Every run of the grid: the mean accuracy over the seeds at each rate (seeds in brackets). "
+        "The rate is chosen on validation loss, not on this probe.\n\n"
+    )
+    out.write("| arm | " + " | ".join(f"{lr:g}" for lr in rates) + " |\n|---|" + "---|" * len(rates) + "\n")
+    for arm in arms:
+        cells = [
+            f"{statistics.fmean(found[(arm, lr)]):.4f} ({len(found[(arm, lr)])})" if (arm, lr) in found else "–"
+            for lr in rates
+        ]
+        out.write(f"| {arm} | " + " | ".join(cells) + " |\n")
+    return out.getvalue()
+
+
+def markdown(every: list[dict[str, str]], heldout: list[dict[str, str]]) -> str:
+    chosen = {row["run"]: row["optim.lr"] for row in heldout}
+    rows = [r for r in every if f"{r['sweep']}/{r['run']}" in chosen]
     accuracy: dict[tuple[str, int, str], dict[int, float]] = {}
+    rate: dict[str, dict[int, float]] = {}
     for row in rows:
         key = (row["arm"], int(row["pairs"]), row["distance"])
         accuracy.setdefault(key, {})[int(row["seed"])] = float(row["accuracy"])
+        rate.setdefault(row["arm"], {})[int(row["seed"])] = float(row["lr"])
     arms = [a for a in ARMS.values() if any(k[0] == a for k in accuracy)]
     pair_counts = sorted({k[1] for k in accuracy})
     out = io.StringIO()
     out.write("# Associative recall by arm (zoo-eval probe=recall)\n\n")
     out.write(
         "Accuracy at the queries of 300 sequences per pair count (seed 1), the mean over each arm's "
-        "seeds and its 95% Student-t interval; chance 0.0312. Trained at 8 pairs.\n\n"
+        "seeds and its 95% Student-t interval; chance 0.0312. Trained at 8 pairs. Each seed's run is "
+        "the one at the arm's held-out rate (heldout.csv: chosen on the validation loss of the "
+        "arm's other seeds; the rates of seeds 0, 1, 2 in the second column).\n\n"
     )
-    out.write("| arm | seeds | " + " | ".join(f"{n} pairs" for n in pair_counts) + " |\n")
+    out.write("| arm | rates | " + " | ".join(f"{n} pairs" for n in pair_counts) + " |\n")
     out.write("|---|---|" + "---|" * len(pair_counts) + "\n")
     for arm in arms:
         cells = []
         for n in pair_counts:
             mean, low, high = _interval(list(accuracy[(arm, n, "all")].values()))
             cells.append(f"{mean:.4f} [{low:.4f}, {high:.4f}]")
-        out.write(f"| {arm} | {len(accuracy[(arm, pair_counts[0], 'all')])} | " + " | ".join(cells) + " |\n")
+        rates = ", ".join(f"{rate[arm][seed]:g}" for seed in sorted(rate[arm]))
+        out.write(f"| {arm} | {rates} | " + " | ".join(cells) + " |\n")
     m = len(arms) - 1
     out.write(
         f"\n## Each arm against {BASELINE}, paired over seeds\n\n"
@@ -139,12 +173,12 @@ def markdown(rows: list[dict[str, str]]) -> str:
             correct = sum(int(r["correct"]) for r in hits)
             cells.append(f"{correct / queries:.4f} ({queries})" if queries else "–")
         out.write(f"| {arm} | " + " | ".join(cells) + " |\n")
-    return out.getvalue()
+    return out.getvalue() + _by_rate(every, arms)
 
 
 def generate(directory: Path) -> dict[str, str]:
-    """recall.md, from recall_runs.csv in `directory`."""
-    return {"recall.md": markdown(_read(directory))}
+    """recall.md, from recall_runs.csv and heldout.csv in `directory`."""
+    return {"recall.md": markdown(_read(directory, "recall_runs.csv"), _read(directory, "heldout.csv"))}
 
 
 def main(argv: list[str]) -> None:
