@@ -165,3 +165,15 @@ def pytest_sessionfinish(session, exitstatus):
         if reporter is not None:
             reporter.write_line("\n".join(lines), red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
+def pytest_collection_modifyitems(config, items):
+    """The tests tests/slow_by_cost.txt lists (over the fast tier's time budget when last
+    measured, tests/cost_tier.py) are `slow`."""
+    from tests.cost_tier import entries, listed
+
+    ids = entries()
+    for item in items:
+        if listed(item.nodeid, ids):
+            item.add_marker(pytest.mark.slow)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cost_tier import entries, stale
 from tests.counts import PAGE, block, collect, per_kind, rewrite, table
 from tests.covering import cases, kinds, model_axes
 
@@ -20,10 +21,25 @@ ITEMS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def collected():
+    return collect()
+
+
 @pytest.mark.slow
-def test_the_pages_counts_are_the_collections():
-    written = table(collect())
+def test_the_pages_counts_are_the_collections(collected):
+    written = table(collected)
     assert block(PAGE.read_text()) == written, "docs/testing.md's counts are stale: run `python -m tests.counts`"
+
+
+@pytest.mark.slow
+def test_every_test_listed_as_slow_by_its_cost_is_collected(collected):
+    """tests/slow_by_cost.txt names tests that exist: a renamed or removed test's line goes."""
+    ids = entries()
+    assert len(ids) > 100
+    assert stale(ids, [nodeid for nodeid, _ in collected]) == []
+    listed = [nodeid for nodeid, slow in collected if nodeid in ids or nodeid.partition("[")[0] in ids]
+    assert listed and all(slow for nodeid, slow in collected if nodeid in listed)  # and they are slow
 
 
 def test_the_table_counts_tiers_functions_and_what_a_new_kind_adds():
@@ -53,3 +69,31 @@ def test_a_stale_figure_on_the_page_is_caught_and_rewritten():
 
 def test_the_page_has_the_block():
     assert "| the whole suite |" in block(PAGE.read_text())
+
+
+def test_a_report_puts_a_test_over_the_budget_in_the_list_and_a_function_whose_cases_all_were(tmp_path):
+    from tests.cost_tier import BUDGET_S, listed, slow_ids, write
+
+    over, under = BUDGET_S + 0.5, BUDGET_S / 2
+    report = tmp_path / "fast.xml"
+    report.write_text(
+        "<testsuites><testsuite>"
+        f'<testcase classname="tests.test_testing_doc" name="test_a[x]" time="{over}"/>'
+        f'<testcase classname="tests.test_testing_doc" name="test_a[y]" time="{under}"/>'
+        f'<testcase classname="tests.test_testing_doc" name="test_b[x]" time="{over}"/>'
+        f'<testcase classname="tests.test_testing_doc" name="test_b[y]" time="{over}"/>'
+        f'<testcase classname="tests.test_testing_doc" name="test_c" time="{over}"><skipped/></testcase>'
+        f'<testcase classname="tests.test_testing_doc" name="test_d" time="{under}"/>'
+        "</testsuite></testsuites>"
+    )
+    ids = slow_ids(report)
+    assert ids == {"tests/test_testing_doc.py::test_a[x]", "tests/test_testing_doc.py::test_b"}
+    assert listed("tests/test_testing_doc.py::test_b[z]", ids)  # a new case of a function wholly over
+    assert not listed("tests/test_testing_doc.py::test_a[y]", ids) and not listed(
+        "tests/test_testing_doc.py::test_d", ids
+    )
+    out = tmp_path / "slow.txt"
+    write(ids, out)
+    from tests.cost_tier import entries
+
+    assert entries(out) == ids and out.read_text().startswith("#")
