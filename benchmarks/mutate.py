@@ -116,14 +116,14 @@ PLANTED: list[tuple] = [  # (name, path, old, new[, tests])
     (
         "reorder keys but not values",
         "zoo/nn/cache.py",
-        "self._k, self._v = self._k[index], self._v[index]",
-        "self._k, self._v = self._k[index], self._v",
+        "self._k, self._v = keys[index], values[index]",
+        "self._k, self._v = keys[index], values",
     ),
     (
         "reorder keys but not values, seen by beam search alone",
         "zoo/nn/cache.py",
-        "self._k, self._v = self._k[index], self._v[index]",
-        "self._k, self._v = self._k[index], self._v",
+        "self._k, self._v = keys[index], values[index]",
+        "self._k, self._v = keys[index], values",
         ["tests/models/test_generate.py::test_beam_of_one_equals_greedy_and_beam_cache_equals_no_cache"],
     ),
     (
@@ -132,7 +132,12 @@ PLANTED: list[tuple] = [  # (name, path, old, new[, tests])
         "self._epoch_batches * self.batch_size * replicas",
         "self._epoch_batches * self.batch_size",
     ),
-    ("cosine warmup boundary", "zoo/tasks/optim.py", "if step < warmup:", "if step <= warmup:"),
+    (
+        "cosine warmup boundary",
+        "zoo/tasks/optim.py",
+        "    def cosine(step: int) -> float:\n        if step < warmup:",
+        "    def cosine(step: int) -> float:\n        if step <= warmup:",
+    ),
     (
         "Student's pooled test in place of Welch's",
         "zoo/compare/stats.py",
