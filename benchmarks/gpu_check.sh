@@ -13,12 +13,14 @@
 #
 # PARTS: train:SHAPE, generate:SHAPE, suite, and the layer benchmarks moe (benchmarks/moe_layer.py:
 # the mixture's loop and grouped GEMM against dense and transformers' Mixtral block), sliding
-# (benchmarks/sliding_mask.py at 4,096 and 16,384 tokens), docmask (benchmarks/document_mask.py,
+# (benchmarks/sliding_mask.py at 4,096 and 16,384 tokens), slidetrain (benchmarks/sliding_train.py: a
+# llama-preset training step at 16,384 tokens, full attention against sliding layers of 1,024 by
+# kernel, compiled), docmask (benchmarks/document_mask.py,
 # eager and compiled), options (the GPU tests of the 2025-26 options and of flash-linear-attention's
 # Gated DeltaNet kernel, then benchmarks/linear_kernels.py; carry its wheels in .whl/) and profile
 # (benchmarks/decode_profile.py: batch-1 compiled greedy decoding of GPT-2 small, its tokens/s and
 # the profiler's tables of one call), run in the order given (default "train:gpt2-small generate:gpt2-small
-# train:llama-250m suite"); limits TRAIN_S, GEN_S, SUITE_S, LAYER_S seconds. The suite is stopped
+# train:llama-250m suite"); limits TRAIN_S, GEN_S, SUITE_S, LAYER_S, SLIDE_S seconds. The suite is stopped
 # with SIGINT at its limit, so its JUnit report still counts the tests that finished. Where hydra-core is missing and .whl/ holds the wheels (a machine with no package
 # index), they are installed into a temporary site directory first. Arguments go to pytest
 # (test ids or -k to rerun; default tests/gpu and tests/nn/test_moe.py, the files with GPU tests). tests/cli/test_tracking.py (no GPU tests) needs mlflow, which GPU
@@ -74,6 +76,9 @@ for part in $parts; do
     sliding)
       { timeout "${LAYER_S:-120}" python3 benchmarks/sliding_mask.py 4096 512 7 \
         && timeout "${LAYER_S:-120}" python3 benchmarks/sliding_mask.py 16384 512 7; } > "$out/sliding.log" 2>&1 ;;
+    slidetrain)
+      timeout "${SLIDE_S:-200}" python3 benchmarks/sliding_train.py --seq-len 16384 --window 1024 --compile \
+        --rounds 3 --out "$out/sliding-train.json" > "$out/sliding-train.log" 2>&1 ;;
     docmask)
       { timeout "${LAYER_S:-120}" python3 benchmarks/document_mask.py --batch 8 --seq-len 2048 --doc-len 256 \
           --rounds 3 --out "$out/docmask.json" \
@@ -89,7 +94,7 @@ for part in $parts; do
     suite)
       timeout -s INT -k 30 "${SUITE_S:-220}" python3 -m pytest "${suite_args[@]}" -q -p no:cacheprovider "${suite_target[@]}" \
         --ignore=tests/cli/test_tracking.py --junitxml="$out/gpu-suite.xml" --durations=10 > "$out/gpu-suite.log" 2>&1 ;;
-    *) echo "gpu_check: unknown part $part (train:SHAPE, generate:SHAPE, suite, moe, sliding, docmask, options, profile)"; exit 2 ;;
+    *) echo "gpu_check: unknown part $part (train:SHAPE, generate:SHAPE, suite, moe, sliding, slidetrain, docmask, options, profile)"; exit 2 ;;
   esac
   code=$?
   echo "$part $code" | tr ':' '-' >> "$out/status.txt"

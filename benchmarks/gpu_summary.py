@@ -76,10 +76,23 @@ def _bench(out: Path) -> dict:
     return parts
 
 
-def _checks(parts: dict) -> list[dict]:
+def _layer_checks(out: Path) -> list[dict]:
+    """The targets of the layer parts: the sliding-window model's training step by kernel
+    against full attention (sliding-train.json, benchmarks/sliding_train.py)."""
+    path, checks = out / "sliding-train.json", []
+    if path.is_file():
+        data = json.loads(path.read_text())
+        for arm, ratio in data.get("relative_to_full", {}).items():
+            if arm != "full":
+                target = f"{arm} training at {data['seq_len']} tokens against full attention"
+                checks.append({"target": target, "want": 1.0, "got": ratio})
+    return checks
+
+
+def _checks(parts: dict, out: Path | None = None) -> list[dict]:
     """Each target against the figures measured (absent when no part measured it)."""
     rows = [row for part in parts.values() for row in part["rows"]]
-    checks = []
+    checks = _layer_checks(out) if out is not None else []
     compiled = [r for r in rows if r["variant"].endswith("compile") and r.get("train_tokens_per_s")]
     zoo = [r for r in compiled if r["system"] == "zoo"]
     peers = [r for r in compiled if r["system"] != "zoo" and r["variant"] == (zoo[0]["variant"] if zoo else None)]
@@ -124,7 +137,7 @@ def summarize(out: Path, results: Path) -> tuple[dict, str]:
             }
             for name, part in parts.items()
         },
-        "targets": _checks(parts) if not device["device"].startswith("no GPU") else [],
+        "targets": _checks(parts, out) if not device["device"].startswith("no GPU") else [],
     }
     md = [f"# GPU check on one {device['device']} ({device['date'] or 'undated'})", "", device["versions"], ""]
     for name, code in status.items():

@@ -62,8 +62,12 @@ def test_the_summary_checks_the_targets_against_what_was_measured(tmp_path):
     workload = {"batch": 16, "seq_len": 1024, "rounds": 3, "prompt": 32, "new_tokens": 128, "gen_batch": 8}
     (out / "train-gpt2-small.json").write_text(json.dumps({"rows": rows, "workload": workload, "ratios": {}}))
     (out / "status.txt").write_text("train-gpt2-small 0\ngenerate-gpt2-small 124\n")
+    sliding = {"seq_len": 16384, "relative_to_full": {"full": 1.0, "sliding_sdpa": 0.41, "sliding_flex": 1.7}}
+    (out / "sliding-train.json").write_text(json.dumps(sliding))  # benchmarks/sliding_train.py's shape
     record, text = summarize(out, tmp_path / "results")
     targets = {c["target"]: c for c in record["targets"]}
+    assert targets["sliding_flex training at 16384 tokens against full attention"]["met"]
+    assert not targets["sliding_sdpa training at 16384 tokens against full attention"]["met"]
     assert targets["compiled training vs the best compiled peer"]["got"] == pytest.approx(447426 / 368233)
     assert not targets["compiled training vs the best compiled peer"]["met"]
     assert targets["compiled training MFU"]["met"]

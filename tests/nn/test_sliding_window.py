@@ -15,6 +15,7 @@ from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
 from tests.covering import cases, model_axes
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.attention import stack_windows
+from zoo.config.schema.model import PositionKind
 from zoo.interop.hf import UnsupportedConfig, to_hf
 from zoo.models.limits import kv_cache_bytes
 from zoo.nn import flex as flex_module
@@ -409,3 +410,28 @@ def test_generation_past_the_window_is_the_same_with_every_cache(family, strateg
         for cache in ({"use_cache": False}, {}, {"static_cache": True})
     ]
     assert torch.equal(out[0], out[1]) and torch.equal(out[0], out[2])
+
+
+@pytest.mark.slow  # compiles FlexAttention and the model
+def test_a_stack_set_to_the_flex_kernel_gives_sdpas_logits_compiled_at_any_length_past_the_window():
+    """`sliding_kernel = "flex"` takes the block mask below FLEX_MIN_LEN with SDPA's logits;
+    "sdpa" keeps the boolean band; on the CPU a forward that needs a backward (FlexAttention has
+    none there) and a compiled model keep SDPA: inductor's CPU lowering of FlexAttention inside
+    the whole model's graph gave logits 0.15 off (torch 2.13), and the compiled model here is
+    one graph with SDPA's logits."""
+    model = zoo.build_model(tiny("decoder_only", "rope", attention="sliding", window=8, max_seq_len=64)).eval()
+    ids = torch.randint(4, 37, (2, 48))
+    with torch.no_grad():
+        sdpa = model(ids).logits
+        model.decoder.sliding_kernel = "sdpa"
+        assert not is_block_mask(model.decoder._sliding_mask(None, 48, None, ids.device)[0])
+        model.decoder.sliding_kernel = "flex"
+        assert is_block_mask(model.decoder._sliding_mask(None, 48, None, ids.device)[0])
+        torch.testing.assert_close(model(ids).logits, sdpa, atol=1e-5, rtol=1e-5)
+        compiled = torch.compile(model, fullgraph=True)
+        torch.testing.assert_close(compiled(ids).logits, sdpa, atol=1e-5, rtol=1e-5)
+    assert not is_block_mask(model.decoder._sliding_mask(None, 48, None, ids.device)[0])  # grad on, CPU
+    with pytest.raises(ValueError, match="sliding kernel"):
+        flex_module.use_flex(
+            T=48, window=8, device=ids.device, position=PositionKind.rope, padded=False, dropout=0.0, kernel="band"
+        )

@@ -19,7 +19,7 @@ from zoo.config.facts.blocks import QKNorm
 from zoo.config.facts.heads import AttnGate, AttnSink
 from zoo.config.schema.model import NormType
 from zoo.nn.cache import LayerCache
-from zoo.nn.documents import DocumentMask, takes_flex
+from zoo.nn.documents import FLEX_MIN_HEAD_DIM, DocumentMask, takes_flex
 from zoo.nn.documents import attend as flex_attend
 from zoo.nn.flex import dense, flex, is_block_mask
 from zoo.nn.gate import HeadGate
@@ -62,7 +62,8 @@ def attention(
     H, Hkv = q.shape[1], k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if is_block_mask(mask):  # a sliding layer's band for FlexAttention (`zoo.nn.flex.use_flex`)
-        if not math_path and bias is None and sink is None:
+        narrow = q.shape[-1] < FLEX_MIN_HEAD_DIM and q.device.type != "cpu"  # the GPU lowering refuses it
+        if not math_path and bias is None and sink is None and not narrow:
             return flex(q, k, v, mask, scale), None  # (B, H, T, Dh)
         mask = dense(mask, q.shape[2], k.shape[2], q.device)  # (1, 1, T, S): the weights are wanted
     if isinstance(mask, DocumentMask):

@@ -227,6 +227,9 @@ class Stack(nn.Module):
         # packed documents: sdpa (the boolean mask) unless set to flex; FlexAttention is taken on no
         # device by itself until its compiled GPU path is measured equal (tests/gpu/test_document_mask_cuda.py)
         self.document_kernel: str | None = None
+        # sliding layers: the measured CPU rule of zoo.nn.flex unless set to flex or sdpa; flex in
+        # training is opt-in until its compiled GPU step is measured (benchmarks/sliding_train.py)
+        self.sliding_kernel: str | None = None
 
     def position_for(self, layer: int) -> PositionScheme:
         return cast(PositionScheme, self.positions[layer if len(self.positions) > 1 else 0])
@@ -275,6 +278,7 @@ class Stack(nn.Module):
                 position=self.position_kind,
                 padded=key_padding is not None,
                 dropout=self.attention_dropout if self.training else 0.0,
+                kernel=self.sliding_kernel,
             ):
                 return band_block_mask(W, self.causal, T, device), False
             return attention_mask(

@@ -9,8 +9,16 @@ the schemes' biases), without attention dropout, outside a compiled model. Measu
 CPU (docs/performance.md, benchmarks/sliding_mask.py): compiled FlexAttention's forward beats
 SDPA with the band mask 3x at 1,024 tokens and 14x at 4,096 (window 128); torch 2.13 has no
 FlexAttention backward on CPU, so training runs SDPA with the boolean band. It is compiled once per shape, so shorter
-sequences, whose compilation would cost more than it saves, keep SDPA. Not measured on a GPU:
-there SDPA is used too. `tests/nn/test_sliding_window.py` checks both give the same logits."""
+sequences, whose compilation would cost more than it saves, keep SDPA. `tests/nn/test_sliding_window.py`
+checks both give the same logits.
+
+A stack's `sliding_kernel` set to "flex" takes FlexAttention for its sliding layers at any
+length past the window, and on a GPU in training too (its backward is a GPU kernel) and inside
+a compiled model (the block mask made once per shape, FlexAttention traced into the model's
+graph). On the CPU it keeps SDPA where a backward is needed and inside a compiled model, whose
+inductor lowering of FlexAttention gave logits 0.15 off in torch 2.13 (`tests/nn/test_sliding_window.py`). It is opt-in, as the document mask's kernel is (`zoo.nn.documents`), until the
+whole-model training step is measured on a GPU (`benchmarks/sliding_train.py`, the `slidetrain`
+part of `benchmarks/gpu_check.sh`); "sdpa" keeps the boolean band everywhere."""
 
 from __future__ import annotations
 
@@ -26,23 +34,35 @@ from zoo.nn.mask import band_mask_mod
 FLEX_MIN_LEN = 1024  # shortest sequence that takes FlexAttention (compilation is per shape)
 
 
+KERNELS = ("flex", "sdpa")
+
+
 def use_flex(
-    *, T: int, window: int, device: torch.device, position: PositionKind, padded: bool, dropout: float
+    *,
+    T: int,
+    window: int,
+    device: torch.device,
+    position: PositionKind,
+    padded: bool,
+    dropout: float,
+    kernel: str | None = None,
 ) -> bool:
-    """Whether a sliding layer's self-attention over T tokens (no cache) runs FlexAttention."""
+    """Whether a sliding layer's self-attention over T tokens (no cache) runs FlexAttention.
+    `kernel` None: the measured CPU rule above; "sdpa": never; "flex": wherever it can run."""
+    if kernel is not None and kernel not in KERNELS:
+        raise ValueError(f"sliding kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     acts = POSITION_FACTS[position].acts
+    expressible = T > window and not padded and dropout == 0.0 and Site.scores not in acts and Site.values not in acts
+    if kernel == "sdpa" or not expressible:
+        return False
+    if kernel == "flex":
+        if device.type == "cpu":  # no backward there; and inside a compiled model inductor's CPU
+            # lowering gave logits 0.15 off in torch 2.13 (the same call compiled alone was exact)
+            return not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+        return True
     if torch.compiler.is_compiling():  # a compiled model keeps the boolean band (one graph, no nested compile)
         return False
-    return (
-        device.type == "cpu"
-        and not torch.is_grad_enabled()
-        and T >= FLEX_MIN_LEN
-        and T > window
-        and not padded
-        and dropout == 0.0
-        and Site.scores not in acts
-        and Site.values not in acts
-    )
+    return device.type == "cpu" and not torch.is_grad_enabled() and T >= FLEX_MIN_LEN
 
 
 @functools.lru_cache(maxsize=8)
