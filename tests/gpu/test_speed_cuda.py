@@ -192,3 +192,25 @@ def test_compiled_greedy_decoding_reads_the_host_only_to_ask_whether_to_stop():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.equal(fast.cpu(), plain.cpu())
+
+
+@torch.no_grad()
+def test_compiled_sampling_never_waits_for_the_gpu_and_is_seeded():
+    """compile=true sampling over a static cache (the draw inside the step, every uniform drawn
+    before the first): after a warm-up call, a whole call of 24 tokens runs under
+    torch.cuda.set_sync_debug_mode("error"), a seed gives its tokens again, and top_k=1 gives
+    plain greedy's."""
+    torch.manual_seed(0)
+    model = zoo.build_model(tiny("decoder_only", "rope", d_model=64, n_heads=2, max_seq_len=64)).to(DEVICE).eval()
+    ids = torch.randint(4, 37, (2, 6), device=DEVICE)
+    config = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24, strategy="sample", seed=5)
+    first = generate(model, ids, config=config)  # compile and capture
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        again = generate(model, ids, config=config)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(first.cpu(), again.cpu())
+    greedy = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24, strategy="sample", top_k=1, seed=6)
+    assert torch.equal(generate(model, ids, config=greedy).cpu(), generate(model, ids, max_new_tokens=24).cpu())

@@ -249,7 +249,7 @@ def test_a_top_p_below_float32s_least_keeps_the_most_likely_token():
 )
 def test_the_compiled_greedy_step_is_one_graph_and_gives_the_plain_tokens(overrides):
     """compile=true over a static cache decodes each step as one compiled function (the model's
-    step, the argmax and the end bookkeeping: `greedy_step`), traced once, with no graph break, and
+    step, the argmax and the end bookkeeping: `decode_step`), traced once, with no graph break, and
     gives plain greedy decoding's tokens, cut at the same end."""
     from torch._dynamo.utils import counters
 
@@ -296,3 +296,51 @@ def test_prompts_of_other_lengths_reuse_the_compiled_step():
     assert counters["stats"]["unique_graphs"] == 1, "a prompt of another length compiled the step again"
     long = torch.randint(6, 37, (1, 125))  # past max_seq_len by the new tokens: the exact need
     assert step_capacity(model, long, options) == 133
+
+
+def test_a_draw_at_evenly_spaced_uniforms_takes_each_kept_token_as_often_as_its_probability():
+    """`choose_sampled` is the inverse CDF of the filtered distribution: n uniforms at
+    (i + 0.5) / n give each token round(p n) draws give or take one, none to a token top-k or
+    top-p removed; the pad and end bookkeeping is the greedy choice's."""
+    from zoo.models.generate import choose_greedy, choose_sampled, filter_logits
+
+    n, logits = 4000, torch.tensor([[2.0, 1.0, 0.5, -1.0, 0.0]])
+    state = torch.tensor([0, 0, 100, 0, -1, 0])  # B = 1: token, ended, ended_at, t, eos (none), pad
+    for temperature, top_k, top_p in ((1.0, 0, 1.0), (0.7, 3, 1.0), (1.3, 0, 0.8)):
+        p = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p).softmax(-1)[0]
+        u = (torch.arange(n) + 0.5) / n
+        drawn = torch.stack(
+            [
+                choose_sampled(logits, state, u[i : i + 1], None, temperature=temperature, top_k=top_k, top_p=top_p)[0]
+                for i in range(n)
+            ]
+        )
+        counts = torch.bincount(drawn, minlength=5)
+        assert (counts - p * n).abs().max() <= 1.0, (counts, p * n)
+        assert (counts[p == 0] == 0).all() and (p == 0).any() == (top_k > 0 or top_p < 1)
+    greedy = choose_greedy(logits, state, None)
+    assert torch.equal(
+        choose_sampled(logits, state, torch.tensor([0.0]), None, temperature=1, top_k=1, top_p=1), greedy
+    )
+
+
+@pytest.mark.slow
+def test_compiled_sampling_is_one_graph_seeded_and_top_k_one_is_greedy():
+    """compile=true sampling over a static cache decodes through one compiled step with no graph
+    break; a seed gives the same tokens twice and another seed others; top_k=1 gives greedy's."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = zoo.build_model(tiny("decoder_only", "rope", max_seq_len=64, init_std=0.1)).eval()
+    ids = torch.randint(6, 37, (2, 5))
+
+    def sampled(**options):
+        config = GenerationConfig(static_cache=True, compile=True, strategy="sample", **options)
+        return generate(model, ids, max_new_tokens=12, config=config)
+
+    first, again, other = sampled(seed=1), sampled(seed=1), sampled(seed=2)
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, "the step was traced more than once"
+    assert torch.equal(sampled(seed=3, top_k=1), generate(model, ids, max_new_tokens=12))

@@ -241,30 +241,67 @@ def choose_greedy(logits: torch.Tensor, state: torch.Tensor, vocab_limit: int | 
     """One greedy choice on the device, with no host read: logits (B, V) and the decoding state
     (2B + 4,) long, [the tokens last chosen (B) | the rows' ended flags (B) | the step after which
     every row had ended | the step count | eos (-1: none) | pad] -> the next state."""
-    B = logits.shape[0]
+    return _advance(logits[:, :vocab_limit].argmax(-1), state)
+
+
+def choose_sampled(
+    logits: torch.Tensor,
+    state: torch.Tensor,
+    u: torch.Tensor,
+    vocab_limit: int | None,
+    *,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+) -> torch.Tensor:
+    """One sampled choice on the device, with no host read: the filtered distribution of logits
+    (B, V) (`filter_logits`) drawn by its inverse CDF at u (B,), uniform in [0, 1): the first
+    token whose cumulative probability passes u times the total, so a filtered-out token (mass 0)
+    is never drawn. state as `choose_greedy`'s -> the next state."""
+    probs = filter_logits(logits[:, :vocab_limit].float(), temperature=temperature, top_k=top_k, top_p=top_p).softmax(
+        -1
+    )  # (B, V)
+    cdf = probs.cumsum(-1)  # (B, V)
+    at = (u.to(cdf.dtype) * cdf[:, -1])[:, None]  # (B, 1)
+    nxt = torch.searchsorted(cdf, at, right=True)[:, 0].clamp(max=cdf.shape[-1] - 1)  # (B,)
+    return _advance(nxt, state)
+
+
+def _advance(nxt: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """The state after the tokens nxt (B,) were chosen: pad where a row had ended, the ended
+    flags, the step after which every row had ended, the step count."""
+    B = nxt.shape[0]
     done, ended_at, t = state[B : 2 * B].bool(), state[2 * B], state[2 * B + 1]  # (B,), (), ()
     eos, pad = state[2 * B + 2], state[2 * B + 3]  # (), ()
-    nxt = logits[:, :vocab_limit].argmax(-1)  # (B,)
     nxt = torch.where(done, pad, nxt)
     done = done | (nxt == eos)
     ended_at = torch.where(done.all() & (ended_at > t), t, ended_at)
     return torch.cat([nxt, done.long(), ended_at[None], (t + 1)[None], state[2 * B + 2 :]])  # (2B + 4,)
 
 
-def greedy_step(model: ZooModel, *, cuda_graphs: bool) -> Callable[..., torch.Tensor]:
-    """The whole greedy decoding step compiled as one function: the model's step over a static
-    cache (its slot update inside), the argmax, the pad and end bookkeeping (`choose_greedy`).
-    With cuda_graphs (mode "reduce-overhead") a step is one CUDA graph replay: nothing runs
-    between replays but the copy of the state the last replay returned. Made once per model."""
+def decode_step(
+    model: ZooModel, *, cuda_graphs: bool, sampling: tuple[float, int, float] | None = None
+) -> Callable[..., torch.Tensor]:
+    """The whole decoding step compiled as one function: the model's step over a static cache
+    (its slot update inside), the choice of the token (the argmax, `choose_greedy`; or, with
+    `sampling` = (temperature, top_k, top_p), the draw at a given uniform, `choose_sampled`),
+    the pad and end bookkeeping. With cuda_graphs (mode "reduce-overhead") a step is one CUDA
+    graph replay: nothing runs between replays but the copy of the state the last replay
+    returned. Made once per model and sampling rule."""
     modes = model.__dict__.setdefault(COMPILED_ATTR, {})
-    key = "greedy-step" + (" cuda-graphs" if cuda_graphs else "")
+    key = ("greedy-step" if sampling is None else f"sample-step {sampling}") + (" cuda-graphs" if cuda_graphs else "")
     if key not in modes:
         forward = model.forward if getattr(model, "_compiled_call_impl", None) is not None else model
 
-        def step(state: torch.Tensor, cache: Cache, vocab_limit: int | None) -> torch.Tensor:
+        def step(state: torch.Tensor, cache: Cache, vocab_limit: int | None, u: torch.Tensor | None = None):
             B = (state.shape[0] - 4) // 2
             out = forward(state[:B, None], cache=cache, use_cache=True, return_logits=True)  # logits (B, 1, V)
-            return choose_greedy(out.logits[:, -1], state, vocab_limit)
+            if sampling is None or u is None:
+                return choose_greedy(out.logits[:, -1], state, vocab_limit)
+            temperature, top_k, top_p = sampling
+            return choose_sampled(
+                out.logits[:, -1], state, u, vocab_limit, temperature=temperature, top_k=top_k, top_p=top_p
+            )
 
         # the argmax fused into the logits' kernel compares them as the unfused model rounds them
         # (bf16 with a soft-cap: ties in bf16 that float32 would break), so the tokens are the loop's
@@ -275,9 +312,12 @@ def greedy_step(model: ZooModel, *, cuda_graphs: bool) -> Callable[..., torch.Te
     return modes[key]
 
 
-def _fused_greedy(stepper: _Stepper, config, eos_id, pad_id, vocab_limit, on_step, stop) -> torch.Tensor:
-    """Greedy decoding whose every step after the prompt is `greedy_step`: a decoder-only model,
-    a static cache, no padding mask, compile=true. The same tokens as the loop below."""
+def _fused(stepper: _Stepper, config, eos_id, pad_id, vocab_limit, on_step, stop) -> torch.Tensor:
+    """Greedy or sampled decoding whose every step after the prompt is `decode_step`: a
+    decoder-only model, a static cache, no padding mask, compile=true. Greedy: the same tokens as
+    the loop below. Sampled: every step's uniform drawn before the first, from the generator
+    seeded as the loop's, and the token taken by its inverse CDF inside the step (the same
+    distribution as the loop's `torch.multinomial`, not the same tokens for a seed)."""
     B = stepper.context.shape[0]
     device = stepper.context.device
     tail = [config.max_new_tokens, 0, -1 if eos_id is None else eos_id, pad_id]  # ended_at, t, eos, pad
@@ -285,13 +325,30 @@ def _fused_greedy(stepper: _Stepper, config, eos_id, pad_id, vocab_limit, on_ste
     state = torch.zeros(2 * B + 4, dtype=torch.long, device=device)  # (2B + 4,) see choose_greedy
     for i, value in enumerate(tail):
         state[2 * B + i].fill_(value)
-    state = choose_greedy(stepper.start(), state, vocab_limit)  # the first token, eagerly
-    step = greedy_step(stepper.model, cuda_graphs=device.type == "cuda")
+    sampling, uniforms = None, None
+    if config.strategy == Strategy.sample:
+        sampling = (float(config.temperature), int(config.top_k), float(config.top_p))
+        generator = torch.Generator(device=device)
+        generator.manual_seed(config.seed if config.seed is not None else torch.seed())
+        uniforms = torch.rand(config.max_new_tokens, B, generator=generator, device=device)  # (N, B)
+        state = choose_sampled(
+            stepper.start(),
+            state,
+            uniforms[0],
+            vocab_limit,
+            temperature=sampling[0],
+            top_k=sampling[1],
+            top_p=sampling[2],
+        )  # the first token, eagerly
+    else:
+        state = choose_greedy(stepper.start(), state, vocab_limit)  # the first token, eagerly
+    step = decode_step(stepper.model, cuda_graphs=device.type == "cuda", sampling=sampling)
     out = []
     for t in range(config.max_new_tokens):
         if t > 0:
             # a CUDA graph's output is overwritten by its next replay: keep a copy
-            state = step(state, stepper.cache, vocab_limit).clone()
+            u = uniforms[t] if uniforms is not None else None
+            state = step(state, stepper.cache, vocab_limit, u).clone()
         out.append(state[:B])
         if on_step is not None:
             on_step(state[:B])
@@ -318,12 +375,12 @@ def _greedy_or_sample(
     )
     if (
         config.compile
-        and config.strategy == Strategy.greedy
+        and config.strategy in (Strategy.greedy, Strategy.sample)
         and stepper.capacity is not None
         and stepper.mask is None
         and not stepper.encoder_decoder
     ):
-        return _fused_greedy(stepper, config, eos_id, pad_id, vocab_limit, on_step, stop)
+        return _fused(stepper, config, eos_id, pad_id, vocab_limit, on_step, stop)
     B = input_ids.shape[0]
     done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
     # the first step after which every row had ended, kept on the device: the loop reads the host
