@@ -304,24 +304,19 @@ def test_a_draw_at_evenly_spaced_uniforms_takes_each_kept_token_as_often_as_its_
     top-p removed; the pad and end bookkeeping is the greedy choice's."""
     from zoo.models.generate import choose_greedy, choose_sampled, filter_logits
 
-    n, logits = 4000, torch.tensor([[2.0, 1.0, 0.5, -1.0, 0.0]])
-    state = torch.tensor([0, 0, 100, 0, -1, 0])  # B = 1: token, ended, ended_at, t, eos (none), pad
+    n, row = 4000, torch.tensor([[2.0, 1.0, 0.5, -1.0, 0.0]])
+    logits = row.expand(n, 5)  # (B, V): n rows of one distribution, a uniform each
+    # B = n: tokens, ended flags, the step every row had ended after, the step, eos (none), pad
+    state = torch.cat([torch.zeros(2 * n, dtype=torch.long), torch.tensor([100, 0, -1, 0])])
+    u = (torch.arange(n) + 0.5) / n
     for temperature, top_k, top_p in ((1.0, 0, 1.0), (0.7, 3, 1.0), (1.3, 0, 0.8)):
-        p = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p).softmax(-1)[0]
-        u = (torch.arange(n) + 0.5) / n
-        drawn = torch.stack(
-            [
-                choose_sampled(logits, state, u[i : i + 1], None, temperature=temperature, top_k=top_k, top_p=top_p)[0]
-                for i in range(n)
-            ]
-        )
+        p = filter_logits(row, temperature=temperature, top_k=top_k, top_p=top_p).softmax(-1)[0]
+        drawn = choose_sampled(logits, state, u, None, temperature=temperature, top_k=top_k, top_p=top_p)[:n]
         counts = torch.bincount(drawn, minlength=5)
         assert (counts - p * n).abs().max() <= 1.0, (counts, p * n)
         assert (counts[p == 0] == 0).all() and (p == 0).any() == (top_k > 0 or top_p < 1)
     greedy = choose_greedy(logits, state, None)
-    assert torch.equal(
-        choose_sampled(logits, state, torch.tensor([0.0]), None, temperature=1, top_k=1, top_p=1), greedy
-    )
+    assert torch.equal(choose_sampled(logits, state, u, None, temperature=1, top_k=1, top_p=1), greedy)
 
 
 @pytest.mark.slow
