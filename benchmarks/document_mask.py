@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 
 import torch
 
 import zoo
-from zoo.bench.timing import interleaved, median, spread, timed
+from zoo.bench.timing import interleaved, machine, median, spread, timed
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import ZooSubject
 from zoo.config.schema.convert import as_model_config
@@ -95,9 +94,7 @@ def main() -> None:
         "documents_per_window": float(packed["document_ids"][:, -1].float().mean() + 1),
         "compile": args.compile,
         "kernel": args.kernel,
-        "device": torch.cuda.get_device_name()
-        if device.type == "cuda"
-        else f"CPU, {torch.get_num_threads()} threads ({platform.processor() or platform.machine()})",
+        "device": machine(device),
         "torch": torch.__version__,
         "rounds": args.rounds,
         "tokens_per_s": {name: round(r, 1) for name, r in rates.items()},

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 
 import torch
 
 import zoo
-from zoo.bench.timing import interleaved, median, spread, timed
+from zoo.bench.timing import interleaved, machine, median, spread, timed
 from zoo.bench.workload import Workload
 from zoo.bench.zoo_subject import ZooSubject
 from zoo.config.schema.convert import as_model_config
@@ -83,9 +82,7 @@ def main() -> None:
         "seq_len": args.seq_len,
         "window": args.window,
         "compile": args.compile,
-        "device": torch.cuda.get_device_name()
-        if device.type == "cuda"
-        else f"CPU, {torch.get_num_threads()} threads ({platform.processor() or platform.machine()})",
+        "device": machine(device),
         "torch": torch.__version__,
         "rounds": args.rounds,
         "tokens_per_s": {name: round(r, 1) for name, r in rates.items()},

@@ -57,28 +57,19 @@ def _nodeid(classname: str, name: str) -> str:
     raise ValueError(f"no test file for the JUnit class {classname!r}")
 
 
-def over_budget(report: Path) -> dict[str, list[bool]]:
-    """{function id: [whether each case ran over BUDGET_S]} of the passed tests in a JUnit report."""
-    functions: dict[str, list[bool]] = {}
+def slow_ids(report: Path) -> set[str]:
+    """The ids a JUnit report puts over the budget (its skipped tests aside): a function's id
+    where every case it ran was over, else each case's own id."""
+    cases: dict[str, list[tuple[str, bool]]] = {}  # function id -> [(node id, over the budget)]
     for case in ET.parse(report).getroot().iter("testcase"):
-        if case.find("skipped") is not None or case.find("failure") is not None or case.find("error") is not None:
+        if case.find("skipped") is not None:
             continue
         nodeid = _nodeid(case.get("classname", ""), case.get("name", ""))
-        functions.setdefault(nodeid.partition("[")[0], []).append(float(case.get("time", 0)) > BUDGET_S)
-    return functions
-
-
-def slow_ids(report: Path) -> set[str]:
-    """The ids a report puts over the budget: a function's id where every case it ran was over,
-    else each case's own id."""
+        cases.setdefault(nodeid.partition("[")[0], []).append((nodeid, float(case.get("time", 0)) > BUDGET_S))
     out = set()
-    for case in ET.parse(report).getroot().iter("testcase"):
-        if case.find("skipped") is not None or float(case.get("time", 0)) <= BUDGET_S:
-            continue
-        out.add(_nodeid(case.get("classname", ""), case.get("name", "")))
-    for function, over in over_budget(report).items():
-        if len(over) > 1 and all(over):
-            out = {i for i in out if i.partition("[")[0] != function} | {function}
+    for function, ran in cases.items():
+        over = [nodeid for nodeid, slow in ran if slow]
+        out |= {function} if len(ran) > 1 and len(over) == len(ran) else set(over)
     return out
 
 

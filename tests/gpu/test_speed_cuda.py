@@ -6,6 +6,7 @@ step replays as a CUDA graph with the eager tokens."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 
 import pytest
@@ -27,6 +28,17 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 TASK_OF = {family.value: task_of_family(family).value for family in Family}  # each family's default task
 
 
+@contextlib.contextmanager
+def _no_waits():
+    """Inside, any call that makes the host wait for the GPU raises (after the queue is drained)."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 def _task(family: str, position: str, **task):
     torch.manual_seed(0)
     model = tiny(family, position, d_model=64, n_heads=2, vocab_size=37)
@@ -45,13 +57,9 @@ def test_an_eager_training_step_never_waits_for_the_gpu(family, position):
     task.sparse_targets = False  # masked LM's row selection is its one deliberate read
     batch = _fed(task, family)
     task.training_loss(batch)[0].backward()  # warm-up: lazy initialisation may sync once
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with _no_waits():
         loss, _, _ = task.training_loss(batch)
         loss.backward()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(loss).item()
 
 
@@ -185,12 +193,8 @@ def test_compiled_greedy_decoding_reads_the_host_only_to_ask_whether_to_stop():
     config = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24)
     plain = generate(model, ids, max_new_tokens=24)
     generate(model, ids, config=config)  # compile and capture
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with _no_waits():
         fast = generate(model, ids, config=config)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     assert torch.equal(fast.cpu(), plain.cpu())
 
 
@@ -205,12 +209,8 @@ def test_compiled_sampling_never_waits_for_the_gpu_and_is_seeded():
     ids = torch.randint(4, 37, (2, 6), device=DEVICE)
     config = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24, strategy="sample", seed=5)
     first = generate(model, ids, config=config)  # compile and capture
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with _no_waits():
         again = generate(model, ids, config=config)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     assert torch.equal(first.cpu(), again.cpu())
     greedy = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24, strategy="sample", top_k=1, seed=6)
     assert torch.equal(generate(model, ids, config=greedy).cpu(), generate(model, ids, max_new_tokens=24).cpu())

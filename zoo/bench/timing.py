@@ -3,6 +3,7 @@ shared machine (other jobs, frequency changes) hits all of them alike; medians o
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -48,3 +49,10 @@ def spread(values: list[float]) -> float:
     """(max - min) / median of the rounds: how noisy they were."""
     m = statistics.median(values)
     return (max(values) - min(values)) / m if m else 0.0
+
+
+def machine(device: torch.device) -> str:
+    """What a figure was measured on: the GPU's name, or the CPU's threads and processor."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU, {torch.get_num_threads()} threads ({platform.processor() or platform.machine()})"
