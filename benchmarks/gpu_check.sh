@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, one command for a lent GPU: zoo-bench against Hugging Face and x-transformers
-# (training for each shape, then greedy decoding at batch 1 and 8, eager and compiled with CUDA
-# graphs) and the GPU suite (`pytest -m gpu`, split over WORKERS processes; it holds the FSDP
+# (training for each shape), then greedy decoding at batch 1 and 8, eager and compiled with CUDA
+# graphs, against Hugging Face's static compiled cache and gpt-fast-style decoding (GEN_PEERS),
+# each batch-1 figure also as a share of the measured bandwidth limit and the GPU suite (`pytest -m gpu`, split over WORKERS processes; it holds the FSDP
 # bf16 kill/resume tests), each inside its own time limit. Speed figures come first: a lease
 # that ends early still leaves them. Every log goes under $OUT (default ./gpu-check); at the end
 # benchmarks/gpu_summary.py writes one dated JSON record under benchmarks/results/gpu/ (or
@@ -11,7 +12,8 @@
 #   PARTS="train:llama-250m suite" bash benchmarks/gpu_check.sh      # some parts (a second call)
 #   TINY=1 bash benchmarks/gpu_check.sh                   # the plumbing on a CPU in a minute or two
 #
-# PARTS: train:SHAPE, generate:SHAPE, suite, and the layer benchmarks moe (benchmarks/moe_layer.py:
+# PARTS: train:SHAPE, generate:SHAPE (generate:llama-1b: the ~1B Llama-style model the bandwidth
+# target is stated for), suite, and the layer benchmarks moe (benchmarks/moe_layer.py:
 # the mixture's loop and grouped GEMM against dense and transformers' Mixtral block), sliding
 # (benchmarks/sliding_mask.py at 4,096 and 16,384 tokens), slidetrain (benchmarks/sliding_train.py: a
 # llama-preset training step at 16,384 tokens, full attention against sliding layers of 1,024 by
@@ -38,7 +40,7 @@ fi
 parts=${PARTS:-train:gpt2-small generate:gpt2-small train:llama-250m suite}
 bench_args=(variants="${VARIANTS:-bf16,bf16-compile}" peers="${PEERS:-hf,x-transformers}" rounds="${ROUNDS:-3}")
 gen_args=(variants="${VARIANTS:-bf16,bf16-compile}" rounds="${GEN_ROUNDS:-2}" new_tokens="${NEW_TOKENS:-128}"
-          peers="${GEN_PEERS:-hf}")
+          peers="${GEN_PEERS:-hf,gpt-fast}")
 suite_args=(-m gpu -n "${WORKERS:-12}")
 # the files that hold GPU tests: collecting the others would compose configs that need plugins the
 # GPU image lacks (the Optuna sweeper), for no test

@@ -54,6 +54,7 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
             "new_tokens=6",
             "gen_batch=3",
             "variants=eager,bf16,checkpoint",
+            "peers=hf,x-transformers,gpt-fast",
             "memory_rounds=1",
             "threads=1",
             f"out={out}",
@@ -64,7 +65,7 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
     assert status == 0, err[-2000:]
     result = json.loads(out.read_text())
     rows = {(r["system"], r["variant"]): r for r in result["rows"]}
-    assert set(rows) == {(s, v) for s in ("zoo", "hf", "x-transformers") for v in ("eager", "bf16")} | {
+    assert set(rows) == {(s, v) for s in ("zoo", "hf", "x-transformers", "gpt-fast") for v in ("eager", "bf16")} | {
         ("zoo", "checkpoint")
     }
     for (_system, variant), row in rows.items():
@@ -73,6 +74,11 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
         if variant != "checkpoint":
             assert row["forward_ms"] > 0 and row["generate_tokens_per_s_batch1"] > 0
             assert row["generate_tokens_per_s_batch3"] > 0
+            share = row["generate_tokens_per_s_batch1"] * row["weight_bytes"] / result["memory_bytes_per_s"]
+            assert row["generate_bandwidth_share"] == pytest.approx(share)
+    # float32 weights read as 4 bytes, as bf16 ones in the bf16 variants; the peer holds zoo's weights
+    assert rows[("zoo", "eager")]["weight_bytes"] == 2 * rows[("zoo", "bf16")]["weight_bytes"]
+    assert rows[("gpt-fast", "bf16")]["weight_bytes"] == rows[("zoo", "bf16")]["weight_bytes"]
     assert rows[("zoo", "eager")]["fit_tokens_per_s"] > 0 and rows[("zoo", "bf16")]["fit_tokens_per_s"] > 0
     assert result["workload"]["tokens_per_step"] == 32
     assert set(result["matmul_flops_per_s"]) == {"float32", "bfloat16"}
@@ -95,7 +101,7 @@ def test_zoo_bench_cli_measures_every_system_and_writes_json_and_markdown(tmp_pa
             ["variants=eager,turbo"],
             "variants='eager,turbo': choose from eager, compile, bf16, bf16-compile, checkpoint",
         ),
-        (["peers=fairseq"], "peers='fairseq': choose from hf, x-transformers, litgpt (or none)"),
+        (["peers=fairseq"], "peers='fairseq': choose from hf, x-transformers, litgpt, gpt-fast (or none)"),
         (["shape=gpt3"], "shape='gpt3': choose from reference, gpt2-small, llama-250m"),
         (["trainer.max_steps=3"], "zoo-bench takes model overrides"),
         (

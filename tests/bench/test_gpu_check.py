@@ -62,6 +62,12 @@ def test_the_summary_checks_the_targets_against_what_was_measured(tmp_path):
     workload = {"batch": 16, "seq_len": 1024, "rounds": 3, "prompt": 32, "new_tokens": 128, "gen_batch": 8}
     (out / "train-gpt2-small.json").write_text(json.dumps({"rows": rows, "workload": workload, "ratios": {}}))
     (out / "status.txt").write_text("train-gpt2-small 0\ngenerate-gpt2-small 124\n")
+    decoding = [  # batch-1 decoding of the ~1B model: zoo's best share of the bandwidth limit is checked
+        {"system": "zoo", "name": "zoo", "variant": "bf16", "generate_bandwidth_share": 0.02},
+        {"system": "zoo", "name": "zoo", "variant": "bf16-compile", "generate_bandwidth_share": 0.31},
+        {"system": "gpt-fast", "name": "gpt-fast-style", "variant": "bf16-compile", "generate_bandwidth_share": 0.7},
+    ]
+    (out / "generate-llama-1b.json").write_text(json.dumps({"rows": decoding, "workload": workload, "ratios": {}}))
     sliding = {"seq_len": 16384, "relative_to_full": {"full": 1.0, "sliding_sdpa": 0.41, "sliding_flex": 1.7}}
     (out / "sliding-train.json").write_text(json.dumps(sliding))  # benchmarks/sliding_train.py's shape
     record, text = summarize(out, tmp_path / "results")
@@ -71,6 +77,8 @@ def test_the_summary_checks_the_targets_against_what_was_measured(tmp_path):
     assert targets["compiled training vs the best compiled peer"]["got"] == pytest.approx(447426 / 368233)
     assert not targets["compiled training vs the best compiled peer"]["met"]
     assert targets["compiled training MFU"]["met"]
+    share = targets["greedy decoding of llama-1b at batch 1, share of the bandwidth limit"]
+    assert (share["got"], share["met"]) == (0.31, False)
     assert "greedy decoding tokens/s at batch 1: not measured" in text
     assert "generate-gpt2-small: ran past its time limit" in text
     assert Path(record["path"]).name == "2026-11-26-nvidia-h100-80gb-hbm3.json"

@@ -10,7 +10,7 @@ import torch
 
 from tests.conftest import tiny
 from tests.contract.conftest import MODEL_PAIRS, model_kwargs, pair_id
-from zoo.bench.peers import litgpt, xtransformers
+from zoo.bench.peers import gptfast, litgpt, xtransformers
 from zoo.bench.peers.mapped import setting
 from zoo.bench.peers.unavailable import PeerUnavailable
 from zoo.bench.workload import Workload
@@ -19,6 +19,7 @@ from zoo.config import ConfigError, ModelConfig
 PEERS = {
     "litgpt": (litgpt.config_kwargs, litgpt.MAPPED),
     "x-transformers": (xtransformers.decoder_kwargs, xtransformers.MAPPED),
+    "gpt-fast": (lambda work: gptfast.check(work.model) or True, gptfast.MAPPED),
 }
 DEFAULT = ModelConfig(**tiny())
 

@@ -8,8 +8,18 @@ from dataclasses import dataclass, field
 from zoo.config.errors import ConfigError
 from zoo.config.schema.convert import check_seed
 
-PEER_NAMES = ("hf", "x-transformers", "litgpt")  # the keys of zoo.bench.peers.PEERS (a test keeps them equal)
-PEER_MODULES = {"hf": "transformers", "x-transformers": "x_transformers", "litgpt": "litgpt"}  # what each imports
+PEER_NAMES = (
+    "hf",
+    "x-transformers",
+    "litgpt",
+    "gpt-fast",
+)  # the keys of zoo.bench.peers.PEERS (a test keeps them equal)
+PEER_MODULES = {  # what each imports (gpt-fast-style decoding is written in zoo: torch alone)
+    "hf": "transformers",
+    "x-transformers": "x_transformers",
+    "litgpt": "litgpt",
+    "gpt-fast": "torch",
+}
 VARIANTS = ("eager", "compile", "bf16", "bf16-compile", "checkpoint")
 MAX_THREADS = 4096  # torch.set_num_threads takes a C int; no machine has more cores
 MEASURES = ("train", "forward", "generate", "fit", "memory", "decode")
@@ -41,6 +51,19 @@ SHAPES = {
             "model.max_seq_len=1024",
         ],
         {"batch": 8, "seq_len": 1024},
+    ),
+    "llama-1b": (  # Llama 3.2 1B's shape (16 layers of 2048, GQA 32/8, SwiGLU 8192) at Llama 2's vocabulary
+        [
+            "model=llama",
+            "model.d_model=2048",
+            "model.n_heads=32",
+            "model.n_kv_heads=8",
+            "model.n_layers=16",
+            "model.d_ff=8192",
+            "model.vocab_size=32000",
+            "model.max_seq_len=2048",
+        ],
+        {"batch": 4, "seq_len": 2048},
     ),
 }
 
@@ -77,13 +100,14 @@ class BenchOptions:
     rounds: int = field(default=5, metadata={"help": "interleaved timed rounds; medians are reported"})
     steps: int = field(default=2, metadata={"help": "training steps per case per round"})
     peers: str = field(
-        default="hf,x-transformers", metadata={"help": "comma-separated of hf, x-transformers, litgpt; or none"}
+        default="hf,x-transformers",
+        metadata={"help": "comma-separated of hf, x-transformers, litgpt, gpt-fast; or none"},
     )
     shape: str = field(
         default="reference",
         metadata={
-            "help": "reference (the model given), gpt2-small (124M, batch 16 x 1024) or "
-            "llama-250m (GQA, SwiGLU, batch 8 x 1024): model overrides and batch; "
+            "help": "reference (the model given), gpt2-small (124M, batch 16 x 1024), "
+            "llama-250m (GQA, SwiGLU, batch 8 x 1024) or llama-1b (1.1B, batch 4 x 2048): model overrides and batch; "
             "later model.* overrides and batch= / seq_len= win"
         },
     )

@@ -10,6 +10,7 @@ COLUMNS = [
     ("forward_ms", "forward ms", "{:,.1f}"),
     ("generate_tokens_per_s_batch1", "generate tokens/s (batch 1)", "{:,.0f}"),
     ("generate_tokens_per_s_batch{gen_batch}", "generate tokens/s (batch {gen_batch})", "{:,.0f}"),
+    ("generate_bandwidth_share", "batch 1, share of the bandwidth limit", "{:.1%}"),
     ("memory_mb", "train memory MB", "{:,.0f}"),
 ]
 
@@ -39,6 +40,13 @@ def markdown(result: dict) -> str:
             "Measured matmul throughput (the MFU denominator): "
             + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in peaks.items())
             + f"; model FLOPs per training step {result['train_flops_per_step'] / 1e9:,.2f} G.",
+        ]
+    if result.get("memory_bytes_per_s"):
+        lines += [
+            "",
+            f"Measured memory bandwidth (a copy's bytes read and written a second): "
+            f"{result['memory_bytes_per_s'] / 1e9:,.0f} GB/s; batch 1's limit: tokens/s x the weights' bytes "
+            f"(2 a weight in the bf16 variants) at that bandwidth.",
         ]
     if result["ratios"]:
         lines += ["", "| ratio | value |", "|---|---|"]

@@ -12,6 +12,7 @@ from functools import partial
 
 import torch
 
+from zoo.bench.bandwidth import copy_bytes_per_s, weight_bytes
 from zoo.bench.decode import decode_by_context
 from zoo.bench.fit import fit_seconds_per_step
 from zoo.bench.matmul import matmul_flops_per_s
@@ -86,8 +87,9 @@ def _run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None
         _time_training(cases, rows, base, work, opts, log)
     if "forward" in measures:
         _time_forward(cases, rows, base, opts, log)
+    bandwidth = None
     if "generate" in measures:
-        _time_generation(cases, rows, base, opts, log)
+        bandwidth = _time_generation(cases, rows, base, opts, log)
     if "memory" in measures:
         _measure_memory(cases, rows, model, opts, log)
     if "decode" in measures:
@@ -119,6 +121,7 @@ def _run_bench(model: ModelConfig, opts: BenchOptions, log: Callable[[str], None
         "model_summary": summary.as_dict(),
         "train_flops_per_step": train_flops_per_step,
         "matmul_flops_per_s": peaks,
+        "memory_bytes_per_s": bandwidth,
         "rows": list(rows.values()),
         "ratios": ratios(list(rows.values()), opts.gen_batch),
         "unavailable": unavailable,
@@ -204,8 +207,10 @@ def _time_forward(
 
 def _time_generation(
     cases: list[Case], rows: dict, base: Workload, opts: BenchOptions, log: Callable[[str], None]
-) -> None:
-    """Decoding exactly `new_tokens` at batch 1 and at `gen_batch`, for every case that generates."""
+) -> float:
+    """Decoding exactly `new_tokens` at batch 1 and at `gen_batch`, for every case that generates;
+    then the device's memory bandwidth (returned), and each batch-1 figure as a share of its
+    limit: tokens/s × the weights' bytes (`zoo.bench.bandwidth.weight_bytes`) / bandwidth."""
     timers = {}
     for c in cases:
         if c.variant == "checkpoint" or c.subject.generate(base.prompt(1, opts.prompt), 2) is None:
@@ -221,6 +226,13 @@ def _time_generation(
     for (name, rows_n), values in interleaved(timers, rounds=opts.rounds, warmup=1).items():
         key = "generate_tokens_per_s_batch1" if rows_n == 1 else f"generate_tokens_per_s_batch{rows_n}"
         rows[name][key] = 1 / median(values)
+    bandwidth = copy_bytes_per_s(base.device, rounds=opts.rounds)
+    for c in cases:
+        row = rows[c.name]
+        if "generate_tokens_per_s_batch1" in row:
+            row["weight_bytes"] = weight_bytes(c.subject.model, is_bf16(c.variant))
+            row["generate_bandwidth_share"] = row["generate_tokens_per_s_batch1"] * row["weight_bytes"] / bandwidth
+    return bandwidth
 
 
 def _time_decoding(cases: list[Case], rows: dict, opts: BenchOptions, log: Callable[[str], None]) -> None:
@@ -347,6 +359,12 @@ def ratios(rows: list[dict], gen_batch: int) -> dict:
         put(f"generate batch {n}: zoo / fastest peer", get("zoo", "eager", g), best_peer("eager", g))
         put(f"generate batch {n}: zoo compiled static step / hf eager", get("zoo", "compile", g), get("hf", "eager", g))
         put(f"generate batch {n}: zoo / hf, both compiled", get("zoo", "compile", g), get("hf", "compile", g))
+        for variant in ("compile", "bf16-compile"):
+            put(
+                f"generate batch {n}: zoo / gpt-fast-style, both {variant}",
+                get("zoo", variant, g),
+                get("gpt-fast", variant, g),
+            )
         put(
             f"generate batch {n}: zoo / hf, both bf16 compiled",
             get("zoo", "bf16-compile", g),

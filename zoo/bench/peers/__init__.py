@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from zoo.bench.peers.gptfast import GptFastSubject
 from zoo.bench.peers.hf import HFSubject
 from zoo.bench.peers.litgpt import LitGPTSubject
 from zoo.bench.peers.unavailable import PeerUnavailable
@@ -16,6 +17,7 @@ PEERS: dict[str, Callable[..., Subject]] = {
     "hf": HFSubject,
     "x-transformers": XTransformersSubject,
     "litgpt": LitGPTSubject,
+    "gpt-fast": GptFastSubject,
 }
 
 

@@ -1,4 +1,4 @@
-"""What the peers that return logits from `model(input_ids)` share (x-transformers, litgpt):
+"""What the peers that return logits from `model(input_ids)` share (x-transformers, litgpt, gpt-fast-style):
 the training step on the cross-entropy of those logits, as their own training scripts compute
 it, and the inference forward."""
 
