@@ -209,6 +209,7 @@ def test_every_zoo_plan_example_runs_as_printed(tmp_path, capsys, monkeypatch):
     page = (Path(__file__).resolve().parents[2] / "docs" / "memory-planner.md").read_text()
     examples = _examples(page) + _examples(cli.__doc__)
     assert len(examples) >= 8
+    examples = [argv for i, argv in enumerate(examples) if argv not in examples[:i]]  # one run of a repeated one
     monkeypatch.chdir(tmp_path)  # out=plan.json lands here
     for argv in examples:
         status, out, err = zoo_plan(argv, capsys, monkeypatch)
@@ -250,3 +251,26 @@ def test_muons_work_on_a_whole_matrix_is_not_divided_by_the_shards():
     assert len({p.parts[MUON_WORK] for p in plans}) == 1  # whole on every rank
     assert plans[2].parts[OPTIMIZER] < plans[1].parts[OPTIMIZER] < plans[0].parts[OPTIMIZER]
     assert plan(wide, options(batch=1, seq_len=8)).parts[MUON_WORK] == 0
+
+
+@pytest.mark.parametrize(
+    "cfg, batch",
+    [
+        # a vocabulary large beside the width: the peak is in the loss (one chunk alone would miss
+        # it); 20 chunks of 64 rows, and 12 of the masked-LM's 15% of the rows
+        (ModelConfig(d_model=32, n_heads=2, n_layers=1, vocab_size=5000, max_seq_len=64, final_softcap=30.0), 20),
+        (ModelConfig(family="encoder_only", d_model=32, n_heads=2, n_layers=1, vocab_size=5000, max_seq_len=64), 80),
+    ],
+    ids=["decoder-softcap", "encoder-sparse-targets"],
+)
+def test_tracing_the_first_chunks_of_the_loss_finds_the_peak_of_every_chunk(cfg, batch):
+    """The planner traces the chunked loss's loop for its first chunks only
+    (zoo.nn.chunked_loss.first_chunks_only): at 12 or 20 chunks, the peak and every part of it are
+    those of the trace of every chunk (and those of the first chunk alone are not)."""
+    from zoo.config.schema.task import OutputLoss
+    from zoo.plan.trace import StepSetup, simulate_step
+
+    setup = StepSetup(batch=batch, seq_len=64, precision="32-true", output_loss=OutputLoss.chunked, loss_chunk=64)
+    every, first = simulate_step(cfg, setup, chunks=None), simulate_step(cfg, setup)
+    assert (first.peak, first.parts, first.peak_phase) == (every.peak, every.parts, every.peak_phase)
+    assert every.peak_phase == "loss" and simulate_step(cfg, setup, chunks=1).peak < every.peak

@@ -16,11 +16,32 @@ softmax normaliser: both enter each chunk's gradient in place.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
 import torch
 
 from zoo.nn.host import host_reads_are_free
 
 IGNORE = -100
+# at most this many chunks are computed (None: all): a trace of memory on tensors without values
+# (zoo.plan) needs only the loop's first chunks, after which every chunk allocates and frees alike
+_CHUNKS_TRACED: ContextVar[int | None] = ContextVar("chunks_traced", default=None)
+STEADY_CHUNKS = 3  # the first chunk, the second (holding the first's leftovers), and one more
+
+
+@contextlib.contextmanager
+def first_chunks_only(n: int = STEADY_CHUNKS) -> Iterator[None]:
+    """Inside, the chunked loss computes only its first `n` chunks: the loss and gradients are
+    wrong, the memory the loop holds at its peak is right (every chunk after the second makes
+    and frees the same tensors as the second; the last may be shorter). For memory traces on
+    fake tensors only."""
+    token = _CHUNKS_TRACED.set(n)
+    try:
+        yield
+    finally:
+        _CHUNKS_TRACED.reset(token)
 
 
 def _compute_dtype(t: torch.Tensor) -> torch.dtype:
@@ -78,7 +99,9 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         total = torch.zeros((), dtype=acc, device=hidden.device)
         total_z = torch.zeros((), dtype=acc, device=hidden.device)
         host_branch = host_reads_are_free(hidden)  # a data-dependent branch is free here
-        for start in range(0, N, chunk):
+        starts = range(0, N, chunk)
+        traced = _CHUNKS_TRACED.get()
+        for start in starts if traced is None else starts[:traced]:
             h = hidden[start : start + chunk].to(dtype)  # (c, D)
             t = targets[start : start + chunk]  # (c,)
             keep = valid[start : start + chunk]  # (c,)

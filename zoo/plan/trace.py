@@ -44,6 +44,7 @@ from zoo.config.schema.task import OutputLoss
 from zoo.config.schema.train import OptimConfig, OptimizerImpl, OptimizerKind
 from zoo.models import build_model
 from zoo.models.sharding import layers
+from zoo.nn.chunked_loss import STEADY_CHUNKS, first_chunks_only
 from zoo.nn.moe import MoE, moe_layers
 from zoo.tasks import TASKS
 from zoo.tasks.muon import Muon
@@ -292,11 +293,18 @@ def _follow_muon(optimizer: torch.optim.Optimizer, trace: _Trace) -> None:
     inner._update = counted  # type: ignore[method-assign]  # this optimizer only, made for the trace
 
 
-def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, float] | None = None) -> StepMemory:
+def simulate_step(
+    model_cfg: ModelConfig,
+    setup: StepSetup,
+    scale: dict[str, float] | None = None,
+    chunks: int | None = STEADY_CHUNKS,
+) -> StepMemory:
     """The bytes one device holds at the peak of a steady-state training step (AdamW's moments
     already made) of `model_cfg` at `setup`, by part. `scale`: a weight per part (default 1)
     with which the peak is found, e.g. 1 / shards for weights, gradients and moments under
-    FSDP (the returned parts are then the shares one device holds)."""
+    FSDP (the returned parts are then the shares one device holds). `chunks`: the chunked
+    loss's loop is traced for its first `chunks` chunks only (`first_chunks_only`: the same
+    peak, far fewer operations at a large batch; None: every chunk)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     scale = dict(scale or {})
@@ -308,7 +316,7 @@ def simulate_step(model_cfg: ModelConfig, setup: StepSetup, scale: dict[str, flo
     with fake, true_bf16:  # bf16-true: made in bf16, as Lightning's true-precision plugin makes a model
         model = build_model(model_cfg, init_seed=0)  # a seed of its own: no value is drawn from a fake tensor
     mixtures = _follow_mixtures(model, trace)
-    with fake, trace:
+    with fake, trace, first_chunks_only(chunks) if chunks else contextlib.nullcontext():
         params = list(model.parameters())
         for p in params:
             trace.add(p, WEIGHTS)
