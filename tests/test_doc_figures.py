@@ -253,6 +253,27 @@ def test_the_decoding_profile_figures_are_its_record():
     )
 
 
+def test_the_gpt_fast_comparison_on_the_cpu_is_its_record():
+    """performance.md's CPU decoding figures against gpt-fast-style decoding are
+    decode_peers_cpu.json's: tokens/s and share of the bandwidth limit at batch 1, the ratios."""
+    res = result("decode_peers_cpu.json")
+    zoo, hf, fast = (row(res, name, "compile") for name in ("zoo", "hf", "gpt-fast"))
+
+    def figure(r: dict) -> str:
+        return f"{r['generate_tokens_per_s_batch1']:.1f}"
+
+    ratios = res["ratios"]
+    assert not unsaid(
+        "performance.md",
+        f"copy bandwidth there ({res['memory_bytes_per_s'] / 1e9:.0f} GB/s)",
+        f"zoo decodes {figure(zoo)} tokens/s at batch 1 ({zoo['generate_bandwidth_share']:.0%} of its limit)",
+        f"static cache {figure(hf)} ({hf['generate_bandwidth_share']:.0%})",
+        f"gpt-fast-style decoding {figure(fast)} ({fast['generate_bandwidth_share']:.0%})",
+        f"zoo / gpt-fast-style is {ratios['generate batch 1: zoo / gpt-fast-style, both compile']:.2f} at batch 1 "
+        f"and {ratios['generate batch 4: zoo / gpt-fast-style, both compile']:.2f} at batch 4",
+    )
+
+
 def test_the_data_and_memory_figures_are_their_results():
     data = result("data_scale.json")["runs"]
     warm20, warm1000 = data["20MB"]["warm"], data["1000MB"]["warm"]
