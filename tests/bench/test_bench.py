@@ -287,3 +287,29 @@ def test_missing_peers_are_named_before_any_measurement(capsys, monkeypatch):
     ), err
     assert any(line.startswith("zoo-bench: built eager") for line in lines[1:])
     assert "| zoo" in out and "hf: not compared" in out and "Traceback" not in err
+
+
+def test_the_bf16_variants_decode_a_bf16_copy_and_train_the_float32_model():
+    """Every system decodes with bfloat16 weights in a bf16 variant (2 bytes read a weight, as
+    zoo-generate dtype=bfloat16, transformers' torch_dtype and gpt-fast decode), made once from
+    the model's weights; its training step goes on with the float32 model. zoo's tokens are those
+    of `zoo.models.generate` on the model cast to bfloat16."""
+    import copy
+
+    from zoo.models.generate import GenerationConfig, generate
+
+    work = workload("llama", bf16=True)
+    ours = build_subject("zoo", work)
+    prompt = work.prompt(2, 5)
+    expected = generate(
+        copy.deepcopy(ours.model).to(torch.bfloat16), prompt, config=GenerationConfig(), max_new_tokens=6
+    )
+    assert torch.equal(ours.generate(prompt, 6), expected)
+    assert {p.dtype for p in ours._decoder.parameters()} == {torch.bfloat16}
+    for system in ("hf", "x-transformers", "gpt-fast"):
+        peer = build_subject(system, work, zoo=ours)
+        assert peer.generate(prompt, 6).shape == (2, 6)
+        assert {p.dtype for p in peer.decoder.parameters()} == {torch.bfloat16}, system
+        assert {p.dtype for p in peer.model.parameters()} == {torch.float32}, system
+    ours.train_step(work.training_batch())
+    assert {p.dtype for p in ours.model.parameters()} == {torch.float32}

@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import torch
 
 from zoo.config.facts.families import FamilyFacts, family_facts
 from zoo.config.schema.model import Family, ModelConfig
 
+M = TypeVar("M", bound=torch.nn.Module)
 MLM_RATE = 0.15  # share of positions with a target in a masked-LM batch (Devlin et al. 2019)
 
 
@@ -79,6 +80,19 @@ class Workload:
         """Input tokens per training step (encoder-decoder: source and target)."""
         per_row = self.seq_len * (2 if self.stacks.cross_attention else 1)
         return self.batch * per_row
+
+
+def decoding_copy(work: Workload, model: M) -> M:
+    """What a system decodes with: `model` itself, or in a bf16 variant a copy of it with
+    bfloat16 weights, as users decode in bf16 (zoo-generate dtype=bfloat16, transformers'
+    torch_dtype, gpt-fast), so that a decoding step reads 2 bytes a weight. Autocast over
+    float32 weights would cast every weight at every step: 8 bytes of traffic a weight. The
+    copy is made once, from the weights as they are; training steps go on with `model`."""
+    if not work.bf16:
+        return model
+    import copy
+
+    return copy.deepcopy(model).to(torch.bfloat16)
 
 
 def optimizer_step(

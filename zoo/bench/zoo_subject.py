@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import torch
 
-from zoo.bench.workload import Workload, optimizer_step
+from zoo.bench.workload import Workload, decoding_copy, optimizer_step
 from zoo.config.facts.optimizers import OptimizerKind, read_by
 from zoo.config.facts.tasks import task_of_family
 from zoo.data.collate.padding import without_full_masks
 from zoo.data.tokenizers.base import SPECIAL_IDS
+from zoo.models.base import ZooModel
 from zoo.models.generate import GenerationConfig, generate
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
@@ -57,6 +58,7 @@ class ZooSubject:
             self.task.model.load_state_dict(state)
         self.model = self.task.model
         self._fed: tuple = (None, None)  # (batch, what the model is fed)
+        self._decoder: ZooModel | None = None  # what generate decodes with, made at its first call
         self.optimizer = build_optimizer(self.task, self.task.optim_config, output_embedding=self.model.lm_head.weight)
 
     def _feed(self, batch: dict) -> dict:
@@ -83,5 +85,7 @@ class ZooSubject:
         if not self.work.stacks.decoder:  # nothing to generate with
             return None
         bos = SPECIAL_IDS["bos"] if self.work.stacks.cross_attention else None  # zoo's own specials
+        if self._decoder is None:  # the bf16 variants decode a bf16 copy, as zoo-generate dtype=bfloat16 does
+            self._decoder = decoding_copy(self.work, self.model)
         with self.work.autocast():
-            return generate(self.model, prompt, config=self.generation, max_new_tokens=new_tokens, bos_id=bos)
+            return generate(self._decoder, prompt, config=self.generation, max_new_tokens=new_tokens, bos_id=bos)

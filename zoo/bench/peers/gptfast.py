@@ -18,7 +18,7 @@ positions, LayerNorm or RMSNorm, SwiGLU or a two-matrix MLP, full or grouped hea
 without biases and tied embeddings (GPT-2 small and Llama-style models); every other kind of an
 axis and every non-default option of the block is refused by name. Greedy decoding only (the
 bench decodes greedily). It decodes with a copy of the weights of its own, in bfloat16 in the
-bf16 variants (gpt-fast's weights and caches are bf16; the others autocast float32 weights),
+bf16 variants (gpt-fast's weights and caches are bf16; every system here decodes so there),
 uncompiled but for the decoding step; its training step and forward are those of its `model`,
 float32 weights under the variant's autocast, like the other peers'. gpt-fast itself is no
 package; this is its design, written here."""
@@ -284,6 +284,7 @@ def decode_one_token(model: Transformer, token: torch.Tensor, input_pos: torch.T
 
 class GptFastSubject(LogitsLMPeer):
     model: Any
+    decoder: Any  # its Transformer (setup_caches)
 
     def __init__(self, work: Workload, *, zoo_model, compile: bool = False) -> None:
         check(work.model)
@@ -292,11 +293,11 @@ class GptFastSubject(LogitsLMPeer):
         state = zoo_model.state_dict()
         self.model = from_zoo(work.model, state).to(work.device)
         dtype = torch.bfloat16 if work.bf16 else None
-        self.decoder = from_zoo(work.model, state).to(work.device, dtype=dtype)  # decodes; never compiled whole
         self.step = decode_one_token
         if compile:
             self.step = torch.compile(decode_one_token, mode="reduce-overhead", fullgraph=True)
-        self.ready(compile)
+        # decodes with a copy of its own, never compiled whole: only its one-token step is
+        self.ready(compile, decoder=from_zoo(work.model, state).to(work.device, dtype=dtype))
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:

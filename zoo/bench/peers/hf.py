@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from zoo.bench.peers.unavailable import PeerUnavailable
-from zoo.bench.workload import Workload, optimizer_step
+from zoo.bench.workload import Workload, decoding_copy, optimizer_step
 from zoo.interop.hf import UnsupportedConfig, to_hf
 
 
@@ -29,8 +29,12 @@ class HFSubject:
             self.model.generation_config.eos_token_id = None  # always exactly new_tokens tokens
             self.model.generation_config.pad_token_id = 0
         self.static = compile  # compiled: generate with transformers' static cache, as its docs advise
+        # the bf16 variants decode a bf16 copy (as torch_dtype=torch.bfloat16 loads one), made before compiling
+        self.decoder: Any = decoding_copy(work, self.model)
         if compile:
             self.model.compile()
+            if self.decoder is not self.model:
+                self.decoder.compile()
         self.optimizer = work.adamw(self.model.parameters())
 
     def _inputs(self, batch: dict) -> dict:
@@ -57,12 +61,12 @@ class HFSubject:
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
         if not self.work.stacks.decoder:  # nothing to generate with
             return None
-        self.model.eval()
+        self.decoder.eval()
         kwargs: dict[str, Any] = {"decoder_start_token_id": 1} if self.work.stacks.cross_attention else {}
         if self.static:
             kwargs["cache_implementation"] = "static"
         with self.work.autocast():
-            out = self.model.generate(
+            out = self.decoder.generate(
                 prompt,
                 attention_mask=torch.ones_like(prompt),
                 max_new_tokens=new_tokens,

@@ -82,6 +82,7 @@ def config_kwargs(work: Workload) -> dict:
 
 class LitGPTSubject(LogitsLMPeer):
     model: Any  # litgpt's GPT: the package ships no types (its KV-cache methods are its own)
+    decoder: Any
 
     def __init__(self, work: Workload, *, zoo_model=None, compile: bool = False) -> None:
         try:
@@ -101,9 +102,9 @@ class LitGPTSubject(LogitsLMPeer):
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
-        self.model.eval()
+        self.decoder.eval()
         B, T = prompt.shape
-        self.model.set_kv_cache(
+        self.decoder.set_kv_cache(
             batch_size=B,
             max_seq_length=T + new_tokens,
             device=prompt.device,
@@ -111,11 +112,11 @@ class LitGPTSubject(LogitsLMPeer):
         )
         out = []
         with self.work.autocast():
-            logits = self.model(prompt, input_pos=torch.arange(T, device=prompt.device))  # (B, T, V)
+            logits = self.decoder(prompt, input_pos=torch.arange(T, device=prompt.device))  # (B, T, V)
             for step in range(new_tokens):
                 token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
                 out.append(token)
                 if step + 1 < new_tokens:
-                    logits = self.model(token, input_pos=torch.tensor([T + step], device=prompt.device))  # (B, 1, V)
-        self.model.clear_kv_cache()
+                    logits = self.decoder(token, input_pos=torch.tensor([T + step], device=prompt.device))  # (B, 1, V)
+        self.decoder.clear_kv_cache()
         return torch.cat(out, dim=1)  # (B, new_tokens)

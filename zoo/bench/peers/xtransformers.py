@@ -90,11 +90,11 @@ class XTransformersSubject(LogitsLMPeer):
         wrapper, layers = decoder_kwargs(work)
         self.name, self.work = "x-transformers", work
         self.model = TransformerWrapper(**wrapper, attn_layers=Decoder(**layers)).to(work.device)
-        self.sampler = AutoregressiveWrapper(self.model)
         self.ready(compile)
+        self.sampler = AutoregressiveWrapper(self.decoder)
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor | None:
-        self.model.eval()
+        self.decoder.eval()
         with self.work.autocast():
             return self.sampler.generate(prompt, new_tokens, temperature=0.0, cache_kv=True)
