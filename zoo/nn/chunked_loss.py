@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from contextvars import ContextVar
 
 import torch
 
@@ -26,8 +25,9 @@ from zoo.nn.host import host_reads_are_free
 
 IGNORE = -100
 # at most this many chunks are computed (None: all): a trace of memory on tensors without values
-# (zoo.plan) needs only the loop's first chunks, after which every chunk allocates and frees alike
-_CHUNKS_TRACED: ContextVar[int | None] = ContextVar("chunks_traced", default=None)
+# (zoo.plan) needs only the loop's first chunks, after which every chunk allocates and frees alike.
+# A plain module attribute, not a ContextVar: torch.compile reads it (and guards on it) in one graph
+_chunks_traced: int | None = None
 STEADY_CHUNKS = 3  # the first chunk, the second (holding the first's leftovers), and one more
 
 
@@ -37,11 +37,12 @@ def first_chunks_only(n: int = STEADY_CHUNKS) -> Iterator[None]:
     wrong, the memory the loop holds at its peak is right (every chunk after the second makes
     and frees the same tensors as the second; the last may be shorter). For memory traces on
     fake tensors only."""
-    token = _CHUNKS_TRACED.set(n)
+    global _chunks_traced
+    before, _chunks_traced = _chunks_traced, n
     try:
         yield
     finally:
-        _CHUNKS_TRACED.reset(token)
+        _chunks_traced = before
 
 
 def _compute_dtype(t: torch.Tensor) -> torch.dtype:
@@ -100,8 +101,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         total_z = torch.zeros((), dtype=acc, device=hidden.device)
         host_branch = host_reads_are_free(hidden)  # a data-dependent branch is free here
         starts = range(0, N, chunk)
-        traced = _CHUNKS_TRACED.get()
-        for start in starts if traced is None else starts[:traced]:
+        for start in starts if _chunks_traced is None else starts[:_chunks_traced]:
             h = hidden[start : start + chunk].to(dtype)  # (c, D)
             t = targets[start : start + chunk]  # (c,)
             keep = valid[start : start + chunk]  # (c,)
