@@ -5,6 +5,7 @@ equivalent of is refused by name."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -36,14 +37,12 @@ def workload(shape: str) -> Workload:
 
 
 def sharp(work: Workload, compile: bool = False):
-    """zoo's model with weights 25 × the default init (next tokens far from ties, so a row or
-    position mix-up changes an argmax) and the peer built from them."""
+    """zoo's model with weights drawn 25 × wider (init_std 0.5, as tests/conftest.py's `sharp`:
+    next tokens far from ties, so a row or position mix-up changes an argmax) and the peer built
+    from them."""
+    work = dataclasses.replace(work, model=dataclasses.replace(work.model, init_std=0.5))
     torch.manual_seed(0)
     ours = build_subject("zoo", work)
-    with torch.no_grad():
-        for p in ours.model.parameters():
-            if p.dim() > 1:
-                p.mul_(25)
     return ours, build_subject("gpt-fast", work, zoo=ours, compile=compile)
 
 
