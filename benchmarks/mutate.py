@@ -145,6 +145,21 @@ PLANTED: list[tuple] = [  # (name, path, old, new[, tests])
         "stats.ttest_ind(a, b)",
     ),
     ("top-p boundary", "zoo/models/generate.py", "drop_sorted = before >= top_p", "drop_sorted = before > top_p"),
+    # a bug of one kind, which only the covering designs' rows meet (tests named: the grids alone)
+    (
+        "LayerNorm's row counts no bias",
+        "zoo/config/facts/norms.py",
+        "parameters=lambda D, bias: D * (2 if bias else 1),",
+        "parameters=lambda D, bias: D,",
+        ["tests/contract/test_axes.py", "-k", "row_of_every"],
+    ),
+    (
+        "per-head QK-norm on the queries alone",
+        "zoo/nn/attention.py",
+        "return getattr(self, norm)(heads) if self.qk_norm == QKNorm.head else heads",
+        'return getattr(self, norm)(heads) if self.qk_norm == QKNorm.head and norm == "q_norm" else heads',
+        ["tests/models/test_variants.py", "-k", "test_a_row"],
+    ),
 ]
 
 _CMP = {

@@ -61,18 +61,26 @@ def _named(nodeid: str) -> list[str]:
     return nodeid.partition("[")[2].rstrip("]").split("-") if "[" in nodeid else []
 
 
-def _added(ids: list[list[str]], kinds: set[str]) -> int:
+def _column(ids: list[list[str]], every: set[str]) -> int | None:
+    """The column of a function's ids (all of one shape) that holds every kind of an axis, or None."""
+    if not ids or len({len(i) for i in ids}) != 1:
+        return None
+    return next((k for k, col in enumerate(zip(*ids)) if every <= set(col)), None)
+
+
+def _added(ids: list[list[str]], kinds: set[str], column: int | None = None) -> int:
     """The tests one function adds for a new kind of an axis whose kinds it all runs: its tests
     per kind where its ids are a whole product (every other column's values with each kind),
     else, a covering design, the most values any other column has (the rows the new kind needs
-    to meet each of them once)."""
+    to meet each of them once). `column`: where the axis's kinds are, when known."""
     per_kind = -(-sum(bool(set(i) & kinds) for i in ids) // len(kinds))
     if len({len(i) for i in ids}) != 1:
         return per_kind  # ids of different shapes: no columns to read
     columns = [set(col) for col in zip(*ids)]
-    axis = [k for k, col in enumerate(columns) if col & kinds]
+    axis = [column] if column is not None else [k for k, col in enumerate(columns) if col & kinds]
     if len(axis) != 1:
         return per_kind
+    per_kind = -(-len(ids) // len(columns[axis[0]]))
     others = [len(col) for k, col in enumerate(columns) if k != axis[0]]
     if math.prod(len(col) for col in columns) == len({tuple(i) for i in ids}) == len(ids):
         return math.prod(others)
@@ -80,20 +88,27 @@ def _added(ids: list[list[str]], kinds: set[str]) -> int:
 
 
 def per_kind(items: list[tuple[str, bool]]) -> dict[str, int]:
-    """{axis key: the tests a new kind of it adds}, summed over the test functions whose ids name
-    each kind of the axis (they run them all, so they will run a new one too; a function that
-    picks some kinds by hand adds nothing). Only the kinds whose name no other axis uses count
-    (a position "none" and a QK-norm "none" cannot be told apart in an id)."""
+    """{axis key: the tests a new kind of it adds}, summed over the test functions that run each
+    kind of the axis (they will run a new one too; a function that picks some kinds by hand adds
+    nothing). A function whose ids have columns runs an axis when one column holds all its kinds
+    ("none" included: a cache's "static" and "dynamic" are not hyper-connections'); else when its
+    ids name every kind whose name no other axis uses."""
     owners = Counter(kind.value for entry in AXES for kind in entry.kinds)
     functions: dict[str, list[list[str]]] = {}
     for nodeid, _ in items:
         functions.setdefault(nodeid.partition("[")[0], []).append(_named(nodeid))
     out = {}
     for entry in AXES:
+        every = {kind.value for kind in entry.kinds}
         kinds = {kind.value for kind in entry.kinds if owners[kind.value] == 1}
-        out[entry.key] = sum(
-            _added(ids, kinds) for ids in functions.values() if kinds and kinds <= {v for i in ids for v in i}
-        )
+        total = 0
+        for ids in functions.values():
+            if len({len(i) for i in ids}) == 1:
+                column = _column(ids, every)
+                total += _added(ids, every, column) if column is not None else 0
+            elif kinds and kinds <= {v for i in ids for v in i}:
+                total += _added(ids, kinds)
+        out[entry.key] = total
     return out
 
 

@@ -14,10 +14,19 @@ axes come from the enums and fact tables (`AXIS`, `zoo/config/facts/axes.py`), s
 joins every design as soon as its row exists, adding a few rows rather than a slice of the
 product. `cases(...)` gives the rows as `pytest.param`s with ids of their values, joined by
 "-" as pytest's own grids are.
+
+`joint(axes, valid)` is the same greedy idea for a product too large to enumerate (every model
+axis at once). A pair `valid` refuses alone (the other axes at their defaults) is set aside and
+returned as refused, for a test to check that it is refused as the config says. A row grows
+from an uncovered pair, taking axis by axis the value that covers the most new pairs among
+those whose every pair with the row is accepted (an axis with no such value stays at its
+default, None in the row: RoPE's scaling in a row without RoPE); the best of a few such rows is
+kept, once `valid` accepts it whole.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -43,6 +52,7 @@ AXIS = {
     "norm_type": "model.norm_type",
     "activation": "model.activation",
     "block": "model.block",
+    "qk_norm": "model.qk_norm",
 }
 
 
@@ -84,6 +94,66 @@ def pairwise(
         uncovered -= held[best]
         rows.append(dict(zip(names, cells[best], strict=True)))
     return rows
+
+
+def joint(
+    axes: Mapping[str, Sequence[Any]], valid: Callable[[dict[str, Any]], bool], candidates: int = 8
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(rows, refused pairs) of a pairwise design over `axes`, built row by row without the
+    product: every pair of values of two axes is in a row unless `valid` refuses the pair alone
+    ({axis: value, axis: value}, the other axes unset), and then it is a refused pair. Each row
+    is the best of `candidates` rows, each grown from one of the first uncovered pairs."""
+    names = list(axes)
+    if len(names) < 2 or any(len(values) == 0 for values in axes.values()):
+        raise ValueError(f"a joint design takes two axes or more, each with a value: {dict(axes)}")
+    index = {name: k for k, name in enumerate(names)}
+    position = {(name, v): k for name in names for k, v in enumerate(axes[name])}
+
+    def pair(a: str, va: Any, b: str, vb: Any) -> tuple[str, Any, str, Any]:
+        return (a, va, b, vb) if index[a] < index[b] else (b, vb, a, va)
+
+    def order(p: tuple[str, Any, str, Any]) -> tuple[int, int, int, int, int]:
+        a, va, b, vb = p  # the largest axes first, then axis and value order: deterministic
+        return (-len(axes[a]) * len(axes[b]), index[a], index[b], position[a, va], position[b, vb])
+
+    every = {pair(a, va, b, vb) for a, b in itertools.combinations(names, 2) for va in axes[a] for vb in axes[b]}
+    accepted = {p: valid({p[0]: p[1], p[2]: p[3]}) for p in every}
+    refused = [{p[0]: p[1], p[2]: p[3]} for p in sorted(every, key=order) if not accepted[p]]
+    uncovered = {p for p in every if accepted[p]}
+
+    def grow(a: str, va: Any, b: str, vb: Any, exact: bool) -> dict[str, Any]:
+        """A row holding (a, va, b, vb), each other axis the value of most new pairs among those
+        whose pairs with the row are accepted (exact: whose row `valid` accepts)."""
+        row = {a: va, b: vb}
+        for name in names:
+            if name in row:
+                continue
+            best, gain = None, -1
+            for value in axes[name]:
+                held = [pair(x, row[x], name, value) for x in row if row[x] is not None]
+                if not all(accepted[p] for p in held) or (exact and not valid({**row, name: value})):
+                    continue
+                new = sum(p in uncovered for p in held)
+                if new > gain:  # the first of the best
+                    best, gain = value, new
+            row[name] = best  # None where no value is accepted: the axis at its default
+        return {name: row[name] for name in names}
+
+    def covers(row: dict[str, Any]) -> set[tuple[str, Any, str, Any]]:
+        return {(x, row[x], y, row[y]) for x, y in itertools.combinations(names, 2)} & uncovered
+
+    rows: list[dict[str, Any]] = []
+    while uncovered:
+        grown = sorted(
+            (grow(*p, exact=False) for p in heapq.nsmallest(candidates, uncovered, key=order)),
+            key=lambda r: -len(covers(r)),  # stable: the first of the best
+        )
+        # the best that `valid` accepts whole; else (a refusal of three kinds at once) the first
+        # pair grown checking each value
+        row = next((r for r in grown if valid(r)), None) or grow(*min(uncovered, key=order), exact=True)
+        uncovered -= covers(row)
+        rows.append(row)
+    return rows, refused
 
 
 def covered_pairs(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, Any, str, Any]]:

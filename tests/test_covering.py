@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tests.covering import AXIS, MAX_CELLS, cases, covered_pairs, kinds, model_axes, pairwise
+from tests.covering import AXIS, MAX_CELLS, cases, covered_pairs, joint, kinds, model_axes, pairwise
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import ModelConfig
 
@@ -96,7 +96,7 @@ def test_a_new_kind_adds_a_few_rows_not_a_slice_of_the_product():
 
 def test_the_axes_are_the_registered_kinds():
     assert kinds("model.norm_type") == ["layernorm", "rmsnorm"]
-    assert set(AXIS) <= set(MODEL_GRID) | {"block"}
+    assert set(AXIS) <= set(MODEL_GRID) | {"block", "qk_norm"}
     assert model_axes("block")["block"] == kinds("model.block")
 
 
@@ -117,3 +117,69 @@ def test_what_cannot_make_a_design_is_refused(axes, valid, says):
 
 def test_one_axis_is_its_values():
     assert pairwise({"norm": kinds("model.norm")}) == [{"norm": n} for n in kinds("model.norm")]
+
+
+# -- joint: a design grown row by row, for a product too large to enumerate ----------------------
+
+
+def _valid_block(row):
+    """The config's refusal of post-norm with parallel_two_norms; an unset axis at its default."""
+    kw = {k: v for k, v in row.items() if v is not None}
+    try:
+        ModelConfig(
+            family=kw.get("family", "decoder_only"),
+            position={"kind": kw.get("position", "learned")},
+            norm=kw.get("norm", "pre"),
+            block=kw.get("block", "sequential"),
+        )
+    except ConfigError:
+        return False
+    return True
+
+
+def test_a_joint_design_holds_every_pair_but_the_refused_ones_and_only_accepted_rows():
+    axes = model_axes("family", "position", "norm", "block")
+    rows, refused = joint(axes, _valid_block)
+    assert refused == [{"norm": "post", "block": "parallel_two_norms"}]
+    assert all(_valid_block(row) for row in rows)
+    assert covered_pairs(rows) == every_pair(axes, _valid_block)
+    # about as few rows as the exhaustive greedy of `pairwise`, far fewer than the product
+    assert len(rows) <= len(pairwise(axes, _valid_block)) + 4 and len(rows) * 4 < 3 * 7 * 4 * 3
+    assert joint(dict(axes), _valid_block) == (rows, refused)  # the same rows on every run
+    for k in range(len(rows)):  # and none is spare to the pair check
+        assert covered_pairs(rows[:k] + rows[k + 1 :]) != covered_pairs(rows)
+
+
+def test_an_axis_with_no_value_a_row_takes_stays_at_its_default():
+    """A value that only pairs with one value of another axis (RoPE's scaling with RoPE): the
+    rows without that value leave the axis unset (None), and the pairs with the others are refused."""
+    axes = {"position": ["learned", "rope"], "scaling": ["linear", "yarn"], "norm": ["pre", "post"]}
+
+    def valid(row):
+        return row.get("scaling") is None or row.get("position") in (None, "rope")
+
+    rows, refused = joint(axes, valid)
+    assert refused == [{"position": "learned", "scaling": "linear"}, {"position": "learned", "scaling": "yarn"}]
+    assert all(valid(row) for row in rows)
+    assert any(row["position"] == "learned" and row["scaling"] is None for row in rows)
+    held = covered_pairs(rows)
+    assert {("scaling", "yarn", "norm", "post"), ("position", "rope", "scaling", "linear")} <= held
+
+
+def test_a_joint_design_of_every_model_axis_unconstrained_is_49_rows_of_658_million_cells():
+    from zoo.config.facts.axes import AXES
+
+    axes = {a.key: [k.value for k in a.kinds] for a in AXES if a.model_level}
+    assert math.prod(len(v) for v in axes.values()) > 6 * 10**8
+    rows, refused = joint(axes, lambda row: True)
+    assert refused == [] and len(rows) == 49  # 7 positions x 7 activations: the least any design can have
+    assert covered_pairs(rows) == {
+        (a, va, b, vb) for a, b in itertools.combinations(axes, 2) for va in axes[a] for vb in axes[b]
+    }
+
+
+def test_what_cannot_make_a_joint_design_is_refused():
+    with pytest.raises(ValueError, match="two axes or more"):
+        joint({"a": [1, 2]}, lambda row: True)
+    with pytest.raises(ValueError, match="two axes or more"):
+        joint({"a": [1, 2], "b": []}, lambda row: True)

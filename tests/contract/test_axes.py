@@ -1,10 +1,13 @@
 """The contract every ablation axis keeps, parametrized over `zoo.config.facts.axes.AXES` × its
-kinds: each kind has its row, builds with every family (or is refused on one line before any
-weight exists), its torch-free parameter count is the built model's, its FLOPs per token from
-the rows are what a forward measures, and the planner plans it. The slow tier trains a kind and
+kinds: each kind has its row, and every pair of kinds of two model axes is built together in a
+row of one covering design over all of them (or is refused on one line before any weight
+exists), whose torch-free parameter count is the built model's and whose FLOPs per token from
+the rows are what a forward measures; the planner plans each kind. The slow tier trains a kind and
 resumes it bit for bit (tests/contract/test_axes_resume.py)."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
@@ -12,22 +15,31 @@ import torch
 import zoo
 from tests.contract.conftest import (
     AXES,
+    MODEL_AXES,
     MODEL_PAIRS,
+    OPTIONS,
     PAIRS,
-    families_for,
+    REFUSED,
+    ROWS,
     flop_counter,
     forward_inputs,
     model_kwargs,
     pair_id,
+    row_config,
+    row_settings,
 )
+from tests.covering import covered_pairs
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.axes import axis
 from zoo.config.schema.params import non_embedding_params
+from zoo.models.init import has_meta_parameters, materialize, parameters_on_meta
 from zoo.plan.options import PlanOptions
 from zoo.plan.planner import plan
 from zoo.plan.trace import WEIGHTS
 
-BUILDS = [(a, k, f) for a, k in MODEL_PAIRS for f in families_for(a, k)]
+
+def row_id(row) -> str:
+    return "-".join("default" if v is None else str(getattr(v, "value", v)) for v in row.values())
 
 
 def test_every_axis_is_a_distinct_config_key_with_kinds():
@@ -70,18 +82,46 @@ def _config_or_refusal(ax, kind, family):
         return None, str(refused)
 
 
-@pytest.mark.parametrize("ax,kind,family", BUILDS, ids=pair_id)
-def test_a_kind_builds_with_every_family_and_its_rows_count_its_parameters_and_flops(ax, kind, family):
-    """Built (or refused on one line naming the kind or its key), the model runs a forward over
-    T tokens (an encoder-decoder: T source and T target tokens); its non-embedding parameters
-    are the torch-free count's, and torch's FlopCounterMode counts the matrix multiplies
-    (linear layers, attention's q·kᵀ and weights·v, a position scheme's own) that
-    `flops_per_token` at context T says, times T."""
-    cfg, refusal = _config_or_refusal(ax, kind, family)
-    if refusal is not None:
-        assert "\n" not in refusal and (kind.value in refusal or ax.key in refusal), refusal
-        return
-    model, T = zoo.build_model(cfg).eval(), cfg.max_seq_len
+def test_every_pair_of_kinds_of_two_model_axes_is_a_row_or_refused():
+    """The design holds every pair of values of two columns (a kind of a model axis, a value of
+    a model option); a pair it leaves out is one where a kind asks for another value of a column
+    (a mixture's balancing needs ffn=moe) or that the config refuses alone, on one line naming
+    a key."""
+    held = covered_pairs(ROWS)
+    left = [dict(p) for p in REFUSED]
+    columns = {**{key: list(a.kinds) for key, a in MODEL_AXES.items()}, **OPTIONS}
+    for a, b in itertools.combinations(columns, 2):
+        for va in columns[a]:
+            for vb in columns[b]:
+                assert (a, va, b, vb) in held or {a: va, b: vb} in left, (a, va, b, vb)
+    for pair in left:
+        config, why = row_config(pair)
+        assert config is None, pair
+        if row_settings(pair) is not None:
+            assert "\n" not in why and any(key in why for key in pair), why
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_a_row_of_every_model_axis_and_option_builds_and_counts_its_parameters_and_flops(row):
+    """Built, the row's model runs a forward over T tokens (an encoder-decoder: T source and T
+    target tokens); its non-embedding parameters are the torch-free count's, and torch's
+    FlopCounterMode counts the matrix multiplies (linear layers, attention's q·kᵀ and
+    weights·v, a position scheme's own, a recurrent layer's) that `flops_per_token` at context
+    T says, times T. Built on the meta device and materialized by its rules, it is the whole
+    build, weight for weight."""
+    cfg, why = row_config(row)
+    assert cfg is not None, why
+    model, T = zoo.build_model(cfg, init_seed=7).eval(), cfg.max_seq_len
+    with parameters_on_meta():
+        empty = zoo.build_model(cfg, init_seed=7)
+    assert all(p.is_meta for p in empty.parameters())
+    assert not any(b.is_meta for b in empty.buffers())  # RoPE's frequencies, ALiBi's slopes: built
+    materialize(empty, torch.device("cpu"), empty.init_rules(), empty.init_seed)
+    assert not has_meta_parameters(empty)
+    whole, made = model.state_dict(), empty.state_dict()
+    assert whole.keys() == made.keys()
+    for key in whole:
+        assert torch.equal(whole[key], made[key]), key
     with flop_counter() as counter, torch.no_grad():
         out = model(**forward_inputs(cfg.family, T, cfg.vocab_size))
     assert torch.isfinite(out.logits).all()

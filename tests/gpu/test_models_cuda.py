@@ -91,7 +91,18 @@ def both_losses(model, batch: dict):
 
 
 @grid
-def test_bf16_autocast_forward_and_backward(family, position, norm, norm_type):
+def test_a_row_moves_to_the_gpu_and_back_and_trains_under_bf16_autocast(
+    subtests, family, position, norm, norm_type, exact_fp32
+):
+    """One model a row of the design: the round trip CPU -> GPU -> CPU, then bf16 autocast's
+    forward and backward against float32's."""
+    with subtests.test("CPU -> GPU -> CPU"):
+        assert_round_trip(family, position, norm, norm_type)
+    with subtests.test("bf16 autocast forward and backward"):
+        assert_bf16_autocast_forward_and_backward(family, position, norm, norm_type)
+
+
+def assert_bf16_autocast_forward_and_backward(family, position, norm, norm_type):
     """Under bf16 autocast on the GPU both output losses are finite and near float32's, and every
     parameter gets a finite float32 gradient pointing where float32's does."""
     model = build(family, position, norm, norm_type).to(DEVICE).train()
@@ -390,9 +401,8 @@ def assert_all_on(model, device: torch.device) -> None:
     assert not stray, f"not on {device.type}: {stray}"
 
 
-@grid
 @torch.no_grad()
-def test_cpu_to_gpu_to_cpu_keeps_weights_buffers_and_outputs(family, position, norm, norm_type, exact_fp32):
+def assert_round_trip(family, position, norm, norm_type):
     """Moving a model to the GPU and back moves every parameter and buffer, changes none of them,
     and float32 outputs on the GPU match the CPU's within 1e-4 of their scale."""
     model = build(family, position, norm, norm_type).eval()

@@ -1,8 +1,8 @@
-"""Every block option with every family and position scheme, each pair of kinds in a covering
-design (tests/covering.py): it builds, its torch-free parameter count is the built model's, and
-KV-cached decoding gives the logits of the whole sequence at once; the whole product, checked
-config-only, is refused on one line before any weight exists exactly where a block's row says.
-The default keeps today's block."""
+"""The caps with every causal family and position scheme: KV-cached decoding gives the logits of
+the whole sequence at once (each pair of kinds in a covering design, tests/covering.py); the
+whole product, checked config-only, is refused on one line before any weight exists exactly
+where a block's row says. That every pair of kinds of two model axes builds and counts as built
+is the contract's (tests/contract/test_axes.py). The default keeps today's block."""
 
 from __future__ import annotations
 
@@ -20,14 +20,9 @@ from zoo.config.schema.model import model_defaults
 from zoo.config.schema.params import non_embedding_params
 from zoo.nn.attention import Attention
 
+# the block options that are no axis: the caps (block and QK-norm kinds decode from the cache on
+# every causal row of tests/models/test_variants.py's design)
 OPTIONS = {
-    "sandwich": dict(norm="sandwich"),
-    "reordered": dict(norm="reordered"),
-    "parallel": dict(block="parallel"),
-    "parallel_two_norms": dict(block="parallel_two_norms"),
-    "parallel, sandwich": dict(block="parallel", norm="sandwich"),
-    "qk_norm=head": dict(qk_norm="head", n_kv_heads=1),
-    "qk_norm=projection": dict(qk_norm="projection", n_kv_heads=1),
     "attn_softcap": dict(attn_softcap=0.5),
     "final_softcap": dict(final_softcap=1.0),
 }
@@ -41,20 +36,8 @@ def built_count(cfg: dict) -> tuple[ModelConfig, int]:
 GRID = model_axes("family", "position", "norm", "block")
 
 
-def accepted(row: dict) -> bool:
-    """The config takes this cell of the grid (torch-free: no weight is built)."""
-    try:
-        ModelConfig(**tiny(row["family"], row["position"], norm=row["norm"], block=row["block"], d_ff=24))
-    except ConfigError:
-        return False
-    return True
-
-
-# every pair of kinds the config accepts together, 28 models of the product's 252
-@pytest.mark.parametrize("family, position, norm, block", cases(GRID, accepted))
-def test_every_block_and_norm_placement_builds_and_counts_as_built(family, position, norm, block):
-    cfg, count = built_count(tiny(family, position, norm=norm, block=block, d_ff=24))
-    assert non_embedding_params(cfg) == count
+# every pair of kinds of two model axes builds and counts as built: the contract
+# (tests/contract/test_axes.py); here, the whole product config-only
 
 
 def test_the_cells_refused_are_those_a_block_row_refuses_each_on_one_line():

@@ -101,39 +101,10 @@ def sized(**kw) -> ModelConfig:
     return config(**{"param_budget": None, "d_ff": 24, **kw})
 
 
-# every pair of two kinds of family x position x placement x norm x activation: 42 models of 1,008
-@pytest.mark.parametrize(
-    "family, position, norm, norm_type, activation",
-    cases(model_axes("family", "position", "norm", "norm_type", "activation")),
-)
-def test_the_count_is_the_built_models(family, position, norm, norm_type, activation):
-    cfg = sized(family=family, position={"kind": position}, norm=norm, norm_type=norm_type, activation=activation)
-    assert non_embedding_params(cfg) == built(cfg)
-
-
-OPTIONS = {
-    "no bias": dict(bias=False),
-    "no bias, rmsnorm, gated": dict(bias=False, norm_type="rmsnorm", activation="swiglu"),
-    "gqa": dict(n_kv_heads=2),
-    "mqa": dict(n_kv_heads=1),
-    "head_dim": dict(head_dim=24),
-    "head_dim, gqa": dict(head_dim=8, n_kv_heads=2, bias=False),
-    "untied": dict(tie_embeddings=False),
-    "token_types": dict(token_types=2),
-    "embed_norm": dict(embed_norm=True),
-    "head_transform": dict(head_transform=True),
-    "head_transform, no bias": dict(head_transform=True, bias=False, norm="post"),
-    "output_bias": dict(output_bias=True, scale_output=True, scale_embeddings=True),
-    "bert": dict(embed_norm=True, token_types=2, head_transform=True, output_bias=True, norm="post"),
-}
-
-
-@pytest.mark.parametrize(
-    "option, family, position", cases({"option": list(OPTIONS), **model_axes("family", "position")})
-)
-def test_the_count_is_the_built_models_for_every_option(option, family, position):
-    cfg = sized(family=family, position={"kind": position}, **OPTIONS[option])
-    assert non_embedding_params(cfg) == built(cfg)
+# the count of every pair of kinds of two model axes, and of the head and attention options
+# (no bias, one key and value head, a head size apart, untied, token types, embedding norm, head
+# transform, output bias) with each kind, against the built model: the contract
+# (tests/contract/test_axes.py); here, layer counts and random configs
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,7 @@ from torch import nn
 
 import zoo
 from tests.conftest import FAMILIES, tiny
-from tests.covering import cases, model_axes
-from zoo.models.init import ONES, ZEROS, Start, has_meta_parameters, initial_value, materialize, parameters_on_meta
+from zoo.models.init import ONES, ZEROS, Start, initial_value, materialize, parameters_on_meta
 
 
 def _same(a: nn.Module, b: nn.Module) -> None:
@@ -21,23 +20,8 @@ def _same(a: nn.Module, b: nn.Module) -> None:
         assert torch.equal(sa[key], sb[key]), key
 
 
-# every pair of kinds of family x position x norm x activation: 42 of the product's 252
-GRID = cases(model_axes("family", "position", "norm_type", "activation"))
-
-
-@pytest.mark.parametrize("family, position, norm_type, activation", GRID)
-def test_a_meta_build_materialized_equals_a_whole_build(family, position, norm_type, activation):
-    cfg = tiny(family, position, norm_type=norm_type, activation=activation, bias=True, output_bias=True)
-    whole = zoo.build_model(cfg, init_seed=7)
-    with parameters_on_meta():
-        empty = zoo.build_model(cfg, init_seed=7)
-    assert all(p.is_meta for p in empty.parameters())
-    assert not any(b.is_meta for b in empty.buffers())  # RoPE's frequencies, ALiBi's slopes: built
-    materialize(empty, torch.device("cpu"), empty.init_rules(), empty.init_seed)
-    assert not has_meta_parameters(empty)
-    _same(whole, empty)
-    if cfg.get("tie_embeddings", whole.config.tie_embeddings):
-        assert empty.lm_head.weight is empty.embed.weight
+# a meta build materialized equals the whole build for every pair of kinds of two model axes:
+# the contract (tests/contract/test_axes.py)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

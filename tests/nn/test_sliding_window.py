@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
+from tests.conftest import CAUSAL_FAMILIES, tiny
 from tests.covering import cases, model_axes
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.attention import stack_windows
@@ -98,20 +98,6 @@ def _logits(model, family, ids):
     return model(ids).logits
 
 
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_a_window_covering_the_sequence_is_full_attention(family, position):
-    full, sliding = _pair(family, position, window=2 * 10 + 1)
-    ids = torch.randint(4, 37, (2, 10))
-    assert sum(p.numel() for p in sliding.parameters()) == sum(p.numel() for p in full.parameters())
-    with torch.no_grad():
-        torch.testing.assert_close(_logits(sliding, family, ids), _logits(full, family, ids), atol=1e-5, rtol=1e-5)
-    narrow = _pair(family, position, window=3)[1]
-    narrow.load_state_dict(full.state_dict())
-    with torch.no_grad():  # the check can fail: a narrow window changes the logits
-        assert not torch.allclose(_logits(narrow, family, ids), _logits(full, family, ids), atol=1e-4)
-
-
 @pytest.mark.parametrize("position", ["none", "rope", "alibi", "relative", "shaw"])
 def test_one_sliding_layer_is_full_attention_over_the_window_alone(position):
     """With one layer and a scheme that sees only offsets, query t's output is the full model's
@@ -126,22 +112,35 @@ def test_one_sliding_layer_is_full_attention_over_the_window_alone(position):
             torch.testing.assert_close(got[:, t], alone, atol=1e-5, rtol=1e-5)
 
 
-# every pair of kinds of family x position x placement: 28 of the product's 84
+# every pair of kinds of family x position x placement: 28 of the product's 84, a model each
 @pytest.mark.parametrize("family, position, norm", cases(model_axes("family", "position", "norm")))
-def test_every_family_position_and_norm_trains_with_local_and_global_layers(family, position, norm):
-    model = zoo.build_model(
-        tiny(family, position, norm=norm, n_layers=3, attention="sliding", window=3, global_every=2, dropout=0.1)
-    ).train()
-    ids = torch.randint(4, 37, (2, 9))
-    padding = torch.ones(2, 9, dtype=torch.long)
-    padding[1, :3] = 0
-    if family == "encoder_decoder":
-        out = model(input_ids=ids, attention_mask=padding, decoder_input_ids=ids)
-    else:
-        out = model(ids, attention_mask=padding)
-    out.logits.float().logsumexp(-1).mean().backward()
-    grads = [p.grad for p in model.parameters() if p.requires_grad]
-    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+def test_a_row_trains_with_local_and_global_layers_and_a_covering_window_is_full_attention(
+    subtests, family, position, norm
+):
+    with subtests.test("trains with local and global layers"):
+        model = zoo.build_model(
+            tiny(family, position, norm=norm, n_layers=3, attention="sliding", window=3, global_every=2, dropout=0.1)
+        ).train()
+        ids = torch.randint(4, 37, (2, 9))
+        padding = torch.ones(2, 9, dtype=torch.long)
+        padding[1, :3] = 0
+        if family == "encoder_decoder":
+            out = model(input_ids=ids, attention_mask=padding, decoder_input_ids=ids)
+        else:
+            out = model(ids, attention_mask=padding)
+        out.logits.float().logsumexp(-1).mean().backward()
+        grads = [p.grad for p in model.parameters() if p.requires_grad]
+        assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    with subtests.test("a window covering the sequence is full attention"):
+        full, sliding = _pair(family, position, window=2 * 10 + 1, norm=norm)
+        ids = torch.randint(4, 37, (2, 10))
+        assert sum(p.numel() for p in sliding.parameters()) == sum(p.numel() for p in full.parameters())
+        with torch.no_grad():
+            torch.testing.assert_close(_logits(sliding, family, ids), _logits(full, family, ids), atol=1e-5, rtol=1e-5)
+        narrow = _pair(family, position, window=3, norm=norm)[1]
+        narrow.load_state_dict(full.state_dict())
+        with torch.no_grad():  # the check can fail: a narrow window changes the logits
+            assert not torch.allclose(_logits(narrow, family, ids), _logits(full, family, ids), atol=1e-4)
 
 
 def _decode(model, family, ids, cache, prompt, padding=None):

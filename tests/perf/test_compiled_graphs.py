@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch._dynamo
 
-from tests.conftest import FAMILIES, POSITIONS, tiny
+from tests.conftest import tiny
 from tests.covering import cases, model_axes
 from tests.perf.conftest import TASK_OF, batch_for
 from zoo.config.schema.task import OutputLoss
@@ -36,22 +36,29 @@ def _one_graph_loss(task, batch, **options):
     return graph(task.model, inputs, labels, **options), task.model.forward_loss(inputs, labels, **options)
 
 
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", FAMILIES)
+# every pair of family x position x output loss: 21 of the product's 42, a task each
+@pytest.mark.parametrize(
+    "family, position, output_loss", cases({**model_axes("family", "position"), "loss": ["chunked", "logits"]})
+)
 @pytest.mark.slow
-def test_training_loss_is_one_graph(family, position):
-    task = _task(family, position)
-    compiled, eager = _one_graph_loss(task, batch_for(family), output_loss=OutputLoss.chunked)
-    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.slow
-def test_full_logits_loss_is_one_graph(family):
-    """The full-logits head adds no branch of its own: one scheme per family covers it."""
-    task = _task(family, "relative")
-    compiled, eager = _one_graph_loss(task, batch_for(family), output_loss=OutputLoss.logits)
-    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+def test_a_rows_training_loss_is_one_graph_and_reads_no_value_off_the_cpu(subtests, family, position, output_loss):
+    """The loss is one graph and equals eager; and forward, loss and backward on `meta` tensors
+    (shapes only: `.item()`, `bool(t)` and `int(t)` raise there) run. Masked LM drops its
+    untargeted rows with one read (sparse targets: 6x less output head); that choice is switched
+    off on `meta` to check the rest of the path."""
+    with subtests.test("one graph"):
+        task = _task(family, position)
+        compiled, eager = _one_graph_loss(task, batch_for(family), output_loss=OutputLoss(output_loss))
+        torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+    with subtests.test("no host read off the CPU"):
+        task = _task(family, position).to("meta")
+        task.sparse_targets = False
+        task.task_config = replace(task.task_config, output_loss=OutputLoss(output_loss))  # the config is frozen
+        batch = {key: value.to("meta") for key, value in batch_for(family).items()}
+        loss, _, _ = task.training_loss(batch)
+        loss.backward()
+        assert loss.device.type == "meta" and loss.shape == ()
+        assert all(p.grad is not None and p.grad.device.type == "meta" for p in task.model.parameters())
 
 
 @pytest.mark.parametrize(
@@ -97,25 +104,6 @@ def test_a_host_sync_in_the_loss_is_caught():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="(?i)graph break|data-dependent|item"):
         torch.compile(synced, backend="eager", fullgraph=True)(task.model, inputs, labels)
-
-
-# every pair of family x position x output loss: 21 of the product's 42
-@pytest.mark.parametrize(
-    "family, position, output_loss", cases({**model_axes("family", "position"), "loss": ["chunked", "logits"]})
-)
-@pytest.mark.slow
-def test_eager_step_off_the_cpu_reads_no_value_on_the_host(family, position, output_loss):
-    """Forward, loss and backward on `meta` tensors (shapes only: `.item()`, `bool(t)` and
-    `int(t)` raise there). Masked LM drops its untargeted rows with one read (sparse targets:
-    6x less output head); that choice is switched off here to check the rest of the path."""
-    task = _task(family, position).to("meta")
-    task.sparse_targets = False
-    task.task_config = replace(task.task_config, output_loss=OutputLoss(output_loss))  # the config is frozen
-    batch = {key: value.to("meta") for key, value in batch_for(family).items()}
-    loss, _, _ = task.training_loss(batch)
-    loss.backward()
-    assert loss.device.type == "meta" and loss.shape == ()
-    assert all(p.grad is not None and p.grad.device.type == "meta" for p in task.model.parameters())
 
 
 def test_a_host_read_off_the_cpu_is_caught():

@@ -74,7 +74,6 @@ def test_the_built_parameters_start_as_the_rows_say():
         assert not site.alpha_fn.any() and not site.beta_fn.any()
 
 
-@pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize(
     "overrides, words",
     [
@@ -89,13 +88,15 @@ def test_the_built_parameters_start_as_the_rows_say():
         ({"value_residual": "mixed"}, ["model.value_residual", "none, fixed, learned"]),
     ],
 )
-def test_what_the_rows_refuse_is_refused_on_one_line_naming_the_key(family, overrides, words):
-    kwargs = tiny(family, **overrides)
-    if family != "encoder_decoder":
-        kwargs.pop("n_decoder_layers", None)
-    with pytest.raises(ConfigError) as info:
-        ModelConfig(**kwargs)
-    assert "\n" not in str(info.value) and all(w in str(info.value) for w in words), str(info.value)
+def test_what_the_rows_refuse_is_refused_on_one_line_naming_the_key(subtests, overrides, words):
+    for family in FAMILIES:  # config-only: every family in one test
+        with subtests.test(family=family):
+            kwargs = tiny(family, **overrides)
+            if family != "encoder_decoder":
+                kwargs.pop("n_decoder_layers", None)
+            with pytest.raises(ConfigError) as info:
+                ModelConfig(**kwargs)
+            assert "\n" not in str(info.value) and all(w in str(info.value) for w in words), str(info.value)
 
 
 def test_an_encoder_decoders_shorter_decoder_bounds_the_value_embeddings():
