@@ -156,6 +156,28 @@ def joint(
     return rows, refused
 
 
+def each_once(
+    axes: Mapping[str, Sequence[Any]], valid: Callable[[dict[str, Any]], bool]
+) -> tuple[list[dict[str, Any]], list[tuple[str, Any]]]:
+    """(rows, values no row takes): every value of every axis in some row (strength one: what a
+    check of each kind alone needs, in as many rows as the largest axis has values, or a few
+    more). A row takes, axis by axis, the first value not yet in a row that `valid` accepts with
+    the row so far (the axes not yet chosen at their defaults), else leaves the axis at its
+    default (None); a value `valid` refuses alone is returned, not placed."""
+    left = [(name, value) for name, values in axes.items() for value in values if valid({name: value})]
+    refused = [(name, value) for name, values in axes.items() for value in values if (name, value) not in left]
+    rows: list[dict[str, Any]] = []
+    while left:
+        row: dict[str, Any] = {}
+        for name in axes:
+            row[name] = next((v for n, v in left if n == name and valid({**row, name: v})), None)
+        if all(row[name] is None for name in axes):
+            raise ValueError(f"no row takes any of {left}")
+        left = [(n, v) for n, v in left if row[n] != v]
+        rows.append(row)
+    return rows, refused
+
+
 def covered_pairs(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, Any, str, Any]]:
     """Every (axis, value, axis, value) pair the rows hold, axes in the rows' order."""
     out: set[tuple[str, Any, str, Any]] = set()

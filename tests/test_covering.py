@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tests.covering import AXIS, MAX_CELLS, cases, covered_pairs, joint, kinds, model_axes, pairwise
+from tests.covering import AXIS, MAX_CELLS, cases, covered_pairs, each_once, joint, kinds, model_axes, pairwise
 from zoo.config.errors import ConfigError
 from zoo.config.schema.model import ModelConfig
 
@@ -183,3 +183,27 @@ def test_what_cannot_make_a_joint_design_is_refused():
         joint({"a": [1, 2]}, lambda row: True)
     with pytest.raises(ValueError, match="two axes or more"):
         joint({"a": [1, 2], "b": []}, lambda row: True)
+
+
+def test_each_once_puts_every_value_in_a_row_in_as_many_rows_as_the_largest_axis():
+    axes = model_axes("position", "norm", "block", "activation")
+    rows, refused = each_once(axes, _valid_block)
+    assert refused == [] and all(_valid_block(row) for row in rows)
+    assert {(a, row[a]) for row in rows for a in axes} >= {(a, v) for a, values in axes.items() for v in values}
+    assert len(rows) == 7  # 7 positions, 7 activations: the placements and blocks fit beside them
+    assert not any(row["norm"] == "post" and row["block"] == "parallel_two_norms" for row in rows)
+
+
+def test_each_once_returns_a_value_refused_alone_and_leaves_an_axis_at_its_default():
+    axes = {"position": ["learned", "rope"], "scaling": ["linear", "yarn", "broken"]}
+
+    def valid(row):
+        return row.get("scaling") != "broken" and (row.get("scaling") is None or row.get("position") in (None, "rope"))
+
+    rows, refused = each_once(axes, valid)
+    assert refused == [("scaling", "broken")]
+    assert rows == [
+        {"position": "learned", "scaling": None},
+        {"position": "rope", "scaling": "linear"},
+        {"position": None, "scaling": "yarn"},
+    ]
