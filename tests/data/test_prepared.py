@@ -208,7 +208,8 @@ def test_an_interrupted_preparation_is_never_read_as_complete_and_keeps_its_shar
         text=True,
     )
     partial = Path(f"{entry}.partial")
-    wait_for(lambda: len(list(partial.glob("train-*.bin"))) >= 3, 120, "three finished shards", proc)
+    # a shard is finished once its record is written, after its .bin: wait for the records
+    wait_for(lambda: len(list(partial.glob("train-*.bin.json"))) >= 3, 120, "three finished shards", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert open_prepared(entry) is None and not entry.exists()

@@ -20,7 +20,7 @@ from zoo.config import ConfigError, ModelConfig
 ATOL = 5e-5
 
 # the causal families with every pair of kinds of two axes (a covering design), and each other
-# family with each kind once: 35 models of the product's 3,024
+# family with each kind once: 35 models of the product's 1,512
 KINDS = model_axes("position", "norm", "norm_type", "block", "qk_norm")
 
 
