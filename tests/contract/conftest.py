@@ -80,12 +80,20 @@ def row_config(row: Mapping[str, Any]) -> tuple[ModelConfig | None, str | None]:
         return None, str(refused)
 
 
+# the design's columns: every model axis's kinds, then the options' values
+COLUMNS: dict[str, list[Any]] = {**{key: list(a.kinds) for key, a in MODEL_AXES.items()}, **OPTIONS}
+
+
+def row_id(row: Mapping[str, Any]) -> str:
+    """A row's test id: its values joined by "-", "default" for a column left at its default."""
+    return "-".join("default" if v is None else str(getattr(v, "value", v)) for v in row.values())
+
+
 def design() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(rows, refused pairs) of one pairwise design over every model axis and option at once
     (tests/covering.py's `joint`): every pair of values of two columns is built together in some
     row, unless the pair alone, every other column at its default, is refused or clashes."""
-    columns = {**{key: list(a.kinds) for key, a in MODEL_AXES.items()}, **OPTIONS}
-    return joint(columns, lambda row: row_config(row)[0] is not None)
+    return joint(COLUMNS, lambda row: row_config(row)[0] is not None)
 
 
 ROWS, REFUSED = design()
@@ -115,10 +123,14 @@ __all__ = [
     "AXES",
     "MODEL_PAIRS",
     "PAIRS",
+    "COLUMNS",
     "MODEL_AXES",
+    "OPTIONS",
     "REFUSED",
     "ROWS",
     "row_config",
+    "row_id",
+    "row_settings",
     "forward_inputs",
     "model_kwargs",
     "pair_id",

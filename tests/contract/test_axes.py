@@ -15,9 +15,8 @@ import torch
 import zoo
 from tests.contract.conftest import (
     AXES,
-    MODEL_AXES,
+    COLUMNS,
     MODEL_PAIRS,
-    OPTIONS,
     PAIRS,
     REFUSED,
     ROWS,
@@ -26,6 +25,7 @@ from tests.contract.conftest import (
     model_kwargs,
     pair_id,
     row_config,
+    row_id,
     row_settings,
 )
 from tests.covering import covered_pairs
@@ -36,10 +36,6 @@ from zoo.models.init import has_meta_parameters, materialize, parameters_on_meta
 from zoo.plan.options import PlanOptions
 from zoo.plan.planner import plan
 from zoo.plan.trace import WEIGHTS
-
-
-def row_id(row) -> str:
-    return "-".join("default" if v is None else str(getattr(v, "value", v)) for v in row.values())
 
 
 def test_every_axis_is_a_distinct_config_key_with_kinds():
@@ -89,10 +85,9 @@ def test_every_pair_of_kinds_of_two_model_axes_is_a_row_or_refused():
     a key."""
     held = covered_pairs(ROWS)
     left = [dict(p) for p in REFUSED]
-    columns = {**{key: list(a.kinds) for key, a in MODEL_AXES.items()}, **OPTIONS}
-    for a, b in itertools.combinations(columns, 2):
-        for va in columns[a]:
-            for vb in columns[b]:
+    for a, b in itertools.combinations(COLUMNS, 2):
+        for va in COLUMNS[a]:
+            for vb in COLUMNS[b]:
                 assert (a, va, b, vb) in held or {a: va, b: vb} in left, (a, va, b, vb)
     for pair in left:
         config, why = row_config(pair)

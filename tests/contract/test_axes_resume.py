@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides
-from tests.contract.conftest import AXES, MODEL_AXES, pair_id, row_config, row_settings
+from tests.contract.conftest import AXES, MODEL_AXES, pair_id, row_config, row_id, row_settings
 from tests.covering import each_once
 from tests.forked import fork_tool
 from tests.training.checkpoint.kill_after_save import install
@@ -34,10 +34,6 @@ MODEL_ROWS, _ = each_once(
     {key: list(a.kinds) for key, a in MODEL_AXES.items() if key != "model.family"},
     lambda row: row_config(row)[0] is not None,
 )
-
-
-def row_id(row) -> str:
-    return "-".join("default" if v is None else v.value for v in row.values())
 
 
 @pytest.mark.slow

@@ -26,8 +26,9 @@ KINDS = model_axes("position", "norm", "norm_type", "block", "qk_norm")
 
 def accepted(row: dict) -> bool:
     """The config takes the row (parallel_two_norms refuses post-norm): no weight is built."""
+    kinds = dict(row)
     try:
-        ModelConfig(**sharp(row.pop("family"), row.pop("position"), **row))
+        ModelConfig(**sharp(kinds.pop("family"), kinds.pop("position"), **kinds))
     except ConfigError:
         return False
     return True
@@ -46,7 +47,7 @@ def each_kind_once(family: str) -> list:
     return out
 
 
-ROWS = cases({"family": CAUSAL_FAMILIES, **KINDS}, lambda row: accepted(dict(row))) + [
+ROWS = cases({"family": CAUSAL_FAMILIES, **KINDS}, accepted) + [
     row for f in FAMILIES if f not in CAUSAL_FAMILIES for row in each_kind_once(f)
 ]
 GRID_POS = pytest.mark.parametrize("position", POSITIONS)
