@@ -15,6 +15,9 @@ import pytest
 # start training processes, so more threads only contend for the same cores (measured on the
 # 2-core machine: 13% less wall time for the train-CLI and resume tests). A value set outside wins.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Inductor compiles in the process that asks, not in a pool of workers: a test process forks its
+# runs (tests/forked.py), and a fork must not inherit a pool's threads and pipes.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import torch  # noqa: E402
 

@@ -12,6 +12,7 @@ pytest's among them, never run in it."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -38,7 +39,8 @@ class Forked:
         self.args = [f"zoo-{tool}", *args]
         self._cwd, self._env = cwd, env
         self.returncode: int | None = None
-        main = importlib.import_module(f"zoo.cli.{tool}").main
+        self._module = f"zoo.cli.{tool}"
+        main = importlib.import_module(self._module).main
         self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -56,6 +58,9 @@ class Forked:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             sys.argv = list(self.args)
+            # the module a launcher restarts for its other ranks (Lightning's `python -m
+            # __main__.__spec__.name ARGV[1:]`): the tool's, as `python -m zoo.cli.TOOL` gives it
+            sys.modules["__main__"].__spec__ = importlib.util.find_spec(self._module)
             if self._cwd is not None:
                 os.chdir(self._cwd)
             if self._env is not None:

@@ -7,6 +7,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
+
+from tests.forked import fork_tool
 
 
 def tiny_overrides(run_dir=None, *, enc_dec: bool = False) -> list[str]:
@@ -37,7 +40,16 @@ def tiny_overrides(run_dir=None, *, enc_dec: bool = False) -> list[str]:
     return out
 
 
-def zoo_train(*args: str, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+def zoo_train(
+    *args: str, timeout: int = 300, env: dict | None = None, fresh: bool = False
+) -> subprocess.CompletedProcess:
+    """`zoo-train ARGS...` as a process of its own, waited for. Forked from the test's process
+    (tests/forked.py: its own pid, exit status and files, the ranks it launches new interpreters)
+    without another start and import of torch and Lightning; a new interpreter when `fresh`, or
+    when `env` is given (what a process's environment sets is read as modules are imported), or
+    when this process holds a CUDA context (which a forked child cannot use)."""
+    if env is None and not fresh and not torch.cuda.is_initialized():
+        return fork_tool("train", *args, timeout=timeout)
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "zoo.cli.train", *args],

@@ -1,9 +1,9 @@
 """SIGTERM (schedulers, `timeout`, container runtimes) and SIGINT (Ctrl-C) stop a run the way the
 next command can continue: last.ckpt saved at the next step boundary by every rank together,
 failed.json with the reason and the command that resumes, exit status 128 + the signal, and the
-resumed run ends bit-identical to one never stopped. A run of one process is forked from the
+resumed run ends bit-identical to one never stopped. A run is forked from the
 test's (tests/forked.py: a process of its own, without another import of torch and Lightning);
-a run of ranks starts its interpreters as a user's does."""
+the other ranks it launches start their interpreters as a user's do."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.forked import Forked, fork_tool
+from tests.forked import Forked
 from tests.training.distributed.conftest import model_state, wait_for
 from zoo.training.checkpoint.files import read_checkpoint
 
@@ -32,20 +32,8 @@ RUN = [
 ]
 
 
-def _ranks(args) -> bool:
-    return any(a.startswith("trainer=ddp") for a in args)
-
-
-def _train(*args: str) -> subprocess.CompletedProcess:
-    """zoo-train to its end: forked from this process, or a new interpreter for a run of ranks."""
-    return zoo_train(*args) if _ranks(args) else fork_tool("train", *args)
-
-
-def _start(*args: str):
-    """zoo-train started, not waited for (Popen's interface), as `_train` starts it."""
-    if _ranks(args):
-        cmd = [sys.executable, "-m", "zoo.cli.train", *args]
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(*args: str) -> Forked:
+    """zoo-train started, not waited for (Popen's interface), forked as `zoo_train` forks it."""
     return Forked("train", *args)
 
 
@@ -72,7 +60,7 @@ def _stop(run, signum: int, *extra: str, then: int | None = None) -> subprocess.
 def test_sigterm_saves_records_exits_143_and_resumes_exactly(tmp_path, trainer):
     extra = [f"trainer={trainer}"]
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    assert _train(*tiny_overrides(straight), *RUN, *extra).returncode == 0
+    assert zoo_train(*tiny_overrides(straight), *RUN, *extra).returncode == 0
 
     result = _stop(stopped, signal.SIGTERM, *extra)
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
@@ -89,7 +77,7 @@ def test_sigterm_saves_records_exits_143_and_resumes_exactly(tmp_path, trainer):
     if trainer == "ddp_cpu":  # the signal reached rank 0 only; both ranks stopped at the same step
         assert len(saved["callbacks"]["RngState"]["ranks"]) == 2
 
-    again = _train(*tiny_overrides(stopped), *RUN, *extra)  # the recorded command, in effect
+    again = zoo_train(*tiny_overrides(stopped), *RUN, *extra)  # the recorded command, in effect
     assert again.returncode == 0, again.stderr[-3000:]
     summary = json.loads((stopped / "summary.json").read_text())
     assert summary["resumed_at_step"] == step and summary["global_step"] == 120
@@ -110,19 +98,7 @@ def test_a_stopped_job_of_a_sweep_recipe_resumes_with_the_command_it_records(tmp
         "defaults:\n  - config\n  - _self_\n\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      seed: 0\n"
     )
     sweep = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-m",
-        "zoo.cli.train",
-        "-cd",
-        str(conf),
-        "-cn",
-        "tiny_sweep",
-        *tiny_overrides(),
-        *RUN,
-        f"hydra.sweep.dir={sweep}",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _start("-cd", str(conf), "-cn", "tiny_sweep", *tiny_overrides(), *RUN, f"hydra.sweep.dir={sweep}")
     try:
         wait_for((sweep / "0" / "checkpoints" / "last.ckpt").exists, 180, "the job's first checkpoint", proc)
         proc.send_signal(signal.SIGTERM)
@@ -191,7 +167,7 @@ def test_sigterm_in_the_final_validation_ends_like_one_in_training(tmp_path):
     assert failed["signal"] == signal.SIGTERM and failed["step"] == 5
     assert read_checkpoint(run / "checkpoints" / "last.ckpt", weights=False)["global_step"] == 5
     assert not (run / "summary.json").exists()
-    again = _train(*args)
+    again = zoo_train(*args)
     assert again.returncode == 0, again.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["global_step"] == 5 and "val/loss" in summary["metrics"]
@@ -252,7 +228,7 @@ def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_
     if epoch_end:
         run_args.append("data.max_examples=4")  # 14 training windows: 3 batches of 4 an epoch
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    assert _train(*tiny_overrides(straight), *run_args).returncode == 0
+    assert zoo_train(*tiny_overrides(straight), *run_args).returncode == 0
 
     helper = str(Path(__file__).with_name("signal_in_validation.py"))
     result = subprocess.run(
@@ -269,7 +245,7 @@ def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_
     assert read_checkpoint(stopped / "checkpoints" / "last.ckpt", weights=False)["global_step"] == 3
     assert all(step < 2 for step, _ in _val_rows(stopped))  # the stopped validation wrote no row
 
-    again = _train(*tiny_overrides(stopped), *run_args)
+    again = zoo_train(*tiny_overrides(stopped), *run_args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert _val_rows(stopped) == _val_rows(straight)  # steps 3, 6, 9 (logged at 2, 5, 8), same values
     a, b = model_state(straight / "checkpoints" / "last.ckpt"), model_state(stopped / "checkpoints" / "last.ckpt")
