@@ -1,12 +1,14 @@
 """A tool of zoo in a process forked from the test's own: a real process of its own (its own
 pid, signals, exit status, SIGKILL ending it with nothing after), without the interpreter
 start-up and the import of torch and Lightning (about 7 seconds of CPU on a 2-core machine),
-which the test's process has done already. For the tests whose process exists to be killed or
-signalled; a test of what a fresh interpreter does (imports, start-up time, the command line
-as the shell passes it, ranks that a launcher starts) starts one instead.
+which the test's process has done already. `zoo_train` (tests/cli/conftest.py) starts its runs
+here, and so do the tests whose process exists to be killed or signalled; a run's other ranks
+are started by its launcher as new interpreters, and a test of what a fresh interpreter does
+(imports, start-up time, the command line as the shell passes it) starts one instead.
 
-Forking is safe here because the test process runs one compute thread (tests/conftest.py) and
-holds no CUDA context; the child leaves through `os._exit`, so the parent's `atexit` handlers,
+Forking is safe here because the test process runs one compute thread, compiles without a pool
+of workers (tests/conftest.py) and holds no CUDA context (`zoo_train` starts an interpreter
+when it does); the child leaves through `os._exit`, so the parent's `atexit` handlers,
 pytest's among them, never run in it."""
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from tests.cli.conftest import tiny_overrides
-from tests.forked import fork_tool
+from tests.cli.conftest import tiny_overrides, zoo_train
 
 
 def _files(run_dir):
@@ -61,14 +60,14 @@ def test_a_sweep_rerun_trains_only_its_unfinished_arms(tmp_path, cli_here):
     sweep = tmp_path / "sweep"
     args = [o for o in tiny_overrides() if not o.startswith("trainer.max_steps")]
     command = ["-m", *args, "trainer.max_steps=6", "seed=0,1", f"hydra.sweep.dir={sweep}"]
-    first = fork_tool("train", *command)  # a process of its own (tests/forked.py)
+    first = zoo_train(*command)  # a process of its own, forked (tests/forked.py)
     assert first.returncode == 0, first.stderr[-2000:]
     kept = _files(sweep / "0")
     (sweep / "1" / "summary.json").unlink()  # arm 1 lost its record; arm 0 is finished
     (sweep / "1" / "checkpoints" / "last.ckpt").unlink()
     for ckpt in (sweep / "1" / "checkpoints").glob("*.ckpt"):
         ckpt.unlink()
-    again = fork_tool("train", *command)
+    again = zoo_train(*command)
     assert again.returncode == 0, again.stderr[-2000:]
     assert _files(sweep / "0") == kept
     assert json.loads((sweep / "1" / "summary.json").read_text())["status"] == "finished"
