@@ -1,19 +1,22 @@
-"""Every pair of kinds of family × position scheme × norm placement × norm type × block × QK-norm (a covering design,
-tests/covering.py) on a tiny config with sharp weights (init_std 0.5: logits far from ties, so a
-wrong index or mask moves them well past the tolerance), one model a row: shapes, backward,
-padding invariance, which tokens a position sees, cached decoding, and no Python loop over heads
-or positions (the operations a training pass dispatches do not change with either)."""
+"""Every pair of kinds of family × position scheme × norm placement × norm type × block × QK-norm (a
+covering design, tests/covering.py) on a tiny config with sharp weights (init_std 0.5: logits far
+from ties, so a wrong index or mask moves them well past the tolerance), one model a row: shapes,
+backward, padding invariance, which tokens a position sees, cached decoding, SDPA's fused kernel
+(Shaw's scheme aside), and no Python loop over heads or positions (the operations a training pass
+dispatches do not change with either)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch.profiler import profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, sharp, tiny
 from tests.covering import cases, model_axes
 from zoo.config import ConfigError, ModelConfig
+from zoo.nn.position import POSITIONS as POSITION_CLASSES
 
 # float32 rounding through a stack with weights at std 0.5 reaches about 2e-5 on logits of
 # about 6 (post-norm, encoder-decoder); a wrong mask, index or position moves them by O(1)
@@ -86,12 +89,30 @@ def test_a_row_trains_sees_what_its_family_sees_and_decodes_from_its_cache(
     else:
         with subtests.test("the future reaches every position"):
             assert_sees_the_future(model)
+    with subtests.test("SDPA's fused kernel, with padding"):
+        assert_fused_attention(model, family, position)
     with subtests.test("no Python loop over heads or positions"):
         kinds = dict(norm=norm, norm_type=norm_type, block=block, qk_norm=qk_norm)
         base = count_ops(family, position, n_heads=2, T=8, **kinds)
         assert base > 0
         assert count_ops(family, position, n_heads=4, T=8, **kinds) == base
         assert count_ops(family, position, n_heads=2, T=24, **kinds) == base
+
+
+def assert_fused_attention(model, family, position):
+    """Only Shaw's relative value term needs the attention weights (SDPA's math path); every other
+    scheme, with padding, goes through SDPA's fused CPU kernel."""
+    ids = torch.randint(4, 37, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, -2:] = 0
+    with torch.no_grad(), profile() as prof:
+        run(model, ids, mask)
+    kernels = {e.key for e in prof.key_averages() if "attention" in e.key}
+    needs_weights = POSITION_CLASSES[position].needs_attention_weights
+    assert needs_weights == (position == "shaw")  # a new scheme that needs the weights must say why here
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels or needs_weights, kernels
+    if not needs_weights:
+        assert not any("math" in k for k in kernels), kernels
 
 
 class CountOps(TorchDispatchMode):

@@ -20,7 +20,6 @@ from zoo.config.schema.train import OptimConfig, OptimizerImpl
 from zoo.models.generate import GenerationConfig, compiled, generate
 from zoo.nn.cache import StaticKVCache
 from zoo.nn.chunked_loss import chunked_linear_cross_entropy
-from zoo.nn.position import POSITIONS as POSITION_CLASSES
 from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
 
@@ -240,34 +239,6 @@ def test_bf16_autocast_training_loss_is_close_to_float32(family):
     assert all(
         p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all() for p in task.parameters() if p.grad is not None
     )
-
-
-# -- SDPA everywhere ----------------------------------------------------------------------------
-
-
-def attention_kernels(model, *args, **kwargs) -> set[str]:
-    with profile() as prof:
-        model(*args, **kwargs)
-    return {e.key for e in prof.key_averages() if "attention" in e.key}
-
-
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("position", POSITIONS)
-def test_sdpa_fused_kernel_for_every_scheme_it_can_express(family, position):
-    """Only Shaw's relative value term needs the attention weights (the math path); every
-    other scheme, with padding, goes through SDPA's fused CPU kernel."""
-    model = zoo.build_model(tiny(family, position, n_kv_heads=1)).eval()
-    ids = torch.randint(4, 37, (2, 8))
-    mask = torch.ones(2, 8, dtype=torch.long)
-    mask[1, -2:] = 0
-    extra = {"decoder_input_ids": ids} if family == "encoder_decoder" else {}
-    with torch.no_grad():
-        kernels = attention_kernels(model, ids, attention_mask=mask, **extra)
-    needs_weights = POSITION_CLASSES[position].needs_attention_weights
-    assert needs_weights == (position == "shaw")  # a new scheme that needs the weights must say why here
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels or needs_weights
-    if not needs_weights:
-        assert not any("math" in k for k in kernels), kernels
 
 
 # -- static-shape decoding step ---------------------------------------------------------------
