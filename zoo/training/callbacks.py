@@ -67,7 +67,7 @@ def build_callbacks(spec: ZooConfig, run_dir: Path, data_changed: tuple[dict, ..
     due = ValidationDue(RunDir(run_dir).metrics)
     interrupt = Interrupt(last, grace_s=spec.callbacks.stop_grace_s, due=due)  # SIGTERM / SIGINT: save, stop
     throughput, final = Throughput(), LastValidation()
-    rank_watch = RankWatch(run_dir)
+    rank_watch = RankWatch(run_dir, stale_s=spec.callbacks.rank_silence_s)
     # task scores of a step are taken before that step's last.ckpt, which then holds them
     downstream = _downstream(spec)
     callbacks = [

@@ -28,6 +28,7 @@ class OptimizerImpl(Choice):
 # Signals a SLURM job may ask for before its time limit (sbatch --signal) that Python can catch
 # and that nothing else in a run uses.
 REQUEUE_SIGNALS = ("SIGUSR1", "SIGUSR2")
+BEAT_S = 5.0  # how often a rank of a job on several processes beats its heartbeat (zoo.training.distributed)
 
 
 class ProgressBar(Choice):
@@ -257,6 +258,15 @@ class CallbacksConfig:
         },
     )
 
+    rank_silence_s: float = field(
+        default=30.0,
+        metadata={
+            "help": "in a job on several hosts, seconds a host's first rank may go without a heartbeat "
+            f"(one every {BEAT_S:g} s, a file in the run directory) before it counts as dead or hung and the "
+            f"job ends naming it; at least {2 * BEAT_S:g}"
+        },
+    )
+
     instability_every: int | None = field(
         default=None,
         metadata={
@@ -310,6 +320,11 @@ class CallbacksConfig:
             raise ConfigError(f"callbacks.routing_every must be >= 0 (0 or null: off), got {self.routing_every}")
         if not (self.stop_grace_s > 0):
             raise ConfigError(f"callbacks.stop_grace_s must be > 0 seconds, got {self.stop_grace_s}")
+        if not (self.rank_silence_s >= 2 * BEAT_S):  # two beats missed at the least
+            raise ConfigError(
+                f"callbacks.rank_silence_s must be >= {2 * BEAT_S:g} seconds (a heartbeat every {BEAT_S:g} s), "
+                f"got {self.rank_silence_s}"
+            )
         if self.requeue_signal is not None and self.requeue_signal not in REQUEUE_SIGNALS:
             raise ConfigError(
                 f"callbacks.requeue_signal must be one of {', '.join(REQUEUE_SIGNALS)} or null, "

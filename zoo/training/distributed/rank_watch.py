@@ -51,13 +51,14 @@ except ImportError:  # a Lightning without it: nothing of it to take over
 
 from zoo.config.records.atomic import write_text
 from zoo.config.records.rundir import RunDir, RunFailure
+from zoo.config.schema.train import BEAT_S as RANK_BEAT_S
 from zoo.training.signals.interrupt import StopNow, ValidationStopped
 
 log = logging.getLogger("zoo")
 
 POLL_S = 1.0  # how often the ranks on this host are looked at
-BEAT_S = 5.0  # how often a rank beats, and how often other hosts' beats are read
-STALE_S = 30.0  # a beat unchanged this long: the rank on another host has died or hangs
+BEAT_S = RANK_BEAT_S  # how often a rank beats, and how often other hosts' beats are read
+STALE_S = 30.0  # a beat unchanged this long (callbacks.rank_silence_s): the rank on another host has died or hangs
 EXIT_STATUS = 1
 _OBSERVED = "a rank started by rank 0 ended"  # Lightning's observer saw it, no longer in the list
 GRACE_S = 10.0  # a stop every rank makes (a shared signal): rank 0's time to record it and exit
