@@ -125,10 +125,15 @@ class Forked:
 
 
 def fork_tool(
-    tool: str, *args: str, before: Callable[[], None] | None = None, timeout: float = 300
+    tool: str,
+    *args: str,
+    before: Callable[[], None] | None = None,
+    timeout: float = 300,
+    cwd: str | os.PathLike | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """`zoo-TOOL ARGS...` in a forked child, waited for: a CompletedProcess as subprocess.run
     gives it (the status negative for a signal)."""
-    child = Forked(tool, *args, before=before)
+    child = Forked(tool, *args, before=before, cwd=cwd, env=env)
     out, err = child.communicate(timeout)
     return subprocess.CompletedProcess(child.args, child.returncode, out, err)

@@ -19,6 +19,7 @@ import torch
 
 from tests.cli.conftest import tiny_overrides
 from tests.conftest import run_main
+from tests.forked import Forked, fork_tool
 from tests.training.distributed.conftest import wait_for
 
 TOOLS = {
@@ -42,9 +43,7 @@ def in_process(tool: str, args: list[str], capsys, monkeypatch) -> tuple[int, st
 def finished(tmp_path_factory):
     """A finished tiny run (a run directory and its checkpoint)."""
     run = tmp_path_factory.mktemp("first") / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run)], capture_output=True, text=True, timeout=300
-    )
+    result = fork_tool("train", *tiny_overrides(run))
     assert result.returncode == 0, result.stderr[-2000:]
     return run
 
@@ -193,18 +192,12 @@ def val_rows(run: Path) -> list[dict]:
 @pytest.mark.slow
 def test_the_walk_through(tmp_path):
     """train (shorter than its validation interval) -> generate -> eval -> a sweep with a failed
-    arm -> compare -> export -> Ctrl-C -> ckpt_path=last, in one fresh working directory."""
+    arm -> compare -> export -> Ctrl-C -> ckpt_path=last, in one fresh working directory; each
+    tool a process of its own, forked from this one (tests/forked.py)."""
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_TIME"}
 
     def tool(name, *args, check=True):
-        result = subprocess.run(
-            [sys.executable, "-m", TOOLS[name], *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        result = fork_tool(name.removeprefix("zoo-"), *args, cwd=tmp_path, env=env)
         if check:
             assert result.returncode == 0, (name, args, result.stderr[-3000:])
         return result
@@ -263,14 +256,7 @@ def test_the_walk_through(tmp_path):
     assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (2, 3, 0)
     # Ctrl-C, then ckpt_path=last finds the interrupted run (not the finished one) and ends it
     long = [*base, "trainer.max_steps=40", "trainer.val_check_interval=20", "callbacks.checkpoint_every_n_steps=2"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "zoo.cli.train", *long],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = Forked("train", *long, cwd=tmp_path, env=env)
     runs_before = set((tmp_path / "runs").glob("*/*"))
     try:
         wait_for(
