@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
+from tests.forked import fork_tool
 from zoo import train
 from zoo.config.schema.data import as_data_config
 from zoo.data.corpora.numbers import english, spanish
@@ -18,7 +18,8 @@ from zoo.data.sources import load_splits
 
 
 def tool(name: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", f"zoo.cli.{name}", *args], capture_output=True, text=True, timeout=300)
+    """zoo-NAME as a process of its own, forked from this one (tests/forked.py)."""
+    return fork_tool(name, *args)
 
 
 def one_line_failure(result, *fragments):

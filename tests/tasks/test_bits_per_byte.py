@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -18,6 +16,7 @@ import torch.nn.functional as F
 import zoo
 from tests.cli.conftest import tiny_overrides
 from tests.conftest import tiny
+from tests.forked import fork_tool
 from zoo import train
 from zoo.config.schema.data import as_data_config
 from zoo.data import build_tokenizer, load_tokenizer
@@ -170,19 +169,8 @@ def test_zoo_eval_on_two_gloo_ranks_reports_the_same_bpb(sentencepiece_run, tmp_
     the ranks before dividing, so two processes give the one-process figure."""
     run_dir, summary, _ = sentencepiece_run
     out = tmp_path / "eval.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "zoo.cli.eval",
-            f"ckpt={run_dir / 'checkpoints' / 'last.ckpt'}",
-            "devices=2",
-            "batch_size=5",
-            f"out={out}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = fork_tool(
+        "eval", f"ckpt={run_dir / 'checkpoints' / 'last.ckpt'}", "devices=2", "batch_size=5", f"out={out}"
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads(out.read_text())["metrics"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.cli.conftest import tiny_overrides
+from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.training.distributed.conftest import model_state
 from zoo.training.checkpoint.files import read_checkpoint
 
@@ -41,9 +41,7 @@ def _val_losses(run: Path) -> list[tuple[int, str]]:
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("straight") / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo.cli.train", *tiny_overrides(run), *RUN], capture_output=True, text=True, timeout=300
-    )
+    result = zoo_train(*tiny_overrides(run), *RUN)  # forked; the killed runs below are interpreters of their own
     assert result.returncode == 0, result.stderr[-3000:]
     return run
 

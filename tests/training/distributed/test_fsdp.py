@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
+from tests.forked import fork_tool
 from tests.training.distributed.conftest import kill, max_abs_diff, model_state, sigkill_when
 from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 
@@ -53,8 +54,9 @@ def _identical(a: dict, b: dict) -> bool:
 
 
 def _tool(module: str, *args: str) -> subprocess.CompletedProcess:
-    """zoo-eval / zoo-generate as a user runs them: one process, no launcher's rank variables."""
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300)
+    """zoo-eval / zoo-export as a user runs them: a process of its own (forked from this one,
+    tests/forked.py), no launcher's rank variables."""
+    return fork_tool(module.removeprefix("zoo.cli."), *args)
 
 
 def _copy_run(src: Path, dst: Path) -> Path:
