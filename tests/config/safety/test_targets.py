@@ -4,21 +4,22 @@ would run its payload (create a file) if the guard were missing."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from tests.forked import fork_tool
 from zoo.config.errors import ConfigError
 from zoo.config.safety.targets import instantiate, resolve_target
 from zoo.training.checkpoint.files import CheckpointError, read_checkpoint
 
 
 def test_allowed_objects_resolve():
+    launcher = resolve_target("hydra._internal.core_plugins.basic_launcher.BasicLauncher")
+    # imported after: Hydra's first scan of its plugins loads their modules anew
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
-    assert resolve_target("hydra._internal.core_plugins.basic_launcher.BasicLauncher") is BasicLauncher
+    assert launcher is BasicLauncher
     optimizer = instantiate({"_target_": "torch.optim.SGD", "lr": 0.1}, params=[torch.nn.Parameter(torch.ones(2))])
     assert isinstance(optimizer, torch.optim.SGD)
 
@@ -59,21 +60,7 @@ hydra:
 def test_a_config_file_naming_code_is_refused_before_hydra_builds_it(tmp_path, target):
     marker = tmp_path / "PWNED"
     (tmp_path / "evil.yaml").write_text(EVIL.format(target=target, marker=marker))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "zoo.cli.train",
-            "-cd",
-            str(tmp_path),
-            "-cn",
-            "evil",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = fork_tool("train", "-cd", str(tmp_path), "-cn", "evil", f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "hydra.callbacks.payload._target_" in result.stderr and "refused" in result.stderr
     assert not marker.exists()
@@ -82,18 +69,12 @@ def test_a_config_file_naming_code_is_refused_before_hydra_builds_it(tmp_path, t
 
 @pytest.mark.slow  # starts a Python process that imports zoo
 def test_every_value_of_a_sweep_is_checked(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "zoo.cli.train",
-            "-m",
-            "seed=0,1",
-            "hydra.sweeper._target_=hydra._internal.core_plugins.basic_sweeper.BasicSweeper,builtins.eval",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        ],
-        capture_output=True,
-        text=True,
+    result = fork_tool(
+        "train",
+        "-m",
+        "seed=0,1",
+        "hydra.sweeper._target_=hydra._internal.core_plugins.basic_sweeper.BasicSweeper,builtins.eval",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
         timeout=120,
     )
     assert result.returncode == 2
@@ -122,9 +103,7 @@ def test_a_checkpoint_holding_code_is_refused_without_running_it(tmp_path):
     assert not marker.exists()
     for tool in ("eval", "generate"):
         args = [f"ckpt={path}"] + (["prompt=hi"] if tool == "generate" else [])
-        result = subprocess.run(
-            [sys.executable, "-m", f"zoo.cli.{tool}", *args], capture_output=True, text=True, timeout=120
-        )
+        result = fork_tool(tool, *args, timeout=120)
         assert result.returncode == 2 and "holds more than plain data" in result.stderr, result.stderr[-2000:]
         assert not marker.exists()
 
@@ -169,21 +148,8 @@ hydra:
 def test_indirect_ways_to_name_code_are_refused(tmp_path, case, mode):
     marker = tmp_path / "PWNED"
     (tmp_path / "evil.yaml").write_text(BYPASSES[case].replace("MARKER", str(marker)))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "zoo.cli.train",
-            *mode,
-            "-cd",
-            str(tmp_path),
-            "-cn",
-            "evil",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = fork_tool(
+        "train", *mode, "-cd", str(tmp_path), "-cn", "evil", f"hydra.run.dir={tmp_path / 'run'}", timeout=120
     )
     assert result.returncode == 2, (result.stdout[-1000:], result.stderr[-2000:])
     assert "refused" in result.stderr
@@ -192,24 +158,14 @@ def test_indirect_ways_to_name_code_are_refused(tmp_path, case, mode):
 
 @pytest.mark.slow  # starts a Python process that imports zoo
 def test_rerunning_a_pickled_config_is_refused(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo.cli.train", "--experimental-rerun", str(tmp_path / "config.pickle")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = fork_tool("train", "--experimental-rerun", str(tmp_path / "config.pickle"), timeout=120)
     assert result.returncode == 2 and "unpickles" in result.stderr
 
 
 @pytest.mark.slow  # starts a Python process that imports zoo
 def test_a_malformed_config_file_is_one_line(tmp_path):
     (tmp_path / "broken.yaml").write_text("defaults:\n  - config\nmodel: [unclosed\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo.cli.train", "-cd", str(tmp_path), "-cn", "broken"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = fork_tool("train", "-cd", str(tmp_path), "-cn", "broken", timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "broken.yaml" in result.stderr
 
@@ -273,20 +229,14 @@ def test_a_config_file_cannot_write_files_run_code_or_record_the_environment(tmp
     (tmp_path / "sitecustomize.py").write_text(f"open({str(tmp_path / 'PWNED')!r}, 'w').close()\n")
     (tmp_path / "evil.yaml").write_text(text.format(victim=victim, where=tmp_path))
     env = dict(__import__("os").environ, ZOO_TEST_SECRET="s3cr3t-value")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "zoo.cli.train",
-            "-cd",
-            str(tmp_path),
-            "-cn",
-            "evil",
-            f"hydra.run.dir={tmp_path / 'run'}",
-            "trainer.max_steps=2",
-        ],
-        capture_output=True,
-        text=True,
+    result = fork_tool(
+        "train",
+        "-cd",
+        str(tmp_path),
+        "-cn",
+        "evil",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "trainer.max_steps=2",
         timeout=180,
         env=env,
     )
