@@ -7,6 +7,7 @@ the other ranks it launches start their interpreters as a user's do."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -19,7 +20,8 @@ import pytest
 import torch
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.forked import Forked
+from tests.cli.signal_in_validation import plant
+from tests.forked import Forked, fork_tool
 from tests.training.distributed.conftest import model_state, wait_for
 from zoo.training.checkpoint.files import read_checkpoint
 
@@ -230,12 +232,10 @@ def test_sigterm_in_an_inloop_validation_stops_at_its_batch_and_the_resume_runs_
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     assert zoo_train(*tiny_overrides(straight), *run_args).returncode == 0
 
-    helper = str(Path(__file__).with_name("signal_in_validation.py"))
-    result = subprocess.run(
-        [sys.executable, helper, "3", "1" if epoch_end else "2", *tiny_overrides(stopped), *run_args],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    # forked, with the signal planted in it (tests/cli/signal_in_validation.py); a second rank is
+    # started by the launcher as zoo-train, without it: the signal reaches rank 0 only
+    result = fork_tool(
+        "train", *tiny_overrides(stopped), *run_args, before=functools.partial(plant, 3, 1 if epoch_end else 2)
     )
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
