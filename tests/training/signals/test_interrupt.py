@@ -220,3 +220,40 @@ def test_once_fit_arms_a_signal_waits_for_the_step_boundary(tmp_path):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.01)
         assert interrupt.received == signal.SIGTERM
+
+
+@pytest.mark.slow  # a process of its own, which the watchdog ends
+def test_a_stop_answered_as_the_watchdog_fires_ends_once_with_the_watchdogs_words(tmp_path):
+    """The main thread answers a stop just as the watchdog has begun to end the process: the
+    watchdog's last words (the record and its one line) are said whole and the process ends with
+    128 + the signal; the main thread waits in `disarm` instead of going on without the line
+    (under load a run's stop was recorded with no line said)."""
+    import threading
+
+    from zoo.training.signals.interrupt import last_words
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the watchdog in its last words as the main thread disarms
+        try:
+            os.close(read)
+            interrupt = Interrupt(LastCheckpoint(tmp_path / "checkpoints", every_n_steps=1), grace_s=1.0)
+            interrupt.arm()
+
+            def words(exc) -> None:
+                os.write(write, b"last words\n")
+                time.sleep(0.5)  # writing the record
+
+            last_words(words)
+            threading.Thread(target=interrupt._stuck, args=(signal.SIGTERM,), daemon=True).start()
+            time.sleep(0.1)
+            interrupt.disarm()
+            os.write(write, b"disarm returned\n")
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        said = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM, said
+    assert said == "last words\n"

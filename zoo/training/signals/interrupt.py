@@ -101,6 +101,9 @@ class Interrupt(L.Callback):
         self._final = False  # listening during the final validation
         self._late: str | None = None  # why the grace timer fired
         self._timer: threading.Timer | None = None
+        # held by the watchdog from its decision to the process's end, and by `disarm`: a stop
+        # the main thread answers as the watchdog fires is ended by one of them, never both
+        self._ending = threading.Lock()
         self._preparing = False  # before fit: a signal stops the run at once
         self._watch = SignalWatch(self._prepare_watch)  # a signal seen while the main thread is in native code
 
@@ -144,8 +147,12 @@ class Interrupt(L.Callback):
 
     def _stuck(self, signum: int, why: str | None = None) -> None:
         """Python has not answered the stop for HARD_EXIT_S more seconds: the main thread is
-        inside one native operation. End the process from here, with the run's records."""
+        inside one native operation. End the process from here, with the run's records. The lock
+        is never given back: a main thread that answers now waits in `disarm` for the exit,
+        instead of dropping the records' last words (its line) on the way out."""
+        self._ending.acquire()
         if not self._previous or self.stopped_at is not None:
+            self._ending.release()
             return  # the stop was answered (or fit is over)
         last, step = self._saved()
         if why is None:  # the grace timer's watch (`_too_late`): there is a grace time
@@ -202,7 +209,12 @@ class Interrupt(L.Callback):
             self.disarm()
 
     def disarm(self) -> None:
-        """Give the signals back to the handlers that were there before `arm`."""
+        """Give the signals back to the handlers that were there before `arm` (after a watchdog
+        that is ending the process: it ends it)."""
+        with self._ending:
+            self._disarm()
+
+    def _disarm(self) -> None:
         self._final = self._preparing = False
         self._watch.stop()
         if self._timer is not None:
