@@ -24,6 +24,18 @@ import time
 from collections.abc import Callable
 
 
+def _as_a_new_interpreter() -> None:
+    """Drop the Hydra state a test before this one left in the test's process (a tool's main run
+    here): a new interpreter has none, and Lightning's launcher reads it to build the command of
+    the other ranks (as a Hydra app's, with hydra.* overrides zoo-eval would refuse)."""
+    if "hydra.core.hydra_config" in sys.modules:
+        from hydra.core.global_hydra import GlobalHydra
+        from hydra.core.hydra_config import HydraConfig
+
+        HydraConfig.instance().cfg = None
+        GlobalHydra.instance().clear()
+
+
 class Forked:
     """`zoo-TOOL ARGS...` run by its main() in a forked child, with the part of subprocess.Popen's
     interface the tests use: pid, poll, wait, send_signal, kill, communicate, returncode (negative
@@ -68,6 +80,7 @@ class Forked:
             if self._env is not None:
                 os.environ.clear()
                 os.environ.update(self._env)
+            _as_a_new_interpreter()
             if before is not None:
                 before()
             try:
