@@ -2,7 +2,8 @@
 pid, signals, exit status, SIGKILL ending it with nothing after), without the interpreter
 start-up and the import of torch and Lightning (about 7 seconds of CPU on a 2-core machine),
 which the test's process has done already. `zoo_train` (tests/cli/conftest.py) starts its runs
-here, and so do the tests whose process exists to be killed or signalled; a run's other ranks
+here, and so do the tests whose process exists to be killed or signalled and those that run
+zoo-eval, zoo-generate, zoo-export or a refused zoo-train as a user does; a run's other ranks
 are started by its launcher as new interpreters, and a test of what a fresh interpreter does
 (imports, start-up time, the command line as the shell passes it) starts one instead.
 
