@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.cli.conftest import tiny_overrides
+from tests.cli.conftest import tiny_overrides, zoo_train
 from tests.conftest import run_main
 from tests.forked import Forked, fork_tool
 from tests.training.distributed.conftest import wait_for
@@ -43,7 +43,7 @@ def in_process(tool: str, args: list[str], capsys, monkeypatch) -> tuple[int, st
 def finished(tmp_path_factory):
     """A finished tiny run (a run directory and its checkpoint)."""
     run = tmp_path_factory.mktemp("first") / "run"
-    result = fork_tool("train", *tiny_overrides(run))
+    result = zoo_train(*tiny_overrides(run))
     assert result.returncode == 0, result.stderr[-2000:]
     return run
 

@@ -4,22 +4,16 @@ number-phrase recipe (shortened) translates held-out phrases, and bad input fail
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides
-from tests.forked import fork_tool
+from tests.forked import fork_tool as tool  # zoo-NAME as a process of its own, forked from this one
 from zoo import train
 from zoo.config.schema.data import as_data_config
 from zoo.data.corpora.numbers import english, spanish
 from zoo.data.sources import load_splits
-
-
-def tool(name: str, *args: str) -> subprocess.CompletedProcess:
-    """zoo-NAME as a process of its own, forked from this one (tests/forked.py)."""
-    return fork_tool(name, *args)
 
 
 def one_line_failure(result, *fragments):

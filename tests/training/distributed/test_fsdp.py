@@ -53,12 +53,6 @@ def _identical(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def _tool(module: str, *args: str) -> subprocess.CompletedProcess:
-    """zoo-eval / zoo-export as a user runs them: a process of its own (forked from this one,
-    tests/forked.py), no launcher's rank variables."""
-    return fork_tool(module.removeprefix("zoo.cli."), *args)
-
-
 def _copy_run(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, symlinks=True)
     return dst
@@ -264,7 +258,7 @@ def test_export_reads_the_sharded_dir_as_the_full_checkpoint(straight, tmp_path)
     ckpts, tensors = straight / "checkpoints", []
     for name in ("last.ckpt", "full.ckpt"):
         out = tmp_path / name
-        _ok(_tool("zoo.cli.export", f"ckpt={ckpts / name}", f"out={out}"))
+        _ok(fork_tool("export", f"ckpt={ckpts / name}", f"out={out}"))
         tensors.append(load_file(out / "model.safetensors"))
     assert tensors[0].keys() == tensors[1].keys() and _identical(tensors[0], tensors[1])
 
@@ -340,7 +334,7 @@ def test_a_shard_index_that_would_run_code_is_refused(straight, tmp_path):
         read_checkpoint(ckpt)
     assert not marker.exists()
 
-    result = _tool("zoo.cli.eval", f"ckpt={ckpt}")
+    result = fork_tool("eval", f"ckpt={ckpt}")
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -361,7 +355,7 @@ def test_a_truncated_shard_is_refused_on_one_line(straight, tmp_path):
     for weights in (False, True):  # the index finds it, before any shard is read
         with pytest.raises(CheckpointError, match="'__1_0.distcp' ends before .* truncated"):
             read_checkpoint(ckpt, weights=weights)
-    result = _tool("zoo.cli.eval", f"ckpt={ckpt}")
+    result = fork_tool("eval", f"ckpt={ckpt}")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 

@@ -29,6 +29,7 @@ class OptimizerImpl(Choice):
 # and that nothing else in a run uses.
 REQUEUE_SIGNALS = ("SIGUSR1", "SIGUSR2")
 BEAT_S = 5.0  # how often a rank of a job on several processes beats its heartbeat (zoo.training.distributed)
+RANK_SILENCE_S = 30.0  # callbacks.rank_silence_s's default
 
 
 class ProgressBar(Choice):
@@ -259,7 +260,7 @@ class CallbacksConfig:
     )
 
     rank_silence_s: float = field(
-        default=30.0,
+        default=RANK_SILENCE_S,
         metadata={
             "help": "in a job on several hosts, seconds a host's first rank may go without a heartbeat "
             f"(one every {BEAT_S:g} s, a file in the run directory) before it counts as dead or hung and the "

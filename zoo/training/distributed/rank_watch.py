@@ -19,7 +19,7 @@ counter rewritten in place every `BEAT_S`) for as long as the process lives.
   (siblings, not parent and children) watch each other this way.
 - Ranks on other hosts are watched by their heartbeat: the first rank of each host reads the
   beats of the first rank of every other host every `BEAT_S`, and one that has not changed for
-  `STALE_S` seconds of the reader's own monotonic clock (no clock of another machine is
+  `callbacks.rank_silence_s` seconds (30 by default) of the reader's own monotonic clock (no clock of another machine is
   compared) has died or hangs. A rank on another host that dies ends its own host's ranks
   first (they watch it by process), so watching each host's first rank is enough.
 
@@ -51,14 +51,12 @@ except ImportError:  # a Lightning without it: nothing of it to take over
 
 from zoo.config.records.atomic import write_text
 from zoo.config.records.rundir import RunDir, RunFailure
-from zoo.config.schema.train import BEAT_S as RANK_BEAT_S
+from zoo.config.schema.train import BEAT_S, RANK_SILENCE_S
 from zoo.training.signals.interrupt import StopNow, ValidationStopped
 
 log = logging.getLogger("zoo")
 
 POLL_S = 1.0  # how often the ranks on this host are looked at
-BEAT_S = RANK_BEAT_S  # how often a rank beats, and how often other hosts' beats are read
-STALE_S = 30.0  # a beat unchanged this long (callbacks.rank_silence_s): the rank on another host has died or hangs
 EXIT_STATUS = 1
 _OBSERVED = "a rank started by rank 0 ended"  # Lightning's observer saw it, no longer in the list
 GRACE_S = 10.0  # a stop every rank makes (a shared signal): rank 0's time to record it and exit
@@ -76,7 +74,7 @@ def _death(returncode: int) -> str:
 
 
 class RankWatch(L.Callback):
-    def __init__(self, run_dir: Path, *, stale_s: float = STALE_S) -> None:
+    def __init__(self, run_dir: Path, *, stale_s: float = RANK_SILENCE_S) -> None:
         self.run = RunDir(run_dir)
         self.stale_s = stale_s
         self._stop = threading.Event()

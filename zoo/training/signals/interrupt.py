@@ -212,16 +212,13 @@ class Interrupt(L.Callback):
         """Give the signals back to the handlers that were there before `arm` (after a watchdog
         that is ending the process: it ends it)."""
         with self._ending:
-            self._disarm()
-
-    def _disarm(self) -> None:
-        self._final = self._preparing = False
-        self._watch.stop()
-        if self._timer is not None:
-            self._timer.cancel()
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-        self._previous = {}
+            self._final = self._preparing = False
+            self._watch.stop()
+            if self._timer is not None:
+                self._timer.cancel()
+            for signum, previous in self._previous.items():
+                signal.signal(signum, previous)
+            self._previous = {}
 
     def on_train_start(self, trainer, pl_module) -> None:
         # Lightning's own SIGTERM handler ends its loops with status 0 and no checkpoint: this one
