@@ -103,7 +103,7 @@ def test_a_row_of_every_model_axis_and_option_builds_and_counts_its_parameters_a
     FlopCounterMode counts the matrix multiplies (linear layers, attention's q·kᵀ and
     weights·v, a position scheme's own, a recurrent layer's) that `flops_per_token` at context
     T says, times T. Built on the meta device and materialized by its rules, it is the whole
-    build, weight for weight."""
+    build, weight for weight. Sized by model.param_budget, it lands on the budget."""
     cfg, why = row_config(row)
     assert cfg is not None, why
     model, T = zoo.build_model(cfg, init_seed=7).eval(), cfg.max_seq_len
@@ -123,6 +123,20 @@ def test_a_row_of_every_model_axis_and_option_builds_and_counts_its_parameters_a
     summary = zoo.summarize(model, seq_len=T)
     assert non_embedding_params(cfg) == summary.non_embedding_params
     assert counter.get_total_flops() == T * summary.flops_per_token
+    assert_lands_on_a_budget(row, budget=int(summary.non_embedding_params * 1.5))
+
+
+def assert_lands_on_a_budget(row, budget: int) -> None:
+    """model.param_budget sizes d_ff so that the row's built model has `budget` non-embedding
+    parameters, within half of what one unit of d_ff adds (the experts follow d_ff here:
+    model.moe_d_ff=null, since experts of a fixed width leave nothing to size when every layer
+    is a mixture, which tests/nn/test_moe.py holds to its refusal)."""
+    sized = ModelConfig(**{**model_kwargs(row_settings(row)), "param_budget": budget, "moe_d_ff": None})
+    built = zoo.summarize(zoo.build_model(sized)).non_embedding_params
+    wider = ModelConfig(**{**model_kwargs(row_settings(row)), "moe_d_ff": None, "d_ff": sized.d_ff + 1})
+    per_unit_of_d_ff = non_embedding_params(wider) - non_embedding_params(sized)
+    assert per_unit_of_d_ff > 0
+    assert abs(built - budget) <= per_unit_of_d_ff / 2 + 1, (built, budget, per_unit_of_d_ff)
 
 
 @pytest.mark.parametrize("ax,kind", MODEL_PAIRS, ids=pair_id)

@@ -1,14 +1,22 @@
 """Helpers of the GPU suite (`pytest -m gpu`): the device, inputs built on the CPU and moved
-there (so a test sees the same numbers whatever the device), bf16 tolerances, and what the
-profiler saw of `scaled_dot_product_attention`."""
+there (so a test sees the same numbers whatever the device), bf16 tolerances, a tiny task on the
+device and a guard against host syncs, and what the profiler saw of
+`scaled_dot_product_attention`."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
+
+from tests.conftest import tiny
+from zoo.config.facts.tasks import task_of_family
+from zoo.config.schema.model import Family
+from zoo.data.collate.padding import without_full_masks
+from zoo.tasks import TASKS
 
 DEVICE = torch.device("cuda")
 
@@ -67,6 +75,35 @@ def prompts(family: str, *, B: int = 3, S: int = 6, V: int = 37) -> tuple[torch.
     else:
         mask[1, -2:] = 0
     return ids.masked_fill(mask == 0, 0), mask
+
+
+# -- a training task on the device --------------------------------------------------------------
+
+TASK_OF = {family.value: task_of_family(family).value for family in Family}  # each family's default task
+
+
+def tiny_task(family: str, position: str, kinds: dict | None = None, **task):
+    """The family's default task over a tiny model (d_model 64, 2 heads; `kinds`: other model
+    keys, as `tiny` takes them), seeded, on the device; `task`: task config fields."""
+    torch.manual_seed(0)
+    model = tiny(family, position, d_model=64, n_heads=2, vocab_size=37, **(kinds or {}))
+    return TASKS[TASK_OF[family]](model=model, task={"kind": TASK_OF[family], **task}).to(DEVICE)
+
+
+def fed_batch(family: str) -> dict:
+    """A batch as zoo-train hands it over: prepared on the CPU, then moved."""
+    return on(without_full_masks(token_batch(family)), DEVICE)
+
+
+@contextlib.contextmanager
+def no_waits():
+    """Inside, any call that makes the host wait for the GPU raises (after the queue is drained)."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 # -- comparisons --------------------------------------------------------------------------------

@@ -1,100 +1,57 @@
-"""The GPU habits of zoo's training step and decoder, checked on a CUDA device: no host sync in
-an eager training step, the output loss auto picks the full-logits kernel there and agrees
-with the chunked one (and Liger-Kernel's where installed), the compiled training loss equals
-the eager one, AdamW is fused, float32 matmuls use TF32 in training, and the static decoding
-step replays as a CUDA graph with the eager tokens."""
+"""The GPU habits of zoo's training step and decoder, checked on a CUDA device: the output loss
+auto picks the full-logits kernel there and agrees with the chunked one (and Liger-Kernel's where
+installed), the compiled training loss equals the eager one, AdamW is fused, float32 matmuls use
+TF32 in training, and the static decoding step replays as a CUDA graph with the eager tokens. (No
+host sync in an eager training step is a check of each training row of `test_models_cuda.py`.)"""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 
 import pytest
 import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
-from tests.gpu.conftest import BF16_TOL, DEVICE, on, prompts, token_batch
-from zoo.config.facts.tasks import task_of_family
-from zoo.config.schema.model import Family
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, tiny
+from tests.gpu.conftest import BF16_TOL, DEVICE, fed_batch, no_waits, prompts, tiny_task
 from zoo.config.schema.train import OptimConfig
-from zoo.data.collate.padding import without_full_masks
 from zoo.models.generate import GenerationConfig, generate
-from zoo.tasks import TASKS
 from zoo.tasks.optim import build_optimizer
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-TASK_OF = {family.value: task_of_family(family).value for family in Family}  # each family's default task
-
-
-@contextlib.contextmanager
-def _no_waits():
-    """Inside, any call that makes the host wait for the GPU raises (after the queue is drained)."""
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        yield
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-
-
-def _task(family: str, position: str, **task):
-    torch.manual_seed(0)
-    model = tiny(family, position, d_model=64, n_heads=2, vocab_size=37)
-    return TASKS[TASK_OF[family]](model=model, task={"kind": TASK_OF[family], **task}).to(DEVICE)
-
-
-def _fed(task, family: str) -> dict:
-    """A batch as zoo-train hands it over: prepared on the CPU, then moved."""
-    return on(without_full_masks(token_batch(family)), DEVICE)
-
-
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_an_eager_training_step_never_waits_for_the_gpu(family, position):
-    task = _task(family, position)
-    task.sparse_targets = False  # masked LM's row selection is its one deliberate read
-    batch = _fed(task, family)
-    task.training_loss(batch)[0].backward()  # warm-up: lazy initialisation may sync once
-    with _no_waits():
-        loss, _, _ = task.training_loss(batch)
-        loss.backward()
-    assert torch.isfinite(loss).item()
-
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_output_loss_auto_is_full_logits_on_cuda_and_equals_chunked(family):
-    losses, grads = {}, {}
-    for output_loss in ("auto", "logits", "chunked"):
-        task = _task(family, "rope", output_loss=output_loss, loss_chunk=8)
-        loss, _, _ = task.training_loss(_fed(task, family))
-        loss.backward()
-        losses[output_loss] = loss.detach()
-        grads[output_loss] = {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None}
-    assert torch.equal(losses["auto"], losses["logits"])
-    torch.testing.assert_close(losses["chunked"], losses["logits"], atol=1e-5, rtol=1e-5)
-    for name, grad in grads["logits"].items():
-        torch.testing.assert_close(grads["chunked"][name], grad, atol=1e-5, rtol=1e-4, msg=name)
-
-
-@pytest.mark.skipif(
-    importlib.util.find_spec("liger_kernel") is None, reason="liger-kernel is not installed (pip install '.[liger]')"
-)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_the_liger_loss_equals_the_full_logits_loss(family):
-    results = {}
-    for output_loss in ("logits", "liger"):
-        task = _task(family, "rope", output_loss=output_loss)
-        loss, _, _ = task.training_loss(_fed(task, family))
-        loss.backward()
-        results[output_loss] = (
-            loss.detach(),
-            {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None},
-        )
-    torch.testing.assert_close(results["liger"][0], results["logits"][0], atol=1e-4, rtol=1e-4)
-    for name, grad in results["logits"][1].items():
-        torch.testing.assert_close(results["liger"][1][name], grad, atol=1e-4, rtol=1e-3, msg=name)
+def test_the_output_losses_agree_on_cuda(subtests, family):
+    """Each family's default task on the device: output_loss auto is the full-logits loss and the
+    chunked one equals it, and Liger-Kernel's (where installed) equals it, losses and gradients."""
+    with subtests.test("output_loss auto is full logits on CUDA and equals chunked"):
+        losses, grads = {}, {}
+        for output_loss in ("auto", "logits", "chunked"):
+            task = tiny_task(family, "rope", output_loss=output_loss, loss_chunk=8)
+            loss, _, _ = task.training_loss(fed_batch(family))
+            loss.backward()
+            losses[output_loss] = loss.detach()
+            grads[output_loss] = {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None}
+        assert torch.equal(losses["auto"], losses["logits"])
+        torch.testing.assert_close(losses["chunked"], losses["logits"], atol=1e-5, rtol=1e-5)
+        for name, grad in grads["logits"].items():
+            torch.testing.assert_close(grads["chunked"][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    with subtests.test("the Liger loss equals the full logits loss"):
+        if importlib.util.find_spec("liger_kernel") is None:  # an optional extra: this check alone is skipped
+            pytest.skip("liger-kernel is not installed (pip install '.[liger]')")
+        results = {}
+        for output_loss in ("logits", "liger"):
+            task = tiny_task(family, "rope", output_loss=output_loss)
+            loss, _, _ = task.training_loss(fed_batch(family))
+            loss.backward()
+            results[output_loss] = (
+                loss.detach(),
+                {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None},
+            )
+        torch.testing.assert_close(results["liger"][0], results["logits"][0], atol=1e-4, rtol=1e-4)
+        for name, grad in results["logits"][1].items():
+            torch.testing.assert_close(results["liger"][1][name], grad, atol=1e-4, rtol=1e-3, msg=name)
 
 
 @pytest.mark.parametrize("output_loss", ["logits", "chunked"])
@@ -102,9 +59,9 @@ def test_the_liger_loss_equals_the_full_logits_loss(family):
 def test_the_compiled_training_loss_equals_eager_in_bf16(position, output_loss):
     results = {}
     for compiled in (False, True):
-        task = _task("decoder_only", position, compile=compiled, output_loss=output_loss)
+        task = tiny_task("decoder_only", position, compile=compiled, output_loss=output_loss)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss, _, _ = task.training_loss(_fed(task, "decoder_only"))
+            loss, _, _ = task.training_loss(fed_batch("decoder_only"))
         loss.backward()
         results[compiled] = (loss.detach().float(), task.model.embed.weight.grad.float())
     torch.testing.assert_close(results[True][0], results[False][0], atol=BF16_TOL, rtol=BF16_TOL)
@@ -113,7 +70,7 @@ def test_the_compiled_training_loss_equals_eager_in_bf16(position, output_loss):
 
 
 def test_adamw_is_fused_and_tf32_is_on_in_training_by_default():
-    task = _task("decoder_only", "rope")
+    task = tiny_task("decoder_only", "rope")
     optimizer = build_optimizer(task, OptimConfig(), output_embedding=task.model.lm_head.weight)
     assert optimizer.defaults["fused"] is True
     previous = torch.get_float32_matmul_precision()
@@ -122,7 +79,7 @@ def test_adamw_is_fused_and_tf32_is_on_in_training_by_default():
         task.on_fit_start()
         assert torch.get_float32_matmul_precision() == "high"
         torch.set_float32_matmul_precision("highest")
-        _task("decoder_only", "rope", tf32=False).on_fit_start()
+        tiny_task("decoder_only", "rope", tf32=False).on_fit_start()
         assert torch.get_float32_matmul_precision() == "highest"
     finally:
         torch.set_float32_matmul_precision(previous)
@@ -193,7 +150,7 @@ def test_compiled_greedy_decoding_reads_the_host_only_to_ask_whether_to_stop():
     config = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24)
     plain = generate(model, ids, max_new_tokens=24)
     generate(model, ids, config=config)  # compile and capture
-    with _no_waits():
+    with no_waits():
         fast = generate(model, ids, config=config)
     assert torch.equal(fast.cpu(), plain.cpu())
 
@@ -209,7 +166,7 @@ def test_compiled_sampling_never_waits_for_the_gpu_and_is_seeded():
     ids = torch.randint(4, 37, (2, 6), device=DEVICE)
     config = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24, strategy="sample", seed=5)
     first = generate(model, ids, config=config)  # compile and capture
-    with _no_waits():
+    with no_waits():
         again = generate(model, ids, config=config)
     assert torch.equal(first.cpu(), again.cpu())
     greedy = GenerationConfig(static_cache=True, compile=True, max_new_tokens=24, strategy="sample", top_k=1, seed=6)

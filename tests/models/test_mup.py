@@ -110,10 +110,21 @@ def mup_reference(family: str, width: int, tie: bool):
     return mup, model
 
 
-@pytest.mark.parametrize("width", [64, 256])
-@pytest.mark.parametrize("tie", [True, False])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_init_learning_rate_and_output_multipliers_are_the_mup_packages(family, tie, width, one_thread):
+def test_a_familys_mup_is_the_mup_packages_and_the_standard_model_at_its_base_width(subtests, family, one_thread):
+    """On one family, a subtest each: the init, learning rates and output multipliers are the
+    `mup` package's (tied and untied, at two widths); at its base width μP is the standard model
+    (with the default head and with every head option)."""
+    for tie in (True, False):
+        for width in (64, 256):
+            with subtests.test(f"the mup package's multipliers (tie={tie}, width={width})"):
+                assert_the_mup_packages_multipliers(family, tie, width)
+    for name, options in BASE_WIDTH_OPTIONS.items():
+        with subtests.test(f"the standard model at the base width ({name})"):
+            assert_standard_at_the_base_width(family, options)
+
+
+def assert_the_mup_packages_multipliers(family, tie, width):
     mup, ref = mup_reference(family, width, tie)
     cfg = config(family, width, tie_embeddings=tie)
     ours = build(cfg)
@@ -286,22 +297,21 @@ def test_muon_under_mup_gives_its_matrices_the_spectral_rule_and_the_rest_mups(a
 # -- 3. at the base width, the standard model exactly ------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {},
-        {
-            "scale_embeddings": True,
-            "scale_output": True,
-            "tie_embeddings": False,
-            "head_transform": True,
-            "output_bias": True,
-            "attention_scale": 1.0,
-        },
-    ],
-)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_mup_at_its_base_width_is_the_standard_model(family, options, one_thread):
+# the head options μP treats apart, off and all on
+BASE_WIDTH_OPTIONS = {
+    "default head": {},
+    "every head option": {
+        "scale_embeddings": True,
+        "scale_output": True,
+        "tie_embeddings": False,
+        "head_transform": True,
+        "output_bias": True,
+        "attention_scale": 1.0,
+    },
+}
+
+
+def assert_standard_at_the_base_width(family, options):
     standard_cfg = config(family, BASE, "standard", **options)
     mup_cfg = config(family, BASE, "mup", **options)
     assert mup_cfg.width_mult == 1.0

@@ -1,9 +1,11 @@
 """Every pair of kinds of family × position scheme × norm placement × norm type × block × QK-norm (a
 covering design, tests/covering.py) on a tiny config with sharp weights (init_std 0.5: logits far
 from ties, so a wrong index or mask moves them well past the tolerance), one model a row: shapes,
-backward, padding invariance, which tokens a position sees, cached decoding, SDPA's fused kernel
-(Shaw's scheme aside), and no Python loop over heads or positions (the operations a training pass
-dispatches do not change with either)."""
+backward, padding invariance (left padding of a decoder's prompts too), which tokens a position
+sees, cached decoding, SDPA's fused kernel (Shaw's scheme aside), no Python loop over heads or
+positions (the operations a training pass dispatches do not change with either), independent
+layers, tied and untied output projections, and the row with sliding-window attention: local and
+global layers training, and a covering window equal to full attention."""
 
 from __future__ import annotations
 
@@ -13,8 +15,12 @@ from torch.profiler import profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, sharp, tiny
+from tests.conftest import CAUSAL_FAMILIES, FAMILIES, sharp, tiny
 from tests.covering import cases, model_axes
+from tests.nn.windows import (
+    assert_a_covering_window_is_full_attention,
+    assert_trains_with_local_and_global_layers,
+)
 from zoo.config import ConfigError, ModelConfig
 from zoo.nn.position import POSITIONS as POSITION_CLASSES
 
@@ -53,7 +59,6 @@ def each_kind_once(family: str) -> list:
 ROWS = cases({"family": CAUSAL_FAMILIES, **KINDS}, accepted) + [
     row for f in FAMILIES if f not in CAUSAL_FAMILIES for row in each_kind_once(f)
 ]
-GRID_POS = pytest.mark.parametrize("position", POSITIONS)
 
 
 def build(family, position, norm="pre", norm_type="layernorm", **kw):
@@ -89,10 +94,21 @@ def test_a_row_trains_sees_what_its_family_sees_and_decodes_from_its_cache(
     else:
         with subtests.test("the future reaches every position"):
             assert_sees_the_future(model)
+    if family == "decoder_only":
+        with subtests.test("a left-padded batch"):
+            assert_left_padded_batch_matches_unpadded_rows(model)
     with subtests.test("SDPA's fused kernel, with padding"):
         assert_fused_attention(model, family, position)
+    with subtests.test("layers start with independent weights"):
+        assert_independent_layers(model, family)
+    kinds = dict(norm=norm, norm_type=norm_type, block=block, qk_norm=qk_norm)
+    with subtests.test("tied and untied output projection"):
+        assert_tied_and_untied(family, position, **kinds)
+    with subtests.test("sliding window: trains with local and global layers"):
+        assert_trains_with_local_and_global_layers(family, position, **kinds)
+    with subtests.test("sliding window: a covering window is full attention"):
+        assert_a_covering_window_is_full_attention(family, position, **kinds)
     with subtests.test("no Python loop over heads or positions"):
-        kinds = dict(norm=norm, norm_type=norm_type, block=block, qk_norm=qk_norm)
         base = count_ops(family, position, n_heads=2, T=8, **kinds)
         assert base > 0
         assert count_ops(family, position, n_heads=4, T=8, **kinds) == base
@@ -222,11 +238,9 @@ def assert_cached_decoding_equals_full_forward(model, family):
     assert torch.allclose(torch.cat(pieces, dim=1), full, atol=ATOL)
 
 
-@GRID_POS
-def test_left_padded_batch_matches_unpadded_rows(position):
+def assert_left_padded_batch_matches_unpadded_rows(model):
     """Batched prompts of different lengths: a left-padded row gets the same logits (and the
     same cached continuation) as the row alone, because positions count only real tokens."""
-    model = build("decoder_only", position)
     short = torch.randint(1, 37, (1, 4))
     long = torch.randint(1, 37, (1, 7))
     batch = torch.cat([torch.cat([torch.zeros(1, 3, dtype=torch.long), short], 1), long])
@@ -242,18 +256,19 @@ def test_left_padded_batch_matches_unpadded_rows(position):
     assert torch.allclose(step[0, -1], ref, atol=ATOL)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_layers_start_with_independent_weights(family):
-    model = build(family, "learned")
+def assert_independent_layers(model, family):
+    """The first two layers of a stack start with different weights (no shared initial tensor)."""
     stack = model.decoder if family != "encoder_only" else model.encoder
-    w0, w1 = (layer.self_attn.qkv_proj.weight for layer in stack.layers)
-    assert not torch.equal(w0, w1)
+    first, second = (dict(layer.named_parameters()) for layer in stack.layers[:2])
+    matrices = [name for name, w in first.items() if w.dim() == 2]
+    assert matrices and first.keys() == second.keys()
+    assert all(not torch.equal(first[name], second[name]) for name in matrices), matrices
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_tied_and_untied_output_projection(family):
-    tied = build(family, "none", tie_embeddings=True)
-    untied = build(family, "none", tie_embeddings=False)
+def assert_tied_and_untied(family, position, **kinds):
+    """Tied, the output projection is the embedding; untied, a (V, D) matrix of its own."""
+    tied = build(family, position, tie_embeddings=True, **kinds)
+    untied = build(family, position, tie_embeddings=False, **kinds)
     assert tied.lm_head.weight is tied.embed.weight
     assert untied.lm_head.weight is not untied.embed.weight
     extra = sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters())

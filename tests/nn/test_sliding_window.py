@@ -1,8 +1,9 @@
 """Sliding-window attention (`model.attention=sliding`): the band mask by hand and against
 transformers' own mask functions, a window that covers the sequence equal to full attention, a
-one-layer model equal to full attention over the window alone, every family x position scheme x
-norm placement training, KV-cached decoding equal to the whole forward past the window (growing
-and static caches, with and without padding) while the caches keep only the window,
+one-layer model equal to full attention over the window alone, training with local and global
+layers and a covering window equal to full attention (run on every row of the design of
+tests/models/test_variants.py), KV-cached decoding equal to the whole forward past the window
+(growing and static caches, with and without padding) while the caches keep only the window,
 FlexAttention equal to SDPA, and the FLOPs and KV-cache bytes counting the window."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, tiny
 from tests.covering import cases, model_axes
+from tests.nn.windows import pair
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.attention import stack_windows
 from zoo.config.schema.model import PositionKind
@@ -84,63 +86,18 @@ def test_layer_pattern_is_gemma2s_layer_types():
     assert stack_windows(ModelConfig(**tiny(attention="sliding", window=5, n_layers=3)), 3) == [5, 5, 5]
 
 
-def _pair(family, position, window, **overrides):
-    """A full model and the same weights with every layer sliding at `window`."""
-    full = zoo.build_model(tiny(family, position, **overrides)).eval()
-    sliding = zoo.build_model(tiny(family, position, attention="sliding", window=window, **overrides)).eval()
-    sliding.load_state_dict(full.state_dict())
-    return full, sliding
-
-
-def _logits(model, family, ids):
-    if family == "encoder_decoder":
-        return model(input_ids=ids, decoder_input_ids=ids).logits
-    return model(ids).logits
-
-
 @pytest.mark.parametrize("position", ["none", "rope", "alibi", "relative", "shaw"])
 def test_one_sliding_layer_is_full_attention_over_the_window_alone(position):
     """With one layer and a scheme that sees only offsets, query t's output is the full model's
     last output over tokens t - window + 1 .. t: the band hides exactly the rest."""
     W = 4
-    full, sliding = _pair("decoder_only", position, window=W, n_layers=1)
+    full, sliding = pair("decoder_only", position, window=W, n_layers=1)
     ids = torch.randint(4, 37, (1, 11))
     with torch.no_grad():
         got = sliding(ids).logits  # (1, T, V)
         for t in range(ids.shape[1]):
             alone = full(ids[:, max(0, t - W + 1) : t + 1]).logits[:, -1]  # (1, V)
             torch.testing.assert_close(got[:, t], alone, atol=1e-5, rtol=1e-5)
-
-
-# every pair of kinds of family x position x placement: 28 of the product's 84, a model each
-@pytest.mark.parametrize("family, position, norm", cases(model_axes("family", "position", "norm")))
-def test_a_row_trains_with_local_and_global_layers_and_a_covering_window_is_full_attention(
-    subtests, family, position, norm
-):
-    with subtests.test("trains with local and global layers"):
-        model = zoo.build_model(
-            tiny(family, position, norm=norm, n_layers=3, attention="sliding", window=3, global_every=2, dropout=0.1)
-        ).train()
-        ids = torch.randint(4, 37, (2, 9))
-        padding = torch.ones(2, 9, dtype=torch.long)
-        padding[1, :3] = 0
-        if family == "encoder_decoder":
-            out = model(input_ids=ids, attention_mask=padding, decoder_input_ids=ids)
-        else:
-            out = model(ids, attention_mask=padding)
-        out.logits.float().logsumexp(-1).mean().backward()
-        grads = [p.grad for p in model.parameters() if p.requires_grad]
-        assert all(g is not None and torch.isfinite(g).all() for g in grads)
-    with subtests.test("a window covering the sequence is full attention"):
-        full, sliding = _pair(family, position, window=2 * 10 + 1, norm=norm)
-        ids = torch.randint(4, 37, (2, 10))
-        assert sum(p.numel() for p in sliding.parameters()) == sum(p.numel() for p in full.parameters())
-        with torch.no_grad():
-            torch.testing.assert_close(_logits(sliding, family, ids), _logits(full, family, ids), atol=1e-5, rtol=1e-5)
-        narrow = _pair(family, position, window=3, norm=norm)[1]
-        narrow.load_state_dict(full.state_dict())
-        with torch.no_grad():  # the check can fail: a narrow window changes the logits
-            assert not torch.allclose(_logits(narrow, family, ids), _logits(full, family, ids), atol=1e-4)
 
 
 def _decode(model, family, ids, cache, prompt, padding=None):

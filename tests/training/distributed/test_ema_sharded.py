@@ -1,5 +1,6 @@
-"""The average of the weights under sharding (trainer=fsdp_cpu: FSDP2 over two gloo processes;
-trainer=hsdp_cpu: a 2 x 2 mesh of four): each rank keeps and updates the rows of the average its
+"""The average of the weights under sharding (trainer=fsdp_cpu: FSDP2 over two gloo processes; an
+average written by two FSDP ranks continued on HSDP's 2 x 2 mesh is tests/training/distributed/
+test_hsdp.py's run): each rank keeps and updates the rows of the average its
 parameter shard holds, and a checkpoint holds the average gathered whole. So two sharded ranks end
 with the average one process taking the whole batch ends with (float32 rounding), val_ema/loss
 reduced over the ranks is that process's, and a run stopped and continued (the whole average cut
@@ -64,13 +65,3 @@ def test_two_sharded_ranks_hold_the_average_of_one_process_and_resume_it(one, tm
     assert summary(resumed)["resumed_at_step"] == 2
     a, b = _average(straight), _average(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-
-
-@pytest.mark.slow
-def test_an_average_written_by_two_fsdp_ranks_resumes_on_a_four_rank_hsdp_mesh(one, tmp_path):
-    run = tmp_path / "run"
-    ok(zoo_train(*tiny_overrides(run), *RUN, "trainer=fsdp_cpu", "trainer.max_steps=2"))
-    ok(zoo_train(*tiny_overrides(run), *RUN, "trainer=hsdp_cpu"))
-    assert summary(run)["world_size"] == 4 and summary(run)["resumed_at_step"] == 2
-    assert read_checkpoint(run.joinpath(*LAST))[EMA_UPDATES] == 4
-    assert max_abs_diff(_average(run), _average(one)) <= 1e-5

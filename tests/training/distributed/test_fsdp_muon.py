@@ -1,5 +1,5 @@
-"""optim=muon under sharding (trainer=fsdp_cpu: FSDP2 over two gloo processes; trainer=hsdp_cpu:
-a 2 x 2 mesh of four), end to end through real processes and real files: each rank gathers
+"""optim=muon under sharding (trainer=fsdp_cpu: FSDP2 over two gloo processes; HSDP's 2 x 2 mesh
+is tests/training/distributed/test_hsdp.py's run, which carries Muon too), end to end through real processes and real files: each rank gathers
 every matrix's update for the orthogonalisation and keeps its rows of the result, so with the
 iteration in float32 the weights follow one process taking the whole batch to float32 rounding
 (1e-5), and a run stopped and continued (momentum buffers and NorMuon's row moments in the
@@ -63,12 +63,3 @@ def test_fsdp_muon_follows_one_process_and_resumes_exactly(one, tmp_path):
     # a checkpoint holds NorMuon's row moments beside the momentum buffers
     state = read_checkpoint(one.joinpath(*LAST))["optimizer_states"][0]["state"]
     assert any("row_second_moment" in s for s in state.values())
-
-
-@pytest.mark.slow
-def test_hsdp_muon_stopped_and_continued_follows_one_process(one, tmp_path):
-    hsdp = tmp_path / "hsdp"
-    _stopped_and_continued(hsdp, "trainer=hsdp_cpu")
-    assert "2 replica(s), each sharded over 2 rank(s)" in (hsdp / "train.log").read_text()
-    diff = max_abs_diff(model_state(hsdp.joinpath(*LAST)), model_state(one.joinpath(*LAST)))
-    assert diff <= 1e-5, diff
