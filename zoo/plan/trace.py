@@ -6,9 +6,9 @@ The model is zoo's own (`zoo.models.build_model`), its loss the task's (`token_l
 or whole logits), its optimizer zoo's (`zoo.tasks.optim.build_optimizer`: AdamW, or the plan's
 `optim`), so a new layer
 kind, position scheme or loss is counted as it runs, with no formula to keep in step. The
-step is run twice: the first creates AdamW's moments, the second is the steady state whose peak
-is reported. Each storage is counted in one part: weights and buffers as the model holds them,
-a gradient from the moment backward hands it to its parameter, AdamW's moments, bf16 copies of
+optimizer's state is made first (an update from zero gradients), and the step traced is the
+steady state, whose peak is reported. Each storage is counted in one part: weights and buffers
+as the model holds them, a gradient from the moment backward hands it to its parameter, AdamW's moments, bf16 copies of
 weights that autocast makes, and the rest by what made it (the stack's forward and backward:
 activations and their gradients; the output head and loss: logits and loss).
 
@@ -245,6 +245,18 @@ def _step(model, optimizer, inputs, labels, setup: StepSetup, sparse: bool, trac
         optimizer.zero_grad(set_to_none=True)
 
 
+def _make_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, trace: _Trace) -> None:
+    """The optimizer's state, as its first step makes it: an update from zero gradients. No
+    forward or backward is traced for it: the state's tensors follow the parameters alone (half
+    of what a plan costs to make, with the same plan: a traced first step gave the same parts)."""
+    for p in model.parameters():
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+    with _phase(trace, _UPDATE):
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
 def _storage_keys(tensors) -> set[int]:
     return {id(t.untyped_storage()) for t in tensors if isinstance(t, torch.Tensor)}
 
@@ -334,7 +346,7 @@ def simulate_step(
         for p in params:  # a gradient is counted as one from the moment backward hands it over
             p.register_post_accumulate_grad_hook(lambda p: trace.retag(p.grad, GRADIENTS))
         inputs, labels = _batch(model_cfg, setup.batch, setup.seq_len)
-        _step(model, optimizer, inputs, labels, setup, sparse, trace)  # makes the optimizer's state
+        _make_state(model, optimizer, trace)
         for state in optimizer.state.values():
             for t in state.values():
                 if isinstance(t, torch.Tensor):

@@ -32,7 +32,14 @@ def test_every_family_has_a_row_a_module_and_a_preset():
 
 
 @pytest.mark.parametrize("family", FAMILY_LIST, ids=str)
-def test_a_model_has_the_stacks_its_row_names(family):
+def test_a_family_builds_the_stacks_its_row_names_and_generates_only_with_a_decoder(subtests, family):
+    with subtests.test("the stacks its row names"):
+        assert_the_stacks_its_row_names(family)
+    with subtests.test("only a family with a decoder generates"):
+        assert_only_a_family_with_a_decoder_generates(family)
+
+
+def assert_the_stacks_its_row_names(family):
     facts = FAMILY_FACTS[family]
     cfg = ModelConfig(**tiny(family.value))
     model = zoo.build_model(cfg)
@@ -48,8 +55,7 @@ def test_a_model_has_the_stacks_its_row_names(family):
             ModelConfig(**tiny(family.value, n_decoder_layers=2))
 
 
-@pytest.mark.parametrize("family", FAMILY_LIST, ids=str)
-def test_only_a_family_with_a_decoder_generates(family):
+def assert_only_a_family_with_a_decoder_generates(family):
     from zoo.models.generate import generate
 
     model = zoo.build_model(ModelConfig(**tiny(family.value)))

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import tiny
+from tests.conftest import FAMILIES, tiny
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.ema import EMA_KEYS
 from zoo.config.facts.optimizers import OPTIMIZER_FACTS, OptimizerKind, optimizer_readers
@@ -106,8 +106,14 @@ def test_an_unknown_kind_is_refused():
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
-@pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder", "encoder_only"])
-def test_the_state_a_step_leaves_is_the_rows_numbers_per_parameter(kind, family):
+def test_the_state_a_step_leaves_is_the_rows_numbers_per_parameter(subtests, kind):
+    """On a model of each family (a subtest each), one step leaves the state the row counts."""
+    for family in FAMILIES:
+        with subtests.test(family):
+            assert_state_is_the_rows(kind, family)
+
+
+def assert_state_is_the_rows(kind, family):
     model = _model(family=family)
     optimizer = build_optimizer(model, OptimConfig(kind=kind), output_embedding=_head(model))
     loss = sum(p.float().square().sum() for p in model.parameters())
@@ -131,9 +137,15 @@ def test_the_host_memory_check_weighs_the_rows_state():
     assert muon == adamw - 4 * parts[machine.STACK]
 
 
-@pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder", "encoder_only"])
-@pytest.mark.parametrize("ffn", [{}, {"activation": "swiglu"}], ids=["dense", "gated"])
-def test_muon_takes_the_hidden_layers_matrices_and_nothing_else(family, ffn):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_muon_takes_the_hidden_layers_matrices_and_nothing_else(subtests, family):
+    """With a plain and a gated feed-forward unit (a subtest each)."""
+    for unit, ffn in (("dense", {}), ("gated", {"activation": "swiglu"})):
+        with subtests.test(unit):
+            assert_muon_takes_the_hidden_matrices(family, ffn)
+
+
+def assert_muon_takes_the_hidden_matrices(family, ffn):
     model = _model(family=family, tie_embeddings=False, **ffn)
     hidden = hidden_matrices(model, _head(model))
     names = {n for n, p in model.named_parameters() if id(p) in hidden}
