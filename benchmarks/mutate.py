@@ -59,7 +59,7 @@ MODEL_TESTS = [
     "tests/models/test_budget.py",
     "tests/interop/test_hf.py",
     "tests/models/test_generate.py",
-    "tests/perf/test_speed_switches.py::test_static_cache_decodes_the_same_tokens",
+    "tests/models/test_decoding_rows.py",
 ]
 TARGETS: list[tuple[str, list[str]]] = [
     ("zoo/nn/chunked_loss.py", ["tests/perf/test_speed_switches.py", "-k", "chunked"]),
@@ -124,7 +124,7 @@ PLANTED: list[tuple] = [  # (name, path, old, new[, tests])
         "zoo/nn/cache.py",
         "self._k, self._v = keys[index], values[index]",
         "self._k, self._v = keys[index], values",
-        ["tests/models/test_generate.py::test_beam_of_one_equals_greedy_and_beam_cache_equals_no_cache"],
+        ["tests/models/test_decoding_rows.py"],
     ),
     (
         "loader position not multiplied by the ranks",

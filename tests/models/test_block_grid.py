@@ -1,31 +1,24 @@
-"""The caps with every causal family and position scheme: KV-cached decoding gives the logits of
-the whole sequence at once (each pair of kinds in a covering design, tests/covering.py); the
-whole product, checked config-only, is refused on one line before any weight exists exactly
-where a block's row says. That every pair of kinds of two model axes builds and counts as built
-is the contract's (tests/contract/test_axes.py). The default keeps today's block."""
+"""The whole product of family × position × norm placement × block, checked config-only, is refused
+on one line before any weight exists exactly where a block's row says; QK-norm parameters count as
+built. That the caps decode from the cache what the whole sequence gives is
+tests/models/test_decoding_rows.py's (each pair of kinds in a covering design, tests/covering.py);
+that every pair of kinds of two model axes builds and counts as built is the contract's
+(tests/contract/test_axes.py). The default keeps today's block."""
 
 from __future__ import annotations
 
 import itertools
 
 import pytest
-import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, tiny
+from tests.conftest import tiny
 from tests.covering import cases, model_axes
 from zoo.config import ConfigError, ModelConfig
 from zoo.config.facts.blocks import QKNorm
 from zoo.config.schema.model import model_defaults
 from zoo.config.schema.params import non_embedding_params
 from zoo.nn.attention import Attention
-
-# the block options that are no axis: the caps (block and QK-norm kinds decode from the cache on
-# every causal row of tests/models/test_variants.py's design)
-OPTIONS = {
-    "attn_softcap": dict(attn_softcap=0.5),
-    "final_softcap": dict(final_softcap=1.0),
-}
 
 
 def built_count(cfg: dict) -> tuple[ModelConfig, int]:
@@ -75,31 +68,6 @@ def test_qk_norm_parameters_count_as_built(family, qk_norm, qk_norm_type, bias):
     q, k = (width, width) if width else (cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim)
     per_width = 2 if (qk_norm_type or "layernorm") == "layernorm" and bias else 1  # tiny's norm_type: layernorm
     assert count - without == attentions * (q + k) * per_width
-
-
-def _inputs(family: str, ids: torch.Tensor) -> dict:
-    return {"input_ids": ids} if family == "decoder_only" else {"input_ids": ids, "decoder_input_ids": ids}
-
-
-@pytest.mark.parametrize(
-    "family, position, option",
-    cases({"family": CAUSAL_FAMILIES, **model_axes("position"), "option": list(OPTIONS)}),
-)
-def test_cached_decoding_gives_the_logits_of_the_whole_sequence(family, position, option):
-    torch.manual_seed(0)
-    model = zoo.build_model(tiny(family, position, init_std=0.3, **OPTIONS[option])).eval()
-    ids = torch.randint(4, 37, (2, 7))
-    with torch.no_grad():
-        whole = model(**_inputs(family, ids)).logits  # (B, T, V)
-        memory = model.encode(ids) if family == "encoder_decoder" else None
-        cache, steps = model.new_cache(), []
-        for step in [ids[:, :3]] + [ids[:, t : t + 1] for t in range(3, 7)]:  # a prompt, then a token at a time
-            if memory is None:
-                out = model(step, cache=cache, use_cache=True)
-            else:
-                out = model(decoder_input_ids=step, encoder_hidden_states=memory, cache=cache, use_cache=True)
-            steps.append(out.logits)  # (B, T or 1, V)
-    torch.testing.assert_close(torch.cat(steps, dim=1), whole, rtol=1e-4, atol=1e-5)
 
 
 def test_the_defaults_keep_todays_block():

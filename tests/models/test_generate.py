@@ -1,5 +1,6 @@
-"""Decoding: cache = no cache, beam(1) = greedy, top-k(1) = greedy, seeded sampling, and the
-search algorithm on hand-worked distributions."""
+"""Decoding: top-k(1) = greedy, seeded sampling, the stop rule, compiled steps, and the search
+algorithm on hand-worked distributions. Cache = no cache, beam(1) = greedy and left padding for
+every causal family and position scheme are tests/models/test_decoding_rows.py's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, POSITIONS, sharp, tiny
+from tests.conftest import CAUSAL_FAMILIES, sharp, tiny
 from zoo.config import ConfigError
 from zoo.models.generate import GenerationConfig, beam_search, filter_logits, generate
 
@@ -25,25 +26,6 @@ def model_and_inputs(family, position):
 def run(model, ids, **options):
     kw = dict(bos_id=BOS, eos_id=None, max_new_tokens=options.pop("max_new_tokens", 12))
     return generate(model, ids, config=GenerationConfig(**options) if options else None, **kw)
-
-
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
-def test_cached_greedy_equals_uncached(family, position):
-    model, ids = model_and_inputs(family, position)
-    cached = run(model, ids)
-    assert cached.shape == (2, 12)
-    assert torch.equal(cached, run(model, ids, use_cache=False))
-
-
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
-def test_beam_of_one_equals_greedy_and_beam_cache_equals_no_cache(family, position):
-    model, ids = model_and_inputs(family, position)
-    greedy = run(model, ids)
-    assert torch.equal(run(model, ids, strategy="beam", num_beams=1), greedy)
-    beams = run(model, ids, strategy="beam", num_beams=3, max_new_tokens=6)
-    assert torch.equal(beams, run(model, ids, strategy="beam", num_beams=3, max_new_tokens=6, use_cache=False))
 
 
 @pytest.mark.parametrize("family", CAUSAL_FAMILIES)
@@ -107,20 +89,6 @@ def test_top_p_keeps_exactly_the_tokens_whose_cumulative_probability_reaches_p(t
     assert len(kept_ids) == kept
     assert set(ranked[: min(kept, 2)]) <= set(kept_ids)
     assert torch.equal(nucleus.softmax(-1)[kept_ids].sum(), torch.tensor(1.0))
-
-
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
-def test_left_padded_batch_generates_what_each_prompt_generates_alone(family, position):
-    """Left padding must change neither the positions of the real tokens nor what they attend to,
-    at the prompt and at every one-token step after it."""
-    model = zoo.build_model(sharp(family, position, max_seq_len=64)).eval()
-    short, long = torch.randint(6, 37, (1, 3)), torch.randint(6, 37, (1, 6))
-    batch = torch.cat([torch.cat([torch.zeros(1, 3, dtype=torch.long), short], 1), long])
-    mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1] * 6])
-    both = generate(model, batch, attention_mask=mask, max_new_tokens=8, bos_id=BOS)
-    assert torch.equal(both[0], generate(model, short, max_new_tokens=8, bos_id=BOS)[0])
-    assert torch.equal(both[1], generate(model, long, max_new_tokens=8, bos_id=BOS)[0])
 
 
 def test_generation_stops_at_eos_and_pads_after_it():

@@ -1,5 +1,6 @@
 """What decoding will need is known before it starts: lengths past a bounded scheme's positions
-are refused; the key/value cache's size (checked against the bytes a real static cache
+are refused in these words (for every causal family and scheme: tests/models/test_decoding_rows.py);
+the key/value cache's size (checked against the bytes a real static cache
 allocates) is refused when it exceeds free memory; and a continuation keeps the space a subword
 piece carries at its start."""
 
@@ -10,33 +11,12 @@ import torch
 
 import zoo
 from tests.conftest import CAUSAL_FAMILIES, tiny
-from zoo.config import ConfigError, ModelConfig, PositionKind
-from zoo.config.facts.positions import POSITION_FACTS
+from zoo.config import ConfigError, ModelConfig
 from zoo.data.prompts import continue_text
 from zoo.data.tokenizers import build_tokenizer
 from zoo.models.generate import GenerationConfig, generate
 from zoo.models.limits import check_lengths, check_memory, kv_cache_bytes
 from zoo.nn import cache as cache_module
-
-
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
-@pytest.mark.parametrize("kind", list(PositionKind), ids=str)
-def test_decoding_past_a_bounded_schemes_positions_is_refused(kind, family):
-    cfg = ModelConfig(**tiny(family, kind.value, max_seq_len=16))
-    fits = (10, 6) if family == "decoder_only" else (16, 15)  # encoder-decoder: source; BOS + new
-    check_lengths(cfg, *fits)
-    over = [(10, 7)] if family == "decoder_only" else [(17, 1), (4, 16)]
-    for input_len, new in over:
-        if POSITION_FACTS[kind].bounded:
-            with pytest.raises(
-                ConfigError,
-                match=rf"past the {kind.value} positions|longer than the "
-                rf"{kind.value} positions",
-            ) as refused:
-                check_lengths(cfg, input_len, new)
-            assert "(model.max_seq_len=16)" in str(refused.value)
-        else:
-            check_lengths(cfg, input_len, new)
 
 
 def test_the_length_refusals_keep_their_wording():

@@ -63,11 +63,21 @@ def test_boolean_document_mask_is_block_diagonal_causal():
             assert bool(mask[i, j]) == (j <= i and int(ids[0, i]) == int(ids[0, j])), (i, j)
 
 
-@pytest.mark.parametrize("kernel", ["sdpa", "flex"])
 @pytest.mark.parametrize("position", POSITIONS)
-def test_packed_window_gives_each_documents_own_logits(position, kernel):
-    torch.manual_seed(0)
+def test_a_scheme_gives_each_packed_document_its_own_logits_with_either_kernel(subtests, position):
+    """Under one position scheme: a packed window gives each document the logits it has alone, with
+    SDPA's kernel and with FlexAttention's; the two kernels agree in logits (and gradients)."""
     model = _model(position)
+    for kernel in ("sdpa", "flex"):
+        with subtests.test(f"a packed window gives each document its own logits ({kernel})"):
+            assert_packed_window_gives_each_documents_own_logits(model, kernel)
+    with subtests.test("FlexAttention and SDPA agree in logits and gradients"):
+        assert_flex_and_sdpa_kernels_agree_in_logits_and_gradients(position)
+
+
+def assert_packed_window_gives_each_documents_own_logits(model, kernel: str):
+    """Each document's logits are its own alone; without the mask, the documents after the first
+    see the ones before them."""
     window, docs = _window()
     batch = collate_causal([window, _window(seed=1)[0]], eos_id=EOS)
     with torch.no_grad():
@@ -80,8 +90,7 @@ def test_packed_window_gives_each_documents_own_logits(position, kernel):
     assert (unmasked[first:] - alone[first:]).abs().max() > 1e-2  # without the mask they differ
 
 
-@pytest.mark.parametrize("position", POSITIONS)
-def test_flex_and_sdpa_kernels_agree_in_logits_and_gradients(position):
+def assert_flex_and_sdpa_kernels_agree_in_logits_and_gradients(position: str):
     """Logits on the CPU; gradients too where there is a GPU (FlexAttention has no backward on
     the CPU in torch 2.13, which is why training there takes SDPA)."""
     torch.manual_seed(0)

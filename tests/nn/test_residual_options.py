@@ -1,8 +1,9 @@
 """The value residual, value embeddings and hyper-connections as computed: each layer's hook mixes
 its values as the rows write, the hooks reach the attention of every family's stacks, the
-hyper-connections' site is the paper's formula and their start is the plain residual, cached
-decoding (growing and static caches) gives the logits of the whole sequence, and recomputing
-the layers in backward (model.checkpoint_activations) gives the same gradients."""
+hyper-connections' site is the paper's formula and their start is the plain residual, and
+recomputing the layers in backward (model.checkpoint_activations) gives the same gradients.
+Cached decoding (growing and static caches) with each option gives the logits of the whole
+sequence: tests/models/test_decoding_rows.py."""
 
 from __future__ import annotations
 
@@ -10,35 +11,16 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, tiny
-from tests.covering import cases, model_axes
+from tests.conftest import FAMILIES, tiny
+from tests.covering import model_axes, pairwise
+from tests.nn.residual_rows import OPTIONS, perturb
 from zoo.config import ModelConfig
 from zoo.nn.hyper import HyperConnection
 from zoo.nn.values import ValueStream
 
-OPTIONS = {
-    "value_residual=fixed": dict(value_residual="fixed"),
-    "value_residual=learned": dict(value_residual="learned"),
-    "value_embeds=1": dict(value_embeds=1),
-    "hyper_connections=static": dict(hyper_connections="static", residual_streams=3),
-    "hyper_connections=dynamic": dict(hyper_connections="dynamic", residual_streams=2),
-    "all, parallel": dict(
-        value_residual="learned", value_embeds=1, hyper_connections="dynamic", block="parallel_two_norms"
-    ),
-}
-
 
 def _inputs(family: str, ids: torch.Tensor) -> dict:
     return {"input_ids": ids} if family != "encoder_decoder" else {"input_ids": ids, "decoder_input_ids": ids}
-
-
-def _perturb(model: torch.nn.Module) -> None:
-    """Move every mixing weight off its start, so that no test passes at an identity."""
-    g = torch.Generator().manual_seed(1)
-    for module in model.modules():
-        if isinstance(module, (ValueStream, HyperConnection)):
-            for p in module.parameters(recurse=False):
-                p.data.add_(0.3 * torch.randn(p.shape, generator=g))
 
 
 def test_the_hooks_mix_the_values_as_the_rows_write():
@@ -63,8 +45,31 @@ def test_the_hooks_mix_the_values_as_the_rows_write():
     torch.testing.assert_close(hooks[2](vs[2]), 0.5 * vs[2] + 0.5 * vs[0])
 
 
+# the hyper-connections' starts: every pair of kinds of family × norm placement × block × kind
+# (a covering design, tests/covering.py), each family's rows checked by its test
+HYPER_STARTS = pairwise(
+    {
+        **model_axes("family"),
+        "norm": ["pre", "sandwich", "reordered"],
+        **model_axes("block"),
+        "kind": ["static", "dynamic"],
+    }
+)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-def test_the_value_options_reach_every_stacks_self_attention(family):
+def test_the_residual_options_reach_a_familys_stacks_and_hyper_connections_start_plain(subtests, family):
+    """The value options reach the self-attention of each of the family's stacks; its
+    hyper-connections start as the plain residual in each of its rows of HYPER_STARTS."""
+    with subtests.test("the value options reach every stack's self-attention"):
+        assert_the_value_options_reach_every_stacks_self_attention(family)
+    for row in (row for row in HYPER_STARTS if row["family"] == family):
+        shape = dict(norm=row["norm"], block=row["block"], kind=row["kind"])
+        with subtests.test("hyper-connections start as the plain residual", **shape):
+            assert_hyper_connections_start_as_the_plain_residual(family, **shape)
+
+
+def assert_the_value_options_reach_every_stacks_self_attention(family):
     """The same weights: value embeddings with λ = (1, 0) are the plain model bit for bit, and
     each option away from its identity changes the logits of every stack it is in."""
     plain = zoo.build_model(tiny(family, "rope"), init_seed=0).eval()
@@ -112,18 +117,7 @@ def test_a_hyper_connection_is_the_papers_width_and_depth_connection():
         torch.testing.assert_close(out[..., t, :], carried + beta[..., t, None] * f, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "family, norm, block, kind",
-    cases(
-        {
-            **model_axes("family"),
-            "norm": ["pre", "sandwich", "reordered"],
-            **model_axes("block"),
-            "kind": ["static", "dynamic"],
-        }
-    ),
-)
-def test_hyper_connections_start_as_the_plain_residual(family, norm, block, kind):
+def assert_hyper_connections_start_as_the_plain_residual(family, norm, block, kind):
     """At their start every stream carries the plain residual stream (the branch reads stream
     j mod n, every stream takes the branch whole), so the n summed streams, normalized, give the
     plain model's logits (a norm's eps is what tells n·x from x: it is made negligible here)."""
@@ -140,28 +134,6 @@ def test_hyper_connections_start_as_the_plain_residual(family, norm, block, kind
         )
 
 
-@pytest.mark.parametrize(
-    "family, position, option", cases({"family": CAUSAL_FAMILIES, **model_axes("position"), "option": list(OPTIONS)})
-)
-def test_cached_decoding_gives_the_logits_of_the_whole_sequence(family, position, option):
-    torch.manual_seed(0)
-    model = zoo.build_model(tiny(family, position, init_std=0.3, **OPTIONS[option])).eval()
-    _perturb(model)
-    ids = torch.randint(4, 37, (2, 7))
-    with torch.no_grad():
-        whole = model(**_inputs(family, ids)).logits  # (B, T, V)
-        memory = model.encode(ids) if family == "encoder_decoder" else None
-        for capacity in (None, 7):  # a growing cache, a static one
-            cache, steps = model.new_cache(capacity), []
-            for step in [ids[:, :3]] + [ids[:, t : t + 1] for t in range(3, 7)]:  # a prompt, then a token at a time
-                if memory is None:
-                    out = model(step, cache=cache, use_cache=True)
-                else:
-                    out = model(decoder_input_ids=step, encoder_hidden_states=memory, cache=cache, use_cache=True)
-                steps.append(out.logits)  # (B, T or 1, V)
-            torch.testing.assert_close(torch.cat(steps, dim=1), whole, rtol=1e-4, atol=1e-5)
-
-
 @pytest.mark.parametrize("option", list(OPTIONS))
 def test_recomputing_the_layers_in_backward_gives_the_same_gradients(option):
     """v_1 and the streams cross the layers: model.checkpoint_activations recomputes each layer
@@ -169,7 +141,7 @@ def test_recomputing_the_layers_in_backward_gives_the_same_gradients(option):
     grads = []
     for recompute in (False, True):
         model = zoo.build_model(tiny(checkpoint_activations=recompute, **OPTIONS[option]), init_seed=0).train()
-        _perturb(model)
+        perturb(model)
         ids = torch.randint(0, 37, (2, 9), generator=torch.Generator().manual_seed(0))
         model(ids).logits.square().mean().backward()
         grads.append({name: p.grad for name, p in model.named_parameters()})

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.profiler import profile
 
 import zoo
-from tests.conftest import CAUSAL_FAMILIES, FAMILIES, POSITIONS, tiny
+from tests.conftest import FAMILIES, tiny
 from tests.perf.conftest import TASK_OF, batch_for
 from zoo.config.errors import ConfigError
 from zoo.config.schema.train import OptimConfig, OptimizerImpl
@@ -90,11 +90,36 @@ def test_chunked_cross_entropy_rejects_a_bad_chunk():
         chunked_linear_cross_entropy(torch.randn(2, 3), torch.randn(5, 3), torch.tensor([1, 2]), chunk=0)
 
 
+# the output heads the chunked loss projects through
+HEADS = {
+    "plain": {},
+    "head_transform, output_bias": {"head_transform": True, "output_bias": True},
+    "scale_output, untied": {"scale_output": True, "tie_embeddings": False},
+}
+CHECKPOINTED = ["learned", "rope", "relative"]  # the position schemes checkpointed layers recompute
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize(
-    "head", [{}, {"head_transform": True, "output_bias": True}, {"scale_output": True, "tie_embeddings": False}]
-)
-def test_every_token_task_trains_the_same_with_chunked_and_full_logits(family, head):
+def test_a_familys_task_trains_the_same_chunked_checkpointed_in_bf16_and_without_full_masks(subtests, family):
+    """One family's default task: the chunked loss and full logits (through each head), activation
+    checkpointing (with each scheme), bf16 autocast and masks without padding left out before
+    transfer give the plain path's loss and gradients."""
+    for head in HEADS:
+        with subtests.test(f"chunked and full logits train the same ({head})"):
+            assert_chunked_and_full_logits_train_the_same(family, HEADS[head])
+    for position in CHECKPOINTED:
+        with subtests.test(f"activation checkpointing gives the same loss and gradients ({position})"):
+            assert_checkpointing_gives_the_same_loss_and_gradients(family, position)
+    torch.manual_seed(0)
+    task = TASKS[TASK_OF[family]](model=tiny(family, "rope"), task={"kind": TASK_OF[family]})
+    with subtests.test("bf16 autocast's training loss is close to float32's"):
+        assert_bf16_autocast_training_loss_is_close_to_float32(task, family)
+    with subtests.test("masks without padding are left out before transfer, with the same loss"):
+        assert_masks_without_padding_are_left_out_with_the_same_loss(task, family)
+
+
+def assert_chunked_and_full_logits_train_the_same(family, head):
+    """The chunked output loss gives the full logits' loss, token counts and gradients."""
     model_cfg = tiny(family, "learned", **head)
     losses, grad_sets = {}, {}
     batch = batch_for(family)
@@ -140,9 +165,8 @@ def test_fused_qkv_projection_equals_three_separate_projections(n_kv_heads):
 # -- activation checkpointing -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("position", ["learned", "rope", "relative"])
-def test_activation_checkpointing_gives_the_same_loss_and_gradients(family, position):
+def assert_checkpointing_gives_the_same_loss_and_gradients(family, position):
+    """Recomputing the layers in backward (with the same dropout masks) gives the same loss and gradients."""
     batch = batch_for(family)
     results = {}
     for ckpt in (False, True):
@@ -225,11 +249,9 @@ def test_compiled_model_gives_the_same_loss_and_gradients():
 # -- bf16 autocast ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_bf16_autocast_training_loss_is_close_to_float32(family):
+def assert_bf16_autocast_training_loss_is_close_to_float32(task, family):
+    """Under bf16 autocast the loss stays float32 and close to float32's, its gradients finite float32."""
     batch = batch_for(family)
-    torch.manual_seed(0)
-    task = TASKS[TASK_OF[family]](model=tiny(family, "rope"), task={"kind": TASK_OF[family]})
     ref, _, _ = task.training_loss(batch)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         low, _, _ = task.training_loss(batch)
@@ -250,20 +272,6 @@ def generation_inputs(family: str):
     if family == "decoder_only":
         ids[1, :2], mask[1, :2] = 0, 0  # a left-padded prompt
     return ids, mask
-
-
-@pytest.mark.parametrize("family", CAUSAL_FAMILIES)
-@pytest.mark.parametrize("position", POSITIONS)
-def test_static_cache_decodes_the_same_tokens(family, position):
-    model = zoo.build_model(tiny(family, position)).eval()
-    ids, mask = generation_inputs(family)
-    kw = dict(attention_mask=mask, max_new_tokens=9, bos_id=1)
-    growing = generate(model, ids, config=GenerationConfig(), **kw)
-    static = generate(model, ids, config=GenerationConfig(static_cache=True), **kw)
-    assert torch.equal(static, growing)
-    beams = GenerationConfig(strategy="beam", num_beams=3)
-    static_beams = GenerationConfig(strategy="beam", num_beams=3, static_cache=True)
-    assert torch.equal(generate(model, ids, config=static_beams, **kw), generate(model, ids, config=beams, **kw))
 
 
 def test_static_cache_steps_see_same_shape_tensors():
@@ -376,12 +384,9 @@ def test_both_softmax_paths_of_the_chunked_loss_agree(host_branch):
     torch.testing.assert_close(lse, torch.logsumexp(logits, dim=-1), atol=1e-5, rtol=1e-6)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_masks_without_padding_are_left_out_before_transfer_with_the_same_loss(family):
+def assert_masks_without_padding_are_left_out_with_the_same_loss(task, family):
     """On the CPU, before the batch moves to the device: a mask of all ones goes (the model then
     needs no host read to take the unmasked kernels), a mask with padding stays."""
-    torch.manual_seed(0)
-    task = TASKS[TASK_OF[family]](model=tiny(family, "rope"), task={"kind": TASK_OF[family]})
     padded = batch_for(family)
     full = {
         **padded,

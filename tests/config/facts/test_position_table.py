@@ -66,9 +66,45 @@ def test_each_class_names_its_own_kind_once():
     assert all(POSITIONS[kind].kind is kind for kind in KINDS)
 
 
-@pytest.mark.parametrize("family", ["decoder_only", "encoder_decoder"])
 @pytest.mark.parametrize("kind", KINDS, ids=str)
-def test_a_rows_parameter_count_is_what_its_module_holds(kind, family):
+def test_a_schemes_row_is_what_its_module_holds_takes_and_does(subtests, kind, monkeypatch):
+    """One scheme's row against its module: the parameters it holds (in each family's stacks) and
+    whether they count as embeddings; the config fields its module takes and receives; where it
+    acts; where a bounded scheme ends; the odd size it refuses; its config files."""
+    for family in ("decoder_only", "encoder_decoder"):
+        with subtests.test(f"its parameter count is what its module holds ({family})"):
+            assert_parameter_count_is_what_its_module_holds(kind, family)
+    with subtests.test("its parameters count as embeddings as it says"):
+        assert_parameters_count_as_embeddings_as_it_says(kind)
+    with subtests.test("its parameters are what its module takes"):
+        taken = inspect.signature(POSITIONS[kind].__init__).parameters
+        assert {n for n in taken if n in PARAMS} == set(POSITION_FACTS[kind].params)
+    with subtests.test("its parameters reach its module"), monkeypatch.context() as patch:
+        assert_parameters_reach_its_module(kind, patch)
+    with subtests.test("it acts where its row says"):
+        assert_acts_where_its_row_says(kind)
+    with subtests.test("a bounded scheme ends at max_seq_len and the others do not"):
+        assert_bounded_ends_at_max_seq_len(kind)
+    for size in EVEN_SIZES:
+        with subtests.test(f"an odd {size} is refused where it pairs it"):
+            assert_odd_size_refused_by_the_scheme_that_pairs_it(kind, size)
+    for path in sorted(CONF.glob("*.yaml")):
+        values = yaml.safe_load(path.read_text())
+        if values["kind"] != kind.value:
+            continue
+        with subtests.test(f"{path.name} sets only its scheme's parameters"):
+            values.pop("kind")
+            assert set(values) <= set(POSITION_FACTS[kind].params)
+            PositionConfig(kind=kind, **values)
+
+
+def test_every_config_file_names_a_kind():
+    """Each file's kind is a scheme's (the per-kind test checks each file with its kind's row)."""
+    for path in sorted(CONF.glob("*.yaml")):
+        PositionKind(yaml.safe_load(path.read_text())["kind"])
+
+
+def assert_parameter_count_is_what_its_module_holds(kind: PositionKind, family: str):
     stacks = [3, 2] if family == "encoder_decoder" else [3]
     sizes = {"n_layers": 3, "n_decoder_layers": 2} if family == "encoder_decoder" else {"n_layers": 3}
     cfg = ModelConfig(**tiny(family, kind.value, **sizes))
@@ -77,8 +113,7 @@ def test_a_rows_parameter_count_is_what_its_module_holds(kind, family):
     assert sum(held.values()) == sum(POSITION_FACTS[kind].parameters(cfg, n) for n in stacks)
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=str)
-def test_a_rows_parameters_count_as_embeddings_as_it_says(kind):
+def assert_parameters_count_as_embeddings_as_it_says(kind: PositionKind):
     facts = POSITION_FACTS[kind]
     cfg, base = config(kind), config(PositionKind.none)
     extra = zoo.summarize(zoo.build_model(cfg)).embedding_params - zoo.summarize(zoo.build_model(base)).embedding_params
@@ -86,21 +121,7 @@ def test_a_rows_parameters_count_as_embeddings_as_it_says(kind):
     assert (facts.embedding and facts.parameters(cfg, cfg.n_layers) > 0) == (kind == PositionKind.learned)
 
 
-def test_every_parameter_belongs_to_exactly_one_scheme():
-    assert sorted(
-        n for kind in KINDS for n in POSITION_FACTS[kind].params + POSITION_FACTS[kind].layer_params
-    ) == sorted(PARAMS)
-    assert all(len(readers(name)) == 1 for name in PARAMS)
-
-
-@pytest.mark.parametrize("kind", KINDS, ids=str)
-def test_a_rows_parameters_are_what_its_module_takes(kind):
-    taken = inspect.signature(POSITIONS[kind].__init__).parameters
-    assert {n for n in taken if n in PARAMS} == set(POSITION_FACTS[kind].params)
-
-
-@pytest.mark.parametrize("kind", KINDS, ids=str)
-def test_a_rows_parameters_reach_its_module(kind, monkeypatch):
+def assert_parameters_reach_its_module(kind: PositionKind, monkeypatch):
     received = {}
 
     class Recording(POSITIONS[kind]):
@@ -114,8 +135,7 @@ def test_a_rows_parameters_reach_its_module(kind, monkeypatch):
     assert {name: received.get(name) for name in values} == values
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=str)
-def test_a_scheme_acts_where_its_row_says(kind):
+def assert_acts_where_its_row_says(kind: PositionKind):
     acts = POSITION_FACTS[kind].acts
     scheme = build_position(config(kind), causal=False)
     B, H, T, Dh = 1, 2, 5, 8
@@ -132,8 +152,7 @@ def test_a_scheme_acts_where_its_row_says(kind):
     assert type(scheme).keys_transformed_alone == (Site.rotation in acts)
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=str)
-def test_a_bounded_scheme_ends_at_max_seq_len_and_the_others_do_not(kind):
+def assert_bounded_ends_at_max_seq_len(kind: PositionKind):
     bounded = POSITION_FACTS[kind].bounded
     cfg = config(kind, max_seq_len=8)
     assert max_positions(cfg) == (8 if bounded else None)
@@ -148,21 +167,7 @@ def test_a_bounded_scheme_ends_at_max_seq_len_and_the_others_do_not(kind):
     scheme.embed(x, torch.tensor([[6, 7]]))
 
 
-@pytest.mark.parametrize("kind,name", OWNED, ids=lambda v: str(v))
-def test_a_parameter_is_refused_for_a_scheme_that_does_not_read_it(kind, name):
-    PositionConfig(kind=kind, **{name: changed(name)}, **RULE.get(name, {}))
-    for other in KINDS:
-        if other != kind:
-            with pytest.raises(ConfigError) as refused:
-                PositionConfig(kind=other, **{name: changed(name)})
-            assert str(refused.value) == (
-                f"model.position.{name} only applies to model/position={kind.value}, not {other.value}"
-            )
-
-
-@pytest.mark.parametrize("size", EVEN_SIZES)
-@pytest.mark.parametrize("kind", KINDS, ids=str)
-def test_an_odd_size_is_refused_by_the_scheme_that_pairs_it(kind, size):
+def assert_odd_size_refused_by_the_scheme_that_pairs_it(kind: PositionKind, size: str):
     even = POSITION_FACTS[kind].even
     sizes = {"d_model": 16, "n_heads": 2, "head_dim": 4}  # head_dim given: d_model need not divide
     config(kind, **sizes)
@@ -174,6 +179,25 @@ def test_an_odd_size_is_refused_by_the_scheme_that_pairs_it(kind, size):
         assert "even" in str(refused.value)
     else:
         config(kind, **odd)
+
+
+def test_every_parameter_belongs_to_exactly_one_scheme():
+    assert sorted(
+        n for kind in KINDS for n in POSITION_FACTS[kind].params + POSITION_FACTS[kind].layer_params
+    ) == sorted(PARAMS)
+    assert all(len(readers(name)) == 1 for name in PARAMS)
+
+
+@pytest.mark.parametrize("kind,name", OWNED, ids=lambda v: str(v))
+def test_a_parameter_is_refused_for_a_scheme_that_does_not_read_it(kind, name):
+    PositionConfig(kind=kind, **{name: changed(name)}, **RULE.get(name, {}))
+    for other in KINDS:
+        if other != kind:
+            with pytest.raises(ConfigError) as refused:
+                PositionConfig(kind=other, **{name: changed(name)})
+            assert str(refused.value) == (
+                f"model.position.{name} only applies to model/position={kind.value}, not {other.value}"
+            )
 
 
 def test_the_parity_refusals_keep_their_wording():
@@ -189,14 +213,6 @@ def test_the_parity_refusals_keep_their_wording():
         r"be even$",
     ):
         config(PositionKind.sinusoidal, d_model=15, n_heads=1)
-
-
-@pytest.mark.parametrize("path", sorted(CONF.glob("*.yaml")), ids=lambda p: p.stem)
-def test_a_config_file_sets_only_its_schemes_parameters(path):
-    values = yaml.safe_load(path.read_text())
-    kind = PositionKind(values.pop("kind"))
-    assert set(values) <= set(POSITION_FACTS[kind].params)
-    PositionConfig(kind=kind, **values)
 
 
 def test_every_row_cites_its_source():
