@@ -131,9 +131,10 @@ def assert_lands_on_a_budget(row, budget: int) -> None:
     parameters, within half of what one unit of d_ff adds (the experts follow d_ff here:
     model.moe_d_ff=null, since experts of a fixed width leave nothing to size when every layer
     is a mixture, which tests/nn/test_moe.py holds to its refusal)."""
-    sized = ModelConfig(**{**model_kwargs(row_settings(row)), "param_budget": budget, "moe_d_ff": None})
+    kwargs = {**model_kwargs(row_settings(row)), "moe_d_ff": None}
+    sized = ModelConfig(**kwargs, param_budget=budget)
     built = zoo.summarize(zoo.build_model(sized)).non_embedding_params
-    wider = ModelConfig(**{**model_kwargs(row_settings(row)), "moe_d_ff": None, "d_ff": sized.d_ff + 1})
+    wider = ModelConfig(**{**kwargs, "d_ff": sized.d_ff + 1})
     per_unit_of_d_ff = non_embedding_params(wider) - non_embedding_params(sized)
     assert per_unit_of_d_ff > 0
     assert abs(built - budget) <= per_unit_of_d_ff / 2 + 1, (built, budget, per_unit_of_d_ff)

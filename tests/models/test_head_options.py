@@ -28,7 +28,7 @@ def twins(family, **kw):
     return a, b
 
 
-def token_types_add_a_segment_embedding(family):
+def assert_token_types_add_a_segment_embedding(family):
     model = zoo.build_model(tiny(family, "learned", token_types=2)).eval()
     ids = torch.randint(0, 37, (2, 6))
     zeros, ones = torch.zeros_like(ids), torch.ones_like(ids)
@@ -44,7 +44,7 @@ def token_types_add_a_segment_embedding(family):
         run(plain, ids, token_type_ids=zeros)
 
 
-def an_explicit_default_attention_scale_changes_nothing_and_1_does(family):
+def assert_an_explicit_default_attention_scale_changes_nothing_and_1_does(family):
     a, b = twins(family, attention_scale=8**-0.5)  # Dh = 16 / 2 heads
     _, c = twins(family, attention_scale=1.0)
     ids = torch.randint(0, 37, (2, 7))
@@ -53,14 +53,14 @@ def an_explicit_default_attention_scale_changes_nothing_and_1_does(family):
         assert (run(a, ids).logits - run(c, ids).logits).abs().max() > 1e-4
 
 
-def scale_output_multiplies_the_head_input_by_d_to_the_minus_half(family):
+def assert_scale_output_multiplies_the_head_input_by_d_to_the_minus_half(family):
     a, b = twins(family, scale_output=True)
     ids = torch.randint(0, 37, (2, 7))
     with torch.no_grad():
         assert torch.allclose(run(b, ids).logits, run(a, ids).logits * 16**-0.5, atol=1e-6)
 
 
-def output_bias_and_head_transform(family):
+def assert_output_bias_and_head_transform(family):
     a, b = twins(family, output_bias=True, head_transform=True)
     extra = sum(p.numel() for p in b.parameters()) - sum(p.numel() for p in a.parameters())
     assert extra == 37 + (16 * 16 + 16) + 2 * 16  # bias (V) + dense (D·D + D) + LayerNorm (2·D)
@@ -76,7 +76,7 @@ def output_bias_and_head_transform(family):
     assert sum(p.numel() for p in b.parameters()) == sum(p.numel() for p in a.parameters())
 
 
-def position_offset_reads_rows_after_the_offset(family):
+def assert_position_offset_reads_rows_after_the_offset(family):
     a, b = twins(family, position={"kind": "learned", "offset": 2})
     stack = "decoder" if family != "encoder_only" else "encoder"
     table_a = getattr(a, stack).positions[0].table
@@ -109,7 +109,7 @@ def test_bad_values_are_refused(key, value):
         ModelConfig(**{**tiny("decoder_only", "learned"), key: value})
 
 
-def token_loss_ignores_rows_without_a_target(family, output_loss):
+def assert_token_loss_ignores_rows_without_a_target(family, output_loss):
     """Rows whose target is -100 weigh nothing: the loss is the mean cross-entropy of the others
     (F.cross_entropy's ignore_index), with and without label smoothing."""
     from zoo.config.schema.task import OutputLoss
@@ -130,7 +130,7 @@ def token_loss_ignores_rows_without_a_target(family, output_loss):
         torch.testing.assert_close(got, kept)
 
 
-def forward_loss_is_the_cross_entropy_of_the_forward_logits(family):
+def assert_forward_loss_is_the_cross_entropy_of_the_forward_logits(family):
     torch.manual_seed(0)
     model = zoo.build_model(tiny(family, "learned")).eval()
     ids = torch.randint(0, 37, (2, 6))
@@ -143,7 +143,7 @@ def forward_loss_is_the_cross_entropy_of_the_forward_logits(family):
         torch.testing.assert_close(model.forward_loss(inputs, targets), expected)
 
 
-def unit_embeddings_start_at_the_size_of_a_sinusoid(family):
+def assert_unit_embeddings_start_at_the_size_of_a_sinusoid(family):
     """Vaswani et al. §3.4 with fairseq's initialisation (model.embed_init=unit): embeddings
     drawn at std D^-0.5 and multiplied by sqrt(D) start at unit RMS, the sinusoid's order (its RMS
     is 1/sqrt(2)). The default draws them at init_std, like every other table: scaled by sqrt(D),
@@ -162,29 +162,47 @@ def unit_embeddings_start_at_the_size_of_a_sinusoid(family):
     assert all(w.std().item() == pytest.approx(unit.config.init_std, rel=0.25) for w in matrices if w.numel() > 1000)
 
 
+def checks(family: str) -> dict:
+    """{subtest name: the check} of the head and embedding options on `family`."""
+    out = {}
+    if family != "encoder_decoder":  # token types: the families BERT and GPT-2 come from
+        out["token types add a segment embedding"] = lambda: assert_token_types_add_a_segment_embedding(family)
+    for name, check in (
+        (
+            "an explicit default attention scale changes nothing and 1 does",
+            assert_an_explicit_default_attention_scale_changes_nothing_and_1_does,
+        ),
+        (
+            "scale_output multiplies the head input by D^-0.5",
+            assert_scale_output_multiplies_the_head_input_by_d_to_the_minus_half,
+        ),
+        ("output bias and head transform", assert_output_bias_and_head_transform),
+        ("the position offset reads rows after the offset", assert_position_offset_reads_rows_after_the_offset),
+        (
+            "the forward loss is the cross-entropy of the forward logits",
+            assert_forward_loss_is_the_cross_entropy_of_the_forward_logits,
+        ),
+        ("unit embeddings start at the size of a sinusoid", assert_unit_embeddings_start_at_the_size_of_a_sinusoid),
+    ):
+        out[name] = lambda check=check: check(family)
+    for loss in ("chunked", "logits"):
+        out[f"the token loss ignores rows without a target ({loss})"] = lambda loss=loss: (
+            assert_token_loss_ignores_rows_without_a_target(family, loss)
+        )
+    return out
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_familys_head_and_embedding_options(subtests, family):
-    """Each option on one family, a subtest each: token types (where a family takes them), the
-    attention scale, D^-0.5 output scaling, output bias and head transform, the position offset,
-    the token loss's ignored rows (chunked and whole logits), the forward loss, unit embeddings."""
-    if family != "encoder_decoder":
-        with subtests.test("token types add a segment embedding"):
-            token_types_add_a_segment_embedding(family)
-    with subtests.test("an explicit default attention scale changes nothing and 1 does"):
-        an_explicit_default_attention_scale_changes_nothing_and_1_does(family)
-    with subtests.test("scale output multiplies the head input by d to the minus half"):
-        scale_output_multiplies_the_head_input_by_d_to_the_minus_half(family)
-    with subtests.test("output bias and head transform"):
-        output_bias_and_head_transform(family)
-    with subtests.test("position offset reads rows after the offset"):
-        position_offset_reads_rows_after_the_offset(family)
-    for output_loss in ("chunked", "logits"):
-        with subtests.test(f"the token loss ignores rows without a target ({output_loss})"):
-            token_loss_ignores_rows_without_a_target(family, output_loss)
-    with subtests.test("forward loss is the cross entropy of the forward logits"):
-        forward_loss_is_the_cross_entropy_of_the_forward_logits(family)
-    with subtests.test("unit embeddings start at the size of a sinusoid"):
-        unit_embeddings_start_at_the_size_of_a_sinusoid(family)
+    """Each option on one family, a subtest each (`checks`): token types (where a family takes
+    them), the attention scale, D^-0.5 output scaling, output bias and head transform, the
+    position offset, the token loss's ignored rows (chunked and whole logits), the forward loss,
+    unit embeddings. Each check asserts; a failing one fails its subtest and this test."""
+    named = checks(family)
+    assert len(named) == (8 if family == "encoder_decoder" else 9)
+    for name, check in named.items():
+        with subtests.test(name):
+            check()
 
 
 def test_an_unknown_embedding_init_is_refused():

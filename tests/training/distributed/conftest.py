@@ -25,6 +25,16 @@ def model_state(ckpt: Path) -> dict[str, torch.Tensor]:
     return {k: v for k, v in read_checkpoint(ckpt)["state_dict"].items() if k.startswith("model.")}
 
 
+# a small mixture of experts (a dense first layer, a mixture second) the sharded runs train
+MOE = [
+    "model.ffn=moe",
+    "model.moe_experts=4",
+    "model.moe_top_k=2",
+    "model.bias=false",
+    "model.n_layers=2",
+    "model.moe_every=2",
+]
+
 # a 4-step tiny run with its checkpoint at the end: what each sharded-equality test trains
 SHARDED_RUN = [
     "data.max_examples=20",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.training.distributed.conftest import max_abs_diff, model_state, ok, summary
+from tests.training.distributed.conftest import MOE, max_abs_diff, model_state, ok, summary
 from zoo.config.facts.ema import EMA_STATE, EMA_UPDATES
 from zoo.training.checkpoint.files import read_checkpoint
 
@@ -23,12 +23,7 @@ RUN = [
     "data.max_examples=20",
     "data.global_batch_size=8",
     "model.dropout=0",
-    "model.ffn=moe",
-    "model.moe_experts=4",
-    "model.moe_top_k=2",
-    "model.bias=false",
-    "model.n_layers=2",
-    "model.moe_every=2",
+    *MOE,
     "model.activation=swiglu",
     "callbacks.routing_every=2",
     "optim=muon",

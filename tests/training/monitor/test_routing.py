@@ -14,19 +14,10 @@ import pytest
 
 import zoo
 from tests.cli.conftest import tiny_overrides, zoo_train
-from tests.training.distributed.conftest import max_abs_diff, model_state
+from tests.training.distributed.conftest import MOE, max_abs_diff, model_state
 from zoo.config.errors import ConfigError
 from zoo.config.schema.train import CallbacksConfig
 from zoo.training.callbacks import build_callbacks
-
-MOE = [
-    "model.ffn=moe",
-    "model.moe_experts=4",
-    "model.moe_top_k=2",
-    "model.bias=false",
-    "model.n_layers=2",
-    "model.moe_every=2",
-]
 
 
 def _rows(path) -> dict[int, dict[str, float]]:
